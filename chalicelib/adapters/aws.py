@@ -1,0 +1,36 @@
+"""boto3 clients for the configured endpoints: real AWS, the embedded local AWS, or moto."""
+from __future__ import annotations
+
+from functools import cached_property
+
+import boto3
+from botocore.config import Config
+
+from chalicelib.settings import Settings
+
+_RETRIES = Config(retries={"max_attempts": 8, "mode": "adaptive"}, max_pool_connections=32)
+
+
+class AwsClients:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    @cached_property
+    def _session(self) -> boto3.session.Session:
+        return boto3.session.Session(region_name=self._settings.region)
+
+    def client(self, service: str):
+        endpoint = self._settings.dynamodb_endpoint if service == "dynamodb" else self._settings.aws_endpoint
+        return self._session.client(service, endpoint_url=endpoint or None, config=_RETRIES)
+
+    @cached_property
+    def dynamodb(self):
+        return self.client("dynamodb")
+
+    @cached_property
+    def s3(self):
+        return self.client("s3")
+
+    @cached_property
+    def sqs(self):
+        return self.client("sqs")

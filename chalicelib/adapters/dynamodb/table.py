@@ -1,0 +1,206 @@
+"""Thin access to the single DynamoDB table: typed items in, plain Python items out.
+
+Numbers come back as int (we never store floats: money is integer minor units).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import random
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Iterable, Iterator
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from chalicelib.domain.errors import BadRequest
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+BATCH_WRITE_LIMIT = 25
+
+
+class ConditionFailed(Exception):
+    """A conditional write found the item in another state than it required."""
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    cursor: str | None
+
+
+def _to_python(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else value
+    if isinstance(value, dict):
+        return {k: _to_python(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_python(v) for v in value]
+    if isinstance(value, set):
+        return {_to_python(v) for v in value}
+    return value
+
+
+def serialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+
+
+def deserialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _to_python(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def encode_cursor(last_key: dict[str, Any] | None) -> str | None:
+    if not last_key:
+        return None
+    raw = json.dumps(deserialize(last_key), separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, partition_attr: str, partition_value: str) -> dict[str, Any]:
+    """Turn a cursor back into a start key, refusing any that does not belong to this list."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise BadRequest("cursor is not valid; pass the next_cursor of a previous page unchanged") from None
+    if not isinstance(key, dict) or key.get(partition_attr) != partition_value or not all(
+        isinstance(v, (str, int)) for v in key.values()
+    ):
+        raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
+    return serialize(key)
+
+
+class DynamoTable:
+    def __init__(self, client, table_name: str) -> None:
+        self._client = client
+        self.name = table_name
+
+    # Single items ---------------------------------------------------------------------
+
+    def get(self, key: dict[str, str]) -> dict[str, Any] | None:
+        response = self._client.get_item(TableName=self.name, Key=serialize(key), ConsistentRead=True)
+        item = response.get("Item")
+        return deserialize(item) if item else None
+
+    def put(self, item: dict[str, Any], condition: str | None = None, values: dict[str, Any] | None = None,
+            names: dict[str, str] | None = None) -> None:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Item": serialize(item)}
+        _add_condition(kwargs, condition, values, names)
+        self._call_conditional(self._client.put_item, kwargs)
+
+    def put_new(self, item: dict[str, Any]) -> None:
+        """Put an item that must not exist yet; raise ConditionFailed when it does."""
+        self.put(item, condition="attribute_not_exists(pk)")
+
+    def update(self, key: dict[str, str], expression: str, values: dict[str, Any] | None = None,
+               names: dict[str, str] | None = None, condition: str | None = None,
+               return_new: bool = False) -> dict[str, Any] | None:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Key": serialize(key), "UpdateExpression": expression}
+        if return_new:
+            kwargs["ReturnValues"] = "ALL_NEW"
+        _add_condition(kwargs, condition, values, names)
+        response = self._call_conditional(self._client.update_item, kwargs)
+        return deserialize(response["Attributes"]) if return_new else None
+
+    def delete(self, key: dict[str, str], condition: str | None = None,
+               values: dict[str, Any] | None = None, names: dict[str, str] | None = None) -> None:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Key": serialize(key)}
+        _add_condition(kwargs, condition, values, names)
+        self._call_conditional(self._client.delete_item, kwargs)
+
+    def add_to_counter(self, key: dict[str, str], amount: int) -> int:
+        """Atomically add `amount` to a counter and return its new value."""
+        response = self._client.update_item(
+            TableName=self.name, Key=serialize(key), UpdateExpression="ADD #v :n",
+            ExpressionAttributeNames={"#v": "value"}, ExpressionAttributeValues={":n": {"N": str(amount)}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"]["value"]["N"])
+
+    @staticmethod
+    def _call_conditional(operation, kwargs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return operation(**kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ConditionFailed() from None
+            raise
+
+    # Many items ------------------------------------------------------------------------
+
+    def query_page(self, partition_attr: str, partition_value: str, *, index: str | None = None,
+                   limit: int, cursor: str | None = None, newest_first: bool = True,
+                   sort_attr: str | None = None, sort_prefix: str | None = None) -> Page:
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
+        # One item more than asked tells whether another page exists, so a client never
+        # gets a cursor that leads to an empty page.
+        kwargs.update(Limit=limit + 1, ScanIndexForward=not newest_first)
+        if cursor:
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value)
+        response = self._client.query(**kwargs)
+        items = [deserialize(i) for i in response.get("Items", [])]
+        if len(items) <= limit:
+            # Fewer items than asked with a last key means DynamoDB's 1 MB page cap was hit.
+            return Page(items=items, cursor=encode_cursor(response.get("LastEvaluatedKey")))
+        items = items[:limit]
+        key_attrs = ("pk", "sk", partition_attr, sort_attr or "sk")
+        last_key = {attr: items[-1][attr] for attr in key_attrs}
+        return Page(items=items, cursor=encode_cursor(serialize(last_key)))
+
+    def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
+                  sort_attr: str | None = None, sort_prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
+        while True:
+            response = self._client.query(**kwargs)
+            yield from (deserialize(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _query_kwargs(self, partition_attr: str, partition_value: str, index: str | None,
+                      sort_attr: str | None, sort_prefix: str | None) -> dict[str, Any]:
+        condition = "#p = :p"
+        names = {"#p": partition_attr}
+        values: dict[str, Any] = {":p": {"S": partition_value}}
+        if sort_prefix is not None:
+            condition += " AND begins_with(#s, :s)"
+            names["#s"] = sort_attr or "sk"
+            values[":s"] = {"S": sort_prefix}
+        kwargs: dict[str, Any] = {
+            "TableName": self.name, "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
+        }
+        if index:
+            kwargs["IndexName"] = index
+        return kwargs
+
+    def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[dict[str, str]] = ()) -> int:
+        """Write in batches of 25, retrying unprocessed items with backoff. Returns requests sent."""
+        requests = [{"PutRequest": {"Item": serialize(i)}} for i in puts]
+        requests += [{"DeleteRequest": {"Key": serialize(k)}} for k in deletes]
+        sent = 0
+        for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+            pending = requests[start:start + BATCH_WRITE_LIMIT]
+            attempt = 0
+            while pending:
+                sent += 1
+                response = self._client.batch_write_item(RequestItems={self.name: pending})
+                pending = response.get("UnprocessedItems", {}).get(self.name, [])
+                if pending:
+                    attempt += 1
+                    time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
+        return sent
+
+
+def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[str, Any] | None,
+                   names: dict[str, str] | None) -> None:
+    if condition:
+        kwargs["ConditionExpression"] = condition
+    if values:
+        kwargs["ExpressionAttributeValues"] = serialize(values)
+    if names:
+        kwargs["ExpressionAttributeNames"] = names

@@ -1,0 +1,67 @@
+"""Routes of /data_stream_property_definitions."""
+from __future__ import annotations
+
+from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.api.schemas import (
+    CreatePropertyDefinition,
+    PropertyDefinitionOut,
+    PropertyDefinitionQuery,
+    UpdatePropertyDefinition,
+)
+from chalicelib.container import container
+from chalicelib.domain.data_streams import PropertyType
+from chalicelib.domain.errors import NotFound
+from chalicelib.services import property_definitions as service
+
+router = Router("property_definitions")
+PATH = "/data_stream_property_definitions"
+
+
+def _definition_id(raw: str) -> int:
+    if not raw.isdigit():
+        raise NotFound(f"property definition '{raw}' not found")
+    return int(raw)
+
+
+@router.route("POST", PATH, summary="Define a typed metadata property of a data stream", status=201,
+              body=CreatePropertyDefinition, response=PropertyDefinitionOut, errors=(409, 422))
+def create_property_definition(request: ApiRequest) -> PropertyDefinitionOut:
+    body: CreatePropertyDefinition = request.body
+    services = container()
+    definition = service.create_definition(
+        services.property_definitions, services.data_streams, request.environment, key=body.key,
+        name=body.name, type_=PropertyType(body.type), data_stream_key=body.data_stream_key,
+        optional=body.optional,
+    )
+    return PropertyDefinitionOut.model_validate(definition)
+
+
+@router.route("GET", PATH, summary="List property definitions (a bare array)",
+              query=PropertyDefinitionQuery, response=list[PropertyDefinitionOut])
+def list_property_definitions(request: ApiRequest) -> list[PropertyDefinitionOut]:
+    query: PropertyDefinitionQuery = request.query
+    definitions = container().property_definitions.list(request.environment, query.data_stream_key)
+    return [PropertyDefinitionOut.model_validate(d) for d in definitions]
+
+
+@router.route("GET", PATH + "/{id}", summary="Get a property definition",
+              response=PropertyDefinitionOut, errors=(404,))
+def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
+    definition = container().property_definitions.get(request.environment, _definition_id(id))
+    return PropertyDefinitionOut.model_validate(definition)
+
+
+@router.route("PATCH", PATH + "/{id}", summary="Rename a property definition or change optional",
+              body=UpdatePropertyDefinition, response=PropertyDefinitionOut, errors=(404, 422))
+def update_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
+    body: UpdatePropertyDefinition = request.body
+    definition = service.update_definition(
+        container().property_definitions, request.environment, _definition_id(id),
+        name=body.name, optional=body.optional,
+    )
+    return PropertyDefinitionOut.model_validate(definition)
+
+
+@router.route("DELETE", PATH + "/{id}", summary="Delete a property definition", status=204, errors=(404,))
+def delete_property_definition(request: ApiRequest, id: str) -> None:
+    service.delete_definition(container().property_definitions, request.environment, _definition_id(id))

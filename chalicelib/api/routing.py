@@ -1,0 +1,131 @@
+"""Declarative routes: each route names its body, query and response models, so one wrapper
+parses and validates requests, maps domain errors, and feeds the OpenAPI document."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from chalice import Blueprint, Response
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from chalicelib.api.errors import (
+    UnsupportedMediaType,
+    error_response,
+    internal_error_response,
+    validation_failed,
+)
+from chalicelib.domain.errors import BadRequest, DomainError
+from chalicelib.observability import logger
+
+ENVIRONMENT_CONTEXT_KEY = "recon_environment"
+JSON_CONTENT_TYPE = re.compile(r"^application/([a-z0-9.+-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    method: str
+    path: str
+    summary: str
+    status: int = 200
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    response: Any = None  # a model, list[model], or None for no body
+    public: bool = False
+    errors: tuple[int, ...] = ()
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+
+@dataclass
+class ApiRequest:
+    """What a view gets: the caller's environment and the validated inputs."""
+    environment: str
+    body: Any
+    query: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Router:
+    def __init__(self, name: str) -> None:
+        self.blueprint = Blueprint(f"chalicelib.api.{name}")
+        self.specs: list[RouteSpec] = []
+
+    def route(self, method: str, path: str, **spec_fields: Any) -> Callable:
+        spec = RouteSpec(method=method, path=path, **spec_fields)
+        self.specs.append(spec)
+
+        def register(view: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(view)
+            def chalice_view(**path_params: str) -> Response:
+                request = self.blueprint.current_request
+                try:
+                    api_request = ApiRequest(
+                        environment=(request.context or {}).get(ENVIRONMENT_CONTEXT_KEY, ""),
+                        body=_parse_body(spec, request),
+                        query=_parse_query(spec, request.query_params or {}),
+                        headers=dict(request.headers or {}),
+                    )
+                    result = view(api_request, **path_params)
+                    return _to_response(spec, result)
+                except DomainError as error:
+                    return error_response(error)
+                except Exception:
+                    logger.exception("unhandled error in %s %s", spec.method, spec.path)
+                    return internal_error_response((request.context or {}).get("requestId"))
+
+            self.blueprint.route(path, methods=[method], content_types=["*/*"])(chalice_view)
+            return view
+
+        return register
+
+
+def _parse_body(spec: RouteSpec, request: Any) -> BaseModel | None:
+    if spec.body is None:
+        return None
+    raw = request.raw_body or b""
+    if not raw.strip():
+        raw = b"{}"
+    else:
+        content_type = request.headers.get("content-type", "")
+        if not JSON_CONTENT_TYPE.match(content_type):
+            raise UnsupportedMediaType(
+                f"Content-Type must be application/json, got '{content_type or 'none'}'"
+            )
+    try:
+        return spec.body.model_validate_json(raw)
+    except ValidationError as error:
+        if any(e["type"] == "json_invalid" for e in error.errors()):
+            raise BadRequest("request body is not valid JSON") from None
+        raise validation_failed(error) from None
+
+
+_SYNTAX_ERRORS = ("int_parsing", "bool_parsing", "float_parsing", "date_from_datetime_parsing", "date_parsing")
+
+
+def _parse_query(spec: RouteSpec, params: dict[str, str]) -> BaseModel | None:
+    if spec.query is None:
+        return None
+    try:
+        return spec.query.model_validate(dict(params))
+    except ValidationError as error:
+        syntax = [e for e in error.errors() if e["type"] in _SYNTAX_ERRORS]
+        if syntax:
+            name = syntax[0]["loc"][0]
+            raise BadRequest(f"query parameter '{name}': {syntax[0]['msg']}") from None
+        raise validation_failed(error) from None
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(response_type: Any) -> TypeAdapter:
+    return TypeAdapter(response_type)
+
+
+def _to_response(spec: RouteSpec, result: Any) -> Response:
+    if spec.response is None:
+        return Response(body="", status_code=spec.status, headers={"Content-Type": "application/json"})
+    body = _adapter(spec.response).dump_python(result, mode="json")
+    return Response(body=body, status_code=spec.status)

@@ -1,0 +1,126 @@
+"""Request and response models of the HTTP API (pydantic v2); the OpenAPI document is built from them."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints
+
+from chalicelib.domain.clock import iso
+
+Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Description = Annotated[str, StringConstraints(max_length=4000)]
+
+
+class RequestModel(BaseModel):
+    """Bodies are validated strictly from JSON: no "12" for 12, no 1 for true. Unknown fields are ignored."""
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class QueryModel(BaseModel):
+    """Query strings arrive as text, so their values are converted (lax)."""
+    model_config = ConfigDict(extra="ignore")
+
+
+class ResponseModel(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+# Shared -------------------------------------------------------------------------------
+
+class ErrorOut(BaseModel):
+    message: str
+
+
+class FieldErrorOut(BaseModel):
+    field: str = Field(description="Path of the field, e.g. records[3].amount")
+    message: str
+
+
+class ValidationErrorOut(BaseModel):
+    message: str
+    errors: list[FieldErrorOut]
+
+
+class CursorQuery(QueryModel):
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page; omit for the first")
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+# Data streams -------------------------------------------------------------------------
+
+StreamKey = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$")]
+
+
+class CreateDataStream(RequestModel):
+    key: StreamKey = Field(description="1 to 64 characters of a-z, 0-9, '_' and '-'; unique in the environment")
+    name: Name
+    description: Description | None = None
+    type: Literal["api", "bank_feed"] = "api"
+    bank_account_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = Field(
+        default=None, description="Required when type is bank_feed"
+    )
+
+
+class UpdateDataStream(RequestModel):
+    name: Name = None  # type: ignore[assignment]  # absent: unchanged; null: refused
+    description: Description | None = None
+    key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
+    type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
+
+
+class DataStreamOut(ResponseModel):
+    id: int
+    key: str
+    name: str
+    description: str | None
+    type: str
+    bank_account_id: str | None = None
+    program_id: int | None
+    records_count: int
+    created_at: Timestamp
+
+
+class DataStreamPage(BaseModel):
+    data: list[DataStreamOut]
+    next_cursor: str | None
+    limit: int
+
+
+# Property definitions -----------------------------------------------------------------
+
+PropertyTypeName = Literal["number", "date", "datetime", "string", "boolean"]
+
+
+class CreatePropertyDefinition(RequestModel):
+    key: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = Field(
+        description="The metadata key it types; unique in its stream"
+    )
+    name: Name
+    type: PropertyTypeName
+    data_stream_key: str
+    optional: bool = False
+
+
+class UpdatePropertyDefinition(RequestModel):
+    name: Name = None  # type: ignore[assignment]
+    optional: bool = None  # type: ignore[assignment]
+
+
+class PropertyDefinitionQuery(QueryModel):
+    data_stream_key: str | None = None
+
+
+class PropertyDefinitionOut(ResponseModel):
+    id: int
+    key: str
+    name: str
+    type: str
+    data_stream_key: str
+    optional: bool
+    created_at: Timestamp

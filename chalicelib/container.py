@@ -1,0 +1,65 @@
+"""Composition root: builds the adapters once per process. Tests and the local stack install
+their own container built from their own Settings (moto, or the embedded local AWS)."""
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+
+from chalicelib.adapters.aws import AwsClients
+from chalicelib.adapters.dynamodb.repositories import (
+    ApiKeyRepository,
+    Counters,
+    DataStreamRepository,
+    PropertyDefinitionRepository,
+)
+from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.settings import Settings, settings_from_environment
+
+
+class Container:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @cached_property
+    def aws(self) -> AwsClients:
+        return AwsClients(self.settings)
+
+    @cached_property
+    def table(self) -> DynamoTable:
+        return DynamoTable(self.aws.dynamodb, self.settings.table_name)
+
+    @cached_property
+    def counters(self) -> Counters:
+        return Counters(self.table)
+
+    @cached_property
+    def api_keys(self) -> ApiKeyRepository:
+        return ApiKeyRepository(self.table)
+
+    @cached_property
+    def data_streams(self) -> DataStreamRepository:
+        return DataStreamRepository(self.table, self.counters)
+
+    @cached_property
+    def property_definitions(self) -> PropertyDefinitionRepository:
+        return PropertyDefinitionRepository(self.table, self.counters)
+
+    @property
+    def key_last_used_resolution(self) -> timedelta:
+        return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
+
+
+_container: Container | None = None
+
+
+def container() -> Container:
+    global _container
+    if _container is None:
+        _container = Container(settings_from_environment())
+    return _container
+
+
+def install(new: Container | None) -> None:
+    """Replace the process-wide container (local stack, tests); None goes back to the default."""
+    global _container
+    _container = new

@@ -1,0 +1,41 @@
+"""API keys: the secret a client sends, and the hash we keep instead of it."""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from chalicelib.domain.errors import ValidationFailed
+
+ENVIRONMENT_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
+KEY_PREFIX = "rk_"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: int
+    environment: str
+    key_hash: str
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+    label: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+def generate_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def check_environment_name(name: str) -> None:
+    if not ENVIRONMENT_PATTERN.match(name):
+        raise ValidationFailed.on("environment", "must be 1 to 64 characters of a-z, 0-9, '_' and '-'")

@@ -1,0 +1,45 @@
+"""Domain errors. The API maps each type to one HTTP status in `api/errors.py`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class DomainError(Exception):
+    """Base of every error a client can cause; the message is safe to show."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    pass
+
+
+class Conflict(DomainError):
+    pass
+
+
+class BadRequest(DomainError):
+    """The request cannot be read at all: malformed JSON, a bad cursor, a bad parameter syntax."""
+
+
+class Unauthorized(DomainError):
+    pass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+
+class ValidationFailed(DomainError):
+    def __init__(self, errors: list[FieldError], message: str | None = None) -> None:
+        self.errors = errors
+        summary = "; ".join(f"{e.field}: {e.message}" for e in errors[:3])
+        super().__init__(message or f"Validation failed: {summary}")
+
+    @classmethod
+    def on(cls, field: str, message: str) -> "ValidationFailed":
+        return cls([FieldError(field, message)])

@@ -1,0 +1,213 @@
+"""Creates the resources of `infra/template.yaml` on the embedded local AWS or on moto.
+
+This is the one source of truth for tables, buckets and queues outside AWS: the local stack
+and the test fixtures both call `provision`. It reads the same CloudFormation file that
+ops deploy, resolves the intrinsic functions the template uses, and refuses resource types
+it does not know, so an infra change can never be silently skipped locally.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+
+TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "infra" / "template.yaml"
+LOCAL_ACCOUNT_ID = "123456789012"
+# Types that do nothing locally: nothing enforces IAM on the embedded AWS.
+NOT_NEEDED_LOCALLY = {"AWS::IAM::Role"}
+
+
+def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+class Resolver:
+    """Resolves Ref, Fn::Sub and Fn::GetAtt against parameters and resources' physical names."""
+
+    def __init__(self, template: dict[str, Any], parameters: dict[str, str], region: str) -> None:
+        self.template = template
+        self.pseudo = {"AWS::Region": region, "AWS::AccountId": LOCAL_ACCOUNT_ID, "AWS::Partition": "aws",
+                       "AWS::StackName": f"{parameters.get('AppName', 'recon')}-{parameters.get('Stage', 'local')}"}
+        defaults = {k: v.get("Default") for k, v in template.get("Parameters", {}).items()}
+        self.parameters = {**{k: v for k, v in defaults.items() if v is not None}, **parameters}
+        missing = [k for k in template.get("Parameters", {}) if k not in self.parameters]
+        if missing:
+            raise ValueError(f"template parameters without a value: {', '.join(missing)}")
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"Ref"}:
+            return self._ref(value["Ref"])
+        if set(value) == {"Fn::Sub"}:
+            return self._sub(value["Fn::Sub"])
+        if set(value) == {"Fn::GetAtt"}:
+            return self._get_att(*value["Fn::GetAtt"])
+        return {k: self.resolve(v) for k, v in value.items()}
+
+    def _ref(self, name: str) -> str:
+        if name in self.parameters:
+            return str(self.parameters[name])
+        if name in self.pseudo:
+            return self.pseudo[name]
+        return self.physical_name(name)
+
+    def _sub(self, spec: Any) -> str:
+        text, variables = (spec, {}) if isinstance(spec, str) else (spec[0], self.resolve(spec[1]))
+
+        def replace(match: re.Match) -> str:
+            name = match.group(1)
+            if name in variables:
+                return str(variables[name])
+            if "." in name:
+                return str(self._get_att(*name.split(".", 1)))
+            return self._ref(name)
+
+        return re.sub(r"\$\{([^}]+)\}", replace, text)
+
+    def _get_att(self, logical_id: str, attribute: str) -> str:
+        resource = self.template["Resources"][logical_id]
+        name = self.physical_name(logical_id)
+        kind = resource["Type"]
+        region, account = self.pseudo["AWS::Region"], LOCAL_ACCOUNT_ID
+        if kind == "AWS::SQS::Queue":
+            return {"Arn": f"arn:aws:sqs:{region}:{account}:{name}", "QueueName": name,
+                    "QueueUrl": name}[attribute]
+        if attribute == "Arn":
+            service = {"AWS::DynamoDB::Table": "dynamodb", "AWS::IAM::Role": "iam",
+                       "AWS::S3::Bucket": "s3"}.get(kind, "unknown")
+            return f"arn:aws:{service}:{region}:{account}:{name}"
+        raise ValueError(f"Fn::GetAtt {logical_id}.{attribute} is not supported locally")
+
+    def physical_name(self, logical_id: str) -> str:
+        props = self.template["Resources"][logical_id].get("Properties", {})
+        for field in ("TableName", "BucketName", "QueueName", "Name", "StateMachineName", "RoleName"):
+            if field in props:
+                return self.resolve(props[field])
+        return f"{self.pseudo['AWS::StackName']}-{logical_id}"
+
+
+def table_definitions(template: dict[str, Any], resolver: Resolver) -> list[dict[str, Any]]:
+    """CreateTable arguments of every table in the template."""
+    tables = []
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        props = resolver.resolve(resource["Properties"])
+        definition = {
+            "TableName": props["TableName"], "KeySchema": props["KeySchema"],
+            "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+        }
+        if props.get("GlobalSecondaryIndexes"):
+            definition["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        tables.append(definition)
+    return tables
+
+
+def _schema_of(definition: dict[str, Any]) -> str:
+    """A canonical text of the parts of a table that DynamoDB cannot change in place locally."""
+    indexes = sorted(
+        (i["IndexName"], json.dumps(i["KeySchema"], sort_keys=True), i["Projection"]["ProjectionType"])
+        for i in definition.get("GlobalSecondaryIndexes", [])
+    )
+    attributes = sorted((a["AttributeName"], a["AttributeType"]) for a in definition["AttributeDefinitions"])
+    return json.dumps([definition["KeySchema"], attributes, indexes], sort_keys=True)
+
+
+def ensure_table(dynamodb, definition: dict[str, Any], log: Callable[[str], None] = print) -> None:
+    """Create the table, or rebuild it (keeping its items) when its schema differs from the template.
+
+    dynalite silently ignores a GSI added to an existing table, so comparing is the only way
+    to avoid running on a stale schema.
+    """
+    name = definition["TableName"]
+    try:
+        current = dynamodb.describe_table(TableName=name)["Table"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        dynamodb.create_table(**definition)
+        dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+        return
+    if _schema_of(current) == _schema_of(definition):
+        return
+    log(f"table {name}: schema differs from infra/template.yaml; rebuilding it with its items")
+    items = []
+    for page in dynamodb.get_paginator("scan").paginate(TableName=name):
+        items.extend(page["Items"])
+    dynamodb.delete_table(TableName=name)
+    dynamodb.get_waiter("table_not_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    dynamodb.create_table(**definition)
+    dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    for start in range(0, len(items), 25):
+        pending = [{"PutRequest": {"Item": i}} for i in items[start:start + 25]]
+        while pending:
+            response = dynamodb.batch_write_item(RequestItems={name: pending})
+            pending = response.get("UnprocessedItems", {}).get(name, [])
+    log(f"table {name}: rebuilt with {len(items)} items")
+
+
+def provision(clients, parameters: dict[str, str], region: str, template: dict[str, Any] | None = None,
+              log: Callable[[str], None] = print) -> dict[str, str]:
+    """Create every resource of the template (idempotent) and return the template's outputs."""
+    template = template or load_template()
+    resolver = Resolver(template, parameters, region)
+    for definition in table_definitions(template, resolver):
+        ensure_table(clients.dynamodb, definition, log)
+    for logical_id, resource in template["Resources"].items():
+        kind = resource["Type"]
+        if kind == "AWS::DynamoDB::Table" or kind in NOT_NEEDED_LOCALLY:
+            continue
+        create = _CREATORS.get(kind)
+        if create is None:
+            raise ValueError(f"{logical_id}: resource type {kind} is not supported by the local provisioner")
+        create(clients, resolver.resolve(resource.get("Properties", {})), resolver)
+    outputs = {}
+    for name, output in template.get("Outputs", {}).items():
+        value = output["Value"]
+        if "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
+                template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY:
+            continue
+        outputs[name] = resolver.resolve(value)
+    return outputs
+
+
+def _create_bucket(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    s3 = clients.s3
+    try:
+        s3.head_bucket(Bucket=props["BucketName"])
+    except s3.exceptions.ClientError:
+        s3.create_bucket(Bucket=props["BucketName"])
+    if props.get("NotificationConfiguration", {}).get("EventBridgeConfiguration"):
+        s3.put_bucket_notification_configuration(
+            Bucket=props["BucketName"], NotificationConfiguration={"EventBridgeConfiguration": {}}
+        )
+
+
+def _create_queue(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    attributes = {}
+    for field in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds"):
+        if field in props:
+            attributes[field] = str(props[field])
+    if "RedrivePolicy" in props:
+        attributes["RedrivePolicy"] = json.dumps(props["RedrivePolicy"])
+    clients.sqs.create_queue(QueueName=props["QueueName"], Attributes=attributes)
+
+
+def _create_schedule_group(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    scheduler = clients.client("scheduler")
+    try:
+        scheduler.create_schedule_group(Name=props["Name"])
+    except scheduler.exceptions.ConflictException:
+        pass
+
+
+_CREATORS: dict[str, Callable[[Any, dict[str, Any], Resolver], None]] = {
+    "AWS::S3::Bucket": _create_bucket,
+    "AWS::SQS::Queue": _create_queue,
+    "AWS::Scheduler::ScheduleGroup": _create_schedule_group,
+}

@@ -1,0 +1,46 @@
+"""API key use cases: create (the secret is shown once), list, revoke, authenticate."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from chalicelib.domain.api_keys import ApiKey, check_environment_name, generate_secret, hash_secret
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Unauthorized
+from chalicelib.services.ports import ApiKeys
+
+
+def create_key(keys: ApiKeys, environment: str, label: str | None = None,
+               secret: str | None = None) -> tuple[ApiKey, str]:
+    """Store a new key for `environment`; return it with its secret, which is never stored."""
+    check_environment_name(environment)
+    secret = secret or generate_secret()
+    key = ApiKey(id=keys.next_id(), environment=environment, key_hash=hash_secret(secret),
+                 created_at=utc_now(), label=label)
+    keys.add(key)
+    return key, secret
+
+
+def ensure_key(keys: ApiKeys, environment: str, secret: str, label: str) -> ApiKey:
+    """Make `secret` a working key of `environment` (idempotent; used to seed the local stack)."""
+    existing = keys.find_by_hash(hash_secret(secret))
+    if existing and existing.active and existing.environment == environment:
+        return existing
+    if existing:
+        raise ValueError("that key is already stored for another environment or was revoked; choose another")
+    return create_key(keys, environment, label=label, secret=secret)[0]
+
+
+def revoke_keys_labelled(keys: ApiKeys, label: str) -> None:
+    for key in keys.list():
+        if key.label == label and key.active:
+            keys.revoke(key.id)
+
+
+def authenticate(keys: ApiKeys, secret: str | None, last_used_resolution: timedelta) -> ApiKey:
+    if not secret:
+        raise Unauthorized("missing API key: send it in the X-API-KEY header")
+    key = keys.find_by_hash(hash_secret(secret))
+    if key is None or not key.active:
+        raise Unauthorized("invalid or revoked API key")
+    keys.touch(key, last_used_resolution)
+    return key

@@ -1,0 +1,41 @@
+"""Property definition use cases: typed metadata keys of a data stream."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.data_streams import PropertyDefinition, PropertyType, check_property_key
+from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.services.ports import DataStreams, PropertyDefinitions
+
+
+def create_definition(definitions: PropertyDefinitions, streams: DataStreams, environment: str, *,
+                      key: str, name: str, type_: PropertyType, data_stream_key: str,
+                      optional: bool) -> PropertyDefinition:
+    check_property_key(key)
+    try:
+        streams.get(environment, data_stream_key)
+    except NotFound:
+        raise ValidationFailed.on("data_stream_key", f"no data stream with key '{data_stream_key}'") from None
+    definition = PropertyDefinition(
+        environment=environment, id=definitions.next_id(environment), key=key, name=name, type=type_,
+        data_stream_key=data_stream_key, optional=optional, created_at=utc_now(),
+    )
+    definitions.add(definition)
+    return definition
+
+
+def update_definition(definitions: PropertyDefinitions, environment: str, definition_id: int, *,
+                      name: str | None, optional: bool | None) -> PropertyDefinition:
+    current = definitions.get(environment, definition_id)
+    updated = replace(
+        current,
+        name=current.name if name is None else name,
+        optional=current.optional if optional is None else optional,
+    )
+    definitions.save(updated)
+    return updated
+
+
+def delete_definition(definitions: PropertyDefinitions, environment: str, definition_id: int) -> None:
+    definitions.remove(definitions.get(environment, definition_id))

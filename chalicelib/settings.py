@@ -1,0 +1,47 @@
+"""The service's configuration: one pydantic model, and the only place that reads os.environ."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RECON_", extra="ignore")
+
+    stage: str = "dev"
+    table_name: str = "recon-dev"
+    bucket_name: str = "recon-dev-data"
+    bulk_queue_name: str = "recon-dev-bulk"
+    region: str = Field(
+        default="us-east-1",
+        validation_alias=AliasChoices("RECON_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+    )
+    # Endpoints of the embedded local AWS; None means the real AWS endpoints.
+    dynamodb_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("RECON_DYNAMODB_ENDPOINT", "AWS_ENDPOINT_URL_DYNAMODB"),
+    )
+    aws_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("RECON_AWS_ENDPOINT", "AWS_ENDPOINT_URL")
+    )
+    local_mode: bool = False
+
+    # Local stack (`make run`).
+    data_dir: Path = Path(".data")
+    api_key: str | None = None
+    port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "RECON_PORT"))
+
+    # HTTP limits. Lambda accepts at most 6 MB per synchronous request, envelope included.
+    max_body_bytes: int = 5 * 1024 * 1024
+    # A key's last_used_at is written at most this often, so auth costs no write per request.
+    key_last_used_resolution_seconds: int = 60
+
+    log_level: str = "INFO"
+
+
+@lru_cache(maxsize=1)
+def settings_from_environment() -> Settings:
+    return Settings()
