@@ -31,6 +31,8 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 def _schema_ref(annotation: Any) -> dict[str, Any]:
     if get_origin(annotation) is list:
         return {"type": "array", "items": _schema_ref(get_args(annotation)[0])}
+    if _model_of(annotation) is None:
+        return {"type": "object"}
     return {"$ref": REF.format(model=annotation.__name__)}
 
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 
 from chalicelib.domain.clock import iso
 
-Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
+Timestamp = Annotated[
+    datetime, PlainSerializer(iso, return_type=str), WithJsonSchema({"type": "string", "format": "date-time"})
+]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Description = Annotated[str, StringConstraints(max_length=4000)]
+
+
+def unchanged_when_absent(description: str | None = None):
+    """A PATCH field: absent leaves the value unchanged, null is refused (so no null default is documented)."""
+    return Field(default=None, description=description,
+                 json_schema_extra=lambda schema: schema.pop("default", None))
 
 
 class RequestModel(BaseModel):
@@ -68,7 +76,7 @@ class CreateDataStream(RequestModel):
 
 
 class UpdateDataStream(RequestModel):
-    name: Name = None  # type: ignore[assignment]  # absent: unchanged; null: refused
+    name: Name = unchanged_when_absent()
     description: Description | None = None
     key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
     type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
@@ -108,8 +116,8 @@ class CreatePropertyDefinition(RequestModel):
 
 
 class UpdatePropertyDefinition(RequestModel):
-    name: Name = None  # type: ignore[assignment]
-    optional: bool = None  # type: ignore[assignment]
+    name: Name = unchanged_when_absent()
+    optional: bool = unchanged_when_absent()
 
 
 class PropertyDefinitionQuery(QueryModel):

@@ -1,0 +1,69 @@
+"""Child processes of the local stack: free loopback ports, readiness, and sure shutdown."""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM the child if the stack dies without cleaning up (even on SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass  # not Linux: the stack's own shutdown still stops its children
+
+
+def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
+    log = open(log_path, "ab")
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=cwd, preexec_fn=_die_with_parent)
+
+
+def wait_for_port(port: int, process: subprocess.Popen, name: str, log_path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with code {process.returncode}; see {log_path}")
+        try:
+            with socket.create_connection((LOOPBACK, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f} s; see {log_path}")
+
+
+def stop(processes: list[subprocess.Popen], grace: float = 5) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,35 @@
+"""Serves the Chalice app over HTTP with Chalice's local gateway, answering unknown routes
+with our 404 `{"message"}` instead of API Gateway's 403 "Missing Authentication Token"."""
+from __future__ import annotations
+
+import json
+
+from chalice.config import Config
+from chalice.local import ChaliceRequestHandler, CustomLocalChalice, ForbiddenError, LocalChalice, LocalDevServer
+
+from chalicelib.local.processes import LOOPBACK
+from chalicelib.local.stack import ROOT
+
+
+class RequestHandler(ChaliceRequestHandler):
+    def _send_error_response(self, error) -> None:
+        if isinstance(error, ForbiddenError):
+            body = json.dumps({"message": f"no route for {self.command} {self.path.split('?')[0]}"})
+            self._send_http_response(404, {"Content-Type": "application/json"}, body)
+            return
+        super()._send_error_response(error)
+
+    def log_message(self, format: str, *args) -> None:
+        pass  # the middleware logs every request as JSON
+
+
+def build_server(app, port: int) -> LocalDevServer:
+    config_from_disk = json.loads((ROOT / ".chalice" / "config.json").read_text())
+    config = Config.create(chalice_stage="local", app_name="recon", project_dir=str(ROOT),
+                           config_from_disk=config_from_disk)
+    # As chalice.local.create_local_server does: a thread-local current_request, so that
+    # concurrent requests on the threaded server never see each other's request.
+    if not isinstance(app, LocalChalice):
+        CustomLocalChalice.__bases__ = (LocalChalice, app.__class__)
+        app.__class__ = CustomLocalChalice
+    return LocalDevServer(app, config, LOOPBACK, port, handler_cls=RequestHandler)

@@ -1,0 +1,110 @@
+"""The embedded local AWS: dynalite for DynamoDB (data on disk), moto's server for the rest.
+
+`LocalStack.start()` launches both on free loopback ports, provisions them from
+infra/template.yaml and writes `<data dir>/stack.json`, which lets the CLI and benchmarks
+find the running stack. `stop()` ends every process it started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from chalicelib.adapters.aws import AwsClients
+from chalicelib.local import processes
+from chalicelib.local.provision import provision
+from chalicelib.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DYNALITE_CLI = ROOT / "node_modules" / "dynalite" / "cli.js"
+STACK_FILE = "stack.json"
+LOCAL_PARAMETERS = {"Stage": "local", "DataBucketName": "recon-local-data"}
+
+
+@dataclass
+class StackInfo:
+    pid: int
+    dynamodb_endpoint: str
+    aws_endpoint: str
+    table_name: str
+    bucket_name: str
+    bulk_queue_name: str
+    api_url: str | None = None
+    child_pids: list[int] | None = None
+
+    def settings(self, base: Settings) -> Settings:
+        return base.model_copy(update={
+            "local_mode": True, "stage": "local", "dynamodb_endpoint": self.dynamodb_endpoint,
+            "aws_endpoint": self.aws_endpoint, "table_name": self.table_name,
+            "bucket_name": self.bucket_name, "bulk_queue_name": self.bulk_queue_name,
+        })
+
+
+def running_stack(data_dir: Path) -> StackInfo | None:
+    """The stack serving `data_dir`, if one is running."""
+    path = data_dir / STACK_FILE
+    if not path.exists():
+        return None
+    info = StackInfo(**json.loads(path.read_text()))
+    return info if processes.pid_alive(info.pid) else None
+
+
+class LocalStack:
+    def __init__(self, settings: Settings, log=print) -> None:
+        self.data_dir = settings.data_dir.resolve()
+        self.base_settings = settings
+        self.log = log
+        self._children = []
+        self.info: StackInfo | None = None
+
+    def start(self) -> Settings:
+        if running_stack(self.data_dir):
+            raise RuntimeError(f"a local stack is already running on {self.data_dir}; "
+                               "set RECON_DATA_DIR to run another beside it")
+        if not DYNALITE_CLI.exists():
+            raise RuntimeError("dynalite is not installed: run `make run` (it runs `npm ci`)")
+        (self.data_dir / "dynamodb").mkdir(parents=True, exist_ok=True)
+        logs = self.data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+
+        dynamodb_port, aws_port = processes.free_port(), processes.free_port()
+        dynalite = processes.start(
+            ["node", str(DYNALITE_CLI), "--host", processes.LOOPBACK, "--port", str(dynamodb_port),
+             "--path", str(self.data_dir / "dynamodb"), "--createTableMs", "0", "--deleteTableMs", "0",
+             "--updateTableMs", "0"],
+            logs / "dynalite.log",
+        )
+        self._children.append(dynalite)
+        moto = processes.start(
+            [sys.executable, "-m", "moto.server", "-H", processes.LOOPBACK, "-p", str(aws_port)],
+            logs / "moto.log",
+        )
+        self._children.append(moto)
+        processes.wait_for_port(dynamodb_port, dynalite, "dynalite", logs / "dynalite.log")
+        processes.wait_for_port(aws_port, moto, "moto server", logs / "moto.log")
+
+        settings = self.base_settings.model_copy(update={
+            "local_mode": True, "stage": "local",
+            "dynamodb_endpoint": f"http://{processes.LOOPBACK}:{dynamodb_port}",
+            "aws_endpoint": f"http://{processes.LOOPBACK}:{aws_port}",
+        })
+        outputs = provision(AwsClients(settings), LOCAL_PARAMETERS, settings.region, log=self.log)
+        self.info = StackInfo(
+            pid=os.getpid(), dynamodb_endpoint=settings.dynamodb_endpoint, aws_endpoint=settings.aws_endpoint,
+            table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
+            bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
+        )
+        self.write_info()
+        return self.info.settings(settings)
+
+    def write_info(self) -> None:
+        (self.data_dir / STACK_FILE).write_text(json.dumps(asdict(self.info), indent=2))
+
+    def stop(self) -> None:
+        processes.stop(self._children)
+        self._children.clear()
+        stack_file = self.data_dir / STACK_FILE
+        if self.info and stack_file.exists():
+            stack_file.unlink()

@@ -1,0 +1,53 @@
+"""Multi-item changes are ordered writes that a retry can finish after a crash part-way."""
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb import repositories
+from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.data_streams import PropertyType, StreamType
+from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.services.data_streams import create_stream, delete_stream
+from chalicelib.services.property_definitions import create_definition
+
+
+def _abandoned_guard(services, age: timedelta, definition_id: int = 999):
+    """What a create leaves when it dies after reserving the key and before writing the definition."""
+    services.table.put({**keys.property_key_guard("acme", "bank", "ref"), "entity": "property_key_guard",
+                        "definition_id": definition_id, "created_at": iso(utc_now() - age)})
+
+
+@pytest.fixture
+def bank(services):
+    return create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
+
+
+def _define(services):
+    return create_definition(services.property_definitions, services.data_streams, "acme", key="ref",
+                             name="Ref", type_=PropertyType.STRING, data_stream_key="bank", optional=False)
+
+
+def test_a_stale_guard_left_by_a_crashed_create_is_reclaimed(services, bank):
+    _abandoned_guard(services, age=repositories.STALE_GUARD_AGE + timedelta(seconds=5))
+    definition = _define(services)
+    assert services.property_definitions.get("acme", definition.id).key == "ref"
+
+
+def test_a_young_guard_may_belong_to_a_create_in_flight_and_is_respected(services, bank):
+    _abandoned_guard(services, age=timedelta(seconds=1))
+    with pytest.raises(Conflict):
+        _define(services)
+
+
+def test_a_delete_that_crashed_part_way_is_finished_by_the_retry(services, bank):
+    definition = _define(services)
+    services.data_streams.mark_deleting("acme", "bank")  # the crash came right after this write
+    with pytest.raises(NotFound):
+        services.data_streams.get("acme", "bank")
+    with pytest.raises(Conflict):
+        create_stream(services.data_streams, "acme", key="bank", name="Too soon", type_=StreamType.API)
+    delete_stream(services.data_streams, services.property_definitions, "acme", "bank")
+    with pytest.raises(NotFound):
+        services.property_definitions.get("acme", definition.id)
+    assert services.data_streams.find_including_deleting("acme", "bank") is None

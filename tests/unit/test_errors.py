@@ -1,0 +1,50 @@
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from chalicelib.api import errors as api_errors
+from chalicelib.api.errors import ERROR_STATUSES, error_body, field_path, status_of, validation_failed
+from chalicelib.domain import errors as domain_errors
+from chalicelib.domain.errors import DomainError, FieldError, NotFound, ValidationFailed
+
+
+def _all_error_types():
+    found = set()
+    for module in (domain_errors, api_errors):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, DomainError) and value is not DomainError:
+                found.add(value)
+    return found
+
+
+def test_every_error_type_has_exactly_one_status_in_the_table():
+    for error_type in _all_error_types():
+        error = error_type([FieldError("f", "m")]) if error_type is ValidationFailed else error_type("m")
+        assert 400 <= status_of(error) < 500, error_type
+
+
+def test_the_table_maps_the_statuses_of_the_conventions():
+    assert sorted(ERROR_STATUSES.values()) == [400, 401, 404, 409, 413, 415, 422]
+
+
+def test_field_paths_read_like_the_conventions():
+    assert field_path(("records", 3, "amount")) == "records[3].amount"
+    assert field_path(("name",)) == "name"
+    assert field_path(()) == ""
+
+
+def test_a_validation_error_body_lists_each_field_with_its_message():
+    class Item(BaseModel):
+        amount: int
+
+    class Body(BaseModel):
+        records: list[Item]
+
+    with pytest.raises(ValidationError) as caught:
+        Body.model_validate({"records": [{"amount": 1}, {}]})
+    body = error_body(validation_failed(caught.value))
+    assert body["errors"] == [{"field": "records[1].amount", "message": "is required"}]
+    assert "records[1].amount" in body["message"]
+
+
+def test_a_not_found_body_is_only_a_message():
+    assert error_body(NotFound("data stream 'x' not found")) == {"message": "data stream 'x' not found"}
