@@ -1,0 +1,127 @@
+"""The local stack as a person uses it: `make run`, curl, the key CLI."""
+import os
+import time
+import uuid
+
+import pytest
+import requests
+
+from chalicelib.local.processes import pid_alive
+from chalicelib.local.launcher import StackProcess as RunningStack
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_health_answers_without_a_key(stack):
+    response = stack.request("GET", "/health", key=None)
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_the_seeded_key_works_and_others_are_401(stack):
+    assert stack.request("GET", "/data_streams").status_code == 200
+    response = stack.request("GET", "/data_streams", key="rk_wrong")
+    assert response.status_code == 401 and set(response.json()) == {"message"}
+    bearer = stack.request("GET", "/data_streams", key=None, headers={"Authorization": f"Bearer {stack.api_key}"})
+    assert bearer.status_code == 200
+
+
+def test_streams_and_property_definitions_end_to_end(stack):
+    key = unique("bank")
+    created = stack.request("POST", "/data_streams", {"key": key, "name": "Bank", "type": "bank_feed",
+                                                       "bank_account_id": "acct_1"})
+    assert created.status_code == 201, created.text
+    assert stack.request("POST", "/data_streams", {"key": key, "name": "again"}).status_code == 409
+    assert stack.request("GET", f"/data_streams/{key}").json()["type"] == "bank_feed"
+    renamed = stack.request("PATCH", f"/data_streams/{key}", {"name": "Operating account"})
+    assert renamed.json()["name"] == "Operating account"
+
+    definition = stack.request("POST", "/data_stream_property_definitions",
+                               {"key": "payout_id", "name": "Payout", "type": "string", "data_stream_key": key})
+    assert definition.status_code == 201, definition.text
+    listed = stack.request("GET", "/data_stream_property_definitions", params={"data_stream_key": key}).json()
+    assert [d["key"] for d in listed] == ["payout_id"]
+    patched = stack.request("PATCH", f"/data_stream_property_definitions/{definition.json()['id']}",
+                            {"optional": True})
+    assert patched.json()["optional"] is True
+
+    assert stack.request("DELETE", f"/data_streams/{key}").status_code == 204
+    assert stack.request("GET", f"/data_streams/{key}").status_code == 404
+    assert stack.request("GET", f"/data_stream_property_definitions/{definition.json()['id']}").status_code == 404
+
+
+def test_pages_follow_the_cursor_over_http(stack):
+    keys = [unique("page") for _ in range(3)]
+    for key in keys:
+        stack.request("POST", "/data_streams", {"key": key, "name": key})
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = stack.request("GET", "/data_streams", params=params).json()
+        seen += [s["key"] for s in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen.index(keys[2]) < seen.index(keys[1]) < seen.index(keys[0])
+    assert stack.request("GET", "/data_streams", params={"cursor": "nonsense"}).status_code == 400
+
+
+def test_client_errors_have_our_shape_over_http(stack):
+    malformed = stack.request("POST", "/data_streams", key="default", data="{oops",
+                              headers={"Content-Type": "application/json"})
+    assert malformed.status_code == 400 and set(malformed.json()) == {"message"}
+    wrong_type = stack.request("POST", "/data_streams", data="key=x", headers={"Content-Type": "text/plain"})
+    assert wrong_type.status_code == 415
+    invalid = stack.request("POST", "/data_streams", {"key": "BAD KEY"})
+    assert invalid.status_code == 422
+    assert {e["field"] for e in invalid.json()["errors"]} == {"key", "name"}
+    unknown_route = stack.request("GET", "/no_such_thing")
+    assert unknown_route.status_code == 404 and set(unknown_route.json()) == {"message"}
+
+
+def test_cli_keys_create_list_revoke_against_the_running_stack(stack):
+    environment = unique("env")
+    created = stack.cli("keys", "create", "--environment", environment)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip().splitlines()[-1]
+    assert secret.startswith("rk_")
+
+    key = unique("iso")
+    assert stack.request("POST", "/data_streams", {"key": key, "name": "A's"}).status_code == 201
+    assert stack.request("GET", f"/data_streams/{key}", key=secret).status_code == 404
+    assert key not in [s["key"] for s in stack.request("GET", "/data_streams", key=secret).json()["data"]]
+
+    listing = stack.cli("keys", "list")
+    assert listing.returncode == 0 and environment in listing.stdout and secret not in listing.stdout
+    [row] = [line for line in listing.stdout.splitlines() if environment in line]
+    key_id = row.split()[0]
+    assert stack.cli("keys", "revoke", key_id).returncode == 0
+    assert stack.request("GET", "/data_streams", key=secret).status_code == 401
+
+
+def test_a_second_stack_runs_beside_keeps_its_data_and_stops_all_it_started(stack, tmp_path):
+    other = RunningStack(tmp_path / "other", api_key="rk_other-stack").start()
+    try:
+        assert other.port != stack.port
+        created = other.request("POST", "/data_streams", {"key": "kept", "name": "Kept"})
+        assert created.status_code == 201
+        assert stack.request("GET", "/data_streams/kept").status_code == 404
+        children = other.stack_info()["child_pids"]
+        assert all(pid_alive(pid) for pid in children)
+    finally:
+        other.stop()
+    deadline = time.monotonic() + 10
+    while any(pid_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(pid) for pid in children)
+    assert not (other.data_dir / "stack.json").exists()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{other.url}/health", timeout=1)
+
+    again = RunningStack(other.data_dir, api_key="rk_other-stack")
+    again.start()
+    try:
+        assert again.request("GET", "/data_streams/kept").json()["name"] == "Kept"
+    finally:
+        again.stop()
