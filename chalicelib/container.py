@@ -13,7 +13,7 @@ from chalicelib.adapters.dynamodb.repositories import (
     PropertyDefinitionRepository,
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
-from chalicelib.settings import Settings, settings_from_environment
+from chalicelib.settings import Settings, current_settings
 
 
 class Container:
@@ -55,7 +55,7 @@ _container: Container | None = None
 def container() -> Container:
     global _container
     if _container is None:
-        _container = Container(settings_from_environment())
+        _container = Container(current_settings())
     return _container
 
 

@@ -45,3 +45,17 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def settings_from_environment() -> Settings:
     return Settings()
+
+
+_installed: Settings | None = None
+
+
+def current_settings() -> Settings:
+    """The process's settings: the environment's, unless the local stack installed its own."""
+    return _installed or settings_from_environment()
+
+
+def install_settings(settings: Settings | None) -> None:
+    """Used by the local stack before it imports app.py, so event sources name local resources."""
+    global _installed
+    _installed = settings

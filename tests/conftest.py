@@ -15,7 +15,8 @@ for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
     os.environ.pop(name, None)
 
 REGION = "us-east-1"
-TEST_PARAMETERS = {"Stage": "test", "DataBucketName": "recon-test-data"}
+# The names Settings defaults to, so that app.py's event sources (named at import) match them.
+TEST_PARAMETERS = {"Stage": "dev", "DataBucketName": "recon-dev-data"}
 
 
 @pytest.fixture
@@ -34,12 +35,10 @@ def services(moto_aws):
     from chalicelib.local.provision import provision
     from chalicelib.settings import Settings
 
-    base = Settings(region=REGION, local_mode=True)
-    outputs = provision(AwsClients(base), TEST_PARAMETERS, REGION, log=lambda _: None)
-    settings = base.model_copy(update={
-        "stage": "test", "table_name": outputs["TableName"], "bucket_name": outputs["BucketName"],
-        "bulk_queue_name": outputs["BulkQueueName"],
-    })
+    settings = Settings(region=REGION, local_mode=True)
+    outputs = provision(AwsClients(settings), TEST_PARAMETERS, REGION, log=lambda _: None)
+    assert (outputs["TableName"], outputs["BucketName"], outputs["BulkQueueName"]) == (
+        settings.table_name, settings.bucket_name, settings.bulk_queue_name)
     container = Container(settings)
     install(container)
     yield container

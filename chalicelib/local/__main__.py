@@ -8,7 +8,8 @@ from chalicelib.container import Container, install
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LocalStack
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
-from chalicelib.settings import Settings
+from chalicelib.local.runtime import LocalRuntime
+from chalicelib.settings import Settings, install_settings
 
 LOCAL_ENVIRONMENT = "local"
 GENERATED_KEY_LABEL = "make-run"
@@ -41,14 +42,20 @@ def _stop_on_sigterm(signum, frame):
 
 def main() -> int:
     settings = Settings()
-    stack = LocalStack(settings, log=lambda message: print(f"[local] {message}", flush=True))
+    log = lambda message: print(f"[local] {message}", flush=True)  # noqa: E731
+    stack = LocalStack(settings, log=log)
+    runtime: LocalRuntime | None = None
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         settings = stack.start()
+        install_settings(settings)  # before app.py is imported: its event sources name local resources
         container = Container(settings)
         install(container)
         key = seed_key(container, settings.api_key)
         from app import app
+
+        runtime = LocalRuntime(app, container.aws.sqs, settings.region, log=log)
+        runtime.start()
 
         server = build_server(app, settings.port)
         url = f"http://127.0.0.1:{settings.port}/v1"
@@ -62,6 +69,8 @@ def main() -> int:
         print(f"[local] {error}", file=sys.stderr, flush=True)
         return 1
     finally:
+        if runtime:
+            runtime.stop()
         stack.stop()
     return 0
 

@@ -1,0 +1,90 @@
+"""Runs the app's async handlers in-process in local mode, the way Lambda would on AWS.
+
+Each `@app.on_sqs_message` handler gets its queue polled: a batch of messages becomes the
+same SQS event Lambda builds, the handler that Lambda would call runs, and the batch is
+deleted only when it succeeded. A failure leaves the messages for redelivery, so local mode
+keeps SQS's at-least-once semantics (after a short visibility timeout, not the deployed one).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any, Callable
+
+from chalice.app import Chalice, SQSEventConfig
+from chalice.local import LambdaContext
+
+LOCAL_REDELIVERY_SECONDS = 5
+LOCAL_ACCOUNT_ID = "123456789012"
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_name: str, region: str) -> dict[str, Any]:
+    return {"Records": [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": m.get("Attributes", {}), "messageAttributes": m.get("MessageAttributes", {}),
+        "md5OfBody": m.get("MD5OfBody") or hashlib.md5(m["Body"].encode()).hexdigest(),
+        "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{region}:{LOCAL_ACCOUNT_ID}:{queue_name}",
+        "awsRegion": region,
+    } for m in messages]}
+
+
+class LocalRuntime:
+    def __init__(self, app: Chalice, sqs, region: str, log: Callable[[str], None] = print,
+                 poll_wait_seconds: int = 1, redelivery_seconds: int = LOCAL_REDELIVERY_SECONDS) -> None:
+        self._app = app
+        self._sqs = sqs
+        self._region = region
+        self._log = log
+        self._poll_wait = poll_wait_seconds
+        self._redelivery_seconds = redelivery_seconds
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def queue_handlers(self) -> list[SQSEventConfig]:
+        return [s for s in self._app.event_sources if isinstance(s, SQSEventConfig)]
+
+    def start(self) -> None:
+        for config in self.queue_handlers:
+            thread = threading.Thread(target=self._poll_forever, args=(config,), daemon=True,
+                                      name=f"sqs-{config.name}")
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(timeout=self._poll_wait + 5)
+
+    def _poll_forever(self, config: SQSEventConfig) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.deliver_once(config, wait_seconds=self._poll_wait)
+            except Exception as error:  # keep polling; the failure is logged and retried
+                self._log(f"{config.name}: {error!r}")
+                self._stopping.wait(1)
+
+    def deliver_once(self, config: SQSEventConfig, wait_seconds: int = 0) -> int:
+        """Receive one batch and run the handler on it. Returns how many messages it handled."""
+        queue_url = self._sqs.get_queue_url(QueueName=config.queue)["QueueUrl"]
+        messages = self._sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=min(config.batch_size, 10), WaitTimeSeconds=wait_seconds,
+            AttributeNames=["All"], MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0
+        handler = self._app.handler_map[config.name]
+        context = LambdaContext(function_name=f"{self._app.app_name}-local-{config.name}", memory_size=1024,
+                                max_runtime_ms=900_000)
+        try:
+            handler(sqs_event(messages, config.queue, self._region), context)
+        except Exception as error:
+            self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: {error!r}")
+            for message in messages:
+                self._sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
+                                                    VisibilityTimeout=self._redelivery_seconds)
+            return 0
+        self._sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+        ])
+        return len(messages)

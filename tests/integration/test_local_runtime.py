@@ -1,0 +1,57 @@
+"""Local mode runs SQS handlers in-process with Lambda's event shape and at-least-once delivery."""
+import json
+
+from chalice import Chalice
+
+from chalicelib.local.runtime import LocalRuntime
+
+
+def make_app(seen: list, fail_bodies: set):
+    app = Chalice(app_name="runtime-test")
+
+    @app.on_sqs_message(queue="recon-dev-bulk", batch_size=5)
+    def handle(event):
+        bodies = [json.loads(r.body) for r in event]
+        seen.append(bodies)
+        if fail_bodies & {b["n"] for b in bodies}:
+            fail_bodies.clear()  # fail once, like a Lambda that crashed
+            raise RuntimeError("crash")
+
+    return app
+
+
+def _send(services, *numbers):
+    url = services.aws.sqs.get_queue_url(QueueName="recon-dev-bulk")["QueueUrl"]
+    for n in numbers:
+        services.aws.sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"n": n}))
+    return url
+
+
+def test_messages_reach_the_handler_as_an_sqs_event_and_are_deleted(services):
+    seen = []
+    app = make_app(seen, set())
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None)
+    url = _send(services, 1, 2)
+    [config] = runtime.queue_handlers
+
+    handled = runtime.deliver_once(config)
+
+    assert handled == 2 and seen == [[{"n": 1}, {"n": 2}]]
+    attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_a_failed_batch_stays_on_the_queue_and_is_delivered_again(services):
+    seen = []
+    app = make_app(seen, {7})
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None, redelivery_seconds=0)
+    url = _send(services, 7)
+    [config] = runtime.queue_handlers
+
+    assert runtime.deliver_once(config) == 0
+    assert runtime.deliver_once(config) == 1
+
+    assert seen == [[{"n": 7}], [{"n": 7}]]
+    attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
