@@ -6,6 +6,9 @@ from datetime import timedelta
 from functools import cached_property
 
 from chalicelib.adapters.aws import AwsClients
+from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.repositories import (
     ApiKeyRepository,
     Counters,
@@ -13,6 +16,8 @@ from chalicelib.adapters.dynamodb.repositories import (
     PropertyDefinitionRepository,
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.queues import WorkQueue
+from chalicelib.services.bulk_ingestion import IngestionPorts
 from chalicelib.settings import Settings, current_settings
 
 
@@ -43,6 +48,23 @@ class Container:
     @cached_property
     def property_definitions(self) -> PropertyDefinitionRepository:
         return PropertyDefinitionRepository(self.table, self.counters)
+
+    @cached_property
+    def records(self) -> RecordRepository:
+        return RecordRepository(self.table)
+
+    @cached_property
+    def ingestion_jobs(self) -> IngestionJobRepository:
+        return IngestionJobRepository(self.table)
+
+    @cached_property
+    def ingestion(self) -> IngestionPorts:
+        return IngestionPorts(
+            jobs=self.ingestion_jobs, records=self.records, streams=self.data_streams,
+            definitions=self.property_definitions, counters=self.counters,
+            payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
+            queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
+        )
 
     @property
     def key_last_used_resolution(self) -> timedelta:

@@ -90,3 +90,27 @@ class ApiClient:
 
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
+
+
+@pytest.fixture
+def worker(services):
+    """Runs the app's SQS handlers in-process, as the local stack does, until the queues are empty."""
+    from app import app
+    from chalicelib.local.runtime import LocalRuntime
+
+    failures: list[str] = []
+    runtime = LocalRuntime(app, services.aws.sqs, REGION, log=failures.append, redelivery_seconds=0)
+
+    class Worker:
+        def drain(self, max_batches: int = 100) -> int:
+            """Deliver until empty; a handler failure fails the test (use deliver_once to expect one)."""
+            handled = 0
+            for _ in range(max_batches):
+                batch = sum(runtime.deliver_once(config) for config in runtime.queue_handlers)
+                assert not failures, failures
+                if batch == 0:
+                    return handled
+                handled += batch
+            raise AssertionError("queues did not drain")
+
+    return Worker()

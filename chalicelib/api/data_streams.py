@@ -51,4 +51,5 @@ def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
               status=204, errors=(404, 409))
 def delete_data_stream(request: ApiRequest, key: str) -> None:
     services = container()
-    service.delete_stream(services.data_streams, services.property_definitions, request.environment, key)
+    service.delete_stream(services.data_streams, services.property_definitions, services.records,
+                          request.environment, key)

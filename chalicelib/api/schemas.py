@@ -1,8 +1,8 @@
 """Request and response models of the HTTP API (pydantic v2); the OpenAPI document is built from them."""
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Literal
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 
@@ -132,3 +132,94 @@ class PropertyDefinitionOut(ResponseModel):
     data_stream_key: str
     optional: bool
     created_at: Timestamp
+
+
+# Records and bulk requests ------------------------------------------------------------
+
+MAX_BULK_RECORDS = 1000
+
+
+class BulkRecordsBody(RequestModel):
+    records: Annotated[list[Any], Field(min_length=1, max_length=MAX_BULK_RECORDS)] = Field(
+        description="1 to 1000 record items; each is validated on its own and fails alone"
+    )
+    on_conflict: Literal["skip", "error"] = Field(
+        default="skip", description="An external_id that already exists in the stream: skip the item or fail it"
+    )
+
+
+class BulkRequestSummaryOut(ResponseModel):
+    id: int
+    status: str
+    total_items: int
+    processed_items: int
+    successful_items: int
+    failed_items: int
+    skipped_items: int
+    url: str
+
+
+class ItemResultOut(ResponseModel):
+    index: int
+    external_id: str | None
+    status: Literal["successful", "failed", "skipped"]
+    record_id: int | None
+    error: str | None
+
+
+class IngestionJobOut(BulkRequestSummaryOut):
+    source: str | None
+    filename: str | None
+    expected_records_count: int | None
+    progress: int
+    parsing: bool
+    decimal_places: int | None
+    stuck: bool
+    on_conflict: str | None
+    error_message: str | None
+    error_details: dict | None
+    data_stream_ids: list[int]
+    created_at: Timestamp
+    started_at: Timestamp | None
+    records_written_at: Timestamp | None
+    completed_at: Timestamp | None
+    last_progress_at: Timestamp | None
+    cancellation_requested_at: Timestamp | None
+    records_url: str
+
+
+class BulkRequestOut(IngestionJobOut):
+    results: list[ItemResultOut]
+
+
+class RecordsQuery(CursorQuery):
+    data_stream_key: str | None = None
+    status: Literal["unreconciled", "partially_reconciled", "reconciled"] | None = None
+    reconciliation_match_id: int | None = None
+    file_import_id: int | None = None
+    external_id: str | None = None
+    date_from: date | None = None
+    date_to: date | None = None
+
+
+class RecordOut(ResponseModel):
+    id: int
+    data_stream_key: str
+    data_stream_id: int
+    date: str
+    amount: int
+    currency: str
+    decimal_places: int
+    direction: str
+    description: str | None
+    external_id: str | None
+    metadata: dict[str, Any]
+    status: str
+    file_import_id: int | None
+    created_at: Timestamp
+
+
+class RecordPage(BaseModel):
+    data: list[RecordOut]
+    next_cursor: str | None
+    limit: int

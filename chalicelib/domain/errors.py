@@ -20,6 +20,10 @@ class Conflict(DomainError):
     pass
 
 
+class TransitionRefused(Conflict):
+    """The stored state no longer allows the change (another writer moved it first)."""
+
+
 class BadRequest(DomainError):
     """The request cannot be read at all: malformed JSON, a bad cursor, a bad parameter syntax."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import traceback
 from typing import Any, Callable
 
 from chalice.app import Chalice, SQSEventConfig
@@ -79,7 +80,8 @@ class LocalRuntime:
         try:
             handler(sqs_event(messages, config.queue, self._region), context)
         except Exception as error:
-            self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: {error!r}")
+            self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: "
+                      f"{error!r}\n{traceback.format_exc()}")
             for message in messages:
                 self._sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
                                                     VisibilityTimeout=self._redelivery_seconds)

@@ -6,6 +6,8 @@ from chalicelib.domain.data_streams import DataStream, StreamType, check_new_str
 from chalicelib.domain.errors import ValidationFailed
 from chalicelib.services.ports import DataStreams, PropertyDefinitions
 
+RECORD_DELETE_BATCH = 500
+
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
                   description: str | None = None, bank_account_id: str | None = None) -> DataStream:
@@ -32,8 +34,10 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
     return updated
 
 
-def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, environment: str, key: str) -> None:
-    """Hide the stream at once, remove what belongs to it, then the stream itself.
+def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, records, environment: str,
+                  key: str) -> None:
+    """Hide the stream at once, remove what belongs to it (records, property definitions),
+    then the stream itself.
 
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
@@ -41,5 +45,12 @@ def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, enviro
     if streams.find_including_deleting(environment, key) is None:
         streams.get(environment, key)  # raises NotFound
     streams.mark_deleting(environment, key)
+    batch: list = []
+    for item in records.ids_of_stream(environment, key):
+        batch.append(item)
+        if len(batch) == RECORD_DELETE_BATCH:
+            records.remove_many(batch)
+            batch = []
+    records.remove_many(batch)
     definitions.remove_all_of_stream(environment, key)
     streams.remove(environment, key)

@@ -9,6 +9,15 @@ Layout (one table, generic attributes `pk`, `sk`, `gsi1pk`, `gsi1sk`, `gsi2pk`, 
 | data stream              | E#<env>#DS#<key>            | DS               | E#<env>#DS / <id>  (newest first)       |
 | property key guard       | E#<env>#DS#<stream key>     | PDKEY#<prop key> |                                         |
 | property definition      | E#<env>#PD#<id>             | PD               | E#<env>#PD / <stream key>#<id>          |
+| record                   | E#<env>#REC#<id>            | REC              | E#<env>#DS#<stream>#REC / <id>          |
+| external id guard        | E#<env>#DS#<stream>#EXT#<external id> | EXT    |                                         |
+| ingestion job            | E#<env>#JOB#<id>            | JOB              |                                         |
+| job results (per chunk)  | E#<env>#JOB#<id>            | RES#<chunk>      |                                         |
+| idempotency key          | E#<env>#IDEM#<key>          | IDEM             |                                         |
+
+Records also sit in gsi2 (E#<env>#JOB#<job>#REC / <id>: records of an ingestion job),
+gsi3 (E#<env>#EXT#<external id> / <id>) and gsi4 (E#<env>#ST#<status> / <id>), so that
+every filter of GET /records that can stand alone has an index to query.
 
 The environment is the first part of every key of environment data, so isolation is
 structural: no query can reach another environment's partition. API keys are the one
@@ -92,3 +101,58 @@ def property_definition_index(environment: str, stream_key: str, definition_id: 
         "gsi1pk": property_definitions_index_pk(environment),
         "gsi1sk": f"{property_definitions_of_stream_prefix(stream_key)}{_id(definition_id)}",
     }
+
+
+# Records --------------------------------------------------------------------------------
+
+def record(environment: str, record_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#REC#{_id(record_id)}", "sk": "REC"}
+
+
+def records_of_stream_pk(environment: str, stream_key: str) -> str:
+    return f"{env_prefix(environment)}#DS#{stream_key}#REC"
+
+
+def records_of_job_pk(environment: str, job_id: int) -> str:
+    return f"{env_prefix(environment)}#JOB#{_id(job_id)}#REC"
+
+
+def records_with_external_id_pk(environment: str, external_id: str) -> str:
+    return f"{env_prefix(environment)}#EXT#{external_id}"
+
+
+def records_with_status_pk(environment: str, status: str) -> str:
+    return f"{env_prefix(environment)}#ST#{status}"
+
+
+def record_indexes(environment: str, record_id: int, stream_key: str, job_id: int | None,
+                   external_id: str | None, status: str) -> dict[str, str]:
+    sort = _id(record_id)
+    keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": sort,
+            "gsi4pk": records_with_status_pk(environment, status), "gsi4sk": sort}
+    if job_id is not None:
+        keys.update(gsi2pk=records_of_job_pk(environment, job_id), gsi2sk=sort)
+    if external_id is not None:
+        keys.update(gsi3pk=records_with_external_id_pk(environment, external_id), gsi3sk=sort)
+    return keys
+
+
+def external_id_guard(environment: str, stream_key: str, external_id: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#DS#{stream_key}#EXT#{external_id}", "sk": "EXT"}
+
+
+# Ingestion jobs -------------------------------------------------------------------------
+
+def ingestion_job(environment: str, job_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#JOB#{_id(job_id)}", "sk": "JOB"}
+
+
+RESULTS_PREFIX = "RES#"
+
+
+def job_results(environment: str, job_id: int, chunk: int) -> dict[str, str]:
+    return {"pk": ingestion_job(environment, job_id)["pk"], "sk": f"{RESULTS_PREFIX}{str(chunk).zfill(6)}"}
+
+
+def idempotency_key(environment: str, key: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#IDEM#{key}", "sk": "IDEM"}

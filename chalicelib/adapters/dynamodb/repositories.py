@@ -128,15 +128,43 @@ class DataStreamRepository:
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, stream: DataStream) -> None:
-        """Write a changed stream; `stream.version` must be one past the stored version."""
+        """Write a renamed stream; `stream.version` must be one past the stored version.
+
+        Only the editable fields are written: counters on the item belong to other writers.
+        """
         try:
-            self._table.put(
-                self.to_item(stream),
+            self._table.update(
+                keys.data_stream(stream.environment, stream.key),
+                "SET #name = :name, description = :description, #v = :version",
                 condition="attribute_exists(pk) AND #v = :expected AND attribute_not_exists(deleting)",
-                names={"#v": "version"}, values={":expected": stream.version - 1},
+                names={"#v": "version", "#name": "name"},
+                values={":name": stream.name, ":description": stream.description, ":version": stream.version,
+                        ":expected": stream.version - 1},
+                keep_nulls=True,
             )
         except ConditionFailed:
             raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry") from None
+
+    def add_to_records_count(self, environment: str, key: str, delta: int, token: str) -> bool:
+        """Apply a count change exactly once: `token` names the change, and a change whose token
+        is already on the stream is not applied again. Returns False when it was not applied."""
+        try:
+            self._table.update(
+                keys.data_stream(environment, key), "ADD records_count :delta, count_tokens :token",
+                condition="attribute_exists(pk) AND NOT contains(count_tokens, :token_text)",
+                values={":delta": delta, ":token": {token}, ":token_text": token},
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def forget_count_token(self, environment: str, key: str, token: str) -> None:
+        """Drop a token once its change can no longer be retried (keeps the set small)."""
+        try:
+            self._table.update(keys.data_stream(environment, key), "DELETE count_tokens :token",
+                               condition="attribute_exists(pk)", values={":token": {token}})
+        except ConditionFailed:
+            pass  # the stream is gone
 
     def mark_deleting(self, environment: str, key: str) -> None:
         try:

@@ -21,10 +21,19 @@ from chalicelib.domain.errors import BadRequest
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 BATCH_WRITE_LIMIT = 25
+FILTERED_READ_STEP = 200
 
 
 class ConditionFailed(Exception):
     """A conditional write found the item in another state than it required."""
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A FilterExpression with its own placeholders (names start with '#f', values with ':f')."""
+    expression: str
+    names: dict[str, str]
+    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,11 +107,12 @@ class DynamoTable:
 
     def update(self, key: dict[str, str], expression: str, values: dict[str, Any] | None = None,
                names: dict[str, str] | None = None, condition: str | None = None,
-               return_new: bool = False) -> dict[str, Any] | None:
+               return_new: bool = False, keep_nulls: bool = False) -> dict[str, Any] | None:
+        """keep_nulls: values that are None are written as NULL rather than dropped."""
         kwargs: dict[str, Any] = {"TableName": self.name, "Key": serialize(key), "UpdateExpression": expression}
         if return_new:
             kwargs["ReturnValues"] = "ALL_NEW"
-        _add_condition(kwargs, condition, values, names)
+        _add_condition(kwargs, condition, values, names, keep_nulls)
         response = self._call_conditional(self._client.update_item, kwargs)
         return deserialize(response["Attributes"]) if return_new else None
 
@@ -134,18 +144,25 @@ class DynamoTable:
 
     def query_page(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                    limit: int, cursor: str | None = None, newest_first: bool = True,
-                   sort_attr: str | None = None, sort_prefix: str | None = None) -> Page:
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
-        # One item more than asked tells whether another page exists, so a client never
-        # gets a cursor that leads to an empty page.
-        kwargs.update(Limit=limit + 1, ScanIndexForward=not newest_first)
+                   sort_attr: str | None = None, sort_prefix: str | None = None,
+                   filter: "Filter | None" = None) -> Page:
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix, filter)
+        kwargs["ScanIndexForward"] = not newest_first
         if cursor:
             kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value)
-        response = self._client.query(**kwargs)
-        items = [deserialize(i) for i in response.get("Items", [])]
+        # One item more than asked tells whether another page exists, so a client never gets
+        # a cursor that leads to an empty page. A filter drops items after DynamoDB's Limit,
+        # so filtered queries read in larger steps until the page is full.
+        kwargs["Limit"] = limit + 1 if filter is None else max(limit + 1, FILTERED_READ_STEP)
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**kwargs)
+            items.extend(deserialize(i) for i in response.get("Items", []))
+            if len(items) > limit or "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         if len(items) <= limit:
-            # Fewer items than asked with a last key means DynamoDB's 1 MB page cap was hit.
-            return Page(items=items, cursor=encode_cursor(response.get("LastEvaluatedKey")))
+            return Page(items=items, cursor=None)
         items = items[:limit]
         key_attrs = ("pk", "sk", partition_attr, sort_attr or "sk")
         last_key = {attr: items[-1][attr] for attr in key_attrs}
@@ -162,7 +179,8 @@ class DynamoTable:
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _query_kwargs(self, partition_attr: str, partition_value: str, index: str | None,
-                      sort_attr: str | None, sort_prefix: str | None) -> dict[str, Any]:
+                      sort_attr: str | None, sort_prefix: str | None,
+                      filter: "Filter | None" = None) -> dict[str, Any]:
         condition = "#p = :p"
         names = {"#p": partition_attr}
         values: dict[str, Any] = {":p": {"S": partition_value}}
@@ -176,6 +194,10 @@ class DynamoTable:
         }
         if index:
             kwargs["IndexName"] = index
+        if filter is not None:
+            kwargs["FilterExpression"] = filter.expression
+            names.update(filter.names)
+            values.update(serialize(filter.values))
         return kwargs
 
     def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[dict[str, str]] = ()) -> int:
@@ -197,10 +219,12 @@ class DynamoTable:
 
 
 def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[str, Any] | None,
-                   names: dict[str, str] | None) -> None:
+                   names: dict[str, str] | None, keep_nulls: bool = False) -> None:
     if condition:
         kwargs["ConditionExpression"] = condition
     if values:
-        kwargs["ExpressionAttributeValues"] = serialize(values)
+        kwargs["ExpressionAttributeValues"] = (
+            {k: _serializer.serialize(v) for k, v in values.items()} if keep_nulls else serialize(values)
+        )
     if names:
         kwargs["ExpressionAttributeNames"] = names

@@ -1,0 +1,199 @@
+"""Ingestion jobs in DynamoDB: the job item, its per-chunk results, and idempotency keys.
+
+Every status change is a conditional update whose allowed "from" statuses come from
+`domain.ingestion.ALLOWED_MOVES`; every counter change is claimed per chunk, so a chunk that
+is processed twice (SQS redelivery, a crashed Lambda) is counted once.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.domain.clock import iso, parse_iso, utc_now
+from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.ingestion import (
+    ChunkOutcome,
+    IngestionJob,
+    ItemResult,
+    ItemStatus,
+    JobSource,
+    JobStatus,
+    OnConflict,
+    sources_of,
+)
+
+# DynamoDB keeps idempotency keys at least this long (TTL deletes them some time after).
+IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
+
+
+def _time(value: str | None) -> datetime | None:
+    return parse_iso(value) if value else None
+
+
+class IngestionJobRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    # Creating ------------------------------------------------------------------------------
+
+    def add(self, job: IngestionJob) -> None:
+        """Write a new job; writing the same job again (a retried request) changes nothing."""
+        try:
+            self._table.put_new(self._to_item(job))
+        except ConditionFailed:
+            pass
+
+    def claim_idempotency_key(self, environment: str, key: str, job_id: int, body_hash: str) -> tuple[int, str]:
+        """Bind `key` to `job_id` unless it is bound already; return the (job id, body hash) it is bound to."""
+        now = utc_now()
+        item = {**keys.idempotency_key(environment, key), "entity": "idempotency_key", "job_id": job_id,
+                "body_hash": body_hash, "created_at": iso(now),
+                "expires_at": int((now + IDEMPOTENCY_KEY_LIFETIME).timestamp())}
+        try:
+            # An expired key that TTL has not removed yet may be bound again.
+            self._table.put(item, condition="attribute_not_exists(pk) OR expires_at < :now",
+                            values={":now": int(now.timestamp())})
+            return job_id, body_hash
+        except ConditionFailed:
+            existing = self._table.get(keys.idempotency_key(environment, key))
+            if existing is None:  # expired and removed in between: try once more
+                return self.claim_idempotency_key(environment, key, job_id, body_hash)
+            return existing["job_id"], existing["body_hash"]
+
+    # Reading -------------------------------------------------------------------------------
+
+    def get(self, environment: str, job_id: int) -> IngestionJob:
+        item = self._table.get(keys.ingestion_job(environment, job_id))
+        if item is None:
+            raise NotFound(f"ingestion job {job_id} not found")
+        return self._from_item(item)
+
+    def find(self, environment: str, job_id: int) -> IngestionJob | None:
+        item = self._table.get(keys.ingestion_job(environment, job_id))
+        return self._from_item(item) if item else None
+
+    def results(self, environment: str, job_id: int) -> list[ItemResult]:
+        items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
+                                      sort_prefix=keys.RESULTS_PREFIX)
+        results = [ItemResult(index=r[0], status=ItemStatus(r[1]), external_id=r[2], record_id=r[3], error=r[4])
+                   for item in items for r in item["results"]]
+        return sorted(results, key=lambda r: r.index)
+
+    # Moving --------------------------------------------------------------------------------
+
+    def move(self, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+        """Move the job to `target` if its stored status allows it; set `fields` with the move.
+        Raises TransitionRefused when the stored status does not allow it."""
+        sources = {f":from{i}": s.value for i, s in enumerate(sources_of(target))}
+        sets = {"status": target.value, **{k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}}
+        names = {f"#a{i}": name for i, name in enumerate(sets)}
+        values = {f":v{i}": value for i, value in enumerate(sets.values())}
+        expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(sets)))
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id), expression,
+                condition=f"#a0 IN ({', '.join(sources)})", names=names, values={**values, **sources},
+                return_new=True, keep_nulls=True,
+            )
+        except ConditionFailed:
+            raise TransitionRefused(f"ingestion job {job.id} cannot move to {target.value}") from None
+        return self._from_item(item)
+
+    def reserve_record_ids(self, job: IngestionJob, first_id: int) -> IngestionJob:
+        """Fix the job's block of record ids once; a retry keeps the first block it got."""
+        try:
+            item = self._table.update(keys.ingestion_job(job.environment, job.id), "SET first_record_id = :f",
+                                      condition="attribute_not_exists(first_record_id)",
+                                      values={":f": first_id}, return_new=True)
+            return self._from_item(item)
+        except ConditionFailed:
+            return self.get(job.environment, job.id)
+
+    def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome) -> IngestionJob:
+        """Store a chunk's results, then count it once: the count is claimed with the chunk's
+        number, so a chunk processed again is not counted again."""
+        self._table.put({
+            **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
+            "results": [[r.index, r.status.value, r.external_id, r.record_id, r.error] for r in outcome.results],
+        })
+        names = {"#done": "done_chunks"}
+        values: dict[str, Any] = {
+            ":chunk": {outcome.index}, ":chunk_number": outcome.index, ":now": iso(utc_now()),
+            ":processed": len(outcome.results), ":successful": outcome.count(ItemStatus.SUCCESSFUL),
+            ":failed": outcome.count(ItemStatus.FAILED), ":skipped": outcome.count(ItemStatus.SKIPPED),
+        }
+        adds = ["#done :chunk", "processed_items :processed", "successful_items :successful",
+                "failed_items :failed", "skipped_items :skipped"]
+        sets = ["last_progress_at = :now"]
+        # ADD works on top-level attributes only; per-stream counts sit in a map, so SET them.
+        for i, (stream_key, created) in enumerate(sorted(outcome.created_per_stream.items())):
+            names[f"#s{i}"] = stream_key
+            values[f":c{i}"] = created
+            sets.append(f"#created.#s{i} = if_not_exists(#created.#s{i}, :zero) + :c{i}")
+        if outcome.created_per_stream:
+            names["#created"] = "created_per_stream"
+            values[":zero"] = 0
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id),
+                f"SET {', '.join(sets)} ADD {', '.join(adds)}",
+                condition="NOT contains(#done, :chunk_number)", names=names, values=values, return_new=True,
+            )
+        except ConditionFailed:
+            return self.get(job.environment, job.id)  # counted by an earlier delivery
+        return self._from_item(item)
+
+    def mark_counts_rolled_up(self, job: IngestionJob) -> None:
+        self._table.update(keys.ingestion_job(job.environment, job.id), "SET counts_rolled_up = :t",
+                           values={":t": True})
+
+    def request_cancellation(self, job: IngestionJob, cancellable: tuple[JobStatus, ...]) -> IngestionJob:
+        allowed = {f":s{i}": s.value for i, s in enumerate(cancellable)}
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id), "SET cancellation_requested_at = :now",
+                condition=f"#status IN ({', '.join(allowed)})", names={"#status": "status"},
+                values={":now": iso(utc_now()), **allowed}, return_new=True,
+            )
+        except ConditionFailed:
+            current = self.get(job.environment, job.id)
+            raise TransitionRefused(f"ingestion job {job.id} is {current.status.value}; only pending or "
+                                    "processing jobs can be cancelled") from None
+        return self._from_item(item)
+
+    # Items ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_item(job: IngestionJob) -> dict[str, Any]:
+        return {
+            **keys.ingestion_job(job.environment, job.id), "entity": "ingestion_job",
+            "environment": job.environment, "id": job.id, "source": job.source.value,
+            "status": job.status.value, "total_items": job.total_items, "on_conflict": job.on_conflict.value,
+            "created_at": iso(job.created_at), "payload_key": job.payload_key, "filename": job.filename,
+            "body_hash": job.body_hash, "idempotency_key": job.idempotency_key,
+            "processed_items": 0, "successful_items": 0, "failed_items": 0, "skipped_items": 0,
+            "expected_records_count": job.expected_records_count, "decimal_places": job.decimal_places,
+            "data_stream_ids": list(job.data_stream_ids), "created_per_stream": {},
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> IngestionJob:
+        return IngestionJob(
+            environment=item["environment"], id=item["id"], source=JobSource(item["source"]),
+            status=JobStatus(item["status"]), total_items=item["total_items"],
+            on_conflict=OnConflict(item["on_conflict"]), created_at=parse_iso(item["created_at"]),
+            payload_key=item.get("payload_key"), filename=item.get("filename"), body_hash=item.get("body_hash"),
+            idempotency_key=item.get("idempotency_key"), processed_items=item.get("processed_items", 0),
+            successful_items=item.get("successful_items", 0), failed_items=item.get("failed_items", 0),
+            skipped_items=item.get("skipped_items", 0), expected_records_count=item.get("expected_records_count"),
+            decimal_places=item.get("decimal_places"), data_stream_ids=tuple(item.get("data_stream_ids") or ()),
+            started_at=_time(item.get("started_at")), records_written_at=_time(item.get("records_written_at")),
+            completed_at=_time(item.get("completed_at")), last_progress_at=_time(item.get("last_progress_at")),
+            cancellation_requested_at=_time(item.get("cancellation_requested_at")),
+            error_message=item.get("error_message"), error_details=item.get("error_details"),
+            first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
+            created_per_stream=dict(item.get("created_per_stream") or {}),
+            counts_rolled_up=bool(item.get("counts_rolled_up")),
+        )

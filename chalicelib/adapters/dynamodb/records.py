@@ -1,0 +1,170 @@
+"""Records in DynamoDB: batch writes, the external_id uniqueness guard, the listings by index."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
+from chalicelib.domain.clock import iso, parse_iso
+from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.records import Direction, Record, RecordStatus
+
+
+@dataclass(frozen=True)
+class RecordQuery:
+    data_stream_key: str | None = None
+    status: RecordStatus | None = None
+    file_import_id: int | None = None
+    external_id: str | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+
+
+@dataclass(frozen=True)
+class GuardClaim:
+    claimed: bool
+    record_id: int | None  # the owner's record id (ours when claimed, the existing one when not)
+
+
+class RecordRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    # Writing -------------------------------------------------------------------------------
+
+    def put_many(self, records: Iterable[Record]) -> int:
+        """Write records with BatchWriteItem (idempotent: a record's id fixes its item)."""
+        return self._table.batch_write(puts=[self.to_item(r) for r in records])
+
+    def claim_external_id(self, environment: str, stream_key: str, external_id: str, owner: str,
+                          record_id: int) -> GuardClaim:
+        """Reserve an external_id in a stream for `owner` (a job item). The owner may claim again
+        (a retried delivery); anyone else finds it taken and learns the existing record id."""
+        guard = {**keys.external_id_guard(environment, stream_key, external_id), "entity": "external_id_guard",
+                 "owner": owner, "record_id": record_id}
+        try:
+            self._table.put(guard, condition="attribute_not_exists(pk) OR #owner = :owner",
+                            names={"#owner": "owner"}, values={":owner": owner})
+            return GuardClaim(True, record_id)
+        except ConditionFailed:
+            existing = self._table.get(keys.external_id_guard(environment, stream_key, external_id))
+            return GuardClaim(False, existing["record_id"] if existing else None)
+
+    # Reading -------------------------------------------------------------------------------
+
+    def get(self, environment: str, record_id: int) -> Record:
+        item = self._table.get(keys.record(environment, record_id))
+        if item is None or item.get("deleting"):
+            raise NotFound(f"record {record_id} not found")
+        return self.from_item(item)
+
+    def find_including_deleting(self, environment: str, record_id: int) -> dict[str, Any] | None:
+        return self._table.get(keys.record(environment, record_id))
+
+    def list_page(self, environment: str, query: RecordQuery, limit: int,
+                  cursor: str | None) -> tuple[list[Record], str | None]:
+        """Query the most selective index the filters allow; the other filters narrow it."""
+        if query.file_import_id is not None:
+            index, partition = "gsi2", keys.records_of_job_pk(environment, query.file_import_id)
+        elif query.data_stream_key is not None:
+            index, partition = "gsi1", keys.records_of_stream_pk(environment, query.data_stream_key)
+        elif query.external_id is not None:
+            index, partition = "gsi3", keys.records_with_external_id_pk(environment, query.external_id)
+        else:
+            assert query.status is not None
+            index, partition = "gsi4", keys.records_with_status_pk(environment, query.status.value)
+        page = self._table.query_page(f"{index}pk", partition, index=index, sort_attr=f"{index}sk",
+                                      limit=limit, cursor=cursor, filter=_filter_for(query))
+        return [self.from_item(i) for i in page.items], page.cursor
+
+    def ids_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
+        return self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1")
+
+    # Deleting ------------------------------------------------------------------------------
+
+    def mark_deleting(self, environment: str, record_id: int, deletable: tuple[RecordStatus, ...]) -> Record:
+        """First step of a delete: hide the record, only while its status allows deleting."""
+        allowed = {f":s{i}": s.value for i, s in enumerate(deletable)}
+        try:
+            item = self._table.update(
+                keys.record(environment, record_id), "SET deleting = :t",
+                condition=f"attribute_exists(pk) AND #status IN ({', '.join(allowed)})",
+                names={"#status": "status"}, values={":t": True, **allowed}, return_new=True,
+            )
+        except ConditionFailed:
+            current = self._table.get(keys.record(environment, record_id))
+            if current is None:
+                raise NotFound(f"record {record_id} not found") from None
+            raise Conflict(f"record {record_id} is {current['status']}; only unreconciled records can be "
+                           "deleted") from None
+        return self.from_item(item)
+
+    def remove(self, record: Record) -> None:
+        """Free the external_id (only if this record holds it), then delete the record."""
+        if record.external_id is not None:
+            try:
+                self._table.delete(keys.external_id_guard(record.environment, record.data_stream_key,
+                                                          record.external_id),
+                                   condition="record_id = :id", values={":id": record.id})
+            except ConditionFailed:
+                pass
+        self._table.delete(keys.record(record.environment, record.id))
+
+    def remove_many(self, items: list[dict[str, Any]]) -> None:
+        """Delete records and their guards in batches (a stream being deleted)."""
+        deletes = [{"pk": i["pk"], "sk": i["sk"]} for i in items]
+        deletes += [keys.external_id_guard(i["environment"], i["data_stream_key"], i["external_id"])
+                    for i in items if i.get("external_id") is not None]
+        self._table.batch_write(deletes=deletes)
+
+    # Items ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def to_item(record: Record) -> dict[str, Any]:
+        return {
+            **keys.record(record.environment, record.id),
+            **keys.record_indexes(record.environment, record.id, record.data_stream_key, record.file_import_id,
+                                  record.external_id, record.status.value),
+            "entity": "record", "environment": record.environment, "id": record.id,
+            "data_stream_key": record.data_stream_key, "data_stream_id": record.data_stream_id,
+            "date": record.date, "amount": record.amount, "direction": record.direction.value,
+            "currency": record.currency, "decimal_places": record.decimal_places,
+            "description": record.description, "external_id": record.external_id,
+            # JSON text: metadata may hold floats, which DynamoDB's number type would not round-trip.
+            "metadata": json.dumps(record.metadata, separators=(",", ":")) if record.metadata else None,
+            "status": record.status.value, "file_import_id": record.file_import_id,
+            "created_at": iso(record.created_at),
+        }
+
+    @staticmethod
+    def from_item(item: dict[str, Any]) -> Record:
+        return Record(
+            environment=item["environment"], id=item["id"], data_stream_key=item["data_stream_key"],
+            data_stream_id=item["data_stream_id"], date=item["date"], amount=item["amount"],
+            direction=Direction(item["direction"]), currency=item["currency"],
+            decimal_places=item["decimal_places"], status=RecordStatus(item["status"]),
+            created_at=parse_iso(item["created_at"]), description=item.get("description"),
+            external_id=item.get("external_id"),
+            metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
+            file_import_id=item.get("file_import_id"),
+        )
+
+
+def _filter_for(query: RecordQuery) -> Filter:
+    clauses, names, values = ["attribute_not_exists(#fdel)"], {"#fdel": "deleting"}, {}
+    for attr, value in (("data_stream_key", query.data_stream_key), ("external_id", query.external_id),
+                        ("file_import_id", query.file_import_id),
+                        ("status", query.status.value if query.status else None)):
+        if value is not None:
+            clauses.append(f"#f_{attr} = :f_{attr}")
+            names[f"#f_{attr}"] = attr
+            values[f":f_{attr}"] = value
+    if query.date_from:
+        clauses.append("#f_date >= :f_from")
+        names["#f_date"], values[":f_from"] = "date", query.date_from
+    if query.date_to:
+        clauses.append("#f_date <= :f_to")
+        names["#f_date"], values[":f_to"] = "date", query.date_to
+    return Filter(" AND ".join(clauses), names, values)

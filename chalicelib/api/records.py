@@ -1,0 +1,82 @@
+"""Routes of /records and /bulk_requests."""
+from __future__ import annotations
+
+from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.api.schemas import (
+    BulkRecordsBody,
+    BulkRequestOut,
+    BulkRequestSummaryOut,
+    ItemResultOut,
+    RecordOut,
+    RecordPage,
+    RecordsQuery,
+)
+from chalicelib.api.views import ingestion_job_fields, record_out
+from chalicelib.adapters.dynamodb.records import RecordQuery
+from chalicelib.container import container
+from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.domain.ingestion import JobSource, OnConflict
+from chalicelib.domain.records import RecordStatus
+from chalicelib.services import bulk_ingestion, records as record_service
+
+router = Router("records")
+MAX_IDEMPOTENCY_KEY = 255
+STANDALONE_FILTERS = ("data_stream_key", "status", "reconciliation_match_id", "file_import_id", "external_id")
+
+
+def numeric_id(raw: str, what: str) -> int:
+    if not raw.isdigit():
+        raise NotFound(f"{what} '{raw}' not found")
+    return int(raw)
+
+
+@router.route("POST", "/records/bulk", summary="Submit 1 to 1000 records for asynchronous ingestion",
+              status=202, body=BulkRecordsBody, response=BulkRequestSummaryOut, errors=(409,))
+def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
+    body: BulkRecordsBody = request.body
+    key = request.headers.get("idempotency-key")
+    if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
+        raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    job = bulk_ingestion.submit_bulk(container().ingestion, request.environment, body.records,
+                                     OnConflict(body.on_conflict), key)
+    return BulkRequestSummaryOut(**ingestion_job_fields(job))
+
+
+@router.route("GET", "/bulk_requests/{id}", summary="A bulk request: progress, totals and per-item results",
+              response=BulkRequestOut, errors=(404,))
+def get_bulk_request(request: ApiRequest, id: str) -> BulkRequestOut:
+    jobs = container().ingestion_jobs
+    job = jobs.get(request.environment, numeric_id(id, "bulk request"))
+    if job.source is not JobSource.BULK_API:
+        raise NotFound(f"bulk request '{id}' not found")
+    results = [ItemResultOut.model_validate(r) for r in jobs.results(request.environment, job.id)]
+    return BulkRequestOut(**ingestion_job_fields(job), results=results)
+
+
+@router.route("GET", "/records", summary="List records, newest first, by stream, status, match, import or "
+              "external id", query=RecordsQuery, response=RecordPage, errors=(400, 422))
+def list_records(request: ApiRequest) -> RecordPage:
+    query: RecordsQuery = request.query
+    if all(getattr(query, name) is None for name in STANDALONE_FILTERS):
+        raise ValidationFailed.on("data_stream_key", f"give at least one of {', '.join(STANDALONE_FILTERS)}")
+    if query.reconciliation_match_id is not None:
+        return RecordPage(data=[], next_cursor=None, limit=query.limit)  # no matches exist yet
+    records, cursor = container().records.list_page(request.environment, RecordQuery(
+        data_stream_key=query.data_stream_key, status=RecordStatus(query.status) if query.status else None,
+        file_import_id=query.file_import_id, external_id=query.external_id,
+        date_from=query.date_from.isoformat() if query.date_from else None,
+        date_to=query.date_to.isoformat() if query.date_to else None,
+    ), query.limit, query.cursor)
+    return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
+
+
+@router.route("GET", "/records/{id}", summary="Get a record", response=RecordOut, errors=(404,))
+def get_record(request: ApiRequest, id: str) -> RecordOut:
+    return record_out(container().records.get(request.environment, numeric_id(id, "record")))
+
+
+@router.route("DELETE", "/records/{id}", summary="Delete an unreconciled record", status=204, errors=(404, 409))
+def delete_record(request: ApiRequest, id: str) -> None:
+    services = container()
+    record_service.delete_record(services.records, services.data_streams, request.environment,
+                                 numeric_id(id, "record"))

@@ -1,0 +1,37 @@
+"""Domain objects to response fields, where the shape is more than a copy of attributes."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.schemas import RecordOut
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus
+from chalicelib.domain.records import Record
+
+API_PREFIX = "/v1"
+
+
+def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
+    """Every field of the spec's file import (a bulk request is the same job, source bulk_api)."""
+    url = f"{API_PREFIX}/bulk_requests/{job.id}" if job.source is JobSource.BULK_API else \
+        f"{API_PREFIX}/file_imports/{job.id}"
+    return {
+        "id": job.id, "status": job.status.value, "total_items": job.total_items,
+        "processed_items": job.processed_items, "successful_items": job.successful_items,
+        "failed_items": job.failed_items, "skipped_items": job.skipped_items, "url": url,
+        "source": job.source.value, "filename": job.filename,
+        "expected_records_count": job.expected_records_count, "progress": job.progress,
+        # A bulk request's items are known from the start; only files are parsed before rows land.
+        "parsing": job.source is not JobSource.BULK_API and job.status is JobStatus.PROCESSING
+        and job.processed_items == 0,
+        "decimal_places": job.decimal_places, "stuck": job.stuck(utc_now()), "on_conflict": job.on_conflict.value,
+        "error_message": job.error_message, "error_details": job.error_details,
+        "data_stream_ids": list(job.data_stream_ids), "created_at": job.created_at, "started_at": job.started_at,
+        "records_written_at": job.records_written_at, "completed_at": job.completed_at,
+        "last_progress_at": job.last_progress_at, "cancellation_requested_at": job.cancellation_requested_at,
+        "records_url": f"{API_PREFIX}/file_imports/{job.id}/records",
+    }
+
+
+def record_out(record: Record) -> RecordOut:
+    return RecordOut.model_validate(record)

@@ -1,0 +1,132 @@
+"""Ingestion jobs (bulk requests and file imports): their statuses, the moves allowed between
+them, per-item results, and the arithmetic of their progress.
+
+Status table: a job moves only along ALLOWED_MOVES; the repository turns each move into a
+conditional write whose allowed "from" states come from this table, so the rule lives here.
+
+    pending -> processing -> replicating -> completed
+       |           |             |
+       +-----------+-------------+--> failed
+       +-----------+--> cancelled
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+
+class JobStatus(str, Enum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    REPLICATING = "replicating"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ALLOWED_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.PROCESSING: frozenset({JobStatus.REPLICATING, JobStatus.COMPLETED, JobStatus.FAILED,
+                                     JobStatus.CANCELLED}),
+    JobStatus.REPLICATING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED}),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
+FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+STUCK_AFTER = timedelta(minutes=5)
+
+
+def sources_of(target: JobStatus) -> tuple[JobStatus, ...]:
+    """The statuses a job may be in to move to `target`."""
+    return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
+
+
+class JobSource(str, Enum):
+    BULK_API = "bulk_api"
+    CSV = "csv"
+    NACHA = "nacha"
+
+
+class OnConflict(str, Enum):
+    SKIP = "skip"
+    ERROR = "error"
+
+
+class ItemStatus(str, Enum):
+    SUCCESSFUL = "successful"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    index: int
+    status: ItemStatus
+    external_id: str | None = None
+    record_id: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    """What one processed chunk adds to its job's counters."""
+    index: int
+    results: tuple[ItemResult, ...]
+    created_per_stream: dict[str, int]
+
+    def count(self, status: ItemStatus) -> int:
+        return sum(1 for r in self.results if r.status is status)
+
+
+@dataclass(frozen=True)
+class IngestionJob:
+    environment: str
+    id: int
+    source: JobSource
+    status: JobStatus
+    total_items: int
+    on_conflict: OnConflict
+    created_at: datetime
+    payload_key: str | None = None
+    filename: str | None = None
+    body_hash: str | None = None
+    idempotency_key: str | None = None
+    processed_items: int = 0
+    successful_items: int = 0
+    failed_items: int = 0
+    skipped_items: int = 0
+    expected_records_count: int | None = None
+    decimal_places: int | None = None
+    data_stream_ids: tuple[int, ...] = ()
+    started_at: datetime | None = None
+    records_written_at: datetime | None = None
+    completed_at: datetime | None = None
+    last_progress_at: datetime | None = None
+    cancellation_requested_at: datetime | None = None
+    error_message: str | None = None
+    error_details: dict | None = None
+    first_record_id: int | None = None
+    done_chunks: frozenset[int] = frozenset()
+    created_per_stream: dict[str, int] = field(default_factory=dict)
+    counts_rolled_up: bool = False
+
+    @property
+    def progress(self) -> int:
+        if self.total_items == 0:
+            return 100 if self.status in FINISHED else 0
+        return min(100, self.processed_items * 100 // self.total_items)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def stuck(self, now: datetime) -> bool:
+        heartbeat = self.last_progress_at or self.started_at or self.created_at
+        return self.status is JobStatus.PROCESSING and now - heartbeat > STUCK_AFTER
+
+
+def chunk_ranges(total: int, size: int) -> list[range]:
+    return [range(start, min(start + size, total)) for start in range(0, total, size)]

@@ -1,0 +1,213 @@
+"""Records: validation of one submitted item into a record draft, and the record entity.
+
+Validation is per item and never raises for bad input: a bad item becomes an ItemError naming
+its field, so one bad item fails alone and the rest of its batch is written.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from enum import Enum
+from typing import Any, Mapping
+
+from chalicelib.domain.data_streams import PropertyDefinition, PropertyType
+from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, MAX_AMOUNT, MAX_DECIMAL_PLACES, minor_units
+
+DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+MAX_EXTERNAL_ID = 255
+MAX_DESCRIPTION = 2000
+
+
+class Direction(str, Enum):
+    CREDIT = "credit"
+    DEBIT = "debit"
+
+
+class RecordStatus(str, Enum):
+    UNRECONCILED = "unreconciled"
+    PARTIALLY_RECONCILED = "partially_reconciled"
+    RECONCILED = "reconciled"
+
+
+DELETABLE_STATUSES = (RecordStatus.UNRECONCILED,)
+
+
+@dataclass(frozen=True)
+class StreamContext:
+    """What validating an item needs to know about its target stream."""
+    id: int
+    key: str
+    properties: tuple[PropertyDefinition, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordDraft:
+    data_stream_key: str
+    data_stream_id: int
+    date: str
+    amount: int
+    direction: Direction
+    currency: str
+    decimal_places: int
+    description: str | None = None
+    external_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Record:
+    environment: str
+    id: int
+    data_stream_key: str
+    data_stream_id: int
+    date: str
+    amount: int
+    direction: Direction
+    currency: str
+    decimal_places: int
+    status: RecordStatus
+    created_at: datetime
+    description: str | None = None
+    external_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    file_import_id: int | None = None
+
+    @classmethod
+    def from_draft(cls, draft: RecordDraft, *, environment: str, record_id: int, created_at: datetime,
+                   file_import_id: int | None) -> "Record":
+        return cls(
+            environment=environment, id=record_id, data_stream_key=draft.data_stream_key,
+            data_stream_id=draft.data_stream_id, date=draft.date, amount=draft.amount, direction=draft.direction,
+            currency=draft.currency, decimal_places=draft.decimal_places, status=RecordStatus.UNRECONCILED,
+            created_at=created_at, description=draft.description, external_id=draft.external_id,
+            metadata=draft.metadata, file_import_id=file_import_id,
+        )
+
+
+@dataclass(frozen=True)
+class ItemError:
+    field: str
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_date(value: Any) -> bool:
+    if not isinstance(value, str) or not DATE_PATTERN.match(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_datetime(value: Any) -> bool:
+    if not isinstance(value, str) or "T" not in value:
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+_PROPERTY_CHECKS = {
+    PropertyType.NUMBER: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    PropertyType.STRING: (lambda v: isinstance(v, str), "a string"),
+    PropertyType.BOOLEAN: (lambda v: isinstance(v, bool), "true or false"),
+    PropertyType.DATE: (_check_date, "a date YYYY-MM-DD"),
+    PropertyType.DATETIME: (_check_datetime, "an ISO 8601 date-time"),
+}
+
+
+def check_metadata(metadata: Mapping[str, Any], properties: tuple[PropertyDefinition, ...]) -> ItemError | None:
+    for definition in properties:
+        path = f"metadata.{definition.key}"
+        if definition.key not in metadata or metadata[definition.key] is None:
+            if not definition.optional:
+                return ItemError(path, f"is required by the property definition '{definition.key}'")
+            continue
+        check, expected = _PROPERTY_CHECKS[definition.type]
+        if not check(metadata[definition.key]):
+            return ItemError(path, f"must be {expected} (property type {definition.type.value})")
+    return None
+
+
+def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> RecordDraft | ItemError:
+    """Turn one submitted item into a draft, or say which field is wrong and why.
+
+    `streams` maps each referenced stream key to its context, or to None when the stream
+    does not exist in the caller's environment.
+    """
+    if not isinstance(raw, dict):
+        return ItemError("", "must be an object")
+    for required in ("date", "data_stream_key", "amount", "direction"):
+        if raw.get(required) is None:
+            return ItemError(required, "is required")
+
+    stream_key = raw["data_stream_key"]
+    if not isinstance(stream_key, str):
+        return ItemError("data_stream_key", "must be a string")
+    stream = streams.get(stream_key)
+    if stream is None:
+        return ItemError("data_stream_key", f"no data stream with key '{stream_key}'")
+    if not _check_date(raw["date"]):
+        return ItemError("date", "must be a real date in the form YYYY-MM-DD")
+
+    amount = raw["amount"]
+    if not _is_int(amount):
+        return ItemError("amount", "must be an integer in minor units (e.g. 1050 for 10.50)")
+    if amount < 0:
+        return ItemError("amount", "must not be negative; the sign is given by direction")
+    if amount > MAX_AMOUNT:
+        return ItemError("amount", f"must be at most {MAX_AMOUNT}")
+
+    direction = raw["direction"]
+    if direction not in ("credit", "debit"):
+        return ItemError("direction", "must be 'credit' or 'debit'")
+
+    currency = raw.get("currency")
+    if currency is None:
+        currency = DEFAULT_CURRENCY
+    elif not isinstance(currency, str) or currency.upper() not in ISO_4217:
+        return ItemError("currency", "must be an ISO 4217 currency code such as USD")
+    currency = currency.upper()
+
+    decimal_places = raw.get("decimal_places")
+    if decimal_places is None:
+        decimal_places = minor_units(currency)
+    elif not _is_int(decimal_places) or not 0 <= decimal_places <= MAX_DECIMAL_PLACES:
+        return ItemError("decimal_places", f"must be an integer from 0 to {MAX_DECIMAL_PLACES}")
+
+    description = raw.get("description")
+    if description is not None and (not isinstance(description, str) or len(description) > MAX_DESCRIPTION):
+        return ItemError("description", f"must be a string of at most {MAX_DESCRIPTION} characters")
+
+    external_id = raw.get("external_id")
+    if external_id is not None:
+        if _is_int(external_id):
+            external_id = str(external_id)  # clients often send numeric references
+        if not isinstance(external_id, str) or not external_id.strip() or len(external_id) > MAX_EXTERNAL_ID:
+            return ItemError("external_id", f"must be a non-empty string of at most {MAX_EXTERNAL_ID} characters")
+
+    metadata = raw.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict):
+        return ItemError("metadata", "must be an object")
+    problem = check_metadata(metadata, stream.properties)
+    if problem:
+        return problem
+
+    return RecordDraft(
+        data_stream_key=stream.key, data_stream_id=stream.id, date=raw["date"], amount=amount,
+        direction=Direction(direction), currency=currency, decimal_places=decimal_places,
+        description=description, external_id=external_id, metadata=metadata,
+    )

@@ -1,0 +1,212 @@
+"""Bulk ingestion: accept a batch of records (POST /records/bulk) and process it (the SQS worker).
+
+Nothing lost, nothing doubled, without transactions:
+- the job reserves one block of record ids before it writes anything, so item i always
+  becomes record `first_record_id + i`, however often it is processed;
+- an item with an external_id first claims it with a conditional put naming the job and
+  item as owner; the same owner may claim again, anyone else finds it taken;
+- records go out in BatchWriteItem calls, which are idempotent for fixed ids;
+- a chunk's results and counters are claimed with the chunk's number, so they count once;
+- stream record counts are applied once per job with a token (see DataStreamRepository).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
+from chalicelib.domain.ingestion import (
+    CANCELLABLE,
+    ChunkOutcome,
+    IngestionJob,
+    ItemResult,
+    ItemStatus,
+    JobSource,
+    JobStatus,
+    OnConflict,
+    chunk_ranges,
+)
+from chalicelib.domain.records import ItemError, Record, RecordDraft, StreamContext, validate_item
+from chalicelib.observability import logger
+
+CHUNK_SIZE = 250
+GUARD_THREADS = 8
+
+
+@dataclass
+class IngestionPorts:
+    """What ingestion needs; the container provides the DynamoDB, S3 and SQS adapters."""
+    jobs: Any
+    records: Any
+    streams: Any
+    definitions: Any
+    counters: Any
+    payloads: Any
+    queue: Any
+
+
+def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
+    canonical = json.dumps({"records": records, "on_conflict": on_conflict.value}, sort_keys=True,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def payload_key(environment: str, job_id: int) -> str:
+    return f"bulk/{environment}/{job_id}.json"
+
+
+# Submitting -------------------------------------------------------------------------------
+
+def submit_bulk(ports: IngestionPorts, environment: str, records: list[Any], on_conflict: OnConflict,
+                idempotency_key: str | None) -> IngestionJob:
+    """Store the payload, create the job and queue it. With an idempotency key, a repeat of the
+    same body returns the first job (and re-queues it if it never started); another body is 409."""
+    digest = body_hash(records, on_conflict)
+    job_id = ports.counters.next_id(environment, "ingestion_job")
+    if idempotency_key:
+        job_id, bound_hash = ports.jobs.claim_idempotency_key(environment, idempotency_key, job_id, digest)
+        if bound_hash != digest:
+            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
+        existing = ports.jobs.find(environment, job_id)
+        if existing is not None:
+            if existing.status is JobStatus.PENDING:
+                ports.queue.send({"environment": environment, "job_id": job_id})  # the first send may be lost
+            return existing
+    job = IngestionJob(
+        environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
+        total_items=len(records), on_conflict=on_conflict, created_at=utc_now(),
+        payload_key=payload_key(environment, job_id), body_hash=digest, idempotency_key=idempotency_key,
+    )
+    ports.payloads.put_json(job.payload_key, {"records": records})
+    ports.jobs.add(job)
+    ports.queue.send({"environment": environment, "job_id": job_id})
+    return ports.jobs.get(environment, job_id)
+
+
+# Processing -------------------------------------------------------------------------------
+
+def process_job(ports: IngestionPorts, environment: str, job_id: int) -> IngestionJob | None:
+    """Run (or resume) one bulk job to the end. Safe to call any number of times."""
+    job = ports.jobs.find(environment, job_id)
+    if job is None:
+        logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
+        return None
+    if job.finished:
+        return job
+    if job.status is JobStatus.PENDING:
+        job = _move_or_reload(ports, job, JobStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
+        if job.status is not JobStatus.PROCESSING:
+            return job
+    if job.first_record_id is None:
+        block = ports.counters.next_ids(environment, "record", max(job.total_items, 1))
+        job = ports.jobs.reserve_record_ids(job, block.start)
+
+    items = ports.payloads.get_json(job.payload_key)["records"]
+    streams = _stream_contexts(ports, environment, items)
+    with ThreadPoolExecutor(GUARD_THREADS) as pool:
+        for index, rows in enumerate(chunk_ranges(len(items), CHUNK_SIZE)):
+            if index in job.done_chunks:
+                continue
+            job = ports.jobs.get(environment, job_id)
+            if job.cancellation_requested_at is not None:
+                return _move_or_reload(ports, job, JobStatus.CANCELLED, completed_at=utc_now())
+            outcome = process_chunk(ports, job, index, rows, items, streams, pool.map)
+            job = ports.jobs.save_chunk(job, outcome)
+    return finish(ports, job)
+
+
+def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: range, items: list[Any],
+                  streams: dict[str, StreamContext | None], map_: Callable = map) -> ChunkOutcome:
+    drafts = [validate_item(items[i], streams) for i in rows]
+    claims = list(map_(lambda pair: _claim(ports, job, *pair), zip(rows, drafts)))
+    results, records, created = [], [], {}
+    now = utc_now()
+    for row, draft, claim in zip(rows, drafts, claims):
+        external_id = draft.external_id if isinstance(draft, RecordDraft) else _raw_external_id(items[row])
+        if isinstance(draft, ItemError):
+            results.append(ItemResult(row, ItemStatus.FAILED, external_id, None, draft.describe()))
+        elif claim is not None and not claim.claimed:
+            results.append(_conflict_result(job, row, draft, claim.record_id))
+        else:
+            record_id = job.first_record_id + row
+            records.append(Record.from_draft(draft, environment=job.environment, record_id=record_id,
+                                             created_at=now, file_import_id=job.id))
+            results.append(ItemResult(row, ItemStatus.SUCCESSFUL, external_id, record_id, None))
+            created[draft.data_stream_key] = created.get(draft.data_stream_key, 0) + 1
+    ports.records.put_many(records)
+    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
+
+
+def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+    """Apply the job's record counts to its streams exactly once, then complete it."""
+    if not job.counts_rolled_up:
+        token = f"job:{job.id}"
+        for stream_key, created in job.created_per_stream.items():
+            ports.streams.add_to_records_count(job.environment, stream_key, created, token)
+        ports.jobs.mark_counts_rolled_up(job)
+        for stream_key in job.created_per_stream:
+            ports.streams.forget_count_token(job.environment, stream_key, token)
+    stream_ids = _stream_ids(ports, job)
+    now = utc_now()
+    return _move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=now, records_written_at=now,
+                           last_progress_at=now, data_stream_ids=stream_ids)
+
+
+def request_cancellation(ports: IngestionPorts, environment: str, job_id: int) -> IngestionJob:
+    job = ports.jobs.get(environment, job_id)
+    return ports.jobs.request_cancellation(job, tuple(CANCELLABLE))
+
+
+# Helpers ----------------------------------------------------------------------------------
+
+def _claim(ports: IngestionPorts, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
+    if not isinstance(draft, RecordDraft) or draft.external_id is None:
+        return None
+    return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
+                                           owner=f"job:{job.id}:{row}", record_id=job.first_record_id + row)
+
+
+def _conflict_result(job: IngestionJob, row: int, draft: RecordDraft, existing_id: int | None) -> ItemResult:
+    if job.on_conflict is OnConflict.SKIP:
+        return ItemResult(row, ItemStatus.SKIPPED, draft.external_id, existing_id, None)
+    return ItemResult(row, ItemStatus.FAILED, draft.external_id, None,
+                      f"external_id: '{draft.external_id}' already exists in data stream '{draft.data_stream_key}'")
+
+
+def _raw_external_id(item: Any) -> str | None:
+    value = item.get("external_id") if isinstance(item, dict) else None
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _stream_contexts(ports: IngestionPorts, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:
+    keys = {i["data_stream_key"] for i in items if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
+    contexts: dict[str, StreamContext | None] = {}
+    for key in keys:
+        try:
+            stream = ports.streams.get(environment, key)
+        except NotFound:
+            contexts[key] = None
+            continue
+        contexts[key] = StreamContext(id=stream.id, key=key,
+                                      properties=tuple(ports.definitions.list(environment, key)))
+    return contexts
+
+
+def _stream_ids(ports: IngestionPorts, job: IngestionJob) -> list[int]:
+    ids = []
+    for key in sorted(job.created_per_stream):
+        stream = ports.streams.find_including_deleting(job.environment, key)
+        if stream is not None:
+            ids.append(stream.id)
+    return ids
+
+
+def _move_or_reload(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+    try:
+        return ports.jobs.move(job, target, **fields)
+    except TransitionRefused:
+        return ports.jobs.get(job.environment, job.id)  # another delivery moved it first

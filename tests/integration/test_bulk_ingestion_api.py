@@ -1,0 +1,178 @@
+"""POST /records/bulk, the SQS worker, GET /bulk_requests/{id}: the bulk path end to end on moto."""
+import pytest
+
+
+@pytest.fixture
+def streams(api):
+    for key in ("bank", "ledger"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+
+
+def item(n, stream="bank", **fields):
+    return {"date": "2026-11-01", "data_stream_key": stream, "amount": 1000 + n, "direction": "credit",
+            "external_id": f"ext-{n}", **fields}
+
+
+def submit(api, records, on_conflict=None, key=None):
+    body = {"records": records, **({"on_conflict": on_conflict} if on_conflict else {})}
+    headers = {"Idempotency-Key": key} if key else {}
+    return api.post("/v1/records/bulk", body, headers=headers)
+
+
+def test_a_bulk_request_is_accepted_then_processed_with_results_in_order(api, streams, worker):
+    response = submit(api, [item(1), item(2, stream="ledger", direction="debit")])
+    assert response.status_code == 202
+    summary = response.json_body
+    assert summary["status"] == "pending" and summary["total_items"] == 2
+    assert summary["url"] == f"/v1/bulk_requests/{summary['id']}"
+    assert {summary[k] for k in ("processed_items", "successful_items", "failed_items", "skipped_items")} == {0}
+
+    worker.drain()
+
+    done = api.get(summary["url"]).json_body
+    assert done["status"] == "completed" and done["source"] == "bulk_api" and done["progress"] == 100
+    assert done["successful_items"] == 2 and done["processed_items"] == 2
+    assert done["started_at"] and done["completed_at"] and done["last_progress_at"]
+    assert [r["index"] for r in done["results"]] == [0, 1]
+    assert [r["status"] for r in done["results"]] == ["successful", "successful"]
+    assert [r["external_id"] for r in done["results"]] == ["ext-1", "ext-2"]
+    record = api.get(f"/v1/records/{done['results'][1]['record_id']}").json_body
+    assert record["data_stream_key"] == "ledger" and record["amount"] == 1002 and record["direction"] == "debit"
+    assert record["status"] == "unreconciled" and record["file_import_id"] == summary["id"]
+    assert record["currency"] == "USD" and record["decimal_places"] == 2
+    assert sorted(done["data_stream_ids"]) == sorted(
+        api.get(f"/v1/data_streams/{k}").json_body["id"] for k in ("bank", "ledger"))
+
+
+BAD_ITEMS = [
+    ({"data_stream_key": "bank", "amount": 1, "direction": "credit"}, "date: is required"),
+    (item(0, date="2026-02-30"), "date: must be a real date"),
+    (item(0, date="01/02/2026"), "date: must be a real date"),
+    (item(0, amount=10.5), "amount: must be an integer"),
+    (item(0, amount="100"), "amount: must be an integer"),
+    (item(0, amount=-5), "amount: must not be negative"),
+    (item(0, direction="sideways"), "direction: must be 'credit' or 'debit'"),
+    (item(0, stream="ghost"), "data_stream_key: no data stream with key 'ghost'"),
+    (item(0, currency="XYZ"), "currency: must be an ISO 4217"),
+    (item(0, metadata=[1]), "metadata: must be an object"),
+    ("not an object", "must be an object"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_ITEMS)
+def test_a_bad_item_fails_alone_with_a_message_naming_its_field(api, streams, worker, bad, message):
+    summary = submit(api, [item(1), bad, item(3)]).json_body
+    worker.drain()
+    done = api.get(summary["url"]).json_body
+    assert (done["successful_items"], done["failed_items"], done["status"]) == (2, 1, "completed")
+    failed = done["results"][1]
+    assert failed["status"] == "failed" and failed["record_id"] is None
+    assert message in failed["error"]
+
+
+def test_metadata_is_checked_against_the_property_definitions(api, streams, worker):
+    api.post("/v1/data_stream_property_definitions",
+             {"key": "payout_id", "name": "Payout", "type": "string", "data_stream_key": "bank"})
+    api.post("/v1/data_stream_property_definitions",
+             {"key": "fee", "name": "Fee", "type": "number", "data_stream_key": "bank", "optional": True})
+    summary = submit(api, [
+        item(1, metadata={"payout_id": "po_1", "fee": 1.5, "free": "form"}),
+        item(2, metadata={"fee": 2}),
+        item(3, metadata={"payout_id": "po_3", "fee": "two"}),
+        item(4, stream="ledger", metadata={"anything": True}),
+    ]).json_body
+    worker.drain()
+    results = api.get(summary["url"]).json_body["results"]
+    assert [r["status"] for r in results] == ["successful", "failed", "failed", "successful"]
+    assert results[1]["error"].startswith("metadata.payout_id: is required")
+    assert results[2]["error"].startswith("metadata.fee: must be a number")
+    record = api.get(f"/v1/records/{results[0]['record_id']}").json_body
+    assert record["metadata"] == {"payout_id": "po_1", "fee": 1.5, "free": "form"}
+
+
+def test_an_existing_external_id_is_skipped_by_default_and_fails_with_error(api, streams, worker):
+    first = submit(api, [item(1)]).json_body
+    worker.drain()
+    original_id = api.get(first["url"]).json_body["results"][0]["record_id"]
+
+    skipped = submit(api, [item(1), item(2)]).json_body
+    failed = submit(api, [item(1)], on_conflict="error").json_body
+    worker.drain()
+
+    skip_result = api.get(skipped["url"]).json_body
+    assert (skip_result["skipped_items"], skip_result["successful_items"]) == (1, 1)
+    assert skip_result["results"][0] == {"index": 0, "external_id": "ext-1", "status": "skipped",
+                                         "record_id": original_id, "error": None}
+    error_result = api.get(failed["url"]).json_body
+    assert error_result["failed_items"] == 1
+    assert "already exists" in error_result["results"][0]["error"]
+    assert len(api.get("/v1/records?external_id=ext-1").json_body["data"]) == 1
+
+
+def test_the_same_external_id_in_another_stream_is_a_different_record(api, streams, worker):
+    summary = submit(api, [item(1), item(1, stream="ledger")]).json_body
+    worker.drain()
+    assert api.get(summary["url"]).json_body["successful_items"] == 2
+
+
+def test_a_duplicate_inside_one_request_is_skipped_after_the_first(api, streams, worker):
+    summary = submit(api, [item(1), item(1, amount=5)]).json_body
+    worker.drain()
+    results = api.get(summary["url"]).json_body["results"]
+    assert [r["status"] for r in results] == ["successful", "skipped"]
+    assert results[1]["record_id"] == results[0]["record_id"]
+
+
+@pytest.mark.parametrize("records, field", [([], "records"), ([item(i) for i in range(1001)], "records"),
+                                            (None, "records"), ("nope", "records")])
+def test_an_empty_missing_or_over_long_records_array_is_422(api, streams, records, field):
+    body = {} if records is None else {"records": records}
+    response = api.post("/v1/records/bulk", body)
+    assert response.status_code == 422
+    assert response.json_body["errors"][0]["field"] == field
+
+
+def test_an_unknown_on_conflict_is_422(api, streams):
+    response = submit(api, [item(1)], on_conflict="overwrite")
+    assert response.status_code == 422 and response.json_body["errors"][0]["field"] == "on_conflict"
+
+
+def test_a_reused_idempotency_key_returns_the_first_request_and_creates_nothing(api, streams, worker):
+    first = submit(api, [item(1), item(2)], key="batch-1")
+    again = submit(api, [item(1), item(2)], key="batch-1")
+    assert first.status_code == again.status_code == 202
+    assert again.json_body["id"] == first.json_body["id"]
+    worker.drain()
+    after = submit(api, [item(1), item(2)], key="batch-1").json_body
+    assert after["id"] == first.json_body["id"] and after["status"] == "completed"
+    assert len(api.get("/v1/records?data_stream_key=bank").json_body["data"]) == 2
+
+
+def test_the_same_idempotency_key_with_another_body_is_409(api, streams):
+    submit(api, [item(1)], key="batch-2")
+    response = submit(api, [item(2)], key="batch-2")
+    assert response.status_code == 409
+    assert "Idempotency-Key" in response.json_body["message"]
+
+
+def test_idempotency_keys_are_per_environment(api, streams, services, worker):
+    from chalicelib.services.api_keys import create_key
+
+    other = create_key(services.api_keys, "globex")[1]
+    api.post("/v1/data_streams", {"key": "bank", "name": "Globex bank"}, key=other)
+    mine = submit(api, [item(1)], key="shared-key").json_body
+    theirs = api.post("/v1/records/bulk", {"records": [item(9)]}, key=other, headers={"Idempotency-Key": "shared-key"})
+    assert theirs.status_code == 202  # a different body under the same key, but in another environment
+    worker.drain()
+    assert api.get(mine["url"]).json_body["results"][0]["external_id"] == "ext-1"
+    assert api.get(theirs.json_body["url"], key=other).json_body["results"][0]["external_id"] == "ext-9"
+
+
+def test_stream_records_count_follows_records_in_and_out(api, streams, worker):
+    summary = submit(api, [item(1), item(2), item(3, stream="ledger")]).json_body
+    worker.drain()
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2
+    assert api.get("/v1/data_streams/ledger").json_body["records_count"] == 1
+    record_id = api.get(summary["url"]).json_body["results"][0]["record_id"]
+    assert api.delete(f"/v1/records/{record_id}").status_code == 204
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1

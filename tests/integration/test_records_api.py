@@ -1,0 +1,116 @@
+"""GET /records, GET /records/{id}, DELETE /records/{id}."""
+import pytest
+
+from chalicelib.adapters.dynamodb import keys
+
+
+@pytest.fixture
+def ingested(api, worker):
+    """bank: 3 records (two dates), ledger: 1 record; returns the bulk request."""
+    for key in ("bank", "ledger"):
+        api.post("/v1/data_streams", {"key": key, "name": key})
+    records = [
+        {"date": "2026-10-01", "data_stream_key": "bank", "amount": 100, "direction": "credit", "external_id": "a"},
+        {"date": "2026-10-15", "data_stream_key": "bank", "amount": 200, "direction": "debit", "external_id": "b",
+         "currency": "jpy", "description": "fee"},
+        {"date": "2026-11-01", "data_stream_key": "bank", "amount": 300, "direction": "credit"},
+        {"date": "2026-11-01", "data_stream_key": "ledger", "amount": 300, "direction": "debit", "external_id": "a"},
+    ]
+    summary = api.post("/v1/records/bulk", {"records": records}).json_body
+    worker.drain()
+    return api.get(summary["url"]).json_body
+
+
+def keys_of(page):
+    return [(r["data_stream_key"], r["amount"]) for r in page["data"]]
+
+
+def test_a_record_has_every_field(api, ingested):
+    record = api.get(f"/v1/records/{ingested['results'][1]['record_id']}").json_body
+    assert set(record) == {"id", "data_stream_key", "data_stream_id", "date", "amount", "currency",
+                           "decimal_places", "direction", "description", "external_id", "metadata", "status",
+                           "file_import_id", "created_at"}
+    assert record["currency"] == "JPY" and record["decimal_places"] == 0 and record["description"] == "fee"
+    assert record["data_stream_id"] == api.get("/v1/data_streams/bank").json_body["id"]
+
+
+def test_records_of_a_stream_come_newest_first_in_pages(api, ingested):
+    first = api.get("/v1/records?data_stream_key=bank&limit=2").json_body
+    assert keys_of(first) == [("bank", 300), ("bank", 200)]
+    rest = api.get(f"/v1/records?data_stream_key=bank&limit=2&cursor={first['next_cursor']}").json_body
+    assert keys_of(rest) == [("bank", 100)] and rest["next_cursor"] is None
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("status=unreconciled&limit=10", [("ledger", 300), ("bank", 300), ("bank", 200), ("bank", 100)]),
+    ("external_id=a", [("ledger", 300), ("bank", 100)]),
+    ("external_id=a&data_stream_key=bank", [("bank", 100)]),
+    ("data_stream_key=bank&date_from=2026-10-10&date_to=2026-10-31", [("bank", 200)]),
+    ("status=reconciled", []),
+])
+def test_filters_narrow_the_list(api, ingested, query, expected):
+    assert keys_of(api.get(f"/v1/records?{query}").json_body) == expected
+
+
+def test_records_of_an_ingestion_job(api, ingested):
+    page = api.get(f"/v1/records?file_import_id={ingested['id']}").json_body
+    assert len(page["data"]) == 4
+
+
+def test_a_filtered_page_is_filled_across_many_reads(api, worker):
+    api.post("/v1/data_streams", {"key": "bank", "name": "bank"})
+    records = [{"date": f"2026-01-{1 + i % 28:02d}", "data_stream_key": "bank", "amount": i, "direction": "credit"}
+               for i in range(600)]
+    api.post("/v1/records/bulk", {"records": records[:500]})
+    api.post("/v1/records/bulk", {"records": records[500:]})
+    worker.drain()
+    page = api.get("/v1/records?data_stream_key=bank&date_from=2026-01-28&limit=15").json_body
+    assert len(page["data"]) == 15 and page["next_cursor"]
+    assert all(r["date"] == "2026-01-28" for r in page["data"])
+
+
+def test_a_list_needs_at_least_one_standalone_filter(api):
+    response = api.get("/v1/records?date_from=2026-01-01")
+    assert response.status_code == 422
+    assert "data_stream_key" in response.json_body["message"]
+
+
+@pytest.mark.parametrize("query", ["status=matched", "date_from=2026-13-01&data_stream_key=x",
+                                   "file_import_id=abc"])
+def test_bad_filter_values_are_rejected(api, query):
+    assert api.get(f"/v1/records?{query}").status_code in (400, 422)
+
+
+def test_unknown_records_are_404(api):
+    assert api.get("/v1/records/999").status_code == 404
+    assert api.get("/v1/records/abc").status_code == 404
+    assert api.delete("/v1/records/999").status_code == 404
+
+
+def test_deleting_an_unreconciled_record_frees_its_external_id(api, ingested, worker):
+    record_id = ingested["results"][0]["record_id"]
+    assert api.delete(f"/v1/records/{record_id}").status_code == 204
+    assert api.get(f"/v1/records/{record_id}").status_code == 404
+    assert keys_of(api.get("/v1/records?data_stream_key=bank").json_body) == [("bank", 300), ("bank", 200)]
+    again = api.post("/v1/records/bulk", {"records": [{"date": "2026-10-01", "data_stream_key": "bank",
+                                                       "amount": 100, "direction": "credit",
+                                                       "external_id": "a"}]}).json_body
+    worker.drain()
+    assert api.get(again["url"]).json_body["successful_items"] == 1
+
+
+def test_a_reconciled_record_cannot_be_deleted(api, ingested, services):
+    record_id = ingested["results"][1]["record_id"]
+    services.table.update(keys.record("acme", record_id), "SET #s = :s", names={"#s": "status"},
+                          values={":s": "reconciled"})
+    response = api.delete(f"/v1/records/{record_id}")
+    assert response.status_code == 409
+    assert "unreconciled" in response.json_body["message"]
+    assert api.get(f"/v1/records/{record_id}").status_code == 200
+
+
+def test_deleting_a_stream_removes_its_records(api, ingested):
+    record_id = ingested["results"][0]["record_id"]
+    assert api.delete("/v1/data_streams/bank").status_code == 204
+    assert api.get(f"/v1/records/{record_id}").status_code == 404
+    assert api.get("/v1/records?external_id=a").json_body["data"][0]["data_stream_key"] == "ledger"
