@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 from chalicelib.container import Container, install
+from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LocalStack
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
-from chalicelib.local.runtime import LocalRuntime
 from chalicelib.settings import Settings, install_settings
 
 LOCAL_ENVIRONMENT = "local"
@@ -36,42 +37,63 @@ def banner(url: str, key: str, data_dir) -> str:
     ])
 
 
+class LocalService:
+    """The whole local service in this process: stack, container, async runtime, HTTP server."""
+
+    def __init__(self, settings: Settings, log=print) -> None:
+        self.log = log
+        self.stack = LocalStack(settings, log=log)
+        self.runtime: LocalRuntime | None = None
+        self.server = None
+        self.container: Container | None = None
+        self.key: str | None = None
+        self.url: str | None = None
+
+    def start(self) -> "LocalService":
+        settings = self.stack.start()
+        install_settings(settings)  # before app.py is imported: its event sources name local resources
+        self.container = Container(settings)
+        install(self.container)
+        self.key = seed_key(self.container, settings.api_key)
+        from app import app
+
+        self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)
+        self.runtime.start()
+        self.server = build_server(app, settings.port)
+        self.url = f"http://127.0.0.1:{settings.port}/v1"
+        self.stack.info.api_url = self.url
+        self.stack.write_info()
+        return self
+
+    def serve_in_background(self) -> None:
+        threading.Thread(target=self.server.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.server:
+            self.server.server.server_close()
+        if self.runtime:
+            self.runtime.stop()
+        self.stack.stop()
+
+
 def _stop_on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
 def main() -> int:
-    settings = Settings()
-    log = lambda message: print(f"[local] {message}", flush=True)  # noqa: E731
-    stack = LocalStack(settings, log=log)
-    runtime: LocalRuntime | None = None
+    service = LocalService(Settings(), log=lambda message: print(f"[local] {message}", flush=True))
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
-        settings = stack.start()
-        install_settings(settings)  # before app.py is imported: its event sources name local resources
-        container = Container(settings)
-        install(container)
-        key = seed_key(container, settings.api_key)
-        from app import app
-
-        runtime = LocalRuntime(app, container.aws.sqs, settings.region, log=log)
-        runtime.start()
-
-        server = build_server(app, settings.port)
-        url = f"http://127.0.0.1:{settings.port}/v1"
-        stack.info.api_url = url
-        stack.write_info()
-        print(banner(url, key, stack.data_dir), flush=True)
-        server.server.serve_forever()
+        service.start()
+        print(banner(service.url, service.key, service.stack.data_dir), flush=True)
+        service.server.server.serve_forever()
     except KeyboardInterrupt:
         print("\n[local] stopping", flush=True)
     except RuntimeError as error:
         print(f"[local] {error}", file=sys.stderr, flush=True)
         return 1
     finally:
-        if runtime:
-            runtime.stop()
-        stack.stop()
+        service.stop()
     return 0
 
 

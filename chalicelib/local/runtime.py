@@ -31,13 +31,15 @@ def sqs_event(messages: list[dict[str, Any]], queue_name: str, region: str) -> d
 
 class LocalRuntime:
     def __init__(self, app: Chalice, sqs, region: str, log: Callable[[str], None] = print,
-                 poll_wait_seconds: int = 1, redelivery_seconds: int = LOCAL_REDELIVERY_SECONDS) -> None:
+                 poll_wait_seconds: int = 1, redelivery_seconds: int = LOCAL_REDELIVERY_SECONDS,
+                 concurrency: int = 2) -> None:
         self._app = app
         self._sqs = sqs
         self._region = region
         self._log = log
         self._poll_wait = poll_wait_seconds
         self._redelivery_seconds = redelivery_seconds
+        self._concurrency = concurrency  # pollers per queue, as Lambda runs several at once
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -47,10 +49,11 @@ class LocalRuntime:
 
     def start(self) -> None:
         for config in self.queue_handlers:
-            thread = threading.Thread(target=self._poll_forever, args=(config,), daemon=True,
-                                      name=f"sqs-{config.name}")
-            thread.start()
-            self._threads.append(thread)
+            for n in range(self._concurrency):
+                thread = threading.Thread(target=self._poll_forever, args=(config,), daemon=True,
+                                          name=f"sqs-{config.name}-{n}")
+                thread.start()
+                self._threads.append(thread)
 
     def stop(self) -> None:
         self._stopping.set()

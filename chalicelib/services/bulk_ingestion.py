@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -35,6 +36,8 @@ from chalicelib.observability import logger
 
 CHUNK_SIZE = 250
 GUARD_THREADS = 8
+# Longer than SQS goes on redelivering a message (5 receives x the visibility timeout).
+COUNT_TOKEN_RETENTION = timedelta(days=1)
 
 
 @dataclass
@@ -142,14 +145,21 @@ def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: ra
 
 
 def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
-    """Apply the job's record counts to its streams exactly once, then complete it."""
+    """Apply the job's record counts to its streams exactly once, then complete it.
+
+    Two deliveries of one message may finish at the same time, so the job's token stays on
+    the stream for COUNT_TOKEN_RETENTION (longer than SQS keeps retrying) instead of being
+    dropped at once; older tokens are pruned here.
+    """
     if not job.counts_rolled_up:
-        token = f"job:{job.id}"
+        token = count_token(job)
         for stream_key, created in job.created_per_stream.items():
             ports.streams.add_to_records_count(job.environment, stream_key, created, token)
         ports.jobs.mark_counts_rolled_up(job)
+        cutoff = (utc_now() - COUNT_TOKEN_RETENTION).timestamp()
         for stream_key in job.created_per_stream:
-            ports.streams.forget_count_token(job.environment, stream_key, token)
+            ports.streams.prune_count_tokens(job.environment, stream_key,
+                                             lambda t: token_time(t) is not None and token_time(t) < cutoff)
     stream_ids = _stream_ids(ports, job)
     now = utc_now()
     return _move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=now, records_written_at=now,
@@ -162,6 +172,16 @@ def request_cancellation(ports: IngestionPorts, environment: str, job_id: int) -
 
 
 # Helpers ----------------------------------------------------------------------------------
+
+def count_token(job: IngestionJob) -> str:
+    """Names a job's count change; the creation time inside lets old tokens be pruned."""
+    return f"job{job.id}@{int(job.created_at.timestamp())}"
+
+
+def token_time(token: str) -> float | None:
+    _, _, stamp = token.partition("@")
+    return float(stamp) if stamp.isdigit() else None
+
 
 def _claim(ports: IngestionPorts, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
     if not isinstance(draft, RecordDraft) or draft.external_id is None:

@@ -114,3 +114,28 @@ def test_deleting_a_stream_removes_its_records(api, ingested):
     assert api.delete("/v1/data_streams/bank").status_code == 204
     assert api.get(f"/v1/records/{record_id}").status_code == 404
     assert api.get("/v1/records?external_id=a").json_body["data"][0]["data_stream_key"] == "ledger"
+
+
+def _mark_deleting(services, record_id, minutes_ago):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import iso, utc_now
+
+    services.table.update(keys.record("acme", record_id), "SET deleting = :t, deleting_at = :at",
+                          values={":t": True, ":at": iso(utc_now() - timedelta(minutes=minutes_ago))})
+
+
+def test_a_delete_already_running_elsewhere_is_not_done_twice(api, ingested, services):
+    record_id = ingested["results"][0]["record_id"]
+    _mark_deleting(services, record_id, minutes_ago=0)  # another request is half-way
+    assert api.delete(f"/v1/records/{record_id}").status_code == 204
+    assert api.get(f"/v1/records/{record_id}").status_code == 404
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3  # that request counts it out
+
+
+def test_a_delete_abandoned_by_a_dead_request_is_finished_by_the_retry(api, ingested, services):
+    record_id = ingested["results"][0]["record_id"]
+    _mark_deleting(services, record_id, minutes_ago=10)
+    assert api.delete(f"/v1/records/{record_id}").status_code == 204
+    assert services.table.get(keys.record("acme", record_id)) is None
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
-from chalicelib.domain.clock import iso, parse_iso
+from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.records import Direction, Record, RecordStatus
 
@@ -60,9 +61,6 @@ class RecordRepository:
             raise NotFound(f"record {record_id} not found")
         return self.from_item(item)
 
-    def find_including_deleting(self, environment: str, record_id: int) -> dict[str, Any] | None:
-        return self._table.get(keys.record(environment, record_id))
-
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:
         """Query the most selective index the filters allow; the other filters narrow it."""
@@ -84,19 +82,30 @@ class RecordRepository:
 
     # Deleting ------------------------------------------------------------------------------
 
-    def mark_deleting(self, environment: str, record_id: int, deletable: tuple[RecordStatus, ...]) -> Record:
-        """First step of a delete: hide the record, only while its status allows deleting."""
+    def mark_deleting(self, environment: str, record_id: int, deletable: tuple[RecordStatus, ...],
+                      stale_after: timedelta) -> Record | None:
+        """First step of a delete: hide the record, only while its status allows deleting.
+
+        Only one delete runs at a time: a second one finds the mark and gets None, unless the
+        mark is older than `stale_after` (its request died), and then it takes over.
+        """
+        now = utc_now()
         allowed = {f":s{i}": s.value for i, s in enumerate(deletable)}
         try:
             item = self._table.update(
-                keys.record(environment, record_id), "SET deleting = :t",
-                condition=f"attribute_exists(pk) AND #status IN ({', '.join(allowed)})",
-                names={"#status": "status"}, values={":t": True, **allowed}, return_new=True,
+                keys.record(environment, record_id), "SET deleting = :t, deleting_at = :now",
+                condition=f"attribute_exists(pk) AND #status IN ({', '.join(allowed)}) "
+                          "AND (attribute_not_exists(deleting_at) OR deleting_at < :stale)",
+                names={"#status": "status"},
+                values={":t": True, ":now": iso(now), ":stale": iso(now - stale_after), **allowed},
+                return_new=True,
             )
         except ConditionFailed:
             current = self._table.get(keys.record(environment, record_id))
             if current is None:
                 raise NotFound(f"record {record_id} not found") from None
+            if current.get("deleting"):
+                return None  # another request is deleting it right now
             raise Conflict(f"record {record_id} is {current['status']}; only unreconciled records can be "
                            "deleted") from None
         return self.from_item(item)

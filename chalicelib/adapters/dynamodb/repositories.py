@@ -158,8 +158,16 @@ class DataStreamRepository:
             return False
         return True
 
+    def prune_count_tokens(self, environment: str, key: str, is_stale) -> None:
+        """Drop the tokens `is_stale` says can no longer come back, so the set stays small."""
+        item = self._table.get(keys.data_stream(environment, key))
+        stale = {t for t in (item or {}).get("count_tokens", set()) if is_stale(t)}
+        if stale:
+            self._table.update(keys.data_stream(environment, key), "DELETE count_tokens :stale",
+                               values={":stale": stale})
+
     def forget_count_token(self, environment: str, key: str, token: str) -> None:
-        """Drop a token once its change can no longer be retried (keeps the set small)."""
+        """Drop a token once no one can apply its change again."""
         try:
             self._table.update(keys.data_stream(environment, key), "DELETE count_tokens :token",
                                condition="attribute_exists(pk)", values={":token": {token}})

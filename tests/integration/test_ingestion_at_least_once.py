@@ -1,0 +1,170 @@
+"""SQS delivers at least once and Lambda can die mid-batch: whatever the number of deliveries and
+wherever a crash falls, each valid item becomes exactly one record and the counts stay right."""
+import threading
+from dataclasses import replace
+
+import pytest
+
+from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.records import RecordQuery, RecordRepository
+from chalicelib.adapters.dynamodb.repositories import DataStreamRepository
+from chalicelib.domain.data_streams import StreamType
+from chalicelib.domain.ingestion import JobStatus, OnConflict
+from chalicelib.services.bulk_ingestion import CHUNK_SIZE, process_job, submit_bulk
+from chalicelib.services.data_streams import create_stream
+
+
+class LambdaDied(Exception):
+    pass
+
+
+class DiesOnCall:
+    """Wraps one method of a real repository so that its n-th call dies (before or after the write)."""
+
+    def __init__(self, method_name: str, call: int, after_write: bool):
+        self.method_name, self.call, self.after_write, self.calls = method_name, call, after_write, 0
+
+    def wrap(self, repository):
+        original = getattr(repository, self.method_name)
+
+        def dying(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.call and not self.after_write:
+                raise LambdaDied(f"{self.method_name} call {self.call}")
+            result = original(*args, **kwargs)
+            if self.calls == self.call:
+                raise LambdaDied(f"after {self.method_name} call {self.call}")
+            return result
+
+        setattr(repository, self.method_name, dying)
+        return repository
+
+
+ITEMS = 3 * CHUNK_SIZE + 17  # four chunks, the last one short
+BAD_EVERY = 50               # every 50th item is invalid
+
+
+def items():
+    result = []
+    for n in range(ITEMS):
+        entry = {"date": "2026-11-02", "data_stream_key": "bank", "amount": n, "direction": "credit",
+                 "external_id": f"ext-{n}"}
+        if n % BAD_EVERY == 0:
+            entry["amount"] = -1
+        if n % 7 == 0:
+            del entry["external_id"]  # records without an external_id must not double either
+        result.append(entry)
+    return result
+
+
+VALID = ITEMS - len(range(0, ITEMS, BAD_EVERY))
+
+
+@pytest.fixture
+def job(services):
+    create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
+    return submit_bulk(services.ingestion, "acme", items(), OnConflict.SKIP, None)
+
+
+def all_records(services):
+    found, cursor = [], None
+    while True:
+        page, cursor = services.records.list_page("acme", RecordQuery(data_stream_key="bank"), 200, cursor)
+        found += page
+        if cursor is None:
+            return found
+
+
+def assert_exactly_once(services, job_id):
+    job = services.ingestion_jobs.get("acme", job_id)
+    assert job.status is JobStatus.COMPLETED
+    assert (job.total_items, job.processed_items, job.successful_items, job.failed_items, job.skipped_items) == (
+        ITEMS, ITEMS, VALID, ITEMS - VALID, 0)
+    records = all_records(services)
+    assert len(records) == VALID
+    assert len({r.id for r in records}) == VALID
+    assert sorted(r.amount for r in records) == sorted(n for n in range(ITEMS) if n % BAD_EVERY)
+    results = services.ingestion_jobs.results("acme", job_id)
+    assert [r.index for r in results] == list(range(ITEMS))
+    assert services.data_streams.get("acme", "bank").records_count == VALID
+
+
+def ports_with(services, **dying):
+    """The container's ports, with some repositories replaced by ones that die once."""
+    table = services.table
+    replacements = {
+        "records": lambda: RecordRepository(table),
+        "jobs": lambda: IngestionJobRepository(table),
+        "streams": lambda: DataStreamRepository(table, services.counters),
+    }
+    changes = {name: death.wrap(replacements[name]()) for name, death in dying.items()}
+    return replace(services.ingestion, **changes)
+
+
+def test_processing_the_same_message_twice_changes_nothing(services, job):
+    process_job(services.ingestion, "acme", job.id)
+    process_job(services.ingestion, "acme", job.id)
+    assert_exactly_once(services, job.id)
+
+
+def test_two_deliveries_at_the_same_time_still_make_one_record_per_item(services, job):
+    errors = []
+
+    def deliver():
+        try:
+            process_job(services.ingestion, "acme", job.id)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert_exactly_once(services, job.id)
+
+
+@pytest.mark.parametrize("where", [
+    {"records": DiesOnCall("put_many", call=3, after_write=False)},    # before the third chunk's records
+    {"records": DiesOnCall("put_many", call=2, after_write=True)},     # records written, results not
+    {"jobs": DiesOnCall("save_chunk", call=2, after_write=True)},      # chunk counted, next not started
+    {"records": DiesOnCall("claim_external_id", call=400, after_write=True)},  # mid-chunk, guards half done
+    {"streams": DiesOnCall("add_to_records_count", call=1, after_write=True)},  # count applied, not marked
+    {"jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},    # marked, token not cleared
+    {"jobs": DiesOnCall("move", call=2, after_write=False)},           # everything written, not completed
+], ids=["before-records", "after-records", "after-count", "mid-guards", "after-stream-count",
+        "after-rollup-mark", "before-complete"])
+def test_a_crash_part_way_is_finished_by_the_redelivery_without_duplicates(services, job, where):
+    with pytest.raises(LambdaDied):
+        process_job(ports_with(services, **where), "acme", job.id)
+    assert services.ingestion_jobs.get("acme", job.id).status is not JobStatus.COMPLETED
+
+    process_job(services.ingestion, "acme", job.id)
+
+    assert_exactly_once(services, job.id)
+
+
+def test_racing_requests_with_the_same_external_ids_create_each_record_once(services):
+    create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
+    batch = [{"date": "2026-11-02", "data_stream_key": "bank", "amount": n, "direction": "credit",
+              "external_id": f"same-{n}"} for n in range(300)]
+    jobs = [submit_bulk(services.ingestion, "acme", batch, OnConflict.SKIP, None) for _ in range(2)]
+    barrier = threading.Barrier(2)
+
+    def run(job_id):
+        barrier.wait()
+        process_job(services.ingestion, "acme", job_id)
+
+    threads = [threading.Thread(target=run, args=(j.id,)) for j in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    done = [services.ingestion_jobs.get("acme", j.id) for j in jobs]
+    assert sum(j.successful_items for j in done) == 300
+    assert sum(j.skipped_items for j in done) == 300
+    records = all_records(services)
+    assert sorted(r.external_id for r in records) == sorted(f"same-{n}" for n in range(300))
+    assert services.data_streams.get("acme", "bank").records_count == 300
