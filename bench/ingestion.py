@@ -1,0 +1,144 @@
+"""Bulk ingestion on the local stack: 100,000 records through POST /records/bulk.
+
+Runs the whole local service in this process (dynalite + moto server + the API on a
+loopback port + the in-process SQS worker, exactly what `make run` starts), so that it can
+count every DynamoDB write request the service sends. In the same run, a baseline writes the
+same number of record items straight to the table with BatchWriteItem (no guards, no jobs,
+no HTTP): the floor the bulk path is compared with. Usage:
+
+    .venv/bin/python bench/ingestion.py [--records 100000] [--batch 1000] [--clients 4]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from chalicelib.domain.clock import utc_now  # noqa: E402
+from chalicelib.domain.records import Direction, Record, RecordStatus  # noqa: E402
+from chalicelib.local.__main__ import LocalService  # noqa: E402
+from chalicelib.local.processes import free_port  # noqa: E402
+from chalicelib.settings import Settings  # noqa: E402
+
+WRITE_OPERATIONS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
+class WriteCounter:
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, model, **kwargs) -> None:
+        if model.name in WRITE_OPERATIONS:
+            with self._lock:
+                self.counts[model.name] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
+
+def batches(total: int, size: int, stream: str) -> list[list[dict]]:
+    return [[{"date": f"2026-10-{1 + n % 28:02d}", "data_stream_key": stream, "amount": 100 + n,
+              "direction": "credit" if n % 3 else "debit", "external_id": f"pay-{n:08d}",
+              "description": f"payout {n}", "metadata": {"payout_id": f"po_{n // 50}"}}
+             for n in range(start, min(start + size, total))] for start in range(0, total, size)]
+
+
+def baseline(service: LocalService, total: int, threads: int) -> float:
+    """The same number of record items written with BatchWriteItem only."""
+    records = service.container.records
+    now = utc_now()
+
+    def write(start: int) -> None:
+        records.put_many(Record(environment="baseline", id=n + 1, data_stream_key="bench", data_stream_id=1,
+                                date="2026-10-01", amount=n, direction=Direction.CREDIT, currency="USD",
+                                decimal_places=2, status=RecordStatus.UNRECONCILED, created_at=now,
+                                external_id=f"pay-{n:08d}") for n in range(start, min(start + 1000, total)))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(write, range(0, total, 1000)))
+    return time.perf_counter() - started
+
+
+def run_bulk(service: LocalService, total: int, size: int, clients: int) -> tuple[float, list[dict]]:
+    session = requests.Session()
+    session.headers["X-API-KEY"] = service.key
+    assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
+    work = batches(total, size, "bench")
+    started = time.perf_counter()
+
+    def post(records: list[dict]) -> dict:
+        response = session.post(f"{service.url}/records/bulk", json={"on_conflict": "skip", "records": records})
+        assert response.status_code == 202, response.text
+        return response.json()
+
+    with ThreadPoolExecutor(clients) as pool:
+        summaries = list(pool.map(post, work))
+    pending = {s["id"]: s["url"] for s in summaries}
+    finished = []
+    while pending:
+        for job_id, url in list(pending.items()):
+            body = session.get(f"{service.url}{url.removeprefix('/v1')}").json()
+            if body["status"] not in ("pending", "processing"):
+                finished.append(body)
+                del pending[job_id]
+        time.sleep(0.2)
+    return time.perf_counter() - started, finished
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="recon-bench-ingest-"))
+    settings = Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench")
+    service = LocalService(settings, log=lambda m: print(f"[local] {m}")).start()
+    service.serve_in_background()
+    counter = WriteCounter()
+    service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    try:
+        base_seconds = baseline(service, args.records, args.clients)
+        base_writes = sum(counter.counts.values())
+        counter.reset()
+
+        seconds, finished = run_bulk(service, args.records, args.batch, args.clients)
+        stored = sum(f["successful_items"] for f in finished)
+        assert all(f["status"] == "completed" for f in finished), [f["status"] for f in finished]
+        assert stored == args.records, stored
+        writes = dict(counter.counts)
+        total_writes = sum(writes.values())
+        stream = requests.get(f"{service.url}/data_streams/bench", headers={"X-API-KEY": service.key}).json()
+        assert stream["records_count"] == args.records, stream
+
+        print(f"\nmachine: {platform.machine()}, {platform.system()} {platform.release()}, "
+              f"python {platform.python_version()}")
+        print(f"baseline, BatchWriteItem only: {args.records:,} items in {base_seconds:.1f} s = "
+              f"{args.records / base_seconds:,.0f} items/s ({base_writes / args.records:.3f} write requests/item)")
+        print(f"bulk path: {len(finished)} requests of {args.batch}, {args.clients} clients: {stored:,} records "
+              f"stored, first POST to last completed {seconds:.1f} s = {stored / seconds:,.0f} records/s")
+        print(f"ratio bulk/baseline throughput: {(stored / seconds) / (args.records / base_seconds):.2f}")
+        print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
+              + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
