@@ -6,6 +6,7 @@ import sys
 import threading
 
 from chalicelib.container import Container, install
+from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LocalStack
@@ -81,6 +82,8 @@ def _stop_on_sigterm(signum, frame):
 
 
 def main() -> int:
+    # `make run` may be stopped by a signal to make alone; then we stop too (and our children).
+    die_with_parent()
     service = LocalService(Settings(), log=lambda message: print(f"[local] {message}", flush=True))
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:

@@ -19,7 +19,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGTERM the child if the stack dies without cleaning up (even on SIGKILL)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -30,7 +30,7 @@ def _die_with_parent() -> None:
 def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
     log = open(log_path, "ab")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            cwd=cwd, preexec_fn=_die_with_parent)
+                            cwd=cwd, preexec_fn=die_with_parent)
 
 
 def wait_for_port(port: int, process: subprocess.Popen, name: str, log_path: Path, timeout: float = 30) -> None:

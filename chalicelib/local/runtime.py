@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import traceback
 from typing import Any, Callable
 
@@ -55,10 +56,12 @@ class LocalRuntime:
                 thread.start()
                 self._threads.append(thread)
 
-    def stop(self) -> None:
+    def stop(self, grace_seconds: float = 3) -> None:
+        """Let pollers finish the batch in hand; they are daemons, so a stuck one cannot hold the exit."""
         self._stopping.set()
+        deadline = time.monotonic() + grace_seconds
         for thread in self._threads:
-            thread.join(timeout=self._poll_wait + 5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _poll_forever(self, config: SQSEventConfig) -> None:
         while not self._stopping.is_set():
