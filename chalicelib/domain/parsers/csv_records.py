@@ -1,0 +1,184 @@
+"""CSV files to record items: a header row names the columns, each row becomes one item.
+
+Columns map to record fields by name (date, amount, direction, description, external_id,
+currency); `column_mapping` renames source columns first; every other column goes to
+metadata. Amounts are in major units ("1,234.56", "$12.00", "(12.00)", "-12.00") and are
+converted exactly to minor units from their digits, never through floats; without a
+direction column the sign gives the direction (negative = debit). Rows fail alone.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.domain.money import DEFAULT_CURRENCY, minor_units
+from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow, without_gc
+
+RECORD_FIELDS = ("date", "amount", "direction", "description", "external_id", "currency")
+REQUIRED_COLUMNS = ("date", "amount")
+DATE_FORMATS = ("YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY")
+MAX_FILE_BYTES = 512 * 1024 * 1024
+DIRECTIONS = {"credit": "credit", "cr": "credit", "c": "credit", "debit": "debit", "dr": "debit", "d": "debit"}
+AMOUNT = re.compile(r"^(?P<open>\()?\s*(?P<sign>[+-])?\s*[$€£¥]?\s*(?P<whole>\d{1,3}(?:,\d{3})+|\d+)?"
+                    r"(?:\.(?P<fraction>\d+))?\s*(?P<close>\))?$")
+
+# '1,234,567' is grouped by thousands; '12,34' is not.
+_GROUPED_BY_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+").fullmatch
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    data_stream_key: str
+    column_mapping: dict[str, str] = field(default_factory=dict)
+    date_format: str = "YYYY-MM-DD"
+    decimal_places: int | None = None
+
+
+class RowError(ValueError):
+    pass
+
+
+def to_minor_units(text: str, decimal_places: int) -> int:
+    """'1,234.56' -> 123456 with 2 places; the sign is kept (negative for '-' or parentheses)."""
+    whole, dot, fraction = text.strip().partition(".")
+    if "," in whole and _GROUPED_BY_THOUSANDS(whole):
+        whole = whole.replace(",", "")
+    if whole.isdigit() and (not dot or fraction.isdigit()) and len(fraction) <= decimal_places:
+        # The common case, fast: plain digits with at most `decimal_places` decimals.
+        return int(whole) * 10**decimal_places + (int(fraction.ljust(decimal_places, "0")) if fraction else 0)
+    match = AMOUNT.match(text.strip())
+    if not match or (match["whole"] is None and match["fraction"] is None) or \
+            bool(match["open"]) != bool(match["close"]):
+        raise RowError(f"amount: '{text}' is not an amount like 1234.56, 1,234.56, $12.00 or (12.00)")
+    whole_part = int((match["whole"] or "0").replace(",", ""))
+    fraction = match["fraction"] or ""
+    if len(fraction) > decimal_places:
+        if fraction[decimal_places:].strip("0"):
+            raise RowError(f"amount: '{text}' has more than {decimal_places} decimal places")
+        fraction = fraction[:decimal_places]
+    minor = whole_part * 10**decimal_places + int(fraction.ljust(decimal_places, "0") or "0")
+    negative = (match["sign"] == "-") != bool(match["open"])
+    return -minor if negative else minor
+
+
+def to_iso_date(text: str, date_format: str) -> str:
+    value = text.strip()
+    if date_format == "YYYY-MM-DD":
+        return value
+    parts = value.split("/")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or len(parts[2]) != 4:
+        raise RowError(f"date: '{text}' is not a date in the form {date_format}")
+    month, day = (parts[0], parts[1]) if date_format == "MM/DD/YYYY" else (parts[1], parts[0])
+    return f"{parts[2]}-{int(month):02d}-{int(day):02d}"
+
+
+def _decode(data: bytes) -> str:
+    if len(data) > MAX_FILE_BYTES:
+        raise FileRejected(f"file is {len(data)} bytes; CSV files are accepted up to {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise FileRejected(f"CSV is not UTF-8: byte {error.start} cannot be read", {"byte": error.start}) from None
+
+
+def _columns(header: list[str], options: CsvOptions) -> list[str]:
+    names = [options.column_mapping.get(name.strip(), name.strip()) for name in header]
+    unknown = set(options.column_mapping) - {name.strip() for name in header}
+    if unknown:
+        raise FileRejected(f"column_mapping names columns the file does not have: {', '.join(sorted(unknown))}",
+                           {"columns": header})
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise FileRejected(f"CSV header names a column twice: {', '.join(duplicates)}", {"columns": header})
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise FileRejected(f"CSV has no {' or '.join(repr(m) for m in missing)} column (columns: "
+                           f"{', '.join(header)}); map one with column_mapping", {"columns": header})
+    return names
+
+
+def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
+    if options.date_format not in DATE_FORMATS:
+        raise FileRejected(f"date_format must be one of {', '.join(DATE_FORMATS)}")
+    reader = csv.reader(io.StringIO(_decode(data), newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise FileRejected("CSV is empty: a header row is required") from None
+    except csv.Error as error:
+        raise FileRejected(f"CSV header cannot be read: {error}") from None
+    names = _columns(header, options)
+    to_item = _row_reader(names, options)
+    width = len(names)
+    rows: list[ParsedRow] = []
+    append = rows.append
+    line = reader.line_num + 1
+    with without_gc():
+        try:
+            for values in reader:
+                if len(values) == width:
+                    try:
+                        append(ParsedRow(line, to_item(values)))
+                    except RowError as error:
+                        append(ParsedRow(line, None, str(error)))
+                elif values and (len(values) > 1 or values[0].strip()):
+                    append(ParsedRow(line, None, f"row has {len(values)} fields; the header has {width}"))
+                line = reader.line_num + 1
+        except csv.Error as error:
+            raise FileRejected(f"CSV cannot be read at line {line}: {error}", {"line": line}) from None
+    return ParsedFile(rows=rows, summary={"columns": header, "rows": len(rows)})
+
+
+def _row_reader(names: list[str], options: CsvOptions):
+    """A function turning one row's values into a record item, with the column positions bound once."""
+    position = {name: i for i, name in enumerate(names)}
+    date_at, amount_at = position["date"], position["amount"]
+    direction_at = position.get("direction")
+    currency_at = position.get("currency")
+    description_at = position.get("description")
+    external_id_at = position.get("external_id")
+    metadata_columns = [(i, name) for i, name in enumerate(names) if name not in RECORD_FIELDS]
+    stream_key, date_format = options.data_stream_key, options.date_format
+    fixed_places = options.decimal_places
+    default_places = fixed_places if fixed_places is not None else minor_units(DEFAULT_CURRENCY)
+    iso_dates = date_format == "YYYY-MM-DD"
+
+    def to_item(values: list[str]) -> dict[str, Any]:
+        currency = DEFAULT_CURRENCY
+        places = default_places
+        if currency_at is not None:
+            currency = values[currency_at].strip().upper() or DEFAULT_CURRENCY
+            places = fixed_places if fixed_places is not None else minor_units(currency)
+        text = values[amount_at]
+        whole, dot, fraction = text.partition(".")
+        if whole.isdigit() and fraction.isdigit() and len(fraction) == places:
+            amount = int(whole + fraction)  # the common case, '1234.56', without a call
+        else:
+            amount = to_minor_units(text, places)
+        if direction_at is None:
+            direction = "debit" if amount < 0 else "credit"
+        else:
+            raw_direction = values[direction_at].strip().lower()
+            direction = DIRECTIONS.get(raw_direction)
+            if direction is None:
+                raise RowError(f"direction: '{raw_direction}' is not credit or debit")
+            if amount < 0:
+                raise RowError("amount: negative with a direction column; give the amount unsigned")
+        item: dict[str, Any] = {
+            "data_stream_key": stream_key,
+            "date": values[date_at].strip() if iso_dates else to_iso_date(values[date_at], date_format),
+            "amount": abs(amount), "direction": direction, "currency": currency,
+            "decimal_places": places,
+        }
+        if description_at is not None:
+            item["description"] = values[description_at].strip() or None
+        if external_id_at is not None:
+            item["external_id"] = values[external_id_at].strip() or None
+        if metadata_columns:
+            item["metadata"] = {name: values[i] for i, name in metadata_columns if values[i] != ""}
+        return item
+
+    return to_item

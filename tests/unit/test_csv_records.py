@@ -1,0 +1,121 @@
+"""The CSV parser: columns to fields, exact amounts, dates, encodings, quoting; rows fail alone."""
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.domain.parsers import FileRejected
+from chalicelib.domain.parsers.csv_records import CsvOptions, RowError, parse_csv, to_minor_units
+
+OPTIONS = CsvOptions(data_stream_key="bank")
+
+
+def parse(text: str | bytes, **options):
+    data = text.encode() if isinstance(text, str) else text
+    return parse_csv(data, CsvOptions(data_stream_key="bank", **options))
+
+
+@pytest.mark.parametrize("text, places, minor", [
+    ("1,234.56", 2, 123456), ("$12.00", 2, 1200), ("(12.00)", 2, -1200), ("-12.00", 2, -1200),
+    ("12", 2, 1200), ("0.5", 2, 50), (".75", 2, 75), ("+3.10", 2, 310), ("1234567890123.45", 2, 123456789012345),
+    ("12", 0, 12), ("1.500", 3, 1500), ("1.50", 0, None), ("1.230", 2, 123), ("€ 9.99", 2, 999),
+    ("( 1,000.00 )", 2, -100000),
+])
+def test_amounts_convert_exactly_to_minor_units(text, places, minor):
+    if minor is None:
+        with pytest.raises(RowError, match="decimal places"):
+            to_minor_units(text, places)
+    else:
+        assert to_minor_units(text, places) == minor
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "12,34", "(12.00", "1e5", "--1", "$"])
+def test_things_that_are_not_amounts_fail_with_the_text(text):
+    with pytest.raises(RowError, match="amount"):
+        to_minor_units(text, 2)
+
+
+@given(st.decimals(min_value=Decimal("-99999999999.99"), max_value=Decimal("99999999999.99"), places=2,
+                   allow_nan=False, allow_infinity=False))
+def test_every_two_place_amount_converts_without_rounding(value):
+    text = f"{value:,.2f}"
+    assert to_minor_units(text, 2) == int(value * 100)
+
+
+def test_a_file_maps_columns_to_fields_and_the_rest_to_metadata():
+    parsed = parse("date,amount,description,external_id,payout_id\n2026-11-01,12.34,Coffee,tx-1,po_9\n")
+    [row] = parsed.rows
+    assert row.line == 2 and row.error is None
+    assert row.item == {"data_stream_key": "bank", "date": "2026-11-01", "amount": 1234, "direction": "credit",
+                        "currency": "USD", "decimal_places": 2, "description": "Coffee", "external_id": "tx-1",
+                        "metadata": {"payout_id": "po_9"}}
+
+
+def test_the_sign_gives_the_direction_without_a_direction_column():
+    parsed = parse("date,amount\n2026-11-01,-12.00\n2026-11-01,(3.00)\n2026-11-01,4\n")
+    assert [(r.item["amount"], r.item["direction"]) for r in parsed.rows] == [
+        (1200, "debit"), (300, "debit"), (400, "credit")]
+
+
+def test_a_direction_column_is_read_and_a_negative_amount_beside_it_fails_alone():
+    parsed = parse("date,amount,direction\n2026-11-01,5.00,DR\n2026-11-01,-5.00,credit\n2026-11-01,1,sideways\n")
+    assert parsed.rows[0].item["direction"] == "debit"
+    assert "negative" in parsed.rows[1].error
+    assert "sideways" in parsed.rows[2].error
+
+
+def test_column_mapping_renames_source_columns():
+    parsed = parse("Posted,Value,Ref\n11/03/2026,1.00,A1\n", column_mapping={"Posted": "date", "Value": "amount",
+                                                                              "Ref": "external_id"},
+                   date_format="MM/DD/YYYY")
+    assert parsed.rows[0].item["date"] == "2026-11-03" and parsed.rows[0].item["external_id"] == "A1"
+
+
+def test_day_first_dates_when_declared():
+    parsed = parse("date,amount\n03/11/2026,1\n31/12/2026,1\n", date_format="DD/MM/YYYY")
+    assert [r.item["date"] for r in parsed.rows] == ["2026-11-03", "2026-12-31"]
+
+
+def test_bom_crlf_and_quoted_fields_with_commas_and_newlines():
+    text = '\ufeffdate,amount,description\r\n2026-11-01,"1,000.00","Rent, November\r\nsecond line"\r\n2026-11-02,2,x\r\n'
+    parsed = parse(text)
+    assert parsed.rows[0].item["amount"] == 100000
+    assert parsed.rows[0].item["description"] == "Rent, November\r\nsecond line"
+    assert [r.line for r in parsed.rows] == [2, 4]
+
+
+def test_currency_sets_decimal_places_unless_declared():
+    parsed = parse("date,amount,currency\n2026-11-01,1500,jpy\n2026-11-01,1.234,KWD\n2026-11-01,1.5,\n")
+    assert [(r.item["amount"], r.item["currency"], r.item["decimal_places"]) for r in parsed.rows] == [
+        (1500, "JPY", 0), (1234, "KWD", 3), (150, "USD", 2)]
+    fixed = parse("date,amount\n2026-11-01,1.5\n", decimal_places=3)
+    assert fixed.rows[0].item["amount"] == 1500
+
+
+def test_a_bad_row_fails_alone_with_its_line_number():
+    parsed = parse("date,amount\n2026-11-01,1\n2026-11-01,abc\n2026-11-01\n\n2026-11-01,2\n")
+    assert [(r.line, r.error is None) for r in parsed.rows] == [(2, True), (3, False), (4, False), (6, True)]
+    assert "abc" in parsed.rows[1].error and "fields" in parsed.rows[2].error
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("", "empty"), ("amount\n1\n", "no 'date' column"), ("date,amount,amount\n", "twice"),
+    (b"date,amount\n\xff\xfe,1\n", "not UTF-8"),
+])
+def test_files_that_cannot_be_read_are_refused_whole(text, phrase):
+    with pytest.raises(FileRejected, match=phrase):
+        parse(text)
+
+
+def test_a_mapping_naming_a_missing_column_is_refused():
+    with pytest.raises(FileRejected, match="Posted"):
+        parse("date,amount\n", column_mapping={"Posted": "date"})
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_are_parsed_or_refused_never_crash(data):
+    try:
+        parse_csv(data, OPTIONS)
+    except FileRejected:
+        pass
