@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # A key's last_used_at is written at most this often, so auth costs no write per request.
     key_last_used_resolution_seconds: int = 60
 
+    # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
+    # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.
+    bulk_max_receives: int = 5
+
     log_level: str = "INFO"
 
 

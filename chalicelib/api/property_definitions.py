@@ -1,7 +1,7 @@
 """Routes of /data_stream_property_definitions."""
 from __future__ import annotations
 
-from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
     CreatePropertyDefinition,
     PropertyDefinitionOut,
@@ -10,17 +10,10 @@ from chalicelib.api.schemas import (
 )
 from chalicelib.container import container
 from chalicelib.domain.data_streams import PropertyType
-from chalicelib.domain.errors import NotFound
 from chalicelib.services import property_definitions as service
 
 router = Router("property_definitions")
 PATH = "/data_stream_property_definitions"
-
-
-def _definition_id(raw: str) -> int:
-    if not raw.isdigit():
-        raise NotFound(f"property definition '{raw}' not found")
-    return int(raw)
 
 
 @router.route("POST", PATH, summary="Define a typed metadata property of a data stream", status=201,
@@ -47,7 +40,7 @@ def list_property_definitions(request: ApiRequest) -> list[PropertyDefinitionOut
 @router.route("GET", PATH + "/{id}", summary="Get a property definition",
               response=PropertyDefinitionOut, errors=(404,))
 def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
-    definition = container().property_definitions.get(request.environment, _definition_id(id))
+    definition = container().property_definitions.get(request.environment, numeric_id(id, "property definition"))
     return PropertyDefinitionOut.model_validate(definition)
 
 
@@ -56,7 +49,7 @@ def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionO
 def update_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
     body: UpdatePropertyDefinition = request.body
     definition = service.update_definition(
-        container().property_definitions, request.environment, _definition_id(id),
+        container().property_definitions, request.environment, numeric_id(id, "property definition"),
         name=body.name, optional=body.optional,
     )
     return PropertyDefinitionOut.model_validate(definition)
@@ -64,4 +57,4 @@ def update_property_definition(request: ApiRequest, id: str) -> PropertyDefiniti
 
 @router.route("DELETE", PATH + "/{id}", summary="Delete a property definition", status=204, errors=(404,))
 def delete_property_definition(request: ApiRequest, id: str) -> None:
-    service.delete_definition(container().property_definitions, request.environment, _definition_id(id))
+    service.delete_definition(container().property_definitions, request.environment, numeric_id(id, "property definition"))

@@ -1,7 +1,7 @@
 """Routes of /records and /bulk_requests."""
 from __future__ import annotations
 
-from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
     BulkRecordsBody,
     BulkRequestOut,
@@ -22,12 +22,6 @@ from chalicelib.services import bulk_ingestion, records as record_service
 router = Router("records")
 MAX_IDEMPOTENCY_KEY = 255
 STANDALONE_FILTERS = ("data_stream_key", "status", "reconciliation_match_id", "file_import_id", "external_id")
-
-
-def numeric_id(raw: str, what: str) -> int:
-    if not raw.isdigit():
-        raise NotFound(f"{what} '{raw}' not found")
-    return int(raw)
 
 
 @router.route("POST", "/records/bulk", summary="Submit 1 to 1000 records for asynchronous ingestion",

@@ -16,10 +16,11 @@ from chalicelib.api.errors import (
     internal_error_response,
     validation_failed,
 )
-from chalicelib.domain.errors import BadRequest, DomainError
+from chalicelib.domain.errors import BadRequest, DomainError, NotFound
 from chalicelib.observability import logger
 
 ENVIRONMENT_CONTEXT_KEY = "recon_environment"
+NUMERIC_ID = re.compile(r"^[0-9]{1,15}$")
 JSON_CONTENT_TYPE = re.compile(r"^application/([a-z0-9.+-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 
 
@@ -81,6 +82,13 @@ class Router:
             return view
 
         return register
+
+
+def numeric_id(raw: str, what: str) -> int:
+    """A path id: ASCII digits only (str.isdigit would take '²'); anything else is simply not found."""
+    if not NUMERIC_ID.match(raw):
+        raise NotFound(f"{what} '{raw[:40]}' not found")
+    return int(raw)
 
 
 def _parse_body(spec: RouteSpec, request: Any) -> BaseModel | None:

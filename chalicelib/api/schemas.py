@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 
 from chalicelib.domain.clock import iso
+from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
 
 Timestamp = Annotated[
     datetime, PlainSerializer(iso, return_type=str), WithJsonSchema({"type": "string", "format": "date-time"})
@@ -62,7 +63,7 @@ class HealthOut(BaseModel):
 
 # Data streams -------------------------------------------------------------------------
 
-StreamKey = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$")]
+StreamKey = Annotated[str, StringConstraints(pattern=KEY_PATTERN.pattern)]
 
 
 class CreateDataStream(RequestModel):
@@ -106,7 +107,7 @@ PropertyTypeName = Literal["number", "date", "datetime", "string", "boolean"]
 
 
 class CreatePropertyDefinition(RequestModel):
-    key: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = Field(
+    key: Annotated[str, StringConstraints(pattern=PROPERTY_KEY_PATTERN.pattern)] = Field(
         description="The metadata key it types; unique in its stream"
     )
     name: Name
@@ -193,11 +194,11 @@ class BulkRequestOut(IngestionJobOut):
 
 
 class RecordsQuery(CursorQuery):
-    data_stream_key: str | None = None
+    data_stream_key: StreamKey | None = None
     status: Literal["unreconciled", "partially_reconciled", "reconciled"] | None = None
-    reconciliation_match_id: int | None = None
-    file_import_id: int | None = None
-    external_id: str | None = None
+    reconciliation_match_id: int | None = Field(default=None, ge=1)
+    file_import_id: int | None = Field(default=None, ge=1)
+    external_id: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
     date_from: date | None = None
     date_to: date | None = None
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def shown(value: object, limit: int = 64) -> str:
+    """A client's value quoted in a message, cut short so that messages and results stay small."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class DomainError(Exception):
     """Base of every error a client can cause; the message is safe to show."""
 

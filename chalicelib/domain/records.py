@@ -5,6 +5,7 @@ its field, so one bad item fails alone and the rest of its batch is written.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -12,11 +13,14 @@ from enum import Enum
 from typing import Any, Mapping
 
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType
+from chalicelib.domain.errors import shown
 from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, MAX_AMOUNT, MAX_DECIMAL_PLACES, minor_units
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MAX_EXTERNAL_ID = 255
 MAX_DESCRIPTION = 2000
+# A record must fit one DynamoDB item (400 KB) with room to spare for its other attributes.
+MAX_METADATA_BYTES = 64 * 1024
 
 
 class Direction(str, Enum):
@@ -157,7 +161,7 @@ def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> Reco
         return ItemError("data_stream_key", "must be a string")
     stream = streams.get(stream_key)
     if stream is None:
-        return ItemError("data_stream_key", f"no data stream with key '{stream_key}'")
+        return ItemError("data_stream_key", f"no data stream with key '{shown(stream_key)}'")
     if not _check_date(raw["date"]):
         return ItemError("date", "must be a real date in the form YYYY-MM-DD")
 
@@ -202,6 +206,12 @@ def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> Reco
         metadata = {}
     elif not isinstance(metadata, dict):
         return ItemError("metadata", "must be an object")
+    try:
+        metadata_size = len(json.dumps(metadata, separators=(",", ":"), allow_nan=False))
+    except ValueError:
+        return ItemError("metadata", "must not hold NaN or Infinity")
+    if metadata_size > MAX_METADATA_BYTES:
+        return ItemError("metadata", f"is {metadata_size} bytes as JSON; at most {MAX_METADATA_BYTES} are kept")
     problem = check_metadata(metadata, stream.properties)
     if problem:
         return problem

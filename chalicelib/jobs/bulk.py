@@ -5,17 +5,29 @@ import json
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services.bulk_ingestion import process_job
+from chalicelib.services.bulk_ingestion import fail, process_job
 
 
 def handle_bulk_messages(event) -> None:
-    """Lambda (or the local runtime) hands over a batch; an exception makes SQS deliver it again."""
+    """Lambda (or the local runtime) hands over a batch; an exception makes SQS deliver it again.
+
+    On the last delivery before the dead-letter queue, the job is failed instead, so that no
+    job stays `processing` for ever and its client learns why.
+    """
+    services = container()
     for record in event:
         message = json.loads(record.body)
-        logger.append_keys(environment=message["environment"], job_id=message["job_id"])
+        environment, job_id = message["environment"], int(message["job_id"])
+        attempts = int(record.to_dict().get("attributes", {}).get("ApproximateReceiveCount", "1"))
+        logger.append_keys(environment=environment, job_id=job_id)
         try:
-            job = process_job(container().ingestion, message["environment"], int(message["job_id"]))
+            job = process_job(services.ingestion, environment, job_id)
             if job is not None:
                 logger.info("bulk job handled", extra={"status": job.status.value, "processed": job.processed_items})
+        except Exception as error:
+            if attempts < services.settings.bulk_max_receives:
+                raise
+            logger.exception("bulk job failed on its last delivery", extra={"attempts": attempts})
+            fail(services.ingestion, environment, job_id, error, attempts)
         finally:
             logger.remove_keys(["environment", "job_id"])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     ChunkOutcome,
@@ -31,7 +31,7 @@ from chalicelib.domain.ingestion import (
     OnConflict,
     chunk_ranges,
 )
-from chalicelib.domain.records import ItemError, Record, RecordDraft, StreamContext, validate_item
+from chalicelib.domain.records import MAX_EXTERNAL_ID, ItemError, Record, RecordDraft, StreamContext, validate_item
 from chalicelib.observability import logger
 
 CHUNK_SIZE = 250
@@ -116,7 +116,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
                 continue
             job = ports.jobs.get(environment, job_id)
             if job.cancellation_requested_at is not None:
-                return _move_or_reload(ports, job, JobStatus.CANCELLED, completed_at=utc_now())
+                return conclude(ports, job, JobStatus.CANCELLED)
             outcome = process_chunk(ports, job, index, rows, items, streams, pool.map)
             job = ports.jobs.save_chunk(job, outcome)
     return finish(ports, job)
@@ -125,32 +125,67 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
 def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: range, items: list[Any],
                   streams: dict[str, StreamContext | None], map_: Callable = map) -> ChunkOutcome:
     drafts = [validate_item(items[i], streams) for i in rows]
-    claims = list(map_(lambda pair: _claim(ports, job, *pair), zip(rows, drafts)))
+    # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
+    # (claims run in parallel, so "first" is decided here, by position).
+    first_with: dict[tuple[str, str], int] = {}
+    duplicate_of: dict[int, int] = {}
+    for row, draft in zip(rows, drafts):
+        if isinstance(draft, RecordDraft) and draft.external_id is not None:
+            first = first_with.setdefault((draft.data_stream_key, draft.external_id), row)
+            if first != row:
+                duplicate_of[row] = first
+    claims = dict(zip(rows, map_(lambda pair: None if pair[0] in duplicate_of else _claim(ports, job, *pair),
+                                 zip(rows, drafts))))
     results, records, created = [], [], {}
     now = utc_now()
-    for row, draft, claim in zip(rows, drafts, claims):
-        external_id = draft.external_id if isinstance(draft, RecordDraft) else _raw_external_id(items[row])
+    for row, draft in zip(rows, drafts):
+        claim = claims[row]
         if isinstance(draft, ItemError):
-            results.append(ItemResult(row, ItemStatus.FAILED, external_id, None, draft.describe()))
+            results.append(ItemResult(row, ItemStatus.FAILED, _raw_external_id(items[row]), None, draft.describe()))
+        elif row in duplicate_of:
+            results.append(_conflict_result(job, row, draft, claims[duplicate_of[row]].record_id))
         elif claim is not None and not claim.claimed:
             results.append(_conflict_result(job, row, draft, claim.record_id))
         else:
             record_id = job.first_record_id + row
             records.append(Record.from_draft(draft, environment=job.environment, record_id=record_id,
                                              created_at=now, file_import_id=job.id))
-            results.append(ItemResult(row, ItemStatus.SUCCESSFUL, external_id, record_id, None))
+            results.append(ItemResult(row, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None))
             created[draft.data_stream_key] = created.get(draft.data_stream_key, 0) + 1
     ports.records.put_many(records)
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
 
 
 def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
-    """Apply the job's record counts to its streams exactly once, then complete it.
+    return conclude(ports, job, JobStatus.COMPLETED)
 
-    Two deliveries of one message may finish at the same time, so the job's token stays on
+
+def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception, attempts: int) -> IngestionJob:
+    """Give up on a job that failed on every delivery: it ends `failed`, with what it wrote counted."""
+    job = ports.jobs.get(environment, job_id)
+    if job.finished:
+        return job
+    return conclude(ports, job, JobStatus.FAILED,
+                    error_message=f"processing failed {attempts} times; the last error was {type(error).__name__}",
+                    error_details={"error": type(error).__name__, "detail": shown(error, 500),
+                                   "attempts": attempts})
+
+
+def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+    """End a job (completed, cancelled or failed): count the records it wrote into their streams
+    exactly once, then move it. Records written before a cancel or a failure are kept."""
+    _roll_up_counts(ports, job)
+    now = utc_now()
+    if target is JobStatus.COMPLETED:
+        fields["records_written_at"] = now
+    return _move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
+                           data_stream_ids=_stream_ids(ports, job), **fields)
+
+
+def _roll_up_counts(ports: IngestionPorts, job: IngestionJob) -> None:
+    """Two deliveries of one message may finish at the same time, so the job's token stays on
     the stream for COUNT_TOKEN_RETENTION (longer than SQS keeps retrying) instead of being
-    dropped at once; older tokens are pruned here.
-    """
+    dropped at once; older tokens of other jobs are pruned here."""
     if not job.counts_rolled_up:
         token = count_token(job)
         for stream_key, created in job.created_per_stream.items():
@@ -158,12 +193,9 @@ def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
         ports.jobs.mark_counts_rolled_up(job)
         cutoff = (utc_now() - COUNT_TOKEN_RETENTION).timestamp()
         for stream_key in job.created_per_stream:
-            ports.streams.prune_count_tokens(job.environment, stream_key,
-                                             lambda t: token_time(t) is not None and token_time(t) < cutoff)
-    stream_ids = _stream_ids(ports, job)
-    now = utc_now()
-    return _move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=now, records_written_at=now,
-                           last_progress_at=now, data_stream_ids=stream_ids)
+            ports.streams.prune_count_tokens(
+                job.environment, stream_key,
+                lambda t: t != token and token_time(t) is not None and token_time(t) < cutoff)
 
 
 def request_cancellation(ports: IngestionPorts, environment: str, job_id: int) -> IngestionJob:
@@ -198,8 +230,9 @@ def _conflict_result(job: IngestionJob, row: int, draft: RecordDraft, existing_i
 
 
 def _raw_external_id(item: Any) -> str | None:
+    """The external_id a failed item carried, as far as it can be shown (results stay small)."""
     value = item.get("external_id") if isinstance(item, dict) else None
-    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    return shown(value, MAX_EXTERNAL_ID) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
 def _stream_contexts(ports: IngestionPorts, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:

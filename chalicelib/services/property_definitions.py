@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType, check_property_key
-from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.services.ports import DataStreams, PropertyDefinitions
 
 
@@ -16,7 +16,7 @@ def create_definition(definitions: PropertyDefinitions, streams: DataStreams, en
     try:
         streams.get(environment, data_stream_key)
     except NotFound:
-        raise ValidationFailed.on("data_stream_key", f"no data stream with key '{data_stream_key}'") from None
+        raise ValidationFailed.on("data_stream_key", f"no data stream with key '{shown(data_stream_key)}'") from None
     definition = PropertyDefinition(
         environment=environment, id=definitions.next_id(environment), key=key, name=name, type=type_,
         data_stream_key=data_stream_key, optional=optional, created_at=utc_now(),

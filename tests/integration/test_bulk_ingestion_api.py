@@ -176,3 +176,61 @@ def test_stream_records_count_follows_records_in_and_out(api, streams, worker):
     record_id = api.get(summary["url"]).json_body["results"][0]["record_id"]
     assert api.delete(f"/v1/records/{record_id}").status_code == 204
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1
+
+
+def test_an_item_too_large_to_store_fails_alone(api, streams, worker):
+    huge = item(2, metadata={"blob": "x" * 450_000})
+    summary = submit(api, [item(1), huge, item(3)]).json_body
+    worker.drain()
+    done = api.get(summary["url"]).json_body
+    assert (done["status"], done["successful_items"], done["failed_items"]) == ("completed", 2, 1)
+    assert done["results"][1]["error"].startswith("metadata: is ")
+
+
+def test_metadata_with_nan_fails_alone(api, streams, worker):
+    body = '{"records": [{"date": "2026-11-01", "data_stream_key": "bank", "amount": 1, "direction": "credit", ' \
+           '"metadata": {"rate": NaN}}]}'
+    summary = api.request("POST", "/v1/records/bulk", body=body, headers={"Content-Type": "application/json"})
+    if summary.status_code == 202:
+        worker.drain()
+        result = api.get(summary.json_body["url"]).json_body["results"][0]
+        assert result["status"] == "failed" and "NaN" in result["error"]
+    else:
+        assert summary.status_code in (400, 422)
+
+
+def test_an_absurdly_long_stream_key_fails_the_item_with_a_short_message(api, streams, worker):
+    summary = submit(api, [item(1, stream="k" * 3000)]).json_body
+    worker.drain()
+    result = api.get(summary["url"]).json_body["results"][0]
+    assert result["status"] == "failed" and len(result["error"]) < 200
+
+
+def test_a_job_that_fails_on_every_delivery_ends_failed_with_the_reason(api, streams, services, worker):
+    summary = submit(api, [item(1)]).json_body
+    # The payload vanishes (say, a lifecycle rule ran too early): every delivery now fails.
+    services.aws.s3.delete_object(Bucket=services.settings.bucket_name, Key=f"bulk/acme/{summary['id']}.json")
+    from app import app
+    from chalicelib.local.runtime import LocalRuntime
+
+    failures = []
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=failures.append, redelivery_seconds=0)
+    [config] = runtime.queue_handlers
+    for _ in range(services.settings.bulk_max_receives):
+        runtime.deliver_once(config)
+
+    done = api.get(summary["url"]).json_body
+    assert done["status"] == "failed"
+    assert "failed 5 times" in done["error_message"] and done["error_details"]["attempts"] == 5
+    assert len(failures) == services.settings.bulk_max_receives - 1  # the last delivery fails the job instead
+    assert worker.drain() == 0  # nothing left for the dead-letter queue
+
+
+def test_within_one_request_the_first_of_duplicates_always_wins(api, streams, worker):
+    records = [item(n % 3, amount=n) for n in range(30)]
+    summary = submit(api, records).json_body
+    worker.drain()
+    results = api.get(summary["url"]).json_body["results"]
+    assert [r["status"] for r in results[:3]] == ["successful"] * 3
+    assert all(r["status"] == "skipped" and r["record_id"] == results[i % 3]["record_id"]
+               for i, r in enumerate(results[3:], start=3))

@@ -177,3 +177,21 @@ def test_delete_removes_the_stream_and_frees_its_key(api):
     assert api.delete("/v1/data_streams/bank").status_code == 404
     assert api.get("/v1/data_streams").json_body["data"] == []
     assert create(api, "bank").status_code == 201
+
+
+def test_an_absurdly_long_key_in_the_path_is_simply_not_found(api):
+    assert api.get("/v1/data_streams/" + "k" * 3000).status_code == 404
+    assert api.get("/v1/data_stream_property_definitions?data_stream_key=" + "k" * 3000).json_body == []
+
+
+@pytest.mark.parametrize("key", [
+    {"pk": "x", "gsi1pk": "E#acme#DS", "gsi1sk": "1"},                          # sk missing
+    {"pk": "x", "sk": 5, "gsi1pk": "E#acme#DS", "gsi1sk": "1"},                  # a number where a string goes
+    {"pk": "x", "sk": "DS", "gsi1pk": "E#acme#DS", "gsi1sk": "1", "extra": "y"},  # an attribute too many
+])
+def test_a_crafted_cursor_is_a_bad_request(api, key):
+    import base64
+
+    cursor = base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+    response = api.get(f"/v1/data_streams?cursor={cursor}")
+    assert response.status_code == 400

@@ -139,3 +139,9 @@ def test_a_delete_abandoned_by_a_dead_request_is_finished_by_the_retry(api, inge
     assert api.delete(f"/v1/records/{record_id}").status_code == 204
     assert services.table.get(keys.record("acme", record_id)) is None
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2
+
+
+@pytest.mark.parametrize("raw", ["²", "١٢", "-1", "1e3", "9" * 40])
+def test_ids_that_are_not_plain_digits_are_not_found(api, raw):
+    assert api.get(f"/v1/records/{raw}").status_code == 404
+    assert api.get(f"/v1/data_stream_property_definitions/{raw}").status_code == 404

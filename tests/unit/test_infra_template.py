@@ -41,3 +41,10 @@ def test_an_unknown_resource_type_is_never_skipped_silently():
 
     with pytest.raises(ValueError, match="AWS::SNS::Topic"):
         provision(NoClients(), {"DataBucketName": "b"}, "us-east-1", template=template, log=lambda _: None)
+
+
+def test_the_worker_fails_a_job_on_the_very_delivery_the_queue_would_dead_letter():
+    from chalicelib.settings import Settings
+
+    queue = load_template()["Resources"]["BulkQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings().bulk_max_receives

@@ -87,14 +87,14 @@ class IngestionJobRepository:
         """Move the job to `target` if its stored status allows it; set `fields` with the move.
         Raises TransitionRefused when the stored status does not allow it."""
         sources = {f":from{i}": s.value for i, s in enumerate(sources_of(target))}
-        sets = {"status": target.value, **{k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}}
-        names = {f"#a{i}": name for i, name in enumerate(sets)}
-        values = {f":v{i}": value for i, value in enumerate(sets.values())}
-        expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(sets)))
+        sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
+        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
+        values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
+        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
         try:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id), expression,
-                condition=f"#a0 IN ({', '.join(sources)})", names=names, values={**values, **sources},
+                condition=f"#status IN ({', '.join(sources)})", names=names, values={**values, **sources},
                 return_new=True, keep_nulls=True,
             )
         except ConditionFailed:

@@ -12,8 +12,8 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.clock import iso, parse_iso, utc_now
-from chalicelib.domain.data_streams import DataStream, PropertyDefinition, PropertyType, StreamType
-from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition, PropertyType, StreamType
+from chalicelib.domain.errors import Conflict, NotFound, shown
 
 GSI1 = "gsi1"
 # A property-key guard whose definition never got written (a crash between the two puts)
@@ -111,12 +111,14 @@ class DataStreamRepository:
             raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
 
     def get(self, environment: str, key: str) -> DataStream:
-        item = self._table.get(keys.data_stream(environment, key))
-        if item is None or item.get("deleting"):
-            raise NotFound(f"data stream '{key}' not found")
-        return self._from_item(item)
+        stream = self.find_including_deleting(environment, key)
+        if stream is None or stream.deleting:
+            raise NotFound(f"data stream '{shown(key)}' not found")
+        return stream
 
     def find_including_deleting(self, environment: str, key: str) -> DataStream | None:
+        if not KEY_PATTERN.match(key):
+            return None  # cannot exist, and would overflow DynamoDB's key size
         item = self._table.get(keys.data_stream(environment, key))
         return self._from_item(item) if item else None
 
@@ -260,7 +262,9 @@ class PropertyDefinitionRepository:
         return self._from_item(item)
 
     def list(self, environment: str, stream_key: str | None = None) -> list[PropertyDefinition]:
-        prefix = keys.property_definitions_of_stream_prefix(stream_key) if stream_key else None
+        if stream_key is not None and not KEY_PATTERN.match(stream_key):
+            return []  # no stream can have that key
+        prefix = keys.property_definitions_of_stream_prefix(stream_key) if stream_key is not None else None
         items = self._table.query_all("gsi1pk", keys.property_definitions_index_pk(environment), index=GSI1,
                                       sort_attr="gsi1sk", sort_prefix=prefix)
         return [self._from_item(i) for i in items]

@@ -22,6 +22,7 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 BATCH_WRITE_LIMIT = 25
 FILTERED_READ_STEP = 200
+MAX_READS_PER_PAGE = 10
 
 
 class ConditionFailed(Exception):
@@ -69,16 +70,17 @@ def encode_cursor(last_key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, partition_attr: str, partition_value: str) -> dict[str, Any]:
+def decode_cursor(cursor: str, partition_attr: str, partition_value: str,
+                  key_attrs: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Turn a cursor back into a start key, refusing any that does not belong to this list."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise BadRequest("cursor is not valid; pass the next_cursor of a previous page unchanged") from None
-    if not isinstance(key, dict) or key.get(partition_attr) != partition_value or not all(
-        isinstance(v, (str, int)) for v in key.values()
-    ):
+    expected = set(key_attrs) if key_attrs else None
+    if not isinstance(key, dict) or key.get(partition_attr) != partition_value or \
+            (expected is not None and set(key) != expected) or not all(isinstance(v, str) for v in key.values()):
         raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
     return serialize(key)
 
@@ -148,23 +150,27 @@ class DynamoTable:
                    filter: "Filter | None" = None) -> Page:
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix, filter)
         kwargs["ScanIndexForward"] = not newest_first
+        key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr or "sk")))
         if cursor:
-            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value)
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value, key_attrs)
         # One item more than asked tells whether another page exists, so a client never gets
         # a cursor that leads to an empty page. A filter drops items after DynamoDB's Limit,
         # so filtered queries read in larger steps until the page is full.
         kwargs["Limit"] = limit + 1 if filter is None else max(limit + 1, FILTERED_READ_STEP)
         items: list[dict[str, Any]] = []
-        while True:
+        for _ in range(MAX_READS_PER_PAGE):
             response = self._client.query(**kwargs)
             items.extend(deserialize(i) for i in response.get("Items", []))
             if len(items) > limit or "LastEvaluatedKey" not in response:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        else:
+            # A filter that matches little would read a whole partition in one request; answer
+            # with what was found and a cursor from where the reading stopped.
+            return Page(items=items, cursor=encode_cursor(response["LastEvaluatedKey"]))
         if len(items) <= limit:
             return Page(items=items, cursor=None)
         items = items[:limit]
-        key_attrs = ("pk", "sk", partition_attr, sort_attr or "sk")
         last_key = {attr: items[-1][attr] for attr in key_attrs}
         return Page(items=items, cursor=encode_cursor(serialize(last_key)))
 
