@@ -1,11 +1,13 @@
 """The Chalice app: the HTTP API under /v1 and the event handlers of async work."""
-from chalice import Chalice
+from chalice import Chalice, Rate
 
 from chalicelib.api import API_PREFIX, PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
+from chalicelib.jobs import files
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.settings import current_settings
 
+settings = current_settings()
 app = Chalice(app_name="recon")
 app.register_middleware(make_http_middleware(PUBLIC_PATHS), "http")
 
@@ -13,6 +15,40 @@ for router in ROUTERS:
     app.register_blueprint(router.blueprint, url_prefix=API_PREFIX)
 
 
-@app.on_sqs_message(queue=current_settings().bulk_queue_name, batch_size=1)
+# Bulk ingestion: one SQS message per bulk request.
+@app.on_sqs_message(queue=settings.bulk_queue_name, batch_size=1)
 def bulk_worker(event):
     handle_bulk_messages(event)
+
+
+# File imports: S3 events start them; infra/statemachines/file_import.asl.json runs these tasks.
+@app.on_cw_event({"source": ["aws.s3"], "detail-type": ["Object Created"],
+                  "detail": {"bucket": {"name": [settings.bucket_name]}}})
+def s3_object_created(event):
+    files.handle_object_created(event)
+
+
+@app.lambda_function(name="file_import_prepare")
+def file_import_prepare(event, context):
+    return files.prepare_task(event)
+
+
+@app.lambda_function(name="file_import_chunks")
+def file_import_chunks(event, context):
+    return files.chunks_task(event)
+
+
+@app.lambda_function(name="file_import_finish")
+def file_import_finish(event, context):
+    return files.finish_task(event)
+
+
+@app.lambda_function(name="file_import_fail")
+def file_import_fail(event, context):
+    return files.give_up_task(event)
+
+
+# No job stays pending or processing for ever.
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def sweep_stuck_jobs(event):
+    files.sweep_task()

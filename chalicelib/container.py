@@ -17,7 +17,9 @@ from chalicelib.adapters.dynamodb.repositories import (
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.queues import WorkQueue
+from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.services.bulk_ingestion import IngestionPorts
+from chalicelib.services.file_imports import FilePorts
 from chalicelib.settings import Settings, current_settings
 
 
@@ -65,6 +67,15 @@ class Container:
             payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
             queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
         )
+
+    @cached_property
+    def workflows(self):
+        """Step Functions on AWS; the local stack and tests install the in-process driver instead."""
+        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.file_import_state_machine)
+
+    @cached_property
+    def files(self) -> FilePorts:
+        return FilePorts(ingestion=self.ingestion, workflows=self.workflows)
 
     @property
     def key_last_used_resolution(self) -> timedelta:

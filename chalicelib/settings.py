@@ -15,6 +15,7 @@ class Settings(BaseSettings):
     table_name: str = "recon-dev"
     bucket_name: str = "recon-dev-data"
     bulk_queue_name: str = "recon-dev-bulk"
+    file_import_state_machine: str = "recon-dev-file-import"
     region: str = Field(
         default="us-east-1",
         validation_alias=AliasChoices("RECON_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),

@@ -40,6 +40,12 @@ def services(moto_aws):
     assert (outputs["TableName"], outputs["BucketName"], outputs["BulkQueueName"]) == (
         settings.table_name, settings.bucket_name, settings.bulk_queue_name)
     container = Container(settings)
+    from app import app
+    from chalicelib.local.statemachines import local_workflows
+
+    # State machines run in-process and synchronously in tests, with no waits between retries.
+    container.workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None, synchronous=True,
+                                          retry_delay_scale=0)
     install(container)
     yield container
     install(None)

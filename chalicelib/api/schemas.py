@@ -168,6 +168,10 @@ class ItemResultOut(ResponseModel):
     error: str | None
 
 
+class FileItemResultOut(ItemResultOut):
+    line: int | None = Field(description="The line of the file the row starts on")
+
+
 class IngestionJobOut(BulkRequestSummaryOut):
     source: str | None
     filename: str | None
@@ -222,5 +226,44 @@ class RecordOut(ResponseModel):
 
 class RecordPage(BaseModel):
     data: list[RecordOut]
+    next_cursor: str | None
+    limit: int
+
+
+# File imports -------------------------------------------------------------------------
+
+class CreateFileImport(RequestModel):
+    filename: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+    format: Literal["csv", "nacha"]
+    on_conflict: Literal["skip", "error"] = "skip"
+    column_mapping: dict[str, Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=dict, description="Source column name -> field name (date, amount, direction, "
+        "description, external_id, currency) or metadata key")
+    date_format: Literal["YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY"] = "YYYY-MM-DD"
+    decimal_places: Annotated[int, Field(ge=0, le=6)] | None = Field(
+        default=None, description="Minor units of the amounts; default: the currency's")
+
+
+class FileImportOut(IngestionJobOut):
+    upload_url: str | None = None
+
+
+class FileImportDetailOut(IngestionJobOut):
+    results: list[FileItemResultOut] = Field(description="Rows that failed or were skipped, with their line")
+    results_truncated: bool
+
+
+class FileImportSummaryOut(IngestionJobOut):
+    record_count: int
+    total_credits: int
+    total_debits: int
+    net_amount: int
+    date_range_start: str | None
+    date_range_end: str | None
+    currency: str | None
+
+
+class FileImportPage(BaseModel):
+    data: list[FileImportSummaryOut]
     next_cursor: str | None
     limit: int

@@ -5,7 +5,7 @@ from typing import Any
 
 from chalicelib.api.schemas import RecordOut
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus
+from chalicelib.domain.ingestion import IngestionJob, JobSource
 from chalicelib.domain.records import Record
 
 API_PREFIX = "/v1"
@@ -22,8 +22,7 @@ def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
         "source": job.source.value, "filename": job.filename,
         "expected_records_count": job.expected_records_count, "progress": job.progress,
         # A bulk request's items are known from the start; only files are parsed before rows land.
-        "parsing": job.source is not JobSource.BULK_API and job.status is JobStatus.PROCESSING
-        and job.processed_items == 0,
+        "parsing": job.parsing,
         "decimal_places": job.decimal_places, "stuck": job.stuck(utc_now()), "on_conflict": job.on_conflict.value,
         "error_message": job.error_message, "error_details": job.error_details,
         "data_stream_ids": list(job.data_stream_ids), "created_at": job.created_at, "started_at": job.started_at,
@@ -35,3 +34,15 @@ def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
 
 def record_out(record: Record) -> RecordOut:
     return RecordOut.model_validate(record)
+
+
+def file_import_aggregates(job: IngestionJob) -> dict[str, Any]:
+    """The stream-scoped index's aggregates over the records the import wrote (set when it ends)."""
+    totals = job.aggregates or {}
+    credits, debits = totals.get("credits", 0), totals.get("debits", 0)
+    currencies = totals.get("currencies") or []
+    return {
+        "record_count": totals.get("count", 0), "total_credits": credits, "total_debits": debits,
+        "net_amount": credits - debits, "date_range_start": totals.get("date_min"),
+        "date_range_end": totals.get("date_max"), "currency": currencies[0] if len(currencies) == 1 else None,
+    }

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import Any
 
 
 class JobStatus(str, Enum):
@@ -68,6 +69,17 @@ class ItemResult:
     external_id: str | None = None
     record_id: int | None = None
     error: str | None = None
+    line: int | None = None  # files: the line the row starts on
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One row of a chunk: its position in the job (record id = first_record_id + index), the
+    raw item, and for files the line it came from, or the parse error that fails it as is."""
+    index: int
+    item: Any
+    line: int | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,9 +88,30 @@ class ChunkOutcome:
     index: int
     results: tuple[ItemResult, ...]
     created_per_stream: dict[str, int]
+    totals: dict[str, Any] = field(default_factory=dict)
 
     def count(self, status: ItemStatus) -> int:
         return sum(1 for r in self.results if r.status is status)
+
+
+def totals_of(records) -> dict[str, Any]:
+    """Count, credits, debits, date range and currencies of the records a chunk wrote."""
+    if not records:
+        return {}
+    credits = sum(r.amount for r in records if r.direction.value == "credit")
+    return {"count": len(records), "credits": credits, "debits": sum(r.amount for r in records) - credits,
+            "date_min": min(r.date for r in records), "date_max": max(r.date for r in records),
+            "currencies": sorted({r.currency for r in records})}
+
+
+def merge_totals(parts) -> dict[str, Any]:
+    parts = [p for p in parts if p]
+    if not parts:
+        return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
+    return {"count": sum(p["count"] for p in parts), "credits": sum(p["credits"] for p in parts),
+            "debits": sum(p["debits"] for p in parts), "date_min": min(p["date_min"] for p in parts),
+            "date_max": max(p["date_max"] for p in parts),
+            "currencies": sorted({c for p in parts for c in p["currencies"]})}
 
 
 @dataclass(frozen=True)
@@ -112,6 +145,14 @@ class IngestionJob:
     done_chunks: frozenset[int] = frozenset()
     created_per_stream: dict[str, int] = field(default_factory=dict)
     counts_rolled_up: bool = False
+    # Files only: where the upload lands, the stream it feeds, how to read it, and how many
+    # chunks `prepare` split it into (None until the file is parsed).
+    file_key: str | None = None
+    data_stream_key: str | None = None
+    options: dict = field(default_factory=dict)
+    chunk_count: int | None = None
+    restarts: int = 0  # by the stuck-job sweeper
+    aggregates: dict | None = None  # totals of the records written, set when the job ends
 
     @property
     def progress(self) -> int:
@@ -122,6 +163,15 @@ class IngestionJob:
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def is_file(self) -> bool:
+        return self.source is not JobSource.BULK_API
+
+    @property
+    def parsing(self) -> bool:
+        """True until rows start landing; a file's totals are unknown while it is parsed."""
+        return self.is_file and self.status in (JobStatus.PENDING, JobStatus.PROCESSING) and not self.done_chunks
 
     def stuck(self, now: datetime) -> bool:
         heartbeat = self.last_progress_at or self.started_at or self.created_at

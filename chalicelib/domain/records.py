@@ -95,7 +95,7 @@ class ItemError:
     message: str
 
     def describe(self) -> str:
-        return f"{self.field}: {self.message}"
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 def _is_int(value: Any) -> bool:

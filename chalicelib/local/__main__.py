@@ -9,7 +9,9 @@ from chalicelib.container import Container, install
 from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.server import build_server
-from chalicelib.local.stack import LocalStack
+from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
+from chalicelib.local.statemachines import local_workflows
+from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
 from chalicelib.settings import Settings, install_settings
 
@@ -58,8 +60,11 @@ class LocalService:
         self.key = seed_key(self.container, settings.api_key)
         from app import app
 
+        self.container.workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log)
         self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)
         self.runtime.start()
+        self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX))
+        self.runtime.run_schedules()
         self.server = build_server(app, settings.port)
         self.url = f"http://127.0.0.1:{settings.port}/v1"
         self.stack.info.api_url = self.url

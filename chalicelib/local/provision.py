@@ -79,6 +79,8 @@ class Resolver:
         if kind == "AWS::SQS::Queue":
             return {"Arn": f"arn:aws:sqs:{region}:{account}:{name}", "QueueName": name,
                     "QueueUrl": name}[attribute]
+        if kind == "AWS::StepFunctions::StateMachine":
+            return {"Arn": f"arn:aws:states:{region}:{account}:stateMachine:{name}", "Name": name}[attribute]
         if attribute == "Arn":
             service = {"AWS::DynamoDB::Table": "dynamodb", "AWS::IAM::Role": "iam",
                        "AWS::S3::Bucket": "s3"}.get(kind, "unknown")
@@ -91,6 +93,21 @@ class Resolver:
             if field in props:
                 return self.resolve(props[field])
         return f"{self.pseudo['AWS::StackName']}-{logical_id}"
+
+
+def state_machine_definition(template: dict[str, Any], resolver: Resolver,
+                             logical_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ASL of a state machine, read from its file next to the template, and its substitutions."""
+    props = template["Resources"][logical_id]["Properties"]
+    definition = json.loads((TEMPLATE_PATH.parent / props["DefinitionS3Location"]).read_text())
+    return definition, resolver.resolve(props.get("DefinitionSubstitutions", {}))
+
+
+def substitute(definition: dict[str, Any], substitutions: dict[str, str]) -> str:
+    text = json.dumps(definition)
+    for name, value in substitutions.items():
+        text = text.replace("${" + name + "}", value)
+    return text
 
 
 def table_definitions(template: dict[str, Any], resolver: Resolver) -> list[dict[str, Any]]:
@@ -162,6 +179,9 @@ def provision(clients, parameters: dict[str, str], region: str, template: dict[s
         kind = resource["Type"]
         if kind == "AWS::DynamoDB::Table" or kind in NOT_NEEDED_LOCALLY:
             continue
+        if kind == "AWS::StepFunctions::StateMachine":
+            _create_state_machine(clients, template, resolver, logical_id)
+            continue
         create = _CREATORS.get(kind)
         if create is None:
             raise ValueError(f"{logical_id}: resource type {kind} is not supported by the local provisioner")
@@ -204,6 +224,19 @@ def _create_schedule_group(clients, props: dict[str, Any], resolver: Resolver) -
         scheduler.create_schedule_group(Name=props["Name"])
     except scheduler.exceptions.ConflictException:
         pass
+
+
+def _create_state_machine(clients, template: dict[str, Any], resolver: Resolver, logical_id: str) -> None:
+    """Registered on the embedded AWS so the resource exists as on AWS; the local driver runs it."""
+    sfn = clients.client("stepfunctions")
+    name = resolver.physical_name(logical_id)
+    definition, substitutions = state_machine_definition(template, resolver, logical_id)
+    role = f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/{name}-role"
+    existing = {m["name"]: m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    if name in existing:
+        sfn.update_state_machine(stateMachineArn=existing[name], definition=substitute(definition, substitutions))
+    else:
+        sfn.create_state_machine(name=name, definition=substitute(definition, substitutions), roleArn=role)
 
 
 _CREATORS: dict[str, Callable[[Any, dict[str, Any], Resolver], None]] = {

@@ -13,7 +13,10 @@ import time
 import traceback
 from typing import Any, Callable
 
-from chalice.app import Chalice, SQSEventConfig
+import uuid
+from datetime import datetime, timezone
+
+from chalice.app import Chalice, CloudWatchEventConfig, Rate, ScheduledEventConfig, SQSEventConfig
 from chalice.local import LambdaContext
 
 LOCAL_REDELIVERY_SECONDS = 5
@@ -48,6 +51,77 @@ class LocalRuntime:
     def queue_handlers(self) -> list[SQSEventConfig]:
         return [s for s in self._app.event_sources if isinstance(s, SQSEventConfig)]
 
+    @property
+    def s3_event_handlers(self) -> list[CloudWatchEventConfig]:
+        return [s for s in self._app.event_sources if isinstance(s, CloudWatchEventConfig)
+                and "aws.s3" in s.event_pattern.get("source", [])]
+
+    @property
+    def schedules(self) -> list[ScheduledEventConfig]:
+        return [s for s in self._app.event_sources if isinstance(s, ScheduledEventConfig)]
+
+    def watch_bucket(self, s3, bucket: str, prefixes: tuple[str, ...], interval_seconds: float = 1.0) -> None:
+        """S3 -> EventBridge "Object Created", emulated: new objects under `prefixes` become the
+        events the deployed app receives (moto's server cannot deliver them to this process)."""
+        seen: set[tuple[str, str]] = set()
+
+        def poll() -> None:
+            while not self._stopping.is_set():
+                try:
+                    for prefix in prefixes:
+                        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                            for obj in page.get("Contents", []):
+                                marker = (obj["Key"], obj["ETag"])
+                                if marker not in seen:
+                                    seen.add(marker)
+                                    self.deliver_s3_event(bucket, obj["Key"], obj["ETag"].strip('"'), obj["Size"])
+                except Exception as error:  # keep watching; the failure is logged
+                    self._log(f"bucket watch: {error!r}")
+                self._stopping.wait(interval_seconds)
+
+        self._start_thread(poll, "s3-events")
+
+    def deliver_s3_event(self, bucket: str, key: str, etag: str, size: int) -> None:
+        event = {
+            "version": "0", "id": str(uuid.uuid4()), "detail-type": "Object Created", "source": "aws.s3",
+            "account": LOCAL_ACCOUNT_ID, "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self._region, "resources": [f"arn:aws:s3:::{bucket}"],
+            "detail": {"version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": size, "etag": etag},
+                       "reason": "PutObject"},
+        }
+        for config in self.s3_event_handlers:
+            try:
+                self._app.handler_map[config.name](event, self._context(config.name))
+            except Exception as error:
+                self._log(f"{config.name}: handler failed for s3://{bucket}/{key}: {error!r}\n"
+                          f"{traceback.format_exc()}")
+
+    def run_schedules(self) -> None:
+        for config in self.schedules:
+            expression = config.schedule_expression
+            seconds = _rate_seconds(expression) if isinstance(expression, Rate) else 60
+
+            def tick(config=config, seconds=seconds) -> None:
+                while not self._stopping.wait(seconds):
+                    try:
+                        self._app.handler_map[config.name]({"source": "aws.events", "detail-type": "Scheduled Event",
+                                                            "detail": {}, "region": self._region,
+                                                            "resources": [], "id": str(uuid.uuid4())},
+                                                           self._context(config.name))
+                    except Exception as error:
+                        self._log(f"{config.name}: scheduled run failed: {error!r}")
+
+            self._start_thread(tick, f"schedule-{config.name}")
+
+    def _start_thread(self, target, name: str) -> None:
+        thread = threading.Thread(target=target, daemon=True, name=name)
+        thread.start()
+        self._threads.append(thread)
+
+    def _context(self, name: str) -> LambdaContext:
+        return LambdaContext(function_name=f"{self._app.app_name}-local-{name}", memory_size=1024,
+                             max_runtime_ms=900_000)
+
     def start(self) -> None:
         for config in self.queue_handlers:
             for n in range(self._concurrency):
@@ -81,10 +155,8 @@ class LocalRuntime:
         if not messages:
             return 0
         handler = self._app.handler_map[config.name]
-        context = LambdaContext(function_name=f"{self._app.app_name}-local-{config.name}", memory_size=1024,
-                                max_runtime_ms=900_000)
         try:
-            handler(sqs_event(messages, config.queue, self._region), context)
+            handler(sqs_event(messages, config.queue, self._region), self._context(config.name))
         except Exception as error:
             self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: "
                       f"{error!r}\n{traceback.format_exc()}")
@@ -96,3 +168,7 @@ class LocalRuntime:
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
         ])
         return len(messages)
+
+
+def _rate_seconds(rate: Rate) -> int:
+    return rate.value * {Rate.MINUTES: 60, Rate.HOURS: 3600, Rate.DAYS: 86400}[rate.unit]

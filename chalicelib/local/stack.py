@@ -31,6 +31,7 @@ class StackInfo:
     table_name: str
     bucket_name: str
     bulk_queue_name: str
+    file_import_state_machine: str = ""
     api_url: str | None = None
     child_pids: list[int] | None = None
 
@@ -39,6 +40,7 @@ class StackInfo:
             "local_mode": True, "stage": "local", "dynamodb_endpoint": self.dynamodb_endpoint,
             "aws_endpoint": self.aws_endpoint, "table_name": self.table_name,
             "bucket_name": self.bucket_name, "bulk_queue_name": self.bulk_queue_name,
+            "file_import_state_machine": self.file_import_state_machine,
         })
 
 
@@ -95,6 +97,7 @@ class LocalStack:
             pid=os.getpid(), dynamodb_endpoint=settings.dynamodb_endpoint, aws_endpoint=settings.aws_endpoint,
             table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
             bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
+            file_import_state_machine=outputs["FileImportStateMachineName"],
         )
         self.write_info()
         return self.info.settings(settings)

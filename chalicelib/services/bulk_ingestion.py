@@ -23,6 +23,7 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, show
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     ChunkOutcome,
+    ChunkRow,
     IngestionJob,
     ItemResult,
     ItemStatus,
@@ -30,6 +31,8 @@ from chalicelib.domain.ingestion import (
     JobStatus,
     OnConflict,
     chunk_ranges,
+    merge_totals,
+    totals_of,
 )
 from chalicelib.domain.records import MAX_EXTERNAL_ID, ItemError, Record, RecordDraft, StreamContext, validate_item
 from chalicelib.observability import logger
@@ -101,7 +104,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
     if job.finished:
         return job
     if job.status is JobStatus.PENDING:
-        job = _move_or_reload(ports, job, JobStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
+        job = move_or_reload(ports, job, JobStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
         if job.status is not JobStatus.PROCESSING:
             return job
     if job.first_record_id is None:
@@ -109,7 +112,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
         job = ports.jobs.reserve_record_ids(job, block.start)
 
     items = ports.payloads.get_json(job.payload_key)["records"]
-    streams = _stream_contexts(ports, environment, items)
+    streams = stream_contexts(ports, environment, items)
     with ThreadPoolExecutor(GUARD_THREADS) as pool:
         for index, rows in enumerate(chunk_ranges(len(items), CHUNK_SIZE)):
             if index in job.done_chunks:
@@ -117,43 +120,46 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
             job = ports.jobs.get(environment, job_id)
             if job.cancellation_requested_at is not None:
                 return conclude(ports, job, JobStatus.CANCELLED)
-            outcome = process_chunk(ports, job, index, rows, items, streams, pool.map)
+            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams, pool.map)
             job = ports.jobs.save_chunk(job, outcome)
     return finish(ports, job)
 
 
-def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: range, items: list[Any],
+def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: list[ChunkRow],
                   streams: dict[str, StreamContext | None], map_: Callable = map) -> ChunkOutcome:
-    drafts = [validate_item(items[i], streams) for i in rows]
+    """Validate, guard and write one chunk of rows; every row gets a result, none is lost."""
+    drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
     # (claims run in parallel, so "first" is decided here, by position).
     first_with: dict[tuple[str, str], int] = {}
     duplicate_of: dict[int, int] = {}
     for row, draft in zip(rows, drafts):
         if isinstance(draft, RecordDraft) and draft.external_id is not None:
-            first = first_with.setdefault((draft.data_stream_key, draft.external_id), row)
-            if first != row:
-                duplicate_of[row] = first
-    claims = dict(zip(rows, map_(lambda pair: None if pair[0] in duplicate_of else _claim(ports, job, *pair),
-                                 zip(rows, drafts))))
+            first = first_with.setdefault((draft.data_stream_key, draft.external_id), row.index)
+            if first != row.index:
+                duplicate_of[row.index] = first
+    claims = dict(zip((r.index for r in rows), map_(
+        lambda pair: None if pair[0].index in duplicate_of else _claim(ports, job, pair[0].index, pair[1]),
+        zip(rows, drafts))))
     results, records, created = [], [], {}
     now = utc_now()
     for row, draft in zip(rows, drafts):
-        claim = claims[row]
+        claim = claims[row.index]
         if isinstance(draft, ItemError):
-            results.append(ItemResult(row, ItemStatus.FAILED, _raw_external_id(items[row]), None, draft.describe()))
-        elif row in duplicate_of:
-            results.append(_conflict_result(job, row, draft, claims[duplicate_of[row]].record_id))
+            results.append(ItemResult(row.index, ItemStatus.FAILED, _raw_external_id(row.item), None,
+                                      draft.describe(), row.line))
+        elif row.index in duplicate_of:
+            results.append(_conflict_result(job, row, draft, claims[duplicate_of[row.index]].record_id))
         elif claim is not None and not claim.claimed:
             results.append(_conflict_result(job, row, draft, claim.record_id))
         else:
-            record_id = job.first_record_id + row
+            record_id = job.first_record_id + row.index
             records.append(Record.from_draft(draft, environment=job.environment, record_id=record_id,
                                              created_at=now, file_import_id=job.id))
-            results.append(ItemResult(row, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None))
+            results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
             created[draft.data_stream_key] = created.get(draft.data_stream_key, 0) + 1
     ports.records.put_many(records)
-    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
+    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created, totals=totals_of(records))
 
 
 def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
@@ -175,10 +181,11 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     """End a job (completed, cancelled or failed): count the records it wrote into their streams
     exactly once, then move it. Records written before a cancel or a failure are kept."""
     _roll_up_counts(ports, job)
+    fields["aggregates"] = merge_totals(ports.jobs.chunk_totals(job.environment, job.id))
     now = utc_now()
     if target is JobStatus.COMPLETED:
         fields["records_written_at"] = now
-    return _move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
+    return move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
                            data_stream_ids=_stream_ids(ports, job), **fields)
 
 
@@ -222,11 +229,12 @@ def _claim(ports: IngestionPorts, job: IngestionJob, row: int, draft: RecordDraf
                                            owner=f"job:{job.id}:{row}", record_id=job.first_record_id + row)
 
 
-def _conflict_result(job: IngestionJob, row: int, draft: RecordDraft, existing_id: int | None) -> ItemResult:
+def _conflict_result(job: IngestionJob, row: ChunkRow, draft: RecordDraft, existing_id: int | None) -> ItemResult:
     if job.on_conflict is OnConflict.SKIP:
-        return ItemResult(row, ItemStatus.SKIPPED, draft.external_id, existing_id, None)
-    return ItemResult(row, ItemStatus.FAILED, draft.external_id, None,
-                      f"external_id: '{draft.external_id}' already exists in data stream '{draft.data_stream_key}'")
+        return ItemResult(row.index, ItemStatus.SKIPPED, draft.external_id, existing_id, None, row.line)
+    return ItemResult(row.index, ItemStatus.FAILED, draft.external_id, None,
+                      f"external_id: '{draft.external_id}' already exists in data stream '{draft.data_stream_key}'",
+                      row.line)
 
 
 def _raw_external_id(item: Any) -> str | None:
@@ -235,7 +243,7 @@ def _raw_external_id(item: Any) -> str | None:
     return shown(value, MAX_EXTERNAL_ID) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
-def _stream_contexts(ports: IngestionPorts, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:
+def stream_contexts(ports: IngestionPorts, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:
     keys = {i["data_stream_key"] for i in items if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
     contexts: dict[str, StreamContext | None] = {}
     for key in keys:
@@ -258,7 +266,7 @@ def _stream_ids(ports: IngestionPorts, job: IngestionJob) -> list[int]:
     return ids
 
 
-def _move_or_reload(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+def move_or_reload(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     try:
         return ports.jobs.move(job, target, **fields)
     except TransitionRefused:

@@ -27,6 +27,12 @@ CASES = {
     ("GET", "/records"): ("GET", "/v1/records?data_stream_key=bank", None, "lists_nothing"),
     ("GET", "/records/{id}"): ("GET", "/v1/records/{record_id}", None, 404),
     ("DELETE", "/records/{id}"): ("DELETE", "/v1/records/{record_id}", None, 404),
+    ("POST", "/data_streams/{key}/file_imports"): ("POST", "/v1/data_streams/bank/file_imports",
+                                                   {"filename": "x.csv", "format": "csv"}, 404),
+    ("GET", "/data_streams/{key}/file_imports"): ("GET", "/v1/data_streams/bank/file_imports", None, 404),
+    ("GET", "/file_imports/{id}"): ("GET", "/v1/file_imports/{bulk_request_id}", None, 404),
+    ("GET", "/file_imports/{id}/records"): ("GET", "/v1/file_imports/{bulk_request_id}/records", None, 404),
+    ("POST", "/file_imports/{id}/cancel"): ("POST", "/v1/file_imports/{bulk_request_id}/cancel", None, 404),
 }
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}"]

@@ -20,6 +20,7 @@ from chalicelib.domain.ingestion import (
     ItemStatus,
     JobSource,
     JobStatus,
+    FINISHED,
     OnConflict,
     sources_of,
 )
@@ -74,10 +75,16 @@ class IngestionJobRepository:
         item = self._table.get(keys.ingestion_job(environment, job_id))
         return self._from_item(item) if item else None
 
+    def chunk_totals(self, environment: str, job_id: int) -> list[dict[str, Any]]:
+        items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
+                                      sort_prefix=keys.RESULTS_PREFIX)
+        return [item["totals"] for item in items if item.get("totals")]
+
     def results(self, environment: str, job_id: int) -> list[ItemResult]:
         items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX)
-        results = [ItemResult(index=r[0], status=ItemStatus(r[1]), external_id=r[2], record_id=r[3], error=r[4])
+        results = [ItemResult(index=r[0], status=ItemStatus(r[1]), external_id=r[2], record_id=r[3], error=r[4],
+                              line=r[5] if len(r) > 5 else None)
                    for item in items for r in item["results"]]
         return sorted(results, key=lambda r: r.index)
 
@@ -91,6 +98,8 @@ class IngestionJobRepository:
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
         values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        if target in FINISHED:
+            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active-jobs index
         try:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id), expression,
@@ -116,7 +125,9 @@ class IngestionJobRepository:
         number, so a chunk processed again is not counted again."""
         self._table.put({
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
-            "results": [[r.index, r.status.value, r.external_id, r.record_id, r.error] for r in outcome.results],
+            "results": [[r.index, r.status.value, r.external_id, r.record_id, r.error, r.line]
+                        for r in outcome.results],
+            "totals": outcome.totals or None,
         })
         names = {"#done": "done_chunks"}
         values: dict[str, Any] = {
@@ -144,6 +155,50 @@ class IngestionJobRepository:
         except ConditionFailed:
             return self.get(job.environment, job.id)  # counted by an earlier delivery
         return self._from_item(item)
+
+    def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int) -> IngestionJob:
+        """A parsed file: how many chunks and rows it has, and its block of record ids (set once)."""
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id),
+                "SET chunk_count = :chunks, expected_records_count = :expected, total_items = :expected, "
+                "first_record_id = :first, last_progress_at = :now",
+                condition="attribute_not_exists(chunk_count)",
+                values={":chunks": chunk_count, ":expected": expected, ":first": first_id, ":now": iso(utc_now())},
+                return_new=True,
+            )
+        except ConditionFailed:
+            return self.get(job.environment, job.id)  # an earlier delivery prepared it
+        return self._from_item(item)
+
+    def list_of_stream(self, environment: str, stream_key: str, limit: int,
+                       cursor: str | None) -> tuple[list[IngestionJob], str | None]:
+        page = self._table.query_page("gsi1pk", keys.jobs_of_stream_pk(environment, stream_key), index="gsi1",
+                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    def active(self) -> list[IngestionJob]:
+        """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""
+        items = self._table.query_all("gsi2pk", keys.ACTIVE_JOBS_PK, index="gsi2")
+        return [self._from_item(i) for i in items]
+
+    def count_restart(self, job: IngestionJob) -> bool:
+        """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
+        (it came back, or another sweeper restarted it)."""
+        values: dict[str, Any] = {":now": iso(utc_now()), ":restarts": job.restarts,
+                                  ":processing": JobStatus.PROCESSING.value}
+        condition = "#status = :processing AND (attribute_not_exists(restarts) OR restarts = :restarts)"
+        if job.last_progress_at is not None:
+            condition += " AND last_progress_at = :seen"
+            values[":seen"] = iso(job.last_progress_at)
+        try:
+            self._table.update(keys.ingestion_job(job.environment, job.id),
+                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
+                               condition=condition, names={"#status": "status"},
+                               values={**values, ":zero": 0, ":one": 1})
+        except ConditionFailed:
+            return False
+        return True
 
     def mark_counts_rolled_up(self, job: IngestionJob) -> None:
         self._table.update(keys.ingestion_job(job.environment, job.id), "SET counts_rolled_up = :t",
@@ -176,6 +231,9 @@ class IngestionJobRepository:
             "processed_items": 0, "successful_items": 0, "failed_items": 0, "skipped_items": 0,
             "expected_records_count": job.expected_records_count, "decimal_places": job.decimal_places,
             "data_stream_ids": list(job.data_stream_ids), "created_per_stream": {},
+            "file_key": job.file_key, "data_stream_key": job.data_stream_key, "options": job.options or None,
+            **(keys.job_of_stream_index(job.environment, job.data_stream_key, job.id) if job.data_stream_key else {}),
+            **keys.active_job_index(job.environment, job.id),
         }
 
     @staticmethod
@@ -195,5 +253,8 @@ class IngestionJobRepository:
             error_message=item.get("error_message"), error_details=item.get("error_details"),
             first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
             created_per_stream=dict(item.get("created_per_stream") or {}),
-            counts_rolled_up=bool(item.get("counts_rolled_up")),
+            counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
+            data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},
+            chunk_count=item.get("chunk_count"), restarts=item.get("restarts", 0),
+            aggregates=item.get("aggregates"),
         )

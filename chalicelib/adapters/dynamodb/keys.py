@@ -148,6 +148,21 @@ def ingestion_job(environment: str, job_id: int) -> dict[str, str]:
 
 
 RESULTS_PREFIX = "RES#"
+# A sparse index of unfinished jobs of every environment, read by the stuck-job sweeper only;
+# each entry names its environment. Set while pending or processing, removed when finished.
+ACTIVE_JOBS_PK = "ACTIVE_JOBS"
+
+
+def jobs_of_stream_pk(environment: str, stream_key: str) -> str:
+    return f"{env_prefix(environment)}#DS#{stream_key}#JOBS"
+
+
+def job_of_stream_index(environment: str, stream_key: str, job_id: int) -> dict[str, str]:
+    return {"gsi1pk": jobs_of_stream_pk(environment, stream_key), "gsi1sk": _id(job_id)}
+
+
+def active_job_index(environment: str, job_id: int) -> dict[str, str]:
+    return {"gsi2pk": ACTIVE_JOBS_PK, "gsi2sk": f"{environment}#{_id(job_id)}"}
 
 
 def job_results(environment: str, job_id: int, chunk: int) -> dict[str, str]:

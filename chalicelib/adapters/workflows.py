@@ -1,0 +1,26 @@
+"""Starting workflows: Step Functions executions on AWS, the in-process ASL driver locally."""
+from __future__ import annotations
+
+import json
+from functools import cached_property
+
+
+class StepFunctionsWorkflows:
+    def __init__(self, sfn, state_machine_name: str) -> None:
+        self._sfn = sfn
+        self._name = state_machine_name
+
+    @cached_property
+    def _arn(self) -> str:
+        for page in self._sfn.get_paginator("list_state_machines").paginate():
+            for machine in page["stateMachines"]:
+                if machine["name"] == self._name:
+                    return machine["stateMachineArn"]
+        raise LookupError(f"state machine {self._name} not found; deploy infra/template.yaml first")
+
+    def start(self, execution_name: str, payload: dict) -> None:
+        """Start once per name: a repeat of a running execution's name and input is a no-op."""
+        try:
+            self._sfn.start_execution(stateMachineArn=self._arn, name=execution_name, input=json.dumps(payload))
+        except self._sfn.exceptions.ExecutionAlreadyExists:
+            pass

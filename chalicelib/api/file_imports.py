@@ -1,0 +1,76 @@
+"""Routes of file imports: create (with an upload URL), read, list per stream, records, cancel."""
+from __future__ import annotations
+
+from chalicelib.adapters.dynamodb.records import RecordQuery
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas import (
+    CreateFileImport,
+    CursorQuery,
+    FileImportDetailOut,
+    FileImportOut,
+    FileImportPage,
+    FileImportSummaryOut,
+    FileItemResultOut,
+    RecordPage,
+)
+from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
+from chalicelib.container import container
+from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
+from chalicelib.services import file_imports as service
+
+router = Router("file_imports")
+MAX_RESULTS_SHOWN = 1000
+
+
+@router.route("POST", "/data_streams/{key}/file_imports", summary="Create a file import and get its upload URL",
+              status=201, body=CreateFileImport, response=FileImportOut, errors=(404,))
+def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
+    body: CreateFileImport = request.body
+    source = JobSource(body.format)
+    service.check_create_options(source, body.date_format, body.decimal_places)
+    job, url = service.create_import(
+        container().files, request.environment, key, filename=body.filename, source=source,
+        on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
+        date_format=body.date_format, decimal_places=body.decimal_places,
+    )
+    return FileImportOut(**ingestion_job_fields(job), upload_url=url)
+
+
+@router.route("GET", "/data_streams/{key}/file_imports", summary="File imports of a stream with their aggregates",
+              query=CursorQuery, response=FileImportPage, errors=(400, 404, 422))
+def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
+    query: CursorQuery = request.query
+    services = container()
+    services.data_streams.get(request.environment, key)
+    jobs, cursor = services.ingestion_jobs.list_of_stream(request.environment, key, query.limit, query.cursor)
+    return FileImportPage(data=[FileImportSummaryOut(**ingestion_job_fields(j), **file_import_aggregates(j))
+                                for j in jobs], next_cursor=cursor, limit=query.limit)
+
+
+@router.route("GET", "/file_imports/{id}", summary="A file import (or a bulk request, as an ingestion job)",
+              response=FileImportDetailOut, errors=(404,))
+def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
+    jobs = container().ingestion_jobs
+    job = jobs.get(request.environment, numeric_id(id, "file import"))
+    problems = [r for r in jobs.results(request.environment, job.id) if r.status is not ItemStatus.SUCCESSFUL]
+    return FileImportDetailOut(**ingestion_job_fields(job),
+                               results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
+                               results_truncated=len(problems) > MAX_RESULTS_SHOWN)
+
+
+@router.route("GET", "/file_imports/{id}/records", summary="Records written by a file import, newest first",
+              query=CursorQuery, response=RecordPage, errors=(400, 404, 422))
+def list_file_import_records(request: ApiRequest, id: str) -> RecordPage:
+    query: CursorQuery = request.query
+    services = container()
+    job = services.ingestion_jobs.get(request.environment, numeric_id(id, "file import"))
+    records, cursor = services.records.list_page(request.environment, RecordQuery(file_import_id=job.id),
+                                                 query.limit, query.cursor)
+    return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
+
+
+@router.route("POST", "/file_imports/{id}/cancel", summary="Cancel a pending or processing import", status=202,
+              response=FileImportOut, errors=(404, 409))
+def cancel_file_import(request: ApiRequest, id: str) -> FileImportOut:
+    job = service.cancel(container().files, request.environment, numeric_id(id, "file import"))
+    return FileImportOut(**ingestion_job_fields(job))

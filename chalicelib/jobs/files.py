@@ -1,0 +1,48 @@
+"""Entry points of file imports: the state machine's tasks, the S3 "Object Created" event, the sweeper."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.container import container
+from chalicelib.observability import logger
+from chalicelib.services import file_imports
+
+
+def _task(event: dict[str, Any], step) -> dict[str, Any]:
+    environment, job_id = event["environment"], int(event["job_id"])
+    logger.append_keys(environment=environment, job_id=job_id)
+    try:
+        return {"environment": environment, "job_id": job_id, "next": step(container().files, environment, job_id)}
+    finally:
+        logger.remove_keys(["environment", "job_id"])
+
+
+def prepare_task(event: dict[str, Any]) -> dict[str, Any]:
+    return _task(event, file_imports.prepare)
+
+
+def chunks_task(event: dict[str, Any]) -> dict[str, Any]:
+    return _task(event, file_imports.write_chunks)
+
+
+def finish_task(event: dict[str, Any]) -> dict[str, Any]:
+    return _task(event, file_imports.finish)
+
+
+def give_up_task(event: dict[str, Any]) -> dict[str, Any]:
+    return _task(event, lambda ports, env, job_id: file_imports.give_up(ports, env, job_id, event.get("error")))
+
+
+def handle_object_created(event) -> None:
+    """EventBridge delivers S3 "Object Created" (the bucket has EventBridge notifications on)."""
+    detail = event.detail
+    key = detail.get("object", {}).get("key", "")
+    job = file_imports.on_object_created(container().files, key, detail.get("object", {}).get("etag", ""))
+    if job is not None:
+        logger.info("object created", extra={"key": key, "job_id": job.id, "status": job.status.value})
+
+
+def sweep_task() -> None:
+    counts = file_imports.sweep(container().files)
+    if any(counts.values()):
+        logger.info("swept stuck jobs", extra=counts)

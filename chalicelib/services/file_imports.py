@@ -1,0 +1,286 @@
+"""File imports: a CSV or NACHA file, uploaded (presigned PUT) or dropped in the bucket, goes
+through prepare (parse and validate the whole file, split it into chunk files), a loop of chunk
+tasks (write rows, checkpoint, heartbeat, honour a cancel) and finish, driven by the
+`file_import` state machine. Rows become records exactly as bulk items do (same validation,
+guards, id blocks and per-chunk claimed counters), so a crashed chunk resumes with no duplicates
+and no gaps.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import NotFound, ValidationFailed, shown
+from chalicelib.domain.ingestion import (
+    ChunkRow,
+    IngestionJob,
+    JobSource,
+    JobStatus,
+    OnConflict,
+    chunk_ranges,
+)
+from chalicelib.domain.parsers import FileRejected, ParsedFile
+from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
+from chalicelib.domain.parsers.nacha import parse_nacha
+from chalicelib.services.bulk_ingestion import IngestionPorts, conclude, move_or_reload, process_chunk, stream_contexts
+
+FILE_CHUNK_ROWS = 1000
+UPLOAD_URL_LIFETIME = timedelta(hours=1)
+# A chunk task stops starting chunks after this long and hands over to the next task, so
+# every task stays well inside Lambda's 15-minute limit.
+CHUNK_TASK_BUDGET = timedelta(seconds=60)
+UPLOADS_PREFIX = "uploads/"
+DROPS_PREFIX = "drops/"
+SAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class FilePorts:
+    ingestion: IngestionPorts
+    workflows: Any
+
+
+def execution_name(job: IngestionJob, attempt: int = 0) -> str:
+    return f"{job.environment}-{job.id}-{attempt}"
+
+
+def _chunk_key(job: IngestionJob, chunk: int) -> str:
+    return f"imports/{job.environment}/{job.id}/chunk-{chunk:06d}.json"
+
+
+# Creating ---------------------------------------------------------------------------------
+
+def create_import(ports: FilePorts, environment: str, stream_key: str, *, filename: str, source: JobSource,
+                  on_conflict: OnConflict, column_mapping: dict[str, str], date_format: str,
+                  decimal_places: int | None) -> tuple[IngestionJob, str]:
+    """A pending import and the presigned URL to PUT its file to; the upload starts it."""
+    ingestion = ports.ingestion
+    ingestion.streams.get(environment, stream_key)  # 404 when the stream is not there
+    job_id = ingestion.counters.next_id(environment, "ingestion_job")
+    job = IngestionJob(
+        environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
+        on_conflict=on_conflict, created_at=utc_now(), filename=filename, decimal_places=decimal_places,
+        file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{SAFE_FILENAME.sub('_', filename)[:120]}",
+        data_stream_key=stream_key,
+        options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places},
+    )
+    ingestion.jobs.add(job)
+    url = ingestion.payloads.upload_url(job.file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
+    return ingestion.jobs.get(environment, job_id), url
+
+
+def on_object_created(ports: FilePorts, key: str, etag: str = "") -> IngestionJob | None:
+    """An S3 object landed: an upload of a pending import, or a drop that makes its own import."""
+    ingestion = ports.ingestion
+    if key.startswith(UPLOADS_PREFIX):
+        parts = key.split("/")
+        if len(parts) < 4 or not parts[2].isdigit():
+            return None
+        job = ingestion.jobs.find(parts[1], int(parts[2]))
+        if job is None or job.file_key != key or job.status is not JobStatus.PENDING:
+            return job
+        ports.workflows.start(execution_name(job), {"environment": job.environment, "job_id": job.id})
+        return job
+    if key.startswith(DROPS_PREFIX):
+        return _start_drop(ports, key, etag)
+    return None
+
+
+def _start_drop(ports: FilePorts, key: str, etag: str) -> IngestionJob | None:
+    parts = key.split("/")
+    if len(parts) < 4 or not parts[3]:
+        return None
+    environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])
+    ingestion = ports.ingestion
+    try:
+        ingestion.streams.get(environment, stream_key)
+    except NotFound:
+        return None  # a drop for a stream that is not there: nothing to import into
+    source = _format_of(filename, ingestion.payloads.get_bytes(key)[:200])
+    job_id = ingestion.counters.next_id(environment, "ingestion_job")
+    # One import per dropped object, however often its event arrives.
+    job_id, _ = ingestion.jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
+    job = ingestion.jobs.find(environment, job_id)
+    if job is None:
+        job = IngestionJob(
+            environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
+            on_conflict=OnConflict.SKIP, created_at=utc_now(), filename=filename.rsplit("/", 1)[-1], file_key=key,
+            data_stream_key=stream_key, options={"column_mapping": {}, "date_format": "YYYY-MM-DD"},
+        )
+        ingestion.jobs.add(job)
+        job = ingestion.jobs.get(environment, job_id)
+    if job.status is JobStatus.PENDING:
+        ports.workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
+    return job
+
+
+def _format_of(filename: str, head: bytes) -> JobSource:
+    """From the extension, else by sniffing: a NACHA file opens with a '101' file header."""
+    lowered = filename.lower()
+    if lowered.endswith((".ach", ".nacha")):
+        return JobSource.NACHA
+    if lowered.endswith((".csv", ".txt")) and not head.startswith(b"101"):
+        return JobSource.CSV
+    return JobSource.NACHA if head.lstrip(b"\xef\xbb\xbf").startswith(b"101") else JobSource.CSV
+
+
+# The state machine's tasks --------------------------------------------------------------
+
+def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
+    """Parse and validate the whole file, then split its rows into chunk files. Nothing is
+    written as records here, so a file that fails validation leaves nothing behind."""
+    ingestion = ports.ingestion
+    job = ingestion.jobs.get(environment, job_id)
+    if job.finished:
+        return "stop"
+    if job.cancellation_requested_at is not None:
+        conclude(ingestion, job, JobStatus.CANCELLED)
+        return "stop"
+    if job.status is JobStatus.PENDING:
+        job = _start(ingestion, job)
+        if job.status is not JobStatus.PROCESSING:
+            return "stop"
+    if job.chunk_count is not None:
+        return "chunk" if job.chunk_count else "finish"
+    try:
+        parsed = _parse(job, ingestion.payloads.get_bytes(job.file_key))
+    except FileRejected as rejected:
+        conclude(ingestion, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
+        return "stop"
+    ranges = chunk_ranges(len(parsed.rows), FILE_CHUNK_ROWS)
+    for number, rows in enumerate(ranges):
+        ingestion.payloads.put_json(_chunk_key(job, number), {"rows": [
+            [i, parsed.rows[i].line, parsed.rows[i].item, parsed.rows[i].error] for i in rows]})
+    ids = ingestion.counters.next_ids(environment, "record", max(len(parsed.rows), 1))
+    ingestion.jobs.record_preparation(job, len(ranges), len(parsed.rows), ids.start)
+    return "chunk" if ranges else "finish"
+
+
+def write_chunks(ports: FilePorts, environment: str, job_id: int, budget: timedelta = CHUNK_TASK_BUDGET) -> str:
+    """Write chunks until the budget is spent; each chunk is claimed once (its checkpoint),
+    beats the heartbeat and checks for a cancel first."""
+    ingestion = ports.ingestion
+    job = ingestion.jobs.get(environment, job_id)
+    if job.finished:
+        return "stop"
+    deadline = time.monotonic() + budget.total_seconds()
+    streams = stream_contexts(ingestion, environment, [{"data_stream_key": job.data_stream_key}])
+    written = 0
+    for number in range(job.chunk_count or 0):
+        if number in job.done_chunks:
+            continue
+        if written and time.monotonic() > deadline:
+            return "chunk"  # at least one chunk per task, then hand over to the next task
+        job = ingestion.jobs.get(environment, job_id)
+        if job.cancellation_requested_at is not None:
+            conclude(ingestion, job, JobStatus.CANCELLED)
+            return "stop"
+        rows = [ChunkRow(index, item, line, error)
+                for index, line, item, error in ingestion.payloads.get_json(_chunk_key(job, number))["rows"]]
+        job = ingestion.jobs.save_chunk(job, process_chunk(ingestion, job, number, rows, streams))
+        written += 1
+    return "finish"
+
+
+def finish(ports: FilePorts, environment: str, job_id: int) -> str:
+    job = ports.ingestion.jobs.get(environment, job_id)
+    if not job.finished:
+        conclude(ports.ingestion, job, JobStatus.COMPLETED)
+    return "stop"
+
+
+def give_up(ports: FilePorts, environment: str, job_id: int, error: dict[str, Any] | None) -> str:
+    """The state machine's catch-all: a task failed after its retries; the import fails with why."""
+    job = ports.ingestion.jobs.get(environment, job_id)
+    if not job.finished:
+        detail = error or {}
+        conclude(ports.ingestion, job, JobStatus.FAILED,
+                 error_message=f"import stopped: {detail.get('Error', 'error')}",
+                 error_details={"error": detail.get("Error"), "cause": shown(detail.get("Cause", ""), 1000)})
+    return "stop"
+
+
+def _start(ingestion: IngestionPorts, job: IngestionJob) -> IngestionJob:
+    now = utc_now()
+    return move_or_reload(ingestion, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)
+
+
+def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
+    if job.source is JobSource.NACHA:
+        parsed = parse_nacha(data)
+        for row in parsed.rows:
+            row.item["data_stream_key"] = job.data_stream_key
+        return parsed
+    options = job.options or {}
+    return parse_csv(data, CsvOptions(
+        data_stream_key=job.data_stream_key, column_mapping=options.get("column_mapping") or {},
+        date_format=options.get("date_format") or "YYYY-MM-DD", decimal_places=options.get("decimal_places"),
+    ))
+
+
+# Cancelling and sweeping ---------------------------------------------------------------------
+
+def cancel(ports: FilePorts, environment: str, job_id: int) -> IngestionJob:
+    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
+    A running job stops at its next heartbeat; a job nothing is running for stops at once."""
+    ingestion = ports.ingestion
+    job = ingestion.jobs.request_cancellation(ingestion.jobs.get(environment, job_id), (JobStatus.PENDING,
+                                                                                           JobStatus.PROCESSING))
+    if job.status is JobStatus.PENDING and job.is_file and not ingestion.payloads.exists(job.file_key):
+        job = conclude(ingestion, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
+    return job
+
+
+def check_create_options(source: JobSource, date_format: str, decimal_places: int | None) -> None:
+    if source is JobSource.NACHA and decimal_places not in (None, 2):
+        raise ValidationFailed.on("decimal_places", "NACHA amounts are always in cents (2)")
+
+
+# The stuck-job sweeper ---------------------------------------------------------------------
+
+MAX_RESTARTS = 3
+LOST_START_AFTER = timedelta(minutes=5)
+UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
+
+
+def sweep(ports: FilePorts, now=None) -> dict[str, int]:
+    """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
+    a job with no heartbeat for 5 minutes restarts (at most MAX_RESTARTS times, then fails); a
+    start that got lost is redone; an upload that never came fails its import."""
+    ingestion = ports.ingestion
+    now = now or utc_now()
+    counts = {"restarted": 0, "failed": 0, "started": 0}
+    for job in ingestion.jobs.active():
+        if job.finished:
+            continue
+        if job.status is JobStatus.PENDING and now - job.created_at > LOST_START_AFTER:
+            if job.is_file and not ingestion.payloads.exists(job.file_key):
+                if now - job.created_at > UPLOAD_WAIT:
+                    conclude(ingestion, job, JobStatus.FAILED, error_message="the file was never uploaded",
+                             error_details={"upload_url_expired": True})
+                    counts["failed"] += 1
+                continue
+            _restart(ports, job, job.restarts)
+            counts["started"] += 1
+        elif job.stuck(now):
+            if job.restarts >= MAX_RESTARTS:
+                conclude(ingestion, job, JobStatus.FAILED,
+                         error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
+                         error_details={"restarts": job.restarts, "last_progress_at": str(job.last_progress_at)})
+                counts["failed"] += 1
+            elif ingestion.jobs.count_restart(job):
+                _restart(ports, job, job.restarts + 1)
+                counts["restarted"] += 1
+    return counts
+
+
+def _restart(ports: FilePorts, job: IngestionJob, attempt: int) -> None:
+    payload = {"environment": job.environment, "job_id": job.id}
+    if job.is_file:
+        ports.workflows.start(execution_name(job, attempt), payload)
+    else:
+        ports.ingestion.queue.send(payload)

@@ -1,0 +1,256 @@
+"""File imports end to end on moto: create, upload (presigned PUT), the S3 event, the state machine
+run in-process by the local driver, results, aggregates, drops, cancel, crash resume, the sweeper."""
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import requests
+
+from chalicelib.adapters.dynamodb.records import RecordRepository
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.ingestion import JobStatus
+from chalicelib.services import file_imports
+from chalicelib.local.statemachines import load_definition, _task_resource_name
+
+NACHA = Path(__file__).resolve().parents[1] / "data" / "nacha"
+CSV = ("date,amount,description,external_id,payout_id\n"
+       "2026-11-01,12.34,Coffee,tx-1,po_1\n"
+       "2026-11-02,\"1,000.00\",Rent,tx-2,po_1\n"
+       "2026-11-03,abc,Broken,tx-3,po_2\n"
+       "2026-11-04,-5.00,Refund,tx-4,po_2\n")
+
+
+@pytest.fixture
+def runtime(services):
+    from app import app
+    from chalicelib.local.runtime import LocalRuntime
+
+    return LocalRuntime(app, services.aws.sqs, "us-east-1", log=print, redelivery_seconds=0)
+
+
+@pytest.fixture
+def bank(api):
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
+
+
+def upload(services, runtime, created, data: bytes):
+    response = requests.put(created["upload_url"], data=data, timeout=10)
+    assert response.status_code == 200
+    key = f"uploads/acme/{created['id']}/{created['filename']}"
+    head = services.aws.s3.head_object(Bucket=services.settings.bucket_name, Key=key)
+    runtime.deliver_s3_event(services.settings.bucket_name, key, head["ETag"].strip('"'), len(data))
+
+
+def create(api, **body):
+    response = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv", **body})
+    assert response.status_code == 201, response.json_body
+    return response.json_body
+
+
+def test_a_csv_upload_is_imported_with_its_bad_rows_reported_by_line(api, services, runtime, bank):
+    created = create(api)
+    assert created["status"] == "pending" and created["upload_url"].startswith("http")
+    assert created["url"] == f"/v1/file_imports/{created['id']}" and created["source"] == "csv"
+
+    upload(services, runtime, created, CSV.encode())
+
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed", done
+    assert (done["total_items"], done["successful_items"], done["failed_items"]) == (4, 3, 1)
+    assert done["expected_records_count"] == 4 and done["progress"] == 100 and done["parsing"] is False
+    assert done["records_written_at"] and done["started_at"] and done["data_stream_ids"]
+    [bad] = done["results"]
+    assert bad["line"] == 4 and bad["status"] == "failed" and "abc" in bad["error"]
+    records = api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]
+    assert sorted((r["amount"], r["direction"]) for r in records) == [(500, "debit"), (1234, "credit"),
+                                                                      (100000, "credit")]
+    assert all(r["metadata"]["payout_id"].startswith("po_") for r in records)
+
+    listed = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    [summary] = listed
+    assert (summary["record_count"], summary["total_credits"], summary["total_debits"],
+            summary["net_amount"]) == (3, 101234, 500, 100734)
+    assert (summary["date_range_start"], summary["date_range_end"], summary["currency"]) == (
+        "2026-11-01", "2026-11-04", "USD")
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3
+
+
+def test_column_mapping_and_date_format_apply(api, services, runtime, bank):
+    created = create(api, column_mapping={"Posted": "date", "Value": "amount"}, date_format="DD/MM/YYYY")
+    upload(services, runtime, created, b"Posted,Value\n31/10/2026,7.00\n")
+    [record] = api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]
+    assert record["date"] == "2026-10-31" and record["amount"] == 700
+
+
+def test_a_valid_nacha_file_becomes_one_record_per_entry(api, services, runtime, bank):
+    created = create(api, filename="payroll.ach", format="nacha")
+    upload(services, runtime, created, (NACHA / "ppd.ach").read_bytes())
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed" and done["successful_items"] == 3
+    records = api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]
+    assert {r["external_id"] for r in records} == {"076401250000001", "076401250000002", "076401250000003"}
+
+
+def test_a_nacha_file_that_fails_validation_fails_whole_and_writes_nothing(api, services, runtime, bank):
+    created = create(api, filename="bad.ach", format="nacha")
+    upload(services, runtime, created, (NACHA / "broken_bad_batch_totals.ach").read_bytes())
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "failed" and "line 6" in done["error_message"]
+    assert done["error_details"]["errors"][0]["field"] == "total_debit_amount"
+    assert api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"] == []
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 0
+
+
+def test_a_file_dropped_in_the_bucket_imports_itself_once(api, services, runtime, bank):
+    bucket = services.settings.bucket_name
+    key = "drops/acme/bank/2026-11-03.ach"
+    data = (NACHA / "web.ach").read_bytes()
+    services.aws.s3.put_object(Bucket=bucket, Key=key, Body=data)
+    etag = services.aws.s3.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+    runtime.deliver_s3_event(bucket, key, etag, len(data))
+    runtime.deliver_s3_event(bucket, key, etag, len(data))  # EventBridge delivers at least once
+    [imported] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    assert imported["status"] == "completed" and imported["source"] == "nacha"
+    assert imported["filename"] == "2026-11-03.ach" and imported["record_count"] == 2
+
+
+def test_a_drop_for_an_unknown_stream_or_environment_is_ignored(api, services, runtime, bank):
+    bucket = services.settings.bucket_name
+    for key in ("drops/acme/ghost/x.csv", "drops/other-env/bank/x.csv"):
+        services.aws.s3.put_object(Bucket=bucket, Key=key, Body=CSV.encode())
+        runtime.deliver_s3_event(bucket, key, "e", 1)
+    assert api.get("/v1/data_streams/bank/file_imports").json_body["data"] == []
+
+
+def test_cancel_a_pending_import_that_never_got_its_file(api, bank):
+    created = create(api)
+    response = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    assert response.status_code == 202
+    assert response.json_body["status"] == "cancelled" and response.json_body["cancellation_requested_at"]
+    again = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    assert again.status_code == 409 and set(again.json_body) == {"message"}
+    assert api.post("/v1/file_imports/999/cancel").status_code == 404
+
+
+def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was_written(
+        api, services, runtime, bank):
+    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,c-{n}\n" for n in range(2500))
+    created = create(api)
+    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    files = services.files
+    assert file_imports.prepare(files, "acme", created["id"]) == "chunk"
+    assert file_imports.write_chunks(files, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
+    first = api.post(f"/v1/file_imports/{created['id']}/cancel").json_body
+    second = api.post(f"/v1/file_imports/{created['id']}/cancel").json_body
+    assert first["status"] == second["status"] == "processing"
+    assert second["cancellation_requested_at"] >= first["cancellation_requested_at"]
+
+    assert file_imports.write_chunks(files, "acme", created["id"]) == "stop"
+
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "cancelled" and done["successful_items"] == 1000
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1000
+
+
+class RecordsThatDie(RecordRepository):
+    def __init__(self, table, die_on_call: int) -> None:
+        super().__init__(table)
+        self.calls, self.die_on_call = 0, die_on_call
+
+    def put_many(self, records):
+        self.calls += 1
+        written = super().put_many(records)
+        if self.calls == self.die_on_call:
+            raise RuntimeError("Lambda died after writing the records, before the checkpoint")
+        return written
+
+
+def test_a_crashed_chunk_resumes_from_its_checkpoint_without_duplicates_or_gaps(api, services, bank):
+    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,r-{n}\n" for n in range(3100))
+    created = create(api)
+    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    files = services.files
+    file_imports.prepare(files, "acme", created["id"])
+    dying = replace(files, ingestion=replace(files.ingestion, records=RecordsThatDie(services.table, 2)))
+    with pytest.raises(RuntimeError):
+        file_imports.write_chunks(dying, "acme", created["id"])
+
+    assert file_imports.write_chunks(files, "acme", created["id"]) == "finish"
+    file_imports.finish(files, "acme", created["id"])
+
+    done = api.get(created["url"]).json_body
+    assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 3100, 3100)
+    ids, cursor = [], None
+    while True:
+        page = api.get(f"/v1/file_imports/{created['id']}/records?limit=200" +
+                       (f"&cursor={cursor}" if cursor else "")).json_body
+        ids += [r["external_id"] for r in page["data"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert sorted(ids) == sorted(f"r-{n}" for n in range(3100))
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3100
+
+
+def test_the_sweeper_restarts_a_stuck_import_and_fails_it_after_too_many_restarts(api, services, bank):
+    created = create(api)
+    requests.put(created["upload_url"], data=CSV.encode(), timeout=10)
+    files = services.files
+    file_imports.prepare(files, "acme", created["id"])  # then the workflow "dies": no more heartbeats
+    job = services.ingestion_jobs.get("acme", created["id"])
+    assert job.status is JobStatus.PROCESSING and not job.stuck(utc_now())
+    later = utc_now() + timedelta(minutes=6)
+    assert api.get(created["url"]).json_body["stuck"] is False
+
+    counts = file_imports.sweep(files, now=later)
+
+    assert counts["restarted"] == 1
+    assert api.get(created["url"]).json_body["status"] == "completed"  # the restarted run finished it
+
+    stuck = create(api)
+    requests.put(stuck["upload_url"], data=CSV.encode(), timeout=10)
+    file_imports.prepare(files, "acme", stuck["id"])
+    job = services.ingestion_jobs.get("acme", stuck["id"])
+    services.table.update({"pk": f"E#acme#JOB#{stuck['id']:012d}", "sk": "JOB"}, "SET restarts = :r",
+                          values={":r": file_imports.MAX_RESTARTS})
+    file_imports.sweep(files, now=utc_now() + timedelta(minutes=6))
+    failed = api.get(stuck["url"]).json_body
+    assert failed["status"] == "failed" and "restarts" in failed["error_message"]
+
+
+def test_bulk_requests_are_file_imports_too(api, bank, worker):
+    summary = api.post("/v1/records/bulk", {"records": [
+        {"date": "2026-11-01", "data_stream_key": "bank", "amount": 5, "direction": "credit"}]}).json_body
+    worker.drain()
+    job = api.get(f"/v1/file_imports/{summary['id']}").json_body
+    assert job["source"] == "bulk_api" and job["status"] == "completed" and job["url"] == summary["url"]
+
+
+def test_every_task_of_the_state_machine_is_a_function_of_the_app():
+    from app import app
+
+    definition = load_definition("file_import")
+    tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+    from chalicelib.local.provision import Resolver, load_template, state_machine_definition
+
+    template = load_template()
+    _, substitutions = state_machine_definition(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"),
+                                                "FileImportStateMachine")
+    for resource in tasks:
+        function = substitutions[_task_resource_name(resource)].rsplit(":", 1)[-1].removeprefix("recon-dev-")
+        assert function in app.handler_map, function
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"filename": "x.csv", "format": "xlsx"}, "format"), ({"format": "csv"}, "filename"),
+    ({"filename": "x.csv", "format": "csv", "date_format": "YY"}, "date_format"),
+    ({"filename": "x.ach", "format": "nacha", "decimal_places": 3}, "decimal_places"),
+])
+def test_bad_create_bodies_are_422(api, bank, body, field):
+    response = api.post("/v1/data_streams/bank/file_imports", body)
+    assert response.status_code == 422 and response.json_body["errors"][0]["field"] == field
+
+
+def test_an_import_into_an_unknown_stream_is_404(api):
+    assert api.post("/v1/data_streams/ghost/file_imports", {"filename": "x.csv", "format": "csv"}).status_code == 404
