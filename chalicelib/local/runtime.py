@@ -82,13 +82,9 @@ class LocalRuntime:
         self._start_thread(poll, "s3-events")
 
     def deliver_s3_event(self, bucket: str, key: str, etag: str, size: int) -> None:
-        event = {
-            "version": "0", "id": str(uuid.uuid4()), "detail-type": "Object Created", "source": "aws.s3",
-            "account": LOCAL_ACCOUNT_ID, "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": self._region, "resources": [f"arn:aws:s3:::{bucket}"],
-            "detail": {"version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": size, "etag": etag},
-                       "reason": "PutObject"},
-        }
+        event = self._eventbridge_event("Object Created", "aws.s3", [f"arn:aws:s3:::{bucket}"], {
+            "version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": size, "etag": etag},
+            "reason": "PutObject"})
         for config in self.s3_event_handlers:
             try:
                 self._app.handler_map[config.name](event, self._context(config.name))
@@ -104,14 +100,20 @@ class LocalRuntime:
             def tick(config=config, seconds=seconds) -> None:
                 while not self._stopping.wait(seconds):
                     try:
-                        self._app.handler_map[config.name]({"source": "aws.events", "detail-type": "Scheduled Event",
-                                                            "detail": {}, "region": self._region,
-                                                            "resources": [], "id": str(uuid.uuid4())},
-                                                           self._context(config.name))
+                        self.run_schedule_once(config)
                     except Exception as error:
                         self._log(f"{config.name}: scheduled run failed: {error!r}")
 
             self._start_thread(tick, f"schedule-{config.name}")
+
+    def run_schedule_once(self, config: ScheduledEventConfig) -> None:
+        event = self._eventbridge_event("Scheduled Event", "aws.events", [], {})
+        self._app.handler_map[config.name](event, self._context(config.name))
+
+    def _eventbridge_event(self, detail_type: str, source: str, resources: list[str], detail: dict) -> dict:
+        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": source,
+                "account": LOCAL_ACCOUNT_ID, "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "region": self._region, "resources": resources, "detail": detail}
 
     def _start_thread(self, target, name: str) -> None:
         thread = threading.Thread(target=target, daemon=True, name=name)

@@ -55,3 +55,19 @@ def test_a_failed_batch_stays_on_the_queue_and_is_delivered_again(services):
     assert seen == [[{"n": 7}], [{"n": 7}]]
     attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "0"
+
+
+def test_scheduled_handlers_get_the_event_chalice_expects(services):
+    from chalice import Rate
+
+    app = Chalice(app_name="schedule-test")
+    seen = []
+
+    @app.schedule(Rate(1, unit=Rate.MINUTES))
+    def tick(event):
+        seen.append((event.detail_type, event.source, event.region))
+
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda m: seen.append(m))
+    [config] = runtime.schedules
+    runtime.run_schedule_once(config)
+    assert seen == [("Scheduled Event", "aws.events", "us-east-1")]

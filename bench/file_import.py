@@ -1,0 +1,79 @@
+"""A 100,000-row CSV import end to end on the local stack: presigned upload, the S3 event, the
+file-import state machine (prepare, chunk tasks, finish), polled until `completed`. Same run:
+the BatchWriteItem-only baseline of bench/ingestion.py for the same number of records.
+
+    .venv/bin/python bench/file_import.py [--rows 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingestion import WriteCounter, baseline  # noqa: E402
+
+from chalicelib.local.__main__ import LocalService  # noqa: E402
+from chalicelib.local.processes import free_port  # noqa: E402
+from chalicelib.settings import Settings  # noqa: E402
+
+
+def csv_rows(rows: int) -> bytes:
+    lines = ["date,amount,description,external_id,payout_id"]
+    lines += [f"2026-10-{1 + n % 28:02d},{'-' if n % 5 == 0 else ''}{n // 100}.{n % 100:02d},Payment {n},"
+              f"f-{n:08d},po_{n // 50}" for n in range(rows)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="recon-bench-file-"))
+    service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
+                           log=lambda m: print(f"[local] {m}")).start()
+    service.serve_in_background()
+    counter = WriteCounter()
+    service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    session = requests.Session()
+    session.headers["X-API-KEY"] = service.key
+    try:
+        base_seconds = baseline(service, args.rows, 4)
+        counter.reset()
+        assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
+        created = session.post(f"{service.url}/data_streams/bench/file_imports",
+                               json={"filename": "bench.csv", "format": "csv"}).json()
+        data = csv_rows(args.rows)
+        started = time.perf_counter()
+        assert requests.put(created["upload_url"], data=data, timeout=120).status_code == 200
+        while True:
+            body = session.get(f"{service.url}/file_imports/{created['id']}").json()
+            if body["status"] not in ("pending", "processing", "replicating"):
+                break
+            time.sleep(0.2)
+        seconds = time.perf_counter() - started
+        assert body["status"] == "completed" and body["successful_items"] == args.rows, body
+        writes = sum(counter.counts.values())
+        print(f"\nmachine: {platform.machine()}, {platform.system()} {platform.release()}, "
+              f"python {platform.python_version()}")
+        print(f"baseline, BatchWriteItem only: {args.rows:,} items in {base_seconds:.1f} s = "
+              f"{args.rows / base_seconds:,.0f} items/s")
+        print(f"CSV import of {args.rows:,} rows ({len(data) / 1e6:.1f} MB), upload to completed: {seconds:.1f} s = "
+              f"{args.rows / seconds:,.0f} records/s; ratio to baseline {(args.rows / seconds) / (args.rows / base_seconds):.2f}")
+        print(f"DynamoDB write requests: {writes:,} = {writes / args.rows:.3f} per record; "
+              + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
