@@ -16,6 +16,7 @@ from chalicelib.adapters.dynamodb.repositories import (
     PropertyDefinitionRepository,
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.services.bulk_ingestion import IngestionPorts
@@ -66,6 +67,7 @@ class Container:
             definitions=self.property_definitions, counters=self.counters,
             payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
             queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
+            mirror=AnalyticsMirror(self.aws.s3, self.settings.bucket_name),
         )
 
     @cached_property

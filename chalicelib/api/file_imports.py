@@ -15,7 +15,7 @@ from chalicelib.api.schemas import (
 )
 from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
 from chalicelib.container import container
-from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
+from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.services import file_imports as service
 
 router = Router("file_imports")
@@ -52,7 +52,7 @@ def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
 def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
     jobs = container().ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
-    problems = [r for r in jobs.results(request.environment, job.id) if r.status is not ItemStatus.SUCCESSFUL]
+    problems = jobs.results(request.environment, job.id, problems_only=True)
     return FileImportDetailOut(**ingestion_job_fields(job),
                                results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
                                results_truncated=len(problems) > MAX_RESULTS_SHOWN)

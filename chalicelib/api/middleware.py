@@ -45,7 +45,7 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                 key = authenticate(services.api_keys, api_key_from(event.headers),
                                    services.key_last_used_resolution)
                 context[ENVIRONMENT_CONTEXT_KEY] = key.environment
-                logger.append_keys(environment=key.environment)
+                logger.thread_safe_append_keys(environment=key.environment)
                 tracer.put_annotation("environment", key.environment)
             response = framework_error_to_message(get_response(event))
         except DomainError as error:
@@ -57,7 +57,7 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
         metrics.add_metric(name="Latency", unit="Milliseconds", value=elapsed_ms)
         if response.status_code >= 500:
             metrics.add_metric(name="ServerErrors", unit="Count", value=1)
-        logger.remove_keys(["environment"])
+        logger.thread_safe_remove_keys(["environment"])
         flush_metrics(enabled=not services.settings.local_mode)
         return response
 

@@ -88,30 +88,9 @@ class ChunkOutcome:
     index: int
     results: tuple[ItemResult, ...]
     created_per_stream: dict[str, int]
-    totals: dict[str, Any] = field(default_factory=dict)
 
     def count(self, status: ItemStatus) -> int:
         return sum(1 for r in self.results if r.status is status)
-
-
-def totals_of(records) -> dict[str, Any]:
-    """Count, credits, debits, date range and currencies of the records a chunk wrote."""
-    if not records:
-        return {}
-    credits = sum(r.amount for r in records if r.direction.value == "credit")
-    return {"count": len(records), "credits": credits, "debits": sum(r.amount for r in records) - credits,
-            "date_min": min(r.date for r in records), "date_max": max(r.date for r in records),
-            "currencies": sorted({r.currency for r in records})}
-
-
-def merge_totals(parts) -> dict[str, Any]:
-    parts = [p for p in parts if p]
-    if not parts:
-        return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
-    return {"count": sum(p["count"] for p in parts), "credits": sum(p["credits"] for p in parts),
-            "debits": sum(p["debits"] for p in parts), "date_min": min(p["date_min"] for p in parts),
-            "date_max": max(p["date_max"] for p in parts),
-            "currencies": sorted({c for p in parts for c in p["currencies"]})}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ def handle_bulk_messages(event) -> None:
         message = json.loads(record.body)
         environment, job_id = message["environment"], int(message["job_id"])
         attempts = int(record.to_dict().get("attributes", {}).get("ApproximateReceiveCount", "1"))
-        logger.append_keys(environment=environment, job_id=job_id)
+        logger.thread_safe_append_keys(environment=environment, job_id=job_id)
         try:
             job = process_job(services.ingestion, environment, job_id)
             if job is not None:
@@ -30,4 +30,4 @@ def handle_bulk_messages(event) -> None:
             logger.exception("bulk job failed on its last delivery", extra={"attempts": attempts})
             fail(services.ingestion, environment, job_id, error, attempts)
         finally:
-            logger.remove_keys(["environment", "job_id"])
+            logger.thread_safe_remove_keys(["environment", "job_id"])

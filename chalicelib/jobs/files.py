@@ -10,11 +10,11 @@ from chalicelib.services import file_imports
 
 def _task(event: dict[str, Any], step) -> dict[str, Any]:
     environment, job_id = event["environment"], int(event["job_id"])
-    logger.append_keys(environment=environment, job_id=job_id)
+    logger.thread_safe_append_keys(environment=environment, job_id=job_id)
     try:
         return {"environment": environment, "job_id": job_id, "next": step(container().files, environment, job_id)}
     finally:
-        logger.remove_keys(["environment", "job_id"])
+        logger.thread_safe_remove_keys(["environment", "job_id"])
 
 
 def prepare_task(event: dict[str, Any]) -> dict[str, Any]:

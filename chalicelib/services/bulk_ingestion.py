@@ -31,8 +31,6 @@ from chalicelib.domain.ingestion import (
     JobStatus,
     OnConflict,
     chunk_ranges,
-    merge_totals,
-    totals_of,
 )
 from chalicelib.domain.records import MAX_EXTERNAL_ID, ItemError, Record, RecordDraft, StreamContext, validate_item
 from chalicelib.observability import logger
@@ -53,6 +51,7 @@ class IngestionPorts:
     counters: Any
     payloads: Any
     queue: Any
+    mirror: Any
 
 
 def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
@@ -159,7 +158,8 @@ def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: li
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
             created[draft.data_stream_key] = created.get(draft.data_stream_key, 0) + 1
     ports.records.put_many(records)
-    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created, totals=totals_of(records))
+    ports.mirror.write_part(job.environment, job.id, index, records)
+    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
 
 
 def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
@@ -179,12 +179,17 @@ def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception,
 
 def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     """End a job (completed, cancelled or failed): count the records it wrote into their streams
-    exactly once, then move it. Records written before a cancel or a failure are kept."""
+    exactly once, replicate (its aggregates are read from the analytics mirror), then move it.
+    Records written before a cancel or a failure are kept."""
     _roll_up_counts(ports, job)
-    fields["aggregates"] = merge_totals(ports.jobs.chunk_totals(job.environment, job.id))
     now = utc_now()
     if target is JobStatus.COMPLETED:
         fields["records_written_at"] = now
+        if job.status is JobStatus.PROCESSING:
+            job = move_or_reload(ports, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
+            if job.status is not JobStatus.REPLICATING:
+                return job
+    fields["aggregates"] = ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
     return move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
                            data_stream_ids=_stream_ids(ports, job), **fields)
 

@@ -21,6 +21,7 @@ from chalicelib.domain.ingestion import (
     JobSource,
     JobStatus,
     OnConflict,
+    STUCK_AFTER,
     chunk_ranges,
 )
 from chalicelib.domain.parsers import FileRejected, ParsedFile
@@ -266,7 +267,8 @@ def sweep(ports: FilePorts, now=None) -> dict[str, int]:
                 continue
             _restart(ports, job, job.restarts)
             counts["started"] += 1
-        elif job.stuck(now):
+        elif job.stuck(now) or (job.status is JobStatus.REPLICATING and now - (job.last_progress_at or job.created_at)
+                                > STUCK_AFTER):
             if job.restarts >= MAX_RESTARTS:
                 conclude(ingestion, job, JobStatus.FAILED,
                          error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",

@@ -142,7 +142,9 @@ def test_a_real_client_with_retries_ingests_every_batch_exactly_once(stack, prox
     summaries = [client.post_batch(batch(b)) for b in range(4)]
     finished = [client.wait(s) for s in summaries]
 
-    assert all(f["status"] == "completed" for f in finished)
+    # The client stops polling once a request is neither pending nor processing: its results are
+    # final from `replicating` on (the records are written; only the analytics mirror is left).
+    assert all(f["status"] in ("replicating", "completed") for f in finished)
     assert 503 in client.attempts and 429 in client.attempts  # retries really happened
     assert len({s["id"] for s in summaries}) == 4
     for b, body in enumerate(finished):

@@ -29,6 +29,10 @@ from chalicelib.domain.ingestion import (
 IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
 
 
+def _result_row(result: ItemResult) -> list[Any]:
+    return [result.index, result.status.value, result.external_id, result.record_id, result.error, result.line]
+
+
 def _time(value: str | None) -> datetime | None:
     return parse_iso(value) if value else None
 
@@ -75,17 +79,14 @@ class IngestionJobRepository:
         item = self._table.get(keys.ingestion_job(environment, job_id))
         return self._from_item(item) if item else None
 
-    def chunk_totals(self, environment: str, job_id: int) -> list[dict[str, Any]]:
+    def results(self, environment: str, job_id: int, problems_only: bool = False) -> list[ItemResult]:
+        """Every item's result in submission order, or only those that failed or were skipped."""
+        attribute = "problems" if problems_only else "results"
         items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
-                                      sort_prefix=keys.RESULTS_PREFIX)
-        return [item["totals"] for item in items if item.get("totals")]
-
-    def results(self, environment: str, job_id: int) -> list[ItemResult]:
-        items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
-                                      sort_prefix=keys.RESULTS_PREFIX)
+                                      sort_prefix=keys.RESULTS_PREFIX, projection=attribute)
         results = [ItemResult(index=r[0], status=ItemStatus(r[1]), external_id=r[2], record_id=r[3], error=r[4],
                               line=r[5] if len(r) > 5 else None)
-                   for item in items for r in item["results"]]
+                   for item in items for r in item.get(attribute) or ()]
         return sorted(results, key=lambda r: r.index)
 
     # Moving --------------------------------------------------------------------------------
@@ -125,9 +126,10 @@ class IngestionJobRepository:
         number, so a chunk processed again is not counted again."""
         self._table.put({
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
-            "results": [[r.index, r.status.value, r.external_id, r.record_id, r.error, r.line]
-                        for r in outcome.results],
-            "totals": outcome.totals or None,
+            "results": [_result_row(r) for r in outcome.results],
+            # The rows that failed or were skipped, again: read alone, they keep a file import's
+            # status cheap to poll (a million-row import has a thousand result items).
+            "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
         })
         names = {"#done": "done_chunks"}
         values: dict[str, Any] = {
@@ -186,8 +188,9 @@ class IngestionJobRepository:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
         (it came back, or another sweeper restarted it)."""
         values: dict[str, Any] = {":now": iso(utc_now()), ":restarts": job.restarts,
-                                  ":processing": JobStatus.PROCESSING.value}
-        condition = "#status = :processing AND (attribute_not_exists(restarts) OR restarts = :restarts)"
+                                  ":processing": JobStatus.PROCESSING.value, ":replicating": JobStatus.REPLICATING.value}
+        condition = ("#status IN (:processing, :replicating) "
+                     "AND (attribute_not_exists(restarts) OR restarts = :restarts)")
         if job.last_progress_at is not None:
             condition += " AND last_progress_at = :seen"
             values[":seen"] = iso(job.last_progress_at)

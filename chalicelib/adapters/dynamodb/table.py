@@ -175,8 +175,12 @@ class DynamoTable:
         return Page(items=items, cursor=encode_cursor(serialize(last_key)))
 
     def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-                  sort_attr: str | None = None, sort_prefix: str | None = None) -> Iterator[dict[str, Any]]:
+                  sort_attr: str | None = None, sort_prefix: str | None = None,
+                  projection: str | None = None) -> Iterator[dict[str, Any]]:
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
+        if projection:
+            kwargs["ProjectionExpression"] = "#proj"
+            kwargs["ExpressionAttributeNames"]["#proj"] = projection
         while True:
             response = self._client.query(**kwargs)
             yield from (deserialize(i) for i in response.get("Items", []))

@@ -1,0 +1,75 @@
+"""The analytics mirror: Parquet copies of records in S3, partitioned by environment, stream and
+import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`).
+
+Each chunk stages its records as one part (rewritten identically when a chunk is processed
+again); when the import turns `replicating`, its parts are read back to compute the import's
+aggregates, so those numbers come from the mirror, not from the operational table.
+polars is imported lazily: only the workers that write or read the mirror load it.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any, Iterable
+
+from chalicelib.domain.records import Record
+
+PREFIX = "mirror"
+COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
+           "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
+           "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64"}
+
+
+def import_prefix(environment: str, stream_key: str, job_id: int) -> str:
+    return f"{PREFIX}/environment={environment}/data_stream={stream_key}/import={job_id}/"
+
+
+class AnalyticsMirror:
+    def __init__(self, s3, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def write_part(self, environment: str, job_id: int, part: int, records: Iterable[Record]) -> None:
+        import polars as pl
+
+        by_stream: dict[str, list[Record]] = {}
+        for record in records:
+            by_stream.setdefault(record.data_stream_key, []).append(record)
+        schema = {name: getattr(pl, kind) for name, kind in COLUMNS.items()}
+        for stream_key, rows in by_stream.items():
+            frame = pl.DataFrame({
+                "id": [r.id for r in rows], "data_stream_key": [r.data_stream_key for r in rows],
+                "data_stream_id": [r.data_stream_id for r in rows], "date": [r.date for r in rows],
+                "amount": [r.amount for r in rows], "currency": [r.currency for r in rows],
+                "decimal_places": [r.decimal_places for r in rows], "direction": [r.direction.value for r in rows],
+                "description": [r.description for r in rows], "external_id": [r.external_id for r in rows],
+                "file_import_id": [r.file_import_id for r in rows],
+            }, schema=schema)
+            buffer = io.BytesIO()
+            frame.write_parquet(buffer, compression="zstd")
+            self._s3.put_object(Bucket=self._bucket, Key=f"{import_prefix(environment, stream_key, job_id)}"
+                                f"part-{part:06d}.parquet", Body=buffer.getvalue())
+
+    def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
+        """Totals of an import, read from its Parquet parts."""
+        import polars as pl
+
+        frames = []
+        for stream_key in stream_keys:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=import_prefix(environment, stream_key, job_id))
+            for obj in (o for page in pages for o in page.get("Contents", [])):
+                body = self._s3.get_object(Bucket=self._bucket, Key=obj["Key"])["Body"].read()
+                frames.append(pl.read_parquet(io.BytesIO(body), columns=["date", "amount", "direction", "currency"]))
+        if not frames:
+            return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
+        data = pl.concat(frames)
+        credit = pl.col("direction") == "credit"
+        row = data.select(
+            pl.len().alias("count"),
+            pl.col("amount").filter(credit).sum().alias("credits"),
+            pl.col("amount").filter(~credit).sum().alias("debits"),
+            pl.col("date").min().alias("date_min"), pl.col("date").max().alias("date_max"),
+        ).row(0, named=True)
+        return {"count": int(row["count"]), "credits": int(row["credits"] or 0), "debits": int(row["debits"] or 0),
+                "date_min": row["date_min"], "date_max": row["date_max"],
+                "currencies": sorted(data["currency"].unique().to_list())}
