@@ -21,7 +21,6 @@ from typing import Any, Callable
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.ingestion import (
-    CANCELLABLE,
     ChunkOutcome,
     ChunkRow,
     IngestionJob,
@@ -209,10 +208,6 @@ def _roll_up_counts(ports: IngestionPorts, job: IngestionJob) -> None:
                 job.environment, stream_key,
                 lambda t: t != token and token_time(t) is not None and token_time(t) < cutoff)
 
-
-def request_cancellation(ports: IngestionPorts, environment: str, job_id: int) -> IngestionJob:
-    job = ports.jobs.get(environment, job_id)
-    return ports.jobs.request_cancellation(job, tuple(CANCELLABLE))
 
 
 # Helpers ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.ingestion import (
+    CANCELLABLE,
     ChunkRow,
     IngestionJob,
     JobSource,
@@ -229,8 +230,7 @@ def cancel(ports: FilePorts, environment: str, job_id: int) -> IngestionJob:
     """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
     A running job stops at its next heartbeat; a job nothing is running for stops at once."""
     ingestion = ports.ingestion
-    job = ingestion.jobs.request_cancellation(ingestion.jobs.get(environment, job_id), (JobStatus.PENDING,
-                                                                                           JobStatus.PROCESSING))
+    job = ingestion.jobs.request_cancellation(ingestion.jobs.get(environment, job_id), tuple(CANCELLABLE))
     if job.status is JobStatus.PENDING and job.is_file and not ingestion.payloads.exists(job.file_key):
         job = conclude(ingestion, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
     return job

@@ -1,5 +1,4 @@
 """The local stack as a person uses it: `make run`, curl, the key CLI."""
-import os
 import time
 import uuid
 
