@@ -1,10 +1,11 @@
 """The analytics mirror: Parquet copies of records in S3, partitioned by environment, stream and
 import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`).
 
-Each chunk stages its records as one part (rewritten identically when a chunk is processed
-again); when the import turns `replicating`, its parts are read back to compute the import's
-aggregates, so those numbers come from the mirror, not from the operational table.
-polars is imported lazily: only the workers that write or read the mirror load it.
+Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
+chunk processed again rewrites the same part), so that nothing has to be read back from
+DynamoDB. When the import turns `replicating`, its parts are published into the mirror and
+read back from there to compute the import's aggregates. polars is imported lazily: only the
+workers that write or read the mirror load it.
 """
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import Any, Iterable
 from chalicelib.domain.records import Record
 
 PREFIX = "mirror"
+STAGING = "staging"
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
            "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64"}
 
 
-def import_prefix(environment: str, stream_key: str, job_id: int) -> str:
-    return f"{PREFIX}/environment={environment}/data_stream={stream_key}/import={job_id}/"
+def import_prefix(environment: str, stream_key: str, job_id: int, root: str = PREFIX) -> str:
+    return f"{root}/environment={environment}/data_stream={stream_key}/import={job_id}/"
 
 
 class AnalyticsMirror:
@@ -46,8 +48,25 @@ class AnalyticsMirror:
             }, schema=schema)
             buffer = io.BytesIO()
             frame.write_parquet(buffer, compression="zstd")
-            self._s3.put_object(Bucket=self._bucket, Key=f"{import_prefix(environment, stream_key, job_id)}"
+            self._s3.put_object(Bucket=self._bucket, Key=f"{import_prefix(environment, stream_key, job_id, STAGING)}"
                                 f"part-{part:06d}.parquet", Body=buffer.getvalue())
+
+    def publish(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> int:
+        """Move an import's staged parts into the mirror (idempotent: a retry finds them moved)."""
+        moved = 0
+        for stream_key in stream_keys:
+            staged = import_prefix(environment, stream_key, job_id, STAGING)
+            for key in self._keys(staged):
+                target = import_prefix(environment, stream_key, job_id) + key.removeprefix(staged)
+                self._s3.copy_object(Bucket=self._bucket, Key=target,
+                                     CopySource={"Bucket": self._bucket, "Key": key})
+                self._s3.delete_object(Bucket=self._bucket, Key=key)
+                moved += 1
+        return moved
+
+    def _keys(self, prefix: str) -> list[str]:
+        pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix)
+        return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
 
     def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
         """Totals of an import, read from its Parquet parts."""
@@ -55,10 +74,8 @@ class AnalyticsMirror:
 
         frames = []
         for stream_key in stream_keys:
-            pages = self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self._bucket, Prefix=import_prefix(environment, stream_key, job_id))
-            for obj in (o for page in pages for o in page.get("Contents", [])):
-                body = self._s3.get_object(Bucket=self._bucket, Key=obj["Key"])["Body"].read()
+            for key in self._keys(import_prefix(environment, stream_key, job_id)):
+                body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
                 frames.append(pl.read_parquet(io.BytesIO(body), columns=["date", "amount", "direction", "currency"]))
         if not frames:
             return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}

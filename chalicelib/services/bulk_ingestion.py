@@ -188,6 +188,7 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
             job = move_or_reload(ports, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
             if job.status is not JobStatus.REPLICATING:
                 return job
+    ports.mirror.publish(job.environment, job.id, job.created_per_stream)
     fields["aggregates"] = ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
     return move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
                            data_stream_ids=_stream_ids(ports, job), **fields)

@@ -234,3 +234,14 @@ def test_within_one_request_the_first_of_duplicates_always_wins(api, streams, wo
     assert [r["status"] for r in results[:3]] == ["successful"] * 3
     assert all(r["status"] == "skipped" and r["record_id"] == results[i % 3]["record_id"]
                for i, r in enumerate(results[3:], start=3))
+
+
+def test_bulk_requests_replicate_to_the_mirror_per_stream(api, streams, services, worker):
+    summary = submit(api, [item(1), item(2), item(3, stream="ledger")]).json_body
+    worker.drain()
+    keys = [o["Key"] for o in services.aws.s3.list_objects_v2(
+        Bucket=services.settings.bucket_name, Prefix="mirror/environment=acme/").get("Contents", [])]
+    assert sorted(keys) == [
+        f"mirror/environment=acme/data_stream=bank/import={summary['id']}/part-000000.parquet",
+        f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/part-000000.parquet",
+    ]

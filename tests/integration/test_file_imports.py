@@ -254,3 +254,21 @@ def test_bad_create_bodies_are_422(api, bank, body, field):
 
 def test_an_import_into_an_unknown_stream_is_404(api):
     assert api.post("/v1/data_streams/ghost/file_imports", {"filename": "x.csv", "format": "csv"}).status_code == 404
+
+
+def test_a_completed_import_is_in_the_mirror_as_parquet_partitioned_by_environment_stream_and_import(
+        api, services, runtime, bank):
+    import io
+
+    import polars as pl
+
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    s3, bucket = services.aws.s3, services.settings.bucket_name
+    prefix = f"mirror/environment=acme/data_stream=bank/import={created['id']}/"
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
+    assert keys == [prefix + "part-000000.parquet"]
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="staging/").get("KeyCount", 0) == 0
+    frame = pl.read_parquet(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read()))
+    assert frame["amount"].dtype == pl.Int64 and sorted(frame["amount"].to_list()) == [500, 1234, 100000]
+    assert set(frame["external_id"].to_list()) == {"tx-1", "tx-2", "tx-4"}
