@@ -20,6 +20,10 @@ class PayloadStore:
     def get_bytes(self, key: str) -> bytes:
         return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
+    def head_bytes(self, key: str, count: int) -> bytes:
+        """The first `count` bytes (a ranged GET), e.g. to sniff a file's format."""
+        return self._s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{count - 1}")["Body"].read()
+
     def exists(self, key: str) -> bool:
         try:
             self._s3.head_object(Bucket=self.bucket, Key=key)

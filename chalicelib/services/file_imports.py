@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.ingestion import (
@@ -80,7 +81,7 @@ def on_object_created(ports: FilePorts, key: str, etag: str = "") -> IngestionJo
     ingestion = ports.ingestion
     if key.startswith(UPLOADS_PREFIX):
         parts = key.split("/")
-        if len(parts) < 4 or not parts[2].isdigit():
+        if len(parts) < 4 or not ENVIRONMENT_PATTERN.match(parts[1]) or not parts[2].isdigit():
             return None
         job = ingestion.jobs.find(parts[1], int(parts[2]))
         if job is None or job.file_key != key or job.status is not JobStatus.PENDING:
@@ -97,12 +98,14 @@ def _start_drop(ports: FilePorts, key: str, etag: str) -> IngestionJob | None:
     if len(parts) < 4 or not parts[3]:
         return None
     environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])
+    if not ENVIRONMENT_PATTERN.match(environment):
+        return None
     ingestion = ports.ingestion
     try:
         ingestion.streams.get(environment, stream_key)
     except NotFound:
         return None  # a drop for a stream that is not there: nothing to import into
-    source = _format_of(filename, ingestion.payloads.get_bytes(key)[:200])
+    source = _format_of(filename, ingestion.payloads.head_bytes(key, 200))
     job_id = ingestion.counters.next_id(environment, "ingestion_job")
     # One import per dropped object, however often its event arrives.
     job_id, _ = ingestion.jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
