@@ -24,6 +24,9 @@ class PayloadStore:
         """The first `count` bytes (a ranged GET), e.g. to sniff a file's format."""
         return self._s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{count - 1}")["Body"].read()
 
+    def size(self, key: str) -> int:
+        return self._s3.head_object(Bucket=self.bucket, Key=key)["ContentLength"]
+
     def exists(self, key: str) -> bool:
         try:
             self._s3.head_object(Bucket=self.bucket, Key=key)

@@ -236,7 +236,8 @@ class CreateFileImport(RequestModel):
     filename: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
     format: Literal["csv", "nacha"]
     on_conflict: Literal["skip", "error"] = "skip"
-    column_mapping: dict[str, Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+    column_mapping: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)],
+                         Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
         default_factory=dict, description="Source column name -> field name (date, amount, direction, "
         "description, external_id, currency) or metadata key")
     date_format: Literal["YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY"] = "YYYY-MM-DD"

@@ -100,7 +100,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
         logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
         return None
     if job.finished:
-        return job
+        return settle(ports, job)
     if job.status is JobStatus.PENDING:
         job = move_or_reload(ports, job, JobStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
         if job.status is not JobStatus.PROCESSING:
@@ -169,7 +169,7 @@ def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception,
     """Give up on a job that failed on every delivery: it ends `failed`, with what it wrote counted."""
     job = ports.jobs.get(environment, job_id)
     if job.finished:
-        return job
+        return settle(ports, job)
     return conclude(ports, job, JobStatus.FAILED,
                     error_message=f"processing failed {attempts} times; the last error was {type(error).__name__}",
                     error_details={"error": type(error).__name__, "detail": shown(error, 500),
@@ -177,21 +177,42 @@ def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception,
 
 
 def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-    """End a job (completed, cancelled or failed): count the records it wrote into their streams
-    exactly once, replicate (its aggregates are read from the analytics mirror), then move it.
-    Records written before a cancel or a failure are kept."""
-    _roll_up_counts(ports, job)
+    """End a job. Completed: turn `replicating` (no chunk is counted after that), count its records
+    into their streams exactly once, replicate them to the mirror (the aggregates are read from
+    there), then `completed`. Cancelled or failed: move first (so nothing more is counted), then
+    settle what was written. Records written before a cancel or a failure are kept."""
     now = utc_now()
-    if target is JobStatus.COMPLETED:
-        fields["records_written_at"] = now
-        if job.status is JobStatus.PROCESSING:
-            job = move_or_reload(ports, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
-            if job.status is not JobStatus.REPLICATING:
-                return job
+    if target is not JobStatus.COMPLETED:
+        job = move_or_reload(ports, job, target, completed_at=now, last_progress_at=now, **fields)
+        return settle(ports, job)
+    if job.status is JobStatus.PROCESSING:
+        job = move_or_reload(ports, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
+    if job.status is not JobStatus.REPLICATING:
+        return job
+    job = ports.jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
+    _roll_up_counts(ports, job)
+    aggregates = _replicate(ports, job)
+    return move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=utc_now(), last_progress_at=utc_now(),
+                          data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **fields)
+
+
+def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+    """For a job that ended cancelled or failed: count and replicate what it wrote, once. Every
+    entry point calls it on a finished job, so a crash right after the move is made good."""
+    if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
+        return job
+    job = ports.jobs.get(job.environment, job.id)
+    try:
+        ports.jobs.set_aggregates(job, _replicate(ports, job))
+    except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
+        logger.exception("replicating an ended job failed", extra={"job_id": job.id})
+    _roll_up_counts(ports, job)
+    return ports.jobs.get(job.environment, job.id)
+
+
+def _replicate(ports: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
     ports.mirror.publish(job.environment, job.id, job.created_per_stream)
-    fields["aggregates"] = ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
-    return move_or_reload(ports, job, target, completed_at=now, last_progress_at=now,
-                           data_stream_ids=_stream_ids(ports, job), **fields)
+    return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
 
 
 def _roll_up_counts(ports: IngestionPorts, job: IngestionJob) -> None:

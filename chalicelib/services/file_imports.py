@@ -15,6 +15,7 @@ from typing import Any
 
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
+from chalicelib.observability import logger
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
@@ -29,9 +30,20 @@ from chalicelib.domain.ingestion import (
 from chalicelib.domain.parsers import FileRejected, ParsedFile
 from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
-from chalicelib.services.bulk_ingestion import IngestionPorts, conclude, move_or_reload, process_chunk, stream_contexts
+from chalicelib.services.bulk_ingestion import (
+    IngestionPorts,
+    conclude,
+    move_or_reload,
+    process_chunk,
+    settle,
+    stream_contexts,
+)
 
-FILE_CHUNK_ROWS = 1000
+# 500 rows keep a chunk's results (with the problem rows once more) well inside one DynamoDB item.
+FILE_CHUNK_ROWS = 500
+# Parsing holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that
+# prepare gets, this leaves room. Larger files are refused with a message, not run out of memory.
+MAX_IMPORT_BYTES = 100 * 1024 * 1024
 UPLOAD_URL_LIFETIME = timedelta(hours=1)
 # A chunk task stops starting chunks after this long and hands over to the next task, so
 # every task stays well inside Lambda's 15-minute limit.
@@ -67,7 +79,7 @@ def create_import(ports: FilePorts, environment: str, stream_key: str, *, filena
     job = IngestionJob(
         environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
         on_conflict=on_conflict, created_at=utc_now(), filename=filename, decimal_places=decimal_places,
-        file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{SAFE_FILENAME.sub('_', filename)[:120]}",
+        file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
         data_stream_key=stream_key,
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places},
     )
@@ -105,7 +117,11 @@ def _start_drop(ports: FilePorts, key: str, etag: str) -> IngestionJob | None:
         ingestion.streams.get(environment, stream_key)
     except NotFound:
         return None  # a drop for a stream that is not there: nothing to import into
-    source = _format_of(filename, ingestion.payloads.head_bytes(key, 200))
+    try:
+        head = ingestion.payloads.head_bytes(key, 200)
+    except Exception:  # an empty object has no byte 0; prepare then fails it with "file is empty"
+        head = b""
+    source = _format_of(filename, head)
     job_id = ingestion.counters.next_id(environment, "ingestion_job")
     # One import per dropped object, however often its event arrives.
     job_id, _ = ingestion.jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
@@ -121,6 +137,11 @@ def _start_drop(ports: FilePorts, key: str, etag: str) -> IngestionJob | None:
     if job.status is JobStatus.PENDING:
         ports.workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
     return job
+
+
+def _safe_name(filename: str) -> str:
+    """An S3 key segment that HTTP clients send unchanged (no '..', nothing outside [A-Za-z0-9._-])."""
+    return SAFE_FILENAME.sub("_", filename).strip(".")[:120] or "file"
 
 
 def _format_of(filename: str, head: bytes) -> JobSource:
@@ -141,7 +162,10 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
     ingestion = ports.ingestion
     job = ingestion.jobs.get(environment, job_id)
     if job.finished:
+        settle(ingestion, job)
         return "stop"
+    if job.status is JobStatus.REPLICATING:
+        return "finish"  # every row is written: a cancel is too late, and the end is near
     if job.cancellation_requested_at is not None:
         conclude(ingestion, job, JobStatus.CANCELLED)
         return "stop"
@@ -152,6 +176,10 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
     if job.chunk_count is not None:
         return "chunk" if job.chunk_count else "finish"
     try:
+        size = ingestion.payloads.size(job.file_key)
+        if size > MAX_IMPORT_BYTES:
+            raise FileRejected(f"file is {size} bytes; imports accept up to {MAX_IMPORT_BYTES} bytes: split it",
+                               {"bytes": size, "limit": MAX_IMPORT_BYTES})
         parsed = _parse(job, ingestion.payloads.get_bytes(job.file_key))
     except FileRejected as rejected:
         conclude(ingestion, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
@@ -171,7 +199,10 @@ def write_chunks(ports: FilePorts, environment: str, job_id: int, budget: timede
     ingestion = ports.ingestion
     job = ingestion.jobs.get(environment, job_id)
     if job.finished:
+        settle(ingestion, job)
         return "stop"
+    if job.status is JobStatus.REPLICATING:
+        return "finish"
     deadline = time.monotonic() + budget.total_seconds()
     streams = stream_contexts(ingestion, environment, [{"data_stream_key": job.data_stream_key}])
     written = 0
@@ -193,7 +224,9 @@ def write_chunks(ports: FilePorts, environment: str, job_id: int, budget: timede
 
 def finish(ports: FilePorts, environment: str, job_id: int) -> str:
     job = ports.ingestion.jobs.get(environment, job_id)
-    if not job.finished:
+    if job.finished:
+        settle(ports.ingestion, job)
+    else:
         conclude(ports.ingestion, job, JobStatus.COMPLETED)
     return "stop"
 
@@ -201,7 +234,9 @@ def finish(ports: FilePorts, environment: str, job_id: int) -> str:
 def give_up(ports: FilePorts, environment: str, job_id: int, error: dict[str, Any] | None) -> str:
     """The state machine's catch-all: a task failed after its retries; the import fails with why."""
     job = ports.ingestion.jobs.get(environment, job_id)
-    if not job.finished:
+    if job.finished:
+        settle(ports.ingestion, job)
+    else:
         detail = error or {}
         conclude(ports.ingestion, job, JobStatus.FAILED,
                  error_message=f"import stopped: {detail.get('Error', 'error')}",
@@ -254,33 +289,48 @@ UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
 def sweep(ports: FilePorts, now=None) -> dict[str, int]:
     """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
     a job with no heartbeat for 5 minutes restarts (at most MAX_RESTARTS times, then fails); a
-    start that got lost is redone; an upload that never came fails its import."""
-    ingestion = ports.ingestion
+    start that got lost is redone (as many times); an upload that never came fails its import.
+    One job's trouble never stops the sweep of the others."""
     now = now or utc_now()
-    counts = {"restarted": 0, "failed": 0, "started": 0}
-    for job in ingestion.jobs.active():
-        if job.finished:
-            continue
-        if job.status is JobStatus.PENDING and now - job.created_at > LOST_START_AFTER:
-            if job.is_file and not ingestion.payloads.exists(job.file_key):
-                if now - job.created_at > UPLOAD_WAIT:
-                    conclude(ingestion, job, JobStatus.FAILED, error_message="the file was never uploaded",
-                             error_details={"upload_url_expired": True})
-                    counts["failed"] += 1
-                continue
-            _restart(ports, job, job.restarts)
-            counts["started"] += 1
-        elif job.stuck(now) or (job.status is JobStatus.REPLICATING and now - (job.last_progress_at or job.created_at)
-                                > STUCK_AFTER):
-            if job.restarts >= MAX_RESTARTS:
-                conclude(ingestion, job, JobStatus.FAILED,
-                         error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
-                         error_details={"restarts": job.restarts, "last_progress_at": str(job.last_progress_at)})
-                counts["failed"] += 1
-            elif ingestion.jobs.count_restart(job):
-                _restart(ports, job, job.restarts + 1)
-                counts["restarted"] += 1
+    counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
+    for job in ports.ingestion.jobs.active():
+        try:
+            outcome = _sweep_one(ports, job, now)
+        except Exception:
+            logger.exception("sweeping a job failed", extra={"environment": job.environment, "job_id": job.id})
+            outcome = "errors"
+        if outcome:
+            counts[outcome] += 1
     return counts
+
+
+def _sweep_one(ports: FilePorts, job: IngestionJob, now) -> str | None:
+    ingestion = ports.ingestion
+    if job.finished:
+        return None
+    waiting_for_upload = job.status is JobStatus.PENDING and job.is_file and not ingestion.payloads.exists(job.file_key)
+    if waiting_for_upload:
+        if now - job.created_at <= UPLOAD_WAIT:
+            return None
+        conclude(ingestion, job, JobStatus.FAILED, error_message="the file was never uploaded",
+                 error_details={"upload_url_expired": True})
+        return "failed"
+    heartbeat = job.last_progress_at or job.started_at or job.created_at
+    if job.status is JobStatus.PENDING:
+        stale = now - job.created_at > LOST_START_AFTER and now - heartbeat > LOST_START_AFTER
+    else:
+        stale = now - heartbeat > STUCK_AFTER
+    if not stale:
+        return None
+    if job.restarts >= MAX_RESTARTS:
+        conclude(ingestion, job, JobStatus.FAILED,
+                 error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
+                 error_details={"restarts": job.restarts, "last_progress_at": str(heartbeat)})
+        return "failed"
+    if not ingestion.jobs.count_restart(job):
+        return None  # it moved meanwhile, or another sweeper restarted it
+    _restart(ports, job, job.restarts + 1)
+    return "started" if job.status is JobStatus.PENDING else "restarted"
 
 
 def _restart(ports: FilePorts, job: IngestionJob, attempt: int) -> None:

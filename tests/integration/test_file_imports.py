@@ -149,8 +149,11 @@ def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was
     assert file_imports.write_chunks(files, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
-    assert done["status"] == "cancelled" and done["successful_items"] == 1000
-    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1000
+    one_chunk = file_imports.FILE_CHUNK_ROWS
+    assert done["status"] == "cancelled" and done["successful_items"] == one_chunk
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == one_chunk
+    [listed] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    assert listed["record_count"] == one_chunk  # what was written before the cancel is replicated too
 
 
 class RecordsThatDie(RecordRepository):
@@ -272,3 +275,33 @@ def test_a_completed_import_is_in_the_mirror_as_parquet_partitioned_by_environme
     frame = pl.read_parquet(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read()))
     assert frame["amount"].dtype == pl.Int64 and sorted(frame["amount"].to_list()) == [500, 1234, 100000]
     assert set(frame["external_id"].to_list()) == {"tx-1", "tx-2", "tx-4"}
+
+
+@pytest.mark.parametrize("filename", ["..", ".", "../../etc/passwd", "rapport d'été.csv"])
+def test_any_filename_gets_an_upload_key_http_clients_keep(api, services, runtime, bank, filename):
+    created = create(api, filename=filename)
+    environment, job_id, name = created["upload_url"].split("?")[0].split("/uploads/")[1].split("/")
+    assert (environment, job_id) == ("acme", str(created["id"]))
+    assert name.strip(".") and created["filename"] == filename
+
+
+def test_an_empty_column_mapping_key_is_422(api, bank):
+    response = api.post("/v1/data_streams/bank/file_imports",
+                        {"filename": "x.csv", "format": "csv", "column_mapping": {"": "date"}})
+    assert response.status_code == 422
+
+
+def test_an_empty_dropped_file_fails_its_import_with_a_reason(api, services, runtime, bank):
+    bucket = services.settings.bucket_name
+    services.aws.s3.put_object(Bucket=bucket, Key="drops/acme/bank/empty.csv", Body=b"")
+    runtime.deliver_s3_event(bucket, "drops/acme/bank/empty.csv", "e0", 0)
+    [imported] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    assert imported["status"] == "failed" and "empty" in imported["error_message"]
+
+
+def test_a_file_over_the_import_limit_is_refused_with_a_message(api, services, runtime, bank):
+    created = create(api)
+    big = b"date,amount\n" + b"2026-11-01,1.00\n" * ((file_imports.MAX_IMPORT_BYTES // 16) + 10)
+    upload(services, runtime, created, big)
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "failed" and "split it" in done["error_message"]

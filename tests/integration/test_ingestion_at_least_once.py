@@ -143,28 +143,3 @@ def test_a_crash_part_way_is_finished_by_the_redelivery_without_duplicates(servi
     process_job(services.ingestion, "acme", job.id)
 
     assert_exactly_once(services, job.id)
-
-
-def test_racing_requests_with_the_same_external_ids_create_each_record_once(services):
-    create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
-    batch = [{"date": "2026-11-02", "data_stream_key": "bank", "amount": n, "direction": "credit",
-              "external_id": f"same-{n}"} for n in range(300)]
-    jobs = [submit_bulk(services.ingestion, "acme", batch, OnConflict.SKIP, None) for _ in range(2)]
-    barrier = threading.Barrier(2)
-
-    def run(job_id):
-        barrier.wait()
-        process_job(services.ingestion, "acme", job_id)
-
-    threads = [threading.Thread(target=run, args=(j.id,)) for j in jobs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    done = [services.ingestion_jobs.get("acme", j.id) for j in jobs]
-    assert sum(j.successful_items for j in done) == 300
-    assert sum(j.skipped_items for j in done) == 300
-    records = all_records(services)
-    assert sorted(r.external_id for r in records) == sorted(f"same-{n}" for n in range(300))
-    assert services.data_streams.get("acme", "bank").records_count == 300

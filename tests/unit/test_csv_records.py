@@ -119,3 +119,14 @@ def test_arbitrary_bytes_are_parsed_or_refused_never_crash(data):
         parse_csv(data, OPTIONS)
     except FileRejected:
         pass
+
+
+@pytest.mark.parametrize("amount", ["²", "1²", "١٢.٥٠", "１２"])
+def test_non_ascii_digits_fail_the_row_instead_of_crashing_or_being_read(amount):
+    parsed = parse(f"date,amount\n2026-11-01,{amount}\n")
+    assert parsed.rows[0].error and "amount" in parsed.rows[0].error
+
+
+def test_a_row_error_quotes_a_long_value_only_in_part():
+    parsed = parse("date,amount\n2026-11-01," + "x" * 5000 + "\n")
+    assert len(parsed.rows[0].error) < 200

@@ -218,3 +218,28 @@ def test_any_mutation_is_either_read_or_refused_cleanly(spec, data):
         parse_nacha(bytes(original))
     except FileRejected as error:
         assert error.message
+
+
+def test_an_unbroken_file_with_a_final_line_break_or_dos_eof_mark_is_read():
+    data = (CORPUS / "unbroken.ach").read_bytes()
+    for ending in (b"\n", b"\r\n", b"\x1a"):
+        assert len(parse_nacha(data + ending).rows) == 5
+
+
+@pytest.mark.parametrize("data", [b"\x1c\n", b"\n\n\n", b"\x0b\x0c"])
+def test_files_of_only_breaks_are_refused_cleanly(data):
+    with pytest.raises(FileRejected):
+        parse_nacha(data)
+
+
+@pytest.mark.parametrize("code", ["25", "35", "45", "57", "58", "59", "61"])
+def test_transaction_codes_that_do_not_exist_are_refused(code):
+    batch = Batch("PPD", "CO", "1234567890", "DESC", date(2026, 1, 31), [Entry(code, "091000019", "1", 100, "X")])
+    with pytest.raises(FileRejected, match="transaction code"):
+        parse_nacha(write_file([batch]))
+
+
+def test_zero_dollar_entries_must_carry_no_amount():
+    batch = Batch("CCD", "CO", "1234567890", "DESC", date(2026, 1, 31), [Entry("24", "091000019", "1", 100, "X")])
+    with pytest.raises(FileRejected, match="zero-dollar"):
+        parse_nacha(write_file([batch]))

@@ -131,8 +131,9 @@ class IngestionJobRepository:
             # status cheap to poll (a million-row import has a thousand result items).
             "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
         })
-        names = {"#done": "done_chunks"}
+        names = {"#done": "done_chunks", "#status": "status"}
         values: dict[str, Any] = {
+            ":processing": JobStatus.PROCESSING.value,
             ":chunk": {outcome.index}, ":chunk_number": outcome.index, ":now": iso(utc_now()),
             ":processed": len(outcome.results), ":successful": outcome.count(ItemStatus.SUCCESSFUL),
             ":failed": outcome.count(ItemStatus.FAILED), ":skipped": outcome.count(ItemStatus.SKIPPED),
@@ -152,10 +153,13 @@ class IngestionJobRepository:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id),
                 f"SET {', '.join(sets)} ADD {', '.join(adds)}",
-                condition="NOT contains(#done, :chunk_number)", names=names, values=values, return_new=True,
+                # Counted once; and never after the job ended (a late, zombie execution), so that
+                # what the end of the job counted and replicated stays the whole truth.
+                condition="NOT contains(#done, :chunk_number) AND #status = :processing",
+                names=names, values=values, return_new=True,
             )
         except ConditionFailed:
-            return self.get(job.environment, job.id)  # counted by an earlier delivery
+            return self.get(job.environment, job.id)  # counted by an earlier delivery, or the job ended
         return self._from_item(item)
 
     def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int) -> IngestionJob:
@@ -189,7 +193,8 @@ class IngestionJobRepository:
         (it came back, or another sweeper restarted it)."""
         values: dict[str, Any] = {":now": iso(utc_now()), ":restarts": job.restarts,
                                   ":processing": JobStatus.PROCESSING.value, ":replicating": JobStatus.REPLICATING.value}
-        condition = ("#status IN (:processing, :replicating) "
+        values[":pending"] = JobStatus.PENDING.value
+        condition = ("#status IN (:pending, :processing, :replicating) "
                      "AND (attribute_not_exists(restarts) OR restarts = :restarts)")
         if job.last_progress_at is not None:
             condition += " AND last_progress_at = :seen"
@@ -202,6 +207,10 @@ class IngestionJobRepository:
         except ConditionFailed:
             return False
         return True
+
+    def set_aggregates(self, job: IngestionJob, aggregates: dict[str, Any]) -> None:
+        self._table.update(keys.ingestion_job(job.environment, job.id), "SET aggregates = :a",
+                           values={":a": aggregates}, keep_nulls=True)
 
     def mark_counts_rolled_up(self, job: IngestionJob) -> None:
         self._table.update(keys.ingestion_job(job.environment, job.id), "SET counts_rolled_up = :t",

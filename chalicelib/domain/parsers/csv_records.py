@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.domain.errors import shown
 from chalicelib.domain.money import DEFAULT_CURRENCY, minor_units
 from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow, without_gc
 
@@ -23,10 +24,15 @@ DATE_FORMATS = ("YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY")
 MAX_FILE_BYTES = 512 * 1024 * 1024
 DIRECTIONS = {"credit": "credit", "cr": "credit", "c": "credit", "debit": "debit", "dr": "debit", "d": "debit"}
 AMOUNT = re.compile(r"^(?P<open>\()?\s*(?P<sign>[+-])?\s*[$€£¥]?\s*(?P<whole>\d{1,3}(?:,\d{3})+|\d+)?"
-                    r"(?:\.(?P<fraction>\d+))?\s*(?P<close>\))?$")
+                    r"(?:\.(?P<fraction>\d+))?\s*(?P<close>\))?$", re.ASCII)
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit also takes '²' and '٣', which int() then refuses or reads."""
+    return text.isdigit() and text.isascii()
+
 
 # '1,234,567' is grouped by thousands; '12,34' is not.
-_GROUPED_BY_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+").fullmatch
+_GROUPED_BY_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+", re.ASCII).fullmatch
 
 
 @dataclass(frozen=True)
@@ -46,18 +52,18 @@ def to_minor_units(text: str, decimal_places: int) -> int:
     whole, dot, fraction = text.strip().partition(".")
     if "," in whole and _GROUPED_BY_THOUSANDS(whole):
         whole = whole.replace(",", "")
-    if whole.isdigit() and (not dot or fraction.isdigit()) and len(fraction) <= decimal_places:
+    if _digits(whole) and (not dot or _digits(fraction)) and len(fraction) <= decimal_places:
         # The common case, fast: plain digits with at most `decimal_places` decimals.
         return int(whole) * 10**decimal_places + (int(fraction.ljust(decimal_places, "0")) if fraction else 0)
     match = AMOUNT.match(text.strip())
     if not match or (match["whole"] is None and match["fraction"] is None) or \
             bool(match["open"]) != bool(match["close"]):
-        raise RowError(f"amount: '{text}' is not an amount like 1234.56, 1,234.56, $12.00 or (12.00)")
+        raise RowError(f"amount: '{shown(text, 40)}' is not an amount like 1234.56, 1,234.56, $12.00 or (12.00)")
     whole_part = int((match["whole"] or "0").replace(",", ""))
     fraction = match["fraction"] or ""
     if len(fraction) > decimal_places:
         if fraction[decimal_places:].strip("0"):
-            raise RowError(f"amount: '{text}' has more than {decimal_places} decimal places")
+            raise RowError(f"amount: '{shown(text, 40)}' has more than {decimal_places} decimal places")
         fraction = fraction[:decimal_places]
     minor = whole_part * 10**decimal_places + int(fraction.ljust(decimal_places, "0") or "0")
     negative = (match["sign"] == "-") != bool(match["open"])
@@ -69,8 +75,8 @@ def to_iso_date(text: str, date_format: str) -> str:
     if date_format == "YYYY-MM-DD":
         return value
     parts = value.split("/")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts) or len(parts[2]) != 4:
-        raise RowError(f"date: '{text}' is not a date in the form {date_format}")
+    if len(parts) != 3 or not all(_digits(p) for p in parts) or len(parts[2]) != 4:
+        raise RowError(f"date: '{shown(text, 40)}' is not a date in the form {date_format}")
     month, day = (parts[0], parts[1]) if date_format == "MM/DD/YYYY" else (parts[1], parts[0])
     return f"{parts[2]}-{int(month):02d}-{int(day):02d}"
 
@@ -122,8 +128,9 @@ def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
                 if len(values) == width:
                     try:
                         append(ParsedRow(line, to_item(values)))
-                    except RowError as error:
-                        append(ParsedRow(line, None, str(error)))
+                    except (RowError, ValueError) as error:  # ValueError: a value no check foresaw
+                        append(ParsedRow(line, None, str(error) if isinstance(error, RowError)
+                                         else f"row cannot be read: {shown(error, 80)}"))
                 elif values and (len(values) > 1 or values[0].strip()):
                     append(ParsedRow(line, None, f"row has {len(values)} fields; the header has {width}"))
                 line = reader.line_num + 1
@@ -154,7 +161,7 @@ def _row_reader(names: list[str], options: CsvOptions):
             places = fixed_places if fixed_places is not None else minor_units(currency)
         text = values[amount_at]
         whole, dot, fraction = text.partition(".")
-        if whole.isdigit() and fraction.isdigit() and len(fraction) == places:
+        if len(fraction) == places and whole.isdigit() and fraction.isdigit() and text.isascii():
             amount = int(whole + fraction)  # the common case, '1234.56', without a call
         else:
             amount = to_minor_units(text, places)
@@ -164,7 +171,7 @@ def _row_reader(names: list[str], options: CsvOptions):
             raw_direction = values[direction_at].strip().lower()
             direction = DIRECTIONS.get(raw_direction)
             if direction is None:
-                raise RowError(f"direction: '{raw_direction}' is not credit or debit")
+                raise RowError(f"direction: '{shown(raw_direction, 40)}' is not credit or debit")
             if amount < 0:
                 raise RowError("amount: negative with a direction column; give the amount unsigned")
         item: dict[str, Any] = {

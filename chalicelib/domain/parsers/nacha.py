@@ -13,23 +13,28 @@ disagreement found (line, batch, field, expected, found).
 """
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import Any
 
 from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow, without_gc
 
 RECORD_LENGTH = 94
+LINE_BREAK = re.compile(r"\r\n|\n|\r")
 BLOCKING_FACTOR = 10
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_REPORTED_ERRORS = 50
 PADDING = "9" * RECORD_LENGTH
 SERVICE_CLASSES = {"200", "220", "225", "280"}
-# Second digit of a transaction code: 1-4 credits, 5-9 debits; 3 and 8 are prenotes.
+# Transaction codes by account (2 checking, 3 savings, 4 general ledger, 5 loan); the second
+# digit says: 1 return/NOC credit, 2 credit, 3 prenote credit, 4 zero-dollar credit with
+# remittance, 6 return/NOC debit, 7 debit, 8 prenote debit, 9 zero-dollar debit. Loans take
+# no debits but 55 (reversals) and 56 (returns and NOCs).
 CREDIT_KINDS = {"1", "2", "3", "4"}
-DEBIT_KINDS = {"5", "6", "7", "8", "9"}
+ZERO_AMOUNT_KINDS = {"3", "4", "8", "9"}  # prenotes and zero-dollar entries
 PRENOTE_KINDS = {"3", "8"}
-ACCOUNT_TYPES = {"2", "3", "4", "5"}  # checking, savings, general ledger, loan
-TRANSACTION_CODES = frozenset(a + k for a in ACCOUNT_TYPES for k in CREDIT_KINDS | DEBIT_KINDS)
+TRANSACTION_CODES = frozenset(
+    [a + k for a in "234" for k in "12346789"] + ["51", "52", "53", "54", "55", "56"])
 ENTRY_HASH_MODULUS = 10**10
 
 
@@ -57,21 +62,31 @@ def split_records(data: bytes, max_bytes: int = MAX_FILE_BYTES) -> list[str]:
         text = data.decode("ascii")
     except UnicodeDecodeError as error:
         raise FileRejected(f"not a NACHA file: byte {error.start} is not ASCII", {"byte": error.start}) from None
+    text = text.rstrip("\r\n\x1a")  # a final line break, or a DOS end-of-file mark
+    if not text.strip():
+        raise FileRejected("file is empty")
+    if not text.startswith("1"):
+        raise FileRejected("not a NACHA file: it does not open with a file header record (type 1)")
     if "\n" in text or "\r" in text:
-        lines = text.splitlines()
-        while lines and not lines[-1].strip():
-            lines.pop()
+        lines = LINE_BREAK.split(text)
     else:
         if len(text) % RECORD_LENGTH:
             raise FileRejected(
                 f"file has no line breaks and {len(text)} characters, which is not a whole number of "
                 f"{RECORD_LENGTH}-character records: it looks truncated", {"characters": len(text)})
-        lines = [text[i:i + RECORD_LENGTH] for i in range(0, len(text), RECORD_LENGTH)]
+        lines = [text]
+    records: list[str] = []
     for number, line in enumerate(lines, start=1):
         if len(line) > RECORD_LENGTH:
-            raise FileRejected(f"line {number} has {len(line)} characters; NACHA records have {RECORD_LENGTH}",
-                               {"line": number, "length": len(line)})
-    return [line if len(line) == RECORD_LENGTH else line.ljust(RECORD_LENGTH) for line in lines]
+            if len(line) % RECORD_LENGTH:
+                raise FileRejected(f"line {number} has {len(line)} characters; NACHA records have "
+                                   f"{RECORD_LENGTH}", {"line": number, "length": len(line)})
+            records += [line[i:i + RECORD_LENGTH] for i in range(0, len(line), RECORD_LENGTH)]  # unbroken blocks
+        else:
+            records.append(line if len(line) == RECORD_LENGTH else line.ljust(RECORD_LENGTH))
+    if not records or not records[0].strip():
+        raise FileRejected("file is empty")
+    return records
 
 
 def _yymmdd(text: str) -> str | None:
@@ -309,9 +324,10 @@ def _entry(line: str, number: int, batch: _Batch, errors: _Errors) -> tuple[dict
                    field="addenda_record_indicator", found=indicator)
     amount = int(amount_text)
     kind = code[1]
-    credit = kind in CREDIT_KINDS
-    if kind in PRENOTE_KINDS and amount:
-        errors.add(number, f"prenote (transaction code {code}) must have a zero amount", batch.number,
+    credit = kind in CREDIT_KINDS and code not in ("55", "56")
+    if kind in ZERO_AMOUNT_KINDS and amount:
+        what = "prenote" if kind in PRENOTE_KINDS else "zero-dollar entry"
+        errors.add(number, f"{what} (transaction code {code}) must have a zero amount", batch.number,
                    field="amount", found=amount_text)
     batch.hash += int(rdfi)
     if credit:
