@@ -14,3 +14,7 @@ def iso(moment: datetime) -> str:
 
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def parse_optional_iso(text: str | None) -> datetime | None:
+    return parse_iso(text) if text else None

@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
-from chalicelib.domain.clock import iso, parse_iso, utc_now
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
     ChunkOutcome,
@@ -32,9 +32,6 @@ IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
 def _result_row(result: ItemResult) -> list[Any]:
     return [result.index, result.status.value, result.external_id, result.record_id, result.error, result.line]
 
-
-def _time(value: str | None) -> datetime | None:
-    return parse_iso(value) if value else None
 
 
 class IngestionJobRepository:
@@ -259,9 +256,11 @@ class IngestionJobRepository:
             successful_items=item.get("successful_items", 0), failed_items=item.get("failed_items", 0),
             skipped_items=item.get("skipped_items", 0), expected_records_count=item.get("expected_records_count"),
             decimal_places=item.get("decimal_places"), data_stream_ids=tuple(item.get("data_stream_ids") or ()),
-            started_at=_time(item.get("started_at")), records_written_at=_time(item.get("records_written_at")),
-            completed_at=_time(item.get("completed_at")), last_progress_at=_time(item.get("last_progress_at")),
-            cancellation_requested_at=_time(item.get("cancellation_requested_at")),
+            started_at=parse_optional_iso(item.get("started_at")),
+            records_written_at=parse_optional_iso(item.get("records_written_at")),
+            completed_at=parse_optional_iso(item.get("completed_at")),
+            last_progress_at=parse_optional_iso(item.get("last_progress_at")),
+            cancellation_requested_at=parse_optional_iso(item.get("cancellation_requested_at")),
             error_message=item.get("error_message"), error_details=item.get("error_details"),
             first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
             created_per_stream=dict(item.get("created_per_stream") or {}),

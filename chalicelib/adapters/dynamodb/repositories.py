@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
 from chalicelib.domain.api_keys import ApiKey
-from chalicelib.domain.clock import iso, parse_iso, utc_now
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition, PropertyType, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
 
@@ -20,9 +20,6 @@ GSI1 = "gsi1"
 # is reclaimed after this long; a younger one may belong to a create still in flight.
 STALE_GUARD_AGE = timedelta(seconds=60)
 
-
-def _time(value: str | None):
-    return parse_iso(value) if value else None
 
 
 class Counters:
@@ -89,8 +86,8 @@ class ApiKeyRepository:
     def _from_item(item: dict[str, Any]) -> ApiKey:
         return ApiKey(
             id=item["id"], environment=item["environment"], key_hash=item["key_hash"],
-            created_at=parse_iso(item["created_at"]), last_used_at=_time(item.get("last_used_at")),
-            revoked_at=_time(item.get("revoked_at")), label=item.get("label"),
+            created_at=parse_iso(item["created_at"]), last_used_at=parse_optional_iso(item.get("last_used_at")),
+            revoked_at=parse_optional_iso(item.get("revoked_at")), label=item.get("label"),
         )
 
 
