@@ -161,11 +161,9 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
     written as records here, so a file that fails validation leaves nothing behind."""
     ingestion = ports.ingestion
     job = ingestion.jobs.get(environment, job_id)
-    if job.finished:
-        settle(ingestion, job)
-        return "stop"
-    if job.status is JobStatus.REPLICATING:
-        return "finish"  # every row is written: a cancel is too late, and the end is near
+    past_chunks = _past_its_chunks(ingestion, job)
+    if past_chunks:
+        return past_chunks
     if job.cancellation_requested_at is not None:
         conclude(ingestion, job, JobStatus.CANCELLED)
         return "stop"
@@ -198,11 +196,9 @@ def write_chunks(ports: FilePorts, environment: str, job_id: int, budget: timede
     beats the heartbeat and checks for a cancel first."""
     ingestion = ports.ingestion
     job = ingestion.jobs.get(environment, job_id)
-    if job.finished:
-        settle(ingestion, job)
-        return "stop"
-    if job.status is JobStatus.REPLICATING:
-        return "finish"
+    past_chunks = _past_its_chunks(ingestion, job)
+    if past_chunks:
+        return past_chunks
     deadline = time.monotonic() + budget.total_seconds()
     streams = stream_contexts(ingestion, environment, [{"data_stream_key": job.data_stream_key}])
     written = 0
@@ -242,6 +238,17 @@ def give_up(ports: FilePorts, environment: str, job_id: int, error: dict[str, An
                  error_message=f"import stopped: {detail.get('Error', 'error')}",
                  error_details={"error": detail.get("Error"), "cause": shown(detail.get("Cause", ""), 1000)})
     return "stop"
+
+
+def _past_its_chunks(ingestion: IngestionPorts, job: IngestionJob) -> str | None:
+    """What a task does with a job whose rows are all behind it: settle an ended one ("stop"),
+    finish a replicating one (a cancel is too late there). None: the task has work to do."""
+    if job.finished:
+        settle(ingestion, job)
+        return "stop"
+    if job.status is JobStatus.REPLICATING:
+        return "finish"
+    return None
 
 
 def _start(ingestion: IngestionPorts, job: IngestionJob) -> IngestionJob:
