@@ -6,10 +6,9 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from chalicelib.api.routing import RouteSpec
+from chalicelib.api.routing import API_PREFIX, RouteSpec
 from chalicelib.api.schemas import ErrorOut, ValidationErrorOut
 
-API_PREFIX = "/v1"
 REF = "#/components/schemas/{model}"
 ERROR_DESCRIPTIONS = {
     400: "Malformed JSON, bad cursor or bad query parameter syntax",

@@ -19,6 +19,7 @@ from chalicelib.api.errors import (
 from chalicelib.domain.errors import BadRequest, DomainError, NotFound
 from chalicelib.observability import logger
 
+API_PREFIX = "/v1"
 ENVIRONMENT_CONTEXT_KEY = "recon_environment"
 NUMERIC_ID = re.compile(r"^[0-9]{1,15}$")
 JSON_CONTENT_TYPE = re.compile(r"^application/([a-z0-9.+-]+\+)?json\s*(;.*)?$", re.IGNORECASE)

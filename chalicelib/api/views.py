@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.api.routing import API_PREFIX
 from chalicelib.api.schemas import RecordOut
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob, JobSource
 from chalicelib.domain.records import Record
-
-API_PREFIX = "/v1"
 
 
 def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:

@@ -152,9 +152,13 @@ class IngestionJob:
         """True until rows start landing; a file's totals are unknown while it is parsed."""
         return self.is_file and self.status in (JobStatus.PENDING, JobStatus.PROCESSING) and not self.done_chunks
 
+    @property
+    def heartbeat(self) -> datetime:
+        """When the job last showed it was alive."""
+        return self.last_progress_at or self.started_at or self.created_at
+
     def stuck(self, now: datetime) -> bool:
-        heartbeat = self.last_progress_at or self.started_at or self.created_at
-        return self.status is JobStatus.PROCESSING and now - heartbeat > STUCK_AFTER
+        return self.status is JobStatus.PROCESSING and now - self.heartbeat > STUCK_AFTER
 
 
 def chunk_ranges(total: int, size: int) -> list[range]:

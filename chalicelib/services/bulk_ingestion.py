@@ -102,7 +102,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
     if job.finished:
         return settle(ports, job)
     if job.status is JobStatus.PENDING:
-        job = move_or_reload(ports, job, JobStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
+        job = start(ports, job)
         if job.status is not JobStatus.PROCESSING:
             return job
     if job.first_record_id is None:
@@ -231,7 +231,6 @@ def _roll_up_counts(ports: IngestionPorts, job: IngestionJob) -> None:
                 lambda t: t != token and token_time(t) is not None and token_time(t) < cutoff)
 
 
-
 # Helpers ----------------------------------------------------------------------------------
 
 def count_token(job: IngestionJob) -> str:
@@ -286,6 +285,12 @@ def _stream_ids(ports: IngestionPorts, job: IngestionJob) -> list[int]:
         if stream is not None:
             ids.append(stream.id)
     return ids
+
+
+def start(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+    """pending -> processing, with its first heartbeat; whoever comes second gets the job as it is."""
+    now = utc_now()
+    return move_or_reload(ports, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)
 
 
 def move_or_reload(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:

@@ -33,9 +33,9 @@ from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.services.bulk_ingestion import (
     IngestionPorts,
     conclude,
-    move_or_reload,
     process_chunk,
     settle,
+    start,
     stream_contexts,
 )
 
@@ -168,7 +168,7 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
         conclude(ingestion, job, JobStatus.CANCELLED)
         return "stop"
     if job.status is JobStatus.PENDING:
-        job = _start(ingestion, job)
+        job = start(ingestion, job)
         if job.status is not JobStatus.PROCESSING:
             return "stop"
     if job.chunk_count is not None:
@@ -251,11 +251,6 @@ def _past_its_chunks(ingestion: IngestionPorts, job: IngestionJob) -> str | None
     return None
 
 
-def _start(ingestion: IngestionPorts, job: IngestionJob) -> IngestionJob:
-    now = utc_now()
-    return move_or_reload(ingestion, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)
-
-
 def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
     if job.source is JobSource.NACHA:
         parsed = parse_nacha(data)
@@ -322,17 +317,16 @@ def _sweep_one(ports: FilePorts, job: IngestionJob, now) -> str | None:
         conclude(ingestion, job, JobStatus.FAILED, error_message="the file was never uploaded",
                  error_details={"upload_url_expired": True})
         return "failed"
-    heartbeat = job.last_progress_at or job.started_at or job.created_at
     if job.status is JobStatus.PENDING:
-        stale = now - job.created_at > LOST_START_AFTER and now - heartbeat > LOST_START_AFTER
+        stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
     else:
-        stale = now - heartbeat > STUCK_AFTER
+        stale = now - job.heartbeat > STUCK_AFTER
     if not stale:
         return None
     if job.restarts >= MAX_RESTARTS:
         conclude(ingestion, job, JobStatus.FAILED,
                  error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
-                 error_details={"restarts": job.restarts, "last_progress_at": str(heartbeat)})
+                 error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
         return "failed"
     if not ingestion.jobs.count_restart(job):
         return None  # it moved meanwhile, or another sweeper restarted it

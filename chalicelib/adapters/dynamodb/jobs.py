@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
@@ -91,7 +91,7 @@ class IngestionJobRepository:
     def move(self, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
         """Move the job to `target` if its stored status allows it; set `fields` with the move.
         Raises TransitionRefused when the stored status does not allow it."""
-        sources = {f":from{i}": s.value for i, s in enumerate(sources_of(target))}
+        allowed, sources = status_in(sources_of(target))
         sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
         values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
@@ -101,7 +101,7 @@ class IngestionJobRepository:
         try:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id), expression,
-                condition=f"#status IN ({', '.join(sources)})", names=names, values={**values, **sources},
+                condition=allowed, names=names, values={**values, **sources},
                 return_new=True, keep_nulls=True,
             )
         except ConditionFailed:
@@ -214,12 +214,12 @@ class IngestionJobRepository:
                            values={":t": True})
 
     def request_cancellation(self, job: IngestionJob, cancellable: tuple[JobStatus, ...]) -> IngestionJob:
-        allowed = {f":s{i}": s.value for i, s in enumerate(cancellable)}
+        allowed, values = status_in(cancellable)
         try:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id), "SET cancellation_requested_at = :now",
-                condition=f"#status IN ({', '.join(allowed)})", names={"#status": "status"},
-                values={":now": iso(utc_now()), **allowed}, return_new=True,
+                condition=allowed, names={"#status": "status"},
+                values={":now": iso(utc_now()), **values}, return_new=True,
             )
         except ConditionFailed:
             current = self.get(job.environment, job.id)

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, status_in
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.records import Direction, Record, RecordStatus
@@ -90,14 +90,14 @@ class RecordRepository:
         mark is older than `stale_after` (its request died), and then it takes over.
         """
         now = utc_now()
-        allowed = {f":s{i}": s.value for i, s in enumerate(deletable)}
+        allowed, statuses = status_in(deletable)
         try:
             item = self._table.update(
                 keys.record(environment, record_id), "SET deleting = :t, deleting_at = :now",
-                condition=f"attribute_exists(pk) AND #status IN ({', '.join(allowed)}) "
+                condition=f"attribute_exists(pk) AND {allowed} "
                           "AND (attribute_not_exists(deleting_at) OR deleting_at < :stale)",
                 names={"#status": "status"},
-                values={":t": True, ":now": iso(now), ":stale": iso(now - stale_after), **allowed},
+                values={":t": True, ":now": iso(now), ":stale": iso(now - stale_after), **statuses},
                 return_new=True,
             )
         except ConditionFailed:

@@ -228,6 +228,12 @@ class DynamoTable:
         return sent
 
 
+def status_in(statuses: Iterable[Any], attribute: str = "#status") -> tuple[str, dict[str, str]]:
+    """'#status IN (:in0, :in1)' and its values, for the allowed "from" states of a conditional write."""
+    values = {f":in{i}": getattr(s, "value", s) for i, s in enumerate(statuses)}
+    return f"{attribute} IN ({', '.join(values)})", values
+
+
 def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[str, Any] | None,
                    names: dict[str, str] | None, keep_nulls: bool = False) -> None:
     if condition:
