@@ -48,7 +48,7 @@ def file_import_fail(event, context):
     return files.give_up_task(event)
 
 
-# No job stays pending or processing for ever.
+# No job stays pending or processing for ever, and no stream count waits long for its recount.
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_stuck_jobs(event):
     files.sweep_task()

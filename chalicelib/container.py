@@ -57,6 +57,10 @@ class Container:
         return RecordRepository(self.table)
 
     @cached_property
+    def mirror(self) -> AnalyticsMirror:
+        return AnalyticsMirror(self.aws.s3, self.settings.bucket_name)
+
+    @cached_property
     def ingestion_jobs(self) -> IngestionJobRepository:
         return IngestionJobRepository(self.table)
 
@@ -67,7 +71,7 @@ class Container:
             definitions=self.property_definitions, counters=self.counters,
             payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
             queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
-            mirror=AnalyticsMirror(self.aws.s3, self.settings.bucket_name),
+            mirror=self.mirror,
         )
 
     @cached_property

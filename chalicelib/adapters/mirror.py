@@ -1,5 +1,7 @@
 """The analytics mirror: Parquet copies of records in S3, partitioned by environment, stream and
-import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`).
+import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`). A record
+deleted through the API leaves a tombstone (`.../data_stream=<key>/deleted/record-<id>.parquet`)
+instead of a rewrite of its part; a stream's record count is read from its parts minus them.
 
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
@@ -16,15 +18,26 @@ from typing import Any, Iterable
 from chalicelib.domain.records import Record
 
 PUBLISH_THREADS = 8
+READ_THREADS = 8
+DELETE_BATCH = 1000  # what one DeleteObjects call takes
 PREFIX = "mirror"
 STAGING = "staging"
+TOMBSTONES = "deleted"
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
            "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64"}
 
 
+def stream_prefix(environment: str, stream_key: str, root: str = PREFIX) -> str:
+    return f"{root}/environment={environment}/data_stream={stream_key}/"
+
+
 def import_prefix(environment: str, stream_key: str, job_id: int, root: str = PREFIX) -> str:
-    return f"{root}/environment={environment}/data_stream={stream_key}/import={job_id}/"
+    return f"{stream_prefix(environment, stream_key, root)}import={job_id}/"
+
+
+def tombstone_key(environment: str, stream_key: str, record_id: int) -> str:
+    return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/record-{record_id}.parquet"
 
 
 class AnalyticsMirror:
@@ -76,6 +89,49 @@ class AnalyticsMirror:
         pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix)
         return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
 
+    def tombstone(self, environment: str, stream_key: str, record_id: int) -> None:
+        """Mark a record deleted (idempotent: one object per record)."""
+        import polars as pl
+
+        buffer = io.BytesIO()
+        pl.DataFrame({"id": [record_id]}, schema={"id": pl.Int64}).write_parquet(buffer)
+        self._s3.put_object(Bucket=self._bucket, Key=tombstone_key(environment, stream_key, record_id),
+                            Body=buffer.getvalue())
+
+    def count_records(self, environment: str, stream_key: str) -> int:
+        """The stream's records in the mirror: distinct ids of its published parts, less the
+        tombstoned ones. Reads only the `id` column, several parts at a time."""
+        import polars as pl
+
+        keys = self._keys(stream_prefix(environment, stream_key))
+        if not keys:
+            return 0
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            frames = list(pool.map(lambda key: (key, self._read(key, ["id"])), keys))
+        dead_marker = f"/{TOMBSTONES}/"
+        live = [frame for key, frame in frames if dead_marker not in key]
+        dead = [frame for key, frame in frames if dead_marker in key]
+        if not live:
+            return 0
+        ids = pl.concat(live)["id"].unique()
+        if dead:
+            ids = ids.filter(~ids.is_in(pl.concat(dead)["id"].implode()))
+        return ids.len()
+
+    def forget_stream(self, environment: str, stream_key: str) -> None:
+        """Remove everything of a deleted stream, staged or published, so that a new stream
+        with the same key starts empty."""
+        keys = self._keys(stream_prefix(environment, stream_key)) + self._keys(stream_prefix(environment, stream_key, STAGING))
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start:start + DELETE_BATCH]
+            self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
+
+    def _read(self, key: str, columns: list[str]):
+        import polars as pl
+
+        body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        return pl.read_parquet(io.BytesIO(body), columns=columns)
+
     def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
         """Totals of an import, read from its Parquet parts."""
         import polars as pl
@@ -83,8 +139,7 @@ class AnalyticsMirror:
         frames = []
         for stream_key in stream_keys:
             for key in self._keys(import_prefix(environment, stream_key, job_id)):
-                body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
-                frames.append(pl.read_parquet(io.BytesIO(body), columns=["date", "amount", "direction", "currency"]))
+                frames.append(self._read(key, ["date", "amount", "direction", "currency"]))
         if not frames:
             return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
         data = pl.concat(frames)

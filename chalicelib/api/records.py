@@ -72,5 +72,5 @@ def get_record(request: ApiRequest, id: str) -> RecordOut:
 @router.route("DELETE", "/records/{id}", summary="Delete an unreconciled record", status=204, errors=(404, 409))
 def delete_record(request: ApiRequest, id: str) -> None:
     services = container()
-    record_service.delete_record(services.records, services.data_streams, request.environment,
+    record_service.delete_record(services.records, services.data_streams, services.mirror, request.environment,
                                  numeric_id(id, "record"))

@@ -5,7 +5,7 @@ from typing import Any
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services import file_imports
+from chalicelib.services import data_streams, file_imports
 
 
 def _task(event: dict[str, Any], step) -> dict[str, Any]:
@@ -43,6 +43,8 @@ def handle_object_created(event) -> None:
 
 
 def sweep_task() -> None:
-    counts = file_imports.sweep(container().files)
+    services = container()
+    counts = file_imports.sweep(services.files)
+    counts["recounted_streams"] = data_streams.sweep_recounts(services.data_streams, services.mirror)
     if any(counts.values()):
-        logger.info("swept stuck jobs", extra=counts)
+        logger.info("swept", extra=counts)

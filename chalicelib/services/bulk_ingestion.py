@@ -7,13 +7,13 @@ Nothing lost, nothing doubled, without transactions:
   item as owner; the same owner may claim again, anyone else finds it taken;
 - records go out in BatchWriteItem calls, which are idempotent for fixed ids;
 - a chunk's results and counters are claimed with the chunk's number, so they count once;
-- stream record counts are applied once per job with a token (see DataStreamRepository).
+- stream record counts are read again from the analytics mirror once a job's records are
+  published there (see `recount_records`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,11 +33,10 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.records import MAX_EXTERNAL_ID, ItemError, Record, RecordDraft, StreamContext, validate_item
 from chalicelib.observability import logger
+from chalicelib.services.data_streams import recount_records
 
 CHUNK_SIZE = 250
 GUARD_THREADS = 8
-# Longer than SQS goes on redelivering a message (5 receives x the visibility timeout).
-COUNT_TOKEN_RETENTION = timedelta(days=1)
 
 
 @dataclass
@@ -177,9 +176,9 @@ def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception,
 
 
 def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-    """End a job. Completed: turn `replicating` (no chunk is counted after that), count its records
-    into their streams exactly once, replicate them to the mirror (the aggregates are read from
-    there), then `completed`. Cancelled or failed: move first (so nothing more is counted), then
+    """End a job. Completed: turn `replicating` (no chunk is counted after that), replicate its
+    records to the mirror, read the import's aggregates and its streams' record counts from
+    there, then `completed`. Cancelled or failed: move first (so nothing more is counted), then
     settle what was written. Records written before a cancel or a failure are kept."""
     now = utc_now()
     if target is not JobStatus.COMPLETED:
@@ -190,23 +189,24 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     if job.status is not JobStatus.REPLICATING:
         return job
     job = ports.jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
-    _roll_up_counts(ports, job)
     aggregates = _replicate(ports, job)
+    _recount_streams(ports, job)
     return move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **fields)
 
 
 def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
-    """For a job that ended cancelled or failed: count and replicate what it wrote, once. Every
-    entry point calls it on a finished job, so a crash right after the move is made good."""
+    """For a job that ended cancelled or failed: replicate what it wrote and recount its streams,
+    once. Every entry point calls it on a finished job, so a crash right after the move is made
+    good."""
     if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
         return job
     job = ports.jobs.get(job.environment, job.id)
     try:
         ports.jobs.set_aggregates(job, _replicate(ports, job))
+        _recount_streams(ports, job)
     except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
-        logger.exception("replicating an ended job failed", extra={"job_id": job.id})
-    _roll_up_counts(ports, job)
+        logger.exception("replicating an ended job failed", extra={"job_id": job.id})  # recounts are swept
     return ports.jobs.get(job.environment, job.id)
 
 
@@ -215,33 +215,15 @@ def _replicate(ports: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
     return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
 
 
-def _roll_up_counts(ports: IngestionPorts, job: IngestionJob) -> None:
-    """Two deliveries of one message may finish at the same time, so the job's token stays on
-    the stream for COUNT_TOKEN_RETENTION (longer than SQS keeps retrying) instead of being
-    dropped at once; older tokens of other jobs are pruned here."""
+def _recount_streams(ports: IngestionPorts, job: IngestionJob) -> None:
+    """Read the counts of the job's streams from the mirror it was just published to; once."""
     if not job.counts_rolled_up:
-        token = count_token(job)
-        for stream_key, created in job.created_per_stream.items():
-            ports.streams.add_to_records_count(job.environment, stream_key, created, token)
-        ports.jobs.mark_counts_rolled_up(job)
-        cutoff = (utc_now() - COUNT_TOKEN_RETENTION).timestamp()
         for stream_key in job.created_per_stream:
-            ports.streams.prune_count_tokens(
-                job.environment, stream_key,
-                lambda t: t != token and token_time(t) is not None and token_time(t) < cutoff)
+            recount_records(ports.streams, ports.mirror, job.environment, stream_key)
+        ports.jobs.mark_counts_rolled_up(job)
 
 
 # Helpers ----------------------------------------------------------------------------------
-
-def count_token(job: IngestionJob) -> str:
-    """Names a job's count change; the creation time inside lets old tokens be pruned."""
-    return f"job{job.id}@{int(job.created_at.timestamp())}"
-
-
-def token_time(token: str) -> float | None:
-    _, _, stamp = token.partition("@")
-    return float(stamp) if stamp.isdigit() else None
-
 
 def _claim(ports: IngestionPorts, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
     if not isinstance(draft, RecordDraft) or draft.external_id is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
 from chalicelib.domain.errors import ValidationFailed
-from chalicelib.services.ports import DataStreams, PropertyDefinitions
+from chalicelib.observability import logger
+from chalicelib.services.ports import DataStreams, Mirror, PropertyDefinitions
 
 RECORD_DELETE_BATCH = 500
 
@@ -34,10 +35,10 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
     return updated
 
 
-def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, records, environment: str,
-                  key: str) -> None:
-    """Hide the stream at once, remove what belongs to it (records, property definitions),
-    then the stream itself.
+def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, records, mirror: Mirror,
+                  environment: str, key: str) -> None:
+    """Hide the stream at once, remove what belongs to it (records, property definitions, its
+    part of the analytics mirror), then the stream itself.
 
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
@@ -53,4 +54,29 @@ def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, record
             batch = []
     records.remove_many(batch)
     definitions.remove_all_of_stream(environment, key)
+    mirror.forget_stream(environment, key)
     streams.remove(environment, key)
+
+
+def recount_records(streams: DataStreams, mirror: Mirror, environment: str, key: str) -> None:
+    """Read the stream's `records_count` from the analytics mirror, as the spec says it is.
+
+    The request is stored first, so a recount cut short is finished by the sweeper; a request
+    made while this one reads (a delete) outlives it.
+    """
+    counted_at = utc_now()
+    streams.request_recount(environment, key, counted_at)
+    streams.set_records_count(environment, key, mirror.count_records(environment, key), counted_at)
+    streams.clear_recount_request(environment, key, counted_at)
+
+
+def sweep_recounts(streams: DataStreams, mirror: Mirror) -> int:
+    """Recount every stream waiting for it (deletes ask for one); one failure stops no other."""
+    done = 0
+    for environment, key in streams.recount_requests():
+        try:
+            recount_records(streams, mirror, environment, key)
+            done += 1
+        except Exception:
+            logger.exception("recounting a stream failed", extra={"environment": environment, "stream": key})
+    return done

@@ -1,6 +1,8 @@
 """POST /records/bulk, the SQS worker, GET /bulk_requests/{id}: the bulk path end to end on moto."""
 import pytest
 
+from chalicelib.jobs.files import sweep_task
+
 
 @pytest.fixture
 def streams(api):
@@ -168,13 +170,29 @@ def test_idempotency_keys_are_per_environment(api, streams, services, worker):
     assert api.get(theirs.json_body["url"], key=other).json_body["results"][0]["external_id"] == "ext-9"
 
 
-def test_stream_records_count_follows_records_in_and_out(api, streams, worker):
+def test_stream_records_count_is_read_from_the_mirror_as_records_come_and_go(api, streams, worker, services):
     summary = submit(api, [item(1), item(2), item(3, stream="ledger")]).json_body
     worker.drain()
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2
     assert api.get("/v1/data_streams/ledger").json_body["records_count"] == 1
+    assert services.mirror.count_records("acme", "bank") == 2
     record_id = api.get(summary["url"]).json_body["results"][0]["record_id"]
     assert api.delete(f"/v1/records/{record_id}").status_code == 204
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2  # until the sweeper recounts
+    assert services.data_streams.recount_requests() == [("acme", "bank")]
+    sweep_task()
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1
+    assert services.data_streams.recount_requests() == []
+
+
+def test_a_stream_deleted_and_made_again_starts_with_an_empty_mirror(api, streams, worker, services):
+    submit(api, [item(1), item(2)])
+    worker.drain()
+    assert api.delete("/v1/data_streams/bank").status_code == 204
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
+    submit(api, [item(3)])
+    worker.drain()
+    assert services.mirror.count_records("acme", "bank") == 1
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1
 
 

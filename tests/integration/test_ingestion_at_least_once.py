@@ -111,8 +111,8 @@ def test_processing_the_same_message_twice_changes_nothing(services, job):
     {"records": DiesOnCall("put_many", call=2, after_write=True)},     # records written, results not
     {"jobs": DiesOnCall("save_chunk", call=2, after_write=True)},      # chunk counted, next not started
     {"records": DiesOnCall("claim_external_id", call=400, after_write=True)},  # mid-chunk, guards half done
-    {"streams": DiesOnCall("add_to_records_count", call=1, after_write=True)},  # count applied, not marked
-    {"jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},    # marked, token not cleared
+    {"streams": DiesOnCall("set_records_count", call=1, after_write=True)},  # count stored, request not cleared
+    {"jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},  # all done but the move
     {"jobs": DiesOnCall("move", call=2, after_write=False)},           # everything written, not completed
 ], ids=["before-records", "after-records", "after-count", "mid-guards", "after-stream-count",
         "after-rollup-mark", "before-complete"])

@@ -161,6 +161,15 @@ def job_of_stream_index(environment: str, stream_key: str, job_id: int) -> dict[
     return {"gsi1pk": jobs_of_stream_pk(environment, stream_key), "gsi1sk": _id(job_id)}
 
 
+# A sparse index of streams whose record count must be read again from the mirror (after a
+# record delete, or a recount that did not finish), read by the sweeper; each names its environment.
+RECOUNTS_PK = "RECOUNTS"
+
+
+def recount_index(environment: str, stream_key: str) -> dict[str, str]:
+    return {"gsi2pk": RECOUNTS_PK, "gsi2sk": f"{environment}#{stream_key}"}
+
+
 def active_job_index(environment: str, job_id: int) -> dict[str, str]:
     return {"gsi2pk": ACTIVE_JOBS_PK, "gsi2sk": f"{environment}#{_id(job_id)}"}
 

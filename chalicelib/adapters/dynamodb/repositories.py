@@ -5,7 +5,7 @@ No TransactWriteItems anywhere: multi-item changes are ordered, idempotent write
 """
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -144,34 +144,42 @@ class DataStreamRepository:
         except ConditionFailed:
             raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry") from None
 
-    def add_to_records_count(self, environment: str, key: str, delta: int, token: str) -> bool:
-        """Apply a count change exactly once: `token` names the change, and a change whose token
-        is already on the stream is not applied again. Returns False when it was not applied."""
+    def set_records_count(self, environment: str, key: str, count: int, counted_at: datetime) -> bool:
+        """Store a count read from the mirror, unless a recount that began later stored one first
+        (two jobs finishing together both recount; the later reading is the fuller one)."""
         try:
             self._table.update(
-                keys.data_stream(environment, key), "ADD records_count :delta, count_tokens :token",
-                condition="attribute_exists(pk) AND NOT contains(count_tokens, :token_text)",
-                values={":delta": delta, ":token": {token}, ":token_text": token},
+                keys.data_stream(environment, key), "SET records_count = :count, records_counted_at = :at",
+                condition="attribute_exists(pk) AND "
+                          "(attribute_not_exists(records_counted_at) OR records_counted_at < :at)",
+                values={":count": count, ":at": iso(counted_at)},
             )
         except ConditionFailed:
             return False
         return True
 
-    def prune_count_tokens(self, environment: str, key: str, is_stale) -> None:
-        """Drop the tokens `is_stale` says can no longer come back, so the set stays small."""
-        item = self._table.get(keys.data_stream(environment, key))
-        stale = {t for t in (item or {}).get("count_tokens", set()) if is_stale(t)}
-        if stale:
-            self._table.update(keys.data_stream(environment, key), "DELETE count_tokens :stale",
-                               values={":stale": stale})
-
-    def forget_count_token(self, environment: str, key: str, token: str) -> None:
-        """Drop a token once no one can apply its change again."""
+    def request_recount(self, environment: str, key: str, requested_at: datetime) -> None:
         try:
-            self._table.update(keys.data_stream(environment, key), "DELETE count_tokens :token",
-                               condition="attribute_exists(pk)", values={":token": {token}})
+            self._table.update(keys.data_stream(environment, key),
+                               "SET recount_requested_at = :at, gsi2pk = :gsi2pk, gsi2sk = :gsi2sk",
+                               condition="attribute_exists(pk)",
+                               values={":at": iso(requested_at),
+                                       **{f":{k}": v for k, v in keys.recount_index(environment, key).items()}})
         except ConditionFailed:
-            pass  # the stream is gone
+            pass  # the stream is gone: nothing to count
+
+    def clear_recount_request(self, environment: str, key: str, counted_at: datetime) -> None:
+        """Drop the request a recount begun at `counted_at` answered; a later request stays."""
+        try:
+            self._table.update(keys.data_stream(environment, key), "REMOVE recount_requested_at, gsi2pk, gsi2sk",
+                               condition="recount_requested_at <= :at", values={":at": iso(counted_at)})
+        except ConditionFailed:
+            pass
+
+    def recount_requests(self) -> list[tuple[str, str]]:
+        """(environment, stream key) of every stream waiting for a recount, of every environment."""
+        items = self._table.query_all("gsi2pk", keys.RECOUNTS_PK, index="gsi2")
+        return [(i["environment"], i["key"]) for i in items]
 
     def mark_deleting(self, environment: str, key: str) -> None:
         try:
