@@ -1,7 +1,11 @@
 """The analytics mirror: Parquet copies of records in S3, partitioned by environment, stream and
-import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`). A record
-deleted through the API leaves a tombstone (`.../data_stream=<key>/deleted/record-<id>.parquet`)
-instead of a rewrite of its part; a stream's record count is read from its parts minus them.
+import (`mirror/environment=<env>/data_stream=<key>/import=<id>/part-<chunk>.parquet`).
+
+A stream's record count comes from the mirror's listing alone, so that recounting a stream of
+millions of records costs a few LIST calls, not a read of every part: a published import gets
+an empty marker naming its row count (`import=<id>/_rows=<n>`, written from the parts it was
+read back from), and a record deleted through the API an empty tombstone
+(`deleted/import=<id>/record-<record id>`) instead of a rewrite of its part.
 
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
@@ -12,13 +16,13 @@ workers that write or read the mirror load it.
 from __future__ import annotations
 
 import io
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
 from chalicelib.domain.records import Record
 
 PUBLISH_THREADS = 8
-READ_THREADS = 8
 DELETE_BATCH = 1000  # what one DeleteObjects call takes
 PREFIX = "mirror"
 STAGING = "staging"
@@ -36,8 +40,12 @@ def import_prefix(environment: str, stream_key: str, job_id: int, root: str = PR
     return f"{stream_prefix(environment, stream_key, root)}import={job_id}/"
 
 
-def tombstone_key(environment: str, stream_key: str, record_id: int) -> str:
-    return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/record-{record_id}.parquet"
+def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int) -> str:
+    return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/import={job_id}/record-{record_id}"
+
+
+ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
+TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-\d+$")
 
 
 class AnalyticsMirror:
@@ -89,34 +97,21 @@ class AnalyticsMirror:
         pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix)
         return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
 
-    def tombstone(self, environment: str, stream_key: str, record_id: int) -> None:
-        """Mark a record deleted (idempotent: one object per record)."""
-        import polars as pl
-
-        buffer = io.BytesIO()
-        pl.DataFrame({"id": [record_id]}, schema={"id": pl.Int64}).write_parquet(buffer)
-        self._s3.put_object(Bucket=self._bucket, Key=tombstone_key(environment, stream_key, record_id),
-                            Body=buffer.getvalue())
+    def tombstone(self, environment: str, stream_key: str, job_id: int, record_id: int) -> None:
+        """Mark a record of import `job_id` deleted (idempotent: one key per record)."""
+        self._s3.put_object(Bucket=self._bucket, Key=tombstone_key(environment, stream_key, job_id, record_id), Body=b"")
 
     def count_records(self, environment: str, stream_key: str) -> int:
-        """The stream's records in the mirror: distinct ids of its published parts, less the
-        tombstoned ones. Reads only the `id` column, several parts at a time."""
-        import polars as pl
-
-        keys = self._keys(stream_prefix(environment, stream_key))
-        if not keys:
-            return 0
-        with ThreadPoolExecutor(READ_THREADS) as pool:
-            frames = list(pool.map(lambda key: (key, self._read(key, ["id"])), keys))
-        dead_marker = f"/{TOMBSTONES}/"
-        live = [frame for key, frame in frames if dead_marker not in key]
-        dead = [frame for key, frame in frames if dead_marker in key]
-        if not live:
-            return 0
-        ids = pl.concat(live)["id"].unique()
-        if dead:
-            ids = ids.filter(~ids.is_in(pl.concat(dead)["id"].implode()))
-        return ids.len()
+        """The stream's records in the mirror: rows of its published imports, less the tombstones
+        of those imports (a tombstone of an import never published counts nothing)."""
+        rows: dict[str, int] = {}
+        dead: dict[str, int] = {}
+        for key in self._keys(stream_prefix(environment, stream_key)):
+            if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
+                rows[marker[1]] = max(rows.get(marker[1], 0), int(marker[2]))
+            elif tombstone := TOMBSTONE.search(key):
+                dead[tombstone[1]] = dead.get(tombstone[1], 0) + 1
+        return sum(count - dead.get(job, 0) for job, count in rows.items())
 
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Remove everything of a deleted stream, staged or published, so that a new stream
@@ -133,13 +128,17 @@ class AnalyticsMirror:
         return pl.read_parquet(io.BytesIO(body), columns=columns)
 
     def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
-        """Totals of an import, read from its Parquet parts."""
+        """Totals of a published import, read from its Parquet parts; leaves each stream's row
+        marker (rewritten the same by a retry: the published parts no longer change)."""
         import polars as pl
 
         frames = []
         for stream_key in stream_keys:
-            for key in self._keys(import_prefix(environment, stream_key, job_id)):
-                frames.append(self._read(key, ["date", "amount", "direction", "currency"]))
+            prefix = import_prefix(environment, stream_key, job_id)
+            parts = [self._read(key, ["date", "amount", "direction", "currency"])
+                     for key in self._keys(prefix) if key.endswith(".parquet")]
+            self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={sum(p.height for p in parts)}", Body=b"")
+            frames += parts
         if not frames:
             return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
         data = pl.concat(frames)

@@ -20,6 +20,7 @@ def delete_record(records, streams: DataStreams, mirror: Mirror, environment: st
     record = records.mark_deleting(environment, record_id, DELETABLE_STATUSES, ABANDONED_DELETE_AFTER)
     if record is None:
         return  # being deleted by another request: the outcome is the same
-    mirror.tombstone(environment, record.data_stream_key, record.id)
+    if record.file_import_id is not None:  # written by an import, so it may be in the mirror
+        mirror.tombstone(environment, record.data_stream_key, record.file_import_id, record.id)
     streams.request_recount(environment, record.data_stream_key, utc_now())
     records.remove(record)

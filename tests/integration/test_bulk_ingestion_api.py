@@ -260,6 +260,8 @@ def test_bulk_requests_replicate_to_the_mirror_per_stream(api, streams, services
     keys = [o["Key"] for o in services.aws.s3.list_objects_v2(
         Bucket=services.settings.bucket_name, Prefix="mirror/environment=acme/").get("Contents", [])]
     assert sorted(keys) == [
+        f"mirror/environment=acme/data_stream=bank/import={summary['id']}/_rows=2",
         f"mirror/environment=acme/data_stream=bank/import={summary['id']}/part-000000.parquet",
+        f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/_rows=1",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/part-000000.parquet",
     ]
