@@ -22,6 +22,8 @@ def test_a_table_with_a_stale_schema_is_rebuilt_with_its_items(tmp_path):
         stale = {k: v for k, v in wanted.items() if k != "GlobalSecondaryIndexes"}
         stale["AttributeDefinitions"] = [a for a in wanted["AttributeDefinitions"] if a["AttributeName"] in ("pk", "sk")]
         client.create_table(**stale)
+        # dynalite creates tables asynchronously even with createTableMs 0: a busy machine showed it
+        client.get_waiter("table_exists").wait(TableName=wanted["TableName"], WaiterConfig={"Delay": 0.1})
         client.put_item(TableName=wanted["TableName"], Item={"pk": {"S": "a"}, "sk": {"S": "b"},
                                                             "gsi1pk": {"S": "g"}, "gsi1sk": {"S": "1"}})
         messages = []
