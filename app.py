@@ -3,7 +3,7 @@ from chalice import Chalice, Rate
 
 from chalicelib.api import API_PREFIX, PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
-from chalicelib.jobs import files
+from chalicelib.jobs import files, runs
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.settings import current_settings
 
@@ -46,6 +46,32 @@ def file_import_finish(event, context):
 @app.lambda_function(name="file_import_fail")
 def file_import_fail(event, context):
     return files.give_up_task(event)
+
+
+# Reconciliation runs: infra/statemachines/reconciliation_run.asl.json runs these tasks.
+@app.lambda_function(name="reconciliation_run_load")
+def reconciliation_run_load(event, context):
+    return runs.load_task(event)
+
+
+@app.lambda_function(name="reconciliation_run_match")
+def reconciliation_run_match(event, context):
+    return runs.match_task(event)
+
+
+@app.lambda_function(name="reconciliation_run_persist")
+def reconciliation_run_persist(event, context):
+    return runs.persist_task(event)
+
+
+@app.lambda_function(name="reconciliation_run_finish")
+def reconciliation_run_finish(event, context):
+    return runs.finish_task(event)
+
+
+@app.lambda_function(name="reconciliation_run_fail")
+def reconciliation_run_fail(event, context):
+    return runs.give_up_task(event)
 
 
 # No job stays pending or processing for ever, and no stream count waits long for its recount.

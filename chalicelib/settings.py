@@ -16,6 +16,7 @@ class Settings(BaseSettings):
     bucket_name: str = "recon-dev-data"
     bulk_queue_name: str = "recon-dev-bulk"
     file_import_state_machine: str = "recon-dev-file-import"
+    reconciliation_run_state_machine: str = "recon-dev-reconciliation-run"
     region: str = Field(
         default="us-east-1",
         validation_alias=AliasChoices("RECON_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),

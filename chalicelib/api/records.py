@@ -53,15 +53,30 @@ def list_records(request: ApiRequest) -> RecordPage:
     query: RecordsQuery = request.query
     if all(getattr(query, name) is None for name in STANDALONE_FILTERS):
         raise ValidationFailed.on("data_stream_key", f"give at least one of {', '.join(STANDALONE_FILTERS)}")
-    if query.reconciliation_match_id is not None:
-        return RecordPage(data=[], next_cursor=None, limit=query.limit)  # no matches exist yet
-    records, cursor = container().records.list_page(request.environment, RecordQuery(
+    filters = RecordQuery(
         data_stream_key=query.data_stream_key, status=RecordStatus(query.status) if query.status else None,
         file_import_id=query.file_import_id, external_id=query.external_id,
         date_from=query.date_from.isoformat() if query.date_from else None,
         date_to=query.date_to.isoformat() if query.date_to else None,
-    ), query.limit, query.cursor)
+    )
+    if query.reconciliation_match_id is not None:
+        records, cursor = _records_of_match(request.environment, query.reconciliation_match_id, filters,
+                                            query.limit, query.cursor)
+    else:
+        records, cursor = container().records.list_page(request.environment, filters, query.limit, query.cursor)
     return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
+
+
+def _records_of_match(environment: str, match_id: int, filters: RecordQuery, limit: int, cursor: str | None):
+    """A page of the match's records (its member items), the other filters applied to the page."""
+    matches = container().matches
+    match = matches.find(environment, match_id)
+    if match is None or match.unmatching:
+        return [], None
+    ids, next_cursor = matches.member_page(environment, match_id, limit, cursor)
+    records = sorted((matches.record_of(i) for i in matches.record_items(environment, ids) if not i.get("deleting")),
+                     key=lambda r: -r.id)
+    return [r for r in records if filters.admits(r)], next_cursor
 
 
 @router.route("GET", "/records/{id}", summary="Get a record", response=RecordOut, errors=(404,))

@@ -61,6 +61,8 @@ class LocalService:
         from app import app
 
         self.container.workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log)
+        self.container.run_workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log,
+                                                       machine="ReconciliationRunStateMachine")
         self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)
         self.runtime.start()
         self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX))

@@ -32,6 +32,7 @@ class StackInfo:
     bucket_name: str
     bulk_queue_name: str
     file_import_state_machine: str = ""
+    reconciliation_run_state_machine: str = ""
     api_url: str | None = None
     child_pids: list[int] | None = None
 
@@ -41,6 +42,7 @@ class StackInfo:
             "aws_endpoint": self.aws_endpoint, "table_name": self.table_name,
             "bucket_name": self.bucket_name, "bulk_queue_name": self.bulk_queue_name,
             "file_import_state_machine": self.file_import_state_machine,
+            "reconciliation_run_state_machine": self.reconciliation_run_state_machine,
         })
 
 
@@ -98,6 +100,7 @@ class LocalStack:
             table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
             bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
             file_import_state_machine=outputs["FileImportStateMachineName"],
+            reconciliation_run_state_machine=outputs["ReconciliationRunStateMachineName"],
         )
         self.write_info()
         return self.info.settings(settings)

@@ -177,13 +177,15 @@ class LocalWorkflows:
 
 
 def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[[str], None] = print,
-                    synchronous: bool = False, retry_delay_scale: float = 1.0) -> LocalWorkflows:
-    """The file-import state machine of infra/, its tasks bound to this app's lambda functions."""
+                    synchronous: bool = False, retry_delay_scale: float = 1.0,
+                    machine: str = "FileImportStateMachine") -> LocalWorkflows:
+    """A state machine of infra/ (its template resource name), its tasks bound to this app's
+    lambda functions."""
     from chalicelib.local.provision import Resolver, load_template, state_machine_definition
 
     template = load_template()
     resolver = Resolver(template, parameters, region)
-    definition, substitutions = state_machine_definition(template, resolver, "FileImportStateMachine")
+    definition, substitutions = state_machine_definition(template, resolver, machine)
     prefix = f"{resolver.parameters['AppName']}-{resolver.parameters['Stage']}-"
     functions = {key: arn.rsplit(":", 1)[-1].removeprefix(prefix) for key, arn in substitutions.items()}
     machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale)

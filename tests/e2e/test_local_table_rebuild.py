@@ -31,7 +31,7 @@ def test_a_table_with_a_stale_schema_is_rebuilt_with_its_items(tmp_path):
         ensure_table(client, wanted, log=messages.append)
 
         described = client.describe_table(TableName=wanted["TableName"])["Table"]
-        assert sorted(i["IndexName"] for i in described["GlobalSecondaryIndexes"]) == ["gsi1", "gsi2", "gsi3", "gsi4"]
+        assert sorted(i["IndexName"] for i in described["GlobalSecondaryIndexes"]) == ["gsi1", "gsi2", "gsi3", "gsi4", "gsi5"]
         found = client.query(TableName=wanted["TableName"], IndexName="gsi1",
                              KeyConditionExpression="gsi1pk = :g", ExpressionAttributeValues={":g": {"S": "g"}})
         assert found["Count"] == 1

@@ -24,7 +24,7 @@ def test_the_table_definition_comes_from_the_template():
     template = load_template()
     [table] = table_definitions(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"))
     assert table["TableName"] == "recon-dev"
-    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["gsi1", "gsi2", "gsi3", "gsi4"]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["gsi1", "gsi2", "gsi3", "gsi4", "gsi5"]
 
 
 def test_a_parameter_without_value_is_refused():

@@ -1,0 +1,359 @@
+"""Runs, matches and the record side of matching in DynamoDB.
+
+A match is written without transactions, in an order a retry can finish and a failure can undo:
+1. its member items (one per record, in the match's partition), by BatchWriteItem;
+2. a claim on each record: a conditional update that names the match in the record's
+   `match_<reconciliation>` attribute, adds the reconciliation to `matched_in`, and moves the
+   record's status (and its open-records index entry) accordingly; a claim fails when another
+   match of that reconciliation holds the record, or the record is being deleted;
+3. the match item, the commit marker: until it exists nothing lists or shows the match.
+A failed claim releases the claims this match made and deletes its members.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.records import RecordRepository
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
+from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.matches import Match, MatchStatus, record_status
+from chalicelib.domain.records import Record, RecordStatus
+from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger, sources_of
+
+CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
+
+
+class RunRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def add(self, run: Run) -> None:
+        self._table.put_new(self.to_item(run))
+
+    def get(self, environment: str, run_id: int) -> Run:
+        item = self._table.get(keys.run(environment, run_id))
+        if item is None:
+            raise NotFound(f"run {run_id} not found")
+        return self._from_item(item)
+
+    def find(self, environment: str, run_id: int | None) -> Run | None:
+        if run_id is None:
+            return None
+        item = self._table.get(keys.run(environment, run_id))
+        return self._from_item(item) if item else None
+
+    def list_page(self, environment: str, reconciliation_id: int, limit: int,
+                  cursor: str | None) -> tuple[list[Run], str | None]:
+        page = self._table.query_page("gsi1pk", keys.runs_of_reconciliation_pk(environment, reconciliation_id),
+                                      index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    def move(self, run: Run, target: RunStatus, **fields: Any) -> Run:
+        allowed, sources = status_in(sources_of(target))
+        sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
+        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
+        values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
+        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        try:
+            item = self._table.update(keys.run(run.environment, run.id), expression, condition=allowed,
+                                      names=names, values={**values, **sources}, return_new=True, keep_nulls=True)
+        except ConditionFailed:
+            raise TransitionRefused(f"run {run.id} cannot move to {target.value}") from None
+        return self._from_item(item)
+
+    def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunks: int, total_records: int,
+                  rule_summary: dict[str, Any]) -> Run:
+        """Fix the match phase's outcome once; a retried match phase keeps what the first stored."""
+        try:
+            item = self._table.update(
+                keys.run(run.environment, run.id),
+                "SET first_match_id = :f, matches_count = :n, chunks = :c, total_records = :t, "
+                "processed_records = :t, rule_summary = :s",
+                condition="attribute_not_exists(first_match_id) AND #status = :running",
+                names={"#status": "status"},
+                values={":f": first_match_id, ":n": matches_count, ":c": chunks, ":t": total_records,
+                        ":s": rule_summary, ":running": RunStatus.RUNNING.value},
+                return_new=True)
+            return self._from_item(item)
+        except ConditionFailed:
+            return self.get(run.environment, run.id)
+
+    def claim_slot(self, environment: str, reconciliation_id: int, run_id: int) -> bool:
+        """Take the reconciliation's one slot for a pending or running run; False when taken."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET current_run_id = :run",
+                               condition="attribute_exists(pk) AND (attribute_not_exists(current_run_id) "
+                                         "OR current_run_id = :run)", values={":run": run_id})
+        except ConditionFailed:
+            return False
+        return True
+
+    def release_slot(self, environment: str, reconciliation_id: int, run_id: int) -> None:
+        """The finished run becomes the last run; only the run holding the slot frees it."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id),
+                               "SET last_run_id = :run REMOVE current_run_id",
+                               condition="current_run_id = :run", values={":run": run_id})
+        except ConditionFailed:
+            pass  # released already, or the reconciliation is gone
+
+    def discard(self, run: Run) -> None:
+        """Drop a run that never got the slot (nobody saw it)."""
+        self._table.delete(keys.run(run.environment, run.id), condition="#status = :pending",
+                           names={"#status": "status"}, values={":pending": RunStatus.PENDING.value})
+
+    def save_loaded(self, run: Run, total_records: int) -> None:
+        self._table.update(keys.run(run.environment, run.id), "SET total_records = :t",
+                           condition="#status = :running", names={"#status": "status"},
+                           values={":t": total_records, ":running": RunStatus.RUNNING.value})
+
+    def save_chunk(self, run: Run, chunk: int, matched_records: int, conflicts: int) -> Run:
+        """Count a persisted chunk once (claimed by its number), and only while running."""
+        try:
+            item = self._table.update(
+                keys.run(run.environment, run.id),
+                "ADD done_chunks :chunk, matched_records :m, conflicted_matches :x",
+                condition="#status = :running AND NOT contains(done_chunks, :n)",
+                names={"#status": "status"},
+                values={":chunk": {chunk}, ":n": chunk, ":m": matched_records, ":x": conflicts,
+                        ":running": RunStatus.RUNNING.value},
+                return_new=True)
+            return self._from_item(item)
+        except ConditionFailed:
+            return self.get(run.environment, run.id)
+
+    @staticmethod
+    def to_item(run: Run) -> dict[str, Any]:
+        return {
+            **keys.run(run.environment, run.id), **keys.run_index(run.environment, run.reconciliation_id, run.id),
+            "entity": "run", "environment": run.environment, "id": run.id,
+            "reconciliation_id": run.reconciliation_id, "kind": run.kind.value, "trigger": run.trigger.value,
+            "status": run.status.value, "created_at": iso(run.created_at), "total_records": run.total_records,
+            "processed_records": run.processed_records, "matched_records": run.matched_records,
+            "new_record_jobs": list(run.new_record_jobs) or None,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> Run:
+        return Run(
+            environment=item["environment"], id=item["id"], reconciliation_id=item["reconciliation_id"],
+            kind=RunKind(item["kind"]), trigger=RunTrigger(item["trigger"]), status=RunStatus(item["status"]),
+            created_at=parse_iso(item["created_at"]), started_at=parse_optional_iso(item.get("started_at")),
+            completed_at=parse_optional_iso(item.get("completed_at")),
+            total_records=item.get("total_records", 0), processed_records=item.get("processed_records", 0),
+            matched_records=item.get("matched_records", 0), rule_summary=item.get("rule_summary") or {},
+            error_message=item.get("error_message"), matches_count=item.get("matches_count"),
+            first_match_id=item.get("first_match_id"), chunks=item.get("chunks"),
+            done_chunks=frozenset(item.get("done_chunks", set())),
+            new_record_jobs=tuple(item.get("new_record_jobs") or ()),
+        )
+
+
+class MatchRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    # Writing a match (see the module docstring for the order) --------------------------------
+
+    def put_members(self, environment: str, match_id: int, members: Iterable[dict[str, Any]]) -> None:
+        self._table.batch_write(puts=[
+            {**keys.match_member(environment, match_id, m["record_id"]), "entity": "match_member",
+             "record_id": m["record_id"], "side": m["side"], "data_stream_key": m["data_stream_key"]}
+            for m in members])
+
+    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                     used_by: int, seen: dict[str, Any] | None = None) -> bool:
+        """Mark the record matched by `match_id` in the reconciliation. False when another match
+        of it holds the record, or the record is gone or being deleted. `seen` is the record's
+        item as last read (saves a read; a stale one only costs a retry)."""
+        attribute = keys.match_attribute(reconciliation_id)
+        item = seen
+        for _ in range(CLAIM_ATTEMPTS):
+            if item is None:
+                item = self._table.get(keys.record(environment, record_id))
+            if item is None or item.get("deleting"):
+                return False
+            if item.get(attribute) is not None:
+                return item[attribute] == match_id
+            matched_in = set(item.get("matched_in") or ())
+            status = record_status(len(matched_in | {reconciliation_id}), used_by)
+            try:
+                self._table.update(
+                    keys.record(environment, record_id), _status_update(status, item, "SET #m = :match", "ADD matched_in :r"),
+                    condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
+                              "AND " + _same_matched_in(matched_in),
+                    names={"#m": attribute, "#status": "status"},
+                    values={":match": match_id, ":r": {reconciliation_id}, ":status": status.value,
+                            ":g4": keys.records_with_status_pk(environment, status.value),
+                            **_open_index_values(environment, item, status), **_size_value(matched_in)})
+                return True
+            except ConditionFailed:
+                item = None  # changed meanwhile: read it again
+        raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                       used_by: int) -> None:
+        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        attribute = keys.match_attribute(reconciliation_id)
+        for _ in range(CLAIM_ATTEMPTS):
+            item = self._table.get(keys.record(environment, record_id))
+            if item is None or item.get(attribute) != match_id:
+                return
+            matched_in = set(item.get("matched_in") or ())
+            status = record_status(len(matched_in - {reconciliation_id}), used_by)
+            try:
+                self._table.update(
+                    keys.record(environment, record_id), _status_update(status, item, "REMOVE #m", "DELETE matched_in :r"),
+                    condition="#m = :match AND " + _same_matched_in(matched_in),
+                    names={"#m": attribute, "#status": "status"},
+                    values={":match": match_id, ":r": {reconciliation_id}, ":status": status.value,
+                            ":g4": keys.records_with_status_pk(environment, status.value),
+                            **_open_index_values(environment, item, status), **_size_value(matched_in)})
+                return
+            except ConditionFailed:
+                continue
+        raise RuntimeError(f"record {record_id} kept changing while being unmatched")
+
+    def commit(self, match: Match, members: int) -> None:
+        """Write the match item (the commit marker); a retry of the same run writes it again."""
+        item = self.to_item(match)
+        item["record_count"] = members
+        condition = "attribute_not_exists(pk)" if match.run_id is None else "attribute_not_exists(pk) OR run_id = :run"
+        try:
+            self._table.put(item, condition=condition, values={":run": match.run_id} if match.run_id else None)
+        except ConditionFailed:
+            raise TransitionRefused(f"match {match.id} exists already") from None
+
+    def delete_members(self, environment: str, match_id: int) -> None:
+        self._table.batch_write(deletes=[
+            keys.match_member(environment, match_id, m["record_id"]) for m in self.members(environment, match_id)])
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def open_items(self, environment: str, stream_key: str, reconciliation_id: int) -> Iterable[dict[str, Any]]:
+        """Record items of the stream not yet matched in the reconciliation (the sparse open index;
+        a record matched elsewhere but not here is still open here)."""
+        return (item for item in self._table.query_all("gsi5pk", keys.open_records_of_stream_pk(environment, stream_key),
+                                                       index="gsi5")
+                if item.get(keys.match_attribute(reconciliation_id)) is None and not item.get("deleting"))
+
+    def record_items(self, environment: str, record_ids: Iterable[int]) -> list[dict[str, Any]]:
+        return self._table.get_many(keys.record(environment, rid) for rid in record_ids)
+
+    @staticmethod
+    def record_of(item: dict[str, Any]) -> Record:
+        return RecordRepository.from_item(item)
+
+    @staticmethod
+    def match_attribute(reconciliation_id: int) -> str:
+        return keys.match_attribute(reconciliation_id)
+
+    def used_by(self, environment: str, stream_key: str) -> int:
+        """How many reconciliations use the stream: a record matched in all of them is reconciled."""
+        usages = self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
+                                       sort_prefix=keys.STREAM_USAGE_PREFIX, projection="sk")
+        return max(1, sum(1 for _ in usages))
+
+    def get(self, environment: str, match_id: int) -> Match:
+        match = self.find(environment, match_id)
+        if match is None or match.unmatching:
+            raise NotFound(f"reconciliation match {match_id} not found")
+        return match
+
+    def find(self, environment: str, match_id: int) -> Match | None:
+        item = self._table.get(keys.match(environment, match_id))
+        return self._from_item(item) if item else None
+
+    def members(self, environment: str, match_id: int) -> list[dict[str, Any]]:
+        return list(self._table.query_all("pk", keys.match(environment, match_id)["pk"],
+                                          sort_prefix=keys.MATCH_MEMBER_PREFIX))
+
+    def member_page(self, environment: str, match_id: int, limit: int, cursor: str | None):
+        page = self._table.query_page("pk", keys.match(environment, match_id)["pk"], limit=limit, cursor=cursor,
+                                      sort_prefix=keys.MATCH_MEMBER_PREFIX)
+        return [i["record_id"] for i in page.items], page.cursor
+
+    def list_page(self, environment: str, reconciliation_id: int, limit: int,
+                  cursor: str | None) -> tuple[list[Match], str | None]:
+        page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
+                                      index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    # Changing a committed match ---------------------------------------------------------------
+
+    def confirm(self, match: Match) -> Match:
+        try:
+            item = self._table.update(
+                keys.match(match.environment, match.id), "SET #status = :confirmed",
+                condition="attribute_exists(pk) AND attribute_not_exists(unmatching)",
+                names={"#status": "status"}, values={":confirmed": MatchStatus.CONFIRMED.value}, return_new=True)
+        except ConditionFailed:
+            raise NotFound(f"reconciliation match {match.id} not found") from None
+        return self._from_item(item)
+
+    def mark_unmatching(self, match: Match) -> None:
+        """First step of an unmatch: hide the match; a retry finds the mark and goes on."""
+        self._table.update(keys.match(match.environment, match.id), "SET unmatching = :t",
+                           condition="attribute_exists(pk)", values={":t": True})
+
+    def remove(self, match: Match) -> None:
+        self._table.delete(keys.match(match.environment, match.id))
+
+    @staticmethod
+    def to_item(match: Match) -> dict[str, Any]:
+        return {
+            **keys.match(match.environment, match.id),
+            **keys.match_index(match.environment, match.reconciliation_id, match.id),
+            "entity": "match", "environment": match.environment, "id": match.id,
+            "reconciliation_id": match.reconciliation_id, "reconciliation_rule_id": match.reconciliation_rule_id,
+            "status": match.status.value, "group_key": match.group_key, "record_count": match.record_count,
+            "created_at": iso(match.created_at), "run_id": match.run_id,
+            "differences": match.differences or None, "reason": match.reason,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> Match:
+        return Match(
+            environment=item["environment"], id=item["id"], reconciliation_id=item["reconciliation_id"],
+            status=MatchStatus(item["status"]), group_key=item.get("group_key", ""),
+            record_count=item.get("record_count", 0), created_at=parse_iso(item["created_at"]),
+            reconciliation_rule_id=item.get("reconciliation_rule_id"), run_id=item.get("run_id"),
+            differences=item.get("differences") or {}, reason=item.get("reason"),
+            unmatching=bool(item.get("unmatching")),
+        )
+
+
+def _status_update(status: RecordStatus, item: dict[str, Any], set_clause: str, set_change: str) -> str:
+    """The status, its index, and the open-records index follow the new status."""
+    sets = [set_clause.removeprefix("SET "), "#status = :status", "gsi4pk = :g4"]
+    removes = [set_clause.removeprefix("REMOVE ")] if set_clause.startswith("REMOVE") else []
+    if set_clause.startswith("REMOVE"):
+        sets = sets[1:]
+    if status is RecordStatus.RECONCILED:
+        removes += ["gsi5pk", "gsi5sk"]
+    else:
+        sets += ["gsi5pk = :g5", "gsi5sk = :g5s"]
+    expression = "SET " + ", ".join(sets)
+    if removes:
+        expression += " REMOVE " + ", ".join(removes)
+    return f"{expression} {set_change}"
+
+
+def _open_index_values(environment: str, item: dict[str, Any], status: RecordStatus) -> dict[str, str]:
+    if status is RecordStatus.RECONCILED:
+        return {}
+    index = keys.open_record_index(environment, item["data_stream_key"], item["id"])
+    return {":g5": index["gsi5pk"], ":g5s": index["gsi5sk"]}
+
+
+def _same_matched_in(matched_in: set[int]) -> str:
+    """The record's reconciliations are still those the new status was computed from."""
+    return "size(matched_in) = :n" if matched_in else "attribute_not_exists(matched_in)"
+
+
+def _size_value(matched_in: set[int]) -> dict[str, int]:
+    return {":n": len(matched_in)} if matched_in else {}
+

@@ -1,0 +1,43 @@
+"""A run's working files in S3 (`runs/<env>/<run id>/<name>.parquet`): the open records the load
+phase read and the matches the engine found, so that each phase of the state machine is a short
+Lambda call that a retry can repeat from the same input."""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+PREFIX = "runs"
+
+
+class RunFiles:
+    def __init__(self, s3, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def _key(self, environment: str, run_id: int, name: str) -> str:
+        return f"{PREFIX}/{environment}/{run_id}/{name}"
+
+    def write_frame(self, environment: str, run_id: int, name: str, frame) -> None:
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer, compression="zstd")
+        self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"),
+                            Body=buffer.getvalue())
+
+    def read_frame(self, environment: str, run_id: int, name: str):
+        import polars as pl
+
+        body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"))
+        return pl.read_parquet(io.BytesIO(body["Body"].read()))
+
+    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
+        self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"),
+                            Body=json.dumps(value).encode())
+
+    def read_json(self, environment: str, run_id: int, name: str) -> Any:
+        body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"))
+        return json.loads(body["Body"].read())
+
+    def exists(self, environment: str, run_id: int, name: str) -> bool:
+        listed = self._s3.list_objects_v2(Bucket=self._bucket, Prefix=self._key(environment, run_id, name), MaxKeys=1)
+        return listed.get("KeyCount", 0) > 0

@@ -1,0 +1,63 @@
+"""Routes of reconciliation matches."""
+from __future__ import annotations
+
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
+from chalicelib.container import container
+from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match
+from chalicelib.services import matches as service
+
+router = Router("matches")
+
+
+def match_out(match: Match, with_records: bool = True) -> MatchOut:
+    fields = dict(id=match.id, status=match.status.value, group_key=match.group_key,
+                  reconciliation_id=match.reconciliation_id, reconciliation_rule_id=match.reconciliation_rule_id,
+                  run_id=match.run_id, differences=match.differences, reason=match.reason, created_at=match.created_at)
+    if match.record_count > MAX_INLINE_RECORDS or not with_records:
+        return MatchOut(**fields, record_count=match.record_count)
+    matches = container().matches
+    members = matches.members(match.environment, match.id)
+    side_of = {m["record_id"]: m["side"] for m in members}
+    items = sorted(matches.record_items(match.environment, side_of), key=lambda i: (side_of[i["id"]], i["id"]))
+    records = [MatchRecordOut(**matches.record_of(i).__dict__, side=side_of[i["id"]]) for i in items]
+    return MatchOut(**fields, records=records)
+
+
+@router.route("GET", "/reconciliation_matches", summary="Matches of a reconciliation, newest first",
+              query=MatchesQuery, response=MatchPage, errors=(400, 404, 422))
+def list_matches(request: ApiRequest) -> MatchPage:
+    query: MatchesQuery = request.query
+    services = container()
+    reconciliation = services.reconciliations.get(request.environment, query.reconciliation_id)
+    matches, cursor = services.matches.list_page(request.environment, reconciliation.id, query.limit, query.cursor)
+    return MatchPage(data=[match_out(m, with_records=False) for m in matches], next_cursor=cursor, limit=query.limit)
+
+
+@router.route("GET", "/reconciliation_matches/{id}", summary="A match, its records inline up to 100",
+              response=MatchOut, errors=(404,))
+def get_match(request: ApiRequest, id: str) -> MatchOut:
+    return match_out(container().matches.get(request.environment, numeric_id(id, "reconciliation match")))
+
+
+@router.route("POST", "/reconciliation_matches", summary="Match records of both sides by hand", status=201,
+              body=CreateMatch, response=MatchOut, errors=(404, 409, 422))
+def create_match(request: ApiRequest) -> MatchOut:
+    body: CreateMatch = request.body
+    services = container()
+    match = service.create_manual_match(services.matches, services.reconciliations, services.counters,
+                                        request.environment, body.reconciliation_id, body.record_ids,
+                                        body.allow_difference, body.reason)
+    return match_out(match)
+
+
+@router.route("POST", "/reconciliation_matches/{id}/confirm", summary="Confirm a proposed match",
+              response=MatchOut, errors=(404,))
+def confirm_match(request: ApiRequest, id: str) -> MatchOut:
+    return match_out(service.confirm(container().matches, request.environment, numeric_id(id, "reconciliation match")))
+
+
+@router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,
+              errors=(404,))
+def delete_match(request: ApiRequest, id: str) -> None:
+    service.unmatch(container().matches, request.environment, numeric_id(id, "reconciliation match"))

@@ -1,0 +1,73 @@
+"""Reconciliation matches: their statuses, what a person may match by hand, and how a record's
+status follows from the reconciliations that matched it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Iterable
+
+from chalicelib.domain.errors import FieldError, ValidationFailed
+from chalicelib.domain.records import Direction, Record, RecordStatus
+
+MAX_INLINE_RECORDS = 100  # a larger match is returned with record_count only
+MAX_MANUAL_RECORDS = 1000
+MAX_REASON = 500
+
+
+class MatchStatus(StrEnum):
+    CONFIRMED = "confirmed"
+    PROPOSED = "proposed"
+
+
+@dataclass(frozen=True)
+class Match:
+    environment: str
+    id: int
+    reconciliation_id: int
+    status: MatchStatus
+    group_key: str
+    record_count: int
+    created_at: datetime
+    reconciliation_rule_id: int | None = None  # None for a manual match
+    run_id: int | None = None
+    differences: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None  # manual matches: why a difference was accepted
+    unmatching: bool = False
+
+
+def record_status(matched_in: int, used_by: int) -> RecordStatus:
+    """`matched_in` reconciliations matched the record, out of `used_by` using its stream."""
+    if matched_in <= 0:
+        return RecordStatus.UNRECONCILED
+    return RecordStatus.RECONCILED if matched_in >= used_by else RecordStatus.PARTIALLY_RECONCILED
+
+
+def signed(record: Record) -> int:
+    return record.amount if record.direction is Direction.CREDIT else -record.amount
+
+
+def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow_difference: bool,
+                       reason: str | None) -> int:
+    """A person's match: both sides present, one currency, and side A's total (signed by
+    direction) equal to side B's unless a difference is allowed with a reason. A side booked
+    as the mirror image of the other (a ledger debit for a bank credit) balances too. Returns
+    the difference in minor units (0 when balanced)."""
+    side_a, side_b = list(side_a), list(side_b)
+    errors: list[FieldError] = []
+    if not side_a or not side_b:
+        errors.append(FieldError("record_ids", "must hold records of both sides of the reconciliation"))
+    currencies = {r.currency for r in side_a + side_b}
+    if len(currencies) > 1:
+        errors.append(FieldError("record_ids", f"records are in several currencies ({', '.join(sorted(currencies))})"))
+    if allow_difference and not (isinstance(reason, str) and reason.strip()):
+        errors.append(FieldError("reason", "is required when allow_difference is true"))
+    if errors:
+        raise ValidationFailed(errors)
+    total_a, total_b = sum(signed(r) for r in side_a), sum(signed(r) for r in side_b)
+    difference = min(abs(total_a - total_b), abs(total_a + total_b))
+    if difference and not allow_difference:
+        raise ValidationFailed.on("record_ids", f"side A totals {total_a} and side B {total_b} (minor units, "
+                                  f"credits positive): they differ by {difference}; give allow_difference and a "
+                                  "reason to match anyway")
+    return difference

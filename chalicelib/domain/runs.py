@@ -1,0 +1,94 @@
+"""Reconciliation runs: statuses, the moves allowed between them, and their progress.
+
+    pending -> running -> completed
+       |          |
+       +----------+--> failed
+
+A run goes through phases (load the open records, match them, persist the matches in
+chunks, finish); `progress` weighs them so that a client sees it move all along.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RunKind(StrEnum):
+    BATCH = "batch"
+    CONTINUOUS = "continuous"
+
+
+class RunTrigger(StrEnum):
+    MANUAL = "manual"
+    SCHEDULE = "schedule"
+    AGENT = "agent"
+    RECORDS_INGESTED = "records_ingested"
+
+
+ALLOWED_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.FAILED}),
+    RunStatus.RUNNING: frozenset({RunStatus.COMPLETED, RunStatus.FAILED}),
+    RunStatus.COMPLETED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+}
+FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+
+# Share of `progress` each phase ends at.
+LOADED_AT = 10
+MATCHED_AT = 40
+
+
+def sources_of(target: RunStatus) -> tuple[RunStatus, ...]:
+    return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
+
+
+@dataclass(frozen=True)
+class Run:
+    environment: str
+    id: int
+    reconciliation_id: int
+    kind: RunKind
+    trigger: RunTrigger
+    status: RunStatus
+    created_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    total_records: int = 0
+    processed_records: int = 0
+    matched_records: int = 0
+    rule_summary: dict[str, Any] = field(default_factory=dict)
+    error_message: str | None = None
+    # Set by the match phase: how many matches, their reserved ids, and the persist chunks.
+    matches_count: int | None = None
+    first_match_id: int | None = None
+    chunks: int | None = None
+    done_chunks: frozenset[int] = frozenset()
+    # Continuous runs: the ingestion jobs whose records are the new ones.
+    new_record_jobs: tuple[int, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def progress(self) -> float:
+        if self.status is RunStatus.COMPLETED:
+            return 100.0
+        if self.chunks is None:
+            return float(LOADED_AT if self.total_records else 0)
+        if self.chunks == 0:
+            return float(MATCHED_AT)
+        return round(MATCHED_AT + (100 - MATCHED_AT) * len(self.done_chunks) / self.chunks, 1)
+
+    def next_chunk(self) -> int | None:
+        remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]
+        return remaining[0] if remaining else None

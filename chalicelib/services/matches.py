@@ -1,0 +1,102 @@
+"""Matches: writing one (for runs and people alike), confirming, unmatching, matching by hand."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchStatus, check_manual_match
+from chalicelib.domain.records import Record
+
+CLAIM_THREADS = 8
+
+
+def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> bool:
+    """Members, claims, commit (see adapters/dynamodb/matching.py). A record another match of the
+    reconciliation holds, or one being deleted, undoes this match and gives False.
+
+    `members` rows: side, record_id, data_stream_key, matched_in (as the record was read)."""
+    matches.put_members(match.environment, match.id, members)
+
+    def claim(member: dict[str, Any]) -> bool:
+        seen = {"id": member["record_id"], "data_stream_key": member["data_stream_key"],
+                "matched_in": set(member["matched_in"] or ())}
+        return matches.claim_record(match.environment, member["record_id"], match.reconciliation_id, match.id,
+                                    used_by[member["data_stream_key"]], seen=seen)
+
+    with ThreadPoolExecutor(CLAIM_THREADS) as pool:
+        claimed = list(pool.map(claim, members))
+    if not all(claimed):
+        release_members(matches, match, members, used_by)
+        return False
+    matches.commit(match, len(members))
+    return True
+
+
+def release_members(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> None:
+    """Open the match's records again in its reconciliation, then drop its members."""
+    with ThreadPoolExecutor(CLAIM_THREADS) as pool:
+        list(pool.map(lambda m: matches.release_record(match.environment, m["record_id"], match.reconciliation_id,
+                                                       match.id, used_by[m["data_stream_key"]]), members))
+    matches.delete_members(match.environment, match.id)
+
+
+def used_by(matches, environment: str, stream_keys) -> dict[str, int]:
+    """How many reconciliations use each stream: a record matched in all of them is reconciled."""
+    return {key: matches.used_by(environment, key) for key in set(stream_keys)}
+
+
+def confirm(matches, environment: str, match_id: int) -> Match:
+    return matches.confirm(matches.get(environment, match_id))
+
+
+def unmatch(matches, environment: str, match_id: int) -> None:
+    """Hide the match, open its records again, drop its members, then the match. A retry after
+    a crash finds the match marked and finishes."""
+    match = matches.find(environment, match_id)
+    if match is None:
+        raise NotFound(f"reconciliation match {match_id} not found")
+    if not match.unmatching:
+        matches.mark_unmatching(match)
+    members = matches.members(environment, match_id)
+    release_members(matches, match, members, used_by(matches, environment, (m["data_stream_key"] for m in members)))
+    matches.remove(match)
+
+
+def create_manual_match(matches, reconciliations, counters, environment: str, reconciliation_id: int,
+                        record_ids: list[int], allow_difference: bool, reason: str | None) -> Match:
+    """A person's match of records from both sides, confirmed at once (422 unless it balances or
+    a difference is allowed with a reason; 409 when a record is matched in this reconciliation)."""
+    reconciliation = reconciliations.get(environment, reconciliation_id)
+    ids = list(dict.fromkeys(record_ids))
+    if not ids or len(ids) > MAX_MANUAL_RECORDS:
+        raise ValidationFailed.on("record_ids", f"must hold 1 to {MAX_MANUAL_RECORDS} record ids")
+    items = {i["id"]: i for i in matches.record_items(environment, ids) if not i.get("deleting")}
+    errors = [FieldError(f"record_ids[{n}]", f"record {rid} not found") for n, rid in enumerate(ids) if rid not in items]
+    side_of = {key: "a" for key in reconciliation.side_a_stream_keys} | {key: "b" for key in reconciliation.side_b_stream_keys}
+    errors += [FieldError(f"record_ids[{n}]", f"record {rid} is in data stream '{items[rid]['data_stream_key']}', "
+                          "which is on neither side of this reconciliation")
+               for n, rid in enumerate(ids) if rid in items and items[rid]["data_stream_key"] not in side_of]
+    if errors:
+        raise ValidationFailed(errors)
+    taken = [rid for rid in ids if items[rid].get(matches.match_attribute(reconciliation_id)) is not None]
+    if taken:
+        raise Conflict(f"record {taken[0]} is already matched in reconciliation {reconciliation_id}")
+    records = {rid: matches.record_of(items[rid]) for rid in ids}
+    side_a = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "a"]
+    side_b = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "b"]
+    difference = check_manual_match(side_a, side_b, allow_difference, reason)
+    match = Match(environment=environment, id=counters.next_id(environment, "match"),
+                  reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
+                  record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
+                  reason=reason.strip() if allow_difference and reason else None)
+    members = [_member(side_of[items[rid]["data_stream_key"]], records[rid], items[rid]) for rid in ids]
+    if not write_match(matches, match, members, used_by(matches, environment, side_of)):
+        raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
+    return match
+
+
+def _member(side: str, record: Record, item: dict[str, Any]) -> dict[str, Any]:
+    return {"side": side, "record_id": record.id, "data_stream_key": record.data_stream_key,
+            "matched_in": item.get("matched_in") or ()}

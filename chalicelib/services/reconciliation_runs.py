@@ -1,0 +1,269 @@
+"""Reconciliation runs: start one, and the phases the state machine
+(infra/statemachines/reconciliation_run.asl.json) calls, each short and safe to repeat.
+
+load     pending -> running; read the open records of both sides (the sparse open-records
+         index) and the active rules, and keep them in S3 as the run's input;
+match    run the engine on that input (deterministic, so a retry finds the same matches),
+         reserve a block of match ids once, keep the matches in S3, and split them in chunks;
+persist  write one chunk of matches (members, record claims, then the match item) and count it
+         once; the state machine loops until no chunk is left;
+finish   completed; the reconciliation's current run becomes its last run;
+fail     on any error the state machine could not retry away: undo every match whose commit
+         marker was not written, then failed with the reason. No half-written match remains.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Iterable
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, TransitionRefused, shown
+from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger
+from chalicelib.services.matches import release_members, used_by, write_match
+
+CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
+
+
+@dataclass
+class RunPorts:
+    runs: Any
+    matches: Any
+    jobs: Any            # ingestion jobs: records of a job still running are not matched yet
+    reconciliations: Any
+    rules: Any
+    counters: Any
+    files: Any
+    workflows: Any
+
+
+# Starting -------------------------------------------------------------------------------------
+
+def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind: RunKind = RunKind.BATCH,
+              trigger: RunTrigger = RunTrigger.MANUAL, new_record_jobs: Iterable[int] = ()) -> Run:
+    """Create the run, take the reconciliation's one run slot (409 while another run is pending
+    or running), then start the state machine."""
+    ports.reconciliations.get(environment, reconciliation_id)  # 404 first
+    run = Run(environment=environment, id=ports.counters.next_id(environment, "run"),
+              reconciliation_id=reconciliation_id, kind=kind, trigger=trigger, status=RunStatus.PENDING,
+              created_at=utc_now(), new_record_jobs=tuple(sorted(set(new_record_jobs))))
+    ports.runs.add(run)
+    if not ports.runs.claim_slot(environment, reconciliation_id, run.id):
+        ports.runs.discard(run)
+        raise Conflict(f"reconciliation {reconciliation_id} has a run pending or running; wait for it to finish")
+    ports.workflows.start(f"{environment}-run-{run.id}", {"environment": environment, "run_id": run.id})
+    return run
+
+
+# The phases -----------------------------------------------------------------------------------
+
+def load(ports: RunPorts, environment: str, run_id: int) -> str:
+    run = ports.runs.get(environment, run_id)
+    if run.finished:
+        return "done"
+    if run.status is RunStatus.PENDING:
+        run = _move(ports, run, RunStatus.RUNNING, started_at=utc_now())
+    if run.chunks is not None:
+        return "persist"
+    reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
+    rules = sorted((r for r in ports.rules.list_of(environment, reconciliation.id) if r.definition.active),
+                   key=lambda r: (r.definition.priority, r.id))
+    metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
+                            if f.startswith("metadata.")}
+                           | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
+                              if f.startswith("metadata.")})
+    new_jobs = set(run.new_record_jobs) if run.kind is RunKind.CONTINUOUS else None
+    # A job still writing may write a record again (a retried chunk), which would wipe a match
+    # made meanwhile: its records wait for the run that follows its completion.
+    writing = {job.id for job in ports.jobs.active() if job.environment == environment}
+    total = 0
+    for side, streams in (("a", reconciliation.side_a_stream_keys), ("b", reconciliation.side_b_stream_keys)):
+        items = [i for key in streams for i in ports.matches.open_items(environment, key, reconciliation.id)
+                 if i.get("file_import_id") not in writing]
+        frame = open_records_frame(items, metadata_keys, new_jobs)
+        ports.files.write_frame(environment, run.id, f"side_{side}", frame)
+        total += frame.height
+    ports.files.write_json(environment, run.id, "rules", [
+        {"id": r.id, "definition": r.definition.as_body()} for r in rules])
+    ports.runs.save_loaded(run, total)
+    return "match"
+
+
+def match(ports: RunPorts, environment: str, run_id: int) -> str:
+    from chalicelib.domain.matching import match_records
+
+    run = ports.runs.get(environment, run_id)
+    if run.finished:
+        return "done"
+    if run.chunks is not None:
+        return "persist" if run.next_chunk() is not None else "finish"
+    side_a = ports.files.read_frame(environment, run.id, "side_a")
+    side_b = ports.files.read_frame(environment, run.id, "side_b")
+    rules = [Rule(environment=environment, id=r["id"], reconciliation_id=run.reconciliation_id,
+                  definition=validate_rule(r["definition"]), created_at=None)
+             for r in ports.files.read_json(environment, run.id, "rules")]
+    engine_a, engine_b = (_engine_frame(f, run) for f in (side_a, side_b))
+    outcome = match_records(engine_a, engine_b, rules, only_new=run.kind is RunKind.CONTINUOUS)
+    count = outcome.matches.height
+    first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
+    matches, members, chunks = _plan(outcome, side_a, side_b)
+    ports.files.write_frame(environment, run.id, "matches", matches)
+    ports.files.write_frame(environment, run.id, "members", members)
+    run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
+                               total_records=side_a.height + side_b.height, rule_summary=outcome.rule_summary)
+    return "persist" if run.next_chunk() is not None else "finish"
+
+
+def persist(ports: RunPorts, environment: str, run_id: int) -> str:
+    import polars as pl
+
+    run = ports.runs.get(environment, run_id)
+    if run.finished:
+        return "done"
+    chunk = run.next_chunk()
+    if chunk is None:
+        return "finish"
+    matches = ports.files.read_frame(environment, run.id, "matches").filter(pl.col("chunk") == chunk)
+    members = ports.files.read_frame(environment, run.id, "members").filter(pl.col("chunk") == chunk)
+    used_by = used_by(ports.matches, environment, members["data_stream_key"].unique().to_list())
+    by_match: dict[int, list[dict[str, Any]]] = {}
+    for row in members.iter_rows(named=True):
+        by_match.setdefault(row["match_no"], []).append(row)
+    now = utc_now()
+    matched = conflicts = 0
+    for row in matches.iter_rows(named=True):
+        match = Match(environment=environment, id=run.first_match_id + row["match_no"],
+                      reconciliation_id=run.reconciliation_id, status=MatchStatus(row["status"]),
+                      group_key=row["group_key"], record_count=len(by_match[row["match_no"]]), created_at=now,
+                      reconciliation_rule_id=row["rule_id"], run_id=run.id,
+                      differences=json.loads(row["differences"]) if row["differences"] else {})
+        if write_match(ports.matches, match, by_match[row["match_no"]], used_by):
+            matched += match.record_count
+        else:
+            conflicts += 1
+    run = ports.runs.save_chunk(run, chunk, matched, conflicts)
+    return "persist" if run.next_chunk() is not None else "finish"
+
+
+def finish(ports: RunPorts, environment: str, run_id: int) -> str:
+    run = ports.runs.get(environment, run_id)
+    if run.status is RunStatus.RUNNING:
+        run = _move(ports, run, RunStatus.COMPLETED, completed_at=utc_now())
+    if run.finished:
+        ports.runs.release_slot(environment, run.reconciliation_id, run.id)
+    return "done"
+
+
+def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
+    """Undo the matches the run claimed records for but never committed, then `failed`."""
+    run = ports.runs.get(environment, run_id)
+    if not run.finished:
+        if run.chunks is not None:
+            _undo_uncommitted(ports, run)
+        run = _move(ports, run, RunStatus.FAILED, completed_at=utc_now(), error_message=describe_error(error))
+    ports.runs.release_slot(environment, run.reconciliation_id, run.id)
+    return "done"
+
+
+def _undo_uncommitted(ports: RunPorts, run: Run) -> None:
+    members = ports.files.read_frame(run.environment, run.id, "members")
+    used_by = used_by(ports.matches, run.environment, members["data_stream_key"].unique().to_list())
+    by_match: dict[int, list[dict[str, Any]]] = {}
+    for row in members.iter_rows(named=True):
+        if row["chunk"] not in run.done_chunks:
+            by_match.setdefault(row["match_no"], []).append(row)
+    for match_no, rows in by_match.items():
+        match_id = run.first_match_id + match_no
+        if ports.matches.find(run.environment, match_id) is None:
+            stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
+                         status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
+            release_members(ports.matches, stub, rows, used_by)
+
+
+# Frames -----------------------------------------------------------------------------------------
+
+def open_records_frame(items: list[dict[str, Any]], metadata_keys: list[str], new_jobs: set[int] | None):
+    """The engine's input (see domain/matching) from record items, plus what persisting needs
+    (`data_stream_key`, `matched_in`) and, for continuous runs, `is_new`."""
+    import polars as pl
+
+    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
+    columns: dict[str, Any] = {
+        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
+        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
+        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
+        "external_id": [i.get("external_id") for i in items],
+        "data_stream_key": [i["data_stream_key"] for i in items],
+        "matched_in": [sorted(i.get("matched_in") or ()) for i in items],
+        "is_new": [new_jobs is not None and i.get("file_import_id") in new_jobs for i in items],
+    }
+    schema: dict[str, Any] = {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date,
+                              "currency": pl.Utf8, "description": pl.Utf8, "external_id": pl.Utf8,
+                              "data_stream_key": pl.Utf8, "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean}
+    for key in metadata_keys:
+        name = key.removeprefix("metadata.")
+        columns[key] = [_text(m.get(name)) for m in metadata]
+        schema[key] = pl.Utf8
+    return pl.DataFrame(columns, schema=schema)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _engine_frame(frame, run: Run):
+    columns = [c for c in frame.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
+    if run.kind is RunKind.CONTINUOUS:
+        columns.append("is_new")
+    return frame.select(columns)
+
+
+def _plan(outcome, side_a, side_b):
+    """Matches and members with what persisting needs, cut in chunks of about CHUNK_RECORDS
+    records (a match is never split; a bigger one is a chunk of its own)."""
+    import polars as pl
+
+    sizes = outcome.members.group_by("match_no").len().sort("match_no")
+    chunk_of: dict[int, int] = {}
+    chunk, filled = 0, 0
+    for match_no, size in sizes.iter_rows():
+        if filled and filled + size > CHUNK_RECORDS:
+            chunk, filled = chunk + 1, 0
+        chunk_of[match_no] = chunk
+        filled += size
+    chunks = chunk + 1 if chunk_of else 0
+    chunk_frame = pl.DataFrame({"match_no": list(chunk_of), "chunk": list(chunk_of.values())},
+                               schema={"match_no": pl.Int64, "chunk": pl.Int64})
+    records = pl.concat([side_a.select("id", "data_stream_key", "matched_in"),
+                         side_b.select("id", "data_stream_key", "matched_in")])
+    members = (outcome.members.join(records, left_on="record_id", right_on="id", how="left")
+               .join(chunk_frame, on="match_no", how="left"))
+    matches = outcome.matches.join(chunk_frame, on="match_no", how="left")
+    return matches, members, chunks
+
+
+# Helpers ------------------------------------------------------------------------------------------
+
+def _move(ports: RunPorts, run: Run, target: RunStatus, **fields: Any) -> Run:
+    try:
+        return ports.runs.move(run, target, **fields)
+    except TransitionRefused:
+        return ports.runs.get(run.environment, run.id)
+
+
+def describe_error(error: Any) -> str:
+    """Step Functions hands over {"Error", "Cause"}; the cause of a Lambda error is JSON."""
+    if isinstance(error, dict):
+        cause = error.get("Cause")
+        try:
+            cause = json.loads(cause).get("errorMessage", cause) if isinstance(cause, str) else cause
+        except ValueError:
+            pass
+        return shown(f"{error.get('Error', 'error')}: {cause}", 500)
+    return shown(error or "the run failed", 500)
