@@ -8,6 +8,7 @@ from functools import cached_property
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.repositories import (
     ApiKeyRepository,
@@ -16,11 +17,15 @@ from chalicelib.adapters.dynamodb.repositories import (
     PropertyDefinitionRepository,
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.dynamodb.matching import MatchRepository, RunRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
+from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.services.bulk_ingestion import IngestionPorts
 from chalicelib.services.file_imports import FilePorts
+from chalicelib.services import reconciliation_runs
+from chalicelib.services.reconciliation_runs import RunPorts
 from chalicelib.settings import Settings, current_settings
 
 
@@ -53,6 +58,14 @@ class Container:
         return PropertyDefinitionRepository(self.table, self.counters)
 
     @cached_property
+    def reconciliations(self) -> ReconciliationRepository:
+        return ReconciliationRepository(self.table, self.counters)
+
+    @cached_property
+    def reconciliation_rules(self) -> ReconciliationRuleRepository:
+        return ReconciliationRuleRepository(self.table, self.counters)
+
+    @cached_property
     def records(self) -> RecordRepository:
         return RecordRepository(self.table)
 
@@ -72,12 +85,32 @@ class Container:
             payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
             queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
             mirror=self.mirror,
+            after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
+                self.run_ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
         )
 
     @cached_property
     def workflows(self):
         """Step Functions on AWS; the local stack and tests install the in-process driver instead."""
         return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.file_import_state_machine)
+
+    @cached_property
+    def run_workflows(self):
+        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.reconciliation_run_state_machine)
+
+    @cached_property
+    def runs(self) -> RunRepository:
+        return RunRepository(self.table)
+
+    @cached_property
+    def matches(self) -> MatchRepository:
+        return MatchRepository(self.table)
+
+    @cached_property
+    def run_ports(self) -> RunPorts:
+        return RunPorts(runs=self.runs, matches=self.matches, jobs=self.ingestion_jobs, reconciliations=self.reconciliations,
+                        rules=self.reconciliation_rules, counters=self.counters,
+                        files=RunFiles(self.aws.s3, self.settings.bucket_name), workflows=self.run_workflows)
 
     @cached_property
     def files(self) -> FilePorts:

@@ -52,4 +52,4 @@ def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
 def delete_data_stream(request: ApiRequest, key: str) -> None:
     services = container()
     service.delete_stream(services.data_streams, services.property_definitions, services.records,
-                          services.mirror, request.environment, key)
+                          services.mirror, request.environment, key, usages=services.reconciliations)

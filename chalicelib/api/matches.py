@@ -60,4 +60,6 @@ def confirm_match(request: ApiRequest, id: str) -> MatchOut:
 @router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,
               errors=(404,))
 def delete_match(request: ApiRequest, id: str) -> None:
-    service.unmatch(container().matches, request.environment, numeric_id(id, "reconciliation match"))
+    services = container()
+    service.unmatch(services.matches, services.reconciliations, request.environment,
+                    numeric_id(id, "reconciliation match"))

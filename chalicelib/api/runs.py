@@ -1,8 +1,8 @@
-"""Routes of reconciliation runs."""
+"""Routes of reconciliation runs, and the dry run of a rule (the same loading and engine, no writes)."""
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import CursorQuery, RunOut, RunPage
+from chalicelib.api.schemas import CursorQuery, DryRunOut, RunOut, RunPage
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.runs import Run
@@ -43,3 +43,10 @@ def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
     if run.reconciliation_id != numeric_id(id, "reconciliation"):
         raise NotFound(f"run {run_id} not found in reconciliation {id}")
     return run_out(run)
+
+
+@router.route("POST", "/reconciliation_rules/{id}/dry_run", summary="What the rule would match now; writes nothing",
+              response=DryRunOut, errors=(404,))
+def dry_run(request: ApiRequest, id: str) -> DryRunOut:
+    return DryRunOut(**reconciliation_runs.dry_run(container().run_ports, request.environment,
+                                                   numeric_id(id, "reconciliation rule")))

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstr
 
 from chalicelib.domain.clock import iso
 from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
+from chalicelib.domain.reconciliations import DEFAULT_EXCEPTION_AFTER_DAYS, MAX_EXCEPTION_AFTER_DAYS
 
 Timestamp = Annotated[
     datetime, PlainSerializer(iso, return_type=str), WithJsonSchema({"type": "string", "format": "date-time"})
@@ -268,3 +269,195 @@ class FileImportPage(BaseModel):
     data: list[FileImportSummaryOut]
     next_cursor: str | None
     limit: int
+
+
+# Reconciliations ----------------------------------------------------------------------
+
+RunTypeName = Literal["continuous", "batch"]
+StreamKeys = Annotated[list[str], Field(description="Keys of data streams of the environment; at least one, "
+                                        "none twice, none on both sides")]
+ExceptionAfterDays = Annotated[int, Field(ge=0, le=MAX_EXCEPTION_AFTER_DAYS)]
+
+
+class CreateReconciliation(RequestModel):
+    name: Name
+    run_type: RunTypeName = "continuous"
+    side_a_stream_keys: StreamKeys
+    side_b_stream_keys: StreamKeys
+    exception_after_days: ExceptionAfterDays = Field(
+        default=DEFAULT_EXCEPTION_AFTER_DAYS, description="Days an unmatched record waits before it is an exception")
+
+
+class UpdateReconciliation(RequestModel):
+    name: Name = unchanged_when_absent()
+    run_type: RunTypeName = unchanged_when_absent()
+    side_a_stream_keys: StreamKeys = unchanged_when_absent()
+    side_b_stream_keys: StreamKeys = unchanged_when_absent()
+    exception_after_days: ExceptionAfterDays = unchanged_when_absent()
+
+
+class ReconciliationOut(BaseModel):
+    id: int
+    name: str
+    run_type: str
+    side_a_streams: list[DataStreamOut]
+    side_b_streams: list[DataStreamOut]
+    exception_after_days: int
+    created_at: Timestamp
+    updated_at: Timestamp
+    current_run: RunOut | None = Field(description="The pending or running run, if any")
+    last_run: RunOut | None = Field(description="The most recent completed or failed run, if any")
+
+
+class ReconciliationPage(BaseModel):
+    data: list[ReconciliationOut]
+    next_cursor: str | None
+    limit: int
+
+
+# Reconciliation rules -----------------------------------------------------------------
+# Rule bodies are checked whole by domain.rules.validate_rule (one place for every rule about
+# rules); these models only document them.
+
+def _documented(schema: dict[str, Any], description: str | None = None):
+    return Annotated[Any, WithJsonSchema({**schema, **({"description": description} if description else {})})]
+
+
+_CONDITION_SCHEMA = {
+    "type": "object", "required": ["field", "operator"],
+    "properties": {
+        "field": {"type": "string", "description": "amount, date, direction, currency, description, "
+                  "external_id or metadata.<key> (side A)"},
+        "side_b_field": {"type": "string", "description": "The side-B field when named differently"},
+        "operator": {"type": "string", "enum": ["equals", "within", "contains", "similar", "opposite"]},
+        "tolerance": {"type": "integer", "minimum": 0, "description": "amount within: minor units"},
+        "tolerance_percent": {"type": "number", "minimum": 0, "maximum": 100},
+        "days": {"type": "integer", "minimum": 0, "description": "date within"},
+        "threshold": {"type": "number", "description": "similar: above 0, at most 1 (default 0.85)"},
+        "normalize": {"type": "array", "items": {"type": "string", "enum": [
+            "case", "whitespace", "punctuation", "leading_zeros"]}},
+    },
+}
+_GROUP_BY_SCHEMA = {"type": "object", "properties": {
+    "side_a": {"type": "array", "items": {"type": "string"}},
+    "side_b": {"type": "array", "items": {"type": "string"}}}}
+
+
+RuleName = _documented({"type": "string", "maxLength": 200}, "Required on create")
+RulePriority = _documented({"type": "integer", "minimum": 1}, "Unique within the reconciliation; lower runs first "
+                           "(default 1)")
+RuleCardinality = _documented({"type": "string", "enum": ["one_to_one", "one_to_many", "many_to_one", "many_to_many"]},
+                              "Default one_to_one")
+RuleGroupBy = _documented(_GROUP_BY_SCHEMA, "Fields that group the records of the many side(s)")
+RuleConditions = _documented({"type": "array", "items": _CONDITION_SCHEMA}, "1 to 20 conditions, all must hold")
+RuleFlag = _documented({"type": "boolean"}, "Default true")
+
+
+class RuleBody(RequestModel):
+    name: RuleName = unchanged_when_absent()
+    priority: RulePriority = unchanged_when_absent()
+    cardinality: RuleCardinality = unchanged_when_absent()
+    group_by: RuleGroupBy = unchanged_when_absent()
+    conditions: RuleConditions = unchanged_when_absent()
+    auto_confirm: RuleFlag = unchanged_when_absent()
+    active: RuleFlag = unchanged_when_absent()
+
+    def given(self) -> dict[str, Any]:
+        """The fields the client sent, as sent."""
+        return self.model_dump(exclude_unset=True)
+
+
+class ReconciliationRuleOut(BaseModel):
+    id: int
+    reconciliation_id: int
+    name: str
+    priority: int
+    cardinality: str
+    group_by: dict[str, list[str]]
+    conditions: list[dict[str, Any]]
+    auto_confirm: bool
+    active: bool
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class ReconciliationRuleList(BaseModel):
+    data: list[ReconciliationRuleOut]
+
+
+# Runs and matches -------------------------------------------------------------------------
+
+class RunOut(ResponseModel):
+    id: int
+    reconciliation_id: int
+    kind: Literal["batch", "continuous"]
+    status: Literal["pending", "running", "completed", "failed"]
+    trigger: Literal["manual", "schedule", "agent", "records_ingested"]
+    total_records: int
+    processed_records: int
+    matched_records: int
+    rule_summary: dict[str, Any] = Field(description="{rule_id: matched_record_count, unmatched: {side_a, side_b}}")
+    progress: float = Field(ge=0, le=100)
+    error_message: str | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    completed_at: Timestamp | None
+
+
+class RunPage(BaseModel):
+    data: list[RunOut]
+    next_cursor: str | None
+    limit: int
+
+
+class MatchRecordOut(RecordOut):
+    side: Literal["a", "b"]
+
+
+class MatchOut(BaseModel):
+    id: int
+    status: Literal["confirmed", "proposed"]
+    group_key: str
+    reconciliation_id: int
+    reconciliation_rule_id: int | None = Field(description="null for a match made by hand")
+    run_id: int | None
+    differences: dict[str, Any] = Field(description="What differs between the sides, per condition of the rule")
+    reason: str | None = Field(description="Why a person accepted a difference")
+    created_at: Timestamp
+    records: list[MatchRecordOut] | None = Field(default=None, description="Inline when the match has at most 100 records")
+    record_count: int | None = Field(default=None, description="Instead of records when the match has more than 100")
+
+
+class MatchPage(BaseModel):
+    data: list[MatchOut]
+    next_cursor: str | None
+    limit: int
+
+
+class MatchesQuery(CursorQuery):
+    reconciliation_id: int = Field(ge=1)
+
+
+class CreateMatch(RequestModel):
+    reconciliation_id: int = Field(ge=1)
+    record_ids: list[int] = Field(min_length=1, max_length=1000, description="Records of both sides")
+    allow_difference: bool = False
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class DryRunMatchOut(BaseModel):
+    status: Literal["confirmed", "proposed"]
+    group_key: str
+    side_a_record_ids: list[int]
+    side_b_record_ids: list[int]
+    differences: dict[str, Any]
+
+
+class DryRunOut(BaseModel):
+    reconciliation_rule_id: int
+    open_records: dict[str, int] = Field(description="{side_a, side_b}: open records the rule was tried on")
+    taken_by_earlier_rules: int = Field(description="Records the active rules of higher priority would match first")
+    matches: int
+    proposed: int
+    matched_records: int
+    sample: list[DryRunMatchOut]

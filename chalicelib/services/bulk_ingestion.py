@@ -50,6 +50,8 @@ class IngestionPorts:
     payloads: Any
     queue: Any
     mirror: Any
+    # Called with each job that wrote records, once they are final (continuous reconciliations).
+    after_ingestion: Callable[[IngestionJob], None] | None = None
 
 
 def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
@@ -191,6 +193,7 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     job = ports.jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
     aggregates = _replicate(ports, job)
     _recount_streams(ports, job)
+    _announce(ports, job)
     return move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **fields)
 
@@ -205,6 +208,7 @@ def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
     try:
         ports.jobs.set_aggregates(job, _replicate(ports, job))
         _recount_streams(ports, job)
+        _announce(ports, job)
     except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
         logger.exception("replicating an ended job failed", extra={"job_id": job.id})  # recounts are swept
     return ports.jobs.get(job.environment, job.id)
@@ -213,6 +217,13 @@ def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
 def _replicate(ports: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
     ports.mirror.publish(job.environment, job.id, job.created_per_stream)
     return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
+
+
+def _announce(ports: IngestionPorts, job: IngestionJob) -> None:
+    """Tell who waits for new records (a retry tells again; the listener is idempotent)."""
+    streams = [key for key, created in job.created_per_stream.items() if created]
+    if streams and ports.after_ingestion is not None:
+        ports.after_ingestion(job)
 
 
 def _recount_streams(ports: IngestionPorts, job: IngestionJob) -> None:

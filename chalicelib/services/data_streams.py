@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
-from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
-from chalicelib.services.ports import DataStreams, Mirror, PropertyDefinitions
+from chalicelib.services.ports import DataStreams, Mirror, PropertyDefinitions, StreamUsages
 
 RECORD_DELETE_BATCH = 500
 
@@ -36,15 +37,20 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
 
 
 def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, records, mirror: Mirror,
-                  environment: str, key: str) -> None:
+                  environment: str, key: str, *, usages: StreamUsages) -> None:
     """Hide the stream at once, remove what belongs to it (records, property definitions, its
-    part of the analytics mirror), then the stream itself.
+    part of the analytics mirror), then the stream itself. Refused (409) while a reconciliation
+    uses it.
 
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
     """
     if streams.find_including_deleting(environment, key) is None:
         streams.get(environment, key)  # raises NotFound
+    users = usages.users_of_stream(environment, key)
+    if users:
+        raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
+                       + "; remove it from the reconciliation first")
     streams.mark_deleting(environment, key)
     batch: list = []
     for item in records.ids_of_stream(environment, key):
@@ -55,7 +61,12 @@ def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, record
     records.remove_many(batch)
     definitions.remove_all_of_stream(environment, key)
     mirror.forget_stream(environment, key)
+    usages.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes
     streams.remove(environment, key)
+
+
+def _reconciliation(user: StreamUser) -> str:
+    return f"reconciliation {user.reconciliation_id}" + (f" ('{user.name}')" if user.name else " (being created)")
 
 
 def recount_records(streams: DataStreams, mirror: Mirror, environment: str, key: str) -> None:

@@ -42,16 +42,17 @@ def release_members(matches, match: Match, members: list[dict[str, Any]], used_b
     matches.delete_members(match.environment, match.id)
 
 
-def used_by(matches, environment: str, stream_keys) -> dict[str, int]:
+def used_by(reconciliations, environment: str, stream_keys) -> dict[str, int]:
     """How many reconciliations use each stream: a record matched in all of them is reconciled."""
-    return {key: matches.used_by(environment, key) for key in set(stream_keys)}
+    return {key: max(1, sum(1 for user in reconciliations.users_of_stream(environment, key) if user.name is not None))
+            for key in set(stream_keys)}
 
 
 def confirm(matches, environment: str, match_id: int) -> Match:
     return matches.confirm(matches.get(environment, match_id))
 
 
-def unmatch(matches, environment: str, match_id: int) -> None:
+def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
     """Hide the match, open its records again, drop its members, then the match. A retry after
     a crash finds the match marked and finishes."""
     match = matches.find(environment, match_id)
@@ -60,7 +61,8 @@ def unmatch(matches, environment: str, match_id: int) -> None:
     if not match.unmatching:
         matches.mark_unmatching(match)
     members = matches.members(environment, match_id)
-    release_members(matches, match, members, used_by(matches, environment, (m["data_stream_key"] for m in members)))
+    release_members(matches, match, members,
+                    used_by(reconciliations, environment, (m["data_stream_key"] for m in members)))
     matches.remove(match)
 
 
@@ -92,7 +94,7 @@ def create_manual_match(matches, reconciliations, counters, environment: str, re
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
                   reason=reason.strip() if allow_difference and reason else None)
     members = [_member(side_of[items[rid]["data_stream_key"]], records[rid], items[rid]) for rid in ids]
-    if not write_match(matches, match, members, used_by(matches, environment, side_of)):
+    if not write_match(matches, match, members, used_by(reconciliations, environment, side_of)):
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
     return match
 

@@ -19,13 +19,16 @@ from datetime import date
 from typing import Any, Iterable
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, TransitionRefused, shown
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger
 from chalicelib.services.matches import release_members, used_by, write_match
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # a job that may still (re)write its records
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 
@@ -39,6 +42,7 @@ class RunPorts:
     counters: Any
     files: Any
     workflows: Any
+    chunk_records: int = CHUNK_RECORDS
 
 
 # Starting -------------------------------------------------------------------------------------
@@ -55,8 +59,35 @@ def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind
     if not ports.runs.claim_slot(environment, reconciliation_id, run.id):
         ports.runs.discard(run)
         raise Conflict(f"reconciliation {reconciliation_id} has a run pending or running; wait for it to finish")
+    if run.new_record_jobs:
+        ports.runs.drop_pending_jobs(environment, reconciliation_id, run.new_record_jobs)  # this run takes them
     ports.workflows.start(f"{environment}-run-{run.id}", {"environment": environment, "run_id": run.id})
     return run
+
+
+def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
+    """A finished ingestion wrote records into `stream_keys`: every continuous reconciliation
+    using one of them matches the new records against its open ones. The job waits on the
+    reconciliation until a run takes it (now, or when the run in progress finishes)."""
+    users = {u.reconciliation_id for key in stream_keys for u in ports.reconciliations.users_of_stream(environment, key)}
+    for reconciliation_id in sorted(users):
+        reconciliation = ports.reconciliations.find_including_deleting(environment, reconciliation_id)
+        if reconciliation is None or reconciliation.deleting or reconciliation.run_type is not RunType.CONTINUOUS:
+            continue
+        ports.runs.add_pending_jobs(environment, reconciliation_id, [job_id])
+        start_pending(ports, environment, reconciliation_id)
+
+
+def start_pending(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
+    """Start a continuous run for the ingestions waiting on the reconciliation, if any and if free."""
+    jobs = ports.runs.pending_jobs(environment, reconciliation_id)
+    if not jobs:
+        return None
+    try:
+        return start_run(ports, environment, reconciliation_id, kind=RunKind.CONTINUOUS,
+                         trigger=RunTrigger.RECORDS_INGESTED, new_record_jobs=jobs)
+    except (Conflict, NotFound):
+        return None  # busy: the run in progress starts it when it finishes
 
 
 # The phases -----------------------------------------------------------------------------------
@@ -70,23 +101,12 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     if run.chunks is not None:
         return "persist"
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
-    rules = sorted((r for r in ports.rules.list_of(environment, reconciliation.id) if r.definition.active),
-                   key=lambda r: (r.definition.priority, r.id))
-    metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
-                            if f.startswith("metadata.")}
-                           | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
-                              if f.startswith("metadata.")})
+    rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.kind is RunKind.CONTINUOUS else None
-    # A job still writing may write a record again (a retried chunk), which would wipe a match
-    # made meanwhile: its records wait for the run that follows its completion.
-    writing = {job.id for job in ports.jobs.active() if job.environment == environment}
-    total = 0
-    for side, streams in (("a", reconciliation.side_a_stream_keys), ("b", reconciliation.side_b_stream_keys)):
-        items = [i for key in streams for i in ports.matches.open_items(environment, key, reconciliation.id)
-                 if i.get("file_import_id") not in writing]
-        frame = open_records_frame(items, metadata_keys, new_jobs)
-        ports.files.write_frame(environment, run.id, f"side_{side}", frame)
-        total += frame.height
+    side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs)
+    ports.files.write_frame(environment, run.id, "side_a", side_a)
+    ports.files.write_frame(environment, run.id, "side_b", side_b)
+    total = side_a.height + side_b.height
     ports.files.write_json(environment, run.id, "rules", [
         {"id": r.id, "definition": r.definition.as_body()} for r in rules])
     ports.runs.save_loaded(run, total)
@@ -110,7 +130,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     outcome = match_records(engine_a, engine_b, rules, only_new=run.kind is RunKind.CONTINUOUS)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    matches, members, chunks = _plan(outcome, side_a, side_b)
+    matches, members, chunks = _plan(outcome, side_a, side_b, ports.chunk_records)
     ports.files.write_frame(environment, run.id, "matches", matches)
     ports.files.write_frame(environment, run.id, "members", members)
     run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
@@ -129,7 +149,7 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
         return "finish"
     matches = ports.files.read_frame(environment, run.id, "matches").filter(pl.col("chunk") == chunk)
     members = ports.files.read_frame(environment, run.id, "members").filter(pl.col("chunk") == chunk)
-    used_by = used_by(ports.matches, environment, members["data_stream_key"].unique().to_list())
+    uses = used_by(ports.reconciliations, environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
         by_match.setdefault(row["match_no"], []).append(row)
@@ -141,7 +161,7 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
                       group_key=row["group_key"], record_count=len(by_match[row["match_no"]]), created_at=now,
                       reconciliation_rule_id=row["rule_id"], run_id=run.id,
                       differences=json.loads(row["differences"]) if row["differences"] else {})
-        if write_match(ports.matches, match, by_match[row["match_no"]], used_by):
+        if write_match(ports.matches, match, by_match[row["match_no"]], uses):
             matched += match.record_count
         else:
             conflicts += 1
@@ -155,6 +175,7 @@ def finish(ports: RunPorts, environment: str, run_id: int) -> str:
         run = _move(ports, run, RunStatus.COMPLETED, completed_at=utc_now())
     if run.finished:
         ports.runs.release_slot(environment, run.reconciliation_id, run.id)
+        start_pending(ports, environment, run.reconciliation_id)
     return "done"
 
 
@@ -166,12 +187,13 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
             _undo_uncommitted(ports, run)
         run = _move(ports, run, RunStatus.FAILED, completed_at=utc_now(), error_message=describe_error(error))
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
+    start_pending(ports, environment, run.reconciliation_id)
     return "done"
 
 
 def _undo_uncommitted(ports: RunPorts, run: Run) -> None:
     members = ports.files.read_frame(run.environment, run.id, "members")
-    used_by = used_by(ports.matches, run.environment, members["data_stream_key"].unique().to_list())
+    uses = used_by(ports.reconciliations, run.environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
         if row["chunk"] not in run.done_chunks:
@@ -181,10 +203,60 @@ def _undo_uncommitted(ports: RunPorts, run: Run) -> None:
         if ports.matches.find(run.environment, match_id) is None:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
-            release_members(ports.matches, stub, rows, used_by)
+            release_members(ports.matches, stub, rows, uses)
+
+
+def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
+    """What the rule would match now, written nowhere: the active rules before it in priority
+    take their share of the open records first, as in a run."""
+    from chalicelib.domain.matching import match_records
+
+    rule = ports.rules.get(environment, rule_id)
+    reconciliation = ports.reconciliations.get(environment, rule.reconciliation_id)
+    before = [r for r in active_rules(ports, environment, reconciliation.id)
+              if (r.definition.priority, r.id) < (rule.definition.priority, rule.id)]
+    side_a, side_b = open_frames(ports, environment, reconciliation, before + [rule], None)
+    outcome = match_records(_engine_frame(side_a, None), _engine_frame(side_b, None), before + [rule])
+    import polars as pl
+
+    mine = outcome.matches.filter(pl.col("rule_id") == rule.id).sort("match_no")
+    members = outcome.members.join(mine.select("match_no"), on="match_no", how="semi")
+    sides = members.group_by("match_no", "side").agg(pl.col("record_id").sort()).sort("match_no")
+    ids = {(row["match_no"], row["side"]): row["record_id"] for row in sides.iter_rows(named=True)}
+    sample = [{"status": row["status"], "group_key": row["group_key"],
+               "side_a_record_ids": ids.get((row["match_no"], "a"), []),
+               "side_b_record_ids": ids.get((row["match_no"], "b"), []),
+               "differences": json.loads(row["differences"]) if row["differences"] else {}}
+              for row in mine.head(sample_size).iter_rows(named=True)]
+    return {"reconciliation_rule_id": rule.id, "open_records": {"side_a": side_a.height, "side_b": side_b.height},
+            "taken_by_earlier_rules": outcome.members.height - members.height,
+            "matches": mine.height, "proposed": mine.filter(pl.col("status") == MatchStatus.PROPOSED.value).height,
+            "matched_records": members.height, "sample": sample}
 
 
 # Frames -----------------------------------------------------------------------------------------
+
+def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> list[Rule]:
+    return sorted((r for r in ports.rules.list_of(environment, reconciliation_id) if r.definition.active),
+                  key=lambda r: (r.definition.priority, r.id))
+
+
+def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[Rule], new_jobs: set[int] | None):
+    """The open records of each side, with the metadata keys the rules read."""
+    metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
+                            if f.startswith("metadata.")}
+                           | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
+                              if f.startswith("metadata.")})
+    # A job still writing may write a record again (a retried chunk), which would wipe a match
+    # made meanwhile: its records wait for the run that follows its completion.
+    writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
+    frames = []
+    for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
+        items = [i for key in streams for i in ports.matches.open_items(environment, key, reconciliation.id)
+                 if i.get("file_import_id") not in writing]
+        frames.append(open_records_frame(items, metadata_keys, new_jobs))
+    return frames[0], frames[1]
+
 
 def open_records_frame(items: list[dict[str, Any]], metadata_keys: list[str], new_jobs: set[int] | None):
     """The engine's input (see domain/matching) from record items, plus what persisting needs
@@ -217,15 +289,15 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _engine_frame(frame, run: Run):
+def _engine_frame(frame, run: Run | None):
     columns = [c for c in frame.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
-    if run.kind is RunKind.CONTINUOUS:
+    if run is not None and run.kind is RunKind.CONTINUOUS:
         columns.append("is_new")
     return frame.select(columns)
 
 
-def _plan(outcome, side_a, side_b):
-    """Matches and members with what persisting needs, cut in chunks of about CHUNK_RECORDS
+def _plan(outcome, side_a, side_b, chunk_records: int):
+    """Matches and members with what persisting needs, cut in chunks of about `chunk_records`
     records (a match is never split; a bigger one is a chunk of its own)."""
     import polars as pl
 
@@ -233,7 +305,7 @@ def _plan(outcome, side_a, side_b):
     chunk_of: dict[int, int] = {}
     chunk, filled = 0, 0
     for match_no, size in sizes.iter_rows():
-        if filled and filled + size > CHUNK_RECORDS:
+        if filled and filled + size > chunk_records:
             chunk, filled = chunk + 1, 0
         chunk_of[match_no] = chunk
         filled += size

@@ -48,7 +48,7 @@ def test_a_delete_that_crashed_part_way_is_finished_by_the_retry(services, bank)
     with pytest.raises(Conflict):
         create_stream(services.data_streams, "acme", key="bank", name="Too soon", type_=StreamType.API)
     delete_stream(services.data_streams, services.property_definitions, services.records, services.mirror,
-                  "acme", "bank")
+                  "acme", "bank", usages=services.reconciliations)
     with pytest.raises(NotFound):
         services.property_definitions.get("acme", definition.id)
     assert services.data_streams.find_including_deleting("acme", "bank") is None

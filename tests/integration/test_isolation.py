@@ -33,9 +33,35 @@ CASES = {
     ("GET", "/file_imports/{id}"): ("GET", "/v1/file_imports/{bulk_request_id}", None, 404),
     ("GET", "/file_imports/{id}/records"): ("GET", "/v1/file_imports/{bulk_request_id}/records", None, 404),
     ("POST", "/file_imports/{id}/cancel"): ("POST", "/v1/file_imports/{bulk_request_id}/cancel", None, 404),
+    # Reconciliations and their rules
+    ("POST", "/reconciliations"): ("POST", "/v1/reconciliations", {
+        "name": "R", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"]}, "refers_to_unknown_streams"),
+    ("GET", "/reconciliations"): ("GET", "/v1/reconciliations", None, "lists_nothing"),
+    ("GET", "/reconciliations/{id}"): ("GET", "/v1/reconciliations/{reconciliation_id}", None, 404),
+    ("PATCH", "/reconciliations/{id}"): ("PATCH", "/v1/reconciliations/{reconciliation_id}", {"name": "stolen"}, 404),
+    ("DELETE", "/reconciliations/{id}"): ("DELETE", "/v1/reconciliations/{reconciliation_id}", None, 404),
+    ("POST", "/reconciliations/{id}/rules"): ("POST", "/v1/reconciliations/{reconciliation_id}/rules", {
+        "name": "R", "priority": 2, "conditions": [{"field": "amount", "operator": "equals"}]}, 404),
+    ("GET", "/reconciliations/{id}/rules"): ("GET", "/v1/reconciliations/{reconciliation_id}/rules", None, 404),
+    ("GET", "/reconciliation_rules/{id}"): ("GET", "/v1/reconciliation_rules/{rule_id}", None, 404),
+    ("PATCH", "/reconciliation_rules/{id}"): ("PATCH", "/v1/reconciliation_rules/{rule_id}", {"name": "stolen"}, 404),
+    ("DELETE", "/reconciliation_rules/{id}"): ("DELETE", "/v1/reconciliation_rules/{rule_id}", None, 404),
+    ("POST", "/reconciliation_rules/{id}/dry_run"): ("POST", "/v1/reconciliation_rules/{rule_id}/dry_run", None, 404),
+    ("POST", "/reconciliations/{id}/runs"): ("POST", "/v1/reconciliations/{reconciliation_id}/runs", None, 404),
+    ("GET", "/reconciliations/{id}/runs"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs", None, 404),
+    ("GET", "/reconciliations/{id}/runs/{run_id}"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs/{run_id}",
+                                                     None, 404),
+    ("GET", "/reconciliation_matches"): ("GET", "/v1/reconciliation_matches?reconciliation_id={reconciliation_id}",
+                                         None, 404),
+    ("GET", "/reconciliation_matches/{id}"): ("GET", "/v1/reconciliation_matches/{match_id}", None, 404),
+    ("POST", "/reconciliation_matches"): ("POST", "/v1/reconciliation_matches", lambda world: {
+        "reconciliation_id": world["reconciliation_id"], "record_ids": [world["record_id"]]}, 404),
+    ("POST", "/reconciliation_matches/{id}/confirm"): ("POST", "/v1/reconciliation_matches/{match_id}/confirm",
+                                                       None, 404),
+    ("DELETE", "/reconciliation_matches/{id}"): ("DELETE", "/v1/reconciliation_matches/{match_id}", None, 404),
 }
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
-               "/v1/records?file_import_id={bulk_request_id}"]
+               "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}"]
 
 
 def test_every_route_is_covered():
@@ -55,9 +81,21 @@ def world(api, services, worker):
                                                       "metadata": {"ref": "r"}}]}).json_body
     worker.drain()
     record_id = api.get(bulk["url"]).json_body["results"][0]["record_id"]
+    assert api.post("/v1/data_streams", {"key": "ledger", "name": "A's ledger"}).status_code == 201
+    reconciliation = api.post("/v1/reconciliations", {"name": "A's recon", "side_a_stream_keys": ["bank"],
+                                                      "side_b_stream_keys": ["ledger"]}).json_body
+    rule = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {
+        "name": "A's rule", "conditions": [{"field": "amount", "operator": "equals"}]}).json_body
+    # The ledger's 5 matches the bank's at once (continuous), the 7 stays open.
+    api.post("/v1/records/bulk", {"records": [
+        {"date": "2026-11-01", "data_stream_key": "ledger", "amount": amount, "direction": "credit"} for amount in (5, 7)]})
+    worker.drain()
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"][0]
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
-            "other_key": other_key, "worker": worker}
+            "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
+            "run_id": run["id"], "other_key": other_key, "worker": worker}
 
 
 def _a_still_has_everything(api, world):
@@ -65,11 +103,16 @@ def _a_still_has_everything(api, world):
     assert api.get(f"/v1{PD}/{world['definition_id']}").json_body["name"] == "Ref"
     assert api.get(f"/v1/records/{world['record_id']}").json_body["amount"] == 5
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1
+    assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}").json_body["name"] == "A's recon"
+    assert api.get(f"/v1/reconciliation_rules/{world['rule_id']}").json_body["name"] == "A's rule"
+    assert api.get(f"/v1/reconciliation_matches/{world['match_id']}").json_body["status"] == "confirmed"
+    assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/runs/{world['run_id']}").status_code == 200
 
 
 @pytest.mark.parametrize("route", sorted(CASES), ids=lambda r: f"{r[0]} {r[1]}")
 def test_another_environment_sees_nothing_of_the_first(api, world, route):
     method, path, body, expected = CASES[route]
+    body = body(world) if callable(body) else body  # a body naming A's ids
     response = api.request(method, path.format(**world), body, key=world["other_key"])
     if expected == "bulk_item_refers_to_unknown_stream":
         assert response.status_code == 202
@@ -87,6 +130,9 @@ def test_another_environment_sees_nothing_of_the_first(api, world, route):
     elif expected == "refers_to_unknown_stream":
         assert response.status_code == 422
         assert response.json_body["errors"][0]["field"] == "data_stream_key"
+    elif expected == "refers_to_unknown_streams":
+        assert response.status_code == 422
+        assert [e["field"] for e in response.json_body["errors"]] == ["side_a_stream_keys[0]", "side_b_stream_keys[0]"]
     elif expected != "done":
         assert response.status_code == expected, response.json_body
     _a_still_has_everything(api, world)

@@ -125,11 +125,22 @@ def records_with_status_pk(environment: str, status: str) -> str:
     return f"{env_prefix(environment)}#ST#{status}"
 
 
+def open_records_of_stream_pk(environment: str, stream_key: str) -> str:
+    return f"{env_prefix(environment)}#DS#{stream_key}#OPEN"
+
+
+def open_record_index(environment: str, stream_key: str, record_id: int) -> dict[str, str]:
+    """gsi5, sparse: a record sits in it while some reconciliation of its stream has not matched it."""
+    return {"gsi5pk": open_records_of_stream_pk(environment, stream_key), "gsi5sk": _id(record_id)}
+
+
 def record_indexes(environment: str, record_id: int, stream_key: str, job_id: int | None,
                    external_id: str | None, status: str) -> dict[str, str]:
     sort = _id(record_id)
     keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": sort,
             "gsi4pk": records_with_status_pk(environment, status), "gsi4sk": sort}
+    if status != "reconciled":
+        keys.update(open_record_index(environment, stream_key, record_id))
     if job_id is not None:
         keys.update(gsi2pk=records_of_job_pk(environment, job_id), gsi2sk=sort)
     if external_id is not None:
@@ -180,3 +191,95 @@ def job_results(environment: str, job_id: int, chunk: int) -> dict[str, str]:
 
 def idempotency_key(environment: str, key: str) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#IDEM#{key}", "sk": "IDEM"}
+
+
+# Runs and matches ---------------------------------------------------------------------------
+
+def run(environment: str, run_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#RUN#{_id(run_id)}", "sk": "RUN"}
+
+
+def runs_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#RUNS"
+
+
+def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str, str]:
+    return {"gsi1pk": runs_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(run_id)}
+
+
+def match(environment: str, match_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#MATCH#{_id(match_id)}", "sk": "MATCH"}
+
+
+MATCH_MEMBER_PREFIX = "M#"
+
+
+def match_member(environment: str, match_id: int, record_id: int) -> dict[str, str]:
+    """One item per record of a match, in the match's partition: GET /records?reconciliation_match_id=."""
+    return {"pk": match(environment, match_id)["pk"], "sk": f"{MATCH_MEMBER_PREFIX}{_id(record_id)}"}
+
+
+def matches_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#MATCHES"
+
+
+def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
+    return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(match_id)}
+
+
+def match_attribute(reconciliation_id: int) -> str:
+    """The record attribute naming its match in one reconciliation (top level, so that a
+    conditional write can test it without a map that may not exist yet)."""
+    return f"match_{reconciliation_id}"
+
+
+# Reconciliations and their rules --------------------------------------------------------
+#
+# | item                | pk                        | sk                | gsi1pk / gsi1sk                          |
+# |---------------------|---------------------------|-------------------|------------------------------------------|
+# | reconciliation      | E#<env>#RECON#<id>        | RECON             | E#<env>#RECON / <id> (newest first; off  |
+# |                     |                           |                   | the index while it is being deleted)     |
+# | stream usage        | E#<env>#DS#<stream key>   | USEDBY#RECON#<id> |                                          |
+# | rule                | E#<env>#RULE#<id>         | RULE              | E#<env>#RECON#<recon>#RULES /            |
+# |                     |                           |                   | <priority>#<id> (by priority)            |
+# | rule priority guard | E#<env>#RECON#<recon id>  | PRIO#<priority>   |                                          |
+#
+# A usage item sits in its stream's partition, so a stream's delete finds its users in one query;
+# a priority guard sits in its reconciliation's partition, so the reconciliation's delete finds them too.
+
+STREAM_USAGE_PREFIX = "USEDBY#RECON#"
+RULE_PRIORITY_GUARD_PREFIX = "PRIO#"
+
+
+def reconciliation(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}", "sk": "RECON"}
+
+
+def reconciliations_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#RECON"
+
+
+def reconciliation_index(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"gsi1pk": reconciliations_index_pk(environment), "gsi1sk": _id(reconciliation_id)}
+
+
+def stream_usage(environment: str, stream_key: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": data_stream(environment, stream_key)["pk"], "sk": f"{STREAM_USAGE_PREFIX}{_id(reconciliation_id)}"}
+
+
+def reconciliation_rule(environment: str, rule_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#RULE#{_id(rule_id)}", "sk": "RULE"}
+
+
+def rules_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{reconciliation(environment, reconciliation_id)['pk']}#RULES"
+
+
+def reconciliation_rule_index(environment: str, reconciliation_id: int, priority: int, rule_id: int) -> dict[str, str]:
+    return {"gsi1pk": rules_of_reconciliation_pk(environment, reconciliation_id),
+            "gsi1sk": f"{_id(priority)}#{_id(rule_id)}"}
+
+
+def rule_priority_guard(environment: str, reconciliation_id: int, priority: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"],
+            "sk": f"{RULE_PRIORITY_GUARD_PREFIX}{_id(priority)}"}

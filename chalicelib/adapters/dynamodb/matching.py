@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, status_in
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.matches import Match, MatchStatus, record_status
@@ -39,11 +39,8 @@ class RunRepository:
             raise NotFound(f"run {run_id} not found")
         return self._from_item(item)
 
-    def find(self, environment: str, run_id: int | None) -> Run | None:
-        if run_id is None:
-            return None
-        item = self._table.get(keys.run(environment, run_id))
-        return self._from_item(item) if item else None
+    def get_many(self, environment: str, run_ids: Iterable[int]) -> dict[int, Run]:
+        return {run.id: run for run in map(self._from_item, self._table.get_many(keys.run(environment, i) for i in run_ids))}
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int,
                   cursor: str | None) -> tuple[list[Run], str | None]:
@@ -85,8 +82,9 @@ class RunRepository:
         """Take the reconciliation's one slot for a pending or running run; False when taken."""
         try:
             self._table.update(keys.reconciliation(environment, reconciliation_id), "SET current_run_id = :run",
-                               condition="attribute_exists(pk) AND (attribute_not_exists(current_run_id) "
-                                         "OR current_run_id = :run)", values={":run": run_id})
+                               condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND "
+                                         "(attribute_not_exists(current_run_id) OR current_run_id = :run)",
+                               values={":run": run_id})
         except ConditionFailed:
             return False
         return True
@@ -99,6 +97,24 @@ class RunRepository:
                                condition="current_run_id = :run", values={":run": run_id})
         except ConditionFailed:
             pass  # released already, or the reconciliation is gone
+
+    def add_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "ADD pending_jobs :jobs",
+                               condition="attribute_exists(pk)", values={":jobs": set(job_ids)})
+        except ConditionFailed:
+            pass  # the reconciliation is gone
+
+    def pending_jobs(self, environment: str, reconciliation_id: int) -> list[int]:
+        item = self._table.get(keys.reconciliation(environment, reconciliation_id))
+        return sorted((item or {}).get("pending_jobs") or ())
+
+    def drop_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "DELETE pending_jobs :jobs",
+                               condition="attribute_exists(pk)", values={":jobs": set(job_ids)})
+        except ConditionFailed:
+            pass
 
     def discard(self, run: Run) -> None:
         """Drop a run that never got the slot (nobody saw it)."""
@@ -251,12 +267,6 @@ class MatchRepository:
     def match_attribute(reconciliation_id: int) -> str:
         return keys.match_attribute(reconciliation_id)
 
-    def used_by(self, environment: str, stream_key: str) -> int:
-        """How many reconciliations use the stream: a record matched in all of them is reconciled."""
-        usages = self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
-                                       sort_prefix=keys.STREAM_USAGE_PREFIX, projection="sk")
-        return max(1, sum(1 for _ in usages))
-
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
         if match is None or match.unmatching:
@@ -276,10 +286,12 @@ class MatchRepository:
                                       sort_prefix=keys.MATCH_MEMBER_PREFIX)
         return [i["record_id"] for i in page.items], page.cursor
 
-    def list_page(self, environment: str, reconciliation_id: int, limit: int,
-                  cursor: str | None) -> tuple[list[Match], str | None]:
+    def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
+                  include_unmatching: bool = False) -> tuple[list[Match], str | None]:
+        """Newest first; a match being unmatched is left out, except for whoever finishes unmatching."""
+        hidden = None if include_unmatching else Filter("attribute_not_exists(#fu)", {"#fu": "unmatching"}, {})
         page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
-                                      index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor)
+                                      index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor, filter=hidden)
         return [self._from_item(i) for i in page.items], page.cursor
 
     # Changing a committed match ---------------------------------------------------------------

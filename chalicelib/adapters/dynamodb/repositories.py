@@ -6,7 +6,7 @@ No TransactWriteItems anywhere: multi-item changes are ordered, idempotent write
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
@@ -118,6 +118,12 @@ class DataStreamRepository:
             return None  # cannot exist, and would overflow DynamoDB's key size
         item = self._table.get(keys.data_stream(environment, key))
         return self._from_item(item) if item else None
+
+    def get_many(self, environment: str, stream_keys: Iterable[str]) -> dict[str, DataStream]:
+        """The visible streams among `stream_keys`, by key, read in batches; keys that cannot exist are skipped."""
+        wanted = [k for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]
+        streams = [self._from_item(i) for i in self._table.get_many(keys.data_stream(environment, k) for k in wanted)]
+        return {s.key: s for s in streams if not s.deleting}
 
     def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[DataStream], str | None]:
         page: Page = self._table.query_page(

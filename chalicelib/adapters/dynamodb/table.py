@@ -21,6 +21,7 @@ from chalicelib.domain.errors import BadRequest
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 BATCH_WRITE_LIMIT = 25
+BATCH_GET_LIMIT = 100
 FILTERED_READ_STEP = 200
 MAX_READS_PER_PAGE = 10
 
@@ -226,6 +227,24 @@ class DynamoTable:
                     attempt += 1
                     time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
         return sent
+
+    def get_many(self, item_keys: Iterable[dict[str, str]]) -> list[dict[str, Any]]:
+        """Read items by key with BatchGetItem (100 a request, consistent reads), retrying
+        unprocessed keys with backoff. Missing items are simply absent; order is not kept."""
+        unique = list({(k["pk"], k["sk"]): k for k in item_keys}.values())
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(unique), BATCH_GET_LIMIT):
+            pending = {self.name: {"Keys": [serialize(k) for k in unique[start:start + BATCH_GET_LIMIT]],
+                                   "ConsistentRead": True}}
+            attempt = 0
+            while pending:
+                response = self._client.batch_get_item(RequestItems=pending)
+                found.extend(deserialize(i) for i in response.get("Responses", {}).get(self.name, []))
+                pending = response.get("UnprocessedKeys") or {}
+                if pending:
+                    attempt += 1
+                    time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
+        return found
 
 
 def status_in(statuses: Iterable[Any], attribute: str = "#status") -> tuple[str, dict[str, str]]:

@@ -1,0 +1,155 @@
+"""Routes of /reconciliations and of their rules (/reconciliations/{id}/rules, /reconciliation_rules)."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas import (
+    CreateReconciliation,
+    CursorQuery,
+    DataStreamOut,
+    ReconciliationOut,
+    ReconciliationPage,
+    ReconciliationRuleList,
+    ReconciliationRuleOut,
+    RuleBody,
+    RunOut,
+    UpdateReconciliation,
+)
+from chalicelib.api.runs import run_out
+from chalicelib.container import container
+from chalicelib.domain.data_streams import DataStream
+from chalicelib.domain.reconciliations import Reconciliation, RunType
+from chalicelib.domain.rules import Rule
+from chalicelib.services import reconciliation_rules as rule_service
+from chalicelib.services import reconciliations as service
+
+router = Router("reconciliations")
+RULES = "/reconciliation_rules"
+
+
+# Rendering ------------------------------------------------------------------------------
+
+def reconciliations_out(reconciliations: list[Reconciliation], environment: str) -> list[ReconciliationOut]:
+    """Render reconciliations with their streams, read in one batch for all of them."""
+    streams = container().data_streams.get_many(environment, (k for r in reconciliations for k in r.stream_keys))
+    runs = container().runs.get_many(environment, (i for r in reconciliations for i in (r.current_run_id, r.last_run_id)
+                                                   if i is not None))
+
+    def run(run_id: int | None) -> RunOut | None:
+        return run_out(runs[run_id]) if run_id in runs else None
+
+    def side(stream_keys: Iterable[str]) -> list[DataStreamOut]:
+        found: list[DataStream] = [streams[k] for k in stream_keys if k in streams]
+        return [DataStreamOut.model_validate(s) for s in found]
+
+    return [
+        ReconciliationOut(
+            id=r.id, name=r.name, run_type=r.run_type.value, side_a_streams=side(r.side_a_stream_keys),
+            side_b_streams=side(r.side_b_stream_keys), exception_after_days=r.exception_after_days,
+            created_at=r.created_at, updated_at=r.updated_at, current_run=run(r.current_run_id),
+            last_run=run(r.last_run_id),
+        )
+        for r in reconciliations
+    ]
+
+
+def rule_out(rule: Rule) -> ReconciliationRuleOut:
+    return ReconciliationRuleOut(id=rule.id, reconciliation_id=rule.reconciliation_id,
+                                 **rule.definition.as_body(), created_at=rule.created_at,
+                                 updated_at=rule.updated_at or rule.created_at)
+
+
+# Reconciliations ------------------------------------------------------------------------
+
+@router.route("POST", "/reconciliations", summary="Create a reconciliation of side-A and side-B data streams",
+              status=201, body=CreateReconciliation, response=ReconciliationOut, errors=(422,))
+def create_reconciliation(request: ApiRequest) -> ReconciliationOut:
+    body: CreateReconciliation = request.body
+    services = container()
+    reconciliation = service.create_reconciliation(
+        services.reconciliations, services.data_streams, request.environment, name=body.name,
+        run_type=RunType(body.run_type), side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
+        exception_after_days=body.exception_after_days,
+    )
+    return reconciliations_out([reconciliation], request.environment)[0]
+
+
+@router.route("GET", "/reconciliations", summary="List reconciliations, newest first",
+              query=CursorQuery, response=ReconciliationPage, errors=(400, 422))
+def list_reconciliations(request: ApiRequest) -> ReconciliationPage:
+    query: CursorQuery = request.query
+    page, cursor = container().reconciliations.list_page(request.environment, query.limit, query.cursor)
+    return ReconciliationPage(data=reconciliations_out(page, request.environment), next_cursor=cursor,
+                              limit=query.limit)
+
+
+@router.route("GET", "/reconciliations/{id}", summary="Get a reconciliation", response=ReconciliationOut,
+              errors=(404,))
+def get_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
+    reconciliation = container().reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
+    return reconciliations_out([reconciliation], request.environment)[0]
+
+
+@router.route("PATCH", "/reconciliations/{id}", summary="Change a reconciliation (not while a run is current)",
+              body=UpdateReconciliation, response=ReconciliationOut, errors=(404, 409, 422))
+def update_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
+    body: UpdateReconciliation = request.body
+    services = container()
+    reconciliation = service.update_reconciliation(
+        services.reconciliations, services.data_streams, request.environment, numeric_id(id, "reconciliation"),
+        name=body.name, run_type=RunType(body.run_type) if body.run_type else None,
+        side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
+        exception_after_days=body.exception_after_days,
+    )
+    return reconciliations_out([reconciliation], request.environment)[0]
+
+
+@router.route("DELETE", "/reconciliations/{id}", summary="Delete a reconciliation and its rules (not while a "
+              "run is current)", status=204, errors=(404, 409))
+def delete_reconciliation(request: ApiRequest, id: str) -> None:
+    services = container()
+    service.delete_reconciliation(services.reconciliations, services.reconciliation_rules, services.matches,
+                                  request.environment, numeric_id(id, "reconciliation"))
+
+
+# Rules ----------------------------------------------------------------------------------
+
+@router.route("POST", "/reconciliations/{id}/rules", summary="Add a matching rule to a reconciliation",
+              status=201, body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
+def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
+    body: RuleBody = request.body
+    services = container()
+    rule = rule_service.create_rule(services.reconciliation_rules, services.reconciliations, request.environment,
+                                    numeric_id(id, "reconciliation"), body.given())
+    return rule_out(rule)
+
+
+@router.route("GET", "/reconciliations/{id}/rules", summary="The rules of a reconciliation, by priority",
+              response=ReconciliationRuleList, errors=(404,))
+def list_rules(request: ApiRequest, id: str) -> ReconciliationRuleList:
+    services = container()
+    rules = rule_service.rules_of(services.reconciliation_rules, services.reconciliations, request.environment,
+                                  numeric_id(id, "reconciliation"))
+    return ReconciliationRuleList(data=[rule_out(r) for r in rules])
+
+
+@router.route("GET", RULES + "/{id}", summary="Get a reconciliation rule", response=ReconciliationRuleOut,
+              errors=(404,))
+def get_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
+    return rule_out(container().reconciliation_rules.get(request.environment, numeric_id(id, "reconciliation rule")))
+
+
+@router.route("PATCH", RULES + "/{id}", summary="Change a reconciliation rule (fields not sent stay)",
+              body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
+def update_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
+    body: RuleBody = request.body
+    rule = rule_service.update_rule(container().reconciliation_rules, request.environment,
+                                    numeric_id(id, "reconciliation rule"), body.given())
+    return rule_out(rule)
+
+
+@router.route("DELETE", RULES + "/{id}", summary="Delete a reconciliation rule", status=204, errors=(404,))
+def delete_rule(request: ApiRequest, id: str) -> None:
+    rule_service.delete_rule(container().reconciliation_rules, request.environment,
+                             numeric_id(id, "reconciliation rule"))

@@ -1,0 +1,252 @@
+"""Batch runs through the state machine, and the matches they leave: on moto, through the API."""
+from dataclasses import replace
+
+import pytest
+
+from chalicelib.adapters.dynamodb import keys
+
+RULE = {"name": "Amount and date", "priority": 1, "cardinality": "one_to_one",
+        "conditions": [{"field": "amount", "operator": "equals"},
+                       {"field": "date", "operator": "within", "days": 3}]}
+
+
+def record(stream, n, amount, day="2026-11-02", direction="credit", **fields):
+    return {"data_stream_key": stream, "external_id": f"{stream}-{n}", "amount": amount, "date": day,
+            "direction": direction, **fields}
+
+
+@pytest.fixture
+def ingest(api, worker):
+    def ingest(*records):
+        response = api.post("/v1/records/bulk", {"records": list(records)})
+        assert response.status_code == 202, response.json_body
+        worker.drain()
+        results = api.get(response.json_body["url"]).json_body["results"]
+        assert all(r["status"] == "successful" for r in results), results
+        return [r["record_id"] for r in results]
+    return ingest
+
+
+@pytest.fixture
+def reconciliation(api):
+    for key in ("bank", "ledger"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+    created = api.post("/v1/reconciliations", {"name": "Bank to ledger", "run_type": "batch",
+                                               "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"]})
+    assert created.status_code == 201, created.json_body
+    return created.json_body
+
+
+def add_rule(api, reconciliation, rule=RULE):
+    response = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", rule)
+    assert response.status_code == 201, response.json_body
+    return response.json_body
+
+
+def start(api, reconciliation):
+    response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    assert response.status_code == 202, response.json_body
+    return api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{response.json_body['id']}").json_body
+
+
+def matches_of(api, reconciliation):
+    return api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+
+
+def test_a_batch_run_matches_by_its_rules_and_reports_what_it_did(api, ingest, reconciliation):
+    rule = add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000), record("bank", 2, 2500), record("bank", 3, 777))
+    ledger = ingest(record("ledger", 1, 1000, "2026-11-04"), record("ledger", 2, 2500, "2026-11-20"),
+                    record("ledger", 3, 999))
+
+    run = start(api, reconciliation)
+
+    assert run["status"] == "completed" and run["kind"] == "batch" and run["trigger"] == "manual"
+    assert run["progress"] == 100 and run["started_at"] and run["completed_at"]
+    assert (run["total_records"], run["processed_records"], run["matched_records"]) == (6, 6, 2)
+    assert run["rule_summary"][str(rule["id"])] == 2
+    assert run["rule_summary"]["unmatched"] == {"side_a": 2, "side_b": 2}
+    [match] = matches_of(api, reconciliation)
+    assert match["status"] == "confirmed" and match["reconciliation_rule_id"] == rule["id"]
+    detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
+    assert sorted((r["side"], r["id"]) for r in detail["records"]) == [("a", bank[0]), ("b", ledger[0])]
+    assert detail["differences"]["date_days"] == 2
+    assert {r["status"] for r in detail["records"]} == {"reconciled"}
+    assert api.get(f"/v1/records/{bank[1]}").json_body["status"] == "unreconciled"  # 18 days apart
+    listed = api.get(f"/v1/records?reconciliation_match_id={match['id']}").json_body["data"]
+    assert sorted(r["id"] for r in listed) == sorted([bank[0], ledger[0]])
+    shown = api.get(f"/v1/reconciliations/{reconciliation['id']}").json_body
+    assert shown["current_run"] is None and shown["last_run"]["id"] == run["id"]
+
+
+def test_a_second_run_finds_only_what_is_still_open(api, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    ingest(record("bank", 1, 1000), record("bank", 2, 2000))
+    ingest(record("ledger", 1, 1000))
+    assert start(api, reconciliation)["matched_records"] == 2
+    ingest(record("ledger", 2, 2000))
+
+    second = start(api, reconciliation)
+
+    assert (second["total_records"], second["matched_records"]) == (2, 2)
+    assert len(matches_of(api, reconciliation)) == 2
+    runs = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"]
+    assert [r["id"] for r in runs] == [second["id"], second["id"] - 1]  # newest first
+
+
+def test_a_run_is_refused_while_another_is_pending_or_running(api, services, reconciliation):
+    services.table.update(keys.reconciliation("acme", reconciliation["id"]), "SET current_run_id = :r",
+                          values={":r": 999})
+    response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    assert response.status_code == 409 and "pending or running" in response.json_body["message"]
+    assert api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"] == []
+
+
+def test_runs_of_an_unknown_reconciliation_are_not_found(api):
+    assert api.post("/v1/reconciliations/404/runs").status_code == 404
+    assert api.get("/v1/reconciliations/404/runs").status_code == 404
+
+
+def test_a_rule_without_auto_confirm_proposes_and_a_person_confirms(api, ingest, reconciliation):
+    add_rule(api, reconciliation, {**RULE, "auto_confirm": False})
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    start(api, reconciliation)
+    [match] = matches_of(api, reconciliation)
+    assert match["status"] == "proposed"
+
+    confirmed = api.post(f"/v1/reconciliation_matches/{match['id']}/confirm")
+
+    assert confirmed.status_code == 200 and confirmed.json_body["status"] == "confirmed"
+    assert api.post(f"/v1/reconciliation_matches/{match['id']}/confirm").json_body["status"] == "confirmed"
+
+
+def test_unmatching_opens_the_records_again_and_the_next_run_matches_them(api, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    start(api, reconciliation)
+    [match] = matches_of(api, reconciliation)
+    assert api.delete(f"/v1/records/{bank[0]}").status_code == 409  # a matched record stays
+
+    assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 204
+
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+    assert api.get(f"/v1/records?reconciliation_match_id={match['id']}").json_body["data"] == []
+    assert start(api, reconciliation)["matched_records"] == 2
+    assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+
+
+def test_a_record_matched_in_one_of_two_reconciliations_is_partially_reconciled(api, ingest, reconciliation):
+    assert api.post("/v1/data_streams", {"key": "psp", "name": "Processor"}).status_code == 201
+    other = api.post("/v1/reconciliations", {"name": "Bank to processor", "run_type": "batch",
+                                             "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["psp"]}).json_body
+    add_rule(api, reconciliation)
+    add_rule(api, other)
+    bank = ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000), record("psp", 1, 1000))
+
+    start(api, reconciliation)
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "partially_reconciled"
+    start(api, other)
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "reconciled"
+
+
+class DiesOnCommit:
+    """The matches repository, whose `commit` fails from its n-th call on (a Lambda that keeps dying)."""
+
+    def __init__(self, matches, from_call: int) -> None:
+        self._matches, self._from_call, self.calls = matches, from_call, 0
+
+    def __getattr__(self, name):
+        return getattr(self._matches, name)
+
+    def commit(self, match, members):
+        self.calls += 1
+        if self.calls >= self._from_call:
+            raise RuntimeError("Lambda died")
+        return self._matches.commit(match, members)
+
+
+def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match(
+        api, services, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
+    ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
+    services.run_ports = replace(services.run_ports, chunk_records=4,  # three chunks of two matches
+                                 matches=DiesOnCommit(services.matches, from_call=3))
+
+    run = start(api, reconciliation)
+
+    assert run["status"] == "failed" and "Lambda died" in run["error_message"]
+    committed = matches_of(api, reconciliation)
+    assert len(committed) == 2 and run["matched_records"] == 4  # the first chunk, whole
+    matched = {r["id"] for m in committed
+               for r in api.get(f"/v1/reconciliation_matches/{m['id']}").json_body["records"]}
+    for record_id in bank:
+        status = api.get(f"/v1/records/{record_id}").json_body["status"]
+        assert status == ("reconciled" if record_id in matched else "unreconciled")
+    shown = api.get(f"/v1/reconciliations/{reconciliation['id']}").json_body
+    assert shown["current_run"] is None and shown["last_run"]["status"] == "failed"
+
+
+def test_a_continuous_reconciliation_matches_each_ingestion_as_it_completes(api, ingest):
+    for key in ("bank", "ledger"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+    continuous = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": ["bank"],
+                                                  "side_b_stream_keys": ["ledger"]}).json_body
+    assert continuous["run_type"] == "continuous"
+    add_rule(api, continuous)
+
+    bank = ingest(record("bank", 1, 1000), record("bank", 2, 2000))
+    ledger = ingest(record("ledger", 1, 1000))
+
+    runs = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]
+    assert [(r["kind"], r["trigger"], r["status"]) for r in runs] == [("continuous", "records_ingested", "completed")] * 2
+    assert [r["matched_records"] for r in runs] == [2, 0]  # newest first: the ledger's ingestion matched
+    [match] = matches_of(api, continuous)
+    detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
+    assert sorted(r["id"] for r in detail["records"]) == sorted([bank[0], ledger[0]])
+    assert api.get(f"/v1/records/{bank[1]}").json_body["status"] == "unreconciled"
+
+
+def test_an_ingestion_that_finds_a_run_in_progress_waits_for_it(api, services, ingest):
+    for key in ("bank", "ledger"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+    continuous = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": ["bank"],
+                                                  "side_b_stream_keys": ["ledger"]}).json_body
+    add_rule(api, continuous)
+    services.runs.claim_slot("acme", continuous["id"], 999)  # a run in progress
+
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    assert api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"] == []
+    assert len(services.runs.pending_jobs("acme", continuous["id"])) == 2
+
+    from chalicelib.services.reconciliation_runs import start_pending
+    services.runs.release_slot("acme", continuous["id"], 999)  # that run finishes
+    start_pending(services.run_ports, "acme", continuous["id"])
+
+    [run] = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]
+    assert run["matched_records"] == 2 and services.runs.pending_jobs("acme", continuous["id"]) == []
+
+
+def test_a_dry_run_shows_what_a_rule_would_match_and_writes_nothing(api, ingest, reconciliation):
+    exact = add_rule(api, reconciliation, {**RULE, "name": "Exact day", "priority": 1,
+                                           "conditions": [{"field": "amount", "operator": "equals"},
+                                                          {"field": "date", "operator": "equals"}]})
+    loose = add_rule(api, reconciliation, {**RULE, "name": "Within 3 days", "priority": 2})
+    ingest(record("bank", 1, 1000), record("bank", 2, 2000))
+    ingest(record("ledger", 1, 1000), record("ledger", 2, 2000, "2026-11-04"))
+
+    response = api.post(f"/v1/reconciliation_rules/{loose['id']}/dry_run")
+
+    assert response.status_code == 200, response.json_body
+    body = response.json_body
+    assert body["open_records"] == {"side_a": 2, "side_b": 2}
+    assert (body["taken_by_earlier_rules"], body["matches"], body["matched_records"]) == (2, 1, 2)
+    assert body["sample"][0]["differences"]["date_days"] == 2
+    assert api.post(f"/v1/reconciliation_rules/{exact['id']}/dry_run").json_body["matches"] == 1
+    assert matches_of(api, reconciliation) == []
+    assert api.post("/v1/reconciliation_rules/404/dry_run").status_code == 404
