@@ -3,7 +3,7 @@ from chalice import Chalice, Rate
 
 from chalicelib.api import API_PREFIX, PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
-from chalicelib.jobs import files, runs
+from chalicelib.jobs import files, runs, sweeper
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.settings import current_settings
 
@@ -74,7 +74,7 @@ def reconciliation_run_fail(event, context):
     return runs.give_up_task(event)
 
 
-# No job stays pending or processing for ever, and no stream count waits long for its recount.
+# No job or run stays pending or running for ever, and no stream count waits long for its recount.
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_stuck_jobs(event):
-    files.sweep_task()
+    sweeper.sweep_task()

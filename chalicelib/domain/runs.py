@@ -10,7 +10,7 @@ chunks, finish); `progress` weighs them so that a client sees it move all along.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -41,6 +41,10 @@ ALLOWED_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.FAILED: frozenset(),
 }
 FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+
+# Longer than one phase may take (a Lambda call lasts at most 15 minutes).
+STUCK_AFTER = timedelta(minutes=20)
+MAX_RESTARTS = 3
 
 # Share of `progress` each phase ends at.
 LOADED_AT = 10
@@ -74,6 +78,15 @@ class Run:
     done_chunks: frozenset[int] = frozenset()
     # Continuous runs: the ingestion jobs whose records are the new ones.
     new_record_jobs: tuple[int, ...] = ()
+    last_progress_at: datetime | None = None  # every phase beats it; the sweeper reads it
+    restarts: int = 0
+
+    @property
+    def heartbeat(self) -> datetime:
+        return self.last_progress_at or self.created_at
+
+    def stuck(self, now: datetime) -> bool:
+        return not self.finished and now - self.heartbeat > STUCK_AFTER
 
     @property
     def finished(self) -> bool:

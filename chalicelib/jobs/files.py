@@ -1,11 +1,11 @@
-"""Entry points of file imports: the state machine's tasks, the S3 "Object Created" event, the sweeper."""
+"""Entry points of file imports: the state machine's tasks and the S3 "Object Created" event."""
 from __future__ import annotations
 
 from typing import Any
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services import data_streams, file_imports
+from chalicelib.services import file_imports
 
 
 def _task(event: dict[str, Any], step) -> dict[str, Any]:
@@ -40,11 +40,3 @@ def handle_object_created(event) -> None:
     job = file_imports.on_object_created(container().files, key, detail.get("object", {}).get("etag", ""))
     if job is not None:
         logger.info("object created", extra={"key": key, "job_id": job.id, "status": job.status.value})
-
-
-def sweep_task() -> None:
-    services = container()
-    counts = file_imports.sweep(services.files)
-    counts["recounted_streams"] = data_streams.sweep_recounts(services.data_streams, services.mirror)
-    if any(counts.values()):
-        logger.info("swept", extra=counts)

@@ -24,7 +24,8 @@ from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.rules import Rule, validate_rule
-from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger
+from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.observability import logger
 from chalicelib.services.matches import release_members, used_by, write_match
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
@@ -61,8 +62,37 @@ def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind
         raise Conflict(f"reconciliation {reconciliation_id} has a run pending or running; wait for it to finish")
     if run.new_record_jobs:
         ports.runs.drop_pending_jobs(environment, reconciliation_id, run.new_record_jobs)  # this run takes them
-    ports.workflows.start(f"{environment}-run-{run.id}", {"environment": environment, "run_id": run.id})
+    ports.workflows.start(execution_name(run, 0), {"environment": environment, "run_id": run.id})
     return run
+
+
+def execution_name(run: Run, attempt: int) -> str:
+    """Unique per restart: Step Functions refuses a name it ran before."""
+    return f"{run.environment}-run-{run.id}" + (f"-r{attempt}" if attempt else "")
+
+
+def sweep(ports: RunPorts, now=None) -> dict[str, int]:
+    """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
+    state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
+    then fails (undoing what it had not committed). One run's trouble stops no other."""
+    now = now or utc_now()
+    counts = {"restarted": 0, "failed": 0, "errors": 0}
+    for run in ports.runs.active():
+        if not run.stuck(now):
+            continue
+        try:
+            if run.restarts >= MAX_RESTARTS:
+                give_up(ports, run.environment, run.id,
+                        f"no progress for over {STUCK_AFTER}; {run.restarts} restarts did not help")
+                counts["failed"] += 1
+            elif ports.runs.count_restart(run):
+                ports.workflows.start(execution_name(run, run.restarts + 1),
+                                      {"environment": run.environment, "run_id": run.id})
+                counts["restarted"] += 1
+        except Exception:
+            logger.exception("sweeping a run failed", extra={"environment": run.environment, "run_id": run.id})
+            counts["errors"] += 1
+    return counts
 
 
 def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:

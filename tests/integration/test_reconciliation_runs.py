@@ -250,3 +250,56 @@ def test_a_dry_run_shows_what_a_rule_would_match_and_writes_nothing(api, ingest,
     assert api.post(f"/v1/reconciliation_rules/{exact['id']}/dry_run").json_body["matches"] == 1
     assert matches_of(api, reconciliation) == []
     assert api.post("/v1/reconciliation_rules/404/dry_run").status_code == 404
+
+
+class LostStarts:
+    """Workflows whose executions never start (a crash right after the run took its slot)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def start(self, execution_name, payload):
+        self.names.append(execution_name)
+
+
+def test_a_run_whose_execution_was_lost_is_restarted_by_the_sweeper(api, services, ingest, reconciliation):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services.reconciliation_runs import sweep
+
+    add_rule(api, reconciliation)
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    real = services.run_ports
+    services.run_ports = replace(real, workflows=LostStarts())
+    response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    assert response.status_code == 202 and response.json_body["status"] == "pending"
+    run_id = response.json_body["id"]
+
+    assert sweep(real, now=utc_now() + timedelta(minutes=5)) == {"restarted": 0, "failed": 0, "errors": 0}
+    assert sweep(real, now=utc_now() + timedelta(minutes=21))["restarted"] == 1
+
+    run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
+    assert run["status"] == "completed" and run["matched_records"] == 2
+    assert services.runs.active() == []
+
+
+def test_a_run_that_never_progresses_fails_after_its_restarts(api, services, ingest, reconciliation):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services.reconciliation_runs import sweep
+
+    lost = LostStarts()
+    services.run_ports = replace(services.run_ports, workflows=lost)
+    run_id = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["id"]
+    for minutes in (21, 42, 63):
+        assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=minutes))["restarted"] == 1
+    assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=84))["failed"] == 1
+
+    run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
+    assert run["status"] == "failed" and "restarts did not help" in run["error_message"]
+    assert lost.names == [f"acme-run-{run_id}", f"acme-run-{run_id}-r1", f"acme-run-{run_id}-r2",
+                          f"acme-run-{run_id}-r3"]
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").status_code == 202  # the slot is free

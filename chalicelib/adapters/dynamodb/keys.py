@@ -207,6 +207,14 @@ def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str
     return {"gsi1pk": runs_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(run_id)}
 
 
+# A sparse index of pending and running runs of every environment, read by the sweeper only.
+ACTIVE_RUNS_PK = "ACTIVE_RUNS"
+
+
+def active_run_index(environment: str, run_id: int) -> dict[str, str]:
+    return {"gsi2pk": ACTIVE_RUNS_PK, "gsi2sk": f"{environment}#{_id(run_id)}"}
+
+
 def match(environment: str, match_id: int) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#MATCH#{_id(match_id)}", "sk": "MATCH"}
 

@@ -17,11 +17,11 @@ from typing import Any, Iterable
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, status_in
-from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.matches import Match, MatchStatus, record_status
 from chalicelib.domain.records import Record, RecordStatus
-from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger, sources_of
+from chalicelib.domain.runs import FINISHED, Run, RunKind, RunStatus, RunTrigger, sources_of
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 
@@ -51,9 +51,12 @@ class RunRepository:
     def move(self, run: Run, target: RunStatus, **fields: Any) -> Run:
         allowed, sources = status_in(sources_of(target))
         sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
+        sets["last_progress_at"] = iso(utc_now())
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
         values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        if target in FINISHED:
+            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active-runs index
         try:
             item = self._table.update(keys.run(run.environment, run.id), expression, condition=allowed,
                                       names=names, values={**values, **sources}, return_new=True, keep_nulls=True)
@@ -68,11 +71,11 @@ class RunRepository:
             item = self._table.update(
                 keys.run(run.environment, run.id),
                 "SET first_match_id = :f, matches_count = :n, chunks = :c, total_records = :t, "
-                "processed_records = :t, rule_summary = :s",
+                "processed_records = :t, rule_summary = :s, last_progress_at = :now",
                 condition="attribute_not_exists(first_match_id) AND #status = :running",
                 names={"#status": "status"},
                 values={":f": first_match_id, ":n": matches_count, ":c": chunks, ":t": total_records,
-                        ":s": rule_summary, ":running": RunStatus.RUNNING.value},
+                        ":s": rule_summary, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())},
                 return_new=True)
             return self._from_item(item)
         except ConditionFailed:
@@ -122,29 +125,50 @@ class RunRepository:
                            names={"#status": "status"}, values={":pending": RunStatus.PENDING.value})
 
     def save_loaded(self, run: Run, total_records: int) -> None:
-        self._table.update(keys.run(run.environment, run.id), "SET total_records = :t",
+        self._table.update(keys.run(run.environment, run.id), "SET total_records = :t, last_progress_at = :now",
                            condition="#status = :running", names={"#status": "status"},
-                           values={":t": total_records, ":running": RunStatus.RUNNING.value})
+                           values={":t": total_records, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())})
 
     def save_chunk(self, run: Run, chunk: int, matched_records: int, conflicts: int) -> Run:
         """Count a persisted chunk once (claimed by its number), and only while running."""
         try:
             item = self._table.update(
                 keys.run(run.environment, run.id),
-                "ADD done_chunks :chunk, matched_records :m, conflicted_matches :x",
+                "ADD done_chunks :chunk, matched_records :m, conflicted_matches :x SET last_progress_at = :now",
                 condition="#status = :running AND NOT contains(done_chunks, :n)",
                 names={"#status": "status"},
                 values={":chunk": {chunk}, ":n": chunk, ":m": matched_records, ":x": conflicts,
-                        ":running": RunStatus.RUNNING.value},
+                        ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())},
                 return_new=True)
             return self._from_item(item)
         except ConditionFailed:
             return self.get(run.environment, run.id)
 
+    def active(self) -> list[Run]:
+        """Pending and running runs of every environment (for the sweeper)."""
+        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.ACTIVE_RUNS_PK, index="gsi2")]
+
+    def count_restart(self, run: Run) -> bool:
+        """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another sweeper."""
+        condition = "#status IN (:pending, :running) AND (attribute_not_exists(restarts) OR restarts = :restarts)"
+        values: dict[str, Any] = {":pending": RunStatus.PENDING.value, ":running": RunStatus.RUNNING.value,
+                                  ":restarts": run.restarts, ":zero": 0, ":one": 1, ":now": iso(utc_now())}
+        if run.last_progress_at is not None:
+            condition += " AND last_progress_at = :seen"
+            values[":seen"] = iso(run.last_progress_at)
+        try:
+            self._table.update(keys.run(run.environment, run.id),
+                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
+                               condition=condition, names={"#status": "status"}, values=values)
+        except ConditionFailed:
+            return False
+        return True
+
     @staticmethod
     def to_item(run: Run) -> dict[str, Any]:
         return {
             **keys.run(run.environment, run.id), **keys.run_index(run.environment, run.reconciliation_id, run.id),
+            **keys.active_run_index(run.environment, run.id),
             "entity": "run", "environment": run.environment, "id": run.id,
             "reconciliation_id": run.reconciliation_id, "kind": run.kind.value, "trigger": run.trigger.value,
             "status": run.status.value, "created_at": iso(run.created_at), "total_records": run.total_records,
@@ -165,6 +189,7 @@ class RunRepository:
             first_match_id=item.get("first_match_id"), chunks=item.get("chunks"),
             done_chunks=frozenset(item.get("done_chunks", set())),
             new_record_jobs=tuple(item.get("new_record_jobs") or ()),
+            last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=item.get("restarts", 0),
         )
 
 

@@ -1,0 +1,15 @@
+"""The one-minute sweeper: nothing stays pending or running for ever, no stream count waits long."""
+from __future__ import annotations
+
+from chalicelib.container import container
+from chalicelib.observability import logger
+from chalicelib.services import data_streams, file_imports, reconciliation_runs
+
+
+def sweep_task() -> None:
+    services = container()
+    counts = file_imports.sweep(services.files)
+    counts["recounted_streams"] = data_streams.sweep_recounts(services.data_streams, services.mirror)
+    counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(services.run_ports).items()})
+    if any(counts.values()):
+        logger.info("swept", extra=counts)
