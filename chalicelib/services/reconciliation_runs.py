@@ -14,6 +14,7 @@ fail     on any error the state machine could not retry away: undo every match w
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Iterable
@@ -23,12 +24,14 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, show
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
+from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services.matches import release_members, used_by, write_match
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+ADOPT_THREADS = 8
 WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # a job that may still (re)write its records
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
@@ -133,7 +136,7 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.kind is RunKind.CONTINUOUS else None
-    side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs)
+    side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
     ports.files.write_frame(environment, run.id, "side_a", side_a)
     ports.files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
@@ -271,8 +274,11 @@ def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> l
                   key=lambda r: (r.definition.priority, r.id))
 
 
-def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[Rule], new_jobs: set[int] | None):
-    """The open records of each side, with the metadata keys the rules read."""
+def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[Rule], new_jobs: set[int] | None,
+                adopt: bool = False):
+    """The open records of each side, with the metadata keys the rules read. A stream the
+    reconciliation has not adopted yet is read whole; with `adopt`, its records reconciled
+    before it joined are opened again and the stream is adopted (read from the open index)."""
     metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
                             if f.startswith("metadata.")}
                            | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
@@ -282,10 +288,25 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
     writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
-        items = [i for key in streams for i in ports.matches.open_items(environment, key, reconciliation.id)
-                 if i.get("file_import_id") not in writing]
+        items = []
+        for key in streams:
+            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
+            found = [i for i in ports.matches.open_items(environment, key, reconciliation.id, adopted)
+                     if i.get("file_import_id") not in writing]
+            if adopt and not adopted:
+                _adopt(ports, environment, reconciliation.id, key, found)
+            items += found
         frames.append(open_records_frame(items, metadata_keys, new_jobs))
     return frames[0], frames[1]
+
+
+def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, items: list[dict]) -> None:
+    reconciled = [i for i in items if i.get("status") == RecordStatus.RECONCILED.value]
+    if reconciled:
+        users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
+        with ThreadPoolExecutor(ADOPT_THREADS) as pool:
+            list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users), reconciled))
+    ports.matches.adopt(environment, reconciliation_id, stream_key)
 
 
 def open_records_frame(items: list[dict[str, Any]], metadata_keys: list[str], new_jobs: set[int] | None):

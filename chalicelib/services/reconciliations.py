@@ -53,5 +53,6 @@ def delete_reconciliation(reconciliations: Reconciliations, rules: Reconciliatio
             break
         for match in page:
             unmatch(matches, reconciliations, environment, match.id)
+    matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     rules.remove_all_of_reconciliation(environment, reconciliation_id)
     reconciliations.remove(reconciliation)

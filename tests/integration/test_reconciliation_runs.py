@@ -303,3 +303,41 @@ def test_a_run_that_never_progresses_fails_after_its_restarts(api, services, ing
     assert lost.names == [f"acme-run-{run_id}", f"acme-run-{run_id}-r1", f"acme-run-{run_id}-r2",
                           f"acme-run-{run_id}-r3"]
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").status_code == 202  # the slot is free
+
+
+def test_a_reconciliation_made_later_still_finds_records_others_had_fully_reconciled(api, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    start(api, reconciliation)
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "reconciled"
+
+    assert api.post("/v1/data_streams", {"key": "psp", "name": "Processor"}).status_code == 201
+    later = api.post("/v1/reconciliations", {"name": "Bank to processor", "run_type": "batch",
+                                             "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["psp"]}).json_body
+    add_rule(api, later)
+    ingest(record("psp", 1, 1000))
+    run = start(api, later)
+
+    assert (run["total_records"], run["matched_records"]) == (2, 2)
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "reconciled"
+    second = start(api, later)  # the stream is adopted: read from the open index now
+    assert second["total_records"] == 0
+
+
+def test_a_record_reopened_for_a_new_reconciliation_is_partially_reconciled_until_matched_there(
+        api, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    start(api, reconciliation)
+    assert api.post("/v1/data_streams", {"key": "psp", "name": "Processor"}).status_code == 201
+    later = api.post("/v1/reconciliations", {"name": "Bank to processor", "run_type": "batch",
+                                             "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["psp"]}).json_body
+    add_rule(api, later)
+
+    assert start(api, later)["total_records"] == 1  # the bank record, nothing on the processor's side
+
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "partially_reconciled"
+    partial = api.get("/v1/records?status=partially_reconciled").json_body["data"]
+    assert [r["id"] for r in partial] == bank

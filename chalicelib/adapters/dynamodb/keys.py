@@ -235,6 +235,12 @@ def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict
     return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(match_id)}
 
 
+def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
+    """Marks that a reconciliation's runs read the stream from the open-records index: records
+    fully reconciled before the stream joined it were opened again there."""
+    return {"pk": f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}", "sk": f"ADOPTED#{stream_key}"}
+
+
 def match_attribute(reconciliation_id: int) -> str:
     """The record attribute naming its match in one reconciliation (top level, so that a
     conditional write can test it without a map that may not exist yet)."""

@@ -274,12 +274,47 @@ class MatchRepository:
 
     # Reading ---------------------------------------------------------------------------------
 
-    def open_items(self, environment: str, stream_key: str, reconciliation_id: int) -> Iterable[dict[str, Any]]:
-        """Record items of the stream not yet matched in the reconciliation (the sparse open index;
-        a record matched elsewhere but not here is still open here)."""
-        return (item for item in self._table.query_all("gsi5pk", keys.open_records_of_stream_pk(environment, stream_key),
-                                                       index="gsi5")
-                if item.get(keys.match_attribute(reconciliation_id)) is None and not item.get("deleting"))
+    def open_items(self, environment: str, stream_key: str, reconciliation_id: int,
+                   adopted: bool) -> Iterable[dict[str, Any]]:
+        """Record items of the stream not yet matched in the reconciliation. Once the stream is
+        adopted they come from the sparse open index (a record matched elsewhere but not here is
+        still open here); before, from all the stream's records, since some may have been
+        reconciled in every other reconciliation before this one used the stream."""
+        if adopted:
+            items = self._table.query_all("gsi5pk", keys.open_records_of_stream_pk(environment, stream_key), index="gsi5")
+        else:
+            items = self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1")
+        attribute = keys.match_attribute(reconciliation_id)
+        return (item for item in items if item.get(attribute) is None and not item.get("deleting"))
+
+    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
+        return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
+
+    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
+        self._table.put({**keys.stream_adoption(environment, reconciliation_id, stream_key), "entity": "stream_adoption"})
+
+    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
+
+    def reopen_record(self, environment: str, item: dict[str, Any], used_by: int) -> None:
+        """A record counted `reconciled` before another reconciliation used its stream is open
+        again (partially reconciled, back in the open index). Nothing to do if it changed meanwhile:
+        whoever changed it computed its status with the new reconciliation counted."""
+        matched_in = set(item.get("matched_in") or ())
+        status = record_status(len(matched_in), used_by)
+        if status is RecordStatus.RECONCILED:
+            return
+        index = keys.open_record_index(environment, item["data_stream_key"], item["id"])
+        try:
+            self._table.update(keys.record(environment, item["id"]),
+                               "SET #status = :status, gsi4pk = :g4, gsi5pk = :g5, gsi5sk = :g5s",
+                               condition="#status = :reconciled AND " + _same_matched_in(matched_in),
+                               names={"#status": "status"},
+                               values={":status": status.value, ":reconciled": RecordStatus.RECONCILED.value,
+                                       ":g4": keys.records_with_status_pk(environment, status.value),
+                                       ":g5": index["gsi5pk"], ":g5s": index["gsi5sk"], **_size_value(matched_in)})
+        except ConditionFailed:
+            pass
 
     def record_items(self, environment: str, record_ids: Iterable[int]) -> list[dict[str, Any]]:
         return self._table.get_many(keys.record(environment, rid) for rid in record_ids)
