@@ -33,7 +33,10 @@ class Match:
     run_id: int | None = None
     differences: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None  # manual matches: why a difference was accepted
+    # An unmatch marks the match first, and when its records are open again keeps it as a
+    # tombstone (`unmatched_at`), so that a retried run never writes the same match again.
     unmatching: bool = False
+    unmatched_at: datetime | None = None
 
 
 def record_status(matched_in: int, used_by: int) -> RecordStatus:

@@ -12,26 +12,39 @@ from chalicelib.domain.records import Record
 CLAIM_THREADS = 8
 
 
-def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> bool:
-    """Members, claims, commit (see adapters/dynamodb/matching.py). A record another match of the
-    reconciliation holds, or one being deleted, undoes this match and gives False.
+def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used_by: dict[str, int]) -> list[Match]:
+    """Write matches together (see adapters/dynamodb/matching.py for the order): every member in
+    one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
+    of the matches whose claims all held, batched. A record another match of the reconciliation
+    holds, or one being deleted, undoes its match. Returns the matches written.
 
-    `members` rows: side, record_id, data_stream_key, matched_in (as the record was read)."""
-    matches.put_members(match.environment, match.id, members)
+    Member rows: side, record_id, data_stream_key, matched_in (as the record was read)."""
+    if not batch:
+        return []
+    matches.put_members_of(batch)
+    claims = [(match, member) for match, members in batch for member in members]
 
-    def claim(member: dict[str, Any]) -> bool:
+    def claim(pair) -> bool:
+        match, member = pair
         seen = {"id": member["record_id"], "data_stream_key": member["data_stream_key"],
                 "matched_in": set(member["matched_in"] or ())}
         return matches.claim_record(match.environment, member["record_id"], match.reconciliation_id, match.id,
                                     used_by[member["data_stream_key"]], seen=seen)
 
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-        claimed = list(pool.map(claim, members))
-    if not all(claimed):
-        release_members(matches, match, members, used_by)
-        return False
-    matches.commit(match, len(members))
-    return True
+        held = list(pool.map(claim, claims))
+    refused = {match.id for (match, _), ok in zip(claims, held) if not ok}
+    for match, members in batch:
+        if match.id in refused:
+            release_members(matches, match, members, used_by)
+    written = [match for match, _ in batch if match.id not in refused]
+    matches.commit_many(written)
+    return written
+
+
+def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> bool:
+    """One match (a person's): False when a record was taken meanwhile, and nothing is left of it."""
+    return bool(write_matches(matches, [(match, members)], used_by))
 
 
 def release_members(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> None:
@@ -53,17 +66,17 @@ def confirm(matches, environment: str, match_id: int) -> Match:
 
 
 def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
-    """Hide the match, open its records again, drop its members, then the match. A retry after
-    a crash finds the match marked and finishes."""
+    """Hide the match, open its records again, drop its members, and keep the match as a
+    tombstone. A retry after a crash finds the match marked and finishes."""
     match = matches.find(environment, match_id)
-    if match is None:
+    if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
     if not match.unmatching:
         matches.mark_unmatching(match)
     members = matches.members(environment, match_id)
     release_members(matches, match, members,
                     used_by(reconciliations, environment, (m["data_stream_key"] for m in members)))
-    matches.remove(match)
+    matches.mark_unmatched(match)
 
 
 def create_manual_match(matches, reconciliations, counters, environment: str, reconciliation_id: int,

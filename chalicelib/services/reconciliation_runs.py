@@ -28,7 +28,7 @@ from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
-from chalicelib.services.matches import release_members, used_by, write_match
+from chalicelib.services.matches import release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
 ADOPT_THREADS = 8
@@ -187,18 +187,18 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     for row in members.iter_rows(named=True):
         by_match.setdefault(row["match_no"], []).append(row)
     now = utc_now()
-    matched = conflicts = 0
-    for row in matches.iter_rows(named=True):
-        match = Match(environment=environment, id=run.first_match_id + row["match_no"],
-                      reconciliation_id=run.reconciliation_id, status=MatchStatus(row["status"]),
-                      group_key=row["group_key"], record_count=len(by_match[row["match_no"]]), created_at=now,
-                      reconciliation_rule_id=row["rule_id"], run_id=run.id,
-                      differences=json.loads(row["differences"]) if row["differences"] else {})
-        if write_match(ports.matches, match, by_match[row["match_no"]], uses):
-            matched += match.record_count
-        else:
-            conflicts += 1
-    run = ports.runs.save_chunk(run, chunk, matched, conflicts)
+    batch = [(Match(environment=environment, id=run.first_match_id + row["match_no"],
+                    reconciliation_id=run.reconciliation_id, status=MatchStatus(row["status"]),
+                    group_key=row["group_key"], record_count=len(by_match[row["match_no"]]), created_at=now,
+                    reconciliation_rule_id=row["rule_id"], run_id=run.id,
+                    differences=json.loads(row["differences"]) if row["differences"] else {}),
+              by_match[row["match_no"]])
+             for row in matches.iter_rows(named=True)]
+    # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
+    done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
+    written = write_matches(ports.matches, [(m, rows) for m, rows in batch if m.id not in done_before], uses)
+    written += [m for m, _ in batch if m.id in done_before]
+    run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
     return "persist" if run.next_chunk() is not None else "finish"
 
 
@@ -231,9 +231,10 @@ def _undo_uncommitted(ports: RunPorts, run: Run) -> None:
     for row in members.iter_rows(named=True):
         if row["chunk"] not in run.done_chunks:
             by_match.setdefault(row["match_no"], []).append(row)
+    committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
     for match_no, rows in by_match.items():
         match_id = run.first_match_id + match_no
-        if ports.matches.find(run.environment, match_id) is None:
+        if match_id not in committed:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
             release_members(ports.matches, stub, rows, uses)

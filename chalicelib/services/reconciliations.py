@@ -47,12 +47,14 @@ def delete_reconciliation(reconciliations: Reconciliations, rules: Reconciliatio
     wait on it), remove its rules, then it and its stream usages. A crash part-way leaves it
     hidden; repeating the DELETE finishes the work."""
     reconciliation = reconciliations.mark_deleting(environment, reconciliation_id)
+    cursor = None
     while True:
-        page, _ = matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, None, include_unmatching=True)
-        if not page:
-            break
+        page, cursor = matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor, include_unmatching=True)
         for match in page:
-            unmatch(matches, reconciliations, environment, match.id)
+            if match.unmatched_at is None:
+                unmatch(matches, reconciliations, environment, match.id)
+        if cursor is None:
+            break
     matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     rules.remove_all_of_reconciliation(environment, reconciliation_id)
     reconciliations.remove(reconciliation)

@@ -154,7 +154,7 @@ def test_a_record_matched_in_one_of_two_reconciliations_is_partially_reconciled(
 
 
 class DiesOnCommit:
-    """The matches repository, whose `commit` fails from its n-th call on (a Lambda that keeps dying)."""
+    """The matches repository, whose `commit_many` fails from its n-th call on (a Lambda that keeps dying)."""
 
     def __init__(self, matches, from_call: int) -> None:
         self._matches, self._from_call, self.calls = matches, from_call, 0
@@ -162,11 +162,11 @@ class DiesOnCommit:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit(self, match, members):
+    def commit_many(self, matches):
         self.calls += 1
         if self.calls >= self._from_call:
             raise RuntimeError("Lambda died")
-        return self._matches.commit(match, members)
+        return self._matches.commit_many(matches)
 
 
 def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match(
@@ -175,7 +175,7 @@ def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match
     bank = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
     services.run_ports = replace(services.run_ports, chunk_records=4,  # three chunks of two matches
-                                 matches=DiesOnCommit(services.matches, from_call=3))
+                                 matches=DiesOnCommit(services.matches, from_call=2))
 
     run = start(api, reconciliation)
 
@@ -341,3 +341,38 @@ def test_a_record_reopened_for_a_new_reconciliation_is_partially_reconciled_unti
     assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "partially_reconciled"
     partial = api.get("/v1/records?status=partially_reconciled").json_body["data"]
     assert [r["id"] for r in partial] == bank
+
+
+class CommitsThenDies:
+    """`commit_many` writes, then a person unmatches the first match, then the Lambda dies (once)."""
+
+    def __init__(self, matches, services) -> None:
+        self._matches, self._services, self.unmatched = matches, services, None
+
+    def __getattr__(self, name):
+        return getattr(self._matches, name)
+
+    def commit_many(self, matches):
+        self._matches.commit_many(matches)
+        if self.unmatched is None and matches:
+            from chalicelib.services.matches import unmatch
+
+            self.unmatched = matches[0]
+            unmatch(self._matches, self._services.reconciliations, "acme", matches[0].id)
+            raise RuntimeError("Lambda died after the commit")
+
+
+def test_a_retried_chunk_never_brings_back_a_match_unmatched_meanwhile(api, services, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000), record("bank", 2, 2000))
+    ingest(record("ledger", 1, 1000), record("ledger", 2, 2000))
+    fake = CommitsThenDies(services.matches, services)
+    services.run_ports = replace(services.run_ports, matches=fake)
+
+    run = start(api, reconciliation)
+
+    assert run["status"] == "completed" and run["matched_records"] == 4  # both written by the first attempt
+    assert [m["id"] for m in matches_of(api, reconciliation)] == [fake.unmatched.id + 1]
+    assert api.get(f"/v1/reconciliation_matches/{fake.unmatched.id}").status_code == 404
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+    assert api.get(f"/v1/records/{bank[1]}").json_body["status"] == "reconciled"

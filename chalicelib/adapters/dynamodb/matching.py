@@ -199,11 +199,11 @@ class MatchRepository:
 
     # Writing a match (see the module docstring for the order) --------------------------------
 
-    def put_members(self, environment: str, match_id: int, members: Iterable[dict[str, Any]]) -> None:
+    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[dict[str, Any]]]]) -> None:
         self._table.batch_write(puts=[
-            {**keys.match_member(environment, match_id, m["record_id"]), "entity": "match_member",
+            {**keys.match_member(match.environment, match.id, m["record_id"]), "entity": "match_member",
              "record_id": m["record_id"], "side": m["side"], "data_stream_key": m["data_stream_key"]}
-            for m in members])
+            for match, members in batch for m in members])
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      used_by: int, seen: dict[str, Any] | None = None) -> bool:
@@ -258,15 +258,11 @@ class MatchRepository:
                 continue
         raise RuntimeError(f"record {record_id} kept changing while being unmatched")
 
-    def commit(self, match: Match, members: int) -> None:
-        """Write the match item (the commit marker); a retry of the same run writes it again."""
-        item = self.to_item(match)
-        item["record_count"] = members
-        condition = "attribute_not_exists(pk)" if match.run_id is None else "attribute_not_exists(pk) OR run_id = :run"
-        try:
-            self._table.put(item, condition=condition, values={":run": match.run_id} if match.run_id else None)
-        except ConditionFailed:
-            raise TransitionRefused(f"match {match.id} exists already") from None
+    def commit_many(self, matches: list[Match]) -> None:
+        """Write the match items, the commit markers, batched. Not conditional: a match id is
+        reserved for one match only (a run's block, or a person's single id), and a retry first
+        leaves out the matches already written (see `existing_ids`)."""
+        self._table.batch_write(puts=[self.to_item(m) for m in matches])
 
     def delete_members(self, environment: str, match_id: int) -> None:
         self._table.batch_write(deletes=[
@@ -371,8 +367,13 @@ class MatchRepository:
         self._table.update(keys.match(match.environment, match.id), "SET unmatching = :t",
                            condition="attribute_exists(pk)", values={":t": True})
 
-    def remove(self, match: Match) -> None:
-        self._table.delete(keys.match(match.environment, match.id))
+    def mark_unmatched(self, match: Match) -> None:
+        self._table.update(keys.match(match.environment, match.id), "SET unmatched_at = :now",
+                           condition="attribute_exists(pk)", values={":now": iso(utc_now())})
+
+    def existing_ids(self, environment: str, match_ids: Iterable[int]) -> set[int]:
+        """Which of these matches were written already (committed, or unmatched since)."""
+        return {item["id"] for item in self._table.get_many(keys.match(environment, i) for i in match_ids)}
 
     @staticmethod
     def to_item(match: Match) -> dict[str, Any]:
@@ -394,7 +395,7 @@ class MatchRepository:
             record_count=item.get("record_count", 0), created_at=parse_iso(item["created_at"]),
             reconciliation_rule_id=item.get("reconciliation_rule_id"), run_id=item.get("run_id"),
             differences=item.get("differences") or {}, reason=item.get("reason"),
-            unmatching=bool(item.get("unmatching")),
+            unmatching=bool(item.get("unmatching")), unmatched_at=parse_optional_iso(item.get("unmatched_at")),
         )
 
 
