@@ -230,18 +230,21 @@ def test_bulk_requests_are_file_imports_too(api, bank, worker):
     assert job["source"] == "bulk_api" and job["status"] == "completed" and job["url"] == summary["url"]
 
 
-def test_every_task_of_the_state_machine_is_a_function_of_the_app():
+@pytest.mark.parametrize("asl, resource", [("file_import", "FileImportStateMachine"),
+                                           ("reconciliation_run", "ReconciliationRunStateMachine")])
+def test_every_task_of_each_state_machine_is_a_function_of_the_app(asl, resource):
     from app import app
 
-    definition = load_definition("file_import")
+    definition = load_definition(asl)
     tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
     from chalicelib.local.provision import Resolver, load_template, state_machine_definition
 
     template = load_template()
     _, substitutions = state_machine_definition(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"),
-                                                "FileImportStateMachine")
-    for resource in tasks:
-        function = substitutions[_task_resource_name(resource)].rsplit(":", 1)[-1].removeprefix("recon-dev-")
+                                                resource)
+    assert tasks and set(substitutions) == {_task_resource_name(t) for t in tasks}
+    for task in tasks:
+        function = substitutions[_task_resource_name(task)].rsplit(":", 1)[-1].removeprefix("recon-dev-")
         assert function in app.handler_map, function
 
 
