@@ -42,8 +42,9 @@ ALLOWED_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
 }
 FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
 
-# Longer than one phase may take (a Lambda call lasts at most 15 minutes).
-STUCK_AFTER = timedelta(minutes=20)
+# Longer than the state machine may keep one phase going: 4 attempts of a 15-minute Lambda
+# call plus their backoff. Any sooner, and a restart could overlap an execution still alive.
+STUCK_AFTER = timedelta(minutes=75)
 MAX_RESTARTS = 3
 
 # Share of `progress` each phase ends at.

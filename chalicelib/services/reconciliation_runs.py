@@ -36,6 +36,10 @@ WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # a job that may still (re)
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 
+class RunWithoutSlot(Exception):
+    """The run never got its reconciliation's slot; the state machine fails it."""
+
+
 @dataclass
 class RunPorts:
     runs: Any
@@ -60,13 +64,27 @@ def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind
               reconciliation_id=reconciliation_id, kind=kind, trigger=trigger, status=RunStatus.PENDING,
               created_at=utc_now(), new_record_jobs=tuple(sorted(set(new_record_jobs))))
     ports.runs.add(run)
-    if not ports.runs.claim_slot(environment, reconciliation_id, run.id):
+    if not _take_slot(ports, environment, reconciliation_id, run.id):
         ports.runs.discard(run)
         raise Conflict(f"reconciliation {reconciliation_id} has a run pending or running; wait for it to finish")
     if run.new_record_jobs:
         ports.runs.drop_pending_jobs(environment, reconciliation_id, run.new_record_jobs)  # this run takes them
     ports.workflows.start(execution_name(run, 0), {"environment": environment, "run_id": run.id})
     return run
+
+
+def _take_slot(ports: RunPorts, environment: str, reconciliation_id: int, run_id: int) -> bool:
+    """Take the free slot; or one whose holder finished without freeing it (its finish task
+    gave up), or never existed (a start that died before writing its run)."""
+    if ports.runs.claim_slot(environment, reconciliation_id, run_id):
+        return True
+    holder_id = ports.reconciliations.get(environment, reconciliation_id).current_run_id
+    if holder_id is None:
+        return ports.runs.claim_slot(environment, reconciliation_id, run_id)
+    holder = ports.runs.get_many(environment, [holder_id]).get(holder_id)
+    if holder is not None and not holder.finished:
+        return False
+    return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id)
 
 
 def execution_name(run: Run, attempt: int) -> str:
@@ -85,8 +103,8 @@ def sweep(ports: RunPorts, now=None) -> dict[str, int]:
             continue
         try:
             if run.restarts >= MAX_RESTARTS:
-                give_up(ports, run.environment, run.id,
-                        f"no progress for over {STUCK_AFTER}; {run.restarts} restarts did not help")
+                give_up(ports, run.environment, run.id, f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} "
+                        f"minutes; {run.restarts} restarts did not help")
                 counts["failed"] += 1
             elif ports.runs.count_restart(run):
                 ports.workflows.start(execution_name(run, run.restarts + 1),
@@ -134,6 +152,8 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     if run.chunks is not None:
         return "persist"
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
+    if reconciliation.current_run_id != run.id:  # a crash between creating it and taking the slot
+        raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.kind is RunKind.CONTINUOUS else None
     side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
@@ -164,8 +184,10 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
     matches, members, chunks = _plan(outcome, side_a, side_b, ports.chunk_records)
-    ports.files.write_frame(environment, run.id, "matches", matches)
-    ports.files.write_frame(environment, run.id, "members", members)
+    # Named by the id block: should two executions ever match at once, the plan stored first
+    # (its ids, its files) is the one persisted.
+    ports.files.write_frame(environment, run.id, f"matches-{first_match_id}", matches)
+    ports.files.write_frame(environment, run.id, f"members-{first_match_id}", members)
     run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
                                total_records=side_a.height + side_b.height, rule_summary=outcome.rule_summary)
     return "persist" if run.next_chunk() is not None else "finish"
@@ -180,8 +202,8 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     chunk = run.next_chunk()
     if chunk is None:
         return "finish"
-    matches = ports.files.read_frame(environment, run.id, "matches").filter(pl.col("chunk") == chunk)
-    members = ports.files.read_frame(environment, run.id, "members").filter(pl.col("chunk") == chunk)
+    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}").filter(pl.col("chunk") == chunk)
+    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}").filter(pl.col("chunk") == chunk)
     uses = used_by(ports.reconciliations, environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
@@ -213,24 +235,31 @@ def finish(ports: RunPorts, environment: str, run_id: int) -> str:
 
 
 def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
-    """Undo the matches the run claimed records for but never committed, then `failed`."""
+    """Undo the matches the run claimed records for but never committed, then `failed`. The
+    ingestions a continuous run had taken wait on the reconciliation again, for the next run
+    (not started from here: a run that fails every time would otherwise start again at once)."""
     run = ports.runs.get(environment, run_id)
     if not run.finished:
-        if run.chunks is not None:
-            _undo_uncommitted(ports, run)
+        if run.chunks is not None and run.next_chunk() is not None:
+            _undo_uncommitted(ports, run, run.next_chunk())
         run = _move(ports, run, RunStatus.FAILED, completed_at=utc_now(), error_message=describe_error(error))
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
     start_pending(ports, environment, run.reconciliation_id)
+    if run.new_record_jobs:
+        ports.runs.add_pending_jobs(environment, run.reconciliation_id, run.new_record_jobs)
     return "done"
 
 
-def _undo_uncommitted(ports: RunPorts, run: Run) -> None:
-    members = ports.files.read_frame(run.environment, run.id, "members")
+def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
+    """Chunks are written in order, so only the one in progress can hold half-written matches."""
+    import polars as pl
+
+    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}")
+    members = members.filter(pl.col("chunk") == chunk)
     uses = used_by(ports.reconciliations, run.environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
-        if row["chunk"] not in run.done_chunks:
-            by_match.setdefault(row["match_no"], []).append(row)
+        by_match.setdefault(row["match_no"], []).append(row)
     committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
     for match_no, rows in by_match.items():
         match_id = run.first_match_id + match_no

@@ -95,11 +95,20 @@ def test_a_second_run_finds_only_what_is_still_open(api, ingest, reconciliation)
 
 
 def test_a_run_is_refused_while_another_is_pending_or_running(api, services, reconciliation):
-    services.table.update(keys.reconciliation("acme", reconciliation["id"]), "SET current_run_id = :r",
-                          values={":r": 999})
+    running = replace(services.run_ports, workflows=LostStarts())
+    from chalicelib.services.reconciliation_runs import start_run
+
+    holder = start_run(running, "acme", reconciliation["id"])  # pending: its execution has not begun
     response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
     assert response.status_code == 409 and "pending or running" in response.json_body["message"]
-    assert api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"] == []
+    assert [r["id"] for r in api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"]] == [
+        holder.id]
+
+
+def test_a_slot_left_taken_by_a_finished_or_missing_run_is_taken_over(api, services, ingest, reconciliation):
+    services.table.update(keys.reconciliation("acme", reconciliation["id"]), "SET current_run_id = :r",
+                          values={":r": 999})  # a start that died before writing its run
+    assert start(api, reconciliation)["status"] == "completed"
 
 
 def test_runs_of_an_unknown_reconciliation_are_not_found(api):
@@ -212,24 +221,25 @@ def test_a_continuous_reconciliation_matches_each_ingestion_as_it_completes(api,
 
 
 def test_an_ingestion_that_finds_a_run_in_progress_waits_for_it(api, services, ingest):
+    from chalicelib.services.reconciliation_runs import give_up, start_run
+
     for key in ("bank", "ledger"):
         assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
     continuous = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": ["bank"],
                                                   "side_b_stream_keys": ["ledger"]}).json_body
     add_rule(api, continuous)
-    services.runs.claim_slot("acme", continuous["id"], 999)  # a run in progress
+    holder = start_run(replace(services.run_ports, workflows=LostStarts()), "acme", continuous["id"])
 
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
-    assert api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"] == []
+    assert [r["id"] for r in api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]] == [holder.id]
     assert len(services.runs.pending_jobs("acme", continuous["id"])) == 2
 
-    from chalicelib.services.reconciliation_runs import start_pending
-    services.runs.release_slot("acme", continuous["id"], 999)  # that run finishes
-    start_pending(services.run_ports, "acme", continuous["id"])
+    give_up(services.run_ports, "acme", holder.id, "stopped by the test")  # the run in progress ends
 
-    [run] = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]
-    assert run["matched_records"] == 2 and services.runs.pending_jobs("acme", continuous["id"]) == []
+    latest = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]
+    assert (latest["kind"], latest["matched_records"]) == ("continuous", 2)
+    assert services.runs.pending_jobs("acme", continuous["id"]) == []
 
 
 def test_a_dry_run_shows_what_a_rule_would_match_and_writes_nothing(api, ingest, reconciliation):
@@ -277,8 +287,8 @@ def test_a_run_whose_execution_was_lost_is_restarted_by_the_sweeper(api, service
     assert response.status_code == 202 and response.json_body["status"] == "pending"
     run_id = response.json_body["id"]
 
-    assert sweep(real, now=utc_now() + timedelta(minutes=5)) == {"restarted": 0, "failed": 0, "errors": 0}
-    assert sweep(real, now=utc_now() + timedelta(minutes=21))["restarted"] == 1
+    assert sweep(real, now=utc_now() + timedelta(minutes=30)) == {"restarted": 0, "failed": 0, "errors": 0}
+    assert sweep(real, now=utc_now() + timedelta(minutes=80))["restarted"] == 1
 
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
     assert run["status"] == "completed" and run["matched_records"] == 2
@@ -294,9 +304,9 @@ def test_a_run_that_never_progresses_fails_after_its_restarts(api, services, ing
     lost = LostStarts()
     services.run_ports = replace(services.run_ports, workflows=lost)
     run_id = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["id"]
-    for minutes in (21, 42, 63):
+    for minutes in (80, 160, 240):
         assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=minutes))["restarted"] == 1
-    assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=84))["failed"] == 1
+    assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=320))["failed"] == 1
 
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
     assert run["status"] == "failed" and "restarts did not help" in run["error_message"]

@@ -92,6 +92,16 @@ class RunRepository:
             return False
         return True
 
+    def take_over_slot(self, environment: str, reconciliation_id: int, holder_id: int, run_id: int) -> bool:
+        """Take the slot from a holder known to be finished or missing (only if it still holds it)."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET current_run_id = :run",
+                               condition="current_run_id = :holder AND attribute_not_exists(deleting)",
+                               values={":run": run_id, ":holder": holder_id})
+        except ConditionFailed:
+            return False
+        return True
+
     def release_slot(self, environment: str, reconciliation_id: int, run_id: int) -> None:
         """The finished run becomes the last run; only the run holding the slot frees it."""
         try:
