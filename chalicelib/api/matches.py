@@ -44,10 +44,8 @@ def get_match(request: ApiRequest, id: str) -> MatchOut:
               body=CreateMatch, response=MatchOut, errors=(404, 409, 422))
 def create_match(request: ApiRequest) -> MatchOut:
     body: CreateMatch = request.body
-    services = container()
-    match = service.create_manual_match(services.matches, services.reconciliations, services.counters,
-                                        request.environment, body.reconciliation_id, body.record_ids,
-                                        body.allow_difference, body.reason)
+    match = service.create_manual_match(container().run_ports, request.environment, body.reconciliation_id,
+                                        body.record_ids, body.allow_difference, body.reason)
     return match_out(match)
 
 

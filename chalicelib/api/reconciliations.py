@@ -97,7 +97,8 @@ def update_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
     body: UpdateReconciliation = request.body
     services = container()
     reconciliation = service.update_reconciliation(
-        services.reconciliations, services.data_streams, request.environment, numeric_id(id, "reconciliation"),
+        services.reconciliations, services.data_streams, services.matches, request.environment,
+        numeric_id(id, "reconciliation"),
         name=body.name, run_type=RunType(body.run_type) if body.run_type else None,
         side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
         exception_after_days=body.exception_after_days,

@@ -37,13 +37,17 @@ class Match:
     # tombstone (`unmatched_at`), so that a retried run never writes the same match again.
     unmatching: bool = False
     unmatched_at: datetime | None = None
+    pending_since: datetime | None = None  # a person's match being written (hidden until committed)
 
 
-def record_status(matched_in: int, used_by: int) -> RecordStatus:
-    """`matched_in` reconciliations matched the record, out of `used_by` using its stream."""
-    if matched_in <= 0:
+def record_status(matched_in: Iterable[int], users: frozenset[int]) -> RecordStatus:
+    """The status of a record matched in the reconciliations `matched_in`, when `users` are the
+    reconciliations using its stream now (a reconciliation that stopped using the stream, or
+    was deleted, no longer counts)."""
+    matched = set(matched_in) & users
+    if not matched:
         return RecordStatus.UNRECONCILED
-    return RecordStatus.RECONCILED if matched_in >= used_by else RecordStatus.PARTIALLY_RECONCILED
+    return RecordStatus.RECONCILED if matched >= users else RecordStatus.PARTIALLY_RECONCILED
 
 
 def signed(record: Record) -> int:

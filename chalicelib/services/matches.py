@@ -2,17 +2,21 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchStatus, check_manual_match
 from chalicelib.domain.records import Record
 
 CLAIM_THREADS = 8
+PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
+WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # an import that may still (re)write its records
 
 
-def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used_by: dict[str, int]) -> list[Match]:
+def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used_by: dict[str, frozenset[int]]) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matching.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
     of the matches whose claims all held, batched. A record another match of the reconciliation
@@ -42,12 +46,12 @@ def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used
     return written
 
 
-def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> bool:
+def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, frozenset[int]]) -> bool:
     """One match (a person's): False when a record was taken meanwhile, and nothing is left of it."""
     return bool(write_matches(matches, [(match, members)], used_by))
 
 
-def release_members(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, int]) -> None:
+def release_members(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, frozenset[int]]) -> None:
     """Open the match's records again in its reconciliation, then drop its members."""
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         list(pool.map(lambda m: matches.release_record(match.environment, m["record_id"], match.reconciliation_id,
@@ -55,9 +59,11 @@ def release_members(matches, match: Match, members: list[dict[str, Any]], used_b
     matches.delete_members(match.environment, match.id)
 
 
-def used_by(reconciliations, environment: str, stream_keys) -> dict[str, int]:
-    """How many reconciliations use each stream: a record matched in all of them is reconciled."""
-    return {key: max(1, sum(1 for user in reconciliations.users_of_stream(environment, key) if user.name is not None))
+def used_by(reconciliations, environment: str, stream_keys) -> dict[str, frozenset[int]]:
+    """The reconciliations using each stream now: a record matched in all of them is reconciled
+    (one still being created does not count yet)."""
+    return {key: frozenset(user.reconciliation_id for user in reconciliations.users_of_stream(environment, key)
+                           if user.name is not None)
             for key in set(stream_keys)}
 
 
@@ -79,10 +85,16 @@ def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
     matches.mark_unmatched(match)
 
 
-def create_manual_match(matches, reconciliations, counters, environment: str, reconciliation_id: int,
-                        record_ids: list[int], allow_difference: bool, reason: str | None) -> Match:
+def create_manual_match(ports, environment: str, reconciliation_id: int, record_ids: list[int],
+                        allow_difference: bool, reason: str | None) -> Match:
     """A person's match of records from both sides, confirmed at once (422 unless it balances or
-    a difference is allowed with a reason; 409 when a record is matched in this reconciliation)."""
+    a difference is allowed with a reason; 409 when a record is matched in this reconciliation,
+    or its import is still writing).
+
+    The match item is written first, hidden (`pending_since`): should the request die part-way,
+    the sweeper finds it and opens its records again, so no claim outlives a match that never was.
+    """
+    matches, reconciliations = ports.matches, ports.reconciliations
     reconciliation = reconciliations.get(environment, reconciliation_id)
     ids = list(dict.fromkeys(record_ids))
     if not ids or len(ids) > MAX_MANUAL_RECORDS:
@@ -98,18 +110,51 @@ def create_manual_match(matches, reconciliations, counters, environment: str, re
     taken = [rid for rid in ids if items[rid].get(matches.match_attribute(reconciliation_id)) is not None]
     if taken:
         raise Conflict(f"record {taken[0]} is already matched in reconciliation {reconciliation_id}")
+    writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
+    busy = [rid for rid in ids if items[rid].get("file_import_id") in writing]
+    if busy:
+        raise Conflict(f"record {busy[0]} belongs to import {items[busy[0]]['file_import_id']}, which is still "
+                       "writing; match it once the import has finished")
     records = {rid: matches.record_of(items[rid]) for rid in ids}
     side_a = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "a"]
     side_b = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "b"]
     difference = check_manual_match(side_a, side_b, allow_difference, reason)
-    match = Match(environment=environment, id=counters.next_id(environment, "match"),
+    match = Match(environment=environment, id=ports.counters.next_id(environment, "match"),
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
                   reason=reason.strip() if allow_difference and reason else None)
     members = [_member(side_of[items[rid]["data_stream_key"]], records[rid], items[rid]) for rid in ids]
-    if not write_match(matches, match, members, used_by(reconciliations, environment, side_of)):
+    users = used_by(reconciliations, environment, side_of)
+    matches.begin(match)
+    try:
+        written = write_match(matches, match, members, users)
+    except Exception:
+        roll_back(matches, match, members, users)
+        raise
+    if not written:
+        matches.remove(match)
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
     return match
+
+
+def roll_back(matches, match: Match, members: list[dict[str, Any]], users: dict[str, frozenset[int]]) -> None:
+    """Undo a match that was begun and never committed: its records open again, then it goes."""
+    release_members(matches, match, members, users)
+    matches.remove(match)
+
+
+def sweep_pending(matches, reconciliations, now=None) -> int:
+    """Roll back the matches a dead request left begun (older than PENDING_FOR: no request lives that long)."""
+    now = now or utc_now()
+    undone = 0
+    for match in matches.pending():
+        if now - match.pending_since <= PENDING_FOR:
+            continue
+        members = matches.members(match.environment, match.id)
+        roll_back(matches, match, members, used_by(reconciliations, match.environment,
+                                                   (m["data_stream_key"] for m in members)))
+        undone += 1
+    return undone
 
 
 def _member(side: str, record: Record, item: dict[str, Any]) -> dict[str, Any]:

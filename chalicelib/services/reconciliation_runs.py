@@ -21,18 +21,16 @@ from typing import Any, Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
-from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
-from chalicelib.services.matches import release_members, used_by, write_matches
+from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
 ADOPT_THREADS = 8
-WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # a job that may still (re)write its records
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 

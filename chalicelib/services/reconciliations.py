@@ -22,11 +22,13 @@ def create_reconciliation(reconciliations: Reconciliations, streams: DataStreams
     return reconciliation
 
 
-def update_reconciliation(reconciliations: Reconciliations, streams: DataStreams, environment: str,
+def update_reconciliation(reconciliations: Reconciliations, streams: DataStreams, matches, environment: str,
                           reconciliation_id: int, *, name: str | None = None, run_type: RunType | None = None,
                           side_a: list[str] | None = None, side_b: list[str] | None = None,
                           exception_after_days: int | None = None) -> Reconciliation:
-    """Apply a PATCH; refused (409) while a run is current, or when another edit came first."""
+    """Apply a PATCH; refused (409) while a run is current, or when another edit came first. A
+    stream it stops using is no longer adopted: should it come back, its first run reads it whole
+    again (records may have been reconciled elsewhere meanwhile)."""
     current = reconciliations.get(environment, reconciliation_id)
     updated = current.changed(utc_now(), name=name, run_type=run_type, side_a=side_a, side_b=side_b,
                               exception_after_days=exception_after_days)
@@ -35,6 +37,7 @@ def update_reconciliation(reconciliations: Reconciliations, streams: DataStreams
         existing = set(streams.get_many(environment, added)) | set(current.stream_keys)
         missing_streams(side_a or (), side_b or (), existing)
     reconciliations.save(updated, previous=current)
+    matches.forget_adoptions(environment, reconciliation_id, [k for k in current.stream_keys if not updated.uses(k)])
     return updated
 
 

@@ -1,6 +1,8 @@
 """Matching by hand: POST /reconciliation_matches, on moto through the API."""
 import pytest
 
+from chalicelib.adapters.dynamodb import keys
+
 from tests.integration.test_reconciliation_runs import ingest, reconciliation, record  # noqa: F401 (fixtures)
 
 
@@ -68,3 +70,77 @@ def test_a_record_already_matched_in_the_reconciliation_is_a_conflict(api, inges
 
 def test_an_unknown_reconciliation_is_not_found(api, ingest, reconciliation):
     assert api.post("/v1/reconciliation_matches", {"reconciliation_id": 404, "record_ids": [1]}).status_code == 404
+
+
+class ClaimsThenDies:
+    """The matches repository, whose commit fails (the request dies after the claims)."""
+
+    def __init__(self, matches) -> None:
+        self._matches = matches
+
+    def __getattr__(self, name):
+        return getattr(self._matches, name)
+
+    def commit_many(self, matches):
+        raise RuntimeError("throttled")
+
+
+def test_a_manual_match_that_fails_part_way_leaves_nothing_claimed(api, services, ingest, reconciliation):
+    from dataclasses import replace
+
+    from chalicelib.services.matches import create_manual_match
+
+    bank = ingest(record("bank", 1, 1000))
+    ledger = ingest(record("ledger", 1, 1000))
+    ports = replace(services.run_ports, matches=ClaimsThenDies(services.matches))
+
+    with pytest.raises(RuntimeError):
+        create_manual_match(ports, "acme", reconciliation["id"], bank + ledger, False, None)
+
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+    assert services.matches.pending() == []
+    assert manual(api, reconciliation, bank + ledger).status_code == 201  # nothing stands in the way
+
+
+def test_a_match_left_begun_by_a_dead_request_is_rolled_back_by_the_sweeper(api, services, ingest, reconciliation):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.domain.matches import Match, MatchStatus
+    from chalicelib.services.matches import sweep_pending, used_by, write_matches
+
+    bank = ingest(record("bank", 1, 1000))
+    ledger = ingest(record("ledger", 1, 1000))
+    match = Match(environment="acme", id=services.counters.next_id("acme", "match"),
+                  reconciliation_id=reconciliation["id"], status=MatchStatus.CONFIRMED, group_key="manual",
+                  record_count=2, created_at=utc_now())
+    services.matches.begin(match)
+    members = [{"side": "a", "record_id": bank[0], "data_stream_key": "bank", "matched_in": ()},
+               {"side": "b", "record_id": ledger[0], "data_stream_key": "ledger", "matched_in": ()}]
+    dying = ClaimsThenDies(services.matches)
+    with pytest.raises(RuntimeError):  # the request dies after its claims, before its commit
+        write_matches(dying, [(match, members)], used_by(services.reconciliations, "acme", ["bank", "ledger"]))
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "reconciled"
+    assert api.get(f"/v1/reconciliation_matches/{match.id}").status_code == 404  # never visible
+
+    assert sweep_pending(services.matches, services.reconciliations, now=utc_now() + timedelta(minutes=1)) == 0
+    assert sweep_pending(services.matches, services.reconciliations, now=utc_now() + timedelta(minutes=6)) == 1
+
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+    assert api.get(f"/v1/records/{ledger[0]}").json_body["status"] == "unreconciled"
+    assert services.matches.pending() == []
+    assert manual(api, reconciliation, bank + ledger).status_code == 201
+
+
+def test_records_of_an_import_still_writing_cannot_be_matched_by_hand(api, services, ingest, reconciliation):
+    bank = ingest(record("bank", 1, 1000))
+    ledger = ingest(record("ledger", 1, 1000))
+    job = services.ingestion_jobs.get("acme", api.get(f"/v1/records/{bank[0]}").json_body["file_import_id"])
+    active = keys.active_job_index("acme", job.id)  # as if a chunk of it were being retried
+    services.table.update(keys.ingestion_job("acme", job.id), "SET #s = :p, gsi2pk = :a, gsi2sk = :k",
+                          names={"#s": "status"},
+                          values={":p": "processing", ":a": active["gsi2pk"], ":k": active["gsi2sk"]})
+
+    response = manual(api, reconciliation, bank + ledger)
+
+    assert response.status_code == 409 and "still writing" in response.json_body["message"]

@@ -215,6 +215,14 @@ def active_run_index(environment: str, run_id: int) -> dict[str, str]:
     return {"gsi2pk": ACTIVE_RUNS_PK, "gsi2sk": f"{environment}#{_id(run_id)}"}
 
 
+# A sparse index of matches a person began and has not committed, read by the sweeper only.
+PENDING_MATCHES_PK = "PENDING_MATCHES"
+
+
+def pending_match_index(environment: str, match_id: int) -> dict[str, str]:
+    return {"gsi2pk": PENDING_MATCHES_PK, "gsi2sk": f"{environment}#{_id(match_id)}"}
+
+
 def match(environment: str, match_id: int) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#MATCH#{_id(match_id)}", "sk": "MATCH"}
 

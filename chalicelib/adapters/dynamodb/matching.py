@@ -216,7 +216,7 @@ class MatchRepository:
             for match, members in batch for m in members])
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     used_by: int, seen: dict[str, Any] | None = None) -> bool:
+                     users: frozenset[int], seen: dict[str, Any] | None = None) -> bool:
         """Mark the record matched by `match_id` in the reconciliation. False when another match
         of it holds the record, or the record is gone or being deleted. `seen` is the record's
         item as last read (saves a read; a stale one only costs a retry)."""
@@ -230,7 +230,7 @@ class MatchRepository:
             if item.get(attribute) is not None:
                 return item[attribute] == match_id
             matched_in = set(item.get("matched_in") or ())
-            status = record_status(len(matched_in | {reconciliation_id}), used_by)
+            status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
             try:
                 self._table.update(
                     keys.record(environment, record_id), _status_update(status, item, "SET #m = :match", "ADD matched_in :r"),
@@ -246,7 +246,7 @@ class MatchRepository:
         raise RuntimeError(f"record {record_id} kept changing while being matched")
 
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                       used_by: int) -> None:
+                       users: frozenset[int]) -> None:
         """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
         attribute = keys.match_attribute(reconciliation_id)
         for _ in range(CLAIM_ATTEMPTS):
@@ -254,7 +254,7 @@ class MatchRepository:
             if item is None or item.get(attribute) != match_id:
                 return
             matched_in = set(item.get("matched_in") or ())
-            status = record_status(len(matched_in - {reconciliation_id}), used_by)
+            status = record_status(matched_in - {reconciliation_id}, users)
             try:
                 self._table.update(
                     keys.record(environment, record_id), _status_update(status, item, "REMOVE #m", "DELETE matched_in :r"),
@@ -302,12 +302,12 @@ class MatchRepository:
     def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
         self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
 
-    def reopen_record(self, environment: str, item: dict[str, Any], used_by: int) -> None:
+    def reopen_record(self, environment: str, item: dict[str, Any], users: frozenset[int]) -> None:
         """A record counted `reconciled` before another reconciliation used its stream is open
         again (partially reconciled, back in the open index). Nothing to do if it changed meanwhile:
         whoever changed it computed its status with the new reconciliation counted."""
         matched_in = set(item.get("matched_in") or ())
-        status = record_status(len(matched_in), used_by)
+        status = record_status(matched_in, users)
         if status is RecordStatus.RECONCILED:
             return
         index = keys.open_record_index(environment, item["data_stream_key"], item["id"])
@@ -335,7 +335,7 @@ class MatchRepository:
 
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
-        if match is None or match.unmatching:
+        if match is None or match.unmatching or match.pending_since is not None:
             raise NotFound(f"reconciliation match {match_id} not found")
         return match
 
@@ -355,7 +355,8 @@ class MatchRepository:
     def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
                   include_unmatching: bool = False) -> tuple[list[Match], str | None]:
         """Newest first; a match being unmatched is left out, except for whoever finishes unmatching."""
-        hidden = None if include_unmatching else Filter("attribute_not_exists(#fu)", {"#fu": "unmatching"}, {})
+        hidden = Filter("attribute_not_exists(#fp)" + ("" if include_unmatching else " AND attribute_not_exists(#fu)"),
+                        {"#fp": "pending_since", **({} if include_unmatching else {"#fu": "unmatching"})}, {})
         page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
                                       index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor, filter=hidden)
         return [self._from_item(i) for i in page.items], page.cursor
@@ -366,7 +367,7 @@ class MatchRepository:
         try:
             item = self._table.update(
                 keys.match(match.environment, match.id), "SET #status = :confirmed",
-                condition="attribute_exists(pk) AND attribute_not_exists(unmatching)",
+                condition="attribute_exists(pk) AND attribute_not_exists(unmatching) AND attribute_not_exists(pending_since)",
                 names={"#status": "status"}, values={":confirmed": MatchStatus.CONFIRMED.value}, return_new=True)
         except ConditionFailed:
             raise NotFound(f"reconciliation match {match.id} not found") from None
@@ -376,6 +377,20 @@ class MatchRepository:
         """First step of an unmatch: hide the match; a retry finds the mark and goes on."""
         self._table.update(keys.match(match.environment, match.id), "SET unmatching = :t",
                            condition="attribute_exists(pk)", values={":t": True})
+
+    def begin(self, match: Match) -> None:
+        """Write a person's match hidden, in the sweeper's pending-matches index; the commit
+        (`commit_many`) replaces it with the visible item."""
+        self._table.put_new({**self.to_item(match), **keys.pending_match_index(match.environment, match.id),
+                             "pending_since": iso(utc_now())})
+
+    def pending(self) -> list[Match]:
+        """Begun matches of every environment (for the sweeper)."""
+        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.PENDING_MATCHES_PK, index="gsi2")]
+
+    def remove(self, match: Match) -> None:
+        """Drop a match that was never committed (a committed one stays, as a tombstone once unmatched)."""
+        self._table.delete(keys.match(match.environment, match.id), condition="attribute_exists(pending_since)")
 
     def mark_unmatched(self, match: Match) -> None:
         self._table.update(keys.match(match.environment, match.id), "SET unmatched_at = :now",
@@ -406,6 +421,7 @@ class MatchRepository:
             reconciliation_rule_id=item.get("reconciliation_rule_id"), run_id=item.get("run_id"),
             differences=item.get("differences") or {}, reason=item.get("reason"),
             unmatching=bool(item.get("unmatching")), unmatched_at=parse_optional_iso(item.get("unmatched_at")),
+            pending_since=parse_optional_iso(item.get("pending_since")),
         )
 
 
