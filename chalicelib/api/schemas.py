@@ -14,6 +14,8 @@ Timestamp = Annotated[
     datetime, PlainSerializer(iso, return_type=str), WithJsonSchema({"type": "string", "format": "date-time"})
 ]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+# An id in a body or a query: at most 15 digits, like a path id (a longer one could not be a key).
+Id = Annotated[int, Field(ge=1, le=10**15 - 1)]
 Description = Annotated[str, StringConstraints(max_length=4000)]
 
 
@@ -201,8 +203,8 @@ class BulkRequestOut(IngestionJobOut):
 class RecordsQuery(CursorQuery):
     data_stream_key: StreamKey | None = None
     status: Literal["unreconciled", "partially_reconciled", "reconciled"] | None = None
-    reconciliation_match_id: int | None = Field(default=None, ge=1)
-    file_import_id: int | None = Field(default=None, ge=1)
+    reconciliation_match_id: Id | None = None
+    file_import_id: Id | None = None
     external_id: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
     date_from: date | None = None
     date_to: date | None = None
@@ -435,12 +437,12 @@ class MatchPage(BaseModel):
 
 
 class MatchesQuery(CursorQuery):
-    reconciliation_id: int = Field(ge=1)
+    reconciliation_id: Id
 
 
 class CreateMatch(RequestModel):
-    reconciliation_id: int = Field(ge=1)
-    record_ids: list[int] = Field(min_length=1, max_length=1000, description="Records of both sides")
+    reconciliation_id: Id
+    record_ids: list[Id] = Field(min_length=1, max_length=1000, description="Records of both sides")
     allow_difference: bool = False
     reason: str | None = Field(default=None, max_length=500)
 

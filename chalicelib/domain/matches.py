@@ -50,8 +50,10 @@ def record_status(matched_in: Iterable[int], users: frozenset[int]) -> RecordSta
     return RecordStatus.RECONCILED if matched >= users else RecordStatus.PARTIALLY_RECONCILED
 
 
-def signed(record: Record) -> int:
-    return record.amount if record.direction is Direction.CREDIT else -record.amount
+def signed(record: Record, scale: int) -> int:
+    """The amount at `scale` decimal places (exact: `scale` is at least the record's), credits positive."""
+    amount = record.amount * 10 ** (scale - record.decimal_places)
+    return amount if record.direction is Direction.CREDIT else -amount
 
 
 def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow_difference: bool,
@@ -59,7 +61,7 @@ def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow
     """A person's match: both sides present, one currency, and side A's total (signed by
     direction) equal to side B's unless a difference is allowed with a reason. A side booked
     as the mirror image of the other (a ledger debit for a bank credit) balances too. Returns
-    the difference in minor units (0 when balanced)."""
+    the difference in minor units of the records' largest decimal places (0 when balanced)."""
     side_a, side_b = list(side_a), list(side_b)
     errors: list[FieldError] = []
     if not side_a or not side_b:
@@ -71,7 +73,8 @@ def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow
         errors.append(FieldError("reason", "is required when allow_difference is true"))
     if errors:
         raise ValidationFailed(errors)
-    total_a, total_b = sum(signed(r) for r in side_a), sum(signed(r) for r in side_b)
+    scale = max(r.decimal_places for r in side_a + side_b)
+    total_a, total_b = sum(signed(r, scale) for r in side_a), sum(signed(r, scale) for r in side_b)
     difference = min(abs(total_a - total_b), abs(total_a + total_b))
     if difference and not allow_difference:
         raise ValidationFailed.on("record_ids", f"side A totals {total_a} and side B {total_b} (minor units, "

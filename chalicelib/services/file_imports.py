@@ -15,6 +15,7 @@ from typing import Any
 
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.observability import logger
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.ingestion import (
@@ -60,7 +61,7 @@ class FilePorts:
 
 
 def execution_name(job: IngestionJob, attempt: int = 0) -> str:
-    return f"{job.environment}-{job.id}-{attempt}"
+    return workflow_name(job.environment, job.id, attempt)
 
 
 def _chunk_key(job: IngestionJob, chunk: int) -> str:

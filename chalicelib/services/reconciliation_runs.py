@@ -26,11 +26,13 @@ from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.observability import logger
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
 ADOPT_THREADS = 8
+POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 
@@ -87,7 +89,7 @@ def _take_slot(ports: RunPorts, environment: str, reconciliation_id: int, run_id
 
 def execution_name(run: Run, attempt: int) -> str:
     """Unique per restart: Step Functions refuses a name it ran before."""
-    return f"{run.environment}-run-{run.id}" + (f"-r{attempt}" if attempt else "")
+    return workflow_name(run.environment, "run", run.id, *([f"r{attempt}"] if attempt else []))
 
 
 def sweep(ports: RunPorts, now=None) -> dict[str, int]:
@@ -177,7 +179,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     rules = [Rule(environment=environment, id=r["id"], reconciliation_id=run.reconciliation_id,
                   definition=validate_rule(r["definition"]), created_at=None)
              for r in ports.files.read_json(environment, run.id, "rules")]
-    engine_a, engine_b = (_engine_frame(f, run) for f in (side_a, side_b))
+    engine_a, engine_b = _engine_frames(side_a, side_b, run)
     outcome = match_records(engine_a, engine_b, rules, only_new=run.kind is RunKind.CONTINUOUS)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
@@ -277,7 +279,7 @@ def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 
     before = [r for r in active_rules(ports, environment, reconciliation.id)
               if (r.definition.priority, r.id) < (rule.definition.priority, rule.id)]
     side_a, side_b = open_frames(ports, environment, reconciliation, before + [rule], None)
-    outcome = match_records(_engine_frame(side_a, None), _engine_frame(side_b, None), before + [rule])
+    outcome = match_records(*_engine_frames(side_a, side_b, None), before + [rule])
     import polars as pl
 
     mine = outcome.matches.filter(pl.col("rule_id") == rule.id).sort("match_no")
@@ -346,14 +348,15 @@ def open_records_frame(items: list[dict[str, Any]], metadata_keys: list[str], ne
     columns: dict[str, Any] = {
         "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
         "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
-        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
+        "currency": [i["currency"] for i in items], "decimal_places": [i["decimal_places"] for i in items],
+        "description": [i.get("description") for i in items],
         "external_id": [i.get("external_id") for i in items],
         "data_stream_key": [i["data_stream_key"] for i in items],
         "matched_in": [sorted(i.get("matched_in") or ()) for i in items],
         "is_new": [new_jobs is not None and i.get("file_import_id") in new_jobs for i in items],
     }
     schema: dict[str, Any] = {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date,
-                              "currency": pl.Utf8, "description": pl.Utf8, "external_id": pl.Utf8,
+                              "currency": pl.Utf8, "decimal_places": pl.Int32, "description": pl.Utf8, "external_id": pl.Utf8,
                               "data_stream_key": pl.Utf8, "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean}
     for key in metadata_keys:
         name = key.removeprefix("metadata.")
@@ -368,11 +371,24 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _engine_frame(frame, run: Run | None):
-    columns = [c for c in frame.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
+def _engine_frames(side_a, side_b, run: Run | None):
+    """The engine's columns, amounts of one currency brought to one scale: 1.00 kept with two
+    decimals (100) and 1 kept with none (1) compare as 100 and 100, never as 100 and 1."""
+    import polars as pl
+
+    scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places")])
+              .group_by("currency").agg(pl.col("decimal_places").max().alias("scale")))
+    columns = [c for c in side_a.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
     if run is not None and run.kind is RunKind.CONTINUOUS:
         columns.append("is_new")
-    return frame.select(columns)
+
+    def scaled(frame):
+        factor = pl.col("scale") - pl.col("decimal_places")
+        return (frame.join(scales, on="currency", how="left")
+                .with_columns(pl.col("amount") * factor.replace_strict(POWERS_OF_TEN, return_dtype=pl.Int64))
+                .select(columns))
+
+    return scaled(side_a), scaled(side_b)
 
 
 def _plan(outcome, side_a, side_b, chunk_records: int):

@@ -144,3 +144,25 @@ def test_records_of_an_import_still_writing_cannot_be_matched_by_hand(api, servi
     response = manual(api, reconciliation, bank + ledger)
 
     assert response.status_code == 409 and "still writing" in response.json_body["message"]
+
+
+def test_a_manual_match_balances_amounts_kept_with_different_decimal_places(api, ingest, reconciliation):
+    bank = ingest(record("bank", 1, 1250, decimal_places=2))
+    ledger = ingest(record("ledger", 1, 125, decimal_places=1))
+    other = ingest(record("ledger", 2, 1250, decimal_places=1))
+    refused = manual(api, reconciliation, bank + other)
+    assert refused.status_code == 422 and "differ by 11250" in refused.json_body["message"]
+    assert manual(api, reconciliation, bank + ledger).status_code == 201
+
+
+@pytest.mark.parametrize("body", [{"reconciliation_id": 10 ** 30, "record_ids": [1]},
+                                  {"reconciliation_id": 1, "record_ids": [10 ** 2000]},
+                                  {"reconciliation_id": 1, "record_ids": [0]}])
+def test_ids_no_key_could_hold_are_refused_as_invalid(api, body):
+    response = api.post("/v1/reconciliation_matches", body)
+    assert response.status_code == 422, response.json_body
+
+
+def test_a_match_id_filter_no_key_could_hold_is_invalid(api):
+    assert api.get(f"/v1/records?reconciliation_match_id={10 ** 40}").status_code == 422
+    assert api.get(f"/v1/reconciliation_matches?reconciliation_id={10 ** 40}").status_code == 422

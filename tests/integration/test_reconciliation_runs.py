@@ -386,3 +386,16 @@ def test_a_retried_chunk_never_brings_back_a_match_unmatched_meanwhile(api, serv
     assert api.get(f"/v1/reconciliation_matches/{fake.unmatched.id}").status_code == 404
     assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
     assert api.get(f"/v1/records/{bank[1]}").json_body["status"] == "reconciled"
+
+
+def test_amounts_kept_with_different_decimal_places_compare_at_one_scale(api, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 100, decimal_places=2), record("bank", 2, 100, decimal_places=0))
+    ledger = ingest(record("ledger", 1, 1, decimal_places=0))
+
+    run = start(api, reconciliation)
+
+    assert run["matched_records"] == 2  # 1.00 and 1, never 1.00 and 100
+    [match] = matches_of(api, reconciliation)
+    detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
+    assert sorted(r["id"] for r in detail["records"]) == sorted([bank[0], ledger[0]])

@@ -48,3 +48,4 @@ def test_a_validation_error_body_lists_each_field_with_its_message():
 
 def test_a_not_found_body_is_only_a_message():
     assert error_body(NotFound("data stream 'x' not found")) == {"message": "data stream 'x' not found"}
+

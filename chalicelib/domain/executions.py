@@ -1,0 +1,16 @@
+"""Names of state-machine executions: unique per job or run and attempt, within Step Functions' limits."""
+from __future__ import annotations
+
+import hashlib
+
+MAX_EXECUTION_NAME = 80  # Step Functions' limit
+
+
+def execution_name(*parts: object) -> str:
+    """The parts joined by '-', cut to Step Functions' 80 characters with a hash of the whole
+    kept at the end, so that names stay unique (an environment name alone may be 64 long)."""
+    name = "-".join(str(p) for p in parts)
+    if len(name) <= MAX_EXECUTION_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{name[:MAX_EXECUTION_NAME - len(digest) - 1]}-{digest}"
