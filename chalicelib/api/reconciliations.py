@@ -1,7 +1,7 @@
 """Routes of /reconciliations and of their rules (/reconciliations/{id}/rules, /reconciliation_rules)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (

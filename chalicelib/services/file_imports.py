@@ -15,9 +15,8 @@ from typing import Any
 
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.executions import execution_name as workflow_name
-from chalicelib.observability import logger
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
+from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     ChunkRow,
@@ -31,6 +30,7 @@ from chalicelib.domain.ingestion import (
 from chalicelib.domain.parsers import FileRejected, ParsedFile
 from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
+from chalicelib.observability import logger
 from chalicelib.services.bulk_ingestion import (
     IngestionPorts,
     conclude,

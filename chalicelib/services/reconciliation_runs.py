@@ -1,15 +1,17 @@
 """Reconciliation runs: start one, and the phases the state machine
 (infra/statemachines/reconciliation_run.asl.json) calls, each short and safe to repeat.
 
-load     pending -> running; read the open records of both sides (the sparse open-records
-         index) and the active rules, and keep them in S3 as the run's input;
+load     pending -> running (only the run holding the reconciliation's slot); read the open
+         records of both sides (the sparse open-records index, or a stream whole on its first
+         run: see `open_frames`) and the active rules, and keep them in S3 as the run's input;
 match    run the engine on that input (deterministic, so a retry finds the same matches),
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
-persist  write one chunk of matches (members, record claims, then the match item) and count it
-         once; the state machine loops until no chunk is left;
+persist  write one chunk of matches (members, record claims, then the match items) and count
+         it once; the state machine loops until no chunk is left;
 finish   completed; the reconciliation's current run becomes its last run;
-fail     on any error the state machine could not retry away: undo every match whose commit
-         marker was not written, then failed with the reason. No half-written match remains.
+fail     on any error the state machine could not retry away: undo the matches of the chunk in
+         progress whose commit marker was not written (chunks go in order, so no other can
+         hold one), then failed with the reason. No half-written match remains.
 """
 from __future__ import annotations
 
@@ -21,12 +23,12 @@ from typing import Any, Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
-from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.observability import logger
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 

@@ -3,7 +3,7 @@ import pytest
 
 from chalicelib.adapters.dynamodb import keys
 
-from tests.integration.test_reconciliation_runs import ingest, reconciliation, record  # noqa: F401 (fixtures)
+from tests.integration.conftest import record
 
 
 def manual(api, reconciliation, record_ids, **fields):
