@@ -166,3 +166,25 @@ def test_ids_no_key_could_hold_are_refused_as_invalid(api, body):
 def test_a_match_id_filter_no_key_could_hold_is_invalid(api):
     assert api.get(f"/v1/records?reconciliation_match_id={10 ** 40}").status_code == 422
     assert api.get(f"/v1/reconciliation_matches?reconciliation_id={10 ** 40}").status_code == 422
+
+
+def test_a_match_of_more_than_100_records_shows_its_count_and_lists_its_records_by_page(api, ingest, reconciliation):
+    bank = ingest(record("bank", 1, 101))
+    ledger = ingest(*[record("ledger", n, 1) for n in range(101)])
+
+    created = manual(api, reconciliation, bank + ledger)
+
+    assert created.status_code == 201
+    match = api.get(f"/v1/reconciliation_matches/{created.json_body['id']}").json_body
+    assert match["record_count"] == 102 and match["records"] is None
+    small = manual(api, reconciliation, ingest(record("bank", 2, 5)) + ingest(record("ledger", 200, 5))).json_body
+    assert small["record_count"] is None and len(small["records"]) == 2
+    seen, cursor = [], None
+    while True:
+        page = api.get(f"/v1/records?reconciliation_match_id={match['id']}&limit=40"
+                       + (f"&cursor={cursor}" if cursor else "")).json_body
+        seen += [r["id"] for r in page["data"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(bank + ledger) and seen == sorted(seen, reverse=True)
