@@ -64,6 +64,11 @@ def reconciliation_run_persist(event, context):
     return runs.persist_task(event)
 
 
+@app.lambda_function(name="reconciliation_run_exceptions")
+def reconciliation_run_exceptions(event, context):
+    return runs.exceptions_task(event)
+
+
 @app.lambda_function(name="reconciliation_run_finish")
 def reconciliation_run_finish(event, context):
     return runs.finish_task(event)

@@ -17,6 +17,7 @@ from chalicelib.adapters.dynamodb.repositories import (
     PropertyDefinitionRepository,
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.dynamodb.exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.matching import MatchRepository, RunRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.run_files import RunFiles
@@ -25,6 +26,7 @@ from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.services.bulk_ingestion import IngestionPorts
 from chalicelib.services.file_imports import FilePorts
 from chalicelib.services import reconciliation_runs
+from chalicelib.services.exceptions import ExceptionPorts
 from chalicelib.services.reconciliation_runs import RunPorts
 from chalicelib.settings import Settings, current_settings
 
@@ -110,7 +112,17 @@ class Container:
     def run_ports(self) -> RunPorts:
         return RunPorts(runs=self.runs, matches=self.matches, jobs=self.ingestion_jobs, reconciliations=self.reconciliations,
                         rules=self.reconciliation_rules, counters=self.counters,
-                        files=RunFiles(self.aws.s3, self.settings.bucket_name), workflows=self.run_workflows)
+                        files=RunFiles(self.aws.s3, self.settings.bucket_name), workflows=self.run_workflows,
+                        exceptions=self.exception_ports)
+
+    @cached_property
+    def exceptions(self) -> ExceptionRepository:
+        return ExceptionRepository(self.table, self.counters)
+
+    @cached_property
+    def exception_ports(self) -> ExceptionPorts:
+        return ExceptionPorts(exceptions=self.exceptions, reconciliations=self.reconciliations,
+                              streams=self.data_streams, matches=self.matches)
 
     @cached_property
     def files(self) -> FilePorts:

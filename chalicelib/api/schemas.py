@@ -463,3 +463,101 @@ class DryRunOut(BaseModel):
     proposed: int
     matched_records: int
     sample: list[DryRunMatchOut]
+
+
+# Exceptions -------------------------------------------------------------------------------
+
+class AggregatesOut(BaseModel):
+    record_count: int
+    total_amount: int = Field(description="Credits minus debits, in minor units")
+    debit_count: int
+    debit_sum: int
+    credit_count: int
+    credit_sum: int
+    avg_age_days: float
+    oldest_at: str | None
+    newest_at: str | None
+
+
+class AssigneeOut(BaseModel):
+    id: int
+    idp_user_id: str
+
+
+class CommentOut(BaseModel):
+    id: int
+    body: str
+    author_idp_id: str
+    mentions: list[int]
+    created_at: str
+
+
+class ExceptionOut(BaseModel):
+    id: int
+    reconciliation_id: int
+    reconciliation_name: str | None
+    data_stream_id: int
+    data_stream_name: str | None
+    data_stream_key: str
+    title: str
+    description: str
+    status: Literal["open", "investigating", "dismissed", "resolved"]
+    created_at: Timestamp
+    updated_at: Timestamp
+    opened_at: Timestamp
+    closed_at: Timestamp | None
+    assignees: list[AssigneeOut]
+    decimal_places: int
+    aggregates: AggregatesOut
+
+
+class ExceptionDetailOut(ExceptionOut):
+    filtered_aggregates: AggregatesOut
+    comments: list[CommentOut]
+    investigation: dict[str, Any] | None = Field(description="The latest investigation")
+    investigation_sessions: list[dict[str, Any]] = Field(description="The five newest investigations")
+
+
+class ExceptionPage(BaseModel):
+    data: list[ExceptionOut]
+    has_more: bool
+    offset: int
+
+
+class ExceptionsQuery(QueryModel):
+    reconciliation_id: Id | None = None
+    status: Literal["open", "investigating", "dismissed", "resolved"] | None = None
+    data_stream_key: str | None = Field(default=None, max_length=200)
+    assignee: str | None = Field(default=None, max_length=200)
+    offset: int = Field(default=0, ge=0, le=1_000_000)
+    limit: int = Field(default=25, ge=1, le=100)
+
+
+class ExceptionRecordsFilter(QueryModel):
+    amount_min: int | None = Field(default=None, ge=0, le=10**18)
+    amount_max: int | None = Field(default=None, ge=0, le=10**18)
+    date_from: date | None = None
+    date_to: date | None = None
+    direction: Literal["credit", "debit"] | None = None
+    age_bucket: Literal["lt_7d", "7_30d", "30_90d", "gt_90d"] | None = None
+
+
+class ExceptionRecordsQuery(ExceptionRecordsFilter):
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class UpdateException(RequestModel):
+    title: Name | None = unchanged_when_absent()
+    description: Description | None = unchanged_when_absent()
+    status: Literal["open", "investigating", "dismissed", "resolved"] | None = unchanged_when_absent()
+
+
+class CreateAssignee(RequestModel):
+    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class CreateComment(RequestModel):
+    body: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    mentions: list[Id] = Field(default_factory=list, max_length=100)

@@ -41,6 +41,7 @@ class Reconciliation:
     updated_at: datetime
     current_run_id: int | None = None  # set and cleared by the runs
     last_run_id: int | None = None
+    exceptions_refreshed_at: datetime | None = None
     deleting: bool = False
     version: int = 1
 

@@ -29,6 +29,10 @@ def persist_task(event: dict[str, Any]) -> dict[str, Any]:
     return _task(event, reconciliation_runs.persist)
 
 
+def exceptions_task(event: dict[str, Any]) -> dict[str, Any]:
+    return _task(event, reconciliation_runs.refresh_exceptions)
+
+
 def finish_task(event: dict[str, Any]) -> dict[str, Any]:
     return _task(event, reconciliation_runs.finish)
 

@@ -8,6 +8,7 @@ match    run the engine on that input (deterministic, so a retry finds the same 
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
 persist  write one chunk of matches (members, record claims, then the match items) and count
          it once; the state machine loops until no chunk is left;
+refresh  the reconciliation's exceptions (services/exceptions.py);
 finish   completed; the reconciliation's current run becomes its last run;
 fail     on any error the state machine could not retry away: undo the matches of the chunk in
          progress whose commit marker was not written (chunks go in order, so no other can
@@ -30,6 +31,7 @@ from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
+from chalicelib.services import exceptions as exception_service
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
@@ -52,6 +54,7 @@ class RunPorts:
     counters: Any
     files: Any
     workflows: Any
+    exceptions: Any = None  # ExceptionPorts: a run ends by refreshing the exceptions
     chunk_records: int = CHUNK_RECORDS
 
 
@@ -224,6 +227,15 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     written += [m for m, _ in batch if m.id in done_before]
     run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
     return "persist" if run.next_chunk() is not None else "finish"
+
+
+def refresh_exceptions(ports: RunPorts, environment: str, run_id: int) -> str:
+    """Records this run left unmatched past the grace period join exceptions; matched ones leave."""
+    run = ports.runs.get(environment, run_id)
+    if run.finished:
+        return "done"
+    exception_service.refresh(ports.exceptions, environment, run.reconciliation_id)
+    return "finish"
 
 
 def finish(ports: RunPorts, environment: str, run_id: int) -> str:

@@ -59,6 +59,18 @@ CASES = {
     ("POST", "/reconciliation_matches/{id}/confirm"): ("POST", "/v1/reconciliation_matches/{match_id}/confirm",
                                                        None, 404),
     ("DELETE", "/reconciliation_matches/{id}"): ("DELETE", "/v1/reconciliation_matches/{match_id}", None, 404),
+    ("GET", "/reconciliation_exceptions"): ("GET", "/v1/reconciliation_exceptions", None, "lists_nothing"),
+    ("GET", "/reconciliation_exceptions/{id}"): ("GET", "/v1/reconciliation_exceptions/{exception_id}", None, 404),
+    ("GET", "/reconciliation_exceptions/{id}/records"): ("GET", "/v1/reconciliation_exceptions/{exception_id}/records",
+                                                         None, 404),
+    ("PATCH", "/reconciliation_exceptions/{id}"): ("PATCH", "/v1/reconciliation_exceptions/{exception_id}",
+                                                   {"status": "dismissed"}, 404),
+    ("POST", "/reconciliation_exceptions/{id}/assignees"): (
+        "POST", "/v1/reconciliation_exceptions/{exception_id}/assignees", {"idp_user_id": "mallory"}, 404),
+    ("DELETE", "/reconciliation_exceptions/{id}/assignees/{assignee_id}"): (
+        "DELETE", "/v1/reconciliation_exceptions/{exception_id}/assignees/{assignee_id}", None, 404),
+    ("POST", "/reconciliation_exceptions/{id}/comments"): (
+        "POST", "/v1/reconciliation_exceptions/{exception_id}/comments", {"body": "x", "author_idp_id": "m"}, 404),
 }
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}"]
@@ -92,10 +104,13 @@ def world(api, services, worker):
     worker.drain()
     [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"][0]
+    [exception] = api.get("/v1/reconciliation_exceptions").json_body["data"]  # the ledger's 7, weeks old
+    assignee = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/assignees", {"idp_user_id": "ada"}).json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
-            "run_id": run["id"], "other_key": other_key, "worker": worker}
+            "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
+            "other_key": other_key, "worker": worker}
 
 
 def _a_still_has_everything(api, world):
@@ -107,6 +122,9 @@ def _a_still_has_everything(api, world):
     assert api.get(f"/v1/reconciliation_rules/{world['rule_id']}").json_body["name"] == "A's rule"
     assert api.get(f"/v1/reconciliation_matches/{world['match_id']}").json_body["status"] == "confirmed"
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/runs/{world['run_id']}").status_code == 200
+    exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
+    assert exception["status"] == "open" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
+    assert exception["comments"] == []
 
 
 @pytest.mark.parametrize("route", sorted(CASES), ids=lambda r: f"{r[0]} {r[1]}")

@@ -305,3 +305,48 @@ def reconciliation_rule_index(environment: str, reconciliation_id: int, priority
 def rule_priority_guard(environment: str, reconciliation_id: int, priority: int) -> dict[str, str]:
     return {"pk": reconciliation(environment, reconciliation_id)["pk"],
             "sk": f"{RULE_PRIORITY_GUARD_PREFIX}{_id(priority)}"}
+
+
+# Exceptions -----------------------------------------------------------------------------------
+
+def reconciliation_exception(environment: str, exception_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EXC#{_id(exception_id)}", "sk": "EXC"}
+
+
+def exceptions_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#EXCS"
+
+
+def exception_index(environment: str, exception_id: int) -> dict[str, str]:
+    return {"gsi1pk": exceptions_index_pk(environment), "gsi1sk": _id(exception_id)}
+
+
+def active_exception_guard(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
+    """Names the one open or investigating exception of a reconciliation and stream."""
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"EXCACTIVE#{stream_key}"}
+
+
+EXCEPTION_RECORD_PREFIX = "R#"
+COMMENT_PREFIX = "C#"
+
+
+def exception_record(environment: str, exception_id: int, record_id: int) -> dict[str, str]:
+    return {"pk": reconciliation_exception(environment, exception_id)["pk"],
+            "sk": f"{EXCEPTION_RECORD_PREFIX}{_id(record_id)}"}
+
+
+def exception_comment(environment: str, exception_id: int, comment_id: int) -> dict[str, str]:
+    return {"pk": reconciliation_exception(environment, exception_id)["pk"], "sk": f"{COMMENT_PREFIX}{_id(comment_id)}"}
+
+
+def exception_attribute(reconciliation_id: int) -> str:
+    """The record attribute naming the exception that holds it in one reconciliation."""
+    return f"exception_{reconciliation_id}"
+
+
+# Every reconciliation of every environment, for the sweeper's exception refresh.
+ALL_RECONCILIATIONS_PK = "RECONCILIATIONS"
+
+
+def all_reconciliations_index(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"gsi2pk": ALL_RECONCILIATIONS_PK, "gsi2sk": f"{environment}#{_id(reconciliation_id)}"}

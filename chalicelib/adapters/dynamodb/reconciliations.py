@@ -58,6 +58,23 @@ class ReconciliationRepository:
         item = self._table.get(keys.reconciliation(environment, reconciliation_id))
         return self._from_item(item) if item else None
 
+    def names(self, environment: str, reconciliation_ids) -> dict[int, str]:
+        """Names of the visible reconciliations among the ids, read in batches."""
+        items = self._table.get_many(keys.reconciliation(environment, i) for i in reconciliation_ids)
+        return {i["id"]: i["name"] for i in items if not i.get("deleting")}
+
+    def all_environments(self) -> list[Reconciliation]:
+        """Every reconciliation of every environment (for the sweeper)."""
+        items = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index="gsi2")
+        return [r for r in map(self._from_item, items) if not r.deleting]
+
+    def mark_exceptions_refreshed(self, environment: str, reconciliation_id: int, at) -> None:
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET exceptions_refreshed_at = :at",
+                               condition="attribute_exists(pk)", values={":at": iso(at)})
+        except ConditionFailed:
+            pass
+
     def list_page(self, environment: str, limit: int,
                   cursor: str | None) -> tuple[list[Reconciliation], str | None]:
         page = self._table.query_page("gsi1pk", keys.reconciliations_index_pk(environment), index=GSI1,
@@ -103,7 +120,7 @@ class ReconciliationRepository:
         delete cut short is finished by the next DELETE."""
         try:
             item = self._table.update(
-                keys.reconciliation(environment, reconciliation_id), "SET deleting = :t REMOVE gsi1pk, gsi1sk",
+                keys.reconciliation(environment, reconciliation_id), "SET deleting = :t REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
                 condition="attribute_exists(pk) AND attribute_not_exists(current_run_id)",
                 values={":t": True}, return_new=True,
             )
@@ -171,6 +188,7 @@ class ReconciliationRepository:
         return {
             **keys.reconciliation(reconciliation.environment, reconciliation.id),
             **keys.reconciliation_index(reconciliation.environment, reconciliation.id),
+            **keys.all_reconciliations_index(reconciliation.environment, reconciliation.id),
             "entity": "reconciliation", "environment": reconciliation.environment, "id": reconciliation.id,
             "name": reconciliation.name, "run_type": reconciliation.run_type.value,
             "side_a_stream_keys": list(reconciliation.side_a_stream_keys),
@@ -189,6 +207,7 @@ class ReconciliationRepository:
             exception_after_days=item["exception_after_days"], created_at=parse_iso(item["created_at"]),
             updated_at=parse_optional_iso(item.get("updated_at")) or parse_iso(item["created_at"]),
             current_run_id=item.get("current_run_id"), last_run_id=item.get("last_run_id"),
+            exceptions_refreshed_at=parse_optional_iso(item.get("exceptions_refreshed_at")),
             deleting=bool(item.get("deleting")), version=item.get("version", 1),
         )
 

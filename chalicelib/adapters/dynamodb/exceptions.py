@@ -1,0 +1,251 @@
+"""Reconciliation exceptions in DynamoDB: the exception item (with its aggregates, so that a
+queue page needs no request per row), its records and comments in its partition, and the
+guard naming the one active exception of a reconciliation and stream."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any, Iterable
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
+from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.exceptions import (
+    AGE_BUCKET_DAYS,
+    Assignee,
+    ExceptionRecord,
+    ExceptionStatus,
+    RecordFilter,
+    ReconciliationException,
+)
+
+STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
+
+
+class ExceptionRepository:
+    def __init__(self, table: DynamoTable, counters) -> None:
+        self._table = table
+        self._counters = counters
+
+    def next_id(self, environment: str, entity: str = "exception") -> int:
+        return self._counters.next_id(environment, entity)
+
+    # The exception ---------------------------------------------------------------------------
+
+    def get(self, environment: str, exception_id: int) -> ReconciliationException:
+        item = self._table.get(keys.reconciliation_exception(environment, exception_id))
+        if item is None:
+            raise NotFound(f"reconciliation exception {exception_id} not found")
+        return self._from_item(item)
+
+    def list_all(self, environment: str) -> list[ReconciliationException]:
+        """Every exception of the environment, newest first (the offset list filters them)."""
+        items = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index="gsi1")
+        return sorted(map(self._from_item, items), key=lambda e: -e.id)
+
+    def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
+        guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))
+        if guard is None:
+            return None
+        item = self._table.get(keys.reconciliation_exception(environment, guard["exception_id"]))
+        exception = self._from_item(item) if item else None
+        return exception if exception is not None and exception.active else None
+
+    def open_new(self, exception: ReconciliationException) -> ReconciliationException | None:
+        """Take the (reconciliation, stream) guard, then write the exception. None when another
+        active exception holds the guard (use that one)."""
+        guard_key = keys.active_exception_guard(exception.environment, exception.reconciliation_id,
+                                                exception.data_stream_key)
+        guard = {**guard_key, "entity": "active_exception_guard", "exception_id": exception.id,
+                 "created_at": iso(utc_now())}
+        try:
+            self._table.put(guard, condition="attribute_not_exists(pk)")
+        except ConditionFailed:
+            existing = self._table.get(guard_key)
+            if existing is None or not self._guard_is_stale(exception.environment, existing):
+                return None
+            try:
+                self._table.put(guard, condition="exception_id = :old", values={":old": existing["exception_id"]})
+            except ConditionFailed:
+                return None
+        self._table.put_new(self._to_item(exception))
+        return exception
+
+    def _guard_is_stale(self, environment: str, guard: dict[str, Any]) -> bool:
+        item = self._table.get(keys.reconciliation_exception(environment, guard["exception_id"]))
+        if item is None:
+            return utc_now() - parse_iso(guard["created_at"]) > STALE_GUARD_AGE
+        return ExceptionStatus(item["status"]) not in (ExceptionStatus.OPEN, ExceptionStatus.INVESTIGATING)
+
+    def save(self, updated: ReconciliationException, previous: ReconciliationException) -> None:
+        """Write a change (optimistic: `updated.version` is one past the stored one). A close frees
+        the stream's guard; a reopen takes it back, refused (409) while another exception is active."""
+        if previous.active and not updated.active:
+            self._release_guard(updated)
+        if updated.active and not previous.active and self.open_guard_for(updated) is False:
+            raise Conflict(f"exception {self.find_active(updated.environment, updated.reconciliation_id, updated.data_stream_key).id}"
+                           f" is already open for this reconciliation and data stream; reopen refused")
+        try:
+            self._table.update(
+                keys.reconciliation_exception(updated.environment, updated.id),
+                "SET title = :title, description = :description, #status = :status, updated_at = :updated, "
+                "opened_at = :opened, closed_at = :closed, assignees = :assignees, #v = :version",
+                condition="#v = :expected", names={"#status": "status", "#v": "version"},
+                values={":title": updated.title, ":description": updated.description, ":status": updated.status.value,
+                        ":updated": iso(updated.updated_at), ":opened": iso(updated.opened_at),
+                        ":closed": iso(updated.closed_at) if updated.closed_at else None,
+                        ":assignees": [{"id": a.id, "idp_user_id": a.idp_user_id} for a in updated.assignees],
+                        ":version": updated.version, ":expected": updated.version - 1},
+                keep_nulls=True)
+        except ConditionFailed:
+            raise Conflict(f"reconciliation exception {updated.id} changed meanwhile; retry") from None
+
+    def open_guard_for(self, exception: ReconciliationException) -> bool:
+        guard = {**keys.active_exception_guard(exception.environment, exception.reconciliation_id,
+                                               exception.data_stream_key),
+                 "entity": "active_exception_guard", "exception_id": exception.id, "created_at": iso(utc_now())}
+        try:
+            self._table.put(guard, condition="attribute_not_exists(pk) OR exception_id = :id",
+                            values={":id": exception.id})
+            return True
+        except ConditionFailed:
+            existing = self._table.get(keys.active_exception_guard(exception.environment, exception.reconciliation_id,
+                                                                   exception.data_stream_key))
+            if existing is not None and self._guard_is_stale(exception.environment, existing):
+                self._table.put(guard)
+                return True
+            return False
+
+    def _release_guard(self, exception: ReconciliationException) -> None:
+        try:
+            self._table.delete(keys.active_exception_guard(exception.environment, exception.reconciliation_id,
+                                                           exception.data_stream_key),
+                               condition="exception_id = :id", values={":id": exception.id})
+        except ConditionFailed:
+            pass
+
+    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None) -> None:
+        """Totals kept on the item, so a queue page needs no request per row (and the default
+        description, unless a person wrote one)."""
+        expression = "SET totals = :totals, updated_at = :now"
+        values: dict[str, Any] = {":totals": totals, ":now": iso(utc_now())}
+        if description is not None:  # shown while no person wrote one (see _from_item)
+            expression += ", auto_description = :description"
+            values[":description"] = description
+        self._table.update(keys.reconciliation_exception(exception.environment, exception.id), expression,
+                           values=values)
+
+    def mark_custom_description(self, exception: ReconciliationException) -> None:
+        self._table.update(keys.reconciliation_exception(exception.environment, exception.id),
+                           "SET custom_description = :t", values={":t": True})
+
+    # Its records ------------------------------------------------------------------------------
+
+    def records(self, exception: ReconciliationException) -> list[ExceptionRecord]:
+        items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+                                      sort_prefix=keys.EXCEPTION_RECORD_PREFIX)
+        return [ExceptionRecord(i["record_id"], i["amount"], i["direction"], i["date"], i["currency"]) for i in items]
+
+    def record_page(self, exception: ReconciliationException, record_filter: RecordFilter, today: date, limit: int,
+                    cursor: str | None) -> tuple[list[int], str | None]:
+        """A page of the exception's record ids, newest first, filtered by DynamoDB itself."""
+        page = self._table.query_page("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+                                      sort_prefix=keys.EXCEPTION_RECORD_PREFIX, limit=limit, cursor=cursor,
+                                      filter=_filter(record_filter, today))
+        return [i["record_id"] for i in page.items], page.cursor
+
+    def add_records(self, exception: ReconciliationException, records: Iterable[ExceptionRecord]) -> None:
+        self._table.batch_write(puts=[
+            {**keys.exception_record(exception.environment, exception.id, r.record_id), "entity": "exception_record",
+             "record_id": r.record_id, "amount": r.amount, "direction": r.direction, "date": r.date,
+             "currency": r.currency} for r in records])
+
+    def remove_records(self, exception: ReconciliationException, record_ids: Iterable[int]) -> None:
+        self._table.batch_write(deletes=[keys.exception_record(exception.environment, exception.id, i)
+                                         for i in record_ids])
+
+    @staticmethod
+    def attribute_name(reconciliation_id: int) -> str:
+        return keys.exception_attribute(reconciliation_id)
+
+    def mark_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int | None) -> None:
+        """Name (or, with None, forget) the exception that holds the record in the reconciliation."""
+        attribute = {"#e": keys.exception_attribute(reconciliation_id)}
+        try:
+            if exception_id is None:
+                self._table.update(keys.record(environment, record_id), "REMOVE #e", names=attribute,
+                                   condition="attribute_exists(pk)")
+            else:
+                self._table.update(keys.record(environment, record_id), "SET #e = :e", names=attribute,
+                                   values={":e": exception_id}, condition="attribute_exists(pk)")
+        except ConditionFailed:
+            pass  # the record is gone
+
+    # Comments -------------------------------------------------------------------------------
+
+    def add_comment(self, exception: ReconciliationException, comment: dict[str, Any]) -> None:
+        self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment["id"]),
+                             "entity": "exception_comment", **comment})
+
+    def comments(self, exception: ReconciliationException) -> list[dict[str, Any]]:
+        items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+                                      sort_prefix=keys.COMMENT_PREFIX)
+        return [{k: i.get(k) for k in ("id", "body", "author_idp_id", "mentions", "created_at")} for i in items]
+
+    # Items ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_item(exception: ReconciliationException) -> dict[str, Any]:
+        return {
+            **keys.reconciliation_exception(exception.environment, exception.id),
+            **keys.exception_index(exception.environment, exception.id),
+            "entity": "reconciliation_exception", "environment": exception.environment, "id": exception.id,
+            "reconciliation_id": exception.reconciliation_id, "data_stream_key": exception.data_stream_key,
+            "data_stream_id": exception.data_stream_id, "title": exception.title,
+            "description": exception.description, "status": exception.status.value,
+            "created_at": iso(exception.created_at), "updated_at": iso(exception.updated_at),
+            "opened_at": iso(exception.opened_at), "closed_at": iso(exception.closed_at) if exception.closed_at else None,
+            "decimal_places": exception.decimal_places, "totals": exception.totals or None,
+            "assignees": [], "version": exception.version,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> ReconciliationException:
+        return ReconciliationException(
+            environment=item["environment"], id=item["id"], reconciliation_id=item["reconciliation_id"],
+            data_stream_key=item["data_stream_key"], data_stream_id=item["data_stream_id"], title=item["title"],
+            description=(item.get("description") if item.get("custom_description") else item.get("auto_description"))
+            or item.get("description") or "", status=ExceptionStatus(item["status"]),
+            created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]),
+            opened_at=parse_iso(item["opened_at"]), closed_at=parse_optional_iso(item.get("closed_at")),
+            decimal_places=item.get("decimal_places", 2),
+            assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()),
+            totals=item.get("totals") or {}, version=item.get("version", 1),
+        )
+
+
+def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
+    """RecordFilter as a FilterExpression (an age bucket is a range of record dates)."""
+    clauses: list[str] = []
+    values: dict[str, Any] = {}
+    names = {"#fa": "amount", "#fd": "date", "#fdir": "direction"}
+    date_from, date_to = record_filter.date_from, record_filter.date_to
+    if record_filter.age_bucket is not None:
+        low, high = AGE_BUCKET_DAYS[record_filter.age_bucket]
+        newest = (today - timedelta(days=low)).isoformat()
+        date_to = min(date_to, newest) if date_to else newest
+        if high is not None:
+            oldest = (today - timedelta(days=high - 1)).isoformat()
+            date_from = max(date_from, oldest) if date_from else oldest
+    for clause, key, value in (("#fa >= :famin", ":famin", record_filter.amount_min),
+                               ("#fa <= :famax", ":famax", record_filter.amount_max),
+                               ("#fd >= :fdfrom", ":fdfrom", date_from), ("#fd <= :fdto", ":fdto", date_to),
+                               ("#fdir = :fdir", ":fdir", record_filter.direction)):
+        if value is not None:
+            clauses.append(clause)
+            values[key] = value
+    if not clauses:
+        return None
+    used = {n: v for n, v in names.items() if any(n + " " in c for c in clauses)}
+    return Filter(" AND ".join(clauses), used, values)
+

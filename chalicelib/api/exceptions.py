@@ -1,0 +1,138 @@
+"""Routes of /reconciliation_exceptions: the queue, the detail, status, assignees, comments."""
+from __future__ import annotations
+
+from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas import (
+    AssigneeOut,
+    CommentOut,
+    CreateAssignee,
+    CreateComment,
+    ExceptionDetailOut,
+    ExceptionOut,
+    ExceptionPage,
+    ExceptionRecordsFilter,
+    ExceptionRecordsQuery,
+    ExceptionsQuery,
+    RecordPage,
+    UpdateException,
+)
+from chalicelib.api.views import record_out
+from chalicelib.container import container
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
+from chalicelib.services import exceptions as service
+
+router = Router("exceptions")
+BASE = "/reconciliation_exceptions"
+SESSIONS_SHOWN = 5
+
+
+def exceptions_out(environment: str, exceptions: list[ReconciliationException]) -> list[ExceptionOut]:
+    """Rows with their stream's and reconciliation's names, read in one batch for the page."""
+    services = container()
+    streams = services.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
+    names = services.reconciliations.names(environment, {e.reconciliation_id for e in exceptions})
+    return [ExceptionOut(**_fields(e, streams.get(e.data_stream_key), names.get(e.reconciliation_id)))
+            for e in exceptions]
+
+
+def _fields(exception: ReconciliationException, stream, reconciliation_name: str | None) -> dict:
+    return dict(
+        id=exception.id, reconciliation_id=exception.reconciliation_id, reconciliation_name=reconciliation_name,
+        data_stream_id=exception.data_stream_id, data_stream_name=stream.name if stream else None,
+        data_stream_key=exception.data_stream_key, title=exception.title, description=exception.description,
+        status=exception.status.value, created_at=exception.created_at, updated_at=exception.updated_at,
+        opened_at=exception.opened_at, closed_at=exception.closed_at,
+        assignees=[AssigneeOut(id=a.id, idp_user_id=a.idp_user_id) for a in exception.assignees],
+        decimal_places=exception.decimal_places, aggregates=service.view_aggregates(exception))
+
+
+def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
+    return RecordFilter(amount_min=query.amount_min, amount_max=query.amount_max,
+                        date_from=query.date_from.isoformat() if query.date_from else None,
+                        date_to=query.date_to.isoformat() if query.date_to else None, direction=query.direction,
+                        age_bucket=AgeBucket(query.age_bucket) if query.age_bucket else None)
+
+
+def investigations_of(environment: str, exception: ReconciliationException) -> list[dict]:
+    """The exception's newest investigations (none are kept yet)."""
+    return []
+
+
+def detail_out(environment: str, exception: ReconciliationException, record_filter: RecordFilter) -> ExceptionDetailOut:
+    services = container()
+    stream = services.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
+    name = services.reconciliations.names(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
+    sessions = investigations_of(environment, exception)
+    return ExceptionDetailOut(
+        **_fields(exception, stream, name),
+        filtered_aggregates=service.filtered_aggregates(services.exception_ports, exception, record_filter),
+        comments=[CommentOut(**c) for c in services.exceptions.comments(exception)],
+        investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
+
+
+@router.route("GET", BASE, summary="The exception queue: newest first, by offset, with aggregates on every row",
+              query=ExceptionsQuery, response=ExceptionPage, errors=(422,))
+def list_exceptions(request: ApiRequest) -> ExceptionPage:
+    query: ExceptionsQuery = request.query
+    found, has_more = service.list_exceptions(container().exception_ports, request.environment, service.ExceptionQuery(
+        reconciliation_id=query.reconciliation_id, status=ExceptionStatus(query.status) if query.status else None,
+        data_stream_key=query.data_stream_key, assignee=query.assignee), query.offset, query.limit)
+    return ExceptionPage(data=exceptions_out(request.environment, found), has_more=has_more, offset=query.offset)
+
+
+@router.route("GET", BASE + "/{id}", summary="An exception with its aggregates, the filtered ones, comments and "
+              "investigations", query=ExceptionRecordsFilter, response=ExceptionDetailOut, errors=(404, 422))
+def get_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
+    exception = container().exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
+    return detail_out(request.environment, exception, _record_filter(request.query))
+
+
+@router.route("GET", BASE + "/{id}/records", summary="The exception's records, newest first, filtered",
+              query=ExceptionRecordsQuery, response=RecordPage, errors=(400, 404, 422))
+def list_exception_records(request: ApiRequest, id: str) -> RecordPage:
+    query: ExceptionRecordsQuery = request.query
+    services = container()
+    exception = services.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
+    record_filter = _record_filter(query)
+    service.check_filter(record_filter)
+    ids, cursor = services.exceptions.record_page(exception, record_filter, utc_now().date(), query.limit, query.cursor)
+    found = {i["id"]: i for i in services.matches.record_items(request.environment, ids) if not i.get("deleting")}
+    records = [record_out(services.matches.record_of(found[i])) for i in ids if i in found]
+    return RecordPage(data=records, next_cursor=cursor, limit=query.limit)
+
+
+@router.route("PATCH", BASE + "/{id}", summary="Retitle, describe, or move an exception (open, investigating, "
+              "dismissed, resolved)", body=UpdateException, response=ExceptionDetailOut, errors=(404, 409, 422))
+def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
+    body: UpdateException = request.body
+    exception = service.update(container().exception_ports, request.environment,
+                               numeric_id(id, "reconciliation exception"), title=body.title,
+                               description=body.description,
+                               status=ExceptionStatus(body.status) if body.status else None)
+    return detail_out(request.environment, exception, RecordFilter())
+
+
+@router.route("POST", BASE + "/{id}/assignees", summary="Assign a person", status=201, body=CreateAssignee,
+              response=AssigneeOut, errors=(404, 409, 422))
+def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
+    body: CreateAssignee = request.body
+    assignee = service.add_assignee(container().exception_ports, request.environment,
+                                    numeric_id(id, "reconciliation exception"), body.idp_user_id)
+    return AssigneeOut(id=assignee.id, idp_user_id=assignee.idp_user_id)
+
+
+@router.route("DELETE", BASE + "/{id}/assignees/{assignee_id}", summary="Unassign a person", status=204,
+              errors=(404, 409))
+def remove_assignee(request: ApiRequest, id: str, assignee_id: str) -> None:
+    service.remove_assignee(container().exception_ports, request.environment,
+                            numeric_id(id, "reconciliation exception"), numeric_id(assignee_id, "assignee"))
+
+
+@router.route("POST", BASE + "/{id}/comments", summary="Comment on an exception (listed newest last)", status=201,
+              body=CreateComment, response=CommentOut, errors=(404, 422))
+def add_comment(request: ApiRequest, id: str) -> CommentOut:
+    body: CreateComment = request.body
+    return CommentOut(**service.add_comment(container().exception_ports, request.environment,
+                                            numeric_id(id, "reconciliation exception"), body=body.body,
+                                            author_idp_id=body.author_idp_id, mentions=body.mentions))

@@ -1,0 +1,209 @@
+"""Exceptions: how unmatched records come and go (the refresh after each run and from the
+sweeper), and what people do with them (the offset list, the detail with its aggregates,
+status moves, assignees, comments)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.domain.exceptions import (
+    Assignee,
+    ExceptionRecord,
+    ExceptionStatus,
+    RecordFilter,
+    ReconciliationException,
+    aggregate,
+    aggregates,
+    check_filter,
+    default_title,
+    describe,
+    is_overdue,
+    totals,
+)
+from chalicelib.observability import logger
+
+REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
+SYSTEM_AUTHOR = "system"
+MAX_BODY = 10_000
+
+
+@dataclass
+class ExceptionPorts:
+    exceptions: Any
+    reconciliations: Any
+    streams: Any
+    matches: Any
+
+
+# Coming and going -----------------------------------------------------------------------------
+
+def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now: datetime | None = None) -> None:
+    """Records of the reconciliation unmatched for longer than its `exception_after_days` join
+    the active exception of their stream (one is opened when none is); records matched since
+    leave it, and an exception left empty resolves itself with a system comment. A record that
+    sits in a dismissed or resolved exception stays there."""
+    now = now or utc_now()
+    reconciliation = ports.reconciliations.get(environment, reconciliation_id)
+    for stream_key in reconciliation.stream_keys:
+        _refresh_stream(ports, reconciliation, stream_key, now)
+    ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now)
+
+
+def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now: datetime) -> None:
+    environment, today = reconciliation.environment, now.date()
+    adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
+    open_items = {i["id"]: i for i in ports.matches.open_items(environment, stream_key, reconciliation.id, adopted)}
+    held_by = ports.exceptions.attribute_name(reconciliation.id)
+    active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
+    members = {r.record_id: r for r in ports.exceptions.records(active)} if active else {}
+    gone = [record_id for record_id in members if record_id not in open_items]
+    joining = [_exception_record(item) for item in open_items.values()
+               if item["id"] not in members and item.get(held_by) in (None, active.id if active else None)
+               and is_overdue(_exception_record(item), today, reconciliation.exception_after_days)]
+    if not gone and not joining:
+        return
+    if active is None:
+        stream = ports.streams.get(environment, stream_key)
+        active = ports.exceptions.open_new(ReconciliationException(
+            environment=environment, id=ports.exceptions.next_id(environment), reconciliation_id=reconciliation.id,
+            data_stream_key=stream_key, data_stream_id=stream.id, title=default_title(stream.name), description="",
+            status=ExceptionStatus.OPEN, created_at=now, updated_at=now, opened_at=now,
+            decimal_places=max((item["decimal_places"] for item in open_items.values()), default=2)))
+        if active is None:
+            return  # another refresh opened one at the same moment: the next refresh joins it
+    ports.exceptions.add_records(active, joining)
+    for record in joining:
+        ports.exceptions.mark_record(environment, record.record_id, reconciliation.id, active.id)
+    ports.exceptions.remove_records(active, gone)
+    for record_id in gone:
+        ports.exceptions.mark_record(environment, record_id, reconciliation.id, None)
+    remaining = [r for r in members.values() if r.record_id not in set(gone)] + joining
+    kept = totals(remaining)
+    currencies = sorted({r.currency for r in remaining})
+    ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None,
+                                                       active.decimal_places))
+    if not remaining:
+        _resolve_empty(ports, ports.exceptions.get(environment, active.id), now)
+
+
+def _resolve_empty(ports: ExceptionPorts, exception: ReconciliationException, now: datetime) -> None:
+    resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
+    ports.exceptions.save(resolved, previous=exception)
+    add_comment(ports, exception.environment, exception.id, body="Every record of this exception was matched, "
+                "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
+
+
+def _exception_record(item: dict[str, Any]) -> ExceptionRecord:
+    return ExceptionRecord(item["id"], item["amount"], item["direction"], item["date"], item["currency"])
+
+
+def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
+    """Refresh every reconciliation not refreshed for REFRESH_EVERY (records age into
+    exceptions with time, not only with runs). One failure stops no other."""
+    now = now or utc_now()
+    refreshed = 0
+    for reconciliation in ports.reconciliations.all_environments():
+        if reconciliation.exceptions_refreshed_at and now - reconciliation.exceptions_refreshed_at < REFRESH_EVERY:
+            continue
+        try:
+            refresh(ports, reconciliation.environment, reconciliation.id, now)
+            refreshed += 1
+        except Exception:
+            logger.exception("refreshing exceptions failed", extra={"environment": reconciliation.environment,
+                                                                     "reconciliation_id": reconciliation.id})
+    return refreshed
+
+
+# Reading --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExceptionQuery:
+    reconciliation_id: int | None = None
+    status: ExceptionStatus | None = None
+    data_stream_key: str | None = None
+    assignee: str | None = None
+
+    def admits(self, exception: ReconciliationException) -> bool:
+        return ((self.reconciliation_id is None or exception.reconciliation_id == self.reconciliation_id)
+                and (self.status is None or exception.status is self.status)
+                and (self.data_stream_key is None or exception.data_stream_key == self.data_stream_key)
+                and (self.assignee is None or any(a.idp_user_id == self.assignee for a in exception.assignees)))
+
+
+def list_exceptions(ports: ExceptionPorts, environment: str, query: ExceptionQuery, offset: int,
+                    limit: int) -> tuple[list[ReconciliationException], bool]:
+    """A page of the environment's exceptions, newest first, and whether more follow."""
+    found = [e for e in ports.exceptions.list_all(environment) if query.admits(e)]
+    return found[offset:offset + limit], len(found) > offset + limit
+
+
+def view_aggregates(exception: ReconciliationException, now: datetime | None = None) -> dict[str, Any]:
+    return aggregates(exception.totals or totals([]), (now or utc_now()).date())
+
+
+def filtered_aggregates(ports: ExceptionPorts, exception: ReconciliationException, record_filter: RecordFilter,
+                        now: datetime | None = None) -> dict[str, Any]:
+    today = (now or utc_now()).date()
+    check_filter(record_filter)
+    if record_filter.empty:
+        return view_aggregates(exception, now)
+    return aggregate((r for r in ports.exceptions.records(exception) if record_filter.admits(r, today)), today)
+
+
+def record_ids(ports: ExceptionPorts, exception: ReconciliationException, record_filter: RecordFilter,
+               now: datetime | None = None) -> list[int]:
+    """The ids of the exception's records that pass the filter, newest first."""
+    today = (now or utc_now()).date()
+    check_filter(record_filter)
+    return sorted((r.record_id for r in ports.exceptions.records(exception) if record_filter.admits(r, today)),
+                  reverse=True)
+
+
+# Changing -------------------------------------------------------------------------------------
+
+def update(ports: ExceptionPorts, environment: str, exception_id: int, *, title: str | None,
+           description: str | None, status: ExceptionStatus | None) -> ReconciliationException:
+    current = ports.exceptions.get(environment, exception_id)
+    now = utc_now()
+    updated = current.moved(status, now) if status is not None else current
+    updated = replace(updated, title=title if title is not None else updated.title,
+                      description=description if description is not None else updated.description,
+                      updated_at=now, version=current.version + 1)
+    ports.exceptions.save(updated, previous=current)
+    if description is not None:
+        ports.exceptions.mark_custom_description(updated)
+    return ports.exceptions.get(environment, exception_id)
+
+
+def add_assignee(ports: ExceptionPorts, environment: str, exception_id: int, idp_user_id: str) -> Assignee:
+    current = ports.exceptions.get(environment, exception_id)
+    existing = next((a for a in current.assignees if a.idp_user_id == idp_user_id), None)
+    if existing is not None:
+        return existing  # assigning twice changes nothing
+    assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), idp_user_id)
+    ports.exceptions.save(replace(current, assignees=current.assignees + (assignee,), updated_at=utc_now(),
+                                  version=current.version + 1), previous=current)
+    return assignee
+
+
+def remove_assignee(ports: ExceptionPorts, environment: str, exception_id: int, assignee_id: int) -> None:
+    current = ports.exceptions.get(environment, exception_id)
+    if not any(a.id == assignee_id for a in current.assignees):
+        raise NotFound(f"assignee {assignee_id} not found on exception {exception_id}")
+    ports.exceptions.save(replace(current, assignees=tuple(a for a in current.assignees if a.id != assignee_id),
+                                  updated_at=utc_now(), version=current.version + 1), previous=current)
+
+
+def add_comment(ports: ExceptionPorts, environment: str, exception_id: int, *, body: str, author_idp_id: str,
+                mentions: list[int]) -> dict[str, Any]:
+    exception = ports.exceptions.get(environment, exception_id)
+    if not body.strip() or len(body) > MAX_BODY:
+        raise ValidationFailed.on("body", f"must be 1 to {MAX_BODY} characters")
+    comment = {"id": ports.exceptions.next_id(environment, "exception_comment"), "body": body,
+               "author_idp_id": author_idp_id, "mentions": list(mentions), "created_at": iso(utc_now())}
+    ports.exceptions.add_comment(exception, comment)
+    return comment
+
