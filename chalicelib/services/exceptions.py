@@ -126,18 +126,19 @@ class ExceptionQuery:
     data_stream_key: str | None = None
     assignee: str | None = None
 
-    def admits(self, exception: ReconciliationException) -> bool:
-        return ((self.reconciliation_id is None or exception.reconciliation_id == self.reconciliation_id)
-                and (self.status is None or exception.status is self.status)
-                and (self.data_stream_key is None or exception.data_stream_key == self.data_stream_key)
-                and (self.assignee is None or any(a.idp_user_id == self.assignee for a in exception.assignees)))
+    def admits(self, summary: dict[str, Any]) -> bool:
+        """On an exception's listing attributes (see ExceptionRepository.list_page)."""
+        return ((self.reconciliation_id is None or summary["reconciliation_id"] == self.reconciliation_id)
+                and (self.status is None or summary["status"] == self.status.value)
+                and (self.data_stream_key is None or summary["data_stream_key"] == self.data_stream_key)
+                and (self.assignee is None or any(a["idp_user_id"] == self.assignee
+                                                  for a in summary.get("assignees") or ())))
 
 
 def list_exceptions(ports: ExceptionPorts, environment: str, query: ExceptionQuery, offset: int,
                     limit: int) -> tuple[list[ReconciliationException], bool]:
     """A page of the environment's exceptions, newest first, and whether more follow."""
-    found = [e for e in ports.exceptions.list_all(environment) if query.admits(e)]
-    return found[offset:offset + limit], len(found) > offset + limit
+    return ports.exceptions.list_page(environment, query.admits, offset, limit)
 
 
 def view_aggregates(exception: ReconciliationException, now: datetime | None = None) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from chalicelib.domain.exceptions import (
     ReconciliationException,
 )
 
-STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
+STALE_GUARD_AGE = timedelta(minutes=2)
+LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees")  # what the list filters read  # a guard whose exception was never written (its writer died)
 
 
 class ExceptionRepository:
@@ -38,10 +39,16 @@ class ExceptionRepository:
             raise NotFound(f"reconciliation exception {exception_id} not found")
         return self._from_item(item)
 
-    def list_all(self, environment: str) -> list[ReconciliationException]:
-        """Every exception of the environment, newest first (the offset list filters them)."""
-        items = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index="gsi1")
-        return sorted(map(self._from_item, items), key=lambda e: -e.id)
+    def list_page(self, environment: str, admits, offset: int, limit: int) -> tuple[list[ReconciliationException], bool]:
+        """A page of the environment's exceptions, newest first, by offset: the index is read for
+        the few attributes the filters need, then only the page's items are read whole."""
+        summaries = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index="gsi1",
+                                          projection=LISTING_ATTRIBUTES)
+        wanted = sorted((s["id"] for s in summaries if admits(s)), reverse=True)
+        page_ids = wanted[offset:offset + limit]
+        found = {e.id: e for e in map(self._from_item, self._table.get_many(
+            keys.reconciliation_exception(environment, i) for i in page_ids))}
+        return [found[i] for i in page_ids if i in found], len(wanted) > offset + limit
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))

@@ -177,11 +177,13 @@ class DynamoTable:
 
     def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                   sort_attr: str | None = None, sort_prefix: str | None = None,
-                  projection: str | None = None) -> Iterator[dict[str, Any]]:
+                  projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of the partition; `projection` names the only attributes to read."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
         if projection:
-            kwargs["ProjectionExpression"] = "#proj"
-            kwargs["ExpressionAttributeNames"]["#proj"] = projection
+            names = (projection,) if isinstance(projection, str) else projection
+            kwargs["ProjectionExpression"] = ", ".join(f"#proj{i}" for i in range(len(names)))
+            kwargs["ExpressionAttributeNames"].update({f"#proj{i}": name for i, name in enumerate(names)})
         while True:
             response = self._client.query(**kwargs)
             yield from (deserialize(i) for i in response.get("Items", []))
