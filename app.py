@@ -5,6 +5,7 @@ from chalicelib.api import API_PREFIX, PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
 from chalicelib.jobs import files, runs, sweeper
 from chalicelib.jobs.bulk import handle_bulk_messages
+from chalicelib.jobs.investigations import handle_investigation_messages
 from chalicelib.settings import current_settings
 
 settings = current_settings()
@@ -19,6 +20,12 @@ for router in ROUTERS:
 @app.on_sqs_message(queue=settings.bulk_queue_name, batch_size=1)
 def bulk_worker(event):
     handle_bulk_messages(event)
+
+
+# Investigations of exceptions: one SQS message per investigation.
+@app.on_sqs_message(queue=settings.investigation_queue_name, batch_size=1)
+def investigation_worker(event):
+    handle_investigation_messages(event)
 
 
 # File imports: S3 events start them; infra/statemachines/file_import.asl.json runs these tasks.

@@ -18,6 +18,7 @@ from chalicelib.adapters.dynamodb.repositories import (
 )
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.exceptions import ExceptionRepository
+from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.matching import MatchRepository, RunRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.run_files import RunFiles
@@ -27,6 +28,7 @@ from chalicelib.services.bulk_ingestion import IngestionPorts
 from chalicelib.services.file_imports import FilePorts
 from chalicelib.services import reconciliation_runs
 from chalicelib.services.exceptions import ExceptionPorts
+from chalicelib.services.investigations import InvestigationPorts
 from chalicelib.services.reconciliation_runs import RunPorts
 from chalicelib.settings import Settings, current_settings
 
@@ -118,6 +120,16 @@ class Container:
     @cached_property
     def exceptions(self) -> ExceptionRepository:
         return ExceptionRepository(self.table, self.counters)
+
+    @cached_property
+    def investigations(self) -> InvestigationRepository:
+        return InvestigationRepository(self.table)
+
+    @cached_property
+    def investigation_ports(self) -> InvestigationPorts:
+        return InvestigationPorts(investigations=self.investigations, exceptions=self.exception_ports,
+                                  runs=self.run_ports,
+                                  queue=WorkQueue(self.aws.sqs, self.settings.investigation_queue_name))
 
     @cached_property
     def exception_ports(self) -> ExceptionPorts:

@@ -15,6 +15,8 @@ class Settings(BaseSettings):
     table_name: str = "recon-dev"
     bucket_name: str = "recon-dev-data"
     bulk_queue_name: str = "recon-dev-bulk"
+    investigation_queue_name: str = "recon-dev-investigations"
+    investigation_max_receives: int = 3  # the queue's maxReceiveCount (infra/template.yaml)
     file_import_state_machine: str = "recon-dev-file-import"
     reconciliation_run_state_machine: str = "recon-dev-reconciliation-run"
     region: str = Field(

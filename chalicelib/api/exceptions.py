@@ -13,6 +13,8 @@ from chalicelib.api.schemas import (
     ExceptionRecordsFilter,
     ExceptionRecordsQuery,
     ExceptionsQuery,
+    InvestigationOut,
+    MatchOut,
     RecordPage,
     UpdateException,
 )
@@ -20,7 +22,9 @@ from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
+from chalicelib.domain.investigation_jobs import Investigation
 from chalicelib.services import exceptions as service
+from chalicelib.services import investigations as investigation_service
 
 router = Router("exceptions")
 BASE = "/reconciliation_exceptions"
@@ -54,9 +58,20 @@ def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
                         age_bucket=AgeBucket(query.age_bucket) if query.age_bucket else None)
 
 
-def investigations_of(environment: str, exception: ReconciliationException) -> list[dict]:
-    """The exception's newest investigations (none are kept yet)."""
-    return []
+def investigation_out(investigation: Investigation) -> InvestigationOut:
+    return InvestigationOut(
+        id=investigation.id, status=investigation.status.value, recommendation_text=investigation.recommendation_text,
+        confidence_score=investigation.confidence_score,
+        candidate_records_searched=investigation.candidate_records_searched,
+        suggested_record_ids=list(investigation.suggested_record_ids), filter_params=investigation.filter_params,
+        error_message=investigation.error_message, accepted_match_id=investigation.accepted_match_id,
+        completed_at=investigation.completed_at, created_at=investigation.created_at)
+
+
+def investigations_of(environment: str, exception: ReconciliationException) -> list[InvestigationOut]:
+    """The exception's newest investigations."""
+    return [investigation_out(i) for i in container().investigations.of_exception(environment, exception.id,
+                                                                                   SESSIONS_SHOWN)]
 
 
 def detail_out(environment: str, exception: ReconciliationException, record_filter: RecordFilter) -> ExceptionDetailOut:
@@ -136,3 +151,25 @@ def add_comment(request: ApiRequest, id: str) -> CommentOut:
     return CommentOut(**service.add_comment(container().exception_ports, request.environment,
                                             numeric_id(id, "reconciliation exception"), body=body.body,
                                             author_idp_id=body.author_idp_id, mentions=body.mentions))
+
+
+@router.route("POST", BASE + "/{id}/investigations", summary="Start an investigation: search the other side's open "
+              "records for the exception's (filtered) records", status=202, query=ExceptionRecordsFilter,
+              response=InvestigationOut, errors=(404, 422))
+def start_investigation(request: ApiRequest, id: str) -> InvestigationOut:
+    services = container()
+    investigation = investigation_service.start(services.investigation_ports, request.environment,
+                                                numeric_id(id, "reconciliation exception"),
+                                                _record_filter(request.query))
+    return investigation_out(services.investigations.get(request.environment, investigation.id))
+
+
+@router.route("POST", BASE + "/{id}/investigations/{investigation_id}/accept", summary="Match the exception's records "
+              "with the suggested ones (a confirmed match)", status=201, response=MatchOut, errors=(404, 409, 422))
+def accept_investigation(request: ApiRequest, id: str, investigation_id: str) -> MatchOut:
+    from chalicelib.api.matches import match_out
+
+    match = investigation_service.accept(container().investigation_ports, request.environment,
+                                         numeric_id(id, "reconciliation exception"),
+                                         numeric_id(investigation_id, "investigation"))
+    return match_out(match)

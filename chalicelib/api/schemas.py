@@ -511,11 +511,26 @@ class ExceptionOut(BaseModel):
     aggregates: AggregatesOut
 
 
+class InvestigationOut(BaseModel):
+    id: int
+    status: Literal["pending", "running", "completed", "failed"]
+    recommendation_text: str | None
+    confidence_score: float | None = Field(ge=0, le=1, description="0.9 and above is right at least 9 times in 10 "
+                                           "on the project's labelled set (bench/RESULTS.md)")
+    candidate_records_searched: int
+    suggested_record_ids: list[int]
+    filter_params: dict[str, Any]
+    error_message: str | None
+    accepted_match_id: int | None
+    completed_at: Timestamp | None
+    created_at: Timestamp
+
+
 class ExceptionDetailOut(ExceptionOut):
     filtered_aggregates: AggregatesOut
     comments: list[CommentOut]
-    investigation: dict[str, Any] | None = Field(description="The latest investigation")
-    investigation_sessions: list[dict[str, Any]] = Field(description="The five newest investigations")
+    investigation: InvestigationOut | None = Field(description="The latest investigation")
+    investigation_sessions: list[InvestigationOut] = Field(description="The five newest investigations")
 
 
 class ExceptionPage(BaseModel):

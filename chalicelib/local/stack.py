@@ -31,6 +31,7 @@ class StackInfo:
     table_name: str
     bucket_name: str
     bulk_queue_name: str
+    investigation_queue_name: str = ""
     file_import_state_machine: str = ""
     reconciliation_run_state_machine: str = ""
     api_url: str | None = None
@@ -41,6 +42,7 @@ class StackInfo:
             "local_mode": True, "stage": "local", "dynamodb_endpoint": self.dynamodb_endpoint,
             "aws_endpoint": self.aws_endpoint, "table_name": self.table_name,
             "bucket_name": self.bucket_name, "bulk_queue_name": self.bulk_queue_name,
+            "investigation_queue_name": self.investigation_queue_name,
             "file_import_state_machine": self.file_import_state_machine,
             "reconciliation_run_state_machine": self.reconciliation_run_state_machine,
         })
@@ -99,6 +101,7 @@ class LocalStack:
             pid=os.getpid(), dynamodb_endpoint=settings.dynamodb_endpoint, aws_endpoint=settings.aws_endpoint,
             table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
             bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
+            investigation_queue_name=outputs["InvestigationQueueName"],
             file_import_state_machine=outputs["FileImportStateMachineName"],
             reconciliation_run_state_machine=outputs["ReconciliationRunStateMachineName"],
         )

@@ -233,7 +233,7 @@ def test_a_job_that_fails_on_every_delivery_ends_failed_with_the_reason(api, str
 
     failures = []
     runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=failures.append, redelivery_seconds=0)
-    [config] = runtime.queue_handlers
+    [config] = [c for c in runtime.queue_handlers if c.queue == services.settings.bulk_queue_name]
     for _ in range(services.settings.bulk_max_receives):
         runtime.deliver_once(config)
 

@@ -69,6 +69,10 @@ CASES = {
         "POST", "/v1/reconciliation_exceptions/{exception_id}/assignees", {"idp_user_id": "mallory"}, 404),
     ("DELETE", "/reconciliation_exceptions/{id}/assignees/{assignee_id}"): (
         "DELETE", "/v1/reconciliation_exceptions/{exception_id}/assignees/{assignee_id}", None, 404),
+    ("POST", "/reconciliation_exceptions/{id}/investigations"): (
+        "POST", "/v1/reconciliation_exceptions/{exception_id}/investigations", None, 404),
+    ("POST", "/reconciliation_exceptions/{id}/investigations/{investigation_id}/accept"): (
+        "POST", "/v1/reconciliation_exceptions/{exception_id}/investigations/{investigation_id}/accept", None, 404),
     ("POST", "/reconciliation_exceptions/{id}/comments"): (
         "POST", "/v1/reconciliation_exceptions/{exception_id}/comments", {"body": "x", "author_idp_id": "m"}, 404),
 }
@@ -106,10 +110,12 @@ def world(api, services, worker):
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"][0]
     [exception] = api.get("/v1/reconciliation_exceptions").json_body["data"]  # the ledger's 7, weeks old
     assignee = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/assignees", {"idp_user_id": "ada"}).json_body
+    investigation = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations").json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
+            "investigation_id": investigation["id"],
             "other_key": other_key, "worker": worker}
 
 
@@ -123,8 +129,8 @@ def _a_still_has_everything(api, world):
     assert api.get(f"/v1/reconciliation_matches/{world['match_id']}").json_body["status"] == "confirmed"
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/runs/{world['run_id']}").status_code == 200
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
-    assert exception["status"] == "open" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
-    assert exception["comments"] == []
+    assert exception["status"] == "investigating" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
+    assert exception["comments"] == [] and exception["investigation"]["id"] == world["investigation_id"]
 
 
 @pytest.mark.parametrize("route", sorted(CASES), ids=lambda r: f"{r[0]} {r[1]}")

@@ -350,3 +350,15 @@ ALL_RECONCILIATIONS_PK = "RECONCILIATIONS"
 
 def all_reconciliations_index(environment: str, reconciliation_id: int) -> dict[str, str]:
     return {"gsi2pk": ALL_RECONCILIATIONS_PK, "gsi2sk": f"{environment}#{_id(reconciliation_id)}"}
+
+
+def investigation(environment: str, investigation_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#INV#{_id(investigation_id)}", "sk": "INV"}
+
+
+def investigations_of_exception_pk(environment: str, exception_id: int) -> str:
+    return f"{env_prefix(environment)}#EXC#{_id(exception_id)}#INVS"
+
+
+def investigation_index(environment: str, exception_id: int, investigation_id: int) -> dict[str, str]:
+    return {"gsi1pk": investigations_of_exception_pk(environment, exception_id), "gsi1sk": _id(investigation_id)}

@@ -1,0 +1,93 @@
+"""Investigations in DynamoDB: one item each, listed per exception newest first (gsi1)."""
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
+from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus, sources_of
+
+
+class InvestigationRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def add(self, investigation: Investigation) -> None:
+        self._table.put_new(self._to_item(investigation))
+
+    def get(self, environment: str, investigation_id: int) -> Investigation:
+        item = self._table.get(keys.investigation(environment, investigation_id))
+        if item is None:
+            raise NotFound(f"investigation {investigation_id} not found")
+        return self._from_item(item)
+
+    def of_exception(self, environment: str, exception_id: int, limit: int) -> list[Investigation]:
+        page = self._table.query_page("gsi1pk", keys.investigations_of_exception_pk(environment, exception_id),
+                                      index="gsi1", sort_attr="gsi1sk", limit=limit)
+        return [self._from_item(i) for i in page.items]
+
+    def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
+        """A conditional move along the status table; `fields` are set with it."""
+        allowed, sources = status_in(sources_of(target))
+        sets = {k: _stored(v) for k, v in fields.items()}
+        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
+        values = {":status": target.value, **{f":v{i}": v for i, v in enumerate(sets.values())}}
+        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        try:
+            item = self._table.update(keys.investigation(investigation.environment, investigation.id), expression,
+                                      condition=allowed, names=names, values={**values, **sources}, return_new=True,
+                                      keep_nulls=True)
+        except ConditionFailed:
+            raise TransitionRefused(f"investigation {investigation.id} cannot move to {target.value}") from None
+        return self._from_item(item)
+
+    def mark_accepted(self, investigation: Investigation, match_id: int) -> None:
+        """Once: a second accept finds the mark (and is told which match it made)."""
+        try:
+            self._table.update(keys.investigation(investigation.environment, investigation.id),
+                               "SET accepted_match_id = :m", condition="attribute_not_exists(accepted_match_id)",
+                               values={":m": match_id})
+        except ConditionFailed:
+            raise TransitionRefused(f"investigation {investigation.id} was accepted already") from None
+
+    @staticmethod
+    def _to_item(investigation: Investigation) -> dict[str, Any]:
+        return {
+            **keys.investigation(investigation.environment, investigation.id),
+            **keys.investigation_index(investigation.environment, investigation.exception_id, investigation.id),
+            "entity": "investigation", "environment": investigation.environment, "id": investigation.id,
+            "exception_id": investigation.exception_id, "reconciliation_id": investigation.reconciliation_id,
+            "status": investigation.status.value, "created_at": iso(investigation.created_at),
+            "filter_params": investigation.filter_params or None,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> Investigation:
+        confidence = item.get("confidence_score")
+        return Investigation(
+            environment=item["environment"], id=item["id"], exception_id=item["exception_id"],
+            reconciliation_id=item["reconciliation_id"], status=InvestigationStatus(item["status"]),
+            created_at=parse_iso(item["created_at"]), filter_params=item.get("filter_params") or {},
+            completed_at=parse_optional_iso(item.get("completed_at")),
+            candidate_records_searched=item.get("candidate_records_searched", 0),
+            suggested_record_ids=tuple(item.get("suggested_record_ids") or ()),
+            target_record_ids=tuple(item.get("target_record_ids") or ()),
+            confidence_score=float(confidence) if confidence is not None else None,
+            recommendation_text=item.get("recommendation_text"), error_message=item.get("error_message"),
+            accepted_match_id=item.get("accepted_match_id"),
+        )
+
+
+def _stored(value: Any) -> Any:
+    """DynamoDB keeps no floats: a score goes in as an exact decimal of its text."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, tuple):
+        return list(value)
+    return value

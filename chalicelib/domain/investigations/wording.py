@@ -1,0 +1,139 @@
+"""The recommendation in plain English: per target, its best hypothesis, what matched and what differs."""
+from __future__ import annotations
+
+import polars as pl
+from rapidfuzz.distance import Levenshtein
+
+from chalicelib.domain.exceptions import format_amount
+from chalicelib.domain.investigations.outcome import Hypothesis
+
+MAX_SENTENCES = 10
+ALIKE_REFERENCE = 0.999   # reference similarity counted as equal (after case, spacing, punctuation)
+ALIKE_DESCRIPTION = 0.8
+RIVAL_SHARE = 0.8         # a runner-up this close to the best one is named as well
+
+
+def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, ranked: list[Hypothesis], *, searched: int,
+                   decimal_places: int) -> str:
+    rows = _rows(targets, candidates, {i for h in ranked for i in h.candidate_ids})
+    sentences, explained = [], set()
+    for h in ranked:  # every target's best one comes first
+        if h.target_ids in explained:
+            continue
+        explained.add(h.target_ids)
+        sentence = _explained(h, rows, decimal_places)
+        rival = next((r for r in ranked if r.target_ids == h.target_ids and r is not h), None)
+        if rival is not None and rival.score >= RIVAL_SHARE * h.score:
+            sentence += (f" {_records(rival.candidate_ids).capitalize()} "
+                         f"{'fits' if len(rival.candidate_ids) == 1 else 'fit'} almost as well: check both.")
+        sentences.append(sentence)
+    unexplained = [i for i in targets["id"].to_list() if (i,) not in explained]
+    for target_id in unexplained:
+        sentences.append(f"Nothing among the {searched:,} open records of the other side matches record "
+                         f"{_label(rows[target_id], decimal_places, with_text=False)} on amount, "
+                         f"reference or description.")
+    if len(sentences) > MAX_SENTENCES:
+        rest = len(sentences) - MAX_SENTENCES
+        more = f"{rest} more record{'s are' if rest != 1 else ' is'} not described here."
+        sentences = sentences[:MAX_SENTENCES] + [more]
+    return " ".join(sentences)
+
+
+def _rows(targets: pl.DataFrame, candidates: pl.DataFrame, wanted: set[int]) -> dict[int, dict]:
+    found = candidates.filter(pl.col("id").is_in(sorted(wanted))) if wanted else candidates.clear()
+    return {row["id"]: row for row in pl.concat([targets, found]).iter_rows(named=True)}
+
+
+def _label(row: dict, decimal_places: int, *, with_text: bool = True) -> str:
+    text = f" '{row['description']}'" if with_text and row["description"] else ""
+    return (f"{row['id']} ({format_amount(row['amount'], decimal_places)} {row['currency']} on "
+            f"{row['date'].isoformat()}{',' if text else ''}{text})")
+
+
+def _records(ids: tuple[int, ...]) -> str:
+    if len(ids) == 1:
+        return f"record {ids[0]}"
+    return f"records {', '.join(str(i) for i in ids[:-1])} and {ids[-1]}"
+
+
+def _explained(h: Hypothesis, rows: dict[int, dict], decimal_places: int) -> str:
+    target = rows[h.target_ids[0]]
+    if h.kind == "split":
+        head = (f"{_records(h.candidate_ids).capitalize()} together sum to "
+                f"{format_amount(target['amount'] + h.amount_difference, decimal_places)} {target['currency']}, "
+                f"the amount of record {target['id']}")
+        differs = _split_dates(h, rows, target)
+        if h.reference_similarity is not None and h.reference_similarity >= ALIKE_REFERENCE:
+            differs.insert(0, "their references match")
+    else:
+        candidate = rows[h.candidate_ids[0]]
+        matched = [name for name, same in (
+            ("amount", h.amount_difference == 0),
+            ("reference", h.reference_similarity is not None and h.reference_similarity >= ALIKE_REFERENCE),
+            ("description", h.description_similarity is not None and h.description_similarity >= ALIKE_DESCRIPTION),
+            ("date", h.days_apart == 0)) if same]
+        head = (f"Record {_label(candidate, decimal_places)} "
+                + (f"matches record {target['id']} on {_listed(matched)}" if matched
+                   else f"is the closest record to record {target['id']}"))
+        differs = [*_amount_difference(h, target, decimal_places), *_days(h.days_apart, "it was"),
+                   *_reference_difference(h, target, candidate)]
+    return f"{head}; {_listed(differs) if differs else 'nothing differs'}{_confidence(h)}."
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _amount_difference(h: Hypothesis, target: dict, decimal_places: int) -> list[str]:
+    if h.amount_difference == 0:
+        return []
+    size = format_amount(abs(h.amount_difference), decimal_places)
+    percent = abs(h.amount_difference) * 100 / target["amount"] if target["amount"] else 0.0
+    fee = ", as a fee would be" if h.kind == "near_amount" else ""
+    return [f"its amount is {size} {target['currency']} {'lower' if h.amount_difference < 0 else 'higher'} "
+            f"({percent:.2f}%){fee}"]
+
+
+def _days(days: int, subject: str) -> list[str]:
+    if days == 0:
+        return []
+    return [f"{subject} booked {abs(days)} day{'s' if abs(days) != 1 else ''} {'later' if days > 0 else 'earlier'}"]
+
+
+def _split_dates(h: Hypothesis, rows: dict[int, dict], target: dict) -> list[str]:
+    first, last = (f((rows[i]["date"] - target["date"]).days for i in h.candidate_ids) for f in (min, max))
+    if first == last:
+        return _days(first, "they were")
+    if first >= 0 or last <= 0:
+        later = "later" if last > 0 else "earlier"
+        low, high = sorted((abs(first), abs(last)))
+        return [f"they were booked {low} to {high} days {later}"]
+    return [f"they were booked between {-first} day{'s' if first != -1 else ''} earlier and {last} "
+            f"day{'s' if last != 1 else ''} later"]
+
+
+def _reference_difference(h: Hypothesis, target: dict, candidate: dict) -> list[str]:
+    if h.reference_similarity is None or h.reference_similarity >= ALIKE_REFERENCE:
+        if h.reference_similarity is not None and _raw_references(target) & _raw_references(candidate):
+            return []
+        return ["its reference differs only in case or spacing"] if h.reference_similarity is not None else []
+    if h.reference_similarity >= 0.75:
+        theirs, ours = _closest_references(target, candidate)
+        edits = Levenshtein.distance(theirs.casefold(), ours.casefold())
+        return [f"its reference '{ours}' differs from '{theirs}' by {edits} character{'s' if edits != 1 else ''}"]
+    if target["reference"] and candidate["reference"]:  # external ids are each system's own: no news
+        return [f"its reference '{candidate['reference']}' does not resemble '{target['reference']}'"]
+    return []
+
+
+def _raw_references(row: dict) -> set[str]:
+    return {row[k] for k in ("external_id", "reference") if row[k]}
+
+
+def _closest_references(target: dict, candidate: dict) -> tuple[str, str]:
+    pairs = [(a, b) for a in sorted(_raw_references(target)) for b in sorted(_raw_references(candidate))]
+    return min(pairs, key=lambda p: (Levenshtein.normalized_distance(p[0].casefold(), p[1].casefold()), p))
+
+
+def _confidence(h: Hypothesis) -> str:
+    return f" (confidence {h.confidence:.0%})"

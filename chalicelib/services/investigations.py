@@ -1,0 +1,133 @@
+"""Investigations: start one on an exception (202), run it on the investigation queue, and accept
+its suggestion as a confirmed match."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import date
+from typing import Any
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.exceptions import ExceptionStatus, RecordFilter, check_filter
+from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus
+from chalicelib.domain.matches import Match
+from chalicelib.services import exceptions as exception_service
+from chalicelib.services.matches import create_manual_match
+
+REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys read as a reference
+
+
+@dataclass
+class InvestigationPorts:
+    investigations: Any
+    exceptions: Any      # ExceptionPorts
+    runs: Any            # RunPorts: open records, and matching by hand
+    queue: Any
+
+
+def start(ports: InvestigationPorts, environment: str, exception_id: int, record_filter: RecordFilter) -> Investigation:
+    """Create the investigation (pending), move an open exception to investigating, and queue it."""
+    exception = ports.exceptions.exceptions.get(environment, exception_id)
+    check_filter(record_filter)
+    investigation = Investigation(
+        environment=environment, id=ports.exceptions.exceptions.next_id(environment, "investigation"),
+        exception_id=exception.id, reconciliation_id=exception.reconciliation_id,
+        status=InvestigationStatus.PENDING, created_at=utc_now(),
+        filter_params={k: v for k, v in asdict(record_filter).items() if v is not None})
+    ports.investigations.add(investigation)
+    if exception.status is ExceptionStatus.OPEN:
+        try:
+            exception_service.update(ports.exceptions, environment, exception.id, title=None, description=None,
+                                     status=ExceptionStatus.INVESTIGATING)
+        except Conflict:
+            pass  # someone moved it meanwhile: their move stands
+    ports.queue.send({"environment": environment, "investigation_id": investigation.id})
+    return investigation
+
+
+def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> Investigation:
+    """Search the other side's open records for the exception's records (idempotent: a finished
+    investigation is left as it is; a redelivery of a running one runs it again)."""
+    from chalicelib.domain.investigations import investigate
+
+    investigation = ports.investigations.get(environment, investigation_id)
+    if investigation.finished:
+        return investigation
+    if investigation.status is InvestigationStatus.PENDING:
+        investigation = _move(ports, investigation, InvestigationStatus.RUNNING)
+    exception = ports.exceptions.exceptions.get(environment, investigation.exception_id)
+    reconciliation = ports.exceptions.reconciliations.get(environment, exception.reconciliation_id)
+    record_filter = RecordFilter(**investigation.filter_params)
+    today = utc_now().date()
+    target_ids = [r.record_id for r in ports.exceptions.exceptions.records(exception) if record_filter.admits(r, today)]
+    matches = ports.runs.matches
+    targets = [i for i in matches.record_items(environment, target_ids)
+               if i.get(matches.match_attribute(reconciliation.id)) is None and not i.get("deleting")]
+    other_side = (reconciliation.side_b_stream_keys if exception.data_stream_key in reconciliation.side_a_stream_keys
+                  else reconciliation.side_a_stream_keys)
+    candidates = [i for key in other_side for i in matches.open_items(
+        environment, key, reconciliation.id, matches.is_adopted(environment, reconciliation.id, key))]
+    outcome = investigate(_frame(targets), _frame(candidates), decimal_places=exception.decimal_places)
+    best = outcome.hypotheses[0] if outcome.hypotheses else None
+    return _move(ports, investigation, InvestigationStatus.COMPLETED, completed_at=utc_now(),
+                 candidate_records_searched=outcome.candidate_records_searched,
+                 suggested_record_ids=list(outcome.suggested_record_ids),
+                 target_record_ids=list(best.target_ids) if best else [],
+                 confidence_score=float(outcome.confidence_score),
+                 recommendation_text=outcome.recommendation_text)
+
+
+def fail(ports: InvestigationPorts, environment: str, investigation_id: int, error: Exception) -> None:
+    investigation = ports.investigations.get(environment, investigation_id)
+    if not investigation.finished:
+        _move(ports, investigation, InvestigationStatus.FAILED, completed_at=utc_now(),
+              error_message=shown(f"{type(error).__name__}: {error}", 500))
+
+
+def accept(ports: InvestigationPorts, environment: str, exception_id: int, investigation_id: int) -> Match:
+    """Turn the best suggestion into a confirmed match of the exception's records with the
+    suggested ones; the exception is refreshed at once (matched records leave it)."""
+    investigation = ports.investigations.get(environment, investigation_id)
+    if investigation.exception_id != exception_id:
+        raise NotFound(f"investigation {investigation_id} not found on exception {exception_id}")
+    if investigation.status is not InvestigationStatus.COMPLETED:
+        raise Conflict(f"investigation {investigation_id} is {investigation.status.value}; only a completed one "
+                       "can be accepted")
+    if investigation.accepted_match_id is not None:
+        raise Conflict(f"investigation {investigation_id} was accepted already (match {investigation.accepted_match_id})")
+    if not investigation.suggested_record_ids or not investigation.target_record_ids:
+        raise Conflict(f"investigation {investigation_id} suggested nothing to match")
+    match = create_manual_match(
+        ports.runs, environment, investigation.reconciliation_id,
+        list(investigation.target_record_ids) + list(investigation.suggested_record_ids), allow_difference=True,
+        reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+    try:
+        ports.investigations.mark_accepted(investigation, match.id)
+    except TransitionRefused:
+        pass  # a concurrent accept marked it; the match stands
+    exception_service.refresh(ports.exceptions, environment, investigation.reconciliation_id)
+    return match
+
+
+def _move(ports: InvestigationPorts, investigation: Investigation, target: InvestigationStatus,
+          **fields: Any) -> Investigation:
+    try:
+        return ports.investigations.move(investigation, target, **fields)
+    except TransitionRefused:
+        return ports.investigations.get(investigation.environment, investigation.id)
+
+
+def _frame(items: list[dict[str, Any]]):
+    """Record items as the investigation engine reads them (see domain/investigations)."""
+    import polars as pl
+
+    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
+    return pl.DataFrame({
+        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
+        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
+        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
+        "external_id": [i.get("external_id") for i in items],
+        "reference": [next((str(m[k]) for k in REFERENCE_KEYS if m.get(k) is not None), None) for m in metadata],
+    }, schema={"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
+               "description": pl.Utf8, "external_id": pl.Utf8, "reference": pl.Utf8})
