@@ -104,3 +104,35 @@ def test_two_people_matching_the_same_record_at_once_make_one_match(stack):
     partner = next(r["id"] for r in detail["records"] if r["side"] == "b")
     statuses = {o: stack.request("GET", f"/records/{o}").json()["status"] for o in others}
     assert statuses == {o: "reconciled" if o == partner else "unreconciled" for o in others}
+
+
+def test_an_exception_is_investigated_on_the_local_stacks_queue_and_its_suggestion_accepted(stack):
+    from datetime import date, timedelta
+
+    bank, ledger, reconciliation = _streams_and_reconciliation(stack)
+    day = lambda n: (date.today() - timedelta(days=n)).isoformat()  # noqa: E731
+    [mine] = _ingest(stack, [{"date": day(20), "data_stream_key": bank, "amount": 125000, "direction": "credit",
+                              "description": "ACME PAYOUT", "metadata": {"reference": "INV-4411"}}])
+    [theirs] = _ingest(stack, [{"date": day(14), "data_stream_key": ledger, "amount": 125000, "direction": "debit",
+                                "description": "Acme payout", "metadata": {"reference": "INV-4411"}}])
+    run = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs").json()
+    assert _wait_run(stack, reconciliation["id"], run["id"])["matched_records"] == 0  # 6 days apart
+    [exception] = stack.request("GET", "/reconciliation_exceptions",
+                                params={"reconciliation_id": reconciliation["id"], "data_stream_key": bank}).json()["data"]
+
+    started = stack.request("POST", f"/reconciliation_exceptions/{exception['id']}/investigations")
+    assert started.status_code == 202
+    deadline = time.monotonic() + 60
+    while True:
+        investigation = stack.request("GET", f"/reconciliation_exceptions/{exception['id']}").json()["investigation"]
+        if investigation["status"] in ("completed", "failed") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert investigation["status"] == "completed" and investigation["suggested_record_ids"] == [theirs]
+    assert investigation["confidence_score"] >= 0.9
+
+    accepted = stack.request("POST", f"/reconciliation_exceptions/{exception['id']}/investigations/"
+                                     f"{investigation['id']}/accept")
+    assert accepted.status_code == 201, accepted.json()
+    assert sorted(r["id"] for r in accepted.json()["records"]) == sorted([mine, theirs])
+    assert stack.request("GET", f"/reconciliation_exceptions/{exception['id']}").json()["status"] == "resolved"
