@@ -27,6 +27,8 @@ ALLOWED_MOVES: dict[InvestigationStatus, frozenset[InvestigationStatus]] = {
     InvestigationStatus.FAILED: frozenset(),
 }
 
+FINISHED = frozenset({InvestigationStatus.COMPLETED, InvestigationStatus.FAILED})
+
 
 def sources_of(target: InvestigationStatus) -> tuple[InvestigationStatus, ...]:
     return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
@@ -53,4 +55,4 @@ class Investigation:
 
     @property
     def finished(self) -> bool:
-        return self.status in (InvestigationStatus.COMPLETED, InvestigationStatus.FAILED)
+        return self.status in FINISHED

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services import data_streams, exceptions, file_imports, matches, reconciliation_runs
+from chalicelib.services import data_streams, exceptions, file_imports, investigations, matches, reconciliation_runs
 
 
 def sweep_task() -> None:
@@ -13,5 +13,6 @@ def sweep_task() -> None:
     counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(services.run_ports).items()})
     counts["rolled_back_matches"] = matches.sweep_pending(services.matches, services.reconciliations)
     counts["refreshed_exceptions"] = exceptions.sweep(services.exception_ports)
+    counts["abandoned_investigations"] = investigations.sweep(services.investigation_ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)

@@ -3,12 +3,13 @@ sweeper), and what people do with them (the offset list, the detail with its agg
 status moves, assignees, comments)."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.clock import iso, utc_now
-from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
 from chalicelib.domain.exceptions import (
     Assignee,
     ExceptionRecord,
@@ -26,6 +27,8 @@ from chalicelib.domain.exceptions import (
 from chalicelib.observability import logger
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
+REFRESH_LEASE = timedelta(minutes=15)  # longer than one refresh may take (a Lambda call)
+MARK_THREADS = 8
 SYSTEM_AUTHOR = "system"
 MAX_BODY = 10_000
 
@@ -40,16 +43,28 @@ class ExceptionPorts:
 
 # Coming and going -----------------------------------------------------------------------------
 
-def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now: datetime | None = None) -> None:
+def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now: datetime | None = None) -> bool:
     """Records of the reconciliation unmatched for longer than its `exception_after_days` join
     the active exception of their stream (one is opened when none is); records matched since
     leave it, and an exception left empty resolves itself with a system comment. A record that
-    sits in a dismissed or resolved exception stays there."""
+    sits in a dismissed or resolved exception stays there.
+
+    One refresh of a reconciliation runs at a time (a lease; False when another holds it). A
+    record is marked as held by the exception before it is added (conditionally, so it is never
+    in two), and the totals are always recomputed from the exception's records, so a refresh
+    cut short is put right by the next one.
+    """
     now = now or utc_now()
     reconciliation = ports.reconciliations.get(environment, reconciliation_id)
-    for stream_key in reconciliation.stream_keys:
-        _refresh_stream(ports, reconciliation, stream_key, now)
-    ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now)
+    if not ports.exceptions.take_refresh_lease(environment, reconciliation_id, now, REFRESH_LEASE):
+        return False
+    try:
+        for stream_key in reconciliation.stream_keys:
+            _refresh_stream(ports, reconciliation, stream_key, now)
+        ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now)
+    finally:
+        ports.exceptions.release_refresh_lease(environment, reconciliation_id, now)
+    return True
 
 
 def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now: datetime) -> None:
@@ -58,46 +73,63 @@ def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now:
     open_items = {i["id"]: i for i in ports.matches.open_items(environment, stream_key, reconciliation.id, adopted)}
     held_by = ports.exceptions.attribute_name(reconciliation.id)
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
-    members = {r.record_id: r for r in ports.exceptions.records(active)} if active else {}
+    members = {r.record_id for r in ports.exceptions.records(active)} if active else set()
     gone = [record_id for record_id in members if record_id not in open_items]
-    joining = [_exception_record(item) for item in open_items.values()
+    joining = [item for item in open_items.values()
                if item["id"] not in members and item.get(held_by) in (None, active.id if active else None)
-               and is_overdue(_exception_record(item), today, reconciliation.exception_after_days)]
-    if not gone and not joining:
-        return
+               and is_overdue(_exception_record(item, item["decimal_places"]), today,
+                              reconciliation.exception_after_days)]
     if active is None:
+        if not joining:
+            return
         stream = ports.streams.get(environment, stream_key)
         active = ports.exceptions.open_new(ReconciliationException(
             environment=environment, id=ports.exceptions.next_id(environment), reconciliation_id=reconciliation.id,
             data_stream_key=stream_key, data_stream_id=stream.id, title=default_title(stream.name), description="",
             status=ExceptionStatus.OPEN, created_at=now, updated_at=now, opened_at=now,
-            decimal_places=max((item["decimal_places"] for item in open_items.values()), default=2)))
+            decimal_places=max(item["decimal_places"] for item in joining)))
         if active is None:
-            return  # another refresh opened one at the same moment: the next refresh joins it
-    ports.exceptions.add_records(active, joining)
-    for record in joining:
-        ports.exceptions.mark_record(environment, record.record_id, reconciliation.id, active.id)
+            return  # another exception holds the stream's guard: the next refresh joins it
+    scale = max([active.decimal_places] + [item["decimal_places"] for item in joining])
+    if scale > active.decimal_places:  # a record kept with more decimals: every amount moves to its scale
+        active = ports.exceptions.rescale(active, scale)
+    held = _each(lambda record_id: ports.exceptions.hold_record(environment, record_id, reconciliation.id, active.id),
+                 [item["id"] for item in joining])
+    ports.exceptions.add_records(active, [_exception_record(item, scale) for item in joining if item["id"] in held])
     ports.exceptions.remove_records(active, gone)
-    for record_id in gone:
-        ports.exceptions.mark_record(environment, record_id, reconciliation.id, None)
-    remaining = [r for r in members.values() if r.record_id not in set(gone)] + joining
+    _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id), gone)
+    remaining = ports.exceptions.records(active)
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})
-    ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None,
-                                                       active.decimal_places))
+    ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
     if not remaining:
         _resolve_empty(ports, ports.exceptions.get(environment, active.id), now)
 
 
+def _each(write, record_ids: list[int]) -> set[int]:
+    """One conditional write per record, several at a time; the ids whose write held."""
+    with ThreadPoolExecutor(MARK_THREADS) as pool:
+        results = list(pool.map(write, record_ids))
+    return {record_id for record_id, held in zip(record_ids, results) if held}
+
+
 def _resolve_empty(ports: ExceptionPorts, exception: ReconciliationException, now: datetime) -> None:
-    resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
-    ports.exceptions.save(resolved, previous=exception)
+    """An exception left with no records resolves itself (unless a person moved it meanwhile)."""
+    if not exception.active:
+        return
+    try:
+        resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
+        ports.exceptions.save(resolved, previous=exception)
+    except Conflict:
+        return  # changed meanwhile: the next refresh looks again
     add_comment(ports, exception.environment, exception.id, body="Every record of this exception was matched, "
                 "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
 
-def _exception_record(item: dict[str, Any]) -> ExceptionRecord:
-    return ExceptionRecord(item["id"], item["amount"], item["direction"], item["date"], item["currency"])
+def _exception_record(item: dict[str, Any], scale: int) -> ExceptionRecord:
+    """The record as the exception keeps it: its amount at the exception's scale (exact)."""
+    amount = item["amount"] * 10 ** (scale - item["decimal_places"])
+    return ExceptionRecord(item["id"], amount, item["direction"], item["date"], item["currency"])
 
 
 def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
@@ -109,8 +141,7 @@ def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
         if reconciliation.exceptions_refreshed_at and now - reconciliation.exceptions_refreshed_at < REFRESH_EVERY:
             continue
         try:
-            refresh(ports, reconciliation.environment, reconciliation.id, now)
-            refreshed += 1
+            refreshed += refresh(ports, reconciliation.environment, reconciliation.id, now)
         except Exception:
             logger.exception("refreshing exceptions failed", extra={"environment": reconciliation.environment,
                                                                      "reconciliation_id": reconciliation.id})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
@@ -12,10 +12,12 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, show
 from chalicelib.domain.exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match
+from chalicelib.observability import logger
 from chalicelib.services import exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
 
 REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys read as a reference
+ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
 
 
 @dataclass
@@ -106,8 +108,24 @@ def accept(ports: InvestigationPorts, environment: str, exception_id: int, inves
         ports.investigations.mark_accepted(investigation, match.id)
     except TransitionRefused:
         pass  # a concurrent accept marked it; the match stands
-    exception_service.refresh(ports.exceptions, environment, investigation.reconciliation_id)
+    try:
+        exception_service.refresh(ports.exceptions, environment, investigation.reconciliation_id)
+    except Exception:  # the match is made: the sweeper refreshes the exception later
+        logger.exception("refreshing exceptions after an accept failed", extra={"investigation_id": investigation.id})
     return match
+
+
+def sweep(ports: InvestigationPorts, now: datetime | None = None) -> int:
+    """Fail what no delivery will finish any more: an investigation still pending or running after
+    its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
+    now = now or utc_now()
+    failed = 0
+    for investigation in ports.investigations.active():
+        if now - investigation.created_at > ABANDONED_AFTER:
+            fail(ports, investigation.environment, investigation.id,
+                 TimeoutError("no worker finished it; start a new investigation"))
+            failed += 1
+    return failed
 
 
 def _move(ports: InvestigationPorts, investigation: Investigation, target: InvestigationStatus,

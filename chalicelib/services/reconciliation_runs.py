@@ -234,7 +234,10 @@ def refresh_exceptions(ports: RunPorts, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    exception_service.refresh(ports.exceptions, environment, run.reconciliation_id)
+    try:
+        exception_service.refresh(ports.exceptions, environment, run.reconciliation_id)
+    except Exception:  # the matches are committed: the run stands, and the sweeper refreshes later
+        logger.exception("refreshing exceptions after a run failed", extra={"run_id": run.id})
     return "finish"
 
 

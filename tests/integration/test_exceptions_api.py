@@ -180,3 +180,70 @@ def test_the_sweeper_refreshes_reconciliations_not_refreshed_for_an_hour(api, se
     assert sweep(services.exception_ports) == 0  # the run just refreshed it
     assert sweep(services.exception_ports, now=utc_now() + timedelta(hours=2, days=5)) == 1
     assert bank_exception(api, ran)["aggregates"]["record_count"] == 4
+
+
+def test_amounts_kept_with_different_decimal_places_add_up_at_one_scale(api, ingest, reconciliation):
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    ingest(record("bank", 1, 500, days_ago(20), decimal_places=2), record("bank", 2, 5, days_ago(20), decimal_places=0),
+           record("bank", 3, 1250, days_ago(20), decimal_places=3))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [row] = queue(api, data_stream_key="bank")["data"]
+    assert row["decimal_places"] == 3
+    assert row["aggregates"]["credit_sum"] == 5000 + 5000 + 1250  # 5.00 + 5 + 1.250, in thousandths
+    assert row["description"] == "3 unmatched records totalling 11.250 USD (3 credits, 0 debits)"
+    detail = api.get(f"/v1/reconciliation_exceptions/{row['id']}?amount_min=5000&amount_max=5000").json_body
+    assert detail["filtered_aggregates"]["record_count"] == 2
+
+
+def test_a_close_refused_for_a_stale_version_keeps_the_exception_the_only_active_one(api, services, ran):
+    from dataclasses import replace
+
+    from chalicelib.domain.errors import Conflict
+    from chalicelib.domain.exceptions import ExceptionStatus
+    from chalicelib.services.exceptions import refresh
+
+    current = services.exceptions.get("acme", bank_exception(api, ran)["id"])
+    stale = replace(current.moved(ExceptionStatus.DISMISSED, utc_now()), version=current.version)  # a lost race
+    with pytest.raises(Conflict):
+        services.exceptions.save(stale, previous=replace(current, version=current.version - 1))
+
+    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
+    assert [(e["id"], e["status"]) for e in queue(api, data_stream_key="bank")["data"]] == [(current.id, "open")]
+
+
+def test_a_refresh_cut_short_after_adding_records_is_put_right_by_the_next(api, services, ran):
+    from chalicelib.services.exceptions import refresh
+
+    exception = services.exceptions.get("acme", bank_exception(api, ran)["id"])
+    services.exceptions.set_totals(exception, {"record_count": 0, "credit_count": 0, "credit_sum": 0, "debit_count": 0,
+                                               "debit_sum": 0, "date_ordinal_sum": 0, "oldest": None, "newest": None},
+                                   "")  # as if the crash came before the totals were written
+
+    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+
+    assert bank_exception(api, ran)["aggregates"]["record_count"] == 3
+
+
+def test_one_refresh_of_a_reconciliation_runs_at_a_time(api, services, ran):
+    from chalicelib.services.exceptions import refresh
+
+    now = utc_now()
+    assert services.exceptions.take_refresh_lease("acme", ran["reconciliation"]["id"], now, timedelta(minutes=15))
+    assert refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=now) is False
+    assert refresh(services.exception_ports, "acme", ran["reconciliation"]["id"],
+                   now=now + timedelta(minutes=16)) is True  # a lease past its end is taken over
+
+
+def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(api, services, ingest, ran):
+    from chalicelib.services.exceptions import refresh
+
+    first = bank_exception(api, ran)["id"]
+    api.patch(f"/v1/reconciliation_exceptions/{first}", {"status": "dismissed"})
+    ingest(record("bank", 9, 999, days_ago(30)))
+    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+    second = [e["id"] for e in queue(api, data_stream_key="bank", status="open")["data"]]
+    assert len(second) == 1 and second[0] != first
+
+    response = api.patch(f"/v1/reconciliation_exceptions/{first}", {"status": "open"})
+
+    assert response.status_code == 409 and str(second[0]) in response.json_body["message"]

@@ -96,3 +96,14 @@ def test_the_five_newest_investigations_are_kept_as_sessions(api, worker, except
     detail = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body
     assert [s["id"] for s in detail["investigation_sessions"]] == sorted(ids, reverse=True)[:5]
     assert detail["investigation"]["filter_params"] == {"direction": "credit"}
+
+
+def test_an_investigation_no_worker_finished_is_failed_by_the_sweeper(api, services, exception):
+    from chalicelib.services.investigations import sweep
+
+    started = start(api, exception["id"])  # its message is never delivered
+    assert sweep(services.investigation_ports) == 0
+    assert sweep(services.investigation_ports, now=utc_now() + timedelta(hours=2)) == 1
+    latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
+    assert latest["id"] == started["id"] and latest["status"] == "failed"
+    assert services.investigations.active() == []

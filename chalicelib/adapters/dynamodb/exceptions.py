@@ -3,7 +3,7 @@ queue page needs no request per row), its records and comments in its partition,
 guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
@@ -87,11 +87,12 @@ class ExceptionRepository:
     def save(self, updated: ReconciliationException, previous: ReconciliationException) -> None:
         """Write a change (optimistic: `updated.version` is one past the stored one). A close frees
         the stream's guard; a reopen takes it back, refused (409) while another exception is active."""
-        if previous.active and not updated.active:
-            self._release_guard(updated)
-        if updated.active and not previous.active and self.open_guard_for(updated) is False:
-            raise Conflict(f"exception {self.find_active(updated.environment, updated.reconciliation_id, updated.data_stream_key).id}"
-                           f" is already open for this reconciliation and data stream; reopen refused")
+        reopening = updated.active and not previous.active
+        if reopening:
+            holder = self.open_guard_for(updated)
+            if holder is not None:
+                raise Conflict(f"exception {holder} is already open for this reconciliation and data stream; "
+                               "reopen refused")
         try:
             self._table.update(
                 keys.reconciliation_exception(updated.environment, updated.id),
@@ -105,23 +106,34 @@ class ExceptionRepository:
                         ":version": updated.version, ":expected": updated.version - 1},
                 keep_nulls=True)
         except ConditionFailed:
+            if reopening:
+                self._release_guard(updated)
             raise Conflict(f"reconciliation exception {updated.id} changed meanwhile; retry") from None
+        if previous.active and not updated.active:
+            self._release_guard(updated)  # only once the close is written
 
-    def open_guard_for(self, exception: ReconciliationException) -> bool:
-        guard = {**keys.active_exception_guard(exception.environment, exception.reconciliation_id,
-                                               exception.data_stream_key),
-                 "entity": "active_exception_guard", "exception_id": exception.id, "created_at": iso(utc_now())}
+    def open_guard_for(self, exception: ReconciliationException) -> int | None:
+        """Take the stream's guard for a reopened exception. None when taken; else the id of
+        the exception that holds it."""
+        guard_key = keys.active_exception_guard(exception.environment, exception.reconciliation_id,
+                                                exception.data_stream_key)
+        guard = {**guard_key, "entity": "active_exception_guard", "exception_id": exception.id,
+                 "created_at": iso(utc_now())}
         try:
             self._table.put(guard, condition="attribute_not_exists(pk) OR exception_id = :id",
                             values={":id": exception.id})
-            return True
+            return None
         except ConditionFailed:
-            existing = self._table.get(keys.active_exception_guard(exception.environment, exception.reconciliation_id,
-                                                                   exception.data_stream_key))
-            if existing is not None and self._guard_is_stale(exception.environment, existing):
-                self._table.put(guard)
-                return True
-            return False
+            existing = self._table.get(guard_key)
+            if existing is None:
+                return self.open_guard_for(exception)
+            if self._guard_is_stale(exception.environment, existing):
+                try:
+                    self._table.put(guard, condition="exception_id = :old", values={":old": existing["exception_id"]})
+                    return None
+                except ConditionFailed:
+                    pass
+            return existing["exception_id"]
 
     def _release_guard(self, exception: ReconciliationException) -> None:
         try:
@@ -175,18 +187,50 @@ class ExceptionRepository:
     def attribute_name(reconciliation_id: int) -> str:
         return keys.exception_attribute(reconciliation_id)
 
-    def mark_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int | None) -> None:
-        """Name (or, with None, forget) the exception that holds the record in the reconciliation."""
-        attribute = {"#e": keys.exception_attribute(reconciliation_id)}
+    def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
+        """Mark the record as held by the exception in the reconciliation, unless another one holds it."""
         try:
-            if exception_id is None:
-                self._table.update(keys.record(environment, record_id), "REMOVE #e", names=attribute,
-                                   condition="attribute_exists(pk)")
-            else:
-                self._table.update(keys.record(environment, record_id), "SET #e = :e", names=attribute,
-                                   values={":e": exception_id}, condition="attribute_exists(pk)")
+            self._table.update(keys.record(environment, record_id), "SET #e = :e",
+                               condition="attribute_exists(pk) AND (attribute_not_exists(#e) OR #e = :e)",
+                               names={"#e": keys.exception_attribute(reconciliation_id)}, values={":e": exception_id})
         except ConditionFailed:
-            pass  # the record is gone
+            return False
+        return True
+
+    def let_go_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
+        try:
+            self._table.update(keys.record(environment, record_id), "REMOVE #e", condition="#e = :e",
+                               names={"#e": keys.exception_attribute(reconciliation_id)}, values={":e": exception_id})
+        except ConditionFailed:
+            return False  # the record is gone, or held elsewhere
+        return True
+
+    def rescale(self, exception: ReconciliationException, scale: int) -> ReconciliationException:
+        """Move every kept amount to more decimal places (exact: a multiplication)."""
+        factor = 10 ** (scale - exception.decimal_places)
+        self.add_records(exception, [ExceptionRecord(r.record_id, r.amount * factor, r.direction, r.date, r.currency)
+                                     for r in self.records(exception)])
+        self._table.update(keys.reconciliation_exception(exception.environment, exception.id),
+                           "SET decimal_places = :scale", values={":scale": scale})
+        return self.get(exception.environment, exception.id)
+
+    def take_refresh_lease(self, environment: str, reconciliation_id: int, now: datetime, length: timedelta) -> bool:
+        """One exception refresh of a reconciliation at a time; a lease past its end is taken over."""
+        try:
+            self._table.put({**keys.exception_refresh_lease(environment, reconciliation_id), "entity": "refresh_lease",
+                             "taken_at": iso(now), "until": iso(now + length)},
+                            condition="attribute_not_exists(pk) OR #until < :now", names={"#until": "until"},
+                            values={":now": iso(now)})
+        except ConditionFailed:
+            return False
+        return True
+
+    def release_refresh_lease(self, environment: str, reconciliation_id: int, taken_at: datetime) -> None:
+        try:
+            self._table.delete(keys.exception_refresh_lease(environment, reconciliation_id),
+                               condition="taken_at = :taken", values={":taken": iso(taken_at)})
+        except ConditionFailed:
+            pass
 
     # Comments -------------------------------------------------------------------------------
 

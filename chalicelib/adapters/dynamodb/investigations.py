@@ -9,7 +9,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus, sources_of
+from chalicelib.domain.investigation_jobs import FINISHED, Investigation, InvestigationStatus, sources_of
 
 
 class InvestigationRepository:
@@ -30,6 +30,10 @@ class InvestigationRepository:
                                       index="gsi1", sort_attr="gsi1sk", limit=limit)
         return [self._from_item(i) for i in page.items]
 
+    def active(self) -> list[Investigation]:
+        """Pending and running investigations of every environment (for the sweeper)."""
+        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index="gsi2")]
+
     def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
         """A conditional move along the status table; `fields` are set with it."""
         allowed, sources = status_in(sources_of(target))
@@ -37,6 +41,8 @@ class InvestigationRepository:
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
         values = {":status": target.value, **{f":v{i}": v for i, v in enumerate(sets.values())}}
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        if target in FINISHED:
+            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active index
         try:
             item = self._table.update(keys.investigation(investigation.environment, investigation.id), expression,
                                       condition=allowed, names=names, values={**values, **sources}, return_new=True,
@@ -59,6 +65,7 @@ class InvestigationRepository:
         return {
             **keys.investigation(investigation.environment, investigation.id),
             **keys.investigation_index(investigation.environment, investigation.exception_id, investigation.id),
+            **keys.active_investigation_index(investigation.environment, investigation.id),
             "entity": "investigation", "environment": investigation.environment, "id": investigation.id,
             "exception_id": investigation.exception_id, "reconciliation_id": investigation.reconciliation_id,
             "status": investigation.status.value, "created_at": iso(investigation.created_at),

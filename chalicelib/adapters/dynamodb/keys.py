@@ -326,6 +326,10 @@ def active_exception_guard(environment: str, reconciliation_id: int, stream_key:
     return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"EXCACTIVE#{stream_key}"}
 
 
+def exception_refresh_lease(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "EXCREFRESH"}
+
+
 EXCEPTION_RECORD_PREFIX = "R#"
 COMMENT_PREFIX = "C#"
 
@@ -362,3 +366,11 @@ def investigations_of_exception_pk(environment: str, exception_id: int) -> str:
 
 def investigation_index(environment: str, exception_id: int, investigation_id: int) -> dict[str, str]:
     return {"gsi1pk": investigations_of_exception_pk(environment, exception_id), "gsi1sk": _id(investigation_id)}
+
+
+# Pending and running investigations of every environment, for the sweeper.
+ACTIVE_INVESTIGATIONS_PK = "ACTIVE_INVESTIGATIONS"
+
+
+def active_investigation_index(environment: str, investigation_id: int) -> dict[str, str]:
+    return {"gsi2pk": ACTIVE_INVESTIGATIONS_PK, "gsi2sk": f"{environment}#{_id(investigation_id)}"}
