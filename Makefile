@@ -5,6 +5,8 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# Both cores by default (CI has two); `make test PYTEST_ARGS=` runs one process.
+PYTEST_ARGS ?= -n 2
 
 .PHONY: run test deps lint bench clean
 
