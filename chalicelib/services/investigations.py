@@ -100,10 +100,15 @@ def accept(ports: InvestigationPorts, environment: str, exception_id: int, inves
         raise Conflict(f"investigation {investigation_id} was accepted already (match {investigation.accepted_match_id})")
     if not investigation.suggested_record_ids or not investigation.target_record_ids:
         raise Conflict(f"investigation {investigation_id} suggested nothing to match")
-    match = create_manual_match(
-        ports.runs, environment, investigation.reconciliation_id,
-        list(investigation.target_record_ids) + list(investigation.suggested_record_ids), allow_difference=True,
-        reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+    record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
+    try:
+        match = create_manual_match(
+            ports.runs, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
+            reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+    except Conflict:
+        match = _made_before(ports, investigation, record_ids)
+        if match is None:
+            raise
     try:
         ports.investigations.mark_accepted(investigation, match.id)
     except TransitionRefused:
@@ -113,6 +118,19 @@ def accept(ports: InvestigationPorts, environment: str, exception_id: int, inves
     except Exception:  # the match is made: the sweeper refreshes the exception later
         logger.exception("refreshing exceptions after an accept failed", extra={"investigation_id": investigation.id})
     return match
+
+
+def _made_before(ports: InvestigationPorts, investigation: Investigation, record_ids: list[int]) -> Match | None:
+    """The match an earlier accept of this investigation made before it died (it holds exactly
+    these records and names the investigation), or None."""
+    matches = ports.runs.matches
+    items = matches.record_items(investigation.environment, record_ids)
+    held = {item.get(matches.match_attribute(investigation.reconciliation_id)) for item in items}
+    if len(items) != len(record_ids) or len(held) != 1 or None in held:
+        return None
+    match = matches.find(investigation.environment, held.pop())
+    accepted_here = match is not None and (match.reason or "").startswith(f"Accepted investigation {investigation.id}:")
+    return match if accepted_here and match.record_count == len(record_ids) and not match.unmatching else None
 
 
 def sweep(ports: InvestigationPorts, now: datetime | None = None) -> int:

@@ -107,3 +107,32 @@ def test_an_investigation_no_worker_finished_is_failed_by_the_sweeper(api, servi
     latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
     assert latest["id"] == started["id"] and latest["status"] == "failed"
     assert services.investigations.active() == []
+
+
+def test_an_accept_retried_after_dying_before_its_mark_returns_the_match_it_made(api, services, worker, exception):
+    from chalicelib.services.investigations import accept
+
+    started = start(api, exception["id"])
+    worker.drain()
+
+    class MarkDies:
+        def __init__(self, investigations):
+            self._investigations = investigations
+
+        def __getattr__(self, name):
+            return getattr(self._investigations, name)
+
+        def mark_accepted(self, investigation, match_id):
+            raise RuntimeError("Lambda died before the mark")
+
+    from dataclasses import replace
+
+    with pytest.raises(RuntimeError):
+        accept(replace(services.investigation_ports, investigations=MarkDies(services.investigations)),
+               "acme", exception["id"], started["id"])
+
+    retried = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations/{started['id']}/accept")
+
+    assert retried.status_code == 201, retried.json_body
+    assert api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"][
+        "accepted_match_id"] == retried.json_body["id"]
