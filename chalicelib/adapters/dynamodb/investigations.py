@@ -1,12 +1,10 @@
 """Investigations in DynamoDB: one item each, listed per exception newest first (gsi1)."""
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.investigation_jobs import FINISHED, Investigation, InvestigationStatus, sources_of
@@ -36,17 +34,10 @@ class InvestigationRepository:
 
     def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
         """A conditional move along the status table; `fields` are set with it."""
-        allowed, sources = status_in(sources_of(target))
-        sets = {k: _stored(v) for k, v in fields.items()}
-        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
-        values = {":status": target.value, **{f":v{i}": v for i, v in enumerate(sets.values())}}
-        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
-        if target in FINISHED:
-            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active index
         try:
-            item = self._table.update(keys.investigation(investigation.environment, investigation.id), expression,
-                                      condition=allowed, names=names, values={**values, **sources}, return_new=True,
-                                      keep_nulls=True)
+            item = self._table.move_status(keys.investigation(investigation.environment, investigation.id),
+                                           target.value, sources_of(target), fields,
+                                           leave_index="gsi2" if target in FINISHED else None)  # active ones
         except ConditionFailed:
             raise TransitionRefused(f"investigation {investigation.id} cannot move to {target.value}") from None
         return self._from_item(item)
@@ -88,13 +79,3 @@ class InvestigationRepository:
             accepted_match_id=item.get("accepted_match_id"),
         )
 
-
-def _stored(value: Any) -> Any:
-    """DynamoDB keeps no floats: a score goes in as an exact decimal of its text."""
-    if isinstance(value, datetime):
-        return iso(value)
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, tuple):
-        return list(value)
-    return value

@@ -6,7 +6,7 @@ is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -91,19 +91,10 @@ class IngestionJobRepository:
     def move(self, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
         """Move the job to `target` if its stored status allows it; set `fields` with the move.
         Raises TransitionRefused when the stored status does not allow it."""
-        allowed, sources = status_in(sources_of(target))
-        sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
-        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
-        values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
-        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
-        if target in FINISHED:
-            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active-jobs index
         try:
-            item = self._table.update(
-                keys.ingestion_job(job.environment, job.id), expression,
-                condition=allowed, names=names, values={**values, **sources},
-                return_new=True, keep_nulls=True,
-            )
+            item = self._table.move_status(keys.ingestion_job(job.environment, job.id), target.value,
+                                           sources_of(target), fields,
+                                           leave_index="gsi2" if target in FINISHED else None)  # active jobs
         except ConditionFailed:
             raise TransitionRefused(f"ingestion job {job.id} cannot move to {target.value}") from None
         return self._from_item(item)

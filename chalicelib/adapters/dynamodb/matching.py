@@ -11,12 +11,11 @@ A failed claim releases the claims this match made and deletes its members.
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, status_in
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.matches import Match, MatchStatus, record_status
@@ -49,17 +48,10 @@ class RunRepository:
         return [self._from_item(i) for i in page.items], page.cursor
 
     def move(self, run: Run, target: RunStatus, **fields: Any) -> Run:
-        allowed, sources = status_in(sources_of(target))
-        sets = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
-        sets["last_progress_at"] = iso(utc_now())
-        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
-        values = {":status": target.value, **{f":v{i}": value for i, value in enumerate(sets.values())}}
-        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
-        if target in FINISHED:
-            expression += " REMOVE gsi2pk, gsi2sk"  # leaves the active-runs index
         try:
-            item = self._table.update(keys.run(run.environment, run.id), expression, condition=allowed,
-                                      names=names, values={**values, **sources}, return_new=True, keep_nulls=True)
+            item = self._table.move_status(keys.run(run.environment, run.id), target.value, sources_of(target),
+                                           {**fields, "last_progress_at": utc_now()},
+                                           leave_index="gsi2" if target in FINISHED else None)  # active runs
         except ConditionFailed:
             raise TransitionRefused(f"run {run.id} cannot move to {target.value}") from None
         return self._from_item(item)

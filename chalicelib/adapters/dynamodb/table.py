@@ -10,12 +10,14 @@ import json
 import random
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Iterator
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from chalicelib.domain.clock import iso
 from chalicelib.domain.errors import BadRequest
 
 _serializer = TypeSerializer()
@@ -230,6 +232,21 @@ class DynamoTable:
                     time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
         return sent
 
+    def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
+                    leave_index: str | None = None) -> dict[str, Any]:
+        """The one conditional status change of the status tables: set `status` to `target` and
+        `fields` with it, only from one of `sources`; `leave_index` ("gsi2") drops the item from a
+        sparse index in the same write. Raises ConditionFailed when the stored status forbids it."""
+        allowed, source_values = status_in(sources)
+        sets = {name: _storable(value) for name, value in fields.items()}
+        names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
+        values = {":status": target, **{f":v{i}": value for i, value in enumerate(sets.values())}}
+        expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
+        if leave_index:
+            expression += f" REMOVE {leave_index}pk, {leave_index}sk"
+        return self.update(key, expression, condition=allowed, names=names, values={**values, **source_values},
+                           return_new=True, keep_nulls=True)
+
     def get_many(self, item_keys: Iterable[dict[str, str]]) -> list[dict[str, Any]]:
         """Read items by key with BatchGetItem (100 a request, consistent reads), retrying
         unprocessed keys with backoff. Missing items are simply absent; order is not kept."""
@@ -253,6 +270,18 @@ def status_in(statuses: Iterable[Any], attribute: str = "#status") -> tuple[str,
     """'#status IN (:in0, :in1)' and its values, for the allowed "from" states of a conditional write."""
     values = {f":in{i}": getattr(s, "value", s) for i, s in enumerate(statuses)}
     return f"{attribute} IN ({', '.join(values)})", values
+
+
+def _storable(value: Any) -> Any:
+    """A field as DynamoDB keeps it: timestamps as ISO text, floats (scores, never money) as exact
+    decimals of their text, tuples as lists."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[str, Any] | None,
