@@ -1,16 +1,16 @@
-"""Powertools Logger, Metrics and Tracer, shared by the API and the jobs.
+"""Powertools Logger and Metrics, shared by the API and the jobs.
 
-The tracer turns itself off outside Lambda; metrics are flushed only on AWS (see `flush_metrics`).
+Metrics are flushed only on AWS (see `flush_metrics`). Tracing is Lambda's active tracing
+(`xray` in the stage's configuration), so no X-Ray SDK sits in the import path of a cold start.
 """
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 
 SERVICE = "recon"
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="Reconciliation", service=SERVICE)
-tracer = Tracer(service=SERVICE)
 
 
 def flush_metrics(enabled: bool) -> None:

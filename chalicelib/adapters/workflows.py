@@ -6,17 +6,22 @@ from functools import cached_property
 
 
 class StepFunctionsWorkflows:
-    def __init__(self, sfn, state_machine_name: str) -> None:
+    """`state_machine` is its ARN (as deployed: no listing, so no permission on every machine)
+    or its name (the embedded local AWS, where the ARN is looked up once)."""
+
+    def __init__(self, sfn, state_machine: str) -> None:
         self._sfn = sfn
-        self._name = state_machine_name
+        self._name = state_machine
 
     @cached_property
     def _arn(self) -> str:
+        if self._name.startswith("arn:"):
+            return self._name
         for page in self._sfn.get_paginator("list_state_machines").paginate():
             for machine in page["stateMachines"]:
                 if machine["name"] == self._name:
                     return machine["stateMachineArn"]
-        raise LookupError(f"state machine {self._name} not found; deploy infra/template.yaml first")
+        raise LookupError(f"state machine {self._name} not found; deploy infra/workflows.yaml first")
 
     def start(self, execution_name: str, payload: dict) -> None:
         """Start once per name: a repeat of a running execution's name and input is a no-op."""

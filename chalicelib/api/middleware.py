@@ -15,7 +15,7 @@ from chalicelib.api.errors import PayloadTooLarge, error_response, framework_err
 from chalicelib.api.routing import ENVIRONMENT_CONTEXT_KEY
 from chalicelib.container import container
 from chalicelib.domain.errors import DomainError
-from chalicelib.observability import flush_metrics, logger, metrics, tracer
+from chalicelib.observability import flush_metrics, logger, metrics
 from chalicelib.services.api_keys import authenticate
 
 BEARER = "bearer "
@@ -46,7 +46,6 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                                    services.key_last_used_resolution)
                 context[ENVIRONMENT_CONTEXT_KEY] = key.environment
                 logger.thread_safe_append_keys(environment=key.environment)
-                tracer.put_annotation("environment", key.environment)
             response = framework_error_to_message(get_response(event))
         except DomainError as error:
             response = error_response(error)

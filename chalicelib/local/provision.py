@@ -16,13 +16,37 @@ import yaml
 
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "infra" / "template.yaml"
+WORKFLOWS_TEMPLATE_PATH = TEMPLATE_PATH.parent / "workflows.yaml"
 LOCAL_ACCOUNT_ID = "123456789012"
-# Types that do nothing locally: nothing enforces IAM on the embedded AWS.
-NOT_NEEDED_LOCALLY = {"AWS::IAM::Role"}
+# Types that do nothing locally: nothing enforces IAM on the embedded AWS, and the engine runs
+# from the development virtualenv rather than from a layer.
+NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion"}
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
+
+
+def function_of_parameter(parameter: str) -> str | None:
+    """'ReconciliationRunLoadArn' -> 'reconciliation_run_load': the workflows template names
+    each Task's function parameter after the app's lambda_function, in CamelCase."""
+    if not parameter.endswith("Arn") or parameter.endswith("StateMachineArn"):
+        return None
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", parameter.removesuffix("Arn")).lower()
+
+
+def local_workflow_parameters(template: dict[str, Any], outputs: dict[str, str], app_name: str, stage: str,
+                              region: str) -> dict[str, str]:
+    """Parameters of infra/workflows.yaml on the embedded AWS: the state machine names from the
+    infrastructure's outputs, and each Task's function as the in-process app names it."""
+    parameters = {}
+    for name in template.get("Parameters", {}):
+        function = function_of_parameter(name)
+        if function:
+            parameters[name] = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT_ID}:function:{app_name}-{stage}-{function}"
+        elif name in outputs:
+            parameters[name] = outputs[name]
+    return parameters
 
 
 class Resolver:
@@ -38,6 +62,10 @@ class Resolver:
         if missing:
             raise ValueError(f"template parameters without a value: {', '.join(missing)}")
 
+    def condition(self, name: str | None) -> bool:
+        """Whether a condition of the template holds (None: the resource has no condition)."""
+        return name is None or bool(self.resolve(self.template["Conditions"][name]))
+
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
             return [self.resolve(v) for v in value]
@@ -49,6 +77,14 @@ class Resolver:
             return self._sub(value["Fn::Sub"])
         if set(value) == {"Fn::GetAtt"}:
             return self._get_att(*value["Fn::GetAtt"])
+        if set(value) == {"Fn::If"}:
+            condition, if_true, if_false = value["Fn::If"]
+            return self.resolve(if_true if self.condition(condition) else if_false)
+        if set(value) == {"Fn::Equals"}:
+            left, right = self.resolve(value["Fn::Equals"])
+            return left == right
+        if set(value) == {"Fn::Not"}:
+            return not self.resolve(value["Fn::Not"][0])
         return {k: self.resolve(v) for k, v in value.items()}
 
     def _ref(self, name: str) -> str:
@@ -99,7 +135,7 @@ def state_machine_definition(template: dict[str, Any], resolver: Resolver,
                              logical_id: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The ASL of a state machine, read from its file next to the template, and its substitutions."""
     props = template["Resources"][logical_id]["Properties"]
-    definition = json.loads((TEMPLATE_PATH.parent / props["DefinitionS3Location"]).read_text())
+    definition = json.loads((WORKFLOWS_TEMPLATE_PATH.parent / props["DefinitionS3Location"]).read_text())
     return definition, resolver.resolve(props.get("DefinitionSubstitutions", {}))
 
 
@@ -168,16 +204,48 @@ def ensure_table(dynamodb, definition: dict[str, Any], log: Callable[[str], None
     log(f"table {name}: rebuilt with {len(items)} items")
 
 
+def infra_outputs(parameters: dict[str, str], region: str) -> dict[str, str]:
+    """The outputs infra/template.yaml has on the embedded AWS, computed without creating anything."""
+    template = load_template()
+    resolver = Resolver(template, parameters, region)
+    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
+            if resolver.condition(output.get("Condition")) and not _is_local_only_arn(template, output["Value"])}
+
+
+def workflows_resolver(parameters: dict[str, str], region: str) -> tuple[dict[str, Any], Resolver]:
+    """infra/workflows.yaml with the local values of its parameters."""
+    template = load_template(WORKFLOWS_TEMPLATE_PATH)
+    infra = Resolver(load_template(), parameters, region)
+    values = local_workflow_parameters(template, infra_outputs(parameters, region),
+                                       infra.parameters["AppName"], infra.parameters["Stage"], region)
+    return template, Resolver(template, values, region)
+
+
 def provision(clients, parameters: dict[str, str], region: str, template: dict[str, Any] | None = None,
               log: Callable[[str], None] = print) -> dict[str, str]:
-    """Create every resource of the template (idempotent) and return the template's outputs."""
-    template = template or load_template()
-    resolver = Resolver(template, parameters, region)
+    """Create every resource of the infrastructure and of the workflows (idempotent), or of the
+    one `template` given, and return the infrastructure's (or that template's) outputs."""
+    if template is not None:
+        return _provision_template(clients, template, Resolver(template, parameters, region), log)
+    outputs = _provision_template(clients, load_template(), Resolver(load_template(), parameters, region), log)
+    _provision_template(clients, *workflows_resolver(parameters, region), log)
+    return outputs
+
+
+def _is_local_only_arn(template: dict[str, Any], value: Any) -> bool:
+    """An output naming the ARN of something not made locally (a role)."""
+    return isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
+        template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY
+
+
+def _provision_template(clients, template: dict[str, Any], resolver: Resolver,
+                        log: Callable[[str], None]) -> dict[str, str]:
     for definition in table_definitions(template, resolver):
         ensure_table(clients.dynamodb, definition, log)
     for logical_id, resource in template["Resources"].items():
         kind = resource["Type"]
-        if kind == "AWS::DynamoDB::Table" or kind in NOT_NEEDED_LOCALLY:
+        if kind == "AWS::DynamoDB::Table" or kind in NOT_NEEDED_LOCALLY or \
+                not resolver.condition(resource.get("Condition")):
             continue
         if kind == "AWS::StepFunctions::StateMachine":
             _create_state_machine(clients, template, resolver, logical_id)
@@ -186,14 +254,8 @@ def provision(clients, parameters: dict[str, str], region: str, template: dict[s
         if create is None:
             raise ValueError(f"{logical_id}: resource type {kind} is not supported by the local provisioner")
         create(clients, resolver.resolve(resource.get("Properties", {})), resolver)
-    outputs = {}
-    for name, output in template.get("Outputs", {}).items():
-        value = output["Value"]
-        if "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
-                template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY:
-            continue
-        outputs[name] = resolver.resolve(value)
-    return outputs
+    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
+            if resolver.condition(output.get("Condition")) and not _is_local_only_arn(template, output["Value"])}
 
 
 def _create_bucket(clients, props: dict[str, Any], resolver: Resolver) -> None:

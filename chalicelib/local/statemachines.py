@@ -179,14 +179,14 @@ class LocalWorkflows:
 def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[[str], None] = print,
                     synchronous: bool = False, retry_delay_scale: float = 1.0,
                     machine: str = "FileImportStateMachine") -> LocalWorkflows:
-    """A state machine of infra/ (its template resource name), its tasks bound to this app's
+    """A state machine of infra/workflows.yaml (its resource name), its tasks bound to this app's
     lambda functions."""
-    from chalicelib.local.provision import Resolver, load_template, state_machine_definition
+    from chalicelib.local.provision import function_of_parameter, state_machine_definition, workflows_resolver
 
-    template = load_template()
-    resolver = Resolver(template, parameters, region)
-    definition, substitutions = state_machine_definition(template, resolver, machine)
-    prefix = f"{resolver.parameters['AppName']}-{resolver.parameters['Stage']}-"
-    functions = {key: arn.rsplit(":", 1)[-1].removeprefix(prefix) for key, arn in substitutions.items()}
+    template, resolver = workflows_resolver(parameters, region)
+    definition, _ = state_machine_definition(template, resolver, machine)
+    # Each substitution is a Ref to a `<Function>Arn` parameter: the function is in its name.
+    references = template["Resources"][machine]["Properties"]["DefinitionSubstitutions"]
+    functions = {key: function_of_parameter(ref["Ref"]) for key, ref in references.items()}
     machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale)
     return LocalWorkflows(machine, log=log, synchronous=synchronous)

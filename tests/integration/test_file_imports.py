@@ -237,11 +237,10 @@ def test_every_task_of_each_state_machine_is_a_function_of_the_app(asl, resource
 
     definition = load_definition(asl)
     tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
-    from chalicelib.local.provision import Resolver, load_template, state_machine_definition
+    from chalicelib.local.provision import state_machine_definition, workflows_resolver
 
-    template = load_template()
-    _, substitutions = state_machine_definition(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"),
-                                                resource)
+    template, resolver = workflows_resolver({"DataBucketName": "b"}, "us-east-1")
+    _, substitutions = state_machine_definition(template, resolver, resource)
     assert tasks and set(substitutions) == {_task_resource_name(t) for t in tasks}
     for task in tasks:
         function = substitutions[_task_resource_name(task)].rsplit(":", 1)[-1].removeprefix("recon-dev-")

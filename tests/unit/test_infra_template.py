@@ -3,12 +3,39 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
-from chalicelib.local.provision import TEMPLATE_PATH, Resolver, load_template, provision, table_definitions
+from chalicelib.local.provision import (
+    TEMPLATE_PATH, WORKFLOWS_TEMPLATE_PATH, Resolver, function_of_parameter, load_template, provision,
+    table_definitions,
+)
 
 
-def test_the_infra_template_passes_cfn_lint():
-    matches = lint_file(Path(TEMPLATE_PATH))
+@pytest.mark.parametrize("path", [TEMPLATE_PATH, WORKFLOWS_TEMPLATE_PATH], ids=["infra", "workflows"])
+def test_the_templates_pass_cfn_lint(path):
+    matches = lint_file(Path(path))
     assert [str(m) for m in matches] == []
+
+
+def test_the_data_bucket_is_named_by_stage_account_and_region_unless_a_name_is_given():
+    template = load_template()
+    unnamed = Resolver(template, {"Stage": "prod"}, "eu-west-1")
+    named = Resolver(template, {"Stage": "prod", "DataBucketName": "my-bucket"}, "eu-west-1")
+    assert unnamed.physical_name("DataBucket") == "recon-prod-data-123456789012-eu-west-1"
+    assert named.physical_name("DataBucket") == "my-bucket"
+
+
+def test_the_engine_layer_exists_only_when_its_zip_is_given():
+    template = load_template()
+    condition = template["Resources"]["EngineLayer"]["Condition"]
+    assert not Resolver(template, {}, "us-east-1").condition(condition)
+    assert Resolver(template, {"EngineLayerKey": "layers/engine-abc.zip"}, "us-east-1").condition(condition)
+
+
+def test_workflow_parameters_name_the_apps_functions():
+    from app import app
+
+    parameters = load_template(WORKFLOWS_TEMPLATE_PATH)["Parameters"]
+    functions = [function_of_parameter(name) for name in parameters if function_of_parameter(name)]
+    assert len(functions) == 10 and all(f in app.handler_map for f in functions)
 
 
 def test_the_resolver_expands_refs_subs_and_queue_arns():
@@ -28,8 +55,8 @@ def test_the_table_definition_comes_from_the_template():
 
 
 def test_a_parameter_without_value_is_refused():
-    with pytest.raises(ValueError, match="DataBucketName"):
-        Resolver(load_template(), {}, "us-east-1")
+    with pytest.raises(ValueError, match="FileImportPrepareArn"):
+        Resolver(load_template(WORKFLOWS_TEMPLATE_PATH), {}, "us-east-1")
 
 
 def test_an_unknown_resource_type_is_never_skipped_silently():
