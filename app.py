@@ -6,6 +6,7 @@ from chalicelib.api.middleware import make_http_middleware
 from chalicelib.jobs import files, runs, sweeper
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages
+from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.settings import current_settings
 
 settings = current_settings()
@@ -29,8 +30,10 @@ def investigation_worker(event):
 
 
 # File imports: S3 events start them; infra/statemachines/file_import.asl.json runs these tasks.
+# Only uploads and drops: the app's own working files and mirror never invoke anything.
 @app.on_cw_event({"source": ["aws.s3"], "detail-type": ["Object Created"],
-                  "detail": {"bucket": {"name": [settings.bucket_name]}}})
+                  "detail": {"bucket": {"name": [settings.bucket_name]},
+                             "object": {"key": [{"prefix": UPLOADS_PREFIX}, {"prefix": DROPS_PREFIX}]}}})
 def s3_object_created(event):
     files.handle_object_created(event)
 

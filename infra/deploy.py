@@ -1,0 +1,319 @@
+"""`make deploy`, `make destroy` and `make key`: the whole deployment of a stage, in order.
+
+1. the artifacts stack (infra/artifacts.yaml: a bucket for the engine layer's zip), and the
+   layer built and uploaded there;
+2. the infrastructure stack (infra/template.yaml): table, data bucket, queues, the engine layer,
+   one role per group of functions;
+3. the app, with `chalice deploy`, its stage configuration generated from that stack's outputs
+   (infra/functions.py says which role, layer and size each function gets);
+4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed.
+
+Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from infra import packaging
+from infra.functions import FUNCTIONS, role_output
+
+ROOT = packaging.ROOT
+INFRA = ROOT / "infra"
+BASE_CONFIG = ROOT / ".chalice" / "config.json"
+APP_NAME = "recon"
+
+
+def stack_names(stage: str) -> dict[str, str]:
+    return {"artifacts": f"{APP_NAME}-{stage}-artifacts", "infra": f"{APP_NAME}-{stage}-infra",
+            "workflows": f"{APP_NAME}-{stage}-workflows"}
+
+
+# --- configuration ----------------------------------------------------------------------
+
+def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, log_level: str = "INFO") -> dict:
+    """The committed `.chalice/config.json` plus the stage, every name taken from the
+    infrastructure stack's outputs: no hand edits, no naming convention to agree on."""
+    config = copy.deepcopy(base if base is not None else json.loads(BASE_CONFIG.read_text()))
+    layer = outputs.get("EngineLayerArn")
+    functions = {}
+    for name, function in FUNCTIONS.items():
+        functions[name] = {
+            "iam_role_arn": outputs[role_output(function.group)],
+            "lambda_memory_size": function.memory_mb,
+            "lambda_timeout": function.timeout_s,
+            "layers": [layer] if function.engine and layer else [],
+        }
+    config.setdefault("stages", {})[stage] = {
+        "api_gateway_stage": "api",
+        "manage_iam_role": False,
+        "iam_role_arn": outputs[role_output("api")],
+        "xray": True,
+        "environment_variables": {
+            "RECON_STAGE": stage,
+            "RECON_LOG_LEVEL": log_level,
+            "RECON_TABLE_NAME": outputs["TableName"],
+            "RECON_BUCKET_NAME": outputs["BucketName"],
+            "RECON_BULK_QUEUE_NAME": outputs["BulkQueueName"],
+            "RECON_INVESTIGATION_QUEUE_NAME": outputs["InvestigationQueueName"],
+            "RECON_FILE_IMPORT_STATE_MACHINE": outputs["FileImportStateMachineArn"],
+            "RECON_RECONCILIATION_RUN_STATE_MACHINE": outputs["ReconciliationRunStateMachineArn"],
+        },
+        "lambda_functions": functions,
+    }
+    return config
+
+
+def workflow_parameters(outputs: dict[str, str], function_arns: dict[str, str]) -> dict[str, str]:
+    """Parameters of infra/workflows.yaml: the state machine names from the infrastructure's
+    outputs, and each `<Function>Arn` from the ARN of the function that was deployed."""
+    from chalicelib.local.provision import function_of_parameter
+
+    template = load_yaml(INFRA / "workflows.yaml")
+    parameters = {}
+    for name in template["Parameters"]:
+        function = function_of_parameter(name)
+        if function is None:
+            parameters[name] = outputs[name]
+        elif function in function_arns:
+            parameters[name] = function_arns[function]
+        else:
+            raise RuntimeError(f"the workflows need function {function}, which was not deployed")
+    return parameters
+
+
+def deployed_function_arns(stage: str, deployed_dir: Path = ROOT / ".chalice" / "deployed") -> dict[str, str]:
+    """What `chalice deploy` recorded: {lambda_function name: its ARN}."""
+    state = json.loads((deployed_dir / f"{stage}.json").read_text())
+    prefix = f"{APP_NAME}-{stage}-"
+    return {r["name"].removeprefix(prefix): r["lambda_arn"] for r in state["resources"]
+            if r.get("resource_type") == "lambda_function"}
+
+
+# --- templates ---------------------------------------------------------------------------
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads templates that use the short forms (!Ref, !Sub ...) as their long forms."""
+
+
+def _long_form(loader, suffix, node):
+    tag = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    if tag == "Fn::GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {tag: value}
+
+
+_CfnLoader.add_multi_constructor("!", _long_form)
+
+
+def load_yaml(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=_CfnLoader)
+
+
+def inline_state_machines(template: dict, base: Path = INFRA) -> dict:
+    """Replace each `DefinitionS3Location` (a local ASL file) by the definition itself, so the
+    template deploys without a packaging bucket."""
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::StepFunctions::StateMachine" and isinstance(props.get("DefinitionS3Location"), str):
+            props["Definition"] = json.loads((base / props.pop("DefinitionS3Location")).read_text())
+        resource.pop("Metadata", None)
+    return template
+
+
+def sam_to_cloudformation(sam: dict, code_uri: str) -> dict:
+    """The packaged app's SAM template as plain CloudFormation (aws-sam-translator), its
+    functions' code at `code_uri` (s3://bucket/key)."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.public.translator import ManagedPolicyLoader
+
+    sam = copy.deepcopy(sam)
+    for resource in sam["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = code_uri
+
+    class NoManagedPolicies(ManagedPolicyLoader):
+        def load(self):
+            return {}
+
+    return transform(sam, {}, NoManagedPolicies(None))
+
+
+# --- AWS ---------------------------------------------------------------------------------
+
+def _session():
+    import boto3
+
+    return boto3.session.Session()
+
+
+def deploy_stack(cfn, name: str, template: dict, parameters: dict[str, str], log=print) -> dict[str, str]:
+    """Create or update a stack and wait; its outputs."""
+    body = json.dumps(template)
+    arguments = {"StackName": name, "TemplateBody": body,
+                 "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+                 "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]}
+    try:
+        cfn.describe_stacks(StackName=name)
+        exists = True
+    except cfn.exceptions.ClientError:
+        exists = False
+    if exists:
+        try:
+            cfn.update_stack(**arguments)
+            log(f"stack {name}: updating")
+            cfn.get_waiter("stack_update_complete").wait(StackName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 720})
+        except cfn.exceptions.ClientError as error:
+            if "No updates are to be performed" not in str(error):
+                raise
+            log(f"stack {name}: up to date")
+    else:
+        cfn.create_stack(**arguments)
+        log(f"stack {name}: creating")
+        cfn.get_waiter("stack_create_complete").wait(StackName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 720})
+    return stack_outputs(cfn, name)
+
+
+def stack_outputs(cfn, name: str) -> dict[str, str]:
+    [stack] = cfn.describe_stacks(StackName=name)["Stacks"]
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def upload_layer(s3, bucket: str, layer: packaging.Package) -> str:
+    key = f"layers/{layer.zip_path.name}"
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+    except s3.exceptions.ClientError:
+        s3.upload_file(str(layer.zip_path), bucket, key)
+    return key
+
+
+def deploy(stage: str, log=print) -> dict[str, str]:
+    session = _session()
+    cfn, s3 = session.client("cloudformation"), session.client("s3")
+    names = stack_names(stage)
+
+    layer = packaging.build_layer()
+    log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
+    artifacts = deploy_stack(cfn, names["artifacts"], load_yaml(INFRA / "artifacts.yaml"),
+                             {"Stage": stage, "AppName": APP_NAME}, log)
+    layer_key = upload_layer(s3, artifacts["ArtifactsBucketName"], layer)
+
+    outputs = deploy_stack(cfn, names["infra"], load_yaml(INFRA / "template.yaml"),
+                           {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
+                            "EngineLayerKey": layer_key}, log)
+
+    config = stage_config(stage, outputs)
+    project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
+    packaging.chalice(project, "deploy", "--stage", stage)
+
+    workflows = inline_state_machines(load_yaml(INFRA / "workflows.yaml"))
+    deploy_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, deployed_function_arns(stage)), log)
+    api = json.loads((ROOT / ".chalice" / "deployed" / f"{stage}.json").read_text())
+    url = next((r["rest_api_url"] for r in api["resources"] if r.get("resource_type") == "rest_api"), None)
+    log(f"deployed stage {stage}: {url}v1/health" if url else f"deployed stage {stage}")
+    return outputs
+
+
+def destroy(stage: str, purge_data: bool = False, log=print) -> None:
+    """Delete the workflows, the app and the infrastructure; the table and the data bucket are
+    retained (DeletionPolicy) unless `purge_data`."""
+    session = _session()
+    cfn = session.client("cloudformation")
+    names = stack_names(stage)
+    retained = {}
+    try:
+        retained = stack_outputs(cfn, names["infra"])
+    except cfn.exceptions.ClientError:
+        pass
+    _delete_stack(cfn, names["workflows"], log)
+    project = ROOT / "build" / "project" / stage
+    if (ROOT / ".chalice" / "deployed" / f"{stage}.json").exists():
+        if not project.exists():
+            packaging.stage_project(stage_config(stage, retained or _placeholder_outputs()), project)
+        packaging.chalice(project, "delete", "--stage", stage)
+    _delete_stack(cfn, names["infra"], log)
+    artifacts = {}
+    try:
+        artifacts = stack_outputs(cfn, names["artifacts"])
+    except cfn.exceptions.ClientError:
+        pass
+    if artifacts:
+        _empty_bucket(session.resource("s3").Bucket(artifacts["ArtifactsBucketName"]))
+    _delete_stack(cfn, names["artifacts"], log)
+    if purge_data and retained:
+        _empty_bucket(session.resource("s3").Bucket(retained["BucketName"]))
+        session.client("s3").delete_bucket(Bucket=retained["BucketName"])
+        session.client("dynamodb").delete_table(TableName=retained["TableName"])
+        log(f"deleted table {retained['TableName']} and bucket {retained['BucketName']}")
+    elif retained:
+        log(f"kept table {retained['TableName']} and bucket {retained['BucketName']} (PURGE=1 deletes them)")
+
+
+def _placeholder_outputs() -> dict[str, str]:
+    names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "FileImportStateMachineArn",
+             "ReconciliationRunStateMachineArn"] + [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
+    return {name: "-" for name in names}
+
+
+def _delete_stack(cfn, name: str, log) -> None:
+    try:
+        cfn.describe_stacks(StackName=name)
+    except cfn.exceptions.ClientError:
+        return
+    cfn.delete_stack(StackName=name)
+    cfn.get_waiter("stack_delete_complete").wait(StackName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 720})
+    log(f"stack {name}: deleted")
+
+
+def _empty_bucket(bucket) -> None:
+    bucket.object_versions.delete()
+    bucket.objects.delete()
+
+
+def create_key(stage: str, environment: str) -> int:
+    """A first API key, with the operator's command line pointed at the stage's table."""
+    outputs = stack_outputs(_session().client("cloudformation"), stack_names(stage)["infra"])
+    python = ROOT / ".venv" / "bin" / "python"
+    env = {**os.environ, "RECON_TABLE_NAME": outputs["TableName"], "RECON_STAGE": stage,
+           "RECON_DATA_DIR": str(ROOT / "build" / "no-local-stack")}
+    return subprocess.run([str(python if python.exists() else sys.executable), "-m", "chalicelib.cli", "keys", "create",
+                           "--environment", environment], cwd=ROOT, env=env).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.deploy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("deploy", "destroy", "key"):
+        command = commands.add_parser(name)
+        command.add_argument("--stage", required=True)
+        if name == "destroy":
+            command.add_argument("--purge-data", action="store_true")
+        if name == "key":
+            command.add_argument("--environment", required=True)
+    args = parser.parse_args(argv)
+    if args.command == "deploy":
+        deploy(args.stage)
+    elif args.command == "destroy":
+        destroy(args.stage, args.purge_data)
+    else:
+        return create_key(args.stage, args.environment)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

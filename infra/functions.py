@@ -1,0 +1,43 @@
+"""Every Lambda function of the app, in one table: its permission group, whether it imports the
+engine (and so gets the engine layer), and its size. `make deploy` writes the stage's Chalice
+configuration from this table; tests hold it to the functions app.py defines."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Roles of infra/template.yaml, by group: `<Group>RoleArn` outputs.
+GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper")
+
+
+@dataclass(frozen=True)
+class Function:
+    group: str
+    engine: bool          # imports polars, numpy or rapidfuzz: gets the engine layer
+    memory_mb: int
+    timeout_s: int
+
+
+FUNCTIONS: dict[str, Function] = {
+    # Routes: dry runs and file-import aggregates use the engine. API Gateway waits 29 s at most.
+    "api_handler": Function("api", engine=True, memory_mb=1769, timeout_s=30),
+    "s3_object_created": Function("ingestion", engine=False, memory_mb=256, timeout_s=60),
+    # Six times each consumer's timeout is its queue's visibility timeout (infra/template.yaml).
+    "bulk_worker": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
+    "file_import_prepare": Function("ingestion", engine=True, memory_mb=3008, timeout_s=900),
+    "file_import_chunks": Function("ingestion", engine=True, memory_mb=2048, timeout_s=300),
+    "file_import_finish": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
+    "file_import_fail": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
+    "reconciliation_run_load": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "reconciliation_run_match": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "reconciliation_run_persist": Function("runs", engine=True, memory_mb=2048, timeout_s=300),
+    "reconciliation_run_exceptions": Function("runs", engine=True, memory_mb=2048, timeout_s=900),
+    "reconciliation_run_finish": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
+    "reconciliation_run_fail": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "investigation_worker": Function("investigations", engine=True, memory_mb=3008, timeout_s=300),
+    "sweep_stuck_jobs": Function("sweeper", engine=True, memory_mb=2048, timeout_s=900),
+}
+
+
+def role_output(group: str) -> str:
+    """The infrastructure stack's output holding a group's role ARN: 'runs' -> 'RunsRoleArn'."""
+    return f"{group.capitalize()}RoleArn"

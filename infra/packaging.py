@@ -1,0 +1,266 @@
+"""Builds what Lambda runs: the engine layer from wheels for the Lambda platform, and the app's
+package with `chalice package` under the runtime's Python; then checks both against Lambda's
+limits (sizes, and the glibc each compiled file needs). `make deploy` and the package tests
+use the same functions, so what is tested is what is deployed.
+
+Runtime: python3.12 on Amazon Linux 2023 (glibc 2.34). Chalice takes the runtime from the
+interpreter it runs under, so packaging runs in `.venv-deploy`, made with Python 3.12.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build"
+DEPLOY_VENV = ROOT / ".venv-deploy"
+
+RUNTIME = "python3.12"
+PYTHON_VERSION = "3.12"
+# Amazon Linux 2023, what the python3.12 runtime runs on: glibc 2.34, libstdc++ of GCC 11.
+RUNTIME_GLIBC = (2, 34)
+RUNTIME_GLIBCXX = (3, 4, 29)
+# Wheels a glibc 2.34 system loads, newest first (pip takes the first that a package has).
+PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(34, 16, -1)] + ["manylinux2014_x86_64"]
+
+# Lambda's limits, in bytes.
+MAX_DIRECT_UPLOAD_ZIP = 50 * 1024 * 1024        # `chalice deploy` uploads the zip in the API call
+MAX_UNZIPPED = 250 * 1024 * 1024                 # a function's code plus all its layers
+
+# The layer needs none of these at run time: test suites, type stubs, build headers.
+LAYER_PRUNE_DIRS = {"tests", "testing", "__pyinstaller", "include", "f2py"}
+LAYER_PRUNE_SUFFIXES = (".pyi", ".pyx", ".pxd", ".h", ".c", ".cpp")
+# Its pin of pydantic (~=2.13) is older than the app's: installed without its dependencies,
+# the rest of which requirements-deploy.txt lists.
+SAM_TRANSLATOR = "aws-sam-translator==1.115.0"
+# The app's package never needs the embedded local AWS.
+APP_EXCLUDED = ("chalicelib/local",)
+
+
+@dataclass
+class Package:
+    zip_path: Path
+    zipped_bytes: int
+    unzipped_bytes: int
+    files: list[str] = field(default_factory=list)
+
+
+def find_runtime_python() -> str:
+    """A Python 3.12 interpreter: on PATH, or one of pyenv's."""
+    candidates = [shutil.which(f"python{PYTHON_VERSION}")]
+    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}")))
+    candidates += sorted(glob.glob(f"/usr/local/bin/python{PYTHON_VERSION}"))
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == str(tuple(map(int, PYTHON_VERSION.split(".")))):
+            return candidate
+    raise RuntimeError(f"no Python {PYTHON_VERSION} found (the Lambda runtime is {RUNTIME}); "
+                       f"install it (pyenv install {PYTHON_VERSION}, or your system's python{PYTHON_VERSION})")
+
+
+def _digest(*paths: Path, extra: str = "") -> str:
+    digest = hashlib.sha256(extra.encode())
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _zip_tree(source: Path, zip_path: Path, prefix: str = "") -> None:
+    tmp = zip_path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                archive.write(path, prefix + path.relative_to(source).as_posix())
+    tmp.replace(zip_path)
+
+
+def describe(zip_path: Path) -> Package:
+    with zipfile.ZipFile(zip_path) as archive:
+        infos = archive.infolist()
+    return Package(zip_path, zip_path.stat().st_size, sum(i.file_size for i in infos),
+                   [i.filename for i in infos if not i.is_dir()])
+
+
+def build_layer(requirements: Path = ROOT / "requirements-layer.txt", build: Path = BUILD) -> Package:
+    """The engine layer's zip (`python/...`), built once per requirements file and recipe."""
+    recipe = json.dumps([PLATFORMS, sorted(LAYER_PRUNE_DIRS), LAYER_PRUNE_SUFFIXES, PYTHON_VERSION])
+    zip_path = build / f"engine-layer-{_digest(requirements, Path(__file__), extra=recipe)}.zip"
+    if zip_path.exists():
+        return describe(zip_path)
+    staging = build / "engine-layer"
+    shutil.rmtree(staging, ignore_errors=True)
+    target = staging / "python"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "--target", str(target), "--implementation", "cp", "--python-version", PYTHON_VERSION,
+               "--abi", f"cp{PYTHON_VERSION.replace('.', '')}", "--only-binary=:all:", "--no-compile",
+               "-r", str(requirements)]
+    for platform in PLATFORMS:
+        command += ["--platform", platform]
+    subprocess.run(command, check=True)
+    _prune(target)
+    _strip_shared_objects(target)
+    _compile(target)
+    build.mkdir(parents=True, exist_ok=True)
+    _zip_tree(staging, zip_path)
+    shutil.rmtree(staging, ignore_errors=True)
+    return describe(zip_path)
+
+
+def _prune(root: Path) -> None:
+    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir() and path.name in LAYER_PRUNE_DIRS and path.parent != root:
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.is_file() and path.name.endswith(LAYER_PRUNE_SUFFIXES):
+            path.unlink()
+    shutil.rmtree(root / "bin", ignore_errors=True)
+
+
+def _strip_shared_objects(root: Path) -> None:
+    """Debug symbols are most of polars' size (about 170 MB -> 132 MB); dynamic symbols stay."""
+    objects = [str(p) for p in root.rglob("*.so*") if p.is_file() and is_elf(p)]
+    if objects:
+        subprocess.run(["strip", "--strip-unneeded", *objects], check=True)
+
+
+def _compile(root: Path) -> None:
+    """Byte-code for the runtime's Python: Lambda's file system is read-only, so modules that are
+    not compiled here would be compiled again on every cold start."""
+    python = find_runtime_python()
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(root)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def ensure_deploy_venv(venv: Path = DEPLOY_VENV) -> Path:
+    """`.venv-deploy`: Python 3.12 with Chalice and boto3 (as pinned in requirements-deploy.txt)."""
+    requirements = ROOT / "requirements-deploy.txt"
+    stamp = venv / ".installed"
+    if stamp.exists() and stamp.read_text() == _digest(requirements):
+        return venv
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([find_runtime_python(), "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "-r", str(requirements)], check=True)
+    subprocess.run([*pip, "--no-deps", SAM_TRANSLATOR], check=True, stderr=subprocess.DEVNULL)
+    stamp.write_text(_digest(requirements))
+    return venv
+
+
+def stage_project(config: dict, project: Path) -> Path:
+    """A copy of the app (app.py, chalicelib without the local stack, requirements.txt) with the
+    stage's generated `.chalice/config.json`. `deployed/` is shared with the repository's
+    `.chalice/deployed`, where Chalice keeps what it deployed for the next deploy."""
+    shutil.rmtree(project, ignore_errors=True)
+    (project / ".chalice").mkdir(parents=True)
+    shutil.copy2(ROOT / "app.py", project / "app.py")
+    shutil.copy2(ROOT / "requirements.txt", project / "requirements.txt")
+    shutil.copytree(ROOT / "chalicelib", project / "chalicelib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
+    (project / ".chalice" / "config.json").write_text(json.dumps(config, indent=2))
+    deployed = ROOT / ".chalice" / "deployed"
+    deployed.mkdir(parents=True, exist_ok=True)
+    (project / ".chalice" / "deployed").symlink_to(deployed, target_is_directory=True)
+    return project
+
+
+def chalice(project: Path, *args: str, env: dict | None = None) -> None:
+    venv = ensure_deploy_venv()
+    subprocess.run([str(venv / "bin" / "chalice"), "--project-dir", str(project), *args], check=True,
+                   env={**os.environ, **(env or {})})
+
+
+def package_app(config: dict, stage: str, build: Path = BUILD, region: str = "us-east-1") -> tuple[Package, dict]:
+    """`chalice package`: the app's zip (what `chalice deploy` uploads) and its SAM template."""
+    project = stage_project(config, build / "project" / stage)
+    out = build / "package" / stage
+    shutil.rmtree(out, ignore_errors=True)
+    chalice(project, "package", "--stage", stage, str(out), env={"AWS_DEFAULT_REGION": region})
+    return describe(out / "deployment.zip"), json.loads((out / "sam.json").read_text())
+
+
+# --- ELF checks -------------------------------------------------------------------------
+
+# What a manylinux wheel may take from the system (PEP 599/600): everything else must be inside.
+SYSTEM_LIBRARIES = {
+    "libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libgcc_s.so.1",
+    "libstdc++.so.6", "libutil.so.1", "libresolv.so.2", "libnsl.so.1", "libcrypt.so.1", "libz.so.1",
+    "ld-linux-x86-64.so.2", "libexpat.so.1",
+}
+
+
+def is_elf(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"\x7fELF"
+
+
+@dataclass
+class ElfNeeds:
+    path: str
+    glibc: tuple[int, ...]
+    glibcxx: tuple[int, ...]
+    libraries: list[str]
+
+
+def elf_needs(path: Path) -> ElfNeeds:
+    """The newest GLIBC_ and GLIBCXX_ symbol versions a shared object requires, and its NEEDED."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
+    from elftools.elf.dynamic import DynamicSection
+
+    glibc, glibcxx, libraries = (0,), (0,), []
+    with open(path, "rb") as handle:
+        elf = ELFFile(handle)
+        for section in elf.iter_sections():
+            if isinstance(section, GNUVerNeedSection):
+                for _, auxiliaries in section.iter_versions():
+                    for aux in auxiliaries:
+                        name = aux.name
+                        if match := re.fullmatch(r"GLIBC_([0-9.]+)", name):
+                            glibc = max(glibc, tuple(map(int, match.group(1).split("."))))
+                        elif match := re.fullmatch(r"GLIBCXX_([0-9.]+)", name):
+                            glibcxx = max(glibcxx, tuple(map(int, match.group(1).split("."))))
+            elif isinstance(section, DynamicSection):
+                libraries += [tag.needed for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+    return ElfNeeds(str(path), glibc, glibcxx, libraries)
+
+
+def elf_problems(tree: Path) -> list[str]:
+    """Every compiled file under `tree` that would not load on the runtime: a glibc or libstdc++
+    too new, or a library that is neither bundled nor part of the system a manylinux wheel may use."""
+    files = [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink() and is_elf(p)]
+    bundled = {p.name for p in files}
+    problems = []
+    for path in files:
+        needs = elf_needs(path)
+        relative = path.relative_to(tree)
+        if needs.glibc > RUNTIME_GLIBC:
+            problems.append(f"{relative}: needs GLIBC {'.'.join(map(str, needs.glibc))}, "
+                            f"the runtime has {'.'.join(map(str, RUNTIME_GLIBC))}")
+        if needs.glibcxx > RUNTIME_GLIBCXX:
+            problems.append(f"{relative}: needs GLIBCXX {'.'.join(map(str, needs.glibcxx))}, "
+                            f"the runtime has {'.'.join(map(str, RUNTIME_GLIBCXX))}")
+        for library in needs.libraries:
+            if library not in bundled and library not in SYSTEM_LIBRARIES:
+                problems.append(f"{relative}: needs {library}, which is neither bundled nor a system library")
+    return problems
+
+
+def unpack(zip_path: Path, target: Path) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(target)
+    # zipfile drops the execute bits; shared objects load without them, scripts are not used.
+    return target
+
+
+def mib(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MiB"
