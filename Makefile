@@ -6,7 +6,7 @@ VENV_PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # Both cores by default (CI has two); `make test PYTEST_ARGS=` runs one process.
-PYTEST_ARGS ?= -n 2
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: run test deps lint bench clean
 

@@ -125,12 +125,14 @@ def load_yaml(path: Path) -> dict:
 
 def inline_state_machines(template: dict, base: Path = INFRA) -> dict:
     """Replace each `DefinitionS3Location` (a local ASL file) by the definition itself, so the
-    template deploys without a packaging bucket."""
+    template deploys without a packaging bucket: a DefinitionString whose `${...}` are the
+    DefinitionSubstitutions, filled in by Fn::Sub."""
     template = copy.deepcopy(template)
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::StepFunctions::StateMachine" and isinstance(props.get("DefinitionS3Location"), str):
-            props["Definition"] = json.loads((base / props.pop("DefinitionS3Location")).read_text())
+            text = json.dumps(json.loads((base / props.pop("DefinitionS3Location")).read_text()), indent=1)
+            props["DefinitionString"] = {"Fn::Sub": [text, props.pop("DefinitionSubstitutions", {})]}
         resource.pop("Metadata", None)
     return template
 
@@ -151,6 +153,19 @@ def sam_to_cloudformation(sam: dict, code_uri: str) -> dict:
             return {}
 
     return transform(sam, {}, NoManagedPolicies(None))
+
+
+def translate_packaged_app(sam: dict, code_uri: str, region: str) -> dict:
+    """sam_to_cloudformation, run in `.venv-deploy` (where aws-sam-translator lives)."""
+    venv = packaging.ensure_deploy_venv()
+    script = ("import json, sys; from infra.deploy import sam_to_cloudformation; "
+              "print(json.dumps(sam_to_cloudformation(json.load(sys.stdin), sys.argv[1])))")
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", script, code_uri], input=json.dumps(sam),
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "AWS_DEFAULT_REGION": region, "PYTHONPATH": str(ROOT)})
+    if done.returncode != 0:
+        raise RuntimeError(f"aws-sam-translator failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
 
 
 # --- AWS ---------------------------------------------------------------------------------

@@ -126,8 +126,12 @@ def _prune(root: Path) -> None:
 
 
 def _strip_shared_objects(root: Path) -> None:
-    """Debug symbols are most of polars' size (about 170 MB -> 132 MB); dynamic symbols stay."""
-    objects = [str(p) for p in root.rglob("*.so*") if p.is_file() and is_elf(p)]
+    """Debug symbols are most of polars' size (about 170 MB -> 132 MB); dynamic symbols stay.
+    Libraries auditwheel vendored (`<package>.libs/`) are left alone: their headers were
+    rewritten by patchelf, and stripped they no longer load ("ELF load command address/offset
+    not page-aligned", measured on numpy's OpenBLAS)."""
+    objects = [str(p) for p in root.rglob("*.so*")
+               if p.is_file() and is_elf(p) and not any(part.endswith(".libs") for part in p.relative_to(root).parts)]
     if objects:
         subprocess.run(["strip", "--strip-unneeded", *objects], check=True)
 

@@ -1,0 +1,292 @@
+"""Runs the packaged app as Lambda would, in a clean interpreter: only the unpacked app, the
+unpacked layer and boto3 on sys.path (`python3.12 -I -S`). Every handler gets the event shape
+AWS sends it (API Gateway proxy, SQS, EventBridge, schedule, Step Functions task input), against
+moto's server; the Step Functions executions the app starts are read back from moto and their
+ASL walked here, calling the task handlers. Prints one JSON line per step; exits 1 on a failure.
+
+argv: a JSON file of {"paths": [...], "machines": {name: {"definition", "functions"}}, "with_engine": bool}
+"""
+import json
+import sys
+import time
+import traceback
+import uuid
+
+SETUP = json.load(open(sys.argv[1]))
+sys.path[:0] = SETUP["paths"]
+
+import boto3  # noqa: E402
+
+invoked = set()
+failures = 0
+
+
+def report(step, ok, detail=""):
+    global failures
+    failures += 0 if ok else 1
+    print(json.dumps({"step": step, "ok": bool(ok), "detail": str(detail)[:2000]}), flush=True)
+
+
+class Context:
+    function_name = "recon-proof"
+    memory_limit_in_mb = 1024
+    aws_request_id = "proof"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:recon-proof"
+
+    def get_remaining_time_in_millis(self):
+        return 300_000
+
+
+def handler(name):
+    import app
+
+    invoked.add(name)
+    return app.app if name == "api_handler" else getattr(app, name)
+
+
+# --- event shapes -----------------------------------------------------------------------
+
+def api(method, resource, path_parameters=None, body=None, key=None, query=None):
+    path = resource
+    for name, value in (path_parameters or {}).items():
+        path = path.replace("{" + name + "}", str(value))
+    headers = {"Host": "abc.execute-api.us-east-1.amazonaws.com", "Content-Type": "application/json"}
+    if key:
+        headers["X-API-KEY"] = key
+    event = {
+        "resource": resource, "path": path, "httpMethod": method, "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": query, "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()} or None,
+        "pathParameters": {k: str(v) for k, v in (path_parameters or {}).items()} or None, "stageVariables": None,
+        "requestContext": {"resourcePath": resource, "httpMethod": method, "path": f"/api{path}", "stage": "api",
+                           "requestId": str(uuid.uuid4()), "accountId": "123456789012", "identity": {"sourceIp": "127.0.0.1"}},
+        "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False,
+    }
+    response = handler("api_handler")(event, Context())
+    return response["statusCode"], json.loads(response["body"]) if response.get("body") else None
+
+
+def sqs_event(queue_url, queue_arn):
+    sqs = boto3.client("sqs")
+    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+    return [{"Records": [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(int(time.time() * 1000)),
+                       "SenderId": "123456789012", "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000))},
+        "messageAttributes": {}, "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn, "awsRegion": "us-east-1"}]} for m in messages]
+
+
+def eventbridge(detail_type, source, resources, detail):
+    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": source,
+            "account": "123456789012", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": "us-east-1", "resources": resources, "detail": detail}
+
+
+# --- Step Functions, walked here ----------------------------------------------------------
+
+driven = set()
+
+
+def drive_new_executions(machine_name):
+    """Every execution of the machine not driven yet: its input as the app sent it to Step
+    Functions, through the ASL's Task and Choice states, calling the packaged task handlers."""
+    sfn = boto3.client("stepfunctions")
+    machine = SETUP["machines"][machine_name]
+    arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == machine_name)
+    results = []
+    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        if execution["executionArn"] in driven:
+            continue
+        driven.add(execution["executionArn"])
+        document = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+        results.append(walk(machine, document))
+    return results
+
+
+def walk(machine, document):
+    definition, functions = machine["definition"], machine["functions"]
+    state_name = definition["StartAt"]
+    visited = []
+    while True:
+        state = definition["States"][state_name]
+        visited.append(state_name)
+        if state["Type"] == "Task":
+            function = functions[state["Resource"].removeprefix("${").removesuffix("}")]
+            try:
+                document = handler(function)(document, Context())
+            except Exception as error:  # the ASL's Catch: on to GiveUp with the error
+                catch = state.get("Catch", [{}])[0]
+                if not catch:
+                    raise
+                document = {**document, "error": {"Error": type(error).__name__, "Cause": str(error)}}
+                state_name = catch["Next"]
+                continue
+        elif state["Type"] == "Choice":
+            nxt = state.get("Default")
+            for rule in state["Choices"]:
+                if document.get(rule["Variable"].removeprefix("$.")) == rule["StringEquals"]:
+                    nxt = rule["Next"]
+                    break
+            state_name = nxt
+            continue
+        elif state["Type"] in ("Succeed", "Pass"):
+            return visited
+        if state.get("End"):
+            return visited
+        state_name = state["Next"]
+
+
+# --- the proof ----------------------------------------------------------------------------
+
+def step(name):
+    def wrap(fn):
+        try:
+            fn()
+        except Exception:
+            report(name, False, traceback.format_exc())
+        return fn
+    return wrap
+
+
+def main():
+    if not SETUP["with_engine"]:
+        return without_engine()
+    from chalicelib.container import container
+    from chalicelib.services.api_keys import create_key
+    from chalicelib.settings import current_settings
+
+    settings = current_settings()
+    _, key = create_key(container().api_keys, "acme", label="proof")
+    sqs = boto3.client("sqs")
+    bulk_url = sqs.get_queue_url(QueueName=settings.bulk_queue_name)["QueueUrl"]
+    investigation_url = sqs.get_queue_url(QueueName=settings.investigation_queue_name)["QueueUrl"]
+    queue_arn = lambda url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    state = {}
+
+    status, body = api("GET", "/v1/health")
+    report("GET /v1/health", status == 200 and body == {"status": "ok"}, body)
+    status, body = api("GET", "/v1/data_streams")
+    report("unauthenticated route is 401", status == 401, body)
+
+    for stream in ("bank", "ledger"):
+        status, body = api("POST", "/v1/data_streams", body={"key": stream, "name": stream.title()}, key=key)
+        report(f"POST /v1/data_streams {stream}", status == 201, body)
+
+    status, body = api("POST", "/v1/records/bulk", key=key, body={"records": [
+        {"date": "2026-11-01", "data_stream_key": "bank", "amount": 125000, "direction": "credit", "external_id": "b1"},
+        {"date": "2026-11-02", "data_stream_key": "bank", "amount": 4200, "direction": "credit", "external_id": "b2"},
+        {"date": "2026-01-05", "data_stream_key": "bank", "amount": 777, "direction": "credit", "external_id": "b3"},
+        {"date": "2026-11-01", "data_stream_key": "ledger", "amount": 125000, "direction": "debit", "external_id": "l1"},
+        {"date": "2026-11-03", "data_stream_key": "ledger", "amount": 4200, "direction": "debit", "external_id": "l2"},
+        {"date": "2026-01-06", "data_stream_key": "ledger", "amount": 770, "direction": "debit", "external_id": "l3"}]})
+    report("POST /v1/records/bulk", status == 202, body)
+    bulk_id = body["id"]
+
+    @step("bulk_worker: SQS event")
+    def _():
+        events = sqs_event(bulk_url, queue_arn(bulk_url))
+        assert events, "no message on the bulk queue"
+        for event in events:
+            handler("bulk_worker")(event, Context())
+        status, body = api("GET", "/v1/bulk_requests/{id}", {"id": bulk_id}, key=key)
+        report("bulk_worker: SQS event", body["status"] == "completed" and body["successful_items"] == 6, body)
+
+    @step("s3_object_created + file import tasks")
+    def _():
+        status, body = api("POST", "/v1/data_streams/{key}/file_imports", {"key": "bank"}, key=key,
+                           body={"filename": "november.csv", "format": "csv"})
+        assert status == 201, body
+        job_id = body["id"]
+        object_key = body["upload_url"].split(f"/{settings.bucket_name}/", 1)[1].split("?", 1)[0] \
+            if f"/{settings.bucket_name}/" in body["upload_url"] else body["upload_url"].split(".com/", 1)[1].split("?", 1)[0]
+        boto3.client("s3").put_object(Bucket=settings.bucket_name, Key=object_key,
+                                      Body=b"date,amount,description,external_id\n2026-11-04,10.00,FEE,f1\n")
+        handler("s3_object_created")(eventbridge("Object Created", "aws.s3", [f"arn:aws:s3:::{settings.bucket_name}"], {
+            "version": "0", "bucket": {"name": settings.bucket_name},
+            "object": {"key": object_key, "size": 60, "etag": "abc", "sequencer": "1"},
+            "request-id": "x", "requester": "123456789012", "reason": "PutObject"}), Context())
+        paths = drive_new_executions(settings.file_import_state_machine.rsplit(":", 1)[-1])
+        status, body = api("GET", "/v1/file_imports/{id}", {"id": job_id}, key=key)
+        report("s3_object_created + file import tasks", body["status"] == "completed" and body["successful_items"] == 1,
+               {"paths": paths, "job": body})
+
+    @step("file_import_fail")
+    def _():
+        status, body = api("POST", "/v1/data_streams/{key}/file_imports", {"key": "bank"}, key=key,
+                           body={"filename": "never.csv", "format": "csv"})
+        result = handler("file_import_fail")({"environment": "acme", "job_id": body["id"],
+                                              "error": {"Error": "States.TaskFailed", "Cause": "proof"}}, Context())
+        status, body = api("GET", "/v1/file_imports/{id}", {"id": body["id"]}, key=key)
+        report("file_import_fail", body["status"] == "failed", {"result": result, "job": body})
+
+    @step("reconciliation run tasks")
+    def _():
+        status, body = api("POST", "/v1/reconciliations", key=key, body={
+            "name": "Bank to ledger", "run_type": "batch", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"]})
+        assert status == 201, body
+        state["reconciliation"] = body["id"]
+        status, rule = api("POST", "/v1/reconciliations/{id}/rules", {"id": body["id"]}, key=key, body={
+            "name": "Same amount within 3 days", "priority": 1, "cardinality": "one_to_one",
+            "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]})
+        assert status == 201, rule
+        state["rule"] = rule["id"]
+        status, dry = api("POST", "/v1/reconciliation_rules/{id}/dry_run", {"id": rule["id"]}, key=key)
+        report("dry run in the API function (engine layer)", status == 200, dry)
+        status, run = api("POST", "/v1/reconciliations/{id}/runs", {"id": body["id"]}, key=key)
+        assert status == 202, run
+        paths = drive_new_executions(settings.reconciliation_run_state_machine.rsplit(":", 1)[-1])
+        status, run = api("GET", "/v1/reconciliations/{id}/runs/{run_id}", {"id": body["id"], "run_id": run["id"]}, key=key)
+        status, matches = api("GET", "/v1/reconciliation_matches", key=key, query={"reconciliation_id": str(body["id"])})
+        report("reconciliation run tasks", run["status"] == "completed" and len(matches["data"]) == 2,
+               {"paths": paths, "run": run, "matches": len(matches["data"])})
+
+    @step("investigation_worker: SQS event")
+    def _():
+        status, queue = api("GET", "/v1/reconciliation_exceptions", key=key)
+        assert status == 200 and queue["data"], queue
+        exception_id = queue["data"][0]["id"]
+        status, body = api("POST", "/v1/reconciliation_exceptions/{id}/investigations", {"id": exception_id}, key=key)
+        assert status == 202, body
+        events = sqs_event(investigation_url, queue_arn(investigation_url))
+        assert events, "no message on the investigation queue"
+        for event in events:
+            handler("investigation_worker")(event, Context())
+        status, detail = api("GET", "/v1/reconciliation_exceptions/{id}", {"id": exception_id}, key=key)
+        latest = detail.get("investigation") or {}
+        report("investigation_worker: SQS event", latest.get("status") == "completed", latest)
+
+    @step("reconciliation_run_fail")
+    def _():
+        status, run = api("POST", "/v1/reconciliations/{id}/runs", {"id": state["reconciliation"]}, key=key)
+        assert status == 202, run
+        sfn = boto3.client("stepfunctions")  # this execution is failed by hand, not walked
+        drive_marker = settings.reconciliation_run_state_machine.rsplit(":", 1)[-1]
+        arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == drive_marker)
+        driven.update(e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"])
+        handler("reconciliation_run_fail")({"environment": "acme", "run_id": run["id"],
+                                            "error": {"Error": "States.TaskFailed", "Cause": "proof"}}, Context())
+        status, body = api("GET", "/v1/reconciliations/{id}/runs/{run_id}", {"id": state["reconciliation"], "run_id": run["id"]}, key=key)
+        report("reconciliation_run_fail", body["status"] == "failed", body)
+
+    @step("sweep_stuck_jobs: scheduled event")
+    def _():
+        handler("sweep_stuck_jobs")(eventbridge("Scheduled Event", "aws.events",
+                                                ["arn:aws:events:us-east-1:123456789012:rule/sweep"], {}), Context())
+        report("sweep_stuck_jobs: scheduled event", True)
+
+    print(json.dumps({"invoked": sorted(invoked)}), flush=True)
+
+
+def without_engine():
+    """The functions without the engine layer import the app and run without it."""
+    handler("s3_object_created")(eventbridge("Object Created", "aws.s3", ["arn:aws:s3:::b"], {
+        "bucket": {"name": "b"}, "object": {"key": "uploads/acme/999999/x.csv", "etag": "e"}}), Context())
+    loaded = [m for m in ("polars", "numpy", "rapidfuzz") if m in sys.modules]
+    report("s3_object_created without the engine layer", not loaded, loaded)
+    print(json.dumps({"invoked": sorted(invoked)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,317 @@
+"""The deployment, proven without an account: the package and the layer `make deploy` ships
+are built here, checked against Lambda's limits and the runtime's glibc, deployed as the three
+stacks plus the packaged app into moto's CloudFormation, and run in a clean Python 3.12 holding
+only boto3, every handler with the event AWS would send it.
+
+What moto cannot do is adjusted in one place (`_moto_can_create`) and said there."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from infra import deploy, packaging
+from infra.functions import FUNCTIONS, role_output
+
+pytestmark = pytest.mark.xdist_group("deployment")
+
+REGION = "us-east-1"
+STAGE = "proof"
+HERE = Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _moto_can_create(app_template: dict) -> dict:
+    """moto's CloudFormation builds an AWS::ApiGateway::RestApi only from a Name (AWS takes it
+    from the Body) and cannot deploy a REST API it did not import: give the name, leave the
+    Deployment and Stage out. The API's integration is checked from the Body instead."""
+    template = json.loads(json.dumps(app_template))
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::ApiGateway::RestApi":
+            resource["Properties"].setdefault("Name", resource["Properties"]["Body"]["info"]["title"])
+    template["Resources"] = {k: r for k, r in template["Resources"].items()
+                             if r["Type"] not in ("AWS::ApiGateway::Deployment", "AWS::ApiGateway::Stage")}
+    template["Outputs"] = {k: o for k, o in template.get("Outputs", {}).items() if k != "EndpointURL"}
+    return template
+
+
+class Deployment:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.env = {"AWS_ACCESS_KEY_ID": "proof", "AWS_SECRET_ACCESS_KEY": "proof", "AWS_DEFAULT_REGION": REGION,
+                    "AWS_REGION": REGION}
+        self.server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                       stdout=subprocess.DEVNULL, stderr=open(tmp / "moto.log", "w"),
+                                       env={**os.environ, **self.env})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        self.session = boto3.session.Session(aws_access_key_id="proof", aws_secret_access_key="proof",
+                                             region_name=REGION)
+
+    def client(self, service: str):
+        return self.session.client(service, endpoint_url=self.endpoint)
+
+    def deploy(self) -> None:
+        cfn, s3, lam = self.client("cloudformation"), self.client("s3"), self.client("lambda")
+        names = deploy.stack_names(STAGE)
+        quiet = lambda _: None
+        self.layer = packaging.build_layer()
+        artifacts = deploy.deploy_stack(cfn, names["artifacts"], deploy.load_yaml(deploy.INFRA / "artifacts.yaml"),
+                                        {"Stage": STAGE}, quiet)
+        bucket = artifacts["ArtifactsBucketName"]
+        layer_key = deploy.upload_layer(s3, bucket, self.layer)
+        self.outputs = deploy.deploy_stack(cfn, names["infra"], deploy.load_yaml(deploy.INFRA / "template.yaml"),
+                                           {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key},
+                                           quiet)
+        # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
+        [layer] = lam.list_layers()["Layers"]
+        self.outputs["EngineLayerArn"] = layer["LatestMatchingVersion"]["LayerVersionArn"]
+
+        self.config = deploy.stage_config(STAGE, self.outputs)
+        self.app, sam = packaging.package_app(self.config, STAGE, region=REGION)
+        s3.upload_file(str(self.app.zip_path), bucket, "app/deployment.zip")
+        self.app_template = deploy.translate_packaged_app(sam, f"s3://{bucket}/app/deployment.zip", REGION)
+        deploy.deploy_stack(cfn, f"recon-{STAGE}-app", _moto_can_create(self.app_template), {}, quiet)
+        resources = cfn.list_stack_resources(StackName=f"recon-{STAGE}-app")["StackResourceSummaries"]
+        self.functions = {}
+        for resource in resources:
+            if resource["ResourceType"] == "AWS::Lambda::Function":
+                configuration = lam.get_function(FunctionName=resource["PhysicalResourceId"])["Configuration"]
+                name = configuration["Handler"].removeprefix("app.")
+                self.functions["api_handler" if name == "app" else name] = configuration
+        arns = {name: c["FunctionArn"] for name, c in self.functions.items()}
+        workflows = deploy.inline_state_machines(deploy.load_yaml(deploy.INFRA / "workflows.yaml"))
+        deploy.deploy_stack(cfn, names["workflows"], workflows, deploy.workflow_parameters(self.outputs, arns), quiet)
+
+    def close(self) -> None:
+        self.server.terminate()
+        self.server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    deployed = Deployment(tmp_path_factory.mktemp("deployment"))
+    try:
+        deployed.deploy()
+        yield deployed
+    finally:
+        deployed.close()
+
+
+@pytest.fixture(scope="module")
+def unpacked(deployment):
+    """The app's zip and the layer's, unpacked apart as Lambda does (/var/task and /opt)."""
+    root = deployment.tmp / "unpacked"
+    return {"app": packaging.unpack(deployment.app.zip_path, root / "task"),
+            "layer": packaging.unpack(deployment.layer.zip_path, root / "opt")}
+
+
+# --- sizes and binaries -------------------------------------------------------------------
+
+def test_the_apps_zip_is_small_enough_for_chalice_deploy_to_upload(deployment):
+    assert deployment.app.zipped_bytes < packaging.MAX_DIRECT_UPLOAD_ZIP
+
+
+def test_every_function_with_its_layers_fits_lambdas_unzipped_limit(deployment):
+    for name, function in FUNCTIONS.items():
+        size = deployment.app.unzipped_bytes + (deployment.layer.unzipped_bytes if function.engine else 0)
+        assert size < packaging.MAX_UNZIPPED, f"{name}: {packaging.mib(size)}"
+
+
+def test_the_app_zip_holds_no_engine_and_no_local_stack(deployment):
+    top = {path.split("/", 1)[0] for path in deployment.app.files}
+    assert not top & {"polars", "numpy", "rapidfuzz", "_polars_runtime_32", "boto3", "botocore"}
+    assert not any(path.startswith("chalicelib/local/") for path in deployment.app.files)
+
+
+def test_no_compiled_file_of_the_app_or_the_layer_needs_more_than_the_runtimes_glibc(unpacked):
+    problems = packaging.elf_problems(unpacked["app"]) + packaging.elf_problems(unpacked["layer"])
+    assert problems == []
+
+
+def test_the_glibc_check_catches_a_library_built_for_a_newer_system(tmp_path):
+    """The check itself can fail: this machine's own libc needs newer symbols than 2.34 offers
+    (Debian 12 has glibc 2.36), and a shared object that asks for them is refused."""
+    newest = packaging.elf_needs(Path("/lib/x86_64-linux-gnu/libstdc++.so.6"))
+    assert newest.glibc > (2, 17)
+    shutil.copy("/lib/x86_64-linux-gnu/libstdc++.so.6", tmp_path / "libstdc++.so.6")
+    compiled = subprocess.run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(tmp_path / "new.so")],
+                              input="#include <sys/random.h>\nint f(void){char b[4];return getrandom(b,4,0)+(int)arc4random();}\n",
+                              text=True, capture_output=True)
+    if compiled.returncode != 0:
+        pytest.skip(f"no C compiler to build the probe: {compiled.stderr[:200]}")
+    problems = packaging.elf_problems(tmp_path)
+    assert any("new.so: needs GLIBC 2.36" in p for p in problems), problems
+
+
+# --- every reference resolves -------------------------------------------------------------
+
+def test_every_task_of_both_state_machines_names_a_deployed_function(deployment):
+    sfn, lam = deployment.client("stepfunctions"), deployment.client("lambda")
+    machines = sfn.list_state_machines()["stateMachines"]
+    assert {m["name"] for m in machines} == {deployment.outputs["FileImportStateMachineName"],
+                                           deployment.outputs["ReconciliationRunStateMachineName"]}
+    for machine in machines:
+        definition = json.loads(sfn.describe_state_machine(stateMachineArn=machine["stateMachineArn"])["definition"])
+        tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+        assert tasks
+        for task in tasks:
+            assert task.startswith("arn:aws:lambda:"), task
+            lam.get_function(FunctionName=task)  # raises if there is no such function
+
+
+def test_the_app_starts_the_state_machines_the_workflows_stack_made(deployment):
+    sfn = deployment.client("stepfunctions")
+    made = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    variables = deployment.config["stages"][STAGE]["environment_variables"]
+    assert {variables["RECON_FILE_IMPORT_STATE_MACHINE"], variables["RECON_RECONCILIATION_RUN_STATE_MACHINE"]} == made
+
+
+def test_every_event_source_mapping_joins_a_deployed_queue_to_a_deployed_function(deployment):
+    lam, sqs = deployment.client("lambda"), deployment.client("sqs")
+    mappings = lam.list_event_source_mappings()["EventSourceMappings"]
+    queues = {sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+              for url in sqs.list_queues()["QueueUrls"]}
+    consumers = {}
+    for mapping in mappings:
+        assert mapping["EventSourceArn"] in queues
+        configuration = lam.get_function(FunctionName=mapping["FunctionArn"])["Configuration"]
+        consumers[mapping["EventSourceArn"].rsplit(":", 1)[-1]] = configuration["Handler"]
+    assert consumers == {deployment.outputs["BulkQueueName"]: "app.bulk_worker",
+                         deployment.outputs["InvestigationQueueName"]: "app.investigation_worker"}
+
+
+def test_every_eventbridge_rule_targets_a_deployed_function_and_s3_only_wakes_it_for_uploads_and_drops(deployment):
+    events, lam = deployment.client("events"), deployment.client("lambda")
+    rules = events.list_rules()["Rules"]
+    assert len(rules) == 2
+    for rule in rules:
+        targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+        assert targets
+        for target in targets:
+            lam.get_function(FunctionName=target["Arn"])
+        if rule.get("EventPattern"):
+            pattern = json.loads(rule["EventPattern"])
+            assert pattern["detail"]["bucket"]["name"] == [deployment.outputs["BucketName"]]
+            assert pattern["detail"]["object"]["key"] == [{"prefix": "uploads/"}, {"prefix": "drops/"}]
+
+
+def test_every_permission_names_a_deployed_function_and_a_deployed_source(deployment):
+    lam, events = deployment.client("lambda"), deployment.client("events")
+    rules = {r["Arn"] for r in events.list_rules()["Rules"]}
+    permissions = [r for r in deployment.app_template["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
+    assert len(permissions) == 3  # the API, and the two EventBridge rules
+    for configuration in deployment.functions.values():
+        try:
+            policy = json.loads(lam.get_policy(FunctionName=configuration["FunctionName"])["Policy"])
+        except lam.exceptions.ResourceNotFoundException:
+            continue
+        for statement in policy["Statement"]:
+            assert statement["Resource"] == configuration["FunctionArn"]
+            source = statement.get("Condition", {}).get("ArnLike", {}).get("AWS:SourceArn")
+            if statement["Principal"]["Service"] == "events.amazonaws.com":
+                assert source in rules, source
+
+
+def test_the_apis_integration_calls_the_api_function(deployment):
+    [api] = [r for r in deployment.app_template["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
+    uris = {json.dumps(method["x-amazon-apigateway-integration"]["uri"])
+            for path in api["Properties"]["Body"]["paths"].values() for method in path.values()
+            if isinstance(method, dict) and "x-amazon-apigateway-integration" in method}
+    assert uris and all("APIHandler.Arn" in uri for uri in uris), uris
+
+
+def test_every_function_has_its_groups_role_its_layers_and_the_runtime(deployment, lambda_layers):
+    assert set(deployment.functions) == set(FUNCTIONS)
+    for name, configuration in deployment.functions.items():
+        function = FUNCTIONS[name]
+        assert configuration["Runtime"] == packaging.RUNTIME
+        assert configuration["Role"] == deployment.outputs[role_output(function.group)], name
+        assert lambda_layers[name] == ([deployment.outputs["EngineLayerArn"]] if function.engine else []), name
+        assert (configuration["MemorySize"], configuration["Timeout"]) == (function.memory_mb, function.timeout_s)
+
+
+@pytest.fixture(scope="module")
+def lambda_layers(deployment):
+    """Each function's layers as the template gives them to CloudFormation (moto's CloudFormation
+    drops a function's Layers; AWS attaches them)."""
+    layers = {}
+    for resource in deployment.app_template["Resources"].values():
+        if resource["Type"] == "AWS::Lambda::Function":
+            name = resource["Properties"]["Handler"].removeprefix("app.")
+            layers["api_handler" if name == "app" else name] = resource["Properties"].get("Layers", [])
+    return layers
+
+
+# --- the package runs -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lambda_boto3(deployment):
+    """boto3 as the Lambda runtime provides it, and nothing else."""
+    target = packaging.BUILD / "runtime-boto3"
+    if not (target / "boto3").exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--target", str(target), "--python-version", packaging.PYTHON_VERSION, "--only-binary=:all:",
+                        "--implementation", "cp", "boto3==1.44.5"], check=True)
+    return target
+
+
+def _run_packaged(deployment, unpacked, lambda_boto3, with_engine: bool):
+    from chalicelib.local.provision import function_of_parameter
+
+    workflows = deploy.load_yaml(deploy.INFRA / "workflows.yaml")
+    machines = {}
+    for logical_id, output in (("FileImportStateMachine", "FileImportStateMachineName"),
+                               ("ReconciliationRunStateMachine", "ReconciliationRunStateMachineName")):
+        props = workflows["Resources"][logical_id]["Properties"]
+        machines[deployment.outputs[output]] = {
+            "definition": json.loads((deploy.INFRA / props["DefinitionS3Location"]).read_text()),
+            "functions": {var: function_of_parameter(ref["Ref"]) for var, ref in props["DefinitionSubstitutions"].items()},
+        }
+    paths = [str(unpacked["app"])] + ([str(unpacked["layer"] / "python")] if with_engine else []) + [str(lambda_boto3)]
+    setup = deployment.tmp / f"setup-{with_engine}.json"
+    setup.write_text(json.dumps({"paths": paths, "machines": machines, "with_engine": with_engine}))
+    stage = deployment.config["stages"][STAGE]
+    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", **deployment.env,
+           **deployment.config["environment_variables"], **stage["environment_variables"],
+           "AWS_ENDPOINT_URL": deployment.endpoint, "AWS_LAMBDA_FUNCTION_NAME": "recon-proof"}
+    done = subprocess.run([packaging.find_runtime_python(), "-I", "-S", str(HERE / "lambda_runner.py"), str(setup)],
+                          capture_output=True, text=True, env=env, cwd=deployment.tmp, timeout=600)
+    (deployment.tmp / f"runner-{with_engine}.log").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"step"') or line.startswith('{"invoked"')]
+    steps = [line for line in lines if "step" in line]
+    invoked = next((line["invoked"] for line in lines if "invoked" in line), [])
+    return done, steps, invoked
+
+
+def test_the_packaged_app_runs_every_handler_in_a_clean_interpreter(deployment, unpacked, lambda_boto3):
+    done, steps, invoked = _run_packaged(deployment, unpacked, lambda_boto3, with_engine=True)
+    failed = [s for s in steps if not s["ok"]]
+    assert steps and not failed, failed or done.stderr[-3000:]
+    assert set(invoked) == set(FUNCTIONS), set(FUNCTIONS) - set(invoked)
+
+
+def test_the_functions_without_the_engine_layer_run_without_it(deployment, unpacked, lambda_boto3):
+    done, steps, invoked = _run_packaged(deployment, unpacked, lambda_boto3, with_engine=False)
+    assert steps and all(s["ok"] for s in steps), steps or done.stderr[-3000:]
+    assert set(invoked) == {name for name, f in FUNCTIONS.items() if not f.engine}
