@@ -8,12 +8,12 @@ NODE_STAMP := node_modules/.installed
 # Both cores by default (CI has two); `make test PYTEST_ARGS=` runs one process.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
-.PHONY: run test deps lint bench clean
+.PHONY: run test deps lint bench clean deploy destroy key
 
 run: deps
 	$(VENV_PY) -m chalicelib.local
 
-test: deps
+test: deps $(DEPLOY_STAMP)
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
 deps: $(PY_STAMP) $(NODE_STAMP)
@@ -28,8 +28,28 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# AWS (credentials of the target account in the environment). Python 3.12 is needed: it is
+# the Lambda runtime's, and Chalice packages for the interpreter it runs under.
+DEPLOY_PY := .venv-deploy/bin/python
+DEPLOY_STAMP := .venv-deploy/.installed
+
+$(DEPLOY_STAMP): requirements.txt requirements-deploy.txt | $(PY_STAMP)
+	$(VENV_PY) -c "from infra.packaging import ensure_deploy_venv; ensure_deploy_venv()"
+
+deploy: deps $(DEPLOY_STAMP)
+	@test -n "$(STAGE)" || { echo "usage: make deploy STAGE=prod"; exit 2; }
+	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy deploy --stage $(STAGE)
+
+destroy: deps $(DEPLOY_STAMP)
+	@test -n "$(STAGE)" || { echo "usage: make destroy STAGE=prod [PURGE=1]"; exit 2; }
+	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy destroy --stage $(STAGE) $(if $(PURGE),--purge-data,)
+
+key: deps $(DEPLOY_STAMP)
+	@test -n "$(STAGE)" -a -n "$(ENVIRONMENT)" || { echo "usage: make key STAGE=prod ENVIRONMENT=acme"; exit 2; }
+	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy key --stage $(STAGE) --environment $(ENVIRONMENT)
+
 bench: deps
 	$(VENV_PY) bench/local_scale.py
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-deploy build node_modules .pytest_cache .hypothesis
