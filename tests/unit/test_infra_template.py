@@ -75,3 +75,40 @@ def test_the_worker_fails_a_job_on_the_very_delivery_the_queue_would_dead_letter
 
     queue = load_template()["Resources"]["BulkQueue"]["Properties"]
     assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings().bulk_max_receives
+
+
+def test_the_function_table_names_exactly_the_apps_functions():
+    from app import app
+    from infra.functions import FUNCTIONS
+
+    chalice_functions = {"api_handler"} | {f.name for f in app.pure_lambda_functions} | \
+        {source.name for source in app.event_sources}
+    assert set(FUNCTIONS) == chalice_functions
+
+
+def test_each_queue_waits_six_times_its_consumers_timeout_before_redelivery():
+    from infra.functions import FUNCTIONS
+
+    resources = load_template()["Resources"]
+    assert resources["BulkQueue"]["Properties"]["VisibilityTimeout"] >= 6 * FUNCTIONS["bulk_worker"].timeout_s
+    assert resources["InvestigationQueue"]["Properties"]["VisibilityTimeout"] >= \
+        6 * FUNCTIONS["investigation_worker"].timeout_s
+
+
+def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs():
+    from infra.deploy import stage_config
+    from infra.functions import FUNCTIONS
+
+    outputs = {name: f"<{name}>" for name in (
+        "TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "FileImportStateMachineArn",
+        "ReconciliationRunStateMachineArn", "EngineLayerArn", "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn",
+        "InvestigationsRoleArn", "SweeperRoleArn")}
+    stage = stage_config("prod", outputs)["stages"]["prod"]
+    assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
+        "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>",
+        "<FileImportStateMachineArn>", "<ReconciliationRunStateMachineArn>"}
+    assert stage["manage_iam_role"] is False
+    assert stage["lambda_functions"]["s3_object_created"]["layers"] == []
+    assert stage["lambda_functions"]["reconciliation_run_match"]["layers"] == ["<EngineLayerArn>"]
+    assert stage["lambda_functions"]["reconciliation_run_match"]["iam_role_arn"] == "<RunsRoleArn>"
+    assert set(stage["lambda_functions"]) == set(FUNCTIONS)
