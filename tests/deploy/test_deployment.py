@@ -21,10 +21,11 @@ import pytest
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
 
-pytestmark = pytest.mark.xdist_group("deployment")
+pytestmark = pytest.mark.xdist_group(name="deployment")
 
 REGION = "us-east-1"
-STAGE = "proof"
+# Per process: build/project/<stage> and build/package/<stage> are never shared by two test workers.
+STAGE = f"proof-{os.getpid()}"
 HERE = Path(__file__).resolve().parent
 
 
@@ -106,6 +107,8 @@ class Deployment:
     def close(self) -> None:
         self.server.terminate()
         self.server.wait(10)
+        for built in ("project", "package"):
+            shutil.rmtree(packaging.BUILD / built / STAGE, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
