@@ -166,7 +166,8 @@ def table_definitions(template: dict[str, Any], resolver: Resolver) -> list[dict
 def _schema_of(definition: dict[str, Any]) -> str:
     """A canonical text of the parts of a table that DynamoDB cannot change in place locally."""
     indexes = sorted(
-        (i["IndexName"], json.dumps(i["KeySchema"], sort_keys=True), i["Projection"]["ProjectionType"])
+        (i["IndexName"], json.dumps(i["KeySchema"], sort_keys=True), i["Projection"]["ProjectionType"],
+         sorted(i["Projection"].get("NonKeyAttributes", [])))
         for i in definition.get("GlobalSecondaryIndexes", [])
     )
     attributes = sorted((a["AttributeName"], a["AttributeType"]) for a in definition["AttributeDefinitions"])

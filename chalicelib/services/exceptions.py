@@ -71,12 +71,12 @@ def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now:
     environment, today = reconciliation.environment, now.date()
     adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
     open_items = {i["id"]: i for i in ports.matches.open_items(environment, stream_key, reconciliation.id, adopted)}
-    held_by = ports.exceptions.attribute_name(reconciliation.id)
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
     members = {r.record_id for r in ports.exceptions.records(active)} if active else set()
     gone = [record_id for record_id in members if record_id not in open_items]
     joining = [item for item in open_items.values()
-               if item["id"] not in members and item.get(held_by) in (None, active.id if active else None)
+               if item["id"] not in members
+               and ports.exceptions.holder(item, reconciliation.id) in (None, active.id if active else None)
                and is_overdue(_exception_record(item, item["decimal_places"]), today,
                               reconciliation.exception_after_days)]
     if active is None:
@@ -137,14 +137,12 @@ def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
     exceptions with time, not only with runs). One failure stops no other."""
     now = now or utc_now()
     refreshed = 0
-    for reconciliation in ports.reconciliations.all_environments():
-        if reconciliation.exceptions_refreshed_at and now - reconciliation.exceptions_refreshed_at < REFRESH_EVERY:
-            continue
+    for environment, reconciliation_id in ports.reconciliations.due_for_exception_refresh(now - REFRESH_EVERY):
         try:
-            refreshed += refresh(ports, reconciliation.environment, reconciliation.id, now)
+            refreshed += refresh(ports, environment, reconciliation_id, now)
         except Exception:
-            logger.exception("refreshing exceptions failed", extra={"environment": reconciliation.environment,
-                                                                     "reconciliation_id": reconciliation.id})
+            logger.exception("refreshing exceptions failed", extra={"environment": environment,
+                                                                     "reconciliation_id": reconciliation_id})
     return refreshed
 
 

@@ -247,3 +247,28 @@ def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(api,
     response = api.patch(f"/v1/reconciliation_exceptions/{first}", {"status": "open"})
 
     assert response.status_code == 409 and str(second[0]) in response.json_body["message"]
+
+
+def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(api, services, ingest, ran):
+    from chalicelib.adapters.dynamodb import keys
+    from chalicelib.services.exceptions import refresh
+
+    dismissed = bank_exception(api, ran)["id"]
+    api.patch(f"/v1/reconciliation_exceptions/{dismissed}", {"status": "dismissed"})
+    [newcomer] = ingest(record("bank", 9, 999, days_ago(30)))
+    held = {keys.record("acme", i)["pk"] for i in ran["bank"][:3]}
+    touched = []
+
+    def note(params, **_):
+        if params.get("Key", {}).get("pk", {}).get("S") in held:
+            touched.append(params["Key"]["pk"]["S"])
+    client = services.aws.dynamodb  # the table's client
+    client.meta.events.register("provide-client-params.dynamodb.UpdateItem", note)
+    try:
+        refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", note)
+
+    [active] = queue(api, data_stream_key="bank", status="open")["data"]
+    ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{active['id']}/records").json_body["data"]]
+    assert ids == [newcomer] and touched == []  # the index told the refresh who holds them

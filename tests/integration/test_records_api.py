@@ -58,6 +58,60 @@ def test_records_of_an_ingestion_job(api, ingested):
     assert len(page["data"]) == 4
 
 
+def ids_of(page):
+    return [r["id"] for r in page["data"]]
+
+
+def test_records_of_an_ingestion_job_come_newest_first_in_pages(api, ingested):
+    ids = sorted(r["record_id"] for r in ingested["results"])
+    first = api.get(f"/v1/records?file_import_id={ingested['id']}&limit=3").json_body
+    assert ids_of(first) == ids[::-1][:3] and first["next_cursor"]
+    rest = api.get(f"/v1/records?file_import_id={ingested['id']}&limit=3&cursor={first['next_cursor']}").json_body
+    assert ids_of(rest) == ids[:1] and rest["next_cursor"] is None
+
+
+def test_records_of_an_ingestion_job_leave_out_failed_rows_and_deleted_records(api, worker):
+    api.post("/v1/data_streams", {"key": "bank", "name": "bank"})
+    rows = [{"date": "2026-10-01", "data_stream_key": "bank", "amount": n, "direction": "credit"} for n in range(5)]
+    rows[2]["direction"] = "sideways"
+    job = api.post("/v1/records/bulk", {"records": rows}).json_body
+    worker.drain()
+    written = [r["record_id"] for r in api.get(job["url"]).json_body["results"] if r["record_id"]]
+    assert len(written) == 4
+    assert api.delete(f"/v1/records/{written[0]}").status_code == 204
+    page = api.get(f"/v1/records?file_import_id={job['id']}&limit=2").json_body
+    rest = api.get(f"/v1/records?file_import_id={job['id']}&limit=2&cursor={page['next_cursor']}").json_body
+    assert ids_of(page) + ids_of(rest) == written[:0:-1] and rest["next_cursor"] is None
+    assert api.get("/v1/records?file_import_id=999").json_body["data"] == []
+
+
+def test_records_of_a_status_come_newest_first_in_pages_read_as_stored(api, ingested, services):
+    ids = sorted(r["record_id"] for r in ingested["results"])
+    first = api.get("/v1/records?status=unreconciled&limit=2").json_body
+    assert ids_of(first) == ids[::-1][:2] and first["next_cursor"]
+    rest = api.get(f"/v1/records?status=unreconciled&limit=2&cursor={first['next_cursor']}").json_body
+    assert ids_of(rest) == ids[1::-1] and rest["next_cursor"] is None
+    services.table.update(keys.record("acme", ids[0]), "SET deleting = :t", values={":t": True})
+    assert ids_of(api.get("/v1/records?status=unreconciled&date_to=2026-10-31").json_body) == [ids[1]]
+
+
+def test_records_of_an_external_id_come_from_every_stream_in_pages(api, ingested):
+    first = api.get("/v1/records?external_id=a&limit=1").json_body
+    assert keys_of(first) == [("ledger", 300)] and first["next_cursor"]
+    rest = api.get(f"/v1/records?external_id=a&limit=1&cursor={first['next_cursor']}").json_body
+    assert keys_of(rest) == [("bank", 100)] and rest["next_cursor"] is None
+    assert api.get("/v1/records?external_id=nobody").json_body["data"] == []
+
+
+def test_a_cursor_of_one_list_is_refused_by_another(api, ingested):
+    cursor = api.get("/v1/records?external_id=a&limit=1").json_body["next_cursor"]
+    for query in (f"external_id=b&cursor={cursor}", f"file_import_id={ingested['id']}&cursor={cursor}",
+                  f"status=unreconciled&cursor={cursor}"):
+        response = api.get(f"/v1/records?{query}")
+        assert response.status_code == 400, query
+        assert "cursor" in response.json_body["message"]
+
+
 def test_a_filtered_page_is_filled_across_many_reads(api, worker):
     api.post("/v1/data_streams", {"key": "bank", "name": "bank"})
     records = [{"date": f"2026-01-{1 + i % 28:02d}", "data_stream_key": "bank", "amount": i, "direction": "credit"}

@@ -184,23 +184,25 @@ class ExceptionRepository:
                                          for i in record_ids])
 
     @staticmethod
-    def attribute_name(reconciliation_id: int) -> str:
-        return keys.exception_attribute(reconciliation_id)
+    def holder(item: dict[str, Any], reconciliation_id: int) -> int | None:
+        """The exception that holds a record item in the reconciliation (None: none holds it);
+        read from the attribute the open-records index projects."""
+        return keys.holder_in(item.get(keys.EXCEPTION_HOLDS), reconciliation_id)
 
     def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         """Mark the record as held by the exception in the reconciliation, unless another one holds it."""
         try:
-            self._table.update(keys.record(environment, record_id), "SET #e = :e",
+            self._table.update(keys.record(environment, record_id), "SET #e = :e ADD #holds :hold",
                                condition="attribute_exists(pk) AND (attribute_not_exists(#e) OR #e = :e)",
-                               names={"#e": keys.exception_attribute(reconciliation_id)}, values={":e": exception_id})
+                               **_hold_placeholders(reconciliation_id, exception_id))
         except ConditionFailed:
             return False
         return True
 
     def let_go_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         try:
-            self._table.update(keys.record(environment, record_id), "REMOVE #e", condition="#e = :e",
-                               names={"#e": keys.exception_attribute(reconciliation_id)}, values={":e": exception_id})
+            self._table.update(keys.record(environment, record_id), "REMOVE #e DELETE #holds :hold",
+                               condition="#e = :e", **_hold_placeholders(reconciliation_id, exception_id))
         except ConditionFailed:
             return False  # the record is gone, or held elsewhere
         return True
@@ -273,6 +275,12 @@ class ExceptionRepository:
             assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()),
             totals=item.get("totals") or {}, version=item.get("version", 1),
         )
+
+
+def _hold_placeholders(reconciliation_id: int, exception_id: int) -> dict[str, dict[str, Any]]:
+    """A hold is written twice: `exception_<id>` for the conditions, `exception_holds` for the index."""
+    return {"names": {"#e": keys.exception_attribute(reconciliation_id), "#holds": keys.EXCEPTION_HOLDS},
+            "values": {":e": exception_id, ":hold": {keys.exception_hold(reconciliation_id, exception_id)}}}
 
 
 def _filter(record_filter: RecordFilter, today: date) -> Filter | None:

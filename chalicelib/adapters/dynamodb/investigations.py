@@ -30,7 +30,8 @@ class InvestigationRepository:
 
     def active(self) -> list[Investigation]:
         """Pending and running investigations of every environment (for the sweeper)."""
-        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index="gsi2")]
+        items = self._table.index_items("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index="gsi2")
+        return [self._from_item(i) for i in items]
 
     def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
         """A conditional move along the status table; `fields` are set with it."""

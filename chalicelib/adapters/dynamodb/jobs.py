@@ -77,7 +77,8 @@ class IngestionJobRepository:
         return self._from_item(item) if item else None
 
     def results(self, environment: str, job_id: int, problems_only: bool = False) -> list[ItemResult]:
-        """Every item's result in submission order, or only those that failed or were skipped."""
+        """Every item's result in submission order (bulk requests), or only those that failed or
+        were skipped (all a file import keeps)."""
         attribute = "problems" if problems_only else "results"
         items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX, projection=attribute)
@@ -114,7 +115,9 @@ class IngestionJobRepository:
         number, so a chunk processed again is not counted again."""
         self._table.put({
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
-            "results": [_result_row(r) for r in outcome.results],
+            # Every row's result is shown by a bulk request only; a file import shows its problems,
+            # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
+            "results": [_result_row(r) for r in outcome.results] if job.source is JobSource.BULK_API else None,
             # The rows that failed or were skipped, again: read alone, they keep a file import's
             # status cheap to poll (a million-row import has a thousand result items).
             "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
@@ -173,7 +176,7 @@ class IngestionJobRepository:
 
     def active(self) -> list[IngestionJob]:
         """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""
-        items = self._table.query_all("gsi2pk", keys.ACTIVE_JOBS_PK, index="gsi2")
+        items = self._table.index_items("gsi2pk", keys.ACTIVE_JOBS_PK, index="gsi2")
         return [self._from_item(i) for i in items]
 
     def count_restart(self, job: IngestionJob) -> bool:

@@ -10,14 +10,16 @@ Layout (one table, generic attributes `pk`, `sk`, `gsi1pk`, `gsi1sk`, `gsi2pk`, 
 | property key guard       | E#<env>#DS#<stream key>     | PDKEY#<prop key> |                                         |
 | property definition      | E#<env>#PD#<id>             | PD               | E#<env>#PD / <stream key>#<id>          |
 | record                   | E#<env>#REC#<id>            | REC              | E#<env>#DS#<stream>#REC / <id>          |
-| external id guard        | E#<env>#DS#<stream>#EXT#<external id> | EXT    |                                         |
+| external id guard        | E#<env>#EXT#<external id>   | DS#<stream>      |                                         |
 | ingestion job            | E#<env>#JOB#<id>            | JOB              |                                         |
 | job results (per chunk)  | E#<env>#JOB#<id>            | RES#<chunk>      |                                         |
 | idempotency key          | E#<env>#IDEM#<key>          | IDEM             |                                         |
 
-Records also sit in gsi2 (E#<env>#JOB#<job>#REC / <id>: records of an ingestion job),
-gsi3 (E#<env>#EXT#<external id> / <id>) and gsi4 (E#<env>#ST#<status> / <id>), so that
-every filter of GET /records that can stand alone has an index to query.
+Records also sit in gsi4 (E#<env>#ST#<status> / <id>) and, while open, in gsi5 (see
+`open_record_index`). Every index entry is a write unit on each insert, so a record carries no
+key it can do without: the records of an ingestion job are its block of ids (the job names the
+first), and the guards of one external id share a partition (one per stream), so listing by
+job or by external id needs no index of its own.
 
 The environment is the first part of every key of environment data, so isolation is
 structural: no query can reach another environment's partition. API keys are the one
@@ -113,14 +115,6 @@ def records_of_stream_pk(environment: str, stream_key: str) -> str:
     return f"{env_prefix(environment)}#DS#{stream_key}#REC"
 
 
-def records_of_job_pk(environment: str, job_id: int) -> str:
-    return f"{env_prefix(environment)}#JOB#{_id(job_id)}#REC"
-
-
-def records_with_external_id_pk(environment: str, external_id: str) -> str:
-    return f"{env_prefix(environment)}#EXT#{external_id}"
-
-
 def records_with_status_pk(environment: str, status: str) -> str:
     return f"{env_prefix(environment)}#ST#{status}"
 
@@ -134,22 +128,25 @@ def open_record_index(environment: str, stream_key: str, record_id: int) -> dict
     return {"gsi5pk": open_records_of_stream_pk(environment, stream_key), "gsi5sk": _id(record_id)}
 
 
-def record_indexes(environment: str, record_id: int, stream_key: str, job_id: int | None,
-                   external_id: str | None, status: str) -> dict[str, str]:
+def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
     sort = _id(record_id)
     keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": sort,
             "gsi4pk": records_with_status_pk(environment, status), "gsi4sk": sort}
     if status != "reconciled":
         keys.update(open_record_index(environment, stream_key, record_id))
-    if job_id is not None:
-        keys.update(gsi2pk=records_of_job_pk(environment, job_id), gsi2sk=sort)
-    if external_id is not None:
-        keys.update(gsi3pk=records_with_external_id_pk(environment, external_id), gsi3sk=sort)
     return keys
 
 
+EXTERNAL_ID_GUARD_PREFIX = "DS#"
+
+
+def external_id_guards_pk(environment: str, external_id: str) -> str:
+    """One partition per external id: its guards in every stream, each naming its record."""
+    return f"{env_prefix(environment)}#EXT#{external_id}"
+
+
 def external_id_guard(environment: str, stream_key: str, external_id: str) -> dict[str, str]:
-    return {"pk": f"{env_prefix(environment)}#DS#{stream_key}#EXT#{external_id}", "sk": "EXT"}
+    return {"pk": external_id_guards_pk(environment, external_id), "sk": f"{EXTERNAL_ID_GUARD_PREFIX}{stream_key}"}
 
 
 # Ingestion jobs -------------------------------------------------------------------------
@@ -346,6 +343,21 @@ def exception_comment(environment: str, exception_id: int, comment_id: int) -> d
 def exception_attribute(reconciliation_id: int) -> str:
     """The record attribute naming the exception that holds it in one reconciliation."""
     return f"exception_{reconciliation_id}"
+
+
+# The same holds again, in one attribute of a fixed name that an index can project (a string set
+# of "<reconciliation id>:<exception id>"): `exception_<id>` serves the conditional writes.
+EXCEPTION_HOLDS = "exception_holds"
+
+
+def exception_hold(reconciliation_id: int, exception_id: int) -> str:
+    return f"{reconciliation_id}:{exception_id}"
+
+
+def holder_in(holds: set[str] | None, reconciliation_id: int) -> int | None:
+    """The exception that holds a record in the reconciliation, read from its `exception_holds`."""
+    prefix = f"{reconciliation_id}:"
+    return next((int(h.removeprefix(prefix)) for h in holds or () if h.startswith(prefix)), None)
 
 
 # Every reconciliation of every environment, for the sweeper's exception refresh.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.records import RecordRepository
+from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
@@ -148,7 +148,7 @@ class RunRepository:
 
     def active(self) -> list[Run]:
         """Pending and running runs of every environment (for the sweeper)."""
-        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.ACTIVE_RUNS_PK, index="gsi2")]
+        return [self._from_item(i) for i in self._table.index_items("gsi2pk", keys.ACTIVE_RUNS_PK, index="gsi2")]
 
     def count_restart(self, run: Run) -> bool:
         """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another sweeper."""
@@ -274,16 +274,18 @@ class MatchRepository:
 
     def open_items(self, environment: str, stream_key: str, reconciliation_id: int,
                    adopted: bool) -> Iterable[dict[str, Any]]:
-        """Record items of the stream not yet matched in the reconciliation. Once the stream is
-        adopted they come from the sparse open index (a record matched elsewhere but not here is
-        still open here); before, from all the stream's records, since some may have been
-        reconciled in every other reconciliation before this one used the stream."""
+        """Record items of the stream not yet matched in the reconciliation, with the attributes
+        the open-records index projects (OPEN_RECORD_ATTRIBUTES; `status` too when read whole).
+        Once the stream is adopted they come from that sparse index alone (a record matched
+        elsewhere but not here is still open here); before, from all the stream's records, since
+        some may have been reconciled in every other reconciliation before this one used the stream."""
         if adopted:
             items = self._table.query_all("gsi5pk", keys.open_records_of_stream_pk(environment, stream_key), index="gsi5")
         else:
-            items = self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1")
-        attribute = keys.match_attribute(reconciliation_id)
-        return (item for item in items if item.get(attribute) is None and not item.get("deleting"))
+            items = self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1",
+                                          projection=OPEN_RECORD_ATTRIBUTES + ("status",))
+        return (item for item in items
+                if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
     def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
         return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
@@ -378,7 +380,7 @@ class MatchRepository:
 
     def pending(self) -> list[Match]:
         """Begun matches of every environment (for the sweeper)."""
-        return [self._from_item(i) for i in self._table.query_all("gsi2pk", keys.PENDING_MATCHES_PK, index="gsi2")]
+        return [self._from_item(i) for i in self._table.index_items("gsi2pk", keys.PENDING_MATCHES_PK, index="gsi2")]
 
     def remove(self, match: Match) -> None:
         """Drop a match that was never committed (a committed one stays, as a tombstone once unmatched)."""

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
@@ -30,6 +30,10 @@ from chalicelib.domain.reconciliations import (
 from chalicelib.domain.rules import Rule, validate_rule
 
 GSI1 = "gsi1"
+# What gsi2 (infra/template.yaml) projects besides the keys: what the sweeper reads of every
+# reconciliation each minute. Its other readers (active jobs, runs and investigations, pending
+# matches, recounts: a few items at a time) read the items whole by BatchGetItem.
+SWEEP_INDEX_ATTRIBUTES = ("environment", "id", "exceptions_refreshed_at")
 # A priority guard whose rule never got written, or no longer has that priority (a crash
 # between the writes), is reclaimed after this long; a younger one may belong to a write in flight.
 STALE_GUARD_AGE = timedelta(seconds=60)
@@ -63,10 +67,14 @@ class ReconciliationRepository:
         items = self._table.get_many(keys.reconciliation(environment, i) for i in reconciliation_ids)
         return {i["id"]: i["name"] for i in items if not i.get("deleting")}
 
-    def all_environments(self) -> list[Reconciliation]:
-        """Every reconciliation of every environment (for the sweeper)."""
-        items = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index="gsi2")
-        return [r for r in map(self._from_item, items) if not r.deleting]
+    def due_for_exception_refresh(self, refreshed_before: datetime) -> list[tuple[str, int]]:
+        """(environment, id) of every reconciliation, of every environment, whose exceptions were
+        last refreshed before `refreshed_before` or never (for the sweeper, every minute: read from
+        the index alone, SWEEP_INDEX_ATTRIBUTES; a reconciliation being deleted has left it)."""
+        entries = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index="gsi2")
+        return [(e["environment"], e["id"]) for e in entries
+                if e.get("exceptions_refreshed_at") is None
+                or parse_iso(e["exceptions_refreshed_at"]) < refreshed_before]
 
     def mark_exceptions_refreshed(self, environment: str, reconciliation_id: int, at) -> None:
         try:

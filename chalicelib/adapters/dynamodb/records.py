@@ -7,10 +7,29 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, status_in
+from chalicelib.adapters.dynamodb.table import (
+    ConditionFailed,
+    DynamoTable,
+    Filter,
+    Page,
+    decode_cursor,
+    deserialize,
+    encode_cursor,
+    serialize,
+    status_in,
+)
 from chalicelib.domain.clock import iso, parse_iso, utc_now
-from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.records import Direction, Record, RecordStatus
+
+
+# What the open-records index (gsi5, infra/template.yaml) projects besides the keys: every
+# attribute that a run's load, the exception refresh, investigations and the claims read from an
+# open record (`matched_in` stands for the `match_<id>` attributes, `exception_holds` for the
+# `exception_<id>` ones: an index cannot project attributes whose names vary).
+OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction", "currency", "decimal_places",
+                          "description", "external_id", "metadata", "file_import_id", "matched_in",
+                          keys.EXCEPTION_HOLDS, "deleting")
 
 
 @dataclass(frozen=True)
@@ -72,19 +91,54 @@ class RecordRepository:
 
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:
-        """Query the most selective index the filters allow; the other filters narrow it."""
+        """Newest first, from the most selective listing the filters allow; the other filters
+        narrow it. Only the stream's listing is an index holding whole items: the others list
+        ids (an import's block, an external id's guards, the keys-only status index) and read
+        the page's records by BatchGetItem."""
         if query.file_import_id is not None:
-            index, partition = "gsi2", keys.records_of_job_pk(environment, query.file_import_id)
+            page = self._page_of_job(environment, query, limit, cursor)
         elif query.data_stream_key is not None:
-            index, partition = "gsi1", keys.records_of_stream_pk(environment, query.data_stream_key)
+            page = self._table.query_page("gsi1pk", keys.records_of_stream_pk(environment, query.data_stream_key),
+                                          index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor,
+                                          filter=_filter_for(query))
         elif query.external_id is not None:
-            index, partition = "gsi3", keys.records_with_external_id_pk(environment, query.external_id)
+            page = self._page_of_external_id(environment, query, limit, cursor)
         else:
             assert query.status is not None
-            index, partition = "gsi4", keys.records_with_status_pk(environment, query.status.value)
-        page = self._table.query_page(f"{index}pk", partition, index=index, sort_attr=f"{index}sk",
-                                      limit=limit, cursor=cursor, filter=_filter_for(query))
+            page = self._table.index_page("gsi4pk", keys.records_with_status_pk(environment, query.status.value),
+                                          index="gsi4", sort_attr="gsi4sk", limit=limit, cursor=cursor,
+                                          admits=self._admits(query))
         return [self.from_item(i) for i in page.items], page.cursor
+
+    def _page_of_job(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+        """An ingestion job's records are the existing records of its block of ids."""
+        from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+
+        job = IngestionJobRepository(self._table).find(environment, query.file_import_id)
+        if job is None or job.first_record_id is None:
+            return Page(items=[], cursor=None)
+        listing = keys.ingestion_job(environment, job.id)["pk"]
+        last = job.first_record_id + max(job.total_items, 1) - 1
+        if cursor:
+            last = min(last, _cursor_id(cursor, listing) - 1)
+        ids = range(last, job.first_record_id - 1, -1)
+        return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
+                                        limit, self._admits(query))
+
+    def _page_of_external_id(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+        """The records an external id names: one guard per stream holding it, each naming its record."""
+        listing = keys.external_id_guards_pk(environment, query.external_id)
+        guards = self._table.query_all("pk", listing, sort_prefix=keys.EXTERNAL_ID_GUARD_PREFIX,
+                                       projection="record_id")
+        ids = sorted({g["record_id"] for g in guards}, reverse=True)
+        if cursor:
+            after = _cursor_id(cursor, listing)
+            ids = [i for i in ids if i < after]
+        return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
+                                        limit, self._admits(query))
+
+    def _admits(self, query: RecordQuery):
+        return lambda item: not item.get("deleting") and query.admits(self.from_item(item))
 
     def ids_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
         return self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1")
@@ -143,8 +197,7 @@ class RecordRepository:
     def to_item(record: Record) -> dict[str, Any]:
         return {
             **keys.record(record.environment, record.id),
-            **keys.record_indexes(record.environment, record.id, record.data_stream_key, record.file_import_id,
-                                  record.external_id, record.status.value),
+            **keys.record_indexes(record.environment, record.id, record.data_stream_key, record.status.value),
             "entity": "record", "environment": record.environment, "id": record.id,
             "data_stream_key": record.data_stream_key, "data_stream_id": record.data_stream_id,
             "date": record.date, "amount": record.amount, "direction": record.direction.value,
@@ -168,6 +221,18 @@ class RecordRepository:
             metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
             file_import_id=item.get("file_import_id"),
         )
+
+
+def _id_cursor(listing: str, record_id: int) -> str:
+    return encode_cursor(serialize({"listing": listing, "after": str(record_id)}))
+
+
+def _cursor_id(cursor: str, listing: str) -> int:
+    """The record id a cursor of an id listing resumes after; refused unless it is this listing's."""
+    after = deserialize(decode_cursor(cursor, "listing", listing, ("listing", "after")))["after"]
+    if not (after.isascii() and after.isdigit()):
+        raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
+    return int(after)
 
 
 def _filter_for(query: RecordQuery) -> Filter:

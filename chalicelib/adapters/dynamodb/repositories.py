@@ -184,7 +184,7 @@ class DataStreamRepository:
 
     def recount_requests(self) -> list[tuple[str, str]]:
         """(environment, stream key) of every stream waiting for a recount, of every environment."""
-        items = self._table.query_all("gsi2pk", keys.RECOUNTS_PK, index="gsi2")
+        items = self._table.index_items("gsi2pk", keys.RECOUNTS_PK, index="gsi2")
         return [(i["environment"], i["key"]) for i in items]
 
     def mark_deleting(self, environment: str, key: str) -> None:

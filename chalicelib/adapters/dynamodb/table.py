@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import random
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -192,6 +193,63 @@ class DynamoTable:
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # Indexes that project keys only: the index gives the order, BatchGetItem the items ---------
+
+    def index_items(self, partition_attr: str, partition_value: str, *, index: str) -> list[dict[str, Any]]:
+        """Every item listed in a keys-only index partition, read whole from the table (consistent
+        reads), in index order; an item that left the partition since the index saw it is left out."""
+        entries = list(self.query_all(partition_attr, partition_value, index=index))
+        found = {(i["pk"], i["sk"]): i for i in self.get_many({"pk": e["pk"], "sk": e["sk"]} for e in entries)}
+        items = (found.get((e["pk"], e["sk"])) for e in entries)
+        return [i for i in items if i is not None and i.get(partition_attr) == partition_value]
+
+    def index_page(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str, limit: int,
+                   cursor: str | None, admits: Callable[[dict[str, Any]], bool]) -> Page:
+        """A page, newest first, of the items a keys-only index lists, read whole by BatchGetItem
+        and kept when `admits` takes them as stored (the table, not the index's eventual copy)."""
+        key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr)))
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
+        kwargs["ScanIndexForward"] = False
+        if cursor:
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value, key_attrs)
+
+        def entries() -> Iterator[tuple[dict[str, str], str]]:
+            kwargs["Limit"] = limit + 1
+            while True:
+                response = self._client.query(**kwargs)
+                for entry in map(deserialize, response.get("Items", [])):
+                    position = encode_cursor(serialize({a: entry[a] for a in key_attrs}))
+                    yield {"pk": entry["pk"], "sk": entry["sk"]}, position
+                if "LastEvaluatedKey" not in response:
+                    return
+                kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+                kwargs["Limit"] = max(limit + 1, FILTERED_READ_STEP)
+
+        return self.page_of_keys(entries(), limit, admits)
+
+    def page_of_keys(self, candidates: Iterable[tuple[dict[str, str], str]], limit: int,
+                     admits: Callable[[dict[str, Any]], bool]) -> Page:
+        """A page of items from candidate keys in list order, each with the cursor that resumes
+        after it: read by BatchGetItem in steps, kept when `admits` takes them. Stops at a full
+        page, or after MAX_READS_PER_PAGE steps with a cursor from where the reading stopped."""
+        source = iter(candidates)
+        found: list[tuple[dict[str, Any], str]] = []
+        step = limit + 1
+        for _ in range(MAX_READS_PER_PAGE):
+            batch = list(itertools.islice(source, step))
+            items = {(i["pk"], i["sk"]): i for i in self.get_many(key for key, _ in batch)}
+            for key, position in batch:
+                item = items.get((key["pk"], key["sk"]))
+                if item is not None and admits(item):
+                    found.append((item, position))
+            if len(found) > limit:
+                return Page(items=[i for i, _ in found[:limit]], cursor=found[limit - 1][1])
+            if len(batch) < step:
+                return Page(items=[i for i, _ in found], cursor=None)
+            step = max(limit + 1, FILTERED_READ_STEP)  # the filter drops items: read in larger steps
+        more = next(source, None) is not None
+        return Page(items=[i for i, _ in found], cursor=batch[-1][1] if more else None)
 
     def _query_kwargs(self, partition_attr: str, partition_value: str, index: str | None,
                       sort_attr: str | None, sort_prefix: str | None,

@@ -1,0 +1,68 @@
+"""The readers of the open-records index get from it alone what they get from a whole record (moto
+honours projections, as DynamoDB does, so a reader needing an attribute the index lacks fails here)."""
+import boto3
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES
+from tests.integration.conftest import record
+
+
+def test_moto_returns_only_what_an_index_projects(services):
+    table = services.table
+    table.put({**keys.record("acme", 1), **keys.record_indexes("acme", 1, "bank", "unreconciled"),
+               "id": 1, "amount": 5, "created_at": "2026-01-01T00:00:00Z"})
+    client = boto3.client("dynamodb", region_name="us-east-1")
+
+    def entries(index, partition):
+        return client.query(TableName=table.name, IndexName=index, KeyConditionExpression=f"{index}pk = :p",
+                            ExpressionAttributeValues={":p": {"S": partition}})["Items"]
+    [open_entry] = entries("gsi5", keys.open_records_of_stream_pk("acme", "bank"))
+    [status_entry] = entries("gsi4", keys.records_with_status_pk("acme", "unreconciled"))
+    assert set(open_entry) == {"pk", "sk", "gsi5pk", "gsi5sk", "id", "amount"}
+    assert set(status_entry) == {"pk", "sk", "gsi4pk", "gsi4sk"}
+
+
+def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_records(
+        services, ingest, reconciliation):
+    from chalicelib.services.investigations import _frame
+    from chalicelib.services.reconciliation_runs import open_records_frame
+
+    ids = ingest(record("bank", 1, 1250, description="Payout 7", metadata={"payout_id": "po_7", "n": 3}),
+                 record("bank", 2, 99, direction="debit", currency="JPY"),
+                 record("bank", 3, 400, metadata={"reference": "INV-9"}))
+    matches, recon = services.matches, reconciliation["id"]
+    whole = sorted(matches.record_items("acme", ids), key=lambda i: i["id"])
+    matches.adopt("acme", recon, "bank")
+    indexed = sorted(matches.open_items("acme", "bank", recon, adopted=True), key=lambda i: i["id"])
+
+    assert [i["id"] for i in indexed] == ids
+    assert all(set(i) <= {"pk", "sk", "gsi5pk", "gsi5sk", *OPEN_RECORD_ATTRIBUTES} for i in indexed)
+    metadata_keys = ["metadata.n", "metadata.payout_id", "metadata.reference"]
+    assert open_records_frame(indexed, metadata_keys, {1}).equals(open_records_frame(whole, metadata_keys, {1}))
+    assert _frame(indexed).equals(_frame(whole))
+
+
+def test_a_record_matched_or_being_deleted_leaves_the_open_records_of_that_reconciliation_only(
+        services, ingest, reconciliation):
+    ids = ingest(record("bank", 1, 100), record("bank", 2, 200), record("bank", 3, 300))
+    matches, recon = services.matches, reconciliation["id"]
+    matches.adopt("acme", recon, "bank")
+    users = frozenset({recon, recon + 1})  # a second reconciliation uses the stream: the record stays open
+    assert matches.claim_record("acme", ids[0], recon, match_id=77, users=users)
+    services.table.update(keys.record("acme", ids[1]), "SET deleting = :t", values={":t": True})
+
+    assert [i["id"] for i in matches.open_items("acme", "bank", recon, adopted=True)] == [ids[2]]
+    assert sorted(i["id"] for i in matches.open_items("acme", "bank", recon + 1, adopted=True)) == [ids[0], ids[2]]
+    assert [i["id"] for i in matches.open_items("acme", "bank", recon, adopted=False)] == [ids[2]]
+
+
+def test_the_sweeper_finds_the_reconciliations_due_for_a_refresh_from_its_index_alone(services, reconciliation):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+
+    reconciliations, recon, now = services.reconciliations, reconciliation["id"], utc_now()
+    assert reconciliations.due_for_exception_refresh(now) == [("acme", recon)]  # never refreshed
+    reconciliations.mark_exceptions_refreshed("acme", recon, now)
+    assert reconciliations.due_for_exception_refresh(now - timedelta(hours=1)) == []
+    assert reconciliations.due_for_exception_refresh(now + timedelta(seconds=1)) == [("acme", recon)]
