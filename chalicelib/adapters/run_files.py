@@ -18,17 +18,20 @@ class RunFiles:
     def _key(self, environment: str, run_id: int, name: str) -> str:
         return f"{PREFIX}/{environment}/{run_id}/{name}"
 
-    def write_frame(self, environment: str, run_id: int, name: str, frame) -> None:
+    def write_frame(self, environment: str, run_id: int, name: str, frame, row_group_size: int | None = None) -> None:
         buffer = io.BytesIO()
-        frame.write_parquet(buffer, compression="zstd")
+        frame.write_parquet(buffer, compression="zstd", row_group_size=row_group_size)
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"),
                             Body=buffer.getvalue())
 
-    def read_frame(self, environment: str, run_id: int, name: str):
+    def read_frame(self, environment: str, run_id: int, name: str, where=None):
+        """The whole frame, or only its rows where the polars expression `where` holds: then only
+        the row groups whose statistics allow a match are decoded."""
         import polars as pl
 
         body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"))
-        return pl.read_parquet(io.BytesIO(body["Body"].read()))
+        data = io.BytesIO(body["Body"].read())
+        return pl.read_parquet(data) if where is None else pl.scan_parquet(data).filter(where).collect()
 
     def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"),

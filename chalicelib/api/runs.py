@@ -45,8 +45,9 @@ def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
     return run_out(run)
 
 
-@router.route("POST", "/reconciliation_rules/{id}/dry_run", summary="What the rule would match now; writes nothing",
-              response=DryRunOut, errors=(404,))
+@router.route("POST", "/reconciliation_rules/{id}/dry_run",
+              summary="What the rule would match now; writes nothing (409 above the dry run's open-records limit)",
+              response=DryRunOut, errors=(404, 409))
 def dry_run(request: ApiRequest, id: str) -> DryRunOut:
     return DryRunOut(**reconciliation_runs.dry_run(container().run_ports, request.environment,
                                                    numeric_id(id, "reconciliation rule")))

@@ -17,9 +17,9 @@ fail     on any error the state machine could not retry away: undo the matches o
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date
 from typing import Any, Iterable
 
 from chalicelib.domain.clock import utc_now
@@ -35,13 +35,24 @@ from chalicelib.services import exceptions as exception_service
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
+ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
 POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
+# A dry run answers inside the API call (API Gateway waits 29 s; the function has 1,024 MB, about
+# 0.58 of a vCPU): past this many open records in all it refuses. 100,000 a side took 4.8 s of CPU
+# and 300 MB here, about 13 s on that Lambda with DynamoDB's pages (bench/RESULTS.md).
+DRY_RUN_RECORDS = 200_000
+DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 
 class RunWithoutSlot(Exception):
     """The run never got its reconciliation's slot; the state machine fails it."""
+
+
+class TooManyOpenRecords(Exception):
+    """More open records than the reader was allowed to load."""
 
 
 @dataclass
@@ -56,6 +67,7 @@ class RunPorts:
     workflows: Any
     exceptions: Any = None  # ExceptionPorts: a run ends by refreshing the exceptions
     chunk_records: int = CHUNK_RECORDS
+    dry_run_records: int = DRY_RUN_RECORDS
 
 
 # Starting -------------------------------------------------------------------------------------
@@ -191,8 +203,8 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     matches, members, chunks = _plan(outcome, side_a, side_b, ports.chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
-    ports.files.write_frame(environment, run.id, f"matches-{first_match_id}", matches)
-    ports.files.write_frame(environment, run.id, f"members-{first_match_id}", members)
+    ports.files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
+    ports.files.write_frame(environment, run.id, f"members-{first_match_id}", members, PLAN_ROW_GROUP)
     run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
                                total_records=side_a.height + side_b.height, rule_summary=outcome.rule_summary)
     return "persist" if run.next_chunk() is not None else "finish"
@@ -207,8 +219,8 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     chunk = run.next_chunk()
     if chunk is None:
         return "finish"
-    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}").filter(pl.col("chunk") == chunk)
-    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}").filter(pl.col("chunk") == chunk)
+    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}", pl.col("chunk") == chunk)
+    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}", pl.col("chunk") == chunk)
     uses = used_by(ports.reconciliations, environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
@@ -271,8 +283,7 @@ def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
     """Chunks are written in order, so only the one in progress can hold half-written matches."""
     import polars as pl
 
-    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}")
-    members = members.filter(pl.col("chunk") == chunk)
+    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", pl.col("chunk") == chunk)
     uses = used_by(ports.reconciliations, run.environment, members["data_stream_key"].unique().to_list())
     by_match: dict[int, list[dict[str, Any]]] = {}
     for row in members.iter_rows(named=True):
@@ -288,14 +299,19 @@ def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
 
 def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
     """What the rule would match now, written nowhere: the active rules before it in priority
-    take their share of the open records first, as in a run."""
+    take their share of the open records first, as in a run. Refused (Conflict) above
+    `dry_run_records` open records, which could not be matched within the API's time."""
     from chalicelib.domain.matching import match_records
 
     rule = ports.rules.get(environment, rule_id)
     reconciliation = ports.reconciliations.get(environment, rule.reconciliation_id)
     before = [r for r in active_rules(ports, environment, reconciliation.id)
               if (r.definition.priority, r.id) < (rule.definition.priority, rule.id)]
-    side_a, side_b = open_frames(ports, environment, reconciliation, before + [rule], None)
+    try:
+        side_a, side_b = open_frames(ports, environment, reconciliation, before + [rule], None,
+                                     limit=ports.dry_run_records)
+    except TooManyOpenRecords:
+        raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
     outcome = match_records(*_engine_frames(side_a, side_b, None), before + [rule])
     import polars as pl
 
@@ -314,6 +330,24 @@ def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 
             "matched_records": members.height, "sample": sample}
 
 
+def _too_many_for_a_dry_run(ports: RunPorts, environment: str, reconciliation) -> str:
+    """The refusal, with the open records counted (for a few seconds at most: past that, a lower bound)."""
+    deadline = time.monotonic() + DRY_RUN_COUNT_SECONDS
+    counts, complete = [], True
+    for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
+        counts.append(0)
+        for key in streams:
+            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
+            found, finished = ports.matches.count_open(environment, key, reconciliation.id, adopted, deadline)
+            counts[-1] += found
+            complete = complete and finished
+    total = f"{sum(counts):,}" if complete else f"more than {sum(counts):,}"
+    return (f"reconciliation {reconciliation.id} has {total} open records ({counts[0]:,} on side A, "
+            f"{counts[1]:,} on side B{'' if complete else ' counted so far'}); a dry run matches at most "
+            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
+            f"POST /v1/reconciliations/{reconciliation.id}/runs")
+
+
 # Frames -----------------------------------------------------------------------------------------
 
 def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> list[Rule]:
@@ -322,10 +356,11 @@ def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> l
 
 
 def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[Rule], new_jobs: set[int] | None,
-                adopt: bool = False):
+                adopt: bool = False, limit: int | None = None):
     """The open records of each side, with the metadata keys the rules read. A stream the
     reconciliation has not adopted yet is read whole; with `adopt`, its records reconciled
-    before it joined are opened again and the stream is adopted (read from the open index)."""
+    before it joined are opened again and the stream is adopted (read from the open index).
+    Read page by page into columns; past `limit` records in all, TooManyOpenRecords."""
     metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
                             if f.startswith("metadata.")}
                            | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
@@ -335,51 +370,81 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
     writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
-        items = []
+        adopted = {key: ports.matches.is_adopted(environment, reconciliation.id, key) for key in streams}
+        pages = (page for key in streams for page in ports.matches.open_record_columns(
+            environment, key, reconciliation.id, adopted[key], with_metadata=bool(metadata_keys)))
+        frame = open_records_frame(_at_most(pages, limit), metadata_keys, new_jobs, writing)
         for key in streams:
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            found = [i for i in ports.matches.open_items(environment, key, reconciliation.id, adopted)
-                     if i.get("file_import_id") not in writing]
-            if adopt and not adopted:
-                _adopt(ports, environment, reconciliation.id, key, found)
-            items += found
-        frames.append(open_records_frame(items, metadata_keys, new_jobs))
+            if adopt and not adopted[key]:
+                _adopt(ports, environment, reconciliation.id, key, frame)
+        frames.append(frame.drop("status"))
+        limit = None if limit is None else limit - frame.height
     return frames[0], frames[1]
 
 
-def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, items: list[dict]) -> None:
-    reconciled = [i for i in items if i.get("status") == RecordStatus.RECONCILED.value]
-    if reconciled:
+def _at_most(pages: Iterable[dict[str, list]], limit: int | None) -> Iterable[dict[str, list]]:
+    read = 0
+    for page in pages:
+        read += len(page["id"])
+        if limit is not None and read > limit:
+            raise TooManyOpenRecords()
+        yield page
+
+
+def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, frame) -> None:
+    import polars as pl
+
+    reconciled = frame.filter((pl.col("data_stream_key") == stream_key)
+                              & (pl.col("status") == RecordStatus.RECONCILED.value))
+    if reconciled.height:
         users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
         with ThreadPoolExecutor(ADOPT_THREADS) as pool:
-            list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users), reconciled))
+            for part in reconciled.select("id", "data_stream_key", "matched_in").iter_slices(ADOPT_SLICE):
+                list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users),
+                              part.iter_rows(named=True)))
     ports.matches.adopt(environment, reconciliation_id, stream_key)
 
 
-def open_records_frame(items: list[dict[str, Any]], metadata_keys: list[str], new_jobs: set[int] | None):
-    """The engine's input (see domain/matching) from record items, plus what persisting needs
-    (`data_stream_key`, `matched_in`) and, for continuous runs, `is_new`."""
+def open_records_frame(pages: Iterable[dict[str, list]], metadata_keys: list[str], new_jobs: set[int] | None,
+                       writing: set[int] = frozenset()):
+    """The engine's input (see domain/matching) from pages of record columns (see
+    adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
+    `matched_in`), for continuous runs `is_new`, and `status` (for adopting a stream).
+    Each page becomes a small frame at once: nothing holds a Python object per record."""
     import polars as pl
 
-    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
-    columns: dict[str, Any] = {
-        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
-        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
-        "currency": [i["currency"] for i in items], "decimal_places": [i["decimal_places"] for i in items],
-        "description": [i.get("description") for i in items],
-        "external_id": [i.get("external_id") for i in items],
-        "data_stream_key": [i["data_stream_key"] for i in items],
-        "matched_in": [sorted(i.get("matched_in") or ()) for i in items],
-        "is_new": [new_jobs is not None and i.get("file_import_id") in new_jobs for i in items],
-    }
-    schema: dict[str, Any] = {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date,
-                              "currency": pl.Utf8, "decimal_places": pl.Int32, "description": pl.Utf8, "external_id": pl.Utf8,
-                              "data_stream_key": pl.Utf8, "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean}
-    for key in metadata_keys:
-        name = key.removeprefix("metadata.")
-        columns[key] = [_text(m.get(name)) for m in metadata]
-        schema[key] = pl.Utf8
-    return pl.DataFrame(columns, schema=schema)
+    schema = record_schema(metadata_keys)
+    parts = [_page_frame(page, metadata_keys, new_jobs, writing) for page in pages]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def record_schema(metadata_keys: list[str]) -> dict[str, Any]:
+    import polars as pl
+
+    return {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
+            "decimal_places": pl.Int32, "description": pl.Utf8, "external_id": pl.Utf8, "data_stream_key": pl.Utf8,
+            "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean, **{key: pl.Utf8 for key in metadata_keys},
+            "status": pl.Utf8}
+
+
+def _page_frame(page: dict[str, list], metadata_keys: list[str], new_jobs: set[int] | None, writing: set[int]):
+    import polars as pl
+
+    schema = record_schema(metadata_keys)
+    job = pl.Series(page["file_import_id"], dtype=pl.Int64)
+    metadata = [json.loads(m) if m else {} for m in page["metadata"]] if metadata_keys else []
+    derived = {"date": pl.Series(page["date"], dtype=pl.Utf8).str.to_date("%Y-%m-%d"),
+               "is_new": _is_in(job, new_jobs if new_jobs is not None else ()),
+               **{key: [_text(m.get(key.removeprefix("metadata."))) for m in metadata] for key in metadata_keys}}
+    frame = pl.DataFrame({name: derived[name] if name in derived else page[name] for name in schema}, schema=schema)
+    return frame.filter(~_is_in(job, writing)) if writing else frame
+
+
+def _is_in(column, ids: Iterable[int]):
+    """Null (a record of no job) is in no set."""
+    import polars as pl
+
+    return column.is_in(pl.Series(sorted(ids), dtype=pl.Int64)).fill_null(False)
 
 
 def _text(value: Any) -> str | None:
@@ -410,25 +475,25 @@ def _engine_frames(side_a, side_b, run: Run | None):
 
 def _plan(outcome, side_a, side_b, chunk_records: int):
     """Matches and members with what persisting needs, cut in chunks of about `chunk_records`
-    records (a match is never split; a bigger one is a chunk of its own)."""
+    records (a match is never split; a bigger one is a chunk of its own), in chunk order so that
+    a persist call reads only its chunk's row groups."""
     import polars as pl
 
     sizes = outcome.members.group_by("match_no").len().sort("match_no")
-    chunk_of: dict[int, int] = {}
+    chunk_of: list[int] = []  # by match_no, in order
     chunk, filled = 0, 0
-    for match_no, size in sizes.iter_rows():
+    for size in sizes["len"]:
         if filled and filled + size > chunk_records:
             chunk, filled = chunk + 1, 0
-        chunk_of[match_no] = chunk
+        chunk_of.append(chunk)
         filled += size
     chunks = chunk + 1 if chunk_of else 0
-    chunk_frame = pl.DataFrame({"match_no": list(chunk_of), "chunk": list(chunk_of.values())},
-                               schema={"match_no": pl.Int64, "chunk": pl.Int64})
+    chunk_frame = sizes.select("match_no").with_columns(chunk=pl.Series(chunk_of, dtype=pl.Int64))
     records = pl.concat([side_a.select("id", "data_stream_key", "matched_in"),
                          side_b.select("id", "data_stream_key", "matched_in")])
     members = (outcome.members.join(records, left_on="record_id", right_on="id", how="left")
-               .join(chunk_frame, on="match_no", how="left"))
-    matches = outcome.matches.join(chunk_frame, on="match_no", how="left")
+               .join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True))
+    matches = outcome.matches.join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True)
     return matches, members, chunks
 
 

@@ -24,6 +24,8 @@ def test_moto_returns_only_what_an_index_projects(services):
 
 def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_records(
         services, ingest, reconciliation):
+    from chalicelib.adapters.dynamodb.record_columns import record_columns
+    from chalicelib.adapters.dynamodb.table import serialize
     from chalicelib.services.investigations import _frame
     from chalicelib.services.reconciliation_runs import open_records_frame
 
@@ -38,7 +40,10 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
     assert [i["id"] for i in indexed] == ids
     assert all(set(i) <= {"pk", "sk", "gsi5pk", "gsi5sk", *OPEN_RECORD_ATTRIBUTES} for i in indexed)
     metadata_keys = ["metadata.n", "metadata.payout_id", "metadata.reference"]
-    assert open_records_frame(indexed, metadata_keys, {1}).equals(open_records_frame(whole, metadata_keys, {1}))
+    pages = list(matches.open_record_columns("acme", "bank", recon, adopted=True, with_metadata=True))
+    whole_pages = [record_columns([serialize(i) for i in whole], with_metadata=True)]
+    assert open_records_frame(pages, metadata_keys, {1}).drop("status").equals(
+        open_records_frame(whole_pages, metadata_keys, {1}).drop("status"))  # the index holds no status
     assert _frame(indexed).equals(_frame(whole))
 
 

@@ -371,3 +371,53 @@ def test_amounts_kept_with_different_decimal_places_compare_at_one_scale(api, in
     [match] = matches_of(api, reconciliation)
     detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
     assert sorted(r["id"] for r in detail["records"]) == sorted([bank[0], ledger[0]])
+
+
+def test_a_run_matches_on_a_metadata_key_and_leaves_records_without_it_open(api, ingest, reconciliation):
+    add_rule(api, reconciliation, {**RULE, "conditions": [{"field": "amount", "operator": "equals"},
+                                                          {"field": "metadata.payout", "operator": "equals"}]})
+    bank = ingest(record("bank", 1, 1000, metadata={"payout": "po_1"}), record("bank", 2, 1000, metadata={"payout": 7}),
+                  record("bank", 3, 1000))
+    ledger = ingest(record("ledger", 1, 1000, metadata={"payout": "po_1"}),
+                    record("ledger", 2, 1000, metadata={"payout": "po_2"}), record("ledger", 3, 1000, metadata={"payout": 7}))
+
+    run = start(api, reconciliation)
+
+    assert (run["total_records"], run["matched_records"]) == (6, 4)
+    matched = {tuple(sorted(r["id"] for r in api.get(f"/v1/reconciliation_matches/{m['id']}").json_body["records"]))
+               for m in matches_of(api, reconciliation)}
+    assert matched == {tuple(sorted([bank[0], ledger[0]])), tuple(sorted([bank[1], ledger[2]]))}
+    assert api.get(f"/v1/records/{bank[2]}").json_body["status"] == "unreconciled"
+
+
+def test_records_of_an_import_still_writing_wait_for_a_later_run(api, services, ingest, reconciliation):
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    job_id = api.get(f"/v1/records/{bank[0]}").json_body["file_import_id"]
+    active = keys.active_job_index("acme", job_id)  # as if a chunk of it were being retried
+    services.table.update(keys.ingestion_job("acme", job_id), "SET #s = :p, gsi2pk = :a, gsi2sk = :k",
+                          names={"#s": "status"}, values={":p": "processing", ":a": active["gsi2pk"],
+                                                          ":k": active["gsi2sk"]})
+
+    run = start(api, reconciliation)
+
+    assert (run["status"], run["total_records"], run["matched_records"]) == ("completed", 1, 0)
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+
+
+def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the_limit(
+        api, services, ingest, reconciliation):
+    rule = add_rule(api, reconciliation)
+    ingest(*[record("bank", n, 1000 + n) for n in range(3)])
+    ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
+    services.run_ports = replace(services.run_ports, dry_run_records=4)
+
+    response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
+
+    assert response.status_code == 409, response.json_body
+    message = response.json_body["message"]
+    assert "has 5 open records (3 on side A, 2 on side B)" in message
+    assert "at most 4" in message and f"POST /v1/reconciliations/{reconciliation['id']}/runs" in message
+    services.run_ports = replace(services.run_ports, dry_run_records=5)
+    assert api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run").json_body["matches"] == 2
