@@ -39,9 +39,9 @@ PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist c
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
 POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
-# A dry run answers inside the API call (API Gateway waits 29 s; the function has 1,024 MB, about
-# 0.58 of a vCPU): past this many open records in all it refuses. 100,000 a side took 4.8 s of CPU
-# and 300 MB here, about 13 s on that Lambda with DynamoDB's pages (bench/RESULTS.md).
+# A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
+# all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
+# on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
 DRY_RUN_RECORDS = 200_000
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")

@@ -104,9 +104,9 @@ def _pages_as_json():
 
 
 def _read_pages_as_json(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_) -> None:
-    """botocore walks every attribute value of a Query response through the service model, about
-    120 us a record item; json.loads gives the same typed values ({"S": ..}, {"N": ..}; we store
-    no binary attributes) in a sixth of that (bench/run_memory.py). Only for `query_pages`."""
+    """botocore walks every attribute value of a Query response through the service model; json.loads
+    gives the same typed values ({"S": ..}, {"N": ..}; we store no binary attributes) in a fraction
+    of the time (a run's load of 2M records: 136 s -> 48 s, bench/RESULTS.md). Only for `query_pages`."""
     if getattr(_json_pages, "on", False) and response_dict["status_code"] == 200:
         customized_response_dict.update(json.loads(response_dict["body"]))
         response_dict["body"] = b"{}"
