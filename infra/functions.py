@@ -27,12 +27,14 @@ FUNCTIONS: dict[str, Function] = {
     "file_import_chunks": Function("ingestion", engine=True, memory_mb=2048, timeout_s=300),
     "file_import_finish": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
     "file_import_fail": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
-    "reconciliation_run_load": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    # bench/run_memory.py, 1M open records a side: load peaks at 469 MB (one thread: 1,769 MB is
+    # one full vCPU), match at 969 MB (polars uses both vCPUs), a persist or undo chunk at 116 MB.
+    "reconciliation_run_load": Function("runs", engine=True, memory_mb=1769, timeout_s=900),
     "reconciliation_run_match": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
-    "reconciliation_run_persist": Function("runs", engine=True, memory_mb=2048, timeout_s=300),
+    "reconciliation_run_persist": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
     "reconciliation_run_exceptions": Function("runs", engine=True, memory_mb=2048, timeout_s=900),
     "reconciliation_run_finish": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
-    "reconciliation_run_fail": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "reconciliation_run_fail": Function("runs", engine=True, memory_mb=1024, timeout_s=900),
     "investigation_worker": Function("investigations", engine=True, memory_mb=3008, timeout_s=300),
     "sweep_stuck_jobs": Function("sweeper", engine=True, memory_mb=2048, timeout_s=900),
 }
