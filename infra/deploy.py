@@ -20,8 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
+from chalicelib.local.provision import function_of_parameter, load_template
 from infra import packaging
 from infra.functions import FUNCTIONS, role_output
 
@@ -74,9 +73,7 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
 def workflow_parameters(outputs: dict[str, str], function_arns: dict[str, str]) -> dict[str, str]:
     """Parameters of infra/workflows.yaml: the state machine names from the infrastructure's
     outputs, and each `<Function>Arn` from the ARN of the function that was deployed."""
-    from chalicelib.local.provision import function_of_parameter
-
-    template = load_yaml(INFRA / "workflows.yaml")
+    template = load_template(INFRA / "workflows.yaml")
     parameters = {}
     for name in template["Parameters"]:
         function = function_of_parameter(name)
@@ -98,30 +95,6 @@ def deployed_function_arns(stage: str, deployed_dir: Path = ROOT / ".chalice" / 
 
 
 # --- templates ---------------------------------------------------------------------------
-
-class _CfnLoader(yaml.SafeLoader):
-    """Reads templates that use the short forms (!Ref, !Sub ...) as their long forms."""
-
-
-def _long_form(loader, suffix, node):
-    tag = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    if tag == "Fn::GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {tag: value}
-
-
-_CfnLoader.add_multi_constructor("!", _long_form)
-
-
-def load_yaml(path: Path) -> dict:
-    return yaml.load(path.read_text(), Loader=_CfnLoader)
-
 
 def inline_state_machines(template: dict, base: Path = INFRA) -> dict:
     """Replace each `DefinitionS3Location` (a local ASL file) by the definition itself, so the
@@ -224,11 +197,11 @@ def deploy(stage: str, log=print) -> dict[str, str]:
 
     layer = packaging.build_layer()
     log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
-    artifacts = deploy_stack(cfn, names["artifacts"], load_yaml(INFRA / "artifacts.yaml"),
+    artifacts = deploy_stack(cfn, names["artifacts"], load_template(INFRA / "artifacts.yaml"),
                              {"Stage": stage, "AppName": APP_NAME}, log)
     layer_key = upload_layer(s3, artifacts["ArtifactsBucketName"], layer)
 
-    outputs = deploy_stack(cfn, names["infra"], load_yaml(INFRA / "template.yaml"),
+    outputs = deploy_stack(cfn, names["infra"], load_template(INFRA / "template.yaml"),
                            {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
                             "EngineLayerKey": layer_key}, log)
 
@@ -236,7 +209,7 @@ def deploy(stage: str, log=print) -> dict[str, str]:
     project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
     packaging.chalice(project, "deploy", "--stage", stage)
 
-    workflows = inline_state_machines(load_yaml(INFRA / "workflows.yaml"))
+    workflows = inline_state_machines(load_template(INFRA / "workflows.yaml"))
     deploy_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, deployed_function_arns(stage)), log)
     api = json.loads((ROOT / ".chalice" / "deployed" / f"{stage}.json").read_text())
     url = next((r["rest_api_url"] for r in api["resources"] if r.get("resource_type") == "rest_api"), None)

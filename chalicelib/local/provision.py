@@ -208,9 +208,7 @@ def ensure_table(dynamodb, definition: dict[str, Any], log: Callable[[str], None
 def infra_outputs(parameters: dict[str, str], region: str) -> dict[str, str]:
     """The outputs infra/template.yaml has on the embedded AWS, computed without creating anything."""
     template = load_template()
-    resolver = Resolver(template, parameters, region)
-    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
-            if resolver.condition(output.get("Condition")) and not _is_local_only_arn(template, output["Value"])}
+    return _outputs(template, Resolver(template, parameters, region))
 
 
 def workflows_resolver(parameters: dict[str, str], region: str) -> tuple[dict[str, Any], Resolver]:
@@ -228,15 +226,21 @@ def provision(clients, parameters: dict[str, str], region: str, template: dict[s
     one `template` given, and return the infrastructure's (or that template's) outputs."""
     if template is not None:
         return _provision_template(clients, template, Resolver(template, parameters, region), log)
-    outputs = _provision_template(clients, load_template(), Resolver(load_template(), parameters, region), log)
+    infra = load_template()
+    outputs = _provision_template(clients, infra, Resolver(infra, parameters, region), log)
     _provision_template(clients, *workflows_resolver(parameters, region), log)
     return outputs
 
 
-def _is_local_only_arn(template: dict[str, Any], value: Any) -> bool:
-    """An output naming the ARN of something not made locally (a role)."""
-    return isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
-        template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY
+def _outputs(template: dict[str, Any], resolver: Resolver) -> dict[str, str]:
+    """The template's outputs, but those of a false condition or naming the ARN of something not
+    made locally (a role)."""
+    def local_only(value: Any) -> bool:
+        return isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
+            template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY
+
+    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
+            if resolver.condition(output.get("Condition")) and not local_only(output["Value"])}
 
 
 def _provision_template(clients, template: dict[str, Any], resolver: Resolver,
@@ -255,8 +259,7 @@ def _provision_template(clients, template: dict[str, Any], resolver: Resolver,
         if create is None:
             raise ValueError(f"{logical_id}: resource type {kind} is not supported by the local provisioner")
         create(clients, resolver.resolve(resource.get("Properties", {})), resolver)
-    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
-            if resolver.condition(output.get("Condition")) and not _is_local_only_arn(template, output["Value"])}
+    return _outputs(template, resolver)
 
 
 def _create_bucket(clients, props: dict[str, Any], resolver: Resolver) -> None:

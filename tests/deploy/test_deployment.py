@@ -18,6 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from chalicelib.local.provision import function_of_parameter, load_template
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
 
@@ -77,11 +78,11 @@ class Deployment:
         names = deploy.stack_names(STAGE)
         quiet = lambda _: None
         self.layer = packaging.build_layer()
-        artifacts = deploy.deploy_stack(cfn, names["artifacts"], deploy.load_yaml(deploy.INFRA / "artifacts.yaml"),
+        artifacts = deploy.deploy_stack(cfn, names["artifacts"], load_template(deploy.INFRA / "artifacts.yaml"),
                                         {"Stage": STAGE}, quiet)
         bucket = artifacts["ArtifactsBucketName"]
         layer_key = deploy.upload_layer(s3, bucket, self.layer)
-        self.outputs = deploy.deploy_stack(cfn, names["infra"], deploy.load_yaml(deploy.INFRA / "template.yaml"),
+        self.outputs = deploy.deploy_stack(cfn, names["infra"], load_template(deploy.INFRA / "template.yaml"),
                                            {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key},
                                            quiet)
         # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
@@ -101,7 +102,7 @@ class Deployment:
                 name = configuration["Handler"].removeprefix("app.")
                 self.functions["api_handler" if name == "app" else name] = configuration
         arns = {name: c["FunctionArn"] for name, c in self.functions.items()}
-        workflows = deploy.inline_state_machines(deploy.load_yaml(deploy.INFRA / "workflows.yaml"))
+        workflows = deploy.inline_state_machines(load_template(deploy.INFRA / "workflows.yaml"))
         deploy.deploy_stack(cfn, names["workflows"], workflows, deploy.workflow_parameters(self.outputs, arns), quiet)
 
     def close(self) -> None:
@@ -280,9 +281,7 @@ def lambda_boto3(deployment):
 
 
 def _run_packaged(deployment, unpacked, lambda_boto3, with_engine: bool):
-    from chalicelib.local.provision import function_of_parameter
-
-    workflows = deploy.load_yaml(deploy.INFRA / "workflows.yaml")
+    workflows = load_template(deploy.INFRA / "workflows.yaml")
     machines = {}
     for logical_id, output in (("FileImportStateMachine", "FileImportStateMachineName"),
                                ("ReconciliationRunStateMachine", "ReconciliationRunStateMachineName")):
