@@ -52,10 +52,7 @@ def main() -> None:
           f"{sum(f.engine for f in FUNCTIONS.values())} of {len(FUNCTIONS)} functions carry the layer")
 
     python = packaging.find_runtime_python()
-    boto3_dir = packaging.BUILD / "runtime-boto3"
-    if not (boto3_dir / "boto3").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(boto3_dir),
-                        "--python-version", packaging.PYTHON_VERSION, "--only-binary=:all:", "boto3==1.44.5"], check=True)
+    boto3_dir = packaging.runtime_boto3()
     with tempfile.TemporaryDirectory() as tmp:
         task = packaging.unpack(app.zip_path, Path(tmp) / "task")
         opt = packaging.unpack(layer.zip_path, Path(tmp) / "opt") / "python"

@@ -8,6 +8,8 @@ interpreter it runs under, so packaging runs in `.venv-deploy`, made with Python
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -91,12 +93,26 @@ def describe(zip_path: Path) -> Package:
                    [i.filename for i in infos if not i.is_dir()])
 
 
+@contextlib.contextmanager
+def _exclusive(build: Path, name: str):
+    """One builder at a time per build directory (two test workers may ask at once)."""
+    build.mkdir(parents=True, exist_ok=True)
+    with open(build / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_layer(requirements: Path = ROOT / "requirements-layer.txt", build: Path = BUILD) -> Package:
     """The engine layer's zip (`python/...`), built once per requirements file and recipe."""
     recipe = json.dumps([PLATFORMS, sorted(LAYER_PRUNE_DIRS), LAYER_PRUNE_SUFFIXES, PYTHON_VERSION])
     zip_path = build / f"engine-layer-{_digest(requirements, Path(__file__), extra=recipe)}.zip"
-    if zip_path.exists():
-        return describe(zip_path)
+    with _exclusive(build, "engine-layer"):
+        if not zip_path.exists():
+            _build_layer(requirements, build, zip_path)
+    return describe(zip_path)
+
+
+def _build_layer(requirements: Path, build: Path, zip_path: Path) -> None:
     staging = build / "engine-layer"
     shutil.rmtree(staging, ignore_errors=True)
     target = staging / "python"
@@ -110,10 +126,19 @@ def build_layer(requirements: Path = ROOT / "requirements-layer.txt", build: Pat
     _prune(target)
     _strip_shared_objects(target)
     _compile(target)
-    build.mkdir(parents=True, exist_ok=True)
     _zip_tree(staging, zip_path)
     shutil.rmtree(staging, ignore_errors=True)
-    return describe(zip_path)
+
+
+def runtime_boto3(build: Path = BUILD) -> Path:
+    """boto3 as the Lambda runtime provides it, for running the package in a clean interpreter."""
+    target = build / "runtime-boto3"
+    with _exclusive(build, "runtime-boto3"):
+        if not (target / "boto3").exists():
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                            "--target", str(target), "--python-version", PYTHON_VERSION, "--only-binary=:all:",
+                            "--implementation", "cp", "boto3==1.44.5"], check=True)
+    return target
 
 
 def _prune(root: Path) -> None:
@@ -148,15 +173,19 @@ def ensure_deploy_venv(venv: Path = DEPLOY_VENV) -> Path:
     """`.venv-deploy`: Python 3.12 with Chalice and boto3 (as pinned in requirements-deploy.txt)."""
     requirements = ROOT / "requirements-deploy.txt"
     stamp = venv / ".installed"
-    if stamp.exists() and stamp.read_text() == _digest(requirements):
-        return venv
+    with _exclusive(BUILD, "deploy-venv"):
+        if not (stamp.exists() and stamp.read_text() == _digest(requirements)):
+            _make_deploy_venv(venv, requirements, stamp)
+    return venv
+
+
+def _make_deploy_venv(venv: Path, requirements: Path, stamp: Path) -> None:
     if not (venv / "bin" / "python").exists():
         subprocess.run([find_runtime_python(), "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "-r", str(requirements)], check=True)
     subprocess.run([*pip, "--no-deps", SAM_TRANSLATOR], check=True, stderr=subprocess.DEVNULL)
     stamp.write_text(_digest(requirements))
-    return venv
 
 
 def stage_project(config: dict, project: Path) -> Path:

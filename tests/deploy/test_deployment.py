@@ -272,12 +272,7 @@ def lambda_layers(deployment):
 @pytest.fixture(scope="module")
 def lambda_boto3(deployment):
     """boto3 as the Lambda runtime provides it, and nothing else."""
-    target = packaging.BUILD / "runtime-boto3"
-    if not (target / "boto3").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--target", str(target), "--python-version", packaging.PYTHON_VERSION, "--only-binary=:all:",
-                        "--implementation", "cp", "boto3==1.44.5"], check=True)
-    return target
+    return packaging.runtime_boto3()
 
 
 def _run_packaged(deployment, unpacked, lambda_boto3, with_engine: bool):
