@@ -67,7 +67,6 @@ def record_item(side: str, records: int, n: int) -> dict[str, Any]:
     return {
         "pk": text(f"E#{ENVIRONMENT}#REC#{rid}"), "sk": text("REC"),
         "gsi1pk": text(f"E#{ENVIRONMENT}#DS#{key}#REC"), "gsi1sk": text(rid),
-        "gsi4pk": text(f"E#{ENVIRONMENT}#ST#unreconciled"), "gsi4sk": text(rid),
         "gsi5pk": text(f"E#{ENVIRONMENT}#DS#{key}#OPEN"), "gsi5sk": text(rid),
         "entity": text("record"), "environment": text(ENVIRONMENT), "id": {"N": str(record_id)},
         "data_stream_key": text(key), "data_stream_id": {"N": "1" if side == "a" else "2"},

@@ -17,6 +17,9 @@ def create_reconciliation(reconciliations: Reconciliations, streams: DataStreams
         environment=environment, id=reconciliations.next_id(environment), name=name, run_type=run_type,
         side_a_stream_keys=tuple(side_a), side_b_stream_keys=tuple(side_b),
         exception_after_days=exception_after_days, created_at=now, updated_at=now,
+        # Its first run refreshes its exceptions; until then the sweeper leaves it an hour, so
+        # records about to be matched are not first held by exceptions and let go again.
+        exceptions_refreshed_at=now,
     )
     reconciliations.add(reconciliation)
     return reconciliation

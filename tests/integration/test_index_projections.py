@@ -9,7 +9,7 @@ from tests.integration.conftest import record
 
 def test_moto_returns_only_what_an_index_projects(services):
     table = services.table
-    table.put({**keys.record("acme", 1), **keys.record_indexes("acme", 1, "bank", "unreconciled"),
+    table.put({**keys.record("acme", 1), **keys.record_indexes("acme", 1, "bank", "partially_reconciled"),
                "id": 1, "amount": 5, "created_at": "2026-01-01T00:00:00Z"})
     client = boto3.client("dynamodb", region_name="us-east-1")
 
@@ -17,7 +17,7 @@ def test_moto_returns_only_what_an_index_projects(services):
         return client.query(TableName=table.name, IndexName=index, KeyConditionExpression=f"{index}pk = :p",
                             ExpressionAttributeValues={":p": {"S": partition}})["Items"]
     [open_entry] = entries("gsi5", keys.open_records_of_stream_pk("acme", "bank"))
-    [status_entry] = entries("gsi4", keys.records_with_status_pk("acme", "unreconciled"))
+    [status_entry] = entries("gsi4", keys.records_with_status_pk("acme", "partially_reconciled"))
     assert set(open_entry) == {"pk", "sk", "gsi5pk", "gsi5sk", "id", "amount"}
     assert set(status_entry) == {"pk", "sk", "gsi4pk", "gsi4sk"}
 
@@ -67,7 +67,8 @@ def test_the_sweeper_finds_the_reconciliations_due_for_a_refresh_from_its_index_
     from chalicelib.domain.clock import utc_now
 
     reconciliations, recon, now = services.reconciliations, reconciliation["id"], utc_now()
-    assert reconciliations.due_for_exception_refresh(now) == [("acme", recon)]  # never refreshed
+    assert reconciliations.due_for_exception_refresh(now - timedelta(hours=1)) == []  # new: an hour for a run
+    assert reconciliations.due_for_exception_refresh(now + timedelta(hours=1)) == [("acme", recon)]
     reconciliations.mark_exceptions_refreshed("acme", recon, now)
     assert reconciliations.due_for_exception_refresh(now - timedelta(hours=1)) == []
     assert reconciliations.due_for_exception_refresh(now + timedelta(seconds=1)) == [("acme", recon)]

@@ -119,6 +119,26 @@ def test_unmatching_opens_the_records_again_and_the_next_run_matches_them(api, i
     assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
 
 
+def test_the_status_listings_follow_matching_and_unmatching(api, ingest, reconciliation):
+    """Unreconciled records are listed from the streams' open partitions, matched ones from the
+    matched-records index: a record moves between them with every match and unmatch."""
+    def listed(status):
+        return [r["id"] for r in api.get(f"/v1/records?status={status}").json_body["data"]]
+
+    add_rule(api, reconciliation)
+    bank = ingest(record("bank", 1, 1000), record("bank", 2, 555))
+    ledger = ingest(record("ledger", 1, 1000))
+    assert listed("unreconciled") == sorted(bank + ledger, reverse=True) and listed("reconciled") == []
+
+    start(api, reconciliation)
+    [match] = matches_of(api, reconciliation)
+    assert listed("unreconciled") == [bank[1]]
+    assert listed("reconciled") == sorted([bank[0], ledger[0]], reverse=True)
+
+    assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 204
+    assert listed("unreconciled") == sorted(bank + ledger, reverse=True) and listed("reconciled") == []
+
+
 def test_a_record_matched_in_one_of_two_reconciliations_is_partially_reconciled(api, ingest, reconciliation):
     assert api.post("/v1/data_streams", {"key": "psp", "name": "Processor"}).status_code == 201
     other = api.post("/v1/reconciliations", {"name": "Bank to processor", "run_type": "batch",

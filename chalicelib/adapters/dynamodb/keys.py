@@ -15,8 +15,9 @@ Layout (one table, generic attributes `pk`, `sk`, `gsi1pk`, `gsi1sk`, `gsi2pk`, 
 | job results (per chunk)  | E#<env>#JOB#<id>            | RES#<chunk>      |                                         |
 | idempotency key          | E#<env>#IDEM#<key>          | IDEM             |                                         |
 
-Records also sit in gsi4 (E#<env>#ST#<status> / <id>) and, while open, in gsi5 (see
-`open_record_index`). Every index entry is a write unit on each insert, so a record carries no
+Records sit in gsi5 while open (see `open_record_index`) and in gsi4 (E#<env>#ST#<status> / <id>)
+once matched somewhere (partially or fully reconciled): the unreconciled records of an
+environment are its streams' open partitions, so a new record takes no gsi4 entry. Every index entry is a write unit on each insert, so a record carries no
 key it can do without: the records of an ingestion job are its block of ids (the job names the
 first), and the guards of one external id share a partition (one per stream), so listing by
 job or by external id needs no index of its own.
@@ -34,6 +35,11 @@ GLOBAL_COUNTER_PK = "GLOBAL#COUNTER"
 
 def _id(value: int) -> str:
     return str(value).zfill(ID_WIDTH)
+
+
+def record_sort_key(record_id: int) -> str:
+    """A record's sort key in every index listing records (ids in string order)."""
+    return _id(record_id)
 
 
 def env_prefix(environment: str) -> str:
@@ -128,10 +134,15 @@ def open_record_index(environment: str, stream_key: str, record_id: int) -> dict
     return {"gsi5pk": open_records_of_stream_pk(environment, stream_key), "gsi5sk": _id(record_id)}
 
 
+def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:
+    """gsi4, sparse: a record sits in it, under its status, once some reconciliation matched it."""
+    return {"gsi4pk": records_with_status_pk(environment, status), "gsi4sk": _id(record_id)}
+
+
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
-    sort = _id(record_id)
-    keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": sort,
-            "gsi4pk": records_with_status_pk(environment, status), "gsi4sk": sort}
+    keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": _id(record_id)}
+    if status != "unreconciled":
+        keys.update(matched_record_index(environment, status, record_id))
     if status != "reconciled":
         keys.update(open_record_index(environment, stream_key, record_id))
     return keys

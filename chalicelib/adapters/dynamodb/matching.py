@@ -226,13 +226,12 @@ class MatchRepository:
             status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
             try:
                 self._table.update(
-                    keys.record(environment, record_id), _status_update(status, item, "SET #m = :match", "ADD matched_in :r"),
+                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", "ADD matched_in :r"),
                     condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
                               "AND " + _same_matched_in(matched_in),
                     names={"#m": attribute, "#status": "status"},
-                    values={":match": match_id, ":r": {reconciliation_id}, ":status": status.value,
-                            ":g4": keys.records_with_status_pk(environment, status.value),
-                            **_open_index_values(environment, item, status), **_size_value(matched_in)})
+                    values={":match": match_id, ":r": {reconciliation_id},
+                            **_status_values(environment, item, status), **_size_value(matched_in)})
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -250,12 +249,11 @@ class MatchRepository:
             status = record_status(matched_in - {reconciliation_id}, users)
             try:
                 self._table.update(
-                    keys.record(environment, record_id), _status_update(status, item, "REMOVE #m", "DELETE matched_in :r"),
+                    keys.record(environment, record_id), _status_update(status, "REMOVE #m", "DELETE matched_in :r"),
                     condition="#m = :match AND " + _same_matched_in(matched_in),
                     names={"#m": attribute, "#status": "status"},
-                    values={":match": match_id, ":r": {reconciliation_id}, ":status": status.value,
-                            ":g4": keys.records_with_status_pk(environment, status.value),
-                            **_open_index_values(environment, item, status), **_size_value(matched_in)})
+                    values={":match": match_id, ":r": {reconciliation_id},
+                            **_status_values(environment, item, status), **_size_value(matched_in)})
                 return
             except ConditionFailed:
                 continue
@@ -319,15 +317,12 @@ class MatchRepository:
         status = record_status(matched_in, users)
         if status is RecordStatus.RECONCILED:
             return
-        index = keys.open_record_index(environment, item["data_stream_key"], item["id"])
         try:
-            self._table.update(keys.record(environment, item["id"]),
-                               "SET #status = :status, gsi4pk = :g4, gsi5pk = :g5, gsi5sk = :g5s",
+            self._table.update(keys.record(environment, item["id"]), _status_update(status, "", ""),
                                condition="#status = :reconciled AND " + _same_matched_in(matched_in),
                                names={"#status": "status"},
-                               values={":status": status.value, ":reconciled": RecordStatus.RECONCILED.value,
-                                       ":g4": keys.records_with_status_pk(environment, status.value),
-                                       ":g5": index["gsi5pk"], ":g5s": index["gsi5sk"], **_size_value(matched_in)})
+                               values={":reconciled": RecordStatus.RECONCILED.value,
+                                       **_status_values(environment, item, status), **_size_value(matched_in)})
         except ConditionFailed:
             pass
 
@@ -449,12 +444,18 @@ def _open_here(reconciliation_id: int) -> Filter:
                   {":fr": reconciliation_id})
 
 
-def _status_update(status: RecordStatus, item: dict[str, Any], set_clause: str, set_change: str) -> str:
-    """The status, its index, and the open-records index follow the new status."""
-    sets = [set_clause.removeprefix("SET "), "#status = :status", "gsi4pk = :g4"]
-    removes = [set_clause.removeprefix("REMOVE ")] if set_clause.startswith("REMOVE") else []
-    if set_clause.startswith("REMOVE"):
-        sets = sets[1:]
+def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> str:
+    """The status, and the indexes that follow it: the matched-records index (gsi4) holds the
+    record unless it is unreconciled, the open-records index (gsi5) unless it is reconciled."""
+    sets, removes = ["#status = :status"], []
+    if set_clause.startswith("REMOVE "):
+        removes.append(set_clause.removeprefix("REMOVE "))
+    elif set_clause:
+        sets.insert(0, set_clause.removeprefix("SET "))
+    if status is RecordStatus.UNRECONCILED:
+        removes += ["gsi4pk", "gsi4sk"]
+    else:
+        sets += ["gsi4pk = :g4", "gsi4sk = :g4s"]
     if status is RecordStatus.RECONCILED:
         removes += ["gsi5pk", "gsi5sk"]
     else:
@@ -462,14 +463,18 @@ def _status_update(status: RecordStatus, item: dict[str, Any], set_clause: str, 
     expression = "SET " + ", ".join(sets)
     if removes:
         expression += " REMOVE " + ", ".join(removes)
-    return f"{expression} {set_change}"
+    return f"{expression} {set_change}".rstrip()
 
 
-def _open_index_values(environment: str, item: dict[str, Any], status: RecordStatus) -> dict[str, str]:
-    if status is RecordStatus.RECONCILED:
-        return {}
-    index = keys.open_record_index(environment, item["data_stream_key"], item["id"])
-    return {":g5": index["gsi5pk"], ":g5s": index["gsi5sk"]}
+def _status_values(environment: str, item: dict[str, Any], status: RecordStatus) -> dict[str, str]:
+    """The values `_status_update` names for `status`."""
+    values = {":status": status.value}
+    indexes = keys.record_indexes(environment, item["id"], item["data_stream_key"], status.value)
+    if "gsi4pk" in indexes:
+        values.update({":g4": indexes["gsi4pk"], ":g4s": indexes["gsi4sk"]})
+    if "gsi5pk" in indexes:
+        values.update({":g5": indexes["gsi5pk"], ":g5s": indexes["gsi5sk"]})
+    return values
 
 
 def _same_matched_in(matched_in: set[int]) -> str:

@@ -204,6 +204,8 @@ class ReconciliationRepository:
             "exception_after_days": reconciliation.exception_after_days,
             "created_at": iso(reconciliation.created_at), "updated_at": iso(reconciliation.updated_at),
             "current_run_id": reconciliation.current_run_id, "last_run_id": reconciliation.last_run_id,
+            "exceptions_refreshed_at": iso(reconciliation.exceptions_refreshed_at)
+            if reconciliation.exceptions_refreshed_at else None,
             "version": reconciliation.version,
         }
 

@@ -1,6 +1,7 @@
 """Records in DynamoDB: batch writes, the external_id uniqueness guard, the listings by index."""
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -103,6 +104,8 @@ class RecordRepository:
                                           filter=_filter_for(query))
         elif query.external_id is not None:
             page = self._page_of_external_id(environment, query, limit, cursor)
+        elif query.status is RecordStatus.UNRECONCILED:
+            page = self._page_of_unreconciled(environment, query, limit, cursor)
         else:
             assert query.status is not None
             page = self._table.index_page("gsi4pk", keys.records_with_status_pk(environment, query.status.value),
@@ -134,6 +137,23 @@ class RecordRepository:
         if cursor:
             after = _cursor_id(cursor, listing)
             ids = [i for i in ids if i < after]
+        return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
+                                        limit, self._admits(query))
+
+    def _page_of_unreconciled(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+        """Unreconciled records sit in no status index (an entry there would cost every new record
+        a write unit): they are the records of the streams' open partitions (gsi5) that no
+        reconciliation matched, merged newest first."""
+        listing = keys.records_with_status_pk(environment, RecordStatus.UNRECONCILED.value)
+        below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
+        streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index="gsi1",
+                                        projection="key")
+        unmatched = Filter("attribute_not_exists(#fm)", {"#fm": "matched_in"}, {})
+        partitions = [self._table.sort_values_below("gsi5pk", keys.open_records_of_stream_pk(environment, s["key"]),
+                                                    index="gsi5", sort_attr="gsi5sk", below=below,
+                                                    page_size=limit + 1, filter=unmatched)
+                      for s in streams]
+        ids = (int(sort) for sort in heapq.merge(*partitions, reverse=True))
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 

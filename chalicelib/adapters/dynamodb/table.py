@@ -231,6 +231,24 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
+    def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
+                          below: str | None, page_size: int, filter: "Filter | None" = None) -> Iterator[str]:
+        """The sort values of a partition, highest first, strictly below `below` when given, read
+        `page_size` at a time: a merge of many partitions reads each only as far as it needs."""
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None, filter)
+        kwargs.update(ScanIndexForward=False, Limit=page_size)
+        _project(kwargs, sort_attr)
+        if below is not None:
+            kwargs["KeyConditionExpression"] += " AND #below < :below"
+            kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
+            kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
+        while True:
+            response = self._client.query(**kwargs)
+            yield from (item[sort_attr]["S"] for item in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
               filter: "Filter | None" = None, deadline: float | None = None) -> tuple[int, bool]:
         """How many items of the partition pass `filter` (only counts come back), and whether the
