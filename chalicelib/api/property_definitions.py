@@ -44,13 +44,13 @@ def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionO
     return PropertyDefinitionOut.model_validate(definition)
 
 
-@router.route("PATCH", PATH + "/{id}", summary="Rename a property definition or change optional",
+@router.route("PATCH", PATH + "/{id}", summary="Rename a property definition or change optional (key and type are immutable)",
               body=UpdatePropertyDefinition, response=PropertyDefinitionOut, errors=(404, 422))
 def update_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
     body: UpdatePropertyDefinition = request.body
     definition = service.update_definition(
         container().property_definitions, request.environment, numeric_id(id, "property definition"),
-        name=body.name, optional=body.optional,
+        name=body.name, optional=body.optional, requested_key=body.key, requested_type=body.type,
     )
     return PropertyDefinitionOut.model_validate(definition)
 

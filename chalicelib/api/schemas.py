@@ -122,6 +122,8 @@ class CreatePropertyDefinition(RequestModel):
 class UpdatePropertyDefinition(RequestModel):
     name: Name = unchanged_when_absent()
     optional: bool = unchanged_when_absent()
+    key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
+    type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
 
 
 class PropertyDefinitionQuery(QueryModel):

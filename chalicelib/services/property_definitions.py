@@ -26,8 +26,14 @@ def create_definition(definitions: PropertyDefinitions, streams: DataStreams, en
 
 
 def update_definition(definitions: PropertyDefinitions, environment: str, definition_id: int, *,
-                      name: str | None, optional: bool | None) -> PropertyDefinition:
+                      name: str | None, optional: bool | None, requested_key: str | None = None,
+                      requested_type: str | None = None) -> PropertyDefinition:
+    """Change name and optional; key and type are immutable (accepted only when unchanged), as a stream's are."""
     current = definitions.get(environment, definition_id)
+    if requested_key is not None and requested_key != current.key:
+        raise ValidationFailed.on("key", "is immutable")
+    if requested_type is not None and requested_type != current.type.value:
+        raise ValidationFailed.on("type", "is immutable")
     updated = replace(
         current,
         name=current.name if name is None else name,

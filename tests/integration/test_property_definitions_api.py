@@ -76,11 +76,22 @@ def test_the_filter_does_not_match_streams_sharing_a_prefix(api):
 
 def test_patch_changes_name_and_optional_only(api, stream):
     created = define(api, "ref", type="string").json_body
-    response = api.patch(f"{PATH}/{created['id']}", {"name": "Reference", "optional": True, "type": "number"})
+    response = api.patch(f"{PATH}/{created['id']}", {"name": "Reference", "optional": True, "type": "string",
+                                                     "key": "ref"})
     assert response.status_code == 200
     body = response.json_body
     assert body["name"] == "Reference" and body["optional"] is True and body["type"] == "string"
     assert api.patch(f"{PATH}/{created['id']}", {"optional": None}).status_code == 422
+
+
+@pytest.mark.parametrize("body, field", [({"key": "other"}, "key"), ({"type": "number"}, "type"),
+                                         ({"name": "Renamed", "type": "number"}, "type")])
+def test_patch_of_the_key_or_type_is_422_is_immutable_and_changes_nothing(api, stream, body, field):
+    created = define(api, "ref", type="string").json_body
+    response = api.patch(f"{PATH}/{created['id']}", body)
+    assert response.status_code == 422
+    assert response.json_body["errors"] == [{"field": field, "message": "is immutable"}]
+    assert api.get(f"{PATH}/{created['id']}").json_body == created
 
 
 def test_delete_frees_the_key_and_unknown_ids_are_404(api, stream):
