@@ -307,3 +307,14 @@ def test_a_file_over_the_import_limit_is_refused_with_a_message(api, services, r
     upload(services, runtime, created, big)
     done = api.get(created["url"]).json_body
     assert done["status"] == "failed" and "split it" in done["error_message"]
+
+
+def test_a_failed_csv_row_keeps_its_external_id_and_a_date_error_names_the_declared_format(
+        api, services, runtime, bank):
+    created = create(api, date_format="DD/MM/YYYY")
+    upload(services, runtime, created, b"date,amount,external_id\n"
+                                       b"01/11/2026,1.00,ok-1\n30/02/2026,2.00,bad-date\n02/11/2026,x,bad-amount\n")
+    results = api.get(created["url"]).json_body["results"]
+    assert [(r["line"], r["external_id"], r["status"]) for r in results] == [
+        (3, "bad-date", "failed"), (4, "bad-amount", "failed")]
+    assert "DD/MM/YYYY" in results[0]["error"] and "YYYY-MM-DD" not in results[0]["error"]

@@ -130,3 +130,16 @@ def test_non_ascii_digits_fail_the_row_instead_of_crashing_or_being_read(amount)
 def test_a_row_error_quotes_a_long_value_only_in_part():
     parsed = parse("date,amount\n2026-11-01," + "x" * 5000 + "\n")
     assert len(parsed.rows[0].error) < 200
+
+
+def test_a_row_that_fails_keeps_its_external_id():
+    parsed = parse("date,amount,external_id\n2026-11-01,abc,tx-3\n2026-11-01,abc,\n")
+    assert parsed.rows[0].error and parsed.rows[0].item == {"external_id": "tx-3"}
+    assert parsed.rows[1].error and parsed.rows[1].item is None  # a blank external_id is no external_id
+
+
+@pytest.mark.parametrize("date_format, text", [("DD/MM/YYYY", "30/02/2026"), ("MM/DD/YYYY", "13/01/2026"),
+                                               ("DD/MM/YYYY", "2026-11-01"), ("MM/DD/YYYY", "00/10/2026")])
+def test_a_date_error_names_the_declared_format(date_format, text):
+    [row] = parse(f"date,amount\n{text},1.00\n", date_format=date_format).rows
+    assert row.item is None and date_format in row.error and "YYYY-MM-DD" not in row.error

@@ -12,6 +12,7 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from chalicelib.domain.errors import shown
@@ -71,14 +72,18 @@ def to_minor_units(text: str, decimal_places: int) -> int:
 
 
 def to_iso_date(text: str, date_format: str) -> str:
+    """A date in the declared format to YYYY-MM-DD; an error names the declared format."""
     value = text.strip()
     if date_format == "YYYY-MM-DD":
-        return value
+        return value  # validated with every other item field, in this very format
     parts = value.split("/")
     if len(parts) != 3 or not all(_digits(p) for p in parts) or len(parts[2]) != 4:
         raise RowError(f"date: '{shown(text, 40)}' is not a date in the form {date_format}")
     month, day = (parts[0], parts[1]) if date_format == "MM/DD/YYYY" else (parts[1], parts[0])
-    return f"{parts[2]}-{int(month):02d}-{int(day):02d}"
+    try:
+        return date(int(parts[2]), int(month), int(day)).isoformat()
+    except ValueError:
+        raise RowError(f"date: '{shown(text, 40)}' is not a real date in the form {date_format}") from None
 
 
 def _decode(data: bytes) -> str:
@@ -118,6 +123,7 @@ def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
         raise FileRejected(f"CSV header cannot be read: {error}") from None
     names = _columns(header, options)
     to_item = _row_reader(names, options)
+    external_id_at = names.index("external_id") if "external_id" in names else None
     width = len(names)
     rows: list[ParsedRow] = []
     append = rows.append
@@ -129,7 +135,10 @@ def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
                     try:
                         append(ParsedRow(line, to_item(values)))
                     except (RowError, ValueError) as error:  # ValueError: a value no check foresaw
-                        append(ParsedRow(line, None, str(error) if isinstance(error, RowError)
+                        # A failed row keeps its external_id, so that its result names it.
+                        kept = values[external_id_at].strip() if external_id_at is not None else ""
+                        append(ParsedRow(line, {"external_id": kept} if kept else None,
+                                         str(error) if isinstance(error, RowError)
                                          else f"row cannot be read: {shown(error, 80)}"))
                 elif values and (len(values) > 1 or values[0].strip()):
                     append(ParsedRow(line, None, f"row has {len(values)} fields; the header has {width}"))
