@@ -11,7 +11,7 @@ from chalicelib.api.schemas import (
     RecordPage,
     RecordsQuery,
 )
-from chalicelib.api.views import ingestion_job_fields, record_out
+from chalicelib.api.views import bulk_request_fields, record_out
 from chalicelib.adapters.dynamodb.records import RecordQuery
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound, ValidationFailed
@@ -33,7 +33,7 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
         raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     job = bulk_ingestion.submit_bulk(container().ingestion, request.environment, body.records,
                                      OnConflict(body.on_conflict), key)
-    return BulkRequestSummaryOut(**ingestion_job_fields(job))
+    return BulkRequestSummaryOut(**bulk_request_fields(job))
 
 
 @router.route("GET", "/bulk_requests/{id}", summary="A bulk request: progress, totals and per-item results",
@@ -44,7 +44,7 @@ def get_bulk_request(request: ApiRequest, id: str) -> BulkRequestOut:
     if job.source is not JobSource.BULK_API:
         raise NotFound(f"bulk request '{id}' not found")
     results = [ItemResultOut.model_validate(r) for r in jobs.results(request.environment, job.id)]
-    return BulkRequestOut(**ingestion_job_fields(job), results=results)
+    return BulkRequestOut(**bulk_request_fields(job), results=results)
 
 
 @router.route("GET", "/records", summary="List records, newest first, by stream, status, match, import or "

@@ -154,9 +154,13 @@ class BulkRecordsBody(RequestModel):
     )
 
 
+BulkRequestStatus = Literal["pending", "processing", "completed", "failed", "cancelled"]
+FileImportStatus = Literal["pending", "processing", "replicating", "completed", "failed", "cancelled"]
+
+
 class BulkRequestSummaryOut(ResponseModel):
     id: int
-    status: str
+    status: BulkRequestStatus = Field(description="`replicating` (a file-import status) reads as processing here")
     total_items: int
     processed_items: int
     successful_items: int
@@ -178,6 +182,7 @@ class FileItemResultOut(ItemResultOut):
 
 
 class IngestionJobOut(BulkRequestSummaryOut):
+    status: FileImportStatus
     source: str | None
     filename: str | None
     expected_records_count: int | None
@@ -199,6 +204,7 @@ class IngestionJobOut(BulkRequestSummaryOut):
 
 
 class BulkRequestOut(IngestionJobOut):
+    status: BulkRequestStatus = Field(description="`replicating` (a file-import status) reads as processing here")
     results: list[ItemResultOut]
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from chalicelib.api.routing import API_PREFIX
 from chalicelib.api.schemas import RecordOut
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.ingestion import IngestionJob, JobSource
+from chalicelib.domain.ingestion import IngestionJob, JobSource, bulk_request_status
 from chalicelib.domain.records import Record
 
 
@@ -29,6 +29,11 @@ def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
         "last_progress_at": job.last_progress_at, "cancellation_requested_at": job.cancellation_requested_at,
         "records_url": f"{API_PREFIX}/file_imports/{job.id}/records",
     }
+
+
+def bulk_request_fields(job: IngestionJob) -> dict[str, Any]:
+    """The same job in a bulk request's own view, which has no `replicating` status."""
+    return {**ingestion_job_fields(job), "status": bulk_request_status(job.status).value}
 
 
 def record_out(record: Record) -> RecordOut:

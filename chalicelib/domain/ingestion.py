@@ -40,6 +40,12 @@ FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED
 STUCK_AFTER = timedelta(minutes=5)
 
 
+def bulk_request_status(status: JobStatus) -> JobStatus:
+    """A bulk request's own view knows pending, processing, completed, failed and cancelled:
+    `replicating` (records written, being published) is a file-import status and reads as processing."""
+    return JobStatus.PROCESSING if status is JobStatus.REPLICATING else status
+
+
 def sources_of(target: JobStatus) -> tuple[JobStatus, ...]:
     """The statuses a job may be in to move to `target`."""
     return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)

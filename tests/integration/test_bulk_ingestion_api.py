@@ -265,3 +265,16 @@ def test_bulk_requests_replicate_to_the_mirror_per_stream(api, streams, services
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/_rows=1",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/part-000000.parquet",
     ]
+
+
+def test_a_replicating_job_reads_as_processing_in_the_bulk_request_view_only(api, streams, services):
+    from chalicelib.domain.ingestion import JobStatus
+
+    summary = submit(api, [item(1)], key="k-1").json_body
+    jobs = services.ingestion_jobs
+    job = jobs.move(jobs.get("acme", summary["id"]), JobStatus.PROCESSING)
+    jobs.move(job, JobStatus.REPLICATING)
+
+    assert api.get(summary["url"]).json_body["status"] == "processing"
+    assert submit(api, [item(1)], key="k-1").json_body["status"] == "processing"  # the same request again
+    assert api.get(f"/v1/file_imports/{summary['id']}").json_body["status"] == "replicating"
