@@ -144,6 +144,28 @@ def check_metadata(metadata: Mapping[str, Any], properties: tuple[PropertyDefini
     return None
 
 
+def declared_decimal_places(raw: Any) -> int | None:
+    """The decimal places an item's amount is in: its own, else its currency's (USD when it gives
+    none); None when the item does not say in a readable way (it then fails validation anyway)."""
+    if not isinstance(raw, dict):
+        return None
+    places = raw.get("decimal_places")
+    if places is not None:
+        return places if _is_int(places) and 0 <= places <= MAX_DECIMAL_PLACES else None
+    currency = raw.get("currency")
+    if currency is None:
+        return minor_units(DEFAULT_CURRENCY)
+    if isinstance(currency, str) and currency.upper() in ISO_4217:
+        return minor_units(currency.upper())
+    return None
+
+
+def shared_decimal_places(items: Any) -> int | None:
+    """The decimal places of a batch of items when all that say agree; None when they mix (or none says)."""
+    seen = {declared_decimal_places(item) for item in items} - {None}
+    return seen.pop() if len(seen) == 1 else None
+
+
 def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> RecordDraft | ItemError:
     """Turn one submitted item into a draft, or say which field is wrong and why.
 

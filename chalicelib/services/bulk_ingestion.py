@@ -31,7 +31,15 @@ from chalicelib.domain.ingestion import (
     OnConflict,
     chunk_ranges,
 )
-from chalicelib.domain.records import MAX_EXTERNAL_ID, ItemError, Record, RecordDraft, StreamContext, validate_item
+from chalicelib.domain.records import (
+    MAX_EXTERNAL_ID,
+    ItemError,
+    Record,
+    RecordDraft,
+    StreamContext,
+    shared_decimal_places,
+    validate_item,
+)
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 
@@ -85,6 +93,7 @@ def submit_bulk(ports: IngestionPorts, environment: str, records: list[Any], on_
         environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
         total_items=len(records), on_conflict=on_conflict, created_at=utc_now(),
         payload_key=payload_key(environment, job_id), body_hash=digest, idempotency_key=idempotency_key,
+        decimal_places=shared_decimal_places(records),
     )
     ports.payloads.put_json(job.payload_key, {"records": records})
     ports.jobs.add(job)

@@ -27,9 +27,11 @@ from chalicelib.domain.ingestion import (
     STUCK_AFTER,
     chunk_ranges,
 )
+from chalicelib.domain.money import DEFAULT_CURRENCY, minor_units
 from chalicelib.domain.parsers import FileRejected, ParsedFile
 from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
+from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services.bulk_ingestion import (
     IngestionPorts,
@@ -40,6 +42,7 @@ from chalicelib.services.bulk_ingestion import (
     stream_contexts,
 )
 
+NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents
 # 500 rows keep a chunk's results (with the problem rows once more) well inside one DynamoDB item.
 FILE_CHUNK_ROWS = 500
 # Parsing holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that
@@ -79,7 +82,8 @@ def create_import(ports: FilePorts, environment: str, stream_key: str, *, filena
     job_id = ingestion.counters.next_id(environment, "ingestion_job")
     job = IngestionJob(
         environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
-        on_conflict=on_conflict, created_at=utc_now(), filename=filename, decimal_places=decimal_places,
+        on_conflict=on_conflict, created_at=utc_now(), filename=filename,
+        decimal_places=NACHA_DECIMAL_PLACES if source is JobSource.NACHA else decimal_places,
         file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
         data_stream_key=stream_key,
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places},
@@ -188,7 +192,7 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
         ingestion.payloads.put_json(_chunk_key(job, number), {"rows": [
             [i, parsed.rows[i].line, parsed.rows[i].item, parsed.rows[i].error] for i in rows]})
     ids = ingestion.counters.next_ids(environment, "record", max(len(parsed.rows), 1))
-    ingestion.jobs.record_preparation(job, len(ranges), len(parsed.rows), ids.start)
+    ingestion.jobs.record_preparation(job, len(ranges), len(parsed.rows), ids.start, _decimal_places_of(job, parsed))
     return "chunk" if ranges else "finish"
 
 
@@ -250,6 +254,14 @@ def _past_its_chunks(ingestion: IngestionPorts, job: IngestionJob) -> str | None
     if job.status is JobStatus.REPLICATING:
         return "finish"
     return None
+
+
+def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:
+    """The import's option, else what its rows' currencies say (None when they mix decimal places)."""
+    if job.decimal_places is not None:
+        return job.decimal_places
+    items = [row.item for row in parsed.rows if row.error is None and row.item is not None]
+    return shared_decimal_places(items) if items else minor_units(DEFAULT_CURRENCY)
 
 
 def _parse(job: IngestionJob, data: bytes) -> ParsedFile:

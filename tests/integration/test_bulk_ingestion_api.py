@@ -278,3 +278,15 @@ def test_a_replicating_job_reads_as_processing_in_the_bulk_request_view_only(api
     assert api.get(summary["url"]).json_body["status"] == "processing"
     assert submit(api, [item(1)], key="k-1").json_body["status"] == "processing"  # the same request again
     assert api.get(f"/v1/file_imports/{summary['id']}").json_body["status"] == "replicating"
+
+
+@pytest.mark.parametrize("records, places", [
+    ([item(1), item(2, currency="usd")], 2), ([item(1, currency="JPY"), item(2, currency="jpy")], 0),
+    ([item(1, decimal_places=4), item(2, currency="KWD", decimal_places=4)], 4),
+    ([item(1), item(2, currency="JPY")], None),  # mixed decimal places: no one value to give
+])
+def test_a_bulk_request_gives_the_decimal_places_of_its_records(api, streams, worker, records, places):
+    summary = submit(api, records).json_body
+    worker.drain()
+    assert api.get(summary["url"]).json_body["decimal_places"] == places
+    assert api.get(f"/v1/file_imports/{summary['id']}").json_body["decimal_places"] == places

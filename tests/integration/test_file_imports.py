@@ -318,3 +318,18 @@ def test_a_failed_csv_row_keeps_its_external_id_and_a_date_error_names_the_decla
     assert [(r["line"], r["external_id"], r["status"]) for r in results] == [
         (3, "bad-date", "failed"), (4, "bad-amount", "failed")]
     assert "DD/MM/YYYY" in results[0]["error"] and "YYYY-MM-DD" not in results[0]["error"]
+
+
+@pytest.mark.parametrize("options, data, places", [
+    ({}, b"date,amount\n2026-11-01,1.00\n", 2), ({"decimal_places": 3}, b"date,amount\n2026-11-01,1.000\n", 3),
+    ({}, b"date,amount,currency\n2026-11-01,100,JPY\n", 0), ({}, b"date,amount\n2026-11-01,x\n", 2),
+])
+def test_a_csv_import_gives_the_decimal_places_of_its_option_or_its_rows_currency(
+        api, services, runtime, bank, options, data, places):
+    created = create(api, **options)
+    upload(services, runtime, created, data)
+    assert api.get(created["url"]).json_body["decimal_places"] == places
+
+
+def test_a_nacha_import_is_in_cents_from_the_start(api, bank):
+    assert create(api, filename="payroll.ach", format="nacha")["decimal_places"] == 2

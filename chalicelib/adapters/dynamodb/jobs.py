@@ -153,16 +153,19 @@ class IngestionJobRepository:
             return self.get(job.environment, job.id)  # counted by an earlier delivery, or the job ended
         return self._from_item(item)
 
-    def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int) -> IngestionJob:
-        """A parsed file: how many chunks and rows it has, and its block of record ids (set once)."""
+    def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int,
+                           decimal_places: int | None = None) -> IngestionJob:
+        """A parsed file: how many chunks and rows it has, its block of record ids and the decimal
+        places of its amounts (set once)."""
         try:
             item = self._table.update(
                 keys.ingestion_job(job.environment, job.id),
                 "SET chunk_count = :chunks, expected_records_count = :expected, total_items = :expected, "
-                "first_record_id = :first, last_progress_at = :now",
+                "first_record_id = :first, last_progress_at = :now, decimal_places = :places",
                 condition="attribute_not_exists(chunk_count)",
-                values={":chunks": chunk_count, ":expected": expected, ":first": first_id, ":now": iso(utc_now())},
-                return_new=True,
+                values={":chunks": chunk_count, ":expected": expected, ":first": first_id, ":now": iso(utc_now()),
+                        ":places": decimal_places},
+                return_new=True, keep_nulls=True,
             )
         except ConditionFailed:
             return self.get(job.environment, job.id)  # an earlier delivery prepared it
