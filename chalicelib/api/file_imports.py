@@ -50,10 +50,11 @@ def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
 @router.route("GET", "/file_imports/{id}", summary="A file import (or a bulk request, as an ingestion job)",
               response=FileImportDetailOut, errors=(404,))
 def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
-    jobs = container().ingestion_jobs
+    services = container()
+    jobs = services.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     problems = jobs.results(request.environment, job.id, problems_only=True)
-    return FileImportDetailOut(**ingestion_job_fields(job),
+    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=service.fresh_upload_url(services.files, job),
                                results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
                                results_truncated=len(problems) > MAX_RESULTS_SHOWN)
 

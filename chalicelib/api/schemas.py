@@ -261,6 +261,8 @@ class FileImportOut(IngestionJobOut):
 
 
 class FileImportDetailOut(IngestionJobOut):
+    upload_url: str | None = Field(default=None, description="While the import waits for its file: a fresh "
+                                   "presigned PUT URL (valid an hour at most, and never past the upload deadline)")
     results: list[FileItemResultOut] = Field(description="Rows that failed or were skipped, with their line")
     results_truncated: bool
 

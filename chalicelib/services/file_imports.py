@@ -93,6 +93,17 @@ def create_import(ports: FilePorts, environment: str, stream_key: str, *, filena
     return ingestion.jobs.get(environment, job_id), url
 
 
+def fresh_upload_url(ports: FilePorts, job: IngestionJob, now=None) -> str | None:
+    """A new URL for an import still waiting for its upload, so a lost one needs no new import.
+    It lasts an hour, or less: until the sweeper gives up waiting for the upload."""
+    waiting = job.is_file and job.status is JobStatus.PENDING and job.cancellation_requested_at is None
+    if not waiting or not (job.file_key or "").startswith(UPLOADS_PREFIX):
+        return None  # drops have no upload
+    left = min(job.created_at + UPLOAD_WAIT - (now or utc_now()), UPLOAD_URL_LIFETIME)
+    seconds = int(left.total_seconds())
+    return ports.ingestion.payloads.upload_url(job.file_key, seconds) if seconds > 0 else None
+
+
 def on_object_created(ports: FilePorts, key: str, etag: str = "") -> IngestionJob | None:
     """An S3 object landed: an upload of a pending import, or a drop that makes its own import."""
     ingestion = ports.ingestion

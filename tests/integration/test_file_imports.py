@@ -333,3 +333,20 @@ def test_a_csv_import_gives_the_decimal_places_of_its_option_or_its_rows_currenc
 
 def test_a_nacha_import_is_in_cents_from_the_start(api, bank):
     assert create(api, filename="payroll.ach", format="nacha")["decimal_places"] == 2
+
+
+def test_a_pending_upload_gets_a_fresh_upload_url_that_works(api, services, runtime, bank):
+    created = create(api)
+    pending = api.get(created["url"]).json_body
+    assert pending["status"] == "pending" and pending["upload_url"].startswith("http")
+    upload(services, runtime, dict(created, upload_url=pending["upload_url"]), CSV.encode())  # the first URL lost
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed" and done["upload_url"] is None
+
+
+def test_no_upload_url_once_cancelled_or_past_the_upload_deadline(api, services, bank):
+    cancelled = create(api)
+    api.post(f"/v1/file_imports/{cancelled['id']}/cancel")
+    assert api.get(cancelled["url"]).json_body["upload_url"] is None
+    late = services.ingestion_jobs.get("acme", create(api)["id"])
+    assert file_imports.fresh_upload_url(services.files, late, now=utc_now() + file_imports.UPLOAD_WAIT) is None
