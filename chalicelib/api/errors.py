@@ -25,6 +25,10 @@ class UnsupportedMediaType(DomainError):
     pass
 
 
+class ServiceUnavailable(DomainError):
+    """A service the API depends on does not answer (the local stack's health check)."""
+
+
 ERROR_STATUSES: dict[type[DomainError], int] = {
     BadRequest: 400,
     Unauthorized: 401,
@@ -33,6 +37,7 @@ ERROR_STATUSES: dict[type[DomainError], int] = {
     PayloadTooLarge: 413,
     UnsupportedMediaType: 415,
     ValidationFailed: 422,
+    ServiceUnavailable: 503,
 }
 INTERNAL_ERROR_MESSAGE = "internal error; the request id identifies it in our logs"
 

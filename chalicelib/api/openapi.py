@@ -1,4 +1,9 @@
-"""The OpenAPI 3.1 document, generated from the route specs and their pydantic models."""
+"""The OpenAPI 3.1 document, generated from the route specs and their pydantic models.
+
+The statuses of an operation come from what the shared machinery can answer for any route of
+its shape (auth, path ids, bodies, query strings, limits) plus the route's own `errors`, so a
+new route is documented completely without listing the common ones again.
+"""
 from __future__ import annotations
 
 from typing import Any, get_args, get_origin
@@ -11,14 +16,35 @@ from chalicelib.api.schemas import ErrorOut, ValidationErrorOut
 
 REF = "#/components/schemas/{model}"
 ERROR_DESCRIPTIONS = {
-    400: "Malformed JSON, bad cursor or bad query parameter syntax",
+    400: "Malformed JSON, a bad cursor, a query parameter of bad syntax or one the operation does not take",
     401: "Missing, unknown or revoked API key",
     404: "Not found in this environment",
     409: "Conflict with the current state",
     413: "Body over the size limit",
     415: "Content-Type is not application/json",
     422: "Validation failed",
+    500: "A bug of ours, never the client's input; the request id identifies it in our logs",
+    503: "A service the API needs does not answer (locally: the embedded DynamoDB or moto server); "
+         "the message names it",
 }
+# Operations that honour an Idempotency-Key header, and what a repeated key does there.
+IDEMPOTENT_OPERATIONS = {
+    ("POST", "/records/bulk"): "Makes retries safe: the same key with the same body returns the first request "
+                               "(same status); the same key with another body is 409. 1 to 255 characters.",
+}
+DESCRIPTION = """\
+Financial-data reconciliation: data streams of records, reconciliations with rules, runs,
+matches, exceptions and investigations.
+
+* **Auth**: send your key as `X-API-KEY: <key>` or `Authorization: Bearer <key>`. The key
+  selects its environment; another environment's data answers 404.
+* **Errors** are `{"message"}`; a 422 also lists `errors: [{"field", "message"}]`. A method a
+  path does not serve answers 405 with an `Allow` header.
+* **Paging**: cursor lists take `?cursor=&limit=` and answer `next_cursor` (null on the last
+  page); the exception queue takes `?offset=&limit=` and answers `has_more`.
+* **Money** is integer minor units with `decimal_places`; amounts are never negative (the sign
+  is `direction`).
+"""
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -30,12 +56,29 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 def _schema_ref(annotation: Any) -> dict[str, Any]:
     if get_origin(annotation) is list:
         return {"type": "array", "items": _schema_ref(get_args(annotation)[0])}
+    if annotation is str:
+        return {"type": "string"}
     if _model_of(annotation) is None:
         return {"type": "object"}
     return {"$ref": REF.format(model=annotation.__name__)}
 
 
-def build_openapi(specs: list[RouteSpec], version: str = "1.0.0") -> dict[str, Any]:
+def error_statuses(spec: RouteSpec) -> set[int]:
+    """Every error status the operation can answer."""
+    statuses = set(spec.errors) | {413, 500}  # the body limit holds for every request
+    if not spec.public:
+        statuses |= {400, 401}  # a query parameter the operation does not take; the key
+    if spec.path_params:
+        statuses.add(404)
+    if spec.body is not None:
+        statuses |= {400, 415, 422}
+    if spec.query is not None:
+        statuses |= {400, 422}
+    return statuses
+
+
+def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
+                  servers: list[dict[str, str]] | None = None) -> dict[str, Any]:
     models: set[type[BaseModel]] = {ErrorOut, ValidationErrorOut}
     for spec in specs:
         for annotation in (spec.body, spec.response):
@@ -52,13 +95,25 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0") -> dict[str, A
         paths.setdefault(API_PREFIX + spec.path, {})[spec.method.lower()] = _operation(spec)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Reconciliation Service API", "version": version},
+        "info": {"title": "Reconciliation Service API", "version": version, "description": DESCRIPTION},
+        "servers": servers or [{"url": "http://127.0.0.1:8000", "description": "the local stack (make run)"}],
         "paths": paths,
         "components": {
             "schemas": schemas.get("$defs", {}),
-            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-KEY"}},
+            "securitySchemes": {
+                "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-KEY"},
+                "BearerAuth": {"type": "http", "scheme": "bearer",
+                               "description": "The same API key, sent as `Authorization: Bearer <key>`"},
+            },
+            "responses": {
+                "MethodNotAllowed": {
+                    "description": "The path exists but does not serve this method; `Allow` lists those it does",
+                    "headers": {"Allow": {"schema": {"type": "string"}}},
+                    "content": {"application/json": {"schema": _schema_ref(ErrorOut)}},
+                },
+            },
         },
-        "security": [{"ApiKey": []}],
+        "security": [{"ApiKey": []}, {"BearerAuth": []}],
     }
 
 
@@ -71,12 +126,15 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
         for name, schema in query_schema.get("properties", {}).items():
             parameters.append({"name": name, "in": "query", "required": name in query_schema.get("required", []),
                                "schema": schema})
+    idempotency = IDEMPOTENT_OPERATIONS.get((spec.method, spec.path))
+    if idempotency:
+        parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "description": idempotency,
+                           "schema": {"type": "string", "minLength": 1, "maxLength": 255}})
     success: dict[str, Any] = {"description": spec.summary}
     if spec.response is not None:
-        success["content"] = {"application/json": {"schema": _schema_ref(spec.response)}}
+        success["content"] = {spec.media_type: {"schema": _schema_ref(spec.response)}}
     responses: dict[str, Any] = {str(spec.status): success}
-    statuses = set(spec.errors) | ({413, 415, 422} if spec.body else set()) | ({401} if not spec.public else set())
-    for status in sorted(statuses):
+    for status in sorted(error_statuses(spec)):
         model = ValidationErrorOut if status == 422 else ErrorOut
         responses[str(status)] = {
             "description": ERROR_DESCRIPTIONS[status],

@@ -36,6 +36,7 @@ class RouteSpec:
     response: Any = None  # a model, list[model], or None for no body
     public: bool = False
     errors: tuple[int, ...] = ()
+    media_type: str = "application/json"  # of the success body; a view of another type returns a Response
 
     @property
     def path_params(self) -> list[str]:
@@ -134,6 +135,8 @@ def _adapter(response_type: Any) -> TypeAdapter:
 
 
 def _to_response(spec: RouteSpec, result: Any) -> Response:
+    if isinstance(result, Response):
+        return result
     if spec.response is None:
         return Response(body="", status_code=spec.status, headers={"Content-Type": "application/json"})
     body = _adapter(spec.response).dump_python(result, mode="json")

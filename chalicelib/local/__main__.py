@@ -51,6 +51,8 @@ class LocalService:
         self.container: Container | None = None
         self.key: str | None = None
         self.url: str | None = None
+        self.failure: str | None = None  # why the stack stopped by itself
+        self._stopping = threading.Event()
 
     def start(self) -> "LocalService":
         settings = self.stack.start()
@@ -76,7 +78,20 @@ class LocalService:
     def serve_in_background(self) -> None:
         threading.Thread(target=self.server.server.serve_forever, daemon=True).start()
 
+    def watch_services(self, interval_seconds: float = 0.5) -> None:
+        """A stack whose DynamoDB or moto server died stops, rather than answer every request 500."""
+        def watch() -> None:
+            while not self._stopping.wait(interval_seconds):
+                failure = self.stack.exited_service()
+                if failure:
+                    self.failure = failure
+                    self.server.server.shutdown()  # serve_forever returns in the main thread
+                    return
+
+        threading.Thread(target=watch, daemon=True, name="watch-services").start()
+
     def stop(self) -> None:
+        self._stopping.set()
         if self.server:
             self.server.server.server_close()
         if self.runtime:
@@ -84,25 +99,36 @@ class LocalService:
         self.stack.stop()
 
 
-def _stop_on_sigterm(signum, frame):
+def _stop_on_signal(signum, frame):
+    # Once: a second signal (make forwards one, then the parent-death signal follows) must not
+    # interrupt the shutdown that the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    signal.signal(signal.SIGINT, _stop_on_signal)
     # `make run` may be stopped by a signal to make alone; then we stop too (and our children).
     die_with_parent()
     service = LocalService(Settings(), log=lambda message: print(f"[local] {message}", flush=True))
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         service.start()
         print(banner(service.url, service.key, service.stack.data_dir), flush=True)
+        service.watch_services()
         service.server.server.serve_forever()
+        if service.failure:
+            print(f"[local] stopping: {service.failure}", file=sys.stderr, flush=True)
+            return 1
     except KeyboardInterrupt:
         print("\n[local] stopping", flush=True)
     except RuntimeError as error:
         print(f"[local] {error}", file=sys.stderr, flush=True)
         return 1
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         service.stop()
     return 0
 

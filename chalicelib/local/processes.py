@@ -28,9 +28,11 @@ def die_with_parent() -> None:
 
 
 def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
+    """A child in its own session: Ctrl-C or a SIGTERM to the terminal's process group reaches
+    only the stack, which stops its children in order (after the handlers that use them)."""
     log = open(log_path, "ab")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            cwd=cwd, preexec_fn=die_with_parent)
+                            cwd=cwd, preexec_fn=die_with_parent, start_new_session=True)
 
 
 def wait_for_port(port: int, process: subprocess.Popen, name: str, log_path: Path, timeout: float = 30) -> None:

@@ -63,6 +63,7 @@ class LocalStack:
         self.base_settings = settings
         self.log = log
         self._children = []
+        self._names: dict[int, str] = {}  # pid -> the service it is
         self.info: StackInfo | None = None
 
     def start(self) -> Settings:
@@ -83,11 +84,13 @@ class LocalStack:
             logs / "dynalite.log",
         )
         self._children.append(dynalite)
+        self._names[dynalite.pid] = "dynalite (DynamoDB)"
         moto = processes.start(
             [sys.executable, "-m", "moto.server", "-H", processes.LOOPBACK, "-p", str(aws_port)],
             logs / "moto.log",
         )
         self._children.append(moto)
+        self._names[moto.pid] = "moto server (S3, SQS, Step Functions)"
         processes.wait_for_port(dynamodb_port, dynalite, "dynalite", logs / "dynalite.log")
         processes.wait_for_port(aws_port, moto, "moto server", logs / "moto.log")
 
@@ -107,6 +110,13 @@ class LocalStack:
         )
         self.write_info()
         return self.info.settings(settings)
+
+    def exited_service(self) -> str | None:
+        """The first embedded service whose process has ended, described, or None."""
+        for child in self._children:
+            if child.poll() is not None:
+                return f"{self._names[child.pid]} exited with code {child.returncode}; see {self.data_dir / 'logs'}"
+        return None
 
     def write_info(self) -> None:
         (self.data_dir / STACK_FILE).write_text(json.dumps(asdict(self.info), indent=2))
