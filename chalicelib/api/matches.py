@@ -4,7 +4,7 @@ from __future__ import annotations
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
 from chalicelib.container import container
-from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match
+from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match, MatchStatus
 from chalicelib.services import matches as service
 
 router = Router("matches")
@@ -30,7 +30,8 @@ def list_matches(request: ApiRequest) -> MatchPage:
     query: MatchesQuery = request.query
     services = container()
     reconciliation = services.reconciliations.get(request.environment, query.reconciliation_id)
-    matches, cursor = services.matches.list_page(request.environment, reconciliation.id, query.limit, query.cursor)
+    matches, cursor = services.matches.list_page(request.environment, reconciliation.id, query.limit, query.cursor,
+                                                 status=MatchStatus(query.status) if query.status else None)
     return MatchPage(data=[match_out(m, with_records=False) for m in matches], next_cursor=cursor, limit=query.limit)
 
 

@@ -58,6 +58,8 @@ class Router:
         self.specs: list[RouteSpec] = []
 
     def route(self, method: str, path: str, **spec_fields: Any) -> Callable:
+        if not spec_fields.get("public"):  # it answers 400 to a query parameter it does not take
+            spec_fields["errors"] = tuple(sorted(set(spec_fields.get("errors", ())) | {400}))
         spec = RouteSpec(method=method, path=path, **spec_fields)
         self.specs.append(spec)
 
@@ -66,11 +68,10 @@ class Router:
             def chalice_view(**path_params: str) -> Response:
                 request = self.blueprint.current_request
                 try:
+                    query = _parse_query(spec, request.query_params or {})
                     api_request = ApiRequest(
                         environment=(request.context or {}).get(ENVIRONMENT_CONTEXT_KEY, ""),
-                        body=_parse_body(spec, request),
-                        query=_parse_query(spec, request.query_params or {}),
-                        headers=dict(request.headers or {}),
+                        body=_parse_body(spec, request), query=query, headers=dict(request.headers or {}),
                     )
                     result = view(api_request, **path_params)
                     return _to_response(spec, result)
@@ -117,6 +118,15 @@ _SYNTAX_ERRORS = ("int_parsing", "bool_parsing", "float_parsing", "date_from_dat
 
 
 def _parse_query(spec: RouteSpec, params: dict[str, str]) -> BaseModel | None:
+    """The route's query model from the query string. A parameter the route does not take is 400
+    naming it: a mistyped filter must never silently return everything."""
+    known = query_parameters(spec)
+    unknown = sorted(name for name in params if name not in known)
+    if unknown and not spec.public:
+        takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+        names = ", ".join(f"'{name[:40]}'" for name in unknown[:5])
+        raise BadRequest(f"unknown query parameter{'s' if len(unknown) > 1 else ''} {names} for "
+                         f"{spec.method} {API_PREFIX}{spec.path}; {takes}")
     if spec.query is None:
         return None
     try:
@@ -127,6 +137,12 @@ def _parse_query(spec: RouteSpec, params: dict[str, str]) -> BaseModel | None:
             name = syntax[0]["loc"][0]
             raise BadRequest(f"query parameter '{name}': {syntax[0]['msg']}") from None
         raise validation_failed(error) from None
+
+
+def query_parameters(spec: RouteSpec) -> frozenset[str]:
+    if spec.query is None:
+        return frozenset()
+    return frozenset(field.alias or name for name, field in spec.query.model_fields.items())
 
 
 @functools.lru_cache(maxsize=None)

@@ -448,6 +448,7 @@ class MatchPage(BaseModel):
 
 class MatchesQuery(CursorQuery):
     reconciliation_id: Id
+    status: Literal["proposed", "confirmed"] | None = None
 
 
 class CreateMatch(RequestModel):

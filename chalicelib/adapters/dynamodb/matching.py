@@ -357,10 +357,16 @@ class MatchRepository:
         return [i["record_id"] for i in page.items], page.cursor
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
-                  include_unmatching: bool = False) -> tuple[list[Match], str | None]:
-        """Newest first; a match being unmatched is left out, except for whoever finishes unmatching."""
-        hidden = Filter("attribute_not_exists(#fp)" + ("" if include_unmatching else " AND attribute_not_exists(#fu)"),
-                        {"#fp": "pending_since", **({} if include_unmatching else {"#fu": "unmatching"})}, {})
+                  include_unmatching: bool = False, status: MatchStatus | None = None) -> tuple[list[Match], str | None]:
+        """Newest first, of one status when given; a match being unmatched is left out, except for
+        whoever finishes unmatching."""
+        expression = "attribute_not_exists(#fp)" + ("" if include_unmatching else " AND attribute_not_exists(#fu)")
+        names = {"#fp": "pending_since", **({} if include_unmatching else {"#fu": "unmatching"})}
+        values: dict[str, Any] = {}
+        if status is not None:
+            expression += " AND #fs = :fs"
+            names["#fs"], values[":fs"] = "status", status.value
+        hidden = Filter(expression, names, values)
         page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
                                       index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor, filter=hidden)
         return [self._from_item(i) for i in page.items], page.cursor
