@@ -32,6 +32,7 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
         container().files, request.environment, key, filename=body.filename, source=source,
         on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
         date_format=body.date_format, decimal_places=body.decimal_places,
+        nacha_control_mismatch=body.nacha_control_mismatch,
     )
     return FileImportOut(**ingestion_job_fields(job), upload_url=url)
 

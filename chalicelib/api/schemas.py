@@ -254,6 +254,10 @@ class CreateFileImport(RequestModel):
     date_format: Literal["YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY"] = "YYYY-MM-DD"
     decimal_places: Annotated[int, Field(ge=0, le=6)] | None = Field(
         default=None, description="Minor units of the amounts; default: the currency's")
+    nacha_control_mismatch: Literal["refuse", "warn"] = Field(
+        default="refuse", description="NACHA only: a file whose entries and amount totals agree but whose "
+        "control counts (batch, block, entry/addenda count) or entry hash do not is refused (default), or "
+        "imported with each disagreement listed in error_details.warnings ('warn'). See docs/nacha.md")
 
 
 class FileImportOut(IngestionJobOut):

@@ -75,7 +75,7 @@ def _chunk_key(job: IngestionJob, chunk: int) -> str:
 
 def create_import(ports: FilePorts, environment: str, stream_key: str, *, filename: str, source: JobSource,
                   on_conflict: OnConflict, column_mapping: dict[str, str], date_format: str,
-                  decimal_places: int | None) -> tuple[IngestionJob, str]:
+                  decimal_places: int | None, nacha_control_mismatch: str = "refuse") -> tuple[IngestionJob, str]:
     """A pending import and the presigned URL to PUT its file to; the upload starts it."""
     ingestion = ports.ingestion
     ingestion.streams.get(environment, stream_key)  # 404 when the stream is not there
@@ -86,7 +86,8 @@ def create_import(ports: FilePorts, environment: str, stream_key: str, *, filena
         decimal_places=NACHA_DECIMAL_PLACES if source is JobSource.NACHA else decimal_places,
         file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
         data_stream_key=stream_key,
-        options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places},
+        options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places,
+                 "nacha_control_mismatch": nacha_control_mismatch},
     )
     ingestion.jobs.add(job)
     url = ingestion.payloads.upload_url(job.file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
@@ -198,6 +199,9 @@ def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
     except FileRejected as rejected:
         conclude(ingestion, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"
+    if parsed.summary.get("warnings"):  # shown once the import completes (nacha_control_mismatch: warn)
+        ingestion.payloads.put_json(_warnings_key(job), {"warnings": parsed.summary["warnings"],
+                                                         "warning_count": parsed.summary["warning_count"]})
     ranges = chunk_ranges(len(parsed.rows), FILE_CHUNK_ROWS)
     for number, rows in enumerate(ranges):
         ingestion.payloads.put_json(_chunk_key(job, number), {"rows": [
@@ -239,8 +243,22 @@ def finish(ports: FilePorts, environment: str, job_id: int) -> str:
     if job.finished:
         settle(ports.ingestion, job)
     else:
-        conclude(ports.ingestion, job, JobStatus.COMPLETED)
+        conclude(ports.ingestion, job, JobStatus.COMPLETED, **_parse_warnings(ports.ingestion, job))
     return "stop"
+
+
+def _warnings_key(job: IngestionJob) -> str:
+    return f"imports/{job.environment}/{job.id}/warnings.json"
+
+
+def _parse_warnings(ingestion: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
+    """error_details of a completed import accepted with warnings (only an import that asked
+    for them can have any, so no other import pays for the look)."""
+    if job.source is not JobSource.NACHA or (job.options or {}).get("nacha_control_mismatch") != "warn":
+        return {}
+    if not ingestion.payloads.exists(_warnings_key(job)):
+        return {}
+    return {"error_details": ingestion.payloads.get_json(_warnings_key(job))}
 
 
 def give_up(ports: FilePorts, environment: str, job_id: int, error: dict[str, Any] | None) -> str:
@@ -277,7 +295,7 @@ def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:
 
 def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
     if job.source is JobSource.NACHA:
-        parsed = parse_nacha(data)
+        parsed = parse_nacha(data, control_mismatch=(job.options or {}).get("nacha_control_mismatch") or "refuse")
         for row in parsed.rows:
             row.item["data_stream_key"] = job.data_stream_key
         return parsed

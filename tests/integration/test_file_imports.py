@@ -89,7 +89,10 @@ def test_a_valid_nacha_file_becomes_one_record_per_entry(api, services, runtime,
     done = api.get(created["url"]).json_body
     assert done["status"] == "completed" and done["successful_items"] == 3
     records = api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]
-    assert {r["external_id"] for r in records} == {"076401250000001", "076401250000002", "076401250000003"}
+    assert {r["metadata"]["trace_number"] for r in records} == {"076401250000001", "076401250000002",
+                                                               "076401250000003"}
+    assert {r["external_id"] for r in records} == {
+        f"076401251-2611020930A-0000001-07640125000000{n}" for n in (1, 2, 3)}
 
 
 def test_a_nacha_file_that_fails_validation_fails_whole_and_writes_nothing(api, services, runtime, bank):
@@ -350,3 +353,53 @@ def test_no_upload_url_once_cancelled_or_past_the_upload_deadline(api, services,
     assert api.get(cancelled["url"]).json_body["upload_url"] is None
     late = services.ingestion_jobs.get("acme", create(api)["id"])
     assert file_imports.fresh_upload_url(services.files, late, now=utc_now() + file_imports.UPLOAD_WAIT) is None
+
+
+# NACHA files written by other tools (tests/data/nacha/moov-io, see its README) ---------------
+
+MOOV = NACHA / "moov-io"
+
+
+def test_batches_restarting_trace_numbers_import_every_entry_and_a_second_import_skips_them_all(
+        api, services, runtime, bank):
+    data = (MOOV / "flattenBatchesTraceNumberCollision.ach").read_bytes()  # traces 1 and 2 in two batches
+    first = create(api, filename="collision.ach", format="nacha", on_conflict="skip")
+    upload(services, runtime, first, data)
+    done = api.get(first["url"]).json_body
+    assert done["status"] == "completed", done
+    assert (done["total_items"], done["successful_items"], done["skipped_items"]) == (15, 15, 0)
+    records = api.get(f"/v1/file_imports/{first['id']}/records?limit=50").json_body["data"]
+    assert len({r["external_id"] for r in records}) == 15
+    assert sorted(r["metadata"]["trace_number"] for r in records).count("121042880000001") == 2
+
+    again = create(api, filename="collision.ach", format="nacha", on_conflict="skip")
+    upload(services, runtime, again, data)
+    repeated = api.get(again["url"]).json_body
+    assert (repeated["status"], repeated["successful_items"], repeated["skipped_items"]) == ("completed", 0, 15)
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 15
+
+
+def test_a_nacha_file_whose_control_counts_disagree_is_refused_unless_the_import_accepts_it_with_warnings(
+        api, services, runtime, bank):
+    data = (MOOV / "nonascii.ach").read_bytes()  # file control: 1 block and 1 entry/addenda; the file has 2 and 13
+    refused = create(api, filename="counts.ach", format="nacha")
+    upload(services, runtime, refused, data)
+    failed = api.get(refused["url"]).json_body
+    assert failed["status"] == "failed" and "block_count" in failed["error_message"]
+    assert [e["field"] for e in failed["error_details"]["errors"]] == ["block_count", "entry_addenda_count"]
+
+    accepted = create(api, filename="counts.ach", format="nacha", nacha_control_mismatch="warn")
+    upload(services, runtime, accepted, data)
+    done = api.get(accepted["url"]).json_body
+    assert done["status"] == "completed" and done["successful_items"] == 1, done
+    warnings = done["error_details"]["warnings"]
+    assert [(w["line"], w["field"], w["expected"], w["found"]) for w in warnings] == [
+        (17, "block_count", "000002", "000001"), (17, "entry_addenda_count", "00000013", "00000001")]
+    assert done["error_details"]["warning_count"] == 2
+
+
+def test_the_control_mismatch_option_takes_only_refuse_or_warn(api, bank):
+    response = api.post("/v1/data_streams/bank/file_imports",
+                        {"filename": "x.ach", "format": "nacha", "nacha_control_mismatch": "ignore"})
+    assert response.status_code == 422
+    assert response.json_body["errors"][0]["field"] == "nacha_control_mismatch"

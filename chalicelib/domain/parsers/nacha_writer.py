@@ -37,11 +37,14 @@ class Batch:
     company_name: str
     company_id: str
     description: str
-    effective_date: date
+    effective_date: date | str   # a string is written as is ("000000", blanks)
     entries: list[Entry]
     service_class: str = "200"
     odfi: str = "07640125"
-    iat_header: str | None = None  # positions 5-50 of an IAT batch header
+    iat_header: str | None = None  # positions 5-40 of an IAT batch header
+    iat_currencies: str = "USDEUR"  # IAT: ISO originating and destination currency codes
+    settlement_day: str = "   "     # Julian day, inserted by the ACH operator
+    batch_number: int | None = None  # default: the batch's position in the file
 
 
 def addenda_05(text: str, entry_trace: str, sequence: int = 1) -> str:
@@ -68,7 +71,7 @@ def addenda_iat(type_code: str, text: str, entry_trace: str, sequence: int | Non
 def _entry_line(batch: Batch, entry: Entry, trace: str) -> str:
     indicator = "1" if entry.addenda else "0"
     head = "6" + entry.transaction_code + _num(entry.routing_number[:8], 8) + entry.routing_number[8]
-    if batch.sec == "IAT":
+    if batch.sec == "IAT" or batch.iat_header is not None:
         return (head + _num(len(entry.addenda), 4) + " " * 13 + _num(entry.amount, 10)
                 + _alpha(entry.account, 35) + "  " + "  " + indicator + trace)
     if batch.sec == "CTX":
@@ -79,18 +82,23 @@ def _entry_line(batch: Batch, entry: Entry, trace: str) -> str:
 
 
 def write_file(batches: list[Batch], *, line_ending: str = "\n", pad: bool = True,
-               created: date = date(2026, 11, 2)) -> bytes:
-    lines = ["101" + " 091000019" + " 076401251" + created.strftime("%y%m%d") + "0930A094101"
-             + _alpha("FIRST BANK", 23) + _alpha("ACME CORP", 23) + _alpha("", 8)]
+               created: date = date(2026, 11, 2), created_time: str = "0930", modifier: str = "A",
+               origin: str = " 076401251", encoding: str = "ascii") -> bytes:
+    lines = ["101" + " 091000019" + _alpha(origin, 10) + created.strftime("%y%m%d") + _alpha(created_time, 4)
+             + _alpha(modifier, 1) + "094101" + _alpha("FIRST BANK", 23) + _alpha("ACME CORP", 23) + _alpha("", 8)]
     file_records = file_hash = file_debits = file_credits = 0
-    for number, batch in enumerate(batches, start=1):
-        if batch.sec == "IAT":
+    for position, batch in enumerate(batches, start=1):
+        number = batch.batch_number or position
+        iat = batch.sec == "IAT" or batch.iat_header is not None
+        if iat:
             middle = _alpha(batch.iat_header or "", 36) + _alpha(batch.company_id, 10)
         else:
             middle = _alpha(batch.company_name, 16) + _alpha("", 20) + _alpha(batch.company_id, 10)
+        effective = batch.effective_date if isinstance(batch.effective_date, str) else \
+            batch.effective_date.strftime("%y%m%d")
         lines.append("5" + batch.service_class + middle + batch.sec + _alpha(batch.description, 10)
-                     + _alpha("", 6) + batch.effective_date.strftime("%y%m%d") + "   " + "1" + batch.odfi
-                     + _num(number, 7))
+                     + _alpha(batch.iat_currencies if iat else "", 6) + _alpha(effective, 6)
+                     + _alpha(batch.settlement_day, 3) + "1" + batch.odfi + _num(number, 7))
         records = entry_hash = debits = credits = 0
         for sequence, entry in enumerate(batch.entries, start=1):
             trace = entry.trace or batch.odfi + _num(sequence, 7)
@@ -116,4 +124,4 @@ def write_file(batches: list[Batch], *, line_ending: str = "\n", pad: bool = Tru
     if pad:
         lines.extend(["9" * RECORD_LENGTH] * (blocks * 10 - total))
     assert all(len(line) == RECORD_LENGTH for line in lines), [len(line) for line in lines]
-    return (line_ending.join(lines) + (line_ending if line_ending else "")).encode("ascii")
+    return (line_ending.join(lines) + (line_ending if line_ending else "")).encode(encoding, errors="strict")
