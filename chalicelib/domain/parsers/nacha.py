@@ -363,7 +363,7 @@ def _parse(lines: list[str], errors: _Errors) -> ParsedFile:
         errors.add(1, f"file header record size is '{header[34:37]}', expected '094'", field="record_size",
                    expected="094", found=header[34:37])
     file = _FileIdentity(header)
-    seen_ids: dict[str, int] = {}
+    seen_ids: set[str] = set()
 
     batch: _Batch | None = None
     entry: _Entry | None = None
@@ -481,7 +481,7 @@ def _parse(lines: list[str], errors: _Errors) -> ParsedFile:
 
 
 def _entry(line: str, number: int, batch: _Batch, errors: _Errors, file: _FileIdentity,
-           seen_ids: dict[str, int]) -> _Entry:
+           seen_ids: set[str]) -> _Entry:
     code = line[1:3]
     rdfi = line[3:11]
     amount_text = line[29:39]
@@ -507,15 +507,15 @@ def _entry(line: str, number: int, batch: _Batch, errors: _Errors, file: _FileId
         errors.add(number, f"unknown transaction code '{code}'", batch.number, field="transaction_code",
                    expected="a NACHA transaction code", found=code)
         code = "22"
-    if not _digits(rdfi):
+    if not (rdfi.isdigit() and rdfi.isascii()):
         errors.add(number, "receiving DFI identification is not numeric", batch.number,
                    field="receiving_dfi_identification", expected="8 digits", found=rdfi)
         rdfi = "0"
-    if not _digits(amount_text):
+    if not (amount_text.isdigit() and amount_text.isascii()):
         errors.add(number, f"amount '{amount_text}' is not numeric", batch.number, field="amount",
                    expected="10 digits (cents)", found=amount_text)
         amount_text = "0"
-    if not _digits(trace):
+    if not (trace.isdigit() and trace.isascii()):
         errors.add(number, f"trace number '{trace}' is not numeric", batch.number, field="trace_number",
                    expected="15 digits", found=trace)
     if indicator not in ("0", "1"):
@@ -551,13 +551,17 @@ def _entry(line: str, number: int, batch: _Batch, errors: _Errors, file: _FileId
     return _Entry(item, number, indicator == "1", returned=kind in RETURN_KINDS or batch.sec == "COR")
 
 
-def _external_id(file: _FileIdentity, batch: _Batch, trace: str, seen_ids: dict[str, int]) -> str:
+def _external_id(file: _FileIdentity, batch: _Batch, trace: str, seen_ids: set[str]) -> str:
     """File identity, batch number, trace number: unique in the file (an entry repeating a batch
     number and trace number of the same file gets '-2', '-3'...), the same on every import."""
     external_id = f"{file.key}-{batch.batch_number}-{trace}"
-    repeats = seen_ids.get(external_id, 0) + 1
-    seen_ids[external_id] = repeats
-    return external_id if repeats == 1 else f"{external_id}-{repeats}"
+    if external_id in seen_ids:
+        repeat = 2
+        while f"{external_id}-{repeat}" in seen_ids:
+            repeat += 1
+        external_id = f"{external_id}-{repeat}"
+    seen_ids.add(external_id)
+    return external_id
 
 
 def _attach_addenda(entry: _Entry, line: str, number: int, batch: _Batch, errors: _Errors) -> None:
