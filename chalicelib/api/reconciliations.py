@@ -22,6 +22,7 @@ from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.rules import Rule
 from chalicelib.services import reconciliation_rules as rule_service
+from chalicelib.services import reconciliation_runs
 from chalicelib.services import reconciliations as service
 
 router = Router("reconciliations")
@@ -72,6 +73,7 @@ def create_reconciliation(request: ApiRequest) -> ReconciliationOut:
         run_type=RunType(body.run_type), side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
         exception_after_days=body.exception_after_days,
     )
+    reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
@@ -103,6 +105,9 @@ def update_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
         side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
         exception_after_days=body.exception_after_days,
     )
+    if body.side_a_stream_keys is not None or body.side_b_stream_keys is not None or body.run_type is not None:
+        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, reconciliation.id)
+        reconciliation = services.reconciliations.get(request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
@@ -123,6 +128,8 @@ def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     services = container()
     rule = rule_service.create_rule(services.reconciliation_rules, services.reconciliations, request.environment,
                                     numeric_id(id, "reconciliation"), body.given())
+    if rule.definition.active:  # the backlog is matched by it too, not only records arriving later
+        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, rule.reconciliation_id)
     return rule_out(rule)
 
 
@@ -145,8 +152,12 @@ def get_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
               body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
 def update_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     body: RuleBody = request.body
-    rule = rule_service.update_rule(container().reconciliation_rules, request.environment,
-                                    numeric_id(id, "reconciliation rule"), body.given())
+    services = container()
+    changes = body.given()
+    rule = rule_service.update_rule(services.reconciliation_rules, request.environment,
+                                    numeric_id(id, "reconciliation rule"), changes)
+    if rule.definition.active and set(changes) - {"name"}:  # activated or changed: it may match what it did not
+        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, rule.reconciliation_id)
     return rule_out(rule)
 
 

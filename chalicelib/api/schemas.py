@@ -408,7 +408,7 @@ class RunOut(ResponseModel):
     reconciliation_id: int
     kind: Literal["batch", "continuous"]
     status: Literal["pending", "running", "completed", "failed"]
-    trigger: Literal["manual", "schedule", "agent", "records_ingested"]
+    trigger: Literal["manual", "schedule", "agent", "records_ingested", "reconciliation_changed"]
     total_records: int
     processed_records: int
     matched_records: int

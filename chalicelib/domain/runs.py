@@ -32,6 +32,8 @@ class RunTrigger(StrEnum):
     SCHEDULE = "schedule"
     AGENT = "agent"
     RECORDS_INGESTED = "records_ingested"
+    # A continuous reconciliation's rules or sides changed: its whole open pool is matched again.
+    RECONCILIATION_CHANGED = "reconciliation_changed"
 
 
 ALLOWED_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
@@ -77,8 +79,11 @@ class Run:
     first_match_id: int | None = None
     chunks: int | None = None
     done_chunks: frozenset[int] = frozenset()
-    # Continuous runs: the ingestion jobs whose records are the new ones.
+    # Continuous runs: the ingestion jobs whose records are the new ones. A run over the whole
+    # open pool (`whole_pool`: after the reconciliation's rules or sides changed) pairs every
+    # open record with every other, as a batch run does; otherwise only pairs with a new record count.
     new_record_jobs: tuple[int, ...] = ()
+    whole_pool: bool = False
     last_progress_at: datetime | None = None  # every phase beats it; the sweeper reads it
     restarts: int = 0
 
@@ -102,6 +107,10 @@ class Run:
         if self.chunks == 0:
             return float(MATCHED_AT)
         return round(MATCHED_AT + (100 - MATCHED_AT) * len(self.done_chunks) / self.chunks, 1)
+
+    @property
+    def only_new(self) -> bool:
+        return self.kind is RunKind.CONTINUOUS and not self.whole_pool
 
     def next_chunk(self) -> int | None:
         remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]

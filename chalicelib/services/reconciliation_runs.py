@@ -73,19 +73,24 @@ class RunPorts:
 # Starting -------------------------------------------------------------------------------------
 
 def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind: RunKind = RunKind.BATCH,
-              trigger: RunTrigger = RunTrigger.MANUAL, new_record_jobs: Iterable[int] = ()) -> Run:
+              trigger: RunTrigger = RunTrigger.MANUAL, new_record_jobs: Iterable[int] = (),
+              whole_pool_request: int | None = None) -> Run:
     """Create the run, take the reconciliation's one run slot (409 while another run is pending
-    or running), then start the state machine."""
+    or running), then start the state machine. A continuous run given the reconciliation's
+    `whole_pool_request` takes it and matches the whole open pool."""
     ports.reconciliations.get(environment, reconciliation_id)  # 404 first
     run = Run(environment=environment, id=ports.counters.next_id(environment, "run"),
               reconciliation_id=reconciliation_id, kind=kind, trigger=trigger, status=RunStatus.PENDING,
-              created_at=utc_now(), new_record_jobs=tuple(sorted(set(new_record_jobs))))
+              created_at=utc_now(), new_record_jobs=tuple(sorted(set(new_record_jobs))),
+              whole_pool=whole_pool_request is not None)
     ports.runs.add(run)
     if not _take_slot(ports, environment, reconciliation_id, run.id):
         ports.runs.discard(run)
         raise Conflict(f"reconciliation {reconciliation_id} has a run pending or running; wait for it to finish")
     if run.new_record_jobs:
         ports.runs.drop_pending_jobs(environment, reconciliation_id, run.new_record_jobs)  # this run takes them
+    if whole_pool_request is not None:
+        ports.runs.drop_whole_pool_request(environment, reconciliation_id, whole_pool_request)
     ports.workflows.start(execution_name(run, 0), {"environment": environment, "run_id": run.id})
     return run
 
@@ -146,14 +151,35 @@ def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_k
         start_pending(ports, environment, reconciliation_id)
 
 
-def start_pending(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
-    """Start a continuous run for the ingestions waiting on the reconciliation, if any and if free."""
-    jobs = ports.runs.pending_jobs(environment, reconciliation_id)
-    if not jobs:
+def on_reconciliation_changed(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
+    """The reconciliation was created, a rule added, activated or changed, or its sides (or run
+    type) changed: a continuous reconciliation matches its whole open pool, the backlog
+    included, by the next run (now, or when the run in progress finishes, or, with no active
+    rule yet, once one is active). Batch reconciliations match what is open whenever they run."""
+    reconciliation = ports.reconciliations.find_including_deleting(environment, reconciliation_id)
+    if reconciliation is None or reconciliation.deleting or reconciliation.run_type is not RunType.CONTINUOUS:
         return None
+    ports.runs.request_whole_pool(environment, reconciliation_id)
     try:
-        return start_run(ports, environment, reconciliation_id, kind=RunKind.CONTINUOUS,
-                         trigger=RunTrigger.RECORDS_INGESTED, new_record_jobs=jobs)
+        return start_pending(ports, environment, reconciliation_id)
+    except Exception:  # the request stays: the next ingestion or run end starts it
+        logger.exception("starting a whole-pool run failed", extra={"reconciliation_id": reconciliation_id})
+        return None
+
+
+def start_pending(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
+    """Start a continuous run for what waits on the reconciliation, if anything and if free: the
+    ingestions whose records are new, and a request to match the whole open pool (taken only
+    once a rule is active: a run without one matches nothing)."""
+    jobs, whole_pool = ports.runs.pending_work(environment, reconciliation_id)
+    if whole_pool is not None and not active_rules(ports, environment, reconciliation_id):
+        whole_pool = None
+    if not jobs and whole_pool is None:
+        return None
+    trigger = RunTrigger.RECORDS_INGESTED if whole_pool is None else RunTrigger.RECONCILIATION_CHANGED
+    try:
+        return start_run(ports, environment, reconciliation_id, kind=RunKind.CONTINUOUS, trigger=trigger,
+                         new_record_jobs=jobs, whole_pool_request=whole_pool)
     except (Conflict, NotFound):
         return None  # busy: the run in progress starts it when it finishes
 
@@ -172,7 +198,7 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     if reconciliation.current_run_id != run.id:  # a crash between creating it and taking the slot
         raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")
     rules = active_rules(ports, environment, reconciliation.id)
-    new_jobs = set(run.new_record_jobs) if run.kind is RunKind.CONTINUOUS else None
+    new_jobs = set(run.new_record_jobs) if run.only_new else None
     side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
     ports.files.write_frame(environment, run.id, "side_a", side_a)
     ports.files.write_frame(environment, run.id, "side_b", side_b)
@@ -197,7 +223,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
                   definition=validate_rule(r["definition"]), created_at=None)
              for r in ports.files.read_json(environment, run.id, "rules")]
     engine_a, engine_b = _engine_frames(side_a, side_b, run)
-    outcome = match_records(engine_a, engine_b, rules, only_new=run.kind is RunKind.CONTINUOUS)
+    outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
     matches, members, chunks = _plan(outcome, side_a, side_b, ports.chunk_records)
@@ -265,8 +291,9 @@ def finish(ports: RunPorts, environment: str, run_id: int) -> str:
 
 def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
     """Undo the matches the run claimed records for but never committed, then `failed`. The
-    ingestions a continuous run had taken wait on the reconciliation again, for the next run
-    (not started from here: a run that fails every time would otherwise start again at once)."""
+    ingestions a continuous run had taken, and its whole-pool request, wait on the reconciliation
+    again, for the next run (not started from here: a run that fails every time would otherwise
+    start again at once)."""
     run = ports.runs.get(environment, run_id)
     if not run.finished:
         if run.chunks is not None and run.next_chunk() is not None:
@@ -276,6 +303,8 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
     start_pending(ports, environment, run.reconciliation_id)
     if run.new_record_jobs:
         ports.runs.add_pending_jobs(environment, run.reconciliation_id, run.new_record_jobs)
+    if run.whole_pool and run.status is RunStatus.FAILED:
+        ports.runs.request_whole_pool(environment, run.reconciliation_id)
     return "done"
 
 
@@ -461,7 +490,7 @@ def _engine_frames(side_a, side_b, run: Run | None):
     scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places")])
               .group_by("currency").agg(pl.col("decimal_places").max().alias("scale")))
     columns = [c for c in side_a.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
-    if run is not None and run.kind is RunKind.CONTINUOUS:
+    if run is not None and run.only_new:
         columns.append("is_new")
 
     def scaled(frame):

@@ -204,8 +204,9 @@ def test_a_continuous_reconciliation_matches_each_ingestion_as_it_completes(api,
     ledger = ingest(record("ledger", 1, 1000))
 
     runs = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]
-    assert [(r["kind"], r["trigger"], r["status"]) for r in runs] == [("continuous", "records_ingested", "completed")] * 2
-    assert [r["matched_records"] for r in runs] == [2, 0]  # newest first: the ledger's ingestion matched
+    assert [(r["kind"], r["trigger"], r["status"]) for r in runs] == [
+        ("continuous", "records_ingested", "completed")] * 2 + [("continuous", "reconciliation_changed", "completed")]
+    assert [r["matched_records"] for r in runs] == [2, 0, 0]  # newest first: the ledger's ingestion matched
     [match] = matches_of(api, continuous)
     detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
     assert sorted(r["id"] for r in detail["records"]) == sorted([bank[0], ledger[0]])
@@ -219,12 +220,12 @@ def test_an_ingestion_that_finds_a_run_in_progress_waits_for_it(api, services, i
         assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
     continuous = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": ["bank"],
                                                   "side_b_stream_keys": ["ledger"]}).json_body
-    add_rule(api, continuous)
+    add_rule(api, continuous)  # its whole-pool run finds nothing yet
     holder = start_run(replace(services.run_ports, workflows=LostStarts()), "acme", continuous["id"])
 
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
-    assert [r["id"] for r in api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]] == [holder.id]
+    assert api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]["id"] == holder.id
     assert len(services.runs.pending_jobs("acme", continuous["id"])) == 2
 
     give_up(services.run_ports, "acme", holder.id, "stopped by the test")  # the run in progress ends
@@ -441,3 +442,126 @@ def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the
     assert "at most 4" in message and f"POST /v1/reconciliations/{reconciliation['id']}/runs" in message
     services.run_ports = replace(services.run_ports, dry_run_records=5)
     assert api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run").json_body["matches"] == 2
+
+
+# Continuous reconciliations and their backlog ---------------------------------------------------
+
+def streams(api, *keys):
+    for key in keys:
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+
+
+def continuous_reconciliation(api, side_a=("bank",), side_b=("ledger",)):
+    created = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": list(side_a),
+                                               "side_b_stream_keys": list(side_b)})
+    assert created.status_code == 201 and created.json_body["run_type"] == "continuous", created.json_body
+    return created.json_body
+
+
+def runs_of(api, reconciliation):
+    """(trigger, matched_records) of its runs, oldest first."""
+    runs = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"]
+    assert all(r["status"] == "completed" and r["kind"] == "continuous" for r in runs), runs
+    return [(r["trigger"], r["matched_records"]) for r in reversed(runs)]
+
+
+def test_a_rule_added_to_a_continuous_reconciliation_matches_the_records_posted_before_it(api, ingest):
+    """The issue's case: records posted first; the automatic run matched 0 of them, while the
+    rule's dry run found a match and a manual batch run matched both records."""
+    streams(api, "bank", "ledger")
+    bank = ingest(record("bank", 1, 1000))
+    ledger = ingest(record("ledger", 1, 1000))
+    continuous = continuous_reconciliation(api)
+    assert runs_of(api, continuous) == []  # no rule yet: nothing to match with
+
+    add_rule(api, continuous)
+
+    assert runs_of(api, continuous) == [("reconciliation_changed", 2)]
+    [match] = matches_of(api, continuous)
+    detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
+    assert sorted(r["id"] for r in detail["records"]) == sorted(bank + ledger)
+
+
+def test_later_continuous_runs_match_new_records_against_everything_open(api, ingest):
+    streams(api, "bank", "ledger")
+    continuous = continuous_reconciliation(api)
+    add_rule(api, continuous)
+    old_bank = ingest(record("bank", 1, 1000), record("bank", 2, 2000))
+
+    new_ledger = ingest(record("ledger", 1, 2000), record("ledger", 2, 1000))
+
+    assert runs_of(api, continuous) == [("reconciliation_changed", 0), ("records_ingested", 0),
+                                        ("records_ingested", 4)]
+    matched = {tuple(sorted(r["id"] for r in api.get(f"/v1/reconciliation_matches/{m['id']}").json_body["records"]))
+               for m in matches_of(api, continuous)}
+    assert matched == {tuple(sorted([old_bank[0], new_ledger[1]])), tuple(sorted([old_bank[1], new_ledger[0]]))}
+
+
+def test_activating_a_rule_matches_the_whole_open_pool(api, ingest):
+    streams(api, "bank", "ledger")
+    continuous = continuous_reconciliation(api)
+    rule = add_rule(api, continuous, {**RULE, "active": False})
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    assert runs_of(api, continuous) == [("records_ingested", 0)] * 2
+
+    assert api.patch(f"/v1/reconciliation_rules/{rule['id']}", {"active": True}).status_code == 200
+
+    assert runs_of(api, continuous)[-1] == ("reconciliation_changed", 2)
+    assert api.patch(f"/v1/reconciliation_rules/{rule['id']}", {"name": "Renamed"}).status_code == 200
+    assert len(runs_of(api, continuous)) == 3  # a new name matches nothing new
+
+
+def test_changing_sides_matches_the_whole_open_pool(api, ingest):
+    streams(api, "bank", "ledger", "psp")
+    continuous = continuous_reconciliation(api, side_b=("psp",))
+    add_rule(api, continuous)
+    bank = ingest(record("bank", 1, 1000))
+    ledger = ingest(record("ledger", 1, 1000))  # a stream the reconciliation does not use yet
+
+    changed = api.patch(f"/v1/reconciliations/{continuous['id']}", {"side_b_stream_keys": ["ledger"]})
+
+    assert changed.status_code == 200, changed.json_body
+    assert runs_of(api, continuous)[-1] == ("reconciliation_changed", 2)
+    assert changed.json_body["last_run"]["trigger"] == "reconciliation_changed"
+    [match] = matches_of(api, continuous)
+    detail = api.get(f"/v1/reconciliation_matches/{match['id']}").json_body
+    assert sorted(r["id"] for r in detail["records"]) == sorted(bank + ledger)
+
+
+def test_a_rule_added_during_a_run_gets_its_whole_pool_run_when_that_run_ends(api, services, ingest):
+    from chalicelib.services.reconciliation_runs import give_up, start_run
+
+    streams(api, "bank", "ledger")
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    continuous = continuous_reconciliation(api)
+    holder = start_run(replace(services.run_ports, workflows=LostStarts()), "acme", continuous["id"])
+
+    add_rule(api, continuous)  # the reconciliation is busy: the request waits
+    assert [r["id"] for r in api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]] == [holder.id]
+
+    give_up(services.run_ports, "acme", holder.id, "stopped by the test")
+
+    latest = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]
+    assert (latest["trigger"], latest["matched_records"]) == ("reconciliation_changed", 2)
+    assert services.runs.pending_work("acme", continuous["id"]) == ([], None)
+
+
+def test_a_failed_whole_pool_run_leaves_its_request_for_the_next_run(api, services, ingest):
+    from chalicelib.services.reconciliation_runs import give_up, start_pending
+
+    streams(api, "bank", "ledger")
+    ingest(record("bank", 1, 1000))
+    ingest(record("ledger", 1, 1000))
+    continuous = continuous_reconciliation(api)
+    lost = replace(services.run_ports, workflows=LostStarts())
+    add_rule(api, continuous)  # its whole-pool run matches both
+    assert runs_of(api, continuous)[-1] == ("reconciliation_changed", 2)
+    services.runs.request_whole_pool("acme", continuous["id"])
+    run = start_pending(lost, "acme", continuous["id"])  # taken, then its execution dies
+    assert run.whole_pool and services.runs.pending_work("acme", continuous["id"])[1] is None
+
+    give_up(services.run_ports, "acme", run.id, "stopped by the test")
+
+    assert services.runs.pending_work("acme", continuous["id"])[1] is not None

@@ -112,8 +112,28 @@ class RunRepository:
             pass  # the reconciliation is gone
 
     def pending_jobs(self, environment: str, reconciliation_id: int) -> list[int]:
-        item = self._table.get(keys.reconciliation(environment, reconciliation_id))
-        return sorted((item or {}).get("pending_jobs") or ())
+        return self.pending_work(environment, reconciliation_id)[0]
+
+    def pending_work(self, environment: str, reconciliation_id: int) -> tuple[list[int], int | None]:
+        """The ingestions waiting on the reconciliation, and its whole-pool request (a count that
+        every request raises, so that taking it never drops one made meanwhile), or None."""
+        item = self._table.get(keys.reconciliation(environment, reconciliation_id)) or {}
+        return sorted(item.get("pending_jobs") or ()), item.get("whole_pool_requests")
+
+    def request_whole_pool(self, environment: str, reconciliation_id: int) -> None:
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "ADD whole_pool_requests :one",
+                               condition="attribute_exists(pk)", values={":one": 1})
+        except ConditionFailed:
+            pass  # the reconciliation is gone
+
+    def drop_whole_pool_request(self, environment: str, reconciliation_id: int, seen: int) -> None:
+        """A run took the request; one made since it was read stays for the next run."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "REMOVE whole_pool_requests",
+                               condition="whole_pool_requests = :seen", values={":seen": seen})
+        except ConditionFailed:
+            pass
 
     def drop_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
         try:
@@ -176,7 +196,7 @@ class RunRepository:
             "reconciliation_id": run.reconciliation_id, "kind": run.kind.value, "trigger": run.trigger.value,
             "status": run.status.value, "created_at": iso(run.created_at), "total_records": run.total_records,
             "processed_records": run.processed_records, "matched_records": run.matched_records,
-            "new_record_jobs": list(run.new_record_jobs) or None,
+            "new_record_jobs": list(run.new_record_jobs) or None, "whole_pool": run.whole_pool or None,
         }
 
     @staticmethod
@@ -191,7 +211,7 @@ class RunRepository:
             error_message=item.get("error_message"), matches_count=item.get("matches_count"),
             first_match_id=item.get("first_match_id"), chunks=item.get("chunks"),
             done_chunks=frozenset(item.get("done_chunks", set())),
-            new_record_jobs=tuple(item.get("new_record_jobs") or ()),
+            new_record_jobs=tuple(item.get("new_record_jobs") or ()), whole_pool=bool(item.get("whole_pool")),
             last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=item.get("restarts", 0),
         )
 
