@@ -23,6 +23,7 @@ from chalicelib.container import container
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
 from chalicelib.domain.investigation_jobs import Investigation
+from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.services import exceptions as service
 from chalicelib.services import investigations as investigation_service
 
@@ -35,14 +36,16 @@ def exceptions_out(environment: str, exceptions: list[ReconciliationException]) 
     """Rows with their stream's and reconciliation's names, read in one batch for the page."""
     services = container()
     streams = services.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
-    names = services.reconciliations.names(environment, {e.reconciliation_id for e in exceptions})
-    return [ExceptionOut(**_fields(e, streams.get(e.data_stream_key), names.get(e.reconciliation_id)))
+    owners = services.reconciliations.visible(environment, {e.reconciliation_id for e in exceptions})
+    return [ExceptionOut(**_fields(e, streams.get(e.data_stream_key), owners.get(e.reconciliation_id)))
             for e in exceptions]
 
 
-def _fields(exception: ReconciliationException, stream, reconciliation_name: str | None) -> dict:
+def _fields(exception: ReconciliationException, stream, reconciliation: Reconciliation | None) -> dict:
     return dict(
-        id=exception.id, reconciliation_id=exception.reconciliation_id, reconciliation_name=reconciliation_name,
+        id=exception.id, reconciliation_id=exception.reconciliation_id,
+        reconciliation_name=reconciliation.name if reconciliation else None,
+        refresh_pending=bool(reconciliation and reconciliation.exceptions_refresh_pending),
         data_stream_id=exception.data_stream_id, data_stream_name=stream.name if stream else None,
         data_stream_key=exception.data_stream_key, title=exception.title, description=exception.description,
         status=exception.status.value, created_at=exception.created_at, updated_at=exception.updated_at,
@@ -77,10 +80,10 @@ def investigations_of(environment: str, exception: ReconciliationException) -> l
 def detail_out(environment: str, exception: ReconciliationException, record_filter: RecordFilter) -> ExceptionDetailOut:
     services = container()
     stream = services.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
-    name = services.reconciliations.names(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
+    owner = services.reconciliations.visible(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
     sessions = investigations_of(environment, exception)
     return ExceptionDetailOut(
-        **_fields(exception, stream, name),
+        **_fields(exception, stream, owner),
         filtered_aggregates=service.filtered_aggregates(services.exception_ports, exception, record_filter),
         comments=[CommentOut(**c) for c in services.exceptions.comments(exception)],
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)

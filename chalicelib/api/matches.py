@@ -53,7 +53,9 @@ def create_match(request: ApiRequest) -> MatchOut:
 @router.route("POST", "/reconciliation_matches/{id}/confirm", summary="Confirm a proposed match",
               response=MatchOut, errors=(404,))
 def confirm_match(request: ApiRequest, id: str) -> MatchOut:
-    return match_out(service.confirm(container().matches, request.environment, numeric_id(id, "reconciliation match")))
+    services = container()
+    return match_out(service.confirm(services.matches, services.reconciliations, request.environment,
+                                     numeric_id(id, "reconciliation match")))
 
 
 @router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,

@@ -524,6 +524,9 @@ class ExceptionOut(BaseModel):
     assignees: list[AssigneeOut]
     decimal_places: int
     aggregates: AggregatesOut
+    refresh_pending: bool = Field(default=False, description="A match, unmatch or confirm by a person (or an "
+                                  "accepted investigation) changed the reconciliation since its exceptions were last "
+                                  "refreshed: records and aggregates are brought up to date within a minute")
 
 
 class InvestigationOut(BaseModel):

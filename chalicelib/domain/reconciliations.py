@@ -41,9 +41,17 @@ class Reconciliation:
     updated_at: datetime
     current_run_id: int | None = None  # set and cleared by the runs
     last_run_id: int | None = None
+    # None: a refresh is due at the sweeper's next minute (requested after a person's match,
+    # unmatch or confirm, or never refreshed). Every request raises the count, so a refresh
+    # that read an older count leaves the request in place (see services/exceptions.refresh).
     exceptions_refreshed_at: datetime | None = None
+    exceptions_refresh_requests: int = 0
     deleting: bool = False
     version: int = 1
+
+    @property
+    def exceptions_refresh_pending(self) -> bool:
+        return self.exceptions_refreshed_at is None
 
     @property
     def stream_keys(self) -> tuple[str, ...]:

@@ -61,7 +61,8 @@ def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now
     try:
         for stream_key in reconciliation.stream_keys:
             _refresh_stream(ports, reconciliation, stream_key, now)
-        ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now)
+        ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now,
+                                                        reconciliation.exceptions_refresh_requests)
     finally:
         ports.exceptions.release_refresh_lease(environment, reconciliation_id, now)
     return True
@@ -132,9 +133,17 @@ def _exception_record(item: dict[str, Any], scale: int) -> ExceptionRecord:
     return ExceptionRecord(item["id"], amount, item["direction"], item["date"], item["currency"])
 
 
+def request_refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int) -> None:
+    """A person matched, unmatched or confirmed: the sweeper refreshes the reconciliation's
+    exceptions within a minute (a refresh reads every open record of its streams: too slow
+    for the request). Until then its exceptions show `refresh_pending`."""
+    ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
+
+
 def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
     """Refresh every reconciliation not refreshed for REFRESH_EVERY (records age into
-    exceptions with time, not only with runs). One failure stops no other."""
+    exceptions with time, not only with runs), and every one whose refresh was requested
+    (see request_refresh). One failure stops no other."""
     now = now or utc_now()
     refreshed = 0
     for environment, reconciliation_id in ports.reconciliations.due_for_exception_refresh(now - REFRESH_EVERY):

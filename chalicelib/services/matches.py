@@ -67,13 +67,16 @@ def used_by(reconciliations, environment: str, stream_keys) -> dict[str, frozens
             for key in set(stream_keys)}
 
 
-def confirm(matches, environment: str, match_id: int) -> Match:
-    return matches.confirm(matches.get(environment, match_id))
+def confirm(matches, reconciliations, environment: str, match_id: int) -> Match:
+    confirmed = matches.confirm(matches.get(environment, match_id))
+    reconciliations.request_exceptions_refresh(environment, confirmed.reconciliation_id)
+    return confirmed
 
 
 def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
     """Hide the match, open its records again, drop its members, and keep the match as a
-    tombstone. A retry after a crash finds the match marked and finishes."""
+    tombstone; the reconciliation's exceptions are refreshed within a minute (the records may
+    be overdue). A retry after a crash finds the match marked and finishes."""
     match = matches.find(environment, match_id)
     if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
@@ -82,6 +85,8 @@ def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
     members = matches.members(environment, match_id)
     release_members(matches, match, members,
                     used_by(reconciliations, environment, (m["data_stream_key"] for m in members)))
+    # Before the tombstone: a retry after it finds nothing left to do.
+    reconciliations.request_exceptions_refresh(environment, match.reconciliation_id)
     matches.mark_unmatched(match)
 
 
@@ -89,7 +94,7 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
                         allow_difference: bool, reason: str | None) -> Match:
     """A person's match of records from both sides, confirmed at once (422 unless it balances or
     a difference is allowed with a reason; 409 when a record is matched in this reconciliation,
-    or its import is still writing).
+    or its import is still writing). The reconciliation's exceptions are refreshed within a minute.
 
     The match item is written first, hidden (`pending_since`): should the request die part-way,
     the sweeper finds it and opens its records again, so no claim outlives a match that never was.
@@ -134,6 +139,7 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     if not written:
         matches.remove(match)
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
+    reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
     return match
 
 

@@ -272,3 +272,57 @@ def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(a
     [active] = queue(api, data_stream_key="bank", status="open")["data"]
     ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{active['id']}/records").json_body["data"]]
     assert ids == [newcomer] and touched == []  # the index told the refresh who holds them
+
+
+def test_after_an_unmatch_and_a_manual_match_the_exception_holds_exactly_the_open_overdue_records(
+        api, services, ingest, ran):
+    from chalicelib.services.exceptions import sweep
+
+    recon_id = ran["reconciliation"]["id"]
+    [run_match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={recon_id}").json_body["data"]
+    [late] = ingest(record("ledger", 3, 1000, days_ago(20)))
+
+    assert api.delete(f"/v1/reconciliation_matches/{run_match['id']}").status_code == 204  # bank 5.00 open again
+    body = {"reconciliation_id": recon_id, "record_ids": [ran["bank"][0], late]}
+    assert api.post("/v1/reconciliation_matches", body).status_code == 201  # bank 10.00 matched
+
+    assert bank_exception(api, ran)["refresh_pending"] is True  # visible until the sweeper's next minute
+    sweep(services.exception_ports)
+
+    bank = bank_exception(api, ran)
+    assert bank["refresh_pending"] is False
+    ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{bank['id']}/records").json_body["data"]]
+    assert ids == sorted([ran["bank"][1], ran["bank"][2], ran["bank"][3]], reverse=True)
+    assert bank["aggregates"] == {
+        "record_count": 3, "total_amount": 2500 - 700 + 500, "debit_count": 1, "debit_sum": 700,
+        "credit_count": 2, "credit_sum": 3000, "avg_age_days": round((40 + 100 + 10) / 3, 2),
+        "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(10)}T00:00:00Z"}
+    [ledger] = queue(api, data_stream_key="ledger")["data"]
+    assert ledger["aggregates"]["record_count"] == 2  # the ledger's 5.00, unmatched, joined its 40.00
+
+
+def test_confirming_a_match_requests_a_refresh_too(api, services, ingest, reconciliation):
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {**RULE, "auto_confirm": False}).status_code == 201
+    ingest(record("bank", 1, 1000, days_ago(20)))
+    ingest(record("ledger", 1, 1000, days_ago(20)))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert not services.reconciliations.get("acme", reconciliation["id"]).exceptions_refresh_pending
+
+    assert api.post(f"/v1/reconciliation_matches/{match['id']}/confirm").status_code == 200
+
+    assert services.reconciliations.get("acme", reconciliation["id"]).exceptions_refresh_pending
+
+
+def test_a_refresh_requested_while_a_refresh_runs_is_kept_for_the_next_sweep(api, services, ran):
+    from chalicelib.services.exceptions import sweep
+
+    recon_id = ran["reconciliation"]["id"]
+    seen = services.reconciliations.get("acme", recon_id)  # a refresh starts, reading the reconciliation
+    services.reconciliations.request_exceptions_refresh("acme", recon_id)  # a person unmatches meanwhile
+
+    services.reconciliations.mark_exceptions_refreshed("acme", recon_id, utc_now(), seen.exceptions_refresh_requests)
+
+    assert services.reconciliations.get("acme", recon_id).exceptions_refresh_pending
+    assert sweep(services.exception_ports) == 1
+    assert not services.reconciliations.get("acme", recon_id).exceptions_refresh_pending

@@ -64,8 +64,12 @@ class ReconciliationRepository:
 
     def names(self, environment: str, reconciliation_ids) -> dict[int, str]:
         """Names of the visible reconciliations among the ids, read in batches."""
+        return {i: r.name for i, r in self.visible(environment, reconciliation_ids).items()}
+
+    def visible(self, environment: str, reconciliation_ids) -> dict[int, Reconciliation]:
+        """The visible reconciliations among the ids, read in batches."""
         items = self._table.get_many(keys.reconciliation(environment, i) for i in reconciliation_ids)
-        return {i["id"]: i["name"] for i in items if not i.get("deleting")}
+        return {i["id"]: self._from_item(i) for i in items if not i.get("deleting")}
 
     def due_for_exception_refresh(self, refreshed_before: datetime) -> list[tuple[str, int]]:
         """(environment, id) of every reconciliation, of every environment, whose exceptions were
@@ -76,12 +80,27 @@ class ReconciliationRepository:
                 if e.get("exceptions_refreshed_at") is None
                 or parse_iso(e["exceptions_refreshed_at"]) < refreshed_before]
 
-    def mark_exceptions_refreshed(self, environment: str, reconciliation_id: int, at) -> None:
+    def mark_exceptions_refreshed(self, environment: str, reconciliation_id: int, at, seen_requests: int = 0) -> None:
+        """Refreshed at `at`, unless a refresh was requested after the refresh read `seen_requests`
+        (that request stays: the sweeper refreshes again within a minute)."""
         try:
             self._table.update(keys.reconciliation(environment, reconciliation_id), "SET exceptions_refreshed_at = :at",
-                               condition="attribute_exists(pk)", values={":at": iso(at)})
+                               condition="attribute_exists(pk) AND (attribute_not_exists(exceptions_refresh_requests) "
+                                         "OR exceptions_refresh_requests = :seen)",
+                               values={":at": iso(at), ":seen": seen_requests})
         except ConditionFailed:
             pass
+
+    def request_exceptions_refresh(self, environment: str, reconciliation_id: int) -> None:
+        """Matching changed outside a run (a person's match, unmatch or confirm): the sweeper
+        refreshes the reconciliation's exceptions at its next minute (it reads the missing
+        `exceptions_refreshed_at` from its index as due)."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id),
+                               "REMOVE exceptions_refreshed_at ADD exceptions_refresh_requests :one",
+                               condition="attribute_exists(pk)", values={":one": 1})
+        except ConditionFailed:
+            pass  # the reconciliation is gone
 
     def list_page(self, environment: str, limit: int,
                   cursor: str | None) -> tuple[list[Reconciliation], str | None]:
@@ -218,6 +237,7 @@ class ReconciliationRepository:
             updated_at=parse_optional_iso(item.get("updated_at")) or parse_iso(item["created_at"]),
             current_run_id=item.get("current_run_id"), last_run_id=item.get("last_run_id"),
             exceptions_refreshed_at=parse_optional_iso(item.get("exceptions_refreshed_at")),
+            exceptions_refresh_requests=int(item.get("exceptions_refresh_requests", 0)),
             deleting=bool(item.get("deleting")), version=item.get("version", 1),
         )
 
