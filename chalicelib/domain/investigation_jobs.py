@@ -46,8 +46,10 @@ class Investigation:
     completed_at: datetime | None = None
     candidate_records_searched: int = 0
     suggested_record_ids: tuple[int, ...] = ()
-    # The exception's records the best suggestion answers (what an accept matches them with).
+    # The exception's records the suggestion answers (what an accept matches them with), and the
+    # difference of that match when suggested (None: suggested before it was stated).
     target_record_ids: tuple[int, ...] = ()
+    suggested_difference: int | None = None
     confidence_score: float | None = None
     recommendation_text: str | None = None
     error_message: str | None = None

@@ -11,7 +11,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus
-from chalicelib.domain.matches import Match
+from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.observability import logger
 from chalicelib.services import exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
@@ -71,13 +71,24 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
     candidates = [i for key in other_side for i in matches.open_items(
         environment, key, reconciliation.id, matches.is_adopted(environment, reconciliation.id, key))]
     outcome = investigate(_frame(targets), _frame(candidates), decimal_places=exception.decimal_places)
-    best = outcome.hypotheses[0] if outcome.hypotheses else None
+    difference = None
+    if outcome.proposal:
+        items = {i["id"]: i for i in matches.record_items(
+            environment, outcome.target_record_ids + outcome.suggested_record_ids)}
+        difference = _difference(matches, [items[i] for i in outcome.target_record_ids],
+                                 [items[i] for i in outcome.suggested_record_ids])
     return _move(ports, investigation, InvestigationStatus.COMPLETED, completed_at=utc_now(),
                  candidate_records_searched=outcome.candidate_records_searched,
                  suggested_record_ids=list(outcome.suggested_record_ids),
-                 target_record_ids=list(best.target_ids) if best else [],
+                 target_record_ids=outcome.target_record_ids, suggested_difference=difference,
                  confidence_score=float(outcome.confidence_score),
                  recommendation_text=outcome.recommendation_text)
+
+
+def _difference(matches, targets: list[dict[str, Any]], suggested: list[dict[str, Any]]) -> int:
+    """The difference the match of these records would have (see check_manual_match)."""
+    return check_manual_match([matches.record_of(i) for i in targets], [matches.record_of(i) for i in suggested],
+                              allow_difference=True, reason="investigation")
 
 
 def fail(ports: InvestigationPorts, environment: str, investigation_id: int, error: Exception) -> None:
@@ -88,8 +99,10 @@ def fail(ports: InvestigationPorts, environment: str, investigation_id: int, err
 
 
 def accept(ports: InvestigationPorts, environment: str, exception_id: int, investigation_id: int) -> Match:
-    """Turn the best suggestion into a confirmed match of the exception's records with the
-    suggested ones; the exception is refreshed at once (matched records leave it)."""
+    """Turn the suggestion into a confirmed match of the exception's records it answers with the
+    suggested ones, if it still holds (409 saying why not: a record was deleted or matched since,
+    or the match would no longer have the difference stated); the exception is refreshed at
+    once (matched records leave it). A retry after a crash returns the match it made."""
     investigation = ports.investigations.get(environment, investigation_id)
     if investigation.exception_id != exception_id:
         raise NotFound(f"investigation {investigation_id} not found on exception {exception_id}")
@@ -101,23 +114,51 @@ def accept(ports: InvestigationPorts, environment: str, exception_id: int, inves
     if not investigation.suggested_record_ids or not investigation.target_record_ids:
         raise Conflict(f"investigation {investigation_id} suggested nothing to match")
     record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
-    try:
-        match = create_manual_match(
-            ports.runs, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
-            reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
-    except Conflict:
-        match = _made_before(ports, investigation, record_ids)
-        if match is None:
-            raise
+    match = _made_before(ports, investigation, record_ids)
+    if match is None:
+        match = _match_suggestion(ports, investigation, record_ids)
     try:
         ports.investigations.mark_accepted(investigation, match.id)
     except TransitionRefused:
         pass  # a concurrent accept marked it; the match stands
     try:
         exception_service.refresh(ports.exceptions, environment, investigation.reconciliation_id)
-    except Exception:  # the match is made: the sweeper refreshes the exception later
+    except Exception:  # the match is made (and a refresh requested): the sweeper refreshes the exception
         logger.exception("refreshing exceptions after an accept failed", extra={"investigation_id": investigation.id})
     return match
+
+
+def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, record_ids: list[int]) -> Match:
+    environment = investigation.environment
+    if investigation.suggested_difference is None:
+        raise Conflict(f"investigation {investigation.id} was made before suggestions stated their difference; "
+                       "start a new investigation")
+    matches = ports.runs.matches
+    items = {i["id"]: i for i in matches.record_items(environment, record_ids)}
+    for record_id in record_ids:
+        item = items.get(record_id)
+        if item is None or item.get("deleting"):
+            raise Conflict(f"record {record_id} of the suggestion was deleted since the investigation; "
+                           "start a new investigation")
+        held_by = item.get(matches.match_attribute(investigation.reconciliation_id))
+        if held_by is not None:
+            raise Conflict(f"record {record_id} of the suggestion was matched since the investigation (match "
+                           f"{held_by}); start a new investigation")
+    targets = [items[i] for i in investigation.target_record_ids]
+    difference = _difference(matches, targets, [items[i] for i in investigation.suggested_record_ids])
+    if difference != investigation.suggested_difference:
+        raise Conflict(f"the suggestion no longer balances as stated: its records differed by "
+                       f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
+                       "now; start a new investigation")
+    try:
+        return create_manual_match(
+            ports.runs, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
+            reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+    except Conflict:  # a concurrent accept of this investigation made it first
+        match = _made_before(ports, investigation, record_ids)
+        if match is None:
+            raise
+        return match
 
 
 def _made_before(ports: InvestigationPorts, investigation: Investigation, record_ids: list[int]) -> Match | None:

@@ -136,3 +136,88 @@ def test_an_accept_retried_after_dying_before_its_mark_returns_the_match_it_made
     assert retried.status_code == 201, retried.json_body
     assert api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"][
         "accepted_match_id"] == retried.json_body["id"]
+
+
+# What accepting matches: exactly the suggestion, and only while it still holds --------------------
+
+@pytest.fixture
+def with_prenote(api, ingest):
+    """Side B holds the ledger and an ACH stream; the ACH stream has a zero-amount prenote that
+    carries the bank payment's reference (the issue's case)."""
+    for key in ("bank", "ledger", "ach"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
+    reconciliation = api.post("/v1/reconciliations", {"name": "Bank to books", "run_type": "batch",
+                                                      "side_a_stream_keys": ["bank"],
+                                                      "side_b_stream_keys": ["ledger", "ach"]}).json_body
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    bank = ingest(record("bank", 1, 125000, days_ago(20), description="ACME PAYOUT",
+                         metadata={"reference": "INV-4411"}))
+    ledger = ingest(record("ledger", 1, 125000, days_ago(14), description="Acme payout",
+                           metadata={"reference": "INV-4441"}))
+    prenote = ingest(record("ach", 1, 0, days_ago(21), description="ACME PRENOTE", metadata={"reference": "INV-4411"}))
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["matched_records"] == 0
+    [row] = api.get("/v1/reconciliation_exceptions?data_stream_key=bank").json_body["data"]
+    return {"id": row["id"], "bank": bank, "ledger": ledger, "prenote": prenote}
+
+
+def investigated(api, worker, exception):
+    started = start(api, exception["id"])
+    worker.drain()
+    investigation = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
+    assert investigation["status"] == "completed", investigation
+    return investigation
+
+
+def accept_url(exception, investigation):
+    return f"/v1/reconciliation_exceptions/{exception['id']}/investigations/{investigation['id']}/accept"
+
+
+def test_accepting_matches_exactly_the_records_the_recommendation_proposes(api, worker, with_prenote):
+    investigation = investigated(api, worker, with_prenote)
+
+    assert investigation["suggested_record_ids"] == with_prenote["ledger"]
+    assert str(with_prenote["prenote"][0]) not in investigation["recommendation_text"]
+    assert f"with record {with_prenote['ledger'][0]}." in investigation["recommendation_text"]
+
+    accepted = api.post(accept_url(with_prenote, investigation))
+
+    assert accepted.status_code == 201, accepted.json_body
+    assert sorted(r["id"] for r in accepted.json_body["records"]) == sorted(with_prenote["bank"] + with_prenote["ledger"])
+    assert api.get(f"/v1/records/{with_prenote['prenote'][0]}").json_body["status"] == "unreconciled"
+
+
+def test_accepting_is_refused_when_a_suggested_record_was_matched_since(api, worker, ingest, with_prenote):
+    investigation = investigated(api, worker, with_prenote)
+    [other] = ingest(record("bank", 2, 125000, days_ago(14)))
+    body = {"reconciliation_id": api.get("/v1/reconciliations").json_body["data"][0]["id"],
+            "record_ids": [other, with_prenote["ledger"][0]]}
+    assert api.post("/v1/reconciliation_matches", body).status_code == 201
+
+    refused = api.post(accept_url(with_prenote, investigation))
+
+    assert refused.status_code == 409
+    assert f"record {with_prenote['ledger'][0]} of the suggestion was matched since" in refused.json_body["message"]
+
+
+def test_accepting_is_refused_when_a_suggested_record_was_deleted_since(api, worker, with_prenote):
+    investigation = investigated(api, worker, with_prenote)
+    assert api.delete(f"/v1/records/{with_prenote['ledger'][0]}").status_code == 204
+
+    refused = api.post(accept_url(with_prenote, investigation))
+
+    assert refused.status_code == 409 and "was deleted since the investigation" in refused.json_body["message"]
+
+
+def test_accepting_is_refused_when_the_suggestion_no_longer_has_its_stated_difference(
+        api, services, worker, with_prenote):
+    from chalicelib.adapters.dynamodb import keys
+
+    investigation = investigated(api, worker, with_prenote)
+    services.table.update(keys.record("acme", with_prenote["ledger"][0]), "SET amount = :a",
+                          values={":a": 124000})  # as if the record had been corrected since
+
+    refused = api.post(accept_url(with_prenote, investigation))
+
+    assert refused.status_code == 409
+    assert "no longer balances as stated" in refused.json_body["message"] and "by 1000 now" in refused.json_body["message"]
+    assert api.get(f"/v1/records/{with_prenote['ledger'][0]}").json_body["status"] == "unreconciled"

@@ -109,8 +109,9 @@ def test_among_equal_amounts_the_nearer_date_ranks_first():
 
     outcome = investigate(records(target(reference=None)), candidates)
 
-    assert outcome.suggested_record_ids == [813, 814, 812]
+    assert [h.candidate_ids for h in outcome.hypotheses] == [(813,), (814,), (812,)]
     assert [h.days_apart for h in outcome.hypotheses] == [1, 4, 9]
+    assert outcome.suggested_record_ids == [813]  # the best only: what accepting matches
 
 
 def test_a_same_amount_decoy_with_another_reference_far_in_date_loses_to_the_fee_adjusted_record():
@@ -139,10 +140,11 @@ def test_same_day_same_amount_twins_are_named_together_and_never_with_high_confi
 
     outcome = investigate(records(target(reference=None)), candidates)
 
-    assert outcome.suggested_record_ids[:2] == [812, 813]
+    assert [h.candidate_ids for h in outcome.hypotheses[:2]] == [(812,), (813,)]
+    assert outcome.suggested_record_ids == [812]
     assert outcome.confidence_score < 0.9
     assert outcome.hypotheses[0].score == pytest.approx(outcome.hypotheses[1].score)
-    assert "Record 813 fits almost as well: check both." in outcome.recommendation_text
+    assert "Record 813 fits almost as well and is not suggested: check both." in outcome.recommendation_text
 
 
 def test_when_nothing_matches_the_confidence_is_low():
@@ -216,14 +218,14 @@ def test_amounts_are_written_with_the_given_decimal_places():
     assert "its amount is 1.000 KWD lower (0.08%), as a fee would be" in outcome.recommendation_text
 
 
-def test_suggestions_are_ranked_without_repeats_and_capped():
+def test_hypotheses_are_ranked_and_capped_and_only_the_best_is_suggested():
     candidates = records(*({"id": 800 + n, "amount": 125_000 - n * 100, "date": DAY + timedelta(days=n)}
                            for n in range(12)))
 
     outcome = investigate(records(target(reference=None)), candidates, max_suggestions=3)
 
-    assert outcome.suggested_record_ids == [800, 801, 802]
-    assert len(outcome.hypotheses) == 3
+    assert [h.candidate_ids for h in outcome.hypotheses] == [(800,), (801,), (802,)]
+    assert outcome.suggested_record_ids == [800]
     assert [h.score for h in outcome.hypotheses] == sorted((h.score for h in outcome.hypotheses), reverse=True)
 
 
@@ -245,3 +247,75 @@ def test_frames_breaking_the_contract_are_refused():
         investigate(records(target()).drop("amount"), records())
     with pytest.raises(InvestigationInputError):
         investigate(records(target()), records({"id": 1, "amount": -5}))
+
+
+# The suggestion: exactly what the recommendation proposes ------------------------------------------
+
+def mentioned(text: str) -> set[int]:
+    import re
+
+    return {int(n) for n in re.findall(r"\b(?:[Rr]ecords?|and|,) (\d+)\b", text)}
+
+
+def test_a_zero_amount_record_with_the_same_reference_is_never_suggested_for_a_non_zero_one():
+    """The issue's case: a prenote of another stream carried the payment's reference."""
+    candidates = records({"id": 812, "amount": 125_000, "date": DAY + timedelta(days=1), "reference": "PAYROLL-88"},
+                         {"id": 990, "amount": 0, "date": DAY, "reference": "ACME-PAYOUT-4411"}, *background())
+
+    outcome = investigate(records(target()), candidates)
+
+    assert all(990 not in h.candidate_ids for h in outcome.hypotheses)
+    assert outcome.suggested_record_ids == [812] and "990" not in outcome.recommendation_text
+
+
+def test_a_zero_amount_target_may_pair_with_a_zero_amount_record():
+    candidates = records({"id": 990, "amount": 0, "reference": "ACME-PAYOUT-4411"}, {"id": 991, "amount": 300})
+
+    outcome = investigate(records(target(amount=0)), candidates)
+
+    assert outcome.suggested_record_ids == [990]
+
+
+def test_the_suggestion_holds_exactly_the_records_the_recommendation_proposes():
+    targets = records(target(), {"id": 78, "amount": 300_000, "reference": "BATCH-2026-11"},
+                      {"id": 79, "amount": 4_200, "reference": "X-1"})
+    candidates = records(
+        {"id": 812, "amount": 125_000, "date": DAY + timedelta(days=2), "reference": "ACME-PAYOUT-4411"},
+        {"id": 813, "amount": 125_000, "date": DAY + timedelta(days=9)},  # a weaker alternative for 77
+        {"id": 90, "amount": 100_000, "reference": "BATCH-2026-11"},
+        {"id": 91, "amount": 200_000, "date": DAY + timedelta(days=1), "reference": "BATCH-2026-11"},
+        *background())
+
+    outcome = investigate(targets, candidates)
+
+    assert sorted(outcome.suggested_record_ids) == [90, 91, 812]
+    assert sorted(outcome.target_record_ids) == [77, 78]
+    text = outcome.recommendation_text
+    assert mentioned(text) - {77, 78, 79} == {90, 91, 812}
+    assert "Nothing among the 34 open records of the other side matches record 79" in text
+    assert text.endswith(f"Accepting matches records {outcome.target_record_ids[0]} and "
+                         f"{outcome.target_record_ids[1]} with records "
+                         f"{', '.join(map(str, outcome.suggested_record_ids[:-1]))} and "
+                         f"{outcome.suggested_record_ids[-1]}.")
+
+
+def test_a_record_is_never_suggested_twice_and_the_target_left_without_one_says_why():
+    targets = records(target(), target(id=78, reference=None, external_id=None, description=None))
+    candidates = records({"id": 812, "amount": 125_000, "reference": "ACME-PAYOUT-4411"})
+
+    outcome = investigate(targets, candidates)
+
+    assert outcome.suggested_record_ids == [812] and outcome.target_record_ids == [77]
+    assert ("Record 78 (1,250.00 USD on 2026-11-01) is not part of this suggestion: the records that fit it best "
+            "are suggested for another record") in outcome.recommendation_text
+
+
+def test_a_suggestion_holds_one_currency():
+    targets = records(target(), target(id=78, currency="EUR", reference="EU-77"))
+    candidates = records({"id": 812, "amount": 125_000, "currency": "EUR", "reference": "EU-77"},
+                         {"id": 813, "amount": 125_000, "currency": "USD", "reference": "ACME-PAYOUT-4411"})
+
+    outcome = investigate(targets, candidates)
+
+    assert len(outcome.proposal) == 1 and len(outcome.suggested_record_ids) == 1
+    assert "in another currency than the suggestion" in outcome.recommendation_text

@@ -75,6 +75,7 @@ class InvestigationRepository:
             candidate_records_searched=item.get("candidate_records_searched", 0),
             suggested_record_ids=tuple(item.get("suggested_record_ids") or ()),
             target_record_ids=tuple(item.get("target_record_ids") or ()),
+            suggested_difference=item.get("suggested_difference"),
             confidence_score=float(confidence) if confidence is not None else None,
             recommendation_text=item.get("recommendation_text"), error_message=item.get("error_message"),
             accepted_match_id=item.get("accepted_match_id"),

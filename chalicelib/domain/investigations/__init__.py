@@ -9,9 +9,15 @@ Int64 (minor units, never negative), `direction`, `date`, `currency`, `descripti
 `external_id`, and `reference` (a metadata reference; like external_id, it may be null or absent).
 Amounts stay integers; only similarities, scores and confidences are floats.
 
-Output (`InvestigationOutcome`): `candidate_records_searched`, `suggested_record_ids` (every
-target's best hypothesis first, no repeats), `confidence_score` (of the best hypothesis), a
-`recommendation_text` naming what matched and what differs, and the ranked `hypotheses`.
+Output (`InvestigationOutcome`): `candidate_records_searched`, the ranked `hypotheses`, the
+`proposal` (in rank order each target's best hypothesis whose records no earlier one took, in the
+best one's currency, at most ten: one match when accepted), `suggested_record_ids` (exactly the
+proposal's candidates), `confidence_score` (of the best hypothesis), and a `recommendation_text`
+that proposes exactly the proposal, naming what matched and what differs (a close rival is named
+as not suggested).
+
+A zero amount never pairs with a non-zero one (a prenote with the payment's reference explains
+nothing of its amount); splits take non-zero parts only.
 
 The search, per currency (currencies never mix), before any Python-level text work:
 

@@ -32,6 +32,7 @@ SPLIT_PRESELECT = 1_000      # split parts ranked by text per target (the neares
 SPLIT_POOL = 20              # split parts searched per target and direction
 SPLIT_SIZES = (2, 3, 4)
 SPLITS_KEPT = 3              # exact-sum subsets kept per target
+MAX_PROPOSED = 10            # hypotheses one suggestion (one accepted match) holds
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,40 @@ def investigate(targets: pl.DataFrame, candidates: pl.DataFrame, *, max_suggesti
         if not c.is_empty():
             hypotheses.extend(_currency_hypotheses(t, c, decimal_places))
     ranked = _ranked(hypotheses, max_suggestions)
-    suggested = list(dict.fromkeys(i for h in ranked for i in h.candidate_ids))
-    suggested = suggested[:max_suggestions * max(targets.height, 1)]
-    text = recommendation(targets, candidates_in, ranked, searched=candidates.height, decimal_places=decimal_places)
-    return InvestigationOutcome(candidate_records_searched=candidates.height, suggested_record_ids=suggested,
+    currency_of = dict(zip(targets["id"].to_list(), targets["currency"].to_list()))
+    proposal, left_out = proposed(ranked, currency_of)
+    text = recommendation(targets, candidates_in, proposal, ranked, left_out, searched=candidates.height,
+                          decimal_places=decimal_places, limit=MAX_PROPOSED)
+    return InvestigationOutcome(candidate_records_searched=candidates.height,
+                                suggested_record_ids=[i for h in proposal for i in h.candidate_ids],
                                 confidence_score=ranked[0].confidence if ranked else 0.0,
-                                recommendation_text=text, hypotheses=ranked)
+                                recommendation_text=text, hypotheses=ranked, proposal=proposal)
+
+
+def proposed(ranked: list[Hypothesis], currency_of: dict[int, str]) -> tuple[list[Hypothesis], dict[int, str]]:
+    """What the investigation suggests matching: in rank order, each target's best hypothesis
+    whose records no earlier one took (else its next best), in the best one's currency (a match
+    holds one), at most MAX_PROPOSED. Also, why each target with hypotheses was left out."""
+    proposal: list[Hypothesis] = []
+    taken: set[int] = set()
+    currency = currency_of.get(ranked[0].target_ids[0]) if ranked else None
+    for h in ranked:
+        if len(proposal) == MAX_PROPOSED:
+            break
+        if (any(p.target_ids == h.target_ids for p in proposal) or taken.intersection(h.candidate_ids)
+                or currency_of.get(h.target_ids[0]) != currency):
+            continue
+        proposal.append(h)
+        taken.update(h.candidate_ids)
+    chosen = {p.target_ids for p in proposal}
+    left_out: dict[int, str] = {}
+    for h in ranked:
+        target = h.target_ids[0]
+        if h.target_ids in chosen or target in left_out:
+            continue
+        left_out[target] = ("currency" if currency_of.get(target) != currency
+                            else "taken" if len(proposal) < MAX_PROPOSED else "limit")
+    return proposal, left_out
 
 
 def _prepared(frame: pl.DataFrame, name: str) -> pl.DataFrame:
@@ -88,7 +117,7 @@ def _currency_hypotheses(t: pl.DataFrame, c: pl.DataFrame, decimal_places: int) 
                                             c_ref=normalized_reference("reference"))
     c = c.with_columns(c_text=normalized_reference("description"))
     width = np.maximum(t["amount"].to_numpy() * NEAR_BASIS_POINTS // 10_000, NEAR_WHOLE_UNITS * 10 ** decimal_places)
-    pairs = _single_pairs(t, c, width)
+    pairs = _without_zero_against_nonzero(_single_pairs(t, c, width), t, c)
     found = _single_hypotheses(t, c, pairs, width)
     found.extend(_split_hypotheses(t, c))
     return found
@@ -133,6 +162,13 @@ def _single_pairs(t: pl.DataFrame, c: pl.DataFrame, width: np.ndarray) -> _Pairs
     extra_c = np.array([j for _, j in extra], dtype=np.int64)
     return _Pairs(np.concatenate([ti, extra_t]).astype(np.int64), np.concatenate([ci, extra_c]).astype(np.int64),
                   np.r_[np.zeros(len(ti), dtype=bool), np.ones(len(extra), dtype=bool)])
+
+
+def _without_zero_against_nonzero(pairs: _Pairs, t: pl.DataFrame, c: pl.DataFrame) -> _Pairs:
+    """A zero amount (a prenote, a notification of change) never explains a non-zero one, however
+    alike their references, nor the other way round."""
+    keep = (t["amount"].to_numpy()[pairs.t] == 0) == (c["amount"].to_numpy()[pairs.c] == 0)
+    return _Pairs(pairs.t[keep], pairs.c[keep], pairs.reached_by_reference[keep])
 
 
 def _equal_references(t: pl.DataFrame, c: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

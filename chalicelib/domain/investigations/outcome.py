@@ -1,7 +1,7 @@
 """What an investigation returns: ranked hypotheses, the suggestion they add up to, and its error."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class InvestigationInputError(ValueError):
@@ -27,7 +27,12 @@ class Hypothesis:
 @dataclass(frozen=True)
 class InvestigationOutcome:
     candidate_records_searched: int
-    suggested_record_ids: list[int]  # ranked, best hypothesis first, no repeats
+    suggested_record_ids: list[int]  # the candidates of `proposal`, in its order: what accepting matches
     confidence_score: float          # of the best hypothesis; 0 without one
-    recommendation_text: str
+    recommendation_text: str         # proposes exactly `proposal`
     hypotheses: list[Hypothesis]     # best first; at most max_suggestions a target
+    proposal: list[Hypothesis] = field(default_factory=list)  # at most one a target, no record twice, one currency
+
+    @property
+    def target_record_ids(self) -> list[int]:
+        return [i for h in self.proposal for i in h.target_ids]

@@ -1,4 +1,6 @@
-"""The recommendation in plain English: per target, its best hypothesis, what matched and what differs."""
+"""The recommendation in plain English: the proposal (per target, the hypothesis suggested for it,
+what matched and what differs), the records it leaves out and why, and what accepting matches.
+It names as suggested exactly the records of the suggestion; a close rival is named as not part of it."""
 from __future__ import annotations
 
 import polars as pl
@@ -13,29 +15,46 @@ ALIKE_DESCRIPTION = 0.8
 RIVAL_SHARE = 0.8         # a runner-up this close to the best one is named as well
 
 
-def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, ranked: list[Hypothesis], *, searched: int,
-                   decimal_places: int) -> str:
-    rows = _rows(targets, candidates, {i for h in ranked for i in h.candidate_ids})
-    sentences, explained = [], set()
-    for h in ranked:  # every target's best one comes first
-        if h.target_ids in explained:
-            continue
-        explained.add(h.target_ids)
+LEFT_OUT = {
+    "taken": "the records that fit it best are suggested for another record",
+    "currency": "it is in another currency than the suggestion, and a match holds one",
+    "limit": "a suggestion holds at most {limit} pairings",
+}
+
+
+def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: list[Hypothesis],
+                   ranked: list[Hypothesis], left_out: dict[int, str], *, searched: int, decimal_places: int,
+                   limit: int = MAX_SENTENCES) -> str:
+    rows = _rows(targets, candidates, {i for h in proposal for i in h.candidate_ids})
+    sentences = []
+    for h in proposal:
         sentence = _explained(h, rows, decimal_places)
         rival = next((r for r in ranked if r.target_ids == h.target_ids and r is not h), None)
         if rival is not None and rival.score >= RIVAL_SHARE * h.score:
             sentence += (f" {_records(rival.candidate_ids).capitalize()} "
-                         f"{'fits' if len(rival.candidate_ids) == 1 else 'fit'} almost as well: check both.")
+                         f"{'fits' if len(rival.candidate_ids) == 1 else 'fit'} almost as well and "
+                         f"{'is' if len(rival.candidate_ids) == 1 else 'are'} not suggested: check both.")
         sentences.append(sentence)
-    unexplained = [i for i in targets["id"].to_list() if (i,) not in explained]
-    for target_id in unexplained:
-        sentences.append(f"Nothing among the {searched:,} open records of the other side matches record "
-                         f"{_label(rows[target_id], decimal_places, with_text=False)} on amount, "
-                         f"reference or description.")
-    if len(sentences) > MAX_SENTENCES:
-        rest = len(sentences) - MAX_SENTENCES
-        more = f"{rest} more record{'s are' if rest != 1 else ' is'} not described here."
-        sentences = sentences[:MAX_SENTENCES] + [more]
+    explained = {h.target_ids for h in proposal}
+    others = []
+    for target_id in targets["id"].to_list():
+        if (target_id,) in explained:
+            continue
+        label = _label(rows[target_id], decimal_places, with_text=False)
+        if target_id in left_out:
+            others.append(f"Record {label} is not part of this suggestion: "
+                          f"{LEFT_OUT[left_out[target_id]].format(limit=limit)}; investigate it on its own.")
+        else:
+            others.append(f"Nothing among the {searched:,} open records of the other side matches record "
+                          f"{label} on amount, reference or description.")
+    room = max(MAX_SENTENCES - len(sentences), 0)
+    if len(others) > room:
+        rest = len(others) - room
+        others = others[:room] + [f"{rest} more record{'s are' if rest != 1 else ' is'} not described here."]
+    sentences += others
+    if proposal:
+        sentences.append(f"Accepting matches {_records(tuple(i for h in proposal for i in h.target_ids))} with "
+                         f"{_records(tuple(i for h in proposal for i in h.candidate_ids))}.")
     return " ".join(sentences)
 
 
