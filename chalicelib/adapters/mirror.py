@@ -130,25 +130,33 @@ class AnalyticsMirror:
     def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
         """Totals of a published import, read from its Parquet parts; leaves each stream's row
         marker (rewritten the same by a retry: the published parts no longer change)."""
-        import polars as pl
-
-        frames = []
+        frames: dict[str, list] = {}
         for stream_key in stream_keys:
             prefix = import_prefix(environment, stream_key, job_id)
             parts = [self._read(key, ["date", "amount", "direction", "currency"])
                      for key in self._keys(prefix) if key.endswith(".parquet")]
             self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={sum(p.height for p in parts)}", Body=b"")
-            frames += parts
-        if not frames:
-            return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
-        data = pl.concat(frames)
-        credit = pl.col("direction") == "credit"
-        row = data.select(
-            pl.len().alias("count"),
-            pl.col("amount").filter(credit).sum().alias("credits"),
-            pl.col("amount").filter(~credit).sum().alias("debits"),
-            pl.col("date").min().alias("date_min"), pl.col("date").max().alias("date_max"),
-        ).row(0, named=True)
-        return {"count": int(row["count"]), "credits": int(row["credits"] or 0), "debits": int(row["debits"] or 0),
-                "date_min": row["date_min"], "date_max": row["date_max"],
-                "currencies": sorted(data["currency"].unique().to_list())}
+            frames[stream_key] = parts
+        totals = _totals([f for parts in frames.values() for f in parts])
+        if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
+            totals["streams"] = {key: _totals(parts) for key, parts in frames.items()}
+        return totals
+
+
+def _totals(frames: list) -> dict[str, Any]:
+    """Count, credits, debits, date range and currencies of published rows."""
+    import polars as pl
+
+    if not frames:
+        return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
+    data = pl.concat(frames)
+    credit = pl.col("direction") == "credit"
+    row = data.select(
+        pl.len().alias("count"),
+        pl.col("amount").filter(credit).sum().alias("credits"),
+        pl.col("amount").filter(~credit).sum().alias("debits"),
+        pl.col("date").min().alias("date_min"), pl.col("date").max().alias("date_max"),
+    ).row(0, named=True)
+    return {"count": int(row["count"]), "credits": int(row["credits"] or 0), "debits": int(row["debits"] or 0),
+            "date_min": row["date_min"], "date_max": row["date_max"],
+            "currencies": sorted(data["currency"].unique().to_list())}

@@ -11,12 +11,15 @@ from chalicelib.api.schemas import (
     FileImportPage,
     FileImportSummaryOut,
     FileItemResultOut,
+    ItemResultPage,
     RecordPage,
+    ResultsQuery,
 )
 from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
 from chalicelib.container import container
-from chalicelib.domain.ingestion import JobSource, OnConflict
+from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
 from chalicelib.services import file_imports as service
+from chalicelib.services.ingestion_results import EVERY_STATUS, results_page
 
 router = Router("file_imports")
 MAX_RESULTS_SHOWN = 1000
@@ -37,14 +40,15 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
     return FileImportOut(**ingestion_job_fields(job), upload_url=url)
 
 
-@router.route("GET", "/data_streams/{key}/file_imports", summary="File imports of a stream with their aggregates",
+@router.route("GET", "/data_streams/{key}/file_imports", summary="File imports and bulk requests of a stream, "
+              "newest first, with the aggregates of what each wrote into the stream",
               query=CursorQuery, response=FileImportPage, errors=(400, 404, 422))
 def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
     query: CursorQuery = request.query
     services = container()
     services.data_streams.get(request.environment, key)
     jobs, cursor = services.ingestion_jobs.list_of_stream(request.environment, key, query.limit, query.cursor)
-    return FileImportPage(data=[FileImportSummaryOut(**ingestion_job_fields(j), **file_import_aggregates(j))
+    return FileImportPage(data=[FileImportSummaryOut(**ingestion_job_fields(j), **file_import_aggregates(j, key))
                                 for j in jobs], next_cursor=cursor, limit=query.limit)
 
 
@@ -69,6 +73,22 @@ def list_file_import_records(request: ApiRequest, id: str) -> RecordPage:
     records, cursor = services.records.list_page(request.environment, RecordQuery(file_import_id=job.id),
                                                  query.limit, query.cursor)
     return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
+
+
+@router.route("GET", "/file_imports/{id}/results", summary="Every item's result of an import or bulk request, "
+              "in item order, by status", query=ResultsQuery, response=ItemResultPage, errors=(400, 404, 422))
+def list_file_import_results(request: ApiRequest, id: str) -> ItemResultPage:
+    query: ResultsQuery = request.query
+    services = container()
+    jobs = services.ingestion_jobs
+    job = jobs.get(request.environment, numeric_id(id, "file import"))
+    listing = query.status or "all"
+    after = jobs.results_after(job, listing, query.cursor) if query.cursor else -1
+    statuses = frozenset({ItemStatus(query.status)}) if query.status else EVERY_STATUS
+    page = results_page(jobs, services.records, job, statuses, after, query.limit)
+    cursor = jobs.results_cursor(job, listing, page.after) if page.after is not None else None
+    return ItemResultPage(data=[FileItemResultOut.model_validate(r) for r in page.results], next_cursor=cursor,
+                          limit=query.limit)
 
 
 @router.route("POST", "/file_imports/{id}/cancel", summary="Cancel a pending or processing import", status=202,

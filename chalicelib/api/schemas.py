@@ -181,6 +181,20 @@ class FileItemResultOut(ItemResultOut):
     line: int | None = Field(description="The line of the file the row starts on")
 
 
+class ResultsQuery(CursorQuery):
+    status: Literal["successful", "failed", "skipped"] | None = Field(
+        default=None, description="Only the results of this status; all of them when absent")
+
+
+class ItemResultPage(BaseModel):
+    data: list[FileItemResultOut] = Field(description="In item order. A file import keeps the line of its failed "
+                                          "and skipped rows only; a successful row's result comes from the record "
+                                          "it wrote (no line; no external_id once that record is deleted)")
+    next_cursor: str | None = Field(description="null at the end; a page may be short when the status asked for "
+                                    "is rare, so follow next_cursor, not the page's length")
+    limit: int
+
+
 class IngestionJobOut(BulkRequestSummaryOut):
     status: FileImportStatus
     source: str | None
@@ -201,6 +215,7 @@ class IngestionJobOut(BulkRequestSummaryOut):
     last_progress_at: Timestamp | None
     cancellation_requested_at: Timestamp | None
     records_url: str
+    results_url: str = Field(description="Every item's result, a page at a time: GET it with ?status=&cursor=")
 
 
 class BulkRequestOut(IngestionJobOut):

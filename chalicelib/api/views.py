@@ -28,6 +28,7 @@ def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
         "records_written_at": job.records_written_at, "completed_at": job.completed_at,
         "last_progress_at": job.last_progress_at, "cancellation_requested_at": job.cancellation_requested_at,
         "records_url": f"{API_PREFIX}/file_imports/{job.id}/records",
+        "results_url": f"{API_PREFIX}/file_imports/{job.id}/results",
     }
 
 
@@ -40,9 +41,19 @@ def record_out(record: Record) -> RecordOut:
     return RecordOut.model_validate(record)
 
 
-def file_import_aggregates(job: IngestionJob) -> dict[str, Any]:
-    """The stream-scoped index's aggregates over the records the import wrote (set when it ends)."""
+def _part_in_stream(job: IngestionJob, stream_key: str) -> dict[str, Any]:
     totals = job.aggregates or {}
+    if job.is_file:
+        return totals
+    if "streams" in totals:
+        return totals["streams"].get(stream_key) or {}
+    return totals if set(job.created_per_stream) == {stream_key} else {}
+
+
+def file_import_aggregates(job: IngestionJob, stream_key: str) -> dict[str, Any]:
+    """The stream-scoped index's aggregates over the records the import wrote into that stream
+    (set when it ends; a bulk request may have fed other streams too)."""
+    totals = _part_in_stream(job, stream_key)
     credits, debits = totals.get("credits", 0), totals.get("debits", 0)
     currencies = totals.get("currencies") or []
     return {

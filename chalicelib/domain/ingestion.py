@@ -36,8 +36,13 @@ ALLOWED_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.CANCELLED: frozenset(),
 }
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
+ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
 FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 STUCK_AFTER = timedelta(minutes=5)
+# Rows per chunk (item i is in chunk i // rows): a chunk's results, with its problem rows once more,
+# stay well inside one DynamoDB item.
+BULK_CHUNK_ROWS = 250
+FILE_CHUNK_ROWS = 500
 
 
 def bulk_request_status(status: JobStatus) -> JobStatus:
@@ -152,6 +157,18 @@ class IngestionJob:
     @property
     def is_file(self) -> bool:
         return self.source is not JobSource.BULK_API
+
+    @property
+    def chunk_rows(self) -> int:
+        return FILE_CHUNK_ROWS if self.is_file else BULK_CHUNK_ROWS
+
+    def chunk_range(self, chunk: int) -> range:
+        """The item indexes of a chunk."""
+        return range(chunk * self.chunk_rows, min((chunk + 1) * self.chunk_rows, self.total_items))
+
+    @property
+    def chunk_numbers(self) -> range:
+        return range(-(-self.total_items // self.chunk_rows))
 
     @property
     def parsing(self) -> bool:

@@ -21,6 +21,8 @@ from typing import Any, Callable
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.ingestion import (
+    BULK_CHUNK_ROWS,
+    ENDED_EARLY,
     ChunkOutcome,
     ChunkRow,
     IngestionJob,
@@ -42,8 +44,9 @@ from chalicelib.domain.records import (
 )
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
+from chalicelib.services.ingestion_results import results_page
 
-CHUNK_SIZE = 250
+CHUNK_SIZE = BULK_CHUNK_ROWS
 GUARD_THREADS = 8
 
 
@@ -70,6 +73,11 @@ def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
 
 def payload_key(environment: str, job_id: int) -> str:
     return f"bulk/{environment}/{job_id}.json"
+
+
+def file_chunk_key(job: IngestionJob, chunk: int) -> str:
+    """Where a file import's prepare leaves the rows of one chunk."""
+    return f"imports/{job.environment}/{job.id}/chunk-{chunk:06d}.json"
 
 
 # Submitting -------------------------------------------------------------------------------
@@ -121,6 +129,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
 
     items = ports.payloads.get_json(job.payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
+    ports.jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     with ThreadPoolExecutor(GUARD_THREADS) as pool:
         for index, rows in enumerate(chunk_ranges(len(items), CHUNK_SIZE)):
             if index in job.done_chunks:
@@ -203,8 +212,38 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     aggregates = _replicate(ports, job)
     _recount_streams(ports, job)
     _announce(ports, job)
-    return move_or_reload(ports, job, JobStatus.COMPLETED, completed_at=utc_now(), last_progress_at=utc_now(),
-                          data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **fields)
+    target, outcome = _outcome(ports, job, fields.pop("error_details", None))
+    return move_or_reload(ports, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
+                          data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
+
+
+FIRST_ERRORS_SHOWN = 3
+
+
+def _outcome(ports: IngestionPorts, job: IngestionJob, details: dict | None) -> tuple[JobStatus, dict[str, Any]]:
+    """How a job whose items all have results ends: completed, unless every item failed (then
+    failed). Either way a job with failed items says how many in its error_message, with the
+    first errors."""
+    if not job.failed_items:
+        return JobStatus.COMPLETED, {"error_details": details} if details else {}
+    unit = "row" if job.is_file else "item"
+    first = results_page(ports.jobs, ports.records, job, frozenset({ItemStatus.FAILED}),
+                         limit=FIRST_ERRORS_SHOWN).results
+    errors = "; ".join(f"{_place(job, r)}: {r.error}" for r in first)
+    every = job.failed_items == job.total_items
+    counted = f"every {unit} failed ({job.failed_items} of {job.total_items})" if every else \
+        f"{job.failed_items} of {job.total_items} {unit}s failed"
+    summary = {"failed_items": job.failed_items,
+               "first_errors": [{"index": r.index, "line": r.line, "external_id": r.external_id, "error": r.error}
+                                for r in first]}
+    return (JobStatus.FAILED if every else JobStatus.COMPLETED), {
+        "error_message": f"{counted}; first errors: {errors}" if errors else counted,
+        "error_details": {**(details or {}), **summary},
+    }
+
+
+def _place(job: IngestionJob, result: ItemResult) -> str:
+    return f"line {result.line}" if result.line is not None else f"{'row' if job.is_file else 'item'} {result.index}"
 
 
 def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
@@ -214,6 +253,8 @@ def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
     if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
         return job
     job = ports.jobs.get(job.environment, job.id)
+    _fail_unprocessed(ports, job)
+    job = ports.jobs.get(job.environment, job.id)
     try:
         ports.jobs.set_aggregates(job, _replicate(ports, job))
         _recount_streams(ports, job)
@@ -221,6 +262,40 @@ def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
     except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
         logger.exception("replicating an ended job failed", extra={"job_id": job.id})  # recounts are swept
     return ports.jobs.get(job.environment, job.id)
+
+
+def _fail_unprocessed(ports: IngestionPorts, job: IngestionJob) -> None:
+    """Every item of a job that ended early gets a result, so its totals add up: the rows of each
+    chunk it never reached fail, saying why (each chunk counted once, like a processed one)."""
+    missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if job.status in ENDED_EARLY else []
+    if not missing:
+        return
+    what, unit = ("import", "row") if job.is_file else ("bulk request", "item")
+    why = "was cancelled" if job.status is JobStatus.CANCELLED else "failed"
+    error = f"not processed: the {what} {why} before this {unit} was reached"
+    known = _rows_of(ports, job, missing)
+    for number in missing:
+        results = []
+        for index in job.chunk_range(number):
+            external_id, line = known.get(index, (None, None))
+            results.append(ItemResult(index, ItemStatus.FAILED, external_id, None, error, line))
+        job = ports.jobs.save_chunk(job, ChunkOutcome(number, tuple(results), {}), unprocessed=True)
+
+
+def _rows_of(ports: IngestionPorts, job: IngestionJob, chunks: list[int]) -> dict[int, tuple[str | None, int | None]]:
+    """The external_id and line of the rows of these chunks, as far as they can still be read."""
+    rows: dict[int, tuple[str | None, int | None]] = {}
+    try:
+        if not job.is_file:
+            items = ports.payloads.get_json(job.payload_key)["records"]
+            return {i: (_raw_external_id(items[i]), None) for n in chunks for i in job.chunk_range(n)
+                    if i < len(items)}
+        for number in chunks:
+            for index, line, item, _ in ports.payloads.get_json(file_chunk_key(job, number))["rows"]:
+                rows[index] = (_raw_external_id(item), line)
+    except Exception:  # the payload is gone (the reason the job failed, perhaps): results without them
+        logger.warning("rows of an ended job cannot be read", extra={"job_id": job.id})
+    return rows
 
 
 def _replicate(ports: IngestionPorts, job: IngestionJob) -> dict[str, Any]:

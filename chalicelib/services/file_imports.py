@@ -19,6 +19,7 @@ from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
+    FILE_CHUNK_ROWS,
     ChunkRow,
     IngestionJob,
     JobSource,
@@ -36,6 +37,7 @@ from chalicelib.observability import logger
 from chalicelib.services.bulk_ingestion import (
     IngestionPorts,
     conclude,
+    file_chunk_key as _chunk_key,
     process_chunk,
     settle,
     start,
@@ -43,8 +45,6 @@ from chalicelib.services.bulk_ingestion import (
 )
 
 NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents
-# 500 rows keep a chunk's results (with the problem rows once more) well inside one DynamoDB item.
-FILE_CHUNK_ROWS = 500
 # Parsing holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that
 # prepare gets, this leaves room. Larger files are refused with a message, not run out of memory.
 MAX_IMPORT_BYTES = 100 * 1024 * 1024
@@ -65,10 +65,6 @@ class FilePorts:
 
 def execution_name(job: IngestionJob, attempt: int = 0) -> str:
     return workflow_name(job.environment, job.id, attempt)
-
-
-def _chunk_key(job: IngestionJob, chunk: int) -> str:
-    return f"imports/{job.environment}/{job.id}/chunk-{chunk:06d}.json"
 
 
 # Creating ---------------------------------------------------------------------------------

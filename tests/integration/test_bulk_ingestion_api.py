@@ -290,3 +290,71 @@ def test_a_bulk_request_gives_the_decimal_places_of_its_records(api, streams, wo
     worker.drain()
     assert api.get(summary["url"]).json_body["decimal_places"] == places
     assert api.get(f"/v1/file_imports/{summary['id']}").json_body["decimal_places"] == places
+
+
+def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_up(api, streams, services):
+    from dataclasses import replace
+
+    from chalicelib.adapters.dynamodb.records import RecordRepository
+    from chalicelib.services.bulk_ingestion import process_job
+
+    summary = submit(api, [item(n) for n in range(1000)]).json_body
+
+    class CancelledAfterTheFirstChunk(RecordRepository):
+        def put_many(self, records):
+            written = super().put_many(records)
+            assert api.post(f"/v1/file_imports/{summary['id']}/cancel").status_code == 202
+            return written
+
+    ports = services.ingestion
+    process_job(replace(ports, records=CancelledAfterTheFirstChunk(services.table)), "acme", summary["id"])
+    process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
+
+    done = api.get(summary["url"]).json_body
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1000, 1000)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (250, 750, 0)
+    assert len(done["results"]) == 1000 and [r["index"] for r in done["results"]] == list(range(1000))
+    assert {r["status"] for r in done["results"][:250]} == {"successful"}
+    assert all(r == {"index": n, "external_id": f"ext-{n}", "status": "failed", "record_id": None,
+                     "error": "not processed: the bulk request was cancelled before this item was reached"}
+               for n, r in enumerate(done["results"][250:], start=250))
+
+
+def test_a_bulk_request_whose_items_all_failed_ends_failed_and_a_partly_failed_one_says_how_many(
+        api, streams, worker):
+    all_bad = submit(api, [item(1, amount=-1), item(2, stream="ghost")]).json_body
+    partly = submit(api, [item(3), item(4, amount=-1)]).json_body
+    worker.drain()
+    failed = api.get(all_bad["url"]).json_body
+    assert failed["status"] == "failed"
+    assert failed["error_message"] == ("every item failed (2 of 2); first errors: item 0: amount: must not be "
+                                       "negative; the sign is given by direction; item 1: data_stream_key: no data "
+                                       "stream with key 'ghost'")
+    completed = api.get(partly["url"]).json_body
+    assert completed["status"] == "completed" and completed["error_message"].startswith("1 of 2 items failed")
+
+
+def test_a_stream_lists_the_bulk_requests_that_fed_it_among_its_file_imports(api, streams, worker):
+    mixed = submit(api, [item(1), item(2, amount=5, direction="debit"), item(3, stream="ledger")]).json_body
+    ledger_only = submit(api, [item(4, stream="ledger"), item(5, stream="bank", amount=-1)]).json_body
+    worker.drain()
+
+    bank = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    assert [(j["id"], j["source"]) for j in bank] == [(ledger_only["id"], "bulk_api"), (mixed["id"], "bulk_api")]
+    assert (bank[1]["record_count"], bank[1]["total_credits"], bank[1]["total_debits"]) == (2, 1001, 5)
+    assert bank[0]["record_count"] == 0  # it named the stream, but its item there failed
+    ledger = api.get("/v1/data_streams/ledger/file_imports").json_body["data"]
+    assert [(j["id"], j["record_count"], j["total_credits"]) for j in ledger] == [
+        (ledger_only["id"], 1, 1004), (mixed["id"], 1, 1003)]
+    page = api.get("/v1/data_streams/bank/file_imports?limit=1").json_body
+    assert [j["id"] for j in page["data"]] == [ledger_only["id"]] and page["next_cursor"]
+
+
+def test_a_bulk_requests_results_are_paged_by_status_too(api, streams, worker):
+    summary = submit(api, [item(1), item(2, amount=-1), item(1)]).json_body
+    worker.drain()
+    url = f"/v1/file_imports/{summary['id']}/results"
+    assert [r["status"] for r in api.get(url).json_body["data"]] == ["successful", "failed", "skipped"]
+    assert [r["index"] for r in api.get(f"{url}?status=skipped").json_body["data"]] == [2]
+    first = api.get(f"{url}?limit=2").json_body
+    assert [r["index"] for r in api.get(f"{url}?limit=2&cursor={first['next_cursor']}").json_body["data"]] == [2]

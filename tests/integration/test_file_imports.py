@@ -403,3 +403,102 @@ def test_the_control_mismatch_option_takes_only_refuse_or_warn(api, bank):
                         {"filename": "x.ach", "format": "nacha", "nacha_control_mismatch": "ignore"})
     assert response.status_code == 422
     assert response.json_body["errors"][0]["field"] == "nacha_control_mismatch"
+
+
+def all_results(api, job_id, **query):
+    results, cursor = [], None
+    while True:
+        params = "&".join(f"{k}={v}" for k, v in {**query, **({"cursor": cursor} if cursor else {})}.items())
+        response = api.get(f"/v1/file_imports/{job_id}/results?{params}")
+        assert response.status_code == 200, response.json_body
+        results += response.json_body["data"]
+        cursor = response.json_body["next_cursor"]
+        if not cursor:
+            return results
+
+
+def test_an_imports_results_are_paged_in_row_order_with_the_successful_rows_from_their_records(
+        api, services, runtime, bank):
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    assert api.get(created["url"]).json_body["results_url"] == f"/v1/file_imports/{created['id']}/results"
+
+    page = api.get(f"/v1/file_imports/{created['id']}/results?limit=3").json_body
+    assert page["limit"] == 3 and len(page["data"]) == 3 and page["next_cursor"]
+    results = all_results(api, created["id"], limit=1)
+    assert [(r["index"], r["status"], r["external_id"]) for r in results] == [
+        (0, "successful", "tx-1"), (1, "successful", "tx-2"), (2, "failed", "tx-3"), (3, "successful", "tx-4")]
+    assert results[2]["line"] == 4 and "abc" in results[2]["error"] and results[2]["record_id"] is None
+    records = {r["id"]: r["external_id"] for r in
+               api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]}
+    assert {r["record_id"]: r["external_id"] for r in results if r["status"] == "successful"} == records
+    assert [r["index"] for r in all_results(api, created["id"], status="successful")] == [0, 1, 3]
+    assert [r["index"] for r in all_results(api, created["id"], status="failed")] == [2]
+    assert all_results(api, created["id"], status="skipped") == []
+
+
+def test_every_result_of_a_large_import_is_listed_and_only_problem_rows_are_stored(api, services, runtime, bank):
+    rows = "".join(f"2026-11-01,{'x' if n % 97 == 0 else n},r-{n}\n" for n in range(1234))
+    created = create(api)
+    upload(services, runtime, created, ("date,amount,external_id\n" + rows).encode())
+    done = api.get(created["url"]).json_body
+    assert (done["successful_items"], done["failed_items"]) == (1221, 13)
+
+    results = all_results(api, created["id"], limit=200)
+    assert [r["index"] for r in results] == list(range(1234))
+    assert [r["external_id"] for r in results] == [f"r-{n}" for n in range(1234)]
+    assert len(all_results(api, created["id"], status="successful", limit=200)) == 1221
+    assert [r["line"] for r in all_results(api, created["id"], status="failed")] == [n + 2 for n in range(0, 1234, 97)]
+    stored = services.table.query_all("pk", f"E#acme#JOB#{created['id']:012d}", sort_prefix="RES#")
+    assert sum(len(i.get("problems") or ()) for i in stored) == 13 and not any(i.get("results") for i in stored)
+
+
+def test_a_bad_results_query_is_refused(api, services, runtime, bank):
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    url = f"/v1/file_imports/{created['id']}/results"
+    assert api.get(f"{url}?status=success").status_code == 422
+    assert api.get(f"{url}?limit=201").status_code == 422
+    assert api.get(f"{url}?cursor=nonsense").status_code == 400
+    other_listing = api.get(f"{url}?limit=1&status=successful").json_body["next_cursor"]
+    assert api.get(f"{url}?cursor={other_listing}").status_code == 400
+    assert api.get("/v1/file_imports/999/results").status_code == 404
+
+
+def test_an_import_where_every_row_failed_ends_failed_with_its_first_errors(api, services, runtime, bank):
+    created = create(api)
+    upload(services, runtime, created, b"date,amount,external_id\n2026-11-01,abc,a\n2026-13-01,1.00,b\n")
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "failed" and done["failed_items"] == 2
+    assert done["error_message"].startswith("every row failed (2 of 2); first errors: line 2: amount: 'abc'")
+    assert "line 3: date:" in done["error_message"]
+    assert [e["external_id"] for e in done["error_details"]["first_errors"]] == ["a", "b"]
+
+
+def test_a_partly_failed_import_says_how_many_rows_failed(api, services, runtime, bank):
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed"
+    assert done["error_message"].startswith("1 of 4 rows failed; first errors: line 4: amount: 'abc'")
+    assert done["error_details"]["failed_items"] == 1
+
+
+def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, services, bank):
+    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,c-{n}\n" for n in range(1200))
+    created = create(api)
+    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    files = services.files
+    file_imports.prepare(files, "acme", created["id"])
+    file_imports.write_chunks(files, "acme", created["id"], budget=timedelta(0))  # one chunk of 500
+    api.post(f"/v1/file_imports/{created['id']}/cancel")
+    assert file_imports.write_chunks(files, "acme", created["id"]) == "stop"
+
+    done = api.get(created["url"]).json_body
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (500, 700, 0)
+    failed = all_results(api, created["id"], status="failed", limit=200)
+    assert [(r["index"], r["line"], r["external_id"]) for r in failed] == [(n, n + 2, f"c-{n}") for n in range(500, 1200)]
+    assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
+    file_imports.finish(files, "acme", created["id"])  # a late task changes nothing
+    assert api.get(created["url"]).json_body["failed_items"] == 700

@@ -32,6 +32,7 @@ CASES = {
     ("GET", "/data_streams/{key}/file_imports"): ("GET", "/v1/data_streams/bank/file_imports", None, 404),
     ("GET", "/file_imports/{id}"): ("GET", "/v1/file_imports/{bulk_request_id}", None, 404),
     ("GET", "/file_imports/{id}/records"): ("GET", "/v1/file_imports/{bulk_request_id}/records", None, 404),
+    ("GET", "/file_imports/{id}/results"): ("GET", "/v1/file_imports/{bulk_request_id}/results", None, 404),
     ("POST", "/file_imports/{id}/cancel"): ("POST", "/v1/file_imports/{bulk_request_id}/cancel", None, 404),
     # Reconciliations and their rules
     ("POST", "/reconciliations"): ("POST", "/v1/reconciliations", {

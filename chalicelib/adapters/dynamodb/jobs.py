@@ -7,13 +7,22 @@ is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterator
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.adapters.dynamodb.table import (
+    ConditionFailed,
+    DynamoTable,
+    decode_cursor,
+    deserialize,
+    encode_cursor,
+    serialize,
+    status_in,
+)
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
-from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
+    ENDED_EARLY,
     ChunkOutcome,
     IngestionJob,
     ItemResult,
@@ -32,6 +41,15 @@ IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
 def _result_row(result: ItemResult) -> list[Any]:
     return [result.index, result.status.value, result.external_id, result.record_id, result.error, result.line]
 
+
+def _result_of(row: list[Any]) -> ItemResult:
+    return ItemResult(index=row[0], status=ItemStatus(row[1]), external_id=row[2], record_id=row[3], error=row[4],
+                      line=row[5] if len(row) > 5 else None)
+
+
+
+def _results_listing(job: IngestionJob, listing: str) -> str:
+    return f"{keys.ingestion_job(job.environment, job.id)['pk']}#{keys.RESULTS_PREFIX}{listing}"
 
 
 class IngestionJobRepository:
@@ -82,10 +100,31 @@ class IngestionJobRepository:
         attribute = "problems" if problems_only else "results"
         items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX, projection=attribute)
-        results = [ItemResult(index=r[0], status=ItemStatus(r[1]), external_id=r[2], record_id=r[3], error=r[4],
-                              line=r[5] if len(r) > 5 else None)
-                   for item in items for r in item.get(attribute) or ()]
+        results = [_result_of(r) for item in items for r in item.get(attribute) or ()]
         return sorted(results, key=lambda r: r.index)
+
+    @staticmethod
+    def results_cursor(job: IngestionJob, listing: str, after: int) -> str:
+        """An opaque cursor of a job's results listing (`listing` names its filter), resuming after an index."""
+        return encode_cursor(serialize({"listing": _results_listing(job, listing), "after": str(after)}))
+
+    @staticmethod
+    def results_after(job: IngestionJob, listing: str, cursor: str) -> int:
+        key = deserialize(decode_cursor(cursor, "listing", _results_listing(job, listing), ("listing", "after")))
+        if not (key["after"].isascii() and key["after"].isdigit()):
+            raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
+        return int(key["after"])
+
+    def result_chunks(self, job: IngestionJob, from_chunk: int, page_size: int = 4
+                      ) -> Iterator[tuple[int, list[ItemResult]]]:
+        """The stored results of each chunk from `from_chunk` on, in chunk order, read a few chunks at
+        a time: every row's (bulk requests) or the problem rows' only (file imports)."""
+        attribute = "problems" if job.is_file else "results"
+        listing = keys.ingestion_job(job.environment, job.id)["pk"]
+        first = keys.job_results(job.environment, job.id, from_chunk)["sk"]
+        for item in self._table.query_between(listing, first, keys.LAST_RESULTS_SK, page_size=page_size,
+                                              projection=("sk", attribute)):
+            yield int(item["sk"].removeprefix(keys.RESULTS_PREFIX)), [_result_of(r) for r in item.get(attribute) or ()]
 
     # Moving --------------------------------------------------------------------------------
 
@@ -110,9 +149,10 @@ class IngestionJobRepository:
         except ConditionFailed:
             return self.get(job.environment, job.id)
 
-    def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome) -> IngestionJob:
+    def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         """Store a chunk's results, then count it once: the count is claimed with the chunk's
-        number, so a chunk processed again is not counted again."""
+        number, so a chunk processed again is not counted again. `unprocessed`: the results of a
+        chunk that a job which ended early never reached (every row failed), counted once it ended."""
         self._table.put({
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
             # Every row's result is shown by a bulk request only; a file import shows its problems,
@@ -123,8 +163,9 @@ class IngestionJobRepository:
             "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
         })
         names = {"#done": "done_chunks", "#status": "status"}
+        allowed, statuses = status_in(ENDED_EARLY if unprocessed else (JobStatus.PROCESSING,))
         values: dict[str, Any] = {
-            ":processing": JobStatus.PROCESSING.value,
+            **statuses,
             ":chunk": {outcome.index}, ":chunk_number": outcome.index, ":now": iso(utc_now()),
             ":processed": len(outcome.results), ":successful": outcome.count(ItemStatus.SUCCESSFUL),
             ":failed": outcome.count(ItemStatus.FAILED), ":skipped": outcome.count(ItemStatus.SKIPPED),
@@ -146,7 +187,7 @@ class IngestionJobRepository:
                 f"SET {', '.join(sets)} ADD {', '.join(adds)}",
                 # Counted once; and never after the job ended (a late, zombie execution), so that
                 # what the end of the job counted and replicated stays the whole truth.
-                condition="NOT contains(#done, :chunk_number) AND #status = :processing",
+                condition=f"NOT contains(#done, :chunk_number) AND {allowed}",
                 names=names, values=values, return_new=True,
             )
         except ConditionFailed:
@@ -173,9 +214,22 @@ class IngestionJobRepository:
 
     def list_of_stream(self, environment: str, stream_key: str, limit: int,
                        cursor: str | None) -> tuple[list[IngestionJob], str | None]:
+        """The stream's file imports and the bulk requests that fed it (through their links), newest first."""
         page = self._table.query_page("gsi1pk", keys.jobs_of_stream_pk(environment, stream_key), index="gsi1",
                                       sort_attr="gsi1sk", limit=limit, cursor=cursor)
-        return [self._from_item(i) for i in page.items], page.cursor
+        linked = {(i["pk"], "JOB") for i in page.items if i.get("entity") == "job_stream_link"}
+        jobs = {(i["pk"], i["sk"]): i for i in self._table.get_many({"pk": pk, "sk": sk} for pk, sk in linked)}
+        items = [jobs.get((i["pk"], "JOB")) if i.get("entity") == "job_stream_link" else i for i in page.items]
+        return [self._from_item(i) for i in items if i is not None], page.cursor
+
+    def link_to_streams(self, job: IngestionJob, stream_keys: list[str]) -> None:
+        """List a bulk request among the imports of each stream it feeds (once per stream)."""
+        for stream_key in stream_keys:
+            try:
+                self._table.put_new({**keys.job_stream_link(job.environment, job.id, stream_key),
+                                     "entity": "job_stream_link"})
+            except ConditionFailed:
+                pass  # linked by an earlier delivery
 
     def active(self) -> list[IngestionJob]:
         """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""

@@ -13,6 +13,7 @@ Layout (one table, generic attributes `pk`, `sk`, `gsi1pk`, `gsi1sk`, `gsi2pk`, 
 | external id guard        | E#<env>#EXT#<external id>   | DS#<stream>      |                                         |
 | ingestion job            | E#<env>#JOB#<id>            | JOB              |                                         |
 | job results (per chunk)  | E#<env>#JOB#<id>            | RES#<chunk>      |                                         |
+| bulk request's stream    | E#<env>#JOB#<id>            | DS#<stream key>  | E#<env>#DS#<stream key>#JOBS / <job id> |
 | idempotency key          | E#<env>#IDEM#<key>          | IDEM             |                                         |
 
 Records sit in gsi5 while open (see `open_record_index`) and in gsi4 (E#<env>#ST#<status> / <id>)
@@ -195,6 +196,16 @@ def active_job_index(environment: str, job_id: int) -> dict[str, str]:
 
 def job_results(environment: str, job_id: int, chunk: int) -> dict[str, str]:
     return {"pk": ingestion_job(environment, job_id)["pk"], "sk": f"{RESULTS_PREFIX}{str(chunk).zfill(6)}"}
+
+
+LAST_RESULTS_SK = f"{RESULTS_PREFIX}999999"
+
+
+def job_stream_link(environment: str, job_id: int, stream_key: str) -> dict[str, str]:
+    """A bulk request feeds any number of streams: one small item per stream lists it among the
+    stream's imports (a file import's own item carries that index entry)."""
+    return {"pk": ingestion_job(environment, job_id)["pk"], "sk": f"DS#{stream_key}",
+            **job_of_stream_index(environment, stream_key, job_id)}
 
 
 def idempotency_key(environment: str, key: str) -> dict[str, str]:

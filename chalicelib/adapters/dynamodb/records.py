@@ -90,6 +90,11 @@ class RecordRepository:
             raise NotFound(f"record {record_id} not found")
         return self.from_item(item)
 
+    def find_many(self, environment: str, record_ids: Iterable[int]) -> dict[int, Record]:
+        """The records of these ids that exist (and are not being deleted), by id."""
+        items = self._table.get_many(keys.record(environment, i) for i in record_ids)
+        return {i["id"]: self.from_item(i) for i in items if not i.get("deleting")}
+
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:
         """Newest first, from the most selective listing the filters allow; the other filters

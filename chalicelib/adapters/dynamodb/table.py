@@ -231,6 +231,23 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
+    def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int,
+                      projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """Items of a table partition with sort keys from `sort_from` to `sort_to`, in order, read
+        `page_size` at a time: a reader that stops early reads no further."""
+        kwargs = self._query_kwargs("pk", partition_value, None, None, None)
+        kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
+        kwargs["ExpressionAttributeNames"]["#s"] = "sk"
+        kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
+        kwargs["Limit"] = page_size
+        _project(kwargs, projection)
+        while True:
+            response = self._client.query(**kwargs)
+            yield from (deserialize(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
                           below: str | None, page_size: int, filter: "Filter | None" = None) -> Iterator[str]:
         """The sort values of a partition, highest first, strictly below `below` when given, read
