@@ -4,15 +4,32 @@ any method (TRACE, or one no server knows) through the app, which answers 405 wi
 from __future__ import annotations
 
 import json
+from http.server import BaseHTTPRequestHandler
 
 from chalice.config import Config
-from chalice.local import ChaliceRequestHandler, CustomLocalChalice, ForbiddenError, LocalChalice, LocalDevServer
+from chalice.local import (
+    ChaliceRequestHandler,
+    CustomLocalChalice,
+    ForbiddenError,
+    LocalChalice,
+    LocalDevServer,
+    LocalGateway,
+)
 
 from chalicelib.local.processes import LOOPBACK
 from chalicelib.local.stack import ROOT
 
 
+class Gateway(LocalGateway):
+    def _has_user_defined_options_method(self, lambda_event) -> bool:
+        return True  # no CORS preflight to fake: the app answers OPTIONS like any unserved method (405)
+
+
 class RequestHandler(ChaliceRequestHandler):
+    def __init__(self, request, client_address, server, app_object, config) -> None:
+        self.local_gateway = Gateway(app_object, config)
+        BaseHTTPRequestHandler.__init__(self, request, client_address, server)
+
     # Headers and body go out in separate writes; with Nagle on, a keep-alive client waits
     # ~40 ms for the delayed ACK on every request (measured: 48 ms -> single digits).
     disable_nagle_algorithm = True

@@ -19,6 +19,7 @@ from chalicelib.local.stack import ROOT
     ("DELETE", "/data_streams", {"GET", "POST"}),
     ("PUT", "/health", {"GET"}),
     ("BREW", "/records/bulk", {"POST"}),
+    ("OPTIONS", "/data_streams", {"GET", "POST"}),
 ])
 def test_a_method_a_path_does_not_serve_answers_405_with_allow(stack, method, path, allowed):
     response = stack.request(method, path)
