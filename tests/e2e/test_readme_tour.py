@@ -111,3 +111,23 @@ def test_the_readme_tour_runs_end_to_end_against_a_fresh_stack(fresh_stack, tmp_
     fee = fresh_stack.request("GET", "/reconciliation_exceptions/1",
                               params={"direction": "debit", "age_bucket": "gt_90d"}).json()
     assert fee["filtered_aggregates"]["record_count"] == 1, fee
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_the_readme_and_docs_link_only_to_files_the_repository_has():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert (ROOT / "docs" / "README.md") in documents
+    broken = [(doc.name, target) for doc in documents for target in MARKDOWN_LINK.findall(doc.read_text())
+              if "://" not in target and not (doc.parent / target).resolve().exists()]
+    assert not broken, broken
+
+
+def test_no_file_of_the_repository_points_outside_it_to_a_shared_folder():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    needle = "shared" + "/"  # spelled so that this file does not find itself
+    pointing = [path for path in tracked if (ROOT / path).is_file() and (ROOT / path).suffix in
+                {".md", ".py", ".txt", ".yaml", ".yml", ".json", ".toml", ""} and needle in
+                (ROOT / path).read_text(errors="replace")]
+    assert not pointing, pointing
