@@ -8,7 +8,7 @@ from pathlib import Path
 from chalice import Response
 
 from chalicelib.api.errors import ServiceUnavailable
-from chalicelib.api.routing import API_PREFIX, ApiRequest, Router
+from chalicelib.api.routing import ApiRequest, Router
 from chalicelib.api.schemas import HealthOut
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
