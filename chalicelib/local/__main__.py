@@ -35,6 +35,7 @@ def banner(url: str, key: str, data_dir) -> str:
         f"  Reconciliation service (local) is up: {url}",
         f"  API key for environment '{LOCAL_ENVIRONMENT}':  {key}",
         f"  Try:  curl -H 'X-API-KEY: {key}' {url}/data_streams",
+        f"  API reference: {url}/docs",
         f"  Data: {data_dir}    Stop: Ctrl-C",
         line,
     ])
