@@ -20,7 +20,7 @@ deps: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY_STAMP): requirements.txt requirements-dev.txt
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PY) -m pip install --quiet --upgrade pip
+	$(VENV_PY) -m pip install --quiet --upgrade "pip<26.3"  # chalice requires pip<26.3
 	$(VENV_PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
