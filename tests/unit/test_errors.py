@@ -16,14 +16,15 @@ def _all_error_types():
     return found
 
 
-def test_every_error_type_has_exactly_one_status_in_the_table():
+def test_every_error_type_has_exactly_one_status_in_the_table_a_client_error_unless_a_service_is_down():
     for error_type in _all_error_types():
         error = error_type([FieldError("f", "m")]) if error_type is ValidationFailed else error_type("m")
-        assert 400 <= status_of(error) < 500, error_type
+        expected = range(503, 504) if error_type is api_errors.ServiceUnavailable else range(400, 500)
+        assert status_of(error) in expected, error_type
 
 
-def test_the_table_maps_the_statuses_of_the_conventions():
-    assert sorted(ERROR_STATUSES.values()) == [400, 401, 404, 409, 413, 415, 422]
+def test_the_table_maps_the_statuses_of_the_conventions_and_the_health_checks_503():
+    assert sorted(ERROR_STATUSES.values()) == [400, 401, 404, 409, 413, 415, 422, 503]
 
 
 def test_field_paths_read_like_the_conventions():
