@@ -320,6 +320,36 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
                for n, r in enumerate(done["results"][250:], start=250))
 
 
+def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_not_as_unprocessed(
+        api, streams, services):
+    """A worker wrote a chunk's records and results, and the job ended (cancelled) just before it
+    counted them: the end of the job counts the stored results instead of calling them unprocessed."""
+    from dataclasses import replace
+
+    from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.domain.ingestion import JobStatus
+    from chalicelib.services.bulk_ingestion import process_job
+
+    summary = submit(api, [item(n) for n in range(300)]).json_body
+
+    class EndedBeforeCounting(IngestionJobRepository):
+        def save_chunk(self, job, outcome, unprocessed=False):
+            if not unprocessed and outcome.index == 0:
+                self.move(job, JobStatus.CANCELLED, cancellation_requested_at=utc_now(), completed_at=utc_now())
+            return super().save_chunk(job, outcome, unprocessed)
+
+    ports = services.ingestion
+    process_job(replace(ports, jobs=EndedBeforeCounting(services.table)), "acme", summary["id"])
+    process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
+
+    done = api.get(summary["url"]).json_body
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 300, 300)
+    assert (done["successful_items"], done["failed_items"]) == (250, 50)
+    assert {r["status"] for r in done["results"][:250]} == {"successful"}
+    assert {r["status"] for r in done["results"][250:]} == {"failed"}
+
+
 def test_a_bulk_request_whose_items_all_failed_ends_failed_and_a_partly_failed_one_says_how_many(
         api, streams, worker):
     all_bad = submit(api, [item(1, amount=-1), item(2, stream="ghost")]).json_body

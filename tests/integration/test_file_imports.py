@@ -465,6 +465,26 @@ def test_a_bad_results_query_is_refused(api, services, runtime, bank):
     assert api.get("/v1/file_imports/999/results").status_code == 404
 
 
+def _with_after(cursor: str, after: str) -> str:
+    """A real cursor with its position changed, as a client could forge it."""
+    import base64
+    import json
+
+    key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    key["after"] = after
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def test_a_results_cursor_moved_past_the_import_is_refused_not_a_500(api, services, runtime, bank):
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    url = f"/v1/file_imports/{created['id']}/results"
+    cursor = api.get(f"{url}?limit=1").json_body["next_cursor"]
+    assert api.get(f"{url}?cursor={_with_after(cursor, '0')}").status_code == 200
+    for after in ("9" * 5000, "2499999750", "12345"):
+        assert api.get(f"{url}?cursor={_with_after(cursor, after)}").status_code == 400, after[:12]
+
+
 def test_an_import_where_every_row_failed_ends_failed_with_its_first_errors(api, services, runtime, bank):
     created = create(api)
     upload(services, runtime, created, b"date,amount,external_id\n2026-11-01,abc,a\n2026-13-01,1.00,b\n")

@@ -111,9 +111,10 @@ class IngestionJobRepository:
     @staticmethod
     def results_after(job: IngestionJob, listing: str, cursor: str) -> int:
         key = deserialize(decode_cursor(cursor, "listing", _results_listing(job, listing), ("listing", "after")))
-        if not (key["after"].isascii() and key["after"].isdigit()):
+        after = key["after"]
+        if not (after.isascii() and after.isdigit() and len(after) <= 12 and int(after) < max(job.total_items, 1)):
             raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
-        return int(key["after"])
+        return int(after)
 
     def result_chunks(self, job: IngestionJob, from_chunk: int, page_size: int = 4
                       ) -> Iterator[tuple[int, list[ItemResult]]]:
@@ -152,8 +153,11 @@ class IngestionJobRepository:
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         """Store a chunk's results, then count it once: the count is claimed with the chunk's
         number, so a chunk processed again is not counted again. `unprocessed`: the results of a
-        chunk that a job which ended early never reached (every row failed), counted once it ended."""
-        self._table.put({
+        chunk that a job which ended early never reached (every row failed), counted once it ended.
+
+        A late execution and the end of the job may both reach a chunk: whichever stores its
+        results first wins, and what is counted is what is stored, so results and totals agree."""
+        item = {
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
             # Every row's result is shown by a bulk request only; a file import shows its problems,
             # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
@@ -161,7 +165,19 @@ class IngestionJobRepository:
             # The rows that failed or were skipped, again: read alone, they keep a file import's
             # status cheap to poll (a million-row import has a thousand result items).
             "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
-        })
+            "unprocessed": True if unprocessed else None,
+        }
+        try:
+            # The end of a job never overwrites results a late execution stored; a late execution
+            # never overwrites the "not processed" results the end of the job stored.
+            if unprocessed:
+                self._table.put(item, condition="attribute_not_exists(pk)")
+            else:
+                self._table.put(item, condition="attribute_not_exists(#u)", names={"#u": "unprocessed"})
+        except ConditionFailed:
+            if not unprocessed:
+                return self.get(job.environment, job.id)
+            outcome = self._stored_outcome(job, outcome.index)
         names = {"#done": "done_chunks", "#status": "status"}
         allowed, statuses = status_in(ENDED_EARLY if unprocessed else (JobStatus.PROCESSING,))
         values: dict[str, Any] = {
@@ -193,6 +209,17 @@ class IngestionJobRepository:
         except ConditionFailed:
             return self.get(job.environment, job.id)  # counted by an earlier delivery, or the job ended
         return self._from_item(item)
+
+    def _stored_outcome(self, job: IngestionJob, chunk: int) -> ChunkOutcome:
+        """A chunk's outcome as its stored results tell it (a file import keeps its problem rows
+        only: the chunk's other rows succeeded)."""
+        stored = self._table.get(keys.job_results(job.environment, job.id, chunk)) or {}
+        if job.source is JobSource.BULK_API:
+            return ChunkOutcome(chunk, tuple(_result_of(r) for r in stored.get("results") or ()), {})
+        problems = {r.index: r for r in map(_result_of, stored.get("problems") or ())}
+        results = tuple(problems.get(i) or ItemResult(i, ItemStatus.SUCCESSFUL, None, None, None, None)
+                        for i in job.chunk_range(chunk))
+        return ChunkOutcome(chunk, results, {})
 
     def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int,
                            decimal_places: int | None = None) -> IngestionJob:
