@@ -73,7 +73,7 @@ def create_reconciliation(request: ApiRequest) -> ReconciliationOut:
         run_type=RunType(body.run_type), side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
         exception_after_days=body.exception_after_days,
     )
-    reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, reconciliation.id)
+    reconciliation_runs.after_reconciliation_saved(services.run_ports, request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
@@ -105,8 +105,8 @@ def update_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
         side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
         exception_after_days=body.exception_after_days,
     )
-    if body.side_a_stream_keys is not None or body.side_b_stream_keys is not None or body.run_type is not None:
-        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, reconciliation.id)
+    if reconciliation_runs.after_reconciliation_saved(services.run_ports, request.environment, reconciliation.id,
+                                                      set(body.model_dump(exclude_none=True))):
         reconciliation = services.reconciliations.get(request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
@@ -128,8 +128,7 @@ def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     services = container()
     rule = rule_service.create_rule(services.reconciliation_rules, services.reconciliations, request.environment,
                                     numeric_id(id, "reconciliation"), body.given())
-    if rule.definition.active:  # the backlog is matched by it too, not only records arriving later
-        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, rule.reconciliation_id)
+    reconciliation_runs.after_rule_saved(services.run_ports, request.environment, rule)
     return rule_out(rule)
 
 
@@ -156,8 +155,7 @@ def update_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     changes = body.given()
     rule = rule_service.update_rule(services.reconciliation_rules, request.environment,
                                     numeric_id(id, "reconciliation rule"), changes)
-    if rule.definition.active and set(changes) - {"name"}:  # activated or changed: it may match what it did not
-        reconciliation_runs.on_reconciliation_changed(services.run_ports, request.environment, rule.reconciliation_id)
+    reconciliation_runs.after_rule_saved(services.run_ports, request.environment, rule, set(changes))
     return rule_out(rule)
 
 

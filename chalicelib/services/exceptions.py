@@ -133,17 +133,12 @@ def _exception_record(item: dict[str, Any], scale: int) -> ExceptionRecord:
     return ExceptionRecord(item["id"], amount, item["direction"], item["date"], item["currency"])
 
 
-def request_refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int) -> None:
-    """A person matched, unmatched or confirmed: the sweeper refreshes the reconciliation's
-    exceptions within a minute (a refresh reads every open record of its streams: too slow
-    for the request). Until then its exceptions show `refresh_pending`."""
-    ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
-
-
 def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
     """Refresh every reconciliation not refreshed for REFRESH_EVERY (records age into
-    exceptions with time, not only with runs), and every one whose refresh was requested
-    (see request_refresh). One failure stops no other."""
+    exceptions with time, not only with runs), and every one whose refresh was requested (a
+    person matched, unmatched or confirmed: a refresh reads every open record of the streams, too
+    slow for that request; its exceptions show `refresh_pending` until then). One failure stops
+    no other."""
     now = now or utc_now()
     refreshed = 0
     for environment, reconciliation_id in ports.reconciliations.due_for_exception_refresh(now - REFRESH_EVERY):

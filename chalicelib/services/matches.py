@@ -10,6 +10,7 @@ from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationF
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchStatus, check_manual_match
 from chalicelib.domain.records import Record
+from chalicelib.observability import logger
 
 CLAIM_THREADS = 8
 PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
@@ -139,7 +140,10 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     if not written:
         matches.remove(match)
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
-    reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
+    try:
+        reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
+    except Exception:  # the match is made: a retry would be 409; the hourly refresh catches up
+        logger.exception("requesting an exception refresh failed", extra={"reconciliation_id": reconciliation_id})
     return match
 
 

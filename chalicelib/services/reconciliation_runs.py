@@ -151,6 +151,28 @@ def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_k
         start_pending(ports, environment, reconciliation_id)
 
 
+# What a change must touch for a continuous reconciliation to match its whole open pool again.
+POOL_CHANGING_RECONCILIATION_FIELDS = frozenset({"side_a_stream_keys", "side_b_stream_keys", "run_type"})
+POOL_CHANGING_RULE_FIELDS_EXCLUDE = frozenset({"name"})  # a renamed rule matches what it matched
+
+
+def after_reconciliation_saved(ports: RunPorts, environment: str, reconciliation_id: int,
+                               changed: set[str] | None = None) -> bool:
+    """A reconciliation created (`changed` None) or edited: if its sides or run type changed,
+    what it may match changed. True when that asked for a run (the reconciliation moved on)."""
+    if changed is not None and not changed & POOL_CHANGING_RECONCILIATION_FIELDS:
+        return False
+    on_reconciliation_changed(ports, environment, reconciliation_id)
+    return True
+
+
+def after_rule_saved(ports: RunPorts, environment: str, rule, changed: set[str] | None = None) -> None:
+    """A rule created (`changed` None) or edited: an active rule that is new, activated or changed
+    may match records open before it, not only records arriving later."""
+    if rule.definition.active and (changed is None or changed - POOL_CHANGING_RULE_FIELDS_EXCLUDE):
+        on_reconciliation_changed(ports, environment, rule.reconciliation_id)
+
+
 def on_reconciliation_changed(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
     """The reconciliation was created, a rule added, activated or changed, or its sides (or run
     type) changed: a continuous reconciliation matches its whole open pool, the backlog
@@ -159,11 +181,11 @@ def on_reconciliation_changed(ports: RunPorts, environment: str, reconciliation_
     reconciliation = ports.reconciliations.find_including_deleting(environment, reconciliation_id)
     if reconciliation is None or reconciliation.deleting or reconciliation.run_type is not RunType.CONTINUOUS:
         return None
-    ports.runs.request_whole_pool(environment, reconciliation_id)
     try:
+        ports.runs.request_whole_pool(environment, reconciliation_id)
         return start_pending(ports, environment, reconciliation_id)
-    except Exception:  # the request stays: the next ingestion or run end starts it
-        logger.exception("starting a whole-pool run failed", extra={"reconciliation_id": reconciliation_id})
+    except Exception:  # the change is saved: answer it; a request made stays for the next ingestion or run end
+        logger.exception("requesting or starting a whole-pool run failed", extra={"reconciliation_id": reconciliation_id})
         return None
 
 
