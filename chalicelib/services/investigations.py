@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
 from chalicelib.domain.exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
@@ -154,6 +154,9 @@ def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, r
         return create_manual_match(
             ports.runs, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
             reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+    except ValidationFailed as error:  # the reconciliation changed since (its sides): the suggestion is stale
+        raise Conflict(f"the suggestion no longer fits reconciliation {investigation.reconciliation_id} "
+                       f"({error}); start a new investigation") from None
     except Conflict:  # a concurrent accept of this investigation made it first
         match = _made_before(ports, investigation, record_ids)
         if match is None:

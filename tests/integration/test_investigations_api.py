@@ -208,6 +208,19 @@ def test_accepting_is_refused_when_a_suggested_record_was_deleted_since(api, wor
     assert refused.status_code == 409 and "was deleted since the investigation" in refused.json_body["message"]
 
 
+def test_accepting_is_refused_with_409_when_the_reconciliation_no_longer_uses_a_suggested_stream(
+        api, worker, with_prenote):
+    investigation = investigated(api, worker, with_prenote)
+    reconciliation = api.get("/v1/reconciliations").json_body["data"][0]
+    patched = api.patch(f"/v1/reconciliations/{reconciliation['id']}", {"side_b_stream_keys": ["ach"]})
+    assert patched.status_code == 200, patched.json_body
+
+    refused = api.post(accept_url(with_prenote, investigation))
+
+    assert refused.status_code == 409, refused.json_body
+    assert "no longer fits reconciliation" in refused.json_body["message"]
+
+
 def test_accepting_is_refused_when_the_suggestion_no_longer_has_its_stated_difference(
         api, services, worker, with_prenote):
     from chalicelib.adapters.dynamodb import keys
