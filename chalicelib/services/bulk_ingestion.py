@@ -105,6 +105,9 @@ def submit_bulk(ports: IngestionPorts, environment: str, records: list[Any], on_
     )
     ports.payloads.put_json(job.payload_key, {"records": records})
     ports.jobs.add(job)
+    # Listed among its streams' imports from now, pending too (the worker links again: a crash here)
+    named = {i["data_stream_key"] for i in records if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
+    ports.jobs.link_to_streams(job, sorted(ports.streams.get_many(environment, named)))
     ports.queue.send({"environment": environment, "job_id": job_id})
     return ports.jobs.get(environment, job_id)
 

@@ -380,6 +380,14 @@ def test_a_stream_lists_the_bulk_requests_that_fed_it_among_its_file_imports(api
     assert [j["id"] for j in page["data"]] == [ledger_only["id"]] and page["next_cursor"]
 
 
+def test_a_pending_bulk_request_is_listed_among_its_streams_imports_before_a_worker_takes_it(api, streams):
+    pending = submit(api, [item(1), item(2, stream="ghost")]).json_body
+
+    listed = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+
+    assert [(j["id"], j["status"]) for j in listed] == [(pending["id"], "pending")]
+
+
 def test_a_bulk_requests_results_are_paged_by_status_too(api, streams, worker):
     summary = submit(api, [item(1), item(2, amount=-1), item(1)]).json_body
     worker.drain()
