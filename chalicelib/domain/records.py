@@ -149,15 +149,28 @@ def declared_decimal_places(raw: Any) -> int | None:
     none); None when the item does not say in a readable way (it then fails validation anyway)."""
     if not isinstance(raw, dict):
         return None
-    places = raw.get("decimal_places")
-    if places is not None:
-        return places if _is_int(places) and 0 <= places <= MAX_DECIMAL_PLACES else None
+    currency = _currency_of(raw)
+    places = _decimal_places_of(raw, currency if isinstance(currency, str) else None)
+    return places if isinstance(places, int) else None
+
+
+def _currency_of(raw: dict[str, Any]) -> str | ItemError:
     currency = raw.get("currency")
     if currency is None:
-        return minor_units(DEFAULT_CURRENCY)
-    if isinstance(currency, str) and currency.upper() in ISO_4217:
-        return minor_units(currency.upper())
-    return None
+        return DEFAULT_CURRENCY
+    if not isinstance(currency, str) or currency.upper() not in ISO_4217:
+        return ItemError("currency", "must be an ISO 4217 currency code such as USD")
+    return currency.upper()
+
+
+def _decimal_places_of(raw: dict[str, Any], currency: str | None) -> int | ItemError:
+    """The item's own decimal places, else its currency's (an error when it has no readable one)."""
+    places = raw.get("decimal_places")
+    if places is None:
+        return minor_units(currency) if currency else ItemError("currency", "is not a currency code")
+    if not _is_int(places) or not 0 <= places <= MAX_DECIMAL_PLACES:
+        return ItemError("decimal_places", f"must be an integer from 0 to {MAX_DECIMAL_PLACES}")
+    return places
 
 
 def shared_decimal_places(items: Any) -> int | None:
@@ -199,18 +212,12 @@ def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> Reco
     if direction not in ("credit", "debit"):
         return ItemError("direction", "must be 'credit' or 'debit'")
 
-    currency = raw.get("currency")
-    if currency is None:
-        currency = DEFAULT_CURRENCY
-    elif not isinstance(currency, str) or currency.upper() not in ISO_4217:
-        return ItemError("currency", "must be an ISO 4217 currency code such as USD")
-    currency = currency.upper()
-
-    decimal_places = raw.get("decimal_places")
-    if decimal_places is None:
-        decimal_places = minor_units(currency)
-    elif not _is_int(decimal_places) or not 0 <= decimal_places <= MAX_DECIMAL_PLACES:
-        return ItemError("decimal_places", f"must be an integer from 0 to {MAX_DECIMAL_PLACES}")
+    currency = _currency_of(raw)
+    if isinstance(currency, ItemError):
+        return currency
+    decimal_places = _decimal_places_of(raw, currency)
+    if isinstance(decimal_places, ItemError):
+        return decimal_places
 
     description = raw.get("description")
     if description is not None and (not isinstance(description, str) or len(description) > MAX_DESCRIPTION):
