@@ -46,7 +46,6 @@ from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 from chalicelib.services.ingestion_results import results_page
 
-CHUNK_SIZE = BULK_CHUNK_ROWS
 GUARD_THREADS = 8
 
 
@@ -134,7 +133,7 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
     streams = stream_contexts(ports, environment, items)
     ports.jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     with ThreadPoolExecutor(GUARD_THREADS) as pool:
-        for index, rows in enumerate(chunk_ranges(len(items), CHUNK_SIZE)):
+        for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
             if index in job.done_chunks:
                 continue
             job = ports.jobs.get(environment, job_id)

@@ -8,8 +8,8 @@ from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.records import RecordQuery, RecordRepository
 from chalicelib.adapters.dynamodb.repositories import DataStreamRepository
 from chalicelib.domain.data_streams import StreamType
-from chalicelib.domain.ingestion import JobStatus, OnConflict
-from chalicelib.services.bulk_ingestion import CHUNK_SIZE, process_job, submit_bulk
+from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobStatus, OnConflict
+from chalicelib.services.bulk_ingestion import process_job, submit_bulk
 from chalicelib.services.data_streams import create_stream
 
 
@@ -39,7 +39,7 @@ class DiesOnCall:
         return repository
 
 
-ITEMS = 3 * CHUNK_SIZE + 17  # four chunks, the last one short
+ITEMS = 3 * BULK_CHUNK_ROWS + 17  # four chunks, the last one short
 BAD_EVERY = 50               # every 50th item is invalid
 
 
