@@ -1,7 +1,6 @@
 """Routes of file imports: create (with an upload URL), read, list per stream, records, cancel."""
 from __future__ import annotations
 
-from chalicelib.adapters.dynamodb.records import RecordQuery
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
     CreateFileImport,
@@ -18,6 +17,7 @@ from chalicelib.api.schemas import (
 from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
 from chalicelib.container import container
 from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
+from chalicelib.domain.records import RecordQuery
 from chalicelib.services import file_imports as service
 from chalicelib.services.ingestion_results import EVERY_STATUS, results_page
 

@@ -12,11 +12,10 @@ from chalicelib.api.schemas import (
     RecordsQuery,
 )
 from chalicelib.api.views import bulk_request_fields, record_out
-from chalicelib.adapters.dynamodb.records import RecordQuery
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobSource, OnConflict
-from chalicelib.domain.records import RecordStatus
+from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.services import bulk_ingestion, records as record_service
 
 router = Router("records")

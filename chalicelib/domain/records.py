@@ -250,3 +250,22 @@ def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> Reco
         direction=Direction(direction), currency=currency, decimal_places=decimal_places,
         description=description, external_id=external_id, metadata=metadata,
     )
+
+
+@dataclass(frozen=True)
+class RecordQuery:
+    data_stream_key: str | None = None
+    status: RecordStatus | None = None
+    file_import_id: int | None = None
+    external_id: str | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+
+    def admits(self, record: Record) -> bool:
+        """The same filters, on a record already read (the index query applies them itself)."""
+        return ((self.data_stream_key is None or record.data_stream_key == self.data_stream_key)
+                and (self.status is None or record.status is self.status)
+                and (self.file_import_id is None or record.file_import_id == self.file_import_id)
+                and (self.external_id is None or record.external_id == self.external_id)
+                and (self.date_from is None or record.date >= self.date_from)
+                and (self.date_to is None or record.date <= self.date_to))

@@ -5,10 +5,11 @@ from dataclasses import replace
 import pytest
 
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-from chalicelib.adapters.dynamodb.records import RecordQuery, RecordRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.repositories import DataStreamRepository
 from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobStatus, OnConflict
+from chalicelib.domain.records import RecordQuery
 from chalicelib.services.bulk_ingestion import process_job, submit_bulk
 from chalicelib.services.data_streams import create_stream
 

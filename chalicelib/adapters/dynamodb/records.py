@@ -21,7 +21,7 @@ from chalicelib.adapters.dynamodb.table import (
 )
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
-from chalicelib.domain.records import Direction, Record, RecordStatus
+from chalicelib.domain.records import Direction, Record, RecordQuery, RecordStatus
 
 
 # What the open-records index (gsi5, infra/template.yaml) projects besides the keys: every
@@ -31,25 +31,6 @@ from chalicelib.domain.records import Direction, Record, RecordStatus
 OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction", "currency", "decimal_places",
                           "description", "external_id", "metadata", "file_import_id", "matched_in",
                           keys.EXCEPTION_HOLDS, "deleting")
-
-
-@dataclass(frozen=True)
-class RecordQuery:
-    data_stream_key: str | None = None
-    status: RecordStatus | None = None
-    file_import_id: int | None = None
-    external_id: str | None = None
-    date_from: str | None = None
-    date_to: str | None = None
-
-    def admits(self, record: Record) -> bool:
-        """The same filters, on a record already read (the index query applies them itself)."""
-        return ((self.data_stream_key is None or record.data_stream_key == self.data_stream_key)
-                and (self.status is None or record.status is self.status)
-                and (self.file_import_id is None or record.file_import_id == self.file_import_id)
-                and (self.external_id is None or record.external_id == self.external_id)
-                and (self.date_from is None or record.date >= self.date_from)
-                and (self.date_to is None or record.date <= self.date_to))
 
 
 @dataclass(frozen=True)

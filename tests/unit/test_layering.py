@@ -1,0 +1,35 @@
+"""The layers import downwards only: routes and services reach storage through the container and
+ports, never by importing an adapter, and the domain imports nothing but the domain."""
+import ast
+from pathlib import Path
+
+import pytest
+
+CHALICELIB = Path(__file__).resolve().parents[2] / "chalicelib"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("layer", ["api", "services", "domain"])
+def test_a_layer_above_storage_imports_no_adapter(layer):
+    offenders = {str(path.relative_to(CHALICELIB)): sorted(m for m in imported_modules(path)
+                                                          if m.startswith("chalicelib.adapters"))
+                 for path in (CHALICELIB / layer).rglob("*.py")}
+    assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+def test_the_domain_imports_only_the_domain():
+    offenders = {str(path.relative_to(CHALICELIB)): sorted(m for m in imported_modules(path)
+                                                          if m.startswith("chalicelib.")
+                                                          and not m.startswith("chalicelib.domain"))
+                 for path in (CHALICELIB / "domain").rglob("*.py")}
+    assert {path: modules for path, modules in offenders.items() if modules} == {}
