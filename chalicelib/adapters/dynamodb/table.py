@@ -209,6 +209,10 @@ class DynamoTable:
         """Every item of the partition; `projection` names the only attributes to read."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
         _project(kwargs, projection)
+        yield from self._query_items(kwargs)
+
+    def _query_items(self, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The items a query finds, page after page, read only as far as the caller iterates."""
         while True:
             response = self._client.query(**kwargs)
             yield from (deserialize(i) for i in response.get("Items", []))
@@ -241,12 +245,7 @@ class DynamoTable:
         kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
         kwargs["Limit"] = page_size
         _project(kwargs, projection)
-        while True:
-            response = self._client.query(**kwargs)
-            yield from (deserialize(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        yield from self._query_items(kwargs)
 
     def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
                           below: str | None, page_size: int, filter: "Filter | None" = None) -> Iterator[str]:
@@ -259,12 +258,7 @@ class DynamoTable:
             kwargs["KeyConditionExpression"] += " AND #below < :below"
             kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
             kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
-        while True:
-            response = self._client.query(**kwargs)
-            yield from (item[sort_attr]["S"] for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        yield from (item[sort_attr] for item in self._query_items(kwargs))
 
     def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
               filter: "Filter | None" = None, deadline: float | None = None) -> tuple[int, bool]:
