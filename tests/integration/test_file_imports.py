@@ -48,6 +48,15 @@ def create(api, **body):
     return response.json_body
 
 
+def uploaded_unannounced(api, rows: int, prefix: str) -> dict:
+    """An import whose file of `rows` rows is uploaded, with no S3 event delivered: the test drives
+    the steps itself."""
+    data = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,{prefix}-{n}\n" for n in range(rows))
+    created = create(api)
+    assert requests.put(created["upload_url"], data=data.encode(), timeout=10).status_code == 200
+    return created
+
+
 def test_a_csv_upload_is_imported_with_its_bad_rows_reported_by_line(api, services, runtime, bank):
     created = create(api)
     assert created["status"] == "pending" and created["upload_url"].startswith("http")
@@ -138,9 +147,7 @@ def test_cancel_a_pending_import_that_never_got_its_file(api, bank):
 
 def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was_written(
         api, services, runtime, bank):
-    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,c-{n}\n" for n in range(2500))
-    created = create(api)
-    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    created = uploaded_unannounced(api, 2500, "c")
     files = services.files
     assert file_imports.prepare(files, "acme", created["id"]) == "chunk"
     assert file_imports.write_chunks(files, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
@@ -173,9 +180,7 @@ class RecordsThatDie(RecordRepository):
 
 
 def test_a_crashed_chunk_resumes_from_its_checkpoint_without_duplicates_or_gaps(api, services, bank):
-    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,r-{n}\n" for n in range(3100))
-    created = create(api)
-    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    created = uploaded_unannounced(api, 3100, "r")
     files = services.files
     file_imports.prepare(files, "acme", created["id"])
     dying = replace(files, ingestion=replace(files.ingestion, records=RecordsThatDie(services.table, 2)))
@@ -505,9 +510,7 @@ def test_a_partly_failed_import_says_how_many_rows_failed(api, services, runtime
 
 
 def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, services, bank):
-    rows = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,c-{n}\n" for n in range(1200))
-    created = create(api)
-    requests.put(created["upload_url"], data=rows.encode(), timeout=10)
+    created = uploaded_unannounced(api, 1200, "c")
     files = services.files
     file_imports.prepare(files, "acme", created["id"])
     file_imports.write_chunks(files, "acme", created["id"], budget=timedelta(0))  # one chunk of 500
