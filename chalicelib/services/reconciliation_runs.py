@@ -153,7 +153,7 @@ def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_k
 
 # What a change must touch for a continuous reconciliation to match its whole open pool again.
 POOL_CHANGING_RECONCILIATION_FIELDS = frozenset({"side_a_stream_keys", "side_b_stream_keys", "run_type"})
-POOL_CHANGING_RULE_FIELDS_EXCLUDE = frozenset({"name"})  # a renamed rule matches what it matched
+RULE_FIELDS_THAT_KEEP_THE_POOL = frozenset({"name"})  # a renamed rule matches what it matched
 
 
 def after_reconciliation_saved(ports: RunPorts, environment: str, reconciliation_id: int,
@@ -169,7 +169,7 @@ def after_reconciliation_saved(ports: RunPorts, environment: str, reconciliation
 def after_rule_saved(ports: RunPorts, environment: str, rule, changed: set[str] | None = None) -> None:
     """A rule created (`changed` None) or edited: an active rule that is new, activated or changed
     may match records open before it, not only records arriving later."""
-    if rule.definition.active and (changed is None or changed - POOL_CHANGING_RULE_FIELDS_EXCLUDE):
+    if rule.definition.active and (changed is None or changed - RULE_FIELDS_THAT_KEEP_THE_POOL):
         on_reconciliation_changed(ports, environment, rule.reconciliation_id)
 
 
