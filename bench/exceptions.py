@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chalicelib.adapters.dynamodb.exceptions import ExceptionRepository  # noqa: E402
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository  # noqa: E402
 from chalicelib.container import Container  # noqa: E402
-from chalicelib.domain.exceptions import ExceptionRecord, ExceptionStatus, ReconciliationException, totals  # noqa: E402
+from chalicelib.domain.reconciliation_exceptions import ExceptionRecord, ExceptionStatus, ReconciliationException, totals  # noqa: E402
 from chalicelib.local.launcher import StackProcess  # noqa: E402
 from chalicelib.local.stack import StackInfo  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.adapters.aws import AwsClients  # noqa: E402
-from chalicelib.adapters.dynamodb.repositories import DataStreamRepository  # noqa: E402
+from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository  # noqa: E402
 from chalicelib.adapters.dynamodb.table import DynamoTable  # noqa: E402
 from chalicelib.domain.data_streams import DataStream, StreamType  # noqa: E402
 from chalicelib.local.launcher import StackProcess  # noqa: E402

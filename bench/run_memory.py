@@ -222,7 +222,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     import boto3
     from botocore.config import Config
 
-    from chalicelib.adapters.dynamodb.matching import MatchRepository
+    from chalicelib.adapters.dynamodb.matches import MatchRepository
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule

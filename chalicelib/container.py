@@ -10,24 +10,23 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.repositories import (
-    ApiKeyRepository,
-    Counters,
-    DataStreamRepository,
-    PropertyDefinitionRepository,
-)
+from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.counters import Counters
+from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
-from chalicelib.adapters.dynamodb.exceptions import ExceptionRepository
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
-from chalicelib.adapters.dynamodb.matching import MatchRepository, RunRepository
+from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
-from chalicelib.services.bulk_ingestion import IngestionPorts
+from chalicelib.services.ingestion import IngestionPorts
 from chalicelib.services.file_imports import FilePorts
 from chalicelib.services import reconciliation_runs
-from chalicelib.services.exceptions import ExceptionPorts
+from chalicelib.services.reconciliation_exceptions import ExceptionPorts
 from chalicelib.services.investigations import InvestigationPorts
 from chalicelib.services.reconciliation_runs import RunPorts
 from chalicelib.settings import Settings, current_settings

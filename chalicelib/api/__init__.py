@@ -1,9 +1,18 @@
 """The HTTP API: one router per resource, mounted under /v1 by app.py."""
 from __future__ import annotations
 
-from chalicelib.api import data_streams, exceptions, file_imports, matches, meta, property_definitions, records, runs
+from chalicelib.api import (
+    data_streams,
+    file_imports,
+    matches,
+    meta,
+    property_definitions,
+    reconciliation_exceptions,
+    records,
+    runs,
+)
 from chalicelib.api import reconciliations
 from chalicelib.api.routing import API_PREFIX, Router
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
-                         file_imports.router, runs.router, matches.router, exceptions.router, reconciliations.router]
+                         file_imports.router, runs.router, matches.router, reconciliation_exceptions.router, reconciliations.router]
 PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

@@ -5,7 +5,7 @@ import json
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services.bulk_ingestion import fail, process_job
+from chalicelib.services.ingestion import fail, process_job
 
 
 def handle_bulk_messages(event) -> None:

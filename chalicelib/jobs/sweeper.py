@@ -3,7 +3,14 @@ from __future__ import annotations
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services import data_streams, exceptions, file_imports, investigations, matches, reconciliation_runs
+from chalicelib.services import (
+    data_streams,
+    file_imports,
+    investigations,
+    matches,
+    reconciliation_exceptions,
+    reconciliation_runs,
+)
 
 
 def sweep_task() -> None:
@@ -12,7 +19,7 @@ def sweep_task() -> None:
     counts["recounted_streams"] = data_streams.sweep_recounts(services.data_streams, services.mirror)
     counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(services.run_ports).items()})
     counts["rolled_back_matches"] = matches.sweep_pending(services.matches, services.reconciliations)
-    counts["refreshed_exceptions"] = exceptions.sweep(services.exception_ports)
+    counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(services.exception_ports)
     counts["abandoned_investigations"] = investigations.sweep(services.investigation_ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)

@@ -34,7 +34,7 @@ from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services.bulk_ingestion import (
+from chalicelib.services.ingestion import (
     IngestionPorts,
     conclude,
     file_chunk_key as _chunk_key,

@@ -9,11 +9,11 @@ from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
-from chalicelib.domain.exceptions import ExceptionStatus, RecordFilter, check_filter
-from chalicelib.domain.investigation_jobs import Investigation, InvestigationStatus
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
+from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.observability import logger
-from chalicelib.services import exceptions as exception_service
+from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
 
 REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys read as a reference

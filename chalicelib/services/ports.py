@@ -1,4 +1,4 @@
-"""The ports the services need; the DynamoDB repositories in `adapters/` implement them."""
+"""The ports the services need; the DynamoDB repositories in `adapters/dynamodb/` implement them."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta

@@ -31,7 +31,7 @@ from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
-from chalicelib.services import exceptions as exception_service
+from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time

@@ -296,7 +296,7 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
-    from chalicelib.services.bulk_ingestion import process_job
+    from chalicelib.services.ingestion import process_job
 
     summary = submit(api, [item(n) for n in range(1000)]).json_body
 
@@ -329,7 +329,7 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
     from chalicelib.domain.clock import utc_now
     from chalicelib.domain.ingestion import JobStatus
-    from chalicelib.services.bulk_ingestion import process_job
+    from chalicelib.services.ingestion import process_job
 
     summary = submit(api, [item(n) for n in range(300)]).json_body
 

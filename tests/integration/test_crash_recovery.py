@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb import repositories
+from chalicelib.adapters.dynamodb import property_definitions
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.data_streams import PropertyType, StreamType
 from chalicelib.domain.errors import Conflict, NotFound
@@ -29,7 +29,7 @@ def _define(services):
 
 
 def test_a_stale_guard_left_by_a_crashed_create_is_reclaimed(services, bank):
-    _abandoned_guard(services, age=repositories.STALE_GUARD_AGE + timedelta(seconds=5))
+    _abandoned_guard(services, age=property_definitions.STALE_GUARD_AGE + timedelta(seconds=5))
     definition = _define(services)
     assert services.property_definitions.get("acme", definition.id).key == "ref"
 

@@ -57,7 +57,7 @@ def test_a_run_leaves_one_open_exception_per_stream_for_records_past_their_grace
 
 
 def test_refreshing_again_adds_newly_overdue_records_to_the_same_exception(api, services, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
 
@@ -66,7 +66,7 @@ def test_refreshing_again_adds_newly_overdue_records_to_the_same_exception(api, 
 
 
 def test_records_matched_later_leave_and_an_emptied_exception_resolves_itself(api, services, ingest, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     ledger = ingest(record("ledger", 3, 1000, days_ago(20)), record("ledger", 4, 2500, days_ago(40)),
                     record("ledger", 5, 700, days_ago(100), direction="debit"))
@@ -109,7 +109,7 @@ def test_a_reopen_sets_opened_at_again_and_clears_closed_at(api, ran):
 
 
 def test_a_title_and_description_written_by_a_person_stay(api, services, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     exception_id = bank_exception(api, ran)["id"]
     api.patch(f"/v1/reconciliation_exceptions/{exception_id}", {"title": "Missing deposits",
@@ -175,7 +175,7 @@ def test_the_queue_pages_by_offset_and_refuses_bad_parameters(api, ran):
 
 
 def test_the_sweeper_refreshes_reconciliations_not_refreshed_for_an_hour(api, services, ran):
-    from chalicelib.services.exceptions import sweep
+    from chalicelib.services.reconciliation_exceptions import sweep
 
     assert sweep(services.exception_ports) == 0  # the run just refreshed it
     assert sweep(services.exception_ports, now=utc_now() + timedelta(hours=2, days=5)) == 1
@@ -199,8 +199,8 @@ def test_a_close_refused_for_a_stale_version_keeps_the_exception_the_only_active
     from dataclasses import replace
 
     from chalicelib.domain.errors import Conflict
-    from chalicelib.domain.exceptions import ExceptionStatus
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     current = services.exceptions.get("acme", bank_exception(api, ran)["id"])
     stale = replace(current.moved(ExceptionStatus.DISMISSED, utc_now()), version=current.version)  # a lost race
@@ -212,7 +212,7 @@ def test_a_close_refused_for_a_stale_version_keeps_the_exception_the_only_active
 
 
 def test_a_refresh_cut_short_after_adding_records_is_put_right_by_the_next(api, services, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     exception = services.exceptions.get("acme", bank_exception(api, ran)["id"])
     services.exceptions.set_totals(exception, {"record_count": 0, "credit_count": 0, "credit_sum": 0, "debit_count": 0,
@@ -225,7 +225,7 @@ def test_a_refresh_cut_short_after_adding_records_is_put_right_by_the_next(api, 
 
 
 def test_one_refresh_of_a_reconciliation_runs_at_a_time(api, services, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     now = utc_now()
     assert services.exceptions.take_refresh_lease("acme", ran["reconciliation"]["id"], now, timedelta(minutes=15))
@@ -235,7 +235,7 @@ def test_one_refresh_of_a_reconciliation_runs_at_a_time(api, services, ran):
 
 
 def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(api, services, ingest, ran):
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     first = bank_exception(api, ran)["id"]
     api.patch(f"/v1/reconciliation_exceptions/{first}", {"status": "dismissed"})
@@ -251,7 +251,7 @@ def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(api,
 
 def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(api, services, ingest, ran):
     from chalicelib.adapters.dynamodb import keys
-    from chalicelib.services.exceptions import refresh
+    from chalicelib.services.reconciliation_exceptions import refresh
 
     dismissed = bank_exception(api, ran)["id"]
     api.patch(f"/v1/reconciliation_exceptions/{dismissed}", {"status": "dismissed"})
@@ -276,7 +276,7 @@ def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(a
 
 def test_after_an_unmatch_and_a_manual_match_the_exception_holds_exactly_the_open_overdue_records(
         api, services, ingest, ran):
-    from chalicelib.services.exceptions import sweep
+    from chalicelib.services.reconciliation_exceptions import sweep
 
     recon_id = ran["reconciliation"]["id"]
     [run_match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={recon_id}").json_body["data"]
@@ -315,7 +315,7 @@ def test_confirming_a_match_requests_a_refresh_too(api, services, ingest, reconc
 
 
 def test_a_refresh_requested_while_a_refresh_runs_is_kept_for_the_next_sweep(api, services, ran):
-    from chalicelib.services.exceptions import sweep
+    from chalicelib.services.reconciliation_exceptions import sweep
 
     recon_id = ran["reconciliation"]["id"]
     seen = services.reconciliations.get("acme", recon_id)  # a refresh starts, reading the reconciliation

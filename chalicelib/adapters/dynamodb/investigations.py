@@ -7,7 +7,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigation_jobs import FINISHED, Investigation, InvestigationStatus, sources_of
+from chalicelib.domain.investigations.jobs import FINISHED, Investigation, InvestigationStatus, sources_of
 
 
 class InvestigationRepository:
@@ -25,12 +25,12 @@ class InvestigationRepository:
 
     def of_exception(self, environment: str, exception_id: int, limit: int) -> list[Investigation]:
         page = self._table.query_page("gsi1pk", keys.investigations_of_exception_pk(environment, exception_id),
-                                      index="gsi1", sort_attr="gsi1sk", limit=limit)
+                                      index=keys.GSI1, sort_attr="gsi1sk", limit=limit)
         return [self._from_item(i) for i in page.items]
 
     def active(self) -> list[Investigation]:
         """Pending and running investigations of every environment (for the sweeper)."""
-        items = self._table.index_items("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index="gsi2")
+        items = self._table.index_items("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index=keys.GSI2)
         return [self._from_item(i) for i in items]
 
     def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
@@ -38,7 +38,7 @@ class InvestigationRepository:
         try:
             item = self._table.move_status(keys.investigation(investigation.environment, investigation.id),
                                            target.value, sources_of(target), fields,
-                                           leave_index="gsi2" if target in FINISHED else None)  # active ones
+                                           leave_index=keys.GSI2 if target in FINISHED else None)  # active ones
         except ConditionFailed:
             raise TransitionRefused(f"investigation {investigation.id} cannot move to {target.value}") from None
         return self._from_item(item)

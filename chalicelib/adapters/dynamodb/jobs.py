@@ -135,7 +135,7 @@ class IngestionJobRepository:
         try:
             item = self._table.move_status(keys.ingestion_job(job.environment, job.id), target.value,
                                            sources_of(target), fields,
-                                           leave_index="gsi2" if target in FINISHED else None)  # active jobs
+                                           leave_index=keys.GSI2 if target in FINISHED else None)  # active jobs
         except ConditionFailed:
             raise TransitionRefused(f"ingestion job {job.id} cannot move to {target.value}") from None
         return self._from_item(item)
@@ -242,7 +242,7 @@ class IngestionJobRepository:
     def list_of_stream(self, environment: str, stream_key: str, limit: int,
                        cursor: str | None) -> tuple[list[IngestionJob], str | None]:
         """The stream's file imports and the bulk requests that fed it (through their links), newest first."""
-        page = self._table.query_page("gsi1pk", keys.jobs_of_stream_pk(environment, stream_key), index="gsi1",
+        page = self._table.query_page("gsi1pk", keys.jobs_of_stream_pk(environment, stream_key), index=keys.GSI1,
                                       sort_attr="gsi1sk", limit=limit, cursor=cursor)
         linked = {(i["pk"], "JOB") for i in page.items if i.get("entity") == "job_stream_link"}
         jobs = {(i["pk"], i["sk"]): i for i in self._table.get_many({"pk": pk, "sk": sk} for pk, sk in linked)}
@@ -260,7 +260,7 @@ class IngestionJobRepository:
 
     def active(self) -> list[IngestionJob]:
         """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""
-        items = self._table.index_items("gsi2pk", keys.ACTIVE_JOBS_PK, index="gsi2")
+        items = self._table.index_items("gsi2pk", keys.ACTIVE_JOBS_PK, index=keys.GSI2)
         return [self._from_item(i) for i in items]
 
     def count_restart(self, job: IngestionJob) -> bool:

@@ -30,6 +30,8 @@ names its environment. Ids are zero-padded so that string order is numeric order
 """
 from __future__ import annotations
 
+# The table's global secondary indexes (infra/template.yaml); each keys on gsiNpk / gsiNsk.
+GSI1, GSI2, GSI3, GSI4, GSI5 = "gsi1", "gsi2", "gsi3", "gsi4", "gsi5"
 ID_WIDTH = 12
 GLOBAL_COUNTER_PK = "GLOBAL#COUNTER"
 

@@ -29,7 +29,6 @@ from chalicelib.domain.reconciliations import (
 )
 from chalicelib.domain.rules import Rule, validate_rule
 
-GSI1 = "gsi1"
 # What gsi2 (infra/template.yaml) projects besides the keys: what the sweeper reads of every
 # reconciliation each minute. Its other readers (active jobs, runs and investigations, pending
 # matches, recounts: a few items at a time) read the items whole by BatchGetItem.
@@ -75,7 +74,7 @@ class ReconciliationRepository:
         """(environment, id) of every reconciliation, of every environment, whose exceptions were
         last refreshed before `refreshed_before` or never (for the sweeper, every minute: read from
         the index alone, SWEEP_INDEX_ATTRIBUTES; a reconciliation being deleted has left it)."""
-        entries = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index="gsi2")
+        entries = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index=keys.GSI2)
         return [(e["environment"], e["id"]) for e in entries
                 if e.get("exceptions_refreshed_at") is None
                 or parse_iso(e["exceptions_refreshed_at"]) < refreshed_before]
@@ -104,7 +103,7 @@ class ReconciliationRepository:
 
     def list_page(self, environment: str, limit: int,
                   cursor: str | None) -> tuple[list[Reconciliation], str | None]:
-        page = self._table.query_page("gsi1pk", keys.reconciliations_index_pk(environment), index=GSI1,
+        page = self._table.query_page("gsi1pk", keys.reconciliations_index_pk(environment), index=keys.GSI1,
                                       sort_attr="gsi1sk", limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
@@ -264,7 +263,7 @@ class ReconciliationRuleRepository:
     def list_of(self, environment: str, reconciliation_id: int) -> list[Rule]:
         """Every rule of the reconciliation, by priority (one query)."""
         items = self._table.query_all("gsi1pk", keys.rules_of_reconciliation_pk(environment, reconciliation_id),
-                                      index=GSI1)
+                                      index=keys.GSI1)
         return [self._from_item(i) for i in items]
 
     def save(self, updated: Rule, previous: Rule) -> None:

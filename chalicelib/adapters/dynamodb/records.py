@@ -86,7 +86,7 @@ class RecordRepository:
             page = self._page_of_job(environment, query, limit, cursor)
         elif query.data_stream_key is not None:
             page = self._table.query_page("gsi1pk", keys.records_of_stream_pk(environment, query.data_stream_key),
-                                          index="gsi1", sort_attr="gsi1sk", limit=limit, cursor=cursor,
+                                          index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor,
                                           filter=_filter_for(query))
         elif query.external_id is not None:
             page = self._page_of_external_id(environment, query, limit, cursor)
@@ -95,7 +95,7 @@ class RecordRepository:
         else:
             assert query.status is not None
             page = self._table.index_page("gsi4pk", keys.records_with_status_pk(environment, query.status.value),
-                                          index="gsi4", sort_attr="gsi4sk", limit=limit, cursor=cursor,
+                                          index=keys.GSI4, sort_attr="gsi4sk", limit=limit, cursor=cursor,
                                           admits=self._admits(query))
         return [self.from_item(i) for i in page.items], page.cursor
 
@@ -132,11 +132,11 @@ class RecordRepository:
         reconciliation matched, merged newest first."""
         listing = keys.records_with_status_pk(environment, RecordStatus.UNRECONCILED.value)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
-        streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index="gsi1",
+        streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1,
                                         projection="key")
         unmatched = Filter("attribute_not_exists(#fm)", {"#fm": "matched_in"}, {})
         partitions = [self._table.sort_values_below("gsi5pk", keys.open_records_of_stream_pk(environment, s["key"]),
-                                                    index="gsi5", sort_attr="gsi5sk", below=below,
+                                                    index=keys.GSI5, sort_attr="gsi5sk", below=below,
                                                     page_size=limit + 1, filter=unmatched)
                       for s in streams]
         ids = (int(sort) for sort in heapq.merge(*partitions, reverse=True))
@@ -147,7 +147,7 @@ class RecordRepository:
         return lambda item: not item.get("deleting") and query.admits(self.from_item(item))
 
     def ids_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
-        return self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index="gsi1")
+        return self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index=keys.GSI1)
 
     # Deleting ------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 from rapidfuzz.distance import Levenshtein
 
-from chalicelib.domain.exceptions import format_amount
+from chalicelib.domain.reconciliation_exceptions import format_amount
 from chalicelib.domain.investigations.outcome import Hypothesis
 
 MAX_SENTENCES = 10

@@ -10,7 +10,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
-from chalicelib.domain.exceptions import (
+from chalicelib.domain.reconciliation_exceptions import (
     AGE_BUCKET_DAYS,
     Assignee,
     ExceptionRecord,
@@ -42,7 +42,7 @@ class ExceptionRepository:
     def list_page(self, environment: str, admits, offset: int, limit: int) -> tuple[list[ReconciliationException], bool]:
         """A page of the environment's exceptions, newest first, by offset: the index is read for
         the few attributes the filters need, then only the page's items are read whole."""
-        summaries = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index="gsi1",
+        summaries = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index=keys.GSI1,
                                           projection=LISTING_ATTRIBUTES)
         wanted = sorted((s["id"] for s in summaries if admits(s)), reverse=True)
         page_ids = wanted[offset:offset + limit]

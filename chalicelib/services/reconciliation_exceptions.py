@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
-from chalicelib.domain.exceptions import (
+from chalicelib.domain.reconciliation_exceptions import (
     Assignee,
     ExceptionRecord,
     ExceptionStatus,

@@ -21,10 +21,10 @@ from chalicelib.api.schemas import (
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
-from chalicelib.domain.investigation_jobs import Investigation
+from chalicelib.domain.reconciliation_exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
+from chalicelib.domain.investigations.jobs import Investigation
 from chalicelib.domain.reconciliations import Reconciliation
-from chalicelib.services import exceptions as service
+from chalicelib.services import reconciliation_exceptions as service
 from chalicelib.services import investigations as investigation_service
 
 router = Router("exceptions")

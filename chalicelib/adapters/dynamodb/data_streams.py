@@ -1,0 +1,141 @@
+"""Data streams in DynamoDB, with the conditional writes that keep their keys unique."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
+from chalicelib.domain.clock import iso, parse_iso
+from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
+from chalicelib.domain.errors import Conflict, NotFound, shown
+
+from chalicelib.adapters.dynamodb.counters import Counters
+
+
+class DataStreamRepository:
+    def __init__(self, table: DynamoTable, counters: Counters) -> None:
+        self._table = table
+        self._counters = counters
+
+    def next_id(self, environment: str) -> int:
+        return self._counters.next_id(environment, "data_stream")
+
+    def add(self, stream: DataStream) -> None:
+        try:
+            self._table.put_new(self.to_item(stream))
+        except ConditionFailed:
+            raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
+
+    def get(self, environment: str, key: str) -> DataStream:
+        stream = self.find_including_deleting(environment, key)
+        if stream is None or stream.deleting:
+            raise NotFound(f"data stream '{shown(key)}' not found")
+        return stream
+
+    def find_including_deleting(self, environment: str, key: str) -> DataStream | None:
+        if not KEY_PATTERN.match(key):
+            return None  # cannot exist, and would overflow DynamoDB's key size
+        item = self._table.get(keys.data_stream(environment, key))
+        return self._from_item(item) if item else None
+
+    def get_many(self, environment: str, stream_keys: Iterable[str]) -> dict[str, DataStream]:
+        """The visible streams among `stream_keys`, by key, read in batches; keys that cannot exist are skipped."""
+        wanted = [k for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]
+        streams = [self._from_item(i) for i in self._table.get_many(keys.data_stream(environment, k) for k in wanted)]
+        return {s.key: s for s in streams if not s.deleting}
+
+    def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[DataStream], str | None]:
+        page: Page = self._table.query_page(
+            "gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1, sort_attr="gsi1sk",
+            limit=limit, cursor=cursor,
+        )
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    def save(self, stream: DataStream) -> None:
+        """Write a renamed stream; `stream.version` must be one past the stored version.
+
+        Only the editable fields are written: counters on the item belong to other writers.
+        """
+        try:
+            self._table.update(
+                keys.data_stream(stream.environment, stream.key),
+                "SET #name = :name, description = :description, #v = :version",
+                condition="attribute_exists(pk) AND #v = :expected AND attribute_not_exists(deleting)",
+                names={"#v": "version", "#name": "name"},
+                values={":name": stream.name, ":description": stream.description, ":version": stream.version,
+                        ":expected": stream.version - 1},
+                keep_nulls=True,
+            )
+        except ConditionFailed:
+            raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry") from None
+
+    def set_records_count(self, environment: str, key: str, count: int, counted_at: datetime) -> bool:
+        """Store a count read from the mirror, unless a recount that began later stored one first
+        (two jobs finishing together both recount; the later reading is the fuller one)."""
+        try:
+            self._table.update(
+                keys.data_stream(environment, key), "SET records_count = :count, records_counted_at = :at",
+                condition="attribute_exists(pk) AND "
+                          "(attribute_not_exists(records_counted_at) OR records_counted_at < :at)",
+                values={":count": count, ":at": iso(counted_at)},
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def request_recount(self, environment: str, key: str, requested_at: datetime) -> None:
+        try:
+            self._table.update(keys.data_stream(environment, key),
+                               "SET recount_requested_at = :at, gsi2pk = :gsi2pk, gsi2sk = :gsi2sk",
+                               condition="attribute_exists(pk)",
+                               values={":at": iso(requested_at),
+                                       **{f":{k}": v for k, v in keys.recount_index(environment, key).items()}})
+        except ConditionFailed:
+            pass  # the stream is gone: nothing to count
+
+    def clear_recount_request(self, environment: str, key: str, counted_at: datetime) -> None:
+        """Drop the request a recount begun at `counted_at` answered; a later request stays."""
+        try:
+            self._table.update(keys.data_stream(environment, key), "REMOVE recount_requested_at, gsi2pk, gsi2sk",
+                               condition="recount_requested_at <= :at", values={":at": iso(counted_at)})
+        except ConditionFailed:
+            pass
+
+    def recount_requests(self) -> list[tuple[str, str]]:
+        """(environment, stream key) of every stream waiting for a recount, of every environment."""
+        items = self._table.index_items("gsi2pk", keys.RECOUNTS_PK, index=keys.GSI2)
+        return [(i["environment"], i["key"]) for i in items]
+
+    def mark_deleting(self, environment: str, key: str) -> None:
+        try:
+            self._table.update(keys.data_stream(environment, key), "SET deleting = :t",
+                               condition="attribute_exists(pk)", values={":t": True})
+        except ConditionFailed:
+            raise NotFound(f"data stream '{key}' not found") from None
+
+    def remove(self, environment: str, key: str) -> None:
+        self._table.delete(keys.data_stream(environment, key))
+
+    @staticmethod
+    def to_item(stream: DataStream) -> dict[str, Any]:
+        return {
+            **keys.data_stream(stream.environment, stream.key),
+            **keys.data_stream_index(stream.environment, stream.id),
+            "entity": "data_stream", "environment": stream.environment, "id": stream.id,
+            "key": stream.key, "name": stream.name, "description": stream.description,
+            "type": stream.type.value, "bank_account_id": stream.bank_account_id,
+            "program_id": stream.program_id, "records_count": stream.records_count,
+            "created_at": iso(stream.created_at), "version": stream.version,
+            "deleting": True if stream.deleting else None,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> DataStream:
+        return DataStream(
+            environment=item["environment"], id=item["id"], key=item["key"], name=item["name"],
+            type=StreamType(item["type"]), created_at=parse_iso(item["created_at"]),
+            description=item.get("description"), bank_account_id=item.get("bank_account_id"),
+            program_id=item.get("program_id"), records_count=item.get("records_count", 0),
+            deleting=bool(item.get("deleting")), version=item.get("version", 1),
+        )
