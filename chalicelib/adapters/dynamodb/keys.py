@@ -1,32 +1,262 @@
 """Every key of the single table is built here, and nowhere else.
 
-Layout (one table, generic attributes `pk`, `sk`, `gsi1pk`, `gsi1sk`, `gsi2pk`, `gsi2sk`):
+One table, keyed on `pk` / `sk`, with five global secondary indexes keyed on `gsiNpk` / `gsiNsk`.
+Every item the code writes, one line per key it carries: its own (gsi `-`), then each index
+entry (gsiN), with who writes and who reads each. Notation: `{E}` is `E#<env>` (env_prefix);
+`<id>` is the item's own id, `<recon>`, `<job>`, `<match>`, `<exc>`, `<record>`, `<comment>` the
+ids of others and `<priority>` a rule's priority, all zero-padded to ID_WIDTH digits so that
+string order is numeric order; `<chunk>` has 6 digits; `<stream>` is a data stream's key and
+`<status>` a record's. "written by" names this package's adapter modules (`definitions`:
+property_definitions.py, `exceptions`: reconciliation_exceptions.py, `rules`: the rule repository
+in reconciliations.py).
 
-| item                     | pk                          | sk               | gsi1pk / gsi1sk                         |
-|--------------------------|-----------------------------|------------------|-----------------------------------------|
-| API key                  | KEY#<sha256>                | KEY              | KEYS / <id>                             |
-| id counter               | E#<env>#COUNTER             | <entity>         |                                         |
-| data stream              | E#<env>#DS#<key>            | DS               | E#<env>#DS / <id>  (newest first)       |
-| property key guard       | E#<env>#DS#<stream key>     | PDKEY#<prop key> |                                         |
-| property definition      | E#<env>#PD#<id>             | PD               | E#<env>#PD / <stream key>#<id>          |
-| record                   | E#<env>#REC#<id>            | REC              | E#<env>#DS#<stream>#REC / <id>          |
-| external id guard        | E#<env>#EXT#<external id>   | DS#<stream>      |                                         |
-| ingestion job            | E#<env>#JOB#<id>            | JOB              |                                         |
-| job results (per chunk)  | E#<env>#JOB#<id>            | RES#<chunk>      |                                         |
-| bulk request's stream    | E#<env>#JOB#<id>            | DS#<stream key>  | E#<env>#DS#<stream key>#JOBS / <job id> |
-| idempotency key          | E#<env>#IDEM#<key>          | IDEM             |                                         |
+item           | gsi  | pk                    | sk              | written by              | read by: access pattern
+---------------|------|-----------------------|-----------------|-------------------------|----------------------------
+API key        | -    | KEY#<sha256>          | KEY             | api_keys: add; touch,   | find_by_hash: every
+               |      |                       |                 | revoke                  | request, before its
+               |      |                       |                 |                         | environment is known
+               | gsi1 | KEYS                  | <id>            | add                     | list: the CLI's list, and
+               |      |                       |                 |                         | its revoke (by id)
+               |      |                       |                 |                         |
+id counter     | -    | {E}#COUNTER           | <entity>        | counters: next_id,      | the ADD returns the new
+               |      |                       |                 | next_ids (one ADD each) | value
+               |      |                       |                 |                         |
+API key        | -    | GLOBAL#COUNTER        | api_key         | api_keys.next_id        | the ADD returns the new
+counter        |      |                       |                 |                         | value
+               |      |                       |                 |                         |
+data stream    | -    | {E}#DS#<stream>       | DS              | data_streams: add;      | get, get_many: by key
+               |      |                       |                 | save,                   |
+               |      |                       |                 | set_records_count,      |
+               |      |                       |                 | mark_deleting, remove   |
+               | gsi1 | {E}#DS                | <id>            | add                     | GET /data_streams, newest
+               |      |                       |                 |                         | first; the streams merged
+               |      |                       |                 |                         | for GET /records?
+               |      |                       |                 |                         | status=unreconciled
+               | gsi2 | RECOUNTS              | <env>#<stream>  | request_recount;        | recount_requests: the
+               |      |                       |                 | clear_recount_request   | sweeper
+               |      |                       |                 | drops it                |
+               |      |                       |                 |                         |
+stream usage   | -    | {E}#DS#<stream>       | USEDBY#RECON#   | reconciliations: add,   | users_of_stream (pk, sk
+               |      |                       | <recon>         | save, remove; a         | prefix): a stream's delete,
+               |      |                       |                 | stream's delete         | a record's status
+               |      |                       |                 |                         |
+property key   | -    | {E}#DS#<stream>       | PDKEY#          | definitions: add        | the conditional put;
+guard          |      |                       | <property key>  | (reclaims a stale one), | remove_all_of_stream (pk,
+               |      |                       |                 | remove; a stream's      | sk prefix)
+               |      |                       |                 | delete                  |
+               |      |                       |                 |                         |
+property       | -    | {E}#PD#<id>           | PD              | definitions: add, save, | get
+definition     |      |                       |                 | remove; a stream's      |
+               |      |                       |                 | delete                  |
+               | gsi1 | {E}#PD                | <stream>#<id>   | add, save               | GET /property_definitions
+               |      |                       |                 |                         | (a stream's: sk prefix); a
+               |      |                       |                 |                         | stream's delete
+               |      |                       |                 |                         |
+record         | -    | {E}#REC#<id>          | REC             | records: put_many       | get, find_many,
+               |      |                       |                 | (ingestion),            | record_items; by id: GET
+               |      |                       |                 | mark_deleting, remove,  | /records?file_import_id= (a
+               |      |                       |                 | remove_many; matches:   | job's id block),
+               |      |                       |                 | claims; exceptions:     | ?external_id= (its guards),
+               |      |                       |                 | holds                   | ?reconciliation_match_id=
+               |      |                       |                 |                         | (the members)
+               | gsi1 | {E}#DS#<stream>#REC   | <id>            | put_many                | GET
+               |      |                       |                 |                         | /records?data_stream_key=,
+               |      |                       |                 |                         | a stream's open records
+               |      |                       |                 |                         | before adoption, a stream's
+               |      |                       |                 |                         | delete
+               | gsi4 | {E}#ST#<status>       | <id>            | the claims: set while   | GET /records?
+               |      |                       |                 | matched somewhere       | status=partially_reconciled
+               |      |                       |                 |                         | or reconciled: keys, then
+               |      |                       |                 |                         | BatchGetItem
+               | gsi5 | {E}#DS#<stream>#OPEN  | <id>            | put_many; the claims:   | a stream's open records
+               |      |                       |                 | set until reconciled    | once adopted: runs, dry
+               |      |                       |                 |                         | runs, the exception
+               |      |                       |                 |                         | refresh, investigations;
+               |      |                       |                 |                         | GET /records?
+               |      |                       |                 |                         | status=unreconciled
+               |      |                       |                 |                         |
+external id    | -    | {E}#EXT#<external id> | DS#<stream>     | records:                | the claim's conditional
+guard          |      |                       |                 | claim_external_id       | put, then get; GET
+               |      |                       |                 | (owner: the job),       | /records?external_id= (pk:
+               |      |                       |                 | remove, remove_many     | every stream's)
+               |      |                       |                 |                         |
+ingestion job  | -    | {E}#JOB#<id>          | JOB             | jobs: add; move,        | get, find: GET
+               |      |                       |                 | save_chunk, the id      | /file_imports/{id},
+               |      |                       |                 | block, restarts,        | /bulk_requests/{id},
+               |      |                       |                 | cancel, aggregates      | /records?file_import_id=
+               | gsi1 | {E}#DS#<stream>#JOBS  | <id>            | add: file imports only  | list_of_stream: GET
+               |      |                       |                 |                         | /data_streams/{key}/
+               |      |                       |                 |                         | file_imports
+               | gsi2 | ACTIVE_JOBS           | <env>#<id>      | add; move drops it once | active: the sweeper; runs
+               |      |                       |                 | finished                | and manual matches skip
+               |      |                       |                 |                         | jobs still writing
+               |      |                       |                 |                         |
+job results    | -    | {E}#JOB#<job>         | RES#<chunk>     | jobs: save_chunk, every | results (sk prefix): a bulk
+               |      |                       |                 | row (bulk) or the       | request's, a file's
+               |      |                       |                 | problem rows (files)    | problems; result_chunks (sk
+               |      |                       |                 |                         | BETWEEN): GET
+               |      |                       |                 |                         | /file_imports/{id}/results
+               |      |                       |                 |                         |
+job-stream     | -    | {E}#JOB#<job>         | DS#<stream>     | jobs: link_to_streams,  | its conditional put: once
+link           |      |                       |                 | a bulk request's, per   | per stream
+               |      |                       |                 | stream it feeds         |
+               | gsi1 | {E}#DS#<stream>#JOBS  | <job>           | link_to_streams         | list_of_stream: stands for
+               |      |                       |                 |                         | its job
+               |      |                       |                 |                         |
+idempotency    | -    | {E}#IDEM#<key>        | IDEM            | jobs:                   | the claim's conditional
+key            |      |                       |                 | claim_idempotency_key   | put, then get: the job the
+               |      |                       |                 | (TTL: 48 h)             | key is bound to
+               |      |                       |                 |                         |
+run            | -    | {E}#RUN#<id>          | RUN             | runs: add; move,        | get, get_many: a run, a
+               |      |                       |                 | save_plan, save_loaded, | reconciliation's current
+               |      |                       |                 | save_chunk,             | and last run
+               |      |                       |                 | count_restart, discard  |
+               | gsi1 | {E}#RECON#<recon>#    | <id>            | add                     | GET
+               |      | RUNS                  |                 |                         | /reconciliations/{id}/runs,
+               |      |                       |                 |                         | newest first
+               | gsi2 | ACTIVE_RUNS           | <env>#<id>      | add; move drops it once | active: the sweeper
+               |      |                       |                 | finished                |
+               |      |                       |                 |                         |
+match          | -    | {E}#MATCH#<id>        | MATCH           | matches: begin,         | get, find, existing_ids (a
+               |      |                       |                 | commit_many (the commit | retried persist)
+               |      |                       |                 | marker); confirm,       |
+               |      |                       |                 | mark_unmatching,        |
+               |      |                       |                 | mark_unmatched, remove  |
+               | gsi1 | {E}#RECON#<recon>#    | <id>            | begin, commit_many      | GET
+               |      | MATCHES               |                 |                         | /reconciliation_matches,
+               |      |                       |                 |                         | newest first (begun and
+               |      |                       |                 |                         | unmatching left out); a
+               |      |                       |                 |                         | reconciliation's delete
+               | gsi2 | PENDING_MATCHES       | <env>#<id>      | begin; commit_many      | pending: the sweeper rolls
+               |      |                       |                 | drops it                | back what a dead request
+               |      |                       |                 |                         | began
+               |      |                       |                 |                         |
+match member   | -    | {E}#MATCH#<match>     | M#<record>      | matches: put_members_of | members (sk prefix): GET
+               |      |                       |                 | (before the claims),    | /reconciliation_matches/
+               |      |                       |                 | delete_members          | {id}, unmatch, the sweeper;
+               |      |                       |                 |                         | member_page: GET /records?
+               |      |                       |                 |                         | reconciliation_match_id=
+               |      |                       |                 |                         |
+reconciliation | -    | {E}#RECON#<id>        | RECON           | reconciliations: add,   | get, get_many; pending_work
+               |      |                       |                 | save, mark_deleting,    |
+               |      |                       |                 | remove, refresh marks;  |
+               |      |                       |                 | runs: the run slot,     |
+               |      |                       |                 | pending work            |
+               | gsi1 | {E}#RECON             | <id>            | add; mark_deleting      | GET /reconciliations,
+               |      |                       |                 | drops it                | newest first
+               | gsi2 | RECONCILIATIONS       | <env>#<id>      | add; mark_deleting      | due_for_exception_refresh
+               |      |                       |                 | drops it                | (the sweeper, from the
+               |      |                       |                 |                         | index alone)
+               |      |                       |                 |                         |
+stream         | -    | {E}#RECON#<recon>     | ADOPTED#        | matches: adopt (a run's | is_adopted: open records
+adoption       |      |                       | <stream>        | first read of the       | from gsi5 once adopted,
+               |      |                       |                 | stream),                | from gsi1 before
+               |      |                       |                 | forget_adoptions (edit, |
+               |      |                       |                 | delete)                 |
+               |      |                       |                 |                         |
+rule priority  | -    | {E}#RECON#<recon>     | PRIO#<priority> | rules: add, save (claim | the claim's conditional
+guard          |      |                       |                 | the new, release the    | put, then get; a
+               |      |                       |                 | old), remove            | reconciliation's delete
+               |      |                       |                 |                         | (pk, sk prefix)
+               |      |                       |                 |                         |
+active         | -    | {E}#RECON#<recon>     | EXCACTIVE#      | exceptions: open_new,   | find_active (the refresh):
+exception      |      |                       | <stream>        | save (reopen, close)    | the open or investigating
+guard          |      |                       |                 |                         | exception of a stream
+               |      |                       |                 |                         |
+exception      | -    | {E}#RECON#<recon>     | EXCREFRESH      | exceptions:             | the conditional put: one
+refresh lease  |      |                       |                 | take_refresh_lease,     | refresh of a reconciliation
+               |      |                       |                 | release_refresh_lease   | at a time
+               |      |                       |                 |                         |
+rule           | -    | {E}#RULE#<id>         | RULE            | rules: add, save,       | get
+               |      |                       |                 | remove; a               |
+               |      |                       |                 | reconciliation's delete |
+               | gsi1 | {E}#RECON#<recon>#    | <priority>#<id> | add, save               | list_of, by priority: GET
+               |      | RULES                 |                 |                         | /reconciliations/{id}/
+               |      |                       |                 |                         | rules, a run's rules, a
+               |      |                       |                 |                         | reconciliation's delete
+               |      |                       |                 |                         |
+exception      | -    | {E}#EXC#<id>          | EXC             | exceptions: open_new    | get, find_active
+               |      |                       |                 | (after its guard);      |
+               |      |                       |                 | save, set_totals,       |
+               |      |                       |                 | rescale,                |
+               |      |                       |                 | mark_custom_description |
+               | gsi1 | {E}#EXCS              | <id>            | open_new                | list_page: GET
+               |      |                       |                 |                         | /reconciliation_exceptions
+               |      |                       |                 |                         | (five attributes of every
+               |      |                       |                 |                         | entry, then the page)
+               |      |                       |                 |                         |
+exception      | -    | {E}#EXC#<exc>         | R#<record>      | exceptions:             | records (sk prefix): the
+record         |      |                       |                 | add_records,            | refresh, aggregates,
+               |      |                       |                 | remove_records (the     | investigations;
+               |      |                       |                 | refresh), rescale       | record_page: GET
+               |      |                       |                 |                         | /reconciliation_exceptions/
+               |      |                       |                 |                         | {id}/records
+               |      |                       |                 |                         |
+exception      | -    | {E}#EXC#<exc>         | C#<comment>     | exceptions: add_comment | comments (sk prefix): GET
+comment        |      |                       |                 |                         | /reconciliation_exceptions/
+               |      |                       |                 |                         | {id}
+               |      |                       |                 |                         |
+investigation  | -    | {E}#INV#<id>          | INV             | investigations: add;    | get
+               |      |                       |                 | move, mark_accepted     |
+               | gsi1 | {E}#EXC#<exc>#INVS    | <id>            | add                     | of_exception, newest first:
+               |      |                       |                 |                         | GET
+               |      |                       |                 |                         | /reconciliation_exceptions/
+               |      |                       |                 |                         | {id}
+               | gsi2 | ACTIVE_INVESTIGATIONS | <env>#<id>      | add; move drops it once | active: the sweeper
+               |      |                       |                 | finished                |
 
-Records sit in gsi5 while open (see `open_record_index`) and in gsi4 (E#<env>#ST#<status> / <id>)
-once matched somewhere (partially or fully reconciled): the unreconciled records of an
-environment are its streams' open partitions, so a new record takes no gsi4 entry. Every index entry is a write unit on each insert, so a record carries no
-key it can do without: the records of an ingestion job are its block of ids (the job names the
-first), and the guards of one external id share a partition (one per stream), so listing by
-job or by external id needs no index of its own.
+- `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
+  reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
+  investigation. A job's records and a run's matches take a block of ids in one ADD.
+- `<key>` of an idempotency key: a bulk request's Idempotency-Key, or `drop:<object key>:<etag>`
+  for a dropped file (one import per object); `expires_at` lets TTL remove it after 48 hours.
+- A record's attributes whose names vary are kept twice, once under a fixed name an index can
+  project: `match_<recon>` and the number set `matched_in` (the claims, see `match_attribute`),
+  `exception_<recon>` and the string set `exception_holds` (the holds, see `exception_attribute`).
+- A reconciliation's "refresh marks" are `exceptions_refreshed_at` (projected into gsi2; removed
+  when matching changes outside a run, so the sweeper finds it due) and
+  `exceptions_refresh_requests`; "the run slot" is `current_run_id` / `last_run_id`, "pending work"
+  `pending_jobs` and `whole_pool_requests`.
+
+The indexes (names GSI1..GSI5 below; infra/template.yaml defines them, bench/RESULTS.md weighs them):
+
+index       | what it holds (pk / sk)                  | sparse                  | projection
+------------|------------------------------------------|-------------------------|-------------------------------------
+gsi1 (GSI1) | the API's lists, and a stream's records: | no: every item of a     | ALL: most of its readers want whole
+            | KEYS; {E}#DS; {E}#PD;                    | listed kind (but bulk   | items, and a run's first read of a
+            | {E}#DS#<stream>#REC;                     | requests, which link    | stream reads them all
+            | {E}#DS#<stream>#JOBS; {E}#RECON;         | instead; a              |
+            | {E}#RECON#<recon>#RUNS, #MATCHES,        | reconciliation leaves   |
+            | #RULES; {E}#EXCS; {E}#EXC#<exc>#INVS     | it while deleting)      |
+gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight     | INCLUDE environment, id,
+            | environment, one partition each:         | only; every             | exceptions_refreshed_at
+            | ACTIVE_JOBS (runs and manual matches     | reconciliation but      | (SWEEP_INDEX_ATTRIBUTES in
+            | read it too), ACTIVE_RUNS,               | those being deleted     | reconciliations.py): the sweep of
+            | ACTIVE_INVESTIGATIONS, PENDING_MATCHES / |                         | every reconciliation reads the index
+            | <env>#<id>; RECOUNTS / <env>#<stream>;   |                         | alone; the other lists are short,
+            | RECONCILIATIONS / <env>#<id>             |                         | their items read by BatchGetItem
+gsi3 (GSI3) | nothing: unused; kept in the template    | -                       | KEYS_ONLY, empty
+            | (records by external id are listed from  |                         |
+            | their guards)                            |                         |
+gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
+            | {E}#ST#<status> / <id>,                  | first match on          | records by BatchGetItem
+            | partially_reconciled or reconciled       |                         |
+gsi5 (GSI5) | a stream's open records:                 | yes: until reconciled   | INCLUDE the 14 attributes its
+            | {E}#DS#<stream>#OPEN / <id>              | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
+            |                                          | reconciliation of its   | in records.py; a test holds the
+            |                                          | stream)                 | template to it)
+
+Every index entry is a write unit on each insert, so a record carries no key it can do without:
+a new record sits in gsi1 and gsi5 only (the unreconciled records of an environment are its
+streams' open partitions, so it takes no gsi4 entry), the records of an ingestion job are its
+block of ids (the job names the first), and the guards of one external id share a partition
+(one per stream), so listing by job or by external id needs no index of its own.
 
 The environment is the first part of every key of environment data, so isolation is
 structural: no query can reach another environment's partition. API keys are the one
 exception: they are looked up by their hash before the environment is known, and each
-names its environment. Ids are zero-padded so that string order is numeric order.
+names its environment. The sweeper's lists (gsi2) span environments: each entry's sort key
+starts with its environment.
 """
 from __future__ import annotations
 
@@ -278,15 +508,6 @@ def match_attribute(reconciliation_id: int) -> str:
 
 # Reconciliations and their rules --------------------------------------------------------
 #
-# | item                | pk                        | sk                | gsi1pk / gsi1sk                          |
-# |---------------------|---------------------------|-------------------|------------------------------------------|
-# | reconciliation      | E#<env>#RECON#<id>        | RECON             | E#<env>#RECON / <id> (newest first; off  |
-# |                     |                           |                   | the index while it is being deleted)     |
-# | stream usage        | E#<env>#DS#<stream key>   | USEDBY#RECON#<id> |                                          |
-# | rule                | E#<env>#RULE#<id>         | RULE              | E#<env>#RECON#<recon>#RULES /            |
-# |                     |                           |                   | <priority>#<id> (by priority)            |
-# | rule priority guard | E#<env>#RECON#<recon id>  | PRIO#<priority>   |                                          |
-#
 # A usage item sits in its stream's partition, so a stream's delete finds its users in one query;
 # a priority guard sits in its reconciliation's partition, so the reconciliation's delete finds them too.
 
@@ -361,7 +582,8 @@ def exception_record(environment: str, exception_id: int, record_id: int) -> dic
 
 
 def exception_comment(environment: str, exception_id: int, comment_id: int) -> dict[str, str]:
-    return {"pk": reconciliation_exception(environment, exception_id)["pk"], "sk": f"{COMMENT_PREFIX}{_id(comment_id)}"}
+    return {"pk": reconciliation_exception(environment, exception_id)["pk"],
+            "sk": f"{COMMENT_PREFIX}{_id(comment_id)}"}
 
 
 def exception_attribute(reconciliation_id: int) -> str:
