@@ -1,7 +1,7 @@
 """Ingestion jobs (bulk requests and file imports): their statuses, the moves allowed between
 them, per-item results, and the arithmetic of their progress.
 
-Status table: a job moves only along ALLOWED_MOVES; the repository turns each move into a
+Status table: a job moves only along JOB_STATUSES; the repository turns each move into a
 conditional write whose allowed "from" states come from this table, so the rule lives here.
 
     pending -> processing -> replicating -> completed
@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from chalicelib.domain.status_machine import StatusMachine
+
 
 class JobStatus(str, Enum):
     PENDING = "pending"
@@ -26,18 +28,13 @@ class JobStatus(str, Enum):
     CANCELLED = "cancelled"
 
 
-ALLOWED_MOVES: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.PENDING: frozenset({JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED}),
-    JobStatus.PROCESSING: frozenset({JobStatus.REPLICATING, JobStatus.COMPLETED, JobStatus.FAILED,
-                                     JobStatus.CANCELLED}),
-    JobStatus.REPLICATING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED}),
-    JobStatus.COMPLETED: frozenset(),
-    JobStatus.FAILED: frozenset(),
-    JobStatus.CANCELLED: frozenset(),
-}
+JOB_STATUSES = StatusMachine({  # completed, failed and cancelled are finished
+    JobStatus.PENDING: {JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED},
+    JobStatus.PROCESSING: {JobStatus.REPLICATING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED},
+    JobStatus.REPLICATING: {JobStatus.COMPLETED, JobStatus.FAILED},
+})
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
-FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 STUCK_AFTER = timedelta(minutes=5)
 # Rows per chunk (item i is in chunk i // rows): a chunk's results, with its problem rows once more,
 # stay well inside one DynamoDB item.
@@ -49,11 +46,6 @@ def bulk_request_status(status: JobStatus) -> JobStatus:
     """A bulk request's own view knows pending, processing, completed, failed and cancelled:
     `replicating` (records written, being published) is a file-import status and reads as processing."""
     return JobStatus.PROCESSING if status is JobStatus.REPLICATING else status
-
-
-def sources_of(target: JobStatus) -> tuple[JobStatus, ...]:
-    """The statuses a job may be in to move to `target`."""
-    return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
 
 
 class JobSource(str, Enum):
@@ -147,12 +139,12 @@ class IngestionJob:
     @property
     def progress(self) -> int:
         if self.total_items == 0:
-            return 100 if self.status in FINISHED else 0
+            return 100 if self.finished else 0
         return min(100, self.processed_items * 100 // self.total_items)
 
     @property
     def finished(self) -> bool:
-        return self.status in FINISHED
+        return self.status in JOB_STATUSES.finished
 
     @property
     def is_file(self) -> bool:

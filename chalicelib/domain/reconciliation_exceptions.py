@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, Iterable
 
 from chalicelib.domain.errors import TransitionRefused, ValidationFailed
+from chalicelib.domain.status_machine import StatusMachine
 
 
 class ExceptionStatus(StrEnum):
@@ -23,14 +24,12 @@ class ExceptionStatus(StrEnum):
     RESOLVED = "resolved"
 
 
-ALLOWED_MOVES: dict[ExceptionStatus, frozenset[ExceptionStatus]] = {
-    ExceptionStatus.OPEN: frozenset({ExceptionStatus.INVESTIGATING, ExceptionStatus.DISMISSED,
-                                     ExceptionStatus.RESOLVED}),
-    ExceptionStatus.INVESTIGATING: frozenset({ExceptionStatus.OPEN, ExceptionStatus.DISMISSED,
-                                              ExceptionStatus.RESOLVED}),
-    ExceptionStatus.DISMISSED: frozenset({ExceptionStatus.OPEN}),
-    ExceptionStatus.RESOLVED: frozenset({ExceptionStatus.OPEN}),
-}
+EXCEPTION_STATUSES = StatusMachine({  # none is finished: a closed exception may be reopened
+    ExceptionStatus.OPEN: {ExceptionStatus.INVESTIGATING, ExceptionStatus.DISMISSED, ExceptionStatus.RESOLVED},
+    ExceptionStatus.INVESTIGATING: {ExceptionStatus.OPEN, ExceptionStatus.DISMISSED, ExceptionStatus.RESOLVED},
+    ExceptionStatus.DISMISSED: {ExceptionStatus.OPEN},
+    ExceptionStatus.RESOLVED: {ExceptionStatus.OPEN},
+})
 ACTIVE = frozenset({ExceptionStatus.OPEN, ExceptionStatus.INVESTIGATING})  # records still join these
 CLOSED = frozenset({ExceptionStatus.DISMISSED, ExceptionStatus.RESOLVED})
 
@@ -80,7 +79,7 @@ class ReconciliationException:
         """The exception after a status change; a move the table does not allow is a 409."""
         if target is self.status:
             return self
-        if target not in ALLOWED_MOVES[self.status]:
+        if not EXCEPTION_STATUSES.can_move(self.status, target):
             raise TransitionRefused(f"an exception that is {self.status.value} cannot become {target.value}")
         if target in CLOSED:
             return replace(self, status=target, closed_at=now, updated_at=now)

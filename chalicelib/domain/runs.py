@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from chalicelib.domain.status_machine import StatusMachine
+
 
 class RunStatus(StrEnum):
     PENDING = "pending"
@@ -36,13 +38,10 @@ class RunTrigger(StrEnum):
     RECONCILIATION_CHANGED = "reconciliation_changed"
 
 
-ALLOWED_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.FAILED}),
-    RunStatus.RUNNING: frozenset({RunStatus.COMPLETED, RunStatus.FAILED}),
-    RunStatus.COMPLETED: frozenset(),
-    RunStatus.FAILED: frozenset(),
-}
-FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+RUN_STATUSES = StatusMachine({  # completed and failed are finished
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.FAILED},
+    RunStatus.RUNNING: {RunStatus.COMPLETED, RunStatus.FAILED},
+})
 
 # Longer than the state machine may keep one phase going: 4 attempts of a 15-minute Lambda
 # call plus their backoff. Any sooner, and a restart could overlap an execution still alive.
@@ -52,10 +51,6 @@ MAX_RESTARTS = 3
 # Share of `progress` each phase ends at.
 LOADED_AT = 10
 MATCHED_AT = 40
-
-
-def sources_of(target: RunStatus) -> tuple[RunStatus, ...]:
-    return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
 
 
 @dataclass(frozen=True)
@@ -96,7 +91,7 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        return self.status in FINISHED
+        return self.status in RUN_STATUSES.finished
 
     @property
     def progress(self) -> float:

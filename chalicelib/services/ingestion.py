@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound, TransitionRefused, shown
+from chalicelib.domain.errors import NotFound, shown
 from chalicelib.domain.ingestion import (
     BULK_CHUNK_ROWS,
     ENDED_EARLY,
@@ -43,6 +43,7 @@ from chalicelib.domain.records import (
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 from chalicelib.services.ingestion_results import results_page
+from chalicelib.services.status_moves import move_or_reload
 
 GUARD_THREADS = 8
 
@@ -160,10 +161,10 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     settle what was written. Records written before a cancel or a failure are kept."""
     now = utc_now()
     if target is not JobStatus.COMPLETED:
-        job = move_or_reload(ports, job, target, completed_at=now, last_progress_at=now, **fields)
+        job = move_or_reload(ports.jobs, job, target, completed_at=now, last_progress_at=now, **fields)
         return settle(ports, job)
     if job.status is JobStatus.PROCESSING:
-        job = move_or_reload(ports, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
+        job = move_or_reload(ports.jobs, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
     if job.status is not JobStatus.REPLICATING:
         return job
     job = ports.jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
@@ -171,7 +172,7 @@ def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fiel
     _recount_streams(ports, job)
     _announce(ports, job)
     target, outcome = _outcome(ports, job, fields.pop("error_details", None))
-    return move_or_reload(ports, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
+    return move_or_reload(ports.jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
 
 
@@ -325,11 +326,4 @@ def _stream_ids(ports: IngestionPorts, job: IngestionJob) -> list[int]:
 def start(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
     """pending -> processing, with its first heartbeat; whoever comes second gets the job as it is."""
     now = utc_now()
-    return move_or_reload(ports, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)
-
-
-def move_or_reload(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-    try:
-        return ports.jobs.move(job, target, **fields)
-    except TransitionRefused:
-        return ports.jobs.get(job.environment, job.id)  # another delivery moved it first
+    return move_or_reload(ports.jobs, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)

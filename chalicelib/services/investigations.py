@@ -15,6 +15,7 @@ from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
+from chalicelib.services.status_moves import move_or_reload
 
 REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys read as a reference
 ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
@@ -57,7 +58,7 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
     if investigation.finished:
         return investigation
     if investigation.status is InvestigationStatus.PENDING:
-        investigation = _move(ports, investigation, InvestigationStatus.RUNNING)
+        investigation = move_or_reload(ports.investigations, investigation, InvestigationStatus.RUNNING)
     exception = ports.exceptions.exceptions.get(environment, investigation.exception_id)
     reconciliation = ports.exceptions.reconciliations.get(environment, exception.reconciliation_id)
     record_filter = RecordFilter(**investigation.filter_params)
@@ -77,12 +78,12 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
             environment, outcome.target_record_ids + outcome.suggested_record_ids)}
         difference = _difference(matches, [items[i] for i in outcome.target_record_ids],
                                  [items[i] for i in outcome.suggested_record_ids])
-    return _move(ports, investigation, InvestigationStatus.COMPLETED, completed_at=utc_now(),
-                 candidate_records_searched=outcome.candidate_records_searched,
-                 suggested_record_ids=list(outcome.suggested_record_ids),
-                 target_record_ids=outcome.target_record_ids, suggested_difference=difference,
-                 confidence_score=float(outcome.confidence_score),
-                 recommendation_text=outcome.recommendation_text)
+    return move_or_reload(ports.investigations, investigation, InvestigationStatus.COMPLETED,
+                          completed_at=utc_now(), candidate_records_searched=outcome.candidate_records_searched,
+                          suggested_record_ids=list(outcome.suggested_record_ids),
+                          target_record_ids=outcome.target_record_ids, suggested_difference=difference,
+                          confidence_score=float(outcome.confidence_score),
+                          recommendation_text=outcome.recommendation_text)
 
 
 def _difference(matches, targets: list[dict[str, Any]], suggested: list[dict[str, Any]]) -> int:
@@ -94,8 +95,8 @@ def _difference(matches, targets: list[dict[str, Any]], suggested: list[dict[str
 def fail(ports: InvestigationPorts, environment: str, investigation_id: int, error: Exception) -> None:
     investigation = ports.investigations.get(environment, investigation_id)
     if not investigation.finished:
-        _move(ports, investigation, InvestigationStatus.FAILED, completed_at=utc_now(),
-              error_message=shown(f"{type(error).__name__}: {error}", 500))
+        move_or_reload(ports.investigations, investigation, InvestigationStatus.FAILED, completed_at=utc_now(),
+                       error_message=shown(f"{type(error).__name__}: {error}", 500))
 
 
 def accept(ports: InvestigationPorts, environment: str, exception_id: int, investigation_id: int) -> Match:
@@ -188,14 +189,6 @@ def sweep(ports: InvestigationPorts, now: datetime | None = None) -> int:
                  TimeoutError("no worker finished it; start a new investigation"))
             failed += 1
     return failed
-
-
-def _move(ports: InvestigationPorts, investigation: Investigation, target: InvestigationStatus,
-          **fields: Any) -> Investigation:
-    try:
-        return ports.investigations.move(investigation, target, **fields)
-    except TransitionRefused:
-        return ports.investigations.get(investigation.environment, investigation.id)
 
 
 def _frame(items: list[dict[str, Any]]):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
@@ -33,6 +33,7 @@ from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunS
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
+from chalicelib.services.status_moves import move_or_reload
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
@@ -213,7 +214,7 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     if run.finished:
         return "done"
     if run.status is RunStatus.PENDING:
-        run = _move(ports, run, RunStatus.RUNNING, started_at=utc_now())
+        run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
     if run.chunks is not None:
         return "persist"
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
@@ -304,7 +305,7 @@ def refresh_exceptions(ports: RunPorts, environment: str, run_id: int) -> str:
 def finish(ports: RunPorts, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.status is RunStatus.RUNNING:
-        run = _move(ports, run, RunStatus.COMPLETED, completed_at=utc_now())
+        run = move_or_reload(ports.runs, run, RunStatus.COMPLETED, completed_at=utc_now())
     if run.finished:
         ports.runs.release_slot(environment, run.reconciliation_id, run.id)
         start_pending(ports, environment, run.reconciliation_id)
@@ -320,7 +321,8 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
     if not run.finished:
         if run.chunks is not None and run.next_chunk() is not None:
             _undo_uncommitted(ports, run, run.next_chunk())
-        run = _move(ports, run, RunStatus.FAILED, completed_at=utc_now(), error_message=describe_error(error))
+        run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
+                             error_message=describe_error(error))
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
     start_pending(ports, environment, run.reconciliation_id)
     if run.new_record_jobs:
@@ -549,13 +551,6 @@ def _plan(outcome, side_a, side_b, chunk_records: int):
 
 
 # Helpers ------------------------------------------------------------------------------------------
-
-def _move(ports: RunPorts, run: Run, target: RunStatus, **fields: Any) -> Run:
-    try:
-        return ports.runs.move(run, target, **fields)
-    except TransitionRefused:
-        return ports.runs.get(run.environment, run.id)
-
 
 def describe_error(error: Any) -> str:
     """Step Functions hands over {"Error", "Cause"}; the cause of a Lambda error is JSON."""

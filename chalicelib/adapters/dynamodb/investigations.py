@@ -4,13 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigations.jobs import FINISHED, Investigation, InvestigationStatus, sources_of
+from chalicelib.domain.investigations.jobs import INVESTIGATION_STATUSES, Investigation, InvestigationStatus
 
 
-class InvestigationRepository:
+class InvestigationRepository(StatusMoves[Investigation, InvestigationStatus]):
+    statuses, noun, key = INVESTIGATION_STATUSES, "investigation", staticmethod(keys.investigation)
+
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
@@ -32,16 +34,6 @@ class InvestigationRepository:
         """Pending and running investigations of every environment (for the sweeper)."""
         items = self._table.index_items("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index=keys.GSI2)
         return [self._from_item(i) for i in items]
-
-    def move(self, investigation: Investigation, target: InvestigationStatus, **fields: Any) -> Investigation:
-        """A conditional move along the status table; `fields` are set with it."""
-        try:
-            item = self._table.move_status(keys.investigation(investigation.environment, investigation.id),
-                                           target.value, sources_of(target), fields,
-                                           leave_index=keys.GSI2 if target in FINISHED else None)  # active ones
-        except ConditionFailed:
-            raise TransitionRefused(f"investigation {investigation.id} cannot move to {target.value}") from None
-        return self._from_item(item)
 
     def mark_accepted(self, investigation: Investigation, match_id: int) -> None:
         """Once: a second accept finds the mark (and is told which match it made)."""

@@ -1,7 +1,7 @@
 """Ingestion jobs in DynamoDB: the job item, its per-chunk results, and idempotency keys.
 
 Every status change is a conditional update whose allowed "from" statuses come from
-`domain.ingestion.ALLOWED_MOVES`; every counter change is claimed per chunk, so a chunk that
+`domain.ingestion.JOB_STATUSES`; every counter change is claimed per chunk, so a chunk that
 is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (
     ConditionFailed,
     DynamoTable,
+    StatusMoves,
     decode_cursor,
     deserialize,
     encode_cursor,
@@ -23,15 +24,14 @@ from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
     ENDED_EARLY,
+    JOB_STATUSES,
     ChunkOutcome,
     IngestionJob,
     ItemResult,
     ItemStatus,
     JobSource,
     JobStatus,
-    FINISHED,
     OnConflict,
-    sources_of,
 )
 
 # DynamoDB keeps idempotency keys at least this long (TTL deletes them some time after).
@@ -52,7 +52,9 @@ def _results_listing(job: IngestionJob, listing: str) -> str:
     return f"{keys.ingestion_job(job.environment, job.id)['pk']}#{keys.RESULTS_PREFIX}{listing}"
 
 
-class IngestionJobRepository:
+class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
+    statuses, noun, key = JOB_STATUSES, "ingestion job", staticmethod(keys.ingestion_job)
+
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
@@ -127,18 +129,7 @@ class IngestionJobRepository:
                                               projection=("sk", attribute)):
             yield int(item["sk"].removeprefix(keys.RESULTS_PREFIX)), [_result_of(r) for r in item.get(attribute) or ()]
 
-    # Moving --------------------------------------------------------------------------------
-
-    def move(self, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-        """Move the job to `target` if its stored status allows it; set `fields` with the move.
-        Raises TransitionRefused when the stored status does not allow it."""
-        try:
-            item = self._table.move_status(keys.ingestion_job(job.environment, job.id), target.value,
-                                           sources_of(target), fields,
-                                           leave_index=keys.GSI2 if target in FINISHED else None)  # active jobs
-        except ConditionFailed:
-            raise TransitionRefused(f"ingestion job {job.id} cannot move to {target.value}") from None
-        return self._from_item(item)
+    # Moving (`move` is StatusMoves') ---------------------------------------------------------
 
     def reserve_record_ids(self, job: IngestionJob, first_id: int) -> IngestionJob:
         """Fix the job's block of record ids once; a retry keeps the first block it got."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
-from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.runs import FINISHED, Run, RunKind, RunStatus, RunTrigger, sources_of
+from chalicelib.domain.errors import NotFound
+from chalicelib.domain.runs import RUN_STATUSES, Run, RunKind, RunStatus, RunTrigger
 
 
+class RunRepository(StatusMoves[Run, RunStatus]):
+    statuses, noun, key = RUN_STATUSES, "run", staticmethod(keys.run)
 
-class RunRepository:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
@@ -34,14 +35,9 @@ class RunRepository:
                                       index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
-    def move(self, run: Run, target: RunStatus, **fields: Any) -> Run:
-        try:
-            item = self._table.move_status(keys.run(run.environment, run.id), target.value, sources_of(target),
-                                           {**fields, "last_progress_at": utc_now()},
-                                           leave_index=keys.GSI2 if target in FINISHED else None)  # active runs
-        except ConditionFailed:
-            raise TransitionRefused(f"run {run.id} cannot move to {target.value}") from None
-        return self._from_item(item)
+    def move(self, run: Run, /, target: RunStatus, **fields: object) -> Run:
+        """StatusMoves' move, which beats the run's heartbeat with it."""
+        return super().move(run, target, **{**fields, "last_progress_at": utc_now()})
 
     def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunks: int, total_records: int,
                   rule_summary: dict[str, Any]) -> Run:

@@ -15,13 +15,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator
+from enum import Enum
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.errors import BadRequest, TransitionRefused
+from chalicelib.domain.status_machine import Identified, StatusMachine
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -373,9 +376,9 @@ class DynamoTable:
 
     def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
                     leave_index: str | None = None) -> dict[str, Any]:
-        """The one conditional status change of the status tables: set `status` to `target` and
-        `fields` with it, only from one of `sources`; `leave_index` ("gsi2") drops the item from a
-        sparse index in the same write. Raises ConditionFailed when the stored status forbids it."""
+        """The one conditional status change of the status tables (see StatusMoves): set `status` to
+        `target` and `fields` with it, only from one of `sources`; `leave_index` ("gsi2") drops the item
+        from a sparse index in the same write. Raises ConditionFailed when the stored status forbids it."""
         allowed, source_values = status_in(sources)
         sets = {name: _storable(value) for name, value in fields.items()}
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
@@ -409,6 +412,36 @@ def status_in(statuses: Iterable[Any], attribute: str = "#status") -> tuple[str,
     """'#status IN (:in0, :in1)' and its values, for the allowed "from" states of a conditional write."""
     values = {f":in{i}": getattr(s, "value", s) for i, s in enumerate(statuses)}
     return f"{attribute} IN ({', '.join(values)})", values
+
+
+E = TypeVar("E", bound=Identified)
+S = TypeVar("S", bound=Enum)
+
+
+class StatusMoves(Generic[E, S]):
+    """`move` for a repository whose entities follow a status table: a conditional write from the
+    statuses `statuses` allows into the target, which leaves the sparse index of active items
+    (gsi2) when the target is finished. A repository names its table, the `noun` its refusals
+    speak of, the `key` of an (environment, id) and how an item reads back (`_from_item`)."""
+    _table: DynamoTable
+    statuses: StatusMachine[S]
+    noun: str
+    key: Callable[[str, int], dict[str, str]]  # a staticmethod: keys.run, keys.investigation, ...
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> E:
+        raise NotImplementedError
+
+    def move(self, entity: E, /, target: S, **fields: object) -> E:
+        """Move `entity` to `target` if its stored status allows it, setting `fields` with the move.
+        Raises TransitionRefused when the stored status does not allow it."""
+        try:
+            item = self._table.move_status(self.key(entity.environment, entity.id), target.value,
+                                           self.statuses.sources_of(target), fields,
+                                           leave_index=keys.GSI2 if target in self.statuses.finished else None)
+        except ConditionFailed:
+            raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
+        return self._from_item(item)
 
 
 def _project(kwargs: dict[str, Any], projection: str | tuple[str, ...] | None) -> None:

@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from chalicelib.domain.status_machine import StatusMachine
+
 
 class InvestigationStatus(StrEnum):
     PENDING = "pending"
@@ -20,18 +22,10 @@ class InvestigationStatus(StrEnum):
     FAILED = "failed"
 
 
-ALLOWED_MOVES: dict[InvestigationStatus, frozenset[InvestigationStatus]] = {
-    InvestigationStatus.PENDING: frozenset({InvestigationStatus.RUNNING, InvestigationStatus.FAILED}),
-    InvestigationStatus.RUNNING: frozenset({InvestigationStatus.COMPLETED, InvestigationStatus.FAILED}),
-    InvestigationStatus.COMPLETED: frozenset(),
-    InvestigationStatus.FAILED: frozenset(),
-}
-
-FINISHED = frozenset({InvestigationStatus.COMPLETED, InvestigationStatus.FAILED})
-
-
-def sources_of(target: InvestigationStatus) -> tuple[InvestigationStatus, ...]:
-    return tuple(s for s, targets in ALLOWED_MOVES.items() if target in targets)
+INVESTIGATION_STATUSES = StatusMachine({  # completed and failed are finished
+    InvestigationStatus.PENDING: {InvestigationStatus.RUNNING, InvestigationStatus.FAILED},
+    InvestigationStatus.RUNNING: {InvestigationStatus.COMPLETED, InvestigationStatus.FAILED},
+})
 
 
 @dataclass(frozen=True)
@@ -57,4 +51,4 @@ class Investigation:
 
     @property
     def finished(self) -> bool:
-        return self.status in FINISHED
+        return self.status in INVESTIGATION_STATUSES.finished
