@@ -1,7 +1,7 @@
 """Investigation engine: (1) speed, one investigation of 20 target records against 100,000 open
 candidates (target: at most 2 s), beside a baseline in the same run (a pandas merge on exact
 currency and amount, which is all a naive lookup would do); (2) quality on the labelled test set
-(chalicelib/domain/investigations/labelled.py, TEST_SEED): top-1 precision and recall, precision at
+(tests/support/labelled.py, TEST_SEED): top-1 precision and recall, precision at
 confidence >= 0.9 and its coverage, the reliability table. Prints markdown tables.
 
     .venv/bin/python bench/investigations.py [--candidates 100000] [--targets 20] [--repeat 5] [--cases 600]
@@ -25,7 +25,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.domain.investigations import RECORD_SCHEMA, investigate  # noqa: E402
-from chalicelib.domain.investigations.labelled import TEST_SEED, cases, evaluate  # noqa: E402
+from tests.support.labelled import TEST_SEED, cases, evaluate  # noqa: E402
 
 PAYERS = np.array(["ACME", "GLOBEX", "INITECH", "UMBRELLA", "STARK", "WAYNE", "HOOLI", "VANDELAY", "SOYLENT", "TYRELL"])
 WORDS = np.array(["PAYMENT", "ACH CREDIT", "WIRE IN", "PAYOUT", "TRANSFER", "DEPOSIT"])

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv  # noqa: E402
 from chalicelib.domain.parsers.nacha import parse_nacha, split_records  # noqa: E402
-from chalicelib.domain.parsers.nacha_writer import Batch, Entry, addenda_05, write_file  # noqa: E402
+from tests.support.nacha_writer import Batch, Entry, addenda_05, write_file  # noqa: E402
 
 
 def nacha_file(entries: int) -> bytes:

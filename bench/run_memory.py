@@ -317,10 +317,11 @@ def load_phase(ports, reconciliation, rule, old: bool):
 def match_phase(ports, side_a, side_b, rule, old: bool):
     """The match task's work: the engine, then the plan cut in chunks and kept as files."""
     from chalicelib.domain.matching import match_records
-    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, PLAN_ROW_GROUP, _engine_frames, _plan
+    from chalicelib.domain.matching.frames import engine_frames, plan_chunks
+    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, PLAN_ROW_GROUP
 
-    outcome = match_records(*_engine_frames(side_a, side_b, None), [rule])
-    matches, members, chunks = (old_plan if old else _plan)(outcome, side_a, side_b, CHUNK_RECORDS)
+    outcome = match_records(*engine_frames(side_a, side_b), [rule])
+    matches, members, chunks = (old_plan if old else plan_chunks)(outcome, side_a, side_b, CHUNK_RECORDS)
     group = None if old else PLAN_ROW_GROUP
     ports.files.write_frame(ENVIRONMENT, 1, "matches-0", matches, group)
     ports.files.write_frame(ENVIRONMENT, 1, "members-0", members, group)
@@ -336,7 +337,7 @@ def chunk_read(ports, chunk: int, old: bool):
         if old:
             frame = ports.files.read_frame(ENVIRONMENT, 1, name).filter(pl.col("chunk") == chunk)
         else:
-            frame = ports.files.read_frame(ENVIRONMENT, 1, name, pl.col("chunk") == chunk)
+            frame = ports.files.read_frame(ENVIRONMENT, 1, name, chunk=chunk)
         rows += len(list(frame.iter_rows(named=True)))
     return rows
 

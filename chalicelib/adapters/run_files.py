@@ -24,14 +24,16 @@ class RunFiles:
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"),
                             Body=buffer.getvalue())
 
-    def read_frame(self, environment: str, run_id: int, name: str, where=None):
-        """The whole frame, or only its rows where the polars expression `where` holds: then only
-        the row groups whose statistics allow a match are decoded."""
+    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None):
+        """The whole frame, or only its rows of one `chunk` (a plan's column `chunk`): then only
+        the row groups whose statistics allow that chunk are decoded."""
         import polars as pl
 
         body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"))
         data = io.BytesIO(body["Body"].read())
-        return pl.read_parquet(data) if where is None else pl.scan_parquet(data).filter(where).collect()
+        if chunk is None:
+            return pl.read_parquet(data)
+        return pl.scan_parquet(data).filter(pl.col("chunk") == chunk).collect()
 
     def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"),

@@ -2,9 +2,8 @@
 its suggestion as a confirmed match."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
@@ -17,7 +16,6 @@ from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.status_moves import move_or_reload
 
-REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys read as a reference
 ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
 
 
@@ -53,6 +51,7 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
     """Search the other side's open records for the exception's records (idempotent: a finished
     investigation is left as it is; a redelivery of a running one runs it again)."""
     from chalicelib.domain.investigations import investigate
+    from chalicelib.domain.matching.frames import investigation_frame
 
     investigation = ports.investigations.get(environment, investigation_id)
     if investigation.finished:
@@ -71,7 +70,8 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
                   else reconciliation.side_a_stream_keys)
     candidates = [i for key in other_side for i in matches.open_items(
         environment, key, reconciliation.id, matches.is_adopted(environment, reconciliation.id, key))]
-    outcome = investigate(_frame(targets), _frame(candidates), decimal_places=exception.decimal_places)
+    outcome = investigate(investigation_frame(targets), investigation_frame(candidates),
+                          decimal_places=exception.decimal_places)
     difference = None
     if outcome.proposal:
         items = {i["id"]: i for i in matches.record_items(
@@ -189,18 +189,3 @@ def sweep(ports: InvestigationPorts, now: datetime | None = None) -> int:
                  TimeoutError("no worker finished it; start a new investigation"))
             failed += 1
     return failed
-
-
-def _frame(items: list[dict[str, Any]]):
-    """Record items as the investigation engine reads them (see domain/investigations)."""
-    import polars as pl
-
-    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
-    return pl.DataFrame({
-        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
-        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
-        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
-        "external_id": [i.get("external_id") for i in items],
-        "reference": [next((str(m[k]) for k in REFERENCE_KEYS if m.get(k) is not None), None) for m in metadata],
-    }, schema={"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
-               "description": pl.Utf8, "external_id": pl.Utf8, "reference": pl.Utf8})

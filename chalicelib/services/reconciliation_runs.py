@@ -27,7 +27,6 @@ from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
-from chalicelib.domain.records import RecordStatus
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
@@ -39,13 +38,11 @@ CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a 
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
-POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
 # A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
 # all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
 # on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
 DRY_RUN_RECORDS = 200_000
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
-ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 
 
 class RunWithoutSlot(Exception):
@@ -234,6 +231,7 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
 
 def match(ports: RunPorts, environment: str, run_id: int) -> str:
     from chalicelib.domain.matching import match_records
+    from chalicelib.domain.matching.frames import engine_frames, plan_chunks
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
@@ -245,11 +243,11 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     rules = [Rule(environment=environment, id=r["id"], reconciliation_id=run.reconciliation_id,
                   definition=validate_rule(r["definition"]), created_at=None)
              for r in ports.files.read_json(environment, run.id, "rules")]
-    engine_a, engine_b = _engine_frames(side_a, side_b, run)
+    engine_a, engine_b = engine_frames(side_a, side_b, only_new=run.only_new)
     outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    matches, members, chunks = _plan(outcome, side_a, side_b, ports.chunk_records)
+    matches, members, chunks = plan_chunks(outcome, side_a, side_b, ports.chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
     ports.files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
@@ -260,7 +258,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
 
 
 def persist(ports: RunPorts, environment: str, run_id: int) -> str:
-    import polars as pl
+    from chalicelib.domain.matching.frames import as_rows, members_by_match, stream_keys
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
@@ -268,12 +266,10 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     chunk = run.next_chunk()
     if chunk is None:
         return "finish"
-    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}", pl.col("chunk") == chunk)
-    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}", pl.col("chunk") == chunk)
-    uses = used_by(ports.reconciliations, environment, members["data_stream_key"].unique().to_list())
-    by_match: dict[int, list[dict[str, Any]]] = {}
-    for row in members.iter_rows(named=True):
-        by_match.setdefault(row["match_no"], []).append(row)
+    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}", chunk=chunk)
+    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    uses = used_by(ports.reconciliations, environment, stream_keys(members))
+    by_match = members_by_match(members)
     now = utc_now()
     batch = [(Match(environment=environment, id=run.first_match_id + row["match_no"],
                     reconciliation_id=run.reconciliation_id, status=MatchStatus(row["status"]),
@@ -281,7 +277,7 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
                     reconciliation_rule_id=row["rule_id"], run_id=run.id,
                     differences=json.loads(row["differences"]) if row["differences"] else {}),
               by_match[row["match_no"]])
-             for row in matches.iter_rows(named=True)]
+             for row in as_rows(matches)]
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     written = write_matches(ports.matches, [(m, rows) for m, rows in batch if m.id not in done_before], uses)
@@ -334,13 +330,11 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
 
 def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
     """Chunks are written in order, so only the one in progress can hold half-written matches."""
-    import polars as pl
+    from chalicelib.domain.matching.frames import members_by_match, stream_keys
 
-    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", pl.col("chunk") == chunk)
-    uses = used_by(ports.reconciliations, run.environment, members["data_stream_key"].unique().to_list())
-    by_match: dict[int, list[dict[str, Any]]] = {}
-    for row in members.iter_rows(named=True):
-        by_match.setdefault(row["match_no"], []).append(row)
+    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    uses = used_by(ports.reconciliations, run.environment, stream_keys(members))
+    by_match = members_by_match(members)
     committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
     for match_no, rows in by_match.items():
         match_id = run.first_match_id + match_no
@@ -355,6 +349,7 @@ def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 
     take their share of the open records first, as in a run. Refused (Conflict) above
     `dry_run_records` open records, which could not be matched within the API's time."""
     from chalicelib.domain.matching import match_records
+    from chalicelib.domain.matching.frames import engine_frames, rule_matches
 
     rule = ports.rules.get(environment, rule_id)
     reconciliation = ports.reconciliations.get(environment, rule.reconciliation_id)
@@ -365,22 +360,9 @@ def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 
                                      limit=ports.dry_run_records)
     except TooManyOpenRecords:
         raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
-    outcome = match_records(*_engine_frames(side_a, side_b, None), before + [rule])
-    import polars as pl
-
-    mine = outcome.matches.filter(pl.col("rule_id") == rule.id).sort("match_no")
-    members = outcome.members.join(mine.select("match_no"), on="match_no", how="semi")
-    sides = members.group_by("match_no", "side").agg(pl.col("record_id").sort()).sort("match_no")
-    ids = {(row["match_no"], row["side"]): row["record_id"] for row in sides.iter_rows(named=True)}
-    sample = [{"status": row["status"], "group_key": row["group_key"],
-               "side_a_record_ids": ids.get((row["match_no"], "a"), []),
-               "side_b_record_ids": ids.get((row["match_no"], "b"), []),
-               "differences": json.loads(row["differences"]) if row["differences"] else {}}
-              for row in mine.head(sample_size).iter_rows(named=True)]
+    outcome = match_records(*engine_frames(side_a, side_b), before + [rule])
     return {"reconciliation_rule_id": rule.id, "open_records": {"side_a": side_a.height, "side_b": side_b.height},
-            "taken_by_earlier_rules": outcome.members.height - members.height,
-            "matches": mine.height, "proposed": mine.filter(pl.col("status") == MatchStatus.PROPOSED.value).height,
-            "matched_records": members.height, "sample": sample}
+            **rule_matches(outcome, rule.id, sample_size)}
 
 
 def _too_many_for_a_dry_run(ports: RunPorts, environment: str, reconciliation) -> str:
@@ -401,7 +383,7 @@ def _too_many_for_a_dry_run(ports: RunPorts, environment: str, reconciliation) -
             f"POST /v1/reconciliations/{reconciliation.id}/runs")
 
 
-# Frames -----------------------------------------------------------------------------------------
+# Open records (the frame code is in domain/matching/frames.py) -----------------------------------
 
 def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> list[Rule]:
     return sorted((r for r in ports.rules.list_of(environment, reconciliation_id) if r.definition.active),
@@ -413,7 +395,10 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
     """The open records of each side, with the metadata keys the rules read. A stream the
     reconciliation has not adopted yet is read whole; with `adopt`, its records reconciled
     before it joined are opened again and the stream is adopted (read from the open index).
-    Read page by page into columns; past `limit` records in all, TooManyOpenRecords."""
+    Read page by page into columns (domain/matching/frames.py); past `limit` records in all,
+    TooManyOpenRecords."""
+    from chalicelib.domain.matching.frames import open_records_frame
+
     metadata_keys = sorted({f for r in rules for c in r.definition.conditions for f in (c.field, c.b_field)
                             if f.startswith("metadata.")}
                            | {f for r in rules for f in r.definition.group_by.side_a + r.definition.group_by.side_b
@@ -436,6 +421,8 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
 
 
 def _at_most(pages: Iterable[dict[str, list]], limit: int | None) -> Iterable[dict[str, list]]:
+    """The pages as they come, until more than `limit` records in all: then TooManyOpenRecords,
+    before the rest is read."""
     read = 0
     for page in pages:
         read += len(page["id"])
@@ -445,109 +432,15 @@ def _at_most(pages: Iterable[dict[str, list]], limit: int | None) -> Iterable[di
 
 
 def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, frame) -> None:
-    import polars as pl
+    from chalicelib.domain.matching.frames import reconciled_records, row_slices
 
-    reconciled = frame.filter((pl.col("data_stream_key") == stream_key)
-                              & (pl.col("status") == RecordStatus.RECONCILED.value))
+    reconciled = reconciled_records(frame, stream_key)
     if reconciled.height:
         users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
         with ThreadPoolExecutor(ADOPT_THREADS) as pool:
-            for part in reconciled.select("id", "data_stream_key", "matched_in").iter_slices(ADOPT_SLICE):
-                list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users),
-                              part.iter_rows(named=True)))
+            for part in row_slices(reconciled, ADOPT_SLICE):
+                list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users), part))
     ports.matches.adopt(environment, reconciliation_id, stream_key)
-
-
-def open_records_frame(pages: Iterable[dict[str, list]], metadata_keys: list[str], new_jobs: set[int] | None,
-                       writing: set[int] = frozenset()):
-    """The engine's input (see domain/matching) from pages of record columns (see
-    adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
-    `matched_in`), for continuous runs `is_new`, and `status` (for adopting a stream).
-    Each page becomes a small frame at once: nothing holds a Python object per record."""
-    import polars as pl
-
-    schema = record_schema(metadata_keys)
-    parts = [_page_frame(page, metadata_keys, new_jobs, writing) for page in pages]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
-
-
-def record_schema(metadata_keys: list[str]) -> dict[str, Any]:
-    import polars as pl
-
-    return {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
-            "decimal_places": pl.Int32, "description": pl.Utf8, "external_id": pl.Utf8, "data_stream_key": pl.Utf8,
-            "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean, **{key: pl.Utf8 for key in metadata_keys},
-            "status": pl.Utf8}
-
-
-def _page_frame(page: dict[str, list], metadata_keys: list[str], new_jobs: set[int] | None, writing: set[int]):
-    import polars as pl
-
-    schema = record_schema(metadata_keys)
-    job = pl.Series(page["file_import_id"], dtype=pl.Int64)
-    metadata = [json.loads(m) if m else {} for m in page["metadata"]] if metadata_keys else []
-    derived = {"date": pl.Series(page["date"], dtype=pl.Utf8).str.to_date("%Y-%m-%d"),
-               "is_new": _is_in(job, new_jobs if new_jobs is not None else ()),
-               **{key: [_text(m.get(key.removeprefix("metadata."))) for m in metadata] for key in metadata_keys}}
-    frame = pl.DataFrame({name: derived[name] if name in derived else page[name] for name in schema}, schema=schema)
-    return frame.filter(~_is_in(job, writing)) if writing else frame
-
-
-def _is_in(column, ids: Iterable[int]):
-    """Null (a record of no job) is in no set."""
-    import polars as pl
-
-    return column.is_in(pl.Series(sorted(ids), dtype=pl.Int64)).fill_null(False)
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _engine_frames(side_a, side_b, run: Run | None):
-    """The engine's columns, amounts of one currency brought to one scale: 1.00 kept with two
-    decimals (100) and 1 kept with none (1) compare as 100 and 100, never as 100 and 1."""
-    import polars as pl
-
-    scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places")])
-              .group_by("currency").agg(pl.col("decimal_places").max().alias("scale")))
-    columns = [c for c in side_a.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
-    if run is not None and run.only_new:
-        columns.append("is_new")
-
-    def scaled(frame):
-        factor = pl.col("scale") - pl.col("decimal_places")
-        return (frame.join(scales, on="currency", how="left")
-                .with_columns(pl.col("amount") * factor.replace_strict(POWERS_OF_TEN, return_dtype=pl.Int64))
-                .select(columns))
-
-    return scaled(side_a), scaled(side_b)
-
-
-def _plan(outcome, side_a, side_b, chunk_records: int):
-    """Matches and members with what persisting needs, cut in chunks of about `chunk_records`
-    records (a match is never split; a bigger one is a chunk of its own), in chunk order so that
-    a persist call reads only its chunk's row groups."""
-    import polars as pl
-
-    sizes = outcome.members.group_by("match_no").len().sort("match_no")
-    chunk_of: list[int] = []  # by match_no, in order
-    chunk, filled = 0, 0
-    for size in sizes["len"]:
-        if filled and filled + size > chunk_records:
-            chunk, filled = chunk + 1, 0
-        chunk_of.append(chunk)
-        filled += size
-    chunks = chunk + 1 if chunk_of else 0
-    chunk_frame = sizes.select("match_no").with_columns(chunk=pl.Series(chunk_of, dtype=pl.Int64))
-    records = pl.concat([side_a.select("id", "data_stream_key", "matched_in"),
-                         side_b.select("id", "data_stream_key", "matched_in")])
-    members = (outcome.members.join(records, left_on="record_id", right_on="id", how="left")
-               .join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True))
-    matches = outcome.matches.join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True)
-    return matches, members, chunks
 
 
 # Helpers ------------------------------------------------------------------------------------------

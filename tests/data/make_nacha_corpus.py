@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from chalicelib.domain.parsers.nacha_writer import (  # noqa: E402
+from tests.support.nacha_writer import (  # noqa: E402
     Batch, Entry, addenda_05, addenda_98, addenda_99, addenda_iat, write_file,
 )
 

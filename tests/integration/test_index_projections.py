@@ -26,8 +26,7 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
         services, ingest, reconciliation):
     from chalicelib.adapters.dynamodb.record_columns import record_columns
     from chalicelib.adapters.dynamodb.table import serialize
-    from chalicelib.services.investigations import _frame
-    from chalicelib.services.reconciliation_runs import open_records_frame
+    from chalicelib.domain.matching.frames import investigation_frame, open_records_frame
 
     ids = ingest(record("bank", 1, 1250, description="Payout 7", metadata={"payout_id": "po_7", "n": 3}),
                  record("bank", 2, 99, direction="debit", currency="JPY"),
@@ -44,7 +43,7 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
     whole_pages = [record_columns([serialize(i) for i in whole], with_metadata=True)]
     assert open_records_frame(pages, metadata_keys, {1}).drop("status").equals(
         open_records_frame(whole_pages, metadata_keys, {1}).drop("status"))  # the index holds no status
-    assert _frame(indexed).equals(_frame(whole))
+    assert investigation_frame(indexed).equals(investigation_frame(whole))
 
 
 def test_a_record_matched_or_being_deleted_leaves_the_open_records_of_that_reconciliation_only(

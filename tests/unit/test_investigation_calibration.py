@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.investigations import investigate
-from chalicelib.domain.investigations.calibration import fit_calibration
-from chalicelib.domain.investigations.labelled import KINDS, TEST_SEED, TRAINING_SEED, cases, evaluate
 from chalicelib.domain.investigations.scoring import CALIBRATION
+from tests.support.calibration_fit import fit_calibration
+from tests.support.labelled import KINDS, TEST_SEED, TRAINING_SEED, cases, evaluate
 
 
 @pytest.fixture(scope="module")

@@ -33,3 +33,12 @@ def test_the_domain_imports_only_the_domain():
                                                           and not m.startswith("chalicelib.domain"))
                  for path in (CHALICELIB / "domain").rglob("*.py")}
     assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+def test_the_services_import_no_polars():
+    """Frame code lives in the domain (domain/matching/frames.py) and the adapters' Parquet files;
+    a service hands frames on. Imports inside functions count too."""
+    offenders = {str(path.relative_to(CHALICELIB)): sorted(m for m in imported_modules(path)
+                                                          if m == "polars" or m.startswith("polars."))
+                 for path in (CHALICELIB / "services").rglob("*.py")}
+    assert {path: modules for path, modules in offenders.items() if modules} == {}

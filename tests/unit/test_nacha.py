@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from chalicelib.domain.parsers import FileRejected
 from chalicelib.domain.parsers.nacha import parse_nacha
-from chalicelib.domain.parsers.nacha_writer import Batch, Entry, addenda_05, addenda_99, write_file
+from tests.support.nacha_writer import Batch, Entry, addenda_05, addenda_99, write_file
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "nacha"
 

@@ -46,11 +46,13 @@ the square of its share against its target's strongest rival, sigmoid(z - z_riva
 quarter each other.
 
 Calibration: the score goes through a table (scoring.CALIBRATION) from score to the share of right
-best suggestions, fitted by `calibration.fit_calibration` on the labelled TRAINING seed (isotonic
-regression by pooling adjacent violators, blocks of at least 25 cases, each block's accuracy
-smoothed as (right + 1) / (cases + 2)); it is verified on the TEST seed, and a test re-fits it on
-the training seed and compares. The table is committed, not fitted at import: fitting means
-running 600 investigations (about 5 s). A monotone map, it never changes the ranking.
+best suggestions, fitted by `fit_calibration` (tests/support/calibration_fit.py) on the TRAINING
+seed of the labelled cases (tests/support/labelled.py; isotonic regression by pooling adjacent
+violators, blocks of at least 25 cases, each block's accuracy smoothed as (right + 1) / (cases + 2));
+it is verified on the TEST seed, and a test re-fits it on the training seed and compares. Only the
+table ships: the fitting and the labelled cases are test code. The table is committed, not fitted
+at import: fitting means running 600 investigations (about 5 s). A monotone map, it never changes
+the ranking.
 
 Determinism: the inputs are sorted by id first and every order ends on ids, so row order never
 changes the outcome. Not searched: several targets summing to one candidate, and subsets whose

@@ -1,6 +1,7 @@
 """How much a hypothesis is believed: a hand-weighted logistic model of five features, a share
 against the strongest rival, and the calibration table that turns that score into the observed
-share of right answers (fitted by `calibration.fit_calibration`; see the package docstring)."""
+share of right answers (fitted by `tests/support/calibration_fit.fit_calibration`; see the package
+docstring)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,8 @@ SHARE_POWER = 2          # the share counts twice: a rival costs more than weak 
 EXTRA_RECORD = -0.5      # each record of a split beyond the first
 
 # score at least -> confidence (the observed share of right best suggestions on the training
-# seed, isotonic and smoothed). Written by `calibration.fit_calibration(labelled.cases(TRAINING_SEED))`.
+# seed, isotonic and smoothed). Written by `.venv/bin/python -m tests.support.calibration_fit`, which
+# prints `fit_calibration(labelled.cases(TRAINING_SEED))` (both in tests/support/).
 CALIBRATION: tuple[tuple[float, float], ...] = (
     (0.0, 0.045),
     (0.091301, 0.071),

@@ -1,5 +1,6 @@
 """A labelled set of investigation cases, generated from a seed (test and bench data, not product
-code), and `evaluate`, which scores the engine against it.
+code: it lives in tests/support and does not ship), and `evaluate`, which scores the engine
+against it.
 
 A case is one exception record (the target, a ledger-style record) and the other side's open pool:
 the true counterpart(s), if any, among decoys and background records. Ground truth is the set of

@@ -1,10 +1,12 @@
-"""Fitting the calibration table of `scoring.CALIBRATION` on the labelled training cases.
+"""Fitting the calibration table of `chalicelib/domain/investigations/scoring.CALIBRATION` on the
+labelled training cases. Only the fitted table ships (committed in scoring.py); the fitting is
+test and tooling code: tests/unit/test_investigation_calibration.py re-fits it and compares.
 
-    .venv/bin/python -m chalicelib.domain.investigations.calibration   # prints the table to commit
+    .venv/bin/python -m tests.support.calibration_fit   # prints the table to commit
 """
 from __future__ import annotations
 
-from chalicelib.domain.investigations.labelled import TRAINING_SEED, Case, cases, judged
+from tests.support.labelled import TRAINING_SEED, Case, cases, judged
 
 MIN_BLOCK = 25   # cases a row of the table stands on at least
 

@@ -1,6 +1,7 @@
-"""Writes NACHA files: the test corpus, property-based tests and benchmarks build their files with it.
+"""Writes NACHA files: the test corpus, property-based tests and benchmarks build their files with it
+(test code: it lives in tests/support and does not ship).
 
-Field positions mirror nacha.py; totals, hashes, counts and padding are computed, so a file
+Field positions mirror chalicelib/domain/parsers/nacha.py; totals, hashes, counts and padding are computed, so a file
 written here is valid unless a caller breaks it on purpose.
 """
 from __future__ import annotations

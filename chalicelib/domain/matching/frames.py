@@ -1,0 +1,192 @@
+"""The frames around the engines: pure polars code that turns what storage hands over (pages of
+record columns, record items) into the engines' input, and what the matching engine finds into
+the plan a run persists, and reads that plan back as plain Python values.
+
+It lives in the domain so that the services, which orchestrate a run's phases, hold no columnar
+code and import no polars: they pass frames from the run's files (adapters/run_files.py) to
+these functions and get frames, or dicts and lists, back. polars is imported here at module
+level, like the engines; the services import this module only inside the functions that need it,
+so that a Lambda without the engine layer (tests/deploy) still imports the app.
+"""
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any, Iterable, Iterator
+
+import polars as pl
+
+from chalicelib.domain.matches import MatchStatus
+from chalicelib.domain.records import RecordStatus
+
+POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
+ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
+REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys the investigation engine reads as a reference
+PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in")  # what writing a member needs of its record
+
+
+# Open records, for the matching engine -----------------------------------------------------------
+
+def open_records_frame(pages: Iterable[dict[str, list]], metadata_keys: list[str], new_jobs: set[int] | None,
+                       writing: set[int] = frozenset()) -> pl.DataFrame:
+    """The engine's input (see domain/matching) from pages of record columns (see
+    adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
+    `matched_in`), for continuous runs `is_new`, and `status` (for adopting a stream).
+    Records of a job in `writing` are left out: a job still writing may write a record again.
+    Each page becomes a small frame at once: nothing holds a Python object per record."""
+    schema = record_schema(metadata_keys)
+    parts = [_page_frame(page, metadata_keys, new_jobs, writing) for page in pages]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def record_schema(metadata_keys: list[str]) -> dict[str, Any]:
+    """The columns of `open_records_frame`, typed, so that an empty side has them all too: one
+    Utf8 column `metadata.<key>` per metadata key a rule reads."""
+    return {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
+            "decimal_places": pl.Int32, "description": pl.Utf8, "external_id": pl.Utf8, "data_stream_key": pl.Utf8,
+            "matched_in": pl.List(pl.Int64), "is_new": pl.Boolean, **{key: pl.Utf8 for key in metadata_keys},
+            "status": pl.Utf8}
+
+
+def _page_frame(page: dict[str, list], metadata_keys: list[str], new_jobs: set[int] | None,
+                writing: set[int]) -> pl.DataFrame:
+    """One page of record columns as a frame: dates parsed, `is_new` from the record's job, the
+    metadata JSON decoded only when a rule reads a metadata key."""
+    schema = record_schema(metadata_keys)
+    job = pl.Series(page["file_import_id"], dtype=pl.Int64)
+    metadata = [json.loads(m) if m else {} for m in page["metadata"]] if metadata_keys else []
+    derived = {"date": pl.Series(page["date"], dtype=pl.Utf8).str.to_date("%Y-%m-%d"),
+               "is_new": _is_in(job, new_jobs if new_jobs is not None else ()),
+               **{key: [_text(m.get(key.removeprefix("metadata."))) for m in metadata] for key in metadata_keys}}
+    frame = pl.DataFrame({name: derived[name] if name in derived else page[name] for name in schema}, schema=schema)
+    return frame.filter(~_is_in(job, writing)) if writing else frame
+
+
+def _is_in(column: pl.Series, ids: Iterable[int]) -> pl.Series:
+    """Null (a record of no job) is in no set."""
+    return column.is_in(pl.Series(sorted(ids), dtype=pl.Int64)).fill_null(False)
+
+
+def _text(value: Any) -> str | None:
+    """A metadata value as the engine compares it: text as it is, anything else as its JSON."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,
+                  only_new: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The engine's columns (`is_new` too when only new records may pair), amounts of one
+    currency brought to one scale: 1.00 kept with two decimals (100) and 1 kept with none (1)
+    compare as 100 and 100, never as 100 and 1. The scale is the currency's most decimal places
+    on either side, so amounts are only ever multiplied, exactly."""
+    scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places")])
+              .group_by("currency").agg(pl.col("decimal_places").max().alias("scale")))
+    columns = [c for c in side_a.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
+    if only_new:
+        columns.append("is_new")
+
+    def scaled(frame: pl.DataFrame) -> pl.DataFrame:
+        factor = pl.col("scale") - pl.col("decimal_places")
+        return (frame.join(scales, on="currency", how="left")
+                .with_columns(pl.col("amount") * factor.replace_strict(POWERS_OF_TEN, return_dtype=pl.Int64))
+                .select(columns))
+
+    return scaled(side_a), scaled(side_b)
+
+
+# The plan a run persists ----------------------------------------------------------------------------
+
+def plan_chunks(outcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
+                chunk_records: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """(matches, members, chunks): the outcome's matches and members with what persisting needs
+    (each member's `data_stream_key` and `matched_in`, each row's `chunk`), cut in chunks of
+    about `chunk_records` records so that one persist call stays short. A match is never split
+    (its records are written together or not at all); a bigger one is a chunk of its own. Rows
+    are in chunk order so that a persist call reads only its chunk's Parquet row groups."""
+    sizes = outcome.members.group_by("match_no").len().sort("match_no")
+    chunk_of: list[int] = []  # by match_no, in order
+    chunk, filled = 0, 0
+    for size in sizes["len"]:
+        if filled and filled + size > chunk_records:
+            chunk, filled = chunk + 1, 0
+        chunk_of.append(chunk)
+        filled += size
+    chunks = chunk + 1 if chunk_of else 0
+    chunk_frame = sizes.select("match_no").with_columns(chunk=pl.Series(chunk_of, dtype=pl.Int64))
+    records = pl.concat([side_a.select(*PERSISTED_RECORD_COLUMNS), side_b.select(*PERSISTED_RECORD_COLUMNS)])
+    members = (outcome.members.join(records, left_on="record_id", right_on="id", how="left")
+               .join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True))
+    matches = outcome.matches.join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True)
+    return matches, members, chunks
+
+
+def as_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """A (small: one chunk of a plan) frame's rows as dicts, in order."""
+    return list(frame.iter_rows(named=True))
+
+
+def members_by_match(members: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:
+    """A chunk's member rows grouped by their match_no, matches and rows in the frame's order:
+    a match's records are written, or undone, together."""
+    by_match: dict[int, list[dict[str, Any]]] = {}
+    for row in members.iter_rows(named=True):
+        by_match.setdefault(row["match_no"], []).append(row)
+    return by_match
+
+
+def stream_keys(frame: pl.DataFrame) -> list[str]:
+    """The data streams the frame's records belong to, each once: whose users a write must know."""
+    return frame["data_stream_key"].unique().to_list()
+
+
+# Adopting a stream ------------------------------------------------------------------------------------
+
+def reconciled_records(frame: pl.DataFrame, stream_key: str) -> pl.DataFrame:
+    """The records of `stream_key` in an open-records frame that are reconciled (by other
+    reconciliations: a stream joining this one has them open again), with what reopening needs."""
+    return (frame.filter((pl.col("data_stream_key") == stream_key)
+                         & (pl.col("status") == RecordStatus.RECONCILED.value))
+            .select(*PERSISTED_RECORD_COLUMNS))
+
+
+def row_slices(frame: pl.DataFrame, size: int) -> Iterator[list[dict[str, Any]]]:
+    """The frame's rows as dicts, `size` at a time: a big stream is never held as Python objects whole."""
+    for part in frame.iter_slices(size):
+        yield list(part.iter_rows(named=True))
+
+
+# A dry run's answer -----------------------------------------------------------------------------------
+
+def rule_matches(outcome, rule_id: int, sample_size: int) -> dict[str, Any]:
+    """What one rule matched in an outcome of it and the rules before it: how many records the
+    earlier rules took, its matches (and how many are proposed), its matched records, and the
+    first `sample_size` matches with their records of each side (ids ascending) and differences."""
+    mine = outcome.matches.filter(pl.col("rule_id") == rule_id).sort("match_no")
+    members = outcome.members.join(mine.select("match_no"), on="match_no", how="semi")
+    sides = members.group_by("match_no", "side").agg(pl.col("record_id").sort()).sort("match_no")
+    ids = {(row["match_no"], row["side"]): row["record_id"] for row in sides.iter_rows(named=True)}
+    sample = [{"status": row["status"], "group_key": row["group_key"],
+               "side_a_record_ids": ids.get((row["match_no"], "a"), []),
+               "side_b_record_ids": ids.get((row["match_no"], "b"), []),
+               "differences": json.loads(row["differences"]) if row["differences"] else {}}
+              for row in mine.head(sample_size).iter_rows(named=True)]
+    return {"taken_by_earlier_rules": outcome.members.height - members.height,
+            "matches": mine.height, "proposed": mine.filter(pl.col("status") == MatchStatus.PROPOSED.value).height,
+            "matched_records": members.height, "sample": sample}
+
+
+# Records, for the investigation engine ----------------------------------------------------------------
+
+def investigation_frame(items: list[dict[str, Any]]) -> pl.DataFrame:
+    """Record items as the investigation engine reads them (see domain/investigations): the
+    engine's columns, and `reference` from the first metadata key of REFERENCE_KEYS present."""
+    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
+    return pl.DataFrame({
+        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
+        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
+        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
+        "external_id": [i.get("external_id") for i in items],
+        "reference": [next((str(m[k]) for k in REFERENCE_KEYS if m.get(k) is not None), None) for m in metadata],
+    }, schema={"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
+               "description": pl.Utf8, "external_id": pl.Utf8, "reference": pl.Utf8})
