@@ -42,3 +42,20 @@ def test_the_services_import_no_polars():
                                                           if m == "polars" or m.startswith("polars."))
                  for path in (CHALICELIB / "services").rglob("*.py")}
     assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+def test_the_app_imports_without_the_engine_libraries():
+    """The API's functions ship without the engine's layer: importing the app may not load polars,
+    numpy or rapidfuzz (tests/deploy proves the same on the built package)."""
+    import subprocess
+    import sys
+
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('polars', 'numpy', 'rapidfuzz', 'pyarrow'):\n"
+               "            raise ImportError(f'{name} is in the engine layer')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import app\n")
+    done = subprocess.run([sys.executable, "-c", blocker], cwd=CHALICELIB.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

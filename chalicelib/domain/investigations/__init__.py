@@ -58,7 +58,17 @@ Determinism: the inputs are sorted by id first and every order ends on ids, so r
 changes the outcome. Not searched: several targets summing to one candidate, and subsets whose
 sum is near but not equal to the target's.
 """
-from chalicelib.domain.investigations.engine import RECORD_SCHEMA, investigate
-from chalicelib.domain.investigations.outcome import Hypothesis, InvestigationInputError, InvestigationOutcome
+from importlib import import_module
+from typing import Any
 
-__all__ = ["investigate", "InvestigationOutcome", "Hypothesis", "InvestigationInputError", "RECORD_SCHEMA"]
+# Loaded on first use (PEP 562): the package also holds investigation jobs (jobs.py), which the
+# API imports, and the API's functions ship without the engine's layer (polars, numpy, rapidfuzz).
+_EXPORTS = {"investigate": "engine", "RECORD_SCHEMA": "engine", "InvestigationOutcome": "outcome",
+            "Hypothesis": "outcome", "InvestigationInputError": "outcome"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
