@@ -122,7 +122,7 @@ class IngestionJob:
     last_progress_at: datetime | None = None
     cancellation_requested_at: datetime | None = None
     error_message: str | None = None
-    error_details: dict | None = None
+    error_details: dict[str, Any] | None = None
     first_record_id: int | None = None
     done_chunks: frozenset[int] = frozenset()
     created_per_stream: dict[str, int] = field(default_factory=dict)
@@ -131,10 +131,10 @@ class IngestionJob:
     # chunks `prepare` split it into (None until the file is parsed).
     file_key: str | None = None
     data_stream_key: str | None = None
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     chunk_count: int | None = None
     restarts: int = 0  # by the stuck-job sweeper
-    aggregates: dict | None = None  # totals of the records written, set when the job ends
+    aggregates: dict[str, Any] | None = None  # totals of the records written, set when the job ends
 
     @property
     def progress(self) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard, TypeVar
 
 from chalicelib.domain.errors import FieldError, ValidationFailed, shown
 
@@ -55,6 +56,8 @@ class Normalization(StrEnum):
     PUNCTUATION = "punctuation"
     LEADING_ZEROS = "leading_zeros"
 
+
+_E = TypeVar("_E", bound=StrEnum)
 
 TEXT_OPERATORS = {Operator.EQUALS, Operator.CONTAINS, Operator.SIMILAR}
 # Which operators each kind of field takes.
@@ -160,7 +163,7 @@ class Rule:
     updated_at: Any = None
     version: int = 1
 
-    def with_definition(self, definition: RuleDefinition, now) -> "Rule":
+    def with_definition(self, definition: RuleDefinition, now: datetime) -> "Rule":
         return replace(self, definition=definition, updated_at=now, version=self.version + 1)
 
 
@@ -183,6 +186,7 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
     conditions = _conditions(body.get("conditions"), errors)
     if errors:
         raise ValidationFailed(errors)
+    assert isinstance(name, str) and cardinality is not None  # else an error was reported above
     return RuleDefinition(name=name.strip(), priority=priority, cardinality=cardinality,
                           conditions=conditions, group_by=group_by,
                           auto_confirm=body.get("auto_confirm", True), active=body.get("active", True))
@@ -237,6 +241,7 @@ def _condition(raw: Any, path: str, errors: list[FieldError]) -> Condition | Non
         errors.append(FieldError(f"{path}.side_b_field", _unknown_field_message(b_name)))
     if len(errors) > before:
         return None
+    assert isinstance(name, str) and (b_name is None or isinstance(b_name, str))  # else an error above
     if b_name is not None and field_kind(b_name) != field_kind(name) and not (is_text_field(name) and is_text_field(b_name)):
         errors.append(FieldError(f"{path}.side_b_field", f"'{shown(b_name)}' cannot be compared with '{name}'"))
         return None
@@ -252,7 +257,7 @@ def _condition(raw: Any, path: str, errors: list[FieldError]) -> Condition | Non
     return _parameters(condition, raw, path, errors)
 
 
-def _parameters(condition: Condition, raw: dict, path: str, errors: list[FieldError]) -> Condition | None:
+def _parameters(condition: Condition, raw: dict[str, Any], path: str, errors: list[FieldError]) -> Condition | None:
     """The parameters each operator needs, and no parameter it would ignore."""
     before = len(errors)
     expected: set[str] = set()
@@ -334,11 +339,11 @@ def _unknown_field_message(name: Any) -> str:
             + " or metadata.<key>")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _enum(kind, value: Any, path: str, errors: list[FieldError]):
+def _enum(kind: type[_E], value: Any, path: str, errors: list[FieldError]) -> _E | None:
     try:
         return kind(value)
     except ValueError:

@@ -2,9 +2,11 @@
 the short list (rapidfuzz on it only), search small subsets for splits, rank and explain."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
@@ -14,6 +16,9 @@ from rapidfuzz.distance import Levenshtein
 from chalicelib.domain.investigations import scoring
 from chalicelib.domain.investigations.outcome import Hypothesis, InvestigationInputError, InvestigationOutcome
 from chalicelib.domain.investigations.wording import recommendation
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 RECORD_SCHEMA = {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
                  "description": pl.Utf8, "external_id": pl.Utf8, "reference": pl.Utf8}
@@ -97,7 +102,8 @@ def _prepared(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     frame = frame.with_columns(absent).select(pl.col(k).cast(v) for k, v in RECORD_SCHEMA.items())
     if frame.select(pl.any_horizontal(pl.col("id", "amount", "date").is_null().any())).item():
         raise InvestigationInputError(f"{name} have a null id, amount or date")
-    if frame.height and frame["amount"].min() < 0:
+    # An Int64 column with no null (checked above): its min() is an int.
+    if frame.height and cast(int, frame["amount"].min()) < 0:
         raise InvestigationInputError(f"{name} have a negative amount (amounts are magnitudes)")
     if frame["id"].n_unique() != frame.height:
         raise InvestigationInputError(f"{name} repeat an id")
@@ -184,7 +190,8 @@ def _equal_references(t: pl.DataFrame, c: pl.DataFrame) -> tuple[np.ndarray, np.
     return joined["ti"].to_numpy().astype(np.int64), joined["ci"].to_numpy().astype(np.int64)
 
 
-def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarray):
+def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarray
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Per pair: reference similarity, the best of external_id and reference on each side,
     normalized, Levenshtein similarity, or a reference found in the other side's description
     (partial ratio); whether the two `reference`s (business references, unlike external ids, which
@@ -217,7 +224,7 @@ def _texts(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> dict[st
     return {k: np.array(v, dtype=object) for k, v in picked.to_dict(as_series=False).items()}
 
 
-def _compared(left: np.ndarray, right: np.ndarray, scorer, scale: float, *, shortest: int = 0,
+def _compared(left: np.ndarray, right: np.ndarray, scorer: Callable[..., float], scale: float, *, shortest: int = 0,
               alike: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where both texts exist, their similarity 0..1. With `shortest`: only where the left text has
     that many characters and fits inside the right one (it is looked for in it)."""
@@ -315,7 +322,8 @@ def _rounded(value: float) -> float | None:
 
 # Ranking ------------------------------------------------------------------------------------
 
-def _draft(target_ids, candidate_ids, kind, difference, days, reference, description, logit) -> Hypothesis:
+def _draft(target_ids: tuple[int, ...], candidate_ids: tuple[int, ...], kind: str, difference: int, days: int,
+           reference: float | None, description: float | None, logit: float) -> Hypothesis:
     """A hypothesis before ranking: its `score` holds the logit for now."""
     return Hypothesis(target_ids, candidate_ids, kind, difference, days, reference, description, logit, 0.0)
 

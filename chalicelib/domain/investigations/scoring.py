@@ -4,7 +4,15 @@ share of right answers (fitted by `tests/support/calibration_fit.fit_calibration
 docstring)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+    Numbers = npt.NDArray[np.number[Any]]  # integers or floats
 
 # The model, in logit units: each weight is what one full unit of its feature adds.
 BIAS = -3.0
@@ -34,34 +42,37 @@ CALIBRATION: tuple[tuple[float, float], ...] = (
 )
 
 
-def reference_evidence(similarity: np.ndarray) -> np.ndarray:
+def reference_evidence(similarity: Floats) -> Floats:
     """References at least 90% alike count fully (one typo in ten characters), from 60% in part.
     Unlike ones count nothing here (two systems' own ids never look alike): see REFERENCE_CONFLICT."""
     return np.clip((similarity - UNLIKE_REFERENCE) / 0.3, 0.0, 1.0)
 
 
-def description_evidence(similarity: np.ndarray) -> np.ndarray:
+def description_evidence(similarity: Floats) -> Floats:
     """Descriptions are worded differently by each system: only alikeness counts, from 50%."""
     return np.clip((similarity - 0.5) / 0.4, 0.0, 1.0)
 
 
-def logit(*, difference: np.ndarray, width: np.ndarray, days: np.ndarray, reference: np.ndarray,
-          conflict: np.ndarray, description: np.ndarray, records: np.ndarray) -> np.ndarray:
+def logit(*, difference: Numbers, width: Numbers, days: Numbers, reference: Floats,
+          conflict: npt.NDArray[np.bool_], description: Floats, records: Numbers) -> Floats:
     """The model's log-odds that a hypothesis is right, taken alone. Missing texts add nothing."""
     gap = np.abs(difference)
     near = np.where((gap > 0) & (gap <= width), 1.0 - gap / np.maximum(width, 1), 0.0)
-    return (BIAS + EXACT_AMOUNT * (gap == 0) + NEAR_AMOUNT * near
-            + SAME_DATE * np.exp(-np.abs(days) / DATE_SCALE_DAYS) + FAR_DATE * np.minimum(np.abs(days) / FAR_DAYS, 1.0)
-            + REFERENCE * np.nan_to_num(reference_evidence(reference), nan=0.0) + REFERENCE_CONFLICT * conflict
-            + DESCRIPTION * np.nan_to_num(description_evidence(description), nan=0.0)
-            + EXTRA_RECORD * (np.asarray(records) - 1))
+    # Annotated: numpy's stubs lose the dtype of abs() on integer-or-float input.
+    z: Floats = (BIAS + EXACT_AMOUNT * (gap == 0) + NEAR_AMOUNT * near
+                 + SAME_DATE * np.exp(-np.abs(days) / DATE_SCALE_DAYS)
+                 + FAR_DATE * np.minimum(np.abs(days) / FAR_DAYS, 1.0)
+                 + REFERENCE * np.nan_to_num(reference_evidence(reference), nan=0.0) + REFERENCE_CONFLICT * conflict
+                 + DESCRIPTION * np.nan_to_num(description_evidence(description), nan=0.0)
+                 + EXTRA_RECORD * (np.asarray(records) - 1))
+    return z
 
 
-def plausibility(logits: np.ndarray) -> np.ndarray:
+def plausibility(logits: Floats) -> Floats:
     return 1.0 / (1.0 + np.exp(-logits))
 
 
-def share_score(logits: np.ndarray) -> np.ndarray:
+def share_score(logits: Floats) -> Floats:
     """Logits of one target's hypotheses, highest first -> scores: each one's plausibility
     sigmoid(z) times the square of its share against its strongest rival, sigmoid(z - z_rival)
     (the softmax of the two). Twins quarter each other; a lone hypothesis keeps its plausibility.
@@ -75,7 +86,7 @@ def share_score(logits: np.ndarray) -> np.ndarray:
     return plausibility(logits) * plausibility(logits - rival) ** SHARE_POWER
 
 
-def calibrated(scores: np.ndarray, table: tuple[tuple[float, float], ...] | None = None) -> np.ndarray:
+def calibrated(scores: Floats, table: tuple[tuple[float, float], ...] | None = None) -> Floats:
     """The confidence of the table's last row whose score is at most the given score."""
     table = table or CALIBRATION
     thresholds = np.array([row[0] for row in table])

@@ -3,16 +3,20 @@ what matched and what differs), the records it leaves out and why, and what acce
 It names as suggested exactly the records of the suggestion; a close rival is named as not part of it."""
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 from rapidfuzz.distance import Levenshtein
 
-from chalicelib.domain.reconciliation_exceptions import format_amount
 from chalicelib.domain.investigations.outcome import Hypothesis
+from chalicelib.domain.reconciliation_exceptions import format_amount
 
 MAX_SENTENCES = 10
 ALIKE_REFERENCE = 0.999   # reference similarity counted as equal (after case, spacing, punctuation)
 ALIKE_DESCRIPTION = 0.8
 RIVAL_SHARE = 0.8         # a runner-up this close to the best one is named as well
+
+Row = dict[str, Any]  # one record, by column name
 
 
 LEFT_OUT = {
@@ -58,12 +62,12 @@ def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: li
     return " ".join(sentences)
 
 
-def _rows(targets: pl.DataFrame, candidates: pl.DataFrame, wanted: set[int]) -> dict[int, dict]:
+def _rows(targets: pl.DataFrame, candidates: pl.DataFrame, wanted: set[int]) -> dict[int, Row]:
     found = candidates.filter(pl.col("id").is_in(sorted(wanted))) if wanted else candidates.clear()
     return {row["id"]: row for row in pl.concat([targets, found]).iter_rows(named=True)}
 
 
-def _label(row: dict, decimal_places: int, *, with_text: bool = True) -> str:
+def _label(row: Row, decimal_places: int, *, with_text: bool = True) -> str:
     text = f" '{row['description']}'" if with_text and row["description"] else ""
     return (f"{row['id']} ({format_amount(row['amount'], decimal_places)} {row['currency']} on "
             f"{row['date'].isoformat()}{',' if text else ''}{text})")
@@ -75,7 +79,7 @@ def _records(ids: tuple[int, ...]) -> str:
     return f"records {', '.join(str(i) for i in ids[:-1])} and {ids[-1]}"
 
 
-def _explained(h: Hypothesis, rows: dict[int, dict], decimal_places: int) -> str:
+def _explained(h: Hypothesis, rows: dict[int, Row], decimal_places: int) -> str:
     target = rows[h.target_ids[0]]
     if h.kind == "split":
         head = (f"{_records(h.candidate_ids).capitalize()} together sum to "
@@ -103,7 +107,7 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def _amount_difference(h: Hypothesis, target: dict, decimal_places: int) -> list[str]:
+def _amount_difference(h: Hypothesis, target: Row, decimal_places: int) -> list[str]:
     if h.amount_difference == 0:
         return []
     size = format_amount(abs(h.amount_difference), decimal_places)
@@ -119,7 +123,7 @@ def _days(days: int, subject: str) -> list[str]:
     return [f"{subject} booked {abs(days)} day{'s' if abs(days) != 1 else ''} {'later' if days > 0 else 'earlier'}"]
 
 
-def _split_dates(h: Hypothesis, rows: dict[int, dict], target: dict) -> list[str]:
+def _split_dates(h: Hypothesis, rows: dict[int, Row], target: Row) -> list[str]:
     first, last = (f((rows[i]["date"] - target["date"]).days for i in h.candidate_ids) for f in (min, max))
     if first == last:
         return _days(first, "they were")
@@ -131,7 +135,7 @@ def _split_dates(h: Hypothesis, rows: dict[int, dict], target: dict) -> list[str
             f"day{'s' if last != 1 else ''} later"]
 
 
-def _reference_difference(h: Hypothesis, target: dict, candidate: dict) -> list[str]:
+def _reference_difference(h: Hypothesis, target: Row, candidate: Row) -> list[str]:
     if h.reference_similarity is None or h.reference_similarity >= ALIKE_REFERENCE:
         if h.reference_similarity is not None and _raw_references(target) & _raw_references(candidate):
             return []
@@ -145,11 +149,11 @@ def _reference_difference(h: Hypothesis, target: dict, candidate: dict) -> list[
     return []
 
 
-def _raw_references(row: dict) -> set[str]:
+def _raw_references(row: Row) -> set[str]:
     return {row[k] for k in ("external_id", "reference") if row[k]}
 
 
-def _closest_references(target: dict, candidate: dict) -> tuple[str, str]:
+def _closest_references(target: Row, candidate: Row) -> tuple[str, str]:
     pairs = [(a, b) for a in sorted(_raw_references(target)) for b in sorted(_raw_references(candidate))]
     return min(pairs, key=lambda p: (Levenshtein.normalized_distance(p[0].casefold(), p[1].casefold()), p))
 

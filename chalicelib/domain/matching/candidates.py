@@ -3,6 +3,8 @@
 rather than allowed to eat the memory; then every remaining condition checked on the pairs."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 from rapidfuzz import fuzz, process
@@ -10,6 +12,9 @@ from rapidfuzz import fuzz, process
 from chalicelib.domain.matching.outcome import CandidateExplosion
 from chalicelib.domain.matching.plan import RulePlan, allowed_difference, day_number, value_column
 from chalicelib.domain.rules import Condition, Operator
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 PAIR_COLUMNS = ("a_row", "b_row", "a_uid", "b_uid", "amount_diff", "date_diff")
 
@@ -49,7 +54,9 @@ def candidate_pairs(a: pl.DataFrame, b: pl.DataFrame, *, keys: list[str], window
     return a_rows, b_rows
 
 
-def _window_search(a_part, b_part, a_block, b_block, block_count, window: Condition | None):
+def _window_search(a_part: pl.DataFrame, b_part: pl.DataFrame, a_block: npt.NDArray[np.int64],
+                   b_block: npt.NDArray[np.int64], block_count: int, window: Condition | None
+                   ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """For each A row, the slice of B (sorted by block, then the window's value) it may pair with:
     one combined integer key per row, block * span + value, so one searchsorted does it all."""
     if window is None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
@@ -33,9 +33,12 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
                                                key=lambda r: (r.definition.priority, r.id))]
     pool_a = _prepared(side_a, plans, "a", only_new)
     pool_b = _prepared(side_b, plans, "b", only_new)
-    match_parts, member_parts, summary = [], [], {}
+    match_parts: list[pl.DataFrame] = []
+    member_parts: list[pl.DataFrame] = []
+    summary: dict[str, Any] = {}
     matched_so_far = 0
-    consumed_a, consumed_b = [], []
+    consumed_a: list[pl.Series] = []
+    consumed_b: list[pl.Series] = []
     for position, plan in enumerate(plans):
         if position and (consumed_a or consumed_b):  # only what a later rule reads is filtered
             pool_a, pool_b = _without(pool_a, consumed_a), _without(pool_b, consumed_b)
@@ -57,7 +60,9 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
     summary["unmatched"] = {"side_a": open_a.height, "side_b": open_b.height}
     matches = pl.concat(match_parts) if match_parts else pl.DataFrame(schema=MATCH_SCHEMA)
     members = pl.concat(member_parts) if member_parts else pl.DataFrame(schema=MEMBER_SCHEMA)
-    return MatchOutcome(matches=matches.cast(MATCH_SCHEMA), members=members.cast(MEMBER_SCHEMA),
+    # polars types cast()'s mapping with a union key type, and a Mapping's key is invariant: no dict[str, ...] fits.
+    return MatchOutcome(matches=matches.cast(MATCH_SCHEMA),  # type: ignore[arg-type]
+                        members=members.cast(MEMBER_SCHEMA),  # type: ignore[arg-type]
                         rule_summary=summary, unmatched_a=open_a["id"], unmatched_b=open_b["id"])
 
 
@@ -78,7 +83,7 @@ def _without(pool: pl.DataFrame, consumed: list[pl.Series]) -> pl.DataFrame:
     return pool.filter(~pl.col("id").is_in(ids.implode())) if ids is not None and len(ids) else pool
 
 
-def _match_rule(plan: RulePlan, pool_a, pool_b, only_new: bool, limit: int) -> RuleMatches:
+def _match_rule(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame, only_new: bool, limit: int) -> RuleMatches:
     keyed_a, keyed_b = bool(plan.group_fields_a), bool(plan.group_fields_b)
     cardinality = plan.cardinality
     if cardinality is Cardinality.ONE_TO_ONE:
@@ -101,8 +106,8 @@ def _match_rule(plan: RulePlan, pool_a, pool_b, only_new: bool, limit: int) -> R
 
 # Units against units: one_to_one and keyed groups ----------------------------------------------
 
-def _match_units(plan: RulePlan, pool_a, pool_b, group_a: bool, group_b: bool, only_new: bool,
-                 limit: int) -> RuleMatches:
+def _match_units(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame, group_a: bool, group_b: bool,
+                 only_new: bool, limit: int) -> RuleMatches:
     if only_new and not group_a and not group_b:
         pool_a, pool_b = _near_new_records(plan, pool_a, pool_b)
     units_a, members_a = (group_units(pool_a, plan, "a", plan.group_fields_a) if group_a
@@ -111,10 +116,10 @@ def _match_units(plan: RulePlan, pool_a, pool_b, group_a: bool, group_b: bool, o
                           else (record_units(pool_b, plan, "b"), None))
     keys, windows = plan.key_columns(), plan.windows()
 
-    def pairs_of(a, b):
+    def pairs_of(a: pl.DataFrame, b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         return candidate_pairs(a, b, keys=keys, windows=windows, rule_id=plan.rule_id, limit=limit)
 
-    chosen = []
+    chosen: list[pl.DataFrame] = []
     if only_new:
         new_a, new_b = units_a.filter(pl.col("is_new")), units_b.filter(pl.col("is_new"))
         first, second = pairs_of(new_a, units_b), pairs_of(units_a.filter(~pl.col("is_new")), new_b)
@@ -141,7 +146,8 @@ def _match_units(plan: RulePlan, pool_a, pool_b, group_a: bool, group_b: bool, o
     return RuleMatches(matches, _pair_members(pairs, members_a, members_b))
 
 
-def _near_new_records(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame):
+def _near_new_records(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame
+                      ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Continuous mode, one_to_one: the new records plus the open records sharing each plain
     equality key with a new record of the other side. One `is_in` a key (numbers first, they
     are the cheapest to probe) over an ever smaller frame: the big open pool is read once and
@@ -160,7 +166,8 @@ def _near_new_records(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame
             pl.concat([new_b, old_b.filter(~pl.col("is_new"))]))
 
 
-def _group_key(plan: RulePlan, units_a, units_b, pairs, group_a: bool, group_b: bool) -> pl.Expr | pl.Series:
+def _group_key(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame, pairs: pl.DataFrame, group_a: bool,
+               group_b: bool) -> pl.Expr | pl.Series:
     a_label = units_a["label"].gather(pairs["a_row"])
     b_label = units_b["label"].gather(pairs["b_row"])
     if group_a and group_b:
@@ -175,7 +182,7 @@ def _group_key(plan: RulePlan, units_a, units_b, pairs, group_a: bool, group_b: 
 
 
 def _differences(plan: RulePlan, pairs: pl.DataFrame, *, similarity: bool = True,
-                 extra: dict | None = None) -> pl.Series:
+                 extra: dict[str, pl.Expr] | None = None) -> pl.Series:
     """What justified each match, as compact JSON: amount and date differences, similarity scores."""
     fields = {"amount": pl.col("amount_diff"), "date_days": pl.col("date_diff")}
     for i in plan.text_check_indexes if similarity else ():
@@ -184,7 +191,8 @@ def _differences(plan: RulePlan, pairs: pl.DataFrame, *, similarity: bool = True
             name = f"{condition.field}_similarity"
             fields[name if name not in fields else f"{name}_{i}"] = pl.col(f"s{i}").round(4)
     fields.update(extra or {})
-    return pairs.select(pl.struct(**fields).struct.json_encode()).to_series()
+    # mypy checks **fields against struct()'s `schema` and `eager` parameters too, so no overload accepts it.
+    return pairs.select(pl.struct(**fields).struct.json_encode()).to_series()  # type: ignore[call-overload]
 
 
 def _pair_members(pairs: pl.DataFrame, groups_a: pl.DataFrame | None, groups_b: pl.DataFrame | None) -> pl.DataFrame:
@@ -214,8 +222,8 @@ def _no_matches() -> RuleMatches:
 
 # Subsets of a keyless grouped side --------------------------------------------------------------
 
-def _match_subsets(plan: RulePlan, pool_a, pool_b, *, subset_side: str, group_counterparts: bool, only_new: bool,
-                   limit: int) -> RuleMatches:
+def _match_subsets(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame, *, subset_side: str,
+                   group_counterparts: bool, only_new: bool, limit: int) -> RuleMatches:
     cp_side = "b" if subset_side == "a" else "a"
     cp_pool = pool_b if cp_side == "b" else pool_a
     if group_counterparts:

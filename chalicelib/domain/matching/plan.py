@@ -8,7 +8,7 @@ from functools import cached_property
 
 import polars as pl
 
-from chalicelib.domain.rules import Condition, Normalization, Operator, Rule, is_text_field
+from chalicelib.domain.rules import Cardinality, Condition, Normalization, Operator, Rule, is_text_field
 
 BASE_COLUMNS = ("uid", "amount", "date", "direction", "currency", "is_new")
 FLIPPED_DIRECTION = {"credit": "debit", "debit": "credit"}
@@ -52,7 +52,7 @@ class RulePlan:
         return self.rule.definition.conditions
 
     @property
-    def cardinality(self):
+    def cardinality(self) -> Cardinality:
         return self.rule.definition.cardinality
 
     @property

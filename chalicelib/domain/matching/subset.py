@@ -4,13 +4,22 @@ tolerance). Such matches are only ever proposed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import polars as pl
 
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.plan import RulePlan, day_number
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from chalicelib.domain.rules import Condition
+
+    Ints = npt.NDArray[np.int64]
+    Subsets = tuple[Ints, Ints, Ints]  # sums, sizes and bit masks of subsets
+    Allowed = Callable[[Ints], Ints]  # subset sums -> the amount difference each may have
 
 MAX_CANDIDATES = 20        # records tried for one counterpart: 2 halves of 2**10 subsets each
 MAX_COUNTERPARTS = 1_000   # counterparts searched per rule and run
@@ -60,12 +69,13 @@ def subset_matches(plan: RulePlan, counterparts: pl.DataFrame, pool: pl.DataFram
     cp_amount = dict(zip(searched["row"].to_list(), searched["amount"].to_list()))
     cp_new = dict(zip(searched["row"].to_list(), searched["is_new"].to_list()))
     taken = np.zeros(pool.height, dtype=bool)
-    found = []
-    starts = np.flatnonzero(np.r_[True, cp_rows[1:] != cp_rows[:-1]]) if len(cp_rows) else []
+    found: list[SubsetMatch] = []
+    starts: npt.NDArray[np.intp] | list[int] = (np.flatnonzero(np.r_[True, cp_rows[1:] != cp_rows[:-1]])
+                                               if len(cp_rows) else [])
     for start, end in zip(starts, [*starts[1:], len(cp_rows)]):
         row = int(cp_rows[start])
         allowed = _allowed(plan, cp_amount[row], pool_is_a)
-        options = []
+        options: list[tuple[int, int, int, npt.NDArray[np.intp]]] = []
         for credit in (cp_credit[row], not cp_credit[row]):  # own direction first: it wins ties
             free = np.flatnonzero(~taken[pool_rows[start:end]] & (pool_credit[start:end] == credit))
             free = free[:MAX_CANDIDATES] + start
@@ -81,7 +91,9 @@ def subset_matches(plan: RulePlan, counterparts: pl.DataFrame, pool: pl.DataFram
     return found
 
 
-def _pairs(plan, counterparts, pool, searched, candidates, pool_is_a, keys, windows, limit) -> pl.DataFrame:
+def _pairs(plan: RulePlan, counterparts: pl.DataFrame, pool: pl.DataFrame, searched: pl.DataFrame,
+           candidates: pl.DataFrame, pool_is_a: bool, keys: list[str], windows: list[Condition],
+           limit: int) -> pl.DataFrame:
     """Pairs of searched counterparts and candidate records; rows index the full frames."""
     if pool_is_a:
         a_rows, b_rows = candidate_pairs(candidates, searched, keys=keys, windows=windows,
@@ -95,13 +107,13 @@ def _pairs(plan, counterparts, pool, searched, candidates, pool_is_a, keys, wind
                         cp_row=f"{cp_side}_row", date_diff="date_diff")
 
 
-def _allowed(plan: RulePlan, target: int, pool_is_a: bool) -> Callable[[np.ndarray], np.ndarray]:
+def _allowed(plan: RulePlan, target: int, pool_is_a: bool) -> Allowed:
     """The amount difference the rule allows for a subset summing to s: tolerances are taken of
     the side-A amount, which is the subset's sum when the subset is side A. Without an amount
     condition the sum must equal the counterpart's amount."""
     conditions = plan.amount_conditions
 
-    def allowed(sums: np.ndarray) -> np.ndarray:
+    def allowed(sums: Ints) -> Ints:
         amount_a = sums if pool_is_a else np.full_like(sums, target)
         result = np.full_like(sums, np.iinfo(np.int64).max if conditions else 0)
         for condition in conditions:
@@ -111,8 +123,8 @@ def _allowed(plan: RulePlan, target: int, pool_is_a: bool) -> Callable[[np.ndarr
     return allowed
 
 
-def best_subset(amounts: np.ndarray, target: int, allowed: Callable[[np.ndarray], np.ndarray],
-                need_new: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+def best_subset(amounts: Ints, target: int, allowed: Allowed, need_new: npt.NDArray[np.bool_] | None = None
+                ) -> tuple[npt.NDArray[np.intp], int] | None:
     """Meet in the middle: every subset sum of each half, then for each left sum the right sums
     nearest to what is missing (just above and just below). The allowed difference never grows
     faster than the sum, so if the nearest sum on one side fails, the farther ones fail too.
@@ -122,16 +134,16 @@ def best_subset(amounts: np.ndarray, target: int, allowed: Callable[[np.ndarray]
     left = _all_subsets(amounts[:half], 0)
     right = _all_subsets(amounts[half:], half)
     order = np.lexsort((right[2], right[1], right[0]))
-    right = tuple(column[order] for column in right)
+    right = (right[0][order], right[1][order], right[2][order])
     if need_new is None:
         best = _closest(left, right, target, allowed)
     else:
         new_mask = int(np.sum(np.left_shift(1, np.flatnonzero(need_new))))
         left_new = (left[2] & new_mask) != 0
         right_new = (right[2] & new_mask) != 0
-        options = [_closest(_take(left, left_new), right, target, allowed),
+        closest = [_closest(_take(left, left_new), right, target, allowed),
                    _closest(_take(left, ~left_new), _take(right, right_new), target, allowed)]
-        options = [o for o in options if o is not None]
+        options = [o for o in closest if o is not None]
         best = min(options) if options else None
     if best is None:
         return None
@@ -140,7 +152,7 @@ def best_subset(amounts: np.ndarray, target: int, allowed: Callable[[np.ndarray]
     return chosen, int(difference)
 
 
-def _all_subsets(amounts: np.ndarray, first_bit: int):
+def _all_subsets(amounts: Ints, first_bit: int) -> Subsets:
     sums, sizes, masks = (np.zeros(1, dtype=np.int64) for _ in range(3))
     for i, amount in enumerate(amounts):
         sums = np.concatenate([sums, sums + amount])
@@ -149,11 +161,11 @@ def _all_subsets(amounts: np.ndarray, first_bit: int):
     return sums, sizes, masks
 
 
-def _take(subsets, keep: np.ndarray):
-    return tuple(column[keep] for column in subsets)
+def _take(subsets: Subsets, keep: npt.NDArray[np.bool_]) -> Subsets:
+    return subsets[0][keep], subsets[1][keep], subsets[2][keep]
 
 
-def _closest(left, right, target: int, allowed) -> tuple[int, int, int] | None:
+def _closest(left: Subsets, right: Subsets, target: int, allowed: Allowed) -> tuple[int, int, int] | None:
     left_sums, left_sizes, left_masks = left
     right_sums, right_sizes, right_masks = right
     if not len(left_sums) or not len(right_sums):

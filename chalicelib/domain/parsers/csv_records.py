@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -54,8 +55,10 @@ def to_minor_units(text: str, decimal_places: int) -> int:
     if "," in whole and _GROUPED_BY_THOUSANDS(whole):
         whole = whole.replace(",", "")
     if _digits(whole) and (not dot or _digits(fraction)) and len(fraction) <= decimal_places:
-        # The common case, fast: plain digits with at most `decimal_places` decimals.
-        return int(whole) * 10**decimal_places + (int(fraction.ljust(decimal_places, "0")) if fraction else 0)
+        # The common case, fast: plain digits with at most `decimal_places` decimals. (Annotated: typeshed types
+        # int ** int as Any, the exponent might be negative.)
+        amount: int = int(whole) * 10**decimal_places + (int(fraction.ljust(decimal_places, "0")) if fraction else 0)
+        return amount
     match = AMOUNT.match(text.strip())
     if not match or (match["whole"] is None and match["fraction"] is None) or \
             bool(match["open"]) != bool(match["close"]):
@@ -66,7 +69,7 @@ def to_minor_units(text: str, decimal_places: int) -> int:
         if fraction[decimal_places:].strip("0"):
             raise RowError(f"amount: '{shown(text, 40)}' has more than {decimal_places} decimal places")
         fraction = fraction[:decimal_places]
-    minor = whole_part * 10**decimal_places + int(fraction.ljust(decimal_places, "0") or "0")
+    minor: int = whole_part * 10**decimal_places + int(fraction.ljust(decimal_places, "0") or "0")
     negative = (match["sign"] == "-") != bool(match["open"])
     return -minor if negative else minor
 
@@ -148,7 +151,7 @@ def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
     return ParsedFile(rows=rows, summary={"columns": header, "rows": len(rows)})
 
 
-def _row_reader(names: list[str], options: CsvOptions):
+def _row_reader(names: list[str], options: CsvOptions) -> Callable[[list[str]], dict[str, Any]]:
     """A function turning one row's values into a record item, with the column positions bound once."""
     position = {name: i for i, name in enumerate(names)}
     date_at, amount_at = position["date"], position["amount"]
@@ -175,7 +178,7 @@ def _row_reader(names: list[str], options: CsvOptions):
         else:
             amount = to_minor_units(text, places)
         if direction_at is None:
-            direction = "debit" if amount < 0 else "credit"
+            direction: str | None = "debit" if amount < 0 else "credit"
         else:
             raw_direction = values[direction_at].strip().lower()
             direction = DIRECTIONS.get(raw_direction)

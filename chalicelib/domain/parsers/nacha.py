@@ -533,7 +533,7 @@ def _entry(line: str, number: int, batch: _Batch, errors: _Errors, file: _FileId
         batch.credits += amount
     else:
         batch.debits += amount
-    metadata = dict(batch.base_metadata)
+    metadata: dict[str, Any] = dict(batch.base_metadata)
     metadata["transaction_code"] = code
     metadata["receiving_routing_number"] = rdfi + line[11]
     metadata["account_number"] = _mask(account)
