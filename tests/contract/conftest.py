@@ -1,0 +1,215 @@
+"""One contract suite, two backends: every test runs against the fakes of tests/fakes and against
+the real adapters on moto (built from the `services` fixture's table and clients). When they
+disagree, the adapter is the truth."""
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+
+import pytest
+
+from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.counters import Counters
+from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
+from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
+from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
+from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.queues import WorkQueue
+from chalicelib.adapters.run_files import RunFiles
+from chalicelib.domain import clock as clock_module
+from tests.fakes import FakePorts
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self._ports = FakePorts()
+        for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
+                          "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
+                          "run_files"):
+            setattr(self, attribute, getattr(self._ports, attribute))
+        self.queue = self._ports.bulk_queue
+
+    def received(self) -> list[dict]:
+        """The messages the queue holds, in the order sent."""
+        return list(self.queue.messages)
+
+
+class MotoBackend:
+    """The real adapters, built from the table and clients of the `services` container (stable
+    names) rather than from its adapter attributes, which may be renamed."""
+    name = "moto"
+
+    def __init__(self, services) -> None:
+        self._services = services
+        self._table = services.table
+        self._aws = services.aws
+        self._settings = services.settings
+
+    @cached_property
+    def counters(self):
+        return Counters(self._table)
+
+    @cached_property
+    def api_keys(self):
+        return ApiKeyRepository(self._table)
+
+    @cached_property
+    def data_streams(self):
+        return DataStreamRepository(self._table, self.counters)
+
+    @cached_property
+    def property_definitions(self):
+        return PropertyDefinitionRepository(self._table, self.counters)
+
+    @cached_property
+    def reconciliations(self):
+        return ReconciliationRepository(self._table, self.counters)
+
+    @cached_property
+    def reconciliation_rules(self):
+        return ReconciliationRuleRepository(self._table, self.counters)
+
+    @cached_property
+    def ingestion_jobs(self):
+        return IngestionJobRepository(self._table)
+
+    @cached_property
+    def runs(self):
+        return RunRepository(self._table)
+
+    @cached_property
+    def investigations(self):
+        return InvestigationRepository(self._table)
+
+    @cached_property
+    def payloads(self):
+        return PayloadStore(self._aws.s3, self._settings.bucket_name)
+
+    @cached_property
+    def run_files(self):
+        return RunFiles(self._aws.s3, self._settings.bucket_name)
+
+    @cached_property
+    def queue(self):
+        return WorkQueue(self._aws.sqs, self._settings.bulk_queue_name)
+
+    def received(self) -> list[dict]:
+        """The messages the queue holds, in the order sent (a standard queue on moto keeps it)."""
+        sqs = self._aws.sqs
+        url = sqs.get_queue_url(QueueName=self._settings.bulk_queue_name)["QueueUrl"]
+        messages: list[dict] = []
+        while True:
+            batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+            if not batch:
+                return messages
+            messages += [json.loads(m["Body"]) for m in batch]
+
+
+@pytest.fixture(params=["fake", "moto"])
+def backend(request):
+    if request.param == "fake":
+        yield FakeBackend()
+    else:
+        yield MotoBackend(request.getfixturevalue("services"))
+
+
+# The port under test, from the backend of the test's parameter.
+
+@pytest.fixture
+def counters(backend):
+    return backend.counters
+
+
+@pytest.fixture
+def api_keys(backend):
+    return backend.api_keys
+
+
+@pytest.fixture
+def data_streams(backend):
+    return backend.data_streams
+
+
+@pytest.fixture
+def property_definitions(backend):
+    return backend.property_definitions
+
+
+@pytest.fixture
+def reconciliations(backend):
+    return backend.reconciliations
+
+
+@pytest.fixture
+def rules(backend):
+    return backend.reconciliation_rules
+
+
+@pytest.fixture
+def jobs(backend):
+    return backend.ingestion_jobs
+
+
+@pytest.fixture
+def runs(backend):
+    return backend.runs
+
+
+@pytest.fixture
+def investigations(backend):
+    return backend.investigations
+
+
+@pytest.fixture
+def payloads(backend):
+    return backend.payloads
+
+
+@pytest.fixture
+def run_files(backend):
+    return backend.run_files
+
+
+@pytest.fixture
+def queue(backend):
+    return backend.queue
+
+
+class Clock:
+    """Time as `utc_now` tells it to the adapters and the fakes: frozen at `now` once set."""
+
+    def __init__(self) -> None:
+        self.now: datetime | None = None
+
+    def set(self, moment: datetime) -> datetime:
+        self.now = moment
+        return moment
+
+    def advance(self, **delta: float) -> datetime:
+        assert self.now is not None, "set the clock first"
+        self.now += timedelta(**delta)
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Freezes `utc_now` wherever it was imported (the adapters', the fakes' and the domain's modules)."""
+    original = clock_module.utc_now
+    frozen = Clock()
+
+    def now() -> datetime:
+        return frozen.now if frozen.now is not None else original()
+
+    for name, module in list(sys.modules.items()):
+        if (name.startswith("chalicelib") or name.startswith("tests.fakes")) and \
+                getattr(module, "utc_now", None) is original:
+            monkeypatch.setattr(module, "utc_now", now)
+    frozen.set(datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc))
+    return frozen

@@ -1,0 +1,130 @@
+"""Data streams: unique keys, newest-first pages, versioned saves, counts and recount requests."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS, stream
+
+
+class TestDataStreamRepository:
+    def test_add_then_get_reads_what_was_stored(self, data_streams):
+        added = stream(3, "bank", description="Main account", bank_account_id="acc-1", program_id=9,
+                       records_count=12)
+        data_streams.add(added)
+        assert data_streams.get(ENV, "bank") == replace(added, created_at=T0_MS)
+        assert data_streams.next_id(ENV) == 1
+
+    def test_a_key_is_unique_in_its_environment(self, data_streams):
+        data_streams.add(stream(1, "bank"))
+        with pytest.raises(Conflict):
+            data_streams.add(stream(2, "bank"))
+        data_streams.add(stream(2, "bank", environment=OTHER_ENV))
+        assert data_streams.get(ENV, "bank").id == 1
+        assert data_streams.get(OTHER_ENV, "bank").id == 2
+
+    def test_missing_and_impossible_keys(self, data_streams):
+        with pytest.raises(NotFound):
+            data_streams.get(ENV, "nothing")
+        assert data_streams.find_including_deleting(ENV, "nothing") is None
+        assert data_streams.find_including_deleting(ENV, "Not A Key!") is None
+
+    def test_list_page_is_newest_first_with_a_cursor_while_more_follow(self, data_streams):
+        for stream_id in (2, 5, 1, 4, 3):
+            data_streams.add(stream(stream_id))
+        data_streams.add(stream(9, environment=OTHER_ENV))
+        pages, cursor = [], None
+        while True:
+            items, cursor = data_streams.list_page(ENV, 2, cursor)
+            pages.append([s.id for s in items])
+            if cursor is None:
+                break
+        assert pages == [[5, 4], [3, 2], [1]]
+        items, cursor = data_streams.list_page(ENV, 5, None)
+        assert ([s.id for s in items], cursor) == ([5, 4, 3, 2, 1], None)
+
+    def test_a_cursor_resumes_after_its_item_even_when_newer_ones_arrived(self, data_streams):
+        for stream_id in (1, 2, 3):
+            data_streams.add(stream(stream_id))
+        _, cursor = data_streams.list_page(ENV, 1, None)
+        data_streams.add(stream(4))
+        items, cursor = data_streams.list_page(ENV, 1, cursor)
+        assert [s.id for s in items] == [2]
+        assert cursor is not None
+
+    def test_a_cursor_of_another_list_or_garbage_is_a_bad_request(self, data_streams):
+        for stream_id in (1, 2):
+            data_streams.add(stream(stream_id))
+            data_streams.add(stream(stream_id, environment=OTHER_ENV))
+        _, cursor = data_streams.list_page(OTHER_ENV, 1, None)
+        with pytest.raises(BadRequest):
+            data_streams.list_page(ENV, 1, cursor)
+        with pytest.raises(BadRequest):
+            data_streams.list_page(ENV, 1, "not-a-cursor")
+
+    def test_a_stream_being_deleted_is_hidden_but_still_listed(self, data_streams):
+        data_streams.add(stream(1, "bank"))
+        data_streams.add(stream(2, "ledger"))
+        data_streams.mark_deleting(ENV, "bank")
+        data_streams.mark_deleting(ENV, "bank")  # again: allowed
+        with pytest.raises(NotFound):
+            data_streams.get(ENV, "bank")
+        assert data_streams.find_including_deleting(ENV, "bank").deleting
+        assert list(data_streams.get_many(ENV, ["bank", "ledger"])) == ["ledger"]
+        assert [(s.key, s.deleting) for s in data_streams.list_page(ENV, 10, None)[0]] == [
+            ("ledger", False), ("bank", True)]
+        with pytest.raises(NotFound):
+            data_streams.mark_deleting(ENV, "nothing")
+
+    def test_get_many_skips_missing_impossible_and_repeated_keys(self, data_streams):
+        data_streams.add(stream(1, "bank"))
+        data_streams.add(stream(2, "ledger"))
+        found = data_streams.get_many(ENV, ["ledger", "bank", "ledger", "missing", "NOT VALID"])
+        assert sorted(found) == ["bank", "ledger"]
+        assert found["ledger"].id == 2
+
+    def test_save_needs_the_next_version_and_keeps_other_fields(self, data_streams):
+        data_streams.add(stream(1, "bank", description="old", records_count=7))
+        current = data_streams.get(ENV, "bank")
+        data_streams.save(current.renamed("Bank", None, description_given=True))
+        saved = data_streams.get(ENV, "bank")
+        assert (saved.name, saved.description, saved.version, saved.records_count) == ("Bank", None, 2, 7)
+        with pytest.raises(Conflict):
+            data_streams.save(current.renamed("Stale", None, description_given=False))  # version 2 again
+        with pytest.raises(Conflict):
+            data_streams.save(stream(5, "nothing", version=2))
+        data_streams.mark_deleting(ENV, "bank")
+        with pytest.raises(Conflict):
+            data_streams.save(saved.renamed("Late", None, description_given=False))
+
+    def test_a_records_count_from_an_older_recount_is_refused(self, data_streams):
+        data_streams.add(stream(1, "bank"))
+        assert data_streams.set_records_count(ENV, "bank", 10, T0)
+        assert not data_streams.set_records_count(ENV, "bank", 5, T0 - timedelta(seconds=1))
+        # Within the same millisecond as the stored one: not later, so refused.
+        assert not data_streams.set_records_count(ENV, "bank", 6, T0.replace(microsecond=987999))
+        assert data_streams.set_records_count(ENV, "bank", 12, T0 + timedelta(seconds=1))
+        assert data_streams.get(ENV, "bank").records_count == 12
+        assert not data_streams.set_records_count(ENV, "missing", 1, T0)
+
+    def test_recount_requests_of_every_environment_until_answered(self, data_streams):
+        for environment, key in ((OTHER_ENV, "b"), (ENV, "z"), (ENV, "a")):
+            data_streams.add(stream(1, key, environment=environment))
+            data_streams.request_recount(environment, key, T0)
+        data_streams.request_recount(ENV, "missing", T0)  # ignored
+        assert data_streams.recount_requests() == [(ENV, "a"), (ENV, "z"), (OTHER_ENV, "b")]
+        data_streams.request_recount(ENV, "a", T0 + timedelta(seconds=5))  # a later request
+        data_streams.clear_recount_request(ENV, "a", T0 + timedelta(seconds=1))  # answers the first only
+        data_streams.clear_recount_request(ENV, "z", T0)
+        data_streams.clear_recount_request(ENV, "missing", T0)
+        assert data_streams.recount_requests() == [(ENV, "a"), (OTHER_ENV, "b")]
+
+    def test_remove_deletes_and_may_repeat(self, data_streams):
+        data_streams.add(stream(1, "bank"))
+        data_streams.remove(ENV, "bank")
+        data_streams.remove(ENV, "bank")
+        assert data_streams.find_including_deleting(ENV, "bank") is None
+        assert data_streams.list_page(ENV, 10, None) == ([], None)

@@ -1,0 +1,111 @@
+"""Payloads, run files and work queues, as `adapters/blobs.py`, `adapters/run_files.py` and
+`adapters/queues.py` keep them, in memory: a missing object fails with the ClientError S3 gives."""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterator
+from urllib.parse import quote
+
+from botocore.exceptions import ClientError
+
+PREFIX = "runs"
+
+
+def _no_such_key(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "NoSuchKey", "Message": "The specified key does not exist."}}, operation)
+
+
+def _not_found(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, operation)
+
+
+class FakePayloadStore:
+    def __init__(self, bucket: str = "fake-bucket") -> None:
+        self.bucket = bucket
+        self.objects: dict[str, tuple[bytes, datetime]] = {}  # key: (body, last modified)
+
+    def put_json(self, key: str, value: Any) -> None:
+        self.objects[key] = (json.dumps(value, separators=(",", ":")).encode(), datetime.now(timezone.utc))
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.get_bytes(key))
+
+    def get_bytes(self, key: str) -> bytes:
+        if key not in self.objects:
+            raise _no_such_key("GetObject")
+        return self.objects[key][0]
+
+    def head_bytes(self, key: str, count: int) -> bytes:
+        """The first `count` bytes."""
+        return self.get_bytes(key)[:count]
+
+    def size(self, key: str) -> int:
+        if key not in self.objects:
+            raise _not_found("HeadObject")
+        return len(self.objects[key][0])
+
+    def exists(self, key: str) -> bool:
+        return key in self.objects
+
+    def upload_url(self, key: str, expires_seconds: int) -> str:
+        """A URL standing for a presigned PUT of `key` (nothing listens there)."""
+        return f"https://{self.bucket}.s3.amazonaws.com/{quote(key)}?X-Amz-Expires={expires_seconds}"
+
+    def list_objects(self, prefix: str) -> Iterator[dict[str, Any]]:
+        """The objects under `prefix` in key order, each with S3's Key, Size, LastModified and ETag."""
+        for key in sorted(k for k in self.objects if k.startswith(prefix)):
+            body, modified = self.objects[key]
+            yield {"Key": key, "Size": len(body), "LastModified": modified,
+                   "ETag": f'"{hashlib.md5(body).hexdigest()}"', "StorageClass": "STANDARD"}
+
+
+class FakeRunFiles:
+    """Frames are kept as frames (a copy), not as Parquet; `read_frame(chunk=)` filters as the
+    adapter's scan does, and `exists` answers for a name prefix as S3's listing does."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, Any] = {}  # key as the adapter names it: frame or JSON text
+
+    def _key(self, environment: str, run_id: int, name: str) -> str:
+        return f"{PREFIX}/{environment}/{run_id}/{name}"
+
+    def write_frame(self, environment: str, run_id: int, name: str, frame, row_group_size: int | None = None) -> None:
+        self.objects[self._key(environment, run_id, f"{name}.parquet")] = frame.clone()
+
+    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None):
+        """The whole frame, or only its rows of one `chunk` (a plan's column `chunk`)."""
+        import polars as pl
+
+        key = self._key(environment, run_id, f"{name}.parquet")
+        if key not in self.objects:
+            raise _no_such_key("GetObject")
+        frame = self.objects[key]
+        if chunk is None:
+            return frame.clone()
+        return frame.lazy().filter(pl.col("chunk") == chunk).collect()
+
+    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
+        self.objects[self._key(environment, run_id, f"{name}.json")] = json.dumps(value)
+
+    def read_json(self, environment: str, run_id: int, name: str) -> Any:
+        key = self._key(environment, run_id, f"{name}.json")
+        if key not in self.objects:
+            raise _no_such_key("GetObject")
+        return json.loads(self.objects[key])
+
+    def exists(self, environment: str, run_id: int, name: str) -> bool:
+        """Whether some file's name starts with `name` (as the adapter's listing by prefix answers)."""
+        prefix = self._key(environment, run_id, name)
+        return any(key.startswith(prefix) for key in self.objects)
+
+
+class FakeWorkQueue:
+    """`messages`: what was sent, in order, as the queue's consumer would read it (JSON round trip)."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.messages.append(json.loads(json.dumps(message, separators=(",", ":"))))
