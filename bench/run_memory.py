@@ -250,27 +250,27 @@ def old_open_frames(ports, environment, reconciliation, rules, new_jobs):
     writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
-        items = []
+        records = []
         for key in streams:
             adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            items += [i for i in ports.matches.open_items(environment, key, reconciliation.id, adopted)
-                      if i.get("file_import_id") not in writing]
-        frames.append(old_open_records_frame(items, [], new_jobs))
+            records += [r for r in ports.matches.open_records(environment, key, reconciliation.id, adopted)
+                        if r.file_import_id not in writing]
+        frames.append(old_open_records_frame(records, [], new_jobs))
     return frames[0], frames[1]
 
 
-def old_open_records_frame(items, metadata_keys, new_jobs):
+def old_open_records_frame(records, metadata_keys, new_jobs):
     import polars as pl
 
     columns: dict[str, Any] = {
-        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
-        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
-        "currency": [i["currency"] for i in items], "decimal_places": [i["decimal_places"] for i in items],
-        "description": [i.get("description") for i in items],
-        "external_id": [i.get("external_id") for i in items],
-        "data_stream_key": [i["data_stream_key"] for i in items],
-        "matched_in": [sorted(i.get("matched_in") or ()) for i in items],
-        "is_new": [new_jobs is not None and i.get("file_import_id") in new_jobs for i in items],
+        "id": [r.id for r in records], "amount": [r.amount for r in records],
+        "direction": [r.direction.value for r in records], "date": [date.fromisoformat(r.date) for r in records],
+        "currency": [r.currency for r in records], "decimal_places": [r.decimal_places for r in records],
+        "description": [r.description for r in records],
+        "external_id": [r.external_id for r in records],
+        "data_stream_key": [r.data_stream_key for r in records],
+        "matched_in": [sorted(r.matched_in) for r in records],
+        "is_new": [new_jobs is not None and r.file_import_id in new_jobs for r in records],
     }
     schema: dict[str, Any] = {"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date,
                               "currency": pl.Utf8, "decimal_places": pl.Int32, "description": pl.Utf8,

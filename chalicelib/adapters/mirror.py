@@ -20,6 +20,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
+from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record
 
 PUBLISH_THREADS = 8
@@ -127,7 +128,7 @@ class AnalyticsMirror:
         body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
         return pl.read_parquet(io.BytesIO(body), columns=columns)
 
-    def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> dict[str, Any]:
+    def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> ImportTotals:
         """Totals of a published import, read from its Parquet parts; leaves each stream's row
         marker (rewritten the same by a retry: the published parts no longer change)."""
         frames: dict[str, list] = {}
@@ -137,18 +138,18 @@ class AnalyticsMirror:
                      for key in self._keys(prefix) if key.endswith(".parquet")]
             self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={sum(p.height for p in parts)}", Body=b"")
             frames[stream_key] = parts
-        totals = _totals([f for parts in frames.values() for f in parts])
+        total = _totals([f for parts in frames.values() for f in parts])
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
-            totals["streams"] = {key: _totals(parts) for key, parts in frames.items()}
-        return totals
+            return ImportTotals(total, {key: _totals(parts) for key, parts in frames.items()})
+        return ImportTotals(total)
 
 
-def _totals(frames: list) -> dict[str, Any]:
+def _totals(frames: list[Any]) -> StreamTotals:
     """Count, credits, debits, date range and currencies of published rows."""
     import polars as pl
 
     if not frames:
-        return {"count": 0, "credits": 0, "debits": 0, "date_min": None, "date_max": None, "currencies": []}
+        return StreamTotals()
     data = pl.concat(frames)
     credit = pl.col("direction") == "credit"
     row = data.select(
@@ -157,6 +158,6 @@ def _totals(frames: list) -> dict[str, Any]:
         pl.col("amount").filter(~credit).sum().alias("debits"),
         pl.col("date").min().alias("date_min"), pl.col("date").max().alias("date_max"),
     ).row(0, named=True)
-    return {"count": int(row["count"]), "credits": int(row["credits"] or 0), "debits": int(row["debits"] or 0),
-            "date_min": row["date_min"], "date_max": row["date_max"],
-            "currencies": sorted(data["currency"].unique().to_list())}
+    return StreamTotals(count=int(row["count"]), credits=int(row["credits"] or 0), debits=int(row["debits"] or 0),
+                        date_min=row["date_min"], date_max=row["date_max"],
+                        currencies=tuple(sorted(data["currency"].unique().to_list())))

@@ -7,6 +7,8 @@ import io
 import json
 from typing import Any
 
+from chalicelib.domain.rules import Rule, validate_rule
+
 PREFIX = "runs"
 
 
@@ -35,11 +37,21 @@ class RunFiles:
             return pl.read_parquet(data)
         return pl.scan_parquet(data).filter(pl.col("chunk") == chunk).collect()
 
-    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
+    def write_rules(self, environment: str, run_id: int, rules: list[Rule]) -> None:
+        """The rules the run applies, as the load phase read them (a later edit changes no run)."""
+        self._write_json(environment, run_id, "rules", [{"id": r.id, "definition": r.definition.as_body()}
+                                                        for r in rules])
+
+    def read_rules(self, environment: str, run_id: int, reconciliation_id: int) -> list[Rule]:
+        return [Rule(environment=environment, id=r["id"], reconciliation_id=reconciliation_id,
+                     definition=validate_rule(r["definition"]), created_at=None)
+                for r in self._read_json(environment, run_id, "rules")]
+
+    def _write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"),
                             Body=json.dumps(value).encode())
 
-    def read_json(self, environment: str, run_id: int, name: str) -> Any:
+    def _read_json(self, environment: str, run_id: int, name: str) -> Any:
         body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"))
         return json.loads(body["Body"].read())
 

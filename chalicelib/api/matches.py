@@ -16,11 +16,8 @@ def match_out(match: Match, with_records: bool = True) -> MatchOut:
                   run_id=match.run_id, differences=match.differences, reason=match.reason, created_at=match.created_at)
     if match.record_count > MAX_INLINE_RECORDS or not with_records:
         return MatchOut(**fields, record_count=match.record_count)
-    matches = container().matches
-    members = matches.members(match.environment, match.id)
-    side_of = {m["record_id"]: m["side"] for m in members}
-    items = sorted(matches.record_items(match.environment, side_of), key=lambda i: (side_of[i["id"]], i["id"]))
-    records = [MatchRecordOut(**matches.record_of(i).__dict__, side=side_of[i["id"]]) for i in items]
+    records = [MatchRecordOut(**record.__dict__, side=side)
+               for side, record in service.member_records(container().matches, match)]
     return MatchOut(**fields, records=records)
 
 

@@ -20,8 +20,14 @@ from chalicelib.api.schemas import (
 )
 from chalicelib.api.views import record_out
 from chalicelib.container import container
-from chalicelib.domain.clock import utc_now
-from chalicelib.domain.reconciliation_exceptions import AgeBucket, ExceptionStatus, RecordFilter, ReconciliationException
+from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.reconciliation_exceptions import (
+    AgeBucket,
+    ExceptionComment,
+    ExceptionStatus,
+    RecordFilter,
+    ReconciliationException,
+)
 from chalicelib.domain.investigations.jobs import Investigation
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.services import reconciliation_exceptions as service
@@ -61,6 +67,11 @@ def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
                         age_bucket=AgeBucket(query.age_bucket) if query.age_bucket else None)
 
 
+def comment_out(comment: ExceptionComment) -> CommentOut:
+    return CommentOut(id=comment.id, body=comment.body, author_idp_id=comment.author_idp_id,
+                      mentions=list(comment.mentions), created_at=iso(comment.created_at))
+
+
 def investigation_out(investigation: Investigation) -> InvestigationOut:
     return InvestigationOut(
         id=investigation.id, status=investigation.status.value, recommendation_text=investigation.recommendation_text,
@@ -85,7 +96,7 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
     return ExceptionDetailOut(
         **_fields(exception, stream, owner),
         filtered_aggregates=service.filtered_aggregates(services.exception_ports, exception, record_filter),
-        comments=[CommentOut(**c) for c in services.exceptions.comments(exception)],
+        comments=[comment_out(c) for c in services.exceptions.comments(exception)],
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 
 
@@ -115,9 +126,8 @@ def list_exception_records(request: ApiRequest, id: str) -> RecordPage:
     record_filter = _record_filter(query)
     service.check_filter(record_filter)
     ids, cursor = services.exceptions.record_page(exception, record_filter, utc_now().date(), query.limit, query.cursor)
-    found = {i["id"]: i for i in services.matches.record_items(request.environment, ids) if not i.get("deleting")}
-    records = [record_out(services.matches.record_of(found[i])) for i in ids if i in found]
-    return RecordPage(data=records, next_cursor=cursor, limit=query.limit)
+    found = services.records.find_many(request.environment, ids)
+    return RecordPage(data=[record_out(found[i]) for i in ids if i in found], next_cursor=cursor, limit=query.limit)
 
 
 @router.route("PATCH", BASE + "/{id}", summary="Retitle, describe, or move an exception (open, investigating, "
@@ -151,9 +161,9 @@ def remove_assignee(request: ApiRequest, id: str, assignee_id: str) -> None:
               body=CreateComment, response=CommentOut, errors=(404, 422))
 def add_comment(request: ApiRequest, id: str) -> CommentOut:
     body: CreateComment = request.body
-    return CommentOut(**service.add_comment(container().exception_ports, request.environment,
-                                            numeric_id(id, "reconciliation exception"), body=body.body,
-                                            author_idp_id=body.author_idp_id, mentions=body.mentions))
+    return comment_out(service.add_comment(container().exception_ports, request.environment,
+                                           numeric_id(id, "reconciliation exception"), body=body.body,
+                                           author_idp_id=body.author_idp_id, mentions=body.mentions))
 
 
 @router.route("POST", BASE + "/{id}/investigations", summary="Start an investigation: search the other side's open "

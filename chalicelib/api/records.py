@@ -17,6 +17,7 @@ from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.services import bulk_requests, records as record_service
+from chalicelib.services import matches as match_service
 
 router = Router("records")
 MAX_IDEMPOTENCY_KEY = 255
@@ -58,24 +59,14 @@ def list_records(request: ApiRequest) -> RecordPage:
         date_from=query.date_from.isoformat() if query.date_from else None,
         date_to=query.date_to.isoformat() if query.date_to else None,
     )
+    services = container()
     if query.reconciliation_match_id is not None:
-        records, cursor = _records_of_match(request.environment, query.reconciliation_match_id, filters,
-                                            query.limit, query.cursor)
+        records, cursor = match_service.records_of_match(services.matches, services.records, request.environment,
+                                                         query.reconciliation_match_id, filters, query.limit,
+                                                         query.cursor)
     else:
-        records, cursor = container().records.list_page(request.environment, filters, query.limit, query.cursor)
+        records, cursor = services.records.list_page(request.environment, filters, query.limit, query.cursor)
     return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
-
-
-def _records_of_match(environment: str, match_id: int, filters: RecordQuery, limit: int, cursor: str | None):
-    """A page of the match's records (its member items), the other filters applied to the page."""
-    matches = container().matches
-    match = matches.find(environment, match_id)
-    if match is None or match.unmatching:
-        return [], None
-    ids, next_cursor = matches.member_page(environment, match_id, limit, cursor)
-    records = sorted((matches.record_of(i) for i in matches.record_items(environment, ids) if not i.get("deleting")),
-                     key=lambda r: -r.id)
-    return [r for r in records if filters.admits(r)], next_cursor
 
 
 @router.route("GET", "/records/{id}", summary="Get a record", response=RecordOut, errors=(404,))

@@ -41,23 +41,12 @@ def record_out(record: Record) -> RecordOut:
     return RecordOut.model_validate(record)
 
 
-def _part_in_stream(job: IngestionJob, stream_key: str) -> dict[str, Any]:
-    totals = job.aggregates or {}
-    if job.is_file:
-        return totals
-    if "streams" in totals:
-        return totals["streams"].get(stream_key) or {}
-    return totals if set(job.created_per_stream) == {stream_key} else {}
-
-
 def file_import_aggregates(job: IngestionJob, stream_key: str) -> dict[str, Any]:
     """The stream-scoped index's aggregates over the records the import wrote into that stream
     (set when it ends; a bulk request may have fed other streams too)."""
-    totals = _part_in_stream(job, stream_key)
-    credits, debits = totals.get("credits", 0), totals.get("debits", 0)
-    currencies = totals.get("currencies") or []
+    totals = job.totals_in_stream(stream_key)
     return {
-        "record_count": totals.get("count", 0), "total_credits": credits, "total_debits": debits,
-        "net_amount": credits - debits, "date_range_start": totals.get("date_min"),
-        "date_range_end": totals.get("date_max"), "currency": currencies[0] if len(currencies) == 1 else None,
+        "record_count": totals.count, "total_credits": totals.credits, "total_debits": totals.debits,
+        "net_amount": totals.credits - totals.debits, "date_range_start": totals.date_min,
+        "date_range_end": totals.date_max, "currency": totals.currencies[0] if len(totals.currencies) == 1 else None,
     }

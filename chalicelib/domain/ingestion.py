@@ -97,6 +97,25 @@ class ChunkOutcome:
 
 
 @dataclass(frozen=True)
+class StreamTotals:
+    """Totals of the records an import wrote, read back from the analytics mirror once it is published."""
+    count: int = 0
+    credits: int = 0
+    debits: int = 0
+    date_min: str | None = None
+    date_max: str | None = None
+    currencies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImportTotals:
+    """A job's totals; a bulk request that fed several streams keeps each stream's part too, since
+    each stream's list of imports shows only what went into it."""
+    total: StreamTotals
+    per_stream: dict[str, StreamTotals] = field(default_factory=dict)  # empty when one stream was fed
+
+
+@dataclass(frozen=True)
 class IngestionJob:
     environment: str
     id: int
@@ -134,7 +153,7 @@ class IngestionJob:
     options: dict[str, Any] = field(default_factory=dict)
     chunk_count: int | None = None
     restarts: int = 0  # by the stuck-job sweeper
-    aggregates: dict[str, Any] | None = None  # totals of the records written, set when the job ends
+    aggregates: ImportTotals | None = None  # totals of the records written, set when the job ends
 
     @property
     def progress(self) -> int:
@@ -174,6 +193,18 @@ class IngestionJob:
 
     def stuck(self, now: datetime) -> bool:
         return self.status is JobStatus.PROCESSING and now - self.heartbeat > STUCK_AFTER
+
+    def totals_in_stream(self, stream_key: str) -> StreamTotals:
+        """What the job wrote into one stream (known once it ended): a file feeds one stream, a bulk
+        request may have fed several."""
+        totals = self.aggregates
+        if totals is None:
+            return StreamTotals()
+        if self.is_file:
+            return totals.total
+        if totals.per_stream:
+            return totals.per_stream.get(stream_key, StreamTotals())
+        return totals.total if set(self.created_per_stream) == {stream_key} else StreamTotals()
 
 
 def chunk_ranges(total: int, size: int) -> list[range]:

@@ -40,6 +40,17 @@ class Match:
     pending_since: datetime | None = None  # a person's match being written (hidden until committed)
 
 
+@dataclass(frozen=True)
+class MatchMember:
+    """One record of a match and the side it is on. `matched_in` is what a claim needs: the
+    reconciliations that had matched the record when it was read (a stale set only costs the
+    claim a retry); a member read back from storage does not keep it."""
+    side: str  # "a" or "b"
+    record_id: int
+    data_stream_key: str
+    matched_in: frozenset[int] = frozenset()
+
+
 def record_status(matched_in: Iterable[int], users: frozenset[int]) -> RecordStatus:
     """The status of a record matched in the reconciliations `matched_in`, when `users` are the
     reconciliations using its stream now (a reconciliation that stopped using the stream, or

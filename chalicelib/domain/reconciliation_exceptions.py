@@ -89,6 +89,26 @@ class ReconciliationException:
 
 
 @dataclass(frozen=True)
+class ExceptionSummary:
+    """What the exception queue filters on, read for every exception of an environment before
+    only the page's exceptions are read whole."""
+    id: int
+    reconciliation_id: int
+    status: ExceptionStatus
+    data_stream_key: str
+    assignees: tuple[Assignee, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExceptionComment:
+    id: int
+    body: str
+    author_idp_id: str
+    mentions: tuple[int, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class ExceptionRecord:
     """What an exception keeps of each of its records: enough for aggregates and filters."""
     record_id: int

@@ -90,6 +90,69 @@ class Record:
 
 
 @dataclass(frozen=True)
+class HeldRecord:
+    """A stored record with the reconciliations that matched it: a match claims a record in one
+    reconciliation at a time, so a claim, a person's match and an accept must see who holds it."""
+    record: Record
+    matched_in: frozenset[int] = frozenset()
+    match_ids: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the match holding it there
+    deleting: bool = False  # a DELETE is under way: hidden from every listing, never matched again
+
+    def match_in(self, reconciliation_id: int) -> int | None:
+        """The match that holds the record in the reconciliation (None: it is open there)."""
+        return self.match_ids.get(reconciliation_id)
+
+
+@dataclass(frozen=True)
+class OpenRecord:
+    """A record as the open-records index projects it (no status, environment or timestamps, so
+    not a Record): what the exception refresh and investigations read of it."""
+    id: int
+    data_stream_key: str
+    date: str
+    amount: int
+    direction: Direction
+    currency: str
+    decimal_places: int
+    description: str | None = None
+    external_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    file_import_id: int | None = None
+    matched_in: frozenset[int] = frozenset()
+    exception_holds: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the exception holding it
+
+    def exception_in(self, reconciliation_id: int) -> int | None:
+        """The exception that holds the record in the reconciliation (None: none does)."""
+        return self.exception_holds.get(reconciliation_id)
+
+
+@dataclass(frozen=True)
+class ReconciledRecord:
+    """A record other reconciliations reconciled, as a run reads it: when a stream joins a
+    reconciliation, its status is computed again from `matched_in` (a stale read only makes the
+    conditional write refuse)."""
+    id: int
+    data_stream_key: str
+    matched_in: frozenset[int]
+
+
+# A page of stored records as columns, one list per attribute (adapters/dynamodb/record_columns):
+# a run reads a million records this way, without an object per record.
+RecordColumns = dict[str, list[Any]]
+
+
+def rows_in(page: RecordColumns) -> int:
+    return len(page["id"])
+
+
+@dataclass(frozen=True)
+class ExternalIdClaim:
+    """The outcome of claiming an external_id in a stream for one job item."""
+    claimed: bool
+    record_id: int | None  # the owner's record id (ours when claimed, the existing one when not)
+
+
+@dataclass(frozen=True)
 class ItemError:
     field: str
     message: str

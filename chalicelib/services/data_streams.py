@@ -8,8 +8,6 @@ from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
 from chalicelib.services.ports import DataStreams, Mirror, PropertyDefinitions, StreamUsages
 
-RECORD_DELETE_BATCH = 500
-
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
                   description: str | None = None, bank_account_id: str | None = None) -> DataStream:
@@ -52,13 +50,7 @@ def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, record
         raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
                        + "; remove it from the reconciliation first")
     streams.mark_deleting(environment, key)
-    batch: list = []
-    for item in records.ids_of_stream(environment, key):
-        batch.append(item)
-        if len(batch) == RECORD_DELETE_BATCH:
-            records.remove_many(batch)
-            batch = []
-    records.remove_many(batch)
+    records.remove_all_of_stream(environment, key)
     definitions.remove_all_of_stream(environment, key)
     mirror.forget_stream(environment, key)
     usages.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes

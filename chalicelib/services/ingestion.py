@@ -25,6 +25,7 @@ from chalicelib.domain.ingestion import (
     ENDED_EARLY,
     ChunkOutcome,
     ChunkRow,
+    ImportTotals,
     IngestionJob,
     ItemResult,
     ItemStatus,
@@ -257,7 +258,7 @@ def _rows_of(ports: IngestionPorts, job: IngestionJob, chunks: list[int]) -> dic
     return rows
 
 
-def _replicate(ports: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
+def _replicate(ports: IngestionPorts, job: IngestionJob) -> ImportTotals:
     ports.mirror.publish(job.environment, job.id, job.created_per_stream)
     return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
 

@@ -11,6 +11,7 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, Vali
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
+from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
@@ -64,20 +65,20 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
     today = utc_now().date()
     target_ids = [r.record_id for r in ports.exceptions.exceptions.records(exception) if record_filter.admits(r, today)]
     matches = ports.runs.matches
-    targets = [i for i in matches.record_items(environment, target_ids)
-               if i.get(matches.match_attribute(reconciliation.id)) is None and not i.get("deleting")]
+    targets = [h.record for h in matches.held_records(environment, target_ids)
+               if h.match_in(reconciliation.id) is None and not h.deleting]
     other_side = (reconciliation.side_b_stream_keys if exception.data_stream_key in reconciliation.side_a_stream_keys
                   else reconciliation.side_a_stream_keys)
-    candidates = [i for key in other_side for i in matches.open_items(
+    candidates = [r for key in other_side for r in matches.open_records(
         environment, key, reconciliation.id, matches.is_adopted(environment, reconciliation.id, key))]
     outcome = investigate(investigation_frame(targets), investigation_frame(candidates),
                           decimal_places=exception.decimal_places)
     difference = None
     if outcome.proposal:
-        items = {i["id"]: i for i in matches.record_items(
+        found = {h.record.id: h.record for h in matches.held_records(
             environment, outcome.target_record_ids + outcome.suggested_record_ids)}
-        difference = _difference(matches, [items[i] for i in outcome.target_record_ids],
-                                 [items[i] for i in outcome.suggested_record_ids])
+        difference = _difference([found[i] for i in outcome.target_record_ids],
+                                 [found[i] for i in outcome.suggested_record_ids])
     return move_or_reload(ports.investigations, investigation, InvestigationStatus.COMPLETED,
                           completed_at=utc_now(), candidate_records_searched=outcome.candidate_records_searched,
                           suggested_record_ids=list(outcome.suggested_record_ids),
@@ -86,10 +87,9 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
                           recommendation_text=outcome.recommendation_text)
 
 
-def _difference(matches, targets: list[dict[str, Any]], suggested: list[dict[str, Any]]) -> int:
+def _difference(targets: list[Record], suggested: list[Record]) -> int:
     """The difference the match of these records would have (see check_manual_match)."""
-    return check_manual_match([matches.record_of(i) for i in targets], [matches.record_of(i) for i in suggested],
-                              allow_difference=True, reason="investigation")
+    return check_manual_match(targets, suggested, allow_difference=True, reason="investigation")
 
 
 def fail(ports: InvestigationPorts, environment: str, investigation_id: int, error: Exception) -> None:
@@ -134,19 +134,18 @@ def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, r
     if investigation.suggested_difference is None:
         raise Conflict(f"investigation {investigation.id} was made before suggestions stated their difference; "
                        "start a new investigation")
-    matches = ports.runs.matches
-    items = {i["id"]: i for i in matches.record_items(environment, record_ids)}
+    held = {h.record.id: h for h in ports.runs.matches.held_records(environment, record_ids)}
     for record_id in record_ids:
-        item = items.get(record_id)
-        if item is None or item.get("deleting"):
+        stored = held.get(record_id)
+        if stored is None or stored.deleting:
             raise Conflict(f"record {record_id} of the suggestion was deleted since the investigation; "
                            "start a new investigation")
-        held_by = item.get(matches.match_attribute(investigation.reconciliation_id))
+        held_by = stored.match_in(investigation.reconciliation_id)
         if held_by is not None:
             raise Conflict(f"record {record_id} of the suggestion was matched since the investigation (match "
                            f"{held_by}); start a new investigation")
-    targets = [items[i] for i in investigation.target_record_ids]
-    difference = _difference(matches, targets, [items[i] for i in investigation.suggested_record_ids])
+    difference = _difference([held[i].record for i in investigation.target_record_ids],
+                             [held[i].record for i in investigation.suggested_record_ids])
     if difference != investigation.suggested_difference:
         raise Conflict(f"the suggestion no longer balances as stated: its records differed by "
                        f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
@@ -169,11 +168,11 @@ def _made_before(ports: InvestigationPorts, investigation: Investigation, record
     """The match an earlier accept of this investigation made before it died (it holds exactly
     these records and names the investigation), or None."""
     matches = ports.runs.matches
-    items = matches.record_items(investigation.environment, record_ids)
-    held = {item.get(matches.match_attribute(investigation.reconciliation_id)) for item in items}
-    if len(items) != len(record_ids) or len(held) != 1 or None in held:
+    held = matches.held_records(investigation.environment, record_ids)
+    holders = {h.match_in(investigation.reconciliation_id) for h in held}
+    if len(held) != len(record_ids) or len(holders) != 1 or None in holders:
         return None
-    match = matches.find(investigation.environment, held.pop())
+    match = matches.find(investigation.environment, holders.pop())
     accepted_here = match is not None and (match.reason or "").startswith(f"Accepted investigation {investigation.id}:")
     return match if accepted_here and match.record_count == len(record_ids) and not match.unmatching else None
 

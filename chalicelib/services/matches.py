@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobStatus
-from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchStatus, check_manual_match
-from chalicelib.domain.records import Record
+from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, check_manual_match
+from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 
 CLAIM_THREADS = 8
@@ -17,24 +16,20 @@ PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a
 WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # an import that may still (re)write its records
 
 
-def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used_by: dict[str, frozenset[int]]) -> list[Match]:
-    """Write matches together (see adapters/dynamodb/matching.py for the order): every member in
+def write_matches(matches, batch: list[tuple[Match, list[MatchMember]]], used_by: dict[str, frozenset[int]]) -> list[Match]:
+    """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
     of the matches whose claims all held, batched. A record another match of the reconciliation
-    holds, or one being deleted, undoes its match. Returns the matches written.
-
-    Member rows: side, record_id, data_stream_key, matched_in (as the record was read)."""
+    holds, or one being deleted, undoes its match. Returns the matches written."""
     if not batch:
         return []
     matches.put_members_of(batch)
     claims = [(match, member) for match, members in batch for member in members]
 
-    def claim(pair) -> bool:
+    def claim(pair: tuple[Match, MatchMember]) -> bool:
         match, member = pair
-        seen = {"id": member["record_id"], "data_stream_key": member["data_stream_key"],
-                "matched_in": set(member["matched_in"] or ())}
-        return matches.claim_record(match.environment, member["record_id"], match.reconciliation_id, match.id,
-                                    used_by[member["data_stream_key"]], seen=seen)
+        return matches.claim_record(match.environment, member.record_id, match.reconciliation_id, match.id,
+                                    used_by[member.data_stream_key], seen=member)
 
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         held = list(pool.map(claim, claims))
@@ -47,16 +42,16 @@ def write_matches(matches, batch: list[tuple[Match, list[dict[str, Any]]]], used
     return written
 
 
-def write_match(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, frozenset[int]]) -> bool:
+def write_match(matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> bool:
     """One match (a person's): False when a record was taken meanwhile, and nothing is left of it."""
     return bool(write_matches(matches, [(match, members)], used_by))
 
 
-def release_members(matches, match: Match, members: list[dict[str, Any]], used_by: dict[str, frozenset[int]]) -> None:
+def release_members(matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> None:
     """Open the match's records again in its reconciliation, then drop its members."""
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-        list(pool.map(lambda m: matches.release_record(match.environment, m["record_id"], match.reconciliation_id,
-                                                       match.id, used_by[m["data_stream_key"]]), members))
+        list(pool.map(lambda m: matches.release_record(match.environment, m.record_id, match.reconciliation_id,
+                                                       match.id, used_by[m.data_stream_key]), members))
     matches.delete_members(match.environment, match.id)
 
 
@@ -85,7 +80,7 @@ def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
         matches.mark_unmatching(match)
     members = matches.members(environment, match_id)
     release_members(matches, match, members,
-                    used_by(reconciliations, environment, (m["data_stream_key"] for m in members)))
+                    used_by(reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.
     reconciliations.request_exceptions_refresh(environment, match.reconciliation_id)
     matches.mark_unmatched(match)
@@ -105,31 +100,32 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     ids = list(dict.fromkeys(record_ids))
     if not ids or len(ids) > MAX_MANUAL_RECORDS:
         raise ValidationFailed.on("record_ids", f"must hold 1 to {MAX_MANUAL_RECORDS} record ids")
-    items = {i["id"]: i for i in matches.record_items(environment, ids) if not i.get("deleting")}
-    errors = [FieldError(f"record_ids[{n}]", f"record {rid} not found") for n, rid in enumerate(ids) if rid not in items]
+    held = {h.record.id: h for h in matches.held_records(environment, ids) if not h.deleting}
+    errors = [FieldError(f"record_ids[{n}]", f"record {rid} not found") for n, rid in enumerate(ids) if rid not in held]
     side_of = {key: "a" for key in reconciliation.side_a_stream_keys} | {key: "b" for key in reconciliation.side_b_stream_keys}
-    errors += [FieldError(f"record_ids[{n}]", f"record {rid} is in data stream '{items[rid]['data_stream_key']}', "
+    errors += [FieldError(f"record_ids[{n}]", f"record {rid} is in data stream '{held[rid].record.data_stream_key}', "
                           "which is on neither side of this reconciliation")
-               for n, rid in enumerate(ids) if rid in items and items[rid]["data_stream_key"] not in side_of]
+               for n, rid in enumerate(ids) if rid in held and held[rid].record.data_stream_key not in side_of]
     if errors:
         raise ValidationFailed(errors)
-    taken = [rid for rid in ids if items[rid].get(matches.match_attribute(reconciliation_id)) is not None]
+    taken = [rid for rid in ids if held[rid].match_in(reconciliation_id) is not None]
     if taken:
         raise Conflict(f"record {taken[0]} is already matched in reconciliation {reconciliation_id}")
+    records = {rid: held[rid].record for rid in ids}
     writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
-    busy = [rid for rid in ids if items[rid].get("file_import_id") in writing]
+    busy = [rid for rid in ids if records[rid].file_import_id in writing]
     if busy:
-        raise Conflict(f"record {busy[0]} belongs to import {items[busy[0]]['file_import_id']}, which is still "
+        raise Conflict(f"record {busy[0]} belongs to import {records[busy[0]].file_import_id}, which is still "
                        "writing; match it once the import has finished")
-    records = {rid: matches.record_of(items[rid]) for rid in ids}
-    side_a = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "a"]
-    side_b = [records[rid] for rid in ids if side_of[items[rid]["data_stream_key"]] == "b"]
+    side_a = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "a"]
+    side_b = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "b"]
     difference = check_manual_match(side_a, side_b, allow_difference, reason)
     match = Match(environment=environment, id=ports.counters.next_id(environment, "match"),
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
                   reason=reason.strip() if allow_difference and reason else None)
-    members = [_member(side_of[items[rid]["data_stream_key"]], records[rid], items[rid]) for rid in ids]
+    members = [MatchMember(side_of[records[rid].data_stream_key], rid, records[rid].data_stream_key, held[rid].matched_in)
+               for rid in ids]
     users = used_by(reconciliations, environment, side_of)
     matches.begin(match)
     try:
@@ -147,7 +143,7 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     return match
 
 
-def roll_back(matches, match: Match, members: list[dict[str, Any]], users: dict[str, frozenset[int]]) -> None:
+def roll_back(matches, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
     """Undo a match that was begun and never committed: its records open again, then it goes."""
     release_members(matches, match, members, users)
     matches.remove(match)
@@ -162,11 +158,27 @@ def sweep_pending(matches, reconciliations, now=None) -> int:
             continue
         members = matches.members(match.environment, match.id)
         roll_back(matches, match, members, used_by(reconciliations, match.environment,
-                                                   (m["data_stream_key"] for m in members)))
+                                                   (m.data_stream_key for m in members)))
         undone += 1
     return undone
 
 
-def _member(side: str, record: Record, item: dict[str, Any]) -> dict[str, Any]:
-    return {"side": side, "record_id": record.id, "data_stream_key": record.data_stream_key,
-            "matched_in": item.get("matched_in") or ()}
+# Reading ----------------------------------------------------------------------------------------
+
+def member_records(matches, match: Match) -> list[tuple[str, Record]]:
+    """The match's records with the side each is on, side A first, then by id (a match shown whole)."""
+    side_of = {m.record_id: m.side for m in matches.members(match.environment, match.id)}
+    held = sorted(matches.held_records(match.environment, side_of), key=lambda h: (side_of[h.record.id], h.record.id))
+    return [(side_of[h.record.id], h.record) for h in held]
+
+
+def records_of_match(matches, records, environment: str, match_id: int, filters: RecordQuery, limit: int,
+                     cursor: str | None) -> tuple[list[Record], str | None]:
+    """A page of the match's records, newest first (a page of its members; the other filters
+    narrow the page). A match being unmatched, or none, has none."""
+    match = matches.find(environment, match_id)
+    if match is None or match.unmatching:
+        return [], None
+    ids, next_cursor = matches.member_page(environment, match_id, limit, cursor)
+    found = sorted(records.find_many(environment, ids).values(), key=lambda r: -r.id)
+    return [r for r in found if filters.admits(r)], next_cursor

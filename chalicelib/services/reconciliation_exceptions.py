@@ -8,12 +8,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
 from chalicelib.domain.reconciliation_exceptions import (
     Assignee,
+    ExceptionComment,
     ExceptionRecord,
     ExceptionStatus,
+    ExceptionSummary,
     RecordFilter,
     ReconciliationException,
     aggregate,
@@ -24,6 +26,7 @@ from chalicelib.domain.reconciliation_exceptions import (
     is_overdue,
     totals,
 )
+from chalicelib.domain.records import OpenRecord
 from chalicelib.observability import logger
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
@@ -71,14 +74,14 @@ def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now
 def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now: datetime) -> None:
     environment, today = reconciliation.environment, now.date()
     adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
-    open_items = {i["id"]: i for i in ports.matches.open_items(environment, stream_key, reconciliation.id, adopted)}
+    open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id, adopted)}
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
     members = {r.record_id for r in ports.exceptions.records(active)} if active else set()
-    gone = [record_id for record_id in members if record_id not in open_items]
-    joining = [item for item in open_items.values()
-               if item["id"] not in members
-               and ports.exceptions.holder(item, reconciliation.id) in (None, active.id if active else None)
-               and is_overdue(_exception_record(item, item["decimal_places"]), today,
+    gone = [record_id for record_id in members if record_id not in open_records]
+    joining = [record for record in open_records.values()
+               if record.id not in members
+               and record.exception_in(reconciliation.id) in (None, active.id if active else None)
+               and is_overdue(_exception_record(record, record.decimal_places), today,
                               reconciliation.exception_after_days)]
     if active is None:
         if not joining:
@@ -88,15 +91,15 @@ def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now:
             environment=environment, id=ports.exceptions.next_id(environment), reconciliation_id=reconciliation.id,
             data_stream_key=stream_key, data_stream_id=stream.id, title=default_title(stream.name), description="",
             status=ExceptionStatus.OPEN, created_at=now, updated_at=now, opened_at=now,
-            decimal_places=max(item["decimal_places"] for item in joining)))
+            decimal_places=max(record.decimal_places for record in joining)))
         if active is None:
             return  # another exception holds the stream's guard: the next refresh joins it
-    scale = max([active.decimal_places] + [item["decimal_places"] for item in joining])
+    scale = max([active.decimal_places] + [record.decimal_places for record in joining])
     if scale > active.decimal_places:  # a record kept with more decimals: every amount moves to its scale
         active = ports.exceptions.rescale(active, scale)
     held = _each(lambda record_id: ports.exceptions.hold_record(environment, record_id, reconciliation.id, active.id),
-                 [item["id"] for item in joining])
-    ports.exceptions.add_records(active, [_exception_record(item, scale) for item in joining if item["id"] in held])
+                 [record.id for record in joining])
+    ports.exceptions.add_records(active, [_exception_record(record, scale) for record in joining if record.id in held])
     ports.exceptions.remove_records(active, gone)
     _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id), gone)
     remaining = ports.exceptions.records(active)
@@ -127,10 +130,10 @@ def _resolve_empty(ports: ExceptionPorts, exception: ReconciliationException, no
                 "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
 
-def _exception_record(item: dict[str, Any], scale: int) -> ExceptionRecord:
+def _exception_record(record: OpenRecord, scale: int) -> ExceptionRecord:
     """The record as the exception keeps it: its amount at the exception's scale (exact)."""
-    amount = item["amount"] * 10 ** (scale - item["decimal_places"])
-    return ExceptionRecord(item["id"], amount, item["direction"], item["date"], item["currency"])
+    amount = record.amount * 10 ** (scale - record.decimal_places)
+    return ExceptionRecord(record.id, amount, record.direction.value, record.date, record.currency)
 
 
 def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
@@ -159,13 +162,11 @@ class ExceptionQuery:
     data_stream_key: str | None = None
     assignee: str | None = None
 
-    def admits(self, summary: dict[str, Any]) -> bool:
-        """On an exception's listing attributes (see ExceptionRepository.list_page)."""
-        return ((self.reconciliation_id is None or summary["reconciliation_id"] == self.reconciliation_id)
-                and (self.status is None or summary["status"] == self.status.value)
-                and (self.data_stream_key is None or summary["data_stream_key"] == self.data_stream_key)
-                and (self.assignee is None or any(a["idp_user_id"] == self.assignee
-                                                  for a in summary.get("assignees") or ())))
+    def admits(self, summary: ExceptionSummary) -> bool:
+        return ((self.reconciliation_id is None or summary.reconciliation_id == self.reconciliation_id)
+                and (self.status is None or summary.status is self.status)
+                and (self.data_stream_key is None or summary.data_stream_key == self.data_stream_key)
+                and (self.assignee is None or any(a.idp_user_id == self.assignee for a in summary.assignees)))
 
 
 def list_exceptions(ports: ExceptionPorts, environment: str, query: ExceptionQuery, offset: int,
@@ -232,12 +233,12 @@ def remove_assignee(ports: ExceptionPorts, environment: str, exception_id: int, 
 
 
 def add_comment(ports: ExceptionPorts, environment: str, exception_id: int, *, body: str, author_idp_id: str,
-                mentions: list[int]) -> dict[str, Any]:
+                mentions: list[int]) -> ExceptionComment:
     exception = ports.exceptions.get(environment, exception_id)
     if not body.strip() or len(body) > MAX_BODY:
         raise ValidationFailed.on("body", f"must be 1 to {MAX_BODY} characters")
-    comment = {"id": ports.exceptions.next_id(environment, "exception_comment"), "body": body,
-               "author_idp_id": author_idp_id, "mentions": list(mentions), "created_at": iso(utc_now())}
+    comment = ExceptionComment(id=ports.exceptions.next_id(environment, "exception_comment"), body=body,
+                               author_idp_id=author_idp_id, mentions=tuple(mentions), created_at=utc_now())
     ports.exceptions.add_comment(exception, comment)
     return comment
 

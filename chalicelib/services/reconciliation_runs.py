@@ -27,7 +27,8 @@ from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import RunType
-from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.domain.records import RecordColumns, rows_in
+from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
@@ -223,8 +224,7 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     ports.files.write_frame(environment, run.id, "side_a", side_a)
     ports.files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
-    ports.files.write_json(environment, run.id, "rules", [
-        {"id": r.id, "definition": r.definition.as_body()} for r in rules])
+    ports.files.write_rules(environment, run.id, rules)
     ports.runs.save_loaded(run, total)
     return "match"
 
@@ -240,9 +240,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
         return "persist" if run.next_chunk() is not None else "finish"
     side_a = ports.files.read_frame(environment, run.id, "side_a")
     side_b = ports.files.read_frame(environment, run.id, "side_b")
-    rules = [Rule(environment=environment, id=r["id"], reconciliation_id=run.reconciliation_id,
-                  definition=validate_rule(r["definition"]), created_at=None)
-             for r in ports.files.read_json(environment, run.id, "rules")]
+    rules = ports.files.read_rules(environment, run.id, run.reconciliation_id)
     engine_a, engine_b = engine_frames(side_a, side_b, only_new=run.only_new)
     outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
@@ -258,7 +256,7 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
 
 
 def persist(ports: RunPorts, environment: str, run_id: int) -> str:
-    from chalicelib.domain.matching.frames import as_rows, members_by_match, stream_keys
+    from chalicelib.domain.matching.frames import planned_matches, stream_keys
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
@@ -269,18 +267,11 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}", chunk=chunk)
     members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, environment, stream_keys(members))
-    by_match = members_by_match(members)
-    now = utc_now()
-    batch = [(Match(environment=environment, id=run.first_match_id + row["match_no"],
-                    reconciliation_id=run.reconciliation_id, status=MatchStatus(row["status"]),
-                    group_key=row["group_key"], record_count=len(by_match[row["match_no"]]), created_at=now,
-                    reconciliation_rule_id=row["rule_id"], run_id=run.id,
-                    differences=json.loads(row["differences"]) if row["differences"] else {}),
-              by_match[row["match_no"]])
-             for row in as_rows(matches)]
+    batch = planned_matches(matches, members, environment=environment, reconciliation_id=run.reconciliation_id,
+                            run_id=run.id, first_match_id=run.first_match_id, created_at=utc_now())
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
-    written = write_matches(ports.matches, [(m, rows) for m, rows in batch if m.id not in done_before], uses)
+    written = write_matches(ports.matches, [(m, members) for m, members in batch if m.id not in done_before], uses)
     written += [m for m, _ in batch if m.id in done_before]
     run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
     return "persist" if run.next_chunk() is not None else "finish"
@@ -330,18 +321,18 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
 
 def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
     """Chunks are written in order, so only the one in progress can hold half-written matches."""
-    from chalicelib.domain.matching.frames import members_by_match, stream_keys
+    from chalicelib.domain.matching.frames import match_members, stream_keys
 
     members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, run.environment, stream_keys(members))
-    by_match = members_by_match(members)
+    by_match = match_members(members)
     committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
-    for match_no, rows in by_match.items():
+    for match_no, of_match in by_match.items():
         match_id = run.first_match_id + match_no
         if match_id not in committed:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
-            release_members(ports.matches, stub, rows, uses)
+            release_members(ports.matches, stub, of_match, uses)
 
 
 def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
@@ -420,26 +411,26 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
     return frames[0], frames[1]
 
 
-def _at_most(pages: Iterable[dict[str, list]], limit: int | None) -> Iterable[dict[str, list]]:
+def _at_most(pages: Iterable[RecordColumns], limit: int | None) -> Iterable[RecordColumns]:
     """The pages as they come, until more than `limit` records in all: then TooManyOpenRecords,
     before the rest is read."""
     read = 0
     for page in pages:
-        read += len(page["id"])
+        read += rows_in(page)
         if limit is not None and read > limit:
             raise TooManyOpenRecords()
         yield page
 
 
 def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, frame) -> None:
-    from chalicelib.domain.matching.frames import reconciled_records, row_slices
+    from chalicelib.domain.matching.frames import reconciled_records, reconciled_slices
 
     reconciled = reconciled_records(frame, stream_key)
     if reconciled.height:
         users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
         with ThreadPoolExecutor(ADOPT_THREADS) as pool:
-            for part in row_slices(reconciled, ADOPT_SLICE):
-                list(pool.map(lambda item: ports.matches.reopen_record(environment, item, users), part))
+            for part in reconciled_slices(reconciled, ADOPT_SLICE):
+                list(pool.map(lambda record: ports.matches.reopen_record(environment, record, users), part))
     ports.matches.adopt(environment, reconciliation_id, stream_key)
 
 

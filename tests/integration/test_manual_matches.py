@@ -106,7 +106,7 @@ def test_a_match_left_begun_by_a_dead_request_is_rolled_back_by_the_sweeper(api,
     from datetime import timedelta
 
     from chalicelib.domain.clock import utc_now
-    from chalicelib.domain.matches import Match, MatchStatus
+    from chalicelib.domain.matches import Match, MatchMember, MatchStatus
     from chalicelib.services.matches import sweep_pending, used_by, write_matches
 
     bank = ingest(record("bank", 1, 1000))
@@ -115,8 +115,7 @@ def test_a_match_left_begun_by_a_dead_request_is_rolled_back_by_the_sweeper(api,
                   reconciliation_id=reconciliation["id"], status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=2, created_at=utc_now())
     services.matches.begin(match)
-    members = [{"side": "a", "record_id": bank[0], "data_stream_key": "bank", "matched_in": ()},
-               {"side": "b", "record_id": ledger[0], "data_stream_key": "ledger", "matched_in": ()}]
+    members = [MatchMember("a", bank[0], "bank"), MatchMember("b", ledger[0], "ledger")]
     dying = ClaimsThenDies(services.matches)
     with pytest.raises(RuntimeError):  # the request dies after its claims, before its commit
         write_matches(dying, [(match, members)], used_by(services.reconciliations, "acme", ["bank", "ledger"]))

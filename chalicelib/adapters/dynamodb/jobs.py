@@ -26,12 +26,14 @@ from chalicelib.domain.ingestion import (
     ENDED_EARLY,
     JOB_STATUSES,
     ChunkOutcome,
+    ImportTotals,
     IngestionJob,
     ItemResult,
     ItemStatus,
     JobSource,
     JobStatus,
     OnConflict,
+    StreamTotals,
 )
 
 # DynamoDB keeps idempotency keys at least this long (TTL deletes them some time after).
@@ -274,9 +276,15 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             return False
         return True
 
-    def set_aggregates(self, job: IngestionJob, aggregates: dict[str, Any]) -> None:
+    def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
+        """StatusMoves' move; the job's totals, when it ends with them, stored as `set_aggregates` keeps them."""
+        if isinstance(fields.get("aggregates"), ImportTotals):
+            fields["aggregates"] = _totals_attribute(fields["aggregates"])
+        return super().move(job, target, **fields)
+
+    def set_aggregates(self, job: IngestionJob, aggregates: ImportTotals) -> None:
         self._table.update(keys.ingestion_job(job.environment, job.id), "SET aggregates = :a",
-                           values={":a": aggregates}, keep_nulls=True)
+                           values={":a": _totals_attribute(aggregates)}, keep_nulls=True)
 
     def mark_counts_rolled_up(self, job: IngestionJob) -> None:
         self._table.update(keys.ingestion_job(job.environment, job.id), "SET counts_rolled_up = :t",
@@ -336,5 +344,29 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
             data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},
             chunk_count=item.get("chunk_count"), restarts=item.get("restarts", 0),
-            aggregates=item.get("aggregates"),
+            aggregates=_totals_of(item["aggregates"]) if item.get("aggregates") else None,
         )
+
+
+def _totals_attribute(totals: ImportTotals) -> dict[str, Any]:
+    """An import's totals as the job item keeps them: the whole, and `streams` when several were fed."""
+    kept = _stream_totals_attribute(totals.total)
+    if totals.per_stream:
+        kept["streams"] = {key: _stream_totals_attribute(part) for key, part in totals.per_stream.items()}
+    return kept
+
+
+def _stream_totals_attribute(totals: StreamTotals) -> dict[str, Any]:
+    return {"count": totals.count, "credits": totals.credits, "debits": totals.debits, "date_min": totals.date_min,
+            "date_max": totals.date_max, "currencies": list(totals.currencies)}
+
+
+def _totals_of(attribute: dict[str, Any]) -> ImportTotals:
+    return ImportTotals(_stream_totals_of(attribute),
+                        {key: _stream_totals_of(part) for key, part in (attribute.get("streams") or {}).items()})
+
+
+def _stream_totals_of(attribute: dict[str, Any]) -> StreamTotals:
+    return StreamTotals(count=attribute.get("count", 0), credits=attribute.get("credits", 0),
+                        debits=attribute.get("debits", 0), date_min=attribute.get("date_min"),
+                        date_max=attribute.get("date_max"), currencies=tuple(attribute.get("currencies") or ()))

@@ -53,11 +53,11 @@ definition     |      |                       |                 | remove; a stre
                |      |                       |                 |                         | stream's delete
                |      |                       |                 |                         |
 record         | -    | {E}#REC#<id>          | REC             | records: put_many       | get, find_many,
-               |      |                       |                 | (ingestion),            | record_items; by id: GET
+               |      |                       |                 | (ingestion),            | held_records; by id: GET
                |      |                       |                 | mark_deleting, remove,  | /records?file_import_id= (a
-               |      |                       |                 | remove_many; matches:   | job's id block),
-               |      |                       |                 | claims; exceptions:     | ?external_id= (its guards),
-               |      |                       |                 | holds                   | ?reconciliation_match_id=
+               |      |                       |                 | remove_all_of_stream;   | job's id block),
+               |      |                       |                 | matches: claims;        | ?external_id= (its guards),
+               |      |                       |                 | exceptions: holds       | ?reconciliation_match_id=
                |      |                       |                 |                         | (the members)
                | gsi1 | {E}#DS#<stream>#REC   | <id>            | put_many                | GET
                |      |                       |                 |                         | /records?data_stream_key=,
@@ -78,7 +78,8 @@ record         | -    | {E}#REC#<id>          | REC             | records: put_m
 external id    | -    | {E}#EXT#<external id> | DS#<stream>     | records:                | the claim's conditional
 guard          |      |                       |                 | claim_external_id       | put, then get; GET
                |      |                       |                 | (owner: the job),       | /records?external_id= (pk:
-               |      |                       |                 | remove, remove_many     | every stream's)
+               |      |                       |                 | remove,                 | every stream's)
+               |      |                       |                 | remove_all_of_stream    |
                |      |                       |                 |                         |
 ingestion job  | -    | {E}#JOB#<id>          | JOB             | jobs: add; move,        | get, find: GET
                |      |                       |                 | save_chunk, the id      | /file_imports/{id},
@@ -259,6 +260,8 @@ names its environment. The sweeper's lists (gsi2) span environments: each entry'
 starts with its environment.
 """
 from __future__ import annotations
+
+from typing import Any
 
 # The table's global secondary indexes (infra/template.yaml); each keys on gsiNpk / gsiNsk.
 GSI1, GSI2, GSI3, GSI4, GSI5 = "gsi1", "gsi2", "gsi3", "gsi4", "gsi5"
@@ -500,10 +503,19 @@ def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -
     return {"pk": f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}", "sk": f"ADOPTED#{stream_key}"}
 
 
+MATCH_ATTRIBUTE_PREFIX = "match_"
+
+
 def match_attribute(reconciliation_id: int) -> str:
     """The record attribute naming its match in one reconciliation (top level, so that a
     conditional write can test it without a map that may not exist yet)."""
-    return f"match_{reconciliation_id}"
+    return f"{MATCH_ATTRIBUTE_PREFIX}{reconciliation_id}"
+
+
+def match_ids_of(item: dict[str, Any]) -> dict[int, int]:
+    """The match holding a record item in each reconciliation, from its `match_<recon>` attributes."""
+    return {int(name[len(MATCH_ATTRIBUTE_PREFIX):]): value for name, value in item.items()
+            if name.startswith(MATCH_ATTRIBUTE_PREFIX) and name[len(MATCH_ATTRIBUTE_PREFIX):].isdigit()}
 
 
 # Reconciliations and their rules --------------------------------------------------------
@@ -602,8 +614,13 @@ def exception_hold(reconciliation_id: int, exception_id: int) -> str:
 
 def holder_in(holds: set[str] | None, reconciliation_id: int) -> int | None:
     """The exception that holds a record in the reconciliation, read from its `exception_holds`."""
-    prefix = f"{reconciliation_id}:"
-    return next((int(h.removeprefix(prefix)) for h in holds or () if h.startswith(prefix)), None)
+    return holders(holds).get(reconciliation_id)
+
+
+def holders(holds: set[str] | None) -> dict[int, int]:
+    """The exception holding a record in each reconciliation, read from its `exception_holds`."""
+    pairs = (hold.split(":", 1) for hold in holds or ())
+    return {int(reconciliation_id): int(exception_id) for reconciliation_id, exception_id in pairs}
 
 
 # Every reconciliation of every environment, for the sweeper's exception refresh.

@@ -11,6 +11,7 @@ A failed claim releases the claims this match made and deletes its members.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Iterator
 
 from chalicelib.adapters.dynamodb import keys
@@ -19,8 +20,15 @@ from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordR
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.matches import Match, MatchStatus, record_status
-from chalicelib.domain.records import Record, RecordStatus
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
+from chalicelib.domain.records import (
+    Direction,
+    HeldRecord,
+    OpenRecord,
+    ReconciledRecord,
+    RecordColumns,
+    RecordStatus,
+)
 
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
@@ -32,19 +40,20 @@ class MatchRepository:
 
     # Writing a match (see the module docstring for the order) --------------------------------
 
-    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[dict[str, Any]]]]) -> None:
+    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None:
         self._table.batch_write(puts=[
-            {**keys.match_member(match.environment, match.id, m["record_id"]), "entity": "match_member",
-             "record_id": m["record_id"], "side": m["side"], "data_stream_key": m["data_stream_key"]}
+            {**keys.match_member(match.environment, match.id, m.record_id), "entity": "match_member",
+             "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key}
             for match, members in batch for m in members])
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: dict[str, Any] | None = None) -> bool:
+                     users: frozenset[int], seen: MatchMember | None = None) -> bool:
         """Mark the record matched by `match_id` in the reconciliation. False when another match
-        of it holds the record, or the record is gone or being deleted. `seen` is the record's
-        item as last read (saves a read; a stale one only costs a retry)."""
+        of it holds the record, or the record is gone or being deleted. `seen` is the record as
+        the match read it (saves a read; a stale one only costs a retry)."""
         attribute = keys.match_attribute(reconciliation_id)
-        item = seen
+        item = None if seen is None else {"id": seen.record_id, "data_stream_key": seen.data_stream_key,
+                                          "matched_in": set(seen.matched_in)}
         for _ in range(CLAIM_ATTEMPTS):
             if item is None:
                 item = self._table.get(keys.record(environment, record_id))
@@ -61,7 +70,8 @@ class MatchRepository:
                               "AND " + _same_matched_in(matched_in),
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
-                            **_status_values(environment, item, status), **_size_value(matched_in)})
+                            **_status_values(environment, record_id, item["data_stream_key"], status),
+                            **_size_value(matched_in)})
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -83,7 +93,8 @@ class MatchRepository:
                     condition="#m = :match AND " + _same_matched_in(matched_in),
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
-                            **_status_values(environment, item, status), **_size_value(matched_in)})
+                            **_status_values(environment, record_id, item["data_stream_key"], status),
+                            **_size_value(matched_in)})
                 return
             except ConditionFailed:
                 continue
@@ -97,26 +108,26 @@ class MatchRepository:
 
     def delete_members(self, environment: str, match_id: int) -> None:
         self._table.batch_write(deletes=[
-            keys.match_member(environment, match_id, m["record_id"]) for m in self.members(environment, match_id)])
+            keys.match_member(environment, match_id, m.record_id) for m in self.members(environment, match_id)])
 
     # Reading ---------------------------------------------------------------------------------
 
-    def open_items(self, environment: str, stream_key: str, reconciliation_id: int,
-                   adopted: bool) -> Iterable[dict[str, Any]]:
-        """Record items of the stream not yet matched in the reconciliation, with the attributes
-        the open-records index projects (OPEN_RECORD_ATTRIBUTES; `status` too when read whole).
-        Once the stream is adopted they come from that sparse index alone (a record matched
-        elsewhere but not here is still open here); before, from all the stream's records, since
-        some may have been reconciled in every other reconciliation before this one used the stream."""
+    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
+                     adopted: bool) -> Iterator[OpenRecord]:
+        """Records of the stream not yet matched in the reconciliation (nor being deleted), with
+        what the open-records index projects (OPEN_RECORD_ATTRIBUTES). Once the stream is adopted
+        they come from that sparse index alone (a record matched elsewhere but not here is still
+        open here); before, from all the stream's records, since some may have been reconciled in
+        every other reconciliation before this one used the stream."""
         attr, partition, index = _stream_records(environment, stream_key, adopted)
         items = self._table.query_all(attr, partition, index=index,
-                                      projection=None if adopted else OPEN_RECORD_ATTRIBUTES + ("status",))
-        return (item for item in items
+                                      projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
+        return (_open_record(item) for item in items
                 if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                            with_metadata: bool = False) -> Iterator[dict[str, list[Any]]]:
-        """The records of `open_items`, a page at a time as columns (see record_columns): what a run
+                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+        """The records of `open_records`, a page at a time as columns (see record_columns): what a run
         loads, a million a side, without a dict per record. `status` only when read whole."""
         attr, partition, index = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
@@ -126,7 +137,7 @@ class MatchRepository:
 
     def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                    deadline: float | None = None) -> tuple[int, bool]:
-        """How many records `open_items` would give, and whether the count finished by `deadline`."""
+        """How many records `open_records` would give, and whether the count finished by `deadline`."""
         attr, partition, index = _stream_records(environment, stream_key, adopted)
         return self._table.count(attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline)
 
@@ -139,33 +150,30 @@ class MatchRepository:
     def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
         self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
 
-    def reopen_record(self, environment: str, item: dict[str, Any], users: frozenset[int]) -> None:
+    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
         """A record counted `reconciled` before another reconciliation used its stream is open
         again (partially reconciled, back in the open index). Nothing to do if it changed meanwhile:
         whoever changed it computed its status with the new reconciliation counted."""
-        matched_in = set(item.get("matched_in") or ())
+        matched_in = set(record.matched_in)
         status = record_status(matched_in, users)
         if status is RecordStatus.RECONCILED:
             return
         try:
-            self._table.update(keys.record(environment, item["id"]), _status_update(status, "", ""),
+            self._table.update(keys.record(environment, record.id), _status_update(status, "", ""),
                                condition="#status = :reconciled AND " + _same_matched_in(matched_in),
                                names={"#status": "status"},
                                values={":reconciled": RecordStatus.RECONCILED.value,
-                                       **_status_values(environment, item, status), **_size_value(matched_in)})
+                                       **_status_values(environment, record.id, record.data_stream_key, status),
+                                       **_size_value(matched_in)})
         except ConditionFailed:
             pass
 
-    def record_items(self, environment: str, record_ids: Iterable[int]) -> list[dict[str, Any]]:
-        return self._table.get_many(keys.record(environment, rid) for rid in record_ids)
-
-    @staticmethod
-    def record_of(item: dict[str, Any]) -> Record:
-        return RecordRepository.from_item(item)
-
-    @staticmethod
-    def match_attribute(reconciliation_id: int) -> str:
-        return keys.match_attribute(reconciliation_id)
+    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
+        """The records of these ids that exist (those being deleted too, marked), each with the
+        reconciliations and matches holding it; in no particular order."""
+        return [HeldRecord(record=RecordRepository.from_item(item), matched_in=frozenset(item.get("matched_in") or ()),
+                           match_ids=keys.match_ids_of(item), deleting=bool(item.get("deleting")))
+                for item in self._table.get_many(keys.record(environment, rid) for rid in record_ids)]
 
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
@@ -177,11 +185,14 @@ class MatchRepository:
         item = self._table.get(keys.match(environment, match_id))
         return self._from_item(item) if item else None
 
-    def members(self, environment: str, match_id: int) -> list[dict[str, Any]]:
-        return list(self._table.query_all("pk", keys.match(environment, match_id)["pk"],
-                                          sort_prefix=keys.MATCH_MEMBER_PREFIX))
+    def members(self, environment: str, match_id: int) -> list[MatchMember]:
+        return [MatchMember(i["side"], i["record_id"], i["data_stream_key"])
+                for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
+                                               sort_prefix=keys.MATCH_MEMBER_PREFIX)]
 
-    def member_page(self, environment: str, match_id: int, limit: int, cursor: str | None):
+    def member_page(self, environment: str, match_id: int, limit: int,
+                    cursor: str | None) -> tuple[list[int], str | None]:
+        """A page of the match's record ids (in record id order), and the cursor of the next."""
         page = self._table.query_page("pk", keys.match(environment, match_id)["pk"], limit=limit, cursor=cursor,
                                       sort_prefix=keys.MATCH_MEMBER_PREFIX)
         return [i["record_id"] for i in page.items], page.cursor
@@ -274,7 +285,7 @@ def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[s
 
 
 def _open_here(reconciliation_id: int) -> Filter:
-    """`open_items`' test, applied by DynamoDB: not matched in this reconciliation (a record matched
+    """`open_records`' test, applied by DynamoDB: not matched in this reconciliation (a record matched
     elsewhere is still open here), not being deleted."""
     return Filter("NOT contains(#fm, :fr) AND attribute_not_exists(#fd)", {"#fm": "matched_in", "#fd": "deleting"},
                   {":fr": reconciliation_id})
@@ -302,10 +313,10 @@ def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> st
     return f"{expression} {set_change}".rstrip()
 
 
-def _status_values(environment: str, item: dict[str, Any], status: RecordStatus) -> dict[str, str]:
+def _status_values(environment: str, record_id: int, stream_key: str, status: RecordStatus) -> dict[str, str]:
     """The values `_status_update` names for `status`."""
     values = {":status": status.value}
-    indexes = keys.record_indexes(environment, item["id"], item["data_stream_key"], status.value)
+    indexes = keys.record_indexes(environment, record_id, stream_key, status.value)
     if "gsi4pk" in indexes:
         values.update({":g4": indexes["gsi4pk"], ":g4s": indexes["gsi4sk"]})
     if "gsi5pk" in indexes:
@@ -320,3 +331,14 @@ def _same_matched_in(matched_in: set[int]) -> str:
 
 def _size_value(matched_in: set[int]) -> dict[str, int]:
     return {":n": len(matched_in)} if matched_in else {}
+
+
+def _open_record(item: dict[str, Any]) -> OpenRecord:
+    """A record item as the open-records index projects it."""
+    return OpenRecord(
+        id=item["id"], data_stream_key=item["data_stream_key"], date=item["date"], amount=item["amount"],
+        direction=Direction(item["direction"]), currency=item["currency"], decimal_places=item["decimal_places"],
+        description=item.get("description"), external_id=item.get("external_id"),
+        metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
+        file_import_id=item.get("file_import_id"), matched_in=frozenset(item.get("matched_in") or ()),
+        exception_holds=keys.holders(item.get(keys.EXCEPTION_HOLDS)))

@@ -4,7 +4,7 @@ guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
@@ -13,14 +13,16 @@ from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.reconciliation_exceptions import (
     AGE_BUCKET_DAYS,
     Assignee,
+    ExceptionComment,
     ExceptionRecord,
     ExceptionStatus,
+    ExceptionSummary,
     RecordFilter,
     ReconciliationException,
 )
 
-STALE_GUARD_AGE = timedelta(minutes=2)
-LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees")  # what the list filters read  # a guard whose exception was never written (its writer died)
+STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
+LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees")  # what the list filters read
 
 
 class ExceptionRepository:
@@ -39,12 +41,13 @@ class ExceptionRepository:
             raise NotFound(f"reconciliation exception {exception_id} not found")
         return self._from_item(item)
 
-    def list_page(self, environment: str, admits, offset: int, limit: int) -> tuple[list[ReconciliationException], bool]:
+    def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
+                  limit: int) -> tuple[list[ReconciliationException], bool]:
         """A page of the environment's exceptions, newest first, by offset: the index is read for
         the few attributes the filters need, then only the page's items are read whole."""
         summaries = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index=keys.GSI1,
                                           projection=LISTING_ATTRIBUTES)
-        wanted = sorted((s["id"] for s in summaries if admits(s)), reverse=True)
+        wanted = sorted((s.id for s in map(_summary_of, summaries) if admits(s)), reverse=True)
         page_ids = wanted[offset:offset + limit]
         found = {e.id: e for e in map(self._from_item, self._table.get_many(
             keys.reconciliation_exception(environment, i) for i in page_ids))}
@@ -183,12 +186,6 @@ class ExceptionRepository:
         self._table.batch_write(deletes=[keys.exception_record(exception.environment, exception.id, i)
                                          for i in record_ids])
 
-    @staticmethod
-    def holder(item: dict[str, Any], reconciliation_id: int) -> int | None:
-        """The exception that holds a record item in the reconciliation (None: none holds it);
-        read from the attribute the open-records index projects."""
-        return keys.holder_in(item.get(keys.EXCEPTION_HOLDS), reconciliation_id)
-
     def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         """Mark the record as held by the exception in the reconciliation, unless another one holds it."""
         try:
@@ -236,14 +233,17 @@ class ExceptionRepository:
 
     # Comments -------------------------------------------------------------------------------
 
-    def add_comment(self, exception: ReconciliationException, comment: dict[str, Any]) -> None:
-        self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment["id"]),
-                             "entity": "exception_comment", **comment})
+    def add_comment(self, exception: ReconciliationException, comment: ExceptionComment) -> None:
+        self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment.id),
+                             "entity": "exception_comment", "id": comment.id, "body": comment.body,
+                             "author_idp_id": comment.author_idp_id, "mentions": list(comment.mentions),
+                             "created_at": iso(comment.created_at)})
 
-    def comments(self, exception: ReconciliationException) -> list[dict[str, Any]]:
+    def comments(self, exception: ReconciliationException) -> list[ExceptionComment]:
         items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
                                       sort_prefix=keys.COMMENT_PREFIX)
-        return [{k: i.get(k) for k in ("id", "body", "author_idp_id", "mentions", "created_at")} for i in items]
+        return [ExceptionComment(i["id"], i["body"], i["author_idp_id"], tuple(i.get("mentions") or ()),
+                                 parse_iso(i["created_at"])) for i in items]
 
     # Items ------------------------------------------------------------------------------------
 
@@ -275,6 +275,12 @@ class ExceptionRepository:
             assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()),
             totals=item.get("totals") or {}, version=item.get("version", 1),
         )
+
+
+def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
+    return ExceptionSummary(id=item["id"], reconciliation_id=item["reconciliation_id"],
+                            status=ExceptionStatus(item["status"]), data_stream_key=item["data_stream_key"],
+                            assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()))
 
 
 def _hold_placeholders(reconciliation_id: int, exception_id: int) -> dict[str, dict[str, Any]]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import heapq
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Iterable
 
@@ -21,7 +20,7 @@ from chalicelib.adapters.dynamodb.table import (
 )
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
-from chalicelib.domain.records import Direction, Record, RecordQuery, RecordStatus
+from chalicelib.domain.records import Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus
 
 
 # What the open-records index (gsi5, infra/template.yaml) projects besides the keys: every
@@ -32,11 +31,8 @@ OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction"
                           "description", "external_id", "metadata", "file_import_id", "matched_in",
                           keys.EXCEPTION_HOLDS, "deleting")
 
-
-@dataclass(frozen=True)
-class GuardClaim:
-    claimed: bool
-    record_id: int | None  # the owner's record id (ours when claimed, the existing one when not)
+# Records a stream's delete removes per BatchWriteItem stream (with their guards).
+DELETE_BATCH = 500
 
 
 class RecordRepository:
@@ -50,7 +46,7 @@ class RecordRepository:
         return self._table.batch_write(puts=[self.to_item(r) for r in records])
 
     def claim_external_id(self, environment: str, stream_key: str, external_id: str, owner: str,
-                          record_id: int) -> GuardClaim:
+                          record_id: int) -> ExternalIdClaim:
         """Reserve an external_id in a stream for `owner` (a job item). The owner may claim again
         (a retried delivery); anyone else finds it taken and learns the existing record id."""
         guard = {**keys.external_id_guard(environment, stream_key, external_id), "entity": "external_id_guard",
@@ -58,10 +54,10 @@ class RecordRepository:
         try:
             self._table.put(guard, condition="attribute_not_exists(pk) OR #owner = :owner",
                             names={"#owner": "owner"}, values={":owner": owner})
-            return GuardClaim(True, record_id)
+            return ExternalIdClaim(True, record_id)
         except ConditionFailed:
             existing = self._table.get(keys.external_id_guard(environment, stream_key, external_id))
-            return GuardClaim(False, existing["record_id"] if existing else None)
+            return ExternalIdClaim(False, existing["record_id"] if existing else None)
 
     # Reading -------------------------------------------------------------------------------
 
@@ -146,9 +142,6 @@ class RecordRepository:
     def _admits(self, query: RecordQuery):
         return lambda item: not item.get("deleting") and query.admits(self.from_item(item))
 
-    def ids_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
-        return self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key), index=keys.GSI1)
-
     # Deleting ------------------------------------------------------------------------------
 
     def mark_deleting(self, environment: str, record_id: int, deletable: tuple[RecordStatus, ...],
@@ -190,8 +183,19 @@ class RecordRepository:
                 pass
         self._table.delete(keys.record(record.environment, record.id))
 
-    def remove_many(self, items: list[dict[str, Any]]) -> None:
-        """Delete records and their guards in batches (a stream being deleted)."""
+    def remove_all_of_stream(self, environment: str, stream_key: str) -> None:
+        """Delete a stream's records and their guards, DELETE_BATCH records at a time (a stream
+        being deleted: a retry finds what is left)."""
+        batch: list[dict[str, Any]] = []
+        for item in self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key),
+                                          index=keys.GSI1):
+            batch.append(item)
+            if len(batch) == DELETE_BATCH:
+                self._remove_items(batch)
+                batch = []
+        self._remove_items(batch)
+
+    def _remove_items(self, items: list[dict[str, Any]]) -> None:
         deletes = [{"pk": i["pk"], "sk": i["sk"]} for i in items]
         deletes += [keys.external_id_guard(i["environment"], i["data_stream_key"], i["external_id"])
                     for i in items if i.get("external_id") is not None]

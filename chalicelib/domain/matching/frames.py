@@ -1,23 +1,25 @@
 """The frames around the engines: pure polars code that turns what storage hands over (pages of
-record columns, record items) into the engines' input, and what the matching engine finds into
-the plan a run persists, and reads that plan back as plain Python values.
+record columns, records) into the engines' input, and what the matching engine finds into
+the plan a run persists, and reads that plan back as matches and their members.
 
 It lives in the domain so that the services, which orchestrate a run's phases, hold no columnar
 code and import no polars: they pass frames from the run's files (adapters/run_files.py) to
-these functions and get frames, or dicts and lists, back. polars is imported here at module
+these functions and get frames, or domain objects, back. polars is imported here at module
 level, like the engines; the services import this module only inside the functions that need it,
 so that a Lambda without the engine layer (tests/deploy) still imports the app.
 """
 from __future__ import annotations
 
 import json
-from datetime import date
-from typing import Any, Iterable, Iterator
+from datetime import date, datetime
+from typing import Any, Iterable, Iterator, Sequence
 
 import polars as pl
 
-from chalicelib.domain.matches import MatchStatus
-from chalicelib.domain.records import RecordStatus
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus
+from chalicelib.domain.records import OpenRecord, ReconciledRecord, Record, RecordColumns, RecordStatus
+
+Frame = pl.DataFrame  # what the services hand on between these functions and the run's files
 
 POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
@@ -27,7 +29,7 @@ PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in")  # what writi
 
 # Open records, for the matching engine -----------------------------------------------------------
 
-def open_records_frame(pages: Iterable[dict[str, list]], metadata_keys: list[str], new_jobs: set[int] | None,
+def open_records_frame(pages: Iterable[RecordColumns], metadata_keys: list[str], new_jobs: set[int] | None,
                        writing: set[int] = frozenset()) -> pl.DataFrame:
     """The engine's input (see domain/matching) from pages of record columns (see
     adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
@@ -48,7 +50,7 @@ def record_schema(metadata_keys: list[str]) -> dict[str, Any]:
             "status": pl.Utf8}
 
 
-def _page_frame(page: dict[str, list], metadata_keys: list[str], new_jobs: set[int] | None,
+def _page_frame(page: RecordColumns, metadata_keys: list[str], new_jobs: set[int] | None,
                 writing: set[int]) -> pl.DataFrame:
     """One page of record columns as a frame: dates parsed, `is_new` from the record's job, the
     metadata JSON decoded only when a rule reads a metadata key."""
@@ -121,11 +123,6 @@ def plan_chunks(outcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
     return matches, members, chunks
 
 
-def as_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """A (small: one chunk of a plan) frame's rows as dicts, in order."""
-    return list(frame.iter_rows(named=True))
-
-
 def members_by_match(members: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:
     """A chunk's member rows grouped by their match_no, matches and rows in the frame's order:
     a match's records are written, or undone, together."""
@@ -133,6 +130,27 @@ def members_by_match(members: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:
     for row in members.iter_rows(named=True):
         by_match.setdefault(row["match_no"], []).append(row)
     return by_match
+
+
+def match_members(members: pl.DataFrame) -> dict[int, list[MatchMember]]:
+    """`members_by_match`, each row a MatchMember (as writing or undoing a match takes it)."""
+    return {match_no: [MatchMember(row["side"], row["record_id"], row["data_stream_key"],
+                                   frozenset(row["matched_in"] or ())) for row in rows]
+            for match_no, rows in members_by_match(members).items()}
+
+
+def planned_matches(matches: pl.DataFrame, members: pl.DataFrame, *, environment: str, reconciliation_id: int,
+                    run_id: int, first_match_id: int, created_at: datetime) -> list[tuple[Match, list[MatchMember]]]:
+    """One chunk of a run's plan as the matches to write, each with its members: match number n
+    of the plan is match `first_match_id + n` (the run's block of ids)."""
+    by_match = match_members(members)
+    return [(Match(environment=environment, id=first_match_id + row["match_no"], reconciliation_id=reconciliation_id,
+                   status=MatchStatus(row["status"]), group_key=row["group_key"],
+                   record_count=len(by_match[row["match_no"]]), created_at=created_at,
+                   reconciliation_rule_id=row["rule_id"], run_id=run_id,
+                   differences=json.loads(row["differences"]) if row["differences"] else {}),
+             by_match[row["match_no"]])
+            for row in matches.iter_rows(named=True)]
 
 
 def stream_keys(frame: pl.DataFrame) -> list[str]:
@@ -150,10 +168,11 @@ def reconciled_records(frame: pl.DataFrame, stream_key: str) -> pl.DataFrame:
             .select(*PERSISTED_RECORD_COLUMNS))
 
 
-def row_slices(frame: pl.DataFrame, size: int) -> Iterator[list[dict[str, Any]]]:
-    """The frame's rows as dicts, `size` at a time: a big stream is never held as Python objects whole."""
-    for part in frame.iter_slices(size):
-        yield list(part.iter_rows(named=True))
+def reconciled_slices(reconciled: pl.DataFrame, size: int) -> Iterator[list[ReconciledRecord]]:
+    """`reconciled_records`, `size` at a time: a big stream is never held as Python objects whole."""
+    for part in reconciled.iter_slices(size):
+        yield [ReconciledRecord(row["id"], row["data_stream_key"], frozenset(row["matched_in"] or ()))
+               for row in part.iter_rows(named=True)]
 
 
 # A dry run's answer -----------------------------------------------------------------------------------
@@ -178,15 +197,15 @@ def rule_matches(outcome, rule_id: int, sample_size: int) -> dict[str, Any]:
 
 # Records, for the investigation engine ----------------------------------------------------------------
 
-def investigation_frame(items: list[dict[str, Any]]) -> pl.DataFrame:
-    """Record items as the investigation engine reads them (see domain/investigations): the
-    engine's columns, and `reference` from the first metadata key of REFERENCE_KEYS present."""
-    metadata = [json.loads(i["metadata"]) if i.get("metadata") else {} for i in items]
+def investigation_frame(records: Sequence[Record | OpenRecord]) -> pl.DataFrame:
+    """Records as the investigation engine reads them (see domain/investigations): the engine's
+    columns, and `reference` from the first metadata key of REFERENCE_KEYS present."""
     return pl.DataFrame({
-        "id": [i["id"] for i in items], "amount": [i["amount"] for i in items],
-        "direction": [i["direction"] for i in items], "date": [date.fromisoformat(i["date"]) for i in items],
-        "currency": [i["currency"] for i in items], "description": [i.get("description") for i in items],
-        "external_id": [i.get("external_id") for i in items],
-        "reference": [next((str(m[k]) for k in REFERENCE_KEYS if m.get(k) is not None), None) for m in metadata],
+        "id": [r.id for r in records], "amount": [r.amount for r in records],
+        "direction": [r.direction.value for r in records], "date": [date.fromisoformat(r.date) for r in records],
+        "currency": [r.currency for r in records], "description": [r.description for r in records],
+        "external_id": [r.external_id for r in records],
+        "reference": [next((str(r.metadata[k]) for k in REFERENCE_KEYS if r.metadata.get(k) is not None), None)
+                      for r in records],
     }, schema={"id": pl.Int64, "amount": pl.Int64, "direction": pl.Utf8, "date": pl.Date, "currency": pl.Utf8,
                "description": pl.Utf8, "external_id": pl.Utf8, "reference": pl.Utf8})
