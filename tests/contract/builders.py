@@ -1,7 +1,7 @@
 """Domain objects for the contract tests, with every field a test does not care about filled in."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition, PropertyType, StreamType
@@ -12,8 +12,8 @@ from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger
 
 # Microseconds on purpose: both backends must read them back to the millisecond.
-T0 = datetime(2024, 3, 1, 9, 30, 15, 987654, tzinfo=timezone.utc)
-T0_MS = datetime(2024, 3, 1, 9, 30, 15, 987000, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 30, 15, 987654, tzinfo=UTC)
+T0_MS = datetime(2024, 3, 1, 9, 30, 15, 987000, tzinfo=UTC)
 ENV = "acme"
 OTHER_ENV = "globex"
 

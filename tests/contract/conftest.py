@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 import pytest
@@ -211,5 +211,5 @@ def clock(monkeypatch):
         if (name.startswith("chalicelib") or name.startswith("tests.fakes")) and \
                 getattr(module, "utc_now", None) is original:
             monkeypatch.setattr(module, "utc_now", now)
-    frozen.set(datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc))
+    frozen.set(datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC))
     return frozen

@@ -5,16 +5,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Iterable
 from dataclasses import fields, replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar, overload
 
 from chalicelib.adapters.dynamodb.table import ConditionFailed  # what the adapters let through, as they do
 from chalicelib.domain.clock import iso, parse_iso
 from chalicelib.domain.errors import BadRequest
 
-__all__ = ["ConditionFailed", "stored_time", "as_stored", "moved", "encode_cursor", "decode_cursor", "newest_first_page",
-           "padded"]
+__all__ = ["ConditionFailed", "stored_time", "as_stored", "moved", "encode_cursor", "decode_cursor",
+           "newest_first_page", "padded", "refuse_unreachable"]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -28,6 +29,10 @@ def padded(number: int) -> str:
     return str(number).zfill(12)
 
 
+@overload
+def stored_time(moment: datetime) -> datetime: ...
+@overload
+def stored_time(moment: None) -> None: ...
 def stored_time(moment: datetime | None) -> datetime | None:
     """A timestamp as it reads back from the table: UTC, to the millisecond."""
     return parse_iso(iso(moment)) if moment is not None else None
@@ -41,6 +46,14 @@ def as_stored(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(value)
     return value
+
+
+def refuse_unreachable(statuses: Any, target: Any) -> None:
+    """A status no move leads to (the first one) makes the adapter's condition `#status IN ()`, which
+    the table refuses as malformed (moto: ValueError; DynamoDB: a ValidationException), not as a
+    refused move; the fake fails alike."""
+    if not statuses.sources_of(target):
+        raise ValueError(f"Bad IN expression: no status moves to {target.value}")
 
 
 def moved(entity: E, target: Any, values: dict[str, Any]) -> E:
@@ -81,7 +94,3 @@ def newest_first_page(listing: str, entries: Iterable[tuple[str, T]], limit: int
     page = ordered[:limit]
     return [item for _, item in page], encode_cursor(listing, page[-1][0])
 
-
-def by_sort_value(entries: Iterable[tuple[str, T]], keep: Callable[[T], bool] = lambda _: True) -> list[T]:
-    """Items in ascending order of their sort value (an index read whole)."""
-    return [item for _, item in sorted(entries, key=lambda e: e[0]) if keep(item)]

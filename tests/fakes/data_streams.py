@@ -2,9 +2,9 @@
 `adapters/dynamodb/property_definitions.py` keep them."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition

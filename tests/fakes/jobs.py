@@ -3,9 +3,9 @@ JOB_STATUSES, per-chunk results counted once, idempotency keys, the stream listi
 import's own entry, a bulk request's links), the active jobs, cancellation and restarts."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Iterator
 
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
@@ -13,11 +13,13 @@ from chalicelib.domain.ingestion import (
     ENDED_EARLY,
     JOB_STATUSES,
     ChunkOutcome,
+    ImportTotals,
     IngestionJob,
     ItemResult,
     ItemStatus,
     JobSource,
     JobStatus,
+    StreamTotals,
 )
 from tests.fakes._support import (
     NOT_THIS_LIST,
@@ -26,6 +28,7 @@ from tests.fakes._support import (
     moved,
     newest_first_page,
     padded,
+    refuse_unreachable,
     stored_time,
 )
 
@@ -132,9 +135,12 @@ class FakeIngestionJobRepository:
 
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """Move to `target` if the stored status allows it (JOB_STATUSES), setting `fields` with it."""
+        refuse_unreachable(self.statuses, target)
         row = self.rows.get((job.environment, job.id))
         if row is None or row.job.status not in self.statuses.sources_of(target):
             raise TransitionRefused(f"{self.noun} {job.id} cannot move to {target.value}")
+        if isinstance(fields.get("aggregates"), ImportTotals):
+            fields["aggregates"] = _stored_totals(fields["aggregates"])  # type: ignore[arg-type]
         row.job = moved(row.job, target, fields)
         row.listed_active = row.listed_active and target not in self.statuses.finished
         return row.job
@@ -230,10 +236,10 @@ class FakeIngestionJobRepository:
         row.restarts_written = True
         return True
 
-    def set_aggregates(self, job: IngestionJob, aggregates: dict[str, Any]) -> None:
+    def set_aggregates(self, job: IngestionJob, aggregates: ImportTotals) -> None:
         row = self.rows.get((job.environment, job.id))
         if row is not None:  # the adapter's unconditional update writes a bare item otherwise
-            row.job = replace(row.job, aggregates=aggregates)
+            row.job = replace(row.job, aggregates=_stored_totals(aggregates))
 
     def mark_counts_rolled_up(self, job: IngestionJob) -> None:
         row = self.rows.get((job.environment, job.id))
@@ -256,3 +262,10 @@ class FakeIngestionJobRepository:
         if row is None:
             raise KeyError("environment")
         return row
+
+
+def _stored_totals(totals: ImportTotals) -> ImportTotals:
+    """Totals as they read back: sequences as tuples."""
+    def part(stream: StreamTotals) -> StreamTotals:
+        return replace(stream, currencies=tuple(stream.currencies))
+    return ImportTotals(part(totals.total), {key: part(p) for key, p in totals.per_stream.items()})

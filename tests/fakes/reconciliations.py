@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN
@@ -110,8 +109,10 @@ class FakeReconciliationRepository:
             if usage is None or usage.version <= updated.version:
                 self._put_usage(updated, stream_key)
         row = self.rows.get((environment, updated.id))
-        stored = row.reconciliation if row else None
-        if stored is None or stored.version != updated.version - 1 or stored.deleting or \
+        if row is None:
+            raise self._refusal(environment, updated.id)
+        stored = row.reconciliation
+        if stored.version != updated.version - 1 or stored.deleting or \
                 stored.current_run_id is not None:
             raise self._refusal(environment, updated.id)
         row.reconciliation = replace(
@@ -207,7 +208,8 @@ class FakeReconciliationRuleRepository:
 
     def list_of(self, environment: str, reconciliation_id: int) -> list[Rule]:
         """Every rule of the reconciliation, by priority, then id."""
-        rules = [r for (env, _), r in self.rules.items() if env == environment and r.reconciliation_id == reconciliation_id]
+        rules = [r for (env, _), r in self.rules.items()
+                 if env == environment and r.reconciliation_id == reconciliation_id]
         return sorted(rules, key=lambda r: (r.definition.priority, r.id))
 
     def save(self, updated: Rule, previous: Rule) -> None:
@@ -263,4 +265,5 @@ class FakeReconciliationRuleRepository:
     def _stored(rule: Rule) -> Rule:
         """As the adapter reads it back: the definition through its JSON body and validate_rule."""
         return replace(rule, definition=validate_rule(json.loads(json.dumps(rule.definition.as_body()))),
-                       created_at=stored_time(rule.created_at), updated_at=stored_time(rule.updated_at or rule.created_at))
+                       created_at=stored_time(rule.created_at),
+                       updated_at=stored_time(rule.updated_at or rule.created_at))

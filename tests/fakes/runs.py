@@ -3,13 +3,14 @@ RUN_STATUSES, the plan and progress of a run, and the run slot and pending work 
 reconciliation (the rows of a FakeReconciliationRepository)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any
 
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.runs import RUN_STATUSES, Run, RunStatus
-from tests.fakes._support import ConditionFailed, moved, newest_first_page, padded, stored_time
+from tests.fakes._support import ConditionFailed, moved, newest_first_page, padded, refuse_unreachable, stored_time
 from tests.fakes.reconciliations import FakeReconciliationRepository
 
 
@@ -55,6 +56,7 @@ class FakeRunRepository:
 
     def move(self, run: Run, /, target: RunStatus, **fields: object) -> Run:
         """Move to `target` if the stored status allows it (RUN_STATUSES), beating the heartbeat with it."""
+        refuse_unreachable(self.statuses, target)
         row = self.rows.get((run.environment, run.id))
         if row is None or row.run.status not in self.statuses.sources_of(target):
             raise TransitionRefused(f"{self.noun} {run.id} cannot move to {target.value}")
@@ -126,7 +128,8 @@ class FakeRunRepository:
     # Progress -----------------------------------------------------------------------------------
 
     def discard(self, run: Run) -> None:
-        """Drop a run that never got the slot; anything but a stored pending run is refused as the adapter refuses it."""
+        """Drop a run that never got the slot; anything but a stored pending run is refused (ConditionFailed,
+        which the adapter lets through)."""
         row = self.rows.get((run.environment, run.id))
         if row is None or row.run.status is not RunStatus.PENDING:
             raise ConditionFailed()

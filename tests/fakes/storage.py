@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 from botocore.exceptions import ClientError
+
+from chalicelib.domain.rules import Rule, validate_rule
 
 PREFIX = "runs"
 
@@ -27,7 +30,7 @@ class FakePayloadStore:
         self.objects: dict[str, tuple[bytes, datetime]] = {}  # key: (body, last modified)
 
     def put_json(self, key: str, value: Any) -> None:
-        self.objects[key] = (json.dumps(value, separators=(",", ":")).encode(), datetime.now(timezone.utc))
+        self.objects[key] = (json.dumps(value, separators=(",", ":")).encode(), datetime.now(UTC))
 
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
@@ -66,7 +69,7 @@ class FakeRunFiles:
     adapter's scan does, and `exists` answers for a name prefix as S3's listing does."""
 
     def __init__(self) -> None:
-        self.objects: dict[str, Any] = {}  # key as the adapter names it: frame or JSON text
+        self.objects: dict[str, Any] = {}  # key as the adapter names it: a frame, or JSON text
 
     def _key(self, environment: str, run_id: int, name: str) -> str:
         return f"{PREFIX}/{environment}/{run_id}/{name}"
@@ -86,14 +89,19 @@ class FakeRunFiles:
             return frame.clone()
         return frame.lazy().filter(pl.col("chunk") == chunk).collect()
 
-    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
-        self.objects[self._key(environment, run_id, f"{name}.json")] = json.dumps(value)
+    def write_rules(self, environment: str, run_id: int, rules: list[Rule]) -> None:
+        """The rules the run applies, kept as the adapter keeps them: id and definition body, as JSON."""
+        self.objects[self._key(environment, run_id, "rules.json")] = json.dumps(
+            [{"id": r.id, "definition": r.definition.as_body()} for r in rules])
 
-    def read_json(self, environment: str, run_id: int, name: str) -> Any:
-        key = self._key(environment, run_id, f"{name}.json")
+    def read_rules(self, environment: str, run_id: int, reconciliation_id: int) -> list[Rule]:
+        """The rules as written, each of `reconciliation_id`, with no creation time (a run's copy)."""
+        key = self._key(environment, run_id, "rules.json")
         if key not in self.objects:
             raise _no_such_key("GetObject")
-        return json.loads(self.objects[key])
+        return [Rule(environment=environment, id=r["id"], reconciliation_id=reconciliation_id,
+                     definition=validate_rule(r["definition"]), created_at=None)
+                for r in json.loads(self.objects[key])]
 
     def exists(self, environment: str, run_id: int, name: str) -> bool:
         """Whether some file's name starts with `name` (as the adapter's listing by prefix answers)."""
