@@ -1,6 +1,7 @@
 """One contract suite, two backends: every test runs against the fakes of tests/fakes and against
-the real adapters on moto (built from the `services` fixture's table and clients). When they
-disagree, the adapter is the truth."""
+the real adapters on moto, on the resources of the infra template as the `services` fixture
+provisions them (but without the container and the app: the suite tests adapters, not wiring, and
+stays runnable while those change). When they disagree, the adapter is the truth."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from functools import cached_property
 
 import pytest
 
+from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
@@ -19,9 +21,13 @@ from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.domain import clock as clock_module
+from chalicelib.local.provision import provision
+from chalicelib.settings import Settings
+from tests.conftest import REGION, TEST_PARAMETERS
 from tests.fakes import FakePorts
 
 
@@ -42,15 +48,13 @@ class FakeBackend:
 
 
 class MotoBackend:
-    """The real adapters, built from the table and clients of the `services` container (stable
-    names) rather than from its adapter attributes, which may be renamed."""
+    """The real adapters, each built from its class and the table or clients it needs."""
     name = "moto"
 
-    def __init__(self, services) -> None:
-        self._services = services
-        self._table = services.table
-        self._aws = services.aws
-        self._settings = services.settings
+    def __init__(self, aws, settings) -> None:
+        self._aws = aws
+        self._settings = settings
+        self._table = DynamoTable(aws.dynamodb, settings.table_name)
 
     @cached_property
     def counters(self):
@@ -117,7 +121,11 @@ def backend(request):
     if request.param == "fake":
         yield FakeBackend()
     else:
-        yield MotoBackend(request.getfixturevalue("services"))
+        request.getfixturevalue("moto_aws")
+        settings = Settings(region=REGION, local_mode=True)
+        aws = AwsClients(settings)
+        provision(aws, TEST_PARAMETERS, REGION, log=lambda _: None)
+        yield MotoBackend(aws, settings)
 
 
 # The port under test, from the backend of the test's parameter.
