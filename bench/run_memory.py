@@ -226,7 +226,8 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule
-    from chalicelib.services.reconciliation_runs import RunPorts
+    from chalicelib.services.ports import Ports
+    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, DRY_RUN_RECORDS
 
     client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="bench", aws_secret_access_key="bench",
@@ -236,9 +237,13 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     table = DynamoTable(client, "recon")
     if not json_pages:  # the same reader with botocore parsing the pages (as before the JSON pages)
         client.meta.events.unregister("before-parse.dynamodb.Query", unique_id="recon-query-pages-as-json")
-    ports = RunPorts(runs=None, matches=MatchRepository(table), jobs=NoJobs(),
-                     reconciliations=Reconciliations(reconciliation), rules=Rules(rule), counters=None,
-                     files=RunFiles(DiskS3(workdir), "bench"), workflows=None)
+    # Only what loading and matching read; the rest is never reached.
+    ports = Ports(api_keys=None, counters=None, data_streams=None, property_definitions=None,
+                  reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
+                  ingestion_jobs=NoJobs(), matches=MatchRepository(table), runs=None, exceptions=None,
+                  investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
+                  bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None,
+                  chunk_records=CHUNK_RECORDS, dry_run_records=DRY_RUN_RECORDS)
     return ports, reconciliation, rule
 
 
@@ -247,7 +252,8 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
 def old_open_frames(ports, environment, reconciliation, rules, new_jobs):
     from chalicelib.services.reconciliation_runs import WRITING
 
-    writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
+    writing = {job.id for job in ports.ingestion_jobs.active()
+               if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         records = []
@@ -323,8 +329,8 @@ def match_phase(ports, side_a, side_b, rule, old: bool):
     outcome = match_records(*engine_frames(side_a, side_b), [rule])
     matches, members, chunks = (old_plan if old else plan_chunks)(outcome, side_a, side_b, CHUNK_RECORDS)
     group = None if old else PLAN_ROW_GROUP
-    ports.files.write_frame(ENVIRONMENT, 1, "matches-0", matches, group)
-    ports.files.write_frame(ENVIRONMENT, 1, "members-0", members, group)
+    ports.run_files.write_frame(ENVIRONMENT, 1, "matches-0", matches, group)
+    ports.run_files.write_frame(ENVIRONMENT, 1, "members-0", members, group)
     return outcome.matches.height, chunks
 
 
@@ -335,9 +341,9 @@ def chunk_read(ports, chunk: int, old: bool):
     rows = 0
     for name in ("matches-0", "members-0"):
         if old:
-            frame = ports.files.read_frame(ENVIRONMENT, 1, name).filter(pl.col("chunk") == chunk)
+            frame = ports.run_files.read_frame(ENVIRONMENT, 1, name).filter(pl.col("chunk") == chunk)
         else:
-            frame = ports.files.read_frame(ENVIRONMENT, 1, name, chunk=chunk)
+            frame = ports.run_files.read_frame(ENVIRONMENT, 1, name, chunk=chunk)
         rows += len(list(frame.iter_rows(named=True)))
     return rows
 
@@ -358,11 +364,11 @@ def run_case(case: str, path: str, records: int, port: int, workdir: Path) -> di
         result["load_s"], result["load_cpu_s"] = time.perf_counter() - t0, _cpu() - c0
         result["loaded"] = side_a.height + side_b.height
         if case == "load":
-            ports.files.write_frame(ENVIRONMENT, 1, "side_a", side_a)
-            ports.files.write_frame(ENVIRONMENT, 1, "side_b", side_b)
+            ports.run_files.write_frame(ENVIRONMENT, 1, "side_a", side_a)
+            ports.run_files.write_frame(ENVIRONMENT, 1, "side_b", side_b)
     if case == "match":
-        side_a = ports.files.read_frame(ENVIRONMENT, 1, "side_a")
-        side_b = ports.files.read_frame(ENVIRONMENT, 1, "side_b")
+        side_a = ports.run_files.read_frame(ENVIRONMENT, 1, "side_a")
+        side_b = ports.run_files.read_frame(ENVIRONMENT, 1, "side_b")
     if case in ("match", "both"):
         t1, c1 = time.perf_counter(), _cpu()
         result["matches"], result["chunks"] = match_phase(ports, side_a, side_b, rule, old)

@@ -1,5 +1,6 @@
-"""Composition root: builds the adapters once per process. Tests and the local stack install
-their own container built from their own Settings (moto, or the embedded local AWS)."""
+"""Composition root: builds the adapters once per process, and `ports`, the one set of them the
+services and routes use. Tests and the local stack install their own container built from their
+own Settings (moto, or the embedded local AWS)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -7,28 +8,24 @@ from functools import cached_property
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
-from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
-from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
-from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
-from chalicelib.adapters.dynamodb.table import DynamoTable
-from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
+from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
+from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.mirror import AnalyticsMirror
-from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.queues import WorkQueue
+from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
-from chalicelib.services.ingestion import IngestionPorts
-from chalicelib.services.file_imports import FilePorts
 from chalicelib.services import reconciliation_runs
-from chalicelib.services.reconciliation_exceptions import ExceptionPorts
-from chalicelib.services.investigations import InvestigationPorts
-from chalicelib.services.reconciliation_runs import RunPorts
+from chalicelib.services.ports import Ports, Workflows
 from chalicelib.settings import Settings, current_settings
 
 
@@ -73,48 +70,16 @@ class Container:
         return RecordRepository(self.table)
 
     @cached_property
-    def mirror(self) -> AnalyticsMirror:
-        return AnalyticsMirror(self.aws.s3, self.settings.bucket_name)
-
-    @cached_property
     def ingestion_jobs(self) -> IngestionJobRepository:
         return IngestionJobRepository(self.table)
-
-    @cached_property
-    def ingestion(self) -> IngestionPorts:
-        return IngestionPorts(
-            jobs=self.ingestion_jobs, records=self.records, streams=self.data_streams,
-            definitions=self.property_definitions, counters=self.counters,
-            payloads=PayloadStore(self.aws.s3, self.settings.bucket_name),
-            queue=WorkQueue(self.aws.sqs, self.settings.bulk_queue_name),
-            mirror=self.mirror,
-            after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
-                self.run_ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
-        )
-
-    @cached_property
-    def workflows(self):
-        """Step Functions on AWS; the local stack and tests install the in-process driver instead."""
-        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.file_import_state_machine)
-
-    @cached_property
-    def run_workflows(self):
-        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.reconciliation_run_state_machine)
-
-    @cached_property
-    def runs(self) -> RunRepository:
-        return RunRepository(self.table)
 
     @cached_property
     def matches(self) -> MatchRepository:
         return MatchRepository(self.table)
 
     @cached_property
-    def run_ports(self) -> RunPorts:
-        return RunPorts(runs=self.runs, matches=self.matches, jobs=self.ingestion_jobs, reconciliations=self.reconciliations,
-                        rules=self.reconciliation_rules, counters=self.counters,
-                        files=RunFiles(self.aws.s3, self.settings.bucket_name), workflows=self.run_workflows,
-                        exceptions=self.exception_ports)
+    def runs(self) -> RunRepository:
+        return RunRepository(self.table)
 
     @cached_property
     def exceptions(self) -> ExceptionRepository:
@@ -125,19 +90,50 @@ class Container:
         return InvestigationRepository(self.table)
 
     @cached_property
-    def investigation_ports(self) -> InvestigationPorts:
-        return InvestigationPorts(investigations=self.investigations, exceptions=self.exception_ports,
-                                  runs=self.run_ports,
-                                  queue=WorkQueue(self.aws.sqs, self.settings.investigation_queue_name))
+    def payloads(self) -> PayloadStore:
+        return PayloadStore(self.aws.s3, self.settings.bucket_name)
 
     @cached_property
-    def exception_ports(self) -> ExceptionPorts:
-        return ExceptionPorts(exceptions=self.exceptions, reconciliations=self.reconciliations,
-                              streams=self.data_streams, matches=self.matches)
+    def mirror(self) -> AnalyticsMirror:
+        return AnalyticsMirror(self.aws.s3, self.settings.bucket_name)
 
     @cached_property
-    def files(self) -> FilePorts:
-        return FilePorts(ingestion=self.ingestion, workflows=self.workflows)
+    def run_files(self) -> RunFiles:
+        return RunFiles(self.aws.s3, self.settings.bucket_name)
+
+    @cached_property
+    def bulk_queue(self) -> WorkQueue:
+        return WorkQueue(self.aws.sqs, self.settings.bulk_queue_name)
+
+    @cached_property
+    def investigation_queue(self) -> WorkQueue:
+        return WorkQueue(self.aws.sqs, self.settings.investigation_queue_name)
+
+    # Step Functions on AWS; the local stack and tests install the in-process driver instead,
+    # before the first use of `ports`.
+    @cached_property
+    def file_import_workflows(self) -> Workflows:
+        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.file_import_state_machine)
+
+    @cached_property
+    def run_workflows(self) -> Workflows:
+        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.reconciliation_run_state_machine)
+
+    @cached_property
+    def ports(self) -> Ports:
+        return Ports(
+            api_keys=self.api_keys, counters=self.counters, data_streams=self.data_streams,
+            property_definitions=self.property_definitions, reconciliations=self.reconciliations,
+            reconciliation_rules=self.reconciliation_rules, records=self.records, ingestion_jobs=self.ingestion_jobs,
+            matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
+            payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
+            investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
+            run_workflows=self.run_workflows, chunk_records=reconciliation_runs.CHUNK_RECORDS,
+            dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
+            # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
+            after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
+                self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
+        )
 
     @property
     def key_last_used_resolution(self) -> timedelta:

@@ -44,8 +44,8 @@ def services(moto_aws):
     from chalicelib.local.statemachines import local_workflows
 
     # State machines run in-process and synchronously in tests, with no waits between retries.
-    container.workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None, synchronous=True,
-                                          retry_delay_scale=0)
+    container.file_import_workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None,
+                                                      synchronous=True, retry_delay_scale=0)
     container.run_workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None, synchronous=True,
                                               retry_delay_scale=0, machine="ReconciliationRunStateMachine")
     install(container)

@@ -15,7 +15,7 @@ router = Router("data_streams")
 def create_data_stream(request: ApiRequest) -> DataStreamOut:
     body: CreateDataStream = request.body
     stream = service.create_stream(
-        container().data_streams, request.environment, key=body.key, name=body.name,
+        container().ports.data_streams, request.environment, key=body.key, name=body.name,
         type_=StreamType(body.type), description=body.description, bank_account_id=body.bank_account_id,
     )
     return DataStreamOut.model_validate(stream)
@@ -25,14 +25,14 @@ def create_data_stream(request: ApiRequest) -> DataStreamOut:
               query=CursorQuery, response=DataStreamPage, errors=(400, 422))
 def list_data_streams(request: ApiRequest) -> DataStreamPage:
     query: CursorQuery = request.query
-    streams, cursor = container().data_streams.list_page(request.environment, query.limit, query.cursor)
+    streams, cursor = container().ports.data_streams.list_page(request.environment, query.limit, query.cursor)
     return DataStreamPage(data=[DataStreamOut.model_validate(s) for s in streams], next_cursor=cursor,
                           limit=query.limit)
 
 
 @router.route("GET", "/data_streams/{key}", summary="Get a data stream", response=DataStreamOut, errors=(404,))
 def get_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
-    return DataStreamOut.model_validate(container().data_streams.get(request.environment, key))
+    return DataStreamOut.model_validate(container().ports.data_streams.get(request.environment, key))
 
 
 @router.route("PATCH", "/data_streams/{key}", summary="Rename or describe a data stream",
@@ -40,7 +40,7 @@ def get_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
 def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
     body: UpdateDataStream = request.body
     stream = service.update_stream(
-        container().data_streams, request.environment, key, name=body.name, description=body.description,
+        container().ports.data_streams, request.environment, key, name=body.name, description=body.description,
         description_given="description" in body.model_fields_set, requested_key=body.key,
         requested_type=body.type,
     )
@@ -50,6 +50,4 @@ def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
 @router.route("DELETE", "/data_streams/{key}", summary="Delete a data stream and everything in it",
               status=204, errors=(404, 409))
 def delete_data_stream(request: ApiRequest, key: str) -> None:
-    services = container()
-    service.delete_stream(services.data_streams, services.property_definitions, services.records,
-                          services.mirror, request.environment, key, usages=services.reconciliations)
+    service.delete_stream(container().ports, request.environment, key)

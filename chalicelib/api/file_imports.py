@@ -32,7 +32,7 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
     source = JobSource(body.format)
     service.check_create_options(source, body.date_format, body.decimal_places)
     job, url = service.create_import(
-        container().files, request.environment, key, filename=body.filename, source=source,
+        container().ports, request.environment, key, filename=body.filename, source=source,
         on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
         date_format=body.date_format, decimal_places=body.decimal_places,
         nacha_control_mismatch=body.nacha_control_mismatch,
@@ -45,9 +45,9 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
               query=CursorQuery, response=FileImportPage, errors=(400, 404, 422))
 def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
     query: CursorQuery = request.query
-    services = container()
-    services.data_streams.get(request.environment, key)
-    jobs, cursor = services.ingestion_jobs.list_of_stream(request.environment, key, query.limit, query.cursor)
+    ports = container().ports
+    ports.data_streams.get(request.environment, key)
+    jobs, cursor = ports.ingestion_jobs.list_of_stream(request.environment, key, query.limit, query.cursor)
     return FileImportPage(data=[FileImportSummaryOut(**ingestion_job_fields(j), **file_import_aggregates(j, key))
                                 for j in jobs], next_cursor=cursor, limit=query.limit)
 
@@ -55,11 +55,11 @@ def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
 @router.route("GET", "/file_imports/{id}", summary="A file import (or a bulk request, as an ingestion job)",
               response=FileImportDetailOut, errors=(404,))
 def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
-    services = container()
-    jobs = services.ingestion_jobs
+    ports = container().ports
+    jobs = ports.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     problems = jobs.results(request.environment, job.id, problems_only=True)
-    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=service.fresh_upload_url(services.files, job),
+    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=service.fresh_upload_url(ports, job),
                                results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
                                results_truncated=len(problems) > MAX_RESULTS_SHOWN)
 
@@ -68,9 +68,9 @@ def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
               query=CursorQuery, response=RecordPage, errors=(400, 404, 422))
 def list_file_import_records(request: ApiRequest, id: str) -> RecordPage:
     query: CursorQuery = request.query
-    services = container()
-    job = services.ingestion_jobs.get(request.environment, numeric_id(id, "file import"))
-    records, cursor = services.records.list_page(request.environment, RecordQuery(file_import_id=job.id),
+    ports = container().ports
+    job = ports.ingestion_jobs.get(request.environment, numeric_id(id, "file import"))
+    records, cursor = ports.records.list_page(request.environment, RecordQuery(file_import_id=job.id),
                                                  query.limit, query.cursor)
     return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
 
@@ -79,13 +79,13 @@ def list_file_import_records(request: ApiRequest, id: str) -> RecordPage:
               "in item order, by status", query=ResultsQuery, response=ItemResultPage, errors=(400, 404, 422))
 def list_file_import_results(request: ApiRequest, id: str) -> ItemResultPage:
     query: ResultsQuery = request.query
-    services = container()
-    jobs = services.ingestion_jobs
+    ports = container().ports
+    jobs = ports.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     listing = query.status or "all"
     after = jobs.results_after(job, listing, query.cursor) if query.cursor else -1
     statuses = frozenset({ItemStatus(query.status)}) if query.status else EVERY_STATUS
-    page = results_page(jobs, services.records, job, statuses, after, query.limit)
+    page = results_page(ports, job, statuses, after, query.limit)
     cursor = jobs.results_cursor(job, listing, page.after) if page.after is not None else None
     return ItemResultPage(data=[FileItemResultOut.model_validate(r) for r in page.results], next_cursor=cursor,
                           limit=query.limit)
@@ -94,5 +94,5 @@ def list_file_import_results(request: ApiRequest, id: str) -> ItemResultPage:
 @router.route("POST", "/file_imports/{id}/cancel", summary="Cancel a pending or processing import", status=202,
               response=FileImportOut, errors=(404, 409))
 def cancel_file_import(request: ApiRequest, id: str) -> FileImportOut:
-    job = service.cancel(container().files, request.environment, numeric_id(id, "file import"))
+    job = service.cancel(container().ports, request.environment, numeric_id(id, "file import"))
     return FileImportOut(**ingestion_job_fields(job))

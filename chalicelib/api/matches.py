@@ -17,7 +17,7 @@ def match_out(match: Match, with_records: bool = True) -> MatchOut:
     if match.record_count > MAX_INLINE_RECORDS or not with_records:
         return MatchOut(**fields, record_count=match.record_count)
     records = [MatchRecordOut(**record.__dict__, side=side)
-               for side, record in service.member_records(container().matches, match)]
+               for side, record in service.member_records(container().ports.matches, match)]
     return MatchOut(**fields, records=records)
 
 
@@ -25,9 +25,9 @@ def match_out(match: Match, with_records: bool = True) -> MatchOut:
               query=MatchesQuery, response=MatchPage, errors=(400, 404, 422))
 def list_matches(request: ApiRequest) -> MatchPage:
     query: MatchesQuery = request.query
-    services = container()
-    reconciliation = services.reconciliations.get(request.environment, query.reconciliation_id)
-    matches, cursor = services.matches.list_page(request.environment, reconciliation.id, query.limit, query.cursor,
+    ports = container().ports
+    reconciliation = ports.reconciliations.get(request.environment, query.reconciliation_id)
+    matches, cursor = ports.matches.list_page(request.environment, reconciliation.id, query.limit, query.cursor,
                                                  status=MatchStatus(query.status) if query.status else None)
     return MatchPage(data=[match_out(m, with_records=False) for m in matches], next_cursor=cursor, limit=query.limit)
 
@@ -35,14 +35,14 @@ def list_matches(request: ApiRequest) -> MatchPage:
 @router.route("GET", "/reconciliation_matches/{id}", summary="A match, its records inline up to 100",
               response=MatchOut, errors=(404,))
 def get_match(request: ApiRequest, id: str) -> MatchOut:
-    return match_out(container().matches.get(request.environment, numeric_id(id, "reconciliation match")))
+    return match_out(container().ports.matches.get(request.environment, numeric_id(id, "reconciliation match")))
 
 
 @router.route("POST", "/reconciliation_matches", summary="Match records of both sides by hand", status=201,
               body=CreateMatch, response=MatchOut, errors=(404, 409, 422))
 def create_match(request: ApiRequest) -> MatchOut:
     body: CreateMatch = request.body
-    match = service.create_manual_match(container().run_ports, request.environment, body.reconciliation_id,
+    match = service.create_manual_match(container().ports, request.environment, body.reconciliation_id,
                                         body.record_ids, body.allow_difference, body.reason)
     return match_out(match)
 
@@ -50,14 +50,10 @@ def create_match(request: ApiRequest) -> MatchOut:
 @router.route("POST", "/reconciliation_matches/{id}/confirm", summary="Confirm a proposed match",
               response=MatchOut, errors=(404,))
 def confirm_match(request: ApiRequest, id: str) -> MatchOut:
-    services = container()
-    return match_out(service.confirm(services.matches, services.reconciliations, request.environment,
-                                     numeric_id(id, "reconciliation match")))
+    return match_out(service.confirm(container().ports, request.environment, numeric_id(id, "reconciliation match")))
 
 
 @router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,
               errors=(404,))
 def delete_match(request: ApiRequest, id: str) -> None:
-    services = container()
-    service.unmatch(services.matches, services.reconciliations, request.environment,
-                    numeric_id(id, "reconciliation match"))
+    service.unmatch(container().ports, request.environment, numeric_id(id, "reconciliation match"))

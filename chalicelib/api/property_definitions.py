@@ -20,11 +20,9 @@ PATH = "/data_stream_property_definitions"
               body=CreatePropertyDefinition, response=PropertyDefinitionOut, errors=(409, 422))
 def create_property_definition(request: ApiRequest) -> PropertyDefinitionOut:
     body: CreatePropertyDefinition = request.body
-    services = container()
     definition = service.create_definition(
-        services.property_definitions, services.data_streams, request.environment, key=body.key,
-        name=body.name, type_=PropertyType(body.type), data_stream_key=body.data_stream_key,
-        optional=body.optional,
+        container().ports, request.environment, key=body.key, name=body.name, type_=PropertyType(body.type),
+        data_stream_key=body.data_stream_key, optional=body.optional,
     )
     return PropertyDefinitionOut.model_validate(definition)
 
@@ -33,14 +31,15 @@ def create_property_definition(request: ApiRequest) -> PropertyDefinitionOut:
               query=PropertyDefinitionQuery, response=list[PropertyDefinitionOut])
 def list_property_definitions(request: ApiRequest) -> list[PropertyDefinitionOut]:
     query: PropertyDefinitionQuery = request.query
-    definitions = container().property_definitions.list(request.environment, query.data_stream_key)
+    definitions = container().ports.property_definitions.list(request.environment, query.data_stream_key)
     return [PropertyDefinitionOut.model_validate(d) for d in definitions]
 
 
 @router.route("GET", PATH + "/{id}", summary="Get a property definition",
               response=PropertyDefinitionOut, errors=(404,))
 def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
-    definition = container().property_definitions.get(request.environment, numeric_id(id, "property definition"))
+    definition = container().ports.property_definitions.get(request.environment,
+                                                            numeric_id(id, "property definition"))
     return PropertyDefinitionOut.model_validate(definition)
 
 
@@ -49,7 +48,7 @@ def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionO
 def update_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
     body: UpdatePropertyDefinition = request.body
     definition = service.update_definition(
-        container().property_definitions, request.environment, numeric_id(id, "property definition"),
+        container().ports.property_definitions, request.environment, numeric_id(id, "property definition"),
         name=body.name, optional=body.optional, requested_key=body.key, requested_type=body.type,
     )
     return PropertyDefinitionOut.model_validate(definition)
@@ -57,4 +56,5 @@ def update_property_definition(request: ApiRequest, id: str) -> PropertyDefiniti
 
 @router.route("DELETE", PATH + "/{id}", summary="Delete a property definition", status=204, errors=(404,))
 def delete_property_definition(request: ApiRequest, id: str) -> None:
-    service.delete_definition(container().property_definitions, request.environment, numeric_id(id, "property definition"))
+    service.delete_definition(container().ports.property_definitions, request.environment,
+                              numeric_id(id, "property definition"))

@@ -20,7 +20,7 @@ from chalicelib.api.schemas import (
 )
 from chalicelib.api.views import record_out
 from chalicelib.container import container
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import iso
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
     ExceptionComment,
@@ -40,9 +40,9 @@ SESSIONS_SHOWN = 5
 
 def exceptions_out(environment: str, exceptions: list[ReconciliationException]) -> list[ExceptionOut]:
     """Rows with their stream's and reconciliation's names, read in one batch for the page."""
-    services = container()
-    streams = services.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
-    owners = services.reconciliations.visible(environment, {e.reconciliation_id for e in exceptions})
+    ports = container().ports
+    streams = ports.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
+    owners = ports.reconciliations.visible(environment, {e.reconciliation_id for e in exceptions})
     return [ExceptionOut(**_fields(e, streams.get(e.data_stream_key), owners.get(e.reconciliation_id)))
             for e in exceptions]
 
@@ -84,19 +84,19 @@ def investigation_out(investigation: Investigation) -> InvestigationOut:
 
 def investigations_of(environment: str, exception: ReconciliationException) -> list[InvestigationOut]:
     """The exception's newest investigations."""
-    return [investigation_out(i) for i in container().investigations.of_exception(environment, exception.id,
-                                                                                   SESSIONS_SHOWN)]
+    return [investigation_out(i)
+            for i in container().ports.investigations.of_exception(environment, exception.id, SESSIONS_SHOWN)]
 
 
 def detail_out(environment: str, exception: ReconciliationException, record_filter: RecordFilter) -> ExceptionDetailOut:
-    services = container()
-    stream = services.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
-    owner = services.reconciliations.visible(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
+    ports = container().ports
+    stream = ports.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
+    owner = ports.reconciliations.visible(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
     sessions = investigations_of(environment, exception)
     return ExceptionDetailOut(
         **_fields(exception, stream, owner),
-        filtered_aggregates=service.filtered_aggregates(services.exception_ports, exception, record_filter),
-        comments=[comment_out(c) for c in services.exceptions.comments(exception)],
+        filtered_aggregates=service.filtered_aggregates(ports, exception, record_filter),
+        comments=[comment_out(c) for c in ports.exceptions.comments(exception)],
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 
 
@@ -104,7 +104,7 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
               query=ExceptionsQuery, response=ExceptionPage, errors=(422,))
 def list_exceptions(request: ApiRequest) -> ExceptionPage:
     query: ExceptionsQuery = request.query
-    found, has_more = service.list_exceptions(container().exception_ports, request.environment, service.ExceptionQuery(
+    found, has_more = service.list_exceptions(container().ports, request.environment, service.ExceptionQuery(
         reconciliation_id=query.reconciliation_id, status=ExceptionStatus(query.status) if query.status else None,
         data_stream_key=query.data_stream_key, assignee=query.assignee), query.offset, query.limit)
     return ExceptionPage(data=exceptions_out(request.environment, found), has_more=has_more, offset=query.offset)
@@ -113,7 +113,7 @@ def list_exceptions(request: ApiRequest) -> ExceptionPage:
 @router.route("GET", BASE + "/{id}", summary="An exception with its aggregates, the filtered ones, comments and "
               "investigations", query=ExceptionRecordsFilter, response=ExceptionDetailOut, errors=(404, 422))
 def get_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
-    exception = container().exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
+    exception = container().ports.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
     return detail_out(request.environment, exception, _record_filter(request.query))
 
 
@@ -121,20 +121,17 @@ def get_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
               query=ExceptionRecordsQuery, response=RecordPage, errors=(400, 404, 422))
 def list_exception_records(request: ApiRequest, id: str) -> RecordPage:
     query: ExceptionRecordsQuery = request.query
-    services = container()
-    exception = services.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
-    record_filter = _record_filter(query)
-    service.check_filter(record_filter)
-    ids, cursor = services.exceptions.record_page(exception, record_filter, utc_now().date(), query.limit, query.cursor)
-    found = services.records.find_many(request.environment, ids)
-    return RecordPage(data=[record_out(found[i]) for i in ids if i in found], next_cursor=cursor, limit=query.limit)
+    ports = container().ports
+    exception = ports.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
+    records, cursor = service.records_page(ports, exception, _record_filter(query), query.limit, query.cursor)
+    return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
 
 
 @router.route("PATCH", BASE + "/{id}", summary="Retitle, describe, or move an exception (open, investigating, "
               "dismissed, resolved)", body=UpdateException, response=ExceptionDetailOut, errors=(404, 409, 422))
 def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
     body: UpdateException = request.body
-    exception = service.update(container().exception_ports, request.environment,
+    exception = service.update(container().ports, request.environment,
                                numeric_id(id, "reconciliation exception"), title=body.title,
                                description=body.description,
                                status=ExceptionStatus(body.status) if body.status else None)
@@ -145,7 +142,7 @@ def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
               response=AssigneeOut, errors=(404, 409, 422))
 def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
     body: CreateAssignee = request.body
-    assignee = service.add_assignee(container().exception_ports, request.environment,
+    assignee = service.add_assignee(container().ports, request.environment,
                                     numeric_id(id, "reconciliation exception"), body.idp_user_id)
     return AssigneeOut(id=assignee.id, idp_user_id=assignee.idp_user_id)
 
@@ -153,7 +150,7 @@ def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
 @router.route("DELETE", BASE + "/{id}/assignees/{assignee_id}", summary="Unassign a person", status=204,
               errors=(404, 409))
 def remove_assignee(request: ApiRequest, id: str, assignee_id: str) -> None:
-    service.remove_assignee(container().exception_ports, request.environment,
+    service.remove_assignee(container().ports, request.environment,
                             numeric_id(id, "reconciliation exception"), numeric_id(assignee_id, "assignee"))
 
 
@@ -161,7 +158,7 @@ def remove_assignee(request: ApiRequest, id: str, assignee_id: str) -> None:
               body=CreateComment, response=CommentOut, errors=(404, 422))
 def add_comment(request: ApiRequest, id: str) -> CommentOut:
     body: CreateComment = request.body
-    return comment_out(service.add_comment(container().exception_ports, request.environment,
+    return comment_out(service.add_comment(container().ports, request.environment,
                                            numeric_id(id, "reconciliation exception"), body=body.body,
                                            author_idp_id=body.author_idp_id, mentions=body.mentions))
 
@@ -170,11 +167,11 @@ def add_comment(request: ApiRequest, id: str) -> CommentOut:
               "records for the exception's (filtered) records", status=202, query=ExceptionRecordsFilter,
               response=InvestigationOut, errors=(404, 422))
 def start_investigation(request: ApiRequest, id: str) -> InvestigationOut:
-    services = container()
-    investigation = investigation_service.start(services.investigation_ports, request.environment,
+    ports = container().ports
+    investigation = investigation_service.start(ports, request.environment,
                                                 numeric_id(id, "reconciliation exception"),
                                                 _record_filter(request.query))
-    return investigation_out(services.investigations.get(request.environment, investigation.id))
+    return investigation_out(ports.investigations.get(request.environment, investigation.id))
 
 
 @router.route("POST", BASE + "/{id}/investigations/{investigation_id}/accept", summary="Match the exception's records "
@@ -182,7 +179,7 @@ def start_investigation(request: ApiRequest, id: str) -> InvestigationOut:
 def accept_investigation(request: ApiRequest, id: str, investigation_id: str) -> MatchOut:
     from chalicelib.api.matches import match_out
 
-    match = investigation_service.accept(container().investigation_ports, request.environment,
+    match = investigation_service.accept(container().ports, request.environment,
                                          numeric_id(id, "reconciliation exception"),
                                          numeric_id(investigation_id, "investigation"))
     return match_out(match)

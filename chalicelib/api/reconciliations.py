@@ -33,9 +33,10 @@ RULES = "/reconciliation_rules"
 
 def reconciliations_out(reconciliations: list[Reconciliation], environment: str) -> list[ReconciliationOut]:
     """Render reconciliations with their streams, read in one batch for all of them."""
-    streams = container().data_streams.get_many(environment, (k for r in reconciliations for k in r.stream_keys))
-    runs = container().runs.get_many(environment, (i for r in reconciliations for i in (r.current_run_id, r.last_run_id)
-                                                   if i is not None))
+    ports = container().ports
+    streams = ports.data_streams.get_many(environment, (k for r in reconciliations for k in r.stream_keys))
+    runs = ports.runs.get_many(environment, (i for r in reconciliations for i in (r.current_run_id, r.last_run_id)
+                                             if i is not None))
 
     def run(run_id: int | None) -> RunOut | None:
         return run_out(runs[run_id]) if run_id in runs else None
@@ -67,13 +68,12 @@ def rule_out(rule: Rule) -> ReconciliationRuleOut:
               status=201, body=CreateReconciliation, response=ReconciliationOut, errors=(422,))
 def create_reconciliation(request: ApiRequest) -> ReconciliationOut:
     body: CreateReconciliation = request.body
-    services = container()
+    ports = container().ports
     reconciliation = service.create_reconciliation(
-        services.reconciliations, services.data_streams, request.environment, name=body.name,
-        run_type=RunType(body.run_type), side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
-        exception_after_days=body.exception_after_days,
+        ports, request.environment, name=body.name, run_type=RunType(body.run_type),
+        side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys, exception_after_days=body.exception_after_days,
     )
-    reconciliation_runs.after_reconciliation_saved(services.run_ports, request.environment, reconciliation.id)
+    reconciliation_runs.after_reconciliation_saved(ports, request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
@@ -81,7 +81,7 @@ def create_reconciliation(request: ApiRequest) -> ReconciliationOut:
               query=CursorQuery, response=ReconciliationPage, errors=(400, 422))
 def list_reconciliations(request: ApiRequest) -> ReconciliationPage:
     query: CursorQuery = request.query
-    page, cursor = container().reconciliations.list_page(request.environment, query.limit, query.cursor)
+    page, cursor = container().ports.reconciliations.list_page(request.environment, query.limit, query.cursor)
     return ReconciliationPage(data=reconciliations_out(page, request.environment), next_cursor=cursor,
                               limit=query.limit)
 
@@ -89,7 +89,7 @@ def list_reconciliations(request: ApiRequest) -> ReconciliationPage:
 @router.route("GET", "/reconciliations/{id}", summary="Get a reconciliation", response=ReconciliationOut,
               errors=(404,))
 def get_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
-    reconciliation = container().reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
+    reconciliation = container().ports.reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
@@ -97,26 +97,22 @@ def get_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
               body=UpdateReconciliation, response=ReconciliationOut, errors=(404, 409, 422))
 def update_reconciliation(request: ApiRequest, id: str) -> ReconciliationOut:
     body: UpdateReconciliation = request.body
-    services = container()
+    ports = container().ports
     reconciliation = service.update_reconciliation(
-        services.reconciliations, services.data_streams, services.matches, request.environment,
-        numeric_id(id, "reconciliation"),
-        name=body.name, run_type=RunType(body.run_type) if body.run_type else None,
-        side_a=body.side_a_stream_keys, side_b=body.side_b_stream_keys,
-        exception_after_days=body.exception_after_days,
+        ports, request.environment, numeric_id(id, "reconciliation"), name=body.name,
+        run_type=RunType(body.run_type) if body.run_type else None, side_a=body.side_a_stream_keys,
+        side_b=body.side_b_stream_keys, exception_after_days=body.exception_after_days,
     )
-    if reconciliation_runs.after_reconciliation_saved(services.run_ports, request.environment, reconciliation.id,
+    if reconciliation_runs.after_reconciliation_saved(ports, request.environment, reconciliation.id,
                                                       set(body.model_dump(exclude_none=True))):
-        reconciliation = services.reconciliations.get(request.environment, reconciliation.id)
+        reconciliation = ports.reconciliations.get(request.environment, reconciliation.id)
     return reconciliations_out([reconciliation], request.environment)[0]
 
 
 @router.route("DELETE", "/reconciliations/{id}", summary="Delete a reconciliation and its rules (not while a "
               "run is current)", status=204, errors=(404, 409))
 def delete_reconciliation(request: ApiRequest, id: str) -> None:
-    services = container()
-    service.delete_reconciliation(services.reconciliations, services.reconciliation_rules, services.matches,
-                                  request.environment, numeric_id(id, "reconciliation"))
+    service.delete_reconciliation(container().ports, request.environment, numeric_id(id, "reconciliation"))
 
 
 # Rules ----------------------------------------------------------------------------------
@@ -125,41 +121,39 @@ def delete_reconciliation(request: ApiRequest, id: str) -> None:
               status=201, body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
 def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     body: RuleBody = request.body
-    services = container()
-    rule = rule_service.create_rule(services.reconciliation_rules, services.reconciliations, request.environment,
-                                    numeric_id(id, "reconciliation"), body.given())
-    reconciliation_runs.after_rule_saved(services.run_ports, request.environment, rule)
+    ports = container().ports
+    rule = rule_service.create_rule(ports, request.environment, numeric_id(id, "reconciliation"), body.given())
+    reconciliation_runs.after_rule_saved(ports, request.environment, rule)
     return rule_out(rule)
 
 
 @router.route("GET", "/reconciliations/{id}/rules", summary="The rules of a reconciliation, by priority",
               response=ReconciliationRuleList, errors=(404,))
 def list_rules(request: ApiRequest, id: str) -> ReconciliationRuleList:
-    services = container()
-    rules = rule_service.rules_of(services.reconciliation_rules, services.reconciliations, request.environment,
-                                  numeric_id(id, "reconciliation"))
+    rules = rule_service.rules_of(container().ports, request.environment, numeric_id(id, "reconciliation"))
     return ReconciliationRuleList(data=[rule_out(r) for r in rules])
 
 
 @router.route("GET", RULES + "/{id}", summary="Get a reconciliation rule", response=ReconciliationRuleOut,
               errors=(404,))
 def get_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
-    return rule_out(container().reconciliation_rules.get(request.environment, numeric_id(id, "reconciliation rule")))
+    return rule_out(container().ports.reconciliation_rules.get(request.environment,
+                                                               numeric_id(id, "reconciliation rule")))
 
 
 @router.route("PATCH", RULES + "/{id}", summary="Change a reconciliation rule (fields not sent stay)",
               body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
 def update_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     body: RuleBody = request.body
-    services = container()
+    ports = container().ports
     changes = body.given()
-    rule = rule_service.update_rule(services.reconciliation_rules, request.environment,
+    rule = rule_service.update_rule(ports.reconciliation_rules, request.environment,
                                     numeric_id(id, "reconciliation rule"), changes)
-    reconciliation_runs.after_rule_saved(services.run_ports, request.environment, rule, set(changes))
+    reconciliation_runs.after_rule_saved(ports, request.environment, rule, set(changes))
     return rule_out(rule)
 
 
 @router.route("DELETE", RULES + "/{id}", summary="Delete a reconciliation rule", status=204, errors=(404,))
 def delete_rule(request: ApiRequest, id: str) -> None:
-    rule_service.delete_rule(container().reconciliation_rules, request.environment,
+    rule_service.delete_rule(container().ports.reconciliation_rules, request.environment,
                              numeric_id(id, "reconciliation rule"))

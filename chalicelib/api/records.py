@@ -31,7 +31,7 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
         raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
-    job = bulk_requests.submit_bulk(container().ingestion, request.environment, body.records,
+    job = bulk_requests.submit_bulk(container().ports, request.environment, body.records,
                                      OnConflict(body.on_conflict), key)
     return BulkRequestSummaryOut(**bulk_request_fields(job))
 
@@ -39,7 +39,7 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
 @router.route("GET", "/bulk_requests/{id}", summary="A bulk request: progress, totals and per-item results",
               response=BulkRequestOut, errors=(404,))
 def get_bulk_request(request: ApiRequest, id: str) -> BulkRequestOut:
-    jobs = container().ingestion_jobs
+    jobs = container().ports.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "bulk request"))
     if job.source is not JobSource.BULK_API:
         raise NotFound(f"bulk request '{id}' not found")
@@ -59,23 +59,20 @@ def list_records(request: ApiRequest) -> RecordPage:
         date_from=query.date_from.isoformat() if query.date_from else None,
         date_to=query.date_to.isoformat() if query.date_to else None,
     )
-    services = container()
+    ports = container().ports
     if query.reconciliation_match_id is not None:
-        records, cursor = match_service.records_of_match(services.matches, services.records, request.environment,
-                                                         query.reconciliation_match_id, filters, query.limit,
-                                                         query.cursor)
+        records, cursor = match_service.records_of_match(ports, request.environment, query.reconciliation_match_id,
+                                                         filters, query.limit, query.cursor)
     else:
-        records, cursor = services.records.list_page(request.environment, filters, query.limit, query.cursor)
+        records, cursor = ports.records.list_page(request.environment, filters, query.limit, query.cursor)
     return RecordPage(data=[record_out(r) for r in records], next_cursor=cursor, limit=query.limit)
 
 
 @router.route("GET", "/records/{id}", summary="Get a record", response=RecordOut, errors=(404,))
 def get_record(request: ApiRequest, id: str) -> RecordOut:
-    return record_out(container().records.get(request.environment, numeric_id(id, "record")))
+    return record_out(container().ports.records.get(request.environment, numeric_id(id, "record")))
 
 
 @router.route("DELETE", "/records/{id}", summary="Delete an unreconciled record", status=204, errors=(404, 409))
 def delete_record(request: ApiRequest, id: str) -> None:
-    services = container()
-    record_service.delete_record(services.records, services.data_streams, services.mirror, request.environment,
-                                 numeric_id(id, "record"))
+    record_service.delete_record(container().ports, request.environment, numeric_id(id, "record"))

@@ -22,24 +22,24 @@ def run_out(run: Run) -> RunOut:
 @router.route("POST", "/reconciliations/{id}/runs", summary="Start a batch run (409 while one is pending or running)",
               status=202, response=RunOut, errors=(404, 409))
 def start_run(request: ApiRequest, id: str) -> RunOut:
-    run = reconciliation_runs.start_run(container().run_ports, request.environment, numeric_id(id, "reconciliation"))
-    return run_out(container().runs.get(request.environment, run.id))
+    run = reconciliation_runs.start_run(container().ports, request.environment, numeric_id(id, "reconciliation"))
+    return run_out(container().ports.runs.get(request.environment, run.id))
 
 
 @router.route("GET", "/reconciliations/{id}/runs", summary="Runs of a reconciliation, newest first",
               query=CursorQuery, response=RunPage, errors=(400, 404, 422))
 def list_runs(request: ApiRequest, id: str) -> RunPage:
     query: CursorQuery = request.query
-    services = container()
-    reconciliation = services.reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
-    runs, cursor = services.runs.list_page(request.environment, reconciliation.id, query.limit, query.cursor)
+    ports = container().ports
+    reconciliation = ports.reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
+    runs, cursor = ports.runs.list_page(request.environment, reconciliation.id, query.limit, query.cursor)
     return RunPage(data=[run_out(r) for r in runs], next_cursor=cursor, limit=query.limit)
 
 
 @router.route("GET", "/reconciliations/{id}/runs/{run_id}", summary="A run: status, progress and rule summary",
               response=RunOut, errors=(404,))
 def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
-    run = container().runs.get(request.environment, numeric_id(run_id, "run"))
+    run = container().ports.runs.get(request.environment, numeric_id(run_id, "run"))
     if run.reconciliation_id != numeric_id(id, "reconciliation"):
         raise NotFound(f"run {run_id} not found in reconciliation {id}")
     return run_out(run)
@@ -49,5 +49,5 @@ def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
               summary="What the rule would match now; writes nothing (409 above the dry run's open-records limit)",
               response=DryRunOut, errors=(404, 409))
 def dry_run(request: ApiRequest, id: str) -> DryRunOut:
-    return DryRunOut(**reconciliation_runs.dry_run(container().run_ports, request.environment,
+    return DryRunOut(**reconciliation_runs.dry_run(container().ports, request.environment,
                                                    numeric_id(id, "reconciliation rule")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from chalicelib.domain.errors import FieldError, ValidationFailed
 from chalicelib.domain.records import Direction, Record, RecordStatus
@@ -13,6 +13,7 @@ from chalicelib.domain.records import Direction, Record, RecordStatus
 MAX_INLINE_RECORDS = 100  # a larger match is returned with record_count only
 MAX_MANUAL_RECORDS = 1000
 MAX_REASON = 500
+Side = Literal["a", "b"]  # of a reconciliation: the streams of side A, or of side B
 
 
 class MatchStatus(StrEnum):
@@ -45,7 +46,7 @@ class MatchMember:
     """One record of a match and the side it is on. `matched_in` is what a claim needs: the
     reconciliations that had matched the record when it was read (a stale set only costs the
     claim a retry); a member read back from storage does not keep it."""
-    side: str  # "a" or "b"
+    side: Side
     record_id: int
     data_stream_key: str
     matched_in: frozenset[int] = frozenset()

@@ -21,13 +21,13 @@ def handle_bulk_messages(event) -> None:
         attempts = int(record.to_dict().get("attributes", {}).get("ApproximateReceiveCount", "1"))
         logger.thread_safe_append_keys(environment=environment, job_id=job_id)
         try:
-            job = process_job(services.ingestion, environment, job_id)
+            job = process_job(services.ports, environment, job_id)
             if job is not None:
                 logger.info("bulk job handled", extra={"status": job.status.value, "processed": job.processed_items})
         except Exception as error:
             if attempts < services.settings.bulk_max_receives:
                 raise
             logger.exception("bulk job failed on its last delivery", extra={"attempts": attempts})
-            fail(services.ingestion, environment, job_id, error, attempts)
+            fail(services.ports, environment, job_id, error, attempts)
         finally:
             logger.thread_safe_remove_keys(["environment", "job_id"])

@@ -12,7 +12,7 @@ def _task(event: dict[str, Any], step) -> dict[str, Any]:
     environment, job_id = event["environment"], int(event["job_id"])
     logger.thread_safe_append_keys(environment=environment, job_id=job_id)
     try:
-        return {"environment": environment, "job_id": job_id, "next": step(container().files, environment, job_id)}
+        return {"environment": environment, "job_id": job_id, "next": step(container().ports, environment, job_id)}
     finally:
         logger.thread_safe_remove_keys(["environment", "job_id"])
 
@@ -37,6 +37,6 @@ def handle_object_created(event) -> None:
     """EventBridge delivers S3 "Object Created" (the bucket has EventBridge notifications on)."""
     detail = event.detail
     key = detail.get("object", {}).get("key", "")
-    job = file_imports.on_object_created(container().files, key, detail.get("object", {}).get("etag", ""))
+    job = file_imports.on_object_created(container().ports, key, detail.get("object", {}).get("etag", ""))
     if job is not None:
         logger.info("object created", extra={"key": key, "job_id": job.id, "status": job.status.value})

@@ -18,12 +18,12 @@ def handle_investigation_messages(event) -> None:
         attempts = int(record.to_dict().get("attributes", {}).get("ApproximateReceiveCount", "1"))
         logger.thread_safe_append_keys(environment=environment, investigation_id=investigation_id)
         try:
-            done = investigations.run(services.investigation_ports, environment, investigation_id)
+            done = investigations.run(services.ports, environment, investigation_id)
             logger.info("investigation handled", extra={"status": done.status.value})
         except Exception as error:
             if attempts < services.settings.investigation_max_receives:
                 raise
             logger.exception("investigation failed on its last delivery", extra={"attempts": attempts})
-            investigations.fail(services.investigation_ports, environment, investigation_id, error)
+            investigations.fail(services.ports, environment, investigation_id, error)
         finally:
             logger.thread_safe_remove_keys(["environment", "investigation_id"])

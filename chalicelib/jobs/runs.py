@@ -12,7 +12,7 @@ def _task(event: dict[str, Any], step) -> dict[str, Any]:
     environment, run_id = event["environment"], int(event["run_id"])
     logger.thread_safe_append_keys(environment=environment, run_id=run_id)
     try:
-        return {"environment": environment, "run_id": run_id, "next": step(container().run_ports, environment, run_id)}
+        return {"environment": environment, "run_id": run_id, "next": step(container().ports, environment, run_id)}
     finally:
         logger.thread_safe_remove_keys(["environment", "run_id"])
 

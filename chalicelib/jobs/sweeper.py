@@ -14,12 +14,12 @@ from chalicelib.services import (
 
 
 def sweep_task() -> None:
-    services = container()
-    counts = file_imports.sweep(services.files)
-    counts["recounted_streams"] = data_streams.sweep_recounts(services.data_streams, services.mirror)
-    counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(services.run_ports).items()})
-    counts["rolled_back_matches"] = matches.sweep_pending(services.matches, services.reconciliations)
-    counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(services.exception_ports)
-    counts["abandoned_investigations"] = investigations.sweep(services.investigation_ports)
+    ports = container().ports
+    counts = file_imports.sweep(ports)
+    counts["recounted_streams"] = data_streams.sweep_recounts(ports)
+    counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(ports).items()})
+    counts["rolled_back_matches"] = matches.sweep_pending(ports)
+    counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(ports)
+    counts["abandoned_investigations"] = investigations.sweep(ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)

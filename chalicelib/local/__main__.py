@@ -63,7 +63,7 @@ class LocalService:
         self.key = seed_key(self.container, settings.api_key)
         from app import app
 
-        self.container.workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log)
+        self.container.file_import_workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log)
         self.container.run_workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log,
                                                        machine="ReconciliationRunStateMachine")
         self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)

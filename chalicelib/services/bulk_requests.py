@@ -10,7 +10,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, OnConflict
 from chalicelib.domain.records import shared_decimal_places
-from chalicelib.services.ingestion import IngestionPorts
+from chalicelib.services.ports import Ports
 
 
 def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
@@ -25,31 +25,31 @@ def payload_key(environment: str, job_id: int) -> str:
 
 # Submitting -------------------------------------------------------------------------------
 
-def submit_bulk(ports: IngestionPorts, environment: str, records: list[Any], on_conflict: OnConflict,
+def submit_bulk(ports: Ports, environment: str, records: list[Any], on_conflict: OnConflict,
                 idempotency_key: str | None) -> IngestionJob:
     """Store the payload, create the job and queue it. With an idempotency key, a repeat of the
     same body returns the first job (and re-queues it if it never started); another body is 409."""
     digest = body_hash(records, on_conflict)
     job_id = ports.counters.next_id(environment, "ingestion_job")
     if idempotency_key:
-        job_id, bound_hash = ports.jobs.claim_idempotency_key(environment, idempotency_key, job_id, digest)
+        job_id, bound_hash = ports.ingestion_jobs.claim_idempotency_key(environment, idempotency_key, job_id, digest)
         if bound_hash != digest:
             raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = ports.jobs.find(environment, job_id)
+        existing = ports.ingestion_jobs.find(environment, job_id)
         if existing is not None:
             if existing.status is JobStatus.PENDING:
-                ports.queue.send({"environment": environment, "job_id": job_id})  # the first send may be lost
+                ports.bulk_queue.send({"environment": environment, "job_id": job_id})  # the first send may be lost
             return existing
+    key = payload_key(environment, job_id)
     job = IngestionJob(
         environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
-        total_items=len(records), on_conflict=on_conflict, created_at=utc_now(),
-        payload_key=payload_key(environment, job_id), body_hash=digest, idempotency_key=idempotency_key,
-        decimal_places=shared_decimal_places(records),
+        total_items=len(records), on_conflict=on_conflict, created_at=utc_now(), payload_key=key, body_hash=digest,
+        idempotency_key=idempotency_key, decimal_places=shared_decimal_places(records),
     )
-    ports.payloads.put_json(job.payload_key, {"records": records})
-    ports.jobs.add(job)
+    ports.payloads.put_json(key, {"records": records})
+    ports.ingestion_jobs.add(job)
     # Listed among its streams' imports from now, pending too (the worker links again: a crash here)
     named = {i["data_stream_key"] for i in records if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
-    ports.jobs.link_to_streams(job, sorted(ports.streams.get_many(environment, named)))
-    ports.queue.send({"environment": environment, "job_id": job_id})
-    return ports.jobs.get(environment, job_id)
+    ports.ingestion_jobs.link_to_streams(job, sorted(ports.data_streams.get_many(environment, named)))
+    ports.bulk_queue.send({"environment": environment, "job_id": job_id})
+    return ports.ingestion_jobs.get(environment, job_id)

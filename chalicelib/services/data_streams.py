@@ -6,7 +6,7 @@ from chalicelib.domain.data_streams import DataStream, StreamType, check_new_str
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
-from chalicelib.services.ports import DataStreams, Mirror, PropertyDefinitions, StreamUsages
+from chalicelib.services.ports import DataStreams, Ports
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -34,8 +34,7 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
     return updated
 
 
-def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, records, mirror: Mirror,
-                  environment: str, key: str, *, usages: StreamUsages) -> None:
+def delete_stream(ports: Ports, environment: str, key: str) -> None:
     """Hide the stream at once, remove what belongs to it (records, property definitions, its
     part of the analytics mirror), then the stream itself. Refused (409) while a reconciliation
     uses it.
@@ -43,42 +42,42 @@ def delete_stream(streams: DataStreams, definitions: PropertyDefinitions, record
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
     """
-    if streams.find_including_deleting(environment, key) is None:
-        streams.get(environment, key)  # raises NotFound
-    users = usages.users_of_stream(environment, key)
+    if ports.data_streams.find_including_deleting(environment, key) is None:
+        ports.data_streams.get(environment, key)  # raises NotFound
+    users = ports.reconciliations.users_of_stream(environment, key)
     if users:
         raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
                        + "; remove it from the reconciliation first")
-    streams.mark_deleting(environment, key)
-    records.remove_all_of_stream(environment, key)
-    definitions.remove_all_of_stream(environment, key)
-    mirror.forget_stream(environment, key)
-    usages.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes
-    streams.remove(environment, key)
+    ports.data_streams.mark_deleting(environment, key)
+    ports.records.remove_all_of_stream(environment, key)
+    ports.property_definitions.remove_all_of_stream(environment, key)
+    ports.mirror.forget_stream(environment, key)
+    ports.reconciliations.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes
+    ports.data_streams.remove(environment, key)
 
 
 def _reconciliation(user: StreamUser) -> str:
     return f"reconciliation {user.reconciliation_id}" + (f" ('{user.name}')" if user.name else " (being created)")
 
 
-def recount_records(streams: DataStreams, mirror: Mirror, environment: str, key: str) -> None:
+def recount_records(ports: Ports, environment: str, key: str) -> None:
     """Read the stream's `records_count` from the analytics mirror, as the spec says it is.
 
     The request is stored first, so a recount cut short is finished by the sweeper; a request
     made while this one reads (a delete) outlives it.
     """
     counted_at = utc_now()
-    streams.request_recount(environment, key, counted_at)
-    streams.set_records_count(environment, key, mirror.count_records(environment, key), counted_at)
-    streams.clear_recount_request(environment, key, counted_at)
+    ports.data_streams.request_recount(environment, key, counted_at)
+    ports.data_streams.set_records_count(environment, key, ports.mirror.count_records(environment, key), counted_at)
+    ports.data_streams.clear_recount_request(environment, key, counted_at)
 
 
-def sweep_recounts(streams: DataStreams, mirror: Mirror) -> int:
+def sweep_recounts(ports: Ports) -> int:
     """Recount every stream waiting for it (deletes ask for one); one failure stops no other."""
     done = 0
-    for environment, key in streams.recount_requests():
+    for environment, key in ports.data_streams.recount_requests():
         try:
-            recount_records(streams, mirror, environment, key)
+            recount_records(ports, environment, key)
             done += 1
         except Exception:
             logger.exception("recounting a stream failed", extra={"environment": environment, "stream": key})

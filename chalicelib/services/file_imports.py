@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +34,6 @@ from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services.ingestion import (
-    IngestionPorts,
     conclude,
     file_chunk_key as _chunk_key,
     process_chunk,
@@ -43,6 +41,7 @@ from chalicelib.services.ingestion import (
     start,
     stream_contexts,
 )
+from chalicelib.services.ports import Message, Ports
 
 NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents
 # Parsing holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that
@@ -57,25 +56,18 @@ DROPS_PREFIX = "drops/"
 SAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-@dataclass
-class FilePorts:
-    ingestion: IngestionPorts
-    workflows: Any
-
-
 def execution_name(job: IngestionJob, attempt: int = 0) -> str:
     return workflow_name(job.environment, job.id, attempt)
 
 
 # Creating ---------------------------------------------------------------------------------
 
-def create_import(ports: FilePorts, environment: str, stream_key: str, *, filename: str, source: JobSource,
+def create_import(ports: Ports, environment: str, stream_key: str, *, filename: str, source: JobSource,
                   on_conflict: OnConflict, column_mapping: dict[str, str], date_format: str,
                   decimal_places: int | None, nacha_control_mismatch: str = "refuse") -> tuple[IngestionJob, str]:
     """A pending import and the presigned URL to PUT its file to; the upload starts it."""
-    ingestion = ports.ingestion
-    ingestion.streams.get(environment, stream_key)  # 404 when the stream is not there
-    job_id = ingestion.counters.next_id(environment, "ingestion_job")
+    ports.data_streams.get(environment, stream_key)  # 404 when the stream is not there
+    job_id = ports.counters.next_id(environment, "ingestion_job")
     job = IngestionJob(
         environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
         on_conflict=on_conflict, created_at=utc_now(), filename=filename,
@@ -85,12 +77,12 @@ def create_import(ports: FilePorts, environment: str, stream_key: str, *, filena
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places,
                  "nacha_control_mismatch": nacha_control_mismatch},
     )
-    ingestion.jobs.add(job)
-    url = ingestion.payloads.upload_url(job.file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
-    return ingestion.jobs.get(environment, job_id), url
+    ports.ingestion_jobs.add(job)
+    url = ports.payloads.upload_url(job.file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
+    return ports.ingestion_jobs.get(environment, job_id), url
 
 
-def fresh_upload_url(ports: FilePorts, job: IngestionJob, now=None) -> str | None:
+def fresh_upload_url(ports: Ports, job: IngestionJob, now=None) -> str | None:
     """A new URL for an import still waiting for its upload, so a lost one needs no new import.
     It lasts an hour, or less: until the sweeper gives up waiting for the upload."""
     waiting = job.is_file and job.status is JobStatus.PENDING and job.cancellation_requested_at is None
@@ -98,57 +90,55 @@ def fresh_upload_url(ports: FilePorts, job: IngestionJob, now=None) -> str | Non
         return None  # drops have no upload
     left = min(job.created_at + UPLOAD_WAIT - (now or utc_now()), UPLOAD_URL_LIFETIME)
     seconds = int(left.total_seconds())
-    return ports.ingestion.payloads.upload_url(job.file_key, seconds) if seconds > 0 else None
+    return ports.payloads.upload_url(job.file_key, seconds) if seconds > 0 else None
 
 
-def on_object_created(ports: FilePorts, key: str, etag: str = "") -> IngestionJob | None:
+def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | None:
     """An S3 object landed: an upload of a pending import, or a drop that makes its own import."""
-    ingestion = ports.ingestion
     if key.startswith(UPLOADS_PREFIX):
         parts = key.split("/")
         if len(parts) < 4 or not ENVIRONMENT_PATTERN.match(parts[1]) or not parts[2].isdigit():
             return None
-        job = ingestion.jobs.find(parts[1], int(parts[2]))
+        job = ports.ingestion_jobs.find(parts[1], int(parts[2]))
         if job is None or job.file_key != key or job.status is not JobStatus.PENDING:
             return job
-        ports.workflows.start(execution_name(job), {"environment": job.environment, "job_id": job.id})
+        ports.file_import_workflows.start(execution_name(job), {"environment": job.environment, "job_id": job.id})
         return job
     if key.startswith(DROPS_PREFIX):
         return _start_drop(ports, key, etag)
     return None
 
 
-def _start_drop(ports: FilePorts, key: str, etag: str) -> IngestionJob | None:
+def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
     parts = key.split("/")
     if len(parts) < 4 or not parts[3]:
         return None
     environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])
     if not ENVIRONMENT_PATTERN.match(environment):
         return None
-    ingestion = ports.ingestion
     try:
-        ingestion.streams.get(environment, stream_key)
+        ports.data_streams.get(environment, stream_key)
     except NotFound:
         return None  # a drop for a stream that is not there: nothing to import into
     try:
-        head = ingestion.payloads.head_bytes(key, 200)
+        head = ports.payloads.head_bytes(key, 200)
     except Exception:  # an empty object has no byte 0; prepare then fails it with "file is empty"
         head = b""
     source = _format_of(filename, head)
-    job_id = ingestion.counters.next_id(environment, "ingestion_job")
+    job_id = ports.counters.next_id(environment, "ingestion_job")
     # One import per dropped object, however often its event arrives.
-    job_id, _ = ingestion.jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
-    job = ingestion.jobs.find(environment, job_id)
+    job_id, _ = ports.ingestion_jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
+    job = ports.ingestion_jobs.find(environment, job_id)
     if job is None:
         job = IngestionJob(
             environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
             on_conflict=OnConflict.SKIP, created_at=utc_now(), filename=filename.rsplit("/", 1)[-1], file_key=key,
             data_stream_key=stream_key, options={"column_mapping": {}, "date_format": "YYYY-MM-DD"},
         )
-        ingestion.jobs.add(job)
-        job = ingestion.jobs.get(environment, job_id)
+        ports.ingestion_jobs.add(job)
+        job = ports.ingestion_jobs.get(environment, job_id)
     if job.status is JobStatus.PENDING:
-        ports.workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
+        ports.file_import_workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
     return job
 
 
@@ -169,77 +159,76 @@ def _format_of(filename: str, head: bytes) -> JobSource:
 
 # The state machine's tasks --------------------------------------------------------------
 
-def prepare(ports: FilePorts, environment: str, job_id: int) -> str:
+def prepare(ports: Ports, environment: str, job_id: int) -> str:
     """Parse and validate the whole file, then split its rows into chunk files. Nothing is
     written as records here, so a file that fails validation leaves nothing behind."""
-    ingestion = ports.ingestion
-    job = ingestion.jobs.get(environment, job_id)
-    past_chunks = _past_its_chunks(ingestion, job)
+    job = ports.ingestion_jobs.get(environment, job_id)
+    past_chunks = _past_its_chunks(ports, job)
     if past_chunks:
         return past_chunks
     if job.cancellation_requested_at is not None:
-        conclude(ingestion, job, JobStatus.CANCELLED)
+        conclude(ports, job, JobStatus.CANCELLED)
         return "stop"
     if job.status is JobStatus.PENDING:
-        job = start(ingestion, job)
+        job = start(ports, job)
         if job.status is not JobStatus.PROCESSING:
             return "stop"
     if job.chunk_count is not None:
         return "chunk" if job.chunk_count else "finish"
     try:
-        size = ingestion.payloads.size(job.file_key)
+        size = ports.payloads.size(job.file_key)
         if size > MAX_IMPORT_BYTES:
             raise FileRejected(f"file is {size} bytes; imports accept up to {MAX_IMPORT_BYTES} bytes: split it",
                                {"bytes": size, "limit": MAX_IMPORT_BYTES})
-        parsed = _parse(job, ingestion.payloads.get_bytes(job.file_key))
+        parsed = _parse(job, ports.payloads.get_bytes(job.file_key))
     except FileRejected as rejected:
-        conclude(ingestion, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
+        conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"
     if parsed.summary.get("warnings"):  # shown once the import completes (nacha_control_mismatch: warn)
-        ingestion.payloads.put_json(_warnings_key(job), {"warnings": parsed.summary["warnings"],
-                                                         "warning_count": parsed.summary["warning_count"]})
+        ports.payloads.put_json(_warnings_key(job), {"warnings": parsed.summary["warnings"],
+                                                     "warning_count": parsed.summary["warning_count"]})
     ranges = chunk_ranges(len(parsed.rows), FILE_CHUNK_ROWS)
     for number, rows in enumerate(ranges):
-        ingestion.payloads.put_json(_chunk_key(job, number), {"rows": [
+        ports.payloads.put_json(_chunk_key(job, number), {"rows": [
             [i, parsed.rows[i].line, parsed.rows[i].item, parsed.rows[i].error] for i in rows]})
-    ids = ingestion.counters.next_ids(environment, "record", max(len(parsed.rows), 1))
-    ingestion.jobs.record_preparation(job, len(ranges), len(parsed.rows), ids.start, _decimal_places_of(job, parsed))
+    ids = ports.counters.next_ids(environment, "record", max(len(parsed.rows), 1))
+    ports.ingestion_jobs.record_preparation(job, len(ranges), len(parsed.rows), ids.start,
+                                            _decimal_places_of(job, parsed))
     return "chunk" if ranges else "finish"
 
 
-def write_chunks(ports: FilePorts, environment: str, job_id: int, budget: timedelta = CHUNK_TASK_BUDGET) -> str:
+def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta = CHUNK_TASK_BUDGET) -> str:
     """Write chunks until the budget is spent; each chunk is claimed once (its checkpoint),
     beats the heartbeat and checks for a cancel first."""
-    ingestion = ports.ingestion
-    job = ingestion.jobs.get(environment, job_id)
-    past_chunks = _past_its_chunks(ingestion, job)
+    job = ports.ingestion_jobs.get(environment, job_id)
+    past_chunks = _past_its_chunks(ports, job)
     if past_chunks:
         return past_chunks
     deadline = time.monotonic() + budget.total_seconds()
-    streams = stream_contexts(ingestion, environment, [{"data_stream_key": job.data_stream_key}])
+    streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}])
     written = 0
     for number in range(job.chunk_count or 0):
         if number in job.done_chunks:
             continue
         if written and time.monotonic() > deadline:
             return "chunk"  # at least one chunk per task, then hand over to the next task
-        job = ingestion.jobs.get(environment, job_id)
+        job = ports.ingestion_jobs.get(environment, job_id)
         if job.cancellation_requested_at is not None:
-            conclude(ingestion, job, JobStatus.CANCELLED)
+            conclude(ports, job, JobStatus.CANCELLED)
             return "stop"
         rows = [ChunkRow(index, item, line, error)
-                for index, line, item, error in ingestion.payloads.get_json(_chunk_key(job, number))["rows"]]
-        job = ingestion.jobs.save_chunk(job, process_chunk(ingestion, job, number, rows, streams))
+                for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
+        job = ports.ingestion_jobs.save_chunk(job, process_chunk(ports, job, number, rows, streams))
         written += 1
     return "finish"
 
 
-def finish(ports: FilePorts, environment: str, job_id: int) -> str:
-    job = ports.ingestion.jobs.get(environment, job_id)
+def finish(ports: Ports, environment: str, job_id: int) -> str:
+    job = ports.ingestion_jobs.get(environment, job_id)
     if job.finished:
-        settle(ports.ingestion, job)
+        settle(ports, job)
     else:
-        conclude(ports.ingestion, job, JobStatus.COMPLETED, **_parse_warnings(ports.ingestion, job))
+        conclude(ports, job, JobStatus.COMPLETED, **_parse_warnings(ports, job))
     return "stop"
 
 
@@ -247,34 +236,34 @@ def _warnings_key(job: IngestionJob) -> str:
     return f"imports/{job.environment}/{job.id}/warnings.json"
 
 
-def _parse_warnings(ingestion: IngestionPorts, job: IngestionJob) -> dict[str, Any]:
+def _parse_warnings(ports: Ports, job: IngestionJob) -> dict[str, Any]:
     """error_details of a completed import accepted with warnings (only an import that asked
     for them can have any, so no other import pays for the look)."""
     if job.source is not JobSource.NACHA or (job.options or {}).get("nacha_control_mismatch") != "warn":
         return {}
-    if not ingestion.payloads.exists(_warnings_key(job)):
+    if not ports.payloads.exists(_warnings_key(job)):
         return {}
-    return {"error_details": ingestion.payloads.get_json(_warnings_key(job))}
+    return {"error_details": ports.payloads.get_json(_warnings_key(job))}
 
 
-def give_up(ports: FilePorts, environment: str, job_id: int, error: dict[str, Any] | None) -> str:
+def give_up(ports: Ports, environment: str, job_id: int, error: dict[str, Any] | None) -> str:
     """The state machine's catch-all: a task failed after its retries; the import fails with why."""
-    job = ports.ingestion.jobs.get(environment, job_id)
+    job = ports.ingestion_jobs.get(environment, job_id)
     if job.finished:
-        settle(ports.ingestion, job)
+        settle(ports, job)
     else:
         detail = error or {}
-        conclude(ports.ingestion, job, JobStatus.FAILED,
+        conclude(ports, job, JobStatus.FAILED,
                  error_message=f"import stopped: {detail.get('Error', 'error')}",
                  error_details={"error": detail.get("Error"), "cause": shown(detail.get("Cause", ""), 1000)})
     return "stop"
 
 
-def _past_its_chunks(ingestion: IngestionPorts, job: IngestionJob) -> str | None:
+def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
     """What a task does with a job whose rows are all behind it: settle an ended one ("stop"),
     finish a replicating one (a cancel is too late there). None: the task has work to do."""
     if job.finished:
-        settle(ingestion, job)
+        settle(ports, job)
         return "stop"
     if job.status is JobStatus.REPLICATING:
         return "finish"
@@ -304,13 +293,12 @@ def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
 
 # Cancelling and sweeping ---------------------------------------------------------------------
 
-def cancel(ports: FilePorts, environment: str, job_id: int) -> IngestionJob:
+def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
     """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
     A running job stops at its next heartbeat; a job nothing is running for stops at once."""
-    ingestion = ports.ingestion
-    job = ingestion.jobs.request_cancellation(ingestion.jobs.get(environment, job_id), tuple(CANCELLABLE))
-    if job.status is JobStatus.PENDING and job.is_file and not ingestion.payloads.exists(job.file_key):
-        job = conclude(ingestion, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
+    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id), tuple(CANCELLABLE))
+    if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.file_key):
+        job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
     return job
 
 
@@ -326,14 +314,14 @@ LOST_START_AFTER = timedelta(minutes=5)
 UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
 
 
-def sweep(ports: FilePorts, now=None) -> dict[str, int]:
+def sweep(ports: Ports, now=None) -> dict[str, int]:
     """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
     a job with no heartbeat for 5 minutes restarts (at most MAX_RESTARTS times, then fails); a
     start that got lost is redone (as many times); an upload that never came fails its import.
     One job's trouble never stops the sweep of the others."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
-    for job in ports.ingestion.jobs.active():
+    for job in ports.ingestion_jobs.active():
         try:
             outcome = _sweep_one(ports, job, now)
         except Exception:
@@ -344,15 +332,14 @@ def sweep(ports: FilePorts, now=None) -> dict[str, int]:
     return counts
 
 
-def _sweep_one(ports: FilePorts, job: IngestionJob, now) -> str | None:
-    ingestion = ports.ingestion
+def _sweep_one(ports: Ports, job: IngestionJob, now) -> str | None:
     if job.finished:
         return None
-    waiting_for_upload = job.status is JobStatus.PENDING and job.is_file and not ingestion.payloads.exists(job.file_key)
+    waiting_for_upload = job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.file_key)
     if waiting_for_upload:
         if now - job.created_at <= UPLOAD_WAIT:
             return None
-        conclude(ingestion, job, JobStatus.FAILED, error_message="the file was never uploaded",
+        conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
                  error_details={"upload_url_expired": True})
         return "failed"
     if job.status is JobStatus.PENDING:
@@ -362,19 +349,19 @@ def _sweep_one(ports: FilePorts, job: IngestionJob, now) -> str | None:
     if not stale:
         return None
     if job.restarts >= MAX_RESTARTS:
-        conclude(ingestion, job, JobStatus.FAILED,
+        conclude(ports, job, JobStatus.FAILED,
                  error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
                  error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
         return "failed"
-    if not ingestion.jobs.count_restart(job):
+    if not ports.ingestion_jobs.count_restart(job):
         return None  # it moved meanwhile, or another sweeper restarted it
     _restart(ports, job, job.restarts + 1)
     return "started" if job.status is JobStatus.PENDING else "restarted"
 
 
-def _restart(ports: FilePorts, job: IngestionJob, attempt: int) -> None:
-    payload = {"environment": job.environment, "job_id": job.id}
+def _restart(ports: Ports, job: IngestionJob, attempt: int) -> None:
+    payload: Message = {"environment": job.environment, "job_id": job.id}
     if job.is_file:
-        ports.workflows.start(execution_name(job, attempt), payload)
+        ports.file_import_workflows.start(execution_name(job, attempt), payload)
     else:
-        ports.ingestion.queue.send(payload)
+        ports.bulk_queue.send(payload)

@@ -15,7 +15,6 @@ Nothing lost, nothing doubled, without transactions:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from chalicelib.domain.clock import utc_now
@@ -44,24 +43,10 @@ from chalicelib.domain.records import (
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 from chalicelib.services.ingestion_results import results_page
+from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
 GUARD_THREADS = 8
-
-
-@dataclass
-class IngestionPorts:
-    """What ingestion needs; the container provides the DynamoDB, S3 and SQS adapters."""
-    jobs: Any
-    records: Any
-    streams: Any
-    definitions: Any
-    counters: Any
-    payloads: Any
-    queue: Any
-    mirror: Any
-    # Called with each job that wrote records, once they are final (continuous reconciliations).
-    after_ingestion: Callable[[IngestionJob], None] | None = None
 
 
 def file_chunk_key(job: IngestionJob, chunk: int) -> str:
@@ -71,9 +56,9 @@ def file_chunk_key(job: IngestionJob, chunk: int) -> str:
 
 # Processing -------------------------------------------------------------------------------
 
-def process_job(ports: IngestionPorts, environment: str, job_id: int) -> IngestionJob | None:
+def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | None:
     """Run (or resume) one bulk job to the end. Safe to call any number of times."""
-    job = ports.jobs.find(environment, job_id)
+    job = ports.ingestion_jobs.find(environment, job_id)
     if job is None:
         logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
         return None
@@ -85,24 +70,24 @@ def process_job(ports: IngestionPorts, environment: str, job_id: int) -> Ingesti
             return job
     if job.first_record_id is None:
         block = ports.counters.next_ids(environment, "record", max(job.total_items, 1))
-        job = ports.jobs.reserve_record_ids(job, block.start)
+        job = ports.ingestion_jobs.reserve_record_ids(job, block.start)
 
     items = ports.payloads.get_json(job.payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
-    ports.jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
+    ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     with ThreadPoolExecutor(GUARD_THREADS) as pool:
         for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
             if index in job.done_chunks:
                 continue
-            job = ports.jobs.get(environment, job_id)
+            job = ports.ingestion_jobs.get(environment, job_id)
             if job.cancellation_requested_at is not None:
                 return conclude(ports, job, JobStatus.CANCELLED)
             outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams, pool.map)
-            job = ports.jobs.save_chunk(job, outcome)
+            job = ports.ingestion_jobs.save_chunk(job, outcome)
     return finish(ports, job)
 
 
-def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: list[ChunkRow],
+def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
                   streams: dict[str, StreamContext | None], map_: Callable = map) -> ChunkOutcome:
     """Validate, guard and write one chunk of rows; every row gets a result, none is lost."""
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
@@ -140,13 +125,13 @@ def process_chunk(ports: IngestionPorts, job: IngestionJob, index: int, rows: li
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
 
 
-def finish(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+def finish(ports: Ports, job: IngestionJob) -> IngestionJob:
     return conclude(ports, job, JobStatus.COMPLETED)
 
 
-def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception, attempts: int) -> IngestionJob:
+def fail(ports: Ports, environment: str, job_id: int, error: Exception, attempts: int) -> IngestionJob:
     """Give up on a job that failed on every delivery: it ends `failed`, with what it wrote counted."""
-    job = ports.jobs.get(environment, job_id)
+    job = ports.ingestion_jobs.get(environment, job_id)
     if job.finished:
         return settle(ports, job)
     return conclude(ports, job, JobStatus.FAILED,
@@ -155,39 +140,40 @@ def fail(ports: IngestionPorts, environment: str, job_id: int, error: Exception,
                                    "attempts": attempts})
 
 
-def conclude(ports: IngestionPorts, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     """End a job. Completed: turn `replicating` (no chunk is counted after that), replicate its
     records to the mirror, read the import's aggregates and its streams' record counts from
     there, then `completed`. Cancelled or failed: move first (so nothing more is counted), then
     settle what was written. Records written before a cancel or a failure are kept."""
     now = utc_now()
     if target is not JobStatus.COMPLETED:
-        job = move_or_reload(ports.jobs, job, target, completed_at=now, last_progress_at=now, **fields)
+        job = move_or_reload(ports.ingestion_jobs, job, target, completed_at=now, last_progress_at=now, **fields)
         return settle(ports, job)
     if job.status is JobStatus.PROCESSING:
-        job = move_or_reload(ports.jobs, job, JobStatus.REPLICATING, records_written_at=now, last_progress_at=now)
+        job = move_or_reload(ports.ingestion_jobs, job, JobStatus.REPLICATING, records_written_at=now,
+                             last_progress_at=now)
     if job.status is not JobStatus.REPLICATING:
         return job
-    job = ports.jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
+    job = ports.ingestion_jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
     aggregates = _replicate(ports, job)
     _recount_streams(ports, job)
     _announce(ports, job)
     target, outcome = _outcome(ports, job, fields.pop("error_details", None))
-    return move_or_reload(ports.jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
+    return move_or_reload(ports.ingestion_jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
 
 
 FIRST_ERRORS_SHOWN = 3
 
 
-def _outcome(ports: IngestionPorts, job: IngestionJob, details: dict | None) -> tuple[JobStatus, dict[str, Any]]:
+def _outcome(ports: Ports, job: IngestionJob, details: dict | None) -> tuple[JobStatus, dict[str, Any]]:
     """How a job whose items all have results ends: completed, unless every item failed (then
     failed). Either way a job with failed items says how many in its error_message, with the
     first errors."""
     if not job.failed_items:
         return JobStatus.COMPLETED, {"error_details": details} if details else {}
     unit = "row" if job.is_file else "item"
-    first = results_page(ports.jobs, ports.records, job, frozenset({ItemStatus.FAILED}),
+    first = results_page(ports, job, frozenset({ItemStatus.FAILED}),
                          limit=FIRST_ERRORS_SHOWN).results
     errors = "; ".join(f"{_place(job, r)}: {r.error}" for r in first)
     every = job.failed_items == job.total_items
@@ -206,25 +192,25 @@ def _place(job: IngestionJob, result: ItemResult) -> str:
     return f"line {result.line}" if result.line is not None else f"{'row' if job.is_file else 'item'} {result.index}"
 
 
-def settle(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+def settle(ports: Ports, job: IngestionJob) -> IngestionJob:
     """For a job that ended cancelled or failed: replicate what it wrote and recount its streams,
     once. Every entry point calls it on a finished job, so a crash right after the move is made
     good."""
     if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
         return job
-    job = ports.jobs.get(job.environment, job.id)
+    job = ports.ingestion_jobs.get(job.environment, job.id)
     _fail_unprocessed(ports, job)
-    job = ports.jobs.get(job.environment, job.id)
+    job = ports.ingestion_jobs.get(job.environment, job.id)
     try:
-        ports.jobs.set_aggregates(job, _replicate(ports, job))
+        ports.ingestion_jobs.set_aggregates(job, _replicate(ports, job))
         _recount_streams(ports, job)
         _announce(ports, job)
     except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
         logger.exception("replicating an ended job failed", extra={"job_id": job.id})  # recounts are swept
-    return ports.jobs.get(job.environment, job.id)
+    return ports.ingestion_jobs.get(job.environment, job.id)
 
 
-def _fail_unprocessed(ports: IngestionPorts, job: IngestionJob) -> None:
+def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     """Every item of a job that ended early gets a result, so its totals add up: the rows of each
     chunk it never reached fail, saying why (each chunk counted once, like a processed one)."""
     missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if job.status in ENDED_EARLY else []
@@ -239,10 +225,10 @@ def _fail_unprocessed(ports: IngestionPorts, job: IngestionJob) -> None:
         for index in job.chunk_range(number):
             external_id, line = known.get(index, (None, None))
             results.append(ItemResult(index, ItemStatus.FAILED, external_id, None, error, line))
-        job = ports.jobs.save_chunk(job, ChunkOutcome(number, tuple(results), {}), unprocessed=True)
+        job = ports.ingestion_jobs.save_chunk(job, ChunkOutcome(number, tuple(results), {}), unprocessed=True)
 
 
-def _rows_of(ports: IngestionPorts, job: IngestionJob, chunks: list[int]) -> dict[int, tuple[str | None, int | None]]:
+def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, tuple[str | None, int | None]]:
     """The external_id and line of the rows of these chunks, as far as they can still be read."""
     rows: dict[int, tuple[str | None, int | None]] = {}
     try:
@@ -258,29 +244,29 @@ def _rows_of(ports: IngestionPorts, job: IngestionJob, chunks: list[int]) -> dic
     return rows
 
 
-def _replicate(ports: IngestionPorts, job: IngestionJob) -> ImportTotals:
+def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
     ports.mirror.publish(job.environment, job.id, job.created_per_stream)
     return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
 
 
-def _announce(ports: IngestionPorts, job: IngestionJob) -> None:
+def _announce(ports: Ports, job: IngestionJob) -> None:
     """Tell who waits for new records (a retry tells again; the listener is idempotent)."""
     streams = [key for key, created in job.created_per_stream.items() if created]
     if streams and ports.after_ingestion is not None:
         ports.after_ingestion(job)
 
 
-def _recount_streams(ports: IngestionPorts, job: IngestionJob) -> None:
+def _recount_streams(ports: Ports, job: IngestionJob) -> None:
     """Read the counts of the job's streams from the mirror it was just published to; once."""
     if not job.counts_rolled_up:
         for stream_key in job.created_per_stream:
-            recount_records(ports.streams, ports.mirror, job.environment, stream_key)
-        ports.jobs.mark_counts_rolled_up(job)
+            recount_records(ports, job.environment, stream_key)
+        ports.ingestion_jobs.mark_counts_rolled_up(job)
 
 
 # Helpers ----------------------------------------------------------------------------------
 
-def _claim(ports: IngestionPorts, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
+def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
     if not isinstance(draft, RecordDraft) or draft.external_id is None:
         return None
     return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
@@ -301,30 +287,30 @@ def _raw_external_id(item: Any) -> str | None:
     return shown(value, MAX_EXTERNAL_ID) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
-def stream_contexts(ports: IngestionPorts, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:
+def stream_contexts(ports: Ports, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:
     keys = {i["data_stream_key"] for i in items if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
     contexts: dict[str, StreamContext | None] = {}
     for key in keys:
         try:
-            stream = ports.streams.get(environment, key)
+            stream = ports.data_streams.get(environment, key)
         except NotFound:
             contexts[key] = None
             continue
         contexts[key] = StreamContext(id=stream.id, key=key,
-                                      properties=tuple(ports.definitions.list(environment, key)))
+                                      properties=tuple(ports.property_definitions.list(environment, key)))
     return contexts
 
 
-def _stream_ids(ports: IngestionPorts, job: IngestionJob) -> list[int]:
+def _stream_ids(ports: Ports, job: IngestionJob) -> list[int]:
     ids = []
     for key in sorted(job.created_per_stream):
-        stream = ports.streams.find_including_deleting(job.environment, key)
+        stream = ports.data_streams.find_including_deleting(job.environment, key)
         if stream is not None:
             ids.append(stream.id)
     return ids
 
 
-def start(ports: IngestionPorts, job: IngestionJob) -> IngestionJob:
+def start(ports: Ports, job: IngestionJob) -> IngestionJob:
     """pending -> processing, with its first heartbeat; whoever comes second gets the job as it is."""
     now = utc_now()
-    return move_or_reload(ports.jobs, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)
+    return move_or_reload(ports.ingestion_jobs, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)

@@ -10,9 +10,9 @@ is deleted, no `external_id`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from chalicelib.domain.ingestion import IngestionJob, ItemResult, ItemStatus
+from chalicelib.services.ports import Ports, Records
 
 EVERY_STATUS = frozenset(ItemStatus)
 # A page reads at most this many chunks of results (250 or 500 rows each): a page of a status
@@ -26,7 +26,7 @@ class ResultsPage:
     after: int | None  # the index the next page starts after; None at the end
 
 
-def results_page(jobs: Any, records: Any, job: IngestionJob, statuses: frozenset[ItemStatus] = EVERY_STATUS,
+def results_page(ports: Ports, job: IngestionJob, statuses: frozenset[ItemStatus] = EVERY_STATUS,
                  after: int = -1, limit: int = 50, max_chunks: int = MAX_CHUNKS_PER_PAGE) -> ResultsPage:
     """Results of `job` with one of `statuses`, of the items after index `after`, at most `limit`.
     Only chunks with results are listed: those processed so far, and once a job ended early, the
@@ -34,16 +34,16 @@ def results_page(jobs: Any, records: Any, job: IngestionJob, statuses: frozenset
     found: list[ItemResult] = []
     start = (after + 1) // job.chunk_rows
     last_index = after
-    for read, (chunk, stored) in enumerate(jobs.result_chunks(job, start), start=1):
+    for read, (chunk, stored) in enumerate(ports.ingestion_jobs.result_chunks(job, start), start=1):
         found += _chunk_results(job, chunk, stored, statuses, after)
         last_index = job.chunk_range(chunk)[-1] if job.chunk_range(chunk) else last_index
         if len(found) > limit:
             page = found[:limit]
-            return ResultsPage(_with_records(records, job, page), page[-1].index)
+            return ResultsPage(_with_records(ports.records, job, page), page[-1].index)
         if read >= max_chunks:
-            more = any(True for _ in jobs.result_chunks(job, chunk + 1, page_size=1))
-            return ResultsPage(_with_records(records, job, found), last_index if more else None)
-    return ResultsPage(_with_records(records, job, found), None)
+            more = any(True for _ in ports.ingestion_jobs.result_chunks(job, chunk + 1, page_size=1))
+            return ResultsPage(_with_records(ports.records, job, found), last_index if more else None)
+    return ResultsPage(_with_records(ports.records, job, found), None)
 
 
 def _chunk_results(job: IngestionJob, chunk: int, stored: list[ItemResult], statuses: frozenset[ItemStatus],
@@ -61,7 +61,7 @@ def _chunk_results(job: IngestionJob, chunk: int, stored: list[ItemResult], stat
     return results
 
 
-def _with_records(records: Any, job: IngestionJob, results: list[ItemResult]) -> list[ItemResult]:
+def _with_records(records: Records, job: IngestionJob, results: list[ItemResult]) -> list[ItemResult]:
     """A file import's successful rows take their external_id from the records they wrote."""
     made = {r.index: r.record_id for r in results if job.is_file and r.status is ItemStatus.SUCCESSFUL}
     if not made:

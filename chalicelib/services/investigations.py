@@ -2,9 +2,8 @@
 its suggestion as a confirmed match."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
@@ -15,40 +14,33 @@ from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import create_manual_match
+from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
 ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
 
 
-@dataclass
-class InvestigationPorts:
-    investigations: Any
-    exceptions: Any      # ExceptionPorts
-    runs: Any            # RunPorts: open records, and matching by hand
-    queue: Any
-
-
-def start(ports: InvestigationPorts, environment: str, exception_id: int, record_filter: RecordFilter) -> Investigation:
+def start(ports: Ports, environment: str, exception_id: int, record_filter: RecordFilter) -> Investigation:
     """Create the investigation (pending), move an open exception to investigating, and queue it."""
-    exception = ports.exceptions.exceptions.get(environment, exception_id)
+    exception = ports.exceptions.get(environment, exception_id)
     check_filter(record_filter)
     investigation = Investigation(
-        environment=environment, id=ports.exceptions.exceptions.next_id(environment, "investigation"),
+        environment=environment, id=ports.exceptions.next_id(environment, "investigation"),
         exception_id=exception.id, reconciliation_id=exception.reconciliation_id,
         status=InvestigationStatus.PENDING, created_at=utc_now(),
         filter_params={k: v for k, v in asdict(record_filter).items() if v is not None})
     ports.investigations.add(investigation)
     if exception.status is ExceptionStatus.OPEN:
         try:
-            exception_service.update(ports.exceptions, environment, exception.id, title=None, description=None,
+            exception_service.update(ports, environment, exception.id, title=None, description=None,
                                      status=ExceptionStatus.INVESTIGATING)
         except Conflict:
             pass  # someone moved it meanwhile: their move stands
-    ports.queue.send({"environment": environment, "investigation_id": investigation.id})
+    ports.investigation_queue.send({"environment": environment, "investigation_id": investigation.id})
     return investigation
 
 
-def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> Investigation:
+def run(ports: Ports, environment: str, investigation_id: int) -> Investigation:
     """Search the other side's open records for the exception's records (idempotent: a finished
     investigation is left as it is; a redelivery of a running one runs it again)."""
     from chalicelib.domain.investigations import investigate
@@ -59,23 +51,22 @@ def run(ports: InvestigationPorts, environment: str, investigation_id: int) -> I
         return investigation
     if investigation.status is InvestigationStatus.PENDING:
         investigation = move_or_reload(ports.investigations, investigation, InvestigationStatus.RUNNING)
-    exception = ports.exceptions.exceptions.get(environment, investigation.exception_id)
-    reconciliation = ports.exceptions.reconciliations.get(environment, exception.reconciliation_id)
+    exception = ports.exceptions.get(environment, investigation.exception_id)
+    reconciliation = ports.reconciliations.get(environment, exception.reconciliation_id)
     record_filter = RecordFilter(**investigation.filter_params)
     today = utc_now().date()
-    target_ids = [r.record_id for r in ports.exceptions.exceptions.records(exception) if record_filter.admits(r, today)]
-    matches = ports.runs.matches
-    targets = [h.record for h in matches.held_records(environment, target_ids)
+    target_ids = [r.record_id for r in ports.exceptions.records(exception) if record_filter.admits(r, today)]
+    targets = [h.record for h in ports.matches.held_records(environment, target_ids)
                if h.match_in(reconciliation.id) is None and not h.deleting]
     other_side = (reconciliation.side_b_stream_keys if exception.data_stream_key in reconciliation.side_a_stream_keys
                   else reconciliation.side_a_stream_keys)
-    candidates = [r for key in other_side for r in matches.open_records(
-        environment, key, reconciliation.id, matches.is_adopted(environment, reconciliation.id, key))]
+    candidates = [r for key in other_side for r in ports.matches.open_records(
+        environment, key, reconciliation.id, ports.matches.is_adopted(environment, reconciliation.id, key))]
     outcome = investigate(investigation_frame(targets), investigation_frame(candidates),
                           decimal_places=exception.decimal_places)
     difference = None
     if outcome.proposal:
-        found = {h.record.id: h.record for h in matches.held_records(
+        found = {h.record.id: h.record for h in ports.matches.held_records(
             environment, outcome.target_record_ids + outcome.suggested_record_ids)}
         difference = _difference([found[i] for i in outcome.target_record_ids],
                                  [found[i] for i in outcome.suggested_record_ids])
@@ -92,14 +83,14 @@ def _difference(targets: list[Record], suggested: list[Record]) -> int:
     return check_manual_match(targets, suggested, allow_difference=True, reason="investigation")
 
 
-def fail(ports: InvestigationPorts, environment: str, investigation_id: int, error: Exception) -> None:
+def fail(ports: Ports, environment: str, investigation_id: int, error: Exception) -> None:
     investigation = ports.investigations.get(environment, investigation_id)
     if not investigation.finished:
         move_or_reload(ports.investigations, investigation, InvestigationStatus.FAILED, completed_at=utc_now(),
                        error_message=shown(f"{type(error).__name__}: {error}", 500))
 
 
-def accept(ports: InvestigationPorts, environment: str, exception_id: int, investigation_id: int) -> Match:
+def accept(ports: Ports, environment: str, exception_id: int, investigation_id: int) -> Match:
     """Turn the suggestion into a confirmed match of the exception's records it answers with the
     suggested ones, if it still holds (409 saying why not: a record was deleted or matched since,
     or the match would no longer have the difference stated); the exception is refreshed at
@@ -123,18 +114,18 @@ def accept(ports: InvestigationPorts, environment: str, exception_id: int, inves
     except TransitionRefused:
         pass  # a concurrent accept marked it; the match stands
     try:
-        exception_service.refresh(ports.exceptions, environment, investigation.reconciliation_id)
+        exception_service.refresh(ports, environment, investigation.reconciliation_id)
     except Exception:  # the match is made (and a refresh requested): the sweeper refreshes the exception
         logger.exception("refreshing exceptions after an accept failed", extra={"investigation_id": investigation.id})
     return match
 
 
-def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, record_ids: list[int]) -> Match:
+def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: list[int]) -> Match:
     environment = investigation.environment
     if investigation.suggested_difference is None:
         raise Conflict(f"investigation {investigation.id} was made before suggestions stated their difference; "
                        "start a new investigation")
-    held = {h.record.id: h for h in ports.runs.matches.held_records(environment, record_ids)}
+    held = {h.record.id: h for h in ports.matches.held_records(environment, record_ids)}
     for record_id in record_ids:
         stored = held.get(record_id)
         if stored is None or stored.deleting:
@@ -152,7 +143,7 @@ def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, r
                        "now; start a new investigation")
     try:
         return create_manual_match(
-            ports.runs, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
+            ports, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
             reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
     except ValidationFailed as error:  # the reconciliation changed since (its sides): the suggestion is stale
         raise Conflict(f"the suggestion no longer fits reconciliation {investigation.reconciliation_id} "
@@ -164,20 +155,19 @@ def _match_suggestion(ports: InvestigationPorts, investigation: Investigation, r
         return match
 
 
-def _made_before(ports: InvestigationPorts, investigation: Investigation, record_ids: list[int]) -> Match | None:
+def _made_before(ports: Ports, investigation: Investigation, record_ids: list[int]) -> Match | None:
     """The match an earlier accept of this investigation made before it died (it holds exactly
     these records and names the investigation), or None."""
-    matches = ports.runs.matches
-    held = matches.held_records(investigation.environment, record_ids)
-    holders = {h.match_in(investigation.reconciliation_id) for h in held}
-    if len(held) != len(record_ids) or len(holders) != 1 or None in holders:
+    held = ports.matches.held_records(investigation.environment, record_ids)
+    match_ids = {h.match_in(investigation.reconciliation_id) for h in held}
+    match_id = match_ids.pop() if len(held) == len(record_ids) and len(match_ids) == 1 else None
+    match = ports.matches.find(investigation.environment, match_id) if match_id is not None else None
+    if match is None or not (match.reason or "").startswith(f"Accepted investigation {investigation.id}:"):
         return None
-    match = matches.find(investigation.environment, holders.pop())
-    accepted_here = match is not None and (match.reason or "").startswith(f"Accepted investigation {investigation.id}:")
-    return match if accepted_here and match.record_count == len(record_ids) and not match.unmatching else None
+    return match if match.record_count == len(record_ids) and not match.unmatching else None
 
 
-def sweep(ports: InvestigationPorts, now: datetime | None = None) -> int:
+def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Fail what no delivery will finish any more: an investigation still pending or running after
     its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
     now = now or utc_now()

@@ -2,21 +2,24 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobStatus
-from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, check_manual_match
+from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
+from chalicelib.services.ports import Matches, Ports, StreamUsages
 
 CLAIM_THREADS = 8
 PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
 WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # an import that may still (re)write its records
 
 
-def write_matches(matches, batch: list[tuple[Match, list[MatchMember]]], used_by: dict[str, frozenset[int]]) -> list[Match]:
+def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]],
+                  used_by: dict[str, frozenset[int]]) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
     of the matches whose claims all held, batched. A record another match of the reconciliation
@@ -42,12 +45,13 @@ def write_matches(matches, batch: list[tuple[Match, list[MatchMember]]], used_by
     return written
 
 
-def write_match(matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> bool:
+def write_match(matches: Matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> bool:
     """One match (a person's): False when a record was taken meanwhile, and nothing is left of it."""
     return bool(write_matches(matches, [(match, members)], used_by))
 
 
-def release_members(matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> None:
+def release_members(matches: Matches, match: Match, members: list[MatchMember],
+                    used_by: dict[str, frozenset[int]]) -> None:
     """Open the match's records again in its reconciliation, then drop its members."""
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         list(pool.map(lambda m: matches.release_record(match.environment, m.record_id, match.reconciliation_id,
@@ -55,38 +59,38 @@ def release_members(matches, match: Match, members: list[MatchMember], used_by: 
     matches.delete_members(match.environment, match.id)
 
 
-def used_by(reconciliations, environment: str, stream_keys) -> dict[str, frozenset[int]]:
+def used_by(usages: StreamUsages, environment: str, stream_keys: Iterable[str]) -> dict[str, frozenset[int]]:
     """The reconciliations using each stream now: a record matched in all of them is reconciled
     (one still being created does not count yet)."""
-    return {key: frozenset(user.reconciliation_id for user in reconciliations.users_of_stream(environment, key)
+    return {key: frozenset(user.reconciliation_id for user in usages.users_of_stream(environment, key)
                            if user.name is not None)
             for key in set(stream_keys)}
 
 
-def confirm(matches, reconciliations, environment: str, match_id: int) -> Match:
-    confirmed = matches.confirm(matches.get(environment, match_id))
-    reconciliations.request_exceptions_refresh(environment, confirmed.reconciliation_id)
+def confirm(ports: Ports, environment: str, match_id: int) -> Match:
+    confirmed = ports.matches.confirm(ports.matches.get(environment, match_id))
+    ports.reconciliations.request_exceptions_refresh(environment, confirmed.reconciliation_id)
     return confirmed
 
 
-def unmatch(matches, reconciliations, environment: str, match_id: int) -> None:
+def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     """Hide the match, open its records again, drop its members, and keep the match as a
     tombstone; the reconciliation's exceptions are refreshed within a minute (the records may
     be overdue). A retry after a crash finds the match marked and finishes."""
-    match = matches.find(environment, match_id)
+    match = ports.matches.find(environment, match_id)
     if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
     if not match.unmatching:
-        matches.mark_unmatching(match)
-    members = matches.members(environment, match_id)
-    release_members(matches, match, members,
-                    used_by(reconciliations, environment, (m.data_stream_key for m in members)))
+        ports.matches.mark_unmatching(match)
+    members = ports.matches.members(environment, match_id)
+    release_members(ports.matches, match, members,
+                    used_by(ports.reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.
-    reconciliations.request_exceptions_refresh(environment, match.reconciliation_id)
-    matches.mark_unmatched(match)
+    ports.reconciliations.request_exceptions_refresh(environment, match.reconciliation_id)
+    ports.matches.mark_unmatched(match)
 
 
-def create_manual_match(ports, environment: str, reconciliation_id: int, record_ids: list[int],
+def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
                         allow_difference: bool, reason: str | None) -> Match:
     """A person's match of records from both sides, confirmed at once (422 unless it balances or
     a difference is allowed with a reason; 409 when a record is matched in this reconciliation,
@@ -95,16 +99,16 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     The match item is written first, hidden (`pending_since`): should the request die part-way,
     the sweeper finds it and opens its records again, so no claim outlives a match that never was.
     """
-    matches, reconciliations = ports.matches, ports.reconciliations
-    reconciliation = reconciliations.get(environment, reconciliation_id)
+    reconciliation = ports.reconciliations.get(environment, reconciliation_id)
     ids = list(dict.fromkeys(record_ids))
     if not ids or len(ids) > MAX_MANUAL_RECORDS:
         raise ValidationFailed.on("record_ids", f"must hold 1 to {MAX_MANUAL_RECORDS} record ids")
-    held = {h.record.id: h for h in matches.held_records(environment, ids) if not h.deleting}
+    held = {h.record.id: h for h in ports.matches.held_records(environment, ids) if not h.deleting}
     errors = [FieldError(f"record_ids[{n}]", f"record {rid} not found") for n, rid in enumerate(ids) if rid not in held]
-    side_of = {key: "a" for key in reconciliation.side_a_stream_keys} | {key: "b" for key in reconciliation.side_b_stream_keys}
-    errors += [FieldError(f"record_ids[{n}]", f"record {rid} is in data stream '{held[rid].record.data_stream_key}', "
-                          "which is on neither side of this reconciliation")
+    side_of: dict[str, Side] = {key: "a" for key in reconciliation.side_a_stream_keys}
+    side_of.update({key: "b" for key in reconciliation.side_b_stream_keys})
+    errors += [FieldError(f"record_ids[{n}]", f"record {rid} is in data stream "
+                          f"'{held[rid].record.data_stream_key}', which is on neither side of this reconciliation")
                for n, rid in enumerate(ids) if rid in held and held[rid].record.data_stream_key not in side_of]
     if errors:
         raise ValidationFailed(errors)
@@ -112,7 +116,8 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
     if taken:
         raise Conflict(f"record {taken[0]} is already matched in reconciliation {reconciliation_id}")
     records = {rid: held[rid].record for rid in ids}
-    writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
+    writing = {job.id for job in ports.ingestion_jobs.active()
+               if job.environment == environment and job.status in WRITING}
     busy = [rid for rid in ids if records[rid].file_import_id in writing]
     if busy:
         raise Conflict(f"record {busy[0]} belongs to import {records[busy[0]].file_import_id}, which is still "
@@ -124,61 +129,61 @@ def create_manual_match(ports, environment: str, reconciliation_id: int, record_
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
                   reason=reason.strip() if allow_difference and reason else None)
-    members = [MatchMember(side_of[records[rid].data_stream_key], rid, records[rid].data_stream_key, held[rid].matched_in)
-               for rid in ids]
-    users = used_by(reconciliations, environment, side_of)
-    matches.begin(match)
+    members = [MatchMember(side_of[records[rid].data_stream_key], rid, records[rid].data_stream_key,
+                           held[rid].matched_in) for rid in ids]
+    users = used_by(ports.reconciliations, environment, side_of)
+    ports.matches.begin(match)
     try:
-        written = write_match(matches, match, members, users)
+        written = write_match(ports.matches, match, members, users)
     except Exception:
-        roll_back(matches, match, members, users)
+        roll_back(ports.matches, match, members, users)
         raise
     if not written:
-        matches.remove(match)
+        ports.matches.remove(match)
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
     try:
-        reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
+        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
     except Exception:  # the match is made: a retry would be 409; the hourly refresh catches up
         logger.exception("requesting an exception refresh failed", extra={"reconciliation_id": reconciliation_id})
     return match
 
 
-def roll_back(matches, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
+def roll_back(matches: Matches, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
     """Undo a match that was begun and never committed: its records open again, then it goes."""
     release_members(matches, match, members, users)
     matches.remove(match)
 
 
-def sweep_pending(matches, reconciliations, now=None) -> int:
+def sweep_pending(ports: Ports, now: datetime | None = None) -> int:
     """Roll back the matches a dead request left begun (older than PENDING_FOR: no request lives that long)."""
     now = now or utc_now()
     undone = 0
-    for match in matches.pending():
-        if now - match.pending_since <= PENDING_FOR:
+    for match in ports.matches.pending():
+        if match.pending_since is None or now - match.pending_since <= PENDING_FOR:
             continue
-        members = matches.members(match.environment, match.id)
-        roll_back(matches, match, members, used_by(reconciliations, match.environment,
-                                                   (m.data_stream_key for m in members)))
+        members = ports.matches.members(match.environment, match.id)
+        roll_back(ports.matches, match, members, used_by(ports.reconciliations, match.environment,
+                                                         (m.data_stream_key for m in members)))
         undone += 1
     return undone
 
 
 # Reading ----------------------------------------------------------------------------------------
 
-def member_records(matches, match: Match) -> list[tuple[str, Record]]:
+def member_records(matches: Matches, match: Match) -> list[tuple[Side, Record]]:
     """The match's records with the side each is on, side A first, then by id (a match shown whole)."""
     side_of = {m.record_id: m.side for m in matches.members(match.environment, match.id)}
     held = sorted(matches.held_records(match.environment, side_of), key=lambda h: (side_of[h.record.id], h.record.id))
     return [(side_of[h.record.id], h.record) for h in held]
 
 
-def records_of_match(matches, records, environment: str, match_id: int, filters: RecordQuery, limit: int,
+def records_of_match(ports: Ports, environment: str, match_id: int, filters: RecordQuery, limit: int,
                      cursor: str | None) -> tuple[list[Record], str | None]:
     """A page of the match's records, newest first (a page of its members; the other filters
     narrow the page). A match being unmatched, or none, has none."""
-    match = matches.find(environment, match_id)
+    match = ports.matches.find(environment, match_id)
     if match is None or match.unmatching:
         return [], None
-    ids, next_cursor = matches.member_page(environment, match_id, limit, cursor)
-    found = sorted(records.find_many(environment, ids).values(), key=lambda r: -r.id)
+    ids, next_cursor = ports.matches.member_page(environment, match_id, limit, cursor)
+    found = sorted(ports.records.find_many(environment, ids).values(), key=lambda r: -r.id)
     return [r for r in found if filters.admits(r)], next_cursor

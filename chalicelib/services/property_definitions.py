@@ -6,22 +6,21 @@ from dataclasses import replace
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType, check_property_key
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
-from chalicelib.services.ports import DataStreams, PropertyDefinitions
+from chalicelib.services.ports import Ports, PropertyDefinitions
 
 
-def create_definition(definitions: PropertyDefinitions, streams: DataStreams, environment: str, *,
-                      key: str, name: str, type_: PropertyType, data_stream_key: str,
-                      optional: bool) -> PropertyDefinition:
+def create_definition(ports: Ports, environment: str, *, key: str, name: str, type_: PropertyType,
+                      data_stream_key: str, optional: bool) -> PropertyDefinition:
     check_property_key(key)
     try:
-        streams.get(environment, data_stream_key)
+        ports.data_streams.get(environment, data_stream_key)
     except NotFound:
         raise ValidationFailed.on("data_stream_key", f"no data stream with key '{shown(data_stream_key)}'") from None
     definition = PropertyDefinition(
-        environment=environment, id=definitions.next_id(environment), key=key, name=name, type=type_,
-        data_stream_key=data_stream_key, optional=optional, created_at=utc_now(),
+        environment=environment, id=ports.property_definitions.next_id(environment), key=key, name=name,
+        type=type_, data_stream_key=data_stream_key, optional=optional, created_at=utc_now(),
     )
-    definitions.add(definition)
+    ports.property_definitions.add(definition)
     return definition
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
@@ -26,8 +26,10 @@ from chalicelib.domain.reconciliation_exceptions import (
     is_overdue,
     totals,
 )
-from chalicelib.domain.records import OpenRecord
+from chalicelib.domain.reconciliations import Reconciliation
+from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.observability import logger
+from chalicelib.services.ports import Ports
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
 REFRESH_LEASE = timedelta(minutes=15)  # longer than one refresh may take (a Lambda call)
@@ -36,17 +38,9 @@ SYSTEM_AUTHOR = "system"
 MAX_BODY = 10_000
 
 
-@dataclass
-class ExceptionPorts:
-    exceptions: Any
-    reconciliations: Any
-    streams: Any
-    matches: Any
-
-
 # Coming and going -----------------------------------------------------------------------------
 
-def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now: datetime | None = None) -> bool:
+def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetime | None = None) -> bool:
     """Records of the reconciliation unmatched for longer than its `exception_after_days` join
     the active exception of their stream (one is opened when none is); records matched since
     leave it, and an exception left empty resolves itself with a system comment. A record that
@@ -71,7 +65,7 @@ def refresh(ports: ExceptionPorts, environment: str, reconciliation_id: int, now
     return True
 
 
-def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now: datetime) -> None:
+def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str, now: datetime) -> None:
     environment, today = reconciliation.environment, now.date()
     adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
     open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id, adopted)}
@@ -86,7 +80,7 @@ def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now:
     if active is None:
         if not joining:
             return
-        stream = ports.streams.get(environment, stream_key)
+        stream = ports.data_streams.get(environment, stream_key)
         active = ports.exceptions.open_new(ReconciliationException(
             environment=environment, id=ports.exceptions.next_id(environment), reconciliation_id=reconciliation.id,
             data_stream_key=stream_key, data_stream_id=stream.id, title=default_title(stream.name), description="",
@@ -110,14 +104,14 @@ def _refresh_stream(ports: ExceptionPorts, reconciliation, stream_key: str, now:
         _resolve_empty(ports, ports.exceptions.get(environment, active.id), now)
 
 
-def _each(write, record_ids: list[int]) -> set[int]:
+def _each(write: Callable[[int], bool], record_ids: list[int]) -> set[int]:
     """One conditional write per record, several at a time; the ids whose write held."""
     with ThreadPoolExecutor(MARK_THREADS) as pool:
         results = list(pool.map(write, record_ids))
     return {record_id for record_id, held in zip(record_ids, results) if held}
 
 
-def _resolve_empty(ports: ExceptionPorts, exception: ReconciliationException, now: datetime) -> None:
+def _resolve_empty(ports: Ports, exception: ReconciliationException, now: datetime) -> None:
     """An exception left with no records resolves itself (unless a person moved it meanwhile)."""
     if not exception.active:
         return
@@ -136,7 +130,7 @@ def _exception_record(record: OpenRecord, scale: int) -> ExceptionRecord:
     return ExceptionRecord(record.id, amount, record.direction.value, record.date, record.currency)
 
 
-def sweep(ports: ExceptionPorts, now: datetime | None = None) -> int:
+def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Refresh every reconciliation not refreshed for REFRESH_EVERY (records age into
     exceptions with time, not only with runs), and every one whose refresh was requested (a
     person matched, unmatched or confirmed: a refresh reads every open record of the streams, too
@@ -169,7 +163,7 @@ class ExceptionQuery:
                 and (self.assignee is None or any(a.idp_user_id == self.assignee for a in summary.assignees)))
 
 
-def list_exceptions(ports: ExceptionPorts, environment: str, query: ExceptionQuery, offset: int,
+def list_exceptions(ports: Ports, environment: str, query: ExceptionQuery, offset: int,
                     limit: int) -> tuple[list[ReconciliationException], bool]:
     """A page of the environment's exceptions, newest first, and whether more follow."""
     return ports.exceptions.list_page(environment, query.admits, offset, limit)
@@ -179,7 +173,7 @@ def view_aggregates(exception: ReconciliationException, now: datetime | None = N
     return aggregates(exception.totals or totals([]), (now or utc_now()).date())
 
 
-def filtered_aggregates(ports: ExceptionPorts, exception: ReconciliationException, record_filter: RecordFilter,
+def filtered_aggregates(ports: Ports, exception: ReconciliationException, record_filter: RecordFilter,
                         now: datetime | None = None) -> dict[str, Any]:
     today = (now or utc_now()).date()
     check_filter(record_filter)
@@ -188,7 +182,7 @@ def filtered_aggregates(ports: ExceptionPorts, exception: ReconciliationExceptio
     return aggregate((r for r in ports.exceptions.records(exception) if record_filter.admits(r, today)), today)
 
 
-def record_ids(ports: ExceptionPorts, exception: ReconciliationException, record_filter: RecordFilter,
+def record_ids(ports: Ports, exception: ReconciliationException, record_filter: RecordFilter,
                now: datetime | None = None) -> list[int]:
     """The ids of the exception's records that pass the filter, newest first."""
     today = (now or utc_now()).date()
@@ -197,9 +191,19 @@ def record_ids(ports: ExceptionPorts, exception: ReconciliationException, record
                   reverse=True)
 
 
+def records_page(ports: Ports, exception: ReconciliationException, record_filter: RecordFilter, limit: int,
+                 cursor: str | None, now: datetime | None = None) -> tuple[list[Record], str | None]:
+    """A page of the exception's records that pass the filter, newest first (one deleted since is left out)."""
+    check_filter(record_filter)
+    ids, next_cursor = ports.exceptions.record_page(exception, record_filter, (now or utc_now()).date(), limit,
+                                                    cursor)
+    found = ports.records.find_many(exception.environment, ids)
+    return [found[i] for i in ids if i in found], next_cursor
+
+
 # Changing -------------------------------------------------------------------------------------
 
-def update(ports: ExceptionPorts, environment: str, exception_id: int, *, title: str | None,
+def update(ports: Ports, environment: str, exception_id: int, *, title: str | None,
            description: str | None, status: ExceptionStatus | None) -> ReconciliationException:
     current = ports.exceptions.get(environment, exception_id)
     now = utc_now()
@@ -213,7 +217,7 @@ def update(ports: ExceptionPorts, environment: str, exception_id: int, *, title:
     return ports.exceptions.get(environment, exception_id)
 
 
-def add_assignee(ports: ExceptionPorts, environment: str, exception_id: int, idp_user_id: str) -> Assignee:
+def add_assignee(ports: Ports, environment: str, exception_id: int, idp_user_id: str) -> Assignee:
     current = ports.exceptions.get(environment, exception_id)
     existing = next((a for a in current.assignees if a.idp_user_id == idp_user_id), None)
     if existing is not None:
@@ -224,7 +228,7 @@ def add_assignee(ports: ExceptionPorts, environment: str, exception_id: int, idp
     return assignee
 
 
-def remove_assignee(ports: ExceptionPorts, environment: str, exception_id: int, assignee_id: int) -> None:
+def remove_assignee(ports: Ports, environment: str, exception_id: int, assignee_id: int) -> None:
     current = ports.exceptions.get(environment, exception_id)
     if not any(a.id == assignee_id for a in current.assignees):
         raise NotFound(f"assignee {assignee_id} not found on exception {exception_id}")
@@ -232,7 +236,7 @@ def remove_assignee(ports: ExceptionPorts, environment: str, exception_id: int, 
                                   updated_at=utc_now(), version=current.version + 1), previous=current)
 
 
-def add_comment(ports: ExceptionPorts, environment: str, exception_id: int, *, body: str, author_idp_id: str,
+def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str, author_idp_id: str,
                 mentions: list[int]) -> ExceptionComment:
     exception = ports.exceptions.get(environment, exception_id)
     if not body.strip() or len(body) > MAX_BODY:

@@ -5,24 +5,22 @@ from typing import Any, Mapping
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.rules import Rule, validate_rule
-from chalicelib.services.ports import ReconciliationRules, Reconciliations
+from chalicelib.services.ports import Ports, ReconciliationRules
 
 
-def create_rule(rules: ReconciliationRules, reconciliations: Reconciliations, environment: str,
-                reconciliation_id: int, body: Mapping[str, Any]) -> Rule:
-    reconciliations.get(environment, reconciliation_id)
+def create_rule(ports: Ports, environment: str, reconciliation_id: int, body: Mapping[str, Any]) -> Rule:
+    ports.reconciliations.get(environment, reconciliation_id)
     definition = validate_rule(body)
     now = utc_now()
-    rule = Rule(environment=environment, id=rules.next_id(environment), reconciliation_id=reconciliation_id,
-                definition=definition, created_at=now, updated_at=now)
-    rules.add(rule)
+    rule = Rule(environment=environment, id=ports.reconciliation_rules.next_id(environment),
+                reconciliation_id=reconciliation_id, definition=definition, created_at=now, updated_at=now)
+    ports.reconciliation_rules.add(rule)
     return rule
 
 
-def rules_of(rules: ReconciliationRules, reconciliations: Reconciliations, environment: str,
-             reconciliation_id: int) -> list[Rule]:
-    reconciliations.get(environment, reconciliation_id)
-    return rules.list_of(environment, reconciliation_id)
+def rules_of(ports: Ports, environment: str, reconciliation_id: int) -> list[Rule]:
+    ports.reconciliations.get(environment, reconciliation_id)
+    return ports.reconciliation_rules.list_of(environment, reconciliation_id)
 
 
 def update_rule(rules: ReconciliationRules, environment: str, rule_id: int, changes: Mapping[str, Any]) -> Rule:

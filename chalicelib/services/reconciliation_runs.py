@@ -8,7 +8,7 @@ match    run the engine on that input (deterministic, so a retry finds the same 
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
 persist  write one chunk of matches (members, record claims, then the match items) and count
          it once; the state machine loops until no chunk is left;
-refresh  the reconciliation's exceptions (services/exceptions.py);
+refresh  the reconciliation's exceptions (services/reconciliation_exceptions.py);
 finish   completed; the reconciliation's current run becomes its last run;
 fail     on any error the state machine could not retry away: undo the matches of the chunk in
          progress whose commit marker was not written (chunks go in order, so no other can
@@ -19,21 +19,24 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
-from chalicelib.domain.reconciliations import RunType
+from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
+from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
+
+if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
+    from chalicelib.domain.matching.frames import Frame
 
 CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
@@ -54,24 +57,9 @@ class TooManyOpenRecords(Exception):
     """More open records than the reader was allowed to load."""
 
 
-@dataclass
-class RunPorts:
-    runs: Any
-    matches: Any
-    jobs: Any            # ingestion jobs: records of a job still running are not matched yet
-    reconciliations: Any
-    rules: Any
-    counters: Any
-    files: Any
-    workflows: Any
-    exceptions: Any = None  # ExceptionPorts: a run ends by refreshing the exceptions
-    chunk_records: int = CHUNK_RECORDS
-    dry_run_records: int = DRY_RUN_RECORDS
-
-
 # Starting -------------------------------------------------------------------------------------
 
-def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind: RunKind = RunKind.BATCH,
+def start_run(ports: Ports, environment: str, reconciliation_id: int, *, kind: RunKind = RunKind.BATCH,
               trigger: RunTrigger = RunTrigger.MANUAL, new_record_jobs: Iterable[int] = (),
               whole_pool_request: int | None = None) -> Run:
     """Create the run, take the reconciliation's one run slot (409 while another run is pending
@@ -90,11 +78,11 @@ def start_run(ports: RunPorts, environment: str, reconciliation_id: int, *, kind
         ports.runs.drop_pending_jobs(environment, reconciliation_id, run.new_record_jobs)  # this run takes them
     if whole_pool_request is not None:
         ports.runs.drop_whole_pool_request(environment, reconciliation_id, whole_pool_request)
-    ports.workflows.start(execution_name(run, 0), {"environment": environment, "run_id": run.id})
+    ports.run_workflows.start(execution_name(run, 0), {"environment": environment, "run_id": run.id})
     return run
 
 
-def _take_slot(ports: RunPorts, environment: str, reconciliation_id: int, run_id: int) -> bool:
+def _take_slot(ports: Ports, environment: str, reconciliation_id: int, run_id: int) -> bool:
     """Take the free slot; or one whose holder finished without freeing it (its finish task
     gave up), or never existed (a start that died before writing its run)."""
     if ports.runs.claim_slot(environment, reconciliation_id, run_id):
@@ -113,7 +101,7 @@ def execution_name(run: Run, attempt: int) -> str:
     return workflow_name(run.environment, "run", run.id, *([f"r{attempt}"] if attempt else []))
 
 
-def sweep(ports: RunPorts, now=None) -> dict[str, int]:
+def sweep(ports: Ports, now=None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
     then fails (undoing what it had not committed). One run's trouble stops no other."""
@@ -128,7 +116,7 @@ def sweep(ports: RunPorts, now=None) -> dict[str, int]:
                         f"minutes; {run.restarts} restarts did not help")
                 counts["failed"] += 1
             elif ports.runs.count_restart(run):
-                ports.workflows.start(execution_name(run, run.restarts + 1),
+                ports.run_workflows.start(execution_name(run, run.restarts + 1),
                                       {"environment": run.environment, "run_id": run.id})
                 counts["restarted"] += 1
         except Exception:
@@ -137,7 +125,7 @@ def sweep(ports: RunPorts, now=None) -> dict[str, int]:
     return counts
 
 
-def on_records_ingested(ports: RunPorts, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
+def on_records_ingested(ports: Ports, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
     """A finished ingestion wrote records into `stream_keys`: every continuous reconciliation
     using one of them matches the new records against its open ones. The job waits on the
     reconciliation until a run takes it (now, or when the run in progress finishes)."""
@@ -155,7 +143,7 @@ POOL_CHANGING_RECONCILIATION_FIELDS = frozenset({"side_a_stream_keys", "side_b_s
 RULE_FIELDS_THAT_KEEP_THE_POOL = frozenset({"name"})  # a renamed rule matches what it matched
 
 
-def after_reconciliation_saved(ports: RunPorts, environment: str, reconciliation_id: int,
+def after_reconciliation_saved(ports: Ports, environment: str, reconciliation_id: int,
                                changed: set[str] | None = None) -> bool:
     """A reconciliation created (`changed` None) or edited: if its sides or run type changed,
     what it may match changed. True when that asked for a run (the reconciliation moved on)."""
@@ -165,14 +153,14 @@ def after_reconciliation_saved(ports: RunPorts, environment: str, reconciliation
     return True
 
 
-def after_rule_saved(ports: RunPorts, environment: str, rule, changed: set[str] | None = None) -> None:
+def after_rule_saved(ports: Ports, environment: str, rule, changed: set[str] | None = None) -> None:
     """A rule created (`changed` None) or edited: an active rule that is new, activated or changed
     may match records open before it, not only records arriving later."""
     if rule.definition.active and (changed is None or changed - RULE_FIELDS_THAT_KEEP_THE_POOL):
         on_reconciliation_changed(ports, environment, rule.reconciliation_id)
 
 
-def on_reconciliation_changed(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
+def on_reconciliation_changed(ports: Ports, environment: str, reconciliation_id: int) -> Run | None:
     """The reconciliation was created, a rule added, activated or changed, or its sides (or run
     type) changed: a continuous reconciliation matches its whole open pool, the backlog
     included, by the next run (now, or when the run in progress finishes, or, with no active
@@ -188,7 +176,7 @@ def on_reconciliation_changed(ports: RunPorts, environment: str, reconciliation_
         return None
 
 
-def start_pending(ports: RunPorts, environment: str, reconciliation_id: int) -> Run | None:
+def start_pending(ports: Ports, environment: str, reconciliation_id: int) -> Run | None:
     """Start a continuous run for what waits on the reconciliation, if anything and if free: the
     ingestions whose records are new, and a request to match the whole open pool (taken only
     once a rule is active: a run without one matches nothing)."""
@@ -207,7 +195,7 @@ def start_pending(ports: RunPorts, environment: str, reconciliation_id: int) -> 
 
 # The phases -----------------------------------------------------------------------------------
 
-def load(ports: RunPorts, environment: str, run_id: int) -> str:
+def load(ports: Ports, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
@@ -221,15 +209,15 @@ def load(ports: RunPorts, environment: str, run_id: int) -> str:
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.only_new else None
     side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
-    ports.files.write_frame(environment, run.id, "side_a", side_a)
-    ports.files.write_frame(environment, run.id, "side_b", side_b)
+    ports.run_files.write_frame(environment, run.id, "side_a", side_a)
+    ports.run_files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
-    ports.files.write_rules(environment, run.id, rules)
+    ports.run_files.write_rules(environment, run.id, rules)
     ports.runs.save_loaded(run, total)
     return "match"
 
 
-def match(ports: RunPorts, environment: str, run_id: int) -> str:
+def match(ports: Ports, environment: str, run_id: int) -> str:
     from chalicelib.domain.matching import match_records
     from chalicelib.domain.matching.frames import engine_frames, plan_chunks
 
@@ -238,9 +226,9 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
         return "done"
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
-    side_a = ports.files.read_frame(environment, run.id, "side_a")
-    side_b = ports.files.read_frame(environment, run.id, "side_b")
-    rules = ports.files.read_rules(environment, run.id, run.reconciliation_id)
+    side_a = ports.run_files.read_frame(environment, run.id, "side_a")
+    side_b = ports.run_files.read_frame(environment, run.id, "side_b")
+    rules = ports.run_files.read_rules(environment, run.id, run.reconciliation_id)
     engine_a, engine_b = engine_frames(side_a, side_b, only_new=run.only_new)
     outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
@@ -248,14 +236,14 @@ def match(ports: RunPorts, environment: str, run_id: int) -> str:
     matches, members, chunks = plan_chunks(outcome, side_a, side_b, ports.chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
-    ports.files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
-    ports.files.write_frame(environment, run.id, f"members-{first_match_id}", members, PLAN_ROW_GROUP)
+    ports.run_files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
+    ports.run_files.write_frame(environment, run.id, f"members-{first_match_id}", members, PLAN_ROW_GROUP)
     run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
                                total_records=side_a.height + side_b.height, rule_summary=outcome.rule_summary)
     return "persist" if run.next_chunk() is not None else "finish"
 
 
-def persist(ports: RunPorts, environment: str, run_id: int) -> str:
+def persist(ports: Ports, environment: str, run_id: int) -> str:
     from chalicelib.domain.matching.frames import planned_matches, stream_keys
 
     run = ports.runs.get(environment, run_id)
@@ -264,8 +252,8 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     chunk = run.next_chunk()
     if chunk is None:
         return "finish"
-    matches = ports.files.read_frame(environment, run.id, f"matches-{run.first_match_id}", chunk=chunk)
-    members = ports.files.read_frame(environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    matches = ports.run_files.read_frame(environment, run.id, f"matches-{run.first_match_id}", chunk=chunk)
+    members = ports.run_files.read_frame(environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, environment, stream_keys(members))
     batch = planned_matches(matches, members, environment=environment, reconciliation_id=run.reconciliation_id,
                             run_id=run.id, first_match_id=run.first_match_id, created_at=utc_now())
@@ -277,19 +265,19 @@ def persist(ports: RunPorts, environment: str, run_id: int) -> str:
     return "persist" if run.next_chunk() is not None else "finish"
 
 
-def refresh_exceptions(ports: RunPorts, environment: str, run_id: int) -> str:
+def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
     """Records this run left unmatched past the grace period join exceptions; matched ones leave."""
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
     try:
-        exception_service.refresh(ports.exceptions, environment, run.reconciliation_id)
+        exception_service.refresh(ports, environment, run.reconciliation_id)
     except Exception:  # the matches are committed: the run stands, and the sweeper refreshes later
         logger.exception("refreshing exceptions after a run failed", extra={"run_id": run.id})
     return "finish"
 
 
-def finish(ports: RunPorts, environment: str, run_id: int) -> str:
+def finish(ports: Ports, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.status is RunStatus.RUNNING:
         run = move_or_reload(ports.runs, run, RunStatus.COMPLETED, completed_at=utc_now())
@@ -299,15 +287,16 @@ def finish(ports: RunPorts, environment: str, run_id: int) -> str:
     return "done"
 
 
-def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
+def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     """Undo the matches the run claimed records for but never committed, then `failed`. The
     ingestions a continuous run had taken, and its whole-pool request, wait on the reconciliation
     again, for the next run (not started from here: a run that fails every time would otherwise
     start again at once)."""
     run = ports.runs.get(environment, run_id)
     if not run.finished:
-        if run.chunks is not None and run.next_chunk() is not None:
-            _undo_uncommitted(ports, run, run.next_chunk())
+        in_progress = run.next_chunk()  # None before the plan, and once every chunk is written
+        if in_progress is not None:
+            _undo_uncommitted(ports, run, in_progress)
         run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
                              error_message=describe_error(error))
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
@@ -319,11 +308,11 @@ def give_up(ports: RunPorts, environment: str, run_id: int, error: Any) -> str:
     return "done"
 
 
-def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
+def _undo_uncommitted(ports: Ports, run: Run, chunk: int) -> None:
     """Chunks are written in order, so only the one in progress can hold half-written matches."""
     from chalicelib.domain.matching.frames import match_members, stream_keys
 
-    members = ports.files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    members = ports.run_files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, run.environment, stream_keys(members))
     by_match = match_members(members)
     committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
@@ -335,14 +324,14 @@ def _undo_uncommitted(ports: RunPorts, run: Run, chunk: int) -> None:
             release_members(ports.matches, stub, of_match, uses)
 
 
-def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
+def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
     """What the rule would match now, written nowhere: the active rules before it in priority
     take their share of the open records first, as in a run. Refused (Conflict) above
     `dry_run_records` open records, which could not be matched within the API's time."""
     from chalicelib.domain.matching import match_records
     from chalicelib.domain.matching.frames import engine_frames, rule_matches
 
-    rule = ports.rules.get(environment, rule_id)
+    rule = ports.reconciliation_rules.get(environment, rule_id)
     reconciliation = ports.reconciliations.get(environment, rule.reconciliation_id)
     before = [r for r in active_rules(ports, environment, reconciliation.id)
               if (r.definition.priority, r.id) < (rule.definition.priority, rule.id)]
@@ -356,7 +345,7 @@ def dry_run(ports: RunPorts, environment: str, rule_id: int, sample_size: int = 
             **rule_matches(outcome, rule.id, sample_size)}
 
 
-def _too_many_for_a_dry_run(ports: RunPorts, environment: str, reconciliation) -> str:
+def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:
     """The refusal, with the open records counted (for a few seconds at most: past that, a lower bound)."""
     deadline = time.monotonic() + DRY_RUN_COUNT_SECONDS
     counts, complete = [], True
@@ -376,13 +365,14 @@ def _too_many_for_a_dry_run(ports: RunPorts, environment: str, reconciliation) -
 
 # Open records (the frame code is in domain/matching/frames.py) -----------------------------------
 
-def active_rules(ports: RunPorts, environment: str, reconciliation_id: int) -> list[Rule]:
-    return sorted((r for r in ports.rules.list_of(environment, reconciliation_id) if r.definition.active),
+def active_rules(ports: Ports, environment: str, reconciliation_id: int) -> list[Rule]:
+    return sorted((r for r in ports.reconciliation_rules.list_of(environment, reconciliation_id)
+                   if r.definition.active),
                   key=lambda r: (r.definition.priority, r.id))
 
 
-def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[Rule], new_jobs: set[int] | None,
-                adopt: bool = False, limit: int | None = None):
+def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, rules: list[Rule],
+                new_jobs: set[int] | None, adopt: bool = False, limit: int | None = None) -> tuple[Frame, Frame]:
     """The open records of each side, with the metadata keys the rules read. A stream the
     reconciliation has not adopted yet is read whole; with `adopt`, its records reconciled
     before it joined are opened again and the stream is adopted (read from the open index).
@@ -396,7 +386,8 @@ def open_frames(ports: RunPorts, environment: str, reconciliation, rules: list[R
                               if f.startswith("metadata.")})
     # A job still writing may write a record again (a retried chunk), which would wipe a match
     # made meanwhile: its records wait for the run that follows its completion.
-    writing = {job.id for job in ports.jobs.active() if job.environment == environment and job.status in WRITING}
+    writing = {job.id for job in ports.ingestion_jobs.active()
+               if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         adopted = {key: ports.matches.is_adopted(environment, reconciliation.id, key) for key in streams}
@@ -422,7 +413,7 @@ def _at_most(pages: Iterable[RecordColumns], limit: int | None) -> Iterable[Reco
         yield page
 
 
-def _adopt(ports: RunPorts, environment: str, reconciliation_id: int, stream_key: str, frame) -> None:
+def _adopt(ports: Ports, environment: str, reconciliation_id: int, stream_key: str, frame: Frame) -> None:
     from chalicelib.domain.matching.frames import reconciled_records, reconciled_slices
 
     reconciled = reconciled_records(frame, stream_key)

@@ -4,63 +4,62 @@ from __future__ import annotations
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
 from chalicelib.services.matches import unmatch
-from chalicelib.services.ports import DataStreams, ReconciliationRules, Reconciliations
+from chalicelib.services.ports import Ports
 
 
-def create_reconciliation(reconciliations: Reconciliations, streams: DataStreams, environment: str, *,
-                          name: str, run_type: RunType, side_a: list[str], side_b: list[str],
-                          exception_after_days: int) -> Reconciliation:
+def create_reconciliation(ports: Ports, environment: str, *, name: str, run_type: RunType, side_a: list[str],
+                          side_b: list[str], exception_after_days: int) -> Reconciliation:
     check_sides(side_a, side_b)
-    missing_streams(side_a, side_b, set(streams.get_many(environment, side_a + side_b)))
+    missing_streams(side_a, side_b, set(ports.data_streams.get_many(environment, side_a + side_b)))
     now = utc_now()
     reconciliation = Reconciliation(
-        environment=environment, id=reconciliations.next_id(environment), name=name, run_type=run_type,
+        environment=environment, id=ports.reconciliations.next_id(environment), name=name, run_type=run_type,
         side_a_stream_keys=tuple(side_a), side_b_stream_keys=tuple(side_b),
         exception_after_days=exception_after_days, created_at=now, updated_at=now,
         # Its first run refreshes its exceptions; until then the sweeper leaves it an hour, so
         # records about to be matched are not first held by exceptions and let go again.
         exceptions_refreshed_at=now,
     )
-    reconciliations.add(reconciliation)
+    ports.reconciliations.add(reconciliation)
     return reconciliation
 
 
-def update_reconciliation(reconciliations: Reconciliations, streams: DataStreams, matches, environment: str,
-                          reconciliation_id: int, *, name: str | None = None, run_type: RunType | None = None,
-                          side_a: list[str] | None = None, side_b: list[str] | None = None,
-                          exception_after_days: int | None = None) -> Reconciliation:
+def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int, *, name: str | None = None,
+                          run_type: RunType | None = None, side_a: list[str] | None = None,
+                          side_b: list[str] | None = None, exception_after_days: int | None = None) -> Reconciliation:
     """Apply a PATCH; refused (409) while a run is current, or when another edit came first. A
     stream it stops using is no longer adopted: should it come back, its first run reads it whole
     again (records may have been reconciled elsewhere meanwhile)."""
-    current = reconciliations.get(environment, reconciliation_id)
+    current = ports.reconciliations.get(environment, reconciliation_id)
     updated = current.changed(utc_now(), name=name, run_type=run_type, side_a=side_a, side_b=side_b,
                               exception_after_days=exception_after_days)
     added = [k for k in updated.stream_keys if not current.uses(k)]
     if added:
-        existing = set(streams.get_many(environment, added)) | set(current.stream_keys)
+        existing = set(ports.data_streams.get_many(environment, added)) | set(current.stream_keys)
         missing_streams(side_a or (), side_b or (), existing)
-    reconciliations.save(updated, previous=current)
-    matches.forget_adoptions(environment, reconciliation_id, [k for k in current.stream_keys if not updated.uses(k)])
+    ports.reconciliations.save(updated, previous=current)
+    ports.matches.forget_adoptions(environment, reconciliation_id,
+                                   [k for k in current.stream_keys if not updated.uses(k)])
     return updated
 
 
 UNMATCH_PAGE = 100
 
 
-def delete_reconciliation(reconciliations: Reconciliations, rules: ReconciliationRules, matches,
-                          environment: str, reconciliation_id: int) -> None:
+def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
     """Hide it (refused while a run is current), unmatch its matches (their records no longer
     wait on it), remove its rules, then it and its stream usages. A crash part-way leaves it
     hidden; repeating the DELETE finishes the work."""
-    reconciliation = reconciliations.mark_deleting(environment, reconciliation_id)
+    reconciliation = ports.reconciliations.mark_deleting(environment, reconciliation_id)
     cursor = None
     while True:
-        page, cursor = matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor, include_unmatching=True)
+        page, cursor = ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,
+                                               include_unmatching=True)
         for match in page:
             if match.unmatched_at is None:
-                unmatch(matches, reconciliations, environment, match.id)
+                unmatch(ports, environment, match.id)
         if cursor is None:
             break
-    matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
-    rules.remove_all_of_reconciliation(environment, reconciliation_id)
-    reconciliations.remove(reconciliation)
+    ports.matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
+    ports.reconciliation_rules.remove_all_of_reconciliation(environment, reconciliation_id)
+    ports.reconciliations.remove(reconciliation)

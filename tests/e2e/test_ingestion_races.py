@@ -46,7 +46,7 @@ def test_deliveries_of_one_request_at_the_same_time_make_one_record_per_item(sta
 
     def deliver():
         barrier.wait()
-        process_job(container.ingestion, "local", summary["id"])
+        process_job(container.ports, "local", summary["id"])
 
     threads = [threading.Thread(target=deliver) for _ in range(3)]
     for thread in threads:
@@ -73,7 +73,7 @@ def test_racing_requests_with_the_same_external_ids_create_each_record_once(stac
 
     def deliver(job_id):
         barrier.wait()
-        process_job(container.ingestion, "local", job_id)
+        process_job(container.ports, "local", job_id)
 
     threads = [threading.Thread(target=deliver, args=(s["id"],)) for s in summaries]
     for thread in threads:

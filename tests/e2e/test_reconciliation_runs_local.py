@@ -86,7 +86,7 @@ def test_two_people_matching_the_same_record_at_once_make_one_match(stack):
     def match_with(other):
         barrier.wait()
         try:
-            create_manual_match(container.run_ports, "local", reconciliation["id"], [shared, other], False, None)
+            create_manual_match(container.ports, "local", reconciliation["id"], [shared, other], False, None)
             outcomes.append("matched")
         except Conflict:
             outcomes.append("conflict")

@@ -306,7 +306,7 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
             assert api.post(f"/v1/file_imports/{summary['id']}/cancel").status_code == 202
             return written
 
-    ports = services.ingestion
+    ports = services.ports
     process_job(replace(ports, records=CancelledAfterTheFirstChunk(services.table)), "acme", summary["id"])
     process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
 
@@ -339,8 +339,8 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
                 self.move(job, JobStatus.CANCELLED, cancellation_requested_at=utc_now(), completed_at=utc_now())
             return super().save_chunk(job, outcome, unprocessed)
 
-    ports = services.ingestion
-    process_job(replace(ports, jobs=EndedBeforeCounting(services.table)), "acme", summary["id"])
+    ports = services.ports
+    process_job(replace(ports, ingestion_jobs=EndedBeforeCounting(services.table)), "acme", summary["id"])
     process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
 
     done = api.get(summary["url"]).json_body

@@ -1,4 +1,5 @@
 """Multi-item changes are ordered writes that a retry can finish after a crash part-way."""
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -24,8 +25,8 @@ def bank(services):
 
 
 def _define(services):
-    return create_definition(services.property_definitions, services.data_streams, "acme", key="ref",
-                             name="Ref", type_=PropertyType.STRING, data_stream_key="bank", optional=False)
+    return create_definition(services.ports, "acme", key="ref", name="Ref", type_=PropertyType.STRING,
+                             data_stream_key="bank", optional=False)
 
 
 def test_a_stale_guard_left_by_a_crashed_create_is_reclaimed(services, bank):
@@ -47,8 +48,7 @@ def test_a_delete_that_crashed_part_way_is_finished_by_the_retry(services, bank)
         services.data_streams.get("acme", "bank")
     with pytest.raises(Conflict):
         create_stream(services.data_streams, "acme", key="bank", name="Too soon", type_=StreamType.API)
-    delete_stream(services.data_streams, services.property_definitions, services.records, services.mirror,
-                  "acme", "bank", usages=services.reconciliations)
+    delete_stream(services.ports, "acme", "bank")
     with pytest.raises(NotFound):
         services.property_definitions.get("acme", definition.id)
     assert services.data_streams.find_including_deleting("acme", "bank") is None
@@ -71,7 +71,7 @@ def test_a_recount_that_began_earlier_never_overwrites_a_later_one(services, ban
     def a_later_recount_lands_first():
         assert services.data_streams.set_records_count("acme", "bank", 7, later)
 
-    recount_records(services.data_streams, _SlowMirror(services.mirror, 5, a_later_recount_lands_first),
+    recount_records(replace(services.ports, mirror=_SlowMirror(services.mirror, 5, a_later_recount_lands_first)),
                     "acme", "bank")
     assert services.data_streams.get("acme", "bank").records_count == 7
 
@@ -80,10 +80,10 @@ def test_a_delete_asking_for_a_recount_while_one_reads_keeps_its_request(service
     def a_delete_asks_meanwhile():
         services.data_streams.request_recount("acme", "bank", utc_now() + timedelta(seconds=1))
 
-    recount_records(services.data_streams, _SlowMirror(services.mirror, 5, a_delete_asks_meanwhile),
+    recount_records(replace(services.ports, mirror=_SlowMirror(services.mirror, 5, a_delete_asks_meanwhile)),
                     "acme", "bank")
     assert services.data_streams.recount_requests() == [("acme", "bank")]
-    assert sweep_recounts(services.data_streams, services.mirror) == 1
+    assert sweep_recounts(services.ports) == 1
     assert services.data_streams.get("acme", "bank").records_count == 0
     assert services.data_streams.recount_requests() == []
 
@@ -94,7 +94,7 @@ def test_a_recount_cut_short_is_finished_by_the_sweeper(services, bank):
             raise RuntimeError("Lambda timed out")
 
     with pytest.raises(RuntimeError):
-        recount_records(services.data_streams, Dies(services.mirror, 0, None), "acme", "bank")
+        recount_records(replace(services.ports, mirror=Dies(services.mirror, 0, None)), "acme", "bank")
     services.mirror.tombstone("acme", "bank", 4, 1)  # a tombstone of an import never published counts nothing
-    assert sweep_recounts(services.data_streams, services.mirror) == 1
+    assert sweep_recounts(services.ports) == 1
     assert services.data_streams.recount_requests() == []

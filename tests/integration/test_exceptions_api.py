@@ -59,7 +59,7 @@ def test_a_run_leaves_one_open_exception_per_stream_for_records_past_their_grace
 def test_refreshing_again_adds_newly_overdue_records_to_the_same_exception(api, services, ran):
     from chalicelib.services.reconciliation_exceptions import refresh
 
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
+    refresh(services.ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
 
     assert len(queue(api, data_stream_key="bank")["data"]) == 1
     assert bank_exception(api, ran)["aggregates"]["record_count"] == 4  # today's 3.00 is 5 days old by then
@@ -74,7 +74,7 @@ def test_records_matched_later_leave_and_an_emptied_exception_resolves_itself(ap
         body = {"reconciliation_id": ran["reconciliation"]["id"], "record_ids": [bank_id, ledger_id]}
         assert api.post("/v1/reconciliation_matches", body).status_code == 201
 
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+    refresh(services.ports, "acme", ran["reconciliation"]["id"])
 
     exception = api.get(f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}").json_body
     assert exception["status"] == "resolved" and exception["closed_at"]
@@ -114,7 +114,7 @@ def test_a_title_and_description_written_by_a_person_stay(api, services, ran):
     exception_id = bank_exception(api, ran)["id"]
     api.patch(f"/v1/reconciliation_exceptions/{exception_id}", {"title": "Missing deposits",
                                                                 "description": "Chasing the bank"})
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
+    refresh(services.ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
     shown = api.get(f"/v1/reconciliation_exceptions/{exception_id}").json_body
     assert (shown["title"], shown["description"]) == ("Missing deposits", "Chasing the bank")
     assert shown["aggregates"]["record_count"] == 4
@@ -177,8 +177,8 @@ def test_the_queue_pages_by_offset_and_refuses_bad_parameters(api, ran):
 def test_the_sweeper_refreshes_reconciliations_not_refreshed_for_an_hour(api, services, ran):
     from chalicelib.services.reconciliation_exceptions import sweep
 
-    assert sweep(services.exception_ports) == 0  # the run just refreshed it
-    assert sweep(services.exception_ports, now=utc_now() + timedelta(hours=2, days=5)) == 1
+    assert sweep(services.ports) == 0  # the run just refreshed it
+    assert sweep(services.ports, now=utc_now() + timedelta(hours=2, days=5)) == 1
     assert bank_exception(api, ran)["aggregates"]["record_count"] == 4
 
 
@@ -207,7 +207,7 @@ def test_a_close_refused_for_a_stale_version_keeps_the_exception_the_only_active
     with pytest.raises(Conflict):
         services.exceptions.save(stale, previous=replace(current, version=current.version - 1))
 
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
+    refresh(services.ports, "acme", ran["reconciliation"]["id"], now=utc_now() + timedelta(days=5))
     assert [(e["id"], e["status"]) for e in queue(api, data_stream_key="bank")["data"]] == [(current.id, "open")]
 
 
@@ -219,7 +219,7 @@ def test_a_refresh_cut_short_after_adding_records_is_put_right_by_the_next(api, 
                                                "debit_sum": 0, "date_ordinal_sum": 0, "oldest": None, "newest": None},
                                    "")  # as if the crash came before the totals were written
 
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+    refresh(services.ports, "acme", ran["reconciliation"]["id"])
 
     assert bank_exception(api, ran)["aggregates"]["record_count"] == 3
 
@@ -229,8 +229,8 @@ def test_one_refresh_of_a_reconciliation_runs_at_a_time(api, services, ran):
 
     now = utc_now()
     assert services.exceptions.take_refresh_lease("acme", ran["reconciliation"]["id"], now, timedelta(minutes=15))
-    assert refresh(services.exception_ports, "acme", ran["reconciliation"]["id"], now=now) is False
-    assert refresh(services.exception_ports, "acme", ran["reconciliation"]["id"],
+    assert refresh(services.ports, "acme", ran["reconciliation"]["id"], now=now) is False
+    assert refresh(services.ports, "acme", ran["reconciliation"]["id"],
                    now=now + timedelta(minutes=16)) is True  # a lease past its end is taken over
 
 
@@ -240,7 +240,7 @@ def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(api,
     first = bank_exception(api, ran)["id"]
     api.patch(f"/v1/reconciliation_exceptions/{first}", {"status": "dismissed"})
     ingest(record("bank", 9, 999, days_ago(30)))
-    refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+    refresh(services.ports, "acme", ran["reconciliation"]["id"])
     second = [e["id"] for e in queue(api, data_stream_key="bank", status="open")["data"]]
     assert len(second) == 1 and second[0] != first
 
@@ -265,7 +265,7 @@ def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(a
     client = services.aws.dynamodb  # the table's client
     client.meta.events.register("provide-client-params.dynamodb.UpdateItem", note)
     try:
-        refresh(services.exception_ports, "acme", ran["reconciliation"]["id"])
+        refresh(services.ports, "acme", ran["reconciliation"]["id"])
     finally:
         client.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", note)
 
@@ -287,7 +287,7 @@ def test_after_an_unmatch_and_a_manual_match_the_exception_holds_exactly_the_ope
     assert api.post("/v1/reconciliation_matches", body).status_code == 201  # bank 10.00 matched
 
     assert bank_exception(api, ran)["refresh_pending"] is True  # visible until the sweeper's next minute
-    sweep(services.exception_ports)
+    sweep(services.ports)
 
     bank = bank_exception(api, ran)
     assert bank["refresh_pending"] is False
@@ -324,5 +324,5 @@ def test_a_refresh_requested_while_a_refresh_runs_is_kept_for_the_next_sweep(api
     services.reconciliations.mark_exceptions_refreshed("acme", recon_id, utc_now(), seen.exceptions_refresh_requests)
 
     assert services.reconciliations.get("acme", recon_id).exceptions_refresh_pending
-    assert sweep(services.exception_ports) == 1
+    assert sweep(services.ports) == 1
     assert not services.reconciliations.get("acme", recon_id).exceptions_refresh_pending

@@ -64,7 +64,7 @@ VALID = ITEMS - len(range(0, ITEMS, BAD_EVERY))
 @pytest.fixture
 def job(services):
     create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
-    return submit_bulk(services.ingestion, "acme", items(), OnConflict.SKIP, None)
+    return submit_bulk(services.ports, "acme", items(), OnConflict.SKIP, None)
 
 
 def all_records(services):
@@ -95,27 +95,27 @@ def ports_with(services, **dying):
     table = services.table
     replacements = {
         "records": lambda: RecordRepository(table),
-        "jobs": lambda: IngestionJobRepository(table),
-        "streams": lambda: DataStreamRepository(table, services.counters),
+        "ingestion_jobs": lambda: IngestionJobRepository(table),
+        "data_streams": lambda: DataStreamRepository(table, services.counters),
     }
     changes = {name: death.wrap(replacements[name]()) for name, death in dying.items()}
-    return replace(services.ingestion, **changes)
+    return replace(services.ports, **changes)
 
 
 def test_processing_the_same_message_twice_changes_nothing(services, job):
-    process_job(services.ingestion, "acme", job.id)
-    process_job(services.ingestion, "acme", job.id)
+    process_job(services.ports, "acme", job.id)
+    process_job(services.ports, "acme", job.id)
     assert_exactly_once(services, job.id)
 
 
 @pytest.mark.parametrize("where", [
-    {"records": DiesOnCall("put_many", call=3, after_write=False)},    # before the third chunk's records
-    {"records": DiesOnCall("put_many", call=2, after_write=True)},     # records written, results not
-    {"jobs": DiesOnCall("save_chunk", call=2, after_write=True)},      # chunk counted, next not started
+    {"records": DiesOnCall("put_many", call=3, after_write=False)},  # before the third chunk's records
+    {"records": DiesOnCall("put_many", call=2, after_write=True)},  # records written, results not
+    {"ingestion_jobs": DiesOnCall("save_chunk", call=2, after_write=True)},  # chunk counted, next not started
     {"records": DiesOnCall("claim_external_id", call=400, after_write=True)},  # mid-chunk, guards half done
-    {"streams": DiesOnCall("set_records_count", call=1, after_write=True)},  # count stored, request not cleared
-    {"jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},  # all done but the move
-    {"jobs": DiesOnCall("move", call=2, after_write=False)},           # everything written, not completed
+    {"data_streams": DiesOnCall("set_records_count", call=1, after_write=True)},  # count stored, request not cleared
+    {"ingestion_jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},  # all done but the move
+    {"ingestion_jobs": DiesOnCall("move", call=2, after_write=False)},  # everything written, not completed
 ], ids=["before-records", "after-records", "after-count", "mid-guards", "after-stream-count",
         "after-rollup-mark", "before-complete"])
 def test_a_crash_part_way_is_finished_by_the_redelivery_without_duplicates(services, job, where):
@@ -123,6 +123,6 @@ def test_a_crash_part_way_is_finished_by_the_redelivery_without_duplicates(servi
         process_job(ports_with(services, **where), "acme", job.id)
     assert services.ingestion_jobs.get("acme", job.id).status is not JobStatus.COMPLETED
 
-    process_job(services.ingestion, "acme", job.id)
+    process_job(services.ports, "acme", job.id)
 
     assert_exactly_once(services, job.id)

@@ -84,7 +84,7 @@ def test_an_investigation_that_fails_on_its_last_delivery_is_failed_with_its_rea
     from chalicelib.services.investigations import fail
 
     started = start(api, exception["id"])
-    fail(services.investigation_ports, "acme", started["id"], RuntimeError("out of memory"))
+    fail(services.ports, "acme", started["id"], RuntimeError("out of memory"))
 
     latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
     assert latest["status"] == "failed" and "out of memory" in latest["error_message"]
@@ -102,8 +102,8 @@ def test_an_investigation_no_worker_finished_is_failed_by_the_sweeper(api, servi
     from chalicelib.services.investigations import sweep
 
     started = start(api, exception["id"])  # its message is never delivered
-    assert sweep(services.investigation_ports) == 0
-    assert sweep(services.investigation_ports, now=utc_now() + timedelta(hours=2)) == 1
+    assert sweep(services.ports) == 0
+    assert sweep(services.ports, now=utc_now() + timedelta(hours=2)) == 1
     latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
     assert latest["id"] == started["id"] and latest["status"] == "failed"
     assert services.investigations.active() == []
@@ -128,7 +128,7 @@ def test_an_accept_retried_after_dying_before_its_mark_returns_the_match_it_made
     from dataclasses import replace
 
     with pytest.raises(RuntimeError):
-        accept(replace(services.investigation_ports, investigations=MarkDies(services.investigations)),
+        accept(replace(services.ports, investigations=MarkDies(services.investigations)),
                "acme", exception["id"], started["id"])
 
     retried = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations/{started['id']}/accept")

@@ -92,7 +92,7 @@ def test_a_manual_match_that_fails_part_way_leaves_nothing_claimed(api, services
 
     bank = ingest(record("bank", 1, 1000))
     ledger = ingest(record("ledger", 1, 1000))
-    ports = replace(services.run_ports, matches=ClaimsThenDies(services.matches))
+    ports = replace(services.ports, matches=ClaimsThenDies(services.matches))
 
     with pytest.raises(RuntimeError):
         create_manual_match(ports, "acme", reconciliation["id"], bank + ledger, False, None)
@@ -122,8 +122,8 @@ def test_a_match_left_begun_by_a_dead_request_is_rolled_back_by_the_sweeper(api,
     assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "reconciled"
     assert api.get(f"/v1/reconciliation_matches/{match.id}").status_code == 404  # never visible
 
-    assert sweep_pending(services.matches, services.reconciliations, now=utc_now() + timedelta(minutes=1)) == 0
-    assert sweep_pending(services.matches, services.reconciliations, now=utc_now() + timedelta(minutes=6)) == 1
+    assert sweep_pending(services.ports, now=utc_now() + timedelta(minutes=1)) == 0
+    assert sweep_pending(services.ports, now=utc_now() + timedelta(minutes=6)) == 1
 
     assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
     assert api.get(f"/v1/records/{ledger[0]}").json_body["status"] == "unreconciled"

@@ -67,7 +67,7 @@ def test_a_second_run_finds_only_what_is_still_open(api, ingest, reconciliation)
 
 
 def test_a_run_is_refused_while_another_is_pending_or_running(api, services, reconciliation):
-    running = replace(services.run_ports, workflows=LostStarts())
+    running = replace(services.ports, run_workflows=LostStarts())
     from chalicelib.services.reconciliation_runs import start_run
 
     holder = start_run(running, "acme", reconciliation["id"])  # pending: its execution has not begun
@@ -175,7 +175,7 @@ def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match
     add_rule(api, reconciliation)
     bank = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
-    services.run_ports = replace(services.run_ports, chunk_records=4,  # three chunks of two matches
+    services.ports = replace(services.ports, chunk_records=4,  # three chunks of two matches
                                  matches=DiesOnCommit(services.matches, from_call=2))
 
     run = start(api, reconciliation)
@@ -221,14 +221,14 @@ def test_an_ingestion_that_finds_a_run_in_progress_waits_for_it(api, services, i
     continuous = api.post("/v1/reconciliations", {"name": "Live", "side_a_stream_keys": ["bank"],
                                                   "side_b_stream_keys": ["ledger"]}).json_body
     add_rule(api, continuous)  # its whole-pool run finds nothing yet
-    holder = start_run(replace(services.run_ports, workflows=LostStarts()), "acme", continuous["id"])
+    holder = start_run(replace(services.ports, run_workflows=LostStarts()), "acme", continuous["id"])
 
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
     assert api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]["id"] == holder.id
     assert len(services.runs.pending_jobs("acme", continuous["id"])) == 2
 
-    give_up(services.run_ports, "acme", holder.id, "stopped by the test")  # the run in progress ends
+    give_up(services.ports, "acme", holder.id, "stopped by the test")  # the run in progress ends
 
     latest = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]
     assert (latest["kind"], latest["matched_records"]) == ("continuous", 2)
@@ -274,8 +274,8 @@ def test_a_run_whose_execution_was_lost_is_restarted_by_the_sweeper(api, service
     add_rule(api, reconciliation)
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
-    real = services.run_ports
-    services.run_ports = replace(real, workflows=LostStarts())
+    real = services.ports
+    services.ports = replace(real, run_workflows=LostStarts())
     response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
     assert response.status_code == 202 and response.json_body["status"] == "pending"
     run_id = response.json_body["id"]
@@ -295,11 +295,11 @@ def test_a_run_that_never_progresses_fails_after_its_restarts(api, services, ing
     from chalicelib.services.reconciliation_runs import sweep
 
     lost = LostStarts()
-    services.run_ports = replace(services.run_ports, workflows=lost)
+    services.ports = replace(services.ports, run_workflows=lost)
     run_id = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["id"]
     for minutes in (80, 160, 240):
-        assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=minutes))["restarted"] == 1
-    assert sweep(services.run_ports, now=utc_now() + timedelta(minutes=320))["failed"] == 1
+        assert sweep(services.ports, now=utc_now() + timedelta(minutes=minutes))["restarted"] == 1
+    assert sweep(services.ports, now=utc_now() + timedelta(minutes=320))["failed"] == 1
 
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
     assert run["status"] == "failed" and "restarts did not help" in run["error_message"]
@@ -361,7 +361,7 @@ class CommitsThenDies:
             from chalicelib.services.matches import unmatch
 
             self.unmatched = matches[0]
-            unmatch(self._matches, self._services.reconciliations, "acme", matches[0].id)
+            unmatch(replace(self._services.ports, matches=self._matches), "acme", matches[0].id)
             raise RuntimeError("Lambda died after the commit")
 
 
@@ -370,7 +370,7 @@ def test_a_retried_chunk_never_brings_back_a_match_unmatched_meanwhile(api, serv
     bank = ingest(record("bank", 1, 1000), record("bank", 2, 2000))
     ingest(record("ledger", 1, 1000), record("ledger", 2, 2000))
     fake = CommitsThenDies(services.matches, services)
-    services.run_ports = replace(services.run_ports, matches=fake)
+    services.ports = replace(services.ports, matches=fake)
 
     run = start(api, reconciliation)
 
@@ -432,7 +432,7 @@ def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the
     rule = add_rule(api, reconciliation)
     ingest(*[record("bank", n, 1000 + n) for n in range(3)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
-    services.run_ports = replace(services.run_ports, dry_run_records=4)
+    services.ports = replace(services.ports, dry_run_records=4)
 
     response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
 
@@ -440,7 +440,7 @@ def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the
     message = response.json_body["message"]
     assert "has 5 open records (3 on side A, 2 on side B)" in message
     assert "at most 4" in message and f"POST /v1/reconciliations/{reconciliation['id']}/runs" in message
-    services.run_ports = replace(services.run_ports, dry_run_records=5)
+    services.ports = replace(services.ports, dry_run_records=5)
     assert api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run").json_body["matches"] == 2
 
 
@@ -536,12 +536,12 @@ def test_a_rule_added_during_a_run_gets_its_whole_pool_run_when_that_run_ends(ap
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
     continuous = continuous_reconciliation(api)
-    holder = start_run(replace(services.run_ports, workflows=LostStarts()), "acme", continuous["id"])
+    holder = start_run(replace(services.ports, run_workflows=LostStarts()), "acme", continuous["id"])
 
     add_rule(api, continuous)  # the reconciliation is busy: the request waits
     assert [r["id"] for r in api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"]] == [holder.id]
 
-    give_up(services.run_ports, "acme", holder.id, "stopped by the test")
+    give_up(services.ports, "acme", holder.id, "stopped by the test")
 
     latest = api.get(f"/v1/reconciliations/{continuous['id']}/runs").json_body["data"][0]
     assert (latest["trigger"], latest["matched_records"]) == ("reconciliation_changed", 2)
@@ -555,13 +555,13 @@ def test_a_failed_whole_pool_run_leaves_its_request_for_the_next_run(api, servic
     ingest(record("bank", 1, 1000))
     ingest(record("ledger", 1, 1000))
     continuous = continuous_reconciliation(api)
-    lost = replace(services.run_ports, workflows=LostStarts())
+    lost = replace(services.ports, run_workflows=LostStarts())
     add_rule(api, continuous)  # its whole-pool run matches both
     assert runs_of(api, continuous)[-1] == ("reconciliation_changed", 2)
     services.runs.request_whole_pool("acme", continuous["id"])
     run = start_pending(lost, "acme", continuous["id"])  # taken, then its execution dies
     assert run.whole_pool and services.runs.pending_work("acme", continuous["id"])[1] is None
 
-    give_up(services.run_ports, "acme", run.id, "stopped by the test")
+    give_up(services.ports, "acme", run.id, "stopped by the test")
 
     assert services.runs.pending_work("acme", continuous["id"])[1] is not None

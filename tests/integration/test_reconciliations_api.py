@@ -185,7 +185,7 @@ def test_a_run_starting_between_the_read_and_the_write_still_refuses_the_change(
     from chalicelib.services.reconciliations import create_reconciliation
     from chalicelib.domain.reconciliations import RunType
 
-    created = create_reconciliation(services.reconciliations, services.data_streams, "acme", name="R",
+    created = create_reconciliation(services.ports, "acme", name="R",
                                     run_type=RunType.BATCH, side_a=["bank"], side_b=["ledger"],
                                     exception_after_days=3)
     read = services.reconciliations.get("acme", created.id)

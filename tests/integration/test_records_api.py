@@ -185,7 +185,7 @@ def test_a_delete_already_running_elsewhere_is_not_done_twice(api, ingested, ser
     _mark_deleting(services, record_id, minutes_ago=0)  # another request is half-way
     assert api.delete(f"/v1/records/{record_id}").status_code == 204
     assert api.get(f"/v1/records/{record_id}").status_code == 404
-    sweep_recounts(services.data_streams, services.mirror)
+    sweep_recounts(services.ports)
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3  # that request counts it out
 
 
@@ -194,7 +194,7 @@ def test_a_delete_abandoned_by_a_dead_request_is_finished_by_the_retry(api, inge
     _mark_deleting(services, record_id, minutes_ago=10)
     assert api.delete(f"/v1/records/{record_id}").status_code == 204
     assert services.table.get(keys.record("acme", record_id)) is None
-    sweep_recounts(services.data_streams, services.mirror)
+    sweep_recounts(services.ports)
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 2
 
 

@@ -278,8 +278,9 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
 
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """StatusMoves' move; the job's totals, when it ends with them, stored as `set_aggregates` keeps them."""
-        if isinstance(fields.get("aggregates"), ImportTotals):
-            fields["aggregates"] = _totals_attribute(fields["aggregates"])
+        totals = fields.get("aggregates")
+        if isinstance(totals, ImportTotals):
+            fields["aggregates"] = _totals_attribute(totals)
         return super().move(job, target, **fields)
 
     def set_aggregates(self, job: IngestionJob, aggregates: ImportTotals) -> None:

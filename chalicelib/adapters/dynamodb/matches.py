@@ -52,8 +52,8 @@ class MatchRepository:
         of it holds the record, or the record is gone or being deleted. `seen` is the record as
         the match read it (saves a read; a stale one only costs a retry)."""
         attribute = keys.match_attribute(reconciliation_id)
-        item = None if seen is None else {"id": seen.record_id, "data_stream_key": seen.data_stream_key,
-                                          "matched_in": set(seen.matched_in)}
+        item: dict[str, Any] | None = None if seen is None else {
+            "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
         for _ in range(CLAIM_ATTEMPTS):
             if item is None:
                 item = self._table.get(keys.record(environment, record_id))
