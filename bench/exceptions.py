@@ -14,14 +14,19 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository  # noqa: E402
 from chalicelib.container import Container  # noqa: E402
-from chalicelib.domain.reconciliation_exceptions import ExceptionRecord, ExceptionStatus, ReconciliationException, totals  # noqa: E402
+from chalicelib.domain.reconciliation_exceptions import (  # noqa: E402
+    ExceptionRecord,
+    ExceptionStatus,
+    ReconciliationException,
+    totals,
+)
 from chalicelib.local.launcher import StackProcess  # noqa: E402
 from chalicelib.local.stack import StackInfo  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
@@ -30,7 +35,7 @@ STATUSES = [ExceptionStatus.OPEN, ExceptionStatus.INVESTIGATING, ExceptionStatus
 
 
 def fill(container: Container, count: int, stream_keys: list[str], reconciliation_id: int) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     today = date.today()
     items = []
     for n in range(count):

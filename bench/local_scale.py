@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,7 +48,7 @@ def measure(stack: StackProcess, count: int) -> dict[str, list[float]]:
 
 
 def fill(table: DynamoTable, items: int, threads: int = 4) -> float:
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
 
     def write_environment(index: int) -> int:
         environment = f"bench-{index:05d}"

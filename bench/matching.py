@@ -53,7 +53,7 @@ class Numbered:
     prefix: str
     numbers: np.ndarray
 
-    def __getitem__(self, index) -> "Numbered":
+    def __getitem__(self, index) -> Numbered:
         return Numbered(self.prefix, self.numbers[index])
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from datetime import date, timedelta
+from datetime import UTC, date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -352,6 +352,7 @@ def run_case(case: str, path: str, records: int, port: int, workdir: Path) -> di
     started = time.perf_counter()
     ports, reconciliation, rule = ports_for(port, records, workdir, json_pages=path != "botocore")
     import polars  # noqa: F401  (imported before the baseline RSS, as in a warm worker)
+
     from chalicelib.domain.matching import match_records  # noqa: F401
     from chalicelib.services import reconciliation_runs
 
@@ -397,7 +398,7 @@ def _peak_mb() -> float:
 
 def check(port: int, records: int, workdir: Path) -> None:
     """The columnar loader gives the old loader's frames, and the fake item is the real layout."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
     from chalicelib.adapters.dynamodb.table import serialize
@@ -405,7 +406,7 @@ def check(port: int, records: int, workdir: Path) -> None:
 
     record_id, amount, day = record_values("a", records, 3)
     real = Record(ENVIRONMENT, record_id, stream_key("a", records), 1, day, amount, Direction.CREDIT, "USD", 2,
-                  RecordStatus.UNRECONCILED, datetime(2026, 11, 1, 9, 30, tzinfo=timezone.utc),
+                  RecordStatus.UNRECONCILED, datetime(2026, 11, 1, 9, 30, tzinfo=UTC),
                   description="a payment 3", external_id="a-00000003", metadata={"batch": "b3"}, file_import_id=1)
     assert serialize(RecordRepository.to_item(real)) == record_item("a", records, 3), "the fake item drifted"
     ports, reconciliation, rule = ports_for(port, records, workdir)

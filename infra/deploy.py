@@ -113,8 +113,8 @@ def inline_state_machines(template: dict, base: Path = INFRA) -> dict:
 def sam_to_cloudformation(sam: dict, code_uri: str) -> dict:
     """The packaged app's SAM template as plain CloudFormation (aws-sam-translator), its
     functions' code at `code_uri` (s3://bucket/key)."""
-    from samtranslator.translator.transform import transform
     from samtranslator.public.translator import ManagedPolicyLoader
+    from samtranslator.translator.transform import transform
 
     sam = copy.deepcopy(sam)
     for resource in sam["Resources"].values():

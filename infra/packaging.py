@@ -243,9 +243,9 @@ class ElfNeeds:
 
 def elf_needs(path: Path) -> ElfNeeds:
     """The newest GLIBC_ and GLIBCXX_ symbol versions a shared object requires, and its NEEDED."""
+    from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerNeedSection
-    from elftools.elf.dynamic import DynamicSection
 
     glibc, glibcxx, libraries = (0,), (0,), []
     with open(path, "rb") as handle:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any
 
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record

@@ -6,7 +6,7 @@ headers under `chalice local`; a middleware behaves the same in tests, locally a
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from chalice import Response
 from chalice.app import Request

@@ -21,17 +21,17 @@ from chalicelib.api.schemas import (
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso
+from chalicelib.domain.investigations.jobs import Investigation
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
     ExceptionComment,
     ExceptionStatus,
-    RecordFilter,
     ReconciliationException,
+    RecordFilter,
 )
-from chalicelib.domain.investigations.jobs import Investigation
 from chalicelib.domain.reconciliations import Reconciliation
-from chalicelib.services import reconciliation_exceptions as service
 from chalicelib.services import investigations as investigation_service
+from chalicelib.services import reconciliation_exceptions as service
 
 router = Router("exceptions")
 BASE = "/reconciliation_exceptions"

@@ -1,9 +1,10 @@
 """Routes of /reconciliations and of their rules (/reconciliations/{id}/rules, /reconciliation_rules)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.runs import run_out
 from chalicelib.api.schemas import (
     CreateReconciliation,
     CursorQuery,
@@ -16,7 +17,6 @@ from chalicelib.api.schemas import (
     RunOut,
     UpdateReconciliation,
 )
-from chalicelib.api.runs import run_out
 from chalicelib.container import container
 from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.reconciliations import Reconciliation, RunType

@@ -16,8 +16,9 @@ from chalicelib.container import container
 from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery, RecordStatus
-from chalicelib.services import bulk_requests, records as record_service
+from chalicelib.services import bulk_requests
 from chalicelib.services import matches as match_service
+from chalicelib.services import records as record_service
 
 router = Router("records")
 MAX_IDEMPOTENCY_KEY = 255

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from chalice import Blueprint, Response
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -145,7 +146,7 @@ def query_parameters(spec: RouteSpec) -> frozenset[str]:
     return frozenset(field.alias or name for name, field in spec.query.model_fields.items())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter(response_type: Any) -> TypeAdapter:
     return TypeAdapter(response_type)
 

@@ -48,7 +48,7 @@ class DataStream:
     deleting: bool = False
     version: int = 1
 
-    def renamed(self, name: str | None, description: str | None, description_given: bool) -> "DataStream":
+    def renamed(self, name: str | None, description: str | None, description_given: bool) -> DataStream:
         return replace(
             self,
             name=self.name if name is None else name,

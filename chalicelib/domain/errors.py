@@ -51,5 +51,5 @@ class ValidationFailed(DomainError):
         super().__init__(message or f"Validation failed: {summary}")
 
     @classmethod
-    def on(cls, field: str, message: str) -> "ValidationFailed":
+    def on(cls, field: str, message: str) -> ValidationFailed:
         return cls([FieldError(field, message)])

@@ -2,10 +2,11 @@
 status follows from the reconciliations that matched it."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from chalicelib.domain.errors import FieldError, ValidationFailed
 from chalicelib.domain.records import Direction, Record, RecordStatus

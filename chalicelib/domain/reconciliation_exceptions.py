@@ -8,10 +8,11 @@ records.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any
 
 from chalicelib.domain.errors import TransitionRefused, ValidationFailed
 from chalicelib.domain.status_machine import StatusMachine
@@ -75,7 +76,7 @@ class ReconciliationException:
     def active(self) -> bool:
         return self.status in ACTIVE
 
-    def moved(self, target: ExceptionStatus, now: datetime) -> "ReconciliationException":
+    def moved(self, target: ExceptionStatus, now: datetime) -> ReconciliationException:
         """The exception after a status change; a move the table does not allow is a 409."""
         if target is self.status:
             return self

@@ -2,10 +2,10 @@
 about the usage items that keep a stream in use from being deleted."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Sequence
 
 from chalicelib.domain.errors import Conflict, FieldError, ValidationFailed, shown
 
@@ -62,7 +62,7 @@ class Reconciliation:
 
     def changed(self, now: datetime, *, name: str | None = None, run_type: RunType | None = None,
                 side_a: Sequence[str] | None = None, side_b: Sequence[str] | None = None,
-                exception_after_days: int | None = None) -> "Reconciliation":
+                exception_after_days: int | None = None) -> Reconciliation:
         """This reconciliation with a PATCH applied (None leaves a field unchanged), sides checked again."""
         new_a = self.side_a_stream_keys if side_a is None else tuple(side_a)
         new_b = self.side_b_stream_keys if side_b is None else tuple(side_b)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType
 from chalicelib.domain.errors import shown
@@ -79,7 +80,7 @@ class Record:
 
     @classmethod
     def from_draft(cls, draft: RecordDraft, *, environment: str, record_id: int, created_at: datetime,
-                   file_import_id: int | None) -> "Record":
+                   file_import_id: int | None) -> Record:
         return cls(
             environment=environment, id=record_id, data_stream_key=draft.data_stream_key,
             data_stream_id=draft.data_stream_id, date=draft.date, amount=draft.amount, direction=draft.direction,

@@ -11,11 +11,12 @@ decimals) is kept as basis points, so no float ever touches an amount.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Any, Mapping, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from chalicelib.domain.errors import FieldError, ValidationFailed, shown
 
@@ -144,7 +145,7 @@ class RuleDefinition:
                 "group_by": self.group_by.as_body(), "conditions": [c.as_body() for c in self.conditions],
                 "auto_confirm": self.auto_confirm, "active": self.active}
 
-    def patched(self, changes: Mapping[str, Any]) -> "RuleDefinition":
+    def patched(self, changes: Mapping[str, Any]) -> RuleDefinition:
         """This definition with a PATCH body's fields replaced, checked whole again."""
         return validate_rule({**self.as_body(), **{k: v for k, v in changes.items() if k in RULE_FIELDS}})
 
@@ -163,7 +164,7 @@ class Rule:
     updated_at: Any = None
     version: int = 1
 
-    def with_definition(self, definition: RuleDefinition, now: datetime) -> "Rule":
+    def with_definition(self, definition: RuleDefinition, now: datetime) -> Rule:
         return replace(self, definition=definition, updated_at=now, version=self.version + 1)
 
 

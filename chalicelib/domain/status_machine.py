@@ -4,8 +4,9 @@ repositories turn a move into a conditional write whose allowed "from" statuses 
 `sources_of(target)`, so the rule lives in the domain."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Generic, Iterable, Mapping, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 S = TypeVar("S", bound=Enum)
 

@@ -11,8 +11,8 @@ from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
 from chalicelib.local.statemachines import local_workflows
-from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
+from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.settings import Settings, install_settings
 
 LOCAL_ENVIRONMENT = "local"
@@ -55,7 +55,7 @@ class LocalService:
         self.failure: str | None = None  # why the stack stopped by itself
         self._stopping = threading.Event()
 
-    def start(self) -> "LocalService":
+    def start(self) -> LocalService:
         settings = self.stack.start()
         install_settings(settings)  # before app.py is imported: its event sources name local resources
         self.container = Container(settings)

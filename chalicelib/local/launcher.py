@@ -32,7 +32,7 @@ class StackProcess:
         env.update(RECON_DATA_DIR=str(self.data_dir), PORT=str(self.port), RECON_API_KEY=self.api_key)
         return env
 
-    def start(self, timeout: float = 90) -> "StackProcess":
+    def start(self, timeout: float = 90) -> StackProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen([sys.executable, "-m", "chalicelib.local"], cwd=ROOT, env=self.env,
                                         stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)

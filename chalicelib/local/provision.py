@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
-
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "infra" / "template.yaml"
 WORKFLOWS_TEMPLATE_PATH = TEMPLATE_PATH.parent / "workflows.yaml"

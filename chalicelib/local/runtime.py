@@ -11,10 +11,10 @@ import hashlib
 import threading
 import time
 import traceback
-from typing import Any, Callable
-
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from chalice.app import Chalice, CloudWatchEventConfig, Rate, ScheduledEventConfig, SQSEventConfig
 from chalice.local import LambdaContext
@@ -112,7 +112,7 @@ class LocalRuntime:
 
     def _eventbridge_event(self, detail_type: str, source: str, resources: list[str], detail: dict) -> dict:
         return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": source,
-                "account": LOCAL_ACCOUNT_ID, "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "account": LOCAL_ACCOUNT_ID, "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "region": self._region, "resources": resources, "detail": detail}
 
     def _start_thread(self, target, name: str) -> None:

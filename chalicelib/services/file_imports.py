@@ -19,12 +19,12 @@ from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     FILE_CHUNK_ROWS,
+    STUCK_AFTER,
     ChunkRow,
     IngestionJob,
     JobSource,
     JobStatus,
     OnConflict,
-    STUCK_AFTER,
     chunk_ranges,
 )
 from chalicelib.domain.money import DEFAULT_CURRENCY, minor_units
@@ -35,11 +35,13 @@ from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services.ingestion import (
     conclude,
-    file_chunk_key as _chunk_key,
     process_chunk,
     settle,
     start,
     stream_contexts,
+)
+from chalicelib.services.ingestion import (
+    file_chunk_key as _chunk_key,
 )
 from chalicelib.services.ports import Message, Ports
 

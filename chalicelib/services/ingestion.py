@@ -14,8 +14,9 @@ Nothing lost, nothing doubled, without transactions:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown

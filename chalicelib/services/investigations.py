@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
-from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service

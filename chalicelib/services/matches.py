@@ -1,9 +1,9 @@
 """Matches: writing one (for runs and people alike), confirming, unmatching, matching by hand."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed

@@ -4,9 +4,10 @@ types. The container builds `Ports` once from the adapters (DynamoDB in `adapter
 S3, SQS and Step Functions in `adapters/`); tests swap a field with `dataclasses.replace`."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition
@@ -17,8 +18,8 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,
     ExceptionRecord,
     ExceptionSummary,
-    RecordFilter,
     ReconciliationException,
+    RecordFilter,
 )
 from chalicelib.domain.reconciliations import Reconciliation, StreamUser
 from chalicelib.domain.records import (

@@ -3,10 +3,11 @@ sweeper), and what people do with them (the offset list, the detail with its agg
 status moves, assignees, comments)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
@@ -16,8 +17,8 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionRecord,
     ExceptionStatus,
     ExceptionSummary,
-    RecordFilter,
     ReconciliationException,
+    RecordFilter,
     aggregate,
     aggregates,
     check_filter,

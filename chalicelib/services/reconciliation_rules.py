@@ -1,7 +1,8 @@
 """Reconciliation rule use cases: the priority waterfall a reconciliation's runs apply."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.rules import Rule, validate_rule

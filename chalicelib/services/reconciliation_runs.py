@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown

@@ -7,7 +7,6 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.records import DELETABLE_STATUSES
 from chalicelib.services.ports import Ports
 
-
 # Longer than any API request lives (the Lambda timeout), so a mark this old belongs to a dead one.
 ABANDONED_DELETE_AFTER = timedelta(minutes=2)
 

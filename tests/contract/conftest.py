@@ -18,8 +18,10 @@ from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.matches import MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.queues import WorkQueue
@@ -38,7 +40,7 @@ class FakeBackend:
         self._ports = FakePorts()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files"):
+                          "run_files", "records", "matches"):
             setattr(self, attribute, getattr(self._ports, attribute))
         self.queue = self._ports.bulk_queue
 
@@ -91,6 +93,14 @@ class MotoBackend:
     @cached_property
     def investigations(self):
         return InvestigationRepository(self._table)
+
+    @cached_property
+    def records(self):
+        return RecordRepository(self._table)
+
+    @cached_property
+    def matches(self):
+        return MatchRepository(self._table)
 
     @cached_property
     def payloads(self):
@@ -188,6 +198,16 @@ def run_files(backend):
 @pytest.fixture
 def queue(backend):
     return backend.queue
+
+
+@pytest.fixture
+def records(backend):
+    return backend.records
+
+
+@pytest.fixture
+def matches(backend):
+    return backend.matches
 
 
 class Clock:

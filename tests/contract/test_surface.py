@@ -14,8 +14,10 @@ from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+from chalicelib.adapters.dynamodb.matches import MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
@@ -30,6 +32,7 @@ PAIRS = [
     (IngestionJobRepository, fakes.FakeIngestionJobRepository), (RunRepository, fakes.FakeRunRepository),
     (InvestigationRepository, fakes.FakeInvestigationRepository), (PayloadStore, fakes.FakePayloadStore),
     (WorkQueue, fakes.FakeWorkQueue), (RunFiles, fakes.FakeRunFiles),
+    (RecordRepository, fakes.FakeRecordRepository), (MatchRepository, fakes.FakeMatchRepository),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 

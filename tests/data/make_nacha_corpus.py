@@ -12,7 +12,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.nacha_writer import (  # noqa: E402
-    Batch, Entry, addenda_05, addenda_98, addenda_99, addenda_iat, write_file,
+    Batch,
+    Entry,
+    addenda_05,
+    addenda_98,
+    addenda_99,
+    addenda_iat,
+    write_file,
 )
 
 OUT = Path(__file__).parent / "nacha"

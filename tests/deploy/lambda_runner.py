@@ -161,7 +161,10 @@ def main():
     sqs = boto3.client("sqs")
     bulk_url = sqs.get_queue_url(QueueName=settings.bulk_queue_name)["QueueUrl"]
     investigation_url = sqs.get_queue_url(QueueName=settings.investigation_queue_name)["QueueUrl"]
-    queue_arn = lambda url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def queue_arn(url: str) -> str:
+        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
     state = {}
 
     status, body = api("GET", "/v1/health")

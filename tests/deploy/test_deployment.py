@@ -76,7 +76,9 @@ class Deployment:
     def deploy(self) -> None:
         cfn, s3, lam = self.client("cloudformation"), self.client("s3"), self.client("lambda")
         names = deploy.stack_names(STAGE)
-        quiet = lambda _: None
+        def quiet(_: str) -> None:
+            pass
+
         self.layer = packaging.build_layer()
         artifacts = deploy.deploy_stack(cfn, names["artifacts"], load_template(deploy.INFRA / "artifacts.yaml"),
                                         {"Stage": STAGE}, quiet)

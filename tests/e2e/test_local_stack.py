@@ -5,8 +5,8 @@ import uuid
 import pytest
 import requests
 
-from chalicelib.local.processes import pid_alive
 from chalicelib.local.launcher import StackProcess as RunningStack
+from chalicelib.local.processes import pid_alive
 
 
 def unique(prefix: str) -> str:

@@ -24,7 +24,9 @@ from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
 from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
+from tests.fakes.matches import FakeMatchRepository
 from tests.fakes.reconciliations import FakeReconciliationRepository, FakeReconciliationRuleRepository
+from tests.fakes.records import FakeRecordRepository, FakeRecordStore
 from tests.fakes.runs import FakeRunRepository
 from tests.fakes.storage import FakePayloadStore, FakeRunFiles, FakeWorkQueue
 
@@ -33,6 +35,7 @@ __all__ = [
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
     "FakeWorkQueue",
+    "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
 ]
 
 
@@ -54,3 +57,6 @@ class FakePorts:
         self.reconciliations = FakeReconciliationRepository(self.counters)
         self.reconciliation_rules = FakeReconciliationRuleRepository(self.counters)
         self.runs = FakeRunRepository(self.reconciliations)
+        self.record_store = FakeRecordStore()  # the record items the records and matches fakes share
+        self.records = FakeRecordRepository(self.record_store, self.data_streams, self.ingestion_jobs)
+        self.matches = FakeMatchRepository(self.record_store)

@@ -4,8 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb import property_definitions
+from chalicelib.adapters.dynamodb import keys, property_definitions
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.data_streams import PropertyType, StreamType
 from chalicelib.domain.errors import Conflict, NotFound

@@ -10,8 +10,8 @@ import requests
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import JobStatus
+from chalicelib.local.statemachines import _task_resource_name, load_definition
 from chalicelib.services import file_imports
-from chalicelib.local.statemachines import load_definition, _task_resource_name
 
 NACHA = Path(__file__).resolve().parents[1] / "data" / "nacha"
 CSV = ("date,amount,description,external_id,payout_id\n"

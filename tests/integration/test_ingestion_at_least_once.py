@@ -4,15 +4,15 @@ from dataclasses import replace
 
 import pytest
 
+from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobStatus, OnConflict
 from chalicelib.domain.records import RecordQuery
 from chalicelib.services.bulk_requests import submit_bulk
-from chalicelib.services.ingestion import process_job
 from chalicelib.services.data_streams import create_stream
+from chalicelib.services.ingestion import process_job
 
 
 class LambdaDied(Exception):

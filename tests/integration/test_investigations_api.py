@@ -161,7 +161,7 @@ def with_prenote(api, ingest):
 
 
 def investigated(api, worker, exception):
-    started = start(api, exception["id"])
+    start(api, exception["id"])
     worker.drain()
     investigation = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
     assert investigation["status"] == "completed", investigation

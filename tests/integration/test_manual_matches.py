@@ -2,7 +2,6 @@
 import pytest
 
 from chalicelib.adapters.dynamodb import keys
-
 from tests.integration.conftest import record
 
 

@@ -180,10 +180,8 @@ def test_patch_and_delete_are_409_while_a_run_is_current(api, services, streams)
 
 
 def test_a_run_starting_between_the_read_and_the_write_still_refuses_the_change(services, streams):
-    from chalicelib.domain.reconciliations import ReconciliationRunning
-
+    from chalicelib.domain.reconciliations import ReconciliationRunning, RunType
     from chalicelib.services.reconciliations import create_reconciliation
-    from chalicelib.domain.reconciliations import RunType
 
     created = create_reconciliation(services.ports, "acme", name="R",
                                     run_type=RunType.BATCH, side_a=["bank"], side_b=["ledger"],

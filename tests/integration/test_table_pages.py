@@ -1,7 +1,6 @@
 """Reading a partition a page at a time (typed values as botocore's parser gives them), and counting it."""
 import time
 
-
 PARTITION = "E#acme#DS#bank#OPEN"
 
 

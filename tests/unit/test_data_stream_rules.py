@@ -1,6 +1,6 @@
 import pytest
 
-from chalicelib.domain.api_keys import hash_secret, generate_secret
+from chalicelib.domain.api_keys import generate_secret, hash_secret
 from chalicelib.domain.data_streams import StreamType, check_new_stream, check_property_key
 from chalicelib.domain.errors import ValidationFailed
 

@@ -4,7 +4,12 @@ import pytest
 from cfnlint.api import lint_file
 
 from chalicelib.local.provision import (
-    TEMPLATE_PATH, WORKFLOWS_TEMPLATE_PATH, Resolver, function_of_parameter, load_template, provision,
+    TEMPLATE_PATH,
+    WORKFLOWS_TEMPLATE_PATH,
+    Resolver,
+    function_of_parameter,
+    load_template,
+    provision,
     table_definitions,
 )
 

@@ -8,7 +8,8 @@ from datetime import date, timedelta
 
 import numpy as np
 import polars as pl
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from rapidfuzz import fuzz
 
 from chalicelib.domain.matching import match_records

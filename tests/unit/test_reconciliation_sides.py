@@ -1,5 +1,5 @@
 """The rules about a reconciliation's sides and about the usage items that hold its streams."""
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from chalicelib.domain.reconciliations import (
     usage_holds_stream,
 )
 
-NOW = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
 
 def reconciliation(**fields):

@@ -1,7 +1,7 @@
 """The four status tables, pinned move by move: every allowed move, every other pair refused, the
 finished statuses (no way out) and the sources of each target (the "from" statuses of a
 conditional move), as literal tables so that a change of any of them shows here."""
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import product
 
 import pytest
@@ -16,7 +16,7 @@ from chalicelib.domain.reconciliation_exceptions import (
 )
 from chalicelib.domain.runs import RUN_STATUSES, RunStatus
 
-J, R, I, X = JobStatus, RunStatus, InvestigationStatus, ExceptionStatus
+J, R, INV, X = JobStatus, RunStatus, InvestigationStatus, ExceptionStatus
 
 # entity: (statuses, {source: targets}, finished)
 EXPECTED = {
@@ -29,10 +29,10 @@ EXPECTED = {
         R.PENDING: {R.RUNNING, R.FAILED},
         R.RUNNING: {R.COMPLETED, R.FAILED},
     }, {R.COMPLETED, R.FAILED}),
-    "investigation": (I, {
-        I.PENDING: {I.RUNNING, I.FAILED},
-        I.RUNNING: {I.COMPLETED, I.FAILED},
-    }, {I.COMPLETED, I.FAILED}),
+    "investigation": (INV, {
+        INV.PENDING: {INV.RUNNING, INV.FAILED},
+        INV.RUNNING: {INV.COMPLETED, INV.FAILED},
+    }, {INV.COMPLETED, INV.FAILED}),
     "exception": (X, {
         X.OPEN: {X.INVESTIGATING, X.DISMISSED, X.RESOLVED},
         X.INVESTIGATING: {X.OPEN, X.DISMISSED, X.RESOLVED},
@@ -61,7 +61,7 @@ def test_a_move_is_allowed_exactly_when_the_table_lists_it(entity, source, targe
     ("ingestion job", J.COMPLETED, J.PROCESSING), ("ingestion job", J.REPLICATING, J.CANCELLED),
     ("ingestion job", J.PENDING, J.COMPLETED), ("ingestion job", J.PROCESSING, J.PENDING),
     ("run", R.PENDING, R.COMPLETED), ("run", R.FAILED, R.RUNNING), ("run", R.RUNNING, R.PENDING),
-    ("investigation", I.PENDING, I.COMPLETED), ("investigation", I.COMPLETED, I.FAILED),
+    ("investigation", INV.PENDING, INV.COMPLETED), ("investigation", INV.COMPLETED, INV.FAILED),
     ("exception", X.DISMISSED, X.RESOLVED), ("exception", X.RESOLVED, X.INVESTIGATING),
     ("exception", X.OPEN, X.OPEN),
 ])
@@ -85,7 +85,7 @@ def test_sources_of_each_target_in_status_order(entity):
 
 
 def test_an_exception_moves_along_its_table_and_stays_put_when_moved_to_its_own_status():
-    now = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    now = datetime(2024, 5, 1, tzinfo=UTC)
     exception = ReconciliationException(
         environment="acme", id=1, reconciliation_id=2, data_stream_key="bank", data_stream_id=3, title="t",
         description="d", status=X.OPEN, created_at=now, updated_at=now, opened_at=now)

@@ -11,7 +11,6 @@ from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 
 
-
 class ApiKeyRepository:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table

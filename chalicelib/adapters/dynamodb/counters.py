@@ -1,10 +1,8 @@
 """Per-environment id counters: one atomic ADD per id, or per block of ids."""
 from __future__ import annotations
 
-
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import DynamoTable
-
 
 
 class Counters:

@@ -1,16 +1,16 @@
 """Data streams in DynamoDB, with the conditional writes that keep their keys unique."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
 from chalicelib.domain.clock import iso, parse_iso
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
-
-from chalicelib.adapters.dynamodb.counters import Counters
 
 
 class DataStreamRepository:

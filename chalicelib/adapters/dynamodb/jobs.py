@@ -6,8 +6,9 @@ is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (

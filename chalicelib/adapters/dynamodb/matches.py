@@ -12,7 +12,8 @@ A failed claim releases the claims this match made and deletes its members.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
@@ -29,7 +30,6 @@ from chalicelib.domain.records import (
     RecordColumns,
     RecordStatus,
 )
-
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 

@@ -5,12 +5,11 @@ from datetime import timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, PropertyDefinition, PropertyType
 from chalicelib.domain.errors import Conflict, NotFound
-
-from chalicelib.adapters.dynamodb.counters import Counters
 
 # A property-key guard whose definition never got written (a crash between the two puts)
 # is reclaimed after this long; a younger one may belong to a create still in flight.

@@ -3,8 +3,9 @@ queue page needs no request per row), its records and comments in its partition,
 guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
@@ -17,8 +18,8 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionRecord,
     ExceptionStatus,
     ExceptionSummary,
-    RecordFilter,
     ReconciliationException,
+    RecordFilter,
 )
 
 STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (
@@ -21,7 +22,6 @@ from chalicelib.adapters.dynamodb.table import (
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.records import Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus
-
 
 # What the open-records index (gsi5, infra/template.yaml) projects besides the keys: every
 # attribute that a run's load, the exception refresh, investigations and the claims read from an

@@ -2,7 +2,8 @@
 waiting on it (ingestions, whole-pool requests), and the run's plan and progress."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves

@@ -11,12 +11,13 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -179,7 +180,7 @@ class DynamoTable:
     def query_page(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                    limit: int, cursor: str | None = None, newest_first: bool = True,
                    sort_attr: str | None = None, sort_prefix: str | None = None,
-                   filter: "Filter | None" = None) -> Page:
+                   filter: Filter | None = None) -> Page:
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix, filter)
         kwargs["ScanIndexForward"] = not newest_first
         key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr or "sk")))
@@ -224,7 +225,7 @@ class DynamoTable:
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def query_pages(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-                    filter: "Filter | None" = None,
+                    filter: Filter | None = None,
                     projection: tuple[str, ...] | None = None) -> Iterator[list[dict[str, Any]]]:
         """Every item of the partition, a page at a time and as DynamoDB returns them (typed values:
         {"N": "12"}), for readers of many items that turn each page into columns."""
@@ -251,7 +252,7 @@ class DynamoTable:
         yield from self._query_items(kwargs)
 
     def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
-                          below: str | None, page_size: int, filter: "Filter | None" = None) -> Iterator[str]:
+                          below: str | None, page_size: int, filter: Filter | None = None) -> Iterator[str]:
         """The sort values of a partition, highest first, strictly below `below` when given, read
         `page_size` at a time: a merge of many partitions reads each only as far as it needs."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None, filter)
@@ -264,7 +265,7 @@ class DynamoTable:
         yield from (item[sort_attr] for item in self._query_items(kwargs))
 
     def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-              filter: "Filter | None" = None, deadline: float | None = None) -> tuple[int, bool]:
+              filter: Filter | None = None, deadline: float | None = None) -> tuple[int, bool]:
         """How many items of the partition pass `filter` (only counts come back), and whether the
         count is complete: it stops once time.monotonic() passes `deadline`."""
         kwargs = {**self._query_kwargs(partition_attr, partition_value, index, None, None, filter), "Select": "COUNT"}
@@ -337,7 +338,7 @@ class DynamoTable:
 
     def _query_kwargs(self, partition_attr: str, partition_value: str, index: str | None,
                       sort_attr: str | None, sort_prefix: str | None,
-                      filter: "Filter | None" = None) -> dict[str, Any]:
+                      filter: Filter | None = None) -> dict[str, Any]:
         condition = "#p = :p"
         names = {"#p": partition_attr}
         values: dict[str, Any] = {":p": {"S": partition_value}}

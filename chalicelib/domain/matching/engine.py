@@ -1,8 +1,9 @@
 """The waterfall: each active rule, in priority order, matches what earlier rules left open."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl

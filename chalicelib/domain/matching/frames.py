@@ -11,8 +11,9 @@ so that a Lambda without the engine layer (tests/deploy) still imports the app.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import polars as pl
 

@@ -3,8 +3,9 @@ records of the grouped side whose amounts add up to the counterpart's amount (wi
 tolerance). Such matches are only ever proposed."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
