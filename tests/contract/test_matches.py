@@ -1,0 +1,265 @@
+"""Matches and the record side of matching: members, claims and releases (and the record status
+they move), commit markers, begun matches, confirm and unmatch marks, a stream's open records for a
+reconciliation before and after adoption, and reopened records."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.adapters.dynamodb.table import ConditionFailed
+from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus
+from chalicelib.domain.records import (
+    DELETABLE_STATUSES,
+    Direction,
+    OpenRecord,
+    ReconciledRecord,
+    Record,
+    RecordQuery,
+    RecordStatus,
+)
+from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
+
+STALE = timedelta(minutes=5)
+BOTH = frozenset({1, 2})  # reconciliations 1 and 2 both use the stream
+
+
+def record(record_id: int, stream_key: str = "bank", environment: str = ENV, **kw) -> Record:
+    return Record(**{"environment": environment, "id": record_id, "data_stream_key": stream_key, "data_stream_id": 1,
+                     "date": "2024-03-01", "amount": 1000 + record_id, "direction": Direction.CREDIT,
+                     "currency": "USD", "decimal_places": 2, "status": RecordStatus.UNRECONCILED, "created_at": T0,
+                     **kw})
+
+
+def match(match_id: int, reconciliation_id: int = 1, environment: str = ENV, **kw) -> Match:
+    return Match(**{"environment": environment, "id": match_id, "reconciliation_id": reconciliation_id,
+                    "status": MatchStatus.PROPOSED, "group_key": f"group-{match_id}", "record_count": 2,
+                    "created_at": T0, "reconciliation_rule_id": 3, "run_id": 4, "differences": {"amount": 5}, **kw})
+
+
+def status_of(records, record_id: int) -> RecordStatus:
+    return records.get(ENV, record_id).status
+
+
+def open_ids(matches, reconciliation_id: int, adopted: bool, stream_key: str = "bank") -> list[int]:
+    return [r.id for r in matches.open_records(ENV, stream_key, reconciliation_id, adopted)]
+
+
+class TestMatchRepository:
+    def test_members_are_kept_per_match_and_paged_highest_record_first(self, matches):
+        matches.put_members_of([(match(1), [MatchMember("a", 12, "bank", frozenset({2})), MatchMember("b", 3, "ledger"),
+                                            MatchMember("b", 7, "ledger")]),
+                                (match(2), [MatchMember("a", 5, "bank")])])
+        assert matches.members(ENV, 1) == [MatchMember("b", 3, "ledger"), MatchMember("b", 7, "ledger"),
+                                           MatchMember("a", 12, "bank")]  # matched_in is not kept
+        first, cursor = matches.member_page(ENV, 1, 2, None)
+        assert first == [12, 7]
+        assert matches.member_page(ENV, 1, 2, cursor) == ([3], None)
+        assert matches.member_page(ENV, 1, 3, None) == ([12, 7, 3], None)
+        with pytest.raises(BadRequest):
+            matches.member_page(ENV, 2, 2, cursor)
+        matches.delete_members(ENV, 1)
+        assert (matches.members(ENV, 1), matches.member_page(ENV, 1, 2, None)) == ([], ([], None))
+        assert matches.members(ENV, 2) == [MatchMember("a", 5, "bank")]
+        assert matches.members(OTHER_ENV, 2) == []
+
+    def test_a_match_is_visible_once_committed(self, matches):
+        assert (matches.find(ENV, 1), matches.existing_ids(ENV, [1, 2])) == (None, set())
+        with pytest.raises(NotFound):
+            matches.get(ENV, 1)
+        matches.commit_many([match(1), match(2, reason="rounding", differences={}, reconciliation_rule_id=None,
+                                                run_id=None, status=MatchStatus.CONFIRMED)])
+        assert matches.get(ENV, 1) == replace(match(1), created_at=T0_MS)
+        assert matches.find(ENV, 2) == Match(ENV, 2, 1, MatchStatus.CONFIRMED, "group-2", 2, T0_MS, reason="rounding")
+        assert [m.id for m in matches.list_page(ENV, 1, 10, None)[0]] == [2, 1]
+        assert matches.existing_ids(ENV, [1, 2, 3]) == {1, 2}
+        assert matches.existing_ids(OTHER_ENV, [1, 2]) == set()
+
+    def test_matches_are_listed_newest_first_of_one_status(self, matches):
+        matches.commit_many([match(i, status=MatchStatus.CONFIRMED if i % 2 else MatchStatus.PROPOSED)
+                             for i in range(1, 6)] + [match(6, reconciliation_id=2)])
+        first, cursor = matches.list_page(ENV, 1, 2, None)
+        assert [m.id for m in first] == [5, 4]
+        rest, last = matches.list_page(ENV, 1, 3, cursor)
+        assert ([m.id for m in rest], last) == ([3, 2, 1], None)
+        confirmed, cursor = matches.list_page(ENV, 1, 2, None, status=MatchStatus.CONFIRMED)
+        assert [m.id for m in confirmed] == [5, 3]
+        assert [m.id for m in matches.list_page(ENV, 1, 2, cursor, status=MatchStatus.CONFIRMED)[0]] == [1]
+        assert [m.id for m in matches.list_page(ENV, 2, 2, None)[0]] == [6]
+        with pytest.raises(BadRequest):
+            matches.list_page(ENV, 2, 2, cursor)
+
+    def test_a_claim_then_its_release_restores_the_status_and_the_open_listings(self, records, matches,
+                                                                                 data_streams):
+        from tests.contract.builders import stream
+        data_streams.add(stream(1, "bank"))
+        records.put_many([record(1), record(2)])
+        assert matches.claim_record(ENV, 1, 1, 10, frozenset({1}))
+        assert status_of(records, 1) is RecordStatus.RECONCILED
+        assert open_ids(matches, 1, False) == [2]
+        assert [r.id for r in records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED), 5, None)[0]] == [2]
+        held = matches.held_records(ENV, [1])[0]
+        assert (held.matched_in, dict(held.match_ids), held.match_in(1), held.deleting) == (
+            frozenset({1}), {1: 10}, 10, False)
+        matches.release_record(ENV, 1, 1, 11, frozenset({1}))  # not its match: nothing
+        assert status_of(records, 1) is RecordStatus.RECONCILED
+        matches.release_record(ENV, 1, 1, 10, frozenset({1}))
+        assert status_of(records, 1) is RecordStatus.UNRECONCILED
+        assert open_ids(matches, 1, False) == [1, 2]
+        assert open_ids(matches, 1, True) == [1, 2]
+        assert [r.id for r in records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED), 5, None)[0]] == [
+            2, 1]
+        held = matches.held_records(ENV, [1])[0]
+        assert (held.matched_in, dict(held.match_ids), held.record.status) == (frozenset(), {}, RecordStatus.UNRECONCILED)
+
+    def test_a_second_match_of_the_same_reconciliation_is_refused(self, records, matches):
+        records.put_many([record(1)])
+        assert matches.claim_record(ENV, 1, 1, 10, BOTH)
+        assert matches.claim_record(ENV, 1, 1, 10, BOTH)  # its own match again: a retry
+        assert not matches.claim_record(ENV, 1, 1, 11, BOTH)
+        assert not matches.claim_record(ENV, 1, 1, 11, BOTH, seen=MatchMember("a", 1, "bank"))
+        assert matches.held_records(ENV, [1])[0].match_ids == {1: 10}
+        assert matches.claim_record(ENV, 1, 2, 11, BOTH)  # another reconciliation may
+        assert matches.held_records(ENV, [1])[0].match_ids == {1: 10, 2: 11}
+
+    def test_a_record_of_two_reconciliations_is_partially_then_fully_reconciled(self, records, matches):
+        records.put_many([record(1), record(2)])
+        assert matches.claim_record(ENV, 1, 1, 10, BOTH)
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
+        assert (open_ids(matches, 1, True), open_ids(matches, 2, True)) == ([2], [1, 2])
+        stale = MatchMember("a", 1, "bank")  # read before the first claim: the write notices, reads again
+        assert matches.claim_record(ENV, 1, 2, 20, BOTH, seen=stale)
+        assert status_of(records, 1) is RecordStatus.RECONCILED
+        assert (open_ids(matches, 2, True), open_ids(matches, 2, False)) == ([2], [2])
+        assert open_ids(matches, 3, True) == [2]  # reconciled: out of the open index
+        assert open_ids(matches, 3, False) == [1, 2]  # but open in a reconciliation not yet adopting the stream
+        matches.release_record(ENV, 1, 1, 10, BOTH)
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
+        assert matches.claim_record(ENV, 2, 2, 21, BOTH, seen=MatchMember("b", 2, "bank"))
+        assert matches.claim_record(ENV, 2, 1, 22, BOTH, seen=MatchMember("b", 2, "bank", frozenset({2})))
+        assert status_of(records, 2) is RecordStatus.RECONCILED
+        assert matches.claim_record(ENV, 1, 3, 30, frozenset({3}))  # reconciliation 3 alone uses it now
+        assert status_of(records, 1) is RecordStatus.RECONCILED
+
+    def test_claims_are_refused_on_a_record_being_deleted_or_gone(self, records, matches):
+        records.put_many([record(1)])
+        records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)
+        assert not matches.claim_record(ENV, 1, 1, 10, BOTH)
+        assert not matches.claim_record(ENV, 1, 1, 10, BOTH, seen=MatchMember("a", 1, "bank"))
+        assert not matches.claim_record(ENV, 9, 1, 10, BOTH)
+        assert not matches.claim_record(ENV, 9, 1, 10, BOTH, seen=MatchMember("a", 9, "bank"))
+        held = matches.held_records(ENV, [1, 9])
+        assert [(h.record.id, h.deleting, h.matched_in) for h in held] == [(1, True, frozenset())]
+        assert matches.held_records(ENV, []) == []
+
+    def test_open_records_before_and_after_adoption(self, records, matches):
+        records.put_many([record(1, description="fee", external_id="e1", file_import_id=7, metadata={"k": 1.5}),
+                          record(2), record(3), record(4, "ledger"), record(5, environment=OTHER_ENV)])
+        matches.claim_record(ENV, 2, 2, 20, frozenset({2}))  # reconciled before 1 used the stream
+        records.mark_deleting(ENV, 3, DELETABLE_STATUSES, STALE)
+        assert open_ids(matches, 1, False) == [1, 2]
+        assert matches.count_open(ENV, "bank", 1, False) == (2, True)
+        assert not matches.is_adopted(ENV, 1, "bank")
+        matches.adopt(ENV, 1, "bank")
+        assert matches.is_adopted(ENV, 1, "bank") and not matches.is_adopted(ENV, 2, "bank")
+        assert open_ids(matches, 1, True) == [1]
+        assert matches.count_open(ENV, "bank", 1, True, deadline=0.0) == (1, True)
+        assert list(matches.open_records(ENV, "bank", 1, True))[0] == OpenRecord(
+            id=1, data_stream_key="bank", date="2024-03-01", amount=1001, direction=Direction.CREDIT, currency="USD",
+            decimal_places=2, description="fee", external_id="e1", metadata={"k": 1.5}, file_import_id=7)
+        matches.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset({2})), BOTH)
+        assert status_of(records, 2) is RecordStatus.PARTIALLY_RECONCILED
+        assert open_ids(matches, 1, True) == [1, 2]
+        assert list(matches.open_records(ENV, "bank", 1, True))[1].matched_in == frozenset({2})
+        matches.forget_adoptions(ENV, 1, ["bank", "ledger"])
+        assert not matches.is_adopted(ENV, 1, "bank")
+        assert open_ids(matches, 1, False, "ledger") == [4]
+        assert matches.count_open(ENV, "cards", 1, False) == (0, True)
+
+    def test_open_record_columns_are_the_open_records_a_page_at_a_time(self, records, matches):
+        records.put_many([record(1, description="fee", external_id="e1", file_import_id=7, metadata={"k": 1.5}),
+                          record(2, direction=Direction.DEBIT, decimal_places=0, currency="JPY"), record(3)])
+        matches.claim_record(ENV, 2, 2, 20, frozenset({2}))
+        matches.claim_record(ENV, 3, 1, 30, BOTH)
+        whole = list(matches.open_record_columns(ENV, "bank", 1, False))
+        assert whole == [{
+            "id": [1, 2], "amount": [1001, 1002], "decimal_places": [2, 0], "file_import_id": [7, None],
+            "direction": ["credit", "debit"], "date": ["2024-03-01", "2024-03-01"], "currency": ["USD", "JPY"],
+            "description": ["fee", None], "external_id": ["e1", None], "data_stream_key": ["bank", "bank"],
+            "status": ["unreconciled", "reconciled"], "matched_in": [[], [2]]}]
+        adopted = list(matches.open_record_columns(ENV, "bank", 2, True, with_metadata=True))
+        assert len(adopted) == 1
+        assert (adopted[0]["id"], adopted[0]["status"], adopted[0]["matched_in"], adopted[0]["metadata"]) == (
+            [1, 3], [None, None], [[], [1]], [json.dumps({"k": 1.5}, separators=(",", ":")), None])
+        empty = list(matches.open_record_columns(ENV, "cards", 1, True))
+        assert len(empty) == 1 and empty[0]["id"] == [] and empty[0]["matched_in"] == []
+
+    def test_a_reopen_leaves_a_record_still_reconciled_or_changed_meanwhile(self, records, matches):
+        records.put_many([record(1), record(2), record(3)])
+        for record_id in (1, 2):
+            matches.claim_record(ENV, record_id, 2, 20 + record_id, frozenset({2}))
+        matches.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2})), frozenset({2}))  # still reconciled
+        matches.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset()), BOTH)  # stale: 2 was matched since
+        matches.reopen_record(ENV, ReconciledRecord(3, "bank", frozenset()), BOTH)  # never reconciled
+        matches.reopen_record(ENV, ReconciledRecord(9, "bank", frozenset({2})), BOTH)  # gone
+        assert [status_of(records, i) for i in (1, 2, 3)] == [RecordStatus.RECONCILED, RecordStatus.RECONCILED,
+                                                               RecordStatus.UNRECONCILED]
+
+    def test_a_begun_match_stays_hidden_until_committed_or_removed(self, matches, clock):
+        matches.begin(match(1))
+        matches.begin(match(2, environment=OTHER_ENV))
+        matches.begin(match(3))
+        begun = matches.find(ENV, 1)
+        assert begun == replace(match(1), created_at=T0_MS, pending_since=clock.now.replace(microsecond=123000))
+        with pytest.raises(NotFound):
+            matches.get(ENV, 1)
+        assert matches.list_page(ENV, 1, 10, None) == ([], None)
+        assert matches.existing_ids(ENV, [1, 2]) == {1}
+        assert [(m.environment, m.id) for m in matches.pending()] == [(ENV, 1), (ENV, 3), (OTHER_ENV, 2)]
+        with pytest.raises(ConditionFailed):
+            matches.begin(match(1))
+        matches.commit_many([match(1)])
+        assert matches.get(ENV, 1).pending_since is None
+        assert [(m.environment, m.id) for m in matches.pending()] == [(ENV, 3), (OTHER_ENV, 2)]
+        with pytest.raises(ConditionFailed):
+            matches.remove(match(1))  # committed: it stays
+        matches.remove(match(3))
+        assert matches.find(ENV, 3) is None
+        with pytest.raises(ConditionFailed):
+            matches.remove(match(3))
+        with pytest.raises(ConditionFailed):
+            matches.begin(match(1))
+
+    def test_confirm_only_a_committed_match(self, matches):
+        matches.commit_many([match(1), match(2)])
+        matches.begin(match(3))
+        confirmed = matches.confirm(match(1))
+        assert confirmed == replace(match(1), created_at=T0_MS, status=MatchStatus.CONFIRMED)
+        assert matches.get(ENV, 1) == confirmed
+        assert matches.confirm(confirmed) == confirmed
+        matches.mark_unmatching(match(2))
+        for refused in (match(2), match(3), match(4)):  # being unmatched, begun, missing
+            with pytest.raises(NotFound):
+                matches.confirm(refused)
+        assert matches.find(ENV, 3).status is MatchStatus.PROPOSED
+
+    def test_an_unmatch_hides_the_match_and_keeps_a_tombstone(self, matches, clock):
+        matches.commit_many([match(1), match(2)])
+        matches.mark_unmatching(match(1))
+        with pytest.raises(NotFound):
+            matches.get(ENV, 1)
+        assert matches.find(ENV, 1).unmatching
+        assert [m.id for m in matches.list_page(ENV, 1, 10, None)[0]] == [2]
+        assert [m.id for m in matches.list_page(ENV, 1, 10, None, include_unmatching=True)[0]] == [2, 1]
+        matches.mark_unmatching(match(1))  # a retry
+        clock.advance(seconds=2)
+        matches.mark_unmatched(match(1))
+        tombstone = matches.find(ENV, 1)
+        assert (tombstone.unmatching, tombstone.unmatched_at) == (True, clock.now.replace(microsecond=123000))
+        assert matches.existing_ids(ENV, [1]) == {1}
+        for mark in (matches.mark_unmatching, matches.mark_unmatched):
+            with pytest.raises(ConditionFailed):
+                mark(match(9))

@@ -1,0 +1,188 @@
+"""Records: whole-item writes, the external-id guards, the listings (by stream, import, external id
+and status; newest first, with cursors) and the two-step delete."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from chalicelib.domain.records import DELETABLE_STATUSES, Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus
+from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS, job, stream
+
+STALE = timedelta(minutes=5)
+
+
+def record(record_id: int, stream_key: str = "bank", environment: str = ENV, **kw) -> Record:
+    return Record(**{"environment": environment, "id": record_id, "data_stream_key": stream_key, "data_stream_id": 1,
+                     "date": "2024-03-01", "amount": 1000 + record_id, "direction": Direction.CREDIT,
+                     "currency": "USD", "decimal_places": 2, "status": RecordStatus.UNRECONCILED, "created_at": T0,
+                     **kw})
+
+
+def ids(page) -> list[int]:
+    return [r.id for r in page[0]]
+
+
+def every_page(records, query: RecordQuery, limit: int) -> list[list[int]]:
+    pages, cursor = [], None
+    while True:
+        items, cursor = records.list_page(ENV, query, limit, cursor)
+        pages.append([r.id for r in items])
+        if cursor is None:
+            return pages
+
+
+class TestRecordRepository:
+    def test_put_many_then_get_reads_back_what_was_written(self, records):
+        full = record(1, description="Wire 17", external_id="ext-1", file_import_id=4,
+                      metadata={"rate": 1.25, "tags": ["a", "b"], "nested": {"n": 3}}, direction=Direction.DEBIT,
+                      currency="JPY", decimal_places=0)
+        assert records.put_many([full, record(2), record(3, environment=OTHER_ENV)]) == 1
+        assert records.get(ENV, 1) == replace(full, created_at=T0_MS)
+        assert records.get(ENV, 2) == replace(record(2), created_at=T0_MS)
+        assert records.get(ENV, 2).metadata == {}
+        assert sorted(records.find_many(ENV, [2, 1, 3, 9, 2])) == [1, 2]
+        with pytest.raises(NotFound):
+            records.get(OTHER_ENV, 1)
+        assert records.put_many(record(i) for i in range(10, 36)) == 2  # 26 items: two batch requests
+        assert records.put_many([]) == 0
+
+    def test_a_put_rewrites_the_whole_item(self, records):
+        records.put_many([record(1, external_id="x")])
+        records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)
+        records.put_many([record(1, amount=5, status=RecordStatus.PARTIALLY_RECONCILED)])
+        again = records.get(ENV, 1)  # the delete mark went with the old item
+        assert (again.amount, again.external_id, again.status) == (5, None, RecordStatus.PARTIALLY_RECONCILED)
+
+    def test_an_external_id_is_claimed_by_one_owner_per_stream(self, records):
+        assert records.claim_external_id(ENV, "bank", "ext-1", "job-1", 5) == ExternalIdClaim(True, 5)
+        assert records.claim_external_id(ENV, "bank", "ext-1", "job-1", 6) == ExternalIdClaim(True, 6)  # a retry
+        assert records.claim_external_id(ENV, "bank", "ext-1", "job-2", 7) == ExternalIdClaim(False, 6)
+        assert records.claim_external_id(ENV, "ledger", "ext-1", "job-2", 7) == ExternalIdClaim(True, 7)
+        assert records.claim_external_id(OTHER_ENV, "bank", "ext-1", "job-3", 8) == ExternalIdClaim(True, 8)
+
+    def test_a_streams_records_are_listed_newest_first(self, records):
+        records.put_many([record(i) for i in (1, 2, 3, 4, 5)] + [record(6, "ledger"), record(7, environment=OTHER_ENV)])
+        query = RecordQuery(data_stream_key="bank")
+        first = records.list_page(ENV, query, 2, None)
+        assert ids(first) == [5, 4]
+        assert ids(records.list_page(ENV, query, 2, first[1])) == [3, 2]
+        assert every_page(records, query, 2) == [[5, 4], [3, 2], [1]]
+        assert every_page(records, query, 5) == [[5, 4, 3, 2, 1]]
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, RecordQuery(data_stream_key="ledger"), 2, first[1])
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, query, 2, "not a cursor")
+
+    def test_the_other_filters_narrow_a_streams_listing(self, records):
+        records.put_many([record(1, date="2024-01-05", external_id="a"), record(2, date="2024-02-10"),
+                          record(3, date="2024-03-15", external_id="a"),
+                          record(4, date="2024-02-11", status=RecordStatus.RECONCILED)])
+        records.mark_deleting(ENV, 2, DELETABLE_STATUSES, STALE)
+        assert ids(records.list_page(ENV, RecordQuery(data_stream_key="bank", date_from="2024-02-01",
+                                                      date_to="2024-03-01"), 10, None)) == [4]
+        assert ids(records.list_page(ENV, RecordQuery(data_stream_key="bank", external_id="a"), 10, None)) == [3, 1]
+        assert ids(records.list_page(ENV, RecordQuery(data_stream_key="bank", status=RecordStatus.UNRECONCILED),
+                                     10, None)) == [3, 1]
+
+    def test_an_imports_records_are_its_block_of_ids(self, records, jobs):
+        jobs.add(job(4, total_items=4))
+        jobs.reserve_record_ids(jobs.get(ENV, 4), 10)
+        jobs.add(job(5))
+        records.put_many([record(i, file_import_id=4) for i in (10, 11, 13)] +
+                         [record(14, file_import_id=4), record(9, file_import_id=4), record(12, file_import_id=5)])
+        query = RecordQuery(file_import_id=4)
+        assert every_page(records, query, 2) == [[13, 11], [10]]
+        assert ids(records.list_page(ENV, RecordQuery(file_import_id=4, date_to="2023-12-31"), 2, None)) == []
+        assert records.list_page(ENV, RecordQuery(file_import_id=5), 2, None) == ([], None)  # no block yet
+        assert records.list_page(ENV, RecordQuery(file_import_id=6), 2, None) == ([], None)  # no such import
+        cursor = records.list_page(ENV, query, 1, None)[1]
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, RecordQuery(data_stream_key="bank"), 1, cursor)
+
+    def test_an_external_ids_records_are_those_its_guards_name(self, records):
+        for stream_key, record_id in (("bank", 3), ("ledger", 8), ("cards", 5), ("fx", 9)):
+            records.claim_external_id(ENV, stream_key, "inv-1", "job-1", record_id)
+        records.put_many([record(3, external_id="inv-1"), record(8, "ledger", external_id="inv-1"),
+                          record(5, "cards", external_id="inv-1"), record(1, external_id="inv-1")])
+        # 9's guard has no record yet, and 1 holds no guard
+        query = RecordQuery(external_id="inv-1")
+        assert every_page(records, query, 2) == [[8, 5], [3]]
+        assert ids(records.list_page(ENV, RecordQuery(external_id="inv-1", date_from="2025-01-01"), 2, None)) == []
+        cursor = records.list_page(ENV, query, 1, None)[1]
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, RecordQuery(external_id="inv-2"), 1, cursor)
+
+    def test_unreconciled_records_are_the_unmatched_open_records_of_every_stream(self, records, matches,
+                                                                                  data_streams):
+        data_streams.add(stream(1, "bank"))
+        data_streams.add(stream(2, "ledger"))
+        records.put_many([record(1), record(3), record(5), record(2, "ledger"), record(4, "ledger"),
+                          record(6, "gone"), record(7, environment=OTHER_ENV)])  # "gone": no such stream
+        query = RecordQuery(status=RecordStatus.UNRECONCILED)
+        assert every_page(records, query, 2) == [[5, 4], [3, 2], [1]]
+        assert matches.claim_record(ENV, 3, 1, 100, frozenset({1, 2}))
+        records.mark_deleting(ENV, 4, DELETABLE_STATUSES, STALE)
+        assert every_page(records, query, 2) == [[5, 2], [1]]
+        assert ids(records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED, date_from="2024-03-02"),
+                                     2, None)) == []
+        cursor = records.list_page(ENV, query, 1, None)[1]
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, RecordQuery(status=RecordStatus.PARTIALLY_RECONCILED), 1, cursor)
+
+    def test_matched_records_are_listed_by_status(self, records, matches):
+        records.put_many([record(i) for i in range(1, 6)])
+        for record_id in (1, 2, 4):
+            matches.claim_record(ENV, record_id, 1, 100 + record_id, frozenset({1, 2}))
+        matches.claim_record(ENV, 4, 2, 204, frozenset({1, 2}))
+        matches.claim_record(ENV, 5, 2, 205, frozenset({2}))
+        partially = RecordQuery(status=RecordStatus.PARTIALLY_RECONCILED)
+        assert every_page(records, partially, 1) == [[2], [1]]
+        assert every_page(records, RecordQuery(status=RecordStatus.RECONCILED), 5) == [[5, 4]]
+        page = records.list_page(ENV, partially, 1, None)
+        assert page[0][0] == replace(record(2), status=RecordStatus.PARTIALLY_RECONCILED, created_at=T0_MS)
+        with pytest.raises(BadRequest):
+            records.list_page(ENV, RecordQuery(status=RecordStatus.RECONCILED), 1, page[1])
+
+    def test_a_delete_mark_hides_the_record_and_is_taken_over_once_stale(self, records, clock):
+        records.put_many([record(1), record(2, status=RecordStatus.PARTIALLY_RECONCILED)])
+        marked = records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)
+        assert marked == replace(record(1), created_at=T0_MS)
+        with pytest.raises(NotFound):
+            records.get(ENV, 1)
+        assert records.find_many(ENV, [1, 2]).keys() == {2}
+        assert ids(records.list_page(ENV, RecordQuery(data_stream_key="bank"), 10, None)) == [2]
+        assert records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE) is None  # another delete holds it
+        clock.advance(minutes=5, seconds=1)
+        assert records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE).id == 1  # its request died: taken over
+        with pytest.raises(Conflict):
+            records.mark_deleting(ENV, 2, DELETABLE_STATUSES, STALE)
+        with pytest.raises(NotFound):
+            records.mark_deleting(ENV, 3, DELETABLE_STATUSES, STALE)
+        assert records.mark_deleting(ENV, 2, (RecordStatus.PARTIALLY_RECONCILED,), STALE).id == 2
+
+    def test_remove_frees_the_external_id_only_for_its_holder(self, records):
+        records.claim_external_id(ENV, "bank", "x", "job-1", 1)
+        records.put_many([record(1, external_id="x"), record(2, external_id="x")])
+        records.remove(records.get(ENV, 2))  # a record the guard does not name
+        assert records.claim_external_id(ENV, "bank", "x", "job-2", 3) == ExternalIdClaim(False, 1)
+        records.remove(records.get(ENV, 1))
+        with pytest.raises(NotFound):
+            records.get(ENV, 1)
+        assert records.claim_external_id(ENV, "bank", "x", "job-2", 3) == ExternalIdClaim(True, 3)
+        records.remove(record(9, external_id="y"))  # nothing there: nothing to do
+
+    def test_remove_all_of_stream_deletes_its_records_and_their_guards(self, records):
+        for stream_key, record_id, external_id in (("bank", 1, "a"), ("bank", 2, "b"), ("ledger", 3, "a")):
+            records.claim_external_id(ENV, stream_key, external_id, "job-1", record_id)
+        records.put_many([record(1, external_id="a"), record(2, external_id="b"), record(4),
+                          record(3, "ledger", external_id="a"), record(5, environment=OTHER_ENV)])
+        records.mark_deleting(ENV, 4, DELETABLE_STATUSES, STALE)
+        records.remove_all_of_stream(ENV, "bank")
+        assert records.find_many(ENV, [1, 2, 3, 4]).keys() == {3}
+        assert records.get(OTHER_ENV, 5).id == 5
+        assert records.claim_external_id(ENV, "bank", "a", "job-2", 6) == ExternalIdClaim(True, 6)
+        assert records.claim_external_id(ENV, "ledger", "a", "job-2", 7) == ExternalIdClaim(False, 3)
+        assert ids(records.list_page(ENV, RecordQuery(external_id="b"), 5, None)) == []

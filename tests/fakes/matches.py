@@ -1,0 +1,243 @@
+"""Matches and the record side of matching, as `adapters/dynamodb/matches.py` keeps them: members,
+claims and releases on the records of a FakeRecordStore (the store a FakeRecordRepository writes),
+the commit markers, a person's begun matches, the unmatch marks, a stream's open records for a
+reconciliation (adopted or not), adoptions and reopened records.
+
+A record's status after a claim, a release or a reopen is the domain's `record_status` of the
+reconciliations that matched it, given those using its stream."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from copy import deepcopy
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS
+from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
+from chalicelib.adapters.dynamodb.records import RecordRepository
+from chalicelib.adapters.dynamodb.table import serialize
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import NotFound
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
+from chalicelib.domain.records import HeldRecord, OpenRecord, ReconciledRecord, RecordColumns, RecordStatus
+from tests.fakes._support import ConditionFailed, newest_first_page, padded, stored_time
+from tests.fakes.records import FakeRecordStore, RecordRow, filtered_query_page, rows_of_stream
+
+
+def stored_match(match: Match, pending_since: datetime | None = None) -> Match:
+    """A match as its item reads back: the marks of a begun or unmatched match are not part of it."""
+    return Match(environment=match.environment, id=match.id, reconciliation_id=match.reconciliation_id,
+                 status=match.status, group_key=match.group_key, record_count=match.record_count,
+                 created_at=stored_time(match.created_at), reconciliation_rule_id=match.reconciliation_rule_id,
+                 run_id=match.run_id, differences=deepcopy(match.differences) or {}, reason=match.reason,
+                 pending_since=stored_time(pending_since))
+
+
+def _open_record(row: RecordRow) -> OpenRecord:
+    record = row.record
+    return OpenRecord(id=record.id, data_stream_key=record.data_stream_key, date=record.date, amount=record.amount,
+                      direction=record.direction, currency=record.currency, decimal_places=record.decimal_places,
+                      description=record.description, external_id=record.external_id, metadata=deepcopy(record.metadata),
+                      file_import_id=record.file_import_id, matched_in=frozenset(row.matched_in),
+                      exception_holds=dict(row.exception_holds))
+
+
+def _typed_item(row: RecordRow, attributes: tuple[str, ...]) -> dict[str, Any]:
+    """The record item as a query returns it with this projection (DynamoDB's typed values)."""
+    item = {**RecordRepository.to_item(row.record), "matched_in": set(row.matched_in) or None}
+    return serialize({name: item.get(name) for name in attributes})
+
+
+class FakeMatchRepository:
+    # Items a query reads per page (the table's 1 MB per read, in records of about 250 bytes).
+    column_page_items = 4000
+
+    def __init__(self, store: FakeRecordStore | None = None) -> None:
+        self.store = store or FakeRecordStore()
+        self.matches: dict[tuple[str, int], Match] = {}
+        self.members_of: dict[tuple[str, int], dict[int, MatchMember]] = {}  # (environment, match id): by record
+        self.adoptions: set[tuple[str, int, str]] = set()  # (environment, reconciliation id, stream key)
+
+    # Writing a match ----------------------------------------------------------------------------
+
+    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None:
+        for match, members in batch:
+            stored = self.members_of.setdefault((match.environment, match.id), {})
+            for m in members:
+                stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key)
+
+    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                     users: frozenset[int], seen: MatchMember | None = None) -> bool:
+        """Mark the record matched by `match_id` in the reconciliation; False when another match of
+        it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
+        stands for the record until the write's condition (the same number of reconciliations in
+        `matched_in`, no match here, not being deleted) tells it is stale."""
+        matched_in: set[int] | None = None if seen is None else set(seen.matched_in)
+        for _ in range(CLAIM_ATTEMPTS):
+            row = self.store.row(environment, record_id)
+            if matched_in is None:
+                if row is None or row.deleting:
+                    return False
+                if reconciliation_id in row.match_ids:
+                    return row.match_ids[reconciliation_id] == match_id
+                matched_in = set(row.matched_in)
+            if row is not None and not row.deleting and reconciliation_id not in row.match_ids \
+                    and len(row.matched_in) == len(matched_in):
+                status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
+                row.match_ids[reconciliation_id] = match_id
+                row.matched_in.add(reconciliation_id)
+                row.record = replace(row.record, status=status)
+                return True
+            matched_in = None  # changed meanwhile: read it again
+        raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                       users: frozenset[int]) -> None:
+        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        row = self.store.row(environment, record_id)
+        if row is None or row.match_ids.get(reconciliation_id) != match_id:
+            return
+        status = record_status(row.matched_in - {reconciliation_id}, users)
+        del row.match_ids[reconciliation_id]
+        row.matched_in.discard(reconciliation_id)
+        row.record = replace(row.record, status=status)
+
+    def commit_many(self, matches: list[Match]) -> None:
+        """Write the commit markers: whole items, so a begun match's mark goes with it."""
+        for match in matches:
+            self.matches[(match.environment, match.id)] = stored_match(match)
+
+    def delete_members(self, environment: str, match_id: int) -> None:
+        self.members_of.pop((environment, match_id), None)
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
+                     adopted: bool) -> Iterator[OpenRecord]:
+        """The stream's records not matched in the reconciliation (nor being deleted), by id: from its
+        open index once adopted, from all its records before."""
+        return (_open_record(row) for row in rows_of_stream(self.store, environment, stream_key, adopted)
+                if reconciliation_id not in row.matched_in and not row.deleting)
+
+    def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+        """The records of `open_records` as the adapter's columns (`status` only when read whole,
+        before adoption), a page per `column_page_items` records read; at least one page."""
+        projection = record_attributes(with_metadata) + (() if adopted else ("status",))
+        rows = list(rows_of_stream(self.store, environment, stream_key, adopted))
+        for start in range(0, max(len(rows), 1), self.column_page_items):
+            page = [_typed_item(row, projection) for row in rows[start:start + self.column_page_items]
+                    if reconciliation_id not in row.matched_in and not row.deleting]
+            yield record_columns(page, with_metadata)
+
+    def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                   deadline: float | None = None) -> tuple[int, bool]:
+        """How many records `open_records` would give; the count always finishes."""
+        return sum(1 for _ in self.open_records(environment, stream_key, reconciliation_id, adopted)), True
+
+    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
+        return (environment, reconciliation_id, stream_key) in self.adoptions
+
+    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
+        self.adoptions.add((environment, reconciliation_id, stream_key))
+
+    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        self.adoptions -= {(environment, reconciliation_id, k) for k in stream_keys}
+
+    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
+        """Open a reconciled record again when `users` leave it partially reconciled; nothing when
+        the stored record is not reconciled, or its number of reconciliations changed meanwhile."""
+        matched_in = set(record.matched_in)
+        status = record_status(matched_in, users)
+        if status is RecordStatus.RECONCILED:
+            return
+        row = self.store.row(environment, record.id)
+        if row is None or row.record.status is not RecordStatus.RECONCILED or len(row.matched_in) != len(matched_in):
+            return
+        row.record = replace(row.record, status=status)
+
+    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
+        """The records of these ids that exist (those being deleted too, marked), by id."""
+        rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))
+        return [HeldRecord(record=row.record, matched_in=frozenset(row.matched_in), match_ids=dict(row.match_ids),
+                           deleting=row.deleting) for row in rows if row is not None]
+
+    def get(self, environment: str, match_id: int) -> Match:
+        match = self.find(environment, match_id)
+        if match is None or match.unmatching or match.pending_since is not None:
+            raise NotFound(f"reconciliation match {match_id} not found")
+        return match
+
+    def find(self, environment: str, match_id: int) -> Match | None:
+        return self.matches.get((environment, match_id))
+
+    def members(self, environment: str, match_id: int) -> list[MatchMember]:
+        """By record id."""
+        stored = self.members_of.get((environment, match_id), {})
+        return [stored[i] for i in sorted(stored)]
+
+    def member_page(self, environment: str, match_id: int, limit: int,
+                    cursor: str | None) -> tuple[list[int], str | None]:
+        """A page of the match's record ids, highest first (the adapter's query reads its partition
+        backwards), and the cursor of the next."""
+        stored = self.members_of.get((environment, match_id), {})
+        return newest_first_page(f"members/{environment}/{match_id}", ((padded(i), i) for i in stored), limit, cursor)
+
+    def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
+                  include_unmatching: bool = False, status: MatchStatus | None = None) -> tuple[list[Match], str | None]:
+        """Newest first, of one status when given; begun matches are left out, and so are matches
+        being unmatched (or unmatched) unless `include_unmatching`."""
+        def admits(match: Match) -> bool:
+            return match.pending_since is None and (include_unmatching or not match.unmatching) and \
+                (status is None or match.status is status)
+        entries = ((m.id, m) for (env, _), m in self.matches.items()
+                   if env == environment and m.reconciliation_id == reconciliation_id)
+        return filtered_query_page(f"matches/{environment}/{reconciliation_id}", entries, limit, cursor, admits)
+
+    # Changing a committed match ---------------------------------------------------------------
+
+    def confirm(self, match: Match) -> Match:
+        stored = self.matches.get((match.environment, match.id))
+        if stored is None or stored.unmatching or stored.pending_since is not None:
+            raise NotFound(f"reconciliation match {match.id} not found")
+        confirmed = replace(stored, status=MatchStatus.CONFIRMED)
+        self.matches[(match.environment, match.id)] = confirmed
+        return confirmed
+
+    def mark_unmatching(self, match: Match) -> None:
+        """Hide the match; ConditionFailed (which the adapter lets through) when there is none."""
+        stored = self._stored(match)
+        self.matches[(match.environment, match.id)] = replace(stored, unmatching=True)
+
+    def begin(self, match: Match) -> None:
+        """Write a person's match hidden (pending since now); ConditionFailed when the id is written."""
+        if (match.environment, match.id) in self.matches:
+            raise ConditionFailed()
+        self.matches[(match.environment, match.id)] = stored_match(match, pending_since=utc_now())
+
+    def pending(self) -> list[Match]:
+        """Begun matches of every environment, in the order of "<environment>#<id>"."""
+        entries = [(f"{env}#{padded(i)}", m) for (env, i), m in self.matches.items() if m.pending_since is not None]
+        return [m for _, m in sorted(entries, key=lambda e: e[0])]
+
+    def remove(self, match: Match) -> None:
+        """Drop a begun match; ConditionFailed for one committed (or none)."""
+        stored = self.matches.get((match.environment, match.id))
+        if stored is None or stored.pending_since is None:
+            raise ConditionFailed()
+        del self.matches[(match.environment, match.id)]
+
+    def mark_unmatched(self, match: Match) -> None:
+        stored = self._stored(match)
+        self.matches[(match.environment, match.id)] = replace(stored, unmatched_at=stored_time(utc_now()))
+
+    def existing_ids(self, environment: str, match_ids: Iterable[int]) -> set[int]:
+        """Which of these matches were written (begun, committed, or unmatched since)."""
+        return {i for i in match_ids if (environment, i) in self.matches}
+
+    def _stored(self, match: Match) -> Match:
+        stored = self.matches.get((match.environment, match.id))
+        if stored is None:
+            raise ConditionFailed()
+        return stored
