@@ -20,17 +20,20 @@ from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
+from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.domain import clock as clock_module
 from chalicelib.local.provision import provision
 from chalicelib.settings import Settings
 from tests.conftest import REGION, TEST_PARAMETERS
-from tests.fakes import FakePorts
+from tests.fakes import FakeAnalyticsMirror, FakeExceptionRepository, FakePorts, FakeWorkflows
 
 
 class FakeBackend:
@@ -43,10 +46,17 @@ class FakeBackend:
                           "run_files", "records", "matches"):
             setattr(self, attribute, getattr(self._ports, attribute))
         self.queue = self._ports.bulk_queue
+        self.exceptions = FakeExceptionRepository(self._ports.counters, self._ports.record_store)
+        self.mirror = FakeAnalyticsMirror()
+        self.workflows = FakeWorkflows()
 
     def received(self) -> list[dict]:
         """The messages the queue holds, in the order sent."""
         return list(self.queue.messages)
+
+    def executions(self) -> dict[str, dict]:
+        """The workflows' executions started: their inputs by name."""
+        return dict(self.workflows.executions)
 
 
 class MotoBackend:
@@ -103,6 +113,18 @@ class MotoBackend:
         return MatchRepository(self._table)
 
     @cached_property
+    def exceptions(self):
+        return ExceptionRepository(self._table, self.counters)
+
+    @cached_property
+    def mirror(self):
+        return AnalyticsMirror(self._aws.s3, self._settings.bucket_name)
+
+    @cached_property
+    def workflows(self):
+        return StepFunctionsWorkflows(self._aws.client("stepfunctions"), self._settings.file_import_state_machine)
+
+    @cached_property
     def payloads(self):
         return PayloadStore(self._aws.s3, self._settings.bucket_name)
 
@@ -124,6 +146,14 @@ class MotoBackend:
             if not batch:
                 return messages
             messages += [json.loads(m["Body"]) for m in batch]
+
+    def executions(self) -> dict[str, dict]:
+        """The file import state machine's executions (moto starts them and runs nothing): inputs by name."""
+        sfn = self._aws.client("stepfunctions")
+        arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]
+                   if m["name"] == self._settings.file_import_state_machine)
+        return {e["name"]: json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])
+                for e in sfn.list_executions(stateMachineArn=arn)["executions"]}
 
 
 @pytest.fixture(params=["fake", "moto"])
@@ -208,6 +238,21 @@ def records(backend):
 @pytest.fixture
 def matches(backend):
     return backend.matches
+
+
+@pytest.fixture
+def exceptions(backend):
+    return backend.exceptions
+
+
+@pytest.fixture
+def mirror(backend):
+    return backend.mirror
+
+
+@pytest.fixture
+def workflows(backend):
+    return backend.workflows
 
 
 class Clock:

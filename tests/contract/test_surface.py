@@ -16,11 +16,15 @@ from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
+from chalicelib.adapters.workflows import StepFunctionsWorkflows
+from chalicelib.local.statemachines import LocalWorkflows
 from tests import fakes
 
 PAIRS = [
@@ -33,6 +37,8 @@ PAIRS = [
     (InvestigationRepository, fakes.FakeInvestigationRepository), (PayloadStore, fakes.FakePayloadStore),
     (WorkQueue, fakes.FakeWorkQueue), (RunFiles, fakes.FakeRunFiles),
     (RecordRepository, fakes.FakeRecordRepository), (MatchRepository, fakes.FakeMatchRepository),
+    (ExceptionRepository, fakes.FakeExceptionRepository), (AnalyticsMirror, fakes.FakeAnalyticsMirror),
+    (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 

@@ -25,10 +25,13 @@ from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefin
 from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
 from tests.fakes.matches import FakeMatchRepository
+from tests.fakes.mirror import FakeAnalyticsMirror
+from tests.fakes.reconciliation_exceptions import FakeExceptionRepository
 from tests.fakes.reconciliations import FakeReconciliationRepository, FakeReconciliationRuleRepository
 from tests.fakes.records import FakeRecordRepository, FakeRecordStore
 from tests.fakes.runs import FakeRunRepository
 from tests.fakes.storage import FakePayloadStore, FakeRunFiles, FakeWorkQueue
+from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
     "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
@@ -36,6 +39,7 @@ __all__ = [
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
+    "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
 ]
 
 

@@ -1,0 +1,102 @@
+"""The analytics mirror: parts staged and published, an import's totals read back from what was
+published, stream counts from row markers less tombstones, and a stream forgotten."""
+from __future__ import annotations
+
+from chalicelib.domain.ingestion import ImportTotals, StreamTotals
+from chalicelib.domain.records import Direction, Record, RecordStatus
+from tests.contract.builders import ENV, OTHER_ENV, T0
+
+
+def record(record_id: int, stream_key: str = "bank", date: str = "2024-03-01", amount: int = 100,
+           direction: Direction = Direction.CREDIT, currency: str = "EUR", environment: str = ENV) -> Record:
+    return Record(environment=environment, id=record_id, data_stream_key=stream_key, data_stream_id=4, date=date,
+                  amount=amount, direction=direction, currency=currency, decimal_places=2,
+                  status=RecordStatus.UNRECONCILED, created_at=T0, description=f"record {record_id}",
+                  external_id=f"ext-{record_id}", file_import_id=7)
+
+
+BANK = [record(1, date="2024-03-02", amount=1500), record(2, amount=250, direction=Direction.DEBIT, currency="USD"),
+        record(4, date="2024-03-09", amount=99)]
+LEDGER = [record(3, "ledger", date="2024-02-28", amount=40, direction=Direction.DEBIT)]
+BANK_TOTALS = StreamTotals(count=3, credits=1599, debits=250, date_min="2024-03-01", date_max="2024-03-09",
+                           currencies=("EUR", "USD"))
+LEDGER_TOTALS = StreamTotals(count=1, credits=0, debits=40, date_min="2024-02-28", date_max="2024-02-28",
+                             currencies=("EUR",))
+
+
+def imported(mirror, job_id: int, records: list[Record], streams: list[str], environment: str = ENV) -> ImportTotals:
+    mirror.write_part(environment, job_id, 0, records)
+    mirror.publish(environment, job_id, streams)
+    return mirror.summarize(environment, job_id, streams)
+
+
+class TestAnalyticsMirror:
+    def test_publish_moves_each_streams_staged_parts_once(self, mirror):
+        mirror.write_part(ENV, 7, 0, [BANK[0], LEDGER[0], BANK[1]])
+        mirror.write_part(ENV, 7, 1, [BANK[2]])
+        assert mirror.publish(ENV, 7, ["bank"]) == 2
+        assert mirror.publish(ENV, 7, ["bank"]) == 0  # a retry finds them moved
+        assert mirror.publish(ENV, 8, ["bank", "ledger"]) == 0
+        assert mirror.publish(ENV, 7, ["ledger", "cards"]) == 1
+        assert mirror.count_records(ENV, "bank") == 0  # nothing counts before its import is summarized
+
+    def test_an_imports_totals_come_from_its_published_parts(self, mirror):
+        mirror.write_part(ENV, 7, 0, BANK[:2])
+        mirror.write_part(ENV, 7, 1, BANK[2:])
+        mirror.publish(ENV, 7, ["bank"])
+        mirror.write_part(ENV, 7, 2, [record(9, amount=5000)])  # staged, not published: not read
+        assert mirror.summarize(ENV, 7, ["bank"]) == ImportTotals(BANK_TOTALS)
+        assert mirror.count_records(ENV, "bank") == 3
+        assert mirror.summarize(ENV, 7, ["bank", "cards"]) == ImportTotals(BANK_TOTALS, {
+            "bank": BANK_TOTALS, "cards": StreamTotals()})  # several streams: each one's part, empty or not
+        assert mirror.summarize(ENV, 8, ["bank"]) == ImportTotals(StreamTotals())  # nothing published
+        assert mirror.count_records(ENV, "bank") == 3
+
+    def test_an_import_of_several_streams_keeps_each_streams_part(self, mirror):
+        totals = imported(mirror, 7, BANK + LEDGER, ["bank", "ledger", "cards"])
+        assert totals == ImportTotals(
+            StreamTotals(count=4, credits=1599, debits=290, date_min="2024-02-28", date_max="2024-03-09",
+                         currencies=("EUR", "USD")),
+            {"bank": BANK_TOTALS, "ledger": LEDGER_TOTALS, "cards": StreamTotals()})
+        assert [mirror.count_records(ENV, key) for key in ("bank", "ledger", "cards")] == [3, 1, 0]
+
+    def test_a_part_written_again_replaces_it_and_the_largest_row_count_stands(self, mirror):
+        mirror.write_part(ENV, 7, 0, BANK)
+        mirror.write_part(ENV, 7, 0, BANK[:1])  # the chunk processed again
+        assert mirror.publish(ENV, 7, ["bank"]) == 1
+        assert mirror.summarize(ENV, 7, ["bank"]).total.count == 1
+        mirror.write_part(ENV, 7, 0, BANK)
+        mirror.publish(ENV, 7, ["bank"])
+        assert mirror.summarize(ENV, 7, ["bank"]).total == BANK_TOTALS
+        mirror.write_part(ENV, 7, 0, BANK[:2])
+        mirror.publish(ENV, 7, ["bank"])
+        assert mirror.summarize(ENV, 7, ["bank"]).total.count == 2
+        assert mirror.count_records(ENV, "bank") == 3  # a retry may have seen more parts: the largest marker
+
+    def test_tombstones_count_against_their_stream_and_import(self, mirror):
+        imported(mirror, 7, BANK + LEDGER, ["bank", "ledger"])
+        imported(mirror, 8, [record(10), record(11)], ["bank"])
+        mirror.tombstone(ENV, "bank", 7, 1)
+        mirror.tombstone(ENV, "bank", 7, 1)  # one per record
+        mirror.tombstone(ENV, "bank", 9, 50)  # an import never summarized: counts nothing
+        mirror.tombstone(ENV, "ledger", 7, 3)
+        assert (mirror.count_records(ENV, "bank"), mirror.count_records(ENV, "ledger")) == (4, 0)
+        mirror.tombstone(ENV, "bank", 8, 999)  # a record the import never had counts all the same
+        assert mirror.count_records(ENV, "bank") == 3
+        imported(mirror, 9, [record(50), record(51)], ["bank"])
+        assert mirror.count_records(ENV, "bank") == 4  # the early tombstone counts once its import does
+        assert mirror.count_records(OTHER_ENV, "bank") == 0
+
+    def test_forget_stream_removes_all_of_it_and_nothing_else(self, mirror):
+        imported(mirror, 7, BANK + LEDGER, ["bank", "ledger"])
+        imported(mirror, 7, [record(1, environment=OTHER_ENV)], ["bank"], environment=OTHER_ENV)
+        mirror.tombstone(ENV, "bank", 7, 1)
+        mirror.write_part(ENV, 8, 0, [record(20)])  # staged only
+        mirror.forget_stream(ENV, "bank")
+        assert [mirror.count_records(ENV, "bank"), mirror.count_records(ENV, "ledger"),
+                mirror.count_records(OTHER_ENV, "bank")] == [0, 1, 1]
+        assert mirror.publish(ENV, 8, ["bank"]) == 0
+        assert mirror.summarize(ENV, 7, ["bank"]) == ImportTotals(StreamTotals())
+        # A new stream with the key starts empty: the old tombstone is gone with the rest.
+        assert imported(mirror, 9, BANK, ["bank"]).total == BANK_TOTALS
+        assert mirror.count_records(ENV, "bank") == 3
