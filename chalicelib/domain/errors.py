@@ -18,6 +18,11 @@ class DomainError(Exception):
         self.message = message
 
 
+class BrokenInvariant(RuntimeError):
+    """Stored state lacks what the code path guarantees it has (a bug or corrupt data, never a
+    client's doing): raised where an optional field is read at a point where it must be set."""
+
+
 class NotFound(DomainError):
     pass
 

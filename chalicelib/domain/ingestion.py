@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from chalicelib.domain.errors import BrokenInvariant
 from chalicelib.domain.status_machine import StatusMachine
 
 
@@ -168,6 +169,34 @@ class IngestionJob:
     @property
     def is_file(self) -> bool:
         return self.source is not JobSource.BULK_API
+
+    @property
+    def bulk_payload_key(self) -> str:
+        """Where a bulk request's items are kept: every bulk request is created with one."""
+        if self.payload_key is None:
+            raise BrokenInvariant(f"ingestion job {self.id} has no payload_key: it is not a bulk request")
+        return self.payload_key
+
+    @property
+    def import_file_key(self) -> str:
+        """Where a file import's file is (or is to be uploaded): every file import is created with one."""
+        if self.file_key is None:
+            raise BrokenInvariant(f"ingestion job {self.id} has no file_key: it is not a file import")
+        return self.file_key
+
+    @property
+    def import_stream_key(self) -> str:
+        """The data stream a file import feeds: every file import is created with one."""
+        if self.data_stream_key is None:
+            raise BrokenInvariant(f"ingestion job {self.id} has no data_stream_key: it is not a file import")
+        return self.data_stream_key
+
+    def record_id(self, index: int) -> int:
+        """The id of the record item `index` becomes, `first_record_id + index`: known once the
+        job has reserved its block of record ids, which it does before it writes any item."""
+        if self.first_record_id is None:
+            raise BrokenInvariant(f"ingestion job {self.id} has reserved no record ids yet")
+        return self.first_record_id + index
 
     @property
     def chunk_rows(self) -> int:

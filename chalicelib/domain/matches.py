@@ -65,7 +65,7 @@ def record_status(matched_in: Iterable[int], users: frozenset[int]) -> RecordSta
 
 def signed(record: Record, scale: int) -> int:
     """The amount at `scale` decimal places (exact: `scale` is at least the record's), credits positive."""
-    amount = record.amount * 10 ** (scale - record.decimal_places)
+    amount: int = record.amount * 10 ** (scale - record.decimal_places)  # int ** int is typed Any
     return amount if record.direction is Direction.CREDIT else -amount
 
 

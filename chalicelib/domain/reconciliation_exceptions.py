@@ -185,11 +185,12 @@ def aggregates(kept: dict[str, Any], today: date) -> dict[str, Any]:
     record dates at midnight UTC."""
     count = kept.get("record_count", 0)
     mean_ordinal = kept["date_ordinal_sum"] / count if count else None
+    avg_age_days = round(max(0.0, today.toordinal() - mean_ordinal), 2) if mean_ordinal is not None else 0
     return {
         "record_count": count, "total_amount": kept.get("credit_sum", 0) - kept.get("debit_sum", 0),
         "debit_count": kept.get("debit_count", 0), "debit_sum": kept.get("debit_sum", 0),
         "credit_count": kept.get("credit_count", 0), "credit_sum": kept.get("credit_sum", 0),
-        "avg_age_days": round(max(0.0, today.toordinal() - mean_ordinal), 2) if count else 0,
+        "avg_age_days": avg_age_days,
         "oldest_at": f"{kept['oldest']}T00:00:00Z" if kept.get("oldest") else None,
         "newest_at": f"{kept['newest']}T00:00:00Z" if kept.get("newest") else None,
     }

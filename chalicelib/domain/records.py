@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType
 from chalicelib.domain.errors import shown
@@ -162,7 +162,7 @@ class ItemError:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -186,7 +186,7 @@ def _check_datetime(value: Any) -> bool:
     return True
 
 
-_PROPERTY_CHECKS = {
+_PROPERTY_CHECKS: dict[PropertyType, tuple[Callable[[Any], bool], str]] = {
     PropertyType.NUMBER: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
     PropertyType.STRING: (lambda v: isinstance(v, str), "a string"),
     PropertyType.BOOLEAN: (lambda v: isinstance(v, bool), "true or false"),

@@ -212,9 +212,11 @@ def _group_by(raw: Any, cardinality: Cardinality | None, errors: list[FieldError
         sides[side] = tuple(f for f in fields if isinstance(f, str))
     if cardinality is not None:
         if sides["side_a"] and not cardinality.groups_a:
-            errors.append(FieldError("group_by.side_a", f"must be empty: a {cardinality.value} rule takes one side-A record a match"))
+            errors.append(FieldError("group_by.side_a",
+                                     f"must be empty: a {cardinality.value} rule takes one side-A record a match"))
         if sides["side_b"] and not cardinality.groups_b:
-            errors.append(FieldError("group_by.side_b", f"must be empty: a {cardinality.value} rule takes one side-B record a match"))
+            errors.append(FieldError("group_by.side_b",
+                                     f"must be empty: a {cardinality.value} rule takes one side-B record a match"))
     return GroupBy(**sides)
 
 
@@ -243,7 +245,8 @@ def _condition(raw: Any, path: str, errors: list[FieldError]) -> Condition | Non
     if len(errors) > before:
         return None
     assert isinstance(name, str) and (b_name is None or isinstance(b_name, str))  # else an error above
-    if b_name is not None and field_kind(b_name) != field_kind(name) and not (is_text_field(name) and is_text_field(b_name)):
+    if (b_name is not None and field_kind(b_name) != field_kind(name)
+            and not (is_text_field(name) and is_text_field(b_name))):
         errors.append(FieldError(f"{path}.side_b_field", f"'{shown(b_name)}' cannot be compared with '{name}'"))
         return None
     operator = _enum(Operator, raw.get("operator"), f"{path}.operator", errors)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from chalicelib.domain.errors import BrokenInvariant
 from chalicelib.domain.status_machine import StatusMachine
 
 
@@ -106,6 +107,15 @@ class Run:
     @property
     def only_new(self) -> bool:
         return self.kind is RunKind.CONTINUOUS and not self.whole_pool
+
+    @property
+    def plan_first_match_id(self) -> int:
+        """The first id of the block the match phase reserved: match number n of the run's plan is
+        match `first_match_id + n`, and the plan's files are named by it. Set with the plan, so
+        every phase after match (a chunk to persist or undo) has it."""
+        if self.first_match_id is None:
+            raise BrokenInvariant(f"run {self.id} has no plan yet: its first_match_id is not set")
+        return self.first_match_id
 
     def next_chunk(self) -> int | None:
         remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]

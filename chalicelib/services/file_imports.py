@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
@@ -80,19 +80,20 @@ def create_import(ports: Ports, environment: str, stream_key: str, *, filename: 
                  "nacha_control_mismatch": nacha_control_mismatch},
     )
     ports.ingestion_jobs.add(job)
-    url = ports.payloads.upload_url(job.file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
+    url = ports.payloads.upload_url(job.import_file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
     return ports.ingestion_jobs.get(environment, job_id), url
 
 
-def fresh_upload_url(ports: Ports, job: IngestionJob, now=None) -> str | None:
+def fresh_upload_url(ports: Ports, job: IngestionJob, now: datetime | None = None) -> str | None:
     """A new URL for an import still waiting for its upload, so a lost one needs no new import.
     It lasts an hour, or less: until the sweeper gives up waiting for the upload."""
     waiting = job.is_file and job.status is JobStatus.PENDING and job.cancellation_requested_at is None
-    if not waiting or not (job.file_key or "").startswith(UPLOADS_PREFIX):
+    key = job.file_key
+    if not waiting or key is None or not key.startswith(UPLOADS_PREFIX):
         return None  # drops have no upload
     left = min(job.created_at + UPLOAD_WAIT - (now or utc_now()), UPLOAD_URL_LIFETIME)
     seconds = int(left.total_seconds())
-    return ports.payloads.upload_url(job.file_key, seconds) if seconds > 0 else None
+    return ports.payloads.upload_url(key, seconds) if seconds > 0 else None
 
 
 def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | None:
@@ -178,11 +179,11 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
     if job.chunk_count is not None:
         return "chunk" if job.chunk_count else "finish"
     try:
-        size = ports.payloads.size(job.file_key)
+        size = ports.payloads.size(job.import_file_key)
         if size > MAX_IMPORT_BYTES:
             raise FileRejected(f"file is {size} bytes; imports accept up to {MAX_IMPORT_BYTES} bytes: split it",
                                {"bytes": size, "limit": MAX_IMPORT_BYTES})
-        parsed = _parse(job, ports.payloads.get_bytes(job.file_key))
+        parsed = _parse(job, ports.payloads.get_bytes(job.import_file_key))
     except FileRejected as rejected:
         conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"
@@ -284,11 +285,12 @@ def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
     if job.source is JobSource.NACHA:
         parsed = parse_nacha(data, control_mismatch=(job.options or {}).get("nacha_control_mismatch") or "refuse")
         for row in parsed.rows:
-            row.item["data_stream_key"] = job.data_stream_key
+            assert row.item is not None  # a NACHA row is always an entry's item (the file fails whole, never a row)
+            row.item["data_stream_key"] = job.import_stream_key
         return parsed
     options = job.options or {}
     return parse_csv(data, CsvOptions(
-        data_stream_key=job.data_stream_key, column_mapping=options.get("column_mapping") or {},
+        data_stream_key=job.import_stream_key, column_mapping=options.get("column_mapping") or {},
         date_format=options.get("date_format") or "YYYY-MM-DD", decimal_places=options.get("decimal_places"),
     ))
 
@@ -299,7 +301,7 @@ def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
     """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
     A running job stops at its next heartbeat; a job nothing is running for stops at once."""
     job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id), tuple(CANCELLABLE))
-    if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.file_key):
+    if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.import_file_key):
         job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
     return job
 
@@ -316,7 +318,7 @@ LOST_START_AFTER = timedelta(minutes=5)
 UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
 
 
-def sweep(ports: Ports, now=None) -> dict[str, int]:
+def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
     a job with no heartbeat for 5 minutes restarts (at most MAX_RESTARTS times, then fails); a
     start that got lost is redone (as many times); an upload that never came fails its import.
@@ -334,10 +336,11 @@ def sweep(ports: Ports, now=None) -> dict[str, int]:
     return counts
 
 
-def _sweep_one(ports: Ports, job: IngestionJob, now) -> str | None:
+def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     if job.finished:
         return None
-    waiting_for_upload = job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.file_key)
+    waiting_for_upload = (job.status is JobStatus.PENDING and job.is_file
+                          and not ports.payloads.exists(job.import_file_key))
     if waiting_for_upload:
         if now - job.created_at <= UPLOAD_WAIT:
             return None

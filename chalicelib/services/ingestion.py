@@ -14,7 +14,7 @@ Nothing lost, nothing doubled, without transactions:
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +35,7 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.records import (
     MAX_EXTERNAL_ID,
+    ExternalIdClaim,
     ItemError,
     Record,
     RecordDraft,
@@ -48,6 +49,11 @@ from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
 GUARD_THREADS = 8
+
+# A row with what validating it gave; claiming maps over these (`map`, or a thread pool's map).
+Validated = tuple[ChunkRow, RecordDraft | ItemError]
+ClaimMap = Callable[[Callable[[Validated], ExternalIdClaim | None], Iterable[Validated]],
+                    Iterator[ExternalIdClaim | None]]
 
 
 def file_chunk_key(job: IngestionJob, chunk: int) -> str:
@@ -73,7 +79,7 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
         block = ports.counters.next_ids(environment, "record", max(job.total_items, 1))
         job = ports.ingestion_jobs.reserve_record_ids(job, block.start)
 
-    items = ports.payloads.get_json(job.payload_key)["records"]
+    items = ports.payloads.get_json(job.bulk_payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     with ThreadPoolExecutor(GUARD_THREADS) as pool:
@@ -89,7 +95,7 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
 
 
 def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
-                  streams: dict[str, StreamContext | None], map_: Callable = map) -> ChunkOutcome:
+                  streams: dict[str, StreamContext | None], map_: ClaimMap = map) -> ChunkOutcome:
     """Validate, guard and write one chunk of rows; every row gets a result, none is lost."""
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
@@ -104,7 +110,9 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
     claims = dict(zip((r.index for r in rows), map_(
         lambda pair: None if pair[0].index in duplicate_of else _claim(ports, job, pair[0].index, pair[1]),
         zip(rows, drafts))))
-    results, records, created = [], [], {}
+    results: list[ItemResult] = []
+    records: list[Record] = []
+    created: dict[str, int] = {}
     now = utc_now()
     for row, draft in zip(rows, drafts):
         claim = claims[row.index]
@@ -112,11 +120,13 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
             results.append(ItemResult(row.index, ItemStatus.FAILED, _raw_external_id(row.item), None,
                                       draft.describe(), row.line))
         elif row.index in duplicate_of:
-            results.append(_conflict_result(job, row, draft, claims[duplicate_of[row.index]].record_id))
+            first_claim = claims[duplicate_of[row.index]]
+            assert first_claim is not None  # the first row with this external_id claimed it
+            results.append(_conflict_result(job, row, draft, first_claim.record_id))
         elif claim is not None and not claim.claimed:
             results.append(_conflict_result(job, row, draft, claim.record_id))
         else:
-            record_id = job.first_record_id + row.index
+            record_id = job.record_id(row.index)
             records.append(Record.from_draft(draft, environment=job.environment, record_id=record_id,
                                              created_at=now, file_import_id=job.id))
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
@@ -167,7 +177,7 @@ def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) 
 FIRST_ERRORS_SHOWN = 3
 
 
-def _outcome(ports: Ports, job: IngestionJob, details: dict | None) -> tuple[JobStatus, dict[str, Any]]:
+def _outcome(ports: Ports, job: IngestionJob, details: dict[str, Any] | None) -> tuple[JobStatus, dict[str, Any]]:
     """How a job whose items all have results ends: completed, unless every item failed (then
     failed). Either way a job with failed items says how many in its error_message, with the
     first errors."""
@@ -234,7 +244,7 @@ def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, tu
     rows: dict[int, tuple[str | None, int | None]] = {}
     try:
         if not job.is_file:
-            items = ports.payloads.get_json(job.payload_key)["records"]
+            items = ports.payloads.get_json(job.bulk_payload_key)["records"]
             return {i: (_raw_external_id(items[i]), None) for n in chunks for i in job.chunk_range(n)
                     if i < len(items)}
         for number in chunks:
@@ -267,11 +277,11 @@ def _recount_streams(ports: Ports, job: IngestionJob) -> None:
 
 # Helpers ----------------------------------------------------------------------------------
 
-def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError):
+def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError) -> ExternalIdClaim | None:
     if not isinstance(draft, RecordDraft) or draft.external_id is None:
         return None
     return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
-                                           owner=f"job:{job.id}:{row}", record_id=job.first_record_id + row)
+                                           owner=f"job:{job.id}:{row}", record_id=job.record_id(row))
 
 
 def _conflict_result(job: IngestionJob, row: ChunkRow, draft: RecordDraft, existing_id: int | None) -> ItemResult:

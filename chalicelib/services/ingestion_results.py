@@ -55,7 +55,7 @@ def _chunk_results(job: IngestionJob, chunk: int, stored: list[ItemResult], stat
     for index in job.chunk_range(chunk):
         if index <= after:
             continue
-        result = problems.get(index) or ItemResult(index, ItemStatus.SUCCESSFUL, None, job.first_record_id + index)
+        result = problems.get(index) or ItemResult(index, ItemStatus.SUCCESSFUL, None, job.record_id(index))
         if result.status in statuses:
             results.append(result)
     return results
@@ -63,7 +63,8 @@ def _chunk_results(job: IngestionJob, chunk: int, stored: list[ItemResult], stat
 
 def _with_records(records: Records, job: IngestionJob, results: list[ItemResult]) -> list[ItemResult]:
     """A file import's successful rows take their external_id from the records they wrote."""
-    made = {r.index: r.record_id for r in results if job.is_file and r.status is ItemStatus.SUCCESSFUL}
+    made = {r.index: r.record_id for r in results
+            if job.is_file and r.status is ItemStatus.SUCCESSFUL and r.record_id is not None}  # a success has one
     if not made:
         return results
     written = records.find_many(job.environment, made.values())

@@ -102,7 +102,8 @@ def accept(ports: Ports, environment: str, exception_id: int, investigation_id: 
         raise Conflict(f"investigation {investigation_id} is {investigation.status.value}; only a completed one "
                        "can be accepted")
     if investigation.accepted_match_id is not None:
-        raise Conflict(f"investigation {investigation_id} was accepted already (match {investigation.accepted_match_id})")
+        raise Conflict(f"investigation {investigation_id} was accepted already "
+                       f"(match {investigation.accepted_match_id})")
     if not investigation.suggested_record_ids or not investigation.target_record_ids:
         raise Conflict(f"investigation {investigation_id} suggested nothing to match")
     record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)

@@ -20,6 +20,7 @@ import json
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.clock import utc_now
@@ -102,7 +103,7 @@ def execution_name(run: Run, attempt: int) -> str:
     return workflow_name(run.environment, "run", run.id, *([f"r{attempt}"] if attempt else []))
 
 
-def sweep(ports: Ports, now=None) -> dict[str, int]:
+def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
     then fails (undoing what it had not committed). One run's trouble stops no other."""
@@ -130,7 +131,8 @@ def on_records_ingested(ports: Ports, environment: str, job_id: int, stream_keys
     """A finished ingestion wrote records into `stream_keys`: every continuous reconciliation
     using one of them matches the new records against its open ones. The job waits on the
     reconciliation until a run takes it (now, or when the run in progress finishes)."""
-    users = {u.reconciliation_id for key in stream_keys for u in ports.reconciliations.users_of_stream(environment, key)}
+    users = {u.reconciliation_id
+             for key in stream_keys for u in ports.reconciliations.users_of_stream(environment, key)}
     for reconciliation_id in sorted(users):
         reconciliation = ports.reconciliations.find_including_deleting(environment, reconciliation_id)
         if reconciliation is None or reconciliation.deleting or reconciliation.run_type is not RunType.CONTINUOUS:
@@ -154,7 +156,7 @@ def after_reconciliation_saved(ports: Ports, environment: str, reconciliation_id
     return True
 
 
-def after_rule_saved(ports: Ports, environment: str, rule, changed: set[str] | None = None) -> None:
+def after_rule_saved(ports: Ports, environment: str, rule: Rule, changed: set[str] | None = None) -> None:
     """A rule created (`changed` None) or edited: an active rule that is new, activated or changed
     may match records open before it, not only records arriving later."""
     if rule.definition.active and (changed is None or changed - RULE_FIELDS_THAT_KEEP_THE_POOL):
@@ -173,7 +175,8 @@ def on_reconciliation_changed(ports: Ports, environment: str, reconciliation_id:
         ports.runs.request_whole_pool(environment, reconciliation_id)
         return start_pending(ports, environment, reconciliation_id)
     except Exception:  # the change is saved: answer it; a request made stays for the next ingestion or run end
-        logger.exception("requesting or starting a whole-pool run failed", extra={"reconciliation_id": reconciliation_id})
+        logger.exception("requesting or starting a whole-pool run failed",
+                         extra={"reconciliation_id": reconciliation_id})
         return None
 
 
@@ -253,11 +256,12 @@ def persist(ports: Ports, environment: str, run_id: int) -> str:
     chunk = run.next_chunk()
     if chunk is None:
         return "finish"
-    matches = ports.run_files.read_frame(environment, run.id, f"matches-{run.first_match_id}", chunk=chunk)
-    members = ports.run_files.read_frame(environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
+    matches = ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk)
+    members = ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, environment, stream_keys(members))
     batch = planned_matches(matches, members, environment=environment, reconciliation_id=run.reconciliation_id,
-                            run_id=run.id, first_match_id=run.first_match_id, created_at=utc_now())
+                            run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     written = write_matches(ports.matches, [(m, members) for m, members in batch if m.id not in done_before], uses)
@@ -313,12 +317,13 @@ def _undo_uncommitted(ports: Ports, run: Run, chunk: int) -> None:
     """Chunks are written in order, so only the one in progress can hold half-written matches."""
     from chalicelib.domain.matching.frames import match_members, stream_keys
 
-    members = ports.run_files.read_frame(run.environment, run.id, f"members-{run.first_match_id}", chunk=chunk)
+    first_match_id = run.plan_first_match_id  # a run with a chunk in progress has its plan
+    members = ports.run_files.read_frame(run.environment, run.id, f"members-{first_match_id}", chunk=chunk)
     uses = used_by(ports.reconciliations, run.environment, stream_keys(members))
     by_match = match_members(members)
-    committed = ports.matches.existing_ids(run.environment, [run.first_match_id + n for n in by_match])
+    committed = ports.matches.existing_ids(run.environment, [first_match_id + n for n in by_match])
     for match_no, of_match in by_match.items():
-        match_id = run.first_match_id + match_no
+        match_id = first_match_id + match_no
         if match_id not in committed:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())

@@ -336,7 +336,7 @@ def _ranked(drafts: list[Hypothesis], max_suggestions: int) -> list[Hypothesis]:
     for draft in drafts:
         by_target.setdefault(draft.target_ids, []).append(draft)
     ranked = []
-    for target_ids, mine in by_target.items():
+    for mine in by_target.values():
         mine.sort(key=lambda h: (-h.score, len(h.candidate_ids), h.candidate_ids))
         score = scoring.share_score(np.array([h.score for h in mine]))
         confidence = scoring.calibrated(score)

@@ -11,27 +11,29 @@ so that a Lambda without the engine layer (tests/deploy) still imports the app.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from typing import Any
 
 import polars as pl
 
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
+from chalicelib.domain.matching.outcome import MatchOutcome
 from chalicelib.domain.records import OpenRecord, ReconciledRecord, Record, RecordColumns, RecordStatus
 
 Frame = pl.DataFrame  # what the services hand on between these functions and the run's files
 
 POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between decimal places
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
-REFERENCE_KEYS = ("reference", "ref", "payment_reference")  # metadata keys the investigation engine reads as a reference
+# metadata keys the investigation engine reads as a reference
+REFERENCE_KEYS = ("reference", "ref", "payment_reference")
 PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in")  # what writing a member needs of its record
 
 
 # Open records, for the matching engine -----------------------------------------------------------
 
 def open_records_frame(pages: Iterable[RecordColumns], metadata_keys: list[str], new_jobs: set[int] | None,
-                       writing: set[int] = frozenset()) -> pl.DataFrame:
+                       writing: Collection[int] = frozenset()) -> pl.DataFrame:
     """The engine's input (see domain/matching) from pages of record columns (see
     adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
     `matched_in`), for continuous runs `is_new`, and `status` (for adopting a stream).
@@ -52,7 +54,7 @@ def record_schema(metadata_keys: list[str]) -> dict[str, Any]:
 
 
 def _page_frame(page: RecordColumns, metadata_keys: list[str], new_jobs: set[int] | None,
-                writing: set[int]) -> pl.DataFrame:
+                writing: Collection[int]) -> pl.DataFrame:
     """One page of record columns as a frame: dates parsed, `is_new` from the record's job, the
     metadata JSON decoded only when a rule reads a metadata key."""
     schema = record_schema(metadata_keys)
@@ -100,7 +102,7 @@ def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,
 
 # The plan a run persists ----------------------------------------------------------------------------
 
-def plan_chunks(outcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
+def plan_chunks(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
                 chunk_records: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(matches, members, chunks): the outcome's matches and members with what persisting needs
     (each member's `data_stream_key` and `matched_in`, each row's `chunk`), cut in chunks of
@@ -178,7 +180,7 @@ def reconciled_slices(reconciled: pl.DataFrame, size: int) -> Iterator[list[Reco
 
 # A dry run's answer -----------------------------------------------------------------------------------
 
-def rule_matches(outcome, rule_id: int, sample_size: int) -> dict[str, Any]:
+def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int) -> dict[str, Any]:
     """What one rule matched in an outcome of it and the rules before it: how many records the
     earlier rules took, its matches (and how many are proposed), its matched records, and the
     first `sample_size` matches with their records of each side (ids ascending) and differences."""
