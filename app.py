@@ -1,8 +1,9 @@
 """The Chalice app: the HTTP API under /v1 and the event handlers of async work."""
-from chalice import Chalice, Rate
+from chalice.app import Chalice, Rate
 
-from chalicelib.api import API_PREFIX, PUBLIC_PATHS, ROUTERS
+from chalicelib.api import PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
+from chalicelib.api.routing import API_PREFIX
 from chalicelib.jobs import files, runs, sweeper
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages

@@ -103,7 +103,8 @@ def inline_state_machines(template: dict, base: Path = INFRA) -> dict:
     template = copy.deepcopy(template)
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
-        if resource["Type"] == "AWS::StepFunctions::StateMachine" and isinstance(props.get("DefinitionS3Location"), str):
+        if (resource["Type"] == "AWS::StepFunctions::StateMachine"
+                and isinstance(props.get("DefinitionS3Location"), str)):
             text = json.dumps(json.loads((base / props.pop("DefinitionS3Location")).read_text()), indent=1)
             props["DefinitionString"] = {"Fn::Sub": [text, props.pop("DefinitionSubstitutions", {})]}
         resource.pop("Metadata", None)

@@ -61,7 +61,8 @@ class Package:
 def find_runtime_python() -> str:
     """A Python 3.12 interpreter: on PATH, or one of pyenv's."""
     candidates = [shutil.which(f"python{PYTHON_VERSION}")]
-    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}")))
+    pyenv_pattern = f"~/.pyenv/versions/{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}"
+    candidates += sorted(glob.glob(os.path.expanduser(pyenv_pattern)))
     candidates += sorted(glob.glob(f"/usr/local/bin/python{PYTHON_VERSION}"))
     for candidate in filter(None, candidates):
         probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],

@@ -101,7 +101,8 @@ class AnalyticsMirror:
 
     def tombstone(self, environment: str, stream_key: str, job_id: int, record_id: int) -> None:
         """Mark a record of import `job_id` deleted (idempotent: one key per record)."""
-        self._s3.put_object(Bucket=self._bucket, Key=tombstone_key(environment, stream_key, job_id, record_id), Body=b"")
+        key = tombstone_key(environment, stream_key, job_id, record_id)
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=b"")
 
     def count_records(self, environment: str, stream_key: str) -> int:
         """The stream's records in the mirror: rows of its published imports, less the tombstones
@@ -118,10 +119,12 @@ class AnalyticsMirror:
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Remove everything of a deleted stream, staged or published, so that a new stream
         with the same key starts empty."""
-        keys = self._keys(stream_prefix(environment, stream_key)) + self._keys(stream_prefix(environment, stream_key, STAGING))
+        keys = (self._keys(stream_prefix(environment, stream_key))
+                + self._keys(stream_prefix(environment, stream_key, STAGING)))
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
-            self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
+            self._s3.delete_objects(Bucket=self._bucket,
+                                    Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
 
     def _read(self, key: str, columns: list[str]):
         import polars as pl

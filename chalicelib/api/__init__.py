@@ -15,5 +15,6 @@ from chalicelib.api import (
 from chalicelib.api.routing import API_PREFIX, Router
 
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
-                         file_imports.router, runs.router, matches.router, reconciliation_exceptions.router, reconciliations.router]
+                         file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
+                         reconciliations.router]
 PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Response
+from chalice.app import Response
 from pydantic import ValidationError
 
 from chalicelib.domain.errors import (
@@ -56,7 +56,7 @@ def error_body(error: DomainError) -> dict[str, Any]:
     return body
 
 
-def error_response(error: DomainError, headers: dict[str, str] | None = None) -> Response:
+def error_response(error: DomainError, headers: dict[str, str | list[str]] | None = None) -> Response:
     return Response(body=error_body(error), status_code=status_of(error), headers=headers or {})
 
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib.api.errors import ServiceUnavailable
 from chalicelib.api.routing import ApiRequest, Router
@@ -80,7 +81,8 @@ def openapi(request: ApiRequest) -> dict:
 def served_from() -> str:
     """The URL the API is served under, as the caller sees it (API Gateway adds its stage to the path)."""
     raw = router.blueprint.current_request
-    context, headers = raw.context or {}, raw.headers or {}
+    context = raw.context or {}
+    headers: Mapping[str, str] = raw.headers or {}
     host = headers.get("host") or context.get("domainName") or "127.0.0.1"
     scheme = headers.get("x-forwarded-proto") or ("http" if container().settings.local_mode else "https")
     path, resource = context.get("path") or "", context.get("resourcePath") or ""

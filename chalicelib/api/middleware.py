@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from chalice import Response
-from chalice.app import Request
+from chalice.app import Request, Response
 
 from chalicelib.api.errors import PayloadTooLarge, error_response, framework_error_to_message
 from chalicelib.api.routing import ENVIRONMENT_CONTEXT_KEY

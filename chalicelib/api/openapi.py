@@ -83,8 +83,9 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
     for spec in specs:
         for annotation in (spec.body, spec.response):
             inner = get_args(annotation)[0] if get_origin(annotation) is list else annotation
-            if _model_of(inner):
-                models.add(inner)
+            model = _model_of(inner)
+            if model:
+                models.add(model)
     _, schemas = models_json_schema(
         [(m, "serialization" if m.__name__.endswith("Out") or m.__name__.endswith("Page") else "validation")
          for m in sorted(models, key=lambda m: m.__name__)],
@@ -140,8 +141,9 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
             "description": ERROR_DESCRIPTIONS[status],
             "content": {"application/json": {"schema": _schema_ref(model)}},
         }
+    path_name = spec.path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
     operation: dict[str, Any] = {
-        "operationId": f"{spec.method.lower()}_{spec.path.strip('/').replace('/', '_').replace('{', '').replace('}', '')}",
+        "operationId": f"{spec.method.lower()}_{path_name}",
         "summary": spec.summary,
         "parameters": parameters,
         "responses": responses,

@@ -43,7 +43,8 @@ def get_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionO
     return PropertyDefinitionOut.model_validate(definition)
 
 
-@router.route("PATCH", PATH + "/{id}", summary="Rename a property definition or change optional (key and type are immutable)",
+@router.route("PATCH", PATH + "/{id}",
+              summary="Rename a property definition or change optional (key and type are immutable)",
               body=UpdatePropertyDefinition, response=PropertyDefinitionOut, errors=(404, 422))
 def update_property_definition(request: ApiRequest, id: str) -> PropertyDefinitionOut:
     body: UpdatePropertyDefinition = request.body

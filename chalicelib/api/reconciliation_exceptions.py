@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
+    AggregatesOut,
     AssigneeOut,
     CommentOut,
     CreateAssignee,
@@ -95,7 +96,8 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
     sessions = investigations_of(environment, exception)
     return ExceptionDetailOut(
         **_fields(exception, stream, owner),
-        filtered_aggregates=service.filtered_aggregates(ports, exception, record_filter),
+        filtered_aggregates=AggregatesOut.model_validate(
+            service.filtered_aggregates(ports, exception, record_filter)),
         comments=[comment_out(c) for c in ports.exceptions.comments(exception)],
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalice import Blueprint, Response
+from chalice.app import Blueprint, Response
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from chalicelib.api.errors import (
@@ -118,7 +118,7 @@ def _parse_body(spec: RouteSpec, request: Any) -> BaseModel | None:
 _SYNTAX_ERRORS = ("int_parsing", "bool_parsing", "float_parsing", "date_from_datetime_parsing", "date_parsing")
 
 
-def _parse_query(spec: RouteSpec, params: dict[str, str]) -> BaseModel | None:
+def _parse_query(spec: RouteSpec, params: Mapping[str, str]) -> BaseModel | None:
     """The route's query model from the query string. A parameter the route does not take is 400
     naming it: a mistyped filter must never silently return everything."""
     known = query_parameters(spec)

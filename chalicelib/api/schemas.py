@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 
@@ -158,15 +158,21 @@ BulkRequestStatus = Literal["pending", "processing", "completed", "failed", "can
 FileImportStatus = Literal["pending", "processing", "replicating", "completed", "failed", "cancelled"]
 
 
-class BulkRequestSummaryOut(ResponseModel):
+class JobCountsOut(ResponseModel):
+    """What every ingestion job answers first; each model below narrows `status` to the statuses it shows
+    (it stays second in the schema's properties)."""
     id: int
-    status: BulkRequestStatus = Field(description="`replicating` (a file-import status) reads as processing here")
+    status: str
     total_items: int
     processed_items: int
     successful_items: int
     failed_items: int
     skipped_items: int
     url: str
+
+
+class BulkRequestSummaryOut(JobCountsOut):
+    status: BulkRequestStatus = Field(description="`replicating` (a file-import status) reads as processing here")
 
 
 class ItemResultOut(ResponseModel):
@@ -195,7 +201,7 @@ class ItemResultPage(BaseModel):
     limit: int
 
 
-class IngestionJobOut(BulkRequestSummaryOut):
+class IngestionJobOut(JobCountsOut):
     status: FileImportStatus
     source: str | None
     filename: str | None
@@ -350,8 +356,9 @@ class ReconciliationPage(BaseModel):
 # Rule bodies are checked whole by domain.rules.validate_rule (one place for every rule about
 # rules); these models only document them.
 
-def _documented(schema: dict[str, Any], description: str | None = None):
-    return Annotated[Any, WithJsonSchema({**schema, **({"description": description} if description else {})})]
+def _documented(schema: dict[str, Any], description: str | None = None) -> WithJsonSchema:
+    """The JSON schema of a field the models do not validate: Annotated[Any, _documented(...)]."""
+    return WithJsonSchema({**schema, **({"description": description} if description else {})})
 
 
 _CONDITION_SCHEMA = {
@@ -374,14 +381,16 @@ _GROUP_BY_SCHEMA = {"type": "object", "properties": {
     "side_b": {"type": "array", "items": {"type": "string"}}}}
 
 
-RuleName = _documented({"type": "string", "maxLength": 200}, "Required on create")
-RulePriority = _documented({"type": "integer", "minimum": 1}, "Unique within the reconciliation; lower runs first "
-                           "(default 1)")
-RuleCardinality = _documented({"type": "string", "enum": ["one_to_one", "one_to_many", "many_to_one", "many_to_many"]},
-                              "Default one_to_one")
-RuleGroupBy = _documented(_GROUP_BY_SCHEMA, "Fields that group the records of the many side(s)")
-RuleConditions = _documented({"type": "array", "items": _CONDITION_SCHEMA}, "1 to 20 conditions, all must hold")
-RuleFlag = _documented({"type": "boolean"}, "Default true")
+RuleName: TypeAlias = Annotated[Any, _documented({"type": "string", "maxLength": 200}, "Required on create")]
+RulePriority: TypeAlias = Annotated[Any, _documented({"type": "integer", "minimum": 1},
+                                                     "Unique within the reconciliation; lower runs first (default 1)")]
+RuleCardinality: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "enum": ["one_to_one", "one_to_many", "many_to_one", "many_to_many"]}, "Default one_to_one")]
+RuleGroupBy: TypeAlias = Annotated[Any, _documented(_GROUP_BY_SCHEMA,
+                                                    "Fields that group the records of the many side(s)")]
+RuleConditions: TypeAlias = Annotated[Any, _documented({"type": "array", "items": _CONDITION_SCHEMA},
+                                                       "1 to 20 conditions, all must hold")]
+RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
 
 
 class RuleBody(RequestModel):
@@ -455,7 +464,8 @@ class MatchOut(BaseModel):
     differences: dict[str, Any] = Field(description="What differs between the sides, per condition of the rule")
     reason: str | None = Field(description="Why a person accepted a difference")
     created_at: Timestamp
-    records: list[MatchRecordOut] | None = Field(default=None, description="Inline when the match has at most 100 records")
+    records: list[MatchRecordOut] | None = Field(default=None,
+                                                 description="Inline when the match has at most 100 records")
     record_count: int | None = Field(default=None, description="Instead of records when the match has more than 100")
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from pathlib import Path
+
+from chalice.local import LocalDevServer
 
 from chalicelib.container import Container, install
 from chalicelib.local.processes import die_with_parent
@@ -28,7 +31,7 @@ def seed_key(container: Container, requested: str | None) -> str:
     return create_key(container.api_keys, LOCAL_ENVIRONMENT, label=GENERATED_KEY_LABEL)[1]
 
 
-def banner(url: str, key: str, data_dir) -> str:
+def banner(url: str, key: str, data_dir: Path) -> str:
     line = "=" * 78
     return "\n".join([
         line,
@@ -48,7 +51,7 @@ class LocalService:
         self.log = log
         self.stack = LocalStack(settings, log=log)
         self.runtime: LocalRuntime | None = None
-        self.server = None
+        self.server: LocalDevServer | None = None
         self.container: Container | None = None
         self.key: str | None = None
         self.url: str | None = None
@@ -72,21 +75,29 @@ class LocalService:
         self.runtime.run_schedules()
         self.server = build_server(app, settings.port)
         self.url = f"http://127.0.0.1:{settings.port}/v1"
-        self.stack.info.api_url = self.url
+        self.stack.started_info().api_url = self.url
         self.stack.write_info()
         return self
 
+    def serving(self) -> LocalDevServer:
+        """The HTTP server start() built."""
+        if self.server is None:
+            raise RuntimeError("the local service is not started")
+        return self.server
+
     def serve_in_background(self) -> None:
-        threading.Thread(target=self.server.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.serving().server.serve_forever, daemon=True).start()
 
     def watch_services(self, interval_seconds: float = 0.5) -> None:
         """A stack whose DynamoDB or moto server died stops, rather than answer every request 500."""
+        server = self.serving()
+
         def watch() -> None:
             while not self._stopping.wait(interval_seconds):
                 failure = self.stack.exited_service()
                 if failure:
                     self.failure = failure
-                    self.server.server.shutdown()  # serve_forever returns in the main thread
+                    server.server.shutdown()  # serve_forever returns in the main thread
                     return
 
         threading.Thread(target=watch, daemon=True, name="watch-services").start()
@@ -116,9 +127,10 @@ def main() -> int:
     service = LocalService(Settings(), log=lambda message: print(f"[local] {message}", flush=True))
     try:
         service.start()
+        assert service.url is not None and service.key is not None  # start() sets both
         print(banner(service.url, service.key, service.stack.data_dir), flush=True)
         service.watch_services()
-        service.server.server.serve_forever()
+        service.serving().server.serve_forever()
         if service.failure:
             print(f"[local] stopping: {service.failure}", file=sys.stderr, flush=True)
             return 1

@@ -27,7 +27,7 @@ def die_with_parent() -> None:
         pass  # not Linux: the stack's own shutdown still stops its children
 
 
-def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
+def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """A child in its own session: Ctrl-C or a SIGTERM to the terminal's process group reaches
     only the stack, which stops its children in order (after the handlers that use them)."""
     log = open(log_path, "ab")
@@ -35,7 +35,7 @@ def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subpro
                             cwd=cwd, preexec_fn=die_with_parent, start_new_session=True)
 
 
-def wait_for_port(port: int, process: subprocess.Popen, name: str, log_path: Path, timeout: float = 30) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes], name: str, log_path: Path, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -48,7 +48,7 @@ def wait_for_port(port: int, process: subprocess.Popen, name: str, log_path: Pat
     raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f} s; see {log_path}")
 
 
-def stop(processes: list[subprocess.Popen], grace: float = 5) -> None:
+def stop(processes: list[subprocess.Popen[bytes]], grace: float = 5) -> None:
     for process in processes:
         if process.poll() is None:
             process.terminate()

@@ -159,13 +159,14 @@ def substitute(definition: dict[str, Any], substitutions: dict[str, str]) -> str
 def table_definitions(template: dict[str, Any], resolver: Resolver) -> list[dict[str, Any]]:
     """CreateTable arguments of every table in the template."""
     tables = []
-    for logical_id, resource in template["Resources"].items():
+    for resource in template["Resources"].values():
         if resource["Type"] != "AWS::DynamoDB::Table":
             continue
         props = resolver.resolve(resource["Properties"])
         definition = {
             "TableName": props["TableName"], "KeySchema": props["KeySchema"],
-            "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
         }
         if props.get("GlobalSecondaryIndexes"):
             definition["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
@@ -285,7 +286,7 @@ def _create_bucket(clients, props: dict[str, Any], resolver: Resolver) -> None:
 
 
 def _create_queue(clients, props: dict[str, Any], resolver: Resolver) -> None:
-    attributes = {}
+    attributes: dict[str, str] = {}
     for field in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds"):
         if field in props:
             attributes[field] = str(props[field])

@@ -149,7 +149,10 @@ class LocalRuntime:
 
     def deliver_once(self, config: SQSEventConfig, wait_seconds: int = 0) -> int:
         """Receive one batch and run the handler on it. Returns how many messages it handled."""
-        queue_url = self._sqs.get_queue_url(QueueName=config.queue)["QueueUrl"]
+        queue_name = config.queue
+        if queue_name is None:  # chalice also takes a queue_arn; this runtime finds queues by name
+            raise ValueError(f"{config.name}: the local runtime polls a queue by name, not by queue_arn")
+        queue_url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
         messages = self._sqs.receive_message(
             QueueUrl=queue_url, MaxNumberOfMessages=min(config.batch_size, 10), WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"], MessageAttributeNames=["All"],
@@ -158,7 +161,7 @@ class LocalRuntime:
             return 0
         handler = self._app.handler_map[config.name]
         try:
-            handler(sqs_event(messages, config.queue, self._region), self._context(config.name))
+            handler(sqs_event(messages, queue_name, self._region), self._context(config.name))
         except Exception as error:
             self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: "
                       f"{error!r}\n{traceback.format_exc()}")

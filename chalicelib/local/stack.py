@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,7 +63,7 @@ class LocalStack:
         self.data_dir = settings.data_dir.resolve()
         self.base_settings = settings
         self.log = log
-        self._children = []
+        self._children: list[subprocess.Popen[bytes]] = []
         self._names: dict[int, str] = {}  # pid -> the service it is
         self.info: StackInfo | None = None
 
@@ -94,14 +95,14 @@ class LocalStack:
         processes.wait_for_port(dynamodb_port, dynalite, "dynalite", logs / "dynalite.log")
         processes.wait_for_port(aws_port, moto, "moto server", logs / "moto.log")
 
+        dynamodb_endpoint = f"http://{processes.LOOPBACK}:{dynamodb_port}"
+        aws_endpoint = f"http://{processes.LOOPBACK}:{aws_port}"
         settings = self.base_settings.model_copy(update={
-            "local_mode": True, "stage": "local",
-            "dynamodb_endpoint": f"http://{processes.LOOPBACK}:{dynamodb_port}",
-            "aws_endpoint": f"http://{processes.LOOPBACK}:{aws_port}",
+            "local_mode": True, "stage": "local", "dynamodb_endpoint": dynamodb_endpoint, "aws_endpoint": aws_endpoint,
         })
         outputs = provision(AwsClients(settings), LOCAL_PARAMETERS, settings.region, log=self.log)
         self.info = StackInfo(
-            pid=os.getpid(), dynamodb_endpoint=settings.dynamodb_endpoint, aws_endpoint=settings.aws_endpoint,
+            pid=os.getpid(), dynamodb_endpoint=dynamodb_endpoint, aws_endpoint=aws_endpoint,
             table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
             bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
             investigation_queue_name=outputs["InvestigationQueueName"],
@@ -118,8 +119,14 @@ class LocalStack:
                 return f"{self._names[child.pid]} exited with code {child.returncode}; see {self.data_dir / 'logs'}"
         return None
 
+    def started_info(self) -> StackInfo:
+        """What start() wrote to the stack file."""
+        if self.info is None:
+            raise RuntimeError("the local stack is not started")
+        return self.info
+
     def write_info(self) -> None:
-        (self.data_dir / STACK_FILE).write_text(json.dumps(asdict(self.info), indent=2))
+        (self.data_dir / STACK_FILE).write_text(json.dumps(asdict(self.started_info()), indent=2))
 
     def stop(self) -> None:
         processes.stop(self._children)

@@ -188,6 +188,7 @@ def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[
     definition, _ = state_machine_definition(template, resolver, machine)
     # Each substitution is a Ref to a `<Function>Arn` parameter: the function is in its name.
     references = template["Resources"][machine]["Properties"]["DefinitionSubstitutions"]
-    functions = {key: function_of_parameter(ref["Ref"]) for key, ref in references.items()}
-    machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale)
-    return LocalWorkflows(machine, log=log, synchronous=synchronous)
+    functions = {key: function for key, ref in references.items()
+                 if (function := function_of_parameter(ref["Ref"])) is not None}
+    state_machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale)
+    return LocalWorkflows(state_machine, log=log, synchronous=synchronous)

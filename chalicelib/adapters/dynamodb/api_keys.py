@@ -40,7 +40,10 @@ class ApiKeyRepository:
         if key.revoked_at is None:
             self._table.update(keys.api_key(key.key_hash), "SET revoked_at = if_not_exists(revoked_at, :t)",
                                values={":t": iso(utc_now())})
-        return self.find_by_hash(key.key_hash)
+        revoked = self.find_by_hash(key.key_hash)
+        if revoked is None:  # deleted meanwhile
+            raise NotFound(f"API key {key_id} not found")
+        return revoked
 
     def touch(self, key: ApiKey, resolution: timedelta) -> None:
         """Record use, at most once per `resolution`, so authenticating costs no write per request."""

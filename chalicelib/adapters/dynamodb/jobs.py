@@ -17,7 +17,7 @@ from chalicelib.adapters.dynamodb.table import (
     StatusMoves,
     decode_cursor,
     deserialize,
-    encode_cursor,
+    encode_key,
     serialize,
     status_in,
 )
@@ -111,7 +111,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     @staticmethod
     def results_cursor(job: IngestionJob, listing: str, after: int) -> str:
         """An opaque cursor of a job's results listing (`listing` names its filter), resuming after an index."""
-        return encode_cursor(serialize({"listing": _results_listing(job, listing), "after": str(after)}))
+        return encode_key(serialize({"listing": _results_listing(job, listing), "after": str(after)}))
 
     @staticmethod
     def results_after(job: IngestionJob, listing: str, cursor: str) -> int:
@@ -151,7 +151,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
 
         A late execution and the end of the job may both reach a chunk: whichever stores its
         results first wins, and what is counted is what is stored, so results and totals agree."""
-        item = {
+        results_item = {
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
             # Every row's result is shown by a bulk request only; a file import shows its problems,
             # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
@@ -165,9 +165,9 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             # The end of a job never overwrites results a late execution stored; a late execution
             # never overwrites the "not processed" results the end of the job stored.
             if unprocessed:
-                self._table.put(item, condition="attribute_not_exists(pk)")
+                self._table.put(results_item, condition="attribute_not_exists(pk)")
             else:
-                self._table.put(item, condition="attribute_not_exists(#u)", names={"#u": "unprocessed"})
+                self._table.put(results_item, condition="attribute_not_exists(#u)", names={"#u": "unprocessed"})
         except ConditionFailed:
             if not unprocessed:
                 return self.get(job.environment, job.id)
@@ -261,7 +261,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
         (it came back, or another sweeper restarted it)."""
         values: dict[str, Any] = {":now": iso(utc_now()), ":restarts": job.restarts,
-                                  ":processing": JobStatus.PROCESSING.value, ":replicating": JobStatus.REPLICATING.value}
+                                  ":processing": JobStatus.PROCESSING.value,
+                                  ":replicating": JobStatus.REPLICATING.value}
         values[":pending"] = JobStatus.PENDING.value
         condition = ("#status IN (:pending, :processing, :replicating) "
                      "AND (attribute_not_exists(restarts) OR restarts = :restarts)")

@@ -145,7 +145,8 @@ class MatchRepository:
         return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
 
     def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
-        self._table.put({**keys.stream_adoption(environment, reconciliation_id, stream_key), "entity": "stream_adoption"})
+        self._table.put({**keys.stream_adoption(environment, reconciliation_id, stream_key),
+                         "entity": "stream_adoption"})
 
     def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
         self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
@@ -198,7 +199,8 @@ class MatchRepository:
         return [i["record_id"] for i in page.items], page.cursor
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
-                  include_unmatching: bool = False, status: MatchStatus | None = None) -> tuple[list[Match], str | None]:
+                  include_unmatching: bool = False,
+                  status: MatchStatus | None = None) -> tuple[list[Match], str | None]:
         """Newest first, of one status when given; a match being unmatched is left out, except for
         whoever finishes unmatching."""
         expression = "attribute_not_exists(#fp)" + ("" if include_unmatching else " AND attribute_not_exists(#fu)")
@@ -218,7 +220,8 @@ class MatchRepository:
         try:
             item = self._table.update(
                 keys.match(match.environment, match.id), "SET #status = :confirmed",
-                condition="attribute_exists(pk) AND attribute_not_exists(unmatching) AND attribute_not_exists(pending_since)",
+                condition="attribute_exists(pk) AND attribute_not_exists(unmatching) "
+                          "AND attribute_not_exists(pending_since)",
                 names={"#status": "status"}, values={":confirmed": MatchStatus.CONFIRMED.value}, return_new=True)
         except ConditionFailed:
             raise NotFound(f"reconciliation match {match.id} not found") from None

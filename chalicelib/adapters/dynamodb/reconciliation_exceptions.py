@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
@@ -258,7 +258,8 @@ class ExceptionRepository:
             "data_stream_id": exception.data_stream_id, "title": exception.title,
             "description": exception.description, "status": exception.status.value,
             "created_at": iso(exception.created_at), "updated_at": iso(exception.updated_at),
-            "opened_at": iso(exception.opened_at), "closed_at": iso(exception.closed_at) if exception.closed_at else None,
+            "opened_at": iso(exception.opened_at),
+            "closed_at": iso(exception.closed_at) if exception.closed_at else None,
             "decimal_places": exception.decimal_places, "totals": exception.totals or None,
             "assignees": [], "version": exception.version,
         }
@@ -284,7 +285,12 @@ def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
                             assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()))
 
 
-def _hold_placeholders(reconciliation_id: int, exception_id: int) -> dict[str, dict[str, Any]]:
+class _Placeholders(TypedDict):
+    names: dict[str, str]
+    values: dict[str, Any]
+
+
+def _hold_placeholders(reconciliation_id: int, exception_id: int) -> _Placeholders:
     """A hold is written twice: `exception_<id>` for the conditions, `exception_holds` for the index."""
     return {"names": {"#e": keys.exception_attribute(reconciliation_id), "#holds": keys.EXCEPTION_HOLDS},
             "values": {":e": exception_id, ":hold": {keys.exception_hold(reconciliation_id, exception_id)}}}

@@ -147,7 +147,8 @@ class ReconciliationRepository:
         delete cut short is finished by the next DELETE."""
         try:
             item = self._table.update(
-                keys.reconciliation(environment, reconciliation_id), "SET deleting = :t REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
+                keys.reconciliation(environment, reconciliation_id),
+                "SET deleting = :t REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
                 condition="attribute_exists(pk) AND attribute_not_exists(current_run_id)",
                 values={":t": True}, return_new=True,
             )
@@ -303,7 +304,7 @@ class ReconciliationRuleRepository:
 
     def _claim_priority(self, rule: Rule) -> str:
         """Reserve the rule's priority in its reconciliation; returns the guard's created_at."""
-        guard = {
+        guard: dict[str, Any] = {
             **keys.rule_priority_guard(rule.environment, rule.reconciliation_id, rule.definition.priority),
             "entity": "rule_priority_guard", "rule_id": rule.id, "created_at": iso(utc_now()),
         }
@@ -338,7 +339,8 @@ class ReconciliationRuleRepository:
     def _release_priority(self, rule: Rule, claimed_at: str | None = None) -> None:
         """Free the rule's priority; with `claimed_at`, only the very guard claimed then (a
         concurrent edit of the same rule may hold it since)."""
-        condition, values = "rule_id = :id", {":id": rule.id}
+        condition = "rule_id = :id"
+        values: dict[str, Any] = {":id": rule.id}
         if claimed_at is not None:
             condition, values = condition + " AND created_at = :at", {**values, ":at": claimed_at}
         try:

@@ -15,7 +15,7 @@ from chalicelib.adapters.dynamodb.table import (
     Page,
     decode_cursor,
     deserialize,
-    encode_cursor,
+    encode_key,
     serialize,
     status_in,
 )
@@ -79,13 +79,13 @@ class RecordRepository:
         ids (an import's block, an external id's guards, the keys-only status index) and read
         the page's records by BatchGetItem."""
         if query.file_import_id is not None:
-            page = self._page_of_job(environment, query, limit, cursor)
+            page = self._page_of_job(environment, query.file_import_id, query, limit, cursor)
         elif query.data_stream_key is not None:
             page = self._table.query_page("gsi1pk", keys.records_of_stream_pk(environment, query.data_stream_key),
                                           index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor,
                                           filter=_filter_for(query))
         elif query.external_id is not None:
-            page = self._page_of_external_id(environment, query, limit, cursor)
+            page = self._page_of_external_id(environment, query.external_id, query, limit, cursor)
         elif query.status is RecordStatus.UNRECONCILED:
             page = self._page_of_unreconciled(environment, query, limit, cursor)
         else:
@@ -95,11 +95,12 @@ class RecordRepository:
                                           admits=self._admits(query))
         return [self.from_item(i) for i in page.items], page.cursor
 
-    def _page_of_job(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+    def _page_of_job(self, environment: str, job_id: int, query: RecordQuery, limit: int,
+                     cursor: str | None) -> Page:
         """An ingestion job's records are the existing records of its block of ids."""
         from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 
-        job = IngestionJobRepository(self._table).find(environment, query.file_import_id)
+        job = IngestionJobRepository(self._table).find(environment, job_id)
         if job is None or job.first_record_id is None:
             return Page(items=[], cursor=None)
         listing = keys.ingestion_job(environment, job.id)["pk"]
@@ -110,9 +111,10 @@ class RecordRepository:
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 
-    def _page_of_external_id(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+    def _page_of_external_id(self, environment: str, external_id: str, query: RecordQuery, limit: int,
+                             cursor: str | None) -> Page:
         """The records an external id names: one guard per stream holding it, each naming its record."""
-        listing = keys.external_id_guards_pk(environment, query.external_id)
+        listing = keys.external_id_guards_pk(environment, external_id)
         guards = self._table.query_all("pk", listing, sort_prefix=keys.EXTERNAL_ID_GUARD_PREFIX,
                                        projection="record_id")
         ids = sorted({g["record_id"] for g in guards}, reverse=True)
@@ -234,7 +236,7 @@ class RecordRepository:
 
 
 def _id_cursor(listing: str, record_id: int) -> str:
-    return encode_cursor(serialize({"listing": listing, "after": str(record_id)}))
+    return encode_key(serialize({"listing": listing, "after": str(record_id)}))
 
 
 def _cursor_id(cursor: str, listing: str) -> int:

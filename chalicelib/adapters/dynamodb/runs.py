@@ -28,7 +28,8 @@ class RunRepository(StatusMoves[Run, RunStatus]):
         return self._from_item(item)
 
     def get_many(self, environment: str, run_ids: Iterable[int]) -> dict[int, Run]:
-        return {run.id: run for run in map(self._from_item, self._table.get_many(keys.run(environment, i) for i in run_ids))}
+        items = self._table.get_many(keys.run(environment, i) for i in run_ids)
+        return {run.id: run for run in map(self._from_item, items)}
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int,
                   cursor: str | None) -> tuple[list[Run], str | None]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -76,7 +76,12 @@ def deserialize(item: dict[str, Any]) -> dict[str, Any]:
 def encode_cursor(last_key: dict[str, Any] | None) -> str | None:
     if not last_key:
         return None
-    raw = json.dumps(deserialize(last_key), separators=(",", ":"), sort_keys=True)
+    return encode_key(last_key)
+
+
+def encode_key(key: dict[str, Any]) -> str:
+    """The cursor of a (non-empty) serialized key: encode_cursor when a key is known to be there."""
+    raw = json.dumps(deserialize(key), separators=(",", ":"), sort_keys=True)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -139,6 +144,16 @@ class DynamoTable:
     def put_new(self, item: dict[str, Any]) -> None:
         """Put an item that must not exist yet; raise ConditionFailed when it does."""
         self.put(item, condition="attribute_not_exists(pk)")
+
+    @overload
+    def update(self, key: dict[str, str], expression: str, values: dict[str, Any] | None = None,
+               names: dict[str, str] | None = None, condition: str | None = None, *,
+               return_new: Literal[True], keep_nulls: bool = False) -> dict[str, Any]: ...
+
+    @overload
+    def update(self, key: dict[str, str], expression: str, values: dict[str, Any] | None = None,
+               names: dict[str, str] | None = None, condition: str | None = None,
+               return_new: Literal[False] = False, keep_nulls: bool = False) -> None: ...
 
     def update(self, key: dict[str, str], expression: str, values: dict[str, Any] | None = None,
                names: dict[str, str] | None = None, condition: str | None = None,
@@ -304,7 +319,7 @@ class DynamoTable:
             while True:
                 response = self._client.query(**kwargs)
                 for entry in map(deserialize, response.get("Items", [])):
-                    position = encode_cursor(serialize({a: entry[a] for a in key_attrs}))
+                    position = encode_key(serialize({a: entry[a] for a in key_attrs}))
                     yield {"pk": entry["pk"], "sk": entry["sk"]}, position
                 if "LastEvaluatedKey" not in response:
                     return
