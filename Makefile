@@ -51,6 +51,11 @@ key: deps $(DEPLOY_STAMP)
 	@test -n "$(STAGE)" -a -n "$(ENVIRONMENT)" || { echo "usage: make key STAGE=prod ENVIRONMENT=acme"; exit 2; }
 	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy key --stage $(STAGE) --environment $(ENVIRONMENT)
 
+# Style and errors (ruff), then types (mypy: strict on domain/ and services/, see pyproject.toml).
+lint: deps
+	$(VENV)/bin/ruff check app.py chalicelib infra tests bench
+	$(VENV)/bin/mypy
+
 bench: deps
 	$(VENV_PY) bench/local_scale.py
 
