@@ -144,6 +144,18 @@ class TestMatchRepository:
         assert matches.claim_record(ENV, 1, 3, 30, frozenset({3}))  # reconciliation 3 alone uses it now
         assert status_of(records, 1) is RecordStatus.RECONCILED
 
+    def test_a_claim_read_with_as_many_but_other_reconciliations_reads_again(self, records, matches):
+        """Released in reconciliation 2 and claimed in 3 since it was read: the count is the same,
+        the set is not, and the status must come from the set the record holds now."""
+        records.put_many([record(1)])
+        assert matches.claim_record(ENV, 1, 3, 30, frozenset({3}))
+        stale = MatchMember("a", 1, "bank", frozenset({2}))
+        assert matches.claim_record(ENV, 1, 1, 10, BOTH, seen=stale)
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED  # held in 1 and 3, not in 2
+        assert [h.matched_in for h in matches.held_records(ENV, [1])] == [frozenset({1, 3})]
+        matches.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2, 3})), BOTH)  # stale as well
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
+
     def test_claims_are_refused_on_a_record_being_deleted_or_gone(self, records, matches):
         records.put_many([record(1)])
         records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)

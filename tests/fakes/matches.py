@@ -83,7 +83,7 @@ class FakeMatchRepository:
                     return row.match_ids[reconciliation_id] == match_id
                 matched_in = set(row.matched_in)
             if row is not None and not row.deleting and reconciliation_id not in row.match_ids \
-                    and len(row.matched_in) == len(matched_in):
+                    and row.matched_in == matched_in:
                 status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
                 row.match_ids[reconciliation_id] = match_id
                 row.matched_in.add(reconciliation_id)
@@ -147,13 +147,13 @@ class FakeMatchRepository:
 
     def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
         """Open a reconciled record again when `users` leave it partially reconciled; nothing when
-        the stored record is not reconciled, or its number of reconciliations changed meanwhile."""
+        the stored record is not reconciled, or its reconciliations changed meanwhile."""
         matched_in = set(record.matched_in)
         status = record_status(matched_in, users)
         if status is RecordStatus.RECONCILED:
             return
         row = self.store.row(environment, record.id)
-        if row is None or row.record.status is not RecordStatus.RECONCILED or len(row.matched_in) != len(matched_in):
+        if row is None or row.record.status is not RecordStatus.RECONCILED or row.matched_in != matched_in:
             return
         row.record = replace(row.record, status=status)
 

@@ -71,7 +71,7 @@ class MatchRepository:
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
                             **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_size_value(matched_in)})
+                            **_matched_in_values(matched_in)})
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -94,7 +94,7 @@ class MatchRepository:
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
                             **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_size_value(matched_in)})
+                            **_matched_in_values(matched_in)})
                 return
             except ConditionFailed:
                 continue
@@ -165,7 +165,7 @@ class MatchRepository:
                                names={"#status": "status"},
                                values={":reconciled": RecordStatus.RECONCILED.value,
                                        **_status_values(environment, record.id, record.data_stream_key, status),
-                                       **_size_value(matched_in)})
+                                       **_matched_in_values(matched_in)})
         except ConditionFailed:
             pass
 
@@ -328,12 +328,19 @@ def _status_values(environment: str, record_id: int, stream_key: str, status: Re
 
 
 def _same_matched_in(matched_in: set[int]) -> str:
-    """The record's reconciliations are still those the new status was computed from."""
-    return "size(matched_in) = :n" if matched_in else "attribute_not_exists(matched_in)"
+    """The record's reconciliations are still exactly those the new status was computed from: as
+    many, and each of them (the size alone would pass a record released in one reconciliation and
+    claimed in another meanwhile, and the status would be computed from the wrong set)."""
+    if not matched_in:
+        return "attribute_not_exists(matched_in)"
+    return " AND ".join(["size(matched_in) = :n"] + [f"contains(matched_in, :in{n})" for n in range(len(matched_in))])
 
 
-def _size_value(matched_in: set[int]) -> dict[str, int]:
-    return {":n": len(matched_in)} if matched_in else {}
+def _matched_in_values(matched_in: set[int]) -> dict[str, int]:
+    """The values `_same_matched_in` names."""
+    if not matched_in:
+        return {}
+    return {":n": len(matched_in), **{f":in{n}": rid for n, rid in enumerate(sorted(matched_in))}}
 
 
 def _open_record(item: dict[str, Any]) -> OpenRecord:
