@@ -33,22 +33,21 @@ from chalicelib.domain import clock as clock_module
 from chalicelib.local.provision import provision
 from chalicelib.settings import Settings
 from tests.conftest import REGION, TEST_PARAMETERS
-from tests.fakes import FakeAnalyticsMirror, FakeExceptionRepository, FakePorts, FakeWorkflows
+from tests.fakes import fake_ports
 
 
 class FakeBackend:
+    """The fakes as `fake_ports()` wires them for the service tests."""
     name = "fake"
 
     def __init__(self) -> None:
-        self._ports = FakePorts()
+        ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches"):
-            setattr(self, attribute, getattr(self._ports, attribute))
-        self.queue = self._ports.bulk_queue
-        self.exceptions = FakeExceptionRepository(self._ports.counters, self._ports.record_store)
-        self.mirror = FakeAnalyticsMirror()
-        self.workflows = FakeWorkflows()
+                          "run_files", "records", "matches", "exceptions", "mirror"):
+            setattr(self, attribute, getattr(ports, attribute))
+        self.queue = ports.bulk_queue
+        self.workflows = ports.file_import_workflows
 
     def received(self) -> list[dict]:
         """The messages the queue holds, in the order sent."""

@@ -12,13 +12,20 @@ They cannot drift silently: `tests/contract/` runs one suite against each fake a
 real adapter on moto, and checks that their public methods and signatures stay the same. When the
 two disagree, the adapter is the truth.
 
-`FakePorts()` wires them as the container wires the adapters (one set of counters; the runs' slot
-and pending work live on the reconciliations' rows).
+`fake_ports(**overrides)` wires them as the container wires the adapters into a real
+`chalicelib.services.ports.Ports` (one set of counters; one record store under the records,
+matches and exceptions; the runs' slot and pending work on the reconciliations' rows), so that
+mypy checks every fake against its Protocol. `FakePorts()` is the part of that wiring the
+contract suite builds its fake backend from.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from chalicelib.domain.ingestion import IngestionJob
+from chalicelib.services import reconciliation_runs
+from chalicelib.services.ports import Ports
 from tests.fakes.api_keys import FakeApiKeyRepository
 from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
@@ -35,7 +42,7 @@ from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
     "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
-    "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "FakePropertyDefinitionRepository",
+    "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
@@ -45,7 +52,8 @@ __all__ = [
 
 @dataclass
 class FakePorts:
-    """One of each fake, wired together; attribute names follow the container's."""
+    """One of each storage fake, wired together (the workflows aside); attribute names follow the
+    container's. `fake_ports()` builds a `Ports` from them."""
     counters: FakeCounters = field(default_factory=FakeCounters)
     api_keys: FakeApiKeyRepository = field(default_factory=FakeApiKeyRepository)
     ingestion_jobs: FakeIngestionJobRepository = field(default_factory=FakeIngestionJobRepository)
@@ -64,3 +72,35 @@ class FakePorts:
         self.record_store = FakeRecordStore()  # the record items the records and matches fakes share
         self.records = FakeRecordRepository(self.record_store, self.data_streams, self.ingestion_jobs)
         self.matches = FakeMatchRepository(self.record_store)
+        self.exceptions = FakeExceptionRepository(self.counters, self.record_store)
+        self.mirror = FakeAnalyticsMirror()
+
+
+def fake_ports(**overrides: Any) -> Ports:
+    """A `Ports` of fakes, wired as `Container.ports` wires the adapters; `overrides` replace fields
+    by name (a fake of your own, a smaller `chunk_records`, ...; an unknown name is a TypeError).
+    The fakes stay reachable through it: `ports.records.store` is the record store the records,
+    matches and exceptions share, `ports.run_workflows.executions` the runs started (nothing runs:
+    see FakeWorkflows), `ports.bulk_queue.messages` what was queued.
+
+    `after_ingestion`, unless overridden, hands each job that wrote records to
+    `reconciliation_runs.on_records_ingested` through the `Ports` returned, as the container does.
+    The `Ports(...)` call is typed: mypy checks that every fake satisfies its field's Protocol."""
+    wired = FakePorts()
+    returned: list[Ports] = []
+
+    def after_ingestion(job: IngestionJob) -> None:
+        reconciliation_runs.on_records_ingested(returned[0], job.environment, job.id,
+                                                [k for k, n in job.created_per_stream.items() if n])
+
+    ports = Ports(
+        api_keys=wired.api_keys, counters=wired.counters, data_streams=wired.data_streams,
+        property_definitions=wired.property_definitions, reconciliations=wired.reconciliations,
+        reconciliation_rules=wired.reconciliation_rules, records=wired.records, ingestion_jobs=wired.ingestion_jobs,
+        matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
+        payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
+        investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
+        run_workflows=FakeWorkflows(), chunk_records=reconciliation_runs.CHUNK_RECORDS,
+        dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
+    returned.append(replace(ports, **overrides))
+    return returned[0]

@@ -72,41 +72,12 @@ def test_accepting_makes_a_confirmed_match_and_the_exception_lets_the_record_go(
     assert again.status_code == 409 and "accepted already" in again.json_body["message"]
 
 
-def test_only_a_completed_investigation_of_that_exception_can_be_accepted(api, exception):
-    started = start(api, exception["id"])  # still pending: the queue was not drained
-    base = f"/v1/reconciliation_exceptions/{exception['id']}/investigations"
-    assert api.post(f"{base}/{started['id']}/accept").status_code == 409
-    assert api.post(f"{base}/999999/accept").status_code == 404
-    assert api.post("/v1/reconciliation_exceptions/999999/investigations").status_code == 404
-
-
-def test_an_investigation_that_fails_on_its_last_delivery_is_failed_with_its_reason(api, services, exception):
-    from chalicelib.services.investigations import fail
-
-    started = start(api, exception["id"])
-    fail(services.ports, "acme", started["id"], RuntimeError("out of memory"))
-
-    latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
-    assert latest["status"] == "failed" and "out of memory" in latest["error_message"]
-
-
 def test_the_five_newest_investigations_are_kept_as_sessions(api, worker, exception):
     ids = [start(api, exception["id"], "?direction=credit")["id"] for _ in range(6)]
     worker.drain()
     detail = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body
     assert [s["id"] for s in detail["investigation_sessions"]] == sorted(ids, reverse=True)[:5]
     assert detail["investigation"]["filter_params"] == {"direction": "credit"}
-
-
-def test_an_investigation_no_worker_finished_is_failed_by_the_sweeper(api, services, exception):
-    from chalicelib.services.investigations import sweep
-
-    started = start(api, exception["id"])  # its message is never delivered
-    assert sweep(services.ports) == 0
-    assert sweep(services.ports, now=utc_now() + timedelta(hours=2)) == 1
-    latest = api.get(f"/v1/reconciliation_exceptions/{exception['id']}").json_body["investigation"]
-    assert latest["id"] == started["id"] and latest["status"] == "failed"
-    assert services.investigations.active() == []
 
 
 def test_an_accept_retried_after_dying_before_its_mark_returns_the_match_it_made(api, services, worker, exception):
@@ -184,53 +155,3 @@ def test_accepting_matches_exactly_the_records_the_recommendation_proposes(api, 
     assert accepted.status_code == 201, accepted.json_body
     assert sorted(r["id"] for r in accepted.json_body["records"]) == sorted(with_prenote["bank"] + with_prenote["ledger"])
     assert api.get(f"/v1/records/{with_prenote['prenote'][0]}").json_body["status"] == "unreconciled"
-
-
-def test_accepting_is_refused_when_a_suggested_record_was_matched_since(api, worker, ingest, with_prenote):
-    investigation = investigated(api, worker, with_prenote)
-    [other] = ingest(record("bank", 2, 125000, days_ago(14)))
-    body = {"reconciliation_id": api.get("/v1/reconciliations").json_body["data"][0]["id"],
-            "record_ids": [other, with_prenote["ledger"][0]]}
-    assert api.post("/v1/reconciliation_matches", body).status_code == 201
-
-    refused = api.post(accept_url(with_prenote, investigation))
-
-    assert refused.status_code == 409
-    assert f"record {with_prenote['ledger'][0]} of the suggestion was matched since" in refused.json_body["message"]
-
-
-def test_accepting_is_refused_when_a_suggested_record_was_deleted_since(api, worker, with_prenote):
-    investigation = investigated(api, worker, with_prenote)
-    assert api.delete(f"/v1/records/{with_prenote['ledger'][0]}").status_code == 204
-
-    refused = api.post(accept_url(with_prenote, investigation))
-
-    assert refused.status_code == 409 and "was deleted since the investigation" in refused.json_body["message"]
-
-
-def test_accepting_is_refused_with_409_when_the_reconciliation_no_longer_uses_a_suggested_stream(
-        api, worker, with_prenote):
-    investigation = investigated(api, worker, with_prenote)
-    reconciliation = api.get("/v1/reconciliations").json_body["data"][0]
-    patched = api.patch(f"/v1/reconciliations/{reconciliation['id']}", {"side_b_stream_keys": ["ach"]})
-    assert patched.status_code == 200, patched.json_body
-
-    refused = api.post(accept_url(with_prenote, investigation))
-
-    assert refused.status_code == 409, refused.json_body
-    assert "no longer fits reconciliation" in refused.json_body["message"]
-
-
-def test_accepting_is_refused_when_the_suggestion_no_longer_has_its_stated_difference(
-        api, services, worker, with_prenote):
-    from chalicelib.adapters.dynamodb import keys
-
-    investigation = investigated(api, worker, with_prenote)
-    services.table.update(keys.record("acme", with_prenote["ledger"][0]), "SET amount = :a",
-                          values={":a": 124000})  # as if the record had been corrected since
-
-    refused = api.post(accept_url(with_prenote, investigation))
-
-    assert refused.status_code == 409
-    assert "no longer balances as stated" in refused.json_body["message"] and "by 1000 now" in refused.json_body["message"]
-    assert api.get(f"/v1/records/{with_prenote['ledger'][0]}").json_body["status"] == "unreconciled"

@@ -66,17 +66,6 @@ def test_a_second_run_finds_only_what_is_still_open(api, ingest, reconciliation)
     assert [r["id"] for r in runs] == [second["id"], second["id"] - 1]  # newest first
 
 
-def test_a_run_is_refused_while_another_is_pending_or_running(api, services, reconciliation):
-    running = replace(services.ports, run_workflows=LostStarts())
-    from chalicelib.services.reconciliation_runs import start_run
-
-    holder = start_run(running, "acme", reconciliation["id"])  # pending: its execution has not begun
-    response = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
-    assert response.status_code == 409 and "pending or running" in response.json_body["message"]
-    assert [r["id"] for r in api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"]] == [
-        holder.id]
-
-
 def test_a_slot_left_taken_by_a_finished_or_missing_run_is_taken_over(api, services, ingest, reconciliation):
     services.table.update(keys.reconciliation("acme", reconciliation["id"]), "SET current_run_id = :r",
                           values={":r": 999})  # a start that died before writing its run
@@ -286,26 +275,6 @@ def test_a_run_whose_execution_was_lost_is_restarted_by_the_sweeper(api, service
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
     assert run["status"] == "completed" and run["matched_records"] == 2
     assert services.runs.active() == []
-
-
-def test_a_run_that_never_progresses_fails_after_its_restarts(api, services, ingest, reconciliation):
-    from datetime import timedelta
-
-    from chalicelib.domain.clock import utc_now
-    from chalicelib.services.reconciliation_runs import sweep
-
-    lost = LostStarts()
-    services.ports = replace(services.ports, run_workflows=lost)
-    run_id = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["id"]
-    for minutes in (80, 160, 240):
-        assert sweep(services.ports, now=utc_now() + timedelta(minutes=minutes))["restarted"] == 1
-    assert sweep(services.ports, now=utc_now() + timedelta(minutes=320))["failed"] == 1
-
-    run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
-    assert run["status"] == "failed" and "restarts did not help" in run["error_message"]
-    assert lost.names == [f"acme-run-{run_id}", f"acme-run-{run_id}-r1", f"acme-run-{run_id}-r2",
-                          f"acme-run-{run_id}-r3"]
-    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").status_code == 202  # the slot is free
 
 
 def test_a_reconciliation_made_later_still_finds_records_others_had_fully_reconciled(api, ingest, reconciliation):

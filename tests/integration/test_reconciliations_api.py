@@ -179,19 +179,6 @@ def test_patch_and_delete_are_409_while_a_run_is_current(api, services, streams)
     assert api.get(f"{PATH}/{created['id']}").json_body["name"] == "Bank vs ledger"
 
 
-def test_a_run_starting_between_the_read_and_the_write_still_refuses_the_change(services, streams):
-    from chalicelib.domain.reconciliations import ReconciliationRunning, RunType
-    from chalicelib.services.reconciliations import create_reconciliation
-
-    created = create_reconciliation(services.ports, "acme", name="R",
-                                    run_type=RunType.BATCH, side_a=["bank"], side_b=["ledger"],
-                                    exception_after_days=3)
-    read = services.reconciliations.get("acme", created.id)
-    start_a_run(services, created.id)
-    with pytest.raises(ReconciliationRunning):
-        services.reconciliations.save(read.changed(utc_now(), name="late"), previous=read)
-
-
 def test_an_edit_based_on_a_stale_read_is_409(api, services, streams):
     created = create(api).json_body
     stale = services.reconciliations.get("acme", created["id"])

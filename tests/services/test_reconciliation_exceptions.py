@@ -1,0 +1,267 @@
+"""Exceptions: how unmatched records come and go (services/reconciliation_exceptions.py), on the
+fakes. `ran` leaves what a run leaves: its match, then its refresh of the exceptions."""
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict
+from chalicelib.domain.matches import MatchStatus
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
+from chalicelib.services import matches as match_service
+from chalicelib.services.reconciliation_exceptions import (
+    ExceptionQuery,
+    filtered_aggregates,
+    list_exceptions,
+    records_page,
+    refresh,
+    sweep,
+    update,
+    view_aggregates,
+)
+from chalicelib.services.reconciliation_rules import create_rule
+from tests.services.conftest import ENV, days_ago, matched_by_a_run, record
+
+RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"},
+                                                        {"field": "date", "operator": "within", "days": 3}]}
+
+
+@pytest.fixture
+def ran(ports, ingest, reconciliation):
+    """Bank: 10.00 and 25.00 (credit) and 7.00 (debit) unmatched for weeks, 5.00 matched, 3.00 from today.
+    Ledger: the 5.00 partner, and 40.00 unmatched for weeks."""
+    rule = create_rule(ports, ENV, reconciliation.id, RULE)
+    bank = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 2500, days_ago(40)),
+                  record("bank", 3, 700, days_ago(100), direction="debit"), record("bank", 4, 500, days_ago(10)),
+                  record("bank", 5, 300, days_ago(0)))
+    ledger = ingest(record("ledger", 1, 500, days_ago(10)), record("ledger", 2, 4000, days_ago(8)))
+    matched_by_a_run(ports, reconciliation, rule, [bank[3]], [ledger[0]])
+    refresh(ports, ENV, reconciliation.id)  # the run's last phase
+    return {"bank": bank, "ledger": ledger, "reconciliation": reconciliation}
+
+
+def queue(ports, **query):
+    """The exceptions of the queue, newest first."""
+    return list_exceptions(ports, ENV, ExceptionQuery(**query), 0, 50)[0]
+
+
+def bank_exception(ports):
+    [row] = queue(ports, data_stream_key="bank")
+    return row
+
+
+def record_ids_of(ports, exception):
+    """Its records' ids, newest first (as GET .../records lists them)."""
+    return [r.id for r in records_page(ports, exception, RecordFilter(), 50, None)[0]]
+
+
+def change(ports, exception_id, title=None, description=None, status=None):
+    """What a PATCH of the exception does."""
+    return update(ports, ENV, exception_id, title=title, description=description,
+                  status=ExceptionStatus(status) if status else None)
+
+
+def manual_match(ports, reconciliation_id, record_ids):
+    """What POST /reconciliation_matches does."""
+    return match_service.create_manual_match(ports, ENV, reconciliation_id, record_ids, False, None)
+
+
+# Moved from tests/integration/test_exceptions_api.py ---------------------------------------------
+
+def test_refreshing_again_adds_newly_overdue_records_to_the_same_exception(ports, ran):
+    refresh(ports, ENV, ran["reconciliation"].id, now=utc_now() + timedelta(days=5))
+
+    assert len(queue(ports, data_stream_key="bank")) == 1
+    assert view_aggregates(bank_exception(ports))["record_count"] == 4  # today's 3.00 is 5 days old by then
+
+
+def test_records_matched_later_leave_and_an_emptied_exception_resolves_itself(ports, ingest, ran):
+    ledger = ingest(record("ledger", 3, 1000, days_ago(20)), record("ledger", 4, 2500, days_ago(40)),
+                    record("ledger", 5, 700, days_ago(100), direction="debit"))
+    for bank_id, ledger_id in zip(ran["bank"][:3], ledger):
+        manual_match(ports, ran["reconciliation"].id, [bank_id, ledger_id])
+
+    refresh(ports, ENV, ran["reconciliation"].id)
+
+    exception = ports.exceptions.get(ENV, bank_exception(ports).id)
+    assert exception.status == "resolved" and exception.closed_at
+    assert view_aggregates(exception)["record_count"] == 0
+    assert ports.exceptions.comments(exception)[-1].author_idp_id == "system"
+    assert "resolved automatically" in ports.exceptions.comments(exception)[-1].body
+
+
+@pytest.mark.parametrize("moves, refused", [
+    (["investigating", "open", "dismissed", "open", "resolved"], None),
+    (["dismissed", "investigating"], "investigating"),
+    (["resolved", "dismissed"], "dismissed"),
+])
+def test_status_moves_follow_the_table(ports, ran, moves, refused):
+    exception_id = bank_exception(ports).id
+    for status in moves:
+        if status == refused:
+            with pytest.raises(Conflict) as refusal:
+                change(ports, exception_id, status=status)
+            assert "cannot become" in refusal.value.message
+            return
+        body = change(ports, exception_id, status=status)
+        assert body.status == status
+        assert (body.closed_at is not None) == (status in ("dismissed", "resolved"))
+
+
+def test_a_title_and_description_written_by_a_person_stay(ports, ran):
+    exception_id = bank_exception(ports).id
+    change(ports, exception_id, title="Missing deposits", description="Chasing the bank")
+    refresh(ports, ENV, ran["reconciliation"].id, now=utc_now() + timedelta(days=5))
+    shown = ports.exceptions.get(ENV, exception_id)
+    assert (shown.title, shown.description) == ("Missing deposits", "Chasing the bank")
+    assert view_aggregates(shown)["record_count"] == 4
+
+
+def test_the_sweeper_refreshes_reconciliations_not_refreshed_for_an_hour(ports, ran):
+    assert sweep(ports) == 0  # the run just refreshed it
+    assert sweep(ports, now=utc_now() + timedelta(hours=2, days=5)) == 1
+    assert view_aggregates(bank_exception(ports))["record_count"] == 4
+
+
+def test_amounts_kept_with_different_decimal_places_add_up_at_one_scale(ports, ingest, reconciliation):
+    create_rule(ports, ENV, reconciliation.id, RULE)
+    ingest(record("bank", 1, 500, days_ago(20), decimal_places=2), record("bank", 2, 5, days_ago(20), decimal_places=0),
+           record("bank", 3, 1250, days_ago(20), decimal_places=3))
+    refresh(ports, ENV, reconciliation.id)  # what the run's last phase does (it matched nothing)
+    [row] = queue(ports, data_stream_key="bank")
+    assert row.decimal_places == 3
+    assert view_aggregates(row)["credit_sum"] == 5000 + 5000 + 1250  # 5.00 + 5 + 1.250, in thousandths
+    assert row.description == "3 unmatched records totalling 11.250 USD (3 credits, 0 debits)"
+    detail = filtered_aggregates(ports, row, RecordFilter(amount_min=5000, amount_max=5000))
+    assert detail["record_count"] == 2
+
+
+def test_a_close_refused_for_a_stale_version_keeps_the_exception_the_only_active_one(ports, ran):
+    current = ports.exceptions.get(ENV, bank_exception(ports).id)
+    stale = replace(current.moved(ExceptionStatus.DISMISSED, utc_now()), version=current.version)  # a lost race
+    with pytest.raises(Conflict):
+        ports.exceptions.save(stale, previous=replace(current, version=current.version - 1))
+
+    refresh(ports, ENV, ran["reconciliation"].id, now=utc_now() + timedelta(days=5))
+    assert [(e.id, e.status) for e in queue(ports, data_stream_key="bank")] == [(current.id, "open")]
+
+
+def test_a_refresh_cut_short_after_adding_records_is_put_right_by_the_next(ports, ran):
+    exception = ports.exceptions.get(ENV, bank_exception(ports).id)
+    ports.exceptions.set_totals(exception, {"record_count": 0, "credit_count": 0, "credit_sum": 0, "debit_count": 0,
+                                            "debit_sum": 0, "date_ordinal_sum": 0, "oldest": None, "newest": None},
+                                "")  # as if the crash came before the totals were written
+
+    refresh(ports, ENV, ran["reconciliation"].id)
+
+    assert view_aggregates(bank_exception(ports))["record_count"] == 3
+
+
+def test_one_refresh_of_a_reconciliation_runs_at_a_time(ports, ran):
+    now = utc_now()
+    assert ports.exceptions.take_refresh_lease(ENV, ran["reconciliation"].id, now, timedelta(minutes=15))
+    assert refresh(ports, ENV, ran["reconciliation"].id, now=now) is False
+    assert refresh(ports, ENV, ran["reconciliation"].id,
+                   now=now + timedelta(minutes=16)) is True  # a lease past its end is taken over
+
+
+def test_a_reopen_while_another_exception_is_active_is_a_conflict_naming_it(ports, ingest, ran):
+    first = bank_exception(ports).id
+    change(ports, first, status="dismissed")
+    ingest(record("bank", 9, 999, days_ago(30)))
+    refresh(ports, ENV, ran["reconciliation"].id)
+    second = [e.id for e in queue(ports, data_stream_key="bank", status=ExceptionStatus.OPEN)]
+    assert len(second) == 1 and second[0] != first
+
+    with pytest.raises(Conflict) as refused:
+        change(ports, first, status="open")
+
+    assert str(second[0]) in refused.value.message
+
+
+def test_after_an_unmatch_and_a_manual_match_the_exception_holds_exactly_the_open_overdue_records(
+        ports, ingest, ran):
+    recon_id = ran["reconciliation"].id
+    [run_match] = ports.matches.list_page(ENV, recon_id, 50, None)[0]
+    [late] = ingest(record("ledger", 3, 1000, days_ago(20)))
+
+    match_service.unmatch(ports, ENV, run_match.id)  # bank 5.00 open again
+    manual_match(ports, recon_id, [ran["bank"][0], late])  # bank 10.00 matched
+
+    assert ports.reconciliations.get(ENV, recon_id).exceptions_refresh_pending is True  # until the sweeper's next minute
+    sweep(ports)
+
+    bank = bank_exception(ports)
+    assert ports.reconciliations.get(ENV, recon_id).exceptions_refresh_pending is False
+    ids = record_ids_of(ports, bank)
+    assert ids == sorted([ran["bank"][1], ran["bank"][2], ran["bank"][3]], reverse=True)
+    assert view_aggregates(bank) == {
+        "record_count": 3, "total_amount": 2500 - 700 + 500, "debit_count": 1, "debit_sum": 700,
+        "credit_count": 2, "credit_sum": 3000, "avg_age_days": round((40 + 100 + 10) / 3, 2),
+        "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(10)}T00:00:00Z"}
+    [ledger] = queue(ports, data_stream_key="ledger")
+    assert view_aggregates(ledger)["record_count"] == 2  # the ledger's 5.00, unmatched, joined its 40.00
+
+
+def test_confirming_a_match_requests_a_refresh_too(ports, ingest, reconciliation):
+    rule = create_rule(ports, ENV, reconciliation.id, {**RULE, "auto_confirm": False})
+    bank = ingest(record("bank", 1, 1000, days_ago(20)))
+    ledger = ingest(record("ledger", 1, 1000, days_ago(20)))
+    match = matched_by_a_run(ports, reconciliation, rule, bank, ledger, MatchStatus.PROPOSED)
+    assert not ports.reconciliations.get(ENV, reconciliation.id).exceptions_refresh_pending
+
+    assert match_service.confirm(ports, ENV, match.id).status == "confirmed"
+
+    assert ports.reconciliations.get(ENV, reconciliation.id).exceptions_refresh_pending
+
+
+def test_a_refresh_requested_while_a_refresh_runs_is_kept_for_the_next_sweep(ports, ran):
+    recon_id = ran["reconciliation"].id
+    seen = ports.reconciliations.get(ENV, recon_id)  # a refresh starts, reading the reconciliation
+    ports.reconciliations.request_exceptions_refresh(ENV, recon_id)  # a person unmatches meanwhile
+
+    ports.reconciliations.mark_exceptions_refreshed(ENV, recon_id, utc_now(), seen.exceptions_refresh_requests)
+
+    assert ports.reconciliations.get(ENV, recon_id).exceptions_refresh_pending
+    assert sweep(ports) == 1
+    assert not ports.reconciliations.get(ENV, recon_id).exceptions_refresh_pending
+
+
+# Added ---------------------------------------------------------------------------------------------
+
+class HoldsSeen:
+    """The exceptions repository, noting which records a refresh tries to hold."""
+
+    def __init__(self, exceptions) -> None:
+        self._exceptions, self.tried = exceptions, []
+
+    def __getattr__(self, name):
+        return getattr(self._exceptions, name)
+
+    def hold_record(self, environment, record_id, reconciliation_id, exception_id):
+        self.tried.append(record_id)
+        return self._exceptions.hold_record(environment, record_id, reconciliation_id, exception_id)
+
+
+def test_records_a_dismissed_exception_holds_stay_there_and_only_newcomers_join_the_next(ports, ingest, ran):
+    dismissed = bank_exception(ports)
+    change(ports, dismissed.id, status="dismissed")
+    [newcomer] = ingest(record("bank", 9, 999, days_ago(30)))
+    seen = HoldsSeen(ports.exceptions)
+
+    refresh(replace(ports, exceptions=seen), ENV, ran["reconciliation"].id)
+
+    [active] = queue(ports, data_stream_key="bank", status=ExceptionStatus.OPEN)
+    assert record_ids_of(ports, active) == [newcomer] and seen.tried == [newcomer]  # the others are not even tried
+    assert record_ids_of(ports, ports.exceptions.get(ENV, dismissed.id)) == sorted(ran["bank"][:3], reverse=True)
+
+
+def test_records_still_within_their_grace_open_no_exception(ports, ingest, reconciliation):
+    ingest(record("bank", 1, 1000, days_ago(3)), record("ledger", 1, 1000, days_ago(2)))  # exception_after_days=3
+
+    assert refresh(ports, ENV, reconciliation.id) is True
+
+    assert queue(ports) == []
+    assert refresh(ports, ENV, reconciliation.id, now=utc_now() + timedelta(days=1)) is True
+    assert [e.data_stream_key for e in queue(ports)] == ["bank"]
