@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,12 +28,28 @@ def die_with_parent() -> None:
         pass  # not Linux: the stack's own shutdown still stops its children
 
 
+# The child asks for the parent-death signal itself, then becomes the command (the setting survives
+# exec), and leaves at once if its parent is already gone. A preexec_fn would run Python between
+# fork and exec, which is unsafe in a parent with threads: a child segfaulted there in the tests.
+_DIE_WITH_PARENT_THEN_EXEC = f"""
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl({PR_SET_PDEATHSIG}, signal.SIGTERM)
+except OSError:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
 def start(command: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """A child in its own session: Ctrl-C or a SIGTERM to the terminal's process group reaches
     only the stack, which stops its children in order (after the handlers that use them)."""
     log = open(log_path, "ab")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            cwd=cwd, preexec_fn=die_with_parent, start_new_session=True)
+    wrapped = [sys.executable, "-c", _DIE_WITH_PARENT_THEN_EXEC, str(os.getpid()), *command]
+    return subprocess.Popen(wrapped, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=cwd, start_new_session=True)
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], name: str, log_path: Path, timeout: float = 30) -> None:
