@@ -13,7 +13,8 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup
 run: deps
 	$(VENV_PY) -m chalicelib.local
 
-test: deps $(DEPLOY_STAMP)
+# The deployment proof (tests/deploy) builds .venv-deploy itself, beside the other tests.
+test: deps
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
 deps: $(PY_STAMP) $(NODE_STAMP)

@@ -41,7 +41,7 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
             if len(event.raw_body or b"") > services.settings.max_body_bytes:
                 raise PayloadTooLarge(f"request body is over the limit of {services.settings.max_body_bytes} bytes")
             if resource_path not in public_paths:
-                key = authenticate(services.ports.api_keys, api_key_from(event.headers),
+                key = authenticate(services.api_keys, api_key_from(event.headers),
                                    services.key_last_used_resolution)
                 context[ENVIRONMENT_CONTEXT_KEY] = key.environment
                 logger.thread_safe_append_keys(environment=key.environment)

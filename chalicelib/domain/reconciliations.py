@@ -43,7 +43,7 @@ class Reconciliation:
     last_run_id: int | None = None
     # None: a refresh is due at the sweeper's next minute (requested after a person's match,
     # unmatch or confirm, or never refreshed). Every request raises the count, so a refresh
-    # that read an older count leaves the request in place (see services/exceptions.refresh).
+    # that read an older count leaves the request in place (see services/reconciliation_exceptions.refresh).
     exceptions_refreshed_at: datetime | None = None
     exceptions_refresh_requests: int = 0
     deleting: bool = False

@@ -71,7 +71,7 @@ class FakeMatchRepository:
                      users: frozenset[int], seen: MatchMember | None = None) -> bool:
         """Mark the record matched by `match_id` in the reconciliation; False when another match of
         it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
-        stands for the record until the write's condition (the same number of reconciliations in
+        stands for the record until the write's condition (the same reconciliations in
         `matched_in`, no match here, not being deleted) tells it is stale."""
         matched_in: set[int] | None = None if seen is None else set(seen.matched_in)
         for _ in range(CLAIM_ATTEMPTS):

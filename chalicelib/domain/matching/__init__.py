@@ -48,8 +48,22 @@ records' plain equality keys by a semi-join, so nothing heavy is built over the 
 Determinism: every order the engine relies on ends on unique ids, so row order in the input
 never changes the result. Matches are numbered by rule order, then by lowest side-A id.
 """
-from chalicelib.domain.matching.engine import MAX_CANDIDATE_PAIRS, RECORD_SCHEMA, match_records
-from chalicelib.domain.matching.outcome import CandidateExplosion, MatchingInputError, MatchOutcome
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["match_records", "MatchOutcome", "CandidateExplosion", "MatchingInputError", "MAX_CANDIDATE_PAIRS",
-           "RECORD_SCHEMA"]
+if TYPE_CHECKING:  # the names, for type checkers and readers
+    from chalicelib.domain.matching.engine import MAX_CANDIDATE_PAIRS, RECORD_SCHEMA, match_records
+    from chalicelib.domain.matching.outcome import CandidateExplosion, MatchingInputError, MatchOutcome
+
+# Loaded on first use (PEP 562): the package also holds frames.py, which a run's persist and undo
+# import without needing the engine (and its numpy and rapidfuzz).
+_EXPORTS = {"match_records": "engine", "MAX_CANDIDATE_PAIRS": "engine", "RECORD_SCHEMA": "engine",
+            "MatchOutcome": "outcome", "CandidateExplosion": "outcome", "MatchingInputError": "outcome"}
+__all__ = ["match_records", "MAX_CANDIDATE_PAIRS", "RECORD_SCHEMA", "MatchOutcome", "CandidateExplosion",
+           "MatchingInputError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
