@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,17 +20,32 @@ REGION = "us-east-1"
 TEST_PARAMETERS = {"Stage": "dev", "DataBucketName": "recon-dev-data"}
 
 
-@pytest.fixture
-def moto_aws():
+_module_worlds_open = 0  # module-scoped moto states open in this process (see _moto)
+
+
+@contextmanager
+def _moto(scope: str):
+    """moto for one test or one module. moto nests by sharing one state (it resets only when the
+    outermost mock closes), so a test's own moto inside a module's would see and change that module's
+    world: refused, not shared. In a module, put tests of a world of their own before those sharing one."""
+    global _module_worlds_open
     from moto import mock_aws
 
+    assert not _module_worlds_open, (
+        f"a {scope}-scoped moto was opened while a module-scoped world is live in this process: it would share "
+        "that world's state; run the tests of a fresh world before the module's shared-world tests")
     with mock_aws():
-        yield
+        _module_worlds_open += scope == "module"
+        try:
+            yield
+        finally:
+            _module_worlds_open -= scope == "module"
 
 
-@pytest.fixture
-def services(moto_aws):
-    """A container wired to moto, with every resource of the infra template provisioned."""
+@contextmanager
+def provisioned_services():
+    """A container wired to the open moto, with every resource of the infra template provisioned,
+    installed as the process's container until the block ends."""
     from chalicelib.adapters.aws import AwsClients
     from chalicelib.container import Container, install
     from chalicelib.local.provision import provision
@@ -49,12 +65,14 @@ def services(moto_aws):
     container.run_workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None, synchronous=True,
                                               retry_delay_scale=0, machine="ReconciliationRunStateMachine")
     install(container)
-    yield container
-    install(None)
+    try:
+        yield container
+    finally:
+        install(None)
 
 
-@pytest.fixture
-def api(services):
+@contextmanager
+def api_client(services):
     """The Chalice app in-process (chalice.test.Client) with a key of environment 'acme'."""
     from chalice.test import Client
 
@@ -63,6 +81,74 @@ def api(services):
 
     with Client(app) as client:
         yield ApiClient(client, create_key(services.api_keys, "acme")[1])
+
+
+@pytest.fixture
+def moto_aws():
+    with _moto("function"):
+        yield
+
+
+@pytest.fixture
+def services(moto_aws):
+    """A container wired to moto, with every resource of the infra template provisioned."""
+    with provisioned_services() as container:
+        yield container
+
+
+@pytest.fixture
+def api(services):
+    """The Chalice app in-process (chalice.test.Client) with a key of environment 'acme'."""
+    with api_client(services) as client:
+        yield client
+
+
+# The same, built once per module (per xdist worker), for tests that leave the world as they found it
+# (module_state_unchanged checks it after each). Tests of a world of their own come first in such a module.
+
+@pytest.fixture(scope="module")
+def module_services():
+    with _moto("module"), provisioned_services() as container:
+        yield container
+
+
+@pytest.fixture(scope="module")
+def module_api(module_services):
+    with api_client(module_services) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def module_worker(module_services):
+    return make_worker(module_services)
+
+
+@pytest.fixture
+def module_state_unchanged(module_services):
+    """Fails a test that changed the module's shared world (what its tables, bucket and queues hold),
+    so that no later test sees its effects. An API key's last use is bookkeeping of every request."""
+    before = moto_state(module_services)
+    yield
+    assert moto_state(module_services) == before, "a test of the module's shared world changed it"
+
+
+def moto_state(services) -> dict:
+    aws, settings = services.aws, services.settings
+    items, page = [], {}
+    while True:
+        answer = aws.dynamodb.scan(TableName=settings.table_name, **page)
+        items += [{k: v for k, v in item.items() if k != "last_used_at"} for item in answer["Items"]]
+        if "LastEvaluatedKey" not in answer:
+            break
+        page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]}
+    objects = [(o["Key"], o["ETag"]) for page in aws.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=settings.bucket_name) for o in page.get("Contents", [])]
+    queues = {url: aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        for url in aws.sqs.list_queues().get("QueueUrls", [])}
+    schedules = aws.client("scheduler").list_schedules()["Schedules"]
+    return {"items": sorted(items, key=repr), "objects": sorted(objects), "queues": queues,
+            "schedules": sorted(repr(s) for s in schedules)}
 
 
 class ApiClient:
@@ -102,6 +188,11 @@ class ApiClient:
 
 @pytest.fixture
 def worker(services):
+    """Runs the app's SQS handlers in-process, as the local stack does, until the queues are empty."""
+    return make_worker(services)
+
+
+def make_worker(services):
     """Runs the app's SQS handlers in-process, as the local stack does, until the queues are empty."""
     from app import app
     from chalicelib.local.runtime import LocalRuntime
