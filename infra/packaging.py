@@ -119,9 +119,12 @@ def _build_layer(requirements: Path, build: Path, zip_path: Path) -> None:
     staging = build / "engine-layer"
     shutil.rmtree(staging, ignore_errors=True)
     target = staging / "python"
-    subprocess.run([*UV_PIP_INSTALL, "--target", str(target), "--python-version", PYTHON_VERSION,
-                    "--python-platform", RUNTIME_PLATFORM, "--only-binary", ":all:", "-r", str(requirements)],
-                   check=True)
+    # Copies, not uv's hard links into its cache: the layer's shared objects are stripped in place
+    # below, and stripping a linked file rewrites the cache and every virtualenv linked to it (a
+    # test process with polars loaded crashed when that happened under it).
+    subprocess.run([*UV_PIP_INSTALL, "--link-mode", "copy", "--target", str(target), "--python-version",
+                    PYTHON_VERSION, "--python-platform", RUNTIME_PLATFORM, "--only-binary", ":all:",
+                    "-r", str(requirements)], check=True)
     _prune(target)
     _strip_shared_objects(target)
     _compile(target)
