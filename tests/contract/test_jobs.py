@@ -64,7 +64,7 @@ class TestIngestionJobRepository:
         started = jobs.move(jobs.get(ENV, 1), JobStatus.PROCESSING, started_at=clock.now, last_progress_at=clock.now)
         assert (started.status, started.started_at, started.last_progress_at) == (
             JobStatus.PROCESSING, clock.now.replace(microsecond=123000), clock.now.replace(microsecond=123000))
-        with pytest.raises(ValueError):  # no move leads to pending: a malformed condition, not a refusal
+        with pytest.raises(TransitionRefused):  # no move leads back to pending
             jobs.move(started, JobStatus.PENDING)
         assert jobs.get(ENV, 1).status is JobStatus.PROCESSING
         replicating = jobs.move(started, JobStatus.REPLICATING, data_stream_ids=[5, 6])

@@ -47,7 +47,7 @@ class TestRunRepository:
         started = runs.move(runs.get(ENV, 1), RunStatus.RUNNING, started_at=clock.now)
         now_ms = clock.now.replace(microsecond=123000)
         assert (started.status, started.started_at, started.last_progress_at) == (RunStatus.RUNNING, now_ms, now_ms)
-        with pytest.raises(ValueError):  # no move leads to pending: a malformed condition, not a refusal
+        with pytest.raises(TransitionRefused):  # no move leads back to pending
             runs.move(started, RunStatus.PENDING)
         failed = runs.move(started, RunStatus.FAILED, error_message="boom", completed_at=clock.now)
         assert (failed.error_message, failed.completed_at, failed.finished) == ("boom", now_ms, True)

@@ -451,9 +451,11 @@ class StatusMoves(Generic[E, S]):
     def move(self, entity: E, /, target: S, **fields: object) -> E:
         """Move `entity` to `target` if its stored status allows it, setting `fields` with the move.
         Raises TransitionRefused when the stored status does not allow it."""
+        sources = self.statuses.sources_of(target)
+        if not sources:  # no status leads there (back to pending): refused, as the condition would be
+            raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}")
         try:
-            item = self._table.move_status(self.key(entity.environment, entity.id), target.value,
-                                           self.statuses.sources_of(target), fields,
+            item = self._table.move_status(self.key(entity.environment, entity.id), target.value, sources, fields,
                                            leave_index=keys.GSI2 if target in self.statuses.finished else None)
         except ConditionFailed:
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
