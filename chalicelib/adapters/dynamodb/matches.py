@@ -193,7 +193,8 @@ class MatchRepository:
 
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
-        """A page of the match's record ids (in record id order), and the cursor of the next."""
+        """A page of the match's record ids, highest first (record lists go newest first), and the cursor of
+        the next."""
         page = self._table.query_page("pk", keys.match(environment, match_id)["pk"], limit=limit, cursor=cursor,
                                       sort_prefix=keys.MATCH_MEMBER_PREFIX)
         return [i["record_id"] for i in page.items], page.cursor
