@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -131,6 +131,20 @@ class RecordFilter:
     @property
     def empty(self) -> bool:
         return self == RecordFilter()
+
+    def as_date_window(self, today: date) -> RecordFilter:
+        """The filter as storage can apply it: its age bucket becomes a range of record dates
+        ending `today`, narrowing any dates given."""
+        if self.age_bucket is None:
+            return self
+        date_from, date_to = self.date_from, self.date_to
+        low, high = AGE_BUCKET_DAYS[self.age_bucket]
+        newest = (today - timedelta(days=low)).isoformat()
+        date_to = min(date_to, newest) if date_to else newest
+        if high is not None:
+            oldest = (today - timedelta(days=high - 1)).isoformat()
+            date_from = max(date_from, oldest) if date_from else oldest
+        return replace(self, date_from=date_from, date_to=date_to, age_bucket=None)
 
     def admits(self, record: ExceptionRecord, today: date) -> bool:
         if self.amount_min is not None and record.amount < self.amount_min:

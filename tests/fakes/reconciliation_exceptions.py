@@ -39,7 +39,6 @@ from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.reconciliation_exceptions import (
     ACTIVE,
-    AGE_BUCKET_DAYS,
     Assignee,
     ExceptionComment,
     ExceptionRecord,
@@ -313,13 +312,5 @@ def _refuse_duplicates(record_ids: list[int]) -> None:
 
 def _admits(record_filter: RecordFilter, today: date) -> Callable[[ExceptionRecord], bool]:
     """The adapter's FilterExpression: an age bucket becomes a range of record dates, ending today."""
-    date_from, date_to = record_filter.date_from, record_filter.date_to
-    if record_filter.age_bucket is not None:
-        low, high = AGE_BUCKET_DAYS[record_filter.age_bucket]
-        newest = (today - timedelta(days=low)).isoformat()
-        date_to = min(date_to, newest) if date_to else newest
-        if high is not None:
-            oldest = (today - timedelta(days=high - 1)).isoformat()
-            date_from = max(date_from, oldest) if date_from else oldest
-    window = replace(record_filter, date_from=date_from, date_to=date_to, age_bucket=None)
+    window = record_filter.as_date_window(today)
     return lambda record: window.admits(record, today)

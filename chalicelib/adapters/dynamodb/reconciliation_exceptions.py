@@ -12,7 +12,6 @@ from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Fil
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.reconciliation_exceptions import (
-    AGE_BUCKET_DAYS,
     Assignee,
     ExceptionComment,
     ExceptionRecord,
@@ -301,18 +300,12 @@ def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
     clauses: list[str] = []
     values: dict[str, Any] = {}
     names = {"#fa": "amount", "#fd": "date", "#fdir": "direction"}
-    date_from, date_to = record_filter.date_from, record_filter.date_to
-    if record_filter.age_bucket is not None:
-        low, high = AGE_BUCKET_DAYS[record_filter.age_bucket]
-        newest = (today - timedelta(days=low)).isoformat()
-        date_to = min(date_to, newest) if date_to else newest
-        if high is not None:
-            oldest = (today - timedelta(days=high - 1)).isoformat()
-            date_from = max(date_from, oldest) if date_from else oldest
-    for clause, key, value in (("#fa >= :famin", ":famin", record_filter.amount_min),
-                               ("#fa <= :famax", ":famax", record_filter.amount_max),
-                               ("#fd >= :fdfrom", ":fdfrom", date_from), ("#fd <= :fdto", ":fdto", date_to),
-                               ("#fdir = :fdir", ":fdir", record_filter.direction)):
+    window = record_filter.as_date_window(today)
+    for clause, key, value in (("#fa >= :famin", ":famin", window.amount_min),
+                               ("#fa <= :famax", ":famax", window.amount_max),
+                               ("#fd >= :fdfrom", ":fdfrom", window.date_from),
+                               ("#fd <= :fdto", ":fdto", window.date_to),
+                               ("#fdir = :fdir", ":fdir", window.direction)):
         if value is not None:
             clauses.append(clause)
             values[key] = value
