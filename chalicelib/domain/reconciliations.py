@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from chalicelib.domain.errors import Conflict, FieldError, ValidationFailed, shown
+from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed, shown
 
 MAX_NAME = 200
 MAX_STREAMS_PER_SIDE = 20
@@ -26,6 +26,18 @@ class RunType(StrEnum):
 
 class ReconciliationRunning(Conflict):
     """The reconciliation has a pending or running run; it cannot be changed or deleted meanwhile."""
+
+
+def change_refused(reconciliation_id: int, stored: Reconciliation | None) -> Conflict | NotFound:
+    """Why a conditional change of the reconciliation was refused, from what is stored now (for
+    the message only: the write's condition decided)."""
+    if stored is None or stored.deleting:
+        return NotFound(f"reconciliation {reconciliation_id} not found")
+    if stored.current_run_id is not None:
+        return ReconciliationRunning(
+            f"reconciliation {reconciliation_id} has a run in progress (run {stored.current_run_id}); "
+            "retry when it has finished")
+    return Conflict(f"reconciliation {reconciliation_id} changed while it was being updated; retry")
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import timedelta
 
+from chalicelib.adapters.dynamodb.jobs import IDEMPOTENCY_KEY_LIFETIME  # past it, a key may be bound again
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
@@ -31,8 +31,6 @@ from tests.fakes._support import (
     stored_time,
 )
 
-# The adapter's lifetime of an idempotency key: past it, the key may be bound again.
-IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
 _RESULTS_CURSOR = ("listing", "after")
 
 

@@ -10,7 +10,12 @@ from datetime import datetime, timedelta
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN
 from chalicelib.domain.errors import Conflict, DomainError, NotFound
-from chalicelib.domain.reconciliations import Reconciliation, ReconciliationRunning, StreamUser, usage_holds_stream
+from chalicelib.domain.reconciliations import (
+    Reconciliation,
+    StreamUser,
+    change_refused,
+    usage_holds_stream,
+)
 from chalicelib.domain.rules import Rule, validate_rule
 from tests.fakes._support import ConditionFailed, newest_first_page, padded, stored_time
 from tests.fakes.counters import FakeCounters
@@ -141,13 +146,7 @@ class FakeReconciliationRepository:
 
     def _refusal(self, environment: str, reconciliation_id: int) -> DomainError:
         row = self.rows.get((environment, reconciliation_id))
-        if row is None or row.reconciliation.deleting:
-            return NotFound(f"reconciliation {reconciliation_id} not found")
-        if row.reconciliation.current_run_id is not None:
-            return ReconciliationRunning(
-                f"reconciliation {reconciliation_id} has a run in progress (run {row.reconciliation.current_run_id}); "
-                "retry when it has finished")
-        return Conflict(f"reconciliation {reconciliation_id} changed while it was being updated; retry")
+        return change_refused(reconciliation_id, row.reconciliation if row else None)
 
     # Stream usages -----------------------------------------------------------------------------
 

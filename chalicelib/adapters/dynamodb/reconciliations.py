@@ -23,9 +23,9 @@ from chalicelib.domain.data_streams import KEY_PATTERN
 from chalicelib.domain.errors import Conflict, DomainError, NotFound
 from chalicelib.domain.reconciliations import (
     Reconciliation,
-    ReconciliationRunning,
     RunType,
     StreamUser,
+    change_refused,
     usage_holds_stream,
 )
 from chalicelib.domain.rules import Rule, validate_rule
@@ -166,13 +166,7 @@ class ReconciliationRepository:
     def _refusal(self, environment: str, reconciliation_id: int) -> DomainError:
         """Why a conditional write was refused, read after the fact for the message only."""
         item = self._table.get(keys.reconciliation(environment, reconciliation_id))
-        if item is None or item.get("deleting"):
-            return NotFound(f"reconciliation {reconciliation_id} not found")
-        if item.get("current_run_id") is not None:
-            return ReconciliationRunning(
-                f"reconciliation {reconciliation_id} has a run in progress (run {item['current_run_id']}); "
-                "retry when it has finished")
-        return Conflict(f"reconciliation {reconciliation_id} changed while it was being updated; retry")
+        return change_refused(reconciliation_id, self._from_item(item) if item else None)
 
     # Stream usages (read when a data stream is deleted) ---------------------------------
 
