@@ -15,7 +15,7 @@ from chalicelib.domain.clock import iso, parse_iso
 from chalicelib.domain.errors import BadRequest
 
 __all__ = ["ConditionFailed", "stored_time", "as_stored", "moved", "encode_cursor", "decode_cursor",
-           "newest_first_page", "padded"]
+           "may_restart", "newest_first_page", "padded"]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -46,6 +46,17 @@ def as_stored(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(value)
     return value
+
+
+def may_restart(statuses: Any, stored: Any, seen: Any, restarts_written: bool) -> bool:
+    """The adapter's condition for a sweeper's restart claim (StatusMoves._claim_restart): the stored
+    entity is unfinished, its restarts (once written) and its heartbeat are still those `seen`."""
+    if stored.status in statuses.finished:
+        return False
+    if restarts_written and stored.restarts != seen.restarts:
+        return False
+    return seen.last_progress_at is None or (
+        stored.last_progress_at is not None and iso(stored.last_progress_at) == iso(seen.last_progress_at))
 
 
 def moved(entity: E, target: Any, values: dict[str, Any]) -> E:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from chalicelib.adapters.dynamodb.jobs import IDEMPOTENCY_KEY_LIFETIME  # past it, a key may be bound again
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
     ENDED_EARLY,
@@ -25,6 +25,7 @@ from tests.fakes._support import (
     NOT_THIS_LIST,
     decode_cursor,
     encode_cursor,
+    may_restart,
     moved,
     newest_first_page,
     padded,
@@ -221,12 +222,7 @@ class FakeIngestionJobRepository:
     def count_restart(self, job: IngestionJob) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile."""
         row = self.rows.get((job.environment, job.id))
-        if row is None or row.job.status not in (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.REPLICATING):
-            return False
-        if row.restarts_written and row.job.restarts != job.restarts:
-            return False
-        if job.last_progress_at is not None and (
-                row.job.last_progress_at is None or iso(row.job.last_progress_at) != iso(job.last_progress_at)):
+        if row is None or not may_restart(self.statuses, row.job, job, row.restarts_written):
             return False
         row.job = replace(row.job, restarts=row.job.restarts + 1, last_progress_at=stored_time(utc_now()))
         row.restarts_written = True

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.runs import RUN_STATUSES, Run, RunStatus
-from tests.fakes._support import ConditionFailed, moved, newest_first_page, padded, stored_time
+from tests.fakes._support import ConditionFailed, may_restart, moved, newest_first_page, padded, stored_time
 from tests.fakes.reconciliations import FakeReconciliationRepository
 
 
@@ -158,12 +158,7 @@ class FakeRunRepository:
     def count_restart(self, run: Run) -> bool:
         """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another."""
         row = self.rows.get((run.environment, run.id))
-        if row is None or row.run.status not in (RunStatus.PENDING, RunStatus.RUNNING):
-            return False
-        if row.restarts_written and row.run.restarts != run.restarts:
-            return False
-        if run.last_progress_at is not None and (
-                row.run.last_progress_at is None or iso(row.run.last_progress_at) != iso(run.last_progress_at)):
+        if row is None or not may_restart(self.statuses, row.run, run, row.restarts_written):
             return False
         row.run = replace(row.run, restarts=row.run.restarts + 1, last_progress_at=stored_time(utc_now()))
         row.restarts_written = True

@@ -260,23 +260,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     def count_restart(self, job: IngestionJob) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
         (it came back, or another sweeper restarted it)."""
-        values: dict[str, Any] = {":now": iso(utc_now()), ":restarts": job.restarts,
-                                  ":processing": JobStatus.PROCESSING.value,
-                                  ":replicating": JobStatus.REPLICATING.value}
-        values[":pending"] = JobStatus.PENDING.value
-        condition = ("#status IN (:pending, :processing, :replicating) "
-                     "AND (attribute_not_exists(restarts) OR restarts = :restarts)")
-        if job.last_progress_at is not None:
-            condition += " AND last_progress_at = :seen"
-            values[":seen"] = iso(job.last_progress_at)
-        try:
-            self._table.update(keys.ingestion_job(job.environment, job.id),
-                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
-                               condition=condition, names={"#status": "status"},
-                               values={**values, ":zero": 0, ":one": 1})
-        except ConditionFailed:
-            return False
-        return True
+        return self._claim_restart(job, job.restarts, job.last_progress_at)
 
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """StatusMoves' move; the job's totals, when it ends with them, stored as `set_aggregates` keeps them."""

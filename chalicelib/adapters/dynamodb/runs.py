@@ -157,19 +157,7 @@ class RunRepository(StatusMoves[Run, RunStatus]):
 
     def count_restart(self, run: Run) -> bool:
         """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another sweeper."""
-        condition = "#status IN (:pending, :running) AND (attribute_not_exists(restarts) OR restarts = :restarts)"
-        values: dict[str, Any] = {":pending": RunStatus.PENDING.value, ":running": RunStatus.RUNNING.value,
-                                  ":restarts": run.restarts, ":zero": 0, ":one": 1, ":now": iso(utc_now())}
-        if run.last_progress_at is not None:
-            condition += " AND last_progress_at = :seen"
-            values[":seen"] = iso(run.last_progress_at)
-        try:
-            self._table.update(keys.run(run.environment, run.id),
-                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
-                               condition=condition, names={"#status": "status"}, values=values)
-        except ConditionFailed:
-            return False
-        return True
+        return self._claim_restart(run, run.restarts, run.last_progress_at)
 
     @staticmethod
     def to_item(run: Run) -> dict[str, Any]:

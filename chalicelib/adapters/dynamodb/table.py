@@ -23,7 +23,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.domain.clock import iso
+from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, TransitionRefused
 from chalicelib.domain.status_machine import Identified, StatusMachine
 
@@ -460,6 +460,26 @@ class StatusMoves(Generic[E, S]):
         except ConditionFailed:
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
         return self._from_item(item)
+
+    def _claim_restart(self, entity: E, restarts: int, last_progress_at: datetime | None) -> bool:
+        """Claim one restart of a stuck entity (the sweeper's): False when it finished meanwhile, came
+        back (its heartbeat moved) or another sweeper restarted it (its restarts moved)."""
+        active = [s.value for s in self.statuses.statuses if s not in self.statuses.finished]
+        values: dict[str, Any] = {f":s{n}": status for n, status in enumerate(active)}
+        condition = (f"#status IN ({', '.join(values)}) "
+                     "AND (attribute_not_exists(restarts) OR restarts = :restarts)")
+        if last_progress_at is not None:
+            condition += " AND last_progress_at = :seen"
+            values[":seen"] = iso(last_progress_at)
+        try:
+            self._table.update(self.key(entity.environment, entity.id),
+                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
+                               condition=condition, names={"#status": "status"},
+                               values={**values, ":restarts": restarts, ":zero": 0, ":one": 1,
+                                       ":now": iso(utc_now())})
+        except ConditionFailed:
+            return False
+        return True
 
 
 def _project(kwargs: dict[str, Any], projection: str | tuple[str, ...] | None) -> None:
