@@ -3,6 +3,7 @@ services and routes use. Tests and the local stack install their own container b
 own Settings (moto, or the embedded local AWS)."""
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from functools import cached_property
 
@@ -32,6 +33,8 @@ from chalicelib.settings import Settings, current_settings
 class Container:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Set by the local stack when it stops; never on Lambda, whose executions end with their call.
+        self.stop_requested = threading.Event()
 
     @cached_property
     def aws(self) -> AwsClients:
@@ -133,6 +136,7 @@ class Container:
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
                 self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
+            stopping=self.stop_requested.is_set,
         )
 
     @property

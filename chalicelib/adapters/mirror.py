@@ -116,11 +116,32 @@ class AnalyticsMirror:
                 dead[tombstone[1]] = dead.get(tombstone[1], 0) + 1
         return sum(count - dead.get(job, 0) for job, count in rows.items())
 
+    def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
+        """The imports of the stream the mirror holds, by id, with the rows their markers name
+        (the largest): an import that ended without its marker is missing from the mirror."""
+        rows: dict[int, int] = {}
+        for key in self._keys(stream_prefix(environment, stream_key)):
+            if marker := ROWS_MARKER.search(key):
+                rows[int(marker[1])] = max(rows.get(int(marker[1]), 0), int(marker[2]))
+        return rows
+
+    def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
+        """Remove an import from these streams' mirror, staged or published, with its markers and
+        tombstones, so that it can be written again from the table."""
+        keys: list[str] = []
+        for stream_key in stream_keys:
+            keys += self._keys(import_prefix(environment, stream_key, job_id))
+            keys += self._keys(import_prefix(environment, stream_key, job_id, STAGING))
+            keys += self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/import={job_id}/")
+        self._delete(keys)
+
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Remove everything of a deleted stream, staged or published, so that a new stream
         with the same key starts empty."""
-        keys = (self._keys(stream_prefix(environment, stream_key))
-                + self._keys(stream_prefix(environment, stream_key, STAGING)))
+        self._delete(self._keys(stream_prefix(environment, stream_key))
+                     + self._keys(stream_prefix(environment, stream_key, STAGING)))
+
+    def _delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
             self._s3.delete_objects(Bucket=self._bucket,

@@ -358,15 +358,20 @@ def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
                  error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
                  error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
         return "failed"
-    if not ports.ingestion_jobs.count_restart(job):
+    if not restart(ports, job):
         return None  # it moved meanwhile, or another sweeper restarted it
-    _restart(ports, job, job.restarts + 1)
     return "started" if job.status is JobStatus.PENDING else "restarted"
 
 
-def _restart(ports: Ports, job: IngestionJob, attempt: int) -> None:
+def restart(ports: Ports, job: IngestionJob) -> bool:
+    """Start the job's work again, from its checkpoints: a new execution of a file import, a
+    bulk request's message queued again. Counted, once: False when the job moved meanwhile or
+    someone else restarted it."""
+    if not ports.ingestion_jobs.count_restart(job):
+        return False
     payload: Message = {"environment": job.environment, "job_id": job.id}
     if job.is_file:
-        ports.file_import_workflows.start(execution_name(job, attempt), payload)
+        ports.file_import_workflows.start(execution_name(job, job.restarts + 1), payload)
     else:
         ports.bulk_queue.send(payload)
+    return True

@@ -117,14 +117,21 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
                 give_up(ports, run.environment, run.id, f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} "
                         f"minutes; {run.restarts} restarts did not help")
                 counts["failed"] += 1
-            elif ports.runs.count_restart(run):
-                ports.run_workflows.start(execution_name(run, run.restarts + 1),
-                                      {"environment": run.environment, "run_id": run.id})
+            elif restart(ports, run):
                 counts["restarted"] += 1
         except Exception:
             logger.exception("sweeping a run failed", extra={"environment": run.environment, "run_id": run.id})
             counts["errors"] += 1
     return counts
+
+
+def restart(ports: Ports, run: Run) -> bool:
+    """Start the run's state machine again (every phase resumes where it stopped). Counted, once:
+    False when the run moved meanwhile or someone else restarted it."""
+    if not ports.runs.count_restart(run):
+        return False
+    ports.run_workflows.start(execution_name(run, run.restarts + 1), {"environment": run.environment, "run_id": run.id})
+    return True
 
 
 def on_records_ingested(ports: Ports, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:

@@ -100,3 +100,28 @@ class TestAnalyticsMirror:
         # A new stream with the key starts empty: the old tombstone is gone with the rest.
         assert imported(mirror, 9, BANK, ["bank"]).total == BANK_TOTALS
         assert mirror.count_records(ENV, "bank") == 3
+
+    def test_published_imports_name_each_import_with_its_rows(self, mirror):
+        imported(mirror, 7, BANK + LEDGER, ["bank", "ledger"])
+        imported(mirror, 70, [record(10)], ["bank"])
+        mirror.write_part(ENV, 8, 0, [record(20)])  # staged only: not in the mirror yet
+        mirror.publish(ENV, 8, ["bank"])  # published but not summarized: no marker, so not counted either
+        assert mirror.published_imports(ENV, "bank") == {7: 3, 70: 1}
+        assert mirror.published_imports(ENV, "ledger") == {7: 1}
+        assert mirror.published_imports(OTHER_ENV, "bank") == {}
+
+    def test_forget_import_removes_it_from_the_streams_named_and_nothing_else(self, mirror):
+        imported(mirror, 7, BANK + LEDGER, ["bank", "ledger"])
+        imported(mirror, 70, [record(10), record(11)], ["bank"])
+        imported(mirror, 7, [record(1, environment=OTHER_ENV)], ["bank"], environment=OTHER_ENV)
+        mirror.tombstone(ENV, "bank", 7, 1)
+        mirror.tombstone(ENV, "bank", 70, 10)
+        mirror.write_part(ENV, 7, 5, [record(30)])  # staged, not yet published
+        mirror.forget_import(ENV, 7, ["bank"])
+        assert mirror.published_imports(ENV, "bank") == {70: 2}
+        assert [mirror.count_records(ENV, "bank"), mirror.count_records(ENV, "ledger"),
+                mirror.count_records(OTHER_ENV, "bank")] == [1, 1, 1]
+        assert mirror.publish(ENV, 7, ["bank"]) == 0  # its staged part went too
+        # Written again from scratch, it counts what it holds now: its old tombstone is gone.
+        assert imported(mirror, 7, BANK, ["bank"]).total == BANK_TOTALS
+        assert mirror.count_records(ENV, "bank") == 4

@@ -61,6 +61,21 @@ class FakeAnalyticsMirror:
                    for (env, stream, job), counts in self.row_markers.items()
                    if (env, stream) == (environment, stream_key))
 
+    def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
+        return {job: max(counts) for (env, stream, job), counts in self.row_markers.items()
+                if (env, stream) == (environment, stream_key)}
+
+    def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
+        """The import's parts, markers and tombstones in these streams."""
+        streams = set(stream_keys)
+
+        def of_import(key: tuple) -> bool:
+            return key[0] == environment and key[1] in streams and key[2] == job_id
+        self.staged = {k: v for k, v in self.staged.items() if not of_import(k)}
+        self.published = {k: v for k, v in self.published.items() if not of_import(k)}
+        self.row_markers = {k: v for k, v in self.row_markers.items() if not of_import(k)}
+        self.tombstones = {k for k in self.tombstones if not of_import(k)}
+
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Everything of the stream, staged or published, markers and tombstones too."""
         def of_stream(key: tuple) -> bool:

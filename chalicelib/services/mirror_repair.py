@@ -1,0 +1,112 @@
+"""The analytics mirror written again from the table, which is the truth of what records exist.
+
+An import is in the mirror once its row marker is (adapters/mirror.py): an ended import that
+wrote records into a stream and has no marker there is missing from the mirror, which happens
+when the mirror's objects were lost. Repairing rewrites such an import from its records (its
+block of ids: `first_record_id` on, one per item), publishes it, and recounts its streams, so
+that `records_count` never reads 0 for records that exist. `everything` rewrites every import,
+for a mirror whose parts may be damaged although their markers are there.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
+from chalicelib.observability import logger
+from chalicelib.services.data_streams import recount_records
+from chalicelib.services.ports import Ports
+
+PART_ROWS = 20_000  # records per rewritten Parquet part (read from the table in one go)
+PAGE = 100
+
+
+@dataclass
+class MirrorRepair:
+    imports_rewritten: list[tuple[str, int]] = field(default_factory=list)  # (environment, import id)
+    records_written: int = 0
+    streams_recounted: int = 0
+
+    def describe(self) -> str:
+        if not self.imports_rewritten:
+            return "the analytics mirror holds every import: nothing to repair"
+        return (f"rewrote {len(self.imports_rewritten)} import(s) ({self.records_written} records) into the "
+                f"analytics mirror and recounted {self.streams_recounted} data stream(s)")
+
+
+def repair_mirror(ports: Ports, environment: str | None = None, everything: bool = False) -> MirrorRepair:
+    """Rewrite the imports missing from the mirror (or all of them) of one environment or of
+    every environment that has API keys; then recount the streams they fed."""
+    repair = MirrorRepair()
+    environments = [environment] if environment else sorted({key.environment for key in ports.api_keys.list()})
+    for env in environments:
+        done: set[int] = set()
+        touched: set[str] = set()
+        for stream_key in _stream_keys(ports, env):
+            published = ports.mirror.published_imports(env, stream_key)
+            for job in _imports_of(ports, env, stream_key):
+                if job.id in done or not _belongs_in_mirror(job, stream_key):
+                    continue
+                if everything or job.id not in published:
+                    repair.records_written += rewrite_import(ports, job)
+                    repair.imports_rewritten.append((env, job.id))
+                    done.add(job.id)
+                    touched.update(key for key, created in job.created_per_stream.items() if created)
+        for stream_key in sorted(touched):
+            recount_records(ports, env, stream_key)
+            repair.streams_recounted += 1
+    return repair
+
+
+def rewrite_import(ports: Ports, job: IngestionJob) -> int:
+    """Write the import's records that exist now into the mirror again, in place of whatever it
+    held of it; its totals are stored again when they were lost with the mirror. Returns how
+    many records it wrote."""
+    streams = sorted(key for key, created in job.created_per_stream.items() if created)
+    ports.mirror.forget_import(job.environment, job.id, streams)
+    written = 0
+    if job.first_record_id is not None:
+        for part, start in enumerate(range(0, job.total_items, PART_ROWS)):
+            ids = range(job.record_id(start), job.record_id(min(start + PART_ROWS, job.total_items)))
+            found = ports.records.find_many(job.environment, ids)
+            records = [found[i] for i in sorted(found) if found[i].data_stream_key in streams]
+            ports.mirror.write_part(job.environment, job.id, part, records)
+            written += len(records)
+    ports.mirror.publish(job.environment, job.id, streams)
+    totals = ports.mirror.summarize(job.environment, job.id, streams)
+    if _totals_lost(job.aggregates, totals):
+        ports.ingestion_jobs.set_aggregates(job, totals)
+    logger.info("import rewritten into the analytics mirror",
+                extra={"environment": job.environment, "job_id": job.id, "records": written})
+    return written
+
+
+def _totals_lost(stored: ImportTotals | None, rebuilt: ImportTotals) -> bool:
+    """Totals read from a mirror that had lost the import say 0 records; later deletes must not
+    rewrite the totals of an import that was read whole."""
+    return rebuilt.total.count > 0 and (stored is None or stored.total.count == 0)
+
+
+def _belongs_in_mirror(job: IngestionJob, stream_key: str) -> bool:
+    """An ended import that wrote records into the stream, whose records have been published
+    (a completed one, or one whose failure or cancel was settled)."""
+    ended = job.status is JobStatus.COMPLETED or (job.finished and job.counts_rolled_up)
+    return ended and job.created_per_stream.get(stream_key, 0) > 0
+
+
+def _stream_keys(ports: Ports, environment: str) -> Iterator[str]:
+    cursor: str | None = None
+    while True:
+        streams, cursor = ports.data_streams.list_page(environment, PAGE, cursor)
+        yield from (stream.key for stream in streams)
+        if cursor is None:
+            return
+
+
+def _imports_of(ports: Ports, environment: str, stream_key: str) -> Iterator[IngestionJob]:
+    cursor: str | None = None
+    while True:
+        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, stream_key, PAGE, cursor)
+        yield from jobs
+        if cursor is None:
+            return
