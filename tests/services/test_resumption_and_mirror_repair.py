@@ -1,0 +1,117 @@
+"""After a restart, on the fakes: work in flight resumes at once (services/resumption.py), and the
+analytics mirror is rewritten from the table where it lost imports (services/mirror_repair.py)."""
+from datetime import UTC, datetime
+
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.ingestion import JobSource, JobStatus, OnConflict
+from chalicelib.domain.reconciliation_exceptions import RecordFilter
+from chalicelib.services import file_imports, investigations
+from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services.data_streams import recount_records
+from chalicelib.services.ingestion import process_job
+from chalicelib.services.mirror_repair import repair_mirror
+from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
+from chalicelib.services.reconciliation_runs import start_run
+from chalicelib.services.records import delete_record
+from chalicelib.services.resumption import resume_interrupted
+from tests.services.conftest import ENV, days_ago, record, streams
+
+CSV = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"
+
+
+def file_import(ports, upload=True):
+    job, _ = file_imports.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                        on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                        decimal_places=None)
+    if upload:
+        ports.payloads.objects[job.import_file_key] = (CSV, datetime.now(UTC))
+    return job
+
+
+def key_of(ports, environment):
+    ports.api_keys.add(ApiKey(id=ports.api_keys.next_id(), environment=environment, key_hash=f"h-{environment}",
+                              created_at=utc_now(), label=None))
+
+
+def test_everything_in_flight_resumes_once_and_what_waits_for_its_upload_waits(ports, reconciliation, ingest):
+    mid_import = file_import(ports)
+    assert file_imports.prepare(ports, ENV, mid_import.id) == "chunk"  # then its execution died
+    waiting = file_import(ports, upload=False)
+    bulk = submit_bulk(ports, ENV, [record("bank", 1, 500)], OnConflict.SKIP, None)
+    run = start_run(ports, ENV, reconciliation.id)
+    ingest(record("bank", 2, 700, days_ago(20)))
+    refresh(ports, ENV, reconciliation.id)
+    [exception] = list_exceptions(ports, ENV, ExceptionQuery(data_stream_key="bank"), 0, 50)[0]
+    investigation = investigations.start(ports, ENV, exception.id, RecordFilter())
+    ports.bulk_queue.messages.clear()
+    ports.investigation_queue.messages.clear()
+    before = len(ports.file_import_workflows.executions)
+
+    resumed = resume_interrupted(ports)
+
+    assert resumed.file_imports == [(ENV, mid_import.id)]
+    assert resumed.bulk_requests == [(ENV, bulk.id)]
+    assert resumed.runs == [(ENV, run.id)]
+    assert resumed.investigations == [(ENV, investigation.id)]
+    assert [name for name, _ in ports.file_import_workflows.executions[before:]] == [f"{ENV}-{mid_import.id}-1"]
+    assert [name for name, _ in ports.run_workflows.executions][-1] == f"{ENV}-run-{run.id}-r1"
+    assert [m["job_id"] for m in ports.bulk_queue.messages] == [bulk.id]
+    assert [m["investigation_id"] for m in ports.investigation_queue.messages] == [investigation.id]
+    assert ports.ingestion_jobs.get(ENV, waiting.id).restarts == 0  # its upload has not come: nothing to resume
+    assert "1 file import(s), 1 bulk request(s), 1 reconciliation run(s), 1 investigation(s)" in resumed.describe()
+
+    process_job(ports, ENV, bulk.id)
+    again = resume_interrupted(ports)
+    assert again.bulk_requests == [] and again.file_imports == [(ENV, mid_import.id)]  # a finished one stays
+
+
+def test_imports_the_mirror_lost_are_rewritten_from_the_table_and_counted_again(ports, ingest, clock):
+    streams(ports, "bank", "ledger", "cards")
+    key_of(ports, ENV)
+    first = ingest(record("bank", 1, 500), record("bank", 2, 250, direction="debit"), record("ledger", 1, 40))
+    ingest(record("cards", 1, 99))
+    delete_record(ports, ENV, first[1])
+    recount_records(ports, ENV, "bank")
+    jobs = {job.id: job for job in ports.ingestion_jobs.list_of_stream(ENV, "bank", 10, None)[0]}
+    [bank_job] = jobs.values()
+    kept = ports.ingestion_jobs.get(ENV, bank_job.id).aggregates
+    assert kept is not None and kept.total.count == 3
+    assert repair_mirror(ports).imports_rewritten == []  # nothing is missing
+
+    ports.mirror.forget_stream(ENV, "bank")  # the mirror lost the bank's objects (not the ledger's)
+    ports.mirror.forget_stream(ENV, "ledger")
+    clock.advance(seconds=1)
+    recount_records(ports, ENV, "bank")
+    assert ports.data_streams.get(ENV, "bank").records_count == 0
+    clock.advance(seconds=1)  # a count stands against one read in the same millisecond
+
+    repair = repair_mirror(ports)
+
+    assert repair.imports_rewritten == [(ENV, bank_job.id)]
+    assert repair.records_written == 2  # the deleted record stays deleted
+    assert [ports.data_streams.get(ENV, key).records_count for key in ("bank", "ledger", "cards")] == [1, 1, 1]
+    assert ports.ingestion_jobs.get(ENV, bank_job.id).aggregates == kept  # totals that were read whole stay
+    assert repair_mirror(ports).imports_rewritten == []  # done once
+    assert len(repair_mirror(ports, everything=True).imports_rewritten) == 2
+
+
+def test_lost_totals_are_stored_again_and_other_environments_are_left_alone(ports, clock):
+    for environment in (ENV, "globex"):
+        key_of(ports, environment)
+    streams(ports, "bank")
+    job = submit_bulk(ports, ENV, [record("bank", 1, 500), record("bank", 2, 700)], OnConflict.SKIP, None)
+    published = ports.mirror.publish
+    ports.mirror.publish = lambda *args: 0  # the mirror loses the parts as the job completes
+    process_job(ports, ENV, job.id)
+    ports.mirror.publish = published
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert done.status is JobStatus.COMPLETED and done.aggregates.total.count == 0
+    ports.mirror.forget_import(ENV, job.id, ["bank"])
+    clock.advance(seconds=1)
+
+    assert repair_mirror(ports, environment="globex").imports_rewritten == []
+    assert repair_mirror(ports, environment=ENV).imports_rewritten == [(ENV, job.id)]
+    totals = ports.ingestion_jobs.get(ENV, job.id).aggregates.total
+    assert (totals.count, totals.credits) == (2, 1200)
+    assert ports.data_streams.get(ENV, "bank").records_count == 2
