@@ -1,4 +1,5 @@
-"""Operator command line: `python -m chalicelib.cli keys create|list|revoke`.
+"""Operator command line: `python -m chalicelib.cli keys create|list|revoke` and
+`python -m chalicelib.cli mirror rebuild`.
 
 It talks to the running local stack when one serves RECON_DATA_DIR (default .data/), and to
 the deployed table on AWS otherwise (RECON_TABLE_NAME and the usual AWS credentials).
@@ -15,6 +16,7 @@ from chalicelib.domain.clock import iso
 from chalicelib.domain.errors import DomainError
 from chalicelib.local.stack import running_stack
 from chalicelib.services.api_keys import create_key
+from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.settings import Settings
 
 
@@ -35,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     keys.add_parser("list", help="list keys (never the key itself)")
     revoke = keys.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int)
+    mirror = commands.add_parser("mirror", help="the analytics mirror of records (counts, import totals)")
+    mirror_commands = mirror.add_subparsers(dest="command", required=True)
+    rebuild = mirror_commands.add_parser(
+        "rebuild", help="write the imports missing from the mirror again from the table, and recount their streams")
+    rebuild.add_argument("--environment", help="only this environment (default: every environment with API keys)")
+    rebuild.add_argument("--all", action="store_true", dest="everything",
+                         help="rewrite every import, not only those missing from the mirror")
     args = parser.parse_args(argv)
 
     container, target = build_container(Settings())
@@ -50,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                 status = "active" if key.active else "revoked"
                 print(f"{key.id:>6}  {key.environment:<20} {iso(key.created_at):<25} "
                       f"{iso(key.last_used_at) if key.last_used_at else '-':<25} {status:<8} {key.label or ''}")
+        elif args.command == "rebuild":
+            print(f"Rebuilding the analytics mirror ({target})...", flush=True)
+            print(repair_mirror(container.ports, args.environment, args.everything).describe())
         elif args.command == "revoke":
             key = container.api_keys.revoke(args.id)
             print(f"Revoked key {key.id} of environment '{key.environment}' ({target}).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from chalice.local import LocalDevServer
@@ -13,12 +14,16 @@ from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
-from chalicelib.local.statemachines import local_workflows
+from chalicelib.local.statemachines import LocalWorkflows, local_workflows
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
 from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
+from chalicelib.services.mirror_repair import repair_mirror
+from chalicelib.services.resumption import resume_interrupted
 from chalicelib.settings import Settings, install_settings
 
 LOCAL_ENVIRONMENT = "local"
+DELIVERED_EVENTS_LOG = "s3-events-delivered.jsonl"
+STOP_GRACE_SECONDS = 5.0
 GENERATED_KEY_LABEL = "make-run"
 
 
@@ -56,6 +61,7 @@ class LocalService:
         self.key: str | None = None
         self.url: str | None = None
         self.failure: str | None = None  # why the stack stopped by itself
+        self.workflows: list[LocalWorkflows] = []
         self._stopping = threading.Event()
 
     def start(self) -> LocalService:
@@ -66,18 +72,39 @@ class LocalService:
         self.key = seed_key(self.container, settings.api_key)
         from app import app
 
-        self.container.file_import_workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log)
-        self.container.run_workflows = local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log,
-                                                       machine="ReconciliationRunStateMachine")
+        stopping = self.container.stop_requested
+        self.workflows = [
+            local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log, stopping=stopping),
+            local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log, stopping=stopping,
+                            machine="ReconciliationRunStateMachine"),
+        ]
+        self.container.file_import_workflows, self.container.run_workflows = self.workflows
         self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)
         self.runtime.start()
-        self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX))
+        self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX),
+                                  self.stack.data_dir / DELIVERED_EVENTS_LOG)
         self.runtime.run_schedules()
+        # The executions of the last process died with it: what they ran goes on from its checkpoints.
+        self.log(resume_interrupted(self.container.ports).describe())
+        threading.Thread(target=self._repair_mirror, daemon=True, name="mirror-repair").start()
         self.server = build_server(app, settings.port)
         self.url = f"http://127.0.0.1:{settings.port}/v1"
         self.stack.started_info().api_url = self.url
         self.stack.write_info()
         return self
+
+    def _repair_mirror(self) -> None:
+        """Imports the analytics mirror lost (its objects deleted, or a data directory from before
+        S3 was kept on disk) are written again from the table, so counts never read 0."""
+        try:
+            self.log(repair_mirror(self.serving_container().ports).describe())
+        except Exception as error:  # the service works without it; `python -m chalicelib.cli mirror rebuild` retries
+            self.log(f"repairing the analytics mirror failed: {error!r}")
+
+    def serving_container(self) -> Container:
+        if self.container is None:
+            raise RuntimeError("the local service is not started")
+        return self.container
 
     def serving(self) -> LocalDevServer:
         """The HTTP server start() built."""
@@ -102,12 +129,22 @@ class LocalService:
 
         threading.Thread(target=watch, daemon=True, name="watch-services").start()
 
-    def stop(self) -> None:
+    def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Stop taking requests, let the work in hand reach its next checkpoint (a chunk written,
+        a state finished) for at most `grace_seconds`, then stop the embedded AWS. Work that did
+        not reach one is resumed from the last at the next start, as after a crash."""
         self._stopping.set()
+        deadline = time.monotonic() + grace_seconds
+        if self.container:
+            self.container.stop_requested.set()
         if self.server:
             self.server.server.server_close()
         if self.runtime:
-            self.runtime.stop()
+            self.runtime.stop(grace_seconds)
+        for workflows in self.workflows:
+            unfinished = workflows.stop(max(0.0, deadline - time.monotonic()))
+            if unfinished:
+                self.log(f"stopping without waiting for {', '.join(unfinished)}; resumed at the next start")
         self.stack.stop()
 
 

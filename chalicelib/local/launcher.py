@@ -34,6 +34,7 @@ class StackProcess:
 
     def start(self, timeout: float = 90) -> StackProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.session = requests.Session()  # started again: no connection kept to the last process
         self.process = subprocess.Popen([sys.executable, "-m", "chalicelib.local"], cwd=ROOT, env=self.env,
                                         stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

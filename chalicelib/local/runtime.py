@@ -8,12 +8,14 @@ keeps SQS's at-least-once semantics (after a short visibility timeout, not the d
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from chalice.app import Chalice, CloudWatchEventConfig, Rate, ScheduledEventConfig, SQSEventConfig
@@ -60,24 +62,30 @@ class LocalRuntime:
     def schedules(self) -> list[ScheduledEventConfig]:
         return [s for s in self._app.event_sources if isinstance(s, ScheduledEventConfig)]
 
-    def watch_bucket(self, s3, bucket: str, prefixes: tuple[str, ...], interval_seconds: float = 1.0) -> None:
+    def watch_bucket(self, s3, bucket: str, prefixes: tuple[str, ...], delivered_log: Path,
+                     interval_seconds: float = 1.0) -> None:
         """S3 -> EventBridge "Object Created", emulated: new objects under `prefixes` become the
-        events the deployed app receives (moto's server cannot deliver them to this process)."""
-        seen: set[tuple[str, str]] = set()
+        events the deployed app receives (the local S3 cannot deliver them to this process).
+        What was delivered is logged to `delivered_log`, so that a restart delivers only the
+        objects that came while the stack was down, not every object again."""
+        seen = _delivered(delivered_log)
 
         def poll() -> None:
-            while not self._stopping.is_set():
-                try:
-                    for prefix in prefixes:
-                        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                            for obj in page.get("Contents", []):
-                                marker = (obj["Key"], obj["ETag"])
-                                if marker not in seen:
-                                    seen.add(marker)
-                                    self.deliver_s3_event(bucket, obj["Key"], obj["ETag"].strip('"'), obj["Size"])
-                except Exception as error:  # keep watching; the failure is logged
-                    self._log(f"bucket watch: {error!r}")
-                self._stopping.wait(interval_seconds)
+            with delivered_log.open("a") as log:
+                while not self._stopping.is_set():
+                    try:
+                        for prefix in prefixes:
+                            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                                for obj in page.get("Contents", []):
+                                    marker = (obj["Key"], obj["ETag"].strip('"'))
+                                    if marker not in seen:
+                                        seen.add(marker)
+                                        self.deliver_s3_event(bucket, obj["Key"], marker[1], obj["Size"])
+                                        log.write(json.dumps(marker) + "\n")
+                                        log.flush()
+                    except Exception as error:  # keep watching; the failure is logged
+                        self._log(f"bucket watch: {error!r}")
+                    self._stopping.wait(interval_seconds)
 
         self._start_thread(poll, "s3-events")
 
@@ -163,6 +171,10 @@ class LocalRuntime:
         try:
             handler(sqs_event(messages, queue_name, self._region), self._context(config.name))
         except Exception as error:
+            if self._stopping.is_set():  # left in flight: the queue keeps them, and the next start delivers them
+                self._log(f"{config.name}: stopped at a checkpoint; {len(messages)} message(s) resume at the next "
+                          f"start ({error!r})")
+                return 0
             self._log(f"{config.name}: handler failed, {len(messages)} message(s) will be redelivered: "
                       f"{error!r}\n{traceback.format_exc()}")
             for message in messages:
@@ -173,6 +185,20 @@ class LocalRuntime:
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
         ])
         return len(messages)
+
+
+def _delivered(log: Path) -> set[tuple[str, str]]:
+    """The (key, etag) of every object an event was delivered for, from the log (a line cut short
+    by a crash is the last, and is skipped: its object is delivered again, which handlers take)."""
+    seen: set[tuple[str, str]] = set()
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                key, etag = json.loads(line)
+            except ValueError:
+                continue
+            seen.add((key, etag))
+    return seen
 
 
 def _rate_seconds(rate: Rate) -> int:

@@ -24,6 +24,11 @@ class ExecutionFailed(Exception):
     pass
 
 
+class ExecutionPaused(Exception):
+    """The process is stopping: the execution ends between two states, at a checkpoint, and the
+    stack resumes its work when it starts again (services/resumption.py)."""
+
+
 def load_definition(name: str) -> dict[str, Any]:
     return json.loads((STATEMACHINES_DIR / f"{name}.asl.json").read_text())
 
@@ -62,11 +67,13 @@ def _task_resource_name(resource: str) -> str:
 
 class LocalStateMachine:
     def __init__(self, definition: dict[str, Any], functions: dict[str, Callable[[Any, Any], Any]],
-                 substitutions: dict[str, str], retry_delay_scale: float = 1.0) -> None:
+                 substitutions: dict[str, str], retry_delay_scale: float = 1.0,
+                 stopping: threading.Event | None = None) -> None:
         self._definition = definition
         self._functions = functions
         self._substitutions = substitutions
         self._retry_delay_scale = retry_delay_scale
+        self.stopping = stopping or threading.Event()
 
     def _function(self, resource: str) -> Callable[[Any, Any], Any]:
         key = _task_resource_name(resource)
@@ -77,6 +84,8 @@ class LocalStateMachine:
         name = self._definition["StartAt"]
         document = payload
         for _ in range(MAX_TRANSITIONS):
+            if self.stopping.is_set():
+                raise ExecutionPaused(f"paused before state {name}")
             state = states[name]
             kind = state["Type"]
             if kind == "Succeed":
@@ -128,7 +137,8 @@ class LocalStateMachine:
                 if attempts[index] > retrier.get("MaxAttempts", 3):
                     raise
                 delay = retrier.get("IntervalSeconds", 1) * retrier.get("BackoffRate", 2.0) ** (attempts[index] - 1)
-                time.sleep(delay * self._retry_delay_scale)
+                if self.stopping.wait(delay * self._retry_delay_scale):
+                    raise ExecutionPaused("paused while waiting to retry a task") from error
 
 
 def _error_matches(names: list[str], error: Exception) -> bool:
@@ -170,16 +180,31 @@ class LocalWorkflows:
     def _execute(self, execution_name: str, payload: dict) -> None:
         try:
             self._machine.run(payload)
+        except ExecutionPaused as paused:
+            self._log(f"execution {execution_name} {paused}; it resumes when the stack starts again")
         except Exception as error:
             self._log(f"execution {execution_name} failed: {error!r}")
         finally:
             with self._lock:
                 self._running.discard(execution_name)
 
+    def stop(self, grace_seconds: float) -> list[str]:
+        """Stop every execution at its next state (a task in progress finishes first); wait for
+        them at most `grace_seconds`. Returns the executions still running then."""
+        self._machine.stopping.set()
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._running:
+                    return []
+            time.sleep(0.05)
+        with self._lock:
+            return sorted(self._running)
+
 
 def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[[str], None] = print,
                     synchronous: bool = False, retry_delay_scale: float = 1.0,
-                    machine: str = "FileImportStateMachine") -> LocalWorkflows:
+                    machine: str = "FileImportStateMachine", stopping: threading.Event | None = None) -> LocalWorkflows:
     """A state machine of infra/workflows.yaml (its resource name), its tasks bound to this app's
     lambda functions."""
     from chalicelib.local.provision import function_of_parameter, state_machine_definition, workflows_resolver
@@ -190,5 +215,5 @@ def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[
     references = template["Resources"][machine]["Properties"]["DefinitionSubstitutions"]
     functions = {key: function for key, ref in references.items()
                  if (function := function_of_parameter(ref["Ref"])) is not None}
-    state_machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale)
+    state_machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale, stopping)
     return LocalWorkflows(state_machine, log=log, synchronous=synchronous)
