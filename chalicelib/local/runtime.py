@@ -192,7 +192,11 @@ def _delivered(log: Path) -> set[tuple[str, str]]:
     by a crash is the last, and is skipped: its object is delivered again, which handlers take)."""
     seen: set[tuple[str, str]] = set()
     if log.exists():
-        for line in log.read_text().splitlines():
+        text = log.read_text()
+        if text and not text.endswith("\n"):
+            with log.open("a") as cut_short:  # what is appended next starts a line of its own
+                cut_short.write("\n")
+        for line in text.splitlines():
             try:
                 key, etag = json.loads(line)
             except ValueError:

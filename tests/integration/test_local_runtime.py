@@ -1,5 +1,6 @@
 """Local mode runs SQS handlers in-process with Lambda's event shape and at-least-once delivery."""
 import json
+import time
 
 from chalice import Chalice
 
@@ -71,3 +72,53 @@ def test_scheduled_handlers_get_the_event_chalice_expects(services):
     [config] = runtime.schedules
     runtime.run_schedule_once(config)
     assert seen == [("Scheduled Event", "aws.events", "us-east-1")]
+
+
+def test_a_handler_stopped_by_the_stack_leaves_its_messages_in_flight_for_the_next_start(services):
+    seen = []
+    app = make_app(seen, {3})
+    log = []
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=log.append, redelivery_seconds=0)
+    url = _send(services, 3)
+    [config] = runtime.queue_handlers
+    runtime.stop(grace_seconds=0)  # the handler fails because the stack is stopping
+
+    assert runtime.deliver_once(config) == 0
+
+    attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"  # neither deleted nor made visible
+    assert "resume at the next start" in log[-1]
+
+
+def test_the_bucket_watcher_delivers_each_object_once_across_restarts(services, tmp_path):
+    from chalice.app import Chalice
+
+    app = Chalice(app_name="watch-test")
+    delivered = []
+
+    @app.on_cw_event({"source": ["aws.s3"], "detail-type": ["Object Created"]})
+    def created(event):
+        delivered.append(event.detail["object"]["key"])
+
+    s3, bucket, log_path = services.aws.s3, services.settings.bucket_name, tmp_path / "delivered.jsonl"
+    s3.put_object(Bucket=bucket, Key="drops/acme/bank/a.csv", Body=b"1")
+
+    def watch_until(count):
+        runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None)
+        runtime.watch_bucket(s3, bucket, ("drops/",), log_path, interval_seconds=0.05)
+        deadline = time.monotonic() + 10
+        while len(delivered) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # a few more polls: nothing more may come
+        runtime.stop()
+
+    watch_until(1)
+    s3.put_object(Bucket=bucket, Key="drops/acme/bank/b.csv", Body=b"2")  # while the stack was down
+    with log_path.open("a") as log:
+        log.write('["drops/acme/bank/cut sho')  # the last line of a log cut short by a crash
+    watch_until(2)
+    s3.put_object(Bucket=bucket, Key="drops/acme/bank/a.csv", Body=b"changed")  # a new version: a new object
+
+    watch_until(3)
+
+    assert delivered == ["drops/acme/bank/a.csv", "drops/acme/bank/b.csv", "drops/acme/bank/a.csv"]
