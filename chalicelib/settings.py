@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     aws_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("RECON_AWS_ENDPOINT", "AWS_ENDPOINT_URL")
     )
+    # S3's own (the local stack's s3rver); None means aws_endpoint's.
+    s3_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("RECON_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3")
+    )
     local_mode: bool = False
 
     # Local stack (`make run`).

@@ -33,8 +33,13 @@ class AwsClients:
         return session
 
     def client(self, service: str):
-        endpoint = self._settings.dynamodb_endpoint if service == "dynamodb" else self._settings.aws_endpoint
-        return self._session.client(service, endpoint_url=endpoint or None, config=_RETRIES)
+        return self._session.client(service, endpoint_url=self.endpoint(service), config=_RETRIES)
+
+    def endpoint(self, service: str) -> str | None:
+        """Where `service` is served; None for AWS's own endpoint."""
+        settings = self._settings
+        own = {"dynamodb": settings.dynamodb_endpoint, "s3": settings.s3_endpoint or settings.aws_endpoint}
+        return (own[service] if service in own else settings.aws_endpoint) or None
 
     @cached_property
     def dynamodb(self):

@@ -1,4 +1,6 @@
-"""The embedded local AWS: dynalite for DynamoDB (data on disk), moto's server for the rest.
+"""The embedded local AWS, all of it kept on disk under the data directory: dynalite for DynamoDB
+(`dynamodb/`), and the AWS server (`aws_server`) for the rest: s3rver for S3 (`s3/`), moto for
+SQS (its messages journaled to `sqs.sqlite3`), Step Functions and Scheduler.
 
 `LocalStack.start()` launches both on free loopback ports, provisions them from
 infra/template.yaml and writes `<data dir>/stack.json`, which lets the CLI and benchmarks
@@ -20,6 +22,7 @@ from chalicelib.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNALITE_CLI = ROOT / "node_modules" / "dynalite" / "cli.js"
+S3RVER_PACKAGE = ROOT / "node_modules" / "s3rver"
 STACK_FILE = "stack.json"
 LOCAL_PARAMETERS = {"Stage": "local", "DataBucketName": "recon-local-data"}
 
@@ -37,11 +40,12 @@ class StackInfo:
     reconciliation_run_state_machine: str = ""
     api_url: str | None = None
     child_pids: list[int] | None = None
+    s3_endpoint: str = ""  # s3rver; the AWS endpoint forwards S3 requests to it too
 
     def settings(self, base: Settings) -> Settings:
         return base.model_copy(update={
             "local_mode": True, "stage": "local", "dynamodb_endpoint": self.dynamodb_endpoint,
-            "aws_endpoint": self.aws_endpoint, "table_name": self.table_name,
+            "aws_endpoint": self.aws_endpoint, "s3_endpoint": self.s3_endpoint or None, "table_name": self.table_name,
             "bucket_name": self.bucket_name, "bulk_queue_name": self.bulk_queue_name,
             "investigation_queue_name": self.investigation_queue_name,
             "file_import_state_machine": self.file_import_state_machine,
@@ -71,13 +75,13 @@ class LocalStack:
         if running_stack(self.data_dir):
             raise RuntimeError(f"a local stack is already running on {self.data_dir}; "
                                "set RECON_DATA_DIR to run another beside it")
-        if not DYNALITE_CLI.exists():
-            raise RuntimeError("dynalite is not installed: run `make run` (it runs `npm ci`)")
+        if not DYNALITE_CLI.exists() or not S3RVER_PACKAGE.exists():
+            raise RuntimeError("dynalite or s3rver is not installed: run `make run` (it runs `npm ci`)")
         (self.data_dir / "dynamodb").mkdir(parents=True, exist_ok=True)
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
 
-        dynamodb_port, aws_port = processes.free_port(), processes.free_port()
+        dynamodb_port, aws_port, s3_port = processes.free_port(), processes.free_port(), processes.free_port()
         dynalite = processes.start(
             ["node", str(DYNALITE_CLI), "--host", processes.LOOPBACK, "--port", str(dynamodb_port),
              "--path", str(self.data_dir / "dynamodb"), "--createTableMs", "0", "--deleteTableMs", "0",
@@ -87,8 +91,10 @@ class LocalStack:
         self._children.append(dynalite)
         self._names[dynalite.pid] = "dynalite (DynamoDB)"
         moto = processes.start(
-            [sys.executable, "-m", "moto.server", "-H", processes.LOOPBACK, "-p", str(aws_port)],
-            logs / "moto.log",
+            [sys.executable, "-m", "chalicelib.local.aws_server", "--port", str(aws_port),
+             "--journal", str(self.data_dir / "sqs.sqlite3"), "--s3-port", str(s3_port),
+             "--s3-directory", str(self.data_dir / "s3"), "--s3-log", str(logs / "s3rver.log")],
+            logs / "moto.log", cwd=ROOT,
         )
         self._children.append(moto)
         self._names[moto.pid] = "moto server (S3, SQS, Step Functions)"
@@ -97,12 +103,14 @@ class LocalStack:
 
         dynamodb_endpoint = f"http://{processes.LOOPBACK}:{dynamodb_port}"
         aws_endpoint = f"http://{processes.LOOPBACK}:{aws_port}"
+        s3_endpoint = f"http://{processes.LOOPBACK}:{s3_port}"  # open once the AWS server's is
         settings = self.base_settings.model_copy(update={
             "local_mode": True, "stage": "local", "dynamodb_endpoint": dynamodb_endpoint, "aws_endpoint": aws_endpoint,
+            "s3_endpoint": s3_endpoint,
         })
         outputs = provision(AwsClients(settings), LOCAL_PARAMETERS, settings.region, log=self.log)
         self.info = StackInfo(
-            pid=os.getpid(), dynamodb_endpoint=dynamodb_endpoint, aws_endpoint=aws_endpoint,
+            pid=os.getpid(), dynamodb_endpoint=dynamodb_endpoint, aws_endpoint=aws_endpoint, s3_endpoint=s3_endpoint,
             table_name=outputs["TableName"], bucket_name=outputs["BucketName"],
             bulk_queue_name=outputs["BulkQueueName"], child_pids=[c.pid for c in self._children],
             investigation_queue_name=outputs["InvestigationQueueName"],

@@ -1,0 +1,116 @@
+// The local stack's S3: s3rver (npm), keeping each object as files under --directory, with four fixes
+// for what the service needs of it. Run with `node --openssl-legacy-provider` (see the last one).
+'use strict';
+
+const crypto = require('crypto');
+const fs = require('fs-extra');
+const path = require('path');
+const { Transform } = require('stream');
+const { pipeline } = require('stream/promises');
+
+const S3rver = require('s3rver');
+const AWSAccount = require('s3rver/lib/models/account');
+const objectController = require('s3rver/lib/controllers/object');
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
+
+const option = (name) => {
+  const index = process.argv.indexOf(`--${name}`);
+  if (index < 0 || index + 1 >= process.argv.length) throw new Error(`--${name} is required`);
+  return process.argv[index + 1];
+};
+
+// 1. Any credentials, as moto and dynalite take them: s3rver refuses an access key id it does not know
+// (it verifies no SigV4 signature, and mismatched SigV2 ones are allowed below).
+const knownAccount = AWSAccount.registry.get.bind(AWSAccount.registry);
+AWSAccount.registry.get = (accessKeyId) => {
+  if (!knownAccount(accessKeyId)) AWSAccount.DUMMY_ACCOUNT.createKeyPair(accessKeyId, accessKeyId);
+  return knownAccount(accessKeyId);
+};
+
+// 2. CopyObject finds sources whose key has '=', '+' or other reserved characters: s3rver reads the
+// x-amz-copy-source header with decodeURI, which leaves them percent-encoded (the analytics mirror's
+// keys, `.../import=7/part-000001.parquet`, were all "NoSuchKey").
+const putObjectCopy = objectController.putObjectCopy;
+objectController.putObjectCopy = (ctx) => {
+  ctx.headers['x-amz-copy-source'] = encodeURI(decodeURIComponent(ctx.headers['x-amz-copy-source']));
+  return putObjectCopy(ctx);
+};
+
+// 3. A written object appears whole or not at all: it goes to a temporary file renamed over the object's
+// once flushed. s3rver wrote in place and answered before the file was flushed, so a GET right after a
+// PUT could read part of it, and a crash mid-write left a truncated object that listings showed. The
+// md5 file (the ETag) is removed before the rename and written after: one missing is recomputed from
+// the object, so a crash in between never pairs an object with another version's ETag.
+const partialPath = (objectPath) => `${objectPath}.${crypto.randomUUID()}.partial`;
+
+async function replaceObject(store, bucket, key, partial, md5) {
+  const objectPath = store.getResourcePath(bucket, key, 'object');
+  const md5Path = store.getResourcePath(bucket, key, 'object.md5');
+  await fs.remove(md5Path);
+  await fs.rename(partial, objectPath);
+  await fs.writeFile(md5Path, md5);
+}
+
+FilesystemStore.prototype.putObject = async function putObject(object) {
+  const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
+  await fs.mkdirp(path.dirname(objectPath));
+  const partial = partialPath(objectPath);
+  const hash = crypto.createHash('md5');
+  let size = 0;
+  const measure = new Transform({
+    transform(chunk, encoding, callback) {
+      hash.update(chunk);
+      size += chunk.length;
+      callback(null, chunk);
+    },
+  });
+  try {
+    const content = Buffer.isBuffer(object.content) ? [object.content] : object.content;
+    await pipeline(content, measure, fs.createWriteStream(partial));
+    const md5 = hash.digest('hex');
+    await this.putMetadata(object.bucket, object.key, object.metadata);
+    await replaceObject(this, object.bucket, object.key, partial, md5);
+    return { size, md5 };
+  } catch (error) {
+    await fs.remove(partial);
+    throw error;
+  }
+};
+
+const copyObject = FilesystemStore.prototype.copyObject;
+FilesystemStore.prototype.copyObject = async function (srcBucket, srcKey, destBucket, destKey, replacementMetadata) {
+  const source = this.getResourcePath(srcBucket, srcKey, 'object');
+  const target = this.getResourcePath(destBucket, destKey, 'object');
+  if (source === target) return copyObject.apply(this, arguments); // a metadata change only
+  const { etag } = await this.getMetadata(srcBucket, srcKey);
+  await fs.mkdirp(path.dirname(target));
+  const partial = partialPath(target);
+  try {
+    await fs.copy(source, partial);
+    const sourceMetadata = this.getResourcePath(srcBucket, srcKey, 'metadata.json');
+    if (replacementMetadata) {
+      await this.putMetadata(destBucket, destKey, replacementMetadata);
+    } else if (await fs.pathExists(sourceMetadata)) {
+      await fs.copy(sourceMetadata, this.getResourcePath(destBucket, destKey, 'metadata.json'));
+    }
+    await replaceObject(this, destBucket, destKey, partial, JSON.parse(etag));
+  } catch (error) {
+    await fs.remove(partial);
+    throw error;
+  }
+  return this.getMetadata(destBucket, destKey);
+};
+
+// 4. ListObjectsV2 pages past the first 1,000 keys: s3rver's continuation token is DES-encrypted, which
+// OpenSSL 3 offers only with its legacy provider (hence node's --openssl-legacy-provider).
+new S3rver({
+  address: option('address'),
+  port: Number(option('port')),
+  directory: option('directory'),
+  silent: true,
+  allowMismatchedSignatures: true,
+  vhostBuckets: false,
+}).run().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
