@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.domain.runs import RunInputsLost
 
 PREFIX = "runs"
 
@@ -31,8 +32,7 @@ class RunFiles:
         the row groups whose statistics allow that chunk are decoded."""
         import polars as pl
 
-        body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"))
-        data = io.BytesIO(body["Body"].read())
+        data = io.BytesIO(self._read(environment, run_id, f"{name}.parquet"))
         if chunk is None:
             return pl.read_parquet(data)
         return pl.scan_parquet(data).filter(pl.col("chunk") == chunk).collect()
@@ -52,8 +52,15 @@ class RunFiles:
                             Body=json.dumps(value).encode())
 
     def _read_json(self, environment: str, run_id: int, name: str) -> Any:
-        body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"))
-        return json.loads(body["Body"].read())
+        return json.loads(self._read(environment, run_id, f"{name}.json"))
+
+    def _read(self, environment: str, run_id: int, name: str) -> bytes:
+        """The file's bytes; RunInputsLost when it is gone (a retry would not bring it back)."""
+        try:
+            body = self._s3.get_object(Bucket=self._bucket, Key=self._key(environment, run_id, name))
+        except self._s3.exceptions.NoSuchKey:
+            raise RunInputsLost(run_id, name) from None
+        return body["Body"].read()
 
     def exists(self, environment: str, run_id: int, name: str) -> bool:
         listed = self._s3.list_objects_v2(Bucket=self._bucket, Prefix=self._key(environment, run_id, name), MaxKeys=1)

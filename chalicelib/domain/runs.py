@@ -49,6 +49,17 @@ RUN_STATUSES = StatusMachine({  # completed and failed are finished
 STUCK_AFTER = timedelta(minutes=75)
 MAX_RESTARTS = 3
 
+
+class RunInputsLost(Exception):
+    """A working file of the run is gone from S3 (expired, deleted): the run cannot go on. The
+    state machine sends it to the fail phase at once, unretried (reconciliation_run.asl.json
+    names this class), and that phase needs no file: it undoes from the table."""
+
+    def __init__(self, run_id: int, name: str) -> None:
+        super().__init__(f"run {run_id}'s working file {name} is gone; the run cannot go on (what it had "
+                         "not committed is undone, and a new run matches what is still open)")
+
+
 # Share of `progress` each phase ends at.
 LOADED_AT = 10
 MATCHED_AT = 40
@@ -70,10 +81,12 @@ class Run:
     matched_records: int = 0
     rule_summary: dict[str, Any] = field(default_factory=dict)
     error_message: str | None = None
-    # Set by the match phase: how many matches, their reserved ids, and the persist chunks.
+    # Set by the match phase: how many matches, their reserved ids, and the persist chunks, each
+    # a contiguous range of match numbers starting at its `chunk_starts` entry.
     matches_count: int | None = None
     first_match_id: int | None = None
     chunks: int | None = None
+    chunk_starts: tuple[int, ...] = ()
     done_chunks: frozenset[int] = frozenset()
     # Continuous runs: the ingestion jobs whose records are the new ones. A run over the whole
     # open pool (`whole_pool`: after the reconciliation's rules or sides changed) pairs every
@@ -116,6 +129,16 @@ class Run:
         if self.first_match_id is None:
             raise BrokenInvariant(f"run {self.id} has no plan yet: its first_match_id is not set")
         return self.first_match_id
+
+    def chunk_match_ids(self, chunk: int) -> range:
+        """The ids of the chunk's matches, known from the run alone (the plan's files may be lost).
+        A run planned before chunk starts were kept: its whole block, a wider range as correct
+        (the matches of written chunks are committed, or were undone whole)."""
+        first, count = self.plan_first_match_id, self.matches_count or 0
+        if not self.chunk_starts:
+            return range(first, first + count)
+        end = self.chunk_starts[chunk + 1] if chunk + 1 < len(self.chunk_starts) else count
+        return range(first + self.chunk_starts[chunk], first + end)
 
     def next_chunk(self) -> int | None:
         remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]

@@ -12,7 +12,13 @@ refresh  the reconciliation's exceptions (services/reconciliation_exceptions.py)
 finish   completed; the reconciliation's current run becomes its last run;
 fail     on any error the state machine could not retry away: undo the matches of the chunk in
          progress whose commit marker was not written (chunks go in order, so no other can
-         hold one), then failed with the reason. No half-written match remains.
+         hold one), then failed with the reason. No half-written match remains. It reads the
+         table only, so that it works when the run's files are what was lost.
+
+A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
+brings it back, so the run fails at once and frees its slot, and a new run loads afresh. (A
+match phase could load again instead; but a loop of loading files that keep vanishing would
+beat the heartbeat for ever, holding the slot, so one rule serves every phase.)
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a 
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
+UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at once
 # A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
 # all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
 # on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
@@ -244,12 +251,12 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    matches, members, chunks = plan_chunks(outcome, side_a, side_b, ports.chunk_records)
+    matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, ports.chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
     ports.run_files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
     ports.run_files.write_frame(environment, run.id, f"members-{first_match_id}", members, PLAN_ROW_GROUP)
-    run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunks=chunks,
+    run = ports.runs.save_plan(run, first_match_id=first_match_id, matches_count=count, chunk_starts=chunk_starts,
                                total_records=side_a.height + side_b.height, rule_summary=outcome.rule_summary)
     return "persist" if run.next_chunk() is not None else "finish"
 
@@ -321,17 +328,20 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
 
 
 def _undo_uncommitted(ports: Ports, run: Run, chunk: int) -> None:
-    """Chunks are written in order, so only the one in progress can hold half-written matches."""
-    from chalicelib.domain.matching.frames import match_members, stream_keys
-
-    first_match_id = run.plan_first_match_id  # a run with a chunk in progress has its plan
-    members = ports.run_files.read_frame(run.environment, run.id, f"members-{first_match_id}", chunk=chunk)
-    uses = used_by(ports.reconciliations, run.environment, stream_keys(members))
-    by_match = match_members(members)
-    committed = ports.matches.existing_ids(run.environment, [first_match_id + n for n in by_match])
-    for match_no, of_match in by_match.items():
-        match_id = first_match_id + match_no
-        if match_id not in committed:
+    """Chunks are written in order, so only the one in progress can hold half-written matches.
+    Undone from the table alone, never from the plan's files (they may be what was lost): a
+    match's member items are written before its claims and deleted after their release, so
+    every claim of an uncommitted match is found through its members. A retry after dying
+    part-way finds what is left (a record is released only while the match holds it)."""
+    match_ids = run.chunk_match_ids(chunk)
+    committed = ports.matches.existing_ids(run.environment, match_ids)
+    uncommitted = [i for i in match_ids if i not in committed]
+    with ThreadPoolExecutor(UNDO_THREADS) as pool:
+        members = dict(zip(uncommitted, pool.map(lambda i: ports.matches.members(run.environment, i), uncommitted),
+                           strict=True))
+    uses = used_by(ports.reconciliations, run.environment, {m.data_stream_key for ms in members.values() for m in ms})
+    for match_id, of_match in members.items():
+        if of_match:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
             release_members(ports.matches, stub, of_match, uses)

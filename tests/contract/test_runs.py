@@ -11,7 +11,7 @@ from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.runs import RunKind, RunStatus, RunTrigger
 from tests.contract.builders import ENV, OTHER_ENV, T0_MS, reconciliation, run
 
-PLAN = {"first_match_id": 100, "matches_count": 40, "chunks": 3, "total_records": 90,
+PLAN = {"first_match_id": 100, "matches_count": 40, "chunk_starts": [0, 15, 30], "total_records": 90,
         "rule_summary": {"1": {"matches": 40}}}
 
 
@@ -120,7 +120,9 @@ class TestRunRepository:
         assert (planned.first_match_id, planned.matches_count, planned.chunks, planned.total_records,
                 planned.processed_records, planned.rule_summary, planned.last_progress_at, planned.progress) == (
             100, 40, 3, 90, 90, {"1": {"matches": 40}}, clock.now.replace(microsecond=123000), 40.0)
-        assert runs.save_plan(started, **{**PLAN, "first_match_id": 500, "chunks": 9}) == planned
+        assert (planned.chunk_starts, planned.chunk_match_ids(0), planned.chunk_match_ids(2)) == (
+            (0, 15, 30), range(100, 115), range(130, 140))  # known from the run alone, the plan's files unread
+        assert runs.save_plan(started, **{**PLAN, "first_match_id": 500, "chunk_starts": [0, 5]}) == planned
         with pytest.raises(NotFound):
             runs.save_plan(run(9), **PLAN)
 

@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 from polars.testing import assert_frame_equal
 
+from chalicelib.domain.runs import RunInputsLost
 from tests.contract.builders import ENV, rule
 
 
@@ -101,13 +102,14 @@ class TestRunFiles:
         assert not run_files.exists(ENV, 50, "matches")
         assert run_files.read_rules(ENV, 5, 1) == []
 
-    def test_a_missing_file_fails_as_s3_does(self, run_files):
-        with pytest.raises(ClientError) as raised:
+    def test_a_missing_file_is_an_input_the_run_lost(self, run_files):
+        """Not S3's ClientError, which the state machine would retry: RunInputsLost, named by the run and the file."""
+        with pytest.raises(RunInputsLost, match="run 5's working file side_a.parquet is gone"):
             run_files.read_frame(ENV, 5, "side_a")
-        assert error_code(raised) == "NoSuchKey"
-        with pytest.raises(ClientError) as raised:
+        with pytest.raises(RunInputsLost, match="members-100.parquet"):
+            run_files.read_frame(ENV, 5, "members-100", chunk=0)
+        with pytest.raises(RunInputsLost, match="rules.json"):
             run_files.read_rules(ENV, 5, 1)
-        assert error_code(raised) == "NoSuchKey"
 
 
 class TestWorkQueue:

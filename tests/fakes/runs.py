@@ -63,13 +63,14 @@ class FakeRunRepository:
         row.listed_active = row.listed_active and target not in self.statuses.finished
         return row.run
 
-    def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunks: int, total_records: int,
-                  rule_summary: dict[str, Any]) -> Run:
+    def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunk_starts: list[int],
+                  total_records: int, rule_summary: dict[str, Any]) -> Run:
         """Fix the match phase's outcome once, while running; otherwise the run as stored."""
         row = self.rows.get((run.environment, run.id))
         if row is None or row.run.first_match_id is not None or row.run.status is not RunStatus.RUNNING:
             return self.get(run.environment, run.id)
-        row.run = replace(row.run, first_match_id=first_match_id, matches_count=matches_count, chunks=chunks,
+        row.run = replace(row.run, first_match_id=first_match_id, matches_count=matches_count,
+                          chunks=len(chunk_starts), chunk_starts=tuple(chunk_starts),
                           total_records=total_records, processed_records=total_records, rule_summary=rule_summary,
                           last_progress_at=stored_time(utc_now()))
         return row.run

@@ -1,5 +1,6 @@
 """Payloads, run files and work queues, as `adapters/blobs.py`, `adapters/run_files.py` and
-`adapters/queues.py` keep them, in memory: a missing object fails with the ClientError S3 gives."""
+`adapters/queues.py` keep them, in memory: a missing object fails with the ClientError S3 gives
+(a missing run file, with the RunInputsLost the adapter turns it into)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,6 +13,7 @@ from urllib.parse import quote
 from botocore.exceptions import ClientError
 
 from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.domain.runs import RunInputsLost
 
 PREFIX = "runs"
 
@@ -81,10 +83,7 @@ class FakeRunFiles:
         """The whole frame, or only its rows of one `chunk` (a plan's column `chunk`)."""
         import polars as pl
 
-        key = self._key(environment, run_id, f"{name}.parquet")
-        if key not in self.objects:
-            raise _no_such_key("GetObject")
-        frame = self.objects[key]
+        frame = self._read(environment, run_id, f"{name}.parquet")
         if chunk is None:
             return frame.clone()
         return frame.lazy().filter(pl.col("chunk") == chunk).collect()
@@ -96,12 +95,15 @@ class FakeRunFiles:
 
     def read_rules(self, environment: str, run_id: int, reconciliation_id: int) -> list[Rule]:
         """The rules as written, each of `reconciliation_id`, with no creation time (a run's copy)."""
-        key = self._key(environment, run_id, "rules.json")
-        if key not in self.objects:
-            raise _no_such_key("GetObject")
         return [Rule(environment=environment, id=r["id"], reconciliation_id=reconciliation_id,
                      definition=validate_rule(r["definition"]), created_at=None)
-                for r in json.loads(self.objects[key])]
+                for r in json.loads(self._read(environment, run_id, "rules.json"))]
+
+    def _read(self, environment: str, run_id: int, name: str) -> Any:
+        key = self._key(environment, run_id, name)
+        if key not in self.objects:
+            raise RunInputsLost(run_id, name)
+        return self.objects[key]
 
     def exists(self, environment: str, run_id: int, name: str) -> bool:
         """Whether some file's name starts with `name` (as the adapter's listing by prefix answers)."""

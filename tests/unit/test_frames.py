@@ -42,10 +42,10 @@ def outcome(sizes: list[int]) -> tuple[MatchOutcome, pl.DataFrame, pl.DataFrame]
 def test_the_plan_never_splits_a_match_and_is_in_chunk_order():
     found, side_a, side_b = outcome([2, 2, 3, 1, 5, 2])
 
-    matches, members, chunks = plan_chunks(found, side_a, side_b, chunk_records=4)
+    matches, members, starts = plan_chunks(found, side_a, side_b, chunk_records=4)
 
     # 2+2 fill the first chunk; 3+1 the second; 5 is bigger than a chunk, alone; 2 the last
-    assert chunks == 4
+    assert starts == [0, 2, 4, 5]  # each chunk's first match number: the chunks are these ranges
     assert matches.select("match_no", "chunk").rows() == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 3)]
     assert members["chunk"].to_list() == sorted(members["chunk"].to_list())
     assert members["match_no"].to_list() == sorted(members["match_no"].to_list())
@@ -59,9 +59,9 @@ def test_the_plan_never_splits_a_match_and_is_in_chunk_order():
 def test_a_plan_of_no_match_has_no_chunk():
     found, side_a, side_b = outcome([])
 
-    matches, members, chunks = plan_chunks(found, side_a, side_b, chunk_records=4)
+    matches, members, starts = plan_chunks(found, side_a, side_b, chunk_records=4)
 
-    assert (chunks, matches.height, members.height) == (0, 0, 0)
+    assert (starts, matches.height, members.height) == ([], 0, 0)
 
 
 def test_amounts_of_one_currency_compare_at_one_scale():

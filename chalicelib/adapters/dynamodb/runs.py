@@ -41,18 +41,21 @@ class RunRepository(StatusMoves[Run, RunStatus]):
         """StatusMoves' move, which beats the run's heartbeat with it."""
         return super().move(run, target, **{**fields, "last_progress_at": utc_now()})
 
-    def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunks: int, total_records: int,
-                  rule_summary: dict[str, Any]) -> Run:
-        """Fix the match phase's outcome once; a retried match phase keeps what the first stored."""
+    def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunk_starts: list[int],
+                  total_records: int, rule_summary: dict[str, Any]) -> Run:
+        """Fix the match phase's outcome once; a retried match phase keeps what the first stored.
+        The chunk starts, a number per chunk (a few thousand for the largest runs: some 30 KB of
+        the item's 400), tell the fail phase a chunk's matches without the plan's files."""
         try:
             item = self._table.update(
                 keys.run(run.environment, run.id),
-                "SET first_match_id = :f, matches_count = :n, chunks = :c, total_records = :t, "
-                "processed_records = :t, rule_summary = :s, last_progress_at = :now",
+                "SET first_match_id = :f, matches_count = :n, chunks = :c, chunk_starts = :cs, "
+                "total_records = :t, processed_records = :t, rule_summary = :s, last_progress_at = :now",
                 condition="attribute_not_exists(first_match_id) AND #status = :running",
                 names={"#status": "status"},
-                values={":f": first_match_id, ":n": matches_count, ":c": chunks, ":t": total_records,
-                        ":s": rule_summary, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())},
+                values={":f": first_match_id, ":n": matches_count, ":c": len(chunk_starts),
+                        ":cs": list(chunk_starts), ":t": total_records, ":s": rule_summary,
+                        ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())},
                 return_new=True)
             return self._from_item(item)
         except ConditionFailed:
@@ -182,6 +185,7 @@ class RunRepository(StatusMoves[Run, RunStatus]):
             matched_records=item.get("matched_records", 0), rule_summary=item.get("rule_summary") or {},
             error_message=item.get("error_message"), matches_count=item.get("matches_count"),
             first_match_id=item.get("first_match_id"), chunks=item.get("chunks"),
+            chunk_starts=tuple(item.get("chunk_starts") or ()),
             done_chunks=frozenset(item.get("done_chunks", set())),
             new_record_jobs=tuple(item.get("new_record_jobs") or ()), whole_pool=bool(item.get("whole_pool")),
             last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=item.get("restarts", 0),

@@ -103,27 +103,30 @@ def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,
 # The plan a run persists ----------------------------------------------------------------------------
 
 def plan_chunks(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
-                chunk_records: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """(matches, members, chunks): the outcome's matches and members with what persisting needs
-    (each member's `data_stream_key` and `matched_in`, each row's `chunk`), cut in chunks of
-    about `chunk_records` records so that one persist call stays short. A match is never split
-    (its records are written together or not at all); a bigger one is a chunk of its own. Rows
-    are in chunk order so that a persist call reads only its chunk's Parquet row groups."""
+                chunk_records: int) -> tuple[pl.DataFrame, pl.DataFrame, list[int]]:
+    """(matches, members, chunk starts): the outcome's matches and members with what persisting
+    needs (each member's `data_stream_key` and `matched_in`, each row's `chunk`), cut in chunks
+    of about `chunk_records` records so that one persist call stays short. A match is never split
+    (its records are written together or not at all); a bigger one is a chunk of its own. A chunk
+    is a contiguous range of match numbers, from its start to the next chunk's: the run keeps the
+    starts, so that it knows a chunk's matches without these files. Rows are in chunk order so
+    that a persist call reads only its chunk's Parquet row groups."""
     sizes = outcome.members.group_by("match_no").len().sort("match_no")
     chunk_of: list[int] = []  # by match_no, in order
-    chunk, filled = 0, 0
-    for size in sizes["len"]:
-        if filled and filled + size > chunk_records:
-            chunk, filled = chunk + 1, 0
-        chunk_of.append(chunk)
+    starts: list[int] = []
+    filled = 0
+    for match_no, size in zip(sizes["match_no"], sizes["len"], strict=True):
+        if not starts or filled + size > chunk_records:
+            starts.append(match_no)
+            filled = 0
+        chunk_of.append(len(starts) - 1)
         filled += size
-    chunks = chunk + 1 if chunk_of else 0
     chunk_frame = sizes.select("match_no").with_columns(chunk=pl.Series(chunk_of, dtype=pl.Int64))
     records = pl.concat([side_a.select(*PERSISTED_RECORD_COLUMNS), side_b.select(*PERSISTED_RECORD_COLUMNS)])
     members = (outcome.members.join(records, left_on="record_id", right_on="id", how="left")
                .join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True))
     matches = outcome.matches.join(chunk_frame, on="match_no", how="left").sort("match_no", maintain_order=True)
-    return matches, members, chunks
+    return matches, members, starts
 
 
 def members_by_match(members: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:

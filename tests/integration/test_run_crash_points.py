@@ -1,0 +1,187 @@
+"""A run killed at each step of its persist protocol, on moto (the real DynamoDB wire): members,
+record claims, commit markers, the chunk's count; and an undo killed part-way.
+
+With the run's working files gone, the sweeper's restart finds them lost: the state machine
+fails the run at once (no retry), the fail phase undoes from the table alone, the slot is free
+for a new run, and no record is claimed unless a committed match holds it. With the files kept,
+the restart finishes the run and every record is in exactly one match."""
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.records import RecordStatus
+from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run, sweep
+from tests.integration.conftest import record
+from tests.support.crashes import Dies, Killed
+
+ENV = "acme"
+RECORDS = 100          # a side: 100 matches of one record each side
+CHUNK_RECORDS = 20     # 10 matches a chunk, 10 chunks
+CHUNKS_BEFORE = 2      # written whole before the one that dies
+RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
+        "conditions": [{"field": "amount", "operator": "equals"}]}
+
+
+# Where persist dies in its chunk: (port, method, call, half the batch written first).
+CRASH_POINTS = {
+    "after the members": ("matches", "claim_record", 1, False),
+    "after some claims": ("matches", "claim_record", 8, False),  # 7 of 20 claims: odd, so a match is half claimed
+    "after all claims": ("matches", "commit_many", 1, False),
+    "after part of the commit": ("matches", "commit_many", 1, True),
+    "after the commit": ("runs", "save_chunk", 1, False),
+}
+
+
+class NoExecutions:
+    """Run workflows that start nothing: the test calls the phases itself."""
+
+    def start(self, execution_name, payload):
+        pass
+
+
+class CountedReads:
+    """The run files, counting the frames read (a retried persist would read again)."""
+
+    def __init__(self, run_files) -> None:
+        self._run_files, self.reads = run_files, 0
+
+    def __getattr__(self, name):
+        return getattr(self._run_files, name)
+
+    def read_frame(self, *args, **kwargs):
+        self.reads += 1
+        return self._run_files.read_frame(*args, **kwargs)
+
+
+@dataclass
+class Crashed:
+    run_id: int
+    reconciliation_id: int
+    record_ids: list[int]
+
+
+@pytest.fixture
+def crash(api, services, ingest, reconciliation):
+    """Kill a run in its third chunk at a crash point: load, match and two chunks done, then a
+    persist call that dies (Killed)."""
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
+    record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
+    ports = replace(services.ports, chunk_records=CHUNK_RECORDS, run_workflows=NoExecutions())
+    run = start_run(ports, ENV, reconciliation["id"])
+
+    def crash(point: str) -> Crashed:
+        load(ports, ENV, run.id)
+        match(ports, ENV, run.id)
+        for _ in range(CHUNKS_BEFORE):
+            assert persist(ports, ENV, run.id) == "persist"
+        port, method, n, half = CRASH_POINTS[point]
+        dying = replace(ports, **{port: Dies(getattr(ports, port), method, n, half)})
+        with pytest.raises(Killed):
+            persist(dying, ENV, run.id)
+        return Crashed(run.id, reconciliation["id"], record_ids)
+    return crash
+
+
+def lose_files(services, run_id: int) -> None:
+    """Every working file of the run is gone (expired, deleted)."""
+    s3, bucket = services.aws.s3, services.settings.bucket_name
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"runs/{ENV}/{run_id}/").get("Contents", [])
+    assert {o["Key"].rsplit("/", 1)[-1].split("-")[0] for o in listed} >= {"matches", "members"}
+    for o in listed:
+        s3.delete_object(Bucket=bucket, Key=o["Key"])
+
+
+def sweep_later(services) -> None:
+    """The sweeper, once the run has made no progress for long: it starts the state machine again."""
+    assert sweep(services.ports, now=utc_now() + timedelta(minutes=80))["restarted"] == 1
+
+
+def assert_every_claim_is_a_committed_match(services, crashed: Crashed) -> list[int]:
+    """No record holds a claim here (its match attribute, `matched_in`, a matched status) unless a
+    committed match holds it, and every committed match's records hold it; an uncommitted match
+    of the run has no member left. Returns the records of the committed matches, with repeats."""
+    recon = crashed.reconciliation_id
+    run = services.runs.get(ENV, crashed.run_id)
+    block = range(run.first_match_id, run.first_match_id + run.matches_count)
+    committed = {m.id for m in services.matches.list_page(ENV, recon, 1000, None)[0]}
+    assert not services.matches.existing_ids(ENV, block) - committed
+    held = {h.record.id: h for h in services.matches.held_records(ENV, crashed.record_ids)}
+    for record_id, h in held.items():
+        match_id = h.match_in(recon)
+        claimed = (match_id is not None, recon in h.matched_in, h.record.status is not RecordStatus.UNRECONCILED)
+        assert claimed in ((False, False, False), (True, True, True)), (record_id, claimed)
+        assert match_id is None or match_id in committed, (record_id, match_id)
+    in_matches = []
+    for match_id in committed:
+        members = [m.record_id for m in services.matches.members(ENV, match_id)]
+        assert members and all(held[r].match_in(recon) == match_id for r in members), match_id
+        in_matches += members
+    for match_id in set(block) - committed:
+        assert services.matches.members(ENV, match_id) == [], match_id
+    return in_matches
+
+
+def assert_each_record_in_exactly_one_match(services, crashed: Crashed) -> None:
+    in_matches = assert_every_claim_is_a_committed_match(services, crashed)
+    assert Counter(in_matches) == Counter(crashed.record_ids)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_run_whose_files_are_lost_fails_at_once_and_leaves_no_claim_without_a_committed_match(
+        api, services, crash, point):
+    crashed = crash(point)
+    lose_files(services, crashed.run_id)
+    reads = CountedReads(services.run_files)
+    services.ports = replace(services.ports, run_files=reads)
+
+    sweep_later(services)  # load sees the plan; persist finds its files gone; fail undoes from the table
+
+    run = services.runs.get(ENV, crashed.run_id)
+    assert run.status.value == "failed" and "RunInputsLost" in run.error_message
+    assert "is gone" in run.error_message and reads.reads == 1  # not retried: nothing brings a file back
+    assert_every_claim_is_a_committed_match(services, crashed)
+    written = len(services.matches.existing_ids(ENV, range(run.first_match_id, run.first_match_id + 100)))
+    assert written == CHUNKS_BEFORE * 10 + {"after part of the commit": 5, "after the commit": 10}.get(point, 0)
+
+    again = api.post(f"/v1/reconciliations/{crashed.reconciliation_id}/runs")  # the slot is free at once
+    assert again.status_code == 202, again.json_body
+    assert services.runs.get(ENV, again.json_body["id"]).status.value == "completed"
+    assert_each_record_in_exactly_one_match(services, crashed)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_run_whose_files_are_kept_is_finished_by_its_restart(services, crash, point):
+    crashed = crash(point)
+
+    sweep_later(services)
+
+    run = services.runs.get(ENV, crashed.run_id)
+    assert run.status.value == "completed", run.error_message
+    assert_each_record_in_exactly_one_match(services, crashed)
+    assert run.matched_records == 2 * RECORDS  # a retried chunk counts what it finds committed
+
+
+UNDO_DEATHS = {
+    "after some releases": ("release_record", 4),
+    "after a match's releases, before its members go": ("delete_members", 2),
+}
+
+
+@pytest.mark.parametrize("death", UNDO_DEATHS)
+def test_an_undo_killed_part_way_is_finished_by_the_retried_fail_phase(services, crash, death):
+    crashed = crash("after some claims")
+    lose_files(services, crashed.run_id)
+    method, n = UNDO_DEATHS[death]
+
+    with pytest.raises(Killed):
+        give_up(replace(services.ports, matches=Dies(services.matches, method, n)), ENV, crashed.run_id, "stopped")
+    assert services.runs.get(ENV, crashed.run_id).status.value == "running"
+    give_up(services.ports, ENV, crashed.run_id, "stopped")  # the state machine's retry of GiveUp
+
+    assert services.runs.get(ENV, crashed.run_id).status.value == "failed"
+    assert_every_claim_is_a_committed_match(services, crashed)
+    assert services.reconciliations.get(ENV, crashed.reconciliation_id).current_run_id is None
