@@ -41,11 +41,12 @@ PAIRS = [
     (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
+LIFECYCLE = {"stop"}  # the local driver stops with the stack: the process's business, not the port's
 
 
 def public_methods(cls) -> dict[str, object]:
     return {name: getattr(cls, name) for name in dir(cls)
-            if not name.startswith("_") and callable(getattr(cls, name)) and name not in STORAGE_FORMAT}
+            if not name.startswith("_") and callable(getattr(cls, name)) and name not in STORAGE_FORMAT | LIFECYCLE}
 
 
 def type_arguments(cls) -> dict[str, str]:

@@ -187,9 +187,11 @@ class MatchRepository:
         return self._from_item(item) if item else None
 
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
+        """Read consistently: an undo that follows a crashed write by milliseconds must see every
+        member written, or a claim would outlive it."""
         return [MatchMember(i["side"], i["record_id"], i["data_stream_key"])
                 for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
-                                               sort_prefix=keys.MATCH_MEMBER_PREFIX)]
+                                               sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
 
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:

@@ -224,10 +224,14 @@ class DynamoTable:
 
     def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                   sort_attr: str | None = None, sort_prefix: str | None = None,
-                  projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
-        """Every item of the partition; `projection` names the only attributes to read."""
+                  projection: str | tuple[str, ...] | None = None,
+                  consistent: bool = False) -> Iterator[dict[str, Any]]:
+        """Every item of the partition; `projection` names the only attributes to read; `consistent`
+        reads what was written a moment ago (the table's own items only, not an index's)."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
         _project(kwargs, projection)
+        if consistent:
+            kwargs["ConsistentRead"] = True
         yield from self._query_items(kwargs)
 
     def _query_items(self, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
