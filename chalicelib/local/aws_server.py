@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--journal", type=Path, required=True, help="the SQS journal (SQLite)")
+    parser.add_argument("--journal-synchronous", choices=("NORMAL", "FULL"), default="NORMAL",
+                        help="FULL survives a power cut too, at a cost (bench/local_storage.py)")
     parser.add_argument("--s3-port", type=int, required=True)
     parser.add_argument("--s3-directory", type=Path, required=True, help="where s3rver keeps the objects")
     parser.add_argument("--s3-log", type=Path, required=True, help="s3rver's output")
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     processes.wait_for_port(args.s3_port, s3rver, "s3rver", s3_log)
     threading.Thread(target=exit_with, args=(s3rver,), daemon=True, name="watch-s3rver").start()
     os.environ["MOTO_PORT"] = str(args.port)  # as moto's own server sets it: some of its responses name it
-    with journaled(SqsJournal(args.journal)):
+    with journaled(SqsJournal(args.journal, synchronous=args.journal_synchronous)):
         app = ForwardS3(DomainDispatcherApplication(create_backend_app), args.s3_port)
         run_simple(processes.LOOPBACK, args.port, app, threaded=True, request_handler=MotoRequestHandler)
 

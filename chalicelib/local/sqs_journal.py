@@ -52,6 +52,8 @@ class SqsJournal:
     """The journal's file. Thread-safe: moto's server answers each request in its own thread."""
 
     def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = path
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
