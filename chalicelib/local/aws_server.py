@@ -20,13 +20,12 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
-
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import run_simple
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.local import processes
-from chalicelib.local.sqs_journal import SqsJournal, journaled
+
+if TYPE_CHECKING:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 ROOT = Path(__file__).resolve().parents[2]
 S3_SERVER = Path(__file__).with_name("s3_server.js")
@@ -117,6 +116,12 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    # moto is imported while s3rver starts (each takes about 0.3 s).
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import run_simple
+
+    from chalicelib.local.sqs_journal import SqsJournal, journaled
+
     processes.wait_for_port(args.s3_port, s3rver, "s3rver", s3_log)
     threading.Thread(target=exit_with, args=(s3rver,), daemon=True, name="watch-s3rver").start()
     os.environ["MOTO_PORT"] = str(args.port)  # as moto's own server sets it: some of its responses name it
