@@ -11,12 +11,14 @@ conditional write whose allowed "from" states come from this table, so the rule 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
 from chalicelib.domain.errors import BrokenInvariant
+from chalicelib.domain.records import Record
 from chalicelib.domain.status_machine import StatusMachine
 
 
@@ -75,6 +77,12 @@ class ItemResult:
     error: str | None = None
     line: int | None = None  # files: the line the row starts on
 
+    @classmethod
+    def written(cls, index: int, record: Record, line: int | None = None) -> ItemResult:
+        """The result of a row whose record is in the table: it succeeded, whichever execution
+        wrote it, and the record says what it is (its item may no longer be readable)."""
+        return cls(index, ItemStatus.SUCCESSFUL, record.external_id, record.id, None, line)
+
 
 @dataclass(frozen=True)
 class ChunkRow:
@@ -95,6 +103,14 @@ class ChunkOutcome:
 
     def count(self, status: ItemStatus) -> int:
         return sum(1 for r in self.results if r.status is status)
+
+
+def records_per_stream(records: Iterable[Record]) -> dict[str, int]:
+    """What a chunk adds to `created_per_stream`: its records in the table, by stream."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.data_stream_key] = counts.get(record.data_stream_key, 0) + 1
+    return counts
 
 
 @dataclass(frozen=True)
@@ -145,6 +161,9 @@ class IngestionJob:
     error_details: dict[str, Any] | None = None
     first_record_id: int | None = None
     done_chunks: frozenset[int] = frozenset()
+    # The highest chunk an execution began, marked before that chunk writes anything (chunks begin
+    # in order): a chunk up to it that is not done may hold records already.
+    chunks_begun: int | None = None
     created_per_stream: dict[str, int] = field(default_factory=dict)
     counts_rolled_up: bool = False
     # Files only: where the upload lands, the stream it feeds, how to read it, and how many
@@ -197,6 +216,10 @@ class IngestionJob:
         if self.first_record_id is None:
             raise BrokenInvariant(f"ingestion job {self.id} has reserved no record ids yet")
         return self.first_record_id + index
+
+    def may_have_written(self, chunk: int) -> bool:
+        """Whether some of the chunk's records may be in the table already (it was begun before)."""
+        return self.chunks_begun is not None and chunk <= self.chunks_begun
 
     @property
     def chunk_rows(self) -> int:

@@ -216,6 +216,9 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
         if written and time.monotonic() > deadline:
             return "chunk"  # at least one chunk per task, then hand over to the next task
         job = ports.ingestion_jobs.get(environment, job_id)
+        past_chunks = _past_its_chunks(ports, job)  # ended meanwhile (the sweeper): write no more
+        if past_chunks:
+            return past_chunks
         if job.cancellation_requested_at is not None:
             conclude(ports, job, JobStatus.CANCELLED)
             return "stop"

@@ -7,14 +7,16 @@ Nothing lost, nothing doubled, without transactions:
   becomes record `first_record_id + i`, however often it is processed;
 - an item with an external_id first claims it with a conditional put naming the job and
   item as owner; the same owner may claim again, anyone else finds it taken;
-- records go out in BatchWriteItem calls, which are idempotent for fixed ids;
+- records go out in BatchWriteItem calls; a chunk marks itself begun first, so that one begun
+  before (an execution died after writing some of its records) writes only the records that are
+  missing: those in the table stay as they are (a run may have claimed one since) and are its own;
 - a chunk's results and counters are claimed with the chunk's number, so they count once;
 - stream record counts are read again from the analytics mirror once a job's records are
   published there (see `recount_records`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,6 +34,7 @@ from chalicelib.domain.ingestion import (
     JobStatus,
     OnConflict,
     chunk_ranges,
+    records_per_stream,
 )
 from chalicelib.domain.records import (
     MAX_EXTERNAL_ID,
@@ -87,6 +90,8 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             if index in job.done_chunks:
                 continue
             job = ports.ingestion_jobs.get(environment, job_id)
+            if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
+                return settle(ports, job)
             if job.cancellation_requested_at is not None:
                 return conclude(ports, job, JobStatus.CANCELLED)
             outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams, pool.map)
@@ -96,27 +101,36 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
 
 def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
                   streams: dict[str, StreamContext | None], map_: ClaimMap = map) -> ChunkOutcome:
-    """Validate, guard and write one chunk of rows; every row gets a result, none is lost."""
+    """Validate, guard and write one chunk of rows; every row gets a result, none is lost. A row
+    whose record an earlier execution of the chunk wrote keeps that record as it is."""
+    # Marked begun before anything is written: only a chunk begun before reads which records it has.
+    retried = ports.ingestion_jobs.begin_chunk(job, index)
+    written = _written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
-    # (claims run in parallel, so "first" is decided here, by position).
+    # (claims run in parallel, so "first" is decided here, by position); a row with its record
+    # written keeps it, duplicate or not.
     first_with: dict[tuple[str, str], int] = {}
     duplicate_of: dict[int, int] = {}
     for row, draft in zip(rows, drafts):
         if isinstance(draft, RecordDraft) and draft.external_id is not None:
             first = first_with.setdefault((draft.data_stream_key, draft.external_id), row.index)
-            if first != row.index:
+            if first != row.index and row.index not in written:
                 duplicate_of[row.index] = first
     claims = dict(zip((r.index for r in rows), map_(
-        lambda pair: None if pair[0].index in duplicate_of else _claim(ports, job, pair[0].index, pair[1]),
+        lambda pair: None if pair[0].index in duplicate_of else _claim(ports, job, pair[0].index, pair[1], written),
         zip(rows, drafts))))
     results: list[ItemResult] = []
-    records: list[Record] = []
-    created: dict[str, int] = {}
+    records: list[Record] = []  # the chunk's records, all of them in the mirror's part
+    missing: list[Record] = []  # those to write: the others are in the table already
     now = utc_now()
     for row, draft in zip(rows, drafts):
         claim = claims[row.index]
-        if isinstance(draft, ItemError):
+        kept = written.get(row.index)
+        if kept is not None:
+            records.append(kept)
+            results.append(ItemResult.written(row.index, kept, row.line))
+        elif isinstance(draft, ItemError):
             results.append(ItemResult(row.index, ItemStatus.FAILED, _raw_external_id(row.item), None,
                                       draft.describe(), row.line))
         elif row.index in duplicate_of:
@@ -127,13 +141,14 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
             results.append(_conflict_result(job, row, draft, claim.record_id))
         else:
             record_id = job.record_id(row.index)
-            records.append(Record.from_draft(draft, environment=job.environment, record_id=record_id,
-                                             created_at=now, file_import_id=job.id))
+            record = Record.from_draft(draft, environment=job.environment, record_id=record_id, created_at=now,
+                                       file_import_id=job.id)
+            missing.append(record)
+            records.append(record)
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
-            created[draft.data_stream_key] = created.get(draft.data_stream_key, 0) + 1
-    ports.records.put_many(records)
+    ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
     ports.mirror.write_part(job.environment, job.id, index, records)
-    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=created)
+    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
 
 
 def finish(ports: Ports, job: IngestionJob) -> IngestionJob:
@@ -222,8 +237,10 @@ def settle(ports: Ports, job: IngestionJob) -> IngestionJob:
 
 
 def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
-    """Every item of a job that ended early gets a result, so its totals add up: the rows of each
-    chunk it never reached fail, saying why (each chunk counted once, like a processed one)."""
+    """Every item of a job that ended early gets a result, so its totals add up. A chunk it never
+    finished may have written records (an execution died before saving it): those rows succeeded
+    and their records are counted and mirrored like a processed chunk's; the other rows fail,
+    saying why. Each chunk is counted once, like a processed one."""
     missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if job.status in ENDED_EARLY else []
     if not missing:
         return
@@ -232,11 +249,20 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     error = f"not processed: the {what} {why} before this {unit} was reached"
     known = _rows_of(ports, job, missing)
     for number in missing:
+        written = _written(ports, job, job.chunk_range(number)) if job.may_have_written(number) else {}
         results = []
         for index in job.chunk_range(number):
             external_id, line = known.get(index, (None, None))
-            results.append(ItemResult(index, ItemStatus.FAILED, external_id, None, error, line))
-        job = ports.ingestion_jobs.save_chunk(job, ChunkOutcome(number, tuple(results), {}), unprocessed=True)
+            record = written.get(index)
+            results.append(ItemResult.written(index, record, line) if record is not None else
+                           ItemResult(index, ItemStatus.FAILED, external_id, None, error, line))
+        if written:
+            try:  # as in `settle`, the mirror is analytics: the job's results must not wait for it
+                ports.mirror.write_part(job.environment, job.id, number, written.values())
+            except Exception:
+                logger.exception("mirroring an unfinished chunk's records failed", extra={"job_id": job.id})
+        outcome = ChunkOutcome(number, tuple(results), records_per_stream(written.values()))
+        job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
 
 
 def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, tuple[str | None, int | None]]:
@@ -277,9 +303,20 @@ def _recount_streams(ports: Ports, job: IngestionJob) -> None:
 
 # Helpers ----------------------------------------------------------------------------------
 
-def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError) -> ExternalIdClaim | None:
+def _written(ports: Ports, job: IngestionJob, indexes: Iterable[int]) -> dict[int, Record]:
+    """The records of these rows that are in the table, by row index (the job's block of ids is
+    its own; a record being deleted is still its own, and its tombstone counts against it)."""
+    rows = {job.record_id(i): i for i in indexes}
+    found = ports.records.find_many(job.environment, rows, including_deleting=True)
+    return {rows[record_id]: record for record_id, record in found.items()}
+
+
+def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError,
+           written: Container[int]) -> ExternalIdClaim | None:
     if not isinstance(draft, RecordDraft) or draft.external_id is None:
         return None
+    if row in written:  # its record is in the table: the claim was made for it
+        return ExternalIdClaim(True, job.record_id(row))
     return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
                                            owner=f"job:{job.id}:{row}", record_id=job.record_id(row))
 

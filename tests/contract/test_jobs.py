@@ -133,6 +133,31 @@ class TestIngestionJobRepository:
         assert [r.status for r in jobs.results(ENV, 1)] == [ItemStatus.SUCCESSFUL, ItemStatus.FAILED,
                                                            ItemStatus.FAILED]
 
+    def test_a_chunk_is_begun_once_and_a_chunk_up_to_the_highest_begun_may_have_begun_before(self, jobs):
+        processing(jobs)
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 0) is False  # the first pass
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 0) is True  # a retry, from any process
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 2) is False
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 1) is True  # chunks begin in order: 1 may have
+        begun = jobs.get(ENV, 1)
+        assert begun.chunks_begun == 2
+        assert [begun.may_have_written(n) for n in range(4)] == [True, True, True, False]
+        assert not jobs.get(ENV, 1).done_chunks and jobs.get(ENV, 1).processed_items == 0
+        assert jobs.begin_chunk(job(7), 0) is True  # a missing job: nothing written, nothing created
+        assert jobs.find(ENV, 7) is None
+
+    def test_the_end_of_a_job_counts_the_records_it_finds_of_a_chunk_a_late_execution_stored(self, jobs):
+        processing(jobs)
+        jobs.move(jobs.get(ENV, 1), JobStatus.FAILED)
+        jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0), ok(1), failed(2)), {"bank": 2}))
+        # The end of the job finds the records of rows 0 and 1 in the table; the stored results stand.
+        unfinished = ItemResult(2, ItemStatus.FAILED, None, None, "not processed", None)
+        ended = jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0), ok(1), unfinished), {"bank": 2}),
+                                unprocessed=True)
+        assert (ended.processed_items, ended.successful_items, ended.failed_items, ended.created_per_stream) == (
+            3, 2, 1, {"bank": 2})
+        assert jobs.results(ENV, 1) == [ok(0), ok(1), failed(2)]
+
     def test_the_end_of_a_job_counts_what_a_late_execution_stored(self, jobs):
         processing(jobs)
         jobs.move(jobs.get(ENV, 1), JobStatus.CANCELLED)

@@ -153,6 +153,9 @@ class TestRecordRepository:
         with pytest.raises(NotFound):
             records.get(ENV, 1)
         assert records.find_many(ENV, [1, 2]).keys() == {2}
+        assert records.find_many(ENV, [1, 2, 3], including_deleting=True) == {
+            1: replace(record(1), created_at=T0_MS), 2: replace(record(2, status=RecordStatus.PARTIALLY_RECONCILED),
+                                                                created_at=T0_MS)}
         assert ids(records.list_page(ENV, RecordQuery(data_stream_key="bank"), 10, None)) == [2]
         assert records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE) is None  # another delete holds it
         clock.advance(minutes=5, seconds=1)

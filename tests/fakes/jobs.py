@@ -149,13 +149,22 @@ class FakeIngestionJobRepository:
             row.job = replace(row.job, first_record_id=first_id)
         return row.job
 
+    def begin_chunk(self, job: IngestionJob, chunk: int) -> bool:
+        """Mark a chunk begun (the highest begun); whether an execution may have begun it before.
+        A missing job is left missing (the adapter's update is conditional on the item)."""
+        row = self.rows.get((job.environment, job.id))
+        if row is None or (row.job.chunks_begun is not None and chunk <= row.job.chunks_begun):
+            return True
+        row.job = replace(row.job, chunks_begun=chunk)
+        return False
+
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         """Store a chunk's results, then count it once, only while processing (or, `unprocessed`,
         once the job ended early); what is counted is what is stored."""
         stored = self.chunk_results.setdefault((job.environment, job.id), {})
         existing = stored.get(outcome.index)
         if unprocessed and existing is not None:
-            outcome = self._stored_outcome(job, outcome.index)
+            outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
         elif not unprocessed and existing is not None and existing.unprocessed:
             return self.get(job.environment, job.id)
         else:
@@ -179,14 +188,14 @@ class FakeIngestionJobRepository:
             created_per_stream=created, last_progress_at=stored_time(utc_now()))
         return row.job
 
-    def _stored_outcome(self, job: IngestionJob, chunk: int) -> ChunkOutcome:
+    def _stored_outcome(self, job: IngestionJob, chunk: int, created: dict[str, int]) -> ChunkOutcome:
         stored = self.chunk_results.get((job.environment, job.id), {}).get(chunk)
         if job.source is JobSource.BULK_API:
-            return ChunkOutcome(chunk, tuple(stored.results or ()) if stored else (), {})
+            return ChunkOutcome(chunk, tuple(stored.results or ()) if stored else (), created)
         problems = {r.index: r for r in (stored.problems or () if stored else ())}
         results = tuple(problems.get(i) or ItemResult(i, ItemStatus.SUCCESSFUL, None, None, None, None)
                         for i in job.chunk_range(chunk))
-        return ChunkOutcome(chunk, results, {})
+        return ChunkOutcome(chunk, results, created)
 
     def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int,
                            decimal_places: int | None = None) -> IngestionJob:

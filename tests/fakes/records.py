@@ -177,9 +177,10 @@ class FakeRecordRepository:
             raise NotFound(f"record {record_id} not found")
         return row.record
 
-    def find_many(self, environment: str, record_ids: Iterable[int]) -> dict[int, Record]:
+    def find_many(self, environment: str, record_ids: Iterable[int],
+                  including_deleting: bool = False) -> dict[int, Record]:
         rows = (self.store.row(environment, i) for i in record_ids)
-        return {r.record.id: r.record for r in rows if r is not None and not r.deleting}
+        return {r.record.id: r.record for r in rows if r is not None and (including_deleting or not r.deleting)}
 
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:

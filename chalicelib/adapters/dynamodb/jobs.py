@@ -144,10 +144,24 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         except ConditionFailed:
             return self.get(job.environment, job.id)
 
+    def begin_chunk(self, job: IngestionJob, chunk: int) -> bool:
+        """Mark a chunk begun, before it writes anything; whether an execution may have begun it
+        before (and written some of its records). Chunks begin in order, so the mark is the highest
+        chunk begun: one small conditional update, which a first pass wins."""
+        try:
+            self._table.update(keys.ingestion_job(job.environment, job.id), "SET chunks_begun = :n",
+                               condition="attribute_exists(pk) AND "
+                                         "(attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
+                               values={":n": chunk})
+            return False
+        except ConditionFailed:
+            return True
+
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         """Store a chunk's results, then count it once: the count is claimed with the chunk's
         number, so a chunk processed again is not counted again. `unprocessed`: the results of a
-        chunk that a job which ended early never reached (every row failed), counted once it ended.
+        chunk that a job which ended early never finished (its rows with a record succeeded, the
+        others failed), counted once it ended.
 
         A late execution and the end of the job may both reach a chunk: whichever stores its
         results first wins, and what is counted is what is stored, so results and totals agree."""
@@ -171,7 +185,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         except ConditionFailed:
             if not unprocessed:
                 return self.get(job.environment, job.id)
-            outcome = self._stored_outcome(job, outcome.index)
+            outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
         names = {"#done": "done_chunks", "#status": "status"}
         allowed, statuses = status_in(ENDED_EARLY if unprocessed else (JobStatus.PROCESSING,))
         values: dict[str, Any] = {
@@ -204,16 +218,17 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             return self.get(job.environment, job.id)  # counted by an earlier delivery, or the job ended
         return self._from_item(item)
 
-    def _stored_outcome(self, job: IngestionJob, chunk: int) -> ChunkOutcome:
+    def _stored_outcome(self, job: IngestionJob, chunk: int, created: dict[str, int]) -> ChunkOutcome:
         """A chunk's outcome as its stored results tell it (a file import keeps its problem rows
-        only: the chunk's other rows succeeded)."""
+        only: the chunk's other rows succeeded), with the records per stream the caller found in
+        the table (the results do not say their streams)."""
         stored = self._table.get(keys.job_results(job.environment, job.id, chunk)) or {}
         if job.source is JobSource.BULK_API:
-            return ChunkOutcome(chunk, tuple(_result_of(r) for r in stored.get("results") or ()), {})
+            return ChunkOutcome(chunk, tuple(_result_of(r) for r in stored.get("results") or ()), created)
         problems = {r.index: r for r in map(_result_of, stored.get("problems") or ())}
         results = tuple(problems.get(i) or ItemResult(i, ItemStatus.SUCCESSFUL, None, None, None, None)
                         for i in job.chunk_range(chunk))
-        return ChunkOutcome(chunk, results, {})
+        return ChunkOutcome(chunk, results, created)
 
     def record_preparation(self, job: IngestionJob, chunk_count: int, expected: int, first_id: int,
                            decimal_places: int | None = None) -> IngestionJob:
@@ -327,6 +342,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             cancellation_requested_at=parse_optional_iso(item.get("cancellation_requested_at")),
             error_message=item.get("error_message"), error_details=item.get("error_details"),
             first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
+            chunks_begun=item.get("chunks_begun"),
             created_per_stream=dict(item.get("created_per_stream") or {}),
             counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
             data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},

@@ -67,10 +67,12 @@ class RecordRepository:
             raise NotFound(f"record {record_id} not found")
         return self.from_item(item)
 
-    def find_many(self, environment: str, record_ids: Iterable[int]) -> dict[int, Record]:
-        """The records of these ids that exist (and are not being deleted), by id."""
+    def find_many(self, environment: str, record_ids: Iterable[int],
+                  including_deleting: bool = False) -> dict[int, Record]:
+        """The records of these ids that exist (and are not being deleted, unless
+        `including_deleting`: an ingestion job owns those it wrote until they are gone), by id."""
         items = self._table.get_many(keys.record(environment, i) for i in record_ids)
-        return {i["id"]: self.from_item(i) for i in items if not i.get("deleting")}
+        return {i["id"]: self.from_item(i) for i in items if including_deleting or not i.get("deleting")}
 
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:

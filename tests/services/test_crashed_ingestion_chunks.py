@@ -1,0 +1,220 @@
+"""A chunk whose execution died after writing some of its records, before its results were saved
+(services/ingestion.py), on the fakes: a retry, in whichever process, owns the records that are in
+the table and writes only the missing ones (a claim made on one meanwhile survives); a job that
+ends before any retry owns them too, even with its payload gone. Either way each record is counted
+once, totals add up and a stream's records_count is the records in the table."""
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, FILE_CHUNK_ROWS, ItemStatus, JobSource, JobStatus, OnConflict
+from chalicelib.domain.records import RecordStatus
+from chalicelib.services import file_imports
+from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services.ingestion import fail, process_job
+from chalicelib.services.reconciliation_rules import create_rule
+from tests.services.conftest import ENV, matched_by_a_run
+
+RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
+ITEMS = 2 * BULK_CHUNK_ROWS + 100  # three chunks; the second dies
+KEPT = 100  # records of the second chunk written before it died
+DUPLICATE, ITS_FIRST = 300, 262  # in the second chunk: 300 repeats 262's external_id, and is skipped
+
+
+class Died(Exception):
+    pass
+
+
+class DiesWriting:
+    """A records port whose `call`-th put_many writes its first `keep` records, then the process dies.
+    Records whose put was asked for are kept in `put`."""
+
+    def __init__(self, records, call: int = 0, keep: int = 0) -> None:
+        self.records, self.call, self.keep, self.calls, self.put = records, call, keep, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.records, name)
+
+    def put_many(self, records):
+        records = list(records)
+        self.calls += 1
+        if self.calls == self.call:
+            self.records.put_many(records[:self.keep])
+            raise Died(f"put_many call {self.call}")
+        self.put += [r.id for r in records]
+        return self.records.put_many(records)
+
+
+def item(n: int) -> dict:
+    stream = "bank" if n % 2 == 0 else "ledger"
+    external_id = f"x-{ITS_FIRST if n == DUPLICATE else n}"
+    return {"data_stream_key": stream, "external_id": external_id, "date": "2026-11-02", "direction": "credit",
+            "amount": -1 if n % 50 == 7 else 1000 + n}  # every 50th item fails validation
+
+
+INVALID = {n for n in range(ITEMS) if n % 50 == 7}
+
+
+def stored(ports) -> dict[int, object]:
+    """The record items in the table, by id (one item per id: a record written twice is still one)."""
+    return {record_id: row for (env, record_id), row in ports.records.store.rows.items() if env == ENV}
+
+
+def assert_streams_count_their_records(ports):
+    rows = stored(ports).values()
+    for stream in ("bank", "ledger"):
+        in_table = sum(1 for row in rows if row.record.data_stream_key == stream)
+        assert ports.data_streams.get(ENV, stream).records_count == in_table > 0
+
+
+def assert_totals_add_up(job):
+    assert job.successful_items + job.failed_items + job.skipped_items == job.processed_items == job.total_items
+
+
+@pytest.fixture
+def crashed(ports, reconciliation):
+    """A bulk job whose second chunk died with KEPT of its records written, its results never saved."""
+    job = submit_bulk(ports, ENV, [item(n) for n in range(ITEMS)], OnConflict.SKIP, None)
+    with pytest.raises(Died):
+        process_job(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+    job = ports.ingestion_jobs.get(ENV, job.id)
+    assert job.done_chunks == {0} and job.status is JobStatus.PROCESSING
+    written = sorted(i for i in stored(ports) if i >= job.record_id(BULK_CHUNK_ROWS))
+    assert len(written) == KEPT
+    return job, written
+
+
+def test_a_retried_chunk_owns_the_records_it_wrote_and_a_claim_made_meanwhile_survives(ports, reconciliation,
+                                                                                       crashed):
+    job, written = crashed
+    # Meanwhile a run matches one of them (bank, row 262) with a ledger record of the first chunk.
+    claimed = job.record_id(ITS_FIRST)
+    assert claimed in written
+    rule = create_rule(ports, ENV, reconciliation.id, RULE)
+    match = matched_by_a_run(ports, reconciliation, rule, [claimed], [job.record_id(1)])
+
+    retry = DiesWriting(ports.records)  # another delivery, in another process: it dies nowhere
+    done = process_job(replace(ports, records=retry), ENV, job.id)
+
+    assert done.status is JobStatus.COMPLETED
+    assert not set(retry.put) & set(written)  # nothing in the table is written over
+    row = ports.records.store.row(ENV, claimed)
+    assert row.match_ids == {reconciliation.id: match.id} and row.record.status is RecordStatus.RECONCILED
+    results = ports.ingestion_jobs.results(ENV, job.id)
+    assert [r.index for r in results] == list(range(ITEMS))
+    for n, result in enumerate(results):
+        if n in INVALID:
+            assert (result.status, result.record_id) == (ItemStatus.FAILED, None)
+        elif n == DUPLICATE:
+            assert (result.status, result.record_id) == (ItemStatus.SKIPPED, claimed)
+        else:
+            assert (result.status, result.record_id, result.external_id) == (
+                ItemStatus.SUCCESSFUL, job.record_id(n), f"x-{n}")
+    successful = {r.record_id for r in results if r.status is ItemStatus.SUCCESSFUL}
+    assert set(stored(ports)) == successful  # each record once, none without a result
+    assert (done.successful_items, done.failed_items, done.skipped_items) == (
+        ITEMS - len(INVALID) - 1, len(INVALID), 1)
+    assert_totals_add_up(done)
+    assert done.created_per_stream == {
+        stream: sum(1 for row in stored(ports).values() if row.record.data_stream_key == stream)
+        for stream in ("bank", "ledger")}
+    assert done.aggregates.total.count == len(successful)
+    assert_streams_count_their_records(ports)
+
+
+def test_a_job_failed_with_its_payload_gone_owns_the_records_its_unfinished_chunk_wrote(ports, crashed):
+    job, written = crashed
+    del ports.payloads.objects[job.payload_key]  # lost: every redelivery fails reading it
+    with pytest.raises(Exception, match="NoSuchKey"):
+        process_job(ports, ENV, job.id)
+
+    ended = fail(ports, ENV, job.id, Died("payload lost"), attempts=3)
+
+    assert ended.status is JobStatus.FAILED
+    results = ports.ingestion_jobs.results(ENV, job.id)
+    assert [r.index for r in results] == list(range(ITEMS))
+    owned = [r for r in results if r.index >= BULK_CHUNK_ROWS and r.status is ItemStatus.SUCCESSFUL]
+    assert sorted(r.record_id for r in owned) == written
+    records = stored(ports)
+    assert all(r.record_id == job.record_id(r.index) and r.external_id == records[r.record_id].record.external_id
+               for r in owned)
+    not_processed = [r for r in results if r.index >= BULK_CHUNK_ROWS and r.status is not ItemStatus.SUCCESSFUL]
+    assert len(not_processed) == ITEMS - BULK_CHUNK_ROWS - KEPT
+    assert all(r.status is ItemStatus.FAILED and r.error.startswith("not processed") for r in not_processed)
+    successful = {r.record_id for r in results if r.status is ItemStatus.SUCCESSFUL}
+    assert set(records) == successful
+    assert ended.successful_items == len(successful)
+    assert_totals_add_up(ended)
+    assert ended.aggregates.total.count == len(records)
+    assert_streams_count_their_records(ports)
+
+
+CSV_ROWS = FILE_CHUNK_ROWS + 200
+
+
+def file_import(ports, rows: int = CSV_ROWS):
+    """An uploaded CSV import of `rows` rows into bank, prepared into its chunks."""
+    job, _ = file_imports.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                        on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                        decimal_places=None)
+    data = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,f-{n}\n" for n in range(rows))
+    ports.payloads.objects[job.import_file_key] = (data.encode(), datetime.now(UTC))
+    assert file_imports.prepare(ports, ENV, job.id) == "chunk"
+    return ports.ingestion_jobs.get(ENV, job.id)
+
+
+def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_records(ports, reconciliation):
+    job = file_import(ports)
+    with pytest.raises(Died):
+        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+    claimed = job.record_id(FILE_CHUNK_ROWS + 5)  # by a run, meanwhile
+    assert ports.matches.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
+
+    retry = DiesWriting(ports.records)
+    assert file_imports.write_chunks(replace(ports, records=retry), ENV, job.id) == "finish"
+    file_imports.finish(ports, ENV, job.id)
+
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert (done.status, done.successful_items, done.processed_items) == (JobStatus.COMPLETED, CSV_ROWS, CSV_ROWS)
+    assert len(retry.put) == CSV_ROWS - FILE_CHUNK_ROWS - KEPT
+    row = ports.records.store.row(ENV, claimed)
+    assert row.match_ids == {reconciliation.id: 77} and row.record.status is RecordStatus.RECONCILED
+    assert len(stored(ports)) == CSV_ROWS == ports.data_streams.get(ENV, "bank").records_count
+
+
+def test_a_failed_file_import_whose_files_are_gone_owns_what_its_unfinished_chunk_wrote(ports, reconciliation):
+    job = file_import(ports)
+    with pytest.raises(Died):
+        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+    ports.payloads.objects.clear()  # the upload and the chunk files
+
+    assert file_imports.give_up(ports, ENV, job.id, {"Error": "NoSuchKey", "Cause": "chunk file lost"}) == "stop"
+
+    ended = ports.ingestion_jobs.get(ENV, job.id)
+    assert ended.status is JobStatus.FAILED
+    assert (ended.successful_items, ended.failed_items) == (FILE_CHUNK_ROWS + KEPT, CSV_ROWS - FILE_CHUNK_ROWS - KEPT)
+    assert_totals_add_up(ended)
+    problems = ports.ingestion_jobs.results(ENV, job.id, problems_only=True)
+    assert [r.index for r in problems] == list(range(FILE_CHUNK_ROWS + KEPT, CSV_ROWS))
+    assert len(stored(ports)) == ended.successful_items == ports.data_streams.get(ENV, "bank").records_count
+    assert ended.aggregates.total.count == ended.successful_items
+
+
+def test_a_worker_that_finds_its_job_ended_meanwhile_writes_no_more_records(ports, reconciliation):
+    job = submit_bulk(ports, ENV, [item(n) for n in range(ITEMS)], OnConflict.SKIP, None)
+
+    class FailedBySweeperAfterTheFirstChunk(DiesWriting):
+        def put_many(self, records):
+            written = super().put_many(records)
+            if self.calls == 1:
+                fail(ports, ENV, job.id, Died("no progress"), attempts=3)
+            return written
+
+    ended = process_job(replace(ports, records=FailedBySweeperAfterTheFirstChunk(ports.records)), ENV, job.id)
+
+    assert ended.status is JobStatus.FAILED
+    assert all(i < ended.record_id(BULK_CHUNK_ROWS) for i in stored(ports))  # nothing after its end
+    assert ended.successful_items == len(stored(ports))
+    assert_totals_add_up(ended)
+    assert_streams_count_their_records(ports)
