@@ -14,3 +14,8 @@ def execution_name(*parts: object) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     return f"{name[:MAX_EXECUTION_NAME - len(digest) - 1]}-{digest}"
+
+
+class ExecutionStopped(Exception):
+    """The process is stopping (Ports.stopping): the work stops at a checkpoint and is resumed
+    from it, by the message left with its queue or by the resume at the next start."""

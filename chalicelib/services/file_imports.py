@@ -213,8 +213,8 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
     for number in range(job.chunk_count or 0):
         if number in job.done_chunks:
             continue
-        if written and time.monotonic() > deadline:
-            return "chunk"  # at least one chunk per task, then hand over to the next task
+        if ports.stopping() or (written and time.monotonic() > deadline):
+            return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
         job = ports.ingestion_jobs.get(environment, job_id)
         past_chunks = _past_its_chunks(ports, job)  # ended meanwhile (the sweeper): write no more
         if past_chunks:

@@ -22,6 +22,7 @@ from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown
+from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.domain.ingestion import (
     BULK_CHUNK_ROWS,
     ENDED_EARLY,
@@ -89,6 +90,8 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
         for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
             if index in job.done_chunks:
                 continue
+            if ports.stopping():  # the message stays with the queue: the next start delivers it again
+                raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
             job = ports.ingestion_jobs.get(environment, job_id)
             if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
                 return settle(ports, job)

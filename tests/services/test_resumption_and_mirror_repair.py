@@ -1,10 +1,14 @@
 """After a restart, on the fakes: work in flight resumes at once (services/resumption.py), and the
 analytics mirror is rewritten from the table where it lost imports (services/mirror_repair.py)."""
+from dataclasses import replace
 from datetime import UTC, datetime
+
+import pytest
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.ingestion import JobSource, JobStatus, OnConflict
+from chalicelib.domain.executions import ExecutionStopped
+from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobSource, JobStatus, OnConflict
 from chalicelib.domain.reconciliation_exceptions import RecordFilter
 from chalicelib.services import file_imports, investigations
 from chalicelib.services.bulk_requests import submit_bulk
@@ -15,6 +19,7 @@ from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_e
 from chalicelib.services.reconciliation_runs import start_run
 from chalicelib.services.records import delete_record
 from chalicelib.services.resumption import resume_interrupted
+from tests.fakes import fake_ports
 from tests.services.conftest import ENV, days_ago, record, streams
 
 CSV = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"
@@ -115,3 +120,31 @@ def test_lost_totals_are_stored_again_and_other_environments_are_left_alone(port
     totals = ports.ingestion_jobs.get(ENV, job.id).aggregates.total
     assert (totals.count, totals.credits) == (2, 1200)
     assert ports.data_streams.get(ENV, "bank").records_count == 2
+
+
+def test_a_stopping_process_leaves_its_jobs_at_a_checkpoint_and_they_resume_from_it(reconciliation):
+    stop = {"now": False}
+    ports = replace(fake_ports(), stopping=lambda: stop["now"])
+    streams(ports, "bank")
+    items = [record("bank", n, 100 + n) for n in range(3 * BULK_CHUNK_ROWS)]
+    job = submit_bulk(ports, ENV, items, OnConflict.SKIP, None)
+    saved = ports.ingestion_jobs.save_chunk
+
+    def stop_after_first(job, outcome, **kwargs):
+        stop["now"] = True  # Ctrl-C while the first chunk was written
+        return saved(job, outcome, **kwargs)
+    ports.ingestion_jobs.save_chunk = stop_after_first
+    with pytest.raises(ExecutionStopped):
+        process_job(ports, ENV, job.id)
+    stopped = ports.ingestion_jobs.get(ENV, job.id)
+    assert (stopped.status, stopped.done_chunks) == (JobStatus.PROCESSING, frozenset({0}))
+
+    upload = file_import(ports)
+    assert file_imports.prepare(ports, ENV, upload.id) == "chunk"
+    assert file_imports.write_chunks(ports, ENV, upload.id) == "chunk"  # stopping: not one chunk written
+    assert ports.ingestion_jobs.get(ENV, upload.id).done_chunks == frozenset()
+
+    stop["now"] = False
+    ports.ingestion_jobs.save_chunk = saved
+    assert process_job(ports, ENV, job.id).status is JobStatus.COMPLETED
+    assert ports.ingestion_jobs.get(ENV, job.id).successful_items == 3 * BULK_CHUNK_ROWS

@@ -1,0 +1,217 @@
+"""The local stack killed mid-work, and stopped with Ctrl-C mid-work, then started again on the same
+data directory: nothing is lost, nothing is doubled, nothing waits for the sweeper's thresholds.
+
+The checks read the table itself (through the adapters, on the stack's own endpoints), not only
+the API: a record must never say it is matched unless a committed match holds it."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from chalicelib.container import Container
+from chalicelib.local.launcher import StackProcess
+from chalicelib.local.stack import running_stack
+from chalicelib.settings import Settings
+
+ENV = "local"
+RUN_PAIRS = 1_500          # bank and ledger records matched one to one by the run in flight
+CSV_ROWS = 4_000           # rows of the file import in flight
+BULK_REQUESTS, BULK_ITEMS = 4, 500
+RESUME_TIMEOUT = 150       # far below the sweeper's 5 minutes (imports) and 75 minutes (runs)
+
+
+def poll(what, check, timeout: float, interval: float = 0.2):
+    """`check()` until it returns something truthy; its last answer in the failure otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = check()
+        if answer:
+            return answer
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(interval)
+
+
+def create_stream(stack: StackProcess, key: str) -> None:
+    assert stack.request("POST", "/data_streams", {"key": key, "name": key}).status_code == 201
+
+
+def bulk(stack: StackProcess, items: list[dict]) -> int:
+    answer = stack.request("POST", "/records/bulk", {"records": items})
+    assert answer.status_code == 202, answer.text
+    return answer.json()["id"]
+
+
+def bulk_done(stack: StackProcess, request_id: int) -> dict | None:
+    body = stack.request("GET", f"/bulk_requests/{request_id}").json()
+    return body if body["status"] in ("completed", "failed", "cancelled") else None
+
+
+def pair(stream: str, n: int) -> dict:
+    return {"data_stream_key": stream, "external_id": f"{stream}-{n}", "amount": 10_000 + n, "date": "2026-11-02",
+            "direction": "credit"}
+
+
+def upload_csv(stack: StackProcess, stream: str, rows: int) -> dict:
+    created = stack.request("POST", f"/data_streams/{stream}/file_imports",
+                            {"filename": "nov.csv", "format": "csv"}).json()
+    body = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.{n % 100:02d},c-{n}\n" for n in range(rows))
+    assert requests.put(created["upload_url"], data=body.encode(), timeout=60).status_code == 200
+    return created
+
+
+def import_of(stack: StackProcess, import_id: int) -> dict:
+    return stack.request("GET", f"/file_imports/{import_id}").json()
+
+
+def kill_everything(data_dir: Path) -> None:
+    """SIGKILL to the stack and every process it started, at once: a laptop losing power."""
+    info = running_stack(data_dir)
+    assert info is not None
+    for pid in [info.pid, *(info.child_pids or [])]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def table_of(data_dir: Path) -> Container:
+    info = running_stack(data_dir)
+    assert info is not None
+    return Container(info.settings(Settings()))
+
+
+def all_records(container: Container, stream: str) -> list:
+    from chalicelib.domain.records import RecordQuery
+
+    records, cursor = [], None
+    while True:
+        page, cursor = container.records.list_page(ENV, RecordQuery(data_stream_key=stream), 500, cursor)
+        records += page
+        if cursor is None:
+            return records
+
+
+def assert_every_record_in_exactly_one_match(container: Container, reconciliation_id: int, streams: list[str]) -> int:
+    """Every record of the streams holds a match of the reconciliation that is committed and lists
+    it; every committed match's records hold it. Returns how many matches there are."""
+    ids = [r.id for stream in streams for r in all_records(container, stream)]
+    held = {h.record.id: h for h in container.matches.held_records(ENV, ids)}
+    match_of = {record_id: h.match_in(reconciliation_id) for record_id, h in held.items()}
+    unmatched = sorted(i for i, m in match_of.items() if m is None)
+    assert not unmatched, f"{len(unmatched)} records in no match, e.g. {unmatched[:5]}"
+    match_ids = set(match_of.values())
+    committed = container.matches.existing_ids(ENV, match_ids)
+    assert committed == match_ids, f"records held by matches never committed: {sorted(match_ids - committed)[:5]}"
+    for match_id in match_ids:
+        members = {m.record_id for m in container.matches.members(ENV, match_id)}
+        assert members == {i for i, m in match_of.items() if m == match_id}, match_id
+    return len(match_ids)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    running = StackProcess(tmp_path / "data", api_key=f"rk_crash-{uuid.uuid4().hex[:8]}").start()
+    yield running
+    running.stop()
+
+
+def test_a_stack_killed_mid_work_finishes_all_of_it_after_a_restart(stack, tmp_path):
+    # Given records on both sides of a batch reconciliation
+    for key in ("bank", "ledger", "cards", "fees"):
+        create_stream(stack, key)
+    reconciliation = stack.request("POST", "/reconciliations", {
+        "name": "Bank to ledger", "run_type": "batch", "side_a_stream_keys": ["bank"],
+        "side_b_stream_keys": ["ledger"]}).json()
+    rule = stack.request("POST", f"/reconciliations/{reconciliation['id']}/rules", {
+        "name": "Amount, 3 days", "conditions": [{"field": "amount", "operator": "equals"},
+                                                 {"field": "date", "operator": "within", "days": 3}]})
+    assert rule.status_code == 201, rule.text
+    seeded = [bulk(stack, [pair(side, n) for n in range(start, min(start + 1000, RUN_PAIRS))])
+              for side in ("bank", "ledger") for start in range(0, RUN_PAIRS, 1000)]
+    for request_id in seeded:
+        assert poll("seeding", lambda i=request_id: bulk_done(stack, i), 120)["status"] == "completed"
+
+    # When a run, a file import and bulk requests are in flight
+    run = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs", {}).json()
+    created = upload_csv(stack, "cards", CSV_ROWS)
+    fee_items = [[{"data_stream_key": "fees", "external_id": f"fee-{r}-{n}", "amount": 100 + n,
+                   "date": "2026-11-03", "direction": "debit"} for n in range(BULK_ITEMS)]
+                 for r in range(BULK_REQUESTS)]
+    fees = [bulk(stack, items) for items in fee_items]
+    run_url = f"/reconciliations/{reconciliation['id']}/runs/{run['id']}"
+
+    def mid_flight():
+        written = import_of(stack, created["id"])
+        running = stack.request("GET", run_url).json()
+        return (written["status"] == "processing" and 0 < written["processed_items"] < CSV_ROWS
+                and running["status"] == "running")
+    poll("an import and a run both part-way", mid_flight, 120, interval=0.05)
+    # ... and the whole process tree dies at once
+    kill_everything(stack.data_dir)
+    stack.process.wait(timeout=30)
+
+    # Then, started again on the same data, everything finishes by itself, well before any sweeper
+    stack.start()
+    started = time.monotonic()
+    imported = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] in
+                    ("completed", "failed", "cancelled") and b, RESUME_TIMEOUT)
+    requests_done = [poll("a bulk request", lambda i=i: bulk_done(stack, i), RESUME_TIMEOUT) for i in fees]
+    finished_run = poll("the run", lambda: (r := stack.request("GET", run_url).json())["status"] in
+                        ("completed", "failed") and r, RESUME_TIMEOUT)
+    if finished_run["status"] == "failed":  # a run that could not go on frees its slot: a new one completes
+        again = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs", {})
+        assert again.status_code == 201, again.text
+        run_url = f"/reconciliations/{reconciliation['id']}/runs/{again.json()['id']}"
+        finished_run = poll("the new run", lambda: (r := stack.request("GET", run_url).json())["status"] in
+                            ("completed", "failed") and r, RESUME_TIMEOUT)
+    assert finished_run["status"] == "completed", finished_run
+    assert time.monotonic() - started < RESUME_TIMEOUT
+
+    # The import: exactly its rows
+    assert imported["status"] == "completed", imported
+    assert (imported["total_items"], imported["successful_items"], imported["failed_items"]) == (CSV_ROWS, CSV_ROWS, 0)
+    # Every bulk request: totals that add up, and exactly its records
+    container = table_of(stack.data_dir)
+    fee_records = all_records(container, "fees")
+    for done in requests_done:
+        assert done["status"] == "completed", done
+        assert done["successful_items"] + done["failed_items"] + done["skipped_items"] == BULK_ITEMS == \
+            done["total_items"]
+        assert done["successful_items"] == BULK_ITEMS
+    assert sorted(r.external_id for r in fee_records) == sorted(i["external_id"] for items in fee_items
+                                                                for i in items)
+    # The run: every record in exactly one match
+    assert assert_every_record_in_exactly_one_match(container, reconciliation["id"], ["bank", "ledger"]) == RUN_PAIRS
+    # Stream counts equal the records
+    for key, expected in (("bank", RUN_PAIRS), ("ledger", RUN_PAIRS), ("cards", CSV_ROWS),
+                          ("fees", BULK_REQUESTS * BULK_ITEMS)):
+        assert len(all_records(container, key)) == expected, key
+        assert poll(f"{key}'s count", lambda k=key, n=expected: stack.request(
+            "GET", f"/data_streams/{k}").json()["records_count"] == n, 30), key
+
+
+def test_ctrl_c_mid_import_stops_within_seconds_at_a_checkpoint_and_the_import_resumes(stack):
+    create_stream(stack, "cards")
+    created = upload_csv(stack, "cards", CSV_ROWS)
+    poll("the import part-way", lambda: 0 < import_of(stack, created["id"])["processed_items"] < CSV_ROWS, 120,
+         interval=0.05)
+
+    asked = time.monotonic()
+    stack.process.send_signal(signal.SIGINT)
+    stack.process.wait(timeout=30)
+    stopped_in = time.monotonic() - asked
+    log = stack.log_path.read_text()
+    assert stopped_in < 10, f"took {stopped_in:.1f} s to stop"
+    assert "Traceback" not in log
+
+    stack.start()
+    done = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] != "processing" and b, 120)
+    assert (done["status"], done["successful_items"], done["failed_items"]) == ("completed", CSV_ROWS, 0)
+    assert len(all_records(table_of(stack.data_dir), "cards")) == CSV_ROWS
+    assert stack.request("GET", "/data_streams/cards").json()["records_count"] == CSV_ROWS
