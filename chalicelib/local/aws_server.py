@@ -37,9 +37,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 
 def s3rver_command(port: int, directory: Path) -> list[str]:
-    # The legacy provider gives s3rver the DES cipher of its listing continuation tokens.
-    return ["node", "--openssl-legacy-provider", str(S3_SERVER), "--address", processes.LOOPBACK,
-            "--port", str(port), "--directory", str(directory)]
+    return ["node", str(S3_SERVER), "--address", processes.LOOPBACK, "--port", str(port),
+            "--directory", str(directory)]
 
 
 class ForwardS3:

@@ -1,5 +1,5 @@
 // The local stack's S3: s3rver (npm), keeping each object as files under --directory, with four fixes
-// for what the service needs of it. Run with `node --openssl-legacy-provider` (see the last one).
+// for what the service needs of it.
 'use strict';
 
 const crypto = require('crypto');
@@ -101,8 +101,15 @@ FilesystemStore.prototype.copyObject = async function (srcBucket, srcKey, destBu
   return this.getMetadata(destBucket, destKey);
 };
 
-// 4. ListObjectsV2 pages past the first 1,000 keys: s3rver's continuation token is DES-encrypted, which
-// OpenSSL 3 offers only with its legacy provider (hence node's --openssl-legacy-provider).
+// 4. ListObjectsV2 pages past the first 1,000 keys: s3rver encrypts its continuation token with DES, which
+// OpenSSL 3 (Node 17 on) refuses without its legacy provider, so every listing of more than 1,000 keys
+// failed. Triple DES with the key three times is DES, and OpenSSL 3 offers it by default.
+const tripleForSingleDes = (make) => (algorithm, key, iv, options) => (algorithm === 'des'
+  ? make('des-ede3-cbc', Buffer.concat([key, key, key]), iv, options)
+  : make(algorithm, key, iv, options));
+crypto.createCipheriv = tripleForSingleDes(crypto.createCipheriv);
+crypto.createDecipheriv = tripleForSingleDes(crypto.createDecipheriv);
+
 new S3rver({
   address: option('address'),
   port: Number(option('port')),
