@@ -99,6 +99,11 @@ def test_objects_and_undeleted_messages_survive_sigkill_of_every_process(tmp_pat
         for key, body in objects.items():
             assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
             assert listed[key]["ETag"].strip('"') == hashlib.md5(body).hexdigest()
+        # the one endpoint for all of AWS (AWS_ENDPOINT_URL) serves the same objects: S3 is forwarded to s3rver
+        through_aws_endpoint = boto3.client("s3", endpoint_url=info.aws_endpoint, region_name="us-east-1",
+                                            aws_access_key_id="local", aws_secret_access_key="local")
+        assert through_aws_endpoint.get_object(Bucket=bucket, Key="durability/upload.csv")["Body"].read() == \
+            objects["durability/upload.csv"]
 
         back = {}
         deadline = time.monotonic() + 10
