@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 import requests
 
@@ -23,6 +24,7 @@ ENV = "local"
 RUN_PAIRS = 1_500          # bank and ledger records matched one to one by the run in flight
 CSV_ROWS = 4_000           # rows of the file import in flight
 BULK_REQUESTS, BULK_ITEMS = 4, 500
+ENDED = ("completed", "failed", "cancelled")
 RESUME_TIMEOUT = 150       # far below the sweeper's 5 minutes (imports) and 75 minutes (runs)
 
 
@@ -49,7 +51,7 @@ def bulk(stack: StackProcess, items: list[dict]) -> int:
 
 def bulk_done(stack: StackProcess, request_id: int) -> dict | None:
     body = stack.request("GET", f"/bulk_requests/{request_id}").json()
-    return body if body["status"] in ("completed", "failed", "cancelled") else None
+    return body if body["status"] in ENDED else None
 
 
 def pair(stream: str, n: int) -> dict:
@@ -140,10 +142,6 @@ def test_a_stack_killed_mid_work_finishes_all_of_it_after_a_restart(stack, tmp_p
     # When a run, a file import and bulk requests are in flight
     run = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs", {}).json()
     created = upload_csv(stack, "cards", CSV_ROWS)
-    fee_items = [[{"data_stream_key": "fees", "external_id": f"fee-{r}-{n}", "amount": 100 + n,
-                   "date": "2026-11-03", "direction": "debit"} for n in range(BULK_ITEMS)]
-                 for r in range(BULK_REQUESTS)]
-    fees = [bulk(stack, items) for items in fee_items]
     run_url = f"/reconciliations/{reconciliation['id']}/runs/{run['id']}"
 
     def mid_flight():
@@ -152,15 +150,24 @@ def test_a_stack_killed_mid_work_finishes_all_of_it_after_a_restart(stack, tmp_p
         return (written["status"] == "processing" and 0 < written["processed_items"] < CSV_ROWS
                 and running["status"] == "running")
     poll("an import and a run both part-way", mid_flight, 120, interval=0.05)
+    fee_items = [[{"data_stream_key": "fees", "external_id": f"fee-{r}-{n}", "amount": 100 + n,
+                   "date": "2026-11-03", "direction": "debit"} for n in range(BULK_ITEMS)]
+                 for r in range(BULK_REQUESTS)]
+    fees = [bulk(stack, items) for items in fee_items]
+    poll("a bulk request part-way", lambda: any(
+        0 < stack.request("GET", f"/bulk_requests/{i}").json()["processed_items"] < BULK_ITEMS for i in fees),
+        60, interval=0.02)
     # ... and the whole process tree dies at once
+    in_flight = mid_flight()
     kill_everything(stack.data_dir)
     stack.process.wait(timeout=30)
+    assert in_flight, "the import and the run ended before the kill: nothing was interrupted"
 
     # Then, started again on the same data, everything finishes by itself, well before any sweeper
     stack.start()
     started = time.monotonic()
-    imported = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] in
-                    ("completed", "failed", "cancelled") and b, RESUME_TIMEOUT)
+    imported = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] in ENDED and b,
+                    RESUME_TIMEOUT)
     requests_done = [poll("a bulk request", lambda i=i: bulk_done(stack, i), RESUME_TIMEOUT) for i in fees]
     finished_run = poll("the run", lambda: (r := stack.request("GET", run_url).json())["status"] in
                         ("completed", "failed") and r, RESUME_TIMEOUT)
@@ -211,7 +218,34 @@ def test_ctrl_c_mid_import_stops_within_seconds_at_a_checkpoint_and_the_import_r
     assert "Traceback" not in log
 
     stack.start()
-    done = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] != "processing" and b, 120)
+    done = poll("the import", lambda: (b := import_of(stack, created["id"]))["status"] in ENDED and b, 120)
     assert (done["status"], done["successful_items"], done["failed_items"]) == ("completed", CSV_ROWS, 0)
     assert len(all_records(table_of(stack.data_dir), "cards")) == CSV_ROWS
+    assert stack.request("GET", "/data_streams/cards").json()["records_count"] == CSV_ROWS
+
+    # The analytics mirror lost: rebuilt by hand, and by the stack itself at its next start
+    info = running_stack(stack.data_dir)
+    s3 = boto3.client("s3", endpoint_url=info.s3_endpoint, region_name="us-east-1", aws_access_key_id="local",
+                      aws_secret_access_key="local")
+
+    def lose_the_mirror() -> int:
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=info.bucket_name,
+                                                                                  Prefix="mirror/")
+                for o in page.get("Contents", [])]
+        for key in keys:
+            s3.delete_object(Bucket=info.bucket_name, Key=key)
+        return len(keys)
+
+    assert lose_the_mirror() > 0
+    rebuilt = stack.cli("mirror", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"rewrote 1 import(s) ({CSV_ROWS} records)" in rebuilt.stdout
+    assert stack.request("GET", "/data_streams/cards").json()["records_count"] == CSV_ROWS
+    assert "nothing to repair" in stack.cli("mirror", "rebuild").stdout
+
+    lose_the_mirror()
+    stack.stop()
+    stack.start()
+    poll("the mirror repaired at start", lambda: f"rewrote 1 import(s) ({CSV_ROWS} records)" in
+         stack.log_path.read_text(), 60)
     assert stack.request("GET", "/data_streams/cards").json()["records_count"] == CSV_ROWS
