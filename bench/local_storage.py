@@ -7,11 +7,11 @@ of 1,200 keys through the paginator, a presigned PUT, the other calls the servic
 whether the objects survive a SIGKILL of the server.
 
 SQS: moto's server, and the stack's AWS server with its journal (synchronous NORMAL and FULL):
-send one at a time, send in batches of 10, receive and delete in batches of 10 (the local
-runtime's way), and whether undeleted messages survive a SIGKILL. Also moto's own recorder, the
-only persistence moto has, replayed after a restart.
+each call the service and the local runtime make, at the queue depth the runtime sees, and whether
+undeleted messages survive a SIGKILL. Also the journal's own cost, and moto's recorder (the only
+persistence moto has) replayed after a restart.
 
-    .venv/bin/python bench/local_storage.py [--objects 30] [--messages 500]
+    .venv/bin/python bench/local_storage.py [--objects 30] [--messages 1000]
 """
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def bench_s3(engine: Engine, work: Path, objects: int) -> dict[str, str]:
             f"list {LISTED_KEYS:,} keys (paginator)": list_result,
             "presigned PUT (urllib3, 1 request)": (f"{presigned.status_code}, {presigned_ms:.1f} ms"
                                                    if presigned.ok else f"fails ({presigned.status_code})"),
-            "ETag stable across listings": check(lambda: bool(listed) and listing() == listed),
+            "ETag stable across listings": check(lambda: listing() == listed) if listed else "n/a (no listing)",
             "get with Range": check(lambda: s3.get_object(Bucket=BUCKET, Key="big/0", Range="bytes=0-9")["Body"].read()
                                     == body[:10]),
             "head_object size": check(lambda: s3.head_object(Bucket=BUCKET, Key="big/0")["ContentLength"] == len(body)),
@@ -191,7 +191,8 @@ def bench_s3(engine: Engine, work: Path, objects: int) -> dict[str, str]:
                 and s3.get_object(Bucket=BUCKET, Key="copied/part")["Body"].read() == b"x" * 1024),
             "copy_object of a missing key: NoSuchKey": check(lambda: copy_missing_is_no_such_key(s3)),
             "delete_objects (1,000)": check(lambda: not s3.delete_objects(Bucket=BUCKET, Delete={
-                "Objects": [{"Key": k} for k, _ in listed[:1000]], "Quiet": True}).get("Errors")),
+                "Objects": [{"Key": k} for k, _ in listed[:1000]], "Quiet": True}).get("Errors"))
+            if listed else "n/a (no listing)",
             "EventBridge notification": check(lambda: bool(s3.put_bucket_notification_configuration(
                 Bucket=BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}}))),
         }
@@ -218,28 +219,34 @@ def copy_missing_is_no_such_key(s3) -> bool:
 # SQS ---------------------------------------------------------------------------------------------
 
 def bench_sqs(engine: Engine, work: Path, messages: int) -> dict[str, str]:
+    """Calls at the queue depth the local runtime sees (a few messages): ten sent one at a time or in
+    one batch, then received and deleted ten at a time, over and over."""
     directory = work / engine.name.replace(" ", "-").replace(",", "")
     startup = engine.start(directory)
     try:
         sqs = engine.client("sqs")
         url = sqs.create_queue(QueueName="bench")["QueueUrl"]
-        began = time.perf_counter()
-        for n in range(messages):
-            sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"n": n}))
-        single = messages / (time.perf_counter() - began)
-        began = time.perf_counter()
-        for start in range(0, messages, 10):
-            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": json.dumps({"n": n})}
-                                                          for n in range(start, start + 10)])
-        batched = messages / (time.perf_counter() - began)
-        began, handled = time.perf_counter(), 0
-        while handled < 2 * messages:
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
-            assert got, f"{engine.name}: the queue ran dry at {handled}"
-            sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                                                            for i, m in enumerate(got)])
-            handled += len(got)
-        drained = handled / (time.perf_counter() - began)
+        sends: list[float] = []
+        batches: list[float] = []
+        receives: list[float] = []
+        deletes: list[float] = []
+
+        def drain(count: int) -> None:
+            while count:
+                began = time.perf_counter()
+                got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+                receives.append(time.perf_counter() - began)
+                deletes.append(timed(lambda got=got: sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])))
+                count -= len(got)
+
+        for _ in range(messages // 20):
+            for n in range(10):
+                sends.append(timed(lambda n=n: sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"n": n}))))
+            drain(10)
+            batches.append(timed(lambda: sqs.send_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(n), "MessageBody": json.dumps({"n": n})} for n in range(10)])))
+            drain(10)
         for n in range(5):
             sqs.send_message(QueueUrl=url, MessageBody=f"kept {n}")
         sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)  # received, never deleted
@@ -248,11 +255,14 @@ def bench_sqs(engine: Engine, work: Path, messages: int) -> dict[str, str]:
         sqs = engine.client("sqs")
         url = sqs.create_queue(QueueName="bench")["QueueUrl"]  # as the provisioner does at each start
         back = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        cycle_seconds = statistics.median(batches) + statistics.median(receives) + statistics.median(deletes)
         return {
             "startup": f"{startup * 1000:.0f} ms",
-            "send_message": f"{single:.0f} /s",
-            "send_message_batch (10)": f"{batched:.0f} /s",
-            "receive + delete_message_batch (10)": f"{drained:.0f} /s",
+            "send_message": f"{median_ms(sends):.1f} ms",
+            "send_message_batch (10)": f"{median_ms(batches):.1f} ms",
+            "receive_message (10, AttributeNames All)": f"{median_ms(receives):.1f} ms",
+            "delete_message_batch (10)": f"{median_ms(deletes):.1f} ms",
+            "10 messages sent in a batch, received, deleted": f"{10 / cycle_seconds:.0f} messages/s",
             "5 undeleted messages after SIGKILL and restart": back["Attributes"]["ApproximateNumberOfMessages"],
         }
     finally:
@@ -328,7 +338,7 @@ def table(rows: dict[str, dict[str, str]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=30, help="1 MB objects put and got per engine")
-    parser.add_argument("--messages", type=int, default=500, help="messages sent each way per engine")
+    parser.add_argument("--messages", type=int, default=1000, help="messages through each SQS engine")
     args = parser.parse_args()
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
