@@ -1,5 +1,5 @@
 # `make run` and `make test` do all of their own setup: a virtualenv in .venv with the pinned
-# requirements, and the npm packages of the local stack (dynalite) in node_modules.
+# requirements, and the npm packages of the local stack (dynalite, s3rver) in node_modules.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VENV_PY := $(VENV)/bin/python

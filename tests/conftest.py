@@ -12,7 +12,7 @@ for name, value in {
     "AWS_DEFAULT_REGION": "us-east-1",
 }.items():
     os.environ[name] = value
-for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
     os.environ.pop(name, None)
 
 REGION = "us-east-1"
