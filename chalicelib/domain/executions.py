@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 MAX_EXECUTION_NAME = 80  # Step Functions' limit
+
+
+def resume_label(resumed_at: datetime) -> str:
+    """The attempt part of a resumed execution's name: unique per resume, as Step Functions wants."""
+    return f"resumed{resumed_at:%Y%m%dT%H%M%S%f}"
 
 
 def execution_name(*parts: object) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 from chalicelib.container import container
-from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.observability import logger
 from chalicelib.services.ingestion import fail, process_job
 
@@ -25,10 +24,10 @@ def handle_bulk_messages(event) -> None:
             job = process_job(services.ports, environment, job_id)
             if job is not None:
                 logger.info("bulk job handled", extra={"status": job.status.value, "processed": job.processed_items})
-        except ExecutionStopped:
-            raise  # not a failure: the process is stopping, and the job goes on at the next start
         except Exception as error:
-            if attempts < services.settings.bulk_max_receives:
+            # A stopping process (its services going away under it) says nothing of the job: the
+            # message stays with the queue for the next start.
+            if attempts < services.settings.bulk_max_receives or services.ports.stopping():
                 raise
             logger.exception("bulk job failed on its last delivery", extra={"attempts": attempts})
             fail(services.ports, environment, job_id, error, attempts)

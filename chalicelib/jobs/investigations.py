@@ -21,7 +21,7 @@ def handle_investigation_messages(event) -> None:
             done = investigations.run(services.ports, environment, investigation_id)
             logger.info("investigation handled", extra={"status": done.status.value})
         except Exception as error:
-            if attempts < services.settings.investigation_max_receives:
+            if attempts < services.settings.investigation_max_receives or services.ports.stopping():
                 raise
             logger.exception("investigation failed on its last delivery", extra={"attempts": attempts})
             investigations.fail(services.ports, environment, investigation_id, error)

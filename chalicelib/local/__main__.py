@@ -79,13 +79,14 @@ class LocalService:
                             machine="ReconciliationRunStateMachine"),
         ]
         self.container.file_import_workflows, self.container.run_workflows = self.workflows
-        self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log)
+        # The executions of the last process died with it: what they ran goes on from its checkpoints
+        # (before the queues and the bucket are watched, whose deliveries would start some of it again).
+        self.log(resume_interrupted(self.container.ports).describe())
+        self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log, stopping=stopping)
         self.runtime.start()
         self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX),
                                   self.stack.data_dir / DELIVERED_EVENTS_LOG)
         self.runtime.run_schedules()
-        # The executions of the last process died with it: what they ran goes on from its checkpoints.
-        self.log(resume_interrupted(self.container.ports).describe())
         threading.Thread(target=self._repair_mirror, daemon=True, name="mirror-repair").start()
         self.server = build_server(app, settings.port)
         self.url = f"http://127.0.0.1:{settings.port}/v1"

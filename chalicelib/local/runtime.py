@@ -38,7 +38,7 @@ def sqs_event(messages: list[dict[str, Any]], queue_name: str, region: str) -> d
 class LocalRuntime:
     def __init__(self, app: Chalice, sqs, region: str, log: Callable[[str], None] = print,
                  poll_wait_seconds: int = 1, redelivery_seconds: int = LOCAL_REDELIVERY_SECONDS,
-                 concurrency: int = 2) -> None:
+                 concurrency: int = 2, stopping: threading.Event | None = None) -> None:
         self._app = app
         self._sqs = sqs
         self._region = region
@@ -46,7 +46,7 @@ class LocalRuntime:
         self._poll_wait = poll_wait_seconds
         self._redelivery_seconds = redelivery_seconds
         self._concurrency = concurrency  # pollers per queue, as Lambda runs several at once
-        self._stopping = threading.Event()
+        self._stopping = stopping or threading.Event()  # the service's one stop signal, when it gives it
         self._threads: list[threading.Thread] = []
 
     @property
@@ -79,26 +79,30 @@ class LocalRuntime:
                                 for obj in page.get("Contents", []):
                                     marker = (obj["Key"], obj["ETag"].strip('"'))
                                     if marker not in seen:
-                                        seen.add(marker)
-                                        self.deliver_s3_event(bucket, obj["Key"], marker[1], obj["Size"])
-                                        log.write(json.dumps(marker) + "\n")
-                                        log.flush()
+                                        seen.add(marker)  # a failed delivery is tried again at the next start
+                                        if self.deliver_s3_event(bucket, obj["Key"], marker[1], obj["Size"]):
+                                            log.write(json.dumps(marker) + "\n")
+                                            log.flush()
                     except Exception as error:  # keep watching; the failure is logged
                         self._log(f"bucket watch: {error!r}")
                     self._stopping.wait(interval_seconds)
 
         self._start_thread(poll, "s3-events")
 
-    def deliver_s3_event(self, bucket: str, key: str, etag: str, size: int) -> None:
+    def deliver_s3_event(self, bucket: str, key: str, etag: str, size: int) -> bool:
+        """Run every handler of the event; False when one failed (it is logged)."""
         event = self._eventbridge_event("Object Created", "aws.s3", [f"arn:aws:s3:::{bucket}"], {
             "version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": size, "etag": etag},
             "reason": "PutObject"})
+        delivered = True
         for config in self.s3_event_handlers:
             try:
                 self._app.handler_map[config.name](event, self._context(config.name))
             except Exception as error:
+                delivered = False
                 self._log(f"{config.name}: handler failed for s3://{bucket}/{key}: {error!r}\n"
                           f"{traceback.format_exc()}")
+        return delivered
 
     def run_schedules(self) -> None:
         for config in self.schedules:

@@ -16,6 +16,7 @@ from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
 from chalicelib.domain.executions import execution_name as workflow_name
+from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     FILE_CHUNK_ROWS,
@@ -58,7 +59,7 @@ DROPS_PREFIX = "drops/"
 SAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def execution_name(job: IngestionJob, attempt: int = 0) -> str:
+def execution_name(job: IngestionJob, attempt: int | str = 0) -> str:
     return workflow_name(job.environment, job.id, attempt)
 
 
@@ -342,9 +343,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
 def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     if job.finished:
         return None
-    waiting_for_upload = (job.status is JobStatus.PENDING and job.is_file
-                          and not ports.payloads.exists(job.import_file_key))
-    if waiting_for_upload:
+    if waiting_for_upload(ports, job):
         if now - job.created_at <= UPLOAD_WAIT:
             return None
         conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
@@ -366,15 +365,22 @@ def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     return "started" if job.status is JobStatus.PENDING else "restarted"
 
 
-def restart(ports: Ports, job: IngestionJob) -> bool:
+def waiting_for_upload(ports: Ports, job: IngestionJob) -> bool:
+    """A file import whose file has not come: nothing to run yet."""
+    return job.is_file and job.status is JobStatus.PENDING and not ports.payloads.exists(job.import_file_key)
+
+
+def restart(ports: Ports, job: IngestionJob, resumed_at: datetime | None = None) -> bool:
     """Start the job's work again, from its checkpoints: a new execution of a file import, a
-    bulk request's message queued again. Counted, once: False when the job moved meanwhile or
-    someone else restarted it."""
-    if not ports.ingestion_jobs.count_restart(job):
+    bulk request's message queued again. Claimed once: False when the job moved meanwhile or
+    someone else restarted it. Counted against MAX_RESTARTS, unless it is a resume (`resumed_at`)
+    after the process that ran it died, which says nothing of the job."""
+    if not ports.ingestion_jobs.count_restart(job, counted=resumed_at is None):
         return False
     payload: Message = {"environment": job.environment, "job_id": job.id}
     if job.is_file:
-        ports.file_import_workflows.start(execution_name(job, job.restarts + 1), payload)
+        attempt = job.restarts + 1 if resumed_at is None else resume_label(resumed_at)
+        ports.file_import_workflows.start(execution_name(job, attempt), payload)
     else:
         ports.bulk_queue.send(payload)
     return True

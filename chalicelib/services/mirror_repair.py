@@ -1,11 +1,14 @@
 """The analytics mirror written again from the table, which is the truth of what records exist.
 
 An import is in the mirror once its row marker is (adapters/mirror.py): an ended import that
-wrote records into a stream and has no marker there is missing from the mirror, which happens
-when the mirror's objects were lost. Repairing rewrites such an import from its records (its
-block of ids: `first_record_id` on, one per item), publishes it, and recounts its streams, so
-that `records_count` never reads 0 for records that exist. `everything` rewrites every import,
-for a mirror whose parts may be damaged although their markers are there.
+wrote records into a stream and has no marker there is missing from the mirror (the mirror is
+behind the table), which happens when the mirror's objects were lost. (A marker cannot say more:
+once an import is rewritten, it counts the records left, fewer than it wrote.) Repairing
+rewrites such an import from its records (its block of ids: `first_record_id` on, one per item),
+publishes it, and recounts its streams, so that `records_count` never reads 0 for records that
+exist. `everything` rewrites every import, for a mirror whose parts may be damaged although
+their markers are there. An import that failed or was cancelled and was never settled (its
+process died right after the move) is settled first: its results, replication and counts.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
+from chalicelib.services.ingestion import settle
 from chalicelib.services.ports import Ports
 
 PART_ROWS = 20_000  # records per rewritten Parquet part (read from the table in one go)
@@ -26,12 +30,15 @@ class MirrorRepair:
     imports_rewritten: list[tuple[str, int]] = field(default_factory=list)  # (environment, import id)
     records_written: int = 0
     streams_recounted: int = 0
+    imports_settled: list[tuple[str, int]] = field(default_factory=list)  # ended early, settled here
 
     def describe(self) -> str:
+        settled = f"; settled {len(self.imports_settled)} import(s) that had ended early" \
+            if self.imports_settled else ""
         if not self.imports_rewritten:
-            return "the analytics mirror holds every import: nothing to repair"
+            return "the analytics mirror holds every import: nothing to repair" + settled
         return (f"rewrote {len(self.imports_rewritten)} import(s) ({self.records_written} records) into the "
-                f"analytics mirror and recounted {self.streams_recounted} data stream(s)")
+                f"analytics mirror and recounted {self.streams_recounted} data stream(s)" + settled)
 
 
 def repair_mirror(ports: Ports, environment: str | None = None, everything: bool = False) -> MirrorRepair:
@@ -45,6 +52,10 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
         for stream_key in _stream_keys(ports, env):
             published = ports.mirror.published_imports(env, stream_key)
             for job in _imports_of(ports, env, stream_key):
+                if job.finished and not job.counts_rolled_up and job.status is not JobStatus.COMPLETED:
+                    job = settle(ports, job)  # replicates and recounts too
+                    repair.imports_settled.append((env, job.id))
+                    done.add(job.id)
                 if job.id in done or not _belongs_in_mirror(job, stream_key):
                     continue
                 if everything or job.id not in published:
@@ -98,7 +109,7 @@ def _stream_keys(ports: Ports, environment: str) -> Iterator[str]:
     cursor: str | None = None
     while True:
         streams, cursor = ports.data_streams.list_page(environment, PAGE, cursor)
-        yield from (stream.key for stream in streams)
+        yield from (stream.key for stream in streams if not stream.deleting)  # a stream going away stays gone
         if cursor is None:
             return
 

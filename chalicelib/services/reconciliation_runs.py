@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
+from chalicelib.domain.executions import resume_label
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
@@ -105,7 +106,7 @@ def _take_slot(ports: Ports, environment: str, reconciliation_id: int, run_id: i
     return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id)
 
 
-def execution_name(run: Run, attempt: int) -> str:
+def execution_name(run: Run, attempt: int | str) -> str:
     """Unique per restart: Step Functions refuses a name it ran before."""
     return workflow_name(run.environment, "run", run.id, *([f"r{attempt}"] if attempt else []))
 
@@ -132,12 +133,14 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     return counts
 
 
-def restart(ports: Ports, run: Run) -> bool:
-    """Start the run's state machine again (every phase resumes where it stopped). Counted, once:
-    False when the run moved meanwhile or someone else restarted it."""
-    if not ports.runs.count_restart(run):
+def restart(ports: Ports, run: Run, resumed_at: datetime | None = None) -> bool:
+    """Start the run's state machine again (every phase resumes where it stopped). Claimed once:
+    False when the run moved meanwhile or someone else restarted it. Counted against MAX_RESTARTS,
+    unless it is a resume (`resumed_at`) after the process that ran it died."""
+    if not ports.runs.count_restart(run, counted=resumed_at is None):
         return False
-    ports.run_workflows.start(execution_name(run, run.restarts + 1), {"environment": run.environment, "run_id": run.id})
+    attempt = run.restarts + 1 if resumed_at is None else resume_label(resumed_at)
+    ports.run_workflows.start(execution_name(run, attempt), {"environment": run.environment, "run_id": run.id})
     return True
 
 

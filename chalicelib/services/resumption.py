@@ -1,10 +1,12 @@
 """Work resumed at once when the executions that ran it are known to be dead: the local stack
-runs its state machines and queue handlers in its own process, so at its start everything still
-in flight lost its execution with the previous process (a Ctrl-C or a crash). Each phase resumes
-from its checkpoint (an import's written chunks, a run's persisted chunks), as a restart by the
-sweeper would, without waiting for the sweeper's thresholds. A restart is claimed (counted)
-once, so two starters never double one; messages already queued may deliver it a second time,
-which every handler takes (they are idempotent).
+runs its state machines in its own process, so at its start every file import and run still in
+flight lost its execution with the previous process (a Ctrl-C or a crash). Each resumes from its
+checkpoint (an import's written chunks, a run's persisted chunks), as a restart by the sweeper
+would, without waiting for the sweeper's thresholds, and without counting against its restarts:
+the process died, not the work. Each resume is claimed once (the heartbeat moves).
+
+Queued work (bulk requests, investigations) needs nothing here: its messages are kept on disk
+and delivered again at the start, as SQS delivers again what a dead consumer had received.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from chalicelib.domain.ingestion import JobStatus
+from chalicelib.domain.clock import utc_now
 from chalicelib.observability import logger
 from chalicelib.services import file_imports, reconciliation_runs
 from chalicelib.services.ports import Ports
@@ -21,38 +23,30 @@ from chalicelib.services.ports import Ports
 @dataclass
 class Resumed:
     file_imports: list[tuple[str, int]] = field(default_factory=list)
-    bulk_requests: list[tuple[str, int]] = field(default_factory=list)
     runs: list[tuple[str, int]] = field(default_factory=list)
-    investigations: list[tuple[str, int]] = field(default_factory=list)
 
     def describe(self) -> str:
         parts = [f"{len(ids)} {what}" for what, ids in (
-            ("file import(s)", self.file_imports), ("bulk request(s)", self.bulk_requests),
-            ("reconciliation run(s)", self.runs), ("investigation(s)", self.investigations)) if ids]
-        return "resumed " + ", ".join(parts) if parts else "no work was in flight"
+            ("file import(s)", self.file_imports), ("reconciliation run(s)", self.runs)) if ids]
+        return "resumed " + ", ".join(parts) if parts else "no file import or run was in flight"
 
 
 def resume_interrupted(ports: Ports) -> Resumed:
-    """Start again every job, run and investigation that is pending or running. One that cannot
-    be resumed is logged and left to the sweeper; it stops no other."""
+    """Start again every file import and run that is pending or running (an import still waiting
+    for its upload is left waiting). One that cannot be resumed is logged and left to the
+    sweeper; it stops no other."""
     resumed = Resumed()
+    now = utc_now()
     for job in ports.ingestion_jobs.active():
-        waiting_for_upload = (job.is_file and job.status is JobStatus.PENDING
-                              and not ports.payloads.exists(job.import_file_key))
-        if job.finished or waiting_for_upload:
+        if not job.is_file or job.finished or file_imports.waiting_for_upload(ports, job):
             continue
-        with _logged("import", job.environment, job.id):
-            if file_imports.restart(ports, job):
-                (resumed.file_imports if job.is_file else resumed.bulk_requests).append((job.environment, job.id))
+        with _logged("file import", job.environment, job.id):
+            if file_imports.restart(ports, job, resumed_at=now):
+                resumed.file_imports.append((job.environment, job.id))
     for run in ports.runs.active():
         with _logged("run", run.environment, run.id):
-            if reconciliation_runs.restart(ports, run):
+            if reconciliation_runs.restart(ports, run, resumed_at=now):
                 resumed.runs.append((run.environment, run.id))
-    for investigation in ports.investigations.active():
-        with _logged("investigation", investigation.environment, investigation.id):
-            ports.investigation_queue.send({"environment": investigation.environment,
-                                            "investigation_id": investigation.id})
-            resumed.investigations.append((investigation.environment, investigation.id))
     return resumed
 
 

@@ -265,6 +265,16 @@ class TestIngestionJobRepository:
         jobs.move(jobs.get(ENV, 1), JobStatus.FAILED)
         assert not jobs.count_restart(jobs.get(ENV, 1))
 
+    def test_a_resume_moves_the_heartbeat_but_not_the_restarts(self, jobs, clock):
+        started = processing(jobs)
+        assert jobs.count_restart(started, counted=False)
+        resumed = jobs.get(ENV, 1)
+        assert (resumed.restarts, resumed.last_progress_at) == (0, clock.now.replace(microsecond=123000))
+        clock.advance(minutes=6)
+        assert not jobs.count_restart(started, counted=False)  # the heartbeat it saw moved
+        assert jobs.count_restart(resumed)
+        assert jobs.get(ENV, 1).restarts == 1
+
     def test_aggregates_and_roll_up_marks(self, jobs):
         processing(jobs)
         totals = ImportTotals(StreamTotals(3, 500, 200, "2024-01-01", "2024-01-31", ("EUR", "USD")),

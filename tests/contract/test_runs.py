@@ -172,3 +172,14 @@ class TestRunRepository:
         assert runs.get(ENV, 1).restarts == 2
         done = runs.move(running(runs, 2), RunStatus.COMPLETED)
         assert not runs.count_restart(done)
+
+    def test_a_resume_moves_the_heartbeat_but_not_the_restarts(self, runs, clock):
+        runs.add(run(1))
+        pending = runs.get(ENV, 1)
+        assert runs.count_restart(pending, counted=False)
+        assert not runs.count_restart(pending, counted=False)  # claimed once: the heartbeat moved
+        resumed = runs.get(ENV, 1)
+        assert (resumed.restarts, resumed.last_progress_at) == (0, clock.now.replace(microsecond=123000))
+        clock.advance(minutes=80)
+        assert runs.count_restart(resumed)
+        assert runs.get(ENV, 1).restarts == 1

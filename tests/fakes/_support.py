@@ -55,8 +55,9 @@ def may_restart(statuses: Any, stored: Any, seen: Any, restarts_written: bool) -
         return False
     if restarts_written and stored.restarts != seen.restarts:
         return False
-    return seen.last_progress_at is None or (
-        stored.last_progress_at is not None and iso(stored.last_progress_at) == iso(seen.last_progress_at))
+    if seen.last_progress_at is None:
+        return stored.last_progress_at is None
+    return stored.last_progress_at is not None and iso(stored.last_progress_at) == iso(seen.last_progress_at)
 
 
 def moved(entity: E, target: Any, values: dict[str, Any]) -> E:

@@ -228,13 +228,13 @@ class FakeIngestionJobRepository:
         entries = [(f"{env}#{padded(i)}", r.job) for (env, i), r in self.rows.items() if r.listed_active]
         return [job for _, job in sorted(entries, key=lambda e: e[0])]
 
-    def count_restart(self, job: IngestionJob) -> bool:
+    def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile."""
         row = self.rows.get((job.environment, job.id))
         if row is None or not may_restart(self.statuses, row.job, job, row.restarts_written):
             return False
-        row.job = replace(row.job, restarts=row.job.restarts + 1, last_progress_at=stored_time(utc_now()))
-        row.restarts_written = True
+        row.job = replace(row.job, restarts=row.job.restarts + counted, last_progress_at=stored_time(utc_now()))
+        row.restarts_written = row.restarts_written or counted
         return True
 
     def set_aggregates(self, job: IngestionJob, aggregates: ImportTotals) -> None:

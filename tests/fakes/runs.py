@@ -156,11 +156,11 @@ class FakeRunRepository:
         entries = [(f"{env}#{padded(i)}", r.run) for (env, i), r in self.rows.items() if r.listed_active]
         return [run for _, run in sorted(entries, key=lambda e: e[0])]
 
-    def count_restart(self, run: Run) -> bool:
+    def count_restart(self, run: Run, counted: bool = True) -> bool:
         """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another."""
         row = self.rows.get((run.environment, run.id))
         if row is None or not may_restart(self.statuses, row.run, run, row.restarts_written):
             return False
-        row.run = replace(row.run, restarts=row.run.restarts + 1, last_progress_at=stored_time(utc_now()))
-        row.restarts_written = True
+        row.run = replace(row.run, restarts=row.run.restarts + counted, last_progress_at=stored_time(utc_now()))
+        row.restarts_written = row.restarts_written or counted
         return True

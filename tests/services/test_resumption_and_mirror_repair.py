@@ -39,7 +39,7 @@ def key_of(ports, environment):
                               created_at=utc_now(), label=None))
 
 
-def test_everything_in_flight_resumes_once_and_what_waits_for_its_upload_waits(ports, reconciliation, ingest):
+def test_imports_and_runs_in_flight_resume_at_once_without_spending_their_restarts(ports, reconciliation, ingest):
     mid_import = file_import(ports)
     assert file_imports.prepare(ports, ENV, mid_import.id) == "chunk"  # then its execution died
     waiting = file_import(ports, upload=False)
@@ -48,27 +48,26 @@ def test_everything_in_flight_resumes_once_and_what_waits_for_its_upload_waits(p
     ingest(record("bank", 2, 700, days_ago(20)))
     refresh(ports, ENV, reconciliation.id)
     [exception] = list_exceptions(ports, ENV, ExceptionQuery(data_stream_key="bank"), 0, 50)[0]
-    investigation = investigations.start(ports, ENV, exception.id, RecordFilter())
+    investigations.start(ports, ENV, exception.id, RecordFilter())
     ports.bulk_queue.messages.clear()
     ports.investigation_queue.messages.clear()
     before = len(ports.file_import_workflows.executions)
 
     resumed = resume_interrupted(ports)
 
-    assert resumed.file_imports == [(ENV, mid_import.id)]
-    assert resumed.bulk_requests == [(ENV, bulk.id)]
-    assert resumed.runs == [(ENV, run.id)]
-    assert resumed.investigations == [(ENV, investigation.id)]
-    assert [name for name, _ in ports.file_import_workflows.executions[before:]] == [f"{ENV}-{mid_import.id}-1"]
-    assert [name for name, _ in ports.run_workflows.executions][-1] == f"{ENV}-run-{run.id}-r1"
-    assert [m["job_id"] for m in ports.bulk_queue.messages] == [bulk.id]
-    assert [m["investigation_id"] for m in ports.investigation_queue.messages] == [investigation.id]
-    assert ports.ingestion_jobs.get(ENV, waiting.id).restarts == 0  # its upload has not come: nothing to resume
-    assert "1 file import(s), 1 bulk request(s), 1 reconciliation run(s), 1 investigation(s)" in resumed.describe()
-
-    process_job(ports, ENV, bulk.id)
-    again = resume_interrupted(ports)
-    assert again.bulk_requests == [] and again.file_imports == [(ENV, mid_import.id)]  # a finished one stays
+    assert resumed.file_imports == [(ENV, mid_import.id)] and resumed.runs == [(ENV, run.id)]
+    [(import_execution, _)] = ports.file_import_workflows.executions[before:]
+    assert import_execution.startswith(f"{ENV}-{mid_import.id}-resumed")
+    assert ports.run_workflows.executions[-1][0].startswith(f"{ENV}-run-{run.id}-rresumed")
+    assert ports.bulk_queue.messages == [] and ports.investigation_queue.messages == []  # their queue keeps them
+    assert ports.ingestion_jobs.get(ENV, waiting.id).last_progress_at is None  # its upload has not come
+    assert "1 file import(s), 1 reconciliation run(s)" in resumed.describe()
+    # A resume says nothing of the work: the sweeper's restarts are left whole
+    assert ports.ingestion_jobs.get(ENV, mid_import.id).restarts == 0 and ports.runs.get(ENV, run.id).restarts == 0
+    again = resume_interrupted(ports)  # the next start resumes what is still in flight, named anew
+    assert again.file_imports == [(ENV, mid_import.id)]
+    assert len({name for name, _ in ports.file_import_workflows.executions[before:]}) == 2
+    assert process_job(ports, ENV, bulk.id).status is JobStatus.COMPLETED
 
 
 def test_imports_the_mirror_lost_are_rewritten_from_the_table_and_counted_again(ports, ingest, clock):
@@ -148,3 +147,22 @@ def test_a_stopping_process_leaves_its_jobs_at_a_checkpoint_and_they_resume_from
     ports.ingestion_jobs.save_chunk = saved
     assert process_job(ports, ENV, job.id).status is JobStatus.COMPLETED
     assert ports.ingestion_jobs.get(ENV, job.id).successful_items == 3 * BULK_CHUNK_ROWS
+
+
+def test_an_import_that_ended_early_and_was_never_settled_is_settled(ports, ingest, clock):
+    streams(ports, "bank")
+    key_of(ports, ENV)
+    ingest(record("bank", 1, 500), record("bank", 2, 700))
+    # A job moved to failed whose process died before settling it (as `fail` does, cut short)
+    other = submit_bulk(ports, ENV, [record("bank", 4, 300)], OnConflict.SKIP, None)
+    ports.ingestion_jobs.move(ports.ingestion_jobs.get(ENV, other.id), JobStatus.FAILED)
+    clock.advance(seconds=1)
+
+    repair = repair_mirror(ports)
+
+    assert repair.imports_rewritten == [] and repair.imports_settled == [(ENV, other.id)]
+    settled = ports.ingestion_jobs.get(ENV, other.id)
+    assert settled.counts_rolled_up and settled.failed_items == 1  # its item, never processed, says why
+    assert ports.data_streams.get(ENV, "bank").records_count == 2
+    assert "settled 1 import(s) that had ended early" in repair.describe()
+    assert repair_mirror(ports).imports_settled == []  # once

@@ -272,10 +272,10 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         items = self._table.index_items("gsi2pk", keys.ACTIVE_JOBS_PK, index=keys.GSI2)
         return [self._from_item(i) for i in items]
 
-    def count_restart(self, job: IngestionJob) -> bool:
+    def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
-        (it came back, or another sweeper restarted it)."""
-        return self._claim_restart(job, job.restarts, job.last_progress_at)
+        (it came back, or another sweeper restarted it). Not `counted`: its restarts stay."""
+        return self._claim_restart(job, job.restarts, job.last_progress_at, counted)
 
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """StatusMoves' move; the job's totals, when it ends with them, stored as `set_aggregates` keeps them."""

@@ -158,9 +158,10 @@ class RunRepository(StatusMoves[Run, RunStatus]):
         """Pending and running runs of every environment (for the sweeper)."""
         return [self._from_item(i) for i in self._table.index_items("gsi2pk", keys.ACTIVE_RUNS_PK, index=keys.GSI2)]
 
-    def count_restart(self, run: Run) -> bool:
-        """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another sweeper."""
-        return self._claim_restart(run, run.restarts, run.last_progress_at)
+    def count_restart(self, run: Run, counted: bool = True) -> bool:
+        """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another
+        sweeper. Not `counted`: its restarts stay."""
+        return self._claim_restart(run, run.restarts, run.last_progress_at, counted)
 
     @staticmethod
     def to_item(run: Run) -> dict[str, Any]:

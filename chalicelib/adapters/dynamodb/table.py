@@ -465,22 +465,27 @@ class StatusMoves(Generic[E, S]):
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
         return self._from_item(item)
 
-    def _claim_restart(self, entity: E, restarts: int, last_progress_at: datetime | None) -> bool:
+    def _claim_restart(self, entity: E, restarts: int, last_progress_at: datetime | None, counted: bool = True) -> bool:
         """Claim one restart of a stuck entity (the sweeper's): False when it finished meanwhile, came
-        back (its heartbeat moved) or another sweeper restarted it (its restarts moved)."""
+        back (its heartbeat moved) or another sweeper restarted it (its restarts moved). Not
+        `counted`, the heartbeat alone moves (a resume after the process that ran it died)."""
         active = [s.value for s in self.statuses.statuses if s not in self.statuses.finished]
         values: dict[str, Any] = {f":s{n}": status for n, status in enumerate(active)}
         condition = (f"#status IN ({', '.join(values)}) "
                      "AND (attribute_not_exists(restarts) OR restarts = :restarts)")
-        if last_progress_at is not None:
+        if last_progress_at is None:  # none seen: one claimed meanwhile wrote one
+            condition += " AND attribute_not_exists(last_progress_at)"
+        else:
             condition += " AND last_progress_at = :seen"
             values[":seen"] = iso(last_progress_at)
+        update = "SET last_progress_at = :now"
+        values.update({":restarts": restarts, ":now": iso(utc_now())})
+        if counted:
+            update += ", restarts = if_not_exists(restarts, :zero) + :one"
+            values.update({":zero": 0, ":one": 1})
         try:
-            self._table.update(self.key(entity.environment, entity.id),
-                               "SET restarts = if_not_exists(restarts, :zero) + :one, last_progress_at = :now",
-                               condition=condition, names={"#status": "status"},
-                               values={**values, ":restarts": restarts, ":zero": 0, ":one": 1,
-                                       ":now": iso(utc_now())})
+            self._table.update(self.key(entity.environment, entity.id), update, condition=condition,
+                               names={"#status": "status"}, values=values)
         except ConditionFailed:
             return False
         return True
