@@ -17,12 +17,12 @@ from pathlib import Path
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.local import processes
+from chalicelib.local.aws_server import S3RVER_PACKAGE
 from chalicelib.local.provision import provision
 from chalicelib.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNALITE_CLI = ROOT / "node_modules" / "dynalite" / "cli.js"
-S3RVER_PACKAGE = ROOT / "node_modules" / "s3rver"
 STACK_FILE = "stack.json"
 LOCAL_PARAMETERS = {"Stage": "local", "DataBucketName": "recon-local-data"}
 
@@ -97,7 +97,7 @@ class LocalStack:
             logs / "moto.log", cwd=ROOT,
         )
         self._children.append(moto)
-        self._names[moto.pid] = "moto server (S3, SQS, Step Functions)"
+        self._names[moto.pid] = "AWS server (moto: SQS, Step Functions; s3rver: S3)"
         processes.wait_for_port(dynamodb_port, dynalite, "dynalite", logs / "dynalite.log")
         processes.wait_for_port(aws_port, moto, "moto server", logs / "moto.log")
 

@@ -69,7 +69,7 @@ def test_a_stack_whose_embedded_service_died_stops_and_says_which(tmp_path):
         os.kill(moto, signal.SIGKILL)
 
         assert _wait_exit(stack.process, timeout=20) == 1
-        assert "[local] stopping: moto server (S3, SQS, Step Functions) exited" in stack.log_path.read_text()
+        assert "[local] stopping: AWS server (moto: SQS, Step Functions; s3rver: S3) exited" in stack.log_path.read_text()
         assert _wait_gone([dynalite])
         assert not (stack.data_dir / "stack.json").exists()
     finally:
