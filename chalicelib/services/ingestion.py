@@ -6,7 +6,8 @@ Nothing lost, nothing doubled, without transactions:
 - the job reserves one block of record ids before it writes anything, so item i always
   becomes record `first_record_id + i`, however often it is processed;
 - an item with an external_id first claims it with a conditional put naming the job and
-  item as owner; the same owner may claim again, anyone else finds it taken;
+  item as owner; the same owner may claim again, anyone else finds it taken; a job that ends
+  early releases the claims of the rows it never wrote (`_release_orphan_claims`);
 - records go out in BatchWriteItem calls; a chunk marks itself begun first, so that one begun
   before (an execution died after writing some of its records) writes only the records that are
   missing: those in the table stay as they are (a run may have claimed one since) and are its own;
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown
@@ -243,7 +244,8 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     """Every item of a job that ended early gets a result, so its totals add up. A chunk it never
     finished may have written records (an execution died before saving it): those rows succeeded
     and their records are counted and mirrored like a processed chunk's; the other rows fail,
-    saying why. Each chunk is counted once, like a processed one."""
+    saying why, and the external_ids they may have claimed are released (see
+    `_release_orphan_claims`). Each chunk is counted once, like a processed one."""
     missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if job.status in ENDED_EARLY else []
     if not missing:
         return
@@ -252,13 +254,17 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     error = f"not processed: the {what} {why} before this {unit} was reached"
     known = _rows_of(ports, job, missing)
     for number in missing:
-        written = _written(ports, job, job.chunk_range(number)) if job.may_have_written(number) else {}
+        begun = job.may_have_written(number)
+        written = _written(ports, job, job.chunk_range(number)) if begun else {}
         results = []
         for index in job.chunk_range(number):
-            external_id, line = known.get(index, (None, None))
+            row = known.get(index, UNKNOWN_ROW)
             record = written.get(index)
-            results.append(ItemResult.written(index, record, line) if record is not None else
-                           ItemResult(index, ItemStatus.FAILED, external_id, None, error, line))
+            results.append(ItemResult.written(index, record, row.line) if record is not None else
+                           ItemResult(index, ItemStatus.FAILED, row.external_id, None, error, row.line))
+        if begun:  # before the chunk is saved: a crash in between releases again (a no-op by then)
+            _release_orphan_claims(ports, job, [(i, known[i]) for i in job.chunk_range(number)
+                                                if i in known and i not in written])
         if written:
             try:  # as in `settle`, the mirror is analytics: the job's results must not wait for it
                 ports.mirror.write_part(job.environment, job.id, number, written.values())
@@ -268,20 +274,53 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
         job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
 
 
-def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, tuple[str | None, int | None]]:
-    """The external_id and line of the rows of these chunks, as far as they can still be read."""
-    rows: dict[int, tuple[str | None, int | None]] = {}
+def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int, KnownRow]]) -> None:
+    """A begun chunk's execution may have claimed the external_ids of rows whose records it never
+    wrote: the job will not write them now, so each claim this row still owns goes (a delete
+    conditioned on the owner being exactly this job's row: a claim another job or row holds stays;
+    one whose record exists is not asked for), and the id can be ingested again. A row whose
+    external_id is unknown (its payload or chunk file is gone) keeps its claim, if it made one:
+    claims are found by external id only, so there is nothing to look it up by."""
+    for index, row in rows:
+        if row.claim is not None:
+            stream_key, external_id = row.claim
+            ports.records.release_external_id(job.environment, stream_key, external_id, owner=_owner(job, index))
+
+
+class KnownRow(NamedTuple):
+    """What can still be read of an ended job's row: the external_id as its result shows it, the
+    line, and the (stream key, external_id) it would have claimed, if any."""
+    external_id: str | None
+    line: int | None
+    claim: tuple[str, str] | None
+
+
+UNKNOWN_ROW = KnownRow(None, None, None)
+
+
+def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, KnownRow]:
+    """The rows of these chunks, as far as they can still be read."""
+    rows: dict[int, KnownRow] = {}
     try:
         if not job.is_file:
             items = ports.payloads.get_json(job.bulk_payload_key)["records"]
-            return {i: (_raw_external_id(items[i]), None) for n in chunks for i in job.chunk_range(n)
-                    if i < len(items)}
+            for index in (i for n in chunks for i in job.chunk_range(n) if i < len(items)):
+                item = items[index]
+                stream_key = item.get("data_stream_key") if isinstance(item, dict) else None
+                rows[index] = _known_row(item, None, stream_key if isinstance(stream_key, str) else None)
+            return rows
         for number in chunks:
             for index, line, item, _ in ports.payloads.get_json(file_chunk_key(job, number))["rows"]:
-                rows[index] = (_raw_external_id(item), line)
+                rows[index] = _known_row(item, line, job.import_stream_key)
     except Exception:  # the payload is gone (the reason the job failed, perhaps): results without them
         logger.warning("rows of an ended job cannot be read", extra={"job_id": job.id})
     return rows
+
+
+def _known_row(item: Any, line: int | None, stream_key: str | None) -> KnownRow:
+    value = item.get("external_id") if isinstance(item, dict) else None
+    claimed = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None  # as validated
+    return KnownRow(_raw_external_id(item), line, (stream_key, claimed) if stream_key and claimed else None)
 
 
 def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
@@ -321,7 +360,12 @@ def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemE
     if row in written:  # its record is in the table: the claim was made for it
         return ExternalIdClaim(True, job.record_id(row))
     return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
-                                           owner=f"job:{job.id}:{row}", record_id=job.record_id(row))
+                                           owner=_owner(job, row), record_id=job.record_id(row))
+
+
+def _owner(job: IngestionJob, row: int) -> str:
+    """Who claims a row's external_id: the job's row, the same in every execution of its chunk."""
+    return f"job:{job.id}:{row}"
 
 
 def _conflict_result(job: IngestionJob, row: ChunkRow, draft: RecordDraft, existing_id: int | None) -> ItemResult:

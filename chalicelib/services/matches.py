@@ -15,7 +15,9 @@ from chalicelib.services.ports import Matches, Ports, StreamUsages
 
 CLAIM_THREADS = 8
 PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
-WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)  # an import that may still (re)write its records
+# An import that may still (re)write its records: they are neither matched by hand nor deleted
+# (services/records.py) until it has finished.
+WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
 
 def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]],

@@ -4,7 +4,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.records import DELETABLE_STATUSES
+from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import Ports
 
 # Longer than any API request lives (the Lambda timeout), so a mark this old belongs to a dead one.
@@ -15,7 +17,17 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
     """Hide the record (only while unreconciled), tombstone it in the analytics mirror, ask for
     its stream to be recounted from there (the sweeper does it within a minute, so a DELETE
     never reads a whole stream), then delete it. One delete runs at a time; a retry after a
-    crash part-way takes over once the mark is abandoned and repeats the same steps."""
+    crash part-way takes over once the mark is abandoned and repeats the same steps.
+
+    A record of an import that is still writing is refused (409): a retry of its chunk writes the
+    chunk's records that are missing from the table, so one deleted meanwhile would come back (a
+    job never returns to writing, so the check holds once it has passed)."""
+    found = ports.records.find_many(environment, [record_id], including_deleting=True).get(record_id)
+    if found is not None and found.file_import_id is not None:
+        job = ports.ingestion_jobs.find(environment, found.file_import_id)
+        if job is not None and job.status in WRITING:
+            raise Conflict(f"record {record_id} belongs to import {job.id}, which is still writing; delete it "
+                           "once the import has finished")
     record = ports.records.mark_deleting(environment, record_id, DELETABLE_STATUSES, ABANDONED_DELETE_AFTER)
     if record is None:
         return  # being deleted by another request: the outcome is the same

@@ -63,6 +63,20 @@ class TestRecordRepository:
         assert records.claim_external_id(ENV, "ledger", "ext-1", "job-2", 7) == ExternalIdClaim(True, 7)
         assert records.claim_external_id(OTHER_ENV, "bank", "ext-1", "job-3", 8) == ExternalIdClaim(True, 8)
 
+    def test_a_claim_is_released_only_by_its_owner(self, records):
+        records.claim_external_id(ENV, "bank", "ext-1", "job:1:4", 5)
+        records.claim_external_id(ENV, "ledger", "ext-1", "job:1:4", 6)
+        assert records.release_external_id(ENV, "bank", "ext-1", "job:1:5") is False  # not its owner
+        assert records.release_external_id(ENV, "bank", "ext-1", "job:1") is False  # the owner exactly, no prefix
+        assert records.release_external_id(OTHER_ENV, "bank", "ext-1", "job:1:4") is False
+        assert records.claim_external_id(ENV, "bank", "ext-1", "job:2:0", 9) == ExternalIdClaim(False, 5)
+        assert records.release_external_id(ENV, "bank", "ext-1", "job:1:4") is True
+        assert records.release_external_id(ENV, "bank", "ext-1", "job:1:4") is False  # gone already
+        assert records.release_external_id(ENV, "bank", "ext-9", "job:1:4") is False  # never claimed
+        assert records.claim_external_id(ENV, "bank", "ext-1", "job:2:0", 9) == ExternalIdClaim(True, 9)
+        assert records.claim_external_id(ENV, "ledger", "ext-1", "job:2:0", 9) == ExternalIdClaim(False, 6)
+        assert ids(records.list_page(ENV, RecordQuery(external_id="ext-1"), 5, None)) == []  # no record either way
+
     def test_a_streams_records_are_listed_newest_first(self, records):
         records.put_many([record(i) for i in (1, 2, 3, 4, 5)] + [record(6, "ledger"), record(7, environment=OTHER_ENV)])
         query = RecordQuery(data_stream_key="bank")

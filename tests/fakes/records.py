@@ -169,6 +169,15 @@ class FakeRecordRepository:
             return ExternalIdClaim(True, record_id)
         return ExternalIdClaim(False, guard.record_id)
 
+    def release_external_id(self, environment: str, stream_key: str, external_id: str, owner: str) -> bool:
+        """Drop the claim only if `owner` holds it; whether it was dropped."""
+        key = (environment, stream_key, external_id)
+        guard = self.store.guards.get(key)
+        if guard is None or guard.owner != owner:
+            return False
+        del self.store.guards[key]
+        return True
+
     # Reading -------------------------------------------------------------------------------
 
     def get(self, environment: str, record_id: int) -> Record:

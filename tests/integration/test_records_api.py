@@ -164,6 +164,20 @@ def test_a_reconciled_record_cannot_be_deleted(api, ingested, services):
     assert api.get(f"/v1/records/{record_id}").status_code == 200
 
 
+def test_a_record_of_an_import_still_writing_cannot_be_deleted(api, ingested, services):
+    record_id, job_id = ingested["results"][0]["record_id"], ingested["id"]
+    job = keys.ingestion_job("acme", job_id)
+    # still processing, as after a crash: a retry of the record's chunk would write it again
+    services.table.update(job, "SET #s = :s", names={"#s": "status"}, values={":s": "processing"})
+    response = api.delete(f"/v1/records/{record_id}")
+    assert response.status_code == 409
+    assert response.json_body["message"] == (f"record {record_id} belongs to import {job_id}, which is still "
+                                             "writing; delete it once the import has finished")
+    assert api.get(f"/v1/records/{record_id}").status_code == 200
+    services.table.update(job, "SET #s = :s", names={"#s": "status"}, values={":s": "completed"})
+    assert api.delete(f"/v1/records/{record_id}").status_code == 204
+
+
 def test_deleting_a_stream_removes_its_records(api, ingested):
     record_id = ingested["results"][0]["record_id"]
     assert api.delete("/v1/data_streams/bank").status_code == 204

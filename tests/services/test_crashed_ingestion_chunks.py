@@ -1,19 +1,24 @@
 """A chunk whose execution died after writing some of its records, before its results were saved
 (services/ingestion.py), on the fakes: a retry, in whichever process, owns the records that are in
 the table and writes only the missing ones (a claim made on one meanwhile survives); a job that
-ends before any retry owns them too, even with its payload gone. Either way each record is counted
-once, totals add up and a stream's records_count is the records in the table."""
+ends before any retry owns them too, even with its payload gone, and releases the external_ids
+its rows claimed without writing their records. Either way each record is counted once, totals add
+up and a stream's records_count is the records in the table. While the job may still write, its
+records cannot be deleted: a retried chunk would write them again."""
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, FILE_CHUNK_ROWS, ItemStatus, JobSource, JobStatus, OnConflict
 from chalicelib.domain.records import RecordStatus
 from chalicelib.services import file_imports
 from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services.data_streams import sweep_recounts
 from chalicelib.services.ingestion import fail, process_job
 from chalicelib.services.reconciliation_rules import create_rule
+from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, matched_by_a_run
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -217,4 +222,88 @@ def test_a_worker_that_finds_its_job_ended_meanwhile_writes_no_more_records(port
     assert all(i < ended.record_id(BULK_CHUNK_ROWS) for i in stored(ports))  # nothing after its end
     assert ended.successful_items == len(stored(ports))
     assert_totals_add_up(ended)
+    assert_streams_count_their_records(ports)
+
+
+# Claims of rows never written, and deletes while a chunk may be retried ---------------------------
+
+OTHER_JOBS = {600: "job:999:0", 602: "job:998:3"}  # rows of the second chunk whose ids another job holds
+
+
+def guard(ports, n: int, stream: str | None = None, prefix: str = "x"):
+    """The claim of item n's external_id (a CSV row's: prefix "f", in bank)."""
+    stream = stream or ("bank" if n % 2 == 0 else "ledger")
+    return ports.records.store.guards.get((ENV, stream, f"{prefix}-{n}"))
+
+
+def test_a_failed_job_releases_the_claims_of_the_rows_its_unfinished_chunk_never_wrote(ports, reconciliation):
+    for n, owner in OTHER_JOBS.items():
+        ports.records.claim_external_id(ENV, "bank", f"x-{n}", owner=owner, record_id=90_000 + n)
+    job = submit_bulk(ports, ENV, [item(n) for n in range(ITEMS)], OnConflict.ERROR, None)
+    with pytest.raises(Died):  # the second chunk claimed every id it carries, then wrote KEPT records
+        process_job(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+    job = ports.ingestion_jobs.get(ENV, job.id)
+    second = range(BULK_CHUNK_ROWS, 2 * BULK_CHUNK_ROWS)
+    claimed = [n for n in second if n not in INVALID and n != DUPLICATE and n not in OTHER_JOBS]
+    assert all(guard(ports, n).owner == f"job:{job.id}:{n}" for n in claimed)
+
+    ended = fail(ports, ENV, job.id, Died("no progress"), attempts=3)
+
+    assert ended.status is JobStatus.FAILED
+    records = stored(ports)
+    written = [n for n in claimed if job.record_id(n) in records]
+    released = [n for n in claimed if job.record_id(n) not in records]
+    assert len(written) == KEPT and ITS_FIRST in written and released
+    assert all(guard(ports, n).record_id == job.record_id(n) for n in written)  # their records hold them
+    assert all(guard(ports, n) is None for n in released)
+    for n, owner in OTHER_JOBS.items():  # another job's claim stays as it was
+        assert (guard(ports, n).owner, guard(ports, n).record_id) == (owner, 90_000 + n)
+    assert_totals_add_up(ended)
+
+    again = submit_bulk(ports, ENV, [item(n) for n in released + list(OTHER_JOBS)], OnConflict.ERROR, None)
+    done = process_job(ports, ENV, again.id)
+    results = ports.ingestion_jobs.results(ENV, again.id)
+    assert [r.status for r in results[:len(released)]] == [ItemStatus.SUCCESSFUL] * len(released)
+    assert all(guard(ports, n).record_id == r.record_id == done.record_id(r.index) and r.record_id in stored(ports)
+               for n, r in zip(released, results))
+    assert [(r.status, r.error) for r in results[len(released):]] == [
+        (ItemStatus.FAILED, f"external_id: 'x-{n}' already exists in data stream 'bank'") for n in OTHER_JOBS]
+    assert_streams_count_their_records(ports)
+
+
+def test_a_cancelled_file_import_releases_the_claims_of_its_unwritten_rows(ports, reconciliation):
+    job = file_import(ports)
+    with pytest.raises(Died):
+        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+    ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(ENV, job.id), (JobStatus.PROCESSING,))
+    assert file_imports.write_chunks(ports, ENV, job.id) == "stop"
+
+    ended = ports.ingestion_jobs.get(ENV, job.id)
+    assert ended.status is JobStatus.CANCELLED
+    kept = FILE_CHUNK_ROWS + KEPT
+    assert all(guard(ports, n, "bank", "f").record_id == job.record_id(n) for n in range(kept))
+    assert all(guard(ports, n, "bank", "f") is None for n in range(kept, CSV_ROWS))
+
+    again = file_import(ports)  # the same file: the rows written before are skipped, the others written
+    assert file_imports.write_chunks(ports, ENV, again.id) == "finish"
+    file_imports.finish(ports, ENV, again.id)
+    done = ports.ingestion_jobs.get(ENV, again.id)
+    assert (done.status, done.successful_items, done.skipped_items) == (JobStatus.COMPLETED, CSV_ROWS - kept, kept)
+    assert len(stored(ports)) == CSV_ROWS == ports.data_streams.get(ENV, "bank").records_count
+
+
+def test_a_record_of_a_job_that_may_still_write_cannot_be_deleted_until_it_has_finished(ports, reconciliation,
+                                                                                         crashed, clock):
+    job, written = crashed
+    record_id = written[-1]
+    with pytest.raises(Conflict, match=f"record {record_id} belongs to import {job.id}, which is still writing"):
+        delete_record(ports, ENV, record_id)
+    assert ports.records.get(ENV, record_id).id == record_id  # not hidden either
+
+    done = process_job(ports, ENV, job.id)  # the chunk's retry: nothing of it was deleted meanwhile
+    assert done.status is JobStatus.COMPLETED
+    delete_record(ports, ENV, record_id)
+    assert record_id not in stored(ports)
+    clock.advance(minutes=1)  # the sweeper comes by within a minute
+    assert sweep_recounts(ports) == 1
     assert_streams_count_their_records(ports)

@@ -59,6 +59,16 @@ class RecordRepository:
             existing = self._table.get(keys.external_id_guard(environment, stream_key, external_id))
             return ExternalIdClaim(False, existing["record_id"] if existing else None)
 
+    def release_external_id(self, environment: str, stream_key: str, external_id: str, owner: str) -> bool:
+        """Drop the claim of an external_id only if `owner` holds it (a job item whose record was
+        never written); a claim anyone else holds stays. Whether it was dropped."""
+        try:
+            self._table.delete(keys.external_id_guard(environment, stream_key, external_id),
+                               condition="#owner = :owner", names={"#owner": "owner"}, values={":owner": owner})
+            return True
+        except ConditionFailed:  # someone else's, or none
+            return False
+
     # Reading -------------------------------------------------------------------------------
 
     def get(self, environment: str, record_id: int) -> Record:
