@@ -26,8 +26,12 @@ def handle_bulk_messages(event) -> None:
                 logger.info("bulk job handled", extra={"status": job.status.value, "processed": job.processed_items})
         except Exception as error:
             # A stopping process (its services going away under it) says nothing of the job: the
-            # message stays with the queue for the next start.
-            if attempts < services.settings.bulk_max_receives or services.ports.stopping():
+            # message stays with the queue for the next start (on its last delivery, a new one does).
+            if services.ports.stopping():
+                if attempts >= services.settings.bulk_max_receives:
+                    services.ports.bulk_queue.send(message)
+                raise
+            if attempts < services.settings.bulk_max_receives:
                 raise
             logger.exception("bulk job failed on its last delivery", extra={"attempts": attempts})
             fail(services.ports, environment, job_id, error, attempts)

@@ -21,7 +21,11 @@ def handle_investigation_messages(event) -> None:
             done = investigations.run(services.ports, environment, investigation_id)
             logger.info("investigation handled", extra={"status": done.status.value})
         except Exception as error:
-            if attempts < services.settings.investigation_max_receives or services.ports.stopping():
+            if services.ports.stopping():  # not a failure: the work goes on at the next start
+                if attempts >= services.settings.investigation_max_receives:
+                    services.ports.investigation_queue.send(message)
+                raise
+            if attempts < services.settings.investigation_max_receives:
                 raise
             logger.exception("investigation failed on its last delivery", extra={"attempts": attempts})
             investigations.fail(services.ports, environment, investigation_id, error)

@@ -151,6 +151,8 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
             records.append(record)
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
     ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
+    if any(r.external_id is not None for r in missing) and ports.ingestion_jobs.get(job.environment, job.id).finished:
+        _guard_late_records(ports, job, missing)
     ports.mirror.write_part(job.environment, job.id, index, records)
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
 
@@ -280,11 +282,38 @@ def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int
     conditioned on the owner being exactly this job's row: a claim another job or row holds stays;
     one whose record exists is not asked for), and the id can be ingested again. A row whose
     external_id is unknown (its payload or chunk file is gone) keeps its claim, if it made one:
-    claims are found by external id only, so there is nothing to look it up by."""
+    claims are found by external id only, so there is nothing to look it up by.
+
+    An execution still inside the chunk (a duplicate delivery) may write a record right after its
+    claim went: the records are read again once the claims are released, and each one that came
+    meanwhile claims its id back (its own owner), so that no record is left unguarded. A record
+    written later still is the late-writer race the notes of issue 13 describe."""
+    released = []
     for index, row in rows:
         if row.claim is not None:
             stream_key, external_id = row.claim
-            ports.records.release_external_id(job.environment, stream_key, external_id, owner=_owner(job, index))
+            if ports.records.release_external_id(job.environment, stream_key, external_id, owner=_owner(job, index)):
+                released.append((index, stream_key, external_id))
+    came = _written(ports, job, [index for index, _, _ in released]) if released else {}
+    for index, stream_key, external_id in released:
+        if index in came:
+            ports.records.claim_external_id(job.environment, stream_key, external_id, owner=_owner(job, index),
+                                            record_id=job.record_id(index))
+
+
+def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record]) -> None:
+    """The job ended while this execution wrote (a duplicate delivery, late): its end may have
+    released the claims of rows it found no record for. Each external_id written claims its id back
+    (this row's own claim holds again); one another job claimed meanwhile means the record would
+    be its duplicate, and goes."""
+    for record in written:
+        if record.external_id is None or record.id is None:
+            continue
+        row = record.id - job.record_id(0)
+        claim = ports.records.claim_external_id(job.environment, record.data_stream_key, record.external_id,
+                                                owner=_owner(job, row), record_id=record.id)
+        if not claim.claimed:
+            ports.records.remove(record)
 
 
 class KnownRow(NamedTuple):

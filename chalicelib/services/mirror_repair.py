@@ -52,11 +52,14 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
         for stream_key in _stream_keys(ports, env):
             published = ports.mirror.published_imports(env, stream_key)
             for job in _imports_of(ports, env, stream_key):
+                if job.id in done:
+                    continue
                 if job.finished and not job.counts_rolled_up and job.status is not JobStatus.COMPLETED:
-                    job = settle(ports, job)  # replicates and recounts too
-                    repair.imports_settled.append((env, job.id))
                     done.add(job.id)
-                if job.id in done or not _belongs_in_mirror(job, stream_key):
+                    if _settled(ports, job):  # replicated and recounted too
+                        repair.imports_settled.append((env, job.id))
+                    continue
+                if not _belongs_in_mirror(job, stream_key):
                     continue
                 if everything or job.id not in published:
                     repair.records_written += rewrite_import(ports, job)
@@ -67,6 +70,16 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
             recount_records(ports, env, stream_key)
             repair.streams_recounted += 1
     return repair
+
+
+def _settled(ports: Ports, job: IngestionJob) -> bool:
+    """Settle an import that ended early (one failure stops no other repair); True once rolled up."""
+    try:
+        return settle(ports, job).counts_rolled_up
+    except Exception:
+        logger.exception("settling an ended import failed", extra={"environment": job.environment,
+                                                                   "job_id": job.id})
+        return False
 
 
 def rewrite_import(ports: Ports, job: IngestionJob) -> int:

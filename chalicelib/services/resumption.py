@@ -37,13 +37,15 @@ def resume_interrupted(ports: Ports) -> Resumed:
     sweeper; it stops no other."""
     resumed = Resumed()
     now = utc_now()
-    for job in ports.ingestion_jobs.active():
+    # Both read before anything starts: a resumed import that ends at once may start a run of its own.
+    jobs, runs = ports.ingestion_jobs.active(), ports.runs.active()
+    for job in jobs:
         if not job.is_file or job.finished or file_imports.waiting_for_upload(ports, job):
             continue
         with _logged("file import", job.environment, job.id):
             if file_imports.restart(ports, job, resumed_at=now):
                 resumed.file_imports.append((job.environment, job.id))
-    for run in ports.runs.active():
+    for run in runs:
         with _logged("run", run.environment, run.id):
             if reconciliation_runs.restart(ports, run, resumed_at=now):
                 resumed.runs.append((run.environment, run.id))

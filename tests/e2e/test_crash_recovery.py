@@ -175,7 +175,8 @@ def test_a_stack_killed_mid_work_finishes_all_of_it_after_a_restart(stack, tmp_p
         0 < stack.request("GET", f"/bulk_requests/{i}").json()["processed_items"] < BULK_ITEMS for i in fees),
         60, interval=0.02)
     # ... and the whole process tree dies at once
-    in_flight = mid_flight()
+    in_flight = (import_of(stack, created["id"])["status"] == "processing"
+                 and stack.request("GET", run_url).json()["status"] == "running")
     kill_everything(stack.data_dir)
     stack.process.wait(timeout=30)
     assert in_flight, "the import and the run ended before the kill: nothing was interrupted"

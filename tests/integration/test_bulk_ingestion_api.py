@@ -237,6 +237,30 @@ def test_a_job_that_fails_on_every_delivery_ends_failed_with_the_reason(api, str
     assert worker.drain() == 0  # nothing left for the dead-letter queue
 
 
+def test_a_delivery_that_fails_because_the_process_is_stopping_never_fails_the_job(api, streams, services, worker):
+    summary = submit(api, [item(1)]).json_body
+    key = f"bulk/acme/{summary['id']}.json"
+    payload = services.aws.s3.get_object(Bucket=services.settings.bucket_name, Key=key)["Body"].read()
+    services.aws.s3.delete_object(Bucket=services.settings.bucket_name, Key=key)  # S3 going away as it stops
+    from app import app
+    from chalicelib.local.runtime import LocalRuntime
+
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None, redelivery_seconds=0)
+    [config] = [c for c in runtime.queue_handlers if c.queue == services.settings.bulk_queue_name]
+    for _ in range(services.settings.bulk_max_receives - 1):
+        runtime.deliver_once(config)
+    services.stop_requested.set()  # the last delivery fails while the process stops
+    try:
+        runtime.deliver_once(config)
+    finally:
+        services.stop_requested.clear()
+
+    assert api.get(summary["url"]).json_body["status"] == "processing"  # not failed: it goes on at the next start
+    services.aws.s3.put_object(Bucket=services.settings.bucket_name, Key=key, Body=payload)
+    assert worker.drain() == 1  # a fresh message was queued; the spent one is the dead-letter queue's
+    assert api.get(summary["url"]).json_body["status"] == "completed"
+
+
 def test_within_one_request_the_first_of_duplicates_always_wins(api, streams, worker):
     records = [item(n % 3, amount=n) for n in range(30)]
     summary = submit(api, records).json_body

@@ -307,3 +307,46 @@ def test_a_record_of_a_job_that_may_still_write_cannot_be_deleted_until_it_has_f
     clock.advance(minutes=1)  # the sweeper comes by within a minute
     assert sweep_recounts(ports) == 1
     assert_streams_count_their_records(ports)
+
+
+class EndedWhileWriting:
+    """A records port whose second put_many is overtaken: the job is failed (the sweeper, another
+    delivery) after the chunk claimed its ids and before it writes; `meanwhile` runs then too."""
+
+    def __init__(self, ports, job_id: int, meanwhile=lambda: None) -> None:
+        self.records, self.ports, self.job_id, self.meanwhile, self.calls = ports.records, ports, job_id, meanwhile, 0
+
+    def __getattr__(self, name):
+        return getattr(self.records, name)
+
+    def put_many(self, records):
+        records = list(records)
+        self.calls += 1
+        if self.calls == 2:
+            fail(self.ports, ENV, self.job_id, RuntimeError("stuck"), 3)  # releases the rows' claims
+            self.meanwhile()
+        return self.records.put_many(records)
+
+
+def fee(n):
+    return {"data_stream_key": "bank", "external_id": f"x-{n}", "date": "2026-11-02", "direction": "credit",
+            "amount": 1000 + n}
+
+
+def test_a_late_writer_whose_job_ended_claims_back_what_it_wrote_and_never_leaves_a_duplicate(ports, reconciliation):
+    job = submit_bulk(ports, ENV, [fee(n) for n in range(2 * BULK_CHUNK_ROWS)], OnConflict.ERROR, None)
+    taken = BULK_CHUNK_ROWS + 7
+
+    def another_job_takes_one():  # its claim was released: someone else ingests that id meanwhile
+        other = submit_bulk(ports, ENV, [fee(taken)], OnConflict.ERROR, None)
+        assert process_job(ports, ENV, other.id).successful_items == 1
+
+    late = replace(ports, records=EndedWhileWriting(ports, job.id, another_job_takes_one))
+    process_job(late, ENV, job.id)
+
+    assert ports.ingestion_jobs.get(ENV, job.id).status is JobStatus.FAILED
+    for n in (BULK_CHUNK_ROWS, BULK_CHUNK_ROWS + 50, taken):
+        again = submit_bulk(ports, ENV, [fee(n)], OnConflict.ERROR, None)
+        assert process_job(ports, ENV, again.id).failed_items == 1  # each id is held: never a second record
+        held = [r for r in ports.records.store.rows.values() if r.record.external_id == f"x-{n}"]
+        assert len(held) == 1, n
