@@ -18,8 +18,8 @@ from tests.integration.conftest import record
 from tests.support.crashes import Dies, Killed
 
 ENV = "acme"
-RECORDS = 100          # a side: 100 matches of one record each side
-CHUNK_RECORDS = 20     # 10 matches a chunk, 10 chunks
+RECORDS = 50           # a side: 50 matches of one record each side
+CHUNK_RECORDS = 20     # 10 matches a chunk, 5 chunks
 CHUNKS_BEFORE = 2      # written whole before the one that dies
 RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
         "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -144,7 +144,7 @@ def test_a_run_whose_files_are_lost_fails_at_once_and_leaves_no_claim_without_a_
     assert run.status.value == "failed" and "RunInputsLost" in run.error_message
     assert "is gone" in run.error_message and reads.reads == 1  # not retried: nothing brings a file back
     assert_every_claim_is_a_committed_match(services, crashed)
-    written = len(services.matches.existing_ids(ENV, range(run.first_match_id, run.first_match_id + 100)))
+    written = len(services.matches.existing_ids(ENV, range(run.first_match_id, run.first_match_id + RECORDS)))
     assert written == CHUNKS_BEFORE * 10 + {"after part of the commit": 5, "after the commit": 10}.get(point, 0)
 
     again = api.post(f"/v1/reconciliations/{crashed.reconciliation_id}/runs")  # the slot is free at once
