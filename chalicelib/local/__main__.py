@@ -79,8 +79,9 @@ class LocalService:
                             machine="ReconciliationRunStateMachine"),
         ]
         self.container.file_import_workflows, self.container.run_workflows = self.workflows
-        # The executions of the last process died with it: what they ran goes on from its checkpoints
-        # (before the queues and the bucket are watched, whose deliveries would start some of it again).
+        # The executions of the last process died with it: what they ran goes on from its checkpoints.
+        # Done before the queues and the bucket are watched, so that what it reads as in flight is
+        # what the last process left, not what a first delivery has started meanwhile.
         self.log(resume_interrupted(self.container.ports).describe())
         self.runtime = LocalRuntime(app, self.container.aws.sqs, settings.region, log=self.log, stopping=stopping)
         self.runtime.start()
