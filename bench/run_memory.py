@@ -242,7 +242,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
                   reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
                   ingestion_jobs=NoJobs(), matches=MatchRepository(table), runs=None, exceptions=None,
                   investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
-                  bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None,
+                  bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
                   chunk_records=CHUNK_RECORDS, dry_run_records=DRY_RUN_RECORDS)
     return ports, reconciliation, rule
 

@@ -20,6 +20,7 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepo
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
@@ -123,6 +124,10 @@ class Container:
         return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.reconciliation_run_state_machine)
 
     @cached_property
+    def stories(self) -> StoryRepository:
+        return StoryRepository(self.table, self.counters)
+
+    @cached_property
     def ports(self) -> Ports:
         return Ports(
             api_keys=self.api_keys, counters=self.counters, data_streams=self.data_streams,
@@ -131,7 +136,7 @@ class Container:
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
-            run_workflows=self.run_workflows, chunk_records=reconciliation_runs.CHUNK_RECORDS,
+            run_workflows=self.run_workflows, stories=self.stories, chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(

@@ -11,10 +11,11 @@ from chalicelib.api import (
     reconciliations,
     records,
     runs,
+    stories,
 )
 from chalicelib.api.routing import API_PREFIX, Router
 
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
-                         reconciliations.router]
+                         reconciliations.router, stories.router]
 PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 
 from chalicelib.domain.clock import iso
 from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
@@ -619,3 +619,65 @@ class CreateComment(RequestModel):
     body: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
     author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     mentions: list[Id] = Field(default_factory=list, max_length=100)
+
+
+# Reconciliation stories -----------------------------------------------------------------
+
+def _digits_to_int(value: Any) -> Any:
+    """An id given as a string of digits (as the spec's PATCH body types them) is that number."""
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 15 else value
+
+
+LinkId = Annotated[int, BeforeValidator(_digits_to_int), Field(ge=1, le=10**15 - 1),
+                   WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1},
+                                             {"type": "string", "pattern": "^[0-9]+$"}]})]
+
+
+class StoryLinkIn(RequestModel):
+    reconciliation_id: LinkId
+    position: int = Field(description="1-based; the positions of a chain are 1..n, in any order in the body")
+    shared_data_stream_id: LinkId | None = Field(
+        default=None, description="The data stream this link shares with the previous link's reconciliation "
+                                  "(both must use it); none on the origin (position 1)")
+    role: Literal["origin", "continuation"] | None = Field(
+        default=None, description="origin for position 1, continuation for every other (may be omitted)")
+
+
+class CreateStory(RequestModel):
+    name: Name
+    links: list[StoryLinkIn] = Field(min_length=1)
+
+
+class UpdateStory(RequestModel):
+    name: Name = unchanged_when_absent()
+    links: list[StoryLinkIn] = unchanged_when_absent("When present, replaces the whole chain")
+
+
+class StreamRefOut(BaseModel):
+    id: int
+    name: str
+
+
+class StoryLinkOut(BaseModel):
+    id: int
+    position: int
+    role: str
+    reconciliation_id: int
+    reconciliation_name: str
+    shared_data_stream_id: int | None
+    shared_data_stream_name: str | None
+    side_a_streams: list[StreamRefOut]
+    side_b_streams: list[StreamRefOut]
+
+
+class StoryOut(BaseModel):
+    id: int
+    name: str
+    created_at: Timestamp
+    links: list[StoryLinkOut]
+
+
+class StoryPage(BaseModel):
+    data: list[StoryOut]
+    next_cursor: str | None
+    limit: int

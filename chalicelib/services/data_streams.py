@@ -7,6 +7,7 @@ from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
 from chalicelib.services.ports import DataStreams, Ports
+from chalicelib.services.stories import refuse_if_used
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -37,7 +38,7 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
 def delete_stream(ports: Ports, environment: str, key: str) -> None:
     """Hide the stream at once, remove what belongs to it (records, property definitions, its
     part of the analytics mirror), then the stream itself. Refused (409) while a reconciliation
-    uses it.
+    uses it or a story's link shares it.
 
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
@@ -49,6 +50,11 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
         raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
                        + "; remove it from the reconciliation first")
     ports.data_streams.mark_deleting(environment, key)
+    # A story's save holds its shared streams before its last check: read its users after the mark.
+    story_users = ports.stories.users_of_stream(environment, key)
+    if story_users:
+        ports.data_streams.unmark_deleting(environment, key)
+        refuse_if_used(story_users, f"data stream '{key}'")
     ports.records.remove_all_of_stream(environment, key)
     ports.property_definitions.remove_all_of_stream(environment, key)
     ports.mirror.forget_stream(environment, key)

@@ -5,6 +5,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
 from chalicelib.services.matches import unmatch
 from chalicelib.services.ports import Ports
+from chalicelib.services.stories import refuse_if_used
 
 
 def create_reconciliation(ports: Ports, environment: str, *, name: str, run_type: RunType, side_a: list[str],
@@ -49,8 +50,15 @@ UNMATCH_PAGE = 100
 def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
     """Hide it (refused while a run is current), unmatch its matches (their records no longer
     wait on it), remove its rules, then it and its stream usages. A crash part-way leaves it
-    hidden; repeating the DELETE finishes the work."""
+    hidden; repeating the DELETE finishes the work.
+
+    Refused (409) while a story chains it: the stories are read after the mark (a story's save
+    holds it before its last check), and the mark is taken back then."""
     reconciliation = ports.reconciliations.mark_deleting(environment, reconciliation_id)
+    users = ports.stories.users_of_reconciliation(environment, reconciliation_id)
+    if users:
+        ports.reconciliations.unmark_deleting(environment, reconciliation_id)
+        refuse_if_used(users, f"reconciliation {reconciliation_id}")
     cursor = None
     while True:
         page, cursor = ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,

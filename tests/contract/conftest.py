@@ -24,6 +24,7 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepo
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
@@ -44,7 +45,7 @@ class FakeBackend:
         ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches", "exceptions", "mirror"):
+                          "run_files", "records", "matches", "exceptions", "mirror", "stories"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -114,6 +115,10 @@ class MotoBackend:
     @cached_property
     def exceptions(self):
         return ExceptionRepository(self._table, self.counters)
+
+    @cached_property
+    def stories(self):
+        return StoryRepository(self._table, self.counters)
 
     @cached_property
     def mirror(self):
@@ -242,6 +247,11 @@ def matches(backend):
 @pytest.fixture
 def exceptions(backend):
     return backend.exceptions
+
+
+@pytest.fixture
+def stories(backend):
+    return backend.stories
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepo
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
@@ -39,6 +40,7 @@ PAIRS = [
     (RecordRepository, fakes.FakeRecordRepository), (MatchRepository, fakes.FakeMatchRepository),
     (ExceptionRepository, fakes.FakeExceptionRepository), (AnalyticsMirror, fakes.FakeAnalyticsMirror),
     (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
+    (StoryRepository, fakes.FakeStoryRepository),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"stop"}  # the local driver stops with the stack: the process's business, not the port's

@@ -100,6 +100,11 @@ class FakeDataStreamRepository:
             raise NotFound(f"data stream '{key}' not found")
         row.stream = replace(row.stream, deleting=True)
 
+    def unmark_deleting(self, environment: str, key: str) -> None:
+        row = self.rows.get((environment, key))
+        if row is not None:
+            row.stream = replace(row.stream, deleting=False)
+
     def remove(self, environment: str, key: str) -> None:
         self.rows.pop((environment, key), None)
 

@@ -137,6 +137,12 @@ class FakeReconciliationRepository:
         row.reconciliation = replace(row.reconciliation, deleting=True)
         return self._read(row)
 
+    def unmark_deleting(self, environment: str, reconciliation_id: int) -> None:
+        """Undo mark_deleting; nothing when it is gone."""
+        row = self.rows.get((environment, reconciliation_id))
+        if row is not None:
+            row.reconciliation = replace(row.reconciliation, deleting=False)
+
     def remove(self, reconciliation: Reconciliation) -> None:
         """The reconciliation first, its usages after."""
         environment = reconciliation.environment

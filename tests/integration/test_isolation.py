@@ -76,6 +76,15 @@ CASES = {
         "POST", "/v1/reconciliation_exceptions/{exception_id}/investigations/{investigation_id}/accept", None, 404),
     ("POST", "/reconciliation_exceptions/{id}/comments"): (
         "POST", "/v1/reconciliation_exceptions/{exception_id}/comments", {"body": "x", "author_idp_id": "m"}, 404),
+    # Reconciliation stories
+    ("POST", "/reconciliation_stories"): ("POST", "/v1/reconciliation_stories", lambda world: {
+        "name": "S", "links": [{"reconciliation_id": world["reconciliation_id"], "position": 1}]},
+        "refers_to_unknown_reconciliation"),
+    ("GET", "/reconciliation_stories"): ("GET", "/v1/reconciliation_stories", None, "lists_nothing"),
+    ("GET", "/reconciliation_stories/{id}"): ("GET", "/v1/reconciliation_stories/{story_id}", None, 404),
+    ("PATCH", "/reconciliation_stories/{id}"): ("PATCH", "/v1/reconciliation_stories/{story_id}",
+                                                {"name": "stolen"}, 404),
+    ("DELETE", "/reconciliation_stories/{id}"): ("DELETE", "/v1/reconciliation_stories/{story_id}", None, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -135,11 +144,13 @@ def build_world(api, services, worker):
     [exception] = api.get("/v1/reconciliation_exceptions?data_stream_key=ledger").json_body["data"]
     assignee = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/assignees", {"idp_user_id": "ada"}).json_body
     investigation = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations").json_body
+    story = api.post("/v1/reconciliation_stories", {"name": "A's story", "links": [
+        {"reconciliation_id": reconciliation["id"], "position": 1}]}).json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
-            "investigation_id": investigation["id"],
+            "investigation_id": investigation["id"], "story_id": story["id"],
             "other_key": other_key, "worker": worker}
 
 
@@ -155,6 +166,8 @@ def _a_still_has_everything(api, world):
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
     assert exception["status"] == "investigating" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
     assert exception["comments"] == [] and exception["investigation"]["id"] == world["investigation_id"]
+    story = api.get(f"/v1/reconciliation_stories/{world['story_id']}").json_body
+    assert story["name"] == "A's story" and story["links"][0]["reconciliation_name"] == "A's recon"
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).
@@ -191,6 +204,9 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
     elif expected == "refers_to_unknown_streams":
         assert response.status_code == 422
         assert [e["field"] for e in response.json_body["errors"]] == ["side_a_stream_keys[0]", "side_b_stream_keys[0]"]
+    elif expected == "refers_to_unknown_reconciliation":
+        assert response.status_code == 422
+        assert [e["field"] for e in response.json_body["errors"]] == ["links[0].reconciliation_id"]
     elif expected != "done":
         assert response.status_code == expected, response.json_body
     _a_still_has_everything(api, world)

@@ -114,6 +114,14 @@ class DataStreamRepository:
         except ConditionFailed:
             raise NotFound(f"data stream '{key}' not found") from None
 
+    def unmark_deleting(self, environment: str, key: str) -> None:
+        """Undo mark_deleting (a delete refused after the mark: a story shares the stream)."""
+        try:
+            self._table.update(keys.data_stream(environment, key), "REMOVE deleting",
+                               condition="attribute_exists(pk)")
+        except ConditionFailed:
+            pass  # gone: another delete finished it
+
     def remove(self, environment: str, key: str) -> None:
         self._table.delete(keys.data_stream(environment, key))
 

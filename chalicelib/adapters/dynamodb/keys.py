@@ -197,6 +197,19 @@ exception      | -    | {E}#EXC#<exc>         | C#<comment>     | exceptions: ad
 comment        |      |                       |                 |                         | /reconciliation_exceptions/
                |      |                       |                 |                         | {id}
                |      |                       |                 |                         |
+story          | -    | {E}#STORY#<id>        | STORY           | stories: add, save,     | get, find, get_many: a
+               |      |                       |                 | remove                  | story, its users' names
+               | gsi1 | {E}#STORY             | <id>            | add                     | GET
+               |      |                       |                 |                         | /reconciliation_stories,
+               |      |                       |                 |                         | newest first
+               |      |                       |                 |                         |
+story usage of | -    | {E}#RECON#<recon>     | USEDBY#STORY#   | stories: hold, save,    | users_of_reconciliation
+reconciliation |      |                       | <story>         | release, remove         | (pk, sk prefix): a
+               |      |                       |                 |                         | reconciliation's delete
+               |      |                       |                 |                         |
+story usage of | -    | {E}#DS#<stream>       | USEDBY#STORY#   | stories: hold, save,    | users_of_stream (pk, sk
+stream         |      |                       | <story>         | release, remove         | prefix): a stream's delete
+               |      |                       |                 |                         |
 investigation  | -    | {E}#INV#<id>          | INV             | investigations: add;    | get
                |      |                       |                 | move, mark_accepted     |
                | gsi1 | {E}#EXC#<exc>#INVS    | <id>            | add                     | of_exception, newest first:
@@ -208,7 +221,7 @@ investigation  | -    | {E}#INV#<id>          | INV             | investigations
 
 - `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
   reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
-  investigation. A job's records and a run's matches take a block of ids in one ADD.
+  investigation, story, story_link. A job's records and a run's matches take a block of ids in one ADD.
 - `<key>` of an idempotency key: a bulk request's Idempotency-Key, or `drop:<object key>:<etag>`
   for a dropped file (one import per object); `expires_at` lets TTL remove it after 48 hours.
 - A record's attributes whose names vary are kept twice, once under a fixed name an index can
@@ -228,7 +241,8 @@ gsi1 (GSI1) | the API's lists, and a stream's records: | no: every item of a    
             | {E}#DS#<stream>#REC;                     | requests, which link    | stream reads them all
             | {E}#DS#<stream>#JOBS; {E}#RECON;         | instead; a              |
             | {E}#RECON#<recon>#RUNS, #MATCHES,        | reconciliation leaves   |
-            | #RULES; {E}#EXCS; {E}#EXC#<exc>#INVS     | it while deleting)      |
+            | #RULES; {E}#EXCS; {E}#EXC#<exc>#INVS;    | it while deleting)      |
+            | {E}#STORY                                |                         |
 gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight     | INCLUDE environment, id,
             | environment, one partition each:         | only; every             | exceptions_refreshed_at
             | ACTIVE_JOBS (runs and manual matches     | reconciliation but      | (SWEEP_INDEX_ATTRIBUTES in
@@ -649,3 +663,31 @@ ACTIVE_INVESTIGATIONS_PK = "ACTIVE_INVESTIGATIONS"
 
 def active_investigation_index(environment: str, investigation_id: int) -> dict[str, str]:
     return {"gsi2pk": ACTIVE_INVESTIGATIONS_PK, "gsi2sk": f"{environment}#{_id(investigation_id)}"}
+
+
+# Reconciliation stories -----------------------------------------------------------------
+#
+# A story's usage items sit in the partitions of what they hold (a reconciliation's, a shared
+# stream's), so a delete of either finds the stories that use it in one query.
+
+STORY_USAGE_PREFIX = "USEDBY#STORY#"
+
+
+def story(environment: str, story_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#STORY#{_id(story_id)}", "sk": "STORY"}
+
+
+def stories_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#STORY"
+
+
+def story_index(environment: str, story_id: int) -> dict[str, str]:
+    return {"gsi1pk": stories_index_pk(environment), "gsi1sk": _id(story_id)}
+
+
+def story_usage_of_reconciliation(environment: str, reconciliation_id: int, story_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"{STORY_USAGE_PREFIX}{_id(story_id)}"}
+
+
+def story_usage_of_stream(environment: str, stream_key: str, story_id: int) -> dict[str, str]:
+    return {"pk": data_stream(environment, stream_key)["pk"], "sk": f"{STORY_USAGE_PREFIX}{_id(story_id)}"}

@@ -156,6 +156,18 @@ class ReconciliationRepository:
             raise self._refusal(environment, reconciliation_id) from None
         return self._from_item(item)
 
+    def unmark_deleting(self, environment: str, reconciliation_id: int) -> None:
+        """Undo mark_deleting (a delete refused after the mark: a story uses it); visible and
+        listed again."""
+        index = {**keys.reconciliation_index(environment, reconciliation_id),
+                 **keys.all_reconciliations_index(environment, reconciliation_id)}
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id),
+                               "REMOVE deleting SET " + ", ".join(f"{k} = :{k}" for k in index),
+                               condition="attribute_exists(pk)", values={f":{k}": v for k, v in index.items()})
+        except ConditionFailed:
+            pass  # gone: another delete finished it
+
     def remove(self, reconciliation: Reconciliation) -> None:
         """The reconciliation first, its usages after, so a crash never frees a stream still in use."""
         environment = reconciliation.environment

@@ -1,0 +1,79 @@
+"""Reconciliation story use cases: chain reconciliations, change the chain, delete it.
+
+A save is race-safe against the deletes of what it chains: it holds (writes the usage items of)
+every reconciliation and shared stream first, then reads and checks them, then writes the story.
+A delete of a reconciliation or stream marks it `deleting` first and reads the usages after
+(services/reconciliations.py, services/data_streams.py), so one of the two always sees the other.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, DomainError
+from chalicelib.domain.stories import LinkInput, Story, StoryLink, StoryUser, check_chain, resolve_chain
+from chalicelib.services.ports import Ports
+
+
+def create_story(ports: Ports, environment: str, *, name: str, links: Sequence[LinkInput]) -> Story:
+    chain = _chain(ports, environment, links)
+    now = utc_now()
+    story = Story(environment=environment, id=ports.stories.next_id(environment), name=name, links=chain,
+                  created_at=now, updated_at=now)
+    _held_and_checked(ports, story, links, previous=None)
+    ports.stories.add(story)
+    return story
+
+
+def update_story(ports: Ports, environment: str, story_id: int, *, name: str | None = None,
+                 links: Sequence[LinkInput] | None = None) -> Story:
+    """Apply a PATCH: `links`, when given, replaces the whole chain; otherwise only the name changes."""
+    current = ports.stories.get(environment, story_id)
+    chain = _chain(ports, environment, links) if links is not None else None
+    updated = current.changed(utc_now(), name=name, links=chain)
+    if links is not None:
+        _held_and_checked(ports, updated, links, previous=current)
+    try:
+        ports.stories.save(updated, previous=current)
+    except DomainError:
+        if links is not None:
+            ports.stories.release(updated, keep=current)
+        raise
+    return updated
+
+
+def delete_story(ports: Ports, environment: str, story_id: int) -> None:
+    ports.stories.remove(ports.stories.get(environment, story_id))
+
+
+def refuse_if_used(users: list[StoryUser], what: str) -> None:
+    """409 naming the stories that hold a reconciliation or a data stream being deleted."""
+    if users:
+        raise Conflict(f"{what} is used by " + ", ".join(str(u) for u in users)
+                       + "; remove it from the story first")
+
+
+def _chain(ports: Ports, environment: str, links: Sequence[LinkInput],
+           link_ids: Sequence[int] | None = None) -> tuple[StoryLink, ...]:
+    """The stored links of the chain the client gave, checked against what exists now (422 otherwise)."""
+    ordered = check_chain(links)
+    reconciliations = ports.reconciliations.visible(environment, [link.reconciliation_id for link in ordered])
+    streams = ports.data_streams.get_many(environment, (k for r in reconciliations.values() for k in r.stream_keys))
+    if link_ids is not None:
+        return resolve_chain(ordered, reconciliations, streams, link_ids)
+    # Ids are taken only for a chain that holds: a refused request uses up none.
+    checked = resolve_chain(ordered, reconciliations, streams, [0] * len(ordered))
+    ids = ports.stories.next_link_ids(environment, len(checked))
+    return tuple(replace(link, id=link_id) for link, link_id in zip(checked, ids, strict=True))
+
+
+def _held_and_checked(ports: Ports, story: Story, links: Sequence[LinkInput], previous: Story | None) -> None:
+    """Hold what the story chains, then check the chain again: a reconciliation or stream whose
+    delete began meanwhile is no longer visible, and the save is refused (its usages released)."""
+    ports.stories.hold(story)
+    try:
+        _chain(ports, story.environment, links, link_ids=[link.id for link in story.links])
+    except DomainError:
+        ports.stories.release(story, keep=previous)
+        raise
