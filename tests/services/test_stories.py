@@ -1,0 +1,51 @@
+"""Story use cases (services/stories.py) on the fakes: the races with the deletes of what a story chains."""
+import pytest
+
+from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.domain.stories import LinkInput
+from chalicelib.services import stories
+from chalicelib.services.data_streams import delete_stream
+from chalicelib.services.reconciliations import delete_reconciliation
+from tests.services.conftest import ENV, new_reconciliation, streams
+
+
+def test_a_story_held_before_a_reconciliation_delete_marks_it_refuses_the_delete(ports):
+    streams(ports, "bank", "ledger")
+    recon = new_reconciliation(ports)
+    links = [LinkInput(index=0, reconciliation_id=recon.id, position=1)]
+    # The save has held the reconciliation but not written the story yet: the delete still refuses.
+    pending = stories.create_story(ports, ENV, name="S", links=links)
+    ports.stories.remove(pending)
+    ports.stories.hold(pending)
+    with pytest.raises(Conflict, match="being saved"):
+        delete_reconciliation(ports, ENV, recon.id)
+    assert ports.reconciliations.get(ENV, recon.id).deleting is False  # the mark was taken back
+
+
+def test_a_story_saved_after_the_delete_marked_the_reconciliation_is_refused(ports):
+    streams(ports, "bank", "ledger")
+    recon = new_reconciliation(ports)
+    ports.reconciliations.mark_deleting(ENV, recon.id)
+    with pytest.raises(ValidationFailed) as refused:
+        stories.create_story(ports, ENV, name="S", links=[LinkInput(index=0, reconciliation_id=recon.id,
+                                                                      position=1)])
+    assert refused.value.errors[0].field == "links[0].reconciliation_id"
+    assert ports.stories.users_of_reconciliation(ENV, recon.id) == []  # nothing held
+
+
+def test_a_stream_delete_refused_by_a_story_takes_its_mark_back(ports):
+    streams(ports, "bank", "ledger", "psp")
+    first = new_reconciliation(ports)
+    ledger = ports.data_streams.get(ENV, "ledger")
+    second = new_reconciliation(ports, name="Second")
+    ports.reconciliations.save(second.changed(second.updated_at, side_a=["ledger"], side_b=["psp"]),
+                               previous=second)
+    story = stories.create_story(ports, ENV, name="S", links=[
+        LinkInput(index=0, reconciliation_id=first.id, position=1),
+        LinkInput(index=1, reconciliation_id=second.id, position=2, shared_data_stream_id=ledger.id)])
+    for reconciliation in (first, ports.reconciliations.get(ENV, second.id)):
+        ports.reconciliations.save(reconciliation.changed(reconciliation.updated_at, side_a=["bank"], side_b=["psp"]),
+                                   previous=reconciliation)
+    with pytest.raises(Conflict, match=f"story {story.id}"):
+        delete_stream(ports, ENV, "ledger")
+    assert ports.data_streams.get(ENV, "ledger").deleting is False
