@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, DomainError
+from chalicelib.domain.errors import Conflict, DomainError, NotFound
 from chalicelib.domain.stories import LinkInput, Story, StoryLink, StoryUser, check_chain, resolve_chain
 from chalicelib.services.ports import Ports
 
@@ -21,7 +21,7 @@ def create_story(ports: Ports, environment: str, *, name: str, links: Sequence[L
     now = utc_now()
     story = Story(environment=environment, id=ports.stories.next_id(environment), name=name, links=chain,
                   created_at=now, updated_at=now)
-    _held_and_checked(ports, story, links, previous=None)
+    _held_and_checked(ports, story, links)
     ports.stories.add(story)
     return story
 
@@ -33,12 +33,12 @@ def update_story(ports: Ports, environment: str, story_id: int, *, name: str | N
     chain = _chain(ports, environment, links) if links is not None else None
     updated = current.changed(utc_now(), name=name, links=chain)
     if links is not None:
-        _held_and_checked(ports, updated, links, previous=current)
+        _held_and_checked(ports, updated, links)
     try:
         ports.stories.save(updated, previous=current)
     except DomainError:
         if links is not None:
-            ports.stories.release(updated, keep=current)
+            _release_unsaved(ports, updated)
         raise
     return updated
 
@@ -68,12 +68,22 @@ def _chain(ports: Ports, environment: str, links: Sequence[LinkInput],
     return tuple(replace(link, id=link_id) for link, link_id in zip(checked, ids, strict=True))
 
 
-def _held_and_checked(ports: Ports, story: Story, links: Sequence[LinkInput], previous: Story | None) -> None:
+def _held_and_checked(ports: Ports, story: Story, links: Sequence[LinkInput]) -> None:
     """Hold what the story chains, then check the chain again: a reconciliation or stream whose
     delete began meanwhile is no longer visible, and the save is refused (its usages released)."""
     ports.stories.hold(story)
     try:
         _chain(ports, story.environment, links, link_ids=[link.id for link in story.links])
     except DomainError:
-        ports.stories.release(story, keep=previous)
+        _release_unsaved(ports, story)
         raise
+
+
+def _release_unsaved(ports: Ports, story: Story) -> None:
+    """Drop the usages a save that did not happen held, but those the story as stored now needs:
+    an edit that won meanwhile may have held the same ones at the same version."""
+    try:
+        stored: Story | None = ports.stories.get(story.environment, story.id)
+    except NotFound:
+        stored = None
+    ports.stories.release(story, keep=stored)

@@ -49,3 +49,23 @@ def test_a_stream_delete_refused_by_a_story_takes_its_mark_back(ports):
     with pytest.raises(Conflict, match=f"story {story.id}"):
         delete_stream(ports, ENV, "ledger")
     assert ports.data_streams.get(ENV, "ledger").deleting is False
+
+
+def test_an_edit_that_lost_the_race_keeps_what_the_winning_edit_holds(ports):
+    streams(ports, "bank", "ledger")
+    first = new_reconciliation(ports)
+    second = new_reconciliation(ports, name="Second")
+    story = stories.create_story(ports, ENV, name="S", links=[LinkInput(index=0, reconciliation_id=first.id,
+                                                                          position=1)])
+    both = [LinkInput(index=0, reconciliation_id=second.id, position=1)]
+    stale = ports.stories.get(ENV, story.id)
+    stories.update_story(ports, ENV, story.id, links=both)  # edit A wins, holding `second` at version 2
+    reads = [stale]  # edit B read the story before A saved; what it reads after is the stored story
+    get = ports.stories.get
+    ports.stories.get = lambda environment, story_id: reads.pop() if reads else get(environment, story_id)
+    with pytest.raises(Conflict):
+        stories.update_story(ports, ENV, story.id, links=both)  # B holds `second` at version 2 too, then loses
+
+    assert [u.story_id for u in ports.stories.users_of_reconciliation(ENV, second.id)] == [story.id]
+    with pytest.raises(Conflict, match=f"story {story.id}"):
+        delete_reconciliation(ports, ENV, second.id)

@@ -100,9 +100,10 @@ class StoryRepository:
     # Users (read when a reconciliation or a data stream is deleted) ----------------------
 
     def users_of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StoryUser]:
-        """The stories that hold the reconciliation; stale usages (see usage_holds) are left out."""
+        """The stories that hold the reconciliation; stale usages (see usage_holds) are left out.
+        Read consistently: a usage held a moment before the delete's mark must be seen."""
         usages = self._table.query_all("pk", keys.reconciliation(environment, reconciliation_id)["pk"],
-                                       sort_prefix=keys.STORY_USAGE_PREFIX)
+                                       sort_prefix=keys.STORY_USAGE_PREFIX, consistent=True)
         return self._users(environment, usages, lambda s: s.uses_reconciliation(reconciliation_id))
 
     def users_of_stream(self, environment: str, stream_key: str) -> list[StoryUser]:
@@ -110,7 +111,7 @@ class StoryRepository:
         if not KEY_PATTERN.match(stream_key):
             return []
         usages = self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
-                                       sort_prefix=keys.STORY_USAGE_PREFIX)
+                                       sort_prefix=keys.STORY_USAGE_PREFIX, consistent=True)
         return self._users(environment, usages, lambda s: s.shares_stream(stream_key))
 
     def _users(self, environment: str, usages: Iterable[dict[str, Any]], uses) -> list[StoryUser]:
