@@ -49,7 +49,10 @@ def kill_everything(data_dir: Path) -> None:
     assert grandchildren, "s3rver, the AWS server's child, was not found"
     pids += grandchildren
     for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it died first (a child dies with its parent)
     deadline = time.monotonic() + 10
     while any(pid_alive(pid) and not zombie(pid) for pid in pids):
         assert time.monotonic() < deadline, "the stack's processes did not die"
