@@ -56,9 +56,10 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     holds it before its last check), and the mark is taken back then."""
     reconciliation = ports.reconciliations.mark_deleting(environment, reconciliation_id)
     users = ports.stories.users_of_reconciliation(environment, reconciliation_id)
-    if users:
-        ports.reconciliations.unmark_deleting(environment, reconciliation_id)
+    # Taken back only if no delete confirmed it: one that did is going on, and this one helps it.
+    if users and ports.reconciliations.unmark_deleting(environment, reconciliation_id):
         refuse_if_used(users, f"reconciliation {reconciliation_id}")
+    ports.reconciliations.confirm_deleting(environment, reconciliation_id)
     cursor = None
     while True:
         page, cursor = ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,

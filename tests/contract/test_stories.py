@@ -78,12 +78,31 @@ def test_release_keeps_what_the_stored_story_needs(stories):
 def test_unmark_deleting_shows_a_reconciliation_and_a_stream_again(reconciliations, data_streams):
     reconciliations.add(reconciliation(1))
     reconciliations.mark_deleting(ENV, 1)
-    reconciliations.unmark_deleting(ENV, 1)
+    assert reconciliations.unmark_deleting(ENV, 1)
     assert reconciliations.get(ENV, 1).deleting is False
     assert [r.id for r in reconciliations.list_page(ENV, 5, None)[0]] == [1]
-    reconciliations.unmark_deleting(ENV, 9)  # gone: nothing
+    assert not reconciliations.unmark_deleting(ENV, 1)  # not marked: nothing to take back
+    assert not reconciliations.unmark_deleting(ENV, 9)  # gone: nothing
     data_streams.add(stream(1, "bank"))
     data_streams.mark_deleting(ENV, "bank")
-    data_streams.unmark_deleting(ENV, "bank")
+    assert data_streams.unmark_deleting(ENV, "bank")
     assert data_streams.get(ENV, "bank").deleting is False
-    data_streams.unmark_deleting(ENV, "nope")
+    assert not data_streams.unmark_deleting(ENV, "nope")
+
+
+def test_a_confirmed_delete_mark_is_never_taken_back(reconciliations, data_streams):
+    reconciliations.add(reconciliation(1))
+    reconciliations.mark_deleting(ENV, 1)
+    reconciliations.confirm_deleting(ENV, 1)
+    assert reconciliations.mark_deleting(ENV, 1).deleting  # a second delete marks again: it stays confirmed
+    assert not reconciliations.unmark_deleting(ENV, 1)
+    assert reconciliations.find_including_deleting(ENV, 1).deleting
+    reconciliations.confirm_deleting(ENV, 9)  # gone: nothing
+    data_streams.add(stream(1, "bank"))
+    data_streams.confirm_deleting(ENV, "bank")  # not marked: nothing to confirm
+    assert data_streams.get(ENV, "bank").deleting is False
+    data_streams.mark_deleting(ENV, "bank")
+    data_streams.confirm_deleting(ENV, "bank")
+    data_streams.mark_deleting(ENV, "bank")
+    assert not data_streams.unmark_deleting(ENV, "bank")
+    assert data_streams.find_including_deleting(ENV, "bank").deleting

@@ -21,6 +21,7 @@ class _StreamRow:
     stream: DataStream
     records_counted_at: str | None = None  # ISO text, compared as the table compares it
     recount_requested_at: str | None = None  # set while the stream waits in the recount index
+    delete_confirmed: bool = False  # the adapter's `deleting = "confirmed"`
 
 
 class FakeDataStreamRepository:
@@ -100,10 +101,18 @@ class FakeDataStreamRepository:
             raise NotFound(f"data stream '{key}' not found")
         row.stream = replace(row.stream, deleting=True)
 
-    def unmark_deleting(self, environment: str, key: str) -> None:
+    def confirm_deleting(self, environment: str, key: str) -> None:
         row = self.rows.get((environment, key))
-        if row is not None:
-            row.stream = replace(row.stream, deleting=False)
+        if row is not None and row.stream.deleting:
+            row.delete_confirmed = True
+
+    def unmark_deleting(self, environment: str, key: str) -> bool:
+        """Undo mark_deleting, unless another delete confirmed it or it is gone."""
+        row = self.rows.get((environment, key))
+        if row is None or not row.stream.deleting or row.delete_confirmed:
+            return False
+        row.stream = replace(row.stream, deleting=False)
+        return True
 
     def remove(self, environment: str, key: str) -> None:
         self.rows.pop((environment, key), None)

@@ -30,6 +30,7 @@ class _ReconciliationRow:
     refresh_requests: int | None = None  # absent until the first request (the adapter's condition tells them apart)
     pending_jobs: set[int] = field(default_factory=set)
     whole_pool_requests: int | None = None
+    delete_confirmed: bool = False  # the adapter's `deleting = "confirmed"`
 
 
 @dataclass
@@ -137,11 +138,18 @@ class FakeReconciliationRepository:
         row.reconciliation = replace(row.reconciliation, deleting=True)
         return self._read(row)
 
-    def unmark_deleting(self, environment: str, reconciliation_id: int) -> None:
-        """Undo mark_deleting; nothing when it is gone."""
+    def confirm_deleting(self, environment: str, reconciliation_id: int) -> None:
         row = self.rows.get((environment, reconciliation_id))
-        if row is not None:
-            row.reconciliation = replace(row.reconciliation, deleting=False)
+        if row is not None and row.reconciliation.deleting:
+            row.delete_confirmed = True
+
+    def unmark_deleting(self, environment: str, reconciliation_id: int) -> bool:
+        """Undo mark_deleting, unless another delete confirmed it or it is gone."""
+        row = self.rows.get((environment, reconciliation_id))
+        if row is None or not row.reconciliation.deleting or row.delete_confirmed:
+            return False
+        row.reconciliation = replace(row.reconciliation, deleting=False)
+        return True
 
     def remove(self, reconciliation: Reconciliation) -> None:
         """The reconciliation first, its usages after."""

@@ -69,3 +69,18 @@ def test_an_edit_that_lost_the_race_keeps_what_the_winning_edit_holds(ports):
     assert [u.story_id for u in ports.stories.users_of_reconciliation(ENV, second.id)] == [story.id]
     with pytest.raises(Conflict, match=f"story {story.id}"):
         delete_reconciliation(ports, ENV, second.id)
+
+
+def test_a_delete_that_finds_another_confirmed_goes_on_rather_than_showing_it_again(ports):
+    streams(ports, "bank", "ledger")
+    recon = new_reconciliation(ports)
+    saving = stories.create_story(ports, ENV, name="S", links=[LinkInput(index=0, reconciliation_id=recon.id,
+                                                                         position=1)])
+    ports.stories.remove(saving)  # a save still in flight: its usage held, its story not written
+    ports.reconciliations.mark_deleting(ENV, recon.id)  # delete A had found no story, and is removing it
+    ports.reconciliations.confirm_deleting(ENV, recon.id)
+    ports.stories.hold(saving)
+
+    delete_reconciliation(ports, ENV, recon.id)  # delete B (a retry) sees the save, yet goes on with A
+
+    assert ports.reconciliations.find_including_deleting(ENV, recon.id) is None

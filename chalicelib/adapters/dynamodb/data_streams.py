@@ -7,6 +7,7 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.counters import Counters
+from chalicelib.adapters.dynamodb.keys import DELETE_CONFIRMED
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
 from chalicelib.domain.clock import iso, parse_iso
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
@@ -109,18 +110,28 @@ class DataStreamRepository:
 
     def mark_deleting(self, environment: str, key: str) -> None:
         try:
-            self._table.update(keys.data_stream(environment, key), "SET deleting = :t",
+            self._table.update(keys.data_stream(environment, key), "SET deleting = if_not_exists(deleting, :t)",
                                condition="attribute_exists(pk)", values={":t": True})
         except ConditionFailed:
             raise NotFound(f"data stream '{key}' not found") from None
 
-    def unmark_deleting(self, environment: str, key: str) -> None:
-        """Undo mark_deleting (a delete refused after the mark: a story shares the stream)."""
+    def confirm_deleting(self, environment: str, key: str) -> None:
+        """A delete that found no story sharing it goes on: its mark can no longer be taken back."""
         try:
-            self._table.update(keys.data_stream(environment, key), "REMOVE deleting",
-                               condition="attribute_exists(pk)")
+            self._table.update(keys.data_stream(environment, key), "SET deleting = :confirmed",
+                               condition="attribute_exists(deleting)", values={":confirmed": DELETE_CONFIRMED})
         except ConditionFailed:
             pass  # gone: another delete finished it
+
+    def unmark_deleting(self, environment: str, key: str) -> bool:
+        """Undo mark_deleting (a delete refused after the mark: a story shares the stream). False
+        when another delete confirmed the mark (it is going) or finished."""
+        try:
+            self._table.update(keys.data_stream(environment, key), "REMOVE deleting",
+                               condition="deleting = :t", values={":t": True})
+        except ConditionFailed:
+            return False
+        return True
 
     def remove(self, environment: str, key: str) -> None:
         self._table.delete(keys.data_stream(environment, key))

@@ -691,3 +691,8 @@ def story_usage_of_reconciliation(environment: str, reconciliation_id: int, stor
 
 def story_usage_of_stream(environment: str, stream_key: str, story_id: int) -> dict[str, str]:
     return {"pk": data_stream(environment, stream_key)["pk"], "sk": f"{STORY_USAGE_PREFIX}{_id(story_id)}"}
+
+
+# A `deleting` mark whose delete found no story using the item: it is going, and no refused
+# delete may take the mark back (a bare mark is `true`).
+DELETE_CONFIRMED = "confirmed"

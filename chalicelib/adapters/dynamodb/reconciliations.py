@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.keys import DELETE_CONFIRMED
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN
@@ -148,7 +149,7 @@ class ReconciliationRepository:
         try:
             item = self._table.update(
                 keys.reconciliation(environment, reconciliation_id),
-                "SET deleting = :t REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
+                "SET deleting = if_not_exists(deleting, :t) REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
                 condition="attribute_exists(pk) AND attribute_not_exists(current_run_id)",
                 values={":t": True}, return_new=True,
             )
@@ -156,17 +157,27 @@ class ReconciliationRepository:
             raise self._refusal(environment, reconciliation_id) from None
         return self._from_item(item)
 
-    def unmark_deleting(self, environment: str, reconciliation_id: int) -> None:
+    def confirm_deleting(self, environment: str, reconciliation_id: int) -> None:
+        """A delete that found no story using it goes on: its mark can no longer be taken back."""
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET deleting = :confirmed",
+                               condition="attribute_exists(deleting)", values={":confirmed": DELETE_CONFIRMED})
+        except ConditionFailed:
+            pass  # gone: another delete finished it
+
+    def unmark_deleting(self, environment: str, reconciliation_id: int) -> bool:
         """Undo mark_deleting (a delete refused after the mark: a story uses it); visible and
-        listed again."""
+        listed again. False when another delete confirmed the mark (it is going) or finished."""
         index = {**keys.reconciliation_index(environment, reconciliation_id),
                  **keys.all_reconciliations_index(environment, reconciliation_id)}
         try:
             self._table.update(keys.reconciliation(environment, reconciliation_id),
                                "REMOVE deleting SET " + ", ".join(f"{k} = :{k}" for k in index),
-                               condition="attribute_exists(pk)", values={f":{k}": v for k, v in index.items()})
+                               condition="deleting = :t",
+                               values={":t": True, **{f":{k}": v for k, v in index.items()}})
         except ConditionFailed:
-            pass  # gone: another delete finished it
+            return False
+        return True
 
     def remove(self, reconciliation: Reconciliation) -> None:
         """The reconciliation first, its usages after, so a crash never frees a stream still in use."""
