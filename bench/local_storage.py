@@ -85,7 +85,7 @@ class Engine:
     def kill(self) -> None:
         """SIGKILL to the server and its children (the AWS server's s3rver)."""
         assert self.running is not None
-        for pid in [*children_of(self.running.pid), self.running.pid]:
+        for pid in reversed(processes.descendants(self.running.pid)):
             os.kill(pid, signal.SIGKILL)
         self.running.wait()
 
@@ -93,17 +93,6 @@ class Engine:
         if self.running and self.running.poll() is None:
             self.running.terminate()
             self.running.wait(10)
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
 
 
 def aws_server(synchronous: str = "NORMAL") -> Callable[[int, Path], list[str]]:

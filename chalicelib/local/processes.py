@@ -78,6 +78,21 @@ def stop(processes: list[subprocess.Popen[bytes]], grace: float = 5) -> None:
             process.wait()
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process under it, parents before their children (from /proc: Linux)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found = [pid]
+    for parent in found:  # grows as it goes: each process's children join the walk
+        found += [child for child, of in parents.items() if of == parent]
+    return found
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

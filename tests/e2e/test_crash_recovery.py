@@ -18,6 +18,7 @@ import requests
 from chalicelib.container import Container
 from chalicelib.domain.runs import MATCHED_AT
 from chalicelib.local.launcher import StackProcess
+from chalicelib.local.processes import descendants
 from chalicelib.local.stack import running_stack
 from chalicelib.settings import Settings
 
@@ -70,19 +71,6 @@ def upload_csv(stack: StackProcess, stream: str, rows: int) -> dict:
 
 def import_of(stack: StackProcess, import_id: int) -> dict:
     return stack.request("GET", f"/file_imports/{import_id}").json()
-
-
-def descendants(pid: int) -> list[int]:
-    """The process and every process under it (s3rver is the AWS server's child), from /proc."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in children:
-            found += descendants(int(child))
-    return found
 
 
 def kill_everything(data_dir: Path) -> None:

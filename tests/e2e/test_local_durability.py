@@ -14,7 +14,7 @@ import boto3
 import requests
 
 from chalicelib.local.launcher import StackProcess
-from chalicelib.local.processes import pid_alive
+from chalicelib.local.processes import descendants, pid_alive
 from chalicelib.local.stack import running_stack
 
 
@@ -29,23 +29,12 @@ def clients(data_dir: Path):
     return info, s3, sqs, queue
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return found
-
-
 def kill_everything(data_dir: Path) -> None:
     """SIGKILL to the stack, its services and theirs (s3rver is the AWS server's child), at once."""
     info = running_stack(data_dir)
     assert info is not None
     pids = [info.pid, *(info.child_pids or [])]
-    grandchildren = [child for pid in info.child_pids or [] for child in children_of(pid)]
+    grandchildren = [child for pid in info.child_pids or [] for child in descendants(pid)[1:]]
     assert grandchildren, "s3rver, the AWS server's child, was not found"
     pids += grandchildren
     for pid in pids:
