@@ -12,8 +12,9 @@ process died right after the move) is settled first: its results, replication an
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
 from chalicelib.observability import logger
@@ -21,6 +22,7 @@ from chalicelib.services.data_streams import recount_records
 from chalicelib.services.ingestion import settle
 from chalicelib.services.ports import Ports
 
+T = TypeVar("T")
 PART_ROWS = 20_000  # records per rewritten Parquet part (read from the table in one go)
 PAGE = 100
 
@@ -119,18 +121,19 @@ def _belongs_in_mirror(job: IngestionJob, stream_key: str) -> bool:
 
 
 def _stream_keys(ports: Ports, environment: str) -> Iterator[str]:
-    cursor: str | None = None
-    while True:
-        streams, cursor = ports.data_streams.list_page(environment, PAGE, cursor)
-        yield from (stream.key for stream in streams if not stream.deleting)  # a stream going away stays gone
-        if cursor is None:
-            return
+    streams = _every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
+    return (stream.key for stream in streams if not stream.deleting)  # a stream going away stays gone
 
 
 def _imports_of(ports: Ports, environment: str, stream_key: str) -> Iterator[IngestionJob]:
+    return _every(lambda cursor: ports.ingestion_jobs.list_of_stream(environment, stream_key, PAGE, cursor))
+
+
+def _every(page: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
+    """Every item of a cursor-paged listing, a page read as the caller gets to it."""
     cursor: str | None = None
     while True:
-        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, stream_key, PAGE, cursor)
-        yield from jobs
+        items, cursor = page(cursor)
+        yield from items
         if cursor is None:
             return
