@@ -43,8 +43,19 @@ def update_story(ports: Ports, environment: str, story_id: int, *, name: str | N
     return updated
 
 
+DELETE_ATTEMPTS = 5
+
+
 def delete_story(ports: Ports, environment: str, story_id: int) -> None:
-    ports.stories.remove(ports.stories.get(environment, story_id))
+    """Remove the story as last read; an edit saved in between (a Conflict) means reading it again,
+    so the usages released are those of the story actually deleted and none is left orphaned."""
+    for attempt in range(DELETE_ATTEMPTS):
+        try:
+            ports.stories.remove(ports.stories.get(environment, story_id))
+            return
+        except Conflict:
+            if attempt == DELETE_ATTEMPTS - 1:
+                raise
 
 
 def refuse_if_used(users: list[StoryUser], what: str) -> None:

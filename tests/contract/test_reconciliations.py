@@ -119,6 +119,28 @@ class TestReconciliationRepository:
         assert reconciliations.users_of_stream(ENV, "ledger") == []
         assert reconciliations.users_of_stream(ENV, "card") == [StreamUser(2, "Reconciliation 2")]
 
+    def test_the_usages_of_a_stream_are_read_consistently(self, backend, reconciliations):
+        """A stream delete marks first and reads the usages after: a usage written a moment before
+        the mark must be seen, so the query of the stream's usages is a consistent read."""
+        if backend.name == "fake":
+            pytest.skip("the fake reads what was written a moment ago: only the adapter's query to check")
+        from chalicelib.adapters.dynamodb import keys
+        reconciliations.add(reconciliation(1))
+        partition = keys.data_stream(ENV, "ledger")["pk"]
+        queries = []
+
+        def note(params, **_):
+            if params["ExpressionAttributeValues"][":p"] == {"S": partition}:
+                queries.append(params.get("ConsistentRead", False))
+        events = backend.reconciliations._table._client.meta.events
+        events.register("provide-client-params.dynamodb.Query", note)
+        try:
+            assert reconciliations.users_of_stream(ENV, "ledger") == [StreamUser(1, "Reconciliation 1")]
+            reconciliations.remove_usages_of_stream(ENV, "ledger")
+        finally:
+            events.unregister("provide-client-params.dynamodb.Query", note)
+        assert queries == [True, True]
+
     def test_due_for_exception_refresh_across_environments(self, reconciliations):
         reconciliations.add(reconciliation(2, environment=OTHER_ENV))
         reconciliations.add(reconciliation(10))

@@ -58,6 +58,26 @@ def test_usages_hold_while_the_story_uses_them(stories, clock):
         stories.remove(edited)
 
 
+def test_remove_holds_only_for_the_version_read(stories, clock):
+    stories.hold(story(1))
+    stories.add(story(1))
+    read = stories.get(ENV, 1)  # the delete reads the story...
+    # ...and an edit that replaces the links with reconciliation 3 saves before the delete writes.
+    edited = read.changed(clock.now, links=(StoryLink(id=13, position=1, role=LinkRole.ORIGIN, reconciliation_id=3),))
+    stories.hold(edited)
+    stories.save(edited, previous=stories.get(ENV, 1))
+    with pytest.raises(Conflict):
+        stories.remove(read)
+    assert stories.get(ENV, 1).version == 2  # the story stays, and so do the usages it holds
+    assert stories.users_of_reconciliation(ENV, 3) == [StoryUser(1, "Story 1")]
+    stories.remove(stories.get(ENV, 1))  # read again: the delete goes through and frees the edit's usages
+    with pytest.raises(NotFound):
+        stories.get(ENV, 1)
+    for reconciliation_id in (1, 2, 3):  # an orphan usage, young, would still hold (as story 1, being saved)
+        assert stories.users_of_reconciliation(ENV, reconciliation_id) == []
+    assert stories.users_of_stream(ENV, "ledger") == []
+
+
 def test_a_usage_left_by_a_crash_stops_holding_once_stale(stories, clock):
     stories.hold(story(4))
     assert stories.users_of_stream(ENV, "ledger") == [StoryUser(4, None)]

@@ -74,8 +74,12 @@ class FakeStoryRepository:
         self.release(previous, keep=updated)
 
     def remove(self, story: Story) -> None:
-        if self.stories.pop((story.environment, story.id), None) is None:
+        stored = self.stories.get((story.environment, story.id))
+        if stored is None:
             raise NotFound(f"reconciliation story {story.id} not found")
+        if stored.version != story.version:
+            raise Conflict(f"reconciliation story {story.id} changed while it was being deleted; retry")
+        del self.stories[(story.environment, story.id)]
         for key in self._usage_keys(story):
             self.usages.pop(key, None)
 

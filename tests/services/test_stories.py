@@ -1,7 +1,7 @@
 """Story use cases (services/stories.py) on the fakes: the races with the deletes of what a story chains."""
 import pytest
 
-from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
 from chalicelib.domain.stories import LinkInput
 from chalicelib.services import stories
 from chalicelib.services.data_streams import delete_stream
@@ -84,3 +84,29 @@ def test_a_delete_that_finds_another_confirmed_goes_on_rather_than_showing_it_ag
     delete_reconciliation(ports, ENV, recon.id)  # delete B (a retry) sees the save, yet goes on with A
 
     assert ports.reconciliations.find_including_deleting(ENV, recon.id) is None
+
+
+def test_a_delete_that_read_the_story_before_an_edit_saved_frees_what_the_edit_holds(ports):
+    streams(ports, "bank", "ledger")
+    first = new_reconciliation(ports)
+    second = new_reconciliation(ports, name="Second")
+    story = stories.create_story(ports, ENV, name="S", links=[LinkInput(index=0, reconciliation_id=first.id,
+                                                                          position=1)])
+    remove = ports.stories.remove
+    edits = [lambda: stories.update_story(ports, ENV, story.id, links=[
+        LinkInput(index=0, reconciliation_id=second.id, position=1)])]
+
+    def remove_after_an_edit(read):  # the PATCH saves between the delete's read and its write
+        if edits:
+            edits.pop()()
+        remove(read)
+    ports.stories.remove = remove_after_an_edit
+
+    stories.delete_story(ports, ENV, story.id)
+
+    with pytest.raises(NotFound):
+        ports.stories.get(ENV, story.id)
+    assert ports.stories.users_of_reconciliation(ENV, second.id) == []  # no orphan usage of the edit
+    assert ports.stories.users_of_reconciliation(ENV, first.id) == []
+    delete_reconciliation(ports, ENV, second.id)
+    assert ports.reconciliations.find_including_deleting(ENV, second.id) is None

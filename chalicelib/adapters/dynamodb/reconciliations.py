@@ -216,8 +216,10 @@ class ReconciliationRepository:
                                          for u in self._usages_of_stream(environment, stream_key)])
 
     def _usages_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
+        """Read consistently: a stream delete marks first and reads the usages after, so a usage
+        an edit held a moment before the mark must be seen."""
         return self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
-                                     sort_prefix=keys.STREAM_USAGE_PREFIX)
+                                     sort_prefix=keys.STREAM_USAGE_PREFIX, consistent=True)
 
     @staticmethod
     def _usage_item(reconciliation: Reconciliation, stream_key: str) -> dict[str, Any]:

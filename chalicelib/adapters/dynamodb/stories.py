@@ -90,11 +90,20 @@ class StoryRepository:
         self.release(previous, keep=updated)
 
     def remove(self, story: Story) -> None:
-        """The story first, its usages after, so a crash never frees what a story still uses."""
+        """The story first, its usages after, so a crash never frees what a story still uses. The
+        delete holds only while the story is stored at `story.version`: the usages released are
+        then those of the story deleted, not of a copy an edit replaced meanwhile (Conflict: read
+        it again and retry)."""
+        condition = "attribute_exists(pk) AND #v = :v"
+        if story.version == 1:  # an item written before stories had versions reads as version 1
+            condition = "attribute_exists(pk) AND (#v = :v OR attribute_not_exists(#v))"
         try:
-            self._table.delete(keys.story(story.environment, story.id), condition="attribute_exists(pk)")
+            self._table.delete(keys.story(story.environment, story.id), condition=condition,
+                               names={"#v": "version"}, values={":v": story.version})
         except ConditionFailed:
-            raise NotFound(f"reconciliation story {story.id} not found") from None
+            if self._table.get(keys.story(story.environment, story.id)) is None:
+                raise NotFound(f"reconciliation story {story.id} not found") from None
+            raise Conflict(f"reconciliation story {story.id} changed while it was being deleted; retry") from None
         self._table.batch_write(deletes=self._usage_keys(story))
 
     # Users (read when a reconciliation or a data stream is deleted) ----------------------
