@@ -22,6 +22,7 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.dynamodb.tallies import TallyRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
@@ -128,6 +129,10 @@ class Container:
         return StoryRepository(self.table, self.counters)
 
     @cached_property
+    def tallies(self) -> TallyRepository:
+        return TallyRepository(self.table)
+
+    @cached_property
     def ports(self) -> Ports:
         return Ports(
             api_keys=self.api_keys, counters=self.counters, data_streams=self.data_streams,
@@ -136,7 +141,8 @@ class Container:
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
-            run_workflows=self.run_workflows, stories=self.stories, chunk_records=reconciliation_runs.CHUNK_RECORDS,
+            run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies,
+            chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(

@@ -16,6 +16,7 @@ workers that write or read the mirror load it.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,7 @@ from typing import Any
 
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record
+from chalicelib.domain.tallies import CurrencyAmounts, MirroredMoney, combined, money_from_plain, money_plain
 
 PUBLISH_THREADS = 8
 DELETE_BATCH = 1000  # what one DeleteObjects call takes
@@ -47,7 +49,11 @@ def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int
 
 
 ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
-TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-\d+$")
+TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
+PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
+# An import's money less its tombstones, cached beside its parts: `_money-<tombstones>.json` (a new
+# tombstone changes the name, so the cache is read again only while it still holds).
+MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)\.json$")
 
 
 class AnalyticsMirror:
@@ -115,6 +121,55 @@ class AnalyticsMirror:
             elif tombstone := TOMBSTONE.search(key):
                 dead[tombstone[1]] = dead.get(tombstone[1], 0) + 1
         return sum(count - dead.get(job, 0) for job, count in rows.items())
+
+    def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
+        """The stream's money by currency: every published import's rows less its tombstones. Each
+        import's figure is cached beside it, so a stream of a million records costs its listing and
+        one small read per import, and only an import with a new tombstone is read again."""
+        rows: dict[int, int] = {}
+        dead: dict[int, set[int]] = {}
+        parts: dict[int, list[str]] = {}
+        cached: dict[tuple[int, int], str] = {}
+        for key in self._keys(stream_prefix(environment, stream_key)):
+            if marker := ROWS_MARKER.search(key):
+                rows[int(marker[1])] = max(rows.get(int(marker[1]), 0), int(marker[2]))
+            elif tombstone := TOMBSTONE.search(key):
+                dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
+            elif part := PART.search(key):
+                parts.setdefault(int(part[1]), []).append(key)
+            elif cache := MONEY_CACHE.search(key):
+                cached[(int(cache[1]), int(cache[2]))] = key
+
+        def money_of_import(job_id: int) -> dict[str, CurrencyAmounts]:
+            deleted = dead.get(job_id, set())
+            if key := cached.get((job_id, len(deleted))):
+                return money_from_plain(json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()))
+            money = self._money(parts.get(job_id, []), deleted)
+            self._s3.put_object(Bucket=self._bucket, Body=json.dumps(money_plain(money)).encode(),
+                                Key=f"{import_prefix(environment, stream_key, job_id)}_money-{len(deleted)}.json")
+            return money
+
+        with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
+            return MirroredMoney(combined(*pool.map(money_of_import, rows)), frozenset(rows))
+
+    def _money(self, part_keys: list[str], deleted: set[int]) -> dict[str, CurrencyAmounts]:
+        """Money by currency of these parts' rows, but the deleted ones (sums in 128 bits: amounts
+        go up to 2**63 - 1)."""
+        import polars as pl
+
+        frames = [self._read(key, ["id", "amount", "currency", "direction", "decimal_places"]) for key in part_keys]
+        if not frames:
+            return {}
+        data = pl.concat(frames).filter(~pl.col("id").is_in(list(deleted)))
+        grouped = data.group_by("currency", "decimal_places", "direction").agg(
+            pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
+        money: dict[str, CurrencyAmounts] = {}
+        for row in grouped.iter_rows(named=True):
+            credit = row["direction"] == "credit"
+            one = CurrencyAmounts(row["currency"], int(row["count"]), int(row["sum"]) if credit else 0,
+                                  0 if credit else int(row["sum"]), int(row["decimal_places"]))
+            money = combined(money, {one.currency: one})
+        return money
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         """The imports of the stream the mirror holds, by id, with the rows their markers name

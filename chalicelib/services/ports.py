@@ -35,6 +35,7 @@ from chalicelib.domain.records import (
 from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import Run, RunStatus
 from chalicelib.domain.stories import Story, StoryUser
+from chalicelib.domain.tallies import MirroredMoney, StreamTally
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
@@ -123,6 +124,13 @@ class Stories(Protocol):
     def remove(self, story: Story) -> None: ...
     def users_of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StoryUser]: ...
     def users_of_stream(self, environment: str, stream_key: str) -> list[StoryUser]: ...
+
+
+class Tallies(Protocol):
+    """The tally of each stream of a reconciliation, kept by the exception refresh (domain/tallies.py)."""
+    def save(self, tally: StreamTally) -> None: ...
+    def of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StreamTally]: ...
+    def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None: ...
 
 
 class ReconciliationRules(Protocol):
@@ -296,6 +304,7 @@ class Mirror(Protocol):
     def count_records(self, environment: str, stream_key: str) -> int: ...
     def forget_stream(self, environment: str, stream_key: str) -> None: ...
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]: ...
+    def stream_money(self, environment: str, stream_key: str) -> MirroredMoney: ...
     def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None: ...
 
 
@@ -340,6 +349,7 @@ class Ports:
     file_import_workflows: Workflows
     run_workflows: Workflows
     stories: Stories
+    tallies: Tallies
     chunk_records: int  # records one persist call writes (reconciliation_runs.CHUNK_RECORDS)
     dry_run_records: int  # open records a dry run reads at most (reconciliation_runs.DRY_RUN_RECORDS)
     # Called with each job that wrote records, once they are final (continuous reconciliations).

@@ -3,7 +3,7 @@ sweeper), and what people do with them (the offset list, the detail with its agg
 status moves, assignees, comments)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -29,6 +29,7 @@ from chalicelib.domain.reconciliation_exceptions import (
 )
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import OpenRecord, Record
+from chalicelib.domain.tallies import tally_stream
 from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
 
@@ -50,7 +51,8 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     One refresh of a reconciliation runs at a time (a lease; False when another holds it). A
     record is marked as held by the exception before it is added (conditionally, so it is never
     in two), and the totals are always recomputed from the exception's records, so a refresh
-    cut short is put right by the next one.
+    cut short is put right by the next one. Each stream's tally (domain/tallies.py) is saved
+    from the same read.
     """
     now = now or utc_now()
     reconciliation = ports.reconciliations.get(environment, reconciliation_id)
@@ -58,7 +60,11 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
         return False
     try:
         for stream_key in reconciliation.stream_keys:
-            _refresh_stream(ports, reconciliation, stream_key, now)
+            adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
+            open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id,
+                                                                        adopted)}
+            _refresh_stream(ports, reconciliation, stream_key, open_records, now)
+            _save_tally(ports, reconciliation, stream_key, open_records.values(), now)
         ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now,
                                                         reconciliation.exceptions_refresh_requests)
     finally:
@@ -66,10 +72,20 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     return True
 
 
-def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str, now: datetime) -> None:
+def request_neighbour_refreshes(ports: Ports, environment: str, reconciliation_id: int) -> None:
+    """After a run, the other reconciliations of its streams are refreshed too (by the sweeper):
+    their tallies say what of a shared stream this one matched and they did not (a story's
+    continuation), which only their own refresh reads."""
+    reconciliation = ports.reconciliations.get(environment, reconciliation_id)
+    others = {user.reconciliation_id for key in reconciliation.stream_keys
+              for user in ports.reconciliations.users_of_stream(environment, key)} - {reconciliation_id}
+    for other in sorted(others):
+        ports.reconciliations.request_exceptions_refresh(environment, other)
+
+
+def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str, open_records: dict[int, OpenRecord],
+                    now: datetime) -> None:
     environment, today = reconciliation.environment, now.date()
-    adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
-    open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id, adopted)}
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
     members = {r.record_id for r in ports.exceptions.records(active)} if active else set()
     gone = [record_id for record_id in members if record_id not in open_records]
@@ -103,6 +119,20 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
     if not remaining:
         _resolve_empty(ports, ports.exceptions.get(environment, active.id), now)
+
+
+def _save_tally(ports: Ports, reconciliation: Reconciliation, stream_key: str, open_records: Iterable[OpenRecord],
+                now: datetime) -> None:
+    """The stream's tally for story summaries, from the open records the refresh read anyway. A
+    failure costs only the summary's freshness (it shows when the tally was computed)."""
+    try:
+        mirrored = ports.mirror.stream_money(reconciliation.environment, stream_key)
+        ports.tallies.save(tally_stream(reconciliation.environment, reconciliation.id, stream_key,
+                                        total=mirrored.money, published_imports=mirrored.imports,
+                                        open_records=open_records, now=now))
+    except Exception:
+        logger.exception("computing a stream tally failed", extra={"reconciliation_id": reconciliation.id,
+                                                                   "data_stream_key": stream_key})
 
 
 def _each(write: Callable[[int], bool], record_ids: list[int]) -> set[int]:

@@ -294,6 +294,7 @@ def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
         return "done"
     try:
         exception_service.refresh(ports, environment, run.reconciliation_id)
+        exception_service.request_neighbour_refreshes(ports, environment, run.reconciliation_id)
     except Exception:  # the matches are committed: the run stands, and the sweeper refreshes later
         logger.exception("refreshing exceptions after a run failed", extra={"run_id": run.id})
     return "finish"

@@ -71,4 +71,5 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
             break
     ports.matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     ports.reconciliation_rules.remove_all_of_reconciliation(environment, reconciliation_id)
+    ports.tallies.remove_all_of_reconciliation(environment, reconciliation_id)
     ports.reconciliations.remove(reconciliation)

@@ -26,6 +26,7 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
+from chalicelib.adapters.dynamodb.tallies import TallyRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
@@ -45,7 +46,7 @@ class FakeBackend:
         ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches", "exceptions", "mirror", "stories"):
+                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -119,6 +120,10 @@ class MotoBackend:
     @cached_property
     def stories(self):
         return StoryRepository(self._table, self.counters)
+
+    @cached_property
+    def tallies(self):
+        return TallyRepository(self._table)
 
     @cached_property
     def mirror(self):
@@ -252,6 +257,11 @@ def exceptions(backend):
 @pytest.fixture
 def stories(backend):
     return backend.stories
+
+
+@pytest.fixture
+def tallies(backend):
+    return backend.tallies
 
 
 @pytest.fixture

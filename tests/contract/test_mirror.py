@@ -2,8 +2,11 @@
 published, stream counts from row markers less tombstones, and a stream forgotten."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Direction, Record, RecordStatus
+from chalicelib.domain.tallies import CurrencyAmounts
 from tests.contract.builders import ENV, OTHER_ENV, T0
 
 
@@ -125,3 +128,35 @@ class TestAnalyticsMirror:
         # Written again from scratch, it counts what it holds now: its old tombstone is gone.
         assert imported(mirror, 7, BANK, ["bank"]).total == BANK_TOTALS
         assert mirror.count_records(ENV, "bank") == 4
+
+
+class TestStreamMoney:
+    """A stream's money by currency: its published imports less tombstones, exact at the largest
+    decimal places, and (on S3) cached per import until a tombstone changes it."""
+
+    def test_money_by_currency_of_the_published_imports_only(self, mirror):
+        imported(mirror, 7, BANK, ["bank"])
+        mirror.write_part(ENV, 8, 0, [record(9, amount=5000)])  # staged: not counted
+        mirror.write_part(ENV, 10, 0, [record(11, amount=7000)])
+        mirror.publish(ENV, 10, ["bank"])  # published but not summarized (no row marker): not counted
+        mirrored = mirror.stream_money(ENV, "bank")
+        assert mirrored.imports == {7}
+        assert mirrored.money == {"EUR": CurrencyAmounts("EUR", 2, 1599, 0, 2),
+                                  "USD": CurrencyAmounts("USD", 1, 0, 250, 2)}
+        assert mirror.stream_money(OTHER_ENV, "bank").money == {}
+
+    def test_a_tombstone_takes_its_record_out_even_after_the_money_was_read(self, mirror):
+        imported(mirror, 7, BANK, ["bank"])
+        assert mirror.stream_money(ENV, "bank").money["EUR"].count == 2  # read (and cached) once
+        mirror.tombstone(ENV, "bank", 7, 1)
+        assert mirror.stream_money(ENV, "bank").money["EUR"] == CurrencyAmounts("EUR", 1, 99, 0, 2)
+        assert mirror.stream_money(ENV, "bank").money["EUR"] == CurrencyAmounts("EUR", 1, 99, 0, 2)
+
+    def test_amounts_with_other_decimal_places_and_beyond_64_bits_add_up_exactly(self, mirror):
+        big = 2**63 - 1
+        rows = [record(1, amount=big), record(2, amount=big),
+                replace(record(3, amount=5), decimal_places=3)]
+        imported(mirror, 7, rows, ["bank"])
+        imported(mirror, 8, [record(4, amount=1)], ["bank"])
+        assert mirror.stream_money(ENV, "bank").money == {
+            "EUR": CurrencyAmounts("EUR", 4, big * 2 * 10 + 5 + 10, 0, 3)}

@@ -39,13 +39,14 @@ from tests.fakes.records import FakeRecordRepository, FakeRecordStore
 from tests.fakes.runs import FakeRunRepository
 from tests.fakes.storage import FakePayloadStore, FakeRunFiles, FakeWorkQueue
 from tests.fakes.stories import FakeStoryRepository
+from tests.fakes.tallies import FakeTallyRepository
 from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
     "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
-    "FakeStoryRepository",
+    "FakeStoryRepository", "FakeTallyRepository",
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
@@ -77,6 +78,7 @@ class FakePorts:
         self.exceptions = FakeExceptionRepository(self.counters, self.record_store)
         self.mirror = FakeAnalyticsMirror()
         self.stories = FakeStoryRepository(self.counters)
+        self.tallies = FakeTallyRepository()
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -103,7 +105,8 @@ def fake_ports(**overrides: Any) -> Ports:
         matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
-        run_workflows=FakeWorkflows(), stories=wired.stories, chunk_records=reconciliation_runs.CHUNK_RECORDS,
+        run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies,
+        chunk_records=reconciliation_runs.CHUNK_RECORDS,
         dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
     returned.append(replace(ports, **overrides))
     return returned[0]

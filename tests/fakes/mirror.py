@@ -12,10 +12,12 @@ more than one stream.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record
+from chalicelib.domain.tallies import MirroredMoney, money_of
 
 Row = dict[str, Any]  # a Parquet row: the adapter's COLUMNS
 
@@ -60,6 +62,14 @@ class FakeAnalyticsMirror:
         return sum(max(counts) - sum(1 for t in self.tombstones if t[:3] == (env, stream, job))
                    for (env, stream, job), counts in self.row_markers.items()
                    if (env, stream) == (environment, stream_key))
+
+    def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
+        """Money of the published imports' rows, less the records their tombstones name."""
+        published = self.published_imports(environment, stream_key)
+        rows = [row for (env, stream, job, _), part in self.published.items()
+                if (env, stream) == (environment, stream_key) and job in published for row in part
+                if (env, stream, job, row["id"]) not in self.tombstones]
+        return MirroredMoney(money_of(SimpleNamespace(**row) for row in rows), frozenset(published))
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         return {job: max(counts) for (env, stream, job), counts in self.row_markers.items()

@@ -557,6 +557,14 @@ def stream_usage(environment: str, stream_key: str, reconciliation_id: int) -> d
     return {"pk": data_stream(environment, stream_key)["pk"], "sk": f"{STREAM_USAGE_PREFIX}{_id(reconciliation_id)}"}
 
 
+STREAM_TALLY_PREFIX = "TALLY#"
+
+
+def stream_tally(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
+    """In the reconciliation's partition, so a summary reads all its streams' tallies in one query."""
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"{STREAM_TALLY_PREFIX}{stream_key}"}
+
+
 def reconciliation_rule(environment: str, rule_id: int) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#RULE#{_id(rule_id)}", "sk": "RULE"}
 
