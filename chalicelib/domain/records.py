@@ -98,10 +98,15 @@ class HeldRecord:
     matched_in: frozenset[int] = frozenset()
     match_ids: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the match holding it there
     deleting: bool = False  # a DELETE is under way: hidden from every listing, never matched again
+    exception_ids: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the exception holding it
 
     def match_in(self, reconciliation_id: int) -> int | None:
         """The match that holds the record in the reconciliation (None: it is open there)."""
         return self.match_ids.get(reconciliation_id)
+
+    def exception_in(self, reconciliation_id: int) -> int | None:
+        """The exception that holds the record, open, in the reconciliation (None: none does)."""
+        return self.exception_ids.get(reconciliation_id)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,25 @@ class TestMatchRepository:
         held = matches.held_records(ENV, [1])[0]
         assert (held.matched_in, dict(held.match_ids), held.record.status) == (frozenset(), {}, RecordStatus.UNRECONCILED)
 
+    def test_held_records_name_the_exceptions_holding_them(self, records, matches, exceptions):
+        records.put_many([record(1), record(2)])
+        assert exceptions.hold_record(ENV, 1, 1, 10) and exceptions.hold_record(ENV, 1, 2, 20)
+        held = {h.record.id: h for h in matches.held_records(ENV, [1, 2])}
+        assert (dict(held[1].exception_ids), held[1].exception_in(2), held[2].exception_in(1)) == (
+            {1: 10, 2: 20}, 20, None)
+        assert exceptions.let_go_record(ENV, 1, 1, 10)
+        assert dict(matches.held_records(ENV, [1])[0].exception_ids) == {2: 20}
+
+    def test_find_many_reads_the_matches_written_of_these_ids(self, matches):
+        matches.commit_many([match(1), match(2, status=MatchStatus.CONFIRMED), match(3, environment=OTHER_ENV)])
+        matches.mark_unmatching(match(2))
+        matches.begin(match(4))
+        found = matches.find_many(ENV, [1, 2, 3, 4, 5])
+        assert sorted(found) == [1, 2, 4]
+        assert found[1] == replace(match(1), created_at=T0_MS)
+        assert (found[2].unmatching, found[4].pending_since is not None) == (True, True)  # as `find` reads them
+        assert matches.find_many(ENV, []) == {}
+
     def test_a_second_match_of_the_same_reconciliation_is_refused(self, records, matches):
         records.put_many([record(1)])
         assert matches.claim_record(ENV, 1, 1, 10, BOTH)

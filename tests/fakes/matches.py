@@ -161,7 +161,8 @@ class FakeMatchRepository:
         """The records of these ids that exist (those being deleted too, marked), by id."""
         rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))
         return [HeldRecord(record=row.record, matched_in=frozenset(row.matched_in), match_ids=dict(row.match_ids),
-                           deleting=row.deleting) for row in rows if row is not None]
+                           deleting=row.deleting, exception_ids=dict(row.exception_holds))
+                for row in rows if row is not None]
 
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
@@ -171,6 +172,9 @@ class FakeMatchRepository:
 
     def find(self, environment: str, match_id: int) -> Match | None:
         return self.matches.get((environment, match_id))
+
+    def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
+        return {i: self.matches[(environment, i)] for i in match_ids if (environment, i) in self.matches}
 
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
         """By record id."""

@@ -173,7 +173,8 @@ class MatchRepository:
         """The records of these ids that exist (those being deleted too, marked), each with the
         reconciliations and matches holding it; in no particular order."""
         return [HeldRecord(record=RecordRepository.from_item(item), matched_in=frozenset(item.get("matched_in") or ()),
-                           match_ids=keys.match_ids_of(item), deleting=bool(item.get("deleting")))
+                           match_ids=keys.match_ids_of(item), deleting=bool(item.get("deleting")),
+                           exception_ids=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
                 for item in self._table.get_many(keys.record(environment, rid) for rid in record_ids)]
 
     def get(self, environment: str, match_id: int) -> Match:
@@ -185,6 +186,11 @@ class MatchRepository:
     def find(self, environment: str, match_id: int) -> Match | None:
         item = self._table.get(keys.match(environment, match_id))
         return self._from_item(item) if item else None
+
+    def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
+        """The matches of these ids that were written (begun, committed or unmatched: as `find`), by id."""
+        return {match.id: match for match in (self._from_item(item) for item in
+                                              self._table.get_many(keys.match(environment, i) for i in match_ids))}
 
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
         """Read consistently: an undo that follows a crashed write by milliseconds must see every

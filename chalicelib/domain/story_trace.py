@@ -1,0 +1,269 @@
+"""Following one record through a story's chain (GET /reconciliation_stories/{id}/trace): the pure
+part. The service (services/story_trace.py) reads; this module decides what the reads mean.
+
+A hop is one link of the chain and where the records entering it lead there: the match holding
+them (its records are the match's members), or a break (records open in that reconciliation).
+Entering records are grouped into leads; a link step shows at most MAX_STEP_HOPS of them, breaks
+first so that the cap never hides one, and summarises the rest without following them.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.records import Direction, HeldRecord, Record
+
+MAX_HOP_RECORDS = 20  # records shown per hop; its count and totals cover all of them
+MAX_STEP_HOPS = 10  # hops shown per link step; the others go into next_omitted, not followed
+MAX_FOLLOWED_HOPS = 200  # hops built per trace, so that a pathological story cannot run away
+MAX_BREAK_RECORD_IDS = 20
+
+
+class TraceDirection(StrEnum):
+    START = "start"
+    UPSTREAM = "upstream"  # towards link 1
+    DOWNSTREAM = "downstream"
+
+
+class BreakReason(StrEnum):
+    UNMATCHED = "unmatched"
+    PROPOSED = "proposed"  # a match nobody confirmed yet: flagged, and the trace goes on through it
+    EXCEPTION = "exception"  # open records an exception of the reconciliation holds
+
+
+@dataclass(frozen=True)
+class CurrencyTotal:
+    """Records of one currency: credits and debits in minor units at `decimal_places`, the
+    largest of those records (so every amount converts exactly)."""
+    currency: str
+    count: int
+    credits: int
+    debits: int
+    decimal_places: int
+
+
+def currency_totals(records: Iterable[Record]) -> tuple[CurrencyTotal, ...]:
+    """Totals per currency, by currency code."""
+    by_currency: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_currency[record.currency].append(record)
+    return tuple(_total(currency, by_currency[currency]) for currency in sorted(by_currency))
+
+
+def _total(currency: str, records: list[Record]) -> CurrencyTotal:
+    scale = max(r.decimal_places for r in records)
+    credits = debits = 0
+    for record in records:
+        amount: int = record.amount * 10 ** (scale - record.decimal_places)  # int ** int is typed Any
+        if record.direction is Direction.CREDIT:
+            credits += amount
+        else:
+            debits += amount
+    return CurrencyTotal(currency=currency, count=len(records), credits=credits, debits=debits, decimal_places=scale)
+
+
+# The response's shape --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HopLink:
+    id: int
+    position: int
+    role: str
+    reconciliation_id: int
+    reconciliation_name: str
+
+
+@dataclass(frozen=True)
+class StreamRef:
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class HopMatch:
+    id: int
+    status: str
+    reconciliation_rule_id: int | None
+    record_count: int
+
+
+@dataclass(frozen=True)
+class HopBreak:
+    reason: BreakReason
+    exception_id: int | None = None
+
+
+@dataclass(frozen=True)
+class HopRecords:
+    data: tuple[Record, ...]  # at most MAX_HOP_RECORDS
+    count: int
+    totals: tuple[CurrencyTotal, ...]
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """The hops of a step left out (not followed): how many, the records the trace reached them by,
+    and how many of them are breaks, by reason."""
+    hops: int
+    records: int
+    totals: tuple[CurrencyTotal, ...]
+    breaks: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Hop:
+    link: HopLink
+    direction: TraceDirection
+    via_data_stream: StreamRef | None  # the shared stream the hop was entered through (None on a start hop)
+    match: HopMatch | None
+    break_: HopBreak | None
+    records: HopRecords
+    next: tuple[Hop, ...] = ()
+    next_omitted: Omitted | None = None
+
+
+@dataclass(frozen=True)
+class TraceBreak:
+    link_position: int
+    reconciliation_id: int
+    reason: BreakReason
+    match_id: int | None
+    exception_id: int | None
+    record_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StoryTrace:
+    story_id: int
+    record: Record
+    truncated: bool  # MAX_FOLLOWED_HOPS was reached: some hops are summarised though within the caps
+    hops: tuple[Hop, ...]  # the start hops, by position
+    breaks: tuple[TraceBreak, ...]  # every break of the hops shown, in tree order
+
+
+# Leads: where the records entering a link go there ----------------------------------------------
+
+@dataclass(frozen=True)
+class Lead:
+    """Records entering a link that go the same way there: into one live match, or into one break
+    of records open there (unmatched, or held by one exception)."""
+    entering: tuple[HeldRecord, ...]
+    match: Match | None = None
+    break_: HopBreak | None = None
+
+    @property
+    def reason(self) -> BreakReason | None:
+        if self.match is not None:
+            return BreakReason.PROPOSED if self.match.status is MatchStatus.PROPOSED else None
+        return self.break_.reason if self.break_ else None
+
+    def order(self) -> tuple[int, int]:
+        """Open records first (unmatched, then by exception), proposed matches next, then the others,
+        each by id: a break never goes behind the cap while a plain match is shown."""
+        if self.match is None:
+            exception_id = self.break_.exception_id if self.break_ else None
+            return 0, exception_id or 0  # unmatched (no exception) before the exceptions
+        return (1 if self.match.status is MatchStatus.PROPOSED else 2), self.match.id
+
+
+def is_live(match: Match | None, reconciliation_id: int) -> bool:
+    """A match that holds its records: committed, not being unmatched, of that reconciliation."""
+    return (match is not None and not match.unmatching and match.pending_since is None
+            and match.reconciliation_id == reconciliation_id)
+
+
+def leads(entering: Iterable[HeldRecord], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
+    """Group the records entering a link by what holds them in its reconciliation, in display order.
+    `matches` are those of the records' match ids that were found; a record whose match is missing
+    or not live counts as open there."""
+    by_match: dict[int, list[HeldRecord]] = defaultdict(list)
+    open_by_exception: dict[int | None, list[HeldRecord]] = defaultdict(list)
+    for held in entering:
+        match_id = held.match_in(reconciliation_id)
+        if match_id is not None and is_live(matches.get(match_id), reconciliation_id):
+            by_match[match_id].append(held)
+        else:
+            open_by_exception[held.exception_in(reconciliation_id)].append(held)
+    found = [Lead(tuple(records), match=matches[match_id]) for match_id, records in by_match.items()]
+    found += [Lead(tuple(records), break_=_open_break(exception_id))
+              for exception_id, records in open_by_exception.items()]
+    return sorted(found, key=Lead.order)
+
+
+def _open_break(exception_id: int | None) -> HopBreak:
+    if exception_id is None:
+        return HopBreak(BreakReason.UNMATCHED)
+    return HopBreak(BreakReason.EXCEPTION, exception_id)
+
+
+def omitted(left: Sequence[Lead]) -> Omitted | None:
+    """The summary of the leads a step leaves out (None when it leaves none out)."""
+    if not left:
+        return None
+    records = [held.record for lead in left for held in lead.entering]
+    breaks = {reason.value: sum(1 for lead in left if lead.reason is reason) for reason in BreakReason}
+    return Omitted(hops=len(left), records=len(records), totals=currency_totals(records), breaks=breaks)
+
+
+# Hops ----------------------------------------------------------------------------------------
+
+def hop_records(records: Iterable[Record], entering_ids: Iterable[int]) -> HopRecords:
+    """A hop's records: those the trace came in by first, then the others by id; MAX_HOP_RECORDS shown."""
+    first = set(entering_ids)
+    ordered = sorted(records, key=lambda r: (r.id not in first, r.id))
+    return HopRecords(data=tuple(ordered[:MAX_HOP_RECORDS]), count=len(ordered), totals=currency_totals(ordered))
+
+
+def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead,
+        members: Iterable[Record] = ()) -> Hop:
+    """The hop of a lead, not followed yet: a match's records are its `members`, a break's the open
+    records themselves."""
+    entering = [held.record for held in lead.entering]
+    if lead.match is None:
+        return Hop(link=link, direction=direction, via_data_stream=via, match=None, break_=lead.break_,
+                   records=hop_records(entering, ()))
+    match = lead.match
+    proposed = HopBreak(BreakReason.PROPOSED) if match.status is MatchStatus.PROPOSED else None
+    return Hop(link=link, direction=direction, via_data_stream=via,
+               match=HopMatch(id=match.id, status=match.status.value,
+                              reconciliation_rule_id=match.reconciliation_rule_id, record_count=match.record_count),
+               break_=proposed, records=hop_records(members, (r.id for r in entering)))
+
+
+def breaks_in(hops: Iterable[Hop]) -> tuple[TraceBreak, ...]:
+    """Every break of these hops and of the hops they lead to, in tree order (a hop before its next)."""
+    found: list[TraceBreak] = []
+
+    def visit(current: Hop) -> None:
+        if current.break_ is not None:
+            found.append(TraceBreak(
+                link_position=current.link.position, reconciliation_id=current.link.reconciliation_id,
+                reason=current.break_.reason, match_id=current.match.id if current.match else None,
+                exception_id=current.break_.exception_id,
+                record_ids=tuple(r.id for r in current.records.data[:MAX_BREAK_RECORD_IDS])))
+        for child in current.next:
+            visit(child)
+
+    for start in hops:
+        visit(start)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class StartLinks:
+    """The links a record starts in (those whose reconciliation uses its stream), and the ways out of
+    each: upstream unless the link before is a start link too, downstream likewise (a record on a
+    shared stream starts in both links it sits in and goes outwards from each)."""
+    positions: frozenset[int]
+    link_count: int
+
+    def directions(self, position: int) -> tuple[TraceDirection, ...]:
+        ways = []
+        if position > 1 and position - 1 not in self.positions:
+            ways.append(TraceDirection.UPSTREAM)
+        if position < self.link_count and position + 1 not in self.positions:
+            ways.append(TraceDirection.DOWNSTREAM)
+        return tuple(ways)

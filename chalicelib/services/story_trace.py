@@ -1,0 +1,194 @@
+"""Following one record through a story's chain: the reads (domain/story_trace.py decides what
+they mean).
+
+The reads go by link step, never by record: the records entering a step are already read (the
+traced record, or the members of the match the trace came from), their matches are read in one
+batch, and only the hops shown are read further (each match's members in one query, their records
+with BatchGetItem), several requests at a time. A record read once is not read again.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from chalicelib.domain.errors import NotFound, ValidationFailed
+from chalicelib.domain.matches import Match, MatchMember
+from chalicelib.domain.reconciliations import Reconciliation
+from chalicelib.domain.records import HeldRecord
+from chalicelib.domain.stories import Story, StoryLink
+from chalicelib.domain.story_trace import (
+    MAX_FOLLOWED_HOPS,
+    MAX_STEP_HOPS,
+    Hop,
+    HopLink,
+    Lead,
+    StartLinks,
+    StoryTrace,
+    StreamRef,
+    TraceDirection,
+    breaks_in,
+    hop,
+    leads,
+    omitted,
+)
+from chalicelib.services.ports import Ports
+
+READ_THREADS = 8  # requests in flight at once
+IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) -> StoryTrace:
+    """The story's hops from the links the record starts in, followed outwards (404 for an unknown
+    story or record, 422 when the record's stream is in no link of the story)."""
+    story = ports.stories.get(environment, story_id)
+    traced = _traced_record(ports, environment, record_id)
+    reconciliations = _reconciliations(ports, environment, story)
+    stream_key = traced.record.data_stream_key
+    starts = frozenset(link.position for link in story.links
+                       if link.reconciliation_id in reconciliations
+                       and reconciliations[link.reconciliation_id].uses(stream_key))
+    if not starts:
+        raise ValidationFailed.on("record_id", f"record {record_id}'s data stream is not in this story")
+    walk = _Walk(ports, environment, story, reconciliations, _shared_streams(ports, environment, story),
+                 StartLinks(starts, len(story.links)))
+    walk.known[traced.record.id] = traced
+    hops = tuple(walk.start(position, traced) for position in sorted(starts))
+    return StoryTrace(story_id=story.id, record=traced.record, truncated=walk.truncated, hops=hops,
+                      breaks=breaks_in(hops))
+
+
+def _traced_record(ports: Ports, environment: str, record_id: int) -> HeldRecord:
+    found = ports.matches.held_records(environment, [record_id])
+    if not found or found[0].deleting:  # a record being deleted is gone for every reader
+        raise NotFound(f"record {record_id} not found")
+    return found[0]
+
+
+def _reconciliations(ports: Ports, environment: str, story: Story) -> dict[int, Reconciliation]:
+    """The story's reconciliations as they are now (one whose delete was refused a moment ago may
+    still be marked: it is read anyway, as stories_out does)."""
+    found = ports.reconciliations.visible(environment, story.reconciliation_ids)
+    for missing in set(story.reconciliation_ids) - set(found):
+        reconciliation = ports.reconciliations.find_including_deleting(environment, missing)
+        if reconciliation is not None:
+            found[missing] = reconciliation
+    return found
+
+
+def _shared_streams(ports: Ports, environment: str, story: Story) -> dict[str, StreamRef]:
+    keys = story.shared_stream_keys
+    streams = ports.data_streams.get_many(environment, keys)
+    for key in set(keys) - set(streams):
+        stream = ports.data_streams.find_including_deleting(environment, key)
+        if stream is not None:
+            streams[key] = stream
+    return {key: StreamRef(id=s.id, name=s.name) for key, s in streams.items()}
+
+
+@dataclass
+class _Walk:
+    """One trace under way: what was read so far, and how many hops it built."""
+    ports: Ports
+    environment: str
+    story: Story
+    reconciliations: dict[int, Reconciliation]
+    streams: dict[str, StreamRef]
+    starts: StartLinks
+    known: dict[int, HeldRecord] = field(default_factory=dict)
+    followed: int = 0
+    truncated: bool = False
+
+    def start(self, position: int, traced: HeldRecord) -> Hop:
+        [lead] = self._leads(self._link(position), [traced])  # one record goes one way
+        self.followed += 1
+        members = self._members([lead])
+        return self._follow(position, TraceDirection.START, None, lead, members, self.starts.directions(position))
+
+    def _step(self, position: int, direction: TraceDirection, via_key: str,
+              entering: Sequence[HeldRecord]) -> tuple[list[Hop], list[Lead]]:
+        """The hops the records entering link `position` lead to, each followed on, and the leads
+        left out (beyond MAX_STEP_HOPS, or beyond the budget of MAX_FOLLOWED_HOPS)."""
+        found = self._leads(self._link(position), entering)
+        room = max(0, MAX_FOLLOWED_HOPS - self.followed)
+        if room < min(len(found), MAX_STEP_HOPS):
+            self.truncated = True
+        shown, left = found[:min(MAX_STEP_HOPS, room)], found[min(MAX_STEP_HOPS, room):]
+        self.followed += len(shown)
+        members = self._members(shown)
+        via = self.streams.get(via_key)
+        hops = [self._follow(position, direction, via, lead, members, (direction,)) for lead in shown]
+        return hops, left
+
+    def _follow(self, position: int, direction: TraceDirection, via: StreamRef | None, lead: Lead,
+                members: dict[int, list[MatchMember]], ways: Sequence[TraceDirection]) -> Hop:
+        """The hop of a lead, and the hops its match leads to in the links next to it (a break stops)."""
+        link = self._link(position)
+        info = self._hop_link(link)
+        if lead.match is None:
+            return hop(info, direction, via, lead)
+        its_members = members.get(lead.match.id, [])
+        current = hop(info, direction, via, lead,
+                      [self.known[m.record_id].record for m in its_members if m.record_id in self.known])
+        next_hops: list[Hop] = []
+        left: list[Lead] = []
+        for way in ways:
+            target = position - 1 if way is TraceDirection.UPSTREAM else position + 1
+            if not 1 <= target <= len(self.story.links):
+                continue  # the chain ends here
+            shared = (link if way is TraceDirection.UPSTREAM else self._link(target)).shared_stream_key
+            entering = [self.known[m.record_id] for m in its_members
+                        if m.data_stream_key == shared and m.record_id in self.known]
+            if shared is None or not entering:
+                continue  # the match has no record on the shared stream: this path ends
+            hops, step_left = self._step(target, way, shared, entering)
+            next_hops += hops
+            left += step_left
+        return replace(current, next=tuple(next_hops), next_omitted=omitted(left))
+
+    # Reads ------------------------------------------------------------------------------------
+
+    def _leads(self, link: StoryLink, entering: Sequence[HeldRecord]) -> list[Lead]:
+        """Where the entering records go in the link, their matches read in one batch."""
+        match_ids = {i for held in entering if (i := held.match_in(link.reconciliation_id)) is not None}
+        matches: dict[int, Match] = {}
+        for part in _in_parallel(lambda ids: self.ports.matches.find_many(self.environment, ids), sorted(match_ids)):
+            matches.update(part)
+        return leads(entering, link.reconciliation_id, matches)
+
+    def _members(self, shown: Iterable[Lead]) -> dict[int, list[MatchMember]]:
+        """The members of the shown matches (a query each, several at a time), their records read."""
+        match_ids = [lead.match.id for lead in shown if lead.match is not None]
+        found = dict(zip(match_ids, _each_in_parallel(lambda i: self.ports.matches.members(self.environment, i),
+                                                      match_ids), strict=True))
+        unread = sorted({m.record_id for members in found.values() for m in members} - set(self.known))
+        for part in _in_parallel(lambda ids: self.ports.matches.held_records(self.environment, ids), unread):
+            self.known.update((held.record.id, held) for held in part)
+        return found
+
+    def _link(self, position: int) -> StoryLink:
+        return next(link for link in self.story.links if link.position == position)
+
+    def _hop_link(self, link: StoryLink) -> HopLink:
+        reconciliation = self.reconciliations.get(link.reconciliation_id)
+        return HopLink(id=link.id, position=link.position, role=link.role.value,
+                       reconciliation_id=link.reconciliation_id,
+                       reconciliation_name=reconciliation.name if reconciliation else "")
+
+
+def _in_parallel(read: Callable[[list[K]], V], ids: Sequence[K]) -> list[V]:
+    """`read` over the ids, IDS_PER_READ at a time, READ_THREADS reads in flight."""
+    parts = [list(ids[start:start + IDS_PER_READ]) for start in range(0, len(ids), IDS_PER_READ)]
+    return _each_in_parallel(read, parts)
+
+
+def _each_in_parallel(read: Callable[[K], V], items: Sequence[K]) -> list[V]:
+    """`read` of each item, in order, READ_THREADS at a time (in this thread when there is one)."""
+    if len(items) <= 1:
+        return [read(item) for item in items]
+    with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
+        return list(pool.map(read, items))
