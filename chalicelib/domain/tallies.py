@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
+from chalicelib.domain.matches import Side
+
 
 class Booked(Protocol):
     """What money needs of a record (a Record, an OpenRecord, a mirror row)."""
@@ -160,7 +162,7 @@ def money_from_plain(plain: Mapping[str, Mapping[str, object]]) -> dict[str, Cur
 @dataclass(frozen=True)
 class StreamFigures:
     data_stream_key: str
-    side: str  # "a" or "b"
+    side: Side
     matched: Money
     unmatched: Money
 
@@ -183,7 +185,7 @@ def link_figures(side_a_keys: Iterable[str], side_b_keys: Iterable[str], tallies
     """Sum each side's streams (a stream without a tally yet counts nothing, and leaves
     `computed_at` None); a tally of a stream the reconciliation no longer uses is ignored."""
     by_key = {t.data_stream_key: t for t in tallies}
-    sides = [("a", key) for key in side_a_keys] + [("b", key) for key in side_b_keys]
+    sides: list[tuple[Side, str]] = [("a", key) for key in side_a_keys] + [("b", key) for key in side_b_keys]
     streams = tuple(StreamFigures(key, side, by_key[key].matched, by_key[key].open)
                     for side, key in sides if key in by_key)
 
