@@ -681,3 +681,89 @@ class StoryPage(BaseModel):
     data: list[StoryOut]
     next_cursor: str | None
     limit: int
+
+
+class StoryTraceQuery(QueryModel):
+    record_id: Id = Field(description="The record to follow through the story's chain")
+
+
+class TraceLinkOut(ResponseModel):
+    id: int
+    position: int
+    role: Literal["origin", "continuation"]
+    reconciliation_id: int
+    reconciliation_name: str
+
+
+class TraceMatchOut(ResponseModel):
+    id: int
+    status: Literal["confirmed", "proposed"]
+    reconciliation_rule_id: int | None = Field(description="null for a match made by hand")
+    record_count: int
+
+
+class TraceHopBreakOut(ResponseModel):
+    reason: Literal["unmatched", "proposed", "exception"] = Field(
+        description="unmatched or exception: records open in the link's reconciliation (the trace stops); "
+                    "proposed: a match nobody confirmed yet (the trace goes on through it)")
+    exception_id: int | None = Field(description="The exception holding the open records (reason exception)")
+
+
+class CurrencyTotalOut(ResponseModel):
+    currency: str
+    count: int
+    credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
+    debits: int
+    decimal_places: int
+
+
+class TraceRecordsOut(ResponseModel):
+    data: list[RecordOut] = Field(description="At most 20: those the trace came in by first, then by id")
+    count: int = Field(description="All the hop's records")
+    totals: list[CurrencyTotalOut] = Field(description="Over all the hop's records, per currency")
+
+
+class TraceBreakCountsOut(ResponseModel):
+    unmatched: int
+    proposed: int
+    exception: int
+
+
+class TraceOmittedOut(ResponseModel):
+    hops: int = Field(description="Hops of the step left out (not followed further)")
+    records: int = Field(description="The records the trace reached those hops by")
+    totals: list[CurrencyTotalOut]
+    breaks: TraceBreakCountsOut = Field(description="How many of the hops left out are breaks, by reason")
+
+
+class TraceHopOut(ResponseModel):
+    model_config = ConfigDict(from_attributes=True, serialize_by_alias=True)
+    link: TraceLinkOut
+    direction: Literal["start", "upstream", "downstream"]
+    via_data_stream: StreamRefOut | None = Field(description="The shared stream the hop was entered through "
+                                                             "(null on a start hop)")
+    match: TraceMatchOut | None
+    break_: TraceHopBreakOut | None = Field(serialization_alias="break")
+    records: TraceRecordsOut
+    next: list[TraceHopOut] = Field(description="At most 10 hops per link step, breaks first; a start hop's "
+                                                "next may go both upstream and downstream")
+    next_omitted: TraceOmittedOut | None
+
+
+class TraceBreakOut(ResponseModel):
+    link_position: int
+    reconciliation_id: int
+    reason: Literal["unmatched", "proposed", "exception"]
+    match_id: int | None
+    exception_id: int | None
+    record_ids: list[int] = Field(description="At most 20")
+
+
+class StoryTraceOut(ResponseModel):
+    story_id: int
+    record: RecordOut
+    truncated: bool = Field(description="The trace reached its budget of 200 hops followed: the rest is summarised "
+                                        "in next_omitted")
+    hops: list[TraceHopOut] = Field(description="The start hops (the links whose reconciliation uses the record's "
+                                                "stream), by position")
+    breaks: list[TraceBreakOut] = Field(description="Every break of the hops shown, in tree order")

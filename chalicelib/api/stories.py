@@ -9,12 +9,15 @@ from chalicelib.api.schemas import (
     StoryLinkOut,
     StoryOut,
     StoryPage,
+    StoryTraceOut,
+    StoryTraceQuery,
     StreamRefOut,
     UpdateStory,
 )
 from chalicelib.container import container
 from chalicelib.domain.stories import LinkInput, LinkRole, Story
 from chalicelib.services import stories as service
+from chalicelib.services import story_trace
 
 router = Router("stories")
 STORIES = "/reconciliation_stories"
@@ -85,6 +88,15 @@ def list_stories(request: ApiRequest) -> StoryPage:
 def get_story(request: ApiRequest, id: str) -> StoryOut:
     story = container().ports.stories.get(request.environment, numeric_id(id, "reconciliation story"))
     return stories_out([story], request.environment)[0]
+
+
+@router.route("GET", STORIES + "/{id}/trace", summary="Follow one record through the story's chain, link by link",
+              query=StoryTraceQuery, response=StoryTraceOut, errors=(404, 422))
+def trace_record(request: ApiRequest, id: str) -> StoryTraceOut:
+    query: StoryTraceQuery = request.query
+    trace = story_trace.trace_record(container().ports, request.environment, numeric_id(id, "reconciliation story"),
+                                     query.record_id)
+    return StoryTraceOut.model_validate(trace, from_attributes=True)
 
 
 @router.route("PATCH", STORIES + "/{id}", summary="Rename a story, or replace its whole chain (links)",
