@@ -767,3 +767,57 @@ class StoryTraceOut(ResponseModel):
     hops: list[TraceHopOut] = Field(description="The start hops (the links whose reconciliation uses the record's "
                                                 "stream), by position")
     breaks: list[TraceBreakOut] = Field(description="Every break of the hops shown, in tree order")
+
+
+# Story summary ----------------------------------------------------------------------------
+
+class MoneyOut(BaseModel):
+    currency: str
+    count: int
+    credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
+    debits: int
+    decimal_places: int
+
+
+class OpenMoneyOut(MoneyOut):
+    oldest_date: str | None = Field(description="The earliest record date (YYYY-MM-DD)")
+
+
+class SideFiguresOut(BaseModel):
+    matched: list[MoneyOut] = Field(description="Records matched in the link's reconciliation, per currency")
+    unmatched: list[OpenMoneyOut] = Field(description="Records still open in it, per currency")
+
+
+class StreamFiguresOut(SideFiguresOut):
+    data_stream: StreamRefOut
+    side: Literal["a", "b"]
+
+
+class FromPreviousLinkOut(BaseModel):
+    data_stream: StreamRefOut = Field(description="The shared stream")
+    count: int
+    totals: list[OpenMoneyOut] = Field(description="Per currency")
+    oldest_date: str | None
+
+
+class StoryLinkSummaryOut(BaseModel):
+    link: StoryLinkOut
+    computed_at: Timestamp | None = Field(description="When the figures were computed (the oldest of the link's "
+                                                      "streams): after every run, and at least hourly; null until "
+                                                      "the reconciliation was first run or refreshed")
+    refresh_pending: bool = Field(description="Matching changed since (a person's match, unmatch or confirm, or a "
+                                              "run of a neighbouring link): the figures catch up within a minute")
+    side_a: SideFiguresOut
+    side_b: SideFiguresOut
+    data_streams: list[StreamFiguresOut]
+    open_exceptions: list[ExceptionOut] = Field(description="The link's active exceptions with their aggregates")
+    last_run: RunOut | None = Field(description="The run under way, else the last one")
+    from_previous_link: FromPreviousLinkOut | None = Field(
+        description="A continuation only: records of the shared stream matched in the previous link but still "
+                    "unmatched in this one: where the chain leaks")
+
+
+class StorySummaryOut(BaseModel):
+    story_id: int
+    name: str
+    links: list[StoryLinkSummaryOut]

@@ -1,23 +1,38 @@
 """Routes of /reconciliation_stories."""
 from __future__ import annotations
 
+from typing import TypeVar
+
+from chalicelib.api.reconciliation_exceptions import exceptions_out
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.runs import run_out
 from chalicelib.api.schemas import (
     CreateStory,
     CursorQuery,
+    ExceptionOut,
+    FromPreviousLinkOut,
+    MoneyOut,
+    OpenMoneyOut,
+    SideFiguresOut,
     StoryLinkIn,
     StoryLinkOut,
+    StoryLinkSummaryOut,
     StoryOut,
     StoryPage,
+    StorySummaryOut,
     StoryTraceOut,
     StoryTraceQuery,
+    StreamFiguresOut,
     StreamRefOut,
     UpdateStory,
 )
 from chalicelib.container import container
+from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.stories import LinkInput, LinkRole, Story
+from chalicelib.domain.tallies import Money
 from chalicelib.services import stories as service
-from chalicelib.services import story_trace
+from chalicelib.services import story_summary, story_trace
+from chalicelib.services.story_summary import LinkSummary
 
 router = Router("stories")
 STORIES = "/reconciliation_stories"
@@ -112,3 +127,55 @@ def update_story(request: ApiRequest, id: str) -> StoryOut:
               status=204, errors=(404,))
 def delete_story(request: ApiRequest, id: str) -> None:
     service.delete_story(container().ports, request.environment, numeric_id(id, "reconciliation story"))
+
+
+@router.route("GET", STORIES + "/{id}/summary", summary="Where the chain leaks: each link's matched and unmatched "
+              "money, open exceptions and last run, and what passed the previous link but not this one",
+              response=StorySummaryOut, errors=(404,))
+def summarize_story(request: ApiRequest, id: str) -> StorySummaryOut:
+    environment = request.environment
+    summary = story_summary.summarize_story(container().ports, environment, numeric_id(id, "reconciliation story"))
+    links = stories_out([summary.story], environment)[0].links
+    keys = {f.data_stream_key for s in summary.links for f in s.figures.streams} | {
+        link.shared_stream_key for link in summary.story.links if link.shared_stream_key}
+    streams = container().ports.data_streams.get_many(environment, keys)
+    exceptions = exceptions_out(environment, [e for s in summary.links for e in s.exceptions])
+    return StorySummaryOut(story_id=summary.story.id, name=summary.story.name, links=[
+        _link_summary_out(s, out, streams, [e for e in exceptions if e.reconciliation_id == s.link.reconciliation_id])
+        for s, out in zip(summary.links, links, strict=True)])
+
+
+def _link_summary_out(summary: LinkSummary, link: StoryLinkOut, streams: dict[str, DataStream],
+                      exceptions: list[ExceptionOut]) -> StoryLinkSummaryOut:
+    figures = summary.figures
+
+    def ref(key: str) -> StreamRefOut:
+        stream = streams.get(key)
+        return StreamRefOut(id=stream.id if stream else 0, name=stream.name if stream else key)
+
+    from_previous = None
+    if figures.from_previous is not None and summary.link.shared_stream_key:
+        totals = _money(figures.from_previous, OpenMoneyOut)
+        from_previous = FromPreviousLinkOut(
+            data_stream=ref(summary.link.shared_stream_key), count=sum(t.count for t in totals), totals=totals,
+            oldest_date=min((t.oldest_date for t in totals if t.oldest_date), default=None))
+    return StoryLinkSummaryOut(
+        link=link, computed_at=figures.computed_at, refresh_pending=summary.refresh_pending,
+        side_a=SideFiguresOut(matched=_money(figures.side_a_matched, MoneyOut),
+                              unmatched=_money(figures.side_a_unmatched, OpenMoneyOut)),
+        side_b=SideFiguresOut(matched=_money(figures.side_b_matched, MoneyOut),
+                              unmatched=_money(figures.side_b_unmatched, OpenMoneyOut)),
+        data_streams=[StreamFiguresOut(data_stream=ref(s.data_stream_key), side=s.side,
+                                       matched=_money(s.matched, MoneyOut), unmatched=_money(s.unmatched, OpenMoneyOut))
+                      for s in figures.streams],
+        open_exceptions=exceptions, last_run=run_out(summary.last_run) if summary.last_run else None,
+        from_previous_link=from_previous)
+
+
+M = TypeVar("M", bound=MoneyOut)
+
+
+def _money(money: Money, model: type[M]) -> list[M]:
+    """Money by currency as the API lists it, currencies in order."""
+    fields = set(model.model_fields)
+    return [model(**{k: v for k, v in vars(money[c]).items() if k in fields}) for c in sorted(money)]

@@ -87,6 +87,8 @@ CASES = {
     ("DELETE", "/reconciliation_stories/{id}"): ("DELETE", "/v1/reconciliation_stories/{story_id}", None, 404),
     ("GET", "/reconciliation_stories/{id}/trace"): (
         "GET", "/v1/reconciliation_stories/{story_id}/trace?record_id={record_id}", None, 404),
+    ("GET", "/reconciliation_stories/{id}/summary"): ("GET", "/v1/reconciliation_stories/{story_id}/summary",
+                                                      None, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
