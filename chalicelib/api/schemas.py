@@ -683,6 +683,18 @@ class StoryPage(BaseModel):
     limit: int
 
 
+class MoneyOut(BaseModel):
+    currency: str
+    count: int
+    credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
+    debits: int
+    decimal_places: int
+
+
+class OpenMoneyOut(MoneyOut):
+    oldest_date: str | None = Field(description="The earliest record date (YYYY-MM-DD)")
+
+
 class StoryTraceQuery(QueryModel):
     record_id: Id = Field(description="The record to follow through the story's chain")
 
@@ -709,18 +721,10 @@ class TraceHopBreakOut(ResponseModel):
     exception_id: int | None = Field(description="The exception holding the open records (reason exception)")
 
 
-class CurrencyTotalOut(ResponseModel):
-    currency: str
-    count: int
-    credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
-    debits: int
-    decimal_places: int
-
-
 class TraceRecordsOut(ResponseModel):
     data: list[RecordOut] = Field(description="At most 20: those the trace came in by first, then by id")
     count: int = Field(description="All the hop's records")
-    totals: list[CurrencyTotalOut] = Field(description="Over all the hop's records, per currency")
+    totals: list[MoneyOut] = Field(description="Over all the hop's records, per currency")
 
 
 class TraceBreakCountsOut(ResponseModel):
@@ -732,7 +736,7 @@ class TraceBreakCountsOut(ResponseModel):
 class TraceOmittedOut(ResponseModel):
     hops: int = Field(description="Hops of the step left out (not followed further)")
     records: int = Field(description="The records the trace reached those hops by")
-    totals: list[CurrencyTotalOut]
+    totals: list[MoneyOut]
     breaks: TraceBreakCountsOut = Field(description="How many of the hops left out are breaks, by reason")
 
 
@@ -770,18 +774,6 @@ class StoryTraceOut(ResponseModel):
 
 
 # Story summary ----------------------------------------------------------------------------
-
-class MoneyOut(BaseModel):
-    currency: str
-    count: int
-    credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
-    debits: int
-    decimal_places: int
-
-
-class OpenMoneyOut(MoneyOut):
-    oldest_date: str | None = Field(description="The earliest record date (YYYY-MM-DD)")
-
 
 class SideFiguresOut(BaseModel):
     matched: list[MoneyOut] = Field(description="Records matched in the link's reconciliation, per currency")

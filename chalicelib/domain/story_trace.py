@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from chalicelib.domain.matches import Match, MatchStatus
-from chalicelib.domain.records import Direction, HeldRecord, Record
+from chalicelib.domain.records import HeldRecord, Record
+from chalicelib.domain.tallies import CurrencyAmounts, money_of
 
 MAX_HOP_RECORDS = 20  # records shown per hop; its count and totals cover all of them
 MAX_STEP_HOPS = 10  # hops shown per link step; the others go into next_omitted, not followed
@@ -34,35 +35,10 @@ class BreakReason(StrEnum):
     EXCEPTION = "exception"  # open records an exception of the reconciliation holds
 
 
-@dataclass(frozen=True)
-class CurrencyTotal:
-    """Records of one currency: credits and debits in minor units at `decimal_places`, the
-    largest of those records (so every amount converts exactly)."""
-    currency: str
-    count: int
-    credits: int
-    debits: int
-    decimal_places: int
-
-
-def currency_totals(records: Iterable[Record]) -> tuple[CurrencyTotal, ...]:
+def currency_totals(records: Iterable[Record]) -> tuple[CurrencyAmounts, ...]:
     """Totals per currency, by currency code."""
-    by_currency: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        by_currency[record.currency].append(record)
-    return tuple(_total(currency, by_currency[currency]) for currency in sorted(by_currency))
-
-
-def _total(currency: str, records: list[Record]) -> CurrencyTotal:
-    scale = max(r.decimal_places for r in records)
-    credits = debits = 0
-    for record in records:
-        amount: int = record.amount * 10 ** (scale - record.decimal_places)  # int ** int is typed Any
-        if record.direction is Direction.CREDIT:
-            credits += amount
-        else:
-            debits += amount
-    return CurrencyTotal(currency=currency, count=len(records), credits=credits, debits=debits, decimal_places=scale)
+    money = money_of(records)
+    return tuple(money[currency] for currency in sorted(money))
 
 
 # The response's shape --------------------------------------------------------------------------
@@ -100,7 +76,7 @@ class HopBreak:
 class HopRecords:
     data: tuple[Record, ...]  # at most MAX_HOP_RECORDS
     count: int
-    totals: tuple[CurrencyTotal, ...]
+    totals: tuple[CurrencyAmounts, ...]
 
 
 @dataclass(frozen=True)
@@ -109,7 +85,7 @@ class Omitted:
     and how many of them are breaks, by reason."""
     hops: int
     records: int
-    totals: tuple[CurrencyTotal, ...]
+    totals: tuple[CurrencyAmounts, ...]
     breaks: Mapping[str, int]
 
 

@@ -8,7 +8,8 @@ import pytest
 from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.matches import MatchStatus
 from chalicelib.domain.stories import LinkInput
-from chalicelib.domain.story_trace import BreakReason, CurrencyTotal, TraceDirection
+from chalicelib.domain.story_trace import BreakReason, TraceDirection
+from chalicelib.domain.tallies import CurrencyAmounts
 from chalicelib.services import stories
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.story_trace import trace_record
@@ -91,7 +92,7 @@ def test_from_a_bank_deposit_back_to_every_order(chain):
     payout_hop = start.next[0]
     assert payout_hop.match.record_count == 4 and payout_hop.match.reconciliation_rule_id == chain.rules[1].id
     assert payout_hop.records.data[0].id == payout  # the record it came in by first
-    assert payout_hop.records.totals == (CurrencyTotal("USD", 4, 6000, 0, 2),)
+    assert payout_hop.records.totals == (CurrencyAmounts("USD", 4, 6000, 0, 2),)
 
 
 def test_from_an_order_forward_to_the_bank(chain):
@@ -174,7 +175,7 @@ def test_a_payout_of_25_charges_shows_20_records_and_counts_and_totals_all(chain
     [start, _] = chain.trace(payout).hops
 
     assert len(start.records.data) == 20 and start.records.count == 26
-    assert start.records.totals == (CurrencyTotal("USD", 26, 2 * sum(range(101, 126)), 0, 2),)
+    assert start.records.totals == (CurrencyAmounts("USD", 26, 2 * sum(range(101, 126)), 0, 2),)
     # Upstream, every charge is open in link 1: one break hop holds them all.
     [unmatched] = start.next
     assert (unmatched.break_.reason, unmatched.records.count, len(unmatched.records.data)) == (
@@ -198,7 +199,7 @@ def test_twelve_matched_charges_upstream_show_ten_hops_breaks_first_and_summaris
         BreakReason.UNMATCHED] + [match_of(chain, 1, charge) for charge in charges[:9]]
     assert all(hop.direction is TraceDirection.UPSTREAM for hop in start.next)
     left = start.next_omitted
-    assert (left.hops, left.records, left.totals) == (3, 3, (CurrencyTotal("USD", 3, 750, 0, 2),))
+    assert (left.hops, left.records, left.totals) == (3, 3, (CurrencyAmounts("USD", 3, 750, 0, 2),))
     assert left.breaks == {"unmatched": 0, "proposed": 0, "exception": 0}
 
 

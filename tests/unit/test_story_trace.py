@@ -9,7 +9,6 @@ from chalicelib.domain.records import Direction, HeldRecord, Record, RecordStatu
 from chalicelib.domain.story_trace import (
     MAX_HOP_RECORDS,
     BreakReason,
-    CurrencyTotal,
     HopLink,
     Lead,
     StartLinks,
@@ -21,6 +20,7 @@ from chalicelib.domain.story_trace import (
     leads,
     omitted,
 )
+from chalicelib.domain.tallies import CurrencyAmounts
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 RECON = 7
@@ -70,8 +70,8 @@ def test_totals_per_currency_sum_at_the_largest_decimal_places_of_each_exactly()
                record(3, 40, Direction.DEBIT, decimal_places=1), record(4, 700, currency="JPY", decimal_places=0),
                record(5, 999_999_999_999_999, currency="JPY", decimal_places=0, direction=Direction.DEBIT)]
     assert currency_totals(records) == (
-        CurrencyTotal("JPY", 2, 700, 999_999_999_999_999, 0),
-        CurrencyTotal("USD", 3, 1250 + 5, 4000, 3),
+        CurrencyAmounts("JPY", 2, 700, 999_999_999_999_999, 0),
+        CurrencyAmounts("USD", 3, 1250 + 5, 4000, 3),
     )
     assert currency_totals([]) == ()
 
@@ -80,7 +80,7 @@ def test_a_hop_shows_twenty_records_those_it_came_in_by_first_and_counts_and_tot
     records = [record(i, amount=i) for i in range(1, 26)]
     shown = hop_records(records, entering_ids=[25, 24])
     assert [r.id for r in shown.data] == [24, 25] + list(range(1, MAX_HOP_RECORDS - 1))
-    assert shown.count == 25 and shown.totals == (CurrencyTotal("USD", 25, sum(range(1, 26)), 0, 2),)
+    assert shown.count == 25 and shown.totals == (CurrencyAmounts("USD", 25, sum(range(1, 26)), 0, 2),)
 
 
 def test_the_leads_left_out_are_summarised_with_their_records_and_breaks():
@@ -90,7 +90,7 @@ def test_the_leads_left_out_are_summarised_with_their_records_and_breaks():
     summary = omitted(left)
     assert (summary.hops, summary.records) == (5, 6)
     assert summary.breaks == {"unmatched": 1, "proposed": 1, "exception": 1}
-    assert summary.totals == (CurrencyTotal("EUR", 1, 30, 0, 2), CurrencyTotal("USD", 5, 10 + 20 + 100 + 100, 6, 2))
+    assert summary.totals == (CurrencyAmounts("EUR", 1, 30, 0, 2), CurrencyAmounts("USD", 5, 10 + 20 + 100 + 100, 6, 2))
     assert omitted([]) is None
 
 
