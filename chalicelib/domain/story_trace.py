@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.records import HeldRecord, Record
-from chalicelib.domain.tallies import CurrencyAmounts, money_of
+from chalicelib.domain.tallies import CurrencyAmounts, Money, money_of
 
 MAX_HOP_RECORDS = 20  # records shown per hop; its count and totals cover all of them
 MAX_STEP_HOPS = 10  # hops shown per link step; the others go into next_omitted, not followed
@@ -186,27 +186,42 @@ def omitted(left: Sequence[Lead]) -> Omitted | None:
 
 # Hops ----------------------------------------------------------------------------------------
 
-def hop_records(records: Iterable[Record], entering_ids: Iterable[int]) -> HopRecords:
-    """A hop's records: those the trace came in by first, then the others by id; MAX_HOP_RECORDS shown."""
+def shown_order(record_ids: Iterable[int], entering_ids: Iterable[int]) -> list[int]:
+    """The order a hop shows its records in: those the trace came in by first, then the others by id."""
     first = set(entering_ids)
-    ordered = sorted(records, key=lambda r: (r.id not in first, r.id))
-    return HopRecords(data=tuple(ordered[:MAX_HOP_RECORDS]), count=len(ordered), totals=currency_totals(ordered))
+    return sorted(record_ids, key=lambda i: (i not in first, i))
+
+
+def hop_records(records: Iterable[Record], entering_ids: Iterable[int]) -> HopRecords:
+    """A hop's records, all of them read: MAX_HOP_RECORDS shown (see shown_order), all counted and totalled."""
+    by_id = {r.id: r for r in records}
+    shown = shown_order(by_id, entering_ids)[:MAX_HOP_RECORDS]
+    return HopRecords(data=tuple(by_id[i] for i in shown), count=len(by_id), totals=currency_totals(by_id.values()))
+
+
+def match_records(member_ids: Sequence[int], records: Mapping[int, Record], entering_ids: Iterable[int],
+                  money: Money) -> HopRecords:
+    """A match's records when its money is known (kept from an earlier trace): only those shown are read."""
+    shown = [i for i in shown_order(member_ids, entering_ids)[:MAX_HOP_RECORDS] if i in records]
+    return HopRecords(data=tuple(records[i] for i in shown), count=len(member_ids),
+                      totals=tuple(money[currency] for currency in sorted(money)))
 
 
 def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead,
-        members: Iterable[Record] = ()) -> Hop:
-    """The hop of a lead, not followed yet: a match's records are its `members`, a break's the open
-    records themselves."""
-    entering = [held.record for held in lead.entering]
+        records: HopRecords | None = None) -> Hop:
+    """The hop of a lead, not followed yet: a match's `records` are its members', read; a break's
+    are the open records themselves."""
     if lead.match is None:
         return Hop(link=link, direction=direction, via_data_stream=via, match=None, break_=lead.break_,
-                   records=hop_records(entering, ()))
+                   records=hop_records((held.record for held in lead.entering), ()))
+    if records is None:
+        raise ValueError("a match's hop needs its records")
     match = lead.match
     proposed = HopBreak(BreakReason.PROPOSED) if match.status is MatchStatus.PROPOSED else None
     return Hop(link=link, direction=direction, via_data_stream=via,
                match=HopMatch(id=match.id, status=match.status.value,
                               reconciliation_rule_id=match.reconciliation_rule_id, record_count=match.record_count),
-               break_=proposed, records=hop_records(members, (r.id for r in entering)))
+               break_=proposed, records=records)
 
 
 def breaks_in(hops: Iterable[Hop]) -> tuple[TraceBreak, ...]:

@@ -5,6 +5,11 @@ The reads go by link step, never by record: the records entering a step are alre
 traced record, or the members of the match the trace came from), their matches are read in one
 batch, and only the hops shown are read further (each match's members in one query, their records
 with BatchGetItem), several requests at a time. A record read once is not read again.
+
+A hop counts and totals all its records. For a big match (a payout of 10,000 charges) that means
+reading them all, so the first trace through it keeps their money beside its members (a match's
+members and their amounts never change): the next reads the members and only the records it
+shows. The records entering a step must still be read, all of them, to find their matches.
 """
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ from chalicelib.domain.records import HeldRecord
 from chalicelib.domain.stories import Story, StoryLink
 from chalicelib.domain.story_trace import (
     MAX_FOLLOWED_HOPS,
+    MAX_HOP_RECORDS,
     MAX_STEP_HOPS,
     Hop,
     HopLink,
+    HopRecords,
     Lead,
     StartLinks,
     StoryTrace,
@@ -30,12 +37,19 @@ from chalicelib.domain.story_trace import (
     TraceDirection,
     breaks_in,
     hop,
+    hop_records,
     leads,
+    match_records,
     omitted,
+    shown_order,
 )
+from chalicelib.domain.tallies import Money
 from chalicelib.services.ports import Ports
 
 READ_THREADS = 8  # requests in flight at once
+# A match of more records than this keeps their money once a trace has read them all: the next
+# trace reads its members, and only the records it shows (a payout of 10,000 charges: 1 query, not 101).
+KEEP_MONEY_FROM = 100
 IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
 
 K = TypeVar("K")
@@ -90,6 +104,16 @@ def _shared_streams(ports: Ports, environment: str, story: Story) -> dict[str, S
     return {key: StreamRef(id=s.id, name=s.name) for key, s in streams.items()}
 
 
+@dataclass(frozen=True)
+class _MatchRead:
+    members: list[MatchMember]
+    records: HopRecords
+
+
+def _ids(lead: Lead) -> list[int]:
+    return [held.record.id for held in lead.entering]
+
+
 @dataclass
 class _Walk:
     """One trace under way: what was read so far, and how many hops it built."""
@@ -106,8 +130,9 @@ class _Walk:
     def start(self, position: int, traced: HeldRecord) -> Hop:
         [lead] = self._leads(self._link(position), [traced])  # one record goes one way
         self.followed += 1
-        members = self._members([lead])
-        return self._follow(position, TraceDirection.START, None, lead, members, self.starts.directions(position))
+        ways = self.starts.directions(position)
+        read = self._read_matches([lead], self._onward_streams(position, ways))
+        return self._follow(position, TraceDirection.START, None, lead, read, ways)
 
     def _step(self, position: int, direction: TraceDirection, via_key: str,
               entering: Sequence[HeldRecord]) -> tuple[list[Hop], list[Lead]]:
@@ -119,36 +144,41 @@ class _Walk:
             self.truncated = True
         shown, left = found[:min(MAX_STEP_HOPS, room)], found[min(MAX_STEP_HOPS, room):]
         self.followed += len(shown)
-        members = self._members(shown)
+        read = self._read_matches(shown, self._onward_streams(position, (direction,)))
         via = self.streams.get(via_key)
-        hops = [self._follow(position, direction, via, lead, members, (direction,)) for lead in shown]
+        hops = [self._follow(position, direction, via, lead, read, (direction,)) for lead in shown]
         return hops, left
 
     def _follow(self, position: int, direction: TraceDirection, via: StreamRef | None, lead: Lead,
-                members: dict[int, list[MatchMember]], ways: Sequence[TraceDirection]) -> Hop:
+                read: dict[int, _MatchRead], ways: Sequence[TraceDirection]) -> Hop:
         """The hop of a lead, and the hops its match leads to in the links next to it (a break stops)."""
-        link = self._link(position)
-        info = self._hop_link(link)
+        info = self._hop_link(self._link(position))
         if lead.match is None:
             return hop(info, direction, via, lead)
-        its_members = members.get(lead.match.id, [])
-        current = hop(info, direction, via, lead,
-                      [self.known[m.record_id].record for m in its_members if m.record_id in self.known])
+        its = read[lead.match.id]
         next_hops: list[Hop] = []
         left: list[Lead] = []
         for way in ways:
-            target = position - 1 if way is TraceDirection.UPSTREAM else position + 1
-            if not 1 <= target <= len(self.story.links):
-                continue  # the chain ends here
-            shared = (link if way is TraceDirection.UPSTREAM else self._link(target)).shared_stream_key
-            entering = [self.known[m.record_id] for m in its_members
+            shared = self._shared_stream(position, way)
+            entering = [self.known[m.record_id] for m in its.members
                         if m.data_stream_key == shared and m.record_id in self.known]
             if shared is None or not entering:
-                continue  # the match has no record on the shared stream: this path ends
-            hops, step_left = self._step(target, way, shared, entering)
+                continue  # the chain ends, or the match has no record on the shared stream: this path ends
+            hops, step_left = self._step(position - 1 if way is TraceDirection.UPSTREAM else position + 1, way,
+                                         shared, entering)
             next_hops += hops
             left += step_left
-        return replace(current, next=tuple(next_hops), next_omitted=omitted(left))
+        return replace(hop(info, direction, via, lead, its.records), next=tuple(next_hops),
+                       next_omitted=omitted(left))
+
+    def _shared_stream(self, position: int, way: TraceDirection) -> str | None:
+        """The stream the trace leaves link `position` by, that way (None past either end of the chain)."""
+        if way is TraceDirection.UPSTREAM:
+            return self._link(position).shared_stream_key if position > 1 else None
+        return self._link(position + 1).shared_stream_key if position < len(self.story.links) else None
+
+    def _onward_streams(self, position: int, ways: Iterable[TraceDirection]) -> set[str]:
+        return {key for way in ways if (key := self._shared_stream(position, way)) is not None}
 
     # Reads ------------------------------------------------------------------------------------
 
@@ -160,15 +190,40 @@ class _Walk:
             matches.update(part)
         return leads(entering, link.reconciliation_id, matches)
 
-    def _members(self, shown: Iterable[Lead]) -> dict[int, list[MatchMember]]:
-        """The members of the shown matches (a query each, several at a time), their records read."""
-        match_ids = [lead.match.id for lead in shown if lead.match is not None]
-        found = dict(zip(match_ids, _each_in_parallel(lambda i: self.ports.matches.members(self.environment, i),
-                                                      match_ids), strict=True))
-        unread = sorted({m.record_id for members in found.values() for m in members} - set(self.known))
+    def _read_matches(self, shown: Sequence[Lead], onward: set[str]) -> dict[int, _MatchRead]:
+        """The members of the shown matches (a query each, several at a time) and the records a hop
+        needs: all of them while the match's money is not known (then kept for the next trace),
+        else only those it shows and those the trace goes on by (on an `onward` stream)."""
+        matches = [(lead, lead.match.id) for lead in shown if lead.match is not None]
+        found = _each_in_parallel(lambda pair: self.ports.matches.members_and_money(self.environment, pair[1]),
+                                  matches)
+        needed: set[int] = set()
+        for (lead, _), (members, money) in zip(matches, found, strict=True):
+            member_ids = [m.record_id for m in members]
+            if money is None:
+                needed.update(member_ids)
+            else:
+                needed.update(shown_order(member_ids, _ids(lead))[:MAX_HOP_RECORDS])
+                needed.update(m.record_id for m in members if m.data_stream_key in onward)
+        self._read_records(needed)
+        return {match_id: self._match_read(lead, match_id, members, money)
+                for (lead, match_id), (members, money) in zip(matches, found, strict=True)}
+
+    def _match_read(self, lead: Lead, match_id: int, members: list[MatchMember], money: Money | None) -> _MatchRead:
+        """A match's members and records; its money kept when it was not and is worth keeping."""
+        member_ids = [m.record_id for m in members]
+        records = {i: self.known[i].record for i in member_ids if i in self.known}
+        if money is not None:
+            return _MatchRead(members, match_records(member_ids, records, _ids(lead), money))
+        read = hop_records(records.values(), _ids(lead))
+        if len(member_ids) > KEEP_MONEY_FROM and len(records) == len(member_ids):
+            self.ports.matches.keep_money(self.environment, match_id, {m.currency: m for m in read.totals})
+        return _MatchRead(members, read)
+
+    def _read_records(self, record_ids: Iterable[int]) -> None:
+        unread = sorted(set(record_ids) - set(self.known))
         for part in _in_parallel(lambda ids: self.ports.matches.held_records(self.environment, ids), unread):
             self.known.update((held.record.id, held) for held in part)
-        return found
 
     def _link(self, position: int) -> StoryLink:
         return next(link for link in self.story.links if link.position == position)

@@ -21,6 +21,7 @@ from chalicelib.domain.records import (
     RecordQuery,
     RecordStatus,
 )
+from chalicelib.domain.tallies import CurrencyAmounts
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
 
 STALE = timedelta(minutes=5)
@@ -133,6 +134,19 @@ class TestMatchRepository:
         assert found[1] == replace(match(1), created_at=T0_MS)
         assert (found[2].unmatching, found[4].pending_since is not None) == (True, True)  # as `find` reads them
         assert matches.find_many(ENV, []) == {}
+
+    def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
+        matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])
+        matches.commit_many([match(1)])
+        assert matches.members_and_money(ENV, 1) == ([MatchMember("b", 3, "ledger"), MatchMember("a", 12, "bank")],
+                                                     None)
+        money = {"USD": CurrencyAmounts("USD", 2, 10**20, 7, 3), "JPY": CurrencyAmounts("JPY", 1, 0, 5, 0)}
+        matches.keep_money(ENV, 1, money)
+        assert matches.members_and_money(ENV, 1)[1] == money
+        assert matches.members(ENV, 1) == matches.members_and_money(ENV, 1)[0]  # not a member
+        assert matches.members_and_money(OTHER_ENV, 1) == ([], None)
+        matches.delete_members(ENV, 1)
+        assert matches.members_and_money(ENV, 1) == ([], None)
 
     def test_a_second_match_of_the_same_reconciliation_is_refused(self, records, matches):
         records.put_many([record(1)])

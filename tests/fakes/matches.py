@@ -21,6 +21,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.domain.records import HeldRecord, OpenRecord, ReconciledRecord, RecordColumns, RecordStatus
+from chalicelib.domain.tallies import CurrencyAmounts, Money
 from tests.fakes._support import ConditionFailed, newest_first_page, padded, stored_time
 from tests.fakes.records import FakeRecordStore, RecordRow, filtered_query_page, rows_of_stream
 
@@ -58,6 +59,7 @@ class FakeMatchRepository:
         self.matches: dict[tuple[str, int], Match] = {}
         self.members_of: dict[tuple[str, int], dict[int, MatchMember]] = {}  # (environment, match id): by record
         self.adoptions: set[tuple[str, int, str]] = set()  # (environment, reconciliation id, stream key)
+        self.money: dict[tuple[str, int], dict[str, CurrencyAmounts]] = {}  # kept by traces, (environment, match id)
 
     # Writing a match ----------------------------------------------------------------------------
 
@@ -110,6 +112,7 @@ class FakeMatchRepository:
 
     def delete_members(self, environment: str, match_id: int) -> None:
         self.members_of.pop((environment, match_id), None)
+        self.money.pop((environment, match_id), None)
 
     # Reading ---------------------------------------------------------------------------------
 
@@ -180,6 +183,13 @@ class FakeMatchRepository:
         """By record id."""
         stored = self.members_of.get((environment, match_id), {})
         return [stored[i] for i in sorted(stored)]
+
+    def members_and_money(self, environment: str, match_id: int) -> tuple[list[MatchMember], Money | None]:
+        money = self.money.get((environment, match_id))
+        return self.members(environment, match_id), dict(money) if money is not None else None
+
+    def keep_money(self, environment: str, match_id: int, money: Money) -> None:
+        self.money[(environment, match_id)] = dict(money)
 
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:

@@ -227,3 +227,28 @@ def test_unknown_story_or_record_is_not_found_and_a_record_outside_the_story_is_
         chain.trace(stray)
     assert (refused.value.errors[0].field, refused.value.errors[0].message) == (
         "record_id", f"record {stray}'s data stream is not in this story")
+
+
+def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_it_shows(chain, monkeypatch):
+    from chalicelib.services import story_trace
+    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 20)
+    orders, charges, [payout] = chain.paid_orders(25, amount=120)
+    [deposit] = chain.records("bank", 3000)
+    chain.match(3, [payout], [deposit])
+    read: list[int] = []
+    held_records = chain.ports.matches.held_records
+    monkeypatch.setattr(chain.ports.matches, "held_records",
+                        lambda environment, ids: read.extend(ids) or held_records(environment, ids))
+
+    first = chain.trace(orders[0])
+    read_first, read[:] = len(read), []
+    second = chain.trace(orders[0])
+
+    assert second == first
+    payout_hop = second.hops[0].next[0]
+    assert payout_hop.records.count == 26 and payout_hop.records.totals == (CurrencyAmounts("USD", 26, 6000, 0, 2),)
+    assert chain.ports.matches.members_and_money(ENV, payout_hop.match.id)[1] == {
+        "USD": CurrencyAmounts("USD", 26, 6000, 0, 2)}
+    # Both read the order, its charge and the deposit; the first the payout's 25 other records too, the
+    # second only the 19 others it shows and the payout it goes on by.
+    assert (read_first, len(read)) == (1 + 1 + 25 + 1, 1 + 1 + 20 + 1)

@@ -18,7 +18,9 @@ from chalicelib.domain.story_trace import (
     hop,
     hop_records,
     leads,
+    match_records,
     omitted,
+    shown_order,
 )
 from chalicelib.domain.tallies import CurrencyAmounts
 
@@ -83,6 +85,16 @@ def test_a_hop_shows_twenty_records_those_it_came_in_by_first_and_counts_and_tot
     assert shown.count == 25 and shown.totals == (CurrencyAmounts("USD", 25, sum(range(1, 26)), 0, 2),)
 
 
+def test_a_match_whose_money_is_known_shows_the_records_read_and_counts_its_members():
+    money = {"USD": CurrencyAmounts("USD", 30, 9000, 0, 2)}
+    member_ids = list(range(30, 0, -1))
+    assert shown_order(member_ids, [17])[:3] == [17, 1, 2]
+    read = {i: record(i) for i in shown_order(member_ids, [17])[:MAX_HOP_RECORDS]}
+    shown = match_records(member_ids, read, [17], money)
+    assert [r.id for r in shown.data] == [17] + [i for i in range(1, MAX_HOP_RECORDS + 1) if i != 17]
+    assert (shown.count, shown.totals) == (30, (money["USD"],))
+
+
 def test_the_leads_left_out_are_summarised_with_their_records_and_breaks():
     left = leads([held(1, 11, amount=10), held(2, 12, amount=20), held(3, 12, amount=30, currency="EUR"),
                   held(4, 13), held(5), held(6, exception_id=9, direction=Direction.DEBIT, amount=6)],
@@ -97,13 +109,14 @@ def test_the_leads_left_out_are_summarised_with_their_records_and_breaks():
 def test_a_proposed_match_is_a_break_that_goes_on_and_breaks_are_listed_in_tree_order():
     open_, excepted, proposed = leads([held(1, 13), held(2), held(3, exception_id=5)], RECON,
                                       {13: match(13, MatchStatus.PROPOSED)})
-    start = hop(LINK, TraceDirection.START, None, proposed, [record(1), record(8)])
+    start = hop(LINK, TraceDirection.START, None, proposed, hop_records([record(1), record(8)], [1]))
     assert (start.match.status, start.break_.reason, start.break_.exception_id) == ("proposed", BreakReason.PROPOSED,
                                                                                       None)
     child_open = hop(LINK, TraceDirection.UPSTREAM, None, open_)
     child_exception = hop(LINK, TraceDirection.UPSTREAM, None, excepted)
     assert child_open.match is None and child_open.records.count == 1
-    plain = hop(LINK, TraceDirection.DOWNSTREAM, None, Lead((held(4, 11),), match=match(11)), [record(4)])
+    plain = hop(LINK, TraceDirection.DOWNSTREAM, None, Lead((held(4, 11),), match=match(11)),
+                hop_records([record(4)], [4]))
     assert plain.break_ is None
     tree = replace(start, next=(child_exception, plain, child_open))
     assert [(b.reason, b.match_id, b.exception_id, b.record_ids) for b in breaks_in([tree])] == [

@@ -496,11 +496,16 @@ def match(environment: str, match_id: int) -> dict[str, str]:
 
 
 MATCH_MEMBER_PREFIX = "M#"
+MATCH_MONEY_SK = "MONEY"  # the money of a match's records, kept by a trace (beside its members)
 
 
 def match_member(environment: str, match_id: int, record_id: int) -> dict[str, str]:
     """One item per record of a match, in the match's partition: GET /records?reconciliation_match_id=."""
     return {"pk": match(environment, match_id)["pk"], "sk": f"{MATCH_MEMBER_PREFIX}{_id(record_id)}"}
+
+
+def match_money(environment: str, match_id: int) -> dict[str, str]:
+    return {"pk": match(environment, match_id)["pk"], "sk": MATCH_MONEY_SK}
 
 
 def matches_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:

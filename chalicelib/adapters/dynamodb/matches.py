@@ -30,6 +30,7 @@ from chalicelib.domain.records import (
     RecordColumns,
     RecordStatus,
 )
+from chalicelib.domain.tallies import CurrencyAmounts, Money
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 
@@ -107,7 +108,8 @@ class MatchRepository:
         self._table.batch_write(puts=[self.to_item(m) for m in matches])
 
     def delete_members(self, environment: str, match_id: int) -> None:
-        self._table.batch_write(deletes=[
+        """The members, and the money a trace kept of them."""
+        self._table.batch_write(deletes=[keys.match_money(environment, match_id)] + [
             keys.match_member(environment, match_id, m.record_id) for m in self.members(environment, match_id)])
 
     # Reading ---------------------------------------------------------------------------------
@@ -198,6 +200,26 @@ class MatchRepository:
         return [MatchMember(i["side"], i["record_id"], i["data_stream_key"])
                 for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
                                                sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
+
+    def members_and_money(self, environment: str, match_id: int) -> tuple[list[MatchMember], Money | None]:
+        """The members, and the money of their records if a trace kept it (None otherwise): one
+        consistent query of the match's partition."""
+        members: list[MatchMember] = []
+        money: Money | None = None
+        for item in self._table.query_all("pk", keys.match(environment, match_id)["pk"], consistent=True):
+            if item["sk"].startswith(keys.MATCH_MEMBER_PREFIX):
+                members.append(MatchMember(item["side"], item["record_id"], item["data_stream_key"]))
+            elif item["sk"] == keys.MATCH_MONEY_SK:
+                money = {m["currency"]: CurrencyAmounts(m["currency"], m["count"], m["credits"], m["debits"],
+                                                        m["decimal_places"]) for m in item["money"]}
+        return members, money
+
+    def keep_money(self, environment: str, match_id: int, money: Money) -> None:
+        """Keep the money of a committed match's records: its members and their amounts never change,
+        so a later trace reads the members alone."""
+        self._table.put({**keys.match_money(environment, match_id), "entity": "match_money", "money": [
+            {"currency": m.currency, "count": m.count, "credits": m.credits, "debits": m.debits,
+             "decimal_places": m.decimal_places} for m in money.values()]})
 
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
