@@ -51,9 +51,9 @@ def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int
 ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
 TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
-# An import's money less its tombstones, cached beside its parts: `_money-<tombstones>.json` (a new
-# tombstone changes the name, so the cache is read again only while it still holds).
-MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)\.json$")
+# An import's money less its tombstones, cached beside its parts: `_money-<rows>-<tombstones>.json`
+# (a new marker or tombstone changes the name, so a cache is read only while it still holds).
+MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)-(\d+)\.json$")
 
 
 class AnalyticsMirror:
@@ -129,7 +129,7 @@ class AnalyticsMirror:
         rows: dict[int, int] = {}
         dead: dict[int, set[int]] = {}
         parts: dict[int, list[str]] = {}
-        cached: dict[tuple[int, int], str] = {}
+        cached: dict[int, dict[tuple[int, int], str]] = {}  # import -> (rows, tombstones) -> key
         for key in self._keys(stream_prefix(environment, stream_key)):
             if marker := ROWS_MARKER.search(key):
                 rows[int(marker[1])] = max(rows.get(int(marker[1]), 0), int(marker[2]))
@@ -138,29 +138,34 @@ class AnalyticsMirror:
             elif part := PART.search(key):
                 parts.setdefault(int(part[1]), []).append(key)
             elif cache := MONEY_CACHE.search(key):
-                cached[(int(cache[1]), int(cache[2]))] = key
+                cached.setdefault(int(cache[1]), {})[(int(cache[2]), int(cache[3]))] = key
 
         def money_of_import(job_id: int) -> dict[str, CurrencyAmounts]:
             deleted = dead.get(job_id, set())
-            if key := cached.get((job_id, len(deleted))):
+            caches = cached.get(job_id, {})
+            if key := caches.get((rows[job_id], len(deleted))):
                 return money_from_plain(json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()))
-            money = self._money(parts.get(job_id, []), deleted)
-            self._s3.put_object(Bucket=self._bucket, Body=json.dumps(money_plain(money)).encode(),
-                                Key=f"{import_prefix(environment, stream_key, job_id)}_money-{len(deleted)}.json")
+            money, read = self._money(parts.get(job_id, []), deleted)
+            if read == rows[job_id]:  # kept only when the parts are those the marker counted
+                self._s3.put_object(Bucket=self._bucket, Body=json.dumps(money_plain(money)).encode(),
+                                    Key=f"{import_prefix(environment, stream_key, job_id)}"
+                                        f"_money-{rows[job_id]}-{len(deleted)}.json")
+                self._delete(list(caches.values()))  # those it supersedes
             return money
 
         with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
             return MirroredMoney(combined(*pool.map(money_of_import, rows)), frozenset(rows))
 
-    def _money(self, part_keys: list[str], deleted: set[int]) -> dict[str, CurrencyAmounts]:
+    def _money(self, part_keys: list[str], deleted: set[int]) -> tuple[dict[str, CurrencyAmounts], int]:
         """Money by currency of these parts' rows, but the deleted ones (sums in 128 bits: amounts
-        go up to 2**63 - 1)."""
+        go up to 2**63 - 1), and how many rows the parts hold."""
         import polars as pl
 
         frames = [self._read(key, ["id", "amount", "currency", "direction", "decimal_places"]) for key in part_keys]
         if not frames:
-            return {}
-        data = pl.concat(frames).filter(~pl.col("id").is_in(list(deleted)))
+            return {}, 0
+        everything = pl.concat(frames)
+        data = everything.filter(~pl.col("id").is_in(list(deleted)))
         grouped = data.group_by("currency", "decimal_places", "direction").agg(
             pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
         money: dict[str, CurrencyAmounts] = {}
@@ -169,7 +174,7 @@ class AnalyticsMirror:
             one = CurrencyAmounts(row["currency"], int(row["count"]), int(row["sum"]) if credit else 0,
                                   0 if credit else int(row["sum"]), int(row["decimal_places"]))
             money = combined(money, {one.currency: one})
-        return money
+        return money, everything.height
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         """The imports of the stream the mirror holds, by id, with the rows their markers name

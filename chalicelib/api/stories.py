@@ -124,7 +124,7 @@ def update_story(request: ApiRequest, id: str) -> StoryOut:
 
 
 @router.route("DELETE", STORIES + "/{id}", summary="Delete a reconciliation story (its reconciliations stay)",
-              status=204, errors=(404,))
+              status=204, errors=(404, 409))
 def delete_story(request: ApiRequest, id: str) -> None:
     service.delete_story(container().ports, request.environment, numeric_id(id, "reconciliation story"))
 

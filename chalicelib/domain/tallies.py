@@ -93,9 +93,11 @@ def combined(*parts: Money) -> dict[str, CurrencyAmounts]:
 
 
 def less(money: Money, part: Money) -> dict[str, CurrencyAmounts]:
-    """`money` with `part` (a subset of the same records) taken out; currencies left empty go."""
-    left = {c: a.minus(part[c]) if c in part else a for c, a in money.items()}
-    return {c: a for c, a in left.items() if a.count}
+    """`money` with `part` (a subset of the same records) taken out; currencies left with nothing
+    go. Never below zero: a `part` that is not a subset (see StreamTally.inconsistent) leaves 0."""
+    left = (a.minus(part[c]) if c in part else a for c, a in money.items())
+    clamped = (replace(a, count=max(a.count, 0), credits=max(a.credits, 0), debits=max(a.debits, 0)) for a in left)
+    return {a.currency: a for a in clamped if (a.count, a.credits, a.debits) != (0, 0, 0)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,18 @@ class StreamTally:
     @property
     def matched(self) -> dict[str, CurrencyAmounts]:
         return less(self.total, self.open)
+
+    @property
+    def inconsistent(self) -> bool:
+        """Open money beyond the total: the mirror misses records the table has (a lost part)."""
+        def over(a: CurrencyAmounts) -> bool:
+            total = self.total.get(a.currency)
+            if total is None:
+                return True
+            scale = max(a.decimal_places, total.decimal_places)
+            mine, theirs = a.at(scale), total.at(scale)
+            return mine.count > theirs.count or mine.credits > theirs.credits or mine.debits > theirs.debits
+        return any(over(a) for a in self.open.values())
 
 
 class OpenInTally(Booked, Protocol):

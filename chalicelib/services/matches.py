@@ -12,6 +12,7 @@ from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, Ma
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services.ports import Matches, Ports, StreamUsages
+from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
 CLAIM_THREADS = 8
 PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
@@ -69,9 +70,17 @@ def used_by(usages: StreamUsages, environment: str, stream_keys: Iterable[str]) 
             for key in set(stream_keys)}
 
 
+def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> None:
+    """A person matched, unmatched or confirmed: the reconciliation's exceptions and tallies are
+    refreshed within a minute, and those of the other reconciliations of its streams too (a
+    story's continuation counts what this one matched: see request_neighbour_refreshes)."""
+    ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
+    request_neighbour_refreshes(ports, environment, reconciliation_id)
+
+
 def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     confirmed = ports.matches.confirm(ports.matches.get(environment, match_id))
-    ports.reconciliations.request_exceptions_refresh(environment, confirmed.reconciliation_id)
+    matching_changed(ports, environment, confirmed.reconciliation_id)
     return confirmed
 
 
@@ -88,7 +97,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     release_members(ports.matches, match, members,
                     used_by(ports.reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.
-    ports.reconciliations.request_exceptions_refresh(environment, match.reconciliation_id)
+    matching_changed(ports, environment, match.reconciliation_id)
     ports.matches.mark_unmatched(match)
 
 
@@ -144,7 +153,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
         ports.matches.remove(match)
         raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
     try:
-        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)  # its records leave them
+        matching_changed(ports, environment, reconciliation_id)  # its records leave them
     except Exception:  # the match is made: a retry would be 409; the hourly refresh catches up
         logger.exception("requesting an exception refresh failed", extra={"reconciliation_id": reconciliation_id})
     return match

@@ -44,6 +44,7 @@ from chalicelib.domain.story_trace import (
     shown_order,
 )
 from chalicelib.domain.tallies import Money
+from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
 
 READ_THREADS = 8  # requests in flight at once
@@ -217,7 +218,10 @@ class _Walk:
             return _MatchRead(members, match_records(member_ids, records, _ids(lead), money))
         read = hop_records(records.values(), _ids(lead))
         if len(member_ids) > KEEP_MONEY_FROM and len(records) == len(member_ids):
-            self.ports.matches.keep_money(self.environment, match_id, {m.currency: m for m in read.totals})
+            try:
+                self.ports.matches.keep_money(self.environment, match_id, {m.currency: m for m in read.totals})
+            except Exception:  # only a later trace's speed depends on it: this one answers anyway
+                logger.exception("keeping a match's money failed", extra={"match_id": match_id})
         return _MatchRead(members, read)
 
     def _read_records(self, record_ids: Iterable[int]) -> None:

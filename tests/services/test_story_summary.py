@@ -76,3 +76,26 @@ def test_a_summary_of_another_environments_story_is_not_found(ports, ingest):
     story, _, _ = chain(ports, ingest)
     with pytest.raises(NotFound):
         summarize_story(ports, "other", story.id)
+
+
+def test_a_persons_unmatch_in_one_link_asks_the_next_for_a_refresh_too(ports, ingest):
+    from chalicelib.services.matches import unmatch
+
+    story, first, second = chain(ports, ingest)
+    refresh(ports, ENV, first.id)
+    refresh(ports, ENV, second.id)
+    assert not ports.reconciliations.get(ENV, second.id).exceptions_refresh_pending
+    match = ports.matches.list_page(ENV, first.id, 1, None)[0][0]
+    unmatch(ports, ENV, match.id)
+    assert ports.reconciliations.get(ENV, second.id).exceptions_refresh_pending
+
+
+def test_a_tally_is_as_of_its_read_not_of_the_sweep_that_began_it(ports, ingest):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+
+    story, first, _ = chain(ports, ingest)
+    began = utc_now() - timedelta(minutes=10)
+    refresh(ports, ENV, first.id, now=began)
+    assert all(t.computed_at > began for t in ports.tallies.of_reconciliation(ENV, first.id))

@@ -252,3 +252,16 @@ def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_i
     # Both read the order, its charge and the deposit; the first the payout's 25 other records too, the
     # second only the 19 others it shows and the payout it goes on by.
     assert (read_first, len(read)) == (1 + 1 + 25 + 1, 1 + 1 + 20 + 1)
+
+
+def test_a_trace_answers_when_keeping_a_matchs_money_fails(chain, monkeypatch):
+    from chalicelib.services import story_trace
+    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 20)
+    orders, _, _ = chain.paid_orders(25, amount=120)
+
+    def refuse(*_):
+        raise RuntimeError("throttled")
+    monkeypatch.setattr(chain.ports.matches, "keep_money", refuse)
+
+    payout_hop = chain.trace(orders[0]).hops[0].next[0]
+    assert payout_hop.records.totals == (CurrencyAmounts("USD", 26, 6000, 0, 2),)

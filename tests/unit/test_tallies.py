@@ -65,3 +65,16 @@ def test_a_link_with_a_stream_never_tallied_has_no_time_and_an_origin_nothing_fr
     figures = link_figures(["orders"], ["charges"], [StreamTally("acme", 1, "orders", NOW)])
     assert figures.computed_at is None
     assert figures.from_previous is None
+
+
+def test_matched_money_is_never_negative_and_a_currency_with_money_left_stays():
+    from chalicelib.domain.tallies import less
+    assert less({"USD": CurrencyAmounts("USD", 1, 100, 0, 2)}, {"USD": CurrencyAmounts("USD", 1, 90, 0, 2)}) == {
+        "USD": CurrencyAmounts("USD", 0, 10, 0, 2)}
+    # The mirror lost a part: more is open than the stream holds there.
+    tally = tally_stream("acme", 2, "bank", total=money_of([Row(100)]), published_imports=[1],
+                         open_records=[Row(100), Row(50)], now=NOW)
+    assert tally.inconsistent and tally.matched == {}
+    fine = tally_stream("acme", 2, "bank", total=money_of([Row(100), Row(50)]), published_imports=[1],
+                        open_records=[Row(50)], now=NOW)
+    assert not fine.inconsistent
