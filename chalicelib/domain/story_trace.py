@@ -258,3 +258,34 @@ class StartLinks:
         if position < self.link_count and position + 1 not in self.positions:
             ways.append(TraceDirection.DOWNSTREAM)
         return tuple(ways)
+
+
+# Reading many ids --------------------------------------------------------------------------------
+
+DENSE_RUN = 200  # ids in a run worth one range read instead of reads by key
+DENSE_GAP = 4  # the most a run's ids lie apart (a range reads what lies between, too)
+RANGE_IDS = 2_500  # ids of one range read (several go in parallel)
+
+
+def dense_runs(ids: Iterable[int], min_run: int = DENSE_RUN, max_gap: int = DENSE_GAP,
+               per_range: int = RANGE_IDS) -> tuple[list[tuple[int, int]], list[int]]:
+    """The ids as ranges (first, last) of dense runs, at most `per_range` ids each, and the ids
+    left, which are better read one by one."""
+    runs: list[tuple[int, int]] = []
+    rest: list[int] = []
+    current: list[int] = []
+
+    def close() -> None:
+        if len(current) >= min_run:
+            runs.extend((part[0], part[-1]) for part in
+                        (current[start:start + per_range] for start in range(0, len(current), per_range)))
+        else:
+            rest.extend(current)
+        current.clear()
+
+    for record_id in sorted(set(ids)):
+        if current and record_id - current[-1] > max_gap:
+            close()
+        current.append(record_id)
+    close()
+    return runs, rest

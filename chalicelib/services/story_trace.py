@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TypeVar
 
 from chalicelib.domain.errors import NotFound, ValidationFailed
@@ -36,6 +37,7 @@ from chalicelib.domain.story_trace import (
     StreamRef,
     TraceDirection,
     breaks_in,
+    dense_runs,
     hop,
     hop_records,
     leads,
@@ -187,8 +189,10 @@ class _Walk:
         """Where the entering records go in the link, their matches read in one batch."""
         match_ids = {i for held in entering if (i := held.match_in(link.reconciliation_id)) is not None}
         matches: dict[int, Match] = {}
-        for part in _in_parallel(lambda ids: self.ports.matches.find_many(self.environment, ids), sorted(match_ids)):
-            matches.update(part)
+        for part in _ranged(list(match_ids), lambda low, high: self.ports.matches.matches_between(
+                                self.environment, link.reconciliation_id, low, high),
+                            lambda ids: self.ports.matches.find_many(self.environment, ids)):
+            matches.update((i, m) for i, m in part.items() if i in match_ids)
         return leads(entering, link.reconciliation_id, matches)
 
     def _read_matches(self, shown: Sequence[Lead], onward: set[str]) -> dict[int, _MatchRead]:
@@ -199,14 +203,16 @@ class _Walk:
         found = _each_in_parallel(lambda pair: self.ports.matches.members_and_money(self.environment, pair[1]),
                                   matches)
         needed: set[int] = set()
+        stream_of: dict[int, str] = {}
         for (lead, _), (members, money) in zip(matches, found, strict=True):
             member_ids = [m.record_id for m in members]
+            stream_of.update((m.record_id, m.data_stream_key) for m in members)
             if money is None:
                 needed.update(member_ids)
             else:
                 needed.update(shown_order(member_ids, _ids(lead))[:MAX_HOP_RECORDS])
                 needed.update(m.record_id for m in members if m.data_stream_key in onward)
-        self._read_records(needed)
+        self._read_records(needed, stream_of)
         return {match_id: self._match_read(lead, match_id, members, money)
                 for (lead, match_id), (members, money) in zip(matches, found, strict=True)}
 
@@ -224,10 +230,17 @@ class _Walk:
                 logger.exception("keeping a match's money failed", extra={"match_id": match_id})
         return _MatchRead(members, read)
 
-    def _read_records(self, record_ids: Iterable[int]) -> None:
-        unread = sorted(set(record_ids) - set(self.known))
-        for part in _in_parallel(lambda ids: self.ports.matches.held_records(self.environment, ids), unread):
-            self.known.update((held.record.id, held) for held in part)
+    def _read_records(self, record_ids: Iterable[int], stream_of: dict[int, str]) -> None:
+        """The records not read yet: dense runs of a stream's ids by ranges of its record index,
+        the others by key."""
+        by_stream: dict[str, list[int]] = {}
+        for record_id in set(record_ids) - set(self.known):
+            by_stream.setdefault(stream_of[record_id], []).append(record_id)
+        wanted = {i for ids in by_stream.values() for i in ids}
+        for stream_key, ids in by_stream.items():
+            between = partial(self.ports.matches.held_records_between, self.environment, stream_key)
+            for part in _ranged(ids, between, partial(self.ports.matches.held_records, self.environment)):
+                self.known.update((held.record.id, held) for held in part if held.record.id in wanted)
 
     def _link(self, position: int) -> StoryLink:
         return next(link for link in self.story.links if link.position == position)
@@ -239,10 +252,14 @@ class _Walk:
                        reconciliation_name=reconciliation.name if reconciliation else "")
 
 
-def _in_parallel(read: Callable[[list[K]], V], ids: Sequence[K]) -> list[V]:
-    """`read` over the ids, IDS_PER_READ at a time, READ_THREADS reads in flight."""
-    parts = [list(ids[start:start + IDS_PER_READ]) for start in range(0, len(ids), IDS_PER_READ)]
-    return _each_in_parallel(read, parts)
+def _ranged(ids: Sequence[int], by_range: Callable[[int, int], V], by_keys: Callable[[list[int]], V]) -> list[V]:
+    """Read ids as dense runs by range and the rest by key (IDS_PER_READ at a time), READ_THREADS
+    reads in flight: a run's matches and an import's records have ids one after the other, and a
+    range costs a fraction of reading each id by key."""
+    runs, rest = dense_runs(ids)
+    reads: list[Callable[[], V]] = [partial(by_range, low, high) for low, high in runs]
+    reads += [partial(by_keys, list(rest[start:start + IDS_PER_READ])) for start in range(0, len(rest), IDS_PER_READ)]
+    return _each_in_parallel(lambda read: read(), reads)
 
 
 def _each_in_parallel(read: Callable[[K], V], items: Sequence[K]) -> list[V]:

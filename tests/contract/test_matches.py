@@ -135,6 +135,20 @@ class TestMatchRepository:
         assert (found[2].unmatching, found[4].pending_since is not None) == (True, True)  # as `find` reads them
         assert matches.find_many(ENV, []) == {}
 
+    def test_records_and_matches_between_two_ids_are_those_of_the_stream_or_reconciliation(self, records, matches):
+        records.put_many([record(1), record(2, "ledger"), record(3), record(5), record(4, environment=OTHER_ENV),
+                          record(9)])
+        assert matches.claim_record(ENV, 3, 1, 10, BOTH)
+        held = sorted(matches.held_records_between(ENV, "bank", 2, 5), key=lambda h: h.record.id)
+        assert [h.record.id for h in held] == [3, 5]
+        assert held == sorted(matches.held_records(ENV, [3, 5]), key=lambda h: h.record.id)  # as read by key
+        assert [h.record.id for h in matches.held_records_between(OTHER_ENV, "bank", 1, 9)] == [4]  # its own only
+        matches.commit_many([match(1), match(2, reconciliation_id=2), match(3), match(4, environment=OTHER_ENV),
+                             match(7)])
+        matches.begin(match(5))
+        assert sorted(matches.matches_between(ENV, 1, 1, 5)) == [1, 3, 5]
+        assert matches.matches_between(ENV, 1, 1, 5) == matches.find_many(ENV, [1, 3, 5])
+
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])
         matches.commit_many([match(1)])

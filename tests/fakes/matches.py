@@ -176,6 +176,15 @@ class FakeMatchRepository:
     def find(self, environment: str, match_id: int) -> Match | None:
         return self.matches.get((environment, match_id))
 
+    def held_records_between(self, environment: str, stream_key: str, low_id: int,
+                             high_id: int) -> list[HeldRecord]:
+        return [held for held in self.held_records(environment, range(low_id, high_id + 1))
+                if held.record.data_stream_key == stream_key]
+
+    def matches_between(self, environment: str, reconciliation_id: int, low_id: int, high_id: int) -> dict[int, Match]:
+        return {i: m for i, m in self.find_many(environment, range(low_id, high_id + 1)).items()
+                if m.reconciliation_id == reconciliation_id}
+
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
         return {i: self.matches[(environment, i)] for i in match_ids if (environment, i) in self.matches}
 

@@ -265,3 +265,23 @@ def test_a_trace_answers_when_keeping_a_matchs_money_fails(chain, monkeypatch):
 
     payout_hop = chain.trace(orders[0]).hops[0].next[0]
     assert payout_hop.records.totals == (CurrencyAmounts("USD", 26, 6000, 0, 2),)
+
+
+def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monkeypatch):
+    from functools import partial
+
+    from chalicelib.domain.story_trace import dense_runs
+    from chalicelib.services import story_trace
+    orders, charges, [payout] = chain.paid_orders(12, amount=100)
+    by_key = chain.trace(payout)
+    ranges: list[tuple[str, int, int]] = []
+    matches = chain.ports.matches
+    records_between, matches_between = matches.held_records_between, matches.matches_between
+    monkeypatch.setattr(matches, "held_records_between", lambda env, key, low, high: ranges.append(
+        ("records", low, high)) or records_between(env, key, low, high))
+    monkeypatch.setattr(matches, "matches_between", lambda env, rid, low, high: ranges.append(
+        ("matches", low, high)) or matches_between(env, rid, low, high))
+    monkeypatch.setattr(story_trace, "dense_runs", partial(dense_runs, min_run=3, per_range=5))
+
+    assert chain.trace(payout) == by_key
+    assert {kind for kind, _, _ in ranges} == {"records", "matches"}  # the charges, then their order matches

@@ -131,3 +131,12 @@ def test_a_record_goes_outwards_from_each_link_it_starts_in():
     in_one = StartLinks(frozenset({2}), link_count=3)
     assert in_one.directions(2) == (TraceDirection.UPSTREAM, TraceDirection.DOWNSTREAM)
     assert StartLinks(frozenset({1}), link_count=1).directions(1) == ()
+
+
+def test_dense_runs_of_ids_are_read_as_ranges_and_the_rest_by_key():
+    from chalicelib.domain.story_trace import dense_runs
+    ids = [*range(100, 110), 120, *range(200, 220, 2), 500, 501]
+    runs, rest = dense_runs(ids, min_run=5, max_gap=2, per_range=4)
+    assert runs == [(100, 103), (104, 107), (108, 109), (200, 206), (208, 214), (216, 218)]
+    assert rest == [120, 500, 501]
+    assert dense_runs([], min_run=5) == ([], [])

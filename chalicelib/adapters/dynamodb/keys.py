@@ -512,8 +512,13 @@ def matches_of_reconciliation_pk(environment: str, reconciliation_id: int) -> st
     return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#MATCHES"
 
 
+def match_sort_key(match_id: int) -> str:
+    """A match's sort key in its reconciliation's match index (ids in string order)."""
+    return _id(match_id)
+
+
 def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
-    return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(match_id)}
+    return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": match_sort_key(match_id)}
 
 
 def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:

@@ -262,15 +262,18 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int,
-                      projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
-        """Items of a table partition with sort keys from `sort_from` to `sort_to`, in order, read
-        `page_size` at a time: a reader that stops early reads no further."""
-        kwargs = self._query_kwargs("pk", partition_value, None, None, None)
+    def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
+                      projection: str | tuple[str, ...] | None = None, index: str | None = None,
+                      partition_attr: str = "pk", sort_attr: str = "sk") -> Iterator[dict[str, Any]]:
+        """Items of a partition (of the table, or of `index`) with sort keys from `sort_from` to
+        `sort_to`, in order, read `page_size` at a time when given: a reader that stops early reads
+        no further."""
+        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
         kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
-        kwargs["ExpressionAttributeNames"]["#s"] = "sk"
+        kwargs["ExpressionAttributeNames"]["#s"] = sort_attr
         kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
-        kwargs["Limit"] = page_size
+        if page_size is not None:
+            kwargs["Limit"] = page_size
         _project(kwargs, projection)
         yield from self._query_items(kwargs)
 
