@@ -1,0 +1,1 @@
+"""Agents: standing instructions run on a schedule in the agent's timezone."""
