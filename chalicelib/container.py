@@ -9,6 +9,7 @@ from functools import cached_property
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
@@ -129,6 +130,10 @@ class Container:
         return StoryRepository(self.table, self.counters)
 
     @cached_property
+    def agents(self) -> AgentRepository:
+        return AgentRepository(self.table)
+
+    @cached_property
     def tallies(self) -> TallyRepository:
         return TallyRepository(self.table)
 
@@ -141,7 +146,7 @@ class Container:
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
-            run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies,
+            run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies, agents=self.agents,
             chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).

@@ -13,6 +13,7 @@ import pytest
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
@@ -46,7 +47,7 @@ class FakeBackend:
         ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies"):
+                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies", "agents"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -124,6 +125,10 @@ class MotoBackend:
     @cached_property
     def tallies(self):
         return TallyRepository(self._table)
+
+    @cached_property
+    def agents(self):
+        return AgentRepository(self._table)
 
     @cached_property
     def mirror(self):
@@ -257,6 +262,11 @@ def exceptions(backend):
 @pytest.fixture
 def stories(backend):
     return backend.stories
+
+
+@pytest.fixture
+def agents(backend):
+    return backend.agents
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from typing import Any
 from chalicelib.domain.ingestion import IngestionJob
 from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import Ports
+from tests.fakes.agents import FakeAgentRepository
 from tests.fakes.api_keys import FakeApiKeyRepository
 from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
@@ -46,7 +47,7 @@ __all__ = [
     "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
-    "FakeStoryRepository", "FakeTallyRepository",
+    "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository",
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
@@ -79,6 +80,7 @@ class FakePorts:
         self.mirror = FakeAnalyticsMirror()
         self.stories = FakeStoryRepository(self.counters)
         self.tallies = FakeTallyRepository()
+        self.agents = FakeAgentRepository()
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -105,7 +107,7 @@ def fake_ports(**overrides: Any) -> Ports:
         matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
-        run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies,
+        run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
         chunk_records=reconciliation_runs.CHUNK_RECORDS,
         dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
     returned.append(replace(ports, **overrides))

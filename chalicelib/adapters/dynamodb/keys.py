@@ -714,3 +714,24 @@ def story_usage_of_stream(environment: str, stream_key: str, story_id: int) -> d
 # A `deleting` mark whose delete found no story using the item: it is going, and no refused
 # delete may take the mark back (a bare mark is `true`).
 DELETE_CONFIRMED = "confirmed"
+
+
+# Agents ------------------------------------------------------------------------------------
+#
+# Ids are UUIDs, so an environment's agents are listed by creation time (then id). The one active
+# agent that handles file drops holds a guard item of its environment.
+
+def agent(environment: str, agent_id: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": "AGENT"}
+
+
+def agents_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#AGENTS"
+
+
+def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, str]:
+    return {"gsi1pk": agents_index_pk(environment), "gsi1sk": f"{created_at}#{agent_id}"}
+
+
+def file_drop_guard(environment: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#FILEDROPS", "sk": "HOLDER"}

@@ -1,0 +1,110 @@
+"""Agents in DynamoDB: one item each, listed newest first through gsi1, and the guard item that
+keeps one active agent per environment handling file drops (claimed before the agent says so,
+released after it stops)."""
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.definition import AgentKind, Delivery, Mention, MentionType
+from chalicelib.domain.agents.schedule import Cadence, Schedule
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
+from chalicelib.domain.errors import Conflict, NotFound
+
+
+class AgentRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def add(self, agent: Agent) -> None:
+        self._table.put_new(self._to_item(agent))
+
+    def get(self, environment: str, agent_id: str) -> Agent:
+        item = self._table.get(keys.agent(environment, agent_id))
+        if item is None:
+            raise NotFound(f"agent {agent_id} not found")
+        return self._from_item(item)
+
+    def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[Agent], str | None]:
+        page = self._table.query_page("gsi1pk", keys.agents_index_pk(environment), index=keys.GSI1,
+                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    def save(self, updated: Agent, previous: Agent) -> None:
+        """Write an edit made from `previous` (409 when another edit came first, 404 when gone)."""
+        try:
+            self._table.put(self._to_item(updated), condition="attribute_exists(pk) AND #v = :v",
+                            names={"#v": "version"}, values={":v": previous.version})
+        except ConditionFailed:
+            if self._table.get(keys.agent(previous.environment, previous.id)) is None:
+                raise NotFound(f"agent {previous.id} not found") from None
+            raise Conflict(f"agent {previous.id} was changed meanwhile; read it again") from None
+
+    def remove(self, agent: Agent) -> None:
+        try:
+            self._table.delete(keys.agent(agent.environment, agent.id), condition="attribute_exists(pk)")
+        except ConditionFailed:
+            raise NotFound(f"agent {agent.id} not found") from None
+
+    # The file-drop guard ----------------------------------------------------------------------
+
+    def claim_file_drops(self, environment: str, agent_id: str) -> str | None:
+        """Make the agent the environment's file-drop handler. None when it is (now or already);
+        else the id of the agent that holds it."""
+        try:
+            self._table.put({**keys.file_drop_guard(environment), "entity": "file_drop_guard", "agent_id": agent_id},
+                            condition="attribute_not_exists(pk) OR agent_id = :me", values={":me": agent_id})
+            return None
+        except ConditionFailed:
+            return self.file_drops_holder(environment)  # read after the fact: for the message only
+
+    def release_file_drops(self, environment: str, agent_id: str) -> None:
+        """Give the guard up, if this agent holds it."""
+        try:
+            self._table.delete(keys.file_drop_guard(environment), condition="agent_id = :me", values={":me": agent_id})
+        except ConditionFailed:
+            pass
+
+    def file_drops_holder(self, environment: str) -> str | None:
+        item = self._table.get(keys.file_drop_guard(environment))
+        return item["agent_id"] if item else None
+
+    # Items ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_item(agent: Agent) -> dict[str, Any]:
+        created = iso(agent.created_at)
+        schedule = agent.schedule
+        return {
+            **keys.agent(agent.environment, agent.id), **keys.agent_index(agent.environment, created, agent.id),
+            "entity": "agent", "environment": agent.environment, "id": agent.id, "name": agent.name,
+            "kind": agent.kind.value, "description": agent.description, "instructions": agent.instructions,
+            "model": agent.model, "cadence": schedule.cadence.value, "timezone": schedule.timezone,
+            "hour": schedule.hour, "minute": schedule.minute, "day_of_week": schedule.day_of_week,
+            "active": agent.active, "handles_file_drops": agent.handles_file_drops,
+            "delivery_enabled": agent.delivery.enabled, "delivery_recipients": list(agent.delivery.recipients),
+            "delivery_file_pattern": agent.delivery.file_pattern,
+            "mentions": [{"type": m.type.value, "id": m.id, "label": m.label} for m in agent.mentions],
+            "created_at": created, "updated_at": iso(agent.updated_at),
+            "last_run_at": iso(agent.last_run_at) if agent.last_run_at else None, "version": agent.version,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> Agent:
+        def mention_id(value: Any) -> int | str:
+            return value if isinstance(value, str) else int(value)
+        return Agent(
+            environment=item["environment"], id=item["id"], name=item["name"], kind=AgentKind(item["kind"]),
+            description=item.get("description") or "", instructions=item.get("instructions") or "",
+            model=item.get("model"),
+            schedule=Schedule(Cadence(item["cadence"]), item["timezone"], item.get("hour"), item.get("minute"),
+                              item.get("day_of_week")),
+            active=bool(item["active"]), handles_file_drops=bool(item["handles_file_drops"]),
+            delivery=Delivery(bool(item["delivery_enabled"]), tuple(item.get("delivery_recipients") or ()),
+                              item["delivery_file_pattern"]),
+            mentions=tuple(Mention(MentionType(m["type"]), mention_id(m["id"]), m.get("label") or "")
+                           for m in item.get("mentions") or ()),
+            created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]),
+            last_run_at=parse_optional_iso(item.get("last_run_at")), version=int(item["version"]))

@@ -1,0 +1,60 @@
+"""Agents and the file-drop guard, as `adapters/dynamodb/agents.py` keeps them."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.clock import iso
+from chalicelib.domain.errors import Conflict, NotFound
+from tests.fakes._support import newest_first_page, stored_time
+
+
+class FakeAgentRepository:
+    def __init__(self) -> None:
+        self.agents: dict[tuple[str, str], Agent] = {}
+        self.file_drop_holders: dict[str, str] = {}  # environment -> agent id
+
+    def add(self, agent: Agent) -> None:
+        key = (agent.environment, agent.id)
+        if key in self.agents:
+            raise Conflict(f"agent {agent.id} exists")
+        self.agents[key] = _stored(agent)
+
+    def get(self, environment: str, agent_id: str) -> Agent:
+        agent = self.agents.get((environment, agent_id))
+        if agent is None:
+            raise NotFound(f"agent {agent_id} not found")
+        return agent
+
+    def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[Agent], str | None]:
+        entries = [(f"{iso(a.created_at)}#{a.id}", a) for (env, _), a in self.agents.items() if env == environment]
+        return newest_first_page(f"agents:{environment}", entries, limit, cursor)
+
+    def save(self, updated: Agent, previous: Agent) -> None:
+        stored = self.agents.get((previous.environment, previous.id))
+        if stored is None:
+            raise NotFound(f"agent {previous.id} not found")
+        if stored.version != previous.version:
+            raise Conflict(f"agent {previous.id} was changed meanwhile; read it again")
+        self.agents[(updated.environment, updated.id)] = _stored(updated)
+
+    def remove(self, agent: Agent) -> None:
+        if self.agents.pop((agent.environment, agent.id), None) is None:
+            raise NotFound(f"agent {agent.id} not found")
+
+    def claim_file_drops(self, environment: str, agent_id: str) -> str | None:
+        holder = self.file_drop_holders.setdefault(environment, agent_id)
+        return None if holder == agent_id else holder
+
+    def release_file_drops(self, environment: str, agent_id: str) -> None:
+        if self.file_drop_holders.get(environment) == agent_id:
+            del self.file_drop_holders[environment]
+
+    def file_drops_holder(self, environment: str) -> str | None:
+        return self.file_drop_holders.get(environment)
+
+
+def _stored(agent: Agent) -> Agent:
+    """As the table gives it back: times to the millisecond."""
+    return replace(agent, created_at=stored_time(agent.created_at), updated_at=stored_time(agent.updated_at),
+                   last_run_at=stored_time(agent.last_run_at))
