@@ -72,3 +72,11 @@ def test_one_agent_per_environment_holds_file_drops(agents):
     assert agents.file_drops_holder(ENV) == first
     agents.release_file_drops(ENV, first)
     assert agents.file_drops_holder(ENV) is None and agents.claim_file_drops(ENV, second) is None
+
+
+def test_a_guard_left_by_an_agent_is_taken_over_only_from_that_agent(agents):
+    stale, newcomer, other = agent(1).id, agent(2).id, agent(3).id
+    agents.claim_file_drops(ENV, stale)
+    assert not agents.take_over_file_drops(ENV, other, newcomer)  # not the holder it read
+    assert agents.take_over_file_drops(ENV, stale, newcomer)
+    assert agents.file_drops_holder(ENV) == newcomer

@@ -26,6 +26,15 @@ class TestDataStreamRepository:
         assert data_streams.get(ENV, "bank").id == 1
         assert data_streams.get(OTHER_ENV, "bank").id == 2
 
+    def test_a_stream_is_found_by_its_id_in_its_environment_while_visible(self, data_streams):
+        data_streams.add(stream(3, "bank"))
+        data_streams.add(stream(3, "bank", environment=OTHER_ENV))
+        data_streams.add(stream(4, "ledger"))
+        assert data_streams.find_by_id(ENV, 3).key == "bank" and data_streams.find_by_id(ENV, 5) is None
+        data_streams.mark_deleting(ENV, "bank")
+        assert data_streams.find_by_id(ENV, 3) is None
+        assert data_streams.find_by_id(OTHER_ENV, 3).environment == OTHER_ENV
+
     def test_missing_and_impossible_keys(self, data_streams):
         with pytest.raises(NotFound):
             data_streams.get(ENV, "nothing")

@@ -46,6 +46,12 @@ class FakeAgentRepository:
         holder = self.file_drop_holders.setdefault(environment, agent_id)
         return None if holder == agent_id else holder
 
+    def take_over_file_drops(self, environment: str, stale_holder: str, agent_id: str) -> bool:
+        if self.file_drop_holders.get(environment) != stale_holder:
+            return False
+        self.file_drop_holders[environment] = agent_id
+        return True
+
     def release_file_drops(self, environment: str, agent_id: str) -> None:
         if self.file_drop_holders.get(environment) == agent_id:
             del self.file_drop_holders[environment]

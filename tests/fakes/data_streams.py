@@ -50,6 +50,11 @@ class FakeDataStreamRepository:
         row = self.rows.get((environment, key))
         return row.stream if row else None
 
+    def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:
+        found = [r.stream for (env, _), r in self.rows.items()
+                 if env == environment and r.stream.id == stream_id and not r.stream.deleting]
+        return found[0] if found else None
+
     def get_many(self, environment: str, stream_keys: Iterable[str]) -> dict[str, DataStream]:
         """The visible streams among `stream_keys`, by key; keys that cannot exist are skipped."""
         wanted = [k for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]

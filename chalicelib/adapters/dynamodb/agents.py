@@ -60,6 +60,15 @@ class AgentRepository:
         except ConditionFailed:
             return self.file_drops_holder(environment)  # read after the fact: for the message only
 
+    def take_over_file_drops(self, environment: str, stale_holder: str, agent_id: str) -> bool:
+        """Take the guard from an agent that no longer handles file drops (False: it changed meanwhile)."""
+        try:
+            self._table.put({**keys.file_drop_guard(environment), "entity": "file_drop_guard", "agent_id": agent_id},
+                            condition="agent_id = :stale", values={":stale": stale_holder})
+            return True
+        except ConditionFailed:
+            return False
+
     def release_file_drops(self, environment: str, agent_id: str) -> None:
         """Give the guard up, if this agent holds it."""
         try:

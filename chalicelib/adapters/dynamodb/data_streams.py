@@ -40,6 +40,14 @@ class DataStreamRepository:
         item = self._table.get(keys.data_stream(environment, key))
         return self._from_item(item) if item else None
 
+    def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:
+        """The visible stream of that id (through the list's index, which is keyed by id)."""
+        sort = keys.data_stream_index(environment, stream_id)["gsi1sk"]
+        items = list(self._table.query_between(keys.data_streams_index_pk(environment), sort, sort, index=keys.GSI1,
+                                               partition_attr="gsi1pk", sort_attr="gsi1sk"))
+        streams = [s for s in map(self._from_item, items) if not s.deleting]
+        return streams[0] if streams else None
+
     def get_many(self, environment: str, stream_keys: Iterable[str]) -> dict[str, DataStream]:
         """The visible streams among `stream_keys`, by key, read in batches; keys that cannot exist are skipped."""
         wanted = [k for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]
