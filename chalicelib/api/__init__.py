@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.api import (
+    agents,
     data_streams,
     file_imports,
     matches,
@@ -17,5 +18,5 @@ from chalicelib.api.routing import API_PREFIX, Router
 
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
-                         reconciliations.router, stories.router]
+                         reconciliations.router, stories.router, agents.router]
 PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

@@ -813,3 +813,79 @@ class StorySummaryOut(BaseModel):
     story_id: int
     name: str
     links: list[StoryLinkSummaryOut]
+
+
+# Agents -----------------------------------------------------------------------------------
+
+class MentionIn(RequestModel):
+    type: str = Field(description="reconciliation, data_stream, user or agent")
+    id: int | str = Field(description="A reconciliation's id, a data stream's id or key, an agent's id (UUID), a "
+                                      "user's identity provider id")
+    label: str = Field(default="", max_length=200)
+
+
+class AgentFieldsIn(RequestModel):
+    """Every writable field of an agent; the cadence rules are checked together (422 naming each field)."""
+    description: Description = unchanged_when_absent()
+    instructions: Annotated[str, StringConstraints(max_length=20_000)] = unchanged_when_absent(
+        "The standing prompt every run executes")
+    kind: str = unchanged_when_absent("llm (browser agents are set up by the operator)")
+    model: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
+        default=None, description="null: the platform's default")
+    cadence: str = unchanged_when_absent("manual (the default), hourly, daily, weekdays or weekly")
+    hour: int | None = Field(default=None, description="0-23; required for daily, weekdays and weekly")
+    minute: int | None = Field(default=None, description="0-59; required for every cadence but manual")
+    day_of_week: int | None = Field(default=None, description="0-6, 0 = Sunday; required for weekly")
+    timezone: str = unchanged_when_absent("IANA name the schedule is evaluated in (default UTC)")
+    active: bool = unchanged_when_absent("Inactive agents are never scheduled but can be run on demand")
+    handles_file_drops: bool = unchanged_when_absent("At most one active agent per environment")
+    delivery_enabled: bool = unchanged_when_absent()
+    delivery_recipients: list[str] = unchanged_when_absent("Email addresses; required when delivery is enabled")
+    delivery_file_pattern: Annotated[str, StringConstraints(max_length=200)] = unchanged_when_absent(
+        "Case-insensitive glob of the output files mailed (default *)")
+    mentions: list[MentionIn] = unchanged_when_absent()
+
+
+class CreateAgent(AgentFieldsIn):
+    name: Name
+
+
+class UpdateAgent(AgentFieldsIn):
+    name: Name = unchanged_when_absent()
+
+
+class MentionOut(BaseModel):
+    type: Literal["reconciliation", "data_stream", "user", "agent"]
+    id: int | str
+    label: str
+
+
+class AgentOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    instructions: str
+    kind: Literal["llm", "browser"]
+    mentions: list[MentionOut]
+    model: str | None
+    cadence: Literal["manual", "hourly", "daily", "weekdays", "weekly"]
+    hour: int | None
+    minute: int | None
+    day_of_week: int | None
+    timezone: str
+    active: bool
+    handles_file_drops: bool
+    delivery_enabled: bool
+    delivery_recipients: list[str]
+    delivery_file_pattern: str
+    input_files: list[dict[str, Any]] = Field(description="Files attached for every run")
+    next_run_at: Timestamp | None
+    last_run_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class AgentPage(BaseModel):
+    data: list[AgentOut]
+    next_cursor: str | None
+    limit: int

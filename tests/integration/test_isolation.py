@@ -87,6 +87,13 @@ CASES = {
     ("DELETE", "/reconciliation_stories/{id}"): ("DELETE", "/v1/reconciliation_stories/{story_id}", None, 404),
     ("GET", "/reconciliation_stories/{id}/trace"): (
         "GET", "/v1/reconciliation_stories/{story_id}/trace?record_id={record_id}", None, 404),
+    # Agents
+    ("POST", "/agents"): ("POST", "/v1/agents", lambda world: {
+        "name": "B's", "mentions": [{"type": "agent", "id": world["agent_id"]}]}, "refers_to_unknown_agent"),
+    ("GET", "/agents"): ("GET", "/v1/agents", None, "lists_nothing"),
+    ("GET", "/agents/{id}"): ("GET", "/v1/agents/{agent_id}", None, 404),
+    ("PATCH", "/agents/{id}"): ("PATCH", "/v1/agents/{agent_id}", {"name": "stolen"}, 404),
+    ("DELETE", "/agents/{id}"): ("DELETE", "/v1/agents/{agent_id}", None, 404),
     ("GET", "/reconciliation_stories/{id}/summary"): ("GET", "/v1/reconciliation_stories/{story_id}/summary",
                                                       None, 404),
 }
@@ -150,11 +157,12 @@ def build_world(api, services, worker):
     investigation = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations").json_body
     story = api.post("/v1/reconciliation_stories", {"name": "A's story", "links": [
         {"reconciliation_id": reconciliation["id"], "position": 1}]}).json_body
+    agent = api.post("/v1/agents", {"name": "A's agent", "handles_file_drops": True}).json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
-            "investigation_id": investigation["id"], "story_id": story["id"],
+            "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "other_key": other_key, "worker": worker}
 
 
@@ -170,6 +178,7 @@ def _a_still_has_everything(api, world):
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
     assert exception["status"] == "investigating" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
     assert exception["comments"] == [] and exception["investigation"]["id"] == world["investigation_id"]
+    assert api.get(f"/v1/agents/{world['agent_id']}").json_body["name"] == "A's agent"
     story = api.get(f"/v1/reconciliation_stories/{world['story_id']}").json_body
     assert story["name"] == "A's story" and story["links"][0]["reconciliation_name"] == "A's recon"
 
@@ -211,6 +220,9 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
     elif expected == "refers_to_unknown_reconciliation":
         assert response.status_code == 422
         assert [e["field"] for e in response.json_body["errors"]] == ["links[0].reconciliation_id"]
+    elif expected == "refers_to_unknown_agent":
+        assert response.status_code == 422
+        assert [e["field"] for e in response.json_body["errors"]] == ["mentions[0].id"]
     elif expected != "done":
         assert response.status_code == expected, response.json_body
     _a_still_has_everything(api, world)
