@@ -12,6 +12,9 @@ from chalicelib.domain.errors import FieldError, ValidationFailed
 from chalicelib.domain.records import Direction, Record, RecordStatus
 
 MAX_INLINE_RECORDS = 100  # a larger match is returned with record_count only
+# A match of more records keeps their money beside its members (written by the run that makes it,
+# else by the first trace through it), so a story trace never reads them all again.
+KEEP_MONEY_FROM = 100
 MAX_MANUAL_RECORDS = 1000
 MAX_REASON = 500
 Side = Literal["a", "b"]  # of a reconciliation: the streams of side A, or of side B

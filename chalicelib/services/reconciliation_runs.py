@@ -33,7 +33,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.executions import resume_label
-from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
@@ -265,7 +265,7 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
 
 
 def persist(ports: Ports, environment: str, run_id: int) -> str:
-    from chalicelib.domain.matching.frames import planned_matches, stream_keys
+    from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
@@ -282,6 +282,10 @@ def persist(ports: Ports, environment: str, run_id: int) -> str:
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     written = write_matches(ports.matches, [(m, members) for m, members in batch if m.id not in done_before], uses)
+    money = members_money(members, KEEP_MONEY_FROM)
+    for match in written:  # a retry that finds it written leaves it to the first trace through it
+        if (kept := money.get(match.id - first_match_id)) is not None:
+            ports.matches.keep_money(environment, match.id, kept)
     written += [m for m, _ in batch if m.id in done_before]
     run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
     return "persist" if run.next_chunk() is not None else "finish"

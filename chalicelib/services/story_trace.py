@@ -22,7 +22,7 @@ from functools import partial
 from typing import TypeVar
 
 from chalicelib.domain.errors import NotFound, ValidationFailed
-from chalicelib.domain.matches import Match, MatchMember
+from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchMember
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import HeldRecord
 from chalicelib.domain.stories import Story, StoryLink
@@ -52,9 +52,6 @@ from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
 
 READ_THREADS = 8  # requests in flight at once
-# A match of more records than this keeps their money once a trace has read them all: the next
-# trace reads its members, and only the records it shows (a payout of 10,000 charges: 1 query, not 101).
-KEEP_MONEY_FROM = 100
 IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
 
 K = TypeVar("K")

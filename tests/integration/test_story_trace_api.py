@@ -134,3 +134,20 @@ def test_the_openapi_document_lists_the_trace(api):
     assert {"200", "404", "422"} <= set(operation["responses"])
     hop = document["components"]["schemas"]["TraceHopOut"]["properties"]
     assert {"break", "next", "next_omitted", "via_data_stream"} <= set(hop)
+
+
+@pytest.fixture
+def money_kept_from_three(monkeypatch):
+    from chalicelib.services import reconciliation_runs
+    monkeypatch.setattr(reconciliation_runs, "KEEP_MONEY_FROM", 3)
+
+
+def test_a_run_keeps_the_money_of_a_big_match_as_it_writes_it(money_kept_from_three, story):
+    from chalicelib.container import container
+    from chalicelib.domain.tallies import CurrencyAmounts
+    ports = container().ports
+    payout_match = ports.matches.held_records("acme", [story["payout"]])[0].match_in(story["recons"][1])
+    members, money = ports.matches.members_and_money("acme", payout_match)
+    assert len(members) == 4 and money == {"USD": CurrencyAmounts("USD", 4, 12000, 0, 2)}
+    deposit_match = ports.matches.held_records("acme", [story["deposit"]])[0].match_in(story["recons"][2])
+    assert ports.matches.members_and_money("acme", deposit_match)[1] is None  # 2 records: read as they are

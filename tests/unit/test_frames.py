@@ -76,3 +76,16 @@ def test_amounts_of_one_currency_compare_at_one_scale():
     assert engine_b["amount"].to_list() == [100, 5]   # 1 with no decimals is 1.00, not 0.01
     assert engine_a.columns == ["id", "amount", "direction", "date", "currency", "description", "external_id"]
     assert "is_new" in engine_frames(side_a, side_b, only_new=True)[0].columns
+
+
+def test_a_big_matchs_money_comes_from_its_members_exactly_and_an_old_plan_gives_none():
+    from chalicelib.domain.matching.frames import members_money
+    from chalicelib.domain.tallies import CurrencyAmounts
+    big = 2**63 - 1
+    members = pl.DataFrame({
+        "match_no": [0, 0, 0, 1, 1], "amount": [big, big, 5, 7, 8], "currency": ["USD", "USD", "USD", "EUR", "EUR"],
+        "direction": ["credit", "credit", "debit", "credit", "credit"], "decimal_places": [2, 2, 3, 2, 2]})
+    assert members_money(members, 2) == {0: {"USD": CurrencyAmounts("USD", 3, big * 2 * 10, 5, 3)}}
+    assert members_money(members, 1) == {0: {"USD": CurrencyAmounts("USD", 3, big * 2 * 10, 5, 3)},
+                                         1: {"EUR": CurrencyAmounts("EUR", 2, 15, 0, 2)}}
+    assert members_money(members.drop("amount"), 1) == {}

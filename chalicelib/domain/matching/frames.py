@@ -20,6 +20,7 @@ import polars as pl
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.matching.outcome import MatchOutcome
 from chalicelib.domain.records import OpenRecord, ReconciledRecord, Record, RecordColumns, RecordStatus
+from chalicelib.domain.tallies import CurrencyAmounts, combined
 
 Frame = pl.DataFrame  # what the services hand on between these functions and the run's files
 
@@ -27,7 +28,9 @@ POWERS_OF_TEN = {n: 10 ** n for n in range(19)}  # exact integer factors between
 ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description", "external_id")
 # metadata keys the investigation engine reads as a reference
 REFERENCE_KEYS = ("reference", "ref", "payment_reference")
-PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in")  # what writing a member needs of its record
+# What writing a member needs of its record, and the money a big match keeps beside its members.
+PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in", "amount", "currency", "direction", "decimal_places")
+MONEY_COLUMNS = ("amount", "currency", "direction", "decimal_places")
 
 
 # Open records, for the matching engine -----------------------------------------------------------
@@ -157,6 +160,25 @@ def planned_matches(matches: pl.DataFrame, members: pl.DataFrame, *, environment
                    differences=json.loads(row["differences"]) if row["differences"] else {}),
              by_match[row["match_no"]])
             for row in matches.iter_rows(named=True)]
+
+
+def members_money(members: pl.DataFrame, more_than: int) -> dict[int, dict[str, CurrencyAmounts]]:
+    """The money of each match of more than `more_than` records in a chunk's members, by match_no
+    (summed in 128 bits at each currency's largest decimal places: exact). A plan written before
+    the members carried their amounts gives none."""
+    if not set(MONEY_COLUMNS) <= set(members.columns):
+        return {}
+    sizes = members.group_by("match_no").len()
+    big = members.join(sizes.filter(pl.col("len") > more_than).select("match_no"), on="match_no", how="semi")
+    grouped = big.group_by("match_no", "currency", "decimal_places", "direction").agg(
+        pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
+    money: dict[int, dict[str, CurrencyAmounts]] = {}
+    for row in grouped.iter_rows(named=True):
+        credit = row["direction"] == "credit"
+        one = CurrencyAmounts(row["currency"], int(row["count"]), int(row["sum"]) if credit else 0,
+                              0 if credit else int(row["sum"]), int(row["decimal_places"]))
+        money[row["match_no"]] = combined(money.get(row["match_no"], {}), {one.currency: one})
+    return money
 
 
 def stream_keys(frame: pl.DataFrame) -> list[str]:
