@@ -128,10 +128,13 @@ class _Walk:
     known: dict[int, HeldRecord] = field(default_factory=dict)
     followed: int = 0
     truncated: bool = False
+    shown_matches: set[int] = field(default_factory=set)  # a match two branches reach is shown under the first
 
     def start(self, position: int, traced: HeldRecord) -> Hop:
         [lead] = self._leads(self._link(position), [traced])  # one record goes one way
         self.followed += 1
+        if lead.match is not None:
+            self.shown_matches.add(lead.match.id)
         ways = self.starts.directions(position)
         read = self._read_matches([lead], self._onward_streams(position, ways))
         return self._follow(position, TraceDirection.START, None, lead, read, ways)
@@ -140,12 +143,14 @@ class _Walk:
               entering: Sequence[HeldRecord]) -> tuple[list[Hop], list[Lead]]:
         """The hops the records entering link `position` lead to, each followed on, and the leads
         left out (beyond MAX_STEP_HOPS, or beyond the budget of MAX_FOLLOWED_HOPS)."""
-        found = self._leads(self._link(position), entering)
+        found = [lead for lead in self._leads(self._link(position), entering)
+                 if lead.match is None or lead.match.id not in self.shown_matches]
         room = max(0, MAX_FOLLOWED_HOPS - self.followed)
         if room < min(len(found), MAX_STEP_HOPS):
             self.truncated = True
         shown, left = found[:min(MAX_STEP_HOPS, room)], found[min(MAX_STEP_HOPS, room):]
         self.followed += len(shown)
+        self.shown_matches.update(lead.match.id for lead in shown if lead.match is not None)
         read = self._read_matches(shown, self._onward_streams(position, (direction,)))
         via = self.streams.get(via_key)
         hops = [self._follow(position, direction, via, lead, read, (direction,)) for lead in shown]

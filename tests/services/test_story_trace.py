@@ -285,3 +285,19 @@ def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monke
 
     assert chain.trace(payout) == by_key
     assert {kind for kind, _, _ in ranges} == {"records", "matches"}  # the charges, then their order matches
+
+
+def test_a_match_two_branches_reach_is_shown_once_under_the_first(chain):
+    [order] = chain.records("orders", 3000)
+    charges = chain.records("charges", 1000, 2000)
+    order_match = chain.match(1, [order], charges)  # one order paid by two charges...
+    payouts = chain.records("payouts", 1000, 2000)
+    chain.match(2, [charges[0]], [payouts[0]])  # ...paid out in two payouts...
+    chain.match(2, [charges[1]], [payouts[1]])
+    [deposit] = chain.records("bank", 3000)
+    chain.match(3, payouts, [deposit])  # ...that land in one deposit
+
+    [start] = chain.trace(deposit).hops
+
+    first, second = start.next
+    assert [h.match.id for h in first.next] == [order_match] and second.next == ()
