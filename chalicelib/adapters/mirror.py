@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
@@ -54,6 +55,15 @@ PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
 # An import's money less its tombstones, cached beside its parts: `_money-<rows>-<tombstones>.json`
 # (a new marker or tombstone changes the name, so a cache is read only while it still holds).
 MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)-(\d+)\.json$")
+
+
+@dataclass
+class _Listing:
+    """A stream's mirror as its keys tell it, by import id."""
+    rows: dict[int, int] = field(default_factory=dict)  # published imports: the rows their markers name
+    dead: dict[int, set[int]] = field(default_factory=dict)  # tombstoned record ids
+    parts: dict[int, list[str]] = field(default_factory=dict)  # Parquet part keys
+    money_caches: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)  # (rows, tombstones) -> key
 
 
 class AnalyticsMirror:
@@ -113,77 +123,61 @@ class AnalyticsMirror:
     def count_records(self, environment: str, stream_key: str) -> int:
         """The stream's records in the mirror: rows of its published imports, less the tombstones
         of those imports (a tombstone of an import never published counts nothing)."""
-        rows: dict[str, int] = {}
-        dead: dict[str, int] = {}
-        for key in self._keys(stream_prefix(environment, stream_key)):
-            if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
-                rows[marker[1]] = max(rows.get(marker[1], 0), int(marker[2]))
-            elif tombstone := TOMBSTONE.search(key):
-                dead[tombstone[1]] = dead.get(tombstone[1], 0) + 1
-        return sum(count - dead.get(job, 0) for job, count in rows.items())
+        listed = self._listing(environment, stream_key)
+        return sum(count - len(listed.dead.get(job, ())) for job, count in listed.rows.items())
+
+    def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
+        """The imports of the stream the mirror holds, by id, with the rows their markers name
+        (the largest): an import that ended without its marker is missing from the mirror."""
+        return self._listing(environment, stream_key).rows
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
         """The stream's money by currency: every published import's rows less its tombstones. Each
         import's figure is cached beside it, so a stream of a million records costs its listing and
         one small read per import, and only an import with a new tombstone is read again."""
-        rows: dict[int, int] = {}
-        dead: dict[int, set[int]] = {}
-        parts: dict[int, list[str]] = {}
-        cached: dict[int, dict[tuple[int, int], str]] = {}  # import -> (rows, tombstones) -> key
-        for key in self._keys(stream_prefix(environment, stream_key)):
-            if marker := ROWS_MARKER.search(key):
-                rows[int(marker[1])] = max(rows.get(int(marker[1]), 0), int(marker[2]))
-            elif tombstone := TOMBSTONE.search(key):
-                dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
-            elif part := PART.search(key):
-                parts.setdefault(int(part[1]), []).append(key)
-            elif cache := MONEY_CACHE.search(key):
-                cached.setdefault(int(cache[1]), {})[(int(cache[2]), int(cache[3]))] = key
+        listed = self._listing(environment, stream_key)
 
         def money_of_import(job_id: int) -> dict[str, CurrencyAmounts]:
-            deleted = dead.get(job_id, set())
-            caches = cached.get(job_id, {})
-            if key := caches.get((rows[job_id], len(deleted))):
+            deleted, rows = listed.dead.get(job_id, set()), listed.rows[job_id]
+            caches = listed.money_caches.get(job_id, {})
+            if key := caches.get((rows, len(deleted))):
                 return money_from_plain(json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()))
-            money, read = self._money(parts.get(job_id, []), deleted)
-            if read == rows[job_id]:  # kept only when the parts are those the marker counted
+            money, read = self._money(listed.parts.get(job_id, []), deleted)
+            if read == rows:  # kept only when the parts are those the marker counted
                 self._s3.put_object(Bucket=self._bucket, Body=json.dumps(money_plain(money)).encode(),
                                     Key=f"{import_prefix(environment, stream_key, job_id)}"
-                                        f"_money-{rows[job_id]}-{len(deleted)}.json")
+                                        f"_money-{rows}-{len(deleted)}.json")
                 self._delete(list(caches.values()))  # those it supersedes
             return money
 
         with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
-            return MirroredMoney(combined(*pool.map(money_of_import, rows)), frozenset(rows))
+            return MirroredMoney(combined(*pool.map(money_of_import, listed.rows)), frozenset(listed.rows))
+
+    def _listing(self, environment: str, stream_key: str) -> _Listing:
+        """What the stream's prefix holds, from its keys alone (no object is read)."""
+        listed = _Listing()
+        for key in self._keys(stream_prefix(environment, stream_key)):
+            if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
+                listed.rows[int(marker[1])] = max(listed.rows.get(int(marker[1]), 0), int(marker[2]))
+            elif tombstone := TOMBSTONE.search(key):
+                listed.dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
+            elif part := PART.search(key):
+                listed.parts.setdefault(int(part[1]), []).append(key)
+            elif cache := MONEY_CACHE.search(key):
+                listed.money_caches.setdefault(int(cache[1]), {})[(int(cache[2]), int(cache[3]))] = key
+        return listed
 
     def _money(self, part_keys: list[str], deleted: set[int]) -> tuple[dict[str, CurrencyAmounts], int]:
-        """Money by currency of these parts' rows, but the deleted ones (sums in 128 bits: amounts
-        go up to 2**63 - 1), and how many rows the parts hold."""
+        """Money by currency of these parts' rows, but the deleted ones, and how many rows the parts hold."""
         import polars as pl
 
-        frames = [self._read(key, ["id", "amount", "currency", "direction", "decimal_places"]) for key in part_keys]
+        from chalicelib.domain.matching.frames import MONEY_COLUMNS, money_by
+
+        frames = [self._read(key, ["id", *MONEY_COLUMNS]) for key in part_keys]
         if not frames:
             return {}, 0
         everything = pl.concat(frames)
-        data = everything.filter(~pl.col("id").is_in(list(deleted)))
-        grouped = data.group_by("currency", "decimal_places", "direction").agg(
-            pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
-        money: dict[str, CurrencyAmounts] = {}
-        for row in grouped.iter_rows(named=True):
-            credit = row["direction"] == "credit"
-            one = CurrencyAmounts(row["currency"], int(row["count"]), int(row["sum"]) if credit else 0,
-                                  0 if credit else int(row["sum"]), int(row["decimal_places"]))
-            money = combined(money, {one.currency: one})
-        return money, everything.height
-
-    def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
-        """The imports of the stream the mirror holds, by id, with the rows their markers name
-        (the largest): an import that ended without its marker is missing from the mirror."""
-        rows: dict[int, int] = {}
-        for key in self._keys(stream_prefix(environment, stream_key)):
-            if marker := ROWS_MARKER.search(key):
-                rows[int(marker[1])] = max(rows.get(int(marker[1]), 0), int(marker[2]))
-        return rows
+        return money_by(everything.filter(~pl.col("id").is_in(list(deleted)))).get(None, {}), everything.height
 
     def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
         """Remove an import from these streams' mirror, staged or published, with its markers and

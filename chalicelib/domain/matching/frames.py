@@ -162,23 +162,31 @@ def planned_matches(matches: pl.DataFrame, members: pl.DataFrame, *, environment
             for row in matches.iter_rows(named=True)]
 
 
-def members_money(members: pl.DataFrame, more_than: int) -> dict[int, dict[str, CurrencyAmounts]]:
-    """The money of each match of more than `more_than` records in a chunk's members, by match_no
-    (summed in 128 bits at each currency's largest decimal places: exact). A plan written before
-    the members carried their amounts gives none."""
-    if not set(MONEY_COLUMNS) <= set(members.columns):
-        return {}
-    sizes = members.group_by("match_no").len()
-    big = members.join(sizes.filter(pl.col("len") > more_than).select("match_no"), on="match_no", how="semi")
-    grouped = big.group_by("match_no", "currency", "decimal_places", "direction").agg(
+def money_by(frame: pl.DataFrame, group: str | None = None) -> dict[Any, dict[str, CurrencyAmounts]]:
+    """The money by currency of the frame's rows (MONEY_COLUMNS), for each value of the `group`
+    column (all rows under None without one): summed in 128 bits at each currency's largest decimal
+    places, so exact though amounts go up to 2**63 - 1."""
+    keys = [group] if group else []
+    grouped = frame.group_by(*keys, "currency", "decimal_places", "direction").agg(
         pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
-    money: dict[int, dict[str, CurrencyAmounts]] = {}
+    money: dict[Any, dict[str, CurrencyAmounts]] = {}
     for row in grouped.iter_rows(named=True):
         credit = row["direction"] == "credit"
         one = CurrencyAmounts(row["currency"], int(row["count"]), int(row["sum"]) if credit else 0,
                               0 if credit else int(row["sum"]), int(row["decimal_places"]))
-        money[row["match_no"]] = combined(money.get(row["match_no"], {}), {one.currency: one})
+        at = row[group] if group else None
+        money[at] = combined(money.get(at, {}), {one.currency: one})
     return money
+
+
+def members_money(members: pl.DataFrame, more_than: int) -> dict[int, dict[str, CurrencyAmounts]]:
+    """The money of each match of more than `more_than` records in a chunk's members, by match_no.
+    A plan written before the members carried their amounts gives none."""
+    if not set(MONEY_COLUMNS) <= set(members.columns):
+        return {}
+    sizes = members.group_by("match_no").len()
+    return money_by(members.join(sizes.filter(pl.col("len") > more_than).select("match_no"), on="match_no",
+                                 how="semi"), "match_no")
 
 
 def stream_keys(frame: pl.DataFrame) -> list[str]:
