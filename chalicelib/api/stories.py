@@ -49,19 +49,10 @@ def stories_out(stories: list[Story], environment: str) -> list[StoryOut]:
     """Render stories with the names of their reconciliations and streams as they are now (read in
     one batch for all of them: nothing is copied into a story, so a rename shows at once)."""
     ports = container().ports
-    wanted = {i for s in stories for i in s.reconciliation_ids}
-    reconciliations = ports.reconciliations.visible(environment, wanted)
-    for missing in wanted - set(reconciliations):  # a delete refused a moment ago may still hide it
-        found = ports.reconciliations.find_including_deleting(environment, missing)
-        if found is not None:
-            reconciliations[missing] = found
-    stream_keys = {k for r in reconciliations.values() for k in r.stream_keys} | {
-        k for s in stories for k in s.shared_stream_keys}
-    streams = ports.data_streams.get_many(environment, stream_keys)
-    for key in stream_keys - set(streams):
-        stream = ports.data_streams.find_including_deleting(environment, key)
-        if stream is not None:
-            streams[key] = stream
+    reconciliations = service.chained_reconciliations(ports, environment,
+                                                      (i for s in stories for i in s.reconciliation_ids))
+    streams = service.chained_streams(ports, environment, [k for r in reconciliations.values() for k in r.stream_keys]
+                                      + [k for s in stories for k in s.shared_stream_keys])
 
     def side(keys: tuple[str, ...]) -> list[StreamRefOut]:
         return [StreamRefOut(id=streams[k].id, name=streams[k].name) for k in keys if k in streams]

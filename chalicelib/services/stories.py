@@ -7,11 +7,13 @@ A delete of a reconciliation or stream marks it `deleting` first and reads the u
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.errors import Conflict, DomainError, NotFound
+from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.stories import LinkInput, Story, StoryLink, StoryUser, check_chain, resolve_chain
 from chalicelib.services.ports import Ports
 
@@ -56,6 +58,29 @@ def delete_story(ports: Ports, environment: str, story_id: int) -> None:
         except Conflict:
             if attempt == DELETE_ATTEMPTS - 1:
                 raise
+
+
+def chained_reconciliations(ports: Ports, environment: str, ids: Iterable[int]) -> dict[int, Reconciliation]:
+    """The reconciliations a story chains, as they are now, by id: one whose delete a story refused
+    a moment ago may still be marked, and is read anyway."""
+    wanted = set(ids)
+    found = ports.reconciliations.visible(environment, wanted)
+    for missing in wanted - set(found):
+        reconciliation = ports.reconciliations.find_including_deleting(environment, missing)
+        if reconciliation is not None:
+            found[missing] = reconciliation
+    return found
+
+
+def chained_streams(ports: Ports, environment: str, keys: Iterable[str]) -> dict[str, DataStream]:
+    """The data streams a story shows, as they are now, by key (read as `chained_reconciliations`)."""
+    wanted = set(keys)
+    found = ports.data_streams.get_many(environment, wanted)
+    for missing in wanted - set(found):
+        stream = ports.data_streams.find_including_deleting(environment, missing)
+        if stream is not None:
+            found[missing] = stream
+    return found
 
 
 def refuse_if_used(users: list[StoryUser], what: str) -> None:

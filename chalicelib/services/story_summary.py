@@ -15,6 +15,7 @@ from chalicelib.domain.runs import Run
 from chalicelib.domain.stories import Story, StoryLink
 from chalicelib.domain.tallies import LinkFigures, link_figures
 from chalicelib.services.ports import Ports
+from chalicelib.services.stories import chained_reconciliations
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,7 @@ class StorySummary:
 
 def summarize_story(ports: Ports, environment: str, story_id: int) -> StorySummary:
     story = ports.stories.get(environment, story_id)
-    reconciliations = ports.reconciliations.visible(environment, story.reconciliation_ids)
-    for missing in set(story.reconciliation_ids) - set(reconciliations):
-        found = ports.reconciliations.find_including_deleting(environment, missing)
-        if found is not None:
-            reconciliations[missing] = found
+    reconciliations = chained_reconciliations(ports, environment, story.reconciliation_ids)
     runs = ports.runs.get_many(environment, [run_id for r in reconciliations.values()
                                              if (run_id := _latest_run_id(r)) is not None])
     links = []

@@ -50,6 +50,7 @@ from chalicelib.domain.story_trace import (
 from chalicelib.domain.tallies import Money
 from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
+from chalicelib.services.stories import chained_reconciliations, chained_streams
 
 READ_THREADS = 8  # requests in flight at once
 IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
@@ -63,7 +64,7 @@ def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) 
     story or record, 422 when the record's stream is in no link of the story)."""
     story = ports.stories.get(environment, story_id)
     traced = _traced_record(ports, environment, record_id)
-    reconciliations = _reconciliations(ports, environment, story)
+    reconciliations = chained_reconciliations(ports, environment, story.reconciliation_ids)
     stream_key = traced.record.data_stream_key
     starts = frozenset(link.position for link in story.links
                        if link.reconciliation_id in reconciliations
@@ -85,24 +86,8 @@ def _traced_record(ports: Ports, environment: str, record_id: int) -> HeldRecord
     return found[0]
 
 
-def _reconciliations(ports: Ports, environment: str, story: Story) -> dict[int, Reconciliation]:
-    """The story's reconciliations as they are now (one whose delete was refused a moment ago may
-    still be marked: it is read anyway, as stories_out does)."""
-    found = ports.reconciliations.visible(environment, story.reconciliation_ids)
-    for missing in set(story.reconciliation_ids) - set(found):
-        reconciliation = ports.reconciliations.find_including_deleting(environment, missing)
-        if reconciliation is not None:
-            found[missing] = reconciliation
-    return found
-
-
 def _shared_streams(ports: Ports, environment: str, story: Story) -> dict[str, StreamRef]:
-    keys = story.shared_stream_keys
-    streams = ports.data_streams.get_many(environment, keys)
-    for key in set(keys) - set(streams):
-        stream = ports.data_streams.find_including_deleting(environment, key)
-        if stream is not None:
-            streams[key] = stream
+    streams = chained_streams(ports, environment, story.shared_stream_keys)
     return {key: StreamRef(id=s.id, name=s.name) for key, s in streams.items()}
 
 
