@@ -30,7 +30,7 @@ from chalicelib.domain.records import (
     RecordColumns,
     RecordStatus,
 )
-from chalicelib.domain.tallies import CurrencyAmounts, Money
+from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 
@@ -212,29 +212,26 @@ class MatchRepository:
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
         """Read consistently: an undo that follows a crashed write by milliseconds must see every
         member written, or a claim would outlive it."""
-        return [MatchMember(i["side"], i["record_id"], i["data_stream_key"])
-                for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
-                                               sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
+        return [_member(i) for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
+                                                          sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
 
     def members_and_money(self, environment: str, match_id: int) -> tuple[list[MatchMember], Money | None]:
-        """The members, and the money of their records if a trace kept it (None otherwise): one
+        """The members, and the money of their records if it was kept (None otherwise): one
         consistent query of the match's partition."""
         members: list[MatchMember] = []
         money: Money | None = None
         for item in self._table.query_all("pk", keys.match(environment, match_id)["pk"], consistent=True):
             if item["sk"].startswith(keys.MATCH_MEMBER_PREFIX):
-                members.append(MatchMember(item["side"], item["record_id"], item["data_stream_key"]))
+                members.append(_member(item))
             elif item["sk"] == keys.MATCH_MONEY_SK:
-                money = {m["currency"]: CurrencyAmounts(m["currency"], m["count"], m["credits"], m["debits"],
-                                                        m["decimal_places"]) for m in item["money"]}
+                money = money_from_plain(item["money"])
         return members, money
 
     def keep_money(self, environment: str, match_id: int, money: Money) -> None:
         """Keep the money of a committed match's records: its members and their amounts never change,
         so a later trace reads the members alone."""
-        self._table.put({**keys.match_money(environment, match_id), "entity": "match_money", "money": [
-            {"currency": m.currency, "count": m.count, "credits": m.credits, "debits": m.debits,
-             "decimal_places": m.decimal_places} for m in money.values()]})
+        self._table.put({**keys.match_money(environment, match_id), "entity": "match_money",
+                         "money": money_plain(money)})
 
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
@@ -398,6 +395,10 @@ def _open_record(item: dict[str, Any]) -> OpenRecord:
         metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
         file_import_id=item.get("file_import_id"), matched_in=frozenset(item.get("matched_in") or ()),
         exception_holds=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
+
+
+def _member(item: dict[str, Any]) -> MatchMember:
+    return MatchMember(item["side"], item["record_id"], item["data_stream_key"])
 
 
 def _held(item: dict[str, Any]) -> HeldRecord:
