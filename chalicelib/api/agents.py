@@ -5,7 +5,7 @@ import re
 from typing import Any
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import AgentOut, AgentPage, CreateAgent, CursorQuery, MentionOut, UpdateAgent
+from chalicelib.api.schemas import AgentOut, AgentPage, CreateAgent, CursorQuery, UpdateAgent
 from chalicelib.container import container
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.clock import utc_now
@@ -30,16 +30,9 @@ def given(body: CreateAgent | UpdateAgent) -> dict[str, Any]:
 
 
 def agent_out(agent: Agent) -> AgentOut:
-    schedule, delivery = agent.schedule, agent.delivery
-    return AgentOut(
-        id=agent.id, name=agent.name, description=agent.description, instructions=agent.instructions,
-        kind=agent.kind.value, mentions=[MentionOut(type=m.type.value, id=m.id, label=m.label) for m in agent.mentions],
-        model=agent.model, cadence=schedule.cadence.value, hour=schedule.hour, minute=schedule.minute,
-        day_of_week=schedule.day_of_week, timezone=schedule.timezone, active=agent.active,
-        handles_file_drops=agent.handles_file_drops, delivery_enabled=delivery.enabled,
-        delivery_recipients=list(delivery.recipients), delivery_file_pattern=delivery.file_pattern, input_files=[],
-        next_run_at=agent.next_run_at(utc_now()), last_run_at=agent.last_run_at, created_at=agent.created_at,
-        updated_at=agent.updated_at)
+    return AgentOut(**service.fields_of(agent), id=agent.id, kind=agent.kind.value, input_files=[],
+                    next_run_at=agent.next_run_at(utc_now()), last_run_at=agent.last_run_at,
+                    created_at=agent.created_at, updated_at=agent.updated_at)
 
 
 @router.route("POST", AGENTS, summary="Create an agent: standing instructions run on a schedule or on demand",

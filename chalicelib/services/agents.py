@@ -49,7 +49,7 @@ def update_agent(ports: Ports, environment: str, agent_id: str, fields: Mapping[
     current = ports.agents.get(environment, agent_id)
     if "kind" in fields and fields["kind"] != current.kind.value:
         raise ValidationFailed.on("kind", "cannot change")
-    merged = {**_fields_of(current), **fields}
+    merged = {**fields_of(current), **fields}
     updated = current.edited(utc_now(), name=merged["name"], **_checked(ports, environment, merged))
     if updated.holds_file_drops:
         _hold_file_drops(ports, updated)
@@ -131,8 +131,8 @@ def _hold_file_drops(ports: Ports, agent: Agent) -> None:
         raise Conflict(f"agent {holder} already handles file drops in this environment; turn it off there first")
 
 
-def _fields_of(agent: Agent) -> dict[str, Any]:
-    """An agent as the fields a body gives (what a PATCH merges into)."""
+def fields_of(agent: Agent) -> dict[str, Any]:
+    """An agent as the fields a body gives (what a PATCH merges into, and what the API shows)."""
     schedule, delivery = agent.schedule, agent.delivery
     return {"name": agent.name, "description": agent.description, "instructions": agent.instructions,
             "model": agent.model, "cadence": schedule.cadence.value, "timezone": schedule.timezone,
