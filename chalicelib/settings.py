@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -50,6 +51,30 @@ class Settings(BaseSettings):
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.
     bulk_max_receives: int = 5
+
+    # Agents (infra/template.yaml: the agent-run queue, the schedule group and the role that lets
+    # EventBridge Scheduler send to that queue).
+    agent_run_queue_name: str = "recon-dev-agent-runs"
+    agent_run_max_receives: int = 3  # the queue's maxReceiveCount
+    schedule_group_name: str = "recon-dev"
+    scheduler_role_arn: str = "arn:aws:iam::123456789012:role/recon-dev-scheduler"
+    # The language model of llm agents: Bedrock's Converse API, or any OpenAI-compatible Chat
+    # Completions server (Ollama, llama.cpp's server, vLLM). None: bedrock on AWS, openai locally.
+    model_provider: Literal["bedrock", "openai"] | None = None
+    default_model: str | None = None  # None: the provider's default (adapters/models.py)
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("RECON_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RECON_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    # Bedrock's own endpoint: the embedded local AWS (moto) has no Converse API.
+    bedrock_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("RECON_BEDROCK_ENDPOINT", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"))
+    # Bounds of one agent run: model turns, tokens in and out, wall time.
+    agent_max_turns: int = 24
+    agent_max_tokens: int = 400_000
+    agent_max_seconds: int = 600
+    # The sender of agent deliveries (an SES identity verified in the account).
+    mail_sender: str = "agents@recon.local"
 
     log_level: str = "INFO"
 

@@ -38,7 +38,8 @@ class AwsClients:
     def endpoint(self, service: str) -> str | None:
         """Where `service` is served; None for AWS's own endpoint."""
         settings = self._settings
-        own = {"dynamodb": settings.dynamodb_endpoint, "s3": settings.s3_endpoint or settings.aws_endpoint}
+        own = {"dynamodb": settings.dynamodb_endpoint, "s3": settings.s3_endpoint or settings.aws_endpoint,
+               "bedrock-runtime": settings.bedrock_endpoint}
         return (own[service] if service in own else settings.aws_endpoint) or None
 
     @cached_property
