@@ -243,6 +243,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
                   ingestion_jobs=NoJobs(), matches=MatchRepository(table), runs=None, exceptions=None,
                   investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
                   bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
+                  tallies=None, agents=None, agent_runs=None, agent_run_queue=None, schedules=None, agent_files=None,
                   chunk_records=CHUNK_RECORDS, dry_run_records=DRY_RUN_RECORDS)
     return ports, reconciliation, rule
 

@@ -3,12 +3,16 @@ services and routes use. Tests and the local stack install their own container b
 own Settings (moto, or the embedded local AWS)."""
 from __future__ import annotations
 
+import tempfile
 import threading
 from datetime import timedelta
 from functools import cached_property
+from pathlib import Path
 
+from chalicelib.adapters.agent_files import AgentFileStore
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
@@ -24,12 +28,17 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
+from chalicelib.adapters.models import language_model
 from chalicelib.adapters.queues import WorkQueue
+from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles
+from chalicelib.adapters.schedules import AgentSchedules
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
 from chalicelib.services import reconciliation_runs
-from chalicelib.services.ports import Ports, Workflows
+from chalicelib.domain.agents.conversation import LanguageModel
+from chalicelib.services.ports import AgentLimits, Ports, Workflows
 from chalicelib.settings import Settings, current_settings
 
 
@@ -134,6 +143,44 @@ class Container:
         return AgentRepository(self.table)
 
     @cached_property
+    def agent_runs(self) -> AgentRunRepository:
+        return AgentRunRepository(self.table, self.counters)
+
+    @cached_property
+    def agent_run_queue(self) -> WorkQueue:
+        return WorkQueue(self.aws.sqs, self.settings.agent_run_queue_name)
+
+    @cached_property
+    def schedules(self) -> AgentSchedules:
+        return AgentSchedules(self.aws.client("scheduler"), self.aws.sqs, self.settings.schedule_group_name,
+                              self.settings.scheduler_role_arn, self.settings.agent_run_queue_name)
+
+    @cached_property
+    def agent_files(self) -> AgentFileStore:
+        return AgentFileStore(self.aws.s3, self.settings.bucket_name)
+
+    @cached_property
+    def mailer(self) -> SesMailer:
+        # Locally every message sent is also kept as an .eml file a person can open.
+        outbox = self.settings.data_dir / "outbox" if self.settings.local_mode else None
+        return SesMailer(self.aws.client("ses"), self.settings.mail_sender, outbox)
+
+    @cached_property
+    def records_sql(self) -> RecordsSql:
+        # Published mirror parts never change: a warm Lambda (or the local stack) keeps the ones it read.
+        cache = Path(tempfile.gettempdir()) / "recon-mirror-cache" / self.settings.bucket_name
+        return RecordsSql(self.aws.s3, self.settings.bucket_name, cache)
+
+    def language_model(self, model: str | None) -> LanguageModel:
+        return language_model(self.settings, model)
+
+    @property
+    def agent_limits(self) -> AgentLimits:
+        settings = self.settings
+        return AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
+                           max_seconds=settings.agent_max_seconds)
+
+    @cached_property
     def tallies(self) -> TallyRepository:
         return TallyRepository(self.table)
 
@@ -147,6 +194,9 @@ class Container:
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
             run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies, agents=self.agents,
+            agent_runs=self.agent_runs, agent_run_queue=self.agent_run_queue, schedules=self.schedules,
+            agent_files=self.agent_files, mailer=self.mailer, records_sql=self.records_sql,
+            language_model=self.language_model, agent_limits=self.agent_limits,
             chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).

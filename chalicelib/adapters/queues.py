@@ -15,5 +15,7 @@ class WorkQueue:
     def _url(self) -> str:
         return self._sqs.get_queue_url(QueueName=self._name)["QueueUrl"]
 
-    def send(self, message: dict[str, Any]) -> None:
-        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(message, separators=(",", ":")))
+    def send(self, message: dict[str, Any], delay_seconds: int = 0) -> None:
+        """`delay_seconds` (at most 900, SQS's limit) keeps the message out of sight that long."""
+        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(message, separators=(",", ":")),
+                               DelaySeconds=min(delay_seconds, 900))

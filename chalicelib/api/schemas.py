@@ -860,6 +860,15 @@ class MentionOut(BaseModel):
     label: str
 
 
+class AgentFileOut(BaseModel):
+    id: str
+    filename: str
+    byte_size: int | None = Field(description="null until an uploaded file lands")
+    content_type: str
+    created_at: Timestamp
+    url: str = Field(description="A presigned download, valid for an hour")
+
+
 class AgentOut(BaseModel):
     id: str
     name: str
@@ -878,7 +887,7 @@ class AgentOut(BaseModel):
     delivery_enabled: bool
     delivery_recipients: list[str]
     delivery_file_pattern: str
-    input_files: list[dict[str, Any]] = Field(description="Files attached for every run")
+    input_files: list[AgentFileOut] = Field(description="Files attached for every run")
     next_run_at: Timestamp | None
     last_run_at: Timestamp | None
     created_at: Timestamp
@@ -887,5 +896,68 @@ class AgentOut(BaseModel):
 
 class AgentPage(BaseModel):
     data: list[AgentOut]
+    next_cursor: str | None
+    limit: int
+
+
+class CreateAgentFile(RequestModel):
+    filename: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    content_type: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
+        default=None, description="Default: from the filename's extension")
+    content_base64: str | None = Field(
+        default=None, description="The file, base64 (up to 5 MB decoded); omit it to get an upload_url instead")
+
+
+class AgentFileCreatedOut(AgentFileOut):
+    upload_url: str | None = Field(default=None, description="When no content was given: PUT the file here "
+                                   "(with the same Content-Type) within an hour; byte_size fills in once it lands")
+
+
+class AgentRunFileOut(BaseModel):
+    id: str
+    filename: str
+    byte_size: int
+    content_type: str
+    created_at: Timestamp
+    url: str
+
+
+class AgentRunDeliveryOut(BaseModel):
+    recipient: str
+    status: Literal["sent", "failed"]
+    message_id: str | None
+    error: str | None
+
+
+class AgentRunUsageOut(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    model: str | None
+
+
+class AgentRunStepOut(BaseModel):
+    name: str = Field(description="The tool called; `final_answer` for the model's last message")
+    input: Any
+    failed: bool
+    result_preview: str
+
+
+class AgentRunOut(BaseModel):
+    id: int
+    agent_id: str
+    status: Literal["queued", "running", "completed", "failed"]
+    trigger: Literal["manual", "schedule", "file_drop", "agent"]
+    created_at: Timestamp
+    started_at: Timestamp | None
+    completed_at: Timestamp | None
+    error_message: str | None
+    output_files: list[AgentRunFileOut]
+    deliveries: list[AgentRunDeliveryOut]
+    usage: AgentRunUsageOut
+    steps: list[AgentRunStepOut]
+
+
+class AgentRunPage(BaseModel):
+    data: list[AgentRunOut]
     next_cursor: str | None
     limit: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from chalicelib.api.agent_tools import workbench
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs
@@ -20,7 +21,7 @@ def handle_agent_run_messages(event) -> None:
         logger.thread_safe_append_keys(environment=message.get("environment"), agent_id=message.get("agent_id"),
                                        agent_run_id=message.get("run_id"))
         try:
-            agent_runs.handle_message(services.ports, message)
+            agent_runs.handle_message(services.ports, message, workbench)
         except Exception as error:
             if services.ports.stopping():  # not a failure: the work goes on at the next start
                 if attempts >= services.settings.agent_run_max_receives:

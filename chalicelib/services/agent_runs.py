@@ -1,15 +1,278 @@
-"""Agent runs: queue one, start it (one run of an agent at a time), run it, and fail it."""
+"""Agent runs: queue one (the API, a file drop, another agent), start one when a schedule fires,
+run it on the agent-run queue (one run of an agent at a time), deliver what it wrote, fail it.
+
+A run's message is at-least-once: a finished run's message is dropped; a run found `running`
+when its message comes again was cut off (the worker's time ran out, or it crashed) and is failed
+rather than run twice, since a run's tool calls (comments, mail, runs started) are not idempotent.
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
 
-from chalicelib.services.ports import Ports
+from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.conversation import (
+    AssistantMessage,
+    LanguageModel,
+    Message,
+    ModelError,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from chalicelib.domain.agents.files import AgentFile, delivered
+from chalicelib.domain.agents.runs import (
+    AgentRun,
+    AgentRunStatus,
+    AgentRunTrigger,
+    Delivery,
+    InputRef,
+    OutputFile,
+    Step,
+)
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.observability import logger
+from chalicelib.services.ports import AgentLimits, Ports
+
+BUSY_RETRY_SECONDS = 30  # a queued run waits this long, again and again, while another run of its agent goes
+QUEUED, RUNNING = AgentRunStatus.QUEUED, AgentRunStatus.RUNNING
+MAX_ATTACHED = 10 * 1024 * 1024  # SES's limit of a raw message
 
 
-def handle_message(ports: Ports, message: Mapping[str, Any]) -> None:
-    raise NotImplementedError("agent runs are being built")
+class ToolBox(Protocol):
+    """The tools of one run, bound to its environment (chalicelib/api/agent_tools.py)."""
+    @property
+    def specs(self) -> list[ToolSpec]: ...
+    @property
+    def output_files(self) -> list[OutputFile]: ...
+    def call(self, call: ToolCall) -> ToolResult: ...
+
+
+class RunContext(Protocol):
+    """What a run is given beside its tools: the prompt's context and its input files."""
+    def system_prompt(self) -> str: ...
+    def user_prompt(self) -> str: ...
+
+
+# Builds the tools and the prompt of a run: (ports, agent, run) -> (tools, context).
+Workbench = Callable[[Ports, Agent, AgentRun], tuple[ToolBox, RunContext]]
+
+
+def queue_run(ports: Ports, environment: str, agent_id: str, trigger: AgentRunTrigger = AgentRunTrigger.MANUAL,
+              extra_input: InputRef | None = None, callers: tuple[str, ...] = ()) -> AgentRun:
+    """Record a queued run and send it to the agent-run queue (inactive agents run on demand too)."""
+    ports.agents.get(environment, agent_id)  # 404 first
+    run = AgentRun(environment=environment, agent_id=agent_id, id=ports.agent_runs.next_id(environment),
+                   status=QUEUED, trigger=trigger, created_at=utc_now(), extra_input=extra_input, callers=callers)
+    ports.agent_runs.add(run)
+    ports.agent_run_queue.send({"environment": environment, "agent_id": agent_id, "run_id": run.id})
+    return run
+
+
+def handle_message(ports: Ports, message: Mapping[str, Any], workbench: Workbench) -> None:
+    environment, agent_id = str(message["environment"]), str(message["agent_id"])
+    if "run_id" in message:
+        execute(ports, environment, agent_id, int(message["run_id"]), workbench)
+        return
+    run = _scheduled_run(ports, environment, agent_id, message.get("scheduled_time"))
+    if run is not None:
+        execute(ports, environment, agent_id, run.id, workbench)
+
+
+def _scheduled_run(ports: Ports, environment: str, agent_id: str, scheduled_time: Any) -> AgentRun | None:
+    """The run a schedule's firing starts; None when there is none to start (the agent is gone or
+    no longer scheduled, or this firing was delivered before)."""
+    try:
+        agent = ports.agents.get(environment, agent_id)
+    except NotFound:
+        logger.warning("a schedule fired for an agent that is gone", extra={"agent_id": agent_id})
+        return None
+    if not agent.scheduled:
+        logger.info("a schedule fired for an agent no longer scheduled", extra={"agent_id": agent_id})
+        return None
+    if scheduled_time and not ports.agent_runs.claim_schedule_fire(environment, agent_id, str(scheduled_time)):
+        return None  # the same firing, delivered again
+    run = AgentRun(environment=environment, agent_id=agent_id, id=ports.agent_runs.next_id(environment),
+                   status=QUEUED, trigger=AgentRunTrigger.SCHEDULE, created_at=utc_now())
+    ports.agent_runs.add(run)
+    return run
+
+
+def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbench: Workbench) -> AgentRun:
+    """Run a queued run to its end (or leave it queued while another run of its agent goes)."""
+    run = ports.agent_runs.get(environment, agent_id, run_id)
+    if run.finished:
+        return run  # its message, delivered again
+    if run.status is RUNNING:
+        failed = _fail(ports, run, "the run was cut off (the worker stopped before it ended); start it again")
+        ports.agent_runs.release_running(environment, agent_id, run_id)
+        return failed
+    holder = _claim(ports, run)
+    if holder is not None:
+        if run.trigger is AgentRunTrigger.SCHEDULE:  # never lost silently: recorded as skipped
+            return _fail(ports, run, f"skipped: run {holder} of this agent was still going when the schedule fired")
+        ports.agent_run_queue.send({"environment": environment, "agent_id": agent_id, "run_id": run_id},
+                                   delay_seconds=BUSY_RETRY_SECONDS)
+        return run
+    try:
+        return _run(ports, run, workbench)
+    finally:
+        ports.agent_runs.release_running(environment, agent_id, run_id)
+
+
+def _claim(ports: Ports, run: AgentRun) -> int | None:
+    """Take the agent's run guard for `run`: None when taken, else the id of the run going. A guard
+    left by a run that has finished (its worker died before giving it up) is taken over."""
+    holder = ports.agent_runs.claim_running(run.environment, run.agent_id, run.id)
+    if holder is None:
+        return None
+    try:
+        going = not ports.agent_runs.get(run.environment, run.agent_id, holder).finished
+    except NotFound:
+        going = False
+    if going or not ports.agent_runs.take_over_running(run.environment, run.agent_id, holder, run.id):
+        return holder
+    return None
+
+
+def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun:
+    try:
+        agent = ports.agents.get(run.environment, run.agent_id)
+    except NotFound:
+        return _fail(ports, run, "the agent was deleted before its run started")
+    started = utc_now()
+    if ports.language_model is None:
+        raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
+    try:
+        model = ports.language_model(agent.model)
+    except ModelError as error:
+        return _fail(ports, run, str(error))
+    try:
+        run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model), expected=(QUEUED,))
+    except TransitionRefused:
+        return ports.agent_runs.get(run.environment, run.agent_id, run.id)  # failed meanwhile
+    ports.agents.set_last_run(run.environment, run.agent_id, started)
+    tools, context = workbench(ports, agent, run)
+    session = _Session(ports, run, model, tools, ports.agent_limits)
+    failure = session.converse(context.system_prompt(), context.user_prompt())
+    run = session.run
+    if failure is not None:
+        return _fail(ports, run, failure)
+    run = _deliver(ports, agent, run)
+    return ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()), expected=(RUNNING,))
+
+
+class _Session:
+    """The conversation of one run with its model: the model asks for tool calls, the tools answer,
+    until the model gives its final answer or a bound is hit. Each turn's steps are saved as they
+    come, so that a client sees the run progress."""
+
+    def __init__(self, ports: Ports, run: AgentRun, model: LanguageModel, tools: ToolBox,
+                 limits: AgentLimits) -> None:
+        self._ports, self.run, self._model, self._tools, self._limits = ports, run, model, tools, limits
+
+    def converse(self, system: str, prompt: str) -> str | None:
+        """None when the model answered; else why the run fails."""
+        messages: list[Message] = [UserMessage(prompt)]
+        usage = Usage()
+        began = utc_now()
+        for _ in range(self._limits.max_turns):
+            if (utc_now() - began).total_seconds() > self._limits.max_seconds:
+                return f"the run took longer than its bound of {self._limits.max_seconds} s"
+            try:
+                reply = self._model.complete(system, messages, self._tools.specs, self._limits.reply_tokens)
+            except ModelError as error:
+                return f"the model failed: {error}"
+            usage += reply.usage
+            messages.append(reply.message)
+            if reply.stop is StopReason.TOOL_USE and reply.message.tool_calls:
+                messages.append(self._call_tools(reply.message, usage))
+                if usage.input_tokens + usage.output_tokens > self._limits.max_tokens:
+                    return (f"the run used {usage.input_tokens + usage.output_tokens} tokens, over its bound of "
+                            f"{self._limits.max_tokens}")
+                continue
+            self._save(usage, Step.of("final_answer", None, False, reply.message.text or "(no text)", utc_now()))
+            return None
+        return f"the model did not finish within the run's bound of {self._limits.max_turns} turns"
+
+    def _call_tools(self, message: AssistantMessage, usage: Usage) -> ToolResults:
+        results, steps = [], []
+        for call in message.tool_calls:
+            result = self._tools.call(call)
+            results.append(result)
+            steps.append(Step.of(call.name, call.arguments if call.arguments is not None else call.raw_arguments,
+                                 result.is_error, result.content, utc_now()))
+        self._save(usage, *steps)
+        return ToolResults(tuple(results))
+
+    def _save(self, usage: Usage, *steps: Step) -> None:
+        self.run = self._ports.agent_runs.save(
+            _replace(self.run, steps=self.run.steps + steps, usage=usage,
+                     output_files=tuple(self._tools.output_files)), expected=(RUNNING,))
+
+
+def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
+    """Mail the output files the pattern selects to each recipient (one message each, so that one
+    bad address does not stop the others); each outcome is recorded on the run."""
+    if not agent.delivery.enabled or not agent.delivery.recipients:
+        return run
+    chosen = set(delivered([f.filename for f in run.output_files], agent.delivery.file_pattern))
+    files = [f for f in run.output_files if f.filename in chosen]
+    if not files:
+        return run
+    if ports.mailer is None:
+        raise RuntimeError("this process has no mailer wired (only the agent worker delivers)")
+    attachments = [(f.filename, f.content_type, ports.agent_files.read(_stored_output(run, f), MAX_ATTACHED))
+                   for f in files]
+    subject = f"{agent.name}: {len(files)} file{'s' if len(files) != 1 else ''} from run {run.id}"
+    body = (f"The agent \"{agent.name}\" finished run {run.id} at {utc_now():%Y-%m-%d %H:%M} UTC.\n\n"
+            + "\n".join(f"- {f.filename} ({f.byte_size} bytes)" for f in files) + "\n")
+    outcomes = []
+    for recipient in agent.delivery.recipients:
+        try:
+            outcomes.append(Delivery(recipient, "sent", message_id=ports.mailer.send(recipient, subject, body,
+                                                                                     attachments)))
+        except Exception as error:  # recorded, and the others still go
+            outcomes.append(Delivery(recipient, "failed", error=str(error)[:500]))
+    return ports.agent_runs.save(_replace(run, deliveries=tuple(outcomes)), expected=(RUNNING,))
+
+
+def _stored_output(run: AgentRun, file: OutputFile) -> AgentFile:
+    return AgentFile(environment=run.environment, agent_id=run.agent_id, id=file.id, filename=file.filename,
+                     byte_size=file.byte_size, content_type=file.content_type, created_at=file.created_at,
+                     run_id=str(run.id))
+
+
+def _fail(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
+    now = utc_now()
+    failed = run.moved(AgentRunStatus.FAILED, error_message=reason, completed_at=now,
+                       started_at=run.started_at or (now if run.status is RUNNING else None))
+    try:
+        return ports.agent_runs.save(failed, expected=(QUEUED, RUNNING))
+    except TransitionRefused:
+        return ports.agent_runs.get(run.environment, run.agent_id, run.id)
 
 
 def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException) -> None:
-    raise NotImplementedError("agent runs are being built")
+    """The message's last delivery failed: its run fails with the reason, and gives up its guard."""
+    if "run_id" not in message:
+        return  # a schedule's firing that never became a run: nothing to fail
+    environment, agent_id, run_id = str(message["environment"]), str(message["agent_id"]), int(message["run_id"])
+    try:
+        run = ports.agent_runs.get(environment, agent_id, run_id)
+    except NotFound:
+        return
+    if not run.finished:
+        _fail(ports, run, f"the run failed: {type(error).__name__}: {str(error)[:300]}")
+    ports.agent_runs.release_running(environment, agent_id, run_id)
+
+
+def _replace(run: AgentRun, **changes: Any) -> AgentRun:
+    return replace(run, **changes)
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.agents.agent import Agent
@@ -18,6 +19,7 @@ from chalicelib.domain.agents.definition import (
     check_delivery,
     check_mentions,
 )
+from chalicelib.domain.agents.files import MAX_INLINE_BYTES, AgentFile, BadFilename, content_type_for, safe_filename
 from chalicelib.domain.agents.schedule import Cadence, check_schedule
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
@@ -41,6 +43,12 @@ def create_agent(ports: Ports, environment: str, fields: Mapping[str, Any]) -> A
     except Exception:
         ports.agents.release_file_drops(environment, agent.id)
         raise
+    try:
+        ports.schedules.put(agent)
+    except Exception:  # an agent whose schedule could not be made is not kept
+        ports.agents.remove(agent)
+        ports.agents.release_file_drops(environment, agent.id)
+        raise
     return agent
 
 
@@ -56,13 +64,59 @@ def update_agent(ports: Ports, environment: str, agent_id: str, fields: Mapping[
     ports.agents.save(updated, previous=current)
     if current.holds_file_drops and not updated.holds_file_drops:
         ports.agents.release_file_drops(environment, agent_id)
+    ports.schedules.put(updated)  # creates, changes or removes it (a PATCH sent again puts the same)
     return updated
 
 
 def delete_agent(ports: Ports, environment: str, agent_id: str) -> None:
+    """The schedule goes first (nothing fires for a deleted agent), then the agent, its files and
+    its runs. A retry after a failure part-way finds the agent gone (404) with its leftovers
+    still removable by the same calls."""
     agent = ports.agents.get(environment, agent_id)
+    ports.schedules.remove(environment, agent_id)
     ports.agents.remove(agent)
     ports.agents.release_file_drops(environment, agent_id)
+    ports.agent_files.delete_agent(environment, agent_id)
+    ports.agent_runs.remove_all_of_agent(environment, agent_id)
+
+
+# Input files ------------------------------------------------------------------------------------
+
+def add_file(ports: Ports, environment: str, agent_id: str, filename: str, content_type: str | None,
+             content: bytes | None) -> tuple[AgentFile, str | None]:
+    """Attach an input file: stored now when its content is given, else an upload URL to PUT it to."""
+    ports.agents.get(environment, agent_id)  # 404 first
+    try:
+        name = safe_filename(filename)
+    except BadFilename as bad:
+        raise ValidationFailed.on("filename", str(bad)) from None
+    if content is not None and len(content) > MAX_INLINE_BYTES:
+        raise ValidationFailed.on("content_base64", f"is {len(content)} bytes decoded; at most {MAX_INLINE_BYTES} "
+                                                    "inline (leave it out to get an upload_url)")
+    file = AgentFile(environment=environment, agent_id=agent_id, id=str(uuid.uuid4()), filename=name,
+                     byte_size=len(content) if content is not None else None,
+                     content_type=content_type or content_type_for(name), created_at=utc_now())
+    if content is not None:
+        ports.agent_files.put(file, content)
+    ports.agents.add_file(file)
+    return file, (ports.agent_files.upload_url(file) if content is None else None)
+
+
+def files_of(ports: Ports, environment: str, agent_id: str) -> list[AgentFile]:
+    """The agent's input files; an uploaded one gets its size once it has landed."""
+    files = []
+    for file in ports.agents.files(environment, agent_id):
+        if file.byte_size is None and (size := ports.agent_files.landed_size(file)) is not None:
+            ports.agents.set_file_size(file, size)
+            file = replace(file, byte_size=size)
+        files.append(file)
+    return files
+
+
+def delete_file(ports: Ports, environment: str, agent_id: str, file_id: str) -> None:
+    file = ports.agents.get_file(environment, agent_id, file_id)
+    ports.agents.remove_file(file)
+    ports.agent_files.delete(file)
 
 
 def _checked(ports: Ports, environment: str, given: Mapping[str, Any]) -> dict[str, Any]:

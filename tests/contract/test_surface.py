@@ -17,6 +17,8 @@ from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
+from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
+from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
@@ -40,7 +42,8 @@ PAIRS = [
     (RecordRepository, fakes.FakeRecordRepository), (MatchRepository, fakes.FakeMatchRepository),
     (ExceptionRepository, fakes.FakeExceptionRepository), (AnalyticsMirror, fakes.FakeAnalyticsMirror),
     (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
-    (StoryRepository, fakes.FakeStoryRepository),
+    (StoryRepository, fakes.FakeStoryRepository), (AgentRepository, fakes.FakeAgentRepository),
+    (AgentRunRepository, fakes.FakeAgentRunRepository),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"stop"}  # the local driver stops with the stack: the process's business, not the port's

@@ -26,6 +26,7 @@ from typing import Any
 from chalicelib.domain.ingestion import IngestionJob
 from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import Ports
+from tests.fakes.agent_runs import FakeAgentFileStore, FakeAgentRunRepository, FakeAgentSchedules
 from tests.fakes.agents import FakeAgentRepository
 from tests.fakes.api_keys import FakeApiKeyRepository
 from tests.fakes.counters import FakeCounters
@@ -47,7 +48,8 @@ __all__ = [
     "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
-    "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository",
+    "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository", "FakeAgentRunRepository",
+    "FakeAgentSchedules", "FakeAgentFileStore",
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
@@ -66,6 +68,9 @@ class FakePorts:
     run_files: FakeRunFiles = field(default_factory=FakeRunFiles)
     bulk_queue: FakeWorkQueue = field(default_factory=FakeWorkQueue)
     investigation_queue: FakeWorkQueue = field(default_factory=FakeWorkQueue)
+    agent_run_queue: FakeWorkQueue = field(default_factory=FakeWorkQueue)
+    schedules: FakeAgentSchedules = field(default_factory=FakeAgentSchedules)
+    agent_files: FakeAgentFileStore = field(default_factory=FakeAgentFileStore)
 
     def __post_init__(self) -> None:
         self.data_streams = FakeDataStreamRepository(self.counters)
@@ -81,6 +86,7 @@ class FakePorts:
         self.stories = FakeStoryRepository(self.counters)
         self.tallies = FakeTallyRepository()
         self.agents = FakeAgentRepository()
+        self.agent_runs = FakeAgentRunRepository(self.counters)
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -108,6 +114,8 @@ def fake_ports(**overrides: Any) -> Ports:
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
+        agent_runs=wired.agent_runs, agent_run_queue=wired.agent_run_queue, schedules=wired.schedules,
+        agent_files=wired.agent_files,
         chunk_records=reconciliation_runs.CHUNK_RECORDS,
         dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
     returned.append(replace(ports, **overrides))

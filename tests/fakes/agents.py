@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.clock import iso
 from chalicelib.domain.errors import Conflict, NotFound
 from tests.fakes._support import newest_first_page, stored_time
@@ -13,6 +15,7 @@ class FakeAgentRepository:
     def __init__(self) -> None:
         self.agents: dict[tuple[str, str], Agent] = {}
         self.file_drop_holders: dict[str, str] = {}  # environment -> agent id
+        self.input_files: dict[tuple[str, str], dict[str, AgentFile]] = {}  # (environment, agent id) -> by id
 
     def add(self, agent: Agent) -> None:
         key = (agent.environment, agent.id)
@@ -36,11 +39,41 @@ class FakeAgentRepository:
             raise NotFound(f"agent {previous.id} not found")
         if stored.version != previous.version:
             raise Conflict(f"agent {previous.id} was changed meanwhile; read it again")
-        self.agents[(updated.environment, updated.id)] = _stored(updated)
+        self.agents[(updated.environment, updated.id)] = _stored(replace(updated, last_run_at=stored.last_run_at))
+
+    def set_last_run(self, environment: str, agent_id: str, at: datetime) -> None:
+        stored = self.agents.get((environment, agent_id))
+        if stored is not None:
+            self.agents[(environment, agent_id)] = _stored(replace(stored, last_run_at=at))
 
     def remove(self, agent: Agent) -> None:
         if self.agents.pop((agent.environment, agent.id), None) is None:
             raise NotFound(f"agent {agent.id} not found")
+        self.input_files.pop((agent.environment, agent.id), None)
+
+    def add_file(self, file: AgentFile) -> None:
+        files = self.input_files.setdefault((file.environment, file.agent_id), {})
+        if file.id in files:
+            raise Conflict(f"file {file.id} exists")
+        files[file.id] = replace(file, created_at=stored_time(file.created_at))
+
+    def files(self, environment: str, agent_id: str) -> list[AgentFile]:
+        return sorted(self.input_files.get((environment, agent_id), {}).values(), key=lambda f: (f.created_at, f.id))
+
+    def get_file(self, environment: str, agent_id: str, file_id: str) -> AgentFile:
+        file = self.input_files.get((environment, agent_id), {}).get(file_id)
+        if file is None:
+            raise NotFound(f"file {file_id} of agent {agent_id} not found")
+        return file
+
+    def set_file_size(self, file: AgentFile, byte_size: int) -> None:
+        files = self.input_files.get((file.environment, file.agent_id), {})
+        if file.id in files:
+            files[file.id] = replace(files[file.id], byte_size=byte_size)
+
+    def remove_file(self, file: AgentFile) -> None:
+        if self.input_files.get((file.environment, file.agent_id), {}).pop(file.id, None) is None:
+            raise NotFound(f"file {file.id} of agent {file.agent_id} not found")
 
     def claim_file_drops(self, environment: str, agent_id: str) -> str | None:
         holder = self.file_drop_holders.setdefault(environment, agent_id)

@@ -116,6 +116,8 @@ class FakeWorkQueue:
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.delays: list[int] = []  # each message's delay_seconds, in the same order
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], delay_seconds: int = 0) -> None:
         self.messages.append(json.loads(json.dumps(message, separators=(",", ":"))))
+        self.delays.append(min(delay_seconds, 900))

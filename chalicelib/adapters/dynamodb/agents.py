@@ -3,11 +3,13 @@ keeps one active agent per environment handling file drops (claimed before the a
 released after it stops)."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.definition import AgentKind, Delivery, Mention, MentionType
 from chalicelib.domain.agents.schedule import Cadence, Schedule
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
@@ -33,20 +35,80 @@ class AgentRepository:
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, updated: Agent, previous: Agent) -> None:
-        """Write an edit made from `previous` (409 when another edit came first, 404 when gone)."""
+        """Write an edit made from `previous` (409 when another edit came first, 404 when gone).
+        An update of the definition only: `last_run_at`, which runs set, is left as it is."""
+        item = {k: v for k, v in self._to_item(updated).items() if k not in ("pk", "sk", "last_run_at")}
+        names = {f"#a{i}": name for i, name in enumerate(item)}
+        values = {f":v{i}": value for i, value in enumerate(item.values())}
         try:
-            self._table.put(self._to_item(updated), condition="attribute_exists(pk) AND #v = :v",
-                            names={"#v": "version"}, values={":v": previous.version})
+            self._table.update(keys.agent(previous.environment, previous.id),
+                               "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item))),
+                               condition="attribute_exists(pk) AND #version = :seen",
+                               names={**names, "#version": "version"}, values={**values, ":seen": previous.version},
+                               keep_nulls=True)
         except ConditionFailed:
             if self._table.get(keys.agent(previous.environment, previous.id)) is None:
                 raise NotFound(f"agent {previous.id} not found") from None
             raise Conflict(f"agent {previous.id} was changed meanwhile; read it again") from None
 
+    def set_last_run(self, environment: str, agent_id: str, at: datetime) -> None:
+        """A run started (the agent may have been deleted meanwhile: then nothing is written)."""
+        try:
+            self._table.update(keys.agent(environment, agent_id), "SET last_run_at = :at",
+                               condition="attribute_exists(pk)", values={":at": iso(at)})
+        except ConditionFailed:
+            pass
+
     def remove(self, agent: Agent) -> None:
+        """Delete the agent, then what its partition holds beside it (input files, a run guard)."""
         try:
             self._table.delete(keys.agent(agent.environment, agent.id), condition="attribute_exists(pk)")
         except ConditionFailed:
             raise NotFound(f"agent {agent.id} not found") from None
+        rest = self._table.query_all("pk", keys.agent(agent.environment, agent.id)["pk"])
+        self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in rest])
+
+    # Input files ------------------------------------------------------------------------------
+
+    def add_file(self, file: AgentFile) -> None:
+        self._table.put_new({**keys.agent_file(file.environment, file.agent_id, file.id), "entity": "agent_file",
+                             "environment": file.environment, "agent_id": file.agent_id, "id": file.id,
+                             "filename": file.filename, "byte_size": file.byte_size,
+                             "content_type": file.content_type, "created_at": iso(file.created_at)})
+
+    def files(self, environment: str, agent_id: str) -> list[AgentFile]:
+        """The agent's input files, oldest first."""
+        items = self._table.query_all("pk", keys.agent(environment, agent_id)["pk"],
+                                      sort_prefix=keys.AGENT_FILE_PREFIX)
+        return sorted((self._file_from_item(i) for i in items), key=lambda f: (f.created_at, f.id))
+
+    def get_file(self, environment: str, agent_id: str, file_id: str) -> AgentFile:
+        item = self._table.get(keys.agent_file(environment, agent_id, file_id))
+        if item is None:
+            raise NotFound(f"file {file_id} of agent {agent_id} not found")
+        return self._file_from_item(item)
+
+    def set_file_size(self, file: AgentFile, byte_size: int) -> None:
+        """An uploaded file landed: its size, once known."""
+        try:
+            self._table.update(keys.agent_file(file.environment, file.agent_id, file.id), "SET byte_size = :n",
+                               condition="attribute_exists(pk)", values={":n": byte_size})
+        except ConditionFailed:
+            pass
+
+    def remove_file(self, file: AgentFile) -> None:
+        try:
+            self._table.delete(keys.agent_file(file.environment, file.agent_id, file.id),
+                               condition="attribute_exists(pk)")
+        except ConditionFailed:
+            raise NotFound(f"file {file.id} of agent {file.agent_id} not found") from None
+
+    @staticmethod
+    def _file_from_item(item: dict[str, Any]) -> AgentFile:
+        size = item.get("byte_size")
+        return AgentFile(environment=item["environment"], agent_id=item["agent_id"], id=item["id"],
+                         filename=item["filename"], byte_size=int(size) if size is not None else None,
+                         content_type=item["content_type"], created_at=parse_iso(item["created_at"]))
 
     # The file-drop guard ----------------------------------------------------------------------
 

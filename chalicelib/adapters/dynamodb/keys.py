@@ -735,3 +735,36 @@ def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, s
 
 def file_drop_guard(environment: str) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#FILEDROPS", "sk": "HOLDER"}
+
+
+def agent_file(environment: str, agent_id: str, file_id: str) -> dict[str, str]:
+    """An input file of an agent, in the agent's partition (read with it, listed by sk prefix)."""
+    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"{AGENT_FILE_PREFIX}{file_id}"}
+
+
+AGENT_FILE_PREFIX = "FILE#"
+
+
+def agent_running(environment: str, agent_id: str) -> dict[str, str]:
+    """The guard a running run of the agent holds: one run of an agent at a time."""
+    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": "RUNNING"}
+
+
+# Agent runs have integer ids from the environment's counter; an agent's are listed newest first
+# through gsi1.
+
+def agent_run(environment: str, run_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#AGENTRUN#{_id(run_id)}", "sk": "AGENTRUN"}
+
+
+def agent_runs_index_pk(environment: str, agent_id: str) -> str:
+    return f"{env_prefix(environment)}#AGENT#{agent_id}#RUNS"
+
+
+def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, str]:
+    return {"gsi1pk": agent_runs_index_pk(environment, agent_id), "gsi1sk": _id(run_id)}
+
+
+def agent_schedule_fire(environment: str, agent_id: str, scheduled_time: str) -> dict[str, str]:
+    """One firing of an agent's schedule, claimed by the run it started (a redelivery finds it)."""
+    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"FIRED#{scheduled_time}"}

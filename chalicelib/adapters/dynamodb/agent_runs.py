@@ -1,0 +1,154 @@
+"""Agent runs in DynamoDB: one item each (steps, files and deliveries inside it: a run is bounded
+in turns, so its item stays far below 400 KB), listed per agent newest first through gsi1; and
+the guard item a running run holds in its agent's partition (one run of an agent at a time)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.counters import Counters
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
+from chalicelib.domain.agents.conversation import Usage
+from chalicelib.domain.agents.runs import (
+    AgentRun,
+    AgentRunStatus,
+    AgentRunTrigger,
+    Delivery,
+    InputRef,
+    OutputFile,
+    Step,
+)
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
+from chalicelib.domain.errors import NotFound, TransitionRefused
+
+FIRE_CLAIM_LIFETIME = timedelta(days=7)
+
+
+class AgentRunRepository:
+    def __init__(self, table: DynamoTable, counters: Counters) -> None:
+        self._table = table
+        self._counters = counters
+
+    def next_id(self, environment: str) -> int:
+        return self._counters.next_id(environment, "agent_run")
+
+    def add(self, run: AgentRun) -> None:
+        self._table.put_new(self._to_item(run))
+
+    def get(self, environment: str, agent_id: str, run_id: int) -> AgentRun:
+        item = self._table.get(keys.agent_run(environment, run_id))
+        if item is None or item["agent_id"] != agent_id:
+            raise NotFound(f"run {run_id} of agent {agent_id} not found")
+        return self._from_item(item)
+
+    def list_page(self, environment: str, agent_id: str, limit: int,
+                  cursor: str | None) -> tuple[list[AgentRun], str | None]:
+        page = self._table.query_page("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1,
+                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        return [self._from_item(i) for i in page.items], page.cursor
+
+    def save(self, run: AgentRun, expected: Iterable[AgentRunStatus]) -> AgentRun:
+        """Write the run as it is now, only while its stored status is one of `expected` (a move
+        or a step's progress); TransitionRefused otherwise."""
+        condition, values = status_in(expected)
+        try:
+            self._table.put(self._to_item(run), condition=condition, names={"#status": "status"}, values=values)
+        except ConditionFailed:
+            raise TransitionRefused(f"agent run {run.id} is no longer {'/'.join(s.value for s in expected)}") from None
+        return run
+
+    def remove_all_of_agent(self, environment: str, agent_id: str) -> None:
+        items = self._table.query_all("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1)
+        self._table.batch_write(deletes=[keys.agent_run(environment, int(i["id"])) for i in items])
+
+    # The guard of the running run -------------------------------------------------------------
+
+    def claim_running(self, environment: str, agent_id: str, run_id: int) -> int | None:
+        """Make `run_id` the agent's running run: None when it is (now or already), else the id of
+        the run that holds the guard."""
+        guard = keys.agent_running(environment, agent_id)
+        try:
+            self._table.put({**guard, "entity": "agent_running", "run_id": run_id},
+                            condition="attribute_not_exists(pk) OR run_id = :me", values={":me": run_id})
+            return None
+        except ConditionFailed:
+            item = self._table.get(guard)
+            return int(item["run_id"]) if item else self.claim_running(environment, agent_id, run_id)
+
+    def take_over_running(self, environment: str, agent_id: str, stale_run_id: int, run_id: int) -> bool:
+        """Take the guard from a run that has finished (False: it changed meanwhile)."""
+        try:
+            self._table.put({**keys.agent_running(environment, agent_id), "entity": "agent_running",
+                             "run_id": run_id}, condition="run_id = :stale", values={":stale": stale_run_id})
+            return True
+        except ConditionFailed:
+            return False
+
+    def release_running(self, environment: str, agent_id: str, run_id: int) -> None:
+        try:
+            self._table.delete(keys.agent_running(environment, agent_id), condition="run_id = :me",
+                               values={":me": run_id})
+        except ConditionFailed:
+            pass
+
+    def claim_schedule_fire(self, environment: str, agent_id: str, scheduled_time: str) -> bool:
+        """Claim one firing of the agent's schedule (False: its message was delivered before).
+        The claim lives a week: no delivery of a firing comes later than that."""
+        try:
+            self._table.put_new({**keys.agent_schedule_fire(environment, agent_id, scheduled_time),
+                                 "entity": "agent_schedule_fire",
+                                 "expires_at": int((utc_now() + FIRE_CLAIM_LIFETIME).timestamp())})
+            return True
+        except ConditionFailed:
+            return False
+
+    # Items ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_item(run: AgentRun) -> dict[str, Any]:
+        return {
+            **keys.agent_run(run.environment, run.id), **keys.agent_run_index(run.environment, run.agent_id, run.id),
+            "entity": "agent_run", "environment": run.environment, "agent_id": run.agent_id, "id": run.id,
+            "status": run.status.value, "trigger": run.trigger.value, "created_at": iso(run.created_at),
+            "started_at": _iso_or_none(run.started_at), "completed_at": _iso_or_none(run.completed_at),
+            "error_message": run.error_message,
+            "output_files": [{"id": f.id, "filename": f.filename, "byte_size": f.byte_size,
+                              "content_type": f.content_type, "created_at": iso(f.created_at)}
+                             for f in run.output_files],
+            "deliveries": [{"recipient": d.recipient, "status": d.status, "message_id": d.message_id,
+                            "error": d.error} for d in run.deliveries],
+            "input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens, "model": run.model,
+            # A step's input is the model's JSON, kept as text (it may hold floats DynamoDB refuses).
+            "steps": [{"name": s.name, "input": json.dumps(s.input), "failed": s.failed, "result_preview": s.result_preview,
+                       "at": iso(s.at)} for s in run.steps],
+            "extra_input": ({"filename": run.extra_input.filename, "key": run.extra_input.key,
+                             "byte_size": run.extra_input.byte_size} if run.extra_input else None),
+            "callers": list(run.callers),
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> AgentRun:
+        extra = item.get("extra_input")
+        return AgentRun(
+            environment=item["environment"], agent_id=item["agent_id"], id=int(item["id"]),
+            status=AgentRunStatus(item["status"]), trigger=AgentRunTrigger(item["trigger"]),
+            created_at=parse_iso(item["created_at"]), started_at=parse_optional_iso(item.get("started_at")),
+            completed_at=parse_optional_iso(item.get("completed_at")), error_message=item.get("error_message"),
+            output_files=tuple(OutputFile(f["id"], f["filename"], int(f["byte_size"]), f["content_type"],
+                                          parse_iso(f["created_at"])) for f in item.get("output_files") or ()),
+            deliveries=tuple(Delivery(d["recipient"], "sent" if d["status"] == "sent" else "failed", d.get("message_id"), d.get("error"))
+                             for d in item.get("deliveries") or ()),
+            usage=Usage(int(item.get("input_tokens") or 0), int(item.get("output_tokens") or 0)),
+            model=item.get("model"),
+            steps=tuple(Step(s["name"], json.loads(s["input"]), bool(s["failed"]), s.get("result_preview") or "",
+                             parse_iso(s["at"])) for s in item.get("steps") or ()),
+            extra_input=InputRef(extra["filename"], extra["key"], int(extra["byte_size"])) if extra else None,
+            callers=tuple(item.get("callers") or ()))
+
+
+def _iso_or_none(value: Any) -> str | None:
+    return iso(value) if value is not None else None
+
