@@ -43,6 +43,7 @@ from chalicelib.services.ports import AgentLimits, Ports
 BUSY_RETRY_SECONDS = 30  # a queued run waits this long, again and again, while another run of its agent goes
 QUEUED, RUNNING = AgentRunStatus.QUEUED, AgentRunStatus.RUNNING
 MAX_ATTACHED = 10 * 1024 * 1024  # SES's limit of a raw message
+REFUSED_DROPS_PREFIX = "drops-refused/"  # outside drops/: writing the reason starts nothing
 
 
 class ToolBox(Protocol):
@@ -96,12 +97,38 @@ def _scheduled_run(ports: Ports, environment: str, agent_id: str, scheduled_time
     if not agent.scheduled:
         logger.info("a schedule fired for an agent no longer scheduled", extra={"agent_id": agent_id})
         return None
-    if scheduled_time and not ports.agent_runs.claim_schedule_fire(environment, agent_id, str(scheduled_time)):
+    if scheduled_time and not ports.agent_runs.claim_trigger(environment, agent_id, f"schedule:{scheduled_time}"):
         return None  # the same firing, delivered again
     run = AgentRun(environment=environment, agent_id=agent_id, id=ports.agent_runs.next_id(environment),
                    status=QUEUED, trigger=AgentRunTrigger.SCHEDULE, created_at=utc_now())
     ports.agent_runs.add(run)
     return run
+
+
+def on_file_dropped(ports: Ports, environment: str, key: str, etag: str) -> AgentRun | None:
+    """A file dropped directly under `drops/<environment>/` starts a run of the environment's active
+    file-drop agent with the file as an extra input; with none, the drop is refused and the reason
+    is written to `drops-refused/<environment>/<name>.json` and logged."""
+    filename = key.rsplit("/", 1)[-1]
+    holder = ports.agents.file_drops_holder(environment)
+    agent = None
+    if holder is not None:
+        try:
+            agent = ports.agents.get(environment, holder)
+        except NotFound:
+            agent = None
+    if agent is None or not agent.holds_file_drops:
+        reason = (f"{filename} was dropped for environment {environment}, which has no active agent that handles "
+                  "file drops: turn handles_file_drops on for one, or drop the file into a stream's folder "
+                  "(drops/<environment>/<stream key>/) to import it")
+        logger.warning("file drop refused", extra={"key": key, "reason": reason})
+        ports.payloads.put_json(f"{REFUSED_DROPS_PREFIX}{environment}/{filename}.json",
+                                {"dropped": key, "refused_at": utc_now().isoformat(), "reason": reason})
+        return None
+    if not ports.agent_runs.claim_trigger(environment, agent.id, f"drop:{key}:{etag}"):
+        return None  # the same drop's event, delivered again
+    return queue_run(ports, environment, agent.id, AgentRunTrigger.FILE_DROP,
+                     extra_input=InputRef(filename=filename, key=key, byte_size=ports.payloads.size(key)))
 
 
 def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbench: Workbench) -> AgentRun:

@@ -34,6 +34,7 @@ from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
+from chalicelib.services import agent_runs
 from chalicelib.services.ingestion import (
     conclude,
     process_chunk,
@@ -115,6 +116,9 @@ def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | 
 
 def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
     parts = key.split("/")
+    if len(parts) == 3 and parts[2] and ENVIRONMENT_PATTERN.match(parts[1]):  # no stream folder: for an agent
+        agent_runs.on_file_dropped(ports, parts[1], key, etag)
+        return None
     if len(parts) < 4 or not parts[3]:
         return None
     environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])

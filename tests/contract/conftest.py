@@ -13,6 +13,7 @@ import pytest
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.blobs import PayloadStore
+from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.counters import Counters
@@ -47,7 +48,8 @@ class FakeBackend:
         ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies", "agents"):
+                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies", "agents",
+                          "agent_runs"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -129,6 +131,10 @@ class MotoBackend:
     @cached_property
     def agents(self):
         return AgentRepository(self._table)
+
+    @cached_property
+    def agent_runs(self):
+        return AgentRunRepository(self._table, self.counters)
 
     @cached_property
     def mirror(self):
@@ -267,6 +273,11 @@ def stories(backend):
 @pytest.fixture
 def agents(backend):
     return backend.agents
+
+
+@pytest.fixture
+def agent_runs(backend):
+    return backend.agent_runs
 
 
 @pytest.fixture

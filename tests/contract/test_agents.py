@@ -9,6 +9,7 @@ import pytest
 
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.definition import Delivery, Mention, MentionType
+from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.schedule import Cadence, Schedule
 from chalicelib.domain.errors import Conflict, NotFound
 from tests.contract.builders import ENV, OTHER_ENV
@@ -80,3 +81,32 @@ def test_a_guard_left_by_an_agent_is_taken_over_only_from_that_agent(agents):
     assert not agents.take_over_file_drops(ENV, other, newcomer)  # not the holder it read
     assert agents.take_over_file_drops(ENV, stale, newcomer)
     assert agents.file_drops_holder(ENV) == newcomer
+
+
+def test_an_edit_keeps_the_last_run_a_run_set_meanwhile(agents):
+    agents.add(agent(1))
+    read = agents.get(ENV, agent(1).id)
+    agents.set_last_run(ENV, read.id, T0 + timedelta(hours=1))
+    agents.save(read.edited(T0 + timedelta(hours=2), name="Renamed"), previous=read)
+    stored = agents.get(ENV, read.id)
+    assert (stored.name, stored.last_run_at) == ("Renamed", T0 + timedelta(hours=1))
+    agents.set_last_run(ENV, str(uuid.UUID(int=77)), T0)  # an agent deleted meanwhile: nothing written
+    with pytest.raises(NotFound):
+        agents.get(ENV, str(uuid.UUID(int=77)))
+
+
+def test_input_files_are_kept_in_order_sized_once_landed_and_go_with_their_agent(agents):
+    agents.add(agent(1))
+    first = AgentFile(ENV, agent(1).id, str(uuid.UUID(int=5)), "rates.csv", 6, "text/csv", T0)
+    later = AgentFile(ENV, agent(1).id, str(uuid.UUID(int=4)), "big.csv", None, "text/csv", T0 + timedelta(seconds=1))
+    agents.add_file(later)
+    agents.add_file(first)
+    assert agents.files(ENV, agent(1).id) == [first, later]
+    assert agents.files(OTHER_ENV, agent(1).id) == []
+    agents.set_file_size(later, 2048)
+    assert agents.get_file(ENV, agent(1).id, later.id).byte_size == 2048
+    agents.remove_file(first)
+    with pytest.raises(NotFound):
+        agents.remove_file(first)
+    agents.remove(agent(1))
+    assert agents.files(ENV, agent(1).id) == []

@@ -68,8 +68,8 @@ class FakeAgentRunRepository:
         if self.running.get((environment, agent_id)) == run_id:
             del self.running[(environment, agent_id)]
 
-    def claim_schedule_fire(self, environment: str, agent_id: str, scheduled_time: str) -> bool:
-        key = (environment, agent_id, scheduled_time)
+    def claim_trigger(self, environment: str, agent_id: str, token: str) -> bool:
+        key = (environment, agent_id, token)
         if key in self.fired:
             return False
         self.fired.add(key)

@@ -94,12 +94,12 @@ class AgentRunRepository:
         except ConditionFailed:
             pass
 
-    def claim_schedule_fire(self, environment: str, agent_id: str, scheduled_time: str) -> bool:
-        """Claim one firing of the agent's schedule (False: its message was delivered before).
-        The claim lives a week: no delivery of a firing comes later than that."""
+    def claim_trigger(self, environment: str, agent_id: str, token: str) -> bool:
+        """Claim one event that starts a run (a schedule's firing, a dropped file): False when it
+        was claimed before (its message or event delivered again). A claim lives a week: no
+        delivery of the same event comes later than that."""
         try:
-            self._table.put_new({**keys.agent_schedule_fire(environment, agent_id, scheduled_time),
-                                 "entity": "agent_schedule_fire",
+            self._table.put_new({**keys.agent_trigger(environment, agent_id, token), "entity": "agent_trigger",
                                  "expires_at": int((utc_now() + FIRE_CLAIM_LIFETIME).timestamp())})
             return True
         except ConditionFailed:

@@ -765,6 +765,6 @@ def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, s
     return {"gsi1pk": agent_runs_index_pk(environment, agent_id), "gsi1sk": _id(run_id)}
 
 
-def agent_schedule_fire(environment: str, agent_id: str, scheduled_time: str) -> dict[str, str]:
-    """One firing of an agent's schedule, claimed by the run it started (a redelivery finds it)."""
-    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"FIRED#{scheduled_time}"}
+def agent_trigger(environment: str, agent_id: str, token: str) -> dict[str, str]:
+    """One event that started a run of the agent (a schedule's firing, a drop), claimed once."""
+    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"TRIGGER#{token}"}

@@ -1,0 +1,226 @@
+"""Agent runs over the API, in-process on moto, with the model scripted at the wire: a local HTTP
+server speaking OpenAI's Chat Completions returns prepared replies (tool calls, then a final
+answer); the tools run for real against moto, and the tests assert on the tool results the server
+received in the next request, on the run, the files in S3 and the mail SES kept."""
+from __future__ import annotations
+
+import base64
+import email
+import json
+from email import policy
+
+import pytest
+
+from tests.integration.conftest import record
+from tests.support.model_servers import ScriptedChatServer, closed_port_url
+
+AGENTS = "/v1/agents"
+SENDER = "agents@recon.local"
+
+
+@pytest.fixture
+def model(services):
+    """The scripted model server, and the services pointed at it."""
+    with ScriptedChatServer() as server:
+        services.settings = services.settings.model_copy(update={"openai_base_url": server.base_url,
+                                                                 "model_provider": "openai"})
+        services.aws.client("ses").verify_email_identity(EmailAddress=services.settings.mail_sender)
+        yield server
+
+
+def create_agent(api, **fields):
+    body = {"name": "Payout mailer", "instructions": "List yesterday's unmatched payouts and mail them.", **fields}
+    created = api.post(AGENTS, body)
+    assert created.status_code == 201, created.json_body
+    return created.json_body
+
+
+def run_agent(api, worker, agent_id):
+    started = api.post(f"{AGENTS}/{agent_id}/runs")
+    assert started.status_code == 202, started.json_body
+    assert started.json_body["status"] == "queued" and started.json_body["trigger"] == "manual"
+    worker.drain()
+    return api.get(f"{AGENTS}/{agent_id}/runs/{started.json_body['id']}").json_body
+
+
+def sent_mail(services) -> list[email.message.EmailMessage]:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ses.models import ses_backends
+
+    backend = ses_backends[DEFAULT_ACCOUNT_ID][services.settings.region]
+    return [email.message_from_bytes(m.raw_data.encode() if isinstance(m.raw_data, str) else m.raw_data,
+                                     policy=policy.default) for m in backend.sent_messages]
+
+
+def test_a_run_calls_tools_on_the_environments_data_writes_files_and_mails_the_matching_ones(
+        api, worker, ingest, services, model, reconciliation):
+    ingest(record("bank", 1, 125_00), record("bank", 2, 40_05), record("ledger", 1, 125_00, direction="debit"))
+    agent = create_agent(api, delivery_enabled=True, delivery_recipients=["treasury@acme.test", "cfo@acme.test"],
+                         delivery_file_pattern="*.CSV", timezone="America/New_York",
+                         mentions=[{"type": "reconciliation", "id": reconciliation["id"], "label": "Bank"}])
+    model.add(
+        model.tool_calls(("c1", "list_reconciliations", {}),
+                         ("c2", "sql", {"query": "SELECT data_stream_key, direction, sum(amount) AS total, count(*) "
+                                                 "AS n FROM records GROUP BY 1, 2 ORDER BY 1, 2"}),
+                         prompt_tokens=120, completion_tokens=30),
+        model.tool_calls(("c3", "write_output_file", {"filename": "../payouts.csv", "content": "id,amount\n2,40.05\n"}),
+                         ("c4", "write_output_file", {"filename": "notes.txt", "content": "one payout open"})),
+        model.text("Mailed payouts.csv: one payout of 40.05 USD is unmatched.", prompt_tokens=300))
+
+    run = run_agent(api, worker, agent["id"])
+
+    assert run["status"] == "completed", run
+    assert set(run) == {"id", "agent_id", "status", "trigger", "created_at", "started_at", "completed_at",
+                        "error_message", "output_files", "deliveries", "usage", "steps"}
+    prompt = model.requests[0].body["messages"]
+    assert "List yesterday's unmatched payouts" in prompt[-1]["content"]
+    assert "Bank to ledger" in prompt[-1]["content"] and "(America/New_York)" in prompt[-1]["content"]
+    assert {t["function"]["name"] for t in model.requests[0].body["tools"]} == {
+        "sql", "list_reconciliations", "get_reconciliation", "list_exceptions", "get_exception",
+        "comment_on_exception", "start_reconciliation_run", "read_input_file", "write_output_file", "run_agent"}
+    listed, table = model.tool_results(1)
+    assert listed["tool_call_id"] == "c1" and "Bank to ledger" in listed["content"]
+    assert "16505" in table["content"] and "12500" in table["content"]  # exact integers: 125_00 + 40_05
+    assert [s["name"] for s in run["steps"]] == ["list_reconciliations", "sql", "write_output_file",
+                                                 "write_output_file", "final_answer"]
+    assert not any(s["failed"] for s in run["steps"])
+    assert run["usage"]["input_tokens"] == 120 + 10 + 300 and run["usage"]["model"]
+    assert [f["filename"] for f in run["output_files"]] == ["payouts.csv", "notes.txt"]
+    assert run["output_files"][0]["byte_size"] == len("id,amount\n2,40.05\n")
+    assert [(d["recipient"], d["status"]) for d in run["deliveries"]] == [
+        ("treasury@acme.test", "sent"), ("cfo@acme.test", "sent")]
+    mails = sent_mail(services)
+    assert sorted(m["To"] for m in mails) == ["cfo@acme.test", "treasury@acme.test"]
+    attachments = [(a.get_filename(), a.get_content()) for a in mails[0].iter_attachments()]
+    assert attachments == [("payouts.csv", "id,amount\n2,40.05\n")]  # notes.txt does not match *.CSV
+    assert api.get(f"{AGENTS}/{agent['id']}").json_body["last_run_at"] == run["started_at"]
+    assert api.get(f"{AGENTS}/{agent['id']}/runs").json_body["data"][0]["id"] == run["id"]
+
+
+def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(api, worker, services, model):
+    other = create_agent(api, name="Other")
+    agent = create_agent(api)
+    model.add(
+        model.tool_calls(("e1", "get_exception", {"id": 999}), ("e2", "sql", "{not json"),
+                         ("e3", "run_agent", {"agent_id": other["id"]}),
+                         ("e4", "sql", {"query": "COPY (SELECT 1) TO '/tmp/out.csv'"}),
+                         ("e5", "sql", {"query": "SELECT 1; SELECT 2"}),
+                         ("e6", "read_input_file", {"filename": "/etc/passwd"}),
+                         ("e7", "no_such_tool", {})),
+        model.text("Could not do it."))
+
+    run = run_agent(api, worker, agent["id"])
+
+    assert run["status"] == "completed", run
+    results = {r["tool_call_id"]: r["content"] for r in model.tool_results(1)}
+    assert "not found" in results["e1"]
+    assert "not a JSON object" in results["e2"]
+    assert "not mentioned" in results["e3"]
+    assert results["e4"].startswith("ERROR") and "refused" in results["e4"]
+    assert "refused" in results["e5"]
+    assert "no input file" in results["e6"]
+    assert "no tool named" in results["e7"]
+    assert [s["failed"] for s in run["steps"]] == [True] * 7 + [False]
+    assert api.get(f"{AGENTS}/{other['id']}/runs").json_body["data"] == []
+
+
+def test_run_agent_starts_a_mentioned_agent_once_and_refuses_a_cycle(api, worker, services, model):
+    helper = create_agent(api, name="Helper")
+    boss = create_agent(api, name="Boss", mentions=[{"type": "agent", "id": helper["id"], "label": "Helper"}])
+    api.patch(f"{AGENTS}/{helper['id']}", {"mentions": [{"type": "agent", "id": boss["id"], "label": "Boss"}]})
+    model.add(model.tool_calls(("r1", "run_agent", {"agent_id": helper["id"]})), model.text("Started the helper."),
+              # the helper's run: it tries to start its caller
+              model.tool_calls(("r2", "run_agent", {"agent_id": boss["id"]})), model.text("Refused, fine."))
+
+    run_agent(api, worker, boss["id"])
+
+    helper_runs = api.get(f"{AGENTS}/{helper['id']}/runs").json_body["data"]
+    assert [(r["trigger"], r["status"]) for r in helper_runs] == [("agent", "completed")]
+    assert "cycle" in model.tool_results(3)[0]["content"]
+    assert len(api.get(f"{AGENTS}/{boss['id']}/runs").json_body["data"]) == 1
+
+
+def test_throttling_is_retried_and_a_script_that_runs_out_fails_the_run(api, worker, services, model):
+    agent = create_agent(api)
+    model.add(model.throttling(retry_after=0), model.text("Nothing to do."))
+    assert run_agent(api, worker, agent["id"])["status"] == "completed"
+    assert len(model.requests) == 2
+
+    model.add(model.tool_calls(("t1", "list_reconciliations", {})))  # and then no reply left
+    failed = run_agent(api, worker, agent["id"])
+    assert failed["status"] == "failed"
+    assert "the model failed" in failed["error_message"] and "no reply left" in failed["error_message"]
+    assert [s["name"] for s in failed["steps"]] == ["list_reconciliations"]
+
+
+def test_a_run_is_bounded_in_turns_and_fails_naming_the_bound(api, worker, services, model):
+    services.settings = services.settings.model_copy(update={"agent_max_turns": 2})
+    services.__dict__.pop("ports", None)  # built again, with the smaller bound
+    agent = create_agent(api)
+    model.add(*[model.tool_calls((f"x{i}", "list_reconciliations", {})) for i in range(3)])
+    failed = run_agent(api, worker, agent["id"])
+    assert failed["status"] == "failed" and "2 turns" in failed["error_message"]
+
+
+def test_with_no_model_reachable_a_run_fails_saying_how_to_configure_one(api, worker, services, model):
+    services.settings = services.settings.model_copy(update={"openai_base_url": closed_port_url()})
+    agent = create_agent(api)
+    failed = run_agent(api, worker, agent["id"])
+    assert failed["status"] == "failed"
+    assert "OPENAI_BASE_URL" in failed["error_message"] or "RECON_MODEL_PROVIDER" in failed["error_message"]
+    assert api.get(f"{AGENTS}/{agent['id']}").status_code == 200  # nothing else broke
+
+
+def test_input_files_inline_and_by_upload_url_are_read_by_runs_and_deleted(api, worker, services, model):
+    agent = create_agent(api)
+    inline = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "rates.csv", "content_type": "text/csv",
+                                                         "content_base64": base64.b64encode(b"usd,1\n").decode()})
+    assert inline.status_code == 201, inline.json_body
+    assert (inline.json_body["byte_size"], inline.json_body["upload_url"]) == (6, None)
+    later = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "big.csv"}).json_body
+    assert later["byte_size"] is None and later["upload_url"]
+    bad = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "x.csv", "content_base64": "%%%"})
+    assert bad.status_code == 422 and bad.json_body["errors"][0]["field"] == "content_base64"
+    files = api.get(f"{AGENTS}/{agent['id']}").json_body["input_files"]
+    assert [(f["filename"], f["byte_size"]) for f in files] == [("rates.csv", 6), ("big.csv", None)]
+
+    model.add(model.tool_calls(("f1", "read_input_file", {"filename": "RATES.csv"})), model.text("ok"))
+    run_agent(api, worker, agent["id"])
+    assert model.tool_results(1)[0]["content"] == "usd,1\n"
+
+    assert api.delete(f"{AGENTS}/{agent['id']}/files/{inline.json_body['id']}").status_code == 204
+    assert api.delete(f"{AGENTS}/{agent['id']}/files/{inline.json_body['id']}").status_code == 404
+    assert [f["filename"] for f in api.get(f"{AGENTS}/{agent['id']}").json_body["input_files"]] == ["big.csv"]
+
+
+def test_a_file_dropped_for_the_environment_runs_its_file_drop_agent(api, worker, services, model):
+    from chalicelib.services.file_imports import on_object_created
+
+    s3, bucket = services.aws.s3, services.settings.bucket_name
+    s3.put_object(Bucket=bucket, Key="drops/acme/payouts-1123.csv", Body=b"id,amount\n1,500\n")
+    assert on_object_created(services.ports, "drops/acme/payouts-1123.csv", "e1") is None
+    refusal = json.loads(s3.get_object(Bucket=bucket, Key="drops-refused/acme/payouts-1123.csv.json")["Body"].read())
+    assert "no active agent that handles file drops" in refusal["reason"]
+
+    agent = create_agent(api, handles_file_drops=True)
+    model.add(model.tool_calls(("d1", "read_input_file", {"filename": "payouts-1123.csv"})), model.text("Read it."))
+    on_object_created(services.ports, "drops/acme/payouts-1123.csv", "e2")
+    on_object_created(services.ports, "drops/acme/payouts-1123.csv", "e2")  # the same event, delivered again
+    worker.drain()
+    runs = api.get(f"{AGENTS}/{agent['id']}/runs").json_body["data"]
+    assert [(r["trigger"], r["status"]) for r in runs] == [("file_drop", "completed")]
+    assert model.tool_results(1)[0]["content"] == "id,amount\n1,500\n"
+
+
+def test_another_environment_sees_no_runs_or_files(api, worker, services, model):
+    from chalicelib.services.api_keys import create_key
+
+    agent = create_agent(api)
+    model.add(model.text("ok"))
+    run = run_agent(api, worker, agent["id"])
+    other = create_key(services.api_keys, "globex")[1]
+    assert api.get(f"{AGENTS}/{agent['id']}/runs", key=other).status_code == 404
+    assert api.get(f"{AGENTS}/{agent['id']}/runs/{run['id']}", key=other).status_code == 404
+    assert api.post(f"{AGENTS}/{agent['id']}/runs", key=other).status_code == 404
+    assert api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "a.csv", "content_base64": ""},
+                    key=other).status_code == 404

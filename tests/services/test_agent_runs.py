@@ -1,0 +1,107 @@
+"""The lifecycle of agent runs on the fakes: one run of an agent at a time, a schedule that fires
+meanwhile recorded as skipped, a queued run that waits its turn, a firing or a message delivered
+twice, a run cut off mid-way. None of these reaches the model."""
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.domain.agents.runs import AgentRunStatus, AgentRunTrigger
+from chalicelib.services import agent_runs, agents
+from tests.fakes import fake_ports
+
+ENV = "acme"
+
+
+def unreachable(*_):
+    raise AssertionError("these runs never reach their tools or model")
+
+
+@pytest.fixture
+def ports():
+    return fake_ports()
+
+
+@pytest.fixture
+def agent(ports):
+    return agents.create_agent(ports, ENV, {"name": "Daily", "cadence": "daily", "hour": 8, "minute": 0})
+
+
+def going_run(ports, agent):
+    """A run of the agent that holds its guard, as a worker would while it runs."""
+    run = agent_runs.queue_run(ports, ENV, agent.id)
+    ports.agent_runs.save(run.moved(AgentRunStatus.RUNNING), expected=(AgentRunStatus.QUEUED,))
+    assert ports.agent_runs.claim_running(ENV, agent.id, run.id) is None
+    return run
+
+
+def test_a_schedule_that_fires_while_a_run_goes_is_recorded_as_a_skipped_run(ports, agent):
+    going = going_run(ports, agent)
+    agent_runs.handle_message(ports, {"environment": ENV, "agent_id": agent.id, "trigger": "schedule",
+                                      "scheduled_time": "2026-11-23T13:00:00Z"}, unreachable)
+    page, _ = ports.agent_runs.list_page(ENV, agent.id, 10, None)
+    skipped = page[0]
+    assert (skipped.trigger, skipped.status) == (AgentRunTrigger.SCHEDULE, AgentRunStatus.FAILED)
+    assert skipped.error_message.startswith(f"skipped: run {going.id} of this agent was still going")
+    assert ports.agent_runs.running[(ENV, agent.id)] == going.id  # the going run keeps its guard
+
+
+def test_a_firing_delivered_twice_starts_one_run(ports, agent):
+    going_run(ports, agent)
+    message = {"environment": ENV, "agent_id": agent.id, "trigger": "schedule",
+               "scheduled_time": "2026-11-23T13:00:00Z"}
+    agent_runs.handle_message(ports, message, unreachable)
+    agent_runs.handle_message(ports, message, unreachable)
+    assert len(ports.agent_runs.list_page(ENV, agent.id, 10, None)[0]) == 2  # the going one and one skipped
+
+
+def test_a_schedule_of_an_agent_no_longer_scheduled_starts_nothing(ports, agent):
+    agents.update_agent(ports, ENV, agent.id, {"active": False})
+    agent_runs.handle_message(ports, {"environment": ENV, "agent_id": agent.id, "trigger": "schedule"}, unreachable)
+    assert ports.agent_runs.list_page(ENV, agent.id, 10, None)[0] == []
+    assert ports.schedules.schedules == {}  # inactive: its schedule went with the change
+
+
+def test_a_queued_run_waits_its_turn_while_another_goes(ports, agent):
+    going = going_run(ports, agent)
+    queued = agent_runs.queue_run(ports, ENV, agent.id)
+    ports.agent_run_queue.messages.clear()
+    ports.agent_run_queue.delays.clear()
+    agent_runs.handle_message(ports, {"environment": ENV, "agent_id": agent.id, "run_id": queued.id}, unreachable)
+    assert ports.agent_runs.get(ENV, agent.id, queued.id).status is AgentRunStatus.QUEUED
+    assert ports.agent_run_queue.messages == [{"environment": ENV, "agent_id": agent.id, "run_id": queued.id}]
+    assert ports.agent_run_queue.delays == [agent_runs.BUSY_RETRY_SECONDS]
+    assert ports.agent_runs.running[(ENV, agent.id)] == going.id
+
+
+def test_a_run_found_running_when_its_message_comes_again_was_cut_off_and_fails(ports, agent):
+    going = going_run(ports, agent)
+    agent_runs.handle_message(ports, {"environment": ENV, "agent_id": agent.id, "run_id": going.id}, unreachable)
+    failed = ports.agent_runs.get(ENV, agent.id, going.id)
+    assert failed.status is AgentRunStatus.FAILED and "cut off" in failed.error_message
+    assert (ENV, agent.id) not in ports.agent_runs.running  # its guard is given up
+
+
+def test_a_guard_left_by_a_finished_run_is_taken_over(ports, agent):
+    stale = going_run(ports, agent)
+    ports.agent_runs.save(stale.moved(AgentRunStatus.FAILED), expected=(AgentRunStatus.RUNNING,))
+    queued = agent_runs.queue_run(ports, ENV, agent.id)
+    assert agent_runs._claim(ports, queued) is None
+    assert ports.agent_runs.running[(ENV, agent.id)] == queued.id
+
+
+def test_the_last_delivery_failing_fails_the_run_and_frees_the_agent(ports, agent):
+    going = going_run(ports, agent)
+    agent_runs.fail_message(ports, {"environment": ENV, "agent_id": agent.id, "run_id": going.id},
+                            TimeoutError("read timed out"))
+    failed = ports.agent_runs.get(ENV, agent.id, going.id)
+    assert failed.status is AgentRunStatus.FAILED and "TimeoutError: read timed out" in failed.error_message
+    assert (ENV, agent.id) not in ports.agent_runs.running
+
+
+def test_deleting_an_agent_removes_its_schedule_files_and_runs(ports, agent):
+    agents.add_file(ports, ENV, agent.id, "rates.csv", None, b"usd,1\n")
+    agent_runs.queue_run(ports, ENV, agent.id)
+    assert (ENV, agent.id) in ports.schedules.schedules
+    agents.delete_agent(ports, ENV, agent.id)
+    assert ports.schedules.schedules == {} and ports.agent_files.bodies == {}
+    assert ports.agent_runs.list_page(ENV, agent.id, 10, None)[0] == []
