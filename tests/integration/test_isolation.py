@@ -94,6 +94,12 @@ CASES = {
     ("GET", "/agents/{id}"): ("GET", "/v1/agents/{agent_id}", None, 404),
     ("PATCH", "/agents/{id}"): ("PATCH", "/v1/agents/{agent_id}", {"name": "stolen"}, 404),
     ("DELETE", "/agents/{id}"): ("DELETE", "/v1/agents/{agent_id}", None, 404),
+    ("POST", "/agents/{id}/runs"): ("POST", "/v1/agents/{agent_id}/runs", None, 404),
+    ("GET", "/agents/{id}/runs"): ("GET", "/v1/agents/{agent_id}/runs", None, 404),
+    ("GET", "/agents/{id}/runs/{run_id}"): ("GET", "/v1/agents/{agent_id}/runs/{agent_run_id}", None, 404),
+    ("POST", "/agents/{id}/files"): ("POST", "/v1/agents/{agent_id}/files",
+                                     {"filename": "stolen.csv", "content_base64": ""}, 404),
+    ("DELETE", "/agents/{id}/files/{file_id}"): ("DELETE", "/v1/agents/{agent_id}/files/{agent_file_id}", None, 404),
     ("GET", "/reconciliation_stories/{id}/summary"): ("GET", "/v1/reconciliation_stories/{story_id}/summary",
                                                       None, 404),
 }
@@ -158,12 +164,15 @@ def build_world(api, services, worker):
     story = api.post("/v1/reconciliation_stories", {"name": "A's story", "links": [
         {"reconciliation_id": reconciliation["id"], "position": 1}]}).json_body
     agent = api.post("/v1/agents", {"name": "A's agent", "handles_file_drops": True}).json_body
+    agent_file = api.post(f"/v1/agents/{agent['id']}/files", {"filename": "a.csv", "content_base64": "YQ=="}).json_body
+    agent_run = api.post(f"/v1/agents/{agent['id']}/runs").json_body
+    worker.drain()  # the run fails at once (no model answers here): a finished run of A's
     other_key = create_key(services.api_keys, "globex")[1]
     return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
-            "other_key": other_key, "worker": worker}
+            "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker}
 
 
 def _a_still_has_everything(api, world):
@@ -178,7 +187,10 @@ def _a_still_has_everything(api, world):
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
     assert exception["status"] == "investigating" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
     assert exception["comments"] == [] and exception["investigation"]["id"] == world["investigation_id"]
-    assert api.get(f"/v1/agents/{world['agent_id']}").json_body["name"] == "A's agent"
+    agent = api.get(f"/v1/agents/{world['agent_id']}").json_body
+    assert agent["name"] == "A's agent" and [f["id"] for f in agent["input_files"]] == [world["agent_file_id"]]
+    assert [r["id"] for r in api.get(f"/v1/agents/{world['agent_id']}/runs").json_body["data"]] == [
+        world["agent_run_id"]]
     story = api.get(f"/v1/reconciliation_stories/{world['story_id']}").json_body
     assert story["name"] == "A's story" and story["links"][0]["reconciliation_name"] == "A's recon"
 
