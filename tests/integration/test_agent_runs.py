@@ -224,3 +224,21 @@ def test_another_environment_sees_no_runs_or_files(api, worker, services, model)
     assert api.post(f"{AGENTS}/{agent['id']}/runs", key=other).status_code == 404
     assert api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "a.csv", "content_base64": ""},
                     key=other).status_code == 404
+
+
+def test_a_run_on_bedrock_speaks_converse_with_tool_use(api, worker, services, reconciliation):
+    from tests.support.model_servers import ScriptedConverseServer
+
+    with ScriptedConverseServer() as converse:
+        services.settings = services.settings.model_copy(update={
+            "model_provider": "bedrock", "bedrock_endpoint": converse.url, "default_model": "anthropic.claude-test"})
+        agent = create_agent(api)
+        converse.add(converse.tool_calls(("b1", "get_reconciliation", {"id": reconciliation["id"]}),
+                                         ("b2", "get_reconciliation", {"id": 404})),
+                     converse.text("Reconciliation checked."))
+        run = run_agent(api, worker, agent["id"])
+        assert run["status"] == "completed", run
+        assert converse.model_id(0) == "anthropic.claude-test" and run["usage"]["model"] == "anthropic.claude-test"
+        found, missing = converse.tool_results(1)
+        assert found["toolUseId"] == "b1" and "Bank to ledger" in found["content"][0]["text"]
+        assert missing["status"] == "error" and "not found" in missing["content"][0]["text"]
