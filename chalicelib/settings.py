@@ -10,7 +10,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RECON_", extra="ignore")
+    # populate_by_name: Settings(region=...) in code sets the field too (aliases are for the environment).
+    model_config = SettingsConfigDict(env_prefix="RECON_", extra="ignore", populate_by_name=True)
 
     stage: str = "dev"
     table_name: str = "recon-dev"
