@@ -11,6 +11,7 @@ from botocore.loaders import Loader, create_loader
 from chalicelib.settings import Settings
 
 _RETRIES = Config(retries={"max_attempts": 8, "mode": "adaptive"}, max_pool_connections=32)
+_SIGV4 = Config(signature_version="s3v4")
 # The service models, read from botocore's JSON files once per process and shared by every
 # session (read-only data): a fresh loader costs about 0.2 s for six clients.
 _MODELS: Loader = create_loader()
@@ -33,7 +34,10 @@ class AwsClients:
         return session
 
     def client(self, service: str):
-        return self._session.client(service, endpoint_url=self.endpoint(service), config=_RETRIES)
+        # S3 presigns with SigV4: boto3 would otherwise sign URLs with SigV2, which buckets made
+        # since 2020 refuse.
+        config = _RETRIES.merge(_SIGV4) if service == "s3" else _RETRIES
+        return self._session.client(service, endpoint_url=self.endpoint(service), config=config)
 
     def endpoint(self, service: str) -> str | None:
         """Where `service` is served; None for AWS's own endpoint."""

@@ -22,9 +22,16 @@ from chalicelib.api.runs import run_out
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.conversation import ToolCall, ToolResult, ToolSpec
 from chalicelib.domain.agents.definition import Mention, MentionType
-from chalicelib.domain.agents.files import MAX_INLINE_BYTES, AgentFile, BadFilename, content_type_for, safe_filename
-from chalicelib.domain.agents.sql_guard import SqlRefused
+from chalicelib.domain.agents.files import (
+    MAX_INLINE_BYTES,
+    AgentFile,
+    BadFilename,
+    FileTooLarge,
+    content_type_for,
+    safe_filename,
+)
 from chalicelib.domain.agents.runs import MAX_AGENT_DEPTH, AgentRun, AgentRunTrigger, OutputFile
+from chalicelib.domain.agents.sql_guard import SqlRefused
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, NotFound
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
@@ -35,6 +42,7 @@ from chalicelib.services.ports import Ports
 from chalicelib.services.reconciliation_runs import start_run
 
 READ_CHARS = 200_000  # of an input file, per read
+MAX_READ_BYTES = 20 * 1024 * 1024  # an input file larger than this is not read into a run at all
 LIST_LIMIT = 50
 
 
@@ -177,8 +185,12 @@ class AgentToolBox:
                              f"{', '.join(f.filename for f, _ in files.values()) or 'none'}")
         file, dropped_key = found
         offset = _int(args.get("offset", 0))
-        raw = (self._ports.payloads.get_bytes(dropped_key) if dropped_key is not None
-               else self._ports.agent_files.read(file, MAX_INLINE_BYTES * 4))
+        try:
+            raw = (self._ports.payloads.get_bytes(dropped_key) if dropped_key is not None
+                   else self._ports.agent_files.read(file, MAX_READ_BYTES))
+        except FileTooLarge as large:
+            raise ToolFailed(f"{file.filename} is {large.byte_size} bytes; a tool reads files of at most "
+                             f"{MAX_READ_BYTES}") from None
         text = raw.decode("utf-8", errors="replace")
         chunk = text[offset:offset + READ_CHARS]
         rest = len(text) - offset - len(chunk)

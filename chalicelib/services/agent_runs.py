@@ -25,7 +25,7 @@ from chalicelib.domain.agents.conversation import (
     Usage,
     UserMessage,
 )
-from chalicelib.domain.agents.files import AgentFile, delivered
+from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.runs import (
     AgentRun,
     AgentRunStatus,
@@ -249,8 +249,7 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
     bad address does not stop the others); each outcome is recorded on the run."""
     if not agent.delivery.enabled or not agent.delivery.recipients:
         return run
-    chosen = set(delivered([f.filename for f in run.output_files], agent.delivery.file_pattern))
-    files = [f for f in run.output_files if f.filename in chosen]
+    files = [f for f in run.output_files if agent.delivery.delivers(f.filename)]
     if not files:
         return run
     if ports.mailer is None:

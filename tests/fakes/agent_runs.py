@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from chalicelib.domain.agents.agent import Agent
-from chalicelib.domain.agents.files import AgentFile
+from chalicelib.domain.agents.files import AgentFile, FileTooLarge
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
 from chalicelib.domain.agents.schedule import schedule_expression
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
@@ -109,7 +109,10 @@ class FakeAgentFileStore:
     def read(self, file: AgentFile, max_bytes: int) -> bytes:
         if self._key(file) not in self.bodies:
             raise NotFound(f"file {file.id} not found")
-        return self.bodies[self._key(file)][:max_bytes]
+        body = self.bodies[self._key(file)]
+        if len(body) > max_bytes:
+            raise FileTooLarge(file.filename, len(body), max_bytes)
+        return body
 
     def download_url(self, file: AgentFile) -> str:
         return f"https://files.invalid/{'/'.join(str(p) for p in self._key(file))}/{file.filename}"

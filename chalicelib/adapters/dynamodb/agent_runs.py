@@ -122,8 +122,8 @@ class AgentRunRepository:
                             "error": d.error} for d in run.deliveries],
             "input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens, "model": run.model,
             # A step's input is the model's JSON, kept as text (it may hold floats DynamoDB refuses).
-            "steps": [{"name": s.name, "input": json.dumps(s.input), "failed": s.failed, "result_preview": s.result_preview,
-                       "at": iso(s.at)} for s in run.steps],
+            "steps": [{"name": s.name, "input": json.dumps(s.input), "failed": s.failed,
+                       "result_preview": s.result_preview, "at": iso(s.at)} for s in run.steps],
             "extra_input": ({"filename": run.extra_input.filename, "key": run.extra_input.key,
                              "byte_size": run.extra_input.byte_size} if run.extra_input else None),
             "callers": list(run.callers),
@@ -139,8 +139,8 @@ class AgentRunRepository:
             completed_at=parse_optional_iso(item.get("completed_at")), error_message=item.get("error_message"),
             output_files=tuple(OutputFile(f["id"], f["filename"], int(f["byte_size"]), f["content_type"],
                                           parse_iso(f["created_at"])) for f in item.get("output_files") or ()),
-            deliveries=tuple(Delivery(d["recipient"], "sent" if d["status"] == "sent" else "failed", d.get("message_id"), d.get("error"))
-                             for d in item.get("deliveries") or ()),
+            deliveries=tuple(Delivery(d["recipient"], "sent" if d["status"] == "sent" else "failed",
+                                      d.get("message_id"), d.get("error")) for d in item.get("deliveries") or ()),
             usage=Usage(int(item.get("input_tokens") or 0), int(item.get("output_tokens") or 0)),
             model=item.get("model"),
             steps=tuple(Step(s["name"], json.loads(s["input"]), bool(s["failed"]), s.get("result_preview") or "",

@@ -8,7 +8,6 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from fnmatch import fnmatchcase
 
 from chalicelib.domain.errors import shown
 
@@ -108,12 +107,3 @@ def content_type_for(filename: str) -> str:
     if kind is None:
         return DEFAULT_CONTENT_TYPE
     return f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
-
-
-def delivered(filenames: list[str], pattern: str | None) -> list[str]:
-    """The names (in their order) that a delivery's glob selects, case ignored on both sides, as
-    `Delivery.delivers` matches. None selects every file: it is the default pattern `*` unset."""
-    if pattern is None:
-        return list(filenames)
-    lowered = pattern.lower()
-    return [name for name in filenames if fnmatchcase(name.lower(), lowered)]
