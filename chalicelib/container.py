@@ -36,8 +36,8 @@ from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.schedules import AgentSchedules
 from chalicelib.adapters.workflows import StepFunctionsWorkflows
-from chalicelib.services import reconciliation_runs
 from chalicelib.domain.agents.conversation import LanguageModel
+from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import AgentLimits, Ports, Workflows
 from chalicelib.settings import Settings, current_settings
 

@@ -9,8 +9,8 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.agents.agent import Agent
-from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.definition import AgentKind, Delivery, Mention, MentionType
+from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.schedule import Cadence, Schedule
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import Conflict, NotFound
