@@ -5,6 +5,7 @@ from chalicelib.api import PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
 from chalicelib.api.routing import API_PREFIX
 from chalicelib.jobs import files, runs, sweeper
+from chalicelib.jobs.agents import handle_agent_run_messages
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages
 from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
@@ -28,6 +29,12 @@ def bulk_worker(event):
 @app.on_sqs_message(queue=settings.investigation_queue_name, batch_size=1)
 def investigation_worker(event):
     handle_investigation_messages(event)
+
+
+# Agent runs: one SQS message per run (EventBridge Scheduler's, or one the API or a drop queued).
+@app.on_sqs_message(queue=settings.agent_run_queue_name, batch_size=1)
+def agent_worker(event):
+    handle_agent_run_messages(event)
 
 
 # File imports: S3 events start them; infra/statemachines/file_import.asl.json runs these tasks.

@@ -62,6 +62,9 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_BUCKET_NAME": outputs["BucketName"],
             "RECON_BULK_QUEUE_NAME": outputs["BulkQueueName"],
             "RECON_INVESTIGATION_QUEUE_NAME": outputs["InvestigationQueueName"],
+            "RECON_AGENT_RUN_QUEUE_NAME": outputs["AgentRunQueueName"],
+            "RECON_SCHEDULE_GROUP_NAME": outputs["ScheduleGroupName"],
+            "RECON_SCHEDULER_ROLE_ARN": outputs["SchedulerRoleArn"],
             "RECON_FILE_IMPORT_STATE_MACHINE": outputs["FileImportStateMachineArn"],
             "RECON_RECONCILIATION_RUN_STATE_MACHINE": outputs["ReconciliationRunStateMachineArn"],
         },
@@ -254,7 +257,8 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
 
 
 def _placeholder_outputs() -> dict[str, str]:
-    names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "FileImportStateMachineArn",
+    names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName",
+             "ScheduleGroupName", "SchedulerRoleArn", "FileImportStateMachineArn",
              "ReconciliationRunStateMachineArn"] + [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
     return {name: "-" for name in names}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Roles of infra/template.yaml, by group: `<Group>RoleArn` outputs.
-GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper")
+GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper", "agents")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,8 @@ FUNCTIONS: dict[str, Function] = {
     "reconciliation_run_fail": Function("runs", engine=True, memory_mb=1024, timeout_s=900),
     "investigation_worker": Function("investigations", engine=True, memory_mb=3008, timeout_s=300),
     "sweep_stuck_jobs": Function("sweeper", engine=True, memory_mb=2048, timeout_s=900),
+    # An agent run: model turns, and its `sql` tool, which runs on polars.
+    "agent_worker": Function("agents", engine=True, memory_mb=2048, timeout_s=900),
 }
 
 

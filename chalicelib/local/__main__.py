@@ -12,6 +12,7 @@ from chalice.local import LocalDevServer
 from chalicelib.container import Container, install
 from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.local.schedules import FIRED_FILE, ScheduleFirer
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
 from chalicelib.local.statemachines import LocalWorkflows, local_workflows
@@ -88,6 +89,9 @@ class LocalService:
         self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX),
                                   self.stack.data_dir / DELIVERED_EVENTS_LOG)
         self.runtime.run_schedules()
+        self.runtime.fire_schedules(ScheduleFirer(self.container.aws.client("scheduler"), self.container.aws.sqs,
+                                                  settings.schedule_group_name, self.stack.data_dir / FIRED_FILE,
+                                                  log=self.log))
         threading.Thread(target=self._repair_mirror, daemon=True, name="mirror-repair").start()
         self.server = build_server(app, settings.port)
         self.url = f"http://127.0.0.1:{settings.port}/v1"

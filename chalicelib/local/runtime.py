@@ -21,6 +21,8 @@ from typing import Any
 from chalice.app import Chalice, CloudWatchEventConfig, Rate, ScheduledEventConfig, SQSEventConfig
 from chalice.local import LambdaContext
 
+from chalicelib.local.schedules import CHECK_SECONDS, ScheduleFirer
+
 LOCAL_REDELIVERY_SECONDS = 5
 LOCAL_ACCOUNT_ID = "123456789012"
 
@@ -117,6 +119,11 @@ class LocalRuntime:
                         self._log(f"{config.name}: scheduled run failed: {error!r}")
 
             self._start_thread(tick, f"schedule-{config.name}")
+
+    def fire_schedules(self, firer: ScheduleFirer, interval_seconds: float = CHECK_SECONDS) -> None:
+        """The EventBridge Scheduler schedules of agents, fired in-process (local/schedules.py),
+        until the runtime stops."""
+        self._start_thread(lambda: firer.run(self._stopping, interval_seconds), "agent-schedules")
 
     def run_schedule_once(self, config: ScheduledEventConfig) -> None:
         event = self._eventbridge_event("Scheduled Event", "aws.events", [], {})

@@ -1,6 +1,8 @@
 """The embedded local AWS, all of it kept on disk under the data directory: dynalite for DynamoDB
 (`dynamodb/`), and the AWS server (`aws_server`) for the rest: s3rver for S3 (`s3/`), moto for
-SQS (its messages journaled to `sqs.sqlite3`), Step Functions and Scheduler.
+SQS (its messages journaled to `sqs.sqlite3`), Step Functions, Scheduler and SES. moto keeps
+Scheduler's schedules and SES's identities in memory only, so both end with the process: the
+agents' mail sender is verified again at each start.
 
 `LocalStack.start()` launches both on free loopback ports, provisions them from
 infra/template.yaml and writes `<data dir>/stack.json`, which lets the CLI and benchmarks
@@ -18,7 +20,7 @@ from pathlib import Path
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.local import processes
 from chalicelib.local.aws_server import S3RVER_PACKAGE
-from chalicelib.local.provision import provision
+from chalicelib.local.provision import LOCAL_ACCOUNT_ID, provision
 from chalicelib.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +43,9 @@ class StackInfo:
     api_url: str | None = None
     child_pids: list[int] | None = None
     s3_endpoint: str = ""  # s3rver; the AWS endpoint forwards S3 requests to it too
+    agent_run_queue_name: str = ""
+    schedule_group_name: str = ""
+    scheduler_role_arn: str = ""
 
     def settings(self, base: Settings) -> Settings:
         return base.model_copy(update={
@@ -50,6 +55,8 @@ class StackInfo:
             "investigation_queue_name": self.investigation_queue_name,
             "file_import_state_machine": self.file_import_state_machine,
             "reconciliation_run_state_machine": self.reconciliation_run_state_machine,
+            "agent_run_queue_name": self.agent_run_queue_name, "schedule_group_name": self.schedule_group_name,
+            "scheduler_role_arn": self.scheduler_role_arn,
         })
 
 
@@ -116,7 +123,14 @@ class LocalStack:
             investigation_queue_name=outputs["InvestigationQueueName"],
             file_import_state_machine=outputs["FileImportStateMachineName"],
             reconciliation_run_state_machine=outputs["ReconciliationRunStateMachineName"],
+            agent_run_queue_name=outputs["AgentRunQueueName"], schedule_group_name=outputs["ScheduleGroupName"],
+            # No role is made locally (nothing enforces IAM there), so the template has no ARN to
+            # give: this one names the role the Scheduler would assume, and the Scheduler keeps it.
+            scheduler_role_arn=outputs.get("SchedulerRoleArn")
+            or f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/{outputs['ScheduleGroupName']}-scheduler",
         )
+        # Agents mail from settings.mail_sender, which SES sends from once it is a verified identity.
+        AwsClients(settings).client("ses").verify_email_identity(EmailAddress=settings.mail_sender)
         self.write_info()
         return self.info.settings(settings)
 

@@ -272,6 +272,34 @@ def main():
         status, body = api("GET", "/v1/reconciliations/{id}/runs/{run_id}", {"id": state["reconciliation"], "run_id": run["id"]}, key=key)
         report("reconciliation_run_fail", body["status"] == "failed", body)
 
+    @step("agent_worker: a schedule's firing, SQS event")
+    def _():
+        status, agent = api("POST", "/v1/agents", key=key, body={
+            "name": "Proof", "instructions": "Say hello.", "cadence": "daily", "hour": 9, "minute": 0,
+            "timezone": "America/New_York"})
+        assert status == 201, agent
+        # EventBridge Scheduler's part, done here: the schedule the API put, fired for one time.
+        scheduler = boto3.client("scheduler")
+        [schedule] = [scheduler.get_schedule(Name=s["Name"], GroupName=settings.schedule_group_name)
+                      for s in scheduler.list_schedules(GroupName=settings.schedule_group_name)["Schedules"]]
+        target = schedule["Target"]
+        agent_url = sqs.get_queue_url(QueueName=settings.agent_run_queue_name)["QueueUrl"]
+        assert (schedule["ScheduleExpression"], schedule["ScheduleExpressionTimezone"]) == \
+            ("cron(0 9 * * ? *)", "America/New_York"), schedule
+        assert (target["Arn"], target["RoleArn"]) == (queue_arn(agent_url), settings.scheduler_role_arn), target
+        body = target["Input"].replace("<aws.scheduler.scheduled-time>", "2026-11-23T14:00:00Z")
+        for _ in range(2):  # delivered at least once: the same firing twice is one run
+            sqs.send_message(QueueUrl=agent_url, MessageBody=body)
+        events = sqs_event(agent_url, queue_arn(agent_url))
+        assert len(events) == 2, events
+        for event in events:
+            handler("agent_worker")(event, Context())
+        status, runs = api("GET", "/v1/agents/{id}/runs", {"id": agent["id"]}, key=key)
+        # No model answers on moto: the run ends failed, saying so, rather than staying queued.
+        [run] = runs["data"]
+        report("agent_worker: a schedule's firing, SQS event",
+               run["trigger"] == "schedule" and run["status"] in ("completed", "failed"), run)
+
     @step("sweep_stuck_jobs: scheduled event")
     def _():
         handler("sweep_stuck_jobs")(eventbridge("Scheduled Event", "aws.events",

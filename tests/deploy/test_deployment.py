@@ -3,7 +3,8 @@ are built here, checked against Lambda's limits and the runtime's glibc, deploye
 stacks plus the packaged app into moto's CloudFormation, and run in a clean Python 3.12 holding
 only boto3, every handler with the event AWS would send it.
 
-What moto cannot do is adjusted in one place (`_moto_can_create`) and said there."""
+What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`)
+and said there."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from chalicelib.local.provision import function_of_parameter, load_template
+from chalicelib.local.provision import Resolver, function_of_parameter, load_template
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
 
@@ -48,6 +49,16 @@ def _moto_can_create(app_template: dict) -> dict:
                              if r["Type"] not in ("AWS::ApiGateway::Deployment", "AWS::ApiGateway::Stage")}
     template["Outputs"] = {k: o for k, o in template.get("Outputs", {}).items() if k != "EndpointURL"}
     return template
+
+
+def _moto_cannot_make_schedule_groups(scheduler, outputs: dict[str, str]) -> None:
+    """moto's CloudFormation skips an AWS::Scheduler::ScheduleGroup, and the output that names it:
+    the group is made here, by the name AWS would give it, and its output given."""
+    template = load_template(deploy.INFRA / "template.yaml")
+    name = Resolver(template, {"Stage": STAGE}, REGION).physical_name("ScheduleGroup")
+    assert "ScheduleGroupName" not in outputs, "moto makes schedule groups now: drop this adjustment"
+    scheduler.create_schedule_group(Name=name)
+    outputs["ScheduleGroupName"] = name
 
 
 class Deployment:
@@ -90,6 +101,7 @@ class Deployment:
         # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
         [layer] = lam.list_layers()["Layers"]
         self.outputs["EngineLayerArn"] = layer["LatestMatchingVersion"]["LayerVersionArn"]
+        _moto_cannot_make_schedule_groups(self.client("scheduler"), self.outputs)
 
         self.config = deploy.stage_config(STAGE, self.outputs)
         self.app, sam = packaging.package_app(self.config, STAGE, region=REGION)
@@ -204,7 +216,24 @@ def test_every_event_source_mapping_joins_a_deployed_queue_to_a_deployed_functio
         configuration = lam.get_function(FunctionName=mapping["FunctionArn"])["Configuration"]
         consumers[mapping["EventSourceArn"].rsplit(":", 1)[-1]] = configuration["Handler"]
     assert consumers == {deployment.outputs["BulkQueueName"]: "app.bulk_worker",
-                         deployment.outputs["InvestigationQueueName"]: "app.investigation_worker"}
+                         deployment.outputs["InvestigationQueueName"]: "app.investigation_worker",
+                         deployment.outputs["AgentRunQueueName"]: "app.agent_worker"}
+
+
+def test_agents_schedules_go_to_a_deployed_group_with_a_deployed_role_and_queue(deployment):
+    """What the app is told to make agents' schedules with exists: the group, the role the
+    Scheduler assumes (which may send to the queue), and the queue, which dead-letters on the
+    delivery the worker fails a run on."""
+    variables = deployment.config["stages"][STAGE]["environment_variables"]
+    scheduler, iam, sqs = deployment.client("scheduler"), deployment.client("iam"), deployment.client("sqs")
+    scheduler.get_schedule_group(Name=variables["RECON_SCHEDULE_GROUP_NAME"])
+    role = variables["RECON_SCHEDULER_ROLE_ARN"]
+    trust = iam.get_role(RoleName=role.rsplit("/", 1)[-1])["Role"]["AssumeRolePolicyDocument"]
+    assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "scheduler.amazonaws.com"}]
+    url = sqs.get_queue_url(QueueName=variables["RECON_AGENT_RUN_QUEUE_NAME"])["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(attributes["RedrivePolicy"])["maxReceiveCount"] == 3  # settings.agent_run_max_receives
+    assert int(attributes["VisibilityTimeout"]) == 6 * FUNCTIONS["agent_worker"].timeout_s
 
 
 def test_every_eventbridge_rule_targets_a_deployed_function_and_s3_only_wakes_it_for_uploads_and_drops(deployment):

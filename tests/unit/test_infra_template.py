@@ -98,20 +98,82 @@ def test_each_queue_waits_six_times_its_consumers_timeout_before_redelivery():
     assert resources["BulkQueue"]["Properties"]["VisibilityTimeout"] >= 6 * FUNCTIONS["bulk_worker"].timeout_s
     assert resources["InvestigationQueue"]["Properties"]["VisibilityTimeout"] >= \
         6 * FUNCTIONS["investigation_worker"].timeout_s
+    assert resources["AgentRunQueue"]["Properties"]["VisibilityTimeout"] >= 6 * FUNCTIONS["agent_worker"].timeout_s
 
 
-def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs():
+def test_the_agent_worker_fails_a_run_on_the_very_delivery_the_queue_would_dead_letter():
+    from chalicelib.settings import Settings
+
+    queue = load_template()["Resources"]["AgentRunQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings().agent_run_max_receives
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["AgentRunDeadLetterQueue", "Arn"]}
+
+
+def _statements(resources: dict, role: str) -> list[dict]:
+    """Every statement a role is given, inline or by its managed policies."""
+    props = resources[role]["Properties"]
+    documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+    documents += [resources[ref["Ref"]]["Properties"]["PolicyDocument"] for ref in props.get("ManagedPolicyArns", [])]
+    return [statement for document in documents for statement in document["Statement"]]
+
+
+def _allows(statements: list[dict], action: str, resource: object) -> bool:
+    def listed(value, item):
+        return item in value if isinstance(value, list) else value == item
+    return any(s["Effect"] == "Allow" and listed(s["Action"], action) and listed(s["Resource"], resource)
+               for s in statements)
+
+
+def test_agents_schedules_send_to_the_agent_run_queue_and_the_api_and_agents_may_manage_them():
+    resources = load_template()["Resources"]
+    queue = {"Fn::GetAtt": ["AgentRunQueue", "Arn"]}
+    scheduler = _statements(resources, "SchedulerRole")
+    assert _allows(scheduler, "sqs:SendMessage", queue)
+    assert not any("lambda:InvokeFunction" in str(s["Action"]) for s in scheduler)  # no schedule invokes a function
+    group = {"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"}
+    for role in ("ApiRole", "AgentsRole"):
+        statements = _statements(resources, role)
+        for action in ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
+                       "scheduler:GetSchedule"):
+            assert _allows(statements, action, group), (role, action)
+        [passing] = [s for s in statements if s["Action"] == "iam:PassRole"]
+        assert passing["Resource"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+        assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+        assert _allows(statements, "sqs:SendMessage", queue), role  # queues runs of agents
+        assert _allows(statements, "sqs:GetQueueAttributes", queue), role  # the schedule's target ARN
+    agents = _statements(resources, "AgentsRole")
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert _allows(agents, action, queue), action
+    assert any("ses:SendRawEmail" in s["Action"] for s in agents)
+    assert any("bedrock:InvokeModel" in s["Action"] for s in agents)  # Converse is authorised as InvokeModel
+    for role in ("ApiRole", "IngestionRole", "RunsRole", "InvestigationsRole", "SweeperRole"):
+        statements = _statements(resources, role)
+        assert not any("bedrock:" in str(s["Action"]) or "ses:" in str(s["Action"]) for s in statements), role
+
+
+def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkeypatch):
     from infra.deploy import stage_config
     from infra.functions import FUNCTIONS
 
     outputs = {name: f"<{name}>" for name in (
-        "TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "FileImportStateMachineArn",
-        "ReconciliationRunStateMachineArn", "EngineLayerArn", "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn",
-        "InvestigationsRoleArn", "SweeperRoleArn")}
+        "TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName", "ScheduleGroupName",
+        "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn", "EngineLayerArn",
+        "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn", "InvestigationsRoleArn", "SweeperRoleArn", "AgentsRoleArn")}
     stage = stage_config("prod", outputs)["stages"]["prod"]
     assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
-        "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>",
-        "<FileImportStateMachineArn>", "<ReconciliationRunStateMachineArn>"}
+        "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
+        "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
+        "<ReconciliationRunStateMachineArn>"}
+    # Each name reaches the setting that reads it.
+    from chalicelib.settings import Settings
+
+    for name, value in stage["environment_variables"].items():
+        monkeypatch.setenv(name, value)
+    given = Settings()
+    assert (given.agent_run_queue_name, given.schedule_group_name, given.scheduler_role_arn) == (
+        "<AgentRunQueueName>", "<ScheduleGroupName>", "<SchedulerRoleArn>")
+    assert stage["lambda_functions"]["agent_worker"]["iam_role_arn"] == "<AgentsRoleArn>"
+    assert stage["lambda_functions"]["agent_worker"]["layers"] == ["<EngineLayerArn>"]
     assert stage["manage_iam_role"] is False
     assert stage["lambda_functions"]["s3_object_created"]["layers"] == []
     assert stage["lambda_functions"]["reconciliation_run_match"]["layers"] == ["<EngineLayerArn>"]

@@ -9,6 +9,7 @@ half-hour zone such as Asia/Kolkata that is not the minute of UTC).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -98,6 +99,38 @@ def schedule_expression(schedule: Schedule) -> str | None:
             assert schedule.day_of_week is not None
             return f"cron({minute} {hour} ? * {DAY_NAMES[schedule.day_of_week]} *)"
     return None
+
+
+# The fields of the forms schedule_expression writes; parse_schedule_expression checks the rest.
+_EXPRESSION = re.compile(r"cron\((\d{1,2}) (\d{1,2}|\*) [?*] \* ([A-Z?*-]+) \*\)")
+
+
+def parse_schedule_expression(expression: str, timezone: str) -> Schedule:
+    """The schedule `schedule_expression` wrote `expression` for (its cadence and only the fields
+    that cadence uses); ValueError for any other expression, or a timezone not IANA's. The local
+    stack reads schedules back from its embedded Scheduler with it."""
+    if timezone not in _zones():
+        raise ValueError(f"not an IANA timezone: {timezone!r}")
+    match = _EXPRESSION.fullmatch(expression)
+    if match is None:
+        raise ValueError(f"not an agent's schedule expression: {expression!r}")
+    minute_text, hour_text, day_text = match.groups()
+    minute, hour = int(minute_text), None if hour_text == "*" else int(hour_text)
+    if hour is None:
+        schedule = Schedule(Cadence.HOURLY, timezone, minute=minute)
+    elif day_text == "?":
+        schedule = Schedule(Cadence.DAILY, timezone, hour, minute)
+    elif day_text == "MON-FRI":
+        schedule = Schedule(Cadence.WEEKDAYS, timezone, hour, minute)
+    elif day_text in DAY_NAMES:
+        schedule = Schedule(Cadence.WEEKLY, timezone, hour, minute, DAY_NAMES.index(day_text))
+    else:
+        raise ValueError(f"not an agent's schedule expression: {expression!r}")
+    # Exactly the text schedule_expression writes, in range: no leading zeros, no `?` where a `*`
+    # goes, no 24 o'clock. Anything else was not written by us, and is not guessed at.
+    if minute > 59 or (hour is not None and hour > 23) or schedule_expression(schedule) != expression:
+        raise ValueError(f"not an agent's schedule expression: {expression!r}")
+    return schedule
 
 
 def next_run_at(schedule: Schedule, after: datetime) -> datetime | None:
