@@ -218,10 +218,38 @@ investigation  | -    | {E}#INV#<id>          | INV             | investigations
                |      |                       |                 |                         | {id}
                | gsi2 | ACTIVE_INVESTIGATIONS | <env>#<id>      | add; move drops it once | active: the sweeper
                |      |                       |                 | finished                |
+               |      |                       |                 |                         |
+agent          | -    | {E}#AGENT#<uuid>      | AGENT           | agents: add; save (not  | get
+               |      |                       |                 | last_run_at),           |
+               |      |                       |                 | set_last_run, remove    |
+               | gsi1 | {E}#AGENTS            | <created>#<uuid>| add                     | GET /agents, newest first
+               |      |                       |                 |                         |
+agent input    | -    | {E}#AGENT#<uuid>      | FILE#<file>     | agents: add_file,       | files (sk prefix): the
+file           |      |                       |                 | set_file_size,          | agent's input_files, a
+               |      |                       |                 | remove_file; remove     | run's read_input_file
+               |      |                       |                 |                         |
+agent run      | -    | {E}#AGENT#<uuid>      | RUNNING         | agent_runs:             | the conditional put: one
+guard          |      |                       |                 | claim_running,          | run of an agent at a time
+               |      |                       |                 | take_over_running,      |
+               |      |                       |                 | release_running         |
+               |      |                       |                 |                         |
+agent trigger  | -    | {E}#AGENT#<uuid>      | TRIGGER#<token> | agent_runs:             | the conditional put: a
+claim          |      |                       |                 | claim_trigger           | schedule's firing or a
+               |      |                       |                 | (expires_at: a week)    | drop starts one run
+               |      |                       |                 |                         |
+file-drop      | -    | {E}#FILEDROPS         | HOLDER          | agents:                 | the conditional put: one
+guard          |      |                       |                 | claim_file_drops,       | active file-drop agent
+               |      |                       |                 | take_over, release      | per environment
+               |      |                       |                 |                         |
+agent run      | -    | {E}#AGENTRUN#<id>     | AGENTRUN        | agent_runs: add, save   | get: GET /agents/{id}/
+               |      |                       |                 | (conditional on status) | runs/{run_id}, the worker
+               | gsi1 | {E}#AGENT#<uuid>#RUNS | <id>            | add                     | list_page: GET
+               |      |                       |                 |                         | /agents/{id}/runs, newest
+               |      |                       |                 |                         | first; an agent's delete
 
 - `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
   reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
-  investigation, story, story_link. A job's records and a run's matches take a block of ids in one ADD.
+  investigation, story, story_link, agent_run. A job's records and a run's matches take a block of ids in one ADD.
 - `<key>` of an idempotency key: a bulk request's Idempotency-Key, or `drop:<object key>:<etag>`
   for a dropped file (one import per object); `expires_at` lets TTL remove it after 48 hours.
 - A record's attributes whose names vary are kept twice, once under a fixed name an index can
@@ -242,7 +270,8 @@ gsi1 (GSI1) | the API's lists, and a stream's records: | no: every item of a    
             | {E}#DS#<stream>#JOBS; {E}#RECON;         | instead; a              |
             | {E}#RECON#<recon>#RUNS, #MATCHES,        | reconciliation leaves   |
             | #RULES; {E}#EXCS; {E}#EXC#<exc>#INVS;    | it while deleting)      |
-            | {E}#STORY                                |                         |
+            | {E}#STORY; {E}#AGENTS;                   |                         |
+            | {E}#AGENT#<uuid>#RUNS                    |                         |
 gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight     | INCLUDE environment, id,
             | environment, one partition each:         | only; every             | exceptions_refreshed_at
             | ACTIVE_JOBS (runs and manual matches     | reconciliation but      | (SWEEP_INDEX_ATTRIBUTES in
