@@ -16,6 +16,7 @@ from chalicelib.local.schedules import FIRED_FILE, ScheduleFirer
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
 from chalicelib.local.statemachines import LocalWorkflows, local_workflows
+from chalicelib.services.agents import restore_schedules
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
 from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.services.mirror_repair import repair_mirror
@@ -89,6 +90,8 @@ class LocalService:
         self.runtime.watch_bucket(self.container.aws.s3, settings.bucket_name, (UPLOADS_PREFIX, DROPS_PREFIX),
                                   self.stack.data_dir / DELIVERED_EVENTS_LOG)
         self.runtime.run_schedules()
+        # The embedded Scheduler keeps schedules in memory: the agents' are put back at every start.
+        self.log(f"{restore_schedules(self.container.ports)} agent schedule(s) in the local Scheduler")
         self.runtime.fire_schedules(ScheduleFirer(self.container.aws.client("scheduler"), self.container.aws.sqs,
                                                   settings.schedule_group_name, self.stack.data_dir / FIRED_FILE,
                                                   log=self.log))

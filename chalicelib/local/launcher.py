@@ -17,9 +17,10 @@ from chalicelib.local.stack import ROOT
 
 
 class StackProcess:
-    def __init__(self, data_dir: Path, api_key: str) -> None:
+    def __init__(self, data_dir: Path, api_key: str, extra_env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.api_key = api_key
+        self.extra_env = dict(extra_env or {})  # e.g. OPENAI_BASE_URL of a model server
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = data_dir.parent / f"{data_dir.name}-stack.log"
@@ -29,7 +30,8 @@ class StackProcess:
     @property
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(RECON_DATA_DIR=str(self.data_dir), PORT=str(self.port), RECON_API_KEY=self.api_key)
+        env.update(RECON_DATA_DIR=str(self.data_dir), PORT=str(self.port), RECON_API_KEY=self.api_key,
+                   **self.extra_env)
         return env
 
     def start(self, timeout: float = 90) -> StackProcess:

@@ -195,3 +195,17 @@ def fields_of(agent: Agent) -> dict[str, Any]:
             "delivery_enabled": delivery.enabled, "delivery_recipients": list(delivery.recipients),
             "delivery_file_pattern": delivery.file_pattern,
             "mentions": [{"type": m.type.value, "id": m.id, "label": m.label} for m in agent.mentions]}
+
+
+def restore_schedules(ports: Ports) -> int:
+    """Put every scheduled agent's schedule again (the local stack's embedded Scheduler keeps its
+    schedules in memory only, so each start puts them back); how many were put."""
+    count = 0
+    for environment, agent_id in ports.agents.scheduled():
+        try:
+            agent = ports.agents.get(environment, agent_id)
+        except NotFound:
+            continue  # deleted meanwhile
+        ports.schedules.put(agent)
+        count += 1
+    return count

@@ -110,3 +110,13 @@ def test_input_files_are_kept_in_order_sized_once_landed_and_go_with_their_agent
         agents.remove_file(first)
     agents.remove(agent(1))
     assert agents.files(ENV, agent(1).id) == []
+
+
+def test_scheduled_agents_are_listed_across_environments_while_scheduled(agents):
+    agents.add(agent(1))
+    agents.add(agent(2, environment=OTHER_ENV))
+    agents.add(agent(3, schedule=Schedule(Cadence.MANUAL, "UTC")))
+    assert sorted(agents.scheduled()) == sorted([(ENV, agent(1).id), (OTHER_ENV, agent(2).id)])
+    read = agents.get(ENV, agent(1).id)
+    agents.save(read.edited(T0, active=False), previous=read)
+    assert agents.scheduled() == [(OTHER_ENV, agent(2).id)]

@@ -41,6 +41,9 @@ class FakeAgentRepository:
             raise Conflict(f"agent {previous.id} was changed meanwhile; read it again")
         self.agents[(updated.environment, updated.id)] = _stored(replace(updated, last_run_at=stored.last_run_at))
 
+    def scheduled(self) -> list[tuple[str, str]]:
+        return sorted((env, agent_id) for (env, agent_id), a in self.agents.items() if a.scheduled)
+
     def set_last_run(self, environment: str, agent_id: str, at: datetime) -> None:
         stored = self.agents.get((environment, agent_id))
         if stored is not None:

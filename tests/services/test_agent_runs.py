@@ -105,3 +105,10 @@ def test_deleting_an_agent_removes_its_schedule_files_and_runs(ports, agent):
     agents.delete_agent(ports, ENV, agent.id)
     assert ports.schedules.schedules == {} and ports.agent_files.bodies == {}
     assert ports.agent_runs.list_page(ENV, agent.id, 10, None)[0] == []
+
+
+def test_the_schedules_of_scheduled_agents_are_put_back(ports, agent):
+    manual = agents.create_agent(ports, ENV, {"name": "By hand"})
+    ports.schedules.schedules.clear()  # an embedded Scheduler started empty
+    assert agents.restore_schedules(ports) == 1
+    assert set(ports.schedules.schedules) == {(ENV, agent.id)} and manual.id not in str(ports.schedules.schedules)

@@ -40,9 +40,11 @@ class AgentRepository:
         item = {k: v for k, v in self._to_item(updated).items() if k not in ("pk", "sk", "last_run_at")}
         names = {f"#a{i}": name for i, name in enumerate(item)}
         values = {f":v{i}": value for i, value in enumerate(item.values())}
+        expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item)))
+        if "gsi2pk" not in item:  # no longer scheduled: out of the list of scheduled agents
+            expression += " REMOVE gsi2pk, gsi2sk"
         try:
-            self._table.update(keys.agent(previous.environment, previous.id),
-                               "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item))),
+            self._table.update(keys.agent(previous.environment, previous.id), expression,
                                condition="attribute_exists(pk) AND #version = :seen",
                                names={**names, "#version": "version"}, values={**values, ":seen": previous.version},
                                keep_nulls=True)
@@ -50,6 +52,11 @@ class AgentRepository:
             if self._table.get(keys.agent(previous.environment, previous.id)) is None:
                 raise NotFound(f"agent {previous.id} not found") from None
             raise Conflict(f"agent {previous.id} was changed meanwhile; read it again") from None
+
+    def scheduled(self) -> list[tuple[str, str]]:
+        """(environment, agent id) of every agent that has a schedule, in every environment."""
+        items = self._table.index_items("gsi2pk", keys.SCHEDULED_AGENTS_PK, index=keys.GSI2)
+        return [(i["environment"], i["id"]) for i in items]
 
     def set_last_run(self, environment: str, agent_id: str, at: datetime) -> None:
         """A run started (the agent may have been deleted meanwhile: then nothing is written)."""
@@ -150,6 +157,7 @@ class AgentRepository:
         schedule = agent.schedule
         return {
             **keys.agent(agent.environment, agent.id), **keys.agent_index(agent.environment, created, agent.id),
+            **(keys.scheduled_agent_index(agent.environment, agent.id) if agent.scheduled else {}),
             "entity": "agent", "environment": agent.environment, "id": agent.id, "name": agent.name,
             "kind": agent.kind.value, "description": agent.description, "instructions": agent.instructions,
             "model": agent.model, "cadence": schedule.cadence.value, "timezone": schedule.timezone,

@@ -223,6 +223,8 @@ agent          | -    | {E}#AGENT#<uuid>      | AGENT           | agents: add; s
                |      |                       |                 | last_run_at),           |
                |      |                       |                 | set_last_run, remove    |
                | gsi1 | {E}#AGENTS            | <created>#<uuid>| add                     | GET /agents, newest first
+               | gsi2 | SCHEDULED_AGENTS      | <env>#<uuid>    | add, save: while        | scheduled: the schedules
+               |      |                       |                 | scheduled               | put back (local start)
                |      |                       |                 |                         |
 agent input    | -    | {E}#AGENT#<uuid>      | FILE#<file>     | agents: add_file,       | files (sk prefix): the
 file           |      |                       |                 | set_file_size,          | agent's input_files, a
@@ -278,7 +280,8 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
             | read it too), ACTIVE_RUNS,               | those being deleted     | reconciliations.py): the sweep of
             | ACTIVE_INVESTIGATIONS, PENDING_MATCHES / |                         | every reconciliation reads the index
             | <env>#<id>; RECOUNTS / <env>#<stream>;   |                         | alone; the other lists are short,
-            | RECONCILIATIONS / <env>#<id>             |                         | their items read by BatchGetItem
+            | RECONCILIATIONS / <env>#<id>;            |                         | their items read by BatchGetItem
+            | SCHEDULED_AGENTS / <env>#<uuid>          |                         |
 gsi3 (GSI3) | nothing: unused; kept in the template    | -                       | KEYS_ONLY, empty
             | (records by external id are listed from  |                         |
             | their guards)                            |                         |
@@ -760,6 +763,14 @@ def agents_index_pk(environment: str) -> str:
 
 def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, str]:
     return {"gsi1pk": agents_index_pk(environment), "gsi1sk": f"{created_at}#{agent_id}"}
+
+
+SCHEDULED_AGENTS_PK = "SCHEDULED_AGENTS"
+
+
+def scheduled_agent_index(environment: str, agent_id: str) -> dict[str, str]:
+    """An agent with a schedule, of every environment: what a Scheduler's schedules are put back from."""
+    return {"gsi2pk": SCHEDULED_AGENTS_PK, "gsi2sk": f"{environment}#{agent_id}"}
 
 
 def file_drop_guard(environment: str) -> dict[str, str]:
