@@ -34,7 +34,9 @@ STAGING = "staging"
 TOMBSTONES = "deleted"
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
-           "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64"}
+           "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64", "metadata": "Utf8"}
+# `metadata` is JSON text with sorted keys (null when empty, as in the record's item): parts written
+# before it have no such column, so a reader of it must fill it (every other reader names its columns).
 
 
 def stream_prefix(environment: str, stream_key: str, root: str = PREFIX) -> str:
@@ -85,7 +87,7 @@ class AnalyticsMirror:
                 "amount": [r.amount for r in rows], "currency": [r.currency for r in rows],
                 "decimal_places": [r.decimal_places for r in rows], "direction": [r.direction.value for r in rows],
                 "description": [r.description for r in rows], "external_id": [r.external_id for r in rows],
-                "file_import_id": [r.file_import_id for r in rows],
+                "file_import_id": [r.file_import_id for r in rows], "metadata": [_metadata(r) for r in rows],
             }, schema=schema)
             buffer = io.BytesIO()
             frame.write_parquet(buffer, compression="zstd")
@@ -221,6 +223,10 @@ class AnalyticsMirror:
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
             return ImportTotals(total, {key: _totals(parts) for key, parts in frames.items()})
         return ImportTotals(total)
+
+
+def _metadata(record: Record) -> str | None:
+    return json.dumps(record.metadata, sort_keys=True, separators=(",", ":")) if record.metadata else None
 
 
 def _totals(frames: list[Any]) -> StreamTotals:
