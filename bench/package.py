@@ -18,12 +18,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from infra import deploy, packaging  # noqa: E402
-from infra.functions import FUNCTIONS  # noqa: E402
+from infra.functions import FUNCTIONS, GROUPS, role_output  # noqa: E402
 
 RUNS = 7
-PLACEHOLDER_OUTPUTS = {**{k: "arn:aws:iam::123456789012:role/bench" for k in
-                          ("ApiRoleArn", "IngestionRoleArn", "RunsRoleArn", "InvestigationsRoleArn", "SweeperRoleArn")},
+PLACEHOLDER_OUTPUTS = {**{role_output(group): "arn:aws:iam::123456789012:role/bench" for group in GROUPS},
                        "TableName": "t", "BucketName": "b", "BulkQueueName": "q", "InvestigationQueueName": "i",
+                       "AgentRunQueueName": "a", "ScheduleGroupName": "g",
+                       "SchedulerRoleArn": "arn:aws:iam::123456789012:role/scheduler",
                        "FileImportStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:f",
                        "ReconciliationRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:r",
                        "EngineLayerArn": "arn:aws:lambda:us-east-1:123456789012:layer:engine:1"}
