@@ -36,7 +36,7 @@ from chalicelib.domain.agents.runs import (
     Step,
 )
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.observability import logger
 from chalicelib.services.ports import AgentLimits, Ports
 
@@ -87,8 +87,8 @@ def handle_message(ports: Ports, message: Mapping[str, Any], workbench: Workbenc
 
 
 def _scheduled_run(ports: Ports, environment: str, agent_id: str, scheduled_time: Any) -> AgentRun | None:
-    """The run a schedule's firing starts; None when there is none to start (the agent is gone or
-    no longer scheduled, or this firing was delivered before)."""
+    """The run a schedule's firing starts (the same one when the firing is delivered again); None
+    when the agent is gone or no longer scheduled."""
     try:
         agent = ports.agents.get(environment, agent_id)
     except NotFound:
@@ -97,11 +97,28 @@ def _scheduled_run(ports: Ports, environment: str, agent_id: str, scheduled_time
     if not agent.scheduled:
         logger.info("a schedule fired for an agent no longer scheduled", extra={"agent_id": agent_id})
         return None
-    if scheduled_time and not ports.agent_runs.claim_trigger(environment, agent_id, f"schedule:{scheduled_time}"):
-        return None  # the same firing, delivered again
-    run = AgentRun(environment=environment, agent_id=agent_id, id=ports.agent_runs.next_id(environment),
-                   status=QUEUED, trigger=AgentRunTrigger.SCHEDULE, created_at=utc_now())
-    ports.agent_runs.add(run)
+    token = f"schedule:{scheduled_time}" if scheduled_time else None
+    return _triggered_run(ports, environment, agent_id, AgentRunTrigger.SCHEDULE, token)
+
+
+def _triggered_run(ports: Ports, environment: str, agent_id: str, trigger: AgentRunTrigger, token: str | None,
+                   extra_input: InputRef | None = None) -> AgentRun:
+    """The one run an event starts (a schedule's firing, a drop), however often the event comes:
+    its claim names the run, so a delivery after a crash between the claim and the run's write
+    makes that very run rather than a second one or none."""
+    run_id = ports.agent_runs.next_id(environment)
+    if token is not None:
+        run_id = ports.agent_runs.claim_trigger(environment, agent_id, token, run_id)
+        try:
+            return ports.agent_runs.get(environment, agent_id, run_id)
+        except NotFound:
+            pass  # claimed, and never written: written now
+    run = AgentRun(environment=environment, agent_id=agent_id, id=run_id, status=QUEUED, trigger=trigger,
+                   created_at=utc_now(), extra_input=extra_input)
+    try:
+        ports.agent_runs.add(run)
+    except Conflict:  # the same event's other delivery wrote it meanwhile
+        return ports.agent_runs.get(environment, agent_id, run_id)
     return run
 
 
@@ -125,10 +142,11 @@ def on_file_dropped(ports: Ports, environment: str, key: str, etag: str) -> Agen
         ports.payloads.put_json(f"{REFUSED_DROPS_PREFIX}{environment}/{filename}.json",
                                 {"dropped": key, "refused_at": utc_now().isoformat(), "reason": reason})
         return None
-    if not ports.agent_runs.claim_trigger(environment, agent.id, f"drop:{key}:{etag}"):
-        return None  # the same drop's event, delivered again
-    return queue_run(ports, environment, agent.id, AgentRunTrigger.FILE_DROP,
-                     extra_input=InputRef(filename=filename, key=key, byte_size=ports.payloads.size(key)))
+    run = _triggered_run(ports, environment, agent.id, AgentRunTrigger.FILE_DROP, f"drop:{key}:{etag}",
+                         InputRef(filename=filename, key=key, byte_size=ports.payloads.size(key)))
+    if run.status is QUEUED:  # sent again when the event comes again: a queued run's messages are harmless
+        ports.agent_run_queue.send({"environment": environment, "agent_id": agent.id, "run_id": run.id})
+    return run
 
 
 def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbench: Workbench) -> AgentRun:

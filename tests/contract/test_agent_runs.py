@@ -78,8 +78,8 @@ def test_one_run_of_an_agent_holds_its_guard(agent_runs):
     assert agent_runs.claim_running(ENV, AGENT, 3) is None
 
 
-def test_an_event_that_starts_a_run_is_claimed_once(agent_runs):
-    assert agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-23T13:00:00Z")
-    assert not agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-23T13:00:00Z")
-    assert agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-24T13:00:00Z")
-    assert agent_runs.claim_trigger(OTHER_ENV, AGENT, "schedule:2026-11-23T13:00:00Z")
+def test_an_event_that_starts_a_run_is_claimed_once_for_its_run(agent_runs):
+    assert agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-23T13:00:00Z", 7) == 7
+    assert agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-23T13:00:00Z", 8) == 7
+    assert agent_runs.claim_trigger(ENV, AGENT, "schedule:2026-11-24T13:00:00Z", 9) == 9
+    assert agent_runs.claim_trigger(OTHER_ENV, AGENT, "schedule:2026-11-23T13:00:00Z", 10) == 10

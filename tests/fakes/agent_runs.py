@@ -20,7 +20,7 @@ class FakeAgentRunRepository:
         self._counters = counters
         self.runs: dict[tuple[str, int], AgentRun] = {}
         self.running: dict[tuple[str, str], int] = {}  # (environment, agent id) -> run id
-        self.fired: set[tuple[str, str, str]] = set()
+        self.triggers: dict[tuple[str, str, str], int] = {}  # (environment, agent id, token) -> run id
 
     def next_id(self, environment: str) -> int:
         return self._counters.next_id(environment, "agent_run")
@@ -68,12 +68,8 @@ class FakeAgentRunRepository:
         if self.running.get((environment, agent_id)) == run_id:
             del self.running[(environment, agent_id)]
 
-    def claim_trigger(self, environment: str, agent_id: str, token: str) -> bool:
-        key = (environment, agent_id, token)
-        if key in self.fired:
-            return False
-        self.fired.add(key)
-        return True
+    def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
+        return self.triggers.setdefault((environment, agent_id, token), run_id)
 
 
 class FakeAgentSchedules:

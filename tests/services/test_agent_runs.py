@@ -112,3 +112,15 @@ def test_the_schedules_of_scheduled_agents_are_put_back(ports, agent):
     ports.schedules.schedules.clear()  # an embedded Scheduler started empty
     assert agents.restore_schedules(ports) == 1
     assert set(ports.schedules.schedules) == {(ENV, agent.id)} and manual.id not in str(ports.schedules.schedules)
+
+
+def test_a_firing_claimed_by_a_delivery_that_died_before_writing_its_run_runs_once(ports, agent):
+    going_run(ports, agent)
+    token = "schedule:2026-11-23T13:00:00Z"
+    lost = ports.agent_runs.next_id(ENV)
+    ports.agent_runs.claim_trigger(ENV, agent.id, token, lost)  # the claim, then the crash
+    message = {"environment": ENV, "agent_id": agent.id, "trigger": "schedule", "scheduled_time": token[9:]}
+    agent_runs.handle_message(ports, message, unreachable)
+    agent_runs.handle_message(ports, message, unreachable)
+    [skipped] = [r for r in ports.agent_runs.list_page(ENV, agent.id, 10, None)[0] if r.trigger.value == "schedule"]
+    assert skipped.id == lost and skipped.status is AgentRunStatus.FAILED

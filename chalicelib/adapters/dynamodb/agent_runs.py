@@ -94,16 +94,18 @@ class AgentRunRepository:
         except ConditionFailed:
             pass
 
-    def claim_trigger(self, environment: str, agent_id: str, token: str) -> bool:
-        """Claim one event that starts a run (a schedule's firing, a dropped file): False when it
-        was claimed before (its message or event delivered again). A claim lives a week: no
+    def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
+        """Claim one event that starts a run (a schedule's firing, a dropped file) for `run_id`: the
+        id of the run that claimed it, this one or an earlier delivery's. A claim lives a week: no
         delivery of the same event comes later than that."""
+        key = keys.agent_trigger(environment, agent_id, token)
         try:
-            self._table.put_new({**keys.agent_trigger(environment, agent_id, token), "entity": "agent_trigger",
+            self._table.put_new({**key, "entity": "agent_trigger", "run_id": run_id,
                                  "expires_at": int((utc_now() + FIRE_CLAIM_LIFETIME).timestamp())})
-            return True
+            return run_id
         except ConditionFailed:
-            return False
+            item = self._table.get(key)
+            return int(item["run_id"]) if item else self.claim_trigger(environment, agent_id, token, run_id)
 
     # Items ------------------------------------------------------------------------------------
 
