@@ -36,6 +36,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, NotFound
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
 from chalicelib.domain.runs import RunTrigger
+from chalicelib.observability import logger
 from chalicelib.services import agent_runs
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.ports import Ports
@@ -114,6 +115,10 @@ class AgentToolBox:
             return ToolResult(call.id, str(refused), is_error=True)
         except (KeyError, TypeError, ValueError) as bad:
             return ToolResult(call.id, f"bad input: {type(bad).__name__}: {bad}", is_error=True)
+        except Exception as error:  # the service's own failure: the run goes on, the log has the details
+            logger.exception("agent tool failed", extra={"tool": call.name})
+            return ToolResult(call.id, f"{call.name} failed ({type(error).__name__}); try again later or another way",
+                              is_error=True)
 
     # Data --------------------------------------------------------------------------------------
 

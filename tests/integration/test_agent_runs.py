@@ -242,3 +242,23 @@ def test_a_run_on_bedrock_speaks_converse_with_tool_use(api, worker, services, r
         found, missing = converse.tool_results(1)
         assert found["toolUseId"] == "b1" and "Bank to ledger" in found["content"][0]["text"]
         assert missing["status"] == "error" and "not found" in missing["content"][0]["text"]
+
+
+def test_a_tool_that_breaks_inside_the_service_answers_an_error_and_the_run_goes_on(api, worker, services, model):
+    from dataclasses import replace
+
+    class BrokenSql:
+        def query(self, environment, sql):
+            raise OSError("disk full at /tmp/recon-mirror-cache")
+
+        def as_table(self, answer):
+            return ""
+
+    services.__dict__["ports"] = replace(services.ports, records_sql=BrokenSql())
+    agent = create_agent(api)
+    model.add(model.tool_calls(("s1", "sql", {"query": "SELECT 1 FROM records"})), model.text("Gave up."))
+    run = run_agent(api, worker, agent["id"])
+    assert run["status"] == "completed"
+    [result] = model.tool_results(1)
+    assert result["content"].startswith("ERROR") and "OSError" in result["content"]
+    assert "/tmp" not in result["content"]  # the details stay in the log
