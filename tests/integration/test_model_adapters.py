@@ -422,7 +422,26 @@ def test_chat_asking_beyond_the_script_fails_visibly(chat, sleeps):
         openai(chat, sleeps).complete("", [UserMessage("x")], [], 10)
 
 
-def test_chat_the_key_is_sent_as_a_bearer_and_never_shown(chat, sleeps, caplog):
+@pytest.fixture
+def logged():
+    """The records the service's logger emits, caught on that logger itself (caplog sees them only
+    while they propagate to the root, which depends on what earlier tests of the process did)."""
+    import logging
+
+    from chalicelib.observability import logger
+
+    records: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = records.append  # type: ignore[method-assign]
+    target = logging.getLogger(logger.name)
+    target.addHandler(catcher)
+    try:
+        yield records
+    finally:
+        target.removeHandler(catcher)
+
+
+def test_chat_the_key_is_sent_as_a_bearer_and_never_shown(chat, sleeps, logged):
     # Servers echo a rejected key in their message; throttling is logged.
     chat.add(ScriptedChatServer.throttling(), ScriptedChatServer.text("ok"),
              ScriptedChatServer.error(401, f"Incorrect API key provided: {KEY}", "invalid_api_key"),
@@ -438,7 +457,7 @@ def test_chat_the_key_is_sent_as_a_bearer_and_never_shown(chat, sleeps, caplog):
         errors.append(raised.value)
     assert isinstance(errors[0], ModelUnavailable) and "OPENAI_API_KEY" in str(errors[0])
     assert "Incorrect API key provided: ***" in str(errors[0]) and "Bearer ***" in str(errors[1])
-    shown = [repr(model), str(vars(model)), "\n".join(str(vars(record)) for record in caplog.records)]
+    shown = [repr(model), str(vars(model)), "\n".join(str(vars(record)) for record in logged)]
     shown += ["".join(traceback.format_exception(error)) for error in errors]
     assert all(KEY not in text for text in shown)
     assert "throttling" in shown[2]  # the log was captured, so its check above means something
