@@ -73,7 +73,9 @@ class Settings(BaseSettings):
     # Bounds of one agent run: model turns, tokens in and out, wall time.
     agent_max_turns: int = 24
     agent_max_tokens: int = 400_000
-    agent_max_seconds: int = 600
+    # Checked before each model turn: the last turn (a model call, its tool calls) must still end
+    # within the worker's 15 minutes.
+    agent_max_seconds: int = 420
     # The sender of agent deliveries (an SES identity verified in the account).
     mail_sender: str = "agents@recon.local"
 

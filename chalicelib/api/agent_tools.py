@@ -38,6 +38,7 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordF
 from chalicelib.domain.runs import RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs
+from chalicelib.services import agents as agent_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.ports import Ports
 from chalicelib.services.reconciliation_runs import start_run
@@ -45,6 +46,7 @@ from chalicelib.services.reconciliation_runs import start_run
 READ_CHARS = 200_000  # of an input file, per read
 MAX_READ_BYTES = 20 * 1024 * 1024  # an input file larger than this is not read into a run at all
 LIST_LIMIT = 50
+MAX_AGENTS_STARTED = 3  # run_agent calls of one run (with the depth bound: a tree of at most 3 + 9 + 27)
 
 
 class ToolFailed(Exception):
@@ -94,6 +96,7 @@ class AgentToolBox:
         self._environment = agent.environment
         self.specs = SPECS
         self.output_files: list[OutputFile] = list(run.output_files)
+        self._agents_started = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "sql": self._sql, "list_reconciliations": self._list_reconciliations,
             "get_reconciliation": self._get_reconciliation, "list_exceptions": self._list_exceptions,
@@ -170,9 +173,9 @@ class AgentToolBox:
 
     def _input_files(self) -> dict[str, tuple[AgentFile, str | None]]:
         """This run's inputs by lower-cased name: the agent's files, then the dropped file."""
+        attached = agent_service.files_of(self._ports, self._environment, self._agent.id)
         files: dict[str, tuple[AgentFile, str | None]] = {
-            f.filename.lower(): (f, None) for f in self._ports.agents.files(self._environment, self._agent.id)
-            if f.byte_size is not None}
+            f.filename.lower(): (f, None) for f in attached if f.byte_size is not None}  # landed ones only
         extra = self._run.extra_input
         if extra is not None:
             dropped = AgentFile(environment=self._environment, agent_id=self._agent.id, id="dropped",
@@ -190,6 +193,9 @@ class AgentToolBox:
                              f"{', '.join(f.filename for f, _ in files.values()) or 'none'}")
         file, dropped_key = found
         offset = _int(args.get("offset", 0))
+        if file.byte_size is not None and file.byte_size > MAX_READ_BYTES:
+            raise ToolFailed(f"{file.filename} is {file.byte_size} bytes; a tool reads files of at most "
+                             f"{MAX_READ_BYTES}")
         try:
             raw = (self._ports.payloads.get_bytes(dropped_key) if dropped_key is not None
                    else self._ports.agent_files.read(file, MAX_READ_BYTES))
@@ -213,7 +219,7 @@ class AgentToolBox:
         previous = next((f for f in self.output_files if f.filename.lower() == filename.lower()), None)
         output = OutputFile(id=previous.id if previous else str(uuid.uuid4()), filename=filename,
                             byte_size=len(body), content_type=content_type_for(filename), created_at=utc_now())
-        self._ports.agent_files.put(output_file(self._run, output), body)
+        self._ports.agent_files.put(self._run.stored(output), body)
         self.output_files = [f for f in self.output_files if f is not previous] + [output]
         return _json({"filename": filename, "byte_size": len(body)})
 
@@ -230,15 +236,11 @@ class AgentToolBox:
             raise ToolFailed(f"agent {target} is already running above this run (a cycle: {' -> '.join(chain)})")
         if len(chain) >= MAX_AGENT_DEPTH:
             raise ToolFailed(f"agents may start agents {MAX_AGENT_DEPTH} levels deep at most")
+        if self._agents_started >= MAX_AGENTS_STARTED:
+            raise ToolFailed(f"a run starts at most {MAX_AGENTS_STARTED} agent runs")
+        self._agents_started += 1
         run = agent_runs.queue_run(self._ports, self._environment, target, AgentRunTrigger.AGENT, callers=chain)
         return _json({"agent_id": target, "run_id": run.id, "status": run.status.value})
-
-
-def output_file(run: AgentRun, file: OutputFile) -> AgentFile:
-    """Where a run's output file is stored (beside the run's other outputs)."""
-    return AgentFile(environment=run.environment, agent_id=run.agent_id, id=file.id, filename=file.filename,
-                     byte_size=file.byte_size, content_type=file.content_type, created_at=file.created_at,
-                     run_id=str(run.id))
 
 
 class AgentRunContext:

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from typing import Any
 
-from chalicelib.api.agent_tools import output_file
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
     AgentFileCreatedOut,
@@ -108,7 +106,7 @@ def add_file(request: ApiRequest, id: str) -> AgentFileCreatedOut:
     if body.content_base64 is not None:
         try:
             content = base64.b64decode(body.content_base64, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or characters outside ASCII
             raise ValidationFailed.on("content_base64", "is not valid base64") from None
     file, upload_url = service.add_file(container().ports, request.environment, agent_id(id), body.filename,
                                         body.content_type, content)
@@ -131,7 +129,7 @@ def run_out(run: AgentRun) -> AgentRunOut:
         error_message=run.error_message,
         output_files=[AgentRunFileOut(id=f.id, filename=f.filename, byte_size=f.byte_size,
                                       content_type=f.content_type, created_at=f.created_at,
-                                      url=files.download_url(output_file(run, f))) for f in run.output_files],
+                                      url=files.download_url(run.stored(f))) for f in run.output_files],
         deliveries=[AgentRunDeliveryOut(recipient=d.recipient, status=d.status, message_id=d.message_id,
                                         error=d.error) for d in run.deliveries],
         usage=AgentRunUsageOut(input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens,

@@ -900,12 +900,18 @@ class AgentPage(BaseModel):
     limit: int
 
 
+# A media type as HTTP carries it: type/subtype and parameters, printable ASCII only (it is signed
+# into the upload URL and stored as the object's Content-Type).
+MEDIA_TYPE = r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+( *; *[A-Za-z0-9!#$&^_.+-]+=[\x21-\x7e]+)*$"
+
+
 class CreateAgentFile(RequestModel):
     filename: Annotated[str, StringConstraints(min_length=1, max_length=255)]
-    content_type: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
-        default=None, description="Default: from the filename's extension")
+    content_type: Annotated[str, StringConstraints(max_length=200, pattern=MEDIA_TYPE)] | None = Field(
+        default=None, description="A media type such as text/csv; default: from the filename's extension")
     content_base64: str | None = Field(
-        default=None, description="The file, base64 (up to 5 MB decoded); omit it to get an upload_url instead")
+        default=None, description="The file, base64; a request body is at most 5 MB, so about 3.7 MB of file. "
+                                  "Omit it to get an upload_url instead")
 
 
 class AgentFileCreatedOut(AgentFileOut):

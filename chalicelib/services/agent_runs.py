@@ -25,7 +25,6 @@ from chalicelib.domain.agents.conversation import (
     Usage,
     UserMessage,
 )
-from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.runs import (
     AgentRun,
     AgentRunStatus,
@@ -40,6 +39,9 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.observability import logger
 from chalicelib.services.ports import AgentLimits, Ports
 
+# A turn's tool calls beyond this are answered "not run": with the turns' bound it keeps a run's
+# steps (each at most about 1.5 KB) within one DynamoDB item.
+MAX_CALLS_PER_TURN = 8
 BUSY_RETRY_SECONDS = 30  # a queued run waits this long, again and again, while another run of its agent goes
 QUEUED, RUNNING = AgentRunStatus.QUEUED, AgentRunStatus.RUNNING
 MAX_ATTACHED = 10 * 1024 * 1024  # SES's limit of a raw message
@@ -149,13 +151,20 @@ def on_file_dropped(ports: Ports, environment: str, key: str, etag: str) -> Agen
     return run
 
 
-def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbench: Workbench) -> AgentRun:
-    """Run a queued run to its end (or leave it queued while another run of its agent goes)."""
-    run = ports.agent_runs.get(environment, agent_id, run_id)
+def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbench: Workbench) -> AgentRun | None:
+    """Run a queued run to its end (or leave it queued while another run of its agent goes). None
+    when the run is gone (its agent was deleted)."""
+    try:
+        run = ports.agent_runs.get(environment, agent_id, run_id)
+    except NotFound:
+        logger.info("a message for a run that is gone (its agent was deleted)", extra={"agent_run_id": run_id})
+        return None
     if run.finished:
         return run  # its message, delivered again
     if run.status is RUNNING:
-        failed = _fail(ports, run, "the run was cut off (the worker stopped before it ended); start it again")
+        if not run.lease_expired(utc_now()):
+            return run  # a duplicate of the message whose worker is running it now
+        failed = _fail(ports, run, CUT_OFF)
         ports.agent_runs.release_running(environment, agent_id, run_id)
         return failed
     holder = _claim(ports, run)
@@ -165,52 +174,84 @@ def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbenc
         ports.agent_run_queue.send({"environment": environment, "agent_id": agent_id, "run_id": run_id},
                                    delay_seconds=BUSY_RETRY_SECONDS)
         return run
-    try:
-        return _run(ports, run, workbench)
-    finally:
-        ports.agent_runs.release_running(environment, agent_id, run_id)
+    return _run(ports, run, workbench)
+
+
+CUT_OFF = "the run was cut off (its worker stopped before it ended: a crash or a timeout); start it again"
 
 
 def _claim(ports: Ports, run: AgentRun) -> int | None:
     """Take the agent's run guard for `run`: None when taken, else the id of the run going. A guard
-    left by a run that has finished (its worker died before giving it up) is taken over."""
+    left by a run that has finished, or whose lease ran out (its worker died), is taken over; such
+    a run is failed as cut off."""
     holder = ports.agent_runs.claim_running(run.environment, run.agent_id, run.id)
     if holder is None:
         return None
     try:
-        going = not ports.agent_runs.get(run.environment, run.agent_id, holder).finished
+        held_by = ports.agent_runs.get(run.environment, run.agent_id, holder)
     except NotFound:
-        going = False
+        held_by = None
+    going = held_by is not None and not held_by.finished and not held_by.lease_expired(utc_now())
     if going or not ports.agent_runs.take_over_running(run.environment, run.agent_id, holder, run.id):
         return holder
+    if held_by is not None and not held_by.finished:
+        _fail(ports, held_by, CUT_OFF)
     return None
 
 
-def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun:
+def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun | None:
+    """Start the run (this worker holds the agent's guard for it), converse, deliver. The guard is
+    given up by the worker that started the run, and only by it: a duplicate message that lost
+    the start leaves it alone."""
+    release = True
     try:
-        agent = ports.agents.get(run.environment, run.agent_id)
-    except NotFound:
-        return _fail(ports, run, "the agent was deleted before its run started")
-    started = utc_now()
-    if ports.language_model is None:
-        raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
+        try:
+            agent = ports.agents.get(run.environment, run.agent_id)
+        except NotFound:
+            return _fail(ports, run, "the agent was deleted before its run started")
+        if ports.language_model is None:
+            raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
+        try:
+            model = ports.language_model(agent.model)
+        except ModelError as error:
+            return _fail(ports, run, str(error))
+        started = utc_now()
+        try:
+            run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model),
+                                        expected=(QUEUED,))
+        except TransitionRefused:  # another delivery of its message started it, or it was failed meanwhile
+            release = False
+            return ports.agent_runs.get(run.environment, run.agent_id, run.id)
+        ports.agents.set_last_run(run.environment, run.agent_id, started)
+        return _converse_and_deliver(ports, agent, run, model, workbench)
+    finally:
+        if release:
+            ports.agent_runs.release_running(run.environment, run.agent_id, run.id)
+
+
+def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: LanguageModel,
+                          workbench: Workbench) -> AgentRun | None:
+    session = None
     try:
-        model = ports.language_model(agent.model)
-    except ModelError as error:
-        return _fail(ports, run, str(error))
-    try:
-        run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model), expected=(QUEUED,))
-    except TransitionRefused:
-        return ports.agent_runs.get(run.environment, run.agent_id, run.id)  # failed meanwhile
-    ports.agents.set_last_run(run.environment, run.agent_id, started)
-    tools, context = workbench(ports, agent, run)
-    session = _Session(ports, run, model, tools, ports.agent_limits)
-    failure = session.converse(context.system_prompt(), context.user_prompt())
-    run = session.run
-    if failure is not None:
-        return _fail(ports, run, failure)
-    run = _deliver(ports, agent, run)
-    return ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()), expected=(RUNNING,))
+        tools, context = workbench(ports, agent, run)
+        session = _Session(ports, run, model, tools, ports.agent_limits)
+        failure = session.converse(context.system_prompt(), context.user_prompt())
+        run = session.run
+        if failure is not None:
+            return _fail(ports, run, failure)
+        run = _deliver(ports, agent, run)
+        return ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()),
+                                     expected=(RUNNING,))
+    except _RunGone:
+        return None
+    except Exception as error:  # the run fails with the reason, rather than as "cut off" at a redelivery
+        logger.exception("agent run failed")
+        return _fail(ports, session.run if session else run,
+                     f"the run failed: {type(error).__name__}: {str(error)[:300]}")
+
+
+class _RunGone(Exception):
+    """The run's item was failed or removed (its agent deleted) while it ran: the run stops."""
 
 
 class _Session:
@@ -248,8 +289,9 @@ class _Session:
 
     def _call_tools(self, message: AssistantMessage, usage: Usage) -> ToolResults:
         results, steps = [], []
-        for call in message.tool_calls:
-            result = self._tools.call(call)
+        for n, call in enumerate(message.tool_calls):
+            result = (self._tools.call(call) if n < MAX_CALLS_PER_TURN else ToolResult(
+                call.id, f"not run: at most {MAX_CALLS_PER_TURN} tool calls a turn; ask again", is_error=True))
             results.append(result)
             steps.append(Step.of(call.name, call.arguments if call.arguments is not None else call.raw_arguments,
                                  result.is_error, result.content, utc_now()))
@@ -257,9 +299,12 @@ class _Session:
         return ToolResults(tuple(results))
 
     def _save(self, usage: Usage, *steps: Step) -> None:
-        self.run = self._ports.agent_runs.save(
-            _replace(self.run, steps=self.run.steps + steps, usage=usage,
-                     output_files=tuple(self._tools.output_files)), expected=(RUNNING,))
+        try:
+            self.run = self._ports.agent_runs.save(
+                replace(self.run, steps=self.run.steps + steps, usage=usage,
+                        output_files=tuple(self._tools.output_files)), expected=(RUNNING,))
+        except TransitionRefused:
+            raise _RunGone() from None
 
 
 def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
@@ -272,7 +317,7 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
         return run
     if ports.mailer is None:
         raise RuntimeError("this process has no mailer wired (only the agent worker delivers)")
-    attachments = [(f.filename, f.content_type, ports.agent_files.read(_stored_output(run, f), MAX_ATTACHED))
+    attachments = [(f.filename, f.content_type, ports.agent_files.read(run.stored(f), MAX_ATTACHED))
                    for f in files]
     subject = f"{agent.name}: {len(files)} file{'s' if len(files) != 1 else ''} from run {run.id}"
     body = (f"The agent \"{agent.name}\" finished run {run.id} at {utc_now():%Y-%m-%d %H:%M} UTC.\n\n"
@@ -284,13 +329,7 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
                                                                                      attachments)))
         except Exception as error:  # recorded, and the others still go
             outcomes.append(Delivery(recipient, "failed", error=str(error)[:500]))
-    return ports.agent_runs.save(_replace(run, deliveries=tuple(outcomes)), expected=(RUNNING,))
-
-
-def _stored_output(run: AgentRun, file: OutputFile) -> AgentFile:
-    return AgentFile(environment=run.environment, agent_id=run.agent_id, id=file.id, filename=file.filename,
-                     byte_size=file.byte_size, content_type=file.content_type, created_at=file.created_at,
-                     run_id=str(run.id))
+    return ports.agent_runs.save(replace(run, deliveries=tuple(outcomes)), expected=(RUNNING,))
 
 
 def _fail(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
@@ -305,9 +344,14 @@ def _fail(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
 
 def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException) -> None:
     """The message's last delivery failed: its run fails with the reason, and gives up its guard."""
-    if "run_id" not in message:
-        return  # a schedule's firing that never became a run: nothing to fail
-    environment, agent_id, run_id = str(message["environment"]), str(message["agent_id"]), int(message["run_id"])
+    environment, agent_id = str(message["environment"]), str(message["agent_id"])
+    if "run_id" in message:
+        run_id = int(message["run_id"])
+    elif message.get("scheduled_time"):  # the run its firing made, if it made one
+        run_id = ports.agent_runs.claim_trigger(environment, agent_id, f"schedule:{message['scheduled_time']}",
+                                                ports.agent_runs.next_id(environment))
+    else:
+        return
     try:
         run = ports.agent_runs.get(environment, agent_id, run_id)
     except NotFound:
@@ -315,8 +359,3 @@ def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException)
     if not run.finished:
         _fail(ports, run, f"the run failed: {type(error).__name__}: {str(error)[:300]}")
     ports.agent_runs.release_running(environment, agent_id, run_id)
-
-
-def _replace(run: AgentRun, **changes: Any) -> AgentRun:
-    return replace(run, **changes)
-

@@ -44,7 +44,7 @@ def create_agent(ports: Ports, environment: str, fields: Mapping[str, Any]) -> A
         ports.agents.release_file_drops(environment, agent.id)
         raise
     try:
-        ports.schedules.put(agent)
+        _put_schedule(ports, agent)
     except Exception:  # an agent whose schedule could not be made is not kept
         ports.agents.remove(agent)
         ports.agents.release_file_drops(environment, agent.id)
@@ -64,20 +64,36 @@ def update_agent(ports: Ports, environment: str, agent_id: str, fields: Mapping[
     ports.agents.save(updated, previous=current)
     if current.holds_file_drops and not updated.holds_file_drops:
         ports.agents.release_file_drops(environment, agent_id)
-    ports.schedules.put(updated)  # creates, changes or removes it (a PATCH sent again puts the same)
+    _put_schedule(ports, updated)
     return updated
 
 
+def _put_schedule(ports: Ports, agent: Agent, tries: int = 3) -> None:
+    """Make the Scheduler hold the agent's schedule as the agent is stored now. Two edits (or an
+    edit and a delete) may put in the other order than they saved: each put is checked against
+    the stored agent afterwards and put again from it when it moved on meanwhile."""
+    for _ in range(tries):
+        ports.schedules.put(agent)
+        try:
+            stored = ports.agents.get(agent.environment, agent.id)
+        except NotFound:  # deleted meanwhile: its delete removed the schedule, which this put made again
+            ports.schedules.remove(agent.environment, agent.id)
+            return
+        if stored.version == agent.version:
+            return
+        agent = stored
+
+
 def delete_agent(ports: Ports, environment: str, agent_id: str) -> None:
-    """The schedule goes first (nothing fires for a deleted agent), then the agent, its files and
-    its runs. A retry after a failure part-way finds the agent gone (404) with its leftovers
-    still removable by the same calls."""
+    """The schedule goes first (nothing fires for a deleted agent), then the runs and files, and the
+    agent last: a failure part-way leaves the agent there, and deleting it again finishes the job
+    (a run still going stops at its next step, finding its item gone)."""
     agent = ports.agents.get(environment, agent_id)
     ports.schedules.remove(environment, agent_id)
+    ports.agent_runs.remove_all_of_agent(environment, agent_id)
+    ports.agent_files.delete_agent(environment, agent_id)
     ports.agents.remove(agent)
     ports.agents.release_file_drops(environment, agent_id)
-    ports.agent_files.delete_agent(environment, agent_id)
-    ports.agent_runs.remove_all_of_agent(environment, agent_id)
 
 
 # Input files ------------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ class AgentLimits:
     """Bounds of one agent run (settings: agent_max_turns, agent_max_tokens, agent_max_seconds)."""
     max_turns: int = 24
     max_tokens: int = 400_000
-    max_seconds: int = 600
+    max_seconds: int = 420
     reply_tokens: int = 4096  # one reply of the model at most
 
 
@@ -447,7 +447,8 @@ class Ports:
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
-    # platform's default) and its bounds. Only the agent worker reaches them.
+    # platform's default) and its bounds. Only agent runs use them (None: not wired, e.g. in the
+    # service tests' fakes).
     mailer: Mailer | None = None
     records_sql: RecordsSql | None = None
     language_model: Callable[[str | None], LanguageModel] | None = None

@@ -179,14 +179,25 @@ def test_input_files_inline_and_by_upload_url_are_read_by_runs_and_deleted(api, 
     assert (inline.json_body["byte_size"], inline.json_body["upload_url"]) == (6, None)
     later = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "big.csv"}).json_body
     assert later["byte_size"] is None and later["upload_url"]
-    bad = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "x.csv", "content_base64": "%%%"})
-    assert bad.status_code == 422 and bad.json_body["errors"][0]["field"] == "content_base64"
+    for bad_base64 in ("%%%", "é"):
+        bad = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "x.csv", "content_base64": bad_base64})
+        assert bad.status_code == 422 and bad.json_body["errors"][0]["field"] == "content_base64"
+    for bad_type in ("text/plain\r\nX-Injected: 1", "tëxt/csv", "csv"):
+        bad = api.post(f"{AGENTS}/{agent['id']}/files", {"filename": "x.csv", "content_type": bad_type})
+        assert bad.status_code == 422 and bad.json_body["errors"][0]["field"] == "content_type", bad_type
     files = api.get(f"{AGENTS}/{agent['id']}").json_body["input_files"]
     assert [(f["filename"], f["byte_size"]) for f in files] == [("rates.csv", 6), ("big.csv", None)]
 
-    model.add(model.tool_calls(("f1", "read_input_file", {"filename": "RATES.csv"})), model.text("ok"))
+    # The client's PUT to the upload URL lands; a run reads the file without anyone reading the agent first.
+    from chalicelib.domain.agents.files import AgentFile
+    from chalicelib.domain.clock import parse_iso
+
+    services.agent_files.put(AgentFile("acme", agent["id"], later["id"], "big.csv", None, "text/csv",
+                                       parse_iso(later["created_at"])), b"a,b\n1,2\n")
+    model.add(model.tool_calls(("f1", "read_input_file", {"filename": "RATES.csv"}),
+                               ("f2", "read_input_file", {"filename": "big.csv"})), model.text("ok"))
     run_agent(api, worker, agent["id"])
-    assert model.tool_results(1)[0]["content"] == "usd,1\n"
+    assert [r["content"] for r in model.tool_results(1)] == ["usd,1\n", "a,b\n1,2\n"]
 
     assert api.delete(f"{AGENTS}/{agent['id']}/files/{inline.json_body['id']}").status_code == 204
     assert api.delete(f"{AGENTS}/{agent['id']}/files/{inline.json_body['id']}").status_code == 404
@@ -262,3 +273,12 @@ def test_a_tool_that_breaks_inside_the_service_answers_an_error_and_the_run_goes
     [result] = model.tool_results(1)
     assert result["content"].startswith("ERROR") and "OSError" in result["content"]
     assert "/tmp" not in result["content"]  # the details stay in the log
+
+
+def test_tool_calls_past_the_bound_of_a_turn_are_answered_not_run(api, worker, services, model):
+    agent = create_agent(api)
+    model.add(model.tool_calls(*[(f"n{i}", "list_reconciliations", {}) for i in range(10)]), model.text("ok"))
+    run = run_agent(api, worker, agent["id"])
+    results = model.tool_results(1)
+    assert [("not run" in r["content"]) for r in results] == [False] * 8 + [True] * 2
+    assert [s["failed"] for s in run["steps"]] == [False] * 8 + [True] * 2 + [False]

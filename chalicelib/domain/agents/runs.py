@@ -10,13 +10,14 @@ records each tool call as a step, the files it wrote, the mail it sent and the t
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
 from chalicelib.domain.agents.conversation import Usage
-from chalicelib.domain.status_machine import StatusMachine
+from chalicelib.domain.agents.files import AgentFile
 
 
 class AgentRunStatus(StrEnum):
@@ -33,13 +34,12 @@ class AgentRunTrigger(StrEnum):
     AGENT = "agent"
 
 
-AGENT_RUN_STATUSES = StatusMachine({
-    AgentRunStatus.QUEUED: {AgentRunStatus.RUNNING, AgentRunStatus.FAILED},
-    AgentRunStatus.RUNNING: {AgentRunStatus.COMPLETED, AgentRunStatus.FAILED},
-})
-
 FINISHED = frozenset({AgentRunStatus.COMPLETED, AgentRunStatus.FAILED})
-PREVIEW_CHARS = 400  # of a step's input and result, as the run shows them
+PREVIEW_CHARS = 400  # of a step's result, and of each text in its input, as the run shows them
+INPUT_CHARS = 1000  # a step's whole input as JSON; beyond it, the input is kept as that JSON cut short
+# A started run belongs to its worker this long (the worker's 15-minute limit, and a minute more):
+# its message coming again meanwhile is a duplicate; after it, the run was cut off.
+RUN_LEASE = timedelta(minutes=16)
 MAX_AGENT_DEPTH = 3  # run_agent: an agent started by an agent started by an agent, no deeper
 
 
@@ -54,7 +54,9 @@ class Step:
 
     @classmethod
     def of(cls, name: str, input: Any, failed: bool, result: str, at: datetime) -> Step:
-        return cls(name, _short_input(input), failed, _short(result), at)
+        kept = _short_input(input)
+        text = json.dumps(kept, ensure_ascii=False)
+        return cls(name, kept if len(text) <= INPUT_CHARS else _short(text, INPUT_CHARS), failed, _short(result), at)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,19 @@ class AgentRun:
         return self.status in FINISHED
 
     def moved(self, status: AgentRunStatus, **changes: Any) -> AgentRun:
-        """The run in `status` (the repository's conditional write checks the move is allowed)."""
+        """The run in `status`; its save names the statuses it may come from (queued -> running ->
+        completed, and failed from either)."""
         return replace(self, status=status, **changes)
+
+    def lease_expired(self, now: datetime) -> bool:
+        """Whether a running run has outlived any worker that could still be running it."""
+        return self.started_at is None or now - self.started_at > RUN_LEASE
+
+    def stored(self, file: OutputFile) -> AgentFile:
+        """Where one of its output files is kept (beside the run's other outputs)."""
+        return AgentFile(environment=self.environment, agent_id=self.agent_id, id=file.id, filename=file.filename,
+                         byte_size=file.byte_size, content_type=file.content_type, created_at=file.created_at,
+                         run_id=str(self.id))
 
 
 def _short(text: str, limit: int = PREVIEW_CHARS) -> str:
