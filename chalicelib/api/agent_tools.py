@@ -95,6 +95,7 @@ class AgentToolBox:
         self._ports, self._agent, self._run = ports, agent, run
         self._environment = agent.environment
         self.specs = SPECS
+        self._schemas = {spec.name: spec.parameters for spec in SPECS}
         self.output_files: list[OutputFile] = list(run.output_files)
         self._agents_started = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -112,6 +113,8 @@ class AgentToolBox:
         if call.arguments is None:
             return ToolResult(call.id, "the arguments are not a JSON object; send the tool's input as an object",
                               is_error=True)
+        if mismatch := _against_schema(self._schemas[call.name], call.arguments):
+            return ToolResult(call.id, mismatch, is_error=True)
         try:
             return ToolResult(call.id, handler(call.arguments))
         except (ToolFailed, DomainError) as refused:
@@ -319,6 +322,18 @@ def _open_exceptions(ports: Ports, environment: str, reconciliation_id: int) -> 
     query = exception_service.ExceptionQuery(reconciliation_id=reconciliation_id, status=ExceptionStatus.OPEN)
     found, more = exception_service.list_exceptions(ports, environment, query, 0, 100)
     return f"{len(found)}{'+' if more else ''}"
+
+
+def _against_schema(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """What in the arguments the tool's schema does not take (its keys; the handlers check values)."""
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    missing = [name for name in schema["required"] if name not in arguments]
+    if unknown or missing:
+        return "; ".join(part for part in (
+            f"unknown argument(s) {', '.join(unknown)}" if unknown else "",
+            f"missing argument(s) {', '.join(missing)}" if missing else "") if part) + (
+            f"; the tool takes {', '.join(schema['properties']) or 'no arguments'}")
+    return None
 
 
 def _plain(view: BaseModel) -> dict[str, Any]:

@@ -106,7 +106,9 @@ def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(api, worker, servi
                          ("e4", "sql", {"query": "COPY (SELECT 1) TO '/tmp/out.csv'"}),
                          ("e5", "sql", {"query": "SELECT 1; SELECT 2"}),
                          ("e6", "read_input_file", {"filename": "/etc/passwd"}),
-                         ("e7", "no_such_tool", {})),
+                         ("e7", "no_such_tool", {}),
+                         ("e8", "get_exception", {"id": 1, "environment": "globex"})),
+        model.tool_calls(("e9", "write_output_file", {"filename": "a.txt"})),
         model.text("Could not do it."))
 
     run = run_agent(api, worker, agent["id"])
@@ -120,7 +122,9 @@ def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(api, worker, servi
     assert "refused" in results["e5"]
     assert "no input file" in results["e6"]
     assert "no tool named" in results["e7"]
-    assert [s["failed"] for s in run["steps"]] == [True] * 7 + [False]
+    assert "unknown argument(s) environment" in results["e8"]  # the environment is never a parameter
+    assert "missing argument(s) content" in model.tool_results(2)[0]["content"]
+    assert [s["failed"] for s in run["steps"]] == [True] * 9 + [False]
     assert api.get(f"{AGENTS}/{other['id']}/runs").json_body["data"] == []
 
 
