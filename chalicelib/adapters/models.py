@@ -4,7 +4,9 @@ server, vLLM) through the standard library's HTTP client.
 
 Both retry throttling with their own exponential backoff (botocore's retries are off, so that one
 policy runs, with one bound), and turn "nothing answers there" into ModelUnavailable, whose message
-says how to configure a model. An API key never appears in a message, a log line or a repr."""
+says how to configure a model. A reply that is not in the protocol's shape (a missing field, a
+field of the wrong type) is a ModelError saying so, never another exception. An API key never
+appears in a message, a log line or a repr."""
 from __future__ import annotations
 
 import json
@@ -20,6 +22,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, NoCredentialsError, ParamValidationError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.parsers import ResponseParserError
 from pydantic import SecretStr
 
 from chalicelib.domain.agents.conversation import (
@@ -69,6 +72,69 @@ _OPENAI_ADVICE = ("start an OpenAI-compatible server (Ollama: `ollama serve` and
                   f"OPENAI_BASE_URL={OLLAMA_BASE_URL}) or set RECON_MODEL_PROVIDER=bedrock to use Amazon Bedrock")
 
 T = TypeVar("T")
+# What reading a reply of the wrong shape raises (botocore's parser included): a ModelError instead.
+_READING_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError,
+                   ResponseParserError)
+
+
+class _Malformed(Exception):
+    """A reply not in the protocol's shape; the reason is short and names the field."""
+
+
+def _unreadable(reason: str, *secrets: str) -> ModelError:
+    return ModelError(f"the model's reply could not be read: {_excerpt(reason, *secrets)}")
+
+
+def _reading_error(error: Exception, *secrets: str) -> ModelError:
+    """The ModelError for what reading a reply raised: a _Malformed's reason, or the error's kind."""
+    if isinstance(error, _Malformed):
+        return _unreadable(str(error), *secrets)
+    return _unreadable(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__, *secrets)
+
+
+def _field(container: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str,
+           default: Any = None) -> Any:
+    """container[key] when it is of `kind`; `default` when it is missing or null (unless default is
+    None: then it is required); _Malformed otherwise."""
+    value = container.get(key)
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, kind):
+        raise _Malformed(f"{where}{key} is {_kind(value)}, not {' or '.join(_JSON_NAMES[k] for k in _kinds(kind))}")
+    return value
+
+
+_JSON_NAMES: dict[type, str] = {str: "a string", list: "a list", dict: "an object", bool: "a boolean",
+                                 int: "a number", float: "a number"}
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in a message: "missing" for null."""
+    return "missing" if value is None else _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _dict(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where} is {_kind(value)}, not an object")
+    return value
+
+
+def _tokens(usage: Any, key: str, where: str) -> int:
+    """A token count of `usage` (missing or null: 0); _Malformed when it is not a count."""
+    if usage is None:
+        return 0
+    value = _dict(usage, where).get(key)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Malformed(f"{where}.{key} is {json.dumps(value)[:40]}, not a token count")
+    return value
 
 
 class _Throttled(Exception):
@@ -194,6 +260,8 @@ class BedrockConverseModel:
             raise ModelError(f"the model {self._model_id} did not answer in time ({self._endpoint()})") from None
         except ParamValidationError as error:
             raise ModelError(f"the request to Bedrock is not valid: {_excerpt(str(error))}") from None
+        except _READING_ERRORS as error:  # botocore's parser, given a reply of another shape
+            raise _unreadable(f"botocore could not parse it ({type(error).__name__}: {error})") from None
 
     def _client_error(self, error: ClientError) -> Exception:
         details = error.response.get("Error", {})
@@ -250,26 +318,38 @@ def _converse_message(message: Message) -> tuple[str, list[dict[str, Any]]]:
     raise TypeError(f"not a message: {message!r}")
 
 
-def _converse_reply(reply: dict[str, Any]) -> ModelReply:
+def _converse_reply(reply: Any) -> ModelReply:
+    try:
+        return _read_converse_reply(reply)
+    except _READING_ERRORS + (_Malformed,) as error:
+        raise _reading_error(error) from None
+
+
+def _read_converse_reply(reply: Any) -> ModelReply:
+    reply = _dict(reply, "the reply")
+    message = _dict(_dict(reply.get("output"), "output").get("message"), "output.message")
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block in reply.get("output", {}).get("message", {}).get("content", []):
+    for n, block in enumerate(_field(message, "content", list, "output.message.", default=[])):
+        block = _dict(block, f"content block {n}")
         if "text" in block:
-            texts.append(block["text"])
+            texts.append(_field(block, "text", str, f"content block {n}: "))
         elif "toolUse" in block:
-            use = block["toolUse"]
+            use = _dict(block["toolUse"], f"content block {n}: toolUse")
+            where = f"content block {n}: toolUse."
             arguments, raw = _arguments(use.get("input"))
-            calls.append(ToolCall(id=use["toolUseId"], name=use["name"], arguments=arguments, raw_arguments=raw))
-    reason = reply.get("stopReason", "")
+            calls.append(ToolCall(id=_field(use, "toolUseId", str, where), name=_field(use, "name", str, where),
+                                  arguments=arguments, raw_arguments=raw))
+    reason = _field(reply, "stopReason", str, "", default="")
     if calls:
         stop = StopReason.TOOL_USE
     elif reason in _BEDROCK_FAILED_STOPS:
         raise ModelError(f"{_BEDROCK_FAILED_STOPS[reason]} (stopReason {reason})")
     else:
         stop = _BEDROCK_STOPS.get(reason, StopReason.END)  # a reason newer than this code: an answer
-    usage = reply.get("usage", {})
+    usage = reply.get("usage")
     return ModelReply(AssistantMessage("\n".join(texts), tuple(calls)), stop,
-                      Usage(int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))))
+                      Usage(_tokens(usage, "inputTokens", "usage"), _tokens(usage, "outputTokens", "usage")))
 
 
 # -- OpenAI-compatible Chat Completions ----------------------------------------------------------
@@ -305,7 +385,7 @@ class OpenAIChatModel:
             body["tools"] = [{"type": "function", "function": {
                 "name": tool.name, "description": tool.description, "parameters": tool.parameters}} for tool in tools]
         data = json.dumps(body).encode()
-        return _chat_reply(self._backoff.run(self._model, lambda: self._post(data)), self._base_url)
+        return _chat_reply(self._backoff.run(self._model, lambda: self._post(data)), self._secret())
 
     def _secret(self) -> str:
         return self._api_key.get_secret_value() if self._api_key else ""
@@ -332,11 +412,12 @@ class OpenAIChatModel:
             raise ModelError(f"the connection to the model server at {self._base_url} failed ({error})") from None
         try:
             reply = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
-            raise ModelError(f"the model server at {self._base_url} did not answer a JSON object: "
-                             f"{_excerpt(raw.decode(errors='replace'), self._secret())}")
+            said = raw.decode(errors="replace").strip()
+            raise _unreadable(f"the model server at {self._base_url} did not answer a JSON object"
+                              + (f" ({said})" if said else " (an empty body)"), self._secret())
         return reply
 
     def _timed_out(self) -> ModelError:
@@ -409,31 +490,43 @@ def _chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]
     return out
 
 
-def _chat_reply(reply: dict[str, Any], base_url: str) -> ModelReply:
-    choices = reply.get("choices")
-    if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-        raise ModelError(f"the model server at {base_url} answered without a message: {_excerpt(json.dumps(reply))}")
-    choice = choices[0]
-    message = choice["message"]
-    content = message.get("content") or ""
+def _chat_reply(reply: Any, secret: str = "") -> ModelReply:
+    try:
+        return _read_chat_reply(reply)
+    except _READING_ERRORS + (_Malformed,) as error:
+        raise _reading_error(error, secret) from None
+
+
+def _read_chat_reply(reply: Any) -> ModelReply:
+    reply = _dict(reply, "the reply")
+    choices = _field(reply, "choices", list, "")
+    if not choices:
+        raise _Malformed("choices is empty")
+    choice = _dict(choices[0], "choices[0]")
+    message = _dict(choice.get("message"), "choices[0].message")
+    content = _field(message, "content", (str, list), "message.", default="")
     if isinstance(content, list):  # content parts, as some servers send them
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        texts = (part.get("text") for part in content if isinstance(part, dict))
+        content = "".join(text for text in texts if isinstance(text, str))  # other parts (images) are not text
     calls: list[ToolCall] = []
-    for n, call in enumerate(message.get("tool_calls") or []):
-        function = call.get("function") or {}
+    for n, call in enumerate(_field(message, "tool_calls", list, "message.", default=[])):
+        where = f"tool_calls[{n}]"
+        call = _dict(call, where)
+        function = _dict(call.get("function"), f"{where}.function")
         arguments, raw = _arguments(function.get("arguments", ""))
-        calls.append(ToolCall(id=call.get("id") or f"call_{n}", name=function.get("name", ""),
+        calls.append(ToolCall(id=_field(call, "id", str, f"{where}.", default=f"call_{n}") or f"call_{n}",
+                              name=_field(function, "name", str, f"{where}.function."),
                               arguments=arguments, raw_arguments=raw))
-    reason = choice.get("finish_reason")
+    reason = _field(choice, "finish_reason", str, "choices[0].", default="stop")
     if calls:  # whatever finish_reason says: some servers answer "stop" beside tool calls
         stop = StopReason.TOOL_USE
     elif reason == "content_filter":
         raise ModelError("the model's reply was filtered (finish_reason content_filter)")
     else:
-        stop = _OPENAI_STOPS.get(reason or "stop", StopReason.END)
-    usage = reply.get("usage") or {}
+        stop = _OPENAI_STOPS.get(reason, StopReason.END)
+    usage = reply.get("usage")
     return ModelReply(AssistantMessage(content, tuple(calls)), stop,
-                      Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+                      Usage(_tokens(usage, "prompt_tokens", "usage"), _tokens(usage, "completion_tokens", "usage")))
 
 
 # -- The factory ---------------------------------------------------------------------------------

@@ -236,6 +236,45 @@ def test_converse_asking_beyond_the_script_fails_visibly(converse, sleeps):
         model.complete("", [UserMessage("x")], [], 10)
 
 
+def converse_body(content=None, *, usage=None, **fields):
+    """A ConverseResponse's JSON with these fields as given (a malformed one, to script)."""
+    body = {"output": {"message": {"role": "assistant", "content": [{"text": "x"}] if content is None else content}},
+            "stopReason": "end_turn", "usage": usage or {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}
+    return ScriptedConverseServer.raw(200, {**body, **fields}, {"x-amzn-RequestId": "scripted"})
+
+
+UNREADABLE = "the model's reply could not be read: "
+MALFORMED_CONVERSE = {
+    "content an object": (converse_body({"text": "x"}), "botocore could not parse it"),
+    "content a string": (converse_body("hello"), "botocore could not parse it"),
+    "a block that is a string": (ScriptedConverseServer.message(["hello"]), "botocore could not parse it"),
+    "tool use without a name": (ScriptedConverseServer.message([{"toolUse": {"toolUseId": "t", "input": {}}}]),
+                                "content block 0: toolUse.name is missing, not a string"),
+    "tool use named by a list": (ScriptedConverseServer.tool_calls(("t", ["lookup"], {})),
+                                 "content block 0: toolUse.name is a list, not a string"),
+    "tool use without an id": (ScriptedConverseServer.message([{"toolUse": {"name": "lookup", "input": {}}}]),
+                               "content block 0: toolUse.toolUseId is missing, not a string"),
+    "text a number": (ScriptedConverseServer.message([{"text": 5}]), "content block 0: text is a number, not a string"),
+    "tokens not a number": (converse_body(usage={"inputTokens": "n/a", "outputTokens": 1}),
+                            "botocore could not parse it (ValueError: invalid literal for int()"),
+    "usage a list": (converse_body(usage=[1, 2]), "botocore could not parse it"),
+    "stop reason a list": (converse_body(stopReason=["end_turn"]), "stopReason is a list, not a string"),
+    "no output": (ScriptedConverseServer.raw(200, {"stopReason": "end_turn"}), "output is missing, not an object"),
+    "not json": (ScriptedConverseServer.raw(200, "<html>proxy error</html>", {"Content-Type": "application/json"}),
+                 "output is missing, not an object"),
+}
+
+
+@pytest.mark.parametrize("reply, reason", MALFORMED_CONVERSE.values(), ids=MALFORMED_CONVERSE.keys())
+def test_converse_a_reply_out_of_shape_is_a_model_error_saying_so(converse, sleeps, reply, reason):
+    converse.add(reply)
+    with pytest.raises(ModelError) as raised:
+        bedrock(converse, sleeps).complete("", [UserMessage("x")], [LOOKUP], 10)
+    assert type(raised.value) is ModelError
+    assert str(raised.value).startswith(UNREADABLE + reason), str(raised.value)
+    assert len(str(raised.value)) < 400 and len(converse.requests) == 1 and sleeps == []  # not retried
+
+
 def test_converse_nothing_listening_is_unavailable_with_advice(sleeps):
     model = BedrockConverseModel(converse_client(closed_port_url()), NOVA, sleep=sleeps)
 
@@ -399,6 +438,75 @@ def test_chat_a_server_that_never_answers_times_out():
         with pytest.raises(ModelError, match="did not answer within 0.2 s") as raised:
             model.complete("", [UserMessage("x")], [], 10)
     assert not isinstance(raised.value, ModelUnavailable)
+
+
+def chat_body(**fields):
+    """A chat.completion's JSON with these fields as given (a malformed one, to script)."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}
+    return ScriptedChatServer.raw(200, {"id": "c", "object": "chat.completion", "choices": [choice], **fields})
+
+
+def chat_calls(*calls):
+    return ScriptedChatServer.message({"role": "assistant", "content": None, "tool_calls": list(calls)},
+                                      finish_reason="tool_calls")
+
+
+MALFORMED_CHAT = {
+    "a call that is a string": (chat_calls("oops"), "tool_calls[0] is a string, not an object"),
+    "calls an object": (ScriptedChatServer.message({"role": "assistant", "tool_calls": {"id": "c"}}),
+                        "message.tool_calls is an object, not a list"),
+    "a name that is a list": (ScriptedChatServer.tool_calls(("c1", ["lookup"], {})),
+                              "tool_calls[0].function.name is a list, not a string"),
+    "no name": (chat_calls({"id": "c1", "type": "function", "function": {"arguments": "{}"}}),
+                "tool_calls[0].function.name is missing, not a string"),
+    "no function": (chat_calls({"id": "c1", "type": "function"}), "tool_calls[0].function is missing, not an object"),
+    "an id that is a number": (ScriptedChatServer.tool_calls((7, "lookup", {})),
+                               "tool_calls[0].id is a number, not a string"),
+    "tokens not a number": (chat_body(usage={"prompt_tokens": "n/a", "completion_tokens": 1}),
+                            'usage.prompt_tokens is "n/a", not a token count'),
+    "tokens negative": (chat_body(usage={"prompt_tokens": 1, "completion_tokens": -5}),
+                        "usage.completion_tokens is -5, not a token count"),
+    "usage a list": (chat_body(usage=[1]), "usage is a list, not an object"),
+    "no choices": (ScriptedChatServer.raw(200, {"choices": []}), "choices is empty"),
+    "choices an object": (ScriptedChatServer.raw(200, {"choices": {"0": {}}}), "choices is an object, not a list"),
+    "choices missing": (ScriptedChatServer.raw(200, {"object": "chat.completion"}), "choices is missing, not a list"),
+    "a message that is a string": (ScriptedChatServer.raw(200, {"choices": [{"message": "hi"}]}),
+                                   "choices[0].message is a string, not an object"),
+    "content a number": (ScriptedChatServer.message({"role": "assistant", "content": 5}),
+                         "message.content is a number, not a string or a list"),
+    "finish reason a list": (ScriptedChatServer.message({"role": "assistant", "content": "x"}, finish_reason=["x"]),
+                             "choices[0].finish_reason is a list, not a string"),
+    "not json, echoing the key": (ScriptedChatServer.raw(200, f"<html>Bearer {KEY}</html>"),
+                                  "the model server at http://127.0.0.1:"),
+    "an empty body": (ScriptedChatServer.raw(200, b""), "the model server at http://127.0.0.1:"),
+}
+
+
+@pytest.mark.parametrize("reply, reason", MALFORMED_CHAT.values(), ids=MALFORMED_CHAT.keys())
+def test_chat_a_reply_out_of_shape_is_a_model_error_saying_so(chat, sleeps, reply, reason):
+    chat.add(reply)
+    with pytest.raises(ModelError) as raised:
+        openai(chat, sleeps, key=KEY).complete("", [UserMessage("x")], [LOOKUP], 10)
+    message = str(raised.value)
+    assert type(raised.value) is ModelError
+    assert message.startswith(UNREADABLE + reason), message
+    assert KEY not in message and len(message) < 400 and len(chat.requests) == 1 and sleeps == []
+
+
+def test_chat_a_body_that_is_not_json_is_shown_short_and_without_the_key(chat, sleeps):
+    chat.add(ScriptedChatServer.raw(200, f"<html>Bearer {KEY}</html>" + " filler" * 500), ScriptedChatServer.raw(200, ""))
+    model = openai(chat, sleeps, key=KEY)
+    with pytest.raises(ModelError, match=r"did not answer a JSON object \(<html>Bearer \*\*\*</html> filler") as raised:
+        model.complete("", [UserMessage("x")], [], 10)
+    assert KEY not in str(raised.value) and len(str(raised.value)) < 450
+    with pytest.raises(ModelError, match=r"did not answer a JSON object \(an empty body\)"):
+        model.complete("", [UserMessage("x")], [], 10)
+
+
+def test_chat_text_parts_of_other_kinds_are_skipped(chat, sleeps):
+    chat.add(ScriptedChatServer.message({"role": "assistant", "content": [
+        {"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, "b", {"type": "text", "text": "c"}]}))
+    assert openai(chat, sleeps).complete("", [UserMessage("x")], [], 10).message == AssistantMessage("ac")
 
 
 def test_chat_unknown_model_is_unavailable_with_advice(chat, sleeps):

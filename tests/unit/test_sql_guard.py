@@ -3,7 +3,10 @@ again by sqlglot; anything else is refused with a reason the model can act on.""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from chalicelib.domain.agents import sql_guard
 from chalicelib.domain.agents.sql_guard import SqlRefused, check_select
 
 ACCEPTED = {
@@ -79,6 +82,16 @@ REFUSED = {
     "values": ("SELECT * FROM records, (VALUES (1)) AS v(x)", "FROM and JOIN take records, a name defined by WITH "
                                                              "or a subquery, not VALUES"),
     "lateral": ("SELECT * FROM records LATERAL VIEW explode(x) t", "LATERAL is not supported"),
+    "rows from": ("SELECT * FROM ROWS FROM (generate_series(1, 3))",
+                  "FROM and JOIN take records, a name defined by WITH or a subquery, not ROWS FROM"),
+    # sqlglot parses these but renders them without the clause (SELECT * FROM records): another query.
+    "pivot": ("SELECT * FROM records PIVOT (sum(amount) FOR currency IN ('USD', 'EUR'))",
+              "PIVOT is not supported: use GROUP BY with sum(CASE WHEN"),
+    "unpivot": ("SELECT * FROM records UNPIVOT (amount FOR currency IN (usd, eur))",
+                "UNPIVOT is not supported: select each column and combine them with UNION ALL"),
+    "a clause the rendering would drop": ("SELECT first_value(amount IGNORE NULLS) OVER (ORDER BY id) FROM records",
+                                          "this statement uses syntax that is not supported here (PostgreSQL does "
+                                          "not support IGNORE NULLS): rewrite it without that clause"),
     "a line comment hiding a second statement": ("SELECT 1 FROM records -- note\n; DROP TABLE records",
                                                  "only one statement may run, this holds 2"),
     "a block comment before a second statement": ("SELECT 1 FROM records /* ; */ ; DELETE FROM records",
@@ -127,3 +140,66 @@ def test_what_runs_is_the_checked_tree_rendered_again(sql):
     rendered = check_select(sql)
     assert check_select(rendered) == rendered
     assert "/*" not in rendered and "$$" not in rendered and "read_parquet" not in rendered
+
+
+def test_a_failure_inside_the_guard_is_a_refusal_the_model_can_act_on(monkeypatch):
+    def broken(tree):
+        raise AttributeError("'NoneType' object has no attribute 'key'")
+
+    monkeypatch.setattr(sql_guard, "_check_tree", broken)
+    with pytest.raises(SqlRefused) as refused:
+        check_select("SELECT id FROM records")
+    assert refused.value.reason.startswith(
+        "could not check this statement: AttributeError ('NoneType' object has no attribute 'key'); write it "
+        "more plainly"), refused.value.reason
+
+
+ODD = [
+    "SELECT * FROM ROWS FROM (generate_series(1,3))",
+    "SELECT * FROM ROWS FROM (generate_series(1, 3), unnest(array[1])) AS t(a, b)",
+    "SELECT * FROM records WHERE EXISTS (SELECT * FROM ROWS FROM (f()))",
+    "SELECT * FROM ROWS FROM",
+    "SELECT * FROM records r, LATERAL (SELECT r.id) x",
+    "SELECT * FROM records r CROSS JOIN LATERAL generate_series(1, 2)",
+    "SELECT * FROM records r LEFT JOIN LATERAL (SELECT 1) x ON true",
+    "SELECT * FROM LATERAL",
+    'SELECT "\u202e\u200b" FROM records',
+    "SELECT '\U0001f600' FROM records",
+    "ＳＥＬＥＣＴ 1",
+    "SELECT \x00 FROM records",
+    "SELECT \ud800 FROM records",
+    "SELECT " + "(" * 200 + "1" + ")" * 200 + " FROM records",
+    "(" * 300 + "SELECT 1 FROM records" + ")" * 300,
+    "SELECT * FROM " + "(" * 100 + "records" + ")" * 100,
+    "SELECT " + "(" * 50 + "1" + ")" * 49 + " FROM records",
+    "", "   ", ";", ";;;", "-- only a comment", "/* only a comment */", "/* unterminated", "$$", "SELECT", "WITH",
+    "SELECT * FROM records PIVOT", "SELECT * FROM records MATCH_RECOGNIZE (ORDER BY id)",
+    "SELECT * FROM records CONNECT BY PRIOR id = id", "SELECT * FROM TABLE(records)", "SELECT * FROM @stage",
+    "SELECT * FROM [records]", "SELECT a.id FROM records a, records b WHERE a.id = b.id(+)",
+    "SELECT * FROM records QUALIFY row_number() OVER () = 1", "SELECT * FROM xmltable('/x' PASSING 1 COLUMNS a int)",
+]
+
+
+@pytest.mark.parametrize("sql", ODD)
+def test_an_odd_statement_is_accepted_or_refused_never_another_error(sql):
+    try:
+        rendered = check_select(sql)
+    except SqlRefused as refused:
+        assert refused.reason
+    else:
+        assert isinstance(rendered, str)
+
+
+FRAGMENTS = ["SELECT", "*", "FROM", "records", "ROWS", "LATERAL", "(", ")", ",", "WITH", "x", "AS", "JOIN", "ON",
+             "PIVOT", "UNPIVOT", "FOR", "IN", "'a'", "1", "generate_series(1,2)", "unnest(x)", "VALUES", "UNION", "--",
+             "/*", "*/", ";", "\u202e", "é", "\x00", "WHERE", "amount", "IGNORE NULLS", "OVER", "TABLE", "ORDER BY",
+             '"', "$$", "::", "[", "]", "ONLY", "QUALIFY", "CROSS", "read_parquet('x')", "WITHIN GROUP", "CASE", "?"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=14))
+def test_any_string_of_sql_fragments_is_accepted_or_refused_never_another_error(parts):
+    try:
+        check_select(" ".join(parts))
+    except SqlRefused as refused:
+        assert refused.reason

@@ -5,7 +5,9 @@ polars' SQL reads files on its own (`SELECT * FROM read_parquet('/any/path')` ru
 holding nothing but `records`), so it is not trusted to refuse anything. What runs is not the
 caller's text but sqlglot's rendering of the tree that was checked (without comments), checked
 again once rendered: a statement that the two parsers would read differently (comments, quoting,
-escapes) runs as sqlglot read it or not at all.
+escapes) runs as sqlglot read it or not at all. A statement that sqlglot parses but cannot render
+faithfully (PIVOT, IGNORE NULLS: rendered, they would silently drop the clause and answer another
+query) is refused, and so is one the guard fails on in any other way: it answers SqlRefused only.
 
 Pure: sqlglot is imported on the first check, not with the module, so that functions which never
 run a query do not pay for its import (~0.1 s).
@@ -39,13 +41,43 @@ class SqlRefused(Exception):
 
 
 def check_select(sql: str) -> str:
-    """The statement to run for `sql` (sqlglot's rendering of it), or SqlRefused saying why not."""
+    """The statement to run for `sql` (sqlglot's rendering of it), or SqlRefused saying why not;
+    never another exception: what the guard cannot check does not run."""
+    try:
+        return _check_select(sql)
+    except SqlRefused:
+        raise
+    except RecursionError:
+        raise SqlRefused("the statement is nested too deeply to check") from None
+    except Exception as error:  # noqa: BLE001 - a statement the guard cannot check is refused, never run
+        detail = f" ({_first_line(str(error))[:200]})" if str(error).strip() else ""
+        raise SqlRefused(f"could not check this statement: {type(error).__name__}{detail}; "
+                         f"write it more plainly (SELECT ... FROM {TABLE} with WHERE, JOIN, GROUP BY)") from None
+
+
+def _check_select(sql: str) -> str:
+    if not isinstance(sql, str):
+        raise SqlRefused("the statement must be text")
     if len(sql) > MAX_SQL_CHARS:
         raise SqlRefused(f"the statement is longer than {MAX_SQL_CHARS:,} characters")
     tree = _one_query(sql)
     _check_tree(tree)
-    rendered: str = tree.sql(dialect=_dialect(), comments=False)
+    rendered = _render(tree)
     _check_tree(_one_query(rendered))  # what polars will be given, read again
+    return rendered
+
+
+def _render(tree: exp.Query) -> str:
+    """sqlglot's rendering of `tree`, or SqlRefused when it would leave something out: by default
+    sqlglot only logs what it cannot write, and renders the statement without it."""
+    from sqlglot.errors import ErrorLevel, UnsupportedError
+
+    try:
+        rendered: str = tree.sql(dialect=_dialect(), comments=False, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as error:
+        said = dict.fromkeys(line.strip().rstrip(".") for line in str(error).splitlines() if line.strip())
+        raise SqlRefused(f"this statement uses syntax that is not supported here ({'; '.join(said)[:300]}): "
+                         "rewrite it without that clause") from None
     return rendered
 
 
@@ -88,6 +120,10 @@ def _check_tree(tree: exp.Query) -> None:
             raise SqlRefused(_not_a_source(node.this))
         if isinstance(node, exp.Lateral):
             raise SqlRefused("LATERAL is not supported: use a subquery or a join")
+        if isinstance(node, exp.Pivot):
+            raise SqlRefused("UNPIVOT is not supported: select each column and combine them with UNION ALL"
+                             if node.args.get("unpivot") else
+                             "PIVOT is not supported: use GROUP BY with sum(CASE WHEN ... THEN ... END) per value")
         if isinstance(node, exp.Select) and node.args.get("into"):
             raise SqlRefused("SELECT ... INTO would create a table: nothing can be changed")
         if isinstance(node, exp.Table):
@@ -97,6 +133,8 @@ def _check_tree(tree: exp.Query) -> None:
 def _check_table(table: exp.Table, defined: set[str]) -> None:
     from sqlglot import exp
 
+    if table.args.get("rows_from"):
+        raise SqlRefused(_not_a_source(None, "ROWS FROM"))
     if not isinstance(table.this, exp.Identifier):
         raise SqlRefused(_not_a_source(table.this))
     name = table.name
@@ -110,7 +148,7 @@ def _check_table(table: exp.Table, defined: set[str]) -> None:
         raise SqlRefused(f"unknown table {name}: the only table is {TABLE} (and names defined by WITH)")
 
 
-def _not_a_source(node: exp.Expression) -> str:
+def _not_a_source(node: exp.Expression | None, what: str = "") -> str:
     from sqlglot import exp
 
     if isinstance(node, exp.Func):
@@ -118,8 +156,10 @@ def _not_a_source(node: exp.Expression) -> str:
         if name.startswith(FILE_FUNCTIONS):
             return f"{name}() reads files: only the table {TABLE} can be queried"
         what = f"a table function ({name})"
-    else:
+    elif isinstance(node, exp.Expression):
         what = node.key.upper()
+    else:
+        what = what or "this"
     return f"FROM and JOIN take {TABLE}, a name defined by WITH or a subquery, not {what}"
 
 
