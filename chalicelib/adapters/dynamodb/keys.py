@@ -753,8 +753,13 @@ DELETE_CONFIRMED = "confirmed"
 # Ids are UUIDs, so an environment's agents are listed by creation time (then id). The one active
 # agent that handles file drops holds a guard item of its environment.
 
+def _agent_pk(environment: str, agent_id: str) -> str:
+    """The partition of an agent: the agent, its input files, its run guard and trigger claims."""
+    return f"{env_prefix(environment)}#AGENT#{agent_id}"
+
+
 def agent(environment: str, agent_id: str) -> dict[str, str]:
-    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": "AGENT"}
+    return {"pk": _agent_pk(environment, agent_id), "sk": "AGENT"}
 
 
 def agents_index_pk(environment: str) -> str:
@@ -779,7 +784,7 @@ def file_drop_guard(environment: str) -> dict[str, str]:
 
 def agent_file(environment: str, agent_id: str, file_id: str) -> dict[str, str]:
     """An input file of an agent, in the agent's partition (read with it, listed by sk prefix)."""
-    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"{AGENT_FILE_PREFIX}{file_id}"}
+    return {"pk": _agent_pk(environment, agent_id), "sk": f"{AGENT_FILE_PREFIX}{file_id}"}
 
 
 AGENT_FILE_PREFIX = "FILE#"
@@ -787,7 +792,7 @@ AGENT_FILE_PREFIX = "FILE#"
 
 def agent_running(environment: str, agent_id: str) -> dict[str, str]:
     """The guard a running run of the agent holds: one run of an agent at a time."""
-    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": "RUNNING"}
+    return {"pk": _agent_pk(environment, agent_id), "sk": "RUNNING"}
 
 
 # Agent runs have integer ids from the environment's counter; an agent's are listed newest first
@@ -798,7 +803,7 @@ def agent_run(environment: str, run_id: int) -> dict[str, str]:
 
 
 def agent_runs_index_pk(environment: str, agent_id: str) -> str:
-    return f"{env_prefix(environment)}#AGENT#{agent_id}#RUNS"
+    return f"{_agent_pk(environment, agent_id)}#RUNS"
 
 
 def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, str]:
@@ -807,4 +812,4 @@ def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, s
 
 def agent_trigger(environment: str, agent_id: str, token: str) -> dict[str, str]:
     """One event that started a run of the agent (a schedule's firing, a drop), claimed once."""
-    return {"pk": f"{env_prefix(environment)}#AGENT#{agent_id}", "sk": f"TRIGGER#{token}"}
+    return {"pk": _agent_pk(environment, agent_id), "sk": f"TRIGGER#{token}"}
