@@ -1,9 +1,10 @@
 """Agent runs: queue one (the API, a file drop, another agent), start one when a schedule fires,
 run it on the agent-run queue (one run of an agent at a time), deliver what it wrote, fail it.
 
-A run's message is at-least-once: a finished run's message is dropped; a run found `running`
-when its message comes again was cut off (the worker's time ran out, or it crashed) and is failed
-rather than run twice, since a run's tool calls (comments, mail, runs started) are not idempotent.
+A run's message is at-least-once: a finished run's message is dropped, and so is one of a run
+going (within its lease, RUN_LEASE); a run found `running` past its lease was cut off (its worker
+crashed or ran out of time) and is failed rather than run twice, since a run's tool calls
+(comments, mail, runs started) are not idempotent.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from chalicelib.domain.agents.runs import (
     OutputFile,
     Step,
 )
-from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from tests.contract.builders import ENV, OTHER_ENV
 from tests.contract.builders import T0_MS as T0
 
@@ -38,6 +38,8 @@ def test_a_run_reads_back_as_written_with_its_steps_files_and_deliveries(agent_r
                extra_input=InputRef("drop.csv", "drops/acme/drop.csv", 10), callers=("a", "b"))
     agent_runs.add(full)
     assert agent_runs.get(ENV, AGENT, 1) == full
+    with pytest.raises(Conflict):
+        agent_runs.add(run(1))  # the same id, written by another delivery
     with pytest.raises(NotFound):
         agent_runs.get(ENV, "another-agent", 1)
     with pytest.raises(NotFound):

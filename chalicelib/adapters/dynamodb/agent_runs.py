@@ -22,7 +22,7 @@ from chalicelib.domain.agents.runs import (
     Step,
 )
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
-from chalicelib.domain.errors import NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 
 FIRE_CLAIM_LIFETIME = timedelta(days=7)
 
@@ -36,7 +36,11 @@ class AgentRunRepository:
         return self._counters.next_id(environment, "agent_run")
 
     def add(self, run: AgentRun) -> None:
-        self._table.put_new(self._to_item(run))
+        """Write a new run; Conflict when its id is written already (another delivery's)."""
+        try:
+            self._table.put_new(self._to_item(run))
+        except ConditionFailed:
+            raise Conflict(f"agent run {run.id} exists") from None
 
     def get(self, environment: str, agent_id: str, run_id: int) -> AgentRun:
         item = self._table.get(keys.agent_run(environment, run_id))
