@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from chalicelib.domain.matches import Match, MatchStatus
-from chalicelib.domain.records import HeldRecord, Record
-from chalicelib.domain.tallies import CurrencyAmounts, Money, money_of
+from chalicelib.domain.records import Direction, HeldRecord, Record
+from chalicelib.domain.tallies import Booked, CurrencyAmounts, Money, money_of
 
 MAX_HOP_RECORDS = 20  # records shown per hop; its count and totals cover all of them
 MAX_STEP_HOPS = 10  # hops shown per link step; the others go into next_omitted, not followed
@@ -35,7 +35,7 @@ class BreakReason(StrEnum):
     EXCEPTION = "exception"  # open records an exception of the reconciliation holds
 
 
-def currency_totals(records: Iterable[Record]) -> tuple[CurrencyAmounts, ...]:
+def currency_totals(records: Iterable[Booked]) -> tuple[CurrencyAmounts, ...]:
     """Totals per currency, by currency code."""
     money = money_of(records)
     return tuple(money[currency] for currency in sorted(money))
@@ -122,11 +122,40 @@ class StoryTrace:
 
 # Leads: where the records entering a link go there ----------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class Passing:
+    """A record the trace passes through: its money and what holds it in each reconciliation, all a
+    link step needs of the records entering it (10,000 charges of a payout are read as this, by a
+    projected read; the few a hop shows are read whole)."""
+    id: int
+    data_stream_key: str
+    date: str
+    amount: int
+    direction: Direction
+    currency: str
+    decimal_places: int
+    match_ids: Mapping[int, int]  # reconciliation -> the match holding it there
+    exception_ids: Mapping[int, int]  # reconciliation -> the exception holding it there
+
+    @classmethod
+    def of(cls, held: HeldRecord) -> Passing:
+        r = held.record
+        return cls(id=r.id, data_stream_key=r.data_stream_key, date=r.date, amount=r.amount, direction=r.direction,
+                   currency=r.currency, decimal_places=r.decimal_places, match_ids=held.match_ids,
+                   exception_ids=held.exception_ids)
+
+    def match_in(self, reconciliation_id: int) -> int | None:
+        return self.match_ids.get(reconciliation_id)
+
+    def exception_in(self, reconciliation_id: int) -> int | None:
+        return self.exception_ids.get(reconciliation_id)
+
+
 @dataclass(frozen=True)
 class Lead:
     """Records entering a link that go the same way there: into one live match, or into one break
     of records open there (unmatched, or held by one exception)."""
-    entering: tuple[HeldRecord, ...]
+    entering: tuple[Passing, ...]
     match: Match | None = None
     break_: HopBreak | None = None
 
@@ -151,12 +180,12 @@ def is_live(match: Match | None, reconciliation_id: int) -> bool:
             and match.reconciliation_id == reconciliation_id)
 
 
-def leads(entering: Iterable[HeldRecord], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
+def leads(entering: Iterable[Passing], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
     """Group the records entering a link by what holds them in its reconciliation, in display order.
     `matches` are those of the records' match ids that were found; a record whose match is missing
     or not live counts as open there."""
-    by_match: dict[int, list[HeldRecord]] = defaultdict(list)
-    open_by_exception: dict[int | None, list[HeldRecord]] = defaultdict(list)
+    by_match: dict[int, list[Passing]] = defaultdict(list)
+    open_by_exception: dict[int | None, list[Passing]] = defaultdict(list)
     for held in entering:
         match_id = held.match_in(reconciliation_id)
         if match_id is not None and is_live(matches.get(match_id), reconciliation_id):
@@ -179,7 +208,7 @@ def omitted(left: Sequence[Lead]) -> Omitted | None:
     """The summary of the leads a step leaves out (None when it leaves none out)."""
     if not left:
         return None
-    records = [held.record for lead in left for held in lead.entering]
+    records = [passing for lead in left for passing in lead.entering]
     breaks = {reason.value: sum(1 for lead in left if lead.reason is reason) for reason in BreakReason}
     return Omitted(hops=len(left), records=len(records), totals=currency_totals(records), breaks=breaks)
 
@@ -199,6 +228,19 @@ def hop_records(records: Iterable[Record], entering_ids: Iterable[int]) -> HopRe
     return HopRecords(data=tuple(by_id[i] for i in shown), count=len(by_id), totals=currency_totals(by_id.values()))
 
 
+def break_records(entering: Sequence[Passing], records: Mapping[int, Record]) -> HopRecords:
+    """A break's records, the open records entering it: counted and totalled from what the trace
+    passed them by, MAX_HOP_RECORDS shown by id from `records` (those, at least, read whole)."""
+    by_id = {p.id: p for p in entering}
+    return HopRecords(data=tuple(records[i] for i in break_shown(entering)), count=len(by_id),
+                      totals=currency_totals(by_id.values()))
+
+
+def break_shown(entering: Iterable[Passing]) -> list[int]:
+    """The ids of the records a break shows (see break_records)."""
+    return shown_order((p.id for p in entering), ())[:MAX_HOP_RECORDS]
+
+
 def match_records(member_ids: Sequence[int], records: Mapping[int, Record], entering_ids: Iterable[int],
                   money: Money) -> HopRecords:
     """A match's records when its money is known (kept from an earlier trace): only those shown are read."""
@@ -207,15 +249,12 @@ def match_records(member_ids: Sequence[int], records: Mapping[int, Record], ente
                       totals=tuple(money[currency] for currency in sorted(money)))
 
 
-def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead,
-        records: HopRecords | None = None) -> Hop:
-    """The hop of a lead, not followed yet: a match's `records` are its members', read; a break's
-    are the open records themselves."""
+def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead, records: HopRecords) -> Hop:
+    """The hop of a lead, not followed yet: a match's `records` are its members' (match_records or
+    hop_records), a break's the open records themselves (break_records)."""
     if lead.match is None:
         return Hop(link=link, direction=direction, via_data_stream=via, match=None, break_=lead.break_,
-                   records=hop_records((held.record for held in lead.entering), ()))
-    if records is None:
-        raise ValueError("a match's hop needs its records")
+                   records=records)
     match = lead.match
     proposed = HopBreak(BreakReason.PROPOSED) if match.status is MatchStatus.PROPOSED else None
     return Hop(link=link, direction=direction, via_data_stream=via,

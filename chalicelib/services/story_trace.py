@@ -11,7 +11,9 @@ with BatchGetItem. A record read once is not read again.
 A hop counts and totals all its records. For a big match (a payout of 10,000 charges) that means
 reading them all, so the first trace through it keeps their money beside its members (a match's
 members and their amounts never change): the next reads the members and only the records it
-shows. The records entering a step must still be read, all of them, to find their matches.
+shows. The records entering a step must still be read, all of them, to find their matches: when
+they are many (more than WHOLE_UP_TO) only their money and what holds them are read, by a
+projected read (`Passing`), and the few that a hop then shows are read whole.
 """
 from __future__ import annotations
 
@@ -34,10 +36,13 @@ from chalicelib.domain.story_trace import (
     HopLink,
     HopRecords,
     Lead,
+    Passing,
     StartLinks,
     StoryTrace,
     StreamRef,
     TraceDirection,
+    break_records,
+    break_shown,
     breaks_in,
     dense_runs,
     hop,
@@ -54,6 +59,7 @@ from chalicelib.services.stories import chained_reconciliations, chained_streams
 
 READ_THREADS = 8  # requests in flight at once
 IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
+WHOLE_UP_TO = 200  # records a step goes on by, read whole; more are read projected (Passing)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -74,6 +80,7 @@ def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) 
     walk = _Walk(ports, environment, story, reconciliations, _shared_streams(ports, environment, story),
                  StartLinks(starts, len(story.links)))
     walk.known[traced.record.id] = traced
+    walk.passing[traced.record.id] = Passing.of(traced)
     hops = tuple(walk.start(position, traced) for position in sorted(starts))
     return StoryTrace(story_id=story.id, record=traced.record, truncated=walk.truncated, hops=hops,
                       breaks=breaks_in(hops))
@@ -98,7 +105,7 @@ class _MatchRead:
 
 
 def _ids(lead: Lead) -> list[int]:
-    return [held.record.id for held in lead.entering]
+    return [passing.id for passing in lead.entering]
 
 
 @dataclass
@@ -110,13 +117,14 @@ class _Walk:
     reconciliations: dict[int, Reconciliation]
     streams: dict[str, StreamRef]
     starts: StartLinks
-    known: dict[int, HeldRecord] = field(default_factory=dict)
+    known: dict[int, HeldRecord] = field(default_factory=dict)  # read whole
+    passing: dict[int, Passing] = field(default_factory=dict)  # every record read, whole or projected
     followed: int = 0
     truncated: bool = False
     shown_matches: set[int] = field(default_factory=set)  # a match two branches reach is shown under the first
 
     def start(self, position: int, traced: HeldRecord) -> Hop:
-        [lead] = self._leads(self._link(position), [traced])  # one record goes one way
+        [lead] = self._leads(self._link(position), [self.passing[traced.record.id]])  # one record goes one way
         self.followed += 1
         if lead.match is not None:
             self.shown_matches.add(lead.match.id)
@@ -125,7 +133,7 @@ class _Walk:
         return self._follow(position, TraceDirection.START, None, lead, read, ways)
 
     def _step(self, position: int, direction: TraceDirection, via_key: str,
-              entering: Sequence[HeldRecord]) -> tuple[list[Hop], list[Lead]]:
+              entering: Sequence[Passing]) -> tuple[list[Hop], list[Lead]]:
         """The hops the records entering link `position` lead to, each followed on, and the leads
         left out (beyond MAX_STEP_HOPS, or beyond the budget of MAX_FOLLOWED_HOPS)."""
         found = [lead for lead in self._leads(self._link(position), entering)
@@ -146,14 +154,15 @@ class _Walk:
         """The hop of a lead, and the hops its match leads to in the links next to it (a break stops)."""
         info = self._hop_link(self._link(position))
         if lead.match is None:
-            return hop(info, direction, via, lead)
+            shown = {i: self.known[i].record for i in break_shown(lead.entering)}
+            return hop(info, direction, via, lead, break_records(lead.entering, shown))
         its = read[lead.match.id]
         next_hops: list[Hop] = []
         left: list[Lead] = []
         for way in ways:
             shared = self._shared_stream(position, way)
-            entering = [self.known[m.record_id] for m in its.members
-                        if m.data_stream_key == shared and m.record_id in self.known]
+            entering = [self.passing[m.record_id] for m in its.members
+                        if m.data_stream_key == shared and m.record_id in self.passing]
             if shared is None or not entering:
                 continue  # the chain ends, or the match has no record on the shared stream: this path ends
             hops, step_left = self._step(position - 1 if way is TraceDirection.UPSTREAM else position + 1, way,
@@ -174,7 +183,7 @@ class _Walk:
 
     # Reads ------------------------------------------------------------------------------------
 
-    def _leads(self, link: StoryLink, entering: Sequence[HeldRecord]) -> list[Lead]:
+    def _leads(self, link: StoryLink, entering: Sequence[Passing]) -> list[Lead]:
         """Where the entering records go in the link, their matches read in one batch."""
         match_ids = {i for held in entering if (i := held.match_in(link.reconciliation_id)) is not None}
         matches: dict[int, Match] = {}
@@ -185,23 +194,34 @@ class _Walk:
         return leads(entering, link.reconciliation_id, matches)
 
     def _read_matches(self, shown: Sequence[Lead], onward: set[str]) -> dict[int, _MatchRead]:
-        """The members of the shown matches (a query each, several at a time) and the records a hop
-        needs: all of them while the match's money is not known (then kept for the next trace),
-        else only those it shows and those the trace goes on by (on an `onward` stream)."""
+        """The members of the shown matches (a query each, several at a time) and the records the
+        hops need: all of a match's while its money is not known (then kept for the next trace),
+        else only those it shows, whole, and those the trace goes on by (on an `onward` stream),
+        projected when they are many; a break's records that it shows, whole."""
         matches = [(lead, lead.match.id) for lead in shown if lead.match is not None]
         found = _each_in_parallel(lambda pair: self.ports.matches.members_and_money(self.environment, pair[1]),
                                   matches)
-        needed: set[int] = set()
+        whole: set[int] = set()
+        going_on: set[int] = set()
         stream_of: dict[int, str] = {}
+        for lead in shown:
+            if lead.match is None:
+                whole.update(break_shown(lead.entering))
+                stream_of.update((p.id, p.data_stream_key) for p in lead.entering)
         for (lead, _), (members, money) in zip(matches, found, strict=True):
             member_ids = [m.record_id for m in members]
             stream_of.update((m.record_id, m.data_stream_key) for m in members)
             if money is None:
-                needed.update(member_ids)
+                whole.update(member_ids)
             else:
-                needed.update(shown_order(member_ids, _ids(lead))[:MAX_HOP_RECORDS])
-                needed.update(m.record_id for m in members if m.data_stream_key in onward)
-        self._read_records(needed, stream_of)
+                whole.update(shown_order(member_ids, _ids(lead))[:MAX_HOP_RECORDS])
+                going_on.update(m.record_id for m in members if m.data_stream_key in onward)
+        going_on -= whole | set(self.passing)
+        if len(going_on) <= WHOLE_UP_TO:
+            whole |= going_on
+        else:
+            self._read_records(going_on, stream_of, whole=False)
+        self._read_records(whole, stream_of)
         return {match_id: self._match_read(lead, match_id, members, money)
                 for (lead, match_id), (members, money) in zip(matches, found, strict=True)}
 
@@ -219,17 +239,28 @@ class _Walk:
                 logger.exception("keeping a match's money failed", extra={"match_id": match_id})
         return _MatchRead(members, read)
 
-    def _read_records(self, record_ids: Iterable[int], stream_of: dict[int, str]) -> None:
-        """The records not read yet: dense runs of a stream's ids by ranges of its record index,
-        the others by key."""
+    def _read_records(self, record_ids: Iterable[int], stream_of: dict[int, str], whole: bool = True) -> None:
+        """The records not read yet (`whole`, or else projected as Passing): dense runs of a
+        stream's ids by ranges of its record index, the others by key."""
         by_stream: dict[str, list[int]] = {}
-        for record_id in set(record_ids) - set(self.known):
+        for record_id in set(record_ids) - set(self.known if whole else self.passing):
             by_stream.setdefault(stream_of[record_id], []).append(record_id)
         wanted = {i for ids in by_stream.values() for i in ids}
+        matches = self.ports.matches
+        held_by = [link.reconciliation_id for link in self.story.links]
         for stream_key, ids in by_stream.items():
-            between = partial(self.ports.matches.held_records_between, self.environment, stream_key)
-            for part in _ranged(ids, between, partial(self.ports.matches.held_records, self.environment)):
-                self.known.update((held.record.id, held) for held in part if held.record.id in wanted)
+            if not whole:
+                for passed in _ranged(ids, partial(matches.passing_between, self.environment, stream_key,
+                                                   reconciliation_ids=held_by),
+                                      lambda part: matches.passing(self.environment, part, held_by)):
+                    self.passing.update((p.id, p) for p in passed if p.id in wanted)
+                continue
+            for part in _ranged(ids, partial(matches.held_records_between, self.environment, stream_key),
+                                partial(matches.held_records, self.environment)):
+                for held in part:
+                    if held.record.id in wanted:
+                        self.known[held.record.id] = held
+                        self.passing[held.record.id] = Passing.of(held)
 
     def _link(self, position: int) -> StoryLink:
         return next(link for link in self.story.links if link.position == position)

@@ -21,6 +21,7 @@ from chalicelib.domain.records import (
     RecordQuery,
     RecordStatus,
 )
+from chalicelib.domain.story_trace import Passing
 from chalicelib.domain.tallies import CurrencyAmounts
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
 
@@ -148,6 +149,26 @@ class TestMatchRepository:
         matches.begin(match(5))
         assert sorted(matches.matches_between(ENV, 1, 1, 5)) == [1, 3, 5]
         assert matches.matches_between(ENV, 1, 1, 5) == matches.find_many(ENV, [1, 3, 5])
+
+    def test_passing_records_are_their_money_and_their_holders_in_the_reconciliations_asked(
+            self, records, matches, exceptions):
+        records.put_many([record(1), record(2, "ledger"), record(3, direction=Direction.DEBIT, currency="EUR",
+                                                                   decimal_places=3, metadata={"a": 1}),
+                          record(5), record(4, environment=OTHER_ENV)])
+        assert matches.claim_record(ENV, 3, 1, 10, BOTH) and matches.claim_record(ENV, 3, 2, 11, BOTH)
+        assert exceptions.hold_record(ENV, 5, 2, 20)
+        by_key = sorted(matches.passing(ENV, [1, 3, 5, 4, 99], [1, 2]), key=lambda p: p.id)
+        assert [p.id for p in by_key] == [1, 3, 5]
+        assert by_key[1] == Passing(id=3, data_stream_key="bank", date="2024-03-01", amount=1003,
+                                    direction=Direction.DEBIT, currency="EUR", decimal_places=3,
+                                    match_ids={1: 10, 2: 11}, exception_ids={})
+        assert (by_key[0].match_ids, by_key[2].exception_in(2)) == ({}, 20)
+        assert matches.passing(ENV, [3], [2])[0].match_ids == {2: 11}  # only the reconciliations asked
+        assert matches.passing(ENV, [], [1]) == []
+        between = sorted(matches.passing_between(ENV, "bank", 2, 5, [1, 2]), key=lambda p: p.id)
+        assert between == by_key[1:]  # as read by key, the stream's only
+        assert between == [Passing.of(h) for h in sorted(matches.held_records(ENV, [3, 5]), key=lambda h: h.record.id)]
+        assert [p.id for p in matches.passing_between(OTHER_ENV, "bank", 1, 9, [1])] == [4]  # its own only
 
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])

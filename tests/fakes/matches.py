@@ -21,6 +21,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.domain.records import HeldRecord, OpenRecord, ReconciledRecord, RecordColumns, RecordStatus
+from chalicelib.domain.story_trace import Passing
 from chalicelib.domain.tallies import CurrencyAmounts, Money
 from tests.fakes._support import ConditionFailed, newest_first_page, padded, stored_time
 from tests.fakes.records import FakeRecordStore, RecordRow, filtered_query_page, rows_of_stream
@@ -181,6 +182,15 @@ class FakeMatchRepository:
         return [held for held in self.held_records(environment, range(low_id, high_id + 1))
                 if held.record.data_stream_key == stream_key]
 
+    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
+                        reconciliation_ids: Iterable[int]) -> list[Passing]:
+        return [_passing(held, reconciliation_ids)
+                for held in self.held_records_between(environment, stream_key, low_id, high_id)]
+
+    def passing(self, environment: str, record_ids: Iterable[int],
+                reconciliation_ids: Iterable[int]) -> list[Passing]:
+        return [_passing(held, reconciliation_ids) for held in self.held_records(environment, record_ids)]
+
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int, high_id: int) -> dict[int, Match]:
         return {i: m for i, m in self.find_many(environment, range(low_id, high_id + 1)).items()
                 if m.reconciliation_id == reconciliation_id}
@@ -264,3 +274,9 @@ class FakeMatchRepository:
         if stored is None:
             raise ConditionFailed()
         return stored
+
+
+def _passing(held: HeldRecord, reconciliation_ids: Iterable[int]) -> Passing:
+    """As the adapter projects it: the matches of `reconciliation_ids` only."""
+    wanted = set(reconciliation_ids)
+    return replace(Passing.of(held), match_ids={r: m for r, m in held.match_ids.items() if r in wanted})

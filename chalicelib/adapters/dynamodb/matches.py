@@ -30,6 +30,7 @@ from chalicelib.domain.records import (
     RecordColumns,
     RecordStatus,
 )
+from chalicelib.domain.story_trace import Passing
 from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
@@ -195,6 +196,23 @@ class MatchRepository:
                                           keys.record_sort_key(low_id), keys.record_sort_key(high_id),
                                           index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")
         return [_held(item) for item in items]
+
+    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
+                        reconciliation_ids: Iterable[int]) -> list[Passing]:
+        """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
+        stream's record index (as `held_records_between`: eventually consistent)."""
+        items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
+                                          keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                          projection=_passing_attributes(reconciliation_ids))
+        return [_passing(item) for item in items]
+
+    def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
+        """The records of these ids that exist (those being deleted too, as `held_records`), only
+        their money and what holds them in `reconciliation_ids`: what a story trace needs of the
+        many records it passes by without showing them (a projected read costs about half)."""
+        return [_passing(item) for item in self._table.get_many((keys.record(environment, rid) for rid in record_ids),
+                                                                projection=_passing_attributes(reconciliation_ids))]
 
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int, high_id: int) -> dict[int, Match]:
         """The reconciliation's matches with ids from `low_id` to `high_id`, as `find_many` (from its
@@ -399,6 +417,22 @@ def _open_record(item: dict[str, Any]) -> OpenRecord:
 
 def _member(item: dict[str, Any]) -> MatchMember:
     return MatchMember(item["side"], item["record_id"], item["data_stream_key"])
+
+
+PASSING_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction", "currency", "decimal_places",
+                      keys.EXCEPTION_HOLDS)
+
+
+def _passing_attributes(reconciliation_ids: Iterable[int]) -> tuple[str, ...]:
+    return PASSING_ATTRIBUTES + tuple(keys.match_attribute(r) for r in sorted(set(reconciliation_ids)))
+
+
+def _passing(item: dict[str, Any]) -> Passing:
+    """A record item read with `_passing_attributes`."""
+    return Passing(id=item["id"], data_stream_key=item["data_stream_key"], date=item["date"], amount=item["amount"],
+                   direction=Direction(item["direction"]), currency=item["currency"],
+                   decimal_places=item["decimal_places"], match_ids=keys.match_ids_of(item),
+                   exception_ids=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
 
 
 def _held(item: dict[str, Any]) -> HeldRecord:

@@ -416,14 +416,20 @@ class DynamoTable:
         return self.update(key, expression, condition=allowed, names=names, values={**values, **source_values},
                            return_new=True, keep_nulls=True)
 
-    def get_many(self, item_keys: Iterable[dict[str, str]]) -> list[dict[str, Any]]:
+    def get_many(self, item_keys: Iterable[dict[str, str]],
+                 projection: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         """Read items by key with BatchGetItem (100 a request, consistent reads), retrying
-        unprocessed keys with backoff. Missing items are simply absent; order is not kept."""
+        unprocessed keys with backoff. Missing items are simply absent; order is not kept.
+        `projection` names the only attributes to read."""
         unique = list({(k["pk"], k["sk"]): k for k in item_keys}.values())
         found: list[dict[str, Any]] = []
+        projected: dict[str, Any] = {}
+        if projection:
+            projected["ExpressionAttributeNames"] = {}
+            _project(projected, projection)
         for start in range(0, len(unique), BATCH_GET_LIMIT):
             pending = {self.name: {"Keys": [serialize(k) for k in unique[start:start + BATCH_GET_LIMIT]],
-                                   "ConsistentRead": True}}
+                                   "ConsistentRead": True, **projected}}
             attempt = 0
             while pending:
                 with _pages_as_json():
