@@ -151,11 +151,19 @@ class Passing:
         return self.exception_ids.get(reconciliation_id)
 
 
+Entering = HeldRecord | Passing  # a record entering a link, read whole or projected
+
+
+def booked(entry: Entering) -> Record | Passing:
+    """The record itself (whole or projected): its id and money."""
+    return entry.record if isinstance(entry, HeldRecord) else entry
+
+
 @dataclass(frozen=True)
 class Lead:
     """Records entering a link that go the same way there: into one live match, or into one break
     of records open there (unmatched, or held by one exception)."""
-    entering: tuple[Passing, ...]
+    entering: tuple[Entering, ...]
     match: Match | None = None
     break_: HopBreak | None = None
 
@@ -180,12 +188,12 @@ def is_live(match: Match | None, reconciliation_id: int) -> bool:
             and match.reconciliation_id == reconciliation_id)
 
 
-def leads(entering: Iterable[Passing], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
+def leads(entering: Iterable[Entering], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
     """Group the records entering a link by what holds them in its reconciliation, in display order.
     `matches` are those of the records' match ids that were found; a record whose match is missing
     or not live counts as open there."""
-    by_match: dict[int, list[Passing]] = defaultdict(list)
-    open_by_exception: dict[int | None, list[Passing]] = defaultdict(list)
+    by_match: dict[int, list[Entering]] = defaultdict(list)
+    open_by_exception: dict[int | None, list[Entering]] = defaultdict(list)
     for held in entering:
         match_id = held.match_in(reconciliation_id)
         if match_id is not None and is_live(matches.get(match_id), reconciliation_id):
@@ -208,7 +216,7 @@ def omitted(left: Sequence[Lead]) -> Omitted | None:
     """The summary of the leads a step leaves out (None when it leaves none out)."""
     if not left:
         return None
-    records = [passing for lead in left for passing in lead.entering]
+    records = [booked(entry) for lead in left for entry in lead.entering]
     breaks = {reason.value: sum(1 for lead in left if lead.reason is reason) for reason in BreakReason}
     return Omitted(hops=len(left), records=len(records), totals=currency_totals(records), breaks=breaks)
 
@@ -228,17 +236,17 @@ def hop_records(records: Iterable[Record], entering_ids: Iterable[int]) -> HopRe
     return HopRecords(data=tuple(by_id[i] for i in shown), count=len(by_id), totals=currency_totals(by_id.values()))
 
 
-def break_records(entering: Sequence[Passing], records: Mapping[int, Record]) -> HopRecords:
+def break_records(entering: Iterable[Entering], records: Mapping[int, Record]) -> HopRecords:
     """A break's records, the open records entering it: counted and totalled from what the trace
     passed them by, MAX_HOP_RECORDS shown by id from `records` (those, at least, read whole)."""
-    by_id = {p.id: p for p in entering}
+    by_id = {r.id: r for r in map(booked, entering)}
     return HopRecords(data=tuple(records[i] for i in break_shown(entering)), count=len(by_id),
                       totals=currency_totals(by_id.values()))
 
 
-def break_shown(entering: Iterable[Passing]) -> list[int]:
+def break_shown(entering: Iterable[Entering]) -> list[int]:
     """The ids of the records a break shows (see break_records)."""
-    return shown_order((p.id for p in entering), ())[:MAX_HOP_RECORDS]
+    return shown_order({booked(entry).id for entry in entering}, ())[:MAX_HOP_RECORDS]
 
 
 def match_records(member_ids: Sequence[int], records: Mapping[int, Record], entering_ids: Iterable[int],
@@ -249,12 +257,19 @@ def match_records(member_ids: Sequence[int], records: Mapping[int, Record], ente
                       totals=tuple(money[currency] for currency in sorted(money)))
 
 
-def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead, records: HopRecords) -> Hop:
+def hop(link: HopLink, direction: TraceDirection, via: StreamRef | None, lead: Lead,
+        records: HopRecords | None = None) -> Hop:
     """The hop of a lead, not followed yet: a match's `records` are its members' (match_records or
-    hop_records), a break's the open records themselves (break_records)."""
+    hop_records), read; a break's the open records themselves (break_records; by default those of
+    its entering records that were read whole)."""
     if lead.match is None:
+        if records is None:
+            records = break_records(lead.entering, {e.record.id: e.record for e in lead.entering
+                                                    if isinstance(e, HeldRecord)})
         return Hop(link=link, direction=direction, via_data_stream=via, match=None, break_=lead.break_,
                    records=records)
+    if records is None:
+        raise ValueError("a match's hop needs its records")
     match = lead.match
     proposed = HopBreak(BreakReason.PROPOSED) if match.status is MatchStatus.PROPOSED else None
     return Hop(link=link, direction=direction, via_data_stream=via,

@@ -41,6 +41,7 @@ from chalicelib.domain.story_trace import (
     StoryTrace,
     StreamRef,
     TraceDirection,
+    booked,
     break_records,
     break_shown,
     breaks_in,
@@ -105,7 +106,7 @@ class _MatchRead:
 
 
 def _ids(lead: Lead) -> list[int]:
-    return [passing.id for passing in lead.entering]
+    return [booked(entry).id for entry in lead.entering]
 
 
 @dataclass
@@ -207,7 +208,7 @@ class _Walk:
         for lead in shown:
             if lead.match is None:
                 whole.update(break_shown(lead.entering))
-                stream_of.update((p.id, p.data_stream_key) for p in lead.entering)
+                stream_of.update((r.id, r.data_stream_key) for r in map(booked, lead.entering))
         for (lead, _), (members, money) in zip(matches, found, strict=True):
             member_ids = [m.record_id for m in members]
             stream_of.update((m.record_id, m.data_stream_key) for m in members)
