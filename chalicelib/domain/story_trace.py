@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from chalicelib.domain.matches import Match, MatchStatus
@@ -154,6 +155,28 @@ class Passing:
 Entering = HeldRecord | Passing  # a record entering a link, read whole or projected
 
 
+@dataclass(frozen=True, slots=True)
+class MatchState:
+    """A match as a trace reads the many that records entering a link lead to (projected): whether
+    it holds its records (see is_live), and what a hop shows of it."""
+    id: int
+    reconciliation_id: int
+    status: MatchStatus
+    reconciliation_rule_id: int | None
+    record_count: int
+    unmatching: bool = False
+    pending_since: datetime | None = None
+
+    @classmethod
+    def of(cls, match: Match) -> MatchState:
+        return cls(id=match.id, reconciliation_id=match.reconciliation_id, status=match.status,
+                   reconciliation_rule_id=match.reconciliation_rule_id, record_count=match.record_count,
+                   unmatching=match.unmatching, pending_since=match.pending_since)
+
+
+Found = Match | MatchState  # a match read whole or projected
+
+
 def booked(entry: Entering) -> Record | Passing:
     """The record itself (whole or projected): its id and money."""
     return entry.record if isinstance(entry, HeldRecord) else entry
@@ -164,7 +187,7 @@ class Lead:
     """Records entering a link that go the same way there: into one live match, or into one break
     of records open there (unmatched, or held by one exception)."""
     entering: tuple[Entering, ...]
-    match: Match | None = None
+    match: Found | None = None
     break_: HopBreak | None = None
 
     @property
@@ -182,13 +205,13 @@ class Lead:
         return (1 if self.match.status is MatchStatus.PROPOSED else 2), self.match.id
 
 
-def is_live(match: Match | None, reconciliation_id: int) -> bool:
+def is_live(match: Found | None, reconciliation_id: int) -> bool:
     """A match that holds its records: committed, not being unmatched, of that reconciliation."""
     return (match is not None and not match.unmatching and match.pending_since is None
             and match.reconciliation_id == reconciliation_id)
 
 
-def leads(entering: Iterable[Entering], reconciliation_id: int, matches: Mapping[int, Match]) -> list[Lead]:
+def leads(entering: Iterable[Entering], reconciliation_id: int, matches: Mapping[int, Found]) -> list[Lead]:
     """Group the records entering a link by what holds them in its reconciliation, in display order.
     `matches` are those of the records' match ids that were found; a record whose match is missing
     or not live counts as open there."""

@@ -24,7 +24,7 @@ from functools import partial
 from typing import TypeVar
 
 from chalicelib.domain.errors import NotFound, ValidationFailed
-from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchMember
+from chalicelib.domain.matches import KEEP_MONEY_FROM, MatchMember
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import HeldRecord
 from chalicelib.domain.stories import Story, StoryLink
@@ -36,6 +36,7 @@ from chalicelib.domain.story_trace import (
     HopLink,
     HopRecords,
     Lead,
+    MatchState,
     Passing,
     StartLinks,
     StoryTrace,
@@ -187,10 +188,11 @@ class _Walk:
     def _leads(self, link: StoryLink, entering: Sequence[Passing]) -> list[Lead]:
         """Where the entering records go in the link, their matches read in one batch."""
         match_ids = {i for held in entering if (i := held.match_in(link.reconciliation_id)) is not None}
-        matches: dict[int, Match] = {}
+        matches: dict[int, MatchState] = {}
         for part in _ranged(list(match_ids), lambda low, high: self.ports.matches.matches_between(
                                 self.environment, link.reconciliation_id, low, high),
-                            lambda ids: self.ports.matches.find_many(self.environment, ids)):
+                            lambda ids: {i: MatchState.of(m) for i, m in
+                                         self.ports.matches.find_many(self.environment, ids).items()}):
             matches.update((i, m) for i, m in part.items() if i in match_ids)
         return leads(entering, link.reconciliation_id, matches)
 

@@ -21,7 +21,7 @@ from chalicelib.domain.records import (
     RecordQuery,
     RecordStatus,
 )
-from chalicelib.domain.story_trace import Passing
+from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import CurrencyAmounts
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
 
@@ -148,7 +148,10 @@ class TestMatchRepository:
                              match(7)])
         matches.begin(match(5))
         assert sorted(matches.matches_between(ENV, 1, 1, 5)) == [1, 3, 5]
-        assert matches.matches_between(ENV, 1, 1, 5) == matches.find_many(ENV, [1, 3, 5])
+        assert matches.matches_between(ENV, 1, 1, 5) == {  # projected
+            i: MatchState.of(m) for i, m in matches.find_many(ENV, [1, 3, 5]).items()}
+        matches.mark_unmatching(match(3))
+        assert matches.matches_between(ENV, 1, 3, 3)[3].unmatching
 
     def test_passing_records_are_their_money_and_their_holders_in_the_reconciliations_asked(
             self, records, matches, exceptions):

@@ -21,7 +21,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.domain.records import HeldRecord, OpenRecord, ReconciledRecord, RecordColumns, RecordStatus
-from chalicelib.domain.story_trace import Passing
+from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import CurrencyAmounts, Money
 from tests.fakes._support import ConditionFailed, newest_first_page, padded, stored_time
 from tests.fakes.records import FakeRecordStore, RecordRow, filtered_query_page, rows_of_stream
@@ -191,8 +191,9 @@ class FakeMatchRepository:
                 reconciliation_ids: Iterable[int]) -> list[Passing]:
         return [_passing(held, reconciliation_ids) for held in self.held_records(environment, record_ids)]
 
-    def matches_between(self, environment: str, reconciliation_id: int, low_id: int, high_id: int) -> dict[int, Match]:
-        return {i: m for i, m in self.find_many(environment, range(low_id, high_id + 1)).items()
+    def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
+                        high_id: int) -> dict[int, MatchState]:
+        return {i: MatchState.of(m) for i, m in self.find_many(environment, range(low_id, high_id + 1)).items()
                 if m.reconciliation_id == reconciliation_id}
 
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:

@@ -30,7 +30,7 @@ from chalicelib.domain.records import (
     RecordColumns,
     RecordStatus,
 )
-from chalicelib.domain.story_trace import Passing
+from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
@@ -214,13 +214,15 @@ class MatchRepository:
         return [_passing(item) for item in self._table.get_many((keys.record(environment, rid) for rid in record_ids),
                                                                 projection=_passing_attributes(reconciliation_ids))]
 
-    def matches_between(self, environment: str, reconciliation_id: int, low_id: int, high_id: int) -> dict[int, Match]:
-        """The reconciliation's matches with ids from `low_id` to `high_id`, as `find_many` (from its
-        match index: eventually consistent)."""
+    def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
+                        high_id: int) -> dict[int, MatchState]:
+        """The reconciliation's matches with ids from `low_id` to `high_id`, those `find_many` finds,
+        projected to what a story trace needs of them (from its match index: eventually consistent)."""
         items = self._table.query_between(keys.matches_of_reconciliation_pk(environment, reconciliation_id),
                                           keys.match_sort_key(low_id), keys.match_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")
-        return {match.id: match for match in map(self._from_item, items)}
+                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                          projection=MATCH_STATE_ATTRIBUTES)
+        return {state.id: state for state in map(_match_state, items)}
 
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
         """The matches of these ids that were written (begun, committed or unmatched: as `find`), by id."""
@@ -417,6 +419,18 @@ def _open_record(item: dict[str, Any]) -> OpenRecord:
 
 def _member(item: dict[str, Any]) -> MatchMember:
     return MatchMember(item["side"], item["record_id"], item["data_stream_key"])
+
+
+MATCH_STATE_ATTRIBUTES = ("id", "reconciliation_id", "status", "reconciliation_rule_id", "record_count", "unmatching",
+                          "pending_since")
+
+
+def _match_state(item: dict[str, Any]) -> MatchState:
+    """A match item read with MATCH_STATE_ATTRIBUTES (as `_from_item` reads those)."""
+    return MatchState(id=item["id"], reconciliation_id=item["reconciliation_id"], status=MatchStatus(item["status"]),
+                      reconciliation_rule_id=item.get("reconciliation_rule_id"),
+                      record_count=item.get("record_count", 0), unmatching=bool(item.get("unmatching")),
+                      pending_since=parse_optional_iso(item.get("pending_since")))
 
 
 PASSING_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction", "currency", "decimal_places",
