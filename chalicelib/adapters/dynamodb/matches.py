@@ -18,7 +18,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -204,15 +204,16 @@ class MatchRepository:
         items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
                                           keys.record_sort_key(low_id), keys.record_sort_key(high_id),
                                           index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=_passing_attributes(reconciliation_ids))
-        return [_passing(item) for item in items]
+                                          projection=_passing_attributes(reconciliation_ids), typed=True)
+        return _passings(items, reconciliation_ids)
 
     def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
         """The records of these ids that exist (those being deleted too, as `held_records`), only
         their money and what holds them in `reconciliation_ids`: what a story trace needs of the
         many records it passes by without showing them (a projected read costs about half)."""
-        return [_passing(item) for item in self._table.get_many((keys.record(environment, rid) for rid in record_ids),
-                                                                projection=_passing_attributes(reconciliation_ids))]
+        items = self._table.get_many((keys.record(environment, rid) for rid in record_ids),
+                                     projection=_passing_attributes(reconciliation_ids), typed=True)
+        return _passings(items, reconciliation_ids)
 
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
                         high_id: int) -> dict[int, MatchState]:
@@ -221,7 +222,7 @@ class MatchRepository:
         items = self._table.query_between(keys.matches_of_reconciliation_pk(environment, reconciliation_id),
                                           keys.match_sort_key(low_id), keys.match_sort_key(high_id),
                                           index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=MATCH_STATE_ATTRIBUTES)
+                                          projection=MATCH_STATE_ATTRIBUTES, typed=True)
         return {state.id: state for state in map(_match_state, items)}
 
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
@@ -426,11 +427,14 @@ MATCH_STATE_ATTRIBUTES = ("id", "reconciliation_id", "status", "reconciliation_r
 
 
 def _match_state(item: dict[str, Any]) -> MatchState:
-    """A match item read with MATCH_STATE_ATTRIBUTES (as `_from_item` reads those)."""
-    return MatchState(id=item["id"], reconciliation_id=item["reconciliation_id"], status=MatchStatus(item["status"]),
-                      reconciliation_rule_id=item.get("reconciliation_rule_id"),
-                      record_count=item.get("record_count", 0), unmatching=bool(item.get("unmatching")),
-                      pending_since=parse_optional_iso(item.get("pending_since")))
+    """A match item read with MATCH_STATE_ATTRIBUTES, typed (as `_from_item` reads those)."""
+    rule, unmatching, pending = item.get("reconciliation_rule_id"), item.get("unmatching"), item.get("pending_since")
+    return MatchState(id=_number(item["id"]), reconciliation_id=_number(item["reconciliation_id"]),
+                      status=_MATCH_STATUSES[item["status"]["S"]],
+                      reconciliation_rule_id=_number(rule) if rule else None,
+                      record_count=_number(item["record_count"]) if "record_count" in item else 0,
+                      unmatching=bool(_plain(unmatching)) if unmatching else False,
+                      pending_since=parse_optional_iso(_plain(pending)) if pending else None)
 
 
 PASSING_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction", "currency", "decimal_places",
@@ -441,12 +445,35 @@ def _passing_attributes(reconciliation_ids: Iterable[int]) -> tuple[str, ...]:
     return PASSING_ATTRIBUTES + tuple(keys.match_attribute(r) for r in sorted(set(reconciliation_ids)))
 
 
-def _passing(item: dict[str, Any]) -> Passing:
-    """A record item read with `_passing_attributes`."""
-    return Passing(id=item["id"], data_stream_key=item["data_stream_key"], date=item["date"], amount=item["amount"],
-                   direction=Direction(item["direction"]), currency=item["currency"],
-                   decimal_places=item["decimal_places"], match_ids=keys.match_ids_of(item),
-                   exception_ids=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
+def _passings(items: Iterable[dict[str, Any]], reconciliation_ids: Iterable[int]) -> list[Passing]:
+    """Record items read with `_passing_attributes`, typed: 10,000 of them in a few milliseconds
+    (deserialize would take a third of a second)."""
+    holders = [(r, keys.match_attribute(r)) for r in sorted(set(reconciliation_ids))]
+    found = []
+    for item in items:
+        holds = item.get(keys.EXCEPTION_HOLDS)
+        found.append(Passing(
+            id=_number(item["id"]), data_stream_key=item["data_stream_key"]["S"], date=item["date"]["S"],
+            amount=_number(item["amount"]), direction=_DIRECTIONS[item["direction"]["S"]],
+            currency=item["currency"]["S"], decimal_places=_number(item["decimal_places"]),
+            match_ids={r: _number(item[attribute]) for r, attribute in holders if attribute in item},
+            exception_ids=keys.holders(_plain(holds)) if holds else {}))
+    return found
+
+
+_DIRECTIONS = {d.value: d for d in Direction}
+_MATCH_STATUSES = {s.value: s for s in MatchStatus}
+
+
+def _number(value: dict[str, str]) -> int:
+    """A typed number that is an integer ({"N": "12"}), as deserialize reads it."""
+    text = value["N"]
+    return int(text) if text.isdigit() or (text[:1] == "-" and text[1:].isdigit()) else _plain(value)
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    """One typed value as deserialize reads it."""
+    return deserialize({"v": value})["v"]
 
 
 def _held(item: dict[str, Any]) -> HeldRecord:

@@ -237,12 +237,13 @@ class DynamoTable:
             kwargs["ConsistentRead"] = True
         yield from self._query_items(kwargs)
 
-    def _query_items(self, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The items a query finds, page after page, read only as far as the caller iterates."""
+    def _query_items(self, kwargs: dict[str, Any], typed: bool = False) -> Iterator[dict[str, Any]]:
+        """The items a query finds, page after page, read only as far as the caller iterates (`typed`:
+        as DynamoDB returns them, {"N": "12"})."""
         while True:
             with _pages_as_json():
                 response = self._client.query(**kwargs)
-            yield from (deserialize(i) for i in response.get("Items", []))
+            yield from (response.get("Items", []) if typed else (deserialize(i) for i in response.get("Items", [])))
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -264,10 +265,12 @@ class DynamoTable:
 
     def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
                       projection: str | tuple[str, ...] | None = None, index: str | None = None,
-                      partition_attr: str = "pk", sort_attr: str = "sk") -> Iterator[dict[str, Any]]:
+                      partition_attr: str = "pk", sort_attr: str = "sk",
+                      typed: bool = False) -> Iterator[dict[str, Any]]:
         """Items of a partition (of the table, or of `index`) with sort keys from `sort_from` to
         `sort_to`, in order, read `page_size` at a time when given: a reader that stops early reads
-        no further."""
+        no further. `typed`: the items as DynamoDB returns them ({"N": "12"}), for readers of many
+        items that take a few attributes each (deserialize costs more than the read)."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
         kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
         kwargs["ExpressionAttributeNames"]["#s"] = sort_attr
@@ -275,7 +278,7 @@ class DynamoTable:
         if page_size is not None:
             kwargs["Limit"] = page_size
         _project(kwargs, projection)
-        yield from self._query_items(kwargs)
+        yield from self._query_items(kwargs, typed)
 
     def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
                           below: str | None, page_size: int, filter: Filter | None = None) -> Iterator[str]:
@@ -416,11 +419,11 @@ class DynamoTable:
         return self.update(key, expression, condition=allowed, names=names, values={**values, **source_values},
                            return_new=True, keep_nulls=True)
 
-    def get_many(self, item_keys: Iterable[dict[str, str]],
-                 projection: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    def get_many(self, item_keys: Iterable[dict[str, str]], projection: tuple[str, ...] | None = None,
+                 typed: bool = False) -> list[dict[str, Any]]:
         """Read items by key with BatchGetItem (100 a request, consistent reads), retrying
         unprocessed keys with backoff. Missing items are simply absent; order is not kept.
-        `projection` names the only attributes to read."""
+        `projection` names the only attributes to read; `typed` as in query_between."""
         unique = list({(k["pk"], k["sk"]): k for k in item_keys}.values())
         found: list[dict[str, Any]] = []
         projected: dict[str, Any] = {}
@@ -434,7 +437,8 @@ class DynamoTable:
             while pending:
                 with _pages_as_json():
                     response = self._client.batch_get_item(RequestItems=pending)
-                found.extend(deserialize(i) for i in response.get("Responses", {}).get(self.name, []))
+                items = response.get("Responses", {}).get(self.name, [])
+                found.extend(items if typed else map(deserialize, items))
                 pending = response.get("UnprocessedKeys") or {}
                 if pending:
                     attempt += 1
