@@ -241,11 +241,15 @@ class MatchRepository:
         consistent query of the match's partition."""
         members: list[MatchMember] = []
         money: Money | None = None
-        for item in self._table.query_all("pk", keys.match(environment, match_id)["pk"], consistent=True):
-            if item["sk"].startswith(keys.MATCH_MEMBER_PREFIX):
-                members.append(_member(item))
-            elif item["sk"] == keys.MATCH_MONEY_SK:
-                money = money_from_plain(item["money"])
+        for item in self._table.query_all("pk", keys.match(environment, match_id)["pk"], consistent=True,
+                                          projection=("sk", "side", "record_id", "data_stream_key", "money"),
+                                          typed=True):  # a payout's 10,000 members: parsed directly
+            sort_key = item["sk"]["S"]
+            if sort_key.startswith(keys.MATCH_MEMBER_PREFIX):
+                members.append(MatchMember(item["side"]["S"], _number(item["record_id"]),
+                                           item["data_stream_key"]["S"]))
+            elif sort_key == keys.MATCH_MONEY_SK:
+                money = money_from_plain(_plain(item["money"]))
         return members, money
 
     def keep_money(self, environment: str, match_id: int, money: Money) -> None:

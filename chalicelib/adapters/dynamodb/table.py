@@ -228,14 +228,15 @@ class DynamoTable:
     def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                   sort_attr: str | None = None, sort_prefix: str | None = None,
                   projection: str | tuple[str, ...] | None = None,
-                  consistent: bool = False) -> Iterator[dict[str, Any]]:
+                  consistent: bool = False, typed: bool = False) -> Iterator[dict[str, Any]]:
         """Every item of the partition; `projection` names the only attributes to read; `consistent`
-        reads what was written a moment ago (the table's own items only, not an index's)."""
+        reads what was written a moment ago (the table's own items only, not an index's); `typed` as
+        in query_between."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
         _project(kwargs, projection)
         if consistent:
             kwargs["ConsistentRead"] = True
-        yield from self._query_items(kwargs)
+        yield from self._query_items(kwargs, typed)
 
     def _query_items(self, kwargs: dict[str, Any], typed: bool = False) -> Iterator[dict[str, Any]]:
         """The items a query finds, page after page, read only as far as the caller iterates (`typed`:
