@@ -6,7 +6,7 @@ traced record, or the members of the match the trace came from), their matches a
 batch, and only the hops shown are read further (each match's members in one query, their
 records), several requests at a time. Many ids are read as dense runs by ranges of an index (a
 run's matches and an import's records have consecutive ids; eventually consistent), the rest
-with BatchGetItem. A record read once is not read again.
+with BatchGetItem. A record read whole is not read again.
 
 A hop counts and totals all its records. For a big match (a payout of 10,000 charges) that means
 reading them all, so the first trace through it keeps their money beside its members (a match's

@@ -301,3 +301,31 @@ def test_a_match_two_branches_reach_is_shown_once_under_the_first(chain):
 
     first, second = start.next
     assert [h.match.id for h in first.next] == [order_match] and second.next == ()
+
+
+def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whole(chain, monkeypatch):
+    from chalicelib.services import story_trace
+    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 5)
+    orders = chain.records("orders", *[250] * 24)
+    charges = chain.records("charges", *[250] * 24)
+    for order, charge in zip(orders, charges, strict=True):
+        chain.match(1, [order], [charge])
+    loose = chain.records("charges", 40, 41)  # open in link 1: breaks, their records read projected, shown whole
+    [held] = chain.records("charges", 42)
+    assert chain.ports.exceptions.hold_record(ENV, held, chain.recons[0].id, 77)
+    [payout] = chain.records("payouts", 6000 + 40 + 41 + 42)
+    chain.match(2, charges + loose + [held], [payout])
+    first = chain.trace(payout)  # keeps the payout's money: the next read only what they show
+    whole = chain.trace(payout)
+    projected: list[int] = []
+    matches = chain.ports.matches
+    passing, passing_between = matches.passing, matches.passing_between
+    monkeypatch.setattr(matches, "passing", lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons))
+    monkeypatch.setattr(matches, "passing_between", lambda env, key, low, high, reconciliation_ids: projected.extend(
+        range(low, high + 1)) or passing_between(env, key, low, high, reconciliation_ids))
+    monkeypatch.setattr(story_trace, "WHOLE_UP_TO", 0)
+
+    assert chain.trace(payout) == whole == first
+    # The payout's hop shows 19 charges, read whole; the 8 others are read projected.
+    assert set(projected) & set(charges + loose + [held]) == set(charges[19:] + loose + [held])
+    assert [hop.break_.reason for hop in whole.hops[0].next[:2]] == [BreakReason.UNMATCHED, BreakReason.EXCEPTION]
