@@ -286,3 +286,18 @@ def test_tool_calls_past_the_bound_of_a_turn_are_answered_not_run(api, worker, s
     results = model.tool_results(1)
     assert [("not run" in r["content"]) for r in results] == [False] * 8 + [True] * 2
     assert [s["failed"] for s in run["steps"]] == [False] * 8 + [True] * 2 + [False]
+
+
+def test_a_run_is_bounded_in_tokens_and_in_time_and_fails_naming_the_bound(api, worker, services, model):
+    services.settings = services.settings.model_copy(update={"agent_max_tokens": 1000})
+    services.__dict__.pop("ports", None)
+    agent = create_agent(api)
+    model.add(model.tool_calls(("t", "list_reconciliations", {}), prompt_tokens=900, completion_tokens=200))
+    failed = run_agent(api, worker, agent["id"])
+    assert failed["status"] == "failed" and failed["error_message"] == (
+        "the run used 1100 tokens, over its bound of 1000")
+
+    services.settings = services.settings.model_copy(update={"agent_max_seconds": 0})
+    services.__dict__.pop("ports", None)
+    slow = run_agent(api, worker, agent["id"])  # any time at all is over a bound of 0 s
+    assert slow["status"] == "failed" and slow["error_message"] == "the run took longer than its bound of 0 s"
