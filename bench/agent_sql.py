@@ -8,7 +8,7 @@ DELETEs through the API would. Then times, through `RecordsSql.query`,
 
     SELECT data_stream_key, currency, direction, count(*), sum(amount) FROM records GROUP BY 1, 2, 3
 
-cold (an empty cache: the listing, 1,000 GETs, the query's process) and warm (median of
+cold (an empty cache: the listing, a GET of each import's compact object per stream, the query's process) and warm (median of
 `--repeat`), beside two baselines in the same run: the same group-by in plain polars on the
 frame already in memory, and polars' SQL in this process over the cached parts (what the query's
 process does, without starting it). Checks that every figure agrees.
@@ -136,11 +136,11 @@ def main() -> None:
         print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
               f"python {platform.python_version()}, polars {pl.__version__}")
         print(f"mirror: {frame.height:,} records ({args.records:,} written, {len(dead):,} tombstoned) in "
-              f"{len(paths):,} parts, {size / 2**20:.1f} MiB of Parquet; written in {filled:.0f} s; "
+              f"{len(paths):,} objects read (an import's compact object per stream), {size / 2**20:.1f} MiB of Parquet; written in {filled:.0f} s; "
               f"{len(answer.rows)} groups")
         print("| what | median | min | max |\n|---|---|---|---|")
         for name, timings in (
-                ("`sql` tool, cold (empty cache: listing, 1,000 GETs, query process)", cold),
+                ("`sql` tool, cold (empty cache: listing, 40 compact objects, query process)", cold),
                 (f"`sql` tool, warm (median of {args.repeat})", warm),
                 ("`sql` tool, warm, `SELECT 1 ... LIMIT 1` (listing + process start)", trivial),
                 ("of which the listing of the environment", listing),

@@ -4,7 +4,8 @@ adapters/mirror.py), as a table `records` of the record's API fields.
 
 The environment is the caller's, never the statement's: only that environment's published parts
 are read (one listing of `mirror/environment=<env>/`; staging is another prefix), only imports whose
-row marker is there (as the stream counts see them), less the tombstoned records. The SQL context
+row marker is there (as the stream counts see them), less the tombstoned records. An import is read
+from its compact object (all its parts in one, written when it was published) when it has one. The SQL context
 holds nothing but that frame, and the guard refuses every file reader before polars runs anything.
 
 The query runs in a process of its own, killed at the time or memory bound: polars' own
@@ -36,7 +37,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from chalicelib.adapters.mirror import COLUMNS, PREFIX, TOMBSTONES
+from chalicelib.adapters.mirror import COLUMNS, COMPACT, PREFIX, TOMBSTONES
 from chalicelib.domain.agents.sql_guard import SqlRefused, check_select
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 
@@ -55,6 +56,7 @@ SECRET_VARIABLES = re.compile(r"^AWS_|KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.
 
 _PART = re.compile(r"^data_stream=([^/]+)/import=(\d+)/part-\d+\.parquet$")
 _ROWS = re.compile(r"^data_stream=([^/]+)/import=(\d+)/_rows=(\d+)$")
+_COMPACT = re.compile(rf"^data_stream=([^/]+)/import=(\d+)/{re.escape(COMPACT)}$")
 _TOMBSTONE = re.compile(rf"^data_stream=([^/]+)/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 
 
@@ -147,6 +149,7 @@ class RecordsSql:
     def _listing(self, environment: str) -> _Mirror:
         prefix = f"{PREFIX}/environment={environment}/"
         parts: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        compact: dict[tuple[str, int], tuple[str, str]] = {}
         rows: dict[tuple[str, int], int] = {}
         dead: dict[tuple[str, int], set[int]] = {}
         pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix)
@@ -154,13 +157,16 @@ class RecordsSql:
             name = obj["Key"].removeprefix(prefix)
             if part := _PART.match(name):
                 parts.setdefault((part[1], int(part[2])), []).append((obj["Key"], obj["ETag"]))
+            elif whole := _COMPACT.match(name):
+                compact[(whole[1], int(whole[2]))] = (obj["Key"], obj["ETag"])
             elif marker := _ROWS.match(name):  # the largest, should a retry have seen more parts
                 rows[(marker[1], int(marker[2]))] = max(rows.get((marker[1], int(marker[2])), 0), int(marker[3]))
             elif tombstone := _TOMBSTONE.match(name):
                 dead.setdefault((tombstone[1], int(tombstone[2])), set()).add(int(tombstone[3]))
         mirror = _Mirror()
         for published, count in rows.items():  # an import without its marker is not in the mirror yet
-            mirror.parts += parts.get(published, [])
+            # Its one compact object when there is one (imports published before it existed have none).
+            mirror.parts += [compact[published]] if published in compact else parts.get(published, [])
             mirror.dead |= dead.get(published, set())
             mirror.total += count - len(dead.get(published, ()))
         return mirror

@@ -280,9 +280,13 @@ def test_a_completed_import_is_in_the_mirror_as_parquet_partitioned_by_environme
     s3, bucket = services.aws.s3, services.settings.bucket_name
     prefix = f"mirror/environment=acme/data_stream=bank/import={created['id']}/"
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
-    assert keys == [prefix + "_rows=3", prefix + "part-000000.parquet"]  # the marker the count is read from
+    # The marker the count is read from, the part, and the part's rows again in the import's one
+    # compact object (what the agents' sql reads).
+    assert keys == [prefix + "_rows=3", prefix + "compact.parquet", prefix + "part-000000.parquet"]
     assert s3.list_objects_v2(Bucket=bucket, Prefix="staging/").get("KeyCount", 0) == 0
-    frame = pl.read_parquet(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[1])["Body"].read()))
+    frame = pl.read_parquet(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[2])["Body"].read()))
+    compact = pl.read_parquet(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[1])["Body"].read()))
+    assert compact.sort("id").equals(frame.sort("id"))
     assert frame["amount"].dtype == pl.Int64 and sorted(frame["amount"].to_list()) == [500, 1234, 100000]
     assert set(frame["external_id"].to_list()) == {"tx-1", "tx-2", "tx-4"}
 

@@ -7,6 +7,7 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import unquote
 
 import boto3
 import pytest
@@ -278,3 +279,16 @@ def test_cells_are_printed_plainly_and_long_ones_cut():
     lines = as_table(answer).splitlines()
     assert lines[1].startswith("null | x\\|y\\nz | " + "w" * 79 + "…")
     assert lines[2:] == ["true | 1.5 | 12", "(2 rows)"]
+
+
+def test_an_import_of_many_parts_is_read_as_its_one_compact_object(engine, s3, mirror):
+    for part in range(3):  # three chunks of one import, as a large file import writes them
+        mirror.write_part("acme", 12, part, [record(300 + 10 * part + n, amount=1) for n in range(10)])
+    mirror.publish("acme", 12, ["bank"])
+    mirror.summarize("acme", 12, ["bank"])
+    sent = gets(s3)
+    assert engine.query("acme", "SELECT count(*), sum(amount) FROM records WHERE id >= 300").rows == [(30, 30)]
+    read = [unquote(key).rsplit("/", 2)[-2:] for key in sent]
+    assert [name for name in read if name[0] == "import=12"] == [["import=12", "compact.parquet"]]
+    mirror.tombstone("acme", "bank", 12, 305)  # a record deleted afterwards is gone from the compact reading too
+    assert engine.query("acme", "SELECT count(*) FROM records WHERE id >= 300").rows == [(29,)]
