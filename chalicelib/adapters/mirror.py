@@ -10,8 +10,10 @@ read back from), and a record deleted through the API an empty tombstone
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
 DynamoDB. When the import turns `replicating`, its parts are published into the mirror and
-read back from there to compute the import's aggregates. polars is imported lazily: only the
-workers that write or read the mirror load it.
+read back from there to compute the import's aggregates; then each stream's parts are also
+written as one object (`import=<id>/compact.parquet`, before the row marker), which readers of a
+whole environment (the agents' `sql`) take instead of a thousand parts. polars is imported lazily:
+only the workers that write or read the mirror load it.
 """
 from __future__ import annotations
 
