@@ -278,8 +278,10 @@ def test_bulk_requests_replicate_to_the_mirror_per_stream(api, streams, services
         Bucket=services.settings.bucket_name, Prefix="mirror/environment=acme/").get("Contents", [])]
     assert sorted(keys) == [
         f"mirror/environment=acme/data_stream=bank/import={summary['id']}/_rows=2",
+        f"mirror/environment=acme/data_stream=bank/import={summary['id']}/compact.parquet",
         f"mirror/environment=acme/data_stream=bank/import={summary['id']}/part-000000.parquet",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/_rows=1",
+        f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/compact.parquet",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/part-000000.parquet",
     ]
 
