@@ -174,7 +174,7 @@ class AgentToolBox:
 
     # Files -------------------------------------------------------------------------------------
 
-    def _input_files(self) -> dict[str, tuple[AgentFile, str | None]]:
+    def input_files(self) -> dict[str, tuple[AgentFile, str | None]]:
         """This run's inputs by lower-cased name: the agent's files, then the dropped file."""
         attached = agent_service.files_of(self._ports, self._environment, self._agent.id)
         files: dict[str, tuple[AgentFile, str | None]] = {
@@ -188,7 +188,7 @@ class AgentToolBox:
         return files
 
     def _read_input(self, args: dict[str, Any]) -> str:
-        files = self._input_files()
+        files = self.input_files()
         name = str(args["filename"])
         found = files.get(name.lower())
         if found is None:
@@ -250,8 +250,9 @@ class AgentRunContext:
     """The prompt of a run: the standing instructions, what its mentions name, its input files and
     the current time in the agent's timezone."""
 
-    def __init__(self, ports: Ports, agent: Agent, run: AgentRun, now: datetime | None = None) -> None:
-        self._ports, self._agent, self._run = ports, agent, run
+    def __init__(self, ports: Ports, agent: Agent, run: AgentRun, tools: AgentToolBox,
+                 now: datetime | None = None) -> None:
+        self._ports, self._agent, self._run, self._tools = ports, agent, run, tools
         self._now = now or utc_now()
 
     def system_prompt(self) -> str:
@@ -268,7 +269,7 @@ class AgentRunContext:
         if self._agent.mentions:
             parts.append("What the instructions mention:\n" + "\n".join(
                 f"- {self._mention(m)}" for m in self._agent.mentions))
-        files = AgentToolBox(self._ports, self._agent, self._run)._input_files()
+        files = self._tools.input_files()
         parts.append("Input files (read_input_file):\n" + ("\n".join(
             f"- {f.filename} ({f.byte_size} bytes)" for f, _ in files.values()) or "- none"))
         parts.append(f"Now: {local:%A %Y-%m-%d %H:%M} ({self._agent.schedule.timezone}); "
@@ -315,7 +316,8 @@ class AgentRunContext:
 
 
 def workbench(ports: Ports, agent: Agent, run: AgentRun) -> tuple[AgentToolBox, AgentRunContext]:
-    return AgentToolBox(ports, agent, run), AgentRunContext(ports, agent, run)
+    tools = AgentToolBox(ports, agent, run)
+    return tools, AgentRunContext(ports, agent, run, tools)
 
 
 def _open_exceptions(ports: Ports, environment: str, reconciliation_id: int) -> str:

@@ -248,7 +248,7 @@ def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: Lang
     except Exception as error:  # the run fails with the reason, rather than as "cut off" at a redelivery
         logger.exception("agent run failed")
         return _fail(ports, session.run if session else run,
-                     f"the run failed: {type(error).__name__}: {str(error)[:300]}")
+                     _failed_by(error))
 
 
 class _RunGone(Exception):
@@ -358,5 +358,10 @@ def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException)
     except NotFound:
         return
     if not run.finished:
-        _fail(ports, run, f"the run failed: {type(error).__name__}: {str(error)[:300]}")
+        _fail(ports, run, _failed_by(error))
     ports.agent_runs.release_running(environment, agent_id, run_id)
+
+
+def _failed_by(error: BaseException) -> str:
+    """A run's error_message for an exception that stopped it."""
+    return f"the run failed: {type(error).__name__}: {str(error)[:300]}"
