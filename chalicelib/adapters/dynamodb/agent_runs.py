@@ -73,30 +73,16 @@ class AgentRunRepository:
     def claim_running(self, environment: str, agent_id: str, run_id: int) -> int | None:
         """Make `run_id` the agent's running run: None when it is (now or already), else the id of
         the run that holds the guard."""
-        guard = keys.agent_running(environment, agent_id)
-        try:
-            self._table.put({**guard, "entity": "agent_running", "run_id": run_id},
-                            condition="attribute_not_exists(pk) OR run_id = :me", values={":me": run_id})
-            return None
-        except ConditionFailed:
-            item = self._table.get(guard)
-            return int(item["run_id"]) if item else self.claim_running(environment, agent_id, run_id)
+        holder = self._table.claim_guard(keys.agent_running(environment, agent_id), "agent_running", "run_id", run_id)
+        return int(holder) if holder is not None else None
 
     def take_over_running(self, environment: str, agent_id: str, stale_run_id: int, run_id: int) -> bool:
         """Take the guard from a run that has finished (False: it changed meanwhile)."""
-        try:
-            self._table.put({**keys.agent_running(environment, agent_id), "entity": "agent_running",
-                             "run_id": run_id}, condition="run_id = :stale", values={":stale": stale_run_id})
-            return True
-        except ConditionFailed:
-            return False
+        return self._table.take_over_guard(keys.agent_running(environment, agent_id), "agent_running", "run_id",
+                                           stale_run_id, run_id)
 
     def release_running(self, environment: str, agent_id: str, run_id: int) -> None:
-        try:
-            self._table.delete(keys.agent_running(environment, agent_id), condition="run_id = :me",
-                               values={":me": run_id})
-        except ConditionFailed:
-            pass
+        self._table.release_guard(keys.agent_running(environment, agent_id), "run_id", run_id)
 
     def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
         """Claim one event that starts a run (a schedule's firing, a dropped file) for `run_id`: the

@@ -122,28 +122,16 @@ class AgentRepository:
     def claim_file_drops(self, environment: str, agent_id: str) -> str | None:
         """Make the agent the environment's file-drop handler. None when it is (now or already);
         else the id of the agent that holds it."""
-        try:
-            self._table.put({**keys.file_drop_guard(environment), "entity": "file_drop_guard", "agent_id": agent_id},
-                            condition="attribute_not_exists(pk) OR agent_id = :me", values={":me": agent_id})
-            return None
-        except ConditionFailed:
-            return self.file_drops_holder(environment)  # read after the fact: for the message only
+        return self._table.claim_guard(keys.file_drop_guard(environment), "file_drop_guard", "agent_id", agent_id)
 
     def take_over_file_drops(self, environment: str, stale_holder: str, agent_id: str) -> bool:
         """Take the guard from an agent that no longer handles file drops (False: it changed meanwhile)."""
-        try:
-            self._table.put({**keys.file_drop_guard(environment), "entity": "file_drop_guard", "agent_id": agent_id},
-                            condition="agent_id = :stale", values={":stale": stale_holder})
-            return True
-        except ConditionFailed:
-            return False
+        return self._table.take_over_guard(keys.file_drop_guard(environment), "file_drop_guard", "agent_id",
+                                           stale_holder, agent_id)
 
     def release_file_drops(self, environment: str, agent_id: str) -> None:
         """Give the guard up, if this agent holds it."""
-        try:
-            self._table.delete(keys.file_drop_guard(environment), condition="agent_id = :me", values={":me": agent_id})
-        except ConditionFailed:
-            pass
+        self._table.release_guard(keys.file_drop_guard(environment), "agent_id", agent_id)
 
     def file_drops_holder(self, environment: str) -> str | None:
         item = self._table.get(keys.file_drop_guard(environment))

@@ -175,6 +175,37 @@ class DynamoTable:
         _add_condition(kwargs, condition, values, names)
         self._call_conditional(self._client.delete_item, kwargs)
 
+    # Guards: an item one holder at a time owns (the holder's id in `attribute`).
+
+    def claim_guard(self, key: dict[str, str], entity: str, attribute: str, holder: Any) -> Any:
+        """Make `holder` the guard's holder: None when it is (now or already), else who holds it
+        (a guard given up meanwhile is claimed again)."""
+        while True:
+            try:
+                self.put({**key, "entity": entity, attribute: holder},
+                         condition=f"attribute_not_exists(pk) OR {attribute} = :me", values={":me": holder})
+                return None
+            except ConditionFailed:
+                item = self.get(key)
+                if item is not None:
+                    return item[attribute]
+
+    def take_over_guard(self, key: dict[str, str], entity: str, attribute: str, stale: Any, holder: Any) -> bool:
+        """Take the guard from `stale` (False: it changed hands meanwhile)."""
+        try:
+            self.put({**key, "entity": entity, attribute: holder}, condition=f"{attribute} = :stale",
+                     values={":stale": stale})
+            return True
+        except ConditionFailed:
+            return False
+
+    def release_guard(self, key: dict[str, str], attribute: str, holder: Any) -> None:
+        """Give the guard up, if `holder` holds it."""
+        try:
+            self.delete(key, condition=f"{attribute} = :me", values={":me": holder})
+        except ConditionFailed:
+            pass
+
     def add_to_counter(self, key: dict[str, str], amount: int) -> int:
         """Atomically add `amount` to a counter and return its new value."""
         response = self._client.update_item(
