@@ -79,6 +79,18 @@ class Settings(BaseSettings):
     # The sender of agent deliveries (an SES identity verified in the account).
     mail_sender: str = "agents@recon.local"
 
+    # Browser agents: the state machine of their runs (infra/workflows.yaml), the prefix of their
+    # secrets in Secrets Manager (portal logins and saved browser contexts), the Chromium the
+    # browser worker drives (Debian's package; the container image has it at the same path), how
+    # long it waits for a page's element and for a download, and how long a paused run waits for
+    # its verification code.
+    browser_run_state_machine: str = "recon-dev-browser-run"
+    secrets_prefix: str = "recon-dev"
+    chromium_path: str = "/usr/bin/chromium"
+    browser_step_timeout_seconds: float = 15.0
+    browser_download_timeout_seconds: float = 60.0
+    verification_timeout_seconds: int = 1800
+
     log_level: str = "INFO"
 
 

@@ -4,12 +4,13 @@ types. The container builds `Ports` once from the adapters (DynamoDB in `adapter
 S3, SQS and Step Functions in `adapters/`); tests swap a field with `dataclasses.replace`."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.browser import Credentials, Portal
 from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
@@ -415,6 +416,27 @@ class Workflows(Protocol):
     def start(self, execution_name: str, payload: Message) -> None: ...
 
 
+class TaskTokens(Protocol):
+    """Resumes a workflow paused on a task token (Step Functions' SendTaskSuccess on AWS)."""
+    def send_success(self, token: str, output: Message) -> bool:
+        """False when nothing waits on the token any more (it timed out, or its execution ended)."""
+        ...
+
+
+class BrowserSecrets(Protocol):
+    """A browser agent's portal login and its saved browser contexts, one secret each (Secrets
+    Manager, encrypted with KMS). `kind` is `saved` (the context a run reuses) or `pending` (the
+    half-logged-in context a paused run enters its verification code in)."""
+    def put_credentials(self, environment: str, agent_id: str, credentials: Credentials) -> None: ...
+    def credentials(self, environment: str, agent_id: str) -> Credentials | None: ...
+    def put_context(self, environment: str, agent_id: str, kind: str, state: Mapping[str, Any]) -> bool:
+        """False when the context is too large to keep (the next run then logs in again)."""
+        ...
+    def context(self, environment: str, agent_id: str, kind: str) -> Mapping[str, Any] | None: ...
+    def drop_context(self, environment: str, agent_id: str, kind: str) -> None: ...
+    def delete_agent(self, environment: str, agent_id: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Ports:
     """Every collaborator of the services, built once by the container (`container().ports`)."""
@@ -458,3 +480,9 @@ class Ports:
     records_sql: RecordsSql | None = None
     language_model: Callable[[str | None], LanguageModel] | None = None
     agent_limits: AgentLimits = AgentLimits()
+    # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
+    # (only the browser worker has one).
+    browser_workflows: Workflows | None = None
+    task_tokens: TaskTokens | None = None
+    browser_secrets: BrowserSecrets | None = None
+    portal: Portal | None = None
