@@ -4,7 +4,7 @@ from chalice.app import Chalice, Rate
 from chalicelib.api import PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
 from chalicelib.api.routing import API_PREFIX
-from chalicelib.jobs import files, runs, sweeper
+from chalicelib.jobs import browser, files, runs, sweeper
 from chalicelib.jobs.agents import handle_agent_run_messages
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages
@@ -95,6 +95,23 @@ def reconciliation_run_finish(event, context):
 @app.lambda_function(name="reconciliation_run_fail")
 def reconciliation_run_fail(event, context):
     return runs.give_up_task(event)
+
+
+# Browser agent runs: infra/statemachines/browser_run.asl.json runs these tasks beside the
+# browser worker itself (a container-image function: chalicelib.jobs.browser.attempt_handler).
+@app.lambda_function(name="browser_run_pause")
+def browser_run_pause(event, context):
+    return browser.pause_task(event)
+
+
+@app.lambda_function(name="browser_run_expire")
+def browser_run_expire(event, context):
+    return browser.expire_task(event)
+
+
+@app.lambda_function(name="browser_run_fail")
+def browser_run_fail(event, context):
+    return browser.fail_task(event)
 
 
 # No job or run stays pending or running for ever, and no stream count waits long for its recount.

@@ -1,5 +1,5 @@
-"""Operator command line: `python -m chalicelib.cli keys create|list|revoke` and
-`python -m chalicelib.cli mirror rebuild`.
+"""Operator command line: `python -m chalicelib.cli keys create|list|revoke`,
+`python -m chalicelib.cli mirror rebuild` and `python -m chalicelib.cli agents create-browser|set-credentials`.
 
 It talks to the running local stack when one serves RECON_DATA_DIR (default .data/), and to
 the deployed table on AWS otherwise (RECON_TABLE_NAME and the usual AWS credentials).
@@ -7,7 +7,11 @@ the deployed table on AWS otherwise (RECON_TABLE_NAME and the usual AWS credenti
 from __future__ import annotations
 
 import argparse
+import getpass
+import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -15,6 +19,9 @@ from chalicelib.container import Container
 from chalicelib.domain.clock import iso
 from chalicelib.domain.errors import DomainError
 from chalicelib.local.stack import running_stack
+from chalicelib.domain.agents.browser import Automation, Credentials
+from chalicelib.domain.errors import ValidationFailed
+from chalicelib.services.agents import create_browser_agent, set_credentials
 from chalicelib.services.api_keys import create_key
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.settings import Settings
@@ -44,10 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     rebuild.add_argument("--environment", help="only this environment (default: every environment with API keys)")
     rebuild.add_argument("--all", action="store_true", dest="everything",
                          help="rewrite every import, not only those missing from the mirror")
+    _agent_commands(commands)
     args = parser.parse_args(argv)
 
     container, target = build_container(Settings())
     try:
+        if args.group == "agents":
+            return _agents(container, target, args)
         if args.command == "create":
             key, secret = create_key(container.api_keys, args.environment, label=args.label)
             print(f"Created key {key.id} for environment '{key.environment}' ({target}).")
@@ -65,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "revoke":
             key = container.api_keys.revoke(args.id)
             print(f"Revoked key {key.id} of environment '{key.environment}' ({target}).")
+    except ValidationFailed as failed:
+        for field_error in failed.errors:
+            print(f"error: {field_error.field} {field_error.message}", file=sys.stderr)
+        return 1
     except DomainError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 1
@@ -72,6 +86,62 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot reach the {target}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _agent_commands(commands: Any) -> None:
+    agents = commands.add_parser("agents", help="set up browser agents (the API cannot create them)")
+    agent_commands = agents.add_subparsers(dest="command", required=True)
+    create = agent_commands.add_parser(
+        "create-browser", help="create a browser agent: a portal automation whose export is imported; prints its id")
+    create.add_argument("--environment", required=True)
+    create.add_argument("--name", required=True)
+    create.add_argument("--description", default="")
+    create.add_argument("--automation", required=True, choices=[a.value for a in Automation])
+    create.add_argument("--portal-url", required=True)
+    create.add_argument("--settings", required=True, type=Path, help="a JSON file: login, verification, export, "
+                        "data_stream_key, import_options (see README, 'Browser agents')")
+    create.add_argument("--cadence", default="manual", help="manual (default), hourly, daily, weekdays or weekly")
+    create.add_argument("--hour", type=int)
+    create.add_argument("--minute", type=int)
+    create.add_argument("--day-of-week", type=int, help="0-6, 0 = Sunday")
+    create.add_argument("--timezone", default="UTC", help="IANA name (the schedule and the date placeholders)")
+    create.add_argument("--inactive", action="store_true", help="never scheduled; runs on demand only")
+    credentials = agent_commands.add_parser(
+        "set-credentials", help="store the agent's portal username and password in Secrets Manager (asked without "
+                                "echo; from stdin, one per line, when it is not a terminal)")
+    credentials.add_argument("agent_id")
+    credentials.add_argument("--environment", help="the agent's environment (found from its id when left out)")
+
+
+def _agents(container: Container, target: str, args: argparse.Namespace) -> int:
+    ports = container.ports
+    if args.command == "create-browser":
+        try:
+            settings = json.loads(args.settings.read_text())
+        except (OSError, ValueError) as error:
+            print(f"error: --settings {args.settings}: {error}", file=sys.stderr)
+            return 1
+        fields = {"name": args.name, "description": args.description, "cadence": args.cadence, "hour": args.hour,
+                  "minute": args.minute, "day_of_week": args.day_of_week, "timezone": args.timezone,
+                  "active": not args.inactive}
+        agent = create_browser_agent(ports, args.environment, fields, args.automation, args.portal_url, settings)
+        print(f"Created browser agent '{agent.name}' in environment '{agent.environment}' ({target}).", file=sys.stderr)
+        print(f"Next: python -m chalicelib.cli agents set-credentials {agent.id}", file=sys.stderr)
+        print(agent.id)
+        return 0
+    username, password = _read_login()
+    agent = set_credentials(ports, args.agent_id.lower(), Credentials(username, password), args.environment)
+    print(f"Stored the portal login of agent {agent.id} ({agent.name}) in Secrets Manager ({target}).")
+    return 0
+
+
+def _read_login() -> tuple[str, str]:
+    """The portal's username and password: asked without echo at a terminal, else the first two
+    lines of stdin (for scripts)."""
+    if sys.stdin.isatty():
+        return getpass.getpass("Portal username: ").strip(), getpass.getpass("Portal password: ")
+    lines = sys.stdin.read().splitlines()
+    return (lines[0].strip() if lines else ""), (lines[1] if len(lines) > 1 else "")
 
 
 if __name__ == "__main__":

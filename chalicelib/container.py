@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from datetime import timedelta
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
@@ -35,10 +36,12 @@ from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.schedules import AgentSchedules
-from chalicelib.adapters.workflows import StepFunctionsWorkflows
+from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
+from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
+from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.services import reconciliation_runs
-from chalicelib.services.ports import AgentLimits, Ports, Workflows
+from chalicelib.services.ports import AgentLimits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
 
 
@@ -135,6 +138,26 @@ class Container:
         return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.reconciliation_run_state_machine)
 
     @cached_property
+    def browser_workflows(self) -> Workflows:
+        return StepFunctionsWorkflows(self.aws.client("stepfunctions"), self.settings.browser_run_state_machine)
+
+    @cached_property
+    def task_tokens(self) -> TaskTokens:
+        return StepFunctionsTaskTokens(self.aws.client("stepfunctions"))
+
+    @cached_property
+    def browser_secrets(self) -> SecretsManagerBrowserSecrets:
+        return SecretsManagerBrowserSecrets(self.aws.client("secretsmanager"), self.settings.secrets_prefix)
+
+    @cached_property
+    def portal(self) -> Portal:
+        # Playwright is imported when a run drives the browser: only the browser worker has it.
+        from chalicelib.adapters.browser_portal import PlaywrightPortal
+        settings = self.settings
+        return PlaywrightPortal(settings.chromium_path, settings.browser_step_timeout_seconds,
+                                settings.browser_download_timeout_seconds)
+
+    @cached_property
     def stories(self) -> StoryRepository:
         return StoryRepository(self.table, self.counters)
 
@@ -178,7 +201,8 @@ class Container:
     def agent_limits(self) -> AgentLimits:
         settings = self.settings
         return AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
-                           max_seconds=settings.agent_max_seconds)
+                           max_seconds=settings.agent_max_seconds,
+                           verification_wait_seconds=settings.verification_timeout_seconds)
 
     @cached_property
     def tallies(self) -> TallyRepository:
@@ -197,6 +221,8 @@ class Container:
             agent_runs=self.agent_runs, agent_run_queue=self.agent_run_queue, schedules=self.schedules,
             agent_files=self.agent_files, mailer=self.mailer, records_sql=self.records_sql,
             language_model=self.language_model, agent_limits=self.agent_limits,
+            browser_workflows=self.browser_workflows, task_tokens=self.task_tokens,
+            browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal),
             chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
@@ -208,6 +234,16 @@ class Container:
     @property
     def key_last_used_resolution(self) -> timedelta:
         return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
+
+
+class _Lazy:
+    """The portal, built at its first run: building `ports` must not need Playwright."""
+
+    def __init__(self, build: Callable[[], Portal]) -> None:
+        self._build = build
+
+    def run(self, job: PortalJob) -> PortalOutcome:
+        return self._build().run(job)
 
 
 _container: Container | None = None

@@ -18,6 +18,9 @@ class PayloadStore:
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
 
+    def put_bytes(self, key: str, body: bytes, content_type: str = "application/octet-stream") -> None:
+        self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+
     def get_bytes(self, key: str) -> bytes:
         return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 

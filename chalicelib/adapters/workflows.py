@@ -29,3 +29,18 @@ class StepFunctionsWorkflows:
             self._sfn.start_execution(stateMachineArn=self._arn, name=execution_name, input=json.dumps(payload))
         except self._sfn.exceptions.ExecutionAlreadyExists:
             pass
+
+
+class StepFunctionsTaskTokens:
+    """Resumes an execution waiting on a `.waitForTaskToken` task (SendTaskSuccess)."""
+
+    def __init__(self, sfn) -> None:
+        self._sfn = sfn
+
+    def send_success(self, token: str, output: dict) -> bool:
+        errors = self._sfn.exceptions
+        try:
+            self._sfn.send_task_success(taskToken=token, output=json.dumps(output))
+        except (errors.TaskTimedOut, errors.TaskDoesNotExist, errors.InvalidToken):
+            return False
+        return True

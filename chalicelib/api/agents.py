@@ -17,10 +17,12 @@ from chalicelib.api.schemas import (
     AgentRunPage,
     AgentRunStepOut,
     AgentRunUsageOut,
+    BrowserOut,
     CreateAgent,
     CreateAgentFile,
     CursorQuery,
     UpdateAgent,
+    VerificationCodeIn,
 )
 from chalicelib.container import container
 from chalicelib.domain.agents.agent import Agent
@@ -28,7 +30,7 @@ from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.runs import AgentRun
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, ValidationFailed
-from chalicelib.services import agent_runs
+from chalicelib.services import agent_runs, browser_runs
 from chalicelib.services import agents as service
 
 router = Router("agents")
@@ -57,9 +59,20 @@ def file_out(file: AgentFile) -> AgentFileOut:
                         created_at=file.created_at, url=container().ports.agent_files.download_url(file))
 
 
+def browser_out(agent: Agent) -> BrowserOut | None:
+    if agent.browser is None:
+        return None
+    state = agent.browser_state
+    return BrowserOut(automation=agent.browser.automation.value, portal_url=agent.browser.portal_url,
+                      has_credentials=state.has_credentials, has_browser_context=state.has_browser_context,
+                      settings=dict(agent.browser.settings), needs_verification=state.needs_verification,
+                      verification_reason=state.verification_reason.value if state.verification_reason else None,
+                      verification_required_at=state.verification_required_at)
+
+
 def agent_out(agent: Agent) -> AgentOut:
     files = service.files_of(container().ports, agent.environment, agent.id)
-    return AgentOut(**service.fields_of(agent), id=agent.id, kind=agent.kind.value,
+    return AgentOut(**service.fields_of(agent), id=agent.id, kind=agent.kind.value, browser=browser_out(agent),
                     input_files=[file_out(f) for f in files],
                     next_run_at=agent.next_run_at(utc_now()), last_run_at=agent.last_run_at,
                     created_at=agent.created_at, updated_at=agent.updated_at)
@@ -135,13 +148,22 @@ def run_out(run: AgentRun) -> AgentRunOut:
         usage=AgentRunUsageOut(input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens,
                                model=run.model),
         steps=[AgentRunStepOut(name=s.name, input=s.input, failed=s.failed, result_preview=s.result_preview)
-               for s in run.steps])
+               for s in run.steps],
+        file_import_id=run.file_import_id)
 
 
 @router.route("POST", AGENTS + "/{id}/runs", summary="Run an agent now (inactive agents too)", status=202,
               response=AgentRunOut, errors=(404,))
 def start_run(request: ApiRequest, id: str) -> AgentRunOut:
     return run_out(agent_runs.queue_run(container().ports, request.environment, agent_id(id)))
+
+
+@router.route("POST", AGENTS + "/{id}/verification", summary="Give a browser agent's waiting run the verification "
+              "code its portal sent: the run resumes, enters it and goes on", status=202, body=VerificationCodeIn,
+              response=AgentRunOut, errors=(404, 409, 422))
+def give_verification_code(request: ApiRequest, id: str) -> AgentRunOut:
+    body: VerificationCodeIn = request.body
+    return run_out(browser_runs.give_code(container().ports, request.environment, agent_id(id), body.code))
 
 
 @router.route("GET", AGENTS + "/{id}/runs", summary="List an agent's runs, newest first", query=CursorQuery,

@@ -869,12 +869,29 @@ class AgentFileOut(BaseModel):
     url: str = Field(description="A presigned download, valid for an hour")
 
 
+class BrowserOut(BaseModel):
+    """A browser agent's automation, as the operator set it up (the portal login is never shown)."""
+    automation: Literal["portal_export"]
+    portal_url: str
+    has_credentials: bool = Field(description="The operator stored the portal login (command line: "
+                                  "`agents set-credentials`)")
+    has_browser_context: bool = Field(description="A run saved the logged-in browser (cookies, storage); the next "
+                                      "run reuses it and logs in only when its session expired")
+    settings: dict[str, Any] = Field(description="What the automation does: login, verification, export, "
+                                     "data_stream_key, import_options")
+    needs_verification: bool = Field(description="The portal asked for a verification code: post it to "
+                                     "/agents/{id}/verification")
+    verification_reason: Literal["code_requested"] | None
+    verification_required_at: Timestamp | None
+
+
 class AgentOut(BaseModel):
     id: str
     name: str
     description: str
     instructions: str
     kind: Literal["llm", "browser"]
+    browser: BrowserOut | None = Field(default=None, description="Browser agents only")
     mentions: list[MentionOut]
     model: str | None
     cadence: Literal["manual", "hourly", "daily", "weekdays", "weekly"]
@@ -948,10 +965,14 @@ class AgentRunStepOut(BaseModel):
     result_preview: str
 
 
+class VerificationCodeIn(RequestModel):
+    code: str = Field(description="The code the portal sent (1 to 64 characters, no spaces)")
+
+
 class AgentRunOut(BaseModel):
     id: int
     agent_id: str
-    status: Literal["queued", "running", "completed", "failed"]
+    status: Literal["queued", "running", "waiting_for_verification", "completed", "failed"]
     trigger: Literal["manual", "schedule", "file_drop", "agent"]
     created_at: Timestamp
     started_at: Timestamp | None
@@ -961,6 +982,8 @@ class AgentRunOut(BaseModel):
     deliveries: list[AgentRunDeliveryOut]
     usage: AgentRunUsageOut
     steps: list[AgentRunStepOut]
+    file_import_id: int | None = Field(default=None, description="Browser agents: the file import of what the "
+                                       "portal exported")
 
 
 class AgentRunPage(BaseModel):

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.definition import AgentKind
 from chalicelib.domain.agents.conversation import (
     AssistantMessage,
     LanguageModel,
@@ -38,13 +39,14 @@ from chalicelib.domain.agents.runs import (
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.observability import logger
+from chalicelib.services import browser_runs
 from chalicelib.services.ports import AgentLimits, Ports
 
 # A turn's tool calls beyond this are answered "not run": with the turns' bound it keeps a run's
 # steps (each at most about 1.5 KB) within one DynamoDB item.
 MAX_CALLS_PER_TURN = 8
 BUSY_RETRY_SECONDS = 30  # a queued run waits this long, again and again, while another run of its agent goes
-QUEUED, RUNNING = AgentRunStatus.QUEUED, AgentRunStatus.RUNNING
+QUEUED, RUNNING, WAITING = AgentRunStatus.QUEUED, AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION
 MAX_ATTACHED = 10 * 1024 * 1024  # SES's limit of a raw message
 REFUSED_DROPS_PREFIX = "drops-refused/"  # outside drops/: writing the reason starts nothing
 
@@ -162,9 +164,9 @@ def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbenc
         return None
     if run.finished:
         return run  # its message, delivered again
-    if run.status is RUNNING:
+    if run.status in (RUNNING, WAITING):
         if not run.lease_expired(utc_now()):
-            return run  # a duplicate of the message whose worker is running it now
+            return run  # a duplicate of the message whose worker (or workflow) is running it now
         failed = _fail(ports, run, CUT_OFF)
         ports.agent_runs.release_running(environment, agent_id, run_id)
         return failed
@@ -203,27 +205,38 @@ def _claim(ports: Ports, run: AgentRun) -> int | None:
 def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun | None:
     """Start the run (this worker holds the agent's guard for it), converse, deliver. The guard is
     given up by the worker that started the run, and only by it: a duplicate message that lost
-    the start leaves it alone."""
+    the start leaves it alone. A browser agent's run is handed to its workflow, which gives the
+    guard up when the run ends."""
     release = True
     try:
         try:
             agent = ports.agents.get(run.environment, run.agent_id)
         except NotFound:
             return _fail(ports, run, "the agent was deleted before its run started")
-        if ports.language_model is None:
-            raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
-        try:
-            model = ports.language_model(agent.model)
-        except ModelError as error:
-            return _fail(ports, run, str(error))
+        model = None
+        if agent.kind is not AgentKind.BROWSER:
+            if ports.language_model is None:
+                raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
+            try:
+                model = ports.language_model(agent.model)
+            except ModelError as error:
+                return _fail(ports, run, str(error))
         started = utc_now()
         try:
-            run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model),
+            run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model if model else None),
                                         expected=(QUEUED,))
         except TransitionRefused:  # another delivery of its message started it, or it was failed meanwhile
             release = False
             return ports.agent_runs.get(run.environment, run.agent_id, run.id)
         ports.agents.set_last_run(run.environment, run.agent_id, started)
+        if model is None:
+            try:
+                browser_runs.hand_over(ports, run)
+            except Exception as error:
+                logger.exception("starting a browser run's workflow failed")
+                return _fail(ports, run, _failed_by(error))
+            release = False  # the workflow holds the guard now
+            return run
         return _converse_and_deliver(ports, agent, run, model, workbench)
     finally:
         if release:
@@ -338,7 +351,7 @@ def _fail(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
     failed = run.moved(AgentRunStatus.FAILED, error_message=reason, completed_at=now,
                        started_at=run.started_at or (now if run.status is RUNNING else None))
     try:
-        return ports.agent_runs.save(failed, expected=(QUEUED, RUNNING))
+        return ports.agent_runs.save(failed, expected=(QUEUED, RUNNING, WAITING))
     except TransitionRefused:
         return ports.agent_runs.get(run.environment, run.agent_id, run.id)
 

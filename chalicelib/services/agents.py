@@ -12,7 +12,9 @@ from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.browser import Credentials, browser_setup
 from chalicelib.domain.agents.definition import (
+    AgentKind,
     Mention,
     MentionType,
     check_creatable_kind,
@@ -37,6 +39,58 @@ def create_agent(ports: Ports, environment: str, fields: Mapping[str, Any]) -> A
     given = {**DEFAULTS, **fields}
     agent = Agent(environment=environment, id=str(uuid.uuid4()), name=given["name"], created_at=now, updated_at=now,
                   **_checked(ports, environment, given))
+    return _created(ports, agent)
+
+
+def create_browser_agent(ports: Ports, environment: str, fields: Mapping[str, Any], automation: Any,
+                         portal_url: Any, settings: Any) -> Agent:
+    """A browser agent, as the operator sets one up (the command line): its settings checked, and
+    the stream it imports into found in the environment."""
+    given = {**DEFAULTS, **fields}
+    errors: list[FieldError] = []
+    setup = None
+    try:
+        setup = browser_setup(automation, portal_url, settings)
+    except ValidationFailed as failed:
+        errors += failed.errors
+    try:
+        checked = _checked(ports, environment, {**given, **BROWSER_FIXED})
+    except ValidationFailed as failed:
+        errors += failed.errors
+    if setup is not None:
+        export = setup.export
+        if not ports.data_streams.get_many(environment, [export.data_stream_key]):
+            errors.append(FieldError("settings.data_stream_key", f"no data stream '{export.data_stream_key}' in "
+                                                                 f"environment {environment}"))
+        if export.format == "nacha" and export.import_options.decimal_places not in (None, 2):
+            errors.append(FieldError("settings.import_options.decimal_places", "NACHA amounts are always in cents"))
+    if errors or setup is None:
+        raise ValidationFailed(errors)
+    now = utc_now()
+    return _created(ports, Agent(environment=environment, id=str(uuid.uuid4()), name=given["name"], created_at=now,
+                                 updated_at=now, kind=AgentKind.BROWSER, browser=setup, **checked))
+
+
+def set_credentials(ports: Ports, agent_id: str, credentials: Credentials,
+                    environment: str | None = None) -> Agent:
+    """Keep a browser agent's portal login (its own secret); the agent says it has one."""
+    environment = environment or ports.agents.environment_of(agent_id)
+    if environment is None:
+        raise NotFound(f"no browser agent {agent_id}")
+    agent = ports.agents.get(environment, agent_id)
+    if agent.kind is not AgentKind.BROWSER:
+        raise ValidationFailed.on("agent_id", "is not a browser agent: only browser agents have a portal login")
+    if not credentials.username or not credentials.password:
+        raise ValidationFailed.on("credentials", "both the username and the password are required")
+    if ports.browser_secrets is None:
+        raise RuntimeError("this process has no secrets store wired")
+    ports.browser_secrets.put_credentials(environment, agent_id, credentials)
+    ports.agents.set_browser_state(environment, agent_id, has_credentials=True)
+    return ports.agents.get(environment, agent_id)
+
+
+def _created(ports: Ports, agent: Agent) -> Agent:
+    environment = agent.environment
     _hold_file_drops(ports, agent)
     try:
         ports.agents.add(agent)
@@ -57,6 +111,8 @@ def update_agent(ports: Ports, environment: str, agent_id: str, fields: Mapping[
     current = ports.agents.get(environment, agent_id)
     if "kind" in fields and fields["kind"] != current.kind.value:
         raise ValidationFailed.on("kind", "cannot change")
+    if current.kind is AgentKind.BROWSER:
+        _check_browser_patch(fields)
     merged = {**fields_of(current), **fields}
     updated = current.edited(utc_now(), name=merged["name"], **_checked(ports, environment, merged))
     if updated.holds_file_drops:
@@ -92,8 +148,23 @@ def delete_agent(ports: Ports, environment: str, agent_id: str) -> None:
     ports.schedules.remove(environment, agent_id)
     ports.agent_runs.remove_all_of_agent(environment, agent_id)
     ports.agent_files.delete_agent(environment, agent_id)
+    if agent.browser is not None and ports.browser_secrets is not None:
+        ports.browser_secrets.delete_agent(environment, agent_id)
     ports.agents.remove(agent)
     ports.agents.release_file_drops(environment, agent_id)
+
+
+# What a browser agent's fields hold whatever is asked: it runs its automation, not a model.
+BROWSER_FIXED: dict[str, Any] = {"instructions": "", "model": None, "handles_file_drops": False, "mentions": []}
+
+
+def _check_browser_patch(fields: Mapping[str, Any]) -> None:
+    """A browser agent's cadence, active flag, delivery, name and description change; what it runs
+    does not (the operator sets that up)."""
+    errors = [FieldError(name, "browser agents have none: their automation is set up by the operator")
+              for name, fixed in BROWSER_FIXED.items() if name in fields and fields[name] != fixed]
+    if errors:
+        raise ValidationFailed(errors)
 
 
 # Input files ------------------------------------------------------------------------------------

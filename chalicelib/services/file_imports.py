@@ -86,6 +86,12 @@ def create_import(ports: Ports, environment: str, stream_key: str, *, filename: 
     return ports.ingestion_jobs.get(environment, job_id), url
 
 
+def start_uploaded(ports: Ports, job: IngestionJob) -> None:
+    """Start a pending import whose file the service itself put at its upload key (a browser
+    run's export); the upload's own event, where one comes, then starts nothing more."""
+    ports.file_import_workflows.start(execution_name(job), {"environment": job.environment, "job_id": job.id})
+
+
 def fresh_upload_url(ports: Ports, job: IngestionJob, now: datetime | None = None) -> str | None:
     """A new URL for an import still waiting for its upload, so a lost one needs no new import.
     It lasts an hour, or less: until the sweeper gives up waiting for the upload."""
@@ -107,7 +113,7 @@ def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | 
         job = ports.ingestion_jobs.find(parts[1], int(parts[2]))
         if job is None or job.file_key != key or job.status is not JobStatus.PENDING:
             return job
-        ports.file_import_workflows.start(execution_name(job), {"environment": job.environment, "job_id": job.id})
+        start_uploaded(ports, job)
         return job
     if key.startswith(DROPS_PREFIX):
         return _start_drop(ports, key, etag)

@@ -68,6 +68,9 @@ class FakeAgentRunRepository:
         if self.running.get((environment, agent_id)) == run_id:
             del self.running[(environment, agent_id)]
 
+    def running_run(self, environment: str, agent_id: str) -> int | None:
+        return self.running.get((environment, agent_id))
+
     def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
         return self.triggers.setdefault((environment, agent_id, token), run_id)
 

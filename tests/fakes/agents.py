@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.files import AgentFile
@@ -39,7 +40,17 @@ class FakeAgentRepository:
             raise NotFound(f"agent {previous.id} not found")
         if stored.version != previous.version:
             raise Conflict(f"agent {previous.id} was changed meanwhile; read it again")
-        self.agents[(updated.environment, updated.id)] = _stored(replace(updated, last_run_at=stored.last_run_at))
+        self.agents[(updated.environment, updated.id)] = _stored(replace(updated, last_run_at=stored.last_run_at,
+                                                                         browser_state=stored.browser_state))
+
+    def set_browser_state(self, environment: str, agent_id: str, **changes: Any) -> None:
+        stored = self.agents.get((environment, agent_id))
+        if stored is not None:
+            self.agents[(environment, agent_id)] = replace(stored, browser_state=replace(stored.browser_state,
+                                                                                         **changes))
+
+    def environment_of(self, agent_id: str) -> str | None:
+        return next((env for (env, id_), a in self.agents.items() if id_ == agent_id and a.browser), None)
 
     def scheduled(self) -> list[tuple[str, str]]:
         return sorted((env, agent_id) for (env, agent_id), a in self.agents.items() if a.scheduled)

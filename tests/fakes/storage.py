@@ -37,6 +37,9 @@ class FakePayloadStore:
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
 
+    def put_bytes(self, key: str, body: bytes, content_type: str = "application/octet-stream") -> None:
+        self.objects[key] = (body, datetime.now(UTC))
+
     def get_bytes(self, key: str) -> bytes:
         if key not in self.objects:
             raise _no_such_key("GetObject")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -64,6 +64,31 @@ class AgentRunRepository:
             raise TransitionRefused(f"agent run {run.id} is no longer {'/'.join(s.value for s in expected)}") from None
         return run
 
+    def keep_task_token(self, run: AgentRun, token: str) -> bool:
+        """Keep the token that resumes a run waiting for its verification code; False when the run
+        is no longer waiting (a code came first, or it ended)."""
+        try:
+            self._table.update(keys.agent_run(run.environment, run.id), "SET task_token = :token",
+                               condition="#status = :waiting", names={"#status": "status"},
+                               values={":token": token, ":waiting": AgentRunStatus.WAITING_FOR_VERIFICATION.value})
+        except ConditionFailed:
+            return False
+        return True
+
+    def resume_with_code(self, run: AgentRun, code: str, at: datetime) -> AgentRun:
+        """Move a waiting run back to running with the code to enter, leaving its task token as it
+        is now (a pause may write it meanwhile): the run as stored then. TransitionRefused when it
+        is no longer waiting."""
+        try:
+            item = self._table.update(
+                keys.agent_run(run.environment, run.id), "SET #status = :running, verification_code = :code, "
+                "resumed_at = :at", condition="#status = :waiting", names={"#status": "status"},
+                values={":running": AgentRunStatus.RUNNING.value, ":code": code, ":at": iso(at),
+                        ":waiting": AgentRunStatus.WAITING_FOR_VERIFICATION.value}, return_new=True)
+        except ConditionFailed:
+            raise TransitionRefused(f"agent run {run.id} is not waiting for a verification code") from None
+        return self._from_item(item)
+
     def remove_all_of_agent(self, environment: str, agent_id: str) -> None:
         items = self._table.query_all("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1)
         self._table.batch_write(deletes=[keys.agent_run(environment, int(i["id"])) for i in items])
@@ -83,6 +108,11 @@ class AgentRunRepository:
 
     def release_running(self, environment: str, agent_id: str, run_id: int) -> None:
         self._table.release_guard(keys.agent_running(environment, agent_id), "run_id", run_id)
+
+    def running_run(self, environment: str, agent_id: str) -> int | None:
+        """The id of the run that holds the agent's guard (the one going, or waiting for a code)."""
+        item = self._table.get(keys.agent_running(environment, agent_id))
+        return int(item["run_id"]) if item else None
 
     def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
         """Claim one event that starts a run (a schedule's firing, a dropped file) for `run_id`: the
@@ -119,6 +149,9 @@ class AgentRunRepository:
             "extra_input": ({"filename": run.extra_input.filename, "key": run.extra_input.key,
                              "byte_size": run.extra_input.byte_size} if run.extra_input else None),
             "callers": list(run.callers),
+            "file_import_id": run.file_import_id, "paused_at": _iso_or_none(run.paused_at),
+            "resumed_at": _iso_or_none(run.resumed_at), "task_token": run.task_token,
+            "verification_code": run.verification_code,
         }
 
     @staticmethod
@@ -138,7 +171,10 @@ class AgentRunRepository:
             steps=tuple(Step(s["name"], json.loads(s["input"]), bool(s["failed"]), s.get("result_preview") or "",
                              parse_iso(s["at"])) for s in item.get("steps") or ()),
             extra_input=InputRef(extra["filename"], extra["key"], int(extra["byte_size"])) if extra else None,
-            callers=tuple(item.get("callers") or ()))
+            callers=tuple(item.get("callers") or ()),
+            file_import_id=int(item["file_import_id"]) if item.get("file_import_id") is not None else None,
+            paused_at=parse_optional_iso(item.get("paused_at")), resumed_at=parse_optional_iso(item.get("resumed_at")),
+            task_token=item.get("task_token"), verification_code=item.get("verification_code"))
 
 
 def _iso_or_none(value: Any) -> str | None:

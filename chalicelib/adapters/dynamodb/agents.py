@@ -3,12 +3,14 @@ keeps one active agent per environment handling file drops (claimed before the a
 released after it stops)."""
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.agents.agent import Agent
+from chalicelib.domain.agents.browser import Automation, BrowserSetup, BrowserState, VerificationReason
 from chalicelib.domain.agents.definition import AgentKind, Delivery, Mention, MentionType
 from chalicelib.domain.agents.files import AgentFile
 from chalicelib.domain.agents.schedule import Cadence, Schedule
@@ -21,7 +23,15 @@ class AgentRepository:
         self._table = table
 
     def add(self, agent: Agent) -> None:
+        if agent.browser is not None:  # first, so that no browser agent is there without it
+            self._table.put({**keys.browser_agent_directory(agent.id), "entity": "browser_agent_directory",
+                             "environment": agent.environment, "id": agent.id})
         self._table.put_new(self._to_item(agent))
+
+    def environment_of(self, agent_id: str) -> str | None:
+        """The environment of a browser agent, by its id alone."""
+        item = self._table.get(keys.browser_agent_directory(agent_id))
+        return item["environment"] if item else None
 
     def get(self, environment: str, agent_id: str) -> Agent:
         item = self._table.get(keys.agent(environment, agent_id))
@@ -37,7 +47,7 @@ class AgentRepository:
     def save(self, updated: Agent, previous: Agent) -> None:
         """Write an edit made from `previous` (409 when another edit came first, 404 when gone).
         An update of the definition only: `last_run_at`, which runs set, is left as it is."""
-        item = {k: v for k, v in self._to_item(updated).items() if k not in ("pk", "sk", "last_run_at")}
+        item = {k: v for k, v in self._to_item(updated).items() if k not in ("pk", "sk", "last_run_at", *STATE)}
         names = {f"#a{i}": name for i, name in enumerate(item)}
         values = {f":v{i}": value for i, value in enumerate(item.values())}
         expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item)))
@@ -66,6 +76,23 @@ class AgentRepository:
         except ConditionFailed:
             pass
 
+    def set_browser_state(self, environment: str, agent_id: str, **changes: Any) -> None:
+        """Change some fields of a browser agent's state (BrowserState's names), leaving the others
+        as they are: a run and the command line each write only what they learned. Nothing is
+        written when the agent is gone."""
+        unknown = set(changes) - set(STATE)
+        if unknown:
+            raise ValueError(f"not browser state: {sorted(unknown)}")
+        values = {name: (value.value if isinstance(value, VerificationReason) else
+                         iso(value) if isinstance(value, datetime) else value) for name, value in changes.items()}
+        try:
+            self._table.update(keys.agent(environment, agent_id),
+                               "SET " + ", ".join(f"#{name} = :{name}" for name in values),
+                               condition="attribute_exists(pk)", names={f"#{name}": name for name in values},
+                               values={f":{name}": value for name, value in values.items()}, keep_nulls=True)
+        except ConditionFailed:
+            pass
+
     def remove(self, agent: Agent) -> None:
         """Delete the agent, then what its partition holds beside it (input files, a run guard)."""
         try:
@@ -74,6 +101,8 @@ class AgentRepository:
             raise NotFound(f"agent {agent.id} not found") from None
         rest = self._table.query_all("pk", keys.agent(agent.environment, agent.id)["pk"])
         self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in rest])
+        if agent.browser is not None:
+            self._table.delete(keys.browser_agent_directory(agent.id))
 
     # Input files ------------------------------------------------------------------------------
 
@@ -156,6 +185,10 @@ class AgentRepository:
             "mentions": [{"type": m.type.value, "id": m.id, "label": m.label} for m in agent.mentions],
             "created_at": created, "updated_at": iso(agent.updated_at),
             "last_run_at": iso(agent.last_run_at) if agent.last_run_at else None, "version": agent.version,
+            # The settings as JSON text: DynamoDB would turn their numbers into Decimals.
+            "browser": ({"automation": agent.browser.automation.value, "portal_url": agent.browser.portal_url,
+                         "settings": json.dumps(agent.browser.settings)} if agent.browser else None),
+            **_state_item(agent.browser_state),
         }
 
     @staticmethod
@@ -174,4 +207,26 @@ class AgentRepository:
             mentions=tuple(Mention(MentionType(m["type"]), mention_id(m["id"]), m.get("label") or "")
                            for m in item.get("mentions") or ()),
             created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]),
-            last_run_at=parse_optional_iso(item.get("last_run_at")), version=int(item["version"]))
+            last_run_at=parse_optional_iso(item.get("last_run_at")), version=int(item["version"]),
+            browser=(BrowserSetup(Automation(browser["automation"]), browser["portal_url"],
+                                  json.loads(browser["settings"])) if (browser := item.get("browser")) else None),
+            browser_state=BrowserState(
+                has_credentials=bool(item.get("has_credentials")),
+                has_browser_context=bool(item.get("has_browser_context")),
+                needs_verification=bool(item.get("needs_verification")),
+                verification_reason=(VerificationReason(item["verification_reason"])
+                                     if item.get("verification_reason") else None),
+                verification_required_at=parse_optional_iso(item.get("verification_required_at"))))
+
+
+# A browser agent's state: written by runs and the command line, never by an edit of the agent.
+STATE = ("has_credentials", "has_browser_context", "needs_verification", "verification_reason",
+         "verification_required_at")
+
+
+def _state_item(state: BrowserState) -> dict[str, Any]:
+    return {"has_credentials": state.has_credentials, "has_browser_context": state.has_browser_context,
+            "needs_verification": state.needs_verification,
+            "verification_reason": state.verification_reason.value if state.verification_reason else None,
+            "verification_required_at": iso(state.verification_required_at) if state.verification_required_at
+            else None}

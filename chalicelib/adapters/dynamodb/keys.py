@@ -220,11 +220,17 @@ investigation  | -    | {E}#INV#<id>          | INV             | investigations
                |      |                       |                 | finished                |
                |      |                       |                 |                         |
 agent          | -    | {E}#AGENT#<uuid>      | AGENT           | agents: add; save (not  | get
-               |      |                       |                 | last_run_at),           |
-               |      |                       |                 | set_last_run, remove    |
+               |      |                       |                 | last_run_at, nor a      |
+               |      |                       |                 | browser agent's state), |
+               |      |                       |                 | set_last_run,           |
+               |      |                       |                 | set_browser_state,      |
+               |      |                       |                 | remove                  |
                | gsi1 | {E}#AGENTS            | <created>#<uuid>| add                     | GET /agents, newest first
                | gsi2 | SCHEDULED_AGENTS      | <env>#<uuid>    | add, save: while        | scheduled: the schedules
                |      |                       |                 | scheduled               | put back (local start)
+               |      |                       |                 |                         |
+browser agent  | -    | BROWSER_AGENT#<uuid>  | BROWSER_AGENT   | agents: add, remove     | environment_of: the CLI
+directory      |      |                       |                 | (browser agents only)   | names an agent by id
                |      |                       |                 |                         |
 agent input    | -    | {E}#AGENT#<uuid>      | FILE#<file>     | agents: add_file,       | files (sk prefix): the
 file           |      |                       |                 | set_file_size,          | agent's input_files, a
@@ -771,6 +777,11 @@ def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, s
 
 
 SCHEDULED_AGENTS_PK = "SCHEDULED_AGENTS"
+
+
+def browser_agent_directory(agent_id: str) -> dict[str, str]:
+    """A browser agent's environment by its id: the operator's command line names an agent by id."""
+    return {"pk": f"BROWSER_AGENT#{agent_id}", "sk": "BROWSER_AGENT"}
 
 
 def scheduled_agent_index(environment: str, agent_id: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from chalicelib.domain.agents.browser import BrowserSetup, BrowserState
 from chalicelib.domain.agents.definition import AgentKind, Delivery, Mention
 from chalicelib.domain.agents.schedule import Schedule, next_run_at
 
@@ -26,6 +27,9 @@ class Agent:
     mentions: tuple[Mention, ...] = ()
     last_run_at: datetime | None = None
     version: int = 1
+    # Browser agents only: the operator's set-up, and what runs and the command line learned.
+    browser: BrowserSetup | None = None
+    browser_state: BrowserState = field(default_factory=BrowserState)
 
     @property
     def scheduled(self) -> bool:

@@ -184,18 +184,16 @@ def check_settings(raw: Any, path: str = "settings") -> PortalExportSettings:
     c = _Checker()
     top = c.object(raw, path, ("login", "verification", "export", "data_stream_key", "import_options"),
                    ("login", "export", "data_stream_key"))
-    login_raw = c.object(top.get("login", {}), f"{path}.login",
-                         ("username_selector", "password_selector", "submit_selector"),
-                         ("username_selector", "password_selector", "submit_selector"))
-    login = Login(*(c.text(login_raw, n, f"{path}.login") for n in
-                    ("username_selector", "password_selector", "submit_selector")))
+    login_names = ("username_selector", "password_selector", "submit_selector")
+    login_raw = c.object(top["login"], f"{path}.login", login_names, login_names) if "login" in top else {}
+    login = Login(*(c.text(login_raw, n, f"{path}.login") for n in login_names))
     verification = None
     if top.get("verification") is not None:
         names = ("detect_selector", "code_selector", "submit_selector")
         verification_raw = c.object(top["verification"], f"{path}.verification", names, names)
         verification = Verification(*(c.text(verification_raw, n, f"{path}.verification") for n in names))
-    export = c.object(top.get("export", {}), f"{path}.export", ("steps", "download_selector", "format"),
-                      ("download_selector",))
+    export = (c.object(top["export"], f"{path}.export", ("steps", "download_selector", "format"),
+                       ("download_selector",)) if "export" in top else {})
     steps = _steps(c, export.get("steps", []), f"{path}.export.steps")
     download = c.text(export, "download_selector", f"{path}.export")
     file_format = c.choice(export, "format", f"{path}.export", IMPORT_FORMATS, "csv")

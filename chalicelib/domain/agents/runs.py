@@ -1,6 +1,10 @@
-"""Agent runs: what one execution of an agent's instructions did.
+"""Agent runs: what one execution of an agent's instructions (or of a browser agent's portal
+automation) did.
 
     queued -> running -> completed
+       |         |  ^
+       |         v  |  (browser agents: the portal asked for a code; a code resumes the run)
+       |   waiting_for_verification
        |         |
        +---------+--> failed
 
@@ -23,6 +27,7 @@ from chalicelib.domain.agents.files import AgentFile
 class AgentRunStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
+    WAITING_FOR_VERIFICATION = "waiting_for_verification"
     COMPLETED = "completed"
     FAILED = "failed"
 
@@ -40,6 +45,9 @@ INPUT_CHARS = 1000  # a step's whole input as JSON; beyond it, the input is kept
 # A started run belongs to its worker this long (the worker's 15-minute limit, and a minute more):
 # its message coming again meanwhile is a duplicate; after it, the run was cut off.
 RUN_LEASE = timedelta(minutes=16)
+# A run waiting for its verification code is ended by its workflow's timeout; a waiting run older
+# than the longest wait and a worker's lease was abandoned (its workflow is gone).
+WAIT_LEASE = timedelta(hours=2) + RUN_LEASE
 MAX_AGENT_DEPTH = 3  # run_agent: an agent started by an agent started by an agent, no deeper
 
 
@@ -103,6 +111,13 @@ class AgentRun:
     extra_input: InputRef | None = None
     # run_agent: the agents above this run, outermost first (a cycle or too deep a chain is refused).
     callers: tuple[str, ...] = ()
+    # Browser agents: the import of what the portal exported, and the pause for a verification
+    # code (the workflow's task token that resumes it, and the code given, until it is entered).
+    file_import_id: int | None = None
+    paused_at: datetime | None = None
+    resumed_at: datetime | None = None
+    task_token: str | None = field(default=None, repr=False)
+    verification_code: str | None = field(default=None, repr=False)
 
     @property
     def finished(self) -> bool:
@@ -114,8 +129,12 @@ class AgentRun:
         return replace(self, status=status, **changes)
 
     def lease_expired(self, now: datetime) -> bool:
-        """Whether a running run has outlived any worker that could still be running it."""
-        return self.started_at is None or now - self.started_at > RUN_LEASE
+        """Whether a running (or waiting) run has outlived any worker that could still be running
+        it (a resumed run's lease runs from when it was resumed)."""
+        if self.status is AgentRunStatus.WAITING_FOR_VERIFICATION:
+            return self.paused_at is None or now - self.paused_at > WAIT_LEASE
+        began = self.resumed_at or self.started_at
+        return began is None or now - began > RUN_LEASE
 
     def stored(self, file: OutputFile) -> AgentFile:
         """Where one of its output files is kept (beside the run's other outputs)."""
