@@ -4,7 +4,16 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+    model_serializer,
+)
 
 from chalicelib.domain.clock import iso
 from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
@@ -909,6 +918,14 @@ class AgentOut(BaseModel):
     last_run_at: Timestamp | None
     created_at: Timestamp
     updated_at: Timestamp
+
+    @model_serializer(mode="wrap")
+    def _browser_on_browser_agents_only(self, handler):  # type: ignore[no-untyped-def]
+        # No return annotation: the documented schema stays the model's own.
+        shown = handler(self)
+        if shown.get("browser") is None:
+            shown.pop("browser", None)
+        return shown
 
 
 class AgentPage(BaseModel):

@@ -149,13 +149,13 @@ def give_code(ports: Ports, environment: str, agent_id: str, raw_code: Any) -> A
 def _drive(ports: Ports, agent: Agent, run: AgentRun) -> PortalOutcome:
     if agent.browser is None:
         return PortalFailed("run", "the agent is not a browser agent", ())
-    if ports.portal is None:
-        raise RuntimeError("this process has no browser (only the browser worker runs browser agents)")
     secrets = _secrets(ports)
     credentials = secrets.credentials(agent.environment, agent.id)
     if credentials is None:
         return PortalFailed("log_in", "the agent has no portal login: set it with `python -m chalicelib.cli agents "
                                       f"set-credentials {agent.id}`", ())
+    if ports.portal is None:
+        raise RuntimeError("this process has no browser (only the browser worker runs browser agents)")
     resuming = run.verification_code is not None
     state = secrets.context(agent.environment, agent.id, "pending" if resuming else "saved")
     today = utc_now().astimezone(ZoneInfo(agent.schedule.timezone)).date()

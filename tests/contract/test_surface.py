@@ -26,9 +26,11 @@ from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
-from chalicelib.adapters.workflows import StepFunctionsWorkflows
+from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
+from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.local.statemachines import LocalWorkflows
 from tests import fakes
+from tests.fakes.browser import FakeBrowserSecrets, FakeTaskTokens
 
 PAIRS = [
     (Counters, fakes.FakeCounters), (ApiKeyRepository, fakes.FakeApiKeyRepository),
@@ -44,6 +46,7 @@ PAIRS = [
     (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
     (StoryRepository, fakes.FakeStoryRepository), (AgentRepository, fakes.FakeAgentRepository),
     (AgentRunRepository, fakes.FakeAgentRunRepository),
+    (SecretsManagerBrowserSecrets, FakeBrowserSecrets), (StepFunctionsTaskTokens, FakeTaskTokens),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"stop"}  # the local driver stops with the stack: the process's business, not the port's

@@ -71,6 +71,21 @@ class FakeAgentRunRepository:
     def running_run(self, environment: str, agent_id: str) -> int | None:
         return self.running.get((environment, agent_id))
 
+    def keep_task_token(self, run: AgentRun, token: str) -> bool:
+        stored = self.runs.get((run.environment, run.id))
+        if stored is None or stored.status is not AgentRunStatus.WAITING_FOR_VERIFICATION:
+            return False
+        self.runs[(run.environment, run.id)] = replace(stored, task_token=token)
+        return True
+
+    def resume_with_code(self, run: AgentRun, code: str, at: datetime) -> AgentRun:
+        stored = self.runs.get((run.environment, run.id))
+        if stored is None or stored.status is not AgentRunStatus.WAITING_FOR_VERIFICATION:
+            raise TransitionRefused(f"agent run {run.id} is not waiting for a verification code")
+        resumed = replace(stored, status=AgentRunStatus.RUNNING, verification_code=code, resumed_at=at)
+        self.runs[(run.environment, run.id)] = resumed
+        return resumed
+
     def claim_trigger(self, environment: str, agent_id: str, token: str, run_id: int) -> int:
         return self.triggers.setdefault((environment, agent_id, token), run_id)
 

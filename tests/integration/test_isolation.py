@@ -95,6 +95,7 @@ CASES = {
     ("PATCH", "/agents/{id}"): ("PATCH", "/v1/agents/{agent_id}", {"name": "stolen"}, 404),
     ("DELETE", "/agents/{id}"): ("DELETE", "/v1/agents/{agent_id}", None, 404),
     ("POST", "/agents/{id}/runs"): ("POST", "/v1/agents/{agent_id}/runs", None, 404),
+    ("POST", "/agents/{id}/verification"): ("POST", "/v1/agents/{agent_id}/verification", {"code": "424242"}, 404),
     ("GET", "/agents/{id}/runs"): ("GET", "/v1/agents/{agent_id}/runs", None, 404),
     ("GET", "/agents/{id}/runs/{run_id}"): ("GET", "/v1/agents/{agent_id}/runs/{agent_run_id}", None, 404),
     ("POST", "/agents/{id}/files"): ("POST", "/v1/agents/{agent_id}/files",
