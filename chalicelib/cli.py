@@ -16,11 +16,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.container import Container
-from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import DomainError
-from chalicelib.local.stack import running_stack
 from chalicelib.domain.agents.browser import Automation, Credentials
-from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.clock import iso
+from chalicelib.domain.errors import DomainError, ValidationFailed
+from chalicelib.local.stack import running_stack
 from chalicelib.services.agents import create_browser_agent, set_credentials
 from chalicelib.services.api_keys import create_key
 from chalicelib.services.mirror_repair import repair_mirror

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 

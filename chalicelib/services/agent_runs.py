@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from chalicelib.domain.agents.agent import Agent
-from chalicelib.domain.agents.definition import AgentKind
 from chalicelib.domain.agents.conversation import (
     AssistantMessage,
     LanguageModel,
@@ -27,6 +26,7 @@ from chalicelib.domain.agents.conversation import (
     Usage,
     UserMessage,
 )
+from chalicelib.domain.agents.definition import AgentKind
 from chalicelib.domain.agents.runs import (
     AgentRun,
     AgentRunStatus,

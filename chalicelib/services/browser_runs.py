@@ -217,8 +217,8 @@ def _import(ports: Ports, agent: Agent, exported: Exported) -> int:
 
 def _with_screenshot(ports: Ports, run: AgentRun, step: str, png: bytes) -> AgentRun:
     """The page as the failed step left it, kept as one of the run's output files."""
-    shot = OutputFile(id=str(uuid.uuid4()), filename=f"screenshot-{step}.png", byte_size=len(png), content_type="image/png",
-                      created_at=utc_now())
+    shot = OutputFile(id=str(uuid.uuid4()), filename=f"screenshot-{step}.png", byte_size=len(png),
+                      content_type="image/png", created_at=utc_now())
     try:
         ports.agent_files.put(run.stored(shot), png)
     except Exception:  # the run still fails with its reason

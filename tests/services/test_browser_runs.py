@@ -199,5 +199,5 @@ def test_deleting_a_browser_agent_deletes_its_secrets(ports):
 def test_the_login_is_never_in_a_repr():
     assert "pw" not in repr(Credentials("ops", "pw")) and "ops" not in repr(Credentials("ops", "pw"))
     run = AgentRun(environment=ENV, agent_id="a", id=1, status=RUNNING, trigger=AgentRunTrigger.MANUAL,
-                   created_at=utc_now(), verification_code="424242", task_token="tok")
-    assert "424242" not in repr(run) and "tok" not in repr(run)
+                   created_at=utc_now(), verification_code="424242", task_token="secret-task-token")
+    assert "424242" not in repr(run) and "secret-task-token" not in repr(run)
