@@ -182,7 +182,7 @@ def _conclude(ports: Ports, agent: Agent, run: AgentRun, outcome: PortalOutcome)
         if outcome.code_rejected:  # the portal still wants a code: the operator must see it
             ports.agents.set_browser_state(environment, agent_id, needs_verification=True,
                                            verification_reason=VerificationReason.CODE_REQUESTED)
-            secrets.drop_context(environment, agent_id, "pending")
+        secrets.drop_context(environment, agent_id, "pending")  # a half-done login no later run goes on with
         return _finish_failed(ports, run, f"step {outcome.step} failed: {outcome.message}")
     kept = secrets.put_context(environment, agent_id, "saved", outcome.storage_state)
     secrets.drop_context(environment, agent_id, "pending")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -53,7 +53,7 @@ def _first_of_last_month(today: date) -> date:
     return (today.replace(day=1) - timedelta(days=1)).replace(day=1)
 
 
-PLACEHOLDER_DAYS = {
+PLACEHOLDER_DAYS: dict[str, Callable[[date], date]] = {
     "today": lambda today: today,
     "yesterday": lambda today: today - timedelta(days=1),
     "first_of_month": lambda today: today.replace(day=1),
