@@ -23,6 +23,10 @@ LOCAL_ACCOUNT_ID = "123456789012"
 # Types that do nothing locally: nothing enforces IAM on the embedded AWS, and the engine runs
 # from the development virtualenv rather than from a layer.
 NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion"}
+# Task functions of infra/workflows.yaml that are not the app's: container images the infrastructure
+# stack defines (its output `<Function>FunctionArn` on AWS), by their name. The local stack runs
+# their handler in-process in their place.
+IMAGE_FUNCTIONS = {"browser_run_attempt": "chalicelib.jobs.browser.attempt_handler"}
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:

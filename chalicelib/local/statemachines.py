@@ -1,16 +1,22 @@
 """Runs the state machines of infra/statemachines/*.asl.json in-process, in local mode and in tests.
 
 moto accepts the definitions but cannot run our Lambda tasks without Docker, so this small
-driver interprets the states our definitions use (Task, Choice, Pass, Succeed, Fail, with
-Retry and Catch) and calls each Task's Chalice `lambda_function` in-process: the same
-functions, in the order the ASL gives, that Step Functions calls on AWS.
+driver interprets the states our definitions use (Task, Choice, Pass, Succeed, Fail, with Retry,
+Catch and ResultPath; a Task's function named by its Resource, or by the Parameters of the
+`lambda:invoke` integration and of its `.waitForTaskToken` form, which waits for SendTaskSuccess
+at most TimeoutSeconds) and calls each Task's function in-process: the same functions, in the
+order the ASL gives, that Step Functions calls on AWS. A definition that uses anything else is
+refused when the driver is built, rather than run half understood.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +24,20 @@ from chalice.local import LambdaContext
 
 STATEMACHINES_DIR = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
 MAX_TRANSITIONS = 100_000
+LAMBDA_INVOKE = "arn:aws:states:::lambda:invoke"
+WAIT_FOR_TASK_TOKEN = f"{LAMBDA_INVOKE}.waitForTaskToken"
+LAMBDA_INTEGRATIONS = (LAMBDA_INVOKE, WAIT_FOR_TASK_TOKEN)  # their Parameters name the function
+# How often a wait for a task token looks whether the stack is stopping.
+TOKEN_POLL_SECONDS = 0.1
+
+_FIELDS = {
+    "Task": {"Resource", "Parameters", "ResultPath", "TimeoutSeconds", "TimeoutSecondsPath", "Retry", "Catch",
+             "Next", "End"},
+    "Choice": {"Choices", "Default"},
+    "Pass": {"Result", "ResultPath", "Next", "End"},
+    "Succeed": set(),
+    "Fail": {"Error", "Cause"},
+}
 
 
 class ExecutionFailed(Exception):
@@ -27,6 +47,15 @@ class ExecutionFailed(Exception):
 class ExecutionPaused(Exception):
     """The process is stopping: the execution ends between two states, at a checkpoint, and the
     stack resumes its work when it starts again (services/resumption.py)."""
+
+
+class StatesError(Exception):
+    """An error Step Functions itself names (`States.Timeout`, `States.Runtime`, ...)."""
+
+    def __init__(self, name: str, cause: str) -> None:
+        super().__init__(f"{name}: {cause}")
+        self.name = name
+        self.cause = cause
 
 
 def load_definition(name: str) -> dict[str, Any]:
@@ -65,24 +94,183 @@ def _task_resource_name(resource: str) -> str:
     return resource.removeprefix("${").removesuffix("}").rsplit(":", 1)[-1]
 
 
+def _select(path: str, document: Any, context: dict[str, Any]) -> Any:
+    """A `.$` field's value: a path into the state's input, or (`$$.`) into the context object."""
+    source, relative = (context, path[1:]) if path.startswith("$$") else (document, path)
+    try:
+        return _path(source, relative)
+    except (KeyError, TypeError):
+        raise StatesError("States.Runtime", f"the path {path} matches nothing in the state's input") from None
+
+
+def _parameters(template: Any, document: Any, context: dict[str, Any]) -> Any:
+    """`Parameters` with each `"key.$": path` replaced by `"key": <the value at path>`."""
+    if isinstance(template, list):
+        return [_parameters(item, document, context) for item in template]
+    if not isinstance(template, dict):
+        return template
+    return {key.removesuffix(".$"): _select(value, document, context) if key.endswith(".$")
+            else _parameters(value, document, context) for key, value in template.items()}
+
+
+def _put(document: Any, path: str | None, value: Any) -> Any:
+    """The state's output: `value` placed in its input at a ResultPath (None: the input as it was)."""
+    if path is None:
+        return document
+    if path == "$":
+        return value
+    if not isinstance(document, dict):
+        raise StatesError("States.ResultPathMatchFailure", f"the input is no object to hold {path}")
+    head, _, rest = path.removeprefix("$.").partition(".")
+    result = dict(document)
+    result[head] = _put(result.get(head, {}), f"$.{rest}", value) if rest else value
+    return result
+
+
+def _error_name(error: Exception) -> str:
+    return error.name if isinstance(error, StatesError) else type(error).__name__
+
+
+def _error_matches(names: list[str], error: Exception) -> bool:
+    """As Step Functions matches a Retry's or a Catch's ErrorEquals: States.ALL matches every error
+    but States.Runtime (which fails the execution), States.TaskFailed every one but States.Timeout."""
+    name = _error_name(error)
+    if name == "States.Runtime":
+        return False
+    return name in names or "States.ALL" in names or ("States.TaskFailed" in names and name != "States.Timeout")
+
+
+def _check(definition: dict[str, Any]) -> None:
+    """Refuse what the driver would not run as Step Functions does."""
+    for name, state in definition["States"].items():
+        kind = state["Type"]
+        if kind not in _FIELDS:
+            raise ValueError(f"state {name}: type {kind} is not supported by the local driver")
+        unknown = set(state) - _FIELDS[kind] - {"Type", "Comment"}
+        if unknown:
+            raise ValueError(f"state {name}: {', '.join(sorted(unknown))} not supported by the local driver")
+        if kind != "Task":
+            continue
+        resource = state["Resource"]
+        if resource in LAMBDA_INTEGRATIONS:
+            if "FunctionName" not in state.get("Parameters", {}):
+                raise ValueError(f"state {name}: {resource} needs Parameters.FunctionName")
+        elif resource.startswith("arn:aws:states:::"):
+            raise ValueError(f"state {name}: the local driver runs Lambda functions only, not {resource}")
+        if resource != WAIT_FOR_TASK_TOKEN and {"TimeoutSeconds", "TimeoutSecondsPath"} & set(state):
+            raise ValueError(f"state {name}: the local driver times out only a wait for a task token")
+        _check_paths(name, state.get("Parameters", {}))
+
+
+def _check_paths(name: str, template: Any) -> None:
+    if isinstance(template, list):
+        for item in template:
+            _check_paths(name, item)
+    elif isinstance(template, dict):
+        for key, value in template.items():
+            if key.endswith(".$") and not (isinstance(value, str) and value.startswith("$")):
+                raise ValueError(f"state {name}: {key} is no path (intrinsic functions are not supported locally)")
+            _check_paths(name, value)
+
+
+@dataclass
+class _Wait:
+    answered: threading.Event = field(default_factory=threading.Event)
+    output: Any = None
+
+
+class LocalTaskTokens:
+    """The task tokens of the local stack (the TaskTokens port): the driver opens one when it
+    starts a `.waitForTaskToken` task and waits on it; `send_success` hands the task its output."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits: dict[str, _Wait] = {}
+
+    def open(self) -> str:
+        token = secrets.token_urlsafe(48)
+        with self._lock:
+            self._waits[token] = _Wait()
+        return token
+
+    def send_success(self, token: str, output: dict) -> bool:
+        with self._lock:
+            wait = self._waits.get(token)
+            if wait is None or wait.answered.is_set():
+                return False  # timed out, its execution ended, or answered already
+            wait.output = output
+            wait.answered.set()
+            return True
+
+    def wait(self, token: str, deadline: float, stopping: threading.Event) -> Any:
+        """The output sent for `token`: States.Timeout once `deadline` (time.monotonic()) passes
+        first, ExecutionPaused once `stopping` is set first."""
+        with self._lock:
+            wait = self._waits[token]
+        while not wait.answered.wait(max(0.0, min(TOKEN_POLL_SECONDS, deadline - time.monotonic()))):
+            if stopping.is_set() and self._close_unanswered(token):
+                raise ExecutionPaused("paused while waiting for a task token")
+            if time.monotonic() >= deadline and self._close_unanswered(token):
+                raise StatesError("States.Timeout", "no SendTaskSuccess for the task's token within its timeout")
+        return wait.output
+
+    def close(self, token: str) -> None:
+        with self._lock:
+            self._waits.pop(token, None)
+
+    def _close_unanswered(self, token: str) -> bool:
+        """Close the token unless an output came meanwhile (then the task has it, as the sender was told)."""
+        with self._lock:
+            wait = self._waits.get(token)
+            if wait is not None and wait.answered.is_set():
+                return False
+            self._waits.pop(token, None)
+            return True
+
+
+def imported_handler(path: str) -> Callable[[Any, Any], Any]:
+    """The function at 'package.module.function', imported at its first call: the local stack
+    starts without the module (the browser worker's needs a browser only when a run uses it)."""
+    module, _, name = path.rpartition(".")
+
+    def handler(event: Any, context: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(event, context)
+
+    return handler
+
+
 class LocalStateMachine:
     def __init__(self, definition: dict[str, Any], functions: dict[str, Callable[[Any, Any], Any]],
                  substitutions: dict[str, str], retry_delay_scale: float = 1.0,
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None, task_tokens: LocalTaskTokens | None = None) -> None:
+        _check(definition)
         self._definition = definition
         self._functions = functions
         self._substitutions = substitutions
         self._retry_delay_scale = retry_delay_scale
         self.stopping = stopping or threading.Event()
+        self.task_tokens = task_tokens or LocalTaskTokens()
+        for name, state in definition["States"].items():
+            if state["Type"] == "Task":
+                key = self._function_key(self._function_resource(state))
+                if key not in functions:
+                    raise ValueError(f"state {name}: no function {key} to run")
 
-    def _function(self, resource: str) -> Callable[[Any, Any], Any]:
+    def _function_key(self, resource: str) -> str:
         key = _task_resource_name(resource)
-        return self._functions[self._substitutions.get(key, key)]
+        return self._substitutions.get(key, key)
 
-    def run(self, payload: Any) -> Any:
+    @staticmethod
+    def _function_resource(state: dict[str, Any]) -> str:
+        if state["Resource"] in LAMBDA_INTEGRATIONS:
+            return state["Parameters"]["FunctionName"]
+        return state["Resource"]
+
+    def run(self, payload: Any, execution_name: str = "local") -> Any:
         states = self._definition["States"]
         name = self._definition["StartAt"]
         document = payload
+        execution = {"Name": execution_name, "Input": payload}
         for _ in range(MAX_TRANSITIONS):
             if self.stopping.is_set():
                 raise ExecutionPaused(f"paused before state {name}")
@@ -93,41 +281,42 @@ class LocalStateMachine:
             if kind == "Fail":
                 raise ExecutionFailed(f"{state.get('Error', 'Failed')}: {state.get('Cause', '')}")
             if kind == "Pass":
-                document = state.get("Result", document)
+                document = _put(document, state.get("ResultPath", "$"), state.get("Result", document))
             elif kind == "Choice":
                 name = next((rule["Next"] for rule in state["Choices"] if _choice_matches(rule, document)),
                             state.get("Default"))
                 if name is None:
                     raise ExecutionFailed("no Choice rule matched and no Default")
                 continue
-            elif kind == "Task":
+            else:
                 try:
-                    document = self._run_task(state, document)
+                    result = self._run_task(name, state, document, execution)
+                    document = _put(document, state.get("ResultPath", "$"), result)
+                except ExecutionPaused:
+                    raise
                 except Exception as error:
                     catcher = next((c for c in state.get("Catch", []) if _error_matches(c["ErrorEquals"], error)),
                                    None)
                     if catcher is None:
                         raise
-                    failure = {"Error": type(error).__name__, "Cause": str(error)}
+                    failure = {"Error": _error_name(error),
+                               "Cause": error.cause if isinstance(error, StatesError) else str(error)}
                     document = _put(document, catcher.get("ResultPath", "$"), failure)
                     name = catcher["Next"]
                     continue
-            else:
-                raise ValueError(f"state type {kind} is not supported by the local driver")
             if state.get("End"):
                 return document
             name = state["Next"]
         raise ExecutionFailed(f"more than {MAX_TRANSITIONS} transitions")
 
-    def _run_task(self, state: dict[str, Any], document: Any) -> Any:
-        function = self._function(state["Resource"])
+    def _run_task(self, name: str, state: dict[str, Any], document: Any, execution: dict[str, Any]) -> Any:
         retriers = state.get("Retry", [])
         attempts: dict[int, int] = {}
         while True:
             try:
-                context = LambdaContext(function_name=_task_resource_name(state["Resource"]), memory_size=1024,
-                                        max_runtime_ms=900_000)
-                return function(document, context)
+                return self._attempt(name, state, document, execution, sum(attempts.values()))
+            except ExecutionPaused:
+                raise
             except Exception as error:
                 index = next((i for i, r in enumerate(retriers) if _error_matches(r["ErrorEquals"], error)), None)
                 if index is None:
@@ -140,19 +329,41 @@ class LocalStateMachine:
                 if self.stopping.wait(delay * self._retry_delay_scale):
                     raise ExecutionPaused("paused while waiting to retry a task") from error
 
+    def _attempt(self, name: str, state: dict[str, Any], document: Any, execution: dict[str, Any],
+                 retry_count: int) -> Any:
+        """One try of a Task. A `.waitForTaskToken` one opens a token (before its function is called,
+        so that an early send is kept; a retry opens another, as on AWS) and ends with the output
+        sent for it."""
+        context: dict[str, Any] = {"Execution": execution, "State": {"Name": name, "RetryCount": retry_count}}
+        resource = state["Resource"]
+        if resource != WAIT_FOR_TASK_TOKEN:
+            parameters = _parameters(state["Parameters"], document, context) if "Parameters" in state else document
+            if resource == LAMBDA_INVOKE:
+                output = self._invoke(parameters["FunctionName"], parameters.get("Payload", {}))
+                return {"ExecutedVersion": "$LATEST", "Payload": output, "StatusCode": 200}
+            return self._invoke(resource, parameters)
+        token = self.task_tokens.open()
+        try:
+            deadline = time.monotonic() + self._timeout(state, document)
+            parameters = _parameters(state["Parameters"], document, {**context, "Task": {"Token": token}})
+            self._invoke(parameters["FunctionName"], parameters.get("Payload", {}))
+            return self.task_tokens.wait(token, deadline, self.stopping)
+        finally:
+            self.task_tokens.close(token)
 
-def _error_matches(names: list[str], error: Exception) -> bool:
-    return "States.ALL" in names or "States.TaskFailed" in names or type(error).__name__ in names
+    def _timeout(self, state: dict[str, Any], document: Any) -> float:
+        """TimeoutSeconds, or the one at TimeoutSecondsPath (a positive integer, as AWS requires);
+        Step Functions' default is 99999999 s."""
+        if "TimeoutSecondsPath" not in state:
+            return state.get("TimeoutSeconds", 99_999_999)
+        seconds = _select(state["TimeoutSecondsPath"], document, {})
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
+            raise StatesError("States.Runtime", f"TimeoutSecondsPath gives {seconds!r}, not a positive integer")
+        return seconds
 
-
-def _put(document: Any, path: str, value: Any) -> Any:
-    if path == "$":
-        return value
-    if path is None:
-        return document
-    result = dict(document)
-    result[path.removeprefix("$.")] = value
-    return result
+    def _invoke(self, resource: str, payload: Any) -> Any:
+        context = LambdaContext(function_name=_task_resource_name(resource), memory_size=1024, max_runtime_ms=900_000)
+        return self._functions[self._function_key(resource)](payload, context)
 
 
 class LocalWorkflows:
@@ -179,7 +390,7 @@ class LocalWorkflows:
 
     def _execute(self, execution_name: str, payload: dict) -> None:
         try:
-            self._machine.run(payload)
+            self._machine.run(payload, execution_name)
         except ExecutionPaused as paused:
             self._log(f"execution {execution_name} {paused}; it resumes when the stack starts again")
         except Exception as error:
@@ -189,8 +400,9 @@ class LocalWorkflows:
                 self._running.discard(execution_name)
 
     def stop(self, grace_seconds: float) -> list[str]:
-        """Stop every execution at its next state (a task in progress finishes first); wait for
-        them at most `grace_seconds`. Returns the executions still running then."""
+        """Stop every execution at its next state (a task in progress finishes first, a wait for a
+        task token ends at once); wait for them at most `grace_seconds`. Returns the executions
+        still running then."""
         self._machine.stopping.set()
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline:
@@ -204,10 +416,16 @@ class LocalWorkflows:
 
 def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[[str], None] = print,
                     synchronous: bool = False, retry_delay_scale: float = 1.0,
-                    machine: str = "FileImportStateMachine", stopping: threading.Event | None = None) -> LocalWorkflows:
+                    machine: str = "FileImportStateMachine", stopping: threading.Event | None = None,
+                    task_tokens: LocalTaskTokens | None = None) -> LocalWorkflows:
     """A state machine of infra/workflows.yaml (its resource name), its tasks bound to this app's
-    lambda functions."""
-    from chalicelib.local.provision import function_of_parameter, state_machine_definition, workflows_resolver
+    lambda functions, and an image function's task to its handler (IMAGE_FUNCTIONS), in-process."""
+    from chalicelib.local.provision import (
+        IMAGE_FUNCTIONS,
+        function_of_parameter,
+        state_machine_definition,
+        workflows_resolver,
+    )
 
     template, resolver = workflows_resolver(parameters, region)
     definition, _ = state_machine_definition(template, resolver, machine)
@@ -215,5 +433,7 @@ def local_workflows(app, parameters: dict[str, str], region: str, log: Callable[
     references = template["Resources"][machine]["Properties"]["DefinitionSubstitutions"]
     functions = {key: function for key, ref in references.items()
                  if (function := function_of_parameter(ref["Ref"])) is not None}
-    state_machine = LocalStateMachine(definition, app.handler_map, functions, retry_delay_scale, stopping)
+    # An image function, which the app does not define, runs its handler in its place.
+    handlers = {**{name: imported_handler(path) for name, path in IMAGE_FUNCTIONS.items()}, **app.handler_map}
+    state_machine = LocalStateMachine(definition, handlers, functions, retry_delay_scale, stopping, task_tokens)
     return LocalWorkflows(state_machine, log=log, synchronous=synchronous)
