@@ -1,13 +1,15 @@
-"""The embedded AWS endpoint of the local stack: moto's server with SQS kept on disk, and S3 served
-by s3rver from files on disk.
+"""The embedded AWS endpoint of the local stack: moto's server with SQS and Secrets Manager kept on
+disk, and S3 served by s3rver from files on disk.
 
-    python -m chalicelib.local.aws_server --port N --journal PATH --s3-port M --s3-directory DIR --s3-log PATH
+    python -m chalicelib.local.aws_server --port N --journal PATH [--secrets PATH] --s3-port M
+        --s3-directory DIR --s3-log PATH
 
 It starts s3rver (`s3_server.js`) on --s3-port as its own child, then serves moto on --port with
-moto's SQS journaled to --journal (`sqs_journal`). S3 requests that reach --port are forwarded to
-s3rver, so anything given this one endpoint for all of AWS (AWS_ENDPOINT_URL) sees the same
-buckets as the service, which calls s3rver directly (settings.s3_endpoint); moto's own in-memory
-S3 is never used. If s3rver ends, so does this server, and the stack stops on it.
+moto's SQS journaled to --journal (`sqs_journal`) and its Secrets Manager to --secrets
+(`secrets_journal`; without it, secrets live in memory only). S3 requests that reach --port are
+forwarded to s3rver, so anything given this one endpoint for all of AWS (AWS_ENDPOINT_URL) sees
+the same buckets as the service, which calls s3rver directly (settings.s3_endpoint); moto's own
+in-memory S3 is never used. If s3rver ends, so does this server, and the stack stops on it.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--journal", type=Path, required=True, help="the SQS journal (SQLite)")
     parser.add_argument("--journal-synchronous", choices=("NORMAL", "FULL"), default="NORMAL",
                         help="FULL survives a power cut too, at a cost (bench/local_storage.py)")
+    parser.add_argument("--secrets", type=Path, help="the Secrets Manager journal (SQLite, mode 0600)")
     parser.add_argument("--s3-port", type=int, required=True)
     parser.add_argument("--s3-directory", type=Path, required=True, help="where s3rver keeps the objects")
     parser.add_argument("--s3-log", type=Path, required=True, help="s3rver's output")
@@ -119,12 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import run_simple
 
+    from chalicelib.local.secrets_journal import SecretsJournal, journaled_secrets
     from chalicelib.local.sqs_journal import SqsJournal, journaled
 
     processes.wait_for_port(args.s3_port, s3rver, "s3rver", s3_log)
     threading.Thread(target=exit_with, args=(s3rver,), daemon=True, name="watch-s3rver").start()
     os.environ["MOTO_PORT"] = str(args.port)  # as moto's own server sets it: some of its responses name it
-    with journaled(SqsJournal(args.journal, synchronous=args.journal_synchronous)):
+    with journaled(SqsJournal(args.journal, synchronous=args.journal_synchronous)), ExitStack() as secrets:
+        if args.secrets:
+            secrets.enter_context(journaled_secrets(SecretsJournal(args.secrets)))
         app = ForwardS3(DomainDispatcherApplication(create_backend_app), args.s3_port)
         run_simple(processes.LOOPBACK, args.port, app, threaded=True, request_handler=MotoRequestHandler)
 
