@@ -15,7 +15,7 @@ from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.schedules import FIRED_FILE, ScheduleFirer
 from chalicelib.local.server import build_server
 from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
-from chalicelib.local.statemachines import LocalWorkflows, local_workflows
+from chalicelib.local.statemachines import LocalTaskTokens, LocalWorkflows, local_workflows
 from chalicelib.services.agents import restore_schedules
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
 from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
@@ -75,12 +75,18 @@ class LocalService:
         from app import app
 
         stopping = self.container.stop_requested
+        # Browser runs wait on task tokens for their verification codes: the driver's, in this process.
+        task_tokens = LocalTaskTokens()
         self.workflows = [
             local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log, stopping=stopping),
             local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log, stopping=stopping,
                             machine="ReconciliationRunStateMachine"),
+            local_workflows(app, LOCAL_PARAMETERS, settings.region, log=self.log, stopping=stopping,
+                            machine="BrowserRunStateMachine", task_tokens=task_tokens),
         ]
-        self.container.file_import_workflows, self.container.run_workflows = self.workflows
+        (self.container.file_import_workflows, self.container.run_workflows,
+         self.container.browser_workflows) = self.workflows
+        self.container.task_tokens = task_tokens
         # The executions of the last process died with it: what they ran goes on from its checkpoints.
         # Done before the queues and the bucket are watched, so that what it reads as in flight is
         # what the last process left, not what a first delivery has started meanwhile.

@@ -1,6 +1,7 @@
 """The embedded local AWS, all of it kept on disk under the data directory: dynalite for DynamoDB
 (`dynamodb/`), and the AWS server (`aws_server`) for the rest: s3rver for S3 (`s3/`), moto for
-SQS (its messages journaled to `sqs.sqlite3`), Step Functions, Scheduler and SES. moto keeps
+SQS (its messages journaled to `sqs.sqlite3`), Secrets Manager (its secrets journaled to
+`secrets.sqlite3`, readable by its owner only), Step Functions, Scheduler and SES. moto keeps
 Scheduler's schedules and SES's identities in memory only, so both end with the process: the
 agents' mail sender is verified again at each start.
 
@@ -40,6 +41,8 @@ class StackInfo:
     investigation_queue_name: str = ""
     file_import_state_machine: str = ""
     reconciliation_run_state_machine: str = ""
+    browser_run_state_machine: str = ""
+    secrets_prefix: str = ""
     api_url: str | None = None
     child_pids: list[int] | None = None
     s3_endpoint: str = ""  # s3rver; the AWS endpoint forwards S3 requests to it too
@@ -55,6 +58,7 @@ class StackInfo:
             "investigation_queue_name": self.investigation_queue_name,
             "file_import_state_machine": self.file_import_state_machine,
             "reconciliation_run_state_machine": self.reconciliation_run_state_machine,
+            "browser_run_state_machine": self.browser_run_state_machine, "secrets_prefix": self.secrets_prefix,
             "agent_run_queue_name": self.agent_run_queue_name, "schedule_group_name": self.schedule_group_name,
             "scheduler_role_arn": self.scheduler_role_arn,
         })
@@ -99,7 +103,8 @@ class LocalStack:
         self._names[dynalite.pid] = "dynalite (DynamoDB)"
         moto = processes.start(
             [sys.executable, "-m", "chalicelib.local.aws_server", "--port", str(aws_port),
-             "--journal", str(self.data_dir / "sqs.sqlite3"), "--s3-port", str(s3_port),
+             "--journal", str(self.data_dir / "sqs.sqlite3"), "--secrets", str(self.data_dir / "secrets.sqlite3"),
+             "--s3-port", str(s3_port),
              "--s3-directory", str(self.data_dir / "s3"), "--s3-log", str(logs / "s3rver.log")],
             logs / "moto.log", cwd=ROOT,
         )
@@ -123,6 +128,7 @@ class LocalStack:
             investigation_queue_name=outputs["InvestigationQueueName"],
             file_import_state_machine=outputs["FileImportStateMachineName"],
             reconciliation_run_state_machine=outputs["ReconciliationRunStateMachineName"],
+            browser_run_state_machine=outputs["BrowserRunStateMachineName"], secrets_prefix=outputs["SecretsPrefix"],
             agent_run_queue_name=outputs["AgentRunQueueName"], schedule_group_name=outputs["ScheduleGroupName"],
             # No role is made locally (nothing enforces IAM there), so the template has no ARN to
             # give: this one names the role the Scheduler would assume, and the Scheduler keeps it.
