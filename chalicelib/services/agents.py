@@ -57,11 +57,14 @@ def create_browser_agent(ports: Ports, environment: str, fields: Mapping[str, An
         checked = _checked(ports, environment, {**given, **BROWSER_FIXED})
     except ValidationFailed as failed:
         errors += failed.errors
+    stream_key = settings.get("data_stream_key") if isinstance(settings, Mapping) else None
+    named = {e.field for e in errors}
+    if (isinstance(stream_key, str) and "settings.data_stream_key" not in named
+            and not ports.data_streams.get_many(environment, [stream_key])):
+        errors.append(FieldError("settings.data_stream_key", f"no data stream '{stream_key}' in environment "
+                                                             f"{environment}"))
     if setup is not None:
         export = setup.export
-        if not ports.data_streams.get_many(environment, [export.data_stream_key]):
-            errors.append(FieldError("settings.data_stream_key", f"no data stream '{export.data_stream_key}' in "
-                                                                 f"environment {environment}"))
         if export.format == "nacha" and export.import_options.decimal_places not in (None, 2):
             errors.append(FieldError("settings.import_options.decimal_places", "NACHA amounts are always in cents"))
     if errors or setup is None:

@@ -36,7 +36,7 @@ from chalicelib.domain.agents.definition import AgentKind
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus, OutputFile, Step
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
-from chalicelib.domain.executions import execution_name
+from chalicelib.domain.executions import execution_name, resume_label
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services import file_imports
@@ -46,14 +46,31 @@ RUNNING, WAITING = AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATI
 NOT_WAITING = {"needs_verification": False, "verification_reason": None, "verification_required_at": None}
 
 
-def hand_over(ports: Ports, run: AgentRun) -> None:
+def hand_over(ports: Ports, run: AgentRun, attempt_label: str = "") -> None:
     """Start the workflow of a run the agent worker moved to running (it keeps the agent's guard)."""
     if ports.browser_workflows is None:
         raise RuntimeError("this process has no browser-run workflow wired")
     ports.browser_workflows.start(
-        execution_name("browser-run", run.environment, run.id),
+        execution_name("browser-run", run.environment, run.id, *([attempt_label] if attempt_label else [])),
         {"environment": run.environment, "agent_id": run.agent_id, "run_id": run.id,
          "verification_timeout_seconds": ports.agent_limits.verification_wait_seconds})
+
+
+def resume_in_flight(ports: Ports, resumed_at: datetime) -> list[tuple[str, int]]:
+    """The local stack's start: its workflows died with the previous process, so each browser run
+    still going or waiting starts a new one. A waiting run waits again (from now, for a fresh
+    task token); a run that had its code enters it; one cut off mid-attempt drives the portal
+    again. (On AWS, Step Functions keeps its executions: nothing calls this.)"""
+    resumed = []
+    for run in ports.agent_runs.in_flight():
+        try:
+            agent = ports.agents.get(run.environment, run.agent_id)
+        except NotFound:
+            continue
+        if agent.kind is AgentKind.BROWSER:
+            hand_over(ports, run, resume_label(resumed_at))
+            resumed.append((run.environment, run.id))
+    return resumed
 
 
 # The workflow's tasks ---------------------------------------------------------------------------

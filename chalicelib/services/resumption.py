@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.observability import logger
-from chalicelib.services import file_imports, reconciliation_runs
+from chalicelib.services import browser_runs, file_imports, reconciliation_runs
 from chalicelib.services.ports import Ports
 
 
@@ -24,10 +24,12 @@ from chalicelib.services.ports import Ports
 class Resumed:
     file_imports: list[tuple[str, int]] = field(default_factory=list)
     runs: list[tuple[str, int]] = field(default_factory=list)
+    browser_runs: list[tuple[str, int]] = field(default_factory=list)
 
     def describe(self) -> str:
         parts = [f"{len(ids)} {what}" for what, ids in (
-            ("file import(s)", self.file_imports), ("reconciliation run(s)", self.runs)) if ids]
+            ("file import(s)", self.file_imports), ("reconciliation run(s)", self.runs),
+            ("browser agent run(s)", self.browser_runs)) if ids]
         return "resumed " + ", ".join(parts) if parts else "no file import or run was in flight"
 
 
@@ -49,6 +51,9 @@ def resume_interrupted(ports: Ports) -> Resumed:
         with _logged("run", run.environment, run.id):
             if reconciliation_runs.restart(ports, run, resumed_at=now):
                 resumed.runs.append((run.environment, run.id))
+    if ports.browser_workflows is not None:
+        with _logged("browser agent runs", "*", 0):
+            resumed.browser_runs = browser_runs.resume_in_flight(ports, now)
     return resumed
 
 

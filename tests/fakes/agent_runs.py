@@ -71,6 +71,10 @@ class FakeAgentRunRepository:
     def running_run(self, environment: str, agent_id: str) -> int | None:
         return self.running.get((environment, agent_id))
 
+    def in_flight(self) -> list[AgentRun]:
+        return [r for r in self.runs.values()
+                if r.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)]
+
     def keep_task_token(self, run: AgentRun, token: str) -> bool:
         stored = self.runs.get((run.environment, run.id))
         if stored is None or stored.status is not AgentRunStatus.WAITING_FOR_VERIFICATION:

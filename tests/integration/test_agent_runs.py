@@ -71,7 +71,7 @@ def test_a_run_calls_tools_on_the_environments_data_writes_files_and_mails_the_m
 
     assert run["status"] == "completed", run
     assert set(run) == {"id", "agent_id", "status", "trigger", "created_at", "started_at", "completed_at",
-                        "error_message", "output_files", "deliveries", "usage", "steps"}
+                        "error_message", "output_files", "deliveries", "usage", "steps", "file_import_id"}
     prompt = model.requests[0].body["messages"]
     assert "List yesterday's unmatched payouts" in prompt[-1]["content"]
     assert "Bank to ledger" in prompt[-1]["content"] and "(America/New_York)" in prompt[-1]["content"]

@@ -18,6 +18,7 @@ from chalicelib.services.agents import (
     set_credentials,
     update_agent,
 )
+from chalicelib.services.resumption import resume_interrupted
 from tests.fakes import fake_ports
 from tests.fakes.browser import FakeBrowserSecrets, FakeTaskTokens
 from tests.fakes.workflows import FakeWorkflows
@@ -201,3 +202,20 @@ def test_the_login_is_never_in_a_repr():
     run = AgentRun(environment=ENV, agent_id="a", id=1, status=RUNNING, trigger=AgentRunTrigger.MANUAL,
                    created_at=utc_now(), verification_code="424242", task_token="secret-task-token")
     assert "424242" not in repr(run) and "secret-task-token" not in repr(run)
+
+
+def test_the_local_stacks_start_gives_each_browser_run_in_flight_a_new_workflow_and_leaves_llm_runs(ports):
+    waiting = paused(ports, browser_agent(ports, name="Waiting"))
+    going = started(ports, browser_agent(ports, name="Going"))
+    llm = create_agent(ports, ENV, {"name": "Writer", "instructions": "write"})
+    llm_run = agent_runs.queue_run(ports, ENV, llm.id)
+    ports.agent_runs.save(llm_run.moved(RUNNING, started_at=utc_now()), expected=(AgentRunStatus.QUEUED,))
+    before = len(ports.browser_workflows.executions)
+
+    resumed = resume_interrupted(ports)
+
+    assert sorted(resumed.browser_runs) == sorted([(ENV, waiting.id), (ENV, going.id)])
+    new = ports.browser_workflows.executions[before:]
+    assert sorted(i["run_id"] for _, i in new) == sorted([waiting.id, going.id])
+    assert all(name.startswith("browser-run-") and "resumed" in name for name, _ in new)
+    assert "2 browser agent run(s)" in resumed.describe()

@@ -89,6 +89,11 @@ class AgentRunRepository:
             raise TransitionRefused(f"agent run {run.id} is not waiting for a verification code") from None
         return self._from_item(item)
 
+    def in_flight(self) -> list[AgentRun]:
+        """Every run running or waiting for a verification code, of every environment."""
+        items = self._table.index_items("gsi2pk", keys.AGENT_RUNS_IN_FLIGHT_PK, index=keys.GSI2)
+        return [self._from_item(i) for i in items]
+
     def remove_all_of_agent(self, environment: str, agent_id: str) -> None:
         items = self._table.query_all("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1)
         self._table.batch_write(deletes=[keys.agent_run(environment, int(i["id"])) for i in items])
@@ -131,8 +136,10 @@ class AgentRunRepository:
 
     @staticmethod
     def _to_item(run: AgentRun) -> dict[str, Any]:
+        in_flight = run.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)
         return {
             **keys.agent_run(run.environment, run.id), **keys.agent_run_index(run.environment, run.agent_id, run.id),
+            **(keys.agent_run_in_flight_index(run.environment, run.id) if in_flight else {}),
             "entity": "agent_run", "environment": run.environment, "agent_id": run.agent_id, "id": run.id,
             "status": run.status.value, "trigger": run.trigger.value, "created_at": iso(run.created_at),
             "started_at": _iso_or_none(run.started_at), "completed_at": _iso_or_none(run.completed_at),

@@ -251,6 +251,8 @@ guard          |      |                       |                 | claim_file_dro
                |      |                       |                 |                         |
 agent run      | -    | {E}#AGENTRUN#<id>     | AGENTRUN        | agent_runs: add, save   | get: GET /agents/{id}/
                |      |                       |                 | (conditional on status) | runs/{run_id}, the worker
+               | gsi2 | AGENT_RUNS_IN_FLIGHT  | <env>#<id>      | save: while running or  | in_flight: the local
+               |      |                       |                 | waiting for a code      | stack's resumption
                | gsi1 | {E}#AGENT#<uuid>#RUNS | <id>            | add                     | list_page: GET
                |      |                       |                 |                         | /agents/{id}/runs, newest
                |      |                       |                 |                         | first; an agent's delete
@@ -287,7 +289,8 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
             | ACTIVE_INVESTIGATIONS, PENDING_MATCHES / |                         | every reconciliation reads the index
             | <env>#<id>; RECOUNTS / <env>#<stream>;   |                         | alone; the other lists are short,
             | RECONCILIATIONS / <env>#<id>;            |                         | their items read by BatchGetItem
-            | SCHEDULED_AGENTS / <env>#<uuid>          |                         |
+            | SCHEDULED_AGENTS / <env>#<uuid>;         |                         |
+            | AGENT_RUNS_IN_FLIGHT / <env>#<id>        |                         |
 gsi3 (GSI3) | nothing: unused; kept in the template    | -                       | KEYS_ONLY, empty
             | (records by external id are listed from  |                         |
             | their guards)                            |                         |
@@ -777,6 +780,15 @@ def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, s
 
 
 SCHEDULED_AGENTS_PK = "SCHEDULED_AGENTS"
+
+
+AGENT_RUNS_IN_FLIGHT_PK = "AGENT_RUNS_IN_FLIGHT"
+
+
+def agent_run_in_flight_index(environment: str, run_id: int) -> dict[str, str]:
+    """A run running or waiting for a verification code, of every environment: what the local
+    stack starts again at its start (its workflows died with the previous process)."""
+    return {"gsi2pk": AGENT_RUNS_IN_FLIGHT_PK, "gsi2sk": f"{environment}#{_id(run_id)}"}
 
 
 def browser_agent_directory(agent_id: str) -> dict[str, str]:
