@@ -1,5 +1,6 @@
 # `make run` and `make test` do all of their own setup: a virtualenv in .venv with the pinned
-# requirements, and the npm packages of the local stack (dynalite, s3rver) in node_modules.
+# requirements, the npm packages of the local stack (dynalite, s3rver) in node_modules, and
+# Debian's Chromium for the browser agents.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VENV_PY := $(VENV)/bin/python
@@ -8,13 +9,13 @@ NODE_STAMP := node_modules/.installed
 # Both cores by default (CI has two); `make test PYTEST_ARGS=` runs one process.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
-.PHONY: run test deps lint bench clean deploy destroy key
+.PHONY: run test deps chromium lint bench clean deploy destroy key
 
-run: deps
+run: deps chromium
 	$(VENV_PY) -m chalicelib.local
 
 # The deployment proof (tests/deploy) builds .venv-deploy itself, beside the other tests.
-test: deps
+test: deps chromium
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
 deps: $(PY_STAMP) $(NODE_STAMP)
@@ -22,7 +23,7 @@ deps: $(PY_STAMP) $(NODE_STAMP)
 # uv installs the pinned requirements in about 20 s where pip takes 3 minutes; pip stays in
 # the virtualenv because Chalice packages with it (and requires pip<26.3).
 UV_VERSION := 0.13.9
-$(PY_STAMP): requirements.txt requirements-dev.txt
+$(PY_STAMP): requirements.txt requirements-dev.txt requirements-layer.txt requirements-browser.txt
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m uv --version 2>/dev/null | grep -q " $(UV_VERSION)" || $(VENV_PY) -m pip install --quiet "uv==$(UV_VERSION)"
 	$(VENV_PY) -m uv pip install --quiet --python $(VENV_PY) "pip<26.3" -r requirements-dev.txt
@@ -31,6 +32,23 @@ $(PY_STAMP): requirements.txt requirements-dev.txt
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Browser agents drive Debian's Chromium with Playwright (settings.chromium_path, RECON_CHROMIUM_PATH;
+# the browser worker's image has it at the same path). Installed when missing: by apt-get as root, or
+# through sudo when it asks no password; otherwise make stops and says what to install.
+CHROMIUM := $(or $(RECON_CHROMIUM_PATH),/usr/bin/chromium)
+APT_INSTALL_CHROMIUM := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation
+
+chromium:
+	@test -x "$(CHROMIUM)" || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the browser agents"; $(APT_INSTALL_CHROMIUM); \
+	  elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    echo "installing Debian's chromium for the browser agents (sudo)"; sudo -n sh -c '$(APT_INSTALL_CHROMIUM)'; \
+	  fi; \
+	  test -x "$(CHROMIUM)" || { \
+	    echo "browser agents need Chromium at $(CHROMIUM): install Debian's chromium package (sudo apt-get install chromium)," \
+	      "or point RECON_CHROMIUM_PATH at a Chromium or Chrome executable" >&2; exit 1; }; }
 
 # AWS (credentials of the target account in the environment). Python 3.12 is needed: it is
 # the Lambda runtime's, and Chalice packages for the interpreter it runs under.

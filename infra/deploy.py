@@ -1,21 +1,27 @@
 """`make deploy`, `make destroy` and `make key`: the whole deployment of a stage, in order.
 
-1. the artifacts stack (infra/artifacts.yaml: a bucket for the engine layer's zip), and the
-   layer built and uploaded there;
+1. the artifacts stack (infra/artifacts.yaml: a bucket for the engine layer's zip, a repository
+   for the browser worker's image); the browser image built with Docker and pushed there unless
+   that repository has it already (its tag is a hash of what it is built from); the layer built
+   and uploaded;
 2. the infrastructure stack (infra/template.yaml): table, data bucket, queues, the engine layer,
-   one role per group of functions;
+   one role per group of functions, the browser worker (a container-image function, that image);
 3. the app, with `chalice deploy`, its stage configuration generated from that stack's outputs
    (infra/functions.py says which role, layer and size each function gets);
-4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed.
+4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed
+   and of those the infrastructure stack defines.
 
-Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials.
+Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
+and needs a running Docker engine when the browser image is to be built.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +73,8 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_SCHEDULER_ROLE_ARN": outputs["SchedulerRoleArn"],
             "RECON_FILE_IMPORT_STATE_MACHINE": outputs["FileImportStateMachineArn"],
             "RECON_RECONCILIATION_RUN_STATE_MACHINE": outputs["ReconciliationRunStateMachineArn"],
+            "RECON_BROWSER_RUN_STATE_MACHINE": outputs["BrowserRunStateMachineArn"],
+            "RECON_SECRETS_PREFIX": outputs["SecretsPrefix"],
         },
         "lambda_functions": functions,
     }
@@ -75,7 +83,8 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
 
 def workflow_parameters(outputs: dict[str, str], function_arns: dict[str, str]) -> dict[str, str]:
     """Parameters of infra/workflows.yaml: the state machine names from the infrastructure's
-    outputs, and each `<Function>Arn` from the ARN of the function that was deployed."""
+    outputs, and each `<Function>Arn` from the ARN of the function that was deployed: by Chalice,
+    or by the infrastructure stack (a container image), whose output is `<Function>FunctionArn`."""
     template = load_template(INFRA / "workflows.yaml")
     parameters = {}
     for name in template["Parameters"]:
@@ -84,6 +93,8 @@ def workflow_parameters(outputs: dict[str, str], function_arns: dict[str, str]) 
             parameters[name] = outputs[name]
         elif function in function_arns:
             parameters[name] = function_arns[function]
+        elif (output := name.removesuffix("Arn") + "FunctionArn") in outputs:
+            parameters[name] = outputs[output]
         else:
             raise RuntimeError(f"the workflows need function {function}, which was not deployed")
     return parameters
@@ -194,20 +205,83 @@ def upload_layer(s3, bucket: str, layer: packaging.Package) -> str:
     return key
 
 
-def deploy(stage: str, log=print) -> dict[str, str]:
+# --- the browser worker's image -------------------------------------------------------------
+
+NO_DOCKER = "the browser worker is a container image: make deploy needs a running Docker engine"
+
+
+class DockerUnavailable(RuntimeError):
+    """No docker command, or no Docker engine answering it."""
+
+
+class Docker:
+    """The docker command line, as `make deploy` uses it to build and push the browser image."""
+
+    def __init__(self, executable: str = "docker") -> None:
+        self.executable = executable
+
+    def check(self) -> None:
+        path = shutil.which(self.executable)
+        if path is None:
+            raise DockerUnavailable(f"{NO_DOCKER} ({self.executable} is not installed)")
+        done = subprocess.run([path, "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True)
+        if done.returncode != 0 or not done.stdout.strip():
+            answer = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+            raise DockerUnavailable(f"{NO_DOCKER} (no engine answers {self.executable}: {answer})")
+
+    def login(self, registry: str, username: str, password: str) -> None:
+        self._run("login", "--username", username, "--password-stdin", registry, input=password)
+
+    def build(self, context: Path, image: str) -> None:
+        # Lambda takes a single-platform image manifest, not the index BuildKit makes to attach its
+        # provenance attestations: none are made (an environment variable the classic builder ignores).
+        self._run("build", "--platform", packaging.BROWSER_IMAGE_PLATFORM, "--tag", image, str(context),
+                  env={"BUILDX_NO_DEFAULT_ATTESTATIONS": "1"})
+
+    def push(self, image: str) -> None:
+        self._run("push", image)
+
+    def _run(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> None:
+        subprocess.run([self.executable, *args], input=input, text=True, check=True, env={**os.environ, **(env or {})})
+
+
+def publish_browser_image(ecr, repository_name: str, repository_uri: str, docker: Docker, log=print) -> str:
+    """The browser image's URI in the artifacts stack's repository, `<repository URI>:<tag>`: built and
+    pushed when the repository has no image of that tag, the hash of the image's build context."""
+    context = packaging.browser_image_context()
+    image = f"{repository_uri}:{context.tag}"
+    try:
+        ecr.describe_images(repositoryName=repository_name, imageIds=[{"imageTag": context.tag}])
+        log(f"browser image {context.tag}: already pushed")
+        return image
+    except ecr.exceptions.ImageNotFoundException:
+        pass
+    docker.check()
+    [authorization] = ecr.get_authorization_token()["authorizationData"]
+    username, password = base64.b64decode(authorization["authorizationToken"]).decode().split(":", 1)
+    docker.login(authorization["proxyEndpoint"], username, password)
+    docker.build(context.path, image)
+    docker.push(image)
+    log(f"browser image {context.tag}: built and pushed")
+    return image
+
+
+def deploy(stage: str, log=print, docker: Docker | None = None) -> dict[str, str]:
     session = _session()
     cfn, s3 = session.client("cloudformation"), session.client("s3")
     names = stack_names(stage)
 
-    layer = packaging.build_layer()
-    log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
     artifacts = deploy_stack(cfn, names["artifacts"], load_template(INFRA / "artifacts.yaml"),
                              {"Stage": stage, "AppName": APP_NAME}, log)
+    image = publish_browser_image(session.client("ecr"), artifacts["BrowserImageRepositoryName"],
+                                  artifacts["BrowserImageRepositoryUri"], docker or Docker(), log)
+    layer = packaging.build_layer()
+    log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
     layer_key = upload_layer(s3, artifacts["ArtifactsBucketName"], layer)
 
     outputs = deploy_stack(cfn, names["infra"], load_template(INFRA / "template.yaml"),
                            {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
-                            "EngineLayerKey": layer_key}, log)
+                            "EngineLayerKey": layer_key, "BrowserImageUri": image}, log)
 
     config = stage_config(stage, outputs)
     project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
@@ -222,8 +296,9 @@ def deploy(stage: str, log=print) -> dict[str, str]:
 
 
 def destroy(stage: str, purge_data: bool = False, log=print) -> None:
-    """Delete the workflows, the app and the infrastructure; the table and the data bucket are
-    retained (DeletionPolicy) unless `purge_data`."""
+    """Delete the workflows, the app and the infrastructure, then the artifacts (the browser image's
+    repository goes with its images: EmptyOnDelete); the table and the data bucket are retained
+    (DeletionPolicy) unless `purge_data`."""
     session = _session()
     cfn = session.client("cloudformation")
     names = stack_names(stage)
@@ -236,7 +311,8 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
     project = ROOT / "build" / "project" / stage
     if (ROOT / ".chalice" / "deployed" / f"{stage}.json").exists():
         if not project.exists():
-            packaging.stage_project(stage_config(stage, retained or _placeholder_outputs()), project)
+            # The stack's outputs, or placeholders for those it lacks (none, or made before an output was added).
+            packaging.stage_project(stage_config(stage, {**_placeholder_outputs(), **retained}), project)
         packaging.chalice(project, "delete", "--stage", stage)
     _delete_stack(cfn, names["infra"], log)
     artifacts = {}
@@ -259,7 +335,8 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
 def _placeholder_outputs() -> dict[str, str]:
     names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName",
              "ScheduleGroupName", "SchedulerRoleArn", "FileImportStateMachineArn",
-             "ReconciliationRunStateMachineArn"] + [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
+             "ReconciliationRunStateMachineArn", "BrowserRunStateMachineArn", "SecretsPrefix"] + \
+        [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
     return {name: "-" for name in names}
 
 
@@ -300,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--environment", required=True)
     args = parser.parse_args(argv)
     if args.command == "deploy":
-        deploy(args.stage)
+        try:
+            deploy(args.stage)
+        except DockerUnavailable as error:
+            print(f"make deploy: {error}", file=sys.stderr)
+            return 1
     elif args.command == "destroy":
         destroy(args.stage, args.purge_data)
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Roles of infra/template.yaml, by group: `<Group>RoleArn` outputs.
-GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper", "agents")
+GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper", "agents", "browser")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,13 @@ FUNCTIONS: dict[str, Function] = {
     "sweep_stuck_jobs": Function("sweeper", engine=True, memory_mb=2048, timeout_s=900),
     # An agent run: model turns, and its `sql` tool, which runs on polars.
     "agent_worker": Function("agents", engine=True, memory_mb=2048, timeout_s=900),
+    # Browser agents' runs (infra/statemachines/browser_run.asl.json): the pause that keeps a task token,
+    # the expiry of a code never given, the failure of a task that gave up; table and secrets writes only.
+    # Their attempts run in the browser worker, a container image of the infrastructure stack
+    # (BrowserRunAttemptFunction), in the same role.
+    "browser_run_pause": Function("browser", engine=False, memory_mb=256, timeout_s=60),
+    "browser_run_expire": Function("browser", engine=False, memory_mb=256, timeout_s=60),
+    "browser_run_fail": Function("browser", engine=False, memory_mb=256, timeout_s=60),
 }
 
 

@@ -1,7 +1,8 @@
 """Builds what Lambda runs: the engine layer from wheels for the Lambda platform, and the app's
 package with `chalice package` under the runtime's Python; then checks both against Lambda's
-limits (sizes, and the glibc each compiled file needs). `make deploy` and the package tests
-use the same functions, so what is tested is what is deployed.
+limits (sizes, and the glibc each compiled file needs). Stages the browser worker's container
+image's build context (infra/browser/Dockerfile), which `make deploy` builds with Docker. `make
+deploy` and the package tests use the same functions, so what is tested is what is deployed.
 
 Runtime: python3.12 on Amazon Linux 2023 (glibc 2.34). Chalice takes the runtime from the
 interpreter it runs under, so packaging runs in `.venv-deploy`, made with Python 3.12.
@@ -220,6 +221,63 @@ def package_app(config: dict, stage: str, build: Path = BUILD, region: str = "us
     shutil.rmtree(out, ignore_errors=True)
     chalice(project, "package", "--stage", stage, str(out), env={"AWS_DEFAULT_REGION": region})
     return describe(out / "deployment.zip"), json.loads((out / "sam.json").read_text())
+
+
+# --- the browser worker's container image --------------------------------------------------
+
+BROWSER_DOCKERFILE = ROOT / "infra" / "browser" / "Dockerfile"
+# What the Dockerfile COPYs: the whole of its build context, with the Dockerfile itself. chalicelib goes
+# without the local stack and byte code, as in the app's zip (Dockerfile.dockerignore says the same).
+BROWSER_IMAGE_FILES = ("requirements.txt", "requirements-browser.txt", "chalicelib")
+# BrowserRunAttemptFunction runs on x86_64 (infra/template.yaml): built for it on any machine.
+BROWSER_IMAGE_PLATFORM = "linux/amd64"
+
+
+@dataclass
+class ImageContext:
+    path: Path
+    tag: str  # a hash of everything in the context: the same inputs give the same tag, other inputs another
+
+
+def browser_image_context(build: Path = BUILD) -> ImageContext:
+    """The browser image's build context, staged in `build/browser-image/<tag>`: only what its image is
+    built from, so that a hash of the directory names the image (an unchanged image is neither built
+    nor pushed again) and Docker is not sent the virtualenvs."""
+    root = build / "browser-image"
+    with _exclusive(build, "browser-image"):
+        staging = root / "staging"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        shutil.copy2(BROWSER_DOCKERFILE, staging / "Dockerfile")
+        for name in BROWSER_IMAGE_FILES:
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, staging / name, ignore=_not_in_image)
+            else:
+                shutil.copy2(ROOT / name, staging / name)
+        tag = _tree_digest(staging, extra=BROWSER_IMAGE_PLATFORM)
+        context = root / tag
+        if context.exists():
+            shutil.rmtree(staging)
+        else:
+            staging.rename(context)
+        for other in root.iterdir():
+            if other != context:
+                shutil.rmtree(other, ignore_errors=True)
+    return ImageContext(context, tag)
+
+
+def _not_in_image(directory: str, names: list[str]) -> set[str]:
+    top = Path(directory) == ROOT / "chalicelib"
+    return {name for name in names if name == "__pycache__" or name.endswith(".pyc") or (top and name == "local")}
+
+
+def _tree_digest(root: Path, extra: str = "") -> str:
+    """Of every file's path and bytes (not of times or owners): the same tree on any machine, the same digest."""
+    digest = hashlib.sha256(extra.encode())
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 # --- ELF checks -------------------------------------------------------------------------

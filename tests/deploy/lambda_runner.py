@@ -300,6 +300,8 @@ def main():
         report("agent_worker: a schedule's firing, SQS event",
                run["trigger"] == "schedule" and run["status"] in ("completed", "failed"), run)
 
+    browser_run_tasks()
+
     @step("sweep_stuck_jobs: scheduled event")
     def _():
         handler("sweep_stuck_jobs")(eventbridge("Scheduled Event", "aws.events",
@@ -309,12 +311,28 @@ def main():
     print(json.dumps({"invoked": sorted(invoked)}), flush=True)
 
 
+def browser_run_tasks():
+    """The browser-run state machine's small tasks (its attempts run in the browser worker's image, not
+    in this package), with the input the ASL gives them, for a run whose agent was deleted meanwhile:
+    each reads the stage's table and ends quietly; the pause still hands its task token back."""
+    gone = {"environment": "acme", "agent_id": "agt_gone", "run_id": 1}
+    for name, event in (("browser_run_pause", {**gone, "task_token": "proof-token"}),
+                        ("browser_run_expire", gone),
+                        ("browser_run_fail", {**gone, "error": {"Error": "States.TaskFailed", "Cause": "proof"}})):
+        try:
+            result = handler(name)(dict(event), Context())
+            report(f"{name}: a run that is gone", result == {}, result)
+        except Exception:
+            report(f"{name}: a run that is gone", False, traceback.format_exc())
+
+
 def without_engine():
     """The functions without the engine layer import the app and run without it."""
     handler("s3_object_created")(eventbridge("Object Created", "aws.s3", ["arn:aws:s3:::b"], {
         "bucket": {"name": "b"}, "object": {"key": "uploads/acme/999999/x.csv", "etag": "e"}}), Context())
+    browser_run_tasks()
     loaded = [m for m in ("polars", "numpy", "rapidfuzz") if m in sys.modules]
-    report("s3_object_created without the engine layer", not loaded, loaded)
+    report("s3_object_created and the browser-run tasks without the engine layer", not loaded, loaded)
     print(json.dumps({"invoked": sorted(invoked)}), flush=True)
 
 

@@ -1,10 +1,15 @@
 """The deployment, proven without an account: the package and the layer `make deploy` ships
 are built here, checked against Lambda's limits and the runtime's glibc, deployed as the three
 stacks plus the packaged app into moto's CloudFormation, and run in a clean Python 3.12 holding
-only boto3, every handler with the event AWS would send it.
+only boto3, every handler with the event AWS would send it. The browser worker's image is not
+built (no Docker engine here): `make deploy`'s publishing of it runs with a Docker that puts the
+image's manifest into moto's ECR (tests/deploy/docker_double.py), and moto's Lambda is told to
+refuse an image function whose image the repository does not hold (MOTO_LAMBDA_STUB_ECR=false).
+The image itself is proven in tests/deploy/test_browser_worker.py.
 
 What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`)
-and said there."""
+and said there. moto's CloudFormation drops an image function's PackageType, Architectures,
+EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py."""
 from __future__ import annotations
 
 import json
@@ -22,6 +27,7 @@ import pytest
 from chalicelib.local.provision import Resolver, function_of_parameter, load_template
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
+from tests.deploy.docker_double import PushingDocker
 
 pytestmark = pytest.mark.xdist_group(name="deployment")
 
@@ -70,7 +76,7 @@ class Deployment:
                     "AWS_REGION": REGION}
         self.server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                        stdout=subprocess.DEVNULL, stderr=open(tmp / "moto.log", "w"),
-                                       env={**os.environ, **self.env})
+                                       env={**os.environ, **self.env, "MOTO_LAMBDA_STUB_ECR": "false"})
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -90,14 +96,17 @@ class Deployment:
         def quiet(_: str) -> None:
             pass
 
+        self.artifacts = deploy.deploy_stack(cfn, names["artifacts"],
+                                             load_template(deploy.INFRA / "artifacts.yaml"), {"Stage": STAGE}, quiet)
+        self.docker = PushingDocker(self.client("ecr"))
+        self.image = deploy.publish_browser_image(self.client("ecr"), self.artifacts["BrowserImageRepositoryName"],
+                                                  self.artifacts["BrowserImageRepositoryUri"], self.docker, quiet)
         self.layer = packaging.build_layer()
-        artifacts = deploy.deploy_stack(cfn, names["artifacts"], load_template(deploy.INFRA / "artifacts.yaml"),
-                                        {"Stage": STAGE}, quiet)
-        bucket = artifacts["ArtifactsBucketName"]
+        bucket = self.artifacts["ArtifactsBucketName"]
         layer_key = deploy.upload_layer(s3, bucket, self.layer)
         self.outputs = deploy.deploy_stack(cfn, names["infra"], load_template(deploy.INFRA / "template.yaml"),
-                                           {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key},
-                                           quiet)
+                                           {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key,
+                                            "BrowserImageUri": self.image}, quiet)
         # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
         [layer] = lam.list_layers()["Layers"]
         self.outputs["EngineLayerArn"] = layer["LatestMatchingVersion"]["LayerVersionArn"]
@@ -158,7 +167,7 @@ def test_every_function_with_its_layers_fits_lambdas_unzipped_limit(deployment):
 
 def test_the_app_zip_holds_no_engine_and_no_local_stack(deployment):
     top = {path.split("/", 1)[0] for path in deployment.app.files}
-    assert not top & {"polars", "numpy", "rapidfuzz", "_polars_runtime_32", "boto3", "botocore"}
+    assert not top & {"polars", "numpy", "rapidfuzz", "_polars_runtime_32", "boto3", "botocore", "playwright", "greenlet"}
     assert not any(path.startswith("chalicelib/local/") for path in deployment.app.files)
 
 
@@ -184,14 +193,24 @@ def test_the_glibc_check_catches_a_library_built_for_a_newer_system(tmp_path):
 
 # --- every reference resolves -------------------------------------------------------------
 
-def test_every_task_of_both_state_machines_names_a_deployed_function(deployment):
+def _task_function(state: dict) -> str:
+    """The function a Task state runs: its Resource, or for a Lambda service integration (a task that
+    waits for its token) its FunctionName."""
+    if state["Resource"].startswith("arn:aws:states:::lambda:invoke"):
+        return state["Parameters"]["FunctionName"]
+    return state["Resource"]
+
+
+def test_every_task_of_every_state_machine_names_a_deployed_function(deployment):
     sfn, lam = deployment.client("stepfunctions"), deployment.client("lambda")
     machines = sfn.list_state_machines()["stateMachines"]
-    assert {m["name"] for m in machines} == {deployment.outputs["FileImportStateMachineName"],
-                                           deployment.outputs["ReconciliationRunStateMachineName"]}
+    workflows = load_template(deploy.INFRA / "workflows.yaml")
+    assert {m["name"] for m in machines} == {
+        deployment.outputs[r["Properties"]["StateMachineName"]["Ref"]] for r in workflows["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"}
     for machine in machines:
         definition = json.loads(sfn.describe_state_machine(stateMachineArn=machine["stateMachineArn"])["definition"])
-        tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+        tasks = [_task_function(s) for s in definition["States"].values() if s["Type"] == "Task"]
         assert tasks
         for task in tasks:
             assert task.startswith("arn:aws:lambda:"), task
@@ -202,7 +221,33 @@ def test_the_app_starts_the_state_machines_the_workflows_stack_made(deployment):
     sfn = deployment.client("stepfunctions")
     made = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
     variables = deployment.config["stages"][STAGE]["environment_variables"]
-    assert {variables["RECON_FILE_IMPORT_STATE_MACHINE"], variables["RECON_RECONCILIATION_RUN_STATE_MACHINE"]} == made
+    assert {variables["RECON_FILE_IMPORT_STATE_MACHINE"], variables["RECON_RECONCILIATION_RUN_STATE_MACHINE"],
+            variables["RECON_BROWSER_RUN_STATE_MACHINE"]} == made
+
+
+def test_the_browser_worker_runs_the_image_deploy_pushed_to_the_artifacts_repository_in_the_browser_role(deployment):
+    lam, ecr = deployment.client("lambda"), deployment.client("ecr")
+    function = lam.get_function(FunctionName=deployment.outputs["BrowserRunAttemptFunctionArn"])
+    repository, tag = deployment.image.rsplit(":", 1)
+    assert function["Code"]["ImageUri"] == deployment.image
+    assert repository == deployment.artifacts["BrowserImageRepositoryUri"]
+    assert tag == packaging.browser_image_context().tag  # the hash of what the image is built from
+    [pushed] = ecr.describe_images(repositoryName=deployment.artifacts["BrowserImageRepositoryName"])["imageDetails"]
+    assert pushed["imageTags"] == [tag]
+    assert [call[0] for call in deployment.docker.calls] == ["check", "login", "build", "push"]
+    configuration = function["Configuration"]
+    assert configuration["Role"] == deployment.outputs["BrowserRoleArn"]
+    assert (configuration["Timeout"], configuration["MemorySize"]) == (900, 2048)
+    assert configuration["FunctionName"] == f"recon-{STAGE}-browser_run_attempt"
+
+
+def test_the_browser_worker_is_given_the_apps_values_and_the_stage_secrets_prefix(deployment):
+    """Its variables, as deployed, hold what the Chalice functions are configured with."""
+    variables = deployment.client("lambda").get_function(
+        FunctionName=deployment.outputs["BrowserRunAttemptFunctionArn"])["Configuration"]["Environment"]["Variables"]
+    app = {**deployment.config["environment_variables"], **deployment.config["stages"][STAGE]["environment_variables"]}
+    assert {name: app.get(name) for name in variables} == variables
+    assert variables["RECON_SECRETS_PREFIX"] == deployment.outputs["SecretsPrefix"] == f"recon-{STAGE}"
 
 
 def test_every_event_source_mapping_joins_a_deployed_queue_to_a_deployed_function(deployment):
