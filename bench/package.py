@@ -27,6 +27,8 @@ PLACEHOLDER_OUTPUTS = {**{role_output(group): "arn:aws:iam::123456789012:role/be
                        "SchedulerRoleArn": "arn:aws:iam::123456789012:role/scheduler",
                        "FileImportStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:f",
                        "ReconciliationRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:r",
+                       "BrowserRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:br",
+                       "SecretsPrefix": "recon-bench",
                        "EngineLayerArn": "arn:aws:lambda:us-east-1:123456789012:layer:engine:1"}
 
 
