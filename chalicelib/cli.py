@@ -26,15 +26,36 @@ from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.settings import Settings
 
 
-def build_container(settings: Settings) -> tuple[Container, str]:
+def build_container(settings: Settings, stage: str | None = None) -> tuple[Container, str]:
     stack = running_stack(settings.data_dir)
-    if stack:
+    if stack and stage is None:
         return Container(stack.settings(settings)), f"local stack at {settings.data_dir}"
+    if stage is not None:
+        settings = deployed_settings(settings, stage)
+        return Container(settings), f"stage {stage} on AWS ({settings.region})"
     return Container(settings), f"table {settings.table_name} on AWS ({settings.region})"
+
+
+def deployed_settings(settings: Settings, stage: str) -> Settings:
+    """The settings the stage's functions run with, from its infrastructure stack's outputs (the
+    names of its table, bucket, queues, state machines, schedule group and secrets prefix): what
+    the command line writes lands where that stage reads it."""
+    import boto3
+
+    from infra.deploy import stack_names, stack_outputs, stage_config
+
+    outputs = stack_outputs(boto3.client("cloudformation", region_name=settings.region), stack_names(stage)["infra"])
+    variables = stage_config(stage, outputs, base={})["stages"][stage]["environment_variables"]
+    fields = {name: Settings.model_fields[name] for name in Settings.model_fields}
+    updates = {name: value for variable, value in variables.items()
+               if (name := variable.removeprefix("RECON_").lower()) in fields}
+    return settings.model_copy(update=updates)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chalicelib.cli")
+    parser.add_argument("--stage", help="a stage deployed with `make deploy` (its names read from its stack); "
+                                        "default: the local stack when one runs, else RECON_* settings")
     commands = parser.add_subparsers(dest="group", required=True)
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="command", required=True)
     create = keys.add_parser("create", help="create a key and print it once")
@@ -53,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     _agent_commands(commands)
     args = parser.parse_args(argv)
 
-    container, target = build_container(Settings())
+    container, target = build_container(Settings(), args.stage)
     try:
         if args.group == "agents":
             return _agents(container, target, args)

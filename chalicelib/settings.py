@@ -89,7 +89,9 @@ class Settings(BaseSettings):
     chromium_path: str = "/usr/bin/chromium"
     browser_step_timeout_seconds: float = 15.0
     browser_download_timeout_seconds: float = 60.0
-    verification_timeout_seconds: int = 1800
+    # At most 2 hours: a waiting run older than that and a worker's lease is taken for abandoned
+    # (domain/agents/runs.py, WAIT_LEASE).
+    verification_timeout_seconds: int = Field(default=1800, ge=60, le=7200)
 
     log_level: str = "INFO"
 

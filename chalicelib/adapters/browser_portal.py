@@ -256,7 +256,14 @@ class _Attempt:
         return PortalFailed(self.step, message, tuple(self.steps), self.screenshot(), code_rejected)
 
     def screenshot(self) -> bytes | None:
+        """The page, with the fields that may hold the login or the code painted over: the
+        screenshot is an output file anyone with the environment's key can read."""
+        if self.page is None:
+            return None
+        login, verification = self.settings.login, self.settings.verification
+        typed = [login.username_selector, login.password_selector,
+                 *([verification.code_selector] if verification else [])]
         try:
-            return self.page.screenshot(full_page=True) if self.page is not None else None
+            return self.page.screenshot(full_page=True, mask=[self.locate(s) for s in typed])
         except Exception:  # the page is gone: the failure is still reported, without its picture
             return None

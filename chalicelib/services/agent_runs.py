@@ -223,8 +223,8 @@ def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun | None:
                 return _fail(ports, run, str(error))
         started = utc_now()
         try:
-            run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model if model else None),
-                                        expected=(QUEUED,))
+            run = ports.agent_runs.save(run.moved(RUNNING, started_at=started, model=model.model if model else None,
+                                                  browser=model is None), expected=(QUEUED,))
         except TransitionRefused:  # another delivery of its message started it, or it was failed meanwhile
             release = False
             return ports.agent_runs.get(run.environment, run.agent_id, run.id)

@@ -16,6 +16,7 @@ run of the agent logs in meanwhile. Each task is safe to repeat: it looks at the
 """
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -68,6 +69,8 @@ def resume_in_flight(ports: Ports, resumed_at: datetime) -> list[tuple[str, int]
         except NotFound:
             continue
         if agent.kind is AgentKind.BROWSER:
+            if run.task_token is not None:  # its workflow is gone: a code posted now waits for the new pause
+                run = _saved(ports, replace(run, task_token=None), run.status)
             hand_over(ports, run, resume_label(resumed_at))
             resumed.append((run.environment, run.id))
     return resumed
@@ -110,28 +113,49 @@ def pause(ports: Ports, environment: str, agent_id: str, run_id: int, task_token
 
 
 def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
-    """No code came in time: the run fails, and the agent no longer asks for one."""
+    """No code came in time: the run fails, and the agent no longer asks for one. A run that ended
+    meanwhile (cut off and followed by another) leaves the agent as its later run has it."""
     try:
         run = ports.agent_runs.get(environment, agent_id, run_id)
     except NotFound:
+        return
+    if run.finished:
         return
     minutes = ports.agent_limits.verification_wait_seconds / 60
     _finish_failed(ports, run, f"no verification code was given within {minutes:g} minutes (post it to "
                                f"/agents/{agent_id}/verification while the run waits); run the agent again")
-    ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
-    _secrets(ports).drop_context(environment, agent_id, "pending")
+    _stop_asking(ports, environment, agent_id)
 
 
 def give_up(ports: Ports, environment: str, agent_id: str, run_id: int, error: dict[str, Any] | None) -> None:
-    """A task failed for good (the browser worker crashed or timed out): the run fails with why."""
+    """A task failed for good (the browser worker crashed or timed out, a pause could not keep its
+    token): the run fails with why, and the agent no longer asks for a code for it."""
     try:
         run = ports.agent_runs.get(environment, agent_id, run_id)
     except NotFound:
         return
-    error = error or {}
-    cause = str(error.get("Cause") or "")[:300]
-    _finish_failed(ports, run, f"the browser run failed: {error.get('Error', 'an error')}" + (f": {cause}" if cause
-                                                                                               else ""))
+    if run.finished:
+        return
+    _finish_failed(ports, run, f"the browser run failed: {_cause(error or {})}")
+    _stop_asking(ports, environment, agent_id)
+
+
+def _cause(error: dict[str, Any]) -> str:
+    """`{Error, Cause}` of a Catch as words: on AWS a Lambda error's Cause is JSON (errorMessage,
+    errorType, stackTrace), of which the message is what a person needs."""
+    cause: Any = error.get("Cause") or ""
+    try:
+        parsed = json.loads(cause)
+        cause = parsed.get("errorMessage", cause) if isinstance(parsed, dict) else cause
+    except (TypeError, ValueError):
+        pass
+    cause = str(cause)[:300]
+    return f"{error.get('Error', 'an error')}" + (f": {cause}" if cause else "")
+
+
+def _stop_asking(ports: Ports, environment: str, agent_id: str) -> None:
+    ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
+    _secrets(ports).drop_context(environment, agent_id, "pending")
 
 
 # The verification code --------------------------------------------------------------------------
@@ -147,15 +171,19 @@ def give_code(ports: Ports, environment: str, agent_id: str, raw_code: Any) -> A
         run = ports.agent_runs.get(environment, agent_id, run_id) if run_id is not None else None
     except NotFound:
         run = None
-    if run is None or run.status is not WAITING:
+    if run is not None and run.status is RUNNING and run.verification_code is not None:
+        resumed = run  # given before, and its token not yet taken (a send that failed): sent again below
+    elif run is None or run.status is not WAITING:
         raise Conflict(f"no run of agent {agent_id} is waiting for a verification code")
-    try:
-        resumed = ports.agent_runs.resume_with_code(run, code, utc_now())
-    except TransitionRefused:
-        raise Conflict(f"run {run.id} of agent {agent_id} is no longer waiting for a verification code") from None
-    ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
+    else:
+        try:
+            resumed = ports.agent_runs.resume_with_code(run, code, utc_now())
+        except TransitionRefused:
+            raise Conflict(f"run {run.id} of agent {agent_id} is no longer waiting for a verification code") from None
+        ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
     # Without a token yet, the pause that keeps it sends it on itself (pause()).
-    if resumed.task_token is not None and not _task_tokens(ports).send_success(resumed.task_token, {}):
+    if resumed.task_token is not None and not _task_tokens(ports).send_success(resumed.task_token, {}) \
+            and resumed is not run:
         raise Conflict(f"run {run.id} of agent {agent_id} stopped waiting for its code (it timed out); "
                        "run the agent again")
     return replace(resumed, verification_code=None, task_token=None)
@@ -182,6 +210,10 @@ def _drive(ports: Ports, agent: Agent, run: AgentRun) -> PortalOutcome:
 
 
 def _conclude(ports: Ports, agent: Agent, run: AgentRun, outcome: PortalOutcome) -> AgentRun:
+    try:  # deleted with its agent while the browser went: nothing of it is kept (no session, no import)
+        ports.agent_runs.get(run.environment, run.agent_id, run.id)
+    except NotFound:
+        return replace(run, status=AgentRunStatus.FAILED)
     now = utc_now()
     run = replace(run, verification_code=None, steps=run.steps + tuple(
         Step.of(s.name, None, s.failed, s.detail, now) for s in outcome.steps))

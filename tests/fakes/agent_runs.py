@@ -73,7 +73,7 @@ class FakeAgentRunRepository:
 
     def in_flight(self) -> list[AgentRun]:
         return [r for r in self.runs.values()
-                if r.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)]
+                if r.browser and r.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)]
 
     def keep_task_token(self, run: AgentRun, token: str) -> bool:
         stored = self.runs.get((run.environment, run.id))

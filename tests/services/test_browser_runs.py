@@ -4,9 +4,11 @@ first; a code never given expires the run; a task that gave up fails it. (The br
 against a real portal in Chromium, is tested in tests/integration and tests/e2e.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from chalicelib.domain.agents.browser import Credentials, VerificationReason
+from chalicelib.domain.agents.browser import CodeRequested, Credentials, PortalStep, VerificationReason
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus, AgentRunTrigger
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, ValidationFailed
@@ -219,3 +221,73 @@ def test_the_local_stacks_start_gives_each_browser_run_in_flight_a_new_workflow_
     assert sorted(i["run_id"] for _, i in new) == sorted([waiting.id, going.id])
     assert all(name.startswith("browser-run-") and "resumed" in name for name, _ in new)
     assert "2 browser agent run(s)" in resumed.describe()
+
+
+def test_a_run_given_up_while_it_waited_no_longer_asks_for_a_code(ports):
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    browser_runs.give_up(ports, ENV, agent.id, run.id, {"Error": "DynamoDB.ThrottlingException", "Cause": "busy"})
+    assert ports.agents.get(ENV, agent.id).browser_state.needs_verification is False
+    assert ports.browser_secrets.context(ENV, agent.id, "pending") is None
+
+
+def test_a_lambda_errors_json_cause_is_shown_as_its_message():
+    cause = '{"errorMessage": "Task timed out after 900.00 seconds", "errorType": "Sandbox.Timedout", "trace": []}'
+    ports = fake_ports(browser_secrets=FakeBrowserSecrets())
+    streams(ports, "bank")
+    agent = browser_agent(ports)
+    run = ports.agent_runs.get(ENV, agent.id, agent_runs.queue_run(ports, ENV, agent.id).id)
+    ports.agent_runs.save(run.moved(RUNNING, started_at=utc_now(), browser=True), expected=(AgentRunStatus.QUEUED,))
+    browser_runs.give_up(ports, ENV, agent.id, run.id, {"Error": "Sandbox.Timedout", "Cause": cause})
+    assert ports.agent_runs.get(ENV, agent.id, run.id).error_message == (
+        "the browser run failed: Sandbox.Timedout: Task timed out after 900.00 seconds")
+
+
+def test_the_expiry_of_a_run_already_ended_leaves_the_agent_as_its_later_run_has_it(ports):
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    ports.agent_runs.save(run.moved(AgentRunStatus.FAILED, completed_at=utc_now()), expected=(WAITING,))
+    later = {"needs_verification": True, "verification_reason": VerificationReason.CODE_REQUESTED}
+    ports.agents.set_browser_state(ENV, agent.id, **later)  # as a later run's pause left it
+    browser_runs.expire(ports, ENV, agent.id, run.id)
+    assert ports.agents.get(ENV, agent.id).browser_state.needs_verification is True
+    assert ports.browser_secrets.context(ENV, agent.id, "pending") is not None
+
+
+def test_a_code_posted_again_after_its_token_failed_to_send_sends_the_token_again(ports):
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    ports.agent_runs.keep_task_token(run, "token-1")
+    ports.agent_runs.resume_with_code(run, "424242", utc_now())  # the first POST, whose send then failed
+    ports.task_tokens.waiting.add("token-1")
+    again = browser_runs.give_code(ports, ENV, agent.id, "424242")
+    assert again.status is RUNNING and ports.task_tokens.sent == ["token-1"]
+
+
+class DeletesTheAgentThenAsksForACode:
+    """The operator deletes the agent while its browser is at the portal."""
+
+    def __init__(self, ports) -> None:
+        self.ports = ports
+
+    def run(self, job):
+        [agent] = [a for (env, _), a in self.ports.agents.agents.items() if env == ENV]
+        delete_agent(self.ports, ENV, agent.id)
+        return CodeRequested({"cookies": [{"name": "session", "value": "live"}]}, (PortalStep("log_in", "ok"),))
+
+
+def test_an_agent_deleted_while_its_browser_went_keeps_no_session_and_asks_for_no_code(ports):
+    agent = browser_agent(ports)
+    run = started(ports, agent)
+    wired = replace(ports, portal=DeletesTheAgentThenAsksForACode(ports))
+    assert browser_runs.attempt(wired, ENV, agent.id, run.id) == {"status": "failed"}
+    assert ports.browser_secrets.secrets == {}
+
+
+def test_a_resumed_waiting_run_forgets_the_token_of_its_dead_workflow(ports):
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    ports.agent_runs.keep_task_token(run, "dead-token")
+    resume_interrupted(ports)
+    assert ports.agent_runs.get(ENV, agent.id, run.id).task_token is None
+    browser_runs.give_code(ports, ENV, agent.id, "424242")  # no 409: the new pause will send it on

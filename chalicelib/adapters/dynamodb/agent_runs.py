@@ -90,7 +90,7 @@ class AgentRunRepository:
         return self._from_item(item)
 
     def in_flight(self) -> list[AgentRun]:
-        """Every run running or waiting for a verification code, of every environment."""
+        """Every browser run running or waiting for a verification code, of every environment."""
         items = self._table.index_items("gsi2pk", keys.AGENT_RUNS_IN_FLIGHT_PK, index=keys.GSI2)
         return [self._from_item(i) for i in items]
 
@@ -136,7 +136,8 @@ class AgentRunRepository:
 
     @staticmethod
     def _to_item(run: AgentRun) -> dict[str, Any]:
-        in_flight = run.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)
+        # Browser runs only: theirs is the one workflow the local stack must start again.
+        in_flight = run.browser and run.status in (AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION)
         return {
             **keys.agent_run(run.environment, run.id), **keys.agent_run_index(run.environment, run.agent_id, run.id),
             **(keys.agent_run_in_flight_index(run.environment, run.id) if in_flight else {}),
@@ -156,7 +157,7 @@ class AgentRunRepository:
             "extra_input": ({"filename": run.extra_input.filename, "key": run.extra_input.key,
                              "byte_size": run.extra_input.byte_size} if run.extra_input else None),
             "callers": list(run.callers),
-            "file_import_id": run.file_import_id, "paused_at": _iso_or_none(run.paused_at),
+            "browser": run.browser, "file_import_id": run.file_import_id, "paused_at": _iso_or_none(run.paused_at),
             "resumed_at": _iso_or_none(run.resumed_at), "task_token": run.task_token,
             "verification_code": run.verification_code,
         }
@@ -179,6 +180,7 @@ class AgentRunRepository:
                              parse_iso(s["at"])) for s in item.get("steps") or ()),
             extra_input=InputRef(extra["filename"], extra["key"], int(extra["byte_size"])) if extra else None,
             callers=tuple(item.get("callers") or ()),
+            browser=bool(item.get("browser")),
             file_import_id=int(item["file_import_id"]) if item.get("file_import_id") is not None else None,
             paused_at=parse_optional_iso(item.get("paused_at")), resumed_at=parse_optional_iso(item.get("resumed_at")),
             task_token=item.get("task_token"), verification_code=item.get("verification_code"))

@@ -251,8 +251,9 @@ guard          |      |                       |                 | claim_file_dro
                |      |                       |                 |                         |
 agent run      | -    | {E}#AGENTRUN#<id>     | AGENTRUN        | agent_runs: add, save   | get: GET /agents/{id}/
                |      |                       |                 | (conditional on status) | runs/{run_id}, the worker
-               | gsi2 | AGENT_RUNS_IN_FLIGHT  | <env>#<id>      | save: while running or  | in_flight: the local
-               |      |                       |                 | waiting for a code      | stack's resumption
+               | gsi2 | AGENT_RUNS_IN_FLIGHT  | <env>#<id>      | save: a browser run     | in_flight: the local
+               |      |                       |                 | while running or        | stack's resumption
+               |      |                       |                 | waiting for a code      |
                | gsi1 | {E}#AGENT#<uuid>#RUNS | <id>            | add                     | list_page: GET
                |      |                       |                 |                         | /agents/{id}/runs, newest
                |      |                       |                 |                         | first; an agent's delete

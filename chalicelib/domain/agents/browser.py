@@ -339,8 +339,8 @@ class PortalJob:
     settings: PortalExportSettings
     credentials: Credentials
     today: date  # in the agent's timezone: what the placeholders are evaluated on
-    storage_state: Mapping[str, Any] | None = None
-    code: str | None = None
+    storage_state: Mapping[str, Any] | None = field(default=None, repr=False)  # session cookies
+    code: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -354,15 +354,16 @@ class PortalStep:
 @dataclass(frozen=True)
 class Exported:
     filename: str
-    content: bytes
-    storage_state: Mapping[str, Any]
-    steps: tuple[PortalStep, ...]
+    content: bytes = field(repr=False)
+    storage_state: Mapping[str, Any] = field(repr=False)  # session cookies: never in a log line
+    steps: tuple[PortalStep, ...] = ()
 
 
 @dataclass(frozen=True)
 class CodeRequested:
-    storage_state: Mapping[str, Any]  # the half-logged-in context the next attempt enters the code in
-    steps: tuple[PortalStep, ...]
+    # The half-logged-in context the next attempt enters the code in (session cookies: never logged).
+    storage_state: Mapping[str, Any] = field(repr=False)
+    steps: tuple[PortalStep, ...] = ()
 
 
 @dataclass(frozen=True)
