@@ -111,8 +111,9 @@ class AgentRun:
     extra_input: InputRef | None = None
     # run_agent: the agents above this run, outermost first (a cycle or too deep a chain is refused).
     callers: tuple[str, ...] = ()
-    # Browser agents: a run of one (its workflow drives it), the import of what the portal exported, and the pause for a verification
-    # code (the workflow's task token that resumes it, and the code given, until it is entered).
+    # Browser agents: a run of one (its workflow drives it), the import of what the portal exported,
+    # and the pause for a verification code (the workflow's task token that resumes it, and the
+    # code given, until it is entered).
     browser: bool = False
     file_import_id: int | None = None
     paused_at: datetime | None = None
