@@ -309,7 +309,9 @@ def elf_needs(path: Path) -> ElfNeeds:
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerNeedSection
 
-    glibc, glibcxx, libraries = (0,), (0,), []
+    glibc: tuple[int, ...] = (0,)
+    glibcxx: tuple[int, ...] = (0,)
+    libraries: list[str] = []
     with open(path, "rb") as handle:
         elf = ELFFile(handle)
         for section in elf.iter_sections():
@@ -322,7 +324,9 @@ def elf_needs(path: Path) -> ElfNeeds:
                         elif match := re.fullmatch(r"GLIBCXX_([0-9.]+)", name):
                             glibcxx = max(glibcxx, tuple(map(int, match.group(1).split("."))))
             elif isinstance(section, DynamicSection):
-                libraries += [tag.needed for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+                # DT_NEEDED tags carry `needed` (pyelftools sets it per tag kind; its stubs do not say so).
+                libraries += [tag.needed for tag in section.iter_tags()  # type: ignore[attr-defined]
+                              if tag.entry.d_tag == "DT_NEEDED"]
     return ElfNeeds(str(path), glibc, glibcxx, libraries)
 
 
