@@ -115,11 +115,8 @@ def pause(ports: Ports, environment: str, agent_id: str, run_id: int, task_token
 def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
     """No code came in time: the run fails, and the agent no longer asks for one. A run that ended
     meanwhile (cut off and followed by another) leaves the agent as its later run has it."""
-    try:
-        run = ports.agent_runs.get(environment, agent_id, run_id)
-    except NotFound:
-        return
-    if run.finished:
+    run = _unfinished(ports, environment, agent_id, run_id)
+    if run is None:
         return
     minutes = ports.agent_limits.verification_wait_seconds / 60
     _finish_failed(ports, run, f"no verification code was given within {minutes:g} minutes (post it to "
@@ -130,14 +127,20 @@ def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
 def give_up(ports: Ports, environment: str, agent_id: str, run_id: int, error: dict[str, Any] | None) -> None:
     """A task failed for good (the browser worker crashed or timed out, a pause could not keep its
     token): the run fails with why, and the agent no longer asks for a code for it."""
-    try:
-        run = ports.agent_runs.get(environment, agent_id, run_id)
-    except NotFound:
-        return
-    if run.finished:
+    run = _unfinished(ports, environment, agent_id, run_id)
+    if run is None:
         return
     _finish_failed(ports, run, f"the browser run failed: {_cause(error or {})}")
     _stop_asking(ports, environment, agent_id)
+
+
+def _unfinished(ports: Ports, environment: str, agent_id: str, run_id: int) -> AgentRun | None:
+    """The run, unless it is gone (its agent deleted) or has ended already."""
+    try:
+        run = ports.agent_runs.get(environment, agent_id, run_id)
+    except NotFound:
+        return None
+    return None if run.finished else run
 
 
 def _cause(error: dict[str, Any]) -> str:

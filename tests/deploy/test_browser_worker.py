@@ -32,6 +32,7 @@ from chalicelib.local.provision import Resolver, infra_outputs, load_template, t
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, GROUPS, role_output
 from tests.deploy.docker_double import NoDocker, PushingDocker
+from tests.support.iam import allows, statements
 
 # One worker builds the image's environment once, and runs Chromium beside the other browser tests.
 pytestmark = pytest.mark.xdist_group("browser")
@@ -396,18 +397,6 @@ def test_playwright_from_the_image_starts_debians_chromium_as_an_unprivileged_us
 
 # --- infra/template.yaml: the function and the permissions -------------------------------------------
 
-def _statements(resources: dict, role: str) -> list[dict]:
-    props = resources[role]["Properties"]
-    documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
-    documents += [resources[ref["Ref"]]["Properties"]["PolicyDocument"] for ref in props.get("ManagedPolicyArns", [])]
-    return [statement for document in documents for statement in document["Statement"]]
-
-
-def _allows(statements: list[dict], action: str, resource: object) -> bool:
-    def listed(value, item):
-        return item in value if isinstance(value, list) else value == item
-    return any(s["Effect"] == "Allow" and listed(s["Action"], action) and listed(s["Resource"], resource)
-               for s in statements)
 
 
 def _state_machine(name: str) -> dict:
@@ -470,27 +459,27 @@ def test_the_new_settings_reach_the_fields_that_read_them(monkeypatch):
 
 def test_the_browser_runs_functions_keep_their_stages_agent_secrets_import_downloads_and_resume_paused_runs():
     resources = load_template(deploy.INFRA / "template.yaml")["Resources"]
-    browser = _statements(resources, "BrowserRole")
+    browser = statements(resources, "BrowserRole")
     for action in ("GetSecretValue", "PutSecretValue", "CreateSecret", "DeleteSecret", "DescribeSecret"):
-        assert _allows(browser, f"secretsmanager:{action}", SECRETS), action
-    assert _allows(browser, "states:StartExecution", _state_machine("file-import"))
-    assert _allows(browser, "states:SendTaskSuccess", "*")  # task tokens have no ARN
+        assert allows(browser, f"secretsmanager:{action}", SECRETS), action
+    assert allows(browser, "states:StartExecution", _state_machine("file-import"))
+    assert allows(browser, "states:SendTaskSuccess", "*")  # task tokens have no ARN
     for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
-        assert _allows(browser, action, {"Fn::GetAtt": ["Table", "Arn"]}), action
-    assert _allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/*"})
+        assert allows(browser, action, {"Fn::GetAtt": ["Table", "Arn"]}), action
+    assert allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/*"})
     assert any("logs:PutLogEvents" in s["Action"] for s in browser)
     assert {f.group for name, f in FUNCTIONS.items() if name.startswith("browser_run_")} == {"browser"}
 
 
 def test_the_api_resumes_paused_runs_and_deletes_agents_secrets_and_the_agent_worker_starts_browser_runs():
     resources = load_template(deploy.INFRA / "template.yaml")["Resources"]
-    api = _statements(resources, "ApiRole")
-    assert _allows(api, "states:SendTaskSuccess", "*")
-    assert _allows(api, "secretsmanager:DeleteSecret", SECRETS) and _allows(api, "secretsmanager:DescribeSecret", SECRETS)
-    assert not _allows(api, "secretsmanager:GetSecretValue", SECRETS)  # the API never reads a portal login
-    assert _allows(_statements(resources, "AgentsRole"), "states:StartExecution", _state_machine("browser-run"))
+    api = statements(resources, "ApiRole")
+    assert allows(api, "states:SendTaskSuccess", "*")
+    assert allows(api, "secretsmanager:DeleteSecret", SECRETS) and allows(api, "secretsmanager:DescribeSecret", SECRETS)
+    assert not allows(api, "secretsmanager:GetSecretValue", SECRETS)  # the API never reads a portal login
+    assert allows(statements(resources, "AgentsRole"), "states:StartExecution", _state_machine("browser-run"))
     for role in ("IngestionRole", "RunsRole", "InvestigationsRole", "SweeperRole", "AgentsRole"):
-        assert not any("secretsmanager:" in str(s["Action"]) for s in _statements(resources, role)), role
+        assert not any("secretsmanager:" in str(s["Action"]) for s in statements(resources, role)), role
 
 
 def test_the_browser_image_repository_scans_keeps_a_few_images_and_empties_itself_on_delete():

@@ -12,6 +12,7 @@ from chalicelib.local.provision import (
     provision,
     table_definitions,
 )
+from tests.support.iam import allows, statements
 
 
 @pytest.mark.parametrize("path", [TEMPLATE_PATH, WORKFLOWS_TEMPLATE_PATH], ids=["infra", "workflows"])
@@ -110,46 +111,33 @@ def test_the_agent_worker_fails_a_run_on_the_very_delivery_the_queue_would_dead_
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["AgentRunDeadLetterQueue", "Arn"]}
 
 
-def _statements(resources: dict, role: str) -> list[dict]:
-    """Every statement a role is given, inline or by its managed policies."""
-    props = resources[role]["Properties"]
-    documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
-    documents += [resources[ref["Ref"]]["Properties"]["PolicyDocument"] for ref in props.get("ManagedPolicyArns", [])]
-    return [statement for document in documents for statement in document["Statement"]]
-
-
-def _allows(statements: list[dict], action: str, resource: object) -> bool:
-    def listed(value, item):
-        return item in value if isinstance(value, list) else value == item
-    return any(s["Effect"] == "Allow" and listed(s["Action"], action) and listed(s["Resource"], resource)
-               for s in statements)
 
 
 def test_agents_schedules_send_to_the_agent_run_queue_and_the_api_and_agents_may_manage_them():
     resources = load_template()["Resources"]
     queue = {"Fn::GetAtt": ["AgentRunQueue", "Arn"]}
-    scheduler = _statements(resources, "SchedulerRole")
-    assert _allows(scheduler, "sqs:SendMessage", queue)
+    scheduler = statements(resources, "SchedulerRole")
+    assert allows(scheduler, "sqs:SendMessage", queue)
     assert not any("lambda:InvokeFunction" in str(s["Action"]) for s in scheduler)  # no schedule invokes a function
     group = {"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"}
     for role in ("ApiRole", "AgentsRole"):
-        statements = _statements(resources, role)
+        granted = statements(resources, role)
         for action in ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
                        "scheduler:GetSchedule"):
-            assert _allows(statements, action, group), (role, action)
-        [passing] = [s for s in statements if s["Action"] == "iam:PassRole"]
+            assert allows(granted, action, group), (role, action)
+        [passing] = [s for s in granted if s["Action"] == "iam:PassRole"]
         assert passing["Resource"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
         assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
-        assert _allows(statements, "sqs:SendMessage", queue), role  # queues runs of agents
-        assert _allows(statements, "sqs:GetQueueAttributes", queue), role  # the schedule's target ARN
-    agents = _statements(resources, "AgentsRole")
+        assert allows(granted, "sqs:SendMessage", queue), role  # queues runs of agents
+        assert allows(granted, "sqs:GetQueueAttributes", queue), role  # the schedule's target ARN
+    agents = statements(resources, "AgentsRole")
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
-        assert _allows(agents, action, queue), action
+        assert allows(agents, action, queue), action
     assert any("ses:SendRawEmail" in s["Action"] for s in agents)
     assert any("bedrock:InvokeModel" in s["Action"] for s in agents)  # Converse is authorised as InvokeModel
     for role in ("ApiRole", "IngestionRole", "RunsRole", "InvestigationsRole", "SweeperRole"):
-        statements = _statements(resources, role)
-        assert not any("bedrock:" in str(s["Action"]) or "ses:" in str(s["Action"]) for s in statements), role
+        granted = statements(resources, role)
+        assert not any("bedrock:" in str(s["Action"]) or "ses:" in str(s["Action"]) for s in granted), role
 
 
 def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkeypatch):
