@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     browser_download_timeout_seconds: float = 60.0
     # At most 2 hours: a waiting run older than that and a worker's lease is taken for abandoned
     # (domain/agents/runs.py, WAIT_LEASE).
-    verification_timeout_seconds: int = Field(default=1800, ge=60, le=7200)
+    verification_timeout_seconds: int = Field(default=1800, ge=1, le=7200)
 
     log_level: str = "INFO"
 
