@@ -73,7 +73,7 @@ def normalise_account(text: str) -> str:
     (digits only) without its leading zeros. `DE89 3704 0044 0532 0130 00` == `de89370400440532013000`;
     `000123456` == `123456`."""
     compact = re.sub(r"[\s-]+", "", text).upper()
-    return compact.lstrip("0") or "0" if compact.isdigit() else compact
+    return (compact.lstrip("0") or "0") if compact.isdigit() else compact
 
 
 def deterministic_id(account: str, booking_date: date, amount: int, direction: str, position: int) -> str:
