@@ -16,6 +16,7 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
@@ -158,6 +159,10 @@ class Container:
                                 settings.browser_download_timeout_seconds)
 
     @cached_property
+    def balances(self) -> BalanceRepository:
+        return BalanceRepository(self.table)
+
+    @cached_property
     def stories(self) -> StoryRepository:
         return StoryRepository(self.table, self.counters)
 
@@ -222,7 +227,7 @@ class Container:
             agent_files=self.agent_files, mailer=self.mailer, records_sql=self.records_sql,
             language_model=self.language_model, agent_limits=self.agent_limits,
             browser_workflows=self.browser_workflows, task_tokens=self.task_tokens,
-            browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal),
+            browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal), balances=self.balances,
             chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).

@@ -2,9 +2,19 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import CreateDataStream, CursorQuery, DataStreamOut, DataStreamPage, UpdateDataStream
+from chalicelib.api.schemas import (
+    BalancePage,
+    BalanceQuery,
+    CreateDataStream,
+    CursorQuery,
+    DataStreamOut,
+    DataStreamPage,
+    StatementDayOut,
+    UpdateDataStream,
+)
 from chalicelib.container import container
-from chalicelib.domain.data_streams import StreamType
+from chalicelib.domain.balances import StatementDay, gaps
+from chalicelib.domain.data_streams import DataStream, StreamType
 from chalicelib.services import data_streams as service
 
 router = Router("data_streams")
@@ -18,7 +28,41 @@ def create_data_stream(request: ApiRequest) -> DataStreamOut:
         container().ports.data_streams, request.environment, key=body.key, name=body.name,
         type_=StreamType(body.type), description=body.description, bank_account_id=body.bank_account_id,
     )
-    return DataStreamOut.model_validate(stream)
+    return stream_out(stream)
+
+
+def stream_out(stream: DataStream) -> DataStreamOut:
+    """A stream's body; a bank_feed stream's with its newest statement day."""
+    shown = DataStreamOut.model_validate(stream)
+    balances = container().ports.balances
+    if stream.type is StreamType.BANK_FEED and balances is not None:
+        latest = balances.latest(stream.environment, stream.key)
+        if latest is not None:
+            shown = shown.model_copy(update={"latest_balance": day_out(latest, gap=False)})
+    return shown
+
+
+def day_out(day: StatementDay, gap: bool) -> StatementDayOut:
+    return StatementDayOut(date=day.date, statement_id=day.statement_id, account=day.account, currency=day.currency,
+                           decimal_places=day.decimal_places, opening_booked=day.opening_booked,
+                           closing_booked=day.closing_booked, closing_available=day.closing_available,
+                           file_import_id=day.file_import_id, gap=gap)
+
+
+@router.route("GET", "/data_streams/{key}/balances", summary="A bank_feed stream's statement days, newest first: "
+              "opening and closing balances as the bank reported them, and gaps", query=BalanceQuery,
+              response=BalancePage, errors=(400, 404, 422))
+def list_balances(request: ApiRequest, key: str) -> BalancePage:
+    query: BalanceQuery = request.query
+    ports = container().ports
+    ports.data_streams.get(request.environment, key)
+    if ports.balances is None:
+        raise RuntimeError("this process has no balances store wired")
+    days, cursor = ports.balances.page(request.environment, key, query.limit, query.cursor, query.date_from,
+                                       query.date_to)
+    older = ports.balances.older_than(days[-1]) if days else None
+    return BalancePage(data=[day_out(d, g) for d, g in zip(days, gaps(days, older), strict=True)],
+                       next_cursor=cursor, limit=query.limit)
 
 
 @router.route("GET", "/data_streams", summary="List data streams, newest first",
@@ -26,13 +70,13 @@ def create_data_stream(request: ApiRequest) -> DataStreamOut:
 def list_data_streams(request: ApiRequest) -> DataStreamPage:
     query: CursorQuery = request.query
     streams, cursor = container().ports.data_streams.list_page(request.environment, query.limit, query.cursor)
-    return DataStreamPage(data=[DataStreamOut.model_validate(s) for s in streams], next_cursor=cursor,
+    return DataStreamPage(data=[stream_out(s) for s in streams], next_cursor=cursor,
                           limit=query.limit)
 
 
 @router.route("GET", "/data_streams/{key}", summary="Get a data stream", response=DataStreamOut, errors=(404,))
 def get_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
-    return DataStreamOut.model_validate(container().ports.data_streams.get(request.environment, key))
+    return stream_out(container().ports.data_streams.get(request.environment, key))
 
 
 @router.route("PATCH", "/data_streams/{key}", summary="Rename or describe a data stream",
@@ -44,7 +88,7 @@ def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
         description_given="description" in body.model_fields_set, requested_key=body.key,
         requested_type=body.type,
     )
-    return DataStreamOut.model_validate(stream)
+    return stream_out(stream)
 
 
 @router.route("DELETE", "/data_streams/{key}", summary="Delete a data stream and everything in it",

@@ -4,6 +4,7 @@ from __future__ import annotations
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas import (
     CreateFileImport,
+    CreateRoutedFileImport,
     CursorQuery,
     FileImportDetailOut,
     FileImportOut,
@@ -35,8 +36,20 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
         container().ports, request.environment, key, filename=body.filename, source=source,
         on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
         date_format=body.date_format, decimal_places=body.decimal_places,
-        nacha_control_mismatch=body.nacha_control_mismatch,
+        nacha_control_mismatch=body.nacha_control_mismatch, control_mismatch=body.control_mismatch,
     )
+    return FileImportOut(**ingestion_job_fields(job), upload_url=url)
+
+
+@router.route("POST", "/file_imports", summary="Create a bank statement import routed by account (each account "
+              "to the bank_feed stream that holds it) and get its upload URL", status=201,
+              body=CreateRoutedFileImport, response=FileImportOut, errors=(422,))
+def create_routed_file_import(request: ApiRequest) -> FileImportOut:
+    body: CreateRoutedFileImport = request.body
+    job, url = service.create_import(
+        container().ports, request.environment, None, filename=body.filename, source=JobSource(body.format),
+        on_conflict=OnConflict(body.on_conflict), column_mapping={}, date_format="YYYY-MM-DD", decimal_places=None,
+        control_mismatch=body.control_mismatch)
     return FileImportOut(**ingestion_job_fields(job), upload_url=url)
 
 

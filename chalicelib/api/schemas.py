@@ -95,6 +95,33 @@ class UpdateDataStream(RequestModel):
     type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
 
 
+class StatementDayOut(BaseModel):
+    """One statement day of a bank_feed stream, as the bank reported it (signed minor units:
+    credit positive)."""
+    date: date
+    statement_id: str
+    account: str
+    currency: str
+    decimal_places: int
+    opening_booked: int | None
+    closing_booked: int | None
+    closing_available: int | None = Field(description="Where the bank reported it")
+    file_import_id: int
+    gap: bool = Field(description="The opening balance differs from the previous statement day's closing: a "
+                                  "statement is missing, or the bank restated one")
+
+
+class BalancePage(BaseModel):
+    data: list[StatementDayOut]
+    next_cursor: str | None
+    limit: int
+
+
+class BalanceQuery(CursorQuery):
+    date_from: date | None = Field(default=None, description="Statement days on or after (YYYY-MM-DD)")
+    date_to: date | None = Field(default=None, description="Statement days on or before (YYYY-MM-DD)")
+
+
 class DataStreamOut(ResponseModel):
     id: int
     key: str
@@ -105,6 +132,16 @@ class DataStreamOut(ResponseModel):
     program_id: int | None
     records_count: int
     created_at: Timestamp
+    latest_balance: StatementDayOut | None = Field(default=None, description="bank_feed streams: the newest "
+                                                   "statement day imported (null until one is)")
+
+    @model_serializer(mode="wrap")
+    def _balance_on_bank_feeds_only(self, handler):  # type: ignore[no-untyped-def]
+        # No return annotation: the documented schema stays the model's own.
+        shown = handler(self)
+        if shown.get("type") != "bank_feed":
+            shown.pop("latest_balance", None)
+        return shown
 
 
 class DataStreamPage(BaseModel):
@@ -275,7 +312,9 @@ class RecordPage(BaseModel):
 
 class CreateFileImport(RequestModel):
     filename: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
-    format: Literal["csv", "nacha"]
+    format: Literal["csv", "nacha", "bai2", "camt053", "mt940"] = Field(
+        description="bai2, camt053 and mt940 are bank statements: only the stream's own account (its "
+        "bank_account_id) is imported; other accounts of the file are listed in error_details")
     on_conflict: Literal["skip", "error"] = "skip"
     column_mapping: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)],
                          Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
@@ -288,6 +327,19 @@ class CreateFileImport(RequestModel):
         default="refuse", description="NACHA only: a file whose entries and amount totals agree but whose "
         "control counts (batch, block, entry/addenda count) or entry hash do not is refused (default), or "
         "imported with each disagreement listed in error_details.warnings ('warn'). See docs/nacha.md")
+    control_mismatch: Literal["refuse", "warn"] = Field(
+        default="refuse", description="Bank statements (bai2, camt053, mt940): a file whose control totals, "
+        "record counts or balances disagree is refused (default), or imported with each disagreement listed in "
+        "error_details.warnings ('warn')")
+
+
+class CreateRoutedFileImport(RequestModel):
+    filename: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+    format: Literal["bai2", "camt053", "mt940"] = Field(
+        description="A bank statement format: each account goes to the bank_feed stream whose bank_account_id "
+        "matches it")
+    on_conflict: Literal["skip", "error"] = "skip"
+    control_mismatch: Literal["refuse", "warn"] = "refuse"
 
 
 class FileImportOut(IngestionJobOut):

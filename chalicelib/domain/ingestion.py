@@ -55,6 +55,14 @@ class JobSource(str, Enum):
     BULK_API = "bulk_api"
     CSV = "csv"
     NACHA = "nacha"
+    BAI2 = "bai2"
+    CAMT053 = "camt053"
+    MT940 = "mt940"
+
+    @property
+    def is_statement(self) -> bool:
+        """A bank statement format: its accounts route it to `bank_feed` streams."""
+        return self in (JobSource.BAI2, JobSource.CAMT053, JobSource.MT940)
 
 
 class OnConflict(str, Enum):

@@ -34,7 +34,7 @@ from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services import agent_runs
+from chalicelib.services import agent_runs, statement_imports
 from chalicelib.services.ingestion import (
     conclude,
     process_chunk,
@@ -66,11 +66,17 @@ def execution_name(job: IngestionJob, attempt: int | str = 0) -> str:
 
 # Creating ---------------------------------------------------------------------------------
 
-def create_import(ports: Ports, environment: str, stream_key: str, *, filename: str, source: JobSource,
+def create_import(ports: Ports, environment: str, stream_key: str | None, *, filename: str, source: JobSource,
                   on_conflict: OnConflict, column_mapping: dict[str, str], date_format: str,
-                  decimal_places: int | None, nacha_control_mismatch: str = "refuse") -> tuple[IngestionJob, str]:
-    """A pending import and the presigned URL to PUT its file to; the upload starts it."""
-    ports.data_streams.get(environment, stream_key)  # 404 when the stream is not there
+                  decimal_places: int | None, nacha_control_mismatch: str = "refuse",
+                  control_mismatch: str = "refuse") -> tuple[IngestionJob, str]:
+    """A pending import and the presigned URL to PUT its file to; the upload starts it. A bank
+    statement with no stream is routed by its accounts (statement_imports.py)."""
+    if stream_key is not None:
+        ports.data_streams.get(environment, stream_key)  # 404 when the stream is not there
+    elif not source.is_statement:
+        raise ValidationFailed.on("format", "only a bank statement (bai2, camt053, mt940) is routed by account; "
+                                            "import other files into a stream")
     job_id = ports.counters.next_id(environment, "ingestion_job")
     job = IngestionJob(
         environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
@@ -79,7 +85,7 @@ def create_import(ports: Ports, environment: str, stream_key: str, *, filename: 
         file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
         data_stream_key=stream_key,
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places,
-                 "nacha_control_mismatch": nacha_control_mismatch},
+                 "nacha_control_mismatch": nacha_control_mismatch, "control_mismatch": control_mismatch},
     )
     ports.ingestion_jobs.add(job)
     url = ports.payloads.upload_url(job.import_file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
@@ -122,9 +128,12 @@ def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | 
 
 def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
     parts = key.split("/")
-    if len(parts) == 3 and parts[2] and ENVIRONMENT_PATTERN.match(parts[1]):  # no stream folder: for an agent
-        agent_runs.on_file_dropped(ports, parts[1], key, etag)
-        return None
+    if len(parts) == 3 and parts[2] and ENVIRONMENT_PATTERN.match(parts[1]):  # no stream folder
+        statement = statement_format(parts[2], _head(ports, key))
+        if statement is None:  # for the environment's file-drop agent
+            agent_runs.on_file_dropped(ports, parts[1], key, etag)
+            return None
+        return _drop_import(ports, key, etag, parts[1], None, parts[2], statement)
     if len(parts) < 4 or not parts[3]:
         return None
     environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])
@@ -134,13 +143,21 @@ def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
         ports.data_streams.get(environment, stream_key)
     except NotFound:
         return None  # a drop for a stream that is not there: nothing to import into
+    return _drop_import(ports, key, etag, environment, stream_key, filename, _format_of(filename, _head(ports, key)))
+
+
+def _head(ports: Ports, key: str) -> bytes:
     try:
-        head = ports.payloads.head_bytes(key, 200)
+        return ports.payloads.head_bytes(key, SNIFF_BYTES)
     except Exception:  # an empty object has no byte 0; prepare then fails it with "file is empty"
-        head = b""
-    source = _format_of(filename, head)
+        return b""
+
+
+def _drop_import(ports: Ports, key: str, etag: str, environment: str, stream_key: str | None, filename: str,
+                 source: JobSource) -> IngestionJob:
+    """The import of a dropped object (routed by account when it has no stream), one per object
+    however often its event arrives."""
     job_id = ports.counters.next_id(environment, "ingestion_job")
-    # One import per dropped object, however often its event arrives.
     job_id, _ = ports.ingestion_jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
     job = ports.ingestion_jobs.find(environment, job_id)
     if job is None:
@@ -161,11 +178,38 @@ def _safe_name(filename: str) -> str:
     return SAFE_FILENAME.sub("_", filename).strip(".")[:120] or "file"
 
 
+STATEMENT_EXTENSIONS = {".bai": JobSource.BAI2, ".bai2": JobSource.BAI2, ".sta": JobSource.MT940,
+                        ".mt940": JobSource.MT940, ".940": JobSource.MT940, ".camt": JobSource.CAMT053}
+SNIFF_BYTES = 512
+
+
+def statement_format(filename: str, head: bytes) -> JobSource | None:
+    """A bank statement's format from its extension or its first bytes, or None: BAI2 opens with a
+    `01,` file header, MT940 with a SWIFT block `{1:` or its `:20:` tag, camt.053 is XML naming
+    its namespace."""
+    lowered = filename.lower()
+    for extension, source in STATEMENT_EXTENSIONS.items():
+        if lowered.endswith(extension):
+            return source
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"01,"):
+        return JobSource.BAI2
+    if text.startswith((b"{1:", b":20:")):
+        return JobSource.MT940
+    if text.startswith(b"<") and b"camt.053" in head:
+        return JobSource.CAMT053
+    return None
+
+
 def _format_of(filename: str, head: bytes) -> JobSource:
-    """From the extension, else by sniffing: a NACHA file opens with a '101' file header."""
+    """From the extension, else by sniffing: a NACHA file opens with a '101' file header; the
+    statement formats as statement_format() tells."""
     lowered = filename.lower()
     if lowered.endswith((".ach", ".nacha")):
         return JobSource.NACHA
+    statement = statement_format(filename, head)
+    if statement is not None:
+        return statement
     if lowered.endswith((".csv", ".txt")) and not head.startswith(b"101"):
         return JobSource.CSV
     return JobSource.NACHA if head.lstrip(b"\xef\xbb\xbf").startswith(b"101") else JobSource.CSV
@@ -194,13 +238,19 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
         if size > MAX_IMPORT_BYTES:
             raise FileRejected(f"file is {size} bytes; imports accept up to {MAX_IMPORT_BYTES} bytes: split it",
                                {"bytes": size, "limit": MAX_IMPORT_BYTES})
-        parsed = _parse(job, ports.payloads.get_bytes(job.import_file_key))
+        parsed = _parse(ports, job, ports.payloads.get_bytes(job.import_file_key))
     except FileRejected as rejected:
         conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"
-    if parsed.summary.get("warnings"):  # shown once the import completes (nacha_control_mismatch: warn)
-        ports.payloads.put_json(_warnings_key(job), {"warnings": parsed.summary["warnings"],
-                                                     "warning_count": parsed.summary["warning_count"]})
+    if parsed.summary.get("warnings"):  # shown once the import completes (a lenient control, an account left out)
+        ports.payloads.put_json(_warnings_key(job), {
+            "warnings": parsed.summary["warnings"], "warning_count": parsed.summary["warning_count"],
+            **({"accounts_not_imported": parsed.summary["accounts_not_imported"]}
+               if "accounts_not_imported" in parsed.summary else {})})
+    if job.source.is_statement:  # written when the import completes
+        ports.payloads.put_json(_balances_key(job), parsed.summary.get("balances", []))
+        streams_written = sorted({row.item["data_stream_key"] for row in parsed.rows if row.item})
+        ports.ingestion_jobs.link_to_streams(job, [k for k in streams_written if k != job.data_stream_key])
     ranges = chunk_ranges(len(parsed.rows), FILE_CHUNK_ROWS)
     for number, rows in enumerate(ranges):
         ports.payloads.put_json(_chunk_key(job, number), {"rows": [
@@ -219,7 +269,9 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
     if past_chunks:
         return past_chunks
     deadline = time.monotonic() + budget.total_seconds()
-    streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}])
+    # A statement routed by account feeds several streams: each row names its own.
+    streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}]
+                              if job.data_stream_key else [])
     written = 0
     for number in range(job.chunk_count or 0):
         if number in job.done_chunks:
@@ -235,6 +287,8 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
             return "stop"
         rows = [ChunkRow(index, item, line, error)
                 for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
+        streams.update(stream_contexts(ports, environment, [r.item for r in rows if isinstance(r.item, dict)
+                                                            and r.item.get("data_stream_key") not in streams]))
         job = ports.ingestion_jobs.save_chunk(job, process_chunk(ports, job, number, rows, streams))
         written += 1
     return "finish"
@@ -245,6 +299,8 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
     if job.finished:
         settle(ports, job)
     else:
+        if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
+            statement_imports.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
         conclude(ports, job, JobStatus.COMPLETED, **_parse_warnings(ports, job))
     return "stop"
 
@@ -253,10 +309,15 @@ def _warnings_key(job: IngestionJob) -> str:
     return f"imports/{job.environment}/{job.id}/warnings.json"
 
 
+def _balances_key(job: IngestionJob) -> str:
+    return f"imports/{job.environment}/{job.id}/balances.json"
+
+
 def _parse_warnings(ports: Ports, job: IngestionJob) -> dict[str, Any]:
     """error_details of a completed import accepted with warnings (only an import that asked
     for them can have any, so no other import pays for the look)."""
-    if job.source is not JobSource.NACHA or (job.options or {}).get("nacha_control_mismatch") != "warn":
+    lenient_nacha = job.source is JobSource.NACHA and (job.options or {}).get("nacha_control_mismatch") == "warn"
+    if not (lenient_nacha or job.source.is_statement):
         return {}
     if not ports.payloads.exists(_warnings_key(job)):
         return {}
@@ -295,7 +356,9 @@ def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:
     return shared_decimal_places(items) if items else minor_units(DEFAULT_CURRENCY)
 
 
-def _parse(job: IngestionJob, data: bytes) -> ParsedFile:
+def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
+    if job.source.is_statement:
+        return statement_imports.parse_statement(ports, job, data)
     if job.source is JobSource.NACHA:
         parsed = parse_nacha(data, control_mismatch=(job.options or {}).get("nacha_control_mismatch") or "refuse")
         for row in parsed.rows:
@@ -323,6 +386,8 @@ def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
 def check_create_options(source: JobSource, date_format: str, decimal_places: int | None) -> None:
     if source is JobSource.NACHA and decimal_places not in (None, 2):
         raise ValidationFailed.on("decimal_places", "NACHA amounts are always in cents (2)")
+    if source.is_statement and decimal_places is not None:
+        raise ValidationFailed.on("decimal_places", "a bank statement's amounts are in its currency's minor units")
 
 
 # The stuck-job sweeper ---------------------------------------------------------------------

@@ -340,7 +340,8 @@ def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, Kn
             return rows
         for number in chunks:
             for index, line, item, _ in ports.payloads.get_json(file_chunk_key(job, number))["rows"]:
-                rows[index] = _known_row(item, line, job.import_stream_key)
+                own = item.get("data_stream_key") if isinstance(item, dict) else None  # a routed statement's
+                rows[index] = _known_row(item, line, own if isinstance(own, str) else job.import_stream_key)
     except Exception:  # the payload is gone (the reason the job failed, perhaps): results without them
         logger.warning("rows of an ended job cannot be read", extra={"job_id": job.id})
     return rows

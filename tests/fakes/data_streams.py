@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import iso, utc_now
-from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition
+from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from tests.fakes._support import newest_first_page, padded, stored_time
 from tests.fakes.counters import FakeCounters
@@ -65,6 +65,10 @@ class FakeDataStreamRepository:
         """Newest first (by id); streams being deleted stay listed, as in the adapter's index."""
         entries = [(padded(r.stream.id), r.stream) for (env, _), r in self.rows.items() if env == environment]
         return newest_first_page(f"streams/{environment}", entries, limit, cursor)
+
+    def bank_feeds(self, environment: str) -> list[DataStream]:
+        return [r.stream for (env, _), r in sorted(self.rows.items()) if env == environment
+                and r.stream.type is StreamType.BANK_FEED and not r.stream.deleting]
 
     def save(self, stream: DataStream) -> None:
         """Write a renamed stream; `stream.version` must be one past the stored version."""

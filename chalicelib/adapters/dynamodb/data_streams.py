@@ -61,6 +61,12 @@ class DataStreamRepository:
         )
         return [self._from_item(i) for i in page.items], page.cursor
 
+    def bank_feeds(self, environment: str) -> list[DataStream]:
+        """Every bank_feed stream of the environment (what a statement's accounts are routed to)."""
+        items = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1)
+        streams = [self._from_item(i) for i in items]
+        return [s for s in streams if s.type is StreamType.BANK_FEED and not s.deleting]
+
     def save(self, stream: DataStream) -> None:
         """Write a renamed stream; `stream.version` must be one past the stored version.
 

@@ -229,6 +229,10 @@ agent          | -    | {E}#AGENT#<uuid>      | AGENT           | agents: add; s
                | gsi2 | SCHEDULED_AGENTS      | <env>#<uuid>    | add, save: while        | scheduled: the schedules
                |      |                       |                 | scheduled               | put back (local start)
                |      |                       |                 |                         |
+statement day  | -    | {E}#BALANCES#<stream> | <date>#<stmt id>| balances: put_many (an  | page: GET /data_streams/
+(balances)     |      |                       |                 | import completing);     | {key}/balances, newest
+               |      |                       |                 | remove_stream           | first; latest
+               |      |                       |                 |                         |
 browser agent  | -    | BROWSER_AGENT#<uuid>  | BROWSER_AGENT   | agents: add, remove     | environment_of: the CLI
 directory      |      |                       |                 | (browser agents only)   | names an agent by id
                |      |                       |                 |                         |
@@ -317,6 +321,7 @@ starts with its environment.
 """
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 # The table's global secondary indexes (infra/template.yaml); each keys on gsiNpk / gsiNsk.
@@ -781,6 +786,15 @@ def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, s
 
 
 SCHEDULED_AGENTS_PK = "SCHEDULED_AGENTS"
+
+
+def stream_balances_pk(environment: str, stream_key: str) -> str:
+    return f"{env_prefix(environment)}#BALANCES#{stream_key}"
+
+
+def stream_balance_sk(day: date, statement_id: str) -> str:
+    """Newest first by date; statements of one day apart by their id."""
+    return f"{day.isoformat()}#{statement_id}"
 
 
 AGENT_RUNS_IN_FLIGHT_PK = "AGENT_RUNS_IN_FLIGHT"

@@ -1,0 +1,113 @@
+"""Bank statement imports (BAI2, camt.053, MT940): a statement's transactions become records of the
+`bank_feed` stream that holds their account, and its balances are kept per statement day.
+
+An import into a stream takes only that stream's account; any other account of the file is
+listed as not imported. An import with no stream (`POST /file_imports`, or a statement dropped
+straight under `drops/<environment>/`) routes each account to the `bank_feed` stream whose
+`bank_account_id` matches it, compared normalised (case, spaces, a plain number's leading zeros);
+it fails only when no account of the file matches. The balances wait with the import's chunks and
+are written when it completes: a failed or cancelled import leaves none.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date
+from typing import Any
+
+from chalicelib.domain.balances import StatementDay
+from chalicelib.domain.ingestion import IngestionJob, JobSource
+from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow
+from chalicelib.domain.parsers.statements import ParsedStatements, StatementTransaction, normalise_account
+from chalicelib.services.ports import Ports
+
+MAX_LISTED_ACCOUNTS = 50
+
+
+def _parser(source: JobSource):  # type: ignore[no-untyped-def]
+    """The format's parser, imported when a statement is parsed (not by every function)."""
+    if source is JobSource.BAI2:
+        from chalicelib.domain.parsers.bai2 import parse_bai2
+        return parse_bai2
+    if source is JobSource.CAMT053:
+        from chalicelib.domain.parsers.camt053 import parse_camt053
+        return parse_camt053
+    from chalicelib.domain.parsers.mt940 import parse_mt940
+    return parse_mt940
+
+
+def parse_statement(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
+    """The file's transactions as record items of the streams their accounts route to. The
+    summary holds the warnings (lenient controls, accounts not imported) and the balances."""
+    lenient = (job.options or {}).get("control_mismatch") == "warn"
+    statements: ParsedStatements = _parser(job.source)(data, lenient)
+    routes = routes_of(ports, job, statements.accounts)
+    missing = [a for a in statements.accounts if normalise_account(a) not in routes]
+    if not routes:
+        where = f"data stream '{job.data_stream_key}'" if job.data_stream_key else "any bank_feed stream"
+        raise FileRejected(f"no account of the file is held by {where}: its accounts are "
+                           + ", ".join(missing[:MAX_LISTED_ACCOUNTS]) + "; set a stream's bank_account_id to one",
+                           {"accounts_not_imported": missing[:MAX_LISTED_ACCOUNTS]})
+    rows = [ParsedRow(line=tx.position, item=record_item(tx, routes[normalise_account(tx.account)]))
+            for tx in statements.transactions if normalise_account(tx.account) in routes]
+    warnings = list(statements.warnings) + [
+        f"account {a}: not imported: " + (f"data stream '{job.data_stream_key}' holds account "
+                                          f"{_stream_account(ports, job)}" if job.data_stream_key
+                                          else "no bank_feed stream has it as its bank_account_id")
+        for a in missing]
+    summary: dict[str, Any] = {"balances": [
+        _balance_json(routes[normalise_account(b.account)], b) for b in statements.balances
+        if normalise_account(b.account) in routes]}
+    if warnings:
+        summary.update(warnings=warnings, warning_count=len(warnings),
+                       accounts_not_imported=missing[:MAX_LISTED_ACCOUNTS])
+    return ParsedFile(rows=rows, summary=summary)
+
+
+def routes_of(ports: Ports, job: IngestionJob, accounts: Iterable[str]) -> dict[str, str]:
+    """Normalised account -> the key of the stream its transactions go to."""
+    wanted = {normalise_account(a) for a in accounts}
+    if job.data_stream_key is not None:
+        stream = ports.data_streams.get(job.environment, job.data_stream_key)
+        if stream.bank_account_id is None:  # a stream with no account takes a file of one account
+            return {next(iter(wanted)): stream.key} if len(wanted) == 1 else {}
+        held = normalise_account(stream.bank_account_id)
+        return {held: stream.key} if held in wanted else {}
+    routes: dict[str, str] = {}
+    for stream in ports.data_streams.bank_feeds(job.environment):
+        if stream.bank_account_id is not None and normalise_account(stream.bank_account_id) in wanted:
+            routes.setdefault(normalise_account(stream.bank_account_id), stream.key)
+    return routes
+
+
+def _stream_account(ports: Ports, job: IngestionJob) -> str:
+    stream = ports.data_streams.get(job.environment, job.import_stream_key)
+    return stream.bank_account_id or "(none)"
+
+
+def record_item(tx: StatementTransaction, stream_key: str) -> dict[str, Any]:
+    metadata = {k: v for k, v in tx.metadata.items() if v not in (None, "")}
+    if tx.value_date is not None:
+        metadata.setdefault("value_date", tx.value_date.isoformat())
+    metadata.setdefault("account", tx.account)
+    return {"data_stream_key": stream_key, "external_id": tx.external_id, "amount": tx.amount,
+            "direction": tx.direction, "date": tx.booking_date.isoformat(), "currency": tx.currency,
+            "decimal_places": tx.decimal_places, "description": tx.description or None, "metadata": metadata}
+
+
+def _balance_json(stream_key: str, balance: Any) -> dict[str, Any]:
+    return {"data_stream_key": stream_key, "date": balance.date.isoformat(), "statement_id": balance.statement_id,
+            "account": balance.account, "currency": balance.currency, "decimal_places": balance.decimal_places,
+            "opening_booked": balance.opening_booked, "closing_booked": balance.closing_booked,
+            "closing_available": balance.closing_available}
+
+
+def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]]) -> None:
+    """The statement days of a completed import (each stream's days, as its file reported them)."""
+    if ports.balances is None:
+        raise RuntimeError("this process has no balances store wired")
+    ports.balances.put_many([StatementDay(
+        environment=job.environment, data_stream_key=b["data_stream_key"], date=date.fromisoformat(b["date"]),
+        statement_id=b["statement_id"], account=b["account"], currency=b["currency"],
+        decimal_places=int(b["decimal_places"]), opening_booked=b["opening_booked"],
+        closing_booked=b["closing_booked"], closing_available=b["closing_available"], file_import_id=job.id)
+        for b in balances])
