@@ -34,6 +34,9 @@ CASES = {
     ("GET", "/file_imports/{id}/records"): ("GET", "/v1/file_imports/{bulk_request_id}/records", None, 404),
     ("GET", "/file_imports/{id}/results"): ("GET", "/v1/file_imports/{bulk_request_id}/results", None, 404),
     ("POST", "/file_imports/{id}/cancel"): ("POST", "/v1/file_imports/{bulk_request_id}/cancel", None, 404),
+    # B's own import, routed among B's streams only (tests/integration/test_statement_imports.py)
+    ("POST", "/file_imports"): ("POST", "/v1/file_imports", {"filename": "s.bai2", "format": "bai2"}, "creates"),
+    ("GET", "/data_streams/{key}/balances"): ("GET", "/v1/data_streams/bank/balances", None, 404),
     # Reconciliations and their rules
     ("POST", "/reconciliations"): ("POST", "/v1/reconciliations", {
         "name": "R", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"]}, "refers_to_unknown_streams"),
@@ -108,7 +111,7 @@ CASES = {
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
 # of its own; every other case only reads or is refused (404/422), and they share one world per module
 # (module_state_unchanged fails any of them that changes it).
-MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk")}
+MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports")}
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}"]
 
