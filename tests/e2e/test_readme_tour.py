@@ -107,7 +107,12 @@ def test_the_readme_tour_runs_end_to_end_against_a_fresh_stack(fresh_stack, tmp_
     run = fresh_stack.request("GET", "/reconciliations/1/runs/1").json()
     assert run["status"] == "completed" and run["matched_records"] >= 2, run
     matches = fresh_stack.request("GET", "/reconciliation_matches", params={"reconciliation_id": 1}).json()["data"]
-    assert len(matches) == 3, matches
+    assert len(matches) == 4, matches  # the Stripe payout, the Globex wire, Acme's payment, the statement's wire
+    statement = [j for j in fresh_stack.request("GET", "/data_streams/bank/file_imports").json()["data"]
+                 if j["source"] == "bai2"]
+    assert [(j["status"], j["successful_items"]) for j in statement] == [("completed", 1)], statement
+    [day] = fresh_stack.request("GET", "/data_streams/bank/balances").json()["data"]
+    assert (day["opening_booked"], day["closing_booked"], day["gap"]) == (171500, 269500, False), day
     fee = fresh_stack.request("GET", "/reconciliation_exceptions/1",
                               params={"direction": "debit", "age_bucket": "gt_90d"}).json()
     assert fee["filtered_aggregates"]["record_count"] == 1, fee

@@ -33,10 +33,10 @@ class BalanceRepository:
         return [self._from_item(i) for i in page.items], page.cursor
 
     def older_than(self, day: StatementDay) -> StatementDay | None:
-        """The statement day just before `day` in the stream (for its gap flag)."""
+        """The newest statement day of the stream before `day`'s date (for its gap flag). By the
+        `date` attribute: a filter may not name the sort key."""
         page = self._table.query_page("pk", keys.stream_balances_pk(day.environment, day.data_stream_key), limit=1,
-                                      filter=Filter("#fs < :fsk", {"#fs": "sk"},
-                                                    {":fsk": keys.stream_balance_sk(day.date, day.statement_id)}))
+                                      filter=Filter("#fd < :fday", {"#fd": "date"}, {":fday": day.date.isoformat()}))
         return self._from_item(page.items[0]) if page.items else None
 
     def latest(self, environment: str, stream_key: str) -> StatementDay | None:
