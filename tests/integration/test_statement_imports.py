@@ -9,6 +9,7 @@ import requests
 
 from chalicelib.services.api_keys import create_key
 from tests.integration.test_file_imports import upload
+from tests.support.mt940_files import Line, Statement, free_text, write_file
 
 # A BAI2 file of two accounts (the second with no transaction), control totals as the spec adds them:
 # each 49 sums its account's 03 and 16 amounts and counts its records (03 to 49).
@@ -148,3 +149,24 @@ def test_a_statement_of_another_environment_is_routed_among_its_own_streams_only
     assert job["status"] == "failed" and "any bank_feed stream" in job["error_message"]
     assert api.get("/v1/records?data_stream_key=operating").json_body["data"] == []
     assert api.get("/v1/data_streams/operating/balances").json_body["data"] == []
+
+
+def test_an_mt940_statement_dropped_into_a_streams_folder_is_sniffed_and_imported(api, services, runtime):
+    stream(api, "eur", "DE89 3704 0044 0532 0130 00")
+    data = write_file([Statement("DE89370400440532013000", [
+        Line(250_00, "C", bank_reference="BR-1", information=free_text("Invoice 17")),
+        Line(40_00, "RC", bank_reference="BR-2", information=free_text("Returned credit"))],
+        opening=1_000_00)], envelope=True, line_ending="\r\n")
+    key = "drops/acme/eur/statement.txt"  # the extension says nothing: its first bytes do
+    services.aws.s3.put_object(Bucket=services.settings.bucket_name, Key=key, Body=data)
+    head = services.aws.s3.head_object(Bucket=services.settings.bucket_name, Key=key)
+    runtime.deliver_s3_event(services.settings.bucket_name, key, head["ETag"].strip('"'), len(data))
+
+    [job] = api.get("/v1/data_streams/eur/file_imports").json_body["data"]
+    assert (job["status"], job["source"], job["successful_items"]) == ("completed", "mt940", 2), job
+    records = {r["external_id"]: r for r in api.get("/v1/records?data_stream_key=eur").json_body["data"]}
+    assert (records["BR-1"]["amount"], records["BR-1"]["direction"], records["BR-1"]["currency"]) == (
+        25000, "credit", "EUR")
+    assert records["BR-2"]["direction"] == "debit" and records["BR-2"]["metadata"]["reversal"] is True
+    [day] = api.get("/v1/data_streams/eur/balances").json_body["data"]
+    assert (day["opening_booked"], day["closing_booked"]) == (100000, 121000)
