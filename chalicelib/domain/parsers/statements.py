@@ -20,10 +20,12 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from chalicelib.domain.money import minor_units
+from chalicelib.domain.money import MAX_AMOUNT, minor_units
 from chalicelib.domain.parsers import FileRejected
 
 MAX_STATEMENT_BYTES = 200 * 1024 * 1024  # a day's statement file of a large bank holds a few million lines
+MAX_AMOUNT_DIGITS = 24
+PLAIN_DECIMAL = re.compile(r"^\+?[0-9]{1,24}(?:[.,][0-9]{0,12})?$")
 
 
 @dataclass(slots=True)
@@ -91,11 +93,15 @@ def to_minor_units(text: str, currency: str, where: str, implied_decimals: int |
     places = minor_units(currency)
     raw = text.strip()
     try:
+        # Plain digits only: Decimal would also take exponents ("1e999999" is slow to scale, and
+        # larger ones overflow with an error of its own) and NaN.
         if implied_decimals is not None:
-            if not raw.lstrip("+-").isdigit():
+            if not raw.lstrip("+-").isdigit() or len(raw) > MAX_AMOUNT_DIGITS:
                 raise InvalidOperation
             value = Decimal(raw).scaleb(-implied_decimals)
         else:
+            if not PLAIN_DECIMAL.match(raw):
+                raise InvalidOperation
             value = Decimal(raw.replace(",", "."))
     except InvalidOperation:
         raise FileRejected(f"{where}: amount {text!r} is not a number",
@@ -104,6 +110,9 @@ def to_minor_units(text: str, currency: str, where: str, implied_decimals: int |
         raise FileRejected(f"{where}: amount {text!r} is not a positive number",
                            {"where": where, "expected": "a positive amount", "found": text})
     scaled = value.scaleb(places)
+    if scaled > MAX_AMOUNT:
+        raise FileRejected(f"{where}: amount {text!r} is too large",
+                           {"where": where, "expected": f"at most {MAX_AMOUNT} minor units", "found": text})
     if scaled != scaled.to_integral_value():
         raise FileRejected(f"{where}: amount {text!r} has more decimals than {currency}'s {places}",
                            {"where": where, "expected": f"at most {places} decimals", "found": text})
