@@ -4,11 +4,15 @@ environment's root) routes each account to the bank_feed stream that holds it; b
 per statement day, with gaps flagged; a statement imported again is skipped record by record."""
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 import requests
 
 from chalicelib.services.api_keys import create_key
 from tests.integration.test_file_imports import upload
+from tests.support.camt_files import Detail, Entry, write_camt053
+from tests.support.camt_files import Statement as CamtStatement
 from tests.support.mt940_files import Line, Statement, free_text, write_file
 
 # A BAI2 file of two accounts (the second with no transaction), control totals as the spec adds them:
@@ -170,3 +174,30 @@ def test_an_mt940_statement_dropped_into_a_streams_folder_is_sniffed_and_importe
     assert records["BR-2"]["direction"] == "debit" and records["BR-2"]["metadata"]["reversal"] is True
     [day] = api.get("/v1/data_streams/eur/balances").json_body["data"]
     assert (day["opening_booked"], day["closing_booked"]) == (100000, 121000)
+
+
+def test_a_camt053_file_of_two_accounts_is_routed_with_its_batched_entry_split_by_detail(api, services, runtime):
+    stream(api, "eur", "DE89 3704 0044 0532 0130 00")
+    stream(api, "jpy", "JP-000777")
+    day = date(2026, 11, 20)
+    batch = Entry(300_00, "CRDT", day, account_servicer_ref="AS-BATCH", details=[
+        Detail(100_00, account_servicer_ref="AS-B1", end_to_end_id="E2E-1", remittance=["INV 1"]),
+        Detail(200_00, account_servicer_ref="AS-B2", end_to_end_id="E2E-2", remittance=["INV 2"])])
+    data = write_camt053([
+        CamtStatement("STMT-EUR", "DE89370400440532013000", "EUR", 1_000_00, day, [
+            batch, Entry(50_00, "DBIT", day, account_servicer_ref="AS-FEE", additional_info="Fee")]),
+        CamtStatement("STMT-JPY", "JP000777", "JPY", 5000, day, [Entry(1200, "CRDT", day, account_servicer_ref="AS-Y")],
+                      other_account=True)])
+
+    job = statement_into(api, services, runtime, "/v1/file_imports", data.decode(), format="camt053",
+                         filename="statement.xml")
+
+    assert (job["status"], job["successful_items"]) == ("completed", 4), job
+    eur = {r["external_id"]: r for r in api.get("/v1/records?data_stream_key=eur").json_body["data"]}
+    assert {k: (r["amount"], r["direction"]) for k, r in eur.items()} == {
+        "AS-B1": (10000, "credit"), "AS-B2": (20000, "credit"), "AS-FEE": (5000, "debit")}
+    assert eur["AS-B1"]["metadata"]["end_to_end_id"] == "E2E-1"
+    [yen] = api.get("/v1/records?data_stream_key=jpy").json_body["data"]
+    assert (yen["amount"], yen["currency"]) == (1200, "JPY")
+    [day_eur] = api.get("/v1/data_streams/eur/balances").json_body["data"]
+    assert (day_eur["opening_booked"], day_eur["closing_booked"]) == (100000, 125000)
