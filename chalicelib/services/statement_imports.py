@@ -17,13 +17,19 @@ from typing import Any
 from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.ingestion import IngestionJob, JobSource
 from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow
-from chalicelib.domain.parsers.statements import ParsedStatements, StatementTransaction, normalise_account
+from chalicelib.domain.parsers.statements import (
+    ParsedStatements,
+    StatementBalance,
+    StatementParser,
+    StatementTransaction,
+    normalise_account,
+)
 from chalicelib.services.ports import Ports
 
 MAX_LISTED_ACCOUNTS = 50
 
 
-def _parser(source: JobSource):  # type: ignore[no-untyped-def]
+def _parser(source: JobSource) -> StatementParser:
     """The format's parser, imported when a statement is parsed (not by every function)."""
     if source is JobSource.BAI2:
         from chalicelib.domain.parsers.bai2 import parse_bai2
@@ -94,7 +100,7 @@ def record_item(tx: StatementTransaction, stream_key: str) -> dict[str, Any]:
             "decimal_places": tx.decimal_places, "description": tx.description or None, "metadata": metadata}
 
 
-def _balance_json(stream_key: str, balance: Any) -> dict[str, Any]:
+def _balance_json(stream_key: str, balance: StatementBalance) -> dict[str, Any]:
     return {"data_stream_key": stream_key, "date": balance.date.isoformat(), "statement_id": balance.statement_id,
             "account": balance.account, "currency": balance.currency, "decimal_places": balance.decimal_places,
             "opening_booked": balance.opening_booked, "closing_booked": balance.closing_booked,
