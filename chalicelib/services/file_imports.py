@@ -207,10 +207,12 @@ def _format_of(filename: str, head: bytes) -> JobSource:
     lowered = filename.lower()
     if lowered.endswith((".ach", ".nacha")):
         return JobSource.NACHA
-    statement = statement_format(filename, head)
+    if lowered.endswith(".csv") and not head.startswith(b"101"):  # a CSV may well open with "01,"
+        return JobSource.CSV
+    statement = statement_format(filename, head)  # banks send MT940 and BAI2 as .txt too
     if statement is not None:
         return statement
-    if lowered.endswith((".csv", ".txt")) and not head.startswith(b"101"):
+    if lowered.endswith(".txt") and not head.startswith(b"101"):
         return JobSource.CSV
     return JobSource.NACHA if head.lstrip(b"\xef\xbb\xbf").startswith(b"101") else JobSource.CSV
 

@@ -1,4 +1,4 @@
-"""What every statement parser shares: exact amounts in the currency's minor units (and only plain
+"""What every statement parser shares, and how a dropped file's format is told: exact amounts in the currency's minor units (and only plain
 decimals: no exponent or NaN reaches Decimal's slow or failing paths), and accounts compared
 normalised for routing."""
 from __future__ import annotations
@@ -7,8 +7,10 @@ from datetime import date
 
 import pytest
 
+from chalicelib.domain.ingestion import JobSource
 from chalicelib.domain.parsers import FileRejected
 from chalicelib.domain.parsers.statements import deterministic_id, normalise_account, to_minor_units
+from chalicelib.services.file_imports import _format_of
 
 
 def test_amounts_are_exact_in_the_currencys_minor_units():
@@ -40,3 +42,14 @@ def test_a_deterministic_id_depends_on_account_day_amount_direction_and_position
     assert first == deterministic_id("123456", day, 100, "credit", 1)
     assert len({first, deterministic_id("123456", day, 100, "credit", 2),
                 deterministic_id("123456", day, 100, "debit", 1)}) == 3
+
+
+def test_a_dropped_files_format_is_told_by_its_extension_then_its_first_bytes():
+    assert _format_of("morning.bai2", b"") is JobSource.BAI2
+    assert _format_of("statement.txt", b"{1:F01BANKDEFFAXXX}") is JobSource.MT940
+    assert _format_of("statement.txt", b"\xef\xbb\xbf01,BANKID,ACME,261123") is JobSource.BAI2
+    assert _format_of("statement", b'<?xml version="1.0"?><Document xmlns="urn:iso:std:iso:20022:tech:xsd:'
+                                   b'camt.053.001.08">') is JobSource.CAMT053
+    assert _format_of("codes.csv", b"01,Opening,100\n") is JobSource.CSV  # the extension says CSV
+    assert _format_of("payroll.txt", b"101 091000019") is JobSource.NACHA
+    assert _format_of("notes.txt", b"date,amount\n") is JobSource.CSV
