@@ -33,16 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chalicelib.adapters.browser_portal import PlaywrightPortal  # noqa: E402
 from chalicelib.domain.agents.browser import Credentials, PortalJob, check_settings  # noqa: E402
 from chalicelib.local.launcher import ROOT, StackProcess  # noqa: E402
-from tests.support.portal import TestPortal  # noqa: E402
+from tests.support.portal import PORTAL_SETTINGS, TestPortal  # noqa: E402
 
 USERNAME, PASSWORD = "bench@acme.test", "bench-password"
-SETTINGS = {
-    "login": {"username_selector": "#username", "password_selector": "#password", "submit_selector": "#sign-in"},
-    "verification": {"detect_selector": "#verification", "code_selector": "#code", "submit_selector": "#verify"},
-    "export": {"steps": [{"fill": "#from-date", "value": "{yesterday:%Y-%m-%d}"}, {"click": "#run-report"}],
-               "download_selector": "#export-csv", "format": "csv"},
-    "data_stream_key": "bank",
-}
 
 
 def wait(stack: StackProcess, path: str, done, timeout: float = 120) -> dict:
@@ -73,7 +66,7 @@ def start(stack: StackProcess, agent_id: str) -> tuple[float, int]:
 
 def baseline(portal: TestPortal, runs: int) -> list[float]:
     driver = PlaywrightPortal("/usr/bin/chromium", 15, 60)
-    settings = check_settings(SETTINGS)
+    settings = check_settings(PORTAL_SETTINGS)
     job = PortalJob(portal_url=portal.url, settings=settings, credentials=Credentials(USERNAME, PASSWORD),
                     today=date.today())
     first = driver.run(job)
@@ -95,7 +88,7 @@ def main() -> None:
         try:
             stack.request("POST", "/data_streams", {"key": "bank", "name": "Operating account"}).raise_for_status()
             settings_file = Path(tmp) / "portal.json"
-            settings_file.write_text(json.dumps(SETTINGS))
+            settings_file.write_text(json.dumps(PORTAL_SETTINGS))
             cli = [sys.executable, "-m", "chalicelib.cli", "agents"]
             made = subprocess.run([*cli, "create-browser", "--environment", "local", "--name", "Bench portal",
                                    "--automation", "portal_export", "--portal-url", portal.url,

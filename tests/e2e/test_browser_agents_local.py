@@ -15,20 +15,12 @@ from datetime import date, timedelta
 import pytest
 
 from chalicelib.local.launcher import ROOT, StackProcess
-from tests.support.portal import TestPortal
+from tests.support.portal import PORTAL_SETTINGS, TestPortal
 
 pytestmark = pytest.mark.xdist_group("browser")
 
 USERNAME, PASSWORD = "treasury-bot@acme.test", "s3cret-Portal-pw!"
 CODE_WAIT_SECONDS = 10
-SETTINGS = {
-    "login": {"username_selector": "#username", "password_selector": "#password", "submit_selector": "#sign-in"},
-    "verification": {"detect_selector": "#verification", "code_selector": "#code", "submit_selector": "#verify"},
-    "export": {"steps": [{"fill": "#from-date", "value": "{yesterday:%Y-%m-%d}"}, {"click": "#run-report"}],
-               "download_selector": "#export-csv", "format": "csv"},
-    "data_stream_key": "bank",
-    "import_options": {"date_format": "YYYY-MM-DD", "column_mapping": {}, "on_conflict": "skip"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +47,7 @@ def cli(stack, *args: str, stdin: str | None = None) -> subprocess.CompletedProc
 
 def create_agent(stack, tmp_path, portal, settings=None, name="Bank portal", login=(USERNAME, PASSWORD)) -> str:
     settings_file = tmp_path / f"{name}.json"
-    settings_file.write_text(json.dumps(settings or SETTINGS))
+    settings_file.write_text(json.dumps(settings or PORTAL_SETTINGS))
     made = cli(stack, "agents", "create-browser", "--environment", "local", "--name", name, "--automation",
                "portal_export", "--portal-url", portal.url, "--settings", str(settings_file))
     assert made.returncode == 0, made.stderr
@@ -93,7 +85,7 @@ def test_a_first_run_asks_for_a_code_completes_once_it_is_posted_and_the_next_re
     agent = stack.request("GET", f"/agents/{agent_id}").json()
     assert (agent["kind"], agent["instructions"], agent["model"]) == ("browser", "", None)
     assert agent["browser"]["has_credentials"] is True and agent["browser"]["has_browser_context"] is False
-    assert agent["browser"]["settings"] == SETTINGS and agent["browser"]["portal_url"] == portal.url
+    assert agent["browser"]["settings"] == PORTAL_SETTINGS and agent["browser"]["portal_url"] == portal.url
     assert stack.request("POST", f"/agents/{agent_id}/verification", {"code": "424242"}).status_code == 409
 
     first = run(stack, agent_id)
@@ -167,7 +159,7 @@ def test_a_wrong_password_fails_at_log_in_with_a_screenshot_and_no_login_anywher
 
 
 def test_a_selector_that_no_longer_matches_fails_naming_the_step_with_a_screenshot(stack, portal, tmp_path):
-    moved = {**SETTINGS, "export": {**SETTINGS["export"], "download_selector": "#export-xlsx"}}
+    moved = {**PORTAL_SETTINGS, "export": {**PORTAL_SETTINGS["export"], "download_selector": "#export-xlsx"}}
     agent_id = create_agent(stack, tmp_path, portal, settings=moved, name="Changed portal")
     first = failed_run(stack, agent_id)
     if first["status"] == "waiting_for_verification":  # a new browser context: the portal asks first
@@ -215,8 +207,8 @@ def test_the_api_never_creates_or_converts_a_browser_agent_and_patches_only_what
 
 def test_bad_settings_are_refused_by_the_command_line_naming_the_field(stack, portal, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**SETTINGS, "data_stream_key": "nowhere",
-                               "export": {**SETTINGS["export"], "steps": [{"fill": "#d"}]}}))
+    bad.write_text(json.dumps({**PORTAL_SETTINGS, "data_stream_key": "nowhere",
+                               "export": {**PORTAL_SETTINGS["export"], "steps": [{"fill": "#d"}]}}))
     made = cli(stack, "agents", "create-browser", "--environment", "local", "--name", "Bad", "--automation",
                "portal_export", "--portal-url", portal.url, "--settings", str(bad))
     assert made.returncode == 1

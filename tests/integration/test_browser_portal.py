@@ -21,7 +21,7 @@ from chalicelib.domain.agents.browser import (
     PortalJob,
     check_settings,
 )
-from tests.support.portal import DEFAULT_ROWS, TestPortal
+from tests.support.portal import DEFAULT_ROWS, PORTAL_SETTINGS, TestPortal
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -31,13 +31,7 @@ pytestmark = [
 
 USERNAME, PASSWORD, CODE = "ops@example.com", "s3cret-Passw0rd", "424242"
 TODAY = date(2024, 5, 15)
-SETTINGS = check_settings({
-    "login": {"username_selector": "#username", "password_selector": "#password", "submit_selector": "#sign-in"},
-    "verification": {"detect_selector": "#verification", "code_selector": "#code", "submit_selector": "#verify"},
-    "export": {"steps": [{"fill": "#from-date", "value": "{yesterday:%Y-%m-%d}"}, {"click": "#run-report"}],
-               "download_selector": "#export-csv"},
-    "data_stream_key": "bank",
-})
+SETTINGS = check_settings(PORTAL_SETTINGS)
 
 
 @pytest.fixture

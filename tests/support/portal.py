@@ -46,6 +46,18 @@ document.getElementById("run-report").onclick = function () {
 </script>"""
 
 
+# The settings of a portal_export agent for this portal: its selectors, the export's steps (the
+# date typed in, the report run, the CSV link), into a stream `bank`.
+PORTAL_SETTINGS = {
+    "login": {"username_selector": "#username", "password_selector": "#password", "submit_selector": "#sign-in"},
+    "verification": {"detect_selector": "#verification", "code_selector": "#code", "submit_selector": "#verify"},
+    "export": {"steps": [{"fill": "#from-date", "value": "{yesterday:%Y-%m-%d}"}, {"click": "#run-report"}],
+               "download_selector": "#export-csv", "format": "csv"},
+    "data_stream_key": "bank",
+    "import_options": {"date_format": "YYYY-MM-DD", "column_mapping": {}, "on_conflict": "skip"},
+}
+
+
 class TestPortal:
     """`with TestPortal() as portal:` serves on `portal.url` until the block ends."""
     __test__ = False  # its name starts with Test: pytest would try to collect it where it is imported
