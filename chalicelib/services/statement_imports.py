@@ -47,22 +47,21 @@ def parse_statement(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
     lenient = (job.options or {}).get("control_mismatch") == "warn"
     statements: ParsedStatements = _parser(job.source)(data, lenient)
     routes = routes_of(ports, job, statements.accounts)
-    missing = [a for a in statements.accounts if normalise_account(a) not in routes]
+    missing = [a for a in statements.accounts if a not in routes]
     if not routes:
         where = f"data stream '{job.data_stream_key}'" if job.data_stream_key else "any bank_feed stream"
         raise FileRejected(f"no account of the file is held by {where}: its accounts are "
                            + ", ".join(missing[:MAX_LISTED_ACCOUNTS]) + "; set a stream's bank_account_id to one",
                            {"accounts_not_imported": missing[:MAX_LISTED_ACCOUNTS]})
-    rows = [ParsedRow(line=tx.position, item=record_item(tx, routes[normalise_account(tx.account)]))
-            for tx in statements.transactions if normalise_account(tx.account) in routes]
-    warnings = list(statements.warnings) + [
-        f"account {a}: not imported: " + (f"data stream '{job.data_stream_key}' holds account "
-                                          f"{_stream_account(ports, job)}" if job.data_stream_key
-                                          else "no bank_feed stream has it as its bank_account_id")
-        for a in missing]
+    rows = [ParsedRow(line=tx.position, item=record_item(tx, routes[tx.account]))
+            for tx in statements.transactions if tx.account in routes]
+    warnings = list(statements.warnings)
+    if missing:
+        why = (f"data stream '{job.data_stream_key}' holds account {_stream_account(ports, job)}"
+               if job.data_stream_key else "no bank_feed stream has it as its bank_account_id")
+        warnings += [f"account {a}: not imported: {why}" for a in missing]
     summary: dict[str, Any] = {"balances": [
-        _balance_json(routes[normalise_account(b.account)], b) for b in statements.balances
-        if normalise_account(b.account) in routes]}
+        _balance_json(routes[b.account], b) for b in statements.balances if b.account in routes]}
     if warnings:
         summary.update(warnings=warnings, warning_count=len(warnings),
                        accounts_not_imported=missing[:MAX_LISTED_ACCOUNTS])
@@ -70,19 +69,20 @@ def parse_statement(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
 
 
 def routes_of(ports: Ports, job: IngestionJob, accounts: Iterable[str]) -> dict[str, str]:
-    """Normalised account -> the key of the stream its transactions go to."""
-    wanted = {normalise_account(a) for a in accounts}
+    """Each account of the file (as the file writes it) that a stream holds -> that stream's key.
+    Compared normalised, once per account rather than per transaction."""
+    normalised = {account: normalise_account(account) for account in accounts}
     if job.data_stream_key is not None:
         stream = ports.data_streams.get(job.environment, job.data_stream_key)
         if stream.bank_account_id is None:  # a stream with no account takes a file of one account
-            return {next(iter(wanted)): stream.key} if len(wanted) == 1 else {}
-        held = normalise_account(stream.bank_account_id)
-        return {held: stream.key} if held in wanted else {}
-    routes: dict[str, str] = {}
-    for stream in ports.data_streams.bank_feeds(job.environment):
-        if stream.bank_account_id is not None and normalise_account(stream.bank_account_id) in wanted:
-            routes.setdefault(normalise_account(stream.bank_account_id), stream.key)
-    return routes
+            return {a: stream.key for a in normalised} if len(set(normalised.values())) == 1 else {}
+        held = {normalise_account(stream.bank_account_id): stream.key}
+    else:
+        held = {}
+        for stream in ports.data_streams.bank_feeds(job.environment):
+            if stream.bank_account_id is not None:
+                held.setdefault(normalise_account(stream.bank_account_id), stream.key)
+    return {account: held[n] for account, n in normalised.items() if n in held}
 
 
 def _stream_account(ports: Ports, job: IngestionJob) -> str:
