@@ -6,33 +6,40 @@ small Chalice functions (app.py): the pause that keeps the task token, the expir
 given, and the failure of a task that gave up."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs
 
+KEYS = ["environment", "agent_id", "agent_run_id"]
 
-def _ids(event: dict[str, Any]) -> tuple[str, str, int]:
-    logger.thread_safe_append_keys(environment=event.get("environment"), agent_id=event.get("agent_id"),
-                                   agent_run_id=event.get("run_id"))
-    return str(event["environment"]), str(event["agent_id"]), int(event["run_id"])
+
+def _task(event: dict[str, Any], step: Callable[..., Any], **extra: Any) -> Any:
+    """Run one task of a run, its ids in every log line meanwhile (as the file-import tasks do)."""
+    environment, agent_id, run_id = str(event["environment"]), str(event["agent_id"]), int(event["run_id"])
+    logger.thread_safe_append_keys(environment=environment, agent_id=agent_id, agent_run_id=run_id)
+    try:
+        return step(container().ports, environment, agent_id, run_id, **extra)
+    finally:
+        logger.thread_safe_remove_keys(KEYS)
 
 
 def attempt_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return browser_runs.attempt(container().ports, *_ids(event))
+    return _task(event, browser_runs.attempt)  # type: ignore[no-any-return]
 
 
 def pause_task(event: dict[str, Any]) -> dict[str, Any]:
-    browser_runs.pause(container().ports, *_ids(event), task_token=str(event["task_token"]))
+    _task(event, browser_runs.pause, task_token=str(event["task_token"]))
     return {}
 
 
 def expire_task(event: dict[str, Any]) -> dict[str, Any]:
-    browser_runs.expire(container().ports, *_ids(event))
+    _task(event, browser_runs.expire)
     return {}
 
 
 def fail_task(event: dict[str, Any]) -> dict[str, Any]:
-    browser_runs.give_up(container().ports, *_ids(event), error=event.get("error"))
+    _task(event, browser_runs.give_up, error=event.get("error"))
     return {}
