@@ -17,6 +17,7 @@ from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition
+from chalicelib.domain.events import Event
 from chalicelib.domain.ingestion import ChunkOutcome, ImportTotals, IngestionJob, ItemResult, JobStatus
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
@@ -49,6 +50,12 @@ if TYPE_CHECKING:  # the frame type only: services never import polars (the app 
 
 # A message or an execution's input: ids and names only.
 Message = dict[str, str | int]
+
+
+class EventPublisher(Protocol):
+    """Domain events out to the event bus (adapters/events.py), after the change they tell of is
+    durable; at least once, so consumers drop duplicates by the event's id."""
+    def publish(self, environment: str, events: list[Event]) -> None: ...
 
 
 class ApiKeys(Protocol):
@@ -507,3 +514,4 @@ class Ports:
     browser_secrets: BrowserSecrets | None = None
     portal: Portal | None = None
     balances: Balances | None = None  # bank_feed streams' statement days
+    events: EventPublisher | None = None  # None: nothing listens (service tests' fakes)

@@ -1,0 +1,68 @@
+"""Domain events: what the service tells its clients happened, after the change is durable.
+
+An event is `{id, type, created_at, data}` with no environment in it (the environment travels
+beside it, in the bus message, and decides whose webhook endpoints receive it). Its id is stable:
+derived from what happened (type, resource and the occurrence's own key), so an emitter that
+runs again after a crash or a redelivery emits the same id and a consumer drops the duplicate.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from chalicelib.domain.clock import iso, parse_iso
+
+EVENT_TYPES: tuple[str, ...] = (
+    "file_import.completed",
+    "file_import.failed",
+    "file_import.cancelled",
+    "bulk_request.completed",
+    "reconciliation_run.completed",
+    "reconciliation_run.failed",
+    "reconciliation_match.created",
+    "reconciliation_match.confirmed",
+    "reconciliation_match.deleted",
+    "reconciliation_exception.opened",
+    "reconciliation_exception.status_changed",
+    "reconciliation_exception.assigned",
+    "reconciliation_exception.commented",
+    "investigation.completed",
+    "agent_run.completed",
+    "agent_run.failed",
+    "agent_run.needs_verification",
+)
+ALL_EVENTS = "*"
+EVENT_SOURCE = "recon"  # the bus message's `source`
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    created_at: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "created_at": iso(self.created_at), "data": self.data}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Event:
+        return cls(id=body["id"], type=body["type"], created_at=parse_iso(body["created_at"]),
+                   data=dict(body.get("data") or {}))
+
+
+def event_id(environment: str, event_type: str, occurrence: str) -> str:
+    """The same occurrence (say `run 12`, or `exception 4 status resolved at <time>`) always gets
+    the same id; the environment is part of the hash so ids never collide across environments."""
+    digest = hashlib.sha256(f"{environment}\x1f{event_type}\x1f{occurrence}".encode()).hexdigest()
+    return f"evt_{digest[:32]}"
+
+
+def make_event(environment: str, event_type: str, occurrence: str, created_at: datetime,
+               data: dict[str, Any]) -> Event:
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    return Event(id=event_id(environment, event_type, occurrence), type=event_type, created_at=created_at,
+                 data=data)
