@@ -234,6 +234,7 @@ class Container:
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
                 self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
             stopping=self.stop_requested.is_set,
+            max_import_bytes=self.settings.max_import_bytes,
         )
 
     @property

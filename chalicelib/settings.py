@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = 5 * 1024 * 1024
     # A key's last_used_at is written at most this often, so auth costs no write per request.
     key_last_used_resolution_seconds: int = 60
+    # The largest file a file import takes (domain/ingestion.py MAX_IMPORT_BYTES). At most the
+    # statement parsers' own guard (domain/parsers/statements.py MAX_STATEMENT_BYTES), so that a
+    # client only ever meets this limit.
+    max_import_bytes: int = Field(default=100 * 1024 * 1024, ge=1, le=200 * 1024 * 1024)
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.

@@ -43,6 +43,10 @@ STUCK_AFTER = timedelta(minutes=5)
 # stay well inside one DynamoDB item.
 BULK_CHUNK_ROWS = 250
 FILE_CHUNK_ROWS = 500
+# The largest file an import takes (settings.max_import_bytes; Ports.max_import_bytes). Parsing
+# holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that prepare gets,
+# this leaves room. Larger files fail their import with a message, not run out of memory.
+MAX_IMPORT_BYTES = 100 * 1024 * 1024
 
 
 def bulk_request_status(status: JobStatus) -> JobStatus:

@@ -18,7 +18,14 @@ from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition
 from chalicelib.domain.events import Event
-from chalicelib.domain.ingestion import ChunkOutcome, ImportTotals, IngestionJob, ItemResult, JobStatus
+from chalicelib.domain.ingestion import (
+    MAX_IMPORT_BYTES,
+    ChunkOutcome,
+    ImportTotals,
+    IngestionJob,
+    ItemResult,
+    JobStatus,
+)
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import (
@@ -500,6 +507,8 @@ class Ports:
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
+    # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
+    max_import_bytes: int = MAX_IMPORT_BYTES
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
     # platform's default) and its bounds. Only agent runs use them (None: not wired, e.g. in the
     # service tests' fakes).

@@ -23,6 +23,7 @@ from chalicelib.domain.parsers.statements import (
     StatementParser,
     StatementTransaction,
     normalise_account,
+    uniform_details,
 )
 from chalicelib.services.ports import Ports
 
@@ -45,7 +46,10 @@ def parse_statement(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
     """The file's transactions as record items of the streams their accounts route to. The
     summary holds the warnings (lenient controls, accounts not imported) and the balances."""
     lenient = (job.options or {}).get("control_mismatch") == "warn"
-    statements: ParsedStatements = _parser(job.source)(data, lenient)
+    try:
+        statements: ParsedStatements = _parser(job.source)(data, lenient)
+    except FileRejected as rejected:  # one shape of details, whatever the format
+        raise FileRejected(rejected.message, uniform_details(rejected.details)) from None
     routes = routes_of(ports, job, statements.accounts)
     missing = [a for a in statements.accounts if a not in routes]
     if not routes:

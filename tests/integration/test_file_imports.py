@@ -314,11 +314,13 @@ def test_an_empty_dropped_file_fails_its_import_with_a_reason(api, services, run
 
 
 def test_a_file_over_the_import_limit_is_refused_with_a_message(api, services, runtime, bank):
+    services.ports = replace(services.ports, max_import_bytes=1000)  # settings.max_import_bytes (100 MB)
     created = create(api)
-    big = b"date,amount\n" + b"2026-11-01,1.00\n" * ((file_imports.MAX_IMPORT_BYTES // 16) + 10)
+    big = b"date,amount\n" + b"2026-11-01,1.00\n" * 100
     upload(services, runtime, created, big)
     done = api.get(created["url"]).json_body
     assert done["status"] == "failed" and "split it" in done["error_message"]
+    assert done["error_details"] == {"bytes": len(big), "limit": 1000}
 
 
 def test_a_failed_csv_row_keeps_its_external_id_and_a_date_error_names_the_declared_format(

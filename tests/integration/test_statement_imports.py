@@ -4,16 +4,31 @@ environment's root) routes each account to the bank_feed stream that holds it; b
 per statement day, with gaps flagged; a statement imported again is skipped record by record."""
 from __future__ import annotations
 
-from datetime import date
+from dataclasses import replace
+from datetime import date, timedelta
+from pathlib import Path
 
 import pytest
 import requests
 
+from chalicelib.domain.ingestion import FILE_CHUNK_ROWS
+from chalicelib.domain.parsers import FileRejected
+from chalicelib.domain.parsers.bai2 import parse_bai2
+from chalicelib.domain.parsers.camt053 import parse_camt053
+from chalicelib.domain.parsers.mt940 import parse_mt940
+from chalicelib.services import file_imports
 from chalicelib.services.api_keys import create_key
 from tests.integration.test_file_imports import upload
 from tests.support.camt_files import Detail, Entry, write_camt053
 from tests.support.camt_files import Statement as CamtStatement
 from tests.support.mt940_files import Line, Statement, free_text, write_file
+from tests.support.statement_files import Bai2Account, Bai2Detail, Bai2Group, bai2_file
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "statements"
+PARSERS = {"bai2": parse_bai2, "camt053": parse_camt053, "mt940": parse_mt940}
+FILENAMES = {"bai2": "morning.bai2", "camt053": "statement.xml", "mt940": "statement.sta"}
+# error_details of a statement the parser refused, whatever its format (docs/bank_statements.md)
+DETAIL_KEYS = {"line", "element", "statement_id", "account", "expected", "found"}
 
 # A BAI2 file of two accounts (the second with no transaction), control totals as the spec adds them:
 # each 49 sums its account's 03 and 16 amounts and counts its records (03 to 49).
@@ -56,7 +71,7 @@ def stream(api, key, account):
 def statement_into(api, services, runtime, path, data, **body):
     created = api.post(path, {"filename": "morning.bai2", "format": "bai2", **body})
     assert created.status_code == 201, created.json_body
-    upload(services, runtime, created.json_body, data.encode())
+    upload(services, runtime, created.json_body, data if isinstance(data, bytes) else data.encode())
     return api.get(f"/v1/file_imports/{created.json_body['id']}").json_body
 
 
@@ -201,3 +216,166 @@ def test_a_camt053_file_of_two_accounts_is_routed_with_its_batched_entry_split_b
     assert (yen["amount"], yen["currency"]) == (1200, "JPY")
     [day_eur] = api.get("/v1/data_streams/eur/balances").json_body["data"]
     assert (day_eur["opening_booked"], day_eur["closing_booked"]) == (100000, 125000)
+
+
+# Bad input through the import path -----------------------------------------------------------------
+
+def assert_nothing_written(api, *streams):
+    for key in streams:
+        assert api.get(f"/v1/records?data_stream_key={key}").json_body["data"] == []
+        assert api.get(f"/v1/data_streams/{key}/balances").json_body["data"] == []
+        assert api.get(f"/v1/data_streams/{key}").json_body.get("latest_balance") is None
+
+
+@pytest.mark.parametrize("path", [
+    "bai2/broken_truncated.bai2", "bai2/broken_garbage.bai2", "camt053/broken_truncated.xml",
+    "camt053/broken_garbage.xml", "mt940/broken_truncated.sta", "mt940/broken_garbage.sta"])
+def test_a_truncated_or_garbage_statement_fails_its_import_with_the_parsers_message_and_writes_nothing(
+        api, services, runtime, path):
+    stream(api, "operating", "123456")
+    stream(api, "eur", "DE89 3704 0044 0532 0130 00")
+    format_ = path.split("/")[0]
+    data = (CORPUS / path).read_bytes()
+    with pytest.raises(FileRejected) as parsed:
+        PARSERS[format_](data)
+
+    job = statement_into(api, services, runtime, "/v1/file_imports", data, format=format_,
+                         filename=FILENAMES[format_])
+
+    assert (job["status"], job["stuck"], job["successful_items"]) == ("failed", False, 0), job
+    assert job["error_message"] == parsed.value.message
+    assert DETAIL_KEYS <= set(job["error_details"]), job["error_details"]
+    assert job["data_stream_ids"] == []
+    assert_nothing_written(api, "operating", "eur")
+
+
+def test_a_statement_over_the_import_limit_fails_with_the_limit_a_client_meets_and_is_not_stuck(
+        api, services, runtime):
+    services.ports = replace(services.ports, max_import_bytes=len(BAI2) - 1)  # settings.max_import_bytes
+    stream(api, "operating", "123456")
+
+    job = statement_into(api, services, runtime, "/v1/file_imports", BAI2)
+
+    assert (job["status"], job["stuck"]) == ("failed", False), job
+    assert job["error_message"] == (f"file is {len(BAI2)} bytes; imports accept up to {len(BAI2) - 1} bytes: "
+                                    "split it")
+    assert job["error_details"] == {"bytes": len(BAI2), "limit": len(BAI2) - 1}
+    assert_nothing_written(api, "operating")
+
+
+def mt940_off_by_one():
+    return write_file([Statement("DE89370400440532013000", [Line(250_00, "C", bank_reference="BR-1")],
+                                 reference="STMT-9", opening=1_000_00, closing=1_250_01)])
+
+
+def camt_off_by_one():
+    day = date(2026, 11, 20)
+    return write_camt053([CamtStatement("STMT-9", "DE89370400440532013000", "EUR", 1_000_00, day,
+                                        [Entry(250_00, "CRDT", day, account_servicer_ref="AS-1")],
+                                        closing=1_250_01)])
+
+
+@pytest.mark.parametrize("format_, write", [("mt940", mt940_off_by_one), ("camt053", camt_off_by_one)])
+def test_a_statement_whose_balances_disagree_fails_naming_them_unless_imported_with_warn(
+        api, services, runtime, format_, write):
+    stream(api, "eur", "DE89 3704 0044 0532 0130 00")
+    data = write().decode()
+
+    refused = statement_into(api, services, runtime, "/v1/file_imports", data, format=format_,
+                             filename=FILENAMES[format_])
+    assert refused["status"] == "failed", refused
+    details = refused["error_details"]
+    assert details["statement_id"] in ("STMT-9", "STMT-9/1/1"), details  # MT940: :20: reference and :28C: number
+    assert details["account"] == "DE89370400440532013000"
+    assert "1250.00" in str(details["expected"]).replace(",", ".")
+    assert "1250.01" in str(details["found"]).replace(",", ".")
+    assert DETAIL_KEYS <= set(details)
+    assert_nothing_written(api, "eur")
+
+    warned = statement_into(api, services, runtime, "/v1/file_imports", data, format=format_,
+                            filename=FILENAMES[format_], control_mismatch="warn")
+    assert (warned["status"], warned["successful_items"]) == ("completed", 1), warned
+    [warning] = warned["error_details"]["warnings"]
+    assert "STMT-9" in warning and "DE89370400440532013000" in warning
+    [day] = api.get("/v1/data_streams/eur/balances").json_body["data"]
+    assert day["closing_booked"] == 1_250_01  # as the bank reported it
+
+
+def test_a_bai2_control_total_that_disagrees_fails_in_the_one_shape_unless_imported_with_warn(api, services, runtime):
+    stream(api, "operating", "123456")
+    broken = BAI2.replace("49,230000,5/", "49,230001,5/")
+
+    refused = statement_into(api, services, runtime, "/v1/file_imports", broken)
+
+    details = refused["error_details"]
+    assert {k: details[k] for k in DETAIL_KEYS} == {"line": 7, "element": "49", "statement_id": None,
+                                                     "account": "000123456", "expected": 230000, "found": 230001}
+    assert details["error_count"] == len(details["errors"]) >= 1
+    assert {k: details["errors"][0][k] for k in DETAIL_KEYS} == {k: details[k] for k in DETAIL_KEYS}
+    assert_nothing_written(api, "operating")
+    warned = statement_into(api, services, runtime, "/v1/file_imports", broken, control_mismatch="warn")
+    assert warned["status"] == "completed" and warned["successful_items"] == 2
+    assert any("230001" in w and "000123456" in w for w in warned["error_details"]["warnings"])
+
+
+@pytest.mark.parametrize("path, line, element", [
+    ("bai2/broken_account_total.bai2", int, "49"),
+    ("mt940/broken_balance.sta", int, None),
+    ("camt053/broken_balance.xml", None, str),
+    ("camt053/broken_truncated.xml", int, str)])
+def test_a_refused_statements_error_details_have_one_shape_whatever_its_format(
+        api, services, runtime, path, line, element):
+    format_ = path.split("/")[0]
+    job = statement_into(api, services, runtime, "/v1/file_imports", (CORPUS / path).read_bytes(), format=format_,
+                         filename=FILENAMES[format_])
+    details = job["error_details"]
+    assert job["status"] == "failed" and DETAIL_KEYS <= set(details), job
+    assert set(details) - DETAIL_KEYS <= {"errors", "error_count"}
+    assert details["line"] is None if line is None else isinstance(details["line"], line)
+    assert details["element"] == element if not isinstance(element, type) else isinstance(details["element"], str)
+    assert details["expected"] is not None and details["found"] is not None
+
+
+# Cancel ---------------------------------------------------------------------------------------------
+
+ACCOUNTS = {"operating": "111", "reserve": "222", "payroll": "333"}
+PER_ACCOUNT = 400  # 1,200 transactions: three chunks of FILE_CHUNK_ROWS (500); the first spans two streams
+
+
+def three_accounts() -> bytes:
+    return bai2_file([Bai2Group(date(2026, 11, 22), [
+        Bai2Account(number, [Bai2Detail("195" if n % 2 else "475", 100 + n, bank_reference=f"{key}-{n}")
+                             for n in range(PER_ACCOUNT)], summaries=[("010", 1_000_00), ("015", 2_000_00)])
+        for key, number in ACCOUNTS.items()])])
+
+
+def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and_nothing_more(api, services):
+    for key, number in ACCOUNTS.items():
+        stream(api, key, number)
+    created = api.post("/v1/file_imports", {"filename": "morning.bai2", "format": "bai2"}).json_body
+    assert requests.put(created["upload_url"], data=three_accounts(), timeout=10).status_code == 200
+    ports = services.ports  # the workflow's tasks, driven one at a time
+    assert file_imports.prepare(ports, "acme", created["id"]) == "chunk"
+    assert file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
+
+    running = api.get(created["url"]).json_body
+    assert (running["status"], running["processed_items"], running["total_items"]) == (
+        "processing", FILE_CHUNK_ROWS, 3 * PER_ACCOUNT)
+    assert running["last_progress_at"] and running["stuck"] is False
+    assert api.post(f"/v1/file_imports/{created['id']}/cancel").json_body["status"] == "processing"
+
+    assert file_imports.write_chunks(ports, "acme", created["id"]) == "stop"
+    file_imports.finish(ports, "acme", created["id"])  # a late task changes nothing
+
+    done = api.get(created["url"]).json_body
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (FILE_CHUNK_ROWS, 700, 0)
+    written = {key: api.get(f"/v1/data_streams/{key}").json_body for key in ACCOUNTS}
+    assert {k: s["records_count"] for k, s in written.items()} == {"operating": 400, "reserve": 100, "payroll": 0}
+    for key in ACCOUNTS:  # routed when it was prepared: each stream lists it
+        assert [j["id"] for j in api.get(f"/v1/data_streams/{key}/file_imports").json_body["data"]] == [created["id"]]
+    for key in ACCOUNTS:  # the balances wait for the import to complete: a cancelled one keeps none
+        assert api.get(f"/v1/data_streams/{key}/balances").json_body["data"] == []
+        assert written[key]["latest_balance"] is None
+    reserve = api.get("/v1/records?data_stream_key=reserve&limit=200").json_body["data"]
+    assert sorted(r["external_id"] for r in reserve) == sorted(f"reserve-{n}" for n in range(100))

@@ -9,7 +9,13 @@ import pytest
 
 from chalicelib.domain.ingestion import JobSource
 from chalicelib.domain.parsers import FileRejected
-from chalicelib.domain.parsers.statements import deterministic_id, normalise_account, to_minor_units
+from chalicelib.domain.parsers.statements import (
+    MAX_STATEMENT_BYTES,
+    deterministic_id,
+    normalise_account,
+    to_minor_units,
+    uniform_details,
+)
 from chalicelib.services.file_imports import _format_of
 
 
@@ -53,3 +59,43 @@ def test_a_dropped_files_format_is_told_by_its_extension_then_its_first_bytes():
     assert _format_of("codes.csv", b"01,Opening,100\n") is JobSource.CSV  # the extension says CSV
     assert _format_of("payroll.txt", b"101 091000019") is JobSource.NACHA
     assert _format_of("notes.txt", b"date,amount\n") is JobSource.CSV
+
+
+SHAPE = {"line", "element", "statement_id", "account", "expected", "found"}
+
+
+def test_each_parsers_details_come_out_in_one_shape():
+    bai2 = {"line": 7, "account": "123", "record": "49", "field": "control_total", "expected": 5, "found": 6,
+            "errors": [{"line": 7, "account": "123", "record": "49", "field": "control_total", "expected": 5,
+                        "found": 6, "message": "line 7: ..."}], "error_count": 1}
+    mt940 = {"where": "line 12", "line": 12, "account": "DE89", "statement_id": "S/1/1", "expected": "EUR 1,00",
+             "found": "EUR 2,00"}
+    camt_entry = {"where": "Stmt[2]/Ntry[5]", "statement_id": "S", "account": "DE89", "expected": "an amount",
+                  "found": "x"}
+    camt_xml = {"where": "line 40", "column": 3, "element": "Stmt[1]/Ntry[2]", "expected": "well-formed XML",
+                "found": "no element found"}
+    whole_file = {"where": "file", "expected": "a camt.053 document", "found": "nothing"}
+
+    shown = [uniform_details(d) for d in (bai2, mt940, camt_entry, camt_xml, whole_file)]
+
+    assert all(set(s) - {"errors", "error_count"} == SHAPE for s in shown)
+    assert shown[0] | {"errors": None} == {"line": 7, "element": "49", "statement_id": None, "account": "123",
+                                           "expected": 5, "found": 6, "errors": None, "error_count": 1}
+    assert shown[0]["errors"] == [{"line": 7, "element": "49", "statement_id": None, "account": "123",
+                                   "expected": 5, "found": 6, "message": "line 7: ..."}]
+    assert (shown[1]["line"], shown[1]["element"], shown[1]["statement_id"]) == (12, None, "S/1/1")
+    assert (shown[2]["line"], shown[2]["element"]) == (None, "Stmt[2]/Ntry[5]")
+    assert (shown[3]["line"], shown[3]["element"]) == (40, "Stmt[1]/Ntry[2]")
+    assert (shown[4]["line"], shown[4]["element"], shown[4]["found"]) == (None, None, "nothing")
+
+
+def test_the_import_limit_a_client_meets_can_never_exceed_the_statement_parsers_own_guard():
+    from pydantic import ValidationError
+
+    from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
+    from chalicelib.settings import Settings
+
+    assert Settings().max_import_bytes == MAX_IMPORT_BYTES <= MAX_STATEMENT_BYTES
+    assert Settings(max_import_bytes=MAX_STATEMENT_BYTES).max_import_bytes == MAX_STATEMENT_BYTES
+    with pytest.raises(ValidationError):
+        Settings(max_import_bytes=MAX_STATEMENT_BYTES + 1)

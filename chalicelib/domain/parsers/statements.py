@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -68,6 +68,36 @@ class ParsedStatements:
 
 
 StatementParser = Callable[..., ParsedStatements]  # (data: bytes, lenient: bool = False)
+
+
+DETAIL_KEYS = ("line", "element", "statement_id", "account", "expected", "found")
+LINE_WHERE = re.compile(r"^line (\d+)")
+
+
+def uniform_details(details: Mapping[str, Any]) -> dict[str, Any]:
+    """A parser's FileRejected details in the one shape every format shows (error_details of a
+    failed import): `line` (1-based, or None), `element` (the XML element path of camt.053, the
+    record code of BAI2, or None), `statement_id`, `account`, `expected` and `found` (None when the
+    parser does not know), and, when controls disagreed in several places, `errors` (each in the
+    same shape plus its `message`) and `error_count`."""
+    where = str(details.get("where") or "")
+    line = details.get("line")
+    if not isinstance(line, int) or isinstance(line, bool):
+        matched = LINE_WHERE.match(where)
+        line = int(matched.group(1)) if matched else None
+    element = details.get("element") or details.get("record")
+    if not element and where and where != "file" and not LINE_WHERE.match(where):
+        element = where  # camt.053: "Stmt[2]/Ntry[5]/NtryDtls/TxDtls[1]"
+    shown: dict[str, Any] = {"line": line, "element": element or None,
+                             "statement_id": details.get("statement_id") or None,
+                             "account": details.get("account") or None,
+                             "expected": details.get("expected"), "found": details.get("found")}
+    errors = details.get("errors")
+    if isinstance(errors, list):
+        shown["errors"] = [uniform_details(e) | {"message": e.get("message")} for e in errors
+                           if isinstance(e, Mapping)]
+        shown["error_count"] = details.get("error_count", len(errors))
+    return shown
 
 
 def normalise_account(text: str) -> str:
