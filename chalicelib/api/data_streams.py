@@ -31,15 +31,23 @@ def create_data_stream(request: ApiRequest) -> DataStreamOut:
     return stream_out(stream)
 
 
-def stream_out(stream: DataStream) -> DataStreamOut:
-    """A stream's body; a bank_feed stream's with its newest statement day."""
+def stream_out(stream: DataStream, latest: dict[str, StatementDay] | None = None) -> DataStreamOut:
+    """A stream's body; a bank_feed stream's with its newest statement day (from `latest`, when the
+    caller read those of a whole page at once)."""
     shown = DataStreamOut.model_validate(stream)
+    if stream.type is not StreamType.BANK_FEED:
+        return shown
+    day = (latest if latest is not None else latest_balances([stream])).get(stream.key)
+    return shown.model_copy(update={"latest_balance": day_out(day, gap=False)}) if day is not None else shown
+
+
+def latest_balances(streams: list[DataStream]) -> dict[str, StatementDay]:
+    """The newest statement day of each bank_feed stream of `streams` (one BatchGetItem)."""
     balances = container().ports.balances
-    if stream.type is StreamType.BANK_FEED and balances is not None:
-        latest = balances.latest(stream.environment, stream.key)
-        if latest is not None:
-            shown = shown.model_copy(update={"latest_balance": day_out(latest, gap=False)})
-    return shown
+    feeds = [s for s in streams if s.type is StreamType.BANK_FEED]
+    if balances is None or not feeds:
+        return {}
+    return balances.latest_of(feeds[0].environment, [s.key for s in feeds])
 
 
 def day_out(day: StatementDay, gap: bool) -> StatementDayOut:
@@ -70,7 +78,8 @@ def list_balances(request: ApiRequest, key: str) -> BalancePage:
 def list_data_streams(request: ApiRequest) -> DataStreamPage:
     query: CursorQuery = request.query
     streams, cursor = container().ports.data_streams.list_page(request.environment, query.limit, query.cursor)
-    return DataStreamPage(data=[stream_out(s) for s in streams], next_cursor=cursor,
+    latest = latest_balances(streams)
+    return DataStreamPage(data=[stream_out(s, latest) for s in streams], next_cursor=cursor,
                           limit=query.limit)
 
 

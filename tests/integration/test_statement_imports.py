@@ -379,3 +379,44 @@ def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and
         assert written[key]["latest_balance"] is None
     reserve = api.get("/v1/records?data_stream_key=reserve&limit=200").json_body["data"]
     assert sorted(r["external_id"] for r in reserve) == sorted(f"reserve-{n}" for n in range(100))
+
+
+# The latest balance of a page of streams ------------------------------------------------------------
+
+def test_the_stream_list_shows_each_bank_feeds_latest_balance_read_at_once_and_none_for_other_kinds(
+        api, services, runtime):
+    stream(api, "operating", "123456")
+    stream(api, "reserve", "999 888")
+    stream(api, "empty", "424242")  # a bank_feed with no statement yet
+    assert api.post("/v1/data_streams", {"key": "ledger", "name": "Ledger"}).status_code == 201
+    statement_into(api, services, runtime, "/v1/file_imports", BAI2)
+    statement_into(api, services, runtime, "/v1/file_imports", next_day(112500, 120000))
+    statement_into(api, services, runtime, "/v1/file_imports", BAI2)  # an older day again: latest stays
+    calls = []
+
+    def note(params, **_):
+        calls.append(params.get("KeyConditionExpression", "batch" if "RequestItems" in params else "get"))
+    client = services.aws.dynamodb
+    for operation in ("Query", "BatchGetItem", "GetItem"):
+        client.meta.events.register(f"provide-client-params.dynamodb.{operation}", note)
+    try:
+        listed = {s["key"]: s for s in api.get("/v1/data_streams").json_body["data"]}
+    finally:
+        for operation in ("Query", "BatchGetItem", "GetItem"):
+            client.meta.events.unregister(f"provide-client-params.dynamodb.{operation}", note)
+
+    assert (listed["operating"]["latest_balance"]["date"], listed["operating"]["latest_balance"]["closing_booked"]) \
+        == ("2026-11-23", 120000)
+    assert listed["reserve"]["latest_balance"]["closing_booked"] == 5000
+    assert listed["empty"]["latest_balance"] is None
+    assert "latest_balance" not in listed["ledger"]
+    assert calls.count("batch") == 1  # the page's bank_feeds at once, not a query each
+    assert api.get("/v1/data_streams/operating").json_body["latest_balance"]["date"] == "2026-11-23"
+
+
+def test_a_deleted_bank_feed_leaves_no_latest_balance_behind(api, services, runtime):
+    stream(api, "operating", "123456")
+    statement_into(api, services, runtime, "/v1/file_imports", BAI2)
+    assert api.delete("/v1/data_streams/operating").status_code == 204
+    stream(api, "operating", "123456")
+    assert api.get("/v1/data_streams/operating").json_body["latest_balance"] is None

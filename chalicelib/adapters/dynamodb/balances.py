@@ -1,13 +1,19 @@
 """Statement days of `bank_feed` streams: one item per stream and statement (a day), listed newest
 first. Written when the import of the statement completes; the same statement imported again
-writes the same item (the later import's id)."""
+writes the same item (the later import's id).
+
+Beside them, each stream's newest day once more, at a key of its own (keys.stream_latest_balance):
+the stream list reads the latest balance of a page of streams in one BatchGetItem instead of a
+query per stream. It only moves forward: a conditional put keeps the day with the highest sort key.
+"""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import DynamoTable, Filter
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.balances import StatementDay
 
 
@@ -17,6 +23,24 @@ class BalanceRepository:
 
     def put_many(self, days: list[StatementDay]) -> None:
         self._table.batch_write(puts=[self._to_item(d) for d in days])
+        newest: dict[str, StatementDay] = {}
+        for day in days:
+            held = newest.get(day.data_stream_key)
+            if held is None or self._sk(day) >= self._sk(held):
+                newest[day.data_stream_key] = day
+        for day in newest.values():  # after the days: a retry of a crashed import writes both again
+            item = self._to_item(day) | keys.stream_latest_balance(day.environment, day.data_stream_key) | {
+                "entity": "latest_statement_day", "day_sk": self._sk(day)}
+            try:
+                self._table.put(item, condition="attribute_not_exists(pk) OR day_sk <= :sk",
+                                values={":sk": self._sk(day)})
+            except ConditionFailed:
+                pass  # the stream already holds a newer day
+
+    def latest_of(self, environment: str, stream_keys: Iterable[str]) -> dict[str, StatementDay]:
+        """The newest statement day of each stream that has one: one BatchGetItem per 100 streams."""
+        items = self._table.get_many([keys.stream_latest_balance(environment, k) for k in stream_keys])
+        return {day.data_stream_key: day for day in map(self._from_item, items)}
 
     def page(self, environment: str, stream_key: str, limit: int, cursor: str | None,
              date_from: date | None = None, date_to: date | None = None) -> tuple[list[StatementDay], str | None]:
@@ -39,13 +63,14 @@ class BalanceRepository:
                                       filter=Filter("#fd < :fday", {"#fd": "date"}, {":fday": day.date.isoformat()}))
         return self._from_item(page.items[0]) if page.items else None
 
-    def latest(self, environment: str, stream_key: str) -> StatementDay | None:
-        page = self._table.query_page("pk", keys.stream_balances_pk(environment, stream_key), limit=1)
-        return self._from_item(page.items[0]) if page.items else None
-
     def remove_stream(self, environment: str, stream_key: str) -> None:
         items = self._table.query_all("pk", keys.stream_balances_pk(environment, stream_key), projection=("pk", "sk"))
-        self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in items])
+        self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in items]
+                                + [keys.stream_latest_balance(environment, stream_key)])
+
+    @staticmethod
+    def _sk(day: StatementDay) -> str:
+        return keys.stream_balance_sk(day.date, day.statement_id)
 
     @staticmethod
     def _to_item(day: StatementDay) -> dict[str, Any]:

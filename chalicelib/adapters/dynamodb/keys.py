@@ -231,7 +231,13 @@ agent          | -    | {E}#AGENT#<uuid>      | AGENT           | agents: add; s
                |      |                       |                 |                         |
 statement day  | -    | {E}#BALANCES#<stream> | <date>#<stmt id>| balances: put_many (an  | page: GET /data_streams/
 (balances)     |      |                       |                 | import completing);     | {key}/balances, newest
-               |      |                       |                 | remove_stream           | first; latest
+               |      |                       |                 | remove_stream           | first; older_than (gap)
+               |      |                       |                 |                         |
+latest         | -    | {E}#LATEST_BALANCE#   | LATEST_BALANCE  | balances: put_many (a   | latest_of: BatchGetItem
+statement day  |      | <stream>              |                 | conditional put: only a | of a page of bank_feed
+(balances)     |      |                       |                 | newer day's sk, day_sk),| streams (GET /data_
+               |      |                       |                 | remove_stream           | streams, one request per
+               |      |                       |                 |                         | 100 streams) or of one
                |      |                       |                 |                         |
 browser agent  | -    | BROWSER_AGENT#<uuid>  | BROWSER_AGENT   | agents: add, remove     | environment_of: the CLI
 directory      |      |                       |                 | (browser agents only)   | names an agent by id
@@ -795,6 +801,12 @@ def stream_balances_pk(environment: str, stream_key: str) -> str:
 def stream_balance_sk(day: date, statement_id: str) -> str:
     """Newest first by date; statements of one day apart by their id."""
     return f"{day.isoformat()}#{statement_id}"
+
+
+def stream_latest_balance(environment: str, stream_key: str) -> dict[str, str]:
+    """A stream's newest statement day once more, at a key a BatchGetItem can name (latest_balance
+    of a page of streams in one request, rather than a query per stream)."""
+    return {"pk": f"{env_prefix(environment)}#LATEST_BALANCE#{stream_key}", "sk": "LATEST_BALANCE"}
 
 
 AGENT_RUNS_IN_FLIGHT_PK = "AGENT_RUNS_IN_FLIGHT"
