@@ -433,3 +433,54 @@ def test_any_mutation_is_either_read_or_refused_cleanly(spec, data):
             parse_bai2(bytes(original), lenient)
         except FileRejected as error:
             assert error.message and "line" in error.details
+
+
+# Files with no line breaks ----------------------------------------------------------------------
+
+def test_a_file_of_one_line_of_slash_terminated_records_reads_as_the_same_file_with_line_breaks():
+    one_line = corpus("one_line_slashes.bai2")
+    assert b"\n" not in one_line and b"\r" not in one_line
+    assert rows(parse_bai2(one_line)) == rows(parse("two_accounts.bai2"))
+    assert parse_bai2(one_line).balances == parse("two_accounts.bai2").balances
+
+
+def test_a_file_of_fixed_80_character_records_and_no_line_breaks_reads_as_the_same_file():
+    fixed = corpus("fixed_80_no_line_breaks.bai2")
+    assert b"\n" not in fixed and len(fixed) % 80 == 0 and b"/" not in fixed
+    assert rows(parse_bai2(fixed)) == rows(parse("two_accounts.bai2"))
+    assert parse_bai2(fixed).balances == parse("two_accounts.bai2").balances
+
+
+def test_padded_80_character_records_with_terminators_and_a_final_line_break_read_the_same():
+    records = [line for line in corpus("two_accounts.bai2").decode().split("\n") if line]
+    padded = ("".join(record.ljust(80) for record in records) + "\r\n").encode()
+    assert rows(parse_bai2(padded)) == rows(parse("two_accounts.bai2"))
+
+
+def test_a_text_with_slashes_is_only_split_where_a_record_code_follows():
+    group = Bai2Group(date(2026, 3, 1), [Bai2Account("123", [Bai2Detail(
+        "195", 500, bank_reference="R1", text="INV/2026/11 16 PCS/ 88 BOXES")])])
+    one_line = bai2_file([group], line_ending="")
+    assert b"\n" not in one_line
+    [tx] = parse_bai2(one_line).transactions
+    assert tx.description == "INV/2026/11 16 PCS/ 88 BOXES"
+
+
+def test_a_file_of_one_line_with_neither_terminators_nor_fixed_records_is_refused_saying_why():
+    records = [line.removesuffix("/") for line in corpus("two_accounts.bai2").decode().split("\n") if line]
+    error = rejection("".join(records).encode())
+    assert error.message.startswith("line 1: the file is one line of")
+    assert "where its records end is not known" in error.message
+    assert error.details["line"] == 1 and error.details["found"].startswith("'01,121000248")
+
+
+def test_a_one_line_file_whose_records_line_numbers_count_records_names_the_record_that_disagrees():
+    broken = corpus("one_line_slashes.bai2").replace(b"49,6712550,", b"49,6712551,", 1)
+    assert broken != corpus("one_line_slashes.bai2")
+    error = rejection(broken)
+    assert error.details["found"] == 6712551 and error.message.startswith("BAI2 controls disagree")
+    assert error.details["line"] == parse_line_of(corpus("two_accounts.bai2"), b"49,6712550,")
+
+
+def parse_line_of(data: bytes, prefix: bytes) -> int:
+    return next(n for n, line in enumerate(data.split(b"\n"), start=1) if line.startswith(prefix))

@@ -14,6 +14,11 @@ parser takes about 3 s.
 What the format leaves to the reader, and how it is read here:
 - A record is a line. A final "/" is its terminator (files have it or not), spaces after it are
   padding; blank lines are not records.
+- A file of no line breaks (some banks send one long line) is read when its records are
+  "/"-terminated (it is split at each "/" that the next record's code follows: "/02,", "/16,",
+  spaces between allowed), or else when it is fixed 80-character records (every 80-character
+  block opens with a record code; the padding is dropped). Anything else is refused: where one
+  record ends is not known. Line numbers then count records.
 - 88 records continue the record before them. A 03's continuations hold more summaries: a summary
   that a line cuts short goes on in the next line, unless the line ends with "/" (or is the
   record's last), which defaults its missing item count and funds type. A 16's continuations go
@@ -39,6 +44,7 @@ What the format leaves to the reader, and how it is read here:
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import date
 from typing import Any, Literal
@@ -61,6 +67,10 @@ MAX_TOTAL_DIGITS = 30
 MAX_COUNT_DIGITS = 12
 MAX_REPORTED = 50
 SHOWN_CHARACTERS = 40
+RECORD_WIDTH = 80  # fixed-length records of a file with no line breaks
+RECORD_CODES = ("01", "02", "03", "16", "49", "88", "98", "99")
+# A "/" terminator and the next record's code: where a file of one line breaks into records.
+NEXT_RECORD = re.compile(r"/[ \t]*(?=(?:" + "|".join(RECORD_CODES) + r")[,/])")
 SIMPLE_FUNDS_TYPES = frozenset({"", "0", "1", "2", "Z"})
 FUNDS_TYPES = "0, 1, 2, S, V, D, Z or blank"
 REVERSAL_CODES = frozenset({"251", "252", "258", "395", "551", "552", "558", "694"})
@@ -124,7 +134,7 @@ def parse_bai2(data: bytes, lenient: bool = False, *, max_bytes: int = MAX_STATE
     if len(data) > max_bytes:
         raise _reject(None, f"file is {len(data)} bytes; statements are accepted up to {max_bytes} bytes",
                       expected=f"at most {max_bytes} bytes", found=len(data))
-    text = _decode(data)
+    text = _records_of(_decode(data))
     with without_gc():
         return _Reader(lenient).read(text)
 
@@ -138,6 +148,24 @@ def _decode(data: bytes) -> str:
     if "\n" not in text and "\r" in text:
         text = text.replace("\r", "\n")
     return text
+
+
+def _records_of(text: str) -> str:
+    """The text with one record a line: as it is, unless the file has no line breaks (see the
+    module's notes): then split at its "/" terminators, or in fixed 80-character records, or refused."""
+    body = text.strip()
+    if "\n" in body or len(body) <= RECORD_WIDTH or not body.startswith("01,"):
+        return text  # lines already, one record at most, or not BAI2 at all (read() says so)
+    split = NEXT_RECORD.sub("/\n", body)
+    if split.count("\n") >= 2:  # at least header, something, trailer
+        return split + "\n"
+    blocks = [body[i:i + RECORD_WIDTH] for i in range(0, len(body), RECORD_WIDTH)]
+    if all(block[:2] in RECORD_CODES and block[2:3] in (",", "/") for block in blocks):
+        return "\n".join(block.rstrip() for block in blocks) + "\n"
+    raise _reject(1, f"the file is one line of {len(body)} characters with no line breaks, and neither "
+                  "\"/\"-terminated records nor fixed 80-character records: where its records end is not known",
+                  expected="records on lines of their own, ended by \"/\", or of 80 characters each",
+                  found=_show(body))
 
 
 def _chunks(text: str) -> Iterator[list[str]]:
