@@ -395,6 +395,17 @@ def test_references_that_say_there_is_none_are_not_ids():
     assert record.external_id == "S-1/9" and "end_to_end_id" not in record.metadata
 
 
+def test_a_placeholder_reference_is_recognised_in_any_case_and_padding_and_a_reference_of_its_length_is_kept():
+    entries = [Entry(100, "CRDT", DAY, account_servicer_ref=" not provided ", entry_ref="1",
+                     details=[Detail(end_to_end_id="NonRef", instruction_id="NONREX")]),
+               Entry(100, "CRDT", DAY, account_servicer_ref="NOTPROVIDEX", entry_ref="2",
+                     details=[Detail(end_to_end_id="  ")])]
+    first, second = parse_camt053(one_statement(entries)).transactions
+    assert first.external_id == "S-1/1" and "end_to_end_id" not in first.metadata
+    assert first.metadata["customer_reference"] == "NONREX"
+    assert second.external_id == "NOTPROVIDEX" and "end_to_end_id" not in second.metadata
+
+
 def test_an_id_met_again_for_the_same_account_gets_a_counter_and_never_repeats():
     entries = [Entry(100, "CRDT", DAY, account_servicer_ref="SAME"), Entry(100, "CRDT", DAY, account_servicer_ref="SAME"),
                Entry(100, "CRDT", DAY, account_servicer_ref="SAME#2"), Entry(100, "CRDT", DAY, account_servicer_ref="SAME")]

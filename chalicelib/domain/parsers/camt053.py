@@ -11,8 +11,9 @@ The XML is untrusted, so it is read hardened and streamed:
   over the same bytes, so they read the same prolog.) In the body, expat knows only the five
   predefined entities and refuses any other reference.
 - The body is read by `XMLPullParser` in 16 KiB chunks, with end events only (start events would
-  cost a fifth more time). Each transaction detail (TxDtls), detail group (NtryDtls) and entry
-  (Ntry) is read when its end tag is, then emptied; its empty husk stays in its parent until that
+  cost a fifth more time), its queue of events read in place (see `_Reader._consume`). Each
+  transaction detail (TxDtls), detail group (NtryDtls) and entry (Ntry) is read when its end tag
+  is, then emptied; its empty husk stays in its parent until that
   ends (a statement keeps one small element per entry until its own end tag). A statement's
   header (Id, Acct, Bal) is read at its end tag too, as the parent is not known before: its
   records are made from the entries and get their account, statement id and ids then, and an
@@ -47,7 +48,8 @@ from __future__ import annotations
 import pyexpat
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
@@ -77,6 +79,7 @@ BOOKED = "BOOK"
 DIRECTIONS: dict[str | None, Literal["credit", "debit"]] = {"CRDT": "credit", "DBIT": "debit"}
 BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 PLACEHOLDERS = {"NOTPROVIDED", "NOT PROVIDED", "NONREF"}  # SEPA's and SWIFT's "no reference given"
+PLACEHOLDER_LENGTHS = {len(placeholder) for placeholder in PLACEHOLDERS}
 AMOUNT = re.compile(r"\s*\d{1,18}(\.\d{0,18})?\s*\Z")
 CURRENCY = re.compile(r"[A-Z]{3}\Z")
 NAMES = ("BkToCstmrStmt", "Stmt", "Id", "CreDtTm", "Acct", "IBAN", "Othr", "Ccy", "Bal", "Tp", "CdOrPrtry", "Cd",
@@ -300,22 +303,28 @@ class _Header:
 
 # The reader ---------------------------------------------------------------------------------------
 
-_DETAIL, _DETAILS_GROUP, _ENTRY, _STATEMENT, _STATEMENTS, _DOCUMENT, _MARKUP = range(7)
-
-
 class _Reader:
     def __init__(self, namespace: str, lenient: bool) -> None:
         self.lenient = lenient
-        self.q = {name: f"{{{namespace}}}{name}" for name in NAMES}
-        self.kinds = {self.q["TxDtls"]: _DETAIL, self.q["NtryDtls"]: _DETAILS_GROUP, self.q["Ntry"]: _ENTRY,
-                      self.q["Stmt"]: _STATEMENT, self.q["BkToCstmrStmt"]: _STATEMENTS,
-                      f"{{{namespace}}}Document": _DOCUMENT, ET.Comment: _MARKUP, ET.ProcessingInstruction: _MARKUP}
-        self.detail_tags = tuple(self.q[name] for name in (
+        q = self.q = {name: f"{{{namespace}}}{name}" for name in NAMES}
+        # what an end event is read for: the handler of its tag (any other element is only counted)
+        self.handlers: dict[Any, Callable[[Element], None]] = {
+            q["TxDtls"]: self._detail, q["NtryDtls"]: self._details_group, q["Ntry"]: self._entry,
+            q["Stmt"]: self._statement, q["BkToCstmrStmt"]: self._statements,
+            f"{{{namespace}}}Document": self._document,
+            ET.Comment: self._markup, ET.ProcessingInstruction: self._markup}
+        self.detail_tags = tuple(q[name] for name in (
             "Amt", "AmtDtls", "Refs", "RltdPties", "RmtInf", "CdtDbtInd", "AddtlTxInf", "BkTxCd", "EndToEndId",
             "AcctSvcrRef", "InstrId", "Ustrd"))
-        self.entry_tags = tuple(self.q[name] for name in (
+        self.entry_tags = tuple(q[name] for name in (
             "Amt", "CdtDbtInd", "RvslInd", "Sts", "BookgDt", "ValDt", "AcctSvcrRef", "NtryRef", "BkTxCd",
             "AddtlNtryInf"))
+        self.party_tags = tuple(q[name] for name in ("Dbtr", "Cdtr", "DbtrAcct", "CdtrAcct"))
+        self.name_tags = (q["Nm"], q["Pty"])
+        self.code_tags = tuple(q[name] for name in ("Domn", "Fmly", "Cd", "SubFmlyCd", "Prtry"))
+        self.account_tags = tuple(q[name] for name in ("Id", "IBAN", "Othr"))
+        self.date_tags = (q["Dt"], q["DtTm"])
+        self.detail_tag, self.groups_tag, self.status_tags = q["TxDtls"], q["NtryDtls"], (q["Cd"], q["Prtry"])
         self.transactions: list[StatementTransaction] = []
         self.balances: list[StatementBalance] = []
         self.accounts: list[str] = []
@@ -333,16 +342,18 @@ class _Reader:
         self.held = 0  # elements ended and still in the tree, but for the husks of entries and details
         self.started = 0  # start tags fed (at least as many: see _check_open)
         self.ended = 0
+        self.markup = 0  # comments and processing instructions among the events being read
 
     def read(self, data: bytes) -> ParsedStatements:
         pull: ET.XMLPullParser[Element] = ET.XMLPullParser(events=("end", "comment", "pi"))
+        events = _queue(pull)
         try:
             for offset in range(0, len(data), CHUNK_BYTES):
                 pull.feed(data[offset:offset + CHUNK_BYTES])
-                self._consume(_events(pull))
+                self._consume(events)
                 self._check_open(data, offset)
             pull.close()
-            self._consume(_events(pull))
+            self._consume(events)
         except ET.ParseError as error:
             if self.open is not None and self.open.failure is not None:
                 raise self.open.failure from None
@@ -356,36 +367,36 @@ class _Reader:
                                                          "error_count": self.error_total})
         return ParsedStatements(self.transactions, self.balances, self.accounts, self.warnings)
 
-    def _consume(self, events: Iterator[tuple[str, Element]]) -> None:
-        kinds = self.kinds
-        ended = markup = 0
-        for ended, (_, element) in enumerate(events, start=1):  # noqa: B007 (the count is read after)
-            kind = kinds.get(element.tag)
-            if kind is None:
-                continue
-            if kind == _DETAIL:
-                self._detail(element)
-            elif kind == _ENTRY:
-                self._entry(element)
-            elif kind == _DETAILS_GROUP:
-                self._details_group(element)
-            elif kind == _STATEMENT:
-                self._statement(element)
-            elif kind == _STATEMENTS:
-                self._statements(element)
-            elif kind == _DOCUMENT:
-                self._document(element)
-            else:  # a comment or a processing instruction: not an element, and its "<"s open none
-                text = element.text or ""
-                self.started -= 1 + text.count("<") - text.count("</")
-                markup += 1
-        ended -= markup
+    def _consume(self, events: deque[Any]) -> None:
+        """Reads the events queued: (event, element) pairs, then the ParseError the feed met, if any
+        (`XMLPullParser.feed` queues it after the events before it). The queue is read in place, not
+        through `read_events()`: most of its events are elements no handler reads, and its generator
+        cost as much as the loop."""
+        if not events:
+            return
+        failed = events.pop() if isinstance(events[-1], Exception) else None
+        handlers = self.handlers
+        self.markup = 0
+        for _, element in events:
+            tag = element.tag
+            if tag in handlers:
+                handlers[tag](element)
+        ended = len(events) - self.markup
+        events.clear()
+        if failed is not None:
+            raise failed
         self.held += ended
         self.ended += ended
         if self.held > MAX_HELD_ELEMENTS:
             raise _rejected(self._last_read() or "Document", f"more than {MAX_HELD_ELEMENTS} XML elements are held "
                             "outside entries and transaction details: not a statement this parser reads",
                             f"at most {MAX_HELD_ELEMENTS} elements", self.held)
+
+    def _markup(self, element: Element) -> None:
+        """A comment or a processing instruction: not an element, and its "<"s open none."""
+        text = element.text or ""
+        self.started -= 1 + text.count("<") - text.count("</")
+        self.markup += 1
 
     def _check_open(self, data: bytes, offset: int) -> None:
         """Elements opened and not yet closed are held too, and no end tag tells of them: the start
@@ -594,15 +605,16 @@ class _Reader:
         statement.details_in_group += 1
         if statement.failure is None:
             try:
-                self._read_detail(statement, element)
+                statement.details.append(self._read_detail(statement, element))
             except FileRejected as failure:
                 statement.failure = failure
-        self._release(element, 0)
+        self.held -= len(list(element.iter()))  # _release(element, 0)
+        element.clear()
 
     def _details_group(self, element: Element) -> None:
         """The end of a NtryDtls: it held the details just read, and nothing of it is needed any more."""
         statement = self.open or self._begin()
-        husks = len(element.findall(self.q["TxDtls"]))
+        husks = len(element.findall(self.detail_tag))
         if husks != statement.details_in_group and statement.failure is None:
             statement.failure = _rejected(
                 f"Stmt[{statement.index}]/Ntry[{statement.entries + 1}]/NtryDtls", f"holds {husks} transaction "
@@ -610,9 +622,13 @@ class _Reader:
                 "NtryDtls/TxDtls", "TxDtls elsewhere")
         statement.details_groups += 1
         statement.details_in_group = 0
-        self._release(element, husks)
+        if husks == len(element):  # only the details' husks (emptied at their end): itself is released
+            self.held -= 1
+            element.clear()
+        else:
+            self._release(element, husks)
 
-    def _read_detail(self, statement: _Open, element: Element) -> None:
+    def _read_detail(self, statement: _Open, element: Element) -> _Detail:
         (amount_tag, amount_details_tag, refs_tag, parties_tag, remittance_tag, indicator_tag, info_tag, code_tag,
          end_to_end_tag, servicer_tag, instruction_tag, line_tag) = self.detail_tags
         amount = amount_details = refs = parties = remittance = indicator = info = code = None
@@ -634,7 +650,7 @@ class _Reader:
                 info = child
             elif tag == code_tag:
                 code = child
-        if amount is None:
+        if amount is None and amount_details is not None:
             amount = self._find(amount_details, "TxAmt", "Amt")
         servicer_ref = end_to_end_id = instruction_id = lines = None
         if refs is not None:
@@ -646,71 +662,89 @@ class _Reader:
                     servicer_ref = _reference(ref.text)
                 elif tag == instruction_tag:
                     instruction_id = _reference(ref.text)
-        debtor, creditor = self._parties(parties) if parties is not None else _NO_PARTIES
-        if remittance is not None:
-            texts = [line.text for line in remittance.findall(line_tag)]
-            lines = _clean(texts[0]) if len(texts) == 1 else " ".join(
-                line.strip() for line in texts if line and not line.isspace()) or None
-        statement.details.append(_Detail(
-            statement.details_groups, statement.details_in_group,
-            amount.text if amount is not None else None, amount.get("Ccy") if amount is not None else None,
-            _text(indicator), servicer_ref, end_to_end_id, instruction_id, debtor, creditor, lines, _text(info),
-            self._code(code) if code is not None else None))
-
-    def _parties(self, parties: Element) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
-        """(name, account) of the debtor and of the creditor."""
-        q = self.q
         debtor = debtor_account = creditor = creditor_account = None
-        for party in parties:
-            tag = party.tag
-            if tag == q["Dbtr"]:
-                debtor = self._name(party)
-            elif tag == q["Cdtr"]:
-                creditor = self._name(party)
-            elif tag == q["DbtrAcct"]:
-                debtor_account = self._account_number(party)
-            elif tag == q["CdtrAcct"]:
-                creditor_account = self._account_number(party)
-        return (debtor, debtor_account), (creditor, creditor_account)
+        if parties is not None:  # (name, account) of the debtor and of the creditor
+            debtor_tag, creditor_tag, debtor_account_tag, creditor_account_tag = self.party_tags
+            for party in parties:
+                tag = party.tag
+                if tag == debtor_tag:
+                    debtor = self._name(party)
+                elif tag == creditor_tag:
+                    creditor = self._name(party)
+                elif tag == debtor_account_tag:
+                    debtor_account = self._account_number(party)
+                elif tag == creditor_account_tag:
+                    creditor_account = self._account_number(party)
+        if remittance is not None:
+            texts = [line.text for line in remittance if line.tag == line_tag]
+            if len(texts) == 1:
+                lines = texts[0]
+                lines = (lines.strip() or None) if lines else None
+            else:
+                lines = " ".join(line.strip() for line in texts if line and not line.isspace()) or None
+        return _Detail(statement.details_groups, statement.details_in_group,
+                       amount.text if amount is not None else None, amount.get("Ccy") if amount is not None else None,
+                       _text(indicator), servicer_ref, end_to_end_id, instruction_id, (debtor, debtor_account),
+                       (creditor, creditor_account), lines, _text(info), self._code(code) if code is not None else None)
 
-    def _name(self, party: Element | None) -> str | None:
-        """Dbtr/Nm (.001.02 to .07) or Dbtr/Pty/Nm (.001.08 on)."""
-        if party is None:
-            return None
-        name = party.findtext(self.q["Nm"])
-        if name is None:
-            inner = party.find(self.q["Pty"])
-            name = inner.findtext(self.q["Nm"]) if inner is not None else None
-        return _clean(name)
+    def _name(self, party: Element) -> str | None:
+        """Dbtr/Nm (.001.02 to .07) or Dbtr/Pty/Nm (.001.08 on): the first of each."""
+        name_tag, inner_tag = self.name_tags
+        inner = None
+        for child in party:
+            tag = child.tag
+            if tag == name_tag:
+                name = child.text
+                return (name.strip() or None) if name else None
+            if tag == inner_tag and inner is None:
+                inner = child
+        if inner is not None:
+            for child in inner:
+                if child.tag == name_tag:
+                    name = child.text
+                    return (name.strip() or None) if name else None
+        return None
 
-    def _account_number(self, account: Element | None) -> str | None:
-        """Acct/Id/IBAN, else Acct/Id/Othr/Id."""
-        identification = account.find(self.q["Id"]) if account is not None else None
-        if identification is None:
+    def _account_number(self, account: Element) -> str | None:
+        """Acct/Id/IBAN, else Acct/Id/Othr/Id: the first of each."""
+        id_tag, iban_tag, other_tag = self.account_tags
+        for identification in account:
+            if identification.tag == id_tag:
+                break
+        else:
             return None
-        number = identification.findtext(self.q["IBAN"])
-        if number is None:
-            other = identification.find(self.q["Othr"])
-            number = other.findtext(self.q["Id"]) if other is not None else None
-        return _clean(number)
+        other = None
+        for child in identification:
+            tag = child.tag
+            if tag == iban_tag:
+                number = child.text
+                return (number.strip() or None) if number else None
+            if tag == other_tag and other is None:
+                other = child
+        if other is not None:
+            for child in other:
+                if child.tag == id_tag:
+                    number = child.text
+                    return (number.strip() or None) if number else None
+        return None
 
     def _code(self, code: Element | None) -> str | None:
         """The bank transaction code: Domain/Family/SubFamily ("PMNT/RCDT/ESCT"), else the proprietary code."""
         if code is None:
             return None
-        q = self.q
-        domain = code.find(q["Domn"])
+        domain_tag, family_tag, code_tag, subfamily_tag, proprietary_tag = self.code_tags
+        domain = code.find(domain_tag)
         if domain is not None:
-            family = domain.find(q["Fmly"])
-            parts = (domain.findtext(q["Cd"]), family.findtext(q["Cd"]) if family is not None else None,
-                     family.findtext(q["SubFmlyCd"]) if family is not None else None)
+            family = domain.find(family_tag)
+            parts = (domain.findtext(code_tag), family.findtext(code_tag) if family is not None else None,
+                     family.findtext(subfamily_tag) if family is not None else None)
             joined = self.codes.get(parts)
             if joined is None:
                 joined = self.codes[parts] = "/".join(part.strip() for part in parts if part and not part.isspace())
             if joined:
                 return joined
-        proprietary = code.find(q["Prtry"])
-        return _clean(proprietary.findtext(q["Cd"])) if proprietary is not None else None
+        proprietary = code.find(proprietary_tag)
+        return _clean(proprietary.findtext(code_tag)) if proprietary is not None else None
 
     def _entry(self, element: Element) -> None:
         statement = self.open or self._begin()
@@ -722,13 +756,14 @@ class _Reader:
         if statement.failure is None:
             try:
                 where = f"Stmt[{statement.index}]/Ntry[{statement.entries}]"
-                if loose or (groups and len(element.findall(self.q["NtryDtls"])) != groups):
+                if loose or (groups and len(element.findall(self.groups_tag)) != groups):
                     raise _rejected(where, "transaction details (TxDtls) or their groups (NtryDtls) stand outside "
                                     "their place", "Ntry/NtryDtls/TxDtls", "TxDtls or NtryDtls elsewhere")
                 self._read_entry(statement, element, where, details)
             except FileRejected as failure:
                 statement.failure = failure
-        self._release(element, groups)
+        self.held -= len(list(element.iter())) - groups  # _release(element, groups)
+        element.clear()
 
     def _read_entry(self, statement: _Open, element: Element, where: str, details: list[_Detail]) -> None:
         (amount_tag, indicator_tag, reversal_tag, status_tag, booking_tag, value_tag, servicer_tag, reference_tag,
@@ -742,7 +777,10 @@ class _Reader:
         if currency != statement.currency:
             self._entry_currency(statement, currency, where)
         amount = self._minor_units(amount_element.text or "", statement.currency or "", statement.places, where)
-        indicator = _text(get(indicator_tag))
+        indicator_element, indicator = get(indicator_tag), None
+        if indicator_element is not None:
+            indicator = indicator_element.text
+            indicator = (indicator.strip() or None) if indicator else None
         direction = DIRECTIONS.get(indicator)
         if direction is None:
             raise _rejected(f"{where}/CdtDbtInd", f"credit/debit indicator is {indicator or 'missing'}",
@@ -756,33 +794,46 @@ class _Reader:
                                 "true or false", reversal_text)
             reversal = BOOLEANS[reversal_text]
         status_element = get(status_tag)
-        status = _text(status_element)
-        if status is None and status_element is not None:
-            status = _clean(status_element.findtext(self.q["Cd"])) or _clean(status_element.findtext(self.q["Prtry"]))
+        status = None
+        if status_element is not None:
+            status = status_element.text
+            status = (status.strip() or None) if status else None
+            if status is None:
+                status_code_tag, status_proprietary_tag = self.status_tags
+                status = _clean(status_element.findtext(status_code_tag)) or _clean(
+                    status_element.findtext(status_proprietary_tag))
         if status is None:
             raise _rejected(f"{where}/Sts", "the entry has no status", "BOOK, PDNG, INFO or FUTR", "nothing")
         if status != BOOKED:
             statement.skipped.append(f"{where} ({status})")
             return
-        booking = self._date(get(booking_tag), f"{where}/BookgDt")
+        booking = self._date(get(booking_tag), where, "/BookgDt")
         if booking is None:
             raise _rejected(f"{where}/BookgDt", "a booked entry has no booking date", "BookgDt/Dt", "nothing")
-        value = self._date(get(value_tag), f"{where}/ValDt")
+        value = self._date(get(value_tag), where, "/ValDt")
         if direction == "credit":
             statement.credits += amount
         else:
             statement.debits += amount
-        servicer_ref, entry_ref, code, info = (get(servicer_tag), get(reference_tag), get(code_tag),
-                                               get(info_tag))
+        servicer_ref, entry_ref, code, info_element = (get(servicer_tag), get(reference_tag), get(code_tag),
+                                                       get(info_tag))
+        info = None
+        if info_element is not None:
+            info = info_element.text
+            info = (info.strip() or None) if info else None
         entry = _Entry(where, amount, direction, reversal, booking, value,
                        _reference(servicer_ref.text) if servicer_ref is not None else None,
                        _reference(entry_ref.text) if entry_ref is not None else None,
-                       self._code(code) if code is not None else None, _text(info))
-        if details and all(detail.amount is not None and detail.currency == currency for detail in details):
-            self._batch(statement, entry, details)
-        else:
-            self._record(statement, entry, amount, direction, details[0] if len(details) == 1 else None, details,
-                         where, None)
+                       self._code(code) if code is not None else None, info)
+        if details:
+            for detail in details:  # a batch booking when every detail has an amount in the entry's currency
+                if detail.amount is None or detail.currency != currency:
+                    break
+            else:
+                self._batch(statement, entry, details)
+                return
+        self._record(statement, entry, amount, direction, details[0] if len(details) == 1 else None, details,
+                     where, None)
 
     def _entry_currency(self, statement: _Open, currency: str | None, where: str) -> None:
         if currency is None or not CURRENCY.match(currency):
@@ -884,15 +935,18 @@ class _Reader:
                             text.strip())
         return amount
 
-    def _date(self, choice: Element | None, where: str) -> date | None:
-        """A DateAndDateTimeChoice, Dt (2026-11-03) or DtTm (2026-11-03T10:15:00+01:00), as its date."""
+    def _date(self, choice: Element | None, where: str, name: str = "") -> date | None:
+        """A DateAndDateTimeChoice, Dt (2026-11-03) or DtTm (2026-11-03T10:15:00+01:00), as its date
+        (where + name: the element, for a message)."""
         if choice is None:
             return None
-        text = choice.findtext(self.q["Dt"])
+        date_tag, time_tag = self.date_tags
+        text = choice.findtext(date_tag)
         day = self.dates.get(text) if text else None
         if day is not None:
             return day
-        text = _clean(text) or _clean(choice.findtext(self.q["DtTm"]))
+        where += name
+        text = _clean(text) or _clean(choice.findtext(time_tag))
         if text is None:
             raise _rejected(where, "the date is missing", "Dt (YYYY-MM-DD) or DtTm", "nothing")
         day = self.dates.get(text)
@@ -910,8 +964,13 @@ def _detail_where(entry_where: str, detail: _Detail) -> str:
     return f"{entry_where}/{group}/TxDtls[{detail.index}]"
 
 
-def _events(pull: ET.XMLPullParser[Element]) -> Iterator[tuple[str, Element]]:
-    return pull.read_events()  # type: ignore[return-value]  # end events carry elements
+def _queue(pull: ET.XMLPullParser[Element]) -> deque[Any]:
+    """The pull parser's queue of events, read in place (see _consume)."""
+    events = getattr(pull, "_events_queue", None)
+    if not isinstance(events, deque):
+        raise RuntimeError("xml.etree.ElementTree.XMLPullParser keeps no _events_queue deque: this Python's "
+                           "ElementTree is not the one the camt.053 parser was written for")
+    return events
 
 
 def _text(element: Element | None) -> str | None:
@@ -927,8 +986,12 @@ def _clean(text: str | None) -> str | None:
 
 def _reference(text: str | None) -> str | None:
     """A reference, unless a placeholder for none."""
-    text = _clean(text)
-    return None if text is None or text.upper() in PLACEHOLDERS else text
+    if not text:
+        return None
+    text = text.strip()
+    if len(text) in PLACEHOLDER_LENGTHS:
+        return None if not text or text.upper() in PLACEHOLDERS else text
+    return text or None
 
 
 def _date_of(text: str | None) -> date | None:
