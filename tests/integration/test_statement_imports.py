@@ -420,3 +420,14 @@ def test_a_deleted_bank_feed_leaves_no_latest_balance_behind(api, services, runt
     assert api.delete("/v1/data_streams/operating").status_code == 204
     stream(api, "operating", "123456")
     assert api.get("/v1/data_streams/operating").json_body["latest_balance"] is None
+
+
+def test_a_bai2_file_of_one_line_is_imported_as_the_same_file_with_line_breaks(api, services, runtime):
+    stream(api, "operating", "123456")
+    one_line = BAI2.replace("/\n", "/")
+
+    job = statement_into(api, services, runtime, "/v1/file_imports", one_line)
+
+    assert (job["status"], job["successful_items"]) == ("completed", 2), job
+    [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
+    assert (day["opening_booked"], day["closing_booked"]) == (100000, 112500)
