@@ -8,6 +8,7 @@ from chalicelib.jobs import browser, files, runs, sweeper
 from chalicelib.jobs.agents import handle_agent_run_messages
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages
+from chalicelib.jobs.webhooks import handle_webhook_delivery_messages, handle_webhook_event_messages
 from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.settings import current_settings
 
@@ -35,6 +36,18 @@ def investigation_worker(event):
 @app.on_sqs_message(queue=settings.agent_run_queue_name, batch_size=1)
 def agent_worker(event):
     handle_agent_run_messages(event)
+
+
+# Webhooks: the event bus's rule queues each domain event, which fans out to one delivery per
+# endpoint; each delivery attempt is one message of the delivery queue.
+@app.on_sqs_message(queue=settings.webhook_event_queue_name, batch_size=1)
+def webhook_fanout(event):
+    handle_webhook_event_messages(event)
+
+
+@app.on_sqs_message(queue=settings.webhook_delivery_queue_name, batch_size=1)
+def webhook_worker(event):
+    handle_webhook_delivery_messages(event)
 
 
 # File imports: S3 events start them; infra/statemachines/file_import.asl.json runs these tasks.

@@ -16,12 +16,14 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.parked_events import ParkedEventRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -30,6 +32,8 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
+from chalicelib.adapters.events import EventBridgePublisher
 from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.models import language_model
@@ -38,9 +42,11 @@ from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.schedules import AgentSchedules
 from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
+from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
+from chalicelib.domain.webhooks import UrlPolicy
 from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import AgentLimits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
@@ -163,6 +169,14 @@ class Container:
         return BalanceRepository(self.table)
 
     @cached_property
+    def events(self) -> EventBridgePublisher:
+        return EventBridgePublisher(self.aws.client("events"), self.settings.event_bus_name)
+
+    @cached_property
+    def parked_events(self) -> ParkedEventRepository:
+        return ParkedEventRepository(self.table)
+
+    @cached_property
     def stories(self) -> StoryRepository:
         return StoryRepository(self.table, self.counters)
 
@@ -210,6 +224,23 @@ class Container:
                            verification_wait_seconds=settings.verification_timeout_seconds)
 
     @cached_property
+    def audit(self) -> AuditRepository:
+        return AuditRepository(self.table)
+
+    @cached_property
+    def webhooks(self) -> WebhookRepository:
+        return WebhookRepository(self.table)
+
+    @cached_property
+    def webhook_delivery_queue(self) -> WorkQueue:
+        return WorkQueue(self.aws.sqs, self.settings.webhook_delivery_queue_name)
+
+    @cached_property
+    def webhook_sender(self) -> HttpWebhookSender:
+        # Locally a developer receives on their own machine: http and loopback addresses too.
+        return HttpWebhookSender(UrlPolicy(local=self.settings.local_mode), self.settings.webhook_timeout_seconds)
+
+    @cached_property
     def tallies(self) -> TallyRepository:
         return TallyRepository(self.table)
 
@@ -228,6 +259,10 @@ class Container:
             language_model=self.language_model, agent_limits=self.agent_limits,
             browser_workflows=self.browser_workflows, task_tokens=self.task_tokens,
             browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal), balances=self.balances,
+            events=self.events, parked_events=self.parked_events,
+            audit=self.audit,
+            webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
+            webhook_sender=self.webhook_sender,
             chunk_records=reconciliation_runs.CHUNK_RECORDS,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).

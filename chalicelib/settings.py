@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     # Agents (infra/template.yaml: the agent-run queue, the schedule group and the role that lets
     # EventBridge Scheduler send to that queue).
     agent_run_queue_name: str = "recon-dev-agent-runs"
+    # Domain events (infra/template.yaml `EventBus`): the webhook fan-out and any client rule read them.
+    event_bus_name: str = "recon-dev"
     agent_run_max_receives: int = 3  # the queue's maxReceiveCount
     schedule_group_name: str = "recon-dev"
     scheduler_role_arn: str = "arn:aws:iam::123456789012:role/recon-dev-scheduler"
@@ -96,6 +98,13 @@ class Settings(BaseSettings):
     # At most 2 hours: a waiting run older than that and a worker's lease is taken for abandoned
     # (domain/agents/runs.py, WAIT_LEASE).
     verification_timeout_seconds: int = Field(default=1800, ge=1, le=7200)
+
+    # Webhooks (infra/template.yaml): the queue the event bus's rule fills (one message per event,
+    # fanned out to the endpoints), the queue of delivery attempts, and one attempt's timeout
+    # (connect and read, each).
+    webhook_event_queue_name: str = "recon-dev-webhook-events"
+    webhook_delivery_queue_name: str = "recon-dev-webhook-deliveries"
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=30)
 
     log_level: str = "INFO"
 

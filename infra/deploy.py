@@ -69,6 +69,9 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_BULK_QUEUE_NAME": outputs["BulkQueueName"],
             "RECON_INVESTIGATION_QUEUE_NAME": outputs["InvestigationQueueName"],
             "RECON_AGENT_RUN_QUEUE_NAME": outputs["AgentRunQueueName"],
+            "RECON_WEBHOOK_EVENT_QUEUE_NAME": outputs["WebhookEventQueueName"],
+            "RECON_WEBHOOK_DELIVERY_QUEUE_NAME": outputs["WebhookDeliveryQueueName"],
+            "RECON_EVENT_BUS_NAME": outputs["EventBusName"],
             "RECON_SCHEDULE_GROUP_NAME": outputs["ScheduleGroupName"],
             "RECON_SCHEDULER_ROLE_ARN": outputs["SchedulerRoleArn"],
             "RECON_FILE_IMPORT_STATE_MACHINE": outputs["FileImportStateMachineArn"],
@@ -334,7 +337,8 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
 
 def _placeholder_outputs() -> dict[str, str]:
     names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName",
-             "ScheduleGroupName", "SchedulerRoleArn", "FileImportStateMachineArn",
+             "WebhookEventQueueName", "WebhookDeliveryQueueName", "EventBusName", "ScheduleGroupName",
+             "SchedulerRoleArn", "FileImportStateMachineArn",
              "ReconciliationRunStateMachineArn", "BrowserRunStateMachineArn", "SecretsPrefix"] + \
         [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
     return {name: "-" for name in names}

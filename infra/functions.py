@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Roles of infra/template.yaml, by group: `<Group>RoleArn` outputs.
-GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper", "agents", "browser")
+GROUPS = ("api", "ingestion", "runs", "investigations", "sweeper", "agents", "browser", "webhooks")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ FUNCTIONS: dict[str, Function] = {
     "browser_run_pause": Function("browser", engine=False, memory_mb=256, timeout_s=60),
     "browser_run_expire": Function("browser", engine=False, memory_mb=256, timeout_s=60),
     "browser_run_fail": Function("browser", engine=False, memory_mb=256, timeout_s=60),
+    # Webhooks: the fan-out of an event to its deliveries, and one delivery attempt (an HTTP call of
+    # at most 10 s to connect and 10 s to read); no engine.
+    "webhook_fanout": Function("webhooks", engine=False, memory_mb=256, timeout_s=60),
+    "webhook_worker": Function("webhooks", engine=False, memory_mb=256, timeout_s=60),
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalicelib.api import (
     agents,
+    audit_events,
     data_streams,
     file_imports,
     matches,
@@ -13,10 +14,12 @@ from chalicelib.api import (
     records,
     runs,
     stories,
+    webhook_endpoints,
 )
 from chalicelib.api.routing import API_PREFIX, Router
 
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
-                         reconciliations.router, stories.router, agents.router]
+                         reconciliations.router, stories.router, agents.router, audit_events.router,
+                         webhook_endpoints.router]
 PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

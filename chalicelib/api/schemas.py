@@ -1059,3 +1059,132 @@ class AgentRunPage(BaseModel):
     data: list[AgentRunOut]
     next_cursor: str | None
     limit: int
+
+
+# Webhooks -------------------------------------------------------------------------------------
+
+WebhookUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+EventTypes = Annotated[list[Annotated[str, StringConstraints(max_length=100)]], Field(max_length=50)]
+
+
+class CreateWebhookEndpoint(RequestModel):
+    url: WebhookUrl = Field(description="https; it may not resolve to a private, loopback or link-local address "
+                            "(locally, http and loopback are allowed too)")
+    events: EventTypes = Field(description='Event types to receive, or ["*"] for all')
+    description: Description = ""
+    active: bool = True
+
+
+class UpdateWebhookEndpoint(RequestModel):
+    url: WebhookUrl = unchanged_when_absent()
+    events: EventTypes = unchanged_when_absent('Event types to receive, or ["*"] for all')
+    description: Description = unchanged_when_absent()
+    active: bool = unchanged_when_absent("true again clears an automatic disable")
+
+
+class WebhookEndpointOut(BaseModel):
+    id: int
+    url: str
+    events: list[str]
+    description: str
+    active: bool
+    disabled_reason: str | None = Field(description="Why the service disabled the endpoint (deliveries failed for "
+                                        "3 days); null when it did not")
+    disabled_at: Timestamp | None
+    failing_since: Timestamp | None = Field(description="The first failed attempt since the last success")
+    previous_secret_expires_at: Timestamp | None = Field(description="After a rotation, when the previous secret "
+                                                         "stops signing")
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class WebhookEndpointWithSecretOut(WebhookEndpointOut):
+    secret: str = Field(description="The signing secret (whsec_...): shown in this response only")
+
+
+class WebhookEndpointPage(BaseModel):
+    data: list[WebhookEndpointOut]
+    next_cursor: str | None
+    limit: int
+
+
+class WebhookDeliveryOut(BaseModel):
+    id: int
+    endpoint_id: int
+    event_id: str = Field(description="Also the webhook-id header: the same on every attempt")
+    event_type: str
+    status: Literal["pending", "delivering", "succeeded", "failed"]
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None = Field(description="A timeout, a connection error, a refused address, or the HTTP status")
+    response_excerpt: str | None = Field(description="The start of the endpoint's last answer (200 characters)")
+    next_attempt_at: Timestamp | None
+    last_attempt_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class WebhookDeliveryPage(BaseModel):
+    data: list[WebhookDeliveryOut]
+    next_cursor: str | None
+    limit: int
+
+
+# Audit trail --------------------------------------------------------------------------------------
+
+ResourceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+Actor = Annotated[str, StringConstraints(pattern=r"^(api_key|agent|system):[^\s]{1,120}$")]
+
+
+class AuditEventsQuery(CursorQuery):
+    resource_type: ResourceType | None = Field(default=None, description="e.g. reconciliation_exception")
+    resource_id: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
+        default=None, description="The resource's id as its routes name it (needs resource_type)")
+    actor: Actor | None = Field(default=None, description="api_key:<id>, agent:<agent id> or system:<kind>[:<id>]")
+    at_from: datetime | None = Field(default=None, alias="from", description="Entries at or after (ISO 8601; UTC "
+                                     "when no offset is given)")
+    at_to: datetime | None = Field(default=None, alias="to", description="Entries at or before (ISO 8601)")
+
+
+class AuditEventOut(BaseModel):
+    id: int = Field(description="The entry's seq: its place in the environment's chain")
+    seq: int = Field(description="1-based and dense per environment")
+    at: Timestamp
+    actor: str = Field(description="api_key:<id>, agent:<agent id>, or system:<kind>[:<run or job id>]")
+    action: str = Field(description="resource.verb, e.g. reconciliation_exception.updated")
+    resource_type: str
+    resource_id: str | None
+    summary: dict[str, Any] = Field(description="A short account: before/after of changed fields, counts, ids")
+    prev_hash: str = Field(description="The previous entry's hash (64 zeros for the first)")
+    hash: str = Field(description="sha256 hex of prev_hash + the entry's canonical JSON (every field but hash)")
+
+
+class AuditEventPage(BaseModel):
+    data: list[AuditEventOut]
+    next_cursor: str | None = Field(description="null at the end; a filtered page may be short, so follow "
+                                    "next_cursor, not the page's length")
+    limit: int
+
+
+class AuditVerifyQuery(QueryModel):
+    from_seq: int = Field(default=1, ge=1, description="Start here: a previous call's next_from_seq")
+
+
+class ChainBreakOut(BaseModel):
+    seq: int = Field(description="Where the chain breaks")
+    id: int | None = Field(description="The entry found at that place, if any")
+    reason: Literal["hash_mismatch", "prev_hash_mismatch", "missing_entry"]
+    message: str
+
+
+class AuditVerifyOut(BaseModel):
+    intact: bool = Field(description="No break in the entries checked (all of the chain when complete)")
+    checked: int = Field(description="Entries checked intact by this call")
+    first_break: ChainBreakOut | None
+    from_seq: int
+    last_checked_seq: int = Field(description="The last seq checked intact (from_seq - 1 when none)")
+    head_seq: int = Field(description="The chain's last seq as its head records it")
+    head_hash: str | None
+    complete: bool = Field(description="The walk reached the chain's end or a break; false: continue with "
+                           "from_seq=next_from_seq")
+    next_from_seq: int | None

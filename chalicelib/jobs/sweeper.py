@@ -10,6 +10,7 @@ from chalicelib.services import (
     matches,
     reconciliation_exceptions,
     reconciliation_runs,
+    webhooks,
 )
 
 
@@ -21,5 +22,6 @@ def sweep_task() -> None:
     counts["rolled_back_matches"] = matches.sweep_pending(ports)
     counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(ports)
     counts["abandoned_investigations"] = investigations.sweep(ports)
+    counts["queued_webhook_deliveries"] = webhooks.sweep(ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)

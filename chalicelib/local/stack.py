@@ -47,6 +47,9 @@ class StackInfo:
     child_pids: list[int] | None = None
     s3_endpoint: str = ""  # s3rver; the AWS endpoint forwards S3 requests to it too
     agent_run_queue_name: str = ""
+    event_bus_name: str = ""
+    webhook_event_queue_name: str = ""
+    webhook_delivery_queue_name: str = ""
     schedule_group_name: str = ""
     scheduler_role_arn: str = ""
 
@@ -60,7 +63,9 @@ class StackInfo:
             "reconciliation_run_state_machine": self.reconciliation_run_state_machine,
             "browser_run_state_machine": self.browser_run_state_machine, "secrets_prefix": self.secrets_prefix,
             "agent_run_queue_name": self.agent_run_queue_name, "schedule_group_name": self.schedule_group_name,
-            "scheduler_role_arn": self.scheduler_role_arn,
+            "scheduler_role_arn": self.scheduler_role_arn, "event_bus_name": self.event_bus_name,
+            "webhook_event_queue_name": self.webhook_event_queue_name,
+            "webhook_delivery_queue_name": self.webhook_delivery_queue_name,
         })
 
 
@@ -130,6 +135,9 @@ class LocalStack:
             reconciliation_run_state_machine=outputs["ReconciliationRunStateMachineName"],
             browser_run_state_machine=outputs["BrowserRunStateMachineName"], secrets_prefix=outputs["SecretsPrefix"],
             agent_run_queue_name=outputs["AgentRunQueueName"], schedule_group_name=outputs["ScheduleGroupName"],
+            event_bus_name=outputs["EventBusName"],
+            webhook_event_queue_name=outputs["WebhookEventQueueName"],
+            webhook_delivery_queue_name=outputs["WebhookDeliveryQueueName"],
             # No role is made locally (nothing enforces IAM there), so the template has no ARN to
             # give: this one names the role the Scheduler would assume, and the Scheduler keeps it.
             scheduler_role_arn=outputs.get("SchedulerRoleArn")

@@ -262,7 +262,9 @@ def test_every_event_source_mapping_joins_a_deployed_queue_to_a_deployed_functio
         consumers[mapping["EventSourceArn"].rsplit(":", 1)[-1]] = configuration["Handler"]
     assert consumers == {deployment.outputs["BulkQueueName"]: "app.bulk_worker",
                          deployment.outputs["InvestigationQueueName"]: "app.investigation_worker",
-                         deployment.outputs["AgentRunQueueName"]: "app.agent_worker"}
+                         deployment.outputs["AgentRunQueueName"]: "app.agent_worker",
+                         deployment.outputs["WebhookEventQueueName"]: "app.webhook_fanout",
+                         deployment.outputs["WebhookDeliveryQueueName"]: "app.webhook_worker"}
 
 
 def test_agents_schedules_go_to_a_deployed_group_with_a_deployed_role_and_queue(deployment):

@@ -106,14 +106,34 @@ CASES = {
     ("DELETE", "/agents/{id}/files/{file_id}"): ("DELETE", "/v1/agents/{agent_id}/files/{agent_file_id}", None, 404),
     ("GET", "/reconciliation_stories/{id}/summary"): ("GET", "/v1/reconciliation_stories/{story_id}/summary",
                                                       None, 404),
+    # Webhook endpoints
+    ("POST", "/webhook_endpoints"): ("POST", "/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/b", "events": ["*"]},
+                                     "creates"),
+    ("GET", "/webhook_endpoints"): ("GET", "/v1/webhook_endpoints", None, "lists_nothing"),
+    ("GET", "/webhook_endpoints/{id}"): ("GET", "/v1/webhook_endpoints/{webhook_endpoint_id}", None, 404),
+    ("PATCH", "/webhook_endpoints/{id}"): ("PATCH", "/v1/webhook_endpoints/{webhook_endpoint_id}",
+                                           {"url": "http://127.0.0.1:9/stolen"}, 404),
+    ("DELETE", "/webhook_endpoints/{id}"): ("DELETE", "/v1/webhook_endpoints/{webhook_endpoint_id}", None, 404),
+    ("POST", "/webhook_endpoints/{id}/rotate_secret"): (
+        "POST", "/v1/webhook_endpoints/{webhook_endpoint_id}/rotate_secret", None, 404),
+    ("GET", "/webhook_endpoints/{id}/deliveries"): (
+        "GET", "/v1/webhook_endpoints/{webhook_endpoint_id}/deliveries", None, 404),
+    ("POST", "/webhook_endpoints/{id}/deliveries/{delivery_id}/retry"): (
+        "POST", "/v1/webhook_endpoints/{webhook_endpoint_id}/deliveries/{webhook_delivery_id}/retry", None, 404),
+    # The audit trail: B's chain is its own (empty), whatever A's holds
+    ("GET", "/audit_events"): ("GET", "/v1/audit_events", None, "lists_nothing"),
+    ("GET", "/audit_events/verify"): ("GET", "/v1/audit_events/verify", None, "verifies_an_empty_chain"),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
 # of its own; every other case only reads or is refused (404/422), and they share one world per module
 # (module_state_unchanged fails any of them that changes it).
-MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports")}
+MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports"),
+            ("POST", "/webhook_endpoints")}
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
-               "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}"]
+               "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}",
+               "/v1/audit_events?resource_type=data_stream&resource_id=bank",
+               "/v1/audit_events?resource_type=reconciliation_exception&resource_id={exception_id}"]
 
 
 def test_every_route_is_covered():
@@ -171,12 +191,29 @@ def build_world(api, services, worker):
     agent_file = api.post(f"/v1/agents/{agent['id']}/files", {"filename": "a.csv", "content_base64": "YQ=="}).json_body
     agent_run = api.post(f"/v1/agents/{agent['id']}/runs").json_body
     worker.drain()  # the run fails at once (no model answers here): a finished run of A's
+    # A's webhook endpoint and a delivery of its (written directly: nothing is queued or sent).
+    endpoint = api.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/a", "events": ["*"]}).json_body
+    delivery = _a_webhook_delivery(services, endpoint["id"])
     other_key = create_key(services.api_keys, "globex")[1]
-    return {"definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
+    return {"webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
+            "definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker}
+
+
+def _a_webhook_delivery(services, endpoint_id):
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.domain.webhooks import DeliveryStatus, WebhookDelivery
+
+    now = utc_now()
+    delivery = WebhookDelivery(environment="acme", endpoint_id=endpoint_id, event_id="evt_a", payload="{}",
+                               id=services.counters.next_id("acme", "webhook_delivery"),
+                               event_type="file_import.completed", status=DeliveryStatus.FAILED, created_at=now,
+                               updated_at=now, attempts=8)
+    services.webhooks.add_delivery(delivery, wake_at=now)
+    return delivery
 
 
 def _a_still_has_everything(api, world):
@@ -197,6 +234,10 @@ def _a_still_has_everything(api, world):
         world["agent_run_id"]]
     story = api.get(f"/v1/reconciliation_stories/{world['story_id']}").json_body
     assert story["name"] == "A's story" and story["links"][0]["reconciliation_name"] == "A's recon"
+    endpoint = api.get(f"/v1/webhook_endpoints/{world['webhook_endpoint_id']}").json_body
+    assert endpoint["url"] == "http://127.0.0.1:9/a"
+    [delivery] = api.get(f"/v1/webhook_endpoints/{world['webhook_endpoint_id']}/deliveries").json_body["data"]
+    assert (delivery["id"], delivery["status"]) == (world["webhook_delivery_id"], "failed")
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).
@@ -239,6 +280,10 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
     elif expected == "refers_to_unknown_agent":
         assert response.status_code == 422
         assert [e["field"] for e in response.json_body["errors"]] == ["mentions[0].id"]
+    elif expected == "verifies_an_empty_chain":
+        assert response.status_code == 200
+        assert (response.json_body["intact"], response.json_body["checked"], response.json_body["head_seq"]) == (
+            True, 0, 0)
     elif expected != "done":
         assert response.status_code == expected, response.json_body
     _a_still_has_everything(api, world)

@@ -148,20 +148,26 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName", "ScheduleGroupName",
         "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn", "EngineLayerArn",
         "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn", "InvestigationsRoleArn", "SweeperRoleArn", "AgentsRoleArn",
-        "BrowserRoleArn", "BrowserRunStateMachineArn", "SecretsPrefix")}
+        "BrowserRoleArn", "BrowserRunStateMachineArn", "SecretsPrefix", "EventBusName", "WebhooksRoleArn",
+        "WebhookEventQueueName", "WebhookDeliveryQueueName")}
     stage = stage_config("prod", outputs)["stages"]["prod"]
     assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
         "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
         "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
-        "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>"}
+        "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>", "<EventBusName>",
+        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>"}
     # Each name reaches the setting that reads it.
     from chalicelib.settings import Settings
 
     for name, value in stage["environment_variables"].items():
         monkeypatch.setenv(name, value)
     given = Settings()
-    assert (given.agent_run_queue_name, given.schedule_group_name, given.scheduler_role_arn) == (
-        "<AgentRunQueueName>", "<ScheduleGroupName>", "<SchedulerRoleArn>")
+    assert (given.agent_run_queue_name, given.schedule_group_name, given.scheduler_role_arn, given.event_bus_name) == (
+        "<AgentRunQueueName>", "<ScheduleGroupName>", "<SchedulerRoleArn>", "<EventBusName>")
+    assert (given.webhook_event_queue_name, given.webhook_delivery_queue_name) == (
+        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>")
+    assert stage["lambda_functions"]["webhook_worker"]["iam_role_arn"] == "<WebhooksRoleArn>"
+    assert stage["lambda_functions"]["webhook_worker"]["layers"] == []
     assert stage["lambda_functions"]["agent_worker"]["iam_role_arn"] == "<AgentsRoleArn>"
     assert stage["lambda_functions"]["agent_worker"]["layers"] == ["<EngineLayerArn>"]
     assert stage["manage_iam_role"] is False
@@ -169,3 +175,58 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
     assert stage["lambda_functions"]["reconciliation_run_match"]["layers"] == ["<EngineLayerArn>"]
     assert stage["lambda_functions"]["reconciliation_run_match"]["iam_role_arn"] == "<RunsRoleArn>"
     assert set(stage["lambda_functions"]) == set(FUNCTIONS)
+
+
+def test_the_webhook_queues_have_dead_letter_queues_and_their_consumers_may_read_them():
+    from infra.functions import FUNCTIONS
+
+    resources = load_template()["Resources"]
+    for queue, consumer in (("WebhookEventQueue", "webhook_fanout"), ("WebhookDeliveryQueue", "webhook_worker")):
+        props = resources[queue]["Properties"]
+        assert props["VisibilityTimeout"] >= 6 * FUNCTIONS[consumer].timeout_s
+        assert props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0] == queue.replace("Queue", "DeadLetterQueue")
+        assert FUNCTIONS[consumer].group == "webhooks"
+        granted = statements(resources, "WebhooksRole")
+        for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+            assert allows(granted, action, {"Fn::GetAtt": [queue, "Arn"]}), (queue, action)
+    # Attempts are queued by the fan-out, the API's retry and the sweeper.
+    delivery_queue = {"Fn::GetAtt": ["WebhookDeliveryQueue", "Arn"]}
+    for role in ("WebhooksRole", "ApiRole", "SweeperRole"):
+        assert allows(statements(resources, role), "sqs:SendMessage", delivery_queue), role
+
+
+def test_every_role_of_the_app_may_publish_on_the_event_bus_and_only_the_fan_out_rule_fills_its_queue():
+    from infra.functions import FUNCTIONS, role_output
+
+    resources = load_template()["Resources"]
+    bus = {"Fn::GetAtt": ["EventBus", "Arn"]}
+    roles = {role_output(f.group).removesuffix("Arn") for f in FUNCTIONS.values()}
+    for role in roles:
+        assert allows(statements(resources, role), "events:PutEvents", bus), role
+    rule = resources["WebhookFanOutRule"]["Properties"]
+    assert rule["EventBusName"] == {"Fn::GetAtt": ["EventBus", "Name"]} and rule["EventPattern"] == {"source": ["recon"]}
+    assert [t["Arn"] for t in rule["Targets"]] == [{"Fn::GetAtt": ["WebhookEventQueue", "Arn"]}]
+    [grant] = resources["WebhookEventQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert grant["Principal"] == {"Service": "events.amazonaws.com"} and grant["Action"] == "sqs:SendMessage"
+    assert grant["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["WebhookFanOutRule", "Arn"]}}}
+
+
+def test_the_local_provisioner_makes_the_bus_and_its_rule_deliver_to_the_fan_out_queue():
+    import json
+
+    import boto3
+    from moto import mock_aws
+
+    from chalicelib.adapters.aws import AwsClients
+    from chalicelib.settings import Settings
+
+    with mock_aws():
+        settings = Settings(region="us-east-1", local_mode=True)
+        outputs = provision(AwsClients(settings), {"Stage": "dev"}, "us-east-1", log=lambda _: None)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        boto3.client("events", region_name="us-east-1").put_events(Entries=[{
+            "Source": "recon", "DetailType": "file_import.completed", "EventBusName": outputs["EventBusName"],
+            "Detail": json.dumps({"environment": "acme", "event": {"id": "evt_1"}})}])
+        url = sqs.get_queue_url(QueueName=outputs["WebhookEventQueueName"])["QueueUrl"]
+        [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+        assert json.loads(message["Body"])["detail"]["event"]["id"] == "evt_1"

@@ -18,6 +18,15 @@ API key        | -    | KEY#<sha256>          | KEY             | api_keys: add;
                | gsi1 | KEYS                  | <id>            | add                     | list: the CLI's list, and
                |      |                       |                 |                         | its revoke (by id)
                |      |                       |                 |                         |
+parked event   | -    | PARKED_EVENTS         | <env>#<event id>| parked_events: park     | parked: the sweeper
+               |      |                       |                 | (the bus refused it),   | publishes them again
+               |      |                       |                 | release                 | (services/events.py)
+               |      |                       |                 |                         |
+audited event  | -    | {E}#EVENT#<event id>  | AUDITED         | parked_events:          | audited: a retried job
+               |      |                       |                 | mark_audited, after the | announcing the same
+               |      |                       |                 | decision's audit entry  | decision again writes no
+               |      |                       |                 |                         | second entry
+               |      |                       |                 |                         |
 id counter     | -    | {E}#COUNTER           | <entity>        | counters: next_id,      | the ADD returns the new
                |      |                       |                 | next_ids (one ADD each) | value
                |      |                       |                 |                         |
@@ -267,15 +276,52 @@ agent run      | -    | {E}#AGENTRUN#<id>     | AGENTRUN        | agent_runs: ad
                | gsi1 | {E}#AGENT#<uuid>#RUNS | <id>            | add                     | list_page: GET
                |      |                       |                 |                         | /agents/{id}/runs, newest
                |      |                       |                 |                         | first; an agent's delete
+               |      |                       |                 |                         |
+webhook        | -    | {E}#WHE#<id>          | WHE             | webhooks: add, save     | get: the routes, the
+endpoint       |      |                       |                 | (version), rotate,      | delivery worker; remove
+               |      |                       |                 | mark_failing, disable,  | deletes its partition
+               |      |                       |                 | mark_succeeded, remove  |
+               | gsi1 | {E}#WHES              | <id>            | add                     | list_page: GET
+               |      |                       |                 |                         | /webhook_endpoints; of_
+               |      |                       |                 |                         | environment: the fan-out
+               |      |                       |                 |                         |
+webhook        | -    | {E}#WHE#<endpoint>    | DLV#<id>        | webhooks: add_delivery  | get_delivery; deliveries
+delivery       |      |                       |                 | (after its guard),      | (sk prefix, newest first):
+               |      |                       |                 | claim, record_attempt,  | GET /webhook_endpoints/
+               |      |                       |                 | fail_delivery, requeue  | {id}/deliveries
+               | gsi2 | WEBHOOKS_DUE          | <wake at>#<env> | while pending or        | due: the sweeper queues the
+               |      |                       | #<endpoint>#<id>| delivering (sparse)     | attempts whose time came
+               |      |                       |                 |                         |
+webhook event  | -    | {E}#WHE#<endpoint>    | EVT#<event id>  | webhooks: add_delivery  | the conditional put: one
+guard          |      |                       |                 | (conditional put)       | delivery per endpoint and
+               |      |                       |                 |                         | event, however often the
+               |      |                       |                 |                         | event comes
+               |      |                       |                 |                         |
+audit entry    | -    | {E}#AUDIT             | SEQ#<seq>       | audit: append (a        | list_page: GET
+               |      |                       |                 | conditional put: the    | /audit_events, newest
+               |      |                       |                 | seq must be free);      | first; entries_between
+               |      |                       |                 | never changed, never    | (sk BETWEEN): verify
+               |      |                       |                 | deleted                 |
+               | gsi3 | {E}#AUDIT#<type>#     | <seq>           | append: entries naming  | GET /audit_events?
+               |      | <resource id>         |                 | a resource id           | resource_type=&
+               |      |                       |                 |                         | resource_id= (keys, then
+               |      |                       |                 |                         | BatchGetItem)
+               |      |                       |                 |                         |
+audit chain    | -    | {E}#AUDIT             | HEAD            | audit: append advances  | append: the next seq and
+head           |      |                       |                 | it (conditional on its  | prev_hash; verify: where
+               |      |                       |                 | seq)                    | the chain ends
 
 - `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
   reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
-  investigation, story, story_link, agent_run. A job's records and a run's matches take a block of ids in one ADD.
+  investigation, story, story_link, agent_run, webhook_endpoint, webhook_delivery. A job's records and a
+  run's matches take a block of ids in one ADD.
 - `<key>` of an idempotency key: a bulk request's Idempotency-Key, or `drop:<object key>:<etag>`
   for a dropped file (one import per object); `expires_at` lets TTL remove it after 48 hours.
 - A record's attributes whose names vary are kept twice, once under a fixed name an index can
   project: `match_<recon>` and the number set `matched_in` (the claims, see `match_attribute`),
   `exception_<recon>` and the string set `exception_holds` (the holds, see `exception_attribute`).
+- `<seq>` of an audit entry is its place in the environment's chain, 1-based and dense, zero-padded
+  to ID_WIDTH; its `summary` is kept as canonical JSON text (the hash covers it as written).
 - A reconciliation's "refresh marks" are `exceptions_refreshed_at` (projected into gsi2; removed
   when matching changes outside a run, so the sweeper finds it due) and
   `exceptions_refresh_requests`; "the run slot" is `current_run_id` / `last_run_id`, "pending work"
@@ -292,7 +338,7 @@ gsi1 (GSI1) | the API's lists, and a stream's records: | no: every item of a    
             | {E}#RECON#<recon>#RUNS, #MATCHES,        | reconciliation leaves   |
             | #RULES; {E}#EXCS; {E}#EXC#<exc>#INVS;    | it while deleting)      |
             | {E}#STORY; {E}#AGENTS;                   |                         |
-            | {E}#AGENT#<uuid>#RUNS                    |                         |
+            | {E}#AGENT#<uuid>#RUNS; {E}#WHES          |                         |
 gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight     | INCLUDE environment, id,
             | environment, one partition each:         | only; every             | exceptions_refreshed_at
             | ACTIVE_JOBS (runs and manual matches     | reconciliation but      | (SWEEP_INDEX_ATTRIBUTES in
@@ -301,10 +347,10 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
             | <env>#<id>; RECOUNTS / <env>#<stream>;   |                         | alone; the other lists are short,
             | RECONCILIATIONS / <env>#<id>;            |                         | their items read by BatchGetItem
             | SCHEDULED_AGENTS / <env>#<uuid>;         |                         |
-            | AGENT_RUNS_IN_FLIGHT / <env>#<id>        |                         |
-gsi3 (GSI3) | nothing: unused; kept in the template    | -                       | KEYS_ONLY, empty
-            | (records by external id are listed from  |                         |
-            | their guards)                            |                         |
+            | AGENT_RUNS_IN_FLIGHT / <env>#<id>;       |                         |
+            | WEBHOOKS_DUE / <wake at>#<env>#...       |                         |
+gsi3 (GSI3) | audit entries by resource:               | yes: audit entries      | KEYS_ONLY: a page of keys, then the
+            | {E}#AUDIT#<type>#<resource id> / <seq>   | naming a resource id    | entries by BatchGetItem
 gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
             | {E}#ST#<status> / <id>,                  | first match on          | records by BatchGetItem
             | partially_reconciled or reconciled       |                         |
@@ -529,6 +575,17 @@ def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str
 
 
 # A sparse index of pending and running runs of every environment, read by the sweeper only.
+PARKED_EVENTS_PK = "PARKED_EVENTS"
+
+
+def parked_event(environment: str, event_id: str) -> dict[str, str]:
+    return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}"}
+
+
+def audited_event(environment: str, event_id: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EVENT#{event_id}", "sk": "AUDITED"}
+
+
 ACTIVE_RUNS_PK = "ACTIVE_RUNS"
 
 
@@ -863,3 +920,74 @@ def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, s
 def agent_trigger(environment: str, agent_id: str, token: str) -> dict[str, str]:
     """One event that started a run of the agent (a schedule's firing, a drop), claimed once."""
     return {"pk": _agent_pk(environment, agent_id), "sk": f"TRIGGER#{token}"}
+
+
+# Audit trail -----------------------------------------------------------------------------------
+# One partition per environment: the entries by seq (SEQ# sorts before HEAD, so an sk prefix reads
+# the entries alone) and the chain's head; entries that name a resource are listed by it in gsi3.
+
+AUDIT_ENTRY_PREFIX = "SEQ#"
+
+
+def audit_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#AUDIT"
+
+
+def audit_entry_sk(seq: int) -> str:
+    return f"{AUDIT_ENTRY_PREFIX}{_id(seq)}"
+
+
+def audit_entry(environment: str, seq: int) -> dict[str, str]:
+    return {"pk": audit_pk(environment), "sk": audit_entry_sk(seq)}
+
+
+def audit_head(environment: str) -> dict[str, str]:
+    return {"pk": audit_pk(environment), "sk": "HEAD"}
+
+
+def audit_resource_pk(environment: str, resource_type: str, resource_id: str) -> str:
+    return f"{audit_pk(environment)}#{resource_type}#{resource_id}"
+
+
+def audit_resource_index(environment: str, resource_type: str, resource_id: str, seq: int) -> dict[str, str]:
+    return {"gsi3pk": audit_resource_pk(environment, resource_type, resource_id), "gsi3sk": _id(seq)}
+
+
+# Webhooks ------------------------------------------------------------------------------------
+#
+# An endpoint's partition holds the endpoint, its deliveries (newest first by id) and one guard per
+# event it was given, so a redelivered event finds its delivery and deleting the endpoint deletes
+# one partition. Deliveries waiting for an attempt sit in gsi2 (sparse) under the time the sweeper
+# should look at them: the due time itself for waits longer than SQS's 15-minute delay, a few
+# minutes after it for those SQS carries (the net under a lost message).
+
+WEBHOOK_DELIVERY_PREFIX = "DLV#"
+WEBHOOK_EVENT_GUARD_PREFIX = "EVT#"
+WEBHOOKS_DUE_PK = "WEBHOOKS_DUE"
+
+
+def webhook_endpoint(environment: str, endpoint_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#WHE#{_id(endpoint_id)}", "sk": "WHE"}
+
+
+def webhook_endpoints_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#WHES"
+
+
+def webhook_endpoint_index(environment: str, endpoint_id: int) -> dict[str, str]:
+    return {"gsi1pk": webhook_endpoints_index_pk(environment), "gsi1sk": _id(endpoint_id)}
+
+
+def webhook_delivery(environment: str, endpoint_id: int, delivery_id: int) -> dict[str, str]:
+    return {"pk": webhook_endpoint(environment, endpoint_id)["pk"],
+            "sk": f"{WEBHOOK_DELIVERY_PREFIX}{_id(delivery_id)}"}
+
+
+def webhook_event_guard(environment: str, endpoint_id: int, event_id: str) -> dict[str, str]:
+    return {"pk": webhook_endpoint(environment, endpoint_id)["pk"], "sk": f"{WEBHOOK_EVENT_GUARD_PREFIX}{event_id}"}
+
+
+def webhook_due_index(environment: str, endpoint_id: int, delivery_id: int, wake_at: str) -> dict[str, str]:
+    """gsi2, sparse: `wake_at` is ISO 8601 UTC, so string order is time order."""
+    return {"gsi2pk": WEBHOOKS_DUE_PK,
+            "gsi2sk": f"{wake_at}#{environment}#{_id(endpoint_id)}#{_id(delivery_id)}"}
