@@ -442,3 +442,15 @@ def test_delivery_connects_to_the_address_it_checked_with_the_url_s_host_in_the_
     assert len(receiver.received) == 1
     newest = deliveries(api, endpoint["id"])[0]
     assert "private address" in newest["last_error"]
+
+
+def test_an_event_published_on_the_bus_reaches_the_endpoint_through_the_fan_out_rule(
+        api, services, worker, receivers, clock):
+    receiver = receivers()
+    endpoint = create(api, receiver.url(), events=["agent_run.failed"])
+    event = make_event("acme", "agent_run.failed", "agent run 4", EVENT_TIME, {"id": 4, "object": "agent_run"})
+
+    services.ports.events.publish("acme", [event])  # EventBridge (moto) -> the rule -> the webhook event queue
+    worker.drain()
+
+    assert receiver.verified(endpoint["secret"]) == [event.to_json()]
