@@ -11,6 +11,7 @@ from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
+from chalicelib.services import audit
 from chalicelib.services.ports import Matches, Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
@@ -79,7 +80,9 @@ def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> 
 
 
 def confirm(ports: Ports, environment: str, match_id: int) -> Match:
-    confirmed = ports.matches.confirm(ports.matches.get(environment, match_id))
+    current = ports.matches.get(environment, match_id)
+    confirmed = ports.matches.confirm(current)
+    audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)
     return confirmed
 
@@ -99,6 +102,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     # Before the tombstone: a retry after it finds nothing left to do.
     matching_changed(ports, environment, match.reconciliation_id)
     ports.matches.mark_unmatched(match)
+    audit.note(before={"status": match.status.value}, after={"status": "unmatched"}, record_count=len(members))
 
 
 def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],

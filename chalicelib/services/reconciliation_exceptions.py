@@ -31,6 +31,7 @@ from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.observability import logger
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
@@ -250,9 +251,14 @@ def update(ports: Ports, environment: str, exception_id: int, *, title: str | No
                       description=description if description is not None else updated.description,
                       updated_at=now, version=current.version + 1)
     ports.exceptions.save(updated, previous=current)
+    audit.note(**audit.changes(_audited(current), _audited(updated)))
     if description is not None:
         ports.exceptions.mark_custom_description(updated)
     return ports.exceptions.get(environment, exception_id)
+
+
+def _audited(exception: ReconciliationException) -> dict[str, Any]:
+    return {"status": exception.status.value, "title": exception.title, "description": exception.description}
 
 
 def add_assignee(ports: Ports, environment: str, exception_id: int, idp_user_id: str) -> Assignee:

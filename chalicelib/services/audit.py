@@ -1,0 +1,146 @@
+"""The audit trail's use cases: record an entry, list entries, verify the chain.
+
+`record` is how every writer adds to the trail: the API's middleware for each state-changing
+request, the async jobs for their automated decisions. It raises when the entry could not be
+appended (ChainBusy after bounded retries, or a storage error): the caller decides (the
+middleware logs, counts and still answers; a job fails and is retried). Services add detail to the
+entry of the request they serve with `note(before=..., after=...)`, which does nothing outside one.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.domain.audit import AuditEntry, AuditQuery, ChainBreak, ChainWalk
+from chalicelib.domain.errors import ValidationFailed
+from chalicelib.services.ports import Ports
+
+VERIFY_MAX_ENTRIES = 20_000  # per call: a walk this long stays well inside an API Lambda's 30 s
+VERIFY_MAX_SECONDS = 20.0
+
+
+def record(ports: Ports, environment: str, *, actor: str, action: str, resource_type: str,
+           resource_id: str | int | None, summary: Mapping[str, Any] | None = None) -> None:
+    """Append one entry to the environment's chain (nothing when no audit log is wired)."""
+    if ports.audit is None:
+        return
+    ports.audit.append(environment, actor=actor, action=action, resource_type=resource_type,
+                       resource_id=resource_id, summary=summary or {})
+
+
+# Notes: what a service adds to the entry of the request it serves --------------------------------
+
+_notes: ContextVar[dict[str, Any] | None] = ContextVar("audit_notes", default=None)
+
+
+@contextmanager
+def collecting_notes() -> Iterator[dict[str, Any]]:
+    """While inside, `note` adds to the dict yielded (the middleware wraps each request in one)."""
+    notes: dict[str, Any] = {}
+    token = _notes.set(notes)
+    try:
+        yield notes
+    finally:
+        _notes.reset(token)
+
+
+def note(**fields: Any) -> None:
+    """Add fields to the summary of the current request's audit entry, e.g.
+    `note(before={"status": "open"}, after={"status": "resolved"})`; a mapping merges with one
+    noted before under the same name. Nothing happens outside a request."""
+    notes = _notes.get()
+    if notes is None:
+        return
+    for name, value in fields.items():
+        if isinstance(value, Mapping) and isinstance(notes.get(name), dict):
+            notes[name].update(value)
+        else:
+            notes[name] = dict(value) if isinstance(value, Mapping) else value
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The before/after of the fields that differ: `{"before": {...}, "after": {...}}`, or {}."""
+    changed = [name for name in after if before.get(name) != after.get(name)]
+    if not changed:
+        return {}
+    return {"before": {n: before.get(n) for n in changed}, "after": {n: after.get(n) for n in changed}}
+
+
+# Listing ----------------------------------------------------------------------------------------
+
+def list_page(ports: Ports, environment: str, query: AuditQuery, limit: int,
+              cursor: str | None) -> tuple[list[AuditEntry], str | None]:
+    if query.resource_id is not None and query.resource_type is None:
+        raise ValidationFailed.on("resource_id", "needs resource_type (ids repeat across resource types)")
+    if query.at_from is not None and query.at_to is not None and query.at_from > query.at_to:
+        raise ValidationFailed.on("from", "must not be after 'to'")
+    if ports.audit is None:
+        return [], None
+    return ports.audit.list_page(environment, query, limit, cursor)
+
+
+# Verifying --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChainReport:
+    """One verification call. `intact` speaks of the entries checked (from `from_seq` to
+    `last_checked_seq`); when `complete` is false the walk stopped at its bound before the chain's
+    end, and the next call continues with `from_seq=next_from_seq`."""
+    intact: bool
+    checked: int
+    first_break: ChainBreak | None
+    from_seq: int
+    last_checked_seq: int
+    head_seq: int
+    head_hash: str | None
+    complete: bool
+    next_from_seq: int | None
+
+
+def verify(ports: Ports, environment: str, from_seq: int = 1, max_entries: int = VERIFY_MAX_ENTRIES,
+           max_seconds: float = VERIFY_MAX_SECONDS) -> ChainReport:
+    """Walk the chain from `from_seq` in pages, up to `max_entries` entries or `max_seconds`.
+    Starting past 1, the entry before `from_seq` must itself hash right; its hash starts the walk
+    (a client continuing a verification already checked the chain up to it)."""
+    if from_seq < 1:
+        raise ValidationFailed.on("from_seq", "must be 1 or more")
+    audit = ports.audit
+    head = audit.head(environment) if audit is not None else None
+    head_seq, head_hash = (head.seq, head.hash) if head is not None else (0, None)
+
+    def report(walk: ChainWalk, complete: bool) -> ChainReport:
+        next_from = None if complete or walk.first_break is not None else walk.next_seq
+        return ChainReport(intact=walk.intact, checked=walk.checked, first_break=walk.first_break,
+                           from_seq=from_seq, last_checked_seq=walk.next_seq - 1, head_seq=head_seq,
+                           head_hash=head_hash, complete=complete or walk.first_break is not None,
+                           next_from_seq=next_from)
+
+    walk = ChainWalk(from_seq)
+    if audit is None:
+        return report(walk, complete=True)
+    if from_seq > 1:
+        previous = audit.get(environment, from_seq - 1)
+        start = ChainWalk(from_seq - 1, previous.prev_hash if previous is not None else "")
+        if previous is None or previous.computed_hash() != previous.hash:
+            start.feed([previous] if previous is not None else [])
+            start.expect_through(from_seq - 1)
+            return report(start, complete=True)
+        walk = ChainWalk(from_seq, previous.hash)
+    deadline = time.monotonic() + max_seconds
+    last = from_seq + max_entries - 1
+    read_to_end = True
+    for entry in audit.entries_between(environment, from_seq, last):
+        if not walk.feed([entry]):
+            break
+        if time.monotonic() > deadline:
+            read_to_end = False
+            break
+    else:
+        read_to_end = walk.next_seq <= last  # fewer entries than the bound: the chain ended
+    if walk.first_break is None and read_to_end:
+        walk.expect_through(head_seq)
+    return report(walk, complete=read_to_end)

@@ -1,0 +1,334 @@
+"""The audit trail on moto, through the API: what each state-changing call records, the filters and
+cursor of GET /audit_events, and GET /audit_events/verify finding entries edited or removed in the
+table; concurrent appenders never fork the chain."""
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.domain.api_keys import hash_secret
+from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.errors import BrokenInvariant
+from chalicelib.services import audit
+from chalicelib.services.api_keys import create_key
+from tests.integration.conftest import record
+
+EVENTS = "/v1/audit_events"
+RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
+
+
+def days_ago(n: int) -> str:
+    return (utc_now().date() - timedelta(days=n)).isoformat()
+
+
+def actor_of(services, secret: str) -> str:
+    return f"api_key:{services.api_keys.find_by_hash(hash_secret(secret)).id}"
+
+
+def entries(api, query: str = "") -> list[dict]:
+    response = api.get(f"{EVENTS}{query}")
+    assert response.status_code == 200, response.json_body
+    return response.json_body["data"]
+
+
+def verified(api, query: str = "") -> dict:
+    response = api.get(f"{EVENTS}/verify{query}")
+    assert response.status_code == 200, response.json_body
+    return response.json_body
+
+
+def edit_entry(services, seq: int, **attributes) -> None:
+    """What someone with write access to the table might do, bypassing the API."""
+    names = {f"#a{i}": name for i, name in enumerate(attributes)}
+    values = {f":v{i}": {"S": str(value)} for i, value in enumerate(attributes.values())}
+    services.aws.dynamodb.update_item(
+        TableName=services.settings.table_name,
+        Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": keys.audit_entry_sk(seq)}},
+        UpdateExpression="SET " + ", ".join(f"{n} = {v}" for n, v in zip(names, values, strict=True)),
+        ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+
+
+def delete_entry(services, seq: int) -> None:
+    services.aws.dynamodb.delete_item(
+        TableName=services.settings.table_name,
+        Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": keys.audit_entry_sk(seq)}})
+
+
+def streams(api, count: int) -> None:
+    for n in range(count):
+        assert api.post("/v1/data_streams", {"key": f"s{n}", "name": f"Stream {n}"}).status_code == 201
+
+
+# What is recorded ------------------------------------------------------------------------------
+
+def test_a_change_records_who_made_it_what_and_on_which_resource(api, services):
+    api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+    api.patch("/v1/data_streams/bank", {"name": "Main bank", "description": "ops"})
+    api.delete("/v1/data_streams/bank")
+
+    deleted, updated, created = entries(api)
+
+    actor = actor_of(services, api.key)
+    assert [(e["seq"], e["actor"], e["action"], e["resource_type"], e["resource_id"])
+            for e in (created, updated, deleted)] == [
+        (1, actor, "data_stream.created", "data_stream", "bank"),
+        (2, actor, "data_stream.updated", "data_stream", "bank"),
+        (3, actor, "data_stream.deleted", "data_stream", "bank")]
+    assert updated["summary"] == {"fields": ["description", "name"]}  # names, never the values sent
+    assert created["prev_hash"] == "0" * 64 and updated["prev_hash"] == created["hash"]
+    assert created["id"] == created["seq"] and created["at"] <= updated["at"] <= deleted["at"]
+
+
+def test_reads_and_refused_changes_record_nothing(api):
+    api.get("/v1/data_streams")
+    assert api.post("/v1/data_streams", {"key": "Bad Key!", "name": "x"}).status_code == 422
+    assert api.patch("/v1/data_streams/missing", {"name": "x"}).status_code == 404
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "x"}, key="wrong").status_code == 401
+    assert entries(api) == []
+
+
+def test_a_bulk_request_records_one_entry_however_many_records_it_carries(api, services, worker):
+    api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+    bulk = api.post("/v1/records/bulk", {"records": [record("bank", n, 100 + n) for n in range(30)]}).json_body
+    worker.drain()
+
+    by_key = f"&actor={actor_of(services, api.key)}"
+    [entry] = entries(api, f"?resource_type=bulk_request&resource_id={bulk['id']}{by_key}")
+
+    assert (entry["action"], entry["summary"]) == ("bulk_request.created", {"total_items": 30})
+    assert len(entries(api, "?resource_type=record")) == 0  # never one per record
+    assert len(entries(api)) < 5  # the stream, the request (and what the ingestion itself records)
+
+
+def test_status_changes_of_exceptions_and_matches_record_their_before_and_after(api, services, ingest,
+                                                                                reconciliation):
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 2500, days_ago(40)))
+    ingest(record("ledger", 1, 1000, days_ago(20)))
+    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    [exception] = api.get("/v1/reconciliation_exceptions?data_stream_key=bank").json_body["data"]
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+
+    assert api.patch(f"/v1/reconciliation_exceptions/{exception['id']}", {"status": "investigating"}).status_code == 200
+    assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 204
+
+    by_key = f"&actor={actor_of(services, api.key)}"
+    [updated] = entries(api, f"?resource_type=reconciliation_exception&resource_id={exception['id']}{by_key}")
+    assert updated["action"] == "reconciliation_exception.updated"
+    assert updated["summary"] == {"fields": ["status"], "before": {"status": "open"},
+                                  "after": {"status": "investigating"}}
+    [unmatched] = entries(api, f"?resource_type=reconciliation_match&resource_id={match['id']}{by_key}")
+    assert unmatched["action"] == "reconciliation_match.deleted"
+    assert unmatched["summary"] == {"before": {"status": "confirmed"}, "after": {"status": "unmatched"},
+                                    "record_count": 2}
+    [started] = entries(api, f"?resource_type=reconciliation_run{by_key}")
+    assert (started["action"], started["resource_id"], started["summary"]) == (
+        "reconciliation_run.created", str(run["id"]), {"reconciliation_id": str(reconciliation["id"])})
+
+
+def test_a_failed_append_is_logged_and_the_change_still_answers(api, services, caplog):
+    class Unavailable:
+        def append(self, *args, **kwargs):
+            raise BrokenInvariant("the table is gone")
+
+    services.ports = replace(services.ports, audit=Unavailable())
+
+    response = api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+
+    assert response.status_code == 201
+    assert api.get("/v1/data_streams/bank").status_code == 200
+    [logged] = [r for r in caplog.records if r.getMessage() == "audit entry not recorded"]
+    assert (logged.levelname, logged.audit_action, logged.audit_resource_id) == ("ERROR", "data_stream.created", "bank")
+
+
+def test_record_does_nothing_when_no_audit_log_is_wired(services):
+    audit.record(replace(services.ports, audit=None), "acme", actor="system:sweeper", action="x.swept",
+                 resource_type="x", resource_id=None)
+    assert services.audit.head("acme") is None
+
+
+def test_the_system_and_agents_record_through_the_same_entry_point(api, services):
+    audit.record(services.ports, "acme", actor="system:reconciliation_run:12", action="reconciliation_run.completed",
+                 resource_type="reconciliation_run", resource_id=12,
+                 summary={"matched": 40, "matches_url": "/v1/reconciliation_matches?reconciliation_id=3"})
+    [entry] = entries(api, "?actor=system:reconciliation_run:12")
+    assert (entry["resource_id"], entry["summary"]["matched"]) == ("12", 40)
+
+
+# Listing -------------------------------------------------------------------------------------
+
+def test_entries_page_newest_first_with_a_cursor(api):
+    streams(api, 5)
+    first = api.get(f"{EVENTS}?limit=2").json_body
+    second = api.get(f"{EVENTS}?limit=2&cursor={first['next_cursor']}").json_body
+    third = api.get(f"{EVENTS}?limit=2&cursor={second['next_cursor']}").json_body
+    assert [e["seq"] for page in (first, second, third) for e in page["data"]] == [5, 4, 3, 2, 1]
+    assert third["next_cursor"] is None and first["limit"] == 2
+
+
+def test_entries_filter_by_resource_actor_and_time(api, services):
+    streams(api, 3)
+    other = create_key(services.api_keys, "acme", label="ops")[1]
+    assert api.patch("/v1/data_streams/s1", {"name": "Renamed"}, key=other).status_code == 200
+    all_entries = entries(api)
+    middle = all_entries[2]  # seq 2
+
+    assert [e["seq"] for e in entries(api, "?resource_type=data_stream&resource_id=s1")] == [4, 2]
+    assert [e["seq"] for e in entries(api, "?resource_type=data_stream&resource_id=s1&limit=1")] == [4]
+    assert [e["seq"] for e in entries(api, f"?actor={actor_of(services, other)}")] == [4]
+    assert [e["seq"] for e in entries(api, f"?resource_type=data_stream&resource_id=s1&actor="
+                                           f"{actor_of(services, api.key)}")] == [2]
+    assert [e["seq"] for e in entries(api, "?resource_type=data_stream")] == [4, 3, 2, 1]
+    assert [e["seq"] for e in entries(api, f"?from={middle['at']}&to={middle['at']}")] == [
+        e["seq"] for e in all_entries if e["at"] == middle["at"]]
+    assert entries(api, f"?from={iso(utc_now() + timedelta(days=1))}") == []
+
+
+def test_a_resource_list_pages_with_its_own_cursor(api):
+    api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+    for n in range(3):
+        api.patch("/v1/data_streams/bank", {"name": f"Bank {n}"})
+    query = "?resource_type=data_stream&resource_id=bank&limit=3"
+    first = api.get(EVENTS + query).json_body
+    second = api.get(f"{EVENTS}{query}&cursor={first['next_cursor']}").json_body
+    assert [e["seq"] for e in first["data"] + second["data"]] == [4, 3, 2, 1]
+    assert second["next_cursor"] is None
+    assert api.get(f"{EVENTS}?cursor={first['next_cursor']}").status_code == 400  # another list's cursor
+
+
+@pytest.mark.parametrize("query, field", [
+    ("?actor=bob", "actor"), ("?resource_type=Data%20Stream", "resource_type"), ("?from=yesterday", "from"),
+    ("?to=2026-13-01T00:00:00Z", "to"), ("?resource_id=7", "resource_id"),
+    ("?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "from"), ("?limit=0", "limit")])
+def test_bad_filters_are_422_naming_the_field(api, query, field):
+    response = api.get(EVENTS + query)
+    assert response.status_code == 422, response.json_body
+    assert response.json_body["errors"][0]["field"] == field
+
+
+def test_an_unknown_filter_or_a_bad_cursor_is_400(api):
+    assert api.get(f"{EVENTS}?resource=data_stream").status_code == 400
+    assert api.get(f"{EVENTS}?cursor=nonsense").status_code == 400
+
+
+def test_no_route_edits_or_deletes_an_entry(api):
+    streams(api, 1)
+    before = entries(api)
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        for path in (EVENTS, f"{EVENTS}/verify"):
+            assert api.request(method, path, {"summary": {}}).status_code == 405, (method, path)
+        # No route serves a single entry: API Gateway (and Chalice's test client) answer 403 there.
+        assert api.request(method, f"{EVENTS}/1", {"summary": {}}).status_code in (403, 404, 405)
+    assert entries(api) == before and verified(api)["intact"]
+
+
+# Verifying ---------------------------------------------------------------------------------
+
+def test_an_untouched_chain_verifies_intact_with_the_count_checked(api):
+    streams(api, 4)
+    report = verified(api)
+    assert report == {"intact": True, "checked": 4, "first_break": None, "from_seq": 1, "last_checked_seq": 4,
+                      "head_seq": 4, "head_hash": entries(api)[0]["hash"], "complete": True, "next_from_seq": None}
+
+
+def test_an_entry_edited_in_the_table_breaks_the_chain_at_that_entry(api, services):
+    streams(api, 5)
+    edit_entry(services, 3, summary='{"fields":["quietly","changed"]}')
+
+    report = verified(api)
+
+    assert (report["intact"], report["checked"], report["complete"]) == (False, 2, True)
+    assert report["first_break"] == {
+        "seq": 3, "id": 3, "reason": "hash_mismatch",
+        "message": "the entry's fields do not hash to its stored hash: it was changed after it was written"}
+
+
+def test_an_edit_with_a_recomputed_hash_breaks_the_link_of_the_entry_after_it(api, services):
+    streams(api, 4)
+    forged = replace(services.audit.get("acme", 2), actor="api_key:999")
+    edit_entry(services, 2, actor=forged.actor, hash=forged.computed_hash())
+
+    assert verified(api)["first_break"]["seq"] == 3
+    assert verified(api)["first_break"]["reason"] == "prev_hash_mismatch"
+
+
+def test_an_entry_edited_into_unreadable_values_is_reported_not_crashed_on(api, services):
+    streams(api, 3)
+    edit_entry(services, 2, at="not a time", summary="[1, 2")
+    assert verified(api)["first_break"]["seq"] == 2
+
+
+def test_a_deleted_entry_is_reported_missing_at_its_seq(api, services):
+    streams(api, 5)
+    delete_entry(services, 2)
+
+    report = verified(api)
+
+    assert report["intact"] is False and report["checked"] == 1
+    assert (report["first_break"]["seq"], report["first_break"]["id"], report["first_break"]["reason"]) == (
+        2, 3, "missing_entry")
+
+
+def test_deleting_the_newest_entry_is_found_against_the_chain_head(api, services):
+    streams(api, 3)
+    delete_entry(services, 3)
+    report = verified(api)
+    assert (report["first_break"]["seq"], report["first_break"]["id"], report["checked"]) == (3, None, 2)
+
+
+def test_a_long_chain_is_verified_in_bounded_steps_that_continue_where_the_last_stopped(api, services):
+    streams(api, 5)
+
+    first = audit.verify(services.ports, "acme", max_entries=2)
+    second = audit.verify(services.ports, "acme", from_seq=first.next_from_seq, max_entries=2)
+    last = audit.verify(services.ports, "acme", from_seq=second.next_from_seq, max_entries=2)
+
+    assert [(r.checked, r.complete, r.next_from_seq) for r in (first, second, last)] == [
+        (2, False, 3), (2, False, 5), (1, True, None)]
+    assert all(r.intact for r in (first, second, last))
+    assert verified(api, "?from_seq=4")["checked"] == 2
+
+
+def test_continuing_from_after_an_edited_entry_still_reports_that_entry(api, services):
+    streams(api, 4)
+    edit_entry(services, 2, action="data_stream.read")
+    report = verified(api, "?from_seq=3")
+    assert (report["first_break"]["seq"], report["first_break"]["reason"]) == (2, "hash_mismatch")
+
+
+# Concurrency ---------------------------------------------------------------------------------
+
+def test_concurrent_appenders_never_fork_the_chain(services):
+    def append_five(writer: int) -> None:
+        for n in range(5):
+            audit.record(services.ports, "acme", actor=f"system:test_writer:{writer}", action="test.appended",
+                         resource_type="test", resource_id=f"{writer}-{n}")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(append_five, range(6)))
+
+    stored = list(services.audit.entries_between("acme", 1, 100))
+    assert [e.seq for e in stored] == list(range(1, 31))
+    assert sorted(e.resource_id for e in stored) == sorted(f"{w}-{n}" for w in range(6) for n in range(5))
+    assert services.audit.head("acme").seq == 30
+    report = audit.verify(services.ports, "acme")
+    assert (report.intact, report.checked, report.complete) == (True, 30, True)
+
+
+def test_a_writer_that_crashed_before_moving_the_head_is_healed_by_the_next_append(services):
+    for n in range(3):
+        audit.record(services.ports, "acme", actor="system:sweeper", action="test.appended", resource_type="test",
+                     resource_id=n)
+    head = services.audit.get("acme", 2)  # the head as it was before the third append moved it
+    services.aws.dynamodb.update_item(
+        TableName=services.settings.table_name, Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": "HEAD"}},
+        UpdateExpression="SET #s = :s, #h = :h", ExpressionAttributeNames={"#s": "seq", "#h": "hash"},
+        ExpressionAttributeValues={":s": {"N": "2"}, ":h": {"S": head.hash}})
+
+    audit.record(services.ports, "acme", actor="system:sweeper", action="test.appended", resource_type="test",
+                 resource_id=3)
+
+    assert [e.seq for e in services.audit.entries_between("acme", 1, 10)] == [1, 2, 3, 4]
+    assert services.audit.head("acme").seq == 4 and audit.verify(services.ports, "acme").intact
