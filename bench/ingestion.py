@@ -73,11 +73,12 @@ def baseline(service: LocalService, total: int, threads: int) -> float:
     return time.perf_counter() - started
 
 
-def run_bulk(service: LocalService, total: int, size: int, clients: int) -> tuple[float, list[dict]]:
+def run_bulk(service: LocalService, total: int, size: int, clients: int,
+             stream: str = "bench") -> tuple[float, list[dict]]:
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
-    assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
-    work = batches(total, size, "bench")
+    assert session.post(f"{service.url}/data_streams", json={"key": stream, "name": stream.title()}).ok
+    work = batches(total, size, stream)
     started = time.perf_counter()
 
     def post(records: list[dict]) -> dict:

@@ -24,7 +24,7 @@ RUNS = 7
 PLACEHOLDER_OUTPUTS = {**{role_output(group): "arn:aws:iam::123456789012:role/bench" for group in GROUPS},
                        "TableName": "t", "BucketName": "b", "BulkQueueName": "q", "InvestigationQueueName": "i",
                        "AgentRunQueueName": "a", "ScheduleGroupName": "g",
-                       "WebhookEventQueueName": "we", "WebhookDeliveryQueueName": "wd",
+                       "WebhookEventQueueName": "we", "WebhookDeliveryQueueName": "wd", "EventBusName": "eb",
                        "SchedulerRoleArn": "arn:aws:iam::123456789012:role/scheduler",
                        "FileImportStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:f",
                        "ReconciliationRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:r",

@@ -32,12 +32,13 @@ from chalicelib.domain.agents.files import (
 )
 from chalicelib.domain.agents.runs import MAX_AGENT_DEPTH, AgentRun, AgentRunTrigger, OutputFile
 from chalicelib.domain.agents.sql_guard import SqlRefused
+from chalicelib.domain.audit import agent_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, NotFound
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
 from chalicelib.domain.runs import RunTrigger
 from chalicelib.observability import logger
-from chalicelib.services import agent_runs
+from chalicelib.services import agent_runs, audit
 from chalicelib.services import agents as agent_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.ports import Ports
@@ -166,11 +167,21 @@ class AgentToolBox:
         comment = exception_service.add_comment(self._ports, self._environment, _int(args["id"]),
                                                 body=str(args["body"]), author_idp_id=f"agent:{self._agent.id}",
                                                 mentions=[])
+        self._audit("reconciliation_exception.commented", "reconciliation_exception", _int(args["id"]),
+                    comment_id=comment.id)
         return _json({"comment_id": comment.id, "exception_id": _int(args["id"])})
 
     def _start_run(self, args: dict[str, Any]) -> str:
         run = start_run(self._ports, self._environment, _int(args["reconciliation_id"]), trigger=RunTrigger.AGENT)
+        self._audit("reconciliation_run.created", "reconciliation_run", run.id,
+                    reconciliation_id=run.reconciliation_id, status=run.status.value)
         return _json(_plain(run_out(run)))
+
+    def _audit(self, action: str, resource_type: str, resource_id: int | str, **summary: Any) -> None:
+        """What the agent changed, in the audit trail with the agent as the actor (its run in the summary)."""
+        audit.record(self._ports, self._environment, actor=agent_actor(self._agent.id), action=action,
+                     resource_type=resource_type, resource_id=resource_id,
+                     summary={"agent_run_id": self._run.id, **summary})
 
     # Files -------------------------------------------------------------------------------------
 
@@ -224,6 +235,7 @@ class AgentToolBox:
                             byte_size=len(body), content_type=content_type_for(filename), created_at=utc_now())
         self._ports.agent_files.put(self._run.stored(output), body)
         self.output_files = [f for f in self.output_files if f is not previous] + [output]
+        self._audit("agent_file.written", "agent_run", self._run.id, filename=filename, byte_size=len(body))
         return _json({"filename": filename, "byte_size": len(body)})
 
     # Agents ------------------------------------------------------------------------------------
@@ -243,6 +255,7 @@ class AgentToolBox:
             raise ToolFailed(f"a run starts at most {MAX_AGENTS_STARTED} agent runs")
         self._agents_started += 1
         run = agent_runs.queue_run(self._ports, self._environment, target, AgentRunTrigger.AGENT, callers=chain)
+        self._audit("agent_run.created", "agent_run", run.id, agent_id=target)
         return _json({"agent_id": target, "run_id": run.id, "status": run.status.value})
 
 

@@ -22,7 +22,8 @@ WORKFLOWS_TEMPLATE_PATH = TEMPLATE_PATH.parent / "workflows.yaml"
 LOCAL_ACCOUNT_ID = "123456789012"
 # Types that do nothing locally: nothing enforces IAM on the embedded AWS, and the engine runs
 # from the development virtualenv rather than from a layer.
-NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion"}
+# Nothing enforces IAM or resource policies locally (SQS queue policies included).
+NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion", "AWS::SQS::QueuePolicy"}
 # Task functions of infra/workflows.yaml that are not the app's: container images the infrastructure
 # stack defines (its output `<Function>FunctionArn` on AWS), by their name. The local stack runs
 # their handler in-process in their place.
@@ -131,6 +132,11 @@ class Resolver:
                     "QueueUrl": name}[attribute]
         if kind == "AWS::StepFunctions::StateMachine":
             return {"Arn": f"arn:aws:states:{region}:{account}:stateMachine:{name}", "Name": name}[attribute]
+        if kind == "AWS::Events::EventBus" and attribute in ("Arn", "Name"):
+            return {"Arn": f"arn:aws:events:{region}:{account}:event-bus/{name}", "Name": name}[attribute]
+        if kind == "AWS::Events::Rule" and attribute == "Arn":
+            bus = self.resolve(resource["Properties"]["EventBusName"])
+            return f"arn:aws:events:{region}:{account}:rule/{bus}/{name}"
         if attribute == "Arn":
             service = {"AWS::DynamoDB::Table": "dynamodb", "AWS::IAM::Role": "iam",
                        "AWS::S3::Bucket": "s3"}.get(kind, "unknown")
@@ -305,6 +311,24 @@ def _create_queue(clients, props: dict[str, Any], resolver: Resolver) -> None:
     clients.sqs.create_queue(QueueName=props["QueueName"], Attributes=attributes)
 
 
+def _create_event_bus(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    events = clients.client("events")
+    try:
+        events.create_event_bus(Name=props["Name"])
+    except events.exceptions.ResourceAlreadyExistsException:
+        pass
+
+
+def _create_rule(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    """An EventBridge rule and its targets: moto's bus sends matching events on to its SQS targets,
+    through the journaled SQS backend, as AWS does."""
+    events = clients.client("events")
+    events.put_rule(Name=props["Name"], EventBusName=props["EventBusName"],
+                    EventPattern=json.dumps(props["EventPattern"]), State=props.get("State", "ENABLED"))
+    events.put_targets(Rule=props["Name"], EventBusName=props["EventBusName"],
+                       Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props.get("Targets", [])])
+
+
 def _create_schedule_group(clients, props: dict[str, Any], resolver: Resolver) -> None:
     scheduler = clients.client("scheduler")
     try:
@@ -330,4 +354,6 @@ _CREATORS: dict[str, Callable[[Any, dict[str, Any], Resolver], None]] = {
     "AWS::S3::Bucket": _create_bucket,
     "AWS::SQS::Queue": _create_queue,
     "AWS::Scheduler::ScheduleGroup": _create_schedule_group,
+    "AWS::Events::EventBus": _create_event_bus,
+    "AWS::Events::Rule": _create_rule,
 }

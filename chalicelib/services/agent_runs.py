@@ -40,6 +40,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs
+from chalicelib.services.events import announce_agent_run
 from chalicelib.services.ports import AgentLimits, Ports
 
 # A turn's tool calls beyond this are answered "not run": with the turns' bound it keeps a run's
@@ -254,8 +255,9 @@ def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: Lang
         if failure is not None:
             return _fail(ports, run, failure)
         run = _deliver(ports, agent, run)
-        return ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()),
-                                     expected=(RUNNING,))
+        run = ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()), expected=(RUNNING,))
+        announce_agent_run(ports, run)
+        return run
     except _RunGone:
         return None
     except Exception as error:  # the run fails with the reason, rather than as "cut off" at a redelivery
@@ -351,9 +353,11 @@ def _fail(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
     failed = run.moved(AgentRunStatus.FAILED, error_message=reason, completed_at=now,
                        started_at=run.started_at or (now if run.status is RUNNING else None))
     try:
-        return ports.agent_runs.save(failed, expected=(QUEUED, RUNNING, WAITING))
+        failed = ports.agent_runs.save(failed, expected=(QUEUED, RUNNING, WAITING))
     except TransitionRefused:
         return ports.agent_runs.get(run.environment, run.agent_id, run.id)
+    announce_agent_run(ports, failed)
+    return failed
 
 
 def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException) -> None:

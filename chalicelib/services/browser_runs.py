@@ -41,6 +41,7 @@ from chalicelib.domain.executions import execution_name, resume_label
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services import file_imports
+from chalicelib.services.events import announce_agent_run
 from chalicelib.services.ports import BrowserSecrets, Ports, TaskTokens
 
 RUNNING, WAITING = AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION
@@ -281,9 +282,11 @@ def _with_screenshot(ports: Ports, run: AgentRun, step: str, png: bytes) -> Agen
 
 def _saved(ports: Ports, run: AgentRun, expected: AgentRunStatus) -> AgentRun:
     try:
-        return ports.agent_runs.save(run, expected=(expected,))
+        saved = ports.agent_runs.save(run, expected=(expected,))
     except TransitionRefused:  # failed meanwhile (the agent deleted, a timeout): as it stands
         return ports.agent_runs.get(run.environment, run.agent_id, run.id)
+    announce_agent_run(ports, saved)  # paused, or completed
+    return saved
 
 
 def _finish_failed(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
@@ -295,6 +298,8 @@ def _finish_failed(ports: Ports, run: AgentRun, reason: str) -> AgentRun:
         run = ports.agent_runs.save(failed, expected=(AgentRunStatus.QUEUED, RUNNING, WAITING))
     except TransitionRefused:
         run = ports.agent_runs.get(run.environment, run.agent_id, run.id)
+    else:
+        announce_agent_run(ports, run)
     return _release_after(ports, run)
 
 

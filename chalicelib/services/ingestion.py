@@ -21,6 +21,8 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
+from chalicelib.domain import event_data
+from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown
 from chalicelib.domain.executions import ExecutionStopped
@@ -33,6 +35,7 @@ from chalicelib.domain.ingestion import (
     IngestionJob,
     ItemResult,
     ItemStatus,
+    JobSource,
     JobStatus,
     OnConflict,
     chunk_ranges,
@@ -49,6 +52,7 @@ from chalicelib.domain.records import (
 )
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
+from chalicelib.services.events import announce
 from chalicelib.services.ingestion_results import results_page
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -177,6 +181,16 @@ def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) 
     records to the mirror, read the import's aggregates and its streams' record counts from
     there, then `completed`. Cancelled or failed: move first (so nothing more is counted), then
     settle what was written. Records written before a cancel or a failure are kept."""
+    job = _conclude(ports, job, target, **fields)
+    # Again on a retry that finds the job ended (same event id): a crash after the move loses no event.
+    kind = "bulk_request" if job.source is JobSource.BULK_API else "file_import"
+    announce(ports, event_data.ingestion_ended(job), job.environment, actor=system_actor(kind, job.id),
+             summary_fields=("status", "total_items", "successful_items", "failed_items", "skipped_items",
+                             "data_stream_ids", "error_message"))
+    return job
+
+
+def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     now = utc_now()
     if target is not JobStatus.COMPLETED:
         job = move_or_reload(ports.ingestion_jobs, job, target, completed_at=now, last_progress_at=now, **fields)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime, timedelta
 
+from chalicelib.domain import event_data
+from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
@@ -13,6 +15,7 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordF
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
+from chalicelib.services.events import announce
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -47,7 +50,8 @@ def run(ports: Ports, environment: str, investigation_id: int) -> Investigation:
     from chalicelib.domain.matching.frames import investigation_frame
 
     investigation = ports.investigations.get(environment, investigation_id)
-    if investigation.finished:
+    if investigation.finished:  # a redelivery: the event again (same id), in case it was lost
+        _announce(ports, investigation)
         return investigation
     if investigation.status is InvestigationStatus.PENDING:
         investigation = move_or_reload(ports.investigations, investigation, InvestigationStatus.RUNNING)
@@ -70,12 +74,22 @@ def run(ports: Ports, environment: str, investigation_id: int) -> Investigation:
             environment, outcome.target_record_ids + outcome.suggested_record_ids)}
         difference = _difference([found[i] for i in outcome.target_record_ids],
                                  [found[i] for i in outcome.suggested_record_ids])
-    return move_or_reload(ports.investigations, investigation, InvestigationStatus.COMPLETED,
-                          completed_at=utc_now(), candidate_records_searched=outcome.candidate_records_searched,
-                          suggested_record_ids=list(outcome.suggested_record_ids),
-                          target_record_ids=outcome.target_record_ids, suggested_difference=difference,
-                          confidence_score=float(outcome.confidence_score),
-                          recommendation_text=outcome.recommendation_text)
+    investigation = move_or_reload(
+        ports.investigations, investigation, InvestigationStatus.COMPLETED, completed_at=utc_now(),
+        candidate_records_searched=outcome.candidate_records_searched,
+        suggested_record_ids=list(outcome.suggested_record_ids), target_record_ids=outcome.target_record_ids,
+        suggested_difference=difference, confidence_score=float(outcome.confidence_score),
+        recommendation_text=outcome.recommendation_text)
+    _announce(ports, investigation)
+    return investigation
+
+
+def _announce(ports: Ports, investigation: Investigation) -> None:
+    """`investigation.completed` when it ends, failed ones too (their status says which)."""
+    if investigation.finished:
+        announce(ports, event_data.investigation_completed(investigation), investigation.environment,
+                 actor=system_actor("investigation", investigation.id),
+                 summary_fields=("status", "confidence_score", "suggested_record_ids", "error_message"))
 
 
 def _difference(targets: list[Record], suggested: list[Record]) -> int:
@@ -86,8 +100,10 @@ def _difference(targets: list[Record], suggested: list[Record]) -> int:
 def fail(ports: Ports, environment: str, investigation_id: int, error: Exception) -> None:
     investigation = ports.investigations.get(environment, investigation_id)
     if not investigation.finished:
-        move_or_reload(ports.investigations, investigation, InvestigationStatus.FAILED, completed_at=utc_now(),
-                       error_message=shown(f"{type(error).__name__}: {error}", 500))
+        investigation = move_or_reload(ports.investigations, investigation, InvestigationStatus.FAILED,
+                                       completed_at=utc_now(),
+                                       error_message=shown(f"{type(error).__name__}: {error}", 500))
+    _announce(ports, investigation)
 
 
 def accept(ports: Ports, environment: str, exception_id: int, investigation_id: int) -> Match:

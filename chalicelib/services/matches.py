@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
+from chalicelib.domain import event_data
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobStatus
@@ -12,6 +13,7 @@ from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, Ma
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services import audit
+from chalicelib.services.events import emit
 from chalicelib.services.ports import Matches, Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
@@ -84,6 +86,7 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     confirmed = ports.matches.confirm(current)
     audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)
+    emit(ports, environment, event_data.match_event(confirmed, "confirmed", utc_now()))
     return confirmed
 
 
@@ -103,6 +106,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     matching_changed(ports, environment, match.reconciliation_id)
     ports.matches.mark_unmatched(match)
     audit.note(before={"status": match.status.value}, after={"status": "unmatched"}, record_count=len(members))
+    emit(ports, environment, event_data.match_event(match, "deleted", utc_now()))
 
 
 def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
@@ -160,6 +164,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
         matching_changed(ports, environment, reconciliation_id)  # its records leave them
     except Exception:  # the match is made: a retry would be 409; the hourly refresh catches up
         logger.exception("requesting an exception refresh failed", extra={"reconciliation_id": reconciliation_id})
+    emit(ports, environment, event_data.match_event(match, "created", match.created_at))
     return match
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.domain import event_data
+from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
 from chalicelib.domain.reconciliation_exceptions import (
@@ -32,6 +34,7 @@ from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.observability import logger
 from chalicelib.services import audit
+from chalicelib.services.events import announce, emit
 from chalicelib.services.ports import Ports
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
@@ -98,6 +101,7 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
                and record.exception_in(reconciliation.id) in (None, active.id if active else None)
                and is_overdue(_exception_record(record, record.decimal_places), today,
                               reconciliation.exception_after_days)]
+    opened = active is None
     if active is None:
         if not joining:
             return
@@ -121,6 +125,10 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})
     ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
+    if opened:  # with its records and totals in
+        announce(ports, event_data.exception_opened(ports.exceptions.get(environment, active.id)), environment,
+                 actor=system_actor("exception_refresh", reconciliation.id),
+                 summary_fields=("status", "reconciliation_id", "data_stream_id", "totals"))
     if not remaining:
         _resolve_empty(ports, ports.exceptions.get(environment, active.id), now)
 
@@ -159,6 +167,9 @@ def _resolve_empty(ports: Ports, exception: ReconciliationException, now: dateti
         ports.exceptions.save(resolved, previous=exception)
     except Conflict:
         return  # changed meanwhile: the next refresh looks again
+    announce(ports, event_data.exception_status_changed(exception, resolved), exception.environment,
+             actor=system_actor("exception_refresh", exception.reconciliation_id),
+             summary_fields=("previous_status", "status"))
     add_comment(ports, exception.environment, exception.id, body="Every record of this exception was matched, "
                 "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
@@ -254,6 +265,8 @@ def update(ports: Ports, environment: str, exception_id: int, *, title: str | No
     audit.note(**audit.changes(_audited(current), _audited(updated)))
     if description is not None:
         ports.exceptions.mark_custom_description(updated)
+    if updated.status is not current.status:
+        emit(ports, environment, event_data.exception_status_changed(current, updated))
     return ports.exceptions.get(environment, exception_id)
 
 
@@ -267,8 +280,10 @@ def add_assignee(ports: Ports, environment: str, exception_id: int, idp_user_id:
     if existing is not None:
         return existing  # assigning twice changes nothing
     assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), idp_user_id)
-    ports.exceptions.save(replace(current, assignees=current.assignees + (assignee,), updated_at=utc_now(),
-                                  version=current.version + 1), previous=current)
+    assigned = replace(current, assignees=current.assignees + (assignee,), updated_at=utc_now(),
+                       version=current.version + 1)
+    ports.exceptions.save(assigned, previous=current)
+    emit(ports, environment, event_data.exception_assigned(current, assigned))
     return assignee
 
 
@@ -276,8 +291,10 @@ def remove_assignee(ports: Ports, environment: str, exception_id: int, assignee_
     current = ports.exceptions.get(environment, exception_id)
     if not any(a.id == assignee_id for a in current.assignees):
         raise NotFound(f"assignee {assignee_id} not found on exception {exception_id}")
-    ports.exceptions.save(replace(current, assignees=tuple(a for a in current.assignees if a.id != assignee_id),
-                                  updated_at=utc_now(), version=current.version + 1), previous=current)
+    unassigned = replace(current, assignees=tuple(a for a in current.assignees if a.id != assignee_id),
+                         updated_at=utc_now(), version=current.version + 1)
+    ports.exceptions.save(unassigned, previous=current)
+    emit(ports, environment, event_data.exception_assigned(current, unassigned))
 
 
 def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str, author_idp_id: str,
@@ -288,5 +305,6 @@ def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str,
     comment = ExceptionComment(id=ports.exceptions.next_id(environment, "exception_comment"), body=body,
                                author_idp_id=author_idp_id, mentions=tuple(mentions), created_at=utc_now())
     ports.exceptions.add_comment(exception, comment)
+    emit(ports, environment, event_data.exception_commented(exception, comment))
     return comment
 

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain import event_data
+from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.executions import execution_name as workflow_name
@@ -40,6 +42,7 @@ from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
+from chalicelib.services.events import announce
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -309,9 +312,17 @@ def finish(ports: Ports, environment: str, run_id: int) -> str:
     if run.status is RunStatus.RUNNING:
         run = move_or_reload(ports.runs, run, RunStatus.COMPLETED, completed_at=utc_now())
     if run.finished:
+        _announce_end(ports, run)
         ports.runs.release_slot(environment, run.reconciliation_id, run.id)
         start_pending(ports, environment, run.reconciliation_id)
     return "done"
+
+
+def _announce_end(ports: Ports, run: Run) -> None:
+    """Again on a retried task that finds the run ended (same event id): a crash loses no event."""
+    announce(ports, event_data.run_ended(run), run.environment, actor=system_actor("reconciliation_run", run.id),
+             summary_fields=("status", "total_records", "matched_records", "matches_count", "rule_summary",
+                             "matches_url", "error_message"))
 
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
@@ -326,6 +337,7 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
             _undo_uncommitted(ports, run, in_progress)
         run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
                              error_message=describe_error(error))
+    _announce_end(ports, run)
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
     start_pending(ports, environment, run.reconciliation_id)
     if run.new_record_jobs:

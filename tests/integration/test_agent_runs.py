@@ -301,3 +301,22 @@ def test_a_run_is_bounded_in_tokens_and_in_time_and_fails_naming_the_bound(api, 
     services.__dict__.pop("ports", None)
     slow = run_agent(api, worker, agent["id"])  # any time at all is over a bound of 0 s
     assert slow["status"] == "failed" and slow["error_message"] == "the run took longer than its bound of 0 s"
+
+
+def test_what_an_agent_changes_is_in_the_audit_trail_with_the_agent_as_actor(api, worker, ingest, model,
+                                                                              reconciliation):
+    ingest(record("bank", 1, 125_00))
+    agent = create_agent(api, mentions=[{"type": "reconciliation", "id": reconciliation["id"], "label": "Bank"}])
+    model.add(model.tool_calls(("c1", "start_reconciliation_run", {"reconciliation_id": reconciliation["id"]}),
+                               ("c2", "write_output_file", {"filename": "notes.txt", "content": "ran it"})),
+              model.text("Started a run."))
+
+    run = run_agent(api, worker, agent["id"])
+
+    assert run["status"] == "completed", run
+    entries = api.get(f"/v1/audit_events?actor=agent:{agent['id']}").json_body["data"]
+    assert [e["action"] for e in reversed(entries)] == [
+        "reconciliation_run.created", "agent_file.written", "agent_run.completed"]
+    assert all(e["summary"].get("agent_run_id", run["id"]) == run["id"] for e in entries)
+    assert entries[0]["resource_id"] == str(run["id"]) and entries[0]["summary"]["status"] == "completed"
+    assert api.get("/v1/audit_events/verify").json_body["intact"] is True
