@@ -1,10 +1,12 @@
-"""The one-minute sweeper: nothing stays pending or running for ever, no stream count waits long."""
+"""The one-minute sweeper: nothing stays pending or running for ever, no stream count waits long,
+no event the bus refused stays unsent."""
 from __future__ import annotations
 
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
     data_streams,
+    events,
     file_imports,
     investigations,
     matches,
@@ -23,5 +25,6 @@ def sweep_task() -> None:
     counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(ports)
     counts["abandoned_investigations"] = investigations.sweep(ports)
     counts["queued_webhook_deliveries"] = webhooks.sweep(ports)
+    counts["published_parked_events"] = events.publish_parked(ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)
