@@ -1,6 +1,7 @@
 """The audit trail on moto, through the API: what each state-changing call records, the filters and
 cursor of GET /audit_events, and GET /audit_events/verify finding entries edited or removed in the
 table; concurrent appenders never fork the chain."""
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -8,6 +9,8 @@ from datetime import timedelta
 import pytest
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.api import ROUTERS
+from chalicelib.api.audit_trail import MUTATING_METHODS, ROUTE_ACTIONS, derived
 from chalicelib.domain.api_keys import hash_secret
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BrokenInvariant
@@ -155,6 +158,27 @@ def test_the_system_and_agents_record_through_the_same_entry_point(api, services
                  summary={"matched": 40, "matches_url": "/v1/reconciliation_matches?reconciliation_id=3"})
     [entry] = entries(api, "?actor=system:reconciliation_run:12")
     assert (entry["resource_id"], entry["summary"]["matched"]) == ("12", 40)
+
+
+def test_every_state_changing_route_has_an_action_named_resource_dot_verb():
+    mutating = {(s.method, s.path) for r in ROUTERS for s in r.specs if s.method in MUTATING_METHODS}
+    assert mutating - set(ROUTE_ACTIONS) == set(), "give each new route its action in ROUTE_ACTIONS"
+    unchanging = {route for route in mutating if ROUTE_ACTIONS[route] is None}
+    assert unchanging == {("POST", "/reconciliation_rules/{id}/dry_run")}
+    for route in mutating - unchanging:
+        audited = ROUTE_ACTIONS[route]
+        assert re.fullmatch(r"[a-z_]+\.[a-z_]+", audited.action) and audited.action.startswith(
+            audited.resource_type + "."), route
+        assert audited.id_param is None or "{" + audited.id_param + "}" in route[1], route
+
+
+def test_a_route_not_yet_listed_still_gets_an_action_from_its_path():
+    assert derived("POST", "/widgets").action == "widget.created"
+    assert (derived("PATCH", "/widgets/{id}").action, derived("PATCH", "/widgets/{id}").id_param) == (
+        "widget.updated", "id")
+    assert derived("POST", "/widgets/{id}/polish").action == "widget.polish"
+    assert derived("POST", "/widgets/{id}/parts").action == "part.created"
+    assert derived("DELETE", "/categories/{id}").action == "category.deleted"
 
 
 # Listing -------------------------------------------------------------------------------------
