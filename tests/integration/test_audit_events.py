@@ -2,6 +2,7 @@
 cursor of GET /audit_events, and GET /audit_events/verify finding entries edited or removed in the
 table; concurrent appenders never fork the chain."""
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -324,7 +325,20 @@ def test_continuing_from_after_an_edited_entry_still_reports_that_entry(api, ser
 
 # Concurrency ---------------------------------------------------------------------------------
 
-def test_concurrent_appenders_never_fork_the_chain(services):
+def test_concurrent_appenders_never_fork_the_chain(services, monkeypatch):
+    # DynamoDB applies each request atomically (a conditional put's check and write are one step);
+    # moto does not under threads, so each request is made one at a time here, as the service
+    # would apply it. The writers' steps (read the head, put, move the head) still interleave.
+    # tests/e2e/test_audit_local.py does the same over HTTP against dynalite, with no such help.
+    client, one_at_a_time = services.aws.dynamodb, threading.Lock()
+    make_call = client._make_api_call
+
+    def atomic_call(operation, params):
+        with one_at_a_time:
+            return make_call(operation, params)
+
+    monkeypatch.setattr(client, "_make_api_call", atomic_call)
+
     def append_five(writer: int) -> None:
         for n in range(5):
             audit.record(services.ports, "acme", actor=f"system:test_writer:{writer}", action="test.appended",
@@ -356,3 +370,17 @@ def test_a_writer_that_crashed_before_moving_the_head_is_healed_by_the_next_appe
 
     assert [e.seq for e in services.audit.entries_between("acme", 1, 10)] == [1, 2, 3, 4]
     assert services.audit.head("acme").seq == 4 and audit.verify(services.ports, "acme").intact
+
+
+def test_a_lost_head_is_taken_from_the_newest_entry(services):
+    for n in range(2):
+        audit.record(services.ports, "acme", actor="system:sweeper", action="test.appended", resource_type="test",
+                     resource_id=n)
+    services.aws.dynamodb.delete_item(TableName=services.settings.table_name,
+                                      Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": "HEAD"}})
+
+    audit.record(services.ports, "acme", actor="system:sweeper", action="test.appended", resource_type="test",
+                 resource_id=2)
+
+    assert [e.seq for e in services.audit.entries_between("acme", 1, 10)] == [1, 2, 3]
+    assert services.audit.head("acme").seq == 3 and audit.verify(services.ports, "acme").intact

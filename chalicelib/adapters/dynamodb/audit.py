@@ -2,10 +2,11 @@
 
 An append reads the chain's head (seq, hash), builds the next entry and puts it conditionally on
 its seq being free: that put is what serialises concurrent writers, so two entries can never take
-one seq. Then the head is advanced with an update conditional on the seq it was read at. A writer
-whose put fails re-reads and retries with jittered backoff (bounded: then ChainBusy); if the seq it
-wanted holds an entry while the head is behind it (a writer crashed between its put and its head
-update, or is just about to update it), the writer advances the head to that entry first.
+one seq. Then the head is advanced with an update conditional on its seq being lower (it only moves
+forward). A writer whose put fails re-reads and retries with jittered backoff (bounded: then
+ChainBusy); if the seq it wanted holds an entry while the head is behind it (a writer crashed
+between its put and its head update, or is just about to update it), the writer advances the head to
+that entry first. With no head item (a new chain, or one lost) the newest entry stands for it.
 Entries are never updated or deleted by any code path.
 """
 from __future__ import annotations
@@ -50,7 +51,7 @@ class AuditRepository:
     def append(self, environment: str, *, actor: str, action: str, resource_type: str,
                resource_id: str | int | None, summary: Mapping[str, Any]) -> AuditEntry:
         for attempt in range(MAX_ATTEMPTS):
-            head = self.head(environment)
+            head = self._tip(environment)
             seq = 1 if head is None else head.seq + 1
             now = self._clock()
             entry = new_entry(environment, seq, now if head is None else max(now, head.at),
@@ -61,25 +62,36 @@ class AuditRepository:
             except ConditionFailed:
                 taken = self.get(environment, seq)
                 if taken is not None:
-                    self._advance_head(environment, seq - 1, taken)
+                    self._advance_head(environment, taken)
                 self._sleep(random.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** attempt)))
                 continue
-            self._advance_head(environment, seq - 1, entry)
+            self._advance_head(environment, entry)
             return entry
         raise ChainBusy(f"the audit chain of environment '{environment}' stayed busy through {MAX_ATTEMPTS} attempts")
 
-    def _advance_head(self, environment: str, from_seq: int, entry: AuditEntry) -> None:
-        """Move the head from `from_seq` to `entry` (nothing when another writer moved it already)."""
+    def _advance_head(self, environment: str, entry: AuditEntry) -> None:
+        """Move the head forward to `entry` (nothing when another writer moved it there or beyond)."""
         try:
             self._table.update(
                 keys.audit_head(environment), "SET #seq = :seq, #hash = :hash, #at = :at, entity = :entity",
-                values={":seq": entry.seq, ":hash": entry.hash, ":at": iso(entry.at), ":from": from_seq,
-                        ":entity": "audit_head"},
+                values={":seq": entry.seq, ":hash": entry.hash, ":at": iso(entry.at), ":entity": "audit_head"},
                 names={"#seq": "seq", "#hash": "hash", "#at": "at"},
-                condition="attribute_not_exists(pk) OR #seq = :from",
+                condition="attribute_not_exists(#seq) OR #seq < :seq",
             )
         except ConditionFailed:
             pass
+
+    def _tip(self, environment: str) -> ChainHead | None:
+        """The head, or when there is none (a new chain, or a head item lost) the newest entry."""
+        head = self.head(environment)
+        if head is not None:
+            return head
+        page = self._table.query_page("pk", keys.audit_pk(environment), limit=1,
+                                      sort_prefix=keys.AUDIT_ENTRY_PREFIX)
+        if not page.items:
+            return None
+        last = _from_item(page.items[0])
+        return ChainHead(seq=last.seq, hash=last.hash, at=last.at)
 
     @staticmethod
     def _item(entry: AuditEntry) -> dict[str, Any]:
@@ -94,7 +106,7 @@ class AuditRepository:
 
     def head(self, environment: str) -> ChainHead | None:
         item = self._table.get(keys.audit_head(environment))
-        if item is None:
+        if item is None or not {"seq", "hash", "at"} <= set(item):
             return None
         return ChainHead(seq=int(item["seq"]), hash=str(item["hash"]), at=parse_iso(item["at"]))
 
