@@ -308,8 +308,8 @@ audit entry    | -    | {E}#AUDIT             | SEQ#<seq>       | audit: append 
                |      |                       |                 |                         | BatchGetItem)
                |      |                       |                 |                         |
 audit chain    | -    | {E}#AUDIT             | HEAD            | audit: append advances  | append: the next seq and
-head           |      |                       |                 | it (conditional on its  | prev_hash; verify: where
-               |      |                       |                 | seq)                    | the chain ends
+head           |      |                       |                 | it (conditional: only   | prev_hash; verify: where
+               |      |                       |                 | forward)                | the chain ends
 
 - `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
   reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
