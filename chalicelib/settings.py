@@ -8,6 +8,10 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
+from chalicelib.domain.parsers.statements import MAX_STATEMENT_BYTES
+from chalicelib.domain.webhooks import TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS
+
 
 class Settings(BaseSettings):
     # populate_by_name: Settings(region=...) in code sets the field too (aliases are for the environment).
@@ -51,7 +55,7 @@ class Settings(BaseSettings):
     # The largest file a file import takes (domain/ingestion.py MAX_IMPORT_BYTES). At most the
     # statement parsers' own guard (domain/parsers/statements.py MAX_STATEMENT_BYTES), so that a
     # client only ever meets this limit.
-    max_import_bytes: int = Field(default=100 * 1024 * 1024, ge=1, le=200 * 1024 * 1024)
+    max_import_bytes: int = Field(default=MAX_IMPORT_BYTES, ge=1, le=MAX_STATEMENT_BYTES)
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.
@@ -100,11 +104,11 @@ class Settings(BaseSettings):
     verification_timeout_seconds: int = Field(default=1800, ge=1, le=7200)
 
     # Webhooks (infra/template.yaml): the queue the event bus's rule fills (one message per event,
-    # fanned out to the endpoints), the queue of delivery attempts, and one attempt's timeout
-    # (connect and read, each).
+    # fanned out to the endpoints), the queue of delivery attempts, and one attempt's deadline
+    # (from connecting to the answer read, in all).
     webhook_event_queue_name: str = "recon-dev-webhook-events"
     webhook_delivery_queue_name: str = "recon-dev-webhook-deliveries"
-    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=30)
+    webhook_timeout_seconds: float = Field(default=WEBHOOK_TIMEOUT_SECONDS, gt=0, le=30)
 
     log_level: str = "INFO"
 

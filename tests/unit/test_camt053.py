@@ -2,6 +2,7 @@
 files written by tests/support/camt_files.py: generated, broken and mutated."""
 import time
 import tracemalloc
+import xml.etree.ElementTree as ET
 from datetime import date
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.domain.parsers import FileRejected
-from chalicelib.domain.parsers.camt053 import MAX_HELD_ELEMENTS, MAX_OPEN_ELEMENTS, parse_camt053
+from chalicelib.domain.parsers.camt053 import CHUNK_BYTES, MAX_HELD_ELEMENTS, MAX_OPEN_ELEMENTS, parse_camt053
 from chalicelib.domain.parsers.statements import ParsedStatements, deterministic_id
 from tests.support.camt_files import Detail, Entry, Statement, decimal_text, write_camt053
 
@@ -411,6 +412,57 @@ def test_an_id_met_again_for_the_same_account_gets_a_counter_and_never_repeats()
                Entry(100, "CRDT", DAY, account_servicer_ref="SAME#2"), Entry(100, "CRDT", DAY, account_servicer_ref="SAME")]
     ids = [t.external_id for t in parse_camt053(one_statement(entries)).transactions]
     assert ids == ["SAME", "SAME#2", "SAME#2#2", "SAME#3"]
+
+
+
+class PublicEventsOnly:
+    """A pull parser with ElementTree's public methods only: no `_events_queue` to read in place."""
+
+    def __init__(self, events):
+        self.made = ET.XMLPullParser(events)
+        self.reads = 0
+
+    def feed(self, data):
+        self.made.feed(data)
+
+    def close(self):
+        self.made.close()
+
+    def read_events(self):
+        self.reads += 1
+        return self.made.read_events()
+
+
+@pytest.mark.parametrize("name", ["multi_account.xml", "reversals_v02.xml", "jpy_bhd.xml", "pending.xml"])
+def test_a_pull_parser_without_its_private_queue_reads_every_file_through_read_events_the_same(name):
+    data = (CORPUS / name).read_bytes()
+    made = []
+
+    def public_only(events):
+        made.append(PublicEventsOnly(events))
+        return made[0]
+    assert parse_camt053(data, pull_parser=public_only) == parse_camt053(data)
+    assert made[0].reads > 0 and not hasattr(made[0], "_events_queue")
+
+
+@pytest.mark.parametrize("name", ["broken_truncated.xml", "broken_garbage.xml", "broken_balance.xml",
+                                  "broken_entry_without_amount.xml"])
+def test_a_pull_parser_without_its_private_queue_refuses_every_broken_file_the_same(name):
+    data = (CORPUS / name).read_bytes()
+    with pytest.raises(FileRejected) as fallback:
+        parse_camt053(data, pull_parser=PublicEventsOnly)
+    assert (fallback.value.message, fallback.value.details) == (rejection(data).message, rejection(data).details)
+
+
+def test_a_pull_parser_without_its_private_queue_reads_the_entries_before_a_break_in_the_middle_of_a_file():
+    data = one_statement([Entry(100 + n, "CRDT", DAY, additional_info="x" * 200) for n in range(400)])
+    pieces = data.split(b"</Ntry>")
+    broken = b"</Ntry>".join(pieces[:300]) + b"</Ntri>" + b"</Ntry>".join(pieces[300:])
+    assert broken.index(b"</Ntri>") > 4 * CHUNK_BYTES
+    with pytest.raises(FileRejected) as fallback:
+        parse_camt053(broken, pull_parser=PublicEventsOnly)
+    assert "mismatched tag" in fallback.value.message and "Ntry[300]" in fallback.value.message
+    assert (fallback.value.message, fallback.value.details) == (rejection(broken).message, rejection(broken).details)
 
 
 # Memory ----------------------------------------------------------------------------------------------------

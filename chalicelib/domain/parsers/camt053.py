@@ -49,10 +49,10 @@ import pyexpat
 import re
 import xml.etree.ElementTree as ET
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from chalicelib.domain.money import MAX_AMOUNT, minor_units
 from chalicelib.domain.parsers import FileRejected, without_gc
@@ -91,9 +91,24 @@ NAMES = ("BkToCstmrStmt", "Stmt", "Id", "CreDtTm", "Acct", "IBAN", "Othr", "Ccy"
 Element = ET.Element
 Direction = Literal["credit", "debit"]
 _NO_PARTIES: tuple[tuple[None, None], tuple[None, None]] = ((None, None), (None, None))
+PullEvent = Literal["end", "comment", "pi"]
+EVENTS: tuple[PullEvent, ...] = ("end", "comment", "pi")
 
 
-def parse_camt053(data: bytes, lenient: bool = False, *, max_bytes: int = MAX_STATEMENT_BYTES) -> ParsedStatements:
+class PullParser(Protocol):
+    """What the reader uses of `xml.etree.ElementTree.XMLPullParser`: its public methods (and its
+    queue of events, read in place where it has one: see _drain)."""
+    def feed(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+    def read_events(self) -> Iterator[tuple[Any, ...]]: ...
+
+
+def parse_camt053(data: bytes, lenient: bool = False, *, max_bytes: int = MAX_STATEMENT_BYTES,
+                  pull_parser: Callable[[tuple[PullEvent, ...]], PullParser] | None = None) -> ParsedStatements:
+    """`pull_parser` makes the pull parser of the body from the events it must report: ElementTree's
+    own, but for a test of one that keeps no `_events_queue`."""
     if len(data) > max_bytes:
         raise FileRejected(f"file is {len(data)} bytes; camt.053 statements are accepted up to {max_bytes} bytes",
                            {"where": "file", "expected": f"at most {max_bytes} bytes", "found": len(data)})
@@ -101,7 +116,11 @@ def parse_camt053(data: bytes, lenient: bool = False, *, max_bytes: int = MAX_ST
         raise FileRejected("file is empty", {"where": "file", "expected": "a camt.053 document", "found": "nothing"})
     namespace = _read_prolog(data)
     with without_gc():
-        return _Reader(namespace, lenient).read(data)
+        return _Reader(namespace, lenient).read(data, (pull_parser or _pull_parser)(EVENTS))
+
+
+def _pull_parser(events: tuple[PullEvent, ...]) -> PullParser:
+    return ET.XMLPullParser(events)
 
 
 # The prolog ---------------------------------------------------------------------------------------
@@ -344,16 +363,15 @@ class _Reader:
         self.ended = 0
         self.markup = 0  # comments and processing instructions among the events being read
 
-    def read(self, data: bytes) -> ParsedStatements:
-        pull: ET.XMLPullParser[Element] = ET.XMLPullParser(events=("end", "comment", "pi"))
-        events = _queue(pull)
+    def read(self, data: bytes, pull: PullParser) -> ParsedStatements:
+        events = _drain(pull)
         try:
             for offset in range(0, len(data), CHUNK_BYTES):
                 pull.feed(data[offset:offset + CHUNK_BYTES])
-                self._consume(events)
+                self._consume(events())
                 self._check_open(data, offset)
             pull.close()
-            self._consume(events)
+            self._consume(events())
         except ET.ParseError as error:
             if self.open is not None and self.open.failure is not None:
                 raise self.open.failure from None
@@ -370,8 +388,8 @@ class _Reader:
     def _consume(self, events: deque[Any]) -> None:
         """Reads the events queued: (event, element) pairs, then the ParseError the feed met, if any
         (`XMLPullParser.feed` queues it after the events before it). The queue is read in place, not
-        through `read_events()`: most of its events are elements no handler reads, and its generator
-        cost as much as the loop."""
+        through `read_events()`, where the parser has one (see _drain): most of its events are
+        elements no handler reads, and its generator cost as much as the loop."""
         if not events:
             return
         failed = events.pop() if isinstance(events[-1], Exception) else None
@@ -964,13 +982,24 @@ def _detail_where(entry_where: str, detail: _Detail) -> str:
     return f"{entry_where}/{group}/TxDtls[{detail.index}]"
 
 
-def _queue(pull: ET.XMLPullParser[Element]) -> deque[Any]:
-    """The pull parser's queue of events, read in place (see _consume)."""
-    events = getattr(pull, "_events_queue", None)
-    if not isinstance(events, deque):
-        raise RuntimeError("xml.etree.ElementTree.XMLPullParser keeps no _events_queue deque: this Python's "
-                           "ElementTree is not the one the camt.053 parser was written for")
-    return events
+def _drain(pull: PullParser) -> Callable[[], deque[Any]]:
+    """What gives the events queued since the last call, as _consume reads them (and clears them):
+    the pull parser's own queue, read in place, where it keeps one (CPython's `_events_queue`, a
+    private name); else (another ElementTree, a parser that hides it) a copy taken through the public
+    `read_events()`, which reads the same but slower, with the error that ended them last."""
+    queue = getattr(pull, "_events_queue", None)
+    if isinstance(queue, deque):
+        return lambda: queue
+
+    def read_events() -> deque[Any]:
+        events: deque[Any] = deque()
+        try:
+            for event in pull.read_events():
+                events.append(event)
+        except SyntaxError as error:  # ParseError: read_events raises it after the events before it
+            events.append(error)
+        return events
+    return read_events
 
 
 def _text(element: Element | None) -> str | None:
