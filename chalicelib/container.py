@@ -20,10 +20,10 @@ from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
-from chalicelib.adapters.dynamodb.parked_events import ParkedEventRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -173,8 +173,8 @@ class Container:
         return EventBridgePublisher(self.aws.client("events"), self.settings.event_bus_name)
 
     @cached_property
-    def parked_events(self) -> ParkedEventRepository:
-        return ParkedEventRepository(self.table)
+    def event_ledger(self) -> EventLedger:
+        return EventLedger(self.table)
 
     @cached_property
     def stories(self) -> StoryRepository:
@@ -259,7 +259,7 @@ class Container:
             language_model=self.language_model, agent_limits=self.agent_limits,
             browser_workflows=self.browser_workflows, task_tokens=self.task_tokens,
             browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal), balances=self.balances,
-            events=self.events, parked_events=self.parked_events,
+            events=self.events, event_ledger=self.event_ledger,
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,

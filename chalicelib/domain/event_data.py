@@ -8,7 +8,7 @@ from typing import Any
 
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
 from chalicelib.domain.clock import iso, utc_now
-from chalicelib.domain.events import Event, make_event
+from chalicelib.domain.events import Event, event_id, make_event
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, bulk_request_status
 from chalicelib.domain.investigations.jobs import Investigation
 from chalicelib.domain.matches import Match
@@ -82,6 +82,11 @@ def exception_opened(exception: ReconciliationException) -> Event:
                       exception.opened_at, _exception_fields(exception))
 
 
+def exception_opened_id(environment: str, exception_id: int) -> str:
+    """The id `exception_opened` gives the exception's event, known before reading the exception."""
+    return event_id(environment, "reconciliation_exception.opened", f"exception {exception_id}")
+
+
 def exception_status_changed(before: ReconciliationException, after: ReconciliationException) -> Event:
     return make_event(after.environment, "reconciliation_exception.status_changed",
                       f"exception {after.id} version {after.version}", after.updated_at,
@@ -89,9 +94,14 @@ def exception_status_changed(before: ReconciliationException, after: Reconciliat
 
 
 def exception_assigned(before: ReconciliationException, after: ReconciliationException) -> Event:
+    """An assignee added (`change` "assigned") or removed ("unassigned")."""
+    previous = [a.idp_user_id for a in before.assignees]
+    now = [a.idp_user_id for a in after.assignees]
     return make_event(after.environment, "reconciliation_exception.assigned",
-                      f"exception {after.id} version {after.version}", after.updated_at,
-                      {**_exception_fields(after), "previous_assignees": [a.idp_user_id for a in before.assignees]})
+                      f"exception {after.id} version {after.version}", after.updated_at, {
+                          **_exception_fields(after), "previous_assignees": previous,
+                          "change": "assigned" if len(now) > len(previous) else "unassigned",
+                          "idp_user_ids": sorted(set(now) ^ set(previous))})
 
 
 def exception_commented(exception: ReconciliationException, comment: ExceptionComment) -> Event:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.clock import iso, parse_iso
@@ -35,6 +35,21 @@ EVENT_TYPES: tuple[str, ...] = (
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """An automated decision's announcement (its audit entry, then its event): reserved by the
+    worker announcing it, done once the event is out."""
+    done: bool
+    since: datetime
+
+    def abandoned(self, now: datetime) -> bool:
+        """Pending for longer than any announcing worker lives: its worker died part-way."""
+        return not self.done and now - self.since > ANNOUNCEMENT_LEASE
+
+
+ANNOUNCEMENT_LEASE = timedelta(minutes=20)  # longer than the longest Lambda (15 minutes)
 
 
 @dataclass(frozen=True)

@@ -163,8 +163,9 @@ def execute(ports: Ports, environment: str, agent_id: str, run_id: int, workbenc
     except NotFound:
         logger.info("a message for a run that is gone (its agent was deleted)", extra={"agent_run_id": run_id})
         return None
-    if run.finished:
-        return run  # its message, delivered again
+    if run.finished:  # its message, delivered again (perhaps after announcing its end failed)
+        announce_agent_run(ports, run)
+        return run
     if run.status in (RUNNING, WAITING):
         if not run.lease_expired(utc_now()):
             return run  # a duplicate of the message whose worker (or workflow) is running it now
@@ -256,14 +257,16 @@ def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: Lang
             return _fail(ports, run, failure)
         run = _deliver(ports, agent, run)
         run = ports.agent_runs.save(run.moved(AgentRunStatus.COMPLETED, completed_at=utc_now()), expected=(RUNNING,))
-        announce_agent_run(ports, run)
-        return run
     except _RunGone:
         return None
     except Exception as error:  # the run fails with the reason, rather than as "cut off" at a redelivery
         logger.exception("agent run failed")
         return _fail(ports, session.run if session else run,
                      _failed_by(error))
+    # Outside the try: a failure to announce must not fail a completed run; it fails the message,
+    # whose redelivery announces it (execute, on a finished run).
+    announce_agent_run(ports, run)
+    return run
 
 
 class _RunGone(Exception):

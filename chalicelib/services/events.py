@@ -4,6 +4,10 @@ The publisher retries what the bus refuses; what it still cannot send is parked 
 the one-minute sweeper publishes it again, so a bus outage delays events rather than losing them.
 An emitter that runs again (a redelivered message, a retried task) emits the same ids, which is
 why consumers (the webhook fan-out, a client) drop duplicates by id.
+
+Automated decisions (an import or a run ended, a refresh opened an exception, an agent run ended)
+are announced: an audit entry, then the event, once per decision however often a retried job
+announces it (`announce`).
 """
 from __future__ import annotations
 
@@ -11,11 +15,12 @@ from collections.abc import Iterable
 
 from chalicelib.domain import event_data
 from chalicelib.domain.agents.runs import AgentRun
-from chalicelib.domain.audit import agent_actor
+from chalicelib.domain.audit import AuditQuery, agent_actor
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.events import Event
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.ports import Ports
+from chalicelib.services.ports import EventLedger, Ports
 
 
 def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
@@ -26,31 +31,66 @@ def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
     try:
         ports.events.publish(environment, events)
     except Exception as error:  # the change is done: never undo it for the bus; park the events instead
-        if ports.parked_events is None:
+        if ports.event_ledger is None:
             raise
+        refused = getattr(error, "failed", events)  # the publisher names those that did not go
         logger.warning("events parked: the bus did not take them",
-                       extra={"event_ids": [e.id for e in events], "error": type(error).__name__})
-        ports.parked_events.park(environment, events)
+                       extra={"event_ids": [e.id for e in refused], "error": type(error).__name__})
+        ports.event_ledger.park(environment, refused)
 
 
 def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
              summary_fields: Iterable[str] = ("status",)) -> None:
-    """An automated decision (an import or a run ended, an exception opened by a refresh, an agent
-    run ended or paused): its audit entry, once, then its event. The entry's action is the event's
-    type and its resource the event's; its summary the `summary_fields` of the event's data.
-    A retried job announcing the same decision again (same event id) writes no second entry, but
-    publishes the event again (consumers drop the duplicate)."""
+    """An automated decision: its audit entry (action the event's type, resource the event's, summary
+    the `summary_fields` of its data), then its event, once. The announcement is reserved first
+    and marked done after the event is out: a retry of a done one does nothing, a duplicate
+    running beside it leaves it to its worker, and one whose worker died part-way (found pending
+    past its lease) is taken over, writing the audit entry only if it is not there yet."""
     if event is None:
         return
-    marks = ports.parked_events
-    if ports.audit is not None and (marks is None or not marks.audited(environment, event.id)):
-        data = event.data
-        audit.record(ports, environment, actor=actor, action=event.type, resource_type=event.type.split(".")[0],
-                     resource_id=data.get("id"),
-                     summary={"event_id": event.id, **{k: data[k] for k in summary_fields if k in data}})
-        if marks is not None:
-            marks.mark_audited(environment, event.id)
+    ledger = ports.event_ledger
+    if ledger is None:
+        _record(ports, event, environment, actor, summary_fields)
+        emit(ports, environment, event)
+        return
+    mark = ledger.announcement(environment, event.id)
+    if mark is None:
+        if not ledger.reserve(environment, event.id):
+            return  # a duplicate of this job took it a moment ago
+    elif mark.done or not mark.abandoned(utc_now()) or not ledger.retake(environment, event.id, mark.since):
+        return
+    elif _recorded(ports, event, environment):  # its worker died after the entry
+        emit(ports, environment, event)
+        ledger.complete(environment, event.id)
+        return
+    _record(ports, event, environment, actor, summary_fields)
     emit(ports, environment, event)
+    ledger.complete(environment, event.id)
+
+
+def announced(ledger: EventLedger | None, environment: str, event_id: str) -> bool:
+    """Whether an automated decision's announcement was made (done) or is being made."""
+    return ledger is not None and ledger.announcement(environment, event_id) is not None
+
+
+def _record(ports: Ports, event: Event, environment: str, actor: str, summary_fields: Iterable[str]) -> None:
+    data = event.data
+    audit.record(ports, environment, actor=actor, action=event.type, resource_type=_resource_type(event),
+                 resource_id=data.get("id"),
+                 summary={"event_id": event.id, **{k: data[k] for k in summary_fields if k in data}})
+
+
+def _recorded(ports: Ports, event: Event, environment: str) -> bool:
+    """Whether the resource's audit entries (newest first) hold this event's, among its latest."""
+    if ports.audit is None or event.data.get("id") is None:
+        return False
+    query = AuditQuery(resource_type=_resource_type(event), resource_id=str(event.data["id"]))
+    entries, _ = ports.audit.list_page(environment, query, limit=50, cursor=None)
+    return any(entry.summary.get("event_id") == event.id for entry in entries)
+
+
+def _resource_type(event: Event) -> str:
+    return event.type.split(".")[0]
 
 
 def announce_agent_run(ports: Ports, run: AgentRun) -> None:
@@ -61,19 +101,21 @@ def announce_agent_run(ports: Ports, run: AgentRun) -> None:
 
 def publish_parked(ports: Ports) -> int:
     """The sweeper's: publish what was parked; what the bus still refuses stays for the next sweep."""
-    if ports.events is None or ports.parked_events is None:
+    if ports.events is None or ports.event_ledger is None:
         return 0
     published = 0
     by_environment: dict[str, list[Event]] = {}
-    for environment, event in ports.parked_events.parked():
+    for environment, event in ports.event_ledger.parked():
         by_environment.setdefault(environment, []).append(event)
     for environment, events in by_environment.items():
         try:
             ports.events.publish(environment, events)
+            sent = events
         except Exception as error:
+            refused = {e.id for e in getattr(error, "failed", events)}
+            sent = [e for e in events if e.id not in refused]
             logger.warning("parked events still refused by the bus",
-                           extra={"environment": environment, "count": len(events), "error": type(error).__name__})
-            continue
-        ports.parked_events.release(environment, events)
-        published += len(events)
+                           extra={"environment": environment, "count": len(refused), "error": type(error).__name__})
+        ports.event_ledger.release(environment, sent)
+        published += len(sent)
     return published

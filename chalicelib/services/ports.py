@@ -18,7 +18,7 @@ from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.audit import AuditEntry, AuditQuery, ChainHead
 from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition
-from chalicelib.domain.events import Event
+from chalicelib.domain.events import Announcement, Event
 from chalicelib.domain.ingestion import (
     MAX_IMPORT_BYTES,
     ChunkOutcome,
@@ -78,13 +78,16 @@ class EventPublisher(Protocol):
     def publish(self, environment: str, events: list[Event]) -> None: ...
 
 
-class ParkedEvents(Protocol):
-    """Events the bus did not take, kept for the sweeper to publish again."""
+class EventLedger(Protocol):
+    """Events the bus did not take, kept for the sweeper to publish again; and the marks of
+    automated decisions' announcements (adapters/dynamodb/event_ledger.py)."""
     def park(self, environment: str, events: list[Event]) -> None: ...
     def parked(self) -> list[tuple[str, Event]]: ...
     def release(self, environment: str, events: list[Event]) -> None: ...
-    def audited(self, environment: str, event_id: str) -> bool: ...
-    def mark_audited(self, environment: str, event_id: str) -> None: ...
+    def announcement(self, environment: str, event_id: str) -> Announcement | None: ...
+    def reserve(self, environment: str, event_id: str) -> bool: ...
+    def retake(self, environment: str, event_id: str, since: datetime) -> bool: ...
+    def complete(self, environment: str, event_id: str) -> None: ...
 
 
 class ApiKeys(Protocol):
@@ -584,7 +587,7 @@ class Ports:
     portal: Portal | None = None
     balances: Balances | None = None  # bank_feed streams' statement days
     events: EventPublisher | None = None  # None: nothing listens (service tests' fakes)
-    parked_events: ParkedEvents | None = None
+    event_ledger: EventLedger | None = None
     # Webhooks: endpoints and deliveries, the queue of delivery attempts, and the HTTP sender
     # (None: not wired, e.g. in the service tests' fakes).
     webhooks: Webhooks | None = None

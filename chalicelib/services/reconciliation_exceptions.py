@@ -34,7 +34,7 @@ from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.events import announce, emit
+from chalicelib.services.events import announce, announced, emit
 from chalicelib.services.ports import Ports
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
@@ -125,7 +125,8 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})
     ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
-    if opened:  # with its records and totals in
+    # With its records and totals in; again on a refresh after one that died before announcing it.
+    if opened or not announced(ports.event_ledger, environment, event_data.exception_opened_id(environment, active.id)):
         announce(ports, event_data.exception_opened(ports.exceptions.get(environment, active.id)), environment,
                  actor=system_actor("exception_refresh", reconciliation.id),
                  summary_fields=("status", "reconciliation_id", "data_stream_id", "totals"))

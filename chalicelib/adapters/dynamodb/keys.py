@@ -18,14 +18,14 @@ API key        | -    | KEY#<sha256>          | KEY             | api_keys: add;
                | gsi1 | KEYS                  | <id>            | add                     | list: the CLI's list, and
                |      |                       |                 |                         | its revoke (by id)
                |      |                       |                 |                         |
-parked event   | -    | PARKED_EVENTS         | <env>#<event id>| parked_events: park     | parked: the sweeper
-               |      |                       |                 | (the bus refused it),   | publishes them again
+parked event   | -    | PARKED_EVENTS         | <env>#<event id>| event_ledger: park (the | parked: the sweeper
+               |      |                       |                 | bus refused it),        | publishes them again
                |      |                       |                 | release                 | (services/events.py)
                |      |                       |                 |                         |
-audited event  | -    | {E}#EVENT#<event id>  | AUDITED         | parked_events:          | audited: a retried job
-               |      |                       |                 | mark_audited, after the | announcing the same
-               |      |                       |                 | decision's audit entry  | decision again writes no
-               |      |                       |                 |                         | second entry
+announcement   | -    | {E}#EVENT#<event id>  | ANNOUNCED       | event_ledger: reserve   | announcement: a retried
+               |      |                       |                 | (pending), retake (its  | job announcing the same
+               |      |                       |                 | worker died), complete  | decision again writes no
+               |      |                       |                 | (done)                  | second audit entry
                |      |                       |                 |                         |
 id counter     | -    | {E}#COUNTER           | <entity>        | counters: next_id,      | the ADD returns the new
                |      |                       |                 | next_ids (one ADD each) | value
@@ -582,8 +582,8 @@ def parked_event(environment: str, event_id: str) -> dict[str, str]:
     return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}"}
 
 
-def audited_event(environment: str, event_id: str) -> dict[str, str]:
-    return {"pk": f"{env_prefix(environment)}#EVENT#{event_id}", "sk": "AUDITED"}
+def announced_event(environment: str, event_id: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EVENT#{event_id}", "sk": "ANNOUNCED"}
 
 
 ACTIVE_RUNS_PK = "ACTIVE_RUNS"
