@@ -466,6 +466,70 @@ def test_a_text_with_slashes_is_only_split_where_a_record_code_follows():
     assert tx.description == "INV/2026/11 16 PCS/ 88 BOXES"
 
 
+ONE_LINE_TEXT = b"ACH CREDIT FROM GLOBEX CORP"
+
+
+@pytest.mark.parametrize("text", [b"RENT 12/01/2024", b"PAID 05/03/26", b"INV 2024/16,17", b"REF A/88,B"])
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_text_of_a_one_line_file_keeps_a_slash_and_record_code_that_cannot_begin_a_record_there(text, lenient):
+    one_line = corpus("one_line_slashes.bai2")
+    assert one_line.count(ONE_LINE_TEXT) == 1
+    parsed = parse_bai2(one_line.replace(ONE_LINE_TEXT, text), lenient)
+    expected = parse("two_accounts.bai2")
+    assert [t.description for t in parsed.transactions] == [
+        text.decode() if t.description == ONE_LINE_TEXT.decode() else t.description for t in expected.transactions]
+    assert [t.amount for t in parsed.transactions] == [t.amount for t in expected.transactions]
+    assert parsed.balances == expected.balances
+    assert not [warning for warning in parsed.warnings if "disagree" in warning or "counts" in warning]
+
+
+def test_a_one_line_text_that_reads_as_an_88_either_way_is_read_as_text_and_the_other_reading_is_a_warning():
+    parsed = parse_bai2(corpus("one_line_slashes.bai2").replace(ONE_LINE_TEXT, b"REF A/88,B"))
+    assert parsed.transactions[0].description == "REF A/88,B"
+    assert parsed.transactions[1].description == "WIRE FROM INITECH LLC REF 88231, INVOICE 1002 BENEFICIARY ACME CORP"
+    [warning] = parsed.warnings
+    assert warning.startswith("account 0975312468: the file has no line breaks") and "'/88,B'" in warning
+
+
+def one_line_of(*details: Bai2Detail) -> bytes:
+    data = bai2_file([Bai2Group(date(2026, 3, 1), [Bai2Account("123", list(details))])], line_ending="")
+    assert b"\n" not in data
+    return data
+
+
+def test_a_one_line_text_that_reads_as_a_detail_is_told_from_one_by_the_account_control_total():
+    parsed = parse_bai2(one_line_of(Bai2Detail("195", 500, bank_reference="R1", text="INV/16,165,70,0,X,,Y"),
+                                    Bai2Detail("475", 200, bank_reference="R2", text="CHECK")))
+    assert [(t.amount, t.description) for t in parsed.transactions] == [(500, "INV/16,165,70,0,X,,Y"), (200, "CHECK")]
+    assert parsed.warnings == []
+
+
+def test_two_one_line_texts_that_read_as_88s_are_both_kept_when_no_other_reading_agrees_with_the_trailers():
+    parsed = parse_bai2(one_line_of(Bai2Detail("195", 500, bank_reference="R1", text="A/88,B"),
+                                    Bai2Detail("475", 200, bank_reference="R2", text="C/88,D/88,E")))
+    assert [t.description for t in parsed.transactions] == ["A/88,B", "C/88,D/88,E"]
+    assert parsed.warnings == []
+
+
+def test_a_one_line_text_that_reads_as_an_account_trailer_is_kept_when_no_account_or_group_follows_it():
+    parsed = parse_bai2(one_line_of(Bai2Detail("195", 500, bank_reference="R1", text="TOTAL/49,500,3"),
+                                    Bai2Detail("475", 200, bank_reference="R2", text="CHECK")))
+    assert [t.description for t in parsed.transactions] == ["TOTAL/49,500,3", "CHECK"]
+
+
+def test_a_one_line_file_whose_trailers_count_wrong_whatever_the_reading_is_refused_naming_the_trailer():
+    broken = corpus("one_line_slashes.bai2").replace(b"49,6712550,7/", b"49,6712550,6/")
+    error = rejection(broken)
+    assert error.message.startswith("BAI2 controls disagree") and error.details["expected"] == 7
+    assert error.details["found"] == 6
+
+
+def test_a_one_line_file_splits_the_same_with_spaces_after_its_terminators_and_keeps_them_in_a_text():
+    one_line = corpus("one_line_slashes.bai2").replace(b"/", b"/  ").replace(ONE_LINE_TEXT, b"REF A/  88,B")
+    assert rows(parse_bai2(one_line))[1:] == rows(parse("two_accounts.bai2"))[1:]
+    assert parse_bai2(one_line).transactions[0].description == "REF A/  88,B"
+
+
 def test_a_file_of_one_line_with_neither_terminators_nor_fixed_records_is_refused_saying_why():
     records = [line.removesuffix("/") for line in corpus("two_accounts.bai2").decode().split("\n") if line]
     error = rejection("".join(records).encode())

@@ -15,10 +15,13 @@ What the format leaves to the reader, and how it is read here:
 - A record is a line. A final "/" is its terminator (files have it or not), spaces after it are
   padding; blank lines are not records.
 - A file of no line breaks (some banks send one long line) is read when its records are
-  "/"-terminated (it is split at each "/" that the next record's code follows: "/02,", "/16,",
-  spaces between allowed), or else when it is fixed 80-character records (every 80-character
-  block opens with a record code; the padding is dropped). Anything else is refused: where one
-  record ends is not known. Line numbers then count records.
+  "/"-terminated (it is split at a "/" that a record code follows: "/02,", "/16,", spaces between
+  allowed), or else when it is fixed 80-character records (every 80-character block opens with a
+  record code; the padding is dropped). Anything else is refused: where one record ends is not
+  known. Line numbers then count records. A 16's text may hold "/16,", "/88," or "/01/" too: in
+  a text the line breaks only before a record that may follow there, and an account read with more
+  records than its trailer counts takes the earliest splits that make it agree back into its
+  texts (_split).
 - 88 records continue the record before them. A 03's continuations hold more summaries: a summary
   that a line cuts short goes on in the next line, unless the line ends with "/" (or is the
   record's last), which defaults its missing item count and funds type. A 16's continuations go
@@ -47,6 +50,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import date
+from itertools import combinations
 from typing import Any, Literal
 
 from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, minor_units
@@ -69,8 +73,13 @@ MAX_REPORTED = 50
 SHOWN_CHARACTERS = 40
 RECORD_WIDTH = 80  # fixed-length records of a file with no line breaks
 RECORD_CODES = ("01", "02", "03", "16", "49", "88", "98", "99")
-# A "/" terminator and the next record's code: where a file of one line breaks into records.
+# A "/" and a record code after it: where a file of one line may break into records (see _split).
 NEXT_RECORD = re.compile(r"/[ \t]*(?=(?:" + "|".join(RECORD_CODES) + r")[,/])")
+# The records that may follow each record; an 88 continues the record before it and takes its successors.
+SUCCESSORS = {"01": ("02", "88", "99"), "02": ("03", "88"), "03": ("16", "88", "49"), "16": ("16", "88", "49"),
+              "49": ("03", "98"), "98": ("02", "99"), "99": ()}
+MORE_LINES = re.compile(r"\n\s*\S")
+MAX_SPLIT_TRIES = 10_000  # ways of reading the accounts of a one-line file tried against their trailers, in all
 SIMPLE_FUNDS_TYPES = frozenset({"", "0", "1", "2", "Z"})
 FUNDS_TYPES = "0, 1, 2, S, V, D, Z or blank"
 REVERSAL_CODES = frozenset({"251", "252", "258", "395", "551", "552", "558", "694"})
@@ -134,9 +143,11 @@ def parse_bai2(data: bytes, lenient: bool = False, *, max_bytes: int = MAX_STATE
     if len(data) > max_bytes:
         raise _reject(None, f"file is {len(data)} bytes; statements are accepted up to {max_bytes} bytes",
                       expected=f"at most {max_bytes} bytes", found=len(data))
-    text = _records_of(_decode(data))
+    text, warnings = _records_of(_decode(data))
     with without_gc():
-        return _Reader(lenient).read(text)
+        reader = _Reader(lenient)
+        reader.warnings += warnings
+        return reader.read(text)
 
 
 def _decode(data: bytes) -> str:
@@ -150,22 +161,175 @@ def _decode(data: bytes) -> str:
     return text
 
 
-def _records_of(text: str) -> str:
-    """The text with one record a line: as it is, unless the file has no line breaks (see the
-    module's notes): then split at its "/" terminators, or in fixed 80-character records, or refused."""
-    body = text.strip()
-    if "\n" in body or len(body) <= RECORD_WIDTH or not body.startswith("01,"):
-        return text  # lines already, one record at most, or not BAI2 at all (read() says so)
-    split = NEXT_RECORD.sub("/\n", body)
-    if split.count("\n") >= 2:  # at least header, something, trailer
-        return split + "\n"
+def _records_of(text: str) -> tuple[str, list[str]]:
+    """The text with one record a line, and warnings: as it is, unless the file has no line breaks
+    (see the module's notes): then split at its "/" terminators (_split), or in fixed 80-character
+    records, or refused."""
+    head = text.lstrip()
+    first_break = head.find("\n")
+    if first_break >= 0 and MORE_LINES.search(head, first_break) is not None:
+        return text, []  # lines already (found at the first line's end: the file is not copied)
+    body = head.rstrip()
+    if len(body) <= RECORD_WIDTH or not body.startswith("01,"):
+        return text, []  # one record at most, or not BAI2 at all (read() says so)
+    split = _split(body)
+    if split is not None:
+        return split
     blocks = [body[i:i + RECORD_WIDTH] for i in range(0, len(body), RECORD_WIDTH)]
     if all(block[:2] in RECORD_CODES and block[2:3] in (",", "/") for block in blocks):
-        return "\n".join(block.rstrip() for block in blocks) + "\n"
+        return "\n".join(block.rstrip() for block in blocks) + "\n", []
     raise _reject(1, f"the file is one line of {len(body)} characters with no line breaks, and neither "
                   "\"/\"-terminated records nor fixed 80-character records: where its records end is not known",
                   expected="records on lines of their own, ended by \"/\", or of 80 characters each",
                   found=_show(body))
+
+
+def _split(body: str) -> tuple[str, list[str]] | None:
+    """A one-line file's records, one a line, and warnings; None if it has fewer than three "/"
+    terminated records. A "/" and a record code may stand in a 16's text too (an invoice
+    "2024/16,17", a date "12/01/2024", "REF A/88,B"), so inside a 16 (and its 88s) the line breaks
+    only before a record that may follow it (SUCCESSORS): a 16 with a detail's type code, an 88, or
+    a 49 that a 03 or a 98 follows. Any other record ends at the first "/" and a record code (what
+    follows is left for read() to judge). Where an account still reads more records than its
+    trailer (49) counts, the earliest of its breaks inside texts that bring its count and control
+    total to the trailer's are taken back into the texts, provided every group (98) and file (99)
+    trailer then counts the records read; if another choice would agree too, a warning says so."""
+    starts = [0]  # where each record begins, and ends (its "/" included)
+    ends: list[int] = []
+    breaks = NEXT_RECORD.finditer(body)
+    following = next(breaks, None)
+    base = "01"  # the record being read (an 88: the record it continues)
+    account = -1  # the 03 of the account being read
+    in_texts: list[int] = []  # records of the account begun inside a 16's text
+    unsure: list[tuple[int, int, list[int], int]] = []  # accounts with more records than their 49 counts
+    groups: list[tuple[int, int]] = []  # 02 and 98
+    group = -1
+    while following is not None:
+        found, following = following, next(breaks, None)
+        start = found.end()
+        code = body[start:start + 2]
+        if base == "16":
+            if code == "16":
+                if body[start + 2] != "," or body[start + 3:start + 6] not in DETAIL_CLASSES or \
+                        body[start + 6:start + 7] not in (",", "/", ""):
+                    continue
+            elif code == "49":
+                if body[start + 2] != "," or (following is not None and
+                                              body[following.end():following.end() + 2] not in ("03", "98")):
+                    continue
+            elif code != "88":
+                continue
+        index = len(starts)
+        ends.append(found.start() + 1)
+        starts.append(start)
+        if code == "88":
+            if base == "16":
+                in_texts.append(index)
+            continue
+        if code == "16" and base == "16":
+            in_texts.append(index)
+        elif code == "03":
+            account, in_texts = index, []
+        elif code == "49" and account >= 0:
+            count = _field(body, start, 2)
+            if count is not None and count < index - account + 1 and in_texts:
+                unsure.append((account, index, in_texts, index - account + 1 - count))
+            account = -1
+        elif code == "02":
+            group = index
+        elif code == "98" and group >= 0:
+            groups.append((group, index))
+            group = -1
+        base = code
+    ends.append(len(body))
+    if len(starts) < 3:  # at least header, something, trailer
+        return None
+    taken_back: set[int] = set()
+    warnings: list[str] = []
+    tries = [MAX_SPLIT_TRIES]
+    for first, last, candidates, excess in unsure:
+        choice, other = _take_back(body, starts, ends, first, last, candidates, excess, tries)
+        if choice:
+            taken_back.update(choice)
+            if other:
+                name = body[starts[first]:ends[first]].split(",")[1].strip()
+                kept = ", ".join(_show("/" + body[starts[i]:ends[i]].removesuffix("/")) for i in choice)
+                warnings.append(
+                    f"account {name}: the file has no line breaks, and where its records end can be read in more "
+                    f"than one way that agrees with the account trailer (49); read with {kept} as text of the "
+                    "record before")
+    if taken_back and not _trailers_agree(body, starts, groups, taken_back):
+        taken_back, warnings = set(), []
+    lines: list[str] = []
+    for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        if index in taken_back:
+            lines[-1] += body[ends[index - 1]:end]
+        else:
+            lines.append(body[start:end])
+    return "\n".join(lines) + "\n", warnings
+
+
+def _field(body: str, start: int, index: int) -> int | None:
+    """Field `index` of the record at `start` of a one-line file, a signed number (None: not one)."""
+    end = body.find("/", start)
+    fields = body[start:end if end >= 0 else len(body)].split(",", index + 1)
+    return _signed(fields[index].strip(), MAX_TOTAL_DIGITS) if len(fields) > index else None
+
+
+def _take_back(body: str, starts: list[int], ends: list[int], first: int, last: int, candidates: list[int],
+               excess: int, tries: list[int]) -> tuple[tuple[int, ...], bool]:
+    """Which `excess` of an account's records begun inside a text (`candidates`) go back into it so
+    that its amounts add up to its trailer's control total: the earliest such choice, and whether
+    another would do too. ((), False): none found. One record is looked for among all; several,
+    among as many choices as `tries` (the file's budget, MAX_SPLIT_TRIES) has left."""
+    total = _field(body, starts[last], 1)
+    continued = first + 1
+    while continued < last and body[starts[continued]:starts[continued] + 2] == "88":
+        continued += 1
+    summaries = _summaries_total([body[starts[i]:ends[i]] for i in range(first, continued)])
+    if total is None or summaries is None:
+        return (), False
+    amounts = {}
+    details = summaries
+    for index in range(continued, last):
+        if body[starts[index]:starts[index] + 2] == "16":
+            amount = _field(body, starts[index], 2) or 0
+            details += amount
+            amounts[index] = amount
+    surplus = details - total  # what the details taken back must add up to
+    found: list[tuple[int, ...]] = []
+    for choice in combinations(candidates, excess):
+        if excess > 1:
+            if tries[0] <= 0:
+                break
+            tries[0] -= 1
+        if sum(amounts.get(index, 0) for index in choice) == surplus:
+            found.append(choice)
+            if len(found) == 2:
+                break
+    return (found[0], len(found) > 1) if found else ((), False)
+
+
+def _trailers_agree(body: str, starts: list[int], groups: list[tuple[int, int]], taken_back: set[int]) -> bool:
+    """Whether every group trailer (98) and the file trailer (99) count the records left."""
+    for opening, trailer in groups:
+        records = trailer - opening + 1 - sum(1 for index in taken_back if opening < index < trailer)
+        if _field(body, starts[trailer], 3) != records:
+            return False
+    last = starts[-1]
+    return body[last:last + 2] == "99" and _field(body, last, 3) == len(starts) - len(taken_back)
+
+
+def _summaries_total(records: list[str]) -> int | None:
+    """The amounts of a 03 and its 88s, as its account's control total counts them (None: they
+    cannot be read)."""
+    reader = _Reader(lenient=True)
+    reader.group = _Group(1, 1, 1, date(2000, 1, 1), DEFAULT_CURRENCY)
+    try:
+        reader._account_header(records[0], 1, [(1, record[3:]) for record in records[1:]], 1)
+    except FileRejected:
+        return None
+    return reader.account.total if reader.account is not None else None
 
 
 def _chunks(text: str) -> Iterator[list[str]]:
