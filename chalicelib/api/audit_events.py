@@ -1,8 +1,6 @@
 """Routes of /audit_events: read and verify the environment's audit trail (no route edits or deletes it)."""
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from chalicelib.api.routing import ApiRequest, Router
 from chalicelib.api.schemas import (
     AuditEventOut,
@@ -20,12 +18,6 @@ router = Router("audit_events")
 AUDIT_EVENTS = "/audit_events"
 
 
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
 def entry_out(entry: AuditEntry) -> AuditEventOut:
     return AuditEventOut(id=entry.seq, seq=entry.seq, at=entry.at, actor=entry.actor, action=entry.action,
                          resource_type=entry.resource_type, resource_id=entry.resource_id,
@@ -37,7 +29,7 @@ def entry_out(entry: AuditEntry) -> AuditEventOut:
 def list_audit_events(request: ApiRequest) -> AuditEventPage:
     query: AuditEventsQuery = request.query
     filters = AuditQuery(resource_type=query.resource_type, resource_id=query.resource_id, actor=query.actor,
-                         at_from=_utc(query.at_from), at_to=_utc(query.at_to))
+                         at_from=query.at_from, at_to=query.at_to)
     entries, cursor = service.list_page(container().ports, request.environment, filters, query.limit, query.cursor)
     return AuditEventPage(data=[entry_out(e) for e in entries], next_cursor=cursor, limit=query.limit)
 

@@ -1,10 +1,11 @@
 """Request and response models of the HTTP API (pydantic v2); the OpenAPI document is built from them."""
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -14,6 +15,7 @@ from pydantic import (
     WithJsonSchema,
     model_serializer,
 )
+from pydantic_core import PydanticCustomError
 
 from chalicelib.domain.clock import iso
 from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
@@ -1136,14 +1138,28 @@ ResourceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$
 Actor = Annotated[str, StringConstraints(pattern=r"^(api_key|agent|system):[^\s]{1,120}$")]
 
 
+def _in_utc(moment: datetime) -> datetime:
+    """The moment in UTC (naive: taken as UTC). One whose UTC falls outside years 1 to 9999 is refused."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError("utc_range", "is outside years 1 to 9999 once converted to UTC") from None
+
+
+UtcMoment = Annotated[datetime, AfterValidator(_in_utc)]
+
+
 class AuditEventsQuery(CursorQuery):
     resource_type: ResourceType | None = Field(default=None, description="e.g. reconciliation_exception")
     resource_id: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
         default=None, description="The resource's id as its routes name it (needs resource_type)")
     actor: Actor | None = Field(default=None, description="api_key:<id>, agent:<agent id> or system:<kind>[:<id>]")
-    at_from: datetime | None = Field(default=None, alias="from", description="Entries at or after (ISO 8601; UTC "
-                                     "when no offset is given)")
-    at_to: datetime | None = Field(default=None, alias="to", description="Entries at or before (ISO 8601)")
+    at_from: UtcMoment | None = Field(default=None, alias="from", description="Entries at or after (ISO 8601; UTC "
+                                      "when no offset is given)")
+    at_to: UtcMoment | None = Field(default=None, alias="to", description="Entries at or before (ISO 8601; UTC "
+                                    "when no offset is given)")
 
 
 class AuditEventOut(BaseModel):
@@ -1173,7 +1189,7 @@ class AuditVerifyQuery(QueryModel):
 class ChainBreakOut(BaseModel):
     seq: int = Field(description="Where the chain breaks")
     id: int | None = Field(description="The entry found at that place, if any")
-    reason: Literal["hash_mismatch", "prev_hash_mismatch", "missing_entry"]
+    reason: Literal["hash_mismatch", "prev_hash_mismatch", "missing_entry", "head_mismatch", "head_missing"]
     message: str
 
 

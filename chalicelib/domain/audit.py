@@ -5,7 +5,11 @@ sorted-keys JSON of every other field of the entry (environment, seq, at, actor,
 resource_type, resource_id, summary, prev_hash) and the first entry's `prev_hash` is
 GENESIS_HASH. So editing any field of an entry breaks its own hash, and removing, inserting or
 reordering entries breaks a seq or a prev_hash link: `ChainWalk` finds the first such break.
-Seqs are 1-based and dense. Summaries are kept small and never hold secrets (`bounded_summary`).
+The chain's head (its last seq and hash, kept apart from the entries) catches a shortened chain:
+entries missing up to the head's seq, an entry at that seq whose hash is not the head's, or no head
+while entries exist. (A rewrite of the tail that rewrites the head to match is only caught by a head
+hash kept outside the table: docs/audit.md.) Seqs are 1-based and dense. Summaries are kept small
+and never hold secrets (`bounded_summary`).
 """
 from __future__ import annotations
 
@@ -188,6 +192,8 @@ class BreakReason(StrEnum):
     HASH_MISMATCH = "hash_mismatch"  # the entry's fields do not give its stored hash: it was edited
     PREV_HASH_MISMATCH = "prev_hash_mismatch"  # it does not follow the entry before it
     MISSING_ENTRY = "missing_entry"  # no entry at this seq (removed, or the chain was reordered)
+    HEAD_MISMATCH = "head_mismatch"  # the entry at the head's seq has another hash than the head names
+    HEAD_MISSING = "head_missing"  # entries exist but the chain's head does not
 
 
 _MESSAGES = {
@@ -195,6 +201,10 @@ _MESSAGES = {
     BreakReason.PREV_HASH_MISMATCH: "the entry's prev_hash is not the hash of the entry before it: "
                                     "an entry was changed, removed or inserted",
     BreakReason.MISSING_ENTRY: "no entry at this seq: an entry was removed or the entries were reordered",
+    BreakReason.HEAD_MISMATCH: "the entry at the chain head's seq does not have the head's hash: "
+                               "the entries or the head were rewritten",
+    BreakReason.HEAD_MISSING: "the chain's head is missing while entries exist: the newest entries may have "
+                              "been removed with it",
 }
 
 
@@ -211,11 +221,13 @@ class ChainBreak:
 
 class ChainWalk:
     """Checks entries in seq order, fed a page at a time, from `start_seq` (whose predecessor's hash
-    is `prev_hash`); stops at the first break."""
+    is `prev_hash`); stops at the first break. Given the chain's head, the entry at the head's seq
+    must have the head's hash."""
 
-    def __init__(self, start_seq: int = 1, prev_hash: str = GENESIS_HASH) -> None:
+    def __init__(self, start_seq: int = 1, prev_hash: str = GENESIS_HASH, head: ChainHead | None = None) -> None:
         self.next_seq = start_seq
         self.prev_hash = prev_hash
+        self.head = None if head is None else (head.seq, head.hash)
         self.checked = 0
         self.first_break: ChainBreak | None = None
 
@@ -234,6 +246,8 @@ class ChainWalk:
             self.first_break = ChainBreak(entry.seq, BreakReason.PREV_HASH_MISMATCH, found_seq=entry.seq)
         elif entry.computed_hash() != entry.hash:
             self.first_break = ChainBreak(entry.seq, BreakReason.HASH_MISMATCH, found_seq=entry.seq)
+        elif self.head is not None and entry.seq == self.head[0] and entry.hash != self.head[1]:
+            self.first_break = ChainBreak(entry.seq, BreakReason.HEAD_MISMATCH, found_seq=entry.seq)
         else:
             self.checked += 1
             self.next_seq += 1
@@ -243,6 +257,12 @@ class ChainWalk:
         """The chain is known to reach `last_seq` (its head): entries missing at its end are a break."""
         if self.first_break is None and self.next_seq <= last_seq:
             self.first_break = ChainBreak(self.next_seq, BreakReason.MISSING_ENTRY)
+
+    def missing_head(self, newest_seq: int) -> None:
+        """The chain has no head while its newest entry is at `newest_seq`: a break there (its tail
+        may have been removed along with the head)."""
+        if self.first_break is None:
+            self.first_break = ChainBreak(newest_seq, BreakReason.HEAD_MISSING, found_seq=newest_seq)
 
     @property
     def intact(self) -> bool:
@@ -259,9 +279,12 @@ class Verification:
 
 
 def verify(entries: Iterable[AuditEntry], *, start_seq: int = 1, prev_hash: str = GENESIS_HASH,
-           head_seq: int | None = None) -> Verification:
-    """Walk `entries` (in seq order) and report the first break, or that they are intact."""
+           head_seq: int | None = None, head_hash: str | None = None) -> Verification:
+    """Walk `entries` (in seq order) and report the first break, or that they are intact; given the
+    head's seq, entries missing up to it are a break, and given its hash too, so is another hash there."""
     walk = ChainWalk(start_seq, prev_hash)
+    if head_seq is not None and head_hash is not None:
+        walk.head = (head_seq, head_hash)
     walk.feed(entries)
     if head_seq is not None:
         walk.expect_through(head_seq)

@@ -105,42 +105,57 @@ def verify(ports: Ports, environment: str, from_seq: int = 1, max_entries: int =
            max_seconds: float = VERIFY_MAX_SECONDS) -> ChainReport:
     """Walk the chain from `from_seq` in pages, up to `max_entries` entries or `max_seconds`.
     Starting past 1, the entry before `from_seq` must itself hash right; its hash starts the walk
-    (a client continuing a verification already checked the chain up to it)."""
+    (a client continuing a verification already checked the chain up to it).
+
+    The head is read first and the walk goes up to its seq, no further: an entry appended meanwhile
+    is left to the next verification (entries are put before the head moves to them, and read
+    consistently, so every entry the head counts is found). The entry at the head's seq must have
+    the head's hash. No head while entries exist is a break (`head_missing`): the tail may have been
+    removed along with it. A `from_seq` past the chain's end is refused (422)."""
     if from_seq < 1:
         raise ValidationFailed.on("from_seq", "must be 1 or more")
     audit = ports.audit
     head = audit.head(environment) if audit is not None else None
+    newest = None
+    if audit is not None and head is None:
+        found = audit.list_page(environment, AuditQuery(), 1, None)[0]
+        newest = found[0] if found else None
+        if newest is not None:
+            head = audit.head(environment)  # the first entry's writer may have moved the head meanwhile
     head_seq, head_hash = (head.seq, head.hash) if head is not None else (0, None)
+    end = head_seq if head is not None or newest is None else newest.seq
+    if from_seq > end + 1:
+        raise ValidationFailed.on("from_seq", f"past the chain's end: the chain holds {end} entries")
 
     def report(walk: ChainWalk, complete: bool) -> ChainReport:
-        next_from = None if complete or walk.first_break is not None else walk.next_seq
+        if head is None and newest is not None:
+            walk.missing_head(newest.seq)
+        complete = complete or walk.first_break is not None
         return ChainReport(intact=walk.intact, checked=walk.checked, first_break=walk.first_break,
                            from_seq=from_seq, last_checked_seq=walk.next_seq - 1, head_seq=head_seq,
-                           head_hash=head_hash, complete=complete or walk.first_break is not None,
-                           next_from_seq=next_from)
+                           head_hash=head_hash, complete=complete, next_from_seq=None if complete else walk.next_seq)
 
-    walk = ChainWalk(from_seq)
+    walk = ChainWalk(from_seq, head=head)
     if audit is None:
         return report(walk, complete=True)
     if from_seq > 1:
         previous = audit.get(environment, from_seq - 1)
-        start = ChainWalk(from_seq - 1, previous.prev_hash if previous is not None else "")
-        if previous is None or previous.computed_hash() != previous.hash:
-            start.feed([previous] if previous is not None else [])
-            start.expect_through(from_seq - 1)
+        start = ChainWalk(from_seq - 1, previous.prev_hash if previous is not None else "", head=head)
+        start.feed([previous] if previous is not None else [])
+        start.expect_through(from_seq - 1)
+        if not start.intact:
             return report(start, complete=True)
-        walk = ChainWalk(from_seq, previous.hash)
+        walk = ChainWalk(from_seq, start.prev_hash, head=head)
     deadline = time.monotonic() + max_seconds
-    last = from_seq + max_entries - 1
-    read_to_end = True
-    for entry in audit.entries_between(environment, from_seq, last):
-        if not walk.feed([entry]):
-            break
-        if time.monotonic() > deadline:
-            read_to_end = False
-            break
-    else:
-        read_to_end = walk.next_seq <= last  # fewer entries than the bound: the chain ended
-    if walk.first_break is None and read_to_end:
-        walk.expect_through(head_seq)
-    return report(walk, complete=read_to_end)
+    last = min(end, from_seq + max_entries - 1)
+    stopped = False
+    if from_seq <= last:
+        for entry in audit.entries_between(environment, from_seq, last):
+            if not walk.feed([entry]):
+                break
+            if time.monotonic() > deadline and walk.next_seq <= last:
+                stopped = True
+                break
+    if not stopped:
+        walk.expect_through(last)
+    return report(walk, complete=not stopped and last == end)

@@ -5,7 +5,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import pytest
 
@@ -13,7 +13,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.api import ROUTERS
 from chalicelib.api.audit_trail import MUTATING_METHODS, ROUTE_ACTIONS, derived
 from chalicelib.domain.api_keys import hash_secret
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BrokenInvariant
 from chalicelib.services import audit
 from chalicelib.services.api_keys import create_key
@@ -54,10 +54,11 @@ def edit_entry(services, seq: int, **attributes) -> None:
         ExpressionAttributeNames=names, ExpressionAttributeValues=values)
 
 
-def delete_entry(services, seq: int) -> None:
+def delete_entry(services, seq: int | str) -> None:
+    """`seq`, or "HEAD" for the chain's head."""
+    sort_key = seq if seq == "HEAD" else keys.audit_entry_sk(seq)
     services.aws.dynamodb.delete_item(
-        TableName=services.settings.table_name,
-        Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": keys.audit_entry_sk(seq)}})
+        TableName=services.settings.table_name, Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": sort_key}})
 
 
 def streams(api, count: int) -> None:
@@ -226,11 +227,27 @@ def test_a_resource_list_pages_with_its_own_cursor(api):
 @pytest.mark.parametrize("query, field", [
     ("?actor=bob", "actor"), ("?resource_type=Data%20Stream", "resource_type"), ("?from=yesterday", "from"),
     ("?to=2026-13-01T00:00:00Z", "to"), ("?resource_id=7", "resource_id"),
-    ("?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "from"), ("?limit=0", "limit")])
+    ("?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "from"), ("?limit=0", "limit"),
+    # In range as written, out of range once converted to UTC (was a 500), on either way of reading.
+    ("?from=0001-01-01T00:00:00%2B05:00", "from"), ("?to=9999-12-31T23:59:59-05:00", "to"),
+    ("?resource_type=data_stream&resource_id=s1&from=0001-01-01T00:00:00%2B05:00", "from")])
 def test_bad_filters_are_422_naming_the_field(api, query, field):
     response = api.get(EVENTS + query)
     assert response.status_code == 422, response.json_body
     assert response.json_body["errors"][0]["field"] == field
+
+
+def test_from_and_to_with_an_offset_name_that_instant_and_the_extremes_of_the_calendar_are_fine(api):
+    streams(api, 2)
+    newest = entries(api)[0]
+    in_kolkata = (parse_iso(newest["at"]) + timedelta(hours=5, minutes=30)).replace(
+        tzinfo=timezone(timedelta(hours=5, minutes=30))).isoformat().replace("+", "%2B")
+    assert [e["seq"] for e in entries(api, f"?from={in_kolkata}")] == [
+        e["seq"] for e in entries(api) if e["at"] >= newest["at"]]
+    assert len(entries(api, "?from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59.999Z")) == 2
+    assert len(entries(api, "?from=0001-01-01T05:00:00%2B05:00&to=9999-12-31T18:59:59-05:00")) == 2
+    assert api.get(f"{EVENTS}?to=9999-12-31T23:59:59-05:00").json_body["errors"] == [
+        {"field": "to", "message": "is outside years 1 to 9999 once converted to UTC"}]
 
 
 def test_an_unknown_filter_or_a_bad_cursor_is_400(api):
@@ -314,6 +331,96 @@ def test_a_long_chain_is_verified_in_bounded_steps_that_continue_where_the_last_
         (2, False, 3), (2, False, 5), (1, True, None)]
     assert all(r.intact for r in (first, second, last))
     assert verified(api, "?from_seq=4")["checked"] == 2
+
+
+def test_a_from_seq_past_the_chains_end_is_422_and_right_after_it_checks_nothing_intact(api):
+    streams(api, 1)
+
+    for from_seq in (3, 5, 10**20):
+        response = api.get(f"{EVENTS}/verify?from_seq={from_seq}")
+        assert response.status_code == 422, response.json_body
+        assert response.json_body["errors"] == [
+            {"field": "from_seq", "message": "past the chain's end: the chain holds 1 entries"}]
+    report = verified(api, "?from_seq=2")
+    assert (report["intact"], report["checked"], report["complete"], report["last_checked_seq"]) == (True, 0, True, 1)
+
+
+def test_an_empty_chain_verifies_intact_from_1_and_refuses_any_later_start(api):
+    assert verified(api) == {"intact": True, "checked": 0, "first_break": None, "from_seq": 1,
+                             "last_checked_seq": 0, "head_seq": 0, "head_hash": None, "complete": True,
+                             "next_from_seq": None}
+    assert api.get(f"{EVENTS}/verify?from_seq=2").status_code == 422
+
+
+def test_removing_the_newest_entries_with_the_head_is_reported_as_a_missing_head(api, services):
+    streams(api, 5)
+    for seq in (4, 5):
+        delete_entry(services, seq)
+    delete_entry(services, "HEAD")
+
+    report = verified(api)
+
+    assert (report["intact"], report["head_seq"], report["head_hash"]) == (False, 0, None)
+    assert report["first_break"] == {
+        "seq": 3, "id": 3, "reason": "head_missing",
+        "message": "the chain's head is missing while entries exist: the newest entries may have been removed "
+                   "with it"}
+    assert verified(api, "?from_seq=4")["first_break"]["reason"] == "head_missing"
+
+
+def test_a_tail_rewritten_with_recomputed_hashes_disagrees_with_the_head(api, services):
+    streams(api, 4)
+    forged = replace(services.audit.get("acme", 4), actor="api_key:999")
+    edit_entry(services, 4, actor=forged.actor, hash=forged.computed_hash())
+
+    report = verified(api)
+
+    assert (report["checked"], report["first_break"]["seq"], report["first_break"]["reason"]) == (
+        3, 4, "head_mismatch")
+    assert verified(api, "?from_seq=5")["first_break"]["reason"] == "head_mismatch"
+
+
+def test_a_head_rewritten_to_another_hash_is_reported_at_its_seq(api, services):
+    streams(api, 3)
+    services.aws.dynamodb.update_item(
+        TableName=services.settings.table_name, Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": "HEAD"}},
+        UpdateExpression="SET #h = :h", ExpressionAttributeNames={"#h": "hash"},
+        ExpressionAttributeValues={":h": {"S": "f" * 64}})
+    assert verified(api)["first_break"]["reason"] == "head_mismatch"
+
+
+def test_the_walk_reads_its_entries_consistently_as_it_reads_the_head(api, services, monkeypatch):
+    # On DynamoDB a query that is not consistent may miss an entry put just before the head moved
+    # to it, and report it missing; moto is always consistent, so what is asked for is checked.
+    streams(api, 3)
+    client, asked = services.aws.dynamodb, []
+    make_call = client._make_api_call
+
+    def recording_call(operation, params):
+        asked.append((operation, params))
+        return make_call(operation, params)
+
+    monkeypatch.setattr(client, "_make_api_call", recording_call)
+    assert verified(api)["checked"] == 3
+    queries = [p for op, p in asked if op == "Query" and p["ExpressionAttributeValues"].get(":p", {}).get("S")
+               == keys.audit_pk("acme")]
+    assert queries and all(p.get("ConsistentRead") is True for p in queries)
+
+
+def test_entries_beyond_the_head_read_before_the_walk_are_left_to_the_next_verification(services):
+    for n in range(3):
+        audit.record(services.ports, "acme", actor="system:sweeper", action="test.appended", resource_type="test",
+                     resource_id=n)
+    second = services.audit.get("acme", 2)  # a writer put entry 3 and has not moved the head yet
+    services.aws.dynamodb.update_item(
+        TableName=services.settings.table_name, Key={"pk": {"S": keys.audit_pk("acme")}, "sk": {"S": "HEAD"}},
+        UpdateExpression="SET #s = :s, #h = :h", ExpressionAttributeNames={"#s": "seq", "#h": "hash"},
+        ExpressionAttributeValues={":s": {"N": "2"}, ":h": {"S": second.hash}})
+
+    report = audit.verify(services.ports, "acme")
+
+    assert (report.intact, report.checked, report.last_checked_seq, report.head_seq, report.complete) == (
+        True, 2, 2, 2, True)
 
 
 def test_continuing_from_after_an_edited_entry_still_reports_that_entry(api, services):

@@ -98,6 +98,38 @@ def test_removing_the_last_entries_is_found_against_the_head():
     assert (report.first_break.seq, report.first_break.reason, report.checked) == (4, BreakReason.MISSING_ENTRY, 3)
 
 
+def test_a_tail_rewritten_with_recomputed_hashes_is_found_against_the_heads_hash():
+    entries = chain(5)
+    forged = entries[:3]
+    for original in entries[3:]:
+        forged.append(new_entry("acme", original.seq, original.at, forged[-1].hash, actor="api_key:999",
+                                action=original.action, resource_type=original.resource_type,
+                                resource_id=original.resource_id, summary=original.summary))
+
+    assert verify(forged, head_seq=5).intact  # the links alone cannot tell
+    report = verify(forged, head_seq=5, head_hash=entries[-1].hash)
+
+    assert (report.first_break.seq, report.first_break.reason, report.checked) == (5, BreakReason.HEAD_MISMATCH, 4)
+
+
+def test_a_chain_without_a_head_breaks_at_its_newest_entry():
+    walk = ChainWalk()
+    walk.feed(chain(3))
+    walk.missing_head(3)
+    assert (walk.first_break.seq, walk.first_break.reason, walk.first_break.found_seq, walk.checked) == (
+        3, BreakReason.HEAD_MISSING, 3, 3)
+    assert walk.first_break.message.startswith("the chain's head is missing while entries exist")
+
+
+def test_a_missing_head_does_not_hide_an_earlier_break():
+    entries = chain(4)
+    entries[1] = replace(entries[1], action="x.y")
+    walk = ChainWalk()
+    walk.feed(entries)
+    walk.missing_head(4)
+    assert (walk.first_break.seq, walk.first_break.reason) == (2, BreakReason.HASH_MISMATCH)
+
+
 def test_reordered_entries_break_the_chain_where_the_order_changes():
     entries = chain(5)
     entries[1], entries[3] = entries[3], entries[1]

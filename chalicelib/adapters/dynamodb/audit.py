@@ -86,12 +86,8 @@ class AuditRepository:
         head = self.head(environment)
         if head is not None:
             return head
-        page = self._table.query_page("pk", keys.audit_pk(environment), limit=1,
-                                      sort_prefix=keys.AUDIT_ENTRY_PREFIX)
-        if not page.items:
-            return None
-        last = _from_item(page.items[0])
-        return ChainHead(seq=last.seq, hash=last.hash, at=last.at)
+        last = self.newest(environment)
+        return None if last is None else ChainHead(seq=last.seq, hash=last.hash, at=last.at)
 
     @staticmethod
     def _item(entry: AuditEntry) -> dict[str, Any]:
@@ -114,16 +110,25 @@ class AuditRepository:
         item = self._table.get(keys.audit_entry(environment, seq))
         return _from_item(item) if item is not None else None
 
+    def newest(self, environment: str) -> AuditEntry | None:
+        """The entry with the highest seq (a consistent read), or None when the chain has none."""
+        page = self._table.query_page("pk", keys.audit_pk(environment), limit=1,
+                                      sort_prefix=keys.AUDIT_ENTRY_PREFIX, consistent=True)
+        return _from_item(page.items[0]) if page.items else None
+
     def entries_between(self, environment: str, first_seq: int, last_seq: int) -> Iterator[AuditEntry]:
-        """The stored entries from `first_seq` to `last_seq`, in seq order, a page at a time."""
+        """The stored entries from `first_seq` to `last_seq`, in seq order, a page at a time. The
+        reads are consistent (the table's own partition), like the head's: an entry the head counts
+        was put before the head moved to it, so it is found here."""
         items = self._table.query_between(keys.audit_pk(environment), keys.audit_entry_sk(first_seq),
-                                          keys.audit_entry_sk(last_seq), page_size=READ_PAGE)
+                                          keys.audit_entry_sk(last_seq), page_size=READ_PAGE, consistent=True)
         return (_from_item(item) for item in items)
 
     def list_page(self, environment: str, query: AuditQuery, limit: int,
                   cursor: str | None) -> tuple[list[AuditEntry], str | None]:
         """Newest first. A resource's entries come from gsi3 (keys, then the entries, the other
-        filters applied to them); otherwise the environment's partition is read with a filter."""
+        filters applied to them); otherwise the environment's partition is read with a filter
+        (consistently: with no filter and a limit of 1 this is the chain's newest entry)."""
         if query.resource_type is not None and query.resource_id is not None:
             page = self._table.index_page(
                 "gsi3pk", keys.audit_resource_pk(environment, query.resource_type, query.resource_id),
@@ -131,7 +136,8 @@ class AuditRepository:
                 admits=lambda item: item.get("entity") == ENTITY and query.admits(_from_item(item)))
         else:
             page = self._table.query_page("pk", keys.audit_pk(environment), limit=limit, cursor=cursor,
-                                          sort_prefix=keys.AUDIT_ENTRY_PREFIX, filter=_filter(query))
+                                          sort_prefix=keys.AUDIT_ENTRY_PREFIX, filter=_filter(query),
+                                          consistent=True)
         return [_from_item(item) for item in page.items], page.cursor
 
 

@@ -229,9 +229,12 @@ class DynamoTable:
     def query_page(self, partition_attr: str, partition_value: str, *, index: str | None = None,
                    limit: int, cursor: str | None = None, newest_first: bool = True,
                    sort_attr: str | None = None, sort_prefix: str | None = None,
-                   filter: Filter | None = None) -> Page:
+                   filter: Filter | None = None, consistent: bool = False) -> Page:
+        """`consistent` as in query_all."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix, filter)
         kwargs["ScanIndexForward"] = not newest_first
+        if consistent:
+            kwargs["ConsistentRead"] = True
         key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr or "sk")))
         if cursor:
             kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value, key_attrs)
@@ -298,12 +301,15 @@ class DynamoTable:
     def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
                       projection: str | tuple[str, ...] | None = None, index: str | None = None,
                       partition_attr: str = "pk", sort_attr: str = "sk",
-                      typed: bool = False) -> Iterator[dict[str, Any]]:
+                      typed: bool = False, consistent: bool = False) -> Iterator[dict[str, Any]]:
         """Items of a partition (of the table, or of `index`) with sort keys from `sort_from` to
         `sort_to`, in order, read `page_size` at a time when given: a reader that stops early reads
         no further. `typed`: the items as DynamoDB returns them ({"N": "12"}), for readers of many
-        items that take a few attributes each (deserialize costs more than the read)."""
+        items that take a few attributes each (deserialize costs more than the read); `consistent`
+        as in query_all."""
         kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
+        if consistent:
+            kwargs["ConsistentRead"] = True
         kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
         kwargs["ExpressionAttributeNames"]["#s"] = sort_attr
         kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
