@@ -4,20 +4,30 @@ The host is resolved here, every address it resolves to is checked (domain/webho
 and the connection goes to the checked address itself, so DNS that answers differently a moment
 later (rebinding) cannot move the request to a refused address. TLS still verifies the
 certificate against the URL's host name (SNI and the Host header carry it too). Redirects are
-not followed: a 3xx is an answer like any other non-2xx.
+not followed: a 3xx is an answer like any other non-2xx. An attempt has one deadline in all
+(domain/webhooks.TIMEOUT_SECONDS unless settings say otherwise).
 """
 from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import urllib3
+import urllib3.connection
 
-from chalicelib.domain.webhooks import RESPONSE_EXCERPT_CHARS, SendOutcome, UrlPolicy, WebhookRequest
+from chalicelib.domain.webhooks import (
+    RESPONSE_EXCERPT_CHARS,
+    TIMEOUT_SECONDS,
+    SendOutcome,
+    UrlPolicy,
+    WebhookRequest,
+)
 
 USER_AGENT = "recon-webhooks/1.0"
 Resolver = Callable[..., list[tuple[Any, ...]]]  # socket.getaddrinfo's shape
@@ -30,10 +40,10 @@ class AddressRefused(Exception):
 
 
 class HttpWebhookSender:
-    def __init__(self, policy: UrlPolicy, timeout_seconds: float = 10.0,
+    def __init__(self, policy: UrlPolicy, timeout_seconds: float = TIMEOUT_SECONDS,
                  resolve: Resolver = socket.getaddrinfo) -> None:
         self._policy = policy
-        self._timeout = urllib3.Timeout(connect=timeout_seconds, read=timeout_seconds)
+        self._timeout = timeout_seconds
         self._resolve = resolve
 
     def now(self) -> int:
@@ -49,6 +59,10 @@ class HttpWebhookSender:
         return None
 
     def send(self, request: WebhookRequest) -> SendOutcome:
+        """One attempt, within `timeout_seconds` in all: a socket timeout bounds each read only (a
+        server sending a byte a second would hold it for ever), so a watchdog cuts the connection
+        at the deadline, wherever it is (connecting, TLS, the headers, the answer's excerpt)."""
+        deadline = time.monotonic() + self._timeout
         try:
             address = self._checked_address(request.url)
         except AddressRefused as refused:
@@ -57,34 +71,49 @@ class HttpWebhookSender:
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        host_header = _host_header(host, parts.port)
-        pool: urllib3.HTTPConnectionPool
-        if parts.scheme == "https":
-            pool = urllib3.HTTPSConnectionPool(address, port, timeout=self._timeout, retries=False, maxsize=1,
-                                               server_hostname=host, assert_hostname=host)
-        else:
-            pool = urllib3.HTTPConnectionPool(address, port, timeout=self._timeout, retries=False, maxsize=1)
         headers = {**request.headers, "content-type": "application/json", "user-agent": USER_AGENT,
-                   "host": host_header}
+                   "host": _host_header(host, parts.port)}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return SendOutcome(error=self._timed_out())
+        connection: _WatchedConnection
+        if parts.scheme == "https":
+            connection = _WatchedHttpsConnection(address, port, timeout=remaining, server_hostname=host,
+                                                 assert_hostname=host)
+        else:
+            connection = _WatchedHttpConnection(address, port, timeout=remaining)
+        watchdog = threading.Timer(remaining, connection.cut)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            with pool:
-                response = pool.urlopen("POST", path, body=request.body.encode(), headers=headers, redirect=False,
-                                        retries=False, preload_content=False, assert_same_host=False)
-                try:
-                    head = response.read(RESPONSE_EXCERPT_CHARS * 4, decode_content=False) or b""
-                finally:
-                    response.release_conn()
-                return SendOutcome(status_code=response.status, response_excerpt=excerpt(head))
-        except urllib3.exceptions.NewConnectionError as error:  # (a ConnectTimeoutError subclass in urllib3 2)
-            return SendOutcome(error=f"connection failed: {_short(error)}")
-        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ConnectTimeoutError):
-            return SendOutcome(error=f"timed out after {self._timeout.read_timeout} s")
-        except urllib3.exceptions.SSLError as error:
-            return SendOutcome(error=f"TLS error: {_short(error)}")
-        except urllib3.exceptions.HTTPError as error:
-            return SendOutcome(error=f"connection failed: {_short(error)}")
-        except OSError as error:
-            return SendOutcome(error=f"connection failed: {_short(error)}")
+            connection.request("POST", path, body=request.body.encode(), headers=headers, preload_content=False)
+            response = connection.getresponse()
+            if connection.was_cut:  # the headers broke off at the deadline (http.client takes that for their end)
+                return SendOutcome(error=self._timed_out())
+            head = _read_head(response, deadline)
+            return SendOutcome(status_code=response.status, response_excerpt=excerpt(head))
+        except Exception as error:  # noqa: BLE001 (every failure of the attempt is its outcome)
+            if connection.was_cut:
+                return SendOutcome(error=self._timed_out())
+            return SendOutcome(error=self._failure(error))
+        finally:
+            watchdog.cancel()
+            watchdog.join()
+            connection.close()
+            connection.release()
+
+    def _timed_out(self) -> str:
+        return f"timed out after {self._timeout:g} s"
+
+    def _failure(self, error: Exception) -> str:
+        if isinstance(error, urllib3.exceptions.NewConnectionError):  # (a ConnectTimeoutError subclass)
+            return f"connection failed: {_short(error)}"
+        if isinstance(error, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
+                              TimeoutError)):
+            return self._timed_out()
+        if isinstance(error, (urllib3.exceptions.SSLError, ssl.SSLError, ssl.CertificateError)):
+            return f"TLS error: {_short(error)}"
+        return f"connection failed: {_short(error)}"
 
     def _checked_address(self, url: str) -> str:
         """The address to connect to: the first of the host's addresses, once every one passed."""
@@ -106,6 +135,55 @@ class HttpWebhookSender:
             if problem:
                 raise AddressRefused(problem)
         return addresses[0]
+
+
+class _WatchedConnection(urllib3.connection.HTTPConnection):
+    """A connection whose socket the watchdog can shut from another thread at any moment: it keeps
+    a duplicate of the socket (TLS takes the original over while it shakes hands)."""
+    _handle: socket.socket | None = None
+    was_cut = False
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        self._handle = sock.dup()
+        return sock
+
+    def cut(self) -> None:
+        self.was_cut = True
+        if self._handle is not None:
+            try:
+                self._handle.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class _WatchedHttpConnection(_WatchedConnection):
+    pass
+
+
+class _WatchedHttpsConnection(_WatchedConnection, urllib3.connection.HTTPSConnection):
+    pass
+
+
+def _read_head(response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
+    """The start of the answer's body, as much as comes before the deadline (the status is what
+    counts: an answer whose body stalls or breaks off keeps its status and what arrived)."""
+    head = b""
+    wanted = RESPONSE_EXCERPT_CHARS * 4
+    try:
+        while len(head) < wanted and time.monotonic() < deadline:
+            chunk = response.read1(wanted - len(head), decode_content=False)
+            if not chunk:
+                break
+            head += chunk
+    except Exception:  # noqa: BLE001 (cut at the deadline, or the server broke off)
+        pass
+    return head
 
 
 def excerpt(raw: bytes) -> str:

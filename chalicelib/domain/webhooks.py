@@ -35,7 +35,10 @@ JITTER = 0.1  # a wait is its schedule's value times 0.9 .. 1.1
 DISABLE_AFTER = timedelta(days=3)
 RESPONSE_EXCERPT_CHARS = 200
 MAX_URL_LENGTH = 2048
-TIMEOUT_SECONDS = 10.0  # connect and read, each (settings.webhook_timeout_seconds)
+# One attempt, from the connection to the last byte of the answer read (settings.webhook_timeout_seconds).
+TIMEOUT_SECONDS = 10.0
+# Why an attempt a worker claimed but never recorded (killed mid-send) counts as failed.
+UNFINISHED_ERROR = "the attempt did not finish (the worker stopped before recording an answer)"
 
 
 class DeliveryStatus(str, Enum):
@@ -47,9 +50,8 @@ class DeliveryStatus(str, Enum):
 
 DELIVERY_STATUSES: StatusMachine[DeliveryStatus] = StatusMachine({
     DeliveryStatus.PENDING: (DeliveryStatus.DELIVERING, DeliveryStatus.PENDING, DeliveryStatus.FAILED),
-    # a claim older than the worker could live is taken over (DELIVERING -> DELIVERING)
-    DeliveryStatus.DELIVERING: (DeliveryStatus.PENDING, DeliveryStatus.SUCCEEDED, DeliveryStatus.FAILED,
-                                DeliveryStatus.DELIVERING),
+    # a claim older than the worker could live counts as a failed attempt (-> PENDING or FAILED)
+    DeliveryStatus.DELIVERING: (DeliveryStatus.PENDING, DeliveryStatus.SUCCEEDED, DeliveryStatus.FAILED),
     DeliveryStatus.FAILED: (DeliveryStatus.PENDING,),  # a manual retry
     DeliveryStatus.SUCCEEDED: (),
 })
@@ -107,6 +109,12 @@ class WebhookDelivery:
     last_error: str | None = None
     response_excerpt: str | None = None
     claimed_at: datetime | None = None
+    # Attempts it may make: MAX_ATTEMPTS, one more after each manual retry of a failed delivery.
+    attempt_limit: int = MAX_ATTEMPTS
+
+    @property
+    def attempts_left(self) -> bool:
+        return self.attempts < self.attempt_limit
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,18 @@ def retry_delay(attempts_made: int, random_fraction: float) -> timedelta | None:
         return None
     base = RETRY_DELAYS[attempts_made - 1]
     return base * (1 - JITTER + 2 * JITTER * random_fraction)
+
+
+def wait_after_failure(attempts_made: int, attempt_limit: int, random_fraction: float) -> timedelta | None:
+    """The wait before the next attempt of a delivery whose `attempts_made`-th attempt failed; None:
+    it has used its `attempt_limit` (or the schedule's end) and fails."""
+    if attempts_made >= attempt_limit:
+        return None
+    return retry_delay(attempts_made, random_fraction)
+
+
+def gave_up_error(attempts_made: int) -> str:
+    return f"given up: {attempts_made} attempts made"
 
 
 def should_disable(failing_since: datetime | None, now: datetime) -> bool:
@@ -224,8 +244,13 @@ class UrlPolicy:
     def address_problem(self, address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
         """Why deliveries may not go to this address, or None."""
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.ipv4_mapped is not None:
+                ip = ip.ipv4_mapped
+            else:
+                tunnel = _tunnel_problem(ip)
+                if tunnel:
+                    return tunnel
         if ip.is_loopback:
             return None if self.local else f"resolves to a loopback address ({ip})"
         for kind, test in (("unspecified", ip.is_unspecified), ("link-local", ip.is_link_local),
@@ -236,6 +261,26 @@ class UrlPolicy:
         if not ip.is_global:
             return f"resolves to a non-public address ({ip})"
         return None
+
+
+# IPv6 ranges that carry an IPv4 address or reach one through a relay or translator, refused
+# whatever the Python version's is_private / is_global say of them (that changed between patch
+# releases): the IPv4 address inside is named.
+NAT64_NETWORKS = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def _tunnel_problem(ip: ipaddress.IPv6Address) -> str | None:
+    if ip.sixtofour is not None:
+        return f"resolves to a 6to4 address ({ip}, carrying {ip.sixtofour})"
+    if ip.teredo is not None:
+        return f"resolves to a Teredo address ({ip}, carrying {ip.teredo[1]})"
+    if ip in NAT64_NETWORKS[0]:
+        return f"resolves to a NAT64 address ({ip}, carrying {ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)})"
+    if ip in NAT64_NETWORKS[1]:
+        return f"resolves to a NAT64 address ({ip})"
+    if ip.is_site_local:
+        return f"resolves to a site-local address ({ip})"
+    return None
 
 
 def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

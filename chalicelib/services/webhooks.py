@@ -4,7 +4,9 @@ the endpoints of its environment, one attempt of a delivery, retries and the swe
 Everything after an event is queue-driven: the fan-out makes one delivery per endpoint and queues
 one message each; a worker sends one attempt per message. A failed attempt is tried again after
 the schedule's wait (domain/webhooks.py RETRY_DELAYS): SQS carries waits up to its 15-minute
-delay, the sweeper queues longer ones from the due list (and any message that got lost)."""
+delay, the sweeper queues longer ones from the due list (and any message that got lost). An
+attempt whose worker died before recording it counts as failed when its claim runs out: it
+backs off like any other, and a delivery never makes more attempts than it is allowed."""
 from __future__ import annotations
 
 import json
@@ -14,30 +16,36 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain.clock import utc_now
+from chalicelib.domain.audit import system_actor
+from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BrokenInvariant, Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.events import Event
 from chalicelib.domain.webhooks import (
     RETRYABLE,
+    UNFINISHED_ERROR,
     DeliveryStatus,
+    SendOutcome,
     WebhookDelivery,
     WebhookEndpoint,
     WebhookRequest,
     disabled_reason,
     event_problems,
+    gave_up_error,
     new_secret,
     normalised_events,
-    retry_delay,
     should_disable,
+    wait_after_failure,
     webhook_headers,
 )
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports, Queue, Webhooks, WebhookSender
 
 SQS_MAX_DELAY = timedelta(seconds=900)
 # A delivery SQS carries is looked at by the sweeper this long after its time, in case its message
 # was lost; the sweeper that queues one pushes its look on by as much again.
 LOST_MESSAGE_GRACE = timedelta(minutes=5)
-# How long a worker's claim on an attempt holds (the worker's timeout is 60 s, a send's 10 s + 10 s).
+# How long a worker's claim on an attempt holds (the worker's timeout is 60 s, a send's at most 10 s
+# in all); a claim older than this is an attempt that did not finish.
 CLAIM_LEASE = timedelta(minutes=2)
 EARLY_SLACK = timedelta(seconds=1)  # an SQS delay is whole seconds; a message a moment early is due
 INACTIVE_ERROR = "not sent: the endpoint is inactive"
@@ -82,6 +90,7 @@ def update_endpoint(ports: Ports, environment: str, endpoint_id: int, fields: di
 
 
 def delete_endpoint(ports: Ports, environment: str, endpoint_id: int) -> None:
+    """Gone at once for every reader; its delivery log is cleared by the sweeper afterwards."""
     webhooks, _, _ = _wired(ports)
     webhooks.remove(environment, endpoint_id)
 
@@ -139,19 +148,28 @@ def fan_out(ports: Ports, environment: str, event: Event) -> list[WebhookDeliver
 def deliver(ports: Ports, environment: str, endpoint_id: int, delivery_id: int) -> WebhookDelivery | None:
     """One attempt, if the delivery is due and no one else is making it: a delivery that ended
     (succeeded, failed) or that is not due yet is left alone, so any number of messages for it
-    make one attempt at a time."""
+    make one attempt at a time. A delivery found mid-attempt past its claim's lease (its worker
+    died) has that attempt recorded as failed, and waits its turn like any failed attempt."""
     webhooks, queue, sender = _wired(ports)
     now = utc_now()
     delivery = _find(webhooks, environment, endpoint_id, delivery_id)
     if delivery is None or not _due(delivery, now):
         return delivery
     endpoint = _find_endpoint(webhooks, environment, endpoint_id)
-    if endpoint is None:
+    if endpoint is None:  # deleted: nothing will send it, and the sweeper must not queue it again
+        webhooks.remove_delivery(delivery)
         return None
+    if delivery.status is DeliveryStatus.DELIVERING:
+        unfinished = _failed(ports, endpoint, delivery, now, SendOutcome(error=UNFINISHED_ERROR),
+                             stale_before=now - CLAIM_LEASE)
+        return unfinished or delivery
     if not endpoint.active:
         webhooks.fail_delivery(delivery, now, INACTIVE_ERROR)
         return None
-    claimed = webhooks.claim(delivery, now, stale_before=now - CLAIM_LEASE, lease_until=now + CLAIM_LEASE)
+    if not delivery.attempts_left:  # (a delivery stored before attempts were counted against a limit)
+        webhooks.fail_delivery(delivery, now, gave_up_error(delivery.attempts))
+        return None
+    claimed = webhooks.claim(delivery, now, lease_until=now + CLAIM_LEASE)
     if claimed is None:
         return None
     headers = webhook_headers(endpoint.signing_secrets(now), claimed.event_id, sender.now(), claimed.payload)
@@ -162,28 +180,43 @@ def deliver(ports: Ports, environment: str, endpoint_id: int, delivery_id: int) 
                                        outcome.response_excerpt, None, None)
         webhooks.mark_succeeded(endpoint)
         return done
+    return _failed(ports, endpoint, claimed, after, outcome)
+
+
+def _failed(ports: Ports, endpoint: WebhookEndpoint, claimed: WebhookDelivery, now: datetime,
+            outcome: SendOutcome, stale_before: datetime | None = None) -> WebhookDelivery | None:
+    """Record a failed attempt: wait the schedule's time before the next, or fail the delivery when
+    it used its attempts; the endpoint's failing clock runs, and after 3 days it is disabled."""
+    webhooks, queue, _ = _wired(ports)
     error = outcome.error or f"answered HTTP {outcome.status_code}"
-    wait = retry_delay(claimed.attempts, random.random())
+    wait = wait_after_failure(claimed.attempts, claimed.attempt_limit, random.random())
     if wait is None:
-        done = webhooks.record_attempt(claimed, DeliveryStatus.FAILED, after, outcome.status_code, error,
-                                       outcome.response_excerpt, None, None)
+        done = webhooks.record_attempt(claimed, DeliveryStatus.FAILED, now, outcome.status_code, error,
+                                       outcome.response_excerpt, None, None, stale_before=stale_before)
     else:
         carried = wait <= SQS_MAX_DELAY
-        done = webhooks.record_attempt(claimed, DeliveryStatus.PENDING, after, outcome.status_code, error,
-                                       outcome.response_excerpt, after + wait,
-                                       after + wait + (LOST_MESSAGE_GRACE if carried else timedelta(0)))
+        done = webhooks.record_attempt(claimed, DeliveryStatus.PENDING, now, outcome.status_code, error,
+                                       outcome.response_excerpt, now + wait,
+                                       now + wait + (LOST_MESSAGE_GRACE if carried else timedelta(0)),
+                                       stale_before=stale_before)
         if done is not None and carried:
             queue.send(message_of(done), delay_seconds=math.ceil(wait.total_seconds()))
-    failing = webhooks.mark_failing(endpoint, after)
-    if failing.active and failing.failing_since is not None and should_disable(failing.failing_since, after):
-        webhooks.disable(failing, after, disabled_reason(failing.failing_since))
+    if done is None:  # recorded by someone else meanwhile
+        return None
+    failing = webhooks.mark_failing(endpoint, now)
+    if failing.active and failing.failing_since is not None and should_disable(failing.failing_since, now):
+        reason = disabled_reason(failing.failing_since)
+        if webhooks.disable(failing, now, reason):
+            audit.record(ports, failing.environment, actor=system_actor("webhooks"), action="webhook_endpoint.disabled",
+                         resource_type="webhook_endpoint", resource_id=failing.id,
+                         summary={"reason": reason, "failing_since": iso(failing.failing_since)})
     return done
 
 
 def _due(delivery: WebhookDelivery, now: datetime) -> bool:
     if delivery.status is DeliveryStatus.PENDING:
         return delivery.next_attempt_at is None or delivery.next_attempt_at <= now + EARLY_SLACK
-    if delivery.status is DeliveryStatus.DELIVERING:  # a worker died holding it
+    if delivery.status is DeliveryStatus.DELIVERING:  # a worker died holding it: its attempt failed
         return delivery.claimed_at is None or delivery.claimed_at < now - CLAIM_LEASE
     return False
 
@@ -209,10 +242,12 @@ def retry_delivery(ports: Ports, environment: str, endpoint_id: int, delivery_id
 
 def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Queue every delivery whose time came and that no message carries (a wait past SQS's 15
-    minutes, a lost message, a worker that died mid-attempt). Returns how many it queued."""
+    minutes, a lost message, a worker that died mid-attempt), and clear a page of each deleted
+    endpoint's delivery log. Returns how many it queued."""
     if ports.webhooks is None or ports.webhook_delivery_queue is None:
         return 0
     now = now or utc_now()
+    ports.webhooks.purge_deleted()
     queued = 0
     for delivery, seen in ports.webhooks.due(now):
         if ports.webhooks.push_wake(delivery, seen, now + LOST_MESSAGE_GRACE):

@@ -5,20 +5,22 @@ the worker, and a real HTTP receiver on loopback that checks every delivery with
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.domain.events import make_event
-from chalicelib.domain.webhooks import UrlPolicy
+from chalicelib.domain.webhooks import MAX_ATTEMPTS, UNFINISHED_ERROR, UrlPolicy, WebhookRequest
 from chalicelib.jobs import sweeper
 from chalicelib.services import webhooks as webhook_service
 from chalicelib.services.api_keys import create_key
@@ -328,6 +330,12 @@ def test_an_endpoint_failing_for_3_days_is_disabled_and_says_so(api, services, w
     publish(services, "acme", occurrence="job 3")
     worker.drain()
     assert len(receiver.received) == received
+    # The automated decision is in the audit trail, once.
+    [entry] = api.get(f"/v1/audit_events?actor=system:webhooks&resource_type=webhook_endpoint"
+                      f"&resource_id={endpoint['id']}").json_body["data"]
+    assert (entry["action"], entry["actor"]) == ("webhook_endpoint.disabled", "system:webhooks")
+    assert entry["summary"]["reason"] == shown["disabled_reason"]
+    assert datetime.fromisoformat(entry["summary"]["failing_since"]) == datetime.fromisoformat(failing_since)
     # Switched on again, it is forgiven.
     again = api.patch(f"/v1/webhook_endpoints/{endpoint['id']}", {"active": True}).json_body
     assert (again["active"], again["disabled_reason"], again["failing_since"]) == (True, None, None)
@@ -454,3 +462,226 @@ def test_an_event_published_on_the_bus_reaches_the_endpoint_through_the_fan_out_
     worker.drain()
 
     assert receiver.verified(endpoint["secret"]) == [event.to_json()]
+
+
+# An attempt that never finishes ---------------------------------------------------------------
+
+class WorkerKilled(BaseException):
+    """The Lambda timing out mid-send: the worker never returns from the HTTP call."""
+
+
+class NeverReturningSender:
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def now(self) -> int:
+        return int(EVENT_TIME.timestamp())
+
+    def refusal(self, url: str) -> None:
+        return None
+
+    def send(self, request):
+        self.sent += 1
+        raise WorkerKilled()
+
+
+def test_an_attempt_whose_worker_dies_counts_as_failed_backs_off_and_ends_failed_after_the_last_attempt(
+        api, services, clock):
+    endpoint = create(api, "http://127.0.0.1:9/hooks")
+    sender = NeverReturningSender()
+    use_sender(services, sender)
+    event = make_event("acme", "file_import.completed", "job 1", EVENT_TIME, {"id": 1})
+    [delivery] = webhook_service.fan_out(services.ports, "acme", event)
+    store = services.ports.webhooks
+
+    def attempt() -> None:
+        try:
+            webhook_service.deliver(services.ports, "acme", endpoint["id"], delivery.id)
+        except WorkerKilled:
+            pass
+
+    attempt()
+    for _ in range(4 * MAX_ATTEMPTS):
+        current = store.get_delivery("acme", endpoint["id"], delivery.id)
+        if current.status.value == "failed":
+            break
+        if current.status.value == "delivering":
+            clock.advance(minutes=3)  # past the claim's lease
+        else:
+            assert current.next_attempt_at is not None and current.last_error == UNFINISHED_ERROR
+            assert current.next_attempt_at - clock.now >= timedelta(seconds=4)  # it waits its turn
+            clock.set(current.next_attempt_at + timedelta(minutes=6))
+        assert webhook_service.sweep(services.ports) == 1
+        attempt()
+
+    done = store.get_delivery("acme", endpoint["id"], delivery.id)
+    assert (done.status.value, done.attempts, done.last_error) == ("failed", MAX_ATTEMPTS, UNFINISHED_ERROR)
+    assert sender.sent == MAX_ATTEMPTS
+    assert store.get("acme", endpoint["id"]).failing_since is not None
+    clock.advance(hours=1)
+    assert webhook_service.sweep(services.ports) == 0
+
+
+class DrippingServer:
+    """Answers each connection slowly: `head` (the status line and headers) and then `body`, one
+    byte every `every` seconds, starting with the byte `drip_from`."""
+
+    def __init__(self, head: bytes, body: bytes, drip_from: int, every: float) -> None:
+        self.raw = head + body
+        self.drip_from, self.every = drip_from, every
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        connection, _ = self.sock.accept()
+        try:
+            connection.recv(65536)
+            connection.sendall(self.raw[:self.drip_from])
+            for i in range(self.drip_from, len(self.raw)):
+                time.sleep(self.every)
+                connection.sendall(self.raw[i:i + 1])
+        except OSError:  # the sender hung up
+            pass
+        finally:
+            connection.close()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/hooks"
+
+
+def test_an_answer_that_drips_in_is_read_only_until_the_attempt_s_deadline():
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n"
+    server = DrippingServer(head, b"x" * 30, drip_from=len(head), every=0.1)  # each byte well inside the timeout
+    sender = HttpWebhookSender(UrlPolicy(local=True), timeout_seconds=0.5)
+
+    outcome = sender.send(WebhookRequest(url=server.url(), body="{}"))
+
+    assert outcome.status_code == 200 and outcome.succeeded
+    assert 0 < len(outcome.response_excerpt) < 30  # cut at the deadline, not read to the end
+
+
+def test_headers_that_drip_in_make_the_attempt_time_out():
+    head = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 30 + b"\r\nContent-Length: 0\r\n\r\n"
+    server = DrippingServer(head, b"", drip_from=20, every=0.1)
+    sender = HttpWebhookSender(UrlPolicy(local=True), timeout_seconds=0.5)
+
+    outcome = sender.send(WebhookRequest(url=server.url(), body="{}"))
+
+    assert (outcome.status_code, outcome.error) == (None, "timed out after 0.5 s")
+
+
+# The failing clock against concurrent writers ---------------------------------------------------
+
+def test_a_patch_made_from_a_read_before_a_failure_keeps_the_failing_clock(api, services, clock):
+    endpoint = create(api, "http://127.0.0.1:9/hooks")
+    store = services.ports.webhooks
+    read_by_the_patch = store.get("acme", endpoint["id"])
+    failing = store.mark_failing(read_by_the_patch, clock.now)  # a delivery fails meanwhile
+
+    store.save(replace(read_by_the_patch, description="renamed"), read_by_the_patch)
+
+    saved = store.get("acme", endpoint["id"])
+    assert saved.description == "renamed" and saved.failing_since == failing.failing_since is not None
+
+
+def test_a_success_stops_the_failing_clock_started_after_the_endpoint_was_read(api, services, clock):
+    endpoint = create(api, "http://127.0.0.1:9/hooks")
+    store = services.ports.webhooks
+    read_before_sending = store.get("acme", endpoint["id"])
+    store.mark_failing(read_before_sending, clock.now)  # another delivery fails meanwhile
+
+    store.mark_succeeded(read_before_sending)
+
+    assert store.get("acme", endpoint["id"]).failing_since is None
+
+
+# Deleting an endpoint ---------------------------------------------------------------------------
+
+def partition(services, endpoint_id: int) -> list[str]:
+    items = services.table.query_all("pk", keys.webhook_endpoint("acme", endpoint_id)["pk"])
+    return sorted(i["sk"] for i in items)
+
+
+def test_deleting_an_endpoint_answers_at_once_and_the_sweeper_clears_its_log_a_page_at_a_time(
+        api, services, worker, receivers, clock):
+    receiver = receivers([500])
+    endpoint = create(api, receiver.url())
+    for n in range(3):
+        publish(services, "acme", occurrence=f"job {n}")
+    worker.drain()
+    assert len(partition(services, endpoint["id"])) == 1 + 3 + 3  # the endpoint, deliveries, event guards
+
+    assert api.delete(f"/v1/webhook_endpoints/{endpoint['id']}").status_code == 204
+
+    assert api.get(f"/v1/webhook_endpoints/{endpoint['id']}").status_code == 404
+    assert api.get(f"/v1/webhook_endpoints/{endpoint['id']}/deliveries").status_code == 404
+    assert api.get("/v1/webhook_endpoints").json_body["data"] == []
+    assert len(partition(services, endpoint["id"])) == 7  # nothing cleared in the request
+    assert services.ports.webhooks.purge_deleted(page_size=4) == 4
+    assert services.ports.webhooks.purge_deleted(page_size=4) == 2
+    assert partition(services, endpoint["id"]) == ["WHE"]  # the tombstone goes last
+    webhook_service.sweep(services.ports)
+    assert partition(services, endpoint["id"]) == []
+    assert api.delete(f"/v1/webhook_endpoints/{endpoint['id']}").status_code == 404
+
+
+def test_a_waiting_delivery_whose_endpoint_is_gone_is_removed_rather_than_queued_for_ever(
+        api, services, worker, receivers, clock):
+    receiver = receivers([500])
+    endpoint = create(api, receiver.url())
+    publish(services, "acme")
+    worker.drain()
+    [delivery] = deliveries(api, endpoint["id"])
+    services.table.delete(keys.webhook_endpoint("acme", endpoint["id"]))  # as a racing fan-out leaves one
+
+    clock.advance(minutes=10)
+    assert webhook_service.sweep(services.ports) == 1
+    worker.drain()
+
+    assert partition(services, endpoint["id"]) == []
+    clock.advance(minutes=10)
+    assert webhook_service.sweep(services.ports) == 0
+    assert len(receiver.received) == 1
+
+
+# The due list -----------------------------------------------------------------------------------
+
+def test_waiting_deliveries_are_spread_over_the_due_list_s_shards_and_the_sweeper_reads_them_all(
+        api, services, worker, receivers, clock):
+    receiver = receivers([500])
+    ids = [create(api, receiver.url())["id"] for _ in range(8)]
+    publish(services, "acme")
+    worker.drain()
+    shards = {services.table.get(keys.webhook_delivery("acme", i, deliveries(api, i)[0]["id"]))["gsi2pk"]
+              for i in ids}
+    assert len(shards) > 1 and shards <= set(keys.webhook_due_shards())
+
+    clock.advance(minutes=10)
+
+    assert webhook_service.sweep(services.ports) == 8
+
+
+def test_a_manual_retry_of_a_delivery_that_used_its_attempts_makes_exactly_one_more(
+        api, services, worker, receivers, clock):
+    receiver = receivers([503])
+    endpoint = create(api, receiver.url())
+    publish(services, "acme")
+    worker.drain()
+    for _ in range(MAX_ATTEMPTS - 1):  # each as soon as it is due (the endpoint fails for less than 3 days)
+        [waiting] = deliveries(api, endpoint["id"])
+        clock.set(datetime.fromisoformat(waiting["next_attempt_at"]) + timedelta(minutes=6))
+        webhook_service.sweep(services.ports)
+        worker.drain()
+    [failed] = deliveries(api, endpoint["id"])
+    assert (failed["status"], failed["attempts"]) == ("failed", MAX_ATTEMPTS)
+
+    assert api.post(f"/v1/webhook_endpoints/{endpoint['id']}/deliveries/{failed['id']}/retry").status_code == 202
+    worker.drain()
+    clock.advance(hours=11)
+    assert webhook_service.sweep(services.ports) == 0
+
+    [again] = deliveries(api, endpoint["id"])
+    assert (again["status"], again["attempts"]) == ("failed", MAX_ATTEMPTS + 1)
+    assert len(receiver.received) == MAX_ATTEMPTS + 1

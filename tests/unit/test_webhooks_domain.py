@@ -20,6 +20,7 @@ from chalicelib.domain.webhooks import (
     normalised_events,
     retry_delay,
     should_disable,
+    wait_after_failure,
     webhook_headers,
 )
 
@@ -73,6 +74,13 @@ def test_retries_wait_5s_1min_5min_30min_2h_5h_10h_with_a_little_jitter_then_giv
                             timedelta(hours=2), timedelta(hours=5), timedelta(hours=10))
     assert timedelta(seconds=4.5) <= retry_delay(1, 0.0) < retry_delay(1, 0.99) <= timedelta(seconds=5.5)
     assert retry_delay(MAX_ATTEMPTS, 0.5) is None
+
+
+def test_a_delivery_that_used_its_attempts_waits_no_more_and_a_manual_retry_gives_it_one_more():
+    assert wait_after_failure(3, MAX_ATTEMPTS, 0.5) == RETRY_DELAYS[2]
+    assert wait_after_failure(MAX_ATTEMPTS, MAX_ATTEMPTS, 0.5) is None
+    assert wait_after_failure(MAX_ATTEMPTS + 1, MAX_ATTEMPTS + 1, 0.5) is None
+    assert wait_after_failure(2, 2, 0.5) is None  # a limit below the schedule's end ends it too
 
 
 def test_an_endpoint_failing_for_3_days_is_to_be_disabled():
@@ -130,3 +138,19 @@ def test_locally_http_and_loopback_are_allowed_but_private_addresses_are_not():
     assert LOCAL.url_problem("http://localhost:8123/in") is None
     assert "private" in LOCAL.url_problem("http://10.0.0.2/in")
     assert LOCAL.url_problem("ftp://127.0.0.1/in") == "must use http or https"
+
+
+@pytest.mark.parametrize("address, problem", [
+    ("2002:a9fe:a9fe::1", "6to4 address (2002:a9fe:a9fe::1, carrying 169.254.169.254)"),
+    ("2002:7f00:1::1", "6to4 address (2002:7f00:1::1, carrying 127.0.0.1)"),
+    ("2002:808:808::1", "6to4 address"),  # even one carrying a public IPv4 address: a relay decides
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo address"),
+    ("64:ff9b::a9fe:a9fe", "NAT64 address (64:ff9b::a9fe:a9fe, carrying 169.254.169.254)"),
+    ("64:ff9b::808:808", "NAT64 address"),
+    ("64:ff9b:1::a9fe:a9fe", "NAT64 address"),
+    ("fec0::1", "site-local address"),
+])
+def test_ipv6_addresses_that_tunnel_or_translate_to_ipv4_are_refused_whatever_the_python_version(address, problem):
+    assert problem in (AWS.address_problem(address) or "")
+    assert problem in (LOCAL.address_problem(address) or "")
+    assert problem in (AWS.url_problem(f"https://[{address}]/in") or "")

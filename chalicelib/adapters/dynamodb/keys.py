@@ -278,19 +278,26 @@ agent run      | -    | {E}#AGENTRUN#<id>     | AGENTRUN        | agent_runs: ad
                |      |                       |                 |                         | first; an agent's delete
                |      |                       |                 |                         |
 webhook        | -    | {E}#WHE#<id>          | WHE             | webhooks: add, save     | get: the routes, the
-endpoint       |      |                       |                 | (version), rotate,      | delivery worker; remove
-               |      |                       |                 | mark_failing, disable,  | deletes its partition
+endpoint       |      |                       |                 | (version), rotate,      | delivery worker (a
+               |      |                       |                 | mark_failing, disable,  | tombstone is not found)
                |      |                       |                 | mark_succeeded, remove  |
-               | gsi1 | {E}#WHES              | <id>            | add                     | list_page: GET
-               |      |                       |                 |                         | /webhook_endpoints; of_
+               |      |                       |                 | (a tombstone: deleted_at|
+               |      |                       |                 | set, gsi1 removed)      |
+               | gsi1 | {E}#WHES              | <id>            | add (remove takes it    | list_page: GET
+               |      |                       |                 | out)                    | /webhook_endpoints; of_
                |      |                       |                 |                         | environment: the fan-out
+               | gsi2 | WEBHOOKS_GONE         | <env>#<id>      | remove (the tombstone); | purge_deleted: the
+               |      |                       |                 | purge_deleted deletes it| sweeper clears its
+               |      |                       |                 | last                    | partition, a page a sweep
                |      |                       |                 |                         |
 webhook        | -    | {E}#WHE#<endpoint>    | DLV#<id>        | webhooks: add_delivery  | get_delivery; deliveries
 delivery       |      |                       |                 | (after its guard),      | (sk prefix, newest first):
                |      |                       |                 | claim, record_attempt,  | GET /webhook_endpoints/
                |      |                       |                 | fail_delivery, requeue  | {id}/deliveries
-               | gsi2 | WEBHOOKS_DUE          | <wake at>#<env> | while pending or        | due: the sweeper queues the
-               |      |                       | #<endpoint>#<id>| delivering (sparse)     | attempts whose time came
+               | gsi2 | WEBHOOKS_DUE#<shard>  | <wake at>#<env> | while pending or        | due: the sweeper queues the
+               |      | (0..7, crc32 of the   | #<endpoint>#<id>| delivering (sparse);    | attempts whose time came,
+               |      | delivery's key)       |                 | remove_delivery (its    | reading every shard
+               |      |                       |                 | endpoint is gone)       |
                |      |                       |                 |                         |
 webhook event  | -    | {E}#WHE#<endpoint>    | EVT#<event id>  | webhooks: add_delivery  | the conditional put: one
 guard          |      |                       |                 | (conditional put)       | delivery per endpoint and
@@ -348,7 +355,8 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
             | RECONCILIATIONS / <env>#<id>;            |                         | their items read by BatchGetItem
             | SCHEDULED_AGENTS / <env>#<uuid>;         |                         |
             | AGENT_RUNS_IN_FLIGHT / <env>#<id>;       |                         |
-            | WEBHOOKS_DUE / <wake at>#<env>#...       |                         |
+            | WEBHOOKS_DUE#<0..7> / <wake at>#<env>#...|                         |
+            | WEBHOOKS_GONE / <env>#<id>               |                         |
 gsi3 (GSI3) | audit entries by resource:               | yes: audit entries      | KEYS_ONLY: a page of keys, then the
             | {E}#AUDIT#<type>#<resource id> / <seq>   | naming a resource id    | entries by BatchGetItem
 gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
@@ -373,6 +381,7 @@ starts with its environment.
 """
 from __future__ import annotations
 
+import zlib
 from datetime import date
 from typing import Any
 
@@ -961,9 +970,17 @@ def audit_resource_index(environment: str, resource_type: str, resource_id: str,
 # should look at them: the due time itself for waits longer than SQS's 15-minute delay, a few
 # minutes after it for those SQS carries (the net under a lost message).
 
+#
+# The due list is sharded (WEBHOOKS_DUE#0 .. #<WEBHOOKS_DUE_SHARDS - 1>, by a hash of the delivery's
+# key) so that the deliveries of every environment do not all write one index partition; the
+# sweeper reads every shard. A deleted endpoint's item stays as a tombstone (`deleted_at`, out of
+# gsi1) in the WEBHOOKS_GONE list until the sweeper has cleared its partition, a page at a time.
+
 WEBHOOK_DELIVERY_PREFIX = "DLV#"
 WEBHOOK_EVENT_GUARD_PREFIX = "EVT#"
 WEBHOOKS_DUE_PK = "WEBHOOKS_DUE"
+WEBHOOKS_DUE_SHARDS = 8
+WEBHOOKS_GONE_PK = "WEBHOOKS_GONE"
 
 
 def webhook_endpoint(environment: str, endpoint_id: int) -> dict[str, str]:
@@ -988,6 +1005,21 @@ def webhook_event_guard(environment: str, endpoint_id: int, event_id: str) -> di
 
 
 def webhook_due_index(environment: str, endpoint_id: int, delivery_id: int, wake_at: str) -> dict[str, str]:
-    """gsi2, sparse: `wake_at` is ISO 8601 UTC, so string order is time order."""
-    return {"gsi2pk": WEBHOOKS_DUE_PK,
+    """gsi2, sparse: `wake_at` is ISO 8601 UTC, so string order is time order within a shard."""
+    return {"gsi2pk": webhook_due_shard(environment, endpoint_id, delivery_id),
             "gsi2sk": f"{wake_at}#{environment}#{_id(endpoint_id)}#{_id(delivery_id)}"}
+
+
+def webhook_due_shard(environment: str, endpoint_id: int, delivery_id: int) -> str:
+    """The due list's shard of a delivery: always the same one for it (crc32, stable across runs)."""
+    shard = zlib.crc32(f"{environment}#{endpoint_id}#{delivery_id}".encode()) % WEBHOOKS_DUE_SHARDS
+    return f"{WEBHOOKS_DUE_PK}#{shard}"
+
+
+def webhook_due_shards() -> list[str]:
+    return [f"{WEBHOOKS_DUE_PK}#{shard}" for shard in range(WEBHOOKS_DUE_SHARDS)]
+
+
+def webhook_endpoint_gone_index(environment: str, endpoint_id: int) -> dict[str, str]:
+    """gsi2: a deleted endpoint whose partition the sweeper still has to clear."""
+    return {"gsi2pk": WEBHOOKS_GONE_PK, "gsi2sk": f"{environment}#{_id(endpoint_id)}"}

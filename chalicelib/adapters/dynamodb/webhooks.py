@@ -1,19 +1,26 @@
 """Webhook endpoints and their deliveries in DynamoDB (see keys.py, "Webhooks"): one partition per
-endpoint, its deliveries newest first, a guard per event so each event makes one delivery, and
-the sparse gsi2 list of deliveries waiting for an attempt."""
+endpoint, its deliveries newest first, a guard per event so each event makes one delivery, the
+sparse gsi2 list (sharded) of deliveries waiting for an attempt, and deleted endpoints' tombstones
+until the sweeper has cleared their partitions."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
-from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
-from chalicelib.domain.webhooks import RETRYABLE, DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from chalicelib.domain.webhooks import MAX_ATTEMPTS, RETRYABLE, DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
-ENDPOINT_FIELDS = ("url", "events", "description", "active", "disabled_at", "disabled_reason", "failing_since")
+# What an edit (PATCH, rotate_secret) may write; only those it changed are written, so an edit never
+# puts back a failing_since or a disable that the delivery worker wrote since the edit's read.
+SAVED_FIELDS = ("url", "events", "description", "active", "secret", "previous_secret", "previous_secret_expires_at",
+                "disabled_at", "disabled_reason", "failing_since", "updated_at")
+# The endpoint exists and is not a tombstone (deleted, its partition not yet cleared).
+LIVE = "attribute_exists(pk) AND attribute_not_exists(deleted_at)"
 
 
 class WebhookRepository:
@@ -27,7 +34,7 @@ class WebhookRepository:
 
     def get(self, environment: str, endpoint_id: int) -> WebhookEndpoint:
         item = self._table.get(keys.webhook_endpoint(environment, endpoint_id))
-        if item is None:
+        if item is None or "deleted_at" in item:
             raise NotFound(f"webhook endpoint {endpoint_id} not found")
         return self._endpoint(item)
 
@@ -39,67 +46,99 @@ class WebhookRepository:
 
     def of_environment(self, environment: str) -> list[WebhookEndpoint]:
         items = self._table.query_all("gsi1pk", keys.webhook_endpoints_index_pk(environment), index=keys.GSI1)
-        return [self._endpoint(i) for i in items]
+        return [self._endpoint(i) for i in items if "deleted_at" not in i]
 
     def save(self, updated: WebhookEndpoint, previous: WebhookEndpoint) -> WebhookEndpoint:
-        """Write an edit (fields, or a rotated secret) made from `previous`: 409 when another came first."""
-        item = {k: v for k, v in self._endpoint_item(updated).items()
-                if k not in ("pk", "sk", "gsi1pk", "gsi1sk", "version", "created_at")}
-        names = {f"#a{i}": name for i, name in enumerate(item)}
-        values = {f":v{i}": value for i, value in enumerate(item.values())}
-        expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item))) + ", #version = :next"
+        """Write an edit (fields, or a rotated secret) made from `previous`: 409 when another edit came
+        first. Only the fields the edit changed are written (a field it cleared is removed)."""
+        new, old = self._endpoint_item(updated), self._endpoint_item(previous)
+        changed = [name for name in SAVED_FIELDS if new[name] != old[name]]
+        kept = [name for name in changed if new[name] is not None]
+        cleared = [name for name in changed if new[name] is None]
+        names = {f"#a{i}": name for i, name in enumerate(kept + cleared)}
+        values = {f":v{i}": new[name] for i, name in enumerate(kept)}
+        expression = "SET " + "".join(f"#a{i} = :v{i}, " for i in range(len(kept))) + "#version = :next"
+        if cleared:
+            expression += " REMOVE " + ", ".join(f"#a{i}" for i in range(len(kept), len(kept) + len(cleared)))
         try:
             self._table.update(keys.webhook_endpoint(previous.environment, previous.id), expression,
-                               condition="attribute_exists(pk) AND #version = :seen",
-                               names={**names, "#version": "version"},
-                               values={**values, ":seen": previous.version, ":next": previous.version + 1},
-                               keep_nulls=True)
+                               condition=f"{LIVE} AND #version = :seen", names={**names, "#version": "version"},
+                               values={**values, ":seen": previous.version, ":next": previous.version + 1})
         except ConditionFailed:
-            if self._table.get(keys.webhook_endpoint(previous.environment, previous.id)) is None:
-                raise NotFound(f"webhook endpoint {previous.id} not found") from None
+            self.get(previous.environment, previous.id)  # NotFound when it was deleted
             raise Conflict(f"webhook endpoint {previous.id} was changed meanwhile; try again") from None
         return self.get(updated.environment, updated.id)
 
     def remove(self, environment: str, endpoint_id: int) -> None:
-        """The endpoint, then the rest of its partition (deliveries, event guards)."""
+        """Delete an endpoint in one bounded write: its item becomes a tombstone (not found, not
+        listed, out of the fan-out) in the sweeper's WEBHOOKS_GONE list; purge_deleted clears the
+        rest of its partition (deliveries, event guards) later, a page at a time."""
+        gone = keys.webhook_endpoint_gone_index(environment, endpoint_id)
         try:
-            self._table.delete(keys.webhook_endpoint(environment, endpoint_id), condition="attribute_exists(pk)")
+            self._table.update(keys.webhook_endpoint(environment, endpoint_id),
+                               "SET deleted_at = :now, gsi2pk = :gone_pk, gsi2sk = :gone_sk REMOVE gsi1pk, gsi1sk",
+                               condition=LIVE,
+                               values={":now": iso(utc_now()), ":gone_pk": gone["gsi2pk"], ":gone_sk": gone["gsi2sk"]})
         except ConditionFailed:
             raise NotFound(f"webhook endpoint {endpoint_id} not found") from None
-        rest = self._table.query_all("pk", keys.webhook_endpoint(environment, endpoint_id)["pk"],
-                                     projection=("pk", "sk"))
-        self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in rest])
+
+    def purge_deleted(self, page_size: int = 200, max_endpoints: int = 20) -> int:
+        """One step of clearing deleted endpoints' partitions: up to `page_size` items of each of up
+        to `max_endpoints` tombstones; a tombstone whose partition holds nothing else goes last.
+        Returns how many items it deleted."""
+        tombstones = itertools.islice(
+            self._table.query_between(keys.WEBHOOKS_GONE_PK, " ", "\uffff", index=keys.GSI2, partition_attr="gsi2pk",
+                                      sort_attr="gsi2sk", page_size=max_endpoints),
+            max_endpoints)
+        deleted = 0
+        for tombstone in tombstones:
+            pk = tombstone["pk"]
+            rest = [{"pk": i["pk"], "sk": i["sk"]} for i in itertools.islice(
+                self._table.query_between(pk, " ", "\uffff", page_size=page_size + 1, projection=("pk", "sk")),
+                page_size + 1) if i["sk"] != tombstone["sk"]][:page_size]
+            if rest:
+                self._table.batch_write(deletes=rest)
+                deleted += len(rest)
+                continue
+            try:  # nothing left but the tombstone (a delivery a late fan-out adds is removed by deliver)
+                self._table.delete({"pk": pk, "sk": tombstone["sk"]}, condition="attribute_exists(deleted_at)")
+                deleted += 1
+            except ConditionFailed:
+                pass
+        return deleted
 
     def mark_failing(self, endpoint: WebhookEndpoint, at: datetime) -> WebhookEndpoint:
         """The first failure since the last success starts the clock (a later one leaves it)."""
         try:
             item = self._table.update(keys.webhook_endpoint(endpoint.environment, endpoint.id),
                                       "SET failing_since = if_not_exists(failing_since, :at)",
-                                      condition="attribute_exists(pk)", values={":at": iso(at)}, return_new=True)
+                                      condition=LIVE, values={":at": iso(at)}, return_new=True)
         except ConditionFailed:
             return endpoint
         return self._endpoint(item)
 
     def mark_succeeded(self, endpoint: WebhookEndpoint) -> None:
-        if endpoint.failing_since is None:
-            return
+        """A success stops the failing clock, whatever this worker read of it before sending (a
+        failure of another delivery may have started it since)."""
         try:
             self._table.update(keys.webhook_endpoint(endpoint.environment, endpoint.id), "REMOVE failing_since",
-                               condition="attribute_exists(pk)")
+                               condition="attribute_exists(failing_since)")
         except ConditionFailed:
             pass
 
-    def disable(self, endpoint: WebhookEndpoint, at: datetime, reason: str) -> None:
-        """Turned off for failing too long (only while still failing and active)."""
+    def disable(self, endpoint: WebhookEndpoint, at: datetime, reason: str) -> bool:
+        """Turned off for failing too long (only while still failing and active): True when this
+        call turned it off."""
         try:
             self._table.update(keys.webhook_endpoint(endpoint.environment, endpoint.id),
                                "SET active = :off, disabled_at = :at, disabled_reason = :why, "
                                "#version = #version + :one",
-                               condition="attribute_exists(failing_since) AND active = :on",
+                               condition=f"{LIVE} AND attribute_exists(failing_since) AND active = :on",
                                names={"#version": "version"},
                                values={":off": False, ":on": True, ":at": iso(at), ":why": reason, ":one": 1})
         except ConditionFailed:
-            pass
+            return False
+        return True
 
     # Deliveries --------------------------------------------------------------------------------
 
@@ -137,21 +176,19 @@ class WebhookRepository:
                                       cursor=cursor, sort_prefix=keys.WEBHOOK_DELIVERY_PREFIX)
         return [self._delivery(i) for i in page.items], page.cursor
 
-    def claim(self, delivery: WebhookDelivery, now: datetime, stale_before: datetime,
-              lease_until: datetime) -> WebhookDelivery | None:
-        """Take the next attempt of a delivery as it was read: pending (or delivering under a claim
-        older than `stale_before`) and no attempt made since. None: someone else has it or it ended."""
+    def claim(self, delivery: WebhookDelivery, now: datetime, lease_until: datetime) -> WebhookDelivery | None:
+        """Take the next attempt of a pending delivery as it was read (no attempt made since), while
+        it has attempts left. None: someone else has it, it ended, or it used its attempts."""
         try:
             item = self._table.update(
                 self._delivery_key(delivery),
                 "SET #status = :delivering, attempts = :next, claimed_at = :now, updated_at = :now, "
                 "gsi2pk = :due_pk, gsi2sk = :due_sk",
-                condition="attempts = :seen AND (#status = :pending OR "
-                          "(#status = :delivering AND claimed_at < :stale))",
+                condition="attempts = :seen AND #status = :pending AND attempts < :limit",
                 names={"#status": "status"},
                 values={":delivering": DeliveryStatus.DELIVERING.value, ":pending": DeliveryStatus.PENDING.value,
                         ":seen": delivery.attempts, ":next": delivery.attempts + 1, ":now": iso(now),
-                        ":stale": iso(stale_before), **_due_values(delivery, lease_until)},
+                        ":limit": delivery.attempt_limit, **_due_values(delivery, lease_until)},
                 return_new=True)
         except ConditionFailed:
             return None
@@ -159,21 +196,27 @@ class WebhookRepository:
 
     def record_attempt(self, delivery: WebhookDelivery, status: DeliveryStatus, now: datetime,
                        status_code: int | None, error: str | None, excerpt: str | None,
-                       next_attempt_at: datetime | None, wake_at: datetime | None) -> WebhookDelivery | None:
-        """The outcome of the attempt `delivery` claimed (None: its claim was taken over meanwhile)."""
+                       next_attempt_at: datetime | None, wake_at: datetime | None,
+                       stale_before: datetime | None = None) -> WebhookDelivery | None:
+        """The outcome of the attempt `delivery` claimed (None: it was recorded meanwhile). With
+        `stale_before`: the outcome of an attempt whose worker never recorded one, only if its
+        claim is older than that."""
         expression = ("SET #status = :status, updated_at = :now, last_attempt_at = :now, last_status_code = :code, "
                       "last_error = :error, response_excerpt = :excerpt, next_attempt_at = :next")
         values: dict[str, Any] = {":status": status.value, ":now": iso(now), ":code": status_code, ":error": error,
                                   ":excerpt": excerpt, ":next": iso(next_attempt_at) if next_attempt_at else None,
                                   ":delivering": DeliveryStatus.DELIVERING.value, ":mine": delivery.attempts}
+        condition = "#status = :delivering AND attempts = :mine"
+        if stale_before is not None:
+            condition += " AND (attribute_not_exists(claimed_at) OR claimed_at < :stale)"
+            values[":stale"] = iso(stale_before)
         if wake_at is not None:
             expression += ", gsi2pk = :due_pk, gsi2sk = :due_sk"
             values.update(_due_values(delivery, wake_at))
         else:
             expression += " REMOVE gsi2pk, gsi2sk, claimed_at"
         try:
-            item = self._table.update(self._delivery_key(delivery), expression,
-                                      condition="#status = :delivering AND attempts = :mine",
+            item = self._table.update(self._delivery_key(delivery), expression, condition=condition,
                                       names={"#status": "status"}, values=values, return_new=True, keep_nulls=True)
         except ConditionFailed:
             return None
@@ -194,7 +237,8 @@ class WebhookRepository:
             pass
 
     def requeue(self, delivery: WebhookDelivery, now: datetime, wake_at: datetime) -> WebhookDelivery | None:
-        """Due now again (a manual retry): only from a status that allows it, as read."""
+        """Due now again (a manual retry): only from a status that allows it, as read. A delivery that
+        used its attempts gets one more."""
         if delivery.status not in RETRYABLE:
             return None
         condition, values = status_in([delivery.status])
@@ -202,29 +246,37 @@ class WebhookRepository:
             item = self._table.update(
                 self._delivery_key(delivery),
                 "SET #status = :pending, next_attempt_at = :now, updated_at = :now, gsi2pk = :due_pk, "
-                "gsi2sk = :due_sk",
+                "gsi2sk = :due_sk, attempt_limit = :limit",
                 condition=f"{condition} AND attempts = :seen", names={"#status": "status"},
                 values={**values, ":pending": DeliveryStatus.PENDING.value, ":now": iso(now),
-                        ":seen": delivery.attempts, **_due_values(delivery, wake_at)},
+                        ":seen": delivery.attempts, ":limit": max(delivery.attempt_limit, delivery.attempts + 1),
+                        **_due_values(delivery, wake_at)},
                 return_new=True)
         except ConditionFailed:
             return None
         return self._delivery(item)
 
     def due(self, now: datetime, limit: int = 500) -> list[tuple[WebhookDelivery, str]]:
-        """Deliveries whose wake-up time has come, of every environment, each with its place in the
-        list (what push_wake expects to find)."""
-        entries = self._table.query_between(keys.WEBHOOKS_DUE_PK, "0", iso(now) + "#\uffff", index=keys.GSI2,
-                                            partition_attr="gsi2pk", sort_attr="gsi2sk", page_size=limit)
-        wanted = []
-        for entry in entries:
-            wanted.append({"pk": entry["pk"], "sk": entry["sk"]})
-            if len(wanted) >= limit:
-                break
-        found = self._table.get_many(wanted)
+        """Deliveries whose wake-up time has come, of every environment (every shard of the list),
+        soonest first, each with its place in the list (what push_wake expects to find)."""
+        until = iso(now) + "#\uffff"
+        entries: list[dict[str, Any]] = []
+        for shard in keys.webhook_due_shards():
+            entries += itertools.islice(self._table.query_between(shard, "0", until, index=keys.GSI2,
+                                                                  partition_attr="gsi2pk", sort_attr="gsi2sk",
+                                                                  page_size=limit), limit)
+        entries.sort(key=lambda entry: entry["gsi2sk"])
+        found = self._table.get_many([{"pk": e["pk"], "sk": e["sk"]} for e in entries[:limit]])
         return sorted(((self._delivery(i), i["gsi2sk"]) for i in found
-                       if i.get("gsi2pk") == keys.WEBHOOKS_DUE_PK and i["gsi2sk"] <= iso(now) + "#\uffff"),
+                       if str(i.get("gsi2pk", "")).startswith(keys.WEBHOOKS_DUE_PK) and i["gsi2sk"] <= until),
                       key=lambda pair: pair[1])
+
+    def remove_delivery(self, delivery: WebhookDelivery) -> None:
+        """A delivery whose endpoint is gone (deleted while it waited, or made by a fan-out that read
+        the endpoint a moment before its delete), with its event's guard."""
+        self._table.batch_write(deletes=[
+            self._delivery_key(delivery),
+            keys.webhook_event_guard(delivery.environment, delivery.endpoint_id, delivery.event_id)])
 
     def push_wake(self, delivery: WebhookDelivery, seen_wake: str, wake_at: datetime) -> bool:
         """Move a due delivery's wake-up time on (the sweeper queued it): False when it changed meanwhile."""
@@ -278,7 +330,8 @@ class WebhookRepository:
             "entity": "webhook_delivery", "environment": delivery.environment, "endpoint_id": delivery.endpoint_id,
             "id": delivery.id, "event_id": delivery.event_id, "event_type": delivery.event_type,
             "payload": delivery.payload, "status": delivery.status.value, "attempts": delivery.attempts,
-            "next_attempt_at": _iso(delivery.next_attempt_at), "created_at": iso(delivery.created_at),
+            "next_attempt_at": _iso(delivery.next_attempt_at), "attempt_limit": delivery.attempt_limit,
+            "created_at": iso(delivery.created_at),
             "updated_at": iso(delivery.updated_at),
         }
 
@@ -292,6 +345,7 @@ class WebhookRepository:
             last_attempt_at=parse_optional_iso(item.get("last_attempt_at")),
             last_status_code=item.get("last_status_code"), last_error=item.get("last_error"),
             response_excerpt=item.get("response_excerpt"), claimed_at=parse_optional_iso(item.get("claimed_at")),
+            attempt_limit=int(item.get("attempt_limit", MAX_ATTEMPTS)),
             created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]))
 
 
