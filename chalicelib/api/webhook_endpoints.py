@@ -87,7 +87,7 @@ def update_endpoint(request: ApiRequest, id: str) -> WebhookEndpointOut:
     return endpoint_out(service.update_endpoint(container().ports, request.environment, endpoint_id(id), fields))
 
 
-@router.route("DELETE", ENDPOINTS + "/{id}", summary="Delete a webhook endpoint (its delivery log is cleared afterwards)",
+@router.route("DELETE", ENDPOINTS + "/{id}", summary="Delete a webhook endpoint (its log is cleared afterwards)",
               status=204, errors=(404,))
 def delete_endpoint(request: ApiRequest, id: str) -> None:
     service.delete_endpoint(container().ports, request.environment, endpoint_id(id))
