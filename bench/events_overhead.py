@@ -28,11 +28,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
-from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,6 +38,7 @@ from bench.ingestion import WRITE_OPERATIONS, run_bulk  # noqa: E402
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
+from tests.support.webhook_receiver import VerifyingReceiver  # noqa: E402
 
 
 class Calls:
@@ -54,34 +53,6 @@ class Calls:
         if model.name in WRITE_OPERATIONS or model.name == "PutEvents":
             with self._lock:
                 self.counts[self.mode][model.name] += 1
-
-
-class Receiver:
-    """A webhook receiver on loopback: verifies each delivery, counts them by event type."""
-
-    def __init__(self) -> None:
-        self.secret: str | None = None
-        self.received: Counter[str] = Counter()
-        self.refused = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["content-length"]))
-                try:
-                    event = Webhook(receiver.secret).verify(body, dict(self.headers))
-                    receiver.received[event["type"]] += 1
-                except Exception:
-                    receiver.refused += 1
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
 
 
 def main() -> None:
@@ -100,7 +71,7 @@ def main() -> None:
     calls = Calls()
     container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", calls)
     container.events._events.meta.events.register("before-call.events.*", calls)
-    receiver = Receiver()
+    receiver = VerifyingReceiver()
     headers = {"X-API-KEY": service.key}
     endpoint = requests.post(f"{service.url}/webhook_endpoints", headers=headers,
                              json={"url": receiver.url, "events": ["*"], "description": "bench"})
@@ -127,7 +98,7 @@ def main() -> None:
         container.ports = wired
         deadline = time.monotonic() + 120
         expected = requests_sent["on"] - args.rounds  # one bulk_request.completed per request
-        while sum(receiver.received.values()) < expected and time.monotonic() < deadline:
+        while len(receiver.events) < expected and time.monotonic() < deadline:
             time.sleep(0.5)
 
         off, on = calls.counts["off"], calls.counts["on"]
@@ -144,13 +115,13 @@ def main() -> None:
               "request")
         print("  off: " + ", ".join(f"{op} {n:,}" for op, n in sorted(off.items())))
         print("  on:  " + ", ".join(f"{op} {n:,}" for op, n in sorted(on.items())))
-        print(f"webhook deliveries verified by standardwebhooks: {dict(receiver.received)} "
-              f"(refused: {receiver.refused}; expected {expected} bulk_request.completed)")
+        print(f"webhook deliveries verified by standardwebhooks: {dict(Counter(e['type'] for e in receiver.events))} "
+              f"(refused: {len(receiver.refused)}; expected {expected} bulk_request.completed)")
         print(json.dumps({"off_s": round(seconds["off"], 1), "on_s": round(seconds["on"], 1),
                           "writes_off": writes["off"], "writes_on": writes["on"],
-                          "put_events": on.get("PutEvents", 0), "delivered": sum(receiver.received.values())}))
+                          "put_events": on.get("PutEvents", 0), "delivered": len(receiver.events)}))
     finally:
-        receiver.server.shutdown()
+        receiver.stop()
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
