@@ -182,7 +182,8 @@ def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) 
     there, then `completed`. Cancelled or failed: move first (so nothing more is counted), then
     settle what was written. Records written before a cancel or a failure are kept."""
     job = _conclude(ports, job, target, **fields)
-    # Again on a retry that finds the job ended (same event id): a crash after the move loses no event.
+    # Again on a retry that finds the job ended: it finishes an announcement a crash cut short
+    # (services/events.py announce), and does nothing for one that was made.
     kind = "bulk_request" if job.source is JobSource.BULK_API else "file_import"
     announce(ports, event_data.ingestion_ended(job), job.environment, actor=system_actor(kind, job.id),
              summary_fields=("status", "total_items", "successful_items", "failed_items", "skipped_items",

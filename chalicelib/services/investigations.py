@@ -50,7 +50,7 @@ def run(ports: Ports, environment: str, investigation_id: int) -> Investigation:
     from chalicelib.domain.matching.frames import investigation_frame
 
     investigation = ports.investigations.get(environment, investigation_id)
-    if investigation.finished:  # a redelivery: the event again (same id), in case it was lost
+    if investigation.finished:  # a redelivery: finishes an announcement its crash cut short, if any
         _announce(ports, investigation)
         return investigation
     if investigation.status is InvestigationStatus.PENDING:
