@@ -31,6 +31,19 @@ class ParsedFile:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def claim_unique(candidate: str, taken: set[str]) -> str:
+    """`candidate`, or the first of `candidate-2`, `candidate-3`, ... not in `taken`: the id a file's
+    repeated reference gets (the same on every import of the file). Added to `taken`."""
+    claimed = candidate
+    if claimed in taken:
+        repeat = 2
+        while f"{candidate}-{repeat}" in taken:
+            repeat += 1
+        claimed = f"{candidate}-{repeat}"
+    taken.add(claimed)
+    return claimed
+
+
 @contextmanager
 def without_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while a parser builds millions of small objects

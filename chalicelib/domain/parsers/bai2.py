@@ -54,7 +54,7 @@ from itertools import combinations
 from typing import Any, Literal
 
 from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, minor_units
-from chalicelib.domain.parsers import FileRejected, without_gc
+from chalicelib.domain.parsers import FileRejected, claim_unique, without_gc
 from chalicelib.domain.parsers.statements import (
     MAX_STATEMENT_BYTES,
     ParsedStatements,
@@ -735,14 +735,7 @@ class _Reader:
         self.position += 1
         position = self.position
         if bank:
-            external_id = bank
-            references = account.references
-            if external_id in references:
-                repeat = 2
-                while f"{bank}-{repeat}" in references:
-                    repeat += 1
-                external_id = f"{bank}-{repeat}"
-            references.add(external_id)
+            external_id = claim_unique(bank, account.references)
         else:
             external_id = deterministic_id(account.number, account.as_of, amount, direction, position)
         metadata: dict[str, Any] = {"type_code": code, "statement_id": account.statement_id}

@@ -28,7 +28,7 @@ import re
 from datetime import date, timedelta
 from typing import Any
 
-from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow, without_gc
+from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow, claim_unique, without_gc
 
 RECORD_LENGTH = 94
 LINE_BREAK = re.compile(r"\r\n|\n|\r")
@@ -554,14 +554,7 @@ def _entry(line: str, number: int, batch: _Batch, errors: _Errors, file: _FileId
 def _external_id(file: _FileIdentity, batch: _Batch, trace: str, seen_ids: set[str]) -> str:
     """File identity, batch number, trace number: unique in the file (an entry repeating a batch
     number and trace number of the same file gets '-2', '-3'...), the same on every import."""
-    external_id = f"{file.key}-{batch.batch_number}-{trace}"
-    if external_id in seen_ids:
-        repeat = 2
-        while f"{external_id}-{repeat}" in seen_ids:
-            repeat += 1
-        external_id = f"{external_id}-{repeat}"
-    seen_ids.add(external_id)
-    return external_id
+    return claim_unique(f"{file.key}-{batch.batch_number}-{trace}", seen_ids)
 
 
 def _attach_addenda(entry: _Entry, line: str, number: int, batch: _Batch, errors: _Errors) -> None:
