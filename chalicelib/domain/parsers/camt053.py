@@ -708,42 +708,14 @@ class _Reader:
     def _name(self, party: Element) -> str | None:
         """Dbtr/Nm (.001.02 to .07) or Dbtr/Pty/Nm (.001.08 on): the first of each."""
         name_tag, inner_tag = self.name_tags
-        inner = None
-        for child in party:
-            tag = child.tag
-            if tag == name_tag:
-                name = child.text
-                return (name.strip() or None) if name else None
-            if tag == inner_tag and inner is None:
-                inner = child
-        if inner is not None:
-            for child in inner:
-                if child.tag == name_tag:
-                    name = child.text
-                    return (name.strip() or None) if name else None
-        return None
+        return _first_text(party, name_tag, inner_tag, name_tag)
 
     def _account_number(self, account: Element) -> str | None:
         """Acct/Id/IBAN, else Acct/Id/Othr/Id: the first of each."""
         id_tag, iban_tag, other_tag = self.account_tags
         for identification in account:
             if identification.tag == id_tag:
-                break
-        else:
-            return None
-        other = None
-        for child in identification:
-            tag = child.tag
-            if tag == iban_tag:
-                number = child.text
-                return (number.strip() or None) if number else None
-            if tag == other_tag and other is None:
-                other = child
-        if other is not None:
-            for child in other:
-                if child.tag == id_tag:
-                    number = child.text
-                    return (number.strip() or None) if number else None
+                return _first_text(identification, iban_tag, other_tag, id_tag)
         return None
 
     def _code(self, code: Element | None) -> str | None:
@@ -1000,6 +972,23 @@ def _drain(pull: PullParser) -> Callable[[], deque[Any]]:
             events.append(error)
         return events
     return read_events
+
+
+def _first_text(parent: Element, tag: str, via_tag: str, via_text_tag: str) -> str | None:
+    """The text of `parent`'s first `tag` child, else of the first `via_text_tag` child of its first
+    `via_tag` child: stripped, None when blank or absent (one walk over the children)."""
+    via = None
+    for child in parent:
+        child_tag = child.tag
+        if child_tag == tag:
+            return _text(child)
+        if child_tag == via_tag and via is None:
+            via = child
+    if via is not None:
+        for child in via:
+            if child.tag == via_text_tag:
+                return _text(child)
+    return None
 
 
 def _text(element: Element | None) -> str | None:
