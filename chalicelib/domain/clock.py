@@ -12,6 +12,10 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def optional_iso(moment: datetime | None) -> str | None:
+    return iso(moment) if moment is not None else None
+
+
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import iso, optional_iso, utc_now
 from chalicelib.domain.events import Event, event_id, make_event
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, bulk_request_status
 from chalicelib.domain.investigations.jobs import Investigation
@@ -16,10 +16,6 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionComment, Reconc
 from chalicelib.domain.runs import Run, RunStatus
 
 API = "/v1"  # the API's prefix: events carry the same urls the API serves
-
-
-def _when(moment: datetime | None) -> str | None:
-    return iso(moment) if moment else None
 
 
 def ingestion_ended(job: IngestionJob) -> Event | None:
@@ -33,14 +29,14 @@ def ingestion_ended(job: IngestionJob) -> Event | None:
         return make_event(job.environment, "bulk_request.completed", f"job {job.id}", job.completed_at or utc_now(), {
             "id": job.id, "url": f"{API}/bulk_requests/{job.id}", "status": bulk_request_status(job.status).value,
             **counts, "data_stream_ids": list(job.data_stream_ids), "error_message": job.error_message,
-            "results_url": f"{API}/file_imports/{job.id}/results", "completed_at": _when(job.completed_at)})
+            "results_url": f"{API}/file_imports/{job.id}/results", "completed_at": optional_iso(job.completed_at)})
     event_type = {JobStatus.COMPLETED: "file_import.completed", JobStatus.FAILED: "file_import.failed",
                   JobStatus.CANCELLED: "file_import.cancelled"}[job.status]
     return make_event(job.environment, event_type, f"job {job.id}", job.completed_at or utc_now(), {
         "id": job.id, "url": f"{API}/file_imports/{job.id}", "status": job.status.value, "source": job.source.value,
         "filename": job.filename, **counts, "data_stream_ids": list(job.data_stream_ids),
         "error_message": job.error_message, "records_url": f"{API}/file_imports/{job.id}/records",
-        "completed_at": _when(job.completed_at)})
+        "completed_at": optional_iso(job.completed_at)})
 
 
 def run_ended(run: Run) -> Event | None:
@@ -56,7 +52,7 @@ def run_ended(run: Run) -> Event | None:
                           "matches_count": run.matches_count or 0, "rule_summary": run.rule_summary,
                           "error_message": run.error_message,
                           "matches_url": f"{API}/reconciliation_matches?reconciliation_id={run.reconciliation_id}",
-                          "completed_at": _when(run.completed_at)})
+                          "completed_at": optional_iso(run.completed_at)})
 
 
 def match_event(match: Match, verb: str, at: datetime) -> Event:
@@ -74,7 +70,7 @@ def _exception_fields(exception: ReconciliationException) -> dict[str, Any]:
             "reconciliation_id": exception.reconciliation_id, "data_stream_id": exception.data_stream_id,
             "title": exception.title, "status": exception.status.value,
             "assignees": [a.idp_user_id for a in exception.assignees], "totals": exception.totals,
-            "opened_at": _when(exception.opened_at), "updated_at": _when(exception.updated_at)}
+            "opened_at": optional_iso(exception.opened_at), "updated_at": optional_iso(exception.updated_at)}
 
 
 def exception_opened(exception: ReconciliationException) -> Event:
@@ -109,7 +105,7 @@ def exception_commented(exception: ReconciliationException, comment: ExceptionCo
                       f"exception {exception.id} comment {comment.id}", comment.created_at, {
                           **_exception_fields(exception),
                           "comment": {"id": comment.id, "body": comment.body, "author_idp_id": comment.author_idp_id,
-                                      "mentions": list(comment.mentions), "created_at": _when(comment.created_at)}})
+                                      "mentions": list(comment.mentions), "created_at": iso(comment.created_at)}})
 
 
 def investigation_completed(investigation: Investigation) -> Event:
@@ -123,7 +119,7 @@ def investigation_completed(investigation: Investigation) -> Event:
                           "recommendation_text": investigation.recommendation_text,
                           "suggested_record_ids": list(investigation.suggested_record_ids),
                           "error_message": investigation.error_message,
-                          "completed_at": _when(investigation.completed_at)})
+                          "completed_at": optional_iso(investigation.completed_at)})
 
 
 def agent_run_event(run: AgentRun) -> Event | None:
@@ -131,11 +127,11 @@ def agent_run_event(run: AgentRun) -> Event | None:
     fields = {"id": run.id, "url": f"{API}/agents/{run.agent_id}/runs/{run.id}", "agent_id": run.agent_id,
               "status": run.status.value, "trigger": run.trigger.value, "error_message": run.error_message,
               "file_import_id": run.file_import_id, "output_files": [f.filename for f in run.output_files],
-              "started_at": _when(run.started_at), "completed_at": _when(run.completed_at)}
+              "started_at": optional_iso(run.started_at), "completed_at": optional_iso(run.completed_at)}
     if run.status is AgentRunStatus.WAITING_FOR_VERIFICATION:
-        paused = f"agent run {run.agent_id} {run.id} paused {_when(run.paused_at)}"
+        paused = f"agent run {run.agent_id} {run.id} paused {optional_iso(run.paused_at)}"
         return make_event(run.environment, "agent_run.needs_verification", paused, run.paused_at or utc_now(),
-                          {**fields, "paused_at": _when(run.paused_at),
+                          {**fields, "paused_at": optional_iso(run.paused_at),
                            "verification_url": f"{API}/agents/{run.agent_id}/verification"})
     if run.status in (AgentRunStatus.COMPLETED, AgentRunStatus.FAILED):
         return make_event(run.environment, f"agent_run.{run.status.value}", f"agent run {run.agent_id} {run.id}",

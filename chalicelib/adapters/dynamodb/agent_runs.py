@@ -21,7 +21,7 @@ from chalicelib.domain.agents.runs import (
     OutputFile,
     Step,
 )
-from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
+from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 
 FIRE_CLAIM_LIFETIME = timedelta(days=7)
@@ -143,7 +143,7 @@ class AgentRunRepository:
             **(keys.agent_run_in_flight_index(run.environment, run.id) if in_flight else {}),
             "entity": "agent_run", "environment": run.environment, "agent_id": run.agent_id, "id": run.id,
             "status": run.status.value, "trigger": run.trigger.value, "created_at": iso(run.created_at),
-            "started_at": _iso_or_none(run.started_at), "completed_at": _iso_or_none(run.completed_at),
+            "started_at": optional_iso(run.started_at), "completed_at": optional_iso(run.completed_at),
             "error_message": run.error_message,
             "output_files": [{"id": f.id, "filename": f.filename, "byte_size": f.byte_size,
                               "content_type": f.content_type, "created_at": iso(f.created_at)}
@@ -157,8 +157,8 @@ class AgentRunRepository:
             "extra_input": ({"filename": run.extra_input.filename, "key": run.extra_input.key,
                              "byte_size": run.extra_input.byte_size} if run.extra_input else None),
             "callers": list(run.callers),
-            "browser": run.browser, "file_import_id": run.file_import_id, "paused_at": _iso_or_none(run.paused_at),
-            "resumed_at": _iso_or_none(run.resumed_at), "task_token": run.task_token,
+            "browser": run.browser, "file_import_id": run.file_import_id, "paused_at": optional_iso(run.paused_at),
+            "resumed_at": optional_iso(run.resumed_at), "task_token": run.task_token,
             "verification_code": run.verification_code,
         }
 
@@ -184,8 +184,4 @@ class AgentRunRepository:
             file_import_id=int(item["file_import_id"]) if item.get("file_import_id") is not None else None,
             paused_at=parse_optional_iso(item.get("paused_at")), resumed_at=parse_optional_iso(item.get("resumed_at")),
             task_token=item.get("task_token"), verification_code=item.get("verification_code"))
-
-
-def _iso_or_none(value: Any) -> str | None:
-    return iso(value) if value is not None else None
 

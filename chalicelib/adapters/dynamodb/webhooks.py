@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
-from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
+from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.webhooks import MAX_ATTEMPTS, RETRYABLE, DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
@@ -302,8 +302,8 @@ class WebhookRepository:
             "entity": "webhook_endpoint", "environment": endpoint.environment, "id": endpoint.id,
             "url": endpoint.url, "events": list(endpoint.events), "description": endpoint.description,
             "active": endpoint.active, "secret": endpoint.secret, "previous_secret": endpoint.previous_secret,
-            "previous_secret_expires_at": _iso(endpoint.previous_secret_expires_at),
-            "failing_since": _iso(endpoint.failing_since), "disabled_at": _iso(endpoint.disabled_at),
+            "previous_secret_expires_at": optional_iso(endpoint.previous_secret_expires_at),
+            "failing_since": optional_iso(endpoint.failing_since), "disabled_at": optional_iso(endpoint.disabled_at),
             "disabled_reason": endpoint.disabled_reason, "created_at": iso(endpoint.created_at),
             "updated_at": iso(endpoint.updated_at), "version": endpoint.version,
         }
@@ -330,7 +330,7 @@ class WebhookRepository:
             "entity": "webhook_delivery", "environment": delivery.environment, "endpoint_id": delivery.endpoint_id,
             "id": delivery.id, "event_id": delivery.event_id, "event_type": delivery.event_type,
             "payload": delivery.payload, "status": delivery.status.value, "attempts": delivery.attempts,
-            "next_attempt_at": _iso(delivery.next_attempt_at), "attempt_limit": delivery.attempt_limit,
+            "next_attempt_at": optional_iso(delivery.next_attempt_at), "attempt_limit": delivery.attempt_limit,
             "created_at": iso(delivery.created_at),
             "updated_at": iso(delivery.updated_at),
         }
@@ -347,10 +347,6 @@ class WebhookRepository:
             response_excerpt=item.get("response_excerpt"), claimed_at=parse_optional_iso(item.get("claimed_at")),
             attempt_limit=int(item.get("attempt_limit", MAX_ATTEMPTS)),
             created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]))
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return iso(moment) if moment else None
 
 
 def _due_values(delivery: WebhookDelivery, wake_at: datetime) -> dict[str, str]:
