@@ -6,6 +6,7 @@ headers under `chalice local`; a middleware behaves the same in tests, locally a
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 
 from chalice.app import Request, Response
@@ -15,7 +16,8 @@ from chalicelib.api.errors import PayloadTooLarge, error_response, framework_err
 from chalicelib.api.routing import ENVIRONMENT_CONTEXT_KEY
 from chalicelib.container import Container, container
 from chalicelib.domain.api_keys import ApiKey
-from chalicelib.domain.audit import api_key_actor
+from chalicelib.domain.audit import RequestInFlight, api_key_actor
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError
 from chalicelib.observability import flush_metrics, logger, metrics
 from chalicelib.services import audit
@@ -38,10 +40,12 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
     def http_middleware(event: Request, get_response: Callable[[Request], Response]) -> Response:
         started = time.perf_counter()
         context = event.context or {}
-        logger.set_correlation_id(context.get("requestId"))
+        request_id = context.get("requestId") or uuid.uuid4().hex  # chalice local gives none
+        logger.set_correlation_id(request_id)
         resource_path = context.get("resourcePath", "")
         services = container()
         key: ApiKey | None = None
+        in_flight = False
         notes: dict = {}
         try:
             if len(event.raw_body or b"") > services.settings.max_body_bytes:
@@ -51,12 +55,14 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                                    services.key_last_used_resolution)
                 context[ENVIRONMENT_CONTEXT_KEY] = key.environment
                 logger.thread_safe_append_keys(environment=key.environment)
+                if event.method in MUTATING_METHODS:
+                    in_flight = begin_request(services, key, event, resource_path, request_id)
             with audit.collecting_notes() as notes:
                 response = framework_error_to_message(get_response(event))
         except DomainError as error:
             response = error_response(error)
-        if key is not None and 200 <= response.status_code < 300 and event.method in MUTATING_METHODS:
-            record_request(services, key, event, resource_path, response, notes)
+        if key is not None and event.method in MUTATING_METHODS:
+            finish_request(services, key, event, resource_path, response, request_id, notes, in_flight)
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info("request", extra={"method": event.method, "path": resource_path,
                                       "status": response.status_code, "duration_ms": round(elapsed_ms, 1)})
@@ -71,19 +77,59 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
     return http_middleware
 
 
+def begin_request(services: Container, key: ApiKey, event: Request, resource_path: str, request_id: str) -> bool:
+    """Note a state-changing request before it runs, so that its entry is written even if its
+    process dies before writing it (the sweeper's `audit.record_unfinished`). False when its route
+    changes nothing, or the note could not be written (logged and counted: the request still runs,
+    as a failed append does not turn an answer into an error)."""
+    try:
+        entry = audited_request(event.method, resource_path, event.uri_params, event.raw_body, None, {})
+        if entry is None:
+            return False
+        audit.begin_request(services.ports, RequestInFlight(
+            environment=key.environment, request_id=request_id, actor=api_key_actor(key.id), action=entry.action,
+            resource_type=entry.resource_type, resource_id=entry.resource_id, summary=entry.summary,
+            began_at=utc_now()))
+        return True
+    except Exception:
+        logger.exception("request in flight not noted", extra={"method": event.method, "path": resource_path,
+                                                               "api_key_id": key.id})
+        metrics.add_metric(name="AuditAppendFailures", unit="Count", value=1)
+        return False
+
+
+def finish_request(services: Container, key: ApiKey, event: Request, resource_path: str, response: Response,
+                   request_id: str, notes: dict, in_flight: bool) -> None:
+    """A successful request's entry, then its note in flight goes; a refused one (4xx) changed
+    nothing, and its note goes at once. The note stays after a server error, or when the entry
+    could not be written: the sweeper writes the entry, outcome unknown."""
+    succeeded = 200 <= response.status_code < 300
+    recorded = succeeded and record_request(services, key, event, resource_path, response, request_id, notes)
+    if not in_flight or not (recorded or (not succeeded and response.status_code < 500)):
+        return
+    try:
+        audit.end_request(services.ports, key.environment, request_id)
+    except Exception:  # the sweeper finds the entry and writes no second one (or one, outcome unknown)
+        logger.exception("request in flight not dropped", extra={"method": event.method, "path": resource_path})
+
+
 def record_request(services: Container, key: ApiKey, event: Request, resource_path: str, response: Response,
-                   notes: dict) -> None:
-    """One audit entry for a successful state-changing request. The change is already made, so a
-    failed append does not turn the answer into an error: it is logged as an error with the entry
-    it would have written (never the request's values) and counted in the AuditAppendFailures metric."""
+                   request_id: str, notes: dict) -> bool:
+    """One audit entry for a successful state-changing request (its summary names the request id).
+    The change is already made, so a failed append does not turn the answer into an error: it is
+    logged as an error with the entry it would have written (never the request's values), counted
+    in the AuditAppendFailures metric, and False is returned."""
     entry = None
     try:
         entry = audited_request(event.method, resource_path, event.uri_params, event.raw_body, response.body, notes)
         if entry is not None:
             audit.record(services.ports, key.environment, actor=api_key_actor(key.id), action=entry.action,
-                         resource_type=entry.resource_type, resource_id=entry.resource_id, summary=entry.summary)
+                         resource_type=entry.resource_type, resource_id=entry.resource_id,
+                         summary={**entry.summary, "request_id": request_id})
+        return True
     except Exception:
         logger.exception("audit entry not recorded", extra={
             "audit_action": entry.action if entry else None, "audit_resource_id": entry.resource_id if entry else None,
             "method": event.method, "path": resource_path, "api_key_id": key.id})
         metrics.add_metric(name="AuditAppendFailures", unit="Count", value=1)
+        return False

@@ -118,6 +118,25 @@ class ChainHead:
     at: datetime
 
 
+@dataclass(frozen=True)
+class RequestInFlight:
+    """A state-changing API request that has begun: noted before its handler runs and dropped once
+    its entry is written (or it changed nothing). One left past its lease belongs to a process that
+    died between its change and its entry: the sweeper writes the entry, its outcome unknown."""
+    environment: str
+    request_id: str
+    actor: str
+    action: str
+    resource_type: str
+    resource_id: str | None
+    summary: Mapping[str, Any]
+    began_at: datetime
+
+
+UNKNOWN_OUTCOME = {"outcome": "unknown",
+                   "note": "the request ended before its entry was written: whether it changed anything is not known"}
+
+
 class ChainBusy(RuntimeError):
     """An append lost the race for the next seq every time it tried (bounded retries)."""
 

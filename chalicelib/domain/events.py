@@ -50,6 +50,7 @@ class Announcement:
 
 
 ANNOUNCEMENT_LEASE = timedelta(minutes=20)  # longer than the longest Lambda (15 minutes)
+REQUEST_LEASE = timedelta(minutes=2)  # longer than an API call lives (a 30 s Lambda)
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,46 @@ def make_event(environment: str, event_type: str, occurrence: str, created_at: d
         raise ValueError(f"unknown event type {event_type!r}")
     return Event(id=event_id(environment, event_type, occurrence), type=event_type, created_at=created_at,
                  data=data)
+
+
+@dataclass(frozen=True)
+class EventOrigin:
+    """The item whose saving write marks an event as owed (the outbox: services/events.py
+    `save_and_emit`): a match, an exception or an exception's comment, by its ids."""
+    kind: str
+    ids: tuple[int, ...]
+
+    @classmethod
+    def match(cls, match_id: int) -> EventOrigin:
+        return cls("match", (match_id,))
+
+    @classmethod
+    def exception(cls, exception_id: int) -> EventOrigin:
+        return cls("exception", (exception_id,))
+
+    @classmethod
+    def exception_comment(cls, exception_id: int, comment_id: int) -> EventOrigin:
+        return cls("exception_comment", (exception_id, comment_id))
+
+
+@dataclass(frozen=True)
+class Announcer:
+    """Who announces an automated decision (`actor`), and which of the event's data fields its
+    audit entry's summary keeps."""
+    actor: str
+    summary_fields: tuple[str, ...] = ("status",)
+
+
+@dataclass(frozen=True)
+class HeldEvent:
+    """An event the ledger keeps until it is out: one the bus refused (no origin, due at once), or
+    one held before the change it tells of is saved (due after its lease, sent only if its
+    origin's item carries its id by then)."""
+    environment: str
+    event: Event
+    due_at: datetime
+    origin: EventOrigin | None = None
+    announcer: Announcer | None = None
+
+    def due(self, now: datetime) -> bool:
+        return self.due_at <= now

@@ -1,10 +1,11 @@
 """The one-minute sweeper: nothing stays pending or running for ever, no stream count waits long,
-no event the bus refused stays unsent."""
+no event stays unsent, no request whose process died stays out of the audit trail."""
 from __future__ import annotations
 
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
+    audit,
     data_streams,
     events,
     file_imports,
@@ -26,5 +27,6 @@ def sweep_task() -> None:
     counts["abandoned_investigations"] = investigations.sweep(ports)
     counts["queued_webhook_deliveries"] = webhooks.sweep(ports)
     counts["published_parked_events"] = events.publish_parked(ports)
+    counts["unfinished_requests_audited"] = audit.record_unfinished(ports)
     if any(counts.values()):
         logger.info("swept", extra=counts)

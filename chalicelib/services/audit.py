@@ -13,14 +13,19 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from chalicelib.domain.audit import AuditEntry, AuditQuery, ChainBreak, ChainWalk
+from chalicelib.domain.audit import UNKNOWN_OUTCOME, AuditEntry, AuditQuery, ChainBreak, ChainWalk, RequestInFlight
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.events import REQUEST_LEASE
+from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
 
 VERIFY_MAX_ENTRIES = 20_000  # per call: a walk this long stays well inside an API Lambda's 30 s
 VERIFY_MAX_SECONDS = 20.0
+UNFINISHED_SEARCH_PAGES = 10  # of 200 entries, looking for the entry of a creation that died after writing it
 
 
 def record(ports: Ports, environment: str, *, actor: str, action: str, resource_type: str,
@@ -30,6 +35,65 @@ def record(ports: Ports, environment: str, *, actor: str, action: str, resource_
         return
     ports.audit.append(environment, actor=actor, action=action, resource_type=resource_type,
                        resource_id=resource_id, summary=summary or {})
+
+
+# Requests in flight: an API request's entry outlives its process -------------------------------
+
+def begin_request(ports: Ports, request: RequestInFlight) -> None:
+    """Before a state-changing request runs (the middleware's); `end_request` once its entry is
+    written, or it changed nothing."""
+    if ports.audit is not None:
+        ports.audit.begin_request(request)
+
+
+def end_request(ports: Ports, environment: str, request_id: str) -> None:
+    if ports.audit is not None:
+        ports.audit.end_request(environment, request_id)
+
+
+def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
+    """The sweeper's: a request still in flight past REQUEST_LEASE belongs to a process that died
+    (or whose entry could not be written). Its entry is written, outcome unknown, unless its
+    resource's entries hold one with its request id (the process died just after writing it).
+    Returns how many entries were written."""
+    if ports.audit is None:
+        return 0
+    now = now or utc_now()
+    written = 0
+    for request in ports.audit.requests_in_flight():
+        if now - request.began_at <= REQUEST_LEASE:
+            continue
+        try:
+            if not _has_entry(ports, request):
+                record(ports, request.environment, actor=request.actor, action=request.action,
+                       resource_type=request.resource_type, resource_id=request.resource_id,
+                       summary={**request.summary, "request_id": request.request_id, **UNKNOWN_OUTCOME})
+                written += 1
+            ports.audit.end_request(request.environment, request.request_id)
+        except Exception:  # one request's trouble stops no other; the next sweep tries again
+            logger.exception("writing an unfinished request's audit entry failed",
+                             extra={"environment": request.environment, "request_id": request.request_id})
+    return written
+
+
+def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
+    """Whether the request's entry was written: among its resource's newest entries, or for a
+    creation (its id was not known before it ran) among its actor's entries of that type since it
+    began, read a bounded number of pages (UNFINISHED_SEARCH_PAGES)."""
+    if ports.audit is None:
+        return False
+    if request.resource_id is not None:
+        query = AuditQuery(resource_type=request.resource_type, resource_id=request.resource_id)
+    else:
+        query = AuditQuery(resource_type=request.resource_type, actor=request.actor, at_from=request.began_at)
+    cursor = None
+    for _ in range(UNFINISHED_SEARCH_PAGES):
+        entries, cursor = ports.audit.list_page(request.environment, query, limit=200, cursor=cursor)
+        if any(entry.summary.get("request_id") == request.request_id for entry in entries):
+            return True
+        if cursor is None or request.resource_id is not None:
+            return False
+    return False
 
 
 # Notes: what a service adds to the entry of the request it serves --------------------------------

@@ -8,19 +8,27 @@ why consumers (the webhook fan-out, a client) drop duplicates by id.
 Automated decisions (an import or a run ended, a refresh opened an exception, an agent run ended)
 are announced: an audit entry, then the event, once per decision however often a retried job
 announces it (`announce`).
+
+A change that nothing retries (a person's request, an exception resolving itself) is saved with its
+event through `save_and_emit`: an outbox without transactions, so a process that dies between the
+save and the event does not lose the event.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import TypeVar
 
 from chalicelib.domain import event_data
 from chalicelib.domain.agents.runs import AgentRun
 from chalicelib.domain.audit import AuditQuery, agent_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.events import Event
+from chalicelib.domain.events import REQUEST_LEASE, Announcer, Event, EventOrigin, HeldEvent
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.ports import EventLedger, Ports
+
+T = TypeVar("T")
 
 
 def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
@@ -37,6 +45,52 @@ def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
         logger.warning("events parked: the bus did not take them",
                        extra={"event_ids": [e.id for e in refused], "error": type(error).__name__})
         ports.event_ledger.park(environment, refused)
+
+
+def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOrigin, save: Callable[[str | None], T],
+                  *, announcer: Announcer | None = None, lease: timedelta = REQUEST_LEASE) -> T:
+    """Save a change and send the event that tells of it, at least once even if this process dies
+    between the two. The event is held in the ledger first (for `lease`, longer than the caller
+    lives); `save(event_id)` makes the change and adds the event's id to the `origin` item's
+    `pending_events` in the same conditional write; then the event goes (announced, its audit entry
+    first, when `announcer` is given), the id comes off the item and the hold is released.
+
+    A process that dies after the save leaves the hold and the id: once the lease is over, the
+    sweeper sends the event. One that dies before the save, or a save refused, leaves a hold whose
+    item lacks the id: the sweeper drops it (a save that failed is not taken for unsaved at once:
+    a write can be applied though its answer was lost)."""
+    ledger = ports.event_ledger
+    if ledger is None:
+        saved = save(None)
+        _send(ports, environment, event, announcer)
+        return saved
+    held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer)
+    ledger.hold(held)
+    saved = save(event.id)
+    _deliver(ports, held)
+    return saved
+
+
+def _send(ports: Ports, environment: str, event: Event, announcer: Announcer | None) -> None:
+    if announcer is None:
+        emit(ports, environment, event)
+    else:
+        announce(ports, event, environment, actor=announcer.actor, summary_fields=announcer.summary_fields)
+
+
+def _deliver(ports: Ports, held: HeldEvent) -> bool:
+    """Send a held event whose change is saved, then settle it. False when it is not out yet: its
+    announcement is another worker's for now (the hold stays, and a later sweep looks again)."""
+    ledger = ports.event_ledger
+    assert ledger is not None and held.origin is not None
+    _send(ports, held.environment, held.event, held.announcer)
+    if held.announcer is not None:
+        mark = ledger.announcement(held.environment, held.event.id)
+        if mark is None or not mark.done:
+            return False
+    ledger.settle(held.environment, held.origin, held.event.id)
+    ledger.release_hold(held.environment, held.event.id)
+    return True
 
 
 def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
@@ -99,14 +153,26 @@ def announce_agent_run(ports: Ports, run: AgentRun) -> None:
              summary_fields=("status", "trigger", "file_import_id", "error_message"))
 
 
-def publish_parked(ports: Ports) -> int:
-    """The sweeper's: publish what was parked; what the bus still refuses stays for the next sweep."""
+def publish_parked(ports: Ports, now: datetime | None = None) -> int:
+    """The sweeper's: publish what was parked (what the bus still refuses stays for the next sweep),
+    and the held events past their lease whose change was saved (`save_and_emit`)."""
     if ports.events is None or ports.event_ledger is None:
         return 0
+    now = now or utc_now()
+    kept = ports.event_ledger.parked()
+    published = _publish_refused(ports, [h for h in kept if h.origin is None])
+    for held in kept:
+        if held.origin is not None and held.due(now):
+            published += _send_owed(ports, held)
+    return published
+
+
+def _publish_refused(ports: Ports, parked: list[HeldEvent]) -> int:
+    assert ports.events is not None and ports.event_ledger is not None
     published = 0
     by_environment: dict[str, list[Event]] = {}
-    for environment, event in ports.event_ledger.parked():
-        by_environment.setdefault(environment, []).append(event)
+    for held in parked:
+        by_environment.setdefault(held.environment, []).append(held.event)
     for environment, events in by_environment.items():
         try:
             ports.events.publish(environment, events)
@@ -119,3 +185,19 @@ def publish_parked(ports: Ports) -> int:
         ports.event_ledger.release(environment, sent)
         published += len(sent)
     return published
+
+
+def _send_owed(ports: Ports, held: HeldEvent) -> int:
+    """A held event past its lease: its worker died after the save (the item carries the event's
+    id: send it) or before it, or the save was refused (drop the hold)."""
+    ledger = ports.event_ledger
+    assert ledger is not None and held.origin is not None
+    try:
+        if not ledger.owed(held.environment, held.origin, held.event.id):
+            ledger.release_hold(held.environment, held.event.id)
+            return 0
+        return int(_deliver(ports, held))
+    except Exception:  # one event's trouble stops no other; the next sweep tries again
+        logger.exception("sending a held event failed", extra={"event_id": held.event.id,
+                                                               "environment": held.environment})
+        return 0

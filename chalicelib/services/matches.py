@@ -3,17 +3,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from chalicelib.domain import event_data
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.domain.events import EventOrigin
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.events import emit
+from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Matches, Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
@@ -25,11 +27,12 @@ WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
 
 def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]],
-                  used_by: dict[str, frozenset[int]]) -> list[Match]:
+                  used_by: dict[str, frozenset[int]], pending_events: dict[int, str] | None = None) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
-    of the matches whose claims all held, batched. A record another match of the reconciliation
-    holds, or one being deleted, undoes its match. Returns the matches written."""
+    of the matches whose claims all held, batched (with the event each commit owes, by match id:
+    see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
+    or one being deleted, undoes its match. Returns the matches written."""
     if not batch:
         return []
     matches.put_members_of(batch)
@@ -47,13 +50,8 @@ def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]]
         if match.id in refused:
             release_members(matches, match, members, used_by)
     written = [match for match, _ in batch if match.id not in refused]
-    matches.commit_many(written)
+    matches.commit_many(written, pending_events)
     return written
-
-
-def write_match(matches: Matches, match: Match, members: list[MatchMember], used_by: dict[str, frozenset[int]]) -> bool:
-    """One match (a person's): False when a record was taken meanwhile, and nothing is left of it."""
-    return bool(write_matches(matches, [(match, members)], used_by))
 
 
 def release_members(matches: Matches, match: Match, members: list[MatchMember],
@@ -83,10 +81,11 @@ def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> 
 
 def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     current = ports.matches.get(environment, match_id)
-    confirmed = ports.matches.confirm(current)
+    event = event_data.match_event(replace(current, status=MatchStatus.CONFIRMED), "confirmed", utc_now())
+    confirmed = save_and_emit(ports, environment, event, EventOrigin.match(match_id),
+                              lambda owed: ports.matches.confirm(current, pending_event=owed))
     audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)
-    emit(ports, environment, event_data.match_event(confirmed, "confirmed", utc_now()))
     return confirmed
 
 
@@ -104,9 +103,9 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
                     used_by(ports.reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.
     matching_changed(ports, environment, match.reconciliation_id)
-    ports.matches.mark_unmatched(match)
+    save_and_emit(ports, environment, event_data.match_event(match, "deleted", utc_now()), EventOrigin.match(match_id),
+                  lambda owed: ports.matches.mark_unmatched(match, pending_event=owed))
     audit.note(before={"status": match.status.value}, after={"status": "unmatched"}, record_count=len(members))
-    emit(ports, environment, event_data.match_event(match, "deleted", utc_now()))
 
 
 def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
@@ -152,19 +151,23 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
                            held[rid].matched_in) for rid in ids]
     users = used_by(ports.reconciliations, environment, side_of)
     ports.matches.begin(match)
-    try:
-        written = write_match(ports.matches, match, members, users)
-    except Exception:
-        roll_back(ports.matches, match, members, users)
-        raise
-    if not written:
-        ports.matches.remove(match)
-        raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
+
+    def commit(owed: str | None) -> None:
+        try:
+            written = write_matches(ports.matches, [(match, members)], users, {match.id: owed} if owed else None)
+        except Exception:
+            roll_back(ports.matches, match, members, users)
+            raise
+        if not written:
+            ports.matches.remove(match)
+            raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
+
+    save_and_emit(ports, environment, event_data.match_event(match, "created", match.created_at),
+                  EventOrigin.match(match.id), commit)
     try:
         matching_changed(ports, environment, reconciliation_id)  # its records leave them
     except Exception:  # the match is made: a retry would be 409; the hourly refresh catches up
         logger.exception("requesting an exception refresh failed", extra={"reconciliation_id": reconciliation_id})
-    emit(ports, environment, event_data.match_event(match, "created", match.created_at))
     return match
 
 

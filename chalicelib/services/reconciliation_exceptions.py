@@ -13,6 +13,7 @@ from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
+from chalicelib.domain.events import ANNOUNCEMENT_LEASE, Announcer, Event, EventOrigin
 from chalicelib.domain.reconciliation_exceptions import (
     Assignee,
     ExceptionComment,
@@ -34,7 +35,7 @@ from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.events import announce, announced, emit
+from chalicelib.services.events import announce, announced, save_and_emit
 from chalicelib.services.ports import Ports
 
 REFRESH_EVERY = timedelta(hours=1)  # ages cross the grace period by the day; runs refresh at once
@@ -163,14 +164,15 @@ def _resolve_empty(ports: Ports, exception: ReconciliationException, now: dateti
     """An exception left with no records resolves itself (unless a person moved it meanwhile)."""
     if not exception.active:
         return
+    resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
+    announcer = Announcer(system_actor("exception_refresh", exception.reconciliation_id), ("previous_status", "status"))
     try:
-        resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
-        ports.exceptions.save(resolved, previous=exception)
+        save_and_emit(ports, exception.environment, event_data.exception_status_changed(exception, resolved),
+                      EventOrigin.exception(exception.id),
+                      lambda owed: ports.exceptions.save(resolved, previous=exception, pending_event=owed),
+                      announcer=announcer, lease=ANNOUNCEMENT_LEASE)
     except Conflict:
         return  # changed meanwhile: the next refresh looks again
-    announce(ports, event_data.exception_status_changed(exception, resolved), exception.environment,
-             actor=system_actor("exception_refresh", exception.reconciliation_id),
-             summary_fields=("previous_status", "status"))
     add_comment(ports, exception.environment, exception.id, body="Every record of this exception was matched, "
                 "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
@@ -262,13 +264,21 @@ def update(ports: Ports, environment: str, exception_id: int, *, title: str | No
     updated = replace(updated, title=title if title is not None else updated.title,
                       description=description if description is not None else updated.description,
                       updated_at=now, version=current.version + 1)
-    ports.exceptions.save(updated, previous=current)
+    if updated.status is not current.status:
+        _save_telling(ports, current, updated, event_data.exception_status_changed(current, updated))
+    else:
+        ports.exceptions.save(updated, previous=current)
     audit.note(**audit.changes(_audited(current), _audited(updated)))
     if description is not None:
         ports.exceptions.mark_custom_description(updated)
-    if updated.status is not current.status:
-        emit(ports, environment, event_data.exception_status_changed(current, updated))
     return ports.exceptions.get(environment, exception_id)
+
+
+def _save_telling(ports: Ports, current: ReconciliationException, updated: ReconciliationException,
+                  event: Event) -> None:
+    """Save a person's change to the exception and send the event that tells of it."""
+    save_and_emit(ports, updated.environment, event, EventOrigin.exception(updated.id),
+                  lambda owed: ports.exceptions.save(updated, previous=current, pending_event=owed))
 
 
 def _audited(exception: ReconciliationException) -> dict[str, Any]:
@@ -283,8 +293,7 @@ def add_assignee(ports: Ports, environment: str, exception_id: int, idp_user_id:
     assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), idp_user_id)
     assigned = replace(current, assignees=current.assignees + (assignee,), updated_at=utc_now(),
                        version=current.version + 1)
-    ports.exceptions.save(assigned, previous=current)
-    emit(ports, environment, event_data.exception_assigned(current, assigned))
+    _save_telling(ports, current, assigned, event_data.exception_assigned(current, assigned))
     return assignee
 
 
@@ -294,8 +303,7 @@ def remove_assignee(ports: Ports, environment: str, exception_id: int, assignee_
         raise NotFound(f"assignee {assignee_id} not found on exception {exception_id}")
     unassigned = replace(current, assignees=tuple(a for a in current.assignees if a.id != assignee_id),
                          updated_at=utc_now(), version=current.version + 1)
-    ports.exceptions.save(unassigned, previous=current)
-    emit(ports, environment, event_data.exception_assigned(current, unassigned))
+    _save_telling(ports, current, unassigned, event_data.exception_assigned(current, unassigned))
 
 
 def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str, author_idp_id: str,
@@ -305,7 +313,8 @@ def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str,
         raise ValidationFailed.on("body", f"must be 1 to {MAX_BODY} characters")
     comment = ExceptionComment(id=ports.exceptions.next_id(environment, "exception_comment"), body=body,
                                author_idp_id=author_idp_id, mentions=tuple(mentions), created_at=utc_now())
-    ports.exceptions.add_comment(exception, comment)
-    emit(ports, environment, event_data.exception_commented(exception, comment))
+    save_and_emit(ports, environment, event_data.exception_commented(exception, comment),
+                  EventOrigin.exception_comment(exception_id, comment.id),
+                  lambda owed: ports.exceptions.add_comment(exception, comment, pending_event=owed))
     return comment
 

@@ -7,7 +7,7 @@ A record's status after a claim, a release or a reopen is the domain's `record_s
 reconciliations that matched it, given those using its stream."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from copy import deepcopy
 from dataclasses import replace
 from datetime import datetime
@@ -106,7 +106,7 @@ class FakeMatchRepository:
         row.matched_in.discard(reconciliation_id)
         row.record = replace(row.record, status=status)
 
-    def commit_many(self, matches: list[Match]) -> None:
+    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
         for match in matches:
             self.matches[(match.environment, match.id)] = stored_match(match)
@@ -231,7 +231,7 @@ class FakeMatchRepository:
 
     # Changing a committed match ---------------------------------------------------------------
 
-    def confirm(self, match: Match) -> Match:
+    def confirm(self, match: Match, pending_event: str | None = None) -> Match:
         stored = self.matches.get((match.environment, match.id))
         if stored is None or stored.unmatching or stored.pending_since is not None:
             raise NotFound(f"reconciliation match {match.id} not found")
@@ -262,7 +262,7 @@ class FakeMatchRepository:
             raise ConditionFailed()
         del self.matches[(match.environment, match.id)]
 
-    def mark_unmatched(self, match: Match) -> None:
+    def mark_unmatched(self, match: Match, pending_event: str | None = None) -> None:
         stored = self._stored(match)
         self.matches[(match.environment, match.id)] = replace(stored, unmatched_at=stored_time(utc_now()))
 

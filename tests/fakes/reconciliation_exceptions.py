@@ -135,7 +135,8 @@ class FakeExceptionRepository:
             raise KeyError("status")  # an item without the exception's attributes
         return row.exception.status not in ACTIVE
 
-    def save(self, updated: ReconciliationException, previous: ReconciliationException) -> None:
+    def save(self, updated: ReconciliationException, previous: ReconciliationException,
+             pending_event: str | None = None) -> None:
         """Write a change over the version before it; a close frees the stream's guard, a reopen takes
         it back (Conflict while another exception is active)."""
         reopening = updated.active and not previous.active
@@ -266,7 +267,8 @@ class FakeExceptionRepository:
 
     # Comments -------------------------------------------------------------------------------
 
-    def add_comment(self, exception: ReconciliationException, comment: ExceptionComment) -> None:
+    def add_comment(self, exception: ReconciliationException, comment: ExceptionComment,
+                    pending_event: str | None = None) -> None:
         kept = self.exception_comments.setdefault((exception.environment, exception.id), {})
         if comment.id in kept:
             raise ConditionFailed()  # the adapter's put_new lets it through

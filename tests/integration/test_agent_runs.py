@@ -320,3 +320,36 @@ def test_what_an_agent_changes_is_in_the_audit_trail_with_the_agent_as_actor(api
     assert all(e["summary"].get("agent_run_id", run["id"]) == run["id"] for e in entries)
     assert entries[0]["resource_id"] == str(run["id"]) and entries[0]["summary"]["status"] == "completed"
     assert api.get("/v1/audit_events/verify").json_body["intact"] is True
+
+
+def test_an_agent_change_whose_entry_was_not_written_is_recorded_by_the_sweeper_outcome_unknown(
+        api, worker, services, model, monkeypatch):
+    """The run went on past the change (here the append failed; a run killed there is the same):
+    the change was noted in flight first, so the sweeper writes its entry."""
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services import audit
+
+    real_record = audit.record
+
+    def failing_for_files(ports, environment, **entry):
+        if entry["action"] == "agent_file.written":
+            raise RuntimeError("the table is throttling")
+        real_record(ports, environment, **entry)
+
+    monkeypatch.setattr(audit, "record", failing_for_files)
+    agent = create_agent(api)
+    model.add(model.tool_calls(("c1", "write_output_file", {"filename": "notes.txt", "content": "hello"})),
+              model.text("Wrote it."))
+    run = run_agent(api, worker, agent["id"])
+    monkeypatch.undo()
+    by_agent = f"/v1/audit_events?actor=agent:{agent['id']}"
+    assert [e["action"] for e in api.get(by_agent).json_body["data"]] == ["agent_run.completed"]
+
+    assert audit.record_unfinished(services.ports, now=utc_now() + timedelta(minutes=3)) == 1
+
+    written, _ = api.get(by_agent).json_body["data"]
+    assert (written["action"], written["resource_type"], written["resource_id"]) == (
+        "agent_file.written", "agent_run", str(run["id"]))
+    assert written["summary"]["outcome"] == "unknown" and written["summary"]["agent_run_id"] == run["id"]

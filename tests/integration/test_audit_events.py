@@ -37,6 +37,11 @@ def entries(api, query: str = "") -> list[dict]:
     return response.json_body["data"]
 
 
+def summary_of(entry: dict) -> dict:
+    """An API call's entry's summary, less the request id every such summary names."""
+    return {k: v for k, v in entry["summary"].items() if k != "request_id"}
+
+
 def verified(api, query: str = "") -> dict:
     response = api.get(f"{EVENTS}/verify{query}")
     assert response.status_code == 200, response.json_body
@@ -81,7 +86,8 @@ def test_a_change_records_who_made_it_what_and_on_which_resource(api, services):
         (1, actor, "data_stream.created", "data_stream", "bank"),
         (2, actor, "data_stream.updated", "data_stream", "bank"),
         (3, actor, "data_stream.deleted", "data_stream", "bank")]
-    assert updated["summary"] == {"fields": ["description", "name"]}  # names, never the values sent
+    assert summary_of(updated) == {"fields": ["description", "name"]}  # names, never the values sent
+    assert len({e["summary"]["request_id"] for e in (created, updated, deleted)}) == 3
     assert created["prev_hash"] == "0" * 64 and updated["prev_hash"] == created["hash"]
     assert created["id"] == created["seq"] and created["at"] <= updated["at"] <= deleted["at"]
 
@@ -102,7 +108,7 @@ def test_a_bulk_request_records_one_entry_however_many_records_it_carries(api, s
     by_key = f"&actor={actor_of(services, api.key)}"
     [entry] = entries(api, f"?resource_type=bulk_request&resource_id={bulk['id']}{by_key}")
 
-    assert (entry["action"], entry["summary"]) == ("bulk_request.created", {"total_items": 30})
+    assert (entry["action"], summary_of(entry)) == ("bulk_request.created", {"total_items": 30})
     assert len(entries(api, "?resource_type=record")) == 0  # never one per record
     assert len(entries(api)) < 5  # the stream, the request (and what the ingestion itself records)
 
@@ -122,14 +128,14 @@ def test_status_changes_of_exceptions_and_matches_record_their_before_and_after(
     by_key = f"&actor={actor_of(services, api.key)}"
     [updated] = entries(api, f"?resource_type=reconciliation_exception&resource_id={exception['id']}{by_key}")
     assert updated["action"] == "reconciliation_exception.updated"
-    assert updated["summary"] == {"fields": ["status"], "before": {"status": "open"},
+    assert summary_of(updated) == {"fields": ["status"], "before": {"status": "open"},
                                   "after": {"status": "investigating"}}
     [unmatched] = entries(api, f"?resource_type=reconciliation_match&resource_id={match['id']}{by_key}")
     assert unmatched["action"] == "reconciliation_match.deleted"
-    assert unmatched["summary"] == {"before": {"status": "confirmed"}, "after": {"status": "unmatched"},
+    assert summary_of(unmatched) == {"before": {"status": "confirmed"}, "after": {"status": "unmatched"},
                                     "record_count": 2}
     [started] = entries(api, f"?resource_type=reconciliation_run{by_key}")
-    assert (started["action"], started["resource_id"], started["summary"]) == (
+    assert (started["action"], started["resource_id"], summary_of(started)) == (
         "reconciliation_run.created", str(run["id"]), {"reconciliation_id": str(reconciliation["id"])})
 
 
@@ -146,6 +152,93 @@ def test_a_failed_append_is_logged_and_the_change_still_answers(api, services, c
     assert api.get("/v1/data_streams/bank").status_code == 200
     [logged] = [r for r in caplog.records if r.getMessage() == "audit entry not recorded"]
     assert (logged.levelname, logged.audit_action, logged.audit_resource_id) == ("ERROR", "data_stream.created", "bank")
+
+
+# A request whose process dies between its change and its entry ---------------------------------
+
+class Died(BaseException):
+    """The process ends here (as a Lambda killed mid-call): no handler of ours catches it."""
+
+
+def _die(*_args, **_kwargs):
+    raise Died()
+
+
+def _sweep_after(services, delay: timedelta) -> int:
+    return audit.record_unfinished(services.ports, now=utc_now() + delay)
+
+
+def test_a_request_whose_process_died_before_its_entry_is_recorded_by_the_sweeper_outcome_unknown(
+        api, services, monkeypatch):
+    api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
+    with pytest.raises(Died):
+        api.patch("/v1/data_streams/bank", {"name": "Main bank"})
+    monkeypatch.undo()
+    assert api.get("/v1/data_streams/bank").json_body["name"] == "Main bank"  # the change was made
+    assert [e["action"] for e in entries(api)] == ["data_stream.created"]
+
+    assert _sweep_after(services, timedelta(seconds=20)) == 0  # its request might still be running
+    assert _sweep_after(services, timedelta(minutes=3)) == 1
+    assert _sweep_after(services, timedelta(minutes=10)) == 0
+
+    updated, _ = entries(api)
+    assert (updated["actor"], updated["action"], updated["resource_type"], updated["resource_id"]) == (
+        actor_of(services, api.key), "data_stream.updated", "data_stream", "bank")
+    assert updated["summary"]["outcome"] == "unknown" and updated["summary"]["fields"] == ["name"]
+    assert updated["summary"]["request_id"]
+    assert services.audit.requests_in_flight() == [] and verified(api)["intact"] is True
+
+
+def test_a_request_whose_process_died_just_after_its_entry_gets_no_second_one(api, services, monkeypatch):
+    monkeypatch.setattr(audit, "end_request", _die)
+    with pytest.raises(Died):
+        api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})  # a creation: its id unknown before
+    with pytest.raises(Died):
+        api.patch("/v1/data_streams/bank", {"name": "Main bank"})
+    monkeypatch.undo()
+    assert len(services.audit.requests_in_flight()) == 2
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 0
+
+    assert [e["action"] for e in entries(api)] == ["data_stream.updated", "data_stream.created"]
+    assert services.audit.requests_in_flight() == []
+
+
+def test_answered_and_refused_requests_leave_nothing_in_flight_and_a_server_error_is_recorded_outcome_unknown(
+        api, services):
+    streams(api, 2)
+    assert api.patch("/v1/data_streams/missing", {"name": "x"}).status_code == 404
+    assert services.audit.requests_in_flight() == []
+
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError("the disk is on fire")
+
+    services.ports = replace(services.ports, reconciliations=Broken())
+    response = api.post("/v1/reconciliations", {"name": "r", "run_type": "batch", "side_a_stream_keys": ["s0"],
+                                                "side_b_stream_keys": ["s1"]})
+    assert response.status_code == 500
+    assert [r.action for r in services.audit.requests_in_flight()] == ["reconciliation.created"]
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 1
+    [entry] = entries(api, "?resource_type=reconciliation")
+    assert entry["action"] == "reconciliation.created" and entry["summary"]["outcome"] == "unknown"
+
+
+def test_an_unfinished_request_is_recorded_in_its_own_environment(api, services, monkeypatch):
+    other = create_key(services.api_keys, "globex", label="ops")[1]
+    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
+    with pytest.raises(Died):
+        api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}, key=other)
+    monkeypatch.undo()
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 1
+
+    assert entries(api) == []  # acme's chain
+    [entry] = api.get(EVENTS, key=other).json_body["data"]
+    assert (entry["action"], entry["actor"], entry["summary"]["outcome"]) == (
+        "data_stream.created", actor_of(services, other), "unknown")
 
 
 def test_record_does_nothing_when_no_audit_log_is_wired(services):

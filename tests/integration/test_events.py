@@ -1,6 +1,7 @@
 """Domain events on the app's EventBridge bus (moto), read as a client's own rule would: a rule on
 the bus that sends every `recon` event to a queue of the test's."""
 import json
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 
@@ -131,7 +132,7 @@ def test_events_the_bus_refuses_are_parked_and_the_sweeper_sends_them(api, servi
     event = make_event(environment, "file_import.completed", "job 77", utc_now(), {"id": 77})
     event_service.emit(elsewhere, environment, event)  # the bus is not there: parked, nothing raised
     assert bus.events() == []
-    assert [e.id for _, e in real.event_ledger.parked()] == [event.id]
+    assert [h.event.id for h in real.event_ledger.parked()] == [event.id]
 
     from chalicelib.jobs.sweeper import sweep_task
     sweep_task()  # the one-minute sweeper
@@ -260,3 +261,150 @@ def test_events_are_sent_in_calls_of_at_most_240_kb():
 
     assert [len(b) for b in batches] == [2, 2, 1]
     assert all(sum(len(entry["Detail"]) for _, entry in batch) <= BYTES_PER_CALL for batch in batches)
+
+
+# The outbox: a change nothing retries (a person's, an exception resolving itself) loses no event
+# when its process dies between the save and the event ---------------------------------------------
+
+class Died(BaseException):
+    """The process ends here (as a Lambda killed mid-call): no handler of ours catches it."""
+
+
+@contextmanager
+def dying_before_sending():
+    """Inside, a change is saved and its process dies before its event goes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(event_service, "_deliver", _die)
+        with pytest.raises(Died):
+            yield
+
+
+def _sweep_after(services, delay: timedelta) -> int:
+    return event_service.publish_parked(services.ports, now=utc_now() + delay)
+
+
+def _environment(services):
+    return services.ports.api_keys.list()[0].environment
+
+
+def test_a_match_by_hand_whose_process_died_before_its_event_is_told_by_the_sweeper_once(
+        api, services, ingest, reconciliation, bus):
+    from chalicelib.adapters.dynamodb import keys
+    from chalicelib.services import matches
+
+    ids = ingest(record("bank", 1, 500)) + ingest(record("ledger", 1, 500))
+    environment = _environment(services)
+    with dying_before_sending():
+        matches.create_manual_match(services.ports, environment, reconciliation["id"], ids, False, None)
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert bus.events("reconciliation_match.created") == []
+
+    assert _sweep_after(services, timedelta(seconds=30)) == 0  # its request might still be alive: left to it
+    assert _sweep_after(services, timedelta(minutes=3)) == 1
+
+    [created] = bus.events("reconciliation_match.created")
+    assert created["data"]["id"] == match["id"] and created["data"]["record_count"] == 2
+    assert services.ports.event_ledger.parked() == []
+    assert keys.PENDING_EVENTS not in services.table.get(keys.match(environment, match["id"]))
+    assert _sweep_after(services, timedelta(minutes=10)) == 0
+    assert len(bus.events("reconciliation_match.created")) == 1
+
+
+def test_a_person_s_exception_changes_whose_process_died_are_told_by_the_sweeper(
+        api, services, ingest, reconciliation, bus):
+    from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
+    from chalicelib.services import reconciliation_exceptions as exceptions
+
+    old = (utc_now() - timedelta(days=30)).date().isoformat()
+    ingest(record("bank", 1, 900, old))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [opened] = bus.events("reconciliation_exception.opened")
+    exception_id, environment = opened["data"]["id"], _environment(services)
+    for change in (lambda: exceptions.add_comment(services.ports, environment, exception_id, body="looking",
+                                                  author_idp_id="ada", mentions=[]),
+                   lambda: exceptions.add_assignee(services.ports, environment, exception_id, "ada"),
+                   lambda: exceptions.update(services.ports, environment, exception_id, title=None, description=None,
+                                             status=ExceptionStatus.INVESTIGATING)):
+        with dying_before_sending():
+            change()
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 3
+
+    [commented] = bus.events("reconciliation_exception.commented")
+    [assigned] = bus.events("reconciliation_exception.assigned")
+    [moved] = bus.events("reconciliation_exception.status_changed")
+    assert commented["data"]["comment"]["body"] == "looking" and assigned["data"]["idp_user_ids"] == ["ada"]
+    assert (moved["data"]["previous_status"], moved["data"]["status"]) == ("open", "investigating")
+    assert services.ports.event_ledger.parked() == []
+
+
+def test_a_change_refused_or_never_saved_tells_nothing_and_its_hold_is_dropped(
+        api, services, ingest, reconciliation, bus):
+    from chalicelib.domain.errors import NotFound
+    from chalicelib.services import matches
+
+    environment = _environment(services)
+    first, second = (matches.create_manual_match(
+        services.ports, environment, reconciliation["id"],
+        ingest(record("bank", n, 500)) + ingest(record("ledger", n, 500)), False, None) for n in (1, 2))
+    # A confirm that read the match before another request unmatched it: refused after its event was held.
+    stale = services.ports.matches.get(environment, first.id)
+    assert api.delete(f"/v1/reconciliation_matches/{first.id}").status_code in (200, 204)
+    reading_stale = replace(services.ports, matches=_Wrapped(services.ports.matches, get=lambda *_: stale))
+    with pytest.raises(NotFound):
+        matches.confirm(reading_stale, environment, first.id)
+    # An unmatch whose process died before its last write.
+    dying = replace(services.ports, matches=_Wrapped(services.ports.matches, mark_unmatched=_die))
+    with pytest.raises(Died):
+        matches.unmatch(dying, environment, second.id)
+    assert sorted(h.event.type for h in services.ports.event_ledger.parked()) == [
+        "reconciliation_match.confirmed", "reconciliation_match.deleted"]
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 0
+
+    assert bus.events("reconciliation_match.confirmed") == []
+    assert [e["data"]["id"] for e in bus.events("reconciliation_match.deleted")] == [first.id]
+    assert services.ports.event_ledger.parked() == []
+
+
+def _die(*_args, **_kwargs):
+    raise Died()
+
+
+class _Wrapped:
+    """A repository with some methods replaced."""
+    def __init__(self, inner, **replaced) -> None:
+        self._inner, self._replaced = inner, replaced
+
+    def __getattr__(self, name):
+        return self._replaced.get(name) or getattr(self._inner, name)
+
+
+def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_announced_by_the_sweeper_once(
+        api, services, ingest, reconciliation, bus):
+    from chalicelib.services import reconciliation_exceptions as exceptions
+
+    old = (utc_now() - timedelta(days=30)).date().isoformat()
+    [bank_id] = ingest(record("bank", 1, 900, old))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [opened] = bus.events("reconciliation_exception.opened")
+    [ledger_id] = ingest(record("ledger", 1, 900, old))
+    assert api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"],
+                                                   "record_ids": [bank_id, ledger_id]}).status_code == 201
+    environment = _environment(services)
+    with dying_before_sending():
+        exceptions.refresh(services.ports, environment, reconciliation["id"])
+    exception = api.get(f"/v1/reconciliation_exceptions/{opened['data']['id']}").json_body
+    assert exception["status"] == "resolved" and bus.events("reconciliation_exception.status_changed") == []
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 0  # a refresh may live 15 minutes: left to it
+    assert _sweep_after(services, timedelta(minutes=21)) == 1
+    assert _sweep_after(services, timedelta(minutes=30)) == 0
+
+    [resolved] = bus.events("reconciliation_exception.status_changed")
+    assert (resolved["data"]["previous_status"], resolved["data"]["status"]) == ("open", "resolved")
+    entries = api.get(f"/v1/audit_events?resource_type=reconciliation_exception&resource_id={exception['id']}"
+                      ).json_body["data"]
+    [entry] = [e for e in entries if e["action"] == "reconciliation_exception.status_changed"]
+    assert entry["actor"] == f"system:exception_refresh:{reconciliation['id']}"
+    assert entry["summary"]["event_id"] == resolved["id"]

@@ -152,11 +152,11 @@ class DiesOnCommit:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches):
+    def commit_many(self, matches, pending_events=None):
         self.calls += 1
         if self.calls >= self._from_call:
             raise RuntimeError("Lambda died")
-        return self._matches.commit_many(matches)
+        return self._matches.commit_many(matches, pending_events)
 
 
 def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match(
@@ -324,8 +324,8 @@ class CommitsThenDies:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches):
-        self._matches.commit_many(matches)
+    def commit_many(self, matches, pending_events=None):
+        self._matches.commit_many(matches, pending_events)
         if self.unmatched is None and matches:
             from chalicelib.services.matches import unmatch
 

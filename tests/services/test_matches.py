@@ -30,7 +30,7 @@ class ClaimsThenDies:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches):
+    def commit_many(self, matches, pending_events=None):
         raise RuntimeError("throttled")
 
 

@@ -26,6 +26,7 @@ from chalicelib.domain.audit import (
     AuditQuery,
     ChainBusy,
     ChainHead,
+    RequestInFlight,
     canonical_json,
     new_entry,
 )
@@ -97,6 +98,30 @@ class AuditRepository:
                 "environment": entry.environment, "seq": entry.seq, "at": iso(entry.at), "actor": entry.actor,
                 "action": entry.action, "resource_type": entry.resource_type, "resource_id": entry.resource_id,
                 "summary": canonical_json(dict(entry.summary)), "prev_hash": entry.prev_hash, "hash": entry.hash}
+
+    # Requests in flight -------------------------------------------------------------------------
+
+    def begin_request(self, request: RequestInFlight) -> None:
+        self._table.put({**keys.request_in_flight(request.environment, request.request_id),
+                         "entity": "request_in_flight", "environment": request.environment,
+                         "request_id": request.request_id, "actor": request.actor, "action": request.action,
+                         "resource_type": request.resource_type, "resource_id": request.resource_id,
+                         "summary": canonical_json(dict(request.summary)), "began_at": iso(request.began_at)})
+
+    def end_request(self, environment: str, request_id: str) -> None:
+        self._table.delete(keys.request_in_flight(environment, request_id))
+
+    def requests_in_flight(self, limit_per_shard: int = 500) -> list[RequestInFlight]:
+        """Every environment's, oldest shard first; at most `limit_per_shard` of each shard."""
+        found = []
+        for shard in keys.requests_in_flight_shards():
+            page = self._table.query_page("pk", shard, limit=limit_per_shard, newest_first=False)
+            found += [RequestInFlight(environment=item["environment"], request_id=item["request_id"],
+                                      actor=item["actor"], action=item["action"],
+                                      resource_type=item["resource_type"], resource_id=item.get("resource_id"),
+                                      summary=json.loads(item["summary"]), began_at=parse_iso(item["began_at"]))
+                      for item in page.items]
+        return found
 
     # Reading ------------------------------------------------------------------------------------
 

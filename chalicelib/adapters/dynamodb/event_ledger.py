@@ -1,9 +1,12 @@
-"""What the table keeps of events: those the bus did not take, until the sweeper publishes them,
-and the mark of each automated decision's announcement (its audit entry and its event).
+"""What the table keeps of events: those not out yet, until the sweeper publishes them, and the
+mark of each automated decision's announcement (its audit entry and its event).
 
-Parked events are rare (EventBridge refused or could not be reached after the publisher's own
-retries), so one partition across environments (each sort key starts with its environment) that
-the one-minute sweeper reads whole; the same event parked twice is one item (its id is stable).
+Events are parked when EventBridge refused them or could not be reached after the publisher's
+own retries, and held while the change they tell of is saved (the outbox: the saving write adds
+the event's id to the item's `pending_events`; once the event is out the id is taken off and the
+hold released). Both are rare or short-lived, so one partition across environments (each sort
+key starts with its environment) that the one-minute sweeper reads whole; the same event parked
+twice is one item (its id is stable).
 An announcement's mark is reserved before the audit entry is written and completed after the
 event is out, so a retried job announces nothing twice (services/events.py `announce`).
 """
@@ -16,7 +19,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, utc_now
-from chalicelib.domain.events import Announcement, Event
+from chalicelib.domain.events import Announcement, Announcer, Event, EventOrigin, HeldEvent
 
 PENDING, DONE = "pending", "done"
 
@@ -28,19 +31,60 @@ class EventLedger:
     # Parked events ------------------------------------------------------------------------------
 
     def park(self, environment: str, events: list[Event]) -> None:
-        self._table.batch_write(puts=[self._parked_item(environment, e) for e in events])
+        """Events the bus refused: due at once."""
+        now = utc_now()
+        self._table.batch_write(puts=[self._parked_item(keys.parked_event(environment, e.id),
+                                                        HeldEvent(environment, e, due_at=now)) for e in events])
 
-    def parked(self, limit: int = 500) -> list[tuple[str, Event]]:
+    def hold(self, held: HeldEvent) -> None:
+        """Before the change the event tells of is saved (see the module docstring)."""
+        self._table.put(self._parked_item(keys.held_event(held.environment, held.event.id), held))
+
+    def parked(self, limit: int = 500) -> list[HeldEvent]:
+        """Parked and held events of every environment, oldest first (a held one has its origin)."""
         page = self._table.query_page("pk", keys.PARKED_EVENTS_PK, limit=limit, newest_first=False)
-        return [(item["environment"], Event.from_json(json.loads(item["event"]))) for item in page.items]
+        return [self._held(item) for item in page.items]
 
     def release(self, environment: str, events: list[Event]) -> None:
         self._table.batch_write(deletes=[keys.parked_event(environment, e.id) for e in events])
 
+    def release_hold(self, environment: str, event_id: str) -> None:
+        self._table.delete(keys.held_event(environment, event_id))
+
+    def owed(self, environment: str, origin: EventOrigin, event_id: str) -> bool:
+        """Whether the origin's item carries the event's id: its change was saved, and the event is
+        not out yet."""
+        item = self._table.get(_origin_key(environment, origin))
+        return item is not None and event_id in (item.get(keys.PENDING_EVENTS) or ())
+
+    def settle(self, environment: str, origin: EventOrigin, event_id: str) -> None:
+        """The event is out: its id comes off the origin's item (an item gone meanwhile stays gone)."""
+        try:
+            self._table.update(_origin_key(environment, origin), f"DELETE {keys.PENDING_EVENTS} :id",
+                               values={":id": {event_id}}, condition="attribute_exists(pk)")
+        except ConditionFailed:
+            pass
+
     @staticmethod
-    def _parked_item(environment: str, event: Event) -> dict[str, Any]:
-        return {**keys.parked_event(environment, event.id), "entity": "parked_event", "environment": environment,
-                "event": json.dumps(event.to_json(), separators=(",", ":")), "parked_at": iso(utc_now())}
+    def _parked_item(key: dict[str, str], held: HeldEvent) -> dict[str, Any]:
+        item: dict[str, Any] = {**key, "entity": "held_event" if held.origin else "parked_event",
+                                "environment": held.environment,
+                                "event": json.dumps(held.event.to_json(), separators=(",", ":")),
+                                "parked_at": iso(utc_now()), "due_at": iso(held.due_at)}
+        if held.origin is not None:
+            item["origin"] = {"kind": held.origin.kind, "ids": list(held.origin.ids)}
+        if held.announcer is not None:
+            item["announcer"] = {"actor": held.announcer.actor, "summary_fields": list(held.announcer.summary_fields)}
+        return item
+
+    @staticmethod
+    def _held(item: dict[str, Any]) -> HeldEvent:
+        origin, announcer = item.get("origin"), item.get("announcer")
+        return HeldEvent(
+            environment=item["environment"], event=Event.from_json(json.loads(item["event"])),
+            due_at=parse_iso(item.get("due_at") or item["parked_at"]),
+            origin=EventOrigin(origin["kind"], tuple(int(i) for i in origin["ids"])) if origin else None,
+            announcer=Announcer(announcer["actor"], tuple(announcer["summary_fields"])) if announcer else None)
 
     # Announcements ------------------------------------------------------------------------------
 
@@ -74,3 +118,25 @@ class EventLedger:
     def complete(self, environment: str, event_id: str) -> None:
         self._table.update(keys.announced_event(environment, event_id), "SET #state = :done, #at = :now",
                            values={":done": DONE, ":now": iso(utc_now())}, names={"#state": "state", "#at": "at"})
+
+
+def owing(event_id: str | None) -> dict[str, Any]:
+    """The attribute a put adds to the item it saves when the change owes an event (else none)."""
+    return {keys.PENDING_EVENTS: {event_id}} if event_id is not None else {}
+
+
+def owes(event_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The clause and values an update adds when its change owes an event (else "" and none)."""
+    if event_id is None:
+        return "", {}
+    return f" ADD {keys.PENDING_EVENTS} :owed_event", {":owed_event": {event_id}}
+
+
+def _origin_key(environment: str, origin: EventOrigin) -> dict[str, str]:
+    if origin.kind == "match":
+        return keys.match(environment, *origin.ids)
+    if origin.kind == "exception":
+        return keys.reconciliation_exception(environment, *origin.ids)
+    if origin.kind == "exception_comment":
+        return keys.exception_comment(environment, *origin.ids)
+    raise ValueError(f"unknown event origin {origin.kind!r}")

@@ -21,6 +21,12 @@ API key        | -    | KEY#<sha256>          | KEY             | api_keys: add;
 parked event   | -    | PARKED_EVENTS         | <env>#<event id>| event_ledger: park (the | parked: the sweeper
                |      |                       |                 | bus refused it),        | publishes them again
                |      |                       |                 | release                 | (services/events.py)
+held event     | -    | PARKED_EVENTS         | <env>#<event    | event_ledger: hold      | parked: the sweeper
+               |      |                       | id>#HELD        | (before the change it   | sends one past its lease
+               |      |                       |                 | tells of is saved: that | if its item still
+               |      |                       |                 | item gets the id in     | carries its id (services/
+               |      |                       |                 | pending_events),        | events.py), else drops
+               |      |                       |                 | release_hold            | it
                |      |                       |                 |                         |
 announcement   | -    | {E}#EVENT#<event id>  | ANNOUNCED       | event_ledger: reserve   | announcement: a retried
                |      |                       |                 | (pending), retake (its  | job announcing the same
@@ -317,6 +323,12 @@ audit entry    | -    | {E}#AUDIT             | SEQ#<seq>       | audit: append 
 audit chain    | -    | {E}#AUDIT             | HEAD            | audit: append advances  | append: the next seq and
 head           |      |                       |                 | it (conditional: only   | prev_hash; verify: where
                |      |                       |                 | forward)                | the chain ends
+               |      |                       |                 |                         |
+request in     | -    | REQUESTS_IN_FLIGHT#   | <env>#<request  | audit: begin_request    | requests_in_flight: the
+flight         |      | <0..7>                | id>             | (before a state-        | sweeper writes the entry
+               |      |                       |                 | changing request runs), | of one whose process
+               |      |                       |                 | end_request (its entry  | died (outcome unknown)
+               |      |                       |                 | is written)             |
 
 - `<entity>` of an id counter: data_stream, property_definition, record, ingestion_job, run, match,
   reconciliation, reconciliation_rule, exception, exception_assignee, exception_comment,
@@ -583,18 +595,25 @@ def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str
     return {"gsi1pk": runs_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(run_id)}
 
 
-# A sparse index of pending and running runs of every environment, read by the sweeper only.
+# Events the ledger keeps until they are out (refused by the bus, or held for a change being saved).
 PARKED_EVENTS_PK = "PARKED_EVENTS"
+# On a match, exception or comment: the ids of the events its last saving write owes (see event_ledger).
+PENDING_EVENTS = "pending_events"
 
 
 def parked_event(environment: str, event_id: str) -> dict[str, str]:
     return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}"}
 
 
+def held_event(environment: str, event_id: str) -> dict[str, str]:
+    return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}#HELD"}
+
+
 def announced_event(environment: str, event_id: str) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#EVENT#{event_id}", "sk": "ANNOUNCED"}
 
 
+# A sparse index of pending and running runs of every environment, read by the sweeper only.
 ACTIVE_RUNS_PK = "ACTIVE_RUNS"
 
 
@@ -960,6 +979,22 @@ def audit_resource_pk(environment: str, resource_type: str, resource_id: str) ->
 
 def audit_resource_index(environment: str, resource_type: str, resource_id: str, seq: int) -> dict[str, str]:
     return {"gsi3pk": audit_resource_pk(environment, resource_type, resource_id), "gsi3sk": _id(seq)}
+
+
+# State-changing requests begun and not yet in the trail, for the sweeper: every environment's, in
+# REQUESTS_IN_FLIGHT#0 .. #<REQUESTS_IN_FLIGHT_SHARDS - 1> (by a hash of the request id), so no one
+# partition takes every request's two writes.
+REQUESTS_IN_FLIGHT_PK = "REQUESTS_IN_FLIGHT"
+REQUESTS_IN_FLIGHT_SHARDS = 8
+
+
+def request_in_flight(environment: str, request_id: str) -> dict[str, str]:
+    shard = zlib.crc32(request_id.encode()) % REQUESTS_IN_FLIGHT_SHARDS
+    return {"pk": f"{REQUESTS_IN_FLIGHT_PK}#{shard}", "sk": f"{environment}#{request_id}"}
+
+
+def requests_in_flight_shards() -> list[str]:
+    return [f"{REQUESTS_IN_FLIGHT_PK}#{shard}" for shard in range(REQUESTS_IN_FLIGHT_SHARDS)]
 
 
 # Webhooks ------------------------------------------------------------------------------------

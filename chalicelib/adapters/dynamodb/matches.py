@@ -12,10 +12,11 @@ A failed claim releases the claims this match made and deletes its members.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize
@@ -102,11 +103,13 @@ class MatchRepository:
                 continue
         raise RuntimeError(f"record {record_id} kept changing while being unmatched")
 
-    def commit_many(self, matches: list[Match]) -> None:
+    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the match items, the commit markers, batched. Not conditional: a match id is
         reserved for one match only (a run's block, or a person's single id), and a retry first
-        leaves out the matches already written (see `existing_ids`)."""
-        self._table.batch_write(puts=[self.to_item(m) for m in matches])
+        leaves out the matches already written (see `existing_ids`). `pending_events` names the
+        event a match's commit owes (see event_ledger), by match id."""
+        pending_events = pending_events or {}
+        self._table.batch_write(puts=[{**self.to_item(m), **owing(pending_events.get(m.id))} for m in matches])
 
     def delete_members(self, environment: str, match_id: int) -> None:
         """The members, and the money a trace kept of them."""
@@ -284,13 +287,15 @@ class MatchRepository:
 
     # Changing a committed match ---------------------------------------------------------------
 
-    def confirm(self, match: Match) -> Match:
+    def confirm(self, match: Match, pending_event: str | None = None) -> Match:
+        owed, owed_values = owes(pending_event)
         try:
             item = self._table.update(
-                keys.match(match.environment, match.id), "SET #status = :confirmed",
+                keys.match(match.environment, match.id), "SET #status = :confirmed" + owed,
                 condition="attribute_exists(pk) AND attribute_not_exists(unmatching) "
                           "AND attribute_not_exists(pending_since)",
-                names={"#status": "status"}, values={":confirmed": MatchStatus.CONFIRMED.value}, return_new=True)
+                names={"#status": "status"}, values={":confirmed": MatchStatus.CONFIRMED.value, **owed_values},
+                return_new=True)
         except ConditionFailed:
             raise NotFound(f"reconciliation match {match.id} not found") from None
         return self._from_item(item)
@@ -314,9 +319,10 @@ class MatchRepository:
         """Drop a match that was never committed (a committed one stays, as a tombstone once unmatched)."""
         self._table.delete(keys.match(match.environment, match.id), condition="attribute_exists(pending_since)")
 
-    def mark_unmatched(self, match: Match) -> None:
-        self._table.update(keys.match(match.environment, match.id), "SET unmatched_at = :now",
-                           condition="attribute_exists(pk)", values={":now": iso(utc_now())})
+    def mark_unmatched(self, match: Match, pending_event: str | None = None) -> None:
+        owed, owed_values = owes(pending_event)
+        self._table.update(keys.match(match.environment, match.id), "SET unmatched_at = :now" + owed,
+                           condition="attribute_exists(pk)", values={":now": iso(utc_now()), **owed_values})
 
     def existing_ids(self, environment: str, match_ids: Iterable[int]) -> set[int]:
         """Which of these matches were written already (committed, or unmatched since)."""

@@ -8,6 +8,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
@@ -87,26 +88,29 @@ class ExceptionRepository:
             return utc_now() - parse_iso(guard["created_at"]) > STALE_GUARD_AGE
         return ExceptionStatus(item["status"]) not in (ExceptionStatus.OPEN, ExceptionStatus.INVESTIGATING)
 
-    def save(self, updated: ReconciliationException, previous: ReconciliationException) -> None:
+    def save(self, updated: ReconciliationException, previous: ReconciliationException,
+             pending_event: str | None = None) -> None:
         """Write a change (optimistic: `updated.version` is one past the stored one). A close frees
-        the stream's guard; a reopen takes it back, refused (409) while another exception is active."""
+        the stream's guard; a reopen takes it back, refused (409) while another exception is active.
+        `pending_event` is the id of the event the change owes (see event_ledger)."""
         reopening = updated.active and not previous.active
         if reopening:
             holder = self.open_guard_for(updated)
             if holder is not None:
                 raise Conflict(f"exception {holder} is already open for this reconciliation and data stream; "
                                "reopen refused")
+        owed, owed_values = owes(pending_event)
         try:
             self._table.update(
                 keys.reconciliation_exception(updated.environment, updated.id),
                 "SET title = :title, description = :description, #status = :status, updated_at = :updated, "
-                "opened_at = :opened, closed_at = :closed, assignees = :assignees, #v = :version",
+                "opened_at = :opened, closed_at = :closed, assignees = :assignees, #v = :version" + owed,
                 condition="#v = :expected", names={"#status": "status", "#v": "version"},
                 values={":title": updated.title, ":description": updated.description, ":status": updated.status.value,
                         ":updated": iso(updated.updated_at), ":opened": iso(updated.opened_at),
                         ":closed": iso(updated.closed_at) if updated.closed_at else None,
                         ":assignees": [{"id": a.id, "idp_user_id": a.idp_user_id} for a in updated.assignees],
-                        ":version": updated.version, ":expected": updated.version - 1},
+                        ":version": updated.version, ":expected": updated.version - 1, **owed_values},
                 keep_nulls=True)
         except ConditionFailed:
             if reopening:
@@ -233,11 +237,12 @@ class ExceptionRepository:
 
     # Comments -------------------------------------------------------------------------------
 
-    def add_comment(self, exception: ReconciliationException, comment: ExceptionComment) -> None:
+    def add_comment(self, exception: ReconciliationException, comment: ExceptionComment,
+                    pending_event: str | None = None) -> None:
         self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment.id),
                              "entity": "exception_comment", "id": comment.id, "body": comment.body,
                              "author_idp_id": comment.author_idp_id, "mentions": list(comment.mentions),
-                             "created_at": iso(comment.created_at)})
+                             "created_at": iso(comment.created_at), **owing(pending_event)})
 
     def comments(self, exception: ReconciliationException) -> list[ExceptionComment]:
         items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
