@@ -67,7 +67,10 @@ def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOri
     held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer)
     ledger.hold(held)
     saved = save(event.id)
-    _deliver(ports, held)
+    try:
+        _deliver(ports, held)
+    except Exception:  # the change is made and its event owed: the sweeper sends it, never a failed answer
+        logger.exception("sending an event failed; the sweeper sends it", extra={"event_id": event.id})
     return saved
 
 

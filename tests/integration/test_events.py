@@ -408,3 +408,19 @@ def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_anno
     [entry] = [e for e in entries if e["action"] == "reconciliation_exception.status_changed"]
     assert entry["actor"] == f"system:exception_refresh:{reconciliation['id']}"
     assert entry["summary"]["event_id"] == resolved["id"]
+
+
+def test_a_change_whose_event_could_not_be_sent_still_answers_and_the_sweeper_sends_it(
+        api, services, ingest, reconciliation, bus, monkeypatch):
+    ids = ingest(record("bank", 1, 500)) + ingest(record("ledger", 1, 500))
+
+    def unreachable(*_args, **_kwargs):
+        raise RuntimeError("the bus and the table are both unreachable")
+
+    monkeypatch.setattr(event_service, "_send", unreachable)
+    response = api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"], "record_ids": ids})
+    monkeypatch.undo()
+    assert response.status_code == 201 and bus.events("reconciliation_match.created") == []
+
+    assert _sweep_after(services, timedelta(minutes=3)) == 1
+    assert [e["data"]["id"] for e in bus.events("reconciliation_match.created")] == [response.json_body["id"]]
