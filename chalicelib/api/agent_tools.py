@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -33,7 +33,7 @@ from chalicelib.domain.agents.files import (
 )
 from chalicelib.domain.agents.runs import MAX_AGENT_DEPTH, AgentRun, AgentRunTrigger, OutputFile
 from chalicelib.domain.agents.sql_guard import SqlRefused
-from chalicelib.domain.audit import RequestInFlight, agent_actor
+from chalicelib.domain.audit import agent_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, NotFound
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
@@ -169,42 +169,25 @@ class AgentToolBox:
             comment = exception_service.add_comment(self._ports, self._environment, _int(args["id"]),
                                                     body=str(args["body"]), author_idp_id=f"agent:{self._agent.id}",
                                                     mentions=[])
-            noted["comment_id"] = comment.id
+            noted.summary["comment_id"] = comment.id
         return _json({"comment_id": comment.id, "exception_id": _int(args["id"])})
 
     def _start_run(self, args: dict[str, Any]) -> str:
         with self._change("reconciliation_run.created", "reconciliation_run") as noted:
             run = start_run(self._ports, self._environment, _int(args["reconciliation_id"]), trigger=RunTrigger.AGENT)
-            noted.update(id=run.id, reconciliation_id=run.reconciliation_id, status=run.status.value)
+            noted.resource_id = run.id
+            noted.summary.update(reconciliation_id=run.reconciliation_id, status=run.status.value)
         return _json(_plain(run_out(run)))
 
-    @contextmanager
-    def _change(self, action: str, resource_type: str, resource_id: int | str | None = None,
-                ) -> Iterator[dict[str, Any]]:
+    def _change(self, action: str, resource_type: str,
+                resource_id: int | str | None = None) -> AbstractContextManager[audit.NotedChange]:
         """Around a tool's change: its audit entry, with the agent as the actor and its run in the
-        summary, plus what the tool notes in the dict yielded (`id`: the resource's, when known only
-        after the change). The change is noted in flight first, so that should the run die before
-        the entry is written, the sweeper writes it (outcome unknown); a tool that refuses
-        (ToolFailed, or the service's refusal) changed nothing and writes none."""
-        actor, request_id = agent_actor(self._agent.id), uuid.uuid4().hex
-        known = {"agent_run_id": self._run.id}
-        try:
-            audit.begin_request(self._ports, RequestInFlight(
-                environment=self._environment, request_id=request_id, actor=actor, action=action,
-                resource_type=resource_type, resource_id=None if resource_id is None else str(resource_id),
-                summary=known, began_at=utc_now()))
-        except Exception:  # as for an API request: the note is a safeguard, never a reason to refuse
-            logger.exception("agent tool change not noted in flight", extra={"audit_action": action})
-        noted: dict[str, Any] = {}
-        try:
-            yield noted
-        except (ToolFailed, DomainError):
-            audit.end_request(self._ports, self._environment, request_id)
-            raise
-        audit.record(self._ports, self._environment, actor=actor, action=action, resource_type=resource_type,
-                     resource_id=noted.pop("id", resource_id),
-                     summary={**known, **noted, "request_id": request_id})
-        audit.end_request(self._ports, self._environment, request_id)
+        summary (audit.change_in_flight: should the run die before the entry is written, the
+        sweeper writes it; a tool that refuses changed nothing and writes none)."""
+        return audit.change_in_flight(self._ports, self._environment, request_id=uuid.uuid4().hex,
+                                      actor=agent_actor(self._agent.id), action=action, resource_type=resource_type,
+                                      resource_id=resource_id, summary={"agent_run_id": self._run.id},
+                                      refusals=(ToolFailed, DomainError))
 
     # Files -------------------------------------------------------------------------------------
 
@@ -258,7 +241,7 @@ class AgentToolBox:
                             byte_size=len(body), content_type=content_type_for(filename), created_at=utc_now())
         with self._change("agent_file.written", "agent_run", self._run.id) as noted:
             self._ports.agent_files.put(self._run.stored(output), body)
-            noted.update(filename=filename, byte_size=len(body))
+            noted.summary.update(filename=filename, byte_size=len(body))
         self.output_files = [f for f in self.output_files if f is not previous] + [output]
         return _json({"filename": filename, "byte_size": len(body)})
 
@@ -280,7 +263,8 @@ class AgentToolBox:
         self._agents_started += 1
         with self._change("agent_run.created", "agent_run") as noted:
             run = agent_runs.queue_run(self._ports, self._environment, target, AgentRunTrigger.AGENT, callers=chain)
-            noted.update(id=run.id, agent_id=target)
+            noted.resource_id = run.id
+            noted.summary["agent_id"] = target
         return _json({"agent_id": target, "run_id": run.id, "status": run.status.value})
 
 

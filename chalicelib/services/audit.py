@@ -12,13 +12,13 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.audit import UNKNOWN_OUTCOME, AuditEntry, AuditQuery, ChainBreak, ChainWalk, RequestInFlight
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.errors import DomainError, ValidationFailed
 from chalicelib.domain.events import REQUEST_LEASE
 from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
@@ -49,6 +49,44 @@ def begin_request(ports: Ports, request: RequestInFlight) -> None:
 def end_request(ports: Ports, environment: str, request_id: str) -> None:
     if ports.audit is not None:
         ports.audit.end_request(environment, request_id)
+
+
+@dataclass
+class NotedChange:
+    """What a change made inside `change_in_flight` adds to its entry: its resource's id when known
+    only after it, more summary, or that it changed nothing after all (no entry)."""
+    resource_id: str | int | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    changed: bool = True
+
+
+@contextmanager
+def change_in_flight(ports: Ports, environment: str, *, request_id: str, actor: str, action: str,
+                     resource_type: str, resource_id: str | int | None = None,
+                     summary: Mapping[str, Any] | None = None,
+                     refusals: tuple[type[BaseException], ...] = (DomainError,)) -> Iterator[NotedChange]:
+    """Around a change made outside an API request (an agent's tool, the webhooks' disable): noted
+    in flight first, then its entry (`summary` and what the change noted, with `request_id`), then
+    the note goes. A refusal (`refusals`) changed nothing: the note goes, no entry. Any other
+    failure, or a process that dies, leaves the note: the sweeper writes the entry, outcome unknown.
+    A note that cannot be written is logged; the change still goes ahead."""
+    known = dict(summary or {})
+    try:
+        begin_request(ports, RequestInFlight(
+            environment=environment, request_id=request_id, actor=actor, action=action, resource_type=resource_type,
+            resource_id=None if resource_id is None else str(resource_id), summary=known, began_at=utc_now()))
+    except Exception:
+        logger.exception("change not noted in flight", extra={"audit_action": action, "request_id": request_id})
+    noted = NotedChange(resource_id=resource_id)
+    try:
+        yield noted
+    except refusals:
+        end_request(ports, environment, request_id)
+        raise
+    if noted.changed:
+        record(ports, environment, actor=actor, action=action, resource_type=resource_type,
+               resource_id=noted.resource_id, summary={**known, **noted.summary, "request_id": request_id})
+    end_request(ports, environment, request_id)
 
 
 def record_unfinished(ports: Ports, now: datetime | None = None) -> int:

@@ -206,10 +206,12 @@ def _failed(ports: Ports, endpoint: WebhookEndpoint, claimed: WebhookDelivery, n
     failing = webhooks.mark_failing(endpoint, now)
     if failing.active and failing.failing_since is not None and should_disable(failing.failing_since, now):
         reason = disabled_reason(failing.failing_since)
-        if webhooks.disable(failing, now, reason):
-            audit.record(ports, failing.environment, actor=system_actor("webhooks"), action="webhook_endpoint.disabled",
-                         resource_type="webhook_endpoint", resource_id=failing.id,
-                         summary={"reason": reason, "failing_since": iso(failing.failing_since)})
+        with audit.change_in_flight(ports, failing.environment, actor=system_actor("webhooks"),
+                                    request_id=f"webhook_endpoint:{failing.id}:disabled:{iso(failing.failing_since)}",
+                                    action="webhook_endpoint.disabled", resource_type="webhook_endpoint",
+                                    resource_id=failing.id,
+                                    summary={"reason": reason, "failing_since": iso(failing.failing_since)}) as noted:
+            noted.changed = webhooks.disable(failing, now, reason)
     return done
 
 

@@ -341,6 +341,40 @@ def test_an_endpoint_failing_for_3_days_is_disabled_and_says_so(api, services, w
     assert (again["active"], again["disabled_reason"], again["failing_since"]) == (True, None, None)
 
 
+def test_a_disable_whose_audit_entry_could_not_be_written_is_recorded_by_the_sweeper(
+        api, services, worker, receivers, clock, monkeypatch):
+    from chalicelib.services import audit
+
+    receiver = receivers([500])
+    endpoint = create(api, receiver.url())
+    publish(services, "acme", occurrence="job 1")
+    worker.drain()
+    clock.advance(days=3, minutes=1)
+    real_record = audit.record
+
+    def failing_for_disables(ports, environment, **entry):
+        if entry["action"] == "webhook_endpoint.disabled":
+            raise RuntimeError("the table is throttling")
+        real_record(ports, environment, **entry)
+
+    monkeypatch.setattr(audit, "record", failing_for_disables)
+    publish(services, "acme", occurrence="job 2")
+    with pytest.raises(AssertionError, match="the table is throttling"):  # the worker's attempt fails
+        worker.drain()
+    monkeypatch.setattr(audit, "record", real_record)
+    assert api.get(f"/v1/webhook_endpoints/{endpoint['id']}").json_body["active"] is False
+    by_resource = f"/v1/audit_events?resource_type=webhook_endpoint&resource_id={endpoint['id']}&actor=system:webhooks"
+    assert api.get(by_resource).json_body["data"] == []
+
+    clock.advance(minutes=3)
+    assert audit.record_unfinished(services.ports) == 1
+    assert audit.record_unfinished(services.ports) == 0
+
+    [entry] = api.get(by_resource).json_body["data"]
+    assert entry["action"] == "webhook_endpoint.disabled" and entry["summary"]["outcome"] == "unknown"
+    assert "failed" in entry["summary"]["reason"]
+
+
 def test_retry_sends_a_failed_or_waiting_delivery_now_and_refuses_one_that_succeeded(
         api, services, worker, receivers, clock):
     receiver = receivers([500, 200])
