@@ -323,27 +323,20 @@ def test_what_an_agent_changes_is_in_the_audit_trail_with_the_agent_as_actor(api
 
 
 def test_an_agent_change_whose_entry_was_not_written_is_recorded_by_the_sweeper_outcome_unknown(
-        api, worker, services, model, monkeypatch):
+        api, worker, services, model):
     """The run went on past the change (here the append failed; a run killed there is the same):
     the change was noted in flight first, so the sweeper writes its entry."""
     from datetime import timedelta
 
     from chalicelib.domain.clock import utc_now
     from chalicelib.services import audit
+    from tests.support.crashes import failing_appends
 
-    real_record = audit.record
-
-    def failing_for_files(ports, environment, **entry):
-        if entry["action"] == "agent_file.written":
-            raise RuntimeError("the table is throttling")
-        real_record(ports, environment, **entry)
-
-    monkeypatch.setattr(audit, "record", failing_for_files)
     agent = create_agent(api)
     model.add(model.tool_calls(("c1", "write_output_file", {"filename": "notes.txt", "content": "hello"})),
               model.text("Wrote it."))
-    run = run_agent(api, worker, agent["id"])
-    monkeypatch.undo()
+    with failing_appends("agent_file.written"):
+        run = run_agent(api, worker, agent["id"])
     by_agent = f"/v1/audit_events?actor=agent:{agent['id']}"
     assert [e["action"] for e in api.get(by_agent).json_body["data"]] == ["agent_run.completed"]
 

@@ -342,26 +342,19 @@ def test_an_endpoint_failing_for_3_days_is_disabled_and_says_so(api, services, w
 
 
 def test_a_disable_whose_audit_entry_could_not_be_written_is_recorded_by_the_sweeper(
-        api, services, worker, receivers, clock, monkeypatch):
+        api, services, worker, receivers, clock):
     from chalicelib.services import audit
+    from tests.support.crashes import failing_appends
 
     receiver = receivers([500])
     endpoint = create(api, receiver.url())
     publish(services, "acme", occurrence="job 1")
     worker.drain()
     clock.advance(days=3, minutes=1)
-    real_record = audit.record
-
-    def failing_for_disables(ports, environment, **entry):
-        if entry["action"] == "webhook_endpoint.disabled":
-            raise RuntimeError("the table is throttling")
-        real_record(ports, environment, **entry)
-
-    monkeypatch.setattr(audit, "record", failing_for_disables)
     publish(services, "acme", occurrence="job 2")
-    with pytest.raises(AssertionError, match="the table is throttling"):  # the worker's attempt fails
+    with failing_appends("webhook_endpoint.disabled"), \
+            pytest.raises(AssertionError, match="the table is throttling"):  # the worker's attempt fails
         worker.drain()
-    monkeypatch.setattr(audit, "record", real_record)
     assert api.get(f"/v1/webhook_endpoints/{endpoint['id']}").json_body["active"] is False
     by_resource = f"/v1/audit_events?resource_type=webhook_endpoint&resource_id={endpoint['id']}&actor=system:webhooks"
     assert api.get(by_resource).json_body["data"] == []

@@ -3,7 +3,11 @@ its writes (tests/integration/test_run_crash_points.py, tests/services/test_run_
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 
 class Killed(Exception):
@@ -34,3 +38,22 @@ class Dies:
                     raise Killed(f"the Lambda died at {name}")
             return real(*args, **kwargs)
         return call
+
+
+
+@contextmanager
+def failing_appends(action: str) -> Iterator[None]:
+    """Inside, the audit trail refuses every entry of `action` (the table throttling, say); every
+    other entry is written."""
+    from chalicelib.services import audit
+
+    real_record = audit.record
+
+    def record(ports: Any, environment: str, **entry: Any) -> None:
+        if entry["action"] == action:
+            raise RuntimeError("the table is throttling")
+        real_record(ports, environment, **entry)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(audit, "record", record)
+        yield
