@@ -41,7 +41,7 @@ class EventLedger:
         self._table.put(self._parked_item(keys.held_event(held.environment, held.event.id), held))
 
     def parked(self, limit: int = 500) -> list[HeldEvent]:
-        """Parked and held events of every environment, oldest first (a held one has its origin)."""
+        """Parked and held events of every environment (a held one has its origin), in key order."""
         page = self._table.query_page("pk", keys.PARKED_EVENTS_PK, limit=limit, newest_first=False)
         return [self._held(item) for item in page.items]
 
