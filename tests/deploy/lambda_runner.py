@@ -169,6 +169,11 @@ def main():
 
     settings = current_settings()
     _, key = create_key(container().api_keys, "acme", label="proof")
+    # moto's server polls a queue for its event source mapping itself, on each message sent, and
+    # takes messages this proof hands to the handlers: off, as the proof is the poller here.
+    lam = boto3.client("lambda")
+    for mapping in lam.list_event_source_mappings()["EventSourceMappings"]:
+        lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
     sqs = boto3.client("sqs")
     bulk_url = sqs.get_queue_url(QueueName=settings.bulk_queue_name)["QueueUrl"]
     investigation_url = sqs.get_queue_url(QueueName=settings.investigation_queue_name)["QueueUrl"]
@@ -326,11 +331,8 @@ def main():
             for event in events:
                 told.append(json.loads(event["Records"][0]["body"])["detail-type"])
                 handler("webhook_fanout")(event, Context())
-        # (moto's server gives back 8 of the 9 or 10 messages its rule put there: the first steps'
-        # bulk_request.completed and file_import.completed do not come back from its receive, though
-        # their audit entries show them announced and none was parked. The in-process tests and
-        # the local stack's end-to-end test receive every one; so the proof checks the later ones.)
-        if not {"reconciliation_run.completed", "investigation.completed", "agent_run.failed"} <= set(told):
+        if not {"bulk_request.completed", "file_import.completed", "reconciliation_run.completed",
+                "investigation.completed", "agent_run.failed"} <= set(told):
             report("the bus's rule sent the events of the steps above", False, sorted(set(told)))
         deliveries_url = sqs.get_queue_url(QueueName=settings.webhook_delivery_queue_name)["QueueUrl"]
         attempts = 0
