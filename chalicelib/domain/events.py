@@ -125,3 +125,13 @@ class HeldEvent:
 
     def due(self, now: datetime) -> bool:
         return self.due_at <= now
+
+
+@dataclass(frozen=True)
+class HeldDecision:
+    """An end the sweeper decides on its own (a stuck run failed, say), held before it is made and
+    released once announced (services/events.py `deciding`)."""
+    kind: str
+    environment: str
+    entity_id: int
+    due_at: datetime

@@ -15,7 +15,8 @@ save and the event does not lose the event.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -23,7 +24,15 @@ from chalicelib.domain import event_data
 from chalicelib.domain.agents.runs import AgentRun
 from chalicelib.domain.audit import AuditQuery, agent_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.events import REQUEST_LEASE, Announcer, Event, EventOrigin, HeldEvent
+from chalicelib.domain.events import (
+    ANNOUNCEMENT_LEASE,
+    REQUEST_LEASE,
+    Announcer,
+    Event,
+    EventOrigin,
+    HeldDecision,
+    HeldEvent,
+)
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.ports import EventLedger, Ports
@@ -123,6 +132,44 @@ def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
     _record(ports, event, environment, actor, summary_fields)
     emit(ports, environment, event)
     ledger.complete(environment, event.id)
+
+
+@contextmanager
+def deciding(ports: Ports, kind: str, environment: str, entity_id: int) -> Iterator[None]:
+    """Around an end the sweeper decides on its own (a stuck run, import or investigation failed).
+    Nothing retries such a decision once made: its entity leaves the sweeper's lists. So it is held
+    first (for ANNOUNCEMENT_LEASE) and released once made and announced; one a dying sweeper left
+    is finished by `finish_decisions`. A decision that raised stays held too."""
+    ledger = ports.event_ledger
+    decision = HeldDecision(kind, environment, entity_id, utc_now() + ANNOUNCEMENT_LEASE)
+    if ledger is not None:
+        ledger.hold_decision(decision)
+    yield
+    if ledger is not None:
+        ledger.release_decision(decision)
+
+
+def finish_decisions(ports: Ports, kind: str, announce_if_ended: Callable[[str, int], bool],
+                     now: datetime | None = None) -> int:
+    """The kind's sweep's: each decision held past its lease is announced by `announce_if_ended`
+    (environment, id), if the end was made (announcing is idempotent: one made and announced is
+    not told twice), then released; True from it says the end was made. Returns how many were."""
+    if ports.event_ledger is None:
+        return 0
+    now = now or utc_now()
+    ended = 0
+    for decision in ports.event_ledger.decisions(kind):
+        if decision.due_at > now:
+            continue
+        try:
+            if announce_if_ended(decision.environment, decision.entity_id):
+                ended += 1
+                logger.warning("a decision whose sweeper died was announced",
+                               extra={"kind": kind, "environment": decision.environment, "id": decision.entity_id})
+            ports.event_ledger.release_decision(decision)
+        except Exception:  # one decision's trouble stops no other; the next sweep tries again
+            logger.exception("finishing a held decision failed", extra={"kind": kind, "id": decision.entity_id})
+    return ended
 
 
 def announced(ledger: EventLedger | None, environment: str, event_id: str) -> bool:

@@ -35,6 +35,7 @@ from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs, statement_imports
+from chalicelib.services.events import deciding, finish_decisions
 from chalicelib.services.ingestion import (
     conclude,
     process_chunk,
@@ -394,6 +395,7 @@ def check_create_options(source: JobSource, date_format: str, decimal_places: in
 MAX_RESTARTS = 3
 LOST_START_AFTER = timedelta(minutes=5)
 UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
+JOB_DECISIONS = "ingestion_job"  # the sweeper's held decisions on imports (events.deciding)
 
 
 def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
@@ -403,6 +405,8 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     One job's trouble never stops the sweep of the others."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
+    finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _announce_if_ended(ports, environment, job_id),
+                     now)
     for job in ports.ingestion_jobs.active():
         try:
             outcome = _sweep_one(ports, job, now)
@@ -414,14 +418,23 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     return counts
 
 
+def _announce_if_ended(ports: Ports, environment: str, job_id: int) -> bool:
+    job = ports.ingestion_jobs.find(environment, job_id)
+    if job is None or not job.finished:
+        return False
+    conclude(ports, job, job.status)  # on an ended job: its announcement only (see ingestion.conclude)
+    return True
+
+
 def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     if job.finished:
         return None
     if waiting_for_upload(ports, job):
         if now - job.created_at <= UPLOAD_WAIT:
             return None
-        conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
-                 error_details={"upload_url_expired": True})
+        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
+            conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
+                     error_details={"upload_url_expired": True})
         return "failed"
     if job.status is JobStatus.PENDING:
         stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
@@ -430,9 +443,10 @@ def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     if not stale:
         return None
     if job.restarts >= MAX_RESTARTS:
-        conclude(ports, job, JobStatus.FAILED,
-                 error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
-                 error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
+        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
+            conclude(ports, job, JobStatus.FAILED,
+                     error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
+                     error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
         return "failed"
     if not restart(ports, job):
         return None  # it moved meanwhile, or another sweeper restarted it

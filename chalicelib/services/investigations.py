@@ -15,11 +15,12 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordF
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services.events import announce
+from chalicelib.services.events import announce, deciding, finish_decisions
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
+INVESTIGATION_DECISIONS = "investigation"  # the sweeper's held decisions on investigations (events.deciding)
 ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
 
 
@@ -188,10 +189,23 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Fail what no delivery will finish any more: an investigation still pending or running after
     its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
     now = now or utc_now()
+    finish_decisions(ports, INVESTIGATION_DECISIONS,
+                     lambda environment, investigation_id: _announce_if_ended(ports, environment, investigation_id),
+                     now)
     failed = 0
     for investigation in ports.investigations.active():
         if now - investigation.created_at > ABANDONED_AFTER:
-            fail(ports, investigation.environment, investigation.id,
-                 TimeoutError("no worker finished it; start a new investigation"))
+            with deciding(ports, INVESTIGATION_DECISIONS, investigation.environment, investigation.id):
+                fail(ports, investigation.environment, investigation.id,
+                     TimeoutError("no worker finished it; start a new investigation"))
             failed += 1
     return failed
+
+
+def _announce_if_ended(ports: Ports, environment: str, investigation_id: int) -> bool:
+    try:
+        investigation = ports.investigations.get(environment, investigation_id)
+    except NotFound:
+        return False
+    _announce(ports, investigation)  # only a finished one's
+    return investigation.finished

@@ -42,7 +42,7 @@ from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services.events import announce
+from chalicelib.services.events import announce, deciding, finish_decisions
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -59,6 +59,7 @@ UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at o
 # all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
 # on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
 DRY_RUN_RECORDS = 200_000
+RUN_DECISIONS = "reconciliation_run"  # the sweeper's held decisions on runs (events.deciding)
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
 
 
@@ -120,13 +121,16 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     then fails (undoing what it had not committed). One run's trouble stops no other."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "errors": 0}
+    finish_decisions(ports, RUN_DECISIONS, lambda environment, run_id: _announce_if_ended(ports, environment, run_id),
+                     now)
     for run in ports.runs.active():
         if not run.stuck(now):
             continue
         try:
             if run.restarts >= MAX_RESTARTS:
-                give_up(ports, run.environment, run.id, f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} "
-                        f"minutes; {run.restarts} restarts did not help")
+                with deciding(ports, RUN_DECISIONS, run.environment, run.id):
+                    give_up(ports, run.environment, run.id, f"no progress for over "
+                            f"{STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} restarts did not help")
                 counts["failed"] += 1
             elif restart(ports, run):
                 counts["restarted"] += 1
@@ -323,6 +327,16 @@ def _announce_end(ports: Ports, run: Run) -> None:
     announce(ports, event_data.run_ended(run), run.environment, actor=system_actor("reconciliation_run", run.id),
              summary_fields=("status", "total_records", "matched_records", "matches_count", "rule_summary",
                              "matches_url", "error_message"))
+
+
+def _announce_if_ended(ports: Ports, environment: str, run_id: int) -> bool:
+    try:
+        run = ports.runs.get(environment, run_id)
+    except NotFound:
+        return False
+    if run.finished:
+        _announce_end(ports, run)
+    return run.finished
 
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:

@@ -424,3 +424,82 @@ def test_a_change_whose_event_could_not_be_sent_still_answers_and_the_sweeper_se
 
     assert _sweep_after(services, timedelta(minutes=3)) == 1
     assert [e["data"]["id"] for e in bus.events("reconciliation_match.created")] == [response.json_body["id"]]
+
+
+def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by_a_later_sweep_once(
+        api, services, bus):
+    """Nothing retries the sweeper's own decisions (the import leaves its lists once ended): the
+    decision is held before it is made, and a later sweep announces one its sweeper left."""
+    from chalicelib.services import file_imports, ingestion
+
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
+    created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
+    never_uploaded = utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ingestion, "announce", _die)
+        with pytest.raises(Died):
+            file_imports.sweep(services.ports, now=never_uploaded)
+    assert api.get(f"/v1/file_imports/{created['id']}").json_body["status"] == "failed"
+    assert bus.events("file_import.failed") == []
+
+    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=1))  # within the hold's lease
+    assert bus.events("file_import.failed") == []
+    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=30))
+
+    [failed] = bus.events("file_import.failed")
+    assert failed["data"]["id"] == created["id"] and "never uploaded" in failed["data"]["error_message"]
+    entries = api.get(f"/v1/audit_events?resource_type=file_import&resource_id={created['id']}").json_body["data"]
+    assert [e["action"] for e in entries] == ["file_import.failed", "file_import.created"]
+    assert services.ports.event_ledger.decisions("ingestion_job") == []
+
+
+def test_a_decision_the_sweeper_made_and_announced_leaves_nothing_held(api, services, bus):
+    from chalicelib.services import file_imports
+
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
+    api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"})
+    file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+
+    assert len(bus.events("file_import.failed")) == 1
+    assert services.ports.event_ledger.decisions("ingestion_job") == []
+
+
+def test_a_run_and_an_investigation_the_sweeper_failed_and_died_before_announcing_are_announced_later(
+        api, services, ingest, reconciliation, bus):
+    from chalicelib.domain.reconciliation_exceptions import RecordFilter
+    from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER
+    from chalicelib.services import investigations, reconciliation_runs
+    from tests.fakes import FakeWorkflows
+
+    old = (utc_now() - timedelta(days=30)).date().isoformat()
+    ingest(record("bank", 1, 900, old))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [opened] = bus.events("reconciliation_exception.opened")
+    environment = _environment(services)
+    services.ports = replace(services.ports, run_workflows=FakeWorkflows())  # a run nothing executes
+    stuck = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    for _ in range(MAX_RESTARTS):
+        assert services.ports.runs.count_restart(services.ports.runs.get(environment, stuck["id"]))
+    abandoned = investigations.start(services.ports, environment, opened["data"]["id"], RecordFilter())
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reconciliation_runs, "_announce_end", _die)
+        patch.setattr(investigations, "_announce", _die)
+        with pytest.raises(Died):
+            reconciliation_runs.sweep(services.ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))
+        with pytest.raises(Died):
+            investigations.sweep(services.ports, now=utc_now() + timedelta(hours=2))
+    assert services.ports.runs.get(environment, stuck["id"]).status.value == "failed"
+    assert bus.events("reconciliation_run.failed") == [] and bus.events("investigation.completed") == []
+
+    for _ in range(2):
+        reconciliation_runs.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+        investigations.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+
+    [failed] = bus.events("reconciliation_run.failed")
+    [investigated] = bus.events("investigation.completed")
+    assert failed["data"]["id"] == stuck["id"] and "restarts did not help" in failed["data"]["error_message"]
+    assert (investigated["data"]["id"], investigated["data"]["status"]) == (abandoned.id, "failed")
+    assert services.ports.event_ledger.decisions("reconciliation_run") == []
+    assert services.ports.event_ledger.decisions("investigation") == []

@@ -19,7 +19,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, utc_now
-from chalicelib.domain.events import Announcement, Announcer, Event, EventOrigin, HeldEvent
+from chalicelib.domain.events import Announcement, Announcer, Event, EventOrigin, HeldDecision, HeldEvent
 
 PENDING, DONE = "pending", "done"
 
@@ -85,6 +85,22 @@ class EventLedger:
             due_at=parse_iso(item.get("due_at") or item["parked_at"]),
             origin=EventOrigin(origin["kind"], tuple(int(i) for i in origin["ids"])) if origin else None,
             announcer=Announcer(announcer["actor"], tuple(announcer["summary_fields"])) if announcer else None)
+
+    # Held decisions -----------------------------------------------------------------------------
+
+    def hold_decision(self, decision: HeldDecision) -> None:
+        self._table.put({**keys.held_decision(decision.kind, decision.environment, decision.entity_id),
+                         "entity": "held_decision", "kind": decision.kind, "environment": decision.environment,
+                         "entity_id": decision.entity_id, "due_at": iso(decision.due_at)})
+
+    def decisions(self, kind: str, limit: int = 500) -> list[HeldDecision]:
+        page = self._table.query_page("pk", keys.HELD_DECISIONS_PK, limit=limit, newest_first=False,
+                                      sort_prefix=f"{kind}#")
+        return [HeldDecision(item["kind"], item["environment"], int(item["entity_id"]), parse_iso(item["due_at"]))
+                for item in page.items]
+
+    def release_decision(self, decision: HeldDecision) -> None:
+        self._table.delete(keys.held_decision(decision.kind, decision.environment, decision.entity_id))
 
     # Announcements ------------------------------------------------------------------------------
 

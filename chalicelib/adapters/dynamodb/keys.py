@@ -28,6 +28,13 @@ held event     | -    | PARKED_EVENTS         | <env>#<event    | event_ledger: 
                |      |                       |                 | pending_events),        | events.py), else drops
                |      |                       |                 | release_hold            | it
                |      |                       |                 |                         |
+held decision  | -    | HELD_DECISIONS        | <kind>#<env>#   | event_ledger:           | decisions: the kind's
+               |      |                       | <id>            | hold_decision (before   | sweep announces one past
+               |      |                       |                 | the sweeper ends a run, | its lease whose end was
+               |      |                       |                 | import or               | made, then releases it
+               |      |                       |                 | investigation),         |
+               |      |                       |                 | release_decision        |
+               |      |                       |                 |                         |
 announcement   | -    | {E}#EVENT#<event id>  | ANNOUNCED       | event_ledger: reserve   | announcement: a retried
                |      |                       |                 | (pending), retake (its  | job announcing the same
                |      |                       |                 | worker died), complete  | decision again writes no
@@ -607,6 +614,14 @@ def parked_event(environment: str, event_id: str) -> dict[str, str]:
 
 def held_event(environment: str, event_id: str) -> dict[str, str]:
     return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}#HELD"}
+
+
+# Ends the sweeper decides on its own, held until announced; listed by kind (an sk prefix).
+HELD_DECISIONS_PK = "HELD_DECISIONS"
+
+
+def held_decision(kind: str, environment: str, entity_id: int) -> dict[str, str]:
+    return {"pk": HELD_DECISIONS_PK, "sk": f"{kind}#{environment}#{_id(entity_id)}"}
 
 
 def announced_event(environment: str, event_id: str) -> dict[str, str]:
