@@ -50,6 +50,15 @@ def bus(services):
     return BusListener(services)
 
 
+def _opened_exception(api, ingest, reconciliation, bus) -> dict:
+    """A bank record 30 days old, a run, and the exception it opened (its event)."""
+    old = (utc_now() - timedelta(days=30)).date().isoformat()
+    ingest(record("bank", 1, 900, old))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [opened] = bus.events("reconciliation_exception.opened")
+    return opened
+
+
 def test_a_bulk_request_that_ends_tells_the_bus_with_its_counts_and_url(api, ingest, bus):
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     [record_id] = ingest(record("bank", 1, 1250))
@@ -102,10 +111,7 @@ def test_a_match_by_hand_is_told_when_made_and_when_deleted(api, ingest, reconci
 
 
 def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, ingest, reconciliation, bus):
-    old = (utc_now() - timedelta(days=30)).date().isoformat()
-    ingest(record("bank", 1, 900, old))
-    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
-    [opened] = bus.events("reconciliation_exception.opened")
+    opened = _opened_exception(api, ingest, reconciliation, bus)
     exception_id = opened["data"]["id"]
     assert opened["data"]["url"] == f"/v1/reconciliation_exceptions/{exception_id}"
     assert opened["data"]["status"] == "open" and opened["data"]["totals"]
@@ -315,10 +321,7 @@ def test_a_person_s_exception_changes_whose_process_died_are_told_by_the_sweeper
     from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
     from chalicelib.services import reconciliation_exceptions as exceptions
 
-    old = (utc_now() - timedelta(days=30)).date().isoformat()
-    ingest(record("bank", 1, 900, old))
-    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
-    [opened] = bus.events("reconciliation_exception.opened")
+    opened = _opened_exception(api, ingest, reconciliation, bus)
     exception_id, environment = opened["data"]["id"], _environment(services)
     for change in (lambda: exceptions.add_comment(services.ports, environment, exception_id, body="looking",
                                                   author_idp_id="ada", mentions=[]),
@@ -472,10 +475,7 @@ def test_a_run_and_an_investigation_the_sweeper_failed_and_died_before_announcin
     from chalicelib.services import investigations, reconciliation_runs
     from tests.fakes import FakeWorkflows
 
-    old = (utc_now() - timedelta(days=30)).date().isoformat()
-    ingest(record("bank", 1, 900, old))
-    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
-    [opened] = bus.events("reconciliation_exception.opened")
+    opened = _opened_exception(api, ingest, reconciliation, bus)
     environment = _environment(services)
     services.ports = replace(services.ports, run_workflows=FakeWorkflows())  # a run nothing executes
     stuck = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
