@@ -33,6 +33,9 @@ MAX_STRING = 200
 MAX_ITEMS = 20  # of a list, or keys of a mapping
 MAX_DEPTH = 3
 MAX_NAME = 120  # actor, action, resource type and id
+# What finds an entry again: the request that made it (services/audit.py record_unfinished), the
+# event that announced it (services/events.py announce).
+KEPT_IDS = ("request_id", "event_id")
 REDACTED = "[redacted]"
 # A key whose name says it holds a secret keeps its name, never its value; so does a value that
 # looks like one (a webhook signing secret, a bearer header).
@@ -163,11 +166,15 @@ class AuditQuery:
 def bounded_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON object of plain values, small, with secrets redacted: strings cut to MAX_STRING,
     lists and mappings to MAX_ITEMS, nesting to MAX_DEPTH; whole, at most MAX_SUMMARY_BYTES
-    (a larger one keeps only its first keys' names, with `truncated: true`)."""
+    (a larger one keeps only its first keys' names, with `truncated: true`). The ids an entry is
+    found by (KEPT_IDS) are always kept, first."""
+    kept = {name: summary[name] for name in KEPT_IDS if isinstance(summary.get(name), str)}
+    summary = {**kept, **{k: v for k, v in summary.items() if k not in kept}}
     bounded = _bounded_mapping(summary, 1)
     if len(canonical_json(bounded).encode("utf-8")) <= MAX_SUMMARY_BYTES:
         return bounded
-    return {"truncated": True, "keys": [str(k)[:MAX_STRING] for k in list(summary)[:MAX_ITEMS]]}
+    return {**{k: _bounded(v, 1) for k, v in kept.items()}, "truncated": True,
+            "keys": [str(k)[:MAX_STRING] for k in list(summary)[:MAX_ITEMS]]}
 
 
 def _bounded_mapping(mapping: Mapping[Any, Any], depth: int) -> dict[str, Any]:

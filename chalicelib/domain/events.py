@@ -116,15 +116,22 @@ class Announcer:
 class HeldEvent:
     """An event the ledger keeps until it is out: one the bus refused (no origin, due at once), or
     one held before the change it tells of is saved (due after its lease, sent only if its
-    origin's item carries its id by then)."""
+    origin's item carries its mark by then)."""
     environment: str
     event: Event
     due_at: datetime
     origin: EventOrigin | None = None
     announcer: Announcer | None = None
+    token: str = ""  # a held one's own: two changes that would tell the same event id never share a hold
 
     def due(self, now: datetime) -> bool:
         return self.due_at <= now
+
+    @property
+    def mark(self) -> str:
+        """What the saving write adds to its item's `pending_events`, and the hold's key: the event's
+        id and this hold's token."""
+        return f"{self.event.id}#{self.token}" if self.token else self.event.id
 
 
 @dataclass(frozen=True)

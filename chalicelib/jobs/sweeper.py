@@ -2,6 +2,8 @@
 no event stays unsent, no request whose process died stays out of the audit trail."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
@@ -18,15 +20,31 @@ from chalicelib.services import (
 
 
 def sweep_task() -> None:
+    """Each step on its own: one that fails (a throttled read, say) is logged and stops no other.
+    What is owed to clients and auditors (events, audit entries) goes first: the exception refresh
+    can take minutes."""
     ports = container().ports
-    counts = file_imports.sweep(ports)
-    counts["recounted_streams"] = data_streams.sweep_recounts(ports)
-    counts.update({f"runs_{k}": n for k, n in reconciliation_runs.sweep(ports).items()})
-    counts["rolled_back_matches"] = matches.sweep_pending(ports)
-    counts["refreshed_exceptions"] = reconciliation_exceptions.sweep(ports)
-    counts["abandoned_investigations"] = investigations.sweep(ports)
-    counts["queued_webhook_deliveries"] = webhooks.sweep(ports)
-    counts["published_parked_events"] = events.publish_parked(ports)
-    counts["unfinished_requests_audited"] = audit.record_unfinished(ports)
+    counts: dict[str, int] = {}
+    steps: list[tuple[str, Callable[[], int | dict[str, int]]]] = [
+        ("published_parked_events", lambda: events.publish_parked(ports)),
+        ("unfinished_requests_audited", lambda: audit.record_unfinished(ports)),
+        ("imports", lambda: file_imports.sweep(ports)),
+        ("recounted_streams", lambda: data_streams.sweep_recounts(ports)),
+        ("runs", lambda: reconciliation_runs.sweep(ports)),
+        ("rolled_back_matches", lambda: matches.sweep_pending(ports)),
+        ("refreshed_exceptions", lambda: reconciliation_exceptions.sweep(ports)),
+        ("abandoned_investigations", lambda: investigations.sweep(ports)),
+        ("queued_webhook_deliveries", lambda: webhooks.sweep(ports)),
+    ]
+    for name, step in steps:
+        try:
+            done = step()
+        except Exception:
+            logger.exception("a sweep step failed", extra={"step": name})
+            continue
+        if isinstance(done, dict):
+            counts.update({f"{name}_{k}": n for k, n in done.items()})
+        else:
+            counts[name] = done
     if any(counts.values()):
         logger.info("swept", extra=counts)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.audit import UNKNOWN_OUTCOME, AuditEntry, AuditQuery, ChainBreak, ChainWalk, RequestInFlight
@@ -26,6 +26,7 @@ from chalicelib.services.ports import Ports
 VERIFY_MAX_ENTRIES = 20_000  # per call: a walk this long stays well inside an API Lambda's 30 s
 VERIFY_MAX_SECONDS = 20.0
 UNFINISHED_SEARCH_PAGES = 10  # of 200 entries, looking for the entry of a creation that died after writing it
+CLAIM_LEASE = timedelta(minutes=5)  # a sweeper writing an unfinished request's entry holds it this long
 
 
 def record(ports: Ports, environment: str, *, actor: str, action: str, resource_type: str,
@@ -68,8 +69,10 @@ def change_in_flight(ports: Ports, environment: str, *, request_id: str, actor: 
     """Around a change made outside an API request (an agent's tool, the webhooks' disable): noted
     in flight first, then its entry (`summary` and what the change noted, with `request_id`), then
     the note goes. A refusal (`refusals`) changed nothing: the note goes, no entry. Any other
-    failure, or a process that dies, leaves the note: the sweeper writes the entry, outcome unknown.
-    A note that cannot be written is logged; the change still goes ahead."""
+    failure of the change, or a process that dies, leaves the note: the sweeper writes the entry,
+    outcome unknown. The change made, a failure to write its entry or drop its note is logged, never
+    raised (the caller would take the change for not made), and the note is left to the sweeper. A
+    note that cannot be written is logged; the change still goes ahead."""
     known = dict(summary or {})
     try:
         begin_request(ports, RequestInFlight(
@@ -83,10 +86,14 @@ def change_in_flight(ports: Ports, environment: str, *, request_id: str, actor: 
     except refusals:
         end_request(ports, environment, request_id)
         raise
-    if noted.changed:
-        record(ports, environment, actor=actor, action=action, resource_type=resource_type,
-               resource_id=noted.resource_id, summary={**known, **noted.summary, "request_id": request_id})
-    end_request(ports, environment, request_id)
+    try:
+        if noted.changed:
+            record(ports, environment, actor=actor, action=action, resource_type=resource_type,
+                   resource_id=noted.resource_id, summary={**known, **noted.summary, "request_id": request_id})
+        end_request(ports, environment, request_id)
+    except Exception:
+        logger.exception("audit entry not recorded; the sweeper writes it", extra={
+            "audit_action": action, "audit_resource_id": noted.resource_id, "request_id": request_id})
 
 
 def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
@@ -102,6 +109,8 @@ def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
         if now - request.began_at <= REQUEST_LEASE:
             continue
         try:
+            if not ports.audit.claim_request(request, now, stale_before=now - CLAIM_LEASE):
+                continue  # another sweep is writing it
             if not _has_entry(ports, request):
                 record(ports, request.environment, actor=request.actor, action=request.action,
                        resource_type=request.resource_type, resource_id=request.resource_id,
@@ -116,20 +125,20 @@ def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
 
 def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
     """Whether the request's entry was written: among its resource's newest entries, or for a
-    creation (its id was not known before it ran) among its actor's entries of that type since it
-    began, read a bounded number of pages (UNFINISHED_SEARCH_PAGES)."""
+    creation (its id was not known before it ran) among the chain's entries since it began, newest
+    first, at most UNFINISHED_SEARCH_PAGES pages of 200."""
     if ports.audit is None:
         return False
     if request.resource_id is not None:
         query = AuditQuery(resource_type=request.resource_type, resource_id=request.resource_id)
-    else:
-        query = AuditQuery(resource_type=request.resource_type, actor=request.actor, at_from=request.began_at)
+        entries, _ = ports.audit.list_page(request.environment, query, limit=50, cursor=None)
+        return any(entry.summary.get("request_id") == request.request_id for entry in entries)
     cursor = None
     for _ in range(UNFINISHED_SEARCH_PAGES):
-        entries, cursor = ports.audit.list_page(request.environment, query, limit=200, cursor=cursor)
+        entries, cursor = ports.audit.list_page(request.environment, AuditQuery(), limit=200, cursor=cursor)
         if any(entry.summary.get("request_id") == request.request_id for entry in entries):
             return True
-        if cursor is None or request.resource_id is not None:
+        if cursor is None or (entries and entries[-1].at < request.began_at):
             return False
     return False
 

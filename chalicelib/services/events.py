@@ -15,6 +15,7 @@ save and the event does not lose the event.
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -60,22 +61,25 @@ def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOri
                   *, announcer: Announcer | None = None, lease: timedelta = REQUEST_LEASE) -> T:
     """Save a change and send the event that tells of it, at least once even if this process dies
     between the two. The event is held in the ledger first (for `lease`, longer than the caller
-    lives); `save(event_id)` makes the change and adds the event's id to the `origin` item's
-    `pending_events` in the same conditional write; then the event goes (announced, its audit entry
-    first, when `announcer` is given), the id comes off the item and the hold is released.
+    lives) under a mark of its own (the event's id and a token); `save(mark)` makes the change and
+    adds the mark to the `origin` item's `pending_events` in the same conditional write; then the
+    event goes (announced, its audit entry first, when `announcer` is given), the mark comes off the
+    item and the hold is released.
 
-    A process that dies after the save leaves the hold and the id: once the lease is over, the
+    A process that dies after the save leaves the hold and the mark: once the lease is over, the
     sweeper sends the event. One that dies before the save, or a save refused, leaves a hold whose
-    item lacks the id: the sweeper drops it (a save that failed is not taken for unsaved at once:
-    a write can be applied though its answer was lost)."""
+    item lacks the mark: the sweeper drops it (a save that failed is not taken for unsaved at once:
+    a write can be applied though its answer was lost). Two changes racing to tell the same event
+    id (the same version of an exception) hold under different tokens: only the one saved is sent."""
     ledger = ports.event_ledger
     if ledger is None:
         saved = save(None)
         _send(ports, environment, event, announcer)
         return saved
-    held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer)
+    held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer,
+                     token=uuid.uuid4().hex)
     ledger.hold(held)
-    saved = save(event.id)
+    saved = save(held.mark)
     try:
         _deliver(ports, held)
     except Exception:  # the change is made and its event owed: the sweeper sends it, never a failed answer
@@ -100,8 +104,8 @@ def _deliver(ports: Ports, held: HeldEvent) -> bool:
         mark = ledger.announcement(held.environment, held.event.id)
         if mark is None or not mark.done:
             return False
-    ledger.settle(held.environment, held.origin, held.event.id)
-    ledger.release_hold(held.environment, held.event.id)
+    ledger.settle(held)
+    ledger.release_hold(held)
     return True
 
 
@@ -149,24 +153,32 @@ def deciding(ports: Ports, kind: str, environment: str, entity_id: int) -> Itera
         ledger.release_decision(decision)
 
 
-def finish_decisions(ports: Ports, kind: str, announce_if_ended: Callable[[str, int], bool],
+def finish_decisions(ports: Ports, kind: str, finish_if_ended: Callable[[str, int], Event | None],
                      now: datetime | None = None) -> int:
-    """The kind's sweep's: each decision held past its lease is announced by `announce_if_ended`
-    (environment, id), if the end was made (announcing is idempotent: one made and announced is
-    not told twice), then released; True from it says the end was made. Returns how many were."""
-    if ports.event_ledger is None:
+    """The kind's sweep's: for each decision held past its lease, `finish_if_ended(environment, id)`
+    finishes what a dead sweeper left of an end that was made (its announcement, which is
+    idempotent, and what follows it) and gives the end's event, or None when the end was not made.
+    The decision is released then, or once the event's announcement is done: one still pending
+    (another worker's, or one whose worker died a moment ago) is kept for a later sweep, by when
+    `announce` takes it over. Returns how many ends were announced."""
+    ledger = ports.event_ledger
+    if ledger is None:
         return 0
     now = now or utc_now()
     ended = 0
-    for decision in ports.event_ledger.decisions(kind):
+    for decision in ledger.decisions(kind):
         if decision.due_at > now:
             continue
         try:
-            if announce_if_ended(decision.environment, decision.entity_id):
+            event = finish_if_ended(decision.environment, decision.entity_id)
+            if event is not None:
+                mark = ledger.announcement(decision.environment, event.id)
+                if mark is None or not mark.done:
+                    continue
                 ended += 1
                 logger.warning("a decision whose sweeper died was announced",
                                extra={"kind": kind, "environment": decision.environment, "id": decision.entity_id})
-            ports.event_ledger.release_decision(decision)
+            ledger.release_decision(decision)
         except Exception:  # one decision's trouble stops no other; the next sweep tries again
             logger.exception("finishing a held decision failed", extra={"kind": kind, "id": decision.entity_id})
     return ended
@@ -209,10 +221,9 @@ def publish_parked(ports: Ports, now: datetime | None = None) -> int:
     if ports.events is None or ports.event_ledger is None:
         return 0
     now = now or utc_now()
-    kept = ports.event_ledger.parked()
-    published = _publish_refused(ports, [h for h in kept if h.origin is None])
-    for held in kept:
-        if held.origin is not None and held.due(now):
+    published = _publish_refused(ports, ports.event_ledger.parked())
+    for held in ports.event_ledger.held():
+        if held.due(now):
             published += _send_owed(ports, held)
     return published
 
@@ -243,8 +254,8 @@ def _send_owed(ports: Ports, held: HeldEvent) -> int:
     ledger = ports.event_ledger
     assert ledger is not None and held.origin is not None
     try:
-        if not ledger.owed(held.environment, held.origin, held.event.id):
-            ledger.release_hold(held.environment, held.event.id)
+        if not ledger.owed(held):
+            ledger.release_hold(held)
             return 0
         return int(_deliver(ports, held))
     except Exception:  # one event's trouble stops no other; the next sweep tries again

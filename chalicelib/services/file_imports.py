@@ -12,9 +12,11 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.domain import event_data
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
+from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
@@ -405,7 +407,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     One job's trouble never stops the sweep of the others."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
-    finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _announce_if_ended(ports, environment, job_id),
+    finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _finish_if_ended(ports, environment, job_id),
                      now)
     for job in ports.ingestion_jobs.active():
         try:
@@ -418,12 +420,12 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     return counts
 
 
-def _announce_if_ended(ports: Ports, environment: str, job_id: int) -> bool:
+def _finish_if_ended(ports: Ports, environment: str, job_id: int) -> Event | None:
     job = ports.ingestion_jobs.find(environment, job_id)
     if job is None or not job.finished:
-        return False
-    conclude(ports, job, job.status)  # on an ended job: its announcement only (see ingestion.conclude)
-    return True
+        return None
+    job = conclude(ports, job, job.status)  # on an ended job: what it left of settling, and its announcement
+    return event_data.ingestion_ended(job)
 
 
 def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:

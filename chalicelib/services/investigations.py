@@ -9,6 +9,7 @@ from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
+from chalicelib.domain.events import Event
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
@@ -190,7 +191,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
     its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
     now = now or utc_now()
     finish_decisions(ports, INVESTIGATION_DECISIONS,
-                     lambda environment, investigation_id: _announce_if_ended(ports, environment, investigation_id),
+                     lambda environment, investigation_id: _finish_if_ended(ports, environment, investigation_id),
                      now)
     failed = 0
     for investigation in ports.investigations.active():
@@ -202,10 +203,12 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
     return failed
 
 
-def _announce_if_ended(ports: Ports, environment: str, investigation_id: int) -> bool:
+def _finish_if_ended(ports: Ports, environment: str, investigation_id: int) -> Event | None:
     try:
         investigation = ports.investigations.get(environment, investigation_id)
     except NotFound:
-        return False
-    _announce(ports, investigation)  # only a finished one's
-    return investigation.finished
+        return None
+    if not investigation.finished:
+        return None
+    _announce(ports, investigation)
+    return event_data.investigation_completed(investigation)

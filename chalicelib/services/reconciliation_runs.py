@@ -33,6 +33,7 @@ from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
+from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.executions import resume_label
 from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
@@ -121,7 +122,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     then fails (undoing what it had not committed). One run's trouble stops no other."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "errors": 0}
-    finish_decisions(ports, RUN_DECISIONS, lambda environment, run_id: _announce_if_ended(ports, environment, run_id),
+    finish_decisions(ports, RUN_DECISIONS, lambda environment, run_id: _finish_if_ended(ports, environment, run_id),
                      now)
     for run in ports.runs.active():
         if not run.stuck(now):
@@ -329,14 +330,20 @@ def _announce_end(ports: Ports, run: Run) -> None:
                              "matches_url", "error_message"))
 
 
-def _announce_if_ended(ports: Ports, environment: str, run_id: int) -> bool:
+def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | None:
+    """A run the sweeper gave up on, whose sweeper died part-way: `give_up` again (on a failed run it
+    only announces, frees the slot and hands on what waited). None when it has not ended."""
     try:
         run = ports.runs.get(environment, run_id)
     except NotFound:
-        return False
-    if run.finished:
+        return None
+    if not run.finished:
+        return None
+    if run.status is RunStatus.FAILED:
+        give_up(ports, environment, run_id, None)
+    else:
         _announce_end(ports, run)
-    return run.finished
+    return event_data.run_ended(run)
 
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -207,7 +208,7 @@ def _failed(ports: Ports, endpoint: WebhookEndpoint, claimed: WebhookDelivery, n
     if failing.active and failing.failing_since is not None and should_disable(failing.failing_since, now):
         reason = disabled_reason(failing.failing_since)
         with audit.change_in_flight(ports, failing.environment, actor=system_actor("webhooks"),
-                                    request_id=f"webhook_endpoint:{failing.id}:disabled:{iso(failing.failing_since)}",
+                                    request_id=uuid.uuid4().hex,
                                     action="webhook_endpoint.disabled", resource_type="webhook_endpoint",
                                     resource_id=failing.id,
                                     summary={"reason": reason, "failing_since": iso(failing.failing_since)}) as noted:

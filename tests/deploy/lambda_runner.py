@@ -7,6 +7,7 @@ ASL walked here, calling the task handlers. Prints one JSON line per step; exits
 argv: a JSON file of {"paths": [...], "machines": {name: {"definition", "functions"}}, "with_engine": bool}
 """
 import json
+import os
 import sys
 import time
 import traceback
@@ -170,7 +171,9 @@ def main():
     settings = current_settings()
     _, key = create_key(container().api_keys, "acme", label="proof")
     # moto's server polls a queue for its event source mapping itself, on each message sent, and
-    # takes messages this proof hands to the handlers: off, as the proof is the poller here.
+    # takes messages this proof hands to the handlers: off, as the proof is the poller here (and
+    # only ever against the proof's own moto server on loopback).
+    assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:"), os.environ["AWS_ENDPOINT_URL"]
     lam = boto3.client("lambda")
     for mapping in lam.list_event_source_mappings()["EventSourceMappings"]:
         lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)

@@ -73,7 +73,7 @@ def test_a_match_by_hand_is_told_and_leaves_nothing_owed_in_dynalite(stack, rece
     services = Container(StackInfo(**stack.stack_info()).settings(Settings(local_mode=True)))
     environment = services.api_keys.list()[0].environment
     assert keys.PENDING_EVENTS not in services.table.get(keys.match(environment, match.json()["id"]))
-    assert not [h for h in services.ports.event_ledger.parked() if h.event.id in (made["id"], undone["id"])]
+    assert not [h for h in services.ports.event_ledger.held() if h.event.id in (made["id"], undone["id"])]
 
 
 def _results_of(stack, bulk, timeout: float = 60) -> list[dict]:

@@ -190,6 +190,21 @@ def test_a_request_whose_process_died_before_its_entry_is_recorded_by_the_sweepe
     assert services.audit.requests_in_flight() == [] and verified(api)["intact"] is True
 
 
+def test_one_sweep_at_a_time_writes_an_unfinished_requests_entry(api, services, monkeypatch):
+    api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
+    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
+    with pytest.raises(Died):
+        api.patch("/v1/data_streams/bank", {"name": "Main bank"})
+    monkeypatch.undo()
+    [note] = services.audit.requests_in_flight()
+    later = utc_now() + timedelta(minutes=3)
+    assert services.audit.claim_request(note, later, stale_before=later - audit.CLAIM_LEASE)  # another sweep's
+
+    assert audit.record_unfinished(services.ports, now=later) == 0
+    assert audit.record_unfinished(services.ports, now=later + audit.CLAIM_LEASE + timedelta(seconds=1)) == 1
+    assert [e["action"] for e in entries(api)] == ["data_stream.updated", "data_stream.created"]
+
+
 def test_a_request_whose_process_died_just_after_its_entry_gets_no_second_one(api, services, monkeypatch):
     monkeypatch.setattr(audit, "end_request", _die)
     with pytest.raises(Died):

@@ -310,7 +310,7 @@ def test_a_match_by_hand_whose_process_died_before_its_event_is_told_by_the_swee
 
     [created] = bus.events("reconciliation_match.created")
     assert created["data"]["id"] == match["id"] and created["data"]["record_count"] == 2
-    assert services.ports.event_ledger.parked() == []
+    assert services.ports.event_ledger.held() == []
     assert keys.PENDING_EVENTS not in services.table.get(keys.match(environment, match["id"]))
     assert _sweep_after(services, timedelta(minutes=10)) == 0
     assert len(bus.events("reconciliation_match.created")) == 1
@@ -338,7 +338,7 @@ def test_a_person_s_exception_changes_whose_process_died_are_told_by_the_sweeper
     [moved] = bus.events("reconciliation_exception.status_changed")
     assert commented["data"]["comment"]["body"] == "looking" and assigned["data"]["idp_user_ids"] == ["ada"]
     assert (moved["data"]["previous_status"], moved["data"]["status"]) == ("open", "investigating")
-    assert services.ports.event_ledger.parked() == []
+    assert services.ports.event_ledger.held() == []
 
 
 def test_a_change_refused_or_never_saved_tells_nothing_and_its_hold_is_dropped(
@@ -360,14 +360,14 @@ def test_a_change_refused_or_never_saved_tells_nothing_and_its_hold_is_dropped(
     dying = replace(services.ports, matches=_Wrapped(services.ports.matches, mark_unmatched=_die))
     with pytest.raises(Died):
         matches.unmatch(dying, environment, second.id)
-    assert sorted(h.event.type for h in services.ports.event_ledger.parked()) == [
+    assert sorted(h.event.type for h in services.ports.event_ledger.held()) == [
         "reconciliation_match.confirmed", "reconciliation_match.deleted"]
 
     assert _sweep_after(services, timedelta(minutes=3)) == 0
 
     assert bus.events("reconciliation_match.confirmed") == []
     assert [e["data"]["id"] for e in bus.events("reconciliation_match.deleted")] == [first.id]
-    assert services.ports.event_ledger.parked() == []
+    assert services.ports.event_ledger.held() == []
 
 
 def _die(*_args, **_kwargs):
@@ -503,3 +503,58 @@ def test_a_run_and_an_investigation_the_sweeper_failed_and_died_before_announcin
     assert (investigated["data"]["id"], investigated["data"]["status"]) == (abandoned.id, "failed")
     assert services.ports.event_ledger.decisions("reconciliation_run") == []
     assert services.ports.event_ledger.decisions("investigation") == []
+
+
+def test_two_changes_racing_to_tell_the_same_event_id_send_only_the_one_saved(api, services, ingest, reconciliation,
+                                                                               bus):
+    """A person dismisses an exception while a refresh resolves the same version of it: both events
+    would have one id (`exception N version V`). The person's save wins and its process dies before
+    sending; the refresh's save is refused. Only the dismissal is told, by the sweeper."""
+    from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
+    from chalicelib.services import reconciliation_exceptions as exceptions
+
+    opened = _opened_exception(api, ingest, reconciliation, bus)
+    environment = _environment(services)
+    stale = services.ports.exceptions.get(environment, opened["data"]["id"])
+    with dying_before_sending():
+        exceptions.update(services.ports, environment, stale.id, title=None, description=None,
+                          status=ExceptionStatus.DISMISSED)
+    exceptions._resolve_empty(services.ports, stale, utc_now())  # the refresh's, refused: changed meanwhile
+    assert len(services.ports.event_ledger.held()) == 2
+
+    assert _sweep_after(services, timedelta(minutes=21)) == 1
+
+    [told] = bus.events("reconciliation_exception.status_changed")
+    assert (told["data"]["previous_status"], told["data"]["status"]) == ("open", "dismissed")
+    assert services.ports.exceptions.get(environment, stale.id).status is ExceptionStatus.DISMISSED
+    entries = api.get(f"/v1/audit_events?resource_type=reconciliation_exception&resource_id={stale.id}"
+                      ).json_body["data"]
+    assert not [e for e in entries if e["actor"].startswith("system:exception_refresh")
+                and e["action"] == "reconciliation_exception.status_changed"]
+    assert services.ports.event_ledger.held() == []
+
+
+def test_a_held_decision_whose_announcement_is_still_pending_is_kept_until_it_is_done(api, services, bus):
+    """The sweeper died after reserving the announcement and writing its audit entry, before the
+    event: a later sweep finds the announcement pending (its lease runs from the reservation), so
+    it keeps the decision, and announces once the announcement's own lease is over."""
+    from chalicelib.services import file_imports
+
+    assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
+    created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(event_service, "emit", _die)
+        with pytest.raises(Died):
+            file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+
+    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    assert bus.events("file_import.failed") == []
+    assert len(services.ports.event_ledger.decisions("ingestion_job")) == 1  # kept: not announced yet
+
+    [entry] = [e for e in api.get(f"/v1/audit_events?resource_type=file_import&resource_id={created['id']}"
+                                  ).json_body["data"] if e["action"] == "file_import.failed"]
+    _left_pending(services, _environment(services), entry["summary"]["event_id"], entry_kept=True)
+    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+
+    assert [e["data"]["id"] for e in bus.events("file_import.failed")] == [created["id"]]
+    assert services.ports.event_ledger.decisions("ingestion_job") == []

@@ -207,6 +207,15 @@ def test_summaries_are_cut_to_size_and_depth():
     assert huge["truncated"] is True and len(canonical_json(huge)) <= MAX_SUMMARY_BYTES
 
 
+def test_the_ids_an_entry_is_found_by_survive_any_cut():
+    """A request's or an event's id finds its entry again (the sweeper's check that it was written)."""
+    many = {f"k{i}": "y" * MAX_STRING for i in range(2 * MAX_ITEMS)}
+    cut = bounded_summary({**many, "request_id": "req-1", "event_id": "evt_1"})
+    assert cut["truncated"] is True and (cut["request_id"], cut["event_id"]) == ("req-1", "evt_1")
+    small = bounded_summary({**{f"k{i}": i for i in range(2 * MAX_ITEMS)}, "request_id": "req-2"})
+    assert small["request_id"] == "req-2"  # past the first MAX_ITEMS keys, yet kept
+
+
 def test_secrets_never_land_in_a_summary():
     summary = bounded_summary({"secret": "whsec_abc", "signing_secret": "s", "api_key": "k-1", "token": "t",
                                "after": {"url": "https://x.test", "webhook_secret": "whsec_new"},

@@ -111,8 +111,20 @@ class AuditRepository:
     def end_request(self, environment: str, request_id: str) -> None:
         self._table.delete(keys.request_in_flight(environment, request_id))
 
+    def claim_request(self, request: RequestInFlight, now: datetime, stale_before: datetime) -> bool:
+        """One sweeper at a time writes an unfinished request's entry: False when another claimed
+        it since `stale_before`, or the note is gone."""
+        try:
+            self._table.update(keys.request_in_flight(request.environment, request.request_id),
+                               "SET claimed_at = :now", values={":now": iso(now), ":stale": iso(stale_before)},
+                               condition="attribute_exists(pk) AND "
+                                         "(attribute_not_exists(claimed_at) OR claimed_at < :stale)")
+        except ConditionFailed:
+            return False
+        return True
+
     def requests_in_flight(self, limit_per_shard: int = 500) -> list[RequestInFlight]:
-        """Every environment's, oldest shard first; at most `limit_per_shard` of each shard."""
+        """Every environment's, a page of `limit_per_shard` of each shard (in key order)."""
         found = []
         for shard in keys.requests_in_flight_shards():
             page = self._table.query_page("pk", shard, limit=limit_per_shard, newest_first=False)

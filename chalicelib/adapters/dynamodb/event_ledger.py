@@ -2,11 +2,12 @@
 mark of each automated decision's announcement (its audit entry and its event).
 
 Events are parked when EventBridge refused them or could not be reached after the publisher's
-own retries, and held while the change they tell of is saved (the outbox: the saving write adds
-the event's id to the item's `pending_events`; once the event is out the id is taken off and the
-hold released). Both are rare or short-lived, so one partition across environments (each sort
-key starts with its environment) that the one-minute sweeper reads whole; the same event parked
-twice is one item (its id is stable).
+own retries: rare, so one partition across environments (each sort key starts with its
+environment) that the one-minute sweeper reads a page of; the same event parked twice is one item
+(its id is stable). Events are held while the change they tell of is saved (the outbox: the
+saving write adds the hold's mark, the event's id and the hold's own token, to the item's
+`pending_events`; once the event is out the mark is taken off and the hold released): two writes
+per person's change, so across 8 shards.
 An announcement's mark is reserved before the audit entry is written and completed after the
 event is out, so a retried job announces nothing twice (services/events.py `announce`).
 """
@@ -37,31 +38,42 @@ class EventLedger:
                                                         HeldEvent(environment, e, due_at=now)) for e in events])
 
     def hold(self, held: HeldEvent) -> None:
-        """Before the change the event tells of is saved (see the module docstring)."""
-        self._table.put(self._parked_item(keys.held_event(held.environment, held.event.id), held))
+        """Before the change the event tells of is saved (see the module docstring); its token is
+        its own, so no other hold is overwritten."""
+        self._table.put_new(self._parked_item(keys.held_event(held.environment, held.mark), held))
 
     def parked(self, limit: int = 500) -> list[HeldEvent]:
-        """Parked and held events of every environment (a held one has its origin), in key order."""
+        """Events the bus refused, of every environment, in key order: a page of `limit`."""
         page = self._table.query_page("pk", keys.PARKED_EVENTS_PK, limit=limit, newest_first=False)
         return [self._held(item) for item in page.items]
+
+    def held(self, limit_per_shard: int = 500) -> list[HeldEvent]:
+        """Events held while their change is saved, of every environment: a page of each shard."""
+        found = []
+        for shard in keys.held_events_shards():
+            found += [self._held(item) for item in
+                      self._table.query_page("pk", shard, limit=limit_per_shard, newest_first=False).items]
+        return found
 
     def release(self, environment: str, events: list[Event]) -> None:
         self._table.batch_write(deletes=[keys.parked_event(environment, e.id) for e in events])
 
-    def release_hold(self, environment: str, event_id: str) -> None:
-        self._table.delete(keys.held_event(environment, event_id))
+    def release_hold(self, held: HeldEvent) -> None:
+        self._table.delete(keys.held_event(held.environment, held.mark))
 
-    def owed(self, environment: str, origin: EventOrigin, event_id: str) -> bool:
-        """Whether the origin's item carries the event's id: its change was saved, and the event is
-        not out yet."""
-        item = self._table.get(_origin_key(environment, origin))
-        return item is not None and event_id in (item.get(keys.PENDING_EVENTS) or ())
+    def owed(self, held: HeldEvent) -> bool:
+        """Whether the held event's origin item carries its mark: its change was saved, and the
+        event is not out yet."""
+        assert held.origin is not None
+        item = self._table.get(_origin_key(held.environment, held.origin))
+        return item is not None and held.mark in (item.get(keys.PENDING_EVENTS) or ())
 
-    def settle(self, environment: str, origin: EventOrigin, event_id: str) -> None:
-        """The event is out: its id comes off the origin's item (an item gone meanwhile stays gone)."""
+    def settle(self, held: HeldEvent) -> None:
+        """The event is out: its mark comes off the origin's item (an item gone meanwhile stays gone)."""
+        assert held.origin is not None
         try:
-            self._table.update(_origin_key(environment, origin), f"DELETE {keys.PENDING_EVENTS} :id",
-                               values={":id": {event_id}}, condition="attribute_exists(pk)")
+            self._table.update(_origin_key(held.environment, held.origin), f"DELETE {keys.PENDING_EVENTS} :mark",
+                               values={":mark": {held.mark}}, condition="attribute_exists(pk)")
         except ConditionFailed:
             pass
 
@@ -75,6 +87,8 @@ class EventLedger:
             item["origin"] = {"kind": held.origin.kind, "ids": list(held.origin.ids)}
         if held.announcer is not None:
             item["announcer"] = {"actor": held.announcer.actor, "summary_fields": list(held.announcer.summary_fields)}
+        if held.token:
+            item["token"] = held.token
         return item
 
     @staticmethod
@@ -84,7 +98,8 @@ class EventLedger:
             environment=item["environment"], event=Event.from_json(json.loads(item["event"])),
             due_at=parse_iso(item.get("due_at") or item["parked_at"]),
             origin=EventOrigin(origin["kind"], tuple(int(i) for i in origin["ids"])) if origin else None,
-            announcer=Announcer(announcer["actor"], tuple(announcer["summary_fields"])) if announcer else None)
+            announcer=Announcer(announcer["actor"], tuple(announcer["summary_fields"])) if announcer else None,
+            token=item.get("token", ""))
 
     # Held decisions -----------------------------------------------------------------------------
 
@@ -136,16 +151,18 @@ class EventLedger:
                            values={":done": DONE, ":now": iso(utc_now())}, names={"#state": "state", "#at": "at"})
 
 
-def owing(event_id: str | None) -> dict[str, Any]:
-    """The attribute a put adds to the item it saves when the change owes an event (else none)."""
-    return {keys.PENDING_EVENTS: {event_id}} if event_id is not None else {}
+def owing(mark: str | None) -> dict[str, Any]:
+    """The attribute a put adds to the item it saves when the change owes an event (its hold's
+    mark; else none)."""
+    return {keys.PENDING_EVENTS: {mark}} if mark is not None else {}
 
 
-def owes(event_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The clause and values an update adds when its change owes an event (else "" and none)."""
-    if event_id is None:
+def owes(mark: str | None) -> tuple[str, dict[str, Any]]:
+    """The clause and values an update adds when its change owes an event (its hold's mark; else
+    "" and none)."""
+    if mark is None:
         return "", {}
-    return f" ADD {keys.PENDING_EVENTS} :owed_event", {":owed_event": {event_id}}
+    return f" ADD {keys.PENDING_EVENTS} :owed_event", {":owed_event": {mark}}
 
 
 def _origin_key(environment: str, origin: EventOrigin) -> dict[str, str]:

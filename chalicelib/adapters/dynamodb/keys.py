@@ -21,10 +21,10 @@ API key        | -    | KEY#<sha256>          | KEY             | api_keys: add;
 parked event   | -    | PARKED_EVENTS         | <env>#<event id>| event_ledger: park (the | parked: the sweeper
                |      |                       |                 | bus refused it),        | publishes them again
                |      |                       |                 | release                 | (services/events.py)
-held event     | -    | PARKED_EVENTS         | <env>#<event    | event_ledger: hold      | parked: the sweeper
-               |      |                       | id>#HELD        | (before the change it   | sends one past its lease
+held event     | -    | HELD_EVENTS#<0..7>    | <env>#<event    | event_ledger: hold      | held: the sweeper
+               |      |                       | id>#<token>     | (before the change it   | sends one past its lease
                |      |                       |                 | tells of is saved: that | if its item still
-               |      |                       |                 | item gets the id in     | carries its id (services/
+               |      |                       |                 | item gets the mark in   | carries its mark (services/
                |      |                       |                 | pending_events),        | events.py), else drops
                |      |                       |                 | release_hold            | it
                |      |                       |                 |                         |
@@ -602,9 +602,9 @@ def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str
     return {"gsi1pk": runs_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(run_id)}
 
 
-# Events the ledger keeps until they are out (refused by the bus, or held for a change being saved).
+# Events the bus refused, kept until the sweeper sends them.
 PARKED_EVENTS_PK = "PARKED_EVENTS"
-# On a match, exception or comment: the ids of the events its last saving write owes (see event_ledger).
+# On a match, exception or comment: the marks (event id and hold token) of the events its saving writes owe.
 PENDING_EVENTS = "pending_events"
 
 
@@ -612,8 +612,18 @@ def parked_event(environment: str, event_id: str) -> dict[str, str]:
     return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}"}
 
 
-def held_event(environment: str, event_id: str) -> dict[str, str]:
-    return {"pk": PARKED_EVENTS_PK, "sk": f"{environment}#{event_id}#HELD"}
+# Events held while the change they tell of is saved: every environment's, in HELD_EVENTS#0 ..
+# #<HELD_EVENTS_SHARDS - 1> (by a hash of the hold's mark), as each person's change writes two.
+HELD_EVENTS_PK = "HELD_EVENTS"
+HELD_EVENTS_SHARDS = 8
+
+
+def held_event(environment: str, mark: str) -> dict[str, str]:
+    return {"pk": f"{HELD_EVENTS_PK}#{zlib.crc32(mark.encode()) % HELD_EVENTS_SHARDS}", "sk": f"{environment}#{mark}"}
+
+
+def held_events_shards() -> list[str]:
+    return [f"{HELD_EVENTS_PK}#{shard}" for shard in range(HELD_EVENTS_SHARDS)]
 
 
 # Ends the sweeper decides on its own, held until announced; listed by kind (an sk prefix).

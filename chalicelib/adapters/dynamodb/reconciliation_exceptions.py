@@ -92,7 +92,7 @@ class ExceptionRepository:
              pending_event: str | None = None) -> None:
         """Write a change (optimistic: `updated.version` is one past the stored one). A close frees
         the stream's guard; a reopen takes it back, refused (409) while another exception is active.
-        `pending_event` is the id of the event the change owes (see event_ledger)."""
+        `pending_event` is the mark of the event the change owes (see event_ledger)."""
         reopening = updated.active and not previous.active
         if reopening:
             holder = self.open_guard_for(updated)
