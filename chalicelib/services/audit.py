@@ -123,6 +123,17 @@ def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
     return written
 
 
+def resource_has_entry(ports: Ports, environment: str, resource_type: str, resource_id: str, name: str,
+                       value: str) -> bool:
+    """Whether one of the resource's latest entries (50, newest first) has `value` at `name` in its
+    summary (`request_id` or `event_id`, the ids bounded_summary always keeps): was it written?"""
+    if ports.audit is None:
+        return False
+    query = AuditQuery(resource_type=resource_type, resource_id=resource_id)
+    entries, _ = ports.audit.list_page(environment, query, limit=50, cursor=None)
+    return any(entry.summary.get(name) == value for entry in entries)
+
+
 def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
     """Whether the request's entry was written: among its resource's newest entries, or for a
     creation (its id was not known before it ran) among the chain's entries since it began, newest
@@ -130,9 +141,8 @@ def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
     if ports.audit is None:
         return False
     if request.resource_id is not None:
-        query = AuditQuery(resource_type=request.resource_type, resource_id=request.resource_id)
-        entries, _ = ports.audit.list_page(request.environment, query, limit=50, cursor=None)
-        return any(entry.summary.get("request_id") == request.request_id for entry in entries)
+        return resource_has_entry(ports, request.environment, request.resource_type, request.resource_id,
+                                  "request_id", request.request_id)
     cursor = None
     for _ in range(UNFINISHED_SEARCH_PAGES):
         entries, cursor = ports.audit.list_page(request.environment, AuditQuery(), limit=200, cursor=cursor)

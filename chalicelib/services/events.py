@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from chalicelib.domain import event_data
 from chalicelib.domain.agents.runs import AgentRun
-from chalicelib.domain.audit import AuditQuery, agent_actor
+from chalicelib.domain.audit import agent_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.events import (
     ANNOUNCEMENT_LEASE,
@@ -198,11 +198,10 @@ def _record(ports: Ports, event: Event, environment: str, actor: str, summary_fi
 
 def _recorded(ports: Ports, event: Event, environment: str) -> bool:
     """Whether the resource's audit entries (newest first) hold this event's, among its latest."""
-    if ports.audit is None or event.data.get("id") is None:
+    if event.data.get("id") is None:
         return False
-    query = AuditQuery(resource_type=_resource_type(event), resource_id=str(event.data["id"]))
-    entries, _ = ports.audit.list_page(environment, query, limit=50, cursor=None)
-    return any(entry.summary.get("event_id") == event.id for entry in entries)
+    return audit.resource_has_entry(ports, environment, _resource_type(event), str(event.data["id"]),
+                                    "event_id", event.id)
 
 
 def _resource_type(event: Event) -> str:

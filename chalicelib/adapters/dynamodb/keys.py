@@ -619,11 +619,11 @@ HELD_EVENTS_SHARDS = 8
 
 
 def held_event(environment: str, mark: str) -> dict[str, str]:
-    return {"pk": f"{HELD_EVENTS_PK}#{zlib.crc32(mark.encode()) % HELD_EVENTS_SHARDS}", "sk": f"{environment}#{mark}"}
+    return {"pk": _shard_of(HELD_EVENTS_PK, HELD_EVENTS_SHARDS, mark), "sk": f"{environment}#{mark}"}
 
 
 def held_events_shards() -> list[str]:
-    return [f"{HELD_EVENTS_PK}#{shard}" for shard in range(HELD_EVENTS_SHARDS)]
+    return _shards(HELD_EVENTS_PK, HELD_EVENTS_SHARDS)
 
 
 # Ends the sweeper decides on its own, held until announced; listed by kind (an sk prefix).
@@ -1014,12 +1014,12 @@ REQUESTS_IN_FLIGHT_SHARDS = 8
 
 
 def request_in_flight(environment: str, request_id: str) -> dict[str, str]:
-    shard = zlib.crc32(request_id.encode()) % REQUESTS_IN_FLIGHT_SHARDS
-    return {"pk": f"{REQUESTS_IN_FLIGHT_PK}#{shard}", "sk": f"{environment}#{request_id}"}
+    return {"pk": _shard_of(REQUESTS_IN_FLIGHT_PK, REQUESTS_IN_FLIGHT_SHARDS, request_id),
+            "sk": f"{environment}#{request_id}"}
 
 
 def requests_in_flight_shards() -> list[str]:
-    return [f"{REQUESTS_IN_FLIGHT_PK}#{shard}" for shard in range(REQUESTS_IN_FLIGHT_SHARDS)]
+    return _shards(REQUESTS_IN_FLIGHT_PK, REQUESTS_IN_FLIGHT_SHARDS)
 
 
 # Webhooks ------------------------------------------------------------------------------------
@@ -1071,13 +1071,23 @@ def webhook_due_index(environment: str, endpoint_id: int, delivery_id: int, wake
 
 
 def webhook_due_shard(environment: str, endpoint_id: int, delivery_id: int) -> str:
-    """The due list's shard of a delivery: always the same one for it (crc32, stable across runs)."""
-    shard = zlib.crc32(f"{environment}#{endpoint_id}#{delivery_id}".encode()) % WEBHOOKS_DUE_SHARDS
-    return f"{WEBHOOKS_DUE_PK}#{shard}"
+    """The due list's shard of a delivery: always the same one for it."""
+    return _shard_of(WEBHOOKS_DUE_PK, WEBHOOKS_DUE_SHARDS, f"{environment}#{endpoint_id}#{delivery_id}")
 
 
 def webhook_due_shards() -> list[str]:
-    return [f"{WEBHOOKS_DUE_PK}#{shard}" for shard in range(WEBHOOKS_DUE_SHARDS)]
+    return _shards(WEBHOOKS_DUE_PK, WEBHOOKS_DUE_SHARDS)
+
+
+# Sharded lists ----------------------------------------------------------------------------------
+
+def _shard_of(partition: str, shards: int, value: str) -> str:
+    """`<partition>#<n>` for `value`: always the same n (crc32, stable across runs and processes)."""
+    return f"{partition}#{zlib.crc32(value.encode()) % shards}"
+
+
+def _shards(partition: str, shards: int) -> list[str]:
+    return [f"{partition}#{shard}" for shard in range(shards)]
 
 
 def webhook_endpoint_gone_index(environment: str, endpoint_id: int) -> dict[str, str]:
