@@ -31,13 +31,15 @@ NEAR_DAYS = 15               # a near amount, or an equal reference, this many
 WINDOW_CAP = 20_000          # records of the amount window looked at per target (the nearest amounts)
 PER_TARGET = 200             # single records scored per target (the best by amount and date)
 MIN_REFERENCE = 4            # characters a normalized reference needs to be joined on
-MIN_IN_TEXT = 6              # ... and to be looked for in the other side's description
+MIN_IN_TEXT = 6              # ... and to be looked for in the other side's description or reference
+CONTAINED = 0.95             # a reference inside the other one counts as alike (see reference_similarity)
 SPLIT_DAYS = 5               # split parts: this many days either side of the target
 SPLIT_PRESELECT = 1_000      # split parts ranked by text per target (the nearest in date)
 SPLIT_POOL = 20              # split parts searched per target and direction
 SPLIT_SIZES = (2, 3, 4)
 SPLITS_KEPT = 3              # exact-sum subsets kept per target
-MAX_PROPOSED = 10            # hypotheses one suggestion (one accepted match) holds
+MAX_PROPOSED = 1_000         # pairings one suggestion (one accepted match) holds; the text
+                             # describes the first wording.MAX_SENTENCES of them and counts the rest
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def investigate(targets: pl.DataFrame, candidates: pl.DataFrame, *, max_suggesti
                           decimal_places=decimal_places, limit=MAX_PROPOSED)
     return InvestigationOutcome(candidate_records_searched=candidates.height,
                                 suggested_record_ids=[i for h in proposal for i in h.candidate_ids],
-                                confidence_score=ranked[0].confidence if ranked else 0.0,
+                                confidence_score=min((h.confidence for h in proposal), default=0.0),
                                 recommendation_text=text, hypotheses=ranked, proposal=proposal)
 
 
@@ -203,7 +205,7 @@ def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarr
     conflict = np.zeros(len(ti), dtype=bool)
     for a in ("t_ext", "t_ref"):
         for b in ("c_ext", "c_ref"):
-            present, ratio = _compared(left[a], right[b], Levenshtein.normalized_similarity, 1.0)
+            present, ratio = _compared(left[a], right[b], reference_similarity, 1.0)
             reference[present] = np.fmax(reference[present], ratio)
             if (a, b) == ("t_ref", "c_ref"):
                 conflict[present] = ratio < scoring.UNLIKE_REFERENCE
@@ -217,6 +219,16 @@ def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarr
                                alike=(left["t_text"] != None) & (right["c_text"] != None))  # noqa: E711
     description[present] = ratio
     return reference, conflict, description
+
+
+def reference_similarity(a: str, b: str, **_: object) -> float:
+    """Normalized references: Levenshtein similarity, or at least CONTAINED when the shorter one,
+    of MIN_IN_TEXT characters or more, lies inside the other (a bank dropping an 'INV' prefix)."""
+    shorter, longer = sorted((a, b), key=len)
+    similarity = Levenshtein.normalized_similarity(a, b)
+    if len(shorter) >= MIN_IN_TEXT and shorter in longer:
+        return max(CONTAINED, similarity)
+    return similarity
 
 
 def _texts(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -20,9 +20,12 @@ EXACT_AMOUNT = 4.0       # the amount (a split: the sum) equals the target's
 NEAR_AMOUNT = 2.5        # times 1 - |difference| / near window (0 outside the window)
 SAME_DATE = 1.5          # times exp(-|days apart| / DATE_SCALE_DAYS)
 DATE_SCALE_DAYS = 3.0
-FAR_DATE = -1.5          # times min(|days apart| / FAR_DAYS, 1)
-FAR_DAYS = 30.0
+FAR_DATE = -3.0          # times min(|days apart| / FAR_DAYS, 1): an equal amount two weeks away
+FAR_DAYS = 20.0          # is as often the next payment of the same size as this one
 REFERENCE = 3.0          # times reference_evidence: 0 .. 1 (alike)
+EQUAL_REFERENCE = 0.5    # and more when equal (but for case, spacing and punctuation): the next
+                         # invoice's reference is often one character away
+EQUAL = 0.999            # a reference similarity counted as equal (the text says it matches)
 REFERENCE_CONFLICT = -1.5  # both have a business reference and they are unlike
 UNLIKE_REFERENCE = 0.6
 DESCRIPTION = 1.0        # times description_evidence: 0 .. 1
@@ -33,12 +36,16 @@ EXTRA_RECORD = -0.5      # each record of a split beyond the first
 # seed, isotonic and smoothed). Written by `.venv/bin/python -m tests.support.calibration_fit`, which
 # prints `fit_calibration(labelled.cases(TRAINING_SEED))` (both in tests/support/).
 CALIBRATION: tuple[tuple[float, float], ...] = (
-    (0.0, 0.045),
-    (0.091301, 0.071),
-    (0.144564, 0.466),
-    (0.237166, 0.821),
-    (0.518317, 0.879),
-    (0.624815, 0.997),
+    (0.0, 0.037),
+    (0.056479, 0.103),
+    (0.105977, 0.37),
+    (0.172247, 0.45),
+    (0.228063, 0.593),
+    (0.280156, 0.733),
+    (0.412813, 0.806),
+    (0.551177, 0.914),
+    (0.674287, 0.955),
+    (0.795026, 0.997),
 )
 
 
@@ -62,7 +69,8 @@ def logit(*, difference: Numbers, width: Numbers, days: Numbers, reference: Floa
     z: Floats = (BIAS + EXACT_AMOUNT * (gap == 0) + NEAR_AMOUNT * near
                  + SAME_DATE * np.exp(-np.abs(days) / DATE_SCALE_DAYS)
                  + FAR_DATE * np.minimum(np.abs(days) / FAR_DAYS, 1.0)
-                 + REFERENCE * np.nan_to_num(reference_evidence(reference), nan=0.0) + REFERENCE_CONFLICT * conflict
+                 + REFERENCE * np.nan_to_num(reference_evidence(reference), nan=0.0)
+                 + EQUAL_REFERENCE * (np.nan_to_num(reference, nan=0.0) >= EQUAL) + REFERENCE_CONFLICT * conflict
                  + DESCRIPTION * np.nan_to_num(description_evidence(description), nan=0.0)
                  + EXTRA_RECORD * (np.asarray(records) - 1))
     return z

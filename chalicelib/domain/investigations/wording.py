@@ -3,16 +3,18 @@ what matched and what differs), the records it leaves out and why, and what acce
 It names as suggested exactly the records of the suggestion; a close rival is named as not part of it."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
 from rapidfuzz.distance import Levenshtein
 
+from chalicelib.domain.investigations import scoring
 from chalicelib.domain.investigations.outcome import Hypothesis
 from chalicelib.domain.reconciliation_exceptions import format_amount
 
-MAX_SENTENCES = 10
-ALIKE_REFERENCE = 0.999   # reference similarity counted as equal (after case, spacing, punctuation)
+MAX_SENTENCES = 10        # pairings described, then as many other records
+ALIKE_REFERENCE = scoring.EQUAL  # reference similarity counted as equal (after case, spacing, punctuation)
 ALIKE_DESCRIPTION = 0.8
 RIVAL_SHARE = 0.8         # a runner-up this close to the best one is named as well
 
@@ -29,9 +31,10 @@ LEFT_OUT = {
 def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: list[Hypothesis],
                    ranked: list[Hypothesis], left_out: dict[int, str], *, searched: int, decimal_places: int,
                    limit: int = MAX_SENTENCES) -> str:
-    rows = _rows(targets, candidates, {i for h in proposal for i in h.candidate_ids})
+    described = proposal[:MAX_SENTENCES]  # the suggestion may hold more: they are counted below
+    rows = _rows(targets, candidates, {i for h in described for i in h.candidate_ids})
     sentences = []
-    for h in proposal:
+    for h in described:
         sentence = _explained(h, rows, decimal_places)
         rival = next((r for r in ranked if r.target_ids == h.target_ids and r is not h), None)
         if rival is not None and rival.score >= RIVAL_SHARE * h.score:
@@ -39,6 +42,11 @@ def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: li
                          f"{'fits' if len(rival.candidate_ids) == 1 else 'fit'} almost as well and "
                          f"{'is' if len(rival.candidate_ids) == 1 else 'are'} not suggested: check both.")
         sentences.append(sentence)
+    if len(proposal) > len(described):
+        rest = proposal[len(described):]
+        low, high = _percent(min(h.confidence for h in rest)), _percent(max(h.confidence for h in rest))
+        sentences.append(f"{len(rest)} more pairing{'s are' if len(rest) != 1 else ' is'} suggested and not "
+                         f"described here (confidence {low if low == high else f'{low} to {high}'}).")
     explained = {h.target_ids for h in proposal}
     others = []
     for target_id in targets["id"].to_list():
@@ -56,9 +64,13 @@ def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: li
         rest = len(others) - room
         others = others[:room] + [f"{rest} more record{'s are' if rest != 1 else ' is'} not described here."]
     sentences += others
-    if proposal:
-        sentences.append(f"Accepting matches {_records(tuple(i for h in proposal for i in h.target_ids))} with "
-                         f"{_records(tuple(i for h in proposal for i in h.candidate_ids))}.")
+    target_ids = tuple(i for h in proposal for i in h.target_ids)
+    candidate_ids = tuple(i for h in proposal for i in h.candidate_ids)
+    if len(proposal) > len(described):  # too many to name: the suggestion's ids list them
+        sentences.append(f"Accepting matches {len(target_ids)} records of this exception with the "
+                         f"{len(candidate_ids)} suggested records.")
+    elif proposal:
+        sentences.append(f"Accepting matches {_records(target_ids)} with {_records(candidate_ids)}.")
     return " ".join(sentences)
 
 
@@ -159,4 +171,9 @@ def _closest_references(target: Row, candidate: Row) -> tuple[str, str]:
 
 
 def _confidence(h: Hypothesis) -> str:
-    return f" (confidence {h.confidence:.0%})"
+    return f" (confidence {_percent(h.confidence)})"
+
+
+def _percent(confidence: float) -> str:
+    """Floored to a tenth of a percent: 0.997 is 99.7%, and only a certainty is 100%."""
+    return f"{math.floor(round(confidence * 1000, 6)) / 10:.1f}%"
