@@ -160,3 +160,29 @@ def test_starting_moves_an_open_exception_to_investigating_and_queues_the_invest
     assert started.status == "pending" and started.filter_params == {"direction": "credit"}
     assert ports.exceptions.get(ENV, exception["id"]).status == "investigating"
     assert ports.investigation_queue.messages == [{"environment": ENV, "investigation_id": started.id}]
+
+
+def test_an_investigation_of_a_ledger_short_by_a_fee_on_twenty_records_suggests_all_twenty_counterparts(
+        ports, ingest, reconciliation):
+    """The issue's case: the bank received each payment less a card fee a day later with the same
+    reference, and a payment of the ledger's exact amount two weeks earlier (a decoy) beside each."""
+    create_rule(ports, ENV, reconciliation.id, RULE)
+    amounts = [20_000 + 7_919 * n for n in range(20)]
+    ledger = ingest(*(record("ledger", n, amount, days_ago(30), description="Acme invoice",
+                             metadata={"reference": f"INV-{9100 + n}"}) for n, amount in enumerate(amounts)))
+    counterparts = ingest(*(record("bank", n, amount - (amount * 29 // 1000 + 30), days_ago(29),
+                                   description="ACME PAYMENT", metadata={"reference": f"INV-{9100 + n}"})
+                            for n, amount in enumerate(amounts)))
+    decoys = ingest(*(record("bank", 100 + n, amount, days_ago(44), description="ACME PAYMENT")
+                      for n, amount in enumerate(amounts)))
+    refresh(ports, ENV, reconciliation.id)
+    [row] = list_exceptions(ports, ENV, ExceptionQuery(data_stream_key="ledger"), 0, 50)[0]
+
+    investigation = investigations.run(ports, ENV, start(ports, row.id).id)
+
+    assert investigation.status == "completed"
+    assert sorted(investigation.target_record_ids) == sorted(ledger)
+    assert sorted(investigation.suggested_record_ids) == sorted(counterparts)
+    assert not set(decoys) & set(investigation.suggested_record_ids)
+    assert "10 more pairings are suggested and not described here" in investigation.recommendation_text
+    assert "100%" not in investigation.recommendation_text

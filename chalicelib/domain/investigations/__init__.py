@@ -11,10 +11,11 @@ Amounts stay integers; only similarities, scores and confidences are floats.
 
 Output (`InvestigationOutcome`): `candidate_records_searched`, the ranked `hypotheses`, the
 `proposal` (in rank order each target's best hypothesis whose records no earlier one took, in the
-best one's currency, at most ten: one match when accepted), `suggested_record_ids` (exactly the
-proposal's candidates), `confidence_score` (of the best hypothesis), and a `recommendation_text`
-that proposes exactly the proposal, naming what matched and what differs (a close rival is named
-as not suggested).
+best one's currency, at most 1,000: one match when accepted), `suggested_record_ids` (exactly the
+proposal's candidates), `confidence_score` (of the proposal's weakest pairing: accepting matches
+them all), and a `recommendation_text` that proposes exactly the proposal, describing its first
+ten pairings (what matched and what differs, each one's confidence floored to a tenth of a
+percent; a close rival is named as not suggested) and counting the rest.
 
 A zero amount never pairs with a non-zero one (a prenote with the payment's reference explains
 nothing of its amount); splits take non-zero parts only.
@@ -32,16 +33,19 @@ The search, per currency (currencies never mix), before any Python-level text wo
    Every subset of 2, 3 or 4 of them (at most 6,175, summed at once in numpy) whose sum equals
    the target's amount exactly; the three smallest and most alike are kept.
 4. Similarity, on those short lists only (`rapidfuzz.process.cpdist`, pair by pair): references
-   by normalized Levenshtein similarity, the best of external_id and reference on each side, or
-   a reference found inside the other side's description (partial ratio); descriptions by token
-   sort ratio.
+   by normalized Levenshtein similarity, the best of external_id and reference on each side (one
+   of six characters or more inside the other counts as 95% alike: a bank drops an 'INV' prefix),
+   or a reference found inside the other side's description (partial ratio); descriptions by
+   token sort ratio.
 
 The model (scoring.py), in log-odds, hand-weighted so each weight reads as evidence: -3, plus 4
 for an equal amount (a split: its sum), 2.5 x closeness within the near window, 1.5 x
-exp(-days/3) for the date and -1.5 x min(days/30, 1) for a far one, 3 x reference alikeness
-(from 60% similar, full at 90%), -1.5 when both business references exist and are unlike (external
-ids are each system's own, so their difference proves nothing), 1 x description alikeness, -0.5
-for each split record beyond the first. A hypothesis's score is its plausibility sigmoid(z) times
+exp(-days/3) for the date and -3 x min(days/20, 1) for a far one (an equal amount two weeks
+away is as often the next payment of that size), 3 x reference alikeness (from 60% similar, full
+at 90%) and 0.5 more for an equal reference (the next invoice's is often one character away),
+-1.5 when both business references exist and are unlike (external ids are each system's own, so
+their difference proves nothing), 1 x description alikeness, -0.5 for each split record beyond
+the first. A hypothesis's score is its plausibility sigmoid(z) times
 the square of its share against its target's strongest rival, sigmoid(z - z_rival): twins
 quarter each other.
 
@@ -49,7 +53,9 @@ Calibration: the score goes through a table (scoring.CALIBRATION) from score to 
 best suggestions, fitted by `fit_calibration` (tests/support/calibration_fit.py) on the TRAINING
 seed of the labelled cases (tests/support/labelled.py; isotonic regression by pooling adjacent
 violators, blocks of at least 25 cases, each block's accuracy smoothed as (right + 1) / (cases + 2));
-it is verified on the TEST seed, and a test re-fits it on the training seed and compares. Only the
+it is verified on the TEST seed, and a test re-fits it on the training seed and compares. Every
+pairing of a suggestion is measured apart from that generator too, on ledgers short by a fee
+beside same-amount decoys 14 days away (tests/support/fee_ledger.py). Only the
 table ships: the fitting and the labelled cases are test code. The table is committed, not fitted
 at import: fitting means running 600 investigations (about 5 s). A monotone map, it never changes
 the ranking.

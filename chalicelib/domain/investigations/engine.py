@@ -32,7 +32,7 @@ WINDOW_CAP = 20_000          # records of the amount window looked at per target
 PER_TARGET = 200             # single records scored per target (the best by amount and date)
 MIN_REFERENCE = 4            # characters a normalized reference needs to be joined on
 MIN_IN_TEXT = 6              # ... and to be looked for in the other side's description or reference
-CONTAINED = 0.95             # a reference inside the other one counts as alike (see reference_similarity)
+CONTAINED = 0.95             # a reference inside the other one counts as alike (_reference_compared)
 SPLIT_DAYS = 5               # split parts: this many days either side of the target
 SPLIT_PRESELECT = 1_000      # split parts ranked by text per target (the nearest in date)
 SPLIT_POOL = 20              # split parts searched per target and direction
@@ -205,7 +205,7 @@ def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarr
     conflict = np.zeros(len(ti), dtype=bool)
     for a in ("t_ext", "t_ref"):
         for b in ("c_ext", "c_ref"):
-            present, ratio = _compared(left[a], right[b], reference_similarity, 1.0)
+            present, ratio = _reference_compared(left[a], right[b])
             reference[present] = np.fmax(reference[present], ratio)
             if (a, b) == ("t_ref", "c_ref"):
                 conflict[present] = ratio < scoring.UNLIKE_REFERENCE
@@ -221,14 +221,18 @@ def _similarities(t: pl.DataFrame, c: pl.DataFrame, ti: np.ndarray, ci: np.ndarr
     return reference, conflict, description
 
 
-def reference_similarity(a: str, b: str, **_: object) -> float:
-    """Normalized references: Levenshtein similarity, or at least CONTAINED when the shorter one,
-    of MIN_IN_TEXT characters or more, lies inside the other (a bank dropping an 'INV' prefix)."""
-    shorter, longer = sorted((a, b), key=len)
-    similarity = Levenshtein.normalized_similarity(a, b)
-    if len(shorter) >= MIN_IN_TEXT and shorter in longer:
-        return max(CONTAINED, similarity)
-    return similarity
+def _reference_compared(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normalized references, where both exist: Levenshtein similarity, or at least CONTAINED when
+    the shorter one, of MIN_IN_TEXT characters or more, lies inside the other (a bank dropping an
+    'INV' prefix): a partial ratio of 100."""
+    present, similarity = _compared(left, right, Levenshtein.normalized_similarity, 1.0)
+    if not present.any():
+        return present, similarity
+    _, partial = _compared(left[present], right[present], fuzz.partial_ratio, 100.0)
+    inside = np.flatnonzero((partial >= 1.0) & (similarity < CONTAINED))  # few: the lengths in Python
+    long_enough = [min(len(a), len(b)) >= MIN_IN_TEXT for a, b in zip(left[present][inside], right[present][inside])]
+    similarity[inside[np.array(long_enough, dtype=bool)]] = CONTAINED
+    return present, similarity
 
 
 def _texts(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> dict[str, np.ndarray]:
