@@ -103,6 +103,7 @@ def main() -> None:
 
 
 def fee_ledger(seed: int, rounds: int) -> None:
+    print()
     built = scenarios(seed, rounds)
     started = time.perf_counter()
     report = measure(built)
