@@ -43,10 +43,11 @@ def recommendation(targets: pl.DataFrame, candidates: pl.DataFrame, proposal: li
                          f"{'is' if len(rival.candidate_ids) == 1 else 'are'} not suggested: check both.")
         sentences.append(sentence)
     if len(proposal) > len(described):
-        rest = proposal[len(described):]
-        low, high = _percent(min(h.confidence for h in rest)), _percent(max(h.confidence for h in rest))
-        sentences.append(f"{len(rest)} more pairing{'s are' if len(rest) != 1 else ' is'} suggested and not "
-                         f"described here (confidence {low if low == high else f'{low} to {high}'}).")
+        undescribed = proposal[len(described):]
+        low, high = (_percent(f(h.confidence for h in undescribed)) for f in (min, max))
+        verb = "pairings are" if len(undescribed) != 1 else "pairing is"
+        sentences.append(f"{len(undescribed)} more {verb} suggested and not described here "
+                         f"(confidence {low if low == high else f'{low} to {high}'}).")
     explained = {h.target_ids for h in proposal}
     others = []
     for target_id in targets["id"].to_list():
