@@ -54,6 +54,11 @@ def agent_actor(agent_id: str) -> str:
     return f"agent:{agent_id}"
 
 
+def operator_actor() -> str:
+    """An operator's change made on the command line (`python -m chalicelib.cli`), not through the API."""
+    return "operator:cli"
+
+
 def system_actor(kind: str, job_id: str | int | None = None) -> str:
     """`system:reconciliation_run:12`, `system:file_import:5`, or `system:sweeper` (no id)."""
     return f"system:{kind}" if job_id is None else f"system:{kind}:{job_id}"
