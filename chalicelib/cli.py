@@ -10,6 +10,8 @@ import argparse
 import getpass
 import json
 import sys
+import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.container import Container
 from chalicelib.domain.agents.browser import Automation, Credentials
+from chalicelib.domain.audit import operator_actor
 from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import DomainError, ValidationFailed
+from chalicelib.domain.errors import DomainError, NotFound, ValidationFailed
 from chalicelib.local.stack import running_stack
+from chalicelib.services import audit
 from chalicelib.services.agents import create_browser_agent, set_credentials
 from chalicelib.services.api_keys import create_key
 from chalicelib.services.mirror_repair import repair_mirror
@@ -79,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.group == "agents":
             return _agents(container, target, args)
         if args.command == "create":
-            key, secret = create_key(container.api_keys, args.environment, label=args.label)
+            with recorded(container, args.environment, "api_key.created", "api_key",
+                          summary={"label": args.label}) as noted:
+                key, secret = create_key(container.api_keys, args.environment, label=args.label)
+                noted.resource_id = key.id
             print(f"Created key {key.id} for environment '{key.environment}' ({target}).")
             print("Store it now; it is not shown again:")
             print(secret)
@@ -93,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Rebuilding the analytics mirror ({target})...", flush=True)
             print(repair_mirror(container.ports, args.environment, args.everything).describe())
         elif args.command == "revoke":
-            key = container.api_keys.revoke(args.id)
+            found = next((k for k in container.api_keys.list() if k.id == args.id), None)
+            if found is None:
+                raise NotFound(f"API key {args.id} not found")
+            with recorded(container, found.environment, "api_key.revoked", "api_key", args.id):
+                key = container.api_keys.revoke(args.id)
             print(f"Revoked key {key.id} of environment '{key.environment}' ({target}).")
     except ValidationFailed as failed:
         for field_error in failed.errors:
@@ -106,6 +117,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot reach the {target}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def recorded(container: Container, environment: str, action: str, resource_type: str,
+             resource_id: str | int | None = None,
+             summary: dict[str, Any] | None = None) -> AbstractContextManager[audit.NotedChange]:
+    """Around an operator's change: recorded in the environment's audit trail as `operator:cli`
+    with the system account that ran the command (noted in flight first, so the sweeper writes the
+    entry, outcome unknown, should the command die between its change and its entry)."""
+    return audit.change_in_flight(container.ports, environment, request_id=f"cli-{uuid.uuid4().hex}",
+                                  actor=operator_actor(), action=action, resource_type=resource_type,
+                                  resource_id=resource_id, summary={"os_user": _os_user(), **(summary or {})})
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name nor passwd entry (some containers)
+        return None
 
 
 def _agent_commands(commands: Any) -> None:
@@ -144,13 +173,22 @@ def _agents(container: Container, target: str, args: argparse.Namespace) -> int:
         fields = {"name": args.name, "description": args.description, "cadence": args.cadence, "hour": args.hour,
                   "minute": args.minute, "day_of_week": args.day_of_week, "timezone": args.timezone,
                   "active": not args.inactive}
-        agent = create_browser_agent(ports, args.environment, fields, args.automation, args.portal_url, settings)
+        with recorded(container, args.environment, "agent.created", "agent",
+                      summary={"kind": "browser", "automation": args.automation}) as noted:
+            agent = create_browser_agent(ports, args.environment, fields, args.automation, args.portal_url, settings)
+            noted.resource_id = agent.id
         print(f"Created browser agent '{agent.name}' in environment '{agent.environment}' ({target}).", file=sys.stderr)
         print(f"Next: python -m chalicelib.cli agents set-credentials {agent.id}", file=sys.stderr)
         print(agent.id)
         return 0
     username, password = _read_login()
-    agent = set_credentials(ports, args.agent_id.lower(), Credentials(username, password), args.environment)
+    agent_id = args.agent_id.lower()
+    environment = args.environment or ports.agents.environment_of(agent_id)
+    if environment is None:
+        raise NotFound(f"no browser agent {agent_id}")
+    # The login itself is never recorded: only that it was set.
+    with recorded(container, environment, "agent.credentials_set", "agent", agent_id):
+        agent = set_credentials(ports, agent_id, Credentials(username, password), environment)
     print(f"Stored the portal login of agent {agent.id} ({agent.name}) in Secrets Manager ({target}).")
     return 0
 

@@ -238,7 +238,8 @@ class Container:
     @cached_property
     def webhook_sender(self) -> HttpWebhookSender:
         # Locally a developer receives on their own machine: http and loopback addresses too.
-        return HttpWebhookSender(UrlPolicy(local=self.settings.local_mode), self.settings.webhook_timeout_seconds)
+        return HttpWebhookSender(UrlPolicy(local=self.settings.local_mode, own_ports=self.settings.local_service_ports),
+                                 self.settings.webhook_timeout_seconds)
 
     @cached_property
     def tallies(self) -> TallyRepository:

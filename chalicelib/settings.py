@@ -4,6 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -111,6 +112,15 @@ class Settings(BaseSettings):
     webhook_timeout_seconds: float = Field(default=WEBHOOK_TIMEOUT_SECONDS, gt=0, le=30)
 
     log_level: str = "INFO"
+
+    @property
+    def local_service_ports(self) -> frozenset[int]:
+        """Locally, the loopback ports of the stack's own services (dynalite, the AWS server, s3rver)
+        and of the API: a webhook may not be sent to them (domain/webhooks.UrlPolicy). None on AWS."""
+        if not self.local_mode:
+            return frozenset()
+        ports = {urlsplit(url).port for url in (self.dynamodb_endpoint, self.aws_endpoint, self.s3_endpoint) if url}
+        return frozenset(port for port in ports if port) | {self.port}
 
 
 @lru_cache(maxsize=1)

@@ -27,9 +27,11 @@ from chalicelib.domain.webhooks import (
     SendOutcome,
     UrlPolicy,
     WebhookRequest,
+    default_port,
 )
 
 USER_AGENT = "recon-webhooks/1.0"
+CONNECTION_FAILED = "connection failed"
 Resolver = Callable[..., list[tuple[Any, ...]]]  # socket.getaddrinfo's shape
 
 
@@ -69,7 +71,7 @@ class HttpWebhookSender:
             return SendOutcome(error=f"refused: the URL {refused.problem}")
         parts = urlsplit(request.url)
         host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port(parts.scheme)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = {**request.headers, "content-type": "application/json", "user-agent": USER_AGENT,
                    "host": _host_header(host, parts.port)}
@@ -106,14 +108,18 @@ class HttpWebhookSender:
         return f"timed out after {self._timeout:g} s"
 
     def _failure(self, error: Exception) -> str:
+        """What went wrong, as a kind only: the error's own text names the host and port and the
+        errno (refused, reset, unreachable), which would tell a client which ports are open."""
         if isinstance(error, urllib3.exceptions.NewConnectionError):  # (a ConnectTimeoutError subclass)
-            return f"connection failed: {_short(error)}"
+            return CONNECTION_FAILED
         if isinstance(error, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
                               TimeoutError)):
             return self._timed_out()
         if isinstance(error, (urllib3.exceptions.SSLError, ssl.SSLError, ssl.CertificateError)):
-            return f"TLS error: {_short(error)}"
-        return f"connection failed: {_short(error)}"
+            if _caused_by(error, (ssl.SSLCertVerificationError, ssl.CertificateError)):
+                return "TLS error: the server's certificate was not accepted"
+            return "TLS error"
+        return CONNECTION_FAILED
 
     def _checked_address(self, url: str) -> str:
         """The address to connect to: the first of the host's addresses, once every one passed."""
@@ -122,7 +128,7 @@ class HttpWebhookSender:
             raise AddressRefused(problem)
         parts = urlsplit(url)
         host = (parts.hostname or "").strip("[]")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port(parts.scheme)
         try:
             answers = self._resolve(host, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError):
@@ -131,7 +137,7 @@ class HttpWebhookSender:
         if not addresses:
             raise AddressRefused(f"names a host that does not resolve ({host[:100]})")
         for address in addresses:
-            problem = self._policy.address_problem(ipaddress.ip_address(address))
+            problem = self._policy.address_problem(ipaddress.ip_address(address), port)
             if problem:
                 raise AddressRefused(problem)
         return addresses[0]
@@ -197,5 +203,12 @@ def _host_header(host: str, port: int | None) -> str:
     return f"{shown}:{port}" if port else shown
 
 
-def _short(error: Exception) -> str:
-    return str(error)[:200]
+def _caused_by(error: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, kinds):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -35,6 +35,7 @@ from chalicelib.domain.agents.runs import MAX_AGENT_DEPTH, AgentRun, AgentRunTri
 from chalicelib.domain.agents.sql_guard import SqlRefused
 from chalicelib.domain.audit import agent_actor
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.csv_cells import spreadsheet_safe
 from chalicelib.domain.errors import DomainError, NotFound
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
 from chalicelib.domain.runs import RunTrigger
@@ -233,7 +234,7 @@ class AgentToolBox:
             filename = safe_filename(str(args["filename"]))
         except BadFilename as bad:
             raise ToolFailed(str(bad)) from None
-        body = str(args["content"]).encode("utf-8")
+        body = spreadsheet_safe(filename, str(args["content"]).encode("utf-8"))
         if len(body) > MAX_INLINE_BYTES:
             raise ToolFailed(f"the content is {len(body)} bytes; an output file holds at most {MAX_INLINE_BYTES}")
         previous = next((f for f in self.output_files if f.filename.lower() == filename.lower()), None)

@@ -4,9 +4,9 @@ from the route it took (the middleware appends one entry per 2xx POST/PUT/PATCH/
 ROUTE_ACTIONS maps each route to `resource.verb` (past tense), its resource type and where the
 resource's id comes from: a path parameter, else the response body's `id` (or `key`). A route not
 listed (a new one) still gets an entry, its action derived from its path (`derived`); a route
-mapped to None changes nothing (a dry run). The summary never copies request values: it names the
-fields a PATCH sent, takes a few ids and counts from the response, and adds what the service noted
-(`services.audit.note`, e.g. a status's before/after).
+mapped to None changes nothing (a dry run). The summary never copies the request's body: it names
+the fields a PATCH sent, takes a few ids and counts from the response, and adds what the service
+noted (`services.audit.note_change`: each changed field's before and after, cut and redacted).
 """
 from __future__ import annotations
 

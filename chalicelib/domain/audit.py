@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum, StrEnum
@@ -52,6 +52,11 @@ def api_key_actor(key_id: int) -> str:
 
 def agent_actor(agent_id: str) -> str:
     return f"agent:{agent_id}"
+
+
+def operator_actor() -> str:
+    """An operator's change made on the command line (`python -m chalicelib.cli`), not through the API."""
+    return "operator:cli"
 
 
 def system_actor(kind: str, job_id: str | int | None = None) -> str:
@@ -210,6 +215,85 @@ def _bounded(value: Any, depth: int) -> Any:
         bounded = [_bounded(v, depth + 1) for v in items[:MAX_ITEMS]]
         return bounded + [f"{len(items) - MAX_ITEMS} more"] if len(items) > MAX_ITEMS else bounded
     return str(value)[:MAX_STRING]
+
+
+# Changes: the before and after of an update --------------------------------------------------
+
+MAX_CHANGE_CHARS = 100  # of one before or after value: a longer one keeps its start and says its length
+SHORT_CHANGE_CHARS = 24  # ... when the changes at MAX_CHANGE_CHARS would not fit the summary
+CHANGES_BUDGET = 1200  # bytes of {"before", "after"}: the summary keeps room for its other fields
+# Bookkeeping every update moves, not what it changed.
+NOT_CHANGES = frozenset({"environment", "id", "version", "updated_at"})
+
+
+def entity_fields(entity: Any) -> dict[str, Any]:
+    """An entity's fields by name, a nested entity's as `outer.inner` (so a change inside one names
+    its own field); `NOT_CHANGES` left out."""
+    out: dict[str, Any] = {}
+    for item in fields(entity):
+        if item.name in NOT_CHANGES:
+            continue
+        value = getattr(entity, item.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            out.update({f"{item.name}.{name}": inner for name, inner in entity_fields(value).items()})
+        else:
+            out[item.name] = value
+    return out
+
+
+def field_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """`{"before": {...}, "after": {...}}` of the fields whose values differ, or {}: secrets (by
+    their field's name or their look) read REDACTED on both sides, a text longer than
+    MAX_CHANGE_CHARS keeps its start and its length (`"abc… (5000 characters)"`), a list or an
+    entity is shown as compact JSON (cut the same way). When the whole would not fit
+    CHANGES_BUDGET the values are cut to SHORT_CHANGE_CHARS, and past that only named."""
+    changed = [name for name in after if before.get(name) != after.get(name)]
+    if not changed:
+        return {}
+    for limit in (MAX_CHANGE_CHARS, SHORT_CHANGE_CHARS, 0):
+        result = {side: {name: _change_value(name, values.get(name), limit) for name in changed}
+                  for side, values in (("before", before), ("after", after))}
+        if len(canonical_json(result).encode("utf-8")) <= CHANGES_BUDGET:
+            break
+    return result
+
+
+def _change_value(name: str, value: Any, limit: int) -> Any:
+    if value is not None and any(_SECRET_NAME.search(part) for part in name.split(".")):
+        return REDACTED
+    plain = _plain(value)
+    if plain is None or isinstance(plain, bool | int | float):
+        return plain if not isinstance(plain, float) or math.isfinite(plain) else str(plain)
+    if isinstance(plain, str) and _SECRET_VALUE.match(plain):
+        return REDACTED
+    text = plain if isinstance(plain, str) else canonical_json(plain)
+    if len(text) <= limit:  # a list or mapping of plain values stays one; a deeper one is its JSON
+        nested = plain.values() if isinstance(plain, dict) else plain
+        return plain if isinstance(plain, str) or not any(isinstance(v, list | dict) for v in nested) else text
+    return f"{text[:limit]}… ({len(text)} characters)" if limit else f"… ({len(text)} characters)"
+
+
+def _plain(value: Any) -> Any:
+    """JSON's values only, secrets redacted at any depth."""
+    if is_dataclass(value) and not isinstance(value, type):
+        value = {item.name: getattr(value, item.name) for item in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): REDACTED if _SECRET_NAME.search(str(k)) and v is not None else _plain(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [_plain(v) for v in items]
+    if isinstance(value, Enum):
+        return _plain(value.value)
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, date | Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return REDACTED if _SECRET_VALUE.match(value) else value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)
 
 
 # Verification ---------------------------------------------------------------------------------

@@ -211,8 +211,10 @@ def normalised_events(events: list[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class UrlPolicy:
-    """On AWS: https only, public addresses only. Locally: http too, and loopback addresses."""
+    """On AWS: https only, public addresses only. Locally: http too, and loopback addresses, but
+    not on `own_ports`, the local stack's own services' (a webhook could read or reset their state)."""
     local: bool
+    own_ports: frozenset[int] = frozenset()
 
     def url_problem(self, url: str) -> str | None:
         """What is wrong with a URL as written (its host's addresses are checked apart)."""
@@ -238,11 +240,12 @@ class UrlPolicy:
             return "must not contain spaces or control characters"
         literal = _ip_literal(parts.hostname)
         if literal is not None:
-            return self.address_problem(literal)
+            return self.address_problem(literal, port or default_port(parts.scheme))
         return None
 
-    def address_problem(self, address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-        """Why deliveries may not go to this address, or None."""
+    def address_problem(self, address: str | ipaddress.IPv4Address | ipaddress.IPv6Address,
+                        port: int | None = None) -> str | None:
+        """Why deliveries may not go to this address (on this port), or None."""
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         if isinstance(ip, ipaddress.IPv6Address):
             if ip.ipv4_mapped is not None:
@@ -252,7 +255,12 @@ class UrlPolicy:
                 if tunnel:
                     return tunnel
         if ip.is_loopback:
-            return None if self.local else f"resolves to a loopback address ({ip})"
+            if not self.local:
+                return f"resolves to a loopback address ({ip})"
+            if port in self.own_ports:
+                return (f"names a port of the local stack's own services ({port}: its DynamoDB, S3, AWS server "
+                        "or the API itself), which webhooks may not reach")
+            return None
         for kind, test in (("unspecified", ip.is_unspecified), ("link-local", ip.is_link_local),
                            ("multicast", ip.is_multicast), ("private", ip.is_private),
                            ("reserved", ip.is_reserved)):
@@ -261,6 +269,10 @@ class UrlPolicy:
         if not ip.is_global:
             return f"resolves to a non-public address ({ip})"
         return None
+
+
+def default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
 
 
 # IPv6 ranges that carry an IPv4 address or reach one through a relay or translator, refused

@@ -37,6 +37,7 @@ from chalicelib.domain.agents.runs import (
     Step,
 )
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.csv_cells import spreadsheet_safe
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs
@@ -336,8 +337,9 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
         return run
     if ports.mailer is None:
         raise RuntimeError("this process has no mailer wired (only the agent worker delivers)")
-    attachments = [(f.filename, f.content_type, ports.agent_files.read(run.stored(f), MAX_ATTACHED))
-                   for f in files]
+    # Written safe already; neutralised again (it changes nothing twice) for files written before that.
+    attachments = [(f.filename, f.content_type,
+                    spreadsheet_safe(f.filename, ports.agent_files.read(run.stored(f), MAX_ATTACHED))) for f in files]
     subject = f"{agent.name}: {len(files)} file{'s' if len(files) != 1 else ''} from run {run.id}"
     body = (f"The agent \"{agent.name}\" finished run {run.id} at {utc_now():%Y-%m-%d %H:%M} UTC.\n\n"
             + "\n".join(f"- {f.filename} ({f.byte_size} bytes)" for f in files) + "\n")

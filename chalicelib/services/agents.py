@@ -25,6 +25,7 @@ from chalicelib.domain.agents.files import MAX_INLINE_BYTES, AgentFile, BadFilen
 from chalicelib.domain.agents.schedule import Cadence, check_schedule
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports
 
 SCHEDULE_FIELDS = ("cadence", "timezone", "hour", "minute", "day_of_week")
@@ -121,6 +122,7 @@ def update_agent(ports: Ports, environment: str, agent_id: str, fields: Mapping[
     if updated.holds_file_drops:
         _hold_file_drops(ports, updated)
     ports.agents.save(updated, previous=current)
+    audit.note_change(current, updated)
     if current.holds_file_drops and not updated.holds_file_drops:
         ports.agents.release_file_drops(environment, agent_id)
     _put_schedule(ports, updated)

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain.audit import UNKNOWN_OUTCOME, AuditEntry, AuditQuery, ChainBreak, ChainWalk, RequestInFlight
+from chalicelib.domain.audit import (
+    UNKNOWN_OUTCOME,
+    AuditEntry,
+    AuditQuery,
+    ChainBreak,
+    ChainWalk,
+    RequestInFlight,
+    entity_fields,
+    field_changes,
+)
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, ValidationFailed
 from chalicelib.domain.events import REQUEST_LEASE
@@ -184,11 +193,15 @@ def note(**fields: Any) -> None:
 
 
 def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The before/after of the fields that differ: `{"before": {...}, "after": {...}}`, or {}."""
-    changed = [name for name in after if before.get(name) != after.get(name)]
-    if not changed:
-        return {}
-    return {"before": {n: before.get(n) for n in changed}, "after": {n: after.get(n) for n in changed}}
+    """The before/after of the fields that differ: `{"before": {...}, "after": {...}}`, or {}
+    (secrets redacted, long values cut: domain/audit.field_changes)."""
+    return field_changes(before, after)
+
+
+def note_change(before: Any, after: Any) -> None:
+    """Note an update's before and after, field by field, from the entity as read and as saved:
+    the one call every update makes, whatever its resource."""
+    note(**field_changes(entity_fields(before), entity_fields(after)))
 
 
 # Listing ----------------------------------------------------------------------------------------

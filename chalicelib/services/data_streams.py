@@ -6,6 +6,7 @@ from chalicelib.domain.data_streams import DataStream, StreamType, check_new_str
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
+from chalicelib.services import audit
 from chalicelib.services.ports import DataStreams, Ports
 from chalicelib.services.stories import refuse_if_used
 
@@ -32,6 +33,7 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
         raise ValidationFailed.on("type", "is immutable")
     updated = current.renamed(name, description, description_given)
     streams.save(updated)
+    audit.note_change(current, updated)
     return updated
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import PropertyDefinition, PropertyType, check_property_key
 from chalicelib.domain.errors import NotFound, ValidationFailed, shown
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports, PropertyDefinitions
 
 
@@ -39,6 +40,7 @@ def update_definition(definitions: PropertyDefinitions, environment: str, defini
         optional=current.optional if optional is None else optional,
     )
     definitions.save(updated)
+    audit.note_change(current, updated)
     return updated
 
 

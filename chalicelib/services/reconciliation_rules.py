@@ -6,6 +6,7 @@ from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports, ReconciliationRules
 
 
@@ -28,6 +29,7 @@ def update_rule(rules: ReconciliationRules, environment: str, rule_id: int, chan
     current = rules.get(environment, rule_id)
     updated = current.with_definition(current.definition.patched(changes), utc_now())
     rules.save(updated, previous=current)
+    audit.note_change(current, updated)
     return updated
 
 

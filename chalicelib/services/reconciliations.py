@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
+from chalicelib.services import audit
 from chalicelib.services.matches import unmatch
 from chalicelib.services.ports import Ports
 from chalicelib.services.stories import refuse_if_used
@@ -39,6 +40,7 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
         existing = set(ports.data_streams.get_many(environment, added)) | set(current.stream_keys)
         missing_streams(side_a or (), side_b or (), existing)
     ports.reconciliations.save(updated, previous=current)
+    audit.note_change(current, updated)
     ports.matches.forget_adoptions(environment, reconciliation_id,
                                    [k for k in current.stream_keys if not updated.uses(k)])
     return updated

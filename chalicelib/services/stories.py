@@ -15,6 +15,7 @@ from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.errors import Conflict, DomainError, NotFound
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.stories import LinkInput, Story, StoryLink, StoryUser, check_chain, resolve_chain
+from chalicelib.services import audit
 from chalicelib.services.ports import Ports
 
 
@@ -42,6 +43,7 @@ def update_story(ports: Ports, environment: str, story_id: int, *, name: str | N
         if links is not None:
             _release_unsaved(ports, updated)
         raise
+    audit.note_change(current, updated)
     return updated
 
 

@@ -87,7 +87,9 @@ def update_endpoint(ports: Ports, environment: str, endpoint_id: int, fields: di
         updated = replace(updated, active=fields["active"])
         if fields["active"]:  # switched on again: the failures that disabled it are forgiven
             updated = replace(updated, disabled_at=None, disabled_reason=None, failing_since=None)
-    return webhooks.save(updated, previous)
+    saved = webhooks.save(updated, previous)
+    audit.note_change(previous, saved)
+    return saved
 
 
 def delete_endpoint(ports: Ports, environment: str, endpoint_id: int) -> None:
@@ -101,7 +103,9 @@ def rotate_secret(ports: Ports, environment: str, endpoint_id: int) -> WebhookEn
     before that stops at once: two secrets at most)."""
     webhooks, _, _ = _wired(ports)
     previous = webhooks.get(environment, endpoint_id)
-    return webhooks.save(previous.rotated(new_secret(), utc_now()), previous)
+    saved = webhooks.save(previous.rotated(new_secret(), utc_now()), previous)
+    audit.note_change(previous, saved)  # the secrets read "[redacted]": the entry says they changed
+    return saved
 
 
 def _check(sender: WebhookSender, fields: dict[str, Any]) -> None:

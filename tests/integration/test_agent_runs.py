@@ -97,6 +97,22 @@ def test_a_run_calls_tools_on_the_environments_data_writes_files_and_mails_the_m
     assert api.get(f"{AGENTS}/{agent['id']}/runs").json_body["data"][0]["id"] == run["id"]
 
 
+def test_formula_cells_of_a_csv_the_model_writes_are_neutralised_before_it_is_stored_and_mailed(
+        api, worker, services, model):
+    agent = create_agent(api, delivery_enabled=True, delivery_recipients=["treasury@acme.test"],
+                         delivery_file_pattern="*.csv")
+    content = 'id,amount,note\n1,-12.50,=HYPERLINK("http://evil.test")\n2,+7,@SUM(A1)\n'
+    model.add(model.tool_calls(("c1", "write_output_file", {"filename": "payouts.csv", "content": content})),
+              model.text("Done."))
+
+    run = run_agent(api, worker, agent["id"])
+
+    safe = 'id,amount,note\n1,-12.50,"\'=HYPERLINK(""http://evil.test"")"\n2,+7,\'@SUM(A1)\n'
+    assert run["output_files"][0]["byte_size"] == len(safe)
+    [mail] = sent_mail(services)
+    assert [a.get_content() for a in mail.iter_attachments()] == [safe]
+
+
 def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(api, worker, services, model):
     other = create_agent(api, name="Other")
     agent = create_agent(api)

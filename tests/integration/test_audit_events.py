@@ -86,10 +86,80 @@ def test_a_change_records_who_made_it_what_and_on_which_resource(api, services):
         (1, actor, "data_stream.created", "data_stream", "bank"),
         (2, actor, "data_stream.updated", "data_stream", "bank"),
         (3, actor, "data_stream.deleted", "data_stream", "bank")]
-    assert summary_of(updated) == {"fields": ["description", "name"]}  # names, never the values sent
+    assert summary_of(updated) == {"fields": ["description", "name"],
+                                   "before": {"name": "Bank", "description": None},
+                                   "after": {"name": "Main bank", "description": "ops"}}
     assert len({e["summary"]["request_id"] for e in (created, updated, deleted)}) == 3
     assert created["prev_hash"] == "0" * 64 and updated["prev_hash"] == created["hash"]
     assert created["id"] == created["seq"] and created["at"] <= updated["at"] <= deleted["at"]
+
+
+def updated_entry(api, resource_type: str, resource_id) -> dict:
+    """The newest entry of the resource."""
+    return entries(api, f"?resource_type={resource_type}&resource_id={resource_id}")[0]
+
+
+def test_an_update_records_each_changed_fields_value_before_and_after_whatever_the_resource(
+        api, reconciliation):
+    # Given a property definition, a reconciliation, one of its rules and a story
+    definition = api.post("/v1/data_stream_property_definitions", {
+        "key": "ref", "name": "Reference", "type": "string", "data_stream_key": "bank"}).json_body
+    rule = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).json_body
+    story = api.post("/v1/reconciliation_stories", {"name": "Cash", "links": [
+        {"reconciliation_id": reconciliation["id"], "position": 1}]}).json_body
+
+    # When each is changed
+    for path, body in ((f"/v1/data_stream_property_definitions/{definition['id']}", {"name": "Ref", "optional": True}),
+                       (f"/v1/reconciliations/{reconciliation['id']}", {"name": "Bank v ledger",
+                                                                         "exception_after_days": 9}),
+                       (f"/v1/reconciliation_rules/{rule['id']}", {"priority": 5, "name": "Amount"}),
+                       (f"/v1/reconciliation_stories/{story['id']}", {"name": "Cash story"})):
+        response = api.patch(path, body)
+        assert response.status_code == 200, response.json_body
+
+    # Then each entry says what the changed fields were before and what they are now
+    # (a field sent unchanged is among those sent, not among those changed)
+    assert summary_of(updated_entry(api, "data_stream_property_definition", definition["id"])) == {
+        "fields": ["name", "optional"], "before": {"name": "Reference", "optional": False},
+        "after": {"name": "Ref", "optional": True}}
+    changed = summary_of(updated_entry(api, "reconciliation", reconciliation["id"]))
+    assert (changed["before"], changed["after"]) == (
+        {"name": reconciliation["name"], "exception_after_days": reconciliation["exception_after_days"]},
+        {"name": "Bank v ledger", "exception_after_days": 9})
+    changed = summary_of(updated_entry(api, "reconciliation_rule", rule["id"]))
+    assert (changed["fields"], changed["before"], changed["after"]) == (
+        ["name", "priority"], {"definition.priority": 1}, {"definition.priority": 5})
+    changed = summary_of(updated_entry(api, "reconciliation_story", story["id"]))
+    assert (changed["before"], changed["after"]) == ({"name": "Cash"}, {"name": "Cash story"})
+
+
+def test_a_long_value_is_recorded_cut_to_its_first_100_characters_with_its_length(api):
+    agent = api.post("/v1/agents", {"name": "Mailer", "instructions": "short"}).json_body
+    long = "List yesterday's unmatched payouts. " * 100
+
+    assert api.patch(f"/v1/agents/{agent['id']}", {"instructions": long, "cadence": "daily", "hour": 7,
+                                                   "minute": 0}).status_code == 200
+
+    changed = summary_of(updated_entry(api, "agent", agent["id"]))
+    assert changed["before"]["instructions"] == "short"
+    assert changed["after"]["instructions"] == f"{long[:100]}… ({len(long)} characters)"
+    assert (changed["before"]["schedule.cadence"], changed["after"]["schedule.cadence"]) == ("manual", "daily")
+    assert (changed["before"]["schedule.hour"], changed["after"]["schedule.hour"]) == (None, 7)
+
+
+def test_a_webhook_endpoints_changes_are_recorded_and_its_secrets_never(api):
+    endpoint = api.post("/v1/webhook_endpoints", {"url": "https://93.184.215.14/a", "events": ["*"]}).json_body
+    rotated = api.post(f"/v1/webhook_endpoints/{endpoint['id']}/rotate_secret").json_body
+    api.patch(f"/v1/webhook_endpoints/{endpoint['id']}", {"url": "https://93.184.215.14/b", "active": False})
+
+    patched, rotation = entries(api, f"?resource_type=webhook_endpoint&resource_id={endpoint['id']}")[:2]
+    assert (summary_of(patched)["before"], summary_of(patched)["after"]) == (
+        {"url": "https://93.184.215.14/a", "active": True}, {"url": "https://93.184.215.14/b", "active": False})
+    assert summary_of(rotation)["before"]["secret"] == summary_of(rotation)["after"]["secret"] == "[redacted]"
+    assert summary_of(rotation)["after"]["previous_secret"] == "[redacted]"
+    everything = str(entries(api))
+    assert endpoint["secret"] not in everything and rotated["secret"] not in everything
+    assert endpoint["secret"].removeprefix("whsec_") not in everything
 
 
 def test_reads_and_refused_changes_record_nothing(api):

@@ -263,7 +263,33 @@ def test_a_connection_refused_counts_as_a_failed_attempt(api, services, worker, 
     worker.drain()
 
     [delivery] = deliveries(api, endpoint["id"])
-    assert delivery["status"] == "pending" and delivery["last_error"].startswith("connection failed")
+    assert delivery["status"] == "pending" and delivery["last_error"] == "connection failed"
+    # Nothing says which port was tried nor why it failed (errno text would map the open ports).
+    assert str(gone.port) not in delivery["last_error"] and "refused" not in delivery["last_error"].lower()
+
+
+def test_locally_an_endpoint_on_a_port_of_the_stack_itself_is_refused_when_saved(api, services, clock):
+    own = services.settings.port  # the API's own; the settings also name dynalite's, moto's and s3rver's
+    for url in (f"http://127.0.0.1:{own}/v1/data_streams", f"http://localhost:{own}/", f"http://[::1]:{own}/"):
+        answer = api.post("/v1/webhook_endpoints", {"url": url, "events": ["*"]})
+        assert answer.status_code == 422, url
+        [error] = answer.json_body["errors"]
+        assert error["field"] == "url" and "local stack's own services" in error["message"]
+
+
+def test_locally_a_delivery_to_a_port_of_the_stack_itself_fails_without_being_sent(
+        api, services, worker, receivers, clock):
+    receiver = receivers()
+    endpoint = create(api, receiver.url())  # saved before the stack took that port (a restart moved it)
+    use_sender(services, HttpWebhookSender(UrlPolicy(local=True, own_ports=frozenset({receiver.port}))))
+
+    publish(services, "acme")
+    worker.drain()
+
+    assert receiver.received == []
+    [delivery] = deliveries(api, endpoint["id"])
+    assert delivery["status"] == "pending" and delivery["last_error"].startswith("refused: the URL names a port "
+                                                                                  "of the local stack's own")
 
 
 def test_after_rotate_secret_deliveries_verify_with_the_old_secret_and_the_new_one(

@@ -245,3 +245,21 @@ def test_a_query_admits_entries_by_resource_actor_and_time():
     assert not AuditQuery(resource_type="reconciliation_exception", resource_id="10").admits(entry)
     assert AuditQuery(actor=entry.actor, at_from=entry.at, at_to=entry.at).admits(entry)
     assert not AuditQuery(at_from=entry.at + timedelta(milliseconds=1)).admits(entry)
+
+
+def test_many_long_changes_are_cut_shorter_to_fit_the_summary_and_secrets_inside_values_are_redacted():
+    from chalicelib.domain.audit import bounded_summary, field_changes
+
+    def changed(count: int) -> dict:
+        before = {f"field_{n}": "a" * 500 for n in range(count)} | {"settings": {"login": {"password": "hunter2"}}}
+        after = {f"field_{n}": "b" * 500 for n in range(count)} | {"settings": {"login": {"password": "hunter3"}}}
+        return field_changes(before, after)
+
+    some, many = changed(8), changed(16)
+
+    assert some["after"]["field_0"] == "b" * 24 + "… (500 characters)"
+    assert many["after"]["field_0"] == "… (500 characters)"
+    assert "hunter" not in str([some, many])
+    assert changed(0)["after"]["settings"] == '{"login":{"password":"[redacted]"}}'
+    for changes in (some, many):  # the summary keeps them whole, never cut to its keys
+        assert bounded_summary({"fields": sorted(changes["after"]), **changes})["after"] == changes["after"]

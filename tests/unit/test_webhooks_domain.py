@@ -154,3 +154,23 @@ def test_ipv6_addresses_that_tunnel_or_translate_to_ipv4_are_refused_whatever_th
     assert problem in (AWS.address_problem(address) or "")
     assert problem in (LOCAL.address_problem(address) or "")
     assert problem in (AWS.url_problem(f"https://[{address}]/in") or "")
+
+
+def test_locally_loopback_urls_are_refused_on_the_stacks_own_ports_only():
+    policy = UrlPolicy(local=True, own_ports=frozenset({4569, 80}))
+
+    assert "local stack's own services" in policy.url_problem("http://127.0.0.1:4569/moto-api/reset")
+    assert "local stack's own services" in policy.url_problem("http://127.0.0.2:4569/")
+    assert "local stack's own services" in policy.url_problem("http://[::ffff:127.0.0.1]:4569/")
+    assert "local stack's own services" in policy.url_problem("http://127.0.0.1/")  # port 80 by its scheme
+    assert policy.url_problem("http://127.0.0.1:9000/hooks") is None
+    assert policy.address_problem("127.0.0.1", 4569) and policy.address_problem("127.0.0.1", 9000) is None
+
+
+def test_the_settings_name_the_ports_of_the_local_stack_and_the_api_and_none_on_aws():
+    from chalicelib.settings import Settings
+
+    local = Settings(local_mode=True, dynamodb_endpoint="http://127.0.0.1:4001", aws_endpoint="http://127.0.0.1:4002",
+                     s3_endpoint="http://127.0.0.1:4003", port=4004)
+    assert local.local_service_ports == frozenset({4001, 4002, 4003, 4004})
+    assert Settings(local_mode=False).local_service_ports == frozenset()
