@@ -102,7 +102,7 @@ def checked_pairs(plan: RulePlan, a: pl.DataFrame, b: pl.DataFrame, a_rows: np.n
     b_side = b.select(pl.col("row", "uid", "amount", "date", "is_new", *texts).gather(b_take))
     pairs = pl.concat([a_side.rename(lambda n: f"a_{n}"), b_side.rename(lambda n: f"b_{n}")], how="horizontal")
 
-    checks = [pl.lit(True)]
+    checks = []
     for condition in plan.windows(without_amount=skip_amount):
         if condition.field == "amount":
             checks.append((pl.col("a_amount") - pl.col("b_amount")).abs()
@@ -113,7 +113,8 @@ def checked_pairs(plan: RulePlan, a: pl.DataFrame, b: pl.DataFrame, a_rows: np.n
         if plan.conditions[i].operator is Operator.CONTAINS:
             a_text, b_text = pl.col(f"a_v{i}"), pl.col(f"b_v{i}")
             checks.append(a_text.str.contains(b_text, literal=True) | b_text.str.contains(a_text, literal=True))
-    pairs = pairs.filter(pl.all_horizontal(checks).fill_null(False))
+    if checks:  # never filter on a literal alone: polars 2.1 breaks such a predicate past 16,384 rows
+        pairs = pairs.filter(pl.all_horizontal(checks).fill_null(False))
 
     for i in plan.text_check_indexes:
         condition = plan.conditions[i]
@@ -128,12 +129,16 @@ def checked_pairs(plan: RulePlan, a: pl.DataFrame, b: pl.DataFrame, a_rows: np.n
 
 
 def similarity(a_texts: pl.Series, b_texts: pl.Series) -> np.ndarray:
-    """rapidfuzz ratio / 100 of each pair; -1 where either side is null."""
+    """What `similar` scores, 0..1, for each pair; -1 where either side is null. rapidfuzz's
+    token_set_ratio / 100: the texts as sets of words (split at whitespace), so word order and
+    repeated words do not count, and words only one side has (a bank's "ACH CREDIT") cost less
+    than in a plain edit ratio; a text whose every word the other has scores 1."""
     if a_texts.is_empty():
         return np.empty(0, dtype=np.float64)
     present = (a_texts.is_not_null() & b_texts.is_not_null()).to_numpy()
     scores = np.full(len(a_texts), -1.0)
     a_list, b_list = a_texts.filter(pl.Series(present)).to_list(), b_texts.filter(pl.Series(present)).to_list()
     if a_list:
-        scores[present] = process.cpdist(a_list, b_list, scorer=fuzz.ratio, dtype=np.float64, workers=-1) / 100
+        scores[present] = process.cpdist(a_list, b_list, scorer=fuzz.token_set_ratio, dtype=np.float64,
+                                         workers=-1) / 100
     return scores
