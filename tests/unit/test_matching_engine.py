@@ -447,6 +447,40 @@ def test_continuous_mode_needs_the_is_new_column():
                       only_new=True)
 
 
+# What each condition excludes (a dry run's answer) -------------------------------------------------
+
+def test_an_explained_rule_counts_the_pairs_each_condition_alone_excludes_among_what_is_left_to_it():
+    # Given records, one pair of which an earlier rule takes by its reference
+    side_a = records({"id": 1, "amount": 100, "description": "ACH CREDIT CUST110 INV-10158"},
+                     {"id": 2, "amount": 200, "description": "Globex"},
+                     {"id": 3, "amount": 300, "description": "Initech", "external_id": "R-3"})
+    side_b = records({"id": 11, "amount": 100, "description": "Invoice INV-10158 CUST110"},
+                     {"id": 12, "amount": 200, "description": "Initech"},
+                     {"id": 13, "amount": 205, "description": "Globex"},
+                     {"id": 14, "amount": 300, "description": "Initech", "external_id": "R-3"})
+    by_reference = rule(1, {"field": "external_id", "operator": "equals"}, priority=1)
+    similar = rule(2, AMOUNT_EQUALS, {"field": "description", "operator": "similar", "threshold": 0.9,
+                                      "normalize": ["case"]}, priority=2)
+
+    # When the second rule is explained
+    outcome = match_records(side_a, side_b, [by_reference, similar], explain_rule=2)
+
+    # Then, of the 2 x 3 pairs left: amount equals alone turns away Globex (200 vs 205), and
+    # similar alone turns away both pairs of equal amounts (INV-10158 scores 0.81, Globex vs Initech)
+    assert outcome.condition_exclusions == (1, 2)
+    assert match_records(side_a, side_b, [by_reference, similar]).condition_exclusions is None
+
+
+def test_a_keyless_grouped_rule_counts_no_pairs_for_its_amount_conditions():
+    side_a = records({"id": 1, "amount": 60, "external_id": "P"}, {"id": 2, "amount": 40, "external_id": "Q"})
+    side_b = records({"id": 11, "amount": 100, "external_id": "P"})
+    subset = rule(1, AMOUNT_EQUALS, {"field": "external_id", "operator": "equals"}, cardinality="many_to_one")
+
+    outcome = match_records(side_a, side_b, [subset], explain_rule=1)
+
+    assert outcome.condition_exclusions == (None, 1)
+
+
 # Guards and contract ------------------------------------------------------------------------
 
 def test_a_rule_of_equalities_only_matches_more_pairs_than_a_polars_chunk_whose_dates_differ():

@@ -99,17 +99,17 @@ class RulePlan:
     def has_direction_condition(self) -> bool:
         return any(c.field == "direction" for c in self.conditions)
 
-    def key_columns(self, *, without_amount: bool = False) -> list[str]:
+    def key_columns(self, *, without_amount: bool = False, leave_out: int | None = None) -> list[str]:
         return [value_column(i) for i in self.key_indexes
-                if not (without_amount and self.conditions[i].field == "amount")]
+                if not (without_amount and self.conditions[i].field == "amount") and i != leave_out]
 
     def key_columns_besides_amount_and_date(self) -> list[str]:
         """Keys other than amount or date equals, whose columns merely repeat `amount`/`date`."""
         return [value_column(i) for i in self.key_indexes if self.conditions[i].field not in ("amount", "date")]
 
-    def windows(self, *, without_amount: bool = False) -> list[Condition]:
+    def windows(self, *, without_amount: bool = False, leave_out: int | None = None) -> list[Condition]:
         return [self.conditions[i] for i in self.window_indexes
-                if not (without_amount and self.conditions[i].field == "amount")]
+                if not (without_amount and self.conditions[i].field == "amount") and i != leave_out]
 
     # Values of each side -----------------------------------------------------------------------
 
