@@ -157,6 +157,22 @@ def test_every_confirmed_match_satisfies_its_rule(frames, rule_list, only_new):
             assert any(r["is_new"] for r in a_records + b_records)
 
 
+@SETTINGS
+@given(sides(), st.lists(condition, min_size=1, max_size=3))
+def test_each_conditions_exclusions_are_the_pairs_meeting_every_other_condition_but_not_it(frames, conditions):
+    side_a, side_b = frames
+    rule = Rule("test", 1, 1, validate_rule({"name": "r", "conditions": conditions}), None)
+
+    outcome = match_records(side_a, side_b, [rule], explain_rule=1)
+
+    pairs = [(a, b) for a in side_a.to_dicts() for b in side_b.to_dicts()]
+    expected = tuple(
+        sum(1 for a, b in pairs if not holds(c, a, b)
+            and all(holds(other, a, b) for j, other in enumerate(rule.definition.conditions) if j != i))
+        for i, c in enumerate(rule.definition.conditions))
+    assert outcome.condition_exclusions == expected
+
+
 # Every rule shape past polars' chunk size (16,384 rows): small examples never reach it ----------------
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: shape.name)
@@ -194,32 +210,34 @@ def satisfies(rule: Rule, a_records: list[dict], b_records: list[dict]) -> bool:
     b = as_unit(b_records, definition.group_by.side_b if definition.cardinality.groups_b else None)
     if a is None or b is None:
         return False
-    for c in definition.conditions:
-        a_value, b_value = a.get(c.field), b.get(c.b_field)
-        if c.field == "amount":
-            allowed = 0 if c.operator.value == "equals" else max(c.tolerance or 0,
-                                                                 a_value * (c.tolerance_basis_points or 0) // 10_000)
-            ok = abs(a_value - b_value) <= allowed
-        elif c.field == "date":
-            ok = abs((a_value - b_value).days) <= (c.days if c.operator.value == "within" else 0)
-        elif c.operator.value == "opposite":
-            ok = {a_value, b_value} == {"credit", "debit"}
-        elif c.field in ("direction", "currency"):
-            ok = a_value is not None and a_value == b_value
+    return all(holds(c, a, b) for c in definition.conditions)
+
+
+def holds(c, a: dict, b: dict) -> bool:
+    """One condition on two units (records, or groups from as_unit)."""
+    a_value, b_value = a.get(c.field), b.get(c.b_field)
+    if c.field == "amount":
+        allowed = 0 if c.operator.value == "equals" else max(c.tolerance or 0,
+                                                             a_value * (c.tolerance_basis_points or 0) // 10_000)
+        ok = abs(a_value - b_value) <= allowed
+    elif c.field == "date":
+        ok = abs((a_value - b_value).days) <= (c.days if c.operator.value == "within" else 0)
+    elif c.operator.value == "opposite":
+        ok = {a_value, b_value} == {"credit", "debit"}
+    elif c.field in ("direction", "currency"):
+        ok = a_value is not None and a_value == b_value
+    else:
+        words = c.operator.value == "similar"
+        x, y = text_of(a, c.field, c.normalize, words), text_of(b, c.b_field, c.normalize, words)
+        if x is None or y is None:
+            ok = False
+        elif c.operator.value == "equals":
+            ok = x == y
+        elif c.operator.value == "contains":
+            ok = x in y or y in x
         else:
-            words = c.operator.value == "similar"
-            x, y = text_of(a, c.field, c.normalize, words), text_of(b, c.b_field, c.normalize, words)
-            if x is None or y is None:
-                ok = False
-            elif c.operator.value == "equals":
-                ok = x == y
-            elif c.operator.value == "contains":
-                ok = x in y or y in x
-            else:
-                ok = fuzz.token_set_ratio(x, y) / 100 >= c.threshold
-        if not ok:
-            return False
-    return True
+            ok = fuzz.token_set_ratio(x, y) / 100 >= c.threshold
+    return ok
 
 
 def as_unit(records: list[dict], group_fields) -> dict | None:
