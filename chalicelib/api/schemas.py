@@ -434,7 +434,11 @@ _CONDITION_SCHEMA = {
         "tolerance": {"type": "integer", "minimum": 0, "description": "amount within: minor units"},
         "tolerance_percent": {"type": "number", "minimum": 0, "maximum": 100},
         "days": {"type": "integer", "minimum": 0, "description": "date within"},
-        "threshold": {"type": "number", "description": "similar: above 0, at most 1 (default 0.85)"},
+        "threshold": {"type": "number", "description": (
+            "similar: above 0, at most 1 (default 0.85). similar scores rapidfuzz's token_set_ratio / 100 of the "
+            "normalized texts: words in any order, a text whose every word the other has scores 1, extra words "
+            "lower the score (\"ACH CREDIT CUST110 INV-10158\" against \"Invoice INV-10158 CUST110\": 0.81); "
+            "for similar, whitespace and punctuation normalizations separate words")},
         "normalize": {"type": "array", "items": {"type": "string", "enum": [
             "case", "whitespace", "punctuation", "leading_zeros"]}},
     },
@@ -558,6 +562,17 @@ class DryRunMatchOut(BaseModel):
     differences: dict[str, Any]
 
 
+class ConditionExclusionOut(BaseModel):
+    condition: int = Field(description="Position of the condition in the rule's `conditions`, from 0")
+    field: str
+    operator: str
+    excluded_pairs: int | None = Field(description=(
+        "Candidate pairs (of the records, or groups, the rule compares, among those left to it) that meet "
+        "every other condition of the rule but not this one. null when counting them would take more than "
+        "1,000,000 pairs, and for the amount conditions of a grouped rule without a group key (a subset "
+        "search sums those amounts)"))
+
+
 class DryRunOut(BaseModel):
     reconciliation_rule_id: int
     open_records: dict[str, int] = Field(description="{side_a, side_b}: open records the rule was tried on")
@@ -566,6 +581,9 @@ class DryRunOut(BaseModel):
     proposed: int
     matched_records: int
     sample: list[DryRunMatchOut]
+    excluded_by_condition: list[ConditionExclusionOut] | None = Field(default=None, description=(
+        "One entry a condition, in the rule's order: how many candidate pairs it alone turned away. "
+        "null when the rule is inactive (it would match nothing)"))
 
 
 # Exceptions -------------------------------------------------------------------------------

@@ -404,9 +404,9 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10)
                                      limit=ports.dry_run_records)
     except TooManyOpenRecords:
         raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
-    outcome = match_records(*engine_frames(side_a, side_b), before + [rule])
+    outcome = match_records(*engine_frames(side_a, side_b), before + [rule], explain_rule=rule.id)
     return {"reconciliation_rule_id": rule.id, "open_records": {"side_a": side_a.height, "side_b": side_b.height},
-            **rule_matches(outcome, rule.id, sample_size)}
+            **rule_matches(outcome, rule.id, sample_size, rule.definition.conditions)}
 
 
 def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:

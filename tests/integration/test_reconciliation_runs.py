@@ -244,6 +244,30 @@ def test_a_dry_run_shows_what_a_rule_would_match_and_writes_nothing(api, ingest,
     assert api.post("/v1/reconciliation_rules/404/dry_run").status_code == 404
 
 
+def test_a_dry_run_says_how_many_candidate_pairs_each_condition_alone_excluded(api, ingest, reconciliation):
+    # Given a rule of amount, date and description, and records that each miss one condition
+    rule = add_rule(api, reconciliation, {**RULE, "conditions": [
+        *RULE["conditions"],
+        {"field": "description", "operator": "similar", "threshold": 0.9, "normalize": ["case", "punctuation"]}]})
+    ingest(record("bank", 1, 1000, description="ACH CREDIT CUST110 INV-10158"),
+           record("bank", 2, 2000, description="Globex INV-7"),
+           record("bank", 3, 3000, description="Initech INV-8"))
+    ingest(record("ledger", 1, 1000, description="Invoice INV-10158 CUST110"),   # words differ too much
+           record("ledger", 2, 2000, "2026-11-20", description="INV-7 Globex"),  # too late
+           record("ledger", 3, 3001, description="Initech inv 8"))               # a cent off
+
+    # When the rule is tried
+    response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
+
+    # Then nothing matches, and each condition owns the one pair it alone turned away
+    assert response.status_code == 200, response.json_body
+    assert response.json_body["matches"] == 0
+    assert response.json_body["excluded_by_condition"] == [
+        {"condition": 0, "field": "amount", "operator": "equals", "excluded_pairs": 1},
+        {"condition": 1, "field": "date", "operator": "within", "excluded_pairs": 1},
+        {"condition": 2, "field": "description", "operator": "similar", "excluded_pairs": 1}]
+
+
 class LostStarts:
     """Workflows whose executions never start (a crash right after the run took its slot)."""
 

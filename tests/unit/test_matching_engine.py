@@ -160,6 +160,23 @@ def test_similar_accepts_a_rapidfuzz_ratio_at_or_above_the_threshold_and_reports
     assert json.loads(outcome.matches["differences"][0])["description_similarity"] == 0.9375
 
 
+def test_similar_compares_words_so_their_order_and_a_banks_extra_words_cost_little():
+    # Given a bank line and a ledger line naming the same customer and invoice in other words and order
+    side_a = records({"id": 1, "description": "ACH CREDIT CUST110 INV-10158"},
+                     {"id": 2, "description": "ACME Corp INV-7"})
+    side_b = records({"id": 11, "description": "Invoice INV-10158 CUST110"},
+                     {"id": 12, "description": "inv 7, acme corp."})
+    similar = {"field": "description", "operator": "similar", "threshold": 0.8, "normalize": ["case", "punctuation"]}
+
+    # When a similar condition compares them
+    outcome = match_records(side_a, side_b, [rule(1, similar)])
+
+    # Then both pairs match: shared words count whatever their order, punctuation only separates words
+    assert one_to_one(outcome) == {(1, 11), (2, 12)}
+    scores = sorted(json.loads(d)["description_similarity"] for d in outcome.matches["differences"])
+    assert scores == [0.8095, 1.0]
+
+
 def test_side_b_field_compares_a_differently_named_metadata_field():
     side_a = records({"id": 1, "amount": 10, "external_id": "PO-9"}, metadata=("po",))
     side_b = records({"id": 11, "amount": 10, "metadata.po": "PO-9"}, metadata=("po",))
@@ -430,7 +447,57 @@ def test_continuous_mode_needs_the_is_new_column():
                       only_new=True)
 
 
+# What each condition excludes (a dry run's answer) -------------------------------------------------
+
+def test_an_explained_rule_counts_the_pairs_each_condition_alone_excludes_among_what_is_left_to_it():
+    # Given records, one pair of which an earlier rule takes by its reference
+    side_a = records({"id": 1, "amount": 100, "description": "ACH CREDIT CUST110 INV-10158"},
+                     {"id": 2, "amount": 200, "description": "Globex"},
+                     {"id": 3, "amount": 300, "description": "Initech", "external_id": "R-3"})
+    side_b = records({"id": 11, "amount": 100, "description": "Invoice INV-10158 CUST110"},
+                     {"id": 12, "amount": 200, "description": "Initech"},
+                     {"id": 13, "amount": 205, "description": "Globex"},
+                     {"id": 14, "amount": 300, "description": "Initech", "external_id": "R-3"})
+    by_reference = rule(1, {"field": "external_id", "operator": "equals"}, priority=1)
+    similar = rule(2, AMOUNT_EQUALS, {"field": "description", "operator": "similar", "threshold": 0.9,
+                                      "normalize": ["case"]}, priority=2)
+
+    # When the second rule is explained
+    outcome = match_records(side_a, side_b, [by_reference, similar], explain_rule=2)
+
+    # Then, of the 2 x 3 pairs left: amount equals alone turns away Globex (200 vs 205), and
+    # similar alone turns away both pairs of equal amounts (INV-10158 scores 0.81, Globex vs Initech)
+    assert outcome.condition_exclusions == (1, 2)
+    assert match_records(side_a, side_b, [by_reference, similar]).condition_exclusions is None
+
+
+def test_a_keyless_grouped_rule_counts_no_pairs_for_its_amount_conditions():
+    side_a = records({"id": 1, "amount": 60, "external_id": "P"}, {"id": 2, "amount": 40, "external_id": "Q"})
+    side_b = records({"id": 11, "amount": 100, "external_id": "P"})
+    subset = rule(1, AMOUNT_EQUALS, {"field": "external_id", "operator": "equals"}, cardinality="many_to_one")
+
+    outcome = match_records(side_a, side_b, [subset], explain_rule=1)
+
+    assert outcome.condition_exclusions == (None, 1)
+
+
 # Guards and contract ------------------------------------------------------------------------
+
+def test_a_rule_of_equalities_only_matches_more_pairs_than_a_polars_chunk_whose_dates_differ():
+    # Given 20,000 pairs (polars filters by chunks of 16,384) that agree on amount and reference, a day apart
+    count = 20_000
+    side_a = pl.DataFrame({"n": range(count)}).select(
+        id=pl.col("n") + 1, amount=pl.col("n") * 10 + 1, direction=pl.lit("credit"), date=pl.lit(DAY),
+        currency=pl.lit("USD"), description=pl.lit(None), external_id=pl.format("INV-{}", "n")).cast(SCHEMA)
+    side_b = side_a.with_columns(id=pl.col("id") + count, date=pl.lit(DAY + timedelta(days=1)))
+
+    # When a rule of equalities only matches them
+    outcome = match_records(side_a, side_b, [rule(1, AMOUNT_EQUALS, {"field": "external_id", "operator": "equals"})])
+
+    # Then every pair matches
+    assert outcome.match_count == count
+    assert outcome.rule_summary["unmatched"] == {"side_a": 0, "side_b": 0}
+
 
 def test_a_rule_that_would_compare_too_many_pairs_is_refused():
     side_a = records(*({"id": i, "amount": i} for i in range(1, 101)))

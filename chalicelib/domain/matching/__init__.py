@@ -25,8 +25,9 @@ rule consumed. A rule is the AND of its conditions, and its work runs in four st
    sorted by (block, value), that it may pair with, by `searchsorted` on one packed integer.
    The pair count is known before any pair is built; above `max_candidate_pairs` the rule is
    refused with `CandidateExplosion`. Without key or window this is the guarded cross product.
-3. Checks. The other windows, `contains` and `similar` (rapidfuzz ratio / 100 on normalized
-   texts) are evaluated on the pairs, vectorised. Nulls and empty texts never match.
+3. Checks. The other windows, `contains` and `similar` (rapidfuzz token_set_ratio / 100 on the
+   normalized texts, words in any order; see candidates.similarity) are evaluated on the pairs,
+   vectorised. Nulls and empty texts never match.
 4. Assignment, exclusive, as the greedy over pairs ordered by (amount difference, date
    difference, side-A uid, side-B uid). Its first stretch, the pairs with no difference at all,
    is one join: inside a block of equal (keys, amount, date) the k-th uid of side A pairs with

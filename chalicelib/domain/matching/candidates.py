@@ -92,30 +92,33 @@ def _no_pairs() -> tuple[np.ndarray, np.ndarray]:
 
 
 def checked_pairs(plan: RulePlan, a: pl.DataFrame, b: pl.DataFrame, a_rows: np.ndarray, b_rows: np.ndarray,
-                  *, skip_amount: bool = False) -> pl.DataFrame:
-    """The pairs that pass every window and text condition, with their differences: `amount_diff`,
-    `date_diff` (absolute days) and `s<i>` for each similar condition's score."""
+                  *, skip_amount: bool = False, leave_out: int | None = None) -> pl.DataFrame:
+    """The pairs that pass every window and text condition (but the one at index `leave_out`), with
+    their differences: `amount_diff`, `date_diff` (absolute days) and `s<i>` for each similar
+    condition's score."""
     a_take = pl.Series(a_rows, dtype=pl.UInt32)
     b_take = pl.Series(b_rows, dtype=pl.UInt32)
-    texts = [value_column(i) for i in plan.text_check_indexes]
+    text_checks = [i for i in plan.text_check_indexes if i != leave_out]
+    texts = [value_column(i) for i in text_checks]
     a_side = a.select(pl.col("row", "uid", "amount", "date", "is_new", *texts).gather(a_take))
     b_side = b.select(pl.col("row", "uid", "amount", "date", "is_new", *texts).gather(b_take))
     pairs = pl.concat([a_side.rename(lambda n: f"a_{n}"), b_side.rename(lambda n: f"b_{n}")], how="horizontal")
 
-    checks = [pl.lit(True)]
-    for condition in plan.windows(without_amount=skip_amount):
+    checks = []
+    for condition in plan.windows(without_amount=skip_amount, leave_out=leave_out):
         if condition.field == "amount":
             checks.append((pl.col("a_amount") - pl.col("b_amount")).abs()
                           <= allowed_difference(condition, pl.col("a_amount")))
         else:
             checks.append((day_number(pl.col("a_date")) - day_number(pl.col("b_date"))).abs() <= condition.days)
-    for i in plan.text_check_indexes:
+    for i in text_checks:
         if plan.conditions[i].operator is Operator.CONTAINS:
             a_text, b_text = pl.col(f"a_v{i}"), pl.col(f"b_v{i}")
             checks.append(a_text.str.contains(b_text, literal=True) | b_text.str.contains(a_text, literal=True))
-    pairs = pairs.filter(pl.all_horizontal(checks).fill_null(False))
+    if checks:  # never filter on a literal alone: polars 2.1 breaks such a predicate past 16,384 rows
+        pairs = pairs.filter(pl.all_horizontal(checks).fill_null(False))
 
-    for i in plan.text_check_indexes:
+    for i in text_checks:
         condition = plan.conditions[i]
         if condition.operator is Operator.SIMILAR:
             pairs = pairs.with_columns(pl.Series(f"s{i}", similarity(pairs[f"a_v{i}"], pairs[f"b_v{i}"])))
@@ -124,16 +127,20 @@ def checked_pairs(plan: RulePlan, a: pl.DataFrame, b: pl.DataFrame, a_rows: np.n
         "a_row", "b_row", "a_uid", "b_uid", "a_is_new", "b_is_new",
         amount_diff=(pl.col("a_amount") - pl.col("b_amount")).abs(),
         date_diff=(day_number(pl.col("a_date")) - day_number(pl.col("b_date"))).abs(),
-        *[pl.col(f"s{i}") for i in plan.text_check_indexes if plan.conditions[i].operator is Operator.SIMILAR])
+        *[pl.col(f"s{i}") for i in text_checks if plan.conditions[i].operator is Operator.SIMILAR])
 
 
 def similarity(a_texts: pl.Series, b_texts: pl.Series) -> np.ndarray:
-    """rapidfuzz ratio / 100 of each pair; -1 where either side is null."""
+    """What `similar` scores, 0..1, for each pair; -1 where either side is null. rapidfuzz's
+    token_set_ratio / 100: the texts as sets of words (split at whitespace), so word order and
+    repeated words do not count, and words only one side has (a bank's "ACH CREDIT") cost less
+    than in a plain edit ratio; a text whose every word the other has scores 1."""
     if a_texts.is_empty():
         return np.empty(0, dtype=np.float64)
     present = (a_texts.is_not_null() & b_texts.is_not_null()).to_numpy()
     scores = np.full(len(a_texts), -1.0)
     a_list, b_list = a_texts.filter(pl.Series(present)).to_list(), b_texts.filter(pl.Series(present)).to_list()
     if a_list:
-        scores[present] = process.cpdist(a_list, b_list, scorer=fuzz.ratio, dtype=np.float64, workers=-1) / 100
+        scores[present] = process.cpdist(a_list, b_list, scorer=fuzz.token_set_ratio, dtype=np.float64,
+                                         workers=-1) / 100
     return scores

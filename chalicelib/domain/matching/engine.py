@@ -10,6 +10,7 @@ import polars as pl
 
 from chalicelib.domain.matching.assignment import greedy_pairs, pair_identical
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
+from chalicelib.domain.matching.exclusions import condition_exclusions
 from chalicelib.domain.matching.outcome import MATCH_SCHEMA, MEMBER_SCHEMA, MatchingInputError, MatchOutcome
 from chalicelib.domain.matching.plan import RulePlan
 from chalicelib.domain.matching.subset import subset_date_days, subset_matches
@@ -29,7 +30,9 @@ class RuleMatches:
 
 
 def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Rule], *, only_new: bool = False,
-                  max_candidate_pairs: int = MAX_CANDIDATE_PAIRS) -> MatchOutcome:
+                  max_candidate_pairs: int = MAX_CANDIDATE_PAIRS, explain_rule: int | None = None) -> MatchOutcome:
+    """`explain_rule`: also count, on the records left to that rule, the candidate pairs each of
+    its conditions excludes on its own (`MatchOutcome.condition_exclusions`, see exclusions.py)."""
     plans = [RulePlan(rule) for rule in sorted((r for r in rules if r.definition.active),
                                                key=lambda r: (r.definition.priority, r.id))]
     pool_a = _prepared(side_a, plans, "a", only_new)
@@ -40,10 +43,14 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
     matched_so_far = 0
     consumed_a: list[pl.Series] = []
     consumed_b: list[pl.Series] = []
+    exclusions: tuple[int | None, ...] | None = None
     for position, plan in enumerate(plans):
         if position and (consumed_a or consumed_b):  # only what a later rule reads is filtered
             pool_a, pool_b = _without(pool_a, consumed_a), _without(pool_b, consumed_b)
             consumed_a, consumed_b = [], []
+        if plan.rule_id == explain_rule:
+            units_a, units_b, subset = _compared_units(plan, pool_a, pool_b)
+            exclusions = tuple(condition_exclusions(plan, units_a, units_b, subset=subset))
         found = _match_rule(plan, pool_a, pool_b, only_new, max_candidate_pairs)
         summary[str(plan.rule_id)] = found.members.height
         if found.matches.is_empty():
@@ -64,7 +71,8 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
     # polars types cast()'s mapping with a union key type, and a Mapping's key is invariant: no dict[str, ...] fits.
     return MatchOutcome(matches=matches.cast(MATCH_SCHEMA),  # type: ignore[arg-type]
                         members=members.cast(MEMBER_SCHEMA),  # type: ignore[arg-type]
-                        rule_summary=summary, unmatched_a=open_a["id"], unmatched_b=open_b["id"])
+                        rule_summary=summary, unmatched_a=open_a["id"], unmatched_b=open_b["id"],
+                        condition_exclusions=exclusions)
 
 
 def _prepared(frame: pl.DataFrame, plans: list[RulePlan], side: str, only_new: bool) -> pl.DataFrame:
@@ -103,6 +111,22 @@ def _match_rule(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame, only
     # with no key at all: treated as many_to_one (subsets of side A against single B records).
     return _match_subsets(plan, pool_a, pool_b, subset_side="b" if keyed_a else "a",
                           group_counterparts=keyed_a or keyed_b, only_new=only_new, limit=limit)
+
+
+def _compared_units(plan: RulePlan, pool_a: pl.DataFrame, pool_b: pl.DataFrame
+                    ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
+    """The units of each side that _match_rule pairs, and whether a subset search sums them (a
+    keyless grouped side, paired record by record with its counterparts)."""
+    keyed_a, keyed_b = bool(plan.group_fields_a), bool(plan.group_fields_b)
+    groups_a, groups_b = plan.cardinality.groups_a, plan.cardinality.groups_b
+    subset = (groups_a and not keyed_a) or (groups_b and not keyed_b)
+    if subset and not (keyed_a or keyed_b):  # with no key at all, many_to_many runs as many_to_one
+        grouped_a, grouped_b = False, False
+    else:  # a subset search groups its counterparts by their key; units group by theirs
+        grouped_a, grouped_b = keyed_a, keyed_b
+    units_a = group_units(pool_a, plan, "a", plan.group_fields_a)[0] if grouped_a else record_units(pool_a, plan, "a")
+    units_b = group_units(pool_b, plan, "b", plan.group_fields_b)[0] if grouped_b else record_units(pool_b, plan, "b")
+    return units_a, units_b, subset
 
 
 # Units against units: one_to_one and keyed groups ----------------------------------------------

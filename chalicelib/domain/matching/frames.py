@@ -20,6 +20,7 @@ import polars as pl
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.matching.outcome import MatchOutcome
 from chalicelib.domain.records import OpenRecord, ReconciledRecord, Record, RecordColumns, RecordStatus
+from chalicelib.domain.rules import Condition
 from chalicelib.domain.tallies import CurrencyAmounts, combined
 
 Frame = pl.DataFrame  # what the services hand on between these functions and the run's files
@@ -213,10 +214,12 @@ def reconciled_slices(reconciled: pl.DataFrame, size: int) -> Iterator[list[Reco
 
 # A dry run's answer -----------------------------------------------------------------------------------
 
-def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int) -> dict[str, Any]:
+def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int,
+                 conditions: Sequence[Condition] = ()) -> dict[str, Any]:
     """What one rule matched in an outcome of it and the rules before it: how many records the
-    earlier rules took, its matches (and how many are proposed), its matched records, and the
-    first `sample_size` matches with their records of each side (ids ascending) and differences."""
+    earlier rules took, its matches (and how many are proposed), its matched records, the first
+    `sample_size` matches with their records of each side (ids ascending) and differences, and,
+    when the outcome explains the rule, the candidate pairs each of its `conditions` alone excluded."""
     mine = outcome.matches.filter(pl.col("rule_id") == rule_id).sort("match_no")
     members = outcome.members.join(mine.select("match_no"), on="match_no", how="semi")
     sides = members.group_by("match_no", "side").agg(pl.col("record_id").sort()).sort("match_no")
@@ -226,9 +229,13 @@ def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int) -> dict[
                "side_b_record_ids": ids.get((row["match_no"], "b"), []),
                "differences": json.loads(row["differences"]) if row["differences"] else {}}
               for row in mine.head(sample_size).iter_rows(named=True)]
+    explained = ({"excluded_by_condition": [
+        {"condition": i, "field": c.field, "operator": c.operator.value, "excluded_pairs": excluded}
+        for i, (c, excluded) in enumerate(zip(conditions, outcome.condition_exclusions, strict=True))]}
+        if outcome.condition_exclusions is not None else {})
     return {"taken_by_earlier_rules": outcome.members.height - members.height,
             "matches": mine.height, "proposed": mine.filter(pl.col("status") == MatchStatus.PROPOSED.value).height,
-            "matched_records": members.height, "sample": sample}
+            "matched_records": members.height, "sample": sample, **explained}
 
 
 # Records, for the investigation engine ----------------------------------------------------------------

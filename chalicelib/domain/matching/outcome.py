@@ -33,6 +33,8 @@ class MatchOutcome:
     rule_summary: dict[str, Any]   # {str(rule_id): matched records, "unmatched": {"side_a": n, "side_b": n}}
     unmatched_a: pl.Series         # ids of side-A records left open, in input order
     unmatched_b: pl.Series
+    # match_records(explain_rule=...): per condition of that rule, the candidate pairs it alone excludes
+    condition_exclusions: tuple[int | None, ...] | None = None
 
     def matched_ids(self, side: str | None = None) -> pl.Series:
         members = self.members if side is None else self.members.filter(pl.col("side") == side)

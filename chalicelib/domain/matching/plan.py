@@ -14,18 +14,24 @@ BASE_COLUMNS = ("uid", "amount", "date", "direction", "currency", "is_new")
 FLIPPED_DIRECTION = {"credit": "debit", "debit": "credit"}
 
 
-def normalized_text(expr: pl.Expr, steps: tuple[Normalization, ...]) -> pl.Expr:
+def normalized_text(expr: pl.Expr, steps: tuple[Normalization, ...], *, words: bool = False) -> pl.Expr:
     """A text value as a rule compares it. The steps run in one fixed order whatever order the
     rule lists them (leading zeros last, on the otherwise normalized value); a value that ends
-    up empty is null, so empty texts never match."""
+    up empty is null, so empty texts never match. With `words` (for `similar`, which compares
+    words) whitespace and punctuation become single spaces instead of vanishing, and leading
+    zeros go from each word."""
+    gap = " " if words else ""
     if Normalization.CASE in steps:
         expr = expr.str.to_lowercase()
     if Normalization.WHITESPACE in steps:
-        expr = expr.str.replace_all(r"\s+", "")
+        expr = expr.str.replace_all(r"\s+", gap)
     if Normalization.PUNCTUATION in steps:
-        expr = expr.str.replace_all(r"[^\p{L}\p{N}]+", "")
-    if Normalization.LEADING_ZEROS in steps:
-        expr = expr.str.replace(r"(?s)^0+(.)", "${1}")  # "000" stays "0", like a number would
+        expr = expr.str.replace_all(r"[^\p{L}\p{N}]+", gap)
+    if Normalization.LEADING_ZEROS in steps:  # "000" stays "0", like a number would
+        expr = (expr.str.replace_all(r"(^|\s)0+(\S)", "${1}${2}") if words
+                else expr.str.replace(r"(?s)^0+(.)", "${1}"))
+    if words:
+        expr = expr.str.strip_chars()
     return pl.when(expr.str.len_bytes() > 0).then(expr)
 
 
@@ -93,17 +99,17 @@ class RulePlan:
     def has_direction_condition(self) -> bool:
         return any(c.field == "direction" for c in self.conditions)
 
-    def key_columns(self, *, without_amount: bool = False) -> list[str]:
+    def key_columns(self, *, without_amount: bool = False, leave_out: int | None = None) -> list[str]:
         return [value_column(i) for i in self.key_indexes
-                if not (without_amount and self.conditions[i].field == "amount")]
+                if not (without_amount and self.conditions[i].field == "amount") and i != leave_out]
 
     def key_columns_besides_amount_and_date(self) -> list[str]:
         """Keys other than amount or date equals, whose columns merely repeat `amount`/`date`."""
         return [value_column(i) for i in self.key_indexes if self.conditions[i].field not in ("amount", "date")]
 
-    def windows(self, *, without_amount: bool = False) -> list[Condition]:
+    def windows(self, *, without_amount: bool = False, leave_out: int | None = None) -> list[Condition]:
         return [self.conditions[i] for i in self.window_indexes
-                if not (without_amount and self.conditions[i].field == "amount")]
+                if not (without_amount and self.conditions[i].field == "amount") and i != leave_out]
 
     # Values of each side -----------------------------------------------------------------------
 
@@ -113,7 +119,8 @@ class RulePlan:
         for i in self.text_value_indexes:
             condition = self.conditions[i]
             name = condition.field if side == "a" else condition.b_field
-            values.append(normalized_text(pl.col(name), condition.normalize).alias(value_column(i)))
+            values.append(normalized_text(pl.col(name), condition.normalize,
+                                          words=condition.operator is Operator.SIMILAR).alias(value_column(i)))
         return values
 
     def unit_values(self, side: str) -> list[pl.Expr]:
