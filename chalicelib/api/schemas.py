@@ -582,6 +582,8 @@ class AggregatesOut(BaseModel):
     debit_sum: int
     credit_count: int
     credit_sum: int
+    pending_confirmation_count: int = Field(description="Records among these that a proposed match holds, awaiting "
+                                                        "a person's confirm or reject")
     avg_age_days: float
     oldest_at: str | None
     newest_at: str | None
@@ -666,6 +668,9 @@ class ExceptionRecordsFilter(QueryModel):
     date_to: date | None = None
     direction: Literal["credit", "debit"] | None = None
     age_bucket: Literal["lt_7d", "7_30d", "30_90d", "gt_90d"] | None = None
+    record_status: Literal["unreconciled", "pending_confirmation"] | None = Field(
+        default=None, description="`pending_confirmation`: the records a proposed match holds until a person confirms "
+                                  "or rejects it; `unreconciled`: the others")
 
 
 class ExceptionRecordsQuery(ExceptionRecordsFilter):

@@ -69,9 +69,11 @@ class FakeDataStreamRepository:
                                                                                    stored_time(utc_now()))
 
     def _free_account(self, environment: str, routing_key: str | None, stream_id: int) -> None:
-        guard = self.account_guards.get((environment, routing_key)) if routing_key is not None else None
+        if routing_key is None:
+            return
+        guard = self.account_guards.get((environment, routing_key))
         if guard is not None and guard.data_stream_id == stream_id:
-            del self.account_guards[(environment, routing_key)]  # type: ignore[index]
+            del self.account_guards[(environment, routing_key)]
 
     def get(self, environment: str, key: str) -> DataStream:
         stream = self.find_including_deleting(environment, key)
