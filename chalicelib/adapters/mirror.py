@@ -249,14 +249,16 @@ def _totals(frames: list[Any]) -> StreamTotals:
     """Count, credits, debits, date range and currencies of published rows."""
     import polars as pl
 
+    from chalicelib.domain.matching.frames import amount_sum
+
     if not frames:
         return StreamTotals()
     data = pl.concat(frames, how="diagonal_relaxed")  # parts of before and after a new column
     credit = pl.col("direction") == "credit"
     row = data.select(
         pl.len().alias("count"),
-        pl.col("amount").filter(credit).sum().alias("credits"),
-        pl.col("amount").filter(~credit).sum().alias("debits"),
+        amount_sum(pl.col("amount").filter(credit)).alias("credits"),
+        amount_sum(pl.col("amount").filter(~credit)).alias("debits"),
         pl.col("date").min().alias("date_min"), pl.col("date").max().alias("date_max"),
     ).row(0, named=True)
     return StreamTotals(count=int(row["count"]), credits=int(row["credits"] or 0), debits=int(row["debits"] or 0),

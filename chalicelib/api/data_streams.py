@@ -95,7 +95,7 @@ def update_data_stream(request: ApiRequest, key: str) -> DataStreamOut:
     stream = service.update_stream(
         container().ports.data_streams, request.environment, key, name=body.name, description=body.description,
         description_given="description" in body.model_fields_set, requested_key=body.key,
-        requested_type=body.type,
+        requested_type=body.type, bank_account_id=body.bank_account_id,
     )
     return stream_out(stream)
 

@@ -31,6 +31,7 @@ from chalicelib.domain.reconciliation_exceptions import (
     RecordFilter,
 )
 from chalicelib.domain.reconciliations import Reconciliation
+from chalicelib.domain.records import RecordStatus
 from chalicelib.services import investigations as investigation_service
 from chalicelib.services import reconciliation_exceptions as service
 
@@ -65,7 +66,9 @@ def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
     return RecordFilter(amount_min=query.amount_min, amount_max=query.amount_max,
                         date_from=query.date_from.isoformat() if query.date_from else None,
                         date_to=query.date_to.isoformat() if query.date_to else None, direction=query.direction,
-                        age_bucket=AgeBucket(query.age_bucket) if query.age_bucket else None)
+                        age_bucket=AgeBucket(query.age_bucket) if query.age_bucket else None,
+                        pending_confirmation=None if query.record_status is None
+                        else query.record_status == RecordStatus.PENDING_CONFIRMATION.value)
 
 
 def comment_out(comment: ExceptionComment) -> CommentOut:

@@ -80,19 +80,24 @@ class HealthOut(BaseModel):
 StreamKey = Annotated[str, StringConstraints(pattern=KEY_PATTERN.pattern)]
 
 
+BankAccountId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
 class CreateDataStream(RequestModel):
     key: StreamKey = Field(description="1 to 64 characters of a-z, 0-9, '_' and '-'; unique in the environment")
     name: Name
     description: Description | None = None
     type: Literal["api", "bank_feed"] = "api"
-    bank_account_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = Field(
-        default=None, description="Required when type is bank_feed"
+    bank_account_id: BankAccountId | None = Field(
+        default=None, description="Required when type is bank_feed; one bank_feed stream per account (409 naming "
+                                  "the stream that holds it)"
     )
 
 
 class UpdateDataStream(RequestModel):
     name: Name = unchanged_when_absent()
     description: Description | None = None
+    bank_account_id: BankAccountId = unchanged_when_absent("A new account; one bank_feed stream per account")
     key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
     type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
 
@@ -279,7 +284,7 @@ class BulkRequestOut(IngestionJobOut):
 
 class RecordsQuery(CursorQuery):
     data_stream_key: StreamKey | None = None
-    status: Literal["unreconciled", "partially_reconciled", "reconciled"] | None = None
+    status: Literal["unreconciled", "partially_reconciled", "pending_confirmation", "reconciled"] | None = None
     reconciliation_match_id: Id | None = None
     file_import_id: Id | None = None
     external_id: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
@@ -595,6 +600,8 @@ class AggregatesOut(BaseModel):
     debit_sum: int
     credit_count: int
     credit_sum: int
+    pending_confirmation_count: int = Field(description="Records among these that a proposed match holds, awaiting "
+                                                        "a person's confirm or reject")
     avg_age_days: float
     oldest_at: str | None
     newest_at: str | None
@@ -679,6 +686,9 @@ class ExceptionRecordsFilter(QueryModel):
     date_to: date | None = None
     direction: Literal["credit", "debit"] | None = None
     age_bucket: Literal["lt_7d", "7_30d", "30_90d", "gt_90d"] | None = None
+    record_status: Literal["unreconciled", "pending_confirmation"] | None = Field(
+        default=None, description="`pending_confirmation`: the records a proposed match holds until a person confirms "
+                                  "or rejects it; `unreconciled`: the others")
 
 
 class ExceptionRecordsQuery(ExceptionRecordsFilter):

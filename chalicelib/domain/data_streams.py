@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import Enum
 
 from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.parsers.statements import normalise_account
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 KEY_RULE = "must be 1 to 64 characters of a-z, 0-9, '_' and '-'"
@@ -48,13 +49,29 @@ class DataStream:
     deleting: bool = False
     version: int = 1
 
-    def renamed(self, name: str | None, description: str | None, description_given: bool) -> DataStream:
+    def renamed(self, name: str | None, description: str | None, description_given: bool,
+                bank_account_id: str | None = None) -> DataStream:
+        """With the fields given changed (`bank_account_id` None: unchanged)."""
         return replace(
             self,
             name=self.name if name is None else name,
             description=description if description_given else self.description,
+            bank_account_id=self.bank_account_id if bank_account_id is None else bank_account_id,
             version=self.version + 1,
         )
+
+    @property
+    def routing_key(self) -> str | None:
+        """The account key this stream holds alone: a bank_feed's account (see account_routing_key)."""
+        if self.type is not StreamType.BANK_FEED or not self.bank_account_id:
+            return None
+        return account_routing_key(self.bank_account_id)
+
+
+def account_routing_key(bank_account_id: str) -> str:
+    """A bank account as statements are routed by it: the one form both a stream's
+    `bank_account_id` (held by one bank_feed stream at most) and a statement's account reduce to."""
+    return normalise_account(bank_account_id.strip())
 
 
 @dataclass(frozen=True)

@@ -56,14 +56,20 @@ class MatchMember:
     matched_in: frozenset[int] = frozenset()
 
 
-def record_status(matched_in: Iterable[int], users: frozenset[int]) -> RecordStatus:
-    """The status of a record matched in the reconciliations `matched_in`, when `users` are the
-    reconciliations using its stream now (a reconciliation that stopped using the stream, or
-    was deleted, no longer counts)."""
-    matched = set(matched_in) & users
-    if not matched:
-        return RecordStatus.UNRECONCILED
-    return RecordStatus.RECONCILED if matched >= users else RecordStatus.PARTIALLY_RECONCILED
+def record_status(matched_in: Iterable[int], users: frozenset[int],
+                  proposed_in: Iterable[int] = ()) -> RecordStatus:
+    """The status of a record matched in the reconciliations `matched_in` (by a proposed match in
+    those of `proposed_in`), when `users` are the reconciliations using its stream now (a
+    reconciliation that stopped using the stream, or was deleted, no longer counts). A proposed
+    match claims the record but does not reconcile it: until a person confirms it the record is
+    `pending_confirmation` (which says more than `partially_reconciled`)."""
+    proposed = set(proposed_in)
+    confirmed = (set(matched_in) - proposed) & users
+    if confirmed and confirmed >= users:
+        return RecordStatus.RECONCILED
+    if proposed & set(matched_in) & users:
+        return RecordStatus.PENDING_CONFIRMATION
+    return RecordStatus.PARTIALLY_RECONCILED if confirmed else RecordStatus.UNRECONCILED
 
 
 def signed(record: Record, scale: int) -> int:

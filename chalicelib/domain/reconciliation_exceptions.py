@@ -117,6 +117,7 @@ class ExceptionRecord:
     direction: str
     date: str
     currency: str
+    pending_confirmation: bool = False  # a proposed match holds it: counted here until confirmed
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class RecordFilter:
     date_to: str | None = None
     direction: str | None = None
     age_bucket: AgeBucket | None = None
+    pending_confirmation: bool | None = None  # the records a proposed match holds (True), or the others
 
     @property
     def empty(self) -> bool:
@@ -156,6 +158,8 @@ class RecordFilter:
         if self.date_to is not None and record.date > self.date_to:
             return False
         if self.direction is not None and record.direction != self.direction:
+            return False
+        if self.pending_confirmation is not None and record.pending_confirmation is not self.pending_confirmation:
             return False
         if self.age_bucket is not None:
             low, high = AGE_BUCKET_DAYS[self.age_bucket]
@@ -188,6 +192,7 @@ def totals(records: Iterable[ExceptionRecord]) -> dict[str, Any]:
     dates = sorted(r.date for r in records)
     return {"record_count": len(records), "credit_count": len(credits), "credit_sum": sum(credits),
             "debit_count": len(debits), "debit_sum": sum(debits),
+            "pending_confirmation_count": sum(1 for r in records if r.pending_confirmation),
             "date_ordinal_sum": sum(date.fromisoformat(d).toordinal() for d in dates),
             "oldest": dates[0] if dates else None, "newest": dates[-1] if dates else None}
 
@@ -204,6 +209,7 @@ def aggregates(kept: dict[str, Any], today: date) -> dict[str, Any]:
         "record_count": count, "total_amount": kept.get("credit_sum", 0) - kept.get("debit_sum", 0),
         "debit_count": kept.get("debit_count", 0), "debit_sum": kept.get("debit_sum", 0),
         "credit_count": kept.get("credit_count", 0), "credit_sum": kept.get("credit_sum", 0),
+        "pending_confirmation_count": kept.get("pending_confirmation_count", 0),
         "avg_age_days": avg_age_days,
         "oldest_at": f"{kept['oldest']}T00:00:00Z" if kept.get("oldest") else None,
         "newest_at": f"{kept['newest']}T00:00:00Z" if kept.get("newest") else None,

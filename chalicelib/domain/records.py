@@ -32,6 +32,7 @@ class Direction(str, Enum):
 class RecordStatus(str, Enum):
     UNRECONCILED = "unreconciled"
     PARTIALLY_RECONCILED = "partially_reconciled"
+    PENDING_CONFIRMATION = "pending_confirmation"  # held by a proposed match: claimed, not yet reconciled
     RECONCILED = "reconciled"
 
 
@@ -99,6 +100,7 @@ class HeldRecord:
     match_ids: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the match holding it there
     deleting: bool = False  # a DELETE is under way: hidden from every listing, never matched again
     exception_ids: Mapping[int, int] = field(default_factory=dict)  # reconciliation -> the exception holding it
+    proposed_in: frozenset[int] = frozenset()  # the reconciliations whose holding match is proposed
 
     def match_in(self, reconciliation_id: int) -> int | None:
         """The match that holds the record in the reconciliation (None: it is open there)."""

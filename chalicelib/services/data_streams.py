@@ -24,15 +24,16 @@ def create_stream(streams: DataStreams, environment: str, *, key: str, name: str
 
 def update_stream(streams: DataStreams, environment: str, key: str, *, name: str | None,
                   description: str | None, description_given: bool, requested_key: str | None = None,
-                  requested_type: str | None = None) -> DataStream:
-    """Change name and description; key and type are immutable (accepted only when unchanged)."""
+                  requested_type: str | None = None, bank_account_id: str | None = None) -> DataStream:
+    """Change name, description and bank account; key and type are immutable (accepted only when
+    unchanged). A bank_feed's account is held by it alone (409 naming the stream that holds it)."""
     current = streams.get(environment, key)
     if requested_key is not None and requested_key != current.key:
         raise ValidationFailed.on("key", "is immutable")
     if requested_type is not None and requested_type != current.type.value:
         raise ValidationFailed.on("type", "is immutable")
-    updated = current.renamed(name, description, description_given)
-    streams.save(updated)
+    updated = current.renamed(name, description, description_given, bank_account_id)
+    streams.save(updated, previous=current)
     audit.note_change(current, updated)
     return updated
 

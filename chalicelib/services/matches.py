@@ -41,7 +41,8 @@ def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]]
     def claim(pair: tuple[Match, MatchMember]) -> bool:
         match, member = pair
         return matches.claim_record(match.environment, member.record_id, match.reconciliation_id, match.id,
-                                    used_by[member.data_stream_key], seen=member)
+                                    used_by[member.data_stream_key], seen=member,
+                                    proposed=match.status is MatchStatus.PROPOSED)
 
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         held = list(pool.map(claim, claims))
@@ -80,10 +81,18 @@ def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> 
 
 
 def confirm(ports: Ports, environment: str, match_id: int) -> Match:
+    """Confirm the match, then settle its records (`pending_confirmation` -> reconciled, or partially
+    reconciled while other reconciliations of their streams have not matched them). A confirm
+    repeated after dying part-way settles what is left."""
     current = ports.matches.get(environment, match_id)
     event = event_data.match_event(replace(current, status=MatchStatus.CONFIRMED), "confirmed", utc_now())
     confirmed = save_and_emit(ports, environment, event, EventOrigin.match(match_id),
                               lambda owed: ports.matches.confirm(current, pending_event=owed))
+    members = ports.matches.members(environment, match_id)
+    users = used_by(ports.reconciliations, environment, (m.data_stream_key for m in members))
+    with ThreadPoolExecutor(CLAIM_THREADS) as pool:
+        list(pool.map(lambda m: ports.matches.settle_record(environment, m.record_id, confirmed.reconciliation_id,
+                                                            match_id, users[m.data_stream_key]), members))
     audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)
     return confirmed

@@ -64,12 +64,14 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     if not ports.exceptions.take_refresh_lease(environment, reconciliation_id, now, REFRESH_LEASE):
         return False
     try:
+        proposed = ports.matches.proposed_records(environment, reconciliation.id)
         for stream_key in reconciliation.stream_keys:
             read_at = utc_now()  # the tally is as of its read, not of the sweep that began it
             adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
             open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id,
                                                                         adopted)}
-            _refresh_stream(ports, reconciliation, stream_key, open_records, now)
+            _refresh_stream(ports, reconciliation, stream_key, open_records, now,
+                            {r.id: r for r in proposed if r.data_stream_key == stream_key})
             _save_tally(ports, reconciliation, stream_key, open_records.values(), read_at)
         ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now,
                                                         reconciliation.exceptions_refresh_requests)
@@ -91,12 +93,18 @@ def request_neighbour_refreshes(ports: Ports, environment: str, reconciliation_i
         ports.reconciliations.request_exceptions_refresh(environment, other)
 
 
-def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str, open_records: dict[int, OpenRecord],
-                    now: datetime) -> None:
+def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str,
+                    open_records: dict[int, OpenRecord], now: datetime, proposed: dict[int, OpenRecord]) -> None:
+    """`proposed`: the stream's records a proposed match holds, not reconciled until a person
+    confirms it: they stay (and join) as open records do, marked `pending_confirmation`."""
     environment, today = reconciliation.environment, now.date()
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
-    members = {r.record_id for r in ports.exceptions.records(active)} if active else set()
+    kept_before = {r.record_id: r for r in ports.exceptions.records(active)} if active else {}
+    members = set(kept_before)
+    open_records = {**open_records, **proposed}
     gone = [record_id for record_id in members if record_id not in open_records]
+    flipped = [open_records[i] for i, r in kept_before.items()
+               if i in open_records and r.pending_confirmation is not (i in proposed)]
     joining = [record for record in open_records.values()
                if record.id not in members
                and record.exception_in(reconciliation.id) in (None, active.id if active else None)
@@ -119,7 +127,9 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
         active = ports.exceptions.rescale(active, scale)
     held = _each(lambda record_id: ports.exceptions.hold_record(environment, record_id, reconciliation.id, active.id),
                  [record.id for record in joining])
-    ports.exceptions.add_records(active, [_exception_record(record, scale) for record in joining if record.id in held])
+    ports.exceptions.add_records(active, [_exception_record(record, scale, record.id in proposed)
+                                          for record in joining if record.id in held] +
+                                 [_exception_record(record, scale, record.id in proposed) for record in flipped])
     ports.exceptions.remove_records(active, gone)
     _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id), gone)
     remaining = ports.exceptions.records(active)
@@ -177,10 +187,11 @@ def _resolve_empty(ports: Ports, exception: ReconciliationException, now: dateti
                 "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
 
-def _exception_record(record: OpenRecord, scale: int) -> ExceptionRecord:
+def _exception_record(record: OpenRecord, scale: int, pending_confirmation: bool = False) -> ExceptionRecord:
     """The record as the exception keeps it: its amount at the exception's scale (exact)."""
     amount = record.amount * 10 ** (scale - record.decimal_places)
-    return ExceptionRecord(record.id, amount, record.direction.value, record.date, record.currency)
+    return ExceptionRecord(record.id, amount, record.direction.value, record.date, record.currency,
+                           pending_confirmation)
 
 
 def sweep(ports: Ports, now: datetime | None = None) -> int:

@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from chalicelib.domain.balances import StatementDay
+from chalicelib.domain.data_streams import account_routing_key
 from chalicelib.domain.ingestion import IngestionJob, JobSource
 from chalicelib.domain.parsers import FileRejected, ParsedFile, ParsedRow
 from chalicelib.domain.parsers.statements import (
@@ -80,12 +81,12 @@ def routes_of(ports: Ports, job: IngestionJob, accounts: Iterable[str]) -> dict[
         stream = ports.data_streams.get(job.environment, job.data_stream_key)
         if stream.bank_account_id is None:  # a stream with no account takes a file of one account
             return {a: stream.key for a in normalised} if len(set(normalised.values())) == 1 else {}
-        held = {normalise_account(stream.bank_account_id): stream.key}
+        held = {account_routing_key(stream.bank_account_id): stream.key}
     else:
         held = {}
         for stream in ports.data_streams.bank_feeds(job.environment):
             if stream.bank_account_id is not None:
-                held.setdefault(normalise_account(stream.bank_account_id), stream.key)
+                held.setdefault(account_routing_key(stream.bank_account_id), stream.key)
     return {account: held[n] for account, n in normalised.items() if n in held}
 
 

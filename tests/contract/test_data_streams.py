@@ -1,11 +1,13 @@
 """Data streams: unique keys, newest-first pages, versioned saves, counts and recount requests."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
+from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS, stream
 
@@ -137,3 +139,67 @@ class TestDataStreamRepository:
         data_streams.remove(ENV, "bank")
         assert data_streams.find_including_deleting(ENV, "bank") is None
         assert data_streams.list_page(ENV, 10, None) == ([], None)
+
+
+class TestBankAccountGuard:
+    """One bank_feed stream per bank account (as statements are routed: compared normalised)."""
+
+    def feed(self, stream_id: int, key: str, account: str, environment: str = ENV):
+        return stream(stream_id, key, environment=environment, type=StreamType.BANK_FEED, bank_account_id=account)
+
+    def test_a_second_bank_feed_of_an_account_is_refused_naming_the_stream_that_holds_it(self, data_streams):
+        # Given a bank_feed stream holding an account
+        data_streams.add(self.feed(1, "main", "DE89 3704 0044 0532 0130 00"))
+        # When another claims the same account, written another way
+        with pytest.raises(Conflict, match="'main'"):
+            data_streams.add(self.feed(2, "copy", "de89370400440532013000"))
+        # Then it was not written; other accounts and other environments are free
+        assert data_streams.find_including_deleting(ENV, "copy") is None
+        data_streams.add(self.feed(3, "other", "DE02 1203 0000 0000 2020 51"))
+        data_streams.add(self.feed(4, "main", "DE89 3704 0044 0532 0130 00", environment=OTHER_ENV))
+
+    def test_racing_creates_of_one_account_leave_one_winner(self, data_streams):
+        # Given eight creates of streams claiming one account at once
+        def create(n: int) -> bool:
+            try:
+                data_streams.add(self.feed(n, f"feed-{n}", "acct-7"))
+            except Conflict:
+                return False
+            return True
+
+        with ThreadPoolExecutor(8) as pool:
+            won = list(pool.map(create, range(1, 9)))
+        # Then exactly one was written
+        assert won.count(True) == 1
+        assert [s.key for s in data_streams.bank_feeds(ENV)] == [f"feed-{won.index(True) + 1}"]
+
+    def test_a_stream_with_a_taken_key_frees_the_account_it_claimed(self, data_streams):
+        data_streams.add(self.feed(1, "main", "acct-1"))
+        with pytest.raises(Conflict):
+            data_streams.add(self.feed(2, "main", "acct-2"))  # the key is taken
+        data_streams.add(self.feed(3, "other", "acct-2"))  # so acct-2 was left free
+
+    def test_changing_a_streams_account_moves_its_claim(self, data_streams):
+        # Given two bank_feed streams
+        data_streams.add(self.feed(1, "main", "acct-1"))
+        data_streams.add(self.feed(2, "spare", "acct-2"))
+        main = data_streams.get(ENV, "main")
+        # When one moves onto the other's account, it is refused
+        with pytest.raises(Conflict, match="'spare'"):
+            data_streams.save(replace(main, bank_account_id="ACCT-2", version=2), previous=main)
+        assert data_streams.get(ENV, "main").bank_account_id == "acct-1"
+        # When it moves to a free account, its old one is free and the new one held
+        data_streams.save(replace(main, bank_account_id="acct-3", version=2), previous=main)
+        assert data_streams.get(ENV, "main").bank_account_id == "acct-3"
+        data_streams.add(self.feed(3, "reuse", "acct-1"))
+        with pytest.raises(Conflict, match="'main'"):
+            data_streams.add(self.feed(4, "late", "acct-3"))
+
+    def test_removing_a_stream_frees_its_account(self, data_streams):
+        data_streams.add(self.feed(1, "main", "acct-1"))
+        data_streams.mark_deleting(ENV, "main")
+        with pytest.raises(Conflict, match="'main'"):  # still held while its delete goes on
+            data_streams.add(self.feed(2, "next", "acct-1"))
+        data_streams.remove(ENV, "main")
+        data_streams.add(self.feed(3, "next", "acct-1"))
+        assert [s.key for s in data_streams.bank_feeds(ENV)] == ["next"]

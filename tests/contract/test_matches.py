@@ -196,6 +196,29 @@ class TestMatchRepository:
         assert matches.claim_record(ENV, 1, 2, 11, BOTH)  # another reconciliation may
         assert matches.held_records(ENV, [1])[0].match_ids == {1: 10, 2: 11}
 
+    def test_a_proposed_claim_holds_the_record_pending_until_settled_or_released(self, records, matches):
+        # Given two records claimed by proposed matches, in a stream reconciliations 1 and 2 use
+        records.put_many([record(1), record(2)])
+        assert matches.claim_record(ENV, 1, 1, 10, BOTH, proposed=True)
+        assert matches.claim_record(ENV, 2, 1, 11, BOTH, seen=MatchMember("a", 2, "bank"), proposed=True)
+        # Then they are claimed (no longer open there) yet pending, and listed by that status
+        assert status_of(records, 1) is RecordStatus.PENDING_CONFIRMATION
+        assert open_ids(matches, 1, True) == [] and open_ids(matches, 2, True) == [1, 2]
+        pending = records.list_page(ENV, RecordQuery(status=RecordStatus.PENDING_CONFIRMATION), 5, None)[0]
+        assert [r.id for r in pending] == [2, 1]
+        assert matches.held_records(ENV, [1])[0].proposed_in == frozenset({1})
+        # When one is settled (its match confirmed) and the other released (rejected)
+        matches.settle_record(ENV, 1, 1, 99, BOTH)  # not its match: nothing
+        assert status_of(records, 1) is RecordStatus.PENDING_CONFIRMATION
+        matches.settle_record(ENV, 1, 1, 10, BOTH)
+        matches.release_record(ENV, 2, 1, 11, BOTH)
+        # Then the first is partially reconciled (reconciliation 2 has not matched it), the second open
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
+        assert status_of(records, 2) is RecordStatus.UNRECONCILED
+        assert matches.held_records(ENV, [1, 2])[0].proposed_in == frozenset()
+        assert matches.claim_record(ENV, 1, 2, 20, BOTH)
+        assert status_of(records, 1) is RecordStatus.RECONCILED
+
     def test_a_record_of_two_reconciliations_is_partially_then_fully_reconciled(self, records, matches):
         records.put_many([record(1), record(2)])
         assert matches.claim_record(ENV, 1, 1, 10, BOTH)

@@ -55,6 +55,16 @@ class TestAnalyticsMirror:
         assert mirror.summarize(ENV, 8, ["bank"]) == ImportTotals(StreamTotals())  # nothing published
         assert mirror.count_records(ENV, "bank") == 3
 
+    def test_an_imports_totals_of_amounts_at_the_bound_add_up_past_64_bits(self, mirror):
+        # Given an import of two credits and a debit at the largest amount a record may hold
+        largest = 2**63 - 1
+        records = [record(1, amount=largest), record(2, amount=largest),
+                   record(3, amount=largest, direction=Direction.DEBIT)]
+        # When its totals are read back from what was published
+        totals = imported(mirror, 7, records, ["bank"])
+        # Then they are exact
+        assert (totals.total.credits, totals.total.debits) == (2 * largest, largest)
+
     def test_an_import_of_several_streams_keeps_each_streams_part(self, mirror):
         totals = imported(mirror, 7, BANK + LEDGER, ["bank", "ledger", "cards"])
         assert totals == ImportTotals(

@@ -1,7 +1,8 @@
-"""Data streams and their property definitions, as `adapters/dynamodb/data_streams.py` and
-`adapters/dynamodb/property_definitions.py` keep them."""
+"""Data streams (with their bank-account guards) and their property definitions, as
+`adapters/dynamodb/data_streams.py` and `adapters/dynamodb/property_definitions.py` keep them."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -12,8 +13,15 @@ from chalicelib.domain.errors import Conflict, NotFound, shown
 from tests.fakes._support import newest_first_page, padded, stored_time
 from tests.fakes.counters import FakeCounters
 
-# The adapter's age after which a property-key guard without its definition is taken back.
+# The adapters' age after which a guard its owner does not hold is taken back.
 STALE_GUARD_AGE = timedelta(seconds=60)
+
+
+@dataclass
+class _AccountGuard:
+    data_stream_key: str
+    data_stream_id: int
+    created_at: datetime
 
 
 @dataclass
@@ -28,15 +36,44 @@ class FakeDataStreamRepository:
     def __init__(self, counters: FakeCounters | None = None) -> None:
         self._counters = counters or FakeCounters()
         self.rows: dict[tuple[str, str], _StreamRow] = {}
+        self.account_guards: dict[tuple[str, str], _AccountGuard] = {}  # (environment, account routing key)
+        self._lock = threading.Lock()  # the table's conditional writes are atomic
 
     def next_id(self, environment: str) -> int:
         return self._counters.next_id(environment, "data_stream")
 
     def add(self, stream: DataStream) -> None:
-        key = (stream.environment, stream.key)
-        if key in self.rows:
-            raise Conflict(f"a data stream with key '{stream.key}' already exists")
-        self.rows[key] = _StreamRow(replace(stream, created_at=stored_time(stream.created_at)))
+        """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
+        with self._lock:
+            self._hold_account(stream)
+            key = (stream.environment, stream.key)
+            if key in self.rows:
+                self._free_account(stream.environment, stream.routing_key, stream.id)
+                raise Conflict(f"a data stream with key '{stream.key}' already exists")
+            self.rows[key] = _StreamRow(replace(stream, created_at=stored_time(stream.created_at)))
+
+    def _hold_account(self, stream: DataStream) -> None:
+        routing_key = stream.routing_key
+        if routing_key is None:
+            return
+        existing = self.account_guards.get((stream.environment, routing_key))
+        if existing is not None and existing.data_stream_id != stream.id:
+            owner = self.rows.get((stream.environment, existing.data_stream_key))
+            held = owner is not None and owner.stream.id == existing.data_stream_id \
+                and owner.stream.routing_key == routing_key
+            if held or utc_now() - existing.created_at < STALE_GUARD_AGE:
+                raise Conflict(f"bank account '{stream.bank_account_id}' is already the bank_account_id of data "
+                               f"stream '{existing.data_stream_key}'")
+        if existing is None or existing.data_stream_id != stream.id:
+            self.account_guards[(stream.environment, routing_key)] = _AccountGuard(stream.key, stream.id,
+                                                                                   stored_time(utc_now()))
+
+    def _free_account(self, environment: str, routing_key: str | None, stream_id: int) -> None:
+        if routing_key is None:
+            return
+        guard = self.account_guards.get((environment, routing_key))
+        if guard is not None and guard.data_stream_id == stream_id:
+            del self.account_guards[(environment, routing_key)]
 
     def get(self, environment: str, key: str) -> DataStream:
         stream = self.find_including_deleting(environment, key)
@@ -70,12 +107,22 @@ class FakeDataStreamRepository:
         return [r.stream for (env, _), r in sorted(self.rows.items()) if env == environment
                 and r.stream.type is StreamType.BANK_FEED and not r.stream.deleting]
 
-    def save(self, stream: DataStream) -> None:
-        """Write a renamed stream; `stream.version` must be one past the stored version."""
-        row = self.rows.get((stream.environment, stream.key))
-        if row is None or row.stream.version != stream.version - 1 or row.stream.deleting:
-            raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry")
-        row.stream = replace(row.stream, name=stream.name, description=stream.description, version=stream.version)
+    def save(self, stream: DataStream, previous: DataStream | None = None) -> None:
+        """Write a changed stream; `stream.version` must be one past the stored version. A new
+        account is held before the write, the old one freed after it."""
+        with self._lock:
+            moved = previous is not None and stream.routing_key != previous.routing_key
+            if moved:
+                self._hold_account(stream)
+            row = self.rows.get((stream.environment, stream.key))
+            if row is None or row.stream.version != stream.version - 1 or row.stream.deleting:
+                if moved:
+                    self._free_account(stream.environment, stream.routing_key, stream.id)
+                raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry")
+            row.stream = replace(row.stream, name=stream.name, description=stream.description,
+                                 bank_account_id=stream.bank_account_id, version=stream.version)
+            if moved and previous is not None:
+                self._free_account(stream.environment, previous.routing_key, stream.id)
 
     def set_records_count(self, environment: str, key: str, count: int, counted_at: datetime) -> bool:
         """Store a count unless a recount that began later stored one first."""
@@ -124,6 +171,10 @@ class FakeDataStreamRepository:
         return True
 
     def remove(self, environment: str, key: str) -> None:
+        """The stream's account first, then the stream."""
+        row = self.rows.get((environment, key))
+        if row is not None:
+            self._free_account(environment, row.stream.routing_key, row.stream.id)
         self.rows.pop((environment, key), None)
 
 

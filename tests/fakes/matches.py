@@ -71,7 +71,7 @@ class FakeMatchRepository:
                 stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key)
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None) -> bool:
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
         """Mark the record matched by `match_id` in the reconciliation; False when another match of
         it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
         stands for the record until the write's condition (the same reconciliations in
@@ -87,7 +87,9 @@ class FakeMatchRepository:
                 matched_in = set(row.matched_in)
             if row is not None and not row.deleting and reconciliation_id not in row.match_ids \
                     and row.matched_in == matched_in:
-                status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
+                if proposed:
+                    row.proposed_in.add(reconciliation_id)
+                status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id}, row.proposed_in)
                 row.match_ids[reconciliation_id] = match_id
                 row.matched_in.add(reconciliation_id)
                 row.record = replace(row.record, status=status)
@@ -101,10 +103,30 @@ class FakeMatchRepository:
         row = self.store.row(environment, record_id)
         if row is None or row.match_ids.get(reconciliation_id) != match_id:
             return
-        status = record_status(row.matched_in - {reconciliation_id}, users)
+        status = record_status(row.matched_in - {reconciliation_id}, users, row.proposed_in - {reconciliation_id})
         del row.match_ids[reconciliation_id]
         row.matched_in.discard(reconciliation_id)
+        row.proposed_in.discard(reconciliation_id)
         row.record = replace(row.record, status=status)
+
+    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                      users: frozenset[int]) -> None:
+        """A proposed match confirmed: the record `match_id` holds is matched there for good."""
+        row = self.store.row(environment, record_id)
+        if row is None or row.match_ids.get(reconciliation_id) != match_id or reconciliation_id not in row.proposed_in:
+            return
+        row.proposed_in.discard(reconciliation_id)
+        row.record = replace(row.record, status=record_status(row.matched_in, users, row.proposed_in))
+
+    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
+        """The records the reconciliation's committed proposed matches hold (as the adapter lists them)."""
+        def proposed_match(row: RecordRow) -> bool:
+            match = self.matches.get((environment, row.match_ids.get(reconciliation_id, 0)))
+            return match is not None and match.status is MatchStatus.PROPOSED and match.pending_since is None \
+                and not match.unmatching
+        return [_open_record(row) for (env, _), row in sorted(self.store.rows.items())
+                if env == environment and reconciliation_id in row.proposed_in and not row.deleting
+                and proposed_match(row)]
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
@@ -165,7 +187,8 @@ class FakeMatchRepository:
         """The records of these ids that exist (those being deleted too, marked), by id."""
         rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))
         return [HeldRecord(record=row.record, matched_in=frozenset(row.matched_in), match_ids=dict(row.match_ids),
-                           deleting=row.deleting, exception_ids=dict(row.exception_holds))
+                           deleting=row.deleting, exception_ids=dict(row.exception_holds),
+                           proposed_in=frozenset(row.proposed_in))
                 for row in rows if row is not None]
 
     def get(self, environment: str, match_id: int) -> Match:

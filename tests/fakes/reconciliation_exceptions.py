@@ -245,8 +245,7 @@ class FakeExceptionRepository:
     def rescale(self, exception: ReconciliationException, scale: int) -> ReconciliationException:
         """Every kept amount at `scale` decimal places, counted from the decimal places of `exception`."""
         factor = 10 ** (scale - exception.decimal_places)
-        self.add_records(exception, [ExceptionRecord(r.record_id, r.amount * factor, r.direction, r.date, r.currency)
-                                     for r in self.records(exception)])
+        self.add_records(exception, [replace(r, amount=r.amount * factor) for r in self.records(exception)])
         row = self._row_to_update(exception)
         if row.exception is not None:
             row.exception = replace(row.exception, decimal_places=scale)

@@ -36,6 +36,7 @@ class RecordRow:
     the other repositories write on it."""
     record: Record
     matched_in: set[int] = field(default_factory=set)  # the reconciliations that matched it
+    proposed_in: set[int] = field(default_factory=set)  # those of them whose match is proposed
     match_ids: dict[int, int] = field(default_factory=dict)  # `match_<reconciliation>`: the match holding it
     exception_holds: dict[int, int] = field(default_factory=dict)  # `exception_<reconciliation>` / `exception_holds`
     deleting: bool = False

@@ -408,3 +408,16 @@ def test_a_bulk_requests_results_are_paged_by_status_too(api, streams, worker):
     assert [r["index"] for r in api.get(f"{url}?status=skipped").json_body["data"]] == [2]
     first = api.get(f"{url}?limit=2").json_body
     assert [r["index"] for r in api.get(f"{url}?limit=2&cursor={first['next_cursor']}").json_body["data"]] == [2]
+
+
+def test_an_imports_totals_of_two_records_at_the_largest_amount_are_exact(api, streams, worker):
+    # Given two credits and two debits, each at the largest amount a record may hold
+    largest = 2**63 - 1
+    submit(api, [item(1, amount=largest), item(2, amount=largest),
+                 item(3, amount=largest, direction="debit"), item(4, amount=largest, direction="debit")])
+    # When the bulk request has been processed
+    worker.drain()
+    # Then the stream's list of imports sums them exactly, past 64 bits
+    listed = api.get("/v1/data_streams/bank/file_imports").json_body["data"][0]
+    assert (listed["record_count"], listed["total_credits"], listed["total_debits"]) == (4, 2 * largest, 2 * largest)
+    assert listed["net_amount"] == 0

@@ -195,3 +195,26 @@ def test_a_crafted_cursor_is_a_bad_request(api, key):
     cursor = base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
     response = api.get(f"/v1/data_streams?cursor={cursor}")
     assert response.status_code == 400
+
+
+def test_a_second_bank_feed_of_one_account_is_409_naming_the_stream_that_holds_it(api):
+    # Given a bank_feed stream of an account
+    assert create(api, "main", type="bank_feed", bank_account_id="50880050/0194774600888").status_code == 201
+    # When another bank_feed stream claims it
+    response = create(api, "copy", type="bank_feed", bank_account_id=" 50880050/0194774600888 ")
+    # Then it is 409, naming the stream, and was not created
+    assert response.status_code == 409
+    assert "'main'" in response.json_body["message"] and "50880050/0194774600888" in response.json_body["message"]
+    assert api.get("/v1/data_streams/copy").status_code == 404
+
+
+def test_patching_a_bank_feeds_account_is_refused_onto_a_held_one_and_frees_the_old_one(api):
+    create(api, "main", type="bank_feed", bank_account_id="acct-1")
+    create(api, "spare", type="bank_feed", bank_account_id="acct-2")
+    refused = api.patch("/v1/data_streams/main", {"bank_account_id": "acct-2"})
+    assert refused.status_code == 409 and "'spare'" in refused.json_body["message"]
+    moved = api.patch("/v1/data_streams/main", {"bank_account_id": "acct-3"})
+    assert moved.status_code == 200 and moved.json_body["bank_account_id"] == "acct-3"
+    assert create(api, "reuse", type="bank_feed", bank_account_id="acct-1").status_code == 201
+    assert api.delete("/v1/data_streams/main").status_code == 204
+    assert create(api, "after", type="bank_feed", bank_account_id="acct-3").status_code == 201

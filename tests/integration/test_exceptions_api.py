@@ -49,7 +49,8 @@ def test_a_run_leaves_one_open_exception_per_stream_for_records_past_their_grace
     assert bank["reconciliation_name"] == "Bank to ledger" and bank["data_stream_name"] == "Bank"
     assert bank["aggregates"] == {
         "record_count": 3, "total_amount": 1000 + 2500 - 700, "debit_count": 1, "debit_sum": 700,
-        "credit_count": 2, "credit_sum": 3500, "avg_age_days": round((20 + 40 + 100) / 3, 2),
+        "credit_count": 2, "credit_sum": 3500, "pending_confirmation_count": 0,
+        "avg_age_days": round((20 + 40 + 100) / 3, 2),
         "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(20)}T00:00:00Z"}
     assert bank["description"] == "3 unmatched records totalling 28.00 USD (2 credits, 1 debits)"
     ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{bank['id']}/records").json_body["data"]]
@@ -140,3 +141,72 @@ def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(a
     [active] = queue(api, data_stream_key="bank", status="open")["data"]
     ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{active['id']}/records").json_body["data"]]
     assert ids == [newcomer] and touched == []  # the index told the refresh who holds them
+
+
+@pytest.fixture
+def proposed(api, ingest, reconciliation):
+    """A rule that only proposes matched bank 10.00 with ledger 10.00 (weeks old); bank 25.00 found no partner."""
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {**RULE, "auto_confirm": False}).status_code \
+        == 201
+    bank = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 2500, days_ago(40)))
+    ledger = ingest(record("ledger", 1, 1000, days_ago(20)))
+    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    assert api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run['id']}").json_body["status"] == "completed"
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert match["status"] == "proposed"
+    return {"bank": bank, "ledger": ledger, "match": match, "reconciliation": reconciliation}
+
+
+def listed(api, query):
+    return sorted(r["id"] for r in api.get(f"/v1/records?{query}").json_body["data"])
+
+
+def test_records_of_a_proposed_match_await_confirmation_and_stay_in_their_exception(api, proposed):
+    # Given a run whose rule proposed a match (see `proposed`)
+    bank, ledger = proposed["bank"], proposed["ledger"]
+    # Then its records are not reconciled yet, and say so
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "pending_confirmation"
+    assert listed(api, "status=pending_confirmation") == sorted([bank[0], ledger[0]])
+    assert listed(api, "status=reconciled") == [] and listed(api, "status=unreconciled") == [bank[1]]
+    # And the exception still counts them, apart from the unmatched ones
+    exception = bank_exception(api, proposed)
+    assert exception["aggregates"]["record_count"] == 2
+    assert exception["aggregates"]["pending_confirmation_count"] == 1
+    base = f"/v1/reconciliation_exceptions/{exception['id']}"
+    waiting = api.get(f"{base}?record_status=pending_confirmation").json_body["filtered_aggregates"]
+    assert (waiting["record_count"], waiting["credit_sum"]) == (1, 1000)
+    assert [r["id"] for r in api.get(f"{base}/records?record_status=pending_confirmation").json_body["data"]] == [
+        bank[0]]
+    assert [r["id"] for r in api.get(f"{base}/records?record_status=unreconciled").json_body["data"]] == [bank[1]]
+    # And a later run does not match them again
+    run = api.post(f"/v1/reconciliations/{proposed['reconciliation']['id']}/runs").json_body
+    done = api.get(f"/v1/reconciliations/{proposed['reconciliation']['id']}/runs/{run['id']}").json_body
+    assert (done["status"], done["matched_records"]) == ("completed", 0)
+
+
+def test_confirming_a_proposed_match_reconciles_its_records_and_they_leave_the_exception(api, proposed):
+    from chalicelib.jobs.sweeper import sweep_task
+
+    bank, ledger = proposed["bank"], proposed["ledger"]
+    # When a person confirms the match
+    assert api.post(f"/v1/reconciliation_matches/{proposed['match']['id']}/confirm").status_code == 200
+    # Then its records are reconciled, and leave the exception once it is refreshed
+    assert listed(api, "status=reconciled") == sorted([bank[0], ledger[0]])
+    assert listed(api, "status=pending_confirmation") == []
+    sweep_task()
+    aggregates = bank_exception(api, proposed)["aggregates"]
+    assert (aggregates["record_count"], aggregates["pending_confirmation_count"]) == (1, 0)
+
+
+def test_rejecting_a_proposed_match_opens_its_records_and_they_stay_in_the_exception(api, proposed):
+    from chalicelib.jobs.sweeper import sweep_task
+
+    bank = proposed["bank"]
+    # When a person rejects (unmatches) the match
+    assert api.delete(f"/v1/reconciliation_matches/{proposed['match']['id']}").status_code == 204
+    # Then its records are unreconciled, and the exception counts them as such once refreshed
+    assert api.get(f"/v1/records/{bank[0]}").json_body["status"] == "unreconciled"
+    assert listed(api, "status=pending_confirmation") == []
+    sweep_task()
+    aggregates = bank_exception(api, proposed)["aggregates"]
+    assert (aggregates["record_count"], aggregates["pending_confirmation_count"]) == (2, 0)

@@ -198,7 +198,7 @@ def test_after_an_unmatch_and_a_manual_match_the_exception_holds_exactly_the_ope
     assert ids == sorted([ran["bank"][1], ran["bank"][2], ran["bank"][3]], reverse=True)
     assert view_aggregates(bank) == {
         "record_count": 3, "total_amount": 2500 - 700 + 500, "debit_count": 1, "debit_sum": 700,
-        "credit_count": 2, "credit_sum": 3000, "avg_age_days": round((40 + 100 + 10) / 3, 2),
+        "credit_count": 2, "credit_sum": 3000, "pending_confirmation_count": 0, "avg_age_days": round((40 + 100 + 10) / 3, 2),
         "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(10)}T00:00:00Z"}
     [ledger] = queue(ports, data_stream_key="ledger")
     assert view_aggregates(ledger)["record_count"] == 2  # the ledger's 5.00, unmatched, joined its 40.00

@@ -520,3 +520,19 @@ def test_no_rules_leave_everything_open():
 
     assert outcome.matches.is_empty() and outcome.members.is_empty()
     assert outcome.rule_summary == {"unmatched": {"side_a": 1, "side_b": 1}}
+
+
+def test_a_group_summing_past_the_largest_amount_matches_no_record_its_wrapped_sum_would_equal():
+    # Given a payout of two credits at the largest amount (a 64-bit sum wraps them to a debit of 2)
+    largest = 2**63 - 1
+    side_a = records({"id": 1, "amount": largest, "metadata.payout": "P1"},
+                     {"id": 2, "amount": largest, "metadata.payout": "P1"}, metadata=("payout",))
+    side_b = records({"id": 11, "amount": 2, "direction": "debit", "metadata.payout": "P1"}, metadata=("payout",))
+    grouped = rule(1, PAYOUT, AMOUNT_EQUALS, {"field": "direction", "operator": "equals"},
+                   cardinality="many_to_one", group_by={"side_a": ["metadata.payout"]})
+
+    # When the engine matches them
+    outcome = match_records(side_a, side_b, [grouped])
+
+    # Then nothing matches: the group's exact sum is past any record's amount
+    assert pairs_of(outcome) == set()

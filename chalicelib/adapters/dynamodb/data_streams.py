@@ -1,17 +1,22 @@
-"""Data streams in DynamoDB, with the conditional writes that keep their keys unique."""
+"""Data streams in DynamoDB, with the conditional writes that keep their keys unique, and a
+guard per bank account so that one bank_feed stream at most holds it (statements are routed by it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.keys import DELETE_CONFIRMED
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
-from chalicelib.domain.clock import iso, parse_iso
+from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
+
+# A bank-account guard its stream does not hold (a crash between the guard's put and the stream's
+# write) is taken back after this long; a younger one may belong to a write still in flight.
+STALE_GUARD_AGE = timedelta(seconds=60)
 
 
 class DataStreamRepository:
@@ -23,10 +28,60 @@ class DataStreamRepository:
         return self._counters.next_id(environment, "data_stream")
 
     def add(self, stream: DataStream) -> None:
+        """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
+        self._hold_account(stream)
         try:
             self._table.put_new(self.to_item(stream))
         except ConditionFailed:
+            self._free_account(stream.environment, stream.routing_key, stream.id)
             raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
+
+    def _hold_account(self, stream: DataStream) -> None:
+        """Put the guard of the stream's account naming it; Conflict naming the stream that holds
+        it. The guard names the stream's id, which no other create shares, so a retry of this
+        write finds it its own and two racing writes cannot both take it."""
+        routing_key = stream.routing_key
+        if routing_key is None:
+            return
+        guard = {**keys.bank_account_guard(stream.environment, routing_key), "entity": "bank_account_guard",
+                 "data_stream_key": stream.key, "data_stream_id": stream.id, "created_at": iso(utc_now())}
+        for _ in range(2):  # a guard freed between our put and our read: once more
+            try:
+                self._table.put_new(guard)
+                return
+            except ConditionFailed:
+                pass
+            existing = self._table.get(keys.bank_account_guard(stream.environment, routing_key))
+            if existing is None:
+                continue
+            if existing["data_stream_id"] == stream.id:
+                return
+            if self._held(stream.environment, routing_key, existing) \
+                    or utc_now() - parse_iso(existing["created_at"]) < STALE_GUARD_AGE:
+                raise Conflict(f"bank account '{shown(stream.bank_account_id or '')}' is already the "
+                               f"bank_account_id of data stream '{existing['data_stream_key']}'")
+            try:  # abandoned: take it back, unless another write did first
+                self._table.put(guard, condition="data_stream_id = :old", values={":old": existing["data_stream_id"]})
+                return
+            except ConditionFailed:
+                continue
+        raise Conflict(f"bank account '{shown(stream.bank_account_id or '')}' is being claimed by another "
+                       "data stream; retry")
+
+    def _held(self, environment: str, routing_key: str, guard: dict[str, Any]) -> bool:
+        """Whether the stream a guard names exists (being deleted too) and holds that account."""
+        owner = self.find_including_deleting(environment, guard["data_stream_key"])
+        return owner is not None and owner.id == guard["data_stream_id"] and owner.routing_key == routing_key
+
+    def _free_account(self, environment: str, routing_key: str | None, stream_id: int) -> None:
+        """Drop the guard of an account, only if it names this stream."""
+        if routing_key is None:
+            return
+        try:
+            self._table.delete(keys.bank_account_guard(environment, routing_key),
+                               condition="data_stream_id = :id", values={":id": stream_id})
+        except ConditionFailed:
+            pass
 
     def get(self, environment: str, key: str) -> DataStream:
         stream = self.find_including_deleting(environment, key)
@@ -67,23 +122,33 @@ class DataStreamRepository:
         streams = [self._from_item(i) for i in items]
         return [s for s in streams if s.type is StreamType.BANK_FEED and not s.deleting]
 
-    def save(self, stream: DataStream) -> None:
-        """Write a renamed stream; `stream.version` must be one past the stored version.
+    def save(self, stream: DataStream, previous: DataStream | None = None) -> None:
+        """Write a changed stream; `stream.version` must be one past the stored version.
 
-        Only the editable fields are written: counters on the item belong to other writers.
+        Only the editable fields are written: counters on the item belong to other writers. A
+        bank_feed's new account (`previous` is the stream as read) is held before the write and
+        the old one freed after it, so the stream holds one of them at every moment.
         """
+        moved = previous is not None and stream.routing_key != previous.routing_key
+        if moved:
+            self._hold_account(stream)
         try:
             self._table.update(
                 keys.data_stream(stream.environment, stream.key),
-                "SET #name = :name, description = :description, #v = :version",
+                "SET #name = :name, description = :description, bank_account_id = :account, #v = :version",
                 condition="attribute_exists(pk) AND #v = :expected AND attribute_not_exists(deleting)",
                 names={"#v": "version", "#name": "name"},
-                values={":name": stream.name, ":description": stream.description, ":version": stream.version,
+                values={":name": stream.name, ":description": stream.description,
+                        ":account": stream.bank_account_id, ":version": stream.version,
                         ":expected": stream.version - 1},
                 keep_nulls=True,
             )
         except ConditionFailed:
+            if moved:
+                self._free_account(stream.environment, stream.routing_key, stream.id)
             raise Conflict(f"data stream '{stream.key}' changed or is being deleted; retry") from None
+        if moved and previous is not None:
+            self._free_account(stream.environment, previous.routing_key, stream.id)
 
     def set_records_count(self, environment: str, key: str, count: int, counted_at: datetime) -> bool:
         """Store a count read from the mirror, unless a recount that began later stored one first
@@ -148,6 +213,10 @@ class DataStreamRepository:
         return True
 
     def remove(self, environment: str, key: str) -> None:
+        """The stream's account first (a retry finds the stream and frees nothing twice), then the stream."""
+        stream = self.find_including_deleting(environment, key)
+        if stream is not None:
+            self._free_account(environment, stream.routing_key, stream.id)
         self._table.delete(keys.data_stream(environment, key))
 
     @staticmethod

@@ -62,6 +62,10 @@ stream usage   | -    | {E}#DS#<stream>       | USEDBY#RECON#   | reconciliation
                |      |                       | <recon>         | save, remove; a         | prefix): a stream's delete,
                |      |                       |                 | stream's delete         | a record's status
                |      |                       |                 |                         |
+bank account   | -    | {E}#BANKACCT#<account | BANKACCT        | data_streams: add, save | the conditional put: one
+guard          |      | routing key>          |                 | (a new account), remove | bank_feed stream per
+               |      |                       |                 | (reclaims a stale one)  | account
+               |      |                       |                 |                         |
 property key   | -    | {E}#DS#<stream>       | PDKEY#          | definitions: add        | the conditional put;
 guard          |      |                       | <property key>  | (reclaims a stale one), | remove_all_of_stream (pk,
                |      |                       |                 | remove; a stream's      | sk prefix)
@@ -463,6 +467,11 @@ def data_stream_index(environment: str, stream_id: int) -> dict[str, str]:
 # Property definitions -------------------------------------------------------------------
 
 PROPERTY_GUARD_PREFIX = "PDKEY#"
+
+
+def bank_account_guard(environment: str, routing_key: str) -> dict[str, str]:
+    """The guard a bank_feed stream holds on its account (domain/data_streams.account_routing_key)."""
+    return {"pk": f"{env_prefix(environment)}#BANKACCT#{routing_key}", "sk": "BANKACCT"}
 
 
 def property_key_guard(environment: str, stream_key: str, property_key: str) -> dict[str, str]:

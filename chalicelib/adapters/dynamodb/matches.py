@@ -5,7 +5,9 @@ A match is written without transactions, in an order a retry can finish and a fa
 2. a claim on each record: a conditional update that names the match in the record's
    `match_<reconciliation>` attribute, adds the reconciliation to `matched_in`, and moves the
    record's status (and its open-records index entry) accordingly; a claim fails when another
-   match of that reconciliation holds the record, or the record is being deleted;
+   match of that reconciliation holds the record, or the record is being deleted. A proposed
+   match's claim also adds the reconciliation to `proposed_in`: the record is claimed (no run
+   matches it again) but `pending_confirmation`, until a confirm settles it or a reject releases it;
 3. the match item, the commit marker: until it exists nothing lists or shows the match.
 A failed claim releases the claims this match made and deletes its members.
 """
@@ -50,13 +52,15 @@ class MatchRepository:
             for match, members in batch for m in members])
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None) -> bool:
-        """Mark the record matched by `match_id` in the reconciliation. False when another match
-        of it holds the record, or the record is gone or being deleted. `seen` is the record as
-        the match read it (saves a read; a stale one only costs a retry)."""
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
+        """Mark the record matched by `match_id` in the reconciliation (a `proposed` match: held,
+        pending confirmation). False when another match of it holds the record, or the record is
+        gone or being deleted. `seen` is the record as the match read it (saves a read; a stale
+        one only costs a retry)."""
         attribute = keys.match_attribute(reconciliation_id)
         item: dict[str, Any] | None = None if seen is None else {
             "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
+        change = "ADD matched_in :r" + (", proposed_in :r" if proposed else "")
         for _ in range(CLAIM_ATTEMPTS):
             if item is None:
                 item = self._table.get(keys.record(environment, record_id))
@@ -64,17 +68,18 @@ class MatchRepository:
                 return False
             if item.get(attribute) is not None:
                 return item[attribute] == match_id
-            matched_in = set(item.get("matched_in") or ())
-            status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id})
+            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
+            status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
+                                   proposed_in | ({reconciliation_id} if proposed else set()))
             try:
                 self._table.update(
-                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", "ADD matched_in :r"),
+                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", change),
                     condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
-                              "AND " + _same_matched_in(matched_in),
+                              "AND " + _same_sets(matched_in, proposed_in),
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
                             **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_matched_in_values(matched_in)})
+                            **_sets_values(matched_in, proposed_in)})
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -83,25 +88,43 @@ class MatchRepository:
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None:
         """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=True)
+
+    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                      users: frozenset[int]) -> None:
+        """A proposed match confirmed: the record it holds is matched there for good (nothing to
+        do when `match_id` does not hold it, or holds it confirmed already)."""
+        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=False)
+
+    def _move_held(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                   users: frozenset[int], release: bool) -> None:
         attribute = keys.match_attribute(reconciliation_id)
         for _ in range(CLAIM_ATTEMPTS):
             item = self._table.get(keys.record(environment, record_id))
             if item is None or item.get(attribute) != match_id:
                 return
-            matched_in = set(item.get("matched_in") or ())
-            status = record_status(matched_in - {reconciliation_id}, users)
+            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
+            if not release and reconciliation_id not in proposed_in:
+                return
+            status = record_status(matched_in - {reconciliation_id} if release else matched_in, users,
+                                   proposed_in - {reconciliation_id})
+            removed = "DELETE proposed_in :r" if reconciliation_id in proposed_in else ""
+            if release:
+                removed = ", ".join(filter(None, ["matched_in :r", removed.removeprefix("DELETE ")]))
+                removed = "DELETE " + removed
             try:
                 self._table.update(
-                    keys.record(environment, record_id), _status_update(status, "REMOVE #m", "DELETE matched_in :r"),
-                    condition="#m = :match AND " + _same_matched_in(matched_in),
+                    keys.record(environment, record_id),
+                    _status_update(status, "REMOVE #m" if release else "", removed),
+                    condition="#m = :match AND " + _same_sets(matched_in, proposed_in),
                     names={"#m": attribute, "#status": "status"},
                     values={":match": match_id, ":r": {reconciliation_id},
                             **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_matched_in_values(matched_in)})
+                            **_sets_values(matched_in, proposed_in)})
                 return
             except ConditionFailed:
                 continue
-        raise RuntimeError(f"record {record_id} kept changing while being unmatched")
+        raise RuntimeError(f"record {record_id} kept changing while being {'unmatched' if release else 'confirmed'}")
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the match items, the commit markers, batched. Not conditional: a match id is
@@ -140,6 +163,23 @@ class MatchRepository:
         for page in self._table.query_pages(attr, partition, index=index, filter=_open_here(reconciliation_id),
                                             projection=projection):
             yield record_columns(page, with_metadata)
+
+    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
+        """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
+        until a person confirms): its exceptions still count them. Read from those matches (a
+        queue people work through), not from the open-records index, which does not project
+        `proposed_in`."""
+        attribute, found = keys.match_attribute(reconciliation_id), []
+        cursor: str | None = None
+        while True:
+            page, cursor = self.list_page(environment, reconciliation_id, 100, cursor, status=MatchStatus.PROPOSED)
+            for match in page:
+                members = self.members(environment, match.id)
+                items = self._table.get_many(keys.record(environment, m.record_id) for m in members)
+                found += [_open_record(item) for item in items if item.get(attribute) == match.id
+                          and reconciliation_id in (item.get("proposed_in") or ()) and not item.get("deleting")]
+            if cursor is None:
+                return found
 
     def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                    deadline: float | None = None) -> tuple[int, bool]:
@@ -401,6 +441,22 @@ def _status_values(environment: str, record_id: int, stream_key: str, status: Re
     return values
 
 
+def _same_sets(matched_in: set[int], proposed_in: set[int]) -> str:
+    """`_same_matched_in`, and the same reconciliations in `proposed_in` (the status follows both)."""
+    if not proposed_in:
+        return _same_matched_in(matched_in) + " AND attribute_not_exists(proposed_in)"
+    return _same_matched_in(matched_in) + " AND " + " AND ".join(
+        ["size(proposed_in) = :pn"] + [f"contains(proposed_in, :pin{n})" for n in range(len(proposed_in))])
+
+
+def _sets_values(matched_in: set[int], proposed_in: set[int]) -> dict[str, int]:
+    """The values `_same_sets` names."""
+    values = _matched_in_values(matched_in)
+    if proposed_in:
+        values.update({":pn": len(proposed_in), **{f":pin{n}": rid for n, rid in enumerate(sorted(proposed_in))}})
+    return values
+
+
 def _same_matched_in(matched_in: set[int]) -> str:
     """The record's reconciliations are still exactly those the new status was computed from: as
     many, and each of them (the size alone would pass a record released in one reconciliation and
@@ -490,4 +546,5 @@ def _held(item: dict[str, Any]) -> HeldRecord:
     """A record item with the reconciliations, matches and exceptions holding it."""
     return HeldRecord(record=RecordRepository.from_item(item), matched_in=frozenset(item.get("matched_in") or ()),
                       match_ids=keys.match_ids_of(item), deleting=bool(item.get("deleting")),
-                      exception_ids=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
+                      exception_ids=keys.holders(item.get(keys.EXCEPTION_HOLDS)),
+                      proposed_in=frozenset(item.get("proposed_in") or ()))

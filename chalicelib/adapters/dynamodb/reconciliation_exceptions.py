@@ -4,6 +4,7 @@ guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
@@ -170,7 +171,8 @@ class ExceptionRepository:
     def records(self, exception: ReconciliationException) -> list[ExceptionRecord]:
         items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
                                       sort_prefix=keys.EXCEPTION_RECORD_PREFIX)
-        return [ExceptionRecord(i["record_id"], i["amount"], i["direction"], i["date"], i["currency"]) for i in items]
+        return [ExceptionRecord(i["record_id"], i["amount"], i["direction"], i["date"], i["currency"],
+                                bool(i.get("pending_confirmation"))) for i in items]
 
     def record_page(self, exception: ReconciliationException, record_filter: RecordFilter, today: date, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
@@ -184,7 +186,8 @@ class ExceptionRepository:
         self._table.batch_write(puts=[
             {**keys.exception_record(exception.environment, exception.id, r.record_id), "entity": "exception_record",
              "record_id": r.record_id, "amount": r.amount, "direction": r.direction, "date": r.date,
-             "currency": r.currency} for r in records])
+             "currency": r.currency, "pending_confirmation": True if r.pending_confirmation else None}
+            for r in records])
 
     def remove_records(self, exception: ReconciliationException, record_ids: Iterable[int]) -> None:
         self._table.batch_write(deletes=[keys.exception_record(exception.environment, exception.id, i)
@@ -211,8 +214,7 @@ class ExceptionRepository:
     def rescale(self, exception: ReconciliationException, scale: int) -> ReconciliationException:
         """Move every kept amount to more decimal places (exact: a multiplication)."""
         factor = 10 ** (scale - exception.decimal_places)
-        self.add_records(exception, [ExceptionRecord(r.record_id, r.amount * factor, r.direction, r.date, r.currency)
-                                     for r in self.records(exception)])
+        self.add_records(exception, [replace(r, amount=r.amount * factor) for r in self.records(exception)])
         self._table.update(keys.reconciliation_exception(exception.environment, exception.id),
                            "SET decimal_places = :scale", values={":scale": scale})
         return self.get(exception.environment, exception.id)
@@ -314,8 +316,11 @@ def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
         if value is not None:
             clauses.append(clause)
             values[key] = value
+    if window.pending_confirmation is not None:
+        clauses.append(f"attribute_{'' if window.pending_confirmation else 'not_'}exists(#fpc)")
+        names["#fpc"] = "pending_confirmation"
     if not clauses:
         return None
-    used = {n: v for n, v in names.items() if any(n + " " in c for c in clauses)}
+    used = {n: v for n, v in names.items() if any(n + " " in c or n + ")" in c for c in clauses)}
     return Filter(" AND ".join(clauses), used, values)
 

@@ -163,13 +163,18 @@ def planned_matches(matches: pl.DataFrame, members: pl.DataFrame, *, environment
             for row in matches.iter_rows(named=True)]
 
 
+def amount_sum(column: str | pl.Expr) -> pl.Expr:
+    """The exact sum of an amount column (see domain/money.py): int64 sums wrap past 2**63 - 1."""
+    return (pl.col(column) if isinstance(column, str) else column).cast(pl.Int128).sum()
+
+
 def money_by(frame: pl.DataFrame, group: str | None = None) -> dict[Any, dict[str, CurrencyAmounts]]:
     """The money by currency of the frame's rows (MONEY_COLUMNS), for each value of the `group`
     column (all rows under None without one): summed in 128 bits at each currency's largest decimal
     places, so exact though amounts go up to 2**63 - 1."""
     keys = [group] if group else []
     grouped = frame.group_by(*keys, "currency", "decimal_places", "direction").agg(
-        pl.len().alias("count"), pl.col("amount").cast(pl.Int128).sum().alias("sum"))
+        pl.len().alias("count"), amount_sum("amount").alias("sum"))
     money: dict[Any, dict[str, CurrencyAmounts]] = {}
     for row in grouped.iter_rows(named=True):
         credit = row["direction"] == "credit"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from chalicelib.domain.matching.frames import amount_sum
 from chalicelib.domain.matching.plan import RulePlan, value_column
+from chalicelib.domain.money import MAX_AMOUNT
 
 
 def record_units(records: pl.DataFrame, plan: RulePlan, side: str) -> pl.DataFrame:
@@ -24,7 +26,8 @@ def group_units(records: pl.DataFrame, plan: RulePlan, side: str,
     negative) and its direction the sign (a zero sum counts as credit); its date is the latest
     date in the group (the group is complete, hence comparable, only once its last record is
     in); a text value is the members' common value, null when they differ. Records with a null
-    group-by value belong to no group; a group mixing currencies is dropped (never matches)."""
+    group-by value belong to no group; a group mixing currencies, or summing past MAX_AMOUNT, is
+    dropped (never matches)."""
     group_columns = [f"g{j}" for j in range(len(fields))]
     text_columns = [value_column(i) for i in plan.text_value_indexes]
     rows = records.select(
@@ -39,11 +42,13 @@ def group_units(records: pl.DataFrame, plan: RulePlan, side: str,
         return pl.when((value.n_unique() == 1) & (value.null_count() == 0)).then(value.first()).alias(column)
 
     groups = (rows.group_by(group_columns)
-              .agg(uid=pl.col("id").min(), signed=pl.col("signed").sum(), date=pl.col("date").max(),
+              .agg(uid=pl.col("id").min(), signed=amount_sum("signed"), date=pl.col("date").max(),
                    currency=pl.col("currency").first(), currencies=pl.col("currency").n_unique(),
                    is_new=pl.col("is_new").any(), members=pl.col("id").sort(),
                    *[common(c) for c in text_columns])
-              .filter((pl.col("currencies") == 1) & pl.col("currency").is_not_null())
+              .filter((pl.col("currencies") == 1) & pl.col("currency").is_not_null()
+                      & (pl.col("signed").abs() <= MAX_AMOUNT))  # past the bound no record could match it
+              .with_columns(pl.col("signed").cast(pl.Int64))
               .sort("uid"))
     units = (groups.select(
         "uid", amount=pl.col("signed").abs(), date=pl.col("date"),
