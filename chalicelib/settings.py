@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # statement parsers' own guard (domain/parsers/statements.py MAX_STATEMENT_BYTES), so that a
     # client only ever meets this limit.
     max_import_bytes: int = Field(default=MAX_IMPORT_BYTES, ge=1, le=MAX_STATEMENT_BYTES)
+    # A file import or bulk request with no heartbeat (a chunk counted) for this long is stuck: the
+    # sweeper restarts it from its checkpoint (domain/ingestion.py STUCK_AFTER).
+    stuck_import_minutes: int = Field(default=5, ge=1)
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.

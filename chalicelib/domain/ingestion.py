@@ -38,7 +38,7 @@ JOB_STATUSES = StatusMachine({  # completed, failed and cancelled are finished
 })
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
-STUCK_AFTER = timedelta(minutes=5)
+STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minutes (Ports.stuck_import_after)
 # Rows per chunk (item i is in chunk i // rows): a chunk's results, with its problem rows once more,
 # stay well inside one DynamoDB item.
 BULK_CHUNK_ROWS = 250
@@ -184,7 +184,11 @@ class IngestionJob:
     data_stream_key: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     chunk_count: int | None = None
-    restarts: int = 0  # by the stuck-job sweeper
+    restarts: int = 0  # by the stuck-job sweeper (each names its execution)
+    # The sweeper's restarts since the job last moved, and how far it had got at the last one: a
+    # job that moves between restarts is slow, not stuck, and is restarted until it ends.
+    idle_restarts: int = 0
+    processed_at_restart: int = 0
     aggregates: ImportTotals | None = None  # totals of the records written, set when the job ends
 
     @property
@@ -257,6 +261,11 @@ class IngestionJob:
 
     def stuck(self, now: datetime) -> bool:
         return self.status is JobStatus.PROCESSING and now - self.heartbeat > STUCK_AFTER
+
+    def idle_restarts_after_next(self) -> int:
+        """What `idle_restarts` becomes with one more restart: one more, unless rows were processed
+        since the last restart (then it starts again at 1)."""
+        return self.idle_restarts + 1 if self.processed_items == self.processed_at_restart else 1
 
     def totals_in_stream(self, stream_key: str) -> StreamTotals:
         """What the job wrote into one stream (known once it ended): a file feeds one stream, a bulk

@@ -25,6 +25,7 @@ from chalicelib.local.schedules import CHECK_SECONDS, ScheduleFirer
 
 LOCAL_REDELIVERY_SECONDS = 5
 LOCAL_ACCOUNT_ID = "123456789012"
+MAX_SCHEDULED_RUNS = 3  # of one schedule at once (EventBridge has no cap; a laptop has)
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_name: str, region: str) -> dict[str, Any]:
@@ -106,17 +107,30 @@ class LocalRuntime:
                           f"{traceback.format_exc()}")
         return delivered
 
-    def run_schedules(self) -> None:
+    def run_schedules(self, interval_seconds: float | None = None) -> None:
+        """Fire each schedule on time, as EventBridge does: a run still going (a sweep in a slow step)
+        does not hold back the next one, so the sweeper finds a stuck import within its minute. At
+        most MAX_SCHEDULED_RUNS of one schedule go at once; a tick past that is skipped and logged.
+        `interval_seconds` replaces every schedule's own (tests)."""
         for config in self.schedules:
             expression = config.schedule_expression
-            seconds = _rate_seconds(expression) if isinstance(expression, Rate) else 60
+            seconds = interval_seconds or (_rate_seconds(expression) if isinstance(expression, Rate) else 60)
+            going = threading.BoundedSemaphore(MAX_SCHEDULED_RUNS)
 
-            def tick(config=config, seconds=seconds) -> None:
+            def run(config=config, going=going) -> None:
+                try:
+                    self.run_schedule_once(config)
+                except Exception as error:
+                    self._log(f"{config.name}: scheduled run failed: {error!r}")
+                finally:
+                    going.release()
+
+            def tick(config=config, seconds=seconds, going=going, run=run) -> None:
                 while not self._stopping.wait(seconds):
-                    try:
-                        self.run_schedule_once(config)
-                    except Exception as error:
-                        self._log(f"{config.name}: scheduled run failed: {error!r}")
+                    if not going.acquire(blocking=False):
+                        self._log(f"{config.name}: {MAX_SCHEDULED_RUNS} runs still going; this one is skipped")
+                        continue
+                    threading.Thread(target=run, daemon=True, name=f"schedule-run-{config.name}").start()
 
             self._start_thread(tick, f"schedule-{config.name}")
 

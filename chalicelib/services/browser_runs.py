@@ -120,9 +120,9 @@ def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
     if run is None:
         return
     minutes = ports.agent_limits.verification_wait_seconds / 60
+    _stop_asking(ports, run)
     _finish_failed(ports, run, f"no verification code was given within {minutes:g} minutes (post it to "
                                f"/agents/{agent_id}/verification while the run waits); run the agent again")
-    _stop_asking(ports, environment, agent_id)
 
 
 def give_up(ports: Ports, environment: str, agent_id: str, run_id: int, error: dict[str, Any] | None) -> None:
@@ -131,8 +131,8 @@ def give_up(ports: Ports, environment: str, agent_id: str, run_id: int, error: d
     run = _unfinished(ports, environment, agent_id, run_id)
     if run is None:
         return
+    _stop_asking(ports, run)
     _finish_failed(ports, run, f"the browser run failed: {_cause(error or {})}")
-    _stop_asking(ports, environment, agent_id)
 
 
 def _unfinished(ports: Ports, environment: str, agent_id: str, run_id: int) -> AgentRun | None:
@@ -157,9 +157,16 @@ def _cause(error: dict[str, Any]) -> str:
     return f"{error.get('Error', 'an error')}" + (f": {cause}" if cause else "")
 
 
-def _stop_asking(ports: Ports, environment: str, agent_id: str) -> None:
-    ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
-    _secrets(ports).drop_context(environment, agent_id, "pending")
+def _stop_asking(ports: Ports, run: AgentRun) -> None:
+    """The agent of a run about to fail asks for no code. Done BEFORE the run fails: a client that
+    sees the end must see the flag cleared, and a task that dies in between leaves the run
+    unfinished, so its retry clears again (idempotent) and fails it. A run that no longer holds
+    its agent's guard (cut off, a later run going) leaves the agent as that later run has it."""
+    holder = ports.agent_runs.running_run(run.environment, run.agent_id)
+    if holder is not None and holder != run.id:
+        return
+    ports.agents.set_browser_state(run.environment, run.agent_id, **NOT_WAITING)
+    _secrets(ports).drop_context(run.environment, run.agent_id, "pending")
 
 
 # The verification code --------------------------------------------------------------------------
@@ -180,11 +187,14 @@ def give_code(ports: Ports, environment: str, agent_id: str, raw_code: Any) -> A
     elif run is None or run.status is not WAITING:
         raise Conflict(f"no run of agent {agent_id} is waiting for a verification code")
     else:
+        # The flag first: a client that sees the run going again sees the agent ask for no code, and
+        # the attempt this code starts may ask again (a rejected code) without being overwritten.
+        # A run no longer waiting has cleared it too (or will: an expiry, a give-up).
+        ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
         try:
             resumed = ports.agent_runs.resume_with_code(run, code, utc_now())
         except TransitionRefused:
             raise Conflict(f"run {run.id} of agent {agent_id} is no longer waiting for a verification code") from None
-        ports.agents.set_browser_state(environment, agent_id, **NOT_WAITING)
     # Without a token yet, the pause that keeps it sends it on itself (pause()).
     if resumed.task_token is not None and not _task_tokens(ports).send_success(resumed.task_token, {}) \
             and resumed is not run:

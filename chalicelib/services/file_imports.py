@@ -22,7 +22,6 @@ from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
     FILE_CHUNK_ROWS,
-    STUCK_AFTER,
     ChunkRow,
     IngestionJob,
     JobSource,
@@ -402,9 +401,11 @@ JOB_DECISIONS = "ingestion_job"  # the sweeper's held decisions on imports (even
 
 def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
-    a job with no heartbeat for 5 minutes restarts (at most MAX_RESTARTS times, then fails); a
-    start that got lost is redone (as many times); an upload that never came fails its import.
-    One job's trouble never stops the sweep of the others."""
+    a job with no heartbeat for `ports.stuck_import_after` (5 minutes) restarts from its checkpoint,
+    again and again while it moves between restarts (slow, not stuck: every row is written once
+    however often), and fails after MAX_RESTARTS restarts in a row that moved nothing; a start
+    that got lost is redone (as many times); an upload that never came fails its import. One
+    job's trouble never stops the sweep of the others."""
     now = now or utc_now()
     counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
     finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _finish_if_ended(ports, environment, job_id),
@@ -441,13 +442,15 @@ def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
     if job.status is JobStatus.PENDING:
         stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
     else:
-        stale = now - job.heartbeat > STUCK_AFTER
+        stale = now - job.heartbeat > ports.stuck_import_after
     if not stale:
         return None
-    if job.restarts >= MAX_RESTARTS:
+    if job.idle_restarts_after_next() > MAX_RESTARTS:
+        minutes = ports.stuck_import_after.total_seconds() / 60
         with deciding(ports, JOB_DECISIONS, job.environment, job.id):
             conclude(ports, job, JobStatus.FAILED,
-                     error_message=f"no progress for over 5 minutes, {job.restarts} restarts did not help",
+                     error_message=f"no progress for over {minutes:g} minutes, {job.idle_restarts} restarts "
+                                   "did not help",
                      error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
         return "failed"
     if not restart(ports, job):
@@ -467,6 +470,11 @@ def restart(ports: Ports, job: IngestionJob, resumed_at: datetime | None = None)
     after the process that ran it died, which says nothing of the job."""
     if not ports.ingestion_jobs.count_restart(job, counted=resumed_at is None):
         return False
+    if resumed_at is None:
+        logger.warning("restarting a stuck import" if job.is_file else "restarting a stuck bulk request", extra={
+            "environment": job.environment, "job_id": job.id, "restarts": job.restarts + 1,
+            "processed_items": job.processed_items, "total_items": job.total_items,
+            "last_progress_at": str(job.heartbeat)})
     payload: Message = {"environment": job.environment, "job_id": job.id}
     if job.is_file:
         attempt = job.restarts + 1 if resumed_at is None else resume_label(resumed_at)

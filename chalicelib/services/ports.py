@@ -21,6 +21,7 @@ from chalicelib.domain.data_streams import DataStream, PropertyDefinition
 from chalicelib.domain.events import Announcement, Event, HeldDecision, HeldEvent
 from chalicelib.domain.ingestion import (
     MAX_IMPORT_BYTES,
+    STUCK_AFTER,
     ChunkOutcome,
     ImportTotals,
     IngestionJob,
@@ -592,6 +593,8 @@ class Ports:
     stopping: Callable[[], bool] = lambda: False
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
     max_import_bytes: int = MAX_IMPORT_BYTES
+    # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
+    stuck_import_after: timedelta = STUCK_AFTER
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
     # platform's default) and its bounds. Only agent runs use them (None: not wired, e.g. in the
     # service tests' fakes).

@@ -275,6 +275,21 @@ class TestIngestionJobRepository:
         assert jobs.count_restart(resumed)
         assert jobs.get(ENV, 1).restarts == 1
 
+    def test_a_restart_keeps_how_far_the_job_had_got_and_counts_idle_restarts_until_it_moves(self, jobs, clock):
+        # Given a job restarted twice with nothing processed between
+        assert jobs.count_restart(processing(jobs, total_items=4))
+        clock.advance(minutes=6)
+        assert jobs.count_restart(jobs.get(ENV, 1))
+        stuck = jobs.get(ENV, 1)
+        assert (stuck.restarts, stuck.idle_restarts, stuck.processed_at_restart) == (2, 2, 0)
+        # When a chunk is counted, then it is restarted again
+        jobs.save_chunk(stuck, ChunkOutcome(0, (ok(0), ok(1)), {"bank": 2}))
+        clock.advance(minutes=6)
+        assert jobs.count_restart(jobs.get(ENV, 1))
+        # Then its idle restarts start again at one, from where it had got
+        moved = jobs.get(ENV, 1)
+        assert (moved.restarts, moved.idle_restarts, moved.processed_at_restart) == (3, 1, 2)
+
     def test_aggregates_and_roll_up_marks(self, jobs):
         processing(jobs)
         totals = ImportTotals(StreamTotals(3, 500, 200, "2024-01-01", "2024-01-31", ("EUR", "USD")),

@@ -234,6 +234,9 @@ class FakeIngestionJobRepository:
         if row is None or not may_restart(self.statuses, row.job, job, row.restarts_written):
             return False
         row.job = replace(row.job, restarts=row.job.restarts + counted, last_progress_at=stored_time(utc_now()))
+        if counted:
+            row.job = replace(row.job, idle_restarts=job.idle_restarts_after_next(),
+                              processed_at_restart=job.processed_items)
         row.restarts_written = row.restarts_written or counted
         return True
 

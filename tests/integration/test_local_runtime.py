@@ -122,3 +122,33 @@ def test_the_bucket_watcher_delivers_each_object_once_across_restarts(services, 
     watch_until(3)
 
     assert delivered == ["drops/acme/bank/a.csv", "drops/acme/bank/b.csv", "drops/acme/bank/a.csv"]
+
+
+def test_a_slow_scheduled_run_does_not_hold_back_the_next_one(services):
+    # Given a schedule whose first run hangs (a sweep stuck in a slow step) and an interval of 0.05 s
+    import threading
+
+    from chalice import Rate
+
+    app = Chalice(app_name="schedule-test")
+    release, runs = threading.Event(), []
+
+    @app.schedule(Rate(1, unit=Rate.MINUTES))
+    def sweep(event):
+        runs.append(event.detail_type)
+        if len(runs) == 1:
+            release.wait(30)
+
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None)
+    try:
+        # When the runtime fires it
+        runtime.run_schedules(interval_seconds=0.05)
+        # Then later runs come while the first still hangs, as EventBridge invokes on time
+        deadline = time.monotonic() + 20
+        while len(runs) < 3:
+            assert time.monotonic() < deadline, runs
+            time.sleep(0.05)
+        assert not release.is_set()
+    finally:
+        release.set()
+        runtime.stop(grace_seconds=1)

@@ -291,3 +291,95 @@ def test_a_resumed_waiting_run_forgets_the_token_of_its_dead_workflow(ports):
     resume_interrupted(ports)
     assert ports.agent_runs.get(ENV, agent.id, run.id).task_token is None
     browser_runs.give_code(ports, ENV, agent.id, "424242")  # no 409: the new pause will send it on
+
+
+class SeesTheFlagWhenARunEnds:
+    """The run store as a client reads it: what the agent's flag said at the moment each run's end
+    was saved (a client that sees the end may read the agent the next instant)."""
+
+    def __init__(self, ports) -> None:
+        self.ports = ports
+        self.inner = ports.agent_runs
+        self.flag_at_end: dict[int, bool] = {}
+        self.flag_at_resume: bool | None = None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def save(self, run, expected):
+        saved = self.inner.save(run, expected)
+        if saved.finished:
+            agent = self.ports.agents.get(run.environment, run.agent_id)
+            self.flag_at_end[run.id] = agent.browser_state.needs_verification
+        return saved
+
+    def resume_with_code(self, run, code, now):
+        resumed = self.inner.resume_with_code(run, code, now)
+        self.flag_at_resume = self.ports.agents.get(run.environment, run.agent_id).browser_state.needs_verification
+        return resumed
+
+
+class FailsToClearTheFlagOnce:
+    """The agent store, with the first write that clears the flag lost (the task crashed there)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def set_browser_state(self, environment, agent_id, **changes):
+        if changes.get("needs_verification") is False and not self.failed:
+            self.failed = True
+            raise ConnectionError("the task died here")
+        return self.inner.set_browser_state(environment, agent_id, **changes)
+
+
+END_WITHOUT_A_CODE = {
+    "expire": lambda ports, agent, run: browser_runs.expire(ports, ENV, agent.id, run.id),
+    "give_up": lambda ports, agent, run: browser_runs.give_up(ports, ENV, agent.id, run.id,
+                                                              {"Error": "States.Timeout", "Cause": "gone"}),
+}
+
+
+@pytest.mark.parametrize("end", END_WITHOUT_A_CODE)
+def test_a_client_that_sees_a_waiting_run_end_without_a_code_sees_its_agent_ask_for_none(ports, end):
+    # Given a run waiting for a code, its agent asking for one
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    watched = SeesTheFlagWhenARunEnds(ports)
+    wired = replace(ports, agent_runs=watched)
+    # When the wait ends without a code
+    END_WITHOUT_A_CODE[end](wired, agent, run)
+    # Then the flag was cleared before the run read failed
+    assert ports.agent_runs.get(ENV, agent.id, run.id).status is AgentRunStatus.FAILED
+    assert watched.flag_at_end == {run.id: False}
+
+
+@pytest.mark.parametrize("end", END_WITHOUT_A_CODE)
+def test_an_end_without_a_code_cut_short_between_its_writes_is_finished_by_its_retry(ports, end):
+    # Given a run waiting for a code, and a task that dies at its first write of the flag
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    wired = replace(ports, agents=FailsToClearTheFlagOnce(ports.agents))
+    with pytest.raises(ConnectionError):
+        END_WITHOUT_A_CODE[end](wired, agent, run)
+    # When Step Functions retries the task
+    END_WITHOUT_A_CODE[end](wired, agent, run)
+    # Then the run failed and its agent asks for no code
+    assert ports.agent_runs.get(ENV, agent.id, run.id).status is AgentRunStatus.FAILED
+    assert ports.agents.get(ENV, agent.id).browser_state.needs_verification is False
+    assert ports.agent_runs.running_run(ENV, agent.id) is None
+
+
+def test_a_client_that_sees_a_run_resumed_by_its_code_sees_its_agent_ask_for_none(ports):
+    # Given a run waiting for a code, its agent asking for one
+    agent = browser_agent(ports)
+    run = paused(ports, agent)
+    watched = SeesTheFlagWhenARunEnds(ports)
+    # When the code is posted
+    browser_runs.give_code(replace(ports, agent_runs=watched), ENV, agent.id, "424242")
+    # Then the flag was cleared before the run read running again (the attempt it starts may set it again)
+    assert ports.agent_runs.get(ENV, agent.id, run.id).status is RUNNING
+    assert watched.flag_at_resume is False

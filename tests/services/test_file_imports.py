@@ -1,9 +1,10 @@
 """The stuck-job sweeper (services/file_imports.py `sweep`) on the fakes: restarts, lost starts,
 uploads that never came; the state machine is started, never run."""
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.ingestion import STUCK_AFTER, JobSource, JobStatus, OnConflict
+from chalicelib.domain.ingestion import FILE_CHUNK_ROWS, STUCK_AFTER, JobSource, JobStatus, OnConflict
 from chalicelib.services import file_imports
 from chalicelib.services.bulk_requests import submit_bulk
 from tests.services.conftest import ENV, streams
@@ -69,3 +70,52 @@ def test_a_bulk_request_whose_start_was_lost_is_queued_again(ports):
     assert counts["started"] == 1 and ports.ingestion_jobs.get(ENV, job.id).restarts == 1
     assert [m["job_id"] for m in ports.bulk_queue.messages] == [job.id, job.id]
     assert executions(ports) == []  # bulk requests have no state machine
+
+
+def stalled_execution(ports, job_id):
+    """An execution that writes one chunk, then stalls (its next chunk never returns: a hung call,
+    a machine under load): no heartbeat after it, no error, no end."""
+    assert file_imports.prepare(ports, ENV, job_id) == "chunk"
+    return file_imports.write_chunks(ports, ENV, job_id, budget=timedelta(0))
+
+
+def test_an_import_whose_executions_keep_stalling_is_restarted_until_it_ends_every_row_once(ports, caplog):
+    # Given a six-chunk import, the stuck threshold a setting (2 minutes), and executions that each
+    # write one chunk and stall
+    wired = replace(ports, stuck_import_after=timedelta(minutes=2))
+    streams(wired, "bank")
+    job = created(wired)
+    rows = 6 * FILE_CHUNK_ROWS
+    uploaded(wired, job, b"date,amount,external_id\n" + b"".join(
+        f"2026-11-01,{n}.00,tx-{n}\n".encode() for n in range(rows)))
+    assert stalled_execution(wired, job.id) == "chunk"
+
+    # When the sweeper looks each minute past the threshold, and runs what it restarts
+    restarts = 0
+    for _ in range(12):
+        if wired.ingestion_jobs.get(ENV, job.id).finished:
+            break
+        counts = file_imports.sweep(wired, now=utc_now() + timedelta(minutes=2, seconds=30))
+        assert counts["failed"] == 0, wired.ingestion_jobs.get(ENV, job.id).error_message
+        restarts += counts["restarted"]
+        if stalled_execution(wired, job.id) == "finish":
+            assert file_imports.finish(wired, ENV, job.id) == "stop"
+
+    # Then it ended completed, every row written once, and each restart said so
+    ended = wired.ingestion_jobs.get(ENV, job.id)
+    assert ended.status is JobStatus.COMPLETED, ended.error_message
+    assert (ended.total_items, ended.successful_items, ended.failed_items) == (rows, rows, 0)
+    written = [row.record for row in wired.records.store.rows.values() if row.record.file_import_id == job.id]
+    assert sorted(r.external_id for r in written) == sorted(f"tx-{n}" for n in range(rows))
+    assert restarts == 5 and len(set(executions(wired))) == 6
+    assert sum("restarting a stuck import" in r.getMessage() for r in caplog.records) == 5
+
+
+def test_a_stuck_import_is_not_restarted_before_the_threshold_set(ports):
+    wired = replace(ports, stuck_import_after=timedelta(minutes=10))
+    streams(wired, "bank")
+    job = created(wired)
+    uploaded(wired, job)
+    assert file_imports.prepare(wired, ENV, job.id) == "chunk"
+    assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=9))["restarted"] == 0
+    assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=11))["restarted"] == 1

@@ -274,8 +274,11 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
 
     def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
-        (it came back, or another sweeper restarted it). Not `counted`: its restarts stay."""
-        return self._claim_restart(job, job.restarts, job.last_progress_at, counted)
+        (it came back, or another sweeper restarted it). Not `counted`: its restarts stay.
+        Counted: how far it had got, and its restarts since it last moved (the condition holds its
+        counts as `job` has them: every chunk counted beats the heartbeat)."""
+        return self._claim_restart(job, job.restarts, job.last_progress_at, counted, counted_fields={
+            "idle_restarts": job.idle_restarts_after_next(), "processed_at_restart": job.processed_items})
 
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """StatusMoves' move; the job's totals, when it ends with them, stored as `set_aggregates` keeps them."""
@@ -347,6 +350,9 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
             data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},
             chunk_count=item.get("chunk_count"), restarts=item.get("restarts", 0),
+            # A job restarted before these were kept: each restart counts as idle.
+            idle_restarts=item.get("idle_restarts", item.get("restarts", 0)),
+            processed_at_restart=item.get("processed_at_restart", item.get("processed_items", 0)),
             aggregates=_totals_of(item["aggregates"]) if item.get("aggregates") else None,
         )
 

@@ -521,10 +521,12 @@ class StatusMoves(Generic[E, S]):
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
         return self._from_item(item)
 
-    def _claim_restart(self, entity: E, restarts: int, last_progress_at: datetime | None, counted: bool = True) -> bool:
+    def _claim_restart(self, entity: E, restarts: int, last_progress_at: datetime | None, counted: bool = True,
+                       counted_fields: dict[str, Any] | None = None) -> bool:
         """Claim one restart of a stuck entity (the sweeper's): False when it finished meanwhile, came
         back (its heartbeat moved) or another sweeper restarted it (its restarts moved). Not
-        `counted`, the heartbeat alone moves (a resume after the process that ran it died)."""
+        `counted`, the heartbeat alone moves (a resume after the process that ran it died);
+        `counted`, `counted_fields` are set with the count."""
         active = [s.value for s in self.statuses.statuses if s not in self.statuses.finished]
         values: dict[str, Any] = {f":s{n}": status for n, status in enumerate(active)}
         condition = (f"#status IN ({', '.join(values)}) "
@@ -539,6 +541,9 @@ class StatusMoves(Generic[E, S]):
         if counted:
             update += ", restarts = if_not_exists(restarts, :zero) + :one"
             values.update({":zero": 0, ":one": 1})
+            for n, (name, value) in enumerate((counted_fields or {}).items()):
+                update += f", {name} = :counted{n}"
+                values[f":counted{n}"] = value
         try:
             self._table.update(self.key(entity.environment, entity.id), update, condition=condition,
                                names={"#status": "status"}, values=values)
