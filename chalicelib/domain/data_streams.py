@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import Enum
 
 from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.parsers.statements import account_part, normalise_account
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 KEY_RULE = "must be 1 to 64 characters of a-z, 0-9, '_' and '-'"
@@ -78,6 +79,14 @@ def check_new_stream(key: str, type_: StreamType, bank_account_id: str | None) -
         )
     if type_ is StreamType.BANK_FEED and not bank_account_id:
         raise ValidationFailed.on("bank_account_id", "is required when type is 'bank_feed'")
+
+
+def account_routing_key(bank_account_id: str) -> str:
+    """An account as statement routing compares it, the same for a stream's bank_account_id and
+    for the account a file names: the account after a bank code or BIC and "/", an IBAN without
+    a currency after it, no spaces or dashes, upper case, a plain number without leading zeros.
+    `50880050/0194774600888`, `0194774600888` and `194774600888` are one account."""
+    return normalise_account(account_part(bank_account_id))
 
 
 def check_property_key(key: str) -> None:

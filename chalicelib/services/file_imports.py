@@ -333,10 +333,22 @@ def give_up(ports: Ports, environment: str, job_id: int, error: dict[str, Any] |
         settle(ports, job)
     else:
         detail = error or {}
-        conclude(ports, job, JobStatus.FAILED,
-                 error_message=f"import stopped: {detail.get('Error', 'error')}",
-                 error_details={"error": detail.get("Error"), "cause": shown(detail.get("Cause", ""), 1000)})
+        # The cause is the store's or the runtime's own words (a botocore message, a stack trace):
+        # for the operators' log, never for the client.
+        logger.error("file import stopped", extra={"error": detail.get("Error"),
+                                                   "cause": shown(detail.get("Cause", ""), 1000)})
+        reason = "timeout" if detail.get("Error") == "States.Timeout" else "internal_error"
+        conclude(ports, job, JobStatus.FAILED, error_message=STOPPED_MESSAGES[reason],
+                 error_details={"reason": reason})
     return "stop"
+
+
+STOPPED_MESSAGES = {
+    "timeout": "the import stopped: a step ran out of time after its retries; the records written before it are "
+               "kept, the rest are failed results",
+    "internal_error": "the import stopped on an internal error after its retries; the records written before it "
+                      "are kept, the rest are failed results",
+}
 
 
 def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
