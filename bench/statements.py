@@ -10,6 +10,10 @@ as the peak of a second child that only builds the same number of StatementTrans
 (what any parser must hand over). The difference is what parsing costs beyond the records.
 
     .venv/bin/python bench/statements.py [--bai2 1000000] [--camt 200000] [--mt940 200000]
+
+`--long-token MIB` instead times a small camt.053 statement whose root element carries an
+attribute of MIB MiB, and one with a comment of MIB MiB before it (issue 29: the time grew with
+the square of such a token), whatever the parse answers (read, or refused).
 """
 from __future__ import annotations
 
@@ -77,6 +81,43 @@ def measure(name: str, module: str, function: str, data: bytes) -> dict:
     return {**parsed, "records_only_peak_mib": records["peak_mib"]}
 
 
+LONG_TOKEN = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+data = open({path!r}, "rb").read()
+from chalicelib.domain.parsers import FileRejected
+from chalicelib.domain.parsers.camt053 import parse_camt053
+started = time.perf_counter()
+try:
+    outcome = f"read, {{len(parse_camt053(data).transactions)}} transaction(s)"
+except FileRejected as rejected:
+    outcome = "refused: " + rejected.message[:120]
+print(json.dumps({{"seconds": time.perf_counter() - started, "outcome": outcome}}))
+"""
+
+
+def long_tokens(mib: int) -> None:
+    from datetime import date
+
+    from tests.support.camt_files import Entry, Statement, write_camt053
+
+    day = date(2026, 11, 3)
+    data = write_camt053([Statement("S-1", "DE89370400440532013000", "EUR", 10_000, day,
+                                    [Entry(500, "CRDT", day)], closing=10_500)])
+    long = b"a" * (mib * 2**20)
+    files = {"attribute": data.replace(b"<Document ", b'<Document note="' + long + b'" ', 1),
+             "comment": data.replace(b"<Document ", b"<!--" + long + b"--><Document ", 1)}
+    for name, content in files.items():
+        with tempfile.NamedTemporaryFile(suffix=".xml", delete=False) as handle:
+            handle.write(content)
+        try:
+            result = child(LONG_TOKEN.format(root=str(ROOT), path=handle.name))
+        finally:
+            os.unlink(handle.name)
+        print(f"camt.053 with a {mib} MiB {name} before the first element: {result['seconds']:.3f} s, "
+              f"{result['outcome']}")
+
+
 def mt940_file(lines: int, statements: int = 4) -> bytes:
     """`lines` statement lines over `statements` accounts, in SWIFT envelopes, each with an :86:
     (half of them structured, as German banks write it)."""
@@ -100,7 +141,13 @@ def main() -> None:
     parser.add_argument("--bai2", type=int, default=1_000_000)
     parser.add_argument("--camt", type=int, default=200_000)
     parser.add_argument("--mt940", type=int, default=200_000)
+    parser.add_argument("--long-token", type=int, default=0, metavar="MIB")
     args = parser.parse_args()
+    if args.long_token:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"load {os.getloadavg()[0]:.1f}")
+        long_tokens(args.long_token)
+        return
     from tests.support.camt_files import benchmark_statements, iter_camt053
     from tests.support.statement_files import bai2_large_file
 

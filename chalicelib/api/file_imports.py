@@ -31,11 +31,12 @@ MAX_RESULTS_SHOWN = 1000
 def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
     body: CreateFileImport = request.body
     source = JobSource(body.format)
-    service.check_create_options(source, body.date_format, body.decimal_places)
+    service.check_create_options(source, body.date_format, body.decimal_places, body.encoding, body.delimiter)
     job, url = service.create_import(
         container().ports, request.environment, key, filename=body.filename, source=source,
         on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
         date_format=body.date_format, decimal_places=body.decimal_places,
+        encoding=body.encoding, delimiter=body.delimiter,
         nacha_control_mismatch=body.nacha_control_mismatch, control_mismatch=body.control_mismatch,
     )
     return FileImportOut(**ingestion_job_fields(job), upload_url=url)

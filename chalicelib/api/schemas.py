@@ -330,6 +330,12 @@ class CreateFileImport(RequestModel):
     date_format: Literal["YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY"] = "YYYY-MM-DD"
     decimal_places: Annotated[int, Field(ge=0, le=6)] | None = Field(
         default=None, description="Minor units of the amounts; default: the currency's")
+    encoding: Literal["utf-8", "utf-16", "windows-1252", "iso-8859-1"] | None = Field(
+        default=None, description="CSV only: the file's text encoding. Default: UTF-8 (or UTF-16 by its byte "
+        "order mark), read as Windows-1252 where the file is not UTF-8 and that is safe (see README)")
+    delimiter: Literal[",", ";", "\t", "|"] | None = Field(
+        default=None, description="CSV only: the field delimiter. Default: the one the header line is split by "
+        "most")
     nacha_control_mismatch: Literal["refuse", "warn"] = Field(
         default="refuse", description="NACHA only: a file whose entries and amount totals agree but whose "
         "control counts (batch, block, entry/addenda count) or entry hash do not is refused (default), or "

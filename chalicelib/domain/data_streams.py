@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 
 from chalicelib.domain.errors import ValidationFailed
-from chalicelib.domain.parsers.statements import normalise_account
+from chalicelib.domain.parsers.statements import account_part, normalise_account
 
 KEY_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 KEY_RULE = "must be 1 to 64 characters of a-z, 0-9, '_' and '-'"
@@ -68,12 +68,6 @@ class DataStream:
         return account_routing_key(self.bank_account_id)
 
 
-def account_routing_key(bank_account_id: str) -> str:
-    """A bank account as statements are routed by it: the one form both a stream's
-    `bank_account_id` (held by one bank_feed stream at most) and a statement's account reduce to."""
-    return normalise_account(bank_account_id.strip())
-
-
 @dataclass(frozen=True)
 class PropertyDefinition:
     environment: str
@@ -95,6 +89,15 @@ def check_new_stream(key: str, type_: StreamType, bank_account_id: str | None) -
         )
     if type_ is StreamType.BANK_FEED and not bank_account_id:
         raise ValidationFailed.on("bank_account_id", "is required when type is 'bank_feed'")
+
+
+def account_routing_key(bank_account_id: str) -> str:
+    """An account as statement routing compares it, the same for a stream's bank_account_id and
+    for the account a file names: the account after a bank code or BIC and "/", an IBAN without
+    a currency after it, no spaces or dashes, upper case, a plain number without leading zeros.
+    `50880050/0194774600888`, `0194774600888` and `194774600888` are one account. A bank_feed
+    stream holds its account's key alone (the guard of data streams)."""
+    return normalise_account(account_part(bank_account_id))
 
 
 def check_property_key(key: str) -> None:

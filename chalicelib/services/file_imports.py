@@ -68,7 +68,8 @@ def execution_name(job: IngestionJob, attempt: int | str = 0) -> str:
 def create_import(ports: Ports, environment: str, stream_key: str | None, *, filename: str, source: JobSource,
                   on_conflict: OnConflict, column_mapping: dict[str, str], date_format: str,
                   decimal_places: int | None, nacha_control_mismatch: str = "refuse",
-                  control_mismatch: str = "refuse") -> tuple[IngestionJob, str]:
+                  control_mismatch: str = "refuse", encoding: str | None = None,
+                  delimiter: str | None = None) -> tuple[IngestionJob, str]:
     """A pending import and the presigned URL to PUT its file to; the upload starts it. A bank
     statement with no stream is routed by its accounts (statement_imports.py)."""
     if stream_key is not None:
@@ -84,7 +85,8 @@ def create_import(ports: Ports, environment: str, stream_key: str | None, *, fil
         file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
         data_stream_key=stream_key,
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places,
-                 "nacha_control_mismatch": nacha_control_mismatch, "control_mismatch": control_mismatch},
+                 "nacha_control_mismatch": nacha_control_mismatch, "control_mismatch": control_mismatch,
+                 "encoding": encoding, "delimiter": delimiter},
     )
     ports.ingestion_jobs.add(job)
     url = ports.payloads.upload_url(job.import_file_key, int(UPLOAD_URL_LIFETIME.total_seconds()))
@@ -316,9 +318,12 @@ def _balances_key(job: IngestionJob) -> str:
 
 def _parse_warnings(ports: Ports, job: IngestionJob) -> dict[str, Any]:
     """error_details of a completed import accepted with warnings (only an import that asked
-    for them can have any, so no other import pays for the look)."""
-    lenient_nacha = job.source is JobSource.NACHA and (job.options or {}).get("nacha_control_mismatch") == "warn"
-    if not (lenient_nacha or job.source.is_statement):
+    for them, a statement, or a CSV whose encoding was not given can have any, so no other
+    import pays for the look)."""
+    options = job.options or {}
+    lenient_nacha = job.source is JobSource.NACHA and options.get("nacha_control_mismatch") == "warn"
+    guessed_csv = job.source is JobSource.CSV and not options.get("encoding")
+    if not (lenient_nacha or guessed_csv or job.source.is_statement):
         return {}
     if not ports.payloads.exists(_warnings_key(job)):
         return {}
@@ -332,10 +337,22 @@ def give_up(ports: Ports, environment: str, job_id: int, error: dict[str, Any] |
         settle(ports, job)
     else:
         detail = error or {}
-        conclude(ports, job, JobStatus.FAILED,
-                 error_message=f"import stopped: {detail.get('Error', 'error')}",
-                 error_details={"error": detail.get("Error"), "cause": shown(detail.get("Cause", ""), 1000)})
+        # The cause is the store's or the runtime's own words (a botocore message, a stack trace):
+        # for the operators' log, never for the client.
+        logger.error("file import stopped", extra={"error": detail.get("Error"),
+                                                   "cause": shown(detail.get("Cause", ""), 1000)})
+        reason = "timeout" if detail.get("Error") == "States.Timeout" else "internal_error"
+        conclude(ports, job, JobStatus.FAILED, error_message=STOPPED_MESSAGES[reason],
+                 error_details={"reason": reason})
     return "stop"
+
+
+STOPPED_MESSAGES = {
+    "timeout": "the import stopped: a step ran out of time after its retries; the records written before it are "
+               "kept, the rest are failed results",
+    "internal_error": "the import stopped on an internal error after its retries; the records written before it "
+                      "are kept, the rest are failed results",
+}
 
 
 def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
@@ -370,6 +387,7 @@ def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
     return parse_csv(data, CsvOptions(
         data_stream_key=job.import_stream_key, column_mapping=options.get("column_mapping") or {},
         date_format=options.get("date_format") or "YYYY-MM-DD", decimal_places=options.get("decimal_places"),
+        encoding=options.get("encoding"), delimiter=options.get("delimiter"),
     ))
 
 
@@ -384,7 +402,12 @@ def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
     return job
 
 
-def check_create_options(source: JobSource, date_format: str, decimal_places: int | None) -> None:
+def check_create_options(source: JobSource, date_format: str, decimal_places: int | None,
+                         encoding: str | None = None, delimiter: str | None = None) -> None:
+    if source is not JobSource.CSV:
+        for name, value in (("encoding", encoding), ("delimiter", delimiter)):
+            if value is not None:
+                raise ValidationFailed.on(name, "applies to CSV imports only")
     if source is JobSource.NACHA and decimal_places not in (None, 2):
         raise ValidationFailed.on("decimal_places", "NACHA amounts are always in cents (2)")
     if source.is_statement and decimal_places is not None:

@@ -4,7 +4,7 @@
 An import into a stream takes only that stream's account; any other account of the file is
 listed as not imported. An import with no stream (`POST /file_imports`, or a statement dropped
 straight under `drops/<environment>/`) routes each account to the `bank_feed` stream whose
-`bank_account_id` matches it, compared normalised (case, spaces, a plain number's leading zeros);
+`bank_account_id` matches it, both reduced by `account_routing_key` (docs/bank_statements.md);
 it fails only when no account of the file matches. The balances wait with the import's chunks and
 are written when it completes: a failed or cancelled import leaves none.
 """
@@ -23,7 +23,6 @@ from chalicelib.domain.parsers.statements import (
     StatementBalance,
     StatementParser,
     StatementTransaction,
-    normalise_account,
     uniform_details,
 )
 from chalicelib.services.ports import Ports
@@ -75,8 +74,8 @@ def parse_statement(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
 
 def routes_of(ports: Ports, job: IngestionJob, accounts: Iterable[str]) -> dict[str, str]:
     """Each account of the file (as the file writes it) that a stream holds -> that stream's key.
-    Compared normalised, once per account rather than per transaction."""
-    normalised = {account: normalise_account(account) for account in accounts}
+    Both sides reduced by account_routing_key, once per account rather than per transaction."""
+    normalised = {account: account_routing_key(account) for account in accounts}
     if job.data_stream_key is not None:
         stream = ports.data_streams.get(job.environment, job.data_stream_key)
         if stream.bank_account_id is None:  # a stream with no account takes a file of one account

@@ -531,3 +531,40 @@ def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, 
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
     file_imports.finish(ports, "acme", created["id"])  # a late task changes nothing
     assert api.get(created["url"]).json_body["failed_items"] == 700
+
+
+def test_a_windows_1252_semicolon_export_of_a_bank_is_imported_and_says_how_it_was_read(api, services, runtime, bank):
+    # Given a bank's export: Windows-1252, ';'-separated, no options given
+    data = "date;amount;description\n2026-11-01;12.00;Überweisung Müller\n".encode("cp1252")
+    created = create(api)
+
+    # When it is uploaded
+    upload(services, runtime, created, data)
+
+    # Then it is imported whole, and the import says it was read as Windows-1252
+    done = api.get(f"/v1/file_imports/{created['id']}").json_body
+    assert (done["status"], done["successful_items"]) == ("completed", 1), done
+    assert "Windows-1252" in done["error_details"]["warnings"][0]
+    [record] = api.get(f"/v1/file_imports/{created['id']}/records").json_body["data"]
+    assert record["description"] == "Überweisung Müller"
+
+
+def test_the_encoding_and_delimiter_given_are_kept_on_the_import_and_used(api, services, runtime, bank):
+    # Given an import that names its encoding and delimiter
+    created = create(api, encoding="iso-8859-1", delimiter="|")
+    # When its file is uploaded
+    upload(services, runtime, created, "date|amount|description\n2026-11-01|1.00|Zoë\n".encode("latin-1"))
+    # Then it was read with them, and with no warning
+    done = api.get(f"/v1/file_imports/{created['id']}").json_body
+    assert (done["status"], done["successful_items"], done["error_details"]) == ("completed", 1, None), done
+    assert services.ports.ingestion_jobs.get("acme", created["id"]).options["delimiter"] == "|"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"encoding": "ebcdic"}, "encoding"), ({"delimiter": "::"}, "delimiter"), ({"delimiter": "x"}, "delimiter"),
+    ({"format": "nacha", "encoding": "utf-8"}, "encoding"),
+])
+def test_an_unknown_encoding_or_a_bad_delimiter_is_422_naming_the_field(api, bank, body, field):
+    response = api.post("/v1/data_streams/bank/file_imports", {"filename": "x.csv", "format": "csv", **body})
+    assert response.status_code == 422, response.json_body
+    assert field in [e["field"] for e in response.json_body["errors"]]

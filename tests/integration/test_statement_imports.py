@@ -431,3 +431,55 @@ def test_a_bai2_file_of_one_line_is_imported_as_the_same_file_with_line_breaks(a
     assert (job["status"], job["successful_items"]) == ("completed", 2), job
     [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
     assert (day["opening_booked"], day["closing_booked"]) == (100000, 112500)
+
+
+def test_a_bai2_file_of_another_tool_with_twin_transactions_imports_whole_and_again_skips_every_one(
+        api, services, runtime):
+    # Given moov-io/bai2's sample1: twin transactions (same type, amount and day, no bank reference)
+    # and one account reported twice in its group
+    stream(api, "cad", "10200123456")
+    data = (CORPUS / "bai2" / "moov_sample1.bai2").read_bytes()
+
+    # When it is imported, and imported again
+    first = statement_into(api, services, runtime, "/v1/data_streams/cad/file_imports", data)
+    again = statement_into(api, services, runtime, "/v1/data_streams/cad/file_imports", data)
+
+    # Then every transaction is a record of its own, and the second import skips each of them
+    assert first["status"] == "completed", first
+    assert (first["successful_items"], first["failed_items"]) == (17, 0)
+    assert again["status"] == "completed" and (again["successful_items"], again["skipped_items"]) == (0, 17)
+    assert len(api.get("/v1/records?data_stream_key=cad&limit=200").json_body["data"]) == 17
+    # And both statement days of the account are kept
+    assert len(api.get("/v1/data_streams/cad/balances").json_body["data"]) == 2
+
+
+def test_one_batch_write_naming_a_key_twice_is_sent_once_and_the_last_put_wins(services):
+    # Given puts of one key three times in a single batch (DynamoDB refuses a batch naming a key
+    # twice; moto only when the items are the same, as these first two)
+    from chalicelib.adapters.dynamodb.table import DynamoTable
+
+    table = DynamoTable(services.aws.dynamodb, services.settings.table_name)
+    key = {"pk": "test#twice", "sk": "item"}
+
+    # When they are written
+    table.batch_write(puts=[key | {"n": 1}, key | {"n": 1}, {"pk": "test#twice", "sk": "other", "n": 2},
+                            key | {"n": 3}])
+
+    # Then DynamoDB took the batch, and the item is the last put's
+    assert table.get(key)["n"] == 3
+    assert table.get({"pk": "test#twice", "sk": "other"})["n"] == 2
+
+
+def test_an_mt940_account_written_with_its_bank_code_reaches_the_stream_that_holds_it_written_the_same_way(
+        api, services, runtime):
+    # Given a stream whose bank_account_id is the MT940 account as the bank writes it, bank code first
+    stream(api, "giro", "50880050/0194774600888")
+    data = (CORPUS / "mt940" / "plain_lf_several_statements.sta").read_bytes().replace(
+        b"12345678/0001234567", b"50880050/0194774600888")
+
+    # When the statement is imported routed by account
+    job = statement_into(api, services, runtime, "/v1/file_imports", data, format="mt940", filename="day.sta")
+
+    # Then its transactions reached that stream
+    assert job["status"] == "completed" and job["successful_items"] == 3, (job["error_message"], job)
+    assert job["data_stream_ids"] == [api.get("/v1/data_streams/giro").json_body["id"]]

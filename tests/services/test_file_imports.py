@@ -119,3 +119,22 @@ def test_a_stuck_import_is_not_restarted_before_the_threshold_set(ports):
     assert file_imports.prepare(wired, ENV, job.id) == "chunk"
     assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=9))["restarted"] == 0
     assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=11))["restarted"] == 1
+
+
+def test_an_import_stopped_by_a_store_error_fails_with_a_clear_reason_and_none_of_the_stores_words(ports):
+    # Given an import whose task failed after its retries on a store error
+    streams(ports, "bank")
+    job = created(ports)
+    cause = ("An error occurred (ValidationException) when calling the BatchWriteItem operation: "
+             "Provided list of item keys contains duplicates")
+
+    # When the state machine gives up on it
+    file_imports.give_up(ports, ENV, job.id, {"Error": "ClientError", "Cause": cause})
+
+    # Then it failed with a reason a client can read, and nothing of the store's message
+    failed = ports.ingestion_jobs.get(ENV, job.id)
+    assert failed.status is JobStatus.FAILED
+    assert failed.error_message.startswith("the import stopped on an internal error")
+    assert failed.error_details == {"reason": "internal_error"}
+    shown = f"{failed.error_message} {failed.error_details}"
+    assert "BatchWriteItem" not in shown and "ClientError" not in shown and "ValidationException" not in shown

@@ -548,3 +548,47 @@ def test_a_one_line_file_whose_records_line_numbers_count_records_names_the_reco
 
 def parse_line_of(data: bytes, prefix: bytes) -> int:
     return next(n for n, line in enumerate(data.split(b"\n"), start=1) if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("account_lines", [
+    # The 03 breaks after an amount: the 88 opens with the summary's item count and funds type.
+    ["03,1,USD,010,500/", "88,,,015,600,,/"],
+    # ... after a type code: the 88 opens with its amount.
+    ["03,1,USD,010,500,,,015/", "88,600,,/"],
+    # ... after the item count, the 88 opens with the funds type.
+    ["03,1,USD,010,500,,,015,600,/", "88,,/"],
+    # ... after the account number: the 88 opens with the currency.
+    ["03,1/", "88,USD,010,500,,,015,600,,/"],
+])
+def test_an_88_may_carry_on_a_summary_of_a_03_between_any_two_fields(account_lines):
+    # Given an account whose 03 the bank broke at a field boundary, each line ended with "/"
+    data = lines("01,A,B,260302,0600,1,,,2", "02,B,A,1,260301,,USD,2", *account_lines, "49,1100,3", "98,1100,1,5",
+                 "99,1100,1,7")
+    # When it is read, Then its balances are the summaries the bank wrote
+    [balance] = parse_bai2(data).balances
+    assert (balance.opening_booked, balance.closing_booked) == (500, 600)
+
+
+def test_a_split_summary_of_another_parsers_corpus_is_read():
+    # Given moov-io/bai2's X9 sample whose 03 goes on in two 88s mid-summary (as version 2)
+    data = corpus("moov_split_summary.bai2")
+    # When it is read, Then every summary counts in the account's total and the file agrees with its trailers
+    parsed = parse_bai2(data)
+    [balance] = parsed.balances
+    assert (balance.opening_booked, balance.closing_booked) == (0, 0)
+    assert parsed.transactions == [] and parsed.accounts == ["1234567890"]
+
+
+def test_an_account_reported_twice_in_a_group_gives_two_statement_days_with_their_own_ids_every_time():
+    # Given moov-io/bai2's sample1: one group holding two 03s of one account (one per value day)
+    data = corpus("moov_sample1.bai2")
+    # When it is read twice
+    first, again = parse_bai2(data), parse_bai2(data)
+    # Then each 03 is a statement day of its own id, the same on every read
+    ids = [b.statement_id for b in first.balances]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert ids == [b.statement_id for b in again.balances]
+    # And two identical transactions (same type, amount and day, no bank reference) are two records
+    twins = [t for t in first.transactions if (t.metadata["type_code"], t.amount) == ("108", 2500)]
+    assert len(twins) == 2 and twins[0].external_id != twins[1].external_id
+    assert [t.external_id for t in first.transactions] == [t.external_id for t in again.transactions]

@@ -611,3 +611,31 @@ def test_a_changed_amount_or_balance_is_caught_unless_lenient(statement_list, da
 
 def test_a_decimal_amount_is_written_as_the_currency_writes_it():
     assert (decimal_text(150000, "JPY"), decimal_text(1250, "BHD"), decimal_text(5, "EUR")) == ("150000", "1.250", "0.05")
+
+
+# Tokens too long to be a statement's ------------------------------------------------------------------------
+
+LONG = 4 * 1024 * 1024  # 4 MiB: took expat 9 s a file, read 16 KiB at a time (bench/statements.py --long-token)
+
+
+def with_long_token(where: str) -> bytes:
+    data = one_statement([Entry(500, "CRDT", DAY)], closing=10_500)
+    if where == "attribute":  # an attribute of the root element
+        return data.replace(b"<Document ", b'<Document note="' + b"a" * LONG + b'" ', 1)
+    return data.replace(b"<Document ", b"<!--" + b"a" * LONG + b"--><Document ", 1)  # a comment before it
+
+
+@pytest.mark.parametrize("where", ["attribute", "comment"])
+def test_a_tag_or_comment_of_megabytes_before_the_first_element_is_refused_naming_the_limit(where):
+    # Given a statement whose root element carries a 4 MiB attribute, or a 4 MiB comment stands before it
+    data = with_long_token(where)
+    # When it is read, Then it is refused, naming the limit and the line where the long stretch begins
+    error = rejection(data)
+    assert "1 MiB" in error.message and error.message.startswith("line 2:")  # the root element's line
+    assert error.details["expected"] == "at most 1 MiB between two element ends"
+
+
+def test_a_comment_under_the_limit_is_read_as_any_comment():
+    data = one_statement([Entry(500, "CRDT", DAY)], closing=10_500)
+    data = data.replace(b"<Document ", b"<!--" + b"a" * (512 * 1024) + b"--><Document ", 1)
+    assert [t.amount for t in parse_camt053(data).transactions] == [500]

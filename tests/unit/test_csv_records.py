@@ -101,7 +101,7 @@ def test_a_bad_row_fails_alone_with_its_line_number():
 
 @pytest.mark.parametrize("text, phrase", [
     ("", "empty"), ("amount\n1\n", "no 'date' column"), ("date,amount,amount\n", "twice"),
-    (b"date,amount\n\xff\xfe,1\n", "not UTF-8"),
+    (b"date,amount\n\x81\xfe,1\n", "line 2"),
 ])
 def test_files_that_cannot_be_read_are_refused_whole(text, phrase):
     with pytest.raises(FileRejected, match=phrase):
@@ -143,3 +143,74 @@ def test_a_row_that_fails_keeps_its_external_id():
 def test_a_date_error_names_the_declared_format(date_format, text):
     [row] = parse(f"date,amount\n{text},1.00\n", date_format=date_format).rows
     assert row.item is None and date_format in row.error and "YYYY-MM-DD" not in row.error
+
+
+# Encodings and delimiters of real bank exports ------------------------------------------------
+
+def rejected(text: str | bytes, **options) -> FileRejected:
+    with pytest.raises(FileRejected) as caught:
+        parse(text, **options)
+    return caught.value
+
+
+def test_a_windows_1252_export_is_read_as_windows_1252_and_the_import_says_so():
+    # Given an export that is not UTF-8 but Windows-1252 throughout ("Café Müller – 5 €")
+    data = "date,amount,description\n2026-11-01,12.00,Café Müller – 5 €\n".encode("cp1252")
+    # When it is parsed with no encoding given
+    parsed = parse(data)
+    # Then the text is what the bank wrote, and a warning says how it was read
+    assert parsed.rows[0].item["description"] == "Café Müller – 5 €"
+    [warning] = parsed.summary["warnings"]
+    assert "Windows-1252" in warning and "line 2" in warning
+
+
+def test_a_file_that_is_utf8_in_places_is_refused_naming_the_line_that_is_not():
+    # Given a UTF-8 file with one byte that is not (a broken export): reading it as Windows-1252
+    # would garble its other lines
+    data = "date,amount,description\n2026-11-01,1,Café\n".encode() + b"2026-11-02,2,Caf\xe9\n"
+    # When it is parsed, Then it is refused naming the line and the way out
+    error = rejected(data)
+    assert "line 3" in error.message and "encoding" in error.message and "byte" not in error.details
+    assert error.details["line"] == 3
+
+
+def test_a_byte_windows_1252_leaves_undefined_is_refused_naming_its_line():
+    error = rejected(b"date,amount,description\n2026-11-01,1,ok\n2026-11-02,2,A\x81B\n")
+    assert "line 3" in error.message and error.details["line"] == 3
+
+
+def test_an_encoding_given_is_the_one_used_and_an_error_in_it_names_the_line():
+    data = "date,amount,description\n2026-11-01,1,Müller\n".encode("cp1252")
+    assert parse(data, encoding="iso-8859-1").rows[0].item["description"] == "Müller"
+    assert "warnings" not in parse(data, encoding="windows-1252").summary
+    error = rejected(data, encoding="utf-8")
+    assert "line 2" in error.message and "utf-8" in error.message
+
+
+def test_a_utf16_export_with_its_byte_order_mark_is_read():
+    data = "date\tamount\tdescription\n2026-11-01\t3.00\tZürich\n".encode("utf-16")
+    assert parse(data).rows[0].item["description"] == "Zürich"
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_the_delimiter_is_read_from_the_header_line_when_not_given(delimiter):
+    # Given a file separated by something other than commas (amounts with thousands commas too)
+    text = delimiter.join(["date", "amount", "description"]) + "\n" + \
+        delimiter.join(["2026-11-01", "1,250.00", "Rent, November"]) + "\n"
+    # When it is parsed with no delimiter given, Then its columns are read
+    [row] = parse(text).rows
+    assert (row.item["amount"], row.item["description"]) == (125000, "Rent, November")
+
+
+def test_a_delimiter_given_is_used_whatever_the_header_looks_like():
+    [row] = parse("date;amount;x,y\n2026-11-01;3.00;a,b\n", delimiter=";").rows
+    assert row.item["amount"] == 300 and row.item["metadata"] == {"x,y": "a,b"}
+
+
+def test_a_missing_column_names_the_delimiter_it_was_read_with_and_the_one_the_header_looks_separated_by():
+    # Given a ';'-separated file imported with delimiter ','
+    error = rejected("date;amount;description\n2026-11-01;1.00;x\n", delimiter=",")
+    # Then the message says how it was read and what to do
+    assert "no 'date' or 'amount' column in the header" in error.message
+    assert "read with delimiter ','" in error.message and "looks ';'-separated: pass delimiter" in error.message
+

@@ -22,10 +22,13 @@ What the format leaves to the reader, and how it is read here:
   a text the line breaks only before a record that may follow there, and an account read with more
   records than its trailer counts takes the earliest splits that make it agree back into its
   texts (_split).
-- 88 records continue the record before them. A 03's continuations hold more summaries: a summary
-  that a line cuts short goes on in the next line, unless the line ends with "/" (or is the
-  record's last), which defaults its missing item count and funds type. A 16's continuations go
-  on with its fields until its text has started, then with its text.
+- 88 records continue the record before them, broken between any two fields. A 03's continuations
+  hold more summaries (or its currency, when the 03 stops after its account number): a summary
+  that a line cuts short goes on in the next line. After a line ending with "/" it goes on only
+  if the 88's fields read as its rest and not as summaries of their own (or it has no more than
+  its type code); else the "/" ended it, defaulting its missing item count and funds type, as
+  the record's last line does. A 16's continuations go on with its fields until its text has
+  started, then with its text.
 - A 16's text runs to the end of its line and may hold commas and slashes; a "/" ending it is the
   terminator. The description is the text and its continuations joined by a space.
 - The funds type decides how many fields follow it: none for 0, 1, 2, Z or blank; three amounts
@@ -43,7 +46,8 @@ What the format leaves to the reader, and how it is read here:
 - external_id is the bank reference; a reference that repeats in an account's file gets "-2",
   "-3"... (both are imported, the same way each time); without one, deterministic_id(...).
 - One StatementBalance per account and group that reports any of 010 (opening ledger), 015
-  (closing ledger), 045 (closing available, else 040 opening available).
+  (closing ledger), 045 (closing available, else 040 opening available); an account whose 03
+  comes again in the group is another statement (its id gets "-2", "-3"...).
 """
 from __future__ import annotations
 
@@ -81,6 +85,7 @@ SUCCESSORS = {"01": ("02", "88", "99"), "02": ("03", "88"), "03": ("16", "88", "
 MORE_LINES = re.compile(r"\n\s*\S")
 MAX_SPLIT_TRIES = 10_000  # ways of reading the accounts of a one-line file tried against their trailers, in all
 SIMPLE_FUNDS_TYPES = frozenset({"", "0", "1", "2", "Z"})
+KNOWN_FUNDS_TYPES = SIMPLE_FUNDS_TYPES | {"S", "V", "D"}
 FUNDS_TYPES = "0, 1, 2, S, V, D, Z or blank"
 REVERSAL_CODES = frozenset({"251", "252", "258", "395", "551", "552", "558", "694"})
 OPENING_LEDGER, CLOSING_LEDGER, OPENING_AVAILABLE, CLOSING_AVAILABLE = "010", "015", "040", "045"
@@ -344,6 +349,37 @@ def _chunks(text: str) -> Iterator[list[str]]:
         start = end + 1
 
 
+def _is_type_code(text: str) -> bool:
+    return len(text) == 3 and text.isdigit() and text.isascii()
+
+
+def _reads_as_summaries(fields: list[str]) -> bool:
+    """Whether `fields` read as a run of summaries (type code, amount, item count, funds type and
+    the fields it adds), the last perhaps cut short."""
+    index = 0
+    while index < len(fields) and any(fields[index:]):
+        code, amount, count, funds = (fields[index:] + ["", "", ""])[:4]
+        if not (_is_type_code(code) and (not amount or _signed(amount, MAX_AMOUNT_DIGITS) is not None)
+                and (not count or (count.isdigit() and count.isascii())) and funds in KNOWN_FUNDS_TYPES):
+            return False
+        extra = {"S": 3, "V": 2}.get(funds, 0)
+        if funds == "D":
+            days = fields[index + 4] if index + 4 < len(fields) else "0"
+            extra = 1 + 2 * int(days) if days.isdigit() and days.isascii() and len(days) <= 3 else 1
+        index += 4 + extra
+    return True
+
+
+def _carries_on(carried: list[str], following: list[str]) -> bool:
+    """A 03's line ended with "/" inside a summary (`carried`): whether the 88 goes on with that
+    summary (a record may break between any two fields) rather than open the next one: when its
+    fields read as the summary's rest and not as summaries of their own, or when the summary has
+    no more than its type code (a summary is not ended before its amount)."""
+    if not _reads_as_summaries(carried + following):
+        return False
+    return len(carried) == 1 or not _reads_as_summaries(following)
+
+
 def _unslash(text: str) -> str:
     """A physical record without its "/" terminator."""
     return text[:-1] if text[-1:] == "/" else text
@@ -413,6 +449,7 @@ class _Reader:
         self.balances: list[StatementBalance] = []
         self.accounts: dict[str, None] = {}  # in the order they first appear
         self.references: dict[str, set[str]] = {}  # normalised account -> its bank references so far
+        self.statement_ids: set[str] = set()
         self.warnings: list[str] = []
         self.errors: list[dict[str, Any]] = []
         self.error_count = 0
@@ -572,6 +609,9 @@ class _Reader:
                           f"{self.account.line}: the account has no trailer (49)", account=self.account.number,
                           expected="49", found="03")
         fields = _unslash(line).split(",")
+        more = [(n, _unslash(piece).split(","), piece[-1:] == "/") for n, piece in continued or ()]
+        if len(fields) == 2 and more and not _is_type_code(more[0][1][0]):
+            fields.append(more[0][1].pop(0))  # the 03 broke after its account number: the 88 opens with the currency
         fields += [""] * (3 - len(fields))
         name = fields[1].strip()
         if not name:
@@ -580,15 +620,20 @@ class _Reader:
         currency = self._currency(fields[2], number, group.currency, name)
         key = normalise_account(name)
         self.accounts.setdefault(name, None)
-        account = _Account(name, currency, group.as_of, number, first_record,
-                           f"{self.file_key}/{group.ordinal}/{name}", self.references.setdefault(key, set()))
+        # An account reported twice in a group (one 03 per value day, say) is two statement days.
+        statement_id = claim_unique(f"{self.file_key}/{group.ordinal}/{name}", self.statement_ids)
+        account = _Account(name, currency, group.as_of, number, first_record, statement_id,
+                           self.references.setdefault(key, set()))
         balances: dict[str, int | None] = {}
-        pieces = [(number, line)] + list(continued or ())
-        carried: list[str] = []  # a summary that a line without "/" left for the next one
-        for index, (line_number, piece) in enumerate(pieces):
-            summaries = fields[3:] if index == 0 else carried + _unslash(piece).split(",")
-            ended = piece[-1:] == "/" or index == len(pieces) - 1
-            carried = self._summaries(summaries, line_number, account, balances, ended)
+        pieces = [(number, fields[3:], line[-1:] == "/")] + more
+        carried: list[str] = []  # a summary a line cut short, to go on in the next one
+        for index, (line_number, summaries, _) in enumerate(pieces):
+            if carried and pieces[index - 1][2] and not _carries_on(carried, summaries):
+                # the "/" ended the summary: its missing fields take their defaults
+                self._summaries(carried, pieces[index - 1][0], account, balances, ended=True)
+                carried = []
+            carried = self._summaries(carried + summaries, line_number, account, balances,
+                                      ended=index == len(pieces) - 1)
         group.accounts += 1
         self.account = account
         if balances:

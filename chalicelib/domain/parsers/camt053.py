@@ -10,7 +10,8 @@ The XML is untrusted, so it is read hardened and streamed:
   behind ElementTree does not expose its expat handle, hence the separate pass; both are expat
   over the same bytes, so they read the same prolog.) In the body, expat knows only the five
   predefined entities and refuses any other reference.
-- The body is read by `XMLPullParser` in 16 KiB chunks, with end events only (start events would
+- The body is read by `XMLPullParser` in 16 KiB chunks (growing while no event comes, and at most
+  MAX_QUIET_BYTES with none: a longer tag, comment or text is refused), with end events only (start events would
   cost a fifth more time), its queue of events read in place (see `_Reader._consume`). Each
   transaction detail (TxDtls), detail group (NtryDtls) and entry (Ntry) is read when its end tag
   is, then emptied; its empty husk stays in its parent until that
@@ -73,6 +74,9 @@ MAX_HELD_ELEMENTS = 10_000  # ended, outside entries and details (a statement's 
 MAX_OPEN_ELEMENTS = 10_000  # camt.053 nests about 15 deep
 MAX_REPORTED_ERRORS = 50
 MAX_LISTED_SKIPS = 10
+# Bytes read with no element, comment or PI ending: more is one tag, comment or text of a size no
+# statement has, and expat 2.5 would read it again at every chunk (time growing with its square).
+MAX_QUIET_BYTES = 1024 * 1024
 MAX_RESCAN_BYTES = 16 * 1024 * 1024  # a broken file this small is read again to name the element it breaks in
 INDEXED = {"Stmt", "Ntry", "TxDtls", "Bal"}  # always with their position in a path
 BOOKED = "BOOK"
@@ -159,10 +163,30 @@ def _read_prolog(data: bytes) -> str:
     parser.EntityDeclHandler = entity
     parser.UnparsedEntityDeclHandler = entity
     parser.ExternalEntityRefHandler = external
+    heard = False
+
+    def event(*_: Any) -> None:
+        nonlocal heard
+        heard = True
+
     parser.StartElementHandler = root
+    parser.CommentHandler = parser.ProcessingInstructionHandler = parser.XmlDeclHandler = event
+    quiet_since = offset = 0
+    size = CHUNK_BYTES
     try:
-        for offset in range(0, len(data), CHUNK_BYTES):
-            parser.Parse(data[offset:offset + CHUNK_BYTES], False)
+        # expat 2.5 reads a token again from its start at every chunk that does not end it (pyexpat
+        # cuts even one Parse call into 1 MiB pieces), so the time a long comment or attribute took
+        # grew with the square of its length: chunks grow while nothing ends, up to MAX_QUIET_BYTES.
+        while offset < len(data):
+            heard = False
+            parser.Parse(data[offset:offset + size], False)
+            offset += size
+            if heard:
+                quiet_since, size = offset, CHUNK_BYTES
+            elif offset - quiet_since > MAX_QUIET_BYTES:
+                raise _too_long(data, quiet_since)
+            else:
+                size *= 2
         parser.Parse(b"", True)
     except _RootReached as reached:
         return _camt053_namespace(reached.name)
@@ -176,6 +200,13 @@ def _read_prolog(data: bytes) -> str:
         raise _unreadable_encoding(error) from None
     raise FileRejected("no XML element in the file: not a camt.053 statement",
                        {"where": "file", "expected": "a camt.053 document", "found": "no element"})
+
+
+def _too_long(data: bytes, start: int) -> FileRejected:
+    line = data.count(b"\n", 0, start) + 1
+    return _rejected(f"line {line}", f"more than {MAX_QUIET_BYTES // 2**20} MiB from here with no element ending: "
+                     "one tag, comment or text of that size is not a statement's",
+                     f"at most {MAX_QUIET_BYTES // 2**20} MiB between two element ends", "more")
 
 
 def _unreadable_encoding(error: Exception) -> FileRejected:
@@ -365,11 +396,21 @@ class _Reader:
 
     def read(self, data: bytes, pull: PullParser) -> ParsedStatements:
         events = _drain(pull)
+        quiet_since = offset = 0  # quiet_since: where the bytes read since the last event began
+        size = CHUNK_BYTES
         try:
-            for offset in range(0, len(data), CHUNK_BYTES):
-                pull.feed(data[offset:offset + CHUNK_BYTES])
-                self._consume(events())
-                self._check_open(data, offset)
+            while offset < len(data):
+                pull.feed(data[offset:offset + size])
+                queued = events()
+                self._check_open(data, offset, size)
+                offset += size
+                if queued:
+                    quiet_since, size = offset, CHUNK_BYTES
+                elif offset - quiet_since > MAX_QUIET_BYTES:
+                    raise _too_long(data, quiet_since)
+                else:  # inside a long token, which expat reads again from its start at every chunk:
+                    size *= 2  # growing chunks keep that linear
+                self._consume(queued)
             pull.close()
             self._consume(events())
         except ET.ParseError as error:
@@ -416,14 +457,13 @@ class _Reader:
         self.started -= 1 + text.count("<") - text.count("</")
         self.markup += 1
 
-    def _check_open(self, data: bytes, offset: int) -> None:
+    def _check_open(self, data: bytes, offset: int, size: int) -> None:
         """Elements opened and not yet closed are held too, and no end tag tells of them: the start
         tags fed so far are counted from the bytes (every "<" but those of end tags, and of comments
         and processing instructions, told by their events, with any "<" inside them; a CDATA section
         only makes the count higher), less the elements ended. The count of "</" takes the byte after
         the chunk, so one split between two chunks is counted once."""
-        self.started += data.count(b"<", offset, offset + CHUNK_BYTES) - data.count(b"</", offset,
-                                                                                     offset + CHUNK_BYTES + 1)
+        self.started += data.count(b"<", offset, offset + size) - data.count(b"</", offset, offset + size + 1)
         if self.started - self.ended > MAX_OPEN_ELEMENTS:
             raise _rejected(self._last_read() or "Document", f"more than {MAX_OPEN_ELEMENTS} XML elements are open "
                             "at once (nested): not a statement this parser reads",

@@ -5,6 +5,10 @@ currency); `column_mapping` renames source columns first; every other column goe
 metadata. Amounts are in major units ("1,234.56", "$12.00", "(12.00)", "-12.00") and are
 converted exactly to minor units from their digits, never through floats; without a
 direction column the sign gives the direction (negative = debit). Rows fail alone.
+
+Encoding and delimiter are the import's when given; else UTF-8 (or UTF-16 by its byte order
+mark), falling back to Windows-1252 only where that cannot garble the text (_decode), and the
+delimiter the header line is split by most (_sniff_delimiter).
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import csv
 import io
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -37,12 +41,24 @@ def _digits(text: str) -> bool:
 _GROUPED_BY_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+", re.ASCII).fullmatch
 
 
+# The encodings an import may name -> Python's codec. utf-8 reads a byte order mark too.
+ENCODINGS = {"utf-8": "utf-8-sig", "utf-16": "utf-16", "windows-1252": "cp1252", "iso-8859-1": "latin-1"}
+DELIMITERS = (",", ";", "\t", "|")  # in the order a tie in the header line is settled
+DELIMITER_NAMES = {",": "','", ";": "';'", "\t": "tab", "|": "'|'"}
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+# A character of two to four bytes as UTF-8 writes it: in a file that is not UTF-8 throughout it
+# means broken UTF-8, which Windows-1252 would garble ("Ã©"), not Windows-1252 text.
+UTF8_CHARACTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
 @dataclass(frozen=True)
 class CsvOptions:
     data_stream_key: str
     column_mapping: dict[str, str] = field(default_factory=dict)
     date_format: str = "YYYY-MM-DD"
     decimal_places: int | None = None
+    encoding: str | None = None  # one of ENCODINGS; None: detected
+    delimiter: str | None = None  # one of DELIMITERS; None: read from the header line
 
 
 class RowError(ValueError):
@@ -89,13 +105,56 @@ def to_iso_date(text: str, date_format: str) -> str:
         raise RowError(f"date: '{shown(text, 40)}' is not a real date in the form {date_format}") from None
 
 
-def _decode(data: bytes) -> str:
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _decode(data: bytes, encoding: str | None) -> tuple[str, str | None]:
+    """The file's text, and a warning when its encoding was guessed rather than given or sure.
+    Not given: a UTF-16 byte order mark is UTF-16; else UTF-8 (with or without its mark); a file
+    that is not UTF-8 is Windows-1252 only when that is safe: no NUL byte (UTF-16 without a
+    mark), none of the five bytes Windows-1252 leaves undefined, and no run of bytes that reads
+    as a UTF-8 character (then it is broken UTF-8). Anything else is refused naming the line."""
     if len(data) > MAX_FILE_BYTES:
         raise FileRejected(f"file is {len(data)} bytes; CSV files are accepted up to {MAX_FILE_BYTES} bytes")
+    if encoding is not None:
+        try:
+            return data.decode(ENCODINGS[encoding]), None
+        except UnicodeError as error:
+            line = _line_of(data, getattr(error, "start", 0))
+            raise FileRejected(f"CSV is not {encoding}: line {line} holds bytes {encoding} cannot read; "
+                               f"pass the file's encoding ({', '.join(ENCODINGS)})",
+                               {"line": line, "encoding": encoding}) from None
+    if data.startswith(UTF16_MARKS):
+        try:
+            return data.decode("utf-16"), None
+        except UnicodeError as error:
+            line = _line_of(data, getattr(error, "start", 0))
+            raise FileRejected(f"CSV opens as UTF-16 but line {line} cannot be read as UTF-16",
+                               {"line": line, "encoding": "utf-16"}) from None
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as error:
-        raise FileRejected(f"CSV is not UTF-8: byte {error.start} cannot be read", {"byte": error.start}) from None
+        line = _line_of(data, error.start)
+    why = ("it holds NUL bytes (UTF-16 without a byte order mark?)" if b"\x00" in data
+           else "it is UTF-8 elsewhere" if UTF8_CHARACTER.search(data) else None)
+    if why is None:
+        try:
+            return data.decode("cp1252"), (f"read as Windows-1252: the file is not UTF-8 (line {line} is the first "
+                                           "that is not); pass encoding to read it otherwise")
+        except UnicodeDecodeError as error:
+            line, why = _line_of(data, error.start), "it holds a byte Windows-1252 leaves undefined there"
+    raise FileRejected(f"CSV is not UTF-8: line {line} cannot be read, and the file is not read as Windows-1252 "
+                       f"because {why}; pass its encoding ({', '.join(ENCODINGS)})",
+                       {"line": line}) from None
+
+
+def _sniff_delimiter(text: str) -> str:
+    """The delimiter the header line is split by most (outside quotes); a tie goes to the first
+    of DELIMITERS, so a comma-separated header stays comma-separated."""
+    header = re.sub(r'"[^"]*"', "", text.split("\n", 1)[0])
+    counts = {d: header.count(d) for d in DELIMITERS}
+    return max(DELIMITERS, key=lambda d: (counts[d], -DELIMITERS.index(d)))
 
 
 def _columns(header: list[str], options: CsvOptions) -> list[str]:
@@ -109,15 +168,22 @@ def _columns(header: list[str], options: CsvOptions) -> list[str]:
         raise FileRejected(f"CSV header names a column twice: {', '.join(duplicates)}", {"columns": header})
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
-        raise FileRejected(f"CSV has no {' or '.join(repr(m) for m in missing)} column (columns: "
-                           f"{', '.join(header)}); map one with column_mapping", {"columns": header})
+        used = options.delimiter or ","
+        looks = _sniff_delimiter(used.join(header))
+        advice = (f"the header looks {DELIMITER_NAMES[looks]}-separated: pass delimiter {looks!r}" if looks != used
+                  else f"columns: {', '.join(header)}; map one with column_mapping")
+        raise FileRejected(f"CSV has no {' or '.join(repr(m) for m in missing)} column in the header (read with "
+                           f"delimiter {DELIMITER_NAMES[used]}; {advice})", {"columns": header, "delimiter": used})
     return names
 
 
 def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
     if options.date_format not in DATE_FORMATS:
         raise FileRejected(f"date_format must be one of {', '.join(DATE_FORMATS)}")
-    reader = csv.reader(io.StringIO(_decode(data), newline=""))
+    text, warning = _decode(data, options.encoding)
+    delimiter = options.delimiter or _sniff_delimiter(text)
+    options = replace(options, delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader)
     except StopIteration:
@@ -148,7 +214,10 @@ def parse_csv(data: bytes, options: CsvOptions) -> ParsedFile:
                 line = reader.line_num + 1
         except csv.Error as error:
             raise FileRejected(f"CSV cannot be read at line {line}: {error}", {"line": line}) from None
-    return ParsedFile(rows=rows, summary={"columns": header, "rows": len(rows)})
+    summary: dict[str, Any] = {"columns": header, "rows": len(rows), "delimiter": delimiter}
+    if warning:
+        summary.update(warnings=[warning], warning_count=1)
+    return ParsedFile(rows=rows, summary=summary)
 
 
 def _row_reader(names: list[str], options: CsvOptions) -> Callable[[list[str]], dict[str, Any]]:

@@ -41,6 +41,7 @@ from chalicelib.domain.parsers.statements import (
     ParsedStatements,
     StatementBalance,
     StatementTransaction,
+    account_part,
     deterministic_id,
     normalise_account,
     to_minor_units,
@@ -162,22 +163,10 @@ def _show(amount: int, places: int) -> str:
     return f"{sign}{digits[:-places]}.{digits[-places:]}" if places else f"{sign}{digits}"
 
 
-def _is_iban(text: str) -> bool:
-    if not (15 <= len(text) <= 34 and text[:2].isalpha() and text[2:4].isdigit() and text.isalnum()
-            and text.isascii()):
-        return False
-    rearranged = text[4:] + text[:4]
-    return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
-
-
 def _account(text: str) -> str:
     """`:25:` as routing needs it: `BIC/account` and `bank code/account` give the account, an IBAN
     followed by its currency (`NL91ABNA0417164300EUR`) the IBAN."""
-    account = text.rsplit("/", 1)[-1].strip()
-    compact = account.replace(" ", "").upper()
-    if len(compact) > 3 and compact[-3:] in ISO_4217 and _is_iban(compact[:-3]):
-        return compact[:-3]
-    return account
+    return account_part(text)
 
 
 def _join(parts: list[str], width: int) -> str:

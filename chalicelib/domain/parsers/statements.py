@@ -20,7 +20,7 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from chalicelib.domain.money import MAX_AMOUNT, minor_units
+from chalicelib.domain.money import ISO_4217, MAX_AMOUNT, minor_units
 from chalicelib.domain.parsers import FileRejected
 
 MAX_STATEMENT_BYTES = 200 * 1024 * 1024  # a day's statement file of a large bank holds a few million lines
@@ -106,6 +106,25 @@ def normalise_account(text: str) -> str:
     `000123456` == `123456`."""
     compact = re.sub(r"[\s-]+", "", text).upper()
     return (compact.lstrip("0") or "0") if compact.isdigit() else compact
+
+
+def _is_iban(text: str) -> bool:
+    if not (15 <= len(text) <= 34 and text[:2].isalpha() and text[2:4].isdigit() and text.isalnum()
+            and text.isascii()):
+        return False
+    rearranged = text[4:] + text[:4]
+    return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
+
+
+def account_part(text: str) -> str:
+    """The account of an account as a bank writes it: after a bank code or BIC and "/"
+    (`50880050/0194774600888`, `DEUTDEFF/0194774600888`) the part after it; an IBAN followed by its
+    currency (`NL91ABNA0417164300EUR`) the IBAN; else the text (stripped)."""
+    account = text.rsplit("/", 1)[-1].strip()
+    compact = account.replace(" ", "").upper()
+    if len(compact) > 3 and compact[-3:] in ISO_4217 and _is_iban(compact[:-3]):
+        return compact[:-3]
+    return account
 
 
 def deterministic_id(account: str, booking_date: date, amount: int, direction: str, position: int) -> str:
