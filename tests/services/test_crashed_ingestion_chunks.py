@@ -6,7 +6,7 @@ its rows claimed without writing their records. Either way each record is counte
 up and a stream's records_count is the records in the table. While the job may still write, its
 records cannot be deleted: a retried chunk would write them again."""
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,6 +20,9 @@ from chalicelib.services.ingestion import fail, process_job
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, matched_by_a_run
+
+# Write to the end whatever the machine's load: a real task budget could run out on a busy CI core.
+WHOLE_FILE = timedelta(hours=1)
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
 ITEMS = 2 * BULK_CHUNK_ROWS + 100  # three chunks; the second dies
@@ -177,7 +180,7 @@ def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_recor
     assert ports.matches.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
 
     retry = DiesWriting(ports.records)
-    assert file_imports.write_chunks(replace(ports, records=retry), ENV, job.id) == "finish"
+    assert file_imports.write_chunks(replace(ports, records=retry), ENV, job.id, budget=WHOLE_FILE) == "finish"
     file_imports.finish(ports, ENV, job.id)
 
     done = ports.ingestion_jobs.get(ENV, job.id)
@@ -285,7 +288,7 @@ def test_a_cancelled_file_import_releases_the_claims_of_its_unwritten_rows(ports
     assert all(guard(ports, n, "bank", "f") is None for n in range(kept, CSV_ROWS))
 
     again = file_import(ports)  # the same file: the rows written before are skipped, the others written
-    assert file_imports.write_chunks(ports, ENV, again.id) == "finish"
+    assert file_imports.write_chunks(ports, ENV, again.id, budget=WHOLE_FILE) == "finish"
     file_imports.finish(ports, ENV, again.id)
     done = ports.ingestion_jobs.get(ENV, again.id)
     assert (done.status, done.successful_items, done.skipped_items) == (JobStatus.COMPLETED, CSV_ROWS - kept, kept)
