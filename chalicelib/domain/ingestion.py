@@ -37,6 +37,9 @@ JOB_STATUSES = StatusMachine({  # completed, failed and cancelled are finished
     JobStatus.REPLICATING: {JobStatus.COMPLETED, JobStatus.FAILED},
 })
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
+# A cancel answers 202 from these: a repeat on a job its cancel already ended only moves
+# cancellation_requested_at (the spec: repeating the request is idempotent).
+CANCEL_ANSWERED = CANCELLABLE | {JobStatus.CANCELLED}
 ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
 STUCK_AFTER = timedelta(minutes=5)
 # Rows per chunk (item i is in chunk i // rows): a chunk's results, with its problem rows once more,

@@ -20,7 +20,7 @@ from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
-    CANCELLABLE,
+    CANCEL_ANSWERED,
     FILE_CHUNK_ROWS,
     STUCK_AFTER,
     ChunkRow,
@@ -377,9 +377,11 @@ def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
 # Cancelling and sweeping ---------------------------------------------------------------------
 
 def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
-    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
-    A running job stops at its next heartbeat; a job nothing is running for stops at once."""
-    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id), tuple(CANCELLABLE))
+    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at, on a
+    job already cancelled too). A running job stops at its next heartbeat; a job nothing is running
+    for stops at once."""
+    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id),
+                                                    tuple(CANCEL_ANSWERED))
     if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.import_file_key):
         job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
     return job

@@ -408,3 +408,15 @@ def test_a_bulk_requests_results_are_paged_by_status_too(api, streams, worker):
     assert [r["index"] for r in api.get(f"{url}?status=skipped").json_body["data"]] == [2]
     first = api.get(f"{url}?limit=2").json_body
     assert [r["index"] for r in api.get(f"{url}?limit=2&cursor={first['next_cursor']}").json_body["data"]] == [2]
+
+
+def test_a_bulk_request_read_as_a_file_import_gives_the_file_import_url(api, streams, worker):
+    # Given a bulk request, processed
+    summary = submit(api, [item(1)]).json_body
+    worker.drain()
+    # When it is read in the file-import shape (its own view and the stream's list)
+    as_import = api.get(f"/v1/file_imports/{summary['id']}").json_body
+    [listed] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    # Then its url is the file import's, as the spec fixes it; the bulk request's own view keeps its own
+    assert as_import["url"] == listed["url"] == f"/v1/file_imports/{summary['id']}"
+    assert api.get(summary["url"]).json_body["url"] == f"/v1/bulk_requests/{summary['id']}"

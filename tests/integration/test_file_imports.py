@@ -136,13 +136,33 @@ def test_a_drop_for_an_unknown_stream_or_environment_is_ignored(api, services, r
 
 
 def test_cancel_a_pending_import_that_never_got_its_file(api, bank):
+    # Given a pending import waiting for its file
     created = create(api)
+    # When it is cancelled, and the cancel is repeated a little later
     response = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    again = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    # Then both answer 202 with the import cancelled: the repeat only moves cancellation_requested_at
     assert response.status_code == 202
     assert response.json_body["status"] == "cancelled" and response.json_body["cancellation_requested_at"]
-    again = api.post(f"/v1/file_imports/{created['id']}/cancel")
-    assert again.status_code == 409 and set(again.json_body) == {"message"}
+    assert again.status_code == 202, again.json_body
+    assert again.json_body["status"] == "cancelled"
+    assert again.json_body["cancellation_requested_at"] >= response.json_body["cancellation_requested_at"]
+    assert {k: v for k, v in again.json_body.items() if k != "cancellation_requested_at"} == {
+        k: v for k, v in response.json_body.items() if k != "cancellation_requested_at"}
     assert api.post("/v1/file_imports/999/cancel").status_code == 404
+
+
+def test_cancelling_a_completed_import_is_a_conflict(api, services, runtime, bank):
+    # Given an import that completed
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    assert api.get(created["url"]).json_body["status"] == "completed"
+    # When it is cancelled
+    response = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    # Then 409, saying why, and nothing moves
+    assert response.status_code == 409 and set(response.json_body) == {"message"}
+    assert "completed" in response.json_body["message"]
+    assert api.get(created["url"]).json_body["cancellation_requested_at"] is None
 
 
 def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was_written(
@@ -235,7 +255,8 @@ def test_bulk_requests_are_file_imports_too(api, bank, worker):
         {"date": "2026-11-01", "data_stream_key": "bank", "amount": 5, "direction": "credit"}]}).json_body
     worker.drain()
     job = api.get(f"/v1/file_imports/{summary['id']}").json_body
-    assert job["source"] == "bulk_api" and job["status"] == "completed" and job["url"] == summary["url"]
+    assert job["source"] == "bulk_api" and job["status"] == "completed"
+    assert job["url"] == f"/v1/file_imports/{summary['id']}" and summary["url"] == f"/v1/bulk_requests/{summary['id']}"
 
 
 @pytest.mark.parametrize("asl, resource", [("file_import", "FileImportStateMachine"),
