@@ -552,3 +552,46 @@ def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, 
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
     file_imports.finish(ports, "acme", created["id"])  # a late task changes nothing
     assert api.get(created["url"]).json_body["failed_items"] == 700
+
+
+def test_a_cancelled_csv_import_is_never_read_cancelled_before_its_counts_are(api, services, bank):
+    from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
+
+    # Given a CSV import of 1,200 rows with its first chunk of 500 written, then a cancel
+    created = uploaded_unannounced(api, 1200, "w")
+    ports = services.ports
+    file_imports.prepare(ports, "acme", created["id"])
+    file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0))
+    assert api.post(f"/v1/file_imports/{created['id']}/cancel").status_code == 202
+    watch = FinalCountsWatch(api, created["id"])
+    # When the next chunk task honours the cancel, a client polling all along
+    watched = replace(ports, ingestion_jobs=WatchedJobs(services.table, watch))
+    assert file_imports.write_chunks(watched, "acme", created["id"]) == "stop"
+    # Then `cancelled` is never read with counts that do not add up, nor without one result per row
+    assert watch.violations == []
+    assert watch.seen[0] == "processing" and watch.seen[-1] == "cancelled"
+    done = api.get(created["url"]).json_body
+    assert (done["successful_items"], done["failed_items"], done["processed_items"]) == (500, 700, 1200)
+
+
+def test_a_second_upload_to_an_import_that_already_ran_is_shown_on_the_import_as_not_imported(
+        api, services, runtime, bank):
+    # Given an import whose upload was imported
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed" and done["ignored_uploads"] == []
+    # When another file is PUT to the same upload URL (S3 takes it), and its event comes twice
+    other = CSV.replace("tx-", "again-").encode()
+    upload(services, runtime, created, other)
+    key = f"uploads/acme/{created['id']}/{created['filename']}"
+    runtime.deliver_s3_event(services.settings.bucket_name, key,
+                             services.aws.s3.head_object(Bucket=services.settings.bucket_name,
+                                                         Key=key)["ETag"].strip('"'), len(other))
+    # Then nothing more is imported, and the import says, once, that this file was not imported
+    after = api.get(created["url"]).json_body
+    assert (after["status"], after["successful_items"], after["total_items"]) == ("completed", 3, 4)
+    [ignored] = after["ignored_uploads"]
+    assert ignored["byte_size"] == len(other) and ignored["received_at"]
+    assert "not imported" in ignored["message"] and "completed" in ignored["message"]
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3
