@@ -11,6 +11,7 @@ from chalicelib.api.schemas import (
     FileImportPage,
     FileImportSummaryOut,
     FileItemResultOut,
+    IgnoredUploadOut,
     ItemResultPage,
     RecordPage,
     ResultsQuery,
@@ -75,7 +76,8 @@ def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
     problems = jobs.results(request.environment, job.id, problems_only=True)
     return FileImportDetailOut(**ingestion_job_fields(job), upload_url=service.fresh_upload_url(ports, job),
                                results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
-                               results_truncated=len(problems) > MAX_RESULTS_SHOWN)
+                               results_truncated=len(problems) > MAX_RESULTS_SHOWN,
+                               ignored_uploads=[IgnoredUploadOut.model_validate(u) for u in job.ignored_uploads])
 
 
 @router.route("GET", "/file_imports/{id}/records", summary="Records written by a file import, newest first",

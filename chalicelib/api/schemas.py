@@ -359,11 +359,20 @@ class FileImportOut(IngestionJobOut):
     upload_url: str | None = None
 
 
+class IgnoredUploadOut(ResponseModel):
+    byte_size: int | None
+    received_at: Timestamp
+    message: str
+
+
 class FileImportDetailOut(IngestionJobOut):
     upload_url: str | None = Field(default=None, description="While the import waits for its file: a fresh "
                                    "presigned PUT URL (valid an hour at most, and never past the upload deadline)")
     results: list[FileItemResultOut] = Field(description="Rows that failed or were skipped, with their line")
     results_truncated: bool
+    ignored_uploads: list[IgnoredUploadOut] = Field(
+        default_factory=list, description="Files PUT to the upload URL after the import had started or "
+        "ended: S3 accepted them, but they were not imported (an upload URL takes one file)")
 
 
 class FileImportSummaryOut(IngestionJobOut):

@@ -6,18 +6,18 @@ from typing import Any
 from chalicelib.api.routing import API_PREFIX
 from chalicelib.api.schemas import RecordOut
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.ingestion import IngestionJob, JobSource, bulk_request_status
+from chalicelib.domain.ingestion import IngestionJob, bulk_request_status
 from chalicelib.domain.records import Record
 
 
 def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
-    """Every field of the spec's file import (a bulk request is the same job, source bulk_api)."""
-    url = f"{API_PREFIX}/bulk_requests/{job.id}" if job.source is JobSource.BULK_API else \
-        f"{API_PREFIX}/file_imports/{job.id}"
+    """Every field of the spec's file import (a bulk request is the same job, source bulk_api): read
+    as a file import, its `url` is the file import's, whatever its source."""
     return {
         "id": job.id, "status": job.status.value, "total_items": job.total_items,
         "processed_items": job.processed_items, "successful_items": job.successful_items,
-        "failed_items": job.failed_items, "skipped_items": job.skipped_items, "url": url,
+        "failed_items": job.failed_items, "skipped_items": job.skipped_items,
+        "url": f"{API_PREFIX}/file_imports/{job.id}",
         "source": job.source.value, "filename": job.filename,
         "expected_records_count": job.expected_records_count, "progress": job.progress,
         # A bulk request's items are known from the start; only files are parsed before rows land.
@@ -33,8 +33,10 @@ def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
 
 
 def bulk_request_fields(job: IngestionJob) -> dict[str, Any]:
-    """The same job in a bulk request's own view, which has no `replicating` status."""
-    return {**ingestion_job_fields(job), "status": bulk_request_status(job.status).value}
+    """The same job in a bulk request's own view, which has no `replicating` status and polls at
+    its own url."""
+    return {**ingestion_job_fields(job), "status": bulk_request_status(job.status).value,
+            "url": f"{API_PREFIX}/bulk_requests/{job.id}"}
 
 
 def record_out(record: Record) -> RecordOut:

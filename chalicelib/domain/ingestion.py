@@ -8,6 +8,11 @@ conditional write whose allowed "from" states come from this table, so the rule 
        |           |             |
        +-----------+-------------+--> failed
        +-----------+--> cancelled
+
+A job that ends early (cancelled, failed) is first marked with its `ending`: from then no chunk
+is written or counted by its workers and it cannot complete, while the end gives each item it
+never reached a result. The status then turns in the one write that requires the counts to be
+final (processed = total), so a final status is never read with counts still moving.
 """
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ JOB_STATUSES = StatusMachine({  # completed, failed and cancelled are finished
     JobStatus.REPLICATING: {JobStatus.COMPLETED, JobStatus.FAILED},
 })
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
+# A cancel answers 202 from these: a repeat on a job its cancel already ended only moves
+# cancellation_requested_at (the spec: repeating the request is idempotent).
+CANCEL_ANSWERED = CANCELLABLE | {JobStatus.CANCELLED}
 ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
 STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minutes (Ports.stuck_import_after)
 # Rows per chunk (item i is in chunk i // rows): a chunk's results, with its problem rows once more,
@@ -144,6 +152,25 @@ class ImportTotals:
     per_stream: dict[str, StreamTotals] = field(default_factory=dict)  # empty when one stream was fed
 
 
+MAX_IGNORED_UPLOADS = 20  # kept on an import; later ones are only logged
+
+
+@dataclass(frozen=True)
+class IgnoredUpload:
+    """A file PUT to an import's upload URL once the import had started (or ended): S3 took it,
+    but it was not imported. Kept on the import, since the PUT itself answered 200."""
+    etag: str
+    byte_size: int | None
+    received_at: datetime
+    message: str
+
+    @classmethod
+    def after(cls, status: JobStatus, etag: str, byte_size: int | None, received_at: datetime) -> IgnoredUpload:
+        return cls(etag, byte_size, received_at,
+                   f"a file was uploaded after the import was {status.value}: it was not imported (an upload "
+                   "URL takes one file); create a new import for it")
+
+
 @dataclass(frozen=True)
 class IngestionJob:
     environment: str
@@ -190,6 +217,14 @@ class IngestionJob:
     idle_restarts: int = 0
     processed_at_restart: int = 0
     aggregates: ImportTotals | None = None  # totals of the records written, set when the job ends
+    # The early end (cancelled or failed) the job is being brought to, and the fields that end sets
+    # (error_message, error_details); None while nothing ends it (see the module's docstring).
+    ending: JobStatus | None = None
+    ending_fields: dict[str, Any] = field(default_factory=dict)
+    # Files only: the etag of the upload the import takes (the last one while it was pending, else
+    # the first seen), and the files that came after it started, which it did not take.
+    upload_etag: str | None = None
+    ignored_uploads: tuple[IgnoredUpload, ...] = ()
 
     @property
     def progress(self) -> int:

@@ -37,6 +37,8 @@ def handle_object_created(event) -> None:
     """EventBridge delivers S3 "Object Created" (the bucket has EventBridge notifications on)."""
     detail = event.detail
     key = detail.get("object", {}).get("key", "")
-    job = file_imports.on_object_created(container().ports, key, detail.get("object", {}).get("etag", ""))
+    size = detail.get("object", {}).get("size")
+    job = file_imports.on_object_created(container().ports, key, detail.get("object", {}).get("etag", ""),
+                                         size if isinstance(size, int) else None)
     if job is not None:
         logger.info("object created", extra={"key": key, "job_id": job.id, "status": job.status.value})

@@ -20,9 +20,10 @@ from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
-    CANCELLABLE,
+    CANCEL_ANSWERED,
     FILE_CHUNK_ROWS,
     ChunkRow,
+    IgnoredUpload,
     IngestionJob,
     JobSource,
     JobStatus,
@@ -111,20 +112,33 @@ def fresh_upload_url(ports: Ports, job: IngestionJob, now: datetime | None = Non
     return ports.payloads.upload_url(key, seconds) if seconds > 0 else None
 
 
-def on_object_created(ports: Ports, key: str, etag: str = "") -> IngestionJob | None:
+def on_object_created(ports: Ports, key: str, etag: str = "", size: int | None = None) -> IngestionJob | None:
     """An S3 object landed: an upload of a pending import, or a drop that makes its own import."""
     if key.startswith(UPLOADS_PREFIX):
         parts = key.split("/")
         if len(parts) < 4 or not ENVIRONMENT_PATTERN.match(parts[1]) or not parts[2].isdigit():
             return None
         job = ports.ingestion_jobs.find(parts[1], int(parts[2]))
-        if job is None or job.file_key != key or job.status is not JobStatus.PENDING:
+        if job is None or job.file_key != key:
             return job
-        start_uploaded(ports, job)
-        return job
+        accepted = ports.ingestion_jobs.accept_upload(job, etag)
+        if job.status is JobStatus.PENDING:
+            start_uploaded(ports, job)
+            return accepted
+        if accepted.upload_etag == etag:  # its own upload's event, again (or after a service put)
+            return accepted
+        return _ignore_upload(ports, accepted, etag, size)
     if key.startswith(DROPS_PREFIX):
         return _start_drop(ports, key, etag)
     return None
+
+
+def _ignore_upload(ports: Ports, job: IngestionJob, etag: str, size: int | None) -> IngestionJob:
+    """A file PUT to the upload URL of an import that already started or ended: the PUT answered
+    200, so the import itself tells that this file was not imported (one upload URL, one file)."""
+    logger.warning("an upload came after its import started; not imported",
+                   extra={"job_id": job.id, "status": job.status.value, "etag": etag})
+    return ports.ingestion_jobs.note_ignored_upload(job, IgnoredUpload.after(job.status, etag, size, utc_now()))
 
 
 def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
@@ -301,6 +315,8 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
     job = ports.ingestion_jobs.get(environment, job_id)
     if job.finished:
         settle(ports, job)
+    elif job.ending is not None:  # being ended early: no balances, no completion
+        conclude(ports, job, job.ending)
     else:
         if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
             statement_imports.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
@@ -356,10 +372,14 @@ STOPPED_MESSAGES = {
 
 
 def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
-    """What a task does with a job whose rows are all behind it: settle an ended one ("stop"),
-    finish a replicating one (a cancel is too late there). None: the task has work to do."""
+    """What a task does with a job whose rows are all behind it: settle an ended one ("stop"), see
+    an ending one to its end ("stop"), finish a replicating one (a cancel is too late there). None:
+    the task has work to do."""
     if job.finished:
         settle(ports, job)
+        return "stop"
+    if job.ending is not None:  # being ended (a cancel, a failure): see that end through, write no more
+        conclude(ports, job, job.ending)
         return "stop"
     if job.status is JobStatus.REPLICATING:
         return "finish"
@@ -394,9 +414,11 @@ def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
 # Cancelling and sweeping ---------------------------------------------------------------------
 
 def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
-    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at).
-    A running job stops at its next heartbeat; a job nothing is running for stops at once."""
-    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id), tuple(CANCELLABLE))
+    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at, on a
+    job already cancelled too). A running job stops at its next heartbeat; a job nothing is running
+    for stops at once."""
+    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id),
+                                                    tuple(CANCEL_ANSWERED))
     if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.import_file_key):
         job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
     return job
@@ -446,6 +468,8 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
 
 def _finish_if_ended(ports: Ports, environment: str, job_id: int) -> Event | None:
     job = ports.ingestion_jobs.find(environment, job_id)
+    if job is not None and not job.finished and job.ending is not None:  # the sweeper died mid-end
+        job = conclude(ports, job, job.ending)
     if job is None or not job.finished:
         return None
     job = conclude(ports, job, job.status)  # on an ended job: what it left of settling, and its announcement

@@ -80,6 +80,8 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
         return None
     if job.finished:
         return settle(ports, job)
+    if job.ending is not None:  # an end begun before (a worker died part-way): finish it
+        return conclude(ports, job, job.ending)
     if job.status is JobStatus.PENDING:
         job = start(ports, job)
         if job.status is not JobStatus.PROCESSING:
@@ -100,6 +102,8 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             job = ports.ingestion_jobs.get(environment, job_id)
             if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
                 return settle(ports, job)
+            if job.ending is not None:  # being ended meanwhile: write no more, see the end through
+                return conclude(ports, job, job.ending)
             if job.cancellation_requested_at is not None:
                 return conclude(ports, job, JobStatus.CANCELLED)
             outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams, pool.map)
@@ -155,7 +159,8 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
             records.append(record)
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
     ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
-    if any(r.external_id is not None for r in missing) and ports.ingestion_jobs.get(job.environment, job.id).finished:
+    stored = ports.ingestion_jobs.get(job.environment, job.id)
+    if any(r.external_id is not None for r in missing) and (stored.finished or stored.ending is not None):
         _guard_late_records(ports, job, missing)
     ports.mirror.write_part(job.environment, job.id, index, records)
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
@@ -179,7 +184,8 @@ def fail(ports: Ports, environment: str, job_id: int, error: Exception, attempts
 def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     """End a job. Completed: turn `replicating` (no chunk is counted after that), replicate its
     records to the mirror, read the import's aggregates and its streams' record counts from
-    there, then `completed`. Cancelled or failed: move first (so nothing more is counted), then
+    there, then `completed`. Cancelled or failed: mark the ending (so no worker writes or counts
+    more), give every unreached item its result, then move, counts final (see `_end_early`), and
     settle what was written. Records written before a cancel or a failure are kept."""
     job = _conclude(ports, job, target, **fields)
     # Again on a retry that finds the job ended: it finishes an announcement a crash cut short
@@ -194,11 +200,12 @@ def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) 
 def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
     now = utc_now()
     if target is not JobStatus.COMPLETED:
-        job = move_or_reload(ports.ingestion_jobs, job, target, completed_at=now, last_progress_at=now, **fields)
-        return settle(ports, job)
+        return _end_early(ports, job, target, fields)
     if job.status is JobStatus.PROCESSING:
         job = move_or_reload(ports.ingestion_jobs, job, JobStatus.REPLICATING, records_written_at=now,
                              last_progress_at=now)
+    if job.ending is not None and not job.finished:  # something ends it early: that end wins
+        return _end_early(ports, job, job.ending, {})
     if job.status is not JobStatus.REPLICATING:
         return job
     job = ports.ingestion_jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
@@ -208,6 +215,25 @@ def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any)
     target, outcome = _outcome(ports, job, fields.pop("error_details", None))
     return move_or_reload(ports.ingestion_jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
+
+
+def _end_early(ports: Ports, job: IngestionJob, target: JobStatus, fields: dict[str, Any]) -> IngestionJob:
+    """Cancelled or failed, in three steps that a retry resumes: mark the ending (whoever marks
+    first decides the end, and its fields); give each item the job never reached its result,
+    counted while the status still says the job runs; then move, in a write allowed only with the
+    counts final, so a client never reads the final status with counts still to come."""
+    job = ports.ingestion_jobs.begin_ending(job, target, fields)
+    if job.finished:
+        return settle(ports, job)
+    if job.ending is None:  # the status allows no such end (a cancel once replicating)
+        return job
+    _fail_unprocessed(ports, job)
+    now = utc_now()
+    job = move_or_reload(ports.ingestion_jobs, ports.ingestion_jobs.get(job.environment, job.id), job.ending,
+                         completed_at=now, last_progress_at=now, **job.ending_fields)
+    if not job.finished:
+        logger.error("an ending job's counts are not final; left for a retry", extra={"job_id": job.id})
+    return settle(ports, job)
 
 
 FIRST_ERRORS_SHOWN = 3
@@ -245,9 +271,7 @@ def settle(ports: Ports, job: IngestionJob) -> IngestionJob:
     good."""
     if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
         return job
-    job = ports.ingestion_jobs.get(job.environment, job.id)
-    _fail_unprocessed(ports, job)
-    job = ports.ingestion_jobs.get(job.environment, job.id)
+    job = ports.ingestion_jobs.get(job.environment, job.id)  # its counts were final when it moved
     try:
         ports.ingestion_jobs.set_aggregates(job, _replicate(ports, job))
         _recount_streams(ports, job)
@@ -258,16 +282,17 @@ def settle(ports: Ports, job: IngestionJob) -> IngestionJob:
 
 
 def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
-    """Every item of a job that ended early gets a result, so its totals add up. A chunk it never
+    """Every item of a job that ends early gets a result, so its totals add up. A chunk it never
     finished may have written records (an execution died before saving it): those rows succeeded
     and their records are counted and mirrored like a processed chunk's; the other rows fail,
     saying why, and the external_ids they may have claimed are released (see
     `_release_orphan_claims`). Each chunk is counted once, like a processed one."""
-    missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if job.status in ENDED_EARLY else []
+    end = job.ending or job.status
+    missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if end in ENDED_EARLY else []
     if not missing:
         return
     what, unit = ("import", "row") if job.is_file else ("bulk request", "item")
-    why = "was cancelled" if job.status is JobStatus.CANCELLED else "failed"
+    why = "was cancelled" if end is JobStatus.CANCELLED else "failed"
     error = f"not processed: the {what} {why} before this {unit} was reached"
     known = _rows_of(ports, job, missing)
     for number in missing:

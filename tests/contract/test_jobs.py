@@ -60,7 +60,7 @@ class TestIngestionJobRepository:
         assert jobs.claim_idempotency_key(ENV, "key-1", 15, "hash-f") == (14, "hash-e")
 
     def test_moves_follow_the_status_table(self, jobs, clock):
-        jobs.add(job(1))
+        jobs.add(job(1, total_items=0))
         started = jobs.move(jobs.get(ENV, 1), JobStatus.PROCESSING, started_at=clock.now, last_progress_at=clock.now)
         assert (started.status, started.started_at, started.last_progress_at) == (
             JobStatus.PROCESSING, clock.now.replace(microsecond=123000), clock.now.replace(microsecond=123000))
@@ -81,7 +81,7 @@ class TestIngestionJobRepository:
         assert jobs.find(ENV, 9) is None
 
     def test_a_move_checks_the_stored_status_not_the_callers_copy(self, jobs):
-        jobs.add(job(1))
+        jobs.add(job(1, total_items=0))
         stale = jobs.get(ENV, 1)
         jobs.move(stale, JobStatus.CANCELLED)
         with pytest.raises(TransitionRefused):
@@ -90,12 +90,55 @@ class TestIngestionJobRepository:
 
     def test_active_lists_unfinished_jobs_of_every_environment(self, jobs):
         for job_id, environment in ((3, ENV), (1, OTHER_ENV), (12, ENV), (2, ENV)):
-            jobs.add(job(job_id, environment))
+            jobs.add(job(job_id, environment, total_items=0))
         jobs.move(jobs.get(ENV, 2), JobStatus.CANCELLED)
         jobs.move(jobs.get(ENV, 12), JobStatus.PROCESSING)
         jobs.move(jobs.get(ENV, 12), JobStatus.REPLICATING)
         assert [(j.environment, j.id, j.status) for j in jobs.active()] == [
             (ENV, 3, JobStatus.PENDING), (ENV, 12, JobStatus.REPLICATING), (OTHER_ENV, 1, JobStatus.PENDING)]
+
+    def test_a_finished_status_needs_final_counts(self, jobs):
+        # Given a job of 300 items with only its first chunk counted
+        processing(jobs, total_items=300)
+        jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, tuple(ok(i) for i in range(250)), {"bank": 250}))
+        # When it is moved to a finished status, Then that is refused: 250 of 300 is not final
+        for target in (JobStatus.CANCELLED, JobStatus.FAILED):
+            with pytest.raises(TransitionRefused):
+                jobs.move(jobs.get(ENV, 1), target)
+        assert jobs.get(ENV, 1).status is JobStatus.PROCESSING
+        # Once every item is counted, it may finish
+        jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(1, tuple(failed(i) for i in range(250, 300)), {}))
+        assert jobs.move(jobs.get(ENV, 1), JobStatus.FAILED).status is JobStatus.FAILED
+
+    def test_an_ending_is_marked_once_and_the_job_then_moves_only_to_it(self, jobs):
+        # Given a processing job of 300 items with its first chunk counted
+        processing(jobs, total_items=300)
+        jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, tuple(ok(i) for i in range(250)), {"bank": 250}))
+        # When it begins to end cancelled, and a failure comes second
+        ending = jobs.begin_ending(jobs.get(ENV, 1), JobStatus.CANCELLED, {"error_message": None})
+        second = jobs.begin_ending(ending, JobStatus.FAILED, {"error_message": "boom"})
+        # Then the first ending holds, with its fields; the status still says processing
+        assert (second.status, second.ending, second.ending_fields) == (
+            JobStatus.PROCESSING, JobStatus.CANCELLED, {"error_message": None})
+        # no worker counts or prepares any more, nor may the job replicate, complete or fail
+        late = ChunkOutcome(1, (ok(250),) + tuple(skipped(i) for i in range(251, 300)), {"bank": 1})
+        assert jobs.save_chunk(second, late).processed_items == 250
+        for target in (JobStatus.REPLICATING, JobStatus.FAILED):
+            with pytest.raises(TransitionRefused):
+                jobs.move(jobs.get(ENV, 1), target)
+        # the end counts what it never reached (what a late execution stored, as stored), then moves
+        counted = jobs.save_chunk(second, ChunkOutcome(1, tuple(failed(i) for i in range(250, 300)), {}),
+                                  unprocessed=True)
+        assert (counted.processed_items, counted.successful_items, counted.skipped_items, counted.failed_items) == (
+            300, 251, 49, 0)
+        done = jobs.move(counted, JobStatus.CANCELLED)
+        assert (done.status, done.processed_items) == (JobStatus.CANCELLED, 300)
+        # A finished job is marked no more
+        assert jobs.begin_ending(done, JobStatus.FAILED, {}).ending is JobStatus.CANCELLED
+        jobs.add(job(2, source=JobSource.CSV, total_items=0, data_stream_key="bank"))
+        ending_file = jobs.begin_ending(jobs.get(ENV, 2), JobStatus.FAILED, {"error_details": {"attempts": 3}})
+        assert ending_file.ending_fields == {"error_details": {"attempts": 3}}
+        assert jobs.record_preparation(ending_file, 3, 1200, 500).chunk_count is None
 
     def test_a_chunk_is_counted_once_while_processing(self, jobs, clock):
         processing(jobs)
@@ -122,7 +165,7 @@ class TestIngestionJobRepository:
     def test_a_job_that_ended_early_counts_the_chunks_it_never_reached_once(self, jobs):
         processing(jobs, total_items=500)
         jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0),), {"bank": 1}))
-        ended = jobs.move(jobs.get(ENV, 1), JobStatus.FAILED)
+        ended = jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})
         unreached = ChunkOutcome(1, (failed(250), failed(251)), {})
         counted = jobs.save_chunk(ended, unreached, unprocessed=True)
         assert (counted.processed_items, counted.failed_items, counted.done_chunks) == (3, 2, frozenset({0, 1}))
@@ -148,7 +191,7 @@ class TestIngestionJobRepository:
 
     def test_the_end_of_a_job_counts_the_records_it_finds_of_a_chunk_a_late_execution_stored(self, jobs):
         processing(jobs)
-        jobs.move(jobs.get(ENV, 1), JobStatus.FAILED)
+        jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})
         jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0), ok(1), failed(2)), {"bank": 2}))
         # The end of the job finds the records of rows 0 and 1 in the table; the stored results stand.
         unfinished = ItemResult(2, ItemStatus.FAILED, None, None, "not processed", None)
@@ -160,7 +203,7 @@ class TestIngestionJobRepository:
 
     def test_the_end_of_a_job_counts_what_a_late_execution_stored(self, jobs):
         processing(jobs)
-        jobs.move(jobs.get(ENV, 1), JobStatus.CANCELLED)
+        jobs.begin_ending(jobs.get(ENV, 1), JobStatus.CANCELLED, {})
         late = jobs.save_chunk(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0), skipped(1)), {"bank": 1}))
         assert late.processed_items == 0  # stored, not counted: the job ended
         ended = jobs.save_chunk(late, ChunkOutcome(0, (failed(0), failed(1)), {}), unprocessed=True)
@@ -173,7 +216,7 @@ class TestIngestionJobRepository:
         file_job = jobs.get(ENV, 1)
         jobs.save_chunk(file_job, ChunkOutcome(1, (ok(500),), {"bank": 1}))
         jobs.save_chunk(file_job, ChunkOutcome(0, (ok(0), failed(1, line=3), ok(2)), {"bank": 2}))
-        jobs.move(jobs.get(ENV, 1), JobStatus.FAILED)
+        jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})
         # A late execution stores chunk 2 (rows 1000 to 1199), not counted: the job ended.
         late = ChunkOutcome(2, (skipped(1000),) + tuple(ok(i) for i in range(1001, 1200)), {"bank": 199})
         assert jobs.save_chunk(file_job, late).processed_items == 4
@@ -240,7 +283,7 @@ class TestIngestionJobRepository:
             jobs.list_of_stream(ENV, "ledger", 2, jobs.list_of_stream(ENV, "bank", 1, None)[1])
 
     def test_cancellation_is_requested_from_cancellable_statuses_only(self, jobs, clock):
-        jobs.add(job(1))
+        jobs.add(job(1, total_items=0))
         requested = jobs.request_cancellation(jobs.get(ENV, 1), tuple(CANCELLABLE))
         assert (requested.status, requested.cancellation_requested_at) == (
             JobStatus.PENDING, clock.now.replace(microsecond=123000))
@@ -252,7 +295,7 @@ class TestIngestionJobRepository:
             jobs.request_cancellation(job(9), tuple(CANCELLABLE))
 
     def test_a_restart_is_claimed_once_per_heartbeat(self, jobs, clock):
-        started = processing(jobs)
+        started = processing(jobs, total_items=0)
         assert started.last_progress_at is None
         assert jobs.count_restart(started)
         restarted = jobs.get(ENV, 1)
@@ -291,7 +334,7 @@ class TestIngestionJobRepository:
         assert (moved.restarts, moved.idle_restarts, moved.processed_at_restart) == (3, 1, 2)
 
     def test_aggregates_and_roll_up_marks(self, jobs):
-        processing(jobs)
+        processing(jobs, total_items=0)
         totals = ImportTotals(StreamTotals(3, 500, 200, "2024-01-01", "2024-01-31", ("EUR", "USD")),
                               {"bank": StreamTotals(2, 500, 0, "2024-01-01", "2024-01-02", ("USD",)),
                                "fees": StreamTotals(1, 0, 200, "2024-01-31", "2024-01-31", ("EUR",))})
@@ -301,3 +344,20 @@ class TestIngestionJobRepository:
         assert (stored.aggregates, stored.counts_rolled_up) == (totals, True)
         done = jobs.move(stored, JobStatus.COMPLETED, aggregates=ImportTotals(StreamTotals(1, 5, 0)))
         assert done.aggregates == ImportTotals(StreamTotals(1, 5, 0))
+
+    def test_an_upload_is_accepted_while_pending_and_later_files_are_kept_once_as_ignored(self, jobs, clock):
+        from chalicelib.domain.ingestion import IgnoredUpload
+
+        # Given a pending file import that takes two uploads, then starts
+        jobs.add(job(1, source=JobSource.CSV, total_items=0, data_stream_key="bank"))
+        jobs.accept_upload(jobs.get(ENV, 1), "a")
+        assert jobs.accept_upload(jobs.get(ENV, 1), "b").upload_etag == "b"  # the last while pending
+        started = jobs.move(jobs.get(ENV, 1), JobStatus.PROCESSING)
+        # When another file comes, its event twice
+        assert jobs.accept_upload(started, "c").upload_etag == "b"  # not taken once started
+        late = IgnoredUpload.after(JobStatus.PROCESSING, "c", 12, clock.now)
+        jobs.note_ignored_upload(started, late)
+        kept = jobs.note_ignored_upload(started, late)
+        # Then it is kept once, as not imported
+        assert kept.ignored_uploads == (replace(late, received_at=clock.now.replace(microsecond=123000)),)
+        assert "not imported" in late.message

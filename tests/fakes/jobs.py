@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from chalicelib.adapters.dynamodb.jobs import IDEMPOTENCY_KEY_LIFETIME  # past it, a key may be bound again
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
-    ENDED_EARLY,
     JOB_STATUSES,
+    MAX_IGNORED_UPLOADS,
     ChunkOutcome,
+    IgnoredUpload,
     ImportTotals,
     IngestionJob,
     ItemResult,
@@ -134,7 +136,7 @@ class FakeIngestionJobRepository:
     def move(self, job: IngestionJob, /, target: JobStatus, **fields: object) -> IngestionJob:
         """Move to `target` if the stored status allows it (JOB_STATUSES), setting `fields` with it."""
         row = self.rows.get((job.environment, job.id))
-        if row is None or row.job.status not in self.statuses.sources_of(target):
+        if row is None or row.job.status not in self.statuses.sources_of(target) or not _may_move(row.job, target):
             raise TransitionRefused(f"{self.noun} {job.id} cannot move to {target.value}")
         if isinstance(fields.get("aggregates"), ImportTotals):
             fields["aggregates"] = _stored_totals(fields["aggregates"])  # type: ignore[arg-type]
@@ -173,8 +175,9 @@ class FakeIngestionJobRepository:
                 problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
                 unprocessed=unprocessed)
         row = self.rows.get((job.environment, job.id))
-        allowed = ENDED_EARLY if unprocessed else (JobStatus.PROCESSING,)
-        if row is None or outcome.index in row.job.done_chunks or row.job.status not in allowed:
+        allowed = _UNFINISHED if unprocessed else (JobStatus.PROCESSING,)
+        if (row is None or outcome.index in row.job.done_chunks or row.job.status not in allowed
+                or (row.job.ending is not None) is not unprocessed):
             return self.get(job.environment, job.id)
         created = dict(row.job.created_per_stream)
         for stream_key, count in outcome.created_per_stream.items():
@@ -201,7 +204,7 @@ class FakeIngestionJobRepository:
                            decimal_places: int | None = None) -> IngestionJob:
         """A parsed file's chunks, rows, block of record ids and decimal places (set once)."""
         row = self._row_written_anyway(job)
-        if row.job.chunk_count is None:
+        if row.job.chunk_count is None and row.job.ending is None:
             row.job = replace(row.job, chunk_count=chunk_count, expected_records_count=expected, total_items=expected,
                               first_record_id=first_id, last_progress_at=stored_time(utc_now()),
                               decimal_places=decimal_places)
@@ -259,6 +262,35 @@ class FakeIngestionJobRepository:
         row.job = replace(row.job, cancellation_requested_at=stored_time(utc_now()))
         return row.job
 
+    def begin_ending(self, job: IngestionJob, target: JobStatus, fields: dict[str, Any]) -> IngestionJob:
+        """Mark the early end the job is brought to, once, while its status allows that end."""
+        row = self.rows.get((job.environment, job.id))
+        if row is None:
+            raise NotFound(f"ingestion job {job.id} not found")
+        if row.job.ending is None and row.job.status in self.statuses.sources_of(target):
+            row.job = replace(row.job, ending=target, ending_fields=dict(fields))
+        return row.job
+
+    def accept_upload(self, job: IngestionJob, etag: str) -> IngestionJob:
+        """The etag of the upload the import takes: any while pending, else only the first seen."""
+        row = self.rows.get((job.environment, job.id))
+        if row is None:
+            raise NotFound(f"ingestion job {job.id} not found")
+        if row.job.status is JobStatus.PENDING or row.job.upload_etag is None:
+            row.job = replace(row.job, upload_etag=etag)
+        return row.job
+
+    def note_ignored_upload(self, job: IngestionJob, upload: IgnoredUpload) -> IngestionJob:
+        """Keep a file that came after the import started, once per etag, at most MAX_IGNORED_UPLOADS."""
+        row = self.rows.get((job.environment, job.id))
+        if row is None:
+            raise NotFound(f"ingestion job {job.id} not found")
+        kept = row.job.ignored_uploads
+        if all(u.etag != upload.etag for u in kept) and len(kept) < MAX_IGNORED_UPLOADS:
+            row.job = replace(row.job, ignored_uploads=(*kept, replace(upload, received_at=stored_time(
+                upload.received_at))))
+        return row.job
+
     def _row_written_anyway(self, job: IngestionJob) -> _JobRow:
         """The adapter's update-once of a missing job writes a bare item and fails reading it back
         (KeyError); the fake fails the same way without the item."""
@@ -266,6 +298,17 @@ class FakeIngestionJobRepository:
         if row is None:
             raise KeyError("environment")
         return row
+
+
+_UNFINISHED = tuple(s for s in JobStatus if s not in JOB_STATUSES.finished)
+
+
+def _may_move(job: IngestionJob, target: JobStatus) -> bool:
+    """The adapter's condition beside the status: a job being ended moves only to its ending; a
+    finished status needs its counts final."""
+    if target not in JOB_STATUSES.finished:
+        return job.ending is None
+    return job.ending in (None, target) and job.processed_items == job.total_items
 
 
 def _stored_totals(totals: ImportTotals) -> ImportTotals:

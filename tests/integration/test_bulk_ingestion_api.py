@@ -347,7 +347,6 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-    from chalicelib.domain.clock import utc_now
     from chalicelib.domain.ingestion import JobStatus
     from chalicelib.services.ingestion import process_job
 
@@ -356,7 +355,8 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     class EndedBeforeCounting(IngestionJobRepository):
         def save_chunk(self, job, outcome, unprocessed=False):
             if not unprocessed and outcome.index == 0:
-                self.move(job, JobStatus.CANCELLED, cancellation_requested_at=utc_now(), completed_at=utc_now())
+                self.request_cancellation(job, (JobStatus.PROCESSING,))
+                self.begin_ending(job, JobStatus.CANCELLED, {})
             return super().save_chunk(job, outcome, unprocessed)
 
     ports = services.ports
@@ -421,3 +421,53 @@ def test_an_imports_totals_of_two_records_at_the_largest_amount_are_exact(api, s
     listed = api.get("/v1/data_streams/bank/file_imports").json_body["data"][0]
     assert (listed["record_count"], listed["total_credits"], listed["total_debits"]) == (4, 2 * largest, 2 * largest)
     assert listed["net_amount"] == 0
+
+
+def test_a_bulk_request_read_as_a_file_import_gives_the_file_import_url(api, streams, worker):
+    # Given a bulk request, processed
+    summary = submit(api, [item(1)]).json_body
+    worker.drain()
+    # When it is read in the file-import shape (its own view and the stream's list)
+    as_import = api.get(f"/v1/file_imports/{summary['id']}").json_body
+    [listed] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
+    # Then its url is the file import's, as the spec fixes it; the bulk request's own view keeps its own
+    assert as_import["url"] == listed["url"] == f"/v1/file_imports/{summary['id']}"
+    assert api.get(summary["url"]).json_body["url"] == f"/v1/bulk_requests/{summary['id']}"
+
+
+@pytest.mark.parametrize("end, final", [("cancel", "cancelled"), ("fail", "failed")])
+def test_a_bulk_request_that_ends_early_is_never_read_final_before_its_counts_are(api, streams, services, end,
+                                                                                   final):
+    from dataclasses import replace
+
+    from chalicelib.adapters.dynamodb.records import RecordRepository
+    from chalicelib.services.ingestion import fail, process_job
+    from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
+
+    # Given a bulk request of 1,000 items whose first chunk is written, then cancelled or failed
+    summary = submit(api, [item(n) for n in range(1000)]).json_body
+    watch = FinalCountsWatch(api, summary["id"])
+    ports = replace(services.ports, ingestion_jobs=WatchedJobs(services.table, watch))
+
+    class EndsAfterTheFirstChunk(RecordRepository):
+        def put_many(self, records):
+            written = super().put_many(records)
+            if end == "cancel":
+                assert api.post(f"/v1/file_imports/{summary['id']}/cancel").status_code == 202
+                return written
+            raise RuntimeError("the worker died after the first chunk")
+
+    # When the worker runs it to its end (a failure: on its last delivery), a client polling all along
+    if end == "cancel":
+        process_job(replace(ports, records=EndsAfterTheFirstChunk(services.table)), "acme", summary["id"])
+    else:
+        with pytest.raises(RuntimeError):
+            process_job(replace(ports, records=EndsAfterTheFirstChunk(services.table)), "acme", summary["id"])
+        fail(ports, "acme", summary["id"], RuntimeError("died"), 5)
+
+    # Then the final status is never read with counts that do not add up, nor without one result per item
+    assert watch.violations == []
+    assert watch.seen[-1] == final and "processing" in watch.seen
+    done = api.get(summary["url"]).json_body
+    assert (done["status"], done["successful_items"], done["failed_items"]) == (final, 250, 750)
+    assert len(done["results"]) == 1000

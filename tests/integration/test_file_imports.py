@@ -139,13 +139,33 @@ def test_a_drop_for_an_unknown_stream_or_environment_is_ignored(api, services, r
 
 
 def test_cancel_a_pending_import_that_never_got_its_file(api, bank):
+    # Given a pending import waiting for its file
     created = create(api)
+    # When it is cancelled, and the cancel is repeated a little later
     response = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    again = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    # Then both answer 202 with the import cancelled: the repeat only moves cancellation_requested_at
     assert response.status_code == 202
     assert response.json_body["status"] == "cancelled" and response.json_body["cancellation_requested_at"]
-    again = api.post(f"/v1/file_imports/{created['id']}/cancel")
-    assert again.status_code == 409 and set(again.json_body) == {"message"}
+    assert again.status_code == 202, again.json_body
+    assert again.json_body["status"] == "cancelled"
+    assert again.json_body["cancellation_requested_at"] >= response.json_body["cancellation_requested_at"]
+    assert {k: v for k, v in again.json_body.items() if k != "cancellation_requested_at"} == {
+        k: v for k, v in response.json_body.items() if k != "cancellation_requested_at"}
     assert api.post("/v1/file_imports/999/cancel").status_code == 404
+
+
+def test_cancelling_a_completed_import_is_a_conflict(api, services, runtime, bank):
+    # Given an import that completed
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    assert api.get(created["url"]).json_body["status"] == "completed"
+    # When it is cancelled
+    response = api.post(f"/v1/file_imports/{created['id']}/cancel")
+    # Then 409, saying why, and nothing moves
+    assert response.status_code == 409 and set(response.json_body) == {"message"}
+    assert "completed" in response.json_body["message"]
+    assert api.get(created["url"]).json_body["cancellation_requested_at"] is None
 
 
 def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was_written(
@@ -238,7 +258,8 @@ def test_bulk_requests_are_file_imports_too(api, bank, worker):
         {"date": "2026-11-01", "data_stream_key": "bank", "amount": 5, "direction": "credit"}]}).json_body
     worker.drain()
     job = api.get(f"/v1/file_imports/{summary['id']}").json_body
-    assert job["source"] == "bulk_api" and job["status"] == "completed" and job["url"] == summary["url"]
+    assert job["source"] == "bulk_api" and job["status"] == "completed"
+    assert job["url"] == f"/v1/file_imports/{summary['id']}" and summary["url"] == f"/v1/bulk_requests/{summary['id']}"
 
 
 @pytest.mark.parametrize("asl, resource", [("file_import", "FileImportStateMachine"),
@@ -571,3 +592,46 @@ def test_an_unknown_encoding_or_a_bad_delimiter_is_422_naming_the_field(api, ban
     response = api.post("/v1/data_streams/bank/file_imports", {"filename": "x.csv", "format": "csv", **body})
     assert response.status_code == 422, response.json_body
     assert field in [e["field"] for e in response.json_body["errors"]]
+
+
+def test_a_cancelled_csv_import_is_never_read_cancelled_before_its_counts_are(api, services, bank):
+    from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
+
+    # Given a CSV import of 1,200 rows with its first chunk of 500 written, then a cancel
+    created = uploaded_unannounced(api, 1200, "w")
+    ports = services.ports
+    file_imports.prepare(ports, "acme", created["id"])
+    file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0))
+    assert api.post(f"/v1/file_imports/{created['id']}/cancel").status_code == 202
+    watch = FinalCountsWatch(api, created["id"])
+    # When the next chunk task honours the cancel, a client polling all along
+    watched = replace(ports, ingestion_jobs=WatchedJobs(services.table, watch))
+    assert file_imports.write_chunks(watched, "acme", created["id"]) == "stop"
+    # Then `cancelled` is never read with counts that do not add up, nor without one result per row
+    assert watch.violations == []
+    assert watch.seen[0] == "processing" and watch.seen[-1] == "cancelled"
+    done = api.get(created["url"]).json_body
+    assert (done["successful_items"], done["failed_items"], done["processed_items"]) == (500, 700, 1200)
+
+
+def test_a_second_upload_to_an_import_that_already_ran_is_shown_on_the_import_as_not_imported(
+        api, services, runtime, bank):
+    # Given an import whose upload was imported
+    created = create(api)
+    upload(services, runtime, created, CSV.encode())
+    done = api.get(created["url"]).json_body
+    assert done["status"] == "completed" and done["ignored_uploads"] == []
+    # When another file is PUT to the same upload URL (S3 takes it), and its event comes twice
+    other = CSV.replace("tx-", "again-").encode()
+    upload(services, runtime, created, other)
+    key = f"uploads/acme/{created['id']}/{created['filename']}"
+    runtime.deliver_s3_event(services.settings.bucket_name, key,
+                             services.aws.s3.head_object(Bucket=services.settings.bucket_name,
+                                                         Key=key)["ETag"].strip('"'), len(other))
+    # Then nothing more is imported, and the import says, once, that this file was not imported
+    after = api.get(created["url"]).json_body
+    assert (after["status"], after["successful_items"], after["total_items"]) == ("completed", 3, 4)
+    [ignored] = after["ignored_uploads"]
+    assert ignored["byte_size"] == len(other) and ignored["received_at"]
+    assert "not imported" in ignored["message"] and "completed" in ignored["message"]
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3

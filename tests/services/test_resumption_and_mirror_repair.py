@@ -8,7 +8,15 @@ import pytest
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.executions import ExecutionStopped
-from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobSource, JobStatus, OnConflict
+from chalicelib.domain.ingestion import (
+    BULK_CHUNK_ROWS,
+    ChunkOutcome,
+    ItemResult,
+    ItemStatus,
+    JobSource,
+    JobStatus,
+    OnConflict,
+)
 from chalicelib.domain.reconciliation_exceptions import RecordFilter
 from chalicelib.services import file_imports, investigations
 from chalicelib.services.bulk_requests import submit_bulk
@@ -153,8 +161,12 @@ def test_an_import_that_ended_early_and_was_never_settled_is_settled(ports, inge
     streams(ports, "bank")
     key_of(ports, ENV)
     ingest(record("bank", 1, 500), record("bank", 2, 700))
-    # A job moved to failed whose process died before settling it (as `fail` does, cut short)
+    # A job moved to failed, its never processed item counted, whose process died before settling
+    # it (as `fail` does, cut short)
     other = submit_bulk(ports, ENV, [record("bank", 4, 300)], OnConflict.SKIP, None)
+    ending = ports.ingestion_jobs.begin_ending(ports.ingestion_jobs.get(ENV, other.id), JobStatus.FAILED, {})
+    never = ItemResult(0, ItemStatus.FAILED, "bank-4", None, "not processed: the bulk request failed", None)
+    ports.ingestion_jobs.save_chunk(ending, ChunkOutcome(0, (never,), {}), unprocessed=True)
     ports.ingestion_jobs.move(ports.ingestion_jobs.get(ENV, other.id), JobStatus.FAILED)
     clock.advance(seconds=1)
 

@@ -7,11 +7,12 @@ is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (
+    Condition,
     ConditionFailed,
     DynamoTable,
     StatusMoves,
@@ -24,9 +25,10 @@ from chalicelib.adapters.dynamodb.table import (
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
-    ENDED_EARLY,
     JOB_STATUSES,
+    MAX_IGNORED_UPLOADS,
     ChunkOutcome,
+    IgnoredUpload,
     ImportTotals,
     IngestionJob,
     ItemResult,
@@ -186,8 +188,11 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             if not unprocessed:
                 return self.get(job.environment, job.id)
             outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
-        names = {"#done": "done_chunks", "#status": "status"}
-        allowed, statuses = status_in(ENDED_EARLY if unprocessed else (JobStatus.PROCESSING,))
+        names = {"#done": "done_chunks", "#status": "status", "#ending": "ending"}
+        # A worker counts only while nothing ends the job; the end counts the chunks it never reached
+        # before the status turns (see domain/ingestion.py).
+        allowed, statuses = status_in(_UNFINISHED if unprocessed else (JobStatus.PROCESSING,))
+        allowed += " AND attribute_exists(#ending)" if unprocessed else " AND attribute_not_exists(#ending)"
         values: dict[str, Any] = {
             **statuses,
             ":chunk": {outcome.index}, ":chunk_number": outcome.index, ":now": iso(utc_now()),
@@ -239,7 +244,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
                 keys.ingestion_job(job.environment, job.id),
                 "SET chunk_count = :chunks, expected_records_count = :expected, total_items = :expected, "
                 "first_record_id = :first, last_progress_at = :now, decimal_places = :places",
-                condition="attribute_not_exists(chunk_count)",
+                # A job being ended has its rows counted already: its total no longer moves.
+                condition="attribute_not_exists(chunk_count) AND attribute_not_exists(ending)",
                 values={":chunks": chunk_count, ":expected": expected, ":first": first_id, ":now": iso(utc_now()),
                         ":places": decimal_places},
                 return_new=True, keep_nulls=True,
@@ -286,6 +292,63 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         if isinstance(totals, ImportTotals):
             fields["aggregates"] = _totals_attribute(totals)
         return super().move(job, target, **fields)
+
+    def _move_condition(self, target: JobStatus) -> Condition:
+        """A job being ended moves only to its ending; a finished status needs its counts final."""
+        names = {"#ending": "ending", "#es": "status"}
+        if target not in JOB_STATUSES.finished:
+            return Condition("attribute_not_exists(#ending)", {"#ending": "ending"})
+        return Condition("(attribute_not_exists(#ending) OR #ending.#es = :ending) AND processed_items = total_items",
+                         names, {":ending": target.value})
+
+    def begin_ending(self, job: IngestionJob, target: JobStatus, fields: dict[str, Any]) -> IngestionJob:
+        """Mark the early end (cancelled, failed) the job is brought to, with the fields it sets,
+        once, while its status allows that end; the job as stored (marked by whoever came first)."""
+        allowed, values = status_in(JOB_STATUSES.sources_of(target))
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id), "SET #ending = :ending",
+                condition=f"{allowed} AND attribute_not_exists(#ending)",
+                names={"#status": "status", "#ending": "ending"},
+                values={":ending": {"status": target.value, "fields": _storable_fields(fields)}, **values},
+                return_new=True, keep_nulls=True,
+            )
+        except ConditionFailed:
+            return self.get(job.environment, job.id)
+        return self._from_item(item)
+
+    def accept_upload(self, job: IngestionJob, etag: str) -> IngestionJob:
+        """Record the etag of the upload the import takes: any while it is pending (the last one is
+        the file it reads), else only the first seen (a file the service put there itself)."""
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id), "SET upload_etag = :etag",
+                condition="attribute_exists(pk) AND (#status = :pending OR attribute_not_exists(upload_etag))",
+                names={"#status": "status"}, values={":etag": etag, ":pending": JobStatus.PENDING.value},
+                return_new=True)
+        except ConditionFailed:
+            return self.get(job.environment, job.id)
+        return self._from_item(item)
+
+    def note_ignored_upload(self, job: IngestionJob, upload: IgnoredUpload) -> IngestionJob:
+        """Keep a file that came after the import started, once per file (its etag: an event
+        delivered again adds nothing), at most MAX_IGNORED_UPLOADS of them."""
+        entry = {"etag": upload.etag, "byte_size": upload.byte_size, "received_at": iso(upload.received_at),
+                 "message": upload.message}
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id),
+                "SET ignored_uploads = list_append(if_not_exists(ignored_uploads, :none), :one) "
+                "ADD ignored_upload_etags :etag",
+                condition="attribute_exists(pk) AND (attribute_not_exists(ignored_upload_etags) OR "
+                          "(NOT contains(ignored_upload_etags, :etag_value) AND size(ignored_uploads) < :cap))",
+                values={":none": [], ":one": [entry], ":etag": {upload.etag or "-"}, ":etag_value": upload.etag or "-",
+                        ":cap": MAX_IGNORED_UPLOADS},
+                return_new=True, keep_nulls=True,
+            )
+        except ConditionFailed:
+            return self.get(job.environment, job.id)
+        return self._from_item(item)
 
     def set_aggregates(self, job: IngestionJob, aggregates: ImportTotals) -> None:
         self._table.update(keys.ingestion_job(job.environment, job.id), "SET aggregates = :a",
@@ -354,7 +417,20 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             idle_restarts=item.get("idle_restarts", item.get("restarts", 0)),
             processed_at_restart=item.get("processed_at_restart", item.get("processed_items", 0)),
             aggregates=_totals_of(item["aggregates"]) if item.get("aggregates") else None,
+            ending=JobStatus(item["ending"]["status"]) if item.get("ending") else None,
+            ending_fields=dict((item.get("ending") or {}).get("fields") or {}),
+            upload_etag=item.get("upload_etag"),
+            ignored_uploads=tuple(IgnoredUpload(u["etag"], u.get("byte_size"), parse_iso(u["received_at"]),
+                                                u["message"]) for u in item.get("ignored_uploads") or ()),
         )
+
+
+_UNFINISHED = tuple(s for s in JobStatus if s not in JOB_STATUSES.finished)
+
+
+def _storable_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields an ending sets, as DynamoDB keeps them inside the ending's map (text, numbers, maps)."""
+    return {name: iso(value) if isinstance(value, datetime) else value for name, value in fields.items()}
 
 
 def _totals_attribute(totals: ImportTotals) -> dict[str, Any]:

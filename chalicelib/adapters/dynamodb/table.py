@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
@@ -446,10 +446,11 @@ class DynamoTable:
         return sent
 
     def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
-                    leave_index: str | None = None) -> dict[str, Any]:
+                    leave_index: str | None = None, also: Condition | None = None) -> dict[str, Any]:
         """The one conditional status change of the status tables (see StatusMoves): set `status` to
-        `target` and `fields` with it, only from one of `sources`; `leave_index` ("gsi2") drops the item
-        from a sparse index in the same write. Raises ConditionFailed when the stored status forbids it."""
+        `target` and `fields` with it, only from one of `sources` (and when `also` holds); `leave_index`
+        ("gsi2") drops the item from a sparse index in the same write. Raises ConditionFailed when the
+        stored item forbids it."""
         allowed, source_values = status_in(sources)
         sets = {name: _storable(value) for name, value in fields.items()}
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
@@ -457,6 +458,10 @@ class DynamoTable:
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
         if leave_index:
             expression += f" REMOVE {leave_index}pk, {leave_index}sk"
+        if also is not None:
+            allowed = f"{allowed} AND ({also.expression})"
+            names.update(also.names)
+            values.update(also.values)
         return self.update(key, expression, condition=allowed, names=names, values={**values, **source_values},
                            return_new=True, keep_nulls=True)
 
@@ -487,6 +492,14 @@ class DynamoTable:
         return found
 
 
+@dataclass(frozen=True)
+class Condition:
+    """A condition a status move must also meet, beside its allowed "from" statuses."""
+    expression: str
+    names: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+
 def status_in(statuses: Iterable[Any], attribute: str = "#status") -> tuple[str, dict[str, str]]:
     """'#status IN (:in0, :in1)' and its values, for the allowed "from" states of a conditional write."""
     values = {f":in{i}": getattr(s, "value", s) for i, s in enumerate(statuses)}
@@ -511,6 +524,10 @@ class StatusMoves(Generic[E, S]):
     def _from_item(item: dict[str, Any]) -> E:
         raise NotImplementedError
 
+    def _move_condition(self, target: S) -> Condition | None:
+        """What the stored item must also hold to move to `target` (none unless a repository says)."""
+        return None
+
     def move(self, entity: E, /, target: S, **fields: object) -> E:
         """Move `entity` to `target` if its stored status allows it, setting `fields` with the move.
         Raises TransitionRefused when the stored status does not allow it."""
@@ -519,7 +536,8 @@ class StatusMoves(Generic[E, S]):
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}")
         try:
             item = self._table.move_status(self.key(entity.environment, entity.id), target.value, sources, fields,
-                                           leave_index=keys.GSI2 if target in self.statuses.finished else None)
+                                           leave_index=keys.GSI2 if target in self.statuses.finished else None,
+                                           also=self._move_condition(target))
         except ConditionFailed:
             raise TransitionRefused(f"{self.noun} {entity.id} cannot move to {target.value}") from None
         return self._from_item(item)
