@@ -51,7 +51,7 @@ def test_a_run_leaves_one_open_exception_per_stream_for_records_past_their_grace
         "record_count": 3, "total_amount": 1000 + 2500 - 700, "debit_count": 1, "debit_sum": 700,
         "credit_count": 2, "credit_sum": 3500, "avg_age_days": round((20 + 40 + 100) / 3, 2),
         "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(20)}T00:00:00Z"}
-    assert bank["description"] == "3 unmatched records totalling 28.00 USD (2 credits, 1 debits)"
+    assert bank["description"] == "3 unmatched records totalling 28.00 USD (2 credits, 1 debit)"
     ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{bank['id']}/records").json_body["data"]]
     assert ids == sorted(ran["bank"][:3], reverse=True)  # neither the matched one nor today's
 
