@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
 from zoneinfo import available_timezones
 
 from pydantic import (
@@ -16,6 +16,7 @@ from pydantic import (
     WithJsonSchema,
     model_serializer,
 )
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from chalicelib.domain.agents.definition import EMAIL, MAX_MENTIONS, MAX_PATTERN, MAX_RECIPIENTS, AgentKind, MentionType
@@ -49,6 +50,11 @@ Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 # An id in a body or a query: at most 15 digits, like a path id (a longer one could not be a key).
 Id = Annotated[int, Field(ge=1, le=10**15 - 1)]
 Description = Annotated[str, StringConstraints(max_length=4000)]
+
+
+def documented(**keywords: Any) -> JsonDict:
+    """JSON Schema keywords for json_schema_extra (the rule itself is checked elsewhere)."""
+    return cast(JsonDict, keywords)
 
 
 def when(condition: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +246,7 @@ class BulkRecordIn(RequestModel):
     amount: int = Field(ge=0, le=MAX_AMOUNT, description="Minor units (1050 for 10.50); never negative, the "
                         "sign is direction")
     direction: Literal["credit", "debit"]
-    currency: str = Field(default=DEFAULT_CURRENCY, json_schema_extra={"enum": sorted(ISO_4217)},
+    currency: str = Field(default=DEFAULT_CURRENCY, json_schema_extra=documented(enum=sorted(ISO_4217)),
                           description="ISO 4217, accepted in any case, returned uppercase")
     decimal_places: int | None = Field(default=None, ge=0, le=MAX_DECIMAL_PLACES,
                                        description="Minor units of amount; default: the currency's")
@@ -534,7 +540,7 @@ def _group_by_schema() -> dict[str, Any]:
 
 def _grouping_rules() -> list[dict[str, Any]]:
     """A side is grouped only by a cardinality that takes several records of it."""
-    def ungrouped(side: str, groups: bool) -> dict[str, Any]:
+    def ungrouped(side: str, groups: str) -> dict[str, Any]:
         return when({"properties": {"cardinality": {"enum": [c.value for c in Cardinality
                                                              if getattr(c, groups) is False]}}},
                     {"properties": {"group_by": {"properties": {side: {"maxItems": 0}}}}})
@@ -557,7 +563,7 @@ RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default t
 
 
 class RuleBody(RequestModel):
-    model_config = ConfigDict(json_schema_extra={"allOf": _grouping_rules()})
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules()))
     name: RuleName = unchanged_when_absent()
     priority: RulePriority = unchanged_when_absent()
     cardinality: RuleCardinality = unchanged_when_absent()
@@ -573,7 +579,7 @@ class RuleBody(RequestModel):
 
 class NewRuleBody(RuleBody):
     """A rule's create body: name and conditions are required (they are checked with the rest, in one 422)."""
-    model_config = ConfigDict(json_schema_extra={"allOf": _grouping_rules(), "required": ["name", "conditions"]})
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules(), required=["name", "conditions"]))
 
 
 class ReconciliationRuleOut(BaseModel):
@@ -1022,7 +1028,7 @@ class AgentFieldsIn(RequestModel):
     """Every writable field of an agent; the cadence rules are checked together (422 naming each field)."""
     # The rules below are checked by domain.agents (all of a body's problems in one 422), so the
     # models only document them.
-    model_config = ConfigDict(json_schema_extra={"allOf": _schedule_rules()})
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_schedule_rules()))
     description: Description = unchanged_when_absent()
     instructions: Annotated[str, StringConstraints(max_length=20_000)] = unchanged_when_absent(
         "The standing prompt every run executes")
