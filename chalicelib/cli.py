@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chalicelib.cli")
     parser.add_argument("--stage", help="a stage deployed with `make deploy` (its names read from its stack); "
                                         "default: the local stack when one runs, else RECON_* settings")
+    parser.add_argument("--data-dir", type=Path, help="the data directory of the local stack to use "
+                                                      "(default: RECON_DATA_DIR, else .data)")
     commands = parser.add_subparsers(dest="group", required=True)
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="command", required=True)
     create = keys.add_parser("create", help="create a key and print it once")
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     _agent_commands(commands)
     args = parser.parse_args(argv)
 
-    container, target = build_container(Settings(), args.stage)
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    container, target = build_container(settings, args.stage)
     try:
         if args.group == "agents":
             return _agents(container, target, args)
@@ -115,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (BotoCoreError, ClientError) as error:
         print(f"error: cannot reach the {target}: {error}", file=sys.stderr)
+        if args.stage is None and running_stack(settings.data_dir) is None:
+            print(f"No local stack runs in the data directory {settings.data_dir.resolve()}. For a local stack "
+                  f"started elsewhere, point at its data directory with --data-dir or RECON_DATA_DIR; for a "
+                  f"deployed stage, pass --stage.", file=sys.stderr)
         return 1
     return 0
 

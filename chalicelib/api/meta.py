@@ -1,15 +1,17 @@
 """Routes that need no key: health, the OpenAPI document and the API reference page built on it."""
 from __future__ import annotations
 
+import html
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chalice.app import Response
 
 from chalicelib.api.errors import ServiceUnavailable
-from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.api.routing import API_PREFIX, ApiRequest, Router
 from chalicelib.api.schemas import HealthOut
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
@@ -26,6 +28,7 @@ DOCS_PAGE = """<!DOCTYPE html>
 <head>
   <meta charset="utf-8">
   <title>Reconciliation Service API</title>
+  <base href="{base}">
   <link rel="stylesheet" href="docs/swagger-ui.css">
 </head>
 <body>
@@ -93,7 +96,9 @@ def served_from() -> str:
 @router.route("GET", "/docs", summary="The API reference (Swagger UI over this API's OpenAPI document)",
               response=str, media_type="text/html", public=True)
 def docs(request: ApiRequest) -> Response:
-    return Response(body=DOCS_PAGE, status_code=200,
+    # The page's own URLs resolve against its base, so /v1/docs/ (a trailing slash) finds them too.
+    base = urlsplit(served_from()).path + API_PREFIX + "/"
+    return Response(body=DOCS_PAGE.replace("{base}", html.escape(base)), status_code=200,
                     headers={"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache"})
 
 

@@ -32,6 +32,30 @@ IDEMPOTENT_OPERATIONS = {
     ("POST", "/records/bulk"): "Makes retries safe: the same key with the same body returns the first request "
                                "(same status); the same key with another body is 409. 1 to 255 characters.",
 }
+# Where a created resource is read, for the OpenAPI links of its create: (method, path) -> the reads, each
+# (operationId of the read, {its parameter: where the value comes from}). A POST to P whose answer has an id
+# is linked to GET P/{id} without being listed here.
+RESPONSE_ID = "$response.body#/id"
+READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
+    ("POST", "/data_streams"): [("get_data_streams_key", {"key": "$response.body#/key"})],
+    ("POST", "/records/bulk"): [("get_bulk_requests_id", {"id": RESPONSE_ID}),
+                                ("get_file_imports_id_results", {"id": RESPONSE_ID})],
+    ("POST", "/data_streams/{key}/file_imports"): [("get_file_imports_id", {"id": RESPONSE_ID})],
+    ("POST", "/file_imports"): [("get_file_imports_id", {"id": RESPONSE_ID})],
+    ("POST", "/reconciliations/{id}/rules"): [("get_reconciliation_rules_id", {"id": RESPONSE_ID})],
+    ("POST", "/reconciliations/{id}/runs"): [("get_reconciliations_id_runs_run_id",
+                                              {"id": "$request.path.id", "run_id": RESPONSE_ID})],
+    ("POST", "/reconciliation_exceptions/{id}/assignees"): [("get_reconciliation_exceptions_id",
+                                                             {"id": "$request.path.id"})],
+    ("POST", "/reconciliation_exceptions/{id}/comments"): [("get_reconciliation_exceptions_id",
+                                                            {"id": "$request.path.id"})],
+    ("POST", "/reconciliation_exceptions/{id}/investigations"): [("get_reconciliation_exceptions_id",
+                                                                  {"id": "$request.path.id"})],
+    ("POST", "/reconciliation_exceptions/{id}/investigations/{investigation_id}/accept"): [
+        ("get_reconciliation_matches_id", {"id": RESPONSE_ID})],
+    ("POST", "/agents/{id}/files"): [("get_agents_id", {"id": "$request.path.id"})],
+    ("POST", "/agents/{id}/runs"): [("get_agents_id_runs_run_id", {"id": "$request.path.id", "run_id": RESPONSE_ID})],
+}
 DESCRIPTION = """\
 Financial-data reconciliation: data streams of records, reconciliations with rules, runs,
 matches, exceptions and investigations.
@@ -61,6 +85,15 @@ def _schema_ref(annotation: Any) -> dict[str, Any]:
     if _model_of(annotation) is None:
         return {"type": "object"}
     return {"$ref": REF.format(model=annotation.__name__)}
+
+
+def _absent_not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter is given or absent, never null: its schema without the model's null branch."""
+    branches = [b for b in schema.get("anyOf", []) if b.get("type") != "null"]
+    if "anyOf" not in schema or len(branches) != 1:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf" and not (k == "default" and v is None)}
+    return {**branches[0], **rest}
 
 
 def error_statuses(spec: RouteSpec) -> set[int]:
@@ -94,10 +127,12 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
     paths: dict[str, dict[str, Any]] = {}
     for spec in specs:
         paths.setdefault(API_PREFIX + spec.path, {})[spec.method.lower()] = _operation(spec)
+    _link_creates_to_reads(specs, paths, schemas.get("$defs", {}))
     return {
         "openapi": "3.1.0",
         "info": {"title": "Reconciliation Service API", "version": version, "description": DESCRIPTION},
         "servers": servers or [{"url": "http://127.0.0.1:8000", "description": "the local stack (make run)"}],
+        "tags": [{"name": tag} for tag in dict.fromkeys(spec.tag for spec in specs)],
         "paths": paths,
         "components": {
             "schemas": schemas.get("$defs", {}),
@@ -118,6 +153,27 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
     }
 
 
+def operation_id(spec: RouteSpec) -> str:
+    path_name = spec.path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
+    return f"{spec.method.lower()}_{path_name}"
+
+
+def _link_creates_to_reads(specs: list[RouteSpec], paths: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """OpenAPI links from each create to where what it made is read, so a client can follow the ids."""
+    reads = {(spec.method, spec.path): operation_id(spec) for spec in specs}
+    for spec in specs:
+        if spec.method != "POST" or spec.status not in (201, 202):
+            continue
+        links = list(READS_OF_CREATES.get((spec.method, spec.path), []))
+        model = _model_of(spec.response)
+        answers_id = model is not None and "id" in schemas.get(model.__name__, {}).get("properties", {})
+        if answers_id and ("GET", spec.path + "/{id}") in reads:
+            links.append((reads[("GET", spec.path + "/{id}")], {"id": RESPONSE_ID}))
+        success = paths[API_PREFIX + spec.path]["post"]["responses"][str(spec.status)]
+        if links:
+            success["links"] = {read: {"operationId": read, "parameters": parameters} for read, parameters in links}
+
+
 def _operation(spec: RouteSpec) -> dict[str, Any]:
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in spec.path_params
@@ -126,7 +182,7 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
         query_schema = spec.query.model_json_schema()
         for name, schema in query_schema.get("properties", {}).items():
             parameters.append({"name": name, "in": "query", "required": name in query_schema.get("required", []),
-                               "schema": schema})
+                               "schema": _absent_not_null(schema)})
     idempotency = IDEMPOTENT_OPERATIONS.get((spec.method, spec.path))
     if idempotency:
         parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "description": idempotency,
@@ -141,10 +197,10 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
             "description": ERROR_DESCRIPTIONS[status],
             "content": {"application/json": {"schema": _schema_ref(model)}},
         }
-    path_name = spec.path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
     operation: dict[str, Any] = {
-        "operationId": f"{spec.method.lower()}_{path_name}",
+        "operationId": operation_id(spec),
         "summary": spec.summary,
+        "tags": [spec.tag],
         "parameters": parameters,
         "responses": responses,
     }

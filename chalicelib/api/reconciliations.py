@@ -9,6 +9,7 @@ from chalicelib.api.schemas import (
     CreateReconciliation,
     CursorQuery,
     DataStreamOut,
+    NewRuleBody,
     ReconciliationOut,
     ReconciliationPage,
     ReconciliationRuleList,
@@ -118,7 +119,7 @@ def delete_reconciliation(request: ApiRequest, id: str) -> None:
 # Rules ----------------------------------------------------------------------------------
 
 @router.route("POST", "/reconciliations/{id}/rules", summary="Add a matching rule to a reconciliation",
-              status=201, body=RuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
+              status=201, body=NewRuleBody, response=ReconciliationRuleOut, errors=(404, 409, 422))
 def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     body: RuleBody = request.body
     ports = container().ports

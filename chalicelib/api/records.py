@@ -41,15 +41,15 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
               response=BulkRequestOut, errors=(404,))
 def get_bulk_request(request: ApiRequest, id: str) -> BulkRequestOut:
     jobs = container().ports.ingestion_jobs
-    job = jobs.get(request.environment, numeric_id(id, "bulk request"))
-    if job.source is not JobSource.BULK_API:
+    job = jobs.find(request.environment, numeric_id(id, "bulk request"))
+    if job is None or job.source is not JobSource.BULK_API:
         raise NotFound(f"bulk request '{id}' not found")
     results = [ItemResultOut.model_validate(r) for r in jobs.results(request.environment, job.id)]
     return BulkRequestOut(**bulk_request_fields(job), results=results)
 
 
 @router.route("GET", "/records", summary="List records, newest first, by stream, status, match, import or "
-              "external id", query=RecordsQuery, response=RecordPage, errors=(400, 422))
+              "external id (at least one of these)", query=RecordsQuery, response=RecordPage, errors=(400, 422))
 def list_records(request: ApiRequest) -> RecordPage:
     query: RecordsQuery = request.query
     if all(getattr(query, name) is None for name in STANDALONE_FILTERS):

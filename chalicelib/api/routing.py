@@ -38,6 +38,7 @@ class RouteSpec:
     public: bool = False
     errors: tuple[int, ...] = ()
     media_type: str = "application/json"  # of the success body; a view of another type returns a Response
+    tag: str = ""  # the resource it belongs to: its router's name
 
     @property
     def path_params(self) -> list[str]:
@@ -55,13 +56,14 @@ class ApiRequest:
 
 class Router:
     def __init__(self, name: str) -> None:
+        self.name = name
         self.blueprint = Blueprint(f"chalicelib.api.{name}")
         self.specs: list[RouteSpec] = []
 
     def route(self, method: str, path: str, **spec_fields: Any) -> Callable:
         if not spec_fields.get("public"):  # it answers 400 to a query parameter it does not take
             spec_fields["errors"] = tuple(sorted(set(spec_fields.get("errors", ())) | {400}))
-        spec = RouteSpec(method=method, path=path, **spec_fields)
+        spec = RouteSpec(method=method, path=path, tag=self.name, **spec_fields)
         self.specs.append(spec)
 
         def register(view: Callable[..., Any]) -> Callable[..., Any]:

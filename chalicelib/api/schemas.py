@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
+from zoneinfo import available_timezones
 
 from pydantic import (
     AfterValidator,
@@ -15,11 +16,32 @@ from pydantic import (
     WithJsonSchema,
     model_serializer,
 )
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
+from chalicelib.domain.agents.definition import EMAIL, MAX_MENTIONS, MAX_PATTERN, MAX_RECIPIENTS, AgentKind, MentionType
+from chalicelib.domain.agents.schedule import NEEDS_HOUR, Cadence
 from chalicelib.domain.clock import iso
 from chalicelib.domain.data_streams import KEY_PATTERN, PROPERTY_KEY_PATTERN
+from chalicelib.domain.events import ALL_EVENTS, EVENT_TYPES
+from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, MAX_AMOUNT, MAX_DECIMAL_PLACES
 from chalicelib.domain.reconciliations import DEFAULT_EXCEPTION_AFTER_DAYS, MAX_EXCEPTION_AFTER_DAYS
+from chalicelib.domain.records import MAX_DESCRIPTION as MAX_RECORD_DESCRIPTION
+from chalicelib.domain.records import MAX_EXTERNAL_ID, MAX_METADATA_BYTES
+from chalicelib.domain.rules import (
+    MAX_CONDITIONS,
+    MAX_DAYS,
+    MAX_GROUP_FIELDS,
+    MAX_PRIORITY,
+    METADATA_KEY,
+    OPERATORS_BY_FIELD,
+    TEXT_FIELDS,
+    Cardinality,
+    Normalization,
+    Operator,
+)
+from chalicelib.domain.rules import MAX_NAME as MAX_RULE_NAME
+from chalicelib.domain.stories import MAX_LINKS as MAX_STORY_LINKS
 
 Timestamp = Annotated[
     datetime, PlainSerializer(iso, return_type=str), WithJsonSchema({"type": "string", "format": "date-time"})
@@ -30,10 +52,28 @@ Id = Annotated[int, Field(ge=1, le=10**15 - 1)]
 Description = Annotated[str, StringConstraints(max_length=4000)]
 
 
-def unchanged_when_absent(description: str | None = None):
-    """A PATCH field: absent leaves the value unchanged, null is refused (so no null default is documented)."""
-    return Field(default=None, description=description,
-                 json_schema_extra=lambda schema: schema.pop("default", None))
+def documented(**keywords: Any) -> JsonDict:
+    """JSON Schema keywords for json_schema_extra (the rule itself is checked elsewhere)."""
+    return cast(JsonDict, keywords)
+
+
+def when(condition: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
+    """A rule between fields, for the document (JSON Schema if/then): the validation checks it elsewhere."""
+    return {"if": condition, "then": then}
+
+
+def read_only(description: str) -> Any:
+    """A field a PATCH accepts only when it equals the current value: a client should not send it."""
+    return Field(default=None, description=description, json_schema_extra={"readOnly": True})
+
+
+def unchanged_when_absent(description: str | None = None, **documented: Any):
+    """A PATCH field: absent leaves the value unchanged, null is refused (so no null default is documented).
+    `documented`: JSON Schema keywords of a rule the validation checks elsewhere (an enum, a pattern)."""
+    def schema_of(schema: dict[str, Any]) -> None:
+        schema.pop("default", None)
+        schema.update(documented)
+    return Field(default=None, description=description, json_schema_extra=schema_of)
 
 
 class RequestModel(BaseModel):
@@ -84,7 +124,11 @@ BankAccountId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 class CreateDataStream(RequestModel):
-    key: StreamKey = Field(description="1 to 64 characters of a-z, 0-9, '_' and '-'; unique in the environment")
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        when({"properties": {"type": {"const": "bank_feed"}}, "required": ["type"]},
+             {"required": ["bank_account_id"]})]})
+    key: StreamKey = Field(description="1 to 64 characters of a-z, 0-9, '_' and '-'; unique in the environment",
+                           examples=["bank", "ledger-eur"])
     name: Name
     description: Description | None = None
     type: Literal["api", "bank_feed"] = "api"
@@ -98,8 +142,8 @@ class UpdateDataStream(RequestModel):
     name: Name = unchanged_when_absent()
     description: Description | None = None
     bank_account_id: BankAccountId = unchanged_when_absent("A new account; one bank_feed stream per account")
-    key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
-    type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
+    key: str | None = read_only("Immutable; accepted only when unchanged")
+    type: str | None = read_only("Immutable; accepted only when unchanged")
 
 
 class StatementDayOut(BaseModel):
@@ -164,7 +208,7 @@ PropertyTypeName = Literal["number", "date", "datetime", "string", "boolean"]
 
 class CreatePropertyDefinition(RequestModel):
     key: Annotated[str, StringConstraints(pattern=PROPERTY_KEY_PATTERN.pattern)] = Field(
-        description="The metadata key it types; unique in its stream"
+        description="The metadata key it types; unique in its stream", examples=["invoice_id", "Payer-Ref"]
     )
     name: Name
     type: PropertyTypeName
@@ -175,8 +219,8 @@ class CreatePropertyDefinition(RequestModel):
 class UpdatePropertyDefinition(RequestModel):
     name: Name = unchanged_when_absent()
     optional: bool = unchanged_when_absent()
-    key: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
-    type: str | None = Field(default=None, description="Immutable; accepted only when unchanged")
+    key: str | None = read_only("Immutable; accepted only when unchanged")
+    type: str | None = read_only("Immutable; accepted only when unchanged")
 
 
 class PropertyDefinitionQuery(QueryModel):
@@ -198,8 +242,30 @@ class PropertyDefinitionOut(ResponseModel):
 MAX_BULK_RECORDS = 1000
 
 
+class BulkRecordIn(RequestModel):
+    """One record of a bulk request. Each is validated on its own: a bad one fails alone, in the results."""
+    # Documents domain.records.validate_item, which checks the items (with the same limits).
+    date: Annotated[str, WithJsonSchema({"type": "string", "format": "date", "description": "YYYY-MM-DD, a real "
+                                         "date"})]
+    data_stream_key: StreamKey = Field(description="A data stream of the environment", examples=["bank"])
+    amount: int = Field(ge=0, le=MAX_AMOUNT, description="Minor units (1050 for 10.50); never negative, the "
+                        "sign is direction")
+    direction: Literal["credit", "debit"]
+    currency: str = Field(default=DEFAULT_CURRENCY, json_schema_extra=documented(enum=sorted(ISO_4217)),
+                          description="ISO 4217, accepted in any case, returned uppercase")
+    decimal_places: int | None = Field(default=None, ge=0, le=MAX_DECIMAL_PLACES,
+                                       description="Minor units of amount; default: the currency's")
+    description: Annotated[str, StringConstraints(max_length=MAX_RECORD_DESCRIPTION)] | None = None
+    external_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXTERNAL_ID, pattern=r"\S")] | None \
+        = Field(default=None, description="Unique in the stream (see on_conflict); a number is taken as its digits",
+                examples=["INV-1001"])
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Typed and checked by the stream's property "
+                                     f"definitions; at most {MAX_METADATA_BYTES} bytes as JSON")
+
+
 class BulkRecordsBody(RequestModel):
-    records: Annotated[list[Any], Field(min_length=1, max_length=MAX_BULK_RECORDS)] = Field(
+    records: Annotated[list[Annotated[Any, WithJsonSchema(BulkRecordIn.model_json_schema())]],
+                       Field(min_length=1, max_length=MAX_BULK_RECORDS)] = Field(
         description="1 to 1000 record items; each is validated on its own and fails alone"
     )
     on_conflict: Literal["skip", "error"] = Field(
@@ -444,43 +510,89 @@ def _documented(schema: dict[str, Any], description: str | None = None) -> WithJ
     return WithJsonSchema({**schema, **({"description": description} if description else {})})
 
 
-_CONDITION_SCHEMA = {
-    "type": "object", "required": ["field", "operator"],
-    "properties": {
-        "field": {"type": "string", "description": "amount, date, direction, currency, description, "
-                  "external_id or metadata.<key> (side A)"},
-        "side_b_field": {"type": "string", "description": "The side-B field when named differently"},
-        "operator": {"type": "string", "enum": ["equals", "within", "contains", "similar", "opposite"]},
-        "tolerance": {"type": "integer", "minimum": 0, "description": "amount within: minor units"},
-        "tolerance_percent": {"type": "number", "minimum": 0, "maximum": 100},
-        "days": {"type": "integer", "minimum": 0, "description": "date within"},
-        "threshold": {"type": "number", "description": (
-            "similar: above 0, at most 1 (default 0.85). similar scores rapidfuzz's token_set_ratio / 100 of the "
-            "normalized texts: words in any order, a text whose every word the other has scores 1, extra words "
-            "lower the score (\"ACH CREDIT CUST110 INV-10158\" against \"Invoice INV-10158 CUST110\": 0.81); "
-            "for similar, whitespace and punctuation normalizations separate words")},
-        "normalize": {"type": "array", "items": {"type": "string", "enum": [
-            "case", "whitespace", "punctuation", "leading_zeros"]}},
-    },
-}
-_GROUP_BY_SCHEMA = {"type": "object", "properties": {
-    "side_a": {"type": "array", "items": {"type": "string"}},
-    "side_b": {"type": "array", "items": {"type": "string"}}}}
+# What `similar` computes, said where its threshold is documented (docs/rules.md says the same).
+SIMILAR_THRESHOLD_DESCRIPTION = (
+    "similar: above 0, at most 1 (default 0.85). similar scores rapidfuzz's token_set_ratio / 100 of the "
+    "normalized texts: words in any order, a text whose every word the other has scores 1, extra words "
+    "lower the score (\"ACH CREDIT CUST110 INV-10158\" against \"Invoice INV-10158 CUST110\": 0.81); "
+    "for similar, whitespace and punctuation normalizations separate words")
 
 
-RuleName: TypeAlias = Annotated[Any, _documented({"type": "string", "maxLength": 200}, "Required on create")]
-RulePriority: TypeAlias = Annotated[Any, _documented({"type": "integer", "minimum": 1},
+def _condition_schemas() -> list[dict[str, Any]]:
+    """One schema per shape a condition may take: which operators each field takes and which parameters
+    each operator needs, from the tables of domain.rules."""
+    metadata = {"type": "string", "pattern": METADATA_KEY.pattern, "examples": ["metadata.invoice_id"]}
+    text_field = {"anyOf": [{"type": "string", "enum": sorted(TEXT_FIELDS)}, metadata],
+                  "description": "description, external_id or metadata.<key>"}
+    normalize = {"type": "array", "items": {"type": "string", "enum": [n.value for n in Normalization]}}
+
+    def shape(title: str, field: dict[str, Any], operators: list[str], side_b: dict[str, Any] | None = None,
+              **parameters: dict[str, Any]) -> dict[str, Any]:
+        properties = {"field": field, "side_b_field": side_b or field,
+                      "operator": {"type": "string", "enum": operators}, **parameters}
+        required = ["field", "operator", *(p for p, s in parameters.items() if s.pop("required", False))]
+        return {"title": title, "type": "object", "required": required, "properties": properties,
+                "additionalProperties": False}
+
+    def only(name: str) -> dict[str, Any]:
+        return {"type": "string", "enum": [name]}
+
+    def operators(name: str) -> list[str]:
+        return sorted(o.value for o in OPERATORS_BY_FIELD[name])
+
+    return [
+        shape("amount equals", only("amount"), [Operator.EQUALS.value]),
+        shape("amount within tolerance (minor units)", only("amount"), [Operator.WITHIN.value],
+              tolerance={"type": "integer", "minimum": 0, "required": True}),
+        shape("amount within tolerance_percent", only("amount"), [Operator.WITHIN.value],
+              tolerance_percent={"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.01,
+                                 "required": True}),
+        shape("date equals", only("date"), [Operator.EQUALS.value]),
+        shape("date within days", only("date"), [Operator.WITHIN.value],
+              days={"type": "integer", "minimum": 0, "maximum": MAX_DAYS, "required": True}),
+        *(shape(f"{name} {' or '.join(operators(name))}", only(name), operators(name))
+          for name in ("direction", "currency")),
+        shape("text equals or contains", text_field, [Operator.EQUALS.value, Operator.CONTAINS.value], text_field,
+              normalize=normalize),
+        shape("text similar", text_field, [Operator.SIMILAR.value], text_field, normalize=normalize,
+              threshold={"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.85,
+                         "description": SIMILAR_THRESHOLD_DESCRIPTION}),
+    ]
+
+
+def _group_by_schema() -> dict[str, Any]:
+    field = {"anyOf": [{"type": "string", "enum": sorted(OPERATORS_BY_FIELD)},
+                       {"type": "string", "pattern": METADATA_KEY.pattern, "examples": ["metadata.invoice_id"]}]}
+    fields = {"type": "array", "items": field, "maxItems": MAX_GROUP_FIELDS}
+    return {"type": "object", "properties": {"side_a": fields, "side_b": fields}}
+
+
+def _grouping_rules() -> list[dict[str, Any]]:
+    """A side is grouped only by a cardinality that takes several records of it."""
+    def ungrouped(side: str, groups: str) -> dict[str, Any]:
+        return when({"properties": {"cardinality": {"enum": [c.value for c in Cardinality
+                                                             if getattr(c, groups) is False]}}},
+                    {"properties": {"group_by": {"properties": {side: {"maxItems": 0}}}}})
+    return [ungrouped("side_a", "groups_a"), ungrouped("side_b", "groups_b")]
+
+
+RuleName: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "minLength": 1, "maxLength": MAX_RULE_NAME, "pattern": r"\S",
+     "examples": ["Amount and date"]}, "Required on create")]
+RulePriority: TypeAlias = Annotated[Any, _documented({"type": "integer", "minimum": 1, "maximum": MAX_PRIORITY},
                                                      "Unique within the reconciliation; lower runs first (default 1)")]
 RuleCardinality: TypeAlias = Annotated[Any, _documented(
-    {"type": "string", "enum": ["one_to_one", "one_to_many", "many_to_one", "many_to_many"]}, "Default one_to_one")]
-RuleGroupBy: TypeAlias = Annotated[Any, _documented(_GROUP_BY_SCHEMA,
+    {"type": "string", "enum": [c.value for c in Cardinality]}, "Default one_to_one")]
+RuleGroupBy: TypeAlias = Annotated[Any, _documented(_group_by_schema(),
                                                     "Fields that group the records of the many side(s)")]
-RuleConditions: TypeAlias = Annotated[Any, _documented({"type": "array", "items": _CONDITION_SCHEMA},
-                                                       "1 to 20 conditions, all must hold")]
+RuleConditions: TypeAlias = Annotated[Any, _documented(
+    {"type": "array", "items": {"anyOf": _condition_schemas()}, "minItems": 1, "maxItems": MAX_CONDITIONS},
+    f"1 to {MAX_CONDITIONS} conditions, all must hold")]
 RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
 
 
 class RuleBody(RequestModel):
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules()))
     name: RuleName = unchanged_when_absent()
     priority: RulePriority = unchanged_when_absent()
     cardinality: RuleCardinality = unchanged_when_absent()
@@ -492,6 +604,11 @@ class RuleBody(RequestModel):
     def given(self) -> dict[str, Any]:
         """The fields the client sent, as sent."""
         return self.model_dump(exclude_unset=True)
+
+
+class NewRuleBody(RuleBody):
+    """A rule's create body: name and conditions are required (they are checked with the rest, in one 422)."""
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules(), required=["name", "conditions"]))
 
 
 class ReconciliationRuleOut(BaseModel):
@@ -735,13 +852,18 @@ def _digits_to_int(value: Any) -> Any:
 
 
 LinkId = Annotated[int, BeforeValidator(_digits_to_int), Field(ge=1, le=10**15 - 1),
-                   WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1},
-                                             {"type": "string", "pattern": "^[0-9]+$"}]})]
+                   WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1, "maximum": 10**15 - 1},
+                                             {"type": "string", "pattern": "^[0-9]{1,15}$", "examples": ["1"]}]})]
 
 
 class StoryLinkIn(RequestModel):
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        when({"properties": {"position": {"const": 1}}},
+             {"properties": {"shared_data_stream_id": {"type": "null"}, "role": {"enum": ["origin", None]}}}),
+        when({"properties": {"position": {"minimum": 2}}},
+             {"required": ["shared_data_stream_id"], "properties": {"role": {"enum": ["continuation", None]}}})]})
     reconciliation_id: LinkId
-    position: int = Field(description="1-based; the positions of a chain are 1..n, in any order in the body")
+    position: int = Field(ge=1, description="1-based; the positions of a chain are 1..n, in any order in the body")
     shared_data_stream_id: LinkId | None = Field(
         default=None, description="The data stream this link shares with the previous link's reconciliation "
                                   "(both must use it); none on the origin (position 1)")
@@ -749,14 +871,17 @@ class StoryLinkIn(RequestModel):
         default=None, description="origin for position 1, continuation for every other (may be omitted)")
 
 
+StoryLinks = Annotated[list[StoryLinkIn], Field(min_length=1, max_length=MAX_STORY_LINKS)]
+
+
 class CreateStory(RequestModel):
     name: Name
-    links: list[StoryLinkIn] = Field(min_length=1)
+    links: StoryLinks
 
 
 class UpdateStory(RequestModel):
     name: Name = unchanged_when_absent()
-    links: list[StoryLinkIn] = unchanged_when_absent("When present, replaces the whole chain")
+    links: StoryLinks = unchanged_when_absent("When present, replaces the whole chain")
 
 
 class StreamRefOut(BaseModel):
@@ -924,32 +1049,60 @@ class StorySummaryOut(BaseModel):
 # Agents -----------------------------------------------------------------------------------
 
 class MentionIn(RequestModel):
-    type: str = Field(description="reconciliation, data_stream, user or agent")
+    type: str = Field(description="reconciliation, data_stream, user or agent",
+                      json_schema_extra={"enum": [t.value for t in MentionType]})
     id: int | str = Field(description="A reconciliation's id, a data stream's id or key, an agent's id (UUID), a "
                                       "user's identity provider id")
     label: str = Field(default="", max_length=200)
 
 
+def _int_from(low: int, high: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "integer", "minimum": low, "maximum": high})
+
+
+def _schedule_rules() -> list[dict[str, Any]]:
+    """The cadence table as the document states it (domain.agents.schedule.check_schedule checks it)."""
+    def needs(cadences: list[str], fields: list[str]) -> dict[str, Any]:
+        return when({"properties": {"cadence": {"enum": cadences}}, "required": ["cadence"]},
+                    {"required": fields, "properties": {f: {"type": "integer"} for f in fields}})
+    return [needs([c.value for c in NEEDS_HOUR], ["hour", "minute"]),
+            needs([c.value for c in Cadence if c is not Cadence.MANUAL], ["minute"]),
+            needs([Cadence.WEEKLY.value], ["day_of_week"]),
+            when({"properties": {"delivery_enabled": {"const": True}}, "required": ["delivery_enabled"]},
+                 {"required": ["delivery_recipients"], "properties": {"delivery_recipients": {"minItems": 1}}})]
+
+
 class AgentFieldsIn(RequestModel):
     """Every writable field of an agent; the cadence rules are checked together (422 naming each field)."""
+    # The rules below are checked by domain.agents (all of a body's problems in one 422), so the
+    # models only document them.
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_schedule_rules()))
     description: Description = unchanged_when_absent()
     instructions: Annotated[str, StringConstraints(max_length=20_000)] = unchanged_when_absent(
         "The standing prompt every run executes")
-    kind: str = unchanged_when_absent("llm (browser agents are set up by the operator)")
+    kind: str = unchanged_when_absent("llm (browser agents are set up by the operator)", enum=[AgentKind.LLM.value])
     model: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
         default=None, description="null: the platform's default")
-    cadence: str = unchanged_when_absent("manual (the default), hourly, daily, weekdays or weekly")
-    hour: int | None = Field(default=None, description="0-23; required for daily, weekdays and weekly")
-    minute: int | None = Field(default=None, description="0-59; required for every cadence but manual")
-    day_of_week: int | None = Field(default=None, description="0-6, 0 = Sunday; required for weekly")
-    timezone: str = unchanged_when_absent("IANA name the schedule is evaluated in (default UTC)")
+    cadence: str = unchanged_when_absent("manual (the default), hourly, daily, weekdays or weekly",
+                                         enum=[c.value for c in Cadence])
+    hour: Annotated[int, _int_from(0, 23)] | None = Field(
+        default=None, description="0-23; required for daily, weekdays and weekly")
+    minute: Annotated[int, _int_from(0, 59)] | None = Field(
+        default=None, description="0-59; required for every cadence but manual")
+    day_of_week: Annotated[int, _int_from(0, 6)] | None = Field(
+        default=None, description="0-6, 0 = Sunday; required for weekly")
+    timezone: str = unchanged_when_absent("IANA name the schedule is evaluated in (default UTC)",
+                                          enum=sorted(available_timezones()), examples=["UTC", "America/New_York"])
     active: bool = unchanged_when_absent("Inactive agents are never scheduled but can be run on demand")
     handles_file_drops: bool = unchanged_when_absent("At most one active agent per environment")
-    delivery_enabled: bool = unchanged_when_absent()
-    delivery_recipients: list[str] = unchanged_when_absent("Email addresses; required when delivery is enabled")
-    delivery_file_pattern: Annotated[str, StringConstraints(max_length=200)] = unchanged_when_absent(
-        "Case-insensitive glob of the output files mailed (default *)")
-    mentions: list[MentionIn] = unchanged_when_absent()
+    delivery_enabled: bool = unchanged_when_absent("true needs at least one delivery_recipients")
+    delivery_recipients: list[Annotated[str, WithJsonSchema({"type": "string", "format": "email",
+                                                             "pattern": EMAIL.pattern})]] = unchanged_when_absent(
+        "Email addresses; required when delivery is enabled", maxItems=MAX_RECIPIENTS)
+    delivery_file_pattern: Annotated[str, StringConstraints(max_length=MAX_PATTERN)] = unchanged_when_absent(
+        "Case-insensitive glob of the output files mailed (default *)", pattern=r"^[^/]*[^/\s][^/]*$",
+        examples=["*.csv", "*"])
+    mentions: list[MentionIn] = unchanged_when_absent(maxItems=MAX_MENTIONS)
 
 
 class CreateAgent(AgentFieldsIn):
@@ -958,6 +1111,7 @@ class CreateAgent(AgentFieldsIn):
 
 class UpdateAgent(AgentFieldsIn):
     name: Name = unchanged_when_absent()
+    kind: str = unchanged_when_absent("Immutable; accepted only when it is the agent's own", readOnly=True)
 
 
 class MentionOut(BaseModel):
@@ -1039,7 +1193,8 @@ MEDIA_TYPE = r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+( *; *[A-Za-z0-9!#$&^
 class CreateAgentFile(RequestModel):
     filename: Annotated[str, StringConstraints(min_length=1, max_length=255)]
     content_type: Annotated[str, StringConstraints(max_length=200, pattern=MEDIA_TYPE)] | None = Field(
-        default=None, description="A media type such as text/csv; default: from the filename's extension")
+        default=None, description="A media type such as text/csv; default: from the filename's extension",
+        examples=["text/csv", "application/pdf", "text/plain; charset=utf-8"])
     content_base64: str | None = Field(
         default=None, description="The file, base64; a request body is at most 5 MB, so about 3.7 MB of file. "
                                   "Omit it to get an upload_url instead")
@@ -1108,8 +1263,12 @@ class AgentRunPage(BaseModel):
 
 # Webhooks -------------------------------------------------------------------------------------
 
-WebhookUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-EventTypes = Annotated[list[Annotated[str, StringConstraints(max_length=100)]], Field(max_length=50)]
+WebhookUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), WithJsonSchema({
+    "type": "string", "format": "uri", "pattern": "^https?://", "minLength": 1, "maxLength": 2048,
+    "examples": ["https://hooks.example.com/recon"]})]
+# domain.webhooks.event_problems checks the names (its message lists them), so the enum only documents them.
+EventTypes = Annotated[list[Annotated[str, StringConstraints(max_length=100), Field(
+    json_schema_extra={"enum": [ALL_EVENTS, *EVENT_TYPES]})]], Field(min_length=1, max_length=50)]
 
 
 class CreateWebhookEndpoint(RequestModel):
@@ -1195,10 +1354,12 @@ UtcMoment = Annotated[datetime, AfterValidator(_in_utc)]
 
 
 class AuditEventsQuery(CursorQuery):
-    resource_type: ResourceType | None = Field(default=None, description="e.g. reconciliation_exception")
+    resource_type: ResourceType | None = Field(default=None, description="e.g. reconciliation_exception",
+                                               examples=["reconciliation_exception", "data_stream"])
     resource_id: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
         default=None, description="The resource's id as its routes name it (needs resource_type)")
-    actor: Actor | None = Field(default=None, description="api_key:<id>, agent:<agent id> or system:<kind>[:<id>]")
+    actor: Actor | None = Field(default=None, description="api_key:<id>, agent:<agent id> or system:<kind>[:<id>]",
+                                examples=["api_key:1", "system:sweeper"])
     at_from: UtcMoment | None = Field(default=None, alias="from", description="Entries at or after (ISO 8601; UTC "
                                       "when no offset is given)")
     at_to: UtcMoment | None = Field(default=None, alias="to", description="Entries at or before (ISO 8601; UTC "

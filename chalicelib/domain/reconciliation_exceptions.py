@@ -228,9 +228,13 @@ def describe(kept: dict[str, Any], currency: str | None, decimal_places: int) ->
     """The default description: how many records and how much."""
     count, net = kept["record_count"], kept["credit_sum"] - kept["debit_sum"]
     unit = f" {currency}" if currency else ""
-    return (f"{count} unmatched record{'s' if count != 1 else ''} totalling {'-' if net < 0 else ''}"
-            f"{format_amount(abs(net), decimal_places)}{unit} ({kept['credit_count']} credits, "
-            f"{kept['debit_count']} debits)")
+    return (f"{counted(count, 'unmatched record')} totalling {'-' if net < 0 else ''}"
+            f"{format_amount(abs(net), decimal_places)}{unit} ({counted(kept['credit_count'], 'credit')}, "
+            f"{counted(kept['debit_count'], 'debit')})")
+
+
+def counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def format_amount(minor: int, decimal_places: int) -> str:

@@ -97,7 +97,7 @@ class FakeIngestionJobRepository:
     def get(self, environment: str, job_id: int) -> IngestionJob:
         row = self.rows.get((environment, job_id))
         if row is None:
-            raise NotFound(f"ingestion job {job_id} not found")
+            raise NotFound(f"file import {job_id} not found")  # a bulk request is one too
         return row.job
 
     def find(self, environment: str, job_id: int) -> IngestionJob | None:

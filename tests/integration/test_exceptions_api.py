@@ -52,7 +52,7 @@ def test_a_run_leaves_one_open_exception_per_stream_for_records_past_their_grace
         "credit_count": 2, "credit_sum": 3500, "pending_confirmation_count": 0,
         "avg_age_days": round((20 + 40 + 100) / 3, 2),
         "oldest_at": f"{days_ago(100)}T00:00:00Z", "newest_at": f"{days_ago(20)}T00:00:00Z"}
-    assert bank["description"] == "3 unmatched records totalling 28.00 USD (2 credits, 1 debits)"
+    assert bank["description"] == "3 unmatched records totalling 28.00 USD (2 credits, 1 debit)"
     ids = [r["id"] for r in api.get(f"/v1/reconciliation_exceptions/{bank['id']}/records").json_body["data"]]
     assert ids == sorted(ran["bank"][:3], reverse=True)  # neither the matched one nor today's
 

@@ -1,6 +1,7 @@
 """The OpenAPI document is valid 3.1, lists every route of the app, and documents every status
 an operation answers: a fuzz over the route table checks what the code says against it."""
 import json
+import re
 
 import pytest
 from openapi_spec_validator import validate
@@ -171,3 +172,56 @@ def test_a_method_a_path_does_not_serve_answers_405_with_allow_as_documented(api
             assert response.status_code == 405, (method, path, response.body)
             assert json.loads(response.body).keys() == {"message"}
             assert set(response.headers["Allow"].replace(" ", "").split(",")) == set(served)
+
+
+# --- what a client generated from the document needs --------------------------------------------
+
+def test_a_bulk_record_item_is_documented_as_an_object_with_its_required_fields(api):
+    records = _document(api)["components"]["schemas"]["BulkRecordsBody"]["properties"]["records"]
+    item = records["items"]
+    assert item["type"] == "object"
+    assert set(item["required"]) == {"date", "data_stream_key", "amount", "direction"}
+    assert item["properties"]["direction"]["enum"] == ["credit", "debit"]
+    assert item["properties"]["amount"]["minimum"] == 0
+
+
+def test_every_operation_is_tagged_with_its_resource(api):
+    document = _document(api)
+    tags = {tag["name"] for tag in document["tags"]}
+    operations = [o for methods in document["paths"].values() for o in methods.values()]
+    assert len(operations) == len(SPECS)
+    assert all(len(o["tags"]) == 1 and o["tags"][0] in tags for o in operations)
+    assert document["paths"]["/v1/agents/{id}/runs"]["post"]["tags"] == ["agents"]
+
+
+def test_every_create_links_to_where_what_it_made_is_read(api):
+    document = _document(api)
+    operations = {o["operationId"]: (path, o) for path, methods in document["paths"].items()
+                  for o in methods.values()}
+    creates = [(path, o) for path, methods in document["paths"].items() for method, o in methods.items()
+               if method == "post" and ("201" in o["responses"] or path.endswith(("/runs", "/bulk")))]
+    assert len(creates) >= 17
+    for path, create in creates:
+        success = next(r for status, r in create["responses"].items() if status.startswith("2"))
+        assert success.get("links"), f"POST {path} has no link to a read"
+        for link in success["links"].values():
+            target_path, target = operations[link["operationId"]]
+            assert target_path.startswith("/v1/") and "get" in document["paths"][target_path]
+            needed = {p["name"] for p in target["parameters"] if p["in"] == "path"}
+            assert set(link["parameters"]) == needed, (path, link)
+
+
+def test_the_api_reference_works_with_a_trailing_slash_too(api):
+    from urllib.parse import urljoin
+
+    for page_url in ("/v1/docs", "/v1/docs/"):
+        page = api.get(page_url, key=None)
+        assert page.status_code == 200, page_url
+        html = page.body.decode()
+        [base] = re.findall(r'<base href="([^"]+)">', html)
+        for relative in re.findall(r'(?:href|src|url): ?"([^"]+)"|(?:href|src)="([^"]+)"', html):
+            relative = relative[0] or relative[1]
+            if relative == base:
+                continue
+            resolved = urljoin(urljoin("http://h" + page_url, base), relative).removeprefix("http://h")
+            assert api.get(resolved, key=None).status_code == 200, (page_url, relative, resolved)

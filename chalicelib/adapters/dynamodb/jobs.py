@@ -94,7 +94,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     def get(self, environment: str, job_id: int) -> IngestionJob:
         item = self._table.get(keys.ingestion_job(environment, job_id))
         if item is None:
-            raise NotFound(f"ingestion job {job_id} not found")
+            raise NotFound(f"file import {job_id} not found")  # a bulk request is one too
         return self._from_item(item)
 
     def find(self, environment: str, job_id: int) -> IngestionJob | None:

@@ -1,0 +1,203 @@
+"""The served OpenAPI document and the validation are the same rules: every request a client generated from
+the document may send (the minimal one and each boundary of every body and query) is taken, and a request
+just past a documented bound is refused."""
+import json
+from datetime import timedelta
+from urllib.parse import urlencode
+
+import pytest
+
+from chalicelib.api.records import STANDALONE_FILTERS
+from chalicelib.domain.clock import utc_now
+from tests.support.schema_instances import Generator, Instance, SchemaGap
+
+REFUSED = (400, 422)  # 404 (an id that does not exist) and 409 (state) are not validation refusals
+# A webhook URL must resolve (tests resolve loopback only, allowed locally). The endpoints stay inactive, so
+# that no delivery to it is retried while the test drains the queues.
+HOOK_URL = "http://127.0.0.1:9/hook"
+
+
+def days_ago(n: int) -> str:
+    return (utc_now().date() - timedelta(days=n)).isoformat()
+
+
+def _ok(response, status=201):
+    assert response.status_code == status, response.json_body
+    return response.json_body
+
+
+@pytest.fixture
+def world(api, worker):
+    """One of each resource an operation with a body or a query refers to; what refers to them."""
+    for key in ("bank", "ledger"):
+        _ok(api.post("/v1/data_streams", {"key": key, "name": key.title()}))
+    _ok(api.post("/v1/data_stream_property_definitions", {"key": "ref", "name": "Ref", "type": "string",
+                                                          "data_stream_key": "bank", "optional": True}))
+    recon = _ok(api.post("/v1/reconciliations", {"name": "R", "run_type": "batch", "side_a_stream_keys": ["bank"],
+                                                 "side_b_stream_keys": ["ledger"]}))
+    rule = _ok(api.post(f"/v1/reconciliations/{recon['id']}/rules", {
+        "name": "amount", "conditions": [{"field": "amount", "operator": "equals"}]}))
+    records = [{"date": days_ago(40), "data_stream_key": key, "amount": amount, "direction": "credit"}
+               for key, amount in (("bank", 100), ("ledger", 100), ("bank", 5), ("ledger", 7))]
+    _ok(api.post("/v1/records/bulk", {"records": records}), 202)
+    worker.drain()
+    _ok(api.post(f"/v1/reconciliations/{recon['id']}/runs"), 202)
+    worker.drain()
+    # Two open records of equal amounts, for a match by hand (after the run, so it left them open).
+    bulk = _ok(api.post("/v1/records/bulk", {"records": [
+        {"date": days_ago(1), "data_stream_key": key, "amount": 300, "direction": "credit"}
+        for key in ("bank", "ledger")]}), 202)
+    worker.drain()
+    open_pair = [r["record_id"] for r in _ok(api.get(bulk["url"]), 200)["results"]]
+    file_import = _ok(api.post("/v1/data_streams/bank/file_imports", {"filename": "a.csv", "format": "csv"}))
+    exceptions = _ok(api.get(f"/v1/reconciliation_exceptions?reconciliation_id={recon['id']}"), 200)["data"]
+    story = _ok(api.post("/v1/reconciliation_stories", {"name": "S", "links": [
+        {"reconciliation_id": recon["id"], "position": 1}]}))
+    agent = _ok(api.post("/v1/agents", {"name": "A"}))
+    endpoint = _ok(api.post("/v1/webhook_endpoints", {"url": HOOK_URL, "events": ["*"], "active": False}))
+    matches = _ok(api.get(f"/v1/reconciliation_matches?reconciliation_id={recon['id']}"), 200)["data"]
+    assert exceptions and matches, "the run left an exception and a match"
+    path_ids = {
+        "/data_stream_property_definitions/{id}": 1, "/file_imports/{id}": file_import["id"],
+        "/reconciliation_exceptions/{id}": exceptions[0]["id"], "/reconciliations/{id}": recon["id"],
+        "/reconciliation_rules/{id}": rule["id"], "/reconciliation_stories/{id}": story["id"],
+        "/agents/{id}": agent["id"], "/webhook_endpoints/{id}": endpoint["id"],
+    }
+    # Values that refer to what exists: a generator cannot know them.
+    known = {"data_stream_key": "bank", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"],
+             "reconciliation_id": recon["id"], "record_ids": open_pair, "record_id": open_pair[0],
+             "reconciliation_match_id": matches[0]["id"], "file_import_id": file_import["id"], "url": HOOK_URL, "active": False,
+             # What the stream's property definitions require (the test's own requests create and change them).
+             "metadata": {"ref": "R-1", "invoice_id": 1, "Payer-Ref": 1},
+             "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}]}
+    return {"api": api, "worker": worker, "path_ids": path_ids, "known": known}
+
+
+def _path(world, path: str) -> str:
+    for prefix, value in world["path_ids"].items():
+        if path.startswith("/v1" + prefix):
+            path = path.replace("{id}", str(value), 1)
+    return path.replace("{key}", "bank")
+
+
+def _document(api):
+    return _ok(api.get("/v1/openapi.json", key=None), 200)
+
+
+def _operations(document, having):
+    return sorted((method.upper(), path) for path, methods in document["paths"].items()
+                  for method, operation in methods.items() if having(operation))
+
+
+def _has_body(operation):
+    return "requestBody" in operation
+
+
+def _has_query(operation):
+    return any(p["in"] == "query" for p in operation.get("parameters", []))
+
+
+# Rules between query parameters, which OpenAPI parameters cannot state (the operation's summary says them).
+QUERY_RULES = {("GET", "/v1/records"): {"anyOf": [{"required": [name]} for name in STANDALONE_FILTERS]},
+               ("GET", "/v1/audit_events"): {"allOf": [{"if": {"required": ["resource_id"]},
+                                                        "then": {"required": ["resource_type"]}}]}}
+
+
+def _query_schema(method, path, operation):
+    params = [p for p in operation["parameters"] if p["in"] == "query"]
+    return {"type": "object", "properties": {p["name"]: p["schema"] for p in params},
+            "required": [p["name"] for p in params if p.get("required")], **QUERY_RULES.get((method, path), {})}
+
+
+def _state_refusal(method, path, label, message) -> bool:
+    """A refusal of the agent's state, not of the body: a PATCH may not clear a field its current cadence needs
+    (the document says which cadence needs which; the generator cannot know the cadence a variant left)."""
+    return (method, path) == ("PATCH", "/v1/agents/{id}") and label.endswith(":null") and \
+        "is required for cadence" in message
+
+
+def _as_text(value) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _send(world, method, path, operation, instance: Instance, where: str):
+    api = world["api"]
+    url = _path(world, path)
+    if where == "query":
+        return api.request(method, f"{url}?{urlencode({k: _as_text(v) for k, v in instance.value.items()})}")
+    return api.request(method, url, instance.value)
+
+
+def _schema(method, path, operation, where):
+    if where == "query":
+        return _query_schema(method, path, operation)
+    return operation["requestBody"]["content"]["application/json"]["schema"]
+
+
+def _sent(world, document, method, path, where, instances):
+    operation = document["paths"][path][method.lower()]
+    return [(instance, _send(world, method, path, operation, instance, where)) for instance in instances]
+
+
+BODY_OPERATIONS_OF_THE_APP = 23  # so that a route table that lost its bodies cannot pass by testing nothing
+QUERY_OPERATIONS_OF_THE_APP = 22
+
+
+def test_every_operation_with_a_body_or_a_query_is_covered(api):
+    document = _document(api)
+    assert len(_operations(document, _has_body)) == BODY_OPERATIONS_OF_THE_APP
+    assert len(_operations(document, _has_query)) == QUERY_OPERATIONS_OF_THE_APP
+
+
+@pytest.mark.parametrize("where", ["body", "query"])
+def test_every_request_the_document_allows_is_taken(world, where):
+    api = world["api"]
+    document = _document(api)
+    generator = Generator(document["components"]["schemas"], world["known"], always=frozenset({"metadata"}))
+    operations = _operations(document, _has_body if where == "body" else _has_query)
+    refused, sent, bulk_requests = [], 0, []
+    for method, path in operations:
+        operation = document["paths"][path][method.lower()]
+        try:
+            instances = generator.instances(_schema(method, path, operation, where))
+        except SchemaGap as gap:
+            refused.append(f"{method} {path}: the schema is too vague to build a request: {gap}")
+            continue
+        for instance, response in _sent(world, document, method, path, where, instances):
+            sent += 1
+            assert response.status_code < 500, (method, path, instance, response.body)
+            if response.status_code == 202 and path == "/v1/records/bulk":
+                bulk_requests.append((instance, response.json_body["url"]))
+            if response.status_code in REFUSED and not _state_refusal(method, path, instance.label,
+                                                                      response.json_body["message"]):
+                refused.append(f"{method} {path} [{instance.label}] {json.dumps(instance.value)[:150]} -> "
+                               f"{response.json_body['message'][:200]}")
+        if bulk_requests and path == "/v1/records/bulk":
+            # A bulk request refuses an item in its results, not with a 422. (Drained now: the webhook
+            # endpoints created later would have deliveries to retry.)
+            world["worker"].drain(max_batches=1000)  # one message a batch per queue: many requests
+            for instance, url in bulk_requests:
+                failed = [r["error"] for r in _ok(api.get(url), 200)["results"] if r["status"] == "failed"]
+                if failed:
+                    refused.append(f"POST /v1/records/bulk [{instance.label}] item refused: {failed}")
+    assert sent >= 2 * len(operations)
+    assert where == "query" or bulk_requests, "the bulk records were tried"
+    assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize("where", ["body", "query"])
+def test_every_request_just_past_a_documented_bound_is_refused(world, where):
+    api = world["api"]
+    document = _document(api)
+    generator = Generator(document["components"]["schemas"], world["known"], always=frozenset({"metadata"}))
+    operations = _operations(document, _has_body if where == "body" else _has_query)
+    taken, sent = [], 0
+    for method, path in operations:
+        operation = document["paths"][path][method.lower()]
+        violations = list(generator.violations(_schema(method, path, operation, where)))
+        for instance, response in _sent(world, document, method, path, where, violations):
+            sent += 1
+            if response.status_code not in REFUSED:
+                taken.append((method, path, instance.label, response.status_code))
+    assert sent >= len(operations)
+    assert not taken, "\n".join(map(repr, taken))
