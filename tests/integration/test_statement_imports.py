@@ -453,23 +453,6 @@ def test_a_bai2_file_of_another_tool_with_twin_transactions_imports_whole_and_ag
     assert len(api.get("/v1/data_streams/cad/balances").json_body["data"]) == 2
 
 
-def test_one_batch_write_naming_a_key_twice_is_sent_once_and_the_last_put_wins(services):
-    # Given puts of one key three times in a single batch (DynamoDB refuses a batch naming a key
-    # twice; moto only when the items are the same, as these first two)
-    from chalicelib.adapters.dynamodb.table import DynamoTable
-
-    table = DynamoTable(services.aws.dynamodb, services.settings.table_name)
-    key = {"pk": "test#twice", "sk": "item"}
-
-    # When they are written
-    table.batch_write(puts=[key | {"n": 1}, key | {"n": 1}, {"pk": "test#twice", "sk": "other", "n": 2},
-                            key | {"n": 3}])
-
-    # Then DynamoDB took the batch, and the item is the last put's
-    assert table.get(key)["n"] == 3
-    assert table.get({"pk": "test#twice", "sk": "other"})["n"] == 2
-
-
 def test_an_mt940_account_written_with_its_bank_code_reaches_the_stream_that_holds_it_written_the_same_way(
         api, services, runtime):
     # Given a stream whose bank_account_id is the MT940 account as the bank writes it, bank code first

@@ -429,9 +429,6 @@ class DynamoTable:
         """Write in batches of 25, retrying unprocessed items with backoff. Returns requests sent."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in puts]
         requests += [{"DeleteRequest": {"Key": serialize(k)}} for k in deletes]
-        # DynamoDB refuses a batch naming one key twice: the last request for a key is what
-        # writing them one after the other would leave, so only it is sent.
-        requests = list({_request_key(r): r for r in requests}.values())
         sent = 0
         for start in range(0, len(requests), BATCH_WRITE_LIMIT):
             pending = requests[start:start + BATCH_WRITE_LIMIT]
@@ -604,8 +601,3 @@ def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[s
     if names:
         kwargs["ExpressionAttributeNames"] = names
 
-
-def _request_key(request: dict[str, Any]) -> tuple[str, str]:
-    """The table key (pk, sk) a BatchWriteItem request writes, as serialized."""
-    body = request["PutRequest"]["Item"] if "PutRequest" in request else request["DeleteRequest"]["Key"]
-    return str(body["pk"]), str(body["sk"])
