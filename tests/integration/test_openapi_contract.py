@@ -149,12 +149,18 @@ def test_every_operation_with_a_body_or_a_query_is_covered(api):
     assert len(_operations(document, _has_query)) == QUERY_OPERATIONS_OF_THE_APP
 
 
-@pytest.mark.parametrize("where", ["body", "query"])
-def test_every_request_the_document_allows_is_taken(world, where):
+def _served(world, where):
+    """The API, its served document, a request generator over its schemas, and the operations
+    that take a body or a query (as `where` says)."""
     api = world["api"]
     document = _document(api)
     generator = Generator(document["components"]["schemas"], world["known"], always=frozenset({"metadata"}))
-    operations = _operations(document, _has_body if where == "body" else _has_query)
+    return api, document, generator, _operations(document, _has_body if where == "body" else _has_query)
+
+
+@pytest.mark.parametrize("where", ["body", "query"])
+def test_every_request_the_document_allows_is_taken(world, where):
+    api, document, generator, operations = _served(world, where)
     refused, sent, bulk_requests = [], 0, []
     for method, path in operations:
         operation = document["paths"][path][method.lower()]
@@ -187,10 +193,7 @@ def test_every_request_the_document_allows_is_taken(world, where):
 
 @pytest.mark.parametrize("where", ["body", "query"])
 def test_every_request_just_past_a_documented_bound_is_refused(world, where):
-    api = world["api"]
-    document = _document(api)
-    generator = Generator(document["components"]["schemas"], world["known"], always=frozenset({"metadata"}))
-    operations = _operations(document, _has_body if where == "body" else _has_query)
+    api, document, generator, operations = _served(world, where)
     taken, sent = [], 0
     for method, path in operations:
         operation = document["paths"][path][method.lower()]
