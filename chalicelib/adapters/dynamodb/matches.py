@@ -21,7 +21,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize, in_parallel
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -148,9 +148,9 @@ class MatchRepository:
         they come from that sparse index alone (a record matched elsewhere but not here is still
         open here); before, from all the stream's records, since some may have been reconciled in
         every other reconciliation before this one used the stream."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
-        items = self._table.query_all(attr, partition, index=index,
-                                      projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        items = self._table.query_partitions(attr, partitions, index=index,
+                                             projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
         return (_open_record(item) for item in items
                 if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
@@ -158,11 +158,12 @@ class MatchRepository:
                             with_metadata: bool = False) -> Iterator[RecordColumns]:
         """The records of `open_records`, a page at a time as columns (see record_columns): what a run
         loads, a million a side, without a dict per record. `status` only when read whole."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        for page in self._table.query_pages(attr, partition, index=index, filter=_open_here(reconciliation_id),
-                                            projection=projection):
-            yield record_columns(page, with_metadata)
+        yield from in_parallel(partitions, lambda partition: (
+            record_columns(page, with_metadata)
+            for page in self._table.query_pages(attr, partition, index=index, filter=_open_here(reconciliation_id),
+                                                projection=projection)))
 
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
         """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
@@ -184,8 +185,15 @@ class MatchRepository:
     def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                    deadline: float | None = None) -> tuple[int, bool]:
         """How many records `open_records` would give, and whether the count finished by `deadline`."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
-        return self._table.count(attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline)
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        counted, complete = 0, True
+        for partition in partitions:
+            count, complete = self._table.count(attr, partition, index=index, filter=_open_here(reconciliation_id),
+                                                deadline=deadline)
+            counted += count
+            if not complete:
+                break
+        return counted, complete
 
     def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
         return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
@@ -235,19 +243,19 @@ class MatchRepository:
         """The stream's records with ids from `low_id` to `high_id`, as `held_records` (from the
         stream's record index: a dense run of ids costs a tenth of reading each by key, but the
         index is eventually consistent)."""
-        items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
-                                          keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")))
         return [_held(item) for item in items]
 
     def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
                         reconciliation_ids: Iterable[int]) -> list[Passing]:
         """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
         stream's record index (as `held_records_between`: eventually consistent)."""
-        items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
-                                          keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=_passing_attributes(reconciliation_ids), typed=True)
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                      projection=_passing_attributes(reconciliation_ids), typed=True)))
         return _passings(items, reconciliation_ids)
 
     def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
@@ -393,12 +401,13 @@ class MatchRepository:
         )
 
 
-def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, str, str]:
+def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, list[str], str]:
     """Where a stream's records open in a reconciliation are read: the sparse open index once the
-    stream is adopted, every record of the stream before (partition attribute, value, index)."""
+    stream is adopted, every record of the stream before, in each of its shards (partition
+    attribute, values, index)."""
     if adopted:
-        return "gsi5pk", keys.open_records_of_stream_pk(environment, stream_key), keys.GSI5
-    return "gsi1pk", keys.records_of_stream_pk(environment, stream_key), keys.GSI1
+        return "gsi5pk", [keys.open_records_of_stream_pk(environment, stream_key)], keys.GSI5
+    return "gsi1pk", keys.records_of_stream_shards(environment, stream_key), keys.GSI1
 
 
 def _open_here(reconciliation_id: int) -> Filter:
