@@ -442,7 +442,8 @@ def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
     writer leases: one BatchGetItem per 100 reads who holds them, one BatchWriteItem per 25 claims
     those no one does (a claim its own row made before stands). No one else writes these streams'
     guards meanwhile, so an unconditional write cannot overwrite another job's claim; the lease is
-    renewed just before, and a lease that lapsed and went to another job writes nothing."""
+    renewed just before if it was taken a while ago, and one that lapsed and went to another job
+    writes nothing."""
     claims = {row: ExternalIdClaim(True, job.record_id(row)) for row in drafts if row in written}
     wanted = {row: (d.data_stream_key, d.external_id) for row, d in drafts.items()
               if row not in written and d.external_id is not None}
@@ -476,8 +477,11 @@ def _writer_leases(ports: Ports, job: IngestionJob, stream_keys: Iterable[str]) 
             while not ports.records.take_writer_lease(job.environment, stream_key, holder, WRITER_LEASE):
                 time.sleep(LEASE_RETRY_SECONDS)
             taken.append(stream_key)
+        since = time.monotonic()
 
         def renew() -> None:
+            if time.monotonic() - since < WRITER_LEASE.total_seconds() / 4:  # surely still held: no write
+                return
             for key in taken:
                 if not ports.records.renew_writer_lease(job.environment, key, holder, WRITER_LEASE):
                     raise WriterLeaseLost(f"the writer lease of data stream '{key}' went to another job")
