@@ -20,7 +20,7 @@ Nothing lost, nothing doubled, without transactions:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -66,6 +66,7 @@ from chalicelib.services.status_moves import move_or_reload
 # takes it back at once when it resumes).
 WRITER_LEASE = timedelta(seconds=60)
 LEASE_RETRY_SECONDS = 0.02
+LEASE_RETRY_MAX_SECONDS = 0.5
 
 
 class WriterLeaseLost(Exception):
@@ -101,29 +102,35 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     items = ports.payloads.get_json(job.bulk_payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
-    for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
-        if index in job.done_chunks:
-            continue
-        if ports.stopping():  # the message stays with the queue: the next start delivers it again
-            raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
-        job = ports.ingestion_jobs.get(environment, job_id)
-        if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
-            return settle(ports, job)
-        if job.ending is not None:  # being ended meanwhile: write no more, see the end through
-            return conclude(ports, job, job.ending)
-        if job.cancellation_requested_at is not None:
-            return conclude(ports, job, JobStatus.CANCELLED)
-        outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams)
-        job = ports.ingestion_jobs.save_chunk(job, outcome)
+    begun = False  # whether this execution marked the next chunk begun (saving the one before)
+    with WriterLeases(ports, job) as leases:  # one take and one release for the whole job
+        for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
+            if index in job.done_chunks:
+                continue
+            if ports.stopping():  # the message stays with the queue: the next start delivers it again
+                raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
+            # `job` is as the last save (or the reads above) left it: no read of its own per chunk.
+            if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
+                return settle(ports, job)
+            if job.ending is not None:  # being ended meanwhile: write no more, see the end through
+                return conclude(ports, job, job.ending)
+            if job.cancellation_requested_at is not None:
+                return conclude(ports, job, JobStatus.CANCELLED)
+            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams,
+                                    leases=leases, begun=begun)
+            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
     return finish(ports, job)
 
 
 def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
-                  streams: dict[str, StreamContext | None]) -> ChunkOutcome:
+                  streams: dict[str, StreamContext | None], leases: WriterLeases | None = None,
+                  begun: bool = False) -> ChunkOutcome:
     """Validate, guard and write one chunk of rows; every row gets a result, none is lost. A row
-    whose record an earlier execution of the chunk wrote keeps that record as it is."""
+    whose record an earlier execution of the chunk wrote keeps that record as it is. `leases`:
+    the writer leases the caller holds across chunks (else the chunk takes and gives back its
+    own); `begun`: this execution itself marked the chunk begun (see `save_chunk_and_begin_next`)."""
     # Marked begun before anything is written: only a chunk begun before reads which records it has.
-    retried = ports.ingestion_jobs.begin_chunk(job, index)
+    retried = False if begun else ports.ingestion_jobs.begin_chunk(job, index)
     written = _written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
@@ -139,7 +146,7 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
                 duplicate_of[row.index] = first
             else:
                 claiming[row.index] = draft
-    claims: dict[int, ExternalIdClaim] = _claim_all(ports, job, claiming, written)
+    claims: dict[int, ExternalIdClaim] = _claim_all(ports, job, claiming, written, leases)
     results: list[ItemResult] = []
     records: list[Record] = []  # the chunk's records, all of them in the mirror's part
     missing: list[Record] = []  # those to write: the others are in the table already
@@ -169,7 +176,7 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
     ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
     stored = ports.ingestion_jobs.get(job.environment, job.id)
     if any(r.external_id is not None for r in missing) and (stored.finished or stored.ending is not None):
-        _guard_late_records(ports, job, missing)
+        _guard_late_records(ports, job, missing, leases)
     ports.mirror.write_part(job.environment, job.id, index, records)
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
 
@@ -352,12 +359,13 @@ def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int
                                                 record_id=job.record_id(index))
 
 
-def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record]) -> None:
+def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
+                        leases: WriterLeases | None = None) -> None:
     """The job ended while this execution wrote (a duplicate delivery, late): its end may have
     released the claims of rows it found no record for. Each external_id written claims its id back
     (this row's own claim holds again); one another job claimed meanwhile means the record would
     be its duplicate, and goes."""
-    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}):
+    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}, leases):
         for record in written:
             if record.external_id is None or record.id is None:
                 continue
@@ -436,7 +444,7 @@ def _written(ports: Ports, job: IngestionJob, indexes: Iterable[int]) -> dict[in
 
 
 def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
-               written: Container[int]) -> dict[int, ExternalIdClaim]:
+               written: Container[int], leases: WriterLeases | None = None) -> dict[int, ExternalIdClaim]:
     """Claim the external_id of each row (row index: its draft), for the job's row. A row whose
     record is in the table made its claim before. The others are claimed under their streams'
     writer leases: one BatchGetItem per 100 reads who holds them, one BatchWriteItem per 25 claims
@@ -449,7 +457,7 @@ def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
               if row not in written and d.external_id is not None}
     if not wanted:
         return claims
-    with _writer_leases(ports, job, {stream_key for stream_key, _ in wanted.values()}) as renew:
+    with _writer_leases(ports, job, {stream_key for stream_key, _ in wanted.values()}, leases) as held_leases:
         held = ports.records.external_id_claims(job.environment, wanted.values())
         new: list[tuple[str, str, str, int]] = []
         for row, key in wanted.items():
@@ -461,34 +469,71 @@ def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
             else:
                 claims[row] = ExternalIdClaim(False, record_id)
         if new:
-            renew()
+            held_leases.renew()
             ports.records.put_external_id_guards(job.environment, new)
     return claims
 
 
-@contextmanager
-def _writer_leases(ports: Ports, job: IngestionJob, stream_keys: Iterable[str]) -> Iterator[Callable[[], None]]:
-    """Hold the writer lease of each stream while the block writes their guards: waits for a lease
-    another job holds (taken in key order, so no two jobs wait on each other); given back at the
-    end, even on an error. Yields `renew`, which raises WriterLeaseLost if one went to another job."""
-    holder, taken = f"job:{job.id}", []
-    try:
-        for stream_key in sorted(stream_keys):
-            while not ports.records.take_writer_lease(job.environment, stream_key, holder, WRITER_LEASE):
-                time.sleep(LEASE_RETRY_SECONDS)
-            taken.append(stream_key)
-        since = time.monotonic()
+class WriterLeases:
+    """The writer leases of data streams one job holds while it writes their guards (see
+    `_claim_all`). A caller may hold them across a whole job or chunk task: one take and one
+    release, not one per chunk. Taken in key order, all again when a stream is added, so that no
+    two jobs wait on each other; a lease another job holds is waited for by reading it (a failed
+    take writes nothing). Given back at the end of the `with`, even on an error."""
 
-        def renew() -> None:
-            if time.monotonic() - since < WRITER_LEASE.total_seconds() / 4:  # surely still held: no write
-                return
-            for key in taken:
-                if not ports.records.renew_writer_lease(job.environment, key, holder, WRITER_LEASE):
-                    raise WriterLeaseLost(f"the writer lease of data stream '{key}' went to another job")
-        yield renew
-    finally:
+    def __init__(self, ports: Ports, job: IngestionJob) -> None:
+        self._ports, self._job, self._holder = ports, job, f"job:{job.id}"
+        self._taken: list[str] = []
+        self._since = 0.0
+
+    def __enter__(self) -> WriterLeases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def hold(self, stream_keys: Iterable[str]) -> None:
+        wanted = set(stream_keys)
+        if wanted <= set(self._taken):
+            return
+        self.release()  # then all in key order again
+        records, env = self._ports.records, self._job.environment
+        for stream_key in sorted(wanted | set(self._taken)):
+            wait = LEASE_RETRY_SECONDS
+            while not records.take_writer_lease(env, stream_key, self._holder, WRITER_LEASE):
+                time.sleep(wait)
+                wait = min(wait * 2, LEASE_RETRY_MAX_SECONDS)
+            self._taken.append(stream_key)
+        self._since = time.monotonic()
+
+    def renew(self) -> None:
+        """Before guards are written: renew leases taken a while ago; raises WriterLeaseLost if one
+        lapsed and went to another job."""
+        if time.monotonic() - self._since < WRITER_LEASE.total_seconds() / 4:  # surely still held: no write
+            return
+        for key in self._taken:
+            if not self._ports.records.renew_writer_lease(self._job.environment, key, self._holder, WRITER_LEASE):
+                raise WriterLeaseLost(f"the writer lease of data stream '{key}' went to another job")
+        self._since = time.monotonic()
+
+    def release(self) -> None:
+        taken, self._taken = self._taken, []
         for stream_key in taken:
-            ports.records.release_writer_lease(job.environment, stream_key, holder)
+            self._ports.records.release_writer_lease(self._job.environment, stream_key, self._holder)
+
+
+@contextmanager
+def _writer_leases(ports: Ports, job: IngestionJob, stream_keys: Iterable[str],
+                   held: WriterLeases | None = None) -> Iterator[WriterLeases]:
+    """The leases of these streams for a block that writes their guards: added to those the
+    caller holds (`held`, kept at the end), else taken for the block alone."""
+    if held is not None:
+        held.hold(stream_keys)
+        yield held
+        return
+    with WriterLeases(ports, job) as leases:
+        leases.hold(stream_keys)
+        yield leases
 
 
 def _owner(job: IngestionJob, row: int) -> str:

@@ -2,6 +2,7 @@
 not one conditional put each, and a stream's records spread over many index partitions, which its
 listing merges back into one list, newest first, with the records written before the shards."""
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
@@ -66,6 +67,56 @@ def test_a_bulk_requests_external_ids_are_claimed_in_batches_not_one_put_each(se
     assert done.successful_items == ITEMS
     guards = [(operation, item) for operation, item in sent.items if "#EXT#" in item["pk"]["S"]]
     assert [operation for operation, _ in guards] == ["BatchWriteItem"] * ITEMS
+
+
+class SentWrites:
+    """Every write request of the service's client: its operation, key (or item) and update."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, dict, str]] = []
+
+    def __call__(self, model, params, **_) -> None:
+        if model.name in ("PutItem", "UpdateItem", "DeleteItem"):
+            self.writes.append((model.name, params.get("Item") or params["Key"], params.get("UpdateExpression", "")))
+
+
+@pytest.fixture
+def writes(services):
+    counter = SentWrites()
+    services.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", counter)
+    yield counter
+    services.aws.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.*", counter)
+
+
+def test_a_bulk_job_takes_its_streams_writer_lease_once_and_marks_chunks_begun_as_it_saves_them(
+        services, bank, writes):
+    # Given a bulk request of four chunks on one stream,
+    job = submit_bulk(services.ports, "acme", [fee(n) for n in range(ITEMS)], OnConflict.SKIP, None)
+    writes.writes.clear()
+
+    # when it is processed,
+    done = process_job(services.ports, "acme", job.id)
+
+    # then the stream's writer lease is taken once and given back once for the whole job, and
+    # only its first chunk is marked begun on its own: the others are marked by the save before
+    # them, so the job writes no more per record than it did before the lease.
+    assert done.successful_items == ITEMS
+    lease = keys.stream_writer_lease("acme", "bank")
+    lease_writes = [op for op, key, _ in writes.writes if key["sk"]["S"] == lease["sk"]]
+    assert lease_writes[0] == "PutItem" and lease_writes.count("DeleteItem") == 1  # (a put may renew it)
+    assert lease_writes[-1] == "DeleteItem"
+    begin_marks = [update for op, _, update in writes.writes if update == "SET chunks_begun = :n"]
+    assert len(begin_marks) == 1
+
+
+def test_a_writer_lease_another_job_holds_is_refused_without_a_write(services, bank, writes):
+    # Given a stream whose writer lease another job holds,
+    assert services.records.take_writer_lease("acme", "bank", "job:1", timedelta(seconds=60))
+    writes.writes.clear()
+
+    # when a second job tries to take it, it is refused, and no failed conditional write is sent.
+    assert not services.records.take_writer_lease("acme", "bank", "job:2", timedelta(seconds=60))
+    assert writes.writes == []
 
 
 def test_racing_duplicates_after_a_batch_are_skipped_with_the_first_records_id(services, bank):

@@ -93,8 +93,13 @@ class RecordRepository:
                                 threads=WRITE_THREADS)
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
-        """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s."""
+        """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s.
+        Read first: a lease another job holds is waited for with reads, not failed writes (a
+        failed conditional write costs a write unit)."""
         now = utc_now()
+        current = self._table.get(keys.stream_writer_lease(environment, stream_key))
+        if current is not None and current.get("holder") != holder and current.get("expires_at", "") >= iso(now):
+            return False
         try:
             self._table.put({**keys.stream_writer_lease(environment, stream_key), "entity": "stream_writer_lease",
                              "holder": holder, "expires_at": iso(now + lease)},
