@@ -509,7 +509,7 @@ class WriterLeases:
     def renew(self) -> None:
         """Before guards are written: renew leases taken a while ago; raises WriterLeaseLost if one
         lapsed and went to another job."""
-        if time.monotonic() - self._since < WRITER_LEASE.total_seconds() / 4:  # surely still held: no write
+        if time.monotonic() - self._since < WRITER_LEASE.total_seconds() / 2:  # surely still held: no write
             return
         for key in self._taken:
             if not self._ports.records.renew_writer_lease(self._job.environment, key, self._holder, WRITER_LEASE):

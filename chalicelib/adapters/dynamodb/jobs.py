@@ -278,8 +278,15 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         return [self._from_item(i) for i in items if i is not None], page.cursor
 
     def link_to_streams(self, job: IngestionJob, stream_keys: list[str]) -> None:
-        """List a bulk request among the imports of each stream it feeds (once per stream)."""
+        """List a bulk request among the imports of each stream it feeds (once per stream). The
+        links made already are read first: a failed conditional put would cost a write unit, and
+        each delivery of the job links again (a stream may have been created since the request)."""
+        links = {k: keys.job_stream_link(job.environment, job.id, k) for k in stream_keys}
+        made = {item["sk"] for item in self._table.get_many(({"pk": link["pk"], "sk": link["sk"]}
+                                                             for link in links.values()), projection=("pk", "sk"))}
         for stream_key in stream_keys:
+            if links[stream_key]["sk"] in made:
+                continue
             try:
                 self._table.put_new({**keys.job_stream_link(job.environment, job.id, stream_key),
                                      "entity": "job_stream_link"})
