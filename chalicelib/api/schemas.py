@@ -812,8 +812,8 @@ class ExceptionsQuery(QueryModel):
 
 
 class ExceptionRecordsFilter(QueryModel):
-    amount_min: int | None = Field(default=None, ge=0, le=10**18)
-    amount_max: int | None = Field(default=None, ge=0, le=10**18)
+    amount_min: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    amount_max: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
     date_from: date | None = None
     date_to: date | None = None
     direction: Literal["credit", "debit"] | None = None
