@@ -689,6 +689,6 @@ def started(sources: list[Iterator[P]], threads: int = PARTITION_THREADS) -> lis
     if len(sources) < 2:
         return sources
     with ThreadPoolExecutor(min(threads, len(sources))) as pool:
-        firsts = list(pool.map(lambda source: next(source, _DONE), sources))
+        firsts: list[Any] = list(pool.map(lambda source: next(source, _DONE), sources))
     return [itertools.chain([first], source) for first, source in zip(firsts, sources, strict=True)
             if first is not _DONE]
