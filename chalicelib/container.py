@@ -271,6 +271,7 @@ class Container:
                 self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
             stopping=self.stop_requested.is_set,
             max_import_bytes=self.settings.max_import_bytes,
+            run_records=self.settings.max_run_records,
             stuck_import_after=timedelta(minutes=self.settings.stuck_import_minutes),
         )
 

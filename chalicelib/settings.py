@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
 from chalicelib.domain.parsers.statements import MAX_STATEMENT_BYTES
+from chalicelib.domain.runs import RUN_RECORDS
 from chalicelib.domain.webhooks import TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS
 
 
@@ -60,6 +61,9 @@ class Settings(BaseSettings):
     # A file import or bulk request with no heartbeat (a chunk counted) for this long is stuck: the
     # sweeper restarts it from its checkpoint (domain/ingestion.py STUCK_AFTER).
     stuck_import_minutes: int = Field(default=5, ge=1)
+    # Open records a reconciliation run loads at most (both sides): past it, the run fails at once
+    # with a message naming the limit (domain/runs.py RUN_RECORDS: what one match function holds).
+    max_run_records: int = Field(default=RUN_RECORDS, ge=1)
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.

@@ -50,7 +50,7 @@ from chalicelib.domain.records import (
     RecordStatus,
 )
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import Run, RunStatus
+from chalicelib.domain.runs import RUN_RECORDS, Run, RunStatus
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
@@ -597,6 +597,8 @@ class Ports:
     stopping: Callable[[], bool] = lambda: False
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
     max_import_bytes: int = MAX_IMPORT_BYTES
+    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
+    run_records: int = RUN_RECORDS
     # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
     stuck_import_after: timedelta = STUCK_AFTER
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the

@@ -26,6 +26,7 @@ import json
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTooLarge, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce, deciding, finish_decisions
@@ -62,6 +63,7 @@ UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at o
 DRY_RUN_RECORDS = 200_000
 RUN_DECISIONS = "reconciliation_run"  # the sweeper's held decisions on runs (events.deciding)
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
+RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
 
 
 class RunWithoutSlot(Exception):
@@ -237,7 +239,12 @@ def load(ports: Ports, environment: str, run_id: int) -> str:
         raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.only_new else None
-    side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
+    _refuse_if_too_large(ports, environment, reconciliation, run)
+    try:
+        side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True,
+                                     limit=ports.run_records)
+    except TooManyOpenRecords:  # more than the streams' counts said: they lag behind ingestion
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run)) from None
     ports.run_files.write_frame(environment, run.id, "side_a", side_a)
     ports.run_files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
@@ -411,7 +418,52 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10)
 
 def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:
     """The refusal, with the open records counted (for a few seconds at most: past that, a lower bound)."""
-    deadline = time.monotonic() + DRY_RUN_COUNT_SECONDS
+    counted = _open_counts(ports, environment, reconciliation, time.monotonic() + DRY_RUN_COUNT_SECONDS)
+    return (f"reconciliation {reconciliation.id} has {counted}; a dry run matches at most "
+            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
+            f"POST /v1/reconciliations/{reconciliation.id}/runs")
+
+
+def _refuse_if_too_large(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run) -> None:
+    """RunTooLarge before a record is loaded when the streams may hold more open records than a run
+    takes: their counts (cheap, and behind by the latest ingestions) say so, and then the open
+    records counted (Select COUNT) do. The load itself stops at the limit, for what the counts missed."""
+    stream_keys = reconciliation.side_a_stream_keys + reconciliation.side_b_stream_keys
+    streams = ports.data_streams.get_many(environment, stream_keys)
+    if sum(stream.records_count for stream in streams.values()) <= ports.run_records:
+        return
+    counted = _open_counts(ports, environment, reconciliation, None)
+    if counted.total > ports.run_records:
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, counted))
+
+
+def _too_many_for_a_run(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run,
+                        counted: OpenCounts | None = None) -> str:
+    counted = counted or _open_counts(ports, environment, reconciliation, time.monotonic() + RUN_COUNT_SECONDS)
+    return (f"run {run.id}: reconciliation {reconciliation.id} has {counted}; a run matches at most "
+            f"{ports.run_records:,} open records, what one match function holds in memory. Match fewer at "
+            "a time: split the reconciliation's streams between reconciliations")
+
+
+@dataclass(frozen=True)
+class OpenCounts:
+    side_a: int
+    side_b: int
+    complete: bool  # False: the count stopped at its deadline, a lower bound
+
+    @property
+    def total(self) -> int:
+        return self.side_a + self.side_b
+
+    def __str__(self) -> str:
+        total = f"{self.total:,}" if self.complete else f"more than {self.total:,}"
+        return (f"{total} open records ({self.side_a:,} on side A, {self.side_b:,} on side B"
+                f"{'' if self.complete else ' counted so far'})")
+
+
+def _open_counts(ports: Ports, environment: str, reconciliation: Reconciliation,
+                 deadline: float | None) -> OpenCounts:
+    """Each side's open records, counted (Select COUNT) until `deadline` at most."""
     counts, complete = [], True
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         counts.append(0)
@@ -420,11 +472,7 @@ def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reco
             found, finished = ports.matches.count_open(environment, key, reconciliation.id, adopted, deadline)
             counts[-1] += found
             complete = complete and finished
-    total = f"{sum(counts):,}" if complete else f"more than {sum(counts):,}"
-    return (f"reconciliation {reconciliation.id} has {total} open records ({counts[0]:,} on side A, "
-            f"{counts[1]:,} on side B{'' if complete else ' counted so far'}); a dry run matches at most "
-            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
-            f"POST /v1/reconciliations/{reconciliation.id}/runs")
+    return OpenCounts(counts[0], counts[1], complete)
 
 
 # Open records (the frame code is in domain/matching/frames.py) -----------------------------------

@@ -94,8 +94,10 @@ record         | -    | {E}#REC#<id>          | REC             | records: put_m
                |      |                       |                 | matched somewhere       | status=partially_reconciled
                |      |                       |                 |                         | or reconciled: keys, then
                |      |                       |                 |                         | BatchGetItem
-               | gsi5 | {E}#DS#<stream>#OPEN  | <id>            | put_many; the claims:   | a stream's open records
-               |      |                       |                 | set until reconciled    | once adopted: runs, dry
+               | gsi5 | {E}#DS#<stream>#OPEN# | <id>            | put_many; the claims:   | a stream's open records
+               |      | <0..15> (unsharded    |                 | set until reconciled    | (every shard, and the
+               |      | before the shards)    |                 |                         | unsharded partition)
+               |      |                       |                 |                         | once adopted: runs, dry
                |      |                       |                 |                         | runs, the exception
                |      |                       |                 |                         | refresh, investigations;
                |      |                       |                 |                         | GET /records?
@@ -386,7 +388,7 @@ gsi4 (GSI4) | matched records by status:               | yes: from a record's   
             | {E}#ST#<status> / <id>,                  | first match on          | records by BatchGetItem
             | partially_reconciled or reconciled       |                         |
 gsi5 (GSI5) | a stream's open records:                 | yes: until reconciled   | INCLUDE the 14 attributes its
-            | {E}#DS#<stream>#OPEN / <id>              | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
+            | {E}#DS#<stream>#OPEN#<0..15> / <id>      | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
             |                                          | reconciliation of its   | in records.py; a test holds the
             |                                          | stream)                 | template to it)
 
@@ -511,13 +513,31 @@ def records_with_status_pk(environment: str, status: str) -> str:
     return f"{env_prefix(environment)}#ST#{status}"
 
 
+# A stream's open records are spread over OPEN_RECORD_SHARDS partitions of gsi5 by record id, so
+# that no index partition takes more than 1/16 of a stream's ingestion (DynamoDB's 1,000 writes a
+# second a partition would otherwise cap a stream near 1,000 records a second).
+OPEN_RECORD_SHARDS = 16
+
+
 def open_records_of_stream_pk(environment: str, stream_key: str) -> str:
+    """The unsharded partition: records written before the shards still sit in it."""
     return f"{env_prefix(environment)}#DS#{stream_key}#OPEN"
+
+
+def open_record_shard(environment: str, stream_key: str, record_id: int) -> str:
+    return _shard_of(open_records_of_stream_pk(environment, stream_key), OPEN_RECORD_SHARDS, _id(record_id))
+
+
+def open_records_of_stream_partitions(environment: str, stream_key: str) -> list[str]:
+    """Every gsi5 partition a stream's open records sit in: its shards, and the unsharded one, which
+    keeps the records written before the shards (until a claim moves them) visible."""
+    base = open_records_of_stream_pk(environment, stream_key)
+    return _shards(base, OPEN_RECORD_SHARDS) + [base]
 
 
 def open_record_index(environment: str, stream_key: str, record_id: int) -> dict[str, str]:
     """gsi5, sparse: a record sits in it while some reconciliation of its stream has not matched it."""
-    return {"gsi5pk": open_records_of_stream_pk(environment, stream_key), "gsi5sk": _id(record_id)}
+    return {"gsi5pk": open_record_shard(environment, stream_key, record_id), "gsi5sk": _id(record_id)}
 
 
 def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:

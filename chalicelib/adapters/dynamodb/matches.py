@@ -13,15 +13,24 @@ A failed claim releases the claims this match made and deletes its members.
 """
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
-from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
+from chalicelib.adapters.dynamodb.record_columns import page_columns, record_attributes
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize
+from chalicelib.adapters.dynamodb.table import (
+    PARTITION_THREADS,
+    ConditionFailed,
+    DynamoTable,
+    Filter,
+    deserialize,
+    started,
+)
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -148,21 +157,25 @@ class MatchRepository:
         they come from that sparse index alone (a record matched elsewhere but not here is still
         open here); before, from all the stream's records, since some may have been reconciled in
         every other reconciliation before this one used the stream."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
-        items = self._table.query_all(attr, partition, index=index,
-                                      projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
-        return (_open_record(item) for item in items
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        shards = started([self._table.query_all(attr, partition, index=index,
+                                                projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
+                          for partition in partitions])
+        return (_open_record(item) for item in heapq.merge(*shards, key=lambda item: item["id"])
                 if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                             with_metadata: bool = False) -> Iterator[RecordColumns]:
         """The records of `open_records`, a page at a time as columns (see record_columns): what a run
-        loads, a million a side, without a dict per record. `status` only when read whole."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
+        loads, a million a side, without a dict per record. `status` only when read whole. The
+        partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
+        come in no order."""
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        for page in self._table.query_pages(attr, partition, index=index, filter=_open_here(reconciliation_id),
-                                            projection=projection):
-            yield record_columns(page, with_metadata)
+        key_attributes = ("pk", "sk", attr, attr.replace("pk", "sk"))
+        yield from self._table.parsed_pages(
+            attr, partitions, index=index, filter=_open_here(reconciliation_id), projection=projection,
+            parse=lambda body: page_columns(body, key_attributes, with_metadata))
 
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
         """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
@@ -184,8 +197,11 @@ class MatchRepository:
     def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                    deadline: float | None = None) -> tuple[int, bool]:
         """How many records `open_records` would give, and whether the count finished by `deadline`."""
-        attr, partition, index = _stream_records(environment, stream_key, adopted)
-        return self._table.count(attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline)
+        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        with ThreadPoolExecutor(PARTITION_THREADS) as pool:
+            counts = list(pool.map(lambda partition: self._table.count(
+                attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
+        return sum(found for found, _ in counts), all(finished for _, finished in counts)
 
     def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
         return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
@@ -393,12 +409,13 @@ class MatchRepository:
         )
 
 
-def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, str, str]:
+def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, list[str], str]:
     """Where a stream's records open in a reconciliation are read: the sparse open index once the
-    stream is adopted, every record of the stream before (partition attribute, value, index)."""
+    stream is adopted (every shard, and the unsharded partition of the records written before the
+    shards), every record of the stream before (partition attribute, values, index)."""
     if adopted:
-        return "gsi5pk", keys.open_records_of_stream_pk(environment, stream_key), keys.GSI5
-    return "gsi1pk", keys.records_of_stream_pk(environment, stream_key), keys.GSI1
+        return "gsi5pk", keys.open_records_of_stream_partitions(environment, stream_key), keys.GSI5
+    return "gsi1pk", [keys.records_of_stream_pk(environment, stream_key)], keys.GSI1
 
 
 def _open_here(reconciliation_id: int) -> Filter:

@@ -17,6 +17,7 @@ from chalicelib.adapters.dynamodb.table import (
     deserialize,
     encode_key,
     serialize,
+    started,
     status_in,
 )
 from chalicelib.domain.clock import iso, parse_iso, utc_now
@@ -138,17 +139,18 @@ class RecordRepository:
 
     def _page_of_unreconciled(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
         """Unreconciled records sit in no status index (an entry there would cost every new record
-        a write unit): they are the records of the streams' open partitions (gsi5) that no
-        reconciliation matched, merged newest first."""
+        a write unit): they are the records of the streams' open partitions (gsi5: every shard, and
+        the unsharded partition of records written before the shards) that no reconciliation
+        matched, merged newest first; each partition's first page is read at once."""
         listing = keys.records_with_status_pk(environment, RecordStatus.UNRECONCILED.value)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
         streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1,
                                         projection="key")
         unmatched = Filter("attribute_not_exists(#fm)", {"#fm": "matched_in"}, {})
-        partitions = [self._table.sort_values_below("gsi5pk", keys.open_records_of_stream_pk(environment, s["key"]),
-                                                    index=keys.GSI5, sort_attr="gsi5sk", below=below,
-                                                    page_size=limit + 1, filter=unmatched)
-                      for s in streams]
+        partitions = started([self._table.sort_values_below("gsi5pk", partition, index=keys.GSI5, sort_attr="gsi5sk",
+                                                            below=below, page_size=limit + 1, filter=unmatched)
+                              for s in streams
+                              for partition in keys.open_records_of_stream_partitions(environment, s["key"])])
         ids = (int(sort) for sort in heapq.merge(*partitions, reverse=True))
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))

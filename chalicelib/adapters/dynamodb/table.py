@@ -8,10 +8,12 @@ import base64
 import binascii
 import itertools
 import json
+import queue
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +35,9 @@ BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
 FILTERED_READ_STEP = 200
 MAX_READS_PER_PAGE = 10
+# Partitions of one sharded list read at once (botocore keeps 10 connections a client).
+PARTITION_THREADS = 8
+P = TypeVar("P")
 
 
 class ConditionFailed(Exception):
@@ -104,21 +109,26 @@ _json_pages = threading.local()
 
 
 @contextmanager
-def _pages_as_json():
-    _json_pages.on = True
+def _pages_as_json(raw: bool = False):
+    _json_pages.on = "raw" if raw else "json"
     try:
         yield
     finally:
-        _json_pages.on = False
+        _json_pages.on = None
 
 
 def _read_pages_as_json(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_) -> None:
     """botocore walks every attribute value of a Query response through the service model; json.loads
     gives the same typed values ({"S": ..}, {"N": ..}; we store no binary attributes) in a fraction
     of the time (a run's load of 2M records: 136 s -> 48 s, bench/RESULTS.md). For the reads of many
-    items: queries and BatchGetItem (a story trace reads 10,000 records at a time)."""
-    if getattr(_json_pages, "on", False) and response_dict["status_code"] == 200:
-        customized_response_dict.update(json.loads(response_dict["body"]))
+    items: queries and BatchGetItem (a story trace reads 10,000 records at a time). A raw read
+    gets the body itself (`Body`), for a reader that parses it whole into columns."""
+    mode = getattr(_json_pages, "on", None)
+    if mode and response_dict["status_code"] == 200:
+        if mode == "raw":
+            customized_response_dict["Body"] = response_dict["body"]
+        else:
+            customized_response_dict.update(json.loads(response_dict["body"]))
         response_dict["body"] = b"{}"
 
 
@@ -297,6 +307,32 @@ class DynamoTable:
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def parsed_pages(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
+                     filter: Filter | None = None, projection: tuple[str, ...] | None = None,
+                     parse: Callable[[bytes], tuple[P, dict[str, Any] | None]],
+                     threads: int = PARTITION_THREADS) -> Iterator[P]:
+        """Every item of the partitions, a page at a time, each page's body handed whole to `parse`
+        (which gives what it makes of the page, and the page's LastEvaluatedKey, typed). The
+        partitions are read `threads` at a time; pages come as they arrive, in no order across
+        partitions. A reader that stops early stops the reads."""
+        def pages_of(partition: str) -> Iterator[P]:
+            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
+            _project(kwargs, projection)
+            while True:
+                with _pages_as_json(raw=True):
+                    response = self._client.query(**kwargs)
+                page, last_key = parse(response["Body"])
+                yield page
+                if last_key is None:
+                    return
+                kwargs["ExclusiveStartKey"] = last_key
+
+        if len(partitions) == 1 or threads == 1:
+            for partition in partitions:
+                yield from pages_of(partition)
+            return
+        yield from _interleaved([pages_of(p) for p in partitions], threads)
 
     def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
                       projection: str | tuple[str, ...] | None = None, index: str | None = None,
@@ -601,3 +637,58 @@ def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[s
     if names:
         kwargs["ExpressionAttributeNames"] = names
 
+
+
+_DONE = object()
+
+
+def _interleaved(sources: list[Iterator[P]], threads: int) -> Iterator[P]:
+    """What the sources give, read `threads` at a time, as it comes; a few pages wait at most (the
+    reader's memory stays its own). Stops the reads when the reader stops or a read fails."""
+    arrived: queue.Queue = queue.Queue(maxsize=2 * threads)
+    stop = threading.Event()
+
+    def hand_over(value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                arrived.put(value, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read(source: Iterator[P]) -> None:
+        try:
+            for value in source:
+                if not hand_over(value):
+                    return
+            hand_over(_DONE)
+        except Exception as error:  # the reader raises it
+            hand_over(error)
+
+    with ThreadPoolExecutor(min(threads, len(sources))) as pool:
+        for source in sources:
+            pool.submit(read, source)
+        try:
+            finished = 0
+            while finished < len(sources):
+                value = arrived.get()
+                if value is _DONE:
+                    finished += 1
+                elif isinstance(value, Exception):
+                    raise value
+                else:
+                    yield value
+        finally:
+            stop.set()
+
+
+def started(sources: list[Iterator[P]], threads: int = PARTITION_THREADS) -> list[Iterator[P]]:
+    """The sources, each one's first value read at once (a merge of many partitions asks each for its
+    first page before it can give anything)."""
+    if len(sources) < 2:
+        return sources
+    with ThreadPoolExecutor(min(threads, len(sources))) as pool:
+        firsts: list[Any] = list(pool.map(lambda source: next(source, _DONE), sources))
+    return [itertools.chain([first], source) for first, source in zip(firsts, sources, strict=True)
+            if first is not _DONE]
