@@ -52,11 +52,12 @@ if TYPE_CHECKING:  # the frame type only: services never import polars (the app 
     from chalicelib.domain.matching.frames import Frame
 
 CHUNK_RECORDS = 2_000      # records of a persist chunk: its matches are read, claimed and counted together
-# Chunks one persist task writes at once (their matches are disjoint): 16,000 records, some 16 s of
-# CPU at most on a 1,024 MB function, and 5,000 chunks of a 10M-record run in 625 tasks, well inside
-# an execution's 25,000 history events (tests/unit/test_run_state_machine.py). The fail phase undoes
-# as many chunks, so lowering it while runs are in flight would leave a begun chunk unseen.
-PERSIST_CHUNKS = 8
+# Chunks one persist task writes at once (their matches are disjoint), CLAIM_THREADS claims each: the
+# client's 32 connections (adapters/aws.py) kept busy. 8,000 records a task, and a 10M-record run's
+# 5,000 chunks in 1,250 tasks, well inside an execution's 25,000 history events
+# (tests/unit/test_run_state_machine.py). The fail phase undoes as many chunks, so lowering it while
+# runs are in flight would leave a begun chunk unseen.
+PERSIST_CHUNKS = 4
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time

@@ -38,12 +38,17 @@ def planned(api, services, ingest, reconciliation):
 
 def test_one_persist_call_writes_several_chunks_and_counts_each(services, planned):
     ports, run = planned
-    assert CHUNKS <= PERSIST_CHUNKS
+    assert 1 < PERSIST_CHUNKS < CHUNKS
 
-    # When one persist call writes every chunk
+    # When a persist call writes PERSIST_CHUNKS chunks, and a second the rest
+    assert persist(ports, ENV, run.run_id, chunks=PERSIST_CHUNKS) == "persist"
+    first = services.runs.get(ENV, run.run_id)
     assert persist(ports, ENV, run.run_id, chunks=PERSIST_CHUNKS) == "finish"
 
-    # Then each chunk is counted once, and every record is in exactly one match
+    # Then the first counted its chunks, and in the end each chunk is counted once and every
+    # record is in exactly one match
+    assert first.done_chunks == frozenset(range(PERSIST_CHUNKS))
+    assert first.matched_records == PERSIST_CHUNKS * CHUNK_RECORDS
     written = services.runs.get(ENV, run.run_id)
     assert written.done_chunks == frozenset(range(CHUNKS)) and written.matched_records == 2 * RECORDS
     assert_each_record_in_exactly_one_match(services, run)
