@@ -290,8 +290,9 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
         return "finish"
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
     # Read first, one after the other: a lost file ends the call at its first read, before any write.
-    plans = [(chunk, *(ports.run_files.read_frame(environment, run.id, f"{name}-{first_match_id}", chunk=chunk)
-                       for name in ("matches", "members"))) for chunk in batch]
+    plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
+              ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk))
+             for chunk in batch]
     if len(plans) == 1:
         run = _persist_chunk(ports, run, *plans[0])
     else:
