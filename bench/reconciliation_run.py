@@ -103,7 +103,7 @@ def main() -> None:
     service.serve_in_background()
     counter, partitions = WriteCounter(), PartitionCounter()
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
-    service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", partitions)
+    service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
     api = service.url
