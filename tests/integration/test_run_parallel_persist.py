@@ -1,5 +1,5 @@
 """A persist call writing several chunks at once, on moto: each chunk counted as it ends, and a
-call killed with several chunks half-written undone (the fail phase) or finished (a restart)."""
+call killed with several chunks half-written undone by the fail phase."""
 from dataclasses import replace
 
 import pytest
@@ -16,7 +16,6 @@ from tests.integration.test_run_crash_points import (
     assert_each_record_in_exactly_one_match,
     assert_every_claim_is_a_committed_match,
     lose_files,
-    sweep_later,
 )
 from tests.support.crashes import Dies, Killed
 
@@ -82,21 +81,3 @@ def test_a_call_killed_with_several_chunks_half_written_is_undone_by_the_fail_ph
     # Then no record holds a claim without a committed match
     assert services.runs.get(ENV, run.run_id).status.value == "failed"
     assert_every_claim_is_a_committed_match(services, run)
-
-
-def test_a_call_killed_with_several_chunks_half_written_is_finished_by_the_restart(services, planned):
-    ports, run = planned
-
-    # Given a call writing every chunk at once, killed part-way through the commits
-    with pytest.raises(Killed):
-        persist(replace(ports, matches=Dies(ports.matches, "commit_many", 2, half=True)), ENV, run.run_id,
-                chunks=PERSIST_CHUNKS)
-
-    # When the sweeper restarts the run
-    sweep_later(services)
-
-    # Then it completes with every record in exactly one match, each counted once
-    finished = services.runs.get(ENV, run.run_id)
-    assert finished.status.value == "completed", finished.error_message
-    assert finished.matched_records == 2 * RECORDS
-    assert_each_record_in_exactly_one_match(services, run)
