@@ -163,5 +163,17 @@ class Run:
         return range(first + self.chunk_starts[chunk], first + end)
 
     def next_chunk(self) -> int | None:
-        remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]
+        remaining = self.next_chunks(1)
         return remaining[0] if remaining else None
+
+    def next_chunks(self, count: int) -> list[int]:
+        """The first `count` chunks not yet persisted. A persist call writes these at once, so a
+        chunk begun and not counted stays among them until it is (chunks only ever get counted):
+        they are the only chunks that can hold half-written matches."""
+        remaining: list[int] = []
+        for chunk in range(self.chunks or 0):
+            if len(remaining) == count:
+                break
+            if chunk not in self.done_chunks:
+                remaining.append(chunk)
+        return remaining

@@ -6,13 +6,13 @@ load     pending -> running (only the run holding the reconciliation's slot); re
          run: see `open_frames`) and the active rules, and keep them in S3 as the run's input;
 match    run the engine on that input (deterministic, so a retry finds the same matches),
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
-persist  write one chunk of matches (members, record claims, then the match items) and count
-         it once; the state machine loops until no chunk is left;
+persist  write the next chunks of matches (members, record claims, then the match items), a few
+         at once, and count each once; the state machine loops until no chunk is left;
 refresh  the reconciliation's exceptions (services/reconciliation_exceptions.py);
 finish   completed; the reconciliation's current run becomes its last run;
-fail     on any error the state machine could not retry away: undo the matches of the chunk in
-         progress whose commit marker was not written (chunks go in order, so no other can
-         hold one), then failed with the reason. No half-written match remains. It reads the
+fail     on any error the state machine could not retry away: undo the matches of the chunks
+         a persist may have begun whose commit marker was not written (the first PERSIST_CHUNKS
+         not counted: no other can hold one), then failed with the reason. No half-written match remains. It reads the
          table only, so that it works when the run's files are what was lost.
 
 A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
@@ -52,7 +52,13 @@ from chalicelib.services.status_moves import move_or_reload
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
 
-CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+CHUNK_RECORDS = 2_000      # records of a persist chunk: its matches are read, claimed and counted together
+# Chunks one persist task writes at once (their matches are disjoint), CLAIM_THREADS claims each: the
+# client's 32 connections (adapters/aws.py) kept busy. 8,000 records a task, and a 10M-record run's
+# 5,000 chunks in 1,250 tasks, well inside an execution's 25,000 history events
+# (tests/unit/test_run_state_machine.py). The fail phase undoes as many chunks, so lowering it while
+# runs are in flight would leave a begun chunk unseen.
+PERSIST_CHUNKS = 4
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
@@ -279,18 +285,34 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     return "persist" if run.next_chunk() is not None else "finish"
 
 
-def persist(ports: Ports, environment: str, run_id: int) -> str:
-    from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
-
+def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str:
+    """Write the first `chunks` chunks not yet written, at once (their matches are disjoint), each
+    counted as it ends: `matched_records` and `progress` move chunk by chunk. The state machine's
+    task writes PERSIST_CHUNKS a call (one execution's history holds 25,000 events)."""
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    chunk = run.next_chunk()
-    if chunk is None:
+    batch = run.next_chunks(min(chunks, PERSIST_CHUNKS))
+    if not batch:
         return "finish"
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
-    matches = ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk)
-    members = ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk)
+    # Read first, one after the other: a lost file ends the call at its first read, before any write.
+    plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
+              ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk))
+             for chunk in batch]
+    if len(plans) == 1:
+        run = _persist_chunk(ports, run, *plans[0])
+    else:
+        with ThreadPoolExecutor(len(plans)) as pool:
+            run = max(pool.map(lambda plan: _persist_chunk(ports, run, *plan), plans),
+                      key=lambda counted: len(counted.done_chunks))
+    return "persist" if run.next_chunk() is not None else "finish"
+
+
+def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: Frame) -> Run:
+    from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
+
+    environment, first_match_id = run.environment, run.plan_first_match_id
     uses = used_by(ports.reconciliations, environment, stream_keys(members))
     batch = planned_matches(matches, members, environment=environment, reconciliation_id=run.reconciliation_id,
                             run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
@@ -302,8 +324,7 @@ def persist(ports: Ports, environment: str, run_id: int) -> str:
         if (kept := money.get(match.id - first_match_id)) is not None:
             ports.matches.keep_money(environment, match.id, kept)
     written += [m for m, _ in batch if m.id in done_before]
-    run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
-    return "persist" if run.next_chunk() is not None else "finish"
+    return ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
 
 
 def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
@@ -360,8 +381,8 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     start again at once)."""
     run = ports.runs.get(environment, run_id)
     if not run.finished:
-        in_progress = run.next_chunk()  # None before the plan, and once every chunk is written
-        if in_progress is not None:
+        in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
+        if in_progress:
             _undo_uncommitted(ports, run, in_progress)
         run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
                              error_message=describe_error(error))
@@ -375,13 +396,13 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     return "done"
 
 
-def _undo_uncommitted(ports: Ports, run: Run, chunk: int) -> None:
-    """Chunks are written in order, so only the one in progress can hold half-written matches.
-    Undone from the table alone, never from the plan's files (they may be what was lost): a
+def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
+    """Only the chunks a persist call may be writing (`Run.next_chunks`) can hold half-written
+    matches. Undone from the table alone, never from the plan's files (they may be what was lost): a
     match's member items are written before its claims and deleted after their release, so
     every claim of an uncommitted match is found through its members. A retry after dying
     part-way finds what is left (a record is released only while the match holds it)."""
-    match_ids = run.chunk_match_ids(chunk)
+    match_ids = sorted({i for chunk in chunks for i in run.chunk_match_ids(chunk)})
     committed = ports.matches.existing_ids(run.environment, match_ids)
     uncommitted = [i for i in match_ids if i not in committed]
     with ThreadPoolExecutor(UNDO_THREADS) as pool:

@@ -17,7 +17,7 @@ def test_moto_returns_only_what_an_index_projects(services):
         return client.query(TableName=table.name, IndexName=index, KeyConditionExpression=f"{index}pk = :p",
                             ExpressionAttributeValues={":p": {"S": partition}})["Items"]
     [open_entry] = entries("gsi5", keys.open_record_shard("acme", "bank", 1))
-    [status_entry] = entries("gsi4", keys.records_with_status_pk("acme", "partially_reconciled"))
+    [status_entry] = entries("gsi4", keys.record_indexes("acme", 1, "bank", "partially_reconciled")["gsi4pk"])
     assert set(open_entry) == {"pk", "sk", "gsi5pk", "gsi5sk", "id", "amount"}
     assert set(status_entry) == {"pk", "sk", "gsi4pk", "gsi4sk"}
 

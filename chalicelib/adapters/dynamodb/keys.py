@@ -90,7 +90,7 @@ record         | -    | {E}#REC#<id>          | REC             | records: put_m
                |      |                       |                 |                         | a stream's open records
                |      |                       |                 |                         | before adoption, a stream's
                |      |                       |                 |                         | delete
-               | gsi4 | {E}#ST#<status>       | <id>            | the claims: set while   | GET /records?
+               | gsi4 | {E}#ST#<status>#<n>   | <id>            | the claims: set while   | GET /records?
                |      |                       |                 | matched somewhere       | status=partially_reconciled
                |      |                       |                 |                         | or reconciled: keys, then
                |      |                       |                 |                         | BatchGetItem
@@ -152,7 +152,7 @@ match          | -    | {E}#MATCH#<id>        | MATCH           | matches: begin
                |      |                       |                 | mark_unmatching,        |
                |      |                       |                 | mark_unmatched, remove  |
                | gsi1 | {E}#RECON#<recon>#    | <id>            | begin, commit_many      | GET
-               |      | MATCHES               |                 |                         | /reconciliation_matches,
+               |      | MATCHES#<n>           |                 |                         | /reconciliation_matches,
                |      |                       |                 |                         | newest first (begun and
                |      |                       |                 |                         | unmatching left out); a
                |      |                       |                 |                         | reconciliation's delete
@@ -385,7 +385,7 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
 gsi3 (GSI3) | audit entries by resource:               | yes: audit entries      | KEYS_ONLY: a page of keys, then the
             | {E}#AUDIT#<type>#<resource id> / <seq>   | naming a resource id    | entries by BatchGetItem
 gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
-            | {E}#ST#<status> / <id>,                  | first match on          | records by BatchGetItem
+            | {E}#ST#<status>#<0..31> / <id>,          | first match on          | records by BatchGetItem
             | partially_reconciled or reconciled       |                         |
 gsi5 (GSI5) | a stream's open records:                 | yes: until reconciled   | INCLUDE the 14 attributes its
             | {E}#DS#<stream>#OPEN#<0..15> / <id>      | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
@@ -510,7 +510,22 @@ def records_of_stream_pk(environment: str, stream_key: str) -> str:
 
 
 def records_with_status_pk(environment: str, status: str) -> str:
+    """The status's list, unsharded: where records claimed before issue 30 still sit, and the
+    name its cursors carry."""
     return f"{env_prefix(environment)}#ST#{status}"
+
+
+# A run claims a record a write into its status's list: spread over this many partitions (by the
+# record id) so that none takes more than 1/16 of a run's claims (DynamoDB's 1,000 writes a second
+# a partition would cap a run at some 1,000 matched records a second).
+RECORD_STATUS_SHARDS = 32
+
+
+def records_with_status_partitions(environment: str, status: str) -> list[str]:
+    """Every partition of the status's list: its shards, and the unsharded one, which records
+    claimed before the shards keep until they next change status."""
+    listing = records_with_status_pk(environment, status)
+    return _shards(listing, RECORD_STATUS_SHARDS) + [listing]
 
 
 # A stream's open records are spread over OPEN_RECORD_SHARDS partitions of gsi5 by record id, so
@@ -542,7 +557,8 @@ def open_record_index(environment: str, stream_key: str, record_id: int) -> dict
 
 def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:
     """gsi4, sparse: a record sits in it, under its status, once some reconciliation matched it."""
-    return {"gsi4pk": records_with_status_pk(environment, status), "gsi4sk": _id(record_id)}
+    return {"gsi4pk": _shard_of(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, str(record_id)),
+            "gsi4sk": _id(record_id)}
 
 
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
@@ -709,8 +725,22 @@ def match_sort_key(match_id: int) -> str:
     return _id(match_id)
 
 
+# A run writes its matches into its reconciliation's list: spread over this many partitions (by the
+# match id), as the status lists are (RECORD_STATUS_SHARDS).
+MATCHES_SHARDS = 32
+
+
 def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
-    return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": match_sort_key(match_id)}
+    return {"gsi1pk": _shard_of(matches_of_reconciliation_pk(environment, reconciliation_id), MATCHES_SHARDS,
+                                str(match_id)),
+            "gsi1sk": match_sort_key(match_id)}
+
+
+def matches_of_reconciliation_partitions(environment: str, reconciliation_id: int) -> list[str]:
+    """Every partition of the reconciliation's match list: its shards, and the unsharded one, which
+    matches written before the shards keep (they are never moved)."""
+    listing = matches_of_reconciliation_pk(environment, reconciliation_id)
+    return _shards(listing, MATCHES_SHARDS) + [listing]
 
 
 def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ A failed claim releases the claims this match made and deletes its members.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,8 @@ from chalicelib.adapters.dynamodb.table import (
     DynamoTable,
     Filter,
     deserialize,
+    listing_cursor,
+    listing_cursor_value,
     started,
 )
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
@@ -46,6 +49,7 @@ from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
+SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
 
 
 class MatchRepository:
@@ -278,10 +282,14 @@ class MatchRepository:
                         high_id: int) -> dict[int, MatchState]:
         """The reconciliation's matches with ids from `low_id` to `high_id`, those `find_many` finds,
         projected to what a story trace needs of them (from its match index: eventually consistent)."""
-        items = self._table.query_between(keys.matches_of_reconciliation_pk(environment, reconciliation_id),
-                                          keys.match_sort_key(low_id), keys.match_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=MATCH_STATE_ATTRIBUTES, typed=True)
+        def between(partition: str) -> list[dict[str, Any]]:
+            return list(self._table.query_between(partition, keys.match_sort_key(low_id), keys.match_sort_key(high_id),
+                                                  index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                                  projection=MATCH_STATE_ATTRIBUTES, typed=True))
+
+        partitions = keys.matches_of_reconciliation_partitions(environment, reconciliation_id)
+        with ThreadPoolExecutor(SHARD_READERS) as pool:  # the list's shards, and its unsharded partition
+            items = [item for found in pool.map(between, partitions) for item in found]
         return {state.id: state for state in map(_match_state, items)}
 
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
@@ -337,9 +345,16 @@ class MatchRepository:
             expression += " AND #fs = :fs"
             names["#fs"], values[":fs"] = "status", status.value
         hidden = Filter(expression, names, values)
-        page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
-                                      index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor, filter=hidden)
-        return [self._from_item(i) for i in page.items], page.cursor
+        # The shards of the list merged newest first, and the unsharded partition, where matches
+        # written before the shards stay.
+        listing = keys.matches_of_reconciliation_pk(environment, reconciliation_id)
+        below = listing_cursor_value(cursor, listing) if cursor else None
+        items = list(itertools.islice(self._table.merged_below(
+            "gsi1pk", keys.matches_of_reconciliation_partitions(environment, reconciliation_id), index=keys.GSI1,
+            sort_attr="gsi1sk", below=below, page_size=limit + 1, filter=hidden), limit + 1))
+        more = len(items) > limit
+        return ([self._from_item(i) for i in items[:limit]],
+                listing_cursor(listing, items[limit - 1]["gsi1sk"]) if more else None)
 
     # Changing a committed match ---------------------------------------------------------------
 

@@ -103,9 +103,7 @@ class RecordRepository:
             page = self._page_of_unreconciled(environment, query, limit, cursor)
         else:
             assert query.status is not None
-            page = self._table.index_page("gsi4pk", keys.records_with_status_pk(environment, query.status.value),
-                                          index=keys.GSI4, sort_attr="gsi4sk", limit=limit, cursor=cursor,
-                                          admits=self._admits(query))
+            page = self._page_of_status(environment, query, limit, cursor)
         return [self.from_item(i) for i in page.items], page.cursor
 
     def _page_of_job(self, environment: str, job_id: int, query: RecordQuery, limit: int,
@@ -152,6 +150,19 @@ class RecordRepository:
                               for s in streams
                               for partition in keys.open_records_of_stream_partitions(environment, s["key"])])
         ids = (int(sort) for sort in heapq.merge(*partitions, reverse=True))
+        return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
+                                        limit, self._admits(query))
+
+    def _page_of_status(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+        """Matched records of a status: the shards of its list (keys only) merged newest first, the
+        unsharded partition too (records claimed before the shards sit there until they move)."""
+        assert query.status is not None
+        listing = keys.records_with_status_pk(environment, query.status.value)
+        below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
+        partitions = keys.records_with_status_partitions(environment, query.status.value)
+        entries = self._table.merged_below("gsi4pk", partitions, index=keys.GSI4, sort_attr="gsi4sk", below=below,
+                                           page_size=limit + 1, projection=("gsi4sk",))
+        ids = (int(entry["gsi4sk"]) for entry in entries)
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 

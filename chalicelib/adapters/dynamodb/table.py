@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import itertools
 import json
 import queue
@@ -88,6 +89,16 @@ def encode_key(key: dict[str, Any]) -> str:
     """The cursor of a (non-empty) serialized key: encode_cursor when a key is known to be there."""
     raw = json.dumps(deserialize(key), separators=(",", ":"), sort_keys=True)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def listing_cursor(listing: str, after: str) -> str:
+    """The cursor of a list merged from several partitions: its name, and the sort value it resumes below."""
+    return encode_key(serialize({"listing": listing, "after": after}))
+
+
+def listing_cursor_value(cursor: str, listing: str) -> str:
+    """The sort value a `listing_cursor` resumes below; refused unless it is this list's."""
+    return deserialize(decode_cursor(cursor, "listing", listing, ("listing", "after")))["after"]
 
 
 def decode_cursor(cursor: str, partition_attr: str, partition_value: str,
@@ -366,6 +377,30 @@ class DynamoTable:
             kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
             kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
         yield from (item[sort_attr] for item in self._query_items(kwargs))
+
+    def merged_below(self, partition_attr: str, partitions: list[str], *, index: str, sort_attr: str,
+                     below: str | None, page_size: int, filter: Filter | None = None,
+                     projection: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of one list sharded over `partitions` of an index, highest sort value first (the
+        values are unique across them), strictly below `below` when given. Each partition is read
+        `page_size` at a time as the merge needs it; the first pages at once, in parallel."""
+        def reader(partition: str) -> Iterator[dict[str, Any]]:
+            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
+            kwargs.update(ScanIndexForward=False, Limit=page_size)
+            if below is not None:
+                kwargs["KeyConditionExpression"] += " AND #below < :below"
+                kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
+                kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
+            _project(kwargs, projection)  # it must name `sort_attr`
+            return self._query_items(kwargs)
+
+        def first_page(partition: str) -> Iterator[dict[str, Any]]:
+            items = reader(partition)
+            return itertools.chain(list(itertools.islice(items, page_size)), items)
+
+        with ThreadPoolExecutor(min(len(partitions), PARTITION_THREADS)) as pool:
+            started = list(pool.map(first_page, partitions))
+        return heapq.merge(*started, key=lambda item: item[sort_attr], reverse=True)
 
     def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
               filter: Filter | None = None, deadline: float | None = None) -> tuple[int, bool]:
