@@ -385,7 +385,7 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
 gsi3 (GSI3) | audit entries by resource:               | yes: audit entries      | KEYS_ONLY: a page of keys, then the
             | {E}#AUDIT#<type>#<resource id> / <seq>   | naming a resource id    | entries by BatchGetItem
 gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
-            | {E}#ST#<status>#<0..31> / <id>,          | first match on          | records by BatchGetItem
+            | {E}#ST#<status>#<0..15> / <id>,          | first match on          | records by BatchGetItem
             | partially_reconciled or reconciled       |                         |
 gsi5 (GSI5) | a stream's open records:                 | yes: until reconciled   | INCLUDE the 14 attributes its
             | {E}#DS#<stream>#OPEN#<0..15> / <id>      | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
@@ -518,7 +518,7 @@ def records_with_status_pk(environment: str, status: str) -> str:
 # A run claims a record a write into its status's list: spread over this many partitions (by the
 # record id) so that none takes more than 1/16 of a run's claims (DynamoDB's 1,000 writes a second
 # a partition would cap a run at some 1,000 matched records a second).
-RECORD_STATUS_SHARDS = 32
+RECORD_STATUS_SHARDS = 16
 
 
 def records_with_status_partitions(environment: str, status: str) -> list[str]:
@@ -540,7 +540,7 @@ def open_records_of_stream_pk(environment: str, stream_key: str) -> str:
 
 
 def open_record_shard(environment: str, stream_key: str, record_id: int) -> str:
-    return _shard_of(open_records_of_stream_pk(environment, stream_key), OPEN_RECORD_SHARDS, _id(record_id))
+    return _shard_by_id(open_records_of_stream_pk(environment, stream_key), OPEN_RECORD_SHARDS, record_id)
 
 
 def open_records_of_stream_partitions(environment: str, stream_key: str) -> list[str]:
@@ -557,7 +557,7 @@ def open_record_index(environment: str, stream_key: str, record_id: int) -> dict
 
 def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:
     """gsi4, sparse: a record sits in it, under its status, once some reconciliation matched it."""
-    return {"gsi4pk": _shard_of(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, str(record_id)),
+    return {"gsi4pk": _shard_by_id(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, record_id),
             "gsi4sk": _id(record_id)}
 
 
@@ -727,12 +727,12 @@ def match_sort_key(match_id: int) -> str:
 
 # A run writes its matches into its reconciliation's list: spread over this many partitions (by the
 # match id), as the status lists are (RECORD_STATUS_SHARDS).
-MATCHES_SHARDS = 32
+MATCHES_SHARDS = 16
 
 
 def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
-    return {"gsi1pk": _shard_of(matches_of_reconciliation_pk(environment, reconciliation_id), MATCHES_SHARDS,
-                                str(match_id)),
+    return {"gsi1pk": _shard_by_id(matches_of_reconciliation_pk(environment, reconciliation_id), MATCHES_SHARDS,
+                                   match_id),
             "gsi1sk": match_sort_key(match_id)}
 
 
@@ -1139,6 +1139,12 @@ def webhook_due_shards() -> list[str]:
 
 
 # Sharded lists ----------------------------------------------------------------------------------
+
+def _shard_by_id(partition: str, shards: int, item_id: int) -> str:
+    """`<partition>#<id mod shards>`: ids come in runs of consecutive numbers (a job's id block, a
+    run's matches), so each shard takes 1/shards of them, where a hash would leave one a little over."""
+    return f"{partition}#{item_id % shards}"
+
 
 def _shard_of(partition: str, shards: int, value: str) -> str:
     """`<partition>#<n>` for `value`: always the same n (crc32, stable across runs and processes)."""
