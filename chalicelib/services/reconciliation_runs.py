@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -301,15 +301,19 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
               ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk))
              for chunk in batch]
     if len(plans) == 1:
-        run = _persist_chunk(ports, run, *plans[0])
+        run = ports.runs.save_chunk(run, *_persist_chunk(ports, run, *plans[0]))
     else:
+        # Chunks are written side by side, counted here one at a time as each ends: the run's item
+        # takes one count at a time (a store without atomic updates under threads, moto's, lost one).
         with ThreadPoolExecutor(len(plans)) as pool:
-            run = max(pool.map(lambda plan: _persist_chunk(ports, run, *plan), plans),
-                      key=lambda counted: len(counted.done_chunks))
+            for written in as_completed([pool.submit(_persist_chunk, ports, run, *plan) for plan in plans]):
+                run = ports.runs.save_chunk(run, *written.result())
     return "persist" if run.next_chunk() is not None else "finish"
 
 
-def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: Frame) -> Run:
+def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: Frame) -> tuple[int, int, int]:
+    """Write one chunk's matches; gives what its count needs: the chunk, its matched records (those
+    of matches written now or before: a retried chunk counts what it finds committed), its conflicts."""
     from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
 
     environment, first_match_id = run.environment, run.plan_first_match_id
@@ -324,7 +328,7 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
         if (kept := money.get(match.id - first_match_id)) is not None:
             ports.matches.keep_money(environment, match.id, kept)
     written += [m for m, _ in batch if m.id in done_before]
-    return ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
+    return chunk, sum(m.record_count for m in written), len(batch) - len(written)
 
 
 def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
