@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingestion import WriteCounter, baseline  # noqa: E402
-from reconciliation_run import side_csv  # noqa: E402
+from reconciliation_run import batch_reconciliation, side_csv  # noqa: E402
 
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
@@ -94,13 +94,7 @@ def main() -> None:
             phases.append((f"CSV import into side-{side} ({len(body) / 1e6:.0f} MB)", seconds, args.records,
                            "records"))
             print(f"import {side}: {seconds:.1f} s", flush=True)
-        reconciliation = session.post(f"{api}/reconciliations", json={
-            "name": "Bench", "run_type": "batch", "side_a_stream_keys": ["side-a"],
-            "side_b_stream_keys": ["side-b"]}).json()
-        assert session.post(f"{api}/reconciliations/{reconciliation['id']}/rules", json={
-            "name": "Amount, 3 days", "priority": 1, "cardinality": "one_to_one",
-            "conditions": [{"field": "amount", "operator": "equals"},
-                           {"field": "date", "operator": "within", "days": 3}]}).ok
+        reconciliation = batch_reconciliation(session, api)
         run = session.post(f"{api}/reconciliations/{reconciliation['id']}/runs").json()
         run, seconds = follow(session, f"{api}/reconciliations/{reconciliation['id']}/runs/{run['id']}",
                               RUN_BUSY, "run")

@@ -105,6 +105,18 @@ def write_directly(service: LocalService, records: int, side: str, stream_id: in
             ((n, rows[n].split(",")) for n in range(start, min(start + 1000, records))))
 
 
+def batch_reconciliation(session: requests.Session, api: str) -> dict:
+    """side-a against side-b, one one-to-one rule: amount equals, date within 3 days."""
+    reconciliation = session.post(f"{api}/reconciliations", json={
+        "name": "Bench", "run_type": "batch", "side_a_stream_keys": ["side-a"],
+        "side_b_stream_keys": ["side-b"]}).json()
+    assert session.post(f"{api}/reconciliations/{reconciliation['id']}/rules", json={
+        "name": "Amount, 3 days", "priority": 1, "cardinality": "one_to_one",
+        "conditions": [{"field": "amount", "operator": "equals"},
+                       {"field": "date", "operator": "within", "days": 3}]}).ok
+    return reconciliation
+
+
 def wait(session: requests.Session, url: str, busy: tuple[str, ...]) -> dict:
     while True:
         body = session.get(url).json()
@@ -141,13 +153,7 @@ def main() -> None:
             assert requests.put(created["upload_url"], data=side_csv(args.records, side), timeout=300).ok
             done = wait(session, f"{api}/file_imports/{created['id']}", ("pending", "processing", "replicating"))
             assert done["status"] == "completed", done
-        reconciliation = session.post(f"{api}/reconciliations", json={
-            "name": "Bench", "run_type": "batch", "side_a_stream_keys": ["side-a"],
-            "side_b_stream_keys": ["side-b"]}).json()
-        assert session.post(f"{api}/reconciliations/{reconciliation['id']}/rules", json={
-            "name": "Amount, 3 days", "priority": 1, "cardinality": "one_to_one",
-            "conditions": [{"field": "amount", "operator": "equals"},
-                           {"field": "date", "operator": "within", "days": 3}]}).ok
+        reconciliation = batch_reconciliation(session, api)
         counter.reset()
         started = time.perf_counter()
         run = session.post(f"{api}/reconciliations/{reconciliation['id']}/runs").json()
