@@ -359,7 +359,7 @@ PRICES = {  # us-east-1
 IMPORT_ROWS = 100_000         # rows per CSV file (assumed)
 RUNS_PER_MONTH = 30           # one batch run a day, matching that day's records
 FILE_CHUNK_ROWS = 500         # chalicelib/services/file_imports.py
-RUN_CHUNK_RECORDS = 2_000     # chalicelib/services/reconciliation_runs.py
+RUN_CHUNK_RECORDS = 2_000     # chalicelib/domain/runs.py CHUNK_RECORDS
 PERSIST_CHUNKS = 4            # chunks a persist task writes: chalicelib/services/reconciliation_runs.py
 CHUNK_TASK_SECONDS = 60       # chalicelib/services/file_imports.py CHUNK_TASK_BUDGET
 # Seconds at the memory infra/functions.py gives each function. Measured locally (bench/RESULTS.md),

@@ -246,8 +246,9 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule
+    from chalicelib.domain.runs import CHUNK_RECORDS
     from chalicelib.services.ports import Ports
-    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, DRY_RUN_RECORDS
+    from chalicelib.services.reconciliation_runs import DRY_RUN_RECORDS
 
     client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="bench", aws_secret_access_key="bench",
@@ -345,7 +346,8 @@ def match_phase(ports, side_a, side_b, rule, old: bool):
     """The match task's work: the engine, then the plan cut in chunks and kept as files."""
     from chalicelib.domain.matching import match_records
     from chalicelib.domain.matching.frames import engine_frames, plan_chunks
-    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, PLAN_ROW_GROUP
+    from chalicelib.domain.runs import CHUNK_RECORDS
+    from chalicelib.services.reconciliation_runs import PLAN_ROW_GROUP
 
     outcome = match_records(*engine_frames(side_a, side_b), [rule])
     matches, members, chunks = (old_plan if old else plan_chunks)(outcome, side_a, side_b, CHUNK_RECORDS)

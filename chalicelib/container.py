@@ -264,7 +264,7 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
-            chunk_records=reconciliation_runs.CHUNK_RECORDS,
+            chunk_records=self.settings.run_chunk_records,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(

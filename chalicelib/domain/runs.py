@@ -80,6 +80,11 @@ def records_a_match_holds(memory_mb: int) -> int:
 
 # Open records a run loads at most, both sides together (settings.max_run_records): about 4.3M.
 RUN_RECORDS = records_a_match_holds(MATCH_MEMORY_MB)
+# Records of a persist chunk (settings.run_chunk_records): its matches are read, claimed and counted
+# together. A run holds at most MAX_RUN_CHUNKS chunks: what one execution's history holds
+# (tests/unit/test_run_state_machine.py), so smaller chunks need a smaller max_run_records.
+CHUNK_RECORDS = 2_000
+MAX_RUN_CHUNKS = 5_000
 
 
 # Share of `progress` each phase ends at.

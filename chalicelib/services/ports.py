@@ -588,7 +588,7 @@ class Ports:
     agent_run_queue: Queue
     schedules: AgentSchedules
     agent_files: AgentFiles
-    chunk_records: int  # records one persist call writes (reconciliation_runs.CHUNK_RECORDS)
+    chunk_records: int  # records of one persist chunk (settings.run_chunk_records)
     dry_run_records: int  # open records a dry run reads at most (reconciliation_runs.DRY_RUN_RECORDS)
     # Called with each job that wrote records, once they are final (continuous reconciliations).
     after_ingestion: Callable[[IngestionJob], None] | None = None

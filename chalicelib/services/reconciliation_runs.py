@@ -52,7 +52,6 @@ from chalicelib.services.status_moves import move_or_reload
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
 
-CHUNK_RECORDS = 2_000      # records of a persist chunk: its matches are read, claimed and counted together
 # Chunks one persist task writes at once (their matches are disjoint), CLAIM_THREADS claims each: the
 # client's 32 connections (adapters/aws.py) kept busy. 8,000 records a task, and a 10M-record run's
 # 5,000 chunks in 1,250 tasks, well inside an execution's 25,000 history events

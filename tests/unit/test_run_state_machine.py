@@ -8,8 +8,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger
-from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, PERSIST_CHUNKS
+from chalicelib.domain.runs import CHUNK_RECORDS, MAX_RUN_CHUNKS, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.services.reconciliation_runs import PERSIST_CHUNKS
 
 DEFINITION = Path(__file__).resolve().parents[2] / "infra" / "statemachines" / "reconciliation_run.asl.json"
 HISTORY_LIMIT = 25_000
@@ -48,7 +48,7 @@ def a_run_planned(records: int) -> Run:
 
 
 def test_a_run_of_ten_million_matched_records_stays_inside_one_executions_history():
-    # Given a run whose plan holds 10M matched records in chunks of CHUNK_RECORDS
+    # Given a run whose plan holds 10M matched records in chunks of CHUNK_RECORDS: MAX_RUN_CHUNKS chunks
     run = a_run_planned(10_000_000)
     definition = json.loads(DEFINITION.read_text())
     done: set[int] = set()
@@ -66,7 +66,7 @@ def test_a_run_of_ten_million_matched_records_stays_inside_one_executions_histor
     persist_tasks = math.ceil(run.chunks / PERSIST_CHUNKS)
 
     # Then it ends well inside the history limit, with room for one retry of every task
-    assert len(done) == run.chunks == 5_000
+    assert len(done) == run.chunks == MAX_RUN_CHUNKS
     assert sum(events) + RETRY_EVENTS * (persist_tasks + 4) < HISTORY_LIMIT
 
 
