@@ -359,7 +359,8 @@ PRICES = {  # us-east-1
 IMPORT_ROWS = 100_000         # rows per CSV file (assumed)
 RUNS_PER_MONTH = 30           # one batch run a day, matching that day's records
 FILE_CHUNK_ROWS = 500         # chalicelib/services/file_imports.py
-RUN_CHUNK_RECORDS = 2_000     # chalicelib/services/reconciliation_runs.py
+RUN_CHUNK_RECORDS = 2_000     # chalicelib/domain/runs.py CHUNK_RECORDS
+PERSIST_CHUNKS = 4            # chunks a persist task writes: chalicelib/services/reconciliation_runs.py
 CHUNK_TASK_SECONDS = 60       # chalicelib/services/file_imports.py CHUNK_TASK_BUDGET
 # Seconds at the memory infra/functions.py gives each function. Measured locally (bench/RESULTS.md),
 # where dynalite's single thread bounds them; DynamoDB serves the same calls in parallel, so these
@@ -382,7 +383,7 @@ def monthly(records: int, per: dict[str, float]) -> list[tuple[str, str, float]]
     gb = {name: f.memory_mb / 1024 for name, f in FUNCTIONS.items()}
     files = math.ceil(records / IMPORT_ROWS)
     chunk_tasks = files * math.ceil(IMPORT_ROWS * SECONDS_PER_IMPORTED_ROW / CHUNK_TASK_SECONDS)
-    persist_tasks = RUNS_PER_MONTH * math.ceil(records / RUNS_PER_MONTH / RUN_CHUNK_RECORDS)
+    persist_tasks = RUNS_PER_MONTH * math.ceil(records / RUNS_PER_MONTH / (RUN_CHUNK_RECORDS * PERSIST_CHUNKS))
     gb_seconds = (records * SECONDS_PER_IMPORTED_ROW * gb["file_import_chunks"]
                   + files * (PREPARE_SECONDS_PER_FILE * gb["file_import_prepare"]
                              + FINISH_SECONDS_PER_FILE * gb["file_import_finish"])
@@ -390,10 +391,10 @@ def monthly(records: int, per: dict[str, float]) -> list[tuple[str, str, float]]
                   + records * LOAD_SECONDS_PER_RECORD * (gb["reconciliation_run_load"] + gb["reconciliation_run_match"])
                   + SWEEPS_PER_MONTH * SWEEP_SECONDS * gb["sweep_stuck_jobs"])
     # Per file: the API's create, the S3 event, prepare, the chunk tasks, finish. Per run: the API's
-    # start, load, match, one persist per chunk, exceptions, finish. The sweeper every minute.
+    # start, load, match, one persist per PERSIST_CHUNKS chunks, exceptions, finish. The sweeper every minute.
     invocations = files * 4 + chunk_tasks + RUNS_PER_MONTH * 5 + persist_tasks + SWEEPS_PER_MONTH
     # infra/statemachines: an import is Prepare, WhatNext, (WriteChunks, WhatNext) per task, Finish;
-    # a run is Load, WhatNext, Match, WhatNext, (Persist, WhatNext) per chunk, RefreshExceptions, Finish.
+    # a run is Load, WhatNext, Match, WhatNext, (Persist, WhatNext) per task, RefreshExceptions, Finish.
     transitions = files * 3 + chunk_tasks * 2 + RUNS_PER_MONTH * 6 + persist_tasks * 2
     writes = records * (per["wcu_import"] + per["wcu_run"])
     reads = records * (per["rru_import"] + per["rru_run"]) + SWEEPS_PER_MONTH * SWEEP_READ_UNITS

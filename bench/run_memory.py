@@ -43,8 +43,16 @@ RULE_BODY = {"name": "Amount and date", "priority": 1, "cardinality": "one_to_on
 
 # The data: side A record i, and side B's partner of it -------------------------------------------
 
-def stream_key(side: str, records: int) -> str:
-    return f"{side}{records}"  # the server reads the side and the size back from the key
+def stream_key(side: str, records: int, sharded: bool = False) -> str:
+    """The server reads the side and the size back from the key; `s` first: the stream's open
+    records sit in the open index's shards, else in its unsharded partition (as written before)."""
+    return f"{'s' if sharded else ''}{side}{records}"
+
+
+def parse_stream_key(key: str) -> tuple[str, int, bool]:
+    sharded = key.startswith("s")
+    key = key.removeprefix("s")
+    return key[0], int(key[1:]), sharded
 
 
 def record_values(side: str, records: int, n: int) -> tuple[int, int, str]:
@@ -58,16 +66,21 @@ def record_values(side: str, records: int, n: int) -> tuple[int, int, str]:
     return records + 1 + n, amount + (0 if partner % 20 else 1), shifted.isoformat()
 
 
-def record_item(side: str, records: int, n: int) -> dict[str, Any]:
-    """The typed item (as DynamoDB returns it) of records.RecordRepository.to_item, fast."""
+def record_item(side: str, records: int, n: int, sharded: bool = True) -> dict[str, Any]:
+    """The typed item (as DynamoDB returns it) of records.RecordRepository.to_item, fast (not
+    `sharded`: its open-index entry in the unsharded partition, as written before the shards)."""
+    from chalicelib.adapters.dynamodb import keys
+
     record_id, amount, day = record_values(side, records, n)
-    key, rid = stream_key(side, records), str(record_id).zfill(12)
+    key, rid = stream_key(side, records, sharded), str(record_id).zfill(12)
+    open_partition = (keys.open_record_shard(ENVIRONMENT, key, record_id) if sharded
+                      else keys.open_records_of_stream_pk(ENVIRONMENT, key))
     job, external_id = 1 + n // 100_000, f"{side}-{n:08d}"
     text = lambda v: {"S": v}  # noqa: E731
     return {
         "pk": text(f"E#{ENVIRONMENT}#REC#{rid}"), "sk": text("REC"),
         "gsi1pk": text(f"E#{ENVIRONMENT}#DS#{key}#REC"), "gsi1sk": text(rid),
-        "gsi5pk": text(f"E#{ENVIRONMENT}#DS#{key}#OPEN"), "gsi5sk": text(rid),
+        "gsi5pk": text(open_partition), "gsi5sk": text(rid),
         "entity": text("record"), "environment": text(ENVIRONMENT), "id": {"N": str(record_id)},
         "data_stream_key": text(key), "data_stream_id": {"N": "1" if side == "a" else "2"},
         "date": text(day), "amount": {"N": str(amount)}, "direction": text("credit" if side == "a" else "debit"),
@@ -124,33 +137,40 @@ class FakeDynamo(BaseHTTPRequestHandler):
 
     def query(self, request: dict[str, Any]) -> bytes:
         start_key = request.get("ExclusiveStartKey")
-        name = f"{request['ExpressionAttributeValues'][':p']['S'].split('#')[3]}-"
+        name = f"{'-'.join(request['ExpressionAttributeValues'][':p']['S'].split('#')[3:])}-"
         name += f"{start_key['gsi5sk']['S'] if start_key else 'first'}-{request.get('Select', 'items')}"
         name += f"{'-projected' if 'ProjectionExpression' in request else ''}.json"
         path = self.cache / name if self.cache else None
         if path is not None and path.exists():
             return path.read_bytes()
-        data = json.dumps(self.page(request)).encode()
+        data = json.dumps(self.page(request), separators=(",", ":")).encode()  # as DynamoDB sends it
         if path is not None:
             path.write_bytes(data)
         return data
 
     @staticmethod
     def page(request: dict[str, Any]) -> dict[str, Any]:
-        partition = request["ExpressionAttributeValues"][":p"]["S"]  # E#acme#DS#<side><records>#OPEN
-        key = partition.split("#")[3]
-        side, records = key[0], int(key[1:])
+        from chalicelib.adapters.dynamodb import keys
+
+        partition = request["ExpressionAttributeValues"][":p"]["S"]  # E#acme#DS#<key>#OPEN[#<shard>]
+        side, records, sharded = parse_stream_key(partition.split("#")[3])
         start_key = request.get("ExclusiveStartKey")
         first = int(start_key["gsi5sk"]["S"]) - (0 if side == "a" else records) if start_key else 0
-        items, size = [], 0
+        if sharded != (partition.count("#") == 5):  # the stream's records are all in the other partitions
+            first = records
+        items, size, full = [], 0, False
         for n in range(first, records):
-            item = index_entry(record_item(side, records, n))  # a page holds 1 MB of index entries
+            if sharded and keys.open_record_shard(ENVIRONMENT, stream_key(side, records, True),
+                                                  record_values(side, records, n)[0]) != partition:
+                continue
+            item = index_entry(record_item(side, records, n, sharded))  # a page holds 1 MB of index entries
             size += item_size(item)
             if size > PAGE_BYTES:
+                full = True
                 break
             items.append(item)
         body: dict[str, Any] = {"Count": len(items), "ScannedCount": len(items)}
-        if first + len(items) < records:
+        if full:
             last = items[-1]
             body["LastEvaluatedKey"] = {k: last[k] for k in ("pk", "sk", "gsi5pk", "gsi5sk")}
         if "ProjectionExpression" in request:  # the page's size was counted on whole items, as DynamoDB does
@@ -226,8 +246,9 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule
+    from chalicelib.domain.runs import CHUNK_RECORDS
     from chalicelib.services.ports import Ports
-    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, DRY_RUN_RECORDS
+    from chalicelib.services.reconciliation_runs import DRY_RUN_RECORDS
 
     client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="bench", aws_secret_access_key="bench",
@@ -325,7 +346,8 @@ def match_phase(ports, side_a, side_b, rule, old: bool):
     """The match task's work: the engine, then the plan cut in chunks and kept as files."""
     from chalicelib.domain.matching import match_records
     from chalicelib.domain.matching.frames import engine_frames, plan_chunks
-    from chalicelib.services.reconciliation_runs import CHUNK_RECORDS, PLAN_ROW_GROUP
+    from chalicelib.domain.runs import CHUNK_RECORDS
+    from chalicelib.services.reconciliation_runs import PLAN_ROW_GROUP
 
     outcome = match_records(*engine_frames(side_a, side_b), [rule])
     matches, members, chunks = (old_plan if old else plan_chunks)(outcome, side_a, side_b, CHUNK_RECORDS)

@@ -264,13 +264,14 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
-            chunk_records=reconciliation_runs.CHUNK_RECORDS,
+            chunk_records=self.settings.run_chunk_records,
             dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
             # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
             after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
                 self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
             stopping=self.stop_requested.is_set,
             max_import_bytes=self.settings.max_import_bytes,
+            run_records=self.settings.max_run_records,
             stuck_import_after=timedelta(minutes=self.settings.stuck_import_minutes),
         )
 

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
 from chalicelib.domain.parsers.statements import MAX_STATEMENT_BYTES
+from chalicelib.domain.runs import CHUNK_RECORDS, MAX_RUN_CHUNKS, RUN_RECORDS
 from chalicelib.domain.webhooks import TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS
 
 
@@ -60,6 +61,12 @@ class Settings(BaseSettings):
     # A file import or bulk request with no heartbeat (a chunk counted) for this long is stuck: the
     # sweeper restarts it from its checkpoint (domain/ingestion.py STUCK_AFTER).
     stuck_import_minutes: int = Field(default=5, ge=1)
+    # Open records a reconciliation run loads at most (both sides): past it, the run fails at once
+    # with a message naming the limit (domain/runs.py RUN_RECORDS: what one match function holds).
+    max_run_records: int = Field(default=RUN_RECORDS, ge=1)
+    # Records of one persist chunk (domain/runs.py CHUNK_RECORDS): a run's progress moves a chunk at
+    # a time. Smaller chunks mean more of them: max_run_records must fit in MAX_RUN_CHUNKS chunks.
+    run_chunk_records: int = Field(default=CHUNK_RECORDS, ge=2)
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.
@@ -115,6 +122,16 @@ class Settings(BaseSettings):
     webhook_timeout_seconds: float = Field(default=WEBHOOK_TIMEOUT_SECONDS, gt=0, le=30)
 
     log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _a_largest_run_fits_one_execution(self) -> Settings:
+        chunks = -(-self.max_run_records // (self.run_chunk_records // 2))  # a chunk may hold half its size
+        if chunks > MAX_RUN_CHUNKS:
+            raise ValueError(
+                f"RECON_RUN_CHUNK_RECORDS={self.run_chunk_records} makes a run of RECON_MAX_RUN_RECORDS="
+                f"{self.max_run_records} records {chunks:,} persist chunks, more than the {MAX_RUN_CHUNKS:,} one "
+                "execution's history holds: raise the chunk size or lower the records a run loads")
+        return self
 
     @property
     def local_service_ports(self) -> frozenset[int]:

@@ -49,6 +49,8 @@ LAYER_PRUNE_SUFFIXES = (".pyi", ".pyx", ".pxd", ".h", ".c", ".cpp")
 SAM_TRANSLATOR = "aws-sam-translator==1.115.0"
 # The app's package never needs the embedded local AWS.
 APP_EXCLUDED = ("chalicelib/local",)
+# The app's dependencies published only as a source distribution: pure Python or data, so built here.
+SOURCE_ONLY = ("openapi-ui-bundles",)
 
 
 @dataclass
@@ -165,11 +167,44 @@ def _strip_shared_objects(root: Path) -> None:
 
 
 def _compile(root: Path) -> None:
-    """Byte-code for the runtime's Python: Lambda's file system is read-only, so modules that are
-    not compiled here would be compiled again on every cold start."""
+    """Byte code for the runtime's Python: Lambda's file system is read-only, so modules that are
+    not compiled here would be compiled again on every cold start. Checked by nothing (unchecked
+    hash): a zip keeps modification times to 2 seconds, so a timestamp-checked .pyc of a source
+    written at an odd second reads as stale once unzipped, and is compiled again every time."""
     python = find_runtime_python()
-    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(root)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def app_dependencies(requirements: Path = ROOT / "requirements.txt", build: Path = BUILD) -> Path:
+    """requirements.txt installed from wheels for the Lambda platform and compiled for its Python,
+    once per requirements file and recipe: the app's `vendor/` tree. Chalice would install them
+    itself, as sources only, to be compiled again on every cold start."""
+    recipe = json.dumps([RUNTIME_PLATFORM, PYTHON_VERSION])
+    target = build / f"app-dependencies-{_digest(requirements, Path(__file__), extra=recipe)}"
+    with _exclusive(build, "app-dependencies"):
+        if not target.exists():
+            staging = build / "app-dependencies.tmp"
+            shutil.rmtree(staging, ignore_errors=True)
+            subprocess.run([*UV_PIP_INSTALL, "--link-mode", "copy", "--target", str(staging), "--python-version",
+                            PYTHON_VERSION, "--python-platform", RUNTIME_PLATFORM, "--only-binary", ":all:",
+                            *(arg for name in SOURCE_ONLY for arg in ("--no-binary", name)),
+                            "-r", str(requirements)], check=True)
+            _compile(staging)
+            staging.rename(target)
+    return target
+
+
+def _compile_app(project: Path) -> None:
+    """chalicelib's byte code goes in the zip with it (Chalice zips the whole directory); app.py's goes
+    through `vendor/`, whose files Chalice puts at the zip's root (it zips app.py alone)."""
+    _compile(project / "chalicelib")
+    cache = project / "vendor" / "__pycache__"
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run([find_runtime_python(), "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], "
+                    "cfile=sys.argv[2], doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+                    str(project / "app.py"), str(cache / f"app.cpython-{PYTHON_VERSION.replace('.', '')}.pyc")],
+                   check=True)
 
 
 def ensure_deploy_venv(venv: Path = DEPLOY_VENV) -> Path:
@@ -192,15 +227,18 @@ def _make_deploy_venv(venv: Path, requirements: Path, stamp: Path) -> None:
 
 
 def stage_project(config: dict, project: Path) -> Path:
-    """A copy of the app (app.py, chalicelib without the local stack, requirements.txt) with the
-    stage's generated `.chalice/config.json`. `deployed/` is shared with the repository's
+    """A copy of the app (app.py, chalicelib without the local stack, the dependencies of
+    requirements.txt, all with byte code for the runtime) with the stage's generated
+    `.chalice/config.json`. `deployed/` is shared with the repository's
     `.chalice/deployed`, where Chalice keeps what it deployed for the next deploy."""
     shutil.rmtree(project, ignore_errors=True)
     (project / ".chalice").mkdir(parents=True)
     shutil.copy2(ROOT / "app.py", project / "app.py")
-    shutil.copy2(ROOT / "requirements.txt", project / "requirements.txt")
+    # No requirements.txt: the dependencies go in compiled, as vendor/ (Chalice zips it at the root).
+    shutil.copytree(app_dependencies(), project / "vendor")
     shutil.copytree(ROOT / "chalicelib", project / "chalicelib",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
+    _compile_app(project)
     (project / ".chalice" / "config.json").write_text(json.dumps(config, indent=2))
     deployed = ROOT / ".chalice" / "deployed"
     deployed.mkdir(parents=True, exist_ok=True)

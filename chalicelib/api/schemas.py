@@ -76,32 +76,38 @@ def unchanged_when_absent(description: str | None = None, **documented: Any):
     return Field(default=None, description=description, json_schema_extra=schema_of)
 
 
-class RequestModel(BaseModel):
+class Model(BaseModel):
+    """Every model of the API: built (its validator and serializer) on first use, not at import, so
+    that a cold start pays only for the models the request it serves needs."""
+    model_config = ConfigDict(defer_build=True)
+
+
+class RequestModel(Model):
     """Bodies are validated strictly from JSON: no "12" for 12, no 1 for true. Unknown fields are ignored."""
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class QueryModel(BaseModel):
+class QueryModel(Model):
     """Query strings arrive as text, so their values are converted (lax)."""
     model_config = ConfigDict(extra="ignore")
 
 
-class ResponseModel(BaseModel):
+class ResponseModel(Model):
     model_config = ConfigDict(from_attributes=True)
 
 
 # Shared -------------------------------------------------------------------------------
 
-class ErrorOut(BaseModel):
+class ErrorOut(Model):
     message: str
 
 
-class FieldErrorOut(BaseModel):
+class FieldErrorOut(Model):
     field: str = Field(description="Path of the field, e.g. records[3].amount")
     message: str
 
 
-class ValidationErrorOut(BaseModel):
+class ValidationErrorOut(Model):
     message: str
     errors: list[FieldErrorOut]
 
@@ -111,7 +117,7 @@ class CursorQuery(QueryModel):
     limit: int = Field(default=50, ge=1, le=200)
 
 
-class HealthOut(BaseModel):
+class HealthOut(Model):
     status: Literal["ok"] = "ok"
 
 
@@ -146,7 +152,7 @@ class UpdateDataStream(RequestModel):
     type: str | None = read_only("Immutable; accepted only when unchanged")
 
 
-class StatementDayOut(BaseModel):
+class StatementDayOut(Model):
     """One statement day of a bank_feed stream, as the bank reported it (signed minor units:
     credit positive)."""
     date: date
@@ -162,7 +168,7 @@ class StatementDayOut(BaseModel):
                                   "statement is missing, or the bank restated one")
 
 
-class BalancePage(BaseModel):
+class BalancePage(Model):
     data: list[StatementDayOut]
     next_cursor: str | None
     limit: int
@@ -195,7 +201,7 @@ class DataStreamOut(ResponseModel):
         return shown
 
 
-class DataStreamPage(BaseModel):
+class DataStreamPage(Model):
     data: list[DataStreamOut]
     next_cursor: str | None
     limit: int
@@ -311,7 +317,7 @@ class ResultsQuery(CursorQuery):
         default=None, description="Only the results of this status; all of them when absent")
 
 
-class ItemResultPage(BaseModel):
+class ItemResultPage(Model):
     data: list[FileItemResultOut] = Field(description="In item order. A file import keeps the line of its failed "
                                           "and skipped rows only; a successful row's result comes from the record "
                                           "it wrote (no line; no external_id once that record is deleted)")
@@ -375,7 +381,7 @@ class RecordOut(ResponseModel):
     created_at: Timestamp
 
 
-class RecordPage(BaseModel):
+class RecordPage(Model):
     data: list[RecordOut]
     next_cursor: str | None
     limit: int
@@ -451,7 +457,7 @@ class FileImportSummaryOut(IngestionJobOut):
     currency: str | None
 
 
-class FileImportPage(BaseModel):
+class FileImportPage(Model):
     data: list[FileImportSummaryOut]
     next_cursor: str | None
     limit: int
@@ -482,7 +488,7 @@ class UpdateReconciliation(RequestModel):
     exception_after_days: ExceptionAfterDays = unchanged_when_absent()
 
 
-class ReconciliationOut(BaseModel):
+class ReconciliationOut(Model):
     id: int
     name: str
     run_type: str
@@ -495,7 +501,7 @@ class ReconciliationOut(BaseModel):
     last_run: RunOut | None = Field(description="The most recent completed or failed run, if any")
 
 
-class ReconciliationPage(BaseModel):
+class ReconciliationPage(Model):
     data: list[ReconciliationOut]
     next_cursor: str | None
     limit: int
@@ -611,7 +617,7 @@ class NewRuleBody(RuleBody):
     model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules(), required=["name", "conditions"]))
 
 
-class ReconciliationRuleOut(BaseModel):
+class ReconciliationRuleOut(Model):
     id: int
     reconciliation_id: int
     name: str
@@ -625,7 +631,7 @@ class ReconciliationRuleOut(BaseModel):
     updated_at: Timestamp
 
 
-class ReconciliationRuleList(BaseModel):
+class ReconciliationRuleList(Model):
     data: list[ReconciliationRuleOut]
 
 
@@ -648,7 +654,7 @@ class RunOut(ResponseModel):
     completed_at: Timestamp | None
 
 
-class RunPage(BaseModel):
+class RunPage(Model):
     data: list[RunOut]
     next_cursor: str | None
     limit: int
@@ -658,7 +664,7 @@ class MatchRecordOut(RecordOut):
     side: Literal["a", "b"]
 
 
-class MatchOut(BaseModel):
+class MatchOut(Model):
     id: int
     status: Literal["confirmed", "proposed"]
     group_key: str
@@ -673,7 +679,7 @@ class MatchOut(BaseModel):
     record_count: int | None = Field(default=None, description="Instead of records when the match has more than 100")
 
 
-class MatchPage(BaseModel):
+class MatchPage(Model):
     data: list[MatchOut]
     next_cursor: str | None
     limit: int
@@ -691,7 +697,7 @@ class CreateMatch(RequestModel):
     reason: str | None = Field(default=None, max_length=500)
 
 
-class DryRunMatchOut(BaseModel):
+class DryRunMatchOut(Model):
     status: Literal["confirmed", "proposed"]
     group_key: str
     side_a_record_ids: list[int]
@@ -699,7 +705,7 @@ class DryRunMatchOut(BaseModel):
     differences: dict[str, Any]
 
 
-class ConditionExclusionOut(BaseModel):
+class ConditionExclusionOut(Model):
     condition: int = Field(description="Position of the condition in the rule's `conditions`, from 0")
     field: str
     operator: str
@@ -710,7 +716,7 @@ class ConditionExclusionOut(BaseModel):
         "search sums those amounts)"))
 
 
-class DryRunOut(BaseModel):
+class DryRunOut(Model):
     reconciliation_rule_id: int
     open_records: dict[str, int] = Field(description="{side_a, side_b}: open records the rule was tried on")
     taken_by_earlier_rules: int = Field(description="Records the active rules of higher priority would match first")
@@ -725,7 +731,7 @@ class DryRunOut(BaseModel):
 
 # Exceptions -------------------------------------------------------------------------------
 
-class AggregatesOut(BaseModel):
+class AggregatesOut(Model):
     record_count: int
     total_amount: int = Field(description="Credits minus debits, in minor units")
     debit_count: int
@@ -739,12 +745,12 @@ class AggregatesOut(BaseModel):
     newest_at: str | None
 
 
-class AssigneeOut(BaseModel):
+class AssigneeOut(Model):
     id: int
     idp_user_id: str
 
 
-class CommentOut(BaseModel):
+class CommentOut(Model):
     id: int
     body: str
     author_idp_id: str
@@ -752,7 +758,7 @@ class CommentOut(BaseModel):
     created_at: str
 
 
-class ExceptionOut(BaseModel):
+class ExceptionOut(Model):
     id: int
     reconciliation_id: int
     reconciliation_name: str | None
@@ -774,7 +780,7 @@ class ExceptionOut(BaseModel):
                                   "refreshed: records and aggregates are brought up to date within a minute")
 
 
-class InvestigationOut(BaseModel):
+class InvestigationOut(Model):
     id: int
     status: Literal["pending", "running", "completed", "failed"]
     recommendation_text: str | None
@@ -796,7 +802,7 @@ class ExceptionDetailOut(ExceptionOut):
     investigation_sessions: list[InvestigationOut] = Field(description="The five newest investigations")
 
 
-class ExceptionPage(BaseModel):
+class ExceptionPage(Model):
     data: list[ExceptionOut]
     has_more: bool
     offset: int
@@ -812,8 +818,8 @@ class ExceptionsQuery(QueryModel):
 
 
 class ExceptionRecordsFilter(QueryModel):
-    amount_min: int | None = Field(default=None, ge=0, le=10**18)
-    amount_max: int | None = Field(default=None, ge=0, le=10**18)
+    amount_min: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    amount_max: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
     date_from: date | None = None
     date_to: date | None = None
     direction: Literal["credit", "debit"] | None = None
@@ -884,12 +890,12 @@ class UpdateStory(RequestModel):
     links: StoryLinks = unchanged_when_absent("When present, replaces the whole chain")
 
 
-class StreamRefOut(BaseModel):
+class StreamRefOut(Model):
     id: int
     name: str
 
 
-class StoryLinkOut(BaseModel):
+class StoryLinkOut(Model):
     id: int
     position: int
     role: str
@@ -901,20 +907,20 @@ class StoryLinkOut(BaseModel):
     side_b_streams: list[StreamRefOut]
 
 
-class StoryOut(BaseModel):
+class StoryOut(Model):
     id: int
     name: str
     created_at: Timestamp
     links: list[StoryLinkOut]
 
 
-class StoryPage(BaseModel):
+class StoryPage(Model):
     data: list[StoryOut]
     next_cursor: str | None
     limit: int
 
 
-class MoneyOut(BaseModel):
+class MoneyOut(Model):
     currency: str
     count: int
     credits: int = Field(description="Minor units at decimal_places, the largest of the currency's records")
@@ -1006,7 +1012,7 @@ class StoryTraceOut(ResponseModel):
 
 # Story summary ----------------------------------------------------------------------------
 
-class SideFiguresOut(BaseModel):
+class SideFiguresOut(Model):
     matched: list[MoneyOut] = Field(description="Records matched in the link's reconciliation, per currency")
     unmatched: list[OpenMoneyOut] = Field(description="Records still open in it, per currency")
 
@@ -1016,14 +1022,14 @@ class StreamFiguresOut(SideFiguresOut):
     side: Literal["a", "b"]
 
 
-class FromPreviousLinkOut(BaseModel):
+class FromPreviousLinkOut(Model):
     data_stream: StreamRefOut = Field(description="The shared stream")
     count: int
     totals: list[OpenMoneyOut] = Field(description="Per currency")
     oldest_date: str | None
 
 
-class StoryLinkSummaryOut(BaseModel):
+class StoryLinkSummaryOut(Model):
     link: StoryLinkOut
     computed_at: Timestamp | None = Field(description="When the figures were computed (the oldest of the link's "
                                                       "streams): after every run, and at least hourly; null until "
@@ -1040,7 +1046,7 @@ class StoryLinkSummaryOut(BaseModel):
                     "unmatched in this one: where the chain leaks")
 
 
-class StorySummaryOut(BaseModel):
+class StorySummaryOut(Model):
     story_id: int
     name: str
     links: list[StoryLinkSummaryOut]
@@ -1114,13 +1120,13 @@ class UpdateAgent(AgentFieldsIn):
     kind: str = unchanged_when_absent("Immutable; accepted only when it is the agent's own", readOnly=True)
 
 
-class MentionOut(BaseModel):
+class MentionOut(Model):
     type: Literal["reconciliation", "data_stream", "user", "agent"]
     id: int | str
     label: str
 
 
-class AgentFileOut(BaseModel):
+class AgentFileOut(Model):
     id: str
     filename: str
     byte_size: int | None = Field(description="null until an uploaded file lands")
@@ -1129,7 +1135,7 @@ class AgentFileOut(BaseModel):
     url: str = Field(description="A presigned download, valid for an hour")
 
 
-class BrowserOut(BaseModel):
+class BrowserOut(Model):
     """A browser agent's automation, as the operator set it up (the portal login is never shown)."""
     automation: Literal["portal_export"]
     portal_url: str
@@ -1145,7 +1151,7 @@ class BrowserOut(BaseModel):
     verification_required_at: Timestamp | None
 
 
-class AgentOut(BaseModel):
+class AgentOut(Model):
     id: str
     name: str
     description: str
@@ -1179,7 +1185,7 @@ class AgentOut(BaseModel):
         return shown
 
 
-class AgentPage(BaseModel):
+class AgentPage(Model):
     data: list[AgentOut]
     next_cursor: str | None
     limit: int
@@ -1205,7 +1211,7 @@ class AgentFileCreatedOut(AgentFileOut):
                                    "(with the same Content-Type) within an hour; byte_size fills in once it lands")
 
 
-class AgentRunFileOut(BaseModel):
+class AgentRunFileOut(Model):
     id: str
     filename: str
     byte_size: int
@@ -1214,20 +1220,20 @@ class AgentRunFileOut(BaseModel):
     url: str
 
 
-class AgentRunDeliveryOut(BaseModel):
+class AgentRunDeliveryOut(Model):
     recipient: str
     status: Literal["sent", "failed"]
     message_id: str | None
     error: str | None
 
 
-class AgentRunUsageOut(BaseModel):
+class AgentRunUsageOut(Model):
     input_tokens: int
     output_tokens: int
     model: str | None
 
 
-class AgentRunStepOut(BaseModel):
+class AgentRunStepOut(Model):
     name: str = Field(description="The tool called; `final_answer` for the model's last message")
     input: Any
     failed: bool
@@ -1238,7 +1244,7 @@ class VerificationCodeIn(RequestModel):
     code: str = Field(description="The code the portal sent (1 to 64 characters, no spaces)")
 
 
-class AgentRunOut(BaseModel):
+class AgentRunOut(Model):
     id: int
     agent_id: str
     status: Literal["queued", "running", "waiting_for_verification", "completed", "failed"]
@@ -1255,7 +1261,7 @@ class AgentRunOut(BaseModel):
                                        "portal exported")
 
 
-class AgentRunPage(BaseModel):
+class AgentRunPage(Model):
     data: list[AgentRunOut]
     next_cursor: str | None
     limit: int
@@ -1286,7 +1292,7 @@ class UpdateWebhookEndpoint(RequestModel):
     active: bool = unchanged_when_absent("true again clears an automatic disable")
 
 
-class WebhookEndpointOut(BaseModel):
+class WebhookEndpointOut(Model):
     id: int
     url: str
     events: list[str]
@@ -1306,13 +1312,13 @@ class WebhookEndpointWithSecretOut(WebhookEndpointOut):
     secret: str = Field(description="The signing secret (whsec_...): shown in this response only")
 
 
-class WebhookEndpointPage(BaseModel):
+class WebhookEndpointPage(Model):
     data: list[WebhookEndpointOut]
     next_cursor: str | None
     limit: int
 
 
-class WebhookDeliveryOut(BaseModel):
+class WebhookDeliveryOut(Model):
     id: int
     endpoint_id: int
     event_id: str = Field(description="Also the webhook-id header: the same on every attempt")
@@ -1328,7 +1334,7 @@ class WebhookDeliveryOut(BaseModel):
     updated_at: Timestamp
 
 
-class WebhookDeliveryPage(BaseModel):
+class WebhookDeliveryPage(Model):
     data: list[WebhookDeliveryOut]
     next_cursor: str | None
     limit: int
@@ -1366,7 +1372,7 @@ class AuditEventsQuery(CursorQuery):
                                     "when no offset is given)")
 
 
-class AuditEventOut(BaseModel):
+class AuditEventOut(Model):
     id: int = Field(description="The entry's seq: its place in the environment's chain")
     seq: int = Field(description="1-based and dense per environment")
     at: Timestamp
@@ -1379,7 +1385,7 @@ class AuditEventOut(BaseModel):
     hash: str = Field(description="sha256 hex of prev_hash + the entry's canonical JSON (every field but hash)")
 
 
-class AuditEventPage(BaseModel):
+class AuditEventPage(Model):
     data: list[AuditEventOut]
     next_cursor: str | None = Field(description="null at the end; a filtered page may be short, so follow "
                                     "next_cursor, not the page's length")
@@ -1390,14 +1396,14 @@ class AuditVerifyQuery(QueryModel):
     from_seq: int = Field(default=1, ge=1, description="Start here: a previous call's next_from_seq")
 
 
-class ChainBreakOut(BaseModel):
+class ChainBreakOut(Model):
     seq: int = Field(description="Where the chain breaks")
     id: int | None = Field(description="The entry found at that place, if any")
     reason: Literal["hash_mismatch", "prev_hash_mismatch", "missing_entry", "head_mismatch", "head_missing"]
     message: str
 
 
-class AuditVerifyOut(BaseModel):
+class AuditVerifyOut(Model):
     intact: bool = Field(description="No break in the entries checked (all of the chain when complete)")
     checked: int = Field(description="Entries checked intact by this call")
     first_break: ChainBreakOut | None

@@ -19,8 +19,10 @@ MINOR_UNITS_EXCEPTIONS = {
 DEFAULT_CURRENCY = "USD"
 MAX_DECIMAL_PLACES = 6
 # Amounts must fit a signed 64-bit integer, the matching engine's column type. Their sums need
-# not: in Python they are ints, and a frame sums them with `matching.frames.amount_sum` (in 128
-# bits, which hold 2**64 amounts at the bound), never in the 64 bits that wrap.
+# not: in Python they are ints, a frame sums them with `matching.frames.amount_sum` (in 128 bits,
+# which hold 2**64 amounts at the bound), and numpy searches over sums switch to Python ints when
+# the amounts come near the bound (`matching.subset`, `investigations.engine`): never the 64
+# bits that wrap. Filters and inputs take amounts up to MAX_AMOUNT, no other bound.
 MAX_AMOUNT = 2**63 - 1
 
 

@@ -144,9 +144,9 @@ class ReconciledRecord:
     matched_in: frozenset[int]
 
 
-# A page of stored records as columns, one list per attribute (adapters/dynamodb/record_columns):
-# a run reads a million records this way, without an object per record.
-RecordColumns = dict[str, list[Any]]
+# A page of stored records as columns, one list (or polars Series) per attribute
+# (adapters/dynamodb/record_columns): a run reads a million records this way, without an object per record.
+RecordColumns = dict[str, Any]
 
 
 def rows_in(page: RecordColumns) -> int:

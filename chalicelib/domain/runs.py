@@ -60,6 +60,33 @@ class RunInputsLost(Exception):
                          "not committed is undone, and a new run matches what is still open)")
 
 
+class RunTooLarge(Exception):
+    """More open records than one match function holds: every retry would run out of memory the
+    same way, so the state machine fails the run at once (reconciliation_run.asl.json names this
+    class). The message names the count and the limit."""
+
+
+# What one match function holds (bench/RESULTS.md, issue 10: 969 MB at its peak for 2,000,000 open
+# records, 87 MB of it imports, so about 450 bytes a record; the Chalice app adds about 50 MB),
+# keeping a third of its memory spare: a rule with many candidates a record costs the engine more.
+MATCH_BYTES_PER_RECORD = 450
+MATCH_BASE_MB = 140
+MATCH_MEMORY_MB = 3008  # reconciliation_run_match in infra/functions.py (a test holds them together)
+
+
+def records_a_match_holds(memory_mb: int) -> int:
+    return int((memory_mb * 2 / 3 - MATCH_BASE_MB) * 2 ** 20 / MATCH_BYTES_PER_RECORD)
+
+
+# Open records a run loads at most, both sides together (settings.max_run_records): about 4.3M.
+RUN_RECORDS = records_a_match_holds(MATCH_MEMORY_MB)
+# Records of a persist chunk (settings.run_chunk_records): its matches are read, claimed and counted
+# together. A run holds at most MAX_RUN_CHUNKS chunks: what one execution's history holds
+# (tests/unit/test_run_state_machine.py), so smaller chunks need a smaller max_run_records.
+CHUNK_RECORDS = 2_000
+MAX_RUN_CHUNKS = 5_000
+
+
 # Share of `progress` each phase ends at.
 LOADED_AT = 10
 MATCHED_AT = 40
@@ -141,5 +168,17 @@ class Run:
         return range(first + self.chunk_starts[chunk], first + end)
 
     def next_chunk(self) -> int | None:
-        remaining = [c for c in range(self.chunks or 0) if c not in self.done_chunks]
+        remaining = self.next_chunks(1)
         return remaining[0] if remaining else None
+
+    def next_chunks(self, count: int) -> list[int]:
+        """The first `count` chunks not yet persisted. A persist call writes these at once, so a
+        chunk begun and not counted stays among them until it is (chunks only ever get counted):
+        they are the only chunks that can hold half-written matches."""
+        remaining: list[int] = []
+        for chunk in range(self.chunks or 0):
+            if len(remaining) == count:
+                break
+            if chunk not in self.done_chunks:
+                remaining.append(chunk)
+        return remaining

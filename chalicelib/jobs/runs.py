@@ -26,7 +26,8 @@ def match_task(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def persist_task(event: dict[str, Any]) -> dict[str, Any]:
-    return _task(event, reconciliation_runs.persist)
+    return _task(event, lambda ports, env, run_id: reconciliation_runs.persist(
+        ports, env, run_id, chunks=reconciliation_runs.PERSIST_CHUNKS))
 
 
 def exceptions_task(event: dict[str, Any]) -> dict[str, Any]:

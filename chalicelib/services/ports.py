@@ -50,7 +50,7 @@ from chalicelib.domain.records import (
     RecordStatus,
 )
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import Run, RunStatus
+from chalicelib.domain.runs import RUN_RECORDS, Run, RunStatus
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
@@ -595,7 +595,7 @@ class Ports:
     agent_run_queue: Queue
     schedules: AgentSchedules
     agent_files: AgentFiles
-    chunk_records: int  # records one persist call writes (reconciliation_runs.CHUNK_RECORDS)
+    chunk_records: int  # records of one persist chunk (settings.run_chunk_records)
     dry_run_records: int  # open records a dry run reads at most (reconciliation_runs.DRY_RUN_RECORDS)
     # Called with each job that wrote records, once they are final (continuous reconciliations).
     after_ingestion: Callable[[IngestionJob], None] | None = None
@@ -604,6 +604,8 @@ class Ports:
     stopping: Callable[[], bool] = lambda: False
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
     max_import_bytes: int = MAX_IMPORT_BYTES
+    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
+    run_records: int = RUN_RECORDS
     # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
     stuck_import_after: timedelta = STUCK_AFTER
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the

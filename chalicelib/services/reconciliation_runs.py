@@ -6,13 +6,13 @@ load     pending -> running (only the run holding the reconciliation's slot); re
          run: see `open_frames`) and the active rules, and keep them in S3 as the run's input;
 match    run the engine on that input (deterministic, so a retry finds the same matches),
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
-persist  write one chunk of matches (members, record claims, then the match items) and count
-         it once; the state machine loops until no chunk is left;
+persist  write the next chunks of matches (members, record claims, then the match items), a few
+         at once, and count each once; the state machine loops until no chunk is left;
 refresh  the reconciliation's exceptions (services/reconciliation_exceptions.py);
 finish   completed; the reconciliation's current run becomes its last run;
-fail     on any error the state machine could not retry away: undo the matches of the chunk in
-         progress whose commit marker was not written (chunks go in order, so no other can
-         hold one), then failed with the reason. No half-written match remains. It reads the
+fail     on any error the state machine could not retry away: undo the matches of the chunks
+         a persist may have begun whose commit marker was not written (the first PERSIST_CHUNKS
+         not counted: no other can hold one), then failed with the reason. No half-written match remains. It reads the
          table only, so that it works when the run's files are what was lost.
 
 A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTooLarge, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce, deciding, finish_decisions
@@ -51,7 +52,12 @@ from chalicelib.services.status_moves import move_or_reload
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
 
-CHUNK_RECORDS = 2_000      # records written by one persist call: well inside a Lambda's time
+# Chunks one persist task writes at once (their matches are disjoint), CLAIM_THREADS claims each: the
+# client's 32 connections (adapters/aws.py) kept busy. 8,000 records a task, and a 10M-record run's
+# 5,000 chunks in 1,250 tasks, well inside an execution's 25,000 history events
+# (tests/unit/test_run_state_machine.py). The fail phase undoes as many chunks, so lowering it while
+# runs are in flight would leave a begun chunk unseen.
+PERSIST_CHUNKS = 4
 PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist call decodes one or two
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
@@ -62,6 +68,7 @@ UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at o
 DRY_RUN_RECORDS = 200_000
 RUN_DECISIONS = "reconciliation_run"  # the sweeper's held decisions on runs (events.deciding)
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
+RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
 
 
 class RunWithoutSlot(Exception):
@@ -237,7 +244,12 @@ def load(ports: Ports, environment: str, run_id: int) -> str:
         raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.only_new else None
-    side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True)
+    _refuse_if_too_large(ports, environment, reconciliation, run)
+    try:
+        side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True,
+                                     limit=ports.run_records)
+    except TooManyOpenRecords:  # more than the streams' counts said: they lag behind ingestion
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run)) from None
     ports.run_files.write_frame(environment, run.id, "side_a", side_a)
     ports.run_files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
@@ -272,18 +284,38 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     return "persist" if run.next_chunk() is not None else "finish"
 
 
-def persist(ports: Ports, environment: str, run_id: int) -> str:
-    from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
-
+def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str:
+    """Write the first `chunks` chunks not yet written, at once (their matches are disjoint), each
+    counted as it ends: `matched_records` and `progress` move chunk by chunk. The state machine's
+    task writes PERSIST_CHUNKS a call (one execution's history holds 25,000 events)."""
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    chunk = run.next_chunk()
-    if chunk is None:
+    batch = run.next_chunks(min(chunks, PERSIST_CHUNKS))
+    if not batch:
         return "finish"
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
-    matches = ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk)
-    members = ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk)
+    # Read first, one after the other: a lost file ends the call at its first read, before any write.
+    plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
+              ports.run_files.read_frame(environment, run.id, f"members-{first_match_id}", chunk=chunk))
+             for chunk in batch]
+    if len(plans) == 1:
+        run = ports.runs.save_chunk(run, *_persist_chunk(ports, run, *plans[0]))
+    else:
+        # Chunks are written side by side, counted here one at a time as each ends: the run's item
+        # takes one count at a time (a store without atomic updates under threads, moto's, lost one).
+        with ThreadPoolExecutor(len(plans)) as pool:
+            for written in as_completed([pool.submit(_persist_chunk, ports, run, *plan) for plan in plans]):
+                run = ports.runs.save_chunk(run, *written.result())
+    return "persist" if run.next_chunk() is not None else "finish"
+
+
+def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: Frame) -> tuple[int, int, int]:
+    """Write one chunk's matches; gives what its count needs: the chunk, its matched records (those
+    of matches written now or before: a retried chunk counts what it finds committed), its conflicts."""
+    from chalicelib.domain.matching.frames import members_money, planned_matches, stream_keys
+
+    environment, first_match_id = run.environment, run.plan_first_match_id
     uses = used_by(ports.reconciliations, environment, stream_keys(members))
     batch = planned_matches(matches, members, environment=environment, reconciliation_id=run.reconciliation_id,
                             run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
@@ -295,8 +327,7 @@ def persist(ports: Ports, environment: str, run_id: int) -> str:
         if (kept := money.get(match.id - first_match_id)) is not None:
             ports.matches.keep_money(environment, match.id, kept)
     written += [m for m, _ in batch if m.id in done_before]
-    run = ports.runs.save_chunk(run, chunk, sum(m.record_count for m in written), len(batch) - len(written))
-    return "persist" if run.next_chunk() is not None else "finish"
+    return chunk, sum(m.record_count for m in written), len(batch) - len(written)
 
 
 def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
@@ -353,8 +384,8 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     start again at once)."""
     run = ports.runs.get(environment, run_id)
     if not run.finished:
-        in_progress = run.next_chunk()  # None before the plan, and once every chunk is written
-        if in_progress is not None:
+        in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
+        if in_progress:
             _undo_uncommitted(ports, run, in_progress)
         run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
                              error_message=describe_error(error))
@@ -368,13 +399,13 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     return "done"
 
 
-def _undo_uncommitted(ports: Ports, run: Run, chunk: int) -> None:
-    """Chunks are written in order, so only the one in progress can hold half-written matches.
-    Undone from the table alone, never from the plan's files (they may be what was lost): a
+def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
+    """Only the chunks a persist call may be writing (`Run.next_chunks`) can hold half-written
+    matches. Undone from the table alone, never from the plan's files (they may be what was lost): a
     match's member items are written before its claims and deleted after their release, so
     every claim of an uncommitted match is found through its members. A retry after dying
     part-way finds what is left (a record is released only while the match holds it)."""
-    match_ids = run.chunk_match_ids(chunk)
+    match_ids = sorted({i for chunk in chunks for i in run.chunk_match_ids(chunk)})
     committed = ports.matches.existing_ids(run.environment, match_ids)
     uncommitted = [i for i in match_ids if i not in committed]
     with ThreadPoolExecutor(UNDO_THREADS) as pool:
@@ -411,7 +442,52 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10)
 
 def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:
     """The refusal, with the open records counted (for a few seconds at most: past that, a lower bound)."""
-    deadline = time.monotonic() + DRY_RUN_COUNT_SECONDS
+    counted = _open_counts(ports, environment, reconciliation, time.monotonic() + DRY_RUN_COUNT_SECONDS)
+    return (f"reconciliation {reconciliation.id} has {counted}; a dry run matches at most "
+            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
+            f"POST /v1/reconciliations/{reconciliation.id}/runs")
+
+
+def _refuse_if_too_large(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run) -> None:
+    """RunTooLarge before a record is loaded when the streams may hold more open records than a run
+    takes: their counts (cheap, and behind by the latest ingestions) say so, and then the open
+    records counted (Select COUNT) do. The load itself stops at the limit, for what the counts missed."""
+    stream_keys = reconciliation.side_a_stream_keys + reconciliation.side_b_stream_keys
+    streams = ports.data_streams.get_many(environment, stream_keys)
+    if sum(stream.records_count for stream in streams.values()) <= ports.run_records:
+        return
+    counted = _open_counts(ports, environment, reconciliation, None)
+    if counted.total > ports.run_records:
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, counted))
+
+
+def _too_many_for_a_run(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run,
+                        counted: OpenCounts | None = None) -> str:
+    counted = counted or _open_counts(ports, environment, reconciliation, time.monotonic() + RUN_COUNT_SECONDS)
+    return (f"run {run.id}: reconciliation {reconciliation.id} has {counted}; a run matches at most "
+            f"{ports.run_records:,} open records, what one match function holds in memory. Match fewer at "
+            "a time: split the reconciliation's streams between reconciliations")
+
+
+@dataclass(frozen=True)
+class OpenCounts:
+    side_a: int
+    side_b: int
+    complete: bool  # False: the count stopped at its deadline, a lower bound
+
+    @property
+    def total(self) -> int:
+        return self.side_a + self.side_b
+
+    def __str__(self) -> str:
+        total = f"{self.total:,}" if self.complete else f"more than {self.total:,}"
+        return (f"{total} open records ({self.side_a:,} on side A, {self.side_b:,} on side B"
+                f"{'' if self.complete else ' counted so far'})")
+
+
+def _open_counts(ports: Ports, environment: str, reconciliation: Reconciliation,
+                 deadline: float | None) -> OpenCounts:
+    """Each side's open records, counted (Select COUNT) until `deadline` at most."""
     counts, complete = [], True
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         counts.append(0)
@@ -420,11 +496,7 @@ def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reco
             found, finished = ports.matches.count_open(environment, key, reconciliation.id, adopted, deadline)
             counts[-1] += found
             complete = complete and finished
-    total = f"{sum(counts):,}" if complete else f"more than {sum(counts):,}"
-    return (f"reconciliation {reconciliation.id} has {total} open records ({counts[0]:,} on side A, "
-            f"{counts[1]:,} on side B{'' if complete else ' counted so far'}); a dry run matches at most "
-            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
-            f"POST /v1/reconciliations/{reconciliation.id}/runs")
+    return OpenCounts(counts[0], counts[1], complete)
 
 
 # Open records (the frame code is in domain/matching/frames.py) -----------------------------------

@@ -50,6 +50,17 @@ def open_ids(matches, reconciliation_id: int, adopted: bool, stream_key: str = "
     return [r.id for r in matches.open_records(ENV, stream_key, reconciliation_id, adopted)]
 
 
+
+def merged(pages):
+    """A stream's pages of columns as one page of lists, in id order: the adapter reads a stream's
+    shards at once, a page each at least, in no order (its columns are polars Series)."""
+    pages = [{name: values.to_list() if hasattr(values, "to_list") else list(values) for name, values in page.items()}
+             for page in pages]
+    assert pages, "at least one page"
+    columns = {name: [value for page in pages for value in page[name]] for name in pages[0]}
+    order = sorted(range(len(columns["id"])), key=columns["id"].__getitem__)
+    return {name: [values[i] for i in order] for name, values in columns.items()}
+
 class TestMatchRepository:
     def test_members_are_kept_per_match_and_paged_highest_record_first(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank", frozenset({2})), MatchMember("b", 3, "ledger"),
@@ -290,18 +301,17 @@ class TestMatchRepository:
                           record(2, direction=Direction.DEBIT, decimal_places=0, currency="JPY"), record(3)])
         matches.claim_record(ENV, 2, 2, 20, frozenset({2}))
         matches.claim_record(ENV, 3, 1, 30, BOTH)
-        whole = list(matches.open_record_columns(ENV, "bank", 1, False))
+        whole = [merged(matches.open_record_columns(ENV, "bank", 1, False))]
         assert whole == [{
             "id": [1, 2], "amount": [1001, 1002], "decimal_places": [2, 0], "file_import_id": [7, None],
             "direction": ["credit", "debit"], "date": ["2024-03-01", "2024-03-01"], "currency": ["USD", "JPY"],
             "description": ["fee", None], "external_id": ["e1", None], "data_stream_key": ["bank", "bank"],
             "status": ["unreconciled", "reconciled"], "matched_in": [[], [2]]}]
-        adopted = list(matches.open_record_columns(ENV, "bank", 2, True, with_metadata=True))
-        assert len(adopted) == 1
+        adopted = [merged(matches.open_record_columns(ENV, "bank", 2, True, with_metadata=True))]
         assert (adopted[0]["id"], adopted[0]["status"], adopted[0]["matched_in"], adopted[0]["metadata"]) == (
             [1, 3], [None, None], [[], [1]], [json.dumps({"k": 1.5}, separators=(",", ":")), None])
-        empty = list(matches.open_record_columns(ENV, "cards", 1, True))
-        assert len(empty) == 1 and empty[0]["id"] == [] and empty[0]["matched_in"] == []
+        empty = [merged(matches.open_record_columns(ENV, "cards", 1, True))]
+        assert empty[0]["id"] == [] and empty[0]["matched_in"] == []
 
     def test_a_reopen_leaves_a_record_still_reconciled_or_changed_meanwhile(self, records, matches):
         records.put_many([record(1), record(2), record(3)])

@@ -176,6 +176,23 @@ def test_no_compiled_file_of_the_app_or_the_layer_needs_more_than_the_runtimes_g
     assert problems == []
 
 
+def test_every_module_of_the_app_and_the_layer_ships_byte_code_the_runtime_uses_unchecked(unpacked):
+    """Lambda's code directories are read-only: a module without usable byte code is compiled on
+    every cold start, and a timestamp-checked .pyc reads as stale once the zip has rounded its
+    source's time to 2 seconds. Chalice zips its own two modules as sources (not ours to compile)."""
+    tag = f"cpython-{packaging.PYTHON_VERSION.replace('.', '')}"
+    unchecked_hash = (1).to_bytes(4, "little")  # the .pyc's flags: hash-based, source not checked
+    lacking = []
+    for tree in (unpacked["app"], unpacked["layer"] / "python"):
+        for source in tree.rglob("*.py"):
+            if source.parent == unpacked["app"] / "chalice":
+                continue
+            cached = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+            if not cached.exists() or cached.read_bytes()[4:8] != unchecked_hash:
+                lacking.append(str(source.relative_to(tree)))
+    assert not lacking, f"{len(lacking)} modules, such as {lacking[:10]}"
+
+
 def test_the_glibc_check_catches_a_library_built_for_a_newer_system(tmp_path):
     """The check itself can fail: this machine's own libc needs newer symbols than 2.34 offers
     (Debian 12 has glibc 2.36), and a shared object that asks for them is refused."""

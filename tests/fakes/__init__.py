@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.domain.ingestion import IngestionJob
+from chalicelib.domain.runs import CHUNK_RECORDS
 from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import Ports
 from tests.fakes.agent_runs import FakeAgentFileStore, FakeAgentRunRepository, FakeAgentSchedules
@@ -116,7 +117,7 @@ def fake_ports(**overrides: Any) -> Ports:
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
         agent_runs=wired.agent_runs, agent_run_queue=wired.agent_run_queue, schedules=wired.schedules,
         agent_files=wired.agent_files,
-        chunk_records=reconciliation_runs.CHUNK_RECORDS,
+        chunk_records=CHUNK_RECORDS,
         dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
     returned.append(replace(ports, **overrides))
     return returned[0]

@@ -98,6 +98,18 @@ def test_filters_narrow_the_aggregates_and_the_records_alike(api, ran):
     assert api.get(f"{base}?age_bucket=ancient").status_code == 422
 
 
+def test_amount_filters_take_every_amount_a_record_may_hold_and_nothing_past_it(api, ran):
+    """Given the amount bound of records (2**63 - 1 minor units), when an exception's records are
+    filtered up to it, then the filter is accepted; one past it is refused as records are."""
+    base = f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}"
+    largest = 2**63 - 1
+    detail = api.get(f"{base}?amount_min={largest}&amount_max={largest}")
+    assert detail.status_code == 200 and detail.json_body["filtered_aggregates"]["record_count"] == 0
+    assert api.get(f"{base}/records?amount_max={largest}").status_code == 200
+    past = api.get(f"{base}/records?amount_max={largest + 1}")
+    assert past.status_code == 422 and past.json_body["errors"][0]["field"] == "amount_max"
+
+
 def test_records_of_an_exception_page_with_a_cursor(api, ran):
     base = f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}/records"
     first = api.get(f"{base}?limit=2").json_body

@@ -16,8 +16,8 @@ def test_moto_returns_only_what_an_index_projects(services):
     def entries(index, partition):
         return client.query(TableName=table.name, IndexName=index, KeyConditionExpression=f"{index}pk = :p",
                             ExpressionAttributeValues={":p": {"S": partition}})["Items"]
-    [open_entry] = entries("gsi5", keys.open_records_of_stream_pk("acme", "bank"))
-    [status_entry] = entries("gsi4", keys.records_with_status_pk("acme", "partially_reconciled"))
+    [open_entry] = entries("gsi5", keys.open_record_shard("acme", "bank", 1))
+    [status_entry] = entries("gsi4", keys.record_indexes("acme", 1, "bank", "partially_reconciled")["gsi4pk"])
     assert set(open_entry) == {"pk", "sk", "gsi5pk", "gsi5sk", "id", "amount"}
     assert set(status_entry) == {"pk", "sk", "gsi4pk", "gsi4sk"}
 
@@ -34,8 +34,8 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
     matches, recon = services.matches, reconciliation["id"]
     whole = sorted(services.table.get_many(keys.record("acme", i) for i in ids), key=lambda i: i["id"])
     matches.adopt("acme", recon, "bank")
-    indexed = sorted(services.table.query_all("gsi5pk", keys.open_records_of_stream_pk("acme", "bank"),
-                                              index=keys.GSI5), key=lambda i: i["id"])
+    indexed = sorted((i for partition in keys.open_records_of_stream_partitions("acme", "bank")
+                      for i in services.table.query_all("gsi5pk", partition, index=keys.GSI5)), key=lambda i: i["id"])
 
     assert [i["id"] for i in indexed] == ids
     assert all(set(i) <= {"pk", "sk", "gsi5pk", "gsi5sk", *OPEN_RECORD_ATTRIBUTES} for i in indexed)

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from chalicelib.domain.investigations import RECORD_SCHEMA, InvestigationInputError, investigate
+from chalicelib.domain.money import MAX_AMOUNT
 
 DAY = date(2026, 11, 1)
 
@@ -67,6 +68,27 @@ def test_records_summing_to_the_target_are_a_split(parts):
     assert best.candidate_ids == tuple(90 + i for i in range(len(parts)))
     assert best.amount_difference == 0 and best.days_apart == len(parts) - 1
     assert outcome.suggested_record_ids[:len(parts)] == list(best.candidate_ids)
+
+
+def test_an_amount_at_the_bound_less_a_fee_is_still_a_near_amount():
+    candidates = records({"id": 812, "amount": MAX_AMOUNT - 1_000, "date": DAY + timedelta(days=1)})
+
+    outcome = investigate(records(target(amount=MAX_AMOUNT, reference=None, external_id=None)), candidates)
+
+    assert [(h.kind, h.candidate_ids, h.amount_difference) for h in outcome.hypotheses] == [
+        ("near_amount", (812,), -1_000)]
+
+
+def test_parts_near_the_bound_split_a_target_only_when_they_truly_sum_to_it():
+    amount = 8 * 10**18
+    wrapping = 2**64 + amount  # four parts, each below the target, whose 64-bit sum wraps to it
+    parts = [wrapping // 4] * 3 + [wrapping - 3 * (wrapping // 4)]
+    candidates = records(*({"id": 90 + i, "amount": part} for i, part in enumerate(parts)),
+                         {"id": 95, "amount": amount // 2}, {"id": 96, "amount": amount - amount // 2})
+
+    outcome = investigate(records(target(amount=amount, reference=None, external_id=None)), candidates)
+
+    assert [h.candidate_ids for h in outcome.hypotheses if h.kind == "split"] == [(95, 96)]
 
 
 def test_a_split_takes_records_of_one_direction_only():

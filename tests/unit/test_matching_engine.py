@@ -11,6 +11,7 @@ import pytest
 
 from chalicelib.domain.matching import CandidateExplosion, MatchingInputError, match_records
 from chalicelib.domain.matching.assignment import _sequential_greedy, greedy_pairs
+from chalicelib.domain.money import MAX_AMOUNT
 from chalicelib.domain.rules import Rule, validate_rule
 
 DAY = date(2026, 3, 2)
@@ -406,6 +407,29 @@ def test_one_to_many_subset_search_uses_the_side_a_amount_for_a_percent_toleranc
     keyless = rule(1, {"field": "amount", "operator": "within", "tolerance_percent": 0.5}, cardinality="one_to_many")
 
     assert pairs_of(match_records(side_a, side_b, [keyless])) == {((1,), (11, 12))}
+
+
+def test_subset_sums_of_maximum_amounts_do_not_wrap_into_a_match():
+    # 2 * (2**63 - 1) + 4 wraps to 2 in 64 bits: the three records must not "sum" to 2.
+    side_a = records({"id": 1, "amount": MAX_AMOUNT}, {"id": 2, "amount": MAX_AMOUNT}, {"id": 3, "amount": 4})
+    side_b = records({"id": 11, "amount": 2})
+
+    outcome = match_records(side_a, side_b, [rule(1, AMOUNT_EQUALS, cardinality="many_to_one")])
+
+    assert outcome.matches.is_empty()
+
+
+def test_a_percent_tolerance_of_a_subset_near_the_amount_bound_is_exact():
+    # Two halves of the bound sum to 2**63 - 2, one short of side B; 1% of that sum overflows 64 bits.
+    half = MAX_AMOUNT // 2
+    side_a = records({"id": 1, "amount": half}, {"id": 2, "amount": half})
+    side_b = records({"id": 11, "amount": MAX_AMOUNT})
+    keyless = rule(1, {"field": "amount", "operator": "within", "tolerance_percent": 1}, cardinality="many_to_one")
+
+    outcome = match_records(side_a, side_b, [keyless])
+
+    assert pairs_of(outcome) == {((1, 2), (11,))}
+    assert json.loads(outcome.matches["differences"][0])["amount"] == 1
 
 
 # Continuous mode --------------------------------------------------------------------------------

@@ -85,19 +85,21 @@ record         | -    | {E}#REC#<id>          | REC             | records: put_m
                |      |                       |                 | matches: claims;        | ?external_id= (its guards),
                |      |                       |                 | exceptions: holds       | ?reconciliation_match_id=
                |      |                       |                 |                         | (the members)
-               | gsi1 | {E}#DS#<stream>#REC#  | <id>            | put_many (n: crc32 of   | every shard and the legacy
-               |      | <n> (0..31)           |                 | the id; before the      | unsharded partition, merged
+               | gsi1 | {E}#DS#<stream>#REC#  | <id>            | put_many (n: the id     | every shard and the legacy
+               |      | <n> (0..15)           |                 | modulo 16; before the   | unsharded partition, merged
                |      |                       |                 | shards: {E}#DS#<stream> | by id: GET /records?
                |      |                       |                 | #REC)                   | data_stream_key=, a stream's
                |      |                       |                 |                         | open records before
                |      |                       |                 |                         | adoption, a stream's delete,
                |      |                       |                 |                         | the story trace's id ranges
-               | gsi4 | {E}#ST#<status>       | <id>            | the claims: set while   | GET /records?
+               | gsi4 | {E}#ST#<status>#<n>   | <id>            | the claims: set while   | GET /records?
                |      |                       |                 | matched somewhere       | status=partially_reconciled
                |      |                       |                 |                         | or reconciled: keys, then
                |      |                       |                 |                         | BatchGetItem
-               | gsi5 | {E}#DS#<stream>#OPEN  | <id>            | put_many; the claims:   | a stream's open records
-               |      |                       |                 | set until reconciled    | once adopted: runs, dry
+               | gsi5 | {E}#DS#<stream>#OPEN# | <id>            | put_many; the claims:   | a stream's open records
+               |      | <0..15> (unsharded    |                 | set until reconciled    | (every shard, and the
+               |      | before the shards)    |                 |                         | unsharded partition)
+               |      |                       |                 |                         | once adopted: runs, dry
                |      |                       |                 |                         | runs, the exception
                |      |                       |                 |                         | refresh, investigations;
                |      |                       |                 |                         | GET /records?
@@ -156,7 +158,7 @@ match          | -    | {E}#MATCH#<id>        | MATCH           | matches: begin
                |      |                       |                 | mark_unmatching,        |
                |      |                       |                 | mark_unmatched, remove  |
                | gsi1 | {E}#RECON#<recon>#    | <id>            | begin, commit_many      | GET
-               |      | MATCHES               |                 |                         | /reconciliation_matches,
+               |      | MATCHES#<n>           |                 |                         | /reconciliation_matches,
                |      |                       |                 |                         | newest first (begun and
                |      |                       |                 |                         | unmatching left out); a
                |      |                       |                 |                         | reconciliation's delete
@@ -389,10 +391,10 @@ gsi2 (GSI2) | the sweeper's lists, of every            | yes: work in flight    
 gsi3 (GSI3) | audit entries by resource:               | yes: audit entries      | KEYS_ONLY: a page of keys, then the
             | {E}#AUDIT#<type>#<resource id> / <seq>   | naming a resource id    | entries by BatchGetItem
 gsi4 (GSI4) | matched records by status:               | yes: from a record's    | KEYS_ONLY: a page of keys, then the
-            | {E}#ST#<status> / <id>,                  | first match on          | records by BatchGetItem
+            | {E}#ST#<status>#<0..15> / <id>,          | first match on          | records by BatchGetItem
             | partially_reconciled or reconciled       |                         |
 gsi5 (GSI5) | a stream's open records:                 | yes: until reconciled   | INCLUDE the 14 attributes its
-            | {E}#DS#<stream>#OPEN / <id>              | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
+            | {E}#DS#<stream>#OPEN#<0..15> / <id>      | (matched in every       | readers read (OPEN_RECORD_ATTRIBUTES
             |                                          | reconciliation of its   | in records.py; a test holds the
             |                                          | stream)                 | template to it)
 
@@ -510,9 +512,9 @@ def record(environment: str, record_id: int) -> dict[str, str]:
 
 
 # A stream's records are spread over this many gsi1 partitions (`#<n>`, from the record id), so
-# that no partition takes more than about 1/32 of a stream's ingestion (DynamoDB gives a partition
-# 1,000 write units a second); the ids' crc32 spreads a block of ids within 0.2 % of even.
-RECORDS_OF_STREAM_SHARDS = 32
+# that no partition takes more than 1/16 of a stream's ingestion (DynamoDB gives a partition 1,000
+# write units a second); ids modulo 16 spread a job's block of consecutive ids evenly.
+RECORDS_OF_STREAM_SHARDS = 16
 
 
 def records_of_stream_pk(environment: str, stream_key: str) -> str:
@@ -523,7 +525,7 @@ def records_of_stream_pk(environment: str, stream_key: str) -> str:
 
 def record_of_stream_shard(environment: str, stream_key: str, record_id: int) -> str:
     """The gsi1 partition a record of the stream is listed in."""
-    return _shard_of(records_of_stream_pk(environment, stream_key), RECORDS_OF_STREAM_SHARDS, _id(record_id))
+    return _shard_by_id(records_of_stream_pk(environment, stream_key), RECORDS_OF_STREAM_SHARDS, record_id)
 
 
 def records_of_stream_shards(environment: str, stream_key: str) -> list[str]:
@@ -539,21 +541,55 @@ def stream_writer_lease(environment: str, stream_key: str) -> dict[str, str]:
 
 
 def records_with_status_pk(environment: str, status: str) -> str:
+    """The status's list, unsharded: where records claimed before issue 30 still sit, and the
+    name its cursors carry."""
     return f"{env_prefix(environment)}#ST#{status}"
 
 
+# A run claims a record a write into its status's list: spread over this many partitions (by the
+# record id) so that none takes more than 1/16 of a run's claims (DynamoDB's 1,000 writes a second
+# a partition would cap a run at some 1,000 matched records a second).
+RECORD_STATUS_SHARDS = 16
+
+
+def records_with_status_partitions(environment: str, status: str) -> list[str]:
+    """Every partition of the status's list: its shards, and the unsharded one, which records
+    claimed before the shards keep until they next change status."""
+    listing = records_with_status_pk(environment, status)
+    return _shards(listing, RECORD_STATUS_SHARDS) + [listing]
+
+
+# A stream's open records are spread over OPEN_RECORD_SHARDS partitions of gsi5 by record id, so
+# that no index partition takes more than 1/16 of a stream's ingestion (DynamoDB's 1,000 writes a
+# second a partition would otherwise cap a stream near 1,000 records a second).
+OPEN_RECORD_SHARDS = 16
+
+
 def open_records_of_stream_pk(environment: str, stream_key: str) -> str:
+    """The unsharded partition: records written before the shards still sit in it."""
     return f"{env_prefix(environment)}#DS#{stream_key}#OPEN"
+
+
+def open_record_shard(environment: str, stream_key: str, record_id: int) -> str:
+    return _shard_by_id(open_records_of_stream_pk(environment, stream_key), OPEN_RECORD_SHARDS, record_id)
+
+
+def open_records_of_stream_partitions(environment: str, stream_key: str) -> list[str]:
+    """Every gsi5 partition a stream's open records sit in: its shards, and the unsharded one, which
+    keeps the records written before the shards (until a claim moves them) visible."""
+    base = open_records_of_stream_pk(environment, stream_key)
+    return _shards(base, OPEN_RECORD_SHARDS) + [base]
 
 
 def open_record_index(environment: str, stream_key: str, record_id: int) -> dict[str, str]:
     """gsi5, sparse: a record sits in it while some reconciliation of its stream has not matched it."""
-    return {"gsi5pk": open_records_of_stream_pk(environment, stream_key), "gsi5sk": _id(record_id)}
+    return {"gsi5pk": open_record_shard(environment, stream_key, record_id), "gsi5sk": _id(record_id)}
 
 
 def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:
     """gsi4, sparse: a record sits in it, under its status, once some reconciliation matched it."""
-    return {"gsi4pk": records_with_status_pk(environment, status), "gsi4sk": _id(record_id)}
+    return {"gsi4pk": _shard_by_id(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, record_id),
+            "gsi4sk": _id(record_id)}
 
 
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
@@ -720,8 +756,22 @@ def match_sort_key(match_id: int) -> str:
     return _id(match_id)
 
 
+# A run writes its matches into its reconciliation's list: spread over this many partitions (by the
+# match id), as the status lists are (RECORD_STATUS_SHARDS).
+MATCHES_SHARDS = 16
+
+
 def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
-    return {"gsi1pk": matches_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": match_sort_key(match_id)}
+    return {"gsi1pk": _shard_by_id(matches_of_reconciliation_pk(environment, reconciliation_id), MATCHES_SHARDS,
+                                   match_id),
+            "gsi1sk": match_sort_key(match_id)}
+
+
+def matches_of_reconciliation_partitions(environment: str, reconciliation_id: int) -> list[str]:
+    """Every partition of the reconciliation's match list: its shards, and the unsharded one, which
+    matches written before the shards keep (they are never moved)."""
+    listing = matches_of_reconciliation_pk(environment, reconciliation_id)
+    return _shards(listing, MATCHES_SHARDS) + [listing]
 
 
 def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
@@ -1120,6 +1170,12 @@ def webhook_due_shards() -> list[str]:
 
 
 # Sharded lists ----------------------------------------------------------------------------------
+
+def _shard_by_id(partition: str, shards: int, item_id: int) -> str:
+    """`<partition>#<id mod shards>`: ids come in runs of consecutive numbers (a job's id block, a
+    run's matches), so each shard takes 1/shards of them, where a hash would leave one a little over."""
+    return f"{partition}#{item_id % shards}"
+
 
 def _shard_of(partition: str, shards: int, value: str) -> str:
     """`<partition>#<n>` for `value`: always the same n (crc32, stable across runs and processes)."""

@@ -13,15 +13,28 @@ A failed claim releases the claims this match made and deletes its members.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
-from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
+from chalicelib.adapters.dynamodb.record_columns import page_columns, record_attributes
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, deserialize, in_parallel
+from chalicelib.adapters.dynamodb.table import (
+    PARTITION_THREADS,
+    ConditionFailed,
+    DynamoTable,
+    Filter,
+    deserialize,
+    in_parallel,
+    listing_cursor,
+    listing_cursor_value,
+    started,
+)
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -37,6 +50,7 @@ from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
+SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
 
 
 class MatchRepository:
@@ -149,21 +163,24 @@ class MatchRepository:
         open here); before, from all the stream's records, since some may have been reconciled in
         every other reconciliation before this one used the stream."""
         attr, partitions, index = _stream_records(environment, stream_key, adopted)
-        items = self._table.query_partitions(attr, partitions, index=index,
-                                             projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
-        return (_open_record(item) for item in items
+        shards = started([self._table.query_all(attr, partition, index=index,
+                                                projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
+                          for partition in partitions])
+        return (_open_record(item) for item in heapq.merge(*shards, key=lambda item: item["id"])
                 if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                             with_metadata: bool = False) -> Iterator[RecordColumns]:
         """The records of `open_records`, a page at a time as columns (see record_columns): what a run
-        loads, a million a side, without a dict per record. `status` only when read whole."""
+        loads, a million a side, without a dict per record. `status` only when read whole. The
+        partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
+        come in no order."""
         attr, partitions, index = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        yield from in_parallel(partitions, lambda partition: (
-            record_columns(page, with_metadata)
-            for page in self._table.query_pages(attr, partition, index=index, filter=_open_here(reconciliation_id),
-                                                projection=projection)))
+        key_attributes = ("pk", "sk", attr, attr.replace("pk", "sk"))
+        yield from self._table.parsed_pages(
+            attr, partitions, index=index, filter=_open_here(reconciliation_id), projection=projection,
+            parse=lambda body: page_columns(body, key_attributes, with_metadata))
 
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
         """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
@@ -186,14 +203,10 @@ class MatchRepository:
                    deadline: float | None = None) -> tuple[int, bool]:
         """How many records `open_records` would give, and whether the count finished by `deadline`."""
         attr, partitions, index = _stream_records(environment, stream_key, adopted)
-        counted, complete = 0, True
-        for partition in partitions:
-            count, complete = self._table.count(attr, partition, index=index, filter=_open_here(reconciliation_id),
-                                                deadline=deadline)
-            counted += count
-            if not complete:
-                break
-        return counted, complete
+        with ThreadPoolExecutor(PARTITION_THREADS) as pool:
+            counts = list(pool.map(lambda partition: self._table.count(
+                attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
+        return sum(found for found, _ in counts), all(finished for _, finished in counts)
 
     def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
         return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
@@ -270,10 +283,14 @@ class MatchRepository:
                         high_id: int) -> dict[int, MatchState]:
         """The reconciliation's matches with ids from `low_id` to `high_id`, those `find_many` finds,
         projected to what a story trace needs of them (from its match index: eventually consistent)."""
-        items = self._table.query_between(keys.matches_of_reconciliation_pk(environment, reconciliation_id),
-                                          keys.match_sort_key(low_id), keys.match_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=MATCH_STATE_ATTRIBUTES, typed=True)
+        def between(partition: str) -> list[dict[str, Any]]:
+            return list(self._table.query_between(partition, keys.match_sort_key(low_id), keys.match_sort_key(high_id),
+                                                  index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                                  projection=MATCH_STATE_ATTRIBUTES, typed=True))
+
+        partitions = keys.matches_of_reconciliation_partitions(environment, reconciliation_id)
+        with ThreadPoolExecutor(SHARD_READERS) as pool:  # the list's shards, and its unsharded partition
+            items = [item for found in pool.map(between, partitions) for item in found]
         return {state.id: state for state in map(_match_state, items)}
 
     def find_many(self, environment: str, match_ids: Iterable[int]) -> dict[int, Match]:
@@ -329,9 +346,16 @@ class MatchRepository:
             expression += " AND #fs = :fs"
             names["#fs"], values[":fs"] = "status", status.value
         hidden = Filter(expression, names, values)
-        page = self._table.query_page("gsi1pk", keys.matches_of_reconciliation_pk(environment, reconciliation_id),
-                                      index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor, filter=hidden)
-        return [self._from_item(i) for i in page.items], page.cursor
+        # The shards of the list merged newest first, and the unsharded partition, where matches
+        # written before the shards stay.
+        listing = keys.matches_of_reconciliation_pk(environment, reconciliation_id)
+        below = listing_cursor_value(cursor, listing) if cursor else None
+        items = list(itertools.islice(self._table.merged_below(
+            "gsi1pk", keys.matches_of_reconciliation_partitions(environment, reconciliation_id), index=keys.GSI1,
+            sort_attr="gsi1sk", below=below, page_size=limit + 1, filter=hidden), limit + 1))
+        more = len(items) > limit
+        return ([self._from_item(i) for i in items[:limit]],
+                listing_cursor(listing, items[limit - 1]["gsi1sk"]) if more else None)
 
     # Changing a committed match ---------------------------------------------------------------
 
@@ -403,10 +427,11 @@ class MatchRepository:
 
 def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, list[str], str]:
     """Where a stream's records open in a reconciliation are read: the sparse open index once the
-    stream is adopted, every record of the stream before, in each of its shards (partition
-    attribute, values, index)."""
+    stream is adopted (every shard, and the unsharded partition of the records written before the
+    shards), every record of the stream before, in each of its shards (partition attribute, values,
+    index)."""
     if adopted:
-        return "gsi5pk", [keys.open_records_of_stream_pk(environment, stream_key)], keys.GSI5
+        return "gsi5pk", keys.open_records_of_stream_partitions(environment, stream_key), keys.GSI5
     return "gsi1pk", keys.records_of_stream_shards(environment, stream_key), keys.GSI1
 
 

@@ -27,3 +27,29 @@ def record_columns(items: list[dict[str, Any]], with_metadata: bool = False) -> 
         columns[name] = [sorted(map(int, v["NS"])) if (v := item.get(name)) is not None and "NS" in v else []
                          for item in items]
     return columns
+
+
+def page_columns(body: bytes, key_attributes: tuple[str, ...],
+                 with_metadata: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """`record_columns` of a Query response's body, parsed by polars in one pass (a quarter of
+    json.loads' time, and no Python object per value), as polars Series; and the page's
+    LastEvaluatedKey (its `key_attributes`, all strings) as DynamoDB's typed values, or None."""
+    import polars as pl
+
+    text, number = pl.Struct({"S": pl.Utf8}), pl.Struct({"N": pl.Utf8})
+    fields = {**{name: number for name in NUMBERS}, **{name: text for name in TEXTS + ("status", "metadata")},
+              **{name: pl.Struct({"NS": pl.List(pl.Utf8)}) for name in NUMBER_SETS}}
+    schema = {"Items": pl.List(pl.Struct(fields)),
+              "LastEvaluatedKey": pl.Struct({name: text for name in key_attributes})}
+    response = pl.read_json(body, schema=schema)
+    last = response["LastEvaluatedKey"][0]
+    items = response.select(pl.col("Items").explode()).unnest("Items").filter(pl.col("id").is_not_null())
+    no_numbers = pl.lit([], dtype=pl.List(pl.Int64))
+    frame = items.select(
+        *(pl.col(name).struct.field("N").cast(pl.Int64).alias(name) for name in NUMBERS),
+        *(pl.col(name).struct.field("S").alias(name)
+          for name in TEXTS + ("status",) + (("metadata",) if with_metadata else ())),
+        *(pl.col(name).struct.field("NS").list.eval(pl.element().cast(pl.Int64)).list.sort()
+          .fill_null(no_numbers).alias(name) for name in NUMBER_SETS))
+    last_key = {name: {"S": value["S"]} for name, value in last.items()} if last is not None else None
+    return {name: frame[name] for name in frame.columns}, last_key

@@ -20,6 +20,7 @@ from chalicelib.adapters.dynamodb.table import (
     deserialize,
     encode_key,
     serialize,
+    started,
     status_in,
 )
 from chalicelib.domain.clock import iso, parse_iso, utc_now
@@ -153,9 +154,7 @@ class RecordRepository:
             page = self._page_of_unreconciled(environment, query, limit, cursor)
         else:
             assert query.status is not None
-            page = self._table.index_page("gsi4pk", keys.records_with_status_pk(environment, query.status.value),
-                                          index=keys.GSI4, sort_attr="gsi4sk", limit=limit, cursor=cursor,
-                                          admits=self._admits(query))
+            page = self._page_of_status(environment, query, limit, cursor)
         return [self.from_item(i) for i in page.items], page.cursor
 
     def _page_of_job(self, environment: str, job_id: int, query: RecordQuery, limit: int,
@@ -182,8 +181,8 @@ class RecordRepository:
         listing = keys.records_of_stream_pk(environment, stream_key)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
         partitions = keys.records_of_stream_shards(environment, stream_key)
-        items = self._table.merged_newest_first("gsi1pk", partitions, index=keys.GSI1, sort_attr="gsi1sk",
-                                                below=below, page_size=-(-(limit + 1) // len(partitions)) + 1)
+        items = self._table.merged_below("gsi1pk", partitions, index=keys.GSI1, sort_attr="gsi1sk",
+                                         below=below, page_size=-(-(limit + 1) // len(partitions)) + 1)
         admits = self._admits(query)
         found: list[dict[str, Any]] = []
         examined = None
@@ -212,18 +211,32 @@ class RecordRepository:
 
     def _page_of_unreconciled(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
         """Unreconciled records sit in no status index (an entry there would cost every new record
-        a write unit): they are the records of the streams' open partitions (gsi5) that no
-        reconciliation matched, merged newest first."""
+        a write unit): they are the records of the streams' open partitions (gsi5: every shard, and
+        the unsharded partition of records written before the shards) that no reconciliation
+        matched, merged newest first; each partition's first page is read at once."""
         listing = keys.records_with_status_pk(environment, RecordStatus.UNRECONCILED.value)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
         streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1,
                                         projection="key")
         unmatched = Filter("attribute_not_exists(#fm)", {"#fm": "matched_in"}, {})
-        partitions = [self._table.sort_values_below("gsi5pk", keys.open_records_of_stream_pk(environment, s["key"]),
-                                                    index=keys.GSI5, sort_attr="gsi5sk", below=below,
-                                                    page_size=limit + 1, filter=unmatched)
-                      for s in streams]
+        partitions = started([self._table.sort_values_below("gsi5pk", partition, index=keys.GSI5, sort_attr="gsi5sk",
+                                                            below=below, page_size=limit + 1, filter=unmatched)
+                              for s in streams
+                              for partition in keys.open_records_of_stream_partitions(environment, s["key"])])
         ids = (int(sort) for sort in heapq.merge(*partitions, reverse=True))
+        return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
+                                        limit, self._admits(query))
+
+    def _page_of_status(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
+        """Matched records of a status: the shards of its list (keys only) merged newest first, the
+        unsharded partition too (records claimed before the shards sit there until they move)."""
+        assert query.status is not None
+        listing = keys.records_with_status_pk(environment, query.status.value)
+        below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
+        partitions = keys.records_with_status_partitions(environment, query.status.value)
+        entries = self._table.merged_below("gsi4pk", partitions, index=keys.GSI4, sort_attr="gsi4sk", below=below,
+                                           page_size=limit + 1, projection=("gsi4sk",))
+        ids = (int(entry["gsi4sk"]) for entry in entries)
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 

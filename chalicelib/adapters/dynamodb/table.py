@@ -9,6 +9,7 @@ import binascii
 import heapq
 import itertools
 import json
+import queue
 import random
 import threading
 import time
@@ -36,7 +37,9 @@ BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
 FILTERED_READ_STEP = 200
 MAX_READS_PER_PAGE = 10
-SHARD_READERS = 8  # threads reading the shards of one listing side by side
+# Partitions of one sharded list read at once (botocore keeps 10 connections a client).
+PARTITION_THREADS = 8
+P = TypeVar("P")
 
 
 class ConditionFailed(Exception):
@@ -89,6 +92,16 @@ def encode_key(key: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+def listing_cursor(listing: str, after: str) -> str:
+    """The cursor of a list merged from several partitions: its name, and the sort value it resumes below."""
+    return encode_key(serialize({"listing": listing, "after": after}))
+
+
+def listing_cursor_value(cursor: str, listing: str) -> str:
+    """The sort value a `listing_cursor` resumes below; refused unless it is this list's."""
+    return deserialize(decode_cursor(cursor, "listing", listing, ("listing", "after")))["after"]
+
+
 def decode_cursor(cursor: str, partition_attr: str, partition_value: str,
                   key_attrs: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Turn a cursor back into a start key, refusing any that does not belong to this list."""
@@ -108,21 +121,26 @@ _json_pages = threading.local()
 
 
 @contextmanager
-def _pages_as_json():
-    _json_pages.on = True
+def _pages_as_json(raw: bool = False):
+    _json_pages.on = "raw" if raw else "json"
     try:
         yield
     finally:
-        _json_pages.on = False
+        _json_pages.on = None
 
 
 def _read_pages_as_json(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_) -> None:
     """botocore walks every attribute value of a Query response through the service model; json.loads
     gives the same typed values ({"S": ..}, {"N": ..}; we store no binary attributes) in a fraction
     of the time (a run's load of 2M records: 136 s -> 48 s, bench/RESULTS.md). For the reads of many
-    items: queries and BatchGetItem (a story trace reads 10,000 records at a time)."""
-    if getattr(_json_pages, "on", False) and response_dict["status_code"] == 200:
-        customized_response_dict.update(json.loads(response_dict["body"]))
+    items: queries and BatchGetItem (a story trace reads 10,000 records at a time). A raw read
+    gets the body itself (`Body`), for a reader that parses it whole into columns."""
+    mode = getattr(_json_pages, "on", None)
+    if mode and response_dict["status_code"] == 200:
+        if mode == "raw":
+            customized_response_dict["Body"] = response_dict["body"]
+        else:
+            customized_response_dict.update(json.loads(response_dict["body"]))
         response_dict["body"] = b"{}"
 
 
@@ -302,6 +320,32 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
+    def parsed_pages(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
+                     filter: Filter | None = None, projection: tuple[str, ...] | None = None,
+                     parse: Callable[[bytes], tuple[P, dict[str, Any] | None]],
+                     threads: int = PARTITION_THREADS) -> Iterator[P]:
+        """Every item of the partitions, a page at a time, each page's body handed whole to `parse`
+        (which gives what it makes of the page, and the page's LastEvaluatedKey, typed). The
+        partitions are read `threads` at a time; pages come as they arrive, in no order across
+        partitions. A reader that stops early stops the reads."""
+        def pages_of(partition: str) -> Iterator[P]:
+            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
+            _project(kwargs, projection)
+            while True:
+                with _pages_as_json(raw=True):
+                    response = self._client.query(**kwargs)
+                page, last_key = parse(response["Body"])
+                yield page
+                if last_key is None:
+                    return
+                kwargs["ExclusiveStartKey"] = last_key
+
+        if len(partitions) == 1 or threads == 1:
+            for partition in partitions:
+                yield from pages_of(partition)
+            return
+        yield from _interleaved([pages_of(p) for p in partitions], threads)
+
     def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
                       projection: str | tuple[str, ...] | None = None, index: str | None = None,
                       partition_attr: str = "pk", sort_attr: str = "sk",
@@ -335,28 +379,29 @@ class DynamoTable:
             kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
         yield from (item[sort_attr] for item in self._query_items(kwargs))
 
-    def merged_newest_first(self, partition_attr: str, partitions: list[str], *, index: str, sort_attr: str,
-                            below: str | None, page_size: int) -> Iterator[dict[str, Any]]:
-        """The items of several partitions (the shards of one listing), merged highest sort value
-        first, strictly below `below` when given. Each partition is read `page_size` items at a
-        time, the first pages all at once: a page of the listing reads each shard only as far as
-        the merge needs it."""
+    def merged_below(self, partition_attr: str, partitions: list[str], *, index: str, sort_attr: str,
+                     below: str | None, page_size: int, filter: Filter | None = None,
+                     projection: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of one list sharded over `partitions` of an index, highest sort value first (the
+        values are unique across them), strictly below `below` when given. Each partition is read
+        `page_size` at a time as the merge needs it; the first pages at once, in parallel."""
         def reader(partition: str) -> Iterator[dict[str, Any]]:
-            kwargs = self._query_kwargs(partition_attr, partition, index, None, None)
+            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
             kwargs.update(ScanIndexForward=False, Limit=page_size)
             if below is not None:
                 kwargs["KeyConditionExpression"] += " AND #below < :below"
                 kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
                 kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
+            _project(kwargs, projection)  # it must name `sort_attr`
             return self._query_items(kwargs)
 
-        def first_page(items: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]], Iterator[dict[str, Any]]]:
-            return list(itertools.islice(items, page_size)), items
+        def first_page(partition: str) -> Iterator[dict[str, Any]]:
+            items = reader(partition)
+            return itertools.chain(list(itertools.islice(items, page_size)), items)
 
-        with ThreadPoolExecutor(min(len(partitions), SHARD_READERS)) as pool:
-            started = list(pool.map(first_page, map(reader, partitions)))
-        return heapq.merge(*(itertools.chain(head, rest) for head, rest in started),
-                           key=lambda item: item[sort_attr], reverse=True)
+        with ThreadPoolExecutor(min(len(partitions), PARTITION_THREADS)) as pool:
+            started = list(pool.map(first_page, partitions))
+        return heapq.merge(*started, key=lambda item: item[sort_attr], reverse=True)
 
     def query_partitions(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
                          projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
@@ -535,7 +580,7 @@ def in_parallel(partitions: list[str], read: Callable[[str], Iterable[T]]) -> It
     if len(partitions) == 1:
         yield from read(partitions[0])
         return
-    with ThreadPoolExecutor(min(max(len(partitions), 1), SHARD_READERS)) as pool:
+    with ThreadPoolExecutor(min(max(len(partitions), 1), PARTITION_THREADS)) as pool:
         for items in pool.map(lambda p: list(read(p)), partitions):
             yield from items
 
@@ -652,3 +697,58 @@ def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[s
     if names:
         kwargs["ExpressionAttributeNames"] = names
 
+
+
+_DONE = object()
+
+
+def _interleaved(sources: list[Iterator[P]], threads: int) -> Iterator[P]:
+    """What the sources give, read `threads` at a time, as it comes; a few pages wait at most (the
+    reader's memory stays its own). Stops the reads when the reader stops or a read fails."""
+    arrived: queue.Queue = queue.Queue(maxsize=2 * threads)
+    stop = threading.Event()
+
+    def hand_over(value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                arrived.put(value, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read(source: Iterator[P]) -> None:
+        try:
+            for value in source:
+                if not hand_over(value):
+                    return
+            hand_over(_DONE)
+        except Exception as error:  # the reader raises it
+            hand_over(error)
+
+    with ThreadPoolExecutor(min(threads, len(sources))) as pool:
+        for source in sources:
+            pool.submit(read, source)
+        try:
+            finished = 0
+            while finished < len(sources):
+                value = arrived.get()
+                if value is _DONE:
+                    finished += 1
+                elif isinstance(value, Exception):
+                    raise value
+                else:
+                    yield value
+        finally:
+            stop.set()
+
+
+def started(sources: list[Iterator[P]], threads: int = PARTITION_THREADS) -> list[Iterator[P]]:
+    """The sources, each one's first value read at once (a merge of many partitions asks each for its
+    first page before it can give anything)."""
+    if len(sources) < 2:
+        return sources
+    with ThreadPoolExecutor(min(threads, len(sources))) as pool:
+        firsts: list[Any] = list(pool.map(lambda source: next(source, _DONE), sources))
+    return [itertools.chain([first], source) for first, source in zip(firsts, sources, strict=True)
+            if first is not _DONE]

@@ -16,6 +16,7 @@ from rapidfuzz.distance import Levenshtein
 from chalicelib.domain.investigations import scoring
 from chalicelib.domain.investigations.outcome import Hypothesis, InvestigationInputError, InvestigationOutcome
 from chalicelib.domain.investigations.wording import recommendation
+from chalicelib.domain.money import MAX_AMOUNT
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -124,11 +125,17 @@ def _currency_hypotheses(t: pl.DataFrame, c: pl.DataFrame, decimal_places: int) 
     c = c.sort("amount", "id").with_columns(c_ext=normalized_reference("external_id"),
                                             c_ref=normalized_reference("reference"))
     c = c.with_columns(c_text=normalized_reference("description"))
-    width = np.maximum(t["amount"].to_numpy() * NEAR_BASIS_POINTS // 10_000, NEAR_WHOLE_UNITS * 10 ** decimal_places)
+    width = np.maximum(_share(t["amount"].to_numpy(), NEAR_BASIS_POINTS), NEAR_WHOLE_UNITS * 10 ** decimal_places)
     pairs = _without_zero_against_nonzero(_single_pairs(t, c, width), t, c)
     found = _single_hypotheses(t, c, pairs, width)
     found.extend(_split_hypotheses(t, c))
     return found
+
+
+def _share(amounts: npt.NDArray[np.int64], basis_points: int) -> npt.NDArray[np.int64]:
+    """amounts * basis_points // 10_000, exact for every amount up to money.MAX_AMOUNT: the product
+    itself would pass 64 bits."""
+    return amounts // 10_000 * basis_points + amounts % 10_000 * basis_points // 10_000
 
 
 # Single records -------------------------------------------------------------------------------
@@ -148,7 +155,8 @@ def _single_pairs(t: pl.DataFrame, c: pl.DataFrame, width: np.ndarray) -> _Pairs
     t_day, c_day, c_id = t["day"].to_numpy(), c["day"].to_numpy(), c["id"].to_numpy()
     middle = np.searchsorted(c_amount, t_amount)
     lo = np.maximum(np.searchsorted(c_amount, t_amount - width, "left"), middle - WINDOW_CAP // 2)
-    hi = np.minimum(np.searchsorted(c_amount, t_amount + width, "right"), middle + WINDOW_CAP // 2)
+    top = t_amount + np.minimum(width, MAX_AMOUNT - t_amount)  # no amount is above the bound: stop there, not wrap
+    hi = np.minimum(np.searchsorted(c_amount, top, "right"), middle + WINDOW_CAP // 2)
     ti, ci = _ranges(lo, hi)
     difference, days = np.abs(c_amount[ci] - t_amount[ti]), np.abs(c_day[ci] - t_day[ti])
     keep = days <= np.where(difference == 0, EXACT_DAYS, NEAR_DAYS)
@@ -312,6 +320,8 @@ def _split_hypotheses(t: pl.DataFrame, c: pl.DataFrame) -> list[Hypothesis]:
                 continue
             subsets = _subsets(len(mine))
             amounts = np.r_[c_amount[ci[mine]], 0]
+            if int(amounts.max()) > MAX_AMOUNT // max(SPLIT_SIZES):
+                amounts = amounts.astype(object)  # a sum of parts near the bound would wrap in 64 bits
             for row in subsets[amounts[subsets].sum(axis=1) == t_amount[target]]:
                 members = mine[row[row < len(mine)]]
                 options.append((len(members), -float(np.mean(alike[members])), int(days[members].max()),

@@ -42,10 +42,11 @@ def open_records_frame(pages: Iterable[RecordColumns], metadata_keys: list[str],
     adapters/dynamodb/record_columns), plus what persisting needs (`data_stream_key`,
     `matched_in`), for continuous runs `is_new`, and `status` (for adopting a stream).
     Records of a job in `writing` are left out: a job still writing may write a record again.
-    Each page becomes a small frame at once: nothing holds a Python object per record."""
+    Each page becomes a small frame at once: nothing holds a Python object per record. In id
+    order, however the pages came (a stream's shards are read at once)."""
     schema = record_schema(metadata_keys)
     parts = [_page_frame(page, metadata_keys, new_jobs, writing) for page in pages]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    return pl.concat(parts).sort("id") if parts else pl.DataFrame(schema=schema)
 
 
 def record_schema(metadata_keys: list[str]) -> dict[str, Any]:

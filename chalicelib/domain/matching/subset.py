@@ -3,6 +3,7 @@ records of the grouped side whose amounts add up to the counterpart's amount (wi
 tolerance). Such matches are only ever proposed."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ import polars as pl
 
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.plan import RulePlan, day_number
+from chalicelib.domain.money import MAX_AMOUNT
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -115,12 +117,12 @@ def _allowed(plan: RulePlan, target: int, pool_is_a: bool) -> Allowed:
     conditions = plan.amount_conditions
 
     def allowed(sums: Ints) -> Ints:
+        if not conditions:
+            return np.zeros_like(sums)
         amount_a = sums if pool_is_a else np.full_like(sums, target)
-        result = np.full_like(sums, np.iinfo(np.int64).max if conditions else 0)
-        for condition in conditions:
-            by_percent = amount_a * (condition.tolerance_basis_points or 0) // 10_000
-            result = np.minimum(result, np.maximum(condition.tolerance or 0, by_percent))
-        return result
+        allowances = (np.maximum(condition.tolerance or 0, amount_a * (condition.tolerance_basis_points or 0) // 10_000)
+                      for condition in conditions)
+        return functools.reduce(np.minimum, allowances)
     return allowed
 
 
@@ -131,6 +133,7 @@ def best_subset(amounts: Ints, target: int, allowed: Allowed, need_new: npt.NDAr
     faster than the sum, so if the nearest sum on one side fails, the farther ones fail too.
     Ties: smallest difference, then fewest records, then the lowest bit mask (earliest
     candidates). `need_new` marks candidates of which at least one must be in the subset."""
+    amounts = _exact(amounts, target)
     half = len(amounts) // 2
     left = _all_subsets(amounts[:half], 0)
     right = _all_subsets(amounts[half:], half)
@@ -153,8 +156,17 @@ def best_subset(amounts: Ints, target: int, allowed: Allowed, need_new: npt.NDAr
     return chosen, int(difference)
 
 
+def _exact(amounts: Ints, target: int) -> Ints:
+    """The amounts as int64 while no subset sum, nor a sum times a tolerance's basis points, can
+    pass 64 bits (numpy would wrap it silently); as Python ints, exact and slower, past that: only
+    amounts within a few orders of magnitude of money.MAX_AMOUNT get there."""
+    reach = (sum(amounts.tolist()) + abs(target)) * 10_000
+    return amounts if reach <= MAX_AMOUNT else amounts.astype(object)
+
+
 def _all_subsets(amounts: Ints, first_bit: int) -> Subsets:
-    sums, sizes, masks = (np.zeros(1, dtype=np.int64) for _ in range(3))
+    sums = np.zeros(1, dtype=amounts.dtype)
+    sizes, masks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     for i, amount in enumerate(amounts):
         sums = np.concatenate([sums, sums + amount])
         sizes = np.concatenate([sizes, sizes + 1])

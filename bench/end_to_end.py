@@ -1,0 +1,122 @@
+"""The whole data path on the local stack, timed phase by phase: a CSV import of N rows into each of
+two streams (uploaded to the presigned URL, as a client would), then a batch run of N x N with a
+one-to-one rule (amount equals, date within 3 days), polled until it ends. Prints each phase's
+time and rate, the DynamoDB write requests, and dynalite's peak memory. Same run, for scale: a
+BatchWriteItem-only write of `--baseline` record items (bench/ingestion.py's baseline).
+
+    .venv/bin/python bench/end_to_end.py [--records 1000000] [--baseline 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingestion import WriteCounter, baseline  # noqa: E402
+from reconciliation_run import batch_reconciliation, side_csv  # noqa: E402
+
+from chalicelib.local.__main__ import LocalService  # noqa: E402
+from chalicelib.local.processes import free_port  # noqa: E402
+from chalicelib.settings import Settings  # noqa: E402
+
+IMPORT_BUSY = ("pending", "processing", "replicating")
+RUN_BUSY = ("pending", "running")
+
+
+def dynalite_peak_mb() -> float | None:
+    """The peak resident memory of this process's dynalite child (VmHWM), if it is found."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"dynalite" not in cmdline:
+                continue
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return None
+
+
+def follow(session: requests.Session, url: str, busy: tuple[str, ...], label: str) -> tuple[dict, float]:
+    """Polls until the resource leaves `busy`, printing its progress every 15 s."""
+    started = shown = time.perf_counter()
+    while True:
+        body = session.get(url).json()
+        if body["status"] not in busy:
+            return body, time.perf_counter() - started
+        if time.perf_counter() - shown >= 15:
+            shown = time.perf_counter()
+            done = body.get("processed_items", body.get("matched_records"))
+            print(f"  {label}: {body['status']}, progress {body.get('progress')}, {done} after "
+                  f"{shown - started:.0f} s", flush=True)
+        time.sleep(0.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000, help="rows of each CSV, records a side")
+    parser.add_argument("--baseline", type=int, default=100_000, help="items of the BatchWriteItem baseline")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="recon-bench-e2e-"))
+    service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
+                           log=lambda m: print(f"[local] {m}")).start()
+    service.serve_in_background()
+    counter = WriteCounter()
+    service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    session = requests.Session()
+    session.headers["X-API-KEY"] = service.key
+    api = service.url
+    phases: list[tuple[str, float, int, str]] = []
+    try:
+        base_seconds = baseline(service, args.baseline, 4)
+        counter.reset()
+        for side in ("a", "b"):
+            body = side_csv(args.records, side)
+            assert session.post(f"{api}/data_streams", json={"key": f"side-{side}", "name": side}).ok
+            started = time.perf_counter()
+            created = session.post(f"{api}/data_streams/side-{side}/file_imports",
+                                   json={"filename": f"{side}.csv", "format": "csv"}).json()
+            assert requests.put(created["upload_url"], data=body, timeout=600).ok
+            done, _ = follow(session, f"{api}/file_imports/{created['id']}", IMPORT_BUSY, f"import {side}")
+            seconds = time.perf_counter() - started
+            assert done["status"] == "completed" and done["successful_items"] == args.records, done
+            phases.append((f"CSV import into side-{side} ({len(body) / 1e6:.0f} MB)", seconds, args.records,
+                           "records"))
+            print(f"import {side}: {seconds:.1f} s", flush=True)
+        reconciliation = batch_reconciliation(session, api)
+        run = session.post(f"{api}/reconciliations/{reconciliation['id']}/runs").json()
+        run, seconds = follow(session, f"{api}/reconciliations/{reconciliation['id']}/runs/{run['id']}",
+                              RUN_BUSY, "run")
+        assert run["status"] == "completed", run
+        phases.append((f"batch run {args.records:,} x {args.records:,}", seconds, run["matched_records"],
+                       "matched records"))
+        writes = sum(counter.counts.values())
+        print(f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+              f"python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
+        print(f"baseline, BatchWriteItem only: {args.baseline:,} items in {base_seconds:.1f} s = "
+              f"{args.baseline / base_seconds:,.0f} items/s")
+        for name, took, count, unit in phases:
+            print(f"{name}: {took:.1f} s, {count / took:,.0f} {unit}/s")
+        print(f"all of it: {sum(p[1] for p in phases) / 60:.1f} min")
+        print(f"DynamoDB write requests: {writes:,}; "
+              + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
+        peak = dynalite_peak_mb()
+        print(f"dynalite peak resident memory: {peak:,.0f} MB" if peak else "dynalite not found in /proc")
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
