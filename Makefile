@@ -8,6 +8,10 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # Both cores by default (CI has two); `make test PYTEST_ARGS=` runs one process.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
+# Byte code cached on disk: without it every Python the tests start (the local stacks, the CLI)
+# compiles boto3, moto and the app again, about 1.7 s of CPU each. The packages never ship it
+# (infra/packaging.py compiles its own and leaves __pycache__ out).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test deps chromium lint bench clean deploy destroy key
 

@@ -23,6 +23,64 @@ TEST_PARAMETERS = {"Stage": "dev", "DataBucketName": "recon-dev-data"}
 _module_worlds_open = 0  # module-scoped moto states open in this process (see _moto)
 
 
+def _clients_built_once_per_process() -> None:
+    """Every test's container gets the boto3 clients the first one built (the same code builds
+    them): moto intercepts any client made after it is imported (its stubber is one of botocore's
+    built-in handlers), and building nine clients was a third of a test's setup."""
+    import moto  # noqa: F401  (first: a client built before moto's stubber is registered is never mocked)
+
+    from chalicelib.adapters.aws import AwsClients
+
+    build, built = AwsClients.client, {}
+
+    def client(self: AwsClients, service: str):
+        key = (service, self.endpoint(service), self._settings.region, self._settings.local_mode)
+        if key not in built:
+            built[key] = build(self, service)
+        return built[key]
+    AwsClients.client = client  # type: ignore[method-assign]
+
+
+_clients_built_once_per_process()
+
+
+# DynamoDB operations whose answers are items: moto walks each item through botocore's output
+# model to serialize it (most of an import test's time); their model is plain JSON of the items.
+MOTO_ITEM_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                                  "BatchWriteItem", "TransactGetItems"})
+
+
+def moto_item_answer_as_json(result: dict) -> str:
+    """What moto's DynamoDB serializer writes for MOTO_ITEM_OPERATIONS (binary values base64, as on
+    the wire); tests/unit/test_moto_speedups.py holds the two equal."""
+    import base64
+    import json
+
+    def binary(value):
+        if isinstance(value, bytes | bytearray):
+            return base64.b64encode(value).decode()
+        raise TypeError(f"{type(value).__name__} in a DynamoDB answer")
+    return json.dumps(result, default=binary)
+
+
+MOTO_PLAIN_JSON = {"on": True}  # off: moto's own serializer (tests/unit/test_moto_speedups.py compares)
+
+
+def _moto_answers_items_as_plain_json() -> None:
+    from moto.dynamodb.responses import DynamoResult
+
+    serialize = DynamoResult.execute_result
+
+    def execute_result(self: DynamoResult, context):
+        if not MOTO_PLAIN_JSON["on"] or context.operation_model.name not in MOTO_ITEM_OPERATIONS:
+            return serialize(self, context)
+        return 200, {"Content-Type": "application/x-amz-json-1.0"}, moto_item_answer_as_json(self.result)
+    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+
+
+_moto_answers_items_as_plain_json()
+
+
 @contextmanager
 def _moto(scope: str):
     """moto for one test or one module. moto nests by sharing one state (it resets only when the

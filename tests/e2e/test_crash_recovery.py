@@ -22,6 +22,9 @@ from chalicelib.local.processes import descendants
 from chalicelib.local.stack import running_stack
 from chalicelib.settings import Settings
 
+# One worker runs both: side by side their two stacks (eight processes on CI's two cores) made a
+# 500-row chunk outlast the stop's 5 s grace.
+pytestmark = pytest.mark.xdist_group("crash_recovery")
 ENV = "local"
 RUN_PAIRS = 2_500          # bank and ledger records matched one to one by the run in flight
 # Small persist chunks: the run's 5,000 records persist in 20 chunks, 5 tasks of 4, a window wide

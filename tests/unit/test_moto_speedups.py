@@ -1,0 +1,66 @@
+"""The test suite's speed-ups of moto (tests/conftest.py) answer exactly what moto itself does."""
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.conftest import MOTO_ITEM_OPERATIONS, MOTO_PLAIN_JSON
+
+ITEM = {"pk": {"S": "a"}, "sk": {"S": "1"}, "n": {"N": "-12.50"}, "b": {"B": b"\x00\xffraw"}, "t": {"BOOL": True},
+        "z": {"NULL": True}, "ss": {"SS": ["x", "y"]}, "ns": {"NS": ["1", "2"]}, "bs": {"BS": [b"\x01", b"\x02"]},
+        "m": {"M": {"inner": {"L": [{"S": "é"}, {"N": "3"}, {"M": {}}]}}}, "gsi1pk": {"S": "g"}, "gsi1sk": {"S": "1"}}
+
+
+def answers(client) -> list[dict]:
+    """Every item operation once, each answer without its request metadata."""
+    table = "t"
+    calls = [
+        lambda: client.put_item(TableName=table, Item=ITEM, ReturnValues="ALL_OLD"),
+        lambda: client.put_item(TableName=table, Item={**ITEM, "sk": {"S": "2"}}),
+        lambda: client.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"S": "1"}}),
+        lambda: client.update_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"S": "1"}},
+                                   UpdateExpression="SET n = :n", ExpressionAttributeValues={":n": {"N": "7"}},
+                                   ReturnValues="ALL_NEW"),
+        lambda: client.query(TableName=table, KeyConditionExpression="pk = :p",
+                             ExpressionAttributeValues={":p": {"S": "a"}}, Limit=1),
+        lambda: client.query(TableName=table, IndexName="gsi1", KeyConditionExpression="gsi1pk = :p",
+                             ExpressionAttributeValues={":p": {"S": "g"}}, Select="COUNT"),
+        lambda: client.scan(TableName=table, Limit=1),
+        lambda: client.batch_get_item(RequestItems={table: {"Keys": [{"pk": {"S": "a"}, "sk": {"S": "1"}},
+                                                                     {"pk": {"S": "a"}, "sk": {"S": "9"}}]}}),
+        lambda: client.transact_get_items(TransactItems=[{"Get": {"TableName": table,
+                                                                  "Key": {"pk": {"S": "a"}, "sk": {"S": "2"}}}}]),
+        lambda: client.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": {**ITEM, "sk": {"S": "3"}}}}]}),
+        lambda: client.delete_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"S": "2"}}, ReturnValues="ALL_OLD"),
+    ]
+    with mock_aws():
+        client.create_table(
+            TableName=table, BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi1pk", "gsi1sk")],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            GlobalSecondaryIndexes=[{"IndexName": "gsi1", "Projection": {"ProjectionType": "ALL"}, "KeySchema": [
+                {"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}])
+        found = []
+        for call in calls:
+            answer = call()
+            answer.pop("ResponseMetadata")
+            found.append(answer)
+        return found
+
+
+@pytest.fixture
+def moto_serializes():
+    MOTO_PLAIN_JSON["on"] = False
+    try:
+        yield
+    finally:
+        MOTO_PLAIN_JSON["on"] = True
+
+
+def test_the_plain_json_answers_equal_motos_own(moto_serializes):
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    own = answers(client)
+    MOTO_PLAIN_JSON["on"] = True
+    plain = answers(client)
+    assert plain == own
+    assert {"Items", "Count", "LastEvaluatedKey"} <= set(own[4]) and own[2]["Item"]["b"] == {"B": b"\x00\xffraw"}
+    assert len(MOTO_ITEM_OPERATIONS) == 9
