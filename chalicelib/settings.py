@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".data")
     api_key: str | None = None
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "RECON_PORT"))
+    # How long a stopping stack (Ctrl-C) waits for its work to reach a checkpoint (a chunk written);
+    # what has not is resumed at the next start.
+    stop_grace_seconds: float = Field(default=5.0, ge=0, le=120)
 
     # HTTP limits. Lambda accepts at most 6 MB per synchronous request, envelope included.
     max_body_bytes: int = 5 * 1024 * 1024

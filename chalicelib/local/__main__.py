@@ -25,7 +25,6 @@ from chalicelib.settings import Settings, install_settings
 
 LOCAL_ENVIRONMENT = "local"
 DELIVERED_EVENTS_LOG = "s3-events-delivered.jsonl"
-STOP_GRACE_SECONDS = 5.0
 GENERATED_KEY_LABEL = "make-run"
 
 
@@ -144,14 +143,20 @@ class LocalService:
 
         threading.Thread(target=watch, daemon=True, name="watch-services").start()
 
-    def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    def stop(self, grace_seconds: float | None = None) -> None:
         """Stop taking requests, let the work in hand reach its next checkpoint (a chunk written,
-        a state finished) for at most `grace_seconds`, then stop the embedded AWS. Work that did
-        not reach one is resumed from the last at the next start, as after a crash."""
+        a state finished) for at most `grace_seconds` (settings.stop_grace_seconds), then stop the
+        embedded AWS. Work that did not reach one is resumed from the last at the next start, as
+        after a crash. Every part is told at once, so that one part's wait is not taken from
+        another's grace."""
+        if grace_seconds is None:  # no container: nothing was started that could be in flight
+            grace_seconds = self.container.settings.stop_grace_seconds if self.container else 0.0
         self._stopping.set()
         deadline = time.monotonic() + grace_seconds
         if self.container:
             self.container.stop_requested.set()
+        for workflows in self.workflows:
+            workflows.request_stop()
         if self.server:
             self.server.server.server_close()
         if self.runtime:

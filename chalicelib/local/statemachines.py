@@ -399,11 +399,15 @@ class LocalWorkflows:
             with self._lock:
                 self._running.discard(execution_name)
 
-    def stop(self, grace_seconds: float) -> list[str]:
-        """Stop every execution at its next state (a task in progress finishes first, a wait for a
-        task token ends at once); wait for them at most `grace_seconds`. Returns the executions
-        still running then."""
+    def request_stop(self) -> None:
+        """Every execution stops at its next state (a task in progress finishes first, a wait for a
+        task token ends at once)."""
         self._machine.stopping.set()
+
+    def stop(self, grace_seconds: float) -> list[str]:
+        """`request_stop`, then wait for the executions at most `grace_seconds`. Returns those
+        still running then."""
+        self.request_stop()
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline:
             with self._lock:
