@@ -299,7 +299,7 @@ def record_layout(container, indexes: list[Index]) -> list[tuple[str, int, int]]
     client = container.aws.client("dynamodb")
     page = client.query(TableName=container.settings.table_name, IndexName="gsi1", Limit=1,
                         KeyConditionExpression="gsi1pk = :p",
-                        ExpressionAttributeValues={":p": {"S": keys.records_of_stream_pk("local", "bulk")}})
+                        ExpressionAttributeValues={":p": {"S": keys.record_of_stream_shard("local", "bulk", 1)}})
     record = page["Items"][0]
     rows = [("table (record item)", item_size(record), units(item_size(record)))]
     for index in indexes:

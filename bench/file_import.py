@@ -19,7 +19,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingestion import WriteCounter, baseline  # noqa: E402
+from ingestion import PartitionCounter, WriteCounter, baseline  # noqa: E402
 
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
@@ -41,13 +41,15 @@ def main() -> None:
     service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
                            log=lambda m: print(f"[local] {m}")).start()
     service.serve_in_background()
-    counter = WriteCounter()
+    counter, partitions = WriteCounter(), PartitionCounter()
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
     try:
         base_seconds = baseline(service, args.rows, 4)
         counter.reset()
+        partitions.reset()
         assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
         created = session.post(f"{service.url}/data_streams/bench/file_imports",
                                json={"filename": "bench.csv", "format": "csv"}).json()
@@ -70,6 +72,8 @@ def main() -> None:
               f"{args.rows / seconds:,.0f} records/s; ratio to baseline {(args.rows / seconds) / (args.rows / base_seconds):.2f}")
         print(f"DynamoDB write requests: {writes:,} = {writes / args.rows:.3f} per record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
+        print("heaviest partition keys (item writes, from the requests sent):")
+        print("\n".join(partitions.report(args.rows, seconds)))
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)

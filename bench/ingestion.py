@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -49,6 +50,67 @@ class WriteCounter:
             self.counts.clear()
 
 
+INDEXES = ("gsi1", "gsi2", "gsi3", "gsi4", "gsi5")
+
+
+class PartitionCounter:
+    """Item writes per partition key, of the table and of each index, counted from the write
+    requests the service's client sends: a put (alone or in a batch) writes the partitions of
+    every key it carries; an update those of the keys it sets; a delete its table partition."""
+
+    def __init__(self) -> None:
+        self.writes: dict[str, Counter[str]] = {"table": Counter(), **{i: Counter() for i in INDEXES}}
+        self._lock = threading.Lock()
+
+    def __call__(self, model, params, **kwargs) -> None:
+        items: list[dict] = []
+        if model.name == "PutItem":
+            items.append(params["Item"])
+        elif model.name == "DeleteItem":
+            items.append({"pk": params["Key"]["pk"]})
+        elif model.name == "UpdateItem":
+            items.append({"pk": params["Key"]["pk"], **_set_keys(params)})
+        elif model.name == "BatchWriteItem":
+            for requests in params["RequestItems"].values():
+                for request in requests:
+                    items.append(request["PutRequest"]["Item"] if "PutRequest" in request
+                                 else {"pk": request["DeleteRequest"]["Key"]["pk"]})
+        with self._lock:
+            for item in items:
+                self.writes["table"][item["pk"]["S"]] += 1
+                for index in INDEXES:
+                    if f"{index}pk" in item:
+                        self.writes[index][item[f"{index}pk"]["S"]] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            for counter in self.writes.values():
+                counter.clear()
+
+    def report(self, records: int, seconds: float) -> list[str]:
+        """The heaviest partition key of the table and of each index written: its share of the
+        records, and its writes per second over the run."""
+        lines = []
+        for where, counter in self.writes.items():
+            if counter:
+                key, writes = counter.most_common(1)[0]
+                lines.append(f"  {where}: {len(counter):,} partition keys written; heaviest {key!r} took {writes:,} "
+                             f"item writes = {writes / records:.4f} of the records ({writes / seconds:,.1f}/s)")
+        return lines
+
+
+def _set_keys(params: dict) -> dict:
+    """The index keys an UpdateItem sets, as {"gsiNpk": {"S": value}}."""
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    found = {}
+    for name, placeholder in re.findall(r"([#\w]+)\s*=\s*(:\w+)", params.get("UpdateExpression", "")):
+        attribute = names.get(name, name)
+        if attribute.endswith("pk") and attribute.startswith("gsi") and placeholder in values:
+            found[attribute] = values[placeholder]
+    return found
+
+
 def batches(total: int, size: int, stream: str) -> list[list[dict]]:
     return [[{"date": f"2026-10-{1 + n % 28:02d}", "data_stream_key": stream, "amount": 100 + n,
               "direction": "credit" if n % 3 else "debit", "external_id": f"pay-{n:08d}",
@@ -58,14 +120,14 @@ def batches(total: int, size: int, stream: str) -> list[list[dict]]:
 
 def baseline(service: LocalService, total: int, threads: int) -> float:
     """The same number of record items written with BatchWriteItem only."""
-    records = service.container.records
+    table, to_item = service.container.table, service.container.records.to_item
     now = utc_now()
 
-    def write(start: int) -> None:
-        records.put_many(Record(environment="baseline", id=n + 1, data_stream_key="bench", data_stream_id=1,
+    def write(start: int) -> None:  # one BatchWriteItem request after another, as put_many did before issue 30
+        table.batch_write(to_item(Record(environment="baseline", id=n + 1, data_stream_key="bench", data_stream_id=1,
                                 date="2026-10-01", amount=n, direction=Direction.CREDIT, currency="USD",
                                 decimal_places=2, status=RecordStatus.UNRECONCILED, created_at=now,
-                                external_id=f"pay-{n:08d}") for n in range(start, min(start + 1000, total)))
+                                external_id=f"pay-{n:08d}")) for n in range(start, min(start + 1000, total)))
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
@@ -111,12 +173,14 @@ def main() -> None:
     settings = Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench")
     service = LocalService(settings, log=lambda m: print(f"[local] {m}")).start()
     service.serve_in_background()
-    counter = WriteCounter()
+    counter, partitions = WriteCounter(), PartitionCounter()
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     try:
         base_seconds = baseline(service, args.records, args.clients)
         base_writes = sum(counter.counts.values())
         counter.reset()
+        partitions.reset()
 
         seconds, finished = run_bulk(service, args.records, args.batch, args.clients)
         stored = sum(f["successful_items"] for f in finished)
@@ -136,6 +200,8 @@ def main() -> None:
         print(f"ratio bulk/baseline throughput: {(stored / seconds) / (args.records / base_seconds):.2f}")
         print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))
+        print("heaviest partition keys (item writes, from the requests sent):")
+        print("\n".join(partitions.report(stored, seconds)))
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)

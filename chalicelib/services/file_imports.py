@@ -39,6 +39,7 @@ from chalicelib.observability import logger
 from chalicelib.services import agent_runs, statement_imports
 from chalicelib.services.events import deciding, finish_decisions
 from chalicelib.services.ingestion import (
+    WriterLeases,
     conclude,
     process_chunk,
     settle,
@@ -290,24 +291,27 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
     streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}]
                               if job.data_stream_key else [])
     written = 0
-    for number in range(job.chunk_count or 0):
-        if number in job.done_chunks:
-            continue
-        if ports.stopping() or (written and time.monotonic() > deadline):
-            return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
-        job = ports.ingestion_jobs.get(environment, job_id)
-        past_chunks = _past_its_chunks(ports, job)  # ended meanwhile (the sweeper): write no more
-        if past_chunks:
-            return past_chunks
-        if job.cancellation_requested_at is not None:
-            conclude(ports, job, JobStatus.CANCELLED)
-            return "stop"
-        rows = [ChunkRow(index, item, line, error)
-                for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
-        streams.update(stream_contexts(ports, environment, [r.item for r in rows if isinstance(r.item, dict)
-                                                            and r.item.get("data_stream_key") not in streams]))
-        job = ports.ingestion_jobs.save_chunk(job, process_chunk(ports, job, number, rows, streams))
-        written += 1
+    begun = False  # whether this task marked the next chunk begun (saving the one before)
+    with WriterLeases(ports, job) as leases:  # one take and one release per task, not per chunk
+        for number in range(job.chunk_count or 0):
+            if number in job.done_chunks:
+                continue
+            if ports.stopping() or (written and time.monotonic() > deadline):
+                return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
+            if written:  # the first chunk's job is the one read above; then as the last save left it
+                past_chunks = _past_its_chunks(ports, job)  # ended meanwhile (the sweeper): write no more
+                if past_chunks:
+                    return past_chunks
+            if job.cancellation_requested_at is not None:
+                conclude(ports, job, JobStatus.CANCELLED)
+                return "stop"
+            rows = [ChunkRow(index, item, line, error)
+                    for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
+            streams.update(stream_contexts(ports, environment, [r.item for r in rows if isinstance(r.item, dict)
+                                                                and r.item.get("data_stream_key") not in streams]))
+            outcome = process_chunk(ports, job, number, rows, streams, leases=leases, begun=begun)
+            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
+            written += 1
     return "finish"
 
 

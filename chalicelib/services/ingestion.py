@@ -5,9 +5,11 @@ items it validates, claims and writes, and whose results, counts and end it sett
 Nothing lost, nothing doubled, without transactions:
 - the job reserves one block of record ids before it writes anything, so item i always
   becomes record `first_record_id + i`, however often it is processed;
-- an item with an external_id first claims it with a conditional put naming the job and
-  item as owner; the same owner may claim again, anyone else finds it taken; a job that ends
-  early releases the claims of the rows it never wrote (`_release_orphan_claims`);
+- an item with an external_id first claims it with a guard naming the job and item as owner;
+  the same owner may claim again, anyone else finds it taken. One job at a time writes a
+  stream's guards (its writer lease): it reads a chunk's claims with BatchGetItem and writes the
+  free ones with BatchWriteItem, which no other writer can overwrite meanwhile (`_claim_all`);
+  a job that ends early releases the claims of the rows it never wrote (`_release_orphan_claims`);
 - records go out in BatchWriteItem calls; a chunk marks itself begun first, so that one begun
   before (an execution died after writing some of its records) writes only the records that are
   missing: those in the table stay as they are (a run may have claimed one since) and are its own;
@@ -17,8 +19,10 @@ Nothing lost, nothing doubled, without transactions:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Container, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from chalicelib.domain import event_data
@@ -57,12 +61,17 @@ from chalicelib.services.ingestion_results import results_page
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
-GUARD_THREADS = 8
+# How long a stream's writer lease lasts unrenewed: far longer than writing a chunk's guards takes
+# (a second), and the wait of another job's chunk when a process died holding it (its own job
+# takes it back at once when it resumes).
+WRITER_LEASE = timedelta(seconds=60)
+LEASE_RETRY_SECONDS = 0.02
+LEASE_RETRY_MAX_SECONDS = 0.5
 
-# A row with what validating it gave; claiming maps over these (`map`, or a thread pool's map).
-Validated = tuple[ChunkRow, RecordDraft | ItemError]
-ClaimMap = Callable[[Callable[[Validated], ExternalIdClaim | None], Iterable[Validated]],
-                    Iterator[ExternalIdClaim | None]]
+
+class WriterLeaseLost(Exception):
+    """A stream's writer lease lapsed and went to another job before this one wrote its guards:
+    nothing was written; the chunk is processed again by the next delivery or task."""
 
 
 def file_chunk_key(job: IngestionJob, chunk: int) -> str:
@@ -93,51 +102,57 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     items = ports.payloads.get_json(job.bulk_payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
-    with ThreadPoolExecutor(GUARD_THREADS) as pool:
+    begun = False  # whether this execution marked the next chunk begun (saving the one before)
+    with WriterLeases(ports, job) as leases:  # one take and one release for the whole job
         for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
             if index in job.done_chunks:
                 continue
             if ports.stopping():  # the message stays with the queue: the next start delivers it again
                 raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
-            job = ports.ingestion_jobs.get(environment, job_id)
+            # `job` is as the last save (or the reads above) left it: no read of its own per chunk.
             if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
                 return settle(ports, job)
             if job.ending is not None:  # being ended meanwhile: write no more, see the end through
                 return conclude(ports, job, job.ending)
             if job.cancellation_requested_at is not None:
                 return conclude(ports, job, JobStatus.CANCELLED)
-            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams, pool.map)
-            job = ports.ingestion_jobs.save_chunk(job, outcome)
+            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams,
+                                    leases=leases, begun=begun)
+            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
     return finish(ports, job)
 
 
 def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
-                  streams: dict[str, StreamContext | None], map_: ClaimMap = map) -> ChunkOutcome:
+                  streams: dict[str, StreamContext | None], leases: WriterLeases | None = None,
+                  begun: bool = False) -> ChunkOutcome:
     """Validate, guard and write one chunk of rows; every row gets a result, none is lost. A row
-    whose record an earlier execution of the chunk wrote keeps that record as it is."""
+    whose record an earlier execution of the chunk wrote keeps that record as it is. `leases`:
+    the writer leases the caller holds across chunks (else the chunk takes and gives back its
+    own); `begun`: this execution itself marked the chunk begun (see `save_chunk_and_begin_next`)."""
     # Marked begun before anything is written: only a chunk begun before reads which records it has.
-    retried = ports.ingestion_jobs.begin_chunk(job, index)
+    retried = False if begun else ports.ingestion_jobs.begin_chunk(job, index)
     written = _written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
-    # (claims run in parallel, so "first" is decided here, by position); a row with its record
+    # (claims are made all at once, so "first" is decided here, by position); a row with its record
     # written keeps it, duplicate or not.
     first_with: dict[tuple[str, str], int] = {}
     duplicate_of: dict[int, int] = {}
+    claiming: dict[int, RecordDraft] = {}
     for row, draft in zip(rows, drafts):
         if isinstance(draft, RecordDraft) and draft.external_id is not None:
             first = first_with.setdefault((draft.data_stream_key, draft.external_id), row.index)
             if first != row.index and row.index not in written:
                 duplicate_of[row.index] = first
-    claims = dict(zip((r.index for r in rows), map_(
-        lambda pair: None if pair[0].index in duplicate_of else _claim(ports, job, pair[0].index, pair[1], written),
-        zip(rows, drafts))))
+            else:
+                claiming[row.index] = draft
+    claims: dict[int, ExternalIdClaim] = _claim_all(ports, job, claiming, written, leases)
     results: list[ItemResult] = []
     records: list[Record] = []  # the chunk's records, all of them in the mirror's part
     missing: list[Record] = []  # those to write: the others are in the table already
     now = utc_now()
     for row, draft in zip(rows, drafts):
-        claim = claims[row.index]
+        claim = claims.get(row.index)
         kept = written.get(row.index)
         if kept is not None:
             records.append(kept)
@@ -161,7 +176,7 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
     ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
     stored = ports.ingestion_jobs.get(job.environment, job.id)
     if any(r.external_id is not None for r in missing) and (stored.finished or stored.ending is not None):
-        _guard_late_records(ports, job, missing)
+        _guard_late_records(ports, job, missing, leases)
     ports.mirror.write_part(job.environment, job.id, index, records)
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
 
@@ -329,31 +344,36 @@ def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int
     meanwhile claims its id back (its own owner), so that no record is left unguarded. A record
     written later still is the late-writer race the notes of issue 13 describe."""
     released = []
-    for index, row in rows:
-        if row.claim is not None:
-            stream_key, external_id = row.claim
-            if ports.records.release_external_id(job.environment, stream_key, external_id, owner=_owner(job, index)):
-                released.append((index, stream_key, external_id))
-    came = _written(ports, job, [index for index, _, _ in released]) if released else {}
-    for index, stream_key, external_id in released:
-        if index in came:
-            ports.records.claim_external_id(job.environment, stream_key, external_id, owner=_owner(job, index),
-                                            record_id=job.record_id(index))
+    # Under the streams' writer leases: a claim made back here must not meet another job's write.
+    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}):
+        for index, row in rows:
+            if row.claim is not None:
+                stream_key, external_id = row.claim
+                if ports.records.release_external_id(job.environment, stream_key, external_id,
+                                                     owner=_owner(job, index)):
+                    released.append((index, stream_key, external_id))
+        came = _written(ports, job, [index for index, _, _ in released]) if released else {}
+        for index, stream_key, external_id in released:
+            if index in came:
+                ports.records.claim_external_id(job.environment, stream_key, external_id, owner=_owner(job, index),
+                                                record_id=job.record_id(index))
 
 
-def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record]) -> None:
+def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
+                        leases: WriterLeases | None = None) -> None:
     """The job ended while this execution wrote (a duplicate delivery, late): its end may have
     released the claims of rows it found no record for. Each external_id written claims its id back
     (this row's own claim holds again); one another job claimed meanwhile means the record would
     be its duplicate, and goes."""
-    for record in written:
-        if record.external_id is None or record.id is None:
-            continue
-        row = record.id - job.record_id(0)
-        claim = ports.records.claim_external_id(job.environment, record.data_stream_key, record.external_id,
-                                                owner=_owner(job, row), record_id=record.id)
-        if not claim.claimed:
-            ports.records.remove(record)
+    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}, leases):
+        for record in written:
+            if record.external_id is None or record.id is None:
+                continue
+            row = record.id - job.record_id(0)
+            claim = ports.records.claim_external_id(job.environment, record.data_stream_key, record.external_id,
+                                                    owner=_owner(job, row), record_id=record.id)
+            if not claim.claimed:
+                ports.records.remove(record)
 
 
 class KnownRow(NamedTuple):
@@ -423,14 +443,97 @@ def _written(ports: Ports, job: IngestionJob, indexes: Iterable[int]) -> dict[in
     return {rows[record_id]: record for record_id, record in found.items()}
 
 
-def _claim(ports: Ports, job: IngestionJob, row: int, draft: RecordDraft | ItemError,
-           written: Container[int]) -> ExternalIdClaim | None:
-    if not isinstance(draft, RecordDraft) or draft.external_id is None:
-        return None
-    if row in written:  # its record is in the table: the claim was made for it
-        return ExternalIdClaim(True, job.record_id(row))
-    return ports.records.claim_external_id(job.environment, draft.data_stream_key, draft.external_id,
-                                           owner=_owner(job, row), record_id=job.record_id(row))
+def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
+               written: Container[int], leases: WriterLeases | None = None) -> dict[int, ExternalIdClaim]:
+    """Claim the external_id of each row (row index: its draft), for the job's row. A row whose
+    record is in the table made its claim before. The others are claimed under their streams'
+    writer leases: one BatchGetItem per 100 reads who holds them, one BatchWriteItem per 25 claims
+    those no one does (a claim its own row made before stands). No one else writes these streams'
+    guards meanwhile, so an unconditional write cannot overwrite another job's claim; the lease is
+    renewed just before if it was taken a while ago, and one that lapsed and went to another job
+    writes nothing."""
+    claims = {row: ExternalIdClaim(True, job.record_id(row)) for row in drafts if row in written}
+    wanted = {row: (d.data_stream_key, d.external_id) for row, d in drafts.items()
+              if row not in written and d.external_id is not None}
+    if not wanted:
+        return claims
+    with _writer_leases(ports, job, {stream_key for stream_key, _ in wanted.values()}, leases) as held_leases:
+        held = ports.records.external_id_claims(job.environment, wanted.values())
+        new: list[tuple[str, str, str, int]] = []
+        for row, key in wanted.items():
+            owner, record_id = held.get(key, (None, None))
+            if owner is None:
+                new.append((*key, _owner(job, row), job.record_id(row)))
+            if owner is None or owner == _owner(job, row):
+                claims[row] = ExternalIdClaim(True, job.record_id(row))
+            else:
+                claims[row] = ExternalIdClaim(False, record_id)
+        if new:
+            held_leases.renew()
+            ports.records.put_external_id_guards(job.environment, new)
+    return claims
+
+
+class WriterLeases:
+    """The writer leases of data streams one job holds while it writes their guards (see
+    `_claim_all`). A caller may hold them across a whole job or chunk task: one take and one
+    release, not one per chunk. Taken in key order, all again when a stream is added, so that no
+    two jobs wait on each other; a lease another job holds is waited for by reading it (a failed
+    take writes nothing). Given back at the end of the `with`, even on an error."""
+
+    def __init__(self, ports: Ports, job: IngestionJob) -> None:
+        self._ports, self._job, self._holder = ports, job, f"job:{job.id}"
+        self._taken: list[str] = []
+        self._since = 0.0
+
+    def __enter__(self) -> WriterLeases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def hold(self, stream_keys: Iterable[str]) -> None:
+        wanted = set(stream_keys)
+        if wanted <= set(self._taken):
+            return
+        self.release()  # then all in key order again
+        records, env = self._ports.records, self._job.environment
+        for stream_key in sorted(wanted | set(self._taken)):
+            wait = LEASE_RETRY_SECONDS
+            while not records.take_writer_lease(env, stream_key, self._holder, WRITER_LEASE):
+                time.sleep(wait)
+                wait = min(wait * 2, LEASE_RETRY_MAX_SECONDS)
+            self._taken.append(stream_key)
+        self._since = time.monotonic()
+
+    def renew(self) -> None:
+        """Before guards are written: renew leases taken a while ago; raises WriterLeaseLost if one
+        lapsed and went to another job."""
+        if time.monotonic() - self._since < WRITER_LEASE.total_seconds() / 2:  # surely still held: no write
+            return
+        for key in self._taken:
+            if not self._ports.records.renew_writer_lease(self._job.environment, key, self._holder, WRITER_LEASE):
+                raise WriterLeaseLost(f"the writer lease of data stream '{key}' went to another job")
+        self._since = time.monotonic()
+
+    def release(self) -> None:
+        taken, self._taken = self._taken, []
+        for stream_key in taken:
+            self._ports.records.release_writer_lease(self._job.environment, stream_key, self._holder)
+
+
+@contextmanager
+def _writer_leases(ports: Ports, job: IngestionJob, stream_keys: Iterable[str],
+                   held: WriterLeases | None = None) -> Iterator[WriterLeases]:
+    """The leases of these streams for a block that writes their guards: added to those the
+    caller holds (`held`, kept at the end), else taken for the block alone."""
+    if held is not None:
+        held.hold(stream_keys)
+        yield held
+        return
+    with WriterLeases(ports, job) as leases:
+        leases.hold(stream_keys)
+        yield leases
 
 
 def _owner(job: IngestionJob, row: int) -> str:

@@ -189,6 +189,17 @@ class TestIngestionJobRepository:
         assert jobs.begin_chunk(job(7), 0) is True  # a missing job: nothing written, nothing created
         assert jobs.find(ENV, 7) is None
 
+    def test_saving_a_chunk_marks_the_next_one_begun_for_the_saver_alone(self, jobs):
+        processing(jobs, total_items=1000)
+        jobs.begin_chunk(jobs.get(ENV, 1), 0)
+        # Given two executions of chunk 0, when both save it and begin the next one,
+        saved, marked = jobs.save_chunk_and_begin_next(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0),), {"bank": 1}))
+        late, late_marked = jobs.save_chunk_and_begin_next(saved, ChunkOutcome(0, (ok(0),), {"bank": 1}))
+        # then the first counted the chunk and began chunk 1; the second did neither.
+        assert (marked, saved.chunks_begun, saved.done_chunks, saved.processed_items) == (True, 1, frozenset({0}), 1)
+        assert (late_marked, late.processed_items) == (False, 1)
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 1) is True  # the second reads what chunk 1 may have written
+
     def test_the_end_of_a_job_counts_the_records_it_finds_of_a_chunk_a_late_execution_stored(self, jobs):
         processing(jobs)
         jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})

@@ -49,6 +49,31 @@ class TestRecordRepository:
         assert records.put_many(record(i) for i in range(10, 36)) == 2  # 26 items: two batch requests
         assert records.put_many([]) == 0
 
+    def test_claims_read_in_a_batch_name_their_owner_and_record_and_batch_claims_are_read_back(self, records):
+        records.claim_external_id(ENV, "bank", "ext-1", "job:1:0", 5)
+        records.put_external_id_guards(ENV, [("bank", "ext-2", "job:2:0", 6), ("ledger", "ext-1", "job:2:1", 7)])
+        wanted = [("bank", "ext-1"), ("bank", "ext-2"), ("ledger", "ext-1"), ("bank", "ext-9")]
+        assert records.external_id_claims(ENV, wanted) == {
+            ("bank", "ext-1"): ("job:1:0", 5), ("bank", "ext-2"): ("job:2:0", 6), ("ledger", "ext-1"): ("job:2:1", 7)}
+        assert records.external_id_claims(OTHER_ENV, wanted) == {}
+        assert records.claim_external_id(ENV, "bank", "ext-2", "job:3:0", 8) == ExternalIdClaim(False, 6)
+
+    def test_a_streams_writer_lease_has_one_holder_until_released_or_lapsed(self, records, clock):
+        lease = timedelta(seconds=60)
+        assert records.take_writer_lease(ENV, "bank", "job:1", lease)
+        assert records.take_writer_lease(ENV, "bank", "job:1", lease)  # its holder again
+        assert not records.take_writer_lease(ENV, "bank", "job:2", lease)
+        assert records.take_writer_lease(ENV, "ledger", "job:2", lease)  # another stream
+        assert records.take_writer_lease(OTHER_ENV, "bank", "job:2", lease)  # another environment
+        records.release_writer_lease(ENV, "bank", "job:2")  # not its holder: nothing
+        assert not records.take_writer_lease(ENV, "bank", "job:2", lease)
+        records.release_writer_lease(ENV, "bank", "job:1")
+        assert records.take_writer_lease(ENV, "bank", "job:2", lease)
+        clock.advance(seconds=61)  # job:2 died holding it: it lapses
+        assert records.take_writer_lease(ENV, "bank", "job:3", lease)
+        assert not records.renew_writer_lease(ENV, "bank", "job:2", lease)  # gone to another: not renewed
+        assert records.renew_writer_lease(ENV, "bank", "job:3", lease)
+
     def test_a_put_rewrites_the_whole_item(self, records):
         records.put_many([record(1, external_id="x")])
         records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)

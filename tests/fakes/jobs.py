@@ -161,14 +161,22 @@ class FakeIngestionJobRepository:
         return False
 
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
+        return self._save_chunk(job, outcome, unprocessed, begin_next=False)[0]
+
+    def save_chunk_and_begin_next(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
+        return self._save_chunk(job, outcome, False, begin_next=True)
+
+    def _save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
+                    begin_next: bool) -> tuple[IngestionJob, bool]:
         """Store a chunk's results, then count it once, only while processing (or, `unprocessed`,
-        once the job ended early); what is counted is what is stored."""
+        once the job ended early); what is counted is what is stored. `begin_next`: the next
+        chunk is marked begun by the same write; and whether this call counted the chunk."""
         stored = self.chunk_results.setdefault((job.environment, job.id), {})
         existing = stored.get(outcome.index)
         if unprocessed and existing is not None:
             outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
         elif not unprocessed and existing is not None and existing.unprocessed:
-            return self.get(job.environment, job.id)
+            return self.get(job.environment, job.id), False
         else:
             stored[outcome.index] = _ChunkResults(
                 results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
@@ -178,7 +186,7 @@ class FakeIngestionJobRepository:
         allowed = _UNFINISHED if unprocessed else (JobStatus.PROCESSING,)
         if (row is None or outcome.index in row.job.done_chunks or row.job.status not in allowed
                 or (row.job.ending is not None) is not unprocessed):
-            return self.get(job.environment, job.id)
+            return self.get(job.environment, job.id), False
         created = dict(row.job.created_per_stream)
         for stream_key, count in outcome.created_per_stream.items():
             created[stream_key] = created.get(stream_key, 0) + count
@@ -188,8 +196,9 @@ class FakeIngestionJobRepository:
             successful_items=row.job.successful_items + outcome.count(ItemStatus.SUCCESSFUL),
             failed_items=row.job.failed_items + outcome.count(ItemStatus.FAILED),
             skipped_items=row.job.skipped_items + outcome.count(ItemStatus.SKIPPED),
-            created_per_stream=created, last_progress_at=stored_time(utc_now()))
-        return row.job
+            created_per_stream=created, last_progress_at=stored_time(utc_now()),
+            chunks_begun=outcome.index + 1 if begin_next else row.job.chunks_begun)
+        return row.job, True
 
     def _stored_outcome(self, job: IngestionJob, chunk: int, created: dict[str, int]) -> ChunkOutcome:
         stored = self.chunk_results.get((job.environment, job.id), {}).get(chunk)

@@ -15,7 +15,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from chalicelib.adapters.dynamodb.records import RecordRepository
@@ -67,6 +67,7 @@ class FakeRecordStore:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int], RecordRow] = {}
         self.guards: dict[tuple[str, str, str], ExternalIdGuard] = {}  # (environment, stream key, external id)
+        self.leases: dict[tuple[str, str], tuple[str, datetime]] = {}  # streams' writer leases: holder, until
 
     def row(self, environment: str, record_id: int) -> RecordRow | None:
         return self.rows.get((environment, record_id))
@@ -178,6 +179,34 @@ class FakeRecordRepository:
             return False
         del self.store.guards[key]
         return True
+
+    def external_id_claims(self, environment: str,
+                           wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, int]]:
+        found = ((key, self.store.guards.get((environment, *key))) for key in wanted)
+        return {key: (guard.owner, guard.record_id) for key, guard in found if guard is not None}
+
+    def put_external_id_guards(self, environment: str, guards: Iterable[tuple[str, str, str, int]]) -> None:
+        for stream_key, external_id, owner, record_id in guards:
+            self.store.guards[(environment, stream_key, external_id)] = ExternalIdGuard(owner, record_id)
+
+    def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
+        now = utc_now()
+        current = self.store.leases.get((environment, stream_key))
+        if current is not None and current[0] != holder and current[1] >= now:
+            return False
+        self.store.leases[(environment, stream_key)] = (holder, now + lease)
+        return True
+
+    def renew_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
+        current = self.store.leases.get((environment, stream_key))
+        if current is None or current[0] != holder:
+            return False
+        self.store.leases[(environment, stream_key)] = (holder, utc_now() + lease)
+        return True
+
+    def release_writer_lease(self, environment: str, stream_key: str, holder: str) -> None:
+        if self.store.leases.get((environment, stream_key), (None,))[0] == holder:
+            del self.store.leases[(environment, stream_key)]
 
     # Reading -------------------------------------------------------------------------------
 

@@ -85,11 +85,13 @@ record         | -    | {E}#REC#<id>          | REC             | records: put_m
                |      |                       |                 | matches: claims;        | ?external_id= (its guards),
                |      |                       |                 | exceptions: holds       | ?reconciliation_match_id=
                |      |                       |                 |                         | (the members)
-               | gsi1 | {E}#DS#<stream>#REC   | <id>            | put_many                | GET
-               |      |                       |                 |                         | /records?data_stream_key=,
-               |      |                       |                 |                         | a stream's open records
-               |      |                       |                 |                         | before adoption, a stream's
-               |      |                       |                 |                         | delete
+               | gsi1 | {E}#DS#<stream>#REC#  | <id>            | put_many (n: the id     | every shard and the legacy
+               |      | <n> (0..15)           |                 | modulo 16; before the   | unsharded partition, merged
+               |      |                       |                 | shards: {E}#DS#<stream> | by id: GET /records?
+               |      |                       |                 | #REC)                   | data_stream_key=, a stream's
+               |      |                       |                 |                         | open records before
+               |      |                       |                 |                         | adoption, a stream's delete,
+               |      |                       |                 |                         | the story trace's id ranges
                | gsi4 | {E}#ST#<status>#<n>   | <id>            | the claims: set while   | GET /records?
                |      |                       |                 | matched somewhere       | status=partially_reconciled
                |      |                       |                 |                         | or reconciled: keys, then
@@ -108,6 +110,10 @@ guard          |      |                       |                 | claim_external
                |      |                       |                 | (owner: the job),       | /records?external_id= (pk:
                |      |                       |                 | remove,                 | every stream's)
                |      |                       |                 | remove_all_of_stream    |
+               |      |                       |                 |                         |
+stream writer  | -    | {E}#DS#<stream>       | WRITER          | records:                | the conditional put: one
+lease          |      |                       |                 | take_writer_lease,      | job at a time writes a
+               |      |                       |                 | release_writer_lease    | stream's guards in batches
                |      |                       |                 |                         |
 ingestion job  | -    | {E}#JOB#<id>          | JOB             | jobs: add; move,        | get, find: GET
                |      |                       |                 | save_chunk, the id      | /file_imports/{id},
@@ -505,8 +511,33 @@ def record(environment: str, record_id: int) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#REC#{_id(record_id)}", "sk": "REC"}
 
 
+# A stream's records are spread over this many gsi1 partitions (`#<n>`, from the record id), so
+# that no partition takes more than 1/16 of a stream's ingestion (DynamoDB gives a partition 1,000
+# write units a second); ids modulo 16 spread a job's block of consecutive ids evenly.
+RECORDS_OF_STREAM_SHARDS = 16
+
+
 def records_of_stream_pk(environment: str, stream_key: str) -> str:
+    """The listing of a stream's records as written before they were sharded: its readers still
+    read it (`records_of_stream_shards`), so records ingested before then stay visible."""
     return f"{env_prefix(environment)}#DS#{stream_key}#REC"
+
+
+def record_of_stream_shard(environment: str, stream_key: str, record_id: int) -> str:
+    """The gsi1 partition a record of the stream is listed in."""
+    return _shard_by_id(records_of_stream_pk(environment, stream_key), RECORDS_OF_STREAM_SHARDS, record_id)
+
+
+def records_of_stream_shards(environment: str, stream_key: str) -> list[str]:
+    """Every gsi1 partition listing a stream's records: the shards, then the unsharded listing of
+    records written before the shards were (a reader merges them by id)."""
+    listing = records_of_stream_pk(environment, stream_key)
+    return [*_shards(listing, RECORDS_OF_STREAM_SHARDS), listing]
+
+
+def stream_writer_lease(environment: str, stream_key: str) -> dict[str, str]:
+    """The lease one ingestion job at a time holds to write a stream's external_id guards."""
+    return {"pk": data_stream(environment, stream_key)["pk"], "sk": "WRITER"}
 
 
 def records_with_status_pk(environment: str, status: str) -> str:
@@ -562,7 +593,7 @@ def matched_record_index(environment: str, status: str, record_id: int) -> dict[
 
 
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
-    keys = {"gsi1pk": records_of_stream_pk(environment, stream_key), "gsi1sk": _id(record_id)}
+    keys = {"gsi1pk": record_of_stream_shard(environment, stream_key, record_id), "gsi1sk": _id(record_id)}
     if status != "unreconciled":
         keys.update(matched_record_index(environment, status, record_id))
     if status != "reconciled":

@@ -30,6 +30,7 @@ from chalicelib.adapters.dynamodb.table import (
     DynamoTable,
     Filter,
     deserialize,
+    in_parallel,
     listing_cursor,
     listing_cursor_value,
     started,
@@ -255,19 +256,19 @@ class MatchRepository:
         """The stream's records with ids from `low_id` to `high_id`, as `held_records` (from the
         stream's record index: a dense run of ids costs a tenth of reading each by key, but the
         index is eventually consistent)."""
-        items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
-                                          keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")))
         return [_held(item) for item in items]
 
     def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
                         reconciliation_ids: Iterable[int]) -> list[Passing]:
         """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
         stream's record index (as `held_records_between`: eventually consistent)."""
-        items = self._table.query_between(keys.records_of_stream_pk(environment, stream_key),
-                                          keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                          index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                          projection=_passing_attributes(reconciliation_ids), typed=True)
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+                                      projection=_passing_attributes(reconciliation_ids), typed=True)))
         return _passings(items, reconciliation_ids)
 
     def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
@@ -427,10 +428,11 @@ class MatchRepository:
 def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, list[str], str]:
     """Where a stream's records open in a reconciliation are read: the sparse open index once the
     stream is adopted (every shard, and the unsharded partition of the records written before the
-    shards), every record of the stream before (partition attribute, values, index)."""
+    shards), every record of the stream before, in each of its shards (partition attribute, values,
+    index)."""
     if adopted:
         return "gsi5pk", keys.open_records_of_stream_partitions(environment, stream_key), keys.GSI5
-    return "gsi1pk", [keys.records_of_stream_pk(environment, stream_key)], keys.GSI1
+    return "gsi1pk", keys.records_of_stream_shards(environment, stream_key), keys.GSI1
 
 
 def _open_here(reconciliation_id: int) -> Filter:

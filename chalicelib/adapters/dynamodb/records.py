@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Iterable
 from datetime import timedelta
@@ -9,6 +10,8 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (
+    FILTERED_READ_STEP,
+    MAX_READS_PER_PAGE,
     ConditionFailed,
     DynamoTable,
     Filter,
@@ -34,6 +37,8 @@ OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction"
 
 # Records a stream's delete removes per BatchWriteItem stream (with their guards).
 DELETE_BATCH = 500
+# BatchWriteItem requests an ingestion chunk's records (and guards) go out in side by side.
+WRITE_THREADS = 4
 
 
 class RecordRepository:
@@ -44,7 +49,7 @@ class RecordRepository:
 
     def put_many(self, records: Iterable[Record]) -> int:
         """Write records with BatchWriteItem (idempotent: a record's id fixes its item)."""
-        return self._table.batch_write(puts=[self.to_item(r) for r in records])
+        return self._table.batch_write(puts=[self.to_item(r) for r in records], threads=WRITE_THREADS)
 
     def claim_external_id(self, environment: str, stream_key: str, external_id: str, owner: str,
                           record_id: int) -> ExternalIdClaim:
@@ -70,6 +75,54 @@ class RecordRepository:
         except ConditionFailed:  # someone else's, or none
             return False
 
+    def external_id_claims(self, environment: str,
+                           wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, int]]:
+        """Who holds each (stream key, external_id) of `wanted` that someone claimed: its owner and
+        record id (BatchGetItem, consistent reads)."""
+        guards = self._table.get_many((keys.external_id_guard(environment, s, e) for s, e in wanted),
+                                      projection=("pk", "sk", "owner", "record_id"))
+        prefix = len(keys.external_id_guards_pk(environment, ""))
+        return {(g["sk"].removeprefix(keys.EXTERNAL_ID_GUARD_PREFIX), g["pk"][prefix:]): (g["owner"], g["record_id"])
+                for g in guards}
+
+    def put_external_id_guards(self, environment: str, guards: Iterable[tuple[str, str, str, int]]) -> None:
+        """Claim (stream key, external_id, owner, record id) with BatchWriteItem, unconditionally:
+        only the holder of each stream's writer lease may, after reading the claims under it."""
+        self._table.batch_write(puts=[{**keys.external_id_guard(environment, stream_key, external_id),
+                                       "entity": "external_id_guard", "owner": owner, "record_id": record_id}
+                                      for stream_key, external_id, owner, record_id in guards],
+                                threads=WRITE_THREADS)
+
+    def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
+        """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s.
+        Read first: a lease another job holds is waited for with reads, not failed writes (a
+        failed conditional write costs a write unit)."""
+        now = utc_now()
+        current = self._table.get(keys.stream_writer_lease(environment, stream_key))
+        if current is not None and current.get("holder") != holder and current.get("expires_at", "") >= iso(now):
+            return False
+        try:
+            self._table.put({**keys.stream_writer_lease(environment, stream_key), "entity": "stream_writer_lease",
+                             "holder": holder, "expires_at": iso(now + lease)},
+                            condition="attribute_not_exists(pk) OR holder = :me OR expires_at < :now",
+                            values={":me": holder, ":now": iso(now)})
+            return True
+        except ConditionFailed:
+            return False
+
+    def renew_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
+        """Hold the lease `lease` longer, only if `holder` still does (no one took it when it lapsed)."""
+        try:
+            self._table.put({**keys.stream_writer_lease(environment, stream_key), "entity": "stream_writer_lease",
+                             "holder": holder, "expires_at": iso(utc_now() + lease)},
+                            condition="holder = :me", values={":me": holder})
+            return True
+        except ConditionFailed:
+            return False
+
+    def release_writer_lease(self, environment: str, stream_key: str, holder: str) -> None:
+        self._table.release_guard(keys.stream_writer_lease(environment, stream_key), "holder", holder)
+
     # Reading -------------------------------------------------------------------------------
 
     def get(self, environment: str, record_id: int) -> Record:
@@ -94,9 +147,7 @@ class RecordRepository:
         if query.file_import_id is not None:
             page = self._page_of_job(environment, query.file_import_id, query, limit, cursor)
         elif query.data_stream_key is not None:
-            page = self._table.query_page("gsi1pk", keys.records_of_stream_pk(environment, query.data_stream_key),
-                                          index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor,
-                                          filter=_filter_for(query))
+            page = self._page_of_stream(environment, query.data_stream_key, query, limit, cursor)
         elif query.external_id is not None:
             page = self._page_of_external_id(environment, query.external_id, query, limit, cursor)
         elif query.status is RecordStatus.UNRECONCILED:
@@ -121,6 +172,29 @@ class RecordRepository:
         ids = range(last, job.first_record_id - 1, -1)
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
+
+    def _page_of_stream(self, environment: str, stream_key: str, query: RecordQuery, limit: int,
+                        cursor: str | None) -> Page:
+        """A stream's records, newest first: its gsi1 shards merged by id (each read only as far as
+        the page needs), the other filters applied to the items read. A page stops after reading
+        as much as MAX_READS_PER_PAGE filtered reads would, with a cursor from where it stopped."""
+        listing = keys.records_of_stream_pk(environment, stream_key)
+        below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
+        partitions = keys.records_of_stream_shards(environment, stream_key)
+        items = self._table.merged_below("gsi1pk", partitions, index=keys.GSI1, sort_attr="gsi1sk",
+                                         below=below, page_size=-(-(limit + 1) // len(partitions)) + 1)
+        admits = self._admits(query)
+        found: list[dict[str, Any]] = []
+        examined = None
+        for examined in itertools.islice(items, max(limit + 1, FILTERED_READ_STEP) * MAX_READS_PER_PAGE):
+            if admits(examined):
+                found.append(examined)
+                if len(found) > limit:
+                    return Page(items=found[:limit], cursor=_id_cursor(listing, found[limit - 1]["id"]))
+        else:
+            if examined is not None and next(items, None) is not None:  # read enough: resume from here
+                return Page(items=found, cursor=_id_cursor(listing, examined["id"]))
+        return Page(items=found, cursor=None)
 
     def _page_of_external_id(self, environment: str, external_id: str, query: RecordQuery, limit: int,
                              cursor: str | None) -> Page:
@@ -214,8 +288,8 @@ class RecordRepository:
         """Delete a stream's records and their guards, DELETE_BATCH records at a time (a stream
         being deleted: a retry finds what is left)."""
         batch: list[dict[str, Any]] = []
-        for item in self._table.query_all("gsi1pk", keys.records_of_stream_pk(environment, stream_key),
-                                          index=keys.GSI1):
+        for item in self._table.query_partitions("gsi1pk", keys.records_of_stream_shards(environment, stream_key),
+                                                 index=keys.GSI1):
             batch.append(item)
             if len(batch) == DELETE_BATCH:
                 self._remove_items(batch)
@@ -270,21 +344,3 @@ def _cursor_id(cursor: str, listing: str) -> int:
     if not (after.isascii() and after.isdigit()):
         raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
     return int(after)
-
-
-def _filter_for(query: RecordQuery) -> Filter:
-    clauses, names, values = ["attribute_not_exists(#fdel)"], {"#fdel": "deleting"}, {}
-    for attr, value in (("data_stream_key", query.data_stream_key), ("external_id", query.external_id),
-                        ("file_import_id", query.file_import_id),
-                        ("status", query.status.value if query.status else None)):
-        if value is not None:
-            clauses.append(f"#f_{attr} = :f_{attr}")
-            names[f"#f_{attr}"] = attr
-            values[f":f_{attr}"] = value
-    if query.date_from:
-        clauses.append("#f_date >= :f_from")
-        names["#f_date"], values[":f_from"] = "date", query.date_from
-    if query.date_to:
-        clauses.append("#f_date <= :f_to")
-        names["#f_date"], values[":f_to"] = "date", query.date_to
-    return Filter(" AND ".join(clauses), names, values)

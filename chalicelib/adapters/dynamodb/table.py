@@ -30,6 +30,7 @@ from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, TransitionRefused
 from chalicelib.domain.status_machine import Identified, StatusMachine
 
+T = TypeVar("T")
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 BATCH_WRITE_LIMIT = 25
@@ -402,6 +403,13 @@ class DynamoTable:
             started = list(pool.map(first_page, partitions))
         return heapq.merge(*started, key=lambda item: item[sort_attr], reverse=True)
 
+    def query_partitions(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
+                         projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of several partitions (the shards of one listing), in no particular order,
+        the partitions read side by side."""
+        yield from in_parallel(partitions, lambda p: self.query_all(partition_attr, p, index=index,
+                                                                    projection=projection))
+
     def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
               filter: Filter | None = None, deadline: float | None = None) -> tuple[int, bool]:
         """How many items of the partition pass `filter` (only counts come back), and whether the
@@ -496,21 +504,27 @@ class DynamoTable:
             values.update(serialize(filter.values))
         return kwargs
 
-    def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[dict[str, str]] = ()) -> int:
-        """Write in batches of 25, retrying unprocessed items with backoff. Returns requests sent."""
+    def batch_write(self, puts: Iterable[dict[str, Any]] = (), deletes: Iterable[dict[str, str]] = (),
+                    threads: int = 1) -> int:
+        """Write in batches of 25, retrying unprocessed items with backoff, `threads` batches at a
+        time. Returns requests sent."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in puts]
         requests += [{"DeleteRequest": {"Key": serialize(k)}} for k in deletes]
-        sent = 0
-        for start in range(0, len(requests), BATCH_WRITE_LIMIT):
-            pending = requests[start:start + BATCH_WRITE_LIMIT]
-            attempt = 0
-            while pending:
-                sent += 1
-                response = self._client.batch_write_item(RequestItems={self.name: pending})
-                pending = response.get("UnprocessedItems", {}).get(self.name, [])
-                if pending:
-                    attempt += 1
-                    time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
+        batches = [requests[start:start + BATCH_WRITE_LIMIT] for start in range(0, len(requests), BATCH_WRITE_LIMIT)]
+        if threads > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(min(threads, len(batches))) as pool:
+                return sum(pool.map(self._write_batch, batches))
+        return sum(map(self._write_batch, batches))
+
+    def _write_batch(self, pending: list[dict[str, Any]]) -> int:
+        sent, attempt = 0, 0
+        while pending:
+            sent += 1
+            response = self._client.batch_write_item(RequestItems={self.name: pending})
+            pending = response.get("UnprocessedItems", {}).get(self.name, [])
+            if pending:
+                attempt += 1
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
         return sent
 
     def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
@@ -558,6 +572,17 @@ class DynamoTable:
                     attempt += 1
                     time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
         return found
+
+
+def in_parallel(partitions: list[str], read: Callable[[str], Iterable[T]]) -> Iterator[T]:
+    """What `read` gives for each partition (in partition order), the partitions read side by side,
+    each whole before its items come out; one partition alone is read as its items are taken."""
+    if len(partitions) == 1:
+        yield from read(partitions[0])
+        return
+    with ThreadPoolExecutor(min(max(len(partitions), 1), PARTITION_THREADS)) as pool:
+        for items in pool.map(lambda p: list(read(p)), partitions):
+            yield from items
 
 
 @dataclass(frozen=True)
