@@ -49,7 +49,7 @@ PAIRS = [
     (SecretsManagerBrowserSecrets, FakeBrowserSecrets), (StepFunctionsTaskTokens, FakeTaskTokens),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
-LIFECYCLE = {"stop"}  # the local driver stops with the stack: the process's business, not the port's
+LIFECYCLE = {"request_stop", "stop"}  # the local driver stops with the stack: the process's business, not the port's
 
 
 def public_methods(cls) -> dict[str, object]:
