@@ -37,8 +37,9 @@ OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction"
 
 # Records a stream's delete removes per BatchWriteItem stream (with their guards).
 DELETE_BATCH = 500
-# BatchWriteItem requests an ingestion chunk's records (and guards) go out in side by side.
-WRITE_THREADS = 4
+# BatchWriteItem requests an ingestion chunk's records (and guards) go out in side by side: all of a
+# bulk chunk's 10 at once (4 at a time measured 0.37 s a chunk of 250 on the local stack, 10 0.25 s).
+WRITE_THREADS = 10
 
 
 class RecordRepository:
