@@ -9,7 +9,12 @@ The image itself is proven in tests/deploy/test_browser_worker.py.
 
 What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`,
 `_moto_cannot_attach_managed_policies`) and said there. moto's CloudFormation drops an image function's PackageType, Architectures,
-EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py."""
+EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py. It skips
+AWS::CloudWatch::Alarm and AWS::SNS::Subscription, and drops a state machine's LoggingConfiguration:
+the alarms are resolved from the template with the stack's parameters and held to what was deployed
+here; their wiring and the logging are held by tests/unit/test_operations_template.py. It has no
+Bedrock model API and takes no IMPORT change set: the model check and the import of log groups are
+proven in tests/unit/test_deploy_checks.py."""
 from __future__ import annotations
 
 import ast
@@ -40,6 +45,7 @@ REGION = "us-east-1"
 STAGE = f"proof-{os.getpid()}"
 HERE = Path(__file__).resolve().parent
 ACCOUNT = "123456789012"  # moto's
+MAIL_FROM = "Recon agents <agents@proof.test>"
 
 
 def _free_port() -> int:
@@ -126,10 +132,18 @@ class Deployment:
         self.layer = packaging.build_layer()
         bucket = self.artifacts["ArtifactsBucketName"]
         layer_key = deploy.upload_layer(s3, bucket, self.layer)
+        # The stage's parameters, checked as `make deploy` checks them (the model: tests/unit/test_deploy_checks.py).
+        self.client("ses").verify_domain_identity(Domain="proof.test")
+        options = deploy.StageOptions(mail_from=MAIL_FROM, alarm_email="ops@proof.test")
+        stage_parameters = deploy.stage_parameters(cfn, STAGE, options)
+        deploy.check_against_template(stage_parameters)
+        deploy.check_mail_sender(self.client("ses"), stage_parameters["MailFrom"], REGION)
         infra = load_template(deploy.INFRA / "template.yaml")
-        self.outputs = deploy.deploy_stack(cfn, names["infra"], infra,
-                                           {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key,
-                                            "BrowserImageUri": self.image}, quiet)
+        self.infra_parameters = {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key,
+                                 "BrowserImageUri": self.image, **stage_parameters}
+        assert deploy.adopt_log_groups(cfn, self.client("logs"), names["infra"], infra, self.infra_parameters, REGION,
+                                       quiet) == []  # a new stage: no function has logged yet
+        self.outputs = deploy.deploy_stack(cfn, names["infra"], infra, self.infra_parameters, quiet)
         _moto_cannot_attach_managed_policies(self.client("iam"), cfn, names["infra"], infra)
         # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
         [layer] = lam.list_layers()["Layers"]
@@ -394,7 +408,7 @@ def lambda_layers(deployment):
     return layers
 
 
-# --- logs ---------------------------------------------------------------------------------
+# --- logs, alarms, the dashboard -------------------------------------------------------------
 
 def _role_statements(iam, role_arn: str) -> list[dict]:
     """Every statement of a deployed role's policies, managed and inline, as IAM holds them."""
@@ -446,6 +460,68 @@ def test_every_deployed_function_may_write_its_own_log_group_the_api_function_in
     api_role = _role_statements(iam, deployment.roles["api_handler"])
     assert not _may_write_logs_to(api_role, f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/recon-{STAGE}x:*")
     assert not _may_write_logs_to(api_role, f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/other-{STAGE}:*")
+
+
+def test_every_deployed_function_has_its_log_group_in_the_stack_with_the_retention_given(deployment):
+    logs, cfn = deployment.client("logs"), deployment.client("cloudformation")
+    groups = {g["logGroupName"]: g for page in logs.get_paginator("describe_log_groups").paginate(
+        logGroupNamePrefix=f"/aws/lambda/recon-{STAGE}") for g in page["logGroups"]}
+    in_stack = {r["PhysicalResourceId"] for page in cfn.get_paginator("list_stack_resources").paginate(
+        StackName=deploy.stack_names(STAGE)["infra"]) for r in page["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::Logs::LogGroup"}
+    retention = int(deployment.infra_parameters["LogRetentionDays"])
+    assert retention == 30  # the default
+    for name, function_name in deployment.deployed_names.items():
+        group = f"/aws/lambda/{function_name}"
+        assert group in in_stack, name
+        assert groups[group].get("retentionInDays") == retention, name
+    assert deployment.outputs["StateMachineLogGroupName"] in in_stack
+    assert logs.describe_log_groups(logGroupNamePrefix=deployment.outputs["StateMachineLogGroupName"])[
+        "logGroups"][0]["retentionInDays"] == retention
+
+
+@pytest.fixture(scope="module")
+def alarms(deployment):
+    """The infrastructure stack's alarms (moto's CloudFormation makes none), as the stack's parameters resolve them."""
+    template = load_template(deploy.INFRA / "template.yaml")
+    resolver = Resolver(template, deployment.infra_parameters, REGION)
+    return [resolver.resolve(r["Properties"]) for r in template["Resources"].values()
+            if r["Type"] == "AWS::CloudWatch::Alarm" and resolver.condition(r.get("Condition"))]
+
+
+def test_every_alarm_watches_something_deployed_and_everything_deployed_is_watched(deployment, alarms):
+    sqs, sfn, apigateway = deployment.client("sqs"), deployment.client("stepfunctions"), deployment.client("apigateway")
+    watched: dict[tuple[str, str], set[str]] = {}
+    for alarm in alarms:
+        for dimension in alarm["Dimensions"]:
+            watched.setdefault((alarm["MetricName"], dimension["Name"]), set()).add(dimension["Value"])
+    functions = set(deployment.deployed_names.values())
+    assert watched[("Errors", "FunctionName")] == watched[("Throttles", "FunctionName")] == functions
+    queues = {url.rsplit("/", 1)[-1] for url in sqs.list_queues()["QueueUrls"]}
+    dead_letter = {q for q in queues if q.endswith("-dlq")}
+    assert len(dead_letter) == 5
+    assert watched[("ApproximateNumberOfMessagesVisible", "QueueName")] == dead_letter
+    assert watched[("ApproximateAgeOfOldestMessage", "QueueName")] == queues - dead_letter
+    machines = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    assert watched[("ExecutionsFailed", "StateMachineArn")] == machines
+    # The REST API as the packaged app names it (app.py: after the stage), in the stage Chalice deploys.
+    [api] = [a["name"] for a in apigateway.get_rest_apis()["items"]]
+    assert watched[("5XXError", "ApiName")] == {api} == {f"recon-{STAGE}"}
+    assert watched[("5XXError", "Stage")] == {deployment.config["stages"][STAGE]["api_gateway_stage"]}
+
+
+def test_the_dashboard_is_deployed_and_shows_every_deployed_function(deployment):
+    cloudwatch = deployment.client("cloudwatch")
+    body = json.loads(cloudwatch.get_dashboard(DashboardName=deployment.outputs["DashboardName"])["DashboardBody"])
+    shown = {m[3] for w in body["widgets"] for m in w["properties"].get("metrics", [])}
+    assert set(deployment.deployed_names.values()) <= shown
+
+
+def test_the_functions_mail_from_and_call_the_model_the_deploy_was_given(deployment):
+    for name, configuration in deployment.functions.items():
+        variables = configuration["Environment"]["Variables"]
+        assert (variables["RECON_MAIL_SENDER"], variables["RECON_DEFAULT_MODEL"]) == (
+            MAIL_FROM, "amazon.nova-pro-v1:0"), name
 
 
 # --- the package runs -----------------------------------------------------------------------
