@@ -13,7 +13,10 @@ from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.settings import current_settings
 
 settings = current_settings()
-app = Chalice(app_name="recon")
+# API Gateway names the REST API after the app (its OpenAPI title), and publishes the API's metrics by
+# that name: one per stage, as the functions are named, so that a stage's 5xx alarm (infra/template.yaml
+# Api5xxAlarm) and dashboard see that stage's API alone.
+app = Chalice(app_name=f"recon-{settings.stage}")
 app.register_middleware(make_http_middleware(PUBLIC_PATHS), "http")
 
 for router in ROUTERS:

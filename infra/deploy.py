@@ -5,11 +5,17 @@
    that repository has it already (its tag is a hash of what it is built from); the layer built
    and uploaded;
 2. the infrastructure stack (infra/template.yaml): table, data bucket, queues, the engine layer,
-   one role per group of functions, the browser worker (a container-image function, that image);
+   one role per group of functions, the browser worker (a container-image function, that image),
+   and operations: each function's log group (a group a function made before the stack declared it
+   is imported first: `adopt_log_groups`), alarms, their topic, the dashboard;
 3. the app, with `chalice deploy`, its stage configuration generated from that stack's outputs
    (infra/functions.py says which role, layer and size each function gets);
 4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed
    and of those the infrastructure stack defines.
+
+Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
+address, the log retention) are checked against the account: the sender's SES identity verified,
+the model enabled (`check_parameters`); a deploy that would not work stops there, creating nothing.
 
 Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
 and needs a running Docker engine when the browser image is to be built.
@@ -21,12 +27,18 @@ import base64
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass, fields
+from email.utils import parseaddr
 from pathlib import Path
 
-from chalicelib.local.provision import function_of_parameter, load_template
+import yaml
+
+from chalicelib.local.provision import Resolver, function_of_parameter, load_template
 from infra import packaging
 from infra.functions import FUNCTIONS, role_output
 
@@ -78,6 +90,9 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_RECONCILIATION_RUN_STATE_MACHINE": outputs["ReconciliationRunStateMachineArn"],
             "RECON_BROWSER_RUN_STATE_MACHINE": outputs["BrowserRunStateMachineArn"],
             "RECON_SECRETS_PREFIX": outputs["SecretsPrefix"],
+            # The deploy parameters MAIL_FROM and MODEL_ID, checked by check_parameters, kept by the stack.
+            "RECON_MAIL_SENDER": outputs["MailFrom"],
+            "RECON_DEFAULT_MODEL": outputs["ModelId"],
         },
         "lambda_functions": functions,
     }
@@ -167,12 +182,15 @@ def _session():
     return boto3.session.Session()
 
 
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
+
+
 def deploy_stack(cfn, name: str, template: dict, parameters: dict[str, str], log=print) -> dict[str, str]:
     """Create or update a stack and wait; its outputs."""
     body = json.dumps(template)
     arguments = {"StackName": name, "TemplateBody": body,
                  "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-                 "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]}
+                 "Capabilities": CAPABILITIES}
     try:
         cfn.describe_stacks(StackName=name)
         exists = True
@@ -197,6 +215,242 @@ def deploy_stack(cfn, name: str, template: dict, parameters: dict[str, str], log
 def stack_outputs(cfn, name: str) -> dict[str, str]:
     [stack] = cfn.describe_stacks(StackName=name)["Stacks"]
     return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+# --- the stage's parameters, checked before anything is created ------------------------------
+
+@dataclass(frozen=True)
+class StageOptions:
+    """What `make deploy` takes besides the stage (MAIL_FROM, MODEL_ID, ALARM_EMAIL,
+    LOG_RETENTION_DAYS). None: the value the stage was last deployed with (the infrastructure stack
+    keeps it as its parameter), or for a new stage the template's default."""
+    mail_from: str | None = None
+    model_id: str | None = None
+    alarm_email: str | None = None
+    log_retention_days: int | None = None
+
+
+# Each option: the infrastructure stack's parameter, and the Make variable that sets it (messages name it).
+OPTION_PARAMETERS = {"mail_from": ("MailFrom", "MAIL_FROM"), "model_id": ("ModelId", "MODEL_ID"),
+                     "alarm_email": ("AlarmEmail", "ALARM_EMAIL"),
+                     "log_retention_days": ("LogRetentionDays", "LOG_RETENTION_DAYS")}
+
+
+class DeployRefused(RuntimeError):
+    """A parameter of the stage that would not work on AWS, found before anything was created."""
+
+
+def stage_parameters(cfn, stage: str, options: StageOptions) -> dict[str, str]:
+    """The infrastructure stack's parameters that `StageOptions` sets: each as given, else as the
+    stage's last deploy left it, else the template's default."""
+    previous: dict[str, str] = {}
+    try:
+        [stack] = cfn.describe_stacks(StackName=stack_names(stage)["infra"])["Stacks"]
+        previous = {p["ParameterKey"]: p["ParameterValue"] for p in stack.get("Parameters", [])}
+    except cfn.exceptions.ClientError:
+        pass
+    declared = load_template(INFRA / "template.yaml")["Parameters"]
+    values = {}
+    for field in fields(StageOptions):
+        parameter, _ = OPTION_PARAMETERS[field.name]
+        given = getattr(options, field.name)
+        if given is not None:
+            values[parameter] = str(given)
+        elif parameter in previous:
+            values[parameter] = previous[parameter]
+        else:
+            values[parameter] = str(declared[parameter].get("Default", ""))
+    return values
+
+
+def check_parameters(client, region: str, parameters: dict[str, str], log=print) -> None:
+    """Refuse (DeployRefused) a stage parameter the template or the account would not take: each
+    against the template's pattern or allowed values, the sender against SES (a verified identity)
+    and the model against Bedrock (it exists here and this account may call it). Reads only;
+    `client(service)` makes the clients (a boto3 session's `client`)."""
+    check_against_template(parameters)
+    check_mail_sender(client("ses"), parameters["MailFrom"], region)
+    check_model(client("bedrock"), parameters["ModelId"], region)
+    note_ses_sandbox(client("sesv2"), region, log)
+
+
+def check_against_template(parameters: dict[str, str]) -> None:
+    declared = load_template(INFRA / "template.yaml")["Parameters"]
+    variables = dict(OPTION_PARAMETERS.values())
+    for parameter, value in parameters.items():
+        spec, variable = declared[parameter], variables.get(parameter, parameter)
+        allowed = [str(v) for v in spec.get("AllowedValues", [])]
+        if allowed and value not in allowed:
+            raise DeployRefused(f"{variable}={value} is not one of {', '.join(allowed)}")
+        if "AllowedPattern" in spec and not re.fullmatch(spec["AllowedPattern"], value):
+            raise DeployRefused(f"{variable}={value!r} is not valid: {spec.get('Description', '').strip()}")
+
+
+def check_mail_sender(ses, mail_from: str, region: str) -> None:
+    """SES sends only from a verified identity: the sender's address, or its domain."""
+    if not mail_from:
+        raise DeployRefused(
+            "MAIL_FROM is not set: agents send their mail from it, and SES sends only from an identity verified "
+            f"in this account and region ({region}). Verify an address (aws ses verify-email-identity "
+            "--email-address agents@example.com, then open the link SES mails to it) or its domain, then "
+            "make deploy STAGE=... MAIL_FROM=agents@example.com (later deploys keep it)")
+    _, address = parseaddr(mail_from)
+    domain = address.rpartition("@")[2]
+    answer = ses.get_identity_verification_attributes(Identities=[address, domain])["VerificationAttributes"]
+    statuses = {identity: attributes["VerificationStatus"] for identity, attributes in answer.items()}
+    if "Success" in statuses.values():
+        return
+    known = "; ".join(f"{identity} is {status}" for identity, status in statuses.items()) or \
+        "SES knows neither as an identity"
+    raise DeployRefused(
+        f"MAIL_FROM={mail_from}: SES sends only from a verified identity, and neither {address} nor {domain} is "
+        f"verified in {region} ({known}). Verify the address (aws ses verify-email-identity --email-address "
+        f"{address}, then open the link SES mails to it) or its domain (aws sesv2 create-email-identity "
+        f"--email-identity {domain}, then publish the DKIM records it answers), or pass another MAIL_FROM")
+
+
+def check_model(bedrock, model_id: str, region: str) -> None:
+    """The model is a foundation model Bedrock runs on demand here, or an inference profile, and this
+    account may call it (for a profile, the model it routes to in this region)."""
+    error = None
+    try:
+        model = bedrock.get_foundation_model(modelIdentifier=model_id)["modelDetails"]
+    except bedrock.exceptions.ClientError as refused:
+        if _code(refused) not in ("ValidationException", "ResourceNotFoundException"):
+            raise DeployRefused(f"MODEL_ID={model_id}: Bedrock did not describe it in {region} ({_said(refused)}): "
+                                "the deploying identity needs bedrock:GetFoundationModel") from None
+        model, error = None, refused
+    if model is not None:
+        if "ON_DEMAND" not in model.get("inferenceTypesSupported", []):
+            raise DeployRefused(
+                f"MODEL_ID={model_id} is not served on demand in {region}, only through an inference profile: pass "
+                f"the profile's id (aws bedrock list-inference-profiles --query "
+                f"\"inferenceProfileSummaries[].inferenceProfileId\"; for example us.{model_id})")
+        _check_access(bedrock, model_id, model_id, region)
+        return
+    try:
+        profile = bedrock.get_inference_profile(inferenceProfileIdentifier=model_id)
+    except bedrock.exceptions.ClientError as refused:
+        raise DeployRefused(
+            f"MODEL_ID={model_id}: Bedrock has no such model or inference profile in {region} "
+            f"({_said(error) if error else ''}; {_said(refused)}). The model ids: aws bedrock list-foundation-models "
+            "--by-output-modality TEXT --query \"modelSummaries[].modelId\"; the inference profiles: aws bedrock "
+            "list-inference-profiles --query \"inferenceProfileSummaries[].inferenceProfileId\"") from None
+    if profile.get("status") != "ACTIVE":
+        raise DeployRefused(f"MODEL_ID={model_id}: the inference profile is {profile.get('status')}, not ACTIVE")
+    arns = [m["modelArn"] for m in profile.get("models", [])]
+    here = [arn for arn in arns if f":{region}::" in arn] or arns
+    if not here:
+        raise DeployRefused(f"MODEL_ID={model_id}: the inference profile names no model")
+    _check_access(bedrock, here[0].rsplit("/", 1)[-1], model_id, region)
+
+
+def _check_access(bedrock, foundation_model: str, model_id: str, region: str) -> None:
+    try:
+        availability = bedrock.get_foundation_model_availability(modelId=foundation_model)
+    except bedrock.exceptions.ClientError as refused:
+        raise DeployRefused(f"MODEL_ID={model_id}: could not read whether {foundation_model} is enabled in {region} "
+                            f"({_said(refused)}): the deploying identity needs "
+                            "bedrock:GetFoundationModelAvailability") from None
+    problems = []
+    if availability.get("regionAvailability") != "AVAILABLE":
+        problems.append(f"it is not offered in {region}")
+    if availability.get("authorizationStatus") != "AUTHORIZED":
+        problems.append("this account is not authorized to use it")
+    if availability.get("entitlementAvailability") != "AVAILABLE":
+        agreement = availability.get("agreementAvailability", {})
+        problems.append(f"this account has no access to it (its agreement: {agreement.get('status', 'none')}"
+                        + (f", {agreement['errorMessage']}" if agreement.get("errorMessage") else "") + ")")
+    if problems:
+        shown = model_id if foundation_model == model_id else f"{model_id} ({foundation_model})"
+        raise DeployRefused(
+            f"MODEL_ID={shown} is not enabled in {region}: {'; '.join(problems)}. Enable it in the Bedrock "
+            "console (Model access, or the model's page in the Model catalog, whose offer an identity allowed "
+            "aws-marketplace:Subscribe accepts), or pass another MODEL_ID")
+
+
+def note_ses_sandbox(sesv2, region: str, log=print) -> None:
+    """Say so when SES is in its sandbox here: mail then reaches verified addresses only."""
+    try:
+        production = sesv2.get_account().get("ProductionAccessEnabled")
+    except sesv2.exceptions.ClientError:
+        return  # advice only: the deploy does not depend on it
+    if production is False:
+        log(f"note: SES is in its sandbox in {region}: agents' mail reaches only verified addresses (at most 200 "
+            "messages a day) until AWS grants production access (README, 'Mail and models')")
+
+
+def _code(error) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _said(error) -> str:
+    details = error.response.get("Error", {})
+    return f"{details.get('Code', 'Error')}: {details.get('Message', '')}".strip()
+
+
+# --- log groups made before the stack declared them -------------------------------------------
+
+def adopt_log_groups(cfn, logs, stack: str, template: dict, parameters: dict[str, str], region: str,
+                     log=print) -> list[str]:
+    """Import into `stack` each log group its template declares that exists already outside it, and
+    return their names. Lambda makes a function's group when the function first logs: a stage deployed
+    before its template declared the groups has them, and CloudFormation refuses to create a group
+    that exists (the update would roll back). An IMPORT change set takes them as they are, their events
+    kept; the update that follows gives them the template's retention. Nothing else changes meanwhile:
+    the import's template is the stack's own plus those groups, its parameters their previous values."""
+    resolver = Resolver(template, parameters, region)
+    declared = {logical_id: resolver.resolve(resource["Properties"]["LogGroupName"])
+                for logical_id, resource in template["Resources"].items()
+                if resource["Type"] == "AWS::Logs::LogGroup" and resolver.condition(resource.get("Condition"))}
+    try:
+        cfn.describe_stacks(StackName=stack)
+        exists = True
+    except cfn.exceptions.ClientError:
+        exists = False
+    in_stack = set()
+    if exists:
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack):
+            in_stack |= {r["LogicalResourceId"] for r in page["StackResourceSummaries"]}
+    adopt = {logical_id: name for logical_id, name in declared.items()
+             if logical_id not in in_stack and _log_group_exists(logs, name)}
+    if not adopt:
+        return []
+    if exists:
+        body = cfn.get_template(StackName=stack, TemplateStage="Original")["TemplateBody"]
+        current = json.loads(json.dumps(body)) if isinstance(body, dict) else _parse_template(body)
+        previous = [{"ParameterKey": name, "UsePreviousValue": True} for name in current.get("Parameters", {})]
+    else:
+        current, previous = {"AWSTemplateFormatVersion": "2010-09-09", "Resources": {}}, []
+    for logical_id, name in adopt.items():
+        current["Resources"][logical_id] = {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Delete",
+                                            "UpdateReplacePolicy": "Delete", "Properties": {"LogGroupName": name}}
+    change_set = f"adopt-log-groups-{int(time.time())}"
+    cfn.create_change_set(
+        StackName=stack, ChangeSetName=change_set, ChangeSetType="IMPORT", TemplateBody=json.dumps(current),
+        Parameters=previous, Capabilities=CAPABILITIES,
+        ResourcesToImport=[{"ResourceType": "AWS::Logs::LogGroup", "LogicalResourceId": logical_id,
+                            "ResourceIdentifier": {"LogGroupName": name}} for logical_id, name in adopt.items()])
+    cfn.get_waiter("change_set_create_complete").wait(StackName=stack, ChangeSetName=change_set,
+                                                      WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+    cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
+    cfn.get_waiter("stack_import_complete").wait(StackName=stack, WaiterConfig={"Delay": 5, "MaxAttempts": 720})
+    log(f"stack {stack}: imported {len(adopt)} log groups made before it declared them ({', '.join(adopt.values())})")
+    return sorted(adopt.values())
+
+
+def _log_group_exists(logs, name: str) -> bool:
+    for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=name):
+        if any(group["logGroupName"] == name for group in page["logGroups"]):
+            return True
+    return False
+
+
+def _parse_template(body: str) -> dict:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return yaml.safe_load(body)
 
 
 def upload_layer(s3, bucket: str, layer: packaging.Package) -> str:
@@ -269,10 +523,12 @@ def publish_browser_image(ecr, repository_name: str, repository_uri: str, docker
     return image
 
 
-def deploy(stage: str, log=print, docker: Docker | None = None) -> dict[str, str]:
+def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOptions | None = None) -> dict[str, str]:
     session = _session()
     cfn, s3 = session.client("cloudformation"), session.client("s3")
     names = stack_names(stage)
+    parameters = stage_parameters(cfn, stage, options or StageOptions())
+    check_parameters(session.client, session.region_name, parameters, log)
 
     artifacts = deploy_stack(cfn, names["artifacts"], load_template(INFRA / "artifacts.yaml"),
                              {"Stage": stage, "AppName": APP_NAME}, log)
@@ -282,9 +538,11 @@ def deploy(stage: str, log=print, docker: Docker | None = None) -> dict[str, str
     log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
     layer_key = upload_layer(s3, artifacts["ArtifactsBucketName"], layer)
 
-    outputs = deploy_stack(cfn, names["infra"], load_template(INFRA / "template.yaml"),
-                           {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
-                            "EngineLayerKey": layer_key, "BrowserImageUri": image}, log)
+    infra = load_template(INFRA / "template.yaml")
+    infra_parameters = {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
+                        "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters}
+    adopt_log_groups(cfn, session.client("logs"), names["infra"], infra, infra_parameters, session.region_name, log)
+    outputs = deploy_stack(cfn, names["infra"], infra, infra_parameters, log)
 
     config = stage_config(stage, outputs)
     project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
@@ -338,8 +596,8 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
 def _placeholder_outputs() -> dict[str, str]:
     names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName",
              "WebhookEventQueueName", "WebhookDeliveryQueueName", "EventBusName", "ScheduleGroupName",
-             "SchedulerRoleArn", "FileImportStateMachineArn",
-             "ReconciliationRunStateMachineArn", "BrowserRunStateMachineArn", "SecretsPrefix"] + \
+             "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn",
+             "BrowserRunStateMachineArn", "SecretsPrefix", "MailFrom", "ModelId"] + \
         [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
     return {name: "-" for name in names}
 
@@ -379,11 +637,18 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--purge-data", action="store_true")
         if name == "key":
             command.add_argument("--environment", required=True)
+        if name == "deploy":  # StageOptions; each omitted keeps the stage's last value
+            command.add_argument("--mail-from")
+            command.add_argument("--model-id")
+            command.add_argument("--alarm-email")
+            command.add_argument("--log-retention-days", type=int)
     args = parser.parse_args(argv)
     if args.command == "deploy":
+        options = StageOptions(mail_from=args.mail_from, model_id=args.model_id, alarm_email=args.alarm_email,
+                               log_retention_days=args.log_retention_days)
         try:
-            deploy(args.stage)
-        except DockerUnavailable as error:
+            deploy(args.stage, options=options)
+        except (DockerUnavailable, DeployRefused) as error:
             print(f"make deploy: {error}", file=sys.stderr)
             return 1
     elif args.command == "destroy":

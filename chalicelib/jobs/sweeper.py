@@ -19,8 +19,20 @@ from chalicelib.services import (
 )
 
 
+class SweepFailed(Exception):
+    """Raised once every step has had its turn, naming those that failed (each logged with its
+    traceback): the invocation then counts in the function's Errors metric, which its alarm watches
+    (infra/template.yaml, docs/runbook.md). EventBridge's asynchronous invocation retries a failed
+    sweep twice; a sweep is repeatable, and sweeps overlap anyway when one takes over a minute."""
+
+    def __init__(self, failed: list[str]) -> None:
+        super().__init__(f"{len(failed)} sweep step(s) failed: {', '.join(failed)} (see the log above for each)")
+        self.failed = failed
+
+
 def sweep_task() -> None:
-    """Each step on its own: one that fails (a throttled read, say) is logged and stops no other.
+    """Each step on its own: one that fails (a throttled read, say) is logged and stops no other;
+    the sweep then fails (SweepFailed) so that the failure shows in the function's metrics.
     What is owed to clients and auditors (events, audit entries) goes first: the exception refresh
     can take minutes."""
     ports = container().ports
@@ -36,11 +48,13 @@ def sweep_task() -> None:
         ("abandoned_investigations", lambda: investigations.sweep(ports)),
         ("queued_webhook_deliveries", lambda: webhooks.sweep(ports)),
     ]
+    failed: list[str] = []
     for name, step in steps:
         try:
             done = step()
         except Exception:
             logger.exception("a sweep step failed", extra={"step": name})
+            failed.append(name)
             continue
         if isinstance(done, dict):
             counts.update({f"{name}_{k}": n for k, n in done.items()})
@@ -48,3 +62,5 @@ def sweep_task() -> None:
             counts[name] = done
     if any(counts.values()):
         logger.info("swept", extra=counts)
+    if failed:
+        raise SweepFailed(failed)

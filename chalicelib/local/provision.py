@@ -20,10 +20,13 @@ import yaml
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "infra" / "template.yaml"
 WORKFLOWS_TEMPLATE_PATH = TEMPLATE_PATH.parent / "workflows.yaml"
 LOCAL_ACCOUNT_ID = "123456789012"
-# Types that do nothing locally: nothing enforces IAM on the embedded AWS, and the engine runs
-# from the development virtualenv rather than from a layer.
-# Nothing enforces IAM or resource policies locally (SQS queue policies included).
-NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion", "AWS::SQS::QueuePolicy"}
+# Types that do nothing locally: nothing enforces IAM or resource policies on the embedded AWS (SQS
+# queue policies included), the engine runs from the development virtualenv rather than from a layer,
+# and operations (log groups and their retention, alarms, their topic, the dashboard) watch AWS only:
+# the local stack logs to its terminal.
+NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda::LayerVersion", "AWS::SQS::QueuePolicy",
+                      "AWS::Logs::LogGroup", "AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard", "AWS::SNS::Topic",
+                      "AWS::SNS::Subscription"}
 # Task functions of infra/workflows.yaml that are not the app's: container images the infrastructure
 # stack defines (its output `<Function>FunctionArn` on AWS), by their name. The local stack runs
 # their handler in-process in their place.
@@ -107,6 +110,8 @@ class Resolver:
             return str(self.parameters[name])
         if name in self.pseudo:
             return self.pseudo[name]
+        if self.template["Resources"][name]["Type"] == "AWS::SNS::Topic":  # Ref of a topic is its ARN
+            return f"arn:aws:sns:{self.pseudo['AWS::Region']}:{LOCAL_ACCOUNT_ID}:{self.physical_name(name)}"
         return self.physical_name(name)
 
     def _sub(self, spec: Any) -> str:
@@ -145,7 +150,8 @@ class Resolver:
 
     def physical_name(self, logical_id: str) -> str:
         props = self.template["Resources"][logical_id].get("Properties", {})
-        for field in ("TableName", "BucketName", "QueueName", "Name", "StateMachineName", "RoleName"):
+        for field in ("TableName", "BucketName", "QueueName", "Name", "StateMachineName", "RoleName", "LogGroupName",
+                      "TopicName", "DashboardName"):
             if field in props:
                 return self.resolve(props[field])
         return f"{self.pseudo['AWS::StackName']}-{logical_id}"

@@ -7,11 +7,17 @@ image's manifest into moto's ECR (tests/deploy/docker_double.py), and moto's Lam
 refuse an image function whose image the repository does not hold (MOTO_LAMBDA_STUB_ECR=false).
 The image itself is proven in tests/deploy/test_browser_worker.py.
 
-What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`)
-and said there. moto's CloudFormation drops an image function's PackageType, Architectures,
-EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py."""
+What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`,
+`_moto_cannot_attach_managed_policies`) and said there. moto's CloudFormation drops an image function's PackageType, Architectures,
+EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py. It skips
+AWS::CloudWatch::Alarm and AWS::SNS::Subscription, and drops a state machine's LoggingConfiguration:
+the alarms are resolved from the template with the stack's parameters and held to what was deployed
+here; their wiring and the logging are held by tests/unit/test_operations_template.py. It has no
+Bedrock model API and takes no IMPORT change set: the model check and the import of log groups are
+proven in tests/unit/test_deploy_checks.py."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -20,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import boto3
 import pytest
@@ -28,6 +35,8 @@ from chalicelib.local.provision import Resolver, function_of_parameter, load_tem
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
 from tests.deploy.docker_double import PushingDocker
+from tests.support.chalice_names import chalice_function_names
+from tests.support.iam import resource_matches
 
 pytestmark = pytest.mark.xdist_group(name="deployment")
 
@@ -35,6 +44,8 @@ REGION = "us-east-1"
 # Per process: build/project/<stage> and build/package/<stage> are never shared by two test workers.
 STAGE = f"proof-{os.getpid()}"
 HERE = Path(__file__).resolve().parent
+ACCOUNT = "123456789012"  # moto's
+MAIL_FROM = "Recon agents <agents@proof.test>"
 
 
 def _free_port() -> int:
@@ -65,6 +76,23 @@ def _moto_cannot_make_schedule_groups(scheduler, outputs: dict[str, str]) -> Non
     assert "ScheduleGroupName" not in outputs, "moto makes schedule groups now: drop this adjustment"
     scheduler.create_schedule_group(Name=name)
     outputs["ScheduleGroupName"] = name
+
+
+def _moto_cannot_attach_managed_policies(iam, cfn, stack: str, template: dict) -> None:
+    """moto's CloudFormation makes an AWS::IAM::ManagedPolicy but attaches none to the roles whose
+    ManagedPolicyArns name it: each is attached here, as AWS attaches it, so that a role's permissions
+    read from IAM are all of them."""
+    physical = {r["LogicalResourceId"]: r["PhysicalResourceId"]
+                for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
+                for r in page["StackResourceSummaries"]}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::IAM::Role" or logical_id not in physical:
+            continue
+        role = physical[logical_id]
+        assert iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"] == [], \
+            "moto attaches managed policies now: drop this adjustment"
+        for reference in resource["Properties"].get("ManagedPolicyArns", []):
+            iam.attach_role_policy(RoleName=role, PolicyArn=physical[reference["Ref"]])
 
 
 class Deployment:
@@ -104,9 +132,19 @@ class Deployment:
         self.layer = packaging.build_layer()
         bucket = self.artifacts["ArtifactsBucketName"]
         layer_key = deploy.upload_layer(s3, bucket, self.layer)
-        self.outputs = deploy.deploy_stack(cfn, names["infra"], load_template(deploy.INFRA / "template.yaml"),
-                                           {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key,
-                                            "BrowserImageUri": self.image}, quiet)
+        # The stage's parameters, checked as `make deploy` checks them (the model: tests/unit/test_deploy_checks.py).
+        self.client("ses").verify_domain_identity(Domain="proof.test")
+        options = deploy.StageOptions(mail_from=MAIL_FROM, alarm_email="ops@proof.test")
+        stage_parameters = deploy.stage_parameters(cfn, STAGE, options)
+        deploy.check_against_template(stage_parameters)
+        deploy.check_mail_sender(self.client("ses"), stage_parameters["MailFrom"], REGION)
+        infra = load_template(deploy.INFRA / "template.yaml")
+        self.infra_parameters = {"Stage": STAGE, "EngineLayerBucket": bucket, "EngineLayerKey": layer_key,
+                                 "BrowserImageUri": self.image, **stage_parameters}
+        assert deploy.adopt_log_groups(cfn, self.client("logs"), names["infra"], infra, self.infra_parameters, REGION,
+                                       quiet) == []  # a new stage: no function has logged yet
+        self.outputs = deploy.deploy_stack(cfn, names["infra"], infra, self.infra_parameters, quiet)
+        _moto_cannot_attach_managed_policies(self.client("iam"), cfn, names["infra"], infra)
         # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
         [layer] = lam.list_layers()["Layers"]
         self.outputs["EngineLayerArn"] = layer["LatestMatchingVersion"]["LayerVersionArn"]
@@ -124,6 +162,14 @@ class Deployment:
                 configuration = lam.get_function(FunctionName=resource["PhysicalResourceId"])["Configuration"]
                 name = configuration["Handler"].removeprefix("app.")
                 self.functions["api_handler" if name == "app" else name] = configuration
+        # Every function `make deploy` makes, by the name it gets there: `chalice deploy` names the app's (as its
+        # application graph for this stage's configuration says; moto's CloudFormation, given `chalice package`'s
+        # template, names them after the stack), the infrastructure stack the browser worker.
+        self.deployed_names = {**chalice_function_names(STAGE, self.config), "browser_run_attempt": lam.get_function(
+            FunctionName=self.outputs["BrowserRunAttemptFunctionArn"])["Configuration"]["FunctionName"]}
+        self.roles = {**{name: c["Role"] for name, c in self.functions.items()},
+                      "browser_run_attempt": lam.get_function(
+                          FunctionName=self.outputs["BrowserRunAttemptFunctionArn"])["Configuration"]["Role"]}
         arns = {name: c["FunctionArn"] for name, c in self.functions.items()}
         workflows = deploy.inline_state_machines(load_template(deploy.INFRA / "workflows.yaml"))
         deploy.deploy_stack(cfn, names["workflows"], workflows, deploy.workflow_parameters(self.outputs, arns), quiet)
@@ -360,6 +406,122 @@ def lambda_layers(deployment):
             name = resource["Properties"]["Handler"].removeprefix("app.")
             layers["api_handler" if name == "app" else name] = resource["Properties"].get("Layers", [])
     return layers
+
+
+# --- logs, alarms, the dashboard -------------------------------------------------------------
+
+def _role_statements(iam, role_arn: str) -> list[dict]:
+    """Every statement of a deployed role's policies, managed and inline, as IAM holds them."""
+    role = role_arn.rsplit("/", 1)[-1]
+    documents = []
+    for attached in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]:
+        version = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]["DefaultVersionId"]
+        documents.append(iam.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=version)["PolicyVersion"]["Document"])
+    for name in iam.list_role_policies(RoleName=role)["PolicyNames"]:
+        documents.append(iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"])
+    return [s for d in map(_policy_document, documents) for s in _listed(d["Statement"])]
+
+
+def _policy_document(document) -> dict:
+    """boto3 decodes the URL-encoded JSON IAM answers. moto's CloudFormation keeps a role's inline
+    policy as the text of the Python dict it was given (repr, not JSON): read as a Python literal."""
+    if not isinstance(document, str):
+        return document
+    text = unquote(document)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return ast.literal_eval(text)
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _may_write_logs_to(statements: list[dict], arn: str) -> bool:
+    needed = {"logs:CreateLogStream", "logs:PutLogEvents"}
+    allowed = set()
+    for statement in statements:
+        if statement["Effect"] == "Allow" and any(resource_matches(r, arn) for r in _listed(statement["Resource"])):
+            allowed |= set(_listed(statement["Action"]))
+    return needed <= allowed
+
+
+def test_every_deployed_function_may_write_its_own_log_group_the_api_function_included(deployment):
+    """Chalice names the API's function `recon-<stage>`, which the old `recon-<stage>-*` missed: it wrote
+    no logs and so no metrics. Each function's role, as IAM holds it, must cover its own group's streams."""
+    iam = deployment.client("iam")
+    assert deployment.deployed_names["api_handler"] == f"recon-{STAGE}"
+    assert set(deployment.deployed_names) == set(deployment.roles) == set(FUNCTIONS) | {"browser_run_attempt"}
+    for name, function_name in deployment.deployed_names.items():
+        group = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/{function_name}:*"
+        assert _may_write_logs_to(_role_statements(iam, deployment.roles[name]), group), (name, group)
+    # The check can fail: another stage's groups are not this stage's.
+    api_role = _role_statements(iam, deployment.roles["api_handler"])
+    assert not _may_write_logs_to(api_role, f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/recon-{STAGE}x:*")
+    assert not _may_write_logs_to(api_role, f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/other-{STAGE}:*")
+
+
+def test_every_deployed_function_has_its_log_group_in_the_stack_with_the_retention_given(deployment):
+    logs, cfn = deployment.client("logs"), deployment.client("cloudformation")
+    groups = {g["logGroupName"]: g for page in logs.get_paginator("describe_log_groups").paginate(
+        logGroupNamePrefix=f"/aws/lambda/recon-{STAGE}") for g in page["logGroups"]}
+    in_stack = {r["PhysicalResourceId"] for page in cfn.get_paginator("list_stack_resources").paginate(
+        StackName=deploy.stack_names(STAGE)["infra"]) for r in page["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::Logs::LogGroup"}
+    retention = int(deployment.infra_parameters["LogRetentionDays"])
+    assert retention == 30  # the default
+    for name, function_name in deployment.deployed_names.items():
+        group = f"/aws/lambda/{function_name}"
+        assert group in in_stack, name
+        assert groups[group].get("retentionInDays") == retention, name
+    assert deployment.outputs["StateMachineLogGroupName"] in in_stack
+    assert logs.describe_log_groups(logGroupNamePrefix=deployment.outputs["StateMachineLogGroupName"])[
+        "logGroups"][0]["retentionInDays"] == retention
+
+
+@pytest.fixture(scope="module")
+def alarms(deployment):
+    """The infrastructure stack's alarms (moto's CloudFormation makes none), as the stack's parameters resolve them."""
+    template = load_template(deploy.INFRA / "template.yaml")
+    resolver = Resolver(template, deployment.infra_parameters, REGION)
+    return [resolver.resolve(r["Properties"]) for r in template["Resources"].values()
+            if r["Type"] == "AWS::CloudWatch::Alarm" and resolver.condition(r.get("Condition"))]
+
+
+def test_every_alarm_watches_something_deployed_and_everything_deployed_is_watched(deployment, alarms):
+    sqs, sfn, apigateway = deployment.client("sqs"), deployment.client("stepfunctions"), deployment.client("apigateway")
+    watched: dict[tuple[str, str], set[str]] = {}
+    for alarm in alarms:
+        for dimension in alarm["Dimensions"]:
+            watched.setdefault((alarm["MetricName"], dimension["Name"]), set()).add(dimension["Value"])
+    functions = set(deployment.deployed_names.values())
+    assert watched[("Errors", "FunctionName")] == watched[("Throttles", "FunctionName")] == functions
+    queues = {url.rsplit("/", 1)[-1] for url in sqs.list_queues()["QueueUrls"]}
+    dead_letter = {q for q in queues if q.endswith("-dlq")}
+    assert len(dead_letter) == 5
+    assert watched[("ApproximateNumberOfMessagesVisible", "QueueName")] == dead_letter
+    assert watched[("ApproximateAgeOfOldestMessage", "QueueName")] == queues - dead_letter
+    machines = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    assert watched[("ExecutionsFailed", "StateMachineArn")] == machines
+    # The REST API as the packaged app names it (app.py: after the stage), in the stage Chalice deploys.
+    [api] = [a["name"] for a in apigateway.get_rest_apis()["items"]]
+    assert watched[("5XXError", "ApiName")] == {api} == {f"recon-{STAGE}"}
+    assert watched[("5XXError", "Stage")] == {deployment.config["stages"][STAGE]["api_gateway_stage"]}
+
+
+def test_the_dashboard_is_deployed_and_shows_every_deployed_function(deployment):
+    cloudwatch = deployment.client("cloudwatch")
+    body = json.loads(cloudwatch.get_dashboard(DashboardName=deployment.outputs["DashboardName"])["DashboardBody"])
+    shown = {m[3] for w in body["widgets"] for m in w["properties"].get("metrics", [])}
+    assert set(deployment.deployed_names.values()) <= shown
+
+
+def test_the_functions_mail_from_and_call_the_model_the_deploy_was_given(deployment):
+    for name, configuration in deployment.functions.items():
+        variables = configuration["Environment"]["Variables"]
+        assert (variables["RECON_MAIL_SENDER"], variables["RECON_DEFAULT_MODEL"]) == (
+            MAIL_FROM, "amazon.nova-pro-v1:0"), name
 
 
 # --- the package runs -----------------------------------------------------------------------

@@ -1,6 +1,15 @@
 """Reading what a role of the infrastructure template may do (its inline and managed policies)."""
 from __future__ import annotations
 
+import re
+
+
+def resource_matches(pattern: str, arn: str) -> bool:
+    """Whether a policy's Resource `pattern` covers `arn`, as IAM matches them: `*` stands for any run of
+    characters (`:` and `/` included), `?` for any one, everything else for itself."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, arn) is not None
+
 
 def statements(resources: dict, role: str) -> list[dict]:
     """Every statement a role is given, inline or by its managed policies."""

@@ -68,12 +68,12 @@ def test_a_parameter_without_value_is_refused():
 
 def test_an_unknown_resource_type_is_never_skipped_silently():
     template = load_template()
-    template["Resources"] = {"Topic": {"Type": "AWS::SNS::Topic", "Properties": {}}}
+    template["Resources"] = {"Stream": {"Type": "AWS::Kinesis::Stream", "Properties": {}}}
 
     class NoClients:
         dynamodb = None
 
-    with pytest.raises(ValueError, match="AWS::SNS::Topic"):
+    with pytest.raises(ValueError, match="AWS::Kinesis::Stream"):
         provision(NoClients(), {"DataBucketName": "b"}, "us-east-1", template=template, log=lambda _: None)
 
 
@@ -149,13 +149,13 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn", "EngineLayerArn",
         "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn", "InvestigationsRoleArn", "SweeperRoleArn", "AgentsRoleArn",
         "BrowserRoleArn", "BrowserRunStateMachineArn", "SecretsPrefix", "EventBusName", "WebhooksRoleArn",
-        "WebhookEventQueueName", "WebhookDeliveryQueueName")}
+        "WebhookEventQueueName", "WebhookDeliveryQueueName", "MailFrom", "ModelId")}
     stage = stage_config("prod", outputs)["stages"]["prod"]
     assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
         "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
         "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
         "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>", "<EventBusName>",
-        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>"}
+        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>", "<MailFrom>", "<ModelId>"}
     # Each name reaches the setting that reads it.
     from chalicelib.settings import Settings
 
@@ -166,6 +166,7 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "<AgentRunQueueName>", "<ScheduleGroupName>", "<SchedulerRoleArn>", "<EventBusName>")
     assert (given.webhook_event_queue_name, given.webhook_delivery_queue_name) == (
         "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>")
+    assert (given.mail_sender, given.default_model) == ("<MailFrom>", "<ModelId>")  # the deploy's parameters
     assert stage["lambda_functions"]["webhook_worker"]["iam_role_arn"] == "<WebhooksRoleArn>"
     assert stage["lambda_functions"]["webhook_worker"]["layers"] == []
     assert stage["lambda_functions"]["agent_worker"]["iam_role_arn"] == "<AgentsRoleArn>"
