@@ -38,17 +38,9 @@ from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs, statement_imports
 from chalicelib.services.events import deciding, finish_decisions
-from chalicelib.services.ingestion import (
-    WriterLeases,
-    conclude,
-    process_chunk,
-    settle,
-    start,
-    stream_contexts,
-)
-from chalicelib.services.ingestion import (
-    file_chunk_key as _chunk_key,
-)
+from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
+from chalicelib.services.ingestion.chunk import file_chunk_key as _chunk_key
+from chalicelib.services.ingestion.lifecycle import conclude, settle, start
 from chalicelib.services.ports import Message, Ports
 
 NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents

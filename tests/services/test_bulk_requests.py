@@ -3,8 +3,7 @@ import pytest
 
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import JobStatus, OnConflict
-from chalicelib.services.bulk_requests import submit_bulk
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from tests.services.conftest import ENV, streams
 
 

@@ -1,5 +1,5 @@
 """A chunk whose execution died after writing some of its records, before its results were saved
-(services/ingestion.py), on the fakes: a retry, in whichever process, owns the records that are in
+(services/ingestion/chunk.py), on the fakes: a retry, in whichever process, owns the records that are in
 the table and writes only the missing ones (a claim made on one meanwhile survives); a job that
 ends before any retry owns them too, even with its payload gone, and releases the external_ids
 its rows claimed without writing their records. Either way each record is counted once, totals add
@@ -14,9 +14,9 @@ from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, FILE_CHUNK_ROWS, ItemStatus, JobSource, JobStatus, OnConflict
 from chalicelib.domain.records import RecordStatus
 from chalicelib.services import file_imports
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import sweep_recounts
-from chalicelib.services.ingestion import fail, process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
+from chalicelib.services.ingestion.lifecycle import fail
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, matched_by_a_run

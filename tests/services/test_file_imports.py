@@ -10,7 +10,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import FILE_CHUNK_ROWS, STUCK_AFTER, JobSource, JobStatus, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services import file_imports
-from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services.ingestion.bulk import submit_bulk
 from tests.services.conftest import ENV, streams
 
 CSV = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"

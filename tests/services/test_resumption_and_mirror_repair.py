@@ -19,9 +19,8 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.reconciliation_exceptions import RecordFilter
 from chalicelib.services import file_imports, investigations
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import recount_records
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
 from chalicelib.services.reconciliation_runs import start_run
