@@ -21,7 +21,7 @@ from chalicelib.container import container
 from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery
 from chalicelib.services import file_imports as service
-from chalicelib.services.ingestion_results import EVERY_STATUS, results_page
+from chalicelib.services.ingestion.results import EVERY_STATUS, results_page
 
 router = Router("file_imports")
 MAX_RESULTS_SHOWN = 1000

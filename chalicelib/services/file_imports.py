@@ -36,8 +36,9 @@ from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services import agent_runs, statement_imports
+from chalicelib.services import agent_runs
 from chalicelib.services.events import deciding, finish_decisions
+from chalicelib.services.ingestion import statements
 from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
 from chalicelib.services.ingestion.chunk import file_chunk_key as _chunk_key
 from chalicelib.services.ingestion.lifecycle import conclude, settle, start
@@ -65,7 +66,7 @@ def create_import(ports: Ports, environment: str, stream_key: str | None, *, fil
                   control_mismatch: str = "refuse", encoding: str | None = None,
                   delimiter: str | None = None) -> tuple[IngestionJob, str]:
     """A pending import and the presigned URL to PUT its file to; the upload starts it. A bank
-    statement with no stream is routed by its accounts (statement_imports.py)."""
+    statement with no stream is routed by its accounts (statements.py)."""
     if stream_key is not None:
         ports.data_streams.get(environment, stream_key)  # 404 when the stream is not there
     elif not source.is_statement:
@@ -315,7 +316,7 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
         conclude(ports, job, job.ending)
     else:
         if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
-            statement_imports.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
+            statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
         conclude(ports, job, JobStatus.COMPLETED, **_parse_warnings(ports, job))
     return "stop"
 
@@ -392,7 +393,7 @@ def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:
 
 def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
     if job.source.is_statement:
-        return statement_imports.parse_statement(ports, job, data)
+        return statements.parse_statement(ports, job, data)
     if job.source is JobSource.NACHA:
         parsed = parse_nacha(data, control_mismatch=(job.options or {}).get("nacha_control_mismatch") or "refuse")
         for row in parsed.rows:

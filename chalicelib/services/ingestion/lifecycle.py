@@ -26,7 +26,7 @@ from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 from chalicelib.services.events import announce
 from chalicelib.services.ingestion.chunk import UNKNOWN_ROW, records_written, release_orphan_claims, rows_of
-from chalicelib.services.ingestion_results import results_page
+from chalicelib.services.ingestion.results import results_page
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
 
