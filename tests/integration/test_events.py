@@ -433,23 +433,22 @@ def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by
         api, services, bus):
     """Nothing retries the sweeper's own decisions (the import leaves its lists once ended): the
     decision is held before it is made, and a later sweep announces one its sweeper left."""
-    from chalicelib.services import file_imports
-    from chalicelib.services.ingestion import lifecycle
+    from chalicelib.services.ingestion import files, lifecycle, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
-    never_uploaded = utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1)
+    never_uploaded = utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lifecycle, "announce", _die)
         with pytest.raises(Died):
-            file_imports.sweep(services.ports, now=never_uploaded)
+            sweeper.sweep(services.ports, now=never_uploaded)
     assert api.get(f"/v1/file_imports/{created['id']}").json_body["status"] == "failed"
     assert bus.events("file_import.failed") == []
 
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=1))  # within the hold's lease
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=1))  # within the hold's lease
     assert bus.events("file_import.failed") == []
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=30))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=30))
 
     [failed] = bus.events("file_import.failed")
     assert failed["data"]["id"] == created["id"] and "never uploaded" in failed["data"]["error_message"]
@@ -459,11 +458,11 @@ def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by
 
 
 def test_a_decision_the_sweeper_made_and_announced_leaves_nothing_held(api, services, bus):
-    from chalicelib.services import file_imports
+    from chalicelib.services.ingestion import files, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"})
-    file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+    sweeper.sweep(services.ports, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 
     assert len(bus.events("file_import.failed")) == 1
     assert services.ports.event_ledger.decisions("ingestion_job") == []
@@ -539,23 +538,23 @@ def test_a_held_decision_whose_announcement_is_still_pending_is_kept_until_it_is
     """The sweeper died after reserving the announcement and writing its audit entry, before the
     event: a later sweep finds the announcement pending (its lease runs from the reservation), so
     it keeps the decision, and announces once the announcement's own lease is over."""
-    from chalicelib.services import file_imports
+    from chalicelib.services.ingestion import files, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(event_service, "emit", _die)
         with pytest.raises(Died):
-            file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+            sweeper.sweep(services.ports, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
     assert bus.events("file_import.failed") == []
     assert len(services.ports.event_ledger.decisions("ingestion_job")) == 1  # kept: not announced yet
 
     [entry] = [e for e in api.get(f"/v1/audit_events?resource_type=file_import&resource_id={created['id']}"
                                   ).json_body["data"] if e["action"] == "file_import.failed"]
     _left_pending(services, _environment(services), entry["summary"]["event_id"], entry_kept=True)
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
 
     assert [e["data"]["id"] for e in bus.events("file_import.failed")] == [created["id"]]
     assert services.ports.event_ledger.decisions("ingestion_job") == []

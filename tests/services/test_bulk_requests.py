@@ -1,4 +1,4 @@
-"""Submitting bulk requests (services/bulk_requests.py) on the fakes: idempotency keys."""
+"""Submitting bulk requests (services/ingestion/bulk.py) on the fakes: idempotency keys."""
 import pytest
 
 from chalicelib.domain.errors import Conflict

@@ -1,7 +1,7 @@
-"""The life of every job, bulk request or file import: start it (pending -> processing), then
-conclude it: completed (replicated to the mirror, its aggregates and stream counts read from
-there, announced), or ended early, cancelled or failed (every unreached item gets its result,
-what was written is kept and settled).
+"""The life of every job, bulk request or file import: start it (pending -> processing), ask it
+to stop (cancel), then conclude it: completed (replicated to the mirror, its aggregates and
+stream counts read from there, announced), or ended early, cancelled or failed (every unreached
+item gets its result, what was written is kept and settled).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import shown
 from chalicelib.domain.ingestion import (
+    CANCEL_ANSWERED,
     ENDED_EARLY,
     ChunkOutcome,
     ImportTotals,
@@ -50,6 +51,17 @@ def fail(ports: Ports, environment: str, job_id: int, error: Exception, attempts
                     error_message=f"processing failed {attempts} times; the last error was {type(error).__name__}",
                     error_details={"error": type(error).__name__, "detail": shown(error, 500),
                                    "attempts": attempts})
+
+
+def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
+    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at, on a
+    job already cancelled too). A running job stops at its next heartbeat; a job nothing is running
+    for stops at once."""
+    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id),
+                                                    tuple(CANCEL_ANSWERED))
+    if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.import_file_key):
+        job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
+    return job
 
 
 def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
