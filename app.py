@@ -9,7 +9,8 @@ from chalicelib.jobs.agents import handle_agent_run_messages
 from chalicelib.jobs.bulk import handle_bulk_messages
 from chalicelib.jobs.investigations import handle_investigation_messages
 from chalicelib.jobs.webhooks import handle_webhook_delivery_messages, handle_webhook_event_messages
-from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
+from chalicelib.services.ingestion.drops import DROPS_PREFIX
+from chalicelib.services.ingestion.files import UPLOADS_PREFIX
 from chalicelib.settings import current_settings
 
 settings = current_settings()

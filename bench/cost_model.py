@@ -358,10 +358,10 @@ PRICES = {  # us-east-1
 }
 IMPORT_ROWS = 100_000         # rows per CSV file (assumed)
 RUNS_PER_MONTH = 30           # one batch run a day, matching that day's records
-FILE_CHUNK_ROWS = 500         # chalicelib/services/file_imports.py
+FILE_CHUNK_ROWS = 500         # chalicelib/domain/ingestion.py
 RUN_CHUNK_RECORDS = 2_000     # chalicelib/domain/runs.py CHUNK_RECORDS
 PERSIST_CHUNKS = 4            # chunks a persist task writes: chalicelib/services/reconciliation_runs.py
-CHUNK_TASK_SECONDS = 60       # chalicelib/services/file_imports.py CHUNK_TASK_BUDGET
+CHUNK_TASK_SECONDS = 60       # chalicelib/services/ingestion/files.py CHUNK_TASK_BUDGET
 # Seconds at the memory infra/functions.py gives each function. Measured locally (bench/RESULTS.md),
 # where dynalite's single thread bounds them; DynamoDB serves the same calls in parallel, so these
 # are upper bounds. The others are estimates.
@@ -439,7 +439,8 @@ def main() -> None:
 
     from chalicelib.local.__main__ import LocalService
     from chalicelib.local.processes import free_port
-    from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
+    from chalicelib.services.ingestion.drops import DROPS_PREFIX
+    from chalicelib.services.ingestion.files import UPLOADS_PREFIX
     from chalicelib.settings import Settings
 
     logging.getLogger("recon").setLevel(logging.WARNING)  # the service's request logs

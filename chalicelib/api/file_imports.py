@@ -20,8 +20,8 @@ from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, r
 from chalicelib.container import container
 from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery
-from chalicelib.services import file_imports as service
-from chalicelib.services.ingestion_results import EVERY_STATUS, results_page
+from chalicelib.services.ingestion import files, lifecycle
+from chalicelib.services.ingestion.results import EVERY_STATUS, results_page
 
 router = Router("file_imports")
 MAX_RESULTS_SHOWN = 1000
@@ -32,8 +32,8 @@ MAX_RESULTS_SHOWN = 1000
 def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
     body: CreateFileImport = request.body
     source = JobSource(body.format)
-    service.check_create_options(source, body.date_format, body.decimal_places, body.encoding, body.delimiter)
-    job, url = service.create_import(
+    files.check_create_options(source, body.date_format, body.decimal_places, body.encoding, body.delimiter)
+    job, url = files.create_import(
         container().ports, request.environment, key, filename=body.filename, source=source,
         on_conflict=OnConflict(body.on_conflict), column_mapping=body.column_mapping,
         date_format=body.date_format, decimal_places=body.decimal_places,
@@ -48,7 +48,7 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
               body=CreateRoutedFileImport, response=FileImportOut, errors=(422,))
 def create_routed_file_import(request: ApiRequest) -> FileImportOut:
     body: CreateRoutedFileImport = request.body
-    job, url = service.create_import(
+    job, url = files.create_import(
         container().ports, request.environment, None, filename=body.filename, source=JobSource(body.format),
         on_conflict=OnConflict(body.on_conflict), column_mapping={}, date_format="YYYY-MM-DD", decimal_places=None,
         control_mismatch=body.control_mismatch)
@@ -74,7 +74,7 @@ def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
     jobs = ports.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     problems = jobs.results(request.environment, job.id, problems_only=True)
-    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=service.fresh_upload_url(ports, job),
+    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=files.fresh_upload_url(ports, job),
                                results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
                                results_truncated=len(problems) > MAX_RESULTS_SHOWN,
                                ignored_uploads=[IgnoredUploadOut.model_validate(u) for u in job.ignored_uploads])
@@ -110,5 +110,5 @@ def list_file_import_results(request: ApiRequest, id: str) -> ItemResultPage:
 @router.route("POST", "/file_imports/{id}/cancel", summary="Cancel a pending or processing import", status=202,
               response=FileImportOut, errors=(404, 409))
 def cancel_file_import(request: ApiRequest, id: str) -> FileImportOut:
-    job = service.cancel(container().ports, request.environment, numeric_id(id, "file import"))
+    job = lifecycle.cancel(container().ports, request.environment, numeric_id(id, "file import"))
     return FileImportOut(**ingestion_job_fields(job))

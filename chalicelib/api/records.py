@@ -16,9 +16,9 @@ from chalicelib.container import container
 from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery, RecordStatus
-from chalicelib.services import bulk_requests
 from chalicelib.services import matches as match_service
 from chalicelib.services import records as record_service
+from chalicelib.services.ingestion import bulk
 
 router = Router("records")
 MAX_IDEMPOTENCY_KEY = 255
@@ -32,7 +32,7 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
         raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
-    job = bulk_requests.submit_bulk(container().ports, request.environment, body.records,
+    job = bulk.submit_bulk(container().ports, request.environment, body.records,
                                      OnConflict(body.on_conflict), key)
     return BulkRequestSummaryOut(**bulk_request_fields(job))
 

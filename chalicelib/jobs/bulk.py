@@ -5,7 +5,8 @@ import json
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services.ingestion import fail, process_job
+from chalicelib.services.ingestion.bulk import process_job
+from chalicelib.services.ingestion.lifecycle import fail
 
 
 def handle_bulk_messages(event) -> None:

@@ -5,7 +5,7 @@ from typing import Any
 
 from chalicelib.container import container
 from chalicelib.observability import logger
-from chalicelib.services import file_imports
+from chalicelib.services.ingestion import drops, files
 
 
 def _task(event: dict[str, Any], step) -> dict[str, Any]:
@@ -18,19 +18,19 @@ def _task(event: dict[str, Any], step) -> dict[str, Any]:
 
 
 def prepare_task(event: dict[str, Any]) -> dict[str, Any]:
-    return _task(event, file_imports.prepare)
+    return _task(event, files.prepare)
 
 
 def chunks_task(event: dict[str, Any]) -> dict[str, Any]:
-    return _task(event, file_imports.write_chunks)
+    return _task(event, files.write_chunks)
 
 
 def finish_task(event: dict[str, Any]) -> dict[str, Any]:
-    return _task(event, file_imports.finish)
+    return _task(event, files.finish)
 
 
 def give_up_task(event: dict[str, Any]) -> dict[str, Any]:
-    return _task(event, lambda ports, env, job_id: file_imports.give_up(ports, env, job_id, event.get("error")))
+    return _task(event, lambda ports, env, job_id: files.give_up(ports, env, job_id, event.get("error")))
 
 
 def handle_object_created(event) -> None:
@@ -38,7 +38,7 @@ def handle_object_created(event) -> None:
     detail = event.detail
     key = detail.get("object", {}).get("key", "")
     size = detail.get("object", {}).get("size")
-    job = file_imports.on_object_created(container().ports, key, detail.get("object", {}).get("etag", ""),
+    job = drops.on_object_created(container().ports, key, detail.get("object", {}).get("etag", ""),
                                          size if isinstance(size, int) else None)
     if job is not None:
         logger.info("object created", extra={"key": key, "job_id": job.id, "status": job.status.value})

@@ -10,13 +10,13 @@ from chalicelib.services import (
     audit,
     data_streams,
     events,
-    file_imports,
     investigations,
     matches,
     reconciliation_exceptions,
     reconciliation_runs,
     webhooks,
 )
+from chalicelib.services.ingestion import sweeper as ingestion_sweeper
 
 
 class SweepFailed(Exception):
@@ -40,7 +40,7 @@ def sweep_task() -> None:
     steps: list[tuple[str, Callable[[], int | dict[str, int]]]] = [
         ("published_parked_events", lambda: events.publish_parked(ports)),
         ("unfinished_requests_audited", lambda: audit.record_unfinished(ports)),
-        ("imports", lambda: file_imports.sweep(ports)),
+        ("imports", lambda: ingestion_sweeper.sweep(ports)),
         ("recounted_streams", lambda: data_streams.sweep_recounts(ports)),
         ("runs", lambda: reconciliation_runs.sweep(ports)),
         ("rolled_back_matches", lambda: matches.sweep_pending(ports)),

@@ -18,7 +18,8 @@ from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
 from chalicelib.local.statemachines import LocalTaskTokens, LocalWorkflows, local_workflows
 from chalicelib.services.agents import restore_schedules
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
-from chalicelib.services.file_imports import DROPS_PREFIX, UPLOADS_PREFIX
+from chalicelib.services.ingestion.drops import DROPS_PREFIX
+from chalicelib.services.ingestion.files import UPLOADS_PREFIX
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.services.resumption import resume_interrupted
 from chalicelib.settings import Settings, install_settings

@@ -40,8 +40,8 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
 from chalicelib.domain.executions import execution_name, resume_label
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.observability import logger
-from chalicelib.services import file_imports
 from chalicelib.services.events import announce_agent_run
+from chalicelib.services.ingestion import files
 from chalicelib.services.ports import BrowserSecrets, Ports, TaskTokens
 
 RUNNING, WAITING = AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION
@@ -269,12 +269,12 @@ def _import(ports: Ports, agent: Agent, exported: Exported) -> int:
     settings = agent.browser.export
     options = settings.import_options
     source = JobSource(settings.format)
-    job, _ = file_imports.create_import(
+    job, _ = files.create_import(
         ports, agent.environment, settings.data_stream_key, filename=exported.filename, source=source,
         on_conflict=OnConflict(options.on_conflict), column_mapping=dict(options.column_mapping),
         date_format=options.date_format, decimal_places=options.decimal_places)
     ports.payloads.put_bytes(job.import_file_key, exported.content)
-    file_imports.start_uploaded(ports, job)
+    files.start_uploaded(ports, job)
     return job.id
 
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
-from chalicelib.services.ingestion import settle
+from chalicelib.services.ingestion.lifecycle import settle
 from chalicelib.services.ports import Ports
 
 T = TypeVar("T")

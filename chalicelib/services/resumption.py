@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.observability import logger
-from chalicelib.services import browser_runs, file_imports, reconciliation_runs
+from chalicelib.services import browser_runs, reconciliation_runs
+from chalicelib.services.ingestion import sweeper
 from chalicelib.services.ports import Ports
 
 
@@ -42,10 +43,10 @@ def resume_interrupted(ports: Ports) -> Resumed:
     # Both read before anything starts: a resumed import that ends at once may start a run of its own.
     jobs, runs = ports.ingestion_jobs.active(), ports.runs.active()
     for job in jobs:
-        if not job.is_file or job.finished or file_imports.waiting_for_upload(ports, job):
+        if not job.is_file or job.finished or sweeper.waiting_for_upload(ports, job):
             continue
         with _logged("file import", job.environment, job.id):
-            if file_imports.restart(ports, job, resumed_at=now):
+            if sweeper.restart(ports, job, resumed_at=now):
                 resumed.file_imports.append((job.environment, job.id))
     for run in runs:
         with _logged("run", run.environment, run.id):

@@ -7,7 +7,7 @@ import uuid
 
 from chalicelib.container import Container
 from chalicelib.local.stack import StackInfo
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job
 from chalicelib.settings import Settings
 
 

@@ -225,7 +225,7 @@ def test_input_files_inline_and_by_upload_url_are_read_by_runs_and_deleted(api, 
 
 
 def test_a_file_dropped_for_the_environment_runs_its_file_drop_agent(api, worker, services, model):
-    from chalicelib.services.file_imports import on_object_created
+    from chalicelib.services.ingestion.drops import on_object_created
 
     s3, bucket = services.aws.s3, services.settings.bucket_name
     s3.put_object(Bucket=bucket, Key="drops/acme/payouts-1123.csv", Body=b"id,amount\n1,500\n")

@@ -316,7 +316,7 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
-    from chalicelib.services.ingestion import process_job
+    from chalicelib.services.ingestion.bulk import process_job
 
     summary = submit(api, [item(n) for n in range(1000)]).json_body
 
@@ -348,7 +348,7 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
 
     from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
     from chalicelib.domain.ingestion import JobStatus
-    from chalicelib.services.ingestion import process_job
+    from chalicelib.services.ingestion.bulk import process_job
 
     summary = submit(api, [item(n) for n in range(300)]).json_body
 
@@ -441,7 +441,8 @@ def test_a_bulk_request_that_ends_early_is_never_read_final_before_its_counts_ar
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
-    from chalicelib.services.ingestion import fail, process_job
+    from chalicelib.services.ingestion.bulk import process_job
+    from chalicelib.services.ingestion.lifecycle import fail
     from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
 
     # Given a bulk request of 1,000 items whose first chunk is written, then cancelled or failed

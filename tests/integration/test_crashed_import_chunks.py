@@ -11,7 +11,7 @@ import requests
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.ingestion import FILE_CHUNK_ROWS
-from chalicelib.services import file_imports
+from chalicelib.services.ingestion import files
 
 # Write to the end whatever the machine's load: a real task budget could run out on a busy CI core.
 WHOLE_FILE = timedelta(hours=1)
@@ -41,9 +41,9 @@ def crashed(api, services, reconciliation):
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
     data = "date,amount,external_id\n" + "".join(f"2026-11-02,{n}.00,f-{n}\n" for n in range(ROWS))
     assert requests.put(created["upload_url"], data=data.encode(), timeout=10).status_code == 200
-    assert file_imports.prepare(services.ports, "acme", created["id"]) == "chunk"
+    assert files.prepare(services.ports, "acme", created["id"]) == "chunk"
     with pytest.raises(RuntimeError):
-        file_imports.write_chunks(replace(services.ports, records=DiesWriting(services.table)), "acme", created["id"])
+        files.write_chunks(replace(services.ports, records=DiesWriting(services.table)), "acme", created["id"])
     return created, services.ingestion_jobs.get("acme", created["id"])
 
 
@@ -66,8 +66,8 @@ def test_the_next_task_owns_what_the_dead_one_wrote_and_a_claim_made_meanwhile_s
     users = frozenset({reconciliation["id"]})
     assert services.ports.matches.claim_record("acme", claimed, reconciliation["id"], 77, users)
 
-    assert file_imports.write_chunks(services.ports, "acme", created["id"], budget=WHOLE_FILE) == "finish"
-    assert file_imports.finish(services.ports, "acme", created["id"]) == "stop"
+    assert files.write_chunks(services.ports, "acme", created["id"], budget=WHOLE_FILE) == "finish"
+    assert files.finish(services.ports, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
     assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", ROWS, ROWS)
@@ -87,7 +87,7 @@ def test_an_import_failed_with_its_files_gone_owns_what_its_unfinished_chunk_wro
         for found in services.aws.s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []):
             services.aws.s3.delete_object(Bucket=bucket, Key=found["Key"])
 
-    assert file_imports.give_up(services.ports, "acme", created["id"],
+    assert files.give_up(services.ports, "acme", created["id"],
                                 {"Error": "NoSuchKey", "Cause": "the chunk file is gone"}) == "stop"
 
     done = api.get(created["url"]).json_body

@@ -10,7 +10,7 @@ import pytest
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.events import make_event
 from chalicelib.services import events as event_service
-from chalicelib.services import ingestion
+from chalicelib.services.ingestion import lifecycle
 from tests.integration.conftest import record
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -79,7 +79,7 @@ def test_an_import_ended_again_by_a_retry_is_not_told_twice(api, services, inges
     [first] = bus.events()
     job = services.ports.ingestion_jobs.get(bus.received[0]["detail"]["environment"], first["data"]["id"])
 
-    ingestion.conclude(services.ports, job, job.status)  # a redelivered finish
+    lifecycle.conclude(services.ports, job, job.status)  # a redelivered finish
 
     assert [e["id"] for e in bus.events()] == [first["id"]]
 
@@ -205,8 +205,8 @@ def test_a_retry_after_a_worker_died_between_the_audit_entry_and_the_mark_writes
     _left_pending(services, environment, event["id"], entry_kept=True)
     job = services.ports.ingestion_jobs.get(environment, event["data"]["id"])
 
-    ingestion.conclude(services.ports, job, job.status)  # the job's retry
-    ingestion.conclude(services.ports, job, job.status)  # and another
+    lifecycle.conclude(services.ports, job, job.status)  # the job's retry
+    lifecycle.conclude(services.ports, job, job.status)  # and another
 
     assert len(_entries_of(api, event)) == 1
     assert [e["id"] for e in bus.events("bulk_request.completed")] == [event["id"]] * 2  # sent again once
@@ -218,7 +218,7 @@ def test_a_retry_after_a_worker_died_before_the_audit_entry_writes_it(api, servi
     assert _entries_of(api, event) == []
     job = services.ports.ingestion_jobs.get(environment, event["data"]["id"])
 
-    ingestion.conclude(services.ports, job, job.status)
+    lifecycle.conclude(services.ports, job, job.status)
 
     assert len(_entries_of(api, event)) == 1
 
@@ -230,7 +230,7 @@ def test_a_duplicate_beside_a_live_announcement_leaves_it_to_its_worker(api, ser
                           values={":pending": "pending"}, names={"#state": "state"})  # reserved a moment ago
     job = services.ports.ingestion_jobs.get(environment, event["data"]["id"])
 
-    ingestion.conclude(services.ports, job, job.status)
+    lifecycle.conclude(services.ports, job, job.status)
 
     assert len(_entries_of(api, event)) == 1 and len(bus.events("bulk_request.completed")) == 1
 
@@ -433,22 +433,22 @@ def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by
         api, services, bus):
     """Nothing retries the sweeper's own decisions (the import leaves its lists once ended): the
     decision is held before it is made, and a later sweep announces one its sweeper left."""
-    from chalicelib.services import file_imports, ingestion
+    from chalicelib.services.ingestion import files, lifecycle, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
-    never_uploaded = utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1)
+    never_uploaded = utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ingestion, "announce", _die)
+        patch.setattr(lifecycle, "announce", _die)
         with pytest.raises(Died):
-            file_imports.sweep(services.ports, now=never_uploaded)
+            sweeper.sweep(services.ports, now=never_uploaded)
     assert api.get(f"/v1/file_imports/{created['id']}").json_body["status"] == "failed"
     assert bus.events("file_import.failed") == []
 
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=1))  # within the hold's lease
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=1))  # within the hold's lease
     assert bus.events("file_import.failed") == []
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=30))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=30))
 
     [failed] = bus.events("file_import.failed")
     assert failed["data"]["id"] == created["id"] and "never uploaded" in failed["data"]["error_message"]
@@ -458,11 +458,11 @@ def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by
 
 
 def test_a_decision_the_sweeper_made_and_announced_leaves_nothing_held(api, services, bus):
-    from chalicelib.services import file_imports
+    from chalicelib.services.ingestion import files, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"})
-    file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+    sweeper.sweep(services.ports, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 
     assert len(bus.events("file_import.failed")) == 1
     assert services.ports.event_ledger.decisions("ingestion_job") == []
@@ -538,23 +538,23 @@ def test_a_held_decision_whose_announcement_is_still_pending_is_kept_until_it_is
     """The sweeper died after reserving the announcement and writing its audit entry, before the
     event: a later sweep finds the announcement pending (its lease runs from the reservation), so
     it keeps the decision, and announces once the announcement's own lease is over."""
-    from chalicelib.services import file_imports
+    from chalicelib.services.ingestion import files, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(event_service, "emit", _die)
         with pytest.raises(Died):
-            file_imports.sweep(services.ports, now=utc_now() + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+            sweeper.sweep(services.ports, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
     assert bus.events("file_import.failed") == []
     assert len(services.ports.event_ledger.decisions("ingestion_job")) == 1  # kept: not announced yet
 
     [entry] = [e for e in api.get(f"/v1/audit_events?resource_type=file_import&resource_id={created['id']}"
                                   ).json_body["data"] if e["action"] == "file_import.failed"]
     _left_pending(services, _environment(services), entry["summary"]["event_id"], entry_kept=True)
-    file_imports.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
+    sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
 
     assert [e["data"]["id"] for e in bus.events("file_import.failed")] == [created["id"]]
     assert services.ports.event_ledger.decisions("ingestion_job") == []

@@ -11,7 +11,7 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.local.statemachines import _task_resource_name, load_definition
-from chalicelib.services import file_imports
+from chalicelib.services.ingestion import files, sweeper
 
 # Write to the end whatever the machine's load: a real task budget could run out on a busy CI core.
 WHOLE_FILE = timedelta(hours=1)
@@ -172,17 +172,17 @@ def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was
         api, services, runtime, bank):
     created = uploaded_unannounced(api, 2500, "c")
     ports = services.ports
-    assert file_imports.prepare(ports, "acme", created["id"]) == "chunk"
-    assert file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
+    assert files.prepare(ports, "acme", created["id"]) == "chunk"
+    assert files.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
     first = api.post(f"/v1/file_imports/{created['id']}/cancel").json_body
     second = api.post(f"/v1/file_imports/{created['id']}/cancel").json_body
     assert first["status"] == second["status"] == "processing"
     assert second["cancellation_requested_at"] >= first["cancellation_requested_at"]
 
-    assert file_imports.write_chunks(ports, "acme", created["id"]) == "stop"
+    assert files.write_chunks(ports, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
-    one_chunk = file_imports.FILE_CHUNK_ROWS
+    one_chunk = files.FILE_CHUNK_ROWS
     assert done["status"] == "cancelled" and done["successful_items"] == one_chunk
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == one_chunk
     [listed] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
@@ -205,13 +205,13 @@ class RecordsThatDie(RecordRepository):
 def test_a_crashed_chunk_resumes_from_its_checkpoint_without_duplicates_or_gaps(api, services, bank):
     created = uploaded_unannounced(api, 3100, "r")
     ports = services.ports
-    file_imports.prepare(ports, "acme", created["id"])
+    files.prepare(ports, "acme", created["id"])
     dying = replace(ports, records=RecordsThatDie(services.table, 2))
     with pytest.raises(RuntimeError):
-        file_imports.write_chunks(dying, "acme", created["id"])
+        files.write_chunks(dying, "acme", created["id"])
 
-    assert file_imports.write_chunks(ports, "acme", created["id"], budget=WHOLE_FILE) == "finish"
-    file_imports.finish(ports, "acme", created["id"])
+    assert files.write_chunks(ports, "acme", created["id"], budget=WHOLE_FILE) == "finish"
+    files.finish(ports, "acme", created["id"])
 
     done = api.get(created["url"]).json_body
     assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 3100, 3100)
@@ -231,24 +231,24 @@ def test_the_sweeper_restarts_a_stuck_import_and_fails_it_after_too_many_restart
     created = create(api)
     requests.put(created["upload_url"], data=CSV.encode(), timeout=10)
     ports = services.ports
-    file_imports.prepare(ports, "acme", created["id"])  # then the workflow "dies": no more heartbeats
+    files.prepare(ports, "acme", created["id"])  # then the workflow "dies": no more heartbeats
     job = services.ingestion_jobs.get("acme", created["id"])
     assert job.status is JobStatus.PROCESSING and not job.stuck(utc_now())
     later = utc_now() + timedelta(minutes=6)
     assert api.get(created["url"]).json_body["stuck"] is False
 
-    counts = file_imports.sweep(ports, now=later)
+    counts = sweeper.sweep(ports, now=later)
 
     assert counts["restarted"] == 1
     assert api.get(created["url"]).json_body["status"] == "completed"  # the restarted run finished it
 
     stuck = create(api)
     requests.put(stuck["upload_url"], data=CSV.encode(), timeout=10)
-    file_imports.prepare(ports, "acme", stuck["id"])
+    files.prepare(ports, "acme", stuck["id"])
     job = services.ingestion_jobs.get("acme", stuck["id"])
     services.table.update({"pk": f"E#acme#JOB#{stuck['id']:012d}", "sk": "JOB"}, "SET restarts = :r",
-                          values={":r": file_imports.MAX_RESTARTS})
-    file_imports.sweep(ports, now=utc_now() + timedelta(minutes=6))
+                          values={":r": sweeper.MAX_RESTARTS})
+    sweeper.sweep(ports, now=utc_now() + timedelta(minutes=6))
     failed = api.get(stuck["url"]).json_body
     assert failed["status"] == "failed" and "restarts" in failed["error_message"]
 
@@ -387,7 +387,7 @@ def test_no_upload_url_once_cancelled_or_past_the_upload_deadline(api, services,
     api.post(f"/v1/file_imports/{cancelled['id']}/cancel")
     assert api.get(cancelled["url"]).json_body["upload_url"] is None
     late = services.ingestion_jobs.get("acme", create(api)["id"])
-    assert file_imports.fresh_upload_url(services.ports, late, now=utc_now() + file_imports.UPLOAD_WAIT) is None
+    assert files.fresh_upload_url(services.ports, late, now=utc_now() + files.UPLOAD_WAIT) is None
 
 
 # NACHA files written by other tools (tests/data/nacha/moov-io, see its README) ---------------
@@ -542,10 +542,10 @@ def test_a_partly_failed_import_says_how_many_rows_failed(api, services, runtime
 def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, services, bank):
     created = uploaded_unannounced(api, 1200, "c")
     ports = services.ports
-    file_imports.prepare(ports, "acme", created["id"])
-    file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0))  # one chunk of 500
+    files.prepare(ports, "acme", created["id"])
+    files.write_chunks(ports, "acme", created["id"], budget=timedelta(0))  # one chunk of 500
     api.post(f"/v1/file_imports/{created['id']}/cancel")
-    assert file_imports.write_chunks(ports, "acme", created["id"]) == "stop"
+    assert files.write_chunks(ports, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
     assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)
@@ -553,7 +553,7 @@ def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, 
     failed = all_results(api, created["id"], status="failed", limit=200)
     assert [(r["index"], r["line"], r["external_id"]) for r in failed] == [(n, n + 2, f"c-{n}") for n in range(500, 1200)]
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
-    file_imports.finish(ports, "acme", created["id"])  # a late task changes nothing
+    files.finish(ports, "acme", created["id"])  # a late task changes nothing
     assert api.get(created["url"]).json_body["failed_items"] == 700
 
 
@@ -600,13 +600,13 @@ def test_a_cancelled_csv_import_is_never_read_cancelled_before_its_counts_are(ap
     # Given a CSV import of 1,200 rows with its first chunk of 500 written, then a cancel
     created = uploaded_unannounced(api, 1200, "w")
     ports = services.ports
-    file_imports.prepare(ports, "acme", created["id"])
-    file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0))
+    files.prepare(ports, "acme", created["id"])
+    files.write_chunks(ports, "acme", created["id"], budget=timedelta(0))
     assert api.post(f"/v1/file_imports/{created['id']}/cancel").status_code == 202
     watch = FinalCountsWatch(api, created["id"])
     # When the next chunk task honours the cancel, a client polling all along
     watched = replace(ports, ingestion_jobs=WatchedJobs(services.table, watch))
-    assert file_imports.write_chunks(watched, "acme", created["id"]) == "stop"
+    assert files.write_chunks(watched, "acme", created["id"]) == "stop"
     # Then `cancelled` is never read with counts that do not add up, nor without one result per row
     assert watch.violations == []
     assert watch.seen[0] == "processing" and watch.seen[-1] == "cancelled"

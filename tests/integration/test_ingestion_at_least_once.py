@@ -10,9 +10,8 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobStatus, OnConflict
 from chalicelib.domain.records import RecordQuery
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import create_stream
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 
 
 class LambdaDied(Exception):

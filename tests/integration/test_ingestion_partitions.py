@@ -12,9 +12,8 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, ItemStatus, OnConflict
 from chalicelib.domain.records import Direction, Record, RecordQuery, RecordStatus
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import create_stream
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 
 ITEMS = 4 * BULK_CHUNK_ROWS
 

@@ -16,8 +16,8 @@ from chalicelib.domain.parsers import FileRejected
 from chalicelib.domain.parsers.bai2 import parse_bai2
 from chalicelib.domain.parsers.camt053 import parse_camt053
 from chalicelib.domain.parsers.mt940 import parse_mt940
-from chalicelib.services import file_imports
 from chalicelib.services.api_keys import create_key
+from chalicelib.services.ingestion import files
 from tests.integration.test_file_imports import upload
 from tests.support.camt_files import Detail, Entry, write_camt053
 from tests.support.camt_files import Statement as CamtStatement
@@ -355,8 +355,8 @@ def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and
     created = api.post("/v1/file_imports", {"filename": "morning.bai2", "format": "bai2"}).json_body
     assert requests.put(created["upload_url"], data=three_accounts(), timeout=10).status_code == 200
     ports = services.ports  # the workflow's tasks, driven one at a time
-    assert file_imports.prepare(ports, "acme", created["id"]) == "chunk"
-    assert file_imports.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
+    assert files.prepare(ports, "acme", created["id"]) == "chunk"
+    assert files.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
 
     running = api.get(created["url"]).json_body
     assert (running["status"], running["processed_items"], running["total_items"]) == (
@@ -364,8 +364,8 @@ def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and
     assert running["last_progress_at"] and running["stuck"] is False
     assert api.post(f"/v1/file_imports/{created['id']}/cancel").json_body["status"] == "processing"
 
-    assert file_imports.write_chunks(ports, "acme", created["id"]) == "stop"
-    file_imports.finish(ports, "acme", created["id"])  # a late task changes nothing
+    assert files.write_chunks(ports, "acme", created["id"]) == "stop"
+    files.finish(ports, "acme", created["id"])  # a late task changes nothing
 
     done = api.get(created["url"]).json_body
     assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)

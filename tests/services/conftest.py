@@ -13,9 +13,8 @@ from chalicelib.domain.ingestion import ItemStatus, OnConflict
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.rules import Rule
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import create_stream
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.matches import used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.reconciliations import create_reconciliation

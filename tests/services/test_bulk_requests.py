@@ -1,10 +1,9 @@
-"""Submitting bulk requests (services/bulk_requests.py) on the fakes: idempotency keys."""
+"""Submitting bulk requests (services/ingestion/bulk.py) on the fakes: idempotency keys."""
 import pytest
 
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import JobStatus, OnConflict
-from chalicelib.services.bulk_requests import submit_bulk
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from tests.services.conftest import ENV, streams
 
 

@@ -1,5 +1,5 @@
 """A chunk whose execution died after writing some of its records, before its results were saved
-(services/ingestion.py), on the fakes: a retry, in whichever process, owns the records that are in
+(services/ingestion/chunk.py), on the fakes: a retry, in whichever process, owns the records that are in
 the table and writes only the missing ones (a claim made on one meanwhile survives); a job that
 ends before any retry owns them too, even with its payload gone, and releases the external_ids
 its rows claimed without writing their records. Either way each record is counted once, totals add
@@ -13,10 +13,10 @@ import pytest
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, FILE_CHUNK_ROWS, ItemStatus, JobSource, JobStatus, OnConflict
 from chalicelib.domain.records import RecordStatus
-from chalicelib.services import file_imports
-from chalicelib.services.bulk_requests import submit_bulk
 from chalicelib.services.data_streams import sweep_recounts
-from chalicelib.services.ingestion import fail, process_job
+from chalicelib.services.ingestion import files
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
+from chalicelib.services.ingestion.lifecycle import fail
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, matched_by_a_run
@@ -163,25 +163,25 @@ CSV_ROWS = FILE_CHUNK_ROWS + 200
 
 def file_import(ports, rows: int = CSV_ROWS):
     """An uploaded CSV import of `rows` rows into bank, prepared into its chunks."""
-    job, _ = file_imports.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
                                         on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
                                         decimal_places=None)
     data = "date,amount,external_id\n" + "".join(f"2026-11-01,{n}.00,f-{n}\n" for n in range(rows))
     ports.payloads.objects[job.import_file_key] = (data.encode(), datetime.now(UTC))
-    assert file_imports.prepare(ports, ENV, job.id) == "chunk"
+    assert files.prepare(ports, ENV, job.id) == "chunk"
     return ports.ingestion_jobs.get(ENV, job.id)
 
 
 def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_records(ports, reconciliation):
     job = file_import(ports)
     with pytest.raises(Died):
-        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+        files.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
     claimed = job.record_id(FILE_CHUNK_ROWS + 5)  # by a run, meanwhile
     assert ports.matches.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
 
     retry = DiesWriting(ports.records)
-    assert file_imports.write_chunks(replace(ports, records=retry), ENV, job.id, budget=WHOLE_FILE) == "finish"
-    file_imports.finish(ports, ENV, job.id)
+    assert files.write_chunks(replace(ports, records=retry), ENV, job.id, budget=WHOLE_FILE) == "finish"
+    files.finish(ports, ENV, job.id)
 
     done = ports.ingestion_jobs.get(ENV, job.id)
     assert (done.status, done.successful_items, done.processed_items) == (JobStatus.COMPLETED, CSV_ROWS, CSV_ROWS)
@@ -194,10 +194,10 @@ def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_recor
 def test_a_failed_file_import_whose_files_are_gone_owns_what_its_unfinished_chunk_wrote(ports, reconciliation):
     job = file_import(ports)
     with pytest.raises(Died):
-        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+        files.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
     ports.payloads.objects.clear()  # the upload and the chunk files
 
-    assert file_imports.give_up(ports, ENV, job.id, {"Error": "NoSuchKey", "Cause": "chunk file lost"}) == "stop"
+    assert files.give_up(ports, ENV, job.id, {"Error": "NoSuchKey", "Cause": "chunk file lost"}) == "stop"
 
     ended = ports.ingestion_jobs.get(ENV, job.id)
     assert ended.status is JobStatus.FAILED
@@ -277,9 +277,9 @@ def test_a_failed_job_releases_the_claims_of_the_rows_its_unfinished_chunk_never
 def test_a_cancelled_file_import_releases_the_claims_of_its_unwritten_rows(ports, reconciliation):
     job = file_import(ports)
     with pytest.raises(Died):
-        file_imports.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
+        files.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
     ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(ENV, job.id), (JobStatus.PROCESSING,))
-    assert file_imports.write_chunks(ports, ENV, job.id) == "stop"
+    assert files.write_chunks(ports, ENV, job.id) == "stop"
 
     ended = ports.ingestion_jobs.get(ENV, job.id)
     assert ended.status is JobStatus.CANCELLED
@@ -288,8 +288,8 @@ def test_a_cancelled_file_import_releases_the_claims_of_its_unwritten_rows(ports
     assert all(guard(ports, n, "bank", "f") is None for n in range(kept, CSV_ROWS))
 
     again = file_import(ports)  # the same file: the rows written before are skipped, the others written
-    assert file_imports.write_chunks(ports, ENV, again.id, budget=WHOLE_FILE) == "finish"
-    file_imports.finish(ports, ENV, again.id)
+    assert files.write_chunks(ports, ENV, again.id, budget=WHOLE_FILE) == "finish"
+    files.finish(ports, ENV, again.id)
     done = ports.ingestion_jobs.get(ENV, again.id)
     assert (done.status, done.successful_items, done.skipped_items) == (JobStatus.COMPLETED, CSV_ROWS - kept, kept)
     assert len(stored(ports)) == CSV_ROWS == ports.data_streams.get(ENV, "bank").records_count

@@ -1,4 +1,4 @@
-"""The stuck-job sweeper (services/file_imports.py `sweep`) on the fakes: restarts, lost starts,
+"""The stuck-job sweeper (services/ingestion/sweeper.py `sweep`) on the fakes: restarts, lost starts,
 uploads that never came; the state machine is started, never run."""
 import logging
 from dataclasses import replace
@@ -9,15 +9,15 @@ import pytest
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import FILE_CHUNK_ROWS, STUCK_AFTER, JobSource, JobStatus, OnConflict
 from chalicelib.observability import logger
-from chalicelib.services import file_imports
-from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services.ingestion import drops, files, sweeper
+from chalicelib.services.ingestion.bulk import submit_bulk
 from tests.services.conftest import ENV, streams
 
 CSV = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"
 
 
 def created(ports):
-    job, _ = file_imports.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
                                         on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
                                         decimal_places=None)
     return job
@@ -26,7 +26,7 @@ def created(ports):
 def uploaded(ports, job, data=CSV):
     """The client's PUT to the upload URL, and S3's event for it."""
     ports.payloads.objects[job.import_file_key] = (data, datetime.now(UTC))
-    file_imports.on_object_created(ports, job.import_file_key)
+    drops.on_object_created(ports, job.import_file_key)
 
 
 def executions(ports):
@@ -37,8 +37,8 @@ def test_an_import_whose_file_never_came_fails_once_its_upload_url_has_expired(p
     streams(ports, "bank")
     job = created(ports)
 
-    assert file_imports.sweep(ports, now=job.created_at + file_imports.UPLOAD_WAIT)["failed"] == 0
-    counts = file_imports.sweep(ports, now=job.created_at + file_imports.UPLOAD_WAIT + timedelta(minutes=1))
+    assert sweeper.sweep(ports, now=job.created_at + files.UPLOAD_WAIT)["failed"] == 0
+    counts = sweeper.sweep(ports, now=job.created_at + files.UPLOAD_WAIT + timedelta(minutes=1))
 
     assert counts == {"restarted": 0, "failed": 1, "started": 0, "errors": 0}
     failed = ports.ingestion_jobs.get(ENV, job.id)
@@ -50,14 +50,14 @@ def test_a_stuck_import_restarts_under_a_new_execution_name_then_fails_after_max
     streams(ports, "bank")
     job = created(ports)
     uploaded(ports, job)
-    assert file_imports.prepare(ports, ENV, job.id) == "chunk"  # then the workflow "dies": no more heartbeats
-    assert file_imports.sweep(ports, now=utc_now() + STUCK_AFTER - timedelta(seconds=30))["restarted"] == 0
+    assert files.prepare(ports, ENV, job.id) == "chunk"  # then the workflow "dies": no more heartbeats
+    assert sweeper.sweep(ports, now=utc_now() + STUCK_AFTER - timedelta(seconds=30))["restarted"] == 0
 
-    for _ in range(file_imports.MAX_RESTARTS):
-        assert file_imports.sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))["restarted"] == 1
+    for _ in range(sweeper.MAX_RESTARTS):
+        assert sweeper.sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))["restarted"] == 1
     assert executions(ports) == [f"acme-{job.id}-0", f"acme-{job.id}-1", f"acme-{job.id}-2", f"acme-{job.id}-3"]
 
-    assert file_imports.sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))["failed"] == 1
+    assert sweeper.sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))["failed"] == 1
     failed = ports.ingestion_jobs.get(ENV, job.id)
     assert failed.status is JobStatus.FAILED and "restarts did not help" in failed.error_message
     assert ports.ingestion_jobs.active() == []
@@ -67,9 +67,9 @@ def test_a_bulk_request_whose_start_was_lost_is_queued_again(ports):
     streams(ports, "bank")
     job = submit_bulk(ports, ENV, [{"date": "2026-11-01", "data_stream_key": "bank", "amount": 5,
                                     "direction": "credit"}], OnConflict.SKIP, None)
-    assert file_imports.sweep(ports, now=job.created_at + file_imports.LOST_START_AFTER)["started"] == 0
+    assert sweeper.sweep(ports, now=job.created_at + sweeper.LOST_START_AFTER)["started"] == 0
 
-    counts = file_imports.sweep(ports, now=job.created_at + file_imports.LOST_START_AFTER + timedelta(minutes=1))
+    counts = sweeper.sweep(ports, now=job.created_at + sweeper.LOST_START_AFTER + timedelta(minutes=1))
 
     assert counts["started"] == 1 and ports.ingestion_jobs.get(ENV, job.id).restarts == 1
     assert [m["job_id"] for m in ports.bulk_queue.messages] == [job.id, job.id]
@@ -79,8 +79,8 @@ def test_a_bulk_request_whose_start_was_lost_is_queued_again(ports):
 def stalled_execution(ports, job_id):
     """An execution that writes one chunk, then stalls (its next chunk never returns: a hung call,
     a machine under load): no heartbeat after it, no error, no end."""
-    assert file_imports.prepare(ports, ENV, job_id) == "chunk"
-    return file_imports.write_chunks(ports, ENV, job_id, budget=timedelta(0))
+    assert files.prepare(ports, ENV, job_id) == "chunk"
+    return files.write_chunks(ports, ENV, job_id, budget=timedelta(0))
 
 
 class KeptWarnings(logging.Handler):
@@ -122,11 +122,11 @@ def test_an_import_whose_executions_keep_stalling_is_restarted_until_it_ends_eve
     for _ in range(12):
         if wired.ingestion_jobs.get(ENV, job.id).finished:
             break
-        counts = file_imports.sweep(wired, now=utc_now() + timedelta(minutes=2, seconds=30))
+        counts = sweeper.sweep(wired, now=utc_now() + timedelta(minutes=2, seconds=30))
         assert counts["failed"] == 0, wired.ingestion_jobs.get(ENV, job.id).error_message
         restarts += counts["restarted"]
         if stalled_execution(wired, job.id) == "finish":
-            assert file_imports.finish(wired, ENV, job.id) == "stop"
+            assert files.finish(wired, ENV, job.id) == "stop"
 
     # Then it ended completed, every row written once, and each restart said so
     ended = wired.ingestion_jobs.get(ENV, job.id)
@@ -143,9 +143,9 @@ def test_a_stuck_import_is_not_restarted_before_the_threshold_set(ports):
     streams(wired, "bank")
     job = created(wired)
     uploaded(wired, job)
-    assert file_imports.prepare(wired, ENV, job.id) == "chunk"
-    assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=9))["restarted"] == 0
-    assert file_imports.sweep(wired, now=utc_now() + timedelta(minutes=11))["restarted"] == 1
+    assert files.prepare(wired, ENV, job.id) == "chunk"
+    assert sweeper.sweep(wired, now=utc_now() + timedelta(minutes=9))["restarted"] == 0
+    assert sweeper.sweep(wired, now=utc_now() + timedelta(minutes=11))["restarted"] == 1
 
 
 def test_an_import_stopped_by_a_store_error_fails_with_a_clear_reason_and_none_of_the_stores_words(ports):
@@ -156,7 +156,7 @@ def test_an_import_stopped_by_a_store_error_fails_with_a_clear_reason_and_none_o
              "Provided list of item keys contains duplicates")
 
     # When the state machine gives up on it
-    file_imports.give_up(ports, ENV, job.id, {"Error": "ClientError", "Cause": cause})
+    files.give_up(ports, ENV, job.id, {"Error": "ClientError", "Cause": cause})
 
     # Then it failed with a reason a client can read, and nothing of the store's message
     failed = ports.ingestion_jobs.get(ENV, job.id)

@@ -18,10 +18,10 @@ from chalicelib.domain.ingestion import (
     OnConflict,
 )
 from chalicelib.domain.reconciliation_exceptions import RecordFilter
-from chalicelib.services import file_imports, investigations
-from chalicelib.services.bulk_requests import submit_bulk
+from chalicelib.services import investigations
 from chalicelib.services.data_streams import recount_records
-from chalicelib.services.ingestion import process_job
+from chalicelib.services.ingestion import files
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
 from chalicelib.services.reconciliation_runs import start_run
@@ -34,7 +34,7 @@ CSV = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"
 
 
 def file_import(ports, upload=True):
-    job, _ = file_imports.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
                                         on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
                                         decimal_places=None)
     if upload:
@@ -49,7 +49,7 @@ def key_of(ports, environment):
 
 def test_imports_and_runs_in_flight_resume_at_once_without_spending_their_restarts(ports, reconciliation, ingest):
     mid_import = file_import(ports)
-    assert file_imports.prepare(ports, ENV, mid_import.id) == "chunk"  # then its execution died
+    assert files.prepare(ports, ENV, mid_import.id) == "chunk"  # then its execution died
     waiting = file_import(ports, upload=False)
     bulk = submit_bulk(ports, ENV, [record("bank", 1, 500)], OnConflict.SKIP, None)
     run = start_run(ports, ENV, reconciliation.id)
@@ -147,8 +147,8 @@ def test_a_stopping_process_leaves_its_jobs_at_a_checkpoint_and_they_resume_from
     assert (stopped.status, stopped.done_chunks) == (JobStatus.PROCESSING, frozenset({0}))
 
     upload = file_import(ports)
-    assert file_imports.prepare(ports, ENV, upload.id) == "chunk"
-    assert file_imports.write_chunks(ports, ENV, upload.id) == "chunk"  # stopping: not one chunk written
+    assert files.prepare(ports, ENV, upload.id) == "chunk"
+    assert files.write_chunks(ports, ENV, upload.id) == "chunk"  # stopping: not one chunk written
     assert ports.ingestion_jobs.get(ENV, upload.id).done_chunks == frozenset()
 
     stop["now"] = False

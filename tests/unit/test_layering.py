@@ -1,5 +1,6 @@
 """The layers import downwards only: routes and services reach storage through the container and
-ports, never by importing an adapter, and the domain imports nothing but the domain."""
+ports, never by importing an adapter, the domain imports nothing but the domain, and no service
+imports one that imports it back, however indirectly."""
 import ast
 from pathlib import Path
 
@@ -42,6 +43,65 @@ def test_the_services_import_no_polars():
                                                           if m == "polars" or m.startswith("polars."))
                  for path in (CHALICELIB / "services").rglob("*.py")}
     assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+def loaded_imports(path: Path, modules: set[str]) -> set[str]:
+    """Which of `modules` the module at `path` imports as it loads: its module-level imports, those
+    under an `if` or a `try` too, but neither those of an `if TYPE_CHECKING:` block nor those inside
+    a function. `from package import name` names the submodule when `name` is one."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                visit(node.orelse)
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                    visit(block)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.update(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules
+                             else node.module for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body)
+    return found & modules
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle a depth-first walk of `graph` closes, as the modules around it."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    path: list[str] = []
+
+    def walk(module: str) -> None:
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if imported in path:
+                cycles.append(path[path.index(imported):] + [imported])
+            elif imported not in done:
+                walk(imported)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            walk(module)
+    return cycles
+
+
+def test_the_services_import_one_another_without_a_cycle():
+    """A module of a cycle loads only when the cycle is entered at the right module (elsewhere it
+    meets a module half loaded): what two services both need goes where both can import it. A
+    package's modules count one by one, and importing one loads its package's __init__ first."""
+    paths = {".".join(path.relative_to(CHALICELIB.parent).with_suffix("").parts).removesuffix(".__init__"): path
+             for path in (CHALICELIB / "services").rglob("*.py")}
+    graph = {module: loaded_imports(path, set(paths)) for module, path in paths.items()}
+    for module, imported in graph.items():
+        imported.update(package for package in paths if module.startswith(f"{package}."))
+    assert import_cycles(graph) == []
 
 
 def test_the_app_imports_without_the_engine_libraries():

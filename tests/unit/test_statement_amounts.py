@@ -16,7 +16,7 @@ from chalicelib.domain.parsers.statements import (
     to_minor_units,
     uniform_details,
 )
-from chalicelib.services.file_imports import _format_of
+from chalicelib.services.ingestion.drops import _format_of
 
 
 def test_amounts_are_exact_in_the_currencys_minor_units():

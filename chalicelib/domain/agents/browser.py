@@ -33,7 +33,7 @@ MAX_URL = 2000
 MAX_CODE = 64
 # How long a paused run waits for its verification code before it fails.
 VERIFICATION_WAIT = timedelta(minutes=30)
-IMPORT_FORMATS = ("csv", "nacha")  # what the file importer reads (services/file_imports.py)
+IMPORT_FORMATS = ("csv", "nacha")  # what the file importer reads (services/ingestion/files.py)
 DATE_FORMATS = ("YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY")
 ON_CONFLICT = ("skip", "error")
 STEP_ACTIONS = ("click", "fill", "select", "wait_for")  # fill and select take a `value`

@@ -1,4 +1,5 @@
-"""Results of an ingestion job, every item's, in item order and a page at a time.
+"""Results of an ingestion job, every item's, in item order and a page at a time: what its chunks
+(chunk.py) and an early end (lifecycle.py) leave for a client to read, at any phase.
 
 A bulk request stores every item's result. A file import stores only its problem rows (failed
 or skipped): a stored result per row would cost a write unit per 25 rows for rows that became

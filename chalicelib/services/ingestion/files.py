@@ -1,9 +1,9 @@
-"""File imports: a CSV or NACHA file, uploaded (presigned PUT) or dropped in the bucket, goes
-through prepare (parse and validate the whole file, split it into chunk files), a loop of chunk
-tasks (write rows, checkpoint, heartbeat, honour a cancel) and finish, driven by the
-`file_import` state machine. Rows become records exactly as bulk items do (same validation,
-guards, id blocks and per-chunk claimed counters), so a crashed chunk resumes with no duplicates
-and no gaps.
+"""The file way in: a CSV, NACHA or bank statement file, uploaded (presigned PUT) or dropped in the
+bucket (drops.py starts its import), goes through prepare (parse and validate the whole file,
+split it into chunk files), a loop of chunk tasks (write rows, checkpoint, heartbeat, honour a
+cancel) and finish, driven by the `file_import` state machine. Rows become records exactly as bulk
+items do (same validation, guards, id blocks and per-chunk claimed counters: chunk.py), so a
+crashed chunk resumes with no duplicates and no gaps.
 """
 from __future__ import annotations
 
@@ -12,18 +12,12 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain import event_data
-from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound, ValidationFailed, shown
-from chalicelib.domain.events import Event
+from chalicelib.domain.errors import ValidationFailed, shown
 from chalicelib.domain.executions import execution_name as workflow_name
-from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import (
-    CANCEL_ANSWERED,
     FILE_CHUNK_ROWS,
     ChunkRow,
-    IgnoredUpload,
     IngestionJob,
     JobSource,
     JobStatus,
@@ -36,28 +30,20 @@ from chalicelib.domain.parsers.csv_records import CsvOptions, parse_csv
 from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services import agent_runs, statement_imports
-from chalicelib.services.events import deciding, finish_decisions
-from chalicelib.services.ingestion import (
-    WriterLeases,
-    conclude,
-    process_chunk,
-    settle,
-    start,
-    stream_contexts,
-)
-from chalicelib.services.ingestion import (
-    file_chunk_key as _chunk_key,
-)
-from chalicelib.services.ports import Message, Ports
+from chalicelib.services.ingestion import statements
+from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
+from chalicelib.services.ingestion.chunk import file_chunk_key as _chunk_key
+from chalicelib.services.ingestion.lifecycle import conclude, settle, start
+from chalicelib.services.ports import Ports
 
 NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents
 UPLOAD_URL_LIFETIME = timedelta(hours=1)
+# An import waits this long for its upload; then the sweeper (sweeper.py) fails it.
+UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
 # A chunk task stops starting chunks after this long and hands over to the next task, so
 # every task stays well inside Lambda's 15-minute limit.
 CHUNK_TASK_BUDGET = timedelta(seconds=60)
 UPLOADS_PREFIX = "uploads/"
-DROPS_PREFIX = "drops/"
 SAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -73,7 +59,7 @@ def create_import(ports: Ports, environment: str, stream_key: str | None, *, fil
                   control_mismatch: str = "refuse", encoding: str | None = None,
                   delimiter: str | None = None) -> tuple[IngestionJob, str]:
     """A pending import and the presigned URL to PUT its file to; the upload starts it. A bank
-    statement with no stream is routed by its accounts (statement_imports.py)."""
+    statement with no stream is routed by its accounts (statements.py)."""
     if stream_key is not None:
         ports.data_streams.get(environment, stream_key)  # 404 when the stream is not there
     elif not source.is_statement:
@@ -113,124 +99,21 @@ def fresh_upload_url(ports: Ports, job: IngestionJob, now: datetime | None = Non
     return ports.payloads.upload_url(key, seconds) if seconds > 0 else None
 
 
-def on_object_created(ports: Ports, key: str, etag: str = "", size: int | None = None) -> IngestionJob | None:
-    """An S3 object landed: an upload of a pending import, or a drop that makes its own import."""
-    if key.startswith(UPLOADS_PREFIX):
-        parts = key.split("/")
-        if len(parts) < 4 or not ENVIRONMENT_PATTERN.match(parts[1]) or not parts[2].isdigit():
-            return None
-        job = ports.ingestion_jobs.find(parts[1], int(parts[2]))
-        if job is None or job.file_key != key:
-            return job
-        accepted = ports.ingestion_jobs.accept_upload(job, etag)
-        if job.status is JobStatus.PENDING:
-            start_uploaded(ports, job)
-            return accepted
-        if accepted.upload_etag == etag:  # its own upload's event, again (or after a service put)
-            return accepted
-        return _ignore_upload(ports, accepted, etag, size)
-    if key.startswith(DROPS_PREFIX):
-        return _start_drop(ports, key, etag)
-    return None
-
-
-def _ignore_upload(ports: Ports, job: IngestionJob, etag: str, size: int | None) -> IngestionJob:
-    """A file PUT to the upload URL of an import that already started or ended: the PUT answered
-    200, so the import itself tells that this file was not imported (one upload URL, one file)."""
-    logger.warning("an upload came after its import started; not imported",
-                   extra={"job_id": job.id, "status": job.status.value, "etag": etag})
-    return ports.ingestion_jobs.note_ignored_upload(job, IgnoredUpload.after(job.status, etag, size, utc_now()))
-
-
-def _start_drop(ports: Ports, key: str, etag: str) -> IngestionJob | None:
-    parts = key.split("/")
-    if len(parts) == 3 and parts[2] and ENVIRONMENT_PATTERN.match(parts[1]):  # no stream folder
-        statement = statement_format(parts[2], _head(ports, key))
-        if statement is None:  # for the environment's file-drop agent
-            agent_runs.on_file_dropped(ports, parts[1], key, etag)
-            return None
-        return _drop_import(ports, key, etag, parts[1], None, parts[2], statement)
-    if len(parts) < 4 or not parts[3]:
-        return None
-    environment, stream_key, filename = parts[1], parts[2], "/".join(parts[3:])
-    if not ENVIRONMENT_PATTERN.match(environment):
-        return None
-    try:
-        ports.data_streams.get(environment, stream_key)
-    except NotFound:
-        return None  # a drop for a stream that is not there: nothing to import into
-    return _drop_import(ports, key, etag, environment, stream_key, filename, _format_of(filename, _head(ports, key)))
-
-
-def _head(ports: Ports, key: str) -> bytes:
-    try:
-        return ports.payloads.head_bytes(key, SNIFF_BYTES)
-    except Exception:  # an empty object has no byte 0; prepare then fails it with "file is empty"
-        return b""
-
-
-def _drop_import(ports: Ports, key: str, etag: str, environment: str, stream_key: str | None, filename: str,
-                 source: JobSource) -> IngestionJob:
-    """The import of a dropped object (routed by account when it has no stream), one per object
-    however often its event arrives."""
-    job_id = ports.counters.next_id(environment, "ingestion_job")
-    job_id, _ = ports.ingestion_jobs.claim_idempotency_key(environment, f"drop:{key}:{etag}", job_id, etag)
-    job = ports.ingestion_jobs.find(environment, job_id)
-    if job is None:
-        job = IngestionJob(
-            environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
-            on_conflict=OnConflict.SKIP, created_at=utc_now(), filename=filename.rsplit("/", 1)[-1], file_key=key,
-            data_stream_key=stream_key, options={"column_mapping": {}, "date_format": "YYYY-MM-DD"},
-        )
-        ports.ingestion_jobs.add(job)
-        job = ports.ingestion_jobs.get(environment, job_id)
-    if job.status is JobStatus.PENDING:
-        ports.file_import_workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
-    return job
-
-
 def _safe_name(filename: str) -> str:
     """An S3 key segment that HTTP clients send unchanged (no '..', nothing outside [A-Za-z0-9._-])."""
     return SAFE_FILENAME.sub("_", filename).strip(".")[:120] or "file"
 
 
-STATEMENT_EXTENSIONS = {".bai": JobSource.BAI2, ".bai2": JobSource.BAI2, ".sta": JobSource.MT940,
-                        ".mt940": JobSource.MT940, ".940": JobSource.MT940, ".camt": JobSource.CAMT053}
-SNIFF_BYTES = 512
-
-
-def statement_format(filename: str, head: bytes) -> JobSource | None:
-    """A bank statement's format from its extension or its first bytes, or None: BAI2 opens with a
-    `01,` file header, MT940 with a SWIFT block `{1:` or its `:20:` tag, camt.053 is XML naming
-    its namespace."""
-    lowered = filename.lower()
-    for extension, source in STATEMENT_EXTENSIONS.items():
-        if lowered.endswith(extension):
-            return source
-    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
-    if text.startswith(b"01,"):
-        return JobSource.BAI2
-    if text.startswith((b"{1:", b":20:")):
-        return JobSource.MT940
-    if text.startswith(b"<") and b"camt.053" in head:
-        return JobSource.CAMT053
-    return None
-
-
-def _format_of(filename: str, head: bytes) -> JobSource:
-    """From the extension, else by sniffing: a NACHA file opens with a '101' file header; the
-    statement formats as statement_format() tells."""
-    lowered = filename.lower()
-    if lowered.endswith((".ach", ".nacha")):
-        return JobSource.NACHA
-    if lowered.endswith(".csv") and not head.startswith(b"101"):  # a CSV may well open with "01,"
-        return JobSource.CSV
-    statement = statement_format(filename, head)  # banks send MT940 and BAI2 as .txt too
-    if statement is not None:
-        return statement
-    if lowered.endswith(".txt") and not head.startswith(b"101"):
-        return JobSource.CSV
-    return JobSource.NACHA if head.lstrip(b"\xef\xbb\xbf").startswith(b"101") else JobSource.CSV
+def check_create_options(source: JobSource, date_format: str, decimal_places: int | None,
+                         encoding: str | None = None, delimiter: str | None = None) -> None:
+    if source is not JobSource.CSV:
+        for name, value in (("encoding", encoding), ("delimiter", delimiter)):
+            if value is not None:
+                raise ValidationFailed.on(name, "applies to CSV imports only")
+    if source is JobSource.NACHA and decimal_places not in (None, 2):
+        raise ValidationFailed.on("decimal_places", "NACHA amounts are always in cents (2)")
+    if source.is_statement and decimal_places is not None:
+        raise ValidationFailed.on("decimal_places", "a bank statement's amounts are in its currency's minor units")
 
 
 # The state machine's tasks --------------------------------------------------------------
@@ -323,7 +206,7 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
         conclude(ports, job, job.ending)
     else:
         if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
-            statement_imports.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
+            statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
         conclude(ports, job, JobStatus.COMPLETED, **_parse_warnings(ports, job))
     return "stop"
 
@@ -400,7 +283,7 @@ def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:
 
 def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
     if job.source.is_statement:
-        return statement_imports.parse_statement(ports, job, data)
+        return statements.parse_statement(ports, job, data)
     if job.source is JobSource.NACHA:
         parsed = parse_nacha(data, control_mismatch=(job.options or {}).get("nacha_control_mismatch") or "refuse")
         for row in parsed.rows:
@@ -413,123 +296,3 @@ def _parse(ports: Ports, job: IngestionJob, data: bytes) -> ParsedFile:
         date_format=options.get("date_format") or "YYYY-MM-DD", decimal_places=options.get("decimal_places"),
         encoding=options.get("encoding"), delimiter=options.get("delimiter"),
     ))
-
-
-# Cancelling and sweeping ---------------------------------------------------------------------
-
-def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
-    """Ask a pending or processing job to stop (repeats only move cancellation_requested_at, on a
-    job already cancelled too). A running job stops at its next heartbeat; a job nothing is running
-    for stops at once."""
-    job = ports.ingestion_jobs.request_cancellation(ports.ingestion_jobs.get(environment, job_id),
-                                                    tuple(CANCEL_ANSWERED))
-    if job.status is JobStatus.PENDING and job.is_file and not ports.payloads.exists(job.import_file_key):
-        job = conclude(ports, job, JobStatus.CANCELLED)  # waiting for an upload that may never come
-    return job
-
-
-def check_create_options(source: JobSource, date_format: str, decimal_places: int | None,
-                         encoding: str | None = None, delimiter: str | None = None) -> None:
-    if source is not JobSource.CSV:
-        for name, value in (("encoding", encoding), ("delimiter", delimiter)):
-            if value is not None:
-                raise ValidationFailed.on(name, "applies to CSV imports only")
-    if source is JobSource.NACHA and decimal_places not in (None, 2):
-        raise ValidationFailed.on("decimal_places", "NACHA amounts are always in cents (2)")
-    if source.is_statement and decimal_places is not None:
-        raise ValidationFailed.on("decimal_places", "a bank statement's amounts are in its currency's minor units")
-
-
-# The stuck-job sweeper ---------------------------------------------------------------------
-
-MAX_RESTARTS = 3
-LOST_START_AFTER = timedelta(minutes=5)
-UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
-JOB_DECISIONS = "ingestion_job"  # the sweeper's held decisions on imports (events.deciding)
-
-
-def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
-    """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
-    a job with no heartbeat for `ports.stuck_import_after` (5 minutes) restarts from its checkpoint,
-    again and again while it moves between restarts (slow, not stuck: every row is written once
-    however often), and fails after MAX_RESTARTS restarts in a row that moved nothing; a start
-    that got lost is redone (as many times); an upload that never came fails its import. One
-    job's trouble never stops the sweep of the others."""
-    now = now or utc_now()
-    counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
-    finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _finish_if_ended(ports, environment, job_id),
-                     now)
-    for job in ports.ingestion_jobs.active():
-        try:
-            outcome = _sweep_one(ports, job, now)
-        except Exception:
-            logger.exception("sweeping a job failed", extra={"environment": job.environment, "job_id": job.id})
-            outcome = "errors"
-        if outcome:
-            counts[outcome] += 1
-    return counts
-
-
-def _finish_if_ended(ports: Ports, environment: str, job_id: int) -> Event | None:
-    job = ports.ingestion_jobs.find(environment, job_id)
-    if job is not None and not job.finished and job.ending is not None:  # the sweeper died mid-end
-        job = conclude(ports, job, job.ending)
-    if job is None or not job.finished:
-        return None
-    job = conclude(ports, job, job.status)  # on an ended job: what it left of settling, and its announcement
-    return event_data.ingestion_ended(job)
-
-
-def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
-    if job.finished:
-        return None
-    if waiting_for_upload(ports, job):
-        if now - job.created_at <= UPLOAD_WAIT:
-            return None
-        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
-            conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
-                     error_details={"upload_url_expired": True})
-        return "failed"
-    if job.status is JobStatus.PENDING:
-        stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
-    else:
-        stale = now - job.heartbeat > ports.stuck_import_after
-    if not stale:
-        return None
-    if job.idle_restarts_after_next() > MAX_RESTARTS:
-        minutes = ports.stuck_import_after.total_seconds() / 60
-        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
-            conclude(ports, job, JobStatus.FAILED,
-                     error_message=f"no progress for over {minutes:g} minutes, {job.idle_restarts} restarts "
-                                   "did not help",
-                     error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
-        return "failed"
-    if not restart(ports, job):
-        return None  # it moved meanwhile, or another sweeper restarted it
-    return "started" if job.status is JobStatus.PENDING else "restarted"
-
-
-def waiting_for_upload(ports: Ports, job: IngestionJob) -> bool:
-    """A file import whose file has not come: nothing to run yet."""
-    return job.is_file and job.status is JobStatus.PENDING and not ports.payloads.exists(job.import_file_key)
-
-
-def restart(ports: Ports, job: IngestionJob, resumed_at: datetime | None = None) -> bool:
-    """Start the job's work again, from its checkpoints: a new execution of a file import, a
-    bulk request's message queued again. Claimed once: False when the job moved meanwhile or
-    someone else restarted it. Counted against MAX_RESTARTS, unless it is a resume (`resumed_at`)
-    after the process that ran it died, which says nothing of the job."""
-    if not ports.ingestion_jobs.count_restart(job, counted=resumed_at is None):
-        return False
-    if resumed_at is None:
-        logger.warning("restarting a stuck import" if job.is_file else "restarting a stuck bulk request", extra={
-            "environment": job.environment, "job_id": job.id, "restarts": job.restarts + 1,
-            "processed_items": job.processed_items, "total_items": job.total_items,
-            "last_progress_at": str(job.heartbeat)})
-    payload: Message = {"environment": job.environment, "job_id": job.id}
-    if job.is_file:
-        attempt = job.restarts + 1 if resumed_at is None else resume_label(resumed_at)
-        ports.file_import_workflows.start(execution_name(job, attempt), payload)
-    else:
-        ports.bulk_queue.send(payload)
-    return True

@@ -1,6 +1,6 @@
-"""The ingestion engine both ways in share: a bulk request (services/bulk_requests.py, the SQS
-worker) and a file import (services/file_imports.py, its state machine) are jobs whose chunks of
-items it validates, claims and writes, and whose results, counts and end it settles.
+"""One chunk's engine, which both ways in share: a bulk request (bulk.py, the SQS worker) and a
+file import (files.py, its state machine) are jobs whose chunks of items it validates, claims and
+writes; lifecycle.py settles their results, counts and end.
 
 Nothing lost, nothing doubled, without transactions:
 - the job reserves one block of record ids before it writes anything, so item i always
@@ -9,13 +9,13 @@ Nothing lost, nothing doubled, without transactions:
   the same owner may claim again, anyone else finds it taken. One job at a time writes a
   stream's guards (its writer lease): it reads a chunk's claims with BatchGetItem and writes the
   free ones with BatchWriteItem, which no other writer can overwrite meanwhile (`_claim_all`);
-  a job that ends early releases the claims of the rows it never wrote (`_release_orphan_claims`);
+  a job that ends early releases the claims of the rows it never wrote (`release_orphan_claims`);
 - records go out in BatchWriteItem calls; a chunk marks itself begun first, so that one begun
   before (an execution died after writing some of its records) writes only the records that are
   missing: those in the table stay as they are (a run may have claimed one since) and are its own;
 - a chunk's results and counters are claimed with the chunk's number, so they count once;
 - stream record counts are read again from the analytics mirror once a job's records are
-  published there (see `recount_records`).
+  published there (lifecycle.py, see `recount_records`).
 """
 from __future__ import annotations
 
@@ -25,24 +25,15 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from chalicelib.domain import event_data
-from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown
-from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.domain.ingestion import (
-    BULK_CHUNK_ROWS,
-    ENDED_EARLY,
     ChunkOutcome,
     ChunkRow,
-    ImportTotals,
     IngestionJob,
     ItemResult,
     ItemStatus,
-    JobSource,
-    JobStatus,
     OnConflict,
-    chunk_ranges,
     records_per_stream,
 )
 from chalicelib.domain.records import (
@@ -55,11 +46,7 @@ from chalicelib.domain.records import (
     validate_item,
 )
 from chalicelib.observability import logger
-from chalicelib.services.data_streams import recount_records
-from chalicelib.services.events import announce
-from chalicelib.services.ingestion_results import results_page
 from chalicelib.services.ports import Ports
-from chalicelib.services.status_moves import move_or_reload
 
 # How long a stream's writer lease lasts unrenewed: far longer than writing a chunk's guards takes
 # (a second), and the wait of another job's chunk when a process died holding it (its own job
@@ -79,48 +66,7 @@ def file_chunk_key(job: IngestionJob, chunk: int) -> str:
     return f"imports/{job.environment}/{job.id}/chunk-{chunk:06d}.json"
 
 
-# Processing -------------------------------------------------------------------------------
-
-def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | None:
-    """Run (or resume) one bulk job to the end. Safe to call any number of times."""
-    job = ports.ingestion_jobs.find(environment, job_id)
-    if job is None:
-        logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
-        return None
-    if job.finished:
-        return settle(ports, job)
-    if job.ending is not None:  # an end begun before (a worker died part-way): finish it
-        return conclude(ports, job, job.ending)
-    if job.status is JobStatus.PENDING:
-        job = start(ports, job)
-        if job.status is not JobStatus.PROCESSING:
-            return job
-    if job.first_record_id is None:
-        block = ports.counters.next_ids(environment, "record", max(job.total_items, 1))
-        job = ports.ingestion_jobs.reserve_record_ids(job, block.start)
-
-    items = ports.payloads.get_json(job.bulk_payload_key)["records"]
-    streams = stream_contexts(ports, environment, items)
-    ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
-    begun = False  # whether this execution marked the next chunk begun (saving the one before)
-    with WriterLeases(ports, job) as leases:  # one take and one release for the whole job
-        for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
-            if index in job.done_chunks:
-                continue
-            if ports.stopping():  # the message stays with the queue: the next start delivers it again
-                raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
-            # `job` is as the last save (or the reads above) left it: no read of its own per chunk.
-            if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
-                return settle(ports, job)
-            if job.ending is not None:  # being ended meanwhile: write no more, see the end through
-                return conclude(ports, job, job.ending)
-            if job.cancellation_requested_at is not None:
-                return conclude(ports, job, JobStatus.CANCELLED)
-            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams,
-                                    leases=leases, begun=begun)
-            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
-    return finish(ports, job)
-
+# One chunk -------------------------------------------------------------------------------
 
 def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
                   streams: dict[str, StreamContext | None], leases: WriterLeases | None = None,
@@ -131,7 +77,7 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
     own); `begun`: this execution itself marked the chunk begun (see `save_chunk_and_begin_next`)."""
     # Marked begun before anything is written: only a chunk begun before reads which records it has.
     retried = False if begun else ports.ingestion_jobs.begin_chunk(job, index)
-    written = _written(ports, job, [row.index for row in rows]) if retried else {}
+    written = records_written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
     # (claims are made all at once, so "first" is decided here, by position); a row with its record
@@ -181,157 +127,9 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
     return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
 
 
-def finish(ports: Ports, job: IngestionJob) -> IngestionJob:
-    return conclude(ports, job, JobStatus.COMPLETED)
+# A job's end: the claims of rows it never wrote, and records written late -----------------
 
-
-def fail(ports: Ports, environment: str, job_id: int, error: Exception, attempts: int) -> IngestionJob:
-    """Give up on a job that failed on every delivery: it ends `failed`, with what it wrote counted."""
-    job = ports.ingestion_jobs.get(environment, job_id)
-    if job.finished:
-        return settle(ports, job)
-    return conclude(ports, job, JobStatus.FAILED,
-                    error_message=f"processing failed {attempts} times; the last error was {type(error).__name__}",
-                    error_details={"error": type(error).__name__, "detail": shown(error, 500),
-                                   "attempts": attempts})
-
-
-def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-    """End a job. Completed: turn `replicating` (no chunk is counted after that), replicate its
-    records to the mirror, read the import's aggregates and its streams' record counts from
-    there, then `completed`. Cancelled or failed: mark the ending (so no worker writes or counts
-    more), give every unreached item its result, then move, counts final (see `_end_early`), and
-    settle what was written. Records written before a cancel or a failure are kept."""
-    job = _conclude(ports, job, target, **fields)
-    # Again on a retry that finds the job ended: it finishes an announcement a crash cut short
-    # (services/events.py announce), and does nothing for one that was made.
-    kind = "bulk_request" if job.source is JobSource.BULK_API else "file_import"
-    announce(ports, event_data.ingestion_ended(job), job.environment, actor=system_actor(kind, job.id),
-             summary_fields=("status", "total_items", "successful_items", "failed_items", "skipped_items",
-                             "data_stream_ids", "error_message"))
-    return job
-
-
-def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
-    now = utc_now()
-    if target is not JobStatus.COMPLETED:
-        return _end_early(ports, job, target, fields)
-    if job.status is JobStatus.PROCESSING:
-        job = move_or_reload(ports.ingestion_jobs, job, JobStatus.REPLICATING, records_written_at=now,
-                             last_progress_at=now)
-    if job.ending is not None and not job.finished:  # something ends it early: that end wins
-        return _end_early(ports, job, job.ending, {})
-    if job.status is not JobStatus.REPLICATING:
-        return job
-    job = ports.ingestion_jobs.get(job.environment, job.id)  # the counts as stored, now that they are final
-    aggregates = _replicate(ports, job)
-    _recount_streams(ports, job)
-    _announce(ports, job)
-    target, outcome = _outcome(ports, job, fields.pop("error_details", None))
-    return move_or_reload(ports.ingestion_jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
-                          data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
-
-
-def _end_early(ports: Ports, job: IngestionJob, target: JobStatus, fields: dict[str, Any]) -> IngestionJob:
-    """Cancelled or failed, in three steps that a retry resumes: mark the ending (whoever marks
-    first decides the end, and its fields); give each item the job never reached its result,
-    counted while the status still says the job runs; then move, in a write allowed only with the
-    counts final, so a client never reads the final status with counts still to come."""
-    job = ports.ingestion_jobs.begin_ending(job, target, fields)
-    if job.finished:
-        return settle(ports, job)
-    if job.ending is None:  # the status allows no such end (a cancel once replicating)
-        return job
-    _fail_unprocessed(ports, job)
-    now = utc_now()
-    job = move_or_reload(ports.ingestion_jobs, ports.ingestion_jobs.get(job.environment, job.id), job.ending,
-                         completed_at=now, last_progress_at=now, **job.ending_fields)
-    if not job.finished:
-        logger.error("an ending job's counts are not final; left for a retry", extra={"job_id": job.id})
-    return settle(ports, job)
-
-
-FIRST_ERRORS_SHOWN = 3
-
-
-def _outcome(ports: Ports, job: IngestionJob, details: dict[str, Any] | None) -> tuple[JobStatus, dict[str, Any]]:
-    """How a job whose items all have results ends: completed, unless every item failed (then
-    failed). Either way a job with failed items says how many in its error_message, with the
-    first errors."""
-    if not job.failed_items:
-        return JobStatus.COMPLETED, {"error_details": details} if details else {}
-    unit = "row" if job.is_file else "item"
-    first = results_page(ports, job, frozenset({ItemStatus.FAILED}),
-                         limit=FIRST_ERRORS_SHOWN).results
-    errors = "; ".join(f"{_place(job, r)}: {r.error}" for r in first)
-    every = job.failed_items == job.total_items
-    counted = f"every {unit} failed ({job.failed_items} of {job.total_items})" if every else \
-        f"{job.failed_items} of {job.total_items} {unit}s failed"
-    summary = {"failed_items": job.failed_items,
-               "first_errors": [{"index": r.index, "line": r.line, "external_id": r.external_id, "error": r.error}
-                                for r in first]}
-    return (JobStatus.FAILED if every else JobStatus.COMPLETED), {
-        "error_message": f"{counted}; first errors: {errors}" if errors else counted,
-        "error_details": {**(details or {}), **summary},
-    }
-
-
-def _place(job: IngestionJob, result: ItemResult) -> str:
-    return f"line {result.line}" if result.line is not None else f"{'row' if job.is_file else 'item'} {result.index}"
-
-
-def settle(ports: Ports, job: IngestionJob) -> IngestionJob:
-    """For a job that ended cancelled or failed: replicate what it wrote and recount its streams,
-    once. Every entry point calls it on a finished job, so a crash right after the move is made
-    good."""
-    if job.status is JobStatus.COMPLETED or job.counts_rolled_up or not job.finished:
-        return job
-    job = ports.ingestion_jobs.get(job.environment, job.id)  # its counts were final when it moved
-    try:
-        ports.ingestion_jobs.set_aggregates(job, _replicate(ports, job))
-        _recount_streams(ports, job)
-        _announce(ports, job)
-    except Exception:  # the mirror is analytics: a failure there must not keep the job from ending
-        logger.exception("replicating an ended job failed", extra={"job_id": job.id})  # recounts are swept
-    return ports.ingestion_jobs.get(job.environment, job.id)
-
-
-def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
-    """Every item of a job that ends early gets a result, so its totals add up. A chunk it never
-    finished may have written records (an execution died before saving it): those rows succeeded
-    and their records are counted and mirrored like a processed chunk's; the other rows fail,
-    saying why, and the external_ids they may have claimed are released (see
-    `_release_orphan_claims`). Each chunk is counted once, like a processed one."""
-    end = job.ending or job.status
-    missing = [n for n in job.chunk_numbers if n not in job.done_chunks] if end in ENDED_EARLY else []
-    if not missing:
-        return
-    what, unit = ("import", "row") if job.is_file else ("bulk request", "item")
-    why = "was cancelled" if end is JobStatus.CANCELLED else "failed"
-    error = f"not processed: the {what} {why} before this {unit} was reached"
-    known = _rows_of(ports, job, missing)
-    for number in missing:
-        begun = job.may_have_written(number)
-        written = _written(ports, job, job.chunk_range(number)) if begun else {}
-        results = []
-        for index in job.chunk_range(number):
-            row = known.get(index, UNKNOWN_ROW)
-            record = written.get(index)
-            results.append(ItemResult.written(index, record, row.line) if record is not None else
-                           ItemResult(index, ItemStatus.FAILED, row.external_id, None, error, row.line))
-        if begun:  # before the chunk is saved: a crash in between releases again (a no-op by then)
-            _release_orphan_claims(ports, job, [(i, known[i]) for i in job.chunk_range(number)
-                                                if i in known and i not in written])
-        if written:
-            try:  # as in `settle`, the mirror is analytics: the job's results must not wait for it
-                ports.mirror.write_part(job.environment, job.id, number, written.values())
-            except Exception:
-                logger.exception("mirroring an unfinished chunk's records failed", extra={"job_id": job.id})
-        outcome = ChunkOutcome(number, tuple(results), records_per_stream(written.values()))
-        job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
-
-
-def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int, KnownRow]]) -> None:
+def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int, KnownRow]]) -> None:
     """A begun chunk's execution may have claimed the external_ids of rows whose records it never
     wrote: the job will not write them now, so each claim this row still owns goes (a delete
     conditioned on the owner being exactly this job's row: a claim another job or row holds stays;
@@ -352,7 +150,7 @@ def _release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int
                 if ports.records.release_external_id(job.environment, stream_key, external_id,
                                                      owner=_owner(job, index)):
                     released.append((index, stream_key, external_id))
-        came = _written(ports, job, [index for index, _, _ in released]) if released else {}
+        came = records_written(ports, job, [index for index, _, _ in released]) if released else {}
         for index, stream_key, external_id in released:
             if index in came:
                 ports.records.claim_external_id(job.environment, stream_key, external_id, owner=_owner(job, index),
@@ -387,7 +185,7 @@ class KnownRow(NamedTuple):
 UNKNOWN_ROW = KnownRow(None, None, None)
 
 
-def _rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, KnownRow]:
+def rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, KnownRow]:
     """The rows of these chunks, as far as they can still be read."""
     rows: dict[int, KnownRow] = {}
     try:
@@ -412,30 +210,10 @@ def _known_row(item: Any, line: int | None, stream_key: str | None) -> KnownRow:
     claimed = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None  # as validated
     return KnownRow(_raw_external_id(item), line, (stream_key, claimed) if stream_key and claimed else None)
 
-
-def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
-    ports.mirror.publish(job.environment, job.id, job.created_per_stream)
-    return ports.mirror.summarize(job.environment, job.id, job.created_per_stream)
-
-
-def _announce(ports: Ports, job: IngestionJob) -> None:
-    """Tell who waits for new records (a retry tells again; the listener is idempotent)."""
-    streams = [key for key, created in job.created_per_stream.items() if created]
-    if streams and ports.after_ingestion is not None:
-        ports.after_ingestion(job)
-
-
-def _recount_streams(ports: Ports, job: IngestionJob) -> None:
-    """Read the counts of the job's streams from the mirror it was just published to; once."""
-    if not job.counts_rolled_up:
-        for stream_key in job.created_per_stream:
-            recount_records(ports, job.environment, stream_key)
-        ports.ingestion_jobs.mark_counts_rolled_up(job)
-
-
 # Helpers ----------------------------------------------------------------------------------
 
-def _written(ports: Ports, job: IngestionJob, indexes: Iterable[int]) -> dict[int, Record]:
+
+def records_written(ports: Ports, job: IngestionJob, indexes: Iterable[int]) -> dict[int, Record]:
     """The records of these rows that are in the table, by row index (the job's block of ids is
     its own; a record being deleted is still its own, and its tombstone counts against it)."""
     rows = {job.record_id(i): i for i in indexes}
@@ -567,18 +345,3 @@ def stream_contexts(ports: Ports, environment: str, items: list[Any]) -> dict[st
         contexts[key] = StreamContext(id=stream.id, key=key,
                                       properties=tuple(ports.property_definitions.list(environment, key)))
     return contexts
-
-
-def _stream_ids(ports: Ports, job: IngestionJob) -> list[int]:
-    ids = []
-    for key in sorted(job.created_per_stream):
-        stream = ports.data_streams.find_including_deleting(job.environment, key)
-        if stream is not None:
-            ids.append(stream.id)
-    return ids
-
-
-def start(ports: Ports, job: IngestionJob) -> IngestionJob:
-    """pending -> processing, with its first heartbeat; whoever comes second gets the job as it is."""
-    now = utc_now()
-    return move_or_reload(ports.ingestion_jobs, job, JobStatus.PROCESSING, started_at=now, last_progress_at=now)

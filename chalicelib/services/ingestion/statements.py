@@ -1,5 +1,6 @@
-"""Bank statement imports (BAI2, camt.053, MT940): a statement's transactions become records of the
-`bank_feed` stream that holds their account, and its balances are kept per statement day.
+"""Bank statement imports (BAI2, camt.053, MT940), the statement's part of a file import's prepare
+and finish (files.py): a statement's transactions become records of the `bank_feed` stream that
+holds their account, and its balances are kept per statement day.
 
 An import into a stream takes only that stream's account; any other account of the file is
 listed as not imported. An import with no stream (`POST /file_imports`, or a statement dropped

@@ -1,0 +1,110 @@
+"""The bulk way in (POST /records/bulk): store the payload, create the job and queue it; the SQS
+worker then runs its chunks through one chunk's engine (chunk.py) and ends it (lifecycle.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict
+from chalicelib.domain.executions import ExecutionStopped
+from chalicelib.domain.ingestion import (
+    BULK_CHUNK_ROWS,
+    ChunkRow,
+    IngestionJob,
+    JobSource,
+    JobStatus,
+    OnConflict,
+    chunk_ranges,
+)
+from chalicelib.domain.records import shared_decimal_places
+from chalicelib.observability import logger
+from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
+from chalicelib.services.ingestion.lifecycle import conclude, finish, settle, start
+from chalicelib.services.ports import Ports
+
+
+def body_hash(records: list[Any], on_conflict: OnConflict) -> str:
+    canonical = json.dumps({"records": records, "on_conflict": on_conflict.value}, sort_keys=True,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def payload_key(environment: str, job_id: int) -> str:
+    return f"bulk/{environment}/{job_id}.json"
+
+
+# Submitting -------------------------------------------------------------------------------
+
+def submit_bulk(ports: Ports, environment: str, records: list[Any], on_conflict: OnConflict,
+                idempotency_key: str | None) -> IngestionJob:
+    """Store the payload, create the job and queue it. With an idempotency key, a repeat of the
+    same body returns the first job (and re-queues it if it never started); another body is 409."""
+    digest = body_hash(records, on_conflict)
+    job_id = ports.counters.next_id(environment, "ingestion_job")
+    if idempotency_key:
+        job_id, bound_hash = ports.ingestion_jobs.claim_idempotency_key(environment, idempotency_key, job_id, digest)
+        if bound_hash != digest:
+            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
+        existing = ports.ingestion_jobs.find(environment, job_id)
+        if existing is not None:
+            if existing.status is JobStatus.PENDING:
+                ports.bulk_queue.send({"environment": environment, "job_id": job_id})  # the first send may be lost
+            return existing
+    key = payload_key(environment, job_id)
+    job = IngestionJob(
+        environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
+        total_items=len(records), on_conflict=on_conflict, created_at=utc_now(), payload_key=key, body_hash=digest,
+        idempotency_key=idempotency_key, decimal_places=shared_decimal_places(records),
+    )
+    ports.payloads.put_json(key, {"records": records})
+    ports.ingestion_jobs.add(job)
+    # Listed among its streams' imports from now, pending too (the worker links again: a crash here)
+    named = {i["data_stream_key"] for i in records if isinstance(i, dict) and isinstance(i.get("data_stream_key"), str)}
+    ports.ingestion_jobs.link_to_streams(job, sorted(ports.data_streams.get_many(environment, named)))
+    ports.bulk_queue.send({"environment": environment, "job_id": job_id})
+    return ports.ingestion_jobs.get(environment, job_id)
+
+
+# Processing -------------------------------------------------------------------------------
+
+def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | None:
+    """Run (or resume) one bulk job to the end. Safe to call any number of times."""
+    job = ports.ingestion_jobs.find(environment, job_id)
+    if job is None:
+        logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
+        return None
+    if job.finished:
+        return settle(ports, job)
+    if job.ending is not None:  # an end begun before (a worker died part-way): finish it
+        return conclude(ports, job, job.ending)
+    if job.status is JobStatus.PENDING:
+        job = start(ports, job)
+        if job.status is not JobStatus.PROCESSING:
+            return job
+    if job.first_record_id is None:
+        block = ports.counters.next_ids(environment, "record", max(job.total_items, 1))
+        job = ports.ingestion_jobs.reserve_record_ids(job, block.start)
+
+    items = ports.payloads.get_json(job.bulk_payload_key)["records"]
+    streams = stream_contexts(ports, environment, items)
+    ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
+    begun = False  # whether this execution marked the next chunk begun (saving the one before)
+    with WriterLeases(ports, job) as leases:  # one take and one release for the whole job
+        for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
+            if index in job.done_chunks:
+                continue
+            if ports.stopping():  # the message stays with the queue: the next start delivers it again
+                raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
+            # `job` is as the last save (or the reads above) left it: no read of its own per chunk.
+            if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
+                return settle(ports, job)
+            if job.ending is not None:  # being ended meanwhile: write no more, see the end through
+                return conclude(ports, job, job.ending)
+            if job.cancellation_requested_at is not None:
+                return conclude(ports, job, JobStatus.CANCELLED)
+            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams,
+                                    leases=leases, begun=begun)
+            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
+    return finish(ports, job)
