@@ -14,7 +14,7 @@ from tests.fakes import fake_ports
 STEPS = {
     "published_parked_events": (sweeper.events, "publish_parked"),
     "unfinished_requests_audited": (sweeper.audit, "record_unfinished"),
-    "imports": (sweeper.file_imports, "sweep"),
+    "imports": (sweeper.ingestion_sweeper, "sweep"),
     "recounted_streams": (sweeper.data_streams, "sweep_recounts"),
     "runs": (sweeper.reconciliation_runs, "sweep"),
     "rolled_back_matches": (sweeper.matches, "sweep_pending"),
