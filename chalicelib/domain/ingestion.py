@@ -51,6 +51,11 @@ STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minut
 # stay well inside one DynamoDB item.
 BULK_CHUNK_ROWS = 250
 FILE_CHUNK_ROWS = 500
+# Chunks an execution has in flight: the next chunk's external_ids are claimed while this chunk's
+# records are written (services/ingestion/chunk.py, `ChunkPipeline`). An execution begins chunk j
+# only once it has saved chunk j - CHUNKS_IN_FLIGHT, so whoever counts chunk k is the first to reach
+# chunk k + CHUNKS_IN_FLIGHT, and its save marks that one begun.
+CHUNKS_IN_FLIGHT = 2
 # The largest file an import takes (settings.max_import_bytes; Ports.max_import_bytes). Parsing
 # holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that prepare gets,
 # this leaves room. Larger files fail their import with a message, not run out of memory.
@@ -201,7 +206,8 @@ class IngestionJob:
     first_record_id: int | None = None
     done_chunks: frozenset[int] = frozenset()
     # The highest chunk an execution began, marked before that chunk writes anything (chunks begin
-    # in order): a chunk up to it that is not done may hold records already.
+    # in order; a save marks one CHUNKS_IN_FLIGHT ahead): a chunk up to it that is not done may hold
+    # records already.
     chunks_begun: int | None = None
     created_per_stream: dict[str, int] = field(default_factory=dict)
     counts_rolled_up: bool = False

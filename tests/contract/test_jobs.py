@@ -9,6 +9,7 @@ import pytest
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
     CANCELLABLE,
+    CHUNKS_IN_FLIGHT,
     ChunkOutcome,
     ImportTotals,
     ItemResult,
@@ -189,16 +190,20 @@ class TestIngestionJobRepository:
         assert jobs.begin_chunk(job(7), 0) is True  # a missing job: nothing written, nothing created
         assert jobs.find(ENV, 7) is None
 
-    def test_saving_a_chunk_marks_the_next_one_begun_for_the_saver_alone(self, jobs):
+    def test_saving_a_chunk_marks_the_one_in_flight_after_it_begun_for_the_saver_alone(self, jobs):
         processing(jobs, total_items=1000)
-        jobs.begin_chunk(jobs.get(ENV, 1), 0)
-        # Given two executions of chunk 0, when both save it and begin the next one,
-        saved, marked = jobs.save_chunk_and_begin_next(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0),), {"bank": 1}))
-        late, late_marked = jobs.save_chunk_and_begin_next(saved, ChunkOutcome(0, (ok(0),), {"bank": 1}))
-        # then the first counted the chunk and began chunk 1; the second did neither.
-        assert (marked, saved.chunks_begun, saved.done_chunks, saved.processed_items) == (True, 1, frozenset({0}), 1)
+        # Given chunks 0 and 1 begun at once (the chunks one execution has in flight),
+        assert jobs.begin_chunk(jobs.get(ENV, 1), 0, through=CHUNKS_IN_FLIGHT - 1) is False
+        assert jobs.get(ENV, 1).chunks_begun == CHUNKS_IN_FLIGHT - 1
+        # and two executions of chunk 0, when both save it and begin the chunk CHUNKS_IN_FLIGHT ahead,
+        saved, marked = jobs.save_chunk_and_begin_ahead(jobs.get(ENV, 1), ChunkOutcome(0, (ok(0),), {"bank": 1}))
+        late, late_marked = jobs.save_chunk_and_begin_ahead(saved, ChunkOutcome(0, (ok(0),), {"bank": 1}))
+        # then the first counted the chunk and began that one; the second did neither.
+        assert (marked, saved.chunks_begun, saved.done_chunks, saved.processed_items) == (
+            True, CHUNKS_IN_FLIGHT, frozenset({0}), 1)
         assert (late_marked, late.processed_items) == (False, 1)
-        assert jobs.begin_chunk(jobs.get(ENV, 1), 1) is True  # the second reads what chunk 1 may have written
+        # The second reads what the chunks in flight may have written.
+        assert all(jobs.begin_chunk(jobs.get(ENV, 1), n) is True for n in range(1, CHUNKS_IN_FLIGHT + 1))
 
     def test_the_end_of_a_job_counts_the_records_it_finds_of_a_chunk_a_late_execution_stored(self, jobs):
         processing(jobs)

@@ -11,6 +11,7 @@ from chalicelib.adapters.dynamodb.jobs import IDEMPOTENCY_KEY_LIFETIME  # past i
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
+    CHUNKS_IN_FLIGHT,
     JOB_STATUSES,
     MAX_IGNORED_UPLOADS,
     ChunkOutcome,
@@ -151,26 +152,26 @@ class FakeIngestionJobRepository:
             row.job = replace(row.job, first_record_id=first_id)
         return row.job
 
-    def begin_chunk(self, job: IngestionJob, chunk: int) -> bool:
-        """Mark a chunk begun (the highest begun); whether an execution may have begun it before.
-        A missing job is left missing (the adapter's update is conditional on the item)."""
+    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool:
+        """Mark a chunk begun (the highest begun: `through` if given); whether an execution may have
+        begun it before. A missing job is left missing (the adapter's update is conditional on the item)."""
         row = self.rows.get((job.environment, job.id))
         if row is None or (row.job.chunks_begun is not None and chunk <= row.job.chunks_begun):
             return True
-        row.job = replace(row.job, chunks_begun=chunk)
+        row.job = replace(row.job, chunks_begun=max(chunk, through or chunk))
         return False
 
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
-        return self._save_chunk(job, outcome, unprocessed, begin_next=False)[0]
+        return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 
-    def save_chunk_and_begin_next(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
-        return self._save_chunk(job, outcome, False, begin_next=True)
+    def save_chunk_and_begin_ahead(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
+        return self._save_chunk(job, outcome, False, begin_ahead=True)
 
     def _save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
-                    begin_next: bool) -> tuple[IngestionJob, bool]:
+                    begin_ahead: bool) -> tuple[IngestionJob, bool]:
         """Store a chunk's results, then count it once, only while processing (or, `unprocessed`,
-        once the job ended early); what is counted is what is stored. `begin_next`: the next
-        chunk is marked begun by the same write; and whether this call counted the chunk."""
+        once the job ended early); what is counted is what is stored. `begin_ahead`: the chunk
+        CHUNKS_IN_FLIGHT ahead is marked begun by the same write; and whether this call counted the chunk."""
         stored = self.chunk_results.setdefault((job.environment, job.id), {})
         existing = stored.get(outcome.index)
         if unprocessed and existing is not None:
@@ -197,7 +198,7 @@ class FakeIngestionJobRepository:
             failed_items=row.job.failed_items + outcome.count(ItemStatus.FAILED),
             skipped_items=row.job.skipped_items + outcome.count(ItemStatus.SKIPPED),
             created_per_stream=created, last_progress_at=stored_time(utc_now()),
-            chunks_begun=outcome.index + 1 if begin_next else row.job.chunks_begun)
+            chunks_begun=outcome.index + CHUNKS_IN_FLIGHT if begin_ahead else row.job.chunks_begun)
         return row.job, True
 
     def _stored_outcome(self, job: IngestionJob, chunk: int, created: dict[str, int]) -> ChunkOutcome:

@@ -353,11 +353,11 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     summary = submit(api, [item(n) for n in range(300)]).json_body
 
     class EndedBeforeCounting(IngestionJobRepository):
-        def save_chunk_and_begin_next(self, job, outcome):  # a worker's save of a chunk it processed
+        def save_chunk_and_begin_ahead(self, job, outcome):  # a worker's save of a chunk it processed
             if outcome.index == 0:
                 self.request_cancellation(job, (JobStatus.PROCESSING,))
                 self.begin_ending(job, JobStatus.CANCELLED, {})
-            return super().save_chunk_and_begin_next(job, outcome)
+            return super().save_chunk_and_begin_ahead(job, outcome)
 
     ports = services.ports
     process_job(replace(ports, ingestion_jobs=EndedBeforeCounting(services.table)), "acme", summary["id"])

@@ -111,7 +111,7 @@ def test_processing_the_same_message_twice_changes_nothing(services, job):
     {"records": DiesOnCall("put_many", call=3, after_write=False)},  # before the third chunk's records
     {"records": DiesOnCall("put_many", call=2, after_write=True)},  # records written, results not
     # chunk counted (its save marks the next one begun), next not started
-    {"ingestion_jobs": DiesOnCall("save_chunk_and_begin_next", call=2, after_write=True)},
+    {"ingestion_jobs": DiesOnCall("save_chunk_and_begin_ahead", call=2, after_write=True)},
     {"records": DiesOnCall("put_external_id_guards", call=2, after_write=True)},  # a chunk's guards, not its records
     {"data_streams": DiesOnCall("set_records_count", call=1, after_write=True)},  # count stored, request not cleared
     {"ingestion_jobs": DiesOnCall("mark_counts_rolled_up", call=1, after_write=True)},  # all done but the move

@@ -98,14 +98,15 @@ def test_a_bulk_job_takes_its_streams_writer_lease_once_and_marks_chunks_begun_a
     done = process_job(services.ports, "acme", job.id)
 
     # then the stream's writer lease is taken once and given back once for the whole job, and
-    # only its first chunk is marked begun on its own: the others are marked by the save before
-    # them, so the job writes no more per record than it did before the lease.
+    # one begin mark is written, with the first chunk (for the chunks in flight with it): the others
+    # are marked by the saves before them, so the job writes no more per record than it did before
+    # the lease.
     assert done.successful_items == ITEMS
     lease = keys.stream_writer_lease("acme", "bank")
     lease_writes = [op for op, key, _ in writes.writes if key["sk"]["S"] == lease["sk"]]
     assert lease_writes[0] == "PutItem" and lease_writes.count("DeleteItem") == 1  # (a put may renew it)
     assert lease_writes[-1] == "DeleteItem"
-    begin_marks = [update for op, _, update in writes.writes if update == "SET chunks_begun = :n"]
+    begin_marks = [update for op, _, update in writes.writes if update == "SET chunks_begun = :through"]
     assert len(begin_marks) == 1
 
 

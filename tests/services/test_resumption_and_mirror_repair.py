@@ -135,12 +135,12 @@ def test_a_stopping_process_leaves_its_jobs_at_a_checkpoint_and_they_resume_from
     streams(ports, "bank")
     items = [record("bank", n, 100 + n) for n in range(3 * BULK_CHUNK_ROWS)]
     job = submit_bulk(ports, ENV, items, OnConflict.SKIP, None)
-    saved = ports.ingestion_jobs.save_chunk_and_begin_next  # the save of a chunk processed in order
+    saved = ports.ingestion_jobs.save_chunk_and_begin_ahead  # the save of a chunk processed in order
 
     def stop_after_first(job, outcome, **kwargs):
         stop["now"] = True  # Ctrl-C while the first chunk was written
         return saved(job, outcome, **kwargs)
-    ports.ingestion_jobs.save_chunk_and_begin_next = stop_after_first
+    ports.ingestion_jobs.save_chunk_and_begin_ahead = stop_after_first
     with pytest.raises(ExecutionStopped):
         process_job(ports, ENV, job.id)
     stopped = ports.ingestion_jobs.get(ENV, job.id)
@@ -152,7 +152,7 @@ def test_a_stopping_process_leaves_its_jobs_at_a_checkpoint_and_they_resume_from
     assert ports.ingestion_jobs.get(ENV, upload.id).done_chunks == frozenset()
 
     stop["now"] = False
-    ports.ingestion_jobs.save_chunk_and_begin_next = saved
+    ports.ingestion_jobs.save_chunk_and_begin_ahead = saved
     assert process_job(ports, ENV, job.id).status is JobStatus.COMPLETED
     assert ports.ingestion_jobs.get(ENV, job.id).successful_items == 3 * BULK_CHUNK_ROWS
 

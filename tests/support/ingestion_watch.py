@@ -47,7 +47,7 @@ class FinalCountsWatch:
 
 # Every method of the repository that writes the job or its results.
 WRITES = frozenset({"add", "move", "begin_ending", "reserve_record_ids", "begin_chunk", "save_chunk",
-                    "save_chunk_and_begin_next",
+                    "save_chunk_and_begin_ahead",
                     "record_preparation", "link_to_streams", "count_restart", "set_aggregates",
                     "mark_counts_rolled_up", "request_cancellation"})
 

@@ -25,6 +25,7 @@ from chalicelib.adapters.dynamodb.table import (
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import BadRequest, NotFound, TransitionRefused
 from chalicelib.domain.ingestion import (
+    CHUNKS_IN_FLIGHT,
     JOB_STATUSES,
     MAX_IGNORED_UPLOADS,
     ChunkOutcome,
@@ -146,30 +147,31 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         except ConditionFailed:
             return self.get(job.environment, job.id)
 
-    def begin_chunk(self, job: IngestionJob, chunk: int) -> bool:
-        """Mark a chunk begun, before it writes anything; whether an execution may have begun it
-        before (and written some of its records). Chunks begin in order, so the mark is the highest
-        chunk begun: one small conditional update, which a first pass wins."""
+    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool:
+        """Mark a chunk begun (and those after it up to `through`, which the caller begins next),
+        before it writes anything; whether an execution may have begun it before (and written some
+        of its records). Chunks begin in order, so the mark is the highest chunk begun: one small
+        conditional update, which a first pass wins."""
         try:
-            self._table.update(keys.ingestion_job(job.environment, job.id), "SET chunks_begun = :n",
+            self._table.update(keys.ingestion_job(job.environment, job.id), "SET chunks_begun = :through",
                                condition="attribute_exists(pk) AND "
                                          "(attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
-                               values={":n": chunk})
+                               values={":n": chunk, ":through": max(chunk, through or chunk)})
             return False
         except ConditionFailed:
             return True
 
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
-        return self._save_chunk(job, outcome, unprocessed, begin_next=False)[0]
+        return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 
-    def save_chunk_and_begin_next(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
-        """`save_chunk`, marking the next chunk begun in the same update (one write less per
-        chunk than `begin_chunk`); and whether this call counted the chunk, so marked the next
-        one: the caller alone may then take the next chunk as never begun before."""
-        return self._save_chunk(job, outcome, False, begin_next=True)
+    def save_chunk_and_begin_ahead(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
+        """`save_chunk`, marking chunk `outcome.index + CHUNKS_IN_FLIGHT` begun in the same update
+        (one write less per chunk than `begin_chunk`); and whether this call counted the chunk, so
+        marked that one: the caller alone may then take it as never begun before."""
+        return self._save_chunk(job, outcome, False, begin_ahead=True)
 
     def _save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
-                    begin_next: bool) -> tuple[IngestionJob, bool]:
+                    begin_ahead: bool) -> tuple[IngestionJob, bool]:
         """Store a chunk's results, then count it once: the count is claimed with the chunk's
         number, so a chunk processed again is not counted again. `unprocessed`: the results of a
         chunk that a job which ended early never finished (its rows with a record succeeded, the
@@ -212,9 +214,9 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         adds = ["#done :chunk", "processed_items :processed", "successful_items :successful",
                 "failed_items :failed", "skipped_items :skipped"]
         sets = ["last_progress_at = :now"]
-        if begin_next:  # chunks begin in order: whoever counts this chunk is the first to reach the next
-            sets.append("chunks_begun = :next")
-            values[":next"] = outcome.index + 1
+        if begin_ahead:  # whoever counts this chunk is the first to reach the one CHUNKS_IN_FLIGHT ahead
+            sets.append("chunks_begun = :ahead")
+            values[":ahead"] = outcome.index + CHUNKS_IN_FLIGHT
         # ADD works on top-level attributes only; per-stream counts sit in a map, so SET them.
         for i, (stream_key, created) in enumerate(sorted(outcome.created_per_stream.items())):
             names[f"#s{i}"] = stream_key

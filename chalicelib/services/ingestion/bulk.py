@@ -20,7 +20,7 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
+from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts, writes_no_more
 from chalicelib.services.ingestion.lifecycle import conclude, finish, settle, start
 from chalicelib.services.ports import Ports
 
@@ -90,21 +90,27 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     items = ports.payloads.get_json(job.bulk_payload_key)["records"]
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
-    begun = False  # whether this execution marked the next chunk begun (saving the one before)
-    with WriterLeases(ports, job) as leases:  # one take and one release for the whole job
+    # One take and one release of the leases for the whole job; chunks in flight two at a time.
+    with WriterLeases(ports, job) as leases, ChunkPipeline(ports, job, leases) as chunks:
         for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
-            if index in job.done_chunks:
+            # The job as the last save (or the reads above) left it: no read of its own per chunk.
+            if index in chunks.job.done_chunks:
                 continue
             if ports.stopping():  # the message stays with the queue: the next start delivers it again
+                job = chunks.flush()
                 raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
-            # `job` is as the last save (or the reads above) left it: no read of its own per chunk.
-            if job.finished:  # ended meanwhile (the sweeper): what it wrote is settled, write no more
-                return settle(ports, job)
-            if job.ending is not None:  # being ended meanwhile: write no more, see the end through
-                return conclude(ports, job, job.ending)
-            if job.cancellation_requested_at is not None:
-                return conclude(ports, job, JobStatus.CANCELLED)
-            outcome = process_chunk(ports, job, index, [ChunkRow(i, items[i]) for i in rows], streams,
-                                    leases=leases, begun=begun)
-            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
+            if writes_no_more(chunks.job):
+                return _end_meanwhile(ports, chunks.flush())
+            chunks.write(index, [ChunkRow(i, items[i]) for i in rows], streams)
+        job = chunks.flush()
     return finish(ports, job)
+
+
+def _end_meanwhile(ports: Ports, job: IngestionJob) -> IngestionJob:
+    """A job that something ends while it writes: settled if ended (the sweeper), its end seen
+    through if being ended, else cancelled as asked; it writes no more."""
+    if job.finished:
+        return settle(ports, job)
+    if job.ending is not None:
+        return conclude(ports, job, job.ending)
+    return conclude(ports, job, JobStatus.CANCELLED)

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Container, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, shown
 from chalicelib.domain.ingestion import (
+    CHUNKS_IN_FLIGHT,
     ChunkOutcome,
     ChunkRow,
     IngestionJob,
@@ -68,15 +71,22 @@ def file_chunk_key(job: IngestionJob, chunk: int) -> str:
 
 # One chunk -------------------------------------------------------------------------------
 
-def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
-                  streams: dict[str, StreamContext | None], leases: WriterLeases | None = None,
-                  begun: bool = False) -> ChunkOutcome:
-    """Validate, guard and write one chunk of rows; every row gets a result, none is lost. A row
-    whose record an earlier execution of the chunk wrote keeps that record as it is. `leases`:
-    the writer leases the caller holds across chunks (else the chunk takes and gives back its
-    own); `begun`: this execution itself marked the chunk begun (see `save_chunk_and_begin_next`)."""
-    # Marked begun before anything is written: only a chunk begun before reads which records it has.
-    retried = False if begun else ports.ingestion_jobs.begin_chunk(job, index)
+@dataclass(frozen=True)
+class ClaimedChunk:
+    """A chunk whose rows have their results and whose external_ids are claimed: what is left is
+    writing its records and its part of the mirror (`write_claimed`), then saving it."""
+    index: int
+    results: tuple[ItemResult, ...]
+    records: list[Record]  # the chunk's records, all of them in the mirror's part
+    missing: list[Record]  # those to write: the others are in the table already
+
+
+def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
+                streams: dict[str, StreamContext | None], leases: WriterLeases | None, retried: bool) -> ClaimedChunk:
+    """Validate and guard one chunk of rows, marked begun before; every row gets a result, none is
+    lost. `retried`: an execution may have begun the chunk before, so a row whose record it wrote
+    keeps that record as it is. `leases`: the writer leases the caller holds across chunks (else
+    the chunk takes and gives back its own)."""
     written = records_written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
@@ -94,8 +104,8 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
                 claiming[row.index] = draft
     claims: dict[int, ExternalIdClaim] = _claim_all(ports, job, claiming, written, leases)
     results: list[ItemResult] = []
-    records: list[Record] = []  # the chunk's records, all of them in the mirror's part
-    missing: list[Record] = []  # those to write: the others are in the table already
+    records: list[Record] = []
+    missing: list[Record] = []
     now = utc_now()
     for row, draft in zip(rows, drafts):
         claim = claims.get(row.index)
@@ -119,17 +129,104 @@ def process_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkR
             missing.append(record)
             records.append(record)
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
-    ports.records.put_many(missing)  # whole items: never over one in the table (its claims would go)
+    return ClaimedChunk(index, tuple(results), records, missing)
+
+
+def write_claimed(ports: Ports, job: IngestionJob, chunk: ClaimedChunk) -> None:
+    """A claimed chunk's records, then its part of the mirror (staged until the job is published:
+    a part is only ever written for records already in the table). Writes no guard, so it needs
+    no writer lease and may run beside the next chunk's claims."""
+    ports.records.put_many(chunk.missing)  # whole items: never over one in the table (its claims would go)
+    ports.mirror.write_part(job.environment, job.id, chunk.index, chunk.records)
+
+
+def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
+                    leases: WriterLeases | None = None) -> ChunkOutcome:
+    """What a written chunk saves. If the job ended while the chunk wrote (a late execution), its
+    end may have released claims this chunk's records hold: they claim back (`_guard_late_records`)."""
     stored = ports.ingestion_jobs.get(job.environment, job.id)
-    if any(r.external_id is not None for r in missing) and (stored.finished or stored.ending is not None):
-        _guard_late_records(ports, job, missing, leases)
-    ports.mirror.write_part(job.environment, job.id, index, records)
-    return ChunkOutcome(index=index, results=tuple(results), created_per_stream=records_per_stream(records))
+    if any(r.external_id is not None for r in chunk.missing) and (stored.finished or stored.ending is not None):
+        _guard_late_records(ports, job, chunk.missing, leases)
+    return ChunkOutcome(index=chunk.index, results=chunk.results,
+                        created_per_stream=records_per_stream(chunk.records))
+
+
+def writes_no_more(job: IngestionJob) -> bool:
+    """Whether a job's execution must stop writing chunks: the job ended, is being ended, or a
+    cancel was asked for."""
+    return job.finished or job.ending is not None or job.cancellation_requested_at is not None
+
+
+def _claims_of(job: IngestionJob, chunk: ClaimedChunk) -> list[tuple[int, KnownRow]]:
+    """The rows of a claimed chunk whose records it was to write, with the external_ids they claimed."""
+    return [(record.id - job.record_id(0), KnownRow(record.external_id, None,
+                                                    (record.data_stream_key, record.external_id)))
+            for record in chunk.missing if record.external_id is not None]
+
+
+class ChunkPipeline:
+    """Writes one execution's chunks of a job in order, CHUNKS_IN_FLIGHT at a time: while a chunk's
+    records and mirror part are written (a thread of its own), the next chunk is validated and its
+    external_ids are claimed under the writer leases (the caller's thread, the only one that touches
+    `leases`). Each chunk is saved, in order, once its writes are done and before the chunk after
+    next is claimed (see CHUNKS_IN_FLIGHT). `job` is the job as the last save left it.
+
+    On the local stack this overlaps the guards' reads and writes of one chunk with the records of
+    the one before (bench/RESULTS.md, issue 30); on AWS, their round trips. A chunk whose writes
+    fail or are cut short is not saved, and the next execution processes it again, as before."""
+
+    def __init__(self, ports: Ports, job: IngestionJob, leases: WriterLeases) -> None:
+        self._ports, self.job, self._leases = ports, job, leases
+        self._writing: tuple[ClaimedChunk, Future[None]] | None = None
+        self._fresh: set[int] = set()  # chunks this execution's own saves marked begun
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunk-writes")
+
+    def __enter__(self) -> ChunkPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._writer.shutdown(wait=True)  # a write in flight ends; left unsaved, its chunk is processed again
+
+    def write(self, index: int, rows: list[ChunkRow], streams: dict[str, StreamContext | None]) -> None:
+        """Claim this chunk, save the one written before it, and start this one's writes."""
+        claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases, retried=self._begin(index))
+        job = self.flush()
+        if writes_no_more(job):  # ended or cancelled while this chunk was claimed: it writes nothing
+            release_orphan_claims(self._ports, job, _claims_of(job, claimed), self._leases)
+            return
+        if self._ports.stopping():  # left claimed: the next start processes it again, its claims its own
+            return
+        self._writing = (claimed, self._writer.submit(write_claimed, self._ports, self.job, claimed))
+
+    def _begin(self, index: int) -> bool:
+        """Mark a chunk begun before anything of it is written, unless this execution's own save
+        did; whether an execution may have begun it before. The first chunk an execution reaches
+        marks the next ones in flight too, so a job's chunks cost one begin mark in all."""
+        if index in self._fresh:
+            return False
+        retried = self._ports.ingestion_jobs.begin_chunk(self.job, index, through=index + CHUNKS_IN_FLIGHT - 1)
+        if not retried:
+            self._fresh.update(range(index + 1, index + CHUNKS_IN_FLIGHT))
+        return retried
+
+    def flush(self) -> IngestionJob:
+        """Wait for the chunk being written and save it; the job as saved."""
+        if self._writing is None:
+            return self.job
+        claimed, writes = self._writing
+        self._writing = None
+        writes.result()
+        outcome = written_outcome(self._ports, self.job, claimed, self._leases)
+        self.job, counted = self._ports.ingestion_jobs.save_chunk_and_begin_ahead(self.job, outcome)
+        if counted:
+            self._fresh.add(claimed.index + CHUNKS_IN_FLIGHT)
+        return self.job
 
 
 # A job's end: the claims of rows it never wrote, and records written late -----------------
 
-def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int, KnownRow]]) -> None:
+def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int, KnownRow]],
+                          leases: WriterLeases | None = None) -> None:
     """A begun chunk's execution may have claimed the external_ids of rows whose records it never
     wrote: the job will not write them now, so each claim this row still owns goes (a delete
     conditioned on the owner being exactly this job's row: a claim another job or row holds stays;
@@ -143,7 +240,7 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
     written later still is the late-writer race the notes of issue 13 describe."""
     released = []
     # Under the streams' writer leases: a claim made back here must not meet another job's write.
-    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}):
+    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}, leases):
         for index, row in rows:
             if row.claim is not None:
                 stream_key, external_id = row.claim

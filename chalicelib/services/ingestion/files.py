@@ -31,7 +31,7 @@ from chalicelib.domain.parsers.nacha import parse_nacha
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
 from chalicelib.services.ingestion import statements
-from chalicelib.services.ingestion.chunk import WriterLeases, process_chunk, stream_contexts
+from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts
 from chalicelib.services.ingestion.chunk import file_chunk_key as _chunk_key
 from chalicelib.services.ingestion.lifecycle import conclude, settle, start
 from chalicelib.services.ports import Ports
@@ -174,27 +174,27 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
     streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}]
                               if job.data_stream_key else [])
     written = 0
-    begun = False  # whether this task marked the next chunk begun (saving the one before)
-    with WriterLeases(ports, job) as leases:  # one take and one release per task, not per chunk
+    # One take and one release of the leases per task, not per chunk; chunks in flight two at a time.
+    with WriterLeases(ports, job) as leases, ChunkPipeline(ports, job, leases) as chunks:
         for number in range(job.chunk_count or 0):
-            if number in job.done_chunks:
+            # The job read above, then as the last save left it.
+            if number in chunks.job.done_chunks:
                 continue
             if ports.stopping() or (written and time.monotonic() > deadline):
+                chunks.flush()
                 return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
-            if written:  # the first chunk's job is the one read above; then as the last save left it
-                past_chunks = _past_its_chunks(ports, job)  # ended meanwhile (the sweeper): write no more
-                if past_chunks:
-                    return past_chunks
-            if job.cancellation_requested_at is not None:
-                conclude(ports, job, JobStatus.CANCELLED)
+            if written and _rows_behind_it(chunks.job):  # ended meanwhile (the sweeper): write no more
+                return _past_its_chunks(ports, chunks.flush()) or "chunk"
+            if chunks.job.cancellation_requested_at is not None:
+                conclude(ports, chunks.flush(), JobStatus.CANCELLED)
                 return "stop"
             rows = [ChunkRow(index, item, line, error)
                     for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
             streams.update(stream_contexts(ports, environment, [r.item for r in rows if isinstance(r.item, dict)
                                                                 and r.item.get("data_stream_key") not in streams]))
-            outcome = process_chunk(ports, job, number, rows, streams, leases=leases, begun=begun)
-            job, begun = ports.ingestion_jobs.save_chunk_and_begin_next(job, outcome)
+            chunks.write(number, rows, streams)
             written += 1
+        chunks.flush()
     return "finish"
 
 
@@ -258,10 +258,15 @@ STOPPED_MESSAGES = {
 }
 
 
+def _rows_behind_it(job: IngestionJob) -> bool:
+    """Whether a job has no rows left to write: ended, being ended, or replicating."""
+    return job.finished or job.ending is not None or job.status is JobStatus.REPLICATING
+
+
 def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
-    """What a task does with a job whose rows are all behind it: settle an ended one ("stop"), see
-    an ending one to its end ("stop"), finish a replicating one (a cancel is too late there). None:
-    the task has work to do."""
+    """What a task does with a job whose rows are all behind it (`_rows_behind_it`): settle an
+    ended one ("stop"), see an ending one to its end ("stop"), finish a replicating one (a cancel is
+    too late there). None: the task has work to do."""
     if job.finished:
         settle(ports, job)
         return "stop"
