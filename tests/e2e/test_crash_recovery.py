@@ -26,14 +26,16 @@ from chalicelib.settings import Settings
 # 500-row chunk outlast the stop's 5 s grace.
 pytestmark = pytest.mark.xdist_group("crash_recovery")
 ENV = "local"
-RUN_PAIRS = 2_500          # bank and ledger records matched one to one by the run in flight
-# Small persist chunks: the run's 5,000 records persist in 20 chunks, 5 tasks of 4, a window wide
+RUN_PAIRS = 5_000          # bank and ledger records matched one to one by the run in flight
+# Small persist chunks: the run's 10,000 records persist in 40 chunks, 10 tasks of 4, a window wide
 # enough to be caught part-way on a busy machine (a smaller largest run keeps the setting valid).
 # A stop waits up to 20 s for a checkpoint: on a busy machine a 500-row chunk outlasts the default 5.
 STOP_GRACE_SECONDS = 20
 STACK_ENV = {"RECON_RUN_CHUNK_RECORDS": "250", "RECON_MAX_RUN_RECORDS": "500000",
              "RECON_STOP_GRACE_SECONDS": str(STOP_GRACE_SECONDS)}
-CSV_ROWS = 4_000           # rows of the file import in flight
+# Rows of the file import in flight: since an import writes two chunks at once, 4,000 rows could end
+# before the bulk requests sent after it began had been seen part-way.
+CSV_ROWS = 12_000
 BULK_REQUESTS, BULK_ITEMS = 4, 500
 ENDED = ("completed", "failed", "cancelled")
 RESUME_TIMEOUT = 150       # far below the sweeper's 5 minutes (imports) and 75 minutes (runs)
