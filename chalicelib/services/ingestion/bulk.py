@@ -102,7 +102,7 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             if writes_no_more(chunks.job):
                 return _end_meanwhile(ports, chunks.flush())
             chunks.write(index, [ChunkRow(i, items[i]) for i in rows], streams)
-        job = chunks.flush()
+        job = chunks.flush_last()
     return finish(ports, job)
 
 

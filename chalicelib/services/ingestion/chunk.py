@@ -209,6 +209,13 @@ class ChunkPipeline:
             self._fresh.update(range(index + 1, index + CHUNKS_IN_FLIGHT))
         return retried
 
+    def flush_last(self) -> IngestionJob:
+        """`flush` once the last chunk is claimed: the writer leases go back first (a chunk's writes
+        take none), so the next job of these streams claims its first chunk while this one's last
+        is written. A late record still claims back under them (`written_outcome` takes them again)."""
+        self._leases.release()
+        return self.flush()
+
     def flush(self) -> IngestionJob:
         """Wait for the chunk being written and save it; the job as saved."""
         if self._writing is None:

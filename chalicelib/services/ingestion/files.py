@@ -200,7 +200,7 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
                                                                 and r.item.get("data_stream_key") not in streams]))
             chunks.write(number, rows, streams)
             written += 1
-        chunks.flush()
+        chunks.flush_last()
     return "finish"
 
 
