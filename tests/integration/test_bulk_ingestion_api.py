@@ -58,6 +58,9 @@ BAD_ITEMS = [
     (item(0, currency="XYZ"), "currency: must be an ISO 4217"),
     (item(0, metadata=[1]), "metadata: must be an object"),
     ("not an object", "must be an object"),
+    # 86 characters but 258 bytes: the limit is in bytes, which the guard key and the results are counted in
+    (item(0, external_id="\u20ac" * 86), "external_id: must be a non-empty string of at most 255 bytes in UTF-8"),
+    (item(0, external_id="x" * 256), "external_id: must be a non-empty string of at most 255 bytes in UTF-8"),
 ]
 
 
@@ -70,6 +73,8 @@ def test_a_bad_item_fails_alone_with_a_message_naming_its_field(api, streams, wo
     failed = done["results"][1]
     assert failed["status"] == "failed" and failed["record_id"] is None
     assert message in failed["error"]
+    if isinstance(bad, dict) and "external_id" in message:  # quoted cut to what fits, as valid text
+        assert len(failed["external_id"].encode()) <= 255 and failed["external_id"].endswith("...")
 
 
 def test_metadata_is_checked_against_the_property_definitions(api, streams, worker):
