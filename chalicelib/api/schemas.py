@@ -263,7 +263,8 @@ class BulkRecordIn(RequestModel):
                                        description="Minor units of amount; default: the currency's")
     description: Annotated[str, StringConstraints(max_length=MAX_RECORD_DESCRIPTION)] | None = None
     external_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXTERNAL_ID, pattern=r"\S")] | None \
-        = Field(default=None, description="Unique in the stream (see on_conflict); a number is taken as its digits",
+        = Field(default=None, description="Unique in the stream (see on_conflict); a number is taken as its digits; "
+                f"at most {MAX_EXTERNAL_ID} bytes in UTF-8",
                 examples=["INV-1001"])
     metadata: dict[str, Any] = Field(default_factory=dict, description="Typed and checked by the stream's property "
                                      f"definitions; at most {MAX_METADATA_BYTES} bytes as JSON")

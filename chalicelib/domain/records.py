@@ -18,6 +18,8 @@ from chalicelib.domain.errors import shown
 from chalicelib.domain.money import DEFAULT_CURRENCY, ISO_4217, MAX_AMOUNT, MAX_DECIMAL_PLACES, minor_units
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# Bytes of an external_id in UTF-8, not characters: its guard's sort key (DynamoDB: 1,024 bytes) and a
+# chunk's results, which quote it (one item: 400 KB), stay within their limits whatever the alphabet.
 MAX_EXTERNAL_ID = 255
 MAX_DESCRIPTION = 2000
 # A record must fit one DynamoDB item (400 KB) with room to spare for its other attributes.
@@ -250,6 +252,22 @@ def shared_decimal_places(items: Any) -> int | None:
     return seen.pop() if len(seen) == 1 else None
 
 
+def fits_external_id(external_id: str) -> bool:
+    """At most MAX_EXTERNAL_ID bytes of UTF-8 (a lone surrogate, which UTF-8 cannot carry, does not fit)."""
+    try:
+        return len(external_id.encode("utf-8")) <= MAX_EXTERNAL_ID
+    except UnicodeEncodeError:
+        return False
+
+
+def shown_external_id(value: str) -> str:
+    """A failed row's external_id as its result quotes it: valid UTF-8 within MAX_EXTERNAL_ID bytes."""
+    encoded = value.encode("utf-8", "replace")
+    if len(encoded) <= MAX_EXTERNAL_ID:
+        return encoded.decode("utf-8")
+    return encoded[:MAX_EXTERNAL_ID - 3].decode("utf-8", "ignore") + "..."
+
+
 def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> RecordDraft | ItemError:
     """Turn one submitted item into a draft, or say which field is wrong and why.
 
@@ -298,8 +316,9 @@ def validate_item(raw: Any, streams: Mapping[str, StreamContext | None]) -> Reco
     if external_id is not None:
         if _is_int(external_id):
             external_id = str(external_id)  # clients often send numeric references
-        if not isinstance(external_id, str) or not external_id.strip() or len(external_id) > MAX_EXTERNAL_ID:
-            return ItemError("external_id", f"must be a non-empty string of at most {MAX_EXTERNAL_ID} characters")
+        if not isinstance(external_id, str) or not external_id.strip() or not fits_external_id(external_id):
+            return ItemError("external_id", f"must be a non-empty string of at most {MAX_EXTERNAL_ID} bytes in UTF-8 "
+                                            f"({MAX_EXTERNAL_ID} ASCII characters)")
 
     metadata = raw.get("metadata")
     if metadata is None:

@@ -58,6 +58,9 @@ BAD_ITEMS = [
     (item(0, currency="XYZ"), "currency: must be an ISO 4217"),
     (item(0, metadata=[1]), "metadata: must be an object"),
     ("not an object", "must be an object"),
+    # 86 characters but 258 bytes: the limit is in bytes, which the guard key and the results are counted in
+    (item(0, external_id="\u20ac" * 86), "external_id: must be a non-empty string of at most 255 bytes in UTF-8"),
+    (item(0, external_id="x" * 256), "external_id: must be a non-empty string of at most 255 bytes in UTF-8"),
 ]
 
 
@@ -70,6 +73,8 @@ def test_a_bad_item_fails_alone_with_a_message_naming_its_field(api, streams, wo
     failed = done["results"][1]
     assert failed["status"] == "failed" and failed["record_id"] is None
     assert message in failed["error"]
+    if isinstance(bad, dict) and "external_id" in message:  # quoted cut to what fits, as valid text
+        assert len(failed["external_id"].encode()) <= 255 and failed["external_id"].endswith("...")
 
 
 def test_metadata_is_checked_against_the_property_definitions(api, streams, worker):
@@ -316,9 +321,10 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
+    from chalicelib.domain.ingestion import BULK_CHUNK_ROWS as CHUNK
     from chalicelib.services.ingestion.bulk import process_job
 
-    summary = submit(api, [item(n) for n in range(1000)]).json_body
+    summary = submit(api, [item(n) for n in range(2 * CHUNK)]).json_body
 
     class CancelledAfterTheFirstChunk(RecordRepository):
         def put_many(self, records):
@@ -331,13 +337,13 @@ def test_a_cancelled_bulk_request_gives_every_item_a_result_and_its_totals_add_u
     process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
 
     done = api.get(summary["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1000, 1000)
-    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (250, 750, 0)
-    assert len(done["results"]) == 1000 and [r["index"] for r in done["results"]] == list(range(1000))
-    assert {r["status"] for r in done["results"][:250]} == {"successful"}
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 2 * CHUNK, 2 * CHUNK)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (CHUNK, CHUNK, 0)
+    assert [r["index"] for r in done["results"]] == list(range(2 * CHUNK))
+    assert {r["status"] for r in done["results"][:CHUNK]} == {"successful"}
     assert all(r == {"index": n, "external_id": f"ext-{n}", "status": "failed", "record_id": None,
                      "error": "not processed: the bulk request was cancelled before this item was reached"}
-               for n, r in enumerate(done["results"][250:], start=250))
+               for n, r in enumerate(done["results"][CHUNK:], start=CHUNK))
 
 
 def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_not_as_unprocessed(
@@ -347,10 +353,11 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
+    from chalicelib.domain.ingestion import BULK_CHUNK_ROWS as CHUNK
     from chalicelib.domain.ingestion import JobStatus
     from chalicelib.services.ingestion.bulk import process_job
 
-    summary = submit(api, [item(n) for n in range(300)]).json_body
+    summary = submit(api, [item(n) for n in range(CHUNK + 50)]).json_body
 
     class EndedBeforeCounting(IngestionJobRepository):
         def save_chunk_and_begin_ahead(self, job, outcome):  # a worker's save of a chunk it processed
@@ -364,10 +371,10 @@ def test_a_chunk_a_late_execution_stored_is_counted_as_stored_when_the_job_ends_
     process_job(ports, "acme", summary["id"])  # a redelivery changes nothing
 
     done = api.get(summary["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 300, 300)
-    assert (done["successful_items"], done["failed_items"]) == (250, 50)
-    assert {r["status"] for r in done["results"][:250]} == {"successful"}
-    assert {r["status"] for r in done["results"][250:]} == {"failed"}
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", CHUNK + 50, CHUNK + 50)
+    assert (done["successful_items"], done["failed_items"]) == (CHUNK, 50)
+    assert {r["status"] for r in done["results"][:CHUNK]} == {"successful"}
+    assert {r["status"] for r in done["results"][CHUNK:]} == {"failed"}
 
 
 def test_a_bulk_request_whose_items_all_failed_ends_failed_and_a_partly_failed_one_says_how_many(
@@ -441,12 +448,13 @@ def test_a_bulk_request_that_ends_early_is_never_read_final_before_its_counts_ar
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb.records import RecordRepository
+    from chalicelib.domain.ingestion import BULK_CHUNK_ROWS as CHUNK
     from chalicelib.services.ingestion.bulk import process_job
     from chalicelib.services.ingestion.lifecycle import fail
     from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
 
-    # Given a bulk request of 1,000 items whose first chunk is written, then cancelled or failed
-    summary = submit(api, [item(n) for n in range(1000)]).json_body
+    # Given a bulk request of two chunks whose first is written, then cancelled or failed
+    summary = submit(api, [item(n) for n in range(2 * CHUNK)]).json_body
     watch = FinalCountsWatch(api, summary["id"])
     ports = replace(services.ports, ingestion_jobs=WatchedJobs(services.table, watch))
 
@@ -470,5 +478,5 @@ def test_a_bulk_request_that_ends_early_is_never_read_final_before_its_counts_ar
     assert watch.violations == []
     assert watch.seen[-1] == final and "processing" in watch.seen
     done = api.get(summary["url"]).json_body
-    assert (done["status"], done["successful_items"], done["failed_items"]) == (final, 250, 750)
-    assert len(done["results"]) == 1000
+    assert (done["status"], done["successful_items"], done["failed_items"]) == (final, CHUNK, CHUNK)
+    assert len(done["results"]) == 2 * CHUNK

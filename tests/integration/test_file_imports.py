@@ -557,6 +557,32 @@ def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, 
     assert api.get(created["url"]).json_body["failed_items"] == 700
 
 
+def test_a_cancel_while_the_last_chunk_is_claimed_ends_the_import_cancelled_at_once(api, services, bank):
+    """The pipeline claims the last chunk while the one before is written; a cancel that lands then
+    leaves the last chunk unwritten, and the task ends the import itself (not the sweeper, minutes later)."""
+    # Given a CSV import of two chunks (500 and 100 rows), cancelled while its first chunk's records are written
+    created = uploaded_unannounced(api, 600, "c")
+    files.prepare(services.ports, "acme", created["id"])
+
+    class CancelledWhileWriting(RecordRepository):
+        def put_many(self, records):
+            written = super().put_many(records)
+            assert api.post(f"/v1/file_imports/{created['id']}/cancel").status_code == 202
+            return written
+
+    # When the task writes its chunks
+    ports = replace(services.ports, records=CancelledWhileWriting(services.table))
+    assert files.write_chunks(ports, "acme", created["id"]) == "stop"
+
+    # Then the import is cancelled with the first chunk kept and the last one's rows not processed
+    done = api.get(created["url"]).json_body
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 600, 600)
+    assert (done["successful_items"], done["failed_items"]) == (500, 100)
+    failed = all_results(api, created["id"], status="failed", limit=200)
+    assert [r["index"] for r in failed] == list(range(500, 600))
+    assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
+
+
 def test_a_windows_1252_semicolon_export_of_a_bank_is_imported_and_says_how_it_was_read(api, services, runtime, bank):
     # Given a bank's export: Windows-1252, ';'-separated, no options given
     data = "date;amount;description\n2026-11-01;12.00;Überweisung Müller\n".encode("cp1252")

@@ -27,7 +27,9 @@ WHOLE_FILE = timedelta(hours=1)
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
 ITEMS = 2 * BULK_CHUNK_ROWS + 100  # three chunks; the second dies
 KEPT = 100  # records of the second chunk written before it died
-DUPLICATE, ITS_FIRST = 300, 262  # in the second chunk: 300 repeats 262's external_id, and is skipped
+# In the second chunk, among its first KEPT rows, both bank's: DUPLICATE repeats ITS_FIRST's external_id,
+# and is skipped.
+DUPLICATE, ITS_FIRST = BULK_CHUNK_ROWS + 50, BULK_CHUNK_ROWS + 12
 
 
 class Died(Exception):
@@ -96,7 +98,7 @@ def crashed(ports, reconciliation):
 def test_a_retried_chunk_owns_the_records_it_wrote_and_a_claim_made_meanwhile_survives(ports, reconciliation,
                                                                                        crashed):
     job, written = crashed
-    # Meanwhile a run matches one of them (bank, row 262) with a ledger record of the first chunk.
+    # Meanwhile a run matches one of them (bank, ITS_FIRST) with a ledger record of the first chunk.
     claimed = job.record_id(ITS_FIRST)
     assert claimed in written
     rule = create_rule(ports, ENV, reconciliation.id, RULE)

@@ -184,9 +184,11 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             # Every row's result is shown by a bulk request only; a file import shows its problems,
             # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
             "results": [_result_row(r) for r in outcome.results] if job.source is JobSource.BULK_API else None,
-            # The rows that failed or were skipped, again: read alone, they keep a file import's
-            # status cheap to poll (a million-row import has a thousand result items).
-            "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None,
+            # A file import's rows that failed or were skipped: read alone, they keep its status cheap
+            # to poll (a million-row import has a thousand result items). A bulk request's are among
+            # its results, and not kept twice, which keeps a chunk of 500 inside one item.
+            "problems": [_result_row(r) for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL] or None
+            if job.is_file else None,
             "unprocessed": True if unprocessed else None,
         }
         try:

@@ -79,9 +79,9 @@ class RecordRepository:
     def external_id_claims(self, environment: str,
                            wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, int]]:
         """Who holds each (stream key, external_id) of `wanted` that someone claimed: its owner and
-        record id (BatchGetItem, consistent reads)."""
+        record id (BatchGetItem, consistent reads, the requests side by side)."""
         guards = self._table.get_many((keys.external_id_guard(environment, s, e) for s, e in wanted),
-                                      projection=("pk", "sk", "owner", "record_id"))
+                                      projection=("pk", "sk", "owner", "record_id"), threads=WRITE_THREADS)
         prefix = len(keys.external_id_guards_pk(environment, ""))
         return {(g["sk"].removeprefix(keys.EXTERNAL_ID_GUARD_PREFIX), g["pk"][prefix:]): (g["owner"], g["record_id"])
                 for g in guards}

@@ -22,17 +22,15 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.attribute_values import from_attribute, to_attribute
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, TransitionRefused
 from chalicelib.domain.status_machine import Identified, StatusMachine
 
 T = TypeVar("T")
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
 FILTERED_READ_STEP = 200
@@ -60,24 +58,12 @@ class Page:
     cursor: str | None
 
 
-def _to_python(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else value
-    if isinstance(value, dict):
-        return {k: _to_python(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_python(v) for v in value]
-    if isinstance(value, set):
-        return {_to_python(v) for v in value}
-    return value
-
-
 def serialize(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+    return {k: to_attribute(v) for k, v in item.items() if v is not None}
 
 
 def deserialize(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _to_python(_deserializer.deserialize(v)) for k, v in item.items()}
+    return {k: from_attribute(v) for k, v in item.items()}
 
 
 def encode_cursor(last_key: dict[str, Any] | None) -> str | None:
@@ -548,19 +534,20 @@ class DynamoTable:
                            return_new=True, keep_nulls=True)
 
     def get_many(self, item_keys: Iterable[dict[str, str]], projection: tuple[str, ...] | None = None,
-                 typed: bool = False) -> list[dict[str, Any]]:
-        """Read items by key with BatchGetItem (100 a request, consistent reads), retrying
-        unprocessed keys with backoff. Missing items are simply absent; order is not kept.
-        `projection` names the only attributes to read; `typed` as in query_between."""
+                 typed: bool = False, threads: int = 1) -> list[dict[str, Any]]:
+        """Read items by key with BatchGetItem (100 a request, consistent reads, `threads` requests
+        at a time), retrying unprocessed keys with backoff. Missing items are simply absent; order is
+        not kept. `projection` names the only attributes to read; `typed` as in query_between."""
         unique = list({(k["pk"], k["sk"]): k for k in item_keys}.values())
-        found: list[dict[str, Any]] = []
         projected: dict[str, Any] = {}
         if projection:
             projected["ExpressionAttributeNames"] = {}
             _project(projected, projection)
-        for start in range(0, len(unique), BATCH_GET_LIMIT):
-            pending = {self.name: {"Keys": [serialize(k) for k in unique[start:start + BATCH_GET_LIMIT]],
-                                   "ConsistentRead": True, **projected}}
+        batches = [unique[start:start + BATCH_GET_LIMIT] for start in range(0, len(unique), BATCH_GET_LIMIT)]
+
+        def read(batch: list[dict[str, str]]) -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = []
+            pending = {self.name: {"Keys": [serialize(k) for k in batch], "ConsistentRead": True, **projected}}
             attempt = 0
             while pending:
                 with _pages_as_json():
@@ -571,7 +558,12 @@ class DynamoTable:
                 if pending:
                     attempt += 1
                     time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
-        return found
+            return found
+
+        if threads <= 1 or len(batches) <= 1:
+            return [item for batch in batches for item in read(batch)]
+        with ThreadPoolExecutor(min(threads, len(batches))) as pool:
+            return [item for found in pool.map(read, batches) for item in found]
 
 
 def in_parallel(partitions: list[str], read: Callable[[str], Iterable[T]]) -> Iterator[T]:
@@ -692,7 +684,7 @@ def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[s
         kwargs["ConditionExpression"] = condition
     if values:
         kwargs["ExpressionAttributeValues"] = (
-            {k: _serializer.serialize(v) for k, v in values.items()} if keep_nulls else serialize(values)
+            {k: to_attribute(v) for k, v in values.items()} if keep_nulls else serialize(values)
         )
     if names:
         kwargs["ExpressionAttributeNames"] = names

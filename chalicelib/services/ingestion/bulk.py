@@ -91,8 +91,9 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     # One take and one release of the leases for the whole job; chunks in flight two at a time.
+    ranges = chunk_ranges(len(items), BULK_CHUNK_ROWS)
     with WriterLeases(ports, job) as leases, ChunkPipeline(ports, job, leases) as chunks:
-        for index, rows in enumerate(chunk_ranges(len(items), BULK_CHUNK_ROWS)):
+        for index, rows in enumerate(ranges):
             # The job as the last save (or the reads above) left it: no read of its own per chunk.
             if index in chunks.job.done_chunks:
                 continue
@@ -102,7 +103,11 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             if writes_no_more(chunks.job):
                 return _end_meanwhile(ports, chunks.flush())
             chunks.write(index, [ChunkRow(i, items[i]) for i in rows], streams)
-        job = chunks.flush()
+        job = chunks.flush_last()
+    if len(job.done_chunks) < len(ranges):  # the last chunk claimed, then not written: ended, cancelled, stopping
+        if writes_no_more(job):
+            return _end_meanwhile(ports, job)
+        raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
     return finish(ports, job)
 
 

@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound, shown
+from chalicelib.domain.errors import NotFound
 from chalicelib.domain.ingestion import (
     CHUNKS_IN_FLIGHT,
     ChunkOutcome,
@@ -40,12 +40,12 @@ from chalicelib.domain.ingestion import (
     records_per_stream,
 )
 from chalicelib.domain.records import (
-    MAX_EXTERNAL_ID,
     ExternalIdClaim,
     ItemError,
     Record,
     RecordDraft,
     StreamContext,
+    shown_external_id,
     validate_item,
 )
 from chalicelib.observability import logger
@@ -208,6 +208,13 @@ class ChunkPipeline:
         if not retried:
             self._fresh.update(range(index + 1, index + CHUNKS_IN_FLIGHT))
         return retried
+
+    def flush_last(self) -> IngestionJob:
+        """`flush` once the last chunk is claimed: the writer leases go back first (a chunk's writes
+        take none), so the next job of these streams claims its first chunk while this one's last
+        is written. A late record still claims back under them (`written_outcome` takes them again)."""
+        self._leases.release()
+        return self.flush()
 
     def flush(self) -> IngestionJob:
         """Wait for the chunk being written and save it; the job as saved."""
@@ -427,7 +434,7 @@ def _conflict_result(job: IngestionJob, row: ChunkRow, draft: RecordDraft, exist
 def _raw_external_id(item: Any) -> str | None:
     """The external_id a failed item carried, as far as it can be shown (results stay small)."""
     value = item.get("external_id") if isinstance(item, dict) else None
-    return shown(value, MAX_EXTERNAL_ID) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    return shown_external_id(str(value)) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
 def stream_contexts(ports: Ports, environment: str, items: list[Any]) -> dict[str, StreamContext | None]:

@@ -200,7 +200,12 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
                                                                 and r.item.get("data_stream_key") not in streams]))
             chunks.write(number, rows, streams)
             written += 1
-        chunks.flush()
+        job = chunks.flush_last()
+    if len(job.done_chunks) < (job.chunk_count or 0):  # the last chunk claimed, then not written: see why
+        if job.cancellation_requested_at is not None and not _rows_behind_it(job):
+            conclude(ports, job, JobStatus.CANCELLED)
+            return "stop"
+        return _past_its_chunks(ports, job) or "chunk"
     return "finish"
 
 
