@@ -16,8 +16,9 @@
 Chalice's record of what it deployed is kept in the account (the artifacts bucket), and one deploy or
 destroy at a time works on a stage, under a lock there (infra/stage_state.py): any checkout or CI runner
 may deploy, upgrade or destroy a stage. `chalice deploy` itself runs through infra/chalice_run.py, which
-records what a failed run made. A plain `chalice deploy` in the repository refuses at once
-(.chalice/config.json): it would make the functions without their roles, layers and configuration.
+records what a failed run made. A plain `chalice deploy` in the repository stops in Chalice's own
+validation, before any AWS call (.chalice/config.json has no role and manages none): it would make
+the functions without their roles, layers and configuration.
 
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
 address, the log retention) are checked against the account: the sender's SES identity verified,
@@ -69,9 +70,6 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
     """The committed `.chalice/config.json` plus the stage, every name taken from the
     infrastructure stack's outputs: no hand edits, no naming convention to agree on."""
     config = copy.deepcopy(base if base is not None else json.loads(BASE_CONFIG.read_text()))
-    # The committed file's version is the refusal a plain `chalice deploy` prints (README, "Deploy to AWS"):
-    # the generated configuration is Chalice's own format, version 2.0.
-    config["version"] = "2.0"
     layer = outputs.get("EngineLayerArn")
     functions = {}
     for name, function in FUNCTIONS.items():

@@ -12,7 +12,7 @@ a checkout of its own:
    half-deployed one (a rollback);
 4. clone B', the newer version again, fresh: the upgrade, from a second clone;
 5. with the lock held by "another deploy", `make deploy` refuses; `make deploy-unlock` breaks the lock;
-   without the app's record, a fresh clone refuses to deploy; a plain `chalice deploy` refuses;
+   without the app's record, a fresh clone refuses to deploy; a plain `chalice deploy` stops (no role);
 6. clone C, fresh: `make destroy`.
 
 Each step's outcome is read back from the server (`Account.snapshot`) and held by a test below."""
@@ -398,11 +398,11 @@ def test_without_the_apps_record_a_fresh_clone_refuses_to_deploy_or_destroy(life
         assert {k: v for k, v in after.items() if k != "record"} == {k: v for k, v in upgraded.items() if k != "record"}
 
 
-def test_a_plain_chalice_deploy_refuses_at_once_saying_to_use_make_deploy(life):
+def test_a_plain_chalice_deploy_stops_before_making_anything_for_want_of_a_role(life):
     ran = life["chalice deploy"]
     for done in ran["runs"]:
         assert done.returncode != 0
-        assert "deploy with `make deploy STAGE=<stage>` (README, Deploy to AWS), not chalice deploy" in done.stderr
+        assert "you must provide an 'iam_role_arn'" in done.stderr + done.stdout
     assert ran["after"] == ran["before"]  # nothing made
 
 

@@ -191,18 +191,9 @@ def test_deleting_what_is_gone_already_is_done(monkeypatch):
 
 # --- the committed configuration ----------------------------------------------------------------------
 
-def test_a_plain_chalice_deploy_refuses_before_loading_the_app_saying_to_use_make_deploy():
-    from chalice.cli.factory import CLIFactory, UnknownConfigFileVersion
-
-    for stage in ("dev", "prod"):
-        with pytest.raises(UnknownConfigFileVersion, match=r"make deploy STAGE=<stage>` \(README, Deploy to AWS\), "
-                                                           "not chalice deploy"):
-            CLIFactory(str(ROOT)).create_config_obj(chalice_stage_name=stage)
-
-
-def test_without_the_refusal_chalice_would_still_stop_before_making_anything_for_a_stage_not_generated():
-    """Even with a version Chalice reads: no stage of the committed file has a role, and Chalice manages
-    none (manage_iam_role false), so its validation, before any package or AWS call, stops a deploy."""
+def test_a_plain_chalice_deploy_stops_before_making_anything_for_a_stage_not_generated():
+    """No stage of the committed file has a role, and Chalice manages none (manage_iam_role false), so
+    its validation, before any package or AWS call, stops a plain `chalice deploy`."""
     from chalice.config import Config
     from chalice.deploy.validate import validate_configuration
 
@@ -213,7 +204,6 @@ def test_without_the_refusal_chalice_would_still_stop_before_making_anything_for
                       default_params={"project_dir": str(ROOT), "api_gateway_stage": "api", "autogen_policy": True})
 
     committed = json.loads((ROOT / ".chalice" / "config.json").read_text())
-    committed["version"] = "2.0"
     for stage in ("dev", "prod"):
         with pytest.raises(ValueError, match="you must provide an 'iam_role_arn'"):
             validate_configuration(as_chalice_reads_it(stage, committed))
