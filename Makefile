@@ -13,7 +13,7 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup
 # (infra/packaging.py compiles its own and leaves __pycache__ out).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test deps chromium lint bench clean deploy destroy key
+.PHONY: run test deps chromium lint bench clean deploy destroy deploy-unlock key
 
 run: deps chromium
 	$(VENV_PY) -m chalicelib.local
@@ -76,6 +76,12 @@ deploy: deps $(DEPLOY_STAMP)
 destroy: deps $(DEPLOY_STAMP)
 	@test -n "$(STAGE)" || { echo "usage: make destroy STAGE=prod [PURGE=1]"; exit 2; }
 	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy destroy --stage $(STAGE) $(if $(PURGE),--purge-data,)
+
+# A deploy or destroy holds its stage's lock (in the artifacts bucket) while it runs, and releases it however it
+# ends; one that was killed leaves it, and the next one says who held it and since when. This breaks it.
+deploy-unlock: deps $(DEPLOY_STAMP)
+	@test -n "$(STAGE)" || { echo "usage: make deploy-unlock STAGE=prod"; exit 2; }
+	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy unlock --stage $(STAGE)
 
 key: deps $(DEPLOY_STAMP)
 	@test -n "$(STAGE)" -a -n "$(ENVIRONMENT)" || { echo "usage: make key STAGE=prod ENVIRONMENT=acme"; exit 2; }

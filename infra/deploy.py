@@ -1,4 +1,4 @@
-"""`make deploy`, `make destroy` and `make key`: the whole deployment of a stage, in order.
+"""`make deploy`, `make destroy`, `make deploy-unlock` and `make key`: the whole deployment of a stage, in order.
 
 1. the artifacts stack (infra/artifacts.yaml: a bucket for the engine layer's zip, a repository
    for the browser worker's image); the browser image built with Docker and pushed there unless
@@ -13,6 +13,13 @@
 4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed
    and of those the infrastructure stack defines.
 
+Chalice's record of what it deployed is kept in the account (the artifacts bucket), and one deploy or
+destroy at a time works on a stage, under a lock there (infra/stage_state.py): any checkout or CI runner
+may deploy, upgrade or destroy a stage. `chalice deploy` itself runs through infra/chalice_run.py, which
+records what a failed run made. A plain `chalice deploy` in the repository stops in Chalice's own
+validation, before any AWS call (.chalice/config.json has no role and manages none): it would make
+the functions without their roles, layers and configuration.
+
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
 address, the log retention) are checked against the account: the sender's SES identity verified,
 the model enabled (`check_parameters`); a deploy that would not work stops there, creating nothing.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -39,12 +47,15 @@ from pathlib import Path
 import yaml
 
 from chalicelib.local.provision import Resolver, function_of_parameter, load_template
-from infra import packaging
+from infra import packaging, stage_state
 from infra.functions import FUNCTIONS, role_output
 
 ROOT = packaging.ROOT
 INFRA = ROOT / "infra"
 BASE_CONFIG = ROOT / ".chalice" / "config.json"
+# Where Chalice reads and writes its record of a stage's app (the staged project links it); `make deploy`
+# keeps the record in the account (infra/stage_state.py) and puts it here for Chalice.
+DEPLOYED_DIR = ROOT / ".chalice" / "deployed"
 APP_NAME = "recon"
 
 
@@ -118,7 +129,7 @@ def workflow_parameters(outputs: dict[str, str], function_arns: dict[str, str]) 
     return parameters
 
 
-def deployed_function_arns(stage: str, deployed_dir: Path = ROOT / ".chalice" / "deployed") -> dict[str, str]:
+def deployed_function_arns(stage: str, deployed_dir: Path = DEPLOYED_DIR) -> dict[str, str]:
     """What `chalice deploy` recorded: {lambda_function name: its ARN}."""
     state = json.loads((deployed_dir / f"{stage}.json").read_text())
     prefix = f"{APP_NAME}-{stage}-"
@@ -523,6 +534,61 @@ def publish_browser_image(ecr, repository_name: str, repository_uri: str, docker
     return image
 
 
+class ChaliceFailed(RuntimeError):
+    """`chalice deploy` or `chalice delete` failed (it said why); what it made is recorded in the account."""
+
+
+def _identity(session) -> str:
+    """Who deploys, for the stage's lock: the caller's ARN (a user, or a role's session: a CI runner's)."""
+    try:
+        return session.client("sts").get_caller_identity()["Arn"]
+    except Exception:  # the lock names the user and host anyway
+        return "an unknown identity"
+
+
+def _existing_outputs(cfn, name: str) -> dict[str, str] | None:
+    try:
+        return stack_outputs(cfn, name)
+    except cfn.exceptions.ClientError:
+        return None
+
+
+def _stack_status(cfn, name: str) -> str:
+    return cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+
+
+def app_functions(lam, stage: str) -> list[str]:
+    """The functions of the stage's app (Chalice's: `recon-<stage>` and `recon-<stage>-<name>`) that exist."""
+    names = {f"{APP_NAME}-{stage}" if name == "api_handler" else f"{APP_NAME}-{stage}-{name}" for name in FUNCTIONS}
+    found = [f["FunctionName"] for page in lam.get_paginator("list_functions").paginate()
+             for f in page["Functions"] if f["FunctionName"] in names]
+    return sorted(found, key=lambda name: (name != f"{APP_NAME}-{stage}", name))
+
+
+def fetch_app_record(session, bucket: str, stage: str, log=print) -> str:
+    """Chalice's record of the stage's app from the account (stage_state.fetch); refuses (DeployRefused) to go
+    on without one when the app exists: Chalice would make a second API, or delete nothing."""
+    source = stage_state.fetch(session.client("s3"), bucket, stage, DEPLOYED_DIR, log)
+    if source == "none":
+        functions = app_functions(session.client("lambda"), stage)
+        if functions:
+            raise DeployRefused(stage_state.lost_record_message(stage, bucket, functions))
+    return source
+
+
+def run_chalice(session, bucket: str, stage: str, project: Path, command: str) -> None:
+    """`chalice deploy` or `chalice delete`; its record goes back to the account however it ends."""
+    try:
+        status = packaging.chalice_run(project, command, stage)
+    finally:
+        stage_state.store(session.client("s3"), bucket, stage, DEPLOYED_DIR)
+    if status != 0:
+        again = "deploy" if command == "deploy" else "destroy"
+        raise ChaliceFailed(f"chalice {command} failed (above); what it made is recorded in "
+                            f"s3://{bucket}/{stage_state.state_key(stage)}: run make {again} STAGE={stage} again "
+                            "once the cause is fixed")
+
+
 def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOptions | None = None) -> dict[str, str]:
     session = _session()
     cfn, s3 = session.client("cloudformation"), session.client("s3")
@@ -530,27 +596,47 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
     parameters = stage_parameters(cfn, stage, options or StageOptions())
     check_parameters(session.client, session.region_name, parameters, log)
 
-    artifacts = deploy_stack(cfn, names["artifacts"], load_template(INFRA / "artifacts.yaml"),
-                             {"Stage": stage, "AppName": APP_NAME}, log)
-    image = publish_browser_image(session.client("ecr"), artifacts["BrowserImageRepositoryName"],
-                                  artifacts["BrowserImageRepositoryUri"], docker or Docker(), log)
-    layer = packaging.build_layer()
-    log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
-    layer_key = upload_layer(s3, artifacts["ArtifactsBucketName"], layer)
+    # The lock and the app's record live in the artifacts bucket: a new stage's is made first, unlocked
+    # (two first deploys at once: CloudFormation creates the stack for one, and refuses the other).
+    artifacts_template = load_template(INFRA / "artifacts.yaml")
+    artifacts_parameters = {"Stage": stage, "AppName": APP_NAME}
+    artifacts = _existing_outputs(cfn, names["artifacts"])
+    if not artifacts or "ArtifactsBucketName" not in artifacts:
+        being_created = stage_state.StageLocked(
+            f"stage {stage} is being created by another deploy (its stack {names['artifacts']} is under way): run "
+            "make deploy again once that one has ended")
+        if artifacts is not None and _stack_status(cfn, names["artifacts"]).endswith("_IN_PROGRESS"):
+            raise being_created
+        try:
+            artifacts = deploy_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
+        except cfn.exceptions.AlreadyExistsException:
+            raise being_created from None
+    bucket = artifacts["ArtifactsBucketName"]
+    held = stage_state.holder(stage, "make deploy", _identity(session))
+    with stage_state.locked(s3, bucket, held, log):
+        fetch_app_record(session, bucket, stage, log)
+        artifacts = deploy_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
+        image = publish_browser_image(session.client("ecr"), artifacts["BrowserImageRepositoryName"],
+                                      artifacts["BrowserImageRepositoryUri"], docker or Docker(), log)
+        layer = packaging.build_layer()
+        log(f"engine layer: {packaging.mib(layer.zipped_bytes)} zipped, {packaging.mib(layer.unzipped_bytes)} unzipped")
+        layer_key = upload_layer(s3, bucket, layer)
 
-    infra = load_template(INFRA / "template.yaml")
-    infra_parameters = {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": artifacts["ArtifactsBucketName"],
-                        "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters}
-    adopt_log_groups(cfn, session.client("logs"), names["infra"], infra, infra_parameters, session.region_name, log)
-    outputs = deploy_stack(cfn, names["infra"], infra, infra_parameters, log)
+        infra = load_template(INFRA / "template.yaml")
+        infra_parameters = {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": bucket,
+                            "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters}
+        adopt_log_groups(cfn, session.client("logs"), names["infra"], infra, infra_parameters, session.region_name,
+                         log)
+        outputs = deploy_stack(cfn, names["infra"], infra, infra_parameters, log)
 
-    config = stage_config(stage, outputs)
-    project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
-    packaging.chalice(project, "deploy", "--stage", stage)
+        config = stage_config(stage, outputs)
+        project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
+        run_chalice(session, bucket, stage, project, "deploy")
 
-    workflows = inline_state_machines(load_template(INFRA / "workflows.yaml"))
-    deploy_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, deployed_function_arns(stage)), log)
-    api = json.loads((ROOT / ".chalice" / "deployed" / f"{stage}.json").read_text())
+        workflows = inline_state_machines(load_template(INFRA / "workflows.yaml"))
+        deploy_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, deployed_function_arns(stage)),
+                     log)
+    api = json.loads((DEPLOYED_DIR / f"{stage}.json").read_text())
     url = next((r["rest_api_url"] for r in api["resources"] if r.get("resource_type") == "rest_api"), None)
     log(f"deployed stage {stage}: {url}v1/health" if url else f"deployed stage {stage}")
     return outputs
@@ -558,32 +644,39 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
 
 def destroy(stage: str, purge_data: bool = False, log=print) -> None:
     """Delete the workflows, the app and the infrastructure, then the artifacts (the browser image's
-    repository goes with its images: EmptyOnDelete); the table and the data bucket are retained
-    (DeletionPolicy) unless `purge_data`."""
+    repository goes with its images: EmptyOnDelete; the bucket with the app's record and the lock); the
+    table and the data bucket are retained (DeletionPolicy) unless `purge_data`. Under the stage's lock,
+    with the app's record from the account: from any checkout."""
     session = _session()
     cfn = session.client("cloudformation")
     names = stack_names(stage)
-    retained = {}
-    try:
-        retained = stack_outputs(cfn, names["infra"])
-    except cfn.exceptions.ClientError:
-        pass
-    _delete_stack(cfn, names["workflows"], log)
-    project = ROOT / "build" / "project" / stage
-    if (ROOT / ".chalice" / "deployed" / f"{stage}.json").exists():
-        if not project.exists():
-            # The stack's outputs, or placeholders for those it lacks (none, or made before an output was added).
-            packaging.stage_project(stage_config(stage, {**_placeholder_outputs(), **retained}), project)
-        packaging.chalice(project, "delete", "--stage", stage)
-    _delete_stack(cfn, names["infra"], log)
-    artifacts = {}
-    try:
-        artifacts = stack_outputs(cfn, names["artifacts"])
-    except cfn.exceptions.ClientError:
-        pass
-    if artifacts:
-        _empty_bucket(session.resource("s3").Bucket(artifacts["ArtifactsBucketName"]))
-    _delete_stack(cfn, names["artifacts"], log)
+    retained = _existing_outputs(cfn, names["infra"]) or {}
+    artifacts = _existing_outputs(cfn, names["artifacts"]) or {}
+    bucket = artifacts.get("ArtifactsBucketName")
+    lock = (stage_state.locked(session.client("s3"), bucket, stage_state.holder(stage, "make destroy",
+                                                                                 _identity(session)), log)
+            if bucket else contextlib.nullcontext())
+    with lock:
+        if bucket:
+            fetch_app_record(session, bucket, stage, log)
+        elif app_functions(session.client("lambda"), stage) and not (DEPLOYED_DIR / f"{stage}.json").exists():
+            raise DeployRefused(f"stage {stage} has its app deployed but no artifacts stack ({names['artifacts']}), "
+                                "where its record would be, and this checkout has none "
+                                f"(.chalice/deployed/{stage}.json)")
+        _delete_stack(cfn, names["workflows"], log)
+        if (DEPLOYED_DIR / f"{stage}.json").exists():
+            project = packaging.BUILD / "project" / stage
+            if not project.exists():
+                # The stack's outputs, or placeholders for those it lacks (none, or made before an output was added).
+                packaging.stage_project(stage_config(stage, {**_placeholder_outputs(), **retained}), project)
+            if bucket:
+                run_chalice(session, bucket, stage, project, "delete")
+            elif packaging.chalice_run(project, "delete", stage) != 0:
+                raise ChaliceFailed(f"chalice delete failed (above): run make destroy STAGE={stage} again")
+        _delete_stack(cfn, names["infra"], log)
+        if bucket:
+            _empty_bucket(session.resource("s3").Bucket(bucket))
+        _delete_stack(cfn, names["artifacts"], log)
     if purge_data and retained:
         _empty_bucket(session.resource("s3").Bucket(retained["BucketName"]))
         session.client("s3").delete_bucket(Bucket=retained["BucketName"])
@@ -591,6 +684,18 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
         log(f"deleted table {retained['TableName']} and bucket {retained['BucketName']}")
     elif retained:
         log(f"kept table {retained['TableName']} and bucket {retained['BucketName']} (PURGE=1 deletes them)")
+
+
+def unlock(stage: str, log=print) -> int:
+    """`make deploy-unlock`: break the stage's lock (a deploy or destroy that was killed left it)."""
+    session = _session()
+    artifacts = _existing_outputs(session.client("cloudformation"), stack_names(stage)["artifacts"]) or {}
+    if "ArtifactsBucketName" not in artifacts:
+        log(f"stage {stage} has no artifacts stack: nothing is locked")
+        return 0
+    held = stage_state.break_lock(session.client("s3"), artifacts["ArtifactsBucketName"])
+    log(f"stage {stage}: removed the lock of {stage_state.describe(held)}" if held else f"stage {stage} was not locked")
+    return 0
 
 
 def _placeholder_outputs() -> dict[str, str]:
@@ -630,7 +735,7 @@ def create_key(stage: str, environment: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.deploy")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("deploy", "destroy", "key"):
+    for name in ("deploy", "destroy", "unlock", "key"):
         command = commands.add_parser(name)
         command.add_argument("--stage", required=True)
         if name == "destroy":
@@ -643,18 +748,20 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--alarm-email")
             command.add_argument("--log-retention-days", type=int)
     args = parser.parse_args(argv)
-    if args.command == "deploy":
-        options = StageOptions(mail_from=args.mail_from, model_id=args.model_id, alarm_email=args.alarm_email,
-                               log_retention_days=args.log_retention_days)
-        try:
+    try:
+        if args.command == "deploy":
+            options = StageOptions(mail_from=args.mail_from, model_id=args.model_id, alarm_email=args.alarm_email,
+                                   log_retention_days=args.log_retention_days)
             deploy(args.stage, options=options)
-        except (DockerUnavailable, DeployRefused) as error:
-            print(f"make deploy: {error}", file=sys.stderr)
-            return 1
-    elif args.command == "destroy":
-        destroy(args.stage, args.purge_data)
-    else:
-        return create_key(args.stage, args.environment)
+        elif args.command == "destroy":
+            destroy(args.stage, args.purge_data)
+        elif args.command == "unlock":
+            return unlock(args.stage)
+        else:
+            return create_key(args.stage, args.environment)
+    except (DockerUnavailable, DeployRefused, stage_state.StageLocked, ChaliceFailed) as error:
+        print(f"make {args.command}: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -230,7 +230,8 @@ def stage_project(config: dict, project: Path) -> Path:
     """A copy of the app (app.py, chalicelib without the local stack, the dependencies of
     requirements.txt, all with byte code for the runtime) with the stage's generated
     `.chalice/config.json`. `deployed/` is shared with the repository's
-    `.chalice/deployed`, where Chalice keeps what it deployed for the next deploy."""
+    `.chalice/deployed`, where Chalice reads and writes its record of what it deployed (`make deploy`
+    keeps that record in the account: infra/stage_state.py)."""
     shutil.rmtree(project, ignore_errors=True)
     (project / ".chalice").mkdir(parents=True)
     shutil.copy2(ROOT / "app.py", project / "app.py")
@@ -250,6 +251,14 @@ def chalice(project: Path, *args: str, env: dict | None = None) -> None:
     venv = ensure_deploy_venv()
     subprocess.run([str(venv / "bin" / "chalice"), "--project-dir", str(project), *args], check=True,
                    env={**os.environ, **(env or {})})
+
+
+def chalice_run(project: Path, command: str, stage: str) -> int:
+    """`chalice deploy` or `chalice delete` of the staged project, as infra/chalice_run.py runs them (what a
+    failed deploy made is recorded; what is gone already is not deleted again); its exit status."""
+    venv = ensure_deploy_venv()
+    return subprocess.run([str(venv / "bin" / "python"), str(ROOT / "infra" / "chalice_run.py"), command,
+                           str(project), stage], env=dict(os.environ)).returncode
 
 
 def package_app(config: dict, stage: str, build: Path = BUILD, region: str = "us-east-1") -> tuple[Package, dict]:

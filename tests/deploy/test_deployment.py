@@ -7,24 +7,25 @@ image's manifest into moto's ECR (tests/deploy/docker_double.py), and moto's Lam
 refuse an image function whose image the repository does not hold (MOTO_LAMBDA_STUB_ECR=false).
 The image itself is proven in tests/deploy/test_browser_worker.py.
 
-What moto cannot do is adjusted where it is met (`_moto_can_create`, `_moto_cannot_make_schedule_groups`,
-`_moto_cannot_attach_managed_policies`) and said there. moto's CloudFormation drops an image function's PackageType, Architectures,
-EphemeralStorage and TracingConfig: those are held by cfn-lint and test_browser_worker.py. It skips
-AWS::CloudWatch::Alarm and AWS::SNS::Subscription, and drops a state machine's LoggingConfiguration:
-the alarms are resolved from the template with the stack's parameters and held to what was deployed
-here; their wiring and the logging are held by tests/unit/test_operations_template.py. It has no
-Bedrock model API and takes no IMPORT change set: the model check and the import of log groups are
-proven in tests/unit/test_deploy_checks.py."""
+moto's server is tests/deploy/moto_server.py's, which fills in what moto lacks for a deploy (each
+gap named there). What moto cannot do for this proof's own way of deploying the app (CloudFormation,
+from `chalice package`) is adjusted where it is met (`_moto_can_create`,
+`_moto_cannot_attach_managed_policies`) and said there; tests/deploy/test_make_deploy.py runs
+`make deploy` itself, `chalice deploy` included. moto's CloudFormation drops an image function's
+PackageType, Architectures, EphemeralStorage and TracingConfig: those are held by cfn-lint and
+test_browser_worker.py. It skips AWS::CloudWatch::Alarm and AWS::SNS::Subscription, and drops a
+state machine's LoggingConfiguration: the alarms are resolved from the template with the stack's
+parameters and held to what was deployed here; their wiring and the logging are held by
+tests/unit/test_operations_template.py. It takes no IMPORT change set, and its Bedrock answers
+(moto_server.py's) accept any model: the model check and the import of log groups are proven in
+tests/unit/test_deploy_checks.py."""
 from __future__ import annotations
 
 import ast
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -35,6 +36,7 @@ from chalicelib.local.provision import Resolver, function_of_parameter, load_tem
 from infra import deploy, packaging
 from infra.functions import FUNCTIONS, role_output
 from tests.deploy.docker_double import PushingDocker
+from tests.deploy.moto_server import MotoServer
 from tests.support.chalice_names import chalice_function_names
 from tests.support.iam import resource_matches
 
@@ -46,12 +48,6 @@ STAGE = f"proof-{os.getpid()}"
 HERE = Path(__file__).resolve().parent
 ACCOUNT = "123456789012"  # moto's
 MAIL_FROM = "Recon agents <agents@proof.test>"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _moto_can_create(app_template: dict) -> dict:
@@ -66,16 +62,6 @@ def _moto_can_create(app_template: dict) -> dict:
                              if r["Type"] not in ("AWS::ApiGateway::Deployment", "AWS::ApiGateway::Stage")}
     template["Outputs"] = {k: o for k, o in template.get("Outputs", {}).items() if k != "EndpointURL"}
     return template
-
-
-def _moto_cannot_make_schedule_groups(scheduler, outputs: dict[str, str]) -> None:
-    """moto's CloudFormation skips an AWS::Scheduler::ScheduleGroup, and the output that names it:
-    the group is made here, by the name AWS would give it, and its output given."""
-    template = load_template(deploy.INFRA / "template.yaml")
-    name = Resolver(template, {"Stage": STAGE}, REGION).physical_name("ScheduleGroup")
-    assert "ScheduleGroupName" not in outputs, "moto makes schedule groups now: drop this adjustment"
-    scheduler.create_schedule_group(Name=name)
-    outputs["ScheduleGroupName"] = name
 
 
 def _moto_cannot_attach_managed_policies(iam, cfn, stack: str, template: dict) -> None:
@@ -98,20 +84,10 @@ def _moto_cannot_attach_managed_policies(iam, cfn, stack: str, template: dict) -
 class Deployment:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.port = _free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
         self.env = {"AWS_ACCESS_KEY_ID": "proof", "AWS_SECRET_ACCESS_KEY": "proof", "AWS_DEFAULT_REGION": REGION,
                     "AWS_REGION": REGION}
-        self.server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                       stdout=subprocess.DEVNULL, stderr=open(tmp / "moto.log", "w"),
-                                       env={**os.environ, **self.env, "MOTO_LAMBDA_STUB_ECR": "false"})
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        self.server = MotoServer(tmp, self.env)
+        self.endpoint = self.server.endpoint
         self.session = boto3.session.Session(aws_access_key_id="proof", aws_secret_access_key="proof",
                                              region_name=REGION)
 
@@ -145,10 +121,6 @@ class Deployment:
                                        quiet) == []  # a new stage: no function has logged yet
         self.outputs = deploy.deploy_stack(cfn, names["infra"], infra, self.infra_parameters, quiet)
         _moto_cannot_attach_managed_policies(self.client("iam"), cfn, names["infra"], infra)
-        # moto answers Ref of a LayerVersion with its object's repr; AWS with the version's ARN.
-        [layer] = lam.list_layers()["Layers"]
-        self.outputs["EngineLayerArn"] = layer["LatestMatchingVersion"]["LayerVersionArn"]
-        _moto_cannot_make_schedule_groups(self.client("scheduler"), self.outputs)
 
         self.config = deploy.stage_config(STAGE, self.outputs)
         self.app, sam = packaging.package_app(self.config, STAGE, region=REGION)
@@ -175,8 +147,7 @@ class Deployment:
         deploy.deploy_stack(cfn, names["workflows"], workflows, deploy.workflow_parameters(self.outputs, arns), quiet)
 
     def close(self) -> None:
-        self.server.terminate()
-        self.server.wait(10)
+        self.server.stop()
         for built in ("project", "package"):
             shutil.rmtree(packaging.BUILD / built / STAGE, ignore_errors=True)
 

@@ -1,0 +1,245 @@
+"""moto's server as the deployment proofs run it, and what it lacks for `make deploy` filled in.
+
+`make deploy` and `make destroy` run here unchanged, their AWS calls sent to this server
+(AWS_ENDPOINT_URL). Where moto answers differently from AWS, or not at all, the gap is filled below,
+in the server's own process and never in the product; each names what AWS does:
+
+- `schedule_groups`: moto's CloudFormation skips an AWS::Scheduler::ScheduleGroup (and its outputs); AWS
+  makes the group.
+- `layer_version_ref`: moto answers Ref of an AWS::Lambda::LayerVersion with the object's repr; AWS with
+  the version's ARN.
+- `stack_resources_added_back`: moto's CloudFormation deletes a resource an update removes but keeps it
+  in the stack's map, so that an update adding it back (an upgrade after a rollback) makes nothing; AWS
+  makes it anew.
+- `swagger_import`: moto's API Gateway imports OpenAPI 3 documents only, and requires `info.description`;
+  AWS imports the Swagger 2.0 document `chalice deploy` sends, without a description.
+- `ecr_empty_on_delete`: moto's CloudFormation ignores an AWS::ECR::Repository's EmptyOnDelete, and
+  refuses to delete a repository holding images; AWS deletes them with it (infra/artifacts.yaml sets it).
+- `bedrock_models`: moto has no Bedrock model catalogue (GetFoundationModel,
+  GetFoundationModelAvailability): every model is answered as Bedrock answers a model served on demand
+  that the account may call (the refusals are proven in tests/unit/test_deploy_checks.py).
+- `sesv2_account`: moto has no SES v2 GetAccount; answered as an account out of SES's sandbox.
+
+And one instrument, not a gap: `faults`. A file named after an operation in the directory
+PROOF_FAULTS_DIR makes its next call fail (then the file is removed), as AWS may fail a call half-way
+through a deploy: CreateDeployment, the last call of `chalice deploy`.
+
+Runs as `python -c "from tests.deploy.moto_server import serve; serve()" -H <host> -p <port>`
+(`MotoServer` starts it): moto registers each model class under the module that defines it, which must
+not be `__main__`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import unquote
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def schedule_groups() -> None:
+    """Defining the model is registering it: moto's CloudFormation knows every CloudFormationModel subclass."""
+    from moto.core.common_models import CloudFormationModel
+    from moto.scheduler.models import scheduler_backends
+
+    class ScheduleGroup(CloudFormationModel):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @property
+        def physical_resource_id(self) -> str:
+            return self.name
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return "Name"
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::Scheduler::ScheduleGroup"
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return False
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name,
+                                            **kwargs):
+            scheduler_backends[account_id][region_name].create_schedule_group(resource_name, [])
+            return cls(resource_name)
+
+        @classmethod
+        def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json,
+                                            account_id, region_name):
+            return original_resource
+
+        @classmethod
+        def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+            scheduler_backends[account_id][region_name].schedule_groups.pop(resource_name, None)
+
+        def delete(self, account_id: str, region_name: str) -> None:
+            scheduler_backends[account_id][region_name].schedule_groups.pop(self.name, None)
+
+        def is_created(self) -> bool:
+            return True
+
+
+def layer_version_ref() -> None:
+    from moto.awslambda.models import LayerVersion
+
+    LayerVersion.physical_resource_id = property(lambda self: self.arn)  # type: ignore[attr-defined]
+
+
+def stack_resources_added_back() -> None:
+    from moto.cloudformation.parsing import ResourceMap
+
+    update = ResourceMap.update
+
+    def forgetting_removed(self, template, parameters=None):
+        removed = set(self._resource_json_map) - set(template.get("Resources", {}))
+        update(self, template, parameters)
+        for logical_id in removed:
+            self._parsed_resources.pop(logical_id, None)
+
+    ResourceMap.update = forgetting_removed
+
+
+def swagger_import() -> None:
+    from moto.apigateway.models import APIGatewayBackend
+
+    imported, put = APIGatewayBackend.import_rest_api, APIGatewayBackend.put_rest_api
+
+    def as_moto_reads_it(document: dict) -> dict:
+        document = {**document, "info": {"description": "", **document.get("info", {})}}
+        if document.pop("swagger", None):  # its paths, methods and integrations read the same
+            document["openapi"] = "3.0.1"
+        return document
+
+    def import_rest_api(self, api_doc, fail_on_warnings):
+        return imported(self, as_moto_reads_it(api_doc), fail_on_warnings)
+
+    def put_rest_api(self, function_id, api_doc, fail_on_warnings, mode="merge"):
+        return put(self, function_id, as_moto_reads_it(api_doc), fail_on_warnings, mode)
+
+    APIGatewayBackend.import_rest_api = import_rest_api
+    APIGatewayBackend.put_rest_api = put_rest_api
+
+
+def ecr_empty_on_delete() -> None:
+    from moto.ecr.models import Repository, ecr_backends
+
+    create = Repository.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        repository = create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        repository.empty_on_delete = bool(cloudformation_json["Properties"].get("EmptyOnDelete"))
+        return repository
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        ecr_backends[account_id][region_name].delete_repository(self.name, force=getattr(self, "empty_on_delete",
+                                                                                          False))
+
+    Repository.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
+    Repository.delete = delete
+
+
+def bedrock_models() -> None:
+    from moto.bedrock.responses import BedrockResponse
+
+    def get_foundation_model(self) -> str:
+        model = unquote(self.path.rsplit("/", 1)[-1])
+        return json.dumps({"modelDetails": {
+            "modelArn": f"arn:aws:bedrock:{self.region}::foundation-model/{model}", "modelId": model,
+            "modelName": model, "providerName": model.split(".", 1)[0], "inputModalities": ["TEXT"],
+            "outputModalities": ["TEXT"], "inferenceTypesSupported": ["ON_DEMAND"],
+            "modelLifecycle": {"status": "ACTIVE"}}})
+
+    def get_foundation_model_availability(self) -> str:
+        return json.dumps({"modelId": unquote(self.path.rsplit("/", 1)[-1]),
+                           "agreementAvailability": {"status": "AVAILABLE"}, "authorizationStatus": "AUTHORIZED",
+                           "entitlementAvailability": "AVAILABLE", "regionAvailability": "AVAILABLE"})
+
+    BedrockResponse.get_foundation_model = get_foundation_model  # type: ignore[attr-defined]
+    BedrockResponse.get_foundation_model_availability = get_foundation_model_availability  # type: ignore[attr-defined]
+
+
+def sesv2_account() -> None:
+    from moto.sesv2.responses import SESV2Response
+
+    def get_account(self) -> str:
+        return json.dumps({"ProductionAccessEnabled": True, "SendingEnabled": True, "EnforcementStatus": "HEALTHY",
+                           "DedicatedIpAutoWarmupEnabled": False})
+
+    SESV2Response.get_account = get_account  # type: ignore[attr-defined]
+
+
+def faults(directory: Path) -> None:
+    from moto.apigateway.exceptions import BadRequestException
+    from moto.apigateway.models import APIGatewayBackend
+
+    create_deployment = APIGatewayBackend.create_deployment
+
+    def failing_create_deployment(self, *args, **kwargs):
+        fault = directory / "CreateDeployment"
+        if fault.exists():
+            fault.unlink()
+            raise BadRequestException("a failure the deployment proof injected (PROOF_FAULTS_DIR)")
+        return create_deployment(self, *args, **kwargs)
+
+    APIGatewayBackend.create_deployment = failing_create_deployment
+
+
+def serve() -> None:
+    from moto import server
+
+    schedule_groups()
+    layer_version_ref()
+    stack_resources_added_back()
+    swagger_import()
+    ecr_empty_on_delete()
+    bedrock_models()
+    sesv2_account()
+    if os.environ.get("PROOF_FAULTS_DIR"):
+        faults(Path(os.environ["PROOF_FAULTS_DIR"]))
+    server.main(sys.argv[1:])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class MotoServer:
+    """The server in a process of its own, on a free port; its log in `<tmp>/moto.log`; `faults` the
+    directory of injected failures."""
+
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.faults = tmp / "faults"
+        self.faults.mkdir(exist_ok=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from tests.deploy.moto_server import serve; serve()", "-H", "127.0.0.1",
+             "-p", str(self.port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp / "moto.log", "w"),
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT), "MOTO_LAMBDA_STUB_ECR": "false",
+                 "PROOF_FAULTS_DIR": str(self.faults)})
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.2)
+        raise RuntimeError(f"moto's server did not start: {(tmp / 'moto.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
