@@ -51,6 +51,9 @@ STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minut
 # (a bulk request keeps every row's result, a file import its problem rows). 500 rather than 250 a
 # bulk chunk: half the saves, mirror parts and guard requests a row (bench/RESULTS.md, issue 30).
 BULK_CHUNK_ROWS = 500
+# A bulk request created when chunks were 250 rows (its item has no `bulk_chunk_rows`) keeps them: its
+# done chunks, begin marks and stored results all count in those, across an upgrade too.
+LEGACY_BULK_CHUNK_ROWS = 250
 FILE_CHUNK_ROWS = 500
 # Chunks an execution has in flight: the next chunk's external_ids are claimed while this chunk's
 # records are written (services/ingestion/chunk.py, `ChunkPipeline`). An execution begins chunk j
@@ -232,6 +235,8 @@ class IngestionJob:
     # the first seen), and the files that came after it started, which it did not take.
     upload_etag: str | None = None
     ignored_uploads: tuple[IgnoredUpload, ...] = ()
+    # Bulk requests only: the rows of a chunk, fixed when the job is made (None: LEGACY_BULK_CHUNK_ROWS).
+    bulk_chunk_rows: int | None = None
 
     @property
     def progress(self) -> int:
@@ -281,7 +286,7 @@ class IngestionJob:
 
     @property
     def chunk_rows(self) -> int:
-        return FILE_CHUNK_ROWS if self.is_file else BULK_CHUNK_ROWS
+        return FILE_CHUNK_ROWS if self.is_file else (self.bulk_chunk_rows or LEGACY_BULK_CHUNK_ROWS)
 
     def chunk_range(self, chunk: int) -> range:
         """The item indexes of a chunk."""

@@ -480,3 +480,46 @@ def test_a_bulk_request_that_ends_early_is_never_read_final_before_its_counts_ar
     done = api.get(summary["url"]).json_body
     assert (done["status"], done["successful_items"], done["failed_items"]) == (final, CHUNK, CHUNK)
     assert len(done["results"]) == 2 * CHUNK
+
+
+def test_a_bulk_request_made_before_chunks_were_500_rows_keeps_its_250_row_chunks(api, streams, services):
+    """An upgrade can find a bulk request half-written in 250-row chunks: its done chunks, begin marks and
+    results count in them, so it keeps them (its item has no bulk_chunk_rows) and loses no row."""
+    from dataclasses import replace
+
+    from chalicelib.adapters.dynamodb import keys
+    from chalicelib.adapters.dynamodb.records import RecordRepository
+    from chalicelib.domain.ingestion import LEGACY_BULK_CHUNK_ROWS
+    from chalicelib.services.ingestion.bulk import process_job
+
+    # Given a request of 600 items stored as a job made before (no bulk_chunk_rows), whose worker died
+    # after its first chunk of 250
+    summary = submit(api, [item(n) for n in range(600)]).json_body
+    services.table.update(keys.ingestion_job("acme", summary["id"]), "REMOVE bulk_chunk_rows")
+
+    class DiesAfterTheFirstChunk(RecordRepository):
+        calls = 0
+
+        def put_many(self, records):
+            records = list(records)
+            assert len(records) <= LEGACY_BULK_CHUNK_ROWS
+            DiesAfterTheFirstChunk.calls += 1
+            if DiesAfterTheFirstChunk.calls > 1:
+                raise RuntimeError("the worker died")
+            return super().put_many(records)
+
+    with pytest.raises(RuntimeError):
+        process_job(replace(services.ports, records=DiesAfterTheFirstChunk(services.table)), "acme", summary["id"])
+    assert services.ports.ingestion_jobs.get("acme", summary["id"]).done_chunks == {0}
+
+    # When the next delivery runs it to the end
+    process_job(services.ports, "acme", summary["id"])
+
+    # Then every item has its record and result, in three chunks of 250, 250 and 100
+    done = api.get(summary["url"]).json_body
+    assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 600, 600)
+    assert [r["index"] for r in done["results"]] == list(range(600))
+    assert len({r["record_id"] for r in done["results"]}) == 600
+    stored = services.table.query_all("pk", keys.ingestion_job("acme", summary["id"])["pk"],
+                                      sort_prefix=keys.RESULTS_PREFIX, projection="results")
+    assert [len(i["results"]) for i in stored] == [250, 250, 100]

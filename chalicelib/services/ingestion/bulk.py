@@ -57,6 +57,7 @@ def submit_bulk(ports: Ports, environment: str, records: list[Any], on_conflict:
         environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
         total_items=len(records), on_conflict=on_conflict, created_at=utc_now(), payload_key=key, body_hash=digest,
         idempotency_key=idempotency_key, decimal_places=shared_decimal_places(records),
+        bulk_chunk_rows=BULK_CHUNK_ROWS,
     )
     ports.payloads.put_json(key, {"records": records})
     ports.ingestion_jobs.add(job)
@@ -91,7 +92,7 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     streams = stream_contexts(ports, environment, items)
     ports.ingestion_jobs.link_to_streams(job, sorted(key for key, stream in streams.items() if stream is not None))
     # One take and one release of the leases for the whole job; chunks in flight two at a time.
-    ranges = chunk_ranges(len(items), BULK_CHUNK_ROWS)
+    ranges = chunk_ranges(len(items), job.chunk_rows)
     with WriterLeases(ports, job) as leases, ChunkPipeline(ports, job, leases) as chunks:
         for index, rows in enumerate(ranges):
             # The job as the last save (or the reads above) left it: no read of its own per chunk.
