@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import math
+import re
 import sys
 import threading
 import time
@@ -16,7 +17,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
@@ -119,6 +121,8 @@ class Tally:
     read_units: float = 0.0
     s3: Counter = field(default_factory=Counter)
     sqs_sent: int = 0
+    events: int = 0  # EventBridge events billed: one per entry and 64 KB started
+    log_bytes: int = 0  # the service's own log lines (JSON, one per line)
 
     def total_write_units(self) -> int:
         return sum(self.write_units.values())
@@ -147,6 +151,9 @@ class Meter:
         events.register("after-call.dynamodb", self._after)
         container.aws.s3.meta.events.register("provide-client-params.s3", self._s3)
         container.aws.sqs.meta.events.register("provide-client-params.sqs", self._sqs)
+        container.events._events.meta.events.register("provide-client-params.events.PutEvents", self._events)
+        for handler in logging.getLogger("recon").handlers:  # powertools' handler: counted, not shown
+            handler.setStream(_CountingSink(self))
 
     def take(self) -> Tally:
         with self._lock:
@@ -235,6 +242,28 @@ class Meter:
         if model.name in ("SendMessage", "SendMessageBatch"):
             with self._lock:
                 self._tally.sqs_sent += 1
+
+    def _events(self, params, **_) -> None:
+        billed = sum(math.ceil(len(json.dumps(entry).encode()) / (64 * KB)) for entry in params.get("Entries", []))
+        with self._lock:
+            self._tally.events += billed
+
+    def count_log(self, text: str) -> None:
+        with self._lock:
+            self._tally.log_bytes += len(text.encode())
+
+
+class _CountingSink:
+    """A log handler's stream that counts what the service would have written to CloudWatch Logs."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._meter = meter
+
+    def write(self, text: str) -> None:
+        self._meter.count_log(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def _k(key: dict[str, Any]) -> tuple[str, str]:
@@ -355,6 +384,11 @@ PRICES = {  # us-east-1
     "s3_gb_month": 0.023, "s3_put_per_thousand": 0.005, "s3_get_per_thousand": 0.0004,
     "lambda_gb_second": 0.0000166667, "lambda_per_million": 0.20,
     "sfn_per_thousand_transitions": 0.025, "sqs_per_million": 0.40,
+    "api_gateway_rest_per_million": 3.50, "eventbridge_per_million_events": 1.00,
+    "logs_ingested_per_gb": 0.50, "logs_stored_gb_month": 0.03,
+    "alarm_month": 0.10, "dashboard_month": 3.00,  # standard-resolution metric alarms; a dashboard
+    # The template's default model (ModelId): amazon.nova-pro-v1:0, on demand.
+    "model_input_per_million_tokens": 0.80, "model_output_per_million_tokens": 3.20,
 }
 IMPORT_ROWS = 100_000         # rows per CSV file (assumed)
 RUNS_PER_MONTH = 30           # one batch run a day, matching that day's records
@@ -373,17 +407,40 @@ LOAD_SECONDS_PER_RECORD = 0.0001  # estimate: 1 MB index pages; the engine takes
 SWEEPS_PER_MONTH = 30 * 24 * 60   # the sweeper runs every minute (app.py)
 SWEEP_SECONDS = 0.5               # estimate: a warm sweep of a quiet table
 SWEEP_READ_UNITS = 4.0            # estimate: six small gsi2 queries and their BatchGetItem
-IDLE_SQS_RECEIVES = 2 * 5 * 3 * 60 * 24 * 30  # estimate: 2 consumed queues, 5 long-polling pollers, 1 per 20 s
+MINUTES_PER_MONTH = 60 * 24 * 30
+IDLE_POLLERS, LONG_POLLS_PER_MINUTE = 5, 3  # an event source mapping's pollers of an idle queue, one receive per 20 s
+LAMBDA_PLATFORM_LOG_BYTES = 400  # estimate: START, END and REPORT lines (with the X-Ray trace id) an invocation
+EVENT_WORKER_SECONDS = 0.05      # estimate: the webhook fan-out of one event to no endpoint
+# Estimates of what people and clients ask the API: per file a create and 30 status reads, per run a
+# start and 30 reads, and 1,000 other requests a day (the exception queue worked, lists, exports).
+API_REQUESTS_PER_FILE, API_REQUESTS_PER_RUN, API_REQUESTS_PER_DAY = 31, 31, 1_000
+API_LOG_BYTES = 350              # the service's one log line a request (middleware), measured locally
+# Estimate: one agent run a day of 40,000 tokens in and 2,000 out (a run is capped at
+# settings.agent_max_tokens, 400,000, which at this model's prices is at most about $0.33 of input).
+AGENT_RUNS_PER_MONTH, AGENT_INPUT_TOKENS, AGENT_OUTPUT_TOKENS = 30, 40_000, 2_000
+
+
+def consumed_queues() -> int:
+    """Queues a Lambda event source mapping polls: app.py's SQS handlers (their dead-letter queues are not polled)."""
+    return len(re.findall(r"@app\.on_sqs_message\(", (ROOT / "app.py").read_text()))
+
+
+def template_count(resource_type: str) -> int:
+    return len(re.findall(rf"Type: {re.escape(resource_type)}\s*$", (ROOT / "infra" / "template.yaml").read_text(),
+                          re.MULTILINE))
 
 
 def monthly(records: int, per: dict[str, float]) -> list[tuple[str, str, float]]:
-    """(service, what is counted, dollars) for `records` imported and matched once in a month."""
+    """(service, what is counted, dollars) for `records` imported and matched once in a month. With no
+    records the stage is idle: no runs, no agent runs and no API requests either, only what runs anyway."""
     from infra.functions import FUNCTIONS
 
     gb = {name: f.memory_mb / 1024 for name, f in FUNCTIONS.items()}
+    used = 1 if records else 0
+    runs = RUNS_PER_MONTH * used
     files = math.ceil(records / IMPORT_ROWS)
     chunk_tasks = files * math.ceil(IMPORT_ROWS * SECONDS_PER_IMPORTED_ROW / CHUNK_TASK_SECONDS)
-    persist_tasks = RUNS_PER_MONTH * math.ceil(records / RUNS_PER_MONTH / (RUN_CHUNK_RECORDS * PERSIST_CHUNKS))
+    persist_tasks = runs * math.ceil(records / RUNS_PER_MONTH / (RUN_CHUNK_RECORDS * PERSIST_CHUNKS))
     gb_seconds = (records * SECONDS_PER_IMPORTED_ROW * gb["file_import_chunks"]
                   + files * (PREPARE_SECONDS_PER_FILE * gb["file_import_prepare"]
                              + FINISH_SECONDS_PER_FILE * gb["file_import_finish"])
@@ -392,16 +449,26 @@ def monthly(records: int, per: dict[str, float]) -> list[tuple[str, str, float]]
                   + SWEEPS_PER_MONTH * SWEEP_SECONDS * gb["sweep_stuck_jobs"])
     # Per file: the API's create, the S3 event, prepare, the chunk tasks, finish. Per run: the API's
     # start, load, match, one persist per PERSIST_CHUNKS chunks, exceptions, finish. The sweeper every minute.
-    invocations = files * 4 + chunk_tasks + RUNS_PER_MONTH * 5 + persist_tasks + SWEEPS_PER_MONTH
+    events = round(records * per["events"])  # each reaches the webhook event queue through the bus's rule
+    invocations = files * 4 + chunk_tasks + runs * 5 + persist_tasks + SWEEPS_PER_MONTH + events
+    gb_seconds += events * EVENT_WORKER_SECONDS * gb["webhook_fanout"]
     # infra/statemachines: an import is Prepare, WhatNext, (WriteChunks, WhatNext) per task, Finish;
     # a run is Load, WhatNext, Match, WhatNext, (Persist, WhatNext) per task, RefreshExceptions, Finish.
-    transitions = files * 3 + chunk_tasks * 2 + RUNS_PER_MONTH * 6 + persist_tasks * 2
+    transitions = files * 3 + chunk_tasks * 2 + runs * 6 + persist_tasks * 2
     writes = records * (per["wcu_import"] + per["wcu_run"])
     reads = records * (per["rru_import"] + per["rru_run"]) + SWEEPS_PER_MONTH * SWEEP_READ_UNITS
     table_gb = records * per["table_bytes"] / 1e9
     s3_gb = records * per["s3_kept_bytes"] / 1e9
     s3_puts, s3_gets = records * per["s3_put"] + files, records * per["s3_get"]
-    sqs = 3 * records * per["sqs_sent"] + IDLE_SQS_RECEIVES
+    # A message costs a send, a receive and a delete; an idle queue its pollers' long polls.
+    sqs = 3 * (records * per["sqs_sent"] + events) + consumed_queues() * IDLE_POLLERS * LONG_POLLS_PER_MINUTE * \
+        MINUTES_PER_MONTH
+    api_requests = files * API_REQUESTS_PER_FILE + runs * API_REQUESTS_PER_RUN + used * 30 * API_REQUESTS_PER_DAY
+    log_gb = (invocations * LAMBDA_PLATFORM_LOG_BYTES + records * per["log_bytes"]
+              + api_requests * API_LOG_BYTES) / 1e9
+    alarms, dashboards = template_count("AWS::CloudWatch::Alarm"), template_count("AWS::CloudWatch::Dashboard")
+    agent_runs = AGENT_RUNS_PER_MONTH * used
+    tokens_in, tokens_out = agent_runs * AGENT_INPUT_TOKENS, agent_runs * AGENT_OUTPUT_TOKENS
     return [
         ("DynamoDB writes", f"{writes / 1e6:,.2f} M write units", writes / 1e6 * PRICES["dynamodb_write_per_million"]),
         ("DynamoDB reads", f"{reads / 1e6:,.2f} M read units", reads / 1e6 * PRICES["dynamodb_read_per_million"]),
@@ -414,7 +481,16 @@ def monthly(records: int, per: dict[str, float]) -> list[tuple[str, str, float]]
          gb_seconds * PRICES["lambda_gb_second"] + invocations / 1e6 * PRICES["lambda_per_million"]),
         ("Step Functions (standard)", f"{transitions:,} transitions",
          transitions / 1e3 * PRICES["sfn_per_thousand_transitions"]),
-        ("SQS", f"{sqs / 1e6:,.2f} M requests", sqs / 1e6 * PRICES["sqs_per_million"]),
+        ("SQS", f"{sqs / 1e6:,.2f} M requests, {consumed_queues()} queues polled", sqs / 1e6 * PRICES["sqs_per_million"]),
+        ("EventBridge", f"{events:,.0f} events", events / 1e6 * PRICES["eventbridge_per_million_events"]),
+        ("API Gateway (REST)", f"{api_requests:,} requests", api_requests / 1e6 * PRICES["api_gateway_rest_per_million"]),
+        ("CloudWatch Logs", f"{log_gb:,.2f} GB ingested, kept 30 days",
+         log_gb * (PRICES["logs_ingested_per_gb"] + PRICES["logs_stored_gb_month"])),
+        ("CloudWatch alarms and dashboard", f"{alarms} alarms, {dashboards} dashboard",
+         alarms * PRICES["alarm_month"] + dashboards * PRICES["dashboard_month"]),
+        ("Bedrock (agents' model)", f"{tokens_in / 1e6:,.1f} M tokens in, {tokens_out / 1e6:,.2f} M out",
+         tokens_in / 1e6 * PRICES["model_input_per_million_tokens"]
+         + tokens_out / 1e6 * PRICES["model_output_per_million_tokens"]),
     ]
 
 
@@ -443,7 +519,6 @@ def main() -> None:
     from chalicelib.services.ingestion.files import UPLOADS_PREFIX
     from chalicelib.settings import Settings
 
-    logging.getLogger("recon").setLevel(logging.WARNING)  # the service's request logs
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=2_000, help="records per flow (a side, for the run)")
     args = parser.parse_args()
@@ -506,11 +581,15 @@ def main() -> None:
            "table_bytes": table_bytes / imported, "s3_kept_bytes": sum(kept.values()) / imported,
            "s3_put": sum(n for op, n in s3.items() if op not in ("GetObject", "HeadObject")) / imported,
            "s3_get": sum(n for op, n in s3.items() if op in ("GetObject", "HeadObject")) / imported,
-           "sqs_sent": (import_tally.sqs_sent + run_tally.sqs_sent) / imported}
+           "sqs_sent": (import_tally.sqs_sent + run_tally.sqs_sent) / imported,
+           "events": (import_tally.events + run_tally.events) / imported,
+           "log_bytes": (import_tally.log_bytes + run_tally.log_bytes) / imported}
     print("per record (CSV import + one match):", json.dumps({k: round(v, 4) for k, v in per.items()}))
-    volumes = (1_000_000, 10_000_000)
+    volumes = (0, 1_000_000, 10_000_000)
     tables = [monthly(records, per) for records in volumes]
-    print("\n| monthly, us-east-1 | " + " | ".join(f"{v // 1_000_000}M records: counted | cost" for v in volumes) + " |")
+    heads = [f"{v // 1_000_000}M records: counted | cost" if v else "idle (no records): counted | cost"
+             for v in volumes]
+    print("\n| monthly, us-east-1 | " + " | ".join(heads) + " |")
     print("|---|" + "---|---:|" * len(volumes))
     for row in zip(*tables):
         print(f"| {row[0][0]} | " + " | ".join(f"{what} | ${dollars:,.2f}" for _, what, dollars in row) + " |")
