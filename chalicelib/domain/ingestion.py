@@ -249,6 +249,13 @@ class IngestionJob:
         return self.status in JOB_STATUSES.finished
 
     @property
+    def writes_no_more(self) -> bool:
+        """Whether an execution must write no more of its rows: the job ended, is being ended, a cancel
+        was asked for, or its rows are all written (replicating: a cancel is too late there)."""
+        return (self.finished or self.ending is not None or self.cancellation_requested_at is not None
+                or self.status is JobStatus.REPLICATING)
+
+    @property
     def is_file(self) -> bool:
         return self.source is not JobSource.BULK_API
 

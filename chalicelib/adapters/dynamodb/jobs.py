@@ -48,6 +48,14 @@ def _result_row(result: ItemResult) -> list[Any]:
     return [result.index, result.status.value, result.external_id, result.record_id, result.error, result.line]
 
 
+def _problem_rows(item: dict[str, Any]) -> list[list[Any]]:
+    """A results item's rows that failed or were skipped: kept apart for a file import; a bulk
+    request's are among its results (kept apart too by chunks stored before 500-row chunks)."""
+    if "problems" in item or "results" not in item:
+        return item.get("problems") or []
+    return [row for row in item["results"] if row[1] != ItemStatus.SUCCESSFUL.value]
+
+
 def _result_of(row: list[Any]) -> ItemResult:
     return ItemResult(index=row[0], status=ItemStatus(row[1]), external_id=row[2], record_id=row[3], error=row[4],
                       line=row[5] if len(row) > 5 else None)
@@ -105,11 +113,11 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     def results(self, environment: str, job_id: int, problems_only: bool = False) -> list[ItemResult]:
         """Every item's result in submission order (bulk requests), or only those that failed or
         were skipped (all a file import keeps)."""
-        attribute = "problems" if problems_only else "results"
         items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
-                                      sort_prefix=keys.RESULTS_PREFIX, projection=attribute)
-        results = [_result_of(r) for item in items for r in item.get(attribute) or ()]
-        return sorted(results, key=lambda r: r.index)
+                                      sort_prefix=keys.RESULTS_PREFIX,
+                                      projection=("results", "problems") if problems_only else "results")
+        rows = (row for item in items for row in (_problem_rows(item) if problems_only else item.get("results") or ()))
+        return sorted(map(_result_of, rows), key=lambda r: r.index)
 
     @staticmethod
     def results_cursor(job: IngestionJob, listing: str, after: int) -> str:

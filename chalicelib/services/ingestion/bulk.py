@@ -20,8 +20,8 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
-from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts, writes_no_more
-from chalicelib.services.ingestion.lifecycle import conclude, finish, settle, start
+from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts
+from chalicelib.services.ingestion.lifecycle import end_meanwhile, finish, start
 from chalicelib.services.ports import Ports
 
 
@@ -76,10 +76,8 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
     if job is None:
         logger.warning("ingestion job not found; message dropped", extra={"job_id": job_id})
         return None
-    if job.finished:
-        return settle(ports, job)
-    if job.ending is not None:  # an end begun before (a worker died part-way): finish it
-        return conclude(ports, job, job.ending)
+    if job.finished or job.ending is not None:  # ended, or an end begun before (a worker died part-way)
+        return end_meanwhile(ports, job)
     if job.status is JobStatus.PENDING:
         job = start(ports, job)
         if job.status is not JobStatus.PROCESSING:
@@ -101,22 +99,13 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             if ports.stopping():  # the message stays with the queue: the next start delivers it again
                 job = chunks.flush()
                 raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
-            if writes_no_more(chunks.job):
-                return _end_meanwhile(ports, chunks.flush())
+            if chunks.job.writes_no_more:
+                return end_meanwhile(ports, chunks.flush())
             chunks.write(index, [ChunkRow(i, items[i]) for i in rows], streams)
         job = chunks.flush_last()
     if len(job.done_chunks) < len(ranges):  # the last chunk claimed, then not written: ended, cancelled, stopping
-        if writes_no_more(job):
-            return _end_meanwhile(ports, job)
+        if job.writes_no_more:
+            return end_meanwhile(ports, job)
         raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
     return finish(ports, job)
 
-
-def _end_meanwhile(ports: Ports, job: IngestionJob) -> IngestionJob:
-    """A job that something ends while it writes: settled if ended (the sweeper), its end seen
-    through if being ended, else cancelled as asked; it writes no more."""
-    if job.finished:
-        return settle(ports, job)
-    if job.ending is not None:
-        return conclude(ports, job, job.ending)
-    return conclude(ports, job, JobStatus.CANCELLED)

@@ -151,12 +151,6 @@ def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
                         created_per_stream=records_per_stream(chunk.records))
 
 
-def writes_no_more(job: IngestionJob) -> bool:
-    """Whether a job's execution must stop writing chunks: the job ended, is being ended, or a
-    cancel was asked for."""
-    return job.finished or job.ending is not None or job.cancellation_requested_at is not None
-
-
 def _claims_of(job: IngestionJob, chunk: ClaimedChunk) -> list[tuple[int, KnownRow]]:
     """The rows of a claimed chunk whose records it was to write, with the external_ids they claimed."""
     return [(record.id - job.record_id(0), KnownRow(record.external_id, None,
@@ -191,7 +185,7 @@ class ChunkPipeline:
         """Claim this chunk, save the one written before it, and start this one's writes."""
         claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases, retried=self._begin(index))
         job = self.flush()
-        if writes_no_more(job):  # ended or cancelled while this chunk was claimed: it writes nothing
+        if job.writes_no_more:  # ended or cancelled while this chunk was claimed: it writes nothing
             release_orphan_claims(self._ports, job, _claims_of(job, claimed), self._leases)
             return
         if self._ports.stopping():  # left claimed: the next start processes it again, its claims its own

@@ -34,7 +34,7 @@ from chalicelib.observability import logger
 from chalicelib.services.ingestion import statements
 from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts
 from chalicelib.services.ingestion.chunk import file_chunk_key as _chunk_key
-from chalicelib.services.ingestion.lifecycle import conclude, settle, start
+from chalicelib.services.ingestion.lifecycle import conclude, end_meanwhile, settle, start
 from chalicelib.services.ports import Ports
 
 NACHA_DECIMAL_PLACES = 2  # NACHA amounts are always cents
@@ -125,12 +125,8 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
     """Parse and validate the whole file, then split its rows into chunk files. Nothing is
     written as records here, so a file that fails validation leaves nothing behind."""
     job = ports.ingestion_jobs.get(environment, job_id)
-    past_chunks = _past_its_chunks(ports, job)
-    if past_chunks:
-        return past_chunks
-    if job.cancellation_requested_at is not None:
-        conclude(ports, job, JobStatus.CANCELLED)
-        return "stop"
+    if job.writes_no_more:
+        return _step_after(end_meanwhile(ports, job))
     if job.status is JobStatus.PENDING:
         job = start(ports, job)
         if job.status is not JobStatus.PROCESSING:
@@ -172,9 +168,8 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
     """Write chunks until the budget is spent; each chunk is claimed once (its checkpoint),
     beats the heartbeat and checks for a cancel first."""
     job = ports.ingestion_jobs.get(environment, job_id)
-    past_chunks = _past_its_chunks(ports, job)
-    if past_chunks:
-        return past_chunks
+    if job.writes_no_more:
+        return _step_after(end_meanwhile(ports, job))
     deadline = time.monotonic() + budget.total_seconds()
     # A statement routed by account feeds several streams: each row names its own.
     streams = stream_contexts(ports, environment, [{"data_stream_key": job.data_stream_key}]
@@ -189,11 +184,8 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
             if ports.stopping() or (written and time.monotonic() > deadline):
                 chunks.flush()
                 return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
-            if written and _rows_behind_it(chunks.job):  # ended meanwhile (the sweeper): write no more
-                return _past_its_chunks(ports, chunks.flush()) or "chunk"
-            if chunks.job.cancellation_requested_at is not None:
-                conclude(ports, chunks.flush(), JobStatus.CANCELLED)
-                return "stop"
+            if chunks.job.writes_no_more:  # ended (the sweeper), being ended or cancelled meanwhile
+                return _step_after(end_meanwhile(ports, chunks.flush()))
             rows = [ChunkRow(index, item, line, error)
                     for index, line, item, error in ports.payloads.get_json(_chunk_key(job, number))["rows"]]
             streams.update(stream_contexts(ports, environment, [r.item for r in rows if isinstance(r.item, dict)
@@ -202,19 +194,14 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
             written += 1
         job = chunks.flush_last()
     if len(job.done_chunks) < (job.chunk_count or 0):  # the last chunk claimed, then not written: see why
-        if job.cancellation_requested_at is not None and not _rows_behind_it(job):
-            conclude(ports, job, JobStatus.CANCELLED)
-            return "stop"
-        return _past_its_chunks(ports, job) or "chunk"
+        return _step_after(end_meanwhile(ports, job)) if job.writes_no_more else "chunk"
     return "finish"
 
 
 def finish(ports: Ports, environment: str, job_id: int) -> str:
     job = ports.ingestion_jobs.get(environment, job_id)
-    if job.finished:
-        settle(ports, job)
-    elif job.ending is not None:  # being ended early: no balances, no completion
-        conclude(ports, job, job.ending)
+    if job.finished or job.ending is not None:  # ended, or being ended early: no balances, no completion
+        end_meanwhile(ports, job)
     else:
         if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
             statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
@@ -269,24 +256,10 @@ STOPPED_MESSAGES = {
 }
 
 
-def _rows_behind_it(job: IngestionJob) -> bool:
-    """Whether a job has no rows left to write: ended, being ended, or replicating."""
-    return job.finished or job.ending is not None or job.status is JobStatus.REPLICATING
-
-
-def _past_its_chunks(ports: Ports, job: IngestionJob) -> str | None:
-    """What a task does with a job whose rows are all behind it (`_rows_behind_it`): settle an
-    ended one ("stop"), see an ending one to its end ("stop"), finish a replicating one (a cancel is
-    too late there). None: the task has work to do."""
-    if job.finished:
-        settle(ports, job)
-        return "stop"
-    if job.ending is not None:  # being ended (a cancel, a failure): see that end through, write no more
-        conclude(ports, job, job.ending)
-        return "stop"
-    if job.status is JobStatus.REPLICATING:
-        return "finish"
-    return None
+def _step_after(job: IngestionJob) -> str:
+    """The state machine's next step once a task stopped writing a job (`end_meanwhile`): its finish
+    if the rows are all written, else none."""
+    return "finish" if job.status is JobStatus.REPLICATING else "stop"
 
 
 def _decimal_places_of(job: IngestionJob, parsed: ParsedFile) -> int | None:

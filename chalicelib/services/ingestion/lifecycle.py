@@ -42,6 +42,19 @@ def finish(ports: Ports, job: IngestionJob) -> IngestionJob:
     return conclude(ports, job, JobStatus.COMPLETED)
 
 
+def end_meanwhile(ports: Ports, job: IngestionJob) -> IngestionJob:
+    """Where an execution that finds its job `writes_no_more` leaves it: settled if it ended (the
+    sweeper), its end seen through if being ended, cancelled if a cancel was asked for before its
+    rows were all written; a replicating job is left to its finish."""
+    if job.finished:
+        return settle(ports, job)
+    if job.ending is not None:
+        return conclude(ports, job, job.ending)
+    if job.status is JobStatus.REPLICATING:
+        return job
+    return conclude(ports, job, JobStatus.CANCELLED)
+
+
 def fail(ports: Ports, environment: str, job_id: int, error: Exception, attempts: int) -> IngestionJob:
     """Give up on a job that failed on every delivery: it ends `failed`, with what it wrote counted."""
     job = ports.ingestion_jobs.get(environment, job_id)
