@@ -13,7 +13,7 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup
 # (infra/packaging.py compiles its own and leaves __pycache__ out).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test deps chromium lint bench clean deploy destroy deploy-unlock key
+.PHONY: run test test-fast deps chromium lint bench clean deploy destroy deploy-unlock key
 
 run: deps chromium
 	$(VENV_PY) -m chalicelib.local
@@ -21,6 +21,11 @@ run: deps chromium
 # The deployment proof (tests/deploy) builds .venv-deploy itself, beside the other tests.
 test: deps chromium
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
+
+# While working: the domain's unit tests, the services on the fakes and the contract suite on the fakes
+# (not its runs over moto), on both cores. `make test` stays the whole suite.
+test-fast: deps
+	$(VENV_PY) -m pytest -n 2 -p no:cacheprovider -m "not moto" tests/unit tests/services tests/contract $(PYTEST_ARGS)
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 

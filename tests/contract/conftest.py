@@ -176,7 +176,7 @@ class MotoBackend:
                 for e in sfn.list_executions(stateMachineArn=arn)["executions"]}
 
 
-@pytest.fixture(params=["fake", "moto"])
+@pytest.fixture(params=["fake", pytest.param("moto", marks=pytest.mark.moto)])
 def backend(request):
     if request.param == "fake":
         yield FakeBackend()
