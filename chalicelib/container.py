@@ -34,9 +34,9 @@ from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
+from chalicelib.adapters.language_models import language_model
 from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
-from chalicelib.adapters.models import language_model
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles

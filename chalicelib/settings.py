@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     # The language model of llm agents: Bedrock's Converse API, or any OpenAI-compatible Chat
     # Completions server (Ollama, llama.cpp's server, vLLM). None: bedrock on AWS, openai locally.
     model_provider: Literal["bedrock", "openai"] | None = None
-    default_model: str | None = None  # None: the provider's default (adapters/models.py)
+    default_model: str | None = None  # None: the provider's default (adapters/language_models.py)
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("RECON_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(

@@ -9,7 +9,7 @@ import traceback
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.adapters.models import (
+from chalicelib.adapters.language_models import (
     DEFAULT_MODELS,
     OLLAMA_BASE_URL,
     BedrockConverseModel,
@@ -534,7 +534,7 @@ def test_chat_asking_beyond_the_script_fails_visibly(chat, sleeps):
 def logged(monkeypatch):
     """What the adapters log, as text: their logger replaced by a recorder (the service's logger
     may not reach pytest's capture, depending on what earlier tests of the process did)."""
-    from chalicelib.adapters import models
+    from chalicelib.adapters import language_models
 
     lines: list[str] = []
 
@@ -542,7 +542,7 @@ def logged(monkeypatch):
         def __getattr__(self, level):
             return lambda message, *args, **kwargs: lines.append(f"{level} {message} {args} {kwargs}")
 
-    monkeypatch.setattr(models, "logger", Recorder())
+    monkeypatch.setattr(language_models, "logger", Recorder())
     return lines
 
 

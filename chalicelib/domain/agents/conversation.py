@@ -1,5 +1,5 @@
 """What an agent run says to a language model and hears back, independent of the wire protocol
-(Bedrock Converse or OpenAI-compatible Chat Completions: adapters/models.py translates).
+(Bedrock Converse or OpenAI-compatible Chat Completions: adapters/language_models.py translates).
 
 A conversation is a list of messages: the user's prompt, the assistant's replies (text and tool
 calls), and the results of those tool calls, which go back to the model in the next request."""
