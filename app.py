@@ -4,11 +4,11 @@ from chalice.app import Chalice, Rate
 from chalicelib.api import PUBLIC_PATHS, ROUTERS
 from chalicelib.api.middleware import make_http_middleware
 from chalicelib.api.routing import API_PREFIX
-from chalicelib.jobs import browser, files, runs, sweeper
-from chalicelib.jobs.agents import handle_agent_run_messages
-from chalicelib.jobs.bulk import handle_bulk_messages
-from chalicelib.jobs.investigations import handle_investigation_messages
-from chalicelib.jobs.webhooks import handle_webhook_delivery_messages, handle_webhook_event_messages
+from chalicelib.handlers import browser, files, runs, sweeper
+from chalicelib.handlers.agents import handle_agent_run_messages
+from chalicelib.handlers.bulk import handle_bulk_messages
+from chalicelib.handlers.investigations import handle_investigation_messages
+from chalicelib.handlers.webhooks import handle_webhook_delivery_messages, handle_webhook_event_messages
 from chalicelib.services.ingestion.drops import DROPS_PREFIX
 from chalicelib.services.ingestion.files import UPLOADS_PREFIX
 from chalicelib.settings import current_settings
@@ -115,7 +115,7 @@ def reconciliation_run_fail(event, context):
 
 
 # Browser agent runs: infra/statemachines/browser_run.asl.json runs these tasks beside the
-# browser worker itself (a container-image function: chalicelib.jobs.browser.attempt_handler).
+# browser worker itself (a container-image function: chalicelib.handlers.browser.attempt_handler).
 @app.lambda_function(name="browser_run_pause")
 def browser_run_pause(event, context):
     return browser.pause_task(event)

@@ -30,7 +30,7 @@ NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda:
 # Task functions of infra/workflows.yaml that are not the app's: container images the infrastructure
 # stack defines (its output `<Function>FunctionArn` on AWS), by their name. The local stack runs
 # their handler in-process in their place.
-IMAGE_FUNCTIONS = {"browser_run_attempt": "chalicelib.jobs.browser.attempt_handler"}
+IMAGE_FUNCTIONS = {"browser_run_attempt": "chalicelib.handlers.browser.attempt_handler"}
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.xdist_group("browser")
 DOCKERFILE = packaging.BROWSER_DOCKERFILE
 ROOT = packaging.ROOT
 REGION = "us-east-1"
-HANDLER = "chalicelib.jobs.browser.attempt_handler"
+HANDLER = "chalicelib.handlers.browser.attempt_handler"
 SECRETS = {"Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${AppName}-${Stage}/*"}
 
 
@@ -133,7 +133,7 @@ def test_the_staged_context_holds_exactly_what_the_dockerfile_copies():
     assert (context.path / "Dockerfile").read_bytes() == DOCKERFILE.read_bytes()
     files = {p.relative_to(context.path).as_posix() for p in context.path.rglob("*") if p.is_file()}
     assert not any(f.startswith("chalicelib/local/") or "__pycache__" in f or f.endswith(".pyc") for f in files)
-    assert "chalicelib/jobs/browser.py" in files
+    assert "chalicelib/handlers/browser.py" in files
 
 
 def _dockerignored(relative: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
@@ -242,7 +242,7 @@ def image():
 def test_in_the_images_environment_every_requirement_installs_from_wheels_and_the_worker_imports_without_the_engine(image):
     checked = subprocess.run([image.python, "-m", "pip", "check"], capture_output=True, text=True, env=image.env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    script = ("import importlib, json, sys; m = importlib.import_module('chalicelib.jobs.browser'); "
+    script = ("import importlib, json, sys; m = importlib.import_module('chalicelib.handlers.browser'); "
               "assert callable(m.attempt_handler); import playwright.sync_api, awslambdaric, boto3; "
               "print(json.dumps([n for n in ('polars', 'numpy', 'rapidfuzz', 'chalice', 'moto') if n in sys.modules]))")
     done = subprocess.run(["python", "-c", script], capture_output=True, text=True, env=image.env, cwd=image.task)

@@ -1,7 +1,7 @@
 """POST /records/bulk, the SQS worker, GET /bulk_requests/{id}: the bulk path end to end on moto."""
 import pytest
 
-from chalicelib.jobs.sweeper import sweep_task
+from chalicelib.handlers.sweeper import sweep_task
 
 
 @pytest.fixture

@@ -140,7 +140,7 @@ def test_events_the_bus_refuses_are_parked_and_the_sweeper_sends_them(api, servi
     assert bus.events() == []
     assert [h.event.id for h in real.event_ledger.parked()] == [event.id]
 
-    from chalicelib.jobs.sweeper import sweep_task
+    from chalicelib.handlers.sweeper import sweep_task
     sweep_task()  # the one-minute sweeper
 
     assert [e["id"] for e in bus.events()] == [event.id]

@@ -197,7 +197,7 @@ def test_records_of_a_proposed_match_await_confirmation_and_stay_in_their_except
 
 
 def test_confirming_a_proposed_match_reconciles_its_records_and_they_leave_the_exception(api, proposed):
-    from chalicelib.jobs.sweeper import sweep_task
+    from chalicelib.handlers.sweeper import sweep_task
 
     bank, ledger = proposed["bank"], proposed["ledger"]
     # When a person confirms the match
@@ -211,7 +211,7 @@ def test_confirming_a_proposed_match_reconciles_its_records_and_they_leave_the_e
 
 
 def test_rejecting_a_proposed_match_opens_its_records_and_they_stay_in_the_exception(api, proposed):
-    from chalicelib.jobs.sweeper import sweep_task
+    from chalicelib.handlers.sweeper import sweep_task
 
     bank = proposed["bank"]
     # When a person rejects (unmatches) the match

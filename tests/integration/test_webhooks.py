@@ -21,7 +21,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.domain.events import make_event
 from chalicelib.domain.webhooks import MAX_ATTEMPTS, UNFINISHED_ERROR, UrlPolicy, WebhookRequest
-from chalicelib.jobs import sweeper
+from chalicelib.handlers import sweeper
 from chalicelib.services import webhooks as webhook_service
 from chalicelib.services.api_keys import create_key
 from tests.fakes.clock import freeze

@@ -127,7 +127,7 @@ def test_each_task_of_the_browser_run_is_an_app_function_or_the_browser_worker()
                          "browser_run_pause", "BrowserRunExpireFunction": "browser_run_expire",
                          "BrowserRunFailFunction": "browser_run_fail"}
     assert {f for f in functions.values() if f not in app.handler_map} == {"browser_run_attempt"} == set(IMAGE_FUNCTIONS)
-    assert IMAGE_FUNCTIONS["browser_run_attempt"] == "chalicelib.jobs.browser.attempt_handler"
+    assert IMAGE_FUNCTIONS["browser_run_attempt"] == "chalicelib.handlers.browser.attempt_handler"
     statement = template["Resources"]["StateMachineRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][0]
     assert {ref["Ref"] for ref in references.values()} <= {ref["Ref"] for ref in statement["Resource"]}
 
@@ -145,7 +145,7 @@ def echo(event, context):
 
 def test_the_local_driver_runs_the_browser_worker_in_process_in_place_of_its_image(services):
     """With the app's functions (it has no browser_run_attempt), the attempt task runs
-    chalicelib.jobs.browser.attempt_handler: here, for a run that is not stored, it answers that
+    chalicelib.handlers.browser.attempt_handler: here, for a run that is not stored, it answers that
     the run is gone, and the execution ends without giving up."""
     portal, log = Portal(), []
     handlers = {name: function for name, function in portal.handler_map.items() if name != "browser_run_attempt"}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chalicelib.jobs import sweeper
+from chalicelib.handlers import sweeper
 from tests.fakes import fake_ports
 
 # Every step of the sweep, as sweep_task names it, and the service function it calls.

@@ -7,13 +7,13 @@ import json
 
 from chalicelib.api.agent_tools import workbench
 from chalicelib.container import container
-from chalicelib.jobs.deliveries import deliver, receive_count
+from chalicelib.handlers.deliveries import deliver, receive_count
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs
 
 
 def handle_agent_run_messages(event) -> None:
-    """See jobs/deliveries.py: a run failing on its message's last delivery is failed with the reason."""
+    """See handlers/deliveries.py: a run failing on its message's last delivery is failed with the reason."""
     for record in event:
         _handle(json.loads(record.body), receive_count(record))
 

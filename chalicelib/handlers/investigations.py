@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 
 from chalicelib.container import container
-from chalicelib.jobs.deliveries import deliver, receive_count
+from chalicelib.handlers.deliveries import deliver, receive_count
 from chalicelib.observability import logger
 from chalicelib.services import investigations
 
 
 def handle_investigation_messages(event) -> None:
-    """See jobs/deliveries.py: an investigation failing on its message's last delivery is failed
+    """See handlers/deliveries.py: an investigation failing on its message's last delivery is failed
     with the reason."""
     for record in event:
         _handle(json.loads(record.body), receive_count(record))
