@@ -496,11 +496,7 @@ class DynamoTable:
         time. Returns requests sent."""
         requests = [{"PutRequest": {"Item": serialize(i)}} for i in puts]
         requests += [{"DeleteRequest": {"Key": serialize(k)}} for k in deletes]
-        batches = [requests[start:start + BATCH_WRITE_LIMIT] for start in range(0, len(requests), BATCH_WRITE_LIMIT)]
-        if threads > 1 and len(batches) > 1:
-            with ThreadPoolExecutor(min(threads, len(batches))) as pool:
-                return sum(pool.map(self._write_batch, batches))
-        return sum(map(self._write_batch, batches))
+        return sum(_in_batches(self._write_batch, requests, BATCH_WRITE_LIMIT, threads))
 
     def _write_batch(self, pending: list[dict[str, Any]]) -> int:
         sent, attempt = 0, 0
@@ -543,7 +539,6 @@ class DynamoTable:
         if projection:
             projected["ExpressionAttributeNames"] = {}
             _project(projected, projection)
-        batches = [unique[start:start + BATCH_GET_LIMIT] for start in range(0, len(unique), BATCH_GET_LIMIT)]
 
         def read(batch: list[dict[str, str]]) -> list[dict[str, Any]]:
             found: list[dict[str, Any]] = []
@@ -560,10 +555,17 @@ class DynamoTable:
                     time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
             return found
 
-        if threads <= 1 or len(batches) <= 1:
-            return [item for batch in batches for item in read(batch)]
+        return [item for found in _in_batches(read, unique, BATCH_GET_LIMIT, threads) for item in found]
+
+
+def _in_batches(send: Callable[[list[Any]], T], items: list[Any], size: int, threads: int) -> list[T]:
+    """`send` of each batch of `size` items, in order, `threads` batches at a time (one after
+    another when 1, or when there is a single batch)."""
+    batches = [items[start:start + size] for start in range(0, len(items), size)]
+    if threads > 1 and len(batches) > 1:
         with ThreadPoolExecutor(min(threads, len(batches))) as pool:
-            return [item for found in pool.map(read, batches) for item in found]
+            return list(pool.map(send, batches))
+    return list(map(send, batches))
 
 
 def in_parallel(partitions: list[str], read: Callable[[str], Iterable[T]]) -> Iterator[T]:
