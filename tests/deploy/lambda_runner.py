@@ -4,7 +4,13 @@ AWS sends it (API Gateway proxy, SQS, EventBridge, schedule, Step Functions task
 moto's server; the Step Functions executions the app starts are read back from moto and their
 ASL walked here, calling the task handlers. Prints one JSON line per step; exits 1 on a failure.
 
-argv: a JSON file of {"paths": [...], "machines": {name: {"definition", "functions"}}, "with_engine": bool}
+Every AWS call a handler makes (and every URL it presigns, which its caller uses with the handler's
+role) is written to the file `calls` names, one JSON line each: the handler, the service's signing name
+(IAM's prefix), the operation and the parameters that name what it reaches (tests/support/iam.py reads
+them as IAM actions on resources). Calls made by this runner itself, between handlers, are not written.
+
+argv: a JSON file of {"paths": [...], "machines": {name: {"definition", "functions"}}, "with_engine": bool,
+"calls": path}
 """
 import json
 import os
@@ -17,9 +23,45 @@ SETUP = json.load(open(sys.argv[1]))
 sys.path[:0] = SETUP["paths"]
 
 import boto3  # noqa: E402
+import botocore.handlers  # noqa: E402
 
 invoked = set()
 failures = 0
+running = []  # the handler being run, while it runs
+calls_file = open(SETUP["calls"], "w", buffering=1)
+
+
+def naming_params(params):
+    """What names the resources a call reaches: its top-level strings (table, index, bucket, key, queue,
+    state machine, secret, schedule, group, sender, model), and the names inside its batches and targets;
+    never items, bodies or messages."""
+    named = {k: v for k, v in params.items() if isinstance(v, str) and len(v) <= 2048}
+    if isinstance(params.get("RequestItems"), dict):
+        named["RequestItems"] = sorted(params["RequestItems"])
+    if isinstance(params.get("TransactItems"), list):
+        named["TransactItems"] = [[kind, spec.get("TableName")] for item in params["TransactItems"]
+                                  for kind, spec in item.items()]
+    if isinstance(params.get("Entries"), list):
+        named["Entries"] = [{"EventBusName": e["EventBusName"]} if "EventBusName" in e else {}
+                            for e in params["Entries"]]
+    if isinstance(params.get("Delete"), dict):
+        named["Delete"] = [o["Key"] for o in params["Delete"].get("Objects", [])]
+    if isinstance(params.get("CopySource"), dict):
+        named["CopySource"] = f"{params['CopySource']['Bucket']}/{params['CopySource']['Key']}"
+    if isinstance(params.get("Target"), dict):
+        named["Target"] = {k: params["Target"][k] for k in ("Arn", "RoleArn") if k in params["Target"]}
+    return named
+
+
+def record_call(params, model, context, **_):
+    if running:
+        calls_file.write(json.dumps({
+            "function": running[-1], "service": model.service_model.signing_name, "operation": model.name,
+            "presigned": bool(context.get("is_presign_request")), "params": naming_params(params)}) + "\n")
+
+
+# Every botocore session registers the built-in handlers when it is made, the app's own sessions too.
+botocore.handlers.BUILTIN_HANDLERS.append(("before-parameter-build", record_call))
 
 
 def report(step, ok, detail=""):
@@ -42,7 +84,15 @@ def handler(name):
     import app
 
     invoked.add(name)
-    return app.app if name == "api_handler" else getattr(app, name)
+    function = app.app if name == "api_handler" else getattr(app, name)
+
+    def run(event, context):
+        running.append(name)
+        try:
+            return function(event, context)
+        finally:
+            running.pop()
+    return run
 
 
 # --- event shapes -----------------------------------------------------------------------

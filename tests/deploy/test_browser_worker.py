@@ -466,9 +466,19 @@ def test_the_browser_runs_functions_keep_their_stages_agent_secrets_import_downl
     assert allows(browser, "states:SendTaskSuccess", "*")  # task tokens have no ARN
     for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
         assert allows(browser, action, {"Fn::GetAtt": ["Table", "Arn"]}), action
-    assert allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/*"})
+    # An attempt's download goes where uploads go, a failed step's screenshot among the agent's files;
+    # nothing else of the bucket (no run files, no mirror), and nothing read back.
+    assert allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/uploads/*"})
+    assert allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/agents/*"})
+    assert not any(a.startswith("s3:") and a != "s3:PutObject" for s in browser for a in _listed(s["Action"]))
+    assert not allows(browser, "s3:PutObject", {"Fn::Sub": "${DataBucket.Arn}/*"})
+    assert allows(browser, "events:PutEvents", {"Fn::GetAtt": ["EventBus", "Arn"]})  # a run's end is an event
     assert any("logs:PutLogEvents" in s["Action"] for s in browser)
     assert {f.group for name, f in FUNCTIONS.items() if name.startswith("browser_run_")} == {"browser"}
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 def test_the_api_resumes_paused_runs_and_deletes_agents_secrets_and_the_agent_worker_starts_browser_runs():

@@ -196,14 +196,27 @@ def test_the_webhook_queues_have_dead_letter_queues_and_their_consumers_may_read
         assert allows(statements(resources, role), "sqs:SendMessage", delivery_queue), role
 
 
-def test_every_role_of_the_app_may_publish_on_the_event_bus_and_only_the_fan_out_rule_fills_its_queue():
+def test_the_webhook_functions_reach_their_table_items_and_delivery_queue_and_nothing_else():
+    resources = load_template()["Resources"]
+    webhooks = statements(resources, "WebhooksRole")
+    actions = {a for s in webhooks for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+    assert not {a for a in actions if a.split(":")[0] in ("s3", "states", "events", "secretsmanager")}, actions
+    sends = [s for s in webhooks if "sqs:SendMessage" in s["Action"]]
+    assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": ["WebhookDeliveryQueue", "Arn"]}]
+    [table] = [s for s in webhooks if s.get("Sid") == "Table"]
+    assert table["Resource"] == [{"Fn::GetAtt": ["Table", "Arn"]}, {"Fn::Sub": "${Table.Arn}/index/gsi1"}]
+
+
+def test_every_role_that_changes_the_domain_may_publish_on_the_event_bus_and_only_the_fan_out_rule_fills_its_queue():
     from infra.functions import FUNCTIONS, role_output
 
     resources = load_template()["Resources"]
     bus = {"Fn::GetAtt": ["EventBus", "Arn"]}
     roles = {role_output(f.group).removesuffix("Arn") for f in FUNCTIONS.values()}
-    for role in roles:
+    for role in roles - {"WebhooksRole"}:
         assert allows(statements(resources, role), "events:PutEvents", bus), role
+    # The webhook functions only deliver events: none of theirs goes on the bus.
+    assert not any("events:" in str(s["Action"]) for s in statements(resources, "WebhooksRole"))
     rule = resources["WebhookFanOutRule"]["Properties"]
     assert rule["EventBusName"] == {"Fn::GetAtt": ["EventBus", "Name"]} and rule["EventPattern"] == {"source": ["recon"]}
     assert [t["Arn"] for t in rule["Targets"]] == [{"Fn::GetAtt": ["WebhookEventQueue", "Arn"]}]
