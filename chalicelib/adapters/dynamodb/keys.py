@@ -413,11 +413,47 @@ starts with its environment.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-# The table's global secondary indexes (infra/template.yaml); each keys on gsiNpk / gsiNsk.
-GSI1, GSI2, GSI3, GSI4, GSI5 = "gsi1", "gsi2", "gsi3", "gsi4", "gsi5"
+
+@dataclass(frozen=True)
+class Index:
+    """A key of the table: its own (`name` None) or a global secondary index's, named once here
+    (infra/template.yaml declares the same; a test holds the two together)."""
+    name: str | None
+    partition_key: str
+    sort_key: str
+
+    def key(self, partition: str, sort: str) -> dict[str, str]:
+        """The attributes that list an item in this index."""
+        return {self.partition_key: partition, self.sort_key: sort}
+
+    def assignment(self, placeholder: str) -> str:
+        """`gsiNpk = :<p>_pk, gsiNsk = :<p>_sk`: an update expression's SET of an entry in this index,
+        whose values `assigned_values` gives."""
+        return f"{self.partition_key} = {placeholder}_pk, {self.sort_key} = {placeholder}_sk"
+
+    def assigned_values(self, entry: dict[str, str], placeholder: str) -> dict[str, str]:
+        """The values of `assignment(placeholder)` for an item's `entry` (its key in this index)."""
+        return {f"{placeholder}_pk": entry[self.partition_key], f"{placeholder}_sk": entry[self.sort_key]}
+
+    @property
+    def attributes(self) -> str:
+        """`gsiNpk, gsiNsk`: what an update expression REMOVEs to take an item out of this index."""
+        return f"{self.partition_key}, {self.sort_key}"
+
+
+# The table's own key, and its global secondary indexes (in the template's order).
+BASE_TABLE = Index(None, "pk", "sk")
+GSI1 = Index("gsi1", "gsi1pk", "gsi1sk")
+GSI2 = Index("gsi2", "gsi2pk", "gsi2sk")
+GSI3 = Index("gsi3", "gsi3pk", "gsi3sk")
+GSI4 = Index("gsi4", "gsi4pk", "gsi4sk")
+GSI5 = Index("gsi5", "gsi5pk", "gsi5sk")
+GLOBAL_SECONDARY_INDEXES = (GSI1, GSI2, GSI3, GSI4, GSI5)
+
 ID_WIDTH = 12
 GLOBAL_COUNTER_PK = "GLOBAL#COUNTER"
 
@@ -455,7 +491,7 @@ def api_key(key_hash: str) -> dict[str, str]:
 
 
 def api_key_index(key_id: int) -> dict[str, str]:
-    return {"gsi1pk": API_KEYS_INDEX_PK, "gsi1sk": _id(key_id)}
+    return GSI1.key(API_KEYS_INDEX_PK, _id(key_id))
 
 
 # Data streams ---------------------------------------------------------------------------
@@ -469,7 +505,7 @@ def data_streams_index_pk(environment: str) -> str:
 
 
 def data_stream_index(environment: str, stream_id: int) -> dict[str, str]:
-    return {"gsi1pk": data_streams_index_pk(environment), "gsi1sk": _id(stream_id)}
+    return GSI1.key(data_streams_index_pk(environment), _id(stream_id))
 
 
 # Property definitions -------------------------------------------------------------------
@@ -499,10 +535,8 @@ def property_definitions_of_stream_prefix(stream_key: str) -> str:
 
 
 def property_definition_index(environment: str, stream_key: str, definition_id: int) -> dict[str, str]:
-    return {
-        "gsi1pk": property_definitions_index_pk(environment),
-        "gsi1sk": f"{property_definitions_of_stream_prefix(stream_key)}{_id(definition_id)}",
-    }
+    return GSI1.key(property_definitions_index_pk(environment),
+                    f"{property_definitions_of_stream_prefix(stream_key)}{_id(definition_id)}")
 
 
 # Records --------------------------------------------------------------------------------
@@ -583,17 +617,17 @@ def open_records_of_stream_partitions(environment: str, stream_key: str) -> list
 
 def open_record_index(environment: str, stream_key: str, record_id: int) -> dict[str, str]:
     """gsi5, sparse: a record sits in it while some reconciliation of its stream has not matched it."""
-    return {"gsi5pk": open_record_shard(environment, stream_key, record_id), "gsi5sk": _id(record_id)}
+    return GSI5.key(open_record_shard(environment, stream_key, record_id), _id(record_id))
 
 
 def matched_record_index(environment: str, status: str, record_id: int) -> dict[str, str]:
     """gsi4, sparse: a record sits in it, under its status, once some reconciliation matched it."""
-    return {"gsi4pk": _shard_by_id(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, record_id),
-            "gsi4sk": _id(record_id)}
+    return GSI4.key(_shard_by_id(records_with_status_pk(environment, status), RECORD_STATUS_SHARDS, record_id),
+                    _id(record_id))
 
 
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
-    keys = {"gsi1pk": record_of_stream_shard(environment, stream_key, record_id), "gsi1sk": _id(record_id)}
+    keys = GSI1.key(record_of_stream_shard(environment, stream_key, record_id), _id(record_id))
     if status != "unreconciled":
         keys.update(matched_record_index(environment, status, record_id))
     if status != "reconciled":
@@ -630,7 +664,7 @@ def jobs_of_stream_pk(environment: str, stream_key: str) -> str:
 
 
 def job_of_stream_index(environment: str, stream_key: str, job_id: int) -> dict[str, str]:
-    return {"gsi1pk": jobs_of_stream_pk(environment, stream_key), "gsi1sk": _id(job_id)}
+    return GSI1.key(jobs_of_stream_pk(environment, stream_key), _id(job_id))
 
 
 # A sparse index of streams whose record count must be read again from the mirror (after a
@@ -639,11 +673,11 @@ RECOUNTS_PK = "RECOUNTS"
 
 
 def recount_index(environment: str, stream_key: str) -> dict[str, str]:
-    return {"gsi2pk": RECOUNTS_PK, "gsi2sk": f"{environment}#{stream_key}"}
+    return GSI2.key(RECOUNTS_PK, f"{environment}#{stream_key}")
 
 
 def active_job_index(environment: str, job_id: int) -> dict[str, str]:
-    return {"gsi2pk": ACTIVE_JOBS_PK, "gsi2sk": f"{environment}#{_id(job_id)}"}
+    return GSI2.key(ACTIVE_JOBS_PK, f"{environment}#{_id(job_id)}")
 
 
 def job_results(environment: str, job_id: int, chunk: int) -> dict[str, str]:
@@ -675,7 +709,7 @@ def runs_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
 
 
 def run_index(environment: str, reconciliation_id: int, run_id: int) -> dict[str, str]:
-    return {"gsi1pk": runs_of_reconciliation_pk(environment, reconciliation_id), "gsi1sk": _id(run_id)}
+    return GSI1.key(runs_of_reconciliation_pk(environment, reconciliation_id), _id(run_id))
 
 
 # Events the bus refused, kept until the sweeper sends them.
@@ -719,7 +753,7 @@ ACTIVE_RUNS_PK = "ACTIVE_RUNS"
 
 
 def active_run_index(environment: str, run_id: int) -> dict[str, str]:
-    return {"gsi2pk": ACTIVE_RUNS_PK, "gsi2sk": f"{environment}#{_id(run_id)}"}
+    return GSI2.key(ACTIVE_RUNS_PK, f"{environment}#{_id(run_id)}")
 
 
 # A sparse index of matches a person began and has not committed, read by the sweeper only.
@@ -727,7 +761,7 @@ PENDING_MATCHES_PK = "PENDING_MATCHES"
 
 
 def pending_match_index(environment: str, match_id: int) -> dict[str, str]:
-    return {"gsi2pk": PENDING_MATCHES_PK, "gsi2sk": f"{environment}#{_id(match_id)}"}
+    return GSI2.key(PENDING_MATCHES_PK, f"{environment}#{_id(match_id)}")
 
 
 def match(environment: str, match_id: int) -> dict[str, str]:
@@ -762,9 +796,8 @@ MATCHES_SHARDS = 16
 
 
 def match_index(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
-    return {"gsi1pk": _shard_by_id(matches_of_reconciliation_pk(environment, reconciliation_id), MATCHES_SHARDS,
-                                   match_id),
-            "gsi1sk": match_sort_key(match_id)}
+    listing = matches_of_reconciliation_pk(environment, reconciliation_id)
+    return GSI1.key(_shard_by_id(listing, MATCHES_SHARDS, match_id), match_sort_key(match_id))
 
 
 def matches_of_reconciliation_partitions(environment: str, reconciliation_id: int) -> list[str]:
@@ -813,7 +846,7 @@ def reconciliations_index_pk(environment: str) -> str:
 
 
 def reconciliation_index(environment: str, reconciliation_id: int) -> dict[str, str]:
-    return {"gsi1pk": reconciliations_index_pk(environment), "gsi1sk": _id(reconciliation_id)}
+    return GSI1.key(reconciliations_index_pk(environment), _id(reconciliation_id))
 
 
 def stream_usage(environment: str, stream_key: str, reconciliation_id: int) -> dict[str, str]:
@@ -837,8 +870,7 @@ def rules_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
 
 
 def reconciliation_rule_index(environment: str, reconciliation_id: int, priority: int, rule_id: int) -> dict[str, str]:
-    return {"gsi1pk": rules_of_reconciliation_pk(environment, reconciliation_id),
-            "gsi1sk": f"{_id(priority)}#{_id(rule_id)}"}
+    return GSI1.key(rules_of_reconciliation_pk(environment, reconciliation_id), f"{_id(priority)}#{_id(rule_id)}")
 
 
 def rule_priority_guard(environment: str, reconciliation_id: int, priority: int) -> dict[str, str]:
@@ -857,7 +889,7 @@ def exceptions_index_pk(environment: str) -> str:
 
 
 def exception_index(environment: str, exception_id: int) -> dict[str, str]:
-    return {"gsi1pk": exceptions_index_pk(environment), "gsi1sk": _id(exception_id)}
+    return GSI1.key(exceptions_index_pk(environment), _id(exception_id))
 
 
 def active_exception_guard(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
@@ -913,7 +945,7 @@ ALL_RECONCILIATIONS_PK = "RECONCILIATIONS"
 
 
 def all_reconciliations_index(environment: str, reconciliation_id: int) -> dict[str, str]:
-    return {"gsi2pk": ALL_RECONCILIATIONS_PK, "gsi2sk": f"{environment}#{_id(reconciliation_id)}"}
+    return GSI2.key(ALL_RECONCILIATIONS_PK, f"{environment}#{_id(reconciliation_id)}")
 
 
 def investigation(environment: str, investigation_id: int) -> dict[str, str]:
@@ -925,7 +957,7 @@ def investigations_of_exception_pk(environment: str, exception_id: int) -> str:
 
 
 def investigation_index(environment: str, exception_id: int, investigation_id: int) -> dict[str, str]:
-    return {"gsi1pk": investigations_of_exception_pk(environment, exception_id), "gsi1sk": _id(investigation_id)}
+    return GSI1.key(investigations_of_exception_pk(environment, exception_id), _id(investigation_id))
 
 
 # Pending and running investigations of every environment, for the sweeper.
@@ -933,7 +965,7 @@ ACTIVE_INVESTIGATIONS_PK = "ACTIVE_INVESTIGATIONS"
 
 
 def active_investigation_index(environment: str, investigation_id: int) -> dict[str, str]:
-    return {"gsi2pk": ACTIVE_INVESTIGATIONS_PK, "gsi2sk": f"{environment}#{_id(investigation_id)}"}
+    return GSI2.key(ACTIVE_INVESTIGATIONS_PK, f"{environment}#{_id(investigation_id)}")
 
 
 # Reconciliation stories -----------------------------------------------------------------
@@ -953,7 +985,7 @@ def stories_index_pk(environment: str) -> str:
 
 
 def story_index(environment: str, story_id: int) -> dict[str, str]:
-    return {"gsi1pk": stories_index_pk(environment), "gsi1sk": _id(story_id)}
+    return GSI1.key(stories_index_pk(environment), _id(story_id))
 
 
 def story_usage_of_reconciliation(environment: str, reconciliation_id: int, story_id: int) -> dict[str, str]:
@@ -988,7 +1020,7 @@ def agents_index_pk(environment: str) -> str:
 
 
 def agent_index(environment: str, created_at: str, agent_id: str) -> dict[str, str]:
-    return {"gsi1pk": agents_index_pk(environment), "gsi1sk": f"{created_at}#{agent_id}"}
+    return GSI1.key(agents_index_pk(environment), f"{created_at}#{agent_id}")
 
 
 SCHEDULED_AGENTS_PK = "SCHEDULED_AGENTS"
@@ -1015,7 +1047,7 @@ AGENT_RUNS_IN_FLIGHT_PK = "AGENT_RUNS_IN_FLIGHT"
 def agent_run_in_flight_index(environment: str, run_id: int) -> dict[str, str]:
     """A run running or waiting for a verification code, of every environment: what the local
     stack starts again at its start (its workflows died with the previous process)."""
-    return {"gsi2pk": AGENT_RUNS_IN_FLIGHT_PK, "gsi2sk": f"{environment}#{_id(run_id)}"}
+    return GSI2.key(AGENT_RUNS_IN_FLIGHT_PK, f"{environment}#{_id(run_id)}")
 
 
 def browser_agent_directory(agent_id: str) -> dict[str, str]:
@@ -1025,7 +1057,7 @@ def browser_agent_directory(agent_id: str) -> dict[str, str]:
 
 def scheduled_agent_index(environment: str, agent_id: str) -> dict[str, str]:
     """An agent with a schedule, of every environment: what a Scheduler's schedules are put back from."""
-    return {"gsi2pk": SCHEDULED_AGENTS_PK, "gsi2sk": f"{environment}#{agent_id}"}
+    return GSI2.key(SCHEDULED_AGENTS_PK, f"{environment}#{agent_id}")
 
 
 def file_drop_guard(environment: str) -> dict[str, str]:
@@ -1057,7 +1089,7 @@ def agent_runs_index_pk(environment: str, agent_id: str) -> str:
 
 
 def agent_run_index(environment: str, agent_id: str, run_id: int) -> dict[str, str]:
-    return {"gsi1pk": agent_runs_index_pk(environment, agent_id), "gsi1sk": _id(run_id)}
+    return GSI1.key(agent_runs_index_pk(environment, agent_id), _id(run_id))
 
 
 def agent_trigger(environment: str, agent_id: str, token: str) -> dict[str, str]:
@@ -1093,7 +1125,7 @@ def audit_resource_pk(environment: str, resource_type: str, resource_id: str) ->
 
 
 def audit_resource_index(environment: str, resource_type: str, resource_id: str, seq: int) -> dict[str, str]:
-    return {"gsi3pk": audit_resource_pk(environment, resource_type, resource_id), "gsi3sk": _id(seq)}
+    return GSI3.key(audit_resource_pk(environment, resource_type, resource_id), _id(seq))
 
 
 # State-changing requests begun and not yet in the trail, for the sweeper: every environment's, in
@@ -1142,7 +1174,7 @@ def webhook_endpoints_index_pk(environment: str) -> str:
 
 
 def webhook_endpoint_index(environment: str, endpoint_id: int) -> dict[str, str]:
-    return {"gsi1pk": webhook_endpoints_index_pk(environment), "gsi1sk": _id(endpoint_id)}
+    return GSI1.key(webhook_endpoints_index_pk(environment), _id(endpoint_id))
 
 
 def webhook_delivery(environment: str, endpoint_id: int, delivery_id: int) -> dict[str, str]:
@@ -1156,8 +1188,8 @@ def webhook_event_guard(environment: str, endpoint_id: int, event_id: str) -> di
 
 def webhook_due_index(environment: str, endpoint_id: int, delivery_id: int, wake_at: str) -> dict[str, str]:
     """gsi2, sparse: `wake_at` is ISO 8601 UTC, so string order is time order within a shard."""
-    return {"gsi2pk": webhook_due_shard(environment, endpoint_id, delivery_id),
-            "gsi2sk": f"{wake_at}#{environment}#{_id(endpoint_id)}#{_id(delivery_id)}"}
+    return GSI2.key(webhook_due_shard(environment, endpoint_id, delivery_id),
+                    f"{wake_at}#{environment}#{_id(endpoint_id)}#{_id(delivery_id)}")
 
 
 def webhook_due_shard(environment: str, endpoint_id: int, delivery_id: int) -> str:
@@ -1188,4 +1220,4 @@ def _shards(partition: str, shards: int) -> list[str]:
 
 def webhook_endpoint_gone_index(environment: str, endpoint_id: int) -> dict[str, str]:
     """gsi2: a deleted endpoint whose partition the sweeper still has to clear."""
-    return {"gsi2pk": WEBHOOKS_GONE_PK, "gsi2sk": f"{environment}#{_id(endpoint_id)}"}
+    return GSI2.key(WEBHOOKS_GONE_PK, f"{environment}#{_id(endpoint_id)}")
