@@ -76,8 +76,8 @@ class BalanceRepository:
 
     @staticmethod
     def _to_item(day: StatementDay) -> dict[str, Any]:
-        return {"pk": keys.stream_balances_pk(day.environment, day.data_stream_key),
-                "sk": keys.stream_balance_sk(day.date, day.statement_id), "entity": "statement_day",
+        return {**keys.stream_balance(day.environment, day.data_stream_key, day.date, day.statement_id),
+                "entity": "statement_day",
                 "environment": day.environment, "data_stream_key": day.data_stream_key, "date": day.date.isoformat(),
                 "statement_id": day.statement_id, "account": day.account, "currency": day.currency,
                 "decimal_places": day.decimal_places, "opening_booked": day.opening_booked,
