@@ -520,6 +520,6 @@ def test_a_bulk_request_made_before_chunks_were_500_rows_keeps_its_250_row_chunk
     assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 600, 600)
     assert [r["index"] for r in done["results"]] == list(range(600))
     assert len({r["record_id"] for r in done["results"]}) == 600
-    stored = services.table.query_all("pk", keys.ingestion_job("acme", summary["id"])["pk"],
+    stored = services.table.query_all(keys.BASE_TABLE, keys.ingestion_job("acme", summary["id"])["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX, projection="results")
     assert [len(i["results"]) for i in stored] == [250, 250, 100]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import JobStatus
@@ -484,7 +485,7 @@ def test_every_result_of_a_large_import_is_listed_and_only_problem_rows_are_stor
     assert [r["external_id"] for r in results] == [f"r-{n}" for n in range(1234)]
     assert len(all_results(api, created["id"], status="successful", limit=200)) == 1221
     assert [r["line"] for r in all_results(api, created["id"], status="failed")] == [n + 2 for n in range(0, 1234, 97)]
-    stored = services.table.query_all("pk", f"E#acme#JOB#{created['id']:012d}", sort_prefix="RES#")
+    stored = services.table.query_all(keys.BASE_TABLE, f"E#acme#JOB#{created['id']:012d}", sort_prefix="RES#")
     assert sum(len(i.get("problems") or ()) for i in stored) == 13 and not any(i.get("results") for i in stored)
 
 

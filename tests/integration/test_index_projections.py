@@ -35,7 +35,7 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
     whole = sorted(services.table.get_many(keys.record("acme", i) for i in ids), key=lambda i: i["id"])
     matches.adopt("acme", recon, "bank")
     indexed = sorted((i for partition in keys.open_records_of_stream_partitions("acme", "bank")
-                      for i in services.table.query_all("gsi5pk", partition, index=keys.GSI5)), key=lambda i: i["id"])
+                      for i in services.table.query_all(keys.GSI5, partition)), key=lambda i: i["id"])
 
     assert [i["id"] for i in indexed] == ids
     assert all(set(i) <= {"pk", "sk", "gsi5pk", "gsi5sk", *OPEN_RECORD_ATTRIBUTES} for i in indexed)

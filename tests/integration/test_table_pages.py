@@ -1,6 +1,8 @@
 """Reading a partition a page at a time (typed values as botocore's parser gives them), and counting it."""
 import time
 
+from chalicelib.adapters.dynamodb import keys
+
 PARTITION = "E#acme#DS#bank#OPEN"
 
 
@@ -14,7 +16,7 @@ def test_pages_hold_the_typed_values_botocores_parser_gives(services):
         nested={"a": [1, "b", None]}, note="é ünïcode")
     put(services, 2, amount=10 ** 17, description=None)
 
-    pages = list(services.table.query_pages("gsi5pk", PARTITION, index="gsi5"))
+    pages = list(services.table.query_pages(keys.GSI5, PARTITION))
 
     parsed = services.aws.dynamodb.query(TableName=services.table.name, IndexName="gsi5",
                                          KeyConditionExpression="gsi5pk = :p",
@@ -27,6 +29,6 @@ def test_a_count_says_whether_it_finished_before_its_deadline(services):
     for n in range(3):  # about 350 KB each: three items take two pages of at most 1 MB
         put(services, n, description="x" * 350_000)
 
-    assert services.table.count("gsi5pk", PARTITION, index="gsi5") == (3, True)
-    counted, finished = services.table.count("gsi5pk", PARTITION, index="gsi5", deadline=time.monotonic() - 1)
+    assert services.table.count(keys.GSI5, PARTITION) == (3, True)
+    counted, finished = services.table.count(keys.GSI5, PARTITION, deadline=time.monotonic() - 1)
     assert counted < 3 and not finished

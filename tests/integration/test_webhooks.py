@@ -652,7 +652,7 @@ def test_a_success_stops_the_failing_clock_started_after_the_endpoint_was_read(a
 # Deleting an endpoint ---------------------------------------------------------------------------
 
 def partition(services, endpoint_id: int) -> list[str]:
-    items = services.table.query_all("pk", keys.webhook_endpoint("acme", endpoint_id)["pk"])
+    items = services.table.query_all(keys.BASE_TABLE, keys.webhook_endpoint("acme", endpoint_id)["pk"])
     return sorted(i["sk"] for i in items)
 
 

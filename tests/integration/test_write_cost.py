@@ -21,7 +21,7 @@ def runtime(services):
 
 def result_items(services, job_id):
     partition = keys.ingestion_job("acme", job_id)["pk"]
-    return list(services.table.query_all("pk", partition, sort_prefix=keys.RESULTS_PREFIX))
+    return list(services.table.query_all(keys.BASE_TABLE, partition, sort_prefix=keys.RESULTS_PREFIX))
 
 
 def test_a_file_import_keeps_the_results_of_its_problem_rows_only(api, services, runtime):

@@ -17,6 +17,17 @@ def test_the_open_records_index_projects_exactly_what_its_readers_read():
     assert sorted(projections["gsi5"]["NonKeyAttributes"]) == sorted(OPEN_RECORD_ATTRIBUTES)
 
 
+def test_the_template_keys_the_table_and_its_indexes_on_the_attributes_the_code_names():
+    table, _ = indexes()
+
+    def key_of(schema):  # (partition, sort): HASH sorts before RANGE
+        return tuple(k["AttributeName"] for k in sorted(schema, key=lambda k: k["KeyType"]))
+
+    assert key_of(table["KeySchema"]) == (keys.BASE_TABLE.partition_key, keys.BASE_TABLE.sort_key)
+    assert [(i["IndexName"], *key_of(i["KeySchema"])) for i in table["GlobalSecondaryIndexes"]] == [
+        (i.name, i.partition_key, i.sort_key) for i in keys.GLOBAL_SECONDARY_INDEXES]
+
+
 def test_the_sweepers_index_projects_what_it_reads_of_every_reconciliation():
     _, projections = indexes()
     assert projections["gsi2"]["ProjectionType"] == "INCLUDE"

@@ -50,8 +50,8 @@ class AgentRunRepository:
 
     def list_page(self, environment: str, agent_id: str, limit: int,
                   cursor: str | None) -> tuple[list[AgentRun], str | None]:
-        page = self._table.query_page("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.agent_runs_index_pk(environment, agent_id), limit=limit,
+                                      cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, run: AgentRun, expected: Iterable[AgentRunStatus]) -> AgentRun:
@@ -91,11 +91,11 @@ class AgentRunRepository:
 
     def in_flight(self) -> list[AgentRun]:
         """Every browser run running or waiting for a verification code, of every environment."""
-        items = self._table.index_items("gsi2pk", keys.AGENT_RUNS_IN_FLIGHT_PK, index=keys.GSI2)
+        items = self._table.index_items(keys.GSI2, keys.AGENT_RUNS_IN_FLIGHT_PK)
         return [self._from_item(i) for i in items]
 
     def remove_all_of_agent(self, environment: str, agent_id: str) -> None:
-        items = self._table.query_all("gsi1pk", keys.agent_runs_index_pk(environment, agent_id), index=keys.GSI1)
+        items = self._table.query_all(keys.GSI1, keys.agent_runs_index_pk(environment, agent_id))
         self._table.batch_write(deletes=[keys.agent_run(environment, int(i["id"])) for i in items])
 
     # The guard of the running run -------------------------------------------------------------

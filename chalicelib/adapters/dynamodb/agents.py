@@ -40,8 +40,7 @@ class AgentRepository:
         return self._from_item(item)
 
     def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[Agent], str | None]:
-        page = self._table.query_page("gsi1pk", keys.agents_index_pk(environment), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.agents_index_pk(environment), limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, updated: Agent, previous: Agent) -> None:
@@ -51,8 +50,8 @@ class AgentRepository:
         names = {f"#a{i}": name for i, name in enumerate(item)}
         values = {f":v{i}": value for i, value in enumerate(item.values())}
         expression = "SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(item)))
-        if "gsi2pk" not in item:  # no longer scheduled: out of the list of scheduled agents
-            expression += " REMOVE gsi2pk, gsi2sk"
+        if keys.GSI2.partition_key not in item:  # no longer scheduled: out of the list of scheduled agents
+            expression += f" REMOVE {keys.GSI2.attributes}"
         try:
             self._table.update(keys.agent(previous.environment, previous.id), expression,
                                condition="attribute_exists(pk) AND #version = :seen",
@@ -65,7 +64,7 @@ class AgentRepository:
 
     def scheduled(self) -> list[tuple[str, str]]:
         """(environment, agent id) of every agent that has a schedule, in every environment."""
-        items = self._table.index_items("gsi2pk", keys.SCHEDULED_AGENTS_PK, index=keys.GSI2)
+        items = self._table.index_items(keys.GSI2, keys.SCHEDULED_AGENTS_PK)
         return [(i["environment"], i["id"]) for i in items]
 
     def set_last_run(self, environment: str, agent_id: str, at: datetime) -> None:
@@ -99,7 +98,7 @@ class AgentRepository:
             self._table.delete(keys.agent(agent.environment, agent.id), condition="attribute_exists(pk)")
         except ConditionFailed:
             raise NotFound(f"agent {agent.id} not found") from None
-        rest = self._table.query_all("pk", keys.agent(agent.environment, agent.id)["pk"])
+        rest = self._table.query_all(keys.BASE_TABLE, keys.agent(agent.environment, agent.id)["pk"])
         self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in rest])
         if agent.browser is not None:
             self._table.delete(keys.browser_agent_directory(agent.id))
@@ -114,7 +113,7 @@ class AgentRepository:
 
     def files(self, environment: str, agent_id: str) -> list[AgentFile]:
         """The agent's input files, oldest first."""
-        items = self._table.query_all("pk", keys.agent(environment, agent_id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE, keys.agent(environment, agent_id)["pk"],
                                       sort_prefix=keys.AGENT_FILE_PREFIX)
         return sorted((self._file_from_item(i) for i in items), key=lambda f: (f.created_at, f.id))
 

@@ -30,7 +30,7 @@ class ApiKeyRepository:
         return self._from_item(item) if item else None
 
     def list(self) -> list[ApiKey]:
-        items = self._table.query_all("gsi1pk", keys.API_KEYS_INDEX_PK, index=keys.GSI1)
+        items = self._table.query_all(keys.GSI1, keys.API_KEYS_INDEX_PK)
         return [self._from_item(i) for i in items]
 
     def revoke(self, key_id: int) -> ApiKey:

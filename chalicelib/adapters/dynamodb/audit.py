@@ -127,7 +127,7 @@ class AuditRepository:
         """Every environment's, a page of `limit_per_shard` of each shard (in key order)."""
         found = []
         for shard in keys.requests_in_flight_shards():
-            page = self._table.query_page("pk", shard, limit=limit_per_shard, newest_first=False)
+            page = self._table.query_page(keys.BASE_TABLE, shard, limit=limit_per_shard, newest_first=False)
             found += [RequestInFlight(environment=item["environment"], request_id=item["request_id"],
                                       actor=item["actor"], action=item["action"],
                                       resource_type=item["resource_type"], resource_id=item.get("resource_id"),
@@ -149,7 +149,7 @@ class AuditRepository:
 
     def newest(self, environment: str) -> AuditEntry | None:
         """The entry with the highest seq (a consistent read), or None when the chain has none."""
-        page = self._table.query_page("pk", keys.audit_pk(environment), limit=1,
+        page = self._table.query_page(keys.BASE_TABLE, keys.audit_pk(environment), limit=1,
                                       sort_prefix=keys.AUDIT_ENTRY_PREFIX, consistent=True)
         return _from_item(page.items[0]) if page.items else None
 
@@ -157,7 +157,7 @@ class AuditRepository:
         """The stored entries from `first_seq` to `last_seq`, in seq order, a page at a time. The
         reads are consistent (the table's own partition), like the head's: an entry the head counts
         was put before the head moved to it, so it is found here."""
-        items = self._table.query_between(keys.audit_pk(environment), keys.audit_entry_sk(first_seq),
+        items = self._table.query_between(keys.BASE_TABLE, keys.audit_pk(environment), keys.audit_entry_sk(first_seq),
                                           keys.audit_entry_sk(last_seq), page_size=READ_PAGE, consistent=True)
         return (_from_item(item) for item in items)
 
@@ -168,11 +168,11 @@ class AuditRepository:
         (consistently: with no filter and a limit of 1 this is the chain's newest entry)."""
         if query.resource_type is not None and query.resource_id is not None:
             page = self._table.index_page(
-                "gsi3pk", keys.audit_resource_pk(environment, query.resource_type, query.resource_id),
-                index=keys.GSI3, sort_attr="gsi3sk", limit=limit, cursor=cursor,
+                keys.GSI3, keys.audit_resource_pk(environment, query.resource_type, query.resource_id),
+                limit=limit, cursor=cursor,
                 admits=lambda item: item.get("entity") == ENTITY and query.admits(_from_item(item)))
         else:
-            page = self._table.query_page("pk", keys.audit_pk(environment), limit=limit, cursor=cursor,
+            page = self._table.query_page(keys.BASE_TABLE, keys.audit_pk(environment), limit=limit, cursor=cursor,
                                           sort_prefix=keys.AUDIT_ENTRY_PREFIX, filter=_filter(query),
                                           consistent=True)
         return [_from_item(item) for item in page.items], page.cursor

@@ -52,19 +52,21 @@ class BalanceRepository:
             clauses.append("#fd <= :fto")
             values[":fto"] = date_to.isoformat()
         window = Filter(" AND ".join(clauses), {"#fd": "date"}, values) if clauses else None
-        page = self._table.query_page("pk", keys.stream_balances_pk(environment, stream_key), limit=limit,
+        page = self._table.query_page(keys.BASE_TABLE, keys.stream_balances_pk(environment, stream_key), limit=limit,
                                       cursor=cursor, filter=window)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def older_than(self, day: StatementDay) -> StatementDay | None:
         """The newest statement day of the stream before `day`'s date (for its gap flag). By the
         `date` attribute: a filter may not name the sort key."""
-        page = self._table.query_page("pk", keys.stream_balances_pk(day.environment, day.data_stream_key), limit=1,
+        page = self._table.query_page(keys.BASE_TABLE, keys.stream_balances_pk(day.environment, day.data_stream_key),
+                                      limit=1,
                                       filter=Filter("#fd < :fday", {"#fd": "date"}, {":fday": day.date.isoformat()}))
         return self._from_item(page.items[0]) if page.items else None
 
     def remove_stream(self, environment: str, stream_key: str) -> None:
-        items = self._table.query_all("pk", keys.stream_balances_pk(environment, stream_key), projection=("pk", "sk"))
+        items = self._table.query_all(keys.BASE_TABLE, keys.stream_balances_pk(environment, stream_key),
+                                      projection=("pk", "sk"))
         self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in items]
                                 + [keys.stream_latest_balance(environment, stream_key)])
 
@@ -74,8 +76,8 @@ class BalanceRepository:
 
     @staticmethod
     def _to_item(day: StatementDay) -> dict[str, Any]:
-        return {"pk": keys.stream_balances_pk(day.environment, day.data_stream_key),
-                "sk": keys.stream_balance_sk(day.date, day.statement_id), "entity": "statement_day",
+        return {**keys.stream_balance(day.environment, day.data_stream_key, day.date, day.statement_id),
+                "entity": "statement_day",
                 "environment": day.environment, "data_stream_key": day.data_stream_key, "date": day.date.isoformat(),
                 "statement_id": day.statement_id, "account": day.account, "currency": day.currency,
                 "decimal_places": day.decimal_places, "opening_booked": day.opening_booked,

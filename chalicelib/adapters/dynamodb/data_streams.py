@@ -97,9 +97,8 @@ class DataStreamRepository:
 
     def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:
         """The visible stream of that id (through the list's index, which is keyed by id)."""
-        sort = keys.data_stream_index(environment, stream_id)["gsi1sk"]
-        items = list(self._table.query_between(keys.data_streams_index_pk(environment), sort, sort, index=keys.GSI1,
-                                               partition_attr="gsi1pk", sort_attr="gsi1sk"))
+        sort = keys.data_stream_index(environment, stream_id)[keys.GSI1.sort_key]
+        items = list(self._table.query_between(keys.GSI1, keys.data_streams_index_pk(environment), sort, sort))
         streams = [s for s in map(self._from_item, items) if not s.deleting]
         return streams[0] if streams else None
 
@@ -110,15 +109,14 @@ class DataStreamRepository:
         return {s.key: s for s in streams if not s.deleting}
 
     def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[DataStream], str | None]:
-        page: Page = self._table.query_page(
-            "gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1, sort_attr="gsi1sk",
+        page: Page = self._table.query_page(keys.GSI1, keys.data_streams_index_pk(environment),
             limit=limit, cursor=cursor,
         )
         return [self._from_item(i) for i in page.items], page.cursor
 
     def bank_feeds(self, environment: str) -> list[DataStream]:
         """Every bank_feed stream of the environment (what a statement's accounts are routed to)."""
-        items = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1)
+        items = self._table.query_all(keys.GSI1, keys.data_streams_index_pk(environment))
         streams = [self._from_item(i) for i in items]
         return [s for s in streams if s.type is StreamType.BANK_FEED and not s.deleting]
 
@@ -167,24 +165,25 @@ class DataStreamRepository:
     def request_recount(self, environment: str, key: str, requested_at: datetime) -> None:
         try:
             self._table.update(keys.data_stream(environment, key),
-                               "SET recount_requested_at = :at, gsi2pk = :gsi2pk, gsi2sk = :gsi2sk",
+                               f"SET recount_requested_at = :at, {keys.GSI2.assignment(':recount')}",
                                condition="attribute_exists(pk)",
                                values={":at": iso(requested_at),
-                                       **{f":{k}": v for k, v in keys.recount_index(environment, key).items()}})
+                                       **keys.GSI2.assigned_values(keys.recount_index(environment, key), ":recount")})
         except ConditionFailed:
             pass  # the stream is gone: nothing to count
 
     def clear_recount_request(self, environment: str, key: str, counted_at: datetime) -> None:
         """Drop the request a recount begun at `counted_at` answered; a later request stays."""
         try:
-            self._table.update(keys.data_stream(environment, key), "REMOVE recount_requested_at, gsi2pk, gsi2sk",
+            self._table.update(keys.data_stream(environment, key),
+                               f"REMOVE recount_requested_at, {keys.GSI2.attributes}",
                                condition="recount_requested_at <= :at", values={":at": iso(counted_at)})
         except ConditionFailed:
             pass
 
     def recount_requests(self) -> list[tuple[str, str]]:
         """(environment, stream key) of every stream waiting for a recount, of every environment."""
-        items = self._table.index_items("gsi2pk", keys.RECOUNTS_PK, index=keys.GSI2)
+        items = self._table.index_items(keys.GSI2, keys.RECOUNTS_PK)
         return [(i["environment"], i["key"]) for i in items]
 
     def mark_deleting(self, environment: str, key: str) -> None:

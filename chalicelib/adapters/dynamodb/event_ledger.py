@@ -44,7 +44,7 @@ class EventLedger:
 
     def parked(self, limit: int = 500) -> list[HeldEvent]:
         """Events the bus refused, of every environment, in key order: a page of `limit`."""
-        page = self._table.query_page("pk", keys.PARKED_EVENTS_PK, limit=limit, newest_first=False)
+        page = self._table.query_page(keys.BASE_TABLE, keys.PARKED_EVENTS_PK, limit=limit, newest_first=False)
         return [self._held(item) for item in page.items]
 
     def held(self, limit_per_shard: int = 500) -> list[HeldEvent]:
@@ -52,7 +52,7 @@ class EventLedger:
         found = []
         for shard in keys.held_events_shards():
             found += [self._held(item) for item in
-                      self._table.query_page("pk", shard, limit=limit_per_shard, newest_first=False).items]
+                      self._table.query_page(keys.BASE_TABLE, shard, limit=limit_per_shard, newest_first=False).items]
         return found
 
     def release(self, environment: str, events: list[Event]) -> None:
@@ -109,7 +109,7 @@ class EventLedger:
                          "entity_id": decision.entity_id, "due_at": iso(decision.due_at)})
 
     def decisions(self, kind: str, limit: int = 500) -> list[HeldDecision]:
-        page = self._table.query_page("pk", keys.HELD_DECISIONS_PK, limit=limit, newest_first=False,
+        page = self._table.query_page(keys.BASE_TABLE, keys.HELD_DECISIONS_PK, limit=limit, newest_first=False,
                                       sort_prefix=f"{kind}#")
         return [HeldDecision(item["kind"], item["environment"], int(item["entity_id"]), parse_iso(item["due_at"]))
                 for item in page.items]

@@ -26,13 +26,13 @@ class InvestigationRepository(StatusMoves[Investigation, InvestigationStatus]):
         return self._from_item(item)
 
     def of_exception(self, environment: str, exception_id: int, limit: int) -> list[Investigation]:
-        page = self._table.query_page("gsi1pk", keys.investigations_of_exception_pk(environment, exception_id),
-                                      index=keys.GSI1, sort_attr="gsi1sk", limit=limit)
+        page = self._table.query_page(keys.GSI1, keys.investigations_of_exception_pk(environment, exception_id),
+                                      limit=limit)
         return [self._from_item(i) for i in page.items]
 
     def active(self) -> list[Investigation]:
         """Pending and running investigations of every environment (for the sweeper)."""
-        items = self._table.index_items("gsi2pk", keys.ACTIVE_INVESTIGATIONS_PK, index=keys.GSI2)
+        items = self._table.index_items(keys.GSI2, keys.ACTIVE_INVESTIGATIONS_PK)
         return [self._from_item(i) for i in items]
 
     def mark_accepted(self, investigation: Investigation, match_id: int) -> None:

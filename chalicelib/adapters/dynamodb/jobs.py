@@ -113,7 +113,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     def results(self, environment: str, job_id: int, problems_only: bool = False) -> list[ItemResult]:
         """Every item's result in submission order (bulk requests), or only those that failed or
         were skipped (all a file import keeps)."""
-        items = self._table.query_all("pk", keys.ingestion_job(environment, job_id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE, keys.ingestion_job(environment, job_id)["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX,
                                       projection=("results", "problems") if problems_only else "results")
         rows = (row for item in items for row in (_problem_rows(item) if problems_only else item.get("results") or ()))
@@ -139,8 +139,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         attribute = "problems" if job.is_file else "results"
         listing = keys.ingestion_job(job.environment, job.id)["pk"]
         first = keys.job_results(job.environment, job.id, from_chunk)["sk"]
-        for item in self._table.query_between(listing, first, keys.LAST_RESULTS_SK, page_size=page_size,
-                                              projection=("sk", attribute)):
+        for item in self._table.query_between(keys.BASE_TABLE, listing, first, keys.LAST_RESULTS_SK,
+                                              page_size=page_size, projection=("sk", attribute)):
             yield int(item["sk"].removeprefix(keys.RESULTS_PREFIX)), [_result_of(r) for r in item.get(attribute) or ()]
 
     # Moving (`move` is StatusMoves') ---------------------------------------------------------
@@ -282,8 +282,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
     def list_of_stream(self, environment: str, stream_key: str, limit: int,
                        cursor: str | None) -> tuple[list[IngestionJob], str | None]:
         """The stream's file imports and the bulk requests that fed it (through their links), newest first."""
-        page = self._table.query_page("gsi1pk", keys.jobs_of_stream_pk(environment, stream_key), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.jobs_of_stream_pk(environment, stream_key), limit=limit,
+                                      cursor=cursor)
         linked = {(i["pk"], "JOB") for i in page.items if i.get("entity") == "job_stream_link"}
         jobs = {(i["pk"], i["sk"]): i for i in self._table.get_many({"pk": pk, "sk": sk} for pk, sk in linked)}
         items = [jobs.get((i["pk"], "JOB")) if i.get("entity") == "job_stream_link" else i for i in page.items]
@@ -307,7 +307,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
 
     def active(self) -> list[IngestionJob]:
         """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""
-        items = self._table.index_items("gsi2pk", keys.ACTIVE_JOBS_PK, index=keys.GSI2)
+        items = self._table.index_items(keys.GSI2, keys.ACTIVE_JOBS_PK)
         return [self._from_item(i) for i in items]
 
     def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:

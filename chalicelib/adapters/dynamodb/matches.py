@@ -162,8 +162,8 @@ class MatchRepository:
         they come from that sparse index alone (a record matched elsewhere but not here is still
         open here); before, from all the stream's records, since some may have been reconciled in
         every other reconciliation before this one used the stream."""
-        attr, partitions, index = _stream_records(environment, stream_key, adopted)
-        shards = started([self._table.query_all(attr, partition, index=index,
+        index, partitions = _stream_records(environment, stream_key, adopted)
+        shards = started([self._table.query_all(index, partition,
                                                 projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
                           for partition in partitions])
         return (_open_record(item) for item in heapq.merge(*shards, key=lambda item: item["id"])
@@ -175,11 +175,11 @@ class MatchRepository:
         loads, a million a side, without a dict per record. `status` only when read whole. The
         partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
         come in no order."""
-        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        index, partitions = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        key_attributes = ("pk", "sk", attr, attr.replace("pk", "sk"))
+        key_attributes = ("pk", "sk", index.partition_key, index.sort_key)
         yield from self._table.parsed_pages(
-            attr, partitions, index=index, filter=_open_here(reconciliation_id), projection=projection,
+            index, partitions, filter=_open_here(reconciliation_id), projection=projection,
             parse=lambda body: page_columns(body, key_attributes, with_metadata))
 
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
@@ -202,10 +202,10 @@ class MatchRepository:
     def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
                    deadline: float | None = None) -> tuple[int, bool]:
         """How many records `open_records` would give, and whether the count finished by `deadline`."""
-        attr, partitions, index = _stream_records(environment, stream_key, adopted)
+        index, partitions = _stream_records(environment, stream_key, adopted)
         with ThreadPoolExecutor(PARTITION_THREADS) as pool:
             counts = list(pool.map(lambda partition: self._table.count(
-                attr, partition, index=index, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
+                index, partition, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
         return sum(found for found, _ in counts), all(finished for _, finished in counts)
 
     def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
@@ -257,8 +257,8 @@ class MatchRepository:
         stream's record index: a dense run of ids costs a tenth of reading each by key, but the
         index is eventually consistent)."""
         items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
-            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk")))
+            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id),
+                                      keys.record_sort_key(high_id))))
         return [_held(item) for item in items]
 
     def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
@@ -266,8 +266,7 @@ class MatchRepository:
         """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
         stream's record index (as `held_records_between`: eventually consistent)."""
         items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
-            self._table.query_between(partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                      index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
+            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
                                       projection=_passing_attributes(reconciliation_ids), typed=True)))
         return _passings(items, reconciliation_ids)
 
@@ -284,9 +283,9 @@ class MatchRepository:
         """The reconciliation's matches with ids from `low_id` to `high_id`, those `find_many` finds,
         projected to what a story trace needs of them (from its match index: eventually consistent)."""
         def between(partition: str) -> list[dict[str, Any]]:
-            return list(self._table.query_between(partition, keys.match_sort_key(low_id), keys.match_sort_key(high_id),
-                                                  index=keys.GSI1, partition_attr="gsi1pk", sort_attr="gsi1sk",
-                                                  projection=MATCH_STATE_ATTRIBUTES, typed=True))
+            return list(self._table.query_between(keys.GSI1, partition, keys.match_sort_key(low_id),
+                                                  keys.match_sort_key(high_id), projection=MATCH_STATE_ATTRIBUTES,
+                                                  typed=True))
 
         partitions = keys.matches_of_reconciliation_partitions(environment, reconciliation_id)
         with ThreadPoolExecutor(SHARD_READERS) as pool:  # the list's shards, and its unsharded partition
@@ -301,7 +300,7 @@ class MatchRepository:
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
         """Read consistently: an undo that follows a crashed write by milliseconds must see every
         member written, or a claim would outlive it."""
-        return [_member(i) for i in self._table.query_all("pk", keys.match(environment, match_id)["pk"],
+        return [_member(i) for i in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"],
                                                           sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
 
     def members_and_money(self, environment: str, match_id: int) -> tuple[list[MatchMember], Money | None]:
@@ -309,7 +308,7 @@ class MatchRepository:
         consistent query of the match's partition."""
         members: list[MatchMember] = []
         money: Money | None = None
-        for item in self._table.query_all("pk", keys.match(environment, match_id)["pk"], consistent=True,
+        for item in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], consistent=True,
                                           projection=("sk", "side", "record_id", "data_stream_key", "money"),
                                           typed=True):  # a payout's 10,000 members: parsed directly
             sort_key = item["sk"]["S"]
@@ -330,8 +329,8 @@ class MatchRepository:
                     cursor: str | None) -> tuple[list[int], str | None]:
         """A page of the match's record ids, highest first (record lists go newest first), and the cursor of
         the next."""
-        page = self._table.query_page("pk", keys.match(environment, match_id)["pk"], limit=limit, cursor=cursor,
-                                      sort_prefix=keys.MATCH_MEMBER_PREFIX)
+        page = self._table.query_page(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], limit=limit,
+                                      cursor=cursor, sort_prefix=keys.MATCH_MEMBER_PREFIX)
         return [i["record_id"] for i in page.items], page.cursor
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
@@ -351,11 +350,11 @@ class MatchRepository:
         listing = keys.matches_of_reconciliation_pk(environment, reconciliation_id)
         below = listing_cursor_value(cursor, listing) if cursor else None
         items = list(itertools.islice(self._table.merged_below(
-            "gsi1pk", keys.matches_of_reconciliation_partitions(environment, reconciliation_id), index=keys.GSI1,
-            sort_attr="gsi1sk", below=below, page_size=limit + 1, filter=hidden), limit + 1))
+            keys.GSI1, keys.matches_of_reconciliation_partitions(environment, reconciliation_id), below=below,
+            page_size=limit + 1, filter=hidden), limit + 1))
         more = len(items) > limit
         return ([self._from_item(i) for i in items[:limit]],
-                listing_cursor(listing, items[limit - 1]["gsi1sk"]) if more else None)
+                listing_cursor(listing, items[limit - 1][keys.GSI1.sort_key]) if more else None)
 
     # Changing a committed match ---------------------------------------------------------------
 
@@ -385,7 +384,7 @@ class MatchRepository:
 
     def pending(self) -> list[Match]:
         """Begun matches of every environment (for the sweeper)."""
-        return [self._from_item(i) for i in self._table.index_items("gsi2pk", keys.PENDING_MATCHES_PK, index=keys.GSI2)]
+        return [self._from_item(i) for i in self._table.index_items(keys.GSI2, keys.PENDING_MATCHES_PK)]
 
     def remove(self, match: Match) -> None:
         """Drop a match that was never committed (a committed one stays, as a tombstone once unmatched)."""
@@ -425,14 +424,13 @@ class MatchRepository:
         )
 
 
-def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[str, list[str], str]:
+def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[keys.Index, list[str]]:
     """Where a stream's records open in a reconciliation are read: the sparse open index once the
     stream is adopted (every shard, and the unsharded partition of the records written before the
-    shards), every record of the stream before, in each of its shards (partition attribute, values,
-    index)."""
+    shards), every record of the stream before, in each of its shards (index, partitions)."""
     if adopted:
-        return "gsi5pk", keys.open_records_of_stream_partitions(environment, stream_key), keys.GSI5
-    return "gsi1pk", keys.records_of_stream_shards(environment, stream_key), keys.GSI1
+        return keys.GSI5, keys.open_records_of_stream_partitions(environment, stream_key)
+    return keys.GSI1, keys.records_of_stream_shards(environment, stream_key)
 
 
 def _open_here(reconciliation_id: int) -> Filter:
@@ -451,13 +449,13 @@ def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> st
     elif set_clause:
         sets.insert(0, set_clause.removeprefix("SET "))
     if status is RecordStatus.UNRECONCILED:
-        removes += ["gsi4pk", "gsi4sk"]
+        removes.append(keys.GSI4.attributes)
     else:
-        sets += ["gsi4pk = :g4", "gsi4sk = :g4s"]
+        sets.append(keys.GSI4.assignment(":g4"))
     if status is RecordStatus.RECONCILED:
-        removes += ["gsi5pk", "gsi5sk"]
+        removes.append(keys.GSI5.attributes)
     else:
-        sets += ["gsi5pk = :g5", "gsi5sk = :g5s"]
+        sets.append(keys.GSI5.assignment(":g5"))
     expression = "SET " + ", ".join(sets)
     if removes:
         expression += " REMOVE " + ", ".join(removes)
@@ -468,10 +466,9 @@ def _status_values(environment: str, record_id: int, stream_key: str, status: Re
     """The values `_status_update` names for `status`."""
     values = {":status": status.value}
     indexes = keys.record_indexes(environment, record_id, stream_key, status.value)
-    if "gsi4pk" in indexes:
-        values.update({":g4": indexes["gsi4pk"], ":g4s": indexes["gsi4sk"]})
-    if "gsi5pk" in indexes:
-        values.update({":g5": indexes["gsi5pk"], ":g5s": indexes["gsi5sk"]})
+    for index, placeholder in ((keys.GSI4, ":g4"), (keys.GSI5, ":g5")):
+        if index.partition_key in indexes:
+            values.update(index.assigned_values(indexes, placeholder))
     return values
 
 

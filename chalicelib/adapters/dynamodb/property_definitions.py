@@ -69,8 +69,7 @@ class PropertyDefinitionRepository:
         if stream_key is not None and not KEY_PATTERN.match(stream_key):
             return []  # no stream can have that key
         prefix = keys.property_definitions_of_stream_prefix(stream_key) if stream_key is not None else None
-        items = self._table.query_all("gsi1pk", keys.property_definitions_index_pk(environment), index=keys.GSI1,
-                                      sort_attr="gsi1sk", sort_prefix=prefix)
+        items = self._table.query_all(keys.GSI1, keys.property_definitions_index_pk(environment), sort_prefix=prefix)
         return [self._from_item(i) for i in items]
 
     def save(self, definition: PropertyDefinition) -> None:
@@ -93,7 +92,7 @@ class PropertyDefinitionRepository:
     def remove_all_of_stream(self, environment: str, stream_key: str) -> None:
         definitions = self.list(environment, stream_key)
         self._table.batch_write(deletes=[keys.property_definition(environment, d.id) for d in definitions])
-        guards = self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
+        guards = self._table.query_all(keys.BASE_TABLE, keys.data_stream(environment, stream_key)["pk"],
                                        sort_prefix=keys.PROPERTY_GUARD_PREFIX)
         self._table.batch_write(deletes=[{"pk": g["pk"], "sk": g["sk"]} for g in guards])
 

@@ -47,7 +47,7 @@ class ExceptionRepository:
                   limit: int) -> tuple[list[ReconciliationException], bool]:
         """A page of the environment's exceptions, newest first, by offset: the index is read for
         the few attributes the filters need, then only the page's items are read whole."""
-        summaries = self._table.query_all("gsi1pk", keys.exceptions_index_pk(environment), index=keys.GSI1,
+        summaries = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment),
                                           projection=LISTING_ATTRIBUTES)
         wanted = sorted((s.id for s in map(_summary_of, summaries) if admits(s)), reverse=True)
         page_ids = wanted[offset:offset + limit]
@@ -169,7 +169,8 @@ class ExceptionRepository:
     # Its records ------------------------------------------------------------------------------
 
     def records(self, exception: ReconciliationException) -> list[ExceptionRecord]:
-        items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE,
+                                      keys.reconciliation_exception(exception.environment, exception.id)["pk"],
                                       sort_prefix=keys.EXCEPTION_RECORD_PREFIX)
         return [ExceptionRecord(i["record_id"], i["amount"], i["direction"], i["date"], i["currency"],
                                 bool(i.get("pending_confirmation"))) for i in items]
@@ -177,7 +178,8 @@ class ExceptionRepository:
     def record_page(self, exception: ReconciliationException, record_filter: RecordFilter, today: date, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
         """A page of the exception's record ids, newest first, filtered by DynamoDB itself."""
-        page = self._table.query_page("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+        page = self._table.query_page(keys.BASE_TABLE,
+                                      keys.reconciliation_exception(exception.environment, exception.id)["pk"],
                                       sort_prefix=keys.EXCEPTION_RECORD_PREFIX, limit=limit, cursor=cursor,
                                       filter=_filter(record_filter, today))
         return [i["record_id"] for i in page.items], page.cursor
@@ -247,7 +249,8 @@ class ExceptionRepository:
                              "created_at": iso(comment.created_at), **owing(pending_event)})
 
     def comments(self, exception: ReconciliationException) -> list[ExceptionComment]:
-        items = self._table.query_all("pk", keys.reconciliation_exception(exception.environment, exception.id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE,
+                                      keys.reconciliation_exception(exception.environment, exception.id)["pk"],
                                       sort_prefix=keys.COMMENT_PREFIX)
         return [ExceptionComment(i["id"], i["body"], i["author_idp_id"], tuple(i.get("mentions") or ()),
                                  parse_iso(i["created_at"])) for i in items]

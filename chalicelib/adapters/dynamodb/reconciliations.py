@@ -76,7 +76,7 @@ class ReconciliationRepository:
         """(environment, id) of every reconciliation, of every environment, whose exceptions were
         last refreshed before `refreshed_before` or never (for the sweeper, every minute: read from
         the index alone, SWEEP_INDEX_ATTRIBUTES; a reconciliation being deleted has left it)."""
-        entries = self._table.query_all("gsi2pk", keys.ALL_RECONCILIATIONS_PK, index=keys.GSI2)
+        entries = self._table.query_all(keys.GSI2, keys.ALL_RECONCILIATIONS_PK)
         return [(e["environment"], e["id"]) for e in entries
                 if e.get("exceptions_refreshed_at") is None
                 or parse_iso(e["exceptions_refreshed_at"]) < refreshed_before]
@@ -105,8 +105,7 @@ class ReconciliationRepository:
 
     def list_page(self, environment: str, limit: int,
                   cursor: str | None) -> tuple[list[Reconciliation], str | None]:
-        page = self._table.query_page("gsi1pk", keys.reconciliations_index_pk(environment), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.reconciliations_index_pk(environment), limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, updated: Reconciliation, previous: Reconciliation) -> None:
@@ -149,7 +148,7 @@ class ReconciliationRepository:
         try:
             item = self._table.update(
                 keys.reconciliation(environment, reconciliation_id),
-                "SET deleting = if_not_exists(deleting, :t) REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk",
+                f"SET deleting = if_not_exists(deleting, :t) REMOVE {keys.GSI1.attributes}, {keys.GSI2.attributes}",
                 condition="attribute_exists(pk) AND attribute_not_exists(current_run_id)",
                 values={":t": True}, return_new=True,
             )
@@ -218,7 +217,7 @@ class ReconciliationRepository:
     def _usages_of_stream(self, environment: str, stream_key: str) -> Iterable[dict[str, Any]]:
         """Read consistently: a stream delete marks first and reads the usages after, so a usage
         an edit held a moment before the mark must be seen."""
-        return self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
+        return self._table.query_all(keys.BASE_TABLE, keys.data_stream(environment, stream_key)["pk"],
                                      sort_prefix=keys.STREAM_USAGE_PREFIX, consistent=True)
 
     @staticmethod
@@ -283,8 +282,7 @@ class ReconciliationRuleRepository:
 
     def list_of(self, environment: str, reconciliation_id: int) -> list[Rule]:
         """Every rule of the reconciliation, by priority (one query)."""
-        items = self._table.query_all("gsi1pk", keys.rules_of_reconciliation_pk(environment, reconciliation_id),
-                                      index=keys.GSI1)
+        items = self._table.query_all(keys.GSI1, keys.rules_of_reconciliation_pk(environment, reconciliation_id))
         return [self._from_item(i) for i in items]
 
     def save(self, updated: Rule, previous: Rule) -> None:
@@ -315,7 +313,7 @@ class ReconciliationRuleRepository:
     def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None:
         rules = self.list_of(environment, reconciliation_id)
         self._table.batch_write(deletes=[keys.reconciliation_rule(environment, r.id) for r in rules])
-        guards = self._table.query_all("pk", keys.reconciliation(environment, reconciliation_id)["pk"],
+        guards = self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, reconciliation_id)["pk"],
                                        sort_prefix=keys.RULE_PRIORITY_GUARD_PREFIX)
         self._table.batch_write(deletes=[{"pk": g["pk"], "sk": g["sk"]} for g in guards])
 

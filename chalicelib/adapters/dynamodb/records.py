@@ -182,7 +182,7 @@ class RecordRepository:
         listing = keys.records_of_stream_pk(environment, stream_key)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
         partitions = keys.records_of_stream_shards(environment, stream_key)
-        items = self._table.merged_below("gsi1pk", partitions, index=keys.GSI1, sort_attr="gsi1sk",
+        items = self._table.merged_below(keys.GSI1, partitions,
                                          below=below, page_size=-(-(limit + 1) // len(partitions)) + 1)
         admits = self._admits(query)
         found: list[dict[str, Any]] = []
@@ -201,7 +201,7 @@ class RecordRepository:
                              cursor: str | None) -> Page:
         """The records an external id names: one guard per stream holding it, each naming its record."""
         listing = keys.external_id_guards_pk(environment, external_id)
-        guards = self._table.query_all("pk", listing, sort_prefix=keys.EXTERNAL_ID_GUARD_PREFIX,
+        guards = self._table.query_all(keys.BASE_TABLE, listing, sort_prefix=keys.EXTERNAL_ID_GUARD_PREFIX,
                                        projection="record_id")
         ids = sorted({g["record_id"] for g in guards}, reverse=True)
         if cursor:
@@ -217,10 +217,10 @@ class RecordRepository:
         matched, merged newest first; each partition's first page is read at once."""
         listing = keys.records_with_status_pk(environment, RecordStatus.UNRECONCILED.value)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
-        streams = self._table.query_all("gsi1pk", keys.data_streams_index_pk(environment), index=keys.GSI1,
+        streams = self._table.query_all(keys.GSI1, keys.data_streams_index_pk(environment),
                                         projection="key")
         unmatched = Filter("attribute_not_exists(#fm)", {"#fm": "matched_in"}, {})
-        partitions = started([self._table.sort_values_below("gsi5pk", partition, index=keys.GSI5, sort_attr="gsi5sk",
+        partitions = started([self._table.sort_values_below(keys.GSI5, partition,
                                                             below=below, page_size=limit + 1, filter=unmatched)
                               for s in streams
                               for partition in keys.open_records_of_stream_partitions(environment, s["key"])])
@@ -235,9 +235,9 @@ class RecordRepository:
         listing = keys.records_with_status_pk(environment, query.status.value)
         below = keys.record_sort_key(_cursor_id(cursor, listing)) if cursor else None
         partitions = keys.records_with_status_partitions(environment, query.status.value)
-        entries = self._table.merged_below("gsi4pk", partitions, index=keys.GSI4, sort_attr="gsi4sk", below=below,
-                                           page_size=limit + 1, projection=("gsi4sk",))
-        ids = (int(entry["gsi4sk"]) for entry in entries)
+        entries = self._table.merged_below(keys.GSI4, partitions, below=below,
+                                           page_size=limit + 1, projection=(keys.GSI4.sort_key,))
+        ids = (int(entry[keys.GSI4.sort_key]) for entry in entries)
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 
@@ -289,8 +289,7 @@ class RecordRepository:
         """Delete a stream's records and their guards, DELETE_BATCH records at a time (a stream
         being deleted: a retry finds what is left)."""
         batch: list[dict[str, Any]] = []
-        for item in self._table.query_partitions("gsi1pk", keys.records_of_stream_shards(environment, stream_key),
-                                                 index=keys.GSI1):
+        for item in self._table.query_partitions(keys.GSI1, keys.records_of_stream_shards(environment, stream_key)):
             batch.append(item)
             if len(batch) == DELETE_BATCH:
                 self._remove_items(batch)

@@ -33,8 +33,8 @@ class RunRepository(StatusMoves[Run, RunStatus]):
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int,
                   cursor: str | None) -> tuple[list[Run], str | None]:
-        page = self._table.query_page("gsi1pk", keys.runs_of_reconciliation_pk(environment, reconciliation_id),
-                                      index=keys.GSI1, sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.runs_of_reconciliation_pk(environment, reconciliation_id),
+                                      limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def move(self, run: Run, /, target: RunStatus, **fields: object) -> Run:
@@ -156,7 +156,7 @@ class RunRepository(StatusMoves[Run, RunStatus]):
 
     def active(self) -> list[Run]:
         """Pending and running runs of every environment (for the sweeper)."""
-        return [self._from_item(i) for i in self._table.index_items("gsi2pk", keys.ACTIVE_RUNS_PK, index=keys.GSI2)]
+        return [self._from_item(i) for i in self._table.index_items(keys.GSI2, keys.ACTIVE_RUNS_PK)]
 
     def count_restart(self, run: Run, counted: bool = True) -> bool:
         """Claim one restart of a stuck run: False when it moved meanwhile or was restarted by another

@@ -66,8 +66,7 @@ class StoryRepository:
         return self._from_item(item)
 
     def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[Story], str | None]:
-        page = self._table.query_page("gsi1pk", keys.stories_index_pk(environment), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.stories_index_pk(environment), limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
     def save(self, updated: Story, previous: Story) -> None:
@@ -111,7 +110,7 @@ class StoryRepository:
     def users_of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StoryUser]:
         """The stories that hold the reconciliation; stale usages (see usage_holds) are left out.
         Read consistently: a usage held a moment before the delete's mark must be seen."""
-        usages = self._table.query_all("pk", keys.reconciliation(environment, reconciliation_id)["pk"],
+        usages = self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, reconciliation_id)["pk"],
                                        sort_prefix=keys.STORY_USAGE_PREFIX, consistent=True)
         return self._users(environment, usages, lambda s: s.uses_reconciliation(reconciliation_id))
 
@@ -119,7 +118,7 @@ class StoryRepository:
         """The stories whose links share the stream; stale usages are left out."""
         if not KEY_PATTERN.match(stream_key):
             return []
-        usages = self._table.query_all("pk", keys.data_stream(environment, stream_key)["pk"],
+        usages = self._table.query_all(keys.BASE_TABLE, keys.data_stream(environment, stream_key)["pk"],
                                        sort_prefix=keys.STORY_USAGE_PREFIX, consistent=True)
         return self._users(environment, usages, lambda s: s.shares_stream(stream_key))
 

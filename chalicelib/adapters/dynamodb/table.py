@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.attribute_values import from_attribute, to_attribute
+from chalicelib.adapters.dynamodb.keys import Index
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, TransitionRefused
 from chalicelib.domain.status_machine import Identified, StatusMachine
@@ -233,19 +234,19 @@ class DynamoTable:
             raise
 
     # Many items ------------------------------------------------------------------------
+    # A read names the key it goes by (keys.BASE_TABLE, or an index: keys.GSI1, ...) and its partition.
 
-    def query_page(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-                   limit: int, cursor: str | None = None, newest_first: bool = True,
-                   sort_attr: str | None = None, sort_prefix: str | None = None,
+    def query_page(self, index: Index, partition_value: str, *, limit: int, cursor: str | None = None,
+                   newest_first: bool = True, sort_prefix: str | None = None,
                    filter: Filter | None = None, consistent: bool = False) -> Page:
         """`consistent` as in query_all."""
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix, filter)
+        kwargs = self._query_kwargs(index, partition_value, sort_prefix, filter)
         kwargs["ScanIndexForward"] = not newest_first
         if consistent:
             kwargs["ConsistentRead"] = True
-        key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr or "sk")))
+        key_attrs = _key_attributes(index)
         if cursor:
-            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value, key_attrs)
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, index.partition_key, partition_value, key_attrs)
         # One item more than asked tells whether another page exists, so a client never gets
         # a cursor that leads to an empty page. A filter drops items after DynamoDB's Limit,
         # so filtered queries read in larger steps until the page is full.
@@ -267,14 +268,13 @@ class DynamoTable:
         last_key = {attr: items[-1][attr] for attr in key_attrs}
         return Page(items=items, cursor=encode_cursor(serialize(last_key)))
 
-    def query_all(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-                  sort_attr: str | None = None, sort_prefix: str | None = None,
+    def query_all(self, index: Index, partition_value: str, *, sort_prefix: str | None = None,
                   projection: str | tuple[str, ...] | None = None,
                   consistent: bool = False, typed: bool = False) -> Iterator[dict[str, Any]]:
         """Every item of the partition; `projection` names the only attributes to read; `consistent`
         reads what was written a moment ago (the table's own items only, not an index's); `typed` as
         in query_between."""
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, sort_attr, sort_prefix)
+        kwargs = self._query_kwargs(index, partition_value, sort_prefix)
         _project(kwargs, projection)
         if consistent:
             kwargs["ConsistentRead"] = True
@@ -291,12 +291,11 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def query_pages(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-                    filter: Filter | None = None,
+    def query_pages(self, index: Index, partition_value: str, *, filter: Filter | None = None,
                     projection: tuple[str, ...] | None = None) -> Iterator[list[dict[str, Any]]]:
         """Every item of the partition, a page at a time and as DynamoDB returns them (typed values:
         {"N": "12"}), for readers of many items that turn each page into columns."""
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None, filter)
+        kwargs = self._query_kwargs(index, partition_value, filter=filter)
         _project(kwargs, projection)
         while True:
             with _pages_as_json():
@@ -306,7 +305,7 @@ class DynamoTable:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def parsed_pages(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
+    def parsed_pages(self, index: Index, partitions: list[str], *,
                      filter: Filter | None = None, projection: tuple[str, ...] | None = None,
                      parse: Callable[[bytes], tuple[P, dict[str, Any] | None]],
                      threads: int = PARTITION_THREADS) -> Iterator[P]:
@@ -315,7 +314,7 @@ class DynamoTable:
         partitions are read `threads` at a time; pages come as they arrive, in no order across
         partitions. A reader that stops early stops the reads."""
         def pages_of(partition: str) -> Iterator[P]:
-            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
+            kwargs = self._query_kwargs(index, partition, filter=filter)
             _project(kwargs, projection)
             while True:
                 with _pages_as_json(raw=True):
@@ -332,53 +331,46 @@ class DynamoTable:
             return
         yield from _interleaved([pages_of(p) for p in partitions], threads)
 
-    def query_between(self, partition_value: str, sort_from: str, sort_to: str, *, page_size: int | None = None,
-                      projection: str | tuple[str, ...] | None = None, index: str | None = None,
-                      partition_attr: str = "pk", sort_attr: str = "sk",
+    def query_between(self, index: Index, partition_value: str, sort_from: str, sort_to: str, *,
+                      page_size: int | None = None, projection: str | tuple[str, ...] | None = None,
                       typed: bool = False, consistent: bool = False) -> Iterator[dict[str, Any]]:
         """Items of a partition (of the table, or of `index`) with sort keys from `sort_from` to
         `sort_to`, in order, read `page_size` at a time when given: a reader that stops early reads
         no further. `typed`: the items as DynamoDB returns them ({"N": "12"}), for readers of many
         items that take a few attributes each (deserialize costs more than the read); `consistent`
         as in query_all."""
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
+        kwargs = self._query_kwargs(index, partition_value)
         if consistent:
             kwargs["ConsistentRead"] = True
         kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
-        kwargs["ExpressionAttributeNames"]["#s"] = sort_attr
+        kwargs["ExpressionAttributeNames"]["#s"] = index.sort_key
         kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
         if page_size is not None:
             kwargs["Limit"] = page_size
         _project(kwargs, projection)
         yield from self._query_items(kwargs, typed)
 
-    def sort_values_below(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str,
-                          below: str | None, page_size: int, filter: Filter | None = None) -> Iterator[str]:
+    def sort_values_below(self, index: Index, partition_value: str, *, below: str | None, page_size: int,
+                          filter: Filter | None = None) -> Iterator[str]:
         """The sort values of a partition, highest first, strictly below `below` when given, read
         `page_size` at a time: a merge of many partitions reads each only as far as it needs."""
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None, filter)
+        kwargs = self._query_kwargs(index, partition_value, filter=filter)
         kwargs.update(ScanIndexForward=False, Limit=page_size)
-        _project(kwargs, sort_attr)
-        if below is not None:
-            kwargs["KeyConditionExpression"] += " AND #below < :below"
-            kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
-            kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
-        yield from (item[sort_attr] for item in self._query_items(kwargs))
+        _project(kwargs, index.sort_key)
+        _below(kwargs, index, below)
+        yield from (item[index.sort_key] for item in self._query_items(kwargs))
 
-    def merged_below(self, partition_attr: str, partitions: list[str], *, index: str, sort_attr: str,
-                     below: str | None, page_size: int, filter: Filter | None = None,
+    def merged_below(self, index: Index, partitions: list[str], *, below: str | None, page_size: int,
+                     filter: Filter | None = None,
                      projection: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
         """The items of one list sharded over `partitions` of an index, highest sort value first (the
         values are unique across them), strictly below `below` when given. Each partition is read
         `page_size` at a time as the merge needs it; the first pages at once, in parallel."""
         def reader(partition: str) -> Iterator[dict[str, Any]]:
-            kwargs = self._query_kwargs(partition_attr, partition, index, None, None, filter)
+            kwargs = self._query_kwargs(index, partition, filter=filter)
             kwargs.update(ScanIndexForward=False, Limit=page_size)
-            if below is not None:
-                kwargs["KeyConditionExpression"] += " AND #below < :below"
-                kwargs["ExpressionAttributeNames"]["#below"] = sort_attr
-                kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
-            _project(kwargs, projection)  # it must name `sort_attr`
+            _below(kwargs, index, below)
+            _project(kwargs, projection)  # it must name the index's sort key
             return self._query_items(kwargs)
 
         def first_page(partition: str) -> Iterator[dict[str, Any]]:
@@ -387,20 +379,19 @@ class DynamoTable:
 
         with ThreadPoolExecutor(min(len(partitions), PARTITION_THREADS)) as pool:
             started = list(pool.map(first_page, partitions))
-        return heapq.merge(*started, key=lambda item: item[sort_attr], reverse=True)
+        return heapq.merge(*started, key=lambda item: item[index.sort_key], reverse=True)
 
-    def query_partitions(self, partition_attr: str, partitions: list[str], *, index: str | None = None,
+    def query_partitions(self, index: Index, partitions: list[str], *,
                          projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
         """Every item of several partitions (the shards of one listing), in no particular order,
         the partitions read side by side."""
-        yield from in_parallel(partitions, lambda p: self.query_all(partition_attr, p, index=index,
-                                                                    projection=projection))
+        yield from in_parallel(partitions, lambda p: self.query_all(index, p, projection=projection))
 
-    def count(self, partition_attr: str, partition_value: str, *, index: str | None = None,
-              filter: Filter | None = None, deadline: float | None = None) -> tuple[int, bool]:
+    def count(self, index: Index, partition_value: str, *, filter: Filter | None = None,
+              deadline: float | None = None) -> tuple[int, bool]:
         """How many items of the partition pass `filter` (only counts come back), and whether the
         count is complete: it stops once time.monotonic() passes `deadline`."""
-        kwargs = {**self._query_kwargs(partition_attr, partition_value, index, None, None, filter), "Select": "COUNT"}
+        kwargs = {**self._query_kwargs(index, partition_value, filter=filter), "Select": "COUNT"}
         counted = 0
         while True:
             response = self._client.query(**kwargs)
@@ -413,23 +404,23 @@ class DynamoTable:
 
     # Indexes that project keys only: the index gives the order, BatchGetItem the items ---------
 
-    def index_items(self, partition_attr: str, partition_value: str, *, index: str) -> list[dict[str, Any]]:
+    def index_items(self, index: Index, partition_value: str) -> list[dict[str, Any]]:
         """Every item listed in a keys-only index partition, read whole from the table (consistent
         reads), in index order; an item that left the partition since the index saw it is left out."""
-        entries = list(self.query_all(partition_attr, partition_value, index=index))
+        entries = list(self.query_all(index, partition_value))
         found = {(i["pk"], i["sk"]): i for i in self.get_many({"pk": e["pk"], "sk": e["sk"]} for e in entries)}
         items = (found.get((e["pk"], e["sk"])) for e in entries)
-        return [i for i in items if i is not None and i.get(partition_attr) == partition_value]
+        return [i for i in items if i is not None and i.get(index.partition_key) == partition_value]
 
-    def index_page(self, partition_attr: str, partition_value: str, *, index: str, sort_attr: str, limit: int,
-                   cursor: str | None, admits: Callable[[dict[str, Any]], bool]) -> Page:
+    def index_page(self, index: Index, partition_value: str, *, limit: int, cursor: str | None,
+                   admits: Callable[[dict[str, Any]], bool]) -> Page:
         """A page, newest first, of the items a keys-only index lists, read whole by BatchGetItem
         and kept when `admits` takes them as stored (the table, not the index's eventual copy)."""
-        key_attrs = tuple(dict.fromkeys(("pk", "sk", partition_attr, sort_attr)))
-        kwargs = self._query_kwargs(partition_attr, partition_value, index, None, None)
+        key_attrs = _key_attributes(index)
+        kwargs = self._query_kwargs(index, partition_value)
         kwargs["ScanIndexForward"] = False
         if cursor:
-            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, partition_attr, partition_value, key_attrs)
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, index.partition_key, partition_value, key_attrs)
 
         def entries() -> Iterator[tuple[dict[str, str], str]]:
             kwargs["Limit"] = limit + 1
@@ -468,22 +459,21 @@ class DynamoTable:
         more = next(source, None) is not None
         return Page(items=[i for i, _ in found], cursor=batch[-1][1] if more else None)
 
-    def _query_kwargs(self, partition_attr: str, partition_value: str, index: str | None,
-                      sort_attr: str | None, sort_prefix: str | None,
+    def _query_kwargs(self, index: Index, partition_value: str, sort_prefix: str | None = None,
                       filter: Filter | None = None) -> dict[str, Any]:
         condition = "#p = :p"
-        names = {"#p": partition_attr}
+        names = {"#p": index.partition_key}
         values: dict[str, Any] = {":p": {"S": partition_value}}
         if sort_prefix is not None:
             condition += " AND begins_with(#s, :s)"
-            names["#s"] = sort_attr or "sk"
+            names["#s"] = index.sort_key
             values[":s"] = {"S": sort_prefix}
         kwargs: dict[str, Any] = {
             "TableName": self.name, "KeyConditionExpression": condition,
             "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
         }
-        if index:
-            kwargs["IndexName"] = index
+        if index.name is not None:
+            kwargs["IndexName"] = index.name
         if filter is not None:
             kwargs["FilterExpression"] = filter.expression
             names.update(filter.names)
@@ -510,10 +500,10 @@ class DynamoTable:
         return sent
 
     def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
-                    leave_index: str | None = None, also: Condition | None = None) -> dict[str, Any]:
+                    leave_index: Index | None = None, also: Condition | None = None) -> dict[str, Any]:
         """The one conditional status change of the status tables (see StatusMoves): set `status` to
         `target` and `fields` with it, only from one of `sources` (and when `also` holds); `leave_index`
-        ("gsi2") drops the item from a sparse index in the same write. Raises ConditionFailed when the
+        (keys.GSI2) drops the item from a sparse index in the same write. Raises ConditionFailed when the
         stored item forbids it."""
         allowed, source_values = status_in(sources)
         sets = {name: _storable(value) for name, value in fields.items()}
@@ -521,7 +511,7 @@ class DynamoTable:
         values = {":status": target, **{f":v{i}": value for i, value in enumerate(sets.values())}}
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
         if leave_index:
-            expression += f" REMOVE {leave_index}pk, {leave_index}sk"
+            expression += f" REMOVE {leave_index.attributes}"
         if also is not None:
             allowed = f"{allowed} AND ({also.expression})"
             names.update(also.names)
@@ -658,6 +648,20 @@ class StatusMoves(Generic[E, S]):
         except ConditionFailed:
             return False
         return True
+
+
+def _key_attributes(index: Index) -> tuple[str, ...]:
+    """The attributes of a page's last key in `index`: the table's key, and the index's."""
+    table = keys.BASE_TABLE
+    return tuple(dict.fromkeys((table.partition_key, table.sort_key, index.partition_key, index.sort_key)))
+
+
+def _below(kwargs: dict[str, Any], index: Index, below: str | None) -> None:
+    """Only sort values strictly below `below`, when given (a merge resuming from its cursor)."""
+    if below is not None:
+        kwargs["KeyConditionExpression"] += " AND #below < :below"
+        kwargs["ExpressionAttributeNames"]["#below"] = index.sort_key
+        kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
 
 
 def _project(kwargs: dict[str, Any], projection: str | tuple[str, ...] | None) -> None:

@@ -29,12 +29,12 @@ class TallyRepository:
             pass  # a later refresh already wrote its own
 
     def of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StreamTally]:
-        items = self._table.query_all("pk", keys.reconciliation(environment, reconciliation_id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, reconciliation_id)["pk"],
                                       sort_prefix=keys.STREAM_TALLY_PREFIX)
         return [self._from_item(environment, reconciliation_id, item) for item in items]
 
     def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None:
-        items = self._table.query_all("pk", keys.reconciliation(environment, reconciliation_id)["pk"],
+        items = self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, reconciliation_id)["pk"],
                                       sort_prefix=keys.STREAM_TALLY_PREFIX, projection=("pk", "sk"))
         self._table.batch_write(deletes=[{"pk": i["pk"], "sk": i["sk"]} for i in items])
 

@@ -21,6 +21,9 @@ SAVED_FIELDS = ("url", "events", "description", "active", "secret", "previous_se
                 "disabled_at", "disabled_reason", "failing_since", "updated_at")
 # The endpoint exists and is not a tombstone (deleted, its partition not yet cleared).
 LIVE = "attribute_exists(pk) AND attribute_not_exists(deleted_at)"
+# A delivery's place in the due list (gsi2), from the values `_due_values` gives; and its leaving it.
+SET_DUE = keys.GSI2.assignment(":due")
+LEAVE_DUE = f"REMOVE {keys.GSI2.attributes}, claimed_at"
 
 
 class WebhookRepository:
@@ -40,12 +43,12 @@ class WebhookRepository:
 
     def list_page(self, environment: str, limit: int,
                   cursor: str | None) -> tuple[list[WebhookEndpoint], str | None]:
-        page = self._table.query_page("gsi1pk", keys.webhook_endpoints_index_pk(environment), index=keys.GSI1,
-                                      sort_attr="gsi1sk", limit=limit, cursor=cursor)
+        page = self._table.query_page(keys.GSI1, keys.webhook_endpoints_index_pk(environment), limit=limit,
+                                      cursor=cursor)
         return [self._endpoint(i) for i in page.items], page.cursor
 
     def of_environment(self, environment: str) -> list[WebhookEndpoint]:
-        items = self._table.query_all("gsi1pk", keys.webhook_endpoints_index_pk(environment), index=keys.GSI1)
+        items = self._table.query_all(keys.GSI1, keys.webhook_endpoints_index_pk(environment))
         return [self._endpoint(i) for i in items if "deleted_at" not in i]
 
     def save(self, updated: WebhookEndpoint, previous: WebhookEndpoint) -> WebhookEndpoint:
@@ -76,9 +79,9 @@ class WebhookRepository:
         gone = keys.webhook_endpoint_gone_index(environment, endpoint_id)
         try:
             self._table.update(keys.webhook_endpoint(environment, endpoint_id),
-                               "SET deleted_at = :now, gsi2pk = :gone_pk, gsi2sk = :gone_sk REMOVE gsi1pk, gsi1sk",
+                               f"SET deleted_at = :now, {keys.GSI2.assignment(':gone')} REMOVE {keys.GSI1.attributes}",
                                condition=LIVE,
-                               values={":now": iso(utc_now()), ":gone_pk": gone["gsi2pk"], ":gone_sk": gone["gsi2sk"]})
+                               values={":now": iso(utc_now()), **keys.GSI2.assigned_values(gone, ":gone")})
         except ConditionFailed:
             raise NotFound(f"webhook endpoint {endpoint_id} not found") from None
 
@@ -87,14 +90,14 @@ class WebhookRepository:
         to `max_endpoints` tombstones; a tombstone whose partition holds nothing else goes last.
         Returns how many items it deleted."""
         tombstones = itertools.islice(
-            self._table.query_between(keys.WEBHOOKS_GONE_PK, " ", "\uffff", index=keys.GSI2, partition_attr="gsi2pk",
-                                      sort_attr="gsi2sk", page_size=max_endpoints),
+            self._table.query_between(keys.GSI2, keys.WEBHOOKS_GONE_PK, " ", "\uffff", page_size=max_endpoints),
             max_endpoints)
         deleted = 0
         for tombstone in tombstones:
             pk = tombstone["pk"]
             rest = [{"pk": i["pk"], "sk": i["sk"]} for i in itertools.islice(
-                self._table.query_between(pk, " ", "\uffff", page_size=page_size + 1, projection=("pk", "sk")),
+                self._table.query_between(keys.BASE_TABLE, pk, " ", "\uffff", page_size=page_size + 1,
+                                          projection=("pk", "sk")),
                 page_size + 1) if i["sk"] != tombstone["sk"]][:page_size]
             if rest:
                 self._table.batch_write(deletes=rest)
@@ -172,8 +175,8 @@ class WebhookRepository:
 
     def deliveries_page(self, environment: str, endpoint_id: int, limit: int,
                         cursor: str | None) -> tuple[list[WebhookDelivery], str | None]:
-        page = self._table.query_page("pk", keys.webhook_endpoint(environment, endpoint_id)["pk"], limit=limit,
-                                      cursor=cursor, sort_prefix=keys.WEBHOOK_DELIVERY_PREFIX)
+        page = self._table.query_page(keys.BASE_TABLE, keys.webhook_endpoint(environment, endpoint_id)["pk"],
+                                      limit=limit, cursor=cursor, sort_prefix=keys.WEBHOOK_DELIVERY_PREFIX)
         return [self._delivery(i) for i in page.items], page.cursor
 
     def claim(self, delivery: WebhookDelivery, now: datetime, lease_until: datetime) -> WebhookDelivery | None:
@@ -182,8 +185,7 @@ class WebhookRepository:
         try:
             item = self._table.update(
                 self._delivery_key(delivery),
-                "SET #status = :delivering, attempts = :next, claimed_at = :now, updated_at = :now, "
-                "gsi2pk = :due_pk, gsi2sk = :due_sk",
+                f"SET #status = :delivering, attempts = :next, claimed_at = :now, updated_at = :now, {SET_DUE}",
                 condition="attempts = :seen AND #status = :pending AND attempts < :limit",
                 names={"#status": "status"},
                 values={":delivering": DeliveryStatus.DELIVERING.value, ":pending": DeliveryStatus.PENDING.value,
@@ -211,10 +213,10 @@ class WebhookRepository:
             condition += " AND (attribute_not_exists(claimed_at) OR claimed_at < :stale)"
             values[":stale"] = iso(stale_before)
         if wake_at is not None:
-            expression += ", gsi2pk = :due_pk, gsi2sk = :due_sk"
+            expression += f", {SET_DUE}"
             values.update(_due_values(delivery, wake_at))
         else:
-            expression += " REMOVE gsi2pk, gsi2sk, claimed_at"
+            expression += f" {LEAVE_DUE}"
         try:
             item = self._table.update(self._delivery_key(delivery), expression, condition=condition,
                                       names={"#status": "status"}, values=values, return_new=True, keep_nulls=True)
@@ -228,7 +230,7 @@ class WebhookRepository:
         try:
             self._table.update(self._delivery_key(delivery),
                                "SET #status = :failed, updated_at = :now, last_error = :error, next_attempt_at = :none "
-                               "REMOVE gsi2pk, gsi2sk, claimed_at",
+                               f"{LEAVE_DUE}",
                                condition=f"{condition} AND attempts = :seen", names={"#status": "status"},
                                values={**values, ":failed": DeliveryStatus.FAILED.value, ":now": iso(now),
                                        ":error": error, ":none": None, ":seen": delivery.attempts},
@@ -245,8 +247,7 @@ class WebhookRepository:
         try:
             item = self._table.update(
                 self._delivery_key(delivery),
-                "SET #status = :pending, next_attempt_at = :now, updated_at = :now, gsi2pk = :due_pk, "
-                "gsi2sk = :due_sk, attempt_limit = :limit",
+                f"SET #status = :pending, next_attempt_at = :now, updated_at = :now, {SET_DUE}, attempt_limit = :limit",
                 condition=f"{condition} AND attempts = :seen", names={"#status": "status"},
                 values={**values, ":pending": DeliveryStatus.PENDING.value, ":now": iso(now),
                         ":seen": delivery.attempts, ":limit": max(delivery.attempt_limit, delivery.attempts + 1),
@@ -262,13 +263,14 @@ class WebhookRepository:
         until = iso(now) + "#\uffff"
         entries: list[dict[str, Any]] = []
         for shard in keys.webhook_due_shards():
-            entries += itertools.islice(self._table.query_between(shard, "0", until, index=keys.GSI2,
-                                                                  partition_attr="gsi2pk", sort_attr="gsi2sk",
+            entries += itertools.islice(self._table.query_between(keys.GSI2, shard, "0", until,
                                                                   page_size=limit), limit)
-        entries.sort(key=lambda entry: entry["gsi2sk"])
+        due_list = keys.GSI2
+        entries.sort(key=lambda entry: entry[due_list.sort_key])
         found = self._table.get_many([{"pk": e["pk"], "sk": e["sk"]} for e in entries[:limit]])
-        return sorted(((self._delivery(i), i["gsi2sk"]) for i in found
-                       if str(i.get("gsi2pk", "")).startswith(keys.WEBHOOKS_DUE_PK) and i["gsi2sk"] <= until),
+        still_due = (i for i in found if str(i.get(due_list.partition_key, "")).startswith(keys.WEBHOOKS_DUE_PK)
+                     and i[due_list.sort_key] <= until)
+        return sorted(((self._delivery(i), i[due_list.sort_key]) for i in still_due),
                       key=lambda pair: pair[1])
 
     def remove_delivery(self, delivery: WebhookDelivery) -> None:
@@ -281,8 +283,8 @@ class WebhookRepository:
     def push_wake(self, delivery: WebhookDelivery, seen_wake: str, wake_at: datetime) -> bool:
         """Move a due delivery's wake-up time on (the sweeper queued it): False when it changed meanwhile."""
         try:
-            self._table.update(self._delivery_key(delivery), "SET gsi2sk = :due_sk",
-                               condition="gsi2sk = :seen",
+            self._table.update(self._delivery_key(delivery), f"SET {keys.GSI2.sort_key} = :due_sk",
+                               condition=f"{keys.GSI2.sort_key} = :seen",
                                values={":seen": seen_wake, ":due_sk": _due_values(delivery, wake_at)[":due_sk"]})
         except ConditionFailed:
             return False
@@ -351,7 +353,7 @@ class WebhookRepository:
 
 def _due_values(delivery: WebhookDelivery, wake_at: datetime) -> dict[str, str]:
     index = keys.webhook_due_index(delivery.environment, delivery.endpoint_id, delivery.id, iso(wake_at))
-    return {":due_pk": index["gsi2pk"], ":due_sk": index["gsi2sk"]}
+    return keys.GSI2.assigned_values(index, ":due")
 
 
 def _with_id(delivery: WebhookDelivery, delivery_id: int) -> WebhookDelivery:
