@@ -16,7 +16,7 @@ def receive_count(record) -> int:
 
 
 def deliver(message: dict[str, Any], attempts: int, max_receives: int, send_again: Callable[[dict[str, Any]], None],
-            work: Callable[[], object], fail: Callable[[Exception], None], what: str) -> None:
+            work: Callable[[], object], fail: Callable[[Exception], object], what: str) -> None:
     try:
         work()
     except Exception as error:

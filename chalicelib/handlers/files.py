@@ -1,20 +1,18 @@
 """Entry points of file imports: the state machine's tasks and the S3 "Object Created" event."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.container import container
+from chalicelib.handlers.tasks import workflow_task
 from chalicelib.observability import logger
 from chalicelib.services.ingestion import drops, files
+from chalicelib.services.ports import Ports
 
 
-def _task(event: dict[str, Any], step) -> dict[str, Any]:
-    environment, job_id = event["environment"], int(event["job_id"])
-    logger.thread_safe_append_keys(environment=environment, job_id=job_id)
-    try:
-        return {"environment": environment, "job_id": job_id, "next": step(container().ports, environment, job_id)}
-    finally:
-        logger.thread_safe_remove_keys(["environment", "job_id"])
+def _task(event: dict[str, Any], step: Callable[[Ports, str, int], Any]) -> dict[str, Any]:
+    return workflow_task(event, "job_id", step)
 
 
 def prepare_task(event: dict[str, Any]) -> dict[str, Any]:

@@ -1,20 +1,16 @@
 """Entry points of reconciliation runs: the tasks of infra/statemachines/reconciliation_run.asl.json."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from chalicelib.container import container
-from chalicelib.observability import logger
+from chalicelib.handlers.tasks import workflow_task
 from chalicelib.services import reconciliation_runs
+from chalicelib.services.ports import Ports
 
 
-def _task(event: dict[str, Any], step) -> dict[str, Any]:
-    environment, run_id = event["environment"], int(event["run_id"])
-    logger.thread_safe_append_keys(environment=environment, run_id=run_id)
-    try:
-        return {"environment": environment, "run_id": run_id, "next": step(container().ports, environment, run_id)}
-    finally:
-        logger.thread_safe_remove_keys(["environment", "run_id"])
+def _task(event: dict[str, Any], step: Callable[[Ports, str, int], Any]) -> dict[str, Any]:
+    return workflow_task(event, "run_id", step)
 
 
 def load_task(event: dict[str, Any]) -> dict[str, Any]:

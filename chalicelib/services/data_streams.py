@@ -8,7 +8,7 @@ from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.ports import DataStreams, Ports
-from chalicelib.services.stories import refuse_if_used
+from chalicelib.services.stories import confirm_unless_in_a_story
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -55,10 +55,7 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
     ports.data_streams.mark_deleting(environment, key)
     # A story's save holds its shared streams before its last check: read its users after the mark.
     story_users = ports.stories.users_of_stream(environment, key)
-    # Taken back only if no delete confirmed it: one that did is going on, and this one helps it.
-    if story_users and ports.data_streams.unmark_deleting(environment, key):
-        refuse_if_used(story_users, f"data stream '{key}'")
-    ports.data_streams.confirm_deleting(environment, key)
+    confirm_unless_in_a_story(ports.data_streams, environment, key, story_users, f"data stream '{key}'")
     ports.records.remove_all_of_stream(environment, key)
     ports.property_definitions.remove_all_of_stream(environment, key)
     ports.mirror.forget_stream(environment, key)

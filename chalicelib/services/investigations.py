@@ -16,10 +16,12 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordF
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services.events import announce, deciding, finish_decisions
+from chalicelib.services import sweeping
+from chalicelib.services.events import announce
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
+from chalicelib.services.sweeping import GiveUp, SweptKind
 
 INVESTIGATION_DECISIONS = "investigation"  # the sweeper's held decisions on investigations (events.deciding)
 ABANDONED_AFTER = timedelta(minutes=95)  # the queue's 3 receives x 30 minutes of visibility, and then some
@@ -189,26 +191,27 @@ def _made_before(ports: Ports, investigation: Investigation, record_ids: list[in
 def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Fail what no delivery will finish any more: an investigation still pending or running after
     its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
-    now = now or utc_now()
-    finish_decisions(ports, INVESTIGATION_DECISIONS,
-                     lambda environment, investigation_id: _finish_if_ended(ports, environment, investigation_id),
-                     now)
-    failed = 0
-    for investigation in ports.investigations.active():
-        if now - investigation.created_at > ABANDONED_AFTER:
-            with deciding(ports, INVESTIGATION_DECISIONS, investigation.environment, investigation.id):
-                fail(ports, investigation.environment, investigation.id,
-                     TimeoutError("no worker finished it; start a new investigation"))
-            failed += 1
-    return failed
+    return sweeping.sweep(ports, SWEPT_INVESTIGATIONS, now)["failed"]
+
+
+def _judge(ports: Ports, investigation: Investigation, now: datetime) -> sweeping.Verdict:
+    """Never a restart: its queue's deliveries were its restarts."""
+    if now - investigation.created_at > ABANDONED_AFTER:
+        return GiveUp("no worker finished it; start a new investigation")
+    return None
 
 
 def _finish_if_ended(ports: Ports, environment: str, investigation_id: int) -> Event | None:
-    try:
-        investigation = ports.investigations.get(environment, investigation_id)
-    except NotFound:
-        return None
-    if not investigation.finished:
+    investigation = sweeping.ended(ports.investigations.get, environment, investigation_id)
+    if investigation is None:
         return None
     _announce(ports, investigation)
     return event_data.investigation_completed(investigation)
+
+
+SWEPT_INVESTIGATIONS = SweptKind[Investigation](
+    decisions=INVESTIGATION_DECISIONS, noun="investigation", outcomes=("failed",),
+    active=lambda ports: ports.investigations.active(), judge=_judge,
+    give_up=lambda ports, investigation, verdict: fail(ports, investigation.environment, investigation.id,
+                                                       TimeoutError(verdict.reason)),
+    finish_if_ended=_finish_if_ended, stops_at_an_error=True)

@@ -36,7 +36,6 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
-from chalicelib.domain.executions import resume_label
 from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
@@ -44,10 +43,12 @@ from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTooLarge, RunTrigger
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services.events import announce, deciding, finish_decisions
+from chalicelib.services import sweeping
+from chalicelib.services.events import announce
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
+from chalicelib.services.sweeping import GiveUp, SweptKind
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
@@ -127,34 +128,33 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
     then fails (undoing what it had not committed). One run's trouble stops no other."""
-    now = now or utc_now()
-    counts = {"restarted": 0, "failed": 0, "errors": 0}
-    finish_decisions(ports, RUN_DECISIONS, lambda environment, run_id: _finish_if_ended(ports, environment, run_id),
-                     now)
-    for run in ports.runs.active():
-        if not run.stuck(now):
-            continue
-        try:
-            if run.restarts >= MAX_RESTARTS:
-                with deciding(ports, RUN_DECISIONS, run.environment, run.id):
-                    give_up(ports, run.environment, run.id, f"no progress for over "
-                            f"{STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} restarts did not help")
-                counts["failed"] += 1
-            elif restart(ports, run):
-                counts["restarted"] += 1
-        except Exception:
-            logger.exception("sweeping a run failed", extra={"environment": run.environment, "run_id": run.id})
-            counts["errors"] += 1
-    return counts
+    return sweeping.sweep(ports, SWEPT_RUNS, now)
+
+
+def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
+    if not run.stuck(now):
+        return None
+    if run.restarts >= MAX_RESTARTS:
+        return GiveUp(f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} "
+                      "restarts did not help")
+    return sweeping.RESTART
+
+
+# Through lambdas where the functions called are defined further down.
+SWEPT_RUNS = SweptKind[Run](
+    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed", "errors"),
+    active=lambda ports: ports.runs.active(), judge=_judge,
+    give_up=lambda ports, run, verdict: give_up(ports, run.environment, run.id, verdict.reason),
+    finish_if_ended=lambda ports, environment, run_id: _finish_if_ended(ports, environment, run_id),
+    restart=lambda ports, run: "restarted" if restart(ports, run) else None)
 
 
 def restart(ports: Ports, run: Run, resumed_at: datetime | None = None) -> bool:
-    """Start the run's state machine again (every phase resumes where it stopped). Claimed once:
-    False when the run moved meanwhile or someone else restarted it. Counted against MAX_RESTARTS,
-    unless it is a resume (`resumed_at`) after the process that ran it died."""
-    if not ports.runs.count_restart(run, counted=resumed_at is None):
+    """Start the run's state machine again (every phase resumes where it stopped). False when not
+    claimed (sweeping.claim_restart, which counts it against MAX_RESTARTS unless it is a resume)."""
+    attempt = sweeping.claim_restart(ports.runs.count_restart, run, resumed_at)
+    if attempt is None:
         return False
-    attempt = run.restarts + 1 if resumed_at is None else resume_label(resumed_at)
     ports.run_workflows.start(execution_name(run, attempt), {"environment": run.environment, "run_id": run.id})
     return True
 
@@ -364,11 +364,8 @@ def _announce_end(ports: Ports, run: Run) -> None:
 def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | None:
     """A run the sweeper gave up on, whose sweeper died part-way: `give_up` again (on a failed run it
     only announces, frees the slot and hands on what waited). None when it has not ended."""
-    try:
-        run = ports.runs.get(environment, run_id)
-    except NotFound:
-        return None
-    if not run.finished:
+    run = sweeping.ended(ports.runs.get, environment, run_id)
+    if run is None:
         return None
     if run.status is RunStatus.FAILED:
         give_up(ports, environment, run_id, None)

@@ -6,7 +6,7 @@ from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sid
 from chalicelib.services import audit
 from chalicelib.services.matches import unmatch
 from chalicelib.services.ports import Ports
-from chalicelib.services.stories import refuse_if_used
+from chalicelib.services.stories import confirm_unless_in_a_story
 
 
 def create_reconciliation(ports: Ports, environment: str, *, name: str, run_type: RunType, side_a: list[str],
@@ -58,10 +58,8 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     holds it before its last check), and the mark is taken back then."""
     reconciliation = ports.reconciliations.mark_deleting(environment, reconciliation_id)
     users = ports.stories.users_of_reconciliation(environment, reconciliation_id)
-    # Taken back only if no delete confirmed it: one that did is going on, and this one helps it.
-    if users and ports.reconciliations.unmark_deleting(environment, reconciliation_id):
-        refuse_if_used(users, f"reconciliation {reconciliation_id}")
-    ports.reconciliations.confirm_deleting(environment, reconciliation_id)
+    confirm_unless_in_a_story(ports.reconciliations, environment, reconciliation_id, users,
+                              f"reconciliation {reconciliation_id}")
     cursor = None
     while True:
         page, cursor = ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,

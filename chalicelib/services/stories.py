@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream
@@ -90,6 +91,27 @@ def refuse_if_used(users: list[StoryUser], what: str) -> None:
     if users:
         raise Conflict(f"{what} is used by " + ", ".join(str(u) for u in users)
                        + "; remove it from the story first")
+
+
+Key = TypeVar("Key", contravariant=True)
+
+
+class DeletingMarks(Protocol[Key]):
+    """The store of what a delete marks `deleting` before it reads the stories (data streams by
+    key, reconciliations by id)."""
+    def unmark_deleting(self, environment: str, key: Key, /) -> bool: ...
+    def confirm_deleting(self, environment: str, key: Key, /) -> None: ...
+
+
+def confirm_unless_in_a_story(marks: DeletingMarks[Key], environment: str, key: Key, users: list[StoryUser],
+                              what: str) -> None:
+    """A delete's step after its mark, given the stories that hold the item (read after the mark):
+    with none, the mark is confirmed and no refused delete takes it back any more. With some, the
+    mark is taken back and the delete refused (409), unless another delete confirmed it: that one
+    is going on, and this one helps it."""
+    if users and marks.unmark_deleting(environment, key):
+        refuse_if_used(users, what)
+    marks.confirm_deleting(environment, key)
 
 
 def _chain(ports: Ports, environment: str, links: Sequence[LinkInput],

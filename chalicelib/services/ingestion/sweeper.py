@@ -9,15 +9,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from chalicelib.domain import event_data
-from chalicelib.domain.clock import utc_now
 from chalicelib.domain.events import Event
-from chalicelib.domain.executions import resume_label
 from chalicelib.domain.ingestion import IngestionJob, JobStatus
 from chalicelib.observability import logger
-from chalicelib.services.events import deciding, finish_decisions
+from chalicelib.services import sweeping
 from chalicelib.services.ingestion.files import UPLOAD_WAIT, execution_name
 from chalicelib.services.ingestion.lifecycle import conclude
 from chalicelib.services.ports import Message, Ports
+from chalicelib.services.sweeping import GiveUp, SweptKind
 
 MAX_RESTARTS = 3
 LOST_START_AFTER = timedelta(minutes=5)
@@ -31,19 +30,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     however often), and fails after MAX_RESTARTS restarts in a row that moved nothing; a start
     that got lost is redone (as many times); an upload that never came fails its import. One
     job's trouble never stops the sweep of the others."""
-    now = now or utc_now()
-    counts = {"restarted": 0, "failed": 0, "started": 0, "errors": 0}
-    finish_decisions(ports, JOB_DECISIONS, lambda environment, job_id: _finish_if_ended(ports, environment, job_id),
-                     now)
-    for job in ports.ingestion_jobs.active():
-        try:
-            outcome = _sweep_one(ports, job, now)
-        except Exception:
-            logger.exception("sweeping a job failed", extra={"environment": job.environment, "job_id": job.id})
-            outcome = "errors"
-        if outcome:
-            counts[outcome] += 1
-    return counts
+    return sweeping.sweep(ports, SWEPT_JOBS, now)
 
 
 def _finish_if_ended(ports: Ports, environment: str, job_id: int) -> Event | None:
@@ -56,16 +43,13 @@ def _finish_if_ended(ports: Ports, environment: str, job_id: int) -> Event | Non
     return event_data.ingestion_ended(job)
 
 
-def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
+def _judge(ports: Ports, job: IngestionJob, now: datetime) -> sweeping.Verdict:
     if job.finished:
         return None
     if waiting_for_upload(ports, job):
         if now - job.created_at <= UPLOAD_WAIT:
             return None
-        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
-            conclude(ports, job, JobStatus.FAILED, error_message="the file was never uploaded",
-                     error_details={"upload_url_expired": True})
-        return "failed"
+        return GiveUp("the file was never uploaded", {"upload_url_expired": True})
     if job.status is JobStatus.PENDING:
         stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
     else:
@@ -74,15 +58,25 @@ def _sweep_one(ports: Ports, job: IngestionJob, now: datetime) -> str | None:
         return None
     if job.idle_restarts_after_next() > MAX_RESTARTS:
         minutes = ports.stuck_import_after.total_seconds() / 60
-        with deciding(ports, JOB_DECISIONS, job.environment, job.id):
-            conclude(ports, job, JobStatus.FAILED,
-                     error_message=f"no progress for over {minutes:g} minutes, {job.idle_restarts} restarts "
-                                   "did not help",
-                     error_details={"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
-        return "failed"
+        return GiveUp(f"no progress for over {minutes:g} minutes, {job.idle_restarts} restarts did not help",
+                      {"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
+    return sweeping.RESTART
+
+
+def _fail(ports: Ports, job: IngestionJob, verdict: GiveUp) -> None:
+    conclude(ports, job, JobStatus.FAILED, error_message=verdict.reason, error_details=verdict.details)
+
+
+def _restart_stuck(ports: Ports, job: IngestionJob) -> str | None:
     if not restart(ports, job):
-        return None  # it moved meanwhile, or another sweeper restarted it
+        return None
     return "started" if job.status is JobStatus.PENDING else "restarted"
+
+
+SWEPT_JOBS = SweptKind[IngestionJob](
+    decisions=JOB_DECISIONS, noun="job", outcomes=("restarted", "failed", "started", "errors"),
+    active=lambda ports: ports.ingestion_jobs.active(), judge=_judge, give_up=_fail,
+    finish_if_ended=_finish_if_ended, restart=_restart_stuck)
 
 
 def waiting_for_upload(ports: Ports, job: IngestionJob) -> bool:
@@ -92,10 +86,10 @@ def waiting_for_upload(ports: Ports, job: IngestionJob) -> bool:
 
 def restart(ports: Ports, job: IngestionJob, resumed_at: datetime | None = None) -> bool:
     """Start the job's work again, from its checkpoints: a new execution of a file import, a
-    bulk request's message queued again. Claimed once: False when the job moved meanwhile or
-    someone else restarted it. Counted against MAX_RESTARTS, unless it is a resume (`resumed_at`)
-    after the process that ran it died, which says nothing of the job."""
-    if not ports.ingestion_jobs.count_restart(job, counted=resumed_at is None):
+    bulk request's message queued again. False when not claimed (sweeping.claim_restart, which
+    counts it against MAX_RESTARTS unless it is a resume)."""
+    attempt = sweeping.claim_restart(ports.ingestion_jobs.count_restart, job, resumed_at)
+    if attempt is None:
         return False
     if resumed_at is None:
         logger.warning("restarting a stuck import" if job.is_file else "restarting a stuck bulk request", extra={
@@ -104,7 +98,6 @@ def restart(ports: Ports, job: IngestionJob, resumed_at: datetime | None = None)
             "last_progress_at": str(job.heartbeat)})
     payload: Message = {"environment": job.environment, "job_id": job.id}
     if job.is_file:
-        attempt = job.restarts + 1 if resumed_at is None else resume_label(resumed_at)
         ports.file_import_workflows.start(execution_name(job, attempt), payload)
     else:
         ports.bulk_queue.send(payload)

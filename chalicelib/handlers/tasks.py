@@ -1,0 +1,21 @@
+"""The wrapper of a state machine's task on one job or run (handlers/files.py, handlers/runs.py):
+its ids in every log line meanwhile, and its step's answer handed on as the next state's input."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib.container import container
+from chalicelib.observability import logger
+from chalicelib.services.ports import Ports
+
+
+def workflow_task(event: dict[str, Any], id_key: str, step: Callable[[Ports, str, int], Any]) -> dict[str, Any]:
+    """`step(ports, environment, id)` for the `id_key` (job_id, run_id) the state machine passed;
+    `next`, its answer, picks the state machine's next state."""
+    environment, entity_id = event["environment"], int(event[id_key])
+    logger.thread_safe_append_keys(environment=environment, **{id_key: entity_id})
+    try:
+        return {"environment": environment, id_key: entity_id, "next": step(container().ports, environment, entity_id)}
+    finally:
+        logger.thread_safe_remove_keys(["environment", id_key])
