@@ -251,7 +251,7 @@ def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: Lang
     session = None
     try:
         tools, context = workbench(ports, agent, run)
-        session = _Session(ports, run, model, tools, ports.agent_limits)
+        session = _Session(ports, run, model, tools, ports.limits.agent)
         failure = session.converse(context.system_prompt(), context.user_prompt())
         run = session.run
         if failure is not None:

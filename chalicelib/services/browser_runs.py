@@ -55,7 +55,7 @@ def hand_over(ports: Ports, run: AgentRun, attempt_label: str = "") -> None:
     ports.browser_workflows.start(
         execution_name("browser-run", run.environment, run.id, *([attempt_label] if attempt_label else [])),
         {"environment": run.environment, "agent_id": run.agent_id, "run_id": run.id,
-         "verification_timeout_seconds": ports.agent_limits.verification_wait_seconds})
+         "verification_timeout_seconds": ports.limits.agent.verification_wait_seconds})
 
 
 def resume_in_flight(ports: Ports, resumed_at: datetime) -> list[tuple[str, int]]:
@@ -119,7 +119,7 @@ def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
     run = _unfinished(ports, environment, agent_id, run_id)
     if run is None:
         return
-    minutes = ports.agent_limits.verification_wait_seconds / 60
+    minutes = ports.limits.agent.verification_wait_seconds / 60
     _stop_asking(ports, run)
     _finish_failed(ports, run, f"no verification code was given within {minutes:g} minutes (post it to "
                                f"/agents/{agent_id}/verification while the run waits); run the agent again")

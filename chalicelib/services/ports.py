@@ -50,7 +50,7 @@ from chalicelib.domain.records import (
     RecordStatus,
 )
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import RUN_RECORDS, Run, RunStatus
+from chalicelib.domain.runs import CHUNK_RECORDS, DRY_RUN_RECORDS, RUN_RECORDS, Run, RunStatus
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
@@ -452,6 +452,21 @@ class AgentLimits:
     verification_wait_seconds: int = 1800  # a browser run paused for a code (settings.verification_timeout_seconds)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The numbers the services work within: the container builds them from the settings
+    (`Container.limits`); the defaults are the settings' own."""
+    chunk_records: int = CHUNK_RECORDS  # records of one persist chunk (settings.run_chunk_records)
+    dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most
+    # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
+    max_import_bytes: int = MAX_IMPORT_BYTES
+    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
+    run_records: int = RUN_RECORDS
+    # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
+    stuck_import_after: timedelta = STUCK_AFTER
+    agent: AgentLimits = AgentLimits()
+
+
 class Payloads(Protocol):
     """Bulk request bodies, uploads and drops, and an import's working files (JSON, by key)."""
     def put_json(self, key: str, value: Any) -> None: ...
@@ -595,26 +610,18 @@ class Ports:
     agent_run_queue: Queue
     schedules: AgentSchedules
     agent_files: AgentFiles
-    chunk_records: int  # records of one persist chunk (settings.run_chunk_records)
-    dry_run_records: int  # open records a dry run reads at most (reconciliation_runs.DRY_RUN_RECORDS)
+    limits: Limits
     # Called with each job that wrote records, once they are final (continuous reconciliations).
     after_ingestion: Callable[[IngestionJob], None] | None = None
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
-    # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
-    max_import_bytes: int = MAX_IMPORT_BYTES
-    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
-    run_records: int = RUN_RECORDS
-    # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
-    stuck_import_after: timedelta = STUCK_AFTER
     # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
-    # platform's default) and its bounds. Only agent runs use them (None: not wired, e.g. in the
+    # platform's default). Only agent runs use them (None: not wired, e.g. in the
     # service tests' fakes).
     mailer: Mailer | None = None
     records_sql: RecordsSql | None = None
     language_model: Callable[[str | None], LanguageModel] | None = None
-    agent_limits: AgentLimits = AgentLimits()
     # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
     # (only the browser worker has one).
     browser_workflows: Workflows | None = None

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.domain.ingestion import IngestionJob
-from chalicelib.domain.runs import CHUNK_RECORDS
 from chalicelib.services import reconciliation_runs
-from chalicelib.services.ports import Ports
+from chalicelib.services.ports import Limits, Ports
 from tests.fakes.agent_runs import FakeAgentFileStore, FakeAgentRunRepository, FakeAgentSchedules
 from tests.fakes.agents import FakeAgentRepository
 from tests.fakes.api_keys import FakeApiKeyRepository
@@ -92,7 +91,7 @@ class FakePorts:
 
 def fake_ports(**overrides: Any) -> Ports:
     """A `Ports` of fakes, wired as `Container.ports` wires the adapters; `overrides` replace fields
-    by name (a fake of your own, a smaller `chunk_records`, ...; an unknown name is a TypeError).
+    by name (a fake of your own, smaller `limits`, ...; an unknown name is a TypeError).
     The fakes stay reachable through it: `ports.records.store` is the record store the records,
     matches and exceptions share, `ports.run_workflows.executions` the runs started (nothing runs:
     see FakeWorkflows), `ports.bulk_queue.messages` what was queued.
@@ -117,7 +116,6 @@ def fake_ports(**overrides: Any) -> Ports:
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
         agent_runs=wired.agent_runs, agent_run_queue=wired.agent_run_queue, schedules=wired.schedules,
         agent_files=wired.agent_files,
-        chunk_records=CHUNK_RECORDS,
-        dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
+        limits=Limits(), after_ingestion=after_ingestion)
     returned.append(replace(ports, **overrides))
     return returned[0]

@@ -28,7 +28,8 @@ def planned(api, services, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
     record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
     record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
-    ports = replace(services.ports, chunk_records=CHUNK_RECORDS, run_workflows=NoExecutions())
+    ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=CHUNK_RECORDS),
+                    run_workflows=NoExecutions())
     run = start_run(ports, ENV, reconciliation["id"])
     load(ports, ENV, run.id)
     match(ports, ENV, run.id)

@@ -23,7 +23,7 @@ def loaded(ports, ingest, reconciliation):
     create_rule(ports, ENV, reconciliation.id, RULE)
     record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
     record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
-    ports = replace(ports, chunk_records=4)
+    ports = replace(ports, limits=replace(ports.limits, chunk_records=4))
     run = start_run(ports, ENV, reconciliation.id)
     assert load(ports, ENV, run.id) == "match"
     return ports, run, record_ids
