@@ -47,7 +47,6 @@ from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctions
 from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.domain.webhooks import UrlPolicy
-from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
 
@@ -267,9 +266,6 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
-            # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
-            after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
-                self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
             stopping=self.stop_requested.is_set,
         )
 

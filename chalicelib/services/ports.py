@@ -611,8 +611,6 @@ class Ports:
     schedules: AgentSchedules
     agent_files: AgentFiles
     limits: Limits
-    # Called with each job that wrote records, once they are final (continuous reconciliations).
-    after_ingestion: Callable[[IngestionJob], None] | None = None
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False

@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.domain.ingestion import IngestionJob
-from chalicelib.services import reconciliation_runs
 from chalicelib.services.ports import Limits, Ports
 from tests.fakes.agent_runs import FakeAgentFileStore, FakeAgentRunRepository, FakeAgentSchedules
 from tests.fakes.agents import FakeAgentRepository
@@ -96,16 +94,8 @@ def fake_ports(**overrides: Any) -> Ports:
     matches and exceptions share, `ports.run_workflows.executions` the runs started (nothing runs:
     see FakeWorkflows), `ports.bulk_queue.messages` what was queued.
 
-    `after_ingestion`, unless overridden, hands each job that wrote records to
-    `reconciliation_runs.on_records_ingested` through the `Ports` returned, as the container does.
     The `Ports(...)` call is typed: mypy checks that every fake satisfies its field's Protocol."""
     wired = FakePorts()
-    returned: list[Ports] = []
-
-    def after_ingestion(job: IngestionJob) -> None:
-        reconciliation_runs.on_records_ingested(returned[0], job.environment, job.id,
-                                                [k for k, n in job.created_per_stream.items() if n])
-
     ports = Ports(
         api_keys=wired.api_keys, counters=wired.counters, data_streams=wired.data_streams,
         property_definitions=wired.property_definitions, reconciliations=wired.reconciliations,
@@ -116,6 +106,5 @@ def fake_ports(**overrides: Any) -> Ports:
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
         agent_runs=wired.agent_runs, agent_run_queue=wired.agent_run_queue, schedules=wired.schedules,
         agent_files=wired.agent_files,
-        limits=Limits(), after_ingestion=after_ingestion)
-    returned.append(replace(ports, **overrides))
-    return returned[0]
+        limits=Limits())
+    return replace(ports, **overrides)
