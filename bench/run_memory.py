@@ -257,9 +257,10 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     if not json_pages:  # the same reader with botocore parsing the pages (as before the JSON pages)
         client.meta.events.unregister("before-parse.dynamodb.Query", unique_id="recon-query-pages-as-json")
     # Only what loading and matching read; the rest is never reached.
+    matches = MatchRepository(table)
     ports = Ports(api_keys=None, counters=None, data_streams=None, property_definitions=None,
                   reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
-                  ingestion_jobs=NoJobs(), matches=MatchRepository(table), runs=None, exceptions=None,
+                  ingestion_jobs=NoJobs(), matches=matches, claims=matches, runs=None, exceptions=None,
                   investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
                   bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
                   tallies=None, agents=None, agent_runs=None, agent_run_queue=None, schedules=None, agent_files=None,
@@ -278,8 +279,8 @@ def old_open_frames(ports, environment, reconciliation, rules, new_jobs):
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         records = []
         for key in streams:
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            records += [r for r in ports.matches.open_records(environment, key, reconciliation.id, adopted)
+            adopted = ports.claims.is_adopted(environment, reconciliation.id, key)
+            records += [r for r in ports.claims.open_records(environment, key, reconciliation.id, adopted)
                         if r.file_import_id not in writing]
         frames.append(old_open_records_frame(records, [], new_jobs))
     return frames[0], frames[1]

@@ -254,6 +254,7 @@ class Container:
             property_definitions=self.property_definitions, reconciliations=self.reconciliations,
             reconciliation_rules=self.reconciliation_rules, records=self.records, ingestion_jobs=self.ingestion_jobs,
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
+            claims=self.matches,  # one adapter keeps both, on the same items
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
             run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies, agents=self.agents,

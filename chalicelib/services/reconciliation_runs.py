@@ -317,7 +317,7 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
                             run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
-    written = write_matches(ports.matches, [(m, members) for m, members in batch if m.id not in done_before], uses)
+    written = write_matches(ports, [(m, members) for m, members in batch if m.id not in done_before], uses)
     money = members_money(members, KEEP_MONEY_FROM)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
@@ -412,7 +412,7 @@ def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
         if of_match:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
-            release_members(ports.matches, stub, of_match, uses)
+            release_members(ports, stub, of_match, uses)
 
 
 def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
@@ -488,8 +488,8 @@ def _open_counts(ports: Ports, environment: str, reconciliation: Reconciliation,
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         counts.append(0)
         for key in streams:
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            found, finished = ports.matches.count_open(environment, key, reconciliation.id, adopted, deadline)
+            adopted = ports.claims.is_adopted(environment, reconciliation.id, key)
+            found, finished = ports.claims.count_open(environment, key, reconciliation.id, adopted, deadline)
             counts[-1] += found
             complete = complete and finished
     return OpenCounts(counts[0], counts[1], complete)
@@ -522,8 +522,8 @@ def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, 
                if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
-        adopted = {key: ports.matches.is_adopted(environment, reconciliation.id, key) for key in streams}
-        pages = (page for key in streams for page in ports.matches.open_record_columns(
+        adopted = {key: ports.claims.is_adopted(environment, reconciliation.id, key) for key in streams}
+        pages = (page for key in streams for page in ports.claims.open_record_columns(
             environment, key, reconciliation.id, adopted[key], with_metadata=bool(metadata_keys)))
         frame = open_records_frame(_at_most(pages, limit), metadata_keys, new_jobs, writing)
         for key in streams:
@@ -553,8 +553,8 @@ def _adopt(ports: Ports, environment: str, reconciliation_id: int, stream_key: s
         users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
         with ThreadPoolExecutor(ADOPT_THREADS) as pool:
             for part in reconciled_slices(reconciled, ADOPT_SLICE):
-                list(pool.map(lambda record: ports.matches.reopen_record(environment, record, users), part))
-    ports.matches.adopt(environment, reconciliation_id, stream_key)
+                list(pool.map(lambda record: ports.claims.reopen_record(environment, record, users), part))
+    ports.claims.adopt(environment, reconciliation_id, stream_key)
 
 
 # Helpers ------------------------------------------------------------------------------------------

@@ -261,6 +261,12 @@ def matches(backend):
 
 
 @pytest.fixture
+def claims(backend):
+    """The record side of matching: the matches' adapter (and fake) implements it too."""
+    return backend.matches
+
+
+@pytest.fixture
 def exceptions(backend):
     return backend.exceptions
 

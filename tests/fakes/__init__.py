@@ -101,6 +101,7 @@ def fake_ports(**overrides: Any) -> Ports:
         property_definitions=wired.property_definitions, reconciliations=wired.reconciliations,
         reconciliation_rules=wired.reconciliation_rules, records=wired.records, ingestion_jobs=wired.ingestion_jobs,
         matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
+        claims=wired.matches,  # one adapter keeps both, on the same items
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
