@@ -618,27 +618,25 @@ class Ports:
     schedules: AgentSchedules
     agent_files: AgentFiles
     limits: Limits
+    # What an agent run needs beyond storage: the mail, the sql engine and a model by name (None:
+    # the platform's default).
+    mailer: Mailer
+    records_sql: RecordsSql
+    language_model: Callable[[str | None], LanguageModel]
+    # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
+    # (built at its first run: only the browser worker has one).
+    browser_workflows: Workflows
+    task_tokens: TaskTokens
+    browser_secrets: BrowserSecrets
+    portal: Portal
+    balances: Balances  # bank_feed streams' statement days
+    events: EventPublisher
+    event_ledger: EventLedger
+    # Webhooks: endpoints and deliveries, the queue of delivery attempts, and the HTTP sender.
+    webhooks: Webhooks
+    webhook_delivery_queue: Queue
+    webhook_sender: WebhookSender
+    audit: AuditLog
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
-    # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
-    # platform's default). Only agent runs use them (None: not wired, e.g. in the
-    # service tests' fakes).
-    mailer: Mailer | None = None
-    records_sql: RecordsSql | None = None
-    language_model: Callable[[str | None], LanguageModel] | None = None
-    # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
-    # (only the browser worker has one).
-    browser_workflows: Workflows | None = None
-    task_tokens: TaskTokens | None = None
-    browser_secrets: BrowserSecrets | None = None
-    portal: Portal | None = None
-    balances: Balances | None = None  # bank_feed streams' statement days
-    events: EventPublisher | None = None  # None: nothing listens (service tests' fakes)
-    event_ledger: EventLedger | None = None
-    # Webhooks: endpoints and deliveries, the queue of delivery attempts, and the HTTP sender
-    # (None: not wired, e.g. in the service tests' fakes).
-    webhooks: Webhooks | None = None
-    webhook_delivery_queue: Queue | None = None
-    webhook_sender: WebhookSender | None = None
-    audit: AuditLog | None = None  # None: nothing is recorded (service tests' fakes)
