@@ -6,8 +6,8 @@ event (`["*"]`) and a receiver on loopback that verifies each delivery with the 
 library. The same bulk load (requests of 1,000 records, 4 clients, every record with an
 `external_id`) is ingested in alternating rounds:
 
-- `off`: the service with no event bus, no audit trail and no event ledger wired (`Ports.events`,
-  `Ports.audit`, `Ports.event_ledger` None): what ingestion cost before issue 18;
+- `off`: the service with its event bus, audit trail and event ledger in memory (`Ports.events`,
+  `Ports.audit`, `Ports.event_ledger` the fakes of tests/fakes): what ingestion cost before issue 18;
 - `on`: everything on: events published, fanned out and delivered, audit entries appended.
 
 Rounds alternate (off, on, off, on, ...) so that the machine's drift falls on both alike. It counts
@@ -38,6 +38,8 @@ from bench.ingestion import WRITE_OPERATIONS, run_bulk  # noqa: E402
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
+from tests.fakes.audit import FakeAuditRepository  # noqa: E402
+from tests.fakes.events import FakeEventLedger, FakeEventPublisher  # noqa: E402
 from tests.support.webhook_receiver import VerifyingReceiver  # noqa: E402
 
 
@@ -78,7 +80,8 @@ def main() -> None:
     assert endpoint.status_code == 201, endpoint.text
     receiver.secret = endpoint.json()["secret"]
     wired = container.ports
-    unwired = replace(wired, events=None, audit=None, event_ledger=None)  # no announcement marks either
+    # No bus, no audit trail and no announcement marks in the table: in memory, where nothing reads them.
+    unwired = replace(wired, events=FakeEventPublisher(), audit=FakeAuditRepository(), event_ledger=FakeEventLedger())
 
     seconds: Counter[str] = Counter()
     requests_sent: Counter[str] = Counter()

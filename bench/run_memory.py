@@ -246,9 +246,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule
-    from chalicelib.domain.runs import CHUNK_RECORDS
-    from chalicelib.services.ports import Ports
-    from chalicelib.services.reconciliation_runs import DRY_RUN_RECORDS
+    from chalicelib.services.ports import Limits, Ports
 
     client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="bench", aws_secret_access_key="bench",
@@ -259,13 +257,14 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     if not json_pages:  # the same reader with botocore parsing the pages (as before the JSON pages)
         client.meta.events.unregister("before-parse.dynamodb.Query", unique_id="recon-query-pages-as-json")
     # Only what loading and matching read; the rest is never reached.
+    matches = MatchRepository(table)
     ports = Ports(api_keys=None, counters=None, data_streams=None, property_definitions=None,
                   reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
-                  ingestion_jobs=NoJobs(), matches=MatchRepository(table), runs=None, exceptions=None,
+                  ingestion_jobs=NoJobs(), matches=matches, claims=matches, runs=None, exceptions=None,
                   investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
                   bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
                   tallies=None, agents=None, agent_runs=None, agent_run_queue=None, schedules=None, agent_files=None,
-                  chunk_records=CHUNK_RECORDS, dry_run_records=DRY_RUN_RECORDS)
+                  limits=Limits())
     return ports, reconciliation, rule
 
 
@@ -280,8 +279,8 @@ def old_open_frames(ports, environment, reconciliation, rules, new_jobs):
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         records = []
         for key in streams:
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            records += [r for r in ports.matches.open_records(environment, key, reconciliation.id, adopted)
+            adopted = ports.claims.is_adopted(environment, reconciliation.id, key)
+            records += [r for r in ports.claims.open_records(environment, key, reconciliation.id, adopted)
                         if r.file_import_id not in writing]
         frames.append(old_open_records_frame(records, [], new_jobs))
     return frames[0], frames[1]
@@ -401,7 +400,7 @@ def run_case(case: str, path: str, records: int, port: int, workdir: Path) -> di
         result["rows"] = chunk_read(ports, 0, old)
         result["chunk_s"] = time.perf_counter() - t0
     if case == "dryrun":
-        ports = replace(ports, dry_run_records=10 ** 9)  # the limit is what this measures
+        ports = replace(ports, limits=replace(ports.limits, dry_run_records=10 ** 9))  # the limit is what this measures
         answer = reconciliation_runs.dry_run(ports, ENVIRONMENT, rule.id)
         result["dry_run_s"], result["dry_run_cpu_s"] = time.perf_counter() - t0, _cpu() - c0
         result["matches"] = answer["matches"]

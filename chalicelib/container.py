@@ -47,8 +47,7 @@ from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctions
 from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.domain.webhooks import UrlPolicy
-from chalicelib.services import reconciliation_runs
-from chalicelib.services.ports import AgentLimits, Ports, TaskTokens, Workflows
+from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
 
 
@@ -217,11 +216,14 @@ class Container:
         return language_model(self.settings, model)
 
     @property
-    def agent_limits(self) -> AgentLimits:
+    def limits(self) -> Limits:
         settings = self.settings
-        return AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
-                           max_seconds=settings.agent_max_seconds,
-                           verification_wait_seconds=settings.verification_timeout_seconds)
+        return Limits(chunk_records=settings.run_chunk_records, max_import_bytes=settings.max_import_bytes,
+                      run_records=settings.max_run_records,
+                      stuck_import_after=timedelta(minutes=settings.stuck_import_minutes),
+                      agent=AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
+                                        max_seconds=settings.agent_max_seconds,
+                                        verification_wait_seconds=settings.verification_timeout_seconds))
 
     @cached_property
     def audit(self) -> AuditRepository:
@@ -252,27 +254,20 @@ class Container:
             property_definitions=self.property_definitions, reconciliations=self.reconciliations,
             reconciliation_rules=self.reconciliation_rules, records=self.records, ingestion_jobs=self.ingestion_jobs,
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
+            claims=self.matches,  # one adapter keeps both, on the same items
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
             run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies, agents=self.agents,
             agent_runs=self.agent_runs, agent_run_queue=self.agent_run_queue, schedules=self.schedules,
             agent_files=self.agent_files, mailer=self.mailer, records_sql=self.records_sql,
-            language_model=self.language_model, agent_limits=self.agent_limits,
+            language_model=self.language_model, limits=self.limits,
             browser_workflows=self.browser_workflows, task_tokens=self.task_tokens,
             browser_secrets=self.browser_secrets, portal=_Lazy(lambda: self.portal), balances=self.balances,
             events=self.events, event_ledger=self.event_ledger,
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
-            chunk_records=self.settings.run_chunk_records,
-            dry_run_records=reconciliation_runs.DRY_RUN_RECORDS,
-            # Continuous reconciliations match what an ingestion wrote (through `ports` as it is then).
-            after_ingestion=lambda job: reconciliation_runs.on_records_ingested(
-                self.ports, job.environment, job.id, [k for k, n in job.created_per_stream.items() if n]),
             stopping=self.stop_requested.is_set,
-            max_import_bytes=self.settings.max_import_bytes,
-            run_records=self.settings.max_run_records,
-            stuck_import_after=timedelta(minutes=self.settings.stuck_import_minutes),
         )
 
     @property

@@ -43,11 +43,10 @@ def stream_out(stream: DataStream, latest: dict[str, StatementDay] | None = None
 
 def latest_balances(streams: list[DataStream]) -> dict[str, StatementDay]:
     """The newest statement day of each bank_feed stream of `streams` (one BatchGetItem)."""
-    balances = container().ports.balances
     feeds = [s for s in streams if s.type is StreamType.BANK_FEED]
-    if balances is None or not feeds:
+    if not feeds:
         return {}
-    return balances.latest_of(feeds[0].environment, [s.key for s in feeds])
+    return container().ports.balances.latest_of(feeds[0].environment, [s.key for s in feeds])
 
 
 def day_out(day: StatementDay, gap: bool) -> StatementDayOut:
@@ -64,8 +63,6 @@ def list_balances(request: ApiRequest, key: str) -> BalancePage:
     query: BalanceQuery = request.query
     ports = container().ports
     ports.data_streams.get(request.environment, key)
-    if ports.balances is None:
-        raise RuntimeError("this process has no balances store wired")
     days, cursor = ports.balances.page(request.environment, key, query.limit, query.cursor, query.date_from,
                                        query.date_to)
     older = ports.balances.older_than(days[-1]) if days else None

@@ -20,7 +20,7 @@ def match_out(match: Match, with_records: bool = True) -> MatchOut:
     if match.record_count > MAX_INLINE_RECORDS or not with_records:
         return MatchOut(**fields, record_count=match.record_count)
     records = [MatchRecordOut(**record.__dict__, side=side)
-               for side, record in service.member_records(container().ports.matches, match)]
+               for side, record in service.member_records(container().ports, match)]
     return MatchOut(**fields, records=records)
 
 

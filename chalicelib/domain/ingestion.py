@@ -46,7 +46,7 @@ CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 # cancellation_requested_at (the spec: repeating the request is idempotent).
 CANCEL_ANSWERED = CANCELLABLE | {JobStatus.CANCELLED}
 ENDED_EARLY = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})  # may have chunks nothing processed
-STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minutes (Ports.stuck_import_after)
+STUCK_AFTER = timedelta(minutes=5)  # the default of settings.stuck_import_minutes (Limits.stuck_import_after)
 # Rows per chunk (item i is in chunk i // rows): a chunk's results stay well inside one DynamoDB item
 # (a bulk request keeps every row's result, a file import its problem rows). 500 rather than 250 a
 # bulk chunk: half the saves, mirror parts and guard requests a row (bench/RESULTS.md, issue 30).
@@ -60,7 +60,7 @@ FILE_CHUNK_ROWS = 500
 # only once it has saved chunk j - CHUNKS_IN_FLIGHT, so whoever counts chunk k is the first to reach
 # chunk k + CHUNKS_IN_FLIGHT, and its save marks that one begun.
 CHUNKS_IN_FLIGHT = 2
-# The largest file an import takes (settings.max_import_bytes; Ports.max_import_bytes). Parsing
+# The largest file an import takes (settings.max_import_bytes; Limits.max_import_bytes). Parsing
 # holds the file and its rows in memory (about 17x a CSV's size): with the 3 GB that prepare gets,
 # this leaves room. Larger files fail their import with a message, not run out of memory.
 MAX_IMPORT_BYTES = 100 * 1024 * 1024

@@ -85,6 +85,10 @@ RUN_RECORDS = records_a_match_holds(MATCH_MEMORY_MB)
 # (tests/unit/test_run_state_machine.py), so smaller chunks need a smaller max_run_records.
 CHUNK_RECORDS = 2_000
 MAX_RUN_CHUNKS = 5_000
+# A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
+# all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
+# on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
+DRY_RUN_RECORDS = 200_000
 
 
 # Share of `progress` each phase ends at.

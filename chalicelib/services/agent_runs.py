@@ -218,8 +218,6 @@ def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun | None:
             return _fail(ports, run, "the agent was deleted before its run started")
         model = None
         if agent.kind is not AgentKind.BROWSER:
-            if ports.language_model is None:
-                raise RuntimeError("this process has no language model wired (only the agent worker runs agents)")
             try:
                 model = ports.language_model(agent.model)
             except ModelError as error:
@@ -251,7 +249,7 @@ def _converse_and_deliver(ports: Ports, agent: Agent, run: AgentRun, model: Lang
     session = None
     try:
         tools, context = workbench(ports, agent, run)
-        session = _Session(ports, run, model, tools, ports.agent_limits)
+        session = _Session(ports, run, model, tools, ports.limits.agent)
         failure = session.converse(context.system_prompt(), context.user_prompt())
         run = session.run
         if failure is not None:
@@ -335,8 +333,6 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
     files = [f for f in run.output_files if agent.delivery.delivers(f.filename)]
     if not files:
         return run
-    if ports.mailer is None:
-        raise RuntimeError("this process has no mailer wired (only the agent worker delivers)")
     # Written safe already; neutralised again (it changes nothing twice) for files written before that.
     attachments = [(f.filename, f.content_type,
                     spreadsheet_safe(f.filename, ports.agent_files.read(run.stored(f), MAX_ATTACHED))) for f in files]

@@ -86,8 +86,6 @@ def set_credentials(ports: Ports, agent_id: str, credentials: Credentials,
         raise ValidationFailed.on("agent_id", "is not a browser agent: only browser agents have a portal login")
     if not credentials.username or not credentials.password:
         raise ValidationFailed.on("credentials", "both the username and the password are required")
-    if ports.browser_secrets is None:
-        raise RuntimeError("this process has no secrets store wired")
     ports.browser_secrets.put_credentials(environment, agent_id, credentials)
     ports.agents.set_browser_state(environment, agent_id, has_credentials=True)
     return ports.agents.get(environment, agent_id)
@@ -153,7 +151,7 @@ def delete_agent(ports: Ports, environment: str, agent_id: str) -> None:
     ports.schedules.remove(environment, agent_id)
     ports.agent_runs.remove_all_of_agent(environment, agent_id)
     ports.agent_files.delete_agent(environment, agent_id)
-    if agent.browser is not None and ports.browser_secrets is not None:
+    if agent.browser is not None:
         ports.browser_secrets.delete_agent(environment, agent_id)
     ports.agents.remove(agent)
     ports.agents.release_file_drops(environment, agent_id)

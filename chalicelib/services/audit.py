@@ -40,9 +40,7 @@ CLAIM_LEASE = timedelta(minutes=5)  # a sweeper writing an unfinished request's 
 
 def record(ports: Ports, environment: str, *, actor: str, action: str, resource_type: str,
            resource_id: str | int | None, summary: Mapping[str, Any] | None = None) -> None:
-    """Append one entry to the environment's chain (nothing when no audit log is wired)."""
-    if ports.audit is None:
-        return
+    """Append one entry to the environment's chain."""
     ports.audit.append(environment, actor=actor, action=action, resource_type=resource_type,
                        resource_id=resource_id, summary=summary or {})
 
@@ -52,13 +50,11 @@ def record(ports: Ports, environment: str, *, actor: str, action: str, resource_
 def begin_request(ports: Ports, request: RequestInFlight) -> None:
     """Before a state-changing request runs (the middleware's); `end_request` once its entry is
     written, or it changed nothing."""
-    if ports.audit is not None:
-        ports.audit.begin_request(request)
+    ports.audit.begin_request(request)
 
 
 def end_request(ports: Ports, environment: str, request_id: str) -> None:
-    if ports.audit is not None:
-        ports.audit.end_request(environment, request_id)
+    ports.audit.end_request(environment, request_id)
 
 
 @dataclass
@@ -110,8 +106,6 @@ def record_unfinished(ports: Ports, now: datetime | None = None) -> int:
     (or whose entry could not be written). Its entry is written, outcome unknown, unless its
     resource's entries hold one with its request id (the process died just after writing it).
     Returns how many entries were written."""
-    if ports.audit is None:
-        return 0
     now = now or utc_now()
     written = 0
     for request in ports.audit.requests_in_flight():
@@ -136,8 +130,6 @@ def resource_has_entry(ports: Ports, environment: str, resource_type: str, resou
                        value: str) -> bool:
     """Whether one of the resource's latest entries (50, newest first) has `value` at `name` in its
     summary (`request_id` or `event_id`, the ids bounded_summary always keeps): was it written?"""
-    if ports.audit is None:
-        return False
     query = AuditQuery(resource_type=resource_type, resource_id=resource_id)
     entries, _ = ports.audit.list_page(environment, query, limit=50, cursor=None)
     return any(entry.summary.get(name) == value for entry in entries)
@@ -147,8 +139,6 @@ def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
     """Whether the request's entry was written: among its resource's newest entries, or for a
     creation (its id was not known before it ran) among the chain's entries since it began, newest
     first, at most UNFINISHED_SEARCH_PAGES pages of 200."""
-    if ports.audit is None:
-        return False
     if request.resource_id is not None:
         return resource_has_entry(ports, request.environment, request.resource_type, request.resource_id,
                                   "request_id", request.request_id)
@@ -212,8 +202,6 @@ def list_page(ports: Ports, environment: str, query: AuditQuery, limit: int,
         raise ValidationFailed.on("resource_id", "needs resource_type (ids repeat across resource types)")
     if query.at_from is not None and query.at_to is not None and query.at_from > query.at_to:
         raise ValidationFailed.on("from", "must not be after 'to'")
-    if ports.audit is None:
-        return [], None
     return ports.audit.list_page(environment, query, limit, cursor)
 
 
@@ -249,9 +237,9 @@ def verify(ports: Ports, environment: str, from_seq: int = 1, max_entries: int =
     if from_seq < 1:
         raise ValidationFailed.on("from_seq", "must be 1 or more")
     audit = ports.audit
-    head = audit.head(environment) if audit is not None else None
+    head = audit.head(environment)
     newest = None
-    if audit is not None and head is None:
+    if head is None:
         found = audit.list_page(environment, AuditQuery(), 1, None)[0]
         newest = found[0] if found else None
         if newest is not None:
@@ -270,8 +258,6 @@ def verify(ports: Ports, environment: str, from_seq: int = 1, max_entries: int =
                            head_hash=head_hash, complete=complete, next_from_seq=None if complete else walk.next_seq)
 
     walk = ChainWalk(from_seq, head=head)
-    if audit is None:
-        return report(walk, complete=True)
     if from_seq > 1:
         previous = audit.get(environment, from_seq - 1)
         start = ChainWalk(from_seq - 1, previous.prev_hash if previous is not None else "", head=head)

@@ -42,7 +42,7 @@ from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services.events import announce_agent_run
 from chalicelib.services.ingestion import files
-from chalicelib.services.ports import BrowserSecrets, Ports, TaskTokens
+from chalicelib.services.ports import Ports
 
 RUNNING, WAITING = AgentRunStatus.RUNNING, AgentRunStatus.WAITING_FOR_VERIFICATION
 NOT_WAITING = {"needs_verification": False, "verification_reason": None, "verification_required_at": None}
@@ -50,12 +50,10 @@ NOT_WAITING = {"needs_verification": False, "verification_reason": None, "verifi
 
 def hand_over(ports: Ports, run: AgentRun, attempt_label: str = "") -> None:
     """Start the workflow of a run the agent worker moved to running (it keeps the agent's guard)."""
-    if ports.browser_workflows is None:
-        raise RuntimeError("this process has no browser-run workflow wired")
     ports.browser_workflows.start(
         execution_name("browser-run", run.environment, run.id, *([attempt_label] if attempt_label else [])),
         {"environment": run.environment, "agent_id": run.agent_id, "run_id": run.id,
-         "verification_timeout_seconds": ports.agent_limits.verification_wait_seconds})
+         "verification_timeout_seconds": ports.limits.agent.verification_wait_seconds})
 
 
 def resume_in_flight(ports: Ports, resumed_at: datetime) -> list[tuple[str, int]]:
@@ -102,7 +100,7 @@ def attempt(ports: Ports, environment: str, agent_id: str, run_id: int) -> dict[
 def pause(ports: Ports, environment: str, agent_id: str, run_id: int, task_token: str) -> None:
     """The workflow waits for a code on `task_token`: keep it on the run for the code to send. A
     code that came before the token (or a run ended meanwhile) sends it on at once."""
-    tokens = _task_tokens(ports)
+    tokens = ports.task_tokens
     try:
         run = ports.agent_runs.get(environment, agent_id, run_id)
     except NotFound:
@@ -119,7 +117,7 @@ def expire(ports: Ports, environment: str, agent_id: str, run_id: int) -> None:
     run = _unfinished(ports, environment, agent_id, run_id)
     if run is None:
         return
-    minutes = ports.agent_limits.verification_wait_seconds / 60
+    minutes = ports.limits.agent.verification_wait_seconds / 60
     _stop_asking(ports, run)
     _finish_failed(ports, run, f"no verification code was given within {minutes:g} minutes (post it to "
                                f"/agents/{agent_id}/verification while the run waits); run the agent again")
@@ -166,7 +164,7 @@ def _stop_asking(ports: Ports, run: AgentRun) -> None:
     if holder is not None and holder != run.id:
         return
     ports.agents.set_browser_state(run.environment, run.agent_id, **NOT_WAITING)
-    _secrets(ports).drop_context(run.environment, run.agent_id, "pending")
+    ports.browser_secrets.drop_context(run.environment, run.agent_id, "pending")
 
 
 # The verification code --------------------------------------------------------------------------
@@ -196,7 +194,7 @@ def give_code(ports: Ports, environment: str, agent_id: str, raw_code: Any) -> A
         except TransitionRefused:
             raise Conflict(f"run {run.id} of agent {agent_id} is no longer waiting for a verification code") from None
     # Without a token yet, the pause that keeps it sends it on itself (pause()).
-    if resumed.task_token is not None and not _task_tokens(ports).send_success(resumed.task_token, {}) \
+    if resumed.task_token is not None and not ports.task_tokens.send_success(resumed.task_token, {}) \
             and resumed is not run:
         raise Conflict(f"run {run.id} of agent {agent_id} stopped waiting for its code (it timed out); "
                        "run the agent again")
@@ -208,13 +206,11 @@ def give_code(ports: Ports, environment: str, agent_id: str, raw_code: Any) -> A
 def _drive(ports: Ports, agent: Agent, run: AgentRun) -> PortalOutcome:
     if agent.browser is None:
         return PortalFailed("run", "the agent is not a browser agent", ())
-    secrets = _secrets(ports)
+    secrets = ports.browser_secrets
     credentials = secrets.credentials(agent.environment, agent.id)
     if credentials is None:
         return PortalFailed("log_in", "the agent has no portal login: set it with `python -m chalicelib.cli agents "
                                       f"set-credentials {agent.id}`", ())
-    if ports.portal is None:
-        raise RuntimeError("this process has no browser (only the browser worker runs browser agents)")
     resuming = run.verification_code is not None
     state = secrets.context(agent.environment, agent.id, "pending" if resuming else "saved")
     today = utc_now().astimezone(ZoneInfo(agent.schedule.timezone)).date()
@@ -231,7 +227,7 @@ def _conclude(ports: Ports, agent: Agent, run: AgentRun, outcome: PortalOutcome)
     now = utc_now()
     run = replace(run, verification_code=None, steps=run.steps + tuple(
         Step.of(s.name, None, s.failed, s.detail, now) for s in outcome.steps))
-    secrets = _secrets(ports)
+    secrets = ports.browser_secrets
     environment, agent_id = agent.environment, agent.id
     if isinstance(outcome, CodeRequested):
         secrets.put_context(environment, agent_id, "pending", outcome.storage_state)
@@ -317,15 +313,3 @@ def _release_after(ports: Ports, run: AgentRun) -> AgentRun:
     if run.finished:
         ports.agent_runs.release_running(run.environment, run.agent_id, run.id)
     return run
-
-
-def _secrets(ports: Ports) -> BrowserSecrets:
-    if ports.browser_secrets is None:
-        raise RuntimeError("this process has no secrets store wired")
-    return ports.browser_secrets
-
-
-def _task_tokens(ports: Ports) -> TaskTokens:
-    if ports.task_tokens is None:
-        raise RuntimeError("this process has no task tokens wired")
-    return ports.task_tokens

@@ -59,8 +59,7 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
     ports.records.remove_all_of_stream(environment, key)
     ports.property_definitions.remove_all_of_stream(environment, key)
     ports.mirror.forget_stream(environment, key)
-    if ports.balances is not None:
-        ports.balances.remove_stream(environment, key)
+    ports.balances.remove_stream(environment, key)
     ports.reconciliations.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes
     ports.data_streams.remove(environment, key)
 

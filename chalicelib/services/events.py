@@ -44,13 +44,11 @@ T = TypeVar("T")
 def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
     """Publish the events given (a None is a change that tells of nothing: skipped)."""
     events = [e for e in maybe_events if e is not None]
-    if ports.events is None or not events:
+    if not events:
         return
     try:
         ports.events.publish(environment, events)
     except Exception as error:  # the change is done: never undo it for the bus; park the events instead
-        if ports.event_ledger is None:
-            raise
         refused = getattr(error, "failed", events)  # the publisher names those that did not go
         logger.warning("events parked: the bus did not take them",
                        extra={"event_ids": [e.id for e in refused], "error": type(error).__name__})
@@ -72,10 +70,6 @@ def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOri
     a write can be applied though its answer was lost). Two changes racing to tell the same event
     id (the same version of an exception) hold under different tokens: only the one saved is sent."""
     ledger = ports.event_ledger
-    if ledger is None:
-        saved = save(None)
-        _send(ports, environment, event, announcer)
-        return saved
     held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer,
                      token=uuid.uuid4().hex)
     ledger.hold(held)
@@ -98,7 +92,6 @@ def _deliver(ports: Ports, held: HeldEvent) -> bool:
     """Send a held event whose change is saved, then settle it. False when it is not out yet: its
     announcement is another worker's for now (the hold stays, and a later sweep looks again)."""
     ledger = ports.event_ledger
-    assert ledger is not None and held.origin is not None
     _send(ports, held.environment, held.event, held.announcer)
     if held.announcer is not None:
         mark = ledger.announcement(held.environment, held.event.id)
@@ -119,10 +112,6 @@ def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
     if event is None:
         return
     ledger = ports.event_ledger
-    if ledger is None:
-        _record(ports, event, environment, actor, summary_fields)
-        emit(ports, environment, event)
-        return
     mark = ledger.announcement(environment, event.id)
     if mark is None:
         if not ledger.reserve(environment, event.id):
@@ -144,13 +133,10 @@ def deciding(ports: Ports, kind: str, environment: str, entity_id: int) -> Itera
     Nothing retries such a decision once made: its entity leaves the sweeper's lists. So it is held
     first (for ANNOUNCEMENT_LEASE) and released once made and announced; one a dying sweeper left
     is finished by `finish_decisions`. A decision that raised stays held too."""
-    ledger = ports.event_ledger
     decision = HeldDecision(kind, environment, entity_id, utc_now() + ANNOUNCEMENT_LEASE)
-    if ledger is not None:
-        ledger.hold_decision(decision)
+    ports.event_ledger.hold_decision(decision)
     yield
-    if ledger is not None:
-        ledger.release_decision(decision)
+    ports.event_ledger.release_decision(decision)
 
 
 def finish_decisions(ports: Ports, kind: str, finish_if_ended: Callable[[str, int], Event | None],
@@ -162,8 +148,6 @@ def finish_decisions(ports: Ports, kind: str, finish_if_ended: Callable[[str, in
     (another worker's, or one whose worker died a moment ago) is kept for a later sweep, by when
     `announce` takes it over. Returns how many ends were announced."""
     ledger = ports.event_ledger
-    if ledger is None:
-        return 0
     now = now or utc_now()
     ended = 0
     for decision in ledger.decisions(kind):
@@ -184,9 +168,9 @@ def finish_decisions(ports: Ports, kind: str, finish_if_ended: Callable[[str, in
     return ended
 
 
-def announced(ledger: EventLedger | None, environment: str, event_id: str) -> bool:
+def announced(ledger: EventLedger, environment: str, event_id: str) -> bool:
     """Whether an automated decision's announcement was made (done) or is being made."""
-    return ledger is not None and ledger.announcement(environment, event_id) is not None
+    return ledger.announcement(environment, event_id) is not None
 
 
 def _record(ports: Ports, event: Event, environment: str, actor: str, summary_fields: Iterable[str]) -> None:
@@ -217,8 +201,6 @@ def announce_agent_run(ports: Ports, run: AgentRun) -> None:
 def publish_parked(ports: Ports, now: datetime | None = None) -> int:
     """The sweeper's: publish what was parked (what the bus still refuses stays for the next sweep),
     and the held events past their lease whose change was saved (`save_and_emit`)."""
-    if ports.events is None or ports.event_ledger is None:
-        return 0
     now = now or utc_now()
     published = _publish_refused(ports, ports.event_ledger.parked())
     for held in ports.event_ledger.held():
@@ -228,7 +210,6 @@ def publish_parked(ports: Ports, now: datetime | None = None) -> int:
 
 
 def _publish_refused(ports: Ports, parked: list[HeldEvent]) -> int:
-    assert ports.events is not None and ports.event_ledger is not None
     published = 0
     by_environment: dict[str, list[Event]] = {}
     for held in parked:
@@ -251,7 +232,6 @@ def _send_owed(ports: Ports, held: HeldEvent) -> int:
     """A held event past its lease: its worker died after the save (the item carries the event's
     id: send it) or before it, or the save was refused (drop the hold)."""
     ledger = ports.event_ledger
-    assert ledger is not None and held.origin is not None
     try:
         if not ledger.owed(held):
             ledger.release_hold(held)

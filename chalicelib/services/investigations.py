@@ -64,17 +64,17 @@ def run(ports: Ports, environment: str, investigation_id: int) -> Investigation:
     record_filter = RecordFilter(**investigation.filter_params)
     today = utc_now().date()
     target_ids = [r.record_id for r in ports.exceptions.records(exception) if record_filter.admits(r, today)]
-    targets = [h.record for h in ports.matches.held_records(environment, target_ids)
+    targets = [h.record for h in ports.claims.held_records(environment, target_ids)
                if h.match_in(reconciliation.id) is None and not h.deleting]
     other_side = (reconciliation.side_b_stream_keys if exception.data_stream_key in reconciliation.side_a_stream_keys
                   else reconciliation.side_a_stream_keys)
-    candidates = [r for key in other_side for r in ports.matches.open_records(
-        environment, key, reconciliation.id, ports.matches.is_adopted(environment, reconciliation.id, key))]
+    candidates = [r for key in other_side for r in ports.claims.open_records(
+        environment, key, reconciliation.id, ports.claims.is_adopted(environment, reconciliation.id, key))]
     outcome = investigate(investigation_frame(targets), investigation_frame(candidates),
                           decimal_places=exception.decimal_places)
     difference = None
     if outcome.proposal:
-        found = {h.record.id: h.record for h in ports.matches.held_records(
+        found = {h.record.id: h.record for h in ports.claims.held_records(
             environment, outcome.target_record_ids + outcome.suggested_record_ids)}
         difference = _difference([found[i] for i in outcome.target_record_ids],
                                  [found[i] for i in outcome.suggested_record_ids])
@@ -146,7 +146,7 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
     if investigation.suggested_difference is None:
         raise Conflict(f"investigation {investigation.id} was made before suggestions stated their difference; "
                        "start a new investigation")
-    held = {h.record.id: h for h in ports.matches.held_records(environment, record_ids)}
+    held = {h.record.id: h for h in ports.claims.held_records(environment, record_ids)}
     for record_id in record_ids:
         stored = held.get(record_id)
         if stored is None or stored.deleting:
@@ -179,7 +179,7 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
 def _made_before(ports: Ports, investigation: Investigation, record_ids: list[int]) -> Match | None:
     """The match an earlier accept of this investigation made before it died (it holds exactly
     these records and names the investigation), or None."""
-    held = ports.matches.held_records(investigation.environment, record_ids)
+    held = ports.claims.held_records(investigation.environment, record_ids)
     match_ids = {h.match_in(investigation.reconciliation_id) for h in held}
     match_id = match_ids.pop() if len(held) == len(record_ids) and len(match_ids) == 1 else None
     match = ports.matches.find(investigation.environment, match_id) if match_id is not None else None

@@ -16,7 +16,7 @@ from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.events import save_and_emit
-from chalicelib.services.ports import Matches, Ports, StreamUsages
+from chalicelib.services.ports import Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
 CLAIM_THREADS = 8
@@ -26,7 +26,7 @@ PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a
 WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
 
-def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]],
+def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
                   used_by: dict[str, frozenset[int]], pending_events: dict[int, str] | None = None) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
@@ -35,33 +35,33 @@ def write_matches(matches: Matches, batch: list[tuple[Match, list[MatchMember]]]
     or one being deleted, undoes its match. Returns the matches written."""
     if not batch:
         return []
-    matches.put_members_of(batch)
+    ports.matches.put_members_of(batch)
     claims = [(match, member) for match, members in batch for member in members]
 
     def claim(pair: tuple[Match, MatchMember]) -> bool:
         match, member = pair
-        return matches.claim_record(match.environment, member.record_id, match.reconciliation_id, match.id,
-                                    used_by[member.data_stream_key], seen=member,
-                                    proposed=match.status is MatchStatus.PROPOSED)
+        return ports.claims.claim_record(match.environment, member.record_id, match.reconciliation_id, match.id,
+                                         used_by[member.data_stream_key], seen=member,
+                                         proposed=match.status is MatchStatus.PROPOSED)
 
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         held = list(pool.map(claim, claims))
     refused = {match.id for (match, _), ok in zip(claims, held) if not ok}
     for match, members in batch:
         if match.id in refused:
-            release_members(matches, match, members, used_by)
+            release_members(ports, match, members, used_by)
     written = [match for match, _ in batch if match.id not in refused]
-    matches.commit_many(written, pending_events)
+    ports.matches.commit_many(written, pending_events)
     return written
 
 
-def release_members(matches: Matches, match: Match, members: list[MatchMember],
+def release_members(ports: Ports, match: Match, members: list[MatchMember],
                     used_by: dict[str, frozenset[int]]) -> None:
     """Open the match's records again in its reconciliation, then drop its members."""
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-        list(pool.map(lambda m: matches.release_record(match.environment, m.record_id, match.reconciliation_id,
-                                                       match.id, used_by[m.data_stream_key]), members))
-    matches.delete_members(match.environment, match.id)
+        list(pool.map(lambda m: ports.claims.release_record(match.environment, m.record_id, match.reconciliation_id,
+                                                            match.id, used_by[m.data_stream_key]), members))
+    ports.matches.delete_members(match.environment, match.id)
 
 
 def used_by(usages: StreamUsages, environment: str, stream_keys: Iterable[str]) -> dict[str, frozenset[int]]:
@@ -91,7 +91,7 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     members = ports.matches.members(environment, match_id)
     users = used_by(ports.reconciliations, environment, (m.data_stream_key for m in members))
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-        list(pool.map(lambda m: ports.matches.settle_record(environment, m.record_id, confirmed.reconciliation_id,
+        list(pool.map(lambda m: ports.claims.settle_record(environment, m.record_id, confirmed.reconciliation_id,
                                                             match_id, users[m.data_stream_key]), members))
     audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)
@@ -108,7 +108,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     if not match.unmatching:
         ports.matches.mark_unmatching(match)
     members = ports.matches.members(environment, match_id)
-    release_members(ports.matches, match, members,
+    release_members(ports, match, members,
                     used_by(ports.reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.
     matching_changed(ports, environment, match.reconciliation_id)
@@ -130,7 +130,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     ids = list(dict.fromkeys(record_ids))
     if not ids or len(ids) > MAX_MANUAL_RECORDS:
         raise ValidationFailed.on("record_ids", f"must hold 1 to {MAX_MANUAL_RECORDS} record ids")
-    held = {h.record.id: h for h in ports.matches.held_records(environment, ids) if not h.deleting}
+    held = {h.record.id: h for h in ports.claims.held_records(environment, ids) if not h.deleting}
     errors = [FieldError(f"record_ids[{n}]", f"record {rid} not found") for n, rid in enumerate(ids) if rid not in held]
     side_of: dict[str, Side] = {key: "a" for key in reconciliation.side_a_stream_keys}
     side_of.update({key: "b" for key in reconciliation.side_b_stream_keys})
@@ -163,9 +163,9 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
 
     def commit(owed: str | None) -> None:
         try:
-            written = write_matches(ports.matches, [(match, members)], users, {match.id: owed} if owed else None)
+            written = write_matches(ports, [(match, members)], users, {match.id: owed} if owed else None)
         except Exception:
-            roll_back(ports.matches, match, members, users)
+            roll_back(ports, match, members, users)
             raise
         if not written:
             ports.matches.remove(match)
@@ -180,10 +180,10 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     return match
 
 
-def roll_back(matches: Matches, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
+def roll_back(ports: Ports, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
     """Undo a match that was begun and never committed: its records open again, then it goes."""
-    release_members(matches, match, members, users)
-    matches.remove(match)
+    release_members(ports, match, members, users)
+    ports.matches.remove(match)
 
 
 def sweep_pending(ports: Ports, now: datetime | None = None) -> int:
@@ -194,18 +194,19 @@ def sweep_pending(ports: Ports, now: datetime | None = None) -> int:
         if match.pending_since is None or now - match.pending_since <= PENDING_FOR:
             continue
         members = ports.matches.members(match.environment, match.id)
-        roll_back(ports.matches, match, members, used_by(ports.reconciliations, match.environment,
-                                                         (m.data_stream_key for m in members)))
+        roll_back(ports, match, members, used_by(ports.reconciliations, match.environment,
+                                                 (m.data_stream_key for m in members)))
         undone += 1
     return undone
 
 
 # Reading ----------------------------------------------------------------------------------------
 
-def member_records(matches: Matches, match: Match) -> list[tuple[Side, Record]]:
+def member_records(ports: Ports, match: Match) -> list[tuple[Side, Record]]:
     """The match's records with the side each is on, side A first, then by id (a match shown whole)."""
-    side_of = {m.record_id: m.side for m in matches.members(match.environment, match.id)}
-    held = sorted(matches.held_records(match.environment, side_of), key=lambda h: (side_of[h.record.id], h.record.id))
+    side_of = {m.record_id: m.side for m in ports.matches.members(match.environment, match.id)}
+    held = sorted(ports.claims.held_records(match.environment, side_of),
+                  key=lambda h: (side_of[h.record.id], h.record.id))
     return [(side_of[h.record.id], h.record) for h in held]
 
 

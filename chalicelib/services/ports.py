@@ -50,7 +50,7 @@ from chalicelib.domain.records import (
     RecordStatus,
 )
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import RUN_RECORDS, Run, RunStatus
+from chalicelib.domain.runs import CHUNK_RECORDS, DRY_RUN_RECORDS, RUN_RECORDS, Run, RunStatus
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
@@ -280,10 +280,10 @@ class IngestionJobs(Protocol):
     def accept_upload(self, job: IngestionJob, etag: str) -> IngestionJob: ...
 
 
-class Matches(Protocol):
-    """Matches, and the record side of matching: claims, open records, adoptions (see
-    adapters/dynamodb/matches.py for the order a match is written in)."""
-    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None: ...
+class Claims(Protocol):
+    """The record side of matching: the claims that hold a record in a reconciliation's match, the
+    open records a run reads, and the streams a reconciliation adopted (kept on the record items:
+    see adapters/dynamodb/matches.py)."""
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool: ...
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
@@ -291,8 +291,6 @@ class Matches(Protocol):
     def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                       users: frozenset[int]) -> None: ...
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]: ...
-    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None: ...
-    def delete_members(self, environment: str, match_id: int) -> None: ...
     def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
                      adopted: bool) -> Iterator[OpenRecord]: ...
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
@@ -310,6 +308,14 @@ class Matches(Protocol):
                         reconciliation_ids: Iterable[int]) -> list[Passing]: ...
     def passing(self, environment: str, record_ids: Iterable[int],
                 reconciliation_ids: Iterable[int]) -> list[Passing]: ...
+
+
+class Matches(Protocol):
+    """Matches and their members (see adapters/dynamodb/matches.py for the order a match is written
+    in, claims included)."""
+    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None: ...
+    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None: ...
+    def delete_members(self, environment: str, match_id: int) -> None: ...
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
                         high_id: int) -> dict[int, MatchState]: ...
     def get(self, environment: str, match_id: int) -> Match: ...
@@ -452,6 +458,21 @@ class AgentLimits:
     verification_wait_seconds: int = 1800  # a browser run paused for a code (settings.verification_timeout_seconds)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The numbers the services work within: the container builds them from the settings
+    (`Container.limits`); the defaults are the settings' own."""
+    chunk_records: int = CHUNK_RECORDS  # records of one persist chunk (settings.run_chunk_records)
+    dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most
+    # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
+    max_import_bytes: int = MAX_IMPORT_BYTES
+    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
+    run_records: int = RUN_RECORDS
+    # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
+    stuck_import_after: timedelta = STUCK_AFTER
+    agent: AgentLimits = AgentLimits()
+
+
 class Payloads(Protocol):
     """Bulk request bodies, uploads and drops, and an import's working files (JSON, by key)."""
     def put_json(self, key: str, value: Any) -> None: ...
@@ -578,6 +599,7 @@ class Ports:
     records: Records
     ingestion_jobs: IngestionJobs
     matches: Matches
+    claims: Claims  # the same adapter as `matches`: both live on the record and match items
     runs: Runs
     exceptions: ReconciliationExceptions
     investigations: Investigations
@@ -595,38 +617,26 @@ class Ports:
     agent_run_queue: Queue
     schedules: AgentSchedules
     agent_files: AgentFiles
-    chunk_records: int  # records of one persist chunk (settings.run_chunk_records)
-    dry_run_records: int  # open records a dry run reads at most (reconciliation_runs.DRY_RUN_RECORDS)
-    # Called with each job that wrote records, once they are final (continuous reconciliations).
-    after_ingestion: Callable[[IngestionJob], None] | None = None
+    limits: Limits
+    # What an agent run needs beyond storage: the mail, the sql engine and a model by name (None:
+    # the platform's default).
+    mailer: Mailer
+    records_sql: RecordsSql
+    language_model: Callable[[str | None], LanguageModel]
+    # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
+    # (built at its first run: only the browser worker has one).
+    browser_workflows: Workflows
+    task_tokens: TaskTokens
+    browser_secrets: BrowserSecrets
+    portal: Portal
+    balances: Balances  # bank_feed streams' statement days
+    events: EventPublisher
+    event_ledger: EventLedger
+    # Webhooks: endpoints and deliveries, the queue of delivery attempts, and the HTTP sender.
+    webhooks: Webhooks
+    webhook_delivery_queue: Queue
+    webhook_sender: WebhookSender
+    audit: AuditLog
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
-    # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
-    max_import_bytes: int = MAX_IMPORT_BYTES
-    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
-    run_records: int = RUN_RECORDS
-    # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
-    stuck_import_after: timedelta = STUCK_AFTER
-    # What an agent run needs beyond storage: the mail, the sql engine, a model by name (None: the
-    # platform's default) and its bounds. Only agent runs use them (None: not wired, e.g. in the
-    # service tests' fakes).
-    mailer: Mailer | None = None
-    records_sql: RecordsSql | None = None
-    language_model: Callable[[str | None], LanguageModel] | None = None
-    agent_limits: AgentLimits = AgentLimits()
-    # Browser agents: their runs' workflow, its task tokens, their secrets and the browser itself
-    # (only the browser worker has one).
-    browser_workflows: Workflows | None = None
-    task_tokens: TaskTokens | None = None
-    browser_secrets: BrowserSecrets | None = None
-    portal: Portal | None = None
-    balances: Balances | None = None  # bank_feed streams' statement days
-    events: EventPublisher | None = None  # None: nothing listens (service tests' fakes)
-    event_ledger: EventLedger | None = None
-    # Webhooks: endpoints and deliveries, the queue of delivery attempts, and the HTTP sender
-    # (None: not wired, e.g. in the service tests' fakes).
-    webhooks: Webhooks | None = None
-    webhook_delivery_queue: Queue | None = None
-    webhook_sender: WebhookSender | None = None
-    audit: AuditLog | None = None  # None: nothing is recorded (service tests' fakes)

@@ -64,11 +64,11 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     if not ports.exceptions.take_refresh_lease(environment, reconciliation_id, now, REFRESH_LEASE):
         return False
     try:
-        proposed = ports.matches.proposed_records(environment, reconciliation.id)
+        proposed = ports.claims.proposed_records(environment, reconciliation.id)
         for stream_key in reconciliation.stream_keys:
             read_at = utc_now()  # the tally is as of its read, not of the sweep that began it
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, stream_key)
-            open_records = {r.id: r for r in ports.matches.open_records(environment, stream_key, reconciliation.id,
+            adopted = ports.claims.is_adopted(environment, reconciliation.id, stream_key)
+            open_records = {r.id: r for r in ports.claims.open_records(environment, stream_key, reconciliation.id,
                                                                         adopted)}
             _refresh_stream(ports, reconciliation, stream_key, open_records, now,
                             {r.id: r for r in proposed if r.data_stream_key == stream_key})

@@ -63,10 +63,6 @@ PLAN_ROW_GROUP = 16_384    # rows per Parquet row group of the plan: a persist c
 ADOPT_THREADS = 8
 ADOPT_SLICE = 10_000   # records of a stream being adopted, reopened a slice at a time
 UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at once
-# A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
-# all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
-# on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
-DRY_RUN_RECORDS = 200_000
 RUN_DECISIONS = "reconciliation_run"  # the sweeper's held decisions on runs (events.deciding)
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
 RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
@@ -247,7 +243,7 @@ def load(ports: Ports, environment: str, run_id: int) -> str:
     _refuse_if_too_large(ports, environment, reconciliation, run)
     try:
         side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True,
-                                     limit=ports.run_records)
+                                     limit=ports.limits.run_records)
     except TooManyOpenRecords:  # more than the streams' counts said: they lag behind ingestion
         raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run)) from None
     ports.run_files.write_frame(environment, run.id, "side_a", side_a)
@@ -274,7 +270,7 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
     count = outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, ports.chunk_records)
+    matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, ports.limits.chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
     ports.run_files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
@@ -321,7 +317,7 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
                             run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
-    written = write_matches(ports.matches, [(m, members) for m, members in batch if m.id not in done_before], uses)
+    written = write_matches(ports, [(m, members) for m, members in batch if m.id not in done_before], uses)
     money = members_money(members, KEEP_MONEY_FROM)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
@@ -413,7 +409,7 @@ def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
         if of_match:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
-            release_members(ports.matches, stub, of_match, uses)
+            release_members(ports, stub, of_match, uses)
 
 
 def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
@@ -429,7 +425,7 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10)
               if (r.definition.priority, r.id) < (rule.definition.priority, rule.id)]
     try:
         side_a, side_b = open_frames(ports, environment, reconciliation, before + [rule], None,
-                                     limit=ports.dry_run_records)
+                                     limit=ports.limits.dry_run_records)
     except TooManyOpenRecords:
         raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
     outcome = match_records(*engine_frames(side_a, side_b), before + [rule], explain_rule=rule.id)
@@ -441,7 +437,7 @@ def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reco
     """The refusal, with the open records counted (for a few seconds at most: past that, a lower bound)."""
     counted = _open_counts(ports, environment, reconciliation, time.monotonic() + DRY_RUN_COUNT_SECONDS)
     return (f"reconciliation {reconciliation.id} has {counted}; a dry run matches at most "
-            f"{ports.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
+            f"{ports.limits.dry_run_records:,}, to answer within the API's time limit. Start a run instead: "
             f"POST /v1/reconciliations/{reconciliation.id}/runs")
 
 
@@ -451,10 +447,10 @@ def _refuse_if_too_large(ports: Ports, environment: str, reconciliation: Reconci
     records counted (Select COUNT) do. The load itself stops at the limit, for what the counts missed."""
     stream_keys = reconciliation.side_a_stream_keys + reconciliation.side_b_stream_keys
     streams = ports.data_streams.get_many(environment, stream_keys)
-    if sum(stream.records_count for stream in streams.values()) <= ports.run_records:
+    if sum(stream.records_count for stream in streams.values()) <= ports.limits.run_records:
         return
     counted = _open_counts(ports, environment, reconciliation, None)
-    if counted.total > ports.run_records:
+    if counted.total > ports.limits.run_records:
         raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, counted))
 
 
@@ -462,7 +458,7 @@ def _too_many_for_a_run(ports: Ports, environment: str, reconciliation: Reconcil
                         counted: OpenCounts | None = None) -> str:
     counted = counted or _open_counts(ports, environment, reconciliation, time.monotonic() + RUN_COUNT_SECONDS)
     return (f"run {run.id}: reconciliation {reconciliation.id} has {counted}; a run matches at most "
-            f"{ports.run_records:,} open records, what one match function holds in memory. Match fewer at "
+            f"{ports.limits.run_records:,} open records, what one match function holds in memory. Match fewer at "
             "a time: split the reconciliation's streams between reconciliations")
 
 
@@ -489,8 +485,8 @@ def _open_counts(ports: Ports, environment: str, reconciliation: Reconciliation,
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
         counts.append(0)
         for key in streams:
-            adopted = ports.matches.is_adopted(environment, reconciliation.id, key)
-            found, finished = ports.matches.count_open(environment, key, reconciliation.id, adopted, deadline)
+            adopted = ports.claims.is_adopted(environment, reconciliation.id, key)
+            found, finished = ports.claims.count_open(environment, key, reconciliation.id, adopted, deadline)
             counts[-1] += found
             complete = complete and finished
     return OpenCounts(counts[0], counts[1], complete)
@@ -523,8 +519,8 @@ def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, 
                if job.environment == environment and job.status in WRITING}
     frames = []
     for streams in (reconciliation.side_a_stream_keys, reconciliation.side_b_stream_keys):
-        adopted = {key: ports.matches.is_adopted(environment, reconciliation.id, key) for key in streams}
-        pages = (page for key in streams for page in ports.matches.open_record_columns(
+        adopted = {key: ports.claims.is_adopted(environment, reconciliation.id, key) for key in streams}
+        pages = (page for key in streams for page in ports.claims.open_record_columns(
             environment, key, reconciliation.id, adopted[key], with_metadata=bool(metadata_keys)))
         frame = open_records_frame(_at_most(pages, limit), metadata_keys, new_jobs, writing)
         for key in streams:
@@ -554,8 +550,8 @@ def _adopt(ports: Ports, environment: str, reconciliation_id: int, stream_key: s
         users = used_by(ports.reconciliations, environment, [stream_key])[stream_key]
         with ThreadPoolExecutor(ADOPT_THREADS) as pool:
             for part in reconciled_slices(reconciled, ADOPT_SLICE):
-                list(pool.map(lambda record: ports.matches.reopen_record(environment, record, users), part))
-    ports.matches.adopt(environment, reconciliation_id, stream_key)
+                list(pool.map(lambda record: ports.claims.reopen_record(environment, record, users), part))
+    ports.claims.adopt(environment, reconciliation_id, stream_key)
 
 
 # Helpers ------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
         missing_streams(side_a or (), side_b or (), existing)
     ports.reconciliations.save(updated, previous=current)
     audit.note_change(current, updated)
-    ports.matches.forget_adoptions(environment, reconciliation_id,
+    ports.claims.forget_adoptions(environment, reconciliation_id,
                                    [k for k in current.stream_keys if not updated.uses(k)])
     return updated
 
@@ -69,7 +69,7 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
                 unmatch(ports, environment, match.id)
         if cursor is None:
             break
-    ports.matches.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
+    ports.claims.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     ports.reconciliation_rules.remove_all_of_reconciliation(environment, reconciliation_id)
     ports.tallies.remove_all_of_reconciliation(environment, reconciliation_id)
     ports.reconciliations.remove(reconciliation)

@@ -52,9 +52,8 @@ def resume_interrupted(ports: Ports) -> Resumed:
         with _logged("run", run.environment, run.id):
             if reconciliation_runs.restart(ports, run, resumed_at=now):
                 resumed.runs.append((run.environment, run.id))
-    if ports.browser_workflows is not None:
-        with _logged("browser agent runs", "*", 0):
-            resumed.browser_runs = browser_runs.resume_in_flight(ports, now)
+    with _logged("browser agent runs", "*", 0):
+        resumed.browser_runs = browser_runs.resume_in_flight(ports, now)
     return resumed
 
 

@@ -89,7 +89,7 @@ def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) 
 
 
 def _traced_record(ports: Ports, environment: str, record_id: int) -> HeldRecord:
-    found = ports.matches.held_records(environment, [record_id])
+    found = ports.claims.held_records(environment, [record_id])
     if not found or found[0].deleting:  # a record being deleted is gone for every reader
         raise NotFound(f"record {record_id} not found")
     return found[0]
@@ -249,17 +249,17 @@ class _Walk:
         for record_id in set(record_ids) - set(self.known if whole else self.passing):
             by_stream.setdefault(stream_of[record_id], []).append(record_id)
         wanted = {i for ids in by_stream.values() for i in ids}
-        matches = self.ports.matches
+        claims = self.ports.claims
         held_by = [link.reconciliation_id for link in self.story.links]
         for stream_key, ids in by_stream.items():
             if not whole:
-                for passed in _ranged(ids, partial(matches.passing_between, self.environment, stream_key,
+                for passed in _ranged(ids, partial(claims.passing_between, self.environment, stream_key,
                                                    reconciliation_ids=held_by),
-                                      lambda part: matches.passing(self.environment, part, held_by)):
+                                      lambda part: claims.passing(self.environment, part, held_by)):
                     self.passing.update((p.id, p) for p in passed if p.id in wanted)
                 continue
-            for part in _ranged(ids, partial(matches.held_records_between, self.environment, stream_key),
-                                partial(matches.held_records, self.environment)):
+            for part in _ranged(ids, partial(claims.held_records_between, self.environment, stream_key),
+                                partial(claims.held_records, self.environment)):
                 for held in part:
                     if held.record.id in wanted:
                         self.known[held.record.id] = held

@@ -19,7 +19,7 @@ from typing import Any
 
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import iso, utc_now
-from chalicelib.domain.errors import BrokenInvariant, Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.events import Event
 from chalicelib.domain.webhooks import (
     RETRYABLE,
@@ -39,7 +39,7 @@ from chalicelib.domain.webhooks import (
     webhook_headers,
 )
 from chalicelib.services import audit
-from chalicelib.services.ports import Ports, Queue, Webhooks, WebhookSender
+from chalicelib.services.ports import Ports, Webhooks, WebhookSender
 
 SQS_MAX_DELAY = timedelta(seconds=900)
 # A delivery SQS carries is looked at by the sweeper this long after its time, in case its message
@@ -52,16 +52,10 @@ EARLY_SLACK = timedelta(seconds=1)  # an SQS delay is whole seconds; a message a
 INACTIVE_ERROR = "not sent: the endpoint is inactive"
 
 
-def _wired(ports: Ports) -> tuple[Webhooks, Queue, WebhookSender]:
-    if ports.webhooks is None or ports.webhook_delivery_queue is None or ports.webhook_sender is None:
-        raise BrokenInvariant("webhooks are not wired into these ports")
-    return ports.webhooks, ports.webhook_delivery_queue, ports.webhook_sender
-
-
 # Endpoints ------------------------------------------------------------------------------------
 
 def create_endpoint(ports: Ports, environment: str, fields: dict[str, Any]) -> WebhookEndpoint:
-    webhooks, _, sender = _wired(ports)
+    webhooks, sender = ports.webhooks, ports.webhook_sender
     _check(sender, fields)
     now = utc_now()
     endpoint = WebhookEndpoint(
@@ -73,7 +67,7 @@ def create_endpoint(ports: Ports, environment: str, fields: dict[str, Any]) -> W
 
 
 def update_endpoint(ports: Ports, environment: str, endpoint_id: int, fields: dict[str, Any]) -> WebhookEndpoint:
-    webhooks, _, sender = _wired(ports)
+    webhooks, sender = ports.webhooks, ports.webhook_sender
     _check(sender, fields)
     previous = webhooks.get(environment, endpoint_id)
     updated = replace(previous, updated_at=utc_now())
@@ -94,14 +88,14 @@ def update_endpoint(ports: Ports, environment: str, endpoint_id: int, fields: di
 
 def delete_endpoint(ports: Ports, environment: str, endpoint_id: int) -> None:
     """Gone at once for every reader; its delivery log is cleared by the sweeper afterwards."""
-    webhooks, _, _ = _wired(ports)
+    webhooks = ports.webhooks
     webhooks.remove(environment, endpoint_id)
 
 
 def rotate_secret(ports: Ports, environment: str, endpoint_id: int) -> WebhookEndpoint:
     """A new secret; the one it replaces keeps signing beside it for 24 hours (and one rotated
     before that stops at once: two secrets at most)."""
-    webhooks, _, _ = _wired(ports)
+    webhooks = ports.webhooks
     previous = webhooks.get(environment, endpoint_id)
     saved = webhooks.save(previous.rotated(new_secret(), utc_now()), previous)
     audit.note_change(previous, saved)  # the secrets read "[redacted]": the entry says they changed
@@ -131,7 +125,7 @@ def message_of(delivery: WebhookDelivery) -> dict[str, str | int]:
 def fan_out(ports: Ports, environment: str, event: Event) -> list[WebhookDelivery]:
     """One delivery of `event` per active endpoint of `environment` that takes its type, each
     queued. An event that comes again (at least once) finds its deliveries made: nothing new."""
-    webhooks, queue, _ = _wired(ports)
+    webhooks, queue = ports.webhooks, ports.webhook_delivery_queue
     now = utc_now()
     payload = json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False)
     made = []
@@ -155,7 +149,7 @@ def deliver(ports: Ports, environment: str, endpoint_id: int, delivery_id: int) 
     (succeeded, failed) or that is not due yet is left alone, so any number of messages for it
     make one attempt at a time. A delivery found mid-attempt past its claim's lease (its worker
     died) has that attempt recorded as failed, and waits its turn like any failed attempt."""
-    webhooks, queue, sender = _wired(ports)
+    webhooks, sender = ports.webhooks, ports.webhook_sender
     now = utc_now()
     delivery = _find(webhooks, environment, endpoint_id, delivery_id)
     if delivery is None or not _due(delivery, now):
@@ -192,7 +186,7 @@ def _failed(ports: Ports, endpoint: WebhookEndpoint, claimed: WebhookDelivery, n
             outcome: SendOutcome, stale_before: datetime | None = None) -> WebhookDelivery | None:
     """Record a failed attempt: wait the schedule's time before the next, or fail the delivery when
     it used its attempts; the endpoint's failing clock runs, and after 3 days it is disabled."""
-    webhooks, queue, _ = _wired(ports)
+    webhooks, queue = ports.webhooks, ports.webhook_delivery_queue
     error = outcome.error or f"answered HTTP {outcome.status_code}"
     wait = wait_after_failure(claimed.attempts, claimed.attempt_limit, random.random())
     if wait is None:
@@ -231,7 +225,7 @@ def _due(delivery: WebhookDelivery, now: datetime) -> bool:
 def retry_delivery(ports: Ports, environment: str, endpoint_id: int, delivery_id: int) -> WebhookDelivery:
     """Send a failed or waiting delivery again now. 409 for one that succeeded (a client that wants
     it again has it already), one being sent at this moment, or one of an inactive endpoint."""
-    webhooks, queue, _ = _wired(ports)
+    webhooks, queue = ports.webhooks, ports.webhook_delivery_queue
     endpoint = webhooks.get(environment, endpoint_id)
     delivery = webhooks.get_delivery(environment, endpoint_id, delivery_id)
     if delivery.status not in RETRYABLE:
@@ -251,8 +245,6 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
     """Queue every delivery whose time came and that no message carries (a wait past SQS's 15
     minutes, a lost message, a worker that died mid-attempt), and clear a page of each deleted
     endpoint's delivery log. Returns how many it queued."""
-    if ports.webhooks is None or ports.webhook_delivery_queue is None:
-        return 0
     now = now or utc_now()
     ports.webhooks.purge_deleted()
     queued = 0

@@ -16,8 +16,11 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.audit import AuditRepository
+from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
@@ -29,10 +32,13 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
+from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
-from chalicelib.adapters.workflows import StepFunctionsWorkflows
+from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
+from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.domain import clock as clock_module
 from chalicelib.local.provision import provision
 from chalicelib.settings import Settings
@@ -49,7 +55,8 @@ class FakeBackend:
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
                           "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies", "agents",
-                          "agent_runs"):
+                          "agent_runs", "audit", "event_ledger", "balances", "webhooks", "browser_secrets",
+                          "task_tokens", "mailer"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -135,6 +142,36 @@ class MotoBackend:
     @cached_property
     def agent_runs(self):
         return AgentRunRepository(self._table, self.counters)
+
+    @cached_property
+    def audit(self):
+        return AuditRepository(self._table)
+
+    @cached_property
+    def event_ledger(self):
+        return EventLedger(self._table)
+
+    @cached_property
+    def balances(self):
+        return BalanceRepository(self._table)
+
+    @cached_property
+    def webhooks(self):
+        return WebhookRepository(self._table)
+
+    @cached_property
+    def browser_secrets(self):
+        return SecretsManagerBrowserSecrets(self._aws.client("secretsmanager"), self._settings.secrets_prefix)
+
+    @cached_property
+    def task_tokens(self):
+        return StepFunctionsTaskTokens(self._aws.client("stepfunctions"))
+
+    @cached_property
+    def mailer(self):
+        ses = self._aws.client("ses")
+        ses.verify_email_identity(EmailAddress=self._settings.mail_sender)  # as the stage's deploy does
+        return SesMailer(ses, self._settings.mail_sender)
 
     @cached_property
     def mirror(self):
@@ -261,6 +298,12 @@ def matches(backend):
 
 
 @pytest.fixture
+def claims(backend):
+    """The record side of matching: the matches' adapter (and fake) implements it too."""
+    return backend.matches
+
+
+@pytest.fixture
 def exceptions(backend):
     return backend.exceptions
 
@@ -288,6 +331,41 @@ def tallies(backend):
 @pytest.fixture
 def mirror(backend):
     return backend.mirror
+
+
+@pytest.fixture
+def audit(backend):
+    return backend.audit
+
+
+@pytest.fixture
+def event_ledger(backend):
+    return backend.event_ledger
+
+
+@pytest.fixture
+def balances(backend):
+    return backend.balances
+
+
+@pytest.fixture
+def webhooks(backend):
+    return backend.webhooks
+
+
+@pytest.fixture
+def browser_secrets(backend):
+    return backend.browser_secrets
+
+
+@pytest.fixture
+def task_tokens(backend):
+    return backend.task_tokens
+
+
+@pytest.fixture
+def mailer(backend):
+    return backend.mailer
 
 
 @pytest.fixture

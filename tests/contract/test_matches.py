@@ -46,8 +46,8 @@ def status_of(records, record_id: int) -> RecordStatus:
     return records.get(ENV, record_id).status
 
 
-def open_ids(matches, reconciliation_id: int, adopted: bool, stream_key: str = "bank") -> list[int]:
-    return [r.id for r in matches.open_records(ENV, stream_key, reconciliation_id, adopted)]
+def open_ids(claims, reconciliation_id: int, adopted: bool, stream_key: str = "bank") -> list[int]:
+    return [r.id for r in claims.open_records(ENV, stream_key, reconciliation_id, adopted)]
 
 
 
@@ -105,37 +105,36 @@ class TestMatchRepository:
         with pytest.raises(BadRequest):
             matches.list_page(ENV, 2, 2, cursor)
 
-    def test_a_claim_then_its_release_restores_the_status_and_the_open_listings(self, records, matches,
-                                                                                 data_streams):
+    def test_a_claim_then_its_release_restores_the_status_and_the_open_listings(self, records, claims, data_streams):
         from tests.contract.builders import stream
         data_streams.add(stream(1, "bank"))
         records.put_many([record(1), record(2)])
-        assert matches.claim_record(ENV, 1, 1, 10, frozenset({1}))
+        assert claims.claim_record(ENV, 1, 1, 10, frozenset({1}))
         assert status_of(records, 1) is RecordStatus.RECONCILED
-        assert open_ids(matches, 1, False) == [2]
+        assert open_ids(claims, 1, False) == [2]
         assert [r.id for r in records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED), 5, None)[0]] == [2]
-        held = matches.held_records(ENV, [1])[0]
+        held = claims.held_records(ENV, [1])[0]
         assert (held.matched_in, dict(held.match_ids), held.match_in(1), held.deleting) == (
             frozenset({1}), {1: 10}, 10, False)
-        matches.release_record(ENV, 1, 1, 11, frozenset({1}))  # not its match: nothing
+        claims.release_record(ENV, 1, 1, 11, frozenset({1}))  # not its match: nothing
         assert status_of(records, 1) is RecordStatus.RECONCILED
-        matches.release_record(ENV, 1, 1, 10, frozenset({1}))
+        claims.release_record(ENV, 1, 1, 10, frozenset({1}))
         assert status_of(records, 1) is RecordStatus.UNRECONCILED
-        assert open_ids(matches, 1, False) == [1, 2]
-        assert open_ids(matches, 1, True) == [1, 2]
+        assert open_ids(claims, 1, False) == [1, 2]
+        assert open_ids(claims, 1, True) == [1, 2]
         assert [r.id for r in records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED), 5, None)[0]] == [
             2, 1]
-        held = matches.held_records(ENV, [1])[0]
+        held = claims.held_records(ENV, [1])[0]
         assert (held.matched_in, dict(held.match_ids), held.record.status) == (frozenset(), {}, RecordStatus.UNRECONCILED)
 
-    def test_held_records_name_the_exceptions_holding_them(self, records, matches, exceptions):
+    def test_held_records_name_the_exceptions_holding_them(self, records, claims, exceptions):
         records.put_many([record(1), record(2)])
         assert exceptions.hold_record(ENV, 1, 1, 10) and exceptions.hold_record(ENV, 1, 2, 20)
-        held = {h.record.id: h for h in matches.held_records(ENV, [1, 2])}
+        held = {h.record.id: h for h in claims.held_records(ENV, [1, 2])}
         assert (dict(held[1].exception_ids), held[1].exception_in(2), held[2].exception_in(1)) == (
             {1: 10, 2: 20}, 20, None)
         assert exceptions.let_go_record(ENV, 1, 1, 10)
-        assert dict(matches.held_records(ENV, [1])[0].exception_ids) == {2: 20}
+        assert dict(claims.held_records(ENV, [1])[0].exception_ids) == {2: 20}
 
     def test_find_many_reads_the_matches_written_of_these_ids(self, matches):
         matches.commit_many([match(1), match(2, status=MatchStatus.CONFIRMED), match(3, environment=OTHER_ENV)])
@@ -147,14 +146,15 @@ class TestMatchRepository:
         assert (found[2].unmatching, found[4].pending_since is not None) == (True, True)  # as `find` reads them
         assert matches.find_many(ENV, []) == {}
 
-    def test_records_and_matches_between_two_ids_are_those_of_the_stream_or_reconciliation(self, records, matches):
+    def test_records_and_matches_between_two_ids_are_those_of_the_stream_or_reconciliation(
+            self, records, matches, claims):
         records.put_many([record(1), record(2, "ledger"), record(3), record(5), record(4, environment=OTHER_ENV),
                           record(9)])
-        assert matches.claim_record(ENV, 3, 1, 10, BOTH)
-        held = sorted(matches.held_records_between(ENV, "bank", 2, 5), key=lambda h: h.record.id)
+        assert claims.claim_record(ENV, 3, 1, 10, BOTH)
+        held = sorted(claims.held_records_between(ENV, "bank", 2, 5), key=lambda h: h.record.id)
         assert [h.record.id for h in held] == [3, 5]
-        assert held == sorted(matches.held_records(ENV, [3, 5]), key=lambda h: h.record.id)  # as read by key
-        assert [h.record.id for h in matches.held_records_between(OTHER_ENV, "bank", 1, 9)] == [4]  # its own only
+        assert held == sorted(claims.held_records(ENV, [3, 5]), key=lambda h: h.record.id)  # as read by key
+        assert [h.record.id for h in claims.held_records_between(OTHER_ENV, "bank", 1, 9)] == [4]  # its own only
         matches.commit_many([match(1), match(2, reconciliation_id=2), match(3), match(4, environment=OTHER_ENV),
                              match(7)])
         matches.begin(match(5))
@@ -165,24 +165,24 @@ class TestMatchRepository:
         assert matches.matches_between(ENV, 1, 3, 3)[3].unmatching
 
     def test_passing_records_are_their_money_and_their_holders_in_the_reconciliations_asked(
-            self, records, matches, exceptions):
+            self, records, claims, exceptions):
         records.put_many([record(1), record(2, "ledger"), record(3, direction=Direction.DEBIT, currency="EUR",
                                                                    decimal_places=3, metadata={"a": 1}),
                           record(5), record(4, environment=OTHER_ENV)])
-        assert matches.claim_record(ENV, 3, 1, 10, BOTH) and matches.claim_record(ENV, 3, 2, 11, BOTH)
+        assert claims.claim_record(ENV, 3, 1, 10, BOTH) and claims.claim_record(ENV, 3, 2, 11, BOTH)
         assert exceptions.hold_record(ENV, 5, 2, 20)
-        by_key = sorted(matches.passing(ENV, [1, 3, 5, 4, 99], [1, 2]), key=lambda p: p.id)
+        by_key = sorted(claims.passing(ENV, [1, 3, 5, 4, 99], [1, 2]), key=lambda p: p.id)
         assert [p.id for p in by_key] == [1, 3, 5]
         assert by_key[1] == Passing(id=3, data_stream_key="bank", date="2024-03-01", amount=1003,
                                     direction=Direction.DEBIT, currency="EUR", decimal_places=3,
                                     match_ids={1: 10, 2: 11}, exception_ids={})
         assert (by_key[0].match_ids, by_key[2].exception_in(2)) == ({}, 20)
-        assert matches.passing(ENV, [3], [2])[0].match_ids == {2: 11}  # only the reconciliations asked
-        assert matches.passing(ENV, [], [1]) == []
-        between = sorted(matches.passing_between(ENV, "bank", 2, 5, [1, 2]), key=lambda p: p.id)
+        assert claims.passing(ENV, [3], [2])[0].match_ids == {2: 11}  # only the reconciliations asked
+        assert claims.passing(ENV, [], [1]) == []
+        between = sorted(claims.passing_between(ENV, "bank", 2, 5, [1, 2]), key=lambda p: p.id)
         assert between == by_key[1:]  # as read by key, the stream's only
-        assert between == [Passing.of(h) for h in sorted(matches.held_records(ENV, [3, 5]), key=lambda h: h.record.id)]
-        assert [p.id for p in matches.passing_between(OTHER_ENV, "bank", 1, 9, [1])] == [4]  # its own only
+        assert between == [Passing.of(h) for h in sorted(claims.held_records(ENV, [3, 5]), key=lambda h: h.record.id)]
+        assert [p.id for p in claims.passing_between(OTHER_ENV, "bank", 1, 9, [1])] == [4]  # its own only
 
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])
@@ -197,130 +197,130 @@ class TestMatchRepository:
         matches.delete_members(ENV, 1)
         assert matches.members_and_money(ENV, 1) == ([], None)
 
-    def test_a_second_match_of_the_same_reconciliation_is_refused(self, records, matches):
+    def test_a_second_match_of_the_same_reconciliation_is_refused(self, records, claims):
         records.put_many([record(1)])
-        assert matches.claim_record(ENV, 1, 1, 10, BOTH)
-        assert matches.claim_record(ENV, 1, 1, 10, BOTH)  # its own match again: a retry
-        assert not matches.claim_record(ENV, 1, 1, 11, BOTH)
-        assert not matches.claim_record(ENV, 1, 1, 11, BOTH, seen=MatchMember("a", 1, "bank"))
-        assert matches.held_records(ENV, [1])[0].match_ids == {1: 10}
-        assert matches.claim_record(ENV, 1, 2, 11, BOTH)  # another reconciliation may
-        assert matches.held_records(ENV, [1])[0].match_ids == {1: 10, 2: 11}
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH)
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH)  # its own match again: a retry
+        assert not claims.claim_record(ENV, 1, 1, 11, BOTH)
+        assert not claims.claim_record(ENV, 1, 1, 11, BOTH, seen=MatchMember("a", 1, "bank"))
+        assert claims.held_records(ENV, [1])[0].match_ids == {1: 10}
+        assert claims.claim_record(ENV, 1, 2, 11, BOTH)  # another reconciliation may
+        assert claims.held_records(ENV, [1])[0].match_ids == {1: 10, 2: 11}
 
-    def test_a_proposed_claim_holds_the_record_pending_until_settled_or_released(self, records, matches):
+    def test_a_proposed_claim_holds_the_record_pending_until_settled_or_released(self, records, matches, claims):
         # Given two records claimed by proposed matches, in a stream reconciliations 1 and 2 use
         records.put_many([record(1), record(2)])
-        assert matches.claim_record(ENV, 1, 1, 10, BOTH, proposed=True)
-        assert matches.claim_record(ENV, 2, 1, 11, BOTH, seen=MatchMember("a", 2, "bank"), proposed=True)
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH, proposed=True)
+        assert claims.claim_record(ENV, 2, 1, 11, BOTH, seen=MatchMember("a", 2, "bank"), proposed=True)
         # Then they are claimed (no longer open there) yet pending, and listed by that status
         assert status_of(records, 1) is RecordStatus.PENDING_CONFIRMATION
-        assert open_ids(matches, 1, True) == [] and open_ids(matches, 2, True) == [1, 2]
+        assert open_ids(claims, 1, True) == [] and open_ids(claims, 2, True) == [1, 2]
         pending = records.list_page(ENV, RecordQuery(status=RecordStatus.PENDING_CONFIRMATION), 5, None)[0]
         assert [r.id for r in pending] == [2, 1]
-        assert matches.held_records(ENV, [1])[0].proposed_in == frozenset({1})
+        assert claims.held_records(ENV, [1])[0].proposed_in == frozenset({1})
         # When one is settled (its match confirmed) and the other released (rejected)
-        matches.settle_record(ENV, 1, 1, 99, BOTH)  # not its match: nothing
+        claims.settle_record(ENV, 1, 1, 99, BOTH)  # not its match: nothing
         assert status_of(records, 1) is RecordStatus.PENDING_CONFIRMATION
-        matches.settle_record(ENV, 1, 1, 10, BOTH)
-        matches.release_record(ENV, 2, 1, 11, BOTH)
+        claims.settle_record(ENV, 1, 1, 10, BOTH)
+        claims.release_record(ENV, 2, 1, 11, BOTH)
         # Then the first is partially reconciled (reconciliation 2 has not matched it), the second open
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
         assert status_of(records, 2) is RecordStatus.UNRECONCILED
-        assert matches.held_records(ENV, [1, 2])[0].proposed_in == frozenset()
-        assert matches.claim_record(ENV, 1, 2, 20, BOTH)
+        assert claims.held_records(ENV, [1, 2])[0].proposed_in == frozenset()
+        assert claims.claim_record(ENV, 1, 2, 20, BOTH)
         assert status_of(records, 1) is RecordStatus.RECONCILED
 
-    def test_a_record_of_two_reconciliations_is_partially_then_fully_reconciled(self, records, matches):
+    def test_a_record_of_two_reconciliations_is_partially_then_fully_reconciled(self, records, claims):
         records.put_many([record(1), record(2)])
-        assert matches.claim_record(ENV, 1, 1, 10, BOTH)
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH)
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
-        assert (open_ids(matches, 1, True), open_ids(matches, 2, True)) == ([2], [1, 2])
+        assert (open_ids(claims, 1, True), open_ids(claims, 2, True)) == ([2], [1, 2])
         stale = MatchMember("a", 1, "bank")  # read before the first claim: the write notices, reads again
-        assert matches.claim_record(ENV, 1, 2, 20, BOTH, seen=stale)
+        assert claims.claim_record(ENV, 1, 2, 20, BOTH, seen=stale)
         assert status_of(records, 1) is RecordStatus.RECONCILED
-        assert (open_ids(matches, 2, True), open_ids(matches, 2, False)) == ([2], [2])
-        assert open_ids(matches, 3, True) == [2]  # reconciled: out of the open index
-        assert open_ids(matches, 3, False) == [1, 2]  # but open in a reconciliation not yet adopting the stream
-        matches.release_record(ENV, 1, 1, 10, BOTH)
+        assert (open_ids(claims, 2, True), open_ids(claims, 2, False)) == ([2], [2])
+        assert open_ids(claims, 3, True) == [2]  # reconciled: out of the open index
+        assert open_ids(claims, 3, False) == [1, 2]  # but open in a reconciliation not yet adopting the stream
+        claims.release_record(ENV, 1, 1, 10, BOTH)
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
-        assert matches.claim_record(ENV, 2, 2, 21, BOTH, seen=MatchMember("b", 2, "bank"))
-        assert matches.claim_record(ENV, 2, 1, 22, BOTH, seen=MatchMember("b", 2, "bank", frozenset({2})))
+        assert claims.claim_record(ENV, 2, 2, 21, BOTH, seen=MatchMember("b", 2, "bank"))
+        assert claims.claim_record(ENV, 2, 1, 22, BOTH, seen=MatchMember("b", 2, "bank", frozenset({2})))
         assert status_of(records, 2) is RecordStatus.RECONCILED
-        assert matches.claim_record(ENV, 1, 3, 30, frozenset({3}))  # reconciliation 3 alone uses it now
+        assert claims.claim_record(ENV, 1, 3, 30, frozenset({3}))  # reconciliation 3 alone uses it now
         assert status_of(records, 1) is RecordStatus.RECONCILED
 
-    def test_a_claim_read_with_as_many_but_other_reconciliations_reads_again(self, records, matches):
+    def test_a_claim_read_with_as_many_but_other_reconciliations_reads_again(self, records, claims):
         """Released in reconciliation 2 and claimed in 3 since it was read: the count is the same,
         the set is not, and the status must come from the set the record holds now."""
         records.put_many([record(1)])
-        assert matches.claim_record(ENV, 1, 3, 30, frozenset({3}))
+        assert claims.claim_record(ENV, 1, 3, 30, frozenset({3}))
         stale = MatchMember("a", 1, "bank", frozenset({2}))
-        assert matches.claim_record(ENV, 1, 1, 10, BOTH, seen=stale)
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH, seen=stale)
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED  # held in 1 and 3, not in 2
-        assert [h.matched_in for h in matches.held_records(ENV, [1])] == [frozenset({1, 3})]
-        matches.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2, 3})), BOTH)  # stale as well
+        assert [h.matched_in for h in claims.held_records(ENV, [1])] == [frozenset({1, 3})]
+        claims.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2, 3})), BOTH)  # stale as well
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
 
-    def test_claims_are_refused_on_a_record_being_deleted_or_gone(self, records, matches):
+    def test_claims_are_refused_on_a_record_being_deleted_or_gone(self, records, claims):
         records.put_many([record(1)])
         records.mark_deleting(ENV, 1, DELETABLE_STATUSES, STALE)
-        assert not matches.claim_record(ENV, 1, 1, 10, BOTH)
-        assert not matches.claim_record(ENV, 1, 1, 10, BOTH, seen=MatchMember("a", 1, "bank"))
-        assert not matches.claim_record(ENV, 9, 1, 10, BOTH)
-        assert not matches.claim_record(ENV, 9, 1, 10, BOTH, seen=MatchMember("a", 9, "bank"))
-        held = matches.held_records(ENV, [1, 9])
+        assert not claims.claim_record(ENV, 1, 1, 10, BOTH)
+        assert not claims.claim_record(ENV, 1, 1, 10, BOTH, seen=MatchMember("a", 1, "bank"))
+        assert not claims.claim_record(ENV, 9, 1, 10, BOTH)
+        assert not claims.claim_record(ENV, 9, 1, 10, BOTH, seen=MatchMember("a", 9, "bank"))
+        held = claims.held_records(ENV, [1, 9])
         assert [(h.record.id, h.deleting, h.matched_in) for h in held] == [(1, True, frozenset())]
-        assert matches.held_records(ENV, []) == []
+        assert claims.held_records(ENV, []) == []
 
-    def test_open_records_before_and_after_adoption(self, records, matches):
+    def test_open_records_before_and_after_adoption(self, records, claims):
         records.put_many([record(1, description="fee", external_id="e1", file_import_id=7, metadata={"k": 1.5}),
                           record(2), record(3), record(4, "ledger"), record(5, environment=OTHER_ENV)])
-        matches.claim_record(ENV, 2, 2, 20, frozenset({2}))  # reconciled before 1 used the stream
+        claims.claim_record(ENV, 2, 2, 20, frozenset({2}))  # reconciled before 1 used the stream
         records.mark_deleting(ENV, 3, DELETABLE_STATUSES, STALE)
-        assert open_ids(matches, 1, False) == [1, 2]
-        assert matches.count_open(ENV, "bank", 1, False) == (2, True)
-        assert not matches.is_adopted(ENV, 1, "bank")
-        matches.adopt(ENV, 1, "bank")
-        assert matches.is_adopted(ENV, 1, "bank") and not matches.is_adopted(ENV, 2, "bank")
-        assert open_ids(matches, 1, True) == [1]
-        assert matches.count_open(ENV, "bank", 1, True, deadline=0.0) == (1, True)
-        assert list(matches.open_records(ENV, "bank", 1, True))[0] == OpenRecord(
+        assert open_ids(claims, 1, False) == [1, 2]
+        assert claims.count_open(ENV, "bank", 1, False) == (2, True)
+        assert not claims.is_adopted(ENV, 1, "bank")
+        claims.adopt(ENV, 1, "bank")
+        assert claims.is_adopted(ENV, 1, "bank") and not claims.is_adopted(ENV, 2, "bank")
+        assert open_ids(claims, 1, True) == [1]
+        assert claims.count_open(ENV, "bank", 1, True, deadline=0.0) == (1, True)
+        assert list(claims.open_records(ENV, "bank", 1, True))[0] == OpenRecord(
             id=1, data_stream_key="bank", date="2024-03-01", amount=1001, direction=Direction.CREDIT, currency="USD",
             decimal_places=2, description="fee", external_id="e1", metadata={"k": 1.5}, file_import_id=7)
-        matches.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset({2})), BOTH)
+        claims.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset({2})), BOTH)
         assert status_of(records, 2) is RecordStatus.PARTIALLY_RECONCILED
-        assert open_ids(matches, 1, True) == [1, 2]
-        assert list(matches.open_records(ENV, "bank", 1, True))[1].matched_in == frozenset({2})
-        matches.forget_adoptions(ENV, 1, ["bank", "ledger"])
-        assert not matches.is_adopted(ENV, 1, "bank")
-        assert open_ids(matches, 1, False, "ledger") == [4]
-        assert matches.count_open(ENV, "cards", 1, False) == (0, True)
+        assert open_ids(claims, 1, True) == [1, 2]
+        assert list(claims.open_records(ENV, "bank", 1, True))[1].matched_in == frozenset({2})
+        claims.forget_adoptions(ENV, 1, ["bank", "ledger"])
+        assert not claims.is_adopted(ENV, 1, "bank")
+        assert open_ids(claims, 1, False, "ledger") == [4]
+        assert claims.count_open(ENV, "cards", 1, False) == (0, True)
 
-    def test_open_record_columns_are_the_open_records_a_page_at_a_time(self, records, matches):
+    def test_open_record_columns_are_the_open_records_a_page_at_a_time(self, records, claims):
         records.put_many([record(1, description="fee", external_id="e1", file_import_id=7, metadata={"k": 1.5}),
                           record(2, direction=Direction.DEBIT, decimal_places=0, currency="JPY"), record(3)])
-        matches.claim_record(ENV, 2, 2, 20, frozenset({2}))
-        matches.claim_record(ENV, 3, 1, 30, BOTH)
-        whole = [merged(matches.open_record_columns(ENV, "bank", 1, False))]
+        claims.claim_record(ENV, 2, 2, 20, frozenset({2}))
+        claims.claim_record(ENV, 3, 1, 30, BOTH)
+        whole = [merged(claims.open_record_columns(ENV, "bank", 1, False))]
         assert whole == [{
             "id": [1, 2], "amount": [1001, 1002], "decimal_places": [2, 0], "file_import_id": [7, None],
             "direction": ["credit", "debit"], "date": ["2024-03-01", "2024-03-01"], "currency": ["USD", "JPY"],
             "description": ["fee", None], "external_id": ["e1", None], "data_stream_key": ["bank", "bank"],
             "status": ["unreconciled", "reconciled"], "matched_in": [[], [2]]}]
-        adopted = [merged(matches.open_record_columns(ENV, "bank", 2, True, with_metadata=True))]
+        adopted = [merged(claims.open_record_columns(ENV, "bank", 2, True, with_metadata=True))]
         assert (adopted[0]["id"], adopted[0]["status"], adopted[0]["matched_in"], adopted[0]["metadata"]) == (
             [1, 3], [None, None], [[], [1]], [json.dumps({"k": 1.5}, separators=(",", ":")), None])
-        empty = [merged(matches.open_record_columns(ENV, "cards", 1, True))]
+        empty = [merged(claims.open_record_columns(ENV, "cards", 1, True))]
         assert empty[0]["id"] == [] and empty[0]["matched_in"] == []
 
-    def test_a_reopen_leaves_a_record_still_reconciled_or_changed_meanwhile(self, records, matches):
+    def test_a_reopen_leaves_a_record_still_reconciled_or_changed_meanwhile(self, records, claims):
         records.put_many([record(1), record(2), record(3)])
         for record_id in (1, 2):
-            matches.claim_record(ENV, record_id, 2, 20 + record_id, frozenset({2}))
-        matches.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2})), frozenset({2}))  # still reconciled
-        matches.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset()), BOTH)  # stale: 2 was matched since
-        matches.reopen_record(ENV, ReconciledRecord(3, "bank", frozenset()), BOTH)  # never reconciled
-        matches.reopen_record(ENV, ReconciledRecord(9, "bank", frozenset({2})), BOTH)  # gone
+            claims.claim_record(ENV, record_id, 2, 20 + record_id, frozenset({2}))
+        claims.reopen_record(ENV, ReconciledRecord(1, "bank", frozenset({2})), frozenset({2}))  # still reconciled
+        claims.reopen_record(ENV, ReconciledRecord(2, "bank", frozenset()), BOTH)  # stale: 2 was matched since
+        claims.reopen_record(ENV, ReconciledRecord(3, "bank", frozenset()), BOTH)  # never reconciled
+        claims.reopen_record(ENV, ReconciledRecord(9, "bank", frozenset({2})), BOTH)  # gone
         assert [status_of(records, i) for i in (1, 2, 3)] == [RecordStatus.RECONCILED, RecordStatus.RECONCILED,
                                                                RecordStatus.UNRECONCILED]
 

@@ -154,15 +154,14 @@ class TestRecordRepository:
         with pytest.raises(BadRequest):
             records.list_page(ENV, RecordQuery(external_id="inv-2"), 1, cursor)
 
-    def test_unreconciled_records_are_the_unmatched_open_records_of_every_stream(self, records, matches,
-                                                                                  data_streams):
+    def test_unreconciled_records_are_the_unmatched_open_records_of_every_stream(self, records, claims, data_streams):
         data_streams.add(stream(1, "bank"))
         data_streams.add(stream(2, "ledger"))
         records.put_many([record(1), record(3), record(5), record(2, "ledger"), record(4, "ledger"),
                           record(6, "gone"), record(7, environment=OTHER_ENV)])  # "gone": no such stream
         query = RecordQuery(status=RecordStatus.UNRECONCILED)
         assert every_page(records, query, 2) == [[5, 4], [3, 2], [1]]
-        assert matches.claim_record(ENV, 3, 1, 100, frozenset({1, 2}))
+        assert claims.claim_record(ENV, 3, 1, 100, frozenset({1, 2}))
         records.mark_deleting(ENV, 4, DELETABLE_STATUSES, STALE)
         assert every_page(records, query, 2) == [[5, 2], [1]]
         assert ids(records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED, date_from="2024-03-02"),
@@ -171,12 +170,12 @@ class TestRecordRepository:
         with pytest.raises(BadRequest):
             records.list_page(ENV, RecordQuery(status=RecordStatus.PARTIALLY_RECONCILED), 1, cursor)
 
-    def test_matched_records_are_listed_by_status(self, records, matches):
+    def test_matched_records_are_listed_by_status(self, records, claims):
         records.put_many([record(i) for i in range(1, 6)])
         for record_id in (1, 2, 4):
-            matches.claim_record(ENV, record_id, 1, 100 + record_id, frozenset({1, 2}))
-        matches.claim_record(ENV, 4, 2, 204, frozenset({1, 2}))
-        matches.claim_record(ENV, 5, 2, 205, frozenset({2}))
+            claims.claim_record(ENV, record_id, 1, 100 + record_id, frozenset({1, 2}))
+        claims.claim_record(ENV, 4, 2, 204, frozenset({1, 2}))
+        claims.claim_record(ENV, 5, 2, 205, frozenset({2}))
         partially = RecordQuery(status=RecordStatus.PARTIALLY_RECONCILED)
         assert every_page(records, partially, 1) == [[2], [1]]
         assert every_page(records, RecordQuery(status=RecordStatus.RECONCILED), 5) == [[5, 4]]

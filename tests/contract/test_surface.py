@@ -12,8 +12,11 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.audit import AuditRepository
+from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import MatchRepository
@@ -23,10 +26,14 @@ from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepositor
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
+from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
+from chalicelib.adapters.events import EventBridgePublisher
 from chalicelib.adapters.mirror import AnalyticsMirror
 from chalicelib.adapters.queues import WorkQueue
+from chalicelib.adapters.records_sql import RecordsSql
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
+from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.local.statemachines import LocalWorkflows
 from tests import fakes
@@ -47,6 +54,10 @@ PAIRS = [
     (StoryRepository, fakes.FakeStoryRepository), (AgentRepository, fakes.FakeAgentRepository),
     (AgentRunRepository, fakes.FakeAgentRunRepository),
     (SecretsManagerBrowserSecrets, FakeBrowserSecrets), (StepFunctionsTaskTokens, FakeTaskTokens),
+    (AuditRepository, fakes.FakeAuditRepository), (EventLedger, fakes.FakeEventLedger),
+    (EventBridgePublisher, fakes.FakeEventPublisher), (BalanceRepository, fakes.FakeBalanceRepository),
+    (WebhookRepository, fakes.FakeWebhookRepository), (HttpWebhookSender, fakes.FakeWebhookSender),
+    (RecordsSql, fakes.FakeRecordsSql),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"request_stop", "stop"}  # the local driver stops with the stack: the process's business, not the port's

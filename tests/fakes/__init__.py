@@ -23,15 +23,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.domain.ingestion import IngestionJob
-from chalicelib.domain.runs import CHUNK_RECORDS
-from chalicelib.services import reconciliation_runs
-from chalicelib.services.ports import Ports
+from chalicelib.services.ports import Limits, Ports
 from tests.fakes.agent_runs import FakeAgentFileStore, FakeAgentRunRepository, FakeAgentSchedules
+from tests.fakes.agent_world import FakeLanguageModels, FakeMailer, FakePortal, FakeRecordsSql
 from tests.fakes.agents import FakeAgentRepository
 from tests.fakes.api_keys import FakeApiKeyRepository
+from tests.fakes.audit import FakeAuditRepository
+from tests.fakes.balances import FakeBalanceRepository
+from tests.fakes.browser import FakeBrowserSecrets, FakeTaskTokens
 from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
+from tests.fakes.events import FakeEventLedger, FakeEventPublisher
 from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
 from tests.fakes.matches import FakeMatchRepository
@@ -43,6 +45,7 @@ from tests.fakes.runs import FakeRunRepository
 from tests.fakes.storage import FakePayloadStore, FakeRunFiles, FakeWorkQueue
 from tests.fakes.stories import FakeStoryRepository
 from tests.fakes.tallies import FakeTallyRepository
+from tests.fakes.webhooks import FakeWebhookRepository, FakeWebhookSender
 from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
@@ -54,6 +57,9 @@ __all__ = [
     "FakeWorkQueue",
     "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
+    "FakeAuditRepository", "FakeBalanceRepository", "FakeBrowserSecrets", "FakeEventLedger", "FakeEventPublisher",
+    "FakeLanguageModels", "FakeMailer", "FakePortal", "FakeRecordsSql", "FakeTaskTokens", "FakeWebhookRepository",
+    "FakeWebhookSender",
 ]
 
 
@@ -72,6 +78,14 @@ class FakePorts:
     agent_run_queue: FakeWorkQueue = field(default_factory=FakeWorkQueue)
     schedules: FakeAgentSchedules = field(default_factory=FakeAgentSchedules)
     agent_files: FakeAgentFileStore = field(default_factory=FakeAgentFileStore)
+    audit: FakeAuditRepository = field(default_factory=FakeAuditRepository)
+    events: FakeEventPublisher = field(default_factory=FakeEventPublisher)
+    balances: FakeBalanceRepository = field(default_factory=FakeBalanceRepository)
+    webhooks: FakeWebhookRepository = field(default_factory=FakeWebhookRepository)
+    webhook_delivery_queue: FakeWorkQueue = field(default_factory=FakeWorkQueue)
+    webhook_sender: FakeWebhookSender = field(default_factory=FakeWebhookSender)
+    browser_secrets: FakeBrowserSecrets = field(default_factory=FakeBrowserSecrets)
+    task_tokens: FakeTaskTokens = field(default_factory=FakeTaskTokens)
 
     def __post_init__(self) -> None:
         self.data_streams = FakeDataStreamRepository(self.counters)
@@ -88,36 +102,35 @@ class FakePorts:
         self.tallies = FakeTallyRepository()
         self.agents = FakeAgentRepository()
         self.agent_runs = FakeAgentRunRepository(self.counters)
+        self.event_ledger = FakeEventLedger(self.record_store)  # owed events' marks are on the store's items
 
 
 def fake_ports(**overrides: Any) -> Ports:
     """A `Ports` of fakes, wired as `Container.ports` wires the adapters; `overrides` replace fields
-    by name (a fake of your own, a smaller `chunk_records`, ...; an unknown name is a TypeError).
+    by name (a fake of your own, smaller `limits`, ...; an unknown name is a TypeError).
     The fakes stay reachable through it: `ports.records.store` is the record store the records,
     matches and exceptions share, `ports.run_workflows.executions` the runs started (nothing runs:
-    see FakeWorkflows), `ports.bulk_queue.messages` what was queued.
+    see FakeWorkflows), `ports.bulk_queue.messages` what was queued, `ports.events.published` the
+    events out, `ports.audit.entries` the audit trail. What reaches the outside world (the mailer,
+    the sql engine, the models, the browser, the webhook sender) records what it was asked and
+    answers as scripted: see tests/fakes/agent_world.py and webhooks.py.
 
-    `after_ingestion`, unless overridden, hands each job that wrote records to
-    `reconciliation_runs.on_records_ingested` through the `Ports` returned, as the container does.
     The `Ports(...)` call is typed: mypy checks that every fake satisfies its field's Protocol."""
     wired = FakePorts()
-    returned: list[Ports] = []
-
-    def after_ingestion(job: IngestionJob) -> None:
-        reconciliation_runs.on_records_ingested(returned[0], job.environment, job.id,
-                                                [k for k, n in job.created_per_stream.items() if n])
-
     ports = Ports(
         api_keys=wired.api_keys, counters=wired.counters, data_streams=wired.data_streams,
         property_definitions=wired.property_definitions, reconciliations=wired.reconciliations,
         reconciliation_rules=wired.reconciliation_rules, records=wired.records, ingestion_jobs=wired.ingestion_jobs,
         matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
+        claims=wired.matches,  # one adapter keeps both, on the same items
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,
         agent_runs=wired.agent_runs, agent_run_queue=wired.agent_run_queue, schedules=wired.schedules,
-        agent_files=wired.agent_files,
-        chunk_records=CHUNK_RECORDS,
-        dry_run_records=reconciliation_runs.DRY_RUN_RECORDS, after_ingestion=after_ingestion)
-    returned.append(replace(ports, **overrides))
-    return returned[0]
+        agent_files=wired.agent_files, limits=Limits(),
+        mailer=FakeMailer(), records_sql=FakeRecordsSql(), language_model=FakeLanguageModels(),
+        browser_workflows=FakeWorkflows(), task_tokens=wired.task_tokens, browser_secrets=wired.browser_secrets,
+        portal=FakePortal(), balances=wired.balances, events=wired.events, event_ledger=wired.event_ledger,
+        webhooks=wired.webhooks, webhook_delivery_queue=wired.webhook_delivery_queue,
+        webhook_sender=wired.webhook_sender, audit=wired.audit)
+    return replace(ports, **overrides)

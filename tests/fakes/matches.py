@@ -132,6 +132,7 @@ class FakeMatchRepository:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
         for match in matches:
             self.matches[(match.environment, match.id)] = stored_match(match)
+            self.store.owe(match.environment, "match", (match.id,), (pending_events or {}).get(match.id))
 
     def delete_members(self, environment: str, match_id: int) -> None:
         self.members_of.pop((environment, match_id), None)
@@ -260,6 +261,7 @@ class FakeMatchRepository:
             raise NotFound(f"reconciliation match {match.id} not found")
         confirmed = replace(stored, status=MatchStatus.CONFIRMED)
         self.matches[(match.environment, match.id)] = confirmed
+        self.store.owe(match.environment, "match", (match.id,), pending_event)
         return confirmed
 
     def mark_unmatching(self, match: Match) -> None:
@@ -284,10 +286,12 @@ class FakeMatchRepository:
         if stored is None or stored.pending_since is None:
             raise ConditionFailed()
         del self.matches[(match.environment, match.id)]
+        self.store.pending_events.pop((match.environment, "match", (match.id,)), None)
 
     def mark_unmatched(self, match: Match, pending_event: str | None = None) -> None:
         stored = self._stored(match)
         self.matches[(match.environment, match.id)] = replace(stored, unmatched_at=stored_time(utc_now()))
+        self.store.owe(match.environment, "match", (match.id,), pending_event)
 
     def existing_ids(self, environment: str, match_ids: Iterable[int]) -> set[int]:
         """Which of these matches were written (begun, committed, or unmatched since)."""

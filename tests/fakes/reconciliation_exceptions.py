@@ -155,6 +155,7 @@ class FakeExceptionRepository:
             updated_at=stored_time(updated.updated_at), opened_at=stored_time(updated.opened_at),
             closed_at=stored_time(updated.closed_at) if updated.closed_at else None,
             assignees=tuple(Assignee(a.id, a.idp_user_id) for a in updated.assignees), version=updated.version)
+        self.store.owe(updated.environment, "exception", (updated.id,), pending_event)
         if previous.active and not updated.active:
             self._release_guard(updated)
 
@@ -272,6 +273,7 @@ class FakeExceptionRepository:
         if comment.id in kept:
             raise ConditionFailed()  # the adapter's put_new lets it through
         kept[comment.id] = replace(comment, mentions=tuple(comment.mentions), created_at=stored_time(comment.created_at))
+        self.store.owe(exception.environment, "exception_comment", (exception.id, comment.id), pending_event)
 
     def comments(self, exception: ReconciliationException) -> list[ExceptionComment]:
         kept = self.exception_comments.get((exception.environment, exception.id), {})

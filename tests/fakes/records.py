@@ -68,6 +68,14 @@ class FakeRecordStore:
         self.rows: dict[tuple[str, int], RecordRow] = {}
         self.guards: dict[tuple[str, str, str], ExternalIdGuard] = {}  # (environment, stream key, external id)
         self.leases: dict[tuple[str, str], tuple[str, datetime]] = {}  # streams' writer leases: holder, until
+        # The marks of events owed by a saved change, by the item that carries them (the outbox:
+        # services/events.py `save_and_emit`): (environment, origin kind, origin ids) -> marks.
+        self.pending_events: dict[tuple[str, str, tuple[int, ...]], set[str]] = {}
+
+    def owe(self, environment: str, kind: str, ids: tuple[int, ...], mark: str | None) -> None:
+        """A saving write adds its event's mark to the item it saves (none: it owes nothing)."""
+        if mark is not None:
+            self.pending_events.setdefault((environment, kind, ids), set()).add(mark)
 
     def row(self, environment: str, record_id: int) -> RecordRow | None:
         return self.rows.get((environment, record_id))

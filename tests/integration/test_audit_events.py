@@ -326,12 +326,6 @@ def test_an_unfinished_request_is_recorded_in_its_own_environment(api, services,
         "data_stream.created", actor_of(services, other), "unknown")
 
 
-def test_record_does_nothing_when_no_audit_log_is_wired(services):
-    audit.record(replace(services.ports, audit=None), "acme", actor="system:sweeper", action="x.swept",
-                 resource_type="x", resource_id=None)
-    assert services.audit.head("acme") is None
-
-
 def test_the_system_and_agents_record_through_the_same_entry_point(api, services):
     audit.record(services.ports, "acme", actor="system:reconciliation_run:12", action="reconciliation_run.completed",
                  resource_type="reconciliation_run", resource_id=12,

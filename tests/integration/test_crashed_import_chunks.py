@@ -64,7 +64,7 @@ def test_the_next_task_owns_what_the_dead_one_wrote_and_a_claim_made_meanwhile_s
     # Runs and manual matches leave a writing import's records alone; one that did not see it
     # writing (its list of active jobs lagging) claims a record all the same.
     users = frozenset({reconciliation["id"]})
-    assert services.ports.matches.claim_record("acme", claimed, reconciliation["id"], 77, users)
+    assert services.ports.claims.claim_record("acme", claimed, reconciliation["id"], 77, users)
 
     assert files.write_chunks(services.ports, "acme", created["id"], budget=WHOLE_FILE) == "finish"
     assert files.finish(services.ports, "acme", created["id"]) == "stop"

@@ -11,6 +11,8 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.events import make_event
 from chalicelib.services import events as event_service
 from chalicelib.services.ingestion import lifecycle
+from tests.fakes.audit import FakeAuditRepository
+from tests.fakes.events import FakeEventLedger, FakeEventPublisher
 from tests.integration.conftest import record
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -242,8 +244,10 @@ def test_an_exception_whose_refresh_died_before_announcing_it_is_announced_by_th
     old = (utc_now() - timedelta(days=30)).date().isoformat()
     ingest(record("bank", 1, 900, old))
     environment = services.ports.api_keys.list()[0].environment
-    # The refresh that opened it died before announcing it: no event, no audit entry, no mark.
-    died = replace(services.ports, events=None, audit=None, event_ledger=None)
+    # The refresh that opened it died before announcing it: no event, no audit entry, no mark (its
+    # announcement goes to fakes that nothing reads).
+    died = replace(services.ports, events=FakeEventPublisher(), audit=FakeAuditRepository(),
+                   event_ledger=FakeEventLedger())
     reconciliation_exceptions.refresh(died, environment, reconciliation["id"])
     [exception] = api.get("/v1/reconciliation_exceptions").json_body["data"]
     assert bus.events("reconciliation_exception.opened") == []

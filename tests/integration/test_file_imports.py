@@ -339,7 +339,8 @@ def test_an_empty_dropped_file_fails_its_import_with_a_reason(api, services, run
 
 
 def test_a_file_over_the_import_limit_is_refused_with_a_message(api, services, runtime, bank):
-    services.ports = replace(services.ports, max_import_bytes=1000)  # settings.max_import_bytes (100 MB)
+    # settings.max_import_bytes (100 MB)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, max_import_bytes=1000))
     created = create(api)
     big = b"date,amount\n" + b"2026-11-01,1.00\n" * 100
     upload(services, runtime, created, big)

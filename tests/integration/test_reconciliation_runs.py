@@ -164,8 +164,8 @@ def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match
     add_rule(api, reconciliation)
     bank = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
-    services.ports = replace(services.ports, chunk_records=4,  # three chunks of two matches
-                                 matches=DiesOnCommit(services.matches, from_call=2))
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=4),  # 3 chunks of 2
+                             matches=DiesOnCommit(services.matches, from_call=2))
 
     run = start(api, reconciliation)
 
@@ -425,7 +425,7 @@ def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the
     rule = add_rule(api, reconciliation)
     ingest(*[record("bank", n, 1000 + n) for n in range(3)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
-    services.ports = replace(services.ports, dry_run_records=4)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, dry_run_records=4))
 
     response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
 
@@ -433,7 +433,7 @@ def test_a_dry_run_over_its_open_records_limit_is_refused_with_the_count_and_the
     message = response.json_body["message"]
     assert "has 5 open records (3 on side A, 2 on side B)" in message
     assert "at most 4" in message and f"POST /v1/reconciliations/{reconciliation['id']}/runs" in message
-    services.ports = replace(services.ports, dry_run_records=5)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, dry_run_records=5))
     assert api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run").json_body["matches"] == 2
 
 

@@ -27,8 +27,8 @@ RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
 
 # Where persist dies in its chunk: (port, method, call, half the batch written first).
 CRASH_POINTS = {
-    "after the members": ("matches", "claim_record", 1, False),
-    "after some claims": ("matches", "claim_record", 8, False),  # 7 of 20 claims: odd, so a match is half claimed
+    "after the members": ("claims", "claim_record", 1, False),
+    "after some claims": ("claims", "claim_record", 8, False),  # 7 of 20 claims: odd, so a match is half claimed
     "after all claims": ("matches", "commit_many", 1, False),
     "after part of the commit": ("matches", "commit_many", 1, True),
     "after the commit": ("runs", "save_chunk", 1, False),
@@ -70,7 +70,8 @@ def crash(api, services, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
     record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
     record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
-    ports = replace(services.ports, chunk_records=CHUNK_RECORDS, run_workflows=NoExecutions())
+    ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=CHUNK_RECORDS),
+                    run_workflows=NoExecutions())
     run = start_run(ports, ENV, reconciliation["id"])
 
     def crash(point: str) -> Crashed:
@@ -166,8 +167,8 @@ def test_a_run_whose_files_are_kept_is_finished_by_its_restart(services, crash, 
 
 
 UNDO_DEATHS = {
-    "after some releases": ("release_record", 4),
-    "after a match's releases, before its members go": ("delete_members", 2),
+    "after some releases": ("claims", "release_record", 4),
+    "after a match's releases, before its members go": ("matches", "delete_members", 2),
 }
 
 
@@ -175,10 +176,11 @@ UNDO_DEATHS = {
 def test_an_undo_killed_part_way_is_finished_by_the_retried_fail_phase(services, crash, death):
     crashed = crash("after some claims")
     lose_files(services, crashed.run_id)
-    method, n = UNDO_DEATHS[death]
+    port, method, n = UNDO_DEATHS[death]
 
     with pytest.raises(Killed):
-        give_up(replace(services.ports, matches=Dies(services.matches, method, n)), ENV, crashed.run_id, "stopped")
+        give_up(replace(services.ports, **{port: Dies(getattr(services.ports, port), method, n)}), ENV,
+                crashed.run_id, "stopped")
     assert services.runs.get(ENV, crashed.run_id).status.value == "running"
     give_up(services.ports, ENV, crashed.run_id, "stopped")  # the state machine's retry of GiveUp
 

@@ -28,7 +28,8 @@ def planned(api, services, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
     record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
     record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
-    ports = replace(services.ports, chunk_records=CHUNK_RECORDS, run_workflows=NoExecutions())
+    ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=CHUNK_RECORDS),
+                    run_workflows=NoExecutions())
     run = start_run(ports, ENV, reconciliation["id"])
     load(ports, ENV, run.id)
     match(ports, ENV, run.id)
@@ -71,7 +72,7 @@ def test_a_call_killed_with_several_chunks_half_written_is_undone_by_the_fail_ph
 
     # Given a call writing every chunk at once, killed after some claims (several chunks begun)
     with pytest.raises(Killed):
-        persist(replace(ports, matches=Dies(ports.matches, "claim_record", 25)), ENV, run.run_id,
+        persist(replace(ports, claims=Dies(ports.claims, "claim_record", 25)), ENV, run.run_id,
                 chunks=PERSIST_CHUNKS)
     lose_files(services, run.run_id)
 

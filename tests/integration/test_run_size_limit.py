@@ -8,7 +8,7 @@ from tests.integration.test_reconciliation_runs import add_rule, start
 
 
 class CountedLoads:
-    """The matches repository, counting the reads of open records a run's load makes."""
+    """The claims port, counting the reads of open records a run's load makes."""
 
     def __init__(self, matches) -> None:
         self._matches, self.loads = matches, 0
@@ -27,7 +27,7 @@ def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, s
     ingest(*[record("bank", n, 1000 + n) for n in range(3)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
     loads = CountedLoads(services.matches)
-    services.ports = replace(services.ports, run_records=4, matches=loads)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
 
     # When a run starts
     run = start(api, reconciliation)
@@ -40,7 +40,7 @@ def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, s
     assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
 
     # And once the limit allows them, the same records are matched
-    services.ports = replace(services.ports, run_records=5)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=5))
     assert start(api, reconciliation)["status"] == "completed"
 
 
@@ -53,7 +53,7 @@ def test_a_run_of_streams_counted_over_the_limit_is_refused_before_loading_a_rec
     for key, count in (("bank", 3), ("ledger", 2)):
         services.data_streams.set_records_count("acme", key, count, utc_now())
     loads = CountedLoads(services.matches)
-    services.ports = replace(services.ports, run_records=4, matches=loads)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
 
     # When a run starts
     run = start(api, reconciliation)

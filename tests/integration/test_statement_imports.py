@@ -251,7 +251,8 @@ def test_a_truncated_or_garbage_statement_fails_its_import_with_the_parsers_mess
 
 def test_a_statement_over_the_import_limit_fails_with_the_limit_a_client_meets_and_is_not_stuck(
         api, services, runtime):
-    services.ports = replace(services.ports, max_import_bytes=len(BAI2) - 1)  # settings.max_import_bytes
+    # settings.max_import_bytes
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, max_import_bytes=len(BAI2) - 1))
     stream(api, "operating", "123456")
 
     job = statement_into(api, services, runtime, "/v1/file_imports", BAI2)

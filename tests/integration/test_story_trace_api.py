@@ -146,8 +146,8 @@ def test_a_run_keeps_the_money_of_a_big_match_as_it_writes_it(money_kept_from_th
     from chalicelib.container import container
     from chalicelib.domain.tallies import CurrencyAmounts
     ports = container().ports
-    payout_match = ports.matches.held_records("acme", [story["payout"]])[0].match_in(story["recons"][1])
+    payout_match = ports.claims.held_records("acme", [story["payout"]])[0].match_in(story["recons"][1])
     members, money = ports.matches.members_and_money("acme", payout_match)
     assert len(members) == 4 and money == {"USD": CurrencyAmounts("USD", 4, 12000, 0, 2)}
-    deposit_match = ports.matches.held_records("acme", [story["deposit"]])[0].match_in(story["recons"][2])
+    deposit_match = ports.claims.held_records("acme", [story["deposit"]])[0].match_in(story["recons"][2])
     assert ports.matches.members_and_money("acme", deposit_match)[1] is None  # 2 records: read as they are

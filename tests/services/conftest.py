@@ -54,7 +54,7 @@ def matched_by_a_run(ports: Ports, reconciliation: Reconciliation, rule: Rule, s
     members = [MatchMember(side, record_id, ports.records.get(ENV, record_id).data_stream_key)
                for side, ids in (("a", side_a), ("b", side_b)) for record_id in ids]
     uses = used_by(ports.reconciliations, ENV, {m.data_stream_key for m in members})
-    assert write_matches(ports.matches, [(match, members)], uses) == [match]
+    assert write_matches(ports, [(match, members)], uses) == [match]
     return match
 
 

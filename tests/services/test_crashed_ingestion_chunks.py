@@ -179,7 +179,7 @@ def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_recor
     with pytest.raises(Died):
         files.write_chunks(replace(ports, records=DiesWriting(ports.records, call=2, keep=KEPT)), ENV, job.id)
     claimed = job.record_id(FILE_CHUNK_ROWS + 5)  # by a run, meanwhile
-    assert ports.matches.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
+    assert ports.claims.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
 
     retry = DiesWriting(ports.records)
     assert files.write_chunks(replace(ports, records=retry), ENV, job.id, budget=WHOLE_FILE) == "finish"

@@ -109,7 +109,7 @@ def warnings_logged():
 def test_an_import_whose_executions_keep_stalling_is_restarted_until_it_ends_every_row_once(ports, warnings_logged):
     # Given a six-chunk import, the stuck threshold a setting (2 minutes), and executions that each
     # write one chunk and stall
-    wired = replace(ports, stuck_import_after=timedelta(minutes=2))
+    wired = replace(ports, limits=replace(ports.limits, stuck_import_after=timedelta(minutes=2)))
     streams(wired, "bank")
     job = created(wired)
     rows = 6 * FILE_CHUNK_ROWS
@@ -139,7 +139,7 @@ def test_an_import_whose_executions_keep_stalling_is_restarted_until_it_ends_eve
 
 
 def test_a_stuck_import_is_not_restarted_before_the_threshold_set(ports):
-    wired = replace(ports, stuck_import_after=timedelta(minutes=10))
+    wired = replace(ports, limits=replace(ports.limits, stuck_import_after=timedelta(minutes=10)))
     streams(wired, "bank")
     job = created(wired)
     uploaded(wired, job)

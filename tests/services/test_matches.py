@@ -89,7 +89,7 @@ def test_a_match_left_begun_by_a_dead_request_is_rolled_back_by_the_sweeper(port
     members = [MatchMember("a", bank[0], "bank"), MatchMember("b", ledger[0], "ledger")]
     dying = ClaimsThenDies(ports.matches)
     with pytest.raises(RuntimeError):  # the request dies after its claims, before its commit
-        write_matches(dying, [(match, members)], used_by(ports.reconciliations, ENV, ["bank", "ledger"]))
+        write_matches(replace(ports, matches=dying), [(match, members)], used_by(ports.reconciliations, ENV, ["bank", "ledger"]))
     assert status_of(ports, bank[0]) == "reconciled"
     with pytest.raises(NotFound):  # never visible
         ports.matches.get(ENV, match.id)

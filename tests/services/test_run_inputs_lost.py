@@ -23,7 +23,7 @@ def loaded(ports, ingest, reconciliation):
     create_rule(ports, ENV, reconciliation.id, RULE)
     record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(6)])
     record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(6)])
-    ports = replace(ports, chunk_records=4)
+    ports = replace(ports, limits=replace(ports.limits, chunk_records=4))
     run = start_run(ports, ENV, reconciliation.id)
     assert load(ports, ENV, run.id) == "match"
     return ports, run, record_ids
@@ -33,7 +33,7 @@ def claims(ports, reconciliation, record_ids) -> dict[int, int]:
     """The records claimed in the reconciliation, and the match holding each; a record holds a
     claim whole (its match, `matched_in`, its status) or not at all."""
     held = {}
-    for h in ports.matches.held_records(ENV, record_ids):
+    for h in ports.claims.held_records(ENV, record_ids):
         claimed = (h.match_in(reconciliation.id) is not None, reconciliation.id in h.matched_in,
                    h.record.status is RecordStatus.RECONCILED)
         assert claimed in ((False, False, False), (True, True, True))
@@ -60,7 +60,7 @@ def test_a_run_killed_mid_chunk_whose_plan_is_lost_is_undone_from_the_table(load
     assert match(ports, ENV, run.id) == "persist"
     assert persist(ports, ENV, run.id) == "persist"  # chunk 0: two matches, committed
     with pytest.raises(Killed):  # chunk 1: its members written, three of its four claims made
-        persist(replace(ports, matches=Dies(ports.matches, "claim_record", 4)), ENV, run.id)
+        persist(replace(ports, claims=Dies(ports.claims, "claim_record", 4)), ENV, run.id)
     planned = ports.runs.get(ENV, run.id)
     chunk_1 = planned.chunk_match_ids(1)
     assert len(set(claims(ports, reconciliation, record_ids).values()) & set(chunk_1)) == 2

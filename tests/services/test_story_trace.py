@@ -72,7 +72,7 @@ def shape(hop) -> tuple:
 
 
 def match_of(chain, link: int, record_id: int) -> int:
-    return chain.ports.matches.held_records(ENV, [record_id])[0].match_in(chain.recons[link - 1].id)
+    return chain.ports.claims.held_records(ENV, [record_id])[0].match_in(chain.recons[link - 1].id)
 
 
 def test_from_a_bank_deposit_back_to_every_order(chain):
@@ -236,8 +236,8 @@ def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_i
     [deposit] = chain.records("bank", 3000)
     chain.match(3, [payout], [deposit])
     read: list[int] = []
-    held_records = chain.ports.matches.held_records
-    monkeypatch.setattr(chain.ports.matches, "held_records",
+    held_records = chain.ports.claims.held_records
+    monkeypatch.setattr(chain.ports.claims, "held_records",
                         lambda environment, ids: read.extend(ids) or held_records(environment, ids))
 
     first = chain.trace(orders[0])
@@ -275,9 +275,9 @@ def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monke
     orders, charges, [payout] = chain.paid_orders(12, amount=100)
     by_key = chain.trace(payout)
     ranges: list[tuple[str, int, int]] = []
-    matches = chain.ports.matches
-    records_between, matches_between = matches.held_records_between, matches.matches_between
-    monkeypatch.setattr(matches, "held_records_between", lambda env, key, low, high: ranges.append(
+    claims, matches = chain.ports.claims, chain.ports.matches
+    records_between, matches_between = claims.held_records_between, matches.matches_between
+    monkeypatch.setattr(claims, "held_records_between", lambda env, key, low, high: ranges.append(
         ("records", low, high)) or records_between(env, key, low, high))
     monkeypatch.setattr(matches, "matches_between", lambda env, rid, low, high: ranges.append(
         ("matches", low, high)) or matches_between(env, rid, low, high))
@@ -318,10 +318,10 @@ def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whol
     first = chain.trace(payout)  # keeps the payout's money: the next read only what they show
     whole = chain.trace(payout)
     projected: list[int] = []
-    matches = chain.ports.matches
-    passing, passing_between = matches.passing, matches.passing_between
-    monkeypatch.setattr(matches, "passing", lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons))
-    monkeypatch.setattr(matches, "passing_between", lambda env, key, low, high, reconciliation_ids: projected.extend(
+    claims = chain.ports.claims
+    passing, passing_between = claims.passing, claims.passing_between
+    monkeypatch.setattr(claims, "passing", lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons))
+    monkeypatch.setattr(claims, "passing_between", lambda env, key, low, high, reconciliation_ids: projected.extend(
         range(low, high + 1)) or passing_between(env, key, low, high, reconciliation_ids))
     monkeypatch.setattr(story_trace, "WHOLE_UP_TO", 0)
 

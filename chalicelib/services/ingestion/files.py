@@ -134,7 +134,7 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
     if job.chunk_count is not None:
         return "chunk" if job.chunk_count else "finish"
     try:
-        size, limit = ports.payloads.size(job.import_file_key), ports.max_import_bytes
+        size, limit = ports.payloads.size(job.import_file_key), ports.limits.max_import_bytes
         if size > limit:  # the one limit a client meets, whatever the format (the parsers' own guards are larger)
             raise FileRejected(f"file is {size} bytes; imports accept up to {limit} bytes: split it",
                                {"bytes": size, "limit": limit})

@@ -29,6 +29,7 @@ from chalicelib.services.events import announce
 from chalicelib.services.ingestion.chunk import UNKNOWN_ROW, records_written, release_orphan_claims, rows_of
 from chalicelib.services.ingestion.results import results_page
 from chalicelib.services.ports import Ports
+from chalicelib.services.reconciliation_runs import on_records_ingested
 from chalicelib.services.status_moves import move_or_reload
 
 
@@ -218,10 +219,11 @@ def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
 
 
 def _announce(ports: Ports, job: IngestionJob) -> None:
-    """Tell who waits for new records (a retry tells again; the listener is idempotent)."""
+    """Continuous reconciliations match the records the job wrote (a retry tells again; the
+    listener is idempotent)."""
     streams = [key for key, created in job.created_per_stream.items() if created]
-    if streams and ports.after_ingestion is not None:
-        ports.after_ingestion(job)
+    if streams:
+        on_records_ingested(ports, job.environment, job.id, streams)
 
 
 def _recount_streams(ports: Ports, job: IngestionJob) -> None:

@@ -114,8 +114,6 @@ def _balance_json(stream_key: str, balance: StatementBalance) -> dict[str, Any]:
 
 def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]]) -> None:
     """The statement days of a completed import (each stream's days, as its file reported them)."""
-    if ports.balances is None:
-        raise RuntimeError("this process has no balances store wired")
     ports.balances.put_many([StatementDay(
         environment=job.environment, data_stream_key=b["data_stream_key"], date=date.fromisoformat(b["date"]),
         statement_id=b["statement_id"], account=b["account"], currency=b["currency"],

@@ -25,7 +25,7 @@ JOB_DECISIONS = "ingestion_job"  # the sweeper's held decisions on imports (even
 
 def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """Restart or fail what no longer moves, so that no job stays pending or processing for ever:
-    a job with no heartbeat for `ports.stuck_import_after` (5 minutes) restarts from its checkpoint,
+    a job with no heartbeat for `Limits.stuck_import_after` (5 minutes) restarts from its checkpoint,
     again and again while it moves between restarts (slow, not stuck: every row is written once
     however often), and fails after MAX_RESTARTS restarts in a row that moved nothing; a start
     that got lost is redone (as many times); an upload that never came fails its import. One
@@ -53,11 +53,11 @@ def _judge(ports: Ports, job: IngestionJob, now: datetime) -> sweeping.Verdict:
     if job.status is JobStatus.PENDING:
         stale = now - job.created_at > LOST_START_AFTER and now - job.heartbeat > LOST_START_AFTER
     else:
-        stale = now - job.heartbeat > ports.stuck_import_after
+        stale = now - job.heartbeat > ports.limits.stuck_import_after
     if not stale:
         return None
     if job.idle_restarts_after_next() > MAX_RESTARTS:
-        minutes = ports.stuck_import_after.total_seconds() / 60
+        minutes = ports.limits.stuck_import_after.total_seconds() / 60
         return GiveUp(f"no progress for over {minutes:g} minutes, {job.idle_restarts} restarts did not help",
                       {"restarts": job.restarts, "last_progress_at": str(job.heartbeat)})
     return sweeping.RESTART
