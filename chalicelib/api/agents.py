@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.agents import (
     AgentFileCreatedOut,
     AgentFileOut,
     AgentOut,
@@ -20,10 +20,10 @@ from chalicelib.api.schemas import (
     BrowserOut,
     CreateAgent,
     CreateAgentFile,
-    CursorQuery,
     UpdateAgent,
     VerificationCodeIn,
 )
+from chalicelib.api.schemas.common import CursorQuery
 from chalicelib.container import container
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.files import AgentFile

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.audit_events import (
     AuditEventOut,
     AuditEventPage,
     AuditEventsQuery,

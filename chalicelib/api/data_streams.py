@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.data_streams import (
     BalancePage,
     BalanceQuery,
     CreateDataStream,
-    CursorQuery,
     DataStreamOut,
     DataStreamPage,
     StatementDayOut,

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.file_imports import (
     CreateFileImport,
     CreateRoutedFileImport,
-    CursorQuery,
     FileImportDetailOut,
     FileImportOut,
     FileImportPage,
@@ -13,9 +13,9 @@ from chalicelib.api.schemas import (
     FileItemResultOut,
     IgnoredUploadOut,
     ItemResultPage,
-    RecordPage,
     ResultsQuery,
 )
+from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
 from chalicelib.container import container
 from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict

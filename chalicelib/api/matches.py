@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
+from chalicelib.api.schemas.matches import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
 from chalicelib.container import container
 from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match, MatchStatus
 from chalicelib.services import matches as service

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.matches import MatchOut
+from chalicelib.api.schemas.reconciliation_exceptions import (
     AggregatesOut,
     AssigneeOut,
     CommentOut,
@@ -15,10 +16,9 @@ from chalicelib.api.schemas import (
     ExceptionRecordsQuery,
     ExceptionsQuery,
     InvestigationOut,
-    MatchOut,
-    RecordPage,
     UpdateException,
 )
+from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso

@@ -5,19 +5,21 @@ from collections.abc import Iterable
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.runs import run_out
-from chalicelib.api.schemas import (
-    CreateReconciliation,
-    CursorQuery,
-    DataStreamOut,
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.data_streams import DataStreamOut
+from chalicelib.api.schemas.reconciliation_rules import (
     NewRuleBody,
-    ReconciliationOut,
-    ReconciliationPage,
     ReconciliationRuleList,
     ReconciliationRuleOut,
     RuleBody,
-    RunOut,
+)
+from chalicelib.api.schemas.reconciliations import (
+    CreateReconciliation,
+    ReconciliationOut,
+    ReconciliationPage,
     UpdateReconciliation,
 )
+from chalicelib.api.schemas.runs import RunOut
 from chalicelib.container import container
 from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.reconciliations import Reconciliation, RunType

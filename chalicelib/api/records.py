@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.file_imports import ItemResultOut
+from chalicelib.api.schemas.records import (
     BulkRecordsBody,
     BulkRequestOut,
     BulkRequestSummaryOut,
-    ItemResultOut,
     RecordOut,
     RecordPage,
     RecordsQuery,

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import CursorQuery, DryRunOut, RunOut, RunPage
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.runs import DryRunOut, RunOut, RunPage
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.runs import Run

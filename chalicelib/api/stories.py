@@ -6,12 +6,11 @@ from typing import TypeVar
 from chalicelib.api.reconciliation_exceptions import exceptions_out
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.runs import run_out
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery, MoneyOut
+from chalicelib.api.schemas.reconciliation_exceptions import ExceptionOut
+from chalicelib.api.schemas.stories import (
     CreateStory,
-    CursorQuery,
-    ExceptionOut,
     FromPreviousLinkOut,
-    MoneyOut,
     OpenMoneyOut,
     SideFiguresOut,
     StoryLinkIn,

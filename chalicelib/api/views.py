@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.routing import API_PREFIX
-from chalicelib.api.schemas import RecordOut
+from chalicelib.api.schemas.records import RecordOut
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob, bulk_request_status
 from chalicelib.domain.records import Record

@@ -3,9 +3,9 @@ A secret is answered by create and rotate_secret only."""
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.webhook_endpoints import (
     CreateWebhookEndpoint,
-    CursorQuery,
     UpdateWebhookEndpoint,
     WebhookDeliveryOut,
     WebhookDeliveryPage,
