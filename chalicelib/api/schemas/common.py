@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema
 from pydantic.json_schema import JsonDict
@@ -46,6 +46,15 @@ class Model(BaseModel):
     """Every model of the API: built (its validator and serializer) on first use, not at import, so
     that a cold start pays only for the models the request it serves needs."""
     model_config = ConfigDict(defer_build=True)
+
+    @classmethod
+    def from_entity(cls, entity: object, **overrides: Any) -> Self:
+        """The answer of a domain object: each field its attribute of the same name (nested objects
+        too), but for `overrides`, the fields the API computes, renames or formats."""
+        absent = object()
+        read = {name: value for name in cls.model_fields
+                if name not in overrides and (value := getattr(entity, name, absent)) is not absent}
+        return cls.model_validate({**read, **overrides}, from_attributes=True)
 
 
 class RequestModel(Model):
