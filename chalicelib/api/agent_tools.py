@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from chalicelib.api.reconciliation_exceptions import detail_out, exceptions_out
 from chalicelib.api.reconciliations import reconciliations_out, rule_out
-from chalicelib.api.runs import run_out
+from chalicelib.api.schemas.runs import RunOut
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.conversation import ToolCall, ToolResult, ToolSpec
 from chalicelib.domain.agents.definition import Mention, MentionType
@@ -178,7 +178,7 @@ class AgentToolBox:
             run = start_run(self._ports, self._environment, _int(args["reconciliation_id"]), trigger=RunTrigger.AGENT)
             noted.resource_id = run.id
             noted.summary.update(reconciliation_id=run.reconciliation_id, status=run.status.value)
-        return _json(_plain(run_out(run)))
+        return _json(_plain(RunOut.model_validate(run)))
 
     def _change(self, action: str, resource_type: str,
                 resource_id: int | str | None = None) -> AbstractContextManager[audit.NotedChange]:

@@ -6,24 +6,22 @@ import re
 from typing import Any
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.agents import (
     AgentFileCreatedOut,
     AgentFileOut,
     AgentOut,
     AgentPage,
-    AgentRunDeliveryOut,
     AgentRunFileOut,
     AgentRunOut,
     AgentRunPage,
-    AgentRunStepOut,
     AgentRunUsageOut,
     BrowserOut,
     CreateAgent,
     CreateAgentFile,
-    CursorQuery,
     UpdateAgent,
     VerificationCodeIn,
 )
+from chalicelib.api.schemas.common import CursorQuery
 from chalicelib.container import container
 from chalicelib.domain.agents.agent import Agent
 from chalicelib.domain.agents.files import AgentFile
@@ -55,27 +53,21 @@ def given(body: CreateAgent | UpdateAgent) -> dict[str, Any]:
 
 
 def file_out(file: AgentFile) -> AgentFileOut:
-    return AgentFileOut(id=file.id, filename=file.filename, byte_size=file.byte_size, content_type=file.content_type,
-                        created_at=file.created_at, url=container().ports.agent_files.download_url(file))
+    return AgentFileOut.from_entity(file, url=container().ports.agent_files.download_url(file))
 
 
 def browser_out(agent: Agent) -> BrowserOut | None:
     if agent.browser is None:
         return None
-    state = agent.browser_state
-    return BrowserOut(automation=agent.browser.automation.value, portal_url=agent.browser.portal_url,
-                      has_credentials=state.has_credentials, has_browser_context=state.has_browser_context,
-                      settings=dict(agent.browser.settings), needs_verification=state.needs_verification,
-                      verification_reason=state.verification_reason.value if state.verification_reason else None,
-                      verification_required_at=state.verification_required_at)
+    # What the operator set up, and what runs learned since (stored apart).
+    return BrowserOut.from_entity(agent.browser_state, automation=agent.browser.automation,
+                                  portal_url=agent.browser.portal_url, settings=agent.browser.settings)
 
 
 def agent_out(agent: Agent) -> AgentOut:
     files = service.files_of(container().ports, agent.environment, agent.id)
-    return AgentOut(**service.fields_of(agent), id=agent.id, kind=agent.kind.value, browser=browser_out(agent),
-                    input_files=[file_out(f) for f in files],
-                    next_run_at=agent.next_run_at(utc_now()), last_run_at=agent.last_run_at,
-                    created_at=agent.created_at, updated_at=agent.updated_at)
+    return AgentOut.from_entity(agent, **service.fields_of(agent), browser=browser_out(agent),
+                                input_files=[file_out(f) for f in files], next_run_at=agent.next_run_at(utc_now()))
 
 
 @router.route("POST", AGENTS, summary="Create an agent: standing instructions run on a schedule or on demand",
@@ -136,20 +128,10 @@ def delete_file(request: ApiRequest, id: str, file_id: str) -> None:
 
 def run_out(run: AgentRun) -> AgentRunOut:
     files = container().ports.agent_files
-    return AgentRunOut(
-        id=run.id, agent_id=run.agent_id, status=run.status.value, trigger=run.trigger.value,
-        created_at=run.created_at, started_at=run.started_at, completed_at=run.completed_at,
-        error_message=run.error_message,
-        output_files=[AgentRunFileOut(id=f.id, filename=f.filename, byte_size=f.byte_size,
-                                      content_type=f.content_type, created_at=f.created_at,
-                                      url=files.download_url(run.stored(f))) for f in run.output_files],
-        deliveries=[AgentRunDeliveryOut(recipient=d.recipient, status=d.status, message_id=d.message_id,
-                                        error=d.error) for d in run.deliveries],
-        usage=AgentRunUsageOut(input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens,
-                               model=run.model),
-        steps=[AgentRunStepOut(name=s.name, input=s.input, failed=s.failed, result_preview=s.result_preview)
-               for s in run.steps],
-        file_import_id=run.file_import_id)
+    return AgentRunOut.from_entity(
+        run, output_files=[AgentRunFileOut.from_entity(f, url=files.download_url(run.stored(f)))
+                           for f in run.output_files],
+        usage=AgentRunUsageOut.from_entity(run.usage, model=run.model))
 
 
 @router.route("POST", AGENTS + "/{id}/runs", summary="Run an agent now (inactive agents too)", status=202,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.audit_events import (
     AuditEventOut,
     AuditEventPage,
     AuditEventsQuery,
@@ -19,9 +19,7 @@ AUDIT_EVENTS = "/audit_events"
 
 
 def entry_out(entry: AuditEntry) -> AuditEventOut:
-    return AuditEventOut(id=entry.seq, seq=entry.seq, at=entry.at, actor=entry.actor, action=entry.action,
-                         resource_type=entry.resource_type, resource_id=entry.resource_id,
-                         summary=dict(entry.summary), prev_hash=entry.prev_hash, hash=entry.hash)
+    return AuditEventOut.from_entity(entry, id=entry.seq)
 
 
 @router.route("GET", AUDIT_EVENTS, summary="List audit trail entries, newest first", query=AuditEventsQuery,
@@ -42,9 +40,5 @@ def verify_audit_events(request: ApiRequest) -> AuditVerifyOut:
     query: AuditVerifyQuery = request.query
     report = service.verify(container().ports, request.environment, from_seq=query.from_seq)
     found = report.first_break
-    first_break = None if found is None else ChainBreakOut(
-        seq=found.seq, id=found.found_seq, reason=found.reason.value, message=found.message)
-    return AuditVerifyOut(intact=report.intact, checked=report.checked, first_break=first_break,
-                          from_seq=report.from_seq, last_checked_seq=report.last_checked_seq,
-                          head_seq=report.head_seq, head_hash=report.head_hash, complete=report.complete,
-                          next_from_seq=report.next_from_seq)
+    first_break = None if found is None else ChainBreakOut.from_entity(found, id=found.found_seq)
+    return AuditVerifyOut.from_entity(report, first_break=first_break)

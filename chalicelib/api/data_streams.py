@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.data_streams import (
     BalancePage,
     BalanceQuery,
     CreateDataStream,
-    CursorQuery,
     DataStreamOut,
     DataStreamPage,
     StatementDayOut,
@@ -50,10 +50,7 @@ def latest_balances(streams: list[DataStream]) -> dict[str, StatementDay]:
 
 
 def day_out(day: StatementDay, gap: bool) -> StatementDayOut:
-    return StatementDayOut(date=day.date, statement_id=day.statement_id, account=day.account, currency=day.currency,
-                           decimal_places=day.decimal_places, opening_booked=day.opening_booked,
-                           closing_booked=day.closing_booked, closing_available=day.closing_available,
-                           file_import_id=day.file_import_id, gap=gap)
+    return StatementDayOut.from_entity(day, gap=gap)
 
 
 @router.route("GET", "/data_streams/{key}/balances", summary="A bank_feed stream's statement days, newest first: "

@@ -2,21 +2,20 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.file_imports import (
     CreateFileImport,
     CreateRoutedFileImport,
-    CursorQuery,
     FileImportDetailOut,
     FileImportOut,
     FileImportPage,
     FileImportSummaryOut,
     FileItemResultOut,
-    IgnoredUploadOut,
     ItemResultPage,
-    RecordPage,
     ResultsQuery,
 )
-from chalicelib.api.views import file_import_aggregates, ingestion_job_fields, record_out
+from chalicelib.api.schemas.records import RecordPage
+from chalicelib.api.views import file_import_aggregates, ingestion_job_out, record_out
 from chalicelib.container import container
 from chalicelib.domain.ingestion import ItemStatus, JobSource, OnConflict
 from chalicelib.domain.records import RecordQuery
@@ -40,7 +39,7 @@ def create_file_import(request: ApiRequest, key: str) -> FileImportOut:
         encoding=body.encoding, delimiter=body.delimiter,
         nacha_control_mismatch=body.nacha_control_mismatch, control_mismatch=body.control_mismatch,
     )
-    return FileImportOut(**ingestion_job_fields(job), upload_url=url)
+    return ingestion_job_out(FileImportOut, job, upload_url=url)
 
 
 @router.route("POST", "/file_imports", summary="Create a bank statement import routed by account (each account "
@@ -52,7 +51,7 @@ def create_routed_file_import(request: ApiRequest) -> FileImportOut:
         container().ports, request.environment, None, filename=body.filename, source=JobSource(body.format),
         on_conflict=OnConflict(body.on_conflict), column_mapping={}, date_format="YYYY-MM-DD", decimal_places=None,
         control_mismatch=body.control_mismatch)
-    return FileImportOut(**ingestion_job_fields(job), upload_url=url)
+    return ingestion_job_out(FileImportOut, job, upload_url=url)
 
 
 @router.route("GET", "/data_streams/{key}/file_imports", summary="File imports and bulk requests of a stream, "
@@ -63,7 +62,7 @@ def list_file_imports(request: ApiRequest, key: str) -> FileImportPage:
     ports = container().ports
     ports.data_streams.get(request.environment, key)
     jobs, cursor = ports.ingestion_jobs.list_of_stream(request.environment, key, query.limit, query.cursor)
-    return FileImportPage(data=[FileImportSummaryOut(**ingestion_job_fields(j), **file_import_aggregates(j, key))
+    return FileImportPage(data=[ingestion_job_out(FileImportSummaryOut, j, **file_import_aggregates(j, key))
                                 for j in jobs], next_cursor=cursor, limit=query.limit)
 
 
@@ -74,10 +73,8 @@ def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
     jobs = ports.ingestion_jobs
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     problems = jobs.results(request.environment, job.id, problems_only=True)
-    return FileImportDetailOut(**ingestion_job_fields(job), upload_url=files.fresh_upload_url(ports, job),
-                               results=[FileItemResultOut.model_validate(r) for r in problems[:MAX_RESULTS_SHOWN]],
-                               results_truncated=len(problems) > MAX_RESULTS_SHOWN,
-                               ignored_uploads=[IgnoredUploadOut.model_validate(u) for u in job.ignored_uploads])
+    return ingestion_job_out(FileImportDetailOut, job, upload_url=files.fresh_upload_url(ports, job),
+                             results=problems[:MAX_RESULTS_SHOWN], results_truncated=len(problems) > MAX_RESULTS_SHOWN)
 
 
 @router.route("GET", "/file_imports/{id}/records", summary="Records written by a file import, newest first",
@@ -111,4 +108,4 @@ def list_file_import_results(request: ApiRequest, id: str) -> ItemResultPage:
               response=FileImportOut, errors=(404, 409))
 def cancel_file_import(request: ApiRequest, id: str) -> FileImportOut:
     job = lifecycle.cancel(container().ports, request.environment, numeric_id(id, "file import"))
-    return FileImportOut(**ingestion_job_fields(job))
+    return ingestion_job_out(FileImportOut, job)

@@ -1,10 +1,8 @@
 """Routes of reconciliation matches."""
 from __future__ import annotations
 
-from typing import Any
-
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
+from chalicelib.api.schemas.matches import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
 from chalicelib.container import container
 from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match, MatchStatus
 from chalicelib.services import matches as service
@@ -13,15 +11,11 @@ router = Router("matches")
 
 
 def match_out(match: Match, with_records: bool = True) -> MatchOut:
-    fields: dict[str, Any] = dict(
-        id=match.id, status=match.status.value, group_key=match.group_key,
-        reconciliation_id=match.reconciliation_id, reconciliation_rule_id=match.reconciliation_rule_id,
-        run_id=match.run_id, differences=match.differences, reason=match.reason, created_at=match.created_at)
     if match.record_count > MAX_INLINE_RECORDS or not with_records:
-        return MatchOut(**fields, record_count=match.record_count)
-    records = [MatchRecordOut(**record.__dict__, side=side)
+        return MatchOut.from_entity(match)
+    records = [MatchRecordOut.from_entity(record, side=side)
                for side, record in service.member_records(container().ports, match)]
-    return MatchOut(**fields, records=records)
+    return MatchOut.from_entity(match, records=records, record_count=None)  # the records, or their count
 
 
 @router.route("GET", "/reconciliation_matches", summary="Matches of a reconciliation, newest first",

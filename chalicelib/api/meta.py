@@ -12,7 +12,7 @@ from chalice.app import Response
 
 from chalicelib.api.errors import ServiceUnavailable
 from chalicelib.api.routing import API_PREFIX, ApiRequest, Router
-from chalicelib.api.schemas import HealthOut
+from chalicelib.api.schemas.meta import HealthOut
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
 from chalicelib.settings import Settings

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from chalicelib.api.routing import API_PREFIX, RouteSpec
-from chalicelib.api.schemas import ErrorOut, ValidationErrorOut
+from chalicelib.api.schemas.common import ErrorOut, ValidationErrorOut
 
 REF = "#/components/schemas/{model}"
 ERROR_DESCRIPTIONS = {

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.property_definitions import (
     CreatePropertyDefinition,
     PropertyDefinitionOut,
     PropertyDefinitionQuery,

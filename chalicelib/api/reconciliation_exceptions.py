@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.matches import MatchOut
+from chalicelib.api.schemas.reconciliation_exceptions import (
     AggregatesOut,
     AssigneeOut,
     CommentOut,
@@ -15,10 +16,9 @@ from chalicelib.api.schemas import (
     ExceptionRecordsQuery,
     ExceptionsQuery,
     InvestigationOut,
-    MatchOut,
-    RecordPage,
     UpdateException,
 )
+from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso
@@ -45,21 +45,16 @@ def exceptions_out(environment: str, exceptions: list[ReconciliationException]) 
     ports = container().ports
     streams = ports.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
     owners = ports.reconciliations.visible(environment, {e.reconciliation_id for e in exceptions})
-    return [ExceptionOut(**_fields(e, streams.get(e.data_stream_key), owners.get(e.reconciliation_id)))
+    return [ExceptionOut.from_entity(e, **_beside_attributes(e, streams.get(e.data_stream_key),
+                                                              owners.get(e.reconciliation_id)))
             for e in exceptions]
 
 
-def _fields(exception: ReconciliationException, stream, reconciliation: Reconciliation | None) -> dict:
-    return dict(
-        id=exception.id, reconciliation_id=exception.reconciliation_id,
-        reconciliation_name=reconciliation.name if reconciliation else None,
-        refresh_pending=bool(reconciliation and reconciliation.exceptions_refresh_pending),
-        data_stream_id=exception.data_stream_id, data_stream_name=stream.name if stream else None,
-        data_stream_key=exception.data_stream_key, title=exception.title, description=exception.description,
-        status=exception.status.value, created_at=exception.created_at, updated_at=exception.updated_at,
-        opened_at=exception.opened_at, closed_at=exception.closed_at,
-        assignees=[AssigneeOut(id=a.id, idp_user_id=a.idp_user_id) for a in exception.assignees],
-        decimal_places=exception.decimal_places, aggregates=service.view_aggregates(exception))
+def _beside_attributes(exception: ReconciliationException, stream, reconciliation: Reconciliation | None) -> dict:
+    """The fields of an exception's answer that are not its attributes."""
+    return dict(reconciliation_name=reconciliation.name if reconciliation else None,
+                refresh_pending=bool(reconciliation and reconciliation.exceptions_refresh_pending),
+                data_stream_name=stream.name if stream else None, aggregates=service.view_aggregates(exception))
 
 
 def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
@@ -72,18 +67,11 @@ def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
 
 
 def comment_out(comment: ExceptionComment) -> CommentOut:
-    return CommentOut(id=comment.id, body=comment.body, author_idp_id=comment.author_idp_id,
-                      mentions=list(comment.mentions), created_at=iso(comment.created_at))
+    return CommentOut.from_entity(comment, created_at=iso(comment.created_at))
 
 
 def investigation_out(investigation: Investigation) -> InvestigationOut:
-    return InvestigationOut(
-        id=investigation.id, status=investigation.status.value, recommendation_text=investigation.recommendation_text,
-        confidence_score=investigation.confidence_score,
-        candidate_records_searched=investigation.candidate_records_searched,
-        suggested_record_ids=list(investigation.suggested_record_ids), filter_params=investigation.filter_params,
-        error_message=investigation.error_message, accepted_match_id=investigation.accepted_match_id,
-        completed_at=investigation.completed_at, created_at=investigation.created_at)
+    return InvestigationOut.model_validate(investigation, from_attributes=True)
 
 
 def investigations_of(environment: str, exception: ReconciliationException) -> list[InvestigationOut]:
@@ -97,8 +85,8 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
     stream = ports.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
     owner = ports.reconciliations.visible(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
     sessions = investigations_of(environment, exception)
-    return ExceptionDetailOut(
-        **_fields(exception, stream, owner),
+    return ExceptionDetailOut.from_entity(
+        exception, **_beside_attributes(exception, stream, owner),
         filtered_aggregates=AggregatesOut.model_validate(
             service.filtered_aggregates(ports, exception, record_filter)),
         comments=[comment_out(c) for c in ports.exceptions.comments(exception)],
@@ -149,7 +137,7 @@ def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
     body: CreateAssignee = request.body
     assignee = service.add_assignee(container().ports, request.environment,
                                     numeric_id(id, "reconciliation exception"), body.idp_user_id)
-    return AssigneeOut(id=assignee.id, idp_user_id=assignee.idp_user_id)
+    return AssigneeOut.model_validate(assignee, from_attributes=True)
 
 
 @router.route("DELETE", BASE + "/{id}/assignees/{assignee_id}", summary="Unassign a person", status=204,

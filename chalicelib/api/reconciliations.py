@@ -4,20 +4,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.runs import run_out
-from chalicelib.api.schemas import (
-    CreateReconciliation,
-    CursorQuery,
-    DataStreamOut,
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.data_streams import DataStreamOut
+from chalicelib.api.schemas.reconciliation_rules import (
     NewRuleBody,
-    ReconciliationOut,
-    ReconciliationPage,
     ReconciliationRuleList,
     ReconciliationRuleOut,
     RuleBody,
-    RunOut,
+)
+from chalicelib.api.schemas.reconciliations import (
+    CreateReconciliation,
+    ReconciliationOut,
+    ReconciliationPage,
     UpdateReconciliation,
 )
+from chalicelib.api.schemas.runs import RunOut
 from chalicelib.container import container
 from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.reconciliations import Reconciliation, RunType
@@ -40,18 +41,16 @@ def reconciliations_out(reconciliations: list[Reconciliation], environment: str)
                                              if i is not None))
 
     def run(run_id: int | None) -> RunOut | None:
-        return run_out(runs[run_id]) if run_id in runs else None
+        return RunOut.model_validate(runs[run_id]) if run_id in runs else None
 
     def side(stream_keys: Iterable[str]) -> list[DataStreamOut]:
         found: list[DataStream] = [streams[k] for k in stream_keys if k in streams]
         return [DataStreamOut.model_validate(s) for s in found]
 
     return [
-        ReconciliationOut(
-            id=r.id, name=r.name, run_type=r.run_type.value, side_a_streams=side(r.side_a_stream_keys),
-            side_b_streams=side(r.side_b_stream_keys), exception_after_days=r.exception_after_days,
-            created_at=r.created_at, updated_at=r.updated_at, current_run=run(r.current_run_id),
-            last_run=run(r.last_run_id),
+        ReconciliationOut.from_entity(
+            r, side_a_streams=side(r.side_a_stream_keys), side_b_streams=side(r.side_b_stream_keys),
+            current_run=run(r.current_run_id), last_run=run(r.last_run_id),
         )
         for r in reconciliations
     ]

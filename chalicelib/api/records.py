@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.file_imports import ItemResultOut
+from chalicelib.api.schemas.records import (
     BulkRecordsBody,
     BulkRequestOut,
     BulkRequestSummaryOut,
-    ItemResultOut,
     RecordOut,
     RecordPage,
     RecordsQuery,
 )
-from chalicelib.api.views import bulk_request_fields, record_out
+from chalicelib.api.views import bulk_request_out, record_out
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound, ValidationFailed
 from chalicelib.domain.ingestion import JobSource, OnConflict
@@ -34,7 +34,7 @@ def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
         raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     job = bulk.submit_bulk(container().ports, request.environment, body.records,
                                      OnConflict(body.on_conflict), key)
-    return BulkRequestSummaryOut(**bulk_request_fields(job))
+    return bulk_request_out(BulkRequestSummaryOut, job)
 
 
 @router.route("GET", "/bulk_requests/{id}", summary="A bulk request: progress, totals and per-item results",
@@ -45,7 +45,7 @@ def get_bulk_request(request: ApiRequest, id: str) -> BulkRequestOut:
     if job is None or job.source is not JobSource.BULK_API:
         raise NotFound(f"bulk request '{id}' not found")
     results = [ItemResultOut.model_validate(r) for r in jobs.results(request.environment, job.id)]
-    return BulkRequestOut(**bulk_request_fields(job), results=results)
+    return bulk_request_out(BulkRequestOut, job, results=results)
 
 
 @router.route("GET", "/records", summary="List records, newest first, by stream, status, match, import or "

@@ -2,28 +2,20 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import CursorQuery, DryRunOut, RunOut, RunPage
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.runs import DryRunOut, RunOut, RunPage
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.runs import Run
 from chalicelib.services import reconciliation_runs
 
 router = Router("runs")
-
-
-def run_out(run: Run) -> RunOut:
-    return RunOut(id=run.id, reconciliation_id=run.reconciliation_id, kind=run.kind.value, status=run.status.value,
-                  trigger=run.trigger.value, total_records=run.total_records, processed_records=run.processed_records,
-                  matched_records=run.matched_records, rule_summary=run.rule_summary, progress=run.progress,
-                  error_message=run.error_message, created_at=run.created_at, started_at=run.started_at,
-                  completed_at=run.completed_at)
 
 
 @router.route("POST", "/reconciliations/{id}/runs", summary="Start a batch run (409 while one is pending or running)",
               status=202, response=RunOut, errors=(404, 409))
 def start_run(request: ApiRequest, id: str) -> RunOut:
     run = reconciliation_runs.start_run(container().ports, request.environment, numeric_id(id, "reconciliation"))
-    return run_out(container().ports.runs.get(request.environment, run.id))
+    return RunOut.model_validate(container().ports.runs.get(request.environment, run.id))
 
 
 @router.route("GET", "/reconciliations/{id}/runs", summary="Runs of a reconciliation, newest first",
@@ -33,7 +25,7 @@ def list_runs(request: ApiRequest, id: str) -> RunPage:
     ports = container().ports
     reconciliation = ports.reconciliations.get(request.environment, numeric_id(id, "reconciliation"))
     runs, cursor = ports.runs.list_page(request.environment, reconciliation.id, query.limit, query.cursor)
-    return RunPage(data=[run_out(r) for r in runs], next_cursor=cursor, limit=query.limit)
+    return RunPage(data=[RunOut.model_validate(r) for r in runs], next_cursor=cursor, limit=query.limit)
 
 
 @router.route("GET", "/reconciliations/{id}/runs/{run_id}", summary="A run: status, progress and rule summary",
@@ -42,7 +34,7 @@ def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
     run = container().ports.runs.get(request.environment, numeric_id(run_id, "run"))
     if run.reconciliation_id != numeric_id(id, "reconciliation"):
         raise NotFound(f"run {run_id} not found in reconciliation {id}")
-    return run_out(run)
+    return RunOut.model_validate(run)
 
 
 @router.route("POST", "/reconciliation_rules/{id}/dry_run",

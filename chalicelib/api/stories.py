@@ -5,13 +5,12 @@ from typing import TypeVar
 
 from chalicelib.api.reconciliation_exceptions import exceptions_out
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.runs import run_out
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery, MoneyOut
+from chalicelib.api.schemas.reconciliation_exceptions import ExceptionOut
+from chalicelib.api.schemas.runs import RunOut
+from chalicelib.api.schemas.stories import (
     CreateStory,
-    CursorQuery,
-    ExceptionOut,
     FromPreviousLinkOut,
-    MoneyOut,
     OpenMoneyOut,
     SideFiguresOut,
     StoryLinkIn,
@@ -55,22 +54,21 @@ def stories_out(stories: list[Story], environment: str) -> list[StoryOut]:
                                       + [k for s in stories for k in s.shared_stream_keys])
 
     def side(keys: tuple[str, ...]) -> list[StreamRefOut]:
-        return [StreamRefOut(id=streams[k].id, name=streams[k].name) for k in keys if k in streams]
+        return [StreamRefOut.model_validate(streams[k], from_attributes=True) for k in keys if k in streams]
 
     def link_out(story: Story) -> list[StoryLinkOut]:
         out = []
         for link in story.links:
             reconciliation = reconciliations.get(link.reconciliation_id)
             shared = streams.get(link.shared_stream_key) if link.shared_stream_key else None
-            out.append(StoryLinkOut(
-                id=link.id, position=link.position, role=link.role.value, reconciliation_id=link.reconciliation_id,
-                reconciliation_name=reconciliation.name if reconciliation else "",
+            out.append(StoryLinkOut.from_entity(
+                link, reconciliation_name=reconciliation.name if reconciliation else "",
                 shared_data_stream_id=link.shared_stream_id, shared_data_stream_name=shared.name if shared else None,
                 side_a_streams=side(reconciliation.side_a_stream_keys) if reconciliation else [],
                 side_b_streams=side(reconciliation.side_b_stream_keys) if reconciliation else []))
         return out
 
-    return [StoryOut(id=s.id, name=s.name, created_at=s.created_at, links=link_out(s)) for s in stories]
+    return [StoryOut.from_entity(s, links=link_out(s)) for s in stories]
 
 
 @router.route("POST", STORIES, summary="Create a reconciliation story: reconciliations chained in order",
@@ -159,7 +157,7 @@ def _link_summary_out(summary: LinkSummary, link: StoryLinkOut, streams: dict[st
         data_streams=[StreamFiguresOut(data_stream=ref(s.data_stream_key), side=s.side,
                                        matched=_money(s.matched, MoneyOut), unmatched=_money(s.unmatched, OpenMoneyOut))
                       for s in figures.streams],
-        open_exceptions=exceptions, last_run=run_out(summary.last_run) if summary.last_run else None,
+        open_exceptions=exceptions, last_run=RunOut.model_validate(summary.last_run) if summary.last_run else None,
         from_previous_link=from_previous)
 
 
@@ -168,5 +166,4 @@ M = TypeVar("M", bound=MoneyOut)
 
 def _money(money: Money, model: type[M]) -> list[M]:
     """Money by currency as the API lists it, currencies in order."""
-    fields = set(model.model_fields)
-    return [model(**{k: v for k, v in vars(money[c]).items() if k in fields}) for c in sorted(money)]
+    return [model.model_validate(money[c], from_attributes=True) for c in sorted(money)]

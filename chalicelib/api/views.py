@@ -1,42 +1,33 @@
-"""Domain objects to response fields, where the shape is more than a copy of attributes."""
+"""Domain objects to answers, where the shape is more than a copy of attributes."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.api.routing import API_PREFIX
-from chalicelib.api.schemas import RecordOut
+from chalicelib.api.schemas.file_imports import JobCountsOut
+from chalicelib.api.schemas.records import RecordOut
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob, bulk_request_status
 from chalicelib.domain.records import Record
 
+J = TypeVar("J", bound=JobCountsOut)
 
-def ingestion_job_fields(job: IngestionJob) -> dict[str, Any]:
-    """Every field of the spec's file import (a bulk request is the same job, source bulk_api): read
-    as a file import, its `url` is the file import's, whatever its source."""
-    return {
-        "id": job.id, "status": job.status.value, "total_items": job.total_items,
-        "processed_items": job.processed_items, "successful_items": job.successful_items,
-        "failed_items": job.failed_items, "skipped_items": job.skipped_items,
-        "url": f"{API_PREFIX}/file_imports/{job.id}",
-        "source": job.source.value, "filename": job.filename,
-        "expected_records_count": job.expected_records_count, "progress": job.progress,
-        # A bulk request's items are known from the start; only files are parsed before rows land.
-        "parsing": job.parsing,
-        "decimal_places": job.decimal_places, "stuck": job.stuck(utc_now()), "on_conflict": job.on_conflict.value,
-        "error_message": job.error_message, "error_details": job.error_details,
-        "data_stream_ids": list(job.data_stream_ids), "created_at": job.created_at, "started_at": job.started_at,
-        "records_written_at": job.records_written_at, "completed_at": job.completed_at,
-        "last_progress_at": job.last_progress_at, "cancellation_requested_at": job.cancellation_requested_at,
+
+def ingestion_job_out(model: type[J], job: IngestionJob, **fields: Any) -> J:
+    """A job as the spec's file import (a bulk request is the same job, source bulk_api): read as a
+    file import, its `url` is the file import's, whatever its source. `fields`: those of `model` the
+    job has no attribute for, or shows otherwise."""
+    return model.from_entity(job, **{
+        "url": f"{API_PREFIX}/file_imports/{job.id}", "stuck": job.stuck(utc_now()),
         "records_url": f"{API_PREFIX}/file_imports/{job.id}/records",
-        "results_url": f"{API_PREFIX}/file_imports/{job.id}/results",
-    }
+        "results_url": f"{API_PREFIX}/file_imports/{job.id}/results", **fields})
 
 
-def bulk_request_fields(job: IngestionJob) -> dict[str, Any]:
+def bulk_request_out(model: type[J], job: IngestionJob, **fields: Any) -> J:
     """The same job in a bulk request's own view, which has no `replicating` status and polls at
     its own url."""
-    return {**ingestion_job_fields(job), "status": bulk_request_status(job.status).value,
-            "url": f"{API_PREFIX}/bulk_requests/{job.id}"}
+    return ingestion_job_out(model, job, **{"status": bulk_request_status(job.status),
+                                            "url": f"{API_PREFIX}/bulk_requests/{job.id}", **fields})
 
 
 def record_out(record: Record) -> RecordOut:

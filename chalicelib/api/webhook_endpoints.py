@@ -3,9 +3,9 @@ A secret is answered by create and rotate_secret only."""
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas import (
+from chalicelib.api.schemas.common import CursorQuery
+from chalicelib.api.schemas.webhook_endpoints import (
     CreateWebhookEndpoint,
-    CursorQuery,
     UpdateWebhookEndpoint,
     WebhookDeliveryOut,
     WebhookDeliveryPage,
@@ -30,12 +30,8 @@ def endpoint_id(raw: str) -> int:
 
 def endpoint_out(endpoint: WebhookEndpoint) -> WebhookEndpointOut:
     expires = endpoint.previous_secret_expires_at
-    return WebhookEndpointOut(
-        id=endpoint.id, url=endpoint.url, events=list(endpoint.events), description=endpoint.description,
-        active=endpoint.active, disabled_reason=endpoint.disabled_reason, disabled_at=endpoint.disabled_at,
-        failing_since=endpoint.failing_since,
-        previous_secret_expires_at=expires if expires and expires > utc_now() else None,
-        created_at=endpoint.created_at, updated_at=endpoint.updated_at)
+    return WebhookEndpointOut.from_entity(
+        endpoint, previous_secret_expires_at=expires if expires and expires > utc_now() else None)
 
 
 def with_secret(endpoint: WebhookEndpoint) -> WebhookEndpointWithSecretOut:
@@ -43,12 +39,7 @@ def with_secret(endpoint: WebhookEndpoint) -> WebhookEndpointWithSecretOut:
 
 
 def delivery_out(delivery: WebhookDelivery) -> WebhookDeliveryOut:
-    return WebhookDeliveryOut(
-        id=delivery.id, endpoint_id=delivery.endpoint_id, event_id=delivery.event_id, event_type=delivery.event_type,
-        status=delivery.status.value, attempts=delivery.attempts, last_status_code=delivery.last_status_code,
-        last_error=delivery.last_error, response_excerpt=delivery.response_excerpt,
-        next_attempt_at=delivery.next_attempt_at, last_attempt_at=delivery.last_attempt_at,
-        created_at=delivery.created_at, updated_at=delivery.updated_at)
+    return WebhookDeliveryOut.model_validate(delivery, from_attributes=True)
 
 
 def _store() -> Webhooks:

@@ -1,0 +1,139 @@
+"""Bodies and answers of /reconciliation_exceptions: the queue, the detail, assignees, comments,
+investigations."""
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from chalicelib.api.schemas.common import (
+    Description,
+    Id,
+    Model,
+    Name,
+    QueryModel,
+    RequestModel,
+    Timestamp,
+    unchanged_when_absent,
+)
+from chalicelib.domain.money import MAX_AMOUNT
+
+
+class AggregatesOut(Model):
+    record_count: int
+    total_amount: int = Field(description="Credits minus debits, in minor units")
+    debit_count: int
+    debit_sum: int
+    credit_count: int
+    credit_sum: int
+    pending_confirmation_count: int = Field(description="Records among these that a proposed match holds, awaiting "
+                                                        "a person's confirm or reject")
+    avg_age_days: float
+    oldest_at: str | None
+    newest_at: str | None
+
+
+class AssigneeOut(Model):
+    id: int
+    idp_user_id: str
+
+
+class CommentOut(Model):
+    id: int
+    body: str
+    author_idp_id: str
+    mentions: list[int]
+    created_at: str
+
+
+class ExceptionOut(Model):
+    id: int
+    reconciliation_id: int
+    reconciliation_name: str | None
+    data_stream_id: int
+    data_stream_name: str | None
+    data_stream_key: str
+    title: str
+    description: str
+    status: Literal["open", "investigating", "dismissed", "resolved"]
+    created_at: Timestamp
+    updated_at: Timestamp
+    opened_at: Timestamp
+    closed_at: Timestamp | None
+    assignees: list[AssigneeOut]
+    decimal_places: int
+    aggregates: AggregatesOut
+    refresh_pending: bool = Field(default=False, description="A match, unmatch or confirm by a person (or an "
+                                  "accepted investigation) changed the reconciliation since its exceptions were last "
+                                  "refreshed: records and aggregates are brought up to date within a minute")
+
+
+class InvestigationOut(Model):
+    id: int
+    status: Literal["pending", "running", "completed", "failed"]
+    recommendation_text: str | None
+    confidence_score: float | None = Field(ge=0, le=1, description="0.9 and above is right at least 9 times in 10 "
+                                           "on the project's labelled set (bench/RESULTS.md)")
+    candidate_records_searched: int
+    suggested_record_ids: list[int]
+    filter_params: dict[str, Any]
+    error_message: str | None
+    accepted_match_id: int | None
+    completed_at: Timestamp | None
+    created_at: Timestamp
+
+
+class ExceptionDetailOut(ExceptionOut):
+    filtered_aggregates: AggregatesOut
+    comments: list[CommentOut]
+    investigation: InvestigationOut | None = Field(description="The latest investigation")
+    investigation_sessions: list[InvestigationOut] = Field(description="The five newest investigations")
+
+
+class ExceptionPage(Model):
+    data: list[ExceptionOut]
+    has_more: bool
+    offset: int
+
+
+class ExceptionsQuery(QueryModel):
+    reconciliation_id: Id | None = None
+    status: Literal["open", "investigating", "dismissed", "resolved"] | None = None
+    data_stream_key: str | None = Field(default=None, max_length=200)
+    assignee: str | None = Field(default=None, max_length=200)
+    offset: int = Field(default=0, ge=0, le=1_000_000)
+    limit: int = Field(default=25, ge=1, le=100)
+
+
+class ExceptionRecordsFilter(QueryModel):
+    amount_min: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    amount_max: int | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    date_from: date | None = None
+    date_to: date | None = None
+    direction: Literal["credit", "debit"] | None = None
+    age_bucket: Literal["lt_7d", "7_30d", "30_90d", "gt_90d"] | None = None
+    record_status: Literal["unreconciled", "pending_confirmation"] | None = Field(
+        default=None, description="`pending_confirmation`: the records a proposed match holds until a person confirms "
+                                  "or rejects it; `unreconciled`: the others")
+
+
+class ExceptionRecordsQuery(ExceptionRecordsFilter):
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class UpdateException(RequestModel):
+    title: Name | None = unchanged_when_absent()
+    description: Description | None = unchanged_when_absent()
+    status: Literal["open", "investigating", "dismissed", "resolved"] | None = unchanged_when_absent()
+
+
+class CreateAssignee(RequestModel):
+    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class CreateComment(RequestModel):
+    body: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    mentions: list[Id] = Field(default_factory=list, max_length=100)

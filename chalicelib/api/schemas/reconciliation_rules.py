@@ -1,0 +1,146 @@
+"""Bodies and answers of reconciliation rules. The bodies are checked whole by
+domain.rules.validate_rule (one place for every rule about rules); these models only document them."""
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeAlias
+
+from pydantic import ConfigDict, WithJsonSchema
+
+from chalicelib.api.schemas.common import Model, RequestModel, Timestamp, documented, unchanged_when_absent, when
+from chalicelib.domain.rules import (
+    MAX_CONDITIONS,
+    MAX_DAYS,
+    MAX_GROUP_FIELDS,
+    MAX_PRIORITY,
+    METADATA_KEY,
+    OPERATORS_BY_FIELD,
+    TEXT_FIELDS,
+    Cardinality,
+    Normalization,
+    Operator,
+)
+from chalicelib.domain.rules import MAX_NAME as MAX_RULE_NAME
+
+
+def _documented(schema: dict[str, Any], description: str | None = None) -> WithJsonSchema:
+    """The JSON schema of a field the models do not validate: Annotated[Any, _documented(...)]."""
+    return WithJsonSchema({**schema, **({"description": description} if description else {})})
+
+
+# What `similar` computes, said where its threshold is documented (docs/rules.md says the same).
+SIMILAR_THRESHOLD_DESCRIPTION = (
+    "similar: above 0, at most 1 (default 0.85). similar scores rapidfuzz's token_set_ratio / 100 of the "
+    "normalized texts: words in any order, a text whose every word the other has scores 1, extra words "
+    "lower the score (\"ACH CREDIT CUST110 INV-10158\" against \"Invoice INV-10158 CUST110\": 0.81); "
+    "for similar, whitespace and punctuation normalizations separate words")
+
+
+def _condition_schemas() -> list[dict[str, Any]]:
+    """One schema per shape a condition may take: which operators each field takes and which parameters
+    each operator needs, from the tables of domain.rules."""
+    metadata = {"type": "string", "pattern": METADATA_KEY.pattern, "examples": ["metadata.invoice_id"]}
+    text_field = {"anyOf": [{"type": "string", "enum": sorted(TEXT_FIELDS)}, metadata],
+                  "description": "description, external_id or metadata.<key>"}
+    normalize = {"type": "array", "items": {"type": "string", "enum": [n.value for n in Normalization]}}
+
+    def shape(title: str, field: dict[str, Any], operators: list[str], side_b: dict[str, Any] | None = None,
+              **parameters: dict[str, Any]) -> dict[str, Any]:
+        properties = {"field": field, "side_b_field": side_b or field,
+                      "operator": {"type": "string", "enum": operators}, **parameters}
+        required = ["field", "operator", *(p for p, s in parameters.items() if s.pop("required", False))]
+        return {"title": title, "type": "object", "required": required, "properties": properties,
+                "additionalProperties": False}
+
+    def only(name: str) -> dict[str, Any]:
+        return {"type": "string", "enum": [name]}
+
+    def operators(name: str) -> list[str]:
+        return sorted(o.value for o in OPERATORS_BY_FIELD[name])
+
+    return [
+        shape("amount equals", only("amount"), [Operator.EQUALS.value]),
+        shape("amount within tolerance (minor units)", only("amount"), [Operator.WITHIN.value],
+              tolerance={"type": "integer", "minimum": 0, "required": True}),
+        shape("amount within tolerance_percent", only("amount"), [Operator.WITHIN.value],
+              tolerance_percent={"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.01,
+                                 "required": True}),
+        shape("date equals", only("date"), [Operator.EQUALS.value]),
+        shape("date within days", only("date"), [Operator.WITHIN.value],
+              days={"type": "integer", "minimum": 0, "maximum": MAX_DAYS, "required": True}),
+        *(shape(f"{name} {' or '.join(operators(name))}", only(name), operators(name))
+          for name in ("direction", "currency")),
+        shape("text equals or contains", text_field, [Operator.EQUALS.value, Operator.CONTAINS.value], text_field,
+              normalize=normalize),
+        shape("text similar", text_field, [Operator.SIMILAR.value], text_field, normalize=normalize,
+              threshold={"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.85,
+                         "description": SIMILAR_THRESHOLD_DESCRIPTION}),
+    ]
+
+
+def _group_by_schema() -> dict[str, Any]:
+    field = {"anyOf": [{"type": "string", "enum": sorted(OPERATORS_BY_FIELD)},
+                       {"type": "string", "pattern": METADATA_KEY.pattern, "examples": ["metadata.invoice_id"]}]}
+    fields = {"type": "array", "items": field, "maxItems": MAX_GROUP_FIELDS}
+    return {"type": "object", "properties": {"side_a": fields, "side_b": fields}}
+
+
+def _grouping_rules() -> list[dict[str, Any]]:
+    """A side is grouped only by a cardinality that takes several records of it."""
+    def ungrouped(side: str, groups: str) -> dict[str, Any]:
+        return when({"properties": {"cardinality": {"enum": [c.value for c in Cardinality
+                                                             if getattr(c, groups) is False]}}},
+                    {"properties": {"group_by": {"properties": {side: {"maxItems": 0}}}}})
+    return [ungrouped("side_a", "groups_a"), ungrouped("side_b", "groups_b")]
+
+
+RuleName: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "minLength": 1, "maxLength": MAX_RULE_NAME, "pattern": r"\S",
+     "examples": ["Amount and date"]}, "Required on create")]
+RulePriority: TypeAlias = Annotated[Any, _documented({"type": "integer", "minimum": 1, "maximum": MAX_PRIORITY},
+                                                     "Unique within the reconciliation; lower runs first (default 1)")]
+RuleCardinality: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "enum": [c.value for c in Cardinality]}, "Default one_to_one")]
+RuleGroupBy: TypeAlias = Annotated[Any, _documented(_group_by_schema(),
+                                                    "Fields that group the records of the many side(s)")]
+RuleConditions: TypeAlias = Annotated[Any, _documented(
+    {"type": "array", "items": {"anyOf": _condition_schemas()}, "minItems": 1, "maxItems": MAX_CONDITIONS},
+    f"1 to {MAX_CONDITIONS} conditions, all must hold")]
+RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
+
+
+class RuleBody(RequestModel):
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules()))
+    name: RuleName = unchanged_when_absent()
+    priority: RulePriority = unchanged_when_absent()
+    cardinality: RuleCardinality = unchanged_when_absent()
+    group_by: RuleGroupBy = unchanged_when_absent()
+    conditions: RuleConditions = unchanged_when_absent()
+    auto_confirm: RuleFlag = unchanged_when_absent()
+    active: RuleFlag = unchanged_when_absent()
+
+    def given(self) -> dict[str, Any]:
+        """The fields the client sent, as sent."""
+        return self.model_dump(exclude_unset=True)
+
+
+class NewRuleBody(RuleBody):
+    """A rule's create body: name and conditions are required (they are checked with the rest, in one 422)."""
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules(), required=["name", "conditions"]))
+
+
+class ReconciliationRuleOut(Model):
+    id: int
+    reconciliation_id: int
+    name: str
+    priority: int
+    cardinality: str
+    group_by: dict[str, list[str]]
+    conditions: list[dict[str, Any]]
+    auto_confirm: bool
+    active: bool
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class ReconciliationRuleList(Model):
+    data: list[ReconciliationRuleOut]

@@ -1,0 +1,63 @@
+"""Answers of reconciliation runs and of a rule's dry run."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from chalicelib.api.schemas.common import Model, ResponseModel, Timestamp
+
+
+class RunOut(ResponseModel):
+    id: int
+    reconciliation_id: int
+    kind: Literal["batch", "continuous"]
+    status: Literal["pending", "running", "completed", "failed"]
+    trigger: Literal["manual", "schedule", "agent", "records_ingested", "reconciliation_changed"]
+    total_records: int
+    processed_records: int
+    matched_records: int
+    rule_summary: dict[str, Any] = Field(description="{rule_id: matched_record_count, unmatched: {side_a, side_b}}")
+    progress: float = Field(ge=0, le=100)
+    error_message: str | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    completed_at: Timestamp | None
+
+
+class RunPage(Model):
+    data: list[RunOut]
+    next_cursor: str | None
+    limit: int
+
+
+class DryRunMatchOut(Model):
+    status: Literal["confirmed", "proposed"]
+    group_key: str
+    side_a_record_ids: list[int]
+    side_b_record_ids: list[int]
+    differences: dict[str, Any]
+
+
+class ConditionExclusionOut(Model):
+    condition: int = Field(description="Position of the condition in the rule's `conditions`, from 0")
+    field: str
+    operator: str
+    excluded_pairs: int | None = Field(description=(
+        "Candidate pairs (of the records, or groups, the rule compares, among those left to it) that meet "
+        "every other condition of the rule but not this one. null when counting them would take more than "
+        "1,000,000 pairs, and for the amount conditions of a grouped rule without a group key (a subset "
+        "search sums those amounts)"))
+
+
+class DryRunOut(Model):
+    reconciliation_rule_id: int
+    open_records: dict[str, int] = Field(description="{side_a, side_b}: open records the rule was tried on")
+    taken_by_earlier_rules: int = Field(description="Records the active rules of higher priority would match first")
+    matches: int
+    proposed: int
+    matched_records: int
+    sample: list[DryRunMatchOut]
+    excluded_by_condition: list[ConditionExclusionOut] | None = Field(default=None, description=(
+        "One entry a condition, in the rule's order: how many candidate pairs it alone turned away. "
+        "null when the rule is inactive (it would match nothing)"))
