@@ -1,11 +1,39 @@
-"""UTC timestamps in the API's format (ISO 8601 with `Z`)."""
+"""UTC timestamps in the API's format (ISO 8601 with `Z`), and the clock every `utc_now()` reads:
+the system's, unless a test gives its own for a block (`clock_in_use`)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def current(self) -> datetime: ...
+
+
+class SystemClock:
+    def current(self) -> datetime:
+        return datetime.now(UTC)
+
+
+_clock: Clock = SystemClock()
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    return _clock.current()
+
+
+@contextmanager
+def clock_in_use(clock: Clock) -> Iterator[Clock]:
+    """Every `utc_now()` answers from `clock` until the block ends (one seam, however the caller
+    imported `utc_now`)."""
+    global _clock
+    previous, _clock = _clock, clock
+    try:
+        yield clock
+    finally:
+        _clock = previous
 
 
 def iso(moment: datetime) -> str:

@@ -5,8 +5,7 @@ stays runnable while those change). When they disagree, the adapter is the truth
 from __future__ import annotations
 
 import json
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cached_property
 
 import pytest
@@ -39,11 +38,12 @@ from chalicelib.adapters.queues import WorkQueue
 from chalicelib.adapters.run_files import RunFiles
 from chalicelib.adapters.secrets import SecretsManagerBrowserSecrets
 from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
-from chalicelib.domain import clock as clock_module
+from chalicelib.domain.clock import clock_in_use
 from chalicelib.local.provision import provision
 from chalicelib.settings import Settings
 from tests.conftest import REGION, TEST_PARAMETERS
 from tests.fakes import fake_ports
+from tests.fakes.clock import FrozenClock
 
 
 class FakeBackend:
@@ -373,34 +373,8 @@ def workflows(backend):
     return backend.workflows
 
 
-class Clock:
-    """Time as `utc_now` tells it to the adapters and the fakes: frozen at `now` once set."""
-
-    def __init__(self) -> None:
-        self.now: datetime | None = None
-
-    def set(self, moment: datetime) -> datetime:
-        self.now = moment
-        return moment
-
-    def advance(self, **delta: float) -> datetime:
-        assert self.now is not None, "set the clock first"
-        self.now += timedelta(**delta)
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch):
-    """Freezes `utc_now` wherever it was imported (the adapters', the fakes' and the domain's modules)."""
-    original = clock_module.utc_now
-    frozen = Clock()
-
-    def now() -> datetime:
-        return frozen.now if frozen.now is not None else original()
-
-    for name, module in list(sys.modules.items()):
-        if (name.startswith("chalicelib") or name.startswith("tests.fakes")) and \
-                getattr(module, "utc_now", None) is original:
-            monkeypatch.setattr(module, "utc_now", now)
-    frozen.set(datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC))
-    return frozen
+def clock():
+    """`utc_now` frozen for the adapters, the fakes and the domain, moved by `clock.advance(...)`."""
+    with clock_in_use(FrozenClock(datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC))) as frozen:
+        yield frozen

@@ -1,15 +1,10 @@
 """Time as `chalicelib.domain.clock.utc_now` tells it to the services, the adapters and the fakes,
-frozen and moved by hand: `freeze(monkeypatch)` replaces `utc_now` wherever it was imported. The
+frozen and moved by hand: `with clock_in_use(FrozenClock())` gives it to them for a block. The
 fakes answer in microseconds where DynamoDB answers in milliseconds or more, so a test whose
 outcome hangs on one moment being later than another moves the clock rather than wait."""
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
-
-import pytest
-
-from chalicelib.domain import clock as clock_module
 
 START = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -18,6 +13,9 @@ class FrozenClock:
     def __init__(self, now: datetime = START) -> None:
         self.now = now
 
+    def current(self) -> datetime:
+        return self.now
+
     def set(self, moment: datetime) -> datetime:
         self.now = moment
         return moment
@@ -25,19 +23,3 @@ class FrozenClock:
     def advance(self, **delta: float) -> datetime:
         self.now += timedelta(**delta)
         return self.now
-
-
-def freeze(monkeypatch: pytest.MonkeyPatch, at: datetime = START) -> FrozenClock:
-    """`utc_now` answers `clock.now` in every module of chalicelib and tests that imported it (and
-    is imported by then: import what you test before freezing)."""
-    original = clock_module.utc_now
-    frozen = FrozenClock(at)
-
-    def now() -> datetime:
-        return frozen.now
-
-    for name, module in list(sys.modules.items()):
-        if (name.startswith("chalicelib") or name.startswith("tests.")) and \
-                getattr(module, "utc_now", None) is original:
-            monkeypatch.setattr(module, "utc_now", now)
-    return frozen

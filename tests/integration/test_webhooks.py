@@ -19,12 +19,13 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.webhook_sender import HttpWebhookSender
+from chalicelib.domain.clock import clock_in_use
 from chalicelib.domain.events import make_event
 from chalicelib.domain.webhooks import MAX_ATTEMPTS, UNFINISHED_ERROR, UrlPolicy, WebhookRequest
 from chalicelib.handlers import sweeper
 from chalicelib.services import webhooks as webhook_service
 from chalicelib.services.api_keys import create_key
-from tests.fakes.clock import freeze
+from tests.fakes.clock import FrozenClock
 
 EVENT_TIME = datetime(2024, 5, 1, 11, 59, tzinfo=UTC)
 
@@ -94,9 +95,9 @@ def receivers():
 
 
 @pytest.fixture
-def clock(monkeypatch, services):
-    import chalicelib.api.webhook_endpoints  # noqa: F401 (imported before the clock is frozen)
-    return freeze(monkeypatch)
+def clock(services):
+    with clock_in_use(FrozenClock()) as frozen:
+        yield frozen
 
 
 def use_sender(services, sender) -> None:

@@ -3,11 +3,12 @@ AWS, no API, no state machine: `FakeWorkflows` records the executions started an
 Data is built through the services, as a client's requests would build it."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
-from chalicelib.domain.clock import utc_now
+from chalicelib.domain.clock import clock_in_use, utc_now
 from chalicelib.domain.data_streams import StreamType
 from chalicelib.domain.ingestion import ItemStatus, OnConflict
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
@@ -19,7 +20,7 @@ from chalicelib.services.matches import used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.reconciliations import create_reconciliation
 from tests.fakes import fake_ports
-from tests.fakes.clock import FrozenClock, freeze
+from tests.fakes.clock import FrozenClock
 
 ENV = "acme"
 
@@ -64,9 +65,10 @@ def ports() -> Ports:
 
 
 @pytest.fixture
-def clock(monkeypatch) -> FrozenClock:
+def clock() -> Iterator[FrozenClock]:
     """`utc_now` frozen at the present (to the microsecond), moved by `clock.advance(...)`."""
-    return freeze(monkeypatch, utc_now())
+    with clock_in_use(FrozenClock(utc_now())) as frozen:
+        yield frozen
 
 
 @pytest.fixture
