@@ -30,7 +30,7 @@ from chalicelib.domain.ingestion import (
     JobStatus,
 )
 from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
-from chalicelib.domain.matches import Match, MatchMember, MatchStatus
+from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchMember, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,
     ExceptionRecord,
@@ -470,6 +470,8 @@ class Limits:
     run_records: int = RUN_RECORDS
     # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
     stuck_import_after: timedelta = STUCK_AFTER
+    # A run's match with more members than this keeps their money beside them (a story's trace reads it).
+    keep_money_from: int = KEEP_MONEY_FROM
     agent: AgentLimits = AgentLimits()
 
 

@@ -36,7 +36,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
-from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchStatus
+from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
@@ -318,7 +318,7 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     written = write_matches(ports, [(m, members) for m, members in batch if m.id not in done_before], uses)
-    money = members_money(members, KEEP_MONEY_FROM)
+    money = members_money(members, ports.limits.keep_money_from)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
             ports.matches.keep_money(environment, match.id, kept)

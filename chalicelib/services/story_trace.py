@@ -29,9 +29,11 @@ from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import HeldRecord
 from chalicelib.domain.stories import Story, StoryLink
 from chalicelib.domain.story_trace import (
+    DENSE_RUN,
     MAX_FOLLOWED_HOPS,
     MAX_HOP_RECORDS,
     MAX_STEP_HOPS,
+    RANGE_IDS,
     Hop,
     HopLink,
     HopRecords,
@@ -63,11 +65,22 @@ READ_THREADS = 8  # requests in flight at once
 IDS_PER_READ = 300  # ids a thread reads at a time (BatchGetItem takes 100 a request)
 WHOLE_UP_TO = 200  # records a step goes on by, read whole; more are read projected (Passing)
 
+
+@dataclass(frozen=True)
+class TraceBounds:
+    """How far a trace goes and how it reads; the defaults are the service's (tests make them small)."""
+    followed_hops: int = MAX_FOLLOWED_HOPS
+    whole_up_to: int = WHOLE_UP_TO
+    keep_money_from: int = KEEP_MONEY_FROM  # a match with more members keeps its money once read whole
+    dense_run: int = DENSE_RUN  # see dense_runs
+    range_ids: int = RANGE_IDS
+
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) -> StoryTrace:
+def trace_record(ports: Ports, environment: str, story_id: int, record_id: int,
+                 bounds: TraceBounds = TraceBounds()) -> StoryTrace:
     """The story's hops from the links the record starts in, followed outwards (404 for an unknown
     story or record, 422 when the record's stream is in no link of the story)."""
     story = ports.stories.get(environment, story_id)
@@ -80,7 +93,7 @@ def trace_record(ports: Ports, environment: str, story_id: int, record_id: int) 
     if not starts:
         raise ValidationFailed.on("record_id", f"record {record_id}'s data stream is not in this story")
     walk = _Walk(ports, environment, story, reconciliations, _shared_streams(ports, environment, story),
-                 StartLinks(starts, len(story.links)))
+                 StartLinks(starts, len(story.links)), bounds)
     walk.known[traced.record.id] = traced
     walk.passing[traced.record.id] = Passing.of(traced)
     hops = tuple(walk.start(position, traced) for position in sorted(starts))
@@ -119,6 +132,7 @@ class _Walk:
     reconciliations: dict[int, Reconciliation]
     streams: dict[str, StreamRef]
     starts: StartLinks
+    bounds: TraceBounds
     known: dict[int, HeldRecord] = field(default_factory=dict)  # read whole
     passing: dict[int, Passing] = field(default_factory=dict)  # every record read, whole or projected
     followed: int = 0
@@ -137,10 +151,10 @@ class _Walk:
     def _step(self, position: int, direction: TraceDirection, via_key: str,
               entering: Sequence[Passing]) -> tuple[list[Hop], list[Lead]]:
         """The hops the records entering link `position` lead to, each followed on, and the leads
-        left out (beyond MAX_STEP_HOPS, or beyond the budget of MAX_FOLLOWED_HOPS)."""
+        left out (beyond MAX_STEP_HOPS, or beyond the budget of `bounds.followed_hops`)."""
         found = [lead for lead in self._leads(self._link(position), entering)
                  if lead.match is None or lead.match.id not in self.shown_matches]
-        room = max(0, MAX_FOLLOWED_HOPS - self.followed)
+        room = max(0, self.bounds.followed_hops - self.followed)
         if room < min(len(found), MAX_STEP_HOPS):
             self.truncated = True
         shown, left = found[:min(MAX_STEP_HOPS, room)], found[min(MAX_STEP_HOPS, room):]
@@ -189,10 +203,10 @@ class _Walk:
         """Where the entering records go in the link, their matches read in one batch."""
         match_ids = {i for held in entering if (i := held.match_in(link.reconciliation_id)) is not None}
         matches: dict[int, MatchState] = {}
-        for part in _ranged(list(match_ids), lambda low, high: self.ports.matches.matches_between(
-                                self.environment, link.reconciliation_id, low, high),
-                            lambda ids: {i: MatchState.of(m) for i, m in
-                                         self.ports.matches.find_many(self.environment, ids).items()}):
+        for part in self._ranged(list(match_ids), lambda low, high: self.ports.matches.matches_between(
+                                     self.environment, link.reconciliation_id, low, high),
+                                 lambda ids: {i: MatchState.of(m) for i, m in
+                                              self.ports.matches.find_many(self.environment, ids).items()}):
             matches.update((i, m) for i, m in part.items() if i in match_ids)
         return leads(entering, link.reconciliation_id, matches)
 
@@ -220,7 +234,7 @@ class _Walk:
                 whole.update(shown_order(member_ids, _ids(lead))[:MAX_HOP_RECORDS])
                 going_on.update(m.record_id for m in members if m.data_stream_key in onward)
         going_on -= whole | set(self.passing)
-        if len(going_on) <= WHOLE_UP_TO:
+        if len(going_on) <= self.bounds.whole_up_to:
             whole |= going_on
         else:
             self._read_records(going_on, stream_of, whole=False)
@@ -235,7 +249,7 @@ class _Walk:
         if money is not None:
             return _MatchRead(members, match_records(member_ids, records, _ids(lead), money))
         read = hop_records(records.values(), _ids(lead))
-        if len(member_ids) > KEEP_MONEY_FROM and len(records) == len(member_ids):
+        if len(member_ids) > self.bounds.keep_money_from and len(records) == len(member_ids):
             try:
                 self.ports.matches.keep_money(self.environment, match_id, {m.currency: m for m in read.totals})
             except Exception:  # only a later trace's speed depends on it: this one answers anyway
@@ -253,17 +267,28 @@ class _Walk:
         held_by = [link.reconciliation_id for link in self.story.links]
         for stream_key, ids in by_stream.items():
             if not whole:
-                for passed in _ranged(ids, partial(claims.passing_between, self.environment, stream_key,
-                                                   reconciliation_ids=held_by),
-                                      lambda part: claims.passing(self.environment, part, held_by)):
+                for passed in self._ranged(ids, partial(claims.passing_between, self.environment, stream_key,
+                                                        reconciliation_ids=held_by),
+                                           lambda part: claims.passing(self.environment, part, held_by)):
                     self.passing.update((p.id, p) for p in passed if p.id in wanted)
                 continue
-            for part in _ranged(ids, partial(claims.held_records_between, self.environment, stream_key),
-                                partial(claims.held_records, self.environment)):
+            for part in self._ranged(ids, partial(claims.held_records_between, self.environment, stream_key),
+                                     partial(claims.held_records, self.environment)):
                 for held in part:
                     if held.record.id in wanted:
                         self.known[held.record.id] = held
                         self.passing[held.record.id] = Passing.of(held)
+
+    def _ranged(self, ids: Sequence[int], by_range: Callable[[int, int], V],
+                by_keys: Callable[[list[int]], V]) -> list[V]:
+        """Read ids as dense runs by range and the rest by key (IDS_PER_READ at a time), READ_THREADS
+        reads in flight: a run's matches and an import's records have ids one after the other, and a
+        range costs a fraction of reading each id by key."""
+        runs, rest = dense_runs(ids, min_run=self.bounds.dense_run, per_range=self.bounds.range_ids)
+        reads: list[Callable[[], V]] = [partial(by_range, low, high) for low, high in runs]
+        reads += [partial(by_keys, list(rest[start:start + IDS_PER_READ]))
+                  for start in range(0, len(rest), IDS_PER_READ)]
+        return _each_in_parallel(lambda read: read(), reads)
 
     def _link(self, position: int) -> StoryLink:
         return next(link for link in self.story.links if link.position == position)
@@ -273,16 +298,6 @@ class _Walk:
         return HopLink(id=link.id, position=link.position, role=link.role.value,
                        reconciliation_id=link.reconciliation_id,
                        reconciliation_name=reconciliation.name if reconciliation else "")
-
-
-def _ranged(ids: Sequence[int], by_range: Callable[[int, int], V], by_keys: Callable[[list[int]], V]) -> list[V]:
-    """Read ids as dense runs by range and the rest by key (IDS_PER_READ at a time), READ_THREADS
-    reads in flight: a run's matches and an import's records have ids one after the other, and a
-    range costs a fraction of reading each id by key."""
-    runs, rest = dense_runs(ids)
-    reads: list[Callable[[], V]] = [partial(by_range, low, high) for low, high in runs]
-    reads += [partial(by_keys, list(rest[start:start + IDS_PER_READ])) for start in range(0, len(rest), IDS_PER_READ)]
-    return _each_in_parallel(lambda read: read(), reads)
 
 
 def _each_in_parallel(read: Callable[[K], V], items: Sequence[K]) -> list[V]:

@@ -1,5 +1,7 @@
 """GET /reconciliation_stories/{id}/trace over the API on moto, after real runs: orders -> charges
 (one to one by order) -> payouts (many charges to one payout) -> bank (one to one by amount)."""
+from dataclasses import replace
+
 import pytest
 
 from chalicelib.services.api_keys import create_key
@@ -137,9 +139,8 @@ def test_the_openapi_document_lists_the_trace(api):
 
 
 @pytest.fixture
-def money_kept_from_three(monkeypatch):
-    from chalicelib.services import reconciliation_runs
-    monkeypatch.setattr(reconciliation_runs, "KEEP_MONEY_FROM", 3)
+def money_kept_from_three(services):
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, keep_money_from=3))
 
 
 def test_a_run_keeps_the_money_of_a_big_match_as_it_writes_it(money_kept_from_three, story):

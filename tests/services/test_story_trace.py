@@ -12,7 +12,7 @@ from chalicelib.domain.story_trace import BreakReason, TraceDirection
 from chalicelib.domain.tallies import CurrencyAmounts
 from chalicelib.services import stories
 from chalicelib.services.reconciliation_rules import create_rule
-from chalicelib.services.story_trace import trace_record
+from chalicelib.services.story_trace import TraceBounds, trace_record
 from tests.services.conftest import ENV, matched_by_a_run, new_reconciliation, record, streams
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -55,8 +55,8 @@ class Chain:
         self.match(2, charges, payout)
         return orders, charges, payout
 
-    def trace(self, record_id: int):
-        return trace_record(self.ports, ENV, self.story.id, record_id)
+    def trace(self, record_id: int, **bounds):
+        return trace_record(self.ports, ENV, self.story.id, record_id, TraceBounds(**bounds))
 
 
 @pytest.fixture
@@ -203,12 +203,10 @@ def test_twelve_matched_charges_upstream_show_ten_hops_breaks_first_and_summaris
     assert left.breaks == {"unmatched": 0, "proposed": 0, "exception": 0}
 
 
-def test_the_budget_of_followed_hops_truncates_and_says_so(chain, monkeypatch):
-    from chalicelib.services import story_trace
+def test_the_budget_of_followed_hops_truncates_and_says_so(chain):
     orders, charges, [payout] = chain.paid_orders(5)
-    monkeypatch.setattr(story_trace, "MAX_FOLLOWED_HOPS", 4)
 
-    trace = chain.trace(payout)
+    trace = chain.trace(payout, followed_hops=4)
 
     start = trace.hops[0]
     assert trace.truncated and len(start.next) == 3 and start.next_omitted.hops == 2
@@ -230,8 +228,6 @@ def test_unknown_story_or_record_is_not_found_and_a_record_outside_the_story_is_
 
 
 def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_it_shows(chain, monkeypatch):
-    from chalicelib.services import story_trace
-    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 20)
     orders, charges, [payout] = chain.paid_orders(25, amount=120)
     [deposit] = chain.records("bank", 3000)
     chain.match(3, [payout], [deposit])
@@ -240,9 +236,9 @@ def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_i
     monkeypatch.setattr(chain.ports.claims, "held_records",
                         lambda environment, ids: read.extend(ids) or held_records(environment, ids))
 
-    first = chain.trace(orders[0])
+    first = chain.trace(orders[0], keep_money_from=20)
     read_first, read[:] = len(read), []
-    second = chain.trace(orders[0])
+    second = chain.trace(orders[0], keep_money_from=20)
 
     assert second == first
     payout_hop = second.hops[0].next[0]
@@ -255,23 +251,17 @@ def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_i
 
 
 def test_a_trace_answers_when_keeping_a_matchs_money_fails(chain, monkeypatch):
-    from chalicelib.services import story_trace
-    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 20)
     orders, _, _ = chain.paid_orders(25, amount=120)
 
     def refuse(*_):
         raise RuntimeError("throttled")
     monkeypatch.setattr(chain.ports.matches, "keep_money", refuse)
 
-    payout_hop = chain.trace(orders[0]).hops[0].next[0]
+    payout_hop = chain.trace(orders[0], keep_money_from=20).hops[0].next[0]
     assert payout_hop.records.totals == (CurrencyAmounts("USD", 26, 6000, 0, 2),)
 
 
 def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monkeypatch):
-    from functools import partial
-
-    from chalicelib.domain.story_trace import dense_runs
-    from chalicelib.services import story_trace
     orders, charges, [payout] = chain.paid_orders(12, amount=100)
     by_key = chain.trace(payout)
     ranges: list[tuple[str, int, int]] = []
@@ -281,9 +271,8 @@ def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monke
         ("records", low, high)) or records_between(env, key, low, high))
     monkeypatch.setattr(matches, "matches_between", lambda env, rid, low, high: ranges.append(
         ("matches", low, high)) or matches_between(env, rid, low, high))
-    monkeypatch.setattr(story_trace, "dense_runs", partial(dense_runs, min_run=3, per_range=5))
 
-    assert chain.trace(payout) == by_key
+    assert chain.trace(payout, dense_run=3, range_ids=5) == by_key
     assert {kind for kind, _, _ in ranges} == {"records", "matches"}  # the charges, then their order matches
 
 
@@ -304,8 +293,6 @@ def test_a_match_two_branches_reach_is_shown_once_under_the_first(chain):
 
 
 def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whole(chain, monkeypatch):
-    from chalicelib.services import story_trace
-    monkeypatch.setattr(story_trace, "KEEP_MONEY_FROM", 5)
     orders = chain.records("orders", *[250] * 24)
     charges = chain.records("charges", *[250] * 24)
     for order, charge in zip(orders, charges, strict=True):
@@ -315,17 +302,16 @@ def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whol
     assert chain.ports.exceptions.hold_record(ENV, held, chain.recons[0].id, 77)
     [payout] = chain.records("payouts", 6000 + 40 + 41 + 42)
     chain.match(2, charges + loose + [held], [payout])
-    first = chain.trace(payout)  # keeps the payout's money: the next read only what they show
-    whole = chain.trace(payout)
+    first = chain.trace(payout, keep_money_from=5)  # keeps the payout's money: the next read only what they show
+    whole = chain.trace(payout, keep_money_from=5)
     projected: list[int] = []
     claims = chain.ports.claims
     passing, passing_between = claims.passing, claims.passing_between
     monkeypatch.setattr(claims, "passing", lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons))
     monkeypatch.setattr(claims, "passing_between", lambda env, key, low, high, reconciliation_ids: projected.extend(
         range(low, high + 1)) or passing_between(env, key, low, high, reconciliation_ids))
-    monkeypatch.setattr(story_trace, "WHOLE_UP_TO", 0)
 
-    assert chain.trace(payout) == whole == first
+    assert chain.trace(payout, keep_money_from=5, whole_up_to=0) == whole == first
     # The payout's hop shows 19 charges, read whole; the 8 others are read projected.
     assert set(projected) & set(charges + loose + [held]) == set(charges[19:] + loose + [held])
     assert [hop.break_.reason for hop in whole.hops[0].next[:2]] == [BreakReason.UNMATCHED, BreakReason.EXCEPTION]
