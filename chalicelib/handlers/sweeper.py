@@ -2,7 +2,7 @@
 no event stays unsent, no request whose process died stays out of the audit trail."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from chalicelib.container import container
 from chalicelib.observability import logger
@@ -17,6 +17,7 @@ from chalicelib.services import (
     webhooks,
 )
 from chalicelib.services.ingestion import sweeper as ingestion_sweeper
+from chalicelib.services.ports import Ports
 
 
 class SweepFailed(Exception):
@@ -30,28 +31,31 @@ class SweepFailed(Exception):
         self.failed = failed
 
 
-def sweep_task() -> None:
+# Each step on its own, in this order: what is owed to clients and auditors (events, audit entries)
+# goes first, since the exception refresh can take minutes.
+SweepStep = tuple[str, Callable[[Ports], int | dict[str, int]]]
+SWEEP_STEPS: tuple[SweepStep, ...] = (
+    ("published_parked_events", events.publish_parked),
+    ("unfinished_requests_audited", audit.record_unfinished),
+    ("imports", ingestion_sweeper.sweep),
+    ("recounted_streams", data_streams.sweep_recounts),
+    ("runs", reconciliation_runs.sweep),
+    ("rolled_back_matches", matches.sweep_pending),
+    ("refreshed_exceptions", reconciliation_exceptions.sweep),
+    ("abandoned_investigations", investigations.sweep),
+    ("queued_webhook_deliveries", webhooks.sweep),
+)
+
+
+def sweep_task(ports: Ports | None = None, steps: Sequence[SweepStep] = SWEEP_STEPS) -> None:
     """Each step on its own: one that fails (a throttled read, say) is logged and stops no other;
-    the sweep then fails (SweepFailed) so that the failure shows in the function's metrics.
-    What is owed to clients and auditors (events, audit entries) goes first: the exception refresh
-    can take minutes."""
-    ports = container().ports
+    the sweep then fails (SweepFailed) so that the failure shows in the function's metrics."""
+    ports = ports or container().ports
     counts: dict[str, int] = {}
-    steps: list[tuple[str, Callable[[], int | dict[str, int]]]] = [
-        ("published_parked_events", lambda: events.publish_parked(ports)),
-        ("unfinished_requests_audited", lambda: audit.record_unfinished(ports)),
-        ("imports", lambda: ingestion_sweeper.sweep(ports)),
-        ("recounted_streams", lambda: data_streams.sweep_recounts(ports)),
-        ("runs", lambda: reconciliation_runs.sweep(ports)),
-        ("rolled_back_matches", lambda: matches.sweep_pending(ports)),
-        ("refreshed_exceptions", lambda: reconciliation_exceptions.sweep(ports)),
-        ("abandoned_investigations", lambda: investigations.sweep(ports)),
-        ("queued_webhook_deliveries", lambda: webhooks.sweep(ports)),
-    ]
     failed: list[str] = []
     for name, step in steps:
         try:
-            done = step()
+            done = step(ports)
         except Exception:
             logger.exception("a sweep step failed", extra={"step": name})
             failed.append(name)
