@@ -417,16 +417,30 @@ def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_anno
     assert entry["summary"]["event_id"] == resolved["id"]
 
 
+class _Unreachable:
+    """The bus refuses the events and the ledger cannot park them: once held, an event has nowhere to
+    go but its hold. Everything else goes to the ledger it wraps."""
+
+    def __init__(self, ledger) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str):
+        return getattr(self._ledger, name)
+
+    def publish(self, *_args) -> None:
+        raise RuntimeError("the bus is unreachable")
+
+    def park(self, *_args) -> None:
+        raise RuntimeError("the table is unreachable")
+
+
 def test_a_change_whose_event_could_not_be_sent_still_answers_and_the_sweeper_sends_it(
-        api, services, ingest, reconciliation, bus, monkeypatch):
+        api, services, ingest, reconciliation, bus):
     ids = ingest(record("bank", 1, 500)) + ingest(record("ledger", 1, 500))
-
-    def unreachable(*_args, **_kwargs):
-        raise RuntimeError("the bus and the table are both unreachable")
-
-    monkeypatch.setattr(event_service, "_send", unreachable)
+    reachable = services.ports
+    services.ports = replace(reachable, events=_Unreachable(None), event_ledger=_Unreachable(reachable.event_ledger))
     response = api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"], "record_ids": ids})
-    monkeypatch.undo()
+    services.ports = reachable
     assert response.status_code == 201 and bus.events("reconciliation_match.created") == []
 
     assert _sweep_after(services, timedelta(minutes=3)) == 1
