@@ -1,23 +1,29 @@
 """The service's configuration: one pydantic model, and the only place that reads os.environ."""
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.fields import FieldInfo
 
 from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
 from chalicelib.domain.parsers.statements import MAX_STATEMENT_BYTES
 from chalicelib.domain.runs import CHUNK_RECORDS, MAX_RUN_CHUNKS, RUN_RECORDS
 from chalicelib.domain.webhooks import TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS
 
+ENVIRONMENT_PREFIX = "RECON_"
 
-class Settings(BaseSettings):
+
+class Settings(BaseModel):
+    """Each field from the environment: `RECON_<FIELD>` (any case), or the names its alias lists;
+    what the code gives wins. (A plain model: pydantic-settings cost every cold start 0.13 s of
+    CPU to import, for this one reader.)"""
     # populate_by_name: Settings(region=...) in code sets the field too (aliases are for the environment).
-    model_config = SettingsConfigDict(env_prefix="RECON_", extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
 
     stage: str = "dev"
     table_name: str = "recon-dev"
@@ -126,6 +132,22 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_under_what_is_given(cls, given: Any) -> Any:
+        if not isinstance(given, dict):
+            return given
+        environment = {name.upper(): value for name, value in os.environ.items()}
+        found: dict[str, str] = {}
+        for name, field in cls.model_fields.items():
+            names = _environment_names(name, field)
+            if name in given or any(n in given for n in names):
+                continue
+            value = next((environment[n.upper()] for n in names if n.upper() in environment), None)
+            if value is not None:
+                found[name] = value
+        return {**found, **given}
+
     @model_validator(mode="after")
     def _a_largest_run_fits_one_execution(self) -> Settings:
         chunks = -(-self.max_run_records // (self.run_chunk_records // 2))  # a chunk may hold half its size
@@ -144,6 +166,15 @@ class Settings(BaseSettings):
             return frozenset()
         ports = {urlsplit(url).port for url in (self.dynamodb_endpoint, self.aws_endpoint, self.s3_endpoint) if url}
         return frozenset(port for port in ports if port) | {self.port}
+
+
+def _environment_names(name: str, field: FieldInfo) -> list[str]:
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return [choice for choice in alias.choices if isinstance(choice, str)]
+    if isinstance(alias, str):
+        return [alias]
+    return [ENVIRONMENT_PREFIX + name.upper()]
 
 
 @lru_cache(maxsize=1)
