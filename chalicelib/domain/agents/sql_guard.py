@@ -47,12 +47,18 @@ def check_select(sql: str) -> str:
         return _check_select(sql)
     except SqlRefused:
         raise
-    except RecursionError:
-        raise SqlRefused("the statement is nested too deeply to check") from None
     except Exception as error:  # noqa: BLE001 - a statement the guard cannot check is refused, never run
-        detail = f" ({_first_line(str(error))[:200]})" if str(error).strip() else ""
-        raise SqlRefused(f"could not check this statement: {type(error).__name__}{detail}; "
-                         f"write it more plainly (SELECT ... FROM {TABLE} with WHERE, JOIN, GROUP BY)") from None
+        raise refusal_for(error) from None
+
+
+def refusal_for(error: Exception) -> SqlRefused:
+    """What the model is told when the guard itself failed on a statement (sqlglot's trees hold
+    surprises): the failure, and a plainer shape to try."""
+    if isinstance(error, RecursionError):
+        return SqlRefused("the statement is nested too deeply to check")
+    detail = f" ({_first_line(str(error))[:200]})" if str(error).strip() else ""
+    return SqlRefused(f"could not check this statement: {type(error).__name__}{detail}; "
+                      f"write it more plainly (SELECT ... FROM {TABLE} with WHERE, JOIN, GROUP BY)")
 
 
 def _check_select(sql: str) -> str:
