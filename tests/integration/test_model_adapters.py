@@ -3,6 +3,7 @@ scripted Converse and Chat Completions servers (tests/support/model_servers.py).
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import traceback
 
@@ -531,19 +532,23 @@ def test_chat_asking_beyond_the_script_fails_visibly(chat, sleeps):
 
 
 @pytest.fixture
-def logged(monkeypatch):
-    """What the adapters log, as text: their logger replaced by a recorder (the service's logger
-    may not reach pytest's capture, depending on what earlier tests of the process did)."""
-    from chalicelib.adapters import language_models
+def logged():
+    """What the adapters log, as the service prints it: a handler beside the service's own on its
+    logger, with its formatter (pytest's capture may not see it, depending on earlier tests)."""
+    from chalicelib.observability import logger
 
     lines: list[str] = []
 
-    class Recorder:
-        def __getattr__(self, level):
-            return lambda message, *args, **kwargs: lines.append(f"{level} {message} {args} {kwargs}")
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
 
-    monkeypatch.setattr(language_models, "logger", Recorder())
-    return lines
+    keep = Keep()
+    keep.setFormatter(logger.registered_formatter)
+    target = logging.getLogger(logger.name)
+    target.addHandler(keep)
+    yield lines
+    target.removeHandler(keep)
 
 
 def test_chat_the_key_is_sent_as_a_bearer_and_never_shown(chat, sleeps, logged):
