@@ -22,7 +22,7 @@ from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso
-from chalicelib.domain.investigations.jobs import Investigation
+from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
     ExceptionComment,

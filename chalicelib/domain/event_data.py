@@ -10,7 +10,7 @@ from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus
 from chalicelib.domain.clock import iso, optional_iso, utc_now
 from chalicelib.domain.events import Event, event_id, make_event
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, bulk_request_status
-from chalicelib.domain.investigations.jobs import Investigation
+from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match
 from chalicelib.domain.reconciliation_exceptions import ExceptionComment, ReconciliationException
 from chalicelib.domain.runs import Run, RunStatus

@@ -10,7 +10,7 @@ from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
 from chalicelib.domain.events import Event
-from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
+from chalicelib.domain.investigations.investigation import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.records import Record

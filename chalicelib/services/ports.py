@@ -29,7 +29,7 @@ from chalicelib.domain.ingestion import (
     ItemResult,
     JobStatus,
 )
-from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
+from chalicelib.domain.investigations.investigation import Investigation, InvestigationStatus
 from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchMember, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,

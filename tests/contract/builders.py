@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition, PropertyType, StreamType
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, OnConflict
-from chalicelib.domain.investigations.jobs import Investigation, InvestigationStatus
+from chalicelib.domain.investigations.investigation import Investigation, InvestigationStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import Run, RunKind, RunStatus, RunTrigger

@@ -7,7 +7,7 @@ import pytest
 
 from chalicelib.adapters.dynamodb.table import ConditionFailed
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigations.jobs import InvestigationStatus
+from chalicelib.domain.investigations.investigation import InvestigationStatus
 from tests.contract.builders import ENV, OTHER_ENV, T0_MS, investigation
 
 

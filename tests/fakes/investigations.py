@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigations.jobs import INVESTIGATION_STATUSES, Investigation, InvestigationStatus
+from chalicelib.domain.investigations.investigation import INVESTIGATION_STATUSES, Investigation, InvestigationStatus
 from tests.fakes._support import ConditionFailed, moved, newest_first_page, padded, stored_time
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.domain.errors import TransitionRefused
 from chalicelib.domain.ingestion import JOB_STATUSES, JobStatus
-from chalicelib.domain.investigations.jobs import INVESTIGATION_STATUSES, InvestigationStatus
+from chalicelib.domain.investigations.investigation import INVESTIGATION_STATUSES, InvestigationStatus
 from chalicelib.domain.reconciliation_exceptions import (
     EXCEPTION_STATUSES,
     ExceptionStatus,

@@ -7,7 +7,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
-from chalicelib.domain.investigations.jobs import INVESTIGATION_STATUSES, Investigation, InvestigationStatus
+from chalicelib.domain.investigations.investigation import INVESTIGATION_STATUSES, Investigation, InvestigationStatus
 
 
 class InvestigationRepository(StatusMoves[Investigation, InvestigationStatus]):

@@ -71,8 +71,9 @@ if TYPE_CHECKING:  # the names, for type checkers and readers
     from chalicelib.domain.investigations.engine import RECORD_SCHEMA, investigate
     from chalicelib.domain.investigations.outcome import Hypothesis, InvestigationInputError, InvestigationOutcome
 
-# Loaded on first use (PEP 562): the package also holds investigation jobs (jobs.py), which the
-# API imports, and the API's functions ship without the engine's layer (polars, numpy, rapidfuzz).
+# Loaded on first use (PEP 562): the package also holds the investigation itself (investigation.py),
+# which the API imports, and the API's functions ship without the engine's layer (polars, numpy,
+# rapidfuzz).
 _EXPORTS = {"investigate": "engine", "RECORD_SCHEMA": "engine", "InvestigationOutcome": "outcome",
             "Hypothesis": "outcome", "InvestigationInputError": "outcome"}
 __all__ = ["investigate", "RECORD_SCHEMA", "InvestigationOutcome", "Hypothesis", "InvestigationInputError"]

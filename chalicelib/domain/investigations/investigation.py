@@ -1,4 +1,4 @@
-"""An investigation as a job: its statuses, the moves between them, and what it found. The
+"""An investigation: its statuses, the moves between them, and what it found. The
 search itself is the engine in `domain/investigations/`.
 
     pending -> running -> completed
