@@ -3,7 +3,9 @@ cursor of GET /audit_events, and GET /audit_events/verify finding entries edited
 table; concurrent appenders never fork the chain."""
 import re
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta, timezone
 
@@ -234,17 +236,36 @@ def _die(*_args, **_kwargs):
     raise Died()
 
 
+class _DiesAt:
+    """The audit log, except that calling `method` ends the process there."""
+
+    def __init__(self, log, method: str) -> None:
+        self._log, self._method = log, method
+
+    def __getattr__(self, name: str):
+        return _die if name == self._method else getattr(self._log, name)
+
+
+@contextmanager
+def _dying_at(services, method: str) -> Iterator[None]:
+    """Requests made in the block die when they call the audit log's `method`: `append` is before
+    the request's entry is written (its change made), `end_request` just after."""
+    alive = services.ports
+    services.ports = replace(alive, audit=_DiesAt(alive.audit, method))
+    try:
+        yield
+    finally:
+        services.ports = alive
+
+
 def _sweep_after(services, delay: timedelta) -> int:
     return audit.record_unfinished(services.ports, now=utc_now() + delay)
 
 
-def test_a_request_whose_process_died_before_its_entry_is_recorded_by_the_sweeper_outcome_unknown(
-        api, services, monkeypatch):
+def test_a_request_whose_process_died_before_its_entry_is_recorded_by_the_sweeper_outcome_unknown(api, services):
     api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
-    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
-    with pytest.raises(Died):
+    with _dying_at(services, "append"), pytest.raises(Died):
         api.patch("/v1/data_streams/bank", {"name": "Main bank"})
-    monkeypatch.undo()
     assert api.get("/v1/data_streams/bank").json_body["name"] == "Main bank"  # the change was made
     assert [e["action"] for e in entries(api)] == ["data_stream.created"]
 
@@ -260,12 +281,10 @@ def test_a_request_whose_process_died_before_its_entry_is_recorded_by_the_sweepe
     assert services.audit.requests_in_flight() == [] and verified(api)["intact"] is True
 
 
-def test_one_sweep_at_a_time_writes_an_unfinished_requests_entry(api, services, monkeypatch):
+def test_one_sweep_at_a_time_writes_an_unfinished_requests_entry(api, services):
     api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})
-    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
-    with pytest.raises(Died):
+    with _dying_at(services, "append"), pytest.raises(Died):
         api.patch("/v1/data_streams/bank", {"name": "Main bank"})
-    monkeypatch.undo()
     [note] = services.audit.requests_in_flight()
     later = utc_now() + timedelta(minutes=3)
     assert services.audit.claim_request(note, later, stale_before=later - audit.CLAIM_LEASE)  # another sweep's
@@ -275,13 +294,12 @@ def test_one_sweep_at_a_time_writes_an_unfinished_requests_entry(api, services, 
     assert [e["action"] for e in entries(api)] == ["data_stream.updated", "data_stream.created"]
 
 
-def test_a_request_whose_process_died_just_after_its_entry_gets_no_second_one(api, services, monkeypatch):
-    monkeypatch.setattr(audit, "end_request", _die)
-    with pytest.raises(Died):
-        api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})  # a creation: its id unknown before
-    with pytest.raises(Died):
-        api.patch("/v1/data_streams/bank", {"name": "Main bank"})
-    monkeypatch.undo()
+def test_a_request_whose_process_died_just_after_its_entry_gets_no_second_one(api, services):
+    with _dying_at(services, "end_request"):
+        with pytest.raises(Died):
+            api.post("/v1/data_streams", {"key": "bank", "name": "Bank"})  # a creation: its id unknown before
+        with pytest.raises(Died):
+            api.patch("/v1/data_streams/bank", {"name": "Main bank"})
     assert len(services.audit.requests_in_flight()) == 2
 
     assert _sweep_after(services, timedelta(minutes=3)) == 0
@@ -311,12 +329,10 @@ def test_answered_and_refused_requests_leave_nothing_in_flight_and_a_server_erro
     assert entry["action"] == "reconciliation.created" and entry["summary"]["outcome"] == "unknown"
 
 
-def test_an_unfinished_request_is_recorded_in_its_own_environment(api, services, monkeypatch):
+def test_an_unfinished_request_is_recorded_in_its_own_environment(api, services):
     other = create_key(services.api_keys, "globex", label="ops")[1]
-    monkeypatch.setattr("chalicelib.api.middleware.record_request", _die)
-    with pytest.raises(Died):
+    with _dying_at(services, "append"), pytest.raises(Died):
         api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}, key=other)
-    monkeypatch.undo()
 
     assert _sweep_after(services, timedelta(minutes=3)) == 1
 
