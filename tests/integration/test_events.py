@@ -281,12 +281,22 @@ class Died(BaseException):
 
 
 @contextmanager
-def dying_before_sending():
-    """Inside, a change is saved and its process dies before its event goes."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(event_service, "_deliver", _die)
+def dying_before_sending(services):
+    """Inside, a change is saved and its process dies before its event goes: at the first write that
+    sends it (its publication, or the reservation of its announcement)."""
+    alive = services.ports
+    services.ports = _dying_at_announcements(replace(alive, events=_Wrapped(alive.events, publish=_die)))
+    try:
         with pytest.raises(Died):
             yield
+    finally:
+        services.ports = alive
+
+
+def _dying_at_announcements(ports):
+    """Ports whose process dies as an automated decision's announcement is reserved: before its audit
+    entry and its event."""
+    return replace(ports, event_ledger=_Wrapped(ports.event_ledger, reserve=_die))
 
 
 def _sweep_after(services, delay: timedelta) -> int:
@@ -304,7 +314,7 @@ def test_a_match_by_hand_whose_process_died_before_its_event_is_told_by_the_swee
 
     ids = ingest(record("bank", 1, 500)) + ingest(record("ledger", 1, 500))
     environment = _environment(services)
-    with dying_before_sending():
+    with dying_before_sending(services):
         matches.create_manual_match(services.ports, environment, reconciliation["id"], ids, False, None)
     [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
     assert bus.events("reconciliation_match.created") == []
@@ -332,7 +342,7 @@ def test_a_person_s_exception_changes_whose_process_died_are_told_by_the_sweeper
                    lambda: exceptions.add_assignee(services.ports, environment, exception_id, "ada"),
                    lambda: exceptions.update(services.ports, environment, exception_id, title=None, description=None,
                                              status=ExceptionStatus.INVESTIGATING)):
-        with dying_before_sending():
+        with dying_before_sending(services):
             change()
 
     assert _sweep_after(services, timedelta(minutes=3)) == 3
@@ -399,7 +409,7 @@ def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_anno
     assert api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"],
                                                    "record_ids": [bank_id, ledger_id]}).status_code == 201
     environment = _environment(services)
-    with dying_before_sending():
+    with dying_before_sending(services):
         exceptions.refresh(services.ports, environment, reconciliation["id"])
     exception = api.get(f"/v1/reconciliation_exceptions/{opened['data']['id']}").json_body
     assert exception["status"] == "resolved" and bus.events("reconciliation_exception.status_changed") == []
@@ -451,15 +461,13 @@ def test_an_import_the_sweeper_failed_and_died_before_announcing_is_announced_by
         api, services, bus):
     """Nothing retries the sweeper's own decisions (the import leaves its lists once ended): the
     decision is held before it is made, and a later sweep announces one its sweeper left."""
-    from chalicelib.services.ingestion import files, lifecycle, sweeper
+    from chalicelib.services.ingestion import files, sweeper
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
     never_uploaded = utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(lifecycle, "announce", _die)
-        with pytest.raises(Died):
-            sweeper.sweep(services.ports, now=never_uploaded)
+    with pytest.raises(Died):
+        sweeper.sweep(_dying_at_announcements(services.ports), now=never_uploaded)
     assert api.get(f"/v1/file_imports/{created['id']}").json_body["status"] == "failed"
     assert bus.events("file_import.failed") == []
 
@@ -501,13 +509,11 @@ def test_a_run_and_an_investigation_the_sweeper_failed_and_died_before_announcin
         assert services.ports.runs.count_restart(services.ports.runs.get(environment, stuck["id"]))
     abandoned = investigations.start(services.ports, environment, opened["data"]["id"], RecordFilter())
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(reconciliation_runs, "_announce_end", _die)
-        patch.setattr(investigations, "_announce", _die)
-        with pytest.raises(Died):
-            reconciliation_runs.sweep(services.ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))
-        with pytest.raises(Died):
-            investigations.sweep(services.ports, now=utc_now() + timedelta(hours=2))
+    dying = _dying_at_announcements(services.ports)
+    with pytest.raises(Died):
+        reconciliation_runs.sweep(dying, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))
+    with pytest.raises(Died):
+        investigations.sweep(dying, now=utc_now() + timedelta(hours=2))
     assert services.ports.runs.get(environment, stuck["id"]).status.value == "failed"
     assert bus.events("reconciliation_run.failed") == [] and bus.events("investigation.completed") == []
 
@@ -534,7 +540,7 @@ def test_two_changes_racing_to_tell_the_same_event_id_send_only_the_one_saved(ap
     opened = _opened_exception(api, ingest, reconciliation, bus)
     environment = _environment(services)
     stale = services.ports.exceptions.get(environment, opened["data"]["id"])
-    with dying_before_sending():
+    with dying_before_sending(services):
         exceptions.update(services.ports, environment, stale.id, title=None, description=None,
                           status=ExceptionStatus.DISMISSED)
     exceptions._resolve_empty(services.ports, stale, utc_now())  # the refresh's, refused: changed meanwhile
