@@ -351,7 +351,7 @@ def test_an_agent_change_whose_entry_was_not_written_is_recorded_by_the_sweeper_
     agent = create_agent(api)
     model.add(model.tool_calls(("c1", "write_output_file", {"filename": "notes.txt", "content": "hello"})),
               model.text("Wrote it."))
-    with failing_appends("agent_file.written"):
+    with failing_appends(services, "agent_file.written"):
         run = run_agent(api, worker, agent["id"])
     by_agent = f"/v1/audit_events?actor=agent:{agent['id']}"
     assert [e["action"] for e in api.get(by_agent).json_body["data"]] == ["agent_run.completed"]

@@ -566,10 +566,9 @@ def test_a_held_decision_whose_announcement_is_still_pending_is_kept_until_it_is
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(event_service, "emit", _die)
-        with pytest.raises(Died):
-            sweeper.sweep(services.ports, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
+    dying_at_the_event = replace(services.ports, events=_Wrapped(services.ports.events, publish=_die))
+    with pytest.raises(Died):
+        sweeper.sweep(dying_at_the_event, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 
     sweeper.sweep(services.ports, now=utc_now() + timedelta(minutes=21))
     assert bus.events("file_import.failed") == []

@@ -379,7 +379,7 @@ def test_a_disable_whose_audit_entry_could_not_be_written_is_recorded_by_the_swe
     worker.drain()
     clock.advance(days=3, minutes=1)
     publish(services, "acme", occurrence="job 2")
-    with failing_appends("webhook_endpoint.disabled"):
+    with failing_appends(services, "webhook_endpoint.disabled"):
         worker.drain()  # the delivery's attempt is recorded all the same: only the entry waits
     assert api.get(f"/v1/webhook_endpoints/{endpoint['id']}").json_body["active"] is False
     by_resource = f"/v1/audit_events?resource_type=webhook_endpoint&resource_id={endpoint['id']}&actor=system:webhooks"

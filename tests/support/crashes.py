@@ -5,9 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
-
-import pytest
 
 
 class Killed(Exception):
@@ -41,19 +40,28 @@ class Dies:
 
 
 
-@contextmanager
-def failing_appends(action: str) -> Iterator[None]:
-    """Inside, the audit trail refuses every entry of `action` (the table throttling, say); every
-    other entry is written."""
-    from chalicelib.services import audit
+class _RefusingAppends:
+    """An audit log that refuses every entry of one action (the table throttling, say)."""
 
-    real_record = audit.record
+    def __init__(self, log: Any, action: str) -> None:
+        self._log, self._action = log, action
 
-    def record(ports: Any, environment: str, **entry: Any) -> None:
-        if entry["action"] == action:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def append(self, environment: str, **entry: Any) -> Any:
+        if entry.get("action") == self._action:
             raise RuntimeError("the table is throttling")
-        real_record(ports, environment, **entry)
+        return self._log.append(environment, **entry)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(audit, "record", record)
+
+@contextmanager
+def failing_appends(services: Any, action: str) -> Iterator[None]:
+    """Inside, the audit trail of `services` refuses every entry of `action`; every other entry is
+    written."""
+    alive = services.ports
+    services.ports = replace(alive, audit=_RefusingAppends(alive.audit, action))
+    try:
         yield
+    finally:
+        services.ports = alive
