@@ -26,13 +26,15 @@ def utc_now() -> datetime:
 
 @contextmanager
 def clock_in_use(clock: Clock) -> Iterator[Clock]:
-    """Every `utc_now()` answers from `clock` until the block ends (one seam, however the caller
-    imported `utc_now`)."""
+    """For tests: every `utc_now()`, in every thread, answers from `clock` until the block ends (one
+    seam, however the caller imported `utc_now`). Blocks nest; they must not overlap across threads."""
     global _clock
     previous, _clock = _clock, clock
     try:
         yield clock
     finally:
+        if _clock is not clock:
+            raise RuntimeError("clock_in_use blocks overlapped: another clock was put in use meanwhile")
         _clock = previous
 
 

@@ -17,7 +17,8 @@ KEYS = ["environment", "agent_id", "agent_run_id"]
 
 
 def _task(event: dict[str, Any], step: Callable[..., Any], **extra: Any) -> Any:
-    """Run one task of a run, its ids in every log line meanwhile (as the file-import tasks do)."""
+    """Run one task of a run, its ids in every log line meanwhile (as `tasks.workflow_task` does for
+    imports and runs; here three ids go in and the step's own result comes out)."""
     environment, agent_id, run_id = str(event["environment"]), str(event["agent_id"]), int(event["run_id"])
     logger.thread_safe_append_keys(environment=environment, agent_id=agent_id, agent_run_id=run_id)
     try:

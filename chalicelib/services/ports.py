@@ -460,8 +460,8 @@ class AgentLimits:
 
 @dataclass(frozen=True)
 class Limits:
-    """The numbers the services work within: the container builds them from the settings
-    (`Container.limits`); the defaults are the settings' own."""
+    """The numbers the services work within: the container builds them (`Container.limits`), most
+    from the settings; the defaults are the service's own."""
     chunk_records: int = CHUNK_RECORDS  # records of one persist chunk (settings.run_chunk_records)
     dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
@@ -470,7 +470,8 @@ class Limits:
     run_records: int = RUN_RECORDS
     # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
     stuck_import_after: timedelta = STUCK_AFTER
-    # A run's match with more members than this keeps their money beside them (a story's trace reads it).
+    # A run's match with more members than this keeps their money beside them, so a story's trace
+    # reads the money instead of every record (the trace keeps it too for matches written before).
     keep_money_from: int = KEEP_MONEY_FROM
     agent: AgentLimits = AgentLimits()
 

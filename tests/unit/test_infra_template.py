@@ -244,3 +244,10 @@ def test_the_local_provisioner_makes_the_bus_and_its_rule_deliver_to_the_fan_out
         url = sqs.get_queue_url(QueueName=outputs["WebhookEventQueueName"])["QueueUrl"]
         [message] = sqs.receive_message(QueueUrl=url)["Messages"]
         assert json.loads(message["Body"])["detail"]["event"]["id"] == "evt_1"
+
+
+def test_the_browser_runs_may_look_for_a_resources_audit_entry_when_they_take_an_announcement_over():
+    """An agent run's end is announced; a worker that takes over an announcement left pending reads
+    the run's audit entries (gsi3) before writing one. The deployment proof does not reach it."""
+    browser = statements(load_template()["Resources"], "BrowserRole")
+    assert allows(browser, "dynamodb:Query", {"Fn::Sub": "${Table.Arn}/index/gsi3"})
