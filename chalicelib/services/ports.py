@@ -20,6 +20,7 @@ from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.data_streams import DataStream, PropertyDefinition
 from chalicelib.domain.events import Announcement, Event, HeldDecision, HeldEvent
 from chalicelib.domain.ingestion import (
+    BULK_CHUNK_ROWS,
     MAX_IMPORT_BYTES,
     STUCK_AFTER,
     ChunkOutcome,
@@ -463,6 +464,8 @@ class Limits:
     """The numbers the services work within: the container builds them (`Container.limits`), most
     from the settings; the defaults are the service's own."""
     chunk_records: int = CHUNK_RECORDS  # records of one persist chunk (settings.run_chunk_records)
+    # Rows of one bulk chunk, fixed on a job when it is submitted (a redelivery keeps its chunks).
+    bulk_chunk_rows: int = BULK_CHUNK_ROWS
     dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
     max_import_bytes: int = MAX_IMPORT_BYTES

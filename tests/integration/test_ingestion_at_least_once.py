@@ -8,7 +8,7 @@ from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.domain.data_streams import StreamType
-from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, JobStatus, OnConflict
+from chalicelib.domain.ingestion import JobStatus, OnConflict
 from chalicelib.domain.records import RecordQuery
 from chalicelib.services.data_streams import create_stream
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
@@ -40,7 +40,8 @@ class DiesOnCall:
         return repository
 
 
-ITEMS = 3 * BULK_CHUNK_ROWS + 17  # four chunks, the last one short
+CHUNK_ROWS = 100  # a bulk chunk of these tests' jobs (BULK_CHUNK_ROWS makes no other difference)
+ITEMS = 3 * CHUNK_ROWS + 17  # four chunks, the last one short
 BAD_EVERY = 50               # every 50th item is invalid
 
 
@@ -63,7 +64,8 @@ VALID = ITEMS - len(range(0, ITEMS, BAD_EVERY))
 @pytest.fixture
 def job(services):
     create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
-    return submit_bulk(services.ports, "acme", items(), OnConflict.SKIP, None)
+    ports = replace(services.ports, limits=replace(services.ports.limits, bulk_chunk_rows=CHUNK_ROWS))
+    return submit_bulk(ports, "acme", items(), OnConflict.SKIP, None)
 
 
 def all_records(services):

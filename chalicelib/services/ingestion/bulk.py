@@ -10,7 +10,6 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.domain.ingestion import (
-    BULK_CHUNK_ROWS,
     ChunkRow,
     IngestionJob,
     JobSource,
@@ -57,7 +56,7 @@ def submit_bulk(ports: Ports, environment: str, records: list[Any], on_conflict:
         environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
         total_items=len(records), on_conflict=on_conflict, created_at=utc_now(), payload_key=key, body_hash=digest,
         idempotency_key=idempotency_key, decimal_places=shared_decimal_places(records),
-        bulk_chunk_rows=BULK_CHUNK_ROWS,
+        bulk_chunk_rows=ports.limits.bulk_chunk_rows,
     )
     ports.payloads.put_json(key, {"records": records})
     ports.ingestion_jobs.add(job)
