@@ -3,9 +3,7 @@ cursor of GET /audit_events, and GET /audit_events/verify finding entries edited
 table; concurrent appenders never fork the chain."""
 import re
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta, timezone
 
@@ -20,6 +18,7 @@ from chalicelib.domain.errors import BrokenInvariant
 from chalicelib.services import audit
 from chalicelib.services.api_keys import create_key
 from tests.integration.conftest import record
+from tests.support.crashes import Replaced, ports_swapped
 
 EVENTS = "/v1/audit_events"
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -236,26 +235,10 @@ def _die(*_args, **_kwargs):
     raise Died()
 
 
-class _DiesAt:
-    """The audit log, except that calling `method` ends the process there."""
-
-    def __init__(self, log, method: str) -> None:
-        self._log, self._method = log, method
-
-    def __getattr__(self, name: str):
-        return _die if name == self._method else getattr(self._log, name)
-
-
-@contextmanager
-def _dying_at(services, method: str) -> Iterator[None]:
+def _dying_at(services, method: str):
     """Requests made in the block die when they call the audit log's `method`: `append` is before
     the request's entry is written (its change made), `end_request` just after."""
-    alive = services.ports
-    services.ports = replace(alive, audit=_DiesAt(alive.audit, method))
-    try:
-        yield
-    finally:
-        services.ports = alive
+    return ports_swapped(services, audit=Replaced(services.ports.audit, **{method: _die}))
 
 
 def _sweep_after(services, delay: timedelta) -> int:

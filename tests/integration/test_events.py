@@ -14,6 +14,7 @@ from chalicelib.services.ingestion import lifecycle
 from tests.fakes.audit import FakeAuditRepository
 from tests.fakes.events import FakeEventLedger, FakeEventPublisher
 from tests.integration.conftest import record
+from tests.support.crashes import Replaced, ports_swapped
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
 
@@ -284,19 +285,16 @@ class Died(BaseException):
 def dying_before_sending(services):
     """Inside, a change is saved and its process dies before its event goes: at the first write that
     sends it (its publication, or the reservation of its announcement)."""
-    alive = services.ports
-    services.ports = _dying_at_announcements(replace(alive, events=_Wrapped(alive.events, publish=_die)))
-    try:
-        with pytest.raises(Died):
-            yield
-    finally:
-        services.ports = alive
+    ports = services.ports
+    with ports_swapped(services, events=Replaced(ports.events, publish=_die),
+                       event_ledger=Replaced(ports.event_ledger, reserve=_die)), pytest.raises(Died):
+        yield
 
 
 def _dying_at_announcements(ports):
     """Ports whose process dies as an automated decision's announcement is reserved: before its audit
     entry and its event."""
-    return replace(ports, event_ledger=_Wrapped(ports.event_ledger, reserve=_die))
+    return replace(ports, event_ledger=Replaced(ports.event_ledger, reserve=_die))
 
 
 def _sweep_after(services, delay: timedelta) -> int:
@@ -367,11 +365,11 @@ def test_a_change_refused_or_never_saved_tells_nothing_and_its_hold_is_dropped(
     # A confirm that read the match before another request unmatched it: refused after its event was held.
     stale = services.ports.matches.get(environment, first.id)
     assert api.delete(f"/v1/reconciliation_matches/{first.id}").status_code in (200, 204)
-    reading_stale = replace(services.ports, matches=_Wrapped(services.ports.matches, get=lambda *_: stale))
+    reading_stale = replace(services.ports, matches=Replaced(services.ports.matches, get=lambda *_: stale))
     with pytest.raises(NotFound):
         matches.confirm(reading_stale, environment, first.id)
     # An unmatch whose process died before its last write.
-    dying = replace(services.ports, matches=_Wrapped(services.ports.matches, mark_unmatched=_die))
+    dying = replace(services.ports, matches=Replaced(services.ports.matches, mark_unmatched=_die))
     with pytest.raises(Died):
         matches.unmatch(dying, environment, second.id)
     assert sorted(h.event.type for h in services.ports.event_ledger.held()) == [
@@ -386,15 +384,6 @@ def test_a_change_refused_or_never_saved_tells_nothing_and_its_hold_is_dropped(
 
 def _die(*_args, **_kwargs):
     raise Died()
-
-
-class _Wrapped:
-    """A repository with some methods replaced."""
-    def __init__(self, inner, **replaced) -> None:
-        self._inner, self._replaced = inner, replaced
-
-    def __getattr__(self, name):
-        return self._replaced.get(name) or getattr(self._inner, name)
 
 
 def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_announced_by_the_sweeper_once(
@@ -427,30 +416,18 @@ def test_an_exception_that_resolved_itself_and_died_before_announcing_it_is_anno
     assert entry["summary"]["event_id"] == resolved["id"]
 
 
-class _Unreachable:
-    """The bus refuses the events and the ledger cannot park them: once held, an event has nowhere to
-    go but its hold. Everything else goes to the ledger it wraps."""
-
-    def __init__(self, ledger) -> None:
-        self._ledger = ledger
-
-    def __getattr__(self, name: str):
-        return getattr(self._ledger, name)
-
-    def publish(self, *_args) -> None:
-        raise RuntimeError("the bus is unreachable")
-
-    def park(self, *_args) -> None:
-        raise RuntimeError("the table is unreachable")
+def _unreachable(*_args) -> None:
+    raise RuntimeError("the bus and the table are both unreachable")
 
 
 def test_a_change_whose_event_could_not_be_sent_still_answers_and_the_sweeper_sends_it(
         api, services, ingest, reconciliation, bus):
     ids = ingest(record("bank", 1, 500)) + ingest(record("ledger", 1, 500))
-    reachable = services.ports
-    services.ports = replace(reachable, events=_Unreachable(None), event_ledger=_Unreachable(reachable.event_ledger))
-    response = api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"], "record_ids": ids})
-    services.ports = reachable
+    # The bus refuses the events and the ledger cannot park them: once held, an event's hold is all
+    with ports_swapped(services, events=Replaced(services.ports.events, publish=_unreachable),
+                       event_ledger=Replaced(services.ports.event_ledger, park=_unreachable)):
+        response = api.post("/v1/reconciliation_matches",
+                            {"reconciliation_id": reconciliation["id"], "record_ids": ids})
     assert response.status_code == 201 and bus.events("reconciliation_match.created") == []
 
     assert _sweep_after(services, timedelta(minutes=3)) == 1
@@ -566,7 +543,7 @@ def test_a_held_decision_whose_announcement_is_still_pending_is_kept_until_it_is
 
     assert api.post("/v1/data_streams", {"key": "bank", "name": "Bank"}).status_code == 201
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
-    dying_at_the_event = replace(services.ports, events=_Wrapped(services.ports.events, publish=_die))
+    dying_at_the_event = replace(services.ports, events=Replaced(services.ports.events, publish=_die))
     with pytest.raises(Died):
         sweeper.sweep(dying_at_the_event, now=utc_now() + files.UPLOAD_WAIT + timedelta(minutes=1))
 

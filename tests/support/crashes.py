@@ -40,28 +40,39 @@ class Dies:
 
 
 
-class _RefusingAppends:
-    """An audit log that refuses every entry of one action (the table throttling, say)."""
+class Replaced:
+    """A port with some of its methods replaced (`Replaced(ports.audit, append=dies)`); every other
+    attribute is the port's own."""
 
-    def __init__(self, log: Any, action: str) -> None:
-        self._log, self._action = log, action
+    def __init__(self, port: Any, **methods: Any) -> None:
+        self._port, self._methods = port, methods
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._log, name)
+        return self._methods[name] if name in self._methods else getattr(self._port, name)
 
-    def append(self, environment: str, **entry: Any) -> Any:
-        if entry.get("action") == self._action:
-            raise RuntimeError("the table is throttling")
-        return self._log.append(environment, **entry)
+
+@contextmanager
+def ports_swapped(services: Any, **ports: Any) -> Iterator[Any]:
+    """Inside, the container's ports have `ports` in place of their own (what requests and handlers
+    use); the ports as they were come back after."""
+    alive = services.ports
+    services.ports = replace(alive, **ports)
+    try:
+        yield services.ports
+    finally:
+        services.ports = alive
 
 
 @contextmanager
 def failing_appends(services: Any, action: str) -> Iterator[None]:
-    """Inside, the audit trail of `services` refuses every entry of `action`; every other entry is
-    written."""
-    alive = services.ports
-    services.ports = replace(alive, audit=_RefusingAppends(alive.audit, action))
-    try:
+    """Inside, the audit trail of `services` refuses every entry of `action` (the table throttling,
+    say); every other entry is written."""
+    log = services.ports.audit
+
+    def append(environment: str, **entry: Any) -> Any:
+        if entry.get("action") == action:
+            raise RuntimeError("the table is throttling")
+        return log.append(environment, **entry)
+
+    with ports_swapped(services, audit=Replaced(log, append=append)):
         yield
-    finally:
-        services.ports = alive
