@@ -48,8 +48,9 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
 
 
 def sweep_task(ports: Ports | None = None, steps: Sequence[SweepStep] = SWEEP_STEPS) -> None:
-    """Each step on its own: one that fails (a throttled read, say) is logged and stops no other;
-    the sweep then fails (SweepFailed) so that the failure shows in the function's metrics."""
+    """Each step on its own: one that fails (a throttled read, say), or that could not sweep some
+    of its items (each logged, counted in its `errors`), stops no other; the sweep then fails
+    (SweepFailed) so that the failure shows in the function's metrics."""
     ports = ports or container().ports
     counts: dict[str, int] = {}
     failed: list[str] = []
@@ -62,6 +63,8 @@ def sweep_task(ports: Ports | None = None, steps: Sequence[SweepStep] = SWEEP_ST
             continue
         if isinstance(done, dict):
             counts.update({f"{name}_{k}": n for k, n in done.items()})
+            if done.get("errors"):
+                failed.append(name)
         else:
             counts[name] = done
     if any(counts.values()):

@@ -188,10 +188,11 @@ def _made_before(ports: Ports, investigation: Investigation, record_ids: list[in
     return match if match.record_count == len(record_ids) and not match.unmatching else None
 
 
-def sweep(ports: Ports, now: datetime | None = None) -> int:
+def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """Fail what no delivery will finish any more: an investigation still pending or running after
-    its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued."""
-    return sweeping.sweep(ports, SWEPT_INVESTIGATIONS, now)["failed"]
+    its queue gave up (every receive's visibility timeout) died with its Lambda or was never queued.
+    One investigation's trouble stops no other."""
+    return sweeping.sweep(ports, SWEPT_INVESTIGATIONS, now)
 
 
 def _judge(ports: Ports, investigation: Investigation, now: datetime) -> sweeping.Verdict:
@@ -214,4 +215,4 @@ SWEPT_INVESTIGATIONS = SweptKind[Investigation](
     active=lambda ports: ports.investigations.active(), judge=_judge,
     give_up=lambda ports, investigation, verdict: fail(ports, investigation.environment, investigation.id,
                                                        TimeoutError(verdict.reason)),
-    finish_if_ended=_finish_if_ended, stops_at_an_error=True)
+    finish_if_ended=_finish_if_ended)

@@ -138,7 +138,7 @@ def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
 
 # Through lambdas where the functions called are defined further down.
 SWEPT_RUNS = SweptKind[Run](
-    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed", "errors"),
+    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed"),
     active=lambda ports: ports.runs.active(), judge=_judge,
     give_up=lambda ports, run, verdict: give_up(ports, run.environment, run.id, verdict.reason),
     finish_if_ended=lambda ports, environment, run_id: _finish_if_ended(ports, environment, run_id),

@@ -53,7 +53,7 @@ class SweptKind(Generic[Item]):
     """One kind of work, as the sweep sees it."""
     decisions: str  # the kind of the ends it decides on (events.deciding)
     noun: str  # in the log: "sweeping a job failed", with its `job_id`
-    outcomes: tuple[str, ...]  # the counts `sweep` returns, all of them even when 0
+    outcomes: tuple[str, ...]  # the counts `sweep` returns (with `errors`), all of them even when 0
     active: Callable[[Ports], Iterable[Item]]
     judge: Callable[[Ports, Item, datetime], Verdict]
     give_up: Callable[[Ports, Item, GiveUp], object]
@@ -61,24 +61,20 @@ class SweptKind(Generic[Item]):
     finish_if_ended: Callable[[Ports, str, int], Event | None]
     # Starts the item again: its outcome ("restarted", "started"), or None when not claimed.
     restart: Callable[[Ports, Item], str | None] | None = None
-    # Investigations' sweep stops at an item's error and fails the sweep step; the others log it,
-    # count it (`errors`) and go on with the next item.
-    stops_at_an_error: bool = False
 
 
 def sweep(ports: Ports, kind: SweptKind[Item], now: datetime | None = None) -> dict[str, int]:
     """Finish the ends dead sweepers left, then restart or end each active item that is stuck:
-    one item's trouble stops no other (unless the kind `stops_at_an_error`)."""
+    one item's trouble stops no other: it is logged and counted in `errors` (the sweeper then fails,
+    so that it shows in the function's metrics)."""
     now = now or utc_now()
-    counts = dict.fromkeys(kind.outcomes, 0)
+    counts = dict.fromkeys((*kind.outcomes, "errors"), 0)
     finish_decisions(ports, kind.decisions, lambda environment, entity_id: kind.finish_if_ended(
         ports, environment, entity_id), now)
     for item in kind.active(ports):
         try:
             outcome = _sweep_one(ports, kind, item, now)
         except Exception:
-            if kind.stops_at_an_error:
-                raise
             logger.exception(f"sweeping a {kind.noun} failed",
                              extra={"environment": item.environment, f"{kind.noun}_id": item.id})
             outcome = "errors"

@@ -15,6 +15,7 @@ from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.reconciliations import update_reconciliation
 from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, days_ago, new_reconciliation, record, streams
+from tests.support.crashes import Replaced
 
 RULE = {"name": "Amount within 3 days", "priority": 1, "conditions": [
     {"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]}
@@ -69,10 +70,29 @@ def test_an_investigation_that_fails_on_its_last_delivery_is_failed_with_its_rea
     assert failed.status == "failed" and "out of memory" in failed.error_message
 
 
+def test_one_investigation_the_sweep_cannot_end_stops_no_other_and_is_counted(ports, exception):
+    first = start(ports, exception["id"])
+    ledger_exception = next(row.id for row in list_exceptions(ports, ENV, ExceptionQuery(data_stream_key="ledger"),
+                                                              0, 50)[0])
+    second = start(ports, ledger_exception)
+
+    def unreadable(environment, investigation_id):
+        if investigation_id == first.id:
+            raise RuntimeError("the table is throttling")
+        return ports.investigations.get(environment, investigation_id)
+
+    throttled = replace(ports, investigations=Replaced(ports.investigations, get=unreadable))
+    assert investigations.sweep(throttled, now=utc_now() + timedelta(hours=2)) == {"failed": 1, "errors": 1}
+    assert [i.id for i in ports.investigations.active()] == [first.id]
+    assert ports.investigations.get(ENV, second.id).status == "failed"
+    assert investigations.sweep(ports, now=utc_now() + timedelta(hours=2)) == {"failed": 1, "errors": 0}
+    assert ports.investigations.active() == []
+
+
 def test_an_investigation_no_worker_finished_is_failed_by_the_sweeper(ports, exception):
     started = start(ports, exception["id"])  # its message is never delivered
-    assert investigations.sweep(ports) == 0
-    assert investigations.sweep(ports, now=utc_now() + timedelta(hours=2)) == 1
+    assert investigations.sweep(ports) == {"failed": 0, "errors": 0}
+    assert investigations.sweep(ports, now=utc_now() + timedelta(hours=2)) == {"failed": 1, "errors": 0}
     swept = latest(ports, exception)
     assert swept.id == started.id and swept.status == "failed"
     assert ports.investigations.active() == []

@@ -13,18 +13,19 @@ from tests.fakes import fake_ports
 
 class RecordedSteps:
     """The sweep's steps, by name and in order, each replaced by a recorder that fails when its name
-    is in `failing`."""
+    is in `failing`, and counts an item it could not sweep when its name is in `erring`."""
 
     def __init__(self) -> None:
         self.ran: list[str] = []
         self.failing: set[str] = set()
+        self.erring: set[str] = set()  # steps that swept, but could not sweep one of their items
         self.steps = tuple((name, partial(self._step, name)) for name, _ in sweeper.SWEEP_STEPS)
 
-    def _step(self, name: str, ports) -> int:
+    def _step(self, name: str, ports) -> int | dict[str, int]:
         self.ran.append(name)
         if name in self.failing:
             raise RuntimeError(f"{name} throttled")
-        return 1
+        return {"failed": 1, "errors": 1} if name in self.erring else 1
 
 
 @pytest.fixture
@@ -39,6 +40,14 @@ def test_a_failed_step_stops_no_other_and_the_sweep_fails_after_all_ran_naming_i
     assert steps.ran == [name for name, _ in sweeper.SWEEP_STEPS]  # every step had its turn, in order
     assert failed.value.failed == ["recounted_streams", "refreshed_exceptions"]
     assert "recounted_streams, refreshed_exceptions" in str(failed.value)
+
+
+def test_a_step_that_could_not_sweep_an_item_fails_the_sweep_after_all_ran(steps):
+    steps.erring.add("abandoned_investigations")
+    with pytest.raises(sweeper.SweepFailed) as failed:
+        sweeper.sweep_task(fake_ports(), steps.steps)
+    assert steps.ran == [name for name, _ in sweeper.SWEEP_STEPS]
+    assert failed.value.failed == ["abandoned_investigations"]
 
 
 def test_a_sweep_whose_steps_all_ran_well_succeeds(steps):

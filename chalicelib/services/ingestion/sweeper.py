@@ -74,7 +74,7 @@ def _restart_stuck(ports: Ports, job: IngestionJob) -> str | None:
 
 
 SWEPT_JOBS = SweptKind[IngestionJob](
-    decisions=JOB_DECISIONS, noun="job", outcomes=("restarted", "failed", "started", "errors"),
+    decisions=JOB_DECISIONS, noun="job", outcomes=("restarted", "failed", "started"),
     active=lambda ports: ports.ingestion_jobs.active(), judge=_judge, give_up=_fail,
     finish_if_ended=_finish_if_ended, restart=_restart_stuck)
 
