@@ -370,6 +370,7 @@ def main():
                run["trigger"] == "schedule" and run["status"] in ("completed", "failed"), run)
 
     browser_run_tasks()
+    browser_attempts(settings, key, sqs, queue_arn)
 
     @step("webhook_fanout and webhook_worker: the bus's rule, SQS events")
     def _():
@@ -401,6 +402,74 @@ def main():
         status, verified = api("GET", "/v1/audit_events/verify", key=key)
         report("the audit trail of everything above verifies", verified["intact"] is True, verified)
 
+    @step("the API's other reads: a resource's audit entries, records by status, unreconciled records")
+    def _():
+        status, trail = api("GET", "/v1/audit_events", key=key, query={
+            "resource_type": "reconciliation", "resource_id": str(state["reconciliation"])})
+        assert status == 200 and trail["data"], trail  # gsi3
+        status, reconciled = api("GET", "/v1/records", key=key, query={"status": "reconciled"})
+        assert status == 200 and reconciled["data"], reconciled  # gsi4
+        status, open_ = api("GET", "/v1/records", key=key, query={"status": "unreconciled"})
+        report("the API's other reads: a resource's audit entries, records by status, unreconciled records",
+               status == 200 and open_["data"], open_)  # gsi5
+
+    @step("the API's deletes: a record (its tombstone), a stream (its mirror), a cancelled import")
+    def _():
+        status, body = api("POST", "/v1/data_streams", body={"key": "scratch", "name": "Scratch"}, key=key)
+        assert status == 201, body
+        status, body = api("POST", "/v1/records/bulk", key=key, body={"records": [
+            {"date": "2026-11-05", "data_stream_key": "scratch", "amount": 5, "direction": "credit", "external_id": "s1"}]})
+        assert status == 202, body
+        for event in sqs_event(bulk_url, queue_arn(bulk_url)):
+            handler("bulk_worker")(event, Context())
+        status, records = api("GET", "/v1/records", key=key, query={"data_stream_key": "scratch"})
+        [record] = records["data"]
+        status, body = api("DELETE", "/v1/records/{id}", {"id": record["id"]}, key=key)
+        assert status == 204, body  # a tombstone in the mirror
+        status, body = api("DELETE", "/v1/data_streams/{key}", {"key": "scratch"}, key=key)
+        assert status in (202, 204), body  # the stream's mirror, published and staged, deleted
+        status, waiting = api("POST", "/v1/data_streams/{key}/file_imports", {"key": "bank"}, key=key,
+                              body={"filename": "later.csv", "format": "csv"})
+        status, cancelled = api("POST", "/v1/file_imports/{id}/cancel", {"id": waiting["id"]}, key=key)
+        report("the API's deletes: a record (its tombstone), a stream (its mirror), a cancelled import",
+               status == 202 and cancelled["status"] == "cancelled", cancelled)  # its upload looked for: none
+
+    @step("an agent's files through the API, then the agent deleted")
+    def _():
+        import base64
+
+        status, agent = api("POST", "/v1/agents", key=key, body={"name": "Files", "instructions": "Read them."})
+        assert status == 201, agent
+        status, inline = api("POST", "/v1/agents/{id}/files", {"id": agent["id"]}, key=key, body={
+            "filename": "notes.txt", "content_type": "text/plain", "content_base64": base64.b64encode(b"hi").decode()})
+        assert status == 201, inline
+        status, later = api("POST", "/v1/agents/{id}/files", {"id": agent["id"]}, key=key, body={
+            "filename": "later.txt", "content_type": "text/plain"})
+        assert status == 201 and later["upload_url"], later
+        status, shown = api("GET", "/v1/agents/{id}", {"id": agent["id"]}, key=key)  # download URLs, landed sizes
+        assert status == 200, shown
+        status, body = api("DELETE", "/v1/agents/{id}/files/{file_id}", {"id": agent["id"], "file_id": inline["id"]},
+                           key=key)
+        assert status == 204, body
+        status, body = api("DELETE", "/v1/agents/{id}", {"id": agent["id"]}, key=key)
+        report("an agent's files through the API, then the agent deleted", status == 204, body)
+
+    @step("s3_object_created: a drop into a stream's folder, and one no agent takes")
+    def _():
+        s3 = boto3.client("s3")
+        s3.put_object(Bucket=settings.bucket_name, Key="drops/acme/bank/dropped.csv",
+                      Body=b"date,amount,description,external_id\n2026-11-06,3.00,DROP,d1\n")
+        s3.put_object(Bucket=settings.bucket_name, Key="drops/acme/loose.txt", Body=b"for an agent")
+        for dropped in ("drops/acme/bank/dropped.csv", "drops/acme/loose.txt"):
+            handler("s3_object_created")(eventbridge("Object Created", "aws.s3", [f"arn:aws:s3:::{settings.bucket_name}"], {
+                "version": "0", "bucket": {"name": settings.bucket_name},
+                "object": {"key": dropped, "size": 20, "etag": "d", "sequencer": "2"},
+                "request-id": "y", "requester": "123456789012", "reason": "PutObject"}), Context())
+        paths = drive_new_executions(settings.file_import_state_machine.rsplit(":", 1)[-1])
+        refused = s3.list_objects_v2(Bucket=settings.bucket_name, Prefix="drops-refused/acme/").get("Contents", [])
+        report("s3_object_created: a drop into a stream's folder, and one no agent takes",
+               len(paths) == 1 and len(refused) == 1, {"paths": paths, "refused": refused})
+
     @step("sweep_stuck_jobs: scheduled event")
     def _():
         handler("sweep_stuck_jobs")(eventbridge("Scheduled Event", "aws.events",
@@ -423,6 +492,91 @@ def browser_run_tasks():
             report(f"{name}: a run that is gone", result == {}, result)
         except Exception:
             report(f"{name}: a run that is gone", False, traceback.format_exc())
+
+
+class ScriptedPortal:
+    """Chromium's part of an attempt (adapters/browser_portal.py, which calls no AWS service), scripted:
+    each attempt gets the next outcome."""
+
+    def __init__(self, outcomes):
+        self.outcomes = list(outcomes)
+
+    def run(self, job):
+        assert job.credentials.username == "ops", job  # read from the agent's secret
+        return self.outcomes.pop(0)
+
+
+def attempt(event):
+    """The browser worker: the image's handler (chalicelib.handlers.browser.attempt_handler, from this same
+    package's code), in its own function's role."""
+    from chalicelib.handlers.browser import attempt_handler
+
+    invoked.add("browser_run_attempt")
+    running.append("browser_run_attempt")
+    try:
+        return attempt_handler(dict(event), Context())
+    finally:
+        running.pop()
+
+
+def browser_attempts(settings, key, sqs, queue_arn):
+    """A browser agent's runs through the browser worker's attempts, as the browser-run state machine calls
+    its tasks (the machine itself is not walked: its pause waits on a task token moto never hands out). The
+    agent is set up as the operator does it (chalicelib.cli agents create-browser, set-credentials: not a
+    function, so not recorded); each run is queued by the API and handed to its workflow by the agent worker.
+    The first run's attempt finds the portal asking for a code (the half-logged-in context kept), pauses,
+    and is given the code (by hand here: the API sends it on the token); its next attempt exports a statement,
+    which it imports (uploads/, the file-import state machine, walked). The second run's attempt fails with a
+    screenshot (agents/). Then the expiry and the give-up of runs still going."""
+    from chalicelib.container import container
+    from chalicelib.domain.agents.browser import CodeRequested, Credentials, Exported, PortalFailed
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services.agents import create_browser_agent, set_credentials
+
+    ports = container().ports
+    agent_url = sqs.get_queue_url(QueueName=settings.agent_run_queue_name)["QueueUrl"]
+
+    def started_run(agent_id):
+        status, run = api("POST", "/v1/agents/{id}/runs", {"id": agent_id}, key=key)
+        assert status == 202, run
+        for event in sqs_event(agent_url, queue_arn(agent_url)):
+            handler("agent_worker")(event, Context())  # starts the run's browser-run execution
+        return {"environment": "acme", "agent_id": agent_id, "run_id": run["id"]}
+
+    @step("browser_run_attempt: a code asked for, a statement exported and imported, a failure's screenshot")
+    def _():
+        agent = create_browser_agent(ports, "acme", {"name": "Bank portal", "active": False}, "portal_export",
+                                     "https://portal.bank.test/", {
+                                         "login": {"username_selector": "#u", "password_selector": "#p",
+                                                   "submit_selector": "#go"},
+                                         "verification": {"detect_selector": "#v", "code_selector": "#code",
+                                                          "submit_selector": "#ok"},
+                                         "export": {"steps": [], "download_selector": "#csv"},
+                                         "data_stream_key": "bank"})
+        set_credentials(ports, agent.id, Credentials("ops", "pw"))
+        container().__dict__["portal"] = ScriptedPortal([
+            CodeRequested({"cookies": [{"name": "half"}]}),
+            Exported("statement.csv", b"date,amount,description,external_id\n2026-11-07,9.00,PORTAL,p1\n",
+                     {"cookies": [{"name": "session"}]}),
+            PortalFailed("export", "no download link", (), screenshot=b"\x89PNG proof")])
+        run = started_run(agent.id)
+        first = attempt(run)
+        handler("browser_run_pause")({**run, "task_token": "proof-token"}, Context())
+        waiting = ports.agent_runs.get("acme", agent.id, run["run_id"])
+        ports.agent_runs.resume_with_code(waiting, "123456", utc_now())  # what POST /verification does, by hand
+        second = attempt(run)
+        imports = drive_new_executions(settings.file_import_state_machine.rsplit(":", 1)[-1])
+        third = attempt(started_run(agent.id))
+        # The other tasks on runs still going: no code in time, and a task that gave up.
+        expired = started_run(agent.id)
+        handler("browser_run_expire")(dict(expired), Context())
+        gave_up = started_run(agent.id)
+        handler("browser_run_fail")({**gave_up, "error": {"Error": "States.Timeout", "Cause": "proof"}}, Context())
+        ends = [ports.agent_runs.get("acme", agent.id, r["run_id"]).status.value for r in (expired, gave_up)]
+        report("browser_run_attempt: a code asked for, a statement exported and imported, a failure's screenshot",
+               (first, second, third) == ({"status": "waiting_for_verification"}, {"status": "completed"},
+                                          {"status": "failed"}) and len(imports) == 1 and ends == ["failed", "failed"],
+               {"attempts": [first, second, third], "imports": imports, "expired and given up": ends})
 
 
 def without_engine():
