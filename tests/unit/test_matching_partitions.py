@@ -21,6 +21,7 @@ from chalicelib.domain.matching.partition import (
     plan_partitions,
 )
 from chalicelib.domain.rules import Rule, validate_rule
+from tests.support.rule_shapes import SHAPES
 from tests.unit.test_matching_properties import satisfies
 
 DAY = date(2026, 5, 1)
@@ -313,3 +314,36 @@ def test_a_record_matched_in_two_partitions_is_kept_by_the_better_match_and_the_
     assert (result.conflicts, result.rounds, result.identical) == (1, 2, False)
     assert_same(match_records(side_a, side_b, [near, far]), result.outcome)
     assert result.outcome.members.rows() == [(0, "a", 2), (0, "b", 11), (1, "a", 1), (1, "b", 12)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: shape.name)
+def test_every_rule_shape_splits_into_the_same_answer_or_says_why_not(shape):
+    # Given 4,000 units a side that the rule pairs, and a plan of 8 partitions
+    side_a, side_b = shape.sides(4_000)
+    rule_list = [shape.rule()]
+    plan = plan_partitions(rule_list, 8, side_a)
+
+    # When matched in partitions and in one piece
+    result = match_partitioned(side_a, side_b, rule_list, plan, only_new=shape.only_new)
+    single = match_records(side_a, side_b, rule_list, only_new=shape.only_new)
+
+    # Then a plan that splits gives the engine's answer (a range plan: unless it settled a conflict,
+    # and never a record twice), and one that does not says why
+    assert result.outcome.members["record_id"].is_unique().all()
+    if plan.partitions == 1:
+        assert plan.reason
+    else:
+        assert result.partitions_matched > 1
+    if result.identical:
+        assert_same(single, result.outcome)
+    elif result.subset_cap:  # 1,000 counterparts searched in each partition, not in the run: the same, and more
+        assert not shape.complete and result.outcome.match_count > single.match_count
+        assert match_sets(single) <= match_sets(result.outcome)
+    else:
+        assert plan.axis and result.conflicts
+
+
+def match_sets(outcome) -> set[tuple[int, frozenset[int]]]:
+    rules = dict(outcome.matches.select("match_no", "rule_id").iter_rows())
+    groups = outcome.members.group_by("match_no").agg("record_id")
+    return {(rules[match_no], frozenset(ids)) for match_no, ids in groups.iter_rows()}

@@ -53,7 +53,8 @@ The same answer.
   engine are per partition rather than per run: `max_candidate_pairs` (a run refused in one
   piece may pass in partitions) and the subset search's MAX_COUNTERPARTS (1,000 counterparts a
   rule and run: a keyless grouped rule with more counterparts than that searches up to 1,000 in
-  each partition: the run's first 1,000 are searched as in one piece, and more after them).
+  each partition: the run's first 1,000 are searched as in one piece, and more after them, so
+  the single engine's subset matches are all found, and more; `identical` is then not claimed).
 - Range plans give the single engine's outcome whenever the merge drops no match
   (`PartitionedOutcome.identical`): each A record and all its pairs are in one partition, the
   greedy keeps a pair exactly when no better pair sharing a record is kept, and a B record left
@@ -82,6 +83,7 @@ import polars as pl
 from chalicelib.domain.matching.engine import MAX_CANDIDATE_PAIRS, match_records
 from chalicelib.domain.matching.outcome import MATCH_SCHEMA, MEMBER_SCHEMA, MatchOutcome
 from chalicelib.domain.matching.plan import FLIPPED_DIRECTION, RulePlan, day_number, normalized_text
+from chalicelib.domain.matching.subset import MAX_COUNTERPARTS
 from chalicelib.domain.rules import Cardinality, Condition, Normalization, Operator, Rule, is_text_field
 
 HASH_SEED = 32
@@ -337,13 +339,21 @@ class PartitionMerge:
             self._keep(matches, members)
             return frozenset()
         # one_to_one only: an A record is in one partition, so only B records are contested, and the
-        # sequential greedy over the matches in the engine's order keeps each B record's first match
+        # sequential greedy over the matches in the engine's order keeps each B record's first match.
+        # Only the matches of a B record matched more than once need that order (and their differences read).
+        b_first = matches["b_first"].to_numpy()
+        _, inverse, counts = np.unique(b_first, return_inverse=True, return_counts=True)
+        contested = matches.filter(pl.Series(counts[inverse] > 1))
+        differences = pl.col("differences").str.json_decode(pl.Struct({"amount": pl.Int64, "date_days": pl.Int64}))
+        contested = contested.with_columns(amount_diff=differences.struct.field("amount"),
+                                           date_diff=differences.struct.field("date_days"))
         # (numpy: a sort of a few int columns, single-threaded, is steady on a busy machine)
-        keys = [matches[c].to_numpy() for c in ("b_first", "a_first", "date_diff", "amount_diff", "rule_pos")]
+        keys = [contested[c].to_numpy() for c in ("b_first", "a_first", "date_diff", "amount_diff", "rule_pos")]
         order = np.lexsort(keys)
-        keep = np.zeros(matches.height, dtype=bool)
-        keep[order[np.unique(keys[0][order], return_index=True)[1]]] = True
-        kept, dropped = matches.filter(pl.Series(keep)), matches.filter(pl.Series(~keep))
+        first = np.zeros(contested.height, dtype=bool)
+        first[order[np.unique(keys[0][order], return_index=True)[1]]] = True
+        dropped = contested.filter(pl.Series(~first))
+        kept = matches.filter(~pl.col("gid").is_in(dropped["gid"].implode())) if dropped.height else matches
         self.conflicts += dropped.height
         self._keep(kept, members.join(kept.select("gid"), on="gid", how="semi") if dropped.height else members)
         return frozenset(dropped["partition"].to_list())
@@ -371,12 +381,7 @@ class PartitionMerge:
             member_parts.append(members.select(gid=pl.col("match_no") + offset, side="side", record_id="record_id"))
         if not match_parts:
             return pl.DataFrame(), pl.DataFrame()
-        matches = pl.concat(match_parts).join(self._position, on="rule_id", how="left")
-        if not self.plan.exact:
-            differences = pl.col("differences").str.json_decode(pl.Struct({"amount": pl.Int64, "date_days": pl.Int64}))
-            matches = matches.with_columns(amount_diff=differences.struct.field("amount"),
-                                           date_diff=differences.struct.field("date_days"))
-        return matches, pl.concat(member_parts)
+        return pl.concat(match_parts).join(self._position, on="rule_id", how="left"), pl.concat(member_parts)
 
     def open_records(self, frame: pl.DataFrame) -> pl.DataFrame:
         """A partition's records that no kept match holds."""
@@ -422,11 +427,12 @@ class PartitionedOutcome:
     rounds: int          # passes over partitions: 1 unless a match was dropped at the merge
     conflicts: int       # matches dropped at the merge: a better one elsewhere took a record
     partitions_matched: int
+    subset_cap: bool = False  # a subset search may have met MAX_COUNTERPARTS: it searched more, in partitions
 
     @property
     def identical(self) -> bool:
         """Proven the single engine's outcome (see the module's The same answer)."""
-        return self.plan.exact or self.conflicts == 0
+        return (self.plan.exact or self.conflicts == 0) and not self.subset_cap
 
 
 def match_partitioned(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Rule], plan: PartitionPlan, *,
@@ -447,5 +453,8 @@ def match_partitioned(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequenc
                 outcomes[partition] = matcher(part_a, part_b)
                 matched += 1
         todo = merge.add(outcomes)
+    # A side of at most MAX_COUNTERPARTS records has at most that many counterparts: the cap never binds.
+    capped = (matched > 1 and max(side_a.height, side_b.height) > MAX_COUNTERPARTS
+              and any(SUBSET in unit_kinds(p) for p in active_plans(rules)))
     return PartitionedOutcome(merge.outcome(side_a["id"], side_b["id"]), plan, max(merge.rounds, 1),
-                              merge.conflicts, matched)
+                              merge.conflicts, matched, capped)
