@@ -48,6 +48,12 @@ records' plain equality keys by a semi-join, so nothing heavy is built over the 
 
 Determinism: every order the engine relies on ends on unique ids, so row order in the input
 never changes the result. Matches are numbered by rule order, then by lowest side-A id.
+
+Past one function (`partition.py`): a run split by a blocking key derived from the rules (a hash
+of the equality conditions every rule shares, else date or amount ranges that overlap by the
+widest window), each partition matched alone by `match_records`, the outcomes merged in the
+engine's own order; identical to one piece on a hash plan, and on a range plan unless the merge
+had a conflict to settle (see there).
 """
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
