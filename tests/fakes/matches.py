@@ -231,7 +231,7 @@ class FakeClaimRepository:
         row.proposed_in.discard(reconciliation_id)
         row.record = replace(row.record, status=status)
 
-    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+    def confirm_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                       users: frozenset[int]) -> None:
         """A proposed match confirmed: the record `match_id` holds is matched there for good."""
         row = self.store.row(environment, record_id)

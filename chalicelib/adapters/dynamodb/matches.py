@@ -7,7 +7,7 @@ A match is written without transactions, in an order a retry can finish and a fa
    record's status (and its open-records index entry) accordingly; a claim fails when another
    match of that reconciliation holds the record, or the record is being deleted. A proposed
    match's claim also adds the reconciliation to `proposed_in`: the record is claimed (no run
-   matches it again) but `pending_confirmation`, until a confirm settles it or a reject releases it;
+   matches it again) but `pending_confirmation`, until a confirm confirms it or a reject releases it;
 3. the match item, the commit marker: until it exists nothing lists or shows the match.
 A failed claim releases the claims this match made and deletes its members.
 """
@@ -289,7 +289,7 @@ class ClaimRepository:
         """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
         self._move_held(environment, record_id, reconciliation_id, match_id, users, release=True)
 
-    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+    def confirm_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                       users: frozenset[int]) -> None:
         """A proposed match confirmed: the record it holds is matched there for good (nothing to
         do when `match_id` does not hold it, or holds it confirmed already)."""
