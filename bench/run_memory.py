@@ -5,7 +5,7 @@ Pages come as DynamoDB's Query API returns them from the open-records index (typ
 1 MB of index entries a page, the record item layout of adapters/dynamodb/records.py cut to what
 gsi5 projects) from a small fake DynamoDB HTTP endpoint in its own process, generated as they are
 asked for (the FilterExpression is not applied: every record is open); the real boto3 client, DynamoTable,
-MatchRepository and services/reconciliation_runs.py read them. Every case runs in a fresh
+ClaimRepository and services/reconciliation_runs.py read them. Every case runs in a fresh
 subprocess; its peak RSS is that process's ru_maxrss and its CPU time its own user + system.
 
     .venv/bin/python bench/run_memory.py [--records 100000 1000000] [--dry-run 50000 100000 200000] [--pages DIR]
@@ -242,7 +242,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     import boto3
     from botocore.config import Config
 
-    from chalicelib.adapters.dynamodb.matches import MatchRepository
+    from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
     from chalicelib.adapters.dynamodb.table import DynamoTable
     from chalicelib.adapters.run_files import RunFiles
     from chalicelib.domain.rules import Rule, validate_rule
@@ -260,7 +260,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     matches = MatchRepository(table)
     ports = Ports(api_keys=None, counters=None, data_streams=None, property_definitions=None,
                   reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
-                  ingestion_jobs=NoJobs(), matches=matches, claims=matches, runs=None, exceptions=None,
+                  ingestion_jobs=NoJobs(), matches=matches, claims=ClaimRepository(table, matches), runs=None, exceptions=None,
                   investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
                   bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
                   tallies=None, agents=None, agent_runs=None, agent_run_queue=None, schedules=None, agent_files=None,

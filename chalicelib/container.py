@@ -23,7 +23,7 @@ from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -100,6 +100,10 @@ class Container:
     @cached_property
     def matches(self) -> MatchRepository:
         return MatchRepository(self.table)
+
+    @cached_property
+    def claims(self) -> ClaimRepository:
+        return ClaimRepository(self.table, self.matches)
 
     @cached_property
     def runs(self) -> RunRepository:
@@ -254,7 +258,7 @@ class Container:
             property_definitions=self.property_definitions, reconciliations=self.reconciliations,
             reconciliation_rules=self.reconciliation_rules, records=self.records, ingestion_jobs=self.ingestion_jobs,
             matches=self.matches, runs=self.runs, exceptions=self.exceptions, investigations=self.investigations,
-            claims=self.matches,  # one adapter keeps both, on the same items
+            claims=self.claims,
             payloads=self.payloads, mirror=self.mirror, run_files=self.run_files, bulk_queue=self.bulk_queue,
             investigation_queue=self.investigation_queue, file_import_workflows=self.file_import_workflows,
             run_workflows=self.run_workflows, stories=self.stories, tallies=self.tallies, agents=self.agents,

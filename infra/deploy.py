@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from email.utils import parseaddr
 from pathlib import Path
@@ -55,7 +56,7 @@ INFRA = ROOT / "infra"
 BASE_CONFIG = ROOT / ".chalice" / "config.json"
 # Where Chalice reads and writes its record of a stage's app (the staged project links it); `make deploy`
 # keeps the record in the account (infra/stage_state.py) and puts it here for Chalice.
-DEPLOYED_DIR = ROOT / ".chalice" / "deployed"
+DEPLOYED_DIR = packaging.DEPLOYED_DIR
 APP_NAME = "recon"
 
 
@@ -565,10 +566,10 @@ def app_functions(lam, stage: str) -> list[str]:
     return sorted(found, key=lambda name: (name != f"{APP_NAME}-{stage}", name))
 
 
-def fetch_app_record(session, bucket: str, stage: str, log=print) -> str:
-    """Chalice's record of the stage's app from the account (stage_state.fetch); refuses (DeployRefused) to go
-    on without one when the app exists: Chalice would make a second API, or delete nothing."""
-    source = stage_state.fetch(session.client("s3"), bucket, stage, DEPLOYED_DIR, log)
+def fetch_app_record(session, bucket: str, stage: str, log=print, deployed_dir: Path = DEPLOYED_DIR) -> str:
+    """Chalice's record of the stage's app from the account (stage_state.fetch) into `deployed_dir`; refuses
+    (DeployRefused) to go on without one when the app exists: Chalice would make a second API, or delete nothing."""
+    source = stage_state.fetch(session.client("s3"), bucket, stage, deployed_dir, log)
     if source == "none":
         functions = app_functions(session.client("lambda"), stage)
         if functions:
@@ -576,12 +577,14 @@ def fetch_app_record(session, bucket: str, stage: str, log=print) -> str:
     return source
 
 
-def run_chalice(session, bucket: str, stage: str, project: Path, command: str) -> None:
-    """`chalice deploy` or `chalice delete`; its record goes back to the account however it ends."""
+def run_chalice(session, bucket: str, stage: str, project: Path, command: str,
+                deployed_dir: Path = DEPLOYED_DIR) -> None:
+    """`chalice deploy` or `chalice delete`; its record (in `deployed_dir`) goes back to the account however it
+    ends."""
     try:
         status = packaging.chalice_run(project, command, stage)
     finally:
-        stage_state.store(session.client("s3"), bucket, stage, DEPLOYED_DIR)
+        stage_state.store(session.client("s3"), bucket, stage, deployed_dir)
     if status != 0:
         again = "deploy" if command == "deploy" else "destroy"
         raise ChaliceFailed(f"chalice {command} failed (above); what it made is recorded in "
@@ -589,12 +592,18 @@ def run_chalice(session, bucket: str, stage: str, project: Path, command: str) -
                             "once the cause is fixed")
 
 
-def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOptions | None = None) -> dict[str, str]:
-    session = _session()
+def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOptions | None = None, *,
+           session=None, check: Callable[..., None] = check_parameters,
+           put_stack: Callable[..., dict[str, str]] = deploy_stack,
+           deployed_dir: Path = DEPLOYED_DIR) -> dict[str, str]:
+    """The whole deployment of `stage` (the module's docstring), with the caller's AWS credentials unless given
+    a boto3 `session`: `check` refuses the stage's parameters (check_parameters), `put_stack` creates or
+    updates each stack (deploy_stack), Chalice's record of the app is kept in `deployed_dir`."""
+    session = session or _session()
     cfn, s3 = session.client("cloudformation"), session.client("s3")
     names = stack_names(stage)
     parameters = stage_parameters(cfn, stage, options or StageOptions())
-    check_parameters(session.client, session.region_name, parameters, log)
+    check(session.client, session.region_name, parameters, log)
 
     # The lock and the app's record live in the artifacts bucket: a new stage's is made first, unlocked
     # (two first deploys at once: CloudFormation creates the stack for one, and refuses the other).
@@ -608,14 +617,14 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
         if artifacts is not None and _stack_status(cfn, names["artifacts"]).endswith("_IN_PROGRESS"):
             raise being_created
         try:
-            artifacts = deploy_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
+            artifacts = put_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
         except cfn.exceptions.AlreadyExistsException:
             raise being_created from None
     bucket = artifacts["ArtifactsBucketName"]
     held = stage_state.holder(stage, "make deploy", _identity(session))
     with stage_state.locked(s3, bucket, held, log):
-        fetch_app_record(session, bucket, stage, log)
-        artifacts = deploy_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
+        fetch_app_record(session, bucket, stage, log, deployed_dir)
+        artifacts = put_stack(cfn, names["artifacts"], artifacts_template, artifacts_parameters, log)
         image = publish_browser_image(session.client("ecr"), artifacts["BrowserImageRepositoryName"],
                                       artifacts["BrowserImageRepositoryUri"], docker or Docker(), log)
         layer = packaging.build_layer()
@@ -627,27 +636,28 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
                             "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters}
         adopt_log_groups(cfn, session.client("logs"), names["infra"], infra, infra_parameters, session.region_name,
                          log)
-        outputs = deploy_stack(cfn, names["infra"], infra, infra_parameters, log)
+        outputs = put_stack(cfn, names["infra"], infra, infra_parameters, log)
 
         config = stage_config(stage, outputs)
-        project = packaging.stage_project(config, packaging.BUILD / "project" / stage)
-        run_chalice(session, bucket, stage, project, "deploy")
+        project = packaging.stage_project(config, packaging.BUILD / "project" / stage, deployed_dir)
+        run_chalice(session, bucket, stage, project, "deploy", deployed_dir)
 
         workflows = inline_state_machines(load_template(INFRA / "workflows.yaml"))
-        deploy_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, deployed_function_arns(stage)),
-                     log)
-    api = json.loads((DEPLOYED_DIR / f"{stage}.json").read_text())
+        arns = deployed_function_arns(stage, deployed_dir)
+        put_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, arns), log)
+    api = json.loads((deployed_dir / f"{stage}.json").read_text())
     url = next((r["rest_api_url"] for r in api["resources"] if r.get("resource_type") == "rest_api"), None)
     log(f"deployed stage {stage}: {url}v1/health" if url else f"deployed stage {stage}")
     return outputs
 
 
-def destroy(stage: str, purge_data: bool = False, log=print) -> None:
+def destroy(stage: str, purge_data: bool = False, log=print, *, session=None,
+            deployed_dir: Path = DEPLOYED_DIR) -> None:
     """Delete the workflows, the app and the infrastructure, then the artifacts (the browser image's
     repository goes with its images: EmptyOnDelete; the bucket with the app's record and the lock); the
     table and the data bucket are retained (DeletionPolicy) unless `purge_data`. Under the stage's lock,
-    with the app's record from the account: from any checkout."""
-    session = _session()
+    with the app's record from the account (kept in `deployed_dir`): from any checkout."""
+    session = session or _session()
     cfn = session.client("cloudformation")
     names = stack_names(stage)
     retained = _existing_outputs(cfn, names["infra"]) or {}
@@ -658,19 +668,20 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
             if bucket else contextlib.nullcontext())
     with lock:
         if bucket:
-            fetch_app_record(session, bucket, stage, log)
-        elif app_functions(session.client("lambda"), stage) and not (DEPLOYED_DIR / f"{stage}.json").exists():
+            fetch_app_record(session, bucket, stage, log, deployed_dir)
+        elif app_functions(session.client("lambda"), stage) and not (deployed_dir / f"{stage}.json").exists():
             raise DeployRefused(f"stage {stage} has its app deployed but no artifacts stack ({names['artifacts']}), "
                                 "where its record would be, and this checkout has none "
                                 f"(.chalice/deployed/{stage}.json)")
         _delete_stack(cfn, names["workflows"], log)
-        if (DEPLOYED_DIR / f"{stage}.json").exists():
+        if (deployed_dir / f"{stage}.json").exists():
             project = packaging.BUILD / "project" / stage
             if not project.exists():
                 # The stack's outputs, or placeholders for those it lacks (none, or made before an output was added).
-                packaging.stage_project(stage_config(stage, {**_placeholder_outputs(), **retained}), project)
+                packaging.stage_project(stage_config(stage, {**_placeholder_outputs(), **retained}), project,
+                                        deployed_dir)
             if bucket:
-                run_chalice(session, bucket, stage, project, "delete")
+                run_chalice(session, bucket, stage, project, "delete", deployed_dir)
             elif packaging.chalice_run(project, "delete", stage) != 0:
                 raise ChaliceFailed(f"chalice delete failed (above): run make destroy STAGE={stage} again")
         _delete_stack(cfn, names["infra"], log)
@@ -686,9 +697,9 @@ def destroy(stage: str, purge_data: bool = False, log=print) -> None:
         log(f"kept table {retained['TableName']} and bucket {retained['BucketName']} (PURGE=1 deletes them)")
 
 
-def unlock(stage: str, log=print) -> int:
+def unlock(stage: str, log=print, *, session=None) -> int:
     """`make deploy-unlock`: break the stage's lock (a deploy or destroy that was killed left it)."""
-    session = _session()
+    session = session or _session()
     artifacts = _existing_outputs(session.client("cloudformation"), stack_names(stage)["artifacts"]) or {}
     if "ArtifactsBucketName" not in artifacts:
         log(f"stage {stage} has no artifacts stack: nothing is locked")
@@ -722,9 +733,9 @@ def _empty_bucket(bucket) -> None:
     bucket.objects.delete()
 
 
-def create_key(stage: str, environment: str) -> int:
+def create_key(stage: str, environment: str, *, session=None) -> int:
     """A first API key, with the operator's command line pointed at the stage's table."""
-    outputs = stack_outputs(_session().client("cloudformation"), stack_names(stage)["infra"])
+    outputs = stack_outputs((session or _session()).client("cloudformation"), stack_names(stage)["infra"])
     python = ROOT / ".venv" / "bin" / "python"
     env = {**os.environ, "RECON_TABLE_NAME": outputs["TableName"], "RECON_STAGE": stage,
            "RECON_DATA_DIR": str(ROOT / "build" / "no-local-stack")}
@@ -732,7 +743,8 @@ def create_key(stage: str, environment: str) -> int:
                            "--environment", environment], cwd=ROOT, env=env).returncode
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, session=None) -> int:
+    """`python -m infra.deploy`; each command with the caller's AWS credentials unless given a boto3 `session`."""
     parser = argparse.ArgumentParser(prog="python -m infra.deploy")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("deploy", "destroy", "unlock", "key"):
@@ -752,13 +764,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "deploy":
             options = StageOptions(mail_from=args.mail_from, model_id=args.model_id, alarm_email=args.alarm_email,
                                    log_retention_days=args.log_retention_days)
-            deploy(args.stage, options=options)
+            deploy(args.stage, options=options, session=session)
         elif args.command == "destroy":
-            destroy(args.stage, args.purge_data)
+            destroy(args.stage, args.purge_data, session=session)
         elif args.command == "unlock":
-            return unlock(args.stage)
+            return unlock(args.stage, session=session)
         else:
-            return create_key(args.stage, args.environment)
+            return create_key(args.stage, args.environment, session=session)
     except (DockerUnavailable, DeployRefused, stage_state.StageLocked, ChaliceFailed) as error:
         print(f"make {args.command}: {error}", file=sys.stderr)
         return 1

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
+# Where Chalice reads and writes its record of a stage's app (each staged project links it).
+DEPLOYED_DIR = ROOT / ".chalice" / "deployed"
 DEPLOY_VENV = ROOT / ".venv-deploy"
 
 RUNTIME = "python3.12"
@@ -226,11 +228,11 @@ def _make_deploy_venv(venv: Path, requirements: Path, stamp: Path) -> None:
     stamp.write_text(_digest(requirements))
 
 
-def stage_project(config: dict, project: Path) -> Path:
+def stage_project(config: dict, project: Path, deployed: Path = DEPLOYED_DIR) -> Path:
     """A copy of the app (app.py, chalicelib without the local stack, the dependencies of
     requirements.txt, all with byte code for the runtime) with the stage's generated
-    `.chalice/config.json`. `deployed/` is shared with the repository's
-    `.chalice/deployed`, where Chalice reads and writes its record of what it deployed (`make deploy`
+    `.chalice/config.json`. `deployed/` is shared with `deployed` (the repository's
+    `.chalice/deployed`), where Chalice reads and writes its record of what it deployed (`make deploy`
     keeps that record in the account: infra/stage_state.py)."""
     shutil.rmtree(project, ignore_errors=True)
     (project / ".chalice").mkdir(parents=True)
@@ -241,7 +243,6 @@ def stage_project(config: dict, project: Path) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
     _compile_app(project)
     (project / ".chalice" / "config.json").write_text(json.dumps(config, indent=2))
-    deployed = ROOT / ".chalice" / "deployed"
     deployed.mkdir(parents=True, exist_ok=True)
     (project / ".chalice" / "deployed").symlink_to(deployed, target_is_directory=True)
     return project

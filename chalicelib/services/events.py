@@ -89,15 +89,15 @@ def _send(ports: Ports, environment: str, event: Event, announcer: Announcer | N
 
 
 def _deliver(ports: Ports, held: HeldEvent) -> bool:
-    """Send a held event whose change is saved, then settle it. False when it is not out yet: its
+    """Send a held event whose change is saved, then take its mark off its origin. False when it is not out yet: its
     announcement is another worker's for now (the hold stays, and a later sweep looks again)."""
     ledger = ports.event_ledger
     _send(ports, held.environment, held.event, held.announcer)
     if held.announcer is not None:
-        mark = ledger.announcement(held.environment, held.event.id)
-        if mark is None or not mark.done:
+        announcement = ledger.announcement(held.environment, held.event.id)
+        if announcement is None or not announcement.done:
             return False
-    ledger.settle(held)
+    ledger.clear_owed(held)
     ledger.release_hold(held)
     return True
 
@@ -112,11 +112,12 @@ def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
     if event is None:
         return
     ledger = ports.event_ledger
-    mark = ledger.announcement(environment, event.id)
-    if mark is None:
+    announcement = ledger.announcement(environment, event.id)
+    if announcement is None:
         if not ledger.reserve(environment, event.id):
             return  # a duplicate of this job took it a moment ago
-    elif mark.done or not mark.abandoned(utc_now()) or not ledger.retake(environment, event.id, mark.since):
+    elif announcement.done or not announcement.abandoned(utc_now()) or \
+            not ledger.retake(environment, event.id, announcement.since):
         return
     elif _recorded(ports, event, environment):  # its worker died after the entry
         emit(ports, environment, event)
@@ -156,8 +157,8 @@ def finish_decisions(ports: Ports, kind: str, finish_if_ended: Callable[[str, in
         try:
             event = finish_if_ended(decision.environment, decision.entity_id)
             if event is not None:
-                mark = ledger.announcement(decision.environment, event.id)
-                if mark is None or not mark.done:
+                announcement = ledger.announcement(decision.environment, event.id)
+                if announcement is None or not announcement.done:
                     continue
                 ended += 1
                 logger.warning("a decision whose sweeper died was announced",

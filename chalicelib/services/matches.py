@@ -81,9 +81,9 @@ def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> 
 
 
 def confirm(ports: Ports, environment: str, match_id: int) -> Match:
-    """Confirm the match, then settle its records (`pending_confirmation` -> reconciled, or partially
+    """Confirm the match, then its records (`pending_confirmation` -> reconciled, or partially
     reconciled while other reconciliations of their streams have not matched them). A confirm
-    repeated after dying part-way settles what is left."""
+    repeated after dying part-way confirms what is left."""
     current = ports.matches.get(environment, match_id)
     event = event_data.match_event(replace(current, status=MatchStatus.CONFIRMED), "confirmed", utc_now())
     confirmed = save_and_emit(ports, environment, event, EventOrigin.match(match_id),
@@ -91,7 +91,7 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     members = ports.matches.members(environment, match_id)
     users = used_by(ports.reconciliations, environment, (m.data_stream_key for m in members))
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-        list(pool.map(lambda m: ports.claims.settle_record(environment, m.record_id, confirmed.reconciliation_id,
+        list(pool.map(lambda m: ports.claims.confirm_record(environment, m.record_id, confirmed.reconciliation_id,
                                                             match_id, users[m.data_stream_key]), members))
     audit.note(**audit.changes({"status": current.status.value}, {"status": confirmed.status.value}))
     matching_changed(ports, environment, confirmed.reconciliation_id)

@@ -10,15 +10,17 @@ and delivered again at the start, as SQS delivers again what a dead consumer had
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs, reconciliation_runs
 from chalicelib.services.ingestion import sweeper
 from chalicelib.services.ports import Ports
+from chalicelib.services.sweeping import Item
 
 
 @dataclass
@@ -42,19 +44,25 @@ def resume_interrupted(ports: Ports) -> Resumed:
     now = utc_now()
     # Both read before anything starts: a resumed import that ends at once may start a run of its own.
     jobs, runs = ports.ingestion_jobs.active(), ports.runs.active()
-    for job in jobs:
-        if not job.is_file or job.finished or sweeper.waiting_for_upload(ports, job):
-            continue
-        with _logged("file import", job.environment, job.id):
-            if sweeper.restart(ports, job, resumed_at=now):
-                resumed.file_imports.append((job.environment, job.id))
-    for run in runs:
-        with _logged("run", run.environment, run.id):
-            if reconciliation_runs.restart(ports, run, resumed_at=now):
-                resumed.runs.append((run.environment, run.id))
+    resumed.file_imports = _restart_each(ports, "file import", (
+        job for job in jobs if job.is_file and not job.finished and not sweeper.waiting_for_upload(ports, job)),
+        sweeper.restart, now)
+    resumed.runs = _restart_each(ports, "run", runs, reconciliation_runs.restart, now)
     with _logged("browser agent runs", "*", 0):
         resumed.browser_runs = browser_runs.resume_in_flight(ports, now)
     return resumed
+
+
+def _restart_each(ports: Ports, what: str, work: Iterable[Item], restart: Callable[[Ports, Item, datetime], bool],
+                  resumed_at: datetime) -> list[tuple[str, int]]:
+    """`restart` each of `work` as resumed at `resumed_at`; those it claimed, as (environment, id). One that
+    fails is logged as `what` and left to the sweeper; it stops no other."""
+    restarted = []
+    for item in work:
+        with _logged(what, item.environment, item.id):
+            if restart(ports, item, resumed_at):
+                restarted.append((item.environment, item.id))
+    return restarted
 
 
 @contextmanager

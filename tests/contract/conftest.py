@@ -22,7 +22,7 @@ from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -54,8 +54,8 @@ class FakeBackend:
         ports = fake_ports()
         for attribute in ("counters", "api_keys", "data_streams", "property_definitions", "reconciliations",
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
-                          "run_files", "records", "matches", "exceptions", "mirror", "stories", "tallies", "agents",
-                          "agent_runs", "audit", "event_ledger", "balances", "webhooks", "browser_secrets",
+                          "run_files", "records", "matches", "claims", "exceptions", "mirror", "stories", "tallies",
+                          "agents", "agent_runs", "audit", "event_ledger", "balances", "webhooks", "browser_secrets",
                           "task_tokens", "mailer"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
@@ -122,6 +122,10 @@ class MotoBackend:
     @cached_property
     def matches(self):
         return MatchRepository(self._table)
+
+    @cached_property
+    def claims(self):
+        return ClaimRepository(self._table, self.matches)
 
     @cached_property
     def exceptions(self):
@@ -299,8 +303,8 @@ def matches(backend):
 
 @pytest.fixture
 def claims(backend):
-    """The record side of matching: the matches' adapter (and fake) implements it too."""
-    return backend.matches
+    """The record side of matching."""
+    return backend.claims
 
 
 @pytest.fixture

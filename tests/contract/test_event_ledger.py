@@ -1,5 +1,5 @@
 """The event ledger: events the bus refused, parked until published; events held while the change
-they tell of is saved, owed only once the origin's item carries their mark (and settled when
+they tell of is saved, owed only once the origin's item carries their mark (and cleared when
 out); the sweeper's held decisions; and announcements, reserved once, retaken only as read, done."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class TestEventLedger:
         event_ledger.release(ENV, [event(1), event(2)])
         assert [p.event.id for p in event_ledger.parked()] == ["evt_3"]
 
-    def test_a_held_event_is_owed_once_its_origin_carries_its_mark_until_settled(self, event_ledger, matches):
+    def test_a_held_event_is_owed_once_its_origin_carries_its_mark_until_cleared(self, event_ledger, matches):
         first, rival = held(1), held(1, token="t2")
         event_ledger.hold(first)
         event_ledger.hold(rival)  # another change telling the same event: a hold of its own
@@ -43,8 +43,8 @@ class TestEventLedger:
         matches.commit_many([Match(ENV, 1, 1, MatchStatus.CONFIRMED, "group-1", 2, T0)], {1: first.mark})
         assert event_ledger.owed(first) and not event_ledger.owed(rival)
 
-        event_ledger.settle(first)
-        event_ledger.settle(held(9))  # an origin gone meanwhile stays gone
+        event_ledger.clear_owed(first)
+        event_ledger.clear_owed(held(9))  # an origin gone meanwhile stays gone
         assert not event_ledger.owed(first)
         event_ledger.release_hold(first)
         event_ledger.release_hold(rival)

@@ -207,7 +207,7 @@ class TestMatchRepository:
         assert claims.claim_record(ENV, 1, 2, 11, BOTH)  # another reconciliation may
         assert claims.held_records(ENV, [1])[0].match_ids == {1: 10, 2: 11}
 
-    def test_a_proposed_claim_holds_the_record_pending_until_settled_or_released(self, records, matches, claims):
+    def test_a_proposed_claim_holds_the_record_pending_until_confirmed_or_released(self, records, matches, claims):
         # Given two records claimed by proposed matches, in a stream reconciliations 1 and 2 use
         records.put_many([record(1), record(2)])
         assert claims.claim_record(ENV, 1, 1, 10, BOTH, proposed=True)
@@ -218,10 +218,10 @@ class TestMatchRepository:
         pending = records.list_page(ENV, RecordQuery(status=RecordStatus.PENDING_CONFIRMATION), 5, None)[0]
         assert [r.id for r in pending] == [2, 1]
         assert claims.held_records(ENV, [1])[0].proposed_in == frozenset({1})
-        # When one is settled (its match confirmed) and the other released (rejected)
-        claims.settle_record(ENV, 1, 1, 99, BOTH)  # not its match: nothing
+        # When one is confirmed (its match confirmed) and the other released (rejected)
+        claims.confirm_record(ENV, 1, 1, 99, BOTH)  # not its match: nothing
         assert status_of(records, 1) is RecordStatus.PENDING_CONFIRMATION
-        claims.settle_record(ENV, 1, 1, 10, BOTH)
+        claims.confirm_record(ENV, 1, 1, 10, BOTH)
         claims.release_record(ENV, 2, 1, 11, BOTH)
         # Then the first is partially reconciled (reconciliation 2 has not matched it), the second open
         assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED

@@ -19,7 +19,7 @@ from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-from chalicelib.adapters.dynamodb.matches import MatchRepository
+from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -49,6 +49,7 @@ PAIRS = [
     (InvestigationRepository, fakes.FakeInvestigationRepository), (PayloadStore, fakes.FakePayloadStore),
     (WorkQueue, fakes.FakeWorkQueue), (RunFiles, fakes.FakeRunFiles),
     (RecordRepository, fakes.FakeRecordRepository), (MatchRepository, fakes.FakeMatchRepository),
+    (ClaimRepository, fakes.FakeClaimRepository),
     (ExceptionRepository, fakes.FakeExceptionRepository), (AnalyticsMirror, fakes.FakeAnalyticsMirror),
     (StepFunctionsWorkflows, fakes.FakeWorkflows), (LocalWorkflows, fakes.FakeWorkflows),
     (StoryRepository, fakes.FakeStoryRepository), (AgentRepository, fakes.FakeAgentRepository),

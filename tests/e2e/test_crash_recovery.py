@@ -118,7 +118,7 @@ def assert_every_record_in_exactly_one_match(container: Container, reconciliatio
     """Every record of the streams holds a match of the reconciliation that is committed and lists
     it; every committed match's records hold it. Returns how many matches there are."""
     ids = [r.id for stream in streams for r in all_records(container, stream)]
-    held = {h.record.id: h for h in container.matches.held_records(ENV, ids)}
+    held = {h.record.id: h for h in container.claims.held_records(ENV, ids)}
     match_of = {record_id: h.match_in(reconciliation_id) for record_id, h in held.items()}
     unmatched = sorted(i for i, m in match_of.items() if m is None)
     assert not unmatched, f"{len(unmatched)} records in no match, e.g. {unmatched[:5]}"

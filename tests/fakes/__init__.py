@@ -36,7 +36,7 @@ from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefin
 from tests.fakes.events import FakeEventLedger, FakeEventPublisher
 from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
-from tests.fakes.matches import FakeMatchRepository
+from tests.fakes.matches import FakeClaimRepository, FakeMatchRepository
 from tests.fakes.mirror import FakeAnalyticsMirror
 from tests.fakes.reconciliation_exceptions import FakeExceptionRepository
 from tests.fakes.reconciliations import FakeReconciliationRepository, FakeReconciliationRuleRepository
@@ -55,7 +55,7 @@ __all__ = [
     "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository", "FakeAgentRunRepository",
     "FakeAgentSchedules", "FakeAgentFileStore",
     "FakeWorkQueue",
-    "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
+    "FakeClaimRepository", "FakeMatchRepository", "FakeRecordRepository", "FakeRecordStore",
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
     "FakeAuditRepository", "FakeBalanceRepository", "FakeBrowserSecrets", "FakeEventLedger", "FakeEventPublisher",
     "FakeLanguageModels", "FakeMailer", "FakePortal", "FakeRecordsSql", "FakeTaskTokens", "FakeWebhookRepository",
@@ -96,6 +96,7 @@ class FakePorts:
         self.record_store = FakeRecordStore()  # the record items the records and matches fakes share
         self.records = FakeRecordRepository(self.record_store, self.data_streams, self.ingestion_jobs)
         self.matches = FakeMatchRepository(self.record_store)
+        self.claims = FakeClaimRepository(self.record_store, self.matches)
         self.exceptions = FakeExceptionRepository(self.counters, self.record_store)
         self.mirror = FakeAnalyticsMirror()
         self.stories = FakeStoryRepository(self.counters)
@@ -122,7 +123,7 @@ def fake_ports(**overrides: Any) -> Ports:
         property_definitions=wired.property_definitions, reconciliations=wired.reconciliations,
         reconciliation_rules=wired.reconciliation_rules, records=wired.records, ingestion_jobs=wired.ingestion_jobs,
         matches=wired.matches, runs=wired.runs, exceptions=wired.exceptions, investigations=wired.investigations,
-        claims=wired.matches,  # one adapter keeps both, on the same items
+        claims=wired.claims,
         payloads=wired.payloads, mirror=wired.mirror, run_files=wired.run_files, bulk_queue=wired.bulk_queue,
         investigation_queue=wired.investigation_queue, file_import_workflows=FakeWorkflows(),
         run_workflows=FakeWorkflows(), stories=wired.stories, tallies=wired.tallies, agents=wired.agents,

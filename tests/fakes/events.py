@@ -63,7 +63,7 @@ class FakeEventLedger:
         assert held.origin is not None
         return held.mark in self.store.pending_events.get(self._origin(held), set())
 
-    def settle(self, held: HeldEvent) -> None:
+    def clear_owed(self, held: HeldEvent) -> None:
         assert held.origin is not None
         self.store.pending_events.get(self._origin(held), set()).discard(held.mark)
 

@@ -1,7 +1,7 @@
-"""Matches and the record side of matching, as `adapters/dynamodb/matches.py` keeps them: members,
-claims and releases on the records of a FakeRecordStore (the store a FakeRecordRepository writes),
-the commit markers, a person's begun matches, the unmatch marks, a stream's open records for a
-reconciliation (adopted or not), adoptions and reopened records.
+"""Matches and the record side of matching, as `adapters/dynamodb/matches.py` keeps them. FakeMatchRepository:
+members, the commit markers, a person's begun matches, the unmatch marks. FakeClaimRepository: claims
+and releases on the records of a FakeRecordStore (the store a FakeRecordRepository writes), a
+stream's open records for a reconciliation (adopted or not), adoptions and reopened records.
 
 A record's status after a claim, a release or a reopen is the domain's `record_status` of the
 reconciliations that matched it, given those using its stream."""
@@ -52,14 +52,13 @@ def _typed_item(row: RecordRow, attributes: tuple[str, ...]) -> dict[str, Any]:
 
 
 class FakeMatchRepository:
-    # Items a query reads per page (the table's 1 MB per read, in records of about 250 bytes).
-    column_page_items = 4000
+    """Matches and their members (the `Matches` port), as MatchRepository keeps them; the events their
+    commits owe are marked on `store` (the record items' store)."""
 
     def __init__(self, store: FakeRecordStore | None = None) -> None:
         self.store = store or FakeRecordStore()
         self.matches: dict[tuple[str, int], Match] = {}
         self.members_of: dict[tuple[str, int], dict[int, MatchMember]] = {}  # (environment, match id): by record
-        self.adoptions: set[tuple[str, int, str]] = set()  # (environment, reconciliation id, stream key)
         self.money: dict[tuple[str, int], dict[str, CurrencyAmounts]] = {}  # kept by traces, (environment, match id)
 
     # Writing a match ----------------------------------------------------------------------------
@@ -69,64 +68,6 @@ class FakeMatchRepository:
             stored = self.members_of.setdefault((match.environment, match.id), {})
             for m in members:
                 stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key)
-
-    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
-        """Mark the record matched by `match_id` in the reconciliation; False when another match of
-        it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
-        stands for the record until the write's condition (the same reconciliations in
-        `matched_in`, no match here, not being deleted) tells it is stale."""
-        matched_in: set[int] | None = None if seen is None else set(seen.matched_in)
-        for _ in range(CLAIM_ATTEMPTS):
-            row = self.store.row(environment, record_id)
-            if matched_in is None:
-                if row is None or row.deleting:
-                    return False
-                if reconciliation_id in row.match_ids:
-                    return row.match_ids[reconciliation_id] == match_id
-                matched_in = set(row.matched_in)
-            if row is not None and not row.deleting and reconciliation_id not in row.match_ids \
-                    and row.matched_in == matched_in:
-                if proposed:
-                    row.proposed_in.add(reconciliation_id)
-                status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id}, row.proposed_in)
-                row.match_ids[reconciliation_id] = match_id
-                row.matched_in.add(reconciliation_id)
-                row.record = replace(row.record, status=status)
-                return True
-            matched_in = None  # changed meanwhile: read it again
-        raise RuntimeError(f"record {record_id} kept changing while being matched")
-
-    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                       users: frozenset[int]) -> None:
-        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
-        row = self.store.row(environment, record_id)
-        if row is None or row.match_ids.get(reconciliation_id) != match_id:
-            return
-        status = record_status(row.matched_in - {reconciliation_id}, users, row.proposed_in - {reconciliation_id})
-        del row.match_ids[reconciliation_id]
-        row.matched_in.discard(reconciliation_id)
-        row.proposed_in.discard(reconciliation_id)
-        row.record = replace(row.record, status=status)
-
-    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                      users: frozenset[int]) -> None:
-        """A proposed match confirmed: the record `match_id` holds is matched there for good."""
-        row = self.store.row(environment, record_id)
-        if row is None or row.match_ids.get(reconciliation_id) != match_id or reconciliation_id not in row.proposed_in:
-            return
-        row.proposed_in.discard(reconciliation_id)
-        row.record = replace(row.record, status=record_status(row.matched_in, users, row.proposed_in))
-
-    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
-        """The records the reconciliation's committed proposed matches hold (as the adapter lists them)."""
-        def proposed_match(row: RecordRow) -> bool:
-            match = self.matches.get((environment, row.match_ids.get(reconciliation_id, 0)))
-            return match is not None and match.status is MatchStatus.PROPOSED and match.pending_since is None \
-                and not match.unmatching
-        return [_open_record(row) for (env, _), row in sorted(self.store.rows.items())
-                if env == environment and reconciliation_id in row.proposed_in and not row.deleting
-                and proposed_match(row)]
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
@@ -140,58 +81,6 @@ class FakeMatchRepository:
 
     # Reading ---------------------------------------------------------------------------------
 
-    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
-                     adopted: bool) -> Iterator[OpenRecord]:
-        """The stream's records not matched in the reconciliation (nor being deleted), by id: from its
-        open index once adopted, from all its records before."""
-        return (_open_record(row) for row in rows_of_stream(self.store, environment, stream_key, adopted)
-                if reconciliation_id not in row.matched_in and not row.deleting)
-
-    def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                            with_metadata: bool = False) -> Iterator[RecordColumns]:
-        """The records of `open_records` as the adapter's columns (`status` only when read whole,
-        before adoption), a page per `column_page_items` records read; at least one page."""
-        projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        rows = list(rows_of_stream(self.store, environment, stream_key, adopted))
-        for start in range(0, max(len(rows), 1), self.column_page_items):
-            page = [_typed_item(row, projection) for row in rows[start:start + self.column_page_items]
-                    if reconciliation_id not in row.matched_in and not row.deleting]
-            yield record_columns(page, with_metadata)
-
-    def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                   deadline: float | None = None) -> tuple[int, bool]:
-        """How many records `open_records` would give; the count always finishes."""
-        return sum(1 for _ in self.open_records(environment, stream_key, reconciliation_id, adopted)), True
-
-    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
-        return (environment, reconciliation_id, stream_key) in self.adoptions
-
-    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
-        self.adoptions.add((environment, reconciliation_id, stream_key))
-
-    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
-        self.adoptions -= {(environment, reconciliation_id, k) for k in stream_keys}
-
-    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
-        """Open a reconciled record again when `users` leave it partially reconciled; nothing when
-        the stored record is not reconciled, or its reconciliations changed meanwhile."""
-        matched_in = set(record.matched_in)
-        status = record_status(matched_in, users)
-        if status is RecordStatus.RECONCILED:
-            return
-        row = self.store.row(environment, record.id)
-        if row is None or row.record.status is not RecordStatus.RECONCILED or row.matched_in != matched_in:
-            return
-        row.record = replace(row.record, status=status)
-
-    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
-        """The records of these ids that exist (those being deleted too, marked), by id."""
-        rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))
-        return [HeldRecord(record=row.record, matched_in=frozenset(row.matched_in), match_ids=dict(row.match_ids),
-                           deleting=row.deleting, exception_ids=dict(row.exception_holds),
-                           proposed_in=frozenset(row.proposed_in))
-                for row in rows if row is not None]
-
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
         if match is None or match.unmatching or match.pending_since is not None:
@@ -200,20 +89,6 @@ class FakeMatchRepository:
 
     def find(self, environment: str, match_id: int) -> Match | None:
         return self.matches.get((environment, match_id))
-
-    def held_records_between(self, environment: str, stream_key: str, low_id: int,
-                             high_id: int) -> list[HeldRecord]:
-        return [held for held in self.held_records(environment, range(low_id, high_id + 1))
-                if held.record.data_stream_key == stream_key]
-
-    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
-                        reconciliation_ids: Iterable[int]) -> list[Passing]:
-        return [_passing(held, reconciliation_ids)
-                for held in self.held_records_between(environment, stream_key, low_id, high_id)]
-
-    def passing(self, environment: str, record_ids: Iterable[int],
-                reconciliation_ids: Iterable[int]) -> list[Passing]:
-        return [_passing(held, reconciliation_ids) for held in self.held_records(environment, record_ids)]
 
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
                         high_id: int) -> dict[int, MatchState]:
@@ -302,6 +177,146 @@ class FakeMatchRepository:
         if stored is None:
             raise ConditionFailed()
         return stored
+
+
+class FakeClaimRepository:
+    """The record side of matching (the `Claims` port), as ClaimRepository keeps it: claims and releases
+    on the rows of `store` (those a FakeRecordRepository writes), the records open in a reconciliation,
+    its adoptions; `matches` tells which proposed matches are committed."""
+    # Items a query reads per page (the table's 1 MB per read, in records of about 250 bytes).
+    column_page_items = 4000
+
+    def __init__(self, store: FakeRecordStore, matches: FakeMatchRepository) -> None:
+        self.store, self._matches = store, matches
+        self.adoptions: set[tuple[str, int, str]] = set()  # (environment, reconciliation id, stream key)
+
+    # Claiming a record --------------------------------------------------------------------------
+
+    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
+        """Mark the record matched by `match_id` in the reconciliation; False when another match of
+        it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
+        stands for the record until the write's condition (the same reconciliations in
+        `matched_in`, no match here, not being deleted) tells it is stale."""
+        matched_in: set[int] | None = None if seen is None else set(seen.matched_in)
+        for _ in range(CLAIM_ATTEMPTS):
+            row = self.store.row(environment, record_id)
+            if matched_in is None:
+                if row is None or row.deleting:
+                    return False
+                if reconciliation_id in row.match_ids:
+                    return row.match_ids[reconciliation_id] == match_id
+                matched_in = set(row.matched_in)
+            if row is not None and not row.deleting and reconciliation_id not in row.match_ids \
+                    and row.matched_in == matched_in:
+                if proposed:
+                    row.proposed_in.add(reconciliation_id)
+                status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id}, row.proposed_in)
+                row.match_ids[reconciliation_id] = match_id
+                row.matched_in.add(reconciliation_id)
+                row.record = replace(row.record, status=status)
+                return True
+            matched_in = None  # changed meanwhile: read it again
+        raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                       users: frozenset[int]) -> None:
+        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        row = self.store.row(environment, record_id)
+        if row is None or row.match_ids.get(reconciliation_id) != match_id:
+            return
+        status = record_status(row.matched_in - {reconciliation_id}, users, row.proposed_in - {reconciliation_id})
+        del row.match_ids[reconciliation_id]
+        row.matched_in.discard(reconciliation_id)
+        row.proposed_in.discard(reconciliation_id)
+        row.record = replace(row.record, status=status)
+
+    def confirm_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                      users: frozenset[int]) -> None:
+        """A proposed match confirmed: the record `match_id` holds is matched there for good."""
+        row = self.store.row(environment, record_id)
+        if row is None or row.match_ids.get(reconciliation_id) != match_id or reconciliation_id not in row.proposed_in:
+            return
+        row.proposed_in.discard(reconciliation_id)
+        row.record = replace(row.record, status=record_status(row.matched_in, users, row.proposed_in))
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
+                     adopted: bool) -> Iterator[OpenRecord]:
+        """The stream's records not matched in the reconciliation (nor being deleted), by id: from its
+        open index once adopted, from all its records before."""
+        return (_open_record(row) for row in rows_of_stream(self.store, environment, stream_key, adopted)
+                if reconciliation_id not in row.matched_in and not row.deleting)
+
+    def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+        """The records of `open_records` as the adapter's columns (`status` only when read whole,
+        before adoption), a page per `column_page_items` records read; at least one page."""
+        projection = record_attributes(with_metadata) + (() if adopted else ("status",))
+        rows = list(rows_of_stream(self.store, environment, stream_key, adopted))
+        for start in range(0, max(len(rows), 1), self.column_page_items):
+            page = [_typed_item(row, projection) for row in rows[start:start + self.column_page_items]
+                    if reconciliation_id not in row.matched_in and not row.deleting]
+            yield record_columns(page, with_metadata)
+
+    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
+        """The records the reconciliation's committed proposed matches hold (as the adapter lists them)."""
+        def proposed_match(row: RecordRow) -> bool:
+            match = self._matches.matches.get((environment, row.match_ids.get(reconciliation_id, 0)))
+            return match is not None and match.status is MatchStatus.PROPOSED and match.pending_since is None \
+                and not match.unmatching
+        return [_open_record(row) for (env, _), row in sorted(self.store.rows.items())
+                if env == environment and reconciliation_id in row.proposed_in and not row.deleting
+                and proposed_match(row)]
+
+    def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                   deadline: float | None = None) -> tuple[int, bool]:
+        """How many records `open_records` would give; the count always finishes."""
+        return sum(1 for _ in self.open_records(environment, stream_key, reconciliation_id, adopted)), True
+
+    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
+        return (environment, reconciliation_id, stream_key) in self.adoptions
+
+    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
+        self.adoptions.add((environment, reconciliation_id, stream_key))
+
+    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        self.adoptions -= {(environment, reconciliation_id, k) for k in stream_keys}
+
+    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
+        """Open a reconciled record again when `users` leave it partially reconciled; nothing when
+        the stored record is not reconciled, or its reconciliations changed meanwhile."""
+        matched_in = set(record.matched_in)
+        status = record_status(matched_in, users)
+        if status is RecordStatus.RECONCILED:
+            return
+        row = self.store.row(environment, record.id)
+        if row is None or row.record.status is not RecordStatus.RECONCILED or row.matched_in != matched_in:
+            return
+        row.record = replace(row.record, status=status)
+
+    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
+        """The records of these ids that exist (those being deleted too, marked), by id."""
+        rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))
+        return [HeldRecord(record=row.record, matched_in=frozenset(row.matched_in), match_ids=dict(row.match_ids),
+                           deleting=row.deleting, exception_ids=dict(row.exception_holds),
+                           proposed_in=frozenset(row.proposed_in))
+                for row in rows if row is not None]
+
+    def held_records_between(self, environment: str, stream_key: str, low_id: int,
+                             high_id: int) -> list[HeldRecord]:
+        return [held for held in self.held_records(environment, range(low_id, high_id + 1))
+                if held.record.data_stream_key == stream_key]
+
+    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
+                        reconciliation_ids: Iterable[int]) -> list[Passing]:
+        return [_passing(held, reconciliation_ids)
+                for held in self.held_records_between(environment, stream_key, low_id, high_id)]
+
+    def passing(self, environment: str, record_ids: Iterable[int],
+                reconciliation_ids: Iterable[int]) -> list[Passing]:
+        return [_passing(held, reconciliation_ids) for held in self.held_records(environment, record_ids)]
 
 
 def _passing(held: HeldRecord, reconciliation_ids: Iterable[int]) -> Passing:

@@ -31,36 +31,36 @@ def test_open_records_read_from_the_index_make_the_same_engine_frames_as_whole_r
     ids = ingest(record("bank", 1, 1250, description="Payout 7", metadata={"payout_id": "po_7", "n": 3}),
                  record("bank", 2, 99, direction="debit", currency="JPY"),
                  record("bank", 3, 400, metadata={"reference": "INV-9"}))
-    matches, recon = services.matches, reconciliation["id"]
+    claims, recon = services.claims, reconciliation["id"]
     whole = sorted(services.table.get_many(keys.record("acme", i) for i in ids), key=lambda i: i["id"])
-    matches.adopt("acme", recon, "bank")
+    claims.adopt("acme", recon, "bank")
     indexed = sorted((i for partition in keys.open_records_of_stream_partitions("acme", "bank")
                       for i in services.table.query_all(keys.GSI5, partition)), key=lambda i: i["id"])
 
     assert [i["id"] for i in indexed] == ids
     assert all(set(i) <= {"pk", "sk", "gsi5pk", "gsi5sk", *OPEN_RECORD_ATTRIBUTES} for i in indexed)
     metadata_keys = ["metadata.n", "metadata.payout_id", "metadata.reference"]
-    pages = list(matches.open_record_columns("acme", "bank", recon, adopted=True, with_metadata=True))
+    pages = list(claims.open_record_columns("acme", "bank", recon, adopted=True, with_metadata=True))
     whole_pages = [record_columns([serialize(i) for i in whole], with_metadata=True)]
     assert open_records_frame(pages, metadata_keys, {1}).drop("status").equals(
         open_records_frame(whole_pages, metadata_keys, {1}).drop("status"))  # the index holds no status
-    open_records = sorted(matches.open_records("acme", "bank", recon, adopted=True), key=lambda r: r.id)
-    whole_records = sorted((h.record for h in matches.held_records("acme", ids)), key=lambda r: r.id)
+    open_records = sorted(claims.open_records("acme", "bank", recon, adopted=True), key=lambda r: r.id)
+    whole_records = sorted((h.record for h in claims.held_records("acme", ids)), key=lambda r: r.id)
     assert investigation_frame(open_records).equals(investigation_frame(whole_records))
 
 
 def test_a_record_matched_or_being_deleted_leaves_the_open_records_of_that_reconciliation_only(
         services, ingest, reconciliation):
     ids = ingest(record("bank", 1, 100), record("bank", 2, 200), record("bank", 3, 300))
-    matches, recon = services.matches, reconciliation["id"]
-    matches.adopt("acme", recon, "bank")
+    claims, recon = services.claims, reconciliation["id"]
+    claims.adopt("acme", recon, "bank")
     users = frozenset({recon, recon + 1})  # a second reconciliation uses the stream: the record stays open
-    assert matches.claim_record("acme", ids[0], recon, match_id=77, users=users)
+    assert claims.claim_record("acme", ids[0], recon, match_id=77, users=users)
     services.table.update(keys.record("acme", ids[1]), "SET deleting = :t", values={":t": True})
 
-    assert [r.id for r in matches.open_records("acme", "bank", recon, adopted=True)] == [ids[2]]
-    assert sorted(r.id for r in matches.open_records("acme", "bank", recon + 1, adopted=True)) == [ids[0], ids[2]]
-    assert [r.id for r in matches.open_records("acme", "bank", recon, adopted=False)] == [ids[2]]
+    assert [r.id for r in claims.open_records("acme", "bank", recon, adopted=True)] == [ids[2]]
+    assert sorted(r.id for r in claims.open_records("acme", "bank", recon + 1, adopted=True)) == [ids[0], ids[2]]
+    assert [r.id for r in claims.open_records("acme", "bank", recon, adopted=False)] == [ids[2]]
 
 
 def test_the_sweeper_finds_the_reconciliations_due_for_a_refresh_from_its_index_alone(services, reconciliation):

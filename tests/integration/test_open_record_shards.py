@@ -17,14 +17,14 @@ def test_records_written_before_and_after_the_shards_are_all_open_to_every_reade
     ids = ingest(*(record("bank", n, 100 + n) for n in range(1, 9)))
     for record_id in ids[:2]:
         _written_before_the_shards(services, record_id)
-    matches, recon = services.matches, reconciliation["id"]
-    matches.adopt("acme", recon, "bank")
+    claims, recon = services.claims, reconciliation["id"]
+    claims.adopt("acme", recon, "bank")
     assert len({services.table.get(keys.record("acme", i))["gsi5pk"] for i in ids}) > 2
 
     # When a run, a count, the exception refresh and the API read the stream's open records
-    columns = open_records_frame(matches.open_record_columns("acme", "bank", recon, adopted=True), [], None)
-    counted = matches.count_open("acme", "bank", recon, adopted=True)
-    one_by_one = [r.id for r in matches.open_records("acme", "bank", recon, adopted=True)]
+    columns = open_records_frame(claims.open_record_columns("acme", "bank", recon, adopted=True), [], None)
+    counted = claims.count_open("acme", "bank", recon, adopted=True)
+    one_by_one = [r.id for r in claims.open_records("acme", "bank", recon, adopted=True)]
     pages, cursor = [], None
     while True:
         page = api.get("/v1/records?status=unreconciled&limit=3" + (f"&cursor={cursor}" if cursor else "")).json_body
@@ -43,14 +43,14 @@ def test_a_claim_takes_a_record_out_of_whichever_partition_holds_it(api, service
     # Given a record written before the shards and one written after
     old, new = ingest(record("bank", 1, 100), record("bank", 2, 200))
     _written_before_the_shards(services, old)
-    matches, recon = services.matches, reconciliation["id"]
-    matches.adopt("acme", recon, "bank")
+    claims, recon = services.claims, reconciliation["id"]
+    claims.adopt("acme", recon, "bank")
 
     # When a match of the only reconciliation of the stream claims both
     for record_id in (old, new):
-        assert matches.claim_record("acme", record_id, recon, match_id=70 + record_id, users=frozenset({recon}))
+        assert claims.claim_record("acme", record_id, recon, match_id=70 + record_id, users=frozenset({recon}))
 
     # Then neither is open anywhere any more
-    assert list(matches.open_records("acme", "bank", recon, adopted=True)) == []
+    assert list(claims.open_records("acme", "bank", recon, adopted=True)) == []
     assert all("gsi5pk" not in services.table.get(keys.record("acme", i)) for i in (old, new))
     assert api.get("/v1/records?status=unreconciled").json_body["data"] == []

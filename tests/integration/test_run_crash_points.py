@@ -110,7 +110,7 @@ def assert_every_claim_is_a_committed_match(services, crashed: Crashed) -> list[
     block = range(run.first_match_id, run.first_match_id + run.matches_count)
     committed = {m.id for m in services.matches.list_page(ENV, recon, 1000, None)[0]}
     assert not services.matches.existing_ids(ENV, block) - committed
-    held = {h.record.id: h for h in services.matches.held_records(ENV, crashed.record_ids)}
+    held = {h.record.id: h for h in services.claims.held_records(ENV, crashed.record_ids)}
     for record_id, h in held.items():
         match_id = h.match_in(recon)
         claimed = (match_id is not None, recon in h.matched_in, h.record.status is not RecordStatus.UNRECONCILED)

@@ -10,15 +10,15 @@ from tests.integration.test_reconciliation_runs import add_rule, start
 class CountedLoads:
     """The claims port, counting the reads of open records a run's load makes."""
 
-    def __init__(self, matches) -> None:
-        self._matches, self.loads = matches, 0
+    def __init__(self, claims) -> None:
+        self._claims, self.loads = claims, 0
 
     def __getattr__(self, name):
-        return getattr(self._matches, name)
+        return getattr(self._claims, name)
 
     def open_record_columns(self, *args, **kwargs):
         self.loads += 1
-        return self._matches.open_record_columns(*args, **kwargs)
+        return self._claims.open_record_columns(*args, **kwargs)
 
 
 def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, services, ingest, reconciliation):
@@ -26,7 +26,7 @@ def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, s
     add_rule(api, reconciliation)
     ingest(*[record("bank", n, 1000 + n) for n in range(3)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
-    loads = CountedLoads(services.matches)
+    loads = CountedLoads(services.claims)
     services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
 
     # When a run starts
@@ -52,7 +52,7 @@ def test_a_run_of_streams_counted_over_the_limit_is_refused_before_loading_a_rec
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
     for key, count in (("bank", 3), ("ledger", 2)):
         services.data_streams.set_records_count("acme", key, count, utc_now())
-    loads = CountedLoads(services.matches)
+    loads = CountedLoads(services.claims)
     services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
 
     # When a run starts

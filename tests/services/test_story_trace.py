@@ -3,6 +3,8 @@ orders -> charges -> payouts -> bank, followed back, forward and both ways from 
 breaks (unmatched, exception, proposed) and the caps."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from chalicelib.domain.errors import NotFound, ValidationFailed
@@ -14,6 +16,7 @@ from chalicelib.services import stories
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.story_trace import TraceBounds, trace_record
 from tests.services.conftest import ENV, matched_by_a_run, new_reconciliation, record, streams
+from tests.support.crashes import Replaced
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
 
@@ -55,8 +58,9 @@ class Chain:
         self.match(2, charges, payout)
         return orders, charges, payout
 
-    def trace(self, record_id: int, **bounds):
-        return trace_record(self.ports, ENV, self.story.id, record_id, TraceBounds(**bounds))
+    def trace(self, record_id: int, ports=None, **bounds):
+        """The trace from `record_id`, on the chain's ports or on `ports` (some of them replaced)."""
+        return trace_record(ports or self.ports, ENV, self.story.id, record_id, TraceBounds(**bounds))
 
 
 @pytest.fixture
@@ -227,18 +231,18 @@ def test_unknown_story_or_record_is_not_found_and_a_record_outside_the_story_is_
         "record_id", f"record {stray}'s data stream is not in this story")
 
 
-def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_it_shows(chain, monkeypatch):
+def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_it_shows(chain):
     orders, charges, [payout] = chain.paid_orders(25, amount=120)
     [deposit] = chain.records("bank", 3000)
     chain.match(3, [payout], [deposit])
     read: list[int] = []
     held_records = chain.ports.claims.held_records
-    monkeypatch.setattr(chain.ports.claims, "held_records",
-                        lambda environment, ids: read.extend(ids) or held_records(environment, ids))
+    reading = replace(chain.ports, claims=Replaced(
+        chain.ports.claims, held_records=lambda environment, ids: read.extend(ids) or held_records(environment, ids)))
 
-    first = chain.trace(orders[0], keep_money_from=20)
+    first = chain.trace(orders[0], reading, keep_money_from=20)
     read_first, read[:] = len(read), []
-    second = chain.trace(orders[0], keep_money_from=20)
+    second = chain.trace(orders[0], reading, keep_money_from=20)
 
     assert second == first
     payout_hop = second.hops[0].next[0]
@@ -250,29 +254,30 @@ def test_a_big_match_keeps_its_money_and_the_next_trace_reads_only_the_records_i
     assert (read_first, len(read)) == (1 + 1 + 25 + 1, 1 + 1 + 20 + 1)
 
 
-def test_a_trace_answers_when_keeping_a_matchs_money_fails(chain, monkeypatch):
+def test_a_trace_answers_when_keeping_a_matchs_money_fails(chain):
     orders, _, _ = chain.paid_orders(25, amount=120)
 
     def refuse(*_):
         raise RuntimeError("throttled")
-    monkeypatch.setattr(chain.ports.matches, "keep_money", refuse)
+    refusing = replace(chain.ports, matches=Replaced(chain.ports.matches, keep_money=refuse))
 
-    payout_hop = chain.trace(orders[0], keep_money_from=20).hops[0].next[0]
+    payout_hop = chain.trace(orders[0], refusing, keep_money_from=20).hops[0].next[0]
     assert payout_hop.records.totals == (CurrencyAmounts("USD", 26, 6000, 0, 2),)
 
 
-def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain, monkeypatch):
+def test_dense_runs_of_ids_read_by_range_give_the_trace_read_by_key(chain):
     orders, charges, [payout] = chain.paid_orders(12, amount=100)
     by_key = chain.trace(payout)
     ranges: list[tuple[str, int, int]] = []
     claims, matches = chain.ports.claims, chain.ports.matches
     records_between, matches_between = claims.held_records_between, matches.matches_between
-    monkeypatch.setattr(claims, "held_records_between", lambda env, key, low, high: ranges.append(
-        ("records", low, high)) or records_between(env, key, low, high))
-    monkeypatch.setattr(matches, "matches_between", lambda env, rid, low, high: ranges.append(
-        ("matches", low, high)) or matches_between(env, rid, low, high))
+    by_range = replace(chain.ports, claims=Replaced(
+        claims, held_records_between=lambda env, key, low, high: ranges.append(
+            ("records", low, high)) or records_between(env, key, low, high)), matches=Replaced(
+        matches, matches_between=lambda env, rid, low, high: ranges.append(
+            ("matches", low, high)) or matches_between(env, rid, low, high)))
 
-    assert chain.trace(payout, dense_run=3, range_ids=5) == by_key
+    assert chain.trace(payout, by_range, dense_run=3, range_ids=5) == by_key
     assert {kind for kind, _, _ in ranges} == {"records", "matches"}  # the charges, then their order matches
 
 
@@ -292,7 +297,7 @@ def test_a_match_two_branches_reach_is_shown_once_under_the_first(chain):
     assert [h.match.id for h in first.next] == [order_match] and second.next == ()
 
 
-def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whole(chain, monkeypatch):
+def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whole(chain):
     orders = chain.records("orders", *[250] * 24)
     charges = chain.records("charges", *[250] * 24)
     for order, charge in zip(orders, charges, strict=True):
@@ -307,11 +312,12 @@ def test_many_records_gone_on_by_are_read_projected_and_give_the_trace_read_whol
     projected: list[int] = []
     claims = chain.ports.claims
     passing, passing_between = claims.passing, claims.passing_between
-    monkeypatch.setattr(claims, "passing", lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons))
-    monkeypatch.setattr(claims, "passing_between", lambda env, key, low, high, reconciliation_ids: projected.extend(
-        range(low, high + 1)) or passing_between(env, key, low, high, reconciliation_ids))
+    projecting = replace(chain.ports, claims=Replaced(
+        claims, passing=lambda env, ids, recons: projected.extend(ids) or passing(env, ids, recons),
+        passing_between=lambda env, key, low, high, reconciliation_ids: projected.extend(
+            range(low, high + 1)) or passing_between(env, key, low, high, reconciliation_ids)))
 
-    assert chain.trace(payout, keep_money_from=5, whole_up_to=0) == whole == first
+    assert chain.trace(payout, projecting, keep_money_from=5, whole_up_to=0) == whole == first
     # The payout's hop shows 19 charges, read whole; the 8 others are read projected.
     assert set(projected) & set(charges + loose + [held]) == set(charges[19:] + loose + [held])
     assert [hop.break_.reason for hop in whole.hops[0].next[:2]] == [BreakReason.UNMATCHED, BreakReason.EXCEPTION]

@@ -182,17 +182,16 @@ def test_an_inference_profile_is_checked_by_the_model_it_routes_to_here(bedrock)
 
 # --- all of them, before anything is created ----------------------------------------------------
 
-def test_deploy_refuses_an_unverified_sender_before_creating_anything(aws, monkeypatch):
-    monkeypatch.setattr(deploy, "_session", lambda: aws)
+def test_deploy_refuses_an_unverified_sender_before_creating_anything(aws):
     with pytest.raises(deploy.DeployRefused, match="MAIL_FROM=agents@acme.test"):
-        deploy.deploy("prod", log=lambda _: None, options=deploy.StageOptions(mail_from="agents@acme.test"))
+        deploy.deploy("prod", log=lambda _: None, options=deploy.StageOptions(mail_from="agents@acme.test"),
+                      session=aws)
     assert aws.client("cloudformation").list_stacks()["StackSummaries"] == []
     assert aws.client("s3").list_buckets()["Buckets"] == []
 
 
-def test_make_deploy_says_what_is_missing_and_fails(aws, monkeypatch, capsys):
-    monkeypatch.setattr(deploy, "_session", lambda: aws)
-    assert deploy.main(["deploy", "--stage", "prod"]) == 1
+def test_make_deploy_says_what_is_missing_and_fails(aws, capsys):
+    assert deploy.main(["deploy", "--stage", "prod"], session=aws) == 1
     assert capsys.readouterr().err.startswith("make deploy: MAIL_FROM is not set")
 
 

@@ -84,21 +84,19 @@ def test_the_age_of_a_lock_reads_in_a_unit_that_says_whether_it_is_stale(seconds
     assert stage_state.describe(held, now).endswith(f"({said} ago)")
 
 
-def test_a_second_first_deploy_of_a_stage_stops_saying_it_is_being_created(monkeypatch):
+def test_a_second_first_deploy_of_a_stage_stops_saying_it_is_being_created(tmp_path):
     """The lock lives in the artifacts stack's bucket, which a new stage's first deploy creates unlocked: of
     two at once, CloudFormation creates the stack for one and refuses the other (AlreadyExists)."""
     with mock_aws():
         session = boto3.session.Session(region_name=REGION)
-        monkeypatch.setattr(deploy, "_session", lambda: session)
-        monkeypatch.setattr(deploy, "check_parameters", lambda *args, **kwargs: None)
 
         def raced(cfn, name, *args, **kwargs):
             raise cfn.exceptions.AlreadyExistsException(
                 {"Error": {"Code": "AlreadyExistsException", "Message": f"Stack [{name}] already exists"}}, "CreateStack")
 
-        monkeypatch.setattr(deploy, "deploy_stack", raced)
         with pytest.raises(stage_state.StageLocked, match="stage prod is being created by another deploy"):
-            deploy.deploy("prod", log=lambda _: None, options=deploy.StageOptions(mail_from="agents@acme.test"))
+            deploy.deploy("prod", log=lambda _: None, options=deploy.StageOptions(mail_from="agents@acme.test"),
+                          session=session, check=lambda *args, **kwargs: None, put_stack=raced, deployed_dir=tmp_path)
 
 
 # --- the app's record -----------------------------------------------------------------------------------
@@ -134,19 +132,18 @@ def test_a_new_stage_has_no_record_anywhere(s3, tmp_path):
     assert not stage_state.store(s3, BUCKET, "prod", tmp_path / "deployed")
 
 
-def test_no_record_and_a_deployed_app_is_refused_before_anything_changes(monkeypatch, tmp_path):
+def test_no_record_and_a_deployed_app_is_refused_before_anything_changes(tmp_path):
     with mock_aws():
         session = boto3.session.Session(region_name=REGION)
         session.client("s3").create_bucket(Bucket=BUCKET)
-        monkeypatch.setattr(deploy, "DEPLOYED_DIR", tmp_path)
-        assert deploy.fetch_app_record(session, BUCKET, "prod") == "none"  # nothing deployed: a new stage
+        assert deploy.fetch_app_record(session, BUCKET, "prod", deployed_dir=tmp_path) == "none"  # nothing deployed: a new stage
         iam = session.client("iam")
         role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         session.client("lambda").create_function(FunctionName="recon-prod", Runtime="python3.12", Role=role,
                                                   Handler="app.app", Code={"ZipFile": b"PK\x05\x06" + bytes(18)})
         with pytest.raises(deploy.DeployRefused, match=r"stage prod has its app deployed \(1 functions, such as "
                                                         r"recon-prod\) but no record"):
-            deploy.fetch_app_record(session, BUCKET, "prod")
+            deploy.fetch_app_record(session, BUCKET, "prod", deployed_dir=tmp_path)
 
 
 # --- a failed `chalice deploy` ------------------------------------------------------------------------

@@ -8,8 +8,7 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.counters import Counters
-from chalicelib.adapters.dynamodb.keys import DELETE_CONFIRMED
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Page, confirm_delete_mark
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
@@ -195,11 +194,7 @@ class DataStreamRepository:
 
     def confirm_deleting(self, environment: str, key: str) -> None:
         """A delete that found no story sharing it goes on: its mark can no longer be taken back."""
-        try:
-            self._table.update(keys.data_stream(environment, key), "SET deleting = :confirmed",
-                               condition="attribute_exists(deleting)", values={":confirmed": DELETE_CONFIRMED})
-        except ConditionFailed:
-            pass  # gone: another delete finished it
+        confirm_delete_mark(self._table, keys.data_stream(environment, key))
 
     def unmark_deleting(self, environment: str, key: str) -> bool:
         """Undo mark_deleting (a delete refused after the mark: a story shares the stream). False

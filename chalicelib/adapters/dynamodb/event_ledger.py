@@ -1,5 +1,5 @@
-"""What the table keeps of events: those not out yet, until the sweeper publishes them, and the
-mark of each automated decision's announcement (its audit entry and its event).
+"""What the table keeps of events: those not out yet, until the sweeper publishes them, and each
+automated decision's announcement (its audit entry and its event).
 
 Events are parked when EventBridge refused them or could not be reached after the publisher's
 own retries: rare, so one partition across environments (each sort key starts with its
@@ -8,7 +8,7 @@ environment) that the one-minute sweeper reads a page of; the same event parked 
 saving write adds the hold's mark, the event's id and the hold's own token, to the item's
 `pending_events`; once the event is out the mark is taken off and the hold released): two writes
 per person's change, so across 8 shards.
-An announcement's mark is reserved before the audit entry is written and completed after the
+An announcement is reserved before the audit entry is written and completed after the
 event is out, so a retried job announces nothing twice (services/events.py `announce`).
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ class EventLedger:
         item = self._table.get(_origin_key(held.environment, held.origin))
         return item is not None and held.mark in (item.get(keys.PENDING_EVENTS) or ())
 
-    def settle(self, held: HeldEvent) -> None:
+    def clear_owed(self, held: HeldEvent) -> None:
         """The event is out: its mark comes off the origin's item (an item gone meanwhile stays gone)."""
         assert held.origin is not None
         try:

@@ -7,7 +7,7 @@ A match is written without transactions, in an order a retry can finish and a fa
    record's status (and its open-records index entry) accordingly; a claim fails when another
    match of that reconciliation holds the record, or the record is being deleted. A proposed
    match's claim also adds the reconciliation to `proposed_in`: the record is claimed (no run
-   matches it again) but `pending_confirmation`, until a confirm settles it or a reject releases it;
+   matches it again) but `pending_confirmation`, until a confirm confirms it or a reject releases it;
 3. the match item, the commit marker: until it exists nothing lists or shows the match.
 A failed claim releases the claims this match made and deletes its members.
 """
@@ -54,6 +54,9 @@ SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
 
 
 class MatchRepository:
+    """Matches and their members (the `Matches` port): steps 1 and 3 of writing a match, in the order of
+    the module docstring; the claims of step 2 are ClaimRepository's."""
+
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
 
@@ -64,81 +67,6 @@ class MatchRepository:
             {**keys.match_member(match.environment, match.id, m.record_id), "entity": "match_member",
              "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key}
             for match, members in batch for m in members])
-
-    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
-        """Mark the record matched by `match_id` in the reconciliation (a `proposed` match: held,
-        pending confirmation). False when another match of it holds the record, or the record is
-        gone or being deleted. `seen` is the record as the match read it (saves a read; a stale
-        one only costs a retry)."""
-        attribute = keys.match_attribute(reconciliation_id)
-        item: dict[str, Any] | None = None if seen is None else {
-            "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
-        change = "ADD matched_in :r" + (", proposed_in :r" if proposed else "")
-        for _ in range(CLAIM_ATTEMPTS):
-            if item is None:
-                item = self._table.get(keys.record(environment, record_id))
-            if item is None or item.get("deleting"):
-                return False
-            if item.get(attribute) is not None:
-                return item[attribute] == match_id
-            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
-            status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
-                                   proposed_in | ({reconciliation_id} if proposed else set()))
-            try:
-                self._table.update(
-                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", change),
-                    condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
-                              "AND " + _same_sets(matched_in, proposed_in),
-                    names={"#m": attribute, "#status": "status"},
-                    values={":match": match_id, ":r": {reconciliation_id},
-                            **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_sets_values(matched_in, proposed_in)})
-                return True
-            except ConditionFailed:
-                item = None  # changed meanwhile: read it again
-        raise RuntimeError(f"record {record_id} kept changing while being matched")
-
-    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                       users: frozenset[int]) -> None:
-        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
-        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=True)
-
-    def settle_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                      users: frozenset[int]) -> None:
-        """A proposed match confirmed: the record it holds is matched there for good (nothing to
-        do when `match_id` does not hold it, or holds it confirmed already)."""
-        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=False)
-
-    def _move_held(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                   users: frozenset[int], release: bool) -> None:
-        attribute = keys.match_attribute(reconciliation_id)
-        for _ in range(CLAIM_ATTEMPTS):
-            item = self._table.get(keys.record(environment, record_id))
-            if item is None or item.get(attribute) != match_id:
-                return
-            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
-            if not release and reconciliation_id not in proposed_in:
-                return
-            status = record_status(matched_in - {reconciliation_id} if release else matched_in, users,
-                                   proposed_in - {reconciliation_id})
-            removed = "DELETE proposed_in :r" if reconciliation_id in proposed_in else ""
-            if release:
-                removed = ", ".join(filter(None, ["matched_in :r", removed.removeprefix("DELETE ")]))
-                removed = "DELETE " + removed
-            try:
-                self._table.update(
-                    keys.record(environment, record_id),
-                    _status_update(status, "REMOVE #m" if release else "", removed),
-                    condition="#m = :match AND " + _same_sets(matched_in, proposed_in),
-                    names={"#m": attribute, "#status": "status"},
-                    values={":match": match_id, ":r": {reconciliation_id},
-                            **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_sets_values(matched_in, proposed_in)})
-                return
-            except ConditionFailed:
-                continue
-        raise RuntimeError(f"record {record_id} kept changing while being {'unmatched' if release else 'confirmed'}")
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the match items, the commit markers, batched. Not conditional: a match id is
@@ -155,92 +83,6 @@ class MatchRepository:
 
     # Reading ---------------------------------------------------------------------------------
 
-    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
-                     adopted: bool) -> Iterator[OpenRecord]:
-        """Records of the stream not yet matched in the reconciliation (nor being deleted), with
-        what the open-records index projects (OPEN_RECORD_ATTRIBUTES). Once the stream is adopted
-        they come from that sparse index alone (a record matched elsewhere but not here is still
-        open here); before, from all the stream's records, since some may have been reconciled in
-        every other reconciliation before this one used the stream."""
-        index, partitions = _stream_records(environment, stream_key, adopted)
-        shards = started([self._table.query_all(index, partition,
-                                                projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
-                          for partition in partitions])
-        return (_open_record(item) for item in heapq.merge(*shards, key=lambda item: item["id"])
-                if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
-
-    def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                            with_metadata: bool = False) -> Iterator[RecordColumns]:
-        """The records of `open_records`, a page at a time as columns (see record_columns): what a run
-        loads, a million a side, without a dict per record. `status` only when read whole. The
-        partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
-        come in no order."""
-        index, partitions = _stream_records(environment, stream_key, adopted)
-        projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        key_attributes = ("pk", "sk", index.partition_key, index.sort_key)
-        yield from self._table.parsed_pages(
-            index, partitions, filter=_open_here(reconciliation_id), projection=projection,
-            parse=lambda body: page_columns(body, key_attributes, with_metadata))
-
-    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
-        """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
-        until a person confirms): its exceptions still count them. Read from those matches (a
-        queue people work through), not from the open-records index, which does not project
-        `proposed_in`."""
-        attribute, found = keys.match_attribute(reconciliation_id), []
-        cursor: str | None = None
-        while True:
-            page, cursor = self.list_page(environment, reconciliation_id, 100, cursor, status=MatchStatus.PROPOSED)
-            for match in page:
-                members = self.members(environment, match.id)
-                items = self._table.get_many(keys.record(environment, m.record_id) for m in members)
-                found += [_open_record(item) for item in items if item.get(attribute) == match.id
-                          and reconciliation_id in (item.get("proposed_in") or ()) and not item.get("deleting")]
-            if cursor is None:
-                return found
-
-    def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                   deadline: float | None = None) -> tuple[int, bool]:
-        """How many records `open_records` would give, and whether the count finished by `deadline`."""
-        index, partitions = _stream_records(environment, stream_key, adopted)
-        with ThreadPoolExecutor(PARTITION_THREADS) as pool:
-            counts = list(pool.map(lambda partition: self._table.count(
-                index, partition, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
-        return sum(found for found, _ in counts), all(finished for _, finished in counts)
-
-    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
-        return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
-
-    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
-        self._table.put({**keys.stream_adoption(environment, reconciliation_id, stream_key),
-                         "entity": "stream_adoption"})
-
-    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
-        self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
-
-    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
-        """A record counted `reconciled` before another reconciliation used its stream is open
-        again (partially reconciled, back in the open index). Nothing to do if it changed meanwhile:
-        whoever changed it computed its status with the new reconciliation counted."""
-        matched_in = set(record.matched_in)
-        status = record_status(matched_in, users)
-        if status is RecordStatus.RECONCILED:
-            return
-        try:
-            self._table.update(keys.record(environment, record.id), _status_update(status, "", ""),
-                               condition="#status = :reconciled AND " + _same_matched_in(matched_in),
-                               names={"#status": "status"},
-                               values={":reconciled": RecordStatus.RECONCILED.value,
-                                       **_status_values(environment, record.id, record.data_stream_key, status),
-                                       **_matched_in_values(matched_in)})
-        except ConditionFailed:
-            pass
-
-    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
-        """The records of these ids that exist (those being deleted too, marked), each with the
-        reconciliations and matches holding it; in no particular order."""
-        return [_held(item) for item in self._table.get_many(keys.record(environment, rid) for rid in record_ids)]
-
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
         if match is None or match.unmatching or match.pending_since is not None:
@@ -250,33 +92,6 @@ class MatchRepository:
     def find(self, environment: str, match_id: int) -> Match | None:
         item = self._table.get(keys.match(environment, match_id))
         return self._from_item(item) if item else None
-
-    def held_records_between(self, environment: str, stream_key: str, low_id: int,
-                             high_id: int) -> list[HeldRecord]:
-        """The stream's records with ids from `low_id` to `high_id`, as `held_records` (from the
-        stream's record index: a dense run of ids costs a tenth of reading each by key, but the
-        index is eventually consistent)."""
-        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
-            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id),
-                                      keys.record_sort_key(high_id))))
-        return [_held(item) for item in items]
-
-    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
-                        reconciliation_ids: Iterable[int]) -> list[Passing]:
-        """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
-        stream's record index (as `held_records_between`: eventually consistent)."""
-        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
-            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
-                                      projection=_passing_attributes(reconciliation_ids), typed=True)))
-        return _passings(items, reconciliation_ids)
-
-    def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
-        """The records of these ids that exist (those being deleted too, as `held_records`), only
-        their money and what holds them in `reconciliation_ids`: what a story trace needs of the
-        many records it passes by without showing them (a projected read costs about half)."""
-        items = self._table.get_many((keys.record(environment, rid) for rid in record_ids),
-                                     projection=_passing_attributes(reconciliation_ids), typed=True)
-        return _passings(items, reconciliation_ids)
 
     def matches_between(self, environment: str, reconciliation_id: int, low_id: int,
                         high_id: int) -> dict[int, MatchState]:
@@ -422,6 +237,209 @@ class MatchRepository:
             unmatching=bool(item.get("unmatching")), unmatched_at=parse_optional_iso(item.get("unmatched_at")),
             pending_since=parse_optional_iso(item.get("pending_since")),
         )
+
+
+class ClaimRepository:
+    """The record side of matching (the `Claims` port), on the record items: the claims that hold a record
+    in a reconciliation's match (step 2 of the module docstring's order), the records open in a
+    reconciliation, and the streams it adopted. `matches` lists the proposed matches `proposed_records`
+    reads."""
+
+    def __init__(self, table: DynamoTable, matches: MatchRepository) -> None:
+        self._table, self._matches = table, matches
+
+    # Claiming a record (step 2 of writing a match) ------------------------------------------------
+
+    def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
+        """Mark the record matched by `match_id` in the reconciliation (a `proposed` match: held,
+        pending confirmation). False when another match of it holds the record, or the record is
+        gone or being deleted. `seen` is the record as the match read it (saves a read; a stale
+        one only costs a retry)."""
+        attribute = keys.match_attribute(reconciliation_id)
+        item: dict[str, Any] | None = None if seen is None else {
+            "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
+        change = "ADD matched_in :r" + (", proposed_in :r" if proposed else "")
+        for _ in range(CLAIM_ATTEMPTS):
+            if item is None:
+                item = self._table.get(keys.record(environment, record_id))
+            if item is None or item.get("deleting"):
+                return False
+            if item.get(attribute) is not None:
+                return item[attribute] == match_id
+            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
+            status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
+                                   proposed_in | ({reconciliation_id} if proposed else set()))
+            try:
+                self._table.update(
+                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", change),
+                    condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
+                              "AND " + _same_sets(matched_in, proposed_in),
+                    names={"#m": attribute, "#status": "status"},
+                    values={":match": match_id, ":r": {reconciliation_id},
+                            **_status_values(environment, record_id, item["data_stream_key"], status),
+                            **_sets_values(matched_in, proposed_in)})
+                return True
+            except ConditionFailed:
+                item = None  # changed meanwhile: read it again
+        raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                       users: frozenset[int]) -> None:
+        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=True)
+
+    def confirm_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                      users: frozenset[int]) -> None:
+        """A proposed match confirmed: the record it holds is matched there for good (nothing to
+        do when `match_id` does not hold it, or holds it confirmed already)."""
+        self._move_held(environment, record_id, reconciliation_id, match_id, users, release=False)
+
+    def _move_held(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                   users: frozenset[int], release: bool) -> None:
+        attribute = keys.match_attribute(reconciliation_id)
+        for _ in range(CLAIM_ATTEMPTS):
+            item = self._table.get(keys.record(environment, record_id))
+            if item is None or item.get(attribute) != match_id:
+                return
+            matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
+            if not release and reconciliation_id not in proposed_in:
+                return
+            status = record_status(matched_in - {reconciliation_id} if release else matched_in, users,
+                                   proposed_in - {reconciliation_id})
+            removed = "DELETE proposed_in :r" if reconciliation_id in proposed_in else ""
+            if release:
+                removed = ", ".join(filter(None, ["matched_in :r", removed.removeprefix("DELETE ")]))
+                removed = "DELETE " + removed
+            try:
+                self._table.update(
+                    keys.record(environment, record_id),
+                    _status_update(status, "REMOVE #m" if release else "", removed),
+                    condition="#m = :match AND " + _same_sets(matched_in, proposed_in),
+                    names={"#m": attribute, "#status": "status"},
+                    values={":match": match_id, ":r": {reconciliation_id},
+                            **_status_values(environment, record_id, item["data_stream_key"], status),
+                            **_sets_values(matched_in, proposed_in)})
+                return
+            except ConditionFailed:
+                continue
+        raise RuntimeError(f"record {record_id} kept changing while being {'unmatched' if release else 'confirmed'}")
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def open_records(self, environment: str, stream_key: str, reconciliation_id: int,
+                     adopted: bool) -> Iterator[OpenRecord]:
+        """Records of the stream not yet matched in the reconciliation (nor being deleted), with
+        what the open-records index projects (OPEN_RECORD_ATTRIBUTES). Once the stream is adopted
+        they come from that sparse index alone (a record matched elsewhere but not here is still
+        open here); before, from all the stream's records, since some may have been reconciled in
+        every other reconciliation before this one used the stream."""
+        index, partitions = _stream_records(environment, stream_key, adopted)
+        shards = started([self._table.query_all(index, partition,
+                                                projection=None if adopted else OPEN_RECORD_ATTRIBUTES)
+                          for partition in partitions])
+        return (_open_record(item) for item in heapq.merge(*shards, key=lambda item: item["id"])
+                if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
+
+    def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+        """The records of `open_records`, a page at a time as columns (see record_columns): what a run
+        loads, a million a side, without a dict per record. `status` only when read whole. The
+        partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
+        come in no order."""
+        index, partitions = _stream_records(environment, stream_key, adopted)
+        projection = record_attributes(with_metadata) + (() if adopted else ("status",))
+        key_attributes = ("pk", "sk", index.partition_key, index.sort_key)
+        yield from self._table.parsed_pages(
+            index, partitions, filter=_open_here(reconciliation_id), projection=projection,
+            parse=lambda body: page_columns(body, key_attributes, with_metadata))
+
+    def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
+        """The records the reconciliation's proposed matches hold (claimed, but not reconciled there
+        until a person confirms): its exceptions still count them. Read from those matches (a
+        queue people work through), not from the open-records index, which does not project
+        `proposed_in`."""
+        attribute, found = keys.match_attribute(reconciliation_id), []
+        cursor: str | None = None
+        while True:
+            page, cursor = self._matches.list_page(environment, reconciliation_id, 100, cursor,
+                                                   status=MatchStatus.PROPOSED)
+            for match in page:
+                members = self._matches.members(environment, match.id)
+                items = self._table.get_many(keys.record(environment, m.record_id) for m in members)
+                found += [_open_record(item) for item in items if item.get(attribute) == match.id
+                          and reconciliation_id in (item.get("proposed_in") or ()) and not item.get("deleting")]
+            if cursor is None:
+                return found
+
+    def count_open(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                   deadline: float | None = None) -> tuple[int, bool]:
+        """How many records `open_records` would give, and whether the count finished by `deadline`."""
+        index, partitions = _stream_records(environment, stream_key, adopted)
+        with ThreadPoolExecutor(PARTITION_THREADS) as pool:
+            counts = list(pool.map(lambda partition: self._table.count(
+                index, partition, filter=_open_here(reconciliation_id), deadline=deadline), partitions))
+        return sum(found for found, _ in counts), all(finished for _, finished in counts)
+
+    def is_adopted(self, environment: str, reconciliation_id: int, stream_key: str) -> bool:
+        return self._table.get(keys.stream_adoption(environment, reconciliation_id, stream_key)) is not None
+
+    def adopt(self, environment: str, reconciliation_id: int, stream_key: str) -> None:
+        self._table.put({**keys.stream_adoption(environment, reconciliation_id, stream_key),
+                         "entity": "stream_adoption"})
+
+    def forget_adoptions(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        self._table.batch_write(deletes=[keys.stream_adoption(environment, reconciliation_id, k) for k in stream_keys])
+
+    def reopen_record(self, environment: str, record: ReconciledRecord, users: frozenset[int]) -> None:
+        """A record counted `reconciled` before another reconciliation used its stream is open
+        again (partially reconciled, back in the open index). Nothing to do if it changed meanwhile:
+        whoever changed it computed its status with the new reconciliation counted."""
+        matched_in = set(record.matched_in)
+        status = record_status(matched_in, users)
+        if status is RecordStatus.RECONCILED:
+            return
+        try:
+            self._table.update(keys.record(environment, record.id), _status_update(status, "", ""),
+                               condition="#status = :reconciled AND " + _same_matched_in(matched_in),
+                               names={"#status": "status"},
+                               values={":reconciled": RecordStatus.RECONCILED.value,
+                                       **_status_values(environment, record.id, record.data_stream_key, status),
+                                       **_matched_in_values(matched_in)})
+        except ConditionFailed:
+            pass
+
+    def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
+        """The records of these ids that exist (those being deleted too, marked), each with the
+        reconciliations and matches holding it; in no particular order."""
+        return [_held(item) for item in self._table.get_many(keys.record(environment, rid) for rid in record_ids)]
+
+    def held_records_between(self, environment: str, stream_key: str, low_id: int,
+                             high_id: int) -> list[HeldRecord]:
+        """The stream's records with ids from `low_id` to `high_id`, as `held_records` (from the
+        stream's record index: a dense run of ids costs a tenth of reading each by key, but the
+        index is eventually consistent)."""
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id),
+                                      keys.record_sort_key(high_id))))
+        return [_held(item) for item in items]
+
+    def passing_between(self, environment: str, stream_key: str, low_id: int, high_id: int,
+                        reconciliation_ids: Iterable[int]) -> list[Passing]:
+        """The stream's records with ids from `low_id` to `high_id`, as `passing` reads them, from the
+        stream's record index (as `held_records_between`: eventually consistent)."""
+        items = in_parallel(keys.records_of_stream_shards(environment, stream_key), lambda partition: (
+            self._table.query_between(keys.GSI1, partition, keys.record_sort_key(low_id), keys.record_sort_key(high_id),
+                                      projection=_passing_attributes(reconciliation_ids), typed=True)))
+        return _passings(items, reconciliation_ids)
+
+    def passing(self, environment: str, record_ids: Iterable[int], reconciliation_ids: Iterable[int]) -> list[Passing]:
+        """The records of these ids that exist (those being deleted too, as `held_records`), only
+        their money and what holds them in `reconciliation_ids`: what a story trace needs of the
+        many records it passes by without showing them (a projected read costs about half)."""
+        items = self._table.get_many((keys.record(environment, rid) for rid in record_ids),
+                                     projection=_passing_attributes(reconciliation_ids), typed=True)
+        return _passings(items, reconciliation_ids)
 
 
 def _stream_records(environment: str, stream_key: str, adopted: bool) -> tuple[keys.Index, list[str]]:

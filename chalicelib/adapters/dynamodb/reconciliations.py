@@ -17,8 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.keys import DELETE_CONFIRMED
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, confirm_delete_mark
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN
 from chalicelib.domain.errors import Conflict, DomainError, NotFound
@@ -158,11 +157,7 @@ class ReconciliationRepository:
 
     def confirm_deleting(self, environment: str, reconciliation_id: int) -> None:
         """A delete that found no story using it goes on: its mark can no longer be taken back."""
-        try:
-            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET deleting = :confirmed",
-                               condition="attribute_exists(deleting)", values={":confirmed": DELETE_CONFIRMED})
-        except ConditionFailed:
-            pass  # gone: another delete finished it
+        confirm_delete_mark(self._table, keys.reconciliation(environment, reconciliation_id))
 
     def unmark_deleting(self, environment: str, reconciliation_id: int) -> bool:
         """Undo mark_deleting (a delete refused after the mark: a story uses it); visible and

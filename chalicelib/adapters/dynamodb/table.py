@@ -569,6 +569,17 @@ def in_parallel(partitions: list[str], read: Callable[[str], Iterable[T]]) -> It
             yield from items
 
 
+def confirm_delete_mark(table: DynamoTable, key: dict[str, str]) -> None:
+    """A delete that found nothing (no story) using the item goes on: its `deleting` mark becomes
+    keys.DELETE_CONFIRMED, which no refused delete may take back. Nothing when the item is gone: another
+    delete finished it."""
+    try:
+        table.update(key, "SET deleting = :confirmed", condition="attribute_exists(deleting)",
+                     values={":confirmed": keys.DELETE_CONFIRMED})
+    except ConditionFailed:
+        pass
+
+
 @dataclass(frozen=True)
 class Condition:
     """A condition a status move must also meet, beside its allowed "from" statuses."""
