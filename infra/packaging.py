@@ -197,16 +197,28 @@ def app_dependencies(requirements: Path = ROOT / "requirements.txt", build: Path
     return target
 
 
+# Compiles app.py, and the two modules of Chalice's own that Chalice zips as sources (chalice/__init__.py and
+# chalice/app.py, read from the Chalice that packages: the deploy virtualenv's), into vendor/.
+_COMPILE_APP = """
+import pathlib, py_compile, sys
+import chalice, chalice.app
+vendor, tag = pathlib.Path(sys.argv[2]), sys.argv[3]
+for source, cache in ((sys.argv[1], vendor / "__pycache__"), (chalice.__file__, vendor / "chalice" / "__pycache__"),
+                      (chalice.app.__file__, vendor / "chalice" / "__pycache__")):
+    cfile = cache / f"{pathlib.Path(source).stem}.{tag}.pyc"
+    py_compile.compile(source, cfile=str(cfile), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+"""
+
+
 def _compile_app(project: Path) -> None:
-    """chalicelib's byte code goes in the zip with it (Chalice zips the whole directory); app.py's goes
-    through `vendor/`, whose files Chalice puts at the zip's root (it zips app.py alone)."""
+    """chalicelib's byte code goes in the zip with it (Chalice zips the whole directory); app.py's and
+    Chalice's own modules' go through `vendor/`, whose files Chalice puts at the zip's root (it zips
+    app.py and its own chalice/app.py alone, as sources)."""
     _compile(project / "chalicelib")
-    cache = project / "vendor" / "__pycache__"
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run([find_runtime_python(), "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], "
-                    "cfile=sys.argv[2], doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
-                    str(project / "app.py"), str(cache / f"app.cpython-{PYTHON_VERSION.replace('.', '')}.pyc")],
-                   check=True)
+    python = ensure_deploy_venv() / "bin" / "python"
+    subprocess.run([str(python), "-c", _COMPILE_APP, str(project / "app.py"), str(project / "vendor"),
+                    f"cpython-{PYTHON_VERSION.replace('.', '')}"], check=True)
 
 
 def ensure_deploy_venv(venv: Path = DEPLOY_VENV) -> Path:

@@ -75,15 +75,15 @@ def health(request: ApiRequest) -> HealthOut:
 
 @router.route("GET", "/openapi.json", summary="This API's OpenAPI 3.1 document", response=dict, public=True)
 def openapi(request: ApiRequest) -> dict:
-    from chalicelib.api import ROUTERS  # the full table exists once every module is imported
     from chalicelib.api.openapi import build_openapi
+    from chalicelib.api.routers import ROUTERS  # the full table exists once every module is imported
 
     return build_openapi([spec for r in ROUTERS for spec in r.specs], servers=[{"url": served_from()}])
 
 
 def served_from() -> str:
     """The URL the API is served under, as the caller sees it (API Gateway adds its stage to the path)."""
-    raw = router.blueprint.current_request
+    raw = router.current_request
     context = raw.context or {}
     headers: Mapping[str, str] = raw.headers or {}
     host = headers.get("host") or context.get("domainName") or "127.0.0.1"

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalice.app import Blueprint, Response
+from chalice.app import Chalice, Request, Response
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from chalicelib.api.errors import (
@@ -55,10 +55,26 @@ class ApiRequest:
 
 
 class Router:
+    """A resource's routes. app.py registers them all at import from the route table
+    (chalicelib/api/route_table.py) and imports a router's module at the first request of one of
+    its routes, binding the router to the app then: its views read the request the app handles."""
+
     def __init__(self, name: str) -> None:
         self.name = name
-        self.blueprint = Blueprint(f"chalicelib.api.{name}")
         self.specs: list[RouteSpec] = []
+        # (method, path under API_PREFIX) -> the view Chalice calls, with the path's parameters.
+        self.views: dict[tuple[str, str], Callable[..., Response]] = {}
+        self._app: Chalice | None = None
+
+    def bind(self, app: Chalice) -> None:
+        self._app = app
+
+    @property
+    def current_request(self) -> Request:
+        request = self._app.current_request if self._app is not None else None
+        if request is None:
+            raise RuntimeError(f"router {self.name!r} serves no request (chalicelib/api/mount.py binds it to the app)")
+        return request
 
     def route(self, method: str, path: str, **spec_fields: Any) -> Callable:
         if not spec_fields.get("public"):  # it answers 400 to a query parameter it does not take
@@ -69,7 +85,7 @@ class Router:
         def register(view: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(view)
             def chalice_view(**path_params: str) -> Response:
-                request = self.blueprint.current_request
+                request = self.current_request
                 try:
                     query = _parse_query(spec, request.query_params or {})
                     api_request = ApiRequest(
@@ -84,7 +100,9 @@ class Router:
                     logger.exception("unhandled error in %s %s", spec.method, spec.path)
                     return internal_error_response((request.context or {}).get("requestId"))
 
-            self.blueprint.route(path, methods=[method], content_types=["*/*"])(chalice_view)
+            if (method, API_PREFIX + path) in self.views:
+                raise ValueError(f"{method} {path} is served twice by router {self.name!r}")
+            self.views[(method, API_PREFIX + path)] = chalice_view
             return view
 
         return register

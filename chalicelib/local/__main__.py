@@ -10,6 +10,7 @@ from pathlib import Path
 from chalice.local import LocalDevServer
 
 from chalicelib.container import Container, install
+from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.schedules import FIRED_FILE, ScheduleFirer
@@ -18,8 +19,6 @@ from chalicelib.local.stack import LOCAL_PARAMETERS, LocalStack
 from chalicelib.local.statemachines import LocalTaskTokens, LocalWorkflows, local_workflows
 from chalicelib.services.agents import restore_schedules
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
-from chalicelib.services.ingestion.drops import DROPS_PREFIX
-from chalicelib.services.ingestion.files import UPLOADS_PREFIX
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.services.resumption import resume_interrupted
 from chalicelib.settings import Settings, install_settings

@@ -10,8 +10,8 @@ from datetime import timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.api import ROUTERS
 from chalicelib.api.audit_trail import MUTATING_METHODS, ROUTE_ACTIONS, derived
+from chalicelib.api.routers import ROUTERS
 from chalicelib.domain.api_keys import hash_secret
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BrokenInvariant

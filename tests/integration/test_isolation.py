@@ -2,7 +2,7 @@
 answers 404 for the first environment's things and lists none of them."""
 import pytest
 
-from chalicelib.api import ROUTERS
+from chalicelib.api.routers import ROUTERS
 from chalicelib.services.api_keys import create_key
 
 # How to call each route against environment A's data, and what environment B must get.

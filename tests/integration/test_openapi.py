@@ -7,8 +7,8 @@ import pytest
 from openapi_spec_validator import validate
 
 from app import app
-from chalicelib.api import API_PREFIX, ROUTERS
 from chalicelib.api.openapi import IDEMPOTENT_OPERATIONS
+from chalicelib.api.routers import API_PREFIX, ROUTERS
 from chalicelib.api.routing import query_parameters
 
 SPECS = [spec for router in ROUTERS for spec in router.specs]

@@ -2,7 +2,7 @@
 never silently returns everything), and the match list filters by status."""
 import pytest
 
-from chalicelib.api import ROUTERS
+from chalicelib.api.routers import ROUTERS
 from tests.integration.conftest import record
 
 ROUTES = sorted({(s.method, s.path) for r in ROUTERS for s in r.specs if not s.public})

@@ -7,15 +7,14 @@ environment's file-drop agent (agent_runs.py).
 from __future__ import annotations
 
 from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
+from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.ingestion import IgnoredUpload, IngestionJob, JobSource, JobStatus, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs
-from chalicelib.services.ingestion.files import UPLOADS_PREFIX, execution_name, start_uploaded
+from chalicelib.services.ingestion.files import execution_name, start_uploaded
 from chalicelib.services.ports import Ports
-
-DROPS_PREFIX = "drops/"
 
 
 def on_object_created(ports: Ports, key: str, etag: str = "", size: int | None = None) -> IngestionJob | None:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.domain.bucket_layout import UPLOADS_PREFIX
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import ValidationFailed, shown
 from chalicelib.domain.executions import execution_name as workflow_name
@@ -46,7 +47,6 @@ UPLOAD_WAIT = UPLOAD_URL_LIFETIME + timedelta(hours=1)
 CHUNK_TASK_BUDGET = timedelta(seconds=60)
 # Chunk files prepare writes side by side (one S3 PUT each).
 CHUNK_FILE_THREADS = 8
-UPLOADS_PREFIX = "uploads/"
 SAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 

@@ -1,0 +1,25 @@
+"""The HTTP API's routers, one per resource: app.py mounts them through chalicelib/api/mount.py."""
+from __future__ import annotations
+
+from chalicelib.api import (
+    agents,
+    audit_events,
+    data_streams,
+    file_imports,
+    matches,
+    meta,
+    property_definitions,
+    reconciliation_exceptions,
+    reconciliations,
+    records,
+    runs,
+    stories,
+    webhook_endpoints,
+)
+from chalicelib.api.routing import API_PREFIX, Router
+
+ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
+                         file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
+                         reconciliations.router, stories.router, agents.router, audit_events.router,
+                         webhook_endpoints.router]
+PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}
