@@ -46,7 +46,7 @@ class StackProcess:
             try:
                 if requests.get(f"{self.url}/health", timeout=1).status_code == 200:
                     return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet, or slow to answer (a busy machine)
                 time.sleep(0.2)
         raise RuntimeError(f"local stack not up in {timeout} s: {self.log_path.read_text()[-3000:]}")
 

@@ -18,8 +18,9 @@ from tests.integration.conftest import record
 from tests.support.crashes import Dies, Killed
 
 ENV = "acme"
-RECORDS = 50           # a side: 50 matches of one record each side
-CHUNK_RECORDS = 20     # 10 matches a chunk, 5 chunks
+RECORDS = 30           # a side: 30 matches of one record each side
+CHUNK_RECORDS = 12     # 6 matches a chunk, 5 chunks (what each crash point needs, at 30 a side, not 50)
+MATCHES_A_CHUNK = CHUNK_RECORDS // 2
 CHUNKS_BEFORE = 2      # written whole before the one that dies
 RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
         "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -28,7 +29,7 @@ RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
 # Where persist dies in its chunk: (port, method, call, half the batch written first).
 CRASH_POINTS = {
     "after the members": ("claims", "claim_record", 1, False),
-    "after some claims": ("claims", "claim_record", 8, False),  # 7 of 20 claims: odd, so a match is half claimed
+    "after some claims": ("claims", "claim_record", 8, False),  # 7 of 12 claims: odd, so a match is half claimed
     "after all claims": ("matches", "commit_many", 1, False),
     "after part of the commit": ("matches", "commit_many", 1, True),
     "after the commit": ("runs", "save_chunk", 1, False),
@@ -146,7 +147,8 @@ def test_a_run_whose_files_are_lost_fails_at_once_and_leaves_no_claim_without_a_
     assert "is gone" in run.error_message and reads.reads == 1  # not retried: nothing brings a file back
     assert_every_claim_is_a_committed_match(services, crashed)
     written = len(services.matches.existing_ids(ENV, range(run.first_match_id, run.first_match_id + RECORDS)))
-    assert written == CHUNKS_BEFORE * 10 + {"after part of the commit": 5, "after the commit": 10}.get(point, 0)
+    assert written == CHUNKS_BEFORE * MATCHES_A_CHUNK + {"after part of the commit": MATCHES_A_CHUNK // 2,
+                                                         "after the commit": MATCHES_A_CHUNK}.get(point, 0)
 
     again = api.post(f"/v1/reconciliations/{crashed.reconciliation_id}/runs")  # the slot is free at once
     assert again.status_code == 202, again.json_body
