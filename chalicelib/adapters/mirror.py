@@ -202,10 +202,16 @@ class AnalyticsMirror:
                      + self._keys(stream_prefix(environment, stream_key, STAGING)))
 
     def _delete(self, keys: list[str]) -> None:
+        """DeleteObjects answers 200 with the keys it could not delete (a permission, say) listed
+        apart: those fail here, or they would stay behind unseen."""
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
-            self._s3.delete_objects(Bucket=self._bucket,
-                                    Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
+            answer = self._s3.delete_objects(Bucket=self._bucket,
+                                             Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
+            if errors := answer.get("Errors"):
+                first = errors[0]
+                raise RuntimeError(f"{len(errors)} object(s) of the analytics mirror not deleted, the first "
+                                   f"{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
 
     def _read(self, key: str, columns: list[str] | None):
         """A part's rows: the columns named, or all of them (None)."""

@@ -49,21 +49,24 @@ R, W, D = "s3:GetObject", "s3:PutObject", "s3:DeleteObject"
 OBJECTS = {
     # bulk payloads; upload URLs (uploads/, agents/); an agent's files (written, their URLs and sizes, deleted);
     # a cancel looks for an import's file (uploads/ or drops/); a deleted record's tombstone (mirror/); a deleted
-    # stream's mirror, published and staged
+    # stream's mirror, published and staged; an accepted investigation's exceptions' refresh reads a stream's money
+    # and keeps its sums (mirror/, the ones superseded deleted)
     "ApiRole": {("bulk", W), ("uploads", W), ("uploads", R), ("drops", R), ("agents", R), ("agents", W),
-                ("agents", D), ("mirror", W), ("mirror", D), ("staging", D)},
+                ("agents", D), ("mirror", R), ("mirror", W), ("mirror", D), ("staging", D)},
     # an uploaded or dropped file, the import's chunks (imports/), its parts staged then published (a copy reads
     # its source and the staged part is deleted), their sums; a drop no agent takes is refused in drops-refused/
     "IngestionRole": {("bulk", R), ("uploads", R), ("drops", R), ("imports", R), ("imports", W), ("staging", R),
                       ("staging", W), ("staging", D), ("mirror", R), ("mirror", W), ("drops-refused", W)},
-    # the run's files between its phases; the exceptions' refresh reads a stream's money and keeps its sums
-    "RunsRole": {("runs", R), ("runs", W), ("mirror", R), ("mirror", W)},
-    "InvestigationsRole": {("mirror", R), ("mirror", W)},
+    # the run's files between its phases; the exceptions' refresh reads a stream's money and keeps its sums (the
+    # ones superseded deleted: mirror.stream_money)
+    "RunsRole": {("runs", R), ("runs", W), ("mirror", R), ("mirror", W), ("mirror", D)},
+    # the search reads the table only; accepting its suggestion (and the refresh then) is the API's
+    "InvestigationsRole": set(),
     # a waiting import's file (uploads/, drops/); a stuck import given up is concluded like a finished one
     # (lifecycle.conclude: its rows from bulk/ or imports/, its written records staged and published); recounts
-    # and the exceptions' refresh read the mirror
+    # and the exceptions' refresh read the mirror (the refresh keeps its sums, the ones superseded deleted)
     "SweeperRole": {("uploads", R), ("drops", R), ("bulk", R), ("imports", R), ("staging", R), ("staging", W),
-                    ("staging", D), ("mirror", R), ("mirror", W)},
+                    ("staging", D), ("mirror", R), ("mirror", W), ("mirror", D)},
     # an agent's input files and a dropped file, its `sql` tool's mirror; a run's output files
     "AgentsRole": {("agents", R), ("drops", R), ("mirror", R), ("agents", W)},
     # an attempt's download (uploads/), a failed step's screenshot (agents/)
@@ -114,19 +117,23 @@ UNREACHED = [
     ("ApiRole", "ReadObjects", R, "object", "drops", "lifecycle.cancel of a dropped file's import: payloads.exists"),
     ("ApiRole", "DeletedObjects", D, "object", "staging",
      "data_streams.delete_stream: mirror.forget_stream, the staged parts of an import not yet published"),
+    ("ApiRole", "ReadObjects", R, "object", "mirror",
+     "investigations.accept: reconciliation_exceptions.refresh, mirror.stream_money"),
+    ("ApiRole", "DeletedObjects", D, "object", "mirror",
+     "investigations.accept: reconciliation_exceptions.refresh, mirror.stream_money's superseded sums"),
     ("ApiRole", "Enqueue", SEND, "queue", "WebhookDeliveryQueue", "services/webhooks.retry: a delivery's retry"),
     ("IngestionRole", "Indexes", Q, "index", "gsi3", "services/events.announce: an announcement taken over"),
     ("IngestionRole", "Enqueue", SEND, "queue", "AgentRunQueue", "agent_runs.on_file_dropped: a file-drop agent's run"),
     ("IngestionRole", "StartWork", START, "machine", "reconciliation-run",
      "reconciliation_runs.on_records_ingested: a continuous reconciliation's run"),
     ("RunsRole", "Indexes", Q, "index", "gsi3", "services/events.announce: an announcement taken over"),
+    ("RunsRole", "MirroredMoney", D, "object", "mirror",
+     "reconciliation_exceptions.refresh at a run's end: mirror.stream_money's superseded sums"),
     ("RunsRole", "StartNextRun", START, "machine", "reconciliation-run",
      "reconciliation_runs.finish and give_up: start_pending, the continuous run waiting"),
     ("InvestigationsRole", "Indexes", Q, "index", "gsi3", "services/events.announce: an announcement taken over"),
     ("InvestigationsRole", "Indexes", Q, "index", "gsi1",
-     "reconciliation_exceptions.refresh after an investigation: claims.open_records of a stream not yet adopted"),
-    ("InvestigationsRole", "MirroredMoney", R, "object", "mirror", "reconciliation_exceptions.refresh: mirror.stream_money"),
-    ("InvestigationsRole", "MirroredMoney", W, "object", "mirror", "reconciliation_exceptions.refresh: mirror.stream_money"),
+     "investigations.run: claims.open_records of a stream not yet adopted"),
     ("SweeperRole", "Indexes", Q, "index", "gsi1", "reconciliation_exceptions.sweep: refresh, a stream's records"),
     ("SweeperRole", "Indexes", Q, "index", "gsi3", "audit.record_unfinished: resource_has_entry"),
     ("SweeperRole", "Indexes", Q, "index", "gsi5", "reconciliation_exceptions.sweep: refresh, claims.open_records"),
@@ -138,6 +145,8 @@ UNREACHED = [
     ("SweeperRole", "ReadObjects", R, "object", "mirror", "data_streams.sweep_recounts: mirror.count_records"),
     ("SweeperRole", "WrittenObjects", W, "object", "staging", "lifecycle._fail_unprocessed: mirror.write_part"),
     ("SweeperRole", "WrittenObjects", W, "object", "mirror", "lifecycle.conclude: mirror.publish and summarize"),
+    ("SweeperRole", "SupersededSums", D, "object", "mirror",
+     "reconciliation_exceptions.sweep: refresh, mirror.stream_money's superseded sums"),
     ("SweeperRole", "PublishedStaging", D, "object", "staging", "lifecycle.conclude: mirror.publish"),
     ("SweeperRole", "Enqueue", SEND, "queue", "BulkQueue", "ingestion/sweeper.restart: a stuck bulk request"),
     ("SweeperRole", "Enqueue", SEND, "queue", "WebhookDeliveryQueue", "webhooks.sweep: attempts come due"),
