@@ -248,6 +248,18 @@ def test_a_rule_that_may_pair_any_two_records_stops_the_split():
     assert plan.reason.startswith("no equality condition is common to every rule, and rule 2 (r2) has no date")
 
 
+def test_rules_ranging_on_different_axes_stop_the_split_saying_why():
+    by_date = rule(1, conditions=[{"field": "date", "operator": "within", "days": 3},
+                                  {"field": "description", "operator": "contains"}])
+    by_amount = rule(2, conditions=[{"field": "amount", "operator": "within", "tolerance": 50},
+                                    {"field": "external_id", "operator": "similar", "threshold": 0.8}])
+
+    plan = plan_partitions([by_date, by_amount], 8, EMPTY)
+
+    assert plan.partitions == 1
+    assert plan.reason.endswith("no one range keeps every rule's pairs together")
+
+
 def test_a_shared_key_hashes_whatever_the_other_conditions_and_inactive_rules_are_ignored():
     first = rule(1, conditions=[{"field": "external_id", "operator": "equals", "normalize": ["case", "whitespace"]},
                                 {"field": "amount", "operator": "within", "tolerance": 5}])

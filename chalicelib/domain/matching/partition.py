@@ -221,11 +221,12 @@ def plan_partitions(rules: Sequence[Rule], partitions: int, side_a: pl.DataFrame
             if side_a is None:
                 raise ValueError("a range plan cuts at side A's values: pass side_a")
             return _range_plan(plans, partitions, axis, side_a)
-    lacking = next(p for p in plans if not any(c.field in ("date", "amount") for c in p.conditions))
+    lacking = next((p for p in plans if not any(c.field in ("date", "amount") for c in p.conditions)), None)
+    if lacking is not None:
+        return PartitionPlan(1, reason=(
+            f"no equality condition is common to every rule, and rule {lacking.rule_id} "
+            f"({lacking.rule.definition.name}) has no date and no amount condition: it may pair any two records"))
     return PartitionPlan(1, reason=(
-        f"no equality condition is common to every rule, and rule {lacking.rule_id} "
-        f"({lacking.rule.definition.name}) has no date and no amount condition: it may pair any two records"
-        if any(not any(c.field in ("date", "amount") for c in p.conditions) for p in plans) else
         "no equality condition is common to every rule, and not every rule has a date condition nor every "
         "rule an amount condition: no one range keeps every rule's pairs together"))
 
