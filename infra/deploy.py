@@ -598,7 +598,9 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
            deployed_dir: Path = DEPLOYED_DIR) -> dict[str, str]:
     """The whole deployment of `stage` (the module's docstring), with the caller's AWS credentials unless given
     a boto3 `session`: `check` refuses the stage's parameters (check_parameters), `put_stack` creates or
-    updates each stack (deploy_stack), Chalice's record of the app is kept in `deployed_dir`."""
+    updates each stack (deploy_stack), Chalice's record of the app is kept in `deployed_dir`. The session is a
+    seam for tests: `chalice deploy` runs in a subprocess with the environment's credentials, so a session of
+    another account or region would put the stacks and the app apart."""
     session = session or _session()
     cfn, s3 = session.client("cloudformation"), session.client("s3")
     names = stack_names(stage)

@@ -5,7 +5,8 @@ request of one of its routes. The middleware (auth, request log, metrics) is imp
 request too. What a cold start imports is only this module and the table.
 
 `python -m chalicelib.api.mount` writes the table from the routers (chalicelib/api/routers.py);
-tests/unit/test_route_table.py fails when it is out of date.
+tests/unit/test_cold_start.py (`test_the_route_table_is_the_routers_own`) fails when it is out of
+date.
 """
 from __future__ import annotations
 

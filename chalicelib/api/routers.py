@@ -16,10 +16,9 @@ from chalicelib.api import (
     stories,
     webhook_endpoints,
 )
-from chalicelib.api.routing import API_PREFIX, Router
+from chalicelib.api.routing import Router
 
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router]
-PUBLIC_PATHS = {API_PREFIX + spec.path for r in ROUTERS for spec in r.specs if spec.public}

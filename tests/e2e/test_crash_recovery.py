@@ -217,7 +217,8 @@ def test_a_stack_killed_mid_work_finishes_all_of_it_after_a_restart(stack, tmp_p
     assert finished_run["status"] == "completed", finished_run  # its files were kept: it goes on, not over
     container = table_of(stack.data_dir)
     # Resumed by the start itself: a resume counts no restart; the sweeper's would.
-    assert container.ingestion_jobs.get(ENV, created["id"]).restarts == 0
+    for job_id in (created["id"], *fees):  # the import and the bulk requests (each an ingestion job)
+        assert container.ingestion_jobs.get(ENV, job_id).restarts == 0, job_id
     assert container.runs.get(ENV, run["id"]).restarts == 0
 
     # The import: exactly its rows
