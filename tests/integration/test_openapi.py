@@ -8,8 +8,8 @@ from openapi_spec_validator import validate
 
 from app import app
 from chalicelib.api.openapi import IDEMPOTENT_OPERATIONS
-from chalicelib.api.routers import API_PREFIX, ROUTERS
-from chalicelib.api.routing import query_parameters
+from chalicelib.api.routers import ROUTERS
+from chalicelib.api.routing import API_PREFIX, query_parameters
 
 SPECS = [spec for router in ROUTERS for spec in router.specs]
 # (OPTIONS: chalice.test.Client answers it itself, as API Gateway would; the local stack sends it to the app.)
