@@ -44,6 +44,11 @@ class Match:
     unmatched_at: datetime | None = None
     pending_since: datetime | None = None  # a person's match being written (hidden until committed)
 
+    @property
+    def shown(self) -> bool:
+        """Whether clients see it: written whole and not being undone."""
+        return not self.unmatching and self.pending_since is None
+
 
 @dataclass(frozen=True)
 class MatchMember:

@@ -83,7 +83,7 @@ class FakeMatchRepository:
 
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
-        if match is None or match.unmatching or match.pending_since is not None:
+        if match is None or not match.shown:
             raise NotFound(f"reconciliation match {match_id} not found")
         return match
 
@@ -132,7 +132,7 @@ class FakeMatchRepository:
 
     def confirm(self, match: Match, pending_event: str | None = None) -> Match:
         stored = self.matches.get((match.environment, match.id))
-        if stored is None or stored.unmatching or stored.pending_since is not None:
+        if stored is None or not stored.shown:
             raise NotFound(f"reconciliation match {match.id} not found")
         confirmed = replace(stored, status=MatchStatus.CONFIRMED)
         self.matches[(match.environment, match.id)] = confirmed

@@ -85,7 +85,7 @@ class MatchRepository:
 
     def get(self, environment: str, match_id: int) -> Match:
         match = self.find(environment, match_id)
-        if match is None or match.unmatching or match.pending_since is not None:
+        if match is None or not match.shown:
             raise NotFound(f"reconciliation match {match_id} not found")
         return match
 
