@@ -6,6 +6,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.support.worlds import WORLDS
+
 # moto must never reach a real account; these are fakes for botocore's signer.
 for name, value in {
     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
@@ -102,15 +104,18 @@ def _moto(scope: str):
 
 @contextmanager
 def provisioned_services():
-    """A container wired to the open moto, with every resource of the infra template provisioned,
-    installed as the process's container until the block ends."""
+    """A container wired to the open moto, with every resource of the infra template provisioned
+    (once a process; restored after), installed as the process's container until the block ends."""
     from chalicelib.adapters.aws import AwsClients
     from chalicelib.container import Container, install
     from chalicelib.local.provision import provision
     from chalicelib.settings import Settings
 
     settings = Settings(region=REGION, local_mode=True)
-    outputs = provision(AwsClients(settings), TEST_PARAMETERS, REGION, log=lambda _: None)
+
+    def provisioned() -> dict[str, str]:
+        return provision(AwsClients(settings), TEST_PARAMETERS, REGION, log=lambda _: None)
+    outputs = WORLDS.restore_or_build("provisioned", provisioned)
     assert (outputs["TableName"], outputs["BucketName"], outputs["BulkQueueName"]) == (
         settings.table_name, settings.bucket_name, settings.bulk_queue_name)
     container = Container(settings)

@@ -5,6 +5,7 @@ import pytest
 
 from chalicelib.domain.clock import utc_now
 from tests.integration.conftest import record
+from tests.support.worlds import dated, world_of_api
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"},
                                                         {"field": "date", "operator": "within", "days": 3}]}
@@ -17,7 +18,11 @@ def days_ago(n: int) -> str:
 @pytest.fixture
 def ran(api, ingest, reconciliation):
     """Bank: 10.00 and 25.00 (credit) and 7.00 (debit) unmatched for weeks, 5.00 matched, 3.00 from today.
-    Ledger: the 5.00 partner, and 40.00 unmatched for weeks."""
+    Ledger: the 5.00 partner, and 40.00 unmatched for weeks. Built once a process, restored after."""
+    return world_of_api(dated("test_exceptions_api.ran"), api, lambda: _ran(api, ingest, reconciliation))
+
+
+def _ran(api, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
     bank = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 2500, days_ago(40)),
                   record("bank", 3, 700, days_ago(100), direction="debit"), record("bank", 4, 500, days_ago(10)),
@@ -157,7 +162,12 @@ def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(a
 
 @pytest.fixture
 def proposed(api, ingest, reconciliation):
-    """A rule that only proposes matched bank 10.00 with ledger 10.00 (weeks old); bank 25.00 found no partner."""
+    """A rule that only proposes matched bank 10.00 with ledger 10.00 (weeks old); bank 25.00 found no partner.
+    Built once a process, restored after."""
+    return world_of_api(dated("test_exceptions_api.proposed"), api, lambda: _proposed(api, ingest, reconciliation))
+
+
+def _proposed(api, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {**RULE, "auto_confirm": False}).status_code \
         == 201
     bank = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 2500, days_ago(40)))

@@ -6,6 +6,7 @@ import pytest
 
 from chalicelib.domain.clock import utc_now
 from tests.integration.conftest import record
+from tests.support.worlds import dated, world_of_api
 
 RULE = {"name": "Amount within 3 days", "priority": 1, "conditions": [
     {"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]}
@@ -18,7 +19,13 @@ def days_ago(n: int) -> str:
 @pytest.fixture
 def exception(api, ingest, reconciliation):
     """The bank's 1,250.00 was booked by the ledger 6 days later with a typo in the reference:
-    outside the rule's window, so both sit in exceptions; a decoy of another amount too."""
+    outside the rule's window, so both sit in exceptions; a decoy of another amount too.
+    Built once a process, restored after."""
+    return world_of_api(dated("test_investigations_api.exception"), api,
+                        lambda: _exception(api, ingest, reconciliation))
+
+
+def _exception(api, ingest, reconciliation):
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
     bank = ingest(record("bank", 1, 125000, days_ago(20), description="ACME PAYOUT",
                          metadata={"reference": "INV-4411"}))
@@ -114,7 +121,11 @@ def test_an_accept_retried_after_dying_before_its_mark_returns_the_match_it_made
 @pytest.fixture
 def with_prenote(api, ingest):
     """Side B holds the ledger and an ACH stream; the ACH stream has a zero-amount prenote that
-    carries the bank payment's reference (the issue's case)."""
+    carries the bank payment's reference (the issue's case). Built once a process, restored after."""
+    return world_of_api(dated("test_investigations_api.with_prenote"), api, lambda: _with_prenote(api, ingest))
+
+
+def _with_prenote(api, ingest):
     for key in ("bank", "ledger", "ach"):
         assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
     reconciliation = api.post("/v1/reconciliations", {"name": "Bank to books", "run_type": "batch",

@@ -4,6 +4,7 @@ import pytest
 
 from chalicelib.api.routers import ROUTERS
 from chalicelib.services.api_keys import create_key
+from tests.support.worlds import dated, world_of_api
 
 # How to call each route against environment A's data, and what environment B must get.
 # A route missing here fails test_every_route_is_covered, so new routes cannot skip isolation.
@@ -144,8 +145,8 @@ def test_every_route_is_covered():
 
 @pytest.fixture
 def world(api, services, worker):
-    """A world of the test's own (see build_world)."""
-    return build_world(api, services, worker)
+    """A world of the test's own (see build_world), built once a process and restored after."""
+    return world_of_api(dated("test_isolation.world"), api, lambda: build_world(api, services, worker))
 
 
 @pytest.fixture(scope="module")

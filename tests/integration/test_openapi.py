@@ -10,6 +10,7 @@ from app import app
 from chalicelib.api.openapi import IDEMPOTENT_OPERATIONS
 from chalicelib.api.routers import ROUTERS
 from chalicelib.api.routing import API_PREFIX, query_parameters
+from tests.support.worlds import world_of_api
 
 SPECS = [spec for router in ROUTERS for spec in router.specs]
 # (OPTIONS: chalice.test.Client answers it itself, as API Gateway would; the local stack sends it to the app.)
@@ -91,7 +92,13 @@ def test_the_api_reference_is_served_without_a_key_and_without_any_cdn(api):
 
 @pytest.fixture
 def populated(api, worker):
-    """One of most things, so that fuzzed ids find real resources as well as missing ones."""
+    """One of most things, so that fuzzed ids find real resources as well as missing ones: built
+    once a process, restored for each test."""
+    world_of_api("test_openapi.populated", api, lambda: _populate(api, worker))
+    return api
+
+
+def _populate(api, worker) -> None:
     for key in ("bank", "ledger"):
         assert api.post("/v1/data_streams", {"key": key, "name": key}).status_code == 201
     assert api.post("/v1/data_stream_property_definitions", {
@@ -106,7 +113,6 @@ def populated(api, worker):
     worker.drain()
     assert api.post("/v1/reconciliations/1/runs").status_code == 202
     assert api.post("/v1/data_streams/bank/file_imports", {"filename": "a.csv", "format": "csv"}).status_code == 201
-    return api
 
 
 def _fill(path: str, value: str) -> str:

@@ -10,6 +10,7 @@ import pytest
 from chalicelib.api.records import STANDALONE_FILTERS
 from chalicelib.domain.clock import utc_now
 from tests.support.schema_instances import Generator, Instance, SchemaGap
+from tests.support.worlds import dated, world_of_api
 
 REFUSED = (400, 422)  # 404 (an id that does not exist) and 409 (state) are not validation refusals
 # A webhook URL must resolve (tests resolve loopback only, allowed locally). The endpoints stay inactive, so
@@ -28,7 +29,13 @@ def _ok(response, status=201):
 
 @pytest.fixture
 def world(api, worker):
-    """One of each resource an operation with a body or a query refers to; what refers to them."""
+    """One of each resource an operation with a body or a query refers to; what refers to them
+    (built once a process, restored after)."""
+    built = world_of_api(dated("test_openapi_contract.world"), api, lambda: _build_world(api, worker))
+    return {"api": api, "worker": worker, **built}
+
+
+def _build_world(api, worker):
     for key in ("bank", "ledger"):
         _ok(api.post("/v1/data_streams", {"key": key, "name": key.title()}))
     _ok(api.post("/v1/data_stream_property_definitions", {"key": "ref", "name": "Ref", "type": "string",
@@ -70,7 +77,7 @@ def world(api, worker):
              # What the stream's property definitions require (the test's own requests create and change them).
              "metadata": {"ref": "R-1", "invoice_id": 1, "Payer-Ref": 1},
              "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}]}
-    return {"api": api, "worker": worker, "path_ids": path_ids, "known": known}
+    return {"path_ids": path_ids, "known": known}
 
 
 def _path(world, path: str) -> str:

@@ -6,6 +6,7 @@ import pytest
 
 from chalicelib.services.api_keys import create_key
 from tests.integration.conftest import record
+from tests.support.worlds import world_of_api
 
 PATH = "/v1/reconciliation_stories"
 
@@ -23,7 +24,12 @@ def run(api, reconciliation_id):
 
 
 @pytest.fixture
-def story(api, ingest):
+def story(api, ingest, services):
+    """Built once a process for each set of limits, restored after."""
+    return world_of_api(f"test_story_trace_api.story:{services.ports.limits}", api, lambda: _story(api, ingest))
+
+
+def _story(api, ingest):
     for key in ("orders", "charges", "payouts", "bank", "other"):
         assert api.post("/v1/data_streams", {"key": key, "name": key.title()}).status_code == 201
     recons = []
