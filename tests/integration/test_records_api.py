@@ -3,11 +3,17 @@ import pytest
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.services.data_streams import sweep_recounts
+from tests.support.worlds import world_of_api
 
 
 @pytest.fixture
 def ingested(api, worker):
-    """bank: 3 records (two dates), ledger: 1 record; returns the bulk request."""
+    """bank: 3 records (two dates), ledger: 1 record; returns the bulk request. Built once a
+    process, restored after."""
+    return world_of_api("test_records_api.ingested", api, lambda: _ingested(api, worker))
+
+
+def _ingested(api, worker):
     for key in ("bank", "ledger"):
         api.post("/v1/data_streams", {"key": key, "name": key})
     records = [

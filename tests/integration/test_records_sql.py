@@ -16,6 +16,7 @@ from chalicelib.adapters.mirror import AnalyticsMirror, import_prefix
 from chalicelib.adapters.records_sql import RecordsSql, SqlAnswer, as_table
 from chalicelib.domain.agents.sql_guard import SqlRefused
 from chalicelib.domain.records import Direction, Record, RecordStatus
+from tests.support.worlds import WORLDS
 
 BUCKET = "recon-sql-test"
 BIG = 2**53 + 1  # no float holds it: a sum that went through a float would come back even
@@ -51,9 +52,13 @@ def s3(moto_aws):
 
 @pytest.fixture
 def mirror(s3):
+    """Both environments' records in the mirror: written once a process, restored after."""
     mirror = AnalyticsMirror(s3, BUCKET)
-    imported(mirror, "acme", 7, ACME)
-    imported(mirror, "globex", 8, GLOBEX)
+
+    def both_imported() -> None:
+        imported(mirror, "acme", 7, ACME)
+        imported(mirror, "globex", 8, GLOBEX)
+    WORLDS.restore_or_build("test_records_sql.mirror", both_imported)
     return mirror
 
 
@@ -184,8 +189,10 @@ def children() -> set[int]:
 
 @pytest.fixture
 def many(s3, mirror):
-    """80,000 more records of acme: 6.4e9 pairs for a self-join to go through."""
-    imported(AnalyticsMirror(s3, BUCKET), "acme", 12, [record(1000 + n, amount=n) for n in range(80_000)])
+    """80,000 more records of acme: 6.4e9 pairs for a self-join to go through (written once a
+    process, restored after)."""
+    WORLDS.restore_or_build("test_records_sql.many", lambda: imported(
+        AnalyticsMirror(s3, BUCKET), "acme", 12, [record(1000 + n, amount=n) for n in range(80_000)]))
 
 
 def test_a_query_over_the_time_bound_is_stopped_and_refused(s3, many, tmp_path):

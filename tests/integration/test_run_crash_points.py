@@ -16,6 +16,7 @@ from chalicelib.domain.records import RecordStatus
 from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run, sweep
 from tests.integration.conftest import record
 from tests.support.crashes import Dies, Killed
+from tests.support.worlds import world_of_api
 
 ENV = "acme"
 RECORDS = 30           # a side: 30 matches of one record each side
@@ -66,25 +67,29 @@ class Crashed:
 
 @pytest.fixture
 def crash(api, services, ingest, reconciliation):
-    """Kill a run in its third chunk at a crash point: load, match and two chunks done, then a
-    persist call that dies (Killed)."""
-    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
-    record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
-    record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
+    """Kill a run in its third chunk at a crash point: load, match and two chunks done (built once
+    a process, restored after), then a persist call that dies (Killed)."""
     ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=CHUNK_RECORDS),
                     run_workflows=NoExecutions())
-    run = start_run(ports, ENV, reconciliation["id"])
 
-    def crash(point: str) -> Crashed:
+    def two_chunks_persisted() -> tuple[int, list[int]]:
+        assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+        record_ids = ingest(*[record("bank", n, 1000 + n) for n in range(RECORDS)])
+        record_ids += ingest(*[record("ledger", n, 1000 + n) for n in range(RECORDS)])
+        run = start_run(ports, ENV, reconciliation["id"])
         load(ports, ENV, run.id)
         match(ports, ENV, run.id)
         for _ in range(CHUNKS_BEFORE):
             assert persist(ports, ENV, run.id) == "persist"
+        return run.id, record_ids
+    run_id, record_ids = world_of_api("test_run_crash_points.two_chunks_persisted", api, two_chunks_persisted)
+
+    def crash(point: str) -> Crashed:
         port, method, n, half = CRASH_POINTS[point]
         dying = replace(ports, **{port: Dies(getattr(ports, port), method, n, half)})
         with pytest.raises(Killed):
-            persist(dying, ENV, run.id)
-        return Crashed(run.id, reconciliation["id"], record_ids)
+            persist(dying, ENV, run_id)
+        return Crashed(run_id, reconciliation["id"], record_ids)
     return crash
 
 

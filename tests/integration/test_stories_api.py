@@ -2,12 +2,19 @@
 and the deletes they refuse."""
 import pytest
 
+from tests.support.worlds import world_of_api
+
 PATH = "/v1/reconciliation_stories"
 
 
 @pytest.fixture
 def chain(api):
-    """orders -> (orders vs charges) -> charges -> (charges vs payouts) -> payouts -> (payouts vs bank)."""
+    """orders -> (orders vs charges) -> charges -> (charges vs payouts) -> payouts -> (payouts vs bank).
+    Built once a process, restored after."""
+    return world_of_api("test_stories_api.chain", api, lambda: _chain(api))
+
+
+def _chain(api):
     streams = {}
     for key in ("orders", "charges", "payouts", "bank", "other"):
         created = api.post("/v1/data_streams", {"key": key, "name": key.title()})

@@ -3,7 +3,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.conftest import MOTO_ITEM_OPERATIONS, MOTO_PLAIN_JSON
+from tests.conftest import MOTO_CAST_VALUE, MOTO_ITEM_OPERATIONS, MOTO_PLAIN_JSON
 
 ITEM = {"pk": {"S": "a"}, "sk": {"S": "1"}, "n": {"N": "-12.50"}, "b": {"B": b"\x00\xffraw"}, "t": {"BOOL": True},
         "z": {"NULL": True}, "ss": {"SS": ["x", "y"]}, "ns": {"NS": ["1", "2"]}, "bs": {"BS": [b"\x01", b"\x02"]},
@@ -64,3 +64,19 @@ def test_the_plain_json_answers_equal_motos_own(moto_serializes):
     assert plain == own
     assert {"Items", "Count", "LastEvaluatedKey"} <= set(own[4]) and own[2]["Item"]["b"] == {"B": b"\x00\xffraw"}
     assert len(MOTO_ITEM_OPERATIONS) == 9
+
+
+def test_the_direct_cast_of_scalars_equals_motos_own_and_compares_alike():
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    own = MOTO_CAST_VALUE["cast_value"]
+    values = [DynamoType(v) for v in ITEM.values()] + [
+        DynamoType({"S": "1"}), DynamoType({"N": "1"}), DynamoType({"N": "1.0"}), DynamoType({"B": b"1"}),
+        DynamoType({"BOOL": False}), DynamoType({"S": ""})]
+    for value in values:
+        assert value.cast_value == own(value), value
+    for left in values:
+        for right in values:
+            expected = left.type == right.type and own(left) == own(right)
+            assert (left == right, left != right) == (expected, not expected), (left, right)
+    assert DynamoType({"N": "1"}) == DynamoType({"N": "1.0"}) and DynamoType({"S": "1"}) != DynamoType({"N": "1"})
