@@ -31,6 +31,10 @@ FUNCTIONS: dict[str, Function] = {
     # one full vCPU), match at 969 MB (polars uses both vCPUs), a persist or undo chunk at 116 MB.
     "reconciliation_run_load": Function("runs", engine=True, memory_mb=1769, timeout_s=900),
     "reconciliation_run_match": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    # A run that fans out: a partition holds at most what the match function holds (settings.max_run_records,
+    # sized from its memory); the merge reads every partition's matches and the sides' persisted columns.
+    "reconciliation_run_partition": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "reconciliation_run_merge": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
     "reconciliation_run_persist": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
     "reconciliation_run_exceptions": Function("runs", engine=True, memory_mb=2048, timeout_s=900),
     "reconciliation_run_finish": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
