@@ -95,6 +95,13 @@ MAP_CONCURRENCY = 64
 # (tests/unit/test_run_state_machine.py), so smaller chunks need a smaller max_run_records.
 CHUNK_RECORDS = 2_000
 MAX_RUN_CHUNKS = 5_000
+
+
+def chunk_records_for(matched_records: int, chunk_records: int) -> int:
+    """The records of a persist chunk for a plan of `matched_records`: `chunk_records`, grown only
+    when the plan would need more than MAX_RUN_CHUNKS chunks filled half (a fanned-out run past
+    what the settings allow one piece): one execution's history holds that many."""
+    return max(chunk_records, -(-2 * matched_records // MAX_RUN_CHUNKS))
 # A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
 # all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
 # on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).

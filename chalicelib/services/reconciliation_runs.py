@@ -45,13 +45,13 @@ from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import (
     MAX_RESTARTS,
-    MAX_RUN_CHUNKS,
     STUCK_AFTER,
     Run,
     RunKind,
     RunStatus,
     RunTooLarge,
     RunTrigger,
+    chunk_records_for,
 )
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
@@ -298,9 +298,7 @@ def save_outcome(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, s
 
     environment, count = run.environment, outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    # Chunks grow past `chunk_records` only when a fanned-out run's plan would need more than
-    # MAX_RUN_CHUNKS of them (a chunk may be half full): one execution's history holds that many.
-    chunk_records = max(ports.limits.chunk_records, -(-2 * outcome.members.height // MAX_RUN_CHUNKS))
+    chunk_records = chunk_records_for(outcome.members.height, ports.limits.chunk_records)
     matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.

@@ -37,6 +37,17 @@ def window_data(side):
             for n in range(20)]
 
 
+def contested_data(side):
+    """Triples: two A records a day apart and one B record both may pair with (the later A is the better,
+    0 apart in amount), and a B record nothing pairs: a triple across a cut is matched in both partitions."""
+    stream = {"a": "bank", "b": "ledger"}[side]
+    if side == "a":
+        return [record(stream, 2 * n + k, 1000 + 100 * n + k, f"2026-11-{1 + n + k:02d}") for n in range(12)
+                for k in (0, 1)]
+    return [record(stream, 2 * n, 1001 + 100 * n, f"2026-11-{2 + n:02d}") for n in range(12)] + [
+        record(stream, 2 * n + 1, 90_000 + n, f"2026-11-{2 + n:02d}") for n in range(12)]
+
+
 def pairs(api, reconciliation, ids):
     """The run's matches as (side-A position, side-B position) in the data given, and their rule."""
     position = {record_id: n for n, record_id in enumerate(ids["a"])} | {
@@ -61,7 +72,8 @@ def ingested(ingest, data, suffix=""):
             for side in ("a", "b")}
 
 
-@pytest.mark.parametrize(("rule", "data"), [(RULE, exact_data), (WINDOW, window_data)], ids=["hash", "range"])
+@pytest.mark.parametrize(("rule", "data"), [(RULE, exact_data), (WINDOW, window_data), (WINDOW, contested_data)],
+                         ids=["hash", "range", "range-rounds"])
 def test_a_run_that_fans_out_matches_as_the_same_run_in_one_piece(api, services, ingest, reconciliation, rule, data):
     # Given the same records in two reconciliations with the same rule
     add_rule(api, reconciliation, rule)
@@ -83,6 +95,11 @@ def test_a_run_that_fans_out_matches_as_the_same_run_in_one_piece(api, services,
     run = services.runs.get("acme", split["id"])
     assert run.partitions >= 2 and {i for i in run.done_partitions if i.startswith("0/")} == {
         partition_item(0, p) for p in _partitions(services, run)}
+    # A contested B record sends its losing partition to a second round of the Map; a hash plan never does
+    rounds = services.run_files.exists("acme", run.id, "partitions/1/manifest.json")
+    assert rounds == (data is contested_data)
+    if rounds:
+        assert any(i.startswith("1/") for i in run.done_partitions)
 
 
 def _partitions(services, run):
