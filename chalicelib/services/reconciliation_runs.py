@@ -253,6 +253,8 @@ def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
         run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
     if run.chunks is not None:
         return "persist"
+    if (fanned_out := run_partitions.resumed(ports, run)) is not None:
+        return fanned_out
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
     if reconciliation.current_run_id != run.id:  # a crash between creating it and taking the slot
         raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")

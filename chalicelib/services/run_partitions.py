@@ -77,6 +77,16 @@ def fan_out(ports: Ports, run: Run, rules: list[Rule], side_a: Frame, side_b: Fr
     return _map_input(ports, manifest)
 
 
+def resumed(ports: Ports, run: Run) -> dict[str, Any] | None:
+    """A run that fanned out before (a restarted execution) goes back to its Map on the partitions
+    it wrote, without reading its open records again: new ones would make the outcomes already
+    matched stale. Each partition matched finds its outcome; the merge replays the rounds."""
+    if not run.partitions:  # set with the first manifest (`fan_out`)
+        return None
+    items = ports.run_files.read_json(run.environment, run.id, _manifest(0))
+    return _map_input(ports, ports.run_files.write_json(run.environment, run.id, _manifest(0), items))
+
+
 def _map_input(ports: Ports, manifest: dict[str, str]) -> dict[str, Any]:
     """What the Map state reads: its ItemReader's object, its MaxConcurrencyPath."""
     return {"next": FAN_OUT, "manifest": manifest, "max_concurrency": ports.limits.map_concurrency}

@@ -345,9 +345,8 @@ def main():
         # The limits of a run made tiny for this step (settings from the environment, the container built again):
         # more open records than one match function holds fan out on the Distributed Map, one partition a call.
         from chalicelib.container import install
-        limits = {"RECON_MAX_RUN_RECORDS": "3", "RECON_RUN_PARTITION_RECORDS": "1"}
-        kept = {name: os.environ.get(name) for name in limits}
-        os.environ.update(limits)
+        from chalicelib.settings import Settings, install_settings
+        install_settings(Settings(max_run_records=3, run_partition_records=1))
         install(None)
         try:
             status, body = api("POST", "/v1/reconciliations", key=key, body={
@@ -365,8 +364,7 @@ def main():
             status, run = api("GET", "/v1/reconciliations/{id}/runs/{run_id}", {"id": body["id"], "run_id": run["id"]},
                               key=key)
         finally:
-            for name, value in kept.items():
-                os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+            install_settings(None)
             install(None)
         walked = [state for path in paths for state in path if isinstance(state, str)]
         report("a reconciliation run fanned out", run["status"] == "completed" and "Partitions" in walked and

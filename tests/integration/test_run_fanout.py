@@ -247,3 +247,37 @@ def test_a_run_of_one_function_or_less_keeps_todays_path(api, services, ingest, 
     run = start(api, reconciliation)
     assert run["status"] == "completed" and run["matched_records"] > 0
     assert services.runs.get("acme", run["id"]).partitions is None
+
+
+def test_a_restarted_run_goes_back_to_its_partitions_without_reading_its_records_again(
+        api, services, ingest, reconciliation):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services import run_partitions
+    from chalicelib.services.reconciliation_runs import load, sweep
+    from tests.integration.test_reconciliation_runs import LostStarts
+
+    # Given a run forced to fan out whose execution died in its Map: loaded, one partition matched
+    add_rule(api, reconciliation)
+    ids = ingested(ingest, exact_data)
+    fan_out(services)
+    real = services.ports
+    services.ports = replace(real, run_workflows=LostStarts())
+    run_id = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["id"]
+    services.ports = real
+    first = load(real, "acme", run_id)["manifest"]
+    partition = _partitions(services, real.runs.get("acme", run_id))[0]
+    run_partitions.match_partition(real, "acme", run_id, 0, partition)
+    # and a record that pairs with an open one arrived since
+    [late] = ingest(record("ledger", 99, exact_data("a")[0]["amount"], exact_data("a")[0]["date"]))
+
+    # When the sweeper restarts it
+    assert sweep(real, now=utc_now() + timedelta(minutes=80))["restarted"] == 1
+
+    # Then it resumes on the partitions it wrote (the 48 records it loaded, not the late one) and completes
+    run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body
+    assert run["status"] == "completed" and run["total_records"] == 48, run["error_message"]
+    assert first["Key"].endswith("partitions/0/manifest.json") and pairs(api, reconciliation, ids)
+    assert late not in {r["id"] for m in matches_of(api, reconciliation)
+                        for r in api.get(f"/v1/reconciliation_matches/{m['id']}").json_body["records"]}
