@@ -10,7 +10,8 @@ Steps, each a fresh subprocess so that its peak RSS (ru_maxrss) is its own:
    with `match_records`, its outcome written; every partition, `--concurrency` at once (the local
    driver's bound: the machine's CPUs), each in its own process;
 3. merge (`run_partitions.merge`): every outcome read, `PartitionMerge`, a second round matched in
-   the merge's process if the plan asks (a range plan's contested records), the run's outcome.
+   the merge's process if the plan asks (a range plan's contested records; on AWS the Map does it),
+   the run's outcome, then what `save_outcome` does: the plan's chunks, written as Parquet.
 
 The generated inputs are those of bench/partitioned_matching.py (fixed seeds).
 
@@ -37,6 +38,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from partitioned_matching import CASES  # noqa: E402
 
 from chalicelib.domain.matching import match_records  # noqa: E402
+from chalicelib.domain.matching.frames import plan_chunks  # noqa: E402
 from chalicelib.domain.matching.outcome import MatchOutcome  # noqa: E402
 from chalicelib.domain.matching.partition import (  # noqa: E402
     PartitionMerge,
@@ -46,7 +48,7 @@ from chalicelib.domain.matching.partition import (  # noqa: E402
     split,
 )
 from chalicelib.domain.rules import Rule, validate_rule  # noqa: E402
-from chalicelib.domain.runs import PARTITION_RECORDS, RUN_RECORDS  # noqa: E402
+from chalicelib.domain.runs import CHUNK_RECORDS, PARTITION_RECORDS, RUN_RECORDS, chunk_records_for  # noqa: E402
 
 
 def peak_mb() -> float:
@@ -74,9 +76,11 @@ def child_split(case: str, n: int, work: Path) -> dict:
     (work / "rules.json").write_text(json.dumps([r.definition.as_body() for r in rules]))
     (work / "plan.json").write_text(json.dumps(plan.as_dict()))
     (work / "manifest.json").write_text(json.dumps(items))
-    # the merge needs the ids (the service reads the sides' persisted columns)
-    pl.DataFrame({"id": side_a["id"]}).write_parquet(work / "ids-a.parquet")
-    pl.DataFrame({"id": side_b["id"]}).write_parquet(work / "ids-b.parquet")
+    # the merge reads the sides' persisted columns (PERSISTED_RECORD_COLUMNS) for the plan's chunks
+    for name, frame, stream in (("a", side_a, "bank"), ("b", side_b, "ledger")):
+        frame.select("id", "amount", "currency", "direction").with_columns(
+            data_stream_key=pl.lit(stream), matched_in=pl.lit(None, dtype=pl.List(pl.Int64)),
+            decimal_places=pl.lit(2, dtype=pl.Int64)).write_parquet(work / f"side-{name}.parquet")
     return {"plan": ("hash on " + ", ".join(k.field for k in plan.keys)) if plan.keys else f"{plan.axis} range",
             "partitions": len(items), "plan_s": plan_s, "split_s": split_s,
             "write_s": time.perf_counter() - started - plan_s - split_s, "seconds": time.perf_counter() - started,
@@ -128,9 +132,19 @@ def child_merge(work: Path) -> dict:
         again_s += time.perf_counter() - begun
         again_partitions += len(matched)
         again = merge.add(outcomes(round_, matched)) if matched else frozenset()
-    outcome = merge.outcome(pl.read_parquet(work / "ids-a.parquet")["id"], pl.read_parquet(work / "ids-b.parquet")["id"])
-    return {"seconds": time.perf_counter() - started, "again_s": again_s, "rounds": merge.rounds,
-            "conflicts": merge.conflicts, "again_partitions": again_partitions, "peak_mb": peak_mb(),
+    side_a, side_b = pl.read_parquet(work / "side-a.parquet"), pl.read_parquet(work / "side-b.parquet")
+    outcome = merge.outcome(side_a["id"], side_b["id"])
+    rounds, conflicts = merge.rounds, merge.conflicts
+    del merge  # its kept frames: the outcome has them now (run_partitions.merge does the same)
+    merged_s = time.perf_counter() - started
+    # what save_outcome does next: the plan's chunks, written as the run's plan files
+    chunk_records = chunk_records_for(outcome.members.height, CHUNK_RECORDS)
+    matches, members, starts = plan_chunks(outcome, side_a, side_b, chunk_records)
+    matches.write_parquet(work / "plan-matches.parquet", compression="zstd", row_group_size=16_384)
+    members.write_parquet(work / "plan-members.parquet", compression="zstd", row_group_size=16_384)
+    return {"seconds": time.perf_counter() - started, "merged_s": merged_s, "chunks": len(starts),
+            "chunk_records": chunk_records, "again_s": again_s, "rounds": rounds,
+            "conflicts": conflicts, "again_partitions": again_partitions, "peak_mb": peak_mb(),
             "matches": outcome.matches.height, "matched_records": outcome.members.height}
 
 

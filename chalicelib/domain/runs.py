@@ -85,8 +85,9 @@ RUN_RECORDS = records_a_match_holds(MATCH_MEMORY_MB)
 # match function holds (reconciliation_run_partition has the match function's memory), since a hash
 # spreads records unevenly and a range plan copies side B's records near a cut into two partitions.
 PARTITION_RECORDS = RUN_RECORDS // 2
-# Open records a fanned-out run loads at most (settings.max_fanout_run_records): 10M a side. The
-# load still reads both sides into one function (reconciliation_run_load), which sets this ceiling.
+# Open records a fanned-out run loads at most (settings.max_fanout_run_records): 10M a side. Two
+# functions hold the whole run and set this ceiling: the load (both sides, then the split) and the
+# merge (every match, then the plan's chunks: 7.3-8.6 GB of Lambda's 10,240 MB at 20M, bench/RESULTS.md).
 FANOUT_RECORDS = 20_000_000
 # Partitions matched at once on AWS (settings.run_map_concurrency: the Distributed Map's MaxConcurrency).
 MAP_CONCURRENCY = 64

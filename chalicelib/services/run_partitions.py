@@ -160,7 +160,9 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     columns = list(PERSISTED_RECORD_COLUMNS)
     side_a = files.read_frame(environment, run.id, "side_a", columns=columns)
     side_b = files.read_frame(environment, run.id, "side_b", columns=columns)
-    return save_outcome(ports, run, merger.outcome(side_a["id"], side_b["id"]), side_a, side_b)
+    outcome = merger.outcome(side_a["id"], side_b["id"])
+    del merger  # its kept frames, which the outcome now holds: the chunks' plan needs the room
+    return save_outcome(ports, run, outcome, side_a, side_b)
 
 
 def _write_round(ports: Ports, run: Run, merger: Any, round_: int, partitions: frozenset[int]) -> list[dict[str, Any]]:
