@@ -12,7 +12,8 @@ merge            the outcomes, round after round, into the run's outcome, kept a
                  round's files and manifest, and the state machine runs the Map again
 
 The merge keeps no state between calls: it replays every round's outcomes from S3 (the merge is
-deterministic), so a retried or restarted merge gives the same answer and the same next round.
+deterministic), so a retried or restarted merge gives the same answer and the same next round; a
+round whose partitions are not all matched yet (the Map died in it) goes back to the Map.
 A finished run (failed, e.g. given up) is left alone by every phase: its remaining partitions do nothing.
 """
 from __future__ import annotations
@@ -138,11 +139,14 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     merger = PartitionMerge(PartitionPlan.from_dict(files.read_json(environment, run.id, PLAN)["plan"]), rules)
     round_ = 0
     while True:
+        items = files.read_json(environment, run.id, _manifest(round_))
+        missing = [i["partition"] for i in items
+                   if not files.exists(environment, run.id, _partition(round_, i["partition"], "matches.parquet"))]
+        if missing:
+            return _unmatched(ports, run, round_, items, missing)
         outcomes = {}
-        for item in files.read_json(environment, run.id, _manifest(round_)):
+        for item in items:
             partition = item["partition"]
-            if not files.exists(environment, run.id, _partition(round_, partition, "matches.parquet")):
-                raise PartitionOutcomeMissing(f"run {run.id}: partition {partition} (round {round_}) has no outcome")
             outcomes[partition] = MatchOutcome(
                 matches=files.read_frame(environment, run.id, _partition(round_, partition, "matches")),
                 members=files.read_frame(environment, run.id, _partition(round_, partition, "members")),
@@ -163,6 +167,18 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     outcome = merger.outcome(side_a["id"], side_b["id"])
     del merger  # its kept frames, which the outcome now holds: the chunks' plan needs the room
     return save_outcome(ports, run, outcome, side_a, side_b)
+
+
+def _unmatched(ports: Ports, run: Run, round_: int, items: list[dict[str, Any]],
+               missing: list[int]) -> dict[str, Any]:
+    """A round with partitions not matched yet (a merge retried after writing the round, or a restarted
+    execution that died in the round's Map): back to the Map, which matches them (the others find their
+    outcome). A partition the Map counted as matched whose outcome is gone cannot be matched again."""
+    lost = [p for p in missing if partition_item(round_, p) in run.done_partitions]
+    if lost:
+        raise PartitionOutcomeMissing(f"run {run.id}: partition {lost[0]} (round {round_}) was matched but its "
+                                      "outcome is gone")
+    return _map_input(ports, ports.run_files.write_json(run.environment, run.id, _manifest(round_), items))
 
 
 def _write_round(ports: Ports, run: Run, merger: Any, round_: int, partitions: frozenset[int]) -> list[dict[str, Any]]:
