@@ -38,15 +38,21 @@ INPUT = {"run_id": 7, "manifest": {"Bucket": "bucket", "Key": "manifest.json"}, 
 
 
 class Concurrency:
-    def __init__(self) -> None:
-        self.lock, self.now, self.most = threading.Lock(), 0, 0
+    """Each item waits (2 s at most) until `target` items are in at once, so that the bound is reached
+    however the threads are scheduled, then stays a moment, so that a driver letting more in would be seen."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.now, self.most = target, 0, 0
+        self.changed = threading.Condition()
 
     def work(self, event, context):
-        with self.lock:
+        with self.changed:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.05)
-        with self.lock:
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.now >= self.target, timeout=2)
+        time.sleep(0.02)
+        with self.changed:
             self.now -= 1
         return {"done": event["partition"]}
 
@@ -71,7 +77,7 @@ def test_each_item_of_the_manifest_runs_with_its_selected_input_and_the_results_
     ({"MaxConcurrency": 0}, 2, 2),            # 0: no bound on AWS, the CPUs here
 ])
 def test_items_run_at_most_max_concurrency_and_the_cpus_at_once(fields, cpus, most):
-    counter = Concurrency()
+    counter = Concurrency(most)
     machine(a_map(**fields), counter.work, cpus=cpus).run(INPUT)
     assert counter.most == most
 
