@@ -122,11 +122,8 @@ def partition_failed(ports: Ports, environment: str, run_id: int, round_: int, p
 
 
 def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
-    import polars as pl
-
     from chalicelib.domain.matching.frames import PERSISTED_RECORD_COLUMNS
-    from chalicelib.domain.matching.outcome import MatchOutcome
-    from chalicelib.domain.matching.partition import PartitionMerge, PartitionPlan
+    from chalicelib.domain.matching.partition import PartitionMerge, PartitionPlan, partition_outcome
     from chalicelib.services.reconciliation_runs import save_outcome
 
     run = ports.runs.get(environment, run_id)
@@ -147,10 +144,9 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
         outcomes = {}
         for item in items:
             partition = item["partition"]
-            outcomes[partition] = MatchOutcome(
-                matches=files.read_frame(environment, run.id, _partition(round_, partition, "matches")),
-                members=files.read_frame(environment, run.id, _partition(round_, partition, "members")),
-                rule_summary={}, unmatched_a=pl.Series([], dtype=pl.Int64), unmatched_b=pl.Series([], dtype=pl.Int64))
+            outcomes[partition] = partition_outcome(
+                files.read_frame(environment, run.id, _partition(round_, partition, "matches")),
+                files.read_frame(environment, run.id, _partition(round_, partition, "members")))
         again = merger.add(outcomes)
         if not again:
             break

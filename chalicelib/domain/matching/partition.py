@@ -329,6 +329,13 @@ def split(frame: pl.DataFrame, plan: PartitionPlan, side: str) -> dict[int, pl.D
 
 # Merging --------------------------------------------------------------------------------------------
 
+def partition_outcome(matches: pl.DataFrame, members: pl.DataFrame) -> MatchOutcome:
+    """A partition's outcome as its files keep it (the fan-out writes its matches and members): what
+    `PartitionMerge.add` reads of one; the open ids are the merge's to find."""
+    empty = pl.Series([], dtype=pl.Int64)
+    return MatchOutcome(matches=matches, members=members, rule_summary={}, unmatched_a=empty, unmatched_b=empty)
+
+
 @dataclass
 class PartitionMerge:
     """The kept matches of a partitioned run, round after round (see the module's Conflicts).
