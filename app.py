@@ -100,6 +100,19 @@ def reconciliation_run_match(event, context):
     return runs.match_task(event)
 
 
+# A run that fans out: one partition a call (the Distributed Map's items), then the merge.
+@app.lambda_function(name="reconciliation_run_partition")
+def reconciliation_run_partition(event, context):
+    from chalicelib.handlers import runs
+    return runs.partition_task(event)
+
+
+@app.lambda_function(name="reconciliation_run_merge")
+def reconciliation_run_merge(event, context):
+    from chalicelib.handlers import runs
+    return runs.merge_task(event)
+
+
 @app.lambda_function(name="reconciliation_run_persist")
 def reconciliation_run_persist(event, context):
     from chalicelib.handlers import runs

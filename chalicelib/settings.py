@@ -12,7 +12,14 @@ from pydantic.fields import FieldInfo
 
 from chalicelib.domain.ingestion import MAX_IMPORT_BYTES
 from chalicelib.domain.parsers.statements import MAX_STATEMENT_BYTES
-from chalicelib.domain.runs import CHUNK_RECORDS, MAX_RUN_CHUNKS, RUN_RECORDS
+from chalicelib.domain.runs import (
+    CHUNK_RECORDS,
+    FANOUT_RECORDS,
+    MAP_CONCURRENCY,
+    MAX_RUN_CHUNKS,
+    PARTITION_RECORDS,
+    RUN_RECORDS,
+)
 from chalicelib.domain.webhooks import TIMEOUT_SECONDS as WEBHOOK_TIMEOUT_SECONDS
 
 ENVIRONMENT_PREFIX = "RECON_"
@@ -70,9 +77,16 @@ class Settings(BaseModel):
     # A file import or bulk request with no heartbeat (a chunk counted) for this long is stuck: the
     # sweeper restarts it from its checkpoint (domain/ingestion.py STUCK_AFTER).
     stuck_import_minutes: int = Field(default=5, ge=1)
-    # Open records a reconciliation run loads at most (both sides): past it, the run fails at once
-    # with a message naming the limit (domain/runs.py RUN_RECORDS: what one match function holds).
+    # Open records one match function holds (both sides; domain/runs.py RUN_RECORDS, from its memory).
+    # A run with more fans out in partitions (docs/partitioned-matching.md) when its rules allow a
+    # plan; when they do not, it fails at once with a message naming this limit and the plan's reason.
     max_run_records: int = Field(default=RUN_RECORDS, ge=1)
+    # A fanned-out run: records a partition aims at (both sides), the most open records such a run
+    # loads (past it, it fails at once naming the limit), and the partitions matched at once on AWS
+    # (the Distributed Map's MaxConcurrency; locally, at most the machine's CPUs).
+    run_partition_records: int = Field(default=PARTITION_RECORDS, ge=2)
+    max_fanout_run_records: int = Field(default=FANOUT_RECORDS, ge=1)
+    run_map_concurrency: int = Field(default=MAP_CONCURRENCY, ge=1, le=10_000)
     # Records of one persist chunk (domain/runs.py CHUNK_RECORDS): a run's progress moves a chunk at
     # a time. Smaller chunks mean more of them: max_run_records must fit in MAX_RUN_CHUNKS chunks.
     run_chunk_records: int = Field(default=CHUNK_RECORDS, ge=2)

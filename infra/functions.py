@@ -27,10 +27,17 @@ FUNCTIONS: dict[str, Function] = {
     "file_import_chunks": Function("ingestion", engine=True, memory_mb=2048, timeout_s=300),
     "file_import_finish": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
     "file_import_fail": Function("ingestion", engine=True, memory_mb=2048, timeout_s=900),
-    # bench/run_memory.py, 1M open records a side: load peaks at 469 MB (one thread: 1,769 MB is
-    # one full vCPU), match at 969 MB (polars uses both vCPUs), a persist or undo chunk at 116 MB.
-    "reconciliation_run_load": Function("runs", engine=True, memory_mb=1769, timeout_s=900),
+    # bench/run_memory.py, 1M open records a side: load peaks at 469 MB, match at 969 MB (polars uses both
+    # vCPUs), a persist or undo chunk at 116 MB. The load of a run that fans out holds both sides, up to 10M
+    # a side (settings.max_fanout_run_records), and splits them: about 190 bytes a record read, 4-5 GB at 20M
+    # with the split (bench/RESULTS.md, issue 32): Lambda's largest, paid only for the seconds a load runs.
+    "reconciliation_run_load": Function("runs", engine=True, memory_mb=10240, timeout_s=900),
     "reconciliation_run_match": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    # A run that fans out: a partition holds at most what the match function holds (settings.max_run_records,
+    # sized from its memory; 2M records peaked at 596-787 MB); the merge holds every partition's matches, the
+    # sides' persisted columns and the plan's chunks: 7.3-8.6 GB at 10M x 10M (bench/fanout.py), Lambda's largest.
+    "reconciliation_run_partition": Function("runs", engine=True, memory_mb=3008, timeout_s=900),
+    "reconciliation_run_merge": Function("runs", engine=True, memory_mb=10240, timeout_s=900),
     "reconciliation_run_persist": Function("runs", engine=True, memory_mb=1024, timeout_s=300),
     "reconciliation_run_exceptions": Function("runs", engine=True, memory_mb=2048, timeout_s=900),
     "reconciliation_run_finish": Function("runs", engine=True, memory_mb=1024, timeout_s=300),

@@ -1,6 +1,8 @@
 """A run's working files in S3 (`runs/<env>/<run id>/<name>.parquet`): the open records the load
 phase read and the matches the engine found, so that each phase of the state machine is a short
-Lambda call that a retry can repeat from the same input."""
+Lambda call that a retry can repeat from the same input. A fanned-out run adds its partitions
+(`partitions/<round>/<partition>/a|b.parquet`), each partition's outcome beside them, and a manifest
+a round (`partitions/<round>/manifest.json`: the JSON array the Distributed Map's ItemReader reads)."""
 from __future__ import annotations
 
 import io
@@ -27,31 +29,34 @@ class RunFiles:
         self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.parquet"),
                             Body=buffer.getvalue())
 
-    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None):
-        """The whole frame, or only its rows of one `chunk` (a plan's column `chunk`): then only
-        the row groups whose statistics allow that chunk are decoded."""
+    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None,
+                   columns: list[str] | None = None):
+        """The whole frame (or its `columns`), or only its rows of one `chunk` (a plan's column
+        `chunk`): then only the row groups whose statistics allow that chunk are decoded."""
         import polars as pl
 
         data = io.BytesIO(self._read(environment, run_id, f"{name}.parquet"))
         if chunk is None:
-            return pl.read_parquet(data)
+            return pl.read_parquet(data, columns=columns)
         return pl.scan_parquet(data).filter(pl.col("chunk") == chunk).collect()
 
     def write_rules(self, environment: str, run_id: int, rules: list[Rule]) -> None:
         """The rules the run applies, as the load phase read them (a later edit changes no run)."""
-        self._write_json(environment, run_id, "rules", [{"id": r.id, "definition": r.definition.as_body()}
-                                                        for r in rules])
+        self.write_json(environment, run_id, "rules", [{"id": r.id, "definition": r.definition.as_body()}
+                                                       for r in rules])
 
     def read_rules(self, environment: str, run_id: int, reconciliation_id: int) -> list[Rule]:
         return [Rule(environment=environment, id=r["id"], reconciliation_id=reconciliation_id,
                      definition=validate_rule(r["definition"]), created_at=None)
-                for r in self._read_json(environment, run_id, "rules")]
+                for r in self.read_json(environment, run_id, "rules")]
 
-    def _write_json(self, environment: str, run_id: int, name: str, value: Any) -> None:
-        self._s3.put_object(Bucket=self._bucket, Key=self._key(environment, run_id, f"{name}.json"),
-                            Body=json.dumps(value).encode())
+    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> dict[str, str]:
+        """Write `<name>.json`; gives where it is, as a state's S3 parameters name it (Bucket, Key)."""
+        key = self._key(environment, run_id, f"{name}.json")
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=json.dumps(value).encode())
+        return {"Bucket": self._bucket, "Key": key}
 
-    def _read_json(self, environment: str, run_id: int, name: str) -> Any:
+    def read_json(self, environment: str, run_id: int, name: str) -> Any:
         return json.loads(self._read(environment, run_id, f"{name}.json"))
 
     def _read(self, environment: str, run_id: int, name: str) -> bytes:

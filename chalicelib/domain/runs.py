@@ -78,13 +78,31 @@ def records_a_match_holds(memory_mb: int) -> int:
     return int((memory_mb * 2 / 3 - MATCH_BASE_MB) * 2 ** 20 / MATCH_BYTES_PER_RECORD)
 
 
-# Open records a run loads at most, both sides together (settings.max_run_records): about 4.3M.
+# Open records one match function holds, both sides together (settings.max_run_records): about 4.3M.
+# A run with more fans out (docs/partitioned-matching.md), when its rules allow a partition plan.
 RUN_RECORDS = records_a_match_holds(MATCH_MEMORY_MB)
+# Records a partition of a fanned-out run aims at (settings.run_partition_records): half of what one
+# match function holds (reconciliation_run_partition has the match function's memory), since a hash
+# spreads records unevenly and a range plan copies side B's records near a cut into two partitions.
+PARTITION_RECORDS = RUN_RECORDS // 2
+# Open records a fanned-out run loads at most (settings.max_fanout_run_records): 10M a side. Two
+# functions hold the whole run and set this ceiling: the load (both sides, then the split) and the
+# merge (every match, then the plan's chunks: 7.3-8.6 GB of Lambda's 10,240 MB at 20M, bench/RESULTS.md).
+FANOUT_RECORDS = 20_000_000
+# Partitions matched at once on AWS (settings.run_map_concurrency: the Distributed Map's MaxConcurrency).
+MAP_CONCURRENCY = 64
 # Records of a persist chunk (settings.run_chunk_records): its matches are read, claimed and counted
 # together. A run holds at most MAX_RUN_CHUNKS chunks: what one execution's history holds
 # (tests/unit/test_run_state_machine.py), so smaller chunks need a smaller max_run_records.
 CHUNK_RECORDS = 2_000
 MAX_RUN_CHUNKS = 5_000
+
+
+def chunk_records_for(matched_records: int, chunk_records: int) -> int:
+    """The records of a persist chunk for a plan of `matched_records`: `chunk_records`, grown only
+    when the plan would need more than MAX_RUN_CHUNKS chunks filled half (a fanned-out run past
+    what the settings allow one piece): one execution's history holds that many."""
+    return max(chunk_records, -(-2 * matched_records // MAX_RUN_CHUNKS))
 # A dry run answers inside the API call (API Gateway waits 29 s): past this many open records in
 # all it refuses. 100,000 a side took 5.9 s of CPU and 284 MB in bench/run_memory.py: about 14 s
 # on a 1,024 MB function (0.58 of a vCPU) with DynamoDB's 50 pages, half the limit (bench/RESULTS.md).
@@ -126,6 +144,11 @@ class Run:
     whole_pool: bool = False
     last_progress_at: datetime | None = None  # every phase beats it; the sweeper reads it
     restarts: int = 0
+    # A fanned-out run: its first round's partitions, the partitions matched (`partition_item`
+    # ids, every round's), and the partition that failed for good (its error, for the run's).
+    partitions: int | None = None
+    done_partitions: frozenset[str] = frozenset()
+    failed_partition: str | None = None
 
     @property
     def heartbeat(self) -> datetime:
@@ -142,6 +165,9 @@ class Run:
     def progress(self) -> float:
         if self.status is RunStatus.COMPLETED:
             return 100.0
+        if self.chunks is None and self.partitions:  # fanned out: the first round's partitions matched
+            done = sum(1 for item in self.done_partitions if item.startswith("0/"))
+            return round(LOADED_AT + (MATCHED_AT - LOADED_AT) * min(done, self.partitions) / self.partitions, 1)
         if self.chunks is None:
             return float(LOADED_AT if self.total_records else 0)
         if self.chunks == 0:
@@ -186,3 +212,8 @@ class Run:
             if chunk not in self.done_chunks:
                 remaining.append(chunk)
         return remaining
+
+
+def partition_item(round_: int, partition: int) -> str:
+    """A partition of a fanned-out run, as its progress counts it: a round's partitions are matched once each."""
+    return f"{round_}/{partition}"

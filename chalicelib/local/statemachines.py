@@ -7,15 +7,25 @@ Catch and ResultPath; a Task's function named by its Resource, or by the Paramet
 at most TimeoutSeconds) and calls each Task's function in-process: the same functions, in the
 order the ASL gives, that Step Functions calls on AWS. A definition that uses anything else is
 refused when the driver is built, rather than run half understood.
+
+A Map state (a Distributed Map's too) runs its ItemProcessor's states for each item: the items
+of its ItemReader (a JSON array in S3, read through the stack's S3 client) or at its ItemsPath,
+each shaped by its ItemSelector (`$$.Map.Item.Value`, `$$.Map.Item.Index`), on threads: at most
+MaxConcurrency (or the one at MaxConcurrencyPath) and at most the machine's CPUs at once. An item
+retries and catches as its states say; one that fails all the same fails the Map (no failure
+tolerated: States.ExceedToleratedFailureThreshold, naming the item), once the items already
+started have ended, and starts no other. The Map's result is the items' outputs, in order.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +47,11 @@ _FIELDS = {
     "Pass": {"Result", "ResultPath", "Next", "End"},
     "Succeed": set(),
     "Fail": {"Error", "Cause"},
+    "Map": {"ItemReader", "ItemsPath", "ItemSelector", "ItemProcessor", "MaxConcurrency", "MaxConcurrencyPath",
+            "ToleratedFailurePercentage", "Label", "ResultPath", "Catch", "Next", "End"},
 }
+S3_GET_OBJECT = "arn:aws:states:::s3:getObject"
+MAP_FAILED = "States.ExceedToleratedFailureThreshold"
 
 
 class ExecutionFailed(Exception):
@@ -149,6 +163,8 @@ def _check(definition: dict[str, Any]) -> None:
         unknown = set(state) - _FIELDS[kind] - {"Type", "Comment"}
         if unknown:
             raise ValueError(f"state {name}: {', '.join(sorted(unknown))} not supported by the local driver")
+        if kind == "Map":
+            _check_map(name, state)
         if kind != "Task":
             continue
         resource = state["Resource"]
@@ -160,6 +176,38 @@ def _check(definition: dict[str, Any]) -> None:
         if resource != WAIT_FOR_TASK_TOKEN and {"TimeoutSeconds", "TimeoutSecondsPath"} & set(state):
             raise ValueError(f"state {name}: the local driver times out only a wait for a task token")
         _check_paths(name, state.get("Parameters", {}))
+
+
+def _check_map(name: str, state: dict[str, Any]) -> None:
+    reader = state.get("ItemReader")
+    if (reader is None) == ("ItemsPath" not in state):
+        raise ValueError(f"state {name}: a Map reads its items with an ItemReader or at an ItemsPath, one of them")
+    if reader is not None:
+        if set(reader) - {"Resource", "ReaderConfig", "Parameters"}:
+            raise ValueError(f"state {name}: the local driver reads an ItemReader's Resource, ReaderConfig, Parameters")
+        if reader.get("Resource") != S3_GET_OBJECT or reader.get("ReaderConfig") != {"InputType": "JSON"}:
+            raise ValueError(f"state {name}: the local driver reads items from a JSON array in S3 only "
+                             f"({S3_GET_OBJECT}, ReaderConfig InputType JSON)")
+        _check_paths(name, reader.get("Parameters", {}))
+    if state.get("ToleratedFailurePercentage", 0) != 0:
+        raise ValueError(f"state {name}: the local driver tolerates no failed item (ToleratedFailurePercentage 0)")
+    if {"MaxConcurrency", "MaxConcurrencyPath"} <= set(state):
+        raise ValueError(f"state {name}: MaxConcurrency or MaxConcurrencyPath, not both")
+    processor = state["ItemProcessor"]
+    if set(processor) - {"ProcessorConfig", "StartAt", "States"}:
+        raise ValueError(f"state {name}: the local driver runs an ItemProcessor's ProcessorConfig, StartAt, States")
+    if processor.get("ProcessorConfig", {}).get("Mode", "INLINE") not in ("INLINE", "DISTRIBUTED"):
+        raise ValueError(f"state {name}: ProcessorConfig Mode is INLINE or DISTRIBUTED")
+    _check_paths(name, state.get("ItemSelector", {}))
+    _check(processor)
+
+
+def _states_of(definition: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every state of the definition, a Map's ItemProcessor's states too."""
+    for name, state in definition["States"].items():
+        yield name, state
+        if state["Type"] == "Map":
+            yield from _states_of(state["ItemProcessor"])
 
 
 def _check_paths(name: str, template: Any) -> None:
@@ -228,6 +276,13 @@ class LocalTaskTokens:
             return True
 
 
+def s3_object(bucket: str, key: str) -> bytes:
+    """An object of the stack's S3 (the local AWS, or moto in tests), through the container's client."""
+    from chalicelib.container import container
+
+    return container().aws.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
 def imported_handler(path: str) -> Callable[[Any, Any], Any]:
     """The function at 'package.module.function', imported at its first call: the local stack
     starts without the module (the browser worker's needs a browser only when a run uses it)."""
@@ -242,7 +297,8 @@ def imported_handler(path: str) -> Callable[[Any, Any], Any]:
 class LocalStateMachine:
     def __init__(self, definition: dict[str, Any], functions: dict[str, Callable[[Any, Any], Any]],
                  substitutions: dict[str, str], retry_delay_scale: float = 1.0,
-                 stopping: threading.Event | None = None, task_tokens: LocalTaskTokens | None = None) -> None:
+                 stopping: threading.Event | None = None, task_tokens: LocalTaskTokens | None = None,
+                 objects: Callable[[str, str], bytes] = s3_object, cpus: int | None = None) -> None:
         _check(definition)
         self._definition = definition
         self._functions = functions
@@ -250,7 +306,9 @@ class LocalStateMachine:
         self._retry_delay_scale = retry_delay_scale
         self.stopping = stopping or threading.Event()
         self.task_tokens = task_tokens or LocalTaskTokens()
-        for name, state in definition["States"].items():
+        self._objects = objects  # (bucket, key) -> bytes: what a Map's ItemReader reads
+        self._cpus = cpus or os.cpu_count() or 1
+        for name, state in _states_of(definition):
             if state["Type"] == "Task":
                 key = self._function_key(self._function_resource(state))
                 if key not in functions:
@@ -267,10 +325,13 @@ class LocalStateMachine:
         return state["Resource"]
 
     def run(self, payload: Any, execution_name: str = "local") -> Any:
-        states = self._definition["States"]
-        name = self._definition["StartAt"]
+        return self._run_states(self._definition, payload, {"Name": execution_name, "Input": payload})
+
+    def _run_states(self, definition: dict[str, Any], payload: Any, execution: dict[str, Any]) -> Any:
+        """Run states from StartAt: the execution's, or a Map's ItemProcessor's for one item."""
+        states = definition["States"]
+        name = definition["StartAt"]
         document = payload
-        execution = {"Name": execution_name, "Input": payload}
         for _ in range(MAX_TRANSITIONS):
             if self.stopping.is_set():
                 raise ExecutionPaused(f"paused before state {name}")
@@ -290,7 +351,10 @@ class LocalStateMachine:
                 continue
             else:
                 try:
-                    result = self._run_task(name, state, document, execution)
+                    if kind == "Map":
+                        result = self._run_map(name, state, document, execution)
+                    else:
+                        result = self._run_task(name, state, document, execution)
                     document = _put(document, state.get("ResultPath", "$"), result)
                 except ExecutionPaused:
                     raise
@@ -308,6 +372,60 @@ class LocalStateMachine:
                 return document
             name = state["Next"]
         raise ExecutionFailed(f"more than {MAX_TRANSITIONS} transitions")
+
+    def _run_map(self, name: str, state: dict[str, Any], document: Any, execution: dict[str, Any]) -> list[Any]:
+        context: dict[str, Any] = {"Execution": execution, "State": {"Name": name}}
+        items = self._items(state, document, context)
+        if not isinstance(items, list):
+            raise StatesError("States.Runtime", f"state {name}: the items are no JSON array")
+        failed = threading.Event()  # an item failed for good: no other starts
+        outputs: list[Any] = [None] * len(items)
+        errors: list[tuple[int, Exception]] = []
+        label = state.get("Label", name)
+
+        def one(index: int) -> None:
+            if failed.is_set() or self.stopping.is_set():
+                return
+            item_context = {**context, "Map": {"Item": {"Index": index, "Value": items[index]}}}
+            selected = (_parameters(state["ItemSelector"], document, item_context) if "ItemSelector" in state
+                        else items[index])
+            try:
+                outputs[index] = self._run_states(state["ItemProcessor"], selected, {
+                    "Name": f"{execution['Name']}/{label}:{index}", "Input": selected})
+            except ExecutionPaused:
+                return
+            except Exception as error:
+                errors.append((index, error))
+                failed.set()
+
+        with ThreadPoolExecutor(self._map_concurrency(state, document), thread_name_prefix=f"map-{label}") as pool:
+            list(pool.map(one, range(len(items))))
+        if self.stopping.is_set():
+            raise ExecutionPaused(f"paused while running Map {name}")
+        if errors:
+            index, error = min(errors, key=lambda e: e[0])
+            cause = error.cause if isinstance(error, StatesError) else str(error)
+            raise StatesError(MAP_FAILED, f"Map {name}: item {index} ({json.dumps(items[index])}) failed: "
+                                          f"{_error_name(error)}: {cause}")
+        return outputs
+
+    def _items(self, state: dict[str, Any], document: Any, context: dict[str, Any]) -> Any:
+        if "ItemsPath" in state:
+            return _select(state["ItemsPath"], document, context)
+        where = _parameters(state["ItemReader"].get("Parameters", {}), document, context)
+        try:
+            return json.loads(self._objects(where["Bucket"], where["Key"]))
+        except Exception as error:  # as AWS's map run fails on an object it cannot read
+            raise StatesError("States.ItemReaderFailed", f"s3://{where.get('Bucket')}/{where.get('Key')}: "
+                                                          f"{error}") from error
+
+    def _map_concurrency(self, state: dict[str, Any], document: Any) -> int:
+        """MaxConcurrency (0: no bound, as on AWS), or the one at MaxConcurrencyPath; at most the CPUs."""
+        limit = (_select(state["MaxConcurrencyPath"], document, {}) if "MaxConcurrencyPath" in state
+                 else state.get("MaxConcurrency", 0))
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise StatesError("States.Runtime", f"MaxConcurrency {limit!r} is not a non-negative integer")
+        return min(limit or self._cpus, self._cpus)
 
     def _run_task(self, name: str, state: dict[str, Any], document: Any, execution: dict[str, Any]) -> Any:
         retriers = state.get("Retry", [])

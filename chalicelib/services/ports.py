@@ -51,7 +51,16 @@ from chalicelib.domain.records import (
     RecordStatus,
 )
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import CHUNK_RECORDS, DRY_RUN_RECORDS, RUN_RECORDS, Run, RunStatus
+from chalicelib.domain.runs import (
+    CHUNK_RECORDS,
+    DRY_RUN_RECORDS,
+    FANOUT_RECORDS,
+    MAP_CONCURRENCY,
+    PARTITION_RECORDS,
+    RUN_RECORDS,
+    Run,
+    RunStatus,
+)
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
@@ -347,7 +356,9 @@ class Runs(Protocol):
                   cursor: str | None) -> tuple[list[Run], str | None]: ...
     def move(self, run: Run, /, target: RunStatus, **fields: object) -> Run: ...
     def discard(self, run: Run) -> None: ...
-    def save_loaded(self, run: Run, total_records: int) -> None: ...
+    def save_loaded(self, run: Run, total_records: int, partitions: int | None = None) -> None: ...
+    def save_partition(self, run: Run, item: str) -> None: ...
+    def save_partition_failure(self, run: Run, failure: str) -> None: ...
     def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunk_starts: list[int],
                   total_records: int, rule_summary: dict[str, Any]) -> Run: ...
     def save_chunk(self, run: Run, chunk: int, matched_records: int, conflicts: int) -> Run: ...
@@ -469,8 +480,14 @@ class Limits:
     dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most
     # The largest file a file import takes (settings.max_import_bytes): larger ones fail with a message.
     max_import_bytes: int = MAX_IMPORT_BYTES
-    # Open records a run loads at most, both sides (settings.max_run_records): past it the run fails at once.
+    # Open records one match function holds, both sides (settings.max_run_records): past it a run fans out
+    # in partitions of about `partition_records` (settings.run_partition_records), up to `fanout_records`
+    # (settings.max_fanout_run_records), `map_concurrency` at once (settings.run_map_concurrency); or,
+    # when its rules allow no partition plan, fails at once.
     run_records: int = RUN_RECORDS
+    partition_records: int = PARTITION_RECORDS
+    fanout_records: int = FANOUT_RECORDS
+    map_concurrency: int = MAP_CONCURRENCY
     # An import with no heartbeat for this long is stuck: the sweeper restarts it (settings.stuck_import_minutes).
     stuck_import_after: timedelta = STUCK_AFTER
     # A run's match with more members than this keeps their money beside them, so a story's trace
@@ -508,9 +525,13 @@ class RunFiles(Protocol):
     """A run's working files: what its load read, and the plan its match phase made."""
     def write_frame(self, environment: str, run_id: int, name: str, frame: Frame,
                     row_group_size: int | None = None) -> None: ...
-    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None) -> Frame: ...
+    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None,
+                   columns: list[str] | None = None) -> Frame: ...
     def write_rules(self, environment: str, run_id: int, rules: list[Rule]) -> None: ...
     def read_rules(self, environment: str, run_id: int, reconciliation_id: int) -> list[Rule]: ...
+    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> dict[str, str]: ...
+    def read_json(self, environment: str, run_id: int, name: str) -> Any: ...
+    def exists(self, environment: str, run_id: int, name: str) -> bool: ...
 
 
 class Queue(Protocol):

@@ -6,6 +6,9 @@ load     pending -> running (only the run holding the reconciliation's slot); re
          run: see `open_frames`) and the active rules, and keep them in S3 as the run's input;
 match    run the engine on that input (deterministic, so a retry finds the same matches),
          reserve a block of match ids once, keep the matches in S3, and split them in chunks;
+         a run of more open records than one match function holds fans out instead: the load
+         splits it in partitions, a Distributed Map matches each, a merge keeps the outcome as
+         match does (services/run_partitions.py);
 persist  write the next chunks of matches (members, record claims, then the match items), a few
          at once, and count each once; the state machine loops until no chunk is left;
 refresh  the reconciliation's exceptions (services/reconciliation_exceptions.py);
@@ -40,10 +43,19 @@ from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
-from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, Run, RunKind, RunStatus, RunTooLarge, RunTrigger
+from chalicelib.domain.runs import (
+    MAX_RESTARTS,
+    STUCK_AFTER,
+    Run,
+    RunKind,
+    RunStatus,
+    RunTooLarge,
+    RunTrigger,
+    chunk_records_for,
+)
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services import sweeping
+from chalicelib.services import run_partitions, sweeping
 from chalicelib.services.events import announce
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
@@ -52,6 +64,7 @@ from chalicelib.services.sweeping import GiveUp, SweptKind
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.domain.matching.outcome import MatchOutcome
 
 # Chunks one persist task writes at once (their matches are disjoint), CLAIM_THREADS claims each: the
 # client's 32 connections (adapters/aws.py) kept busy. 8,000 records a task, and a 10M-record run's
@@ -227,7 +240,12 @@ def start_pending(ports: Ports, environment: str, reconciliation_id: int) -> Run
 
 # The phases -----------------------------------------------------------------------------------
 
-def load(ports: Ports, environment: str, run_id: int) -> str:
+def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
+    """Read the run's input. A run of more open records than one match function holds fans out
+    (run_partitions.fan_out: the answer then is the Map's input) when its rules allow a partition
+    plan, and is refused before a record is read when they do not (RunTooLarge, naming why)."""
+    from chalicelib.domain.matching.partition import partition_refusal
+
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
@@ -235,28 +253,33 @@ def load(ports: Ports, environment: str, run_id: int) -> str:
         run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
     if run.chunks is not None:
         return "persist"
+    if (fanned_out := run_partitions.resumed(ports, run)) is not None:
+        return fanned_out
     reconciliation = ports.reconciliations.get(environment, run.reconciliation_id)
     if reconciliation.current_run_id != run.id:  # a crash between creating it and taking the slot
         raise RunWithoutSlot(f"run {run.id} does not hold reconciliation {reconciliation.id}'s run slot")
     rules = active_rules(ports, environment, reconciliation.id)
     new_jobs = set(run.new_record_jobs) if run.only_new else None
-    _refuse_if_too_large(ports, environment, reconciliation, run)
+    size = RunSize(ports.limits.run_records, ports.limits.fanout_records, partition_refusal(rules))
+    _refuse_if_too_large(ports, environment, reconciliation, run, size)
     try:
         side_a, side_b = open_frames(ports, environment, reconciliation, rules, new_jobs, adopt=True,
-                                     limit=ports.limits.run_records)
+                                     limit=size.ceiling)
     except TooManyOpenRecords:  # more than the streams' counts said: they lag behind ingestion
-        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run)) from None
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, size)) from None
     ports.run_files.write_frame(environment, run.id, "side_a", side_a)
     ports.run_files.write_frame(environment, run.id, "side_b", side_b)
     total = side_a.height + side_b.height
     ports.run_files.write_rules(environment, run.id, rules)
+    if total > size.one_function:
+        return run_partitions.fan_out(ports, run, rules, side_a, side_b)
     ports.runs.save_loaded(run, total)
     return "match"
 
 
 def match(ports: Ports, environment: str, run_id: int) -> str:
     from chalicelib.domain.matching import match_records
-    from chalicelib.domain.matching.frames import engine_frames, plan_chunks
+    from chalicelib.domain.matching.frames import engine_frames
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
@@ -267,10 +290,18 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     side_b = ports.run_files.read_frame(environment, run.id, "side_b")
     rules = ports.run_files.read_rules(environment, run.id, run.reconciliation_id)
     engine_a, engine_b = engine_frames(side_a, side_b, only_new=run.only_new)
-    outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
-    count = outcome.matches.height
+    return save_outcome(ports, run, match_records(engine_a, engine_b, rules, only_new=run.only_new), side_a, side_b)
+
+
+def save_outcome(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame) -> str:
+    """Keep the run's matches (from the match phase, or the merge of a fanned-out run): reserve a
+    block of match ids once, write the plan's files, cut in persist chunks."""
+    from chalicelib.domain.matching.frames import plan_chunks
+
+    environment, count = run.environment, outcome.matches.height
     first_match_id = ports.counters.next_ids(environment, "match", count).start if count else 0
-    matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, ports.limits.chunk_records)
+    chunk_records = chunk_records_for(outcome.members.height, ports.limits.chunk_records)
+    matches, members, chunk_starts = plan_chunks(outcome, side_a, side_b, chunk_records)
     # Named by the id block: should two executions ever match at once, the plan stored first
     # (its ids, its files) is the one persisted.
     ports.run_files.write_frame(environment, run.id, f"matches-{first_match_id}", matches, PLAN_ROW_GROUP)
@@ -380,8 +411,10 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
         in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
         if in_progress:
             _undo_uncommitted(ports, run, in_progress)
+        # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
+        # own error only says that an item failed.
         run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
-                             error_message=describe_error(error))
+                             error_message=run.failed_partition or describe_error(error))
     _announce_end(ports, run)
     ports.runs.release_slot(environment, run.reconciliation_id, run.id)
     start_pending(ports, environment, run.reconciliation_id)
@@ -441,24 +474,43 @@ def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reco
             f"POST /v1/reconciliations/{reconciliation.id}/runs")
 
 
-def _refuse_if_too_large(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run) -> None:
+@dataclass(frozen=True)
+class RunSize:
+    """What a run may load: `one_function` open records are matched in one piece; more fan out, up
+    to `fanout`, unless the rules allow no partition plan (`refusal` says why): then one piece is all."""
+    one_function: int
+    fanout: int
+    refusal: str
+
+    @property
+    def ceiling(self) -> int:
+        return self.one_function if self.refusal else max(self.fanout, self.one_function)
+
+
+def _refuse_if_too_large(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run,
+                         size: RunSize) -> None:
     """RunTooLarge before a record is loaded when the streams may hold more open records than a run
     takes: their counts (cheap, and behind by the latest ingestions) say so, and then the open
     records counted (Select COUNT) do. The load itself stops at the limit, for what the counts missed."""
     stream_keys = reconciliation.side_a_stream_keys + reconciliation.side_b_stream_keys
     streams = ports.data_streams.get_many(environment, stream_keys)
-    if sum(stream.records_count for stream in streams.values()) <= ports.limits.run_records:
+    if sum(stream.records_count for stream in streams.values()) <= size.ceiling:
         return
     counted = _open_counts(ports, environment, reconciliation, None)
-    if counted.total > ports.limits.run_records:
-        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, counted))
+    if counted.total > size.ceiling:
+        raise RunTooLarge(_too_many_for_a_run(ports, environment, reconciliation, run, size, counted))
 
 
-def _too_many_for_a_run(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run,
+def _too_many_for_a_run(ports: Ports, environment: str, reconciliation: Reconciliation, run: Run, size: RunSize,
                         counted: OpenCounts | None = None) -> str:
     counted = counted or _open_counts(ports, environment, reconciliation, time.monotonic() + RUN_COUNT_SECONDS)
+    if size.refusal:
+        return (f"run {run.id}: reconciliation {reconciliation.id} has {counted}; one match function holds at most "
+                f"{size.one_function:,} open records (RECON_MAX_RUN_RECORDS), and this run cannot be split in "
+                f"partitions: {size.refusal}. Match fewer at a time: split the reconciliation's streams between "
+                "reconciliations, or give every rule a common equality condition")
     return (f"run {run.id}: reconciliation {reconciliation.id} has {counted}; a run matches at most "
-            f"{ports.limits.run_records:,} open records, what one match function holds in memory. Match fewer at "
+            f"{size.ceiling:,} open records in partitions (RECON_MAX_FANOUT_RUN_RECORDS). Match fewer at "
             "a time: split the reconciliation's streams between reconciliations")
 
 

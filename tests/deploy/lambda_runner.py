@@ -192,11 +192,38 @@ def walk(machine, document):
                     break
             state_name = nxt
             continue
+        elif state["Type"] == "Map":  # a Distributed Map: its items from S3, one at a time, through its processor
+            try:
+                walk_map(machine, state, document, visited)
+            except Exception as error:
+                document = {**document, "error": {"Error": "States.ExceedToleratedFailureThreshold", "Cause": str(error)}}
+                state_name = state["Catch"][0]["Next"]
+                continue
+        elif state["Type"] == "Fail":
+            raise RuntimeError(f"{state.get('Error')}: {state.get('Cause')}")
         elif state["Type"] in ("Succeed", "Pass"):
             return visited
         if state.get("End"):
             return visited
         state_name = state["Next"]
+
+
+def walk_map(machine, state, document, visited):
+    """The Map's ItemReader (a JSON array in S3, its Bucket and Key at paths of the input), each item's input
+    from its ItemSelector, walked through the ItemProcessor's states; ResultPath null keeps the input."""
+    def value(path, item):
+        source, path = (item, path.removeprefix("$$.Map.Item.Value.")) if path.startswith("$$.") else \
+            (document, path.removeprefix("$."))
+        for part in path.split("."):
+            source = source[part]
+        return source
+
+    where = {k.removesuffix(".$"): value(v, None) for k, v in state["ItemReader"]["Parameters"].items()}
+    items = json.loads(boto3.client("s3").get_object(Bucket=where["Bucket"], Key=where["Key"])["Body"].read())
+    assert state["ResultPath"] is None, state
+    for item in items:
+        selected = {k.removesuffix(".$"): value(v, item) for k, v in state["ItemSelector"].items()}
+        visited.append(walk({"definition": state["ItemProcessor"], "functions": machine["functions"]}, selected))
 
 
 # --- the proof ----------------------------------------------------------------------------
@@ -313,6 +340,37 @@ def main():
         report("reconciliation run tasks", run["status"] == "completed" and len(matches["data"]) == 2,
                {"paths": paths, "run": run, "matches": len(matches["data"])})
 
+    @step("a reconciliation run fanned out")
+    def _():
+        # The limits of a run made tiny for this step (settings from the environment, the container built again):
+        # more open records than one match function holds fan out on the Distributed Map, one partition a call.
+        from chalicelib.container import install
+        from chalicelib.settings import Settings, install_settings
+        install_settings(Settings(max_run_records=3, run_partition_records=2))
+        install(None)
+        try:
+            status, body = api("POST", "/v1/reconciliations", key=key, body={
+                "name": "Bank to ledger, fanned out", "run_type": "batch", "side_a_stream_keys": ["bank"],
+                "side_b_stream_keys": ["ledger"]})
+            assert status == 201, body
+            status, rule = api("POST", "/v1/reconciliations/{id}/rules", {"id": body["id"]}, key=key, body={
+                "name": "Same amount within 3 days", "priority": 1, "cardinality": "one_to_one",
+                "conditions": [{"field": "amount", "operator": "equals"},
+                               {"field": "date", "operator": "within", "days": 3}]})
+            assert status == 201, rule
+            status, run = api("POST", "/v1/reconciliations/{id}/runs", {"id": body["id"]}, key=key)
+            assert status == 202, run
+            paths = drive_new_executions(settings.reconciliation_run_state_machine.rsplit(":", 1)[-1])
+            status, run = api("GET", "/v1/reconciliations/{id}/runs/{run_id}", {"id": body["id"], "run_id": run["id"]},
+                              key=key)
+        finally:
+            install_settings(None)
+            install(None)
+        walked = [state for path in paths for state in path if isinstance(state, str)]
+        report("a reconciliation run fanned out", run["status"] == "completed" and "Partitions" in walked and
+               "Merge" in walked and {"reconciliation_run_partition", "reconciliation_run_merge"} <= invoked,
+               {"paths": paths, "run": run})
+
     @step("investigation_worker: SQS event")
     def _():
         status, queue = api("GET", "/v1/reconciliation_exceptions", key=key)
@@ -395,10 +453,12 @@ def main():
                 handler("webhook_worker")(event, Context())
                 attempts += 1
         status, log = api("GET", "/v1/webhook_endpoints/{id}/deliveries", {"id": endpoint["id"]}, key=key)
-        # One delivery (the endpoint takes one type), attempted once, whatever the address answered.
+        # A delivery a completed run (the endpoint takes one type: the run and the fanned-out run), each attempted
+        # once, whatever the address answered.
         report("webhook_fanout and webhook_worker: the bus's rule, SQS events",
-               attempts == 1 and [(d["event_type"], d["attempts"]) for d in log["data"]] == [
-                   ("reconciliation_run.completed", 1)], {"told": told, "attempts": attempts, "deliveries": log["data"]})
+               attempts == 2 and [(d["event_type"], d["attempts"]) for d in log["data"]] == [
+                   ("reconciliation_run.completed", 1)] * 2,
+               {"told": told, "attempts": attempts, "deliveries": log["data"]})
         status, verified = api("GET", "/v1/audit_events/verify", key=key)
         report("the audit trail of everything above verifies", verified["intact"] is True, verified)
 

@@ -135,11 +135,25 @@ class FakeRunRepository:
             raise ConditionFailed()
         del self.rows[(run.environment, run.id)]
 
-    def save_loaded(self, run: Run, total_records: int) -> None:
+    def save_loaded(self, run: Run, total_records: int, partitions: int | None = None) -> None:
         row = self.rows.get((run.environment, run.id))
         if row is None or row.run.status is not RunStatus.RUNNING:
             raise ConditionFailed()
-        row.run = replace(row.run, total_records=total_records, last_progress_at=stored_time(utc_now()))
+        row.run = replace(row.run, total_records=total_records, last_progress_at=stored_time(utc_now()),
+                          partitions=partitions or row.run.partitions)
+
+    def save_partition(self, run: Run, item: str) -> None:
+        """Count a matched partition once, while running."""
+        row = self.rows.get((run.environment, run.id))
+        if row is not None and row.run.status is RunStatus.RUNNING:
+            row.run = replace(row.run, done_partitions=row.run.done_partitions | {item},
+                              last_progress_at=stored_time(utc_now()))
+
+    def save_partition_failure(self, run: Run, failure: str) -> None:
+        """The first partition that failed for good, while running."""
+        row = self.rows.get((run.environment, run.id))
+        if row is not None and row.run.status is RunStatus.RUNNING and row.run.failed_partition is None:
+            row.run = replace(row.run, failed_partition=failure)
 
     def save_chunk(self, run: Run, chunk: int, matched_records: int, conflicts: int) -> Run:
         """Count a persisted chunk once, and only while running; otherwise the run as stored."""

@@ -82,13 +82,14 @@ class FakeRunFiles:
     def write_frame(self, environment: str, run_id: int, name: str, frame, row_group_size: int | None = None) -> None:
         self.objects[self._key(environment, run_id, f"{name}.parquet")] = frame.clone()
 
-    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None):
-        """The whole frame, or only its rows of one `chunk` (a plan's column `chunk`)."""
+    def read_frame(self, environment: str, run_id: int, name: str, chunk: int | None = None,
+                   columns: list[str] | None = None):
+        """The whole frame (or its `columns`), or only its rows of one `chunk` (a plan's column `chunk`)."""
         import polars as pl
 
         frame = self._read(environment, run_id, f"{name}.parquet")
         if chunk is None:
-            return frame.clone()
+            return frame.clone() if columns is None else frame.select(columns)
         return frame.lazy().filter(pl.col("chunk") == chunk).collect()
 
     def write_rules(self, environment: str, run_id: int, rules: list[Rule]) -> None:
@@ -101,6 +102,15 @@ class FakeRunFiles:
         return [Rule(environment=environment, id=r["id"], reconciliation_id=reconciliation_id,
                      definition=validate_rule(r["definition"]), created_at=None)
                 for r in json.loads(self._read(environment, run_id, "rules.json"))]
+
+    def write_json(self, environment: str, run_id: int, name: str, value: Any) -> dict[str, str]:
+        """Kept as JSON text; gives where the adapter would write it (Bucket, Key)."""
+        key = self._key(environment, run_id, f"{name}.json")
+        self.objects[key] = json.dumps(value)
+        return {"Bucket": "fake-run-files", "Key": key}
+
+    def read_json(self, environment: str, run_id: int, name: str) -> Any:
+        return json.loads(self._read(environment, run_id, f"{name}.json"))
 
     def _read(self, environment: str, run_id: int, name: str) -> Any:
         key = self._key(environment, run_id, name)

@@ -1,5 +1,7 @@
-"""A run with more open records than one match function holds fails at once, saying so, rather
-than running out of memory on every retry."""
+"""A run with more open records than it may load (what one match function holds, or, fanned out in
+partitions, RECON_MAX_FANOUT_RUN_RECORDS) fails at once, saying so, rather than running out of
+memory on every retry. Here both limits are the same: tests/integration/test_run_fanout.py has the
+runs between them."""
 from dataclasses import replace
 
 from chalicelib.domain.clock import utc_now
@@ -27,7 +29,7 @@ def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, s
     ingest(*[record("bank", n, 1000 + n) for n in range(3)])
     ingest(*[record("ledger", n, 1000 + n) for n in range(2)])
     loads = CountedLoads(services.claims)
-    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4, fanout_records=4), claims=loads)
 
     # When a run starts
     run = start(api, reconciliation)
@@ -40,7 +42,7 @@ def test_a_run_over_the_open_records_limit_fails_at_once_naming_the_limit(api, s
     assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
 
     # And once the limit allows them, the same records are matched
-    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=5))
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=5, fanout_records=5))
     assert start(api, reconciliation)["status"] == "completed"
 
 
@@ -53,7 +55,7 @@ def test_a_run_of_streams_counted_over_the_limit_is_refused_before_loading_a_rec
     for key, count in (("bank", 3), ("ledger", 2)):
         services.data_streams.set_records_count("acme", key, count, utc_now())
     loads = CountedLoads(services.claims)
-    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4), claims=loads)
+    services.ports = replace(services.ports, limits=replace(services.ports.limits, run_records=4, fanout_records=4), claims=loads)
 
     # When a run starts
     run = start(api, reconciliation)

@@ -42,7 +42,7 @@ def test_workflow_parameters_name_the_apps_functions():
     parameters = load_template(WORKFLOWS_TEMPLATE_PATH)["Parameters"]
     functions = [function_of_parameter(name) for name in parameters if function_of_parameter(name)]
     # But the browser worker: a container image of the infrastructure stack, not one of the app's.
-    assert len(functions) == 14 and [f for f in functions if f not in app.handler_map] == ["browser_run_attempt"]
+    assert len(functions) == 16 and [f for f in functions if f not in app.handler_map] == ["browser_run_attempt"]
 
 
 def test_the_resolver_expands_refs_subs_and_queue_arns():

@@ -57,8 +57,9 @@ OBJECTS = {
     # its source and the staged part is deleted), their sums; a drop no agent takes is refused in drops-refused/
     "IngestionRole": {("bulk", R), ("uploads", R), ("drops", R), ("imports", R), ("imports", W), ("staging", R),
                       ("staging", W), ("staging", D), ("mirror", R), ("mirror", W), ("drops-refused", W)},
-    # the run's files between its phases; the exceptions' refresh reads a stream's money and keeps its sums (the
-    # ones superseded deleted: mirror.stream_money)
+    # the run's files between its phases (a fanned-out run's partitions, their outcomes and manifests too: its
+    # partition and merge functions are in this group); the exceptions' refresh reads a stream's money and
+    # keeps its sums (the ones superseded deleted: mirror.stream_money)
     "RunsRole": {("runs", R), ("runs", W), ("mirror", R), ("mirror", W), ("mirror", D)},
     # the search reads the table only; accepting its suggestion (and the refresh then) is the API's
     "InvestigationsRole": set(),
@@ -261,3 +262,31 @@ def test_what_the_deployment_proof_does_not_reach_is_allowed_by_the_statement_me
     [statement] = [s for d in stage.documents(role) for s in d["Statement"] if s.get("Sid") == sid]
     assert permitted([{"Version": "2012-10-17", "Statement": [statement]}],
                      IamRequest(action, _resource(stage, kind, name))), (role, sid, call)
+
+
+def test_the_state_machines_role_runs_the_runs_distributed_map_and_nothing_more():
+    # The workflows stack's role, resolved for a stage: what a Distributed Map needs of it, exactly
+    from chalicelib.local.provision import WORKFLOWS_TEMPLATE_PATH
+
+    template = load_template(WORKFLOWS_TEMPLATE_PATH)
+    names = {"ReconciliationRunStateMachineName": "recon-prod-reconciliation-run",
+             "FileImportStateMachineName": "recon-prod-file-import", "BucketName": "recon-prod-data"}
+    resolver = Resolver(template, {name: "arn:aws:lambda:us-east-1:123456789012:function:f" if name.endswith("Arn")
+                                   else names.get(name, name) for name in template["Parameters"]}, "us-east-1")
+    documents = [resolver.resolve(p["PolicyDocument"])
+                 for p in template["Resources"]["StateMachineRole"]["Properties"]["Policies"]]
+    states = "arn:aws:states:us-east-1:123456789012"
+    run_machine, import_machine = f"{states}:stateMachine:recon-prod-reconciliation-run", \
+        f"{states}:stateMachine:recon-prod-file-import"
+    child = f"{states}:execution:recon-prod-reconciliation-run/Partitions:0f1e2d3c"
+
+    # Its map runs start child executions of the run state machine, which it watches and stops
+    assert _allows(documents, "states:StartExecution", run_machine)
+    assert _allows(documents, "states:DescribeExecution", child) and _allows(documents, "states:StopExecution", child)
+    # and its ItemReader reads a run's manifest
+    assert _allows(documents, "s3:GetObject", "arn:aws:s3:::recon-prod-data/runs/acme/7/partitions/0/manifest.json")
+    # Nothing else: no other machine, no other prefix, no write
+    assert not _allows(documents, "states:StartExecution", import_machine)
+    assert not _allows(documents, "states:StopExecution", f"{states}:execution:recon-prod-file-import/x:y")
+    assert not _allows(documents, "s3:GetObject", "arn:aws:s3:::recon-prod-data/uploads/acme/1.csv")
+    assert not _allows(documents, "s3:PutObject", "arn:aws:s3:::recon-prod-data/runs/acme/7/x.json")

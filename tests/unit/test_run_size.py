@@ -2,7 +2,14 @@
 import pytest
 from pydantic import ValidationError
 
-from chalicelib.domain.runs import CHUNK_RECORDS, MATCH_MEMORY_MB, MAX_RUN_CHUNKS, RUN_RECORDS, records_a_match_holds
+from chalicelib.domain.runs import (
+    CHUNK_RECORDS,
+    MATCH_MEMORY_MB,
+    MAX_RUN_CHUNKS,
+    PARTITION_RECORDS,
+    RUN_RECORDS,
+    records_a_match_holds,
+)
 from chalicelib.settings import Settings
 from infra.functions import FUNCTIONS
 
@@ -26,3 +33,14 @@ def test_a_run_of_the_largest_size_fits_one_executions_history_in_chunks():
     assert Settings(run_chunk_records=250, max_run_records=500_000).run_chunk_records == 250
     with pytest.raises(ValidationError, match="RECON_RUN_CHUNK_RECORDS=250 .* RECON_MAX_RUN_RECORDS="):
         Settings(run_chunk_records=250)
+
+
+def test_a_fanned_out_runs_partitions_are_sized_from_the_match_function_and_matched_by_one_as_large():
+    # The threshold to fan out is what one match function holds; a partition aims at half of it (a hash
+    # spreads unevenly, a range plan copies side B near a cut), and the function matching it is as large
+    settings = Settings()
+    assert settings.max_run_records == RUN_RECORDS and settings.run_partition_records == PARTITION_RECORDS
+    assert PARTITION_RECORDS == RUN_RECORDS // 2
+    assert FUNCTIONS["reconciliation_run_partition"].memory_mb == FUNCTIONS["reconciliation_run_match"].memory_mb
+    # 10M records a side fan out by default, in partitions the Map runs 64 at a time on AWS
+    assert settings.max_fanout_run_records == 20_000_000 and settings.run_map_concurrency == 64

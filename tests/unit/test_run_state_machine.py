@@ -8,14 +8,25 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chalicelib.domain.runs import CHUNK_RECORDS, MAX_RUN_CHUNKS, Run, RunKind, RunStatus, RunTrigger
+from chalicelib.domain.runs import (
+    CHUNK_RECORDS,
+    MAX_RUN_CHUNKS,
+    Run,
+    RunKind,
+    RunStatus,
+    RunTrigger,
+    chunk_records_for,
+)
 from chalicelib.services.reconciliation_runs import PERSIST_CHUNKS
 
 DEFINITION = Path(__file__).resolve().parents[2] / "infra" / "statemachines" / "reconciliation_run.asl.json"
 HISTORY_LIMIT = 25_000
 # Events each state adds to the history when it succeeds at once (a Lambda task: entered,
 # scheduled, started, succeeded, exited), and the execution's own start and end.
-EVENTS = {"Task": 5, "Choice": 2, "Pass": 2, "Succeed": 2, "Fail": 2}
+EVENTS = {"Task": 5, "Choice": 2, "Pass": 2, "Succeed": 2, "Fail": 2,
+          # a Distributed Map: entered, map run started, map run succeeded, exited (its items are child executions,
+          # each with its own history)
+          "Map": 4}
 EXECUTION_EVENTS = 2
 # A failed attempt retried adds its failure, and the next attempt's scheduled and started.
 RETRY_EVENTS = 3
@@ -80,3 +91,33 @@ def test_the_count_walks_every_persist_task_of_the_loop():
 
     # Then Load, Match, three persists (each with its choice after), exceptions and finish are counted
     assert events == EXECUTION_EVENTS + 7 * 5 + 5 * 2
+
+
+def test_a_fanned_out_run_of_ten_million_records_a_side_stays_inside_one_executions_history():
+    # Given a run of 10M records a side fanned out, merged after two rounds of the Map, all 20M matched:
+    # its chunks grow so that its plan holds at most MAX_RUN_CHUNKS (reconciliation_runs.save_outcome)
+    records = 20_000_000
+    size = chunk_records_for(records, CHUNK_RECORDS)
+    chunks = math.ceil(records / size)
+    run = replace(a_run_planned(records), chunks=chunks, chunk_starts=tuple(range(0, records // 2, size // 2)))
+    definition = json.loads(DEFINITION.read_text())
+    rounds = iter(["fan_out", "persist"])  # the merge: a second round, then the plan
+    done: set[int] = set()
+
+    def outputs(state: str) -> str:
+        nonlocal run
+        if state == "Persist":
+            done.update(run.next_chunks(PERSIST_CHUNKS))
+            run = replace(run, done_chunks=frozenset(done))
+            return "persist" if run.next_chunk() is not None else "finish"
+        if state == "Merge":
+            return next(rounds)
+        return {"Load": "fan_out"}.get(state, "done")
+
+    # When its execution goes through the definition (the Map's items are child executions: not in its history)
+    events = list(history_events(definition, outputs))
+    persist_tasks = math.ceil(run.chunks / PERSIST_CHUNKS)
+
+    # Then it ends inside the history limit, with room for one retry of every task
+    assert len(done) == chunks <= MAX_RUN_CHUNKS // 2 and size == 8_000
+    assert sum(events) + RETRY_EVENTS * (persist_tasks + 6) < HISTORY_LIMIT

@@ -134,10 +134,34 @@ class RunRepository(StatusMoves[Run, RunStatus]):
         self._table.delete(keys.run(run.environment, run.id), condition="#status = :pending",
                            names={"#status": "status"}, values={":pending": RunStatus.PENDING.value})
 
-    def save_loaded(self, run: Run, total_records: int) -> None:
-        self._table.update(keys.run(run.environment, run.id), "SET total_records = :t, last_progress_at = :now",
-                           condition="#status = :running", names={"#status": "status"},
-                           values={":t": total_records, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())})
+    def save_loaded(self, run: Run, total_records: int, partitions: int | None = None) -> None:
+        """The records loaded; a run that fans out, its first round's partitions too."""
+        expression = "SET total_records = :t, last_progress_at = :now" + (", #partitions = :p" if partitions else "")
+        self._table.update(keys.run(run.environment, run.id), expression,
+                           condition="#status = :running",
+                           names={"#status": "status", **({"#partitions": "partitions"} if partitions else {})},
+                           values={":t": total_records, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now()),
+                                   **({":p": partitions} if partitions else {})})
+
+    def save_partition(self, run: Run, item: str) -> None:
+        """Count a matched partition (a `partition_item` id) once: a set, so a retried one is not
+        counted again; only while running."""
+        try:
+            self._table.update(keys.run(run.environment, run.id),
+                               "ADD done_partitions :item SET last_progress_at = :now",
+                               condition="#status = :running", names={"#status": "status"},
+                               values={":item": {item}, ":running": RunStatus.RUNNING.value, ":now": iso(utc_now())})
+        except ConditionFailed:
+            pass  # finished meanwhile: nothing to count
+
+    def save_partition_failure(self, run: Run, failure: str) -> None:
+        """The first partition that failed for good, while running: the run's error names it."""
+        try:
+            self._table.update(keys.run(run.environment, run.id), "SET failed_partition = :f",
+                               condition="#status = :running AND attribute_not_exists(failed_partition)",
+                               names={"#status": "status"}, values={":f": failure, ":running": RunStatus.RUNNING.value})
+        except ConditionFailed:
+            pass
 
     def save_chunk(self, run: Run, chunk: int, matched_records: int, conflicts: int) -> Run:
         """Count a persisted chunk once (claimed by its number), and only while running."""
@@ -190,4 +214,6 @@ class RunRepository(StatusMoves[Run, RunStatus]):
             done_chunks=frozenset(item.get("done_chunks", set())),
             new_record_jobs=tuple(item.get("new_record_jobs") or ()), whole_pool=bool(item.get("whole_pool")),
             last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=item.get("restarts", 0),
+            partitions=item.get("partitions"), done_partitions=frozenset(item.get("done_partitions", set())),
+            failed_partition=item.get("failed_partition"),
         )

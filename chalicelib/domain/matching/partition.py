@@ -203,32 +203,54 @@ def plan_partitions(rules: Sequence[Rule], partitions: int, side_a: pl.DataFrame
     plans = active_plans(rules)
     if partitions < 2:
         return PartitionPlan(1, reason="one partition was asked for")
+    keys, axis, reason = _blocking(plans)
+    if keys:
+        return PartitionPlan(partitions, keys=keys)
+    if axis is None:
+        return PartitionPlan(1, reason=reason)
+    if side_a is None:
+        raise ValueError("a range plan cuts at side A's values: pass side_a")
+    return _range_plan(plans, partitions, axis, side_a)
+
+
+def partition_refusal(rules: Sequence[Rule]) -> str:
+    """Why the rules allow no partition plan, whatever the data; "" when they allow one (a range
+    plan may still refuse data of one value: `plan_partitions` says so)."""
+    return _blocking(active_plans(rules))[2]
+
+
+def partitions_for(records: int, partition_records: int) -> int:
+    """How many partitions a run of `records` open records (both sides) is split in, for each to
+    hold about `partition_records`: at least two (a run that fits one needs no split)."""
+    return max(2, -(-records // max(partition_records, 1)))
+
+
+def _blocking(plans: list[RulePlan]) -> tuple[tuple[BlockingKey, ...], str | None, str]:
+    """What the rules allow, whatever the data: (hash keys, or a range's axis, or neither and why)."""
     if not plans:
-        return PartitionPlan(1, reason="no active rule: nothing to match")
+        return (), None, "no active rule: nothing to match"
     common = set.intersection(*(_keys_of(p) for p in plans))
     keys = tuple(sorted((k for k in common if all(_respects(p, k) for p in plans)),
                         key=lambda k: (k.field, k.b_field, k.operator.value, k.normalize)))
     if keys:
-        return PartitionPlan(partitions, keys=keys)
+        return keys, None, ""
     for plan in plans:
         if plan.cardinality is not Cardinality.ONE_TO_ONE:
-            return PartitionPlan(1, reason=(
+            return (), None, (
                 f"rule {plan.rule_id} ({plan.rule.definition.name}) is {plan.cardinality.value} and shares no "
                 "equality condition on a group-by field with every other rule: a group's date is its latest "
-                "record's and its amount a sum, so no date bucket or amount band keeps a group whole"))
+                "record's and its amount a sum, so no date bucket or amount band keeps a group whole")
     for axis in ("date", "amount"):
         if all(any(c.field == axis for c in p.conditions) for p in plans):
-            if side_a is None:
-                raise ValueError("a range plan cuts at side A's values: pass side_a")
-            return _range_plan(plans, partitions, axis, side_a)
+            return (), axis, ""
     lacking = next((p for p in plans if not any(c.field in ("date", "amount") for c in p.conditions)), None)
     if lacking is not None:
-        return PartitionPlan(1, reason=(
+        return (), None, (
             f"no equality condition is common to every rule, and rule {lacking.rule_id} "
-            f"({lacking.rule.definition.name}) has no date and no amount condition: it may pair any two records"))
-    return PartitionPlan(1, reason=(
+            f"({lacking.rule.definition.name}) has no date and no amount condition: it may pair any two records")
+    return (), None, (
         "no equality condition is common to every rule, and not every rule has a date condition nor every "
-        "rule an amount condition: no one range keeps every rule's pairs together"))
+        "rule an amount condition: no one range keeps every rule's pairs together")
 
 
 def _range_plan(plans: list[RulePlan], partitions: int, axis: str, side_a: pl.DataFrame) -> PartitionPlan:
@@ -306,6 +328,13 @@ def split(frame: pl.DataFrame, plan: PartitionPlan, side: str) -> dict[int, pl.D
 
 
 # Merging --------------------------------------------------------------------------------------------
+
+def partition_outcome(matches: pl.DataFrame, members: pl.DataFrame) -> MatchOutcome:
+    """A partition's outcome as its files keep it (the fan-out writes its matches and members): what
+    `PartitionMerge.add` reads of one; the open ids are the merge's to find."""
+    empty = pl.Series([], dtype=pl.Int64)
+    return MatchOutcome(matches=matches, members=members, rule_summary={}, unmatched_a=empty, unmatched_b=empty)
+
 
 @dataclass
 class PartitionMerge:
