@@ -42,10 +42,11 @@ def attachment_disposition(filename: str) -> str:
 
 
 class AgentFileStore:
-    def __init__(self, s3, bucket: str, url_seconds: int = 3600) -> None:
+    def __init__(self, s3, bucket: str, url_seconds: int = 3600, delete_batch: int = DELETE_BATCH) -> None:
         self._s3 = s3
         self.bucket = bucket
         self.url_seconds = url_seconds
+        self._delete_batch = delete_batch  # S3's most; a test's smaller pages need fewer files
 
     def put(self, file: AgentFile, body: bytes) -> None:
         self._s3.put_object(Bucket=self.bucket, Key=file_key(file), Body=body, ContentType=file.content_type)
@@ -98,12 +99,13 @@ class AgentFileStore:
     def delete_agent(self, environment: str, agent_id: str) -> None:
         """Every file of the agent, input and output, a page of the listing at a time."""
         pages = self._s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=agent_prefix(environment, agent_id), PaginationConfig={"PageSize": DELETE_BATCH})
+            Bucket=self.bucket, Prefix=agent_prefix(environment, agent_id),
+            PaginationConfig={"PageSize": self._delete_batch})
         for page in pages:
             keys = [obj["Key"] for obj in page.get("Contents", [])]
-            for start in range(0, len(keys), DELETE_BATCH):
+            for start in range(0, len(keys), self._delete_batch):
                 answer = self._s3.delete_objects(Bucket=self.bucket, Delete={
-                    "Objects": [{"Key": key} for key in keys[start:start + DELETE_BATCH]], "Quiet": True})
+                    "Objects": [{"Key": key} for key in keys[start:start + self._delete_batch]], "Quiet": True})
                 if answer.get("Errors"):  # DeleteObjects answers 200 with the keys it could not delete
                     first = answer["Errors"][0]
                     raise RuntimeError(f"{len(answer['Errors'])} files of agent {agent_id} were not deleted, "
