@@ -172,6 +172,25 @@ class Settings(BaseModel):
                 "execution's history holds: raise the chunk size or lower the records a run loads")
         return self
 
+    @model_validator(mode="after")
+    def _a_fanned_out_run_can_split(self) -> Settings:
+        # A partition larger than one function holds would refuse every fan-out, and a fan-out
+        # ceiling under one function's would refuse runs one function could match. Defaults follow
+        # a smaller function's RECON_MAX_RUN_RECORDS; values given that contradict it are refused.
+        if "run_partition_records" not in self.model_fields_set:
+            self.run_partition_records = max(2, min(self.run_partition_records, self.max_run_records // 2))
+        if "max_fanout_run_records" not in self.model_fields_set:
+            self.max_fanout_run_records = max(self.max_fanout_run_records, self.max_run_records)
+        if self.run_partition_records > self.max_run_records:
+            raise ValueError(
+                f"RECON_RUN_PARTITION_RECORDS={self.run_partition_records} is more than RECON_MAX_RUN_RECORDS="
+                f"{self.max_run_records}: a partition must fit the one match function")
+        if self.max_fanout_run_records < self.max_run_records:
+            raise ValueError(
+                f"RECON_MAX_FANOUT_RUN_RECORDS={self.max_fanout_run_records} is less than RECON_MAX_RUN_RECORDS="
+                f"{self.max_run_records}: a fanned-out run may hold at least what one function does")
+        return self
+
     @property
     def local_service_ports(self) -> frozenset[int]:
         """Locally, the loopback ports of the stack's own services (dynalite, the AWS server, s3rver)

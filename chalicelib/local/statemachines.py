@@ -387,9 +387,9 @@ class LocalStateMachine:
             if failed.is_set() or self.stopping.is_set():
                 return
             item_context = {**context, "Map": {"Item": {"Index": index, "Value": items[index]}}}
-            selected = (_parameters(state["ItemSelector"], document, item_context) if "ItemSelector" in state
-                        else items[index])
-            try:
+            try:  # an ItemSelector that cannot be applied fails its item, as any error in it does
+                selected = (_parameters(state["ItemSelector"], document, item_context) if "ItemSelector" in state
+                            else items[index])
                 outputs[index] = self._run_states(state["ItemProcessor"], selected, {
                     "Name": f"{execution['Name']}/{label}:{index}", "Input": selected})
             except ExecutionPaused:

@@ -4,6 +4,7 @@ from pydantic import ValidationError
 
 from chalicelib.domain.runs import (
     CHUNK_RECORDS,
+    FANOUT_RECORDS,
     MATCH_MEMORY_MB,
     MAX_RUN_CHUNKS,
     PARTITION_RECORDS,
@@ -44,3 +45,13 @@ def test_a_fanned_out_runs_partitions_are_sized_from_the_match_function_and_matc
     assert FUNCTIONS["reconciliation_run_partition"].memory_mb == FUNCTIONS["reconciliation_run_match"].memory_mb
     # 10M records a side fan out by default, in partitions the Map runs 64 at a time on AWS
     assert settings.max_fanout_run_records == 20_000_000 and settings.run_map_concurrency == 64
+
+
+def test_the_fan_out_settings_follow_a_smaller_function_and_refuse_what_contradicts_it():
+    smaller = Settings(max_run_records=200_000)
+    assert (smaller.run_partition_records, smaller.max_fanout_run_records) == (100_000, FANOUT_RECORDS)
+    assert Settings(max_run_records=30_000_000, run_chunk_records=20_000).max_fanout_run_records == 30_000_000
+    with pytest.raises(ValidationError, match="RECON_RUN_PARTITION_RECORDS=300 is more than RECON_MAX_RUN_RECORDS=200"):
+        Settings(max_run_records=200, run_partition_records=300)
+    with pytest.raises(ValidationError, match="RECON_MAX_FANOUT_RUN_RECORDS=100 is less than RECON_MAX_RUN_RECORDS=200"):
+        Settings(max_run_records=200, max_fanout_run_records=100)
