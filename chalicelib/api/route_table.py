@@ -31,6 +31,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/reconciliations/{id}/runs", "runs", "start_run", False),
     ("GET", "/v1/reconciliations/{id}/runs", "runs", "list_runs", False),
     ("GET", "/v1/reconciliations/{id}/runs/{run_id}", "runs", "get_run", False),
+    ("POST", "/v1/reconciliations/{id}/runs/{run_id}/cancel", "runs", "cancel_run", False),
     ("POST", "/v1/reconciliation_rules/{id}/dry_run", "runs", "dry_run", False),
     ("GET", "/v1/reconciliation_matches", "matches", "list_matches", False),
     ("GET", "/v1/reconciliation_matches/{id}", "matches", "get_match", False),

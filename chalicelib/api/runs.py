@@ -37,6 +37,16 @@ def get_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
     return RunOut.model_validate(run)
 
 
+@router.route("POST", "/reconciliations/{id}/runs/{run_id}/cancel",
+              summary="Cancel a pending or running run: it ends cancelled, keeping the matches it committed "
+                      "(409 once completed or failed)",
+              status=202, response=RunOut, errors=(404, 409))
+def cancel_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
+    run = reconciliation_runs.cancel(container().ports, request.environment, numeric_id(id, "reconciliation"),
+                                     numeric_id(run_id, "run"))
+    return RunOut.model_validate(run)
+
+
 @router.route("POST", "/reconciliation_rules/{id}/dry_run",
               summary="What the rule would match now; writes nothing (409 above the dry run's open-records limit)",
               response=DryRunOut, errors=(404, 409))

@@ -41,7 +41,7 @@ def ingestion_ended(job: IngestionJob) -> Event | None:
 
 def run_ended(run: Run) -> Event | None:
     """A reconciliation run's end, with its counts per rule (never one event per match)."""
-    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
+    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
         return None
     url = f"{API}/reconciliations/{run.reconciliation_id}/runs/{run.id}"
     return make_event(run.environment, f"reconciliation_run.{run.status.value}", f"run {run.id}",

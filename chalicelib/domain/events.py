@@ -21,6 +21,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "bulk_request.completed",
     "reconciliation_run.completed",
     "reconciliation_run.failed",
+    "reconciliation_run.cancelled",
     "reconciliation_match.created",
     "reconciliation_match.confirmed",
     "reconciliation_match.deleted",

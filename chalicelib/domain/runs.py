@@ -3,6 +3,14 @@
     pending -> running -> completed
        |          |
        +----------+--> failed
+       |          |
+       +----------+--> cancelled
+
+A cancel (`cancellation_requested_at`) is asked of a pending or running run. A pending run ends
+`cancelled` at once (a conditional write from pending: nothing runs for it yet); a running one at
+its next step (load, match, each partition, merge, each persist call), never from the request: that
+would race with a persist in flight. Matches committed before then stay, as an import keeps what it
+wrote; those not committed are undone, as for a failed run.
 
 A run goes through phases (load the open records, match them, persist the matches in
 chunks, finish); `progress` weighs them so that a client sees it move all along.
@@ -23,6 +31,7 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class RunKind(StrEnum):
@@ -39,10 +48,14 @@ class RunTrigger(StrEnum):
     RECONCILIATION_CHANGED = "reconciliation_changed"
 
 
-RUN_STATUSES = StatusMachine({  # completed and failed are finished
-    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.FAILED},
-    RunStatus.RUNNING: {RunStatus.COMPLETED, RunStatus.FAILED},
+RUN_STATUSES = StatusMachine({  # completed, failed and cancelled are finished
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED},
+    RunStatus.RUNNING: {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED},
 })
+CANCELLABLE = (RunStatus.PENDING, RunStatus.RUNNING)
+# A cancel answers 202 from these: a repeat on a run its cancel already ended only moves
+# cancellation_requested_at (as for file imports).
+CANCEL_ANSWERED = (*CANCELLABLE, RunStatus.CANCELLED)
 
 # Longer than the state machine may keep one phase going: 4 attempts of a 15-minute Lambda
 # call plus their backoff. Any sooner, and a restart could overlap an execution still alive.
@@ -149,6 +162,12 @@ class Run:
     partitions: int | None = None
     done_partitions: frozenset[str] = frozenset()
     failed_partition: str | None = None
+    cancellation_requested_at: datetime | None = None
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A cancel was asked for and the run has not ended yet: its next step ends it cancelled."""
+        return self.cancellation_requested_at is not None and not self.finished
 
     @property
     def heartbeat(self) -> datetime:

@@ -17,6 +17,13 @@ fail     on any error the state machine could not retry away: undo the matches o
          a persist may have begun whose commit marker was not written (the first PERSIST_CHUNKS
          not counted: no other can hold one), then failed with the reason. No half-written match remains. It reads the
          table only, so that it works when the run's files are what was lost.
+cancel   (`cancel`, the API's) ask a pending or running run to stop: a pending run ends at once;
+         a running one at its next step (load, match, each partition, merge, each persist call),
+         which sees `cancellation_requested_at` first and ends the run `cancelled` through
+         `_end_early`, the fail phase's own ending: what was not committed is undone, what was
+         stays; the slot is freed; the end announced. The step answers CANCELLED and the state
+         machine ends (a Succeed). A cancel asked once every chunk is written comes too late: the
+         run completes.
 
 A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
 brings it back, so the run fails at once and frees its slot, and a new run loads afresh. (A
@@ -36,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, shown
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.events import Event
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
@@ -44,6 +51,7 @@ from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import (
+    CANCEL_ANSWERED,
     MAX_RESTARTS,
     STUCK_AFTER,
     Run,
@@ -79,6 +87,9 @@ UNDO_THREADS = 8       # member reads of a failed run's uncommitted matches at o
 RUN_DECISIONS = "reconciliation_run"  # the sweeper's held decisions on runs (events.deciding)
 DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its message at most this long
 RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
+
+
+CANCELLED = "cancelled"  # the state machine's `next` once a step ended the run on its cancel request
 
 
 class RunWithoutSlot(Exception):
@@ -136,13 +147,16 @@ def execution_name(run: Run, attempt: int | str) -> str:
 def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
-    then fails (undoing what it had not committed). One run's trouble stops no other."""
+    then fails (undoing what it had not committed). A stuck run with a cancel requested is not
+    restarted: it ends cancelled (`give_up` honours the request). One run's trouble stops no other."""
     return sweeping.sweep(ports, SWEPT_RUNS, now)
 
 
 def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
     if not run.stuck(now):
         return None
+    if run.cancel_requested:  # its execution died before a step saw the cancel: end it as that step would
+        return GiveUp("cancelled on request; its execution had stopped before ending it")
     if run.restarts >= MAX_RESTARTS:
         return GiveUp(f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} "
                       "restarts did not help")
@@ -249,6 +263,8 @@ def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
+    if ended_on_cancel(ports, run):
+        return CANCELLED
     if run.status is RunStatus.PENDING:
         run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
     if run.chunks is not None:
@@ -284,6 +300,8 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
+    if ended_on_cancel(ports, run):
+        return CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
     side_a = ports.run_files.read_frame(environment, run.id, "side_a")
@@ -320,7 +338,9 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
         return "done"
     batch = run.next_chunks(min(chunks, PERSIST_CHUNKS))
     if not batch:
-        return "finish"
+        return "finish"  # every match is written: a cancel comes too late, the run completes
+    if ended_on_cancel(ports, run):
+        return CANCELLED
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
     # Read first, one after the other: a lost file ends the call at its first read, before any write.
     plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
@@ -394,7 +414,7 @@ def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | Non
     run = sweeping.ended(ports.runs.get, environment, run_id)
     if run is None:
         return None
-    if run.status is RunStatus.FAILED:
+    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         give_up(ports, environment, run_id, None)
     else:
         _announce_end(ports, run)
@@ -402,27 +422,67 @@ def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | Non
 
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
-    """Undo the matches the run claimed records for but never committed, then `failed`. The
-    ingestions a continuous run had taken, and its whole-pool request, wait on the reconciliation
-    again, for the next run (not started from here: a run that fails every time would otherwise
-    start again at once)."""
+    """Undo the matches the run claimed records for but never committed, then `failed` with the
+    reason; or `cancelled` when a cancel was asked for (the client asked it to stop, and it has)."""
     run = ports.runs.get(environment, run_id)
+    if run.cancel_requested:
+        _end_early(ports, run, RunStatus.CANCELLED)
+    else:
+        # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
+        # own error only says that an item failed.
+        _end_early(ports, run, RunStatus.FAILED, error_message=run.failed_partition or describe_error(error))
+    return "done"
+
+
+def cancel(ports: Ports, environment: str, reconciliation_id: int, run_id: int) -> Run:
+    """Ask a pending or running run to stop (a repeat only moves `cancellation_requested_at`, on a run
+    its cancel already ended too; Conflict on a completed or failed one). A pending run ends at once,
+    by a write from pending alone; a running one at its next step (`ended_on_cancel`)."""
+    run = ports.runs.get(environment, run_id)
+    if run.reconciliation_id != reconciliation_id:
+        raise NotFound(f"run {run_id} not found in reconciliation {reconciliation_id}")
+    run = ports.runs.request_cancellation(run, CANCEL_ANSWERED)
+    if run.status is RunStatus.PENDING:
+        run = _end_early(ports, run, RunStatus.CANCELLED, only_pending=True)
+    return run
+
+
+def ended_on_cancel(ports: Ports, run: Run) -> bool:
+    """A step's checkpoint, before it does anything: a run with a cancel requested ends cancelled
+    here (True), and the step does nothing more."""
+    if not run.cancel_requested:
+        return False
+    _end_early(ports, run, RunStatus.CANCELLED)
+    return True
+
+
+def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool = False, **fields: Any) -> Run:
+    """The one way a run ends before completing, `failed` or `cancelled`, and safe to repeat: undo the
+    matches of the chunks a persist may have begun and not committed (committed ones stay), move it
+    (`only_pending`: only from pending, the API's cancel, which must not race with a step), announce
+    the end, free the slot. The ingestions a continuous run had taken, and its whole-pool request,
+    wait on the reconciliation again, for the next run (not started from here: a run that fails every
+    time would otherwise start again at once). The run as stored: unfinished when `only_pending` found
+    it running (its next step ends it)."""
     if not run.finished:
         in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
         if in_progress:
             _undo_uncommitted(ports, run, in_progress)
-        # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
-        # own error only says that an item failed.
-        run = move_or_reload(ports.runs, run, RunStatus.FAILED, completed_at=utc_now(),
-                             error_message=run.failed_partition or describe_error(error))
+        try:
+            end = ports.runs.end_pending if only_pending else ports.runs.move
+            run = end(run, target, completed_at=utc_now(), **fields)
+        except TransitionRefused:
+            run = ports.runs.get(run.environment, run.id)
+        if not run.finished:
+            return run
     _announce_end(ports, run)
-    ports.runs.release_slot(environment, run.reconciliation_id, run.id)
-    start_pending(ports, environment, run.reconciliation_id)
+    ports.runs.release_slot(run.environment, run.reconciliation_id, run.id)
+    start_pending(ports, run.environment, run.reconciliation_id)
     if run.new_record_jobs:
-        ports.runs.add_pending_jobs(environment, run.reconciliation_id, run.new_record_jobs)
-    if run.whole_pool and run.status is RunStatus.FAILED:
-        ports.runs.request_whole_pool(environment, run.reconciliation_id)
-    return "done"
+        ports.runs.add_pending_jobs(run.environment, run.reconciliation_id, run.new_record_jobs)
+    if run.whole_pool and run.status is not RunStatus.COMPLETED:
+        ports.runs.request_whole_pool(run.environment, run.reconciliation_id)
+    return run
 
 
 def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:

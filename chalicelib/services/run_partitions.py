@@ -14,7 +14,9 @@ merge            the outcomes, round after round, into the run's outcome, kept a
 The merge keeps no state between calls: it replays every round's outcomes from S3 (the merge is
 deterministic), so a retried or restarted merge gives the same answer and the same next round; a
 round whose partitions are not all matched yet (the Map died in it) goes back to the Map.
-A finished run (failed, e.g. given up) is left alone by every phase: its remaining partitions do nothing.
+A finished run (failed, e.g. given up) is left alone by every phase: its remaining partitions do nothing,
+and so do those of a run asked to stop (`cancellation_requested_at`): the Map ends fast, and the merge
+ends the run cancelled (reconciliation_runs.ended_on_cancel).
 """
 from __future__ import annotations
 
@@ -97,8 +99,8 @@ def match_partition(ports: Ports, environment: str, run_id: int, round_: int, pa
     from chalicelib.domain.matching import match_records
 
     run = ports.runs.get(environment, run_id)
-    if run.finished or run.chunks is not None:
-        return "done"  # failed (given up, cancelled) or merged already: nothing to match
+    if run.finished or run.chunks is not None or run.cancel_requested:
+        return "done"  # ended (failed, cancelled), merged already, or asked to stop: nothing to match
     files = ports.run_files
     if not files.exists(environment, run.id, _partition(round_, partition, "matches.parquet")):
         rules = files.read_rules(environment, run.id, run.reconciliation_id)
@@ -124,11 +126,13 @@ def partition_failed(ports: Ports, environment: str, run_id: int, round_: int, p
 def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     from chalicelib.domain.matching.frames import PERSISTED_RECORD_COLUMNS
     from chalicelib.domain.matching.partition import PartitionMerge, PartitionPlan, partition_outcome
-    from chalicelib.services.reconciliation_runs import save_outcome
+    from chalicelib.services.reconciliation_runs import CANCELLED, ended_on_cancel, save_outcome
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
+    if ended_on_cancel(ports, run):
+        return CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
     files = ports.run_files

@@ -56,6 +56,33 @@ class TestRunRepository:
         with pytest.raises(TransitionRefused):
             runs.move(run(9), RunStatus.RUNNING)
 
+    def test_a_cancel_is_asked_only_of_the_statuses_given_and_a_repeat_moves_its_time(self, runs, clock):
+        runs.add(run(1))
+        answered = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED)
+        asked = runs.request_cancellation(runs.get(ENV, 1), answered)
+        now_ms = clock.now.replace(microsecond=123000)
+        assert (asked.status, asked.cancellation_requested_at) == (RunStatus.PENDING, now_ms)
+        assert runs.get(ENV, 1).cancellation_requested_at == now_ms
+        assert not asked.finished and asked.cancel_requested
+        ended = runs.end_pending(asked, RunStatus.CANCELLED, completed_at=clock.now)
+        assert (ended.status, ended.finished, ended.cancel_requested) == (RunStatus.CANCELLED, True, False)
+        assert [r.id for r in runs.active()] == []
+        clock.advance(seconds=5)
+        again = runs.request_cancellation(ended, answered)
+        assert again.cancellation_requested_at > now_ms and again.status is RunStatus.CANCELLED
+        runs.add(run(2))
+        failed = runs.move(runs.move(runs.get(ENV, 2), RunStatus.RUNNING), RunStatus.FAILED)
+        with pytest.raises(TransitionRefused) as refused:
+            runs.request_cancellation(failed, answered)
+        assert "is failed" in refused.value.message and runs.get(ENV, 2).cancellation_requested_at is None
+
+    def test_only_a_pending_run_is_ended_by_end_pending(self, runs):
+        started = running(runs)
+        with pytest.raises(TransitionRefused):
+            runs.end_pending(started, RunStatus.CANCELLED)
+        assert runs.get(ENV, 1).status is RunStatus.RUNNING
+        assert runs.move(started, RunStatus.CANCELLED).status is RunStatus.CANCELLED
+
     def test_the_slot_is_claimed_by_one_run_and_released_by_it(self, runs, reconciliations):
         reconciliations.add(reconciliation(1))
         assert runs.claim_slot(ENV, 1, 10)

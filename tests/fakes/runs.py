@@ -63,6 +63,25 @@ class FakeRunRepository:
         row.listed_active = row.listed_active and target not in self.statuses.finished
         return row.run
 
+    def end_pending(self, run: Run, target: RunStatus, **fields: object) -> Run:
+        """`move`, only from pending; TransitionRefused once the run runs (or ended)."""
+        row = self.rows.get((run.environment, run.id))
+        if row is None or row.run.status is not RunStatus.PENDING or not self.statuses.can_move(RunStatus.PENDING,
+                                                                                                 target):
+            raise TransitionRefused(f"run {run.id} is no longer pending")
+        return self.move(run, target, **fields)
+
+    def request_cancellation(self, run: Run, cancellable: tuple[RunStatus, ...]) -> Run:
+        """Set (or move) `cancellation_requested_at` while the stored status is one of `cancellable`."""
+        row = self.rows.get((run.environment, run.id))
+        if row is None:
+            raise NotFound(f"run {run.id} not found")
+        if row.run.status not in cancellable:
+            raise TransitionRefused(f"run {run.id} is {row.run.status.value}; only a pending or running run "
+                                    "can be cancelled")
+        row.run = replace(row.run, cancellation_requested_at=stored_time(utc_now()))
+        return row.run
+
     def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunk_starts: list[int],
                   total_records: int, rule_summary: dict[str, Any]) -> Run:
         """Fix the match phase's outcome once, while running; otherwise the run as stored."""

@@ -56,6 +56,8 @@ CASES = {
     ("GET", "/reconciliations/{id}/runs"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs", None, 404),
     ("GET", "/reconciliations/{id}/runs/{run_id}"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs/{run_id}",
                                                      None, 404),
+    ("POST", "/reconciliations/{id}/runs/{run_id}/cancel"): (
+        "POST", "/v1/reconciliations/{reconciliation_id}/runs/{run_id}/cancel", None, 404),
     ("GET", "/reconciliation_matches"): ("GET", "/v1/reconciliation_matches?reconciliation_id={reconciliation_id}",
                                          None, 404),
     ("GET", "/reconciliation_matches/{id}"): ("GET", "/v1/reconciliation_matches/{match_id}", None, 404),

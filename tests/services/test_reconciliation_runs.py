@@ -10,10 +10,14 @@ from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, RunKind, RunStatus, RunTrigger
 from chalicelib.services.reconciliation_rules import create_rule, update_rule
 from chalicelib.services.reconciliation_runs import (
+    CANCELLED,
     after_reconciliation_saved,
     after_rule_saved,
+    cancel,
     finish,
     give_up,
+    load,
+    match,
     start_pending,
     start_run,
     sweep,
@@ -242,3 +246,95 @@ def test_a_run_taking_a_whole_pool_request_takes_only_the_request_it_read(ports)
 
     assert ports.runs.pending_work(ENV, live.id)[1] is not None
 
+
+
+# Cancel -----------------------------------------------------------------------------------------
+
+def published_types(ports):
+    return [event.type for _, event in ports.events.published]
+
+
+def test_a_pending_run_cancelled_ends_at_once_and_frees_its_slot(ports, reconciliation):
+    run = start_run(ports, ENV, reconciliation.id)  # pending: its execution has not begun
+
+    cancelled = cancel(ports, ENV, reconciliation.id, run.id)
+
+    assert cancelled.status is RunStatus.CANCELLED and cancelled.cancellation_requested_at and cancelled.completed_at
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+    assert published_types(ports) == ["reconciliation_run.cancelled"]
+    assert load(ports, ENV, run.id) == "done"  # its execution begins late: it does nothing
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+    assert start_run(ports, ENV, reconciliation.id).status is RunStatus.PENDING
+
+
+def test_a_running_run_is_ended_by_its_next_step_never_by_the_cancel(ports, reconciliation):
+    run = ports.runs.move(start_run(ports, ENV, reconciliation.id), RunStatus.RUNNING)
+
+    asked = cancel(ports, ENV, reconciliation.id, run.id)
+
+    assert asked.status is RunStatus.RUNNING and asked.cancellation_requested_at  # a step may be in flight
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id == run.id
+    assert match(ports, ENV, run.id) == CANCELLED  # its next step sees the request first
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+    assert published_types(ports) == ["reconciliation_run.cancelled"]
+
+
+def test_a_cancel_repeated_only_moves_its_time_and_a_finished_run_refuses_it(ports, reconciliation):
+    run = start_run(ports, ENV, reconciliation.id)
+    first = cancel(ports, ENV, reconciliation.id, run.id)
+    again = cancel(ports, ENV, reconciliation.id, run.id)
+    assert again.status is RunStatus.CANCELLED and again.cancellation_requested_at >= first.cancellation_requested_at
+    assert published_types(ports) == ["reconciliation_run.cancelled"]  # ended once
+
+    failed = start_run(ports, ENV, reconciliation.id)
+    give_up(ports, ENV, failed.id, "stopped by the test")
+    with pytest.raises(Conflict) as refused:
+        cancel(ports, ENV, reconciliation.id, failed.id)
+    assert "is failed" in refused.value.message
+    assert ports.runs.get(ENV, failed.id).cancellation_requested_at is None
+    with pytest.raises(NotFound):
+        cancel(ports, ENV, reconciliation.id + 1, run.id)  # a run of another reconciliation
+
+
+def test_a_pending_run_that_starts_as_it_is_cancelled_is_left_to_its_next_step(ports, reconciliation):
+    run = start_run(ports, ENV, reconciliation.id)
+    real = ports.runs.request_cancellation
+
+    def started_meanwhile(seen, cancellable):  # the load moves it to running between the request and the end
+        asked = real(seen, cancellable)
+        return ports.runs.move(asked, RunStatus.RUNNING)
+    ports.runs.request_cancellation = started_meanwhile
+
+    asked = cancel(ports, ENV, reconciliation.id, run.id)
+
+    assert asked.status is RunStatus.RUNNING  # the cancel's write from pending alone was refused
+    assert published_types(ports) == [] and ports.reconciliations.get(ENV, reconciliation.id).current_run_id == run.id
+    assert load(ports, ENV, run.id) == CANCELLED
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+
+
+def test_a_stuck_run_with_a_cancel_requested_ends_cancelled_not_restarted(ports, reconciliation):
+    run = ports.runs.move(start_run(ports, ENV, reconciliation.id), RunStatus.RUNNING)
+    cancel(ports, ENV, reconciliation.id, run.id)  # its execution died before a step saw it
+
+    assert sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1)) == {
+        "restarted": 0, "failed": 1, "errors": 0}
+
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+    assert started(ports) == [f"acme-run-{run.id}"]  # never restarted
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+    assert published_types(ports) == ["reconciliation_run.cancelled"]
+
+
+def test_a_cancelled_continuous_run_gives_its_work_back(ports, ingest):
+    streams(ports, "bank", "ledger")
+    live = continuous_reconciliation(ports)
+    add_rule(ports, live)
+    holder = runs_of(ports, live)[0]
+    ports.runs.move(holder, RunStatus.RUNNING)
+
+    cancel(ports, ENV, live.id, holder.id)
+    assert load(ports, ENV, holder.id) == CANCELLED
+
+    assert ports.runs.pending_work(ENV, live.id)[1] is not None  # its whole-pool request waits again

@@ -26,9 +26,9 @@ EXPECTED = {
         J.REPLICATING: {J.COMPLETED, J.FAILED},
     }, {J.COMPLETED, J.FAILED, J.CANCELLED}),
     "run": (R, {
-        R.PENDING: {R.RUNNING, R.FAILED},
-        R.RUNNING: {R.COMPLETED, R.FAILED},
-    }, {R.COMPLETED, R.FAILED}),
+        R.PENDING: {R.RUNNING, R.FAILED, R.CANCELLED},
+        R.RUNNING: {R.COMPLETED, R.FAILED, R.CANCELLED},
+    }, {R.COMPLETED, R.FAILED, R.CANCELLED}),
     "investigation": (INV, {
         INV.PENDING: {INV.RUNNING, INV.FAILED},
         INV.RUNNING: {INV.COMPLETED, INV.FAILED},
@@ -61,6 +61,7 @@ def test_a_move_is_allowed_exactly_when_the_table_lists_it(entity, source, targe
     ("ingestion job", J.COMPLETED, J.PROCESSING), ("ingestion job", J.REPLICATING, J.CANCELLED),
     ("ingestion job", J.PENDING, J.COMPLETED), ("ingestion job", J.PROCESSING, J.PENDING),
     ("run", R.PENDING, R.COMPLETED), ("run", R.FAILED, R.RUNNING), ("run", R.RUNNING, R.PENDING),
+    ("run", R.CANCELLED, R.RUNNING), ("run", R.COMPLETED, R.CANCELLED),
     ("investigation", INV.PENDING, INV.COMPLETED), ("investigation", INV.COMPLETED, INV.FAILED),
     ("exception", X.DISMISSED, X.RESOLVED), ("exception", X.RESOLVED, X.INVESTIGATING),
     ("exception", X.OPEN, X.OPEN),

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves, status_in
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
-from chalicelib.domain.errors import NotFound
+from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.runs import RUN_STATUSES, Run, RunKind, RunStatus, RunTrigger
 
 
@@ -40,6 +40,31 @@ class RunRepository(StatusMoves[Run, RunStatus]):
     def move(self, run: Run, /, target: RunStatus, **fields: object) -> Run:
         """StatusMoves' move, which beats the run's heartbeat with it."""
         return super().move(run, target, **{**fields, "last_progress_at": utc_now()})
+
+    def end_pending(self, run: Run, target: RunStatus, **fields: object) -> Run:
+        """`move`, only from pending (a run whose execution has not begun): TransitionRefused once it runs."""
+        if not self.statuses.can_move(RunStatus.PENDING, target):
+            raise TransitionRefused(f"run {run.id} cannot move to {target.value}")
+        try:
+            item = self._table.move_status(keys.run(run.environment, run.id), target.value, (RunStatus.PENDING.value,),
+                                           {**fields, "last_progress_at": utc_now()},
+                                           leave_index=keys.GSI2 if target in self.statuses.finished else None)
+        except ConditionFailed:
+            raise TransitionRefused(f"run {run.id} is no longer pending") from None
+        return self._from_item(item)
+
+    def request_cancellation(self, run: Run, cancellable: tuple[RunStatus, ...]) -> Run:
+        """Set (or move) `cancellation_requested_at`, only while the run is in one of `cancellable`."""
+        allowed, values = status_in(cancellable)
+        try:
+            item = self._table.update(keys.run(run.environment, run.id), "SET cancellation_requested_at = :now",
+                                      condition=allowed, names={"#status": "status"},
+                                      values={":now": iso(utc_now()), **values}, return_new=True)
+        except ConditionFailed:
+            current = self.get(run.environment, run.id)
+            raise TransitionRefused(f"run {run.id} is {current.status.value}; only a pending or running run "
+                                    "can be cancelled") from None
+        return self._from_item(item)
 
     def save_plan(self, run: Run, *, first_match_id: int, matches_count: int, chunk_starts: list[int],
                   total_records: int, rule_summary: dict[str, Any]) -> Run:
@@ -216,4 +241,5 @@ class RunRepository(StatusMoves[Run, RunStatus]):
             last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=item.get("restarts", 0),
             partitions=item.get("partitions"), done_partitions=frozenset(item.get("done_partitions", set())),
             failed_partition=item.get("failed_partition"),
+            cancellation_requested_at=parse_optional_iso(item.get("cancellation_requested_at")),
         )

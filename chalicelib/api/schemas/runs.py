@@ -12,7 +12,7 @@ class RunOut(ResponseModel):
     id: int
     reconciliation_id: int
     kind: Literal["batch", "continuous"]
-    status: Literal["pending", "running", "completed", "failed"]
+    status: Literal["pending", "running", "completed", "failed", "cancelled"]
     trigger: Literal["manual", "schedule", "agent", "records_ingested", "reconciliation_changed"]
     total_records: int
     processed_records: int
@@ -23,6 +23,8 @@ class RunOut(ResponseModel):
     created_at: Timestamp
     started_at: Timestamp | None
     completed_at: Timestamp | None
+    cancellation_requested_at: Timestamp | None = Field(
+        description="When a cancel was last asked for (POST .../cancel); the run ends cancelled at its next step")
 
 
 class RunPage(Model):
