@@ -5,6 +5,8 @@ import hashlib
 from datetime import datetime
 
 MAX_EXECUTION_NAME = 80  # Step Functions' limit
+# The error a Map state fails with when an item failed for good (no failure is tolerated).
+MAP_ITEM_FAILED = "States.ExceedToleratedFailureThreshold"
 
 
 def resume_label(resumed_at: datetime) -> str:

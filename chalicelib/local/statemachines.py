@@ -32,6 +32,8 @@ from typing import Any
 
 from chalice.local import LambdaContext
 
+from chalicelib.domain.executions import MAP_ITEM_FAILED
+
 STATEMACHINES_DIR = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
 MAX_TRANSITIONS = 100_000
 LAMBDA_INVOKE = "arn:aws:states:::lambda:invoke"
@@ -51,7 +53,7 @@ _FIELDS = {
             "ToleratedFailurePercentage", "Label", "ResultPath", "Catch", "Next", "End"},
 }
 S3_GET_OBJECT = "arn:aws:states:::s3:getObject"
-MAP_FAILED = "States.ExceedToleratedFailureThreshold"
+MAP_FAILED = MAP_ITEM_FAILED
 
 
 class ExecutionFailed(Exception):

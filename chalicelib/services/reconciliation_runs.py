@@ -45,6 +45,7 @@ from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
 from chalicelib.domain.events import Event
+from chalicelib.domain.executions import MAP_ITEM_FAILED
 from chalicelib.domain.executions import execution_name as workflow_name
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
@@ -429,8 +430,11 @@ def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
         _end_early(ports, run, RunStatus.CANCELLED)
     else:
         # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
-        # own error only says that an item failed.
-        _end_early(ports, run, RunStatus.FAILED, error_message=run.failed_partition or describe_error(error))
+        # own error only says that an item failed. Any other error is the reason, even when a
+        # partition of an earlier execution failed (a restart matched it since).
+        map_failed = isinstance(error, dict) and error.get("Error") == MAP_ITEM_FAILED
+        reason = run.failed_partition if map_failed and run.failed_partition else describe_error(error)
+        _end_early(ports, run, RunStatus.FAILED, error_message=reason)
     return "done"
 
 

@@ -145,13 +145,12 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
                    if not files.exists(environment, run.id, _partition(round_, i["partition"], "matches.parquet"))]
         if missing:
             return _unmatched(ports, run, round_, items, missing)
-        outcomes = {}
-        for item in items:
-            partition = item["partition"]
-            outcomes[partition] = partition_outcome(
-                files.read_frame(environment, run.id, _partition(round_, partition, "matches")),
-                files.read_frame(environment, run.id, _partition(round_, partition, "members")))
-        again = merger.add(outcomes)
+        # Not kept in a name: the merger keeps what it needs, and the last round's frames would
+        # otherwise stay held beside the outcome and the chunks' plan (a whole copy of every match).
+        again = merger.add({item["partition"]: partition_outcome(
+            files.read_frame(environment, run.id, _partition(round_, item["partition"], "matches")),
+            files.read_frame(environment, run.id, _partition(round_, item["partition"], "members")))
+            for item in items})
         if not again:
             break
         round_ += 1

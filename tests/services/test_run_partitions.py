@@ -96,3 +96,19 @@ def test_a_finished_run_leaves_its_partitions_alone(fanned_out):
     assert run_partitions.match_partition(ports, ENV, run_id, 0, item["partition"]) == "done"
     assert not ports.run_files.exists(ENV, run_id, f"partitions/0/{item['partition']}/matches.parquet")
     assert run_partitions.merge(ports, ENV, run_id) == "done"
+
+
+@pytest.mark.parametrize("error, named", [
+    ({"Error": "States.ExceedToleratedFailureThreshold", "Cause": "an item failed"}, "partition"),
+    ({"Error": "States.Timeout", "Cause": "the persist took too long"}, "States.Timeout"),
+])
+def test_a_failed_partition_names_the_runs_error_only_when_the_map_failed_of_it(fanned_out, error, named):
+    ports, run_id, loaded = fanned_out
+    item = ports.run_files.read_json(ENV, run_id, "partitions/0/manifest")[0]
+    run_partitions.partition_failed(ports, ENV, run_id, 0, item["partition"], {"Error": "MemoryError", "Cause": "x"})
+
+    # An earlier execution's partition failed; this execution fails of the Map, or of something else
+    give_up(ports, ENV, run_id, error)
+
+    run = ports.runs.get(ENV, run_id)
+    assert run.status.value == "failed" and run.error_message.startswith(named), run.error_message
