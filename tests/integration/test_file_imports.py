@@ -268,8 +268,12 @@ def test_bulk_requests_are_file_imports_too(api, bank, worker):
 def test_every_task_of_each_state_machine_is_a_function_of_the_app(asl, resource):
     from app import app
 
-    definition = load_definition(asl)
-    tasks = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+    def tasks_of(states: dict) -> list[str]:  # a Map's own states (its ItemProcessor's) included
+        return [resource for state in states.values() for resource in (
+            [state["Resource"]] if state["Type"] == "Task" else
+            tasks_of(state["ItemProcessor"]["States"]) if state["Type"] == "Map" else [])]
+
+    tasks = tasks_of(load_definition(asl)["States"])
     from chalicelib.local.provision import state_machine_definition, workflows_resolver
 
     template, resolver = workflows_resolver({"DataBucketName": "b"}, "us-east-1")

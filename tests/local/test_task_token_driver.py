@@ -243,7 +243,8 @@ def test_what_the_driver_would_not_run_as_step_functions_does_is_refused_when_it
                                                                  "Payload": {"a.$": "States.Format('{}', $.x)"}}},
          "intrinsic"),
         ({**task, "Resource": "${Missing}"}, "no function Missing"),
-        ({"Type": "Map", "End": True}, "type Map"),
+        ({"Type": "Parallel", "End": True}, "type Parallel"),
+        ({"Type": "Map", "End": True}, "ItemReader or at an ItemsPath"),
     ):
         with pytest.raises(ValueError, match=refused):
             LocalStateMachine({"StartAt": "S", "States": {"S": state}}, {"Work": lambda e, c: e}, {})
