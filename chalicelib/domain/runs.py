@@ -166,8 +166,12 @@ class Run:
 
     @property
     def cancel_requested(self) -> bool:
-        """A cancel was asked for and the run has not ended yet: its next step ends it cancelled."""
-        return self.cancellation_requested_at is not None and not self.finished
+        """A cancel was asked for, the run has not ended yet, and some of its matches are still to be
+        written: its next step ends it cancelled. Once every chunk is written the cancel comes too
+        late and the run completes (the one place for that rule: every step, the fail phase and the
+        sweeper read it here)."""
+        all_written = self.chunks is not None and self.next_chunk() is None
+        return self.cancellation_requested_at is not None and not self.finished and not all_written
 
     @property
     def heartbeat(self) -> datetime:

@@ -65,7 +65,7 @@ from chalicelib.domain.runs import (
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services import run_partitions, sweeping
-from chalicelib.services.events import announce
+from chalicelib.services.events import announce, deciding
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -90,7 +90,7 @@ DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its
 RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
 
 
-CANCELLED = "cancelled"  # the state machine's `next` once a step ended the run on its cancel request
+NEXT_CANCELLED = "cancelled"  # the state machine's `next`: a step saw a cancel request (GiveUp ends the run)
 
 
 class RunWithoutSlot(Exception):
@@ -236,11 +236,16 @@ def on_reconciliation_changed(ports: Ports, environment: str, reconciliation_id:
         return None
 
 
-def start_pending(ports: Ports, environment: str, reconciliation_id: int) -> Run | None:
+def start_pending(ports: Ports, environment: str, reconciliation_id: int,
+                  held_back: tuple[frozenset[int], bool] = (frozenset(), False)) -> Run | None:
     """Start a continuous run for what waits on the reconciliation, if anything and if free: the
     ingestions whose records are new, and a request to match the whole open pool (taken only
-    once a rule is active: a run without one matches nothing)."""
+    once a rule is active: a run without one matches nothing). `held_back`: the jobs, and whether
+    the whole-pool request, a run that ended early gave back (they wait for a later start)."""
     jobs, whole_pool = ports.runs.pending_work(environment, reconciliation_id)
+    jobs = [job for job in jobs if job not in held_back[0]]
+    if held_back[1]:
+        whole_pool = None
     if whole_pool is not None and not active_rules(ports, environment, reconciliation_id):
         whole_pool = None
     if not jobs and whole_pool is None:
@@ -264,10 +269,12 @@ def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     if run.status is RunStatus.PENDING:
         run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
+        if run.finished:  # the API's cancel ended it pending meanwhile
+            return "done"
     if run.chunks is not None:
         return "persist"
     if (fanned_out := run_partitions.resumed(ports, run)) is not None:
@@ -301,8 +308,8 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
     side_a = ports.run_files.read_frame(environment, run.id, "side_a")
@@ -337,11 +344,11 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     batch = run.next_chunks(min(chunks, PERSIST_CHUNKS))
     if not batch:
-        return "finish"  # every match is written: a cancel comes too late, the run completes
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+        return "finish"
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
     # Read first, one after the other: a lost file ends the call at its first read, before any write.
     plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
@@ -397,8 +404,7 @@ def finish(ports: Ports, environment: str, run_id: int) -> str:
         run = move_or_reload(ports.runs, run, RunStatus.COMPLETED, completed_at=utc_now())
     if run.finished:
         _announce_end(ports, run)
-        ports.runs.release_slot(environment, run.reconciliation_id, run.id)
-        start_pending(ports, environment, run.reconciliation_id)
+        _release(ports, run)
     return "done"
 
 
@@ -424,50 +430,44 @@ def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | Non
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     """Undo the matches the run claimed records for but never committed, then `failed` with the
-    reason; or `cancelled` when a cancel was asked for (the client asked it to stop, and it has)."""
+    reason; or `cancelled` when a cancel was asked for (the client asked it to stop, and it has: the
+    steps only report a cancel, NEXT_CANCELLED, and the state machine sends it here, retried). On a
+    run that ended already it finishes what its end left undone. NEXT_CANCELLED once cancelled."""
     run = ports.runs.get(environment, run_id)
     if run.cancel_requested:
-        _end_early(ports, run, RunStatus.CANCELLED)
+        run = _end_early(ports, run, RunStatus.CANCELLED)
     else:
         # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
         # own error only says that an item failed. Any other error is the reason, even when a
         # partition of an earlier execution failed (a restart matched it since).
         map_failed = isinstance(error, dict) and error.get("Error") == MAP_ITEM_FAILED
         reason = run.failed_partition if map_failed and run.failed_partition else describe_error(error)
-        _end_early(ports, run, RunStatus.FAILED, error_message=reason)
-    return "done"
+        run = _end_early(ports, run, RunStatus.FAILED, error_message=reason)
+    return NEXT_CANCELLED if run.status is RunStatus.CANCELLED else "done"
 
 
 def cancel(ports: Ports, environment: str, reconciliation_id: int, run_id: int) -> Run:
     """Ask a pending or running run to stop (a repeat only moves `cancellation_requested_at`, on a run
     its cancel already ended too; Conflict on a completed or failed one). A pending run ends at once,
-    by a write from pending alone; a running one at its next step (`ended_on_cancel`)."""
+    by a write from pending alone, held as the sweeper holds its own ends (events.deciding): should
+    this call die after the write, the sweeper finishes the end (`_finish_if_ended`). A running one
+    ends at its next step, which reports the request (NEXT_CANCELLED) and goes to `give_up`."""
     run = ports.runs.get(environment, run_id)
     if run.reconciliation_id != reconciliation_id:
         raise NotFound(f"run {run_id} not found in reconciliation {reconciliation_id}")
     run = ports.runs.request_cancellation(run, CANCEL_ANSWERED)
     if run.status is RunStatus.PENDING:
-        run = _end_early(ports, run, RunStatus.CANCELLED, only_pending=True)
+        with deciding(ports, RUN_DECISIONS, environment, run.id):
+            run = _end_early(ports, run, RunStatus.CANCELLED, only_pending=True)
     return run
-
-
-def ended_on_cancel(ports: Ports, run: Run) -> bool:
-    """A step's checkpoint, before it does anything: a run with a cancel requested ends cancelled
-    here (True), and the step does nothing more."""
-    if not run.cancel_requested:
-        return False
-    _end_early(ports, run, RunStatus.CANCELLED)
-    return True
 
 
 def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool = False, **fields: Any) -> Run:
     """The one way a run ends before completing, `failed` or `cancelled`, and safe to repeat: undo the
     matches of the chunks a persist may have begun and not committed (committed ones stay), move it
     (`only_pending`: only from pending, the API's cancel, which must not race with a step), announce
-    the end, free the slot. The ingestions a continuous run had taken, and its whole-pool request,
-    wait on the reconciliation again, for the next run (not started from here: a run that fails every
-    time would otherwise start again at once). The run as stored: unfinished when `only_pending` found
-    it running (its next step ends it)."""
+    the end, free the slot and give its work back (`_release`). The run as stored: unfinished when
+    `only_pending` found it running (its next step ends it)."""
     if not run.finished:
         in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
         if in_progress:
@@ -480,13 +480,22 @@ def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool 
         if not run.finished:
             return run
     _announce_end(ports, run)
-    ports.runs.release_slot(run.environment, run.reconciliation_id, run.id)
-    start_pending(ports, run.environment, run.reconciliation_id)
-    if run.new_record_jobs:
-        ports.runs.add_pending_jobs(run.environment, run.reconciliation_id, run.new_record_jobs)
-    if run.whole_pool and run.status is not RunStatus.COMPLETED:
-        ports.runs.request_whole_pool(run.environment, run.reconciliation_id)
+    _release(ports, run)
     return run
+
+
+def _release(ports: Ports, run: Run) -> None:
+    """Free the finished run's slot. A run that did not complete gives back, in that same conditional
+    write, the ingestions a continuous run had taken and its whole-pool request: only the holder frees
+    the slot, so the work is given back once however often an end is repeated (a retried task, the
+    sweeper finishing an end). Then what waited starts, but not what this run gave back: that waits for
+    the next run (an ingestion, a change, another run's end), or a run that fails every time would
+    start again at once."""
+    gives_back = run.status is not RunStatus.COMPLETED
+    jobs = run.new_record_jobs if gives_back else ()
+    whole_pool = gives_back and run.whole_pool
+    ports.runs.release_slot(run.environment, run.reconciliation_id, run.id, jobs=jobs, whole_pool=whole_pool)
+    start_pending(ports, run.environment, run.reconciliation_id, held_back=(frozenset(jobs), whole_pool))
 
 
 def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:

@@ -107,14 +107,24 @@ class RunRepository(StatusMoves[Run, RunStatus]):
             return False
         return True
 
-    def release_slot(self, environment: str, reconciliation_id: int, run_id: int) -> None:
-        """The finished run becomes the last run; only the run holding the slot frees it."""
+    def release_slot(self, environment: str, reconciliation_id: int, run_id: int, *, jobs: Iterable[int] = (),
+                     whole_pool: bool = False) -> bool:
+        """The finished run becomes the last run; only the run holding the slot frees it (False when it
+        does not). The same write gives back what the run took, `jobs` pending again and, with
+        `whole_pool`, a whole-pool request: once, since only one write frees the slot."""
+        job_ids = set(jobs)
+        gives_back = [*(["pending_jobs :jobs"] if job_ids else []),
+                      *(["whole_pool_requests :one"] if whole_pool else [])]
         try:
             self._table.update(keys.reconciliation(environment, reconciliation_id),
-                               "SET last_run_id = :run REMOVE current_run_id",
-                               condition="current_run_id = :run", values={":run": run_id})
+                               "SET last_run_id = :run REMOVE current_run_id"
+                               + (f" ADD {', '.join(gives_back)}" if gives_back else ""),
+                               condition="current_run_id = :run",
+                               values={":run": run_id, **({":jobs": job_ids} if job_ids else {}),
+                                       **({":one": 1} if whole_pool else {})})
         except ConditionFailed:
-            pass  # released already, or the reconciliation is gone
+            return False  # released already, or the reconciliation is gone
+        return True
 
     def add_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
         try:
