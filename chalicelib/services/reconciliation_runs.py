@@ -137,7 +137,9 @@ def _take_slot(ports: Ports, environment: str, reconciliation_id: int, run_id: i
     holder = ports.runs.get_many(environment, [holder_id]).get(holder_id)
     if holder is not None and not holder.finished:
         return False
-    return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id)
+    jobs, whole_pool = _given_back(holder) if holder is not None else ((), False)
+    return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id, jobs=jobs,
+                                     whole_pool=whole_pool)
 
 
 def execution_name(run: Run, attempt: int | str) -> str:
@@ -491,11 +493,17 @@ def _release(ports: Ports, run: Run) -> None:
     sweeper finishing an end). Then what waited starts, but not what this run gave back: that waits for
     the next run (an ingestion, a change, another run's end), or a run that fails every time would
     start again at once."""
-    gives_back = run.status is not RunStatus.COMPLETED
-    jobs = run.new_record_jobs if gives_back else ()
-    whole_pool = gives_back and run.whole_pool
+    jobs, whole_pool = _given_back(run)
     ports.runs.release_slot(run.environment, run.reconciliation_id, run.id, jobs=jobs, whole_pool=whole_pool)
     start_pending(ports, run.environment, run.reconciliation_id, held_back=(frozenset(jobs), whole_pool))
+
+
+def _given_back(run: Run) -> tuple[tuple[int, ...], bool]:
+    """What a finished run gives back as its slot is freed (or taken over from it): the ingestions a
+    continuous run took and whether its whole-pool request, unless it completed (it matched them)."""
+    if run.status is RunStatus.COMPLETED:
+        return (), False
+    return run.new_record_jobs, run.whole_pool
 
 
 def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:

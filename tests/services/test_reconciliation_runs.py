@@ -436,3 +436,16 @@ def test_a_failed_continuous_run_gives_its_jobs_back_once_however_often_its_end_
     give_up(ports, ENV, holder.id, "stopped by the test")  # a retry, or the sweeper finishing the end
 
     assert ports.runs.pending_work(ENV, live.id)[0] == []  # not given back a second time
+
+
+def test_a_run_taking_the_slot_of_a_failed_holder_that_never_freed_it_gets_its_jobs_back(ports):
+    streams(ports, "bank", "ledger")
+    live = continuous_reconciliation(ports)
+    on_records_ingested(ports, ENV, 7, ["bank"])
+    holder = runs_of(ports, live)[0]
+    ports.runs.move(holder, RunStatus.FAILED)  # its end died before freeing the slot, and nothing retried it
+
+    taker = start_run(ports, ENV, live.id)
+
+    assert ports.reconciliations.get(ENV, live.id).current_run_id == taker.id
+    assert ports.runs.pending_work(ENV, live.id)[0] == [7]  # for the run after this one
