@@ -17,13 +17,14 @@ fail     on any error the state machine could not retry away: undo the matches o
          a persist may have begun whose commit marker was not written (the first PERSIST_CHUNKS
          not counted: no other can hold one), then failed with the reason. No half-written match remains. It reads the
          table only, so that it works when the run's files are what was lost.
-cancel   (`cancel`, the API's) ask a pending or running run to stop: a pending run ends at once;
-         a running one at its next step (load, match, each partition, merge, each persist call),
-         which sees `cancellation_requested_at` first and ends the run `cancelled` through
-         `_end_early`, the fail phase's own ending: what was not committed is undone, what was
-         stays; the slot is freed; the end announced. The step answers CANCELLED and the state
-         machine ends (a Succeed). A cancel asked once every chunk is written comes too late: the
-         run completes.
+cancel   (`cancel`, the API's) ask a pending or running run to stop: a pending run ends at once
+         (held as the sweeper holds its ends, so that a call dying part-way is finished); a running
+         one at its next step (load, match, each partition, merge, each persist call), which sees
+         `Run.cancel_requested` first and only reports it (NEXT_CANCELLED): the state machine sends
+         the run to the fail phase, retried like any end, which ends it `cancelled` through
+         `_end_early`: what was not committed is undone, what was stays; the end announced; the
+         slot freed, giving back a continuous run's work in the same write (once). A cancel asked
+         once every chunk is written comes too late (`Run.cancel_requested`): the run completes.
 
 A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
 brings it back, so the run fails at once and frees its slot, and a new run loads afresh. (A
@@ -151,7 +152,8 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
     then fails (undoing what it had not committed). A stuck run with a cancel requested is not
-    restarted: it ends cancelled (`give_up` honours the request). One run's trouble stops no other."""
+    restarted: it ends cancelled (`give_up` honours the request), counted as `cancelled`. One run's
+    trouble stops no other."""
     return sweeping.sweep(ports, SWEPT_RUNS, now)
 
 
@@ -159,7 +161,7 @@ def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
     if not run.stuck(now):
         return None
     if run.cancel_requested:  # its execution died before a step saw the cancel: end it as that step would
-        return GiveUp("cancelled on request; its execution had stopped before ending it")
+        return GiveUp("cancelled on request; its execution had stopped before ending it", outcome="cancelled")
     if run.restarts >= MAX_RESTARTS:
         return GiveUp(f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} "
                       "restarts did not help")
@@ -168,7 +170,7 @@ def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
 
 # Through lambdas where the functions called are defined further down.
 SWEPT_RUNS = SweptKind[Run](
-    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed"),
+    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed", "cancelled"),
     active=lambda ports: ports.runs.active(), judge=_judge,
     give_up=lambda ports, run, verdict: give_up(ports, run.environment, run.id, verdict.reason),
     finish_if_ended=lambda ports, environment, run_id: _finish_if_ended(ports, environment, run_id),

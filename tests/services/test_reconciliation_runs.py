@@ -114,9 +114,9 @@ def test_the_sweeper_leaves_a_run_alone_until_it_has_made_no_progress_for_a_whil
     run = start_run(ports, ENV, reconciliation.id)
 
     assert sweep(ports, now=run.created_at + STUCK_AFTER - timedelta(minutes=1)) == {
-        "restarted": 0, "failed": 0, "errors": 0}
+        "restarted": 0, "failed": 0, "cancelled": 0, "errors": 0}
     assert sweep(ports, now=run.created_at + STUCK_AFTER + timedelta(minutes=1)) == {
-        "restarted": 1, "failed": 0, "errors": 0}
+        "restarted": 1, "failed": 0, "cancelled": 0, "errors": 0}
 
     assert ports.runs.get(ENV, run.id).restarts == 1
     assert started(ports) == [f"acme-run-{run.id}", f"acme-run-{run.id}-r1"]
@@ -325,7 +325,7 @@ def test_a_stuck_run_with_a_cancel_requested_ends_cancelled_not_restarted(ports,
     cancel(ports, ENV, reconciliation.id, run.id)  # its execution died before a step saw it
 
     assert sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1)) == {
-        "restarted": 0, "failed": 1, "errors": 0}
+        "restarted": 0, "failed": 0, "cancelled": 1, "errors": 0}
 
     assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
     assert started(ports) == [f"acme-run-{run.id}"]  # never restarted
