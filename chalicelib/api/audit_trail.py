@@ -56,7 +56,8 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("POST", "/reconciliations/{id}/runs"): Audited("reconciliation_run.created", "reconciliation_run",
                                                     params={"id": "reconciliation_id"}),
     ("POST", "/reconciliations/{id}/runs/{run_id}/cancel"): Audited(
-        "reconciliation_run.cancellation_requested", "reconciliation_run", "run_id", fields={"status": "status"}),
+        "reconciliation_run.cancellation_requested", "reconciliation_run", "run_id", params={"id": "reconciliation_id"},
+        fields={"status": "status"}),
     ("POST", "/reconciliations/{id}/rules"): Audited("reconciliation_rule.created", "reconciliation_rule",
                                                      params={"id": "reconciliation_id"}),
     ("PATCH", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.updated", "reconciliation_rule", "id"),

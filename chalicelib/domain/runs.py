@@ -10,7 +10,8 @@ A cancel (`cancellation_requested_at`) is asked of a pending or running run. A p
 `cancelled` at once (a conditional write from pending: nothing runs for it yet); a running one at
 its next step (load, match, each partition, merge, each persist call), never from the request: that
 would race with a persist in flight. Matches committed before then stay, as an import keeps what it
-wrote; those not committed are undone, as for a failed run.
+wrote; those not committed are undone, as for a failed run. Once every chunk is written the cancel
+comes too late and the run completes (`Run.cancel_requested`).
 
 A run goes through phases (load the open records, match them, persist the matches in
 chunks, finish); `progress` weighs them so that a client sees it move all along.
@@ -166,8 +167,12 @@ class Run:
 
     @property
     def cancel_requested(self) -> bool:
-        """A cancel was asked for and the run has not ended yet: its next step ends it cancelled."""
-        return self.cancellation_requested_at is not None and not self.finished
+        """A cancel was asked for, the run has not ended yet, and some of its matches are still to be
+        written: its next step ends it cancelled. Once every chunk is written the cancel comes too
+        late and the run completes (the one place for that rule: every step, the fail phase and the
+        sweeper read it here)."""
+        all_written = self.chunks is not None and self.next_chunk() is None
+        return self.cancellation_requested_at is not None and not self.finished and not all_written
 
     @property
     def heartbeat(self) -> datetime:

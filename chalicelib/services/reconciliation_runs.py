@@ -17,13 +17,14 @@ fail     on any error the state machine could not retry away: undo the matches o
          a persist may have begun whose commit marker was not written (the first PERSIST_CHUNKS
          not counted: no other can hold one), then failed with the reason. No half-written match remains. It reads the
          table only, so that it works when the run's files are what was lost.
-cancel   (`cancel`, the API's) ask a pending or running run to stop: a pending run ends at once;
-         a running one at its next step (load, match, each partition, merge, each persist call),
-         which sees `cancellation_requested_at` first and ends the run `cancelled` through
-         `_end_early`, the fail phase's own ending: what was not committed is undone, what was
-         stays; the slot is freed; the end announced. The step answers CANCELLED and the state
-         machine ends (a Succeed). A cancel asked once every chunk is written comes too late: the
-         run completes.
+cancel   (`cancel`, the API's) ask a pending or running run to stop: a pending run ends at once
+         (held as the sweeper holds its ends, so that a call dying part-way is finished); a running
+         one at its next step (load, match, each partition, merge, each persist call), which sees
+         `Run.cancel_requested` first and only reports it (NEXT_CANCELLED): the state machine sends
+         the run to the fail phase, retried like any end, which ends it `cancelled` through
+         `_end_early`: what was not committed is undone, what was stays; the end announced; the
+         slot freed, giving back a continuous run's work in the same write (once). A cancel asked
+         once every chunk is written comes too late (`Run.cancel_requested`): the run completes.
 
 A working file gone from S3 (RunInputsLost, from match or persist) is not retried: nothing
 brings it back, so the run fails at once and frees its slot, and a new run loads afresh. (A
@@ -65,7 +66,7 @@ from chalicelib.domain.runs import (
 from chalicelib.observability import logger
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services import run_partitions, sweeping
-from chalicelib.services.events import announce
+from chalicelib.services.events import announce, deciding
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
 from chalicelib.services.status_moves import move_or_reload
@@ -90,7 +91,7 @@ DRY_RUN_COUNT_SECONDS = 5.0  # a refused dry run counts the open records for its
 RUN_COUNT_SECONDS = 60.0  # a run refused part-way through its load counts them at most this long
 
 
-CANCELLED = "cancelled"  # the state machine's `next` once a step ended the run on its cancel request
+NEXT_CANCELLED = "cancelled"  # the state machine's `next`: a step saw a cancel request (GiveUp ends the run)
 
 
 class RunWithoutSlot(Exception):
@@ -137,7 +138,9 @@ def _take_slot(ports: Ports, environment: str, reconciliation_id: int, run_id: i
     holder = ports.runs.get_many(environment, [holder_id]).get(holder_id)
     if holder is not None and not holder.finished:
         return False
-    return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id)
+    jobs, whole_pool = _given_back(holder) if holder is not None else ((), False)
+    return ports.runs.take_over_slot(environment, reconciliation_id, holder_id, run_id, jobs=jobs,
+                                     whole_pool=whole_pool)
 
 
 def execution_name(run: Run, attempt: int | str) -> str:
@@ -149,7 +152,8 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     """No run stays pending or running for ever: one with no progress for STUCK_AFTER starts its
     state machine again (every phase resumes where it stopped), at most MAX_RESTARTS times, and
     then fails (undoing what it had not committed). A stuck run with a cancel requested is not
-    restarted: it ends cancelled (`give_up` honours the request). One run's trouble stops no other."""
+    restarted: it ends cancelled (`give_up` honours the request), counted as `cancelled`. One run's
+    trouble stops no other."""
     return sweeping.sweep(ports, SWEPT_RUNS, now)
 
 
@@ -157,7 +161,7 @@ def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
     if not run.stuck(now):
         return None
     if run.cancel_requested:  # its execution died before a step saw the cancel: end it as that step would
-        return GiveUp("cancelled on request; its execution had stopped before ending it")
+        return GiveUp("cancelled on request; its execution had stopped before ending it", outcome="cancelled")
     if run.restarts >= MAX_RESTARTS:
         return GiveUp(f"no progress for over {STUCK_AFTER.total_seconds() / 60:.0f} minutes; {run.restarts} "
                       "restarts did not help")
@@ -166,7 +170,7 @@ def _judge(ports: Ports, run: Run, now: datetime) -> sweeping.Verdict:
 
 # Through lambdas where the functions called are defined further down.
 SWEPT_RUNS = SweptKind[Run](
-    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed"),
+    decisions=RUN_DECISIONS, noun="run", outcomes=("restarted", "failed", "cancelled"),
     active=lambda ports: ports.runs.active(), judge=_judge,
     give_up=lambda ports, run, verdict: give_up(ports, run.environment, run.id, verdict.reason),
     finish_if_ended=lambda ports, environment, run_id: _finish_if_ended(ports, environment, run_id),
@@ -236,11 +240,16 @@ def on_reconciliation_changed(ports: Ports, environment: str, reconciliation_id:
         return None
 
 
-def start_pending(ports: Ports, environment: str, reconciliation_id: int) -> Run | None:
+def start_pending(ports: Ports, environment: str, reconciliation_id: int,
+                  held_back: tuple[frozenset[int], bool] = (frozenset(), False)) -> Run | None:
     """Start a continuous run for what waits on the reconciliation, if anything and if free: the
     ingestions whose records are new, and a request to match the whole open pool (taken only
-    once a rule is active: a run without one matches nothing)."""
+    once a rule is active: a run without one matches nothing). `held_back`: the jobs, and whether
+    the whole-pool request, a run that ended early gave back (they wait for a later start)."""
     jobs, whole_pool = ports.runs.pending_work(environment, reconciliation_id)
+    jobs = [job for job in jobs if job not in held_back[0]]
+    if held_back[1]:
+        whole_pool = None
     if whole_pool is not None and not active_rules(ports, environment, reconciliation_id):
         whole_pool = None
     if not jobs and whole_pool is None:
@@ -264,10 +273,12 @@ def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     if run.status is RunStatus.PENDING:
         run = move_or_reload(ports.runs, run, RunStatus.RUNNING, started_at=utc_now())
+        if run.finished:  # the API's cancel ended it pending meanwhile
+            return "done"
     if run.chunks is not None:
         return "persist"
     if (fanned_out := run_partitions.resumed(ports, run)) is not None:
@@ -301,8 +312,8 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
     side_a = ports.run_files.read_frame(environment, run.id, "side_a")
@@ -337,11 +348,11 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     batch = run.next_chunks(min(chunks, PERSIST_CHUNKS))
     if not batch:
-        return "finish"  # every match is written: a cancel comes too late, the run completes
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+        return "finish"
     first_match_id = run.plan_first_match_id  # a run with a chunk to persist has its plan
     # Read first, one after the other: a lost file ends the call at its first read, before any write.
     plans = [(chunk, ports.run_files.read_frame(environment, run.id, f"matches-{first_match_id}", chunk=chunk),
@@ -397,8 +408,7 @@ def finish(ports: Ports, environment: str, run_id: int) -> str:
         run = move_or_reload(ports.runs, run, RunStatus.COMPLETED, completed_at=utc_now())
     if run.finished:
         _announce_end(ports, run)
-        ports.runs.release_slot(environment, run.reconciliation_id, run.id)
-        start_pending(ports, environment, run.reconciliation_id)
+        _release(ports, run)
     return "done"
 
 
@@ -424,50 +434,44 @@ def _finish_if_ended(ports: Ports, environment: str, run_id: int) -> Event | Non
 
 def give_up(ports: Ports, environment: str, run_id: int, error: Any) -> str:
     """Undo the matches the run claimed records for but never committed, then `failed` with the
-    reason; or `cancelled` when a cancel was asked for (the client asked it to stop, and it has)."""
+    reason; or `cancelled` when a cancel was asked for (the client asked it to stop, and it has: the
+    steps only report a cancel, NEXT_CANCELLED, and the state machine sends it here, retried). On a
+    run that ended already it finishes what its end left undone. NEXT_CANCELLED once cancelled."""
     run = ports.runs.get(environment, run_id)
     if run.cancel_requested:
-        _end_early(ports, run, RunStatus.CANCELLED)
+        run = _end_early(ports, run, RunStatus.CANCELLED)
     else:
         # A partition that failed for good names itself (run_partitions.partition_failed); the Map's
         # own error only says that an item failed. Any other error is the reason, even when a
         # partition of an earlier execution failed (a restart matched it since).
         map_failed = isinstance(error, dict) and error.get("Error") == MAP_ITEM_FAILED
         reason = run.failed_partition if map_failed and run.failed_partition else describe_error(error)
-        _end_early(ports, run, RunStatus.FAILED, error_message=reason)
-    return "done"
+        run = _end_early(ports, run, RunStatus.FAILED, error_message=reason)
+    return NEXT_CANCELLED if run.status is RunStatus.CANCELLED else "done"
 
 
 def cancel(ports: Ports, environment: str, reconciliation_id: int, run_id: int) -> Run:
     """Ask a pending or running run to stop (a repeat only moves `cancellation_requested_at`, on a run
     its cancel already ended too; Conflict on a completed or failed one). A pending run ends at once,
-    by a write from pending alone; a running one at its next step (`ended_on_cancel`)."""
+    by a write from pending alone, held as the sweeper holds its own ends (events.deciding): should
+    this call die after the write, the sweeper finishes the end (`_finish_if_ended`). A running one
+    ends at its next step, which reports the request (NEXT_CANCELLED) and goes to `give_up`."""
     run = ports.runs.get(environment, run_id)
     if run.reconciliation_id != reconciliation_id:
         raise NotFound(f"run {run_id} not found in reconciliation {reconciliation_id}")
     run = ports.runs.request_cancellation(run, CANCEL_ANSWERED)
     if run.status is RunStatus.PENDING:
-        run = _end_early(ports, run, RunStatus.CANCELLED, only_pending=True)
+        with deciding(ports, RUN_DECISIONS, environment, run.id):
+            run = _end_early(ports, run, RunStatus.CANCELLED, only_pending=True)
     return run
-
-
-def ended_on_cancel(ports: Ports, run: Run) -> bool:
-    """A step's checkpoint, before it does anything: a run with a cancel requested ends cancelled
-    here (True), and the step does nothing more."""
-    if not run.cancel_requested:
-        return False
-    _end_early(ports, run, RunStatus.CANCELLED)
-    return True
 
 
 def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool = False, **fields: Any) -> Run:
     """The one way a run ends before completing, `failed` or `cancelled`, and safe to repeat: undo the
     matches of the chunks a persist may have begun and not committed (committed ones stay), move it
     (`only_pending`: only from pending, the API's cancel, which must not race with a step), announce
-    the end, free the slot. The ingestions a continuous run had taken, and its whole-pool request,
-    wait on the reconciliation again, for the next run (not started from here: a run that fails every
-    time would otherwise start again at once). The run as stored: unfinished when `only_pending` found
-    it running (its next step ends it)."""
+    the end, free the slot and give its work back (`_release`). The run as stored: unfinished when
+    `only_pending` found it running (its next step ends it)."""
     if not run.finished:
         in_progress = run.next_chunks(PERSIST_CHUNKS)  # none before the plan, nor once all are written
         if in_progress:
@@ -480,13 +484,28 @@ def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool 
         if not run.finished:
             return run
     _announce_end(ports, run)
-    ports.runs.release_slot(run.environment, run.reconciliation_id, run.id)
-    start_pending(ports, run.environment, run.reconciliation_id)
-    if run.new_record_jobs:
-        ports.runs.add_pending_jobs(run.environment, run.reconciliation_id, run.new_record_jobs)
-    if run.whole_pool and run.status is not RunStatus.COMPLETED:
-        ports.runs.request_whole_pool(run.environment, run.reconciliation_id)
+    _release(ports, run)
     return run
+
+
+def _release(ports: Ports, run: Run) -> None:
+    """Free the finished run's slot. A run that did not complete gives back, in that same conditional
+    write, the ingestions a continuous run had taken and its whole-pool request: only the holder frees
+    the slot, so the work is given back once however often an end is repeated (a retried task, the
+    sweeper finishing an end). Then what waited starts, but not what this run gave back: that waits for
+    the next run (an ingestion, a change, another run's end), or a run that fails every time would
+    start again at once."""
+    jobs, whole_pool = _given_back(run)
+    ports.runs.release_slot(run.environment, run.reconciliation_id, run.id, jobs=jobs, whole_pool=whole_pool)
+    start_pending(ports, run.environment, run.reconciliation_id, held_back=(frozenset(jobs), whole_pool))
+
+
+def _given_back(run: Run) -> tuple[tuple[int, ...], bool]:
+    """What a finished run gives back as its slot is freed (or taken over from it): the ingestions a
+    continuous run took and whether its whole-pool request, unless it completed (it matched them)."""
+    if run.status is RunStatus.COMPLETED:
+        return (), False
+    return run.new_record_jobs, run.whole_pool
 
 
 def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:

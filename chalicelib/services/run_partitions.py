@@ -16,7 +16,7 @@ deterministic), so a retried or restarted merge gives the same answer and the sa
 round whose partitions are not all matched yet (the Map died in it) goes back to the Map.
 A finished run (failed, e.g. given up) is left alone by every phase: its remaining partitions do nothing,
 and so do those of a run asked to stop (`cancellation_requested_at`): the Map ends fast, and the merge
-ends the run cancelled (reconciliation_runs.ended_on_cancel).
+reports the request (NEXT_CANCELLED), for the state machine's GiveUp to end the run cancelled.
 """
 from __future__ import annotations
 
@@ -126,13 +126,13 @@ def partition_failed(ports: Ports, environment: str, run_id: int, round_: int, p
 def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     from chalicelib.domain.matching.frames import PERSISTED_RECORD_COLUMNS
     from chalicelib.domain.matching.partition import PartitionMerge, PartitionPlan, partition_outcome
-    from chalicelib.services.reconciliation_runs import CANCELLED, ended_on_cancel, save_outcome
+    from chalicelib.services.reconciliation_runs import NEXT_CANCELLED, save_outcome
 
     run = ports.runs.get(environment, run_id)
     if run.finished:
         return "done"
-    if ended_on_cancel(ports, run):
-        return CANCELLED
+    if run.cancel_requested:
+        return NEXT_CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
     files = ports.run_files

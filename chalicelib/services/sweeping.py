@@ -39,9 +39,11 @@ RESTART: Literal["restart"] = "restart"
 
 @dataclass(frozen=True)
 class GiveUp:
-    """What the sweep decides for a stuck item no restart will help: it ends failed, saying why."""
+    """What the sweep decides for a stuck item no restart will help: it ends failed, saying why, and
+    is counted under `outcome` (a run with a cancel requested ends cancelled, and counts as such)."""
     reason: str
     details: dict[str, object] | None = None
+    outcome: str = "failed"
 
 
 # What a stuck item needs: a restart, or an end (GiveUp); None: it moves, or may still wait.
@@ -90,7 +92,7 @@ def _sweep_one(ports: Ports, kind: SweptKind[Item], item: Item, now: datetime) -
     if isinstance(verdict, GiveUp):
         with deciding(ports, kind.decisions, item.environment, item.id):
             kind.give_up(ports, item, verdict)
-        return "failed"
+        return verdict.outcome
     assert kind.restart is not None, f"a {kind.noun} is never restarted"
     return kind.restart(ports, item)  # None: it moved meanwhile, or another sweeper restarted it
 

@@ -97,6 +97,22 @@ class TestRunRepository:
         assert not runs.claim_slot(ENV, 2, 12)  # no such reconciliation
         assert reconciliations.find_including_deleting(ENV, 2) is None
 
+    def test_releasing_the_slot_gives_the_runs_work_back_once(self, runs, reconciliations):
+        reconciliations.add(reconciliation(1))
+        runs.claim_slot(ENV, 1, 10)
+        runs.add_pending_jobs(ENV, 1, [3])
+        assert not runs.release_slot(ENV, 1, 11, jobs=[4], whole_pool=True)  # not the holder: nothing
+        assert runs.pending_work(ENV, 1) == ([3], None)
+        assert runs.release_slot(ENV, 1, 10, jobs=[4, 5], whole_pool=True)
+        assert runs.pending_work(ENV, 1) == ([3, 4, 5], 1)
+        assert reconciliations.get(ENV, 1).current_run_id is None
+        runs.drop_pending_jobs(ENV, 1, [4, 5])  # a next run took them
+        assert not runs.release_slot(ENV, 1, 10, jobs=[4, 5], whole_pool=True)  # a repeated end: given back once
+        assert runs.pending_work(ENV, 1) == ([3], 1)
+        runs.claim_slot(ENV, 1, 12)
+        assert runs.release_slot(ENV, 1, 12)  # nothing to give back
+        assert runs.pending_work(ENV, 1) == ([3], 1)
+
     def test_the_slot_is_taken_over_only_from_its_holder(self, runs, reconciliations):
         reconciliations.add(reconciliation(1))
         runs.claim_slot(ENV, 1, 10)
@@ -105,6 +121,16 @@ class TestRunRepository:
         assert reconciliations.get(ENV, 1).current_run_id == 11
         runs.release_slot(ENV, 1, 11)
         assert not runs.take_over_slot(ENV, 1, 11, 12)  # free: claim it instead
+
+    def test_taking_over_the_slot_gives_back_what_its_holder_did_not(self, runs, reconciliations):
+        reconciliations.add(reconciliation(1))
+        runs.claim_slot(ENV, 1, 10)
+        assert not runs.take_over_slot(ENV, 1, 9, 11, jobs=[4], whole_pool=True)
+        assert runs.pending_work(ENV, 1) == ([], None)
+        assert runs.take_over_slot(ENV, 1, 10, 11, jobs=[4], whole_pool=True)
+        assert runs.pending_work(ENV, 1) == ([4], 1)
+        assert not runs.release_slot(ENV, 1, 10, jobs=[4], whole_pool=True)  # the holder's own end, late: once
+        assert runs.pending_work(ENV, 1) == ([4], 1)
 
     def test_no_slot_on_a_reconciliation_being_deleted(self, runs, reconciliations):
         reconciliations.add(reconciliation(1))

@@ -103,17 +103,31 @@ class FakeRunRepository:
         row.reconciliation = replace(row.reconciliation, current_run_id=run_id)
         return True
 
-    def take_over_slot(self, environment: str, reconciliation_id: int, holder_id: int, run_id: int) -> bool:
+    def take_over_slot(self, environment: str, reconciliation_id: int, holder_id: int, run_id: int, *,
+                       jobs: Iterable[int] = (), whole_pool: bool = False) -> bool:
+        """Only from the holder, giving back `jobs` and a whole-pool request in the same write."""
         row = self.reconciliations.rows.get((environment, reconciliation_id))
         if row is None or row.reconciliation.deleting or row.reconciliation.current_run_id != holder_id:
             return False
         row.reconciliation = replace(row.reconciliation, current_run_id=run_id)
+        self._give_back(row, jobs, whole_pool)
         return True
 
-    def release_slot(self, environment: str, reconciliation_id: int, run_id: int) -> None:
+    def release_slot(self, environment: str, reconciliation_id: int, run_id: int, *, jobs: Iterable[int] = (),
+                     whole_pool: bool = False) -> bool:
+        """Only the holder frees the slot, giving back `jobs` and a whole-pool request in the same write."""
         row = self.reconciliations.rows.get((environment, reconciliation_id))
-        if row is not None and row.reconciliation.current_run_id == run_id:
-            row.reconciliation = replace(row.reconciliation, current_run_id=None, last_run_id=run_id)
+        if row is None or row.reconciliation.current_run_id != run_id:
+            return False
+        row.reconciliation = replace(row.reconciliation, current_run_id=None, last_run_id=run_id)
+        self._give_back(row, jobs, whole_pool)
+        return True
+
+    @staticmethod
+    def _give_back(row: Any, jobs: Iterable[int], whole_pool: bool) -> None:
+        row.pending_jobs |= set(jobs)
+        if whole_pool:
+            row.whole_pool_requests = (row.whole_pool_requests or 0) + 1
 
     def add_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
         row = self.reconciliations.rows.get((environment, reconciliation_id))

@@ -293,7 +293,8 @@ def test_a_run_whose_execution_was_lost_is_restarted_by_the_sweeper(api, service
     assert response.status_code == 202 and response.json_body["status"] == "pending"
     run_id = response.json_body["id"]
 
-    assert sweep(real, now=utc_now() + timedelta(minutes=30)) == {"restarted": 0, "failed": 0, "errors": 0}
+    assert sweep(real, now=utc_now() + timedelta(minutes=30)) == {
+        "restarted": 0, "failed": 0, "cancelled": 0, "errors": 0}
     assert sweep(real, now=utc_now() + timedelta(minutes=80))["restarted"] == 1
 
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run_id}").json_body

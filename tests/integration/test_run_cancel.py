@@ -195,3 +195,14 @@ def test_a_run_whose_execution_died_with_a_cancel_requested_is_swept_cancelled(a
     assert counts["restarted"] == 0 and counts["errors"] == 0
     assert run_of(api, reconciliation, run["id"])["status"] == "cancelled"
     assert slot_holder(api, reconciliation) is None
+
+
+def test_a_cancel_is_audited_with_its_runs_reconciliation(api, services, reconciliation):
+    from tests.integration.test_audit_events import entries, summary_of
+
+    run = pending_run(api, services, reconciliation)
+    assert api.post(cancel_url(reconciliation, run["id"])).status_code == 202
+
+    [asked] = [e for e in entries(api, f"?resource_type=reconciliation_run&resource_id={run['id']}")
+               if e["action"] == "reconciliation_run.cancellation_requested"]
+    assert summary_of(asked) == {"reconciliation_id": str(reconciliation["id"]), "status": "cancelled"}

@@ -6,11 +6,12 @@ import pytest
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.events import ANNOUNCEMENT_LEASE
 from chalicelib.domain.reconciliations import RunType
 from chalicelib.domain.runs import MAX_RESTARTS, STUCK_AFTER, RunKind, RunStatus, RunTrigger
 from chalicelib.services.reconciliation_rules import create_rule, update_rule
 from chalicelib.services.reconciliation_runs import (
-    CANCELLED,
+    NEXT_CANCELLED,
     after_reconciliation_saved,
     after_rule_saved,
     cancel,
@@ -18,6 +19,8 @@ from chalicelib.services.reconciliation_runs import (
     give_up,
     load,
     match,
+    on_records_ingested,
+    persist,
     start_pending,
     start_run,
     sweep,
@@ -111,9 +114,9 @@ def test_the_sweeper_leaves_a_run_alone_until_it_has_made_no_progress_for_a_whil
     run = start_run(ports, ENV, reconciliation.id)
 
     assert sweep(ports, now=run.created_at + STUCK_AFTER - timedelta(minutes=1)) == {
-        "restarted": 0, "failed": 0, "errors": 0}
+        "restarted": 0, "failed": 0, "cancelled": 0, "errors": 0}
     assert sweep(ports, now=run.created_at + STUCK_AFTER + timedelta(minutes=1)) == {
-        "restarted": 1, "failed": 0, "errors": 0}
+        "restarted": 1, "failed": 0, "cancelled": 0, "errors": 0}
 
     assert ports.runs.get(ENV, run.id).restarts == 1
     assert started(ports) == [f"acme-run-{run.id}", f"acme-run-{run.id}-r1"]
@@ -274,7 +277,9 @@ def test_a_running_run_is_ended_by_its_next_step_never_by_the_cancel(ports, reco
 
     assert asked.status is RunStatus.RUNNING and asked.cancellation_requested_at  # a step may be in flight
     assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id == run.id
-    assert match(ports, ENV, run.id) == CANCELLED  # its next step sees the request first
+    assert match(ports, ENV, run.id) == NEXT_CANCELLED  # its next step sees the request first, and only reports it
+    assert ports.runs.get(ENV, run.id).status is RunStatus.RUNNING
+    assert give_up(ports, ENV, run.id, None) == NEXT_CANCELLED  # where the state machine sends it
     assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
     assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
     assert published_types(ports) == ["reconciliation_run.cancelled"]
@@ -310,7 +315,8 @@ def test_a_pending_run_that_starts_as_it_is_cancelled_is_left_to_its_next_step(p
 
     assert asked.status is RunStatus.RUNNING  # the cancel's write from pending alone was refused
     assert published_types(ports) == [] and ports.reconciliations.get(ENV, reconciliation.id).current_run_id == run.id
-    assert load(ports, ENV, run.id) == CANCELLED
+    assert load(ports, ENV, run.id) == NEXT_CANCELLED
+    assert give_up(ports, ENV, run.id, None) == NEXT_CANCELLED
     assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
 
 
@@ -319,7 +325,7 @@ def test_a_stuck_run_with_a_cancel_requested_ends_cancelled_not_restarted(ports,
     cancel(ports, ENV, reconciliation.id, run.id)  # its execution died before a step saw it
 
     assert sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1)) == {
-        "restarted": 0, "failed": 1, "errors": 0}
+        "restarted": 0, "failed": 0, "cancelled": 1, "errors": 0}
 
     assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
     assert started(ports) == [f"acme-run-{run.id}"]  # never restarted
@@ -335,6 +341,111 @@ def test_a_cancelled_continuous_run_gives_its_work_back(ports, ingest):
     ports.runs.move(holder, RunStatus.RUNNING)
 
     cancel(ports, ENV, live.id, holder.id)
-    assert load(ports, ENV, holder.id) == CANCELLED
+    assert load(ports, ENV, holder.id) == NEXT_CANCELLED
+    give_up(ports, ENV, holder.id, None)
 
     assert ports.runs.pending_work(ENV, live.id)[1] is not None  # its whole-pool request waits again
+
+
+class Dies(Exception):
+    """The Lambda dies at this point (a timeout, an out-of-memory)."""
+
+
+def test_a_step_only_reports_a_cancel_and_a_retried_give_up_finishes_the_end(ports, reconciliation):
+    run = ports.runs.move(start_run(ports, ENV, reconciliation.id), RunStatus.RUNNING)
+    cancel(ports, ENV, reconciliation.id, run.id)
+    assert match(ports, ENV, run.id) == NEXT_CANCELLED
+    assert ports.runs.get(ENV, run.id).status is RunStatus.RUNNING  # the step ended nothing
+    real = ports.runs.release_slot
+
+    def dies_once(*args, **kwargs):  # the give_up dies after the move and the announcement
+        ports.runs.release_slot = real
+        raise Dies()
+    ports.runs.release_slot = dies_once
+
+    with pytest.raises(Dies):
+        give_up(ports, ENV, run.id, None)
+    assert give_up(ports, ENV, run.id, None) == NEXT_CANCELLED  # its retry (GiveUp's Retry) finishes the end
+
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+    assert published_types(ports) == ["reconciliation_run.cancelled"]
+
+
+def test_a_cancel_that_dies_after_ending_a_pending_run_is_finished_by_the_sweeper(ports, reconciliation):
+    run = start_run(ports, ENV, reconciliation.id)
+    real = ports.runs.end_pending
+
+    def ends_then_dies(*args, **kwargs):
+        real(*args, **kwargs)
+        raise Dies()
+    ports.runs.end_pending = ends_then_dies
+
+    with pytest.raises(Dies):
+        cancel(ports, ENV, reconciliation.id, run.id)
+    ports.runs.end_pending = real
+    assert cancel(ports, ENV, reconciliation.id, run.id).status is RunStatus.CANCELLED  # the client's retry: 202
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id == run.id  # nothing finished it yet
+
+    sweep(ports, now=utc_now() + ANNOUNCEMENT_LEASE + timedelta(minutes=1))  # the held end, past its lease
+
+    assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+    assert published_types(ports) == ["reconciliation_run.cancelled"]
+    assert start_run(ports, ENV, reconciliation.id).status is RunStatus.PENDING
+
+
+def test_a_load_that_finds_its_pending_run_cancelled_meanwhile_does_nothing(ports, reconciliation):
+    run = start_run(ports, ENV, reconciliation.id)
+    cancel(ports, ENV, reconciliation.id, run.id)  # the API ends it between the load's read and its move
+    real = ports.runs.get
+
+    def read_before_the_cancel(environment, run_id):
+        ports.runs.get = real
+        return run  # pending, no cancel requested yet
+    ports.runs.get = read_before_the_cancel
+
+    assert load(ports, ENV, run.id) == "done"  # not RunWithoutSlot, nor a load of a cancelled run
+    assert ports.runs.get(ENV, run.id).status is RunStatus.CANCELLED
+
+
+def test_a_cancel_once_every_chunk_is_written_comes_too_late_everywhere(ports, reconciliation):
+    run = ports.runs.move(start_run(ports, ENV, reconciliation.id), RunStatus.RUNNING)
+    run = ports.runs.save_plan(run, first_match_id=1, matches_count=0, chunk_starts=[], total_records=0,
+                               rule_summary={})  # nothing left to write
+    cancel(ports, ENV, reconciliation.id, run.id)
+
+    assert not ports.runs.get(ENV, run.id).cancel_requested
+    assert load(ports, ENV, run.id) == "persist"  # a restarted execution goes on to complete it
+    assert persist(ports, ENV, run.id) == "finish"
+    assert sweep(ports, now=utc_now() + STUCK_AFTER + timedelta(minutes=1))["restarted"] == 1  # not ended cancelled
+    assert finish(ports, ENV, run.id) == "done"
+    assert ports.runs.get(ENV, run.id).status is RunStatus.COMPLETED
+
+
+def test_a_failed_continuous_run_gives_its_jobs_back_once_however_often_its_end_is_repeated(ports):
+    streams(ports, "bank", "ledger")
+    live = continuous_reconciliation(ports)  # no rule yet: no whole-pool run
+    on_records_ingested(ports, ENV, 7, ["bank"])
+    holder = runs_of(ports, live)[0]
+    assert holder.new_record_jobs == (7,)
+    ports.runs.move(holder, RunStatus.RUNNING)
+
+    give_up(ports, ENV, holder.id, "stopped by the test")
+    assert ports.runs.pending_work(ENV, live.id)[0] == [7]  # given back, for the next run
+    ports.runs.drop_pending_jobs(ENV, live.id, [7])  # which takes it
+    give_up(ports, ENV, holder.id, "stopped by the test")  # a retry, or the sweeper finishing the end
+
+    assert ports.runs.pending_work(ENV, live.id)[0] == []  # not given back a second time
+
+
+def test_a_run_taking_the_slot_of_a_failed_holder_that_never_freed_it_gets_its_jobs_back(ports):
+    streams(ports, "bank", "ledger")
+    live = continuous_reconciliation(ports)
+    on_records_ingested(ports, ENV, 7, ["bank"])
+    holder = runs_of(ports, live)[0]
+    ports.runs.move(holder, RunStatus.FAILED)  # its end died before freeing the slot, and nothing retried it
+
+    taker = start_run(ports, ENV, live.id)
+
+    assert ports.reconciliations.get(ENV, live.id).current_run_id == taker.id
+    assert ports.runs.pending_work(ENV, live.id)[0] == [7]  # for the run after this one

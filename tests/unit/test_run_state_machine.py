@@ -17,7 +17,7 @@ from chalicelib.domain.runs import (
     RunTrigger,
     chunk_records_for,
 )
-from chalicelib.services.reconciliation_runs import PERSIST_CHUNKS
+from chalicelib.services.reconciliation_runs import NEXT_CANCELLED, PERSIST_CHUNKS
 
 DEFINITION = Path(__file__).resolve().parents[2] / "infra" / "statemachines" / "reconciliation_run.asl.json"
 HISTORY_LIMIT = 25_000
@@ -35,12 +35,18 @@ RETRY_EVENTS = 3
 def history_events(definition: dict, outputs: Callable[[str], str]) -> Iterator[int]:
     """Walk the definition from StartAt as Step Functions would, each Task returning
     `{"next": outputs(state name)}`; yields the events each state adds."""
+    yield EXECUTION_EVENTS
+    for _, state in walk(definition, outputs):
+        yield EVENTS[state["Type"]]
+
+
+def walk(definition: dict, outputs: Callable[[str], str]) -> Iterator[tuple[str, dict]]:
+    """The states an execution goes through (name, state), each Task returning `{"next": outputs(name)}`."""
     states, name = definition["States"], definition["StartAt"]
     document: dict = {}
-    yield EXECUTION_EVENTS
     while name is not None:
         state = states[name]
-        yield EVENTS[state["Type"]]
+        yield name, state
         if state["Type"] == "Task":
             document = {"next": outputs(name)}
         if state["Type"] == "Choice":
@@ -121,3 +127,21 @@ def test_a_fanned_out_run_of_ten_million_records_a_side_stays_inside_one_executi
     # Then it ends inside the history limit, with room for one retry of every task
     assert len(done) == chunks <= MAX_RUN_CHUNKS // 2 and size == 8_000
     assert sum(events) + RETRY_EVENTS * (persist_tasks + 6) < HISTORY_LIMIT
+
+
+def test_a_step_that_reports_a_cancel_sends_the_run_to_give_up_and_the_execution_ends_cancelled():
+    # Given a step that sees a cancel request: it answers NEXT_CANCELLED and ends nothing itself
+    definition = json.loads(DEFINITION.read_text())
+    for step in ("Load", "Match", "Merge", "Persist"):
+        answers = {"Load": "match", "Match": "persist", "Merge": "persist", step: NEXT_CANCELLED,
+                   "GiveUp": NEXT_CANCELLED}  # give_up, once the run ended cancelled
+
+        # When the definition is walked to that step (the Map's path for the merge)
+        if step == "Merge":
+            answers["Load"] = "fan_out"
+        path = [name for name, _ in walk(definition, lambda state, answers=answers: answers.get(state, "done"))]
+
+        # Then GiveUp (retried like any end) ends the run, and the execution ends in Cancelled
+        assert path[path.index(step) + 1:] == ["WhatNext", "GiveUp", "Ended", "Cancelled"], path
+        assert definition["States"]["GiveUp"]["Retry"][0]["MaxAttempts"] >= 3
+

@@ -97,24 +97,40 @@ class RunRepository(StatusMoves[Run, RunStatus]):
             return False
         return True
 
-    def take_over_slot(self, environment: str, reconciliation_id: int, holder_id: int, run_id: int) -> bool:
-        """Take the slot from a holder known to be finished or missing (only if it still holds it)."""
+    def take_over_slot(self, environment: str, reconciliation_id: int, holder_id: int, run_id: int, *,
+                       jobs: Iterable[int] = (), whole_pool: bool = False) -> bool:
+        """Take the slot from a holder known to be finished or missing (only if it still holds it),
+        giving back in the same write what the holder never gave back (as `release_slot` would)."""
+        expression, values = self._giving_back("SET current_run_id = :run", jobs, whole_pool)
         try:
-            self._table.update(keys.reconciliation(environment, reconciliation_id), "SET current_run_id = :run",
+            self._table.update(keys.reconciliation(environment, reconciliation_id), expression,
                                condition="current_run_id = :holder AND attribute_not_exists(deleting)",
-                               values={":run": run_id, ":holder": holder_id})
+                               values={":run": run_id, ":holder": holder_id, **values})
         except ConditionFailed:
             return False
         return True
 
-    def release_slot(self, environment: str, reconciliation_id: int, run_id: int) -> None:
-        """The finished run becomes the last run; only the run holding the slot frees it."""
+    @staticmethod
+    def _giving_back(expression: str, jobs: Iterable[int], whole_pool: bool) -> tuple[str, dict[str, Any]]:
+        """`expression` that also ADDs `jobs` to the pending ones and, with `whole_pool`, a whole-pool
+        request (DynamoDB refuses an empty set: only what there is)."""
+        job_ids = set(jobs)
+        adds = [*(["pending_jobs :jobs"] if job_ids else []), *(["whole_pool_requests :one"] if whole_pool else [])]
+        values = {**({":jobs": job_ids} if job_ids else {}), **({":one": 1} if whole_pool else {})}
+        return expression + (f" ADD {', '.join(adds)}" if adds else ""), values
+
+    def release_slot(self, environment: str, reconciliation_id: int, run_id: int, *, jobs: Iterable[int] = (),
+                     whole_pool: bool = False) -> bool:
+        """The finished run becomes the last run; only the run holding the slot frees it (False when it
+        does not). The same write gives back what the run took, `jobs` pending again and, with
+        `whole_pool`, a whole-pool request: once, since only one write frees the slot."""
+        expression, values = self._giving_back("SET last_run_id = :run REMOVE current_run_id", jobs, whole_pool)
         try:
-            self._table.update(keys.reconciliation(environment, reconciliation_id),
-                               "SET last_run_id = :run REMOVE current_run_id",
-                               condition="current_run_id = :run", values={":run": run_id})
+            self._table.update(keys.reconciliation(environment, reconciliation_id), expression,
+                               condition="current_run_id = :run", values={":run": run_id, **values})
         except ConditionFailed:
-            pass  # released already, or the reconciliation is gone
+            return False  # released already, or the reconciliation is gone
+        return True
 
     def add_pending_jobs(self, environment: str, reconciliation_id: int, job_ids: Iterable[int]) -> None:
         try:

@@ -43,7 +43,7 @@ class ReconciliationOut(Model):
     created_at: Timestamp
     updated_at: Timestamp
     current_run: RunOut | None = Field(description="The pending or running run, if any")
-    last_run: RunOut | None = Field(description="The most recent completed or failed run, if any")
+    last_run: RunOut | None = Field(description="The most recent completed, failed or cancelled run, if any")
 
 
 class ReconciliationPage(Model):
