@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +32,7 @@ import polars as pl
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from partitioned_matching import CASES  # noqa: E402
+from partitioned_matching import CASES, child_result, machine_line, peak_mb  # noqa: E402
 
 from chalicelib.domain.matching import match_records  # noqa: E402
 from chalicelib.domain.matching.frames import plan_chunks  # noqa: E402
@@ -49,10 +46,6 @@ from chalicelib.domain.matching.partition import (  # noqa: E402
 )
 from chalicelib.domain.rules import Rule, validate_rule  # noqa: E402
 from chalicelib.domain.runs import CHUNK_RECORDS, PARTITION_RECORDS, RUN_RECORDS, chunk_records_for  # noqa: E402
-
-
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def rules_of(work: Path) -> list[Rule]:
@@ -149,10 +142,7 @@ def child_merge(work: Path) -> dict:
 
 
 def run_child(*args: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_result(__file__, *args)
 
 
 def main() -> None:
@@ -171,9 +161,7 @@ def main() -> None:
         else:
             print(json.dumps(child_merge(Path(rest[0]))))
         return
-    load = os.getloadavg()
-    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, polars {pl.__version__}; load average {load[0]:.1f} at the start")
+    print(machine_line())
     print(f"{args.records:,} x {args.records:,}; partitions of about {PARTITION_RECORDS:,} records "
           f"(one function holds {RUN_RECORDS:,}); {args.concurrency} partitions at once")
     for name in args.case or ["exact", "date_range"]:

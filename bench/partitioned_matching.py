@@ -183,11 +183,23 @@ def child_partition(work: Path) -> dict:
             "matches": outcome.matches.height}
 
 
-def run_child(*args: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False)
+def child_result(script: str, *args: str) -> dict:
+    """A step of `script` run in a fresh process (`--child`), so that its peak RSS is its own: the
+    JSON it prints last."""
+    done = subprocess.run([sys.executable, script, "--child", *args], capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_child(*args: str) -> dict:
+    return child_result(__file__, *args)
+
+
+def machine_line() -> str:
+    load = os.getloadavg()
+    return (f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores, "
+            f"python {platform.python_version()}, polars {pl.__version__}; load average {load[0]:.1f} at the start")
 
 
 def main() -> None:
@@ -206,9 +218,7 @@ def main() -> None:
         else:
             print(json.dumps(child_partition(Path(rest[0]))))
         return
-    load = os.getloadavg()
-    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, polars {pl.__version__}; load average {load[0]:.1f} at the start")
+    print(machine_line())
     print(f"{args.records:,} x {args.records:,} records, {args.partitions} partitions asked for, one after the other")
     print("| case | single: time, peak RSS | plan | partitioned: total (split / match / merge) | rounds, conflicts "
           "| same answer | largest partition: records, time, peak RSS | B copies |")
