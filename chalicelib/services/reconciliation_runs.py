@@ -305,17 +305,25 @@ def load(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     return "match"
 
 
-def match(ports: Ports, environment: str, run_id: int) -> str:
-    from chalicelib.domain.matching import match_records
-    from chalicelib.domain.matching.frames import engine_frames
-
-    run = ports.runs.get(environment, run_id)
+def next_without_matching(run: Run) -> str | None:
+    """Where a matching step (Match, or a fanned-out run's Merge) goes without matching: a run ended,
+    asked to stop, or matched already (a retry after its plan was kept); None: match."""
     if run.finished:
         return "done"
     if run.cancel_requested:
         return NEXT_CANCELLED
     if run.chunks is not None:
         return "persist" if run.next_chunk() is not None else "finish"
+    return None
+
+
+def match(ports: Ports, environment: str, run_id: int) -> str:
+    from chalicelib.domain.matching import match_records
+    from chalicelib.domain.matching.frames import engine_frames
+
+    run = ports.runs.get(environment, run_id)
+    if (skipped := next_without_matching(run)) is not None:
+        return skipped
     side_a = ports.run_files.read_frame(environment, run.id, "side_a")
     side_b = ports.run_files.read_frame(environment, run.id, "side_b")
     rules = ports.run_files.read_rules(environment, run.id, run.reconciliation_id)

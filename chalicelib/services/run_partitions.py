@@ -126,15 +126,11 @@ def partition_failed(ports: Ports, environment: str, run_id: int, round_: int, p
 def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     from chalicelib.domain.matching.frames import PERSISTED_RECORD_COLUMNS
     from chalicelib.domain.matching.partition import PartitionMerge, PartitionPlan, partition_outcome
-    from chalicelib.services.reconciliation_runs import NEXT_CANCELLED, save_outcome
+    from chalicelib.services.reconciliation_runs import next_without_matching, save_outcome
 
     run = ports.runs.get(environment, run_id)
-    if run.finished:
-        return "done"
-    if run.cancel_requested:
-        return NEXT_CANCELLED
-    if run.chunks is not None:
-        return "persist" if run.next_chunk() is not None else "finish"
+    if (skipped := next_without_matching(run)) is not None:
+        return skipped
     files = ports.run_files
     rules = files.read_rules(environment, run.id, run.reconciliation_id)
     merger = PartitionMerge(PartitionPlan.from_dict(files.read_json(environment, run.id, PLAN)["plan"]), rules)
