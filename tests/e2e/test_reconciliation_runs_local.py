@@ -47,12 +47,17 @@ def _wait_run(stack, reconciliation_id, run_id, timeout=60):
         time.sleep(0.2)
 
 
-def test_a_batch_run_goes_through_the_state_machine_of_the_local_stack(stack):
-    bank, ledger, reconciliation = _streams_and_reconciliation(stack)
+def _ingest_half_matched(stack, bank: str, ledger: str) -> None:
+    """300 bank credits of 1.00-3.99 and a ledger debit two days later for every other one: 150 pairs."""
     _ingest(stack, [{"date": "2026-11-02", "data_stream_key": bank, "amount": 100 + n, "direction": "credit"}
                     for n in range(300)])
     _ingest(stack, [{"date": "2026-11-04", "data_stream_key": ledger, "amount": 100 + n, "direction": "debit"}
                     for n in range(0, 300, 2)])
+
+
+def test_a_batch_run_goes_through_the_state_machine_of_the_local_stack(stack):
+    bank, ledger, reconciliation = _streams_and_reconciliation(stack)
+    _ingest_half_matched(stack, bank, ledger)
 
     started = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs")
     assert started.status_code == 202 and started.json()["status"] in ("pending", "running", "completed")

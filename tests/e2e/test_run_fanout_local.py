@@ -3,7 +3,7 @@ the partitions' files and manifest in the local S3, over HTTP like any other run
 import pytest
 
 from chalicelib.local.launcher import StackProcess
-from tests.e2e.test_reconciliation_runs_local import _ingest, _streams_and_reconciliation, _wait_run
+from tests.e2e.test_reconciliation_runs_local import _ingest_half_matched, _streams_and_reconciliation, _wait_run
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +17,7 @@ def small_stack(tmp_path_factory):
 
 def test_a_run_over_one_function_fans_out_and_matches_as_a_run_in_one_piece(small_stack):
     bank, ledger, reconciliation = _streams_and_reconciliation(small_stack)
-    _ingest(small_stack, [{"date": "2026-11-02", "data_stream_key": bank, "amount": 100 + n, "direction": "credit"}
-                          for n in range(300)])
-    _ingest(small_stack, [{"date": "2026-11-04", "data_stream_key": ledger, "amount": 100 + n, "direction": "debit"}
-                          for n in range(0, 300, 2)])
+    _ingest_half_matched(small_stack, bank, ledger)
 
     started = small_stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs")
     assert started.status_code == 202, started.json()

@@ -10,7 +10,7 @@ from chalicelib.domain.runs import STUCK_AFTER, RunStatus
 from chalicelib.services import reconciliation_runs
 from tests.integration.conftest import record
 from tests.integration.test_reconciliation_runs import RULE, add_rule, matches_of, start
-from tests.integration.test_run_fanout import Watched, exact_data, fan_out, ingested, partition_reads
+from tests.integration.test_run_fanout import Watched, interrupted_at_its_first_partition
 
 ENV = "acme"
 AMOUNT = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
@@ -153,22 +153,10 @@ def test_a_run_cancelled_as_a_persist_call_fails_part_way_undoes_what_was_not_co
 
 
 def test_a_run_cancelled_during_the_map_matches_no_further_partition(api, services, ingest, reconciliation):
-    # Given a run forced to fan out, one partition at a time, cancelled while its first partition is read
-    add_rule(api, reconciliation)
-    ingested(ingest, exact_data)
-    fan_out(services, map_concurrency=1)
-    real = services.ports
-    read = []
-
-    def cancel(partition):
-        read.append(partition)
-        if len(read) == 1:
-            [active] = real.runs.active()
-            reconciliation_runs.cancel(real, ENV, reconciliation["id"], active.id)
-    partition_reads(services, cancel)
-
-    # When it runs
-    run = start(api, reconciliation)
+    # Given a run forced to fan out, cancelled while its first partition is read, when it runs
+    run, read, real = interrupted_at_its_first_partition(
+        api, services, ingest, reconciliation,
+        lambda ports, active: reconciliation_runs.cancel(ports, ENV, reconciliation["id"], active.id))
 
     # Then the partitions after it were not read, the merge ended the run cancelled, nothing is matched
     assert run["status"] == "cancelled" and run["error_message"] is None, run

@@ -195,28 +195,34 @@ def test_a_partition_failing_for_good_fails_the_run_naming_it(api, services, ing
     assert api.get(f"/v1/reconciliations/{reconciliation['id']}").json_body["current_run"] is None
 
 
-def test_a_run_given_up_during_the_map_matches_no_further_partition(api, services, ingest, reconciliation):
-    # Given a run forced to fan out, one partition at a time, given up (as a cancel does) while its
-    # first partition is read
+def interrupted_at_its_first_partition(api, services, ingest, reconciliation, interrupt):
+    """A run forced to fan out, one partition at a time, whose first partition read calls
+    `interrupt(ports, the running run)`; started and run to its end: (the run, the partitions read,
+    the fan-out's ports without the watch on reads)."""
     add_rule(api, reconciliation)
     ingested(ingest, exact_data)
     fan_out(services, map_concurrency=1)
     real = services.ports
-    matched = []
+    read = []
 
-    def cancel(partition):
-        matched.append(partition)
-        if len(matched) == 1:
+    def on_read(partition):
+        read.append(partition)
+        if len(read) == 1:
             [active] = real.runs.active()
-            give_up(real, "acme", active.id, "cancelled by a person")
-    partition_reads(services, cancel)
+            interrupt(real, active)
+    partition_reads(services, on_read)
+    return start(api, reconciliation), read, real
 
-    # When it runs
-    run = start(api, reconciliation)
+
+def test_a_run_given_up_during_the_map_matches_no_further_partition(api, services, ingest, reconciliation):
+    # Given a run given up (as a cancel did) while its first partition is read, when it runs
+    run, read, _ = interrupted_at_its_first_partition(
+        api, services, ingest, reconciliation,
+        lambda ports, active: give_up(ports, "acme", active.id, "cancelled by a person"))
 
     # Then it stays failed with the reason given; the partitions after it were not read, nothing is matched
     assert run["status"] == "failed" and "cancelled by a person" in run["error_message"], run
-    assert len(matched) == 1
+    assert len(read) == 1
     assert matches_of(api, reconciliation) == []
 
 
