@@ -52,9 +52,13 @@ class RunFiles:
 
     def write_json(self, environment: str, run_id: int, name: str, value: Any) -> dict[str, str]:
         """Write `<name>.json`; gives where it is, as a state's S3 parameters name it (Bucket, Key)."""
-        key = self._key(environment, run_id, f"{name}.json")
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=json.dumps(value).encode())
-        return {"Bucket": self._bucket, "Key": key}
+        location = self.json_location(environment, run_id, name)
+        self._s3.put_object(**location, Body=json.dumps(value).encode())
+        return location
+
+    def json_location(self, environment: str, run_id: int, name: str) -> dict[str, str]:
+        """Where `<name>.json` is, as a state's S3 parameters name it (Bucket, Key)."""
+        return {"Bucket": self._bucket, "Key": self._key(environment, run_id, f"{name}.json")}
 
     def read_json(self, environment: str, run_id: int, name: str) -> Any:
         return json.loads(self._read(environment, run_id, f"{name}.json"))

@@ -86,8 +86,8 @@ def resumed(ports: Ports, run: Run) -> dict[str, Any] | None:
     matched stale. Each partition matched finds its outcome; the merge replays the rounds."""
     if not run.partitions:  # set with the first manifest (`fan_out`)
         return None
-    items = ports.run_files.read_json(run.environment, run.id, _manifest(0))
-    return _map_input(ports, ports.run_files.write_json(run.environment, run.id, _manifest(0), items))
+    ports.run_files.read_json(run.environment, run.id, _manifest(0))  # RunInputsLost when it is gone
+    return _map_input(ports, ports.run_files.json_location(run.environment, run.id, _manifest(0)))
 
 
 def _map_input(ports: Ports, manifest: dict[str, str]) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
         missing = [i["partition"] for i in items
                    if not files.exists(environment, run.id, _partition(round_, i["partition"], "matches.parquet"))]
         if missing:
-            return _unmatched(ports, run, round_, items, missing)
+            return _unmatched(ports, run, round_, missing)
         # Not kept in a name: the merger keeps what it needs, and the last round's frames would
         # otherwise stay held beside the outcome and the chunks' plan (a whole copy of every match).
         again = merger.add({item["partition"]: partition_outcome(
@@ -164,8 +164,7 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     return save_outcome(ports, run, outcome, side_a, side_b)
 
 
-def _unmatched(ports: Ports, run: Run, round_: int, items: list[dict[str, Any]],
-               missing: list[int]) -> dict[str, Any]:
+def _unmatched(ports: Ports, run: Run, round_: int, missing: list[int]) -> dict[str, Any]:
     """A round with partitions not matched yet (a merge retried after writing the round, or a restarted
     execution that died in the round's Map): back to the Map, which matches them (the others find their
     outcome). A partition the Map counted as matched whose outcome is gone cannot be matched again."""
@@ -173,7 +172,7 @@ def _unmatched(ports: Ports, run: Run, round_: int, items: list[dict[str, Any]],
     if lost:
         raise PartitionOutcomeMissing(f"run {run.id}: partition {lost[0]} (round {round_}) was matched but its "
                                       "outcome is gone")
-    return _map_input(ports, ports.run_files.write_json(run.environment, run.id, _manifest(round_), items))
+    return _map_input(ports, ports.run_files.json_location(run.environment, run.id, _manifest(round_)))
 
 
 def _write_round(ports: Ports, run: Run, merger: Any, round_: int, partitions: frozenset[int]) -> list[dict[str, Any]]:

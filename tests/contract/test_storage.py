@@ -92,6 +92,12 @@ class TestRunFiles:
         assert [(r.id, r.reconciliation_id, r.created_at, r.definition) for r in read] == [
             (3, 9, None, rules[0].definition), (1, 9, None, rules[1].definition)]
 
+    def test_json_reads_back_and_its_location_is_where_it_was_written(self, run_files):
+        written = run_files.write_json(ENV, 5, "partitions/0/manifest", [{"round": 0, "partition": 3}])
+        assert run_files.read_json(ENV, 5, "partitions/0/manifest") == [{"round": 0, "partition": 3}]
+        assert run_files.json_location(ENV, 5, "partitions/0/manifest") == written
+        assert written["Key"].endswith(f"/{ENV}/5/partitions/0/manifest.json")
+
     def test_exists_answers_for_a_name_prefix(self, run_files):
         run_files.write_frame(ENV, 5, "matches-100", self.FRAME)
         run_files.write_rules(ENV, 5, [])

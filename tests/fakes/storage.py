@@ -105,9 +105,12 @@ class FakeRunFiles:
 
     def write_json(self, environment: str, run_id: int, name: str, value: Any) -> dict[str, str]:
         """Kept as JSON text; gives where the adapter would write it (Bucket, Key)."""
-        key = self._key(environment, run_id, f"{name}.json")
-        self.objects[key] = json.dumps(value)
-        return {"Bucket": "fake-run-files", "Key": key}
+        location = self.json_location(environment, run_id, name)
+        self.objects[location["Key"]] = json.dumps(value)
+        return location
+
+    def json_location(self, environment: str, run_id: int, name: str) -> dict[str, str]:
+        return {"Bucket": "fake-run-files", "Key": self._key(environment, run_id, f"{name}.json")}
 
     def read_json(self, environment: str, run_id: int, name: str) -> Any:
         return json.loads(self._read(environment, run_id, f"{name}.json"))
