@@ -115,9 +115,9 @@ def child_merge(work: Path) -> dict:
         begun = time.perf_counter()
         matched = []
         for p in sorted(again):
-            a = merge.open_records(pl.read_parquet(work / f"{p}-a.parquet"))
-            b = merge.open_records(pl.read_parquet(work / f"{p}-b.parquet"))
-            if a.height and b.height:
+            sides = merge.next_round(pl.read_parquet(work / f"{p}-a.parquet"), pl.read_parquet(work / f"{p}-b.parquet"))
+            if sides is not None:
+                a, b = sides
                 a.write_parquet(work / f"r{round_}-{p}-a.parquet")
                 b.write_parquet(work / f"r{round_}-{p}-b.parquet")
                 child_partition(work, p, round_)

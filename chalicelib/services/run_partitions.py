@@ -27,6 +27,7 @@ from chalicelib.services.ports import Ports
 
 if TYPE_CHECKING:
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.domain.matching.partition import PartitionMerge
     from chalicelib.domain.rules import Rule
 
 FAN_OUT = "fan_out"  # the state machine's `next` for the Map
@@ -175,13 +176,14 @@ def _unmatched(ports: Ports, run: Run, round_: int, missing: list[int]) -> dict[
     return _map_input(ports, ports.run_files.json_location(run.environment, run.id, _manifest(round_)))
 
 
-def _write_round(ports: Ports, run: Run, merger: Any, round_: int, partitions: frozenset[int]) -> list[dict[str, Any]]:
+def _write_round(ports: Ports, run: Run, merger: PartitionMerge, round_: int,
+                 partitions: frozenset[int]) -> list[dict[str, Any]]:
     """The partitions to match again, on the records no kept match holds: the next round's files."""
     items = []
     for partition in sorted(partitions):
-        sides = [merger.open_records(ports.run_files.read_frame(run.environment, run.id, _partition(0, partition, s)))
-                 for s in ("a", "b")]
-        if sides[0].height and sides[1].height:
+        sides = merger.next_round(*(ports.run_files.read_frame(run.environment, run.id, _partition(0, partition, s))
+                                    for s in ("a", "b")))
+        if sides is not None:
             for side, frame in zip(("a", "b"), sides, strict=True):
                 ports.run_files.write_frame(run.environment, run.id, _partition(round_, partition, side), frame)
             items.append({"round": round_, "partition": partition, "records": sides[0].height + sides[1].height})

@@ -419,6 +419,12 @@ class PartitionMerge:
             return frame
         return frame.filter(~pl.col("id").is_in(self._taken.implode()))
 
+    def next_round(self, side_a: pl.DataFrame, side_b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+        """A partition's sides to match again: its open records; None when a side has none left (a
+        record alone can pair with nothing)."""
+        part_a, part_b = self.open_records(side_a), self.open_records(side_b)
+        return (part_a, part_b) if part_a.height and part_b.height else None
+
     def outcome(self, side_a_ids: pl.Series, side_b_ids: pl.Series) -> MatchOutcome:
         """The merged outcome, numbered and ordered as match_records orders one: matches by rule
         order then lowest side-A id, members by (match, side, record id); open ids in input order."""
@@ -478,9 +484,8 @@ def match_partitioned(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequenc
     while todo:
         outcomes = {}
         for partition in sorted(todo):
-            part_a, part_b = merge.open_records(parts_a[partition]), merge.open_records(parts_b[partition])
-            if part_a.height and part_b.height:
-                outcomes[partition] = matcher(part_a, part_b)
+            if (sides := merge.next_round(parts_a[partition], parts_b[partition])) is not None:
+                outcomes[partition] = matcher(*sides)
                 matched += 1
         todo = merge.add(outcomes)
     # A side of at most MAX_COUNTERPARTS records has at most that many counterparts: the cap never binds.
