@@ -64,6 +64,7 @@ from chalicelib.domain.runs import (
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
+from chalicelib.domain.users import VerifiedToken
 from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDelivery, WebhookEndpoint, WebhookRequest
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
@@ -617,6 +618,22 @@ class BrowserSecrets(Protocol):
     def context(self, environment: str, agent_id: str, kind: str) -> Mapping[str, Any] | None: ...
     def drop_context(self, environment: str, agent_id: str, kind: str) -> None: ...
     def delete_agent(self, environment: str, agent_id: str) -> None: ...
+
+
+class IdentityProvider(Protocol):
+    """Where people sign in (a Cognito user pool per stage, on AWS and on the local stack). It holds
+    their passwords and signs their tokens; we keep only its user id (`sub`) beside our user."""
+    def invite(self, email: str, name: str | None) -> str:
+        """Makes the person a user of the provider, which sends them the invitation; returns its user
+        id. Inviting an email the provider already holds returns that user's id (a retried invite)."""
+        ...
+    def disable(self, idp_user_id: str) -> None:
+        """They can no longer sign in, and tokens they hold stop being refreshed."""
+        ...
+    def enable(self, idp_user_id: str) -> None: ...
+    def verify(self, token: str) -> VerifiedToken:
+        """Raises Unauthorized naming why a token is refused (signature, issuer, audience, expiry)."""
+        ...
 
 
 @dataclass(frozen=True)
