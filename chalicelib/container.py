@@ -34,6 +34,7 @@ from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
+from chalicelib.adapters.identity import CognitoIdentity
 from chalicelib.adapters.language_models import language_model
 from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
@@ -247,6 +248,17 @@ class Container:
         # Locally a developer receives on their own machine: http and loopback addresses too.
         return HttpWebhookSender(UrlPolicy(local=self.settings.local_mode, own_ports=self.settings.local_service_ports),
                                  self.settings.webhook_timeout_seconds)
+
+    @cached_property
+    def identity(self) -> CognitoIdentity:
+        """The stage's user pool; its keys are fetched from the embedded AWS's endpoint locally."""
+        settings = self.settings
+        if not settings.user_pool_id or not settings.user_pool_client_id:
+            raise RuntimeError("no identity provider is configured: set RECON_USER_POOL_ID and "
+                               "RECON_USER_POOL_CLIENT_ID (infra/template.yaml gives the API functions both)")
+        return CognitoIdentity.for_pool(self.aws.client("cognito-idp"), settings.region, settings.user_pool_id,
+                                        settings.user_pool_client_id,
+                                        aws_endpoint=self.aws.endpoint("cognito-idp"))
 
     @cached_property
     def tallies(self) -> TallyRepository:

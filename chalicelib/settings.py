@@ -57,6 +57,10 @@ class Settings(BaseModel):
         default=None, validation_alias=AliasChoices("RECON_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3")
     )
     local_mode: bool = False
+    # People sign in at the stage's Cognito user pool (infra/template.yaml `UserPool`, its app client
+    # `UserPoolClient`); their tokens are verified against its keys. None: no pool configured.
+    user_pool_id: str | None = None
+    user_pool_client_id: str | None = None
 
     # Local stack (`make run`).
     data_dir: Path = Path(".data")

@@ -9,14 +9,13 @@ import uuid
 from functools import cache
 from typing import Any
 
+from chalicelib.adapters.identity import SignInRefused
 from chalicelib.adapters.identity_tokens import TokenVerifier
 from chalicelib.domain.errors import BadRequest, NotFound
 from chalicelib.domain.users import VerifiedToken
 from tests.support.tokens import TokenIssuer
 
-
-class SignInRefused(Exception):
-    """The provider would not sign this person in (disabled, or not a user of it)."""
+__all__ = ["FakeIdentityProvider", "SignInRefused", "shared_issuer"]
 
 
 @cache
