@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chalicelib.adapters.agent_files import AgentFileStore
 from chalicelib.adapters.aws import AwsClients
@@ -34,7 +35,6 @@ from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
-from chalicelib.adapters.identity import CognitoIdentity
 from chalicelib.adapters.language_models import language_model
 from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
@@ -50,6 +50,9 @@ from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.domain.webhooks import UrlPolicy
 from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
+
+if TYPE_CHECKING:
+    from chalicelib.adapters.identity import CognitoIdentity
 
 
 class Container:
@@ -252,6 +255,9 @@ class Container:
     @cached_property
     def identity(self) -> CognitoIdentity:
         """The stage's user pool; its keys are fetched from the embedded AWS's endpoint locally."""
+        # Imported here: joserfc and cryptography cost a cold start that only people's requests need.
+        from chalicelib.adapters.identity import CognitoIdentity
+
         settings = self.settings
         if not settings.user_pool_id or not settings.user_pool_client_id:
             raise RuntimeError("no identity provider is configured: set RECON_USER_POOL_ID and "
