@@ -1,5 +1,6 @@
 """Operator command line: `python -m chalicelib.cli keys create|list|revoke`,
-`python -m chalicelib.cli mirror rebuild` and `python -m chalicelib.cli agents create-browser|set-credentials`.
+`python -m chalicelib.cli mirror rebuild`, `python -m chalicelib.cli agents create-browser|set-credentials`
+and `python -m chalicelib.cli token` (a person's token from the user pool, for the API's Bearer header).
 
 It talks to the running local stack when one serves RECON_DATA_DIR (default .data/), and to
 the deployed table on AWS otherwise (RECON_TABLE_NAME and the usual AWS credentials).
@@ -17,6 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from chalicelib.adapters.identity import SignInRefused, password_sign_in
 from chalicelib.container import Container
 from chalicelib.domain.agents.browser import Automation, Credentials
 from chalicelib.domain.audit import operator_actor
@@ -78,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     rebuild.add_argument("--all", action="store_true", dest="everything",
                          help="rewrite every import, not only those missing from the mirror")
     _agent_commands(commands)
+    token = commands.add_parser(
+        "token", help="sign a person in at the user pool and print their id token (for `Authorization: Bearer`); "
+                      "needs IAM rights to the pool on AWS")
+    token.add_argument("--email", required=True)
+    token.add_argument("--password", help="default: asked for")
+    token.add_argument("--new-password", help="the password to choose when the one given is an invitation's")
+    token.add_argument("--access", action="store_true", help="print the access token instead of the id token")
     args = parser.parse_args(argv)
 
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
@@ -85,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.group == "agents":
             return _agents(container, target, args)
+        if args.group == "token":
+            return _token(container, target, args)
         if args.command == "create":
             with recorded(container, args.environment, "api_key.created", "api_key",
                           summary={"label": args.label}) as noted:
@@ -135,6 +146,20 @@ def recorded(container: Container, environment: str, action: str, resource_type:
     return audit.change_in_flight(container.ports, environment, request_id=f"cli-{uuid.uuid4().hex}",
                                   actor=operator_actor(), action=action, resource_type=resource_type,
                                   resource_id=resource_id, summary={"os_user": _os_user(), **(summary or {})})
+
+
+def _token(container: Container, target: str, args: argparse.Namespace) -> int:
+    """The token alone on stdout (TOKEN=$(...)); why not, on stderr."""
+    identity = container.identity
+    password = args.password or getpass.getpass(f"Password of {args.email}: ")
+    try:
+        tokens = password_sign_in(container.aws.client("cognito-idp"), identity.pool_id, identity.client_id,
+                                  args.email.strip().lower(), password, new_password=args.new_password)
+    except SignInRefused as refused:
+        print(f"error: {refused} ({target})", file=sys.stderr)
+        return 1
+    print(tokens["AccessToken" if args.access else "IdToken"])
+    return 0
 
 
 def _os_user() -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chalicelib.adapters.agent_files import AgentFileStore
 from chalicelib.adapters.aws import AwsClients
@@ -49,6 +50,9 @@ from chalicelib.domain.agents.conversation import LanguageModel
 from chalicelib.domain.webhooks import UrlPolicy
 from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
+
+if TYPE_CHECKING:
+    from chalicelib.adapters.identity import CognitoIdentity
 
 
 class Container:
@@ -247,6 +251,20 @@ class Container:
         # Locally a developer receives on their own machine: http and loopback addresses too.
         return HttpWebhookSender(UrlPolicy(local=self.settings.local_mode, own_ports=self.settings.local_service_ports),
                                  self.settings.webhook_timeout_seconds)
+
+    @cached_property
+    def identity(self) -> CognitoIdentity:
+        """The stage's user pool; its keys are fetched from the embedded AWS's endpoint locally."""
+        # Imported here: joserfc and cryptography cost a cold start that only people's requests need.
+        from chalicelib.adapters.identity import CognitoIdentity
+
+        settings = self.settings
+        if not settings.user_pool_id or not settings.user_pool_client_id:
+            raise RuntimeError("no identity provider is configured: set RECON_USER_POOL_ID and "
+                               "RECON_USER_POOL_CLIENT_ID (infra/template.yaml gives the API functions both)")
+        return CognitoIdentity.for_pool(self.aws.client("cognito-idp"), settings.region, settings.user_pool_id,
+                                        settings.user_pool_client_id,
+                                        aws_endpoint=self.aws.endpoint("cognito-idp"))
 
     @cached_property
     def tallies(self) -> TallyRepository:

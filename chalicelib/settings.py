@@ -57,10 +57,18 @@ class Settings(BaseModel):
         default=None, validation_alias=AliasChoices("RECON_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3")
     )
     local_mode: bool = False
+    # People sign in at the stage's Cognito user pool (infra/template.yaml `UserPool`, its app client
+    # `UserPoolClient`); their tokens are verified against its keys. None: no pool configured.
+    user_pool_id: str | None = None
+    user_pool_client_id: str | None = None
 
     # Local stack (`make run`).
     data_dir: Path = Path(".data")
     api_key: str | None = None
+    # The local admin's sign-in at the local user pool (`make run` prints it); a fresh password each
+    # start unless one is given (at least 12 characters, upper and lower case and a digit).
+    local_admin_email: str = "admin@recon.local"
+    local_admin_password: SecretStr | None = None
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "RECON_PORT"))
     # How long a stopping stack (Ctrl-C) waits for its work to reach a checkpoint (a chunk written);
     # what has not is resumed at the next start.

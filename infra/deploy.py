@@ -21,8 +21,9 @@ validation, before any AWS call (.chalice/config.json has no role and manages no
 the functions without their roles, layers and configuration.
 
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
-address, the log retention) are checked against the account: the sender's SES identity verified,
-the model enabled (`check_parameters`); a deploy that would not work stops there, creating nothing.
+address, the log retention, sign-in's web app URLs, hosted domain and federation) are checked
+against the account: the sender's SES identity verified, the model enabled, a federation's OIDC
+secret present (`check_parameters`); a deploy that would not work stops there, creating nothing.
 
 Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
 and needs a running Docker engine when the browser image is to be built.
@@ -102,6 +103,9 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_RECONCILIATION_RUN_STATE_MACHINE": outputs["ReconciliationRunStateMachineArn"],
             "RECON_BROWSER_RUN_STATE_MACHINE": outputs["BrowserRunStateMachineArn"],
             "RECON_SECRETS_PREFIX": outputs["SecretsPrefix"],
+            # People's tokens are verified against this pool's keys, for this client (docs/sign-in.md).
+            "RECON_USER_POOL_ID": outputs["UserPoolId"],
+            "RECON_USER_POOL_CLIENT_ID": outputs["UserPoolClientId"],
             # The deploy parameters MAIL_FROM and MODEL_ID, checked by check_parameters, kept by the stack.
             "RECON_MAIL_SENDER": outputs["MailFrom"],
             "RECON_DEFAULT_MODEL": outputs["ModelId"],
@@ -240,12 +244,28 @@ class StageOptions:
     model_id: str | None = None
     alarm_email: str | None = None
     log_retention_days: int | None = None
+    # Sign-in (docs/sign-in.md): the web app's callback and logout URLs, the hosted sign-in domain's
+    # prefix, and federation to a company's SAML or OIDC provider (the OIDC client's secret by the
+    # name of its Secrets Manager secret, never its value).
+    sign_in_callback_urls: str | None = None
+    sign_in_logout_urls: str | None = None
+    sign_in_domain: str | None = None
+    saml_metadata_url: str | None = None
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
 
 
 # Each option: the infrastructure stack's parameter, and the Make variable that sets it (messages name it).
 OPTION_PARAMETERS = {"mail_from": ("MailFrom", "MAIL_FROM"), "model_id": ("ModelId", "MODEL_ID"),
                      "alarm_email": ("AlarmEmail", "ALARM_EMAIL"),
-                     "log_retention_days": ("LogRetentionDays", "LOG_RETENTION_DAYS")}
+                     "log_retention_days": ("LogRetentionDays", "LOG_RETENTION_DAYS"),
+                     "sign_in_callback_urls": ("SignInCallbackUrls", "SIGN_IN_CALLBACK_URLS"),
+                     "sign_in_logout_urls": ("SignInLogoutUrls", "SIGN_IN_LOGOUT_URLS"),
+                     "sign_in_domain": ("SignInDomainPrefix", "SIGN_IN_DOMAIN"),
+                     "saml_metadata_url": ("SamlMetadataUrl", "SAML_METADATA_URL"),
+                     "oidc_issuer": ("OidcIssuer", "OIDC_ISSUER"), "oidc_client_id": ("OidcClientId", "OIDC_CLIENT_ID"),
+                     "oidc_client_secret": ("OidcClientSecretName", "OIDC_CLIENT_SECRET")}
 
 
 class DeployRefused(RuntimeError):
@@ -281,6 +301,7 @@ def check_parameters(client, region: str, parameters: dict[str, str], log=print)
     and the model against Bedrock (it exists here and this account may call it). Reads only;
     `client(service)` makes the clients (a boto3 session's `client`)."""
     check_against_template(parameters)
+    check_sign_in(client, parameters)
     check_mail_sender(client("ses"), parameters["MailFrom"], region)
     check_model(client("bedrock"), parameters["ModelId"], region)
     note_ses_sandbox(client("sesv2"), region, log)
@@ -296,6 +317,28 @@ def check_against_template(parameters: dict[str, str]) -> None:
             raise DeployRefused(f"{variable}={value} is not one of {', '.join(allowed)}")
         if "AllowedPattern" in spec and not re.fullmatch(spec["AllowedPattern"], value):
             raise DeployRefused(f"{variable}={value!r} is not valid: {spec.get('Description', '').strip()}")
+
+
+def check_sign_in(client, parameters: dict[str, str]) -> None:
+    """Federation signs people in at the hosted domain and back to the web app: a provider needs both.
+    An OIDC provider needs its client id and the secret holding its client secret, which must exist
+    (CloudFormation reads it when it makes the provider)."""
+    federated = [variable for parameter, variable in (("SamlMetadataUrl", "SAML_METADATA_URL"),
+                                                      ("OidcIssuer", "OIDC_ISSUER")) if parameters.get(parameter)]
+    if federated and not (parameters.get("SignInDomainPrefix") and parameters.get("SignInCallbackUrls")):
+        raise DeployRefused(f"{' and '.join(federated)} need SIGN_IN_DOMAIN and SIGN_IN_CALLBACK_URLS: people "
+                            "sign in at their company's provider through the hosted domain, back to the web app")
+    if not parameters.get("OidcIssuer"):
+        return
+    if not parameters.get("OidcClientId") or not parameters.get("OidcClientSecretName"):
+        raise DeployRefused("OIDC_ISSUER needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET (the name of the Secrets "
+                            "Manager secret holding the client secret)")
+    secretsmanager = client("secretsmanager")
+    try:
+        secretsmanager.describe_secret(SecretId=parameters["OidcClientSecretName"])
+    except secretsmanager.exceptions.ResourceNotFoundException:
+        raise DeployRefused(f"OIDC_CLIENT_SECRET={parameters['OidcClientSecretName']}: no such secret in Secrets "
+                            "Manager here; create it with the OIDC client's secret as its value") from None
 
 
 def check_mail_sender(ses, mail_from: str, region: str) -> None:
@@ -657,7 +700,7 @@ def destroy(stage: str, purge_data: bool = False, log=print, *, session=None,
             deployed_dir: Path = DEPLOYED_DIR) -> None:
     """Delete the workflows, the app and the infrastructure, then the artifacts (the browser image's
     repository goes with its images: EmptyOnDelete; the bucket with the app's record and the lock); the
-    table and the data bucket are retained (DeletionPolicy) unless `purge_data`. Under the stage's lock,
+    table, the data bucket and the user pool are retained (DeletionPolicy) unless `purge_data`. Under the stage's lock,
     with the app's record from the account (kept in `deployed_dir`): from any checkout."""
     session = session or _session()
     cfn = session.client("cloudformation")
@@ -695,8 +738,12 @@ def destroy(stage: str, purge_data: bool = False, log=print, *, session=None,
         session.client("s3").delete_bucket(Bucket=retained["BucketName"])
         session.client("dynamodb").delete_table(TableName=retained["TableName"])
         log(f"deleted table {retained['TableName']} and bucket {retained['BucketName']}")
+        if retained.get("UserPoolId"):  # retained with the table, whose users it signs in
+            session.client("cognito-idp").delete_user_pool(UserPoolId=retained["UserPoolId"])
+            log(f"deleted user pool {retained['UserPoolId']}")
     elif retained:
-        log(f"kept table {retained['TableName']} and bucket {retained['BucketName']} (PURGE=1 deletes them)")
+        pool = f" and user pool {retained['UserPoolId']}" if retained.get("UserPoolId") else ""
+        log(f"kept table {retained['TableName']} and bucket {retained['BucketName']}{pool} (PURGE=1 deletes them)")
 
 
 def unlock(stage: str, log=print, *, session=None) -> int:
@@ -715,7 +762,8 @@ def _placeholder_outputs() -> dict[str, str]:
     names = ["TableName", "BucketName", "BulkQueueName", "InvestigationQueueName", "AgentRunQueueName",
              "WebhookEventQueueName", "WebhookDeliveryQueueName", "EventBusName", "ScheduleGroupName",
              "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn",
-             "BrowserRunStateMachineArn", "SecretsPrefix", "MailFrom", "ModelId"] + \
+             "BrowserRunStateMachineArn", "SecretsPrefix", "MailFrom", "ModelId", "UserPoolId",
+             "UserPoolClientId"] + \
         [role_output(g) for g in {f.group for f in FUNCTIONS.values()}]
     return {name: "-" for name in names}
 
@@ -761,11 +809,13 @@ def main(argv: list[str] | None = None, *, session=None) -> int:
             command.add_argument("--model-id")
             command.add_argument("--alarm-email")
             command.add_argument("--log-retention-days", type=int)
+            for option in ("sign-in-callback-urls", "sign-in-logout-urls", "sign-in-domain", "saml-metadata-url",
+                           "oidc-issuer", "oidc-client-id", "oidc-client-secret"):
+                command.add_argument(f"--{option}")
     args = parser.parse_args(argv)
     try:
         if args.command == "deploy":
-            options = StageOptions(mail_from=args.mail_from, model_id=args.model_id, alarm_email=args.alarm_email,
-                                   log_retention_days=args.log_retention_days)
+            options = StageOptions(**{field.name: getattr(args, field.name) for field in fields(StageOptions)})
             deploy(args.stage, options=options, session=session)
         elif args.command == "destroy":
             destroy(args.stage, args.purge_data, session=session)

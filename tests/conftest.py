@@ -145,6 +145,9 @@ def provisioned_services():
     outputs = WORLDS.restore_or_build("provisioned", provisioned)
     assert (outputs["TableName"], outputs["BucketName"], outputs["BulkQueueName"]) == (
         settings.table_name, settings.bucket_name, settings.bulk_queue_name)
+    # The pool's ids are made up at its creation, as on AWS, where the deploy hands them to the functions.
+    settings = settings.model_copy(update={"user_pool_id": outputs["UserPoolId"],
+                                           "user_pool_client_id": outputs["UserPoolClientId"]})
     container = Container(settings)
     from app import app
     from chalicelib.local.statemachines import local_workflows

@@ -1,14 +1,17 @@
 """`make run`: the embedded local AWS, a seeded environment and key, and the API on loopback."""
 from __future__ import annotations
 
+import secrets
 import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from chalice.local import LocalDevServer
 
+from chalicelib.adapters.identity import CognitoIdentity
 from chalicelib.container import Container, install
 from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.local.processes import die_with_parent
@@ -37,13 +40,45 @@ def seed_key(container: Container, requested: str | None) -> str:
     return create_key(container.api_keys, LOCAL_ENVIRONMENT, label=GENERATED_KEY_LABEL)[1]
 
 
-def banner(url: str, key: str, data_dir: Path) -> str:
+@dataclass(frozen=True)
+class LocalAdmin:
+    email: str
+    password: str
+    idp_user_id: str  # the local pool's `sub` of them
+
+
+def ensure_local_admin(container: Container) -> LocalAdmin:
+    """The local environment's admin, a user of the local pool with a password `make run` prints
+    (RECON_LOCAL_ADMIN_PASSWORD, else a fresh one: the embedded Cognito keeps users in memory, so the
+    user and its `sub` are made again at every start).
+
+    The hook for our own user record: once the users' store exists, this also ensures the user
+    (environment LOCAL_ENVIRONMENT, role admin, idp_user_id the pool's sub, re-linked by email when
+    the sub changed) beside the provider's. For now it ensures the provider's user only."""
+    settings = container.settings
+    identity: CognitoIdentity = container.identity
+    email = settings.local_admin_email.strip().lower()
+    given = settings.local_admin_password
+    password = given.get_secret_value() if given else f"{secrets.token_urlsafe(12)}-Aa1"
+    idp_user_id = identity.invite(email, "Local admin")
+    container.aws.client("cognito-idp").admin_set_user_password(
+        UserPoolId=identity.pool_id, Username=email, Password=password, Permanent=True)
+    return LocalAdmin(email, password, idp_user_id)
+
+
+def banner(url: str, key: str, data_dir: Path, admin: LocalAdmin | None = None) -> str:
     line = "=" * 78
+    sign_in = [] if admin is None else [
+        f"  Admin sign-in (local user pool):  {admin.email}  /  {admin.password}",
+        f"  Their token:  TOKEN=$(python -m chalicelib.cli token --email {admin.email} --password '{admin.password}')",
+        f"  Then:  curl -H \"Authorization: Bearer $TOKEN\" {url}/data_streams",
+    ]
     return "\n".join([
         line,
         f"  Reconciliation service (local) is up: {url}",
         f"  API key for environment '{LOCAL_ENVIRONMENT}':  {key}",
         f"  Try:  curl -H 'X-API-KEY: {key}' {url}/data_streams",
+        *sign_in,
         f"  API reference: {url}/docs",
         f"  Data: {data_dir}    Stop: Ctrl-C",
         line,
@@ -60,6 +95,7 @@ class LocalService:
         self.server: LocalDevServer | None = None
         self.container: Container | None = None
         self.key: str | None = None
+        self.admin: LocalAdmin | None = None
         self.url: str | None = None
         self.failure: str | None = None  # why the stack stopped by itself
         self.workflows: list[LocalWorkflows] = []
@@ -71,6 +107,7 @@ class LocalService:
         self.container = Container(settings)
         install(self.container)
         self.key = seed_key(self.container, settings.api_key)
+        self.admin = ensure_local_admin(self.container)
         from app import app
 
         stopping = self.container.stop_requested
@@ -185,7 +222,7 @@ def main() -> int:
     try:
         service.start()
         assert service.url is not None and service.key is not None  # start() sets both
-        print(banner(service.url, service.key, service.stack.data_dir), flush=True)
+        print(banner(service.url, service.key, service.stack.data_dir, service.admin), flush=True)
         service.watch_services()
         service.serving().server.serve_forever()
         if service.failure:

@@ -129,6 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     processes.wait_for_port(args.s3_port, s3rver, "s3rver", s3_log)
     threading.Thread(target=exit_with, args=(s3rver,), daemon=True, name="watch-s3rver").start()
     os.environ["MOTO_PORT"] = str(args.port)  # as moto's own server sets it: some of its responses name it
+    # The user pool and its client get the same ids at every start (a hash of their definition, not a
+    # random one): tokens signed before a restart keep naming the pool, and its client, the API checks.
+    os.environ.setdefault("MOTO_COGNITO_IDP_USER_POOL_ID_STRATEGY", "HASH")
+    os.environ.setdefault("MOTO_COGNITO_IDP_USER_POOL_CLIENT_ID_STRATEGY", "HASH")
     with journaled(SqsJournal(args.journal, synchronous=args.journal_synchronous)), ExitStack() as secrets:
         if args.secrets:
             secrets.enter_context(journaled_secrets(SecretsJournal(args.secrets)))

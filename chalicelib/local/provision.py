@@ -31,6 +31,13 @@ NOT_NEEDED_LOCALLY = {"AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::Lambda:
 # stack defines (its output `<Function>FunctionArn` on AWS), by their name. The local stack runs
 # their handler in-process in their place.
 IMAGE_FUNCTIONS = {"browser_run_attempt": "chalicelib.handlers.browser.attempt_handler"}
+# Types whose Ref is an id the service makes up (a user pool's `us-east-1_AbC`), known once made.
+GENERATED_IDS = {"AWS::Cognito::UserPool", "AWS::Cognito::UserPoolClient"}
+NO_VALUE = object()  # Ref AWS::NoValue: the property or list item is left out
+
+
+class IdNotMadeYet(LookupError):
+    """A Ref of a resource whose id is made up at its creation, before it was created."""
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
@@ -79,6 +86,7 @@ class Resolver:
         missing = [k for k in template.get("Parameters", {}) if k not in self.parameters]
         if missing:
             raise ValueError(f"template parameters without a value: {', '.join(missing)}")
+        self.physical_ids: dict[str, str] = {}  # GENERATED_IDS resources' ids, as they are made
 
     def condition(self, name: str | None) -> bool:
         """Whether a condition of the template holds (None: the resource has no condition)."""
@@ -86,7 +94,7 @@ class Resolver:
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [v for v in (self.resolve(v) for v in value) if v is not NO_VALUE]
         if not isinstance(value, dict):
             return value
         if set(value) == {"Ref"}:
@@ -103,13 +111,22 @@ class Resolver:
             return left == right
         if set(value) == {"Fn::Not"}:
             return not self.resolve(value["Fn::Not"][0])
-        return {k: self.resolve(v) for k, v in value.items()}
+        if set(value) == {"Fn::Split"}:
+            separator, text = value["Fn::Split"]
+            return str(self.resolve(text)).split(separator)
+        return {k: v for k, v in ((k, self.resolve(v)) for k, v in value.items()) if v is not NO_VALUE}
 
-    def _ref(self, name: str) -> str:
+    def _ref(self, name: str) -> Any:
+        if name == "AWS::NoValue":
+            return NO_VALUE
+        if name in self.physical_ids:
+            return self.physical_ids[name]
         if name in self.parameters:
             return str(self.parameters[name])
         if name in self.pseudo:
             return self.pseudo[name]
+        if self.template["Resources"][name]["Type"] in GENERATED_IDS:
+            raise IdNotMadeYet(f"{name}: its id is the one AWS gives it, and it is not made yet")
         if self.template["Resources"][name]["Type"] == "AWS::SNS::Topic":  # Ref of a topic is its ARN
             return f"arn:aws:sns:{self.pseudo['AWS::Region']}:{LOCAL_ACCOUNT_ID}:{self.physical_name(name)}"
         return self.physical_name(name)
@@ -151,7 +168,7 @@ class Resolver:
     def physical_name(self, logical_id: str) -> str:
         props = self.template["Resources"][logical_id].get("Properties", {})
         for field in ("TableName", "BucketName", "QueueName", "Name", "StateMachineName", "RoleName", "LogGroupName",
-                      "TopicName", "DashboardName"):
+                      "TopicName", "DashboardName", "ProviderName"):
             if field in props:
                 return self.resolve(props[field])
         return f"{self.pseudo['AWS::StackName']}-{logical_id}"
@@ -266,8 +283,15 @@ def _outputs(template: dict[str, Any], resolver: Resolver) -> dict[str, str]:
         return isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn" and \
             template["Resources"][value["Fn::GetAtt"][0]]["Type"] in NOT_NEEDED_LOCALLY
 
-    return {name: resolver.resolve(output["Value"]) for name, output in template.get("Outputs", {}).items()
-            if resolver.condition(output.get("Condition")) and not local_only(output["Value"])}
+    outputs = {}
+    for name, output in template.get("Outputs", {}).items():
+        if not resolver.condition(output.get("Condition")) or local_only(output["Value"]):
+            continue
+        try:
+            outputs[name] = resolver.resolve(output["Value"])
+        except IdNotMadeYet:  # infra_outputs, which makes nothing: that id is unknown
+            continue
+    return outputs
 
 
 def _provision_template(clients, template: dict[str, Any], resolver: Resolver,
@@ -281,6 +305,10 @@ def _provision_template(clients, template: dict[str, Any], resolver: Resolver,
             continue
         if kind == "AWS::StepFunctions::StateMachine":
             _create_state_machine(clients, template, resolver, logical_id)
+            continue
+        if kind in _IDENTIFIED_CREATORS:
+            props = resolver.resolve(resource.get("Properties", {}))
+            resolver.physical_ids[logical_id] = _IDENTIFIED_CREATORS[kind](clients, props, resolver)
             continue
         create = _CREATORS.get(kind)
         if create is None:
@@ -356,7 +384,60 @@ def _create_state_machine(clients, template: dict[str, Any], resolver: Resolver,
         sfn.create_state_machine(name=name, definition=substitute(definition, substitutions), roleArn=role)
 
 
+def _create_user_pool(clients, props: dict[str, Any], resolver: Resolver) -> str:
+    """The pool of that name, made if missing (the embedded AWS keeps pools in memory: at each start);
+    its id."""
+    cognito = clients.client("cognito-idp")
+    name = props["UserPoolName"]
+    for page in cognito.get_paginator("list_user_pools").paginate(MaxResults=60):
+        found = next((p["Id"] for p in page["UserPools"] if p["Name"] == name), None)
+        if found:
+            return str(found)
+    fields = ("Policies", "AutoVerifiedAttributes", "UsernameAttributes", "UsernameConfiguration",
+              "AdminCreateUserConfig", "AccountRecoverySetting", "MfaConfiguration", "UserPoolAddOns")
+    return str(cognito.create_user_pool(PoolName=name, **{f: props[f] for f in fields if f in props})
+               ["UserPool"]["Id"])
+
+
+def _create_user_pool_client(clients, props: dict[str, Any], resolver: Resolver) -> str:
+    cognito = clients.client("cognito-idp")
+    pool, name = props["UserPoolId"], props["ClientName"]
+    for page in cognito.get_paginator("list_user_pool_clients").paginate(UserPoolId=pool, MaxResults=60):
+        found = next((c["ClientId"] for c in page["UserPoolClients"] if c["ClientName"] == name), None)
+        if found:
+            return str(found)
+    fields = ("GenerateSecret", "ExplicitAuthFlows", "PreventUserExistenceErrors", "EnableTokenRevocation",
+              "AccessTokenValidity", "IdTokenValidity", "RefreshTokenValidity", "TokenValidityUnits",
+              "SupportedIdentityProviders", "AllowedOAuthFlowsUserPoolClient", "AllowedOAuthFlows",
+              "AllowedOAuthScopes", "CallbackURLs", "LogoutURLs")
+    return str(cognito.create_user_pool_client(UserPoolId=pool, ClientName=name,
+                                               **{f: props[f] for f in fields if f in props})
+               ["UserPoolClient"]["ClientId"])
+
+
+def _create_user_pool_domain(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    cognito = clients.client("cognito-idp")
+    if not cognito.describe_user_pool_domain(Domain=props["Domain"]).get("DomainDescription"):
+        cognito.create_user_pool_domain(Domain=props["Domain"], UserPoolId=props["UserPoolId"])
+
+
+def _create_identity_provider(clients, props: dict[str, Any], resolver: Resolver) -> None:
+    cognito = clients.client("cognito-idp")
+    try:
+        cognito.create_identity_provider(**{f: props[f] for f in ("UserPoolId", "ProviderName", "ProviderType",
+                                                                  "ProviderDetails", "AttributeMapping") if f in props})
+    except cognito.exceptions.DuplicateProviderException:
+        pass
+
+
+_IDENTIFIED_CREATORS: dict[str, Callable[[Any, dict[str, Any], Resolver], str]] = {
+    "AWS::Cognito::UserPool": _create_user_pool,
+    "AWS::Cognito::UserPoolClient": _create_user_pool_client,
+}
+
 _CREATORS: dict[str, Callable[[Any, dict[str, Any], Resolver], None]] = {
+    "AWS::Cognito::UserPoolDomain": _create_user_pool_domain,
+    "AWS::Cognito::UserPoolIdentityProvider": _create_identity_provider,
     "AWS::S3::Bucket": _create_bucket,
     "AWS::SQS::Queue": _create_queue,
     "AWS::Scheduler::ScheduleGroup": _create_schedule_group,

@@ -1,9 +1,11 @@
 """The embedded local AWS, all of it kept on disk under the data directory: dynalite for DynamoDB
 (`dynamodb/`), and the AWS server (`aws_server`) for the rest: s3rver for S3 (`s3/`), moto for
 SQS (its messages journaled to `sqs.sqlite3`), Secrets Manager (its secrets journaled to
-`secrets.sqlite3`, readable by its owner only), Step Functions, Scheduler and SES. moto keeps
-Scheduler's schedules and SES's identities in memory only, so both end with the process: the
-agents' mail sender is verified again at each start.
+`secrets.sqlite3`, readable by its owner only), Step Functions, Scheduler, SES and Cognito (the
+user pool people sign in at). moto keeps Scheduler's schedules, SES's identities and Cognito's
+users in memory only, so they end with the process: the agents' mail sender is verified again at
+each start, and the pool made again (with the same id: its id is a hash of its definition) with
+its local admin.
 
 `LocalStack.start()` launches both on free loopback ports, provisions them from
 infra/template.yaml and writes `<data dir>/stack.json`, which lets the CLI and benchmarks
@@ -52,6 +54,8 @@ class StackInfo:
     webhook_delivery_queue_name: str = ""
     schedule_group_name: str = ""
     scheduler_role_arn: str = ""
+    user_pool_id: str = ""  # people sign in here (the embedded AWS's Cognito)
+    user_pool_client_id: str = ""
 
     def settings(self, base: Settings) -> Settings:
         return base.model_copy(update={
@@ -66,6 +70,7 @@ class StackInfo:
             "scheduler_role_arn": self.scheduler_role_arn, "event_bus_name": self.event_bus_name,
             "webhook_event_queue_name": self.webhook_event_queue_name,
             "webhook_delivery_queue_name": self.webhook_delivery_queue_name,
+            "user_pool_id": self.user_pool_id or None, "user_pool_client_id": self.user_pool_client_id or None,
         })
 
 
@@ -138,6 +143,7 @@ class LocalStack:
             event_bus_name=outputs["EventBusName"],
             webhook_event_queue_name=outputs["WebhookEventQueueName"],
             webhook_delivery_queue_name=outputs["WebhookDeliveryQueueName"],
+            user_pool_id=outputs["UserPoolId"], user_pool_client_id=outputs["UserPoolClientId"],
             # No role is made locally (nothing enforces IAM there), so the template has no ARN to
             # give: this one names the role the Scheduler would assume, and the Scheduler keeps it.
             scheduler_role_arn=outputs.get("SchedulerRoleArn")

@@ -19,6 +19,9 @@ in the server's own process and never in the product; each names what AWS does:
   GetFoundationModelAvailability): every model is answered as Bedrock answers a model served on demand
   that the account may call (the refusals are proven in tests/unit/test_deploy_checks.py).
 - `sesv2_account`: moto has no SES v2 GetAccount; answered as an account out of SES's sandbox.
+- `cognito_user_pools`: moto's CloudFormation skips AWS::Cognito::UserPool, UserPoolClient,
+  UserPoolDomain and UserPoolIdentityProvider; AWS makes them (moto's Cognito serves them once made),
+  and leaves out what an AWS::NoValue stands for, in a list too (moto gives None).
 
 And one instrument, not a gap: `faults`. A file named after an operation in the directory
 PROOF_FAULTS_DIR makes its next call fail (then the file is removed), as AWS may fail a call half-way
@@ -178,6 +181,108 @@ def sesv2_account() -> None:
     SESV2Response.get_account = get_account  # type: ignore[attr-defined]
 
 
+def cognito_user_pools() -> None:
+    """Each type made through moto's own Cognito, as its API would make it: Ref is the pool's id, the
+    client's id, the domain and the provider's name; GetAtt Arn the pool's ARN."""
+    from moto.cognitoidp.models import cognitoidp_backends
+    from moto.core.common_models import CloudFormationModel
+
+    def backend(account_id: str, region_name: str):
+        return cognitoidp_backends[account_id][region_name]
+
+    class Made:
+        """What the four share; each is a direct subclass of CloudFormationModel, as moto finds its
+        models by CloudFormationModel.__subclasses__()."""
+
+        def __init__(self, physical_id: str, arn: str = "", delete=None) -> None:
+            self.physical_id, self.arn, self._delete = physical_id, arn, delete
+
+        @property
+        def physical_resource_id(self) -> str:
+            return self.physical_id
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return ""
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr == "Arn"
+
+        def get_cfn_attribute(self, attribute_name: str) -> str:
+            return self.arn
+
+        @classmethod
+        def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json,
+                                            account_id, region_name):
+            return original_resource
+
+        @classmethod
+        def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+            pass
+
+        def delete(self, account_id: str, region_name: str) -> None:
+            if self._delete:
+                self._delete()
+
+        def is_created(self) -> bool:
+            return True
+
+    class UserPool(Made, CloudFormationModel):
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::Cognito::UserPool"
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name,
+                                            **kwargs):
+            props = dict(cloudformation_json["Properties"])
+            pool = backend(account_id, region_name).create_user_pool(props.pop("UserPoolName"), props)
+            return cls(pool.id, pool.arn)  # retained (DeletionPolicy), as on AWS
+
+    class UserPoolClient(Made, CloudFormationModel):
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::Cognito::UserPoolClient"
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name,
+                                            **kwargs):
+            # moto resolves a Ref of AWS::NoValue to None (a list's item too); AWS leaves it out.
+            props = {k: [i for i in v if i is not None] if isinstance(v, list) else v
+                     for k, v in cloudformation_json["Properties"].items() if v is not None}
+            cognito, pool = backend(account_id, region_name), props.pop("UserPoolId")
+            client = cognito.create_user_pool_client(pool, bool(props.pop("GenerateSecret", False)), props)
+            return cls(client.id, delete=lambda: cognito.user_pools.get(pool) and
+                       cognito.user_pools[pool].clients.pop(client.id, None))
+
+    class UserPoolDomain(Made, CloudFormationModel):
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::Cognito::UserPoolDomain"
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name,
+                                            **kwargs):
+            props, cognito = cloudformation_json["Properties"], backend(account_id, region_name)
+            cognito.create_user_pool_domain(props["UserPoolId"], props["Domain"])
+            return cls(props["Domain"], delete=lambda: cognito.user_pool_domains.pop(props["Domain"], None))
+
+    class UserPoolIdentityProvider(Made, CloudFormationModel):
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::Cognito::UserPoolIdentityProvider"
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name,
+                                            **kwargs):
+            props = dict(cloudformation_json["Properties"])
+            cognito, pool, name = backend(account_id, region_name), props.pop("UserPoolId"), props["ProviderName"]
+            cognito.create_identity_provider(pool, name, props)
+            return cls(name, delete=lambda: cognito.user_pools.get(pool) and
+                       cognito.user_pools[pool].identity_providers.pop(name, None))
+
+
 def faults(directory: Path) -> None:
     from moto.apigateway.exceptions import BadRequestException
     from moto.apigateway.models import APIGatewayBackend
@@ -204,6 +309,7 @@ def serve() -> None:
     ecr_empty_on_delete()
     bedrock_models()
     sesv2_account()
+    cognito_user_pools()
     if os.environ.get("PROOF_FAULTS_DIR"):
         faults(Path(os.environ["PROOF_FAULTS_DIR"]))
     server.main(sys.argv[1:])

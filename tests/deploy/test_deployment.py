@@ -499,6 +499,69 @@ def test_the_functions_mail_from_and_call_the_model_the_deploy_was_given(deploym
             MAIL_FROM, "amazon.nova-pro-v1:0"), name
 
 
+# --- sign-in: the user pool, and how the API verifies its tokens -------------------------------
+
+def test_the_stages_user_pool_and_client_are_deployed_as_the_template_says(deployment):
+    cognito = deployment.client("cognito-idp")
+    pool = cognito.describe_user_pool(UserPoolId=deployment.outputs["UserPoolId"])["UserPool"]
+    assert pool["Name"] == f"recon-{STAGE}" and pool["UsernameAttributes"] == ["email"]
+    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True
+    assert "reconciliation service" in pool["AdminCreateUserConfig"]["InviteMessageTemplate"]["EmailSubject"]
+    client = cognito.describe_user_pool_client(UserPoolId=pool["Id"],
+                                               ClientId=deployment.outputs["UserPoolClientId"])["UserPoolClient"]
+    assert "ClientSecret" not in client and "ALLOW_USER_SRP_AUTH" in client["ExplicitAuthFlows"]
+    assert client["SupportedIdentityProviders"] == ["COGNITO"]  # no federation given to this stage
+
+
+def test_every_function_is_given_the_pool_and_client_the_api_verifies_tokens_for(deployment):
+    for name, configuration in deployment.functions.items():
+        variables = configuration["Environment"]["Variables"]
+        assert (variables["RECON_USER_POOL_ID"], variables["RECON_USER_POOL_CLIENT_ID"]) == (
+            deployment.outputs["UserPoolId"], deployment.outputs["UserPoolClientId"]), name
+
+
+@pytest.fixture(scope="module")
+def identity_run(deployment, unpacked, lambda_boto3) -> tuple[dict, list[dict]]:
+    setup, calls = deployment.tmp / "identity-setup.json", deployment.tmp / "identity-calls.jsonl"
+    setup.write_text(json.dumps({"paths": [str(unpacked["app"]), str(lambda_boto3)], "calls": str(calls)}))
+    stage = deployment.config["stages"][STAGE]
+    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", **deployment.env,
+           **deployment.config["environment_variables"], **stage["environment_variables"],
+           "AWS_ENDPOINT_URL": deployment.endpoint, "AWS_LAMBDA_FUNCTION_NAME": "recon-proof"}
+    done = subprocess.run([packaging.find_runtime_python(), "-I", "-S", str(HERE / "identity_runner.py"), str(setup)],
+                          capture_output=True, text=True, env=env, cwd=deployment.tmp, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+def test_the_packaged_api_verifies_the_pools_tokens_against_the_keys_it_publishes(deployment, unpacked, identity_run):
+    """On AWS the keys are fetched from the pool's issuer (https); here from moto's endpoint, which
+    serves them at the same path under the pool's id. The signature, issuer and audience are checked
+    by joserfc and cryptography from the app's zip, as Lambda imports them."""
+    seen, _ = identity_run
+    pool = deployment.outputs["UserPoolId"]
+    assert (seen["pool_id"], seen["client_id"]) == (pool, deployment.outputs["UserPoolClientId"])
+    assert seen["verified_subject"] == seen["sub"] and seen["verified_email"] == "proof.person@proof.test"
+    assert seen["tampered"] == "invalid token: its signature does not verify"
+    assert seen["keys_on_aws"] == f"https://cognito-idp.{REGION}.amazonaws.com/{pool}/.well-known/jwks.json"
+    assert seen["keys_here"] == f"{deployment.endpoint}/{pool}/.well-known/jwks.json"
+    for module in ("joserfc", "cryptography"):
+        assert seen[module].startswith(str(unpacked["app"])), seen[module]
+
+
+def test_the_api_role_allows_exactly_the_admin_calls_on_its_own_pool(deployment, identity_run, role_documents):
+    _, calls = identity_run
+    assert {c["operation"] for c in calls} == {"AdminCreateUser", "ListUsers", "AdminDisableUser",
+                                                "AdminUserGlobalSignOut", "AdminEnableUser"}
+    assert _refusals(deployment, calls, role_documents.__getitem__) == []
+    operations = len({c["operation"] for c in calls})  # each refused once, however often it was called
+    other_pool = [{**call, "params": {"UserPoolId": f"{REGION}_AnotherPool"}} for call in calls]
+    assert len(_refusals(deployment, other_pool, role_documents.__getitem__)) == operations
+    for function, role in deployment.roles.items():
+        if _group(function) != "api":
+            assert len(_refusals(deployment, calls, lambda _, held=role_documents[role]: held)) == operations, function
+
+
 # --- the package runs -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,16 @@
 """The local stack as a person uses it: `make run`, curl, the key CLI."""
+import re
 import time
 import uuid
 
 import pytest
 import requests
 
+from chalicelib.container import Container
 from chalicelib.local.launcher import StackProcess as RunningStack
 from chalicelib.local.processes import pid_alive
+from chalicelib.local.stack import StackInfo
+from chalicelib.settings import Settings
 
 
 def unique(prefix: str) -> str:
@@ -97,6 +101,22 @@ def test_cli_keys_create_list_revoke_against_the_running_stack(stack):
     key_id = row.split()[0]
     assert stack.cli("keys", "revoke", key_id).returncode == 0
     assert stack.request("GET", "/data_streams", key=secret).status_code == 401
+
+
+def test_the_printed_admin_sign_in_gets_a_token_of_the_local_pool(stack):
+    """What `make run` prints: the admin's email and password, and the CLI that signs them in at the
+    embedded Cognito; the token verifies against the keys that pool serves over HTTP."""
+    printed = re.findall(r"Admin sign-in \(local user pool\):\s+(\S+)\s+/\s+(\S+)", stack.log_path.read_text())
+    assert printed, "make run printed no admin sign-in"
+    email, password = printed[-1]
+    signed_in = stack.cli("token", "--email", email, "--password", password)
+    assert signed_in.returncode == 0, signed_in.stderr
+    token = signed_in.stdout.strip()
+    info = StackInfo(**stack.stack_info())
+    verified = Container(info.settings(Settings(data_dir=stack.data_dir))).identity.verify(token)
+    assert verified.email == email and verified.token_use == "id" and verified.subject
+    refused = stack.cli("token", "--email", email, "--password", "Wrong-password-1")
+    assert refused.returncode == 1 and "cannot sign in" in refused.stderr and password not in refused.stderr
 
 
 def test_a_second_stack_runs_beside_keeps_its_data_and_stops_all_it_started(stack, tmp_path):

@@ -124,6 +124,8 @@ def iam_requests(call: dict, region: str, account: str) -> list[IamRequest]:
         if model.startswith(_INFERENCE_PROFILE_REGIONS):
             return [IamRequest(action, f"{prefix}:inference-profile/{model}")]
         return [IamRequest(action, f"arn:aws:bedrock:{region}::foundation-model/{model}")]
+    if service == "cognito-idp":
+        return [IamRequest(action, f"{prefix}:userpool/{params['UserPoolId']}")]
     raise UnmappedCall(f"{service}:{operation} {params}")
 
 

@@ -38,25 +38,50 @@ def _infra_stack(cfn, stage: str, **parameters: str) -> None:
                      Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()])
 
 
+# Sign-in's parameters, none given: no web app, no hosted domain, no federation.
+SIGN_IN_UNSET = {"SignInCallbackUrls": "", "SignInLogoutUrls": "", "SignInDomainPrefix": "", "SamlMetadataUrl": "",
+                 "OidcIssuer": "", "OidcClientId": "", "OidcClientSecretName": ""}
+
+
 def test_a_new_stage_takes_the_templates_defaults_and_what_is_given(aws):
     cfn = aws.client("cloudformation")
     assert deploy.stage_parameters(cfn, "fresh", deploy.StageOptions()) == {
-        "MailFrom": "", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30"}
+        "MailFrom": "", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30", **SIGN_IN_UNSET}
     given = deploy.StageOptions(mail_from="agents@acme.test", log_retention_days=90)
     assert deploy.stage_parameters(cfn, "fresh", given) == {
-        "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90"}
+        "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90", **SIGN_IN_UNSET}
 
 
 def test_a_deployed_stage_keeps_its_last_values_unless_given_and_an_empty_value_clears_one(aws):
     cfn = aws.client("cloudformation")
     _infra_stack(cfn, "prod", MailFrom="agents@acme.test", ModelId="us.amazon.nova-pro-v1:0",
-                 AlarmEmail="ops@acme.test", LogRetentionDays="90")
+                 AlarmEmail="ops@acme.test", LogRetentionDays="90", SignInDomainPrefix="acme-recon")
     assert deploy.stage_parameters(cfn, "prod", deploy.StageOptions()) == {
-        "MailFrom": "agents@acme.test", "ModelId": "us.amazon.nova-pro-v1:0", "AlarmEmail": "ops@acme.test",
-        "LogRetentionDays": "90"}
+        **SIGN_IN_UNSET, "MailFrom": "agents@acme.test", "ModelId": "us.amazon.nova-pro-v1:0",
+        "AlarmEmail": "ops@acme.test", "LogRetentionDays": "90", "SignInDomainPrefix": "acme-recon"}
     changed = deploy.StageOptions(alarm_email="", model_id=NOVA)  # `make deploy ALARM_EMAIL= MODEL_ID=...`
     assert deploy.stage_parameters(cfn, "prod", changed) == {
-        "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90"}
+        **SIGN_IN_UNSET, "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90",
+        "SignInDomainPrefix": "acme-recon"}
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({"SamlMetadataUrl": "https://idp.acme.test/metadata"}, "SAML_METADATA_URL need SIGN_IN_DOMAIN"),
+    ({"OidcIssuer": "https://login.acme.test", "SignInDomainPrefix": "acme", "SignInCallbackUrls": "https://app/cb"},
+     "OIDC_ISSUER needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET"),
+    ({"OidcIssuer": "https://login.acme.test", "SignInDomainPrefix": "acme", "SignInCallbackUrls": "https://app/cb",
+      "OidcClientId": "recon", "OidcClientSecretName": "acme/recon-oidc"}, "OIDC_CLIENT_SECRET=acme/recon-oidc: no such"),
+])
+def test_federation_without_what_it_needs_is_refused_before_deploying(aws, given, said):
+    with pytest.raises(deploy.DeployRefused, match=said):
+        deploy.check_sign_in(aws.client, {**SIGN_IN_UNSET, **given})
+
+
+def test_federation_to_an_oidc_provider_whose_secret_exists_is_taken(aws):
+    aws.client("secretsmanager").create_secret(Name="acme/recon-oidc", SecretString="client-secret")
+    deploy.check_sign_in(aws.client, {**SIGN_IN_UNSET, "OidcIssuer": "https://login.acme.test", "OidcClientId": "recon",
+                                   "OidcClientSecretName": "acme/recon-oidc", "SignInDomainPrefix": "acme",
+                                   "SignInCallbackUrls": "https://app.acme.test/callback"})
 
 
 @pytest.mark.parametrize(("parameter", "value", "said"), [

@@ -47,7 +47,8 @@ def tampered(token: str) -> str:
     (TokenIssuer(key_id=ISSUER.key_id).token("s"), "signature does not verify"),
     (b64({"alg": "none", "kid": ISSUER.key_id}) + "." + b64({"sub": "s"}) + ".", "invalid token"),
     ("not-a-token", "not a signed JSON web token"),
-])
+], ids=["expired", "other-pool", "other-audience", "other-client", "refresh", "tampered", "unknown-key",
+        "same-kid-other-key", "alg-none", "garbage"])  # fixed ids: the tokens differ per process (xdist)
 def test_a_token_that_is_not_the_providers_is_refused_with_its_reason(token, reason):
     with pytest.raises(Unauthorized, match=reason):
         verifier().verify(token)

@@ -149,13 +149,15 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "SchedulerRoleArn", "FileImportStateMachineArn", "ReconciliationRunStateMachineArn", "EngineLayerArn",
         "ApiRoleArn", "IngestionRoleArn", "RunsRoleArn", "InvestigationsRoleArn", "SweeperRoleArn", "AgentsRoleArn",
         "BrowserRoleArn", "BrowserRunStateMachineArn", "SecretsPrefix", "EventBusName", "WebhooksRoleArn",
-        "WebhookEventQueueName", "WebhookDeliveryQueueName", "MailFrom", "ModelId")}
+        "WebhookEventQueueName", "WebhookDeliveryQueueName", "MailFrom", "ModelId", "UserPoolId",
+        "UserPoolClientId")}
     stage = stage_config("prod", outputs)["stages"]["prod"]
     assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
         "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
         "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
         "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>", "<EventBusName>",
-        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>", "<MailFrom>", "<ModelId>"}
+        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>", "<MailFrom>", "<ModelId>", "<UserPoolId>",
+        "<UserPoolClientId>"}
     # Each name reaches the setting that reads it.
     from chalicelib.settings import Settings
 
@@ -167,6 +169,7 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
     assert (given.webhook_event_queue_name, given.webhook_delivery_queue_name) == (
         "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>")
     assert (given.mail_sender, given.default_model) == ("<MailFrom>", "<ModelId>")  # the deploy's parameters
+    assert (given.user_pool_id, given.user_pool_client_id) == ("<UserPoolId>", "<UserPoolClientId>")
     assert stage["lambda_functions"]["webhook_worker"]["iam_role_arn"] == "<WebhooksRoleArn>"
     assert stage["lambda_functions"]["webhook_worker"]["layers"] == []
     assert stage["lambda_functions"]["agent_worker"]["iam_role_arn"] == "<AgentsRoleArn>"
@@ -251,3 +254,84 @@ def test_the_browser_runs_may_look_for_a_resources_audit_entry_when_they_take_an
     the run's audit entries (gsi3) before writing one. The deployment proof does not reach it."""
     browser = statements(load_template()["Resources"], "BrowserRole")
     assert allows(browser, "dynamodb:Query", {"Fn::Sub": "${Table.Arn}/index/gsi3"})
+
+
+# --- sign-in: the user pool (docs/sign-in.md) ------------------------------------------------------
+
+POOL_ADMIN_ACTIONS = ("cognito-idp:AdminCreateUser", "cognito-idp:AdminGetUser", "cognito-idp:AdminDisableUser",
+                      "cognito-idp:AdminEnableUser", "cognito-idp:AdminUserGlobalSignOut", "cognito-idp:ListUsers")
+
+
+def test_only_the_api_may_manage_the_pools_people_and_no_role_may_sign_them_in():
+    resources = load_template()["Resources"]
+    pool = {"Fn::GetAtt": ["UserPool", "Arn"]}
+    api = statements(resources, "ApiRole")
+    for action in POOL_ADMIN_ACTIONS:
+        assert allows(api, action, pool), action
+    roles = [name for name, r in resources.items() if r["Type"] == "AWS::IAM::Role"]
+    for role in roles:
+        granted = [a for s in statements(resources, role)
+                   for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+        cognito = {a for a in granted if a.startswith("cognito-idp:")}
+        assert cognito == (set(POOL_ADMIN_ACTIONS) if role == "ApiRole" else set()), role
+
+
+def test_the_pool_is_invitation_only_by_email_and_its_client_keeps_no_secret():
+    resources = load_template()["Resources"]
+    pool, client = resources["UserPool"]["Properties"], resources["UserPoolClient"]["Properties"]
+    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True and pool["UsernameAttributes"] == ["email"]
+    assert "{####}" in pool["AdminCreateUserConfig"]["InviteMessageTemplate"]["EmailMessage"]["Fn::Sub"]
+    assert pool["Policies"]["PasswordPolicy"]["MinimumLength"] >= 12
+    assert resources["UserPool"]["DeletionPolicy"] == "Retain"  # with the table, whose users name its people
+    assert client["GenerateSecret"] is False
+
+
+FEDERATED = {"SignInCallbackUrls": "https://app.acme.test/cb,http://localhost:3000/cb", "SignInDomainPrefix": "acme",
+             "SamlMetadataUrl": "https://idp.acme.test/metadata", "OidcIssuer": "https://login.acme.test",
+             "OidcClientId": "recon", "OidcClientSecretName": "acme/recon-oidc"}
+
+
+def test_federation_and_the_oauth_flow_exist_only_when_given_and_the_client_follows_them():
+    template = load_template()
+    resources = template["Resources"]
+    plain, federated = Resolver(template, {}, "eu-west-1"), Resolver(template, FEDERATED, "eu-west-1")
+    plain.physical_ids["UserPool"] = federated.physical_ids["UserPool"] = "eu-west-1_Pool"  # as once made
+    optional = ("UserPoolDomain", "SamlIdentityProvider", "OidcIdentityProvider")
+    assert not any(plain.condition(resources[r]["Condition"]) for r in optional)
+    assert all(federated.condition(resources[r]["Condition"]) for r in optional)
+    client = resources["UserPoolClient"]["Properties"]
+    assert plain.resolve(client)["SupportedIdentityProviders"] == ["COGNITO"]
+    assert "CallbackURLs" not in plain.resolve(client) and plain.resolve(client)["AllowedOAuthFlowsUserPoolClient"] is False
+    given = federated.resolve(client)
+    assert given["SupportedIdentityProviders"] == ["COGNITO", "CompanySAML", "CompanyOIDC"]
+    assert given["CallbackURLs"] == ["https://app.acme.test/cb", "http://localhost:3000/cb"]
+    assert given["AllowedOAuthFlows"] == ["code"]
+    # The OIDC client's secret is read from Secrets Manager by CloudFormation: never a parameter's value.
+    secret = federated.resolve(resources["OidcIdentityProvider"]["Properties"]["ProviderDetails"]["client_secret"])
+    assert secret == "{{resolve:secretsmanager:acme/recon-oidc:SecretString}}"
+    assert not any("Secret" in name and "Default" in spec and spec["Default"] and "Name" not in name
+                   for name, spec in template["Parameters"].items())
+
+
+def test_the_local_provisioner_makes_the_pool_and_client_once_and_federation_when_given():
+    from moto import mock_aws
+
+    from chalicelib.adapters.aws import AwsClients
+    from chalicelib.settings import Settings
+
+    template = load_template()
+    template["Resources"] = {k: v for k, v in template["Resources"].items() if v["Type"].startswith("AWS::Cognito::")}
+    template["Outputs"] = {k: v for k, v in template["Outputs"].items() if k in ("UserPoolId", "UserPoolClientId")}
+    with mock_aws():
+        clients = AwsClients(Settings(region="us-east-1", local_mode=True))
+        cognito = clients.client("cognito-idp")
+        first = provision(clients, {"Stage": "dev"}, "us-east-1", template=template, log=lambda _: None)
+        assert provision(clients, {"Stage": "dev"}, "us-east-1", template=template, log=lambda _: None) == first
+        assert [p["Id"] for p in cognito.list_user_pools(MaxResults=60)["UserPools"]] == [first["UserPoolId"]]
+        client = cognito.describe_user_pool_client(UserPoolId=first["UserPoolId"],
+                                                   ClientId=first["UserPoolClientId"])["UserPoolClient"]
+        assert client["ClientName"] == "recon-dev-api" and "ClientSecret" not in client
+        qa = provision(clients, {"Stage": "qa", **FEDERATED}, "us-east-1", template=template, log=lambda _: None)
+        providers = cognito.list_identity_providers(UserPoolId=qa["UserPoolId"])["Providers"]
+        assert sorted(p["ProviderName"] for p in providers) == ["CompanyOIDC", "CompanySAML"]
+        assert cognito.describe_user_pool_domain(Domain="acme")["DomainDescription"]["UserPoolId"] == qa["UserPoolId"]

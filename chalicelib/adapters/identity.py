@@ -1,0 +1,140 @@
+"""The identity provider: the stage's Cognito user pool (infra/template.yaml `UserPool`), on AWS
+and on the local stack's embedded AWS alike. It invites people (Cognito mails them a temporary
+password), disables and enables them, and signs their tokens, which we verify against the keys the
+pool publishes. We hold no password and mint no token."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import urllib3
+from botocore.exceptions import ClientError
+
+from chalicelib.adapters.identity_tokens import TokenVerifier
+from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.users import VerifiedToken
+
+KEY_SET_TIMEOUT = urllib3.Timeout(connect=2.0, read=3.0)  # within the API's 29 s, with room for retries
+
+
+def pool_issuer(region: str, pool_id: str) -> str:
+    """The `iss` of the pool's tokens, on AWS and on the embedded AWS (moto signs the same one)."""
+    return f"https://cognito-idp.{region}.amazonaws.com/{pool_id}"
+
+
+def key_set_url(region: str, pool_id: str, aws_endpoint: str | None = None) -> str:
+    """Where the pool publishes its signing keys: `<issuer>/.well-known/jwks.json` on AWS; the
+    embedded AWS serves them at its own endpoint under the pool's id."""
+    base = f"{aws_endpoint.rstrip('/')}/{pool_id}" if aws_endpoint else pool_issuer(region, pool_id)
+    return f"{base}/.well-known/jwks.json"
+
+
+class SignInRefused(Exception):
+    """The pool would not sign this person in: unknown, disabled, or a wrong password."""
+
+
+def password_sign_in(cognito: Any, pool_id: str, client_id: str, email: str, password: str,
+                     new_password: str | None = None) -> dict[str, Any]:
+    """Signs in with an email and password by the admin flow (IAM rights to the pool: an operator's
+    CLI, the local stack), choosing `new_password` when the password is an invitation's temporary
+    one. The pool's AuthenticationResult: IdToken, AccessToken, RefreshToken, ExpiresIn."""
+    try:
+        answer = cognito.admin_initiate_auth(UserPoolId=pool_id, ClientId=client_id,
+                                             AuthFlow="ADMIN_USER_PASSWORD_AUTH",
+                                             AuthParameters={"USERNAME": email, "PASSWORD": password})
+        if answer.get("ChallengeName") == "NEW_PASSWORD_REQUIRED":
+            if new_password is None:
+                raise SignInRefused(f"{email} must choose a new password: the one given is an invitation's")
+            answer = cognito.admin_respond_to_auth_challenge(
+                UserPoolId=pool_id, ClientId=client_id, ChallengeName="NEW_PASSWORD_REQUIRED",
+                Session=answer["Session"], ChallengeResponses={"USERNAME": email, "NEW_PASSWORD": new_password})
+    except ClientError as error:
+        if error.response["Error"]["Code"] in ("NotAuthorizedException", "UserNotFoundException",
+                                               "PasswordResetRequiredException", "UserNotConfirmedException"):
+            raise SignInRefused(f"{email} cannot sign in: {error.response['Error'].get('Message', '')}") from None
+        raise
+    if "AuthenticationResult" not in answer:
+        raise SignInRefused(f"{email} cannot sign in here: the pool asks for {answer.get('ChallengeName')}")
+    return dict(answer["AuthenticationResult"])
+
+
+class KeySetFetcher:
+    """GETs the pool's JWKS document with urllib3 (botocore's own HTTP client: `requests` is not in
+    the Lambda package). TLS certificates are checked on AWS's https endpoint."""
+
+    def __init__(self, url: str, http: urllib3.PoolManager | None = None) -> None:
+        self.url = url
+        self._http = http or urllib3.PoolManager(retries=urllib3.Retry(total=2, backoff_factor=0.2),
+                                                 timeout=KEY_SET_TIMEOUT)
+
+    def __call__(self) -> Mapping[str, Any]:
+        response = self._http.request("GET", self.url)
+        if response.status != 200:
+            raise RuntimeError(f"the identity provider's keys ({self.url}) answered HTTP {response.status}")
+        document = json.loads(response.data)
+        if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+            raise RuntimeError(f"the identity provider's keys ({self.url}) are not a JWKS document")
+        return document
+
+
+class CognitoIdentity:
+    def __init__(self, cognito: Any, pool_id: str, client_id: str, verifier: TokenVerifier) -> None:
+        self._cognito = cognito
+        self.pool_id = pool_id
+        self.client_id = client_id
+        self._verifier = verifier
+
+    @classmethod
+    def for_pool(cls, cognito: Any, region: str, pool_id: str, client_id: str,
+                 aws_endpoint: str | None = None) -> CognitoIdentity:
+        fetch = KeySetFetcher(key_set_url(region, pool_id, aws_endpoint))
+        return cls(cognito, pool_id, client_id, TokenVerifier(pool_issuer(region, pool_id), client_id, fetch))
+
+    def invite(self, email: str, name: str | None) -> str:
+        email = email.strip().lower()
+        attributes = [{"Name": "email", "Value": email}, {"Name": "email_verified", "Value": "true"}]
+        if name:
+            attributes.append({"Name": "name", "Value": name})
+        try:
+            response = self._cognito.admin_create_user(UserPoolId=self.pool_id, Username=email,
+                                                       UserAttributes=attributes, DesiredDeliveryMediums=["EMAIL"])
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code == "UsernameExistsException":  # a retried invite: the person is already there
+                return self._sub_of(self._cognito.admin_get_user(UserPoolId=self.pool_id, Username=email)
+                                    ["UserAttributes"], email)
+            if code == "InvalidParameterException":
+                raise BadRequest(f"the identity provider refused the email {email!r}: "
+                                 f"{error.response['Error'].get('Message', 'invalid')}") from None
+            raise
+        return self._sub_of(response["User"]["Attributes"], email)
+
+    def disable(self, idp_user_id: str) -> None:
+        username = self._username_of(idp_user_id)
+        self._cognito.admin_disable_user(UserPoolId=self.pool_id, Username=username)
+        # Their refresh tokens stop working at once; tokens already issued expire within the hour.
+        self._cognito.admin_user_global_sign_out(UserPoolId=self.pool_id, Username=username)
+
+    def enable(self, idp_user_id: str) -> None:
+        self._cognito.admin_enable_user(UserPoolId=self.pool_id, Username=self._username_of(idp_user_id))
+
+    def verify(self, token: str) -> VerifiedToken:
+        return self._verifier.verify(token)
+
+    def _username_of(self, idp_user_id: str) -> str:
+        """The pool's username of the user whose `sub` this is: a person invited by email has their
+        sub for username, a federated one `<provider>_<their id there>`; a filter finds both."""
+        if '"' in idp_user_id or "\\" in idp_user_id:
+            raise NotFound(f"the identity provider holds no user {idp_user_id!r}")
+        users = self._cognito.list_users(UserPoolId=self.pool_id, Filter=f'sub = "{idp_user_id}"', Limit=1)["Users"]
+        if not users:
+            raise NotFound(f"the identity provider holds no user {idp_user_id!r}")
+        return str(users[0]["Username"])
+
+    @staticmethod
+    def _sub_of(attributes: list[dict[str, str]], email: str) -> str:
+        sub = next((a["Value"] for a in attributes if a["Name"] == "sub"), None)
+        if not sub:
+            raise RuntimeError(f"the identity provider gave no sub for {email}")
+        return sub
