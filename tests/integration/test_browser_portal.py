@@ -53,7 +53,7 @@ class InLaunchedChromium(PlaywrightPortal):
     def run(self, job: PortalJob):
         contexts = len(self.chromium.contexts)
         outcome = _Attempt(job, self.step_timeout_seconds, self.download_timeout_seconds).drive(self.chromium)
-        for context in self.chromium.contexts[contexts:]:  # the Lambda's browser closes with its contexts
+        for context in self.chromium.contexts[contexts:]:  # as the adapter's browser.close() would
             context.close()
         return outcome
 
@@ -67,7 +67,7 @@ def launching_its_own(portal: PlaywrightPortal, job: PortalJob):
 
 @pytest.fixture(scope="module")
 def chromium():
-    """One Chromium for the module: about 0.5 s a run less (starting Playwright's driver and the browser)."""
+    """One Chromium for the module: about 1 s a run less here (starting Playwright's driver and the browser)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
