@@ -578,8 +578,8 @@ def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, 
 def test_a_cancel_while_the_last_chunk_is_claimed_ends_the_import_cancelled_at_once(api, services, bank):
     """The pipeline claims the last chunk while the one before is written; a cancel that lands then
     leaves the last chunk unwritten, and the task ends the import itself (not the sweeper, minutes later)."""
-    # Given a CSV import of two chunks (500 and 100 rows), cancelled while its first chunk's records are written
-    created = uploaded_unannounced(api, 600, "c")
+    # Given a CSV import of two chunks (50 and 10 rows), cancelled while its first chunk's records are written
+    created = in_small_chunks(services, uploaded_unannounced(api, SMALL_CHUNK + 10, "c"))
     files.prepare(services.ports, "acme", created["id"])
 
     class CancelledWhileWriting(RecordRepository):
@@ -594,10 +594,10 @@ def test_a_cancel_while_the_last_chunk_is_claimed_ends_the_import_cancelled_at_o
 
     # Then the import is cancelled with the first chunk kept and the last one's rows not processed
     done = api.get(created["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 600, 600)
-    assert (done["successful_items"], done["failed_items"]) == (500, 100)
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 60, 60)
+    assert (done["successful_items"], done["failed_items"]) == (50, 10)
     failed = all_results(api, created["id"], status="failed", limit=200)
-    assert [r["index"] for r in failed] == list(range(500, 600))
+    assert [r["index"] for r in failed] == list(range(50, 60))
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
 
 
