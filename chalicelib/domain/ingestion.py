@@ -54,6 +54,7 @@ BULK_CHUNK_ROWS = 500
 # A bulk request created when chunks were 250 rows (its item has no `bulk_chunk_rows`) keeps them: its
 # done chunks, begin marks and stored results all count in those, across an upgrade too.
 LEGACY_BULK_CHUNK_ROWS = 250
+# A file import's chunk rows, fixed on the job when it is made (a job stored before has none: these).
 FILE_CHUNK_ROWS = 500
 # Chunks an execution has in flight: the next chunk's external_ids are claimed while this chunk's
 # records are written (services/ingestion/chunk.py, `ChunkPipeline`). An execution begins chunk j
@@ -237,6 +238,9 @@ class IngestionJob:
     ignored_uploads: tuple[IgnoredUpload, ...] = ()
     # Bulk requests only: the rows of a chunk, fixed when the job is made (None: LEGACY_BULK_CHUNK_ROWS).
     bulk_chunk_rows: int | None = None
+    # File imports only: the rows of a chunk, fixed when the job is made (None: FILE_CHUNK_ROWS), so that a
+    # prepare run again after the default changed cuts the same chunks as the first.
+    file_chunk_rows: int | None = None
 
     @property
     def progress(self) -> int:
@@ -293,7 +297,9 @@ class IngestionJob:
 
     @property
     def chunk_rows(self) -> int:
-        return FILE_CHUNK_ROWS if self.is_file else (self.bulk_chunk_rows or LEGACY_BULK_CHUNK_ROWS)
+        if self.is_file:
+            return self.file_chunk_rows or FILE_CHUNK_ROWS
+        return self.bulk_chunk_rows or LEGACY_BULK_CHUNK_ROWS
 
     def chunk_range(self, chunk: int) -> range:
         """The item indexes of a chunk."""

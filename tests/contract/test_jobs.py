@@ -41,7 +41,8 @@ def processing(jobs, job_id: int = 1, **kw):
 class TestIngestionJobRepository:
     def test_add_writes_a_new_job_once_with_zeroed_progress(self, jobs):
         added = job(1, payload_key="bulk/1.json", body_hash="abc", idempotency_key="k1", data_stream_ids=(3, 4),
-                    processed_items=9, first_record_id=77, restarts=2, options={"delimiter": ";"}, bulk_chunk_rows=500)
+                    processed_items=9, first_record_id=77, restarts=2, options={"delimiter": ";"}, bulk_chunk_rows=500,
+                    file_chunk_rows=120)
         jobs.add(added)
         jobs.add(replace(added, total_items=1))  # a retried request: nothing changes
         assert jobs.get(ENV, 1) == replace(added, created_at=T0_MS, processed_items=0, first_record_id=None,

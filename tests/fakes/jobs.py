@@ -81,7 +81,8 @@ class FakeIngestionJobRepository:
             payload_key=job.payload_key, filename=job.filename, body_hash=job.body_hash,
             idempotency_key=job.idempotency_key, expected_records_count=job.expected_records_count,
             decimal_places=job.decimal_places, data_stream_ids=tuple(job.data_stream_ids), file_key=job.file_key,
-            data_stream_key=job.data_stream_key, options=dict(job.options or {}), bulk_chunk_rows=job.bulk_chunk_rows))
+            data_stream_key=job.data_stream_key, options=dict(job.options or {}), bulk_chunk_rows=job.bulk_chunk_rows,
+            file_chunk_rows=job.file_chunk_rows))
 
     def claim_idempotency_key(self, environment: str, key: str, job_id: int, body_hash: str) -> tuple[int, str]:
         """Bind `key` to `job_id` unless it is bound already (and not expired); the binding that holds."""

@@ -10,14 +10,15 @@ import requests
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.domain.ingestion import FILE_CHUNK_ROWS
 from chalicelib.services.ingestion import files
 
 # Write to the end whatever the machine's load: a real task budget could run out on a busy CI core.
 WHOLE_FILE = timedelta(hours=1)
 
-ROWS = FILE_CHUNK_ROWS + 200  # two chunks; the second dies
-KEPT = 100  # records of the second chunk written before the task died
+# Chunks of 50 rows set on the import (500 by default): the same two chunks, a tenth of the writes.
+CHUNK = 50
+ROWS = CHUNK + 20  # two chunks; the second dies
+KEPT = 10  # records of the second chunk written before the task died
 
 
 class DiesWriting(RecordRepository):
@@ -41,6 +42,7 @@ def crashed(api, services, reconciliation):
     created = api.post("/v1/data_streams/bank/file_imports", {"filename": "nov.csv", "format": "csv"}).json_body
     data = "date,amount,external_id\n" + "".join(f"2026-11-02,{n}.00,f-{n}\n" for n in range(ROWS))
     assert requests.put(created["upload_url"], data=data.encode(), timeout=10).status_code == 200
+    services.table.update(keys.ingestion_job("acme", created["id"]), "SET file_chunk_rows = :rows", {":rows": CHUNK})
     assert files.prepare(services.ports, "acme", created["id"]) == "chunk"
     with pytest.raises(RuntimeError):
         files.write_chunks(replace(services.ports, records=DiesWriting(services.table)), "acme", created["id"])
@@ -50,7 +52,7 @@ def crashed(api, services, reconciliation):
 def records_of(api, job_id: int) -> list[dict]:
     found, cursor = [], None
     while True:
-        page = api.get(f"/v1/file_imports/{job_id}/records?limit=200" + (f"&cursor={cursor}" if cursor else ""))
+        page = api.get(f"/v1/file_imports/{job_id}/records?limit=20" + (f"&cursor={cursor}" if cursor else ""))
         found += page.json_body["data"]
         cursor = page.json_body["next_cursor"]
         if not cursor:
@@ -60,7 +62,7 @@ def records_of(api, job_id: int) -> list[dict]:
 def test_the_next_task_owns_what_the_dead_one_wrote_and_a_claim_made_meanwhile_stays(
         api, services, reconciliation, crashed):
     created, job = crashed
-    claimed = job.record_id(FILE_CHUNK_ROWS + 5)  # written before the task died
+    claimed = job.record_id(CHUNK + 5)  # written before the task died
     # Runs and manual matches leave a writing import's records alone; one that did not see it
     # writing (its list of active jobs lagging) claims a record all the same.
     users = frozenset({reconciliation["id"]})
@@ -91,10 +93,10 @@ def test_an_import_failed_with_its_files_gone_owns_what_its_unfinished_chunk_wro
                                 {"Error": "NoSuchKey", "Cause": "the chunk file is gone"}) == "stop"
 
     done = api.get(created["url"]).json_body
-    written = FILE_CHUNK_ROWS + KEPT
+    written = CHUNK + KEPT
     assert (done["status"], done["total_items"], done["processed_items"]) == ("failed", ROWS, ROWS)
     assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (written, ROWS - written, 0)
-    owned = [r for r in records_of(api, created["id"]) if r["id"] >= job.record_id(FILE_CHUNK_ROWS)]
+    owned = [r for r in records_of(api, created["id"]) if r["id"] >= job.record_id(CHUNK)]
     assert len(owned) == KEPT
     assert len(records_of(api, created["id"])) == written
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == written

@@ -61,6 +61,18 @@ def uploaded_unannounced(api, rows: int, prefix: str) -> dict:
     return created
 
 
+# The cancel and crash tests cut their files in chunks of 50 rows, not 500: the same chunks, a tenth of the writes.
+SMALL_CHUNK = 50
+
+
+def in_small_chunks(services, created: dict) -> dict:
+    """The import, its chunk size set on its item as one made with a SMALL_CHUNK default would be."""
+    services.table.update(keys.ingestion_job("acme", created["id"]), "SET file_chunk_rows = :rows",
+                          {":rows": SMALL_CHUNK})
+    assert services.ports.ingestion_jobs.get("acme", created["id"]).chunk_rows == SMALL_CHUNK
+    return created
+
+
 def test_a_csv_upload_is_imported_with_its_bad_rows_reported_by_line(api, services, runtime, bank):
     created = create(api)
     assert created["status"] == "pending" and created["upload_url"].startswith("http")
@@ -171,7 +183,7 @@ def test_cancelling_a_completed_import_is_a_conflict(api, services, runtime, ban
 
 def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was_written(
         api, services, runtime, bank):
-    created = uploaded_unannounced(api, 2500, "c")
+    created = in_small_chunks(services, uploaded_unannounced(api, 5 * SMALL_CHUNK, "c"))
     ports = services.ports
     assert files.prepare(ports, "acme", created["id"]) == "chunk"
     assert files.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
@@ -183,7 +195,7 @@ def test_a_cancel_during_processing_stops_at_the_next_heartbeat_keeping_what_was
     assert files.write_chunks(ports, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
-    one_chunk = files.FILE_CHUNK_ROWS
+    one_chunk = SMALL_CHUNK
     assert done["status"] == "cancelled" and done["successful_items"] == one_chunk
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == one_chunk
     [listed] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
@@ -204,7 +216,7 @@ class RecordsThatDie(RecordRepository):
 
 
 def test_a_crashed_chunk_resumes_from_its_checkpoint_without_duplicates_or_gaps(api, services, bank):
-    created = uploaded_unannounced(api, 3100, "r")
+    created = in_small_chunks(services, uploaded_unannounced(api, 310, "r"))  # six chunks and a part; the 2nd dies
     ports = services.ports
     files.prepare(ports, "acme", created["id"])
     dying = replace(ports, records=RecordsThatDie(services.table, 2))
@@ -215,17 +227,17 @@ def test_a_crashed_chunk_resumes_from_its_checkpoint_without_duplicates_or_gaps(
     files.finish(ports, "acme", created["id"])
 
     done = api.get(created["url"]).json_body
-    assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 3100, 3100)
+    assert (done["status"], done["successful_items"], done["processed_items"]) == ("completed", 310, 310)
     ids, cursor = [], None
     while True:
-        page = api.get(f"/v1/file_imports/{created['id']}/records?limit=200" +
+        page = api.get(f"/v1/file_imports/{created['id']}/records?limit=50" +
                        (f"&cursor={cursor}" if cursor else "")).json_body
         ids += [r["external_id"] for r in page["data"]]
         cursor = page["next_cursor"]
         if not cursor:
             break
-    assert sorted(ids) == sorted(f"r-{n}" for n in range(3100))
-    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 3100
+    assert sorted(ids) == sorted(f"r-{n}" for n in range(310))
+    assert api.get("/v1/data_streams/bank").json_body["records_count"] == 310
 
 
 def test_the_sweeper_restarts_a_stuck_import_and_fails_it_after_too_many_restarts(api, services, bank):
@@ -546,28 +558,28 @@ def test_a_partly_failed_import_says_how_many_rows_failed(api, services, runtime
 
 
 def test_a_cancelled_import_gives_every_row_a_result_and_its_totals_add_up(api, services, bank):
-    created = uploaded_unannounced(api, 1200, "c")
+    created = in_small_chunks(services, uploaded_unannounced(api, 120, "c"))
     ports = services.ports
     files.prepare(ports, "acme", created["id"])
-    files.write_chunks(ports, "acme", created["id"], budget=timedelta(0))  # one chunk of 500
+    files.write_chunks(ports, "acme", created["id"], budget=timedelta(0))  # one chunk of 50
     api.post(f"/v1/file_imports/{created['id']}/cancel")
     assert files.write_chunks(ports, "acme", created["id"]) == "stop"
 
     done = api.get(created["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)
-    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (500, 700, 0)
-    failed = all_results(api, created["id"], status="failed", limit=200)
-    assert [(r["index"], r["line"], r["external_id"]) for r in failed] == [(n, n + 2, f"c-{n}") for n in range(500, 1200)]
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 120, 120)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (50, 70, 0)
+    failed = all_results(api, created["id"], status="failed", limit=20)  # four pages
+    assert [(r["index"], r["line"], r["external_id"]) for r in failed] == [(n, n + 2, f"c-{n}") for n in range(50, 120)]
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
     files.finish(ports, "acme", created["id"])  # a late task changes nothing
-    assert api.get(created["url"]).json_body["failed_items"] == 700
+    assert api.get(created["url"]).json_body["failed_items"] == 70
 
 
 def test_a_cancel_while_the_last_chunk_is_claimed_ends_the_import_cancelled_at_once(api, services, bank):
     """The pipeline claims the last chunk while the one before is written; a cancel that lands then
     leaves the last chunk unwritten, and the task ends the import itself (not the sweeper, minutes later)."""
-    # Given a CSV import of two chunks (500 and 100 rows), cancelled while its first chunk's records are written
-    created = uploaded_unannounced(api, 600, "c")
+    # Given a CSV import of two chunks (50 and 10 rows), cancelled while its first chunk's records are written
+    created = in_small_chunks(services, uploaded_unannounced(api, SMALL_CHUNK + 10, "c"))
     files.prepare(services.ports, "acme", created["id"])
 
     class CancelledWhileWriting(RecordRepository):
@@ -582,10 +594,10 @@ def test_a_cancel_while_the_last_chunk_is_claimed_ends_the_import_cancelled_at_o
 
     # Then the import is cancelled with the first chunk kept and the last one's rows not processed
     done = api.get(created["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 600, 600)
-    assert (done["successful_items"], done["failed_items"]) == (500, 100)
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 60, 60)
+    assert (done["successful_items"], done["failed_items"]) == (50, 10)
     failed = all_results(api, created["id"], status="failed", limit=200)
-    assert [r["index"] for r in failed] == list(range(500, 600))
+    assert [r["index"] for r in failed] == list(range(50, 60))
     assert all(r["error"] == "not processed: the import was cancelled before this row was reached" for r in failed)
 
 
@@ -629,8 +641,8 @@ def test_an_unknown_encoding_or_a_bad_delimiter_is_422_naming_the_field(api, ban
 def test_a_cancelled_csv_import_is_never_read_cancelled_before_its_counts_are(api, services, bank):
     from tests.support.ingestion_watch import FinalCountsWatch, WatchedJobs
 
-    # Given a CSV import of 1,200 rows with its first chunk of 500 written, then a cancel
-    created = uploaded_unannounced(api, 1200, "w")
+    # Given a CSV import of 120 rows with its first chunk of 50 written, then a cancel
+    created = in_small_chunks(services, uploaded_unannounced(api, 120, "w"))
     ports = services.ports
     files.prepare(ports, "acme", created["id"])
     files.write_chunks(ports, "acme", created["id"], budget=timedelta(0))
@@ -643,7 +655,7 @@ def test_a_cancelled_csv_import_is_never_read_cancelled_before_its_counts_are(ap
     assert watch.violations == []
     assert watch.seen[0] == "processing" and watch.seen[-1] == "cancelled"
     done = api.get(created["url"]).json_body
-    assert (done["successful_items"], done["failed_items"], done["processed_items"]) == (500, 700, 1200)
+    assert (done["successful_items"], done["failed_items"], done["processed_items"]) == (50, 70, 120)
 
 
 def test_a_second_upload_to_an_import_that_already_ran_is_shown_on_the_import_as_not_imported(

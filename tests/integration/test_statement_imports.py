@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from chalicelib.domain.ingestion import FILE_CHUNK_ROWS
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.parsers import FileRejected
 from chalicelib.domain.parsers.bai2 import parse_bai2
 from chalicelib.domain.parsers.camt053 import parse_camt053
@@ -340,7 +340,9 @@ def test_a_refused_statements_error_details_have_one_shape_whatever_its_format(
 # Cancel ---------------------------------------------------------------------------------------------
 
 ACCOUNTS = {"operating": "111", "reserve": "222", "payroll": "333"}
-PER_ACCOUNT = 400  # 1,200 transactions: three chunks of FILE_CHUNK_ROWS (500); the first spans two streams
+# 120 transactions in chunks of 50 (set on the import: 500 rows by default, the same chunks and ten times
+# the writes): three chunks, the first spanning two streams.
+PER_ACCOUNT, CHUNK = 40, 50
 
 
 def three_accounts() -> bytes:
@@ -355,13 +357,14 @@ def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and
         stream(api, key, number)
     created = api.post("/v1/file_imports", {"filename": "morning.bai2", "format": "bai2"}).json_body
     assert requests.put(created["upload_url"], data=three_accounts(), timeout=10).status_code == 200
+    services.table.update(keys.ingestion_job("acme", created["id"]), "SET file_chunk_rows = :rows", {":rows": CHUNK})
     ports = services.ports  # the workflow's tasks, driven one at a time
     assert files.prepare(ports, "acme", created["id"]) == "chunk"
     assert files.write_chunks(ports, "acme", created["id"], budget=timedelta(0)) == "chunk"  # one chunk
 
     running = api.get(created["url"]).json_body
     assert (running["status"], running["processed_items"], running["total_items"]) == (
-        "processing", FILE_CHUNK_ROWS, 3 * PER_ACCOUNT)
+        "processing", CHUNK, 3 * PER_ACCOUNT)
     assert running["last_progress_at"] and running["stuck"] is False
     assert api.post(f"/v1/file_imports/{created['id']}/cancel").json_body["status"] == "processing"
 
@@ -369,17 +372,18 @@ def test_a_routed_statement_cancelled_after_its_first_chunk_keeps_that_chunk_and
     files.finish(ports, "acme", created["id"])  # a late task changes nothing
 
     done = api.get(created["url"]).json_body
-    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 1200, 1200)
-    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (FILE_CHUNK_ROWS, 700, 0)
+    assert (done["status"], done["total_items"], done["processed_items"]) == ("cancelled", 120, 120)
+    assert (done["successful_items"], done["failed_items"], done["skipped_items"]) == (CHUNK, 70, 0)
     written = {key: api.get(f"/v1/data_streams/{key}").json_body for key in ACCOUNTS}
-    assert {k: s["records_count"] for k, s in written.items()} == {"operating": 400, "reserve": 100, "payroll": 0}
+    assert {k: s["records_count"] for k, s in written.items()} == {
+        "operating": PER_ACCOUNT, "reserve": CHUNK - PER_ACCOUNT, "payroll": 0}
     for key in ACCOUNTS:  # routed when it was prepared: each stream lists it
         assert [j["id"] for j in api.get(f"/v1/data_streams/{key}/file_imports").json_body["data"]] == [created["id"]]
     for key in ACCOUNTS:  # the balances wait for the import to complete: a cancelled one keeps none
         assert api.get(f"/v1/data_streams/{key}/balances").json_body["data"] == []
         assert written[key]["latest_balance"] is None
     reserve = api.get("/v1/records?data_stream_key=reserve&limit=200").json_body["data"]
-    assert sorted(r["external_id"] for r in reserve) == sorted(f"reserve-{n}" for n in range(100))
+    assert sorted(r["external_id"] for r in reserve) == sorted(f"reserve-{n}" for n in range(CHUNK - PER_ACCOUNT))
 
 
 # The latest balance of a page of streams ------------------------------------------------------------

@@ -165,3 +165,21 @@ def test_an_import_stopped_by_a_store_error_fails_with_a_clear_reason_and_none_o
     assert failed.error_details == {"reason": "internal_error"}
     shown = f"{failed.error_message} {failed.error_details}"
     assert "BatchWriteItem" not in shown and "ClientError" not in shown and "ValidationException" not in shown
+
+
+def test_an_import_keeps_the_chunk_size_it_was_made_with_and_one_made_before_cuts_the_old_default(ports):
+    # Given an import made now, and one stored before imports kept their chunk size (none on its item)
+    streams(ports, "bank")
+    made_now, made_before = created(ports), created(ports)
+    assert made_now.file_chunk_rows == made_now.chunk_rows == FILE_CHUNK_ROWS
+    ports.ingestion_jobs.rows[(ENV, made_before.id)].job = replace(made_before, file_chunk_rows=None)
+    # When files of 2.5 chunks of the default are prepared, one after its size was set to 100 rows
+    ports.ingestion_jobs.rows[(ENV, made_now.id)].job = replace(made_now, file_chunk_rows=100)
+    rows = FILE_CHUNK_ROWS * 5 // 2
+    data = b"date,amount,external_id\n" + b"".join(f"2026-11-01,{n}.00,tx-{n}\n".encode() for n in range(rows))
+    for job in (made_now, made_before):
+        ports.payloads.objects[job.import_file_key] = (data, datetime.now(UTC))
+        assert files.prepare(ports, ENV, job.id) == "chunk"
+    # Then each is cut in its own chunks
+    assert ports.ingestion_jobs.get(ENV, made_now.id).chunk_count == -(-rows // 100)
+    assert ports.ingestion_jobs.get(ENV, made_before.id).chunk_count == 3

@@ -418,7 +418,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             "expected_records_count": job.expected_records_count, "decimal_places": job.decimal_places,
             "data_stream_ids": list(job.data_stream_ids), "created_per_stream": {},
             "file_key": job.file_key, "data_stream_key": job.data_stream_key, "options": job.options or None,
-            "bulk_chunk_rows": job.bulk_chunk_rows,
+            "bulk_chunk_rows": job.bulk_chunk_rows, "file_chunk_rows": job.file_chunk_rows,
             **(keys.job_of_stream_index(job.environment, job.data_stream_key, job.id) if job.data_stream_key else {}),
             **keys.active_job_index(job.environment, job.id),
         }
@@ -453,6 +453,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             ending=JobStatus(item["ending"]["status"]) if item.get("ending") else None,
             ending_fields=dict((item.get("ending") or {}).get("fields") or {}),
             upload_etag=item.get("upload_etag"), bulk_chunk_rows=item.get("bulk_chunk_rows"),
+            file_chunk_rows=item.get("file_chunk_rows"),
             ignored_uploads=tuple(IgnoredUpload(u["etag"], u.get("byte_size"), parse_iso(u["received_at"]),
                                                 u["message"]) for u in item.get("ignored_uploads") or ()),
         )

@@ -10,7 +10,7 @@ from chalicelib.domain.api_keys import ENVIRONMENT_PATTERN
 from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.ingestion import IgnoredUpload, IngestionJob, JobSource, JobStatus, OnConflict
+from chalicelib.domain.ingestion import FILE_CHUNK_ROWS, IgnoredUpload, IngestionJob, JobSource, JobStatus, OnConflict
 from chalicelib.observability import logger
 from chalicelib.services import agent_runs
 from chalicelib.services.ingestion.files import execution_name, start_uploaded
@@ -85,6 +85,7 @@ def _drop_import(ports: Ports, key: str, etag: str, environment: str, stream_key
             environment=environment, id=job_id, source=source, status=JobStatus.PENDING, total_items=0,
             on_conflict=OnConflict.SKIP, created_at=utc_now(), filename=filename.rsplit("/", 1)[-1], file_key=key,
             data_stream_key=stream_key, options={"column_mapping": {}, "date_format": "YYYY-MM-DD"},
+            file_chunk_rows=FILE_CHUNK_ROWS,
         )
         ports.ingestion_jobs.add(job)
         job = ports.ingestion_jobs.get(environment, job_id)

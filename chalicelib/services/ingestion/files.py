@@ -74,7 +74,7 @@ def create_import(ports: Ports, environment: str, stream_key: str | None, *, fil
         on_conflict=on_conflict, created_at=utc_now(), filename=filename,
         decimal_places=NACHA_DECIMAL_PLACES if source is JobSource.NACHA else decimal_places,
         file_key=f"{UPLOADS_PREFIX}{environment}/{job_id}/{_safe_name(filename)}",
-        data_stream_key=stream_key,
+        data_stream_key=stream_key, file_chunk_rows=FILE_CHUNK_ROWS,
         options={"column_mapping": column_mapping, "date_format": date_format, "decimal_places": decimal_places,
                  "nacha_control_mismatch": nacha_control_mismatch, "control_mismatch": control_mismatch,
                  "encoding": encoding, "delimiter": delimiter},
@@ -151,7 +151,7 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
         ports.payloads.put_json(_balances_key(job), parsed.summary.get("balances", []))
         streams_written = sorted({row.item["data_stream_key"] for row in parsed.rows if row.item})
         ports.ingestion_jobs.link_to_streams(job, [k for k in streams_written if k != job.data_stream_key])
-    ranges = chunk_ranges(len(parsed.rows), FILE_CHUNK_ROWS)
+    ranges = chunk_ranges(len(parsed.rows), job.chunk_rows)
 
     def put_chunk(number: int) -> None:
         ports.payloads.put_json(_chunk_key(job, number), {"rows": [
