@@ -109,7 +109,7 @@ def test_the_printed_admin_sign_in_gets_a_token_of_the_local_pool(stack):
     printed = re.findall(r"Admin sign-in \(local user pool\):\s+(\S+)\s+/\s+(\S+)", stack.log_path.read_text())
     assert printed, "make run printed no admin sign-in"
     email, password = printed[-1]
-    signed_in = stack.cli("token", "--email", email, "--password", password)
+    signed_in = stack.cli("token", "--email", email, f"--password={password}")
     assert signed_in.returncode == 0, signed_in.stderr
     token = signed_in.stdout.strip()
     info = StackInfo(**stack.stack_info())
