@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         "token", help="sign a person in at the user pool and print their id token (for `Authorization: Bearer`); "
                       "needs IAM rights to the pool on AWS")
     token.add_argument("--email", required=True)
-    token.add_argument("--password", help="default: asked for")
+    token.add_argument("--password", help="default: asked for without echo; write --password=VALUE, as a "
+                                          "password may start with '-'")
     token.add_argument("--new-password", help="the password to choose when the one given is an invitation's")
     token.add_argument("--access", action="store_true", help="print the access token instead of the id token")
     args = parser.parse_args(argv)
@@ -149,14 +150,25 @@ def recorded(container: Container, environment: str, action: str, resource_type:
 
 
 def _token(container: Container, target: str, args: argparse.Namespace) -> int:
-    """The token alone on stdout (TOKEN=$(...)); why not, on stderr."""
-    identity = container.identity
+    """The token alone on stdout (TOKEN=$(...)); why not, on stderr. Exit 2: nothing to sign in at."""
+    try:
+        identity = container.identity
+    except RuntimeError as missing:  # no pool in the settings: the stage predates it, or a bare shell
+        print(f"error: {missing} ({target}). Start the local stack with `make run`, or pass --stage <stage> "
+              f"right after `chalicelib.cli` for a stage deployed with its user pool.", file=sys.stderr)
+        return 2
     password = args.password or getpass.getpass(f"Password of {args.email}: ")
     try:
         tokens = password_sign_in(container.aws.client("cognito-idp"), identity.pool_id, identity.client_id,
                                   args.email.strip().lower(), password, new_password=args.new_password)
     except SignInRefused as refused:
         print(f"error: {refused} ({target})", file=sys.stderr)
+        return 1
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "InvalidPasswordException":
+            raise
+        print(f"error: the pool refused the new password: {error.response['Error'].get('Message', '')} "
+              f"(its policy: 12 characters or more, with upper and lower case letters and digits)", file=sys.stderr)
         return 1
     print(tokens["AccessToken" if args.access else "IdToken"])
     return 0

@@ -23,7 +23,8 @@ the functions without their roles, layers and configuration.
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
 address, the log retention, sign-in's web app URLs, hosted domain and federation) are checked
 against the account: the sender's SES identity verified, the model enabled, a federation's OIDC
-secret present (`check_parameters`); a deploy that would not work stops there, creating nothing.
+secret present, no user pool of the stage's name kept outside its stack by a destroy
+(`check_parameters`); a deploy that would not work stops there, creating nothing.
 
 Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
 and needs a running Docker engine when the browser image is to be built.
@@ -295,13 +296,15 @@ def stage_parameters(cfn, stage: str, options: StageOptions) -> dict[str, str]:
     return values
 
 
-def check_parameters(client, region: str, parameters: dict[str, str], log=print) -> None:
+def check_parameters(client, region: str, parameters: dict[str, str], log=print, *, stage: str) -> None:
     """Refuse (DeployRefused) a stage parameter the template or the account would not take: each
     against the template's pattern or allowed values, the sender against SES (a verified identity)
-    and the model against Bedrock (it exists here and this account may call it). Reads only;
-    `client(service)` makes the clients (a boto3 session's `client`)."""
+    and the model against Bedrock (it exists here and this account may call it); and a stage whose
+    user pool a destroy kept outside its stack. Reads only; `client(service)` makes the clients (a
+    boto3 session's `client`)."""
     check_against_template(parameters)
     check_sign_in(client, parameters)
+    check_user_pool(client, stage)
     check_mail_sender(client("ses"), parameters["MailFrom"], region)
     check_model(client("bedrock"), parameters["ModelId"], region)
     note_ses_sandbox(client("sesv2"), region, log)
@@ -339,6 +342,26 @@ def check_sign_in(client, parameters: dict[str, str]) -> None:
     except secretsmanager.exceptions.ResourceNotFoundException:
         raise DeployRefused(f"OIDC_CLIENT_SECRET={parameters['OidcClientSecretName']}: no such secret in Secrets "
                             "Manager here; create it with the OIDC client's secret as its value") from None
+
+
+def check_user_pool(client, stage: str) -> None:
+    """`make destroy` without PURGE=1 keeps the stage's user pool (DeletionPolicy: Retain), with its
+    people. Pool names are not unique: a stack made anew would make a second pool of the same name
+    beside it, and sign in none of the people the kept one holds (every user's `sub` would change).
+    So a pool named like the stage's that its infrastructure stack does not hold is refused."""
+    name = f"{APP_NAME}-{stage}"
+    cognito = client("cognito-idp")
+    pools = [pool["Id"] for page in cognito.get_paginator("list_user_pools").paginate(MaxResults=60)
+             for pool in page["UserPools"] if pool["Name"] == name]
+    stack = stack_names(stage)["infra"]
+    held = (_existing_outputs(client("cloudformation"), stack) or {}).get("UserPoolId")
+    outside = [pool for pool in pools if pool != held]
+    if outside:
+        raise DeployRefused(
+            f"user pool {name} ({', '.join(outside)}) exists outside the stack {stack}: a `make destroy` without "
+            f"PURGE=1 kept it, with its people, and a deploy would make a second pool beside it. Import it into "
+            f"the stack first (docs/upgrades.md, 'Deploying a destroyed stage again'), or delete it when its "
+            f"people may go: aws cognito-idp delete-user-pool --user-pool-id {outside[0]}")
 
 
 def check_mail_sender(ses, mail_from: str, region: str) -> None:
@@ -648,7 +671,7 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
     cfn, s3 = session.client("cloudformation"), session.client("s3")
     names = stack_names(stage)
     parameters = stage_parameters(cfn, stage, options or StageOptions())
-    check(session.client, session.region_name, parameters, log)
+    check(session.client, session.region_name, parameters, log, stage=stage)
 
     # The lock and the app's record live in the artifacts bucket: a new stage's is made first, unlocked
     # (two first deploys at once: CloudFormation creates the stack for one, and refuses the other).

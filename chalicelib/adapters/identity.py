@@ -12,7 +12,7 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.users import VerifiedToken
 
 KEY_SET_TIMEOUT = urllib3.Timeout(connect=2.0, read=3.0)  # within the API's 29 s, with room for retries
@@ -101,20 +101,37 @@ class CognitoIdentity:
                                                        UserAttributes=attributes, DesiredDeliveryMediums=["EMAIL"])
         except ClientError as error:
             code = error.response["Error"]["Code"]
-            if code == "UsernameExistsException":  # a retried invite: the person is already there
-                return self._sub_of(self._cognito.admin_get_user(UserPoolId=self.pool_id, Username=email)
-                                    ["UserAttributes"], email)
+            if code == "UsernameExistsException":
+                return self._invited_again(email)
             if code == "InvalidParameterException":
                 raise BadRequest(f"the identity provider refused the email {email!r}: "
                                  f"{error.response['Error'].get('Message', 'invalid')}") from None
             raise
         return self._sub_of(response["User"]["Attributes"], email)
 
+    def _invited_again(self, email: str) -> str:
+        """A retried invite, or an invite of someone the pool already holds: the same user. Their
+        invitation is sent again while they have not signed in yet (the first may be lost or its
+        temporary password expired); a user the pool holds disabled is refused, not quietly linked."""
+        held = self._cognito.admin_get_user(UserPoolId=self.pool_id, Username=email)
+        if not held.get("Enabled", True):
+            raise Conflict(f"the identity provider holds {email} disabled: enable that user instead of inviting them")
+        if held.get("UserStatus") == "FORCE_CHANGE_PASSWORD":
+            self._cognito.admin_create_user(UserPoolId=self.pool_id, Username=email, MessageAction="RESEND",
+                                            DesiredDeliveryMediums=["EMAIL"])
+        return self._sub_of(held["UserAttributes"], email)
+
     def disable(self, idp_user_id: str) -> None:
         username = self._username_of(idp_user_id)
+        # Signed out first: Cognito refuses admin calls on a disabled user, so a retried disable finds
+        # them disabled already and has nothing left to sign out. Their refresh tokens stop working at
+        # once; tokens already issued expire within the hour.
+        try:
+            self._cognito.admin_user_global_sign_out(UserPoolId=self.pool_id, Username=username)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "NotAuthorizedException":  # disabled already
+                raise
         self._cognito.admin_disable_user(UserPoolId=self.pool_id, Username=username)
-        # Their refresh tokens stop working at once; tokens already issued expire within the hour.
-        self._cognito.admin_user_global_sign_out(UserPoolId=self.pool_id, Username=username)
 
     def enable(self, idp_user_id: str) -> None:
         self._cognito.admin_enable_user(UserPoolId=self.pool_id, Username=self._username_of(idp_user_id))

@@ -72,9 +72,18 @@ class TokenVerifier:
         expires_at = datetime.fromtimestamp(expires, UTC)
         if expires_at + CLOCK_SKEW <= self._clock():
             raise Unauthorized("expired token: sign in again")
-        email = claims.get("email")
         return VerifiedToken(subject=subject, token_use=token_use, expires_at=expires_at,
-                             email=email if isinstance(email, str) else None)
+                             email=verified_email(claims))
+
+
+def verified_email(claims: Mapping[str, Any]) -> str | None:
+    """The token's email only when the pool marks it verified: a federated person's email is
+    whatever their own provider asserts, and must not pass for an address we checked. (Cognito
+    writes `email_verified` as a boolean; a provider's attribute mapped onto it may be a string.)"""
+    email, verified = claims.get("email"), claims.get("email_verified")
+    if isinstance(email, str) and (verified is True or verified == "true"):
+        return email
+    return None
 
 
 def key_id_of(token: str) -> str:

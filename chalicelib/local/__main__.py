@@ -53,13 +53,18 @@ def ensure_local_admin(container: Container) -> LocalAdmin:
     user and its `sub` are made again at every start).
 
     The hook for our own user record: once the users' store exists, this also ensures the user
-    (environment LOCAL_ENVIRONMENT, role admin, idp_user_id the pool's sub, re-linked by email when
-    the sub changed) beside the provider's. For now it ensures the provider's user only."""
+    (environment LOCAL_ENVIRONMENT, role admin, idp_user_id the pool's sub) beside the provider's.
+    When the sub changed, that record is re-linked by email, and ONLY here: the local pool is ours
+    alone, recreated at every start, and this admin was put in it by this very function, so its email
+    names the same person. It is never a general rule: elsewhere an email proves nothing (a federated
+    provider asserts what it likes), and a person is known by their `sub` alone. For now it ensures
+    the provider's user only."""
     settings = container.settings
     identity: CognitoIdentity = container.identity
     email = settings.local_admin_email.strip().lower()
     given = settings.local_admin_password
-    password = given.get_secret_value() if given else f"{secrets.token_urlsafe(12)}-Aa1"
+    # A fixed start: token_urlsafe may begin with "-", which a command line reads as an option.
+    password = given.get_secret_value() if given else f"Aa1-{secrets.token_urlsafe(12)}"
     idp_user_id = identity.invite(email, "Local admin")
     container.aws.client("cognito-idp").admin_set_user_password(
         UserPoolId=identity.pool_id, Username=email, Password=password, Permanent=True)
@@ -70,7 +75,7 @@ def banner(url: str, key: str, data_dir: Path, admin: LocalAdmin | None = None) 
     line = "=" * 78
     sign_in = [] if admin is None else [
         f"  Admin sign-in (local user pool):  {admin.email}  /  {admin.password}",
-        f"  Their token:  TOKEN=$(python -m chalicelib.cli token --email {admin.email} --password '{admin.password}')",
+        f"  Their token:  TOKEN=$(python -m chalicelib.cli token --email {admin.email} --password='{admin.password}')",
         f"  Then:  curl -H \"Authorization: Bearer $TOKEN\" {url}/data_streams",
     ]
     return "\n".join([

@@ -409,7 +409,7 @@ def _create_user_pool_client(clients, props: dict[str, Any], resolver: Resolver)
     fields = ("GenerateSecret", "ExplicitAuthFlows", "PreventUserExistenceErrors", "EnableTokenRevocation",
               "AccessTokenValidity", "IdTokenValidity", "RefreshTokenValidity", "TokenValidityUnits",
               "SupportedIdentityProviders", "AllowedOAuthFlowsUserPoolClient", "AllowedOAuthFlows",
-              "AllowedOAuthScopes", "CallbackURLs", "LogoutURLs")
+              "AllowedOAuthScopes", "CallbackURLs", "LogoutURLs", "ReadAttributes")
     return str(cognito.create_user_pool_client(UserPoolId=pool, ClientName=name,
                                                **{f: props[f] for f in fields if f in props})
                ["UserPoolClient"]["ClientId"])

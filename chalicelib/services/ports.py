@@ -625,12 +625,16 @@ class IdentityProvider(Protocol):
     their passwords and signs their tokens; we keep only its user id (`sub`) beside our user."""
     def invite(self, email: str, name: str | None) -> str:
         """Makes the person a user of the provider, which sends them the invitation; returns its user
-        id. Inviting an email the provider already holds returns that user's id (a retried invite)."""
+        id. Inviting an email the provider already holds returns that user's id (a retried invite),
+        sending the invitation again while they have not signed in yet; raises Conflict when the
+        provider holds that user disabled (enable them instead)."""
         ...
     def disable(self, idp_user_id: str) -> None:
-        """They can no longer sign in, and tokens they hold stop being refreshed."""
+        """They can no longer sign in, and tokens they hold stop being refreshed. Idempotent."""
         ...
-    def enable(self, idp_user_id: str) -> None: ...
+    def enable(self, idp_user_id: str) -> None:
+        """Idempotent."""
+        ...
     def verify(self, token: str) -> VerifiedToken:
         """Raises Unauthorized naming why a token is refused (signature, issuer, audience, expiry)."""
         ...

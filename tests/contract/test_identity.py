@@ -1,15 +1,17 @@
 """The identity provider: the fake (tests/fakes/identity.py), and CognitoIdentity on the user pool
 and app client that infra/template.yaml defines, made on a moto server: its JWKS is fetched over
 HTTP as on AWS, and its tokens come from a real sign-in (invitation, temporary password, new
-password). A person invited once is one user; a disabled one cannot sign in; a token of another
-pool is refused."""
+password). A person invited once is one user, invited again until they sign in; a disabled one
+cannot sign in nor be invited again; a token of another pool is refused."""
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.identity import CognitoIdentity, SignInRefused, password_sign_in
-from chalicelib.domain.errors import BadRequest, NotFound, Unauthorized
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, Unauthorized
 from chalicelib.local.provision import load_template, provision
 from chalicelib.settings import Settings
 from tests.conftest import REGION
@@ -34,6 +36,9 @@ class FakeIdentityBackend:
     def __init__(self) -> None:
         self.identity = FakeIdentityProvider()
 
+    def invitations_to(self, email: str) -> int:
+        return self.identity.invitations.count(email)
+
     def sign_in(self, email: str) -> dict[str, str]:
         token = self.identity.sign_in(email)
         sub = self.identity.verify(token).subject
@@ -46,17 +51,31 @@ class FakeIdentityBackend:
 
 
 class CognitoBackend:
-    """A pool per test on the shared moto server (another test's moto may reset the server's state)."""
+    """A fresh pool per test on the shared moto server: provision reuses a pool by its name, so each
+    test names its own stage. The pool's mails are the AdminCreateUser calls the adapter makes
+    (moto sends none), seen on the client's wire."""
 
-    def __init__(self, endpoint: str, stage: str = "contract") -> None:
+    def __init__(self, endpoint: str) -> None:
         self.clients = AwsClients(Settings(region=REGION, local_mode=True, aws_endpoint=endpoint))
         self.cognito = self.clients.client("cognito-idp")
+        self.mails: list[dict] = []  # each AdminCreateUser the pool accepted (a refused one sends nothing)
+        asked: list[dict] = []
+        events = self.cognito.meta.events
+        events.register("provide-client-params.cognito-idp.AdminCreateUser",
+                        lambda params, **_: asked.append(dict(params)))
+        events.register("after-call.cognito-idp.AdminCreateUser",
+                        lambda http_response, **_: self.mails.append(asked.pop()) if http_response.status_code == 200
+                        else asked.pop())
+        stage = f"c-{uuid.uuid4().hex[:12]}"
         outputs = provision(self.clients, {"Stage": stage}, REGION, template=identity_template(stage),
                             log=lambda _: None)
         self.pool_id, self.client_id = outputs["UserPoolId"], outputs["UserPoolClientId"]
         self.identity = CognitoIdentity.for_pool(self.cognito, REGION, self.pool_id, self.client_id,
                                                  aws_endpoint=endpoint)
         self.endpoint = endpoint
+
+    def invitations_to(self, email: str) -> int:
+        return sum(1 for mail in self.mails if mail["Username"] == email and mail.get("MessageAction") != "SUPPRESS")
 
     def sign_in(self, email: str) -> dict[str, str]:
         # The pool mailed a temporary password; moto mails nothing, so the test sets the one it "sent".
@@ -67,7 +86,7 @@ class CognitoBackend:
 
     def other_pools_token(self) -> str:
         # moto signs every pool's tokens with one key: only the issuer tells them apart, as on AWS the keys do too.
-        other = CognitoBackend(self.endpoint, stage="other")
+        other = CognitoBackend(self.endpoint)
         other.identity.invite("ana@example.com", None)
         return other.sign_in("ana@example.com")["IdToken"]
 
@@ -104,11 +123,29 @@ class TestIdentityProvider:
         assert provider.identity.invite("ANA@example.com ", None) == first
         assert provider.identity.invite("bo@example.com", None) != first
 
+    def test_inviting_again_resends_the_invitation_until_they_sign_in(self, provider):
+        sub = provider.identity.invite("ana@example.com", "Ana")
+        assert provider.identity.invite("ana@example.com", "Ana") == sub
+        assert provider.invitations_to("ana@example.com") == 2
+        assert provider.identity.verify(provider.sign_in("ana@example.com")["IdToken"]).subject == sub
+        assert provider.identity.invite("ana@example.com", "Ana") == sub
+        assert provider.invitations_to("ana@example.com") == 2  # they chose their password: nothing to resend
+
+    def test_a_person_held_disabled_is_not_invited_again(self, provider):
+        sub = provider.identity.invite("ana@example.com", None)
+        provider.identity.disable(sub)
+        with pytest.raises(Conflict, match="ana@example.com disabled"):
+            provider.identity.invite("ana@example.com", None)
+        provider.identity.enable(sub)
+        assert provider.identity.invite("ana@example.com", None) == sub
+
     def test_a_disabled_person_cannot_sign_in_until_enabled(self, provider):
         sub = provider.identity.invite("ana@example.com", None)
         provider.identity.disable(sub)
+        provider.identity.disable(sub)  # a retried disable
         with pytest.raises(SignInRefused):
             provider.sign_in("ana@example.com")
+        provider.identity.enable(sub)
         provider.identity.enable(sub)
         assert provider.identity.verify(provider.sign_in("ana@example.com")["IdToken"]).subject == sub
 

@@ -44,6 +44,7 @@ def main():
     recording.append(True)
     identity = services.identity
     sub = identity.invite("Proof.Person@proof.test", "Proof Person")
+    resent = identity.invite("proof.person@proof.test", "Proof Person")  # a retried invite: AdminGetUser, RESEND
     recording.clear()
     # The person signs in with the temporary password their invitation mailed (set here: moto mails none).
     cognito = services.aws.client("cognito-idp")
@@ -64,7 +65,7 @@ def main():
     identity.enable(sub)
     recording.clear()
     print(json.dumps({
-        "sub": sub, "verified_subject": verified.subject, "verified_email": verified.email, "tampered": tampered,
+        "sub": sub, "resent": resent, "verified_subject": verified.subject, "verified_email": verified.email, "tampered": tampered,
         "pool_id": settings.user_pool_id, "client_id": settings.user_pool_client_id,
         "keys_here": key_set_url(settings.region, identity.pool_id, os.environ["AWS_ENDPOINT_URL"]),
         "keys_on_aws": key_set_url(settings.region, identity.pool_id),

@@ -541,7 +541,8 @@ def test_the_packaged_api_verifies_the_pools_tokens_against_the_keys_it_publishe
     seen, _ = identity_run
     pool = deployment.outputs["UserPoolId"]
     assert (seen["pool_id"], seen["client_id"]) == (pool, deployment.outputs["UserPoolClientId"])
-    assert seen["verified_subject"] == seen["sub"] and seen["verified_email"] == "proof.person@proof.test"
+    assert seen["verified_subject"] == seen["sub"] == seen["resent"]
+    assert seen["verified_email"] == "proof.person@proof.test"  # email_verified read from the token
     assert seen["tampered"] == "invalid token: its signature does not verify"
     assert seen["keys_on_aws"] == f"https://cognito-idp.{REGION}.amazonaws.com/{pool}/.well-known/jwks.json"
     assert seen["keys_here"] == f"{deployment.endpoint}/{pool}/.well-known/jwks.json"
@@ -551,7 +552,7 @@ def test_the_packaged_api_verifies_the_pools_tokens_against_the_keys_it_publishe
 
 def test_the_api_role_allows_exactly_the_admin_calls_on_its_own_pool(deployment, identity_run, role_documents):
     _, calls = identity_run
-    assert {c["operation"] for c in calls} == {"AdminCreateUser", "ListUsers", "AdminDisableUser",
+    assert {c["operation"] for c in calls} == {"AdminCreateUser", "AdminGetUser", "ListUsers", "AdminDisableUser",
                                                 "AdminUserGlobalSignOut", "AdminEnableUser"}
     assert _refusals(deployment, calls, role_documents.__getitem__) == []
     operations = len({c["operation"] for c in calls})  # each refused once, however often it was called

@@ -1,5 +1,6 @@
 """The local stack as a person uses it: `make run`, curl, the key CLI."""
 import re
+import shlex
 import time
 import uuid
 
@@ -109,7 +110,11 @@ def test_the_printed_admin_sign_in_gets_a_token_of_the_local_pool(stack):
     printed = re.findall(r"Admin sign-in \(local user pool\):\s+(\S+)\s+/\s+(\S+)", stack.log_path.read_text())
     assert printed, "make run printed no admin sign-in"
     email, password = printed[-1]
-    signed_in = stack.cli("token", "--email", email, "--password", password)
+    # The printed command, as a shell splits it (a password may start with "-": it is written --password=...).
+    [command] = re.findall(r"TOKEN=\$\(python -m chalicelib\.cli (token .*)\)$", stack.log_path.read_text(),
+                           re.MULTILINE)[-1:]
+    assert shlex.split(command) == ["token", "--email", email, f"--password={password}"]
+    signed_in = stack.cli(*shlex.split(command))
     assert signed_in.returncode == 0, signed_in.stderr
     token = signed_in.stdout.strip()
     info = StackInfo(**stack.stack_info())

@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.adapters.identity import SignInRefused
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.users import VerifiedToken
 from tests.support.tokens import TokenIssuer
 
@@ -26,10 +26,12 @@ def shared_issuer() -> TokenIssuer:
 
 class FakeIdentityProvider:
     """`users`: email -> sub; `names`: sub -> the name given at the invitation; `disabled`: subs
-    that cannot sign in; `invitations`: the emails an invitation went to, in order (one each: a
-    retried invite sends none). `token_for(sub)` is a token the provider issued to that person
-    (whether or not they are disabled since: a token keeps verifying until it expires);
-    `sign_in(email)` is a fresh sign-in, which a disabled person does not get."""
+    that cannot sign in; `signed_in`: subs that signed in once (chose their password);
+    `invitations`: the emails an invitation went to, in order (a retried invite sends it again
+    until the person has signed in; inviting a disabled person is refused, as the pool's adapter
+    does). `token_for(sub)` is a token the provider issued to that person (whether or not they are
+    disabled since: a token keeps verifying until it expires); `sign_in(email)` is a fresh
+    sign-in, which a disabled person does not get."""
 
     def __init__(self, issuer: TokenIssuer | None = None) -> None:
         self.issuer = issuer or shared_issuer()
@@ -37,6 +39,7 @@ class FakeIdentityProvider:
         self.users: dict[str, str] = {}
         self.names: dict[str, str | None] = {}
         self.disabled: set[str] = set()
+        self.signed_in: set[str] = set()
         self.invitations: list[str] = []
 
     def invite(self, email: str, name: str | None) -> str:
@@ -44,7 +47,12 @@ class FakeIdentityProvider:
         if "@" not in key.strip("@"):
             raise BadRequest(f"the identity provider refused the email {email!r}: it is not an email address")
         if key in self.users:
-            return self.users[key]
+            sub = self.users[key]
+            if sub in self.disabled:
+                raise Conflict(f"the identity provider holds {key} disabled: enable that user instead of inviting them")
+            if sub not in self.signed_in:
+                self.invitations.append(key)
+            return sub
         sub = str(uuid.uuid4())
         self.users[key], self.names[sub] = sub, name
         self.invitations.append(key)
@@ -73,6 +81,7 @@ class FakeIdentityProvider:
         sub = self.users.get(email.strip().lower())
         if sub is None or sub in self.disabled:
             raise SignInRefused(f"{email} cannot sign in")
+        self.signed_in.add(sub)
         return self.token_for(sub, **overrides)
 
     def email_of(self, sub: str) -> str:

@@ -34,7 +34,7 @@ class TokenIssuer:
         claims: dict[str, Any] = {"iss": self.issuer, "sub": subject, "token_use": token_use, "iat": now,
                                   "auth_time": now, "exp": now + expires_in, "jti": uuid.uuid4().hex}
         claims["aud" if token_use == "id" else "client_id"] = self.client_id
-        if email is not None:
-            claims["email"] = email
+        if email is not None:  # as the pool writes an invited person's email (we invite it verified)
+            claims["email"], claims["email_verified"] = email, True
         claims.update(overrides)
         return jwt.encode({"alg": "RS256", "kid": self.key_id}, claims, self.key)

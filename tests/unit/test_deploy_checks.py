@@ -84,6 +84,48 @@ def test_federation_to_an_oidc_provider_whose_secret_exists_is_taken(aws):
                                    "SignInCallbackUrls": "https://app.acme.test/callback"})
 
 
+# --- the user pool a destroy kept -------------------------------------------------------------
+
+def _stack_holding_pool(cfn, stage: str, pool_id: str) -> None:
+    template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": f"{stage}-q"}}},
+                "Outputs": {"UserPoolId": {"Value": pool_id}}}
+    cfn.create_stack(StackName=deploy.stack_names(stage)["infra"], TemplateBody=json.dumps(template))
+
+
+def test_a_pool_a_destroy_kept_outside_the_stack_is_refused_with_what_to_do(aws):
+    kept = aws.client("cognito-idp").create_user_pool(PoolName="recon-prod")["UserPool"]["Id"]
+    with pytest.raises(deploy.DeployRefused) as refused:
+        deploy.check_user_pool(aws.client, "prod")
+    said = str(refused.value)
+    assert f"user pool recon-prod ({kept}) exists outside the stack recon-prod-infra" in said
+    assert "docs/upgrades.md" in said and f"delete-user-pool --user-pool-id {kept}" in said
+
+
+def test_a_second_pool_of_the_stages_name_beside_the_stacks_own_is_refused(aws):
+    cognito = aws.client("cognito-idp")
+    held = cognito.create_user_pool(PoolName="recon-prod")["UserPool"]["Id"]
+    _stack_holding_pool(aws.client("cloudformation"), "prod", held)
+    deploy.check_user_pool(aws.client, "prod")  # its own pool: taken
+    stray = cognito.create_user_pool(PoolName="recon-prod")["UserPool"]["Id"]
+    with pytest.raises(deploy.DeployRefused, match=f"recon-prod \\({stray}\\) exists outside"):
+        deploy.check_user_pool(aws.client, "prod")
+
+
+def test_a_stage_with_no_pool_of_its_name_or_another_stages_pool_is_taken(aws):
+    aws.client("cognito-idp").create_user_pool(PoolName="recon-staging")
+    aws.client("cognito-idp").create_user_pool(PoolName="recon-prod-old")
+    deploy.check_user_pool(aws.client, "prod")
+
+
+def test_deploy_refuses_a_kept_pool_before_creating_anything(aws):
+    aws.client("ses").verify_email_identity(EmailAddress="agents@acme.test")
+    aws.client("cognito-idp").create_user_pool(PoolName="recon-prod")
+    with pytest.raises(deploy.DeployRefused, match="exists outside the stack"):
+        deploy.deploy("prod", log=lambda _: None, options=deploy.StageOptions(mail_from="agents@acme.test"),
+                      session=aws)
+    assert aws.client("cloudformation").list_stacks()["StackSummaries"] == []
+
+
 @pytest.mark.parametrize(("parameter", "value", "said"), [
     ("LogRetentionDays", "31", "LOG_RETENTION_DAYS=31 is not one of 1, 3, 5, 7, 14, 30,"),
     ("MailFrom", "agents at acme", "MAIL_FROM='agents at acme' is not valid"),
@@ -226,12 +268,14 @@ def test_the_checks_take_a_verified_sender_and_an_enabled_model_and_note_the_ses
     stubber.add_response("get_foundation_model_availability", _availability(NOVA), {"modelId": NOVA})
     sesv2 = boto3.client("sesv2", region_name=REGION)
     aws.client("ses").verify_email_identity(EmailAddress="agents@acme.test")
-    clients = {"ses": aws.client("ses"), "bedrock": client, "sesv2": sesv2}
+    clients = {"ses": aws.client("ses"), "bedrock": client, "sesv2": sesv2,
+               "cognito-idp": aws.client("cognito-idp"), "cloudformation": aws.client("cloudformation")}
     said: list[str] = []
     with Stubber(sesv2) as sandbox:
         sandbox.add_response("get_account", {"ProductionAccessEnabled": False, "SendingEnabled": True})
         deploy.check_parameters(clients.__getitem__, REGION, {
-            "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30"}, said.append)
+            "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30"}, said.append,
+            stage="prod")
     assert said == ["note: SES is in its sandbox in us-east-1: agents' mail reaches only verified addresses (at most "
                     "200 messages a day) until AWS grants production access (README, 'Mail and models')"]
 

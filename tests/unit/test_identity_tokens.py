@@ -25,6 +25,15 @@ def test_a_token_of_the_provider_gives_its_subject(token_use):
     assert (verified.subject, verified.token_use, verified.email) == ("sub-1", token_use, "ana@example.com")
 
 
+@pytest.mark.parametrize(("verified", "email"), [
+    (True, "ana@example.com"), ("true", "ana@example.com"),
+    (False, None), ("false", None), (None, None),  # None: a federated provider's email, unverified
+])
+def test_the_email_is_given_only_when_the_pool_marks_it_verified(verified, email):
+    token = ISSUER.token("sub-1", email="ana@example.com", email_verified=verified)
+    assert verifier().verify(token).email == email
+
+
 def b64(data: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 

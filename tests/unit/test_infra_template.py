@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,7 @@ def test_the_pool_is_invitation_only_by_email_and_its_client_keeps_no_secret():
     assert pool["Policies"]["PasswordPolicy"]["MinimumLength"] >= 12
     assert resources["UserPool"]["DeletionPolicy"] == "Retain"  # with the table, whose users name its people
     assert client["GenerateSecret"] is False
+    assert "email_verified" in client["ReadAttributes"]  # the API reads a token's email only when verified
 
 
 FEDERATED = {"SignInCallbackUrls": "https://app.acme.test/cb,http://localhost:3000/cb", "SignInDomainPrefix": "acme",
@@ -309,8 +311,31 @@ def test_federation_and_the_oauth_flow_exist_only_when_given_and_the_client_foll
     # The OIDC client's secret is read from Secrets Manager by CloudFormation: never a parameter's value.
     secret = federated.resolve(resources["OidcIdentityProvider"]["Properties"]["ProviderDetails"]["client_secret"])
     assert secret == "{{resolve:secretsmanager:acme/recon-oidc:SecretString}}"
-    assert not any("Secret" in name and "Default" in spec and spec["Default"] and "Name" not in name
-                   for name, spec in template["Parameters"].items())
+
+
+SECRET_LIKE = re.compile(r"secret|password|token|credential|private", re.IGNORECASE)
+
+
+def test_no_parameter_carries_a_secret_and_the_oidc_secret_is_named_only_in_a_dynamic_reference():
+    """A parameter's value is shown by DescribeStacks to anyone who may read the stack: a secret is
+    named there, and CloudFormation reads its value from Secrets Manager as it makes the resource."""
+    template = load_template()
+    assert [name for name in template["Parameters"] if SECRET_LIKE.search(name)] == ["OidcClientSecretName"]
+    uses = [text for text in _strings(template["Resources"]) if "OidcClientSecretName" in text]
+    assert uses == ["{{resolve:secretsmanager:${OidcClientSecretName}:SecretString}}"]
+    assert "OidcClientSecretName" not in str(template["Outputs"])
+
+
+def _strings(node):
+    """Every string of a template's tree, a Ref's target included."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
 
 
 def test_the_local_provisioner_makes_the_pool_and_client_once_and_federation_when_given():
