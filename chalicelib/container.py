@@ -32,6 +32,7 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.dynamodb.users import UserRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
 from chalicelib.adapters.language_models import language_model
@@ -46,8 +47,10 @@ from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
+from chalicelib.domain.errors import BrokenInvariant, Unauthorized
+from chalicelib.domain.users import VerifiedToken
 from chalicelib.domain.webhooks import UrlPolicy
-from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
+from chalicelib.services.ports import AgentLimits, IdentityProvider, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
 
 
@@ -249,6 +252,15 @@ class Container:
                                  self.settings.webhook_timeout_seconds)
 
     @cached_property
+    def users(self) -> UserRepository:
+        return UserRepository(self.table)
+
+    # RECONCILE (issue 34): the Cognito adapter's property (fix/34-idp) replaces this stand-in.
+    @cached_property
+    def identity(self) -> IdentityProvider:
+        return _NoIdentityProvider()
+
+    @cached_property
     def tallies(self) -> TallyRepository:
         return TallyRepository(self.table)
 
@@ -272,11 +284,17 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
+            users=self.users, identity=self.identity,
             stopping=self.stop_requested.is_set,
         )
 
     @property
     def key_last_used_resolution(self) -> timedelta:
+        return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
+
+    @property
+    def sign_in_resolution(self) -> timedelta:
+        """How often a user's last_sign_in_at is written at most (as an API key's last use)."""
         return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
 
 
@@ -288,6 +306,23 @@ class _Lazy:
 
     def run(self, job: PortalJob) -> PortalOutcome:
         return self._build().run(job)
+
+
+class _NoIdentityProvider:
+    """RECONCILE (issue 34): a stand-in until the Cognito adapter is wired: no token verifies, no
+    one can be invited."""
+
+    def invite(self, email: str, name: str | None) -> str:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def disable(self, idp_user_id: str) -> None:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def enable(self, idp_user_id: str) -> None:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def verify(self, token: str) -> VerifiedToken:
+        raise Unauthorized("invalid token: sign-in with the identity provider is not configured")
 
 
 _container: Container | None = None

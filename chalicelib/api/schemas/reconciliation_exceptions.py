@@ -36,6 +36,8 @@ class AggregatesOut(Model):
 
 class AssigneeOut(Model):
     id: int
+    user_id: int | None = Field(default=None, description="The assigned user; null on an assignment made before "
+                                "users existed, whose idp_user_id names no user")
     idp_user_id: str
 
 
@@ -130,10 +132,15 @@ class UpdateException(RequestModel):
 
 
 class CreateAssignee(RequestModel):
-    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    """One of user_id and idp_user_id, naming an active user of the environment."""
+    user_id: Id | None = Field(default=None, description="The user to assign")
+    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = \
+        Field(default=None, description="Or the user's id with the identity provider")
 
 
 class CreateComment(RequestModel):
     body: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
-    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-    mentions: list[Id] = Field(default_factory=list, max_length=100)
+    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = \
+        Field(default=None, description="With an API key: the idp_user_id of the active user who writes it. "
+              "A signed-in person is the author: omit it")
+    mentions: list[Id] = Field(default_factory=list, max_length=100, description="Ids of active users")
