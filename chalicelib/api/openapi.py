@@ -55,6 +55,7 @@ READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
         ("get_reconciliation_matches_id", {"id": RESPONSE_ID})],
     ("POST", "/agents/{id}/files"): [("get_agents_id", {"id": "$request.path.id"})],
     ("POST", "/agents/{id}/runs"): [("get_agents_id_runs_run_id", {"id": "$request.path.id", "run_id": RESPONSE_ID})],
+    ("POST", "/api_keys"): [("get_api_keys", {})],  # no read of one key: the list holds it
 }
 DESCRIPTION = """\
 Financial-data reconciliation: data streams of records, reconciliations with rules, runs,

@@ -303,6 +303,8 @@ def add_assignee(ports: Ports, environment: str, exception_id: int, *, user_id: 
     current = ports.exceptions.get(environment, exception_id)
     user = users.active_user(ports, environment, "user_id" if user_id is not None else "idp_user_id",
                              user_id=user_id, idp_user_id=idp_user_id)
+    if idp_user_id is not None and user.idp_user_id != idp_user_id:
+        raise ValidationFailed.on("idp_user_id", f"user {user.id} is not '{idp_user_id[:64]}': give one of the two")
     existing = next((a for a in current.assignees if a.idp_user_id == user.idp_user_id), None)
     if existing is not None:
         return existing  # assigning twice changes nothing

@@ -111,11 +111,14 @@ def active_user(ports: Ports, environment: str, field: str, *, user_id: int | No
     """One person named by our id or the provider's, an active user of the environment; else 422
     naming them."""
     if user_id is not None:
-        return active_users(ports, environment, [user_id], field)[user_id]
-    user = ports.users.find_by_subject(idp_user_id or "")
-    if user is None or user.environment != environment or not can_be_named(user):
-        shown = (idp_user_id or "")[:64]
-        raise ValidationFailed.on(field, f"'{shown}' is not an active user of this environment")
+        user = ports.users.get_many(environment, [user_id]).get(user_id)
+        named = f"user {user_id}"
+    else:
+        found = ports.users.find_by_subject(idp_user_id or "")
+        user = found if found is not None and found.environment == environment else None
+        named = f"'{(idp_user_id or '')[:64]}'"
+    if user is None or not can_be_named(user):
+        raise ValidationFailed.on(field, f"{named} is not an active user of this environment")
     return user
 
 

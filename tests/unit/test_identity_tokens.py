@@ -47,7 +47,7 @@ def tampered(token: str) -> str:
     (TokenIssuer(key_id=ISSUER.key_id).token("s"), "signature does not verify"),
     (b64({"alg": "none", "kid": ISSUER.key_id}) + "." + b64({"sub": "s"}) + ".", "invalid token"),
     ("not-a-token", "not a signed JSON web token"),
-])
+], ids=lambda value: "" if value.count(".") == 2 else value)  # a token in an id differs between xdist workers
 def test_a_token_that_is_not_the_providers_is_refused_with_its_reason(token, reason):
     with pytest.raises(Unauthorized, match=reason):
         verifier().verify(token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from chalicelib.api.schemas.common import (
     Description,
@@ -132,7 +132,8 @@ class UpdateException(RequestModel):
 
 
 class CreateAssignee(RequestModel):
-    """One of user_id and idp_user_id, naming an active user of the environment."""
+    """user_id or idp_user_id (both: the same user), naming an active user of the environment."""
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["user_id"]}, {"required": ["idp_user_id"]}]})
     user_id: Id | None = Field(default=None, description="The user to assign")
     idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = \
         Field(default=None, description="Or the user's id with the identity provider")

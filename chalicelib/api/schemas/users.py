@@ -16,7 +16,8 @@ PersonName = Annotated[str, StringConstraints(strip_whitespace=True, max_length=
 
 class InviteUser(RequestModel):
     email: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=254)] = Field(
-        description="Where the identity provider sends the invitation; one user per email in an environment")
+        description="Where the identity provider sends the invitation; one user per email in an environment",
+        json_schema_extra={"format": "email"})
     name: PersonName | None = None
     role: RoleName = Field(description=ROLE_DESCRIPTION)
 
