@@ -1,5 +1,7 @@
 """The role table beside the route table: every route that is not public has its role, and no other
 entry (tests/integration/test_route_roles.py sends each route with each role)."""
+import re
+
 from chalicelib.api.route_roles import ROUTE_ROLES, role_needed
 from chalicelib.api.route_table import ROUTES
 from chalicelib.domain.users import Role
@@ -29,3 +31,11 @@ def test_what_a_preparer_and_an_approver_do():
 
 def test_a_route_missing_from_the_table_needs_an_admin():
     assert role_needed("POST", "/v1/nowhere") is Role.ADMIN
+
+
+def test_the_users_page_shows_the_table_as_it_is():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "users.md").read_text()
+    shown = dict(re.findall(r"^\| `(\w+ /v1/\S+)` \| (\w+) \|$", doc, flags=re.MULTILINE))
+    assert shown == {f"{method} {path}": role.value for (method, path), role in ROUTE_ROLES.items()}
