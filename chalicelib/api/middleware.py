@@ -97,7 +97,7 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                 check_role(principal, event.method, resource_path)
                 if event.method in MUTATING_METHODS:
                     in_flight = begin_request(services, principal, event, resource_path, request_id)
-            with audit.collecting_notes() as notes:
+            with audit.collecting_notes() as notes, audit.acting_as(principal.actor if principal else None):
                 response = framework_error_to_message(get_response(event))
         except DomainError as error:
             response = error_response(error)

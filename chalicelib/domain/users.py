@@ -56,9 +56,12 @@ class VerifiedToken:
     email: str | None = None
 
 
+USER_ACTOR_PREFIX = "user:"
+
+
 def user_actor(user_id: int) -> str:
     """How the audit trail and events name a person who acted."""
-    return f"user:{user_id}"
+    return f"{USER_ACTOR_PREFIX}{user_id}"
 
 
 MAX_EMAIL = 254

@@ -121,9 +121,10 @@ def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, serv
     assert opened["data"]["status"] == "open" and opened["data"]["totals"]
 
     base = f"/v1/reconciliation_exceptions/{exception_id}"
-    add_user(services.users, _environment(services), "ada")
+    ada = add_user(services.users, _environment(services), "ada")
     assert api.post(f"{base}/assignees", {"idp_user_id": "ada"}).status_code == 201
-    assert api.post(f"{base}/comments", {"body": "looking", "author_idp_id": "ada"}).status_code == 201
+    signed_in = {"Authorization": f"Bearer {services.identity.token_for('ada')}"}
+    assert api.post(f"{base}/comments", {"body": "looking"}, key=None, headers=signed_in).status_code == 201
     assert api.patch(base, {"status": "investigating"}).status_code == 200
 
     [assigned] = bus.events("reconciliation_exception.assigned")
@@ -132,6 +133,8 @@ def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, serv
     assert assigned["data"]["assignees"] == ["ada"] and assigned["data"]["previous_assignees"] == []
     assert (assigned["data"]["change"], assigned["data"]["idp_user_ids"]) == ("assigned", ["ada"])
     assert commented["data"]["comment"]["body"] == "looking"
+    # A person's change names them, as its audit entry does; a key's names no one.
+    assert commented["data"]["actor"] == f"user:{ada.id}" and "actor" not in assigned["data"]
     assert (moved["data"]["previous_status"], moved["data"]["status"]) == ("open", "investigating")
 
 
