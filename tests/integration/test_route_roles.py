@@ -11,7 +11,6 @@ import pytest
 from chalicelib.api.route_roles import ROUTE_ROLES
 from chalicelib.api.route_table import ROUTES
 from chalicelib.domain.users import Role
-from tests.fakes.identity import FakeIdentityProvider
 from tests.support.people import add_user
 
 PRIVATE = [(method, path) for method, path, _, _, public in ROUTES if not public]
@@ -20,9 +19,8 @@ NO_SUCH_ID = "999999999"
 
 @pytest.fixture(scope="module")
 def tokens(module_services) -> dict[Role, str]:
-    identity = FakeIdentityProvider()
-    module_services.identity = identity
-    module_services.__dict__.pop("ports", None)  # built again with this provider
+    """A user of each role, and the token the provider (tests/conftest.py's fake) gave them."""
+    identity = module_services.identity
     return {role: identity.token_for(add_user(module_services.users, "acme", f"role-{role.value}", role).idp_user_id)
             for role in Role}
 

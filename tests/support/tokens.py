@@ -26,7 +26,7 @@ class TokenIssuer:
 
     def key_set(self) -> dict[str, Any]:
         """The public keys only, as the provider serves them."""
-        return KeySet([self.key]).as_dict(private=False)
+        return dict(KeySet([self.key]).as_dict(private=False))
 
     def token(self, subject: str, token_use: str = "id", expires_in: int = 3600, email: str | None = None,
               **overrides: Any) -> str:
