@@ -45,3 +45,12 @@ def test_each_route_allows_its_role_and_above_and_refuses_the_rest(module_api, t
         assert response.status_code == 403, response.json_body
         assert response.json_body == {"message": f"{method} {path} needs the {needed.value} role or above; "
                                                  f"yours is {role.value}"}
+
+
+def test_the_served_document_names_each_operations_role_and_its_403(module_api):
+    document = module_api.get("/v1/openapi.json", key=None).json_body
+    for (method, path), needed in ROUTE_ROLES.items():
+        operation = document["paths"][path][method.lower()]
+        assert operation["x-role"] == needed.value and "403" in operation["responses"], (method, path)
+        assert operation["description"] == f"Needs the {needed.value} role or above."
+    assert "x-role" not in document["paths"]["/v1/health"]["get"]
