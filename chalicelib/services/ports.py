@@ -128,9 +128,10 @@ class ApiKeys(Protocol):
 class Users(Protocol):
     """The people of each environment (adapters/dynamodb/users.py)."""
     def next_id(self, environment: str) -> int: ...
-    def add(self, user: User) -> None:
-        """Conflict when the email is another user's of the environment, or the provider's user id
-        is a user's of any environment."""
+    def add(self, user: User) -> User:
+        """The user as stored. Conflict when the email is another user's of the environment, or the
+        provider's user id a user's of another environment; the same provider's user id again in
+        the same environment (a retry) ends at the first's user."""
         ...
     def get(self, environment: str, user_id: int) -> User: ...
     def get_many(self, environment: str, user_ids: Iterable[int]) -> dict[int, User]: ...

@@ -37,8 +37,7 @@ def invite(ports: Ports, environment: str, *, email: str, name: str | None, role
     subject = ports.identity.invite(address, name)
     user = User(id=ports.users.next_id(environment), environment=environment, idp_user_id=subject, email=address,
                 name=name, role=role, status=UserStatus.INVITED, created_at=utc_now())
-    ports.users.add(user)
-    return ports.users.get(environment, user.id)
+    return ports.users.add(user)
 
 
 def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, role: Role | None = None,

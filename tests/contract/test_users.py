@@ -21,9 +21,9 @@ def user(user_id: int, environment: str = ENV, **kw) -> User:
 
 class TestUserRepository:
     def test_add_then_get_find_and_get_many(self, users):
-        users.add(user(1))
-        users.add(user(2, name=None))
         stored = user(1, created_at=T0_MS)
+        assert users.add(user(1)) == stored
+        users.add(user(2, name=None))
         assert users.get(ENV, 1) == stored
         assert users.find_by_subject("sub-acme-1") == stored
         assert users.find_by_email(ENV, "p1@acme.example") == stored
@@ -47,6 +47,15 @@ class TestUserRepository:
         with pytest.raises(NotFound):
             users.get(ENV, 2)
         users.add(user(2, environment=OTHER_ENV, email="p1@acme.example"))  # another environment may have it
+
+    def test_the_same_subject_again_in_the_environment_ends_at_the_first_user(self, users):
+        """A retried invitation (or two at once) of the same person: one user, the first's."""
+        first = users.add(user(1))
+        again = users.add(user(2, idp_user_id="sub-acme-1", email="p1@acme.example", role=Role.ADMIN))
+        assert again == first and again.role is Role.PREPARER
+        with pytest.raises(NotFound):
+            users.get(ENV, 2)
+        assert [u.id for u in users.list_page(ENV, 10, None)[0]] == [1]
 
     def test_a_subject_is_a_user_of_one_environment(self, users):
         users.add(user(1))

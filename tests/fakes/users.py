@@ -23,15 +23,20 @@ class FakeUserRepository:
     def next_id(self, environment: str) -> int:
         return self._counters.next_id(environment, "user")
 
-    def add(self, user: User) -> None:
-        if (user.environment, user.email) in self.emails:
-            raise Conflict(f"{user.email} is already a user of this environment")
-        if user.idp_user_id in self.subjects:
+    def add(self, user: User) -> User:
+        held = self.subjects.get(user.idp_user_id)
+        if held is not None and held[0] != user.environment:
             raise Conflict(f"{user.email} is a user of another environment; a person is a user of one environment")
-        self.emails[(user.environment, user.email)] = user.id
+        if held is not None:
+            user = replace(user, id=held[1])  # a retry: the first's id
+        holder = self.emails.get((user.environment, user.email))
+        if holder is not None and holder != user.id and (user.environment, holder) in self.users:
+            raise Conflict(f"{user.email} is already a user of this environment")
         self.subjects[user.idp_user_id] = (user.environment, user.id)
-        self.users[(user.environment, user.id)] = replace(user, created_at=stored_time(user.created_at),
-                                                          last_sign_in_at=stored_time(user.last_sign_in_at))
+        self.emails[(user.environment, user.email)] = user.id
+        self.users.setdefault((user.environment, user.id), replace(
+            user, created_at=stored_time(user.created_at), last_sign_in_at=stored_time(user.last_sign_in_at)))
+        return self.users[(user.environment, user.id)]
 
     def get(self, environment: str, user_id: int) -> User:
         user = self.users.get((environment, user_id))

@@ -11,5 +11,4 @@ def add_user(users: Users, environment: str, idp_user_id: str, role: Role = Role
     user = User(id=users.next_id(environment), environment=environment, idp_user_id=idp_user_id,
                 email=email or f"{idp_user_id.lower()}@{environment}.example", name=idp_user_id.title(), role=role,
                 status=status, created_at=utc_now())
-    users.add(user)
-    return users.get(environment, user.id)
+    return users.add(user)

@@ -86,7 +86,7 @@ def api_key_index(key_id: int) -> dict[str, str]:
 
 # Users ----------------------------------------------------------------------------------
 # A user by (environment, id); the provider's subject and the email each name one user, written
-# with the user in one transaction whose conditions keep them so.
+# before the user with conditions that keep them so (adapters/dynamodb/users.py `add`).
 
 def user(environment: str, user_id: int) -> dict[str, str]:
     return {"pk": f"{env_prefix(environment)}#USER#{_id(user_id)}", "sk": "USER"}

@@ -45,14 +45,6 @@ class ConditionFailed(Exception):
     """A conditional write found the item in another state than it required."""
 
 
-class TransactionRefused(ConditionFailed):
-    """A transaction's condition failed: `failed` holds the positions of the writes whose
-    condition did (none at all when DynamoDB gave no reasons)."""
-
-    def __init__(self, failed: frozenset[int]) -> None:
-        super().__init__(f"conditions failed at {sorted(failed)}")
-        self.failed = failed
-
 
 @dataclass(frozen=True)
 class Filter:
@@ -232,23 +224,6 @@ class DynamoTable:
             ReturnValues="UPDATED_NEW",
         )
         return int(response["Attributes"]["value"]["N"])
-
-    def put_all_new(self, items: list[dict[str, Any]]) -> None:
-        """Put items that must none of them exist yet, all or none (one transaction); raise
-        TransactionRefused naming those that did."""
-        writes = [{"Put": {"TableName": self.name, "Item": serialize(item),
-                           "ConditionExpression": "attribute_not_exists(pk)"}} for item in items]
-        try:
-            self._client.transact_write_items(TransactItems=writes)
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            reasons = error.response.get("CancellationReasons") or []
-            failed = frozenset(n for n, reason in enumerate(reasons)
-                               if reason.get("Code") == "ConditionalCheckFailed")
-            if reasons and not failed:
-                raise  # a conflict with another transaction, or a throttle: the caller's retry
-            raise TransactionRefused(failed) from None
 
     @staticmethod
     def _call_conditional(operation, kwargs: dict[str, Any]) -> dict[str, Any]:

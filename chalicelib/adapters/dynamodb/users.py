@@ -1,14 +1,15 @@
 """Users in DynamoDB (see keys.py, "Users"): the user by (environment, id), listed through gsi1;
 the provider's subject (read by every person's request, before its environment is known) and the
-email, each an item of its own written with the user in one transaction."""
+email, each an item of its own, written before the user in an order a retry finishes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, TransactionRefused
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.users import Role, User, UserStatus, signed_in
@@ -21,21 +22,47 @@ class UserRepository:
     def next_id(self, environment: str) -> int:
         return self._table.add_to_counter(keys.counter(environment, "user"), 1)
 
-    def add(self, user: User) -> None:
-        """Conflict when the email is another user's of the environment, or the subject is a user's
-        anywhere (a person of the provider is a user of one environment)."""
+    def add(self, user: User) -> User:
+        """Store a new user and return it as stored. Without a transaction (the local stack's DynamoDB
+        has none), in an order a retry finishes: the subject's link first (it names the user's id: a
+        retry, or a concurrent invitation of the same person, adopts that id and ends at the same
+        user), then the email's guard, then the user. Conflict when the subject is a user of another
+        environment, or the email another user's of this one; a refused add leaves nothing."""
+        link = keys.user_subject(user.idp_user_id)
+        claimed = {**link, "entity": "user_subject", "environment": user.environment, "user_id": user.id}
         try:
-            self._table.put_all_new([
-                {**keys.user_email_guard(user.environment, user.email), "entity": "user_email", "user_id": user.id},
-                {**keys.user_subject(user.idp_user_id), "entity": "user_subject", "environment": user.environment,
-                 "user_id": user.id},
-                self._item(user),
-            ])
-        except TransactionRefused as refused:
-            if 0 in refused.failed or not refused.failed:
+            self._table.put_new(claimed)
+        except ConditionFailed:
+            held = self._table.get(link)
+            if held is None:  # released meanwhile by a refused add: try again
+                return self.add(user)
+            if held["environment"] != user.environment:
+                raise Conflict(f"{user.email} is a user of another environment; a person is a user of one "
+                               "environment") from None
+            return self._finish(replace(user, id=int(held["user_id"])), claimed_link=False)
+        return self._finish(user, claimed_link=True)
+
+    def _finish(self, user: User, claimed_link: bool) -> User:
+        guard = keys.user_email_guard(user.environment, user.email)
+        try:
+            self._table.put({**guard, "entity": "user_email", "user_id": user.id},
+                            condition="attribute_not_exists(pk) OR user_id = :id", values={":id": user.id})
+        except ConditionFailed:
+            holder = self._table.get(guard)
+            if holder is not None and self._table.get(keys.user(user.environment, int(holder["user_id"]))):
+                if claimed_link:  # leave nothing of the refused add
+                    self._table.delete(keys.user_subject(user.idp_user_id), condition="user_id = :id",
+                                       values={":id": user.id})
                 raise Conflict(f"{user.email} is already a user of this environment") from None
-            raise Conflict(f"{user.email} is a user of another environment; a person is a user of one "
-                           "environment") from None
+            # The guard of an invitation that never finished (the provider gave this email another id since).
+            self._table.put({**guard, "entity": "user_email", "user_id": user.id},
+                            condition="attribute_not_exists(pk) OR user_id = :held",
+                            values={":held": holder["user_id"] if holder else user.id})
+        try:
+            self._table.put_new(self._item(user))
+        except ConditionFailed:
+            pass  # a retry, or the same invitation at the same time: the user is stored
+        return self.get(user.environment, user.id)
 
     def get(self, environment: str, user_id: int) -> User:
         item = self._table.get(keys.user(environment, user_id))
