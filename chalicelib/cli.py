@@ -152,7 +152,7 @@ def recorded(container: Container, environment: str, action: str, resource_type:
 def _token(container: Container, target: str, args: argparse.Namespace) -> int:
     """The token alone on stdout (TOKEN=$(...)); why not, on stderr. Exit 2: nothing to sign in at."""
     try:
-        identity = container.identity
+        identity = container.cognito
     except RuntimeError as missing:  # no pool in the settings: the stage predates it, or a bare shell
         print(f"error: {missing} ({target}). Start the local stack with `make run`, or pass --stage <stage> "
               f"right after `chalicelib.cli` for a stage deployed with its user pool.", file=sys.stderr)

@@ -33,6 +33,7 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.dynamodb.users import UserRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
 from chalicelib.adapters.language_models import language_model
@@ -47,8 +48,10 @@ from chalicelib.adapters.webhook_sender import HttpWebhookSender
 from chalicelib.adapters.workflows import StepFunctionsTaskTokens, StepFunctionsWorkflows
 from chalicelib.domain.agents.browser import Portal, PortalJob, PortalOutcome
 from chalicelib.domain.agents.conversation import LanguageModel
+from chalicelib.domain.errors import BrokenInvariant, Unauthorized
+from chalicelib.domain.users import VerifiedToken
 from chalicelib.domain.webhooks import UrlPolicy
-from chalicelib.services.ports import AgentLimits, Limits, Ports, TaskTokens, Workflows
+from chalicelib.services.ports import AgentLimits, IdentityProvider, Limits, Ports, TaskTokens, Workflows
 from chalicelib.settings import Settings, current_settings
 
 if TYPE_CHECKING:
@@ -253,7 +256,20 @@ class Container:
                                  self.settings.webhook_timeout_seconds)
 
     @cached_property
-    def identity(self) -> CognitoIdentity:
+    def users(self) -> UserRepository:
+        return UserRepository(self.table)
+
+    @cached_property
+    def identity(self) -> IdentityProvider:
+        """Where people sign in. A process without the user pool's settings has no sign-in: every
+        token is 401 and no one can be invited."""
+        settings = self.settings
+        if not settings.user_pool_id or not settings.user_pool_client_id:
+            return _NoIdentityProvider()
+        return self.cognito
+
+    @cached_property
+    def cognito(self) -> CognitoIdentity:
         """The stage's user pool; its keys are fetched from the embedded AWS's endpoint locally."""
         # Imported here: joserfc and cryptography cost a cold start that only people's requests need.
         from chalicelib.adapters.identity import CognitoIdentity
@@ -290,11 +306,17 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
+            users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity),
             stopping=self.stop_requested.is_set,
         )
 
     @property
     def key_last_used_resolution(self) -> timedelta:
+        return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
+
+    @property
+    def sign_in_resolution(self) -> timedelta:
+        """How often a user's last_sign_in_at is written at most (as an API key's last use)."""
         return timedelta(seconds=self.settings.key_last_used_resolution_seconds)
 
 
@@ -306,6 +328,42 @@ class _Lazy:
 
     def run(self, job: PortalJob) -> PortalOutcome:
         return self._build().run(job)
+
+
+class _IdentityOnFirstUse:
+    """The identity provider, built at its first use: building `ports` must not import joserfc."""
+
+    def __init__(self, build: Callable[[], IdentityProvider]) -> None:
+        self._build = build
+
+    def invite(self, email: str, name: str | None) -> str:
+        return self._build().invite(email, name)
+
+    def disable(self, idp_user_id: str) -> None:
+        self._build().disable(idp_user_id)
+
+    def enable(self, idp_user_id: str) -> None:
+        self._build().enable(idp_user_id)
+
+    def verify(self, token: str) -> VerifiedToken:
+        return self._build().verify(token)
+
+
+class _NoIdentityProvider:
+    """A process started without the user pool's settings (infra/template.yaml gives every function
+    them): no token verifies and no one can be invited."""
+
+    def invite(self, email: str, name: str | None) -> str:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def disable(self, idp_user_id: str) -> None:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def enable(self, idp_user_id: str) -> None:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def verify(self, token: str) -> VerifiedToken:
+        raise Unauthorized("invalid token: sign-in with the identity provider is not configured")
 
 
 _container: Container | None = None

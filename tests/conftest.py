@@ -157,6 +157,9 @@ def provisioned_services():
                                                       synchronous=True, retry_delay_scale=0)
     container.run_workflows = local_workflows(app, TEST_PARAMETERS, REGION, log=lambda _: None, synchronous=True,
                                               retry_delay_scale=0, machine="ReconciliationRunStateMachine")
+    # The identity provider: a fake pool whose tokens our verifier checks (tests/fakes/identity.py).
+    from tests.fakes.identity import FakeIdentityProvider
+    container.identity = FakeIdentityProvider()
     install(container)
     try:
         yield container

@@ -91,6 +91,12 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
                                                                "webhook_endpoint", "id"),
     ("POST", "/webhook_endpoints/{id}/deliveries/{delivery_id}/retry"): Audited(
         "webhook_delivery.retried", "webhook_delivery", "delivery_id", params={"id": "webhook_endpoint_id"}),
+    ("POST", "/users"): Audited("user.invited", "user", fields={"role": "role"}),
+    ("PATCH", "/users/{id}"): Audited("user.updated", "user", "id", fields={"role": "role", "status": "status"}),
+    ("DELETE", "/users/{id}"): Audited("user.deactivated", "user", "id"),
+    # Never the secret: the key's access only.
+    ("POST", "/api_keys"): Audited("api_key.created", "api_key", fields={"access": "access"}),
+    ("DELETE", "/api_keys/{id}"): Audited("api_key.revoked", "api_key", "id"),
 }
 
 

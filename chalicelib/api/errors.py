@@ -11,6 +11,7 @@ from chalicelib.domain.errors import (
     Conflict,
     DomainError,
     FieldError,
+    Forbidden,
     NotFound,
     Unauthorized,
     ValidationFailed,
@@ -32,6 +33,7 @@ class ServiceUnavailable(DomainError):
 ERROR_STATUSES: dict[type[DomainError], int] = {
     BadRequest: 400,
     Unauthorized: 401,
+    Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
     PayloadTooLarge: 413,

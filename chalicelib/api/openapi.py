@@ -11,13 +11,16 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from chalicelib.api.route_roles import role_needed
 from chalicelib.api.routing import API_PREFIX, RouteSpec
 from chalicelib.api.schemas.common import ErrorOut, ValidationErrorOut
 
 REF = "#/components/schemas/{model}"
 ERROR_DESCRIPTIONS = {
     400: "Malformed JSON, a bad cursor, a query parameter of bad syntax or one the operation does not take",
-    401: "Missing, unknown or revoked API key",
+    401: "Missing, unknown or revoked API key, or a token that is expired, not the identity provider's for this "
+         "service, or of no user or a deactivated one",
+    403: "Your role does not allow the operation; the message names the role it needs",
     404: "Not found in this environment",
     409: "Conflict with the current state",
     413: "Body over the size limit",
@@ -55,6 +58,7 @@ READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
         ("get_reconciliation_matches_id", {"id": RESPONSE_ID})],
     ("POST", "/agents/{id}/files"): [("get_agents_id", {"id": "$request.path.id"})],
     ("POST", "/agents/{id}/runs"): [("get_agents_id_runs_run_id", {"id": "$request.path.id", "run_id": RESPONSE_ID})],
+    ("POST", "/api_keys"): [("get_api_keys", {})],  # no read of one key: the list holds it
 }
 DESCRIPTION = """\
 Financial-data reconciliation: data streams of records, reconciliations with rules, runs,
@@ -100,7 +104,7 @@ def error_statuses(spec: RouteSpec) -> set[int]:
     """Every error status the operation can answer."""
     statuses = set(spec.errors) | {413, 500}  # the body limit holds for every request
     if not spec.public:
-        statuses |= {400, 401}  # a query parameter the operation does not take; the key
+        statuses |= {400, 401, 403}  # a query parameter the operation does not take; the key or token; the role
     if spec.path_params:
         statuses.add(404)
     if spec.body is not None:
@@ -139,7 +143,8 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-KEY"},
                 "BearerAuth": {"type": "http", "scheme": "bearer",
-                               "description": "The same API key, sent as `Authorization: Bearer <key>`"},
+                               "description": "A person's token from the identity provider (a JWT), or the same "
+                                              "API key, sent as `Authorization: Bearer <key>`"},
             },
             "responses": {
                 "MethodNotAllowed": {
@@ -210,4 +215,8 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
         }
     if spec.public:
         operation["security"] = []
+    else:  # the role table's (docs/users.md), beside the route table
+        needed = role_needed(spec.method, API_PREFIX + spec.path).value
+        operation["description"] = f"Needs the {needed} role or above."
+        operation["x-role"] = needed
     return operation

@@ -22,6 +22,7 @@ from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso
+from chalicelib.domain.errors import ValidationFailed
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
@@ -135,8 +136,11 @@ def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
               response=AssigneeOut, errors=(404, 409, 422))
 def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
     body: CreateAssignee = request.body
+    if body.user_id is None and body.idp_user_id is None:
+        raise ValidationFailed.on("user_id", "give user_id or idp_user_id")
     assignee = service.add_assignee(container().ports, request.environment,
-                                    numeric_id(id, "reconciliation exception"), body.idp_user_id)
+                                    numeric_id(id, "reconciliation exception"), user_id=body.user_id,
+                                    idp_user_id=body.idp_user_id)
     return AssigneeOut.model_validate(assignee, from_attributes=True)
 
 
@@ -151,9 +155,10 @@ def remove_assignee(request: ApiRequest, id: str, assignee_id: str) -> None:
               body=CreateComment, response=CommentOut, errors=(404, 422))
 def add_comment(request: ApiRequest, id: str) -> CommentOut:
     body: CreateComment = request.body
-    return comment_out(service.add_comment(container().ports, request.environment,
-                                           numeric_id(id, "reconciliation exception"), body=body.body,
-                                           author_idp_id=body.author_idp_id, mentions=body.mentions))
+    return comment_out(service.comment_by_person(
+        container().ports, request.environment, numeric_id(id, "reconciliation exception"), body=body.body,
+        signed_in=request.principal.user if request.principal else None, author_idp_id=body.author_idp_id,
+        mentions=body.mentions))
 
 
 @router.route("POST", BASE + "/{id}/investigations", summary="Start an investigation: search the other side's open "

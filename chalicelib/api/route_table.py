@@ -85,4 +85,12 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", "webhook_endpoints", "rotate_secret", False),
     ("GET", "/v1/webhook_endpoints/{id}/deliveries", "webhook_endpoints", "list_deliveries", False),
     ("POST", "/v1/webhook_endpoints/{id}/deliveries/{delivery_id}/retry", "webhook_endpoints", "retry_delivery", False),
+    ("POST", "/v1/users", "users", "invite_user", False),
+    ("GET", "/v1/users", "users", "list_users", False),
+    ("GET", "/v1/users/{id}", "users", "get_user", False),
+    ("PATCH", "/v1/users/{id}", "users", "update_user", False),
+    ("DELETE", "/v1/users/{id}", "users", "deactivate_user", False),
+    ("POST", "/v1/api_keys", "users", "create_api_key", False),
+    ("GET", "/v1/api_keys", "users", "list_api_keys", False),
+    ("DELETE", "/v1/api_keys/{id}", "users", "revoke_api_key", False),
 )

@@ -14,6 +14,7 @@ from chalicelib.api import (
     records,
     runs,
     stories,
+    users,
     webhook_endpoints,
 )
 from chalicelib.api.routing import Router
@@ -21,4 +22,4 @@ from chalicelib.api.routing import Router
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
-                         webhook_endpoints.router]
+                         webhook_endpoints.router, users.router]

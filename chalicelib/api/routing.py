@@ -22,6 +22,7 @@ from chalicelib.observability import logger
 
 API_PREFIX = "/v1"
 ENVIRONMENT_CONTEXT_KEY = "recon_environment"
+PRINCIPAL_CONTEXT_KEY = "recon_principal"  # who sends the request (domain.users.Principal)
 NUMERIC_ID = re.compile(r"^[0-9]{1,15}$")
 JSON_CONTENT_TYPE = re.compile(r"^application/([a-z0-9.+-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 
@@ -47,11 +48,13 @@ class RouteSpec:
 
 @dataclass
 class ApiRequest:
-    """What a view gets: the caller's environment and the validated inputs."""
+    """What a view gets: the caller's environment and the validated inputs, and who the caller is
+    (`principal`: a signed-in user, or an API key; None on a public route)."""
     environment: str
     body: Any
     query: Any
     headers: dict[str, str] = field(default_factory=dict)
+    principal: Any = None  # domain.users.Principal (not imported: a cold start's routing stays small)
 
 
 class Router:
@@ -91,6 +94,7 @@ class Router:
                     api_request = ApiRequest(
                         environment=(request.context or {}).get(ENVIRONMENT_CONTEXT_KEY, ""),
                         body=_parse_body(spec, request), query=query, headers=dict(request.headers or {}),
+                        principal=(request.context or {}).get(PRINCIPAL_CONTEXT_KEY),
                     )
                     result = view(api_request, **path_params)
                     return _to_response(spec, result)

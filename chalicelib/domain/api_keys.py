@@ -6,11 +6,18 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.users import Role
 
 ENVIRONMENT_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 KEY_PREFIX = "rk_"
+
+
+class KeyAccess(StrEnum):
+    FULL = "full"  # every route, as an admin (every key made before roles existed)
+    READ_ONLY = "read_only"  # reads only, as a viewer
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,11 @@ class ApiKey:
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
     label: str | None = None
+    access: KeyAccess = KeyAccess.FULL
+
+    @property
+    def role(self) -> Role:
+        return Role.ADMIN if self.access is KeyAccess.FULL else Role.VIEWER
 
     @property
     def active(self) -> bool:

@@ -43,6 +43,10 @@ class Unauthorized(DomainError):
     pass
 
 
+class Forbidden(DomainError):
+    """Who sent the request is known, and their role does not allow it."""
+
+
 @dataclass(frozen=True)
 class FieldError:
     field: str

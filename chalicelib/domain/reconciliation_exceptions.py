@@ -51,6 +51,7 @@ AGE_BUCKET_DAYS: dict[AgeBucket, tuple[int, int | None]] = {  # [from, to) in da
 class Assignee:
     id: int
     idp_user_id: str
+    user_id: int | None = None  # the user's id; None on an assignment made before users existed
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 them do. We keep no password and mint no token: the provider (a Cognito user pool) does both."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
+
+from chalicelib.domain.errors import ValidationFailed
 
 
 class Role(StrEnum):
@@ -53,6 +56,56 @@ class VerifiedToken:
     email: str | None = None
 
 
+USER_ACTOR_PREFIX = "user:"
+
+
 def user_actor(user_id: int) -> str:
     """How the audit trail and events name a person who acted."""
-    return f"user:{user_id}"
+    return f"{USER_ACTOR_PREFIX}{user_id}"
+
+
+MAX_EMAIL = 254
+EMAIL_PATTERN = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+MAX_NAME = 200
+
+
+def normalized_email(email: str) -> str:
+    """An email as we compare it: one user per email of an environment, whatever its case."""
+    return email.strip().lower()
+
+
+def check_email(email: str) -> str:
+    normalized = normalized_email(email)
+    if len(normalized) > MAX_EMAIL or not EMAIL_PATTERN.match(normalized):
+        raise ValidationFailed.on("email", "must be an email address")
+    return normalized
+
+
+def can_sign_in(user: User) -> bool:
+    return user.status is not UserStatus.DEACTIVATED
+
+
+def can_be_named(user: User) -> bool:
+    """Who a new assignment, comment or mention may name: an active user (one who has signed in and
+    is not deactivated); an invited user becomes one at their first sign-in."""
+    return user.status is UserStatus.ACTIVE
+
+
+def signed_in(user: User, at: datetime) -> User:
+    """A sign-in's effect on the user: the first one makes an invited user active."""
+    status = UserStatus.ACTIVE if user.status is UserStatus.INVITED else user.status
+    return replace(user, status=status, last_sign_in_at=at)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who sends a request: a person signed in with the provider's token, or a machine with an API
+    key. The environment, the role and the actor the audit trail names all come from it."""
+    environment: str
+    role: Role
+    actor: str  # user:<id> or api_key:<id>
+    user: User | None = None  # None for an API key
+
+    @property
+    def user_id(self) -> int | None:
+        return self.user.id if self.user is not None else None

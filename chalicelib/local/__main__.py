@@ -11,7 +11,6 @@ from pathlib import Path
 
 from chalice.local import LocalDevServer
 
-from chalicelib.adapters.identity import CognitoIdentity
 from chalicelib.container import Container, install
 from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.local.processes import die_with_parent
@@ -60,7 +59,7 @@ def ensure_local_admin(container: Container) -> LocalAdmin:
     provider asserts what it likes), and a person is known by their `sub` alone. For now it ensures
     the provider's user only."""
     settings = container.settings
-    identity: CognitoIdentity = container.identity
+    identity = container.cognito
     email = settings.local_admin_email.strip().lower()
     given = settings.local_admin_password
     # A fixed start: token_urlsafe may begin with "-", which a command line reads as an option.

@@ -3,21 +3,34 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from chalicelib.domain.api_keys import ApiKey, check_environment_name, generate_secret, hash_secret
+from chalicelib.domain.api_keys import ApiKey, KeyAccess, check_environment_name, generate_secret, hash_secret
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Unauthorized
+from chalicelib.domain.errors import NotFound, Unauthorized
 from chalicelib.services.ports import ApiKeys
 
 
 def create_key(keys: ApiKeys, environment: str, label: str | None = None,
-               secret: str | None = None) -> tuple[ApiKey, str]:
+               secret: str | None = None, access: KeyAccess = KeyAccess.FULL) -> tuple[ApiKey, str]:
     """Store a new key for `environment`; return it with its secret, which is never stored."""
     check_environment_name(environment)
     secret = secret or generate_secret()
     key = ApiKey(id=keys.next_id(), environment=environment, key_hash=hash_secret(secret),
-                 created_at=utc_now(), label=label)
+                 created_at=utc_now(), label=label, access=access)
     keys.add(key)
     return key, secret
+
+
+def keys_of(keys: ApiKeys, environment: str) -> list[ApiKey]:
+    """The environment's keys, revoked ones too, by id. (Keys are listed in one partition of every
+    environment's keys: there are few, and a list is an admin's rare request.)"""
+    return [key for key in keys.list() if key.environment == environment]
+
+
+def revoke_key(keys: ApiKeys, environment: str, key_id: int) -> ApiKey:
+    """Revoke one of the environment's keys (again: unchanged); another environment's is not found."""
+    if not any(key.id == key_id for key in keys_of(keys, environment)):
+        raise NotFound(f"API key {key_id} not found")
+    return keys.revoke(key_id)
 
 
 def ensure_key(keys: ApiKeys, environment: str, secret: str, label: str) -> ApiKey:

@@ -155,6 +155,22 @@ def _has_entry(ports: Ports, request: RequestInFlight) -> bool:
 # Notes: what a service adds to the entry of the request it serves --------------------------------
 
 _notes: ContextVar[dict[str, Any] | None] = ContextVar("audit_notes", default=None)
+_acting: ContextVar[str | None] = ContextVar("audit_acting", default=None)
+
+
+@contextmanager
+def acting_as(actor: str | None) -> Iterator[None]:
+    """While inside, `acting()` names who sent the request (the middleware wraps each request in one),
+    so that the events a person's change sends name them."""
+    token = _acting.set(actor)
+    try:
+        yield
+    finally:
+        _acting.reset(token)
+
+
+def acting() -> str | None:
+    return _acting.get()
 
 
 @contextmanager

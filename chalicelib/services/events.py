@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -34,6 +35,7 @@ from chalicelib.domain.events import (
     HeldDecision,
     HeldEvent,
 )
+from chalicelib.domain.users import USER_ACTOR_PREFIX
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.ports import EventLedger, Ports
@@ -43,7 +45,7 @@ T = TypeVar("T")
 
 def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
     """Publish the events given (a None is a change that tells of nothing: skipped)."""
-    events = [e for e in maybe_events if e is not None]
+    events = [naming_the_person(e) for e in maybe_events if e is not None]
     if not events:
         return
     try:
@@ -53,6 +55,14 @@ def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
         logger.warning("events parked: the bus did not take them",
                        extra={"event_ids": [e.id for e in refused], "error": type(error).__name__})
         ports.event_ledger.park(environment, refused)
+
+
+def naming_the_person(event: Event) -> Event:
+    """The event of a person's request names them (`actor`: `user:<id>`), as its audit entry does."""
+    actor = audit.acting()
+    if actor is None or not actor.startswith(USER_ACTOR_PREFIX) or "actor" in event.data:
+        return event
+    return replace(event, data={**event.data, "actor": actor})
 
 
 def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOrigin, save: Callable[[str | None], T],
@@ -70,6 +80,7 @@ def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOri
     a write can be applied though its answer was lost). Two changes racing to tell the same event
     id (the same version of an exception) hold under different tokens: only the one saved is sent."""
     ledger = ports.event_ledger
+    event = naming_the_person(event)
     held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer,
                      token=uuid.uuid4().hex)
     ledger.hold(held)

@@ -64,7 +64,7 @@ from chalicelib.domain.runs import (
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
-from chalicelib.domain.users import VerifiedToken
+from chalicelib.domain.users import User, VerifiedToken
 from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDelivery, WebhookEndpoint, WebhookRequest
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
@@ -123,6 +123,23 @@ class ApiKeys(Protocol):
     def list(self) -> list[ApiKey]: ...
     def revoke(self, key_id: int) -> ApiKey: ...
     def touch(self, key: ApiKey, resolution: timedelta) -> None: ...
+
+
+class Users(Protocol):
+    """The people of each environment (adapters/dynamodb/users.py)."""
+    def next_id(self, environment: str) -> int: ...
+    def add(self, user: User) -> User:
+        """The user as stored. Conflict when the email is another user's of the environment, or the
+        provider's user id a user's of another environment; the same provider's user id again in
+        the same environment (a retry) ends at the first's user."""
+        ...
+    def get(self, environment: str, user_id: int) -> User: ...
+    def get_many(self, environment: str, user_ids: Iterable[int]) -> dict[int, User]: ...
+    def find_by_subject(self, subject: str) -> User | None: ...
+    def find_by_email(self, environment: str, email: str) -> User | None: ...
+    def list_page(self, environment: str, limit: int, cursor: str | None) -> tuple[list[User], str | None]: ...
+    def save(self, updated: User, previous: User) -> User: ...
+    def record_sign_in(self, user: User, resolution: timedelta) -> User: ...
 
 
 class Counters(Protocol):
@@ -690,6 +707,9 @@ class Ports:
     webhook_delivery_queue: Queue
     webhook_sender: WebhookSender
     audit: AuditLog
+    # People: the users of each environment, and the provider they sign in with.
+    users: Users
+    identity: IdentityProvider
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False

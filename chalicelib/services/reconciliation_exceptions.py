@@ -33,8 +33,9 @@ from chalicelib.domain.reconciliation_exceptions import (
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
+from chalicelib.domain.users import User
 from chalicelib.observability import logger
-from chalicelib.services import audit
+from chalicelib.services import audit, users
 from chalicelib.services.events import announce, announced, save_and_emit
 from chalicelib.services.ports import Ports
 
@@ -296,12 +297,18 @@ def _audited(exception: ReconciliationException) -> dict[str, Any]:
     return {"status": exception.status.value, "title": exception.title, "description": exception.description}
 
 
-def add_assignee(ports: Ports, environment: str, exception_id: int, idp_user_id: str) -> Assignee:
+def add_assignee(ports: Ports, environment: str, exception_id: int, *, user_id: int | None = None,
+                 idp_user_id: str | None = None) -> Assignee:
+    """Assign an active user of the environment, named by our id or the provider's (422 otherwise)."""
     current = ports.exceptions.get(environment, exception_id)
-    existing = next((a for a in current.assignees if a.idp_user_id == idp_user_id), None)
+    user = users.active_user(ports, environment, "user_id" if user_id is not None else "idp_user_id",
+                             user_id=user_id, idp_user_id=idp_user_id)
+    if idp_user_id is not None and user.idp_user_id != idp_user_id:
+        raise ValidationFailed.on("idp_user_id", f"user {user.id} is not '{idp_user_id[:64]}': give one of the two")
+    existing = next((a for a in current.assignees if a.idp_user_id == user.idp_user_id), None)
     if existing is not None:
         return existing  # assigning twice changes nothing
-    assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), idp_user_id)
+    assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), user.idp_user_id, user.id)
     assigned = replace(current, assignees=current.assignees + (assignee,), updated_at=utc_now(),
                        version=current.version + 1)
     _save_telling(ports, current, assigned, event_data.exception_assigned(current, assigned))
@@ -317,8 +324,29 @@ def remove_assignee(ports: Ports, environment: str, exception_id: int, assignee_
     _save_telling(ports, current, unassigned, event_data.exception_assigned(current, unassigned))
 
 
+def comment_by_person(ports: Ports, environment: str, exception_id: int, *, body: str, signed_in: User | None,
+                      author_idp_id: str | None, mentions: list[int]) -> ExceptionComment:
+    """A person's comment: its author is the signed-in user (an API key names one, `author_idp_id`,
+    who must be an active user of the environment), and each mention an active user (422 naming
+    those that are not)."""
+    ports.exceptions.get(environment, exception_id)  # 404 before 422
+    if signed_in is not None:
+        if author_idp_id is not None and author_idp_id != signed_in.idp_user_id:
+            raise ValidationFailed.on("author_idp_id", "the author is the signed-in user; omit it")
+        author = signed_in
+    elif author_idp_id is None:
+        raise ValidationFailed.on("author_idp_id", "an API key names the comment's author: the idp_user_id of "
+                                                   "an active user of this environment")
+    else:
+        author = users.active_user(ports, environment, "author_idp_id", idp_user_id=author_idp_id)
+    users.active_users(ports, environment, mentions, "mentions")
+    return add_comment(ports, environment, exception_id, body=body, author_idp_id=author.idp_user_id,
+                       mentions=mentions)
+
+
 def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str, author_idp_id: str,
                 mentions: list[int]) -> ExceptionComment:
+    """A comment as given: the system's and agents' (`comment_by_person` checks a person's first)."""
     exception = ports.exceptions.get(environment, exception_id)
     if not body.strip() or len(body) > MAX_BODY:
         raise ValidationFailed.on("body", f"must be 1 to {MAX_BODY} characters")

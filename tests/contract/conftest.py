@@ -31,6 +31,7 @@ from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
+from chalicelib.adapters.dynamodb.users import UserRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.mailer import SesMailer
 from chalicelib.adapters.mirror import AnalyticsMirror
@@ -56,7 +57,7 @@ class FakeBackend:
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
                           "run_files", "records", "matches", "claims", "exceptions", "mirror", "stories", "tallies",
                           "agents", "agent_runs", "audit", "event_ledger", "balances", "webhooks", "browser_secrets",
-                          "task_tokens", "mailer"):
+                          "task_tokens", "mailer", "users"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -164,6 +165,10 @@ class MotoBackend:
         return WebhookRepository(self._table)
 
     @cached_property
+    def users(self):
+        return UserRepository(self._table)
+
+    @cached_property
     def browser_secrets(self):
         return SecretsManagerBrowserSecrets(self._aws.client("secretsmanager"), self._settings.secrets_prefix)
 
@@ -239,6 +244,11 @@ def counters(backend):
 @pytest.fixture
 def api_keys(backend):
     return backend.api_keys
+
+
+@pytest.fixture
+def users(backend):
+    return backend.users
 
 
 @pytest.fixture

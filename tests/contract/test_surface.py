@@ -26,6 +26,7 @@ from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepositor
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
+from chalicelib.adapters.dynamodb.users import UserRepository
 from chalicelib.adapters.dynamodb.webhooks import WebhookRepository
 from chalicelib.adapters.events import EventBridgePublisher
 from chalicelib.adapters.mirror import AnalyticsMirror
@@ -58,7 +59,7 @@ PAIRS = [
     (AuditRepository, fakes.FakeAuditRepository), (EventLedger, fakes.FakeEventLedger),
     (EventBridgePublisher, fakes.FakeEventPublisher), (BalanceRepository, fakes.FakeBalanceRepository),
     (WebhookRepository, fakes.FakeWebhookRepository), (HttpWebhookSender, fakes.FakeWebhookSender),
-    (RecordsSql, fakes.FakeRecordsSql),
+    (RecordsSql, fakes.FakeRecordsSql), (UserRepository, fakes.FakeUserRepository),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"request_stop", "stop"}  # the local driver stops with the stack: the process's business, not the port's

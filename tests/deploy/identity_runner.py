@@ -42,7 +42,7 @@ def main():
     services = container()
     settings = services.settings
     recording.append(True)
-    identity = services.identity
+    identity = services.cognito
     sub = identity.invite("Proof.Person@proof.test", "Proof Person")
     resent = identity.invite("proof.person@proof.test", "Proof Person")  # a retried invite: AdminGetUser, RESEND
     recording.clear()

@@ -34,6 +34,7 @@ from tests.fakes.browser import FakeBrowserSecrets, FakeTaskTokens
 from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
 from tests.fakes.events import FakeEventLedger, FakeEventPublisher
+from tests.fakes.identity import FakeIdentityProvider
 from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
 from tests.fakes.matches import FakeClaimRepository, FakeMatchRepository
@@ -45,6 +46,7 @@ from tests.fakes.runs import FakeRunRepository
 from tests.fakes.storage import FakePayloadStore, FakeRunFiles, FakeWorkQueue
 from tests.fakes.stories import FakeStoryRepository
 from tests.fakes.tallies import FakeTallyRepository
+from tests.fakes.users import FakeUserRepository
 from tests.fakes.webhooks import FakeWebhookRepository, FakeWebhookSender
 from tests.fakes.workflows import FakeWorkflows
 
@@ -59,7 +61,7 @@ __all__ = [
     "FakeAnalyticsMirror", "FakeExceptionRepository", "FakeWorkflows",
     "FakeAuditRepository", "FakeBalanceRepository", "FakeBrowserSecrets", "FakeEventLedger", "FakeEventPublisher",
     "FakeLanguageModels", "FakeMailer", "FakePortal", "FakeRecordsSql", "FakeTaskTokens", "FakeWebhookRepository",
-    "FakeWebhookSender",
+    "FakeWebhookSender", "FakeUserRepository", "FakeIdentityProvider",
 ]
 
 
@@ -104,6 +106,7 @@ class FakePorts:
         self.agents = FakeAgentRepository()
         self.agent_runs = FakeAgentRunRepository(self.counters)
         self.event_ledger = FakeEventLedger(self.record_store)  # owed events' marks are on the store's items
+        self.users = FakeUserRepository(self.counters)
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -133,5 +136,6 @@ def fake_ports(**overrides: Any) -> Ports:
         browser_workflows=FakeWorkflows(), task_tokens=wired.task_tokens, browser_secrets=wired.browser_secrets,
         portal=FakePortal(), balances=wired.balances, events=wired.events, event_ledger=wired.event_ledger,
         webhooks=wired.webhooks, webhook_delivery_queue=wired.webhook_delivery_queue,
-        webhook_sender=wired.webhook_sender, audit=wired.audit)
+        webhook_sender=wired.webhook_sender, audit=wired.audit, users=wired.users,
+        identity=FakeIdentityProvider())
     return replace(ports, **overrides)

@@ -154,7 +154,7 @@ class FakeExceptionRepository:
             row.exception, title=updated.title, description=updated.description, status=updated.status,
             updated_at=stored_time(updated.updated_at), opened_at=stored_time(updated.opened_at),
             closed_at=stored_time(updated.closed_at) if updated.closed_at else None,
-            assignees=tuple(Assignee(a.id, a.idp_user_id) for a in updated.assignees), version=updated.version)
+            assignees=tuple(Assignee(a.id, a.idp_user_id, a.user_id) for a in updated.assignees), version=updated.version)
         self.store.owe(updated.environment, "exception", (updated.id,), pending_event)
         if previous.active and not updated.active:
             self._release_guard(updated)

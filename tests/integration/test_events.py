@@ -15,6 +15,7 @@ from tests.fakes.audit import FakeAuditRepository
 from tests.fakes.events import FakeEventLedger, FakeEventPublisher
 from tests.integration.conftest import record
 from tests.support.crashes import Replaced, ports_swapped
+from tests.support.people import add_user
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
 
@@ -113,15 +114,17 @@ def test_a_match_by_hand_is_told_when_made_and_when_deleted(api, ingest, reconci
     assert created["data"]["record_count"] == 2 and created["id"] != deleted["id"]
 
 
-def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, ingest, reconciliation, bus):
+def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, services, ingest, reconciliation, bus):
     opened = _opened_exception(api, ingest, reconciliation, bus)
     exception_id = opened["data"]["id"]
     assert opened["data"]["url"] == f"/v1/reconciliation_exceptions/{exception_id}"
     assert opened["data"]["status"] == "open" and opened["data"]["totals"]
 
     base = f"/v1/reconciliation_exceptions/{exception_id}"
+    ada = add_user(services.users, _environment(services), "ada")
     assert api.post(f"{base}/assignees", {"idp_user_id": "ada"}).status_code == 201
-    assert api.post(f"{base}/comments", {"body": "looking", "author_idp_id": "ada"}).status_code == 201
+    signed_in = {"Authorization": f"Bearer {services.identity.token_for('ada')}"}
+    assert api.post(f"{base}/comments", {"body": "looking"}, key=None, headers=signed_in).status_code == 201
     assert api.patch(base, {"status": "investigating"}).status_code == 200
 
     [assigned] = bus.events("reconciliation_exception.assigned")
@@ -130,6 +133,8 @@ def test_an_exception_is_told_when_opened_assigned_commented_and_moved(api, inge
     assert assigned["data"]["assignees"] == ["ada"] and assigned["data"]["previous_assignees"] == []
     assert (assigned["data"]["change"], assigned["data"]["idp_user_ids"]) == ("assigned", ["ada"])
     assert commented["data"]["comment"]["body"] == "looking"
+    # A person's change names them, as its audit entry does; a key's names no one.
+    assert commented["data"]["actor"] == f"user:{ada.id}" and "actor" not in assigned["data"]
     assert (moved["data"]["previous_status"], moved["data"]["status"]) == ("open", "investigating")
 
 
@@ -335,9 +340,10 @@ def test_a_person_s_exception_changes_whose_process_died_are_told_by_the_sweeper
 
     opened = _opened_exception(api, ingest, reconciliation, bus)
     exception_id, environment = opened["data"]["id"], _environment(services)
+    add_user(services.users, environment, "ada")
     for change in (lambda: exceptions.add_comment(services.ports, environment, exception_id, body="looking",
                                                   author_idp_id="ada", mentions=[]),
-                   lambda: exceptions.add_assignee(services.ports, environment, exception_id, "ada"),
+                   lambda: exceptions.add_assignee(services.ports, environment, exception_id, idp_user_id="ada"),
                    lambda: exceptions.update(services.ports, environment, exception_id, title=None, description=None,
                                              status=ExceptionStatus.INVESTIGATING)):
         with dying_before_sending(services):

@@ -4,7 +4,9 @@ from datetime import timedelta
 import pytest
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.users import UserStatus
 from tests.integration.conftest import record
+from tests.support.people import add_user
 from tests.support.worlds import dated, world_of_api
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"},
@@ -69,24 +71,88 @@ def test_a_reopen_sets_opened_at_again_and_clears_closed_at(api, ran):
     assert reopened["closed_at"] is None and reopened["opened_at"] > exception["opened_at"]
 
 
-def test_assignees_and_comments(api, ran):
+def test_assignees_and_comments(api, ran, services):
     exception_id = bank_exception(api, ran)["id"]
     base = f"/v1/reconciliation_exceptions/{exception_id}"
+    add_user(services.users, "acme", "ada")
+    bob = add_user(services.users, "acme", "bob")
     ada = api.post(f"{base}/assignees", {"idp_user_id": "ada"})
     assert ada.status_code == 201 and ada.json_body["idp_user_id"] == "ada"
     assert api.post(f"{base}/assignees", {"idp_user_id": "ada"}).json_body["id"] == ada.json_body["id"]
-    api.post(f"{base}/assignees", {"idp_user_id": "bob"})
+    by_id = api.post(f"{base}/assignees", {"user_id": bob.id})
+    assert by_id.status_code == 201 and by_id.json_body == {"id": by_id.json_body["id"], "user_id": bob.id,
+                                                            "idp_user_id": "bob"}
     assert [e["id"] for e in queue(api, assignee="ada")["data"]] == [exception_id]
     assert api.delete(f"{base}/assignees/{ada.json_body['id']}").status_code == 204
     assert api.delete(f"{base}/assignees/{ada.json_body['id']}").status_code == 404
     assert queue(api, assignee="ada")["data"] == []
 
     for text in ("first", "second"):
-        response = api.post(f"{base}/comments", {"body": text, "author_idp_id": "bob", "mentions": [7]})
-        assert response.status_code == 201 and response.json_body["mentions"] == [7]
+        response = api.post(f"{base}/comments", {"body": text, "author_idp_id": "bob", "mentions": [bob.id]})
+        assert response.status_code == 201 and response.json_body["mentions"] == [bob.id]
     comments = api.get(base).json_body["comments"]
     assert [c["body"] for c in comments] == ["first", "second"]  # newest last
     assert api.post(f"{base}/comments", {"body": "", "author_idp_id": "bob"}).status_code == 422
+
+
+def test_only_active_users_are_assigned_mentioned_or_authors(api, ran, services):
+    """Whom a write names is an active user of the environment: else 422 naming them, nothing written."""
+    base = f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}"
+    ada = add_user(services.users, "acme", "ada")
+    gone = add_user(services.users, "acme", "gone", status=UserStatus.DEACTIVATED)
+    invited = add_user(services.users, "acme", "new", status=UserStatus.INVITED)
+    add_user(services.users, "globex", "eve")
+    for body, field in [({"idp_user_id": "nobody"}, "idp_user_id"), ({"idp_user_id": "gone"}, "idp_user_id"),
+                        ({"idp_user_id": "eve"}, "idp_user_id"),
+                        ({"user_id": invited.id}, "user_id"), ({"user_id": 999}, "user_id"),
+                        ({}, "user_id"), ({"user_id": ada.id, "idp_user_id": "gone"}, "idp_user_id")]:
+        refused = api.post(f"{base}/assignees", body)
+        assert refused.status_code == 422 and refused.json_body["errors"][0]["field"] == field, (body, refused.json_body)
+    refused = api.post(f"{base}/comments", {"body": "x", "author_idp_id": "ada", "mentions": [ada.id, gone.id, 999]})
+    assert refused.status_code == 422
+    assert [(e["field"], e["message"]) for e in refused.json_body["errors"]] == [
+        ("mentions[1]", f"user {gone.id} is not an active user of this environment"),
+        ("mentions[2]", "user 999 is not an active user of this environment")]
+    for author in ("nobody", "gone", None):
+        refused = api.post(f"{base}/comments", {"body": "x", "author_idp_id": author})
+        assert refused.status_code == 422 and refused.json_body["errors"][0]["field"] == "author_idp_id"
+    detail = api.get(base).json_body
+    assert detail["assignees"] == [] and detail["comments"] == []
+
+
+def test_a_signed_in_person_is_the_author_of_their_comment(api, ran, services):
+    base = f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}"
+    ada = add_user(services.users, "acme", "ada")
+    add_user(services.users, "acme", "bob")
+    token = {"key": None, "headers": {"Authorization": f"Bearer {services.identity.token_for('ada')}"}}
+    made = api.post(f"{base}/comments", {"body": "mine", "mentions": [ada.id]}, **token)
+    assert made.status_code == 201 and made.json_body["author_idp_id"] == "ada"
+    posing = api.post(f"{base}/comments", {"body": "as bob", "author_idp_id": "bob"}, **token)
+    assert posing.status_code == 422 and posing.json_body["errors"][0]["field"] == "author_idp_id"
+    [entry] = [e for e in api.get("/v1/audit_events?resource_type=reconciliation_exception").json_body["data"]
+               if e["action"] == "reconciliation_exception.commented"]
+    assert entry["actor"] == f"user:{ada.id}"
+
+
+def test_assignments_and_comments_made_before_users_existed_keep_their_strings(api, ran, services):
+    """Existing data: an assignee or author whose string names no user is shown as stored (user_id
+    null), still filters the queue, and can be unassigned; only new writes are checked."""
+    from dataclasses import replace
+
+    from chalicelib.domain.reconciliation_exceptions import Assignee, ExceptionComment
+
+    exception_id = bank_exception(api, ran)["id"]
+    ports = services.ports
+    current = ports.exceptions.get("acme", exception_id)
+    legacy = replace(current, assignees=(Assignee(41, "legacy-person"),), version=current.version + 1)
+    ports.exceptions.save(legacy, previous=current)
+    ports.exceptions.add_comment(legacy, ExceptionComment(id=42, body="old", author_idp_id="legacy-person",
+                                                          mentions=(7,), created_at=utc_now()))
+    detail = api.get(f"/v1/reconciliation_exceptions/{exception_id}").json_body
+    assert detail["assignees"] == [{"id": 41, "user_id": None, "idp_user_id": "legacy-person"}]
+    assert [(c["author_idp_id"], c["mentions"]) for c in detail["comments"]] == [("legacy-person", [7])]
+    assert [e["id"] for e in queue(api, assignee="legacy-person")["data"]] == [exception_id]
+    assert api.delete(f"/v1/reconciliation_exceptions/{exception_id}/assignees/41").status_code == 204
 
 
 def test_filters_narrow_the_aggregates_and_the_records_alike(api, ran):

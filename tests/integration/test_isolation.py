@@ -3,7 +3,9 @@ answers 404 for the first environment's things and lists none of them."""
 import pytest
 
 from chalicelib.api.routers import ROUTERS
+from chalicelib.domain.api_keys import hash_secret
 from chalicelib.services.api_keys import create_key
+from tests.support.people import add_user
 from tests.support.worlds import dated, world_of_api
 
 # How to call each route against environment A's data, and what environment B must get.
@@ -123,6 +125,15 @@ CASES = {
         "GET", "/v1/webhook_endpoints/{webhook_endpoint_id}/deliveries", None, 404),
     ("POST", "/webhook_endpoints/{id}/deliveries/{delivery_id}/retry"): (
         "POST", "/v1/webhook_endpoints/{webhook_endpoint_id}/deliveries/{webhook_delivery_id}/retry", None, 404),
+    # Users and API keys
+    ("POST", "/users"): ("POST", "/v1/users", {"email": "ada@acme.example", "role": "admin"}, "creates"),
+    ("GET", "/users"): ("GET", "/v1/users", None, "lists_nothing"),
+    ("GET", "/users/{id}"): ("GET", "/v1/users/{user_id}", None, 404),
+    ("PATCH", "/users/{id}"): ("PATCH", "/v1/users/{user_id}", {"role": "viewer"}, 404),
+    ("DELETE", "/users/{id}"): ("DELETE", "/v1/users/{user_id}", None, 404),
+    ("POST", "/api_keys"): ("POST", "/v1/api_keys", {"label": "B's"}, "creates"),
+    ("GET", "/api_keys"): ("GET", "/v1/api_keys", None, "lists_none_of_a_keys"),
+    ("DELETE", "/api_keys/{id}"): ("DELETE", "/v1/api_keys/{api_key_id}", None, 404),
     # The audit trail: B's chain is its own (empty), whatever A's holds
     ("GET", "/audit_events"): ("GET", "/v1/audit_events", None, "lists_nothing"),
     ("GET", "/audit_events/verify"): ("GET", "/v1/audit_events/verify", None, "verifies_an_empty_chain"),
@@ -132,7 +143,7 @@ CASES = {
 # of its own; every other case only reads or is refused (404/422), and they share one world per module
 # (module_state_unchanged fails any of them that changes it).
 MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports"),
-            ("POST", "/webhook_endpoints")}
+            ("POST", "/webhook_endpoints"), ("POST", "/users"), ("POST", "/api_keys")}
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}",
                "/v1/audit_events?resource_type=data_stream&resource_id=bank",
@@ -186,6 +197,7 @@ def build_world(api, services, worker):
     run = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body["data"][0]
     # The ledger's 7, weeks old (the bank's 5 sat in an exception of its own until it was matched).
     [exception] = api.get("/v1/reconciliation_exceptions?data_stream_key=ledger").json_body["data"]
+    ada = add_user(services.users, "acme", "ada")
     assignee = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/assignees", {"idp_user_id": "ada"}).json_body
     investigation = api.post(f"/v1/reconciliation_exceptions/{exception['id']}/investigations").json_body
     story = api.post("/v1/reconciliation_stories", {"name": "A's story", "links": [
@@ -203,7 +215,8 @@ def build_world(api, services, worker):
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
-            "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker}
+            "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker,
+            "user_id": ada.id, "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
 
 
 def _a_webhook_delivery(services, endpoint_id):
@@ -230,6 +243,8 @@ def _a_still_has_everything(api, world):
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/runs/{world['run_id']}").status_code == 200
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body
     assert exception["status"] == "investigating" and [a["idp_user_id"] for a in exception["assignees"]] == ["ada"]
+    assert api.get(f"/v1/users/{world['user_id']}").json_body["role"] == "preparer"
+    assert world["api_key_id"] in [k["id"] for k in api.get("/v1/api_keys").json_body["data"]]
     assert exception["comments"] == [] and exception["investigation"]["id"] == world["investigation_id"]
     agent = api.get(f"/v1/agents/{world['agent_id']}").json_body
     assert agent["name"] == "A's agent" and [f["id"] for f in agent["input_files"]] == [world["agent_file_id"]]
@@ -283,6 +298,9 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
     elif expected == "refers_to_unknown_agent":
         assert response.status_code == 422
         assert [e["field"] for e in response.json_body["errors"]] == ["mentions[0].id"]
+    elif expected == "lists_none_of_a_keys":
+        assert response.status_code == 200
+        assert world["api_key_id"] not in [k["id"] for k in response.json_body["data"]]
     elif expected == "verifies_an_empty_chain":
         assert response.status_code == 200
         assert (response.json_body["intact"], response.json_body["checked"], response.json_body["head_seq"]) == (

@@ -9,6 +9,7 @@ import pytest
 
 from chalicelib.api.records import STANDALONE_FILTERS
 from chalicelib.domain.clock import utc_now
+from tests.support.people import add_user
 from tests.support.schema_instances import Generator, Instance, SchemaGap
 from tests.support.worlds import dated, world_of_api
 
@@ -28,14 +29,22 @@ def _ok(response, status=201):
 
 
 @pytest.fixture
-def world(api, worker):
+def world(api, worker, services):
     """One of each resource an operation with a body or a query refers to; what refers to them
     (built once a process, restored after)."""
-    built = world_of_api(dated("test_openapi_contract.world"), api, lambda: _build_world(api, worker))
+    built = world_of_api(dated("test_openapi_contract.world"), api, lambda: _build_world(api, worker, services))
+    # The people the world holds, as the provider holds them (its fake is the test's own).
+    services.identity.users.update({USER_EMAIL: USER_SUB, f"{EDITED_SUB}@acme.example": EDITED_SUB})
     return {"api": api, "worker": worker, **built}
 
 
-def _build_world(api, worker):
+USER_SUB, USER_EMAIL = "contract-user", "contract-user@acme.example"
+EDITED_SUB = "contract-edited"  # the user PATCH /users/{id} changes (deactivates, too)
+
+
+def _build_world(api, worker, services):
+    user = add_user(services.users, "acme", USER_SUB, email=USER_EMAIL)
+    edited = add_user(services.users, "acme", EDITED_SUB)
     for key in ("bank", "ledger"):
         _ok(api.post("/v1/data_streams", {"key": key, "name": key.title()}))
     _ok(api.post("/v1/data_stream_property_definitions", {"key": "ref", "name": "Ref", "type": "string",
@@ -68,7 +77,7 @@ def _build_world(api, worker):
         "/data_stream_property_definitions/{id}": 1, "/file_imports/{id}": file_import["id"],
         "/reconciliation_exceptions/{id}": exceptions[0]["id"], "/reconciliations/{id}": recon["id"],
         "/reconciliation_rules/{id}": rule["id"], "/reconciliation_stories/{id}": story["id"],
-        "/agents/{id}": agent["id"], "/webhook_endpoints/{id}": endpoint["id"],
+        "/agents/{id}": agent["id"], "/webhook_endpoints/{id}": endpoint["id"], "/users/{id}": edited.id,
     }
     # Values that refer to what exists: a generator cannot know them.
     known = {"data_stream_key": "bank", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"],
@@ -76,7 +85,9 @@ def _build_world(api, worker):
              "reconciliation_match_id": matches[0]["id"], "file_import_id": file_import["id"], "url": HOOK_URL, "active": False,
              # What the stream's property definitions require (the test's own requests create and change them).
              "metadata": {"ref": "R-1", "invoice_id": 1, "Payer-Ref": 1},
-             "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}]}
+             "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}],
+             # Whom an assignment and a comment name: an active user (sent by an API key, a comment names its author).
+             "user_id": user.id, "idp_user_id": USER_SUB, "author_idp_id": USER_SUB}
     return {"path_ids": path_ids, "known": known}
 
 
@@ -146,8 +157,8 @@ def _sent(world, document, method, path, where, instances):
     return [(instance, _send(world, method, path, operation, instance, where)) for instance in instances]
 
 
-BODY_OPERATIONS_OF_THE_APP = 23  # so that a route table that lost its bodies cannot pass by testing nothing
-QUERY_OPERATIONS_OF_THE_APP = 22
+BODY_OPERATIONS_OF_THE_APP = 26  # so that a route table that lost its bodies cannot pass by testing nothing
+QUERY_OPERATIONS_OF_THE_APP = 23
 
 
 def test_every_operation_with_a_body_or_a_query_is_covered(api):
@@ -161,7 +172,8 @@ def _served(world, where):
     that take a body or a query (as `where` says)."""
     api = world["api"]
     document = _document(api)
-    generator = Generator(document["components"]["schemas"], world["known"], always=frozenset({"metadata"}))
+    generator = Generator(document["components"]["schemas"], world["known"],
+                          always=frozenset({"metadata", "author_idp_id"}))
     return api, document, generator, _operations(document, _has_body if where == "body" else _has_query)
 
 

@@ -24,7 +24,7 @@ def test_every_error_type_has_exactly_one_status_in_the_table_a_client_error_unl
 
 
 def test_the_table_maps_the_statuses_of_the_conventions_and_the_health_checks_503():
-    assert sorted(ERROR_STATUSES.values()) == [400, 401, 404, 409, 413, 415, 422, 503]
+    assert sorted(ERROR_STATUSES.values()) == [400, 401, 403, 404, 409, 413, 415, 422, 503]
 
 
 def test_field_paths_read_like_the_conventions():

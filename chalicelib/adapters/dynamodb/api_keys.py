@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
-from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.api_keys import ApiKey, KeyAccess
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
 
@@ -22,7 +22,7 @@ class ApiKeyRepository:
         self._table.put_new({
             **keys.api_key(key.key_hash), **keys.api_key_index(key.id), "entity": "api_key",
             "id": key.id, "environment": key.environment, "key_hash": key.key_hash,
-            "created_at": iso(key.created_at), "label": key.label,
+            "created_at": iso(key.created_at), "label": key.label, "access": key.access.value,
         })
 
     def find_by_hash(self, key_hash: str) -> ApiKey | None:
@@ -65,4 +65,5 @@ class ApiKeyRepository:
             id=item["id"], environment=item["environment"], key_hash=item["key_hash"],
             created_at=parse_iso(item["created_at"]), last_used_at=parse_optional_iso(item.get("last_used_at")),
             revoked_at=parse_optional_iso(item.get("revoked_at")), label=item.get("label"),
+            access=KeyAccess(item.get("access", KeyAccess.FULL.value)),  # keys made before roles: full
         )

@@ -84,6 +84,31 @@ def api_key_index(key_id: int) -> dict[str, str]:
     return GSI1.key(API_KEYS_INDEX_PK, _id(key_id))
 
 
+# Users ----------------------------------------------------------------------------------
+# A user by (environment, id); the provider's subject and the email each name one user, written
+# before the user with conditions that keep them so (adapters/dynamodb/users.py `add`).
+
+def user(environment: str, user_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#USER#{_id(user_id)}", "sk": "USER"}
+
+
+def users_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#USERS"
+
+
+def user_index(environment: str, user_id: int) -> dict[str, str]:
+    return GSI1.key(users_index_pk(environment), _id(user_id))
+
+
+def user_subject(subject: str) -> dict[str, str]:
+    """Every request of a person reads it (before its environment is known): one item per subject."""
+    return {"pk": f"SUB#{subject}", "sk": "SUB"}
+
+
+def user_email_guard(environment: str, email: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EMAIL#{email}", "sk": "EMAIL"}
+
+
 # Data streams ---------------------------------------------------------------------------
 
 def data_stream(environment: str, key: str) -> dict[str, str]:

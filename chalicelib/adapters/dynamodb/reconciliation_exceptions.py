@@ -110,7 +110,7 @@ class ExceptionRepository:
                 values={":title": updated.title, ":description": updated.description, ":status": updated.status.value,
                         ":updated": iso(updated.updated_at), ":opened": iso(updated.opened_at),
                         ":closed": iso(updated.closed_at) if updated.closed_at else None,
-                        ":assignees": [{"id": a.id, "idp_user_id": a.idp_user_id} for a in updated.assignees],
+                        ":assignees": [_assignee_item(a) for a in updated.assignees],
                         ":version": updated.version, ":expected": updated.version - 1, **owed_values},
                 keep_nulls=True)
         except ConditionFailed:
@@ -283,7 +283,7 @@ class ExceptionRepository:
             created_at=parse_iso(item["created_at"]), updated_at=parse_iso(item["updated_at"]),
             opened_at=parse_iso(item["opened_at"]), closed_at=parse_optional_iso(item.get("closed_at")),
             decimal_places=item.get("decimal_places", 2),
-            assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()),
+            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
             totals=item.get("totals") or {}, version=item.get("version", 1),
         )
 
@@ -291,7 +291,7 @@ class ExceptionRepository:
 def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
     return ExceptionSummary(id=item["id"], reconciliation_id=item["reconciliation_id"],
                             status=ExceptionStatus(item["status"]), data_stream_key=item["data_stream_key"],
-                            assignees=tuple(Assignee(a["id"], a["idp_user_id"]) for a in item.get("assignees") or ()))
+                            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()))
 
 
 class _Placeholders(TypedDict):
@@ -327,3 +327,14 @@ def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
     used = {n: v for n, v in names.items() if any(n + " " in c or n + ")" in c for c in clauses)}
     return Filter(" AND ".join(clauses), used, values)
 
+
+def _assignee_item(assignee: Assignee) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": assignee.id, "idp_user_id": assignee.idp_user_id}
+    if assignee.user_id is not None:
+        item["user_id"] = assignee.user_id
+    return item
+
+
+def _assignee(item: dict[str, Any]) -> Assignee:
+    user_id = item.get("user_id")
+    return Assignee(int(item["id"]), item["idp_user_id"], int(user_id) if user_id is not None else None)

@@ -45,6 +45,7 @@ class ConditionFailed(Exception):
     """A conditional write found the item in another state than it required."""
 
 
+
 @dataclass(frozen=True)
 class Filter:
     """A FilterExpression with its own placeholders (names start with '#f', values with ':f')."""

@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 from chalicelib.api.schemas.common import CursorQuery, Model, QueryModel, Timestamp
 
 ResourceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-Actor = Annotated[str, StringConstraints(pattern=r"^(api_key|agent|system):[^\s]{1,120}$")]
+Actor = Annotated[str, StringConstraints(pattern=r"^(user|api_key|agent|system):[^\s]{1,120}$")]
 
 
 def _in_utc(moment: datetime) -> datetime:
@@ -31,8 +31,8 @@ class AuditEventsQuery(CursorQuery):
                                                examples=["reconciliation_exception", "data_stream"])
     resource_id: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
         default=None, description="The resource's id as its routes name it (needs resource_type)")
-    actor: Actor | None = Field(default=None, description="api_key:<id>, agent:<agent id> or system:<kind>[:<id>]",
-                                examples=["api_key:1", "system:sweeper"])
+    actor: Actor | None = Field(default=None, description="user:<id>, api_key:<id>, agent:<agent id> or "
+                                "system:<kind>[:<id>]", examples=["user:3", "api_key:1", "system:sweeper"])
     at_from: UtcMoment | None = Field(default=None, alias="from", description="Entries at or after (ISO 8601; UTC "
                                       "when no offset is given)")
     at_to: UtcMoment | None = Field(default=None, alias="to", description="Entries at or before (ISO 8601; UTC "
@@ -43,7 +43,8 @@ class AuditEventOut(Model):
     id: int = Field(description="The entry's seq: its place in the environment's chain")
     seq: int = Field(description="1-based and dense per environment")
     at: Timestamp
-    actor: str = Field(description="api_key:<id>, agent:<agent id>, or system:<kind>[:<run or job id>]")
+    actor: str = Field(description="user:<id> (a person), api_key:<id>, agent:<agent id>, or "
+                       "system:<kind>[:<run or job id>]")
     action: str = Field(description="resource.verb, e.g. reconciliation_exception.updated")
     resource_type: str
     resource_id: str | None

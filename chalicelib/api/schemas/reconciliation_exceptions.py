@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from chalicelib.api.schemas.common import (
     Description,
@@ -36,6 +36,8 @@ class AggregatesOut(Model):
 
 class AssigneeOut(Model):
     id: int
+    user_id: int | None = Field(default=None, description="The assigned user; null on an assignment made before "
+                                "users existed, whose idp_user_id names no user")
     idp_user_id: str
 
 
@@ -130,10 +132,16 @@ class UpdateException(RequestModel):
 
 
 class CreateAssignee(RequestModel):
-    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    """user_id or idp_user_id (both: the same user), naming an active user of the environment."""
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["user_id"]}, {"required": ["idp_user_id"]}]})
+    user_id: Id | None = Field(default=None, description="The user to assign")
+    idp_user_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = \
+        Field(default=None, description="Or the user's id with the identity provider")
 
 
 class CreateComment(RequestModel):
     body: Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
-    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-    mentions: list[Id] = Field(default_factory=list, max_length=100)
+    author_idp_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = \
+        Field(default=None, description="With an API key: the idp_user_id of the active user who writes it. "
+              "A signed-in person is the author: omit it")
+    mentions: list[Id] = Field(default_factory=list, max_length=100, description="Ids of active users")

@@ -1,0 +1,130 @@
+"""Users of an environment: invite (the provider sends the invitation), change a role or a name,
+deactivate and reactivate; who sends a request (its principal: a user's token, or an API key); and
+the one check that a person named in a write (assignee, author, mention) is an active user."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import timedelta
+
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.audit import api_key_actor
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, FieldError, Unauthorized, ValidationFailed
+from chalicelib.domain.users import (
+    MAX_NAME,
+    Principal,
+    Role,
+    User,
+    UserStatus,
+    can_be_named,
+    can_sign_in,
+    check_email,
+    user_actor,
+)
+from chalicelib.services.ports import Ports
+
+
+def invite(ports: Ports, environment: str, *, email: str, name: str | None, role: Role) -> User:
+    """The provider makes the person its user and sends the invitation; then they are our user,
+    invited until their first sign-in. A retry after a failure between the two finds the provider's
+    user again (its invite returns the same id) and finishes."""
+    address = check_email(email)
+    name = _checked_name(name)
+    existing = ports.users.find_by_email(environment, address)
+    if existing is not None:
+        raise Conflict(f"{address} is already user {existing.id} of this environment")
+    subject = ports.identity.invite(address, name)
+    user = User(id=ports.users.next_id(environment), environment=environment, idp_user_id=subject, email=address,
+                name=name, role=role, status=UserStatus.INVITED, created_at=utc_now())
+    return ports.users.add(user)
+
+
+def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, role: Role | None = None,
+           name: str | None = None, status: UserStatus | None = None, fields: Iterable[str] = ()) -> User:
+    """A change of role, name (`fields` names those given) or status (active or deactivated)."""
+    current = ports.users.get(environment, user_id)
+    given = set(fields)
+    new_role = role if role is not None else current.role
+    new_name = _checked_name(name) if "name" in given else current.name
+    new_status = current.status
+    if status is UserStatus.DEACTIVATED:
+        new_status = UserStatus.DEACTIVATED
+    elif status is UserStatus.ACTIVE and current.status is UserStatus.DEACTIVATED:
+        new_status = UserStatus.ACTIVE if current.last_sign_in_at else UserStatus.INVITED
+    elif status is UserStatus.INVITED:
+        raise ValidationFailed.on("status", "must be active or deactivated")
+    if acting.user_id == user_id and (new_status is UserStatus.DEACTIVATED or new_role is not current.role):
+        raise Conflict("you cannot deactivate yourself or change your own role; ask another admin")
+    updated = replace(current, role=new_role, name=new_name, status=new_status)
+    if current.status is UserStatus.DEACTIVATED and new_status is not UserStatus.DEACTIVATED:
+        ports.identity.enable(current.idp_user_id)
+    saved = ports.users.save(updated, current) if updated != current else current
+    if new_status is UserStatus.DEACTIVATED:
+        # After our save, which refuses their next request at once; again on a retry, if it failed.
+        ports.identity.disable(current.idp_user_id)
+    return saved
+
+
+def deactivate(ports: Ports, environment: str, user_id: int, *, acting: Principal) -> User:
+    """They cannot sign in, and their token is refused from their next request; what they did keeps
+    their name (the audit trail and events name `user:<id>`, which stays)."""
+    return update(ports, environment, user_id, acting=acting, status=UserStatus.DEACTIVATED)
+
+
+# Who sends a request --------------------------------------------------------------------
+
+def principal_of_key(key: ApiKey) -> Principal:
+    return Principal(environment=key.environment, role=key.role, actor=api_key_actor(key.id))
+
+
+def principal_of_token(ports: Ports, token: str, sign_in_resolution: timedelta) -> Principal:
+    """A person's token: verified by the provider's keys (signature, issuer, audience, expiry),
+    then its subject must be a user who may sign in. A first request makes an invited user active."""
+    verified = ports.identity.verify(token)
+    user = ports.users.find_by_subject(verified.subject)
+    if user is None:
+        raise Unauthorized("this person is not a user of any environment; ask an admin for an invitation")
+    if not can_sign_in(user):
+        raise Unauthorized("this user is deactivated; ask an admin to reactivate them")
+    user = ports.users.record_sign_in(user, sign_in_resolution)
+    return Principal(environment=user.environment, role=user.role, actor=user_actor(user.id), user=user)
+
+
+# People named in a write ----------------------------------------------------------------
+
+def active_users(ports: Ports, environment: str, user_ids: Iterable[int], field: str) -> dict[int, User]:
+    """The users of these ids, each an active user of the environment; else 422 naming each that is
+    not (`field[i]`)."""
+    ids = list(user_ids)
+    found = ports.users.get_many(environment, ids)
+    errors = [FieldError(f"{field}[{n}]", f"user {user_id} is not an active user of this environment")
+              for n, user_id in enumerate(ids) if user_id not in found or not can_be_named(found[user_id])]
+    if errors:
+        raise ValidationFailed(errors)
+    return found
+
+
+def active_user(ports: Ports, environment: str, field: str, *, user_id: int | None = None,
+                idp_user_id: str | None = None) -> User:
+    """One person named by our id or the provider's, an active user of the environment; else 422
+    naming them."""
+    if user_id is not None:
+        user = ports.users.get_many(environment, [user_id]).get(user_id)
+        named = f"user {user_id}"
+    else:
+        found = ports.users.find_by_subject(idp_user_id or "")
+        user = found if found is not None and found.environment == environment else None
+        named = f"'{(idp_user_id or '')[:64]}'"
+    if user is None or not can_be_named(user):
+        raise ValidationFailed.on(field, f"{named} is not an active user of this environment")
+    return user
+
+
+def _checked_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    name = name.strip()
+    if len(name) > MAX_NAME:
+        raise ValidationFailed.on("name", f"must be at most {MAX_NAME} characters")
+    return name or None
