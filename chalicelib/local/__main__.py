@@ -6,13 +6,15 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chalice.local import LocalDevServer
 
 from chalicelib.container import Container, install
 from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.users import Role, User, UserStatus
 from chalicelib.local.processes import die_with_parent
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.local.schedules import FIRED_FILE, ScheduleFirer
@@ -22,6 +24,7 @@ from chalicelib.local.statemachines import LocalTaskTokens, LocalWorkflows, loca
 from chalicelib.services.agents import restore_schedules
 from chalicelib.services.api_keys import create_key, ensure_key, revoke_keys_labelled
 from chalicelib.services.mirror_repair import repair_mirror
+from chalicelib.services.ports import Ports
 from chalicelib.services.resumption import resume_interrupted
 from chalicelib.settings import Settings, install_settings
 
@@ -51,13 +54,12 @@ def ensure_local_admin(container: Container) -> LocalAdmin:
     (RECON_LOCAL_ADMIN_PASSWORD, else a fresh one: the embedded Cognito keeps users in memory, so the
     user and its `sub` are made again at every start).
 
-    The hook for our own user record: once the users' store exists, this also ensures the user
-    (environment LOCAL_ENVIRONMENT, role admin, idp_user_id the pool's sub) beside the provider's.
-    When the sub changed, that record is re-linked by email, and ONLY here: the local pool is ours
-    alone, recreated at every start, and this admin was put in it by this very function, so its email
-    names the same person. It is never a general rule: elsewhere an email proves nothing (a federated
-    provider asserts what it likes), and a person is known by their `sub` alone. For now it ensures
-    the provider's user only."""
+    Our own user record goes with it: the environment LOCAL_ENVIRONMENT's admin. When the pool gave
+    the person a new `sub` (a restart), that record is re-linked by email, and ONLY here: the local
+    pool is ours alone, recreated at every start, and this admin was put in it by this very
+    function, so its email names the same person. It is never a general rule: elsewhere an email
+    proves nothing (a federated provider asserts what it likes), and a person is known by their
+    `sub` alone."""
     settings = container.settings
     identity = container.cognito
     email = settings.local_admin_email.strip().lower()
@@ -67,7 +69,23 @@ def ensure_local_admin(container: Container) -> LocalAdmin:
     idp_user_id = identity.invite(email, "Local admin")
     container.aws.client("cognito-idp").admin_set_user_password(
         UserPoolId=identity.pool_id, Username=email, Password=password, Permanent=True)
+    ensure_admin_user(container.ports, LOCAL_ENVIRONMENT, email, idp_user_id)
     return LocalAdmin(email, password, idp_user_id)
+
+
+def ensure_admin_user(ports: Ports, environment: str, email: str, idp_user_id: str) -> User:
+    """The local admin's user record: made at the first start, re-linked to the pool's new `sub` at
+    every later one, and an admin who can sign in again if someone changed that meanwhile."""
+    user = ports.users.find_by_email(environment, email)
+    if user is None:
+        return ports.users.add(User(id=ports.users.next_id(environment), environment=environment,
+                                    idp_user_id=idp_user_id, email=email, name="Local admin", role=Role.ADMIN,
+                                    status=UserStatus.INVITED, created_at=utc_now()))
+    user = ports.users.relink(user, idp_user_id)
+    if user.role is Role.ADMIN and user.status is not UserStatus.DEACTIVATED:
+        return user
+    status = UserStatus.ACTIVE if user.last_sign_in_at else UserStatus.INVITED
+    return ports.users.save(replace(user, role=Role.ADMIN, status=status), user)
 
 
 def banner(url: str, key: str, data_dir: Path, admin: LocalAdmin | None = None) -> str:

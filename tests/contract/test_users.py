@@ -1,4 +1,4 @@
-"""Users: one per email of an environment and one per subject anywhere (written in one transaction),
+"""Users: one per email of an environment and one per subject anywhere (written in an order a retry finishes),
 listed newest first, changed only from what was read, and sign-ins recorded at most once per
 resolution."""
 from __future__ import annotations
@@ -56,6 +56,18 @@ class TestUserRepository:
         with pytest.raises(NotFound):
             users.get(ENV, 2)
         assert [u.id for u in users.list_page(ENV, 10, None)[0]] == [1]
+
+    def test_relink_moves_the_user_to_a_new_subject_and_refuses_another_users(self, users):
+        """The local stack's admin after a restart: the same person, a new id at the provider."""
+        users.add(user(1))
+        users.add(user(2))
+        moved = users.relink(users.get(ENV, 1), "sub-new")
+        assert moved.idp_user_id == "sub-new" and users.find_by_subject("sub-new") == moved
+        assert users.find_by_subject("sub-acme-1") is None
+        assert users.relink(users.get(ENV, 1), "sub-new") == moved  # again: nothing changes
+        with pytest.raises(Conflict, match="is another user"):
+            users.relink(users.get(ENV, 2), "sub-new")
+        assert users.find_by_subject("sub-acme-2").id == 2
 
     def test_a_subject_is_a_user_of_one_environment(self, users):
         users.add(user(1))

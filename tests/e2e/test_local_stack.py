@@ -149,3 +149,54 @@ def test_a_second_stack_runs_beside_keeps_its_data_and_stops_all_it_started(stac
         assert again.request("GET", "/data_streams/kept").json()["name"] == "Kept"
     finally:
         again.stop()
+
+
+def signed_in_token(stack) -> str:
+    """The admin's token, from the sign-in `make run` printed."""
+    [command] = re.findall(r"TOKEN=\$\(python -m chalicelib\.cli (token .*)\)$", stack.log_path.read_text(),
+                           re.MULTILINE)[-1:]
+    signed_in = stack.cli(*shlex.split(command))
+    assert signed_in.returncode == 0, signed_in.stderr
+    return signed_in.stdout.strip()
+
+
+def as_person(stack, token: str, method: str, path: str, json_body=None):
+    return stack.request(method, path, json_body, key=None, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_people_sign_in_at_the_embedded_provider_and_their_role_decides(stack):
+    """Over HTTP with tokens the local pool signed: the admin `make run` made invites a viewer, who
+    reads but may not write; once deactivated, the viewer's token is refused."""
+    admin_token = signed_in_token(stack)
+    users = as_person(stack, admin_token, "GET", "/users")
+    assert users.status_code == 200, users.text
+    [admin] = [u for u in users.json()["data"] if u["role"] == "admin" and u["name"] == "Local admin"]
+    assert admin["status"] == "active" and admin["last_sign_in_at"]
+
+    email = f"{unique('viewer')}@example.com"
+    invited = as_person(stack, admin_token, "POST", "/users", {"email": email, "name": "Vera", "role": "viewer"})
+    assert invited.status_code == 201, invited.text
+    viewer = invited.json()
+    assert viewer["status"] == "invited" and viewer["idp_user_id"]
+    # The invitation's temporary password (mailed on AWS; the embedded provider mails none), then the
+    # person's first sign-in choosing their own.
+    info = StackInfo(**stack.stack_info())
+    services = Container(info.settings(Settings(data_dir=stack.data_dir)))
+    services.aws.client("cognito-idp").admin_set_user_password(
+        UserPoolId=services.settings.user_pool_id, Username=email, Password="Temporary-Pass-1", Permanent=False)
+    signed_in = stack.cli("token", "--email", email, "--password=Temporary-Pass-1", "--new-password=Chosen-Pass-22")
+    assert signed_in.returncode == 0, signed_in.stderr
+    viewer_token = signed_in.stdout.strip()
+
+    assert as_person(stack, viewer_token, "GET", "/data_streams").status_code == 200
+    refused = as_person(stack, viewer_token, "POST", "/data_streams", {"key": unique("no"), "name": "No"})
+    assert refused.status_code == 403 and "admin" in refused.json()["message"]
+    assert as_person(stack, viewer_token, "GET", f"/users/{viewer['id']}").json()["status"] == "active"
+
+    gone = as_person(stack, admin_token, "DELETE", f"/users/{viewer['id']}")
+    assert gone.status_code == 200 and gone.json()["status"] == "deactivated"
+    assert as_person(stack, viewer_token, "GET", "/data_streams").status_code == 401
+    again = stack.cli("token", "--email", email, "--password=Chosen-Pass-22")
+    assert again.returncode == 1  # the provider signs them in no more
+    tampered = admin_token[:-6] + ("A" if admin_token[-6] != "A" else "B") + admin_token[-5:]
+    assert as_person(stack, tampered, "GET", "/users").status_code == 401

@@ -81,3 +81,13 @@ class FakeUserRepository:
         after = signed_in(stored, now)
         self.users[(user.environment, user.id)] = replace(after, last_sign_in_at=stored_time(now))
         return after
+
+    def relink(self, user: User, subject: str) -> User:
+        held = self.subjects.get(subject)
+        if held is not None and held != (user.environment, user.id):
+            raise Conflict(f"the identity provider's user {subject} is another user")
+        self.subjects[subject] = (user.environment, user.id)
+        self.subjects.pop(user.idp_user_id, None) if user.idp_user_id != subject else None
+        stored = self.get(user.environment, user.id)
+        self.users[(user.environment, user.id)] = replace(stored, idp_user_id=subject)
+        return self.users[(user.environment, user.id)]

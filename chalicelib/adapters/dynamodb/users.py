@@ -130,6 +130,30 @@ class UserRepository:
             return user  # another request recorded it first (or the user was deactivated meanwhile)
         return after
 
+    def relink(self, user: User, subject: str) -> User:
+        """In an order a retry finishes: the new subject's link, then the user, then the old link."""
+        if subject == user.idp_user_id:
+            return user
+        try:
+            self._table.put({**keys.user_subject(subject), "entity": "user_subject", "environment": user.environment,
+                             "user_id": user.id},
+                            condition="attribute_not_exists(pk) OR (#env = :env AND user_id = :id)",
+                            names={"#env": "environment"}, values={":env": user.environment, ":id": user.id})
+        except ConditionFailed:
+            raise Conflict(f"the identity provider's user {subject} is another user") from None
+        try:
+            self._table.update(keys.user(user.environment, user.id), "SET idp_user_id = :new",
+                               condition="attribute_exists(pk) AND idp_user_id IN (:old, :new)",
+                               values={":old": user.idp_user_id, ":new": subject})
+        except ConditionFailed:
+            raise Conflict(f"user {user.id} was changed meanwhile; try again") from None
+        try:
+            self._table.delete(keys.user_subject(user.idp_user_id), condition="#env = :env AND user_id = :id",
+                               names={"#env": "environment"}, values={":env": user.environment, ":id": user.id})
+        except ConditionFailed:
+            pass  # gone already (a retry)
+        return self.get(user.environment, user.id)
+
     def _item(self, user: User) -> dict[str, Any]:
         return {**keys.user(user.environment, user.id), **keys.user_index(user.environment, user.id), "entity": "user",
                 "id": user.id, "environment": user.environment, "idp_user_id": user.idp_user_id,
