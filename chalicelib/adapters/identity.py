@@ -109,6 +109,15 @@ class CognitoIdentity:
             raise
         return self._sub_of(response["User"]["Attributes"], email)
 
+    def find(self, email: str) -> str | None:
+        try:
+            held = self._cognito.admin_get_user(UserPoolId=self.pool_id, Username=email.strip().lower())
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "UserNotFoundException":
+                return None
+            raise
+        return self._sub_of(held["UserAttributes"], email)
+
     def _invited_again(self, email: str) -> str:
         """A retried invite, or an invite of someone the pool already holds: the same user. Their
         invitation is sent again while they have not signed in yet (the first may be lost or its

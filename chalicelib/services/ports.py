@@ -650,6 +650,9 @@ class IdentityProvider(Protocol):
         sending the invitation again while they have not signed in yet; raises Conflict when the
         provider holds that user disabled (enable them instead)."""
         ...
+    def find(self, email: str) -> str | None:
+        """The user id of the provider's user of this email, or None; sends nothing, changes nothing."""
+        ...
     def disable(self, idp_user_id: str) -> None:
         """They can no longer sign in, and tokens they hold stop being refreshed. Idempotent."""
         ...
