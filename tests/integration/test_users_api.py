@@ -9,11 +9,14 @@ import json
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
+from chalicelib.adapters.identity import KeySetFetcher
+from chalicelib.adapters.identity_tokens import TokenVerifier
 from chalicelib.domain.users import Role, UserStatus
 from tests.fakes.identity import FakeIdentityProvider
 from tests.support.people import add_user
-from tests.support.tokens import TokenIssuer
+from tests.support.tokens import TokenIssuer, unreachable_url
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +77,27 @@ def unsigned(subject: str) -> str:
     def part(value: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
     return f"{part({'alg': 'none'})}.{part({'sub': subject, 'token_use': 'id'})}."
+
+
+def test_an_unreachable_identity_provider_is_503_saying_only_to_try_again(module_api, identity, person,
+                                                                         monkeypatch):
+    _, token = person()
+    fetcher = KeySetFetcher(f"{unreachable_url()}/.well-known/jwks.json")
+    monkeypatch.setattr(identity, "verifier", TokenVerifier(identity.issuer.issuer, identity.issuer.client_id, fetcher))
+    response = module_api.get("/v1/data_streams", **bearer(token))
+    assert response.status_code == 503
+    assert response.json_body == {"message": "the identity provider cannot be reached; try again"}
+
+
+def test_a_throttled_lookup_of_whom_a_token_names_is_503(module_api, module_services, person, monkeypatch):
+    _, token = person()
+
+    def throttled(subject):
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                          "GetItem")
+    monkeypatch.setattr(module_services.users, "find_by_subject", throttled)
+    response = module_api.get("/v1/data_streams", **bearer(token))
+    assert (response.status_code, response.json_body) == (503, {"message": "the service is busy; try again"})
 
 
 def test_a_deactivated_users_token_is_401_and_a_stranger_s_too(module_api, identity, person):
