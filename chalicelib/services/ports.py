@@ -131,7 +131,9 @@ class Users(Protocol):
     def add(self, user: User) -> User:
         """The user as stored. Conflict when the email is another user's of the environment, or the
         provider's user id a user's of another environment; the same provider's user id again in
-        the same environment (a retry) ends at the first's user."""
+        the same environment (a retry, or a concurrent invitation) ends at the first's user, whose
+        id then differs from `user.id`. A provider's id linked by an add that never stored its user
+        is taken over once that link is older than a few minutes."""
         ...
     def get(self, environment: str, user_id: int) -> User: ...
     def get_many(self, environment: str, user_ids: Iterable[int]) -> dict[int, User]: ...

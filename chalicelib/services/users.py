@@ -43,7 +43,7 @@ def invite(ports: Ports, environment: str, *, email: str, name: str | None, role
     if held is not None:
         linked = ports.users.find_by_subject(held)
         if linked is not None and linked.environment != environment:
-            raise Conflict(not_invitable(address))
+            raise Conflict(_not_invitable(address))
     subject = ports.identity.invite(address, name)
     user = User(id=ports.users.next_id(environment), environment=environment, idp_user_id=subject, email=address,
                 name=name, role=role, status=UserStatus.INVITED, created_at=utc_now())
@@ -53,7 +53,7 @@ def invite(ports: Ports, environment: str, *, email: str, name: str | None, role
     return stored
 
 
-def not_invitable(email: str) -> str:
+def _not_invitable(email: str) -> str:
     """Said alike whatever the reason (never naming another environment)."""
     return f"{email} cannot be invited to this environment"
 
@@ -84,10 +84,10 @@ def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, r
     saved = current
     if updated != current:
         steps_down = _is_active_admin(current) and not _is_active_admin(updated)
-        if steps_down and not [u for u in active_admins(ports, environment) if u.id != user_id]:
+        if steps_down and not _other_active_admins(ports, environment, user_id):
             raise Conflict(_last_admin(user_id))
         saved = ports.users.save(updated, current)
-        if steps_down and not active_admins(ports, environment):
+        if steps_down and not _other_active_admins(ports, environment, user_id):
             # Two requests demoting the last two admins at once: both see none left, both undo.
             ports.users.save(current, saved)
             raise Conflict(_last_admin(user_id))
@@ -108,6 +108,10 @@ def active_admins(ports: Ports, environment: str) -> list[User]:
         admins += [u for u in page if _is_active_admin(u)]
         if cursor is None:
             return admins
+
+
+def _other_active_admins(ports: Ports, environment: str, user_id: int) -> list[User]:
+    return [u for u in active_admins(ports, environment) if u.id != user_id]
 
 
 def _is_active_admin(user: User) -> bool:
