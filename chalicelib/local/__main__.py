@@ -129,7 +129,6 @@ class LocalService:
         self.container = Container(settings)
         install(self.container)
         self.key = seed_key(self.container, settings.api_key)
-        self.admin = ensure_local_admin(self.container)
         from app import app
 
         stopping = self.container.stop_requested
@@ -145,6 +144,8 @@ class LocalService:
         (self.container.file_import_workflows, self.container.run_workflows,
          self.container.browser_workflows) = self.workflows
         self.container.task_tokens = task_tokens
+        # After the workflows above: `ports` is built once, at its first use, from what the container holds.
+        self.admin = ensure_local_admin(self.container)
         # The executions of the last process died with it: what they ran goes on from its checkpoints.
         # Done before the queues and the bucket are watched, so that what it reads as in flight is
         # what the last process left, not what a first delivery has started meanwhile.
