@@ -437,6 +437,7 @@ def test_the_browser_workers_settings_are_the_apps_for_the_same_stage():
     """Every variable the image function is given has the value the Chalice functions get (infra/deploy.py
     stage_config), and the settings the worker needs are all there."""
     outputs = {**{role_output(g): f"<{g}>" for g in GROUPS}, "SchedulerRoleArn": "<scheduler>",  # roles: not local
+               "UserPoolId": "<pool>", "UserPoolClientId": "<client>",  # ids given by Cognito once made
                **infra_outputs({"Stage": "prod", "DataBucketName": "recon-prod-data"}, REGION)}
     config = deploy.stage_config("prod", outputs)
     app = {**config["environment_variables"], **config["stages"]["prod"]["environment_variables"]}
