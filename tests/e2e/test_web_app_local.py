@@ -119,3 +119,29 @@ def test_a_wrong_password_is_told_without_saying_whether_the_email_exists(stack,
     assert alert.inner_text() == "Sign-in failed: the email or password is not right."
     assert page.problems == []
     assert page.get_by_role("heading", name="Sign in").is_visible()
+
+
+def test_a_session_signed_out_elsewhere_ends_with_a_banner_at_its_next_refresh(stack, page):
+    """The page refreshes its tokens a minute before they expire (the page's clock is run forward to
+    then); once the person signed out everywhere from another client, that refresh fails and the page
+    says the session has ended."""
+    import requests
+
+    email, password, url = printed(stack)
+    page.clock.install()
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+
+    elsewhere = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert elsewhere.status_code == 200, elsewhere.text
+    origin = re.match(r"https?://[^/]+", stack.url).group(0)
+    signed_out = requests.delete(f"{stack.url}/session", timeout=30, headers={
+        "Origin": origin, "Content-Type": "application/json",
+        "Authorization": f"Bearer {elsewhere.json()['access_token']}"})
+    assert signed_out.status_code == 204, signed_out.text
+
+    page.clock.fast_forward("01:00:00")
+    page.get_by_text("Your session has ended. Sign in again to go on.").wait_for()
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    assert page.problems == []
