@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from chalicelib.adapters.browser_portal import CHROMIUM_ARGS
+from chalicelib.container import Container
+from chalicelib.local.stack import StackInfo
+from chalicelib.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
@@ -48,8 +53,10 @@ def page(chromium):
 
 
 def expected(message) -> bool:
-    """A session route's 401 (no cookie yet, a wrong password): the browser logs every 4xx it fetched."""
-    return "status of 401" in message.text and re.search(r"/v1/session(/refresh)?$", message.location.get("url", ""))
+    """A session route's 401 (no cookie yet, a wrong password) or 409 (an invitee's new password is
+    asked for): the browser logs every 4xx it fetched."""
+    return re.search(r"status of (401|409)\b", message.text) is not None and \
+        re.search(r"/v1/session(/refresh)?$", message.location.get("url", "")) is not None
 
 
 def printed(stack) -> tuple[str, str, str]:
@@ -144,4 +151,29 @@ def test_a_session_signed_out_elsewhere_ends_with_a_banner_at_its_next_refresh(s
     page.clock.fast_forward("01:00:00")
     page.get_by_text("Your session has ended. Sign in again to go on.").wait_for()
     assert page.get_by_role("heading", name="Sign in").is_visible()
+    assert page.problems == []
+
+
+def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
+    """An admin invites a viewer; the pool's temporary password (set here, as the invitation mail
+    would carry one) asks for a password of their own, then they are in, without the admin's Settings."""
+    admin_email, admin_password, url = printed(stack)
+    admin = requests.post(f"{stack.url}/session", json={"email": admin_email, "password": admin_password}, timeout=30)
+    assert admin.status_code == 200, admin.text
+    email = f"viewer-{uuid.uuid4().hex[:8]}@recon.local"
+    invited = requests.post(f"{stack.url}/users", json={"email": email, "name": "Vera Viewer", "role": "viewer"},
+                            headers={"Authorization": f"Bearer {admin.json()['id_token']}"}, timeout=30)
+    assert invited.status_code == 201, invited.text
+    services = Container(StackInfo(**stack.stack_info()).settings(Settings(data_dir=stack.data_dir)))
+    services.aws.client("cognito-idp").admin_set_user_password(
+        UserPoolId=services.settings.user_pool_id, Username=email, Password="Temporary-Passw0rd", Permanent=False)
+
+    page.goto(url)
+    sign_in(page, email, "Temporary-Passw0rd")
+    page.get_by_label("New password").fill("Vera-own-Passw0rd")
+    page.get_by_role("button", name="Set password and sign in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert "Vera Viewer · viewer" in page.locator("header").inner_text()
+    assert page.get_by_role("link", name="Overview").is_visible()
+    assert page.get_by_role("link", name="Settings").count() == 0
     assert page.problems == []
