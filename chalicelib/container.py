@@ -339,6 +339,9 @@ class _IdentityOnFirstUse:
     def invite(self, email: str, name: str | None) -> str:
         return self._build().invite(email, name)
 
+    def find(self, email: str) -> str | None:
+        return self._build().find(email)
+
     def disable(self, idp_user_id: str) -> None:
         self._build().disable(idp_user_id)
 
@@ -354,6 +357,9 @@ class _NoIdentityProvider:
     them): no token verifies and no one can be invited."""
 
     def invite(self, email: str, name: str | None) -> str:
+        raise BrokenInvariant("the identity provider is not configured")
+
+    def find(self, email: str) -> str | None:
         raise BrokenInvariant("the identity provider is not configured")
 
     def disable(self, idp_user_id: str) -> None:

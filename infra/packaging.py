@@ -240,6 +240,17 @@ def _make_deploy_venv(venv: Path, requirements: Path, stamp: Path) -> None:
     stamp.write_text(_digest(requirements))
 
 
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link to a file of the built dependencies (2,400 files: copying them took a second of each
+    deploy), or a copy on another file system. Nothing writes to a staged file in place: Chalice reads them,
+    and the app's byte code is written beside them by py_compile, which replaces a file rather than
+    rewriting it, so the built tree is never changed through a link."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def stage_project(config: dict, project: Path, deployed: Path = DEPLOYED_DIR) -> Path:
     """A copy of the app (app.py, chalicelib without the local stack, the dependencies of
     requirements.txt, all with byte code for the runtime) with the stage's generated
@@ -250,7 +261,7 @@ def stage_project(config: dict, project: Path, deployed: Path = DEPLOYED_DIR) ->
     (project / ".chalice").mkdir(parents=True)
     shutil.copy2(ROOT / "app.py", project / "app.py")
     # No requirements.txt: the dependencies go in compiled, as vendor/ (Chalice zips it at the root).
-    shutil.copytree(app_dependencies(), project / "vendor")
+    shutil.copytree(app_dependencies(), project / "vendor", copy_function=_link_or_copy)
     shutil.copytree(ROOT / "chalicelib", project / "chalicelib",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
     _compile_app(project)

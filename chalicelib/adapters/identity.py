@@ -12,8 +12,9 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, Unauthorized
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized
 from chalicelib.domain.users import VerifiedToken
+from chalicelib.observability import logger
 
 KEY_SET_TIMEOUT = urllib3.Timeout(connect=2.0, read=3.0)  # within the API's 29 s, with room for retries
 # The same words for an unknown email and a wrong password: the answer must not tell which emails exist.
@@ -63,6 +64,15 @@ def password_sign_in(cognito: Any, pool_id: str, client_id: str, email: str, pas
     return dict(answer["AuthenticationResult"])
 
 
+class IdentityProviderUnreachable(ServiceUnavailable):
+    """The provider's keys could not be fetched (503): its `detail` (the URL and what failed) is for
+    our logs; the client is told only to try again."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("the identity provider cannot be reached; try again")
+        self.detail = detail
+
+
 class KeySetFetcher:
     """GETs the pool's JWKS document with urllib3 (botocore's own HTTP client: `requests` is not in
     the Lambda package). TLS certificates are checked on AWS's https endpoint."""
@@ -73,13 +83,24 @@ class KeySetFetcher:
                                                  timeout=KEY_SET_TIMEOUT)
 
     def __call__(self) -> Mapping[str, Any]:
-        response = self._http.request("GET", self.url)
+        try:
+            response = self._http.request("GET", self.url)
+        except urllib3.exceptions.HTTPError as error:  # refused, timed out, TLS: after the retries
+            raise self._unreachable(f"could not be fetched: {type(error).__name__}") from None
         if response.status != 200:
-            raise RuntimeError(f"the identity provider's keys ({self.url}) answered HTTP {response.status}")
-        document = json.loads(response.data)
+            raise self._unreachable(f"answered HTTP {response.status}")
+        try:
+            document = json.loads(response.data)
+        except ValueError:
+            document = None
         if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
-            raise RuntimeError(f"the identity provider's keys ({self.url}) are not a JWKS document")
+            raise self._unreachable("are not a JWKS document")
         return document
+
+    def _unreachable(self, why: str) -> IdentityProviderUnreachable:
+        detail = f"the identity provider's keys ({self.url}) {why}"
+        logger.warning("identity provider unreachable", extra={"detail": detail})
+        return IdentityProviderUnreachable(detail)
 
 
 class CognitoIdentity:
@@ -160,6 +181,15 @@ class CognitoIdentity:
                                  f"{error.response['Error'].get('Message', 'invalid')}") from None
             raise
         return self._sub_of(response["User"]["Attributes"], email)
+
+    def find(self, email: str) -> str | None:
+        try:
+            held = self._cognito.admin_get_user(UserPoolId=self.pool_id, Username=email.strip().lower())
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "UserNotFoundException":
+                return None
+            raise
+        return self._sub_of(held["UserAttributes"], email)
 
     def _invited_again(self, email: str) -> str:
         """A retried invite, or an invite of someone the pool already holds: the same user. Their

@@ -6,13 +6,14 @@ from typing import Any
 from chalice.app import Response
 from pydantic import ValidationError
 
-from chalicelib.domain.errors import (
+from chalicelib.domain.errors import (  # ServiceUnavailable is raised here too (meta.py)
     BadRequest,
     Conflict,
     DomainError,
     FieldError,
     Forbidden,
     NotFound,
+    ServiceUnavailable,
     Unauthorized,
     ValidationFailed,
 )
@@ -24,10 +25,6 @@ class PayloadTooLarge(DomainError):
 
 class UnsupportedMediaType(DomainError):
     pass
-
-
-class ServiceUnavailable(DomainError):
-    """A service the API depends on does not answer (the local stack's health check)."""
 
 
 ERROR_STATUSES: dict[type[DomainError], int] = {

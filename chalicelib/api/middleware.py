@@ -10,17 +10,23 @@ import time
 import uuid
 from collections.abc import Callable
 
+from botocore.exceptions import ClientError
 from chalice.app import Request, Response
 
 from chalicelib.api.audit_trail import MUTATING_METHODS, audited_request
-from chalicelib.api.errors import PayloadTooLarge, error_response, framework_error_to_message
+from chalicelib.api.errors import (
+    PayloadTooLarge,
+    error_response,
+    framework_error_to_message,
+    internal_error_response,
+)
 from chalicelib.api.route_roles import role_needed
 from chalicelib.api.routing import ENVIRONMENT_CONTEXT_KEY, PRINCIPAL_CONTEXT_KEY
 from chalicelib.container import Container, container
 from chalicelib.domain.api_keys import KEY_PREFIX
 from chalicelib.domain.audit import RequestInFlight
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import DomainError, Forbidden
+from chalicelib.domain.errors import DomainError, Forbidden, ServiceUnavailable
 from chalicelib.domain.users import Principal
 from chalicelib.observability import flush_metrics, logger, metrics
 from chalicelib.services import audit
@@ -101,6 +107,8 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                 response = framework_error_to_message(get_response(event))
         except DomainError as error:
             response = error_response(error)
+        except Exception as error:  # of the steps above (a view's own errors are answered in routing.py)
+            response = unexpected_error_response(error, event.method, resource_path, request_id)
         if principal is not None and event.method in MUTATING_METHODS:
             finish_request(services, principal, event, resource_path, response, request_id, notes, in_flight)
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -115,6 +123,20 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
         return response
 
     return http_middleware
+
+
+THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+
+
+def unexpected_error_response(error: Exception, method: str, resource_path: str, request_id: str) -> Response:
+    """A throttled read (say, the principal's lookup) after botocore's own retries: 503, try again.
+    Anything else is a bug of ours: logged, and our 500 with the request id, never its text."""
+    if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") in THROTTLED:
+        logger.warning("throttled", extra={"method": method, "path": resource_path,
+                                           "code": error.response["Error"]["Code"]})
+        return error_response(ServiceUnavailable("the service is busy; try again"))
+    logger.exception("unhandled error in the middleware", extra={"method": method, "path": resource_path})
+    return internal_error_response(request_id)
 
 
 def begin_request(services: Container, principal: Principal, event: Request, resource_path: str,

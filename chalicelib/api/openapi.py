@@ -14,6 +14,7 @@ from pydantic.json_schema import models_json_schema
 from chalicelib.api.route_roles import role_needed
 from chalicelib.api.routing import API_PREFIX, RouteSpec
 from chalicelib.api.schemas.common import ErrorOut, ValidationErrorOut
+from chalicelib.domain.users import Role
 
 REF = "#/components/schemas/{model}"
 ERROR_DESCRIPTIONS = {
@@ -104,7 +105,9 @@ def error_statuses(spec: RouteSpec) -> set[int]:
     """Every error status the operation can answer."""
     statuses = set(spec.errors) | {413, 500}  # the body limit holds for every request
     if not spec.public:
-        statuses |= {400, 401, 403}  # a query parameter the operation does not take; the key or token; the role
+        statuses |= {400, 401}  # a query parameter the operation does not take; the key or token
+        if role_needed(spec.method, API_PREFIX + spec.path) is not Role.VIEWER:
+            statuses.add(403)  # a role below the one it needs (every caller is a viewer at least)
     if spec.path_params:
         statuses.add(404)
     if spec.body is not None:

@@ -22,7 +22,6 @@ from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
 from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import ValidationFailed
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
@@ -136,8 +135,6 @@ def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
               response=AssigneeOut, errors=(404, 409, 422))
 def add_assignee(request: ApiRequest, id: str) -> AssigneeOut:
     body: CreateAssignee = request.body
-    if body.user_id is None and body.idp_user_id is None:
-        raise ValidationFailed.on("user_id", "give user_id or idp_user_id")
     assignee = service.add_assignee(container().ports, request.environment,
                                     numeric_id(id, "reconciliation exception"), user_id=body.user_id,
                                     idp_user_id=body.idp_user_id)

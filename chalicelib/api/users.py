@@ -92,7 +92,7 @@ def list_api_keys(request: ApiRequest) -> ApiKeyList:
 
 
 @router.route("DELETE", KEYS + "/{id}", summary="Revoke an API key: it is refused from its next request",
-              response=ApiKeyOut, errors=(404,))
+              response=ApiKeyOut, errors=(404, 409))
 def revoke_api_key(request: ApiRequest, id: str) -> ApiKeyOut:
-    return key_out(key_service.revoke_key(container().ports.api_keys, request.environment,
-                                          numeric_id(id, "API key")))
+    return key_out(key_service.revoke_key(container().ports, request.environment, numeric_id(id, "API key"),
+                                          acting=_principal(request)))

@@ -43,6 +43,11 @@ class Unauthorized(DomainError):
     pass
 
 
+class ServiceUnavailable(DomainError):
+    """A service the API depends on does not answer (the local stack's health check, the identity
+    provider's keys): the client may try again."""
+
+
 class Forbidden(DomainError):
     """Who sent the request is known, and their role does not allow it."""
 

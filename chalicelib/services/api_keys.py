@@ -4,9 +4,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib.domain.api_keys import ApiKey, KeyAccess, check_environment_name, generate_secret, hash_secret
+from chalicelib.domain.audit import api_key_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound, Unauthorized
-from chalicelib.services.ports import ApiKeys
+from chalicelib.domain.errors import Conflict, NotFound, Unauthorized
+from chalicelib.domain.users import Principal
+from chalicelib.services.ports import ApiKeys, Ports
+from chalicelib.services.users import active_admins
 
 
 def create_key(keys: ApiKeys, environment: str, label: str | None = None,
@@ -26,10 +29,24 @@ def keys_of(keys: ApiKeys, environment: str) -> list[ApiKey]:
     return [key for key in keys.list() if key.environment == environment]
 
 
-def revoke_key(keys: ApiKeys, environment: str, key_id: int) -> ApiKey:
-    """Revoke one of the environment's keys (again: unchanged); another environment's is not found."""
-    if not any(key.id == key_id for key in keys_of(keys, environment)):
+def revoke_key(ports: Ports, environment: str, key_id: int, *, acting: Principal) -> ApiKey:
+    """Revoke one of the environment's keys (again: unchanged); another environment's is not found.
+    Refused (409): the caller's own key, and the environment's last active full key while it has no
+    active admin user: it keeps a way in besides the command line. (A concurrent deactivation of
+    its last admin can still leave it with neither: the two checks are not one write.)"""
+    keys = ports.api_keys
+    mine = keys_of(keys, environment)
+    key = next((k for k in mine if k.id == key_id), None)
+    if key is None:
         raise NotFound(f"API key {key_id} not found")
+    if not key.active:
+        return key
+    if acting.actor == api_key_actor(key_id):
+        raise Conflict("you cannot revoke the key this request is sent with; use another key or sign in")
+    if key.access is KeyAccess.FULL and not any(k.active and k.access is KeyAccess.FULL and k.id != key_id
+                                                  for k in mine) and not active_admins(ports, environment):
+        raise Conflict(f"API key {key_id} is the environment's last full key and it has no active admin; "
+                       "invite an admin or make another full key first")
     return keys.revoke(key_id)
 
 

@@ -44,8 +44,12 @@ T = TypeVar("T")
 
 
 def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
-    """Publish the events given (a None is a change that tells of nothing: skipped)."""
-    events = [naming_the_person(e) for e in maybe_events if e is not None]
+    """Publish the events given (a None is a change that tells of nothing: skipped); those of a
+    person's request name them."""
+    _publish(ports, environment, [naming_the_person(e) for e in maybe_events if e is not None])
+
+
+def _publish(ports: Ports, environment: str, events: list[Event]) -> None:
     if not events:
         return
     try:
@@ -58,7 +62,9 @@ def emit(ports: Ports, environment: str, *maybe_events: Event | None) -> None:
 
 
 def naming_the_person(event: Event) -> Event:
-    """The event of a person's request names them (`actor`: `user:<id>`), as its audit entry does."""
+    """The event of a person's request names them (`actor`: `user:<id>`), as its audit entry does.
+    Not an automated decision made during their request (one with an announcer, say an exception
+    resolved because its last record was matched): its announcer is who decided."""
     actor = audit.acting()
     if actor is None or not actor.startswith(USER_ACTOR_PREFIX) or "actor" in event.data:
         return event
@@ -80,7 +86,8 @@ def save_and_emit(ports: Ports, environment: str, event: Event, origin: EventOri
     a write can be applied though its answer was lost). Two changes racing to tell the same event
     id (the same version of an exception) hold under different tokens: only the one saved is sent."""
     ledger = ports.event_ledger
-    event = naming_the_person(event)
+    if announcer is None:
+        event = naming_the_person(event)
     held = HeldEvent(environment, event, due_at=utc_now() + lease, origin=origin, announcer=announcer,
                      token=uuid.uuid4().hex)
     ledger.hold(held)
@@ -131,11 +138,11 @@ def announce(ports: Ports, event: Event | None, environment: str, *, actor: str,
             not ledger.retake(environment, event.id, announcement.since):
         return
     elif _recorded(ports, event, environment):  # its worker died after the entry
-        emit(ports, environment, event)
+        _publish(ports, environment, [event])
         ledger.complete(environment, event.id)
         return
     _record(ports, event, environment, actor, summary_fields)
-    emit(ports, environment, event)
+    _publish(ports, environment, [event])  # the announcer's, not the person's whose request it ran in
     ledger.complete(environment, event.id)
 
 

@@ -131,7 +131,9 @@ class Users(Protocol):
     def add(self, user: User) -> User:
         """The user as stored. Conflict when the email is another user's of the environment, or the
         provider's user id a user's of another environment; the same provider's user id again in
-        the same environment (a retry) ends at the first's user."""
+        the same environment (a retry, or a concurrent invitation) ends at the first's user, whose
+        id then differs from `user.id`. A provider's id linked by an add that never stored its user
+        is taken over once that link is older than a few minutes."""
         ...
     def get(self, environment: str, user_id: int) -> User: ...
     def get_many(self, environment: str, user_ids: Iterable[int]) -> dict[int, User]: ...
@@ -649,6 +651,9 @@ class IdentityProvider(Protocol):
         id. Inviting an email the provider already holds returns that user's id (a retried invite),
         sending the invitation again while they have not signed in yet; raises Conflict when the
         provider holds that user disabled (enable them instead)."""
+        ...
+    def find(self, email: str) -> str | None:
+        """The user id of the provider's user of this email, or None; sends nothing, changes nothing."""
         ...
     def disable(self, idp_user_id: str) -> None:
         """They can no longer sign in, and tokens they hold stop being refreshed. Idempotent."""

@@ -300,7 +300,9 @@ def _audited(exception: ReconciliationException) -> dict[str, Any]:
 def add_assignee(ports: Ports, environment: str, exception_id: int, *, user_id: int | None = None,
                  idp_user_id: str | None = None) -> Assignee:
     """Assign an active user of the environment, named by our id or the provider's (422 otherwise)."""
-    current = ports.exceptions.get(environment, exception_id)
+    current = ports.exceptions.get(environment, exception_id)  # 404 before 422
+    if user_id is None and idp_user_id is None:
+        raise ValidationFailed.on("user_id", "give user_id or idp_user_id")
     user = users.active_user(ports, environment, "user_id" if user_id is not None else "idp_user_id",
                              user_id=user_id, idp_user_id=idp_user_id)
     if idp_user_id is not None and user.idp_user_id != idp_user_id:

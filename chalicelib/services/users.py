@@ -27,22 +27,46 @@ from chalicelib.services.ports import Ports
 
 def invite(ports: Ports, environment: str, *, email: str, name: str | None, role: Role) -> User:
     """The provider makes the person its user and sends the invitation; then they are our user,
-    invited until their first sign-in. A retry after a failure between the two finds the provider's
-    user again (its invite returns the same id) and finishes."""
+    invited until their first sign-in. Nothing reaches the provider before we know the person may be
+    invited here: a person the provider holds who is another environment's user is refused at once
+    (no invitation re-sent, no temporary password reset). A retry after a failure between the two
+    finds the provider's user again (its invite returns the same id) and finishes; a retry after
+    success, with the same role and name, answers the user again and sends nothing."""
     address = check_email(email)
     name = _checked_name(name)
     existing = ports.users.find_by_email(environment, address)
     if existing is not None:
+        if _as_asked(existing, role, name) and existing.status is not UserStatus.DEACTIVATED:
+            return existing
         raise Conflict(f"{address} is already user {existing.id} of this environment")
+    held = ports.identity.find(address)
+    if held is not None:
+        linked = ports.users.find_by_subject(held)
+        if linked is not None and linked.environment != environment:
+            raise Conflict(_not_invitable(address))
     subject = ports.identity.invite(address, name)
     user = User(id=ports.users.next_id(environment), environment=environment, idp_user_id=subject, email=address,
                 name=name, role=role, status=UserStatus.INVITED, created_at=utc_now())
-    return ports.users.add(user)
+    stored = ports.users.add(user)
+    if not _as_asked(stored, role, name):  # another admin's invitation of the same person came first
+        raise Conflict(f"{address} is already user {stored.id} of this environment, as {stored.role.value}")
+    return stored
+
+
+def _not_invitable(email: str) -> str:
+    """Said alike whatever the reason (never naming another environment)."""
+    return f"{email} cannot be invited to this environment"
+
+
+def _as_asked(user: User, role: Role, name: str | None) -> bool:
+    return (user.role, user.name) == (role, name)
 
 
 def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, role: Role | None = None,
            name: str | None = None, status: UserStatus | None = None, fields: Iterable[str] = ()) -> User:
-    """A change of role, name (`fields` names those given) or status (active or deactivated)."""
+    """A change of role, name (`fields` names those given) or status (active or deactivated). Saved
+    first, then the provider enables or disables the person: a retry redoes the provider's call.
+    The environment keeps an active admin: demoting or deactivating the last one is 409."""
     current = ports.users.get(environment, user_id)
     given = set(fields)
     new_role = role if role is not None else current.role
@@ -57,13 +81,45 @@ def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, r
     if acting.user_id == user_id and (new_status is UserStatus.DEACTIVATED or new_role is not current.role):
         raise Conflict("you cannot deactivate yourself or change your own role; ask another admin")
     updated = replace(current, role=new_role, name=new_name, status=new_status)
-    if current.status is UserStatus.DEACTIVATED and new_status is not UserStatus.DEACTIVATED:
-        ports.identity.enable(current.idp_user_id)
-    saved = ports.users.save(updated, current) if updated != current else current
+    saved = current
+    if updated != current:
+        steps_down = _is_active_admin(current) and not _is_active_admin(updated)
+        if steps_down and not _other_active_admins(ports, environment, user_id):
+            raise Conflict(_last_admin(user_id))
+        saved = ports.users.save(updated, current)
+        if steps_down and not _other_active_admins(ports, environment, user_id):
+            # Two requests demoting the last two admins at once: both see none left, both undo.
+            ports.users.save(current, saved)
+            raise Conflict(_last_admin(user_id))
     if new_status is UserStatus.DEACTIVATED:
         # After our save, which refuses their next request at once; again on a retry, if it failed.
         ports.identity.disable(current.idp_user_id)
+    elif status is UserStatus.ACTIVE:
+        ports.identity.enable(current.idp_user_id)  # idempotent: a retry enables them, if the first failed
     return saved
+
+
+def active_admins(ports: Ports, environment: str) -> list[User]:
+    """The environment's active admins (it has few users: every page of them is read)."""
+    admins: list[User] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = ports.users.list_page(environment, 200, cursor)
+        admins += [u for u in page if _is_active_admin(u)]
+        if cursor is None:
+            return admins
+
+
+def _other_active_admins(ports: Ports, environment: str, user_id: int) -> list[User]:
+    return [u for u in active_admins(ports, environment) if u.id != user_id]
+
+
+def _is_active_admin(user: User) -> bool:
+    return user.role is Role.ADMIN and user.status is UserStatus.ACTIVE
+
+
+def _last_admin(user_id: int) -> str:
+    return f"user {user_id} is the environment's last active admin; make another user admin first"
 
 
 def deactivate(ports: Ports, environment: str, user_id: int, *, acting: Principal) -> User:

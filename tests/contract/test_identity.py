@@ -131,6 +131,16 @@ class TestIdentityProvider:
         assert provider.identity.invite("ana@example.com", "Ana") == sub
         assert provider.invitations_to("ana@example.com") == 2  # they chose their password: nothing to resend
 
+    def test_finding_a_person_sends_nothing_and_changes_nothing(self, provider):
+        assert provider.identity.find("ana@example.com") is None
+        sub = provider.identity.invite("ana@example.com", "Ana")
+        assert provider.identity.find(" ANA@example.com") == sub
+        provider.identity.disable(sub)
+        assert provider.identity.find("ana@example.com") == sub  # held disabled: found all the same
+        assert provider.invitations_to("ana@example.com") == 1
+        with pytest.raises(SignInRefused):
+            provider.sign_in("ana@example.com")
+
     def test_a_person_held_disabled_is_not_invited_again(self, provider):
         sub = provider.identity.invite("ana@example.com", None)
         provider.identity.disable(sub)

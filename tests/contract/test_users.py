@@ -8,15 +8,27 @@ from datetime import timedelta
 
 import pytest
 
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.users import Role, User, UserStatus
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
+from tests.fakes.users import FakeUserRepository
 
 
 def user(user_id: int, environment: str = ENV, **kw) -> User:
     return User(**{"id": user_id, "environment": environment, "idp_user_id": f"sub-{environment}-{user_id}",
                    "email": f"p{user_id}@{environment}.example", "name": f"Person {user_id}", "role": Role.PREPARER,
                    "status": UserStatus.INVITED, "created_at": T0, **kw})
+
+
+def strand_link(users, subject: str, environment: str, user_id: int) -> None:
+    """What an add that died after its first write leaves: the subject's link, claimed now, no user."""
+    if isinstance(users, FakeUserRepository):
+        users.subjects[subject], users.claimed_at[subject] = (environment, user_id), utc_now()
+    else:
+        users._table.put({**keys.user_subject(subject), "entity": "user_subject", "environment": environment,
+                          "user_id": user_id, "claimed_at": iso(utc_now())})
 
 
 class TestUserRepository:
@@ -71,10 +83,23 @@ class TestUserRepository:
 
     def test_a_subject_is_a_user_of_one_environment(self, users):
         users.add(user(1))
-        with pytest.raises(Conflict, match="user of another environment"):
+        with pytest.raises(Conflict, match="cannot be invited to this environment"):
             users.add(user(1, environment=OTHER_ENV, idp_user_id="sub-acme-1"))
         assert users.find_by_email(OTHER_ENV, "p1@globex.example") is None
         assert users.find_by_subject("sub-acme-1").environment == ENV
+
+    def test_a_link_whose_user_was_never_stored_is_taken_over_once_its_lease_is_over(self, users, clock):
+        """An add that died after writing the subject's link (or was refused after adopting it) would
+        otherwise keep the person out of every other environment for good."""
+        strand_link(users, "sub-stranded", OTHER_ENV, 7)
+        with pytest.raises(Conflict, match="cannot be invited to this environment"):  # its add may be going on
+            users.add(user(1, idp_user_id="sub-stranded"))
+        clock.advance(minutes=6)
+        taken = users.add(user(1, idp_user_id="sub-stranded"))
+        assert (taken.environment, taken.id) == (ENV, 1) and users.find_by_subject("sub-stranded") == taken
+        with pytest.raises(Conflict, match="cannot be invited"):  # a stored user's link is never taken
+            users.add(user(3, environment=OTHER_ENV, idp_user_id="sub-stranded"))
+        assert users.find_by_subject("sub-stranded") == taken
 
     def test_list_is_newest_first_in_pages_of_the_environment(self, users):
         for n in (1, 2, 3):

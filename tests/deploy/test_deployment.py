@@ -209,6 +209,19 @@ def test_every_module_of_the_app_and_the_layer_ships_byte_code_the_runtime_uses_
     assert not lacking, f"{len(lacking)} modules, such as {lacking[:10]}"
 
 
+def test_staging_the_app_links_the_built_dependencies_and_writes_nothing_into_them(deployment):
+    """The staged project's vendor/ links the files of the dependencies built once for all deploys; the
+    byte code written beside them (app.py's, Chalice's own modules') stays in the project, and the built
+    tree stays as it was built, for the next deploy."""
+    built, vendor = packaging.app_dependencies(), packaging.BUILD / "project" / STAGE / "vendor"
+    tag = f"cpython-{packaging.PYTHON_VERSION.replace('.', '')}"
+    written = [Path("__pycache__") / f"app.{tag}.pyc", Path("chalice") / "__pycache__" / f"app.{tag}.pyc"]
+    assert all((vendor / name).is_file() for name in written)
+    assert not any((built / name).exists() for name in written) and not (built / "chalice").exists()
+    some = sorted(built.rglob("*.py"))[0]
+    assert (vendor / some.relative_to(built)).stat().st_ino == some.stat().st_ino
+
+
 def test_the_glibc_check_catches_a_library_built_for_a_newer_system(tmp_path):
     """The check itself can fail: this machine's own libc needs newer symbols than 2.34 offers
     (Debian 12 has glibc 2.36), and a shared object that asks for them is refused."""

@@ -58,6 +58,9 @@ class FakeIdentityProvider:
         self.invitations.append(key)
         return sub
 
+    def find(self, email: str) -> str | None:
+        return self.users.get(email.strip().lower())
+
     def disable(self, idp_user_id: str) -> None:
         self._held(idp_user_id)
         self.disabled.add(idp_user_id)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from chalicelib.adapters.dynamodb.users import STRANDED_LINK_LEASE
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.users import User, UserStatus, signed_in
@@ -19,6 +20,7 @@ class FakeUserRepository:
         self.users: dict[tuple[str, int], User] = {}
         self.subjects: dict[str, tuple[str, int]] = {}
         self.emails: dict[tuple[str, str], int] = {}
+        self.claimed_at: dict[str, datetime] = {}  # when each subject's link was written
 
     def next_id(self, environment: str) -> int:
         return self._counters.next_id(environment, "user")
@@ -26,13 +28,17 @@ class FakeUserRepository:
     def add(self, user: User) -> User:
         held = self.subjects.get(user.idp_user_id)
         if held is not None and held[0] != user.environment:
-            raise Conflict(f"{user.email} is a user of another environment; a person is a user of one environment")
+            if held in self.users or utc_now() - self.claimed_at[user.idp_user_id] <= STRANDED_LINK_LEASE:
+                raise Conflict(f"{user.email} cannot be invited to this environment")
+            held = None  # a link whose add never stored its user: taken over
         if held is not None:
             user = replace(user, id=held[1])  # a retry: the first's id
         holder = self.emails.get((user.environment, user.email))
         if holder is not None and holder != user.id and (user.environment, holder) in self.users:
             raise Conflict(f"{user.email} is already a user of this environment")
-        self.subjects[user.idp_user_id] = (user.environment, user.id)
+        if held is None:
+            self.subjects[user.idp_user_id] = (user.environment, user.id)
+            self.claimed_at[user.idp_user_id] = utc_now()
         self.emails[(user.environment, user.email)] = user.id
         self.users.setdefault((user.environment, user.id), replace(
             user, created_at=stored_time(user.created_at), last_sign_in_at=stored_time(user.last_sign_in_at)))
@@ -87,6 +93,7 @@ class FakeUserRepository:
         if held is not None and held != (user.environment, user.id):
             raise Conflict(f"the identity provider's user {subject} is another user")
         self.subjects[subject] = (user.environment, user.id)
+        self.claimed_at.setdefault(subject, utc_now())
         self.subjects.pop(user.idp_user_id, None) if user.idp_user_id != subject else None
         stored = self.get(user.environment, user.id)
         self.users[(user.environment, user.id)] = replace(stored, idp_user_id=subject)

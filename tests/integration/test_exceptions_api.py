@@ -118,6 +118,8 @@ def test_only_active_users_are_assigned_mentioned_or_authors(api, ran, services)
         assert refused.status_code == 422 and refused.json_body["errors"][0]["field"] == "author_idp_id"
     detail = api.get(base).json_body
     assert detail["assignees"] == [] and detail["comments"] == []
+    for path, body in [("assignees", {}), ("comments", {"body": "x"})]:  # 404 before 422
+        assert api.post(f"/v1/reconciliation_exceptions/999999/{path}", body).status_code == 404
 
 
 def test_a_signed_in_person_is_the_author_of_their_comment(api, ran, services):

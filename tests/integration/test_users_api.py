@@ -9,11 +9,14 @@ import json
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
+from chalicelib.adapters.identity import KeySetFetcher
+from chalicelib.adapters.identity_tokens import TokenVerifier
 from chalicelib.domain.users import Role, UserStatus
 from tests.fakes.identity import FakeIdentityProvider
 from tests.support.people import add_user
-from tests.support.tokens import TokenIssuer
+from tests.support.tokens import TokenIssuer, unreachable_url
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +77,27 @@ def unsigned(subject: str) -> str:
     def part(value: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
     return f"{part({'alg': 'none'})}.{part({'sub': subject, 'token_use': 'id'})}."
+
+
+def test_an_unreachable_identity_provider_is_503_saying_only_to_try_again(module_api, identity, person,
+                                                                         monkeypatch):
+    _, token = person()
+    fetcher = KeySetFetcher(f"{unreachable_url()}/.well-known/jwks.json")
+    monkeypatch.setattr(identity, "verifier", TokenVerifier(identity.issuer.issuer, identity.issuer.client_id, fetcher))
+    response = module_api.get("/v1/data_streams", **bearer(token))
+    assert response.status_code == 503
+    assert response.json_body == {"message": "the identity provider cannot be reached; try again"}
+
+
+def test_a_throttled_lookup_of_whom_a_token_names_is_503(module_api, module_services, person, monkeypatch):
+    _, token = person()
+
+    def throttled(subject):
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                          "GetItem")
+    monkeypatch.setattr(module_services.users, "find_by_subject", throttled)
+    response = module_api.get("/v1/data_streams", **bearer(token))
+    assert (response.status_code, response.json_body) == (503, {"message": "the service is busy; try again"})
 
 
 def test_a_deactivated_users_token_is_401_and_a_stranger_s_too(module_api, identity, person):
@@ -144,11 +168,17 @@ def test_an_admin_cannot_deactivate_themselves_nor_change_their_own_role(module_
     assert module_api.patch(f"/v1/users/{admin.id}", {"name": "Me"}, **bearer(token)).json_body["name"] == "Me"
 
 
-def test_a_user_of_another_environment_is_not_found(module_api, person):
-    other, _ = person(environment="globex")
+def test_a_user_of_another_environment_is_not_found_nor_changed(module_api, module_services, person):
+    """An id that is globex's user and no user of acme: acme's admin neither sees nor touches them."""
     _, token = person(Role.ADMIN)
-    assert module_api.get(f"/v1/users/{other.id + 1000}", **bearer(token)).status_code == 404
-    assert module_api.delete(f"/v1/users/{other.id + 1000}", **bearer(token)).status_code == 404
+    other, _ = person(Role.ADMIN, environment="globex")
+    while module_services.users.get_many("acme", [other.id]):
+        other, _ = person(Role.ADMIN, environment="globex")
+    assert module_api.get(f"/v1/users/{other.id}", **bearer(token)).status_code == 404
+    assert module_api.patch(f"/v1/users/{other.id}", {"role": "viewer"}, **bearer(token)).status_code == 404
+    assert module_api.delete(f"/v1/users/{other.id}", **bearer(token)).status_code == 404
+    assert module_services.users.get("globex", other.id) == other
+    assert other.idp_user_id not in module_services.identity.disabled
 
 
 def test_an_invitation_needs_an_email_and_a_role(module_api, person):
@@ -178,6 +208,14 @@ def test_keys_in_settings_secret_once_read_only_and_revoked(module_api, person):
     revoked = module_api.delete(f"/v1/api_keys/{key_id}", **bearer(token))
     assert revoked.status_code == 200 and revoked.json_body["revoked_at"]
     assert module_api.get("/v1/data_streams", key=secret).status_code == 401
+
+
+def test_a_key_cannot_revoke_itself(module_api, person):
+    _, token = person(Role.ADMIN)
+    made = module_api.post("/v1/api_keys", {"label": "ops"}, **bearer(token)).json_body
+    refused = module_api.delete(f"/v1/api_keys/{made['id']}", key=made["secret"])
+    assert refused.status_code == 409 and "sent with" in refused.json_body["message"]
+    assert module_api.get("/v1/data_streams", key=made["secret"]).status_code == 200
 
 
 def test_another_environments_key_is_not_found_nor_listed(module_api, module_services, person):

@@ -9,6 +9,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.matches import MatchStatus
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter
+from chalicelib.services import audit
 from chalicelib.services import matches as match_service
 from chalicelib.services.reconciliation_exceptions import (
     ExceptionQuery,
@@ -89,6 +90,22 @@ def test_records_matched_later_leave_and_an_emptied_exception_resolves_itself(po
     assert view_aggregates(exception)["record_count"] == 0
     assert ports.exceptions.comments(exception)[-1].author_idp_id == "system"
     assert "resolved automatically" in ports.exceptions.comments(exception)[-1].body
+
+
+def test_an_exception_resolved_automatically_during_a_persons_request_is_not_said_to_be_theirs(ports, ingest, ran):
+    """Their request's events name them (`actor`); a decision its announcer made is the system's."""
+    ledger = ingest(record("ledger", 3, 1000, days_ago(20)), record("ledger", 4, 2500, days_ago(40)),
+                    record("ledger", 5, 700, days_ago(100), direction="debit"))
+    ledger_exception = queue(ports, data_stream_key="ledger")[0]
+    with audit.acting_as("user:7"):
+        change(ports, ledger_exception.id, status="investigating")
+        for bank_id, ledger_id in zip(ran["bank"][:3], ledger):
+            manual_match(ports, ran["reconciliation"].id, [bank_id, ledger_id])
+        refresh(ports, ENV, ran["reconciliation"].id)
+    moved = {e.data["status"]: e.data for _, e in ports.events.published
+             if e.type == "reconciliation_exception.status_changed"}
+    assert moved["investigating"]["actor"] == "user:7"
+    assert "actor" not in moved["resolved"]
 
 
 @pytest.mark.parametrize("moves, refused", [

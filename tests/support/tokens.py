@@ -4,6 +4,7 @@ verifier do all the checking. Its key set is what the provider publishes at
 `<issuer>/.well-known/jwks.json`."""
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from typing import Any
@@ -38,3 +39,10 @@ class TokenIssuer:
             claims["email"], claims["email_verified"] = email, True
         claims.update(overrides)
         return jwt.encode({"alg": "RS256", "kid": self.key_id}, claims, self.key)
+
+
+def unreachable_url() -> str:
+    """A local address where nothing listens: a fetch from it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"

@@ -1,9 +1,16 @@
-"""The test suite's speed-ups of moto (tests/conftest.py) answer exactly what moto itself does."""
+"""The test suite's speed-ups of moto (tests/conftest.py, and the deployment proofs' server in
+tests/deploy/moto_server.py) answer exactly what moto itself does."""
+import base64
+import io
+import zipfile
+
 import boto3
 import pytest
 from moto import mock_aws
+from moto.awslambda.models import _zipfile_content
 
 from tests.conftest import MOTO_CAST_VALUE, MOTO_ITEM_OPERATIONS, MOTO_PLAIN_JSON
+from tests.deploy.moto_server import decoded_once
 
 ITEM = {"pk": {"S": "a"}, "sk": {"S": "1"}, "n": {"N": "-12.50"}, "b": {"B": b"\x00\xffraw"}, "t": {"BOOL": True},
         "z": {"NULL": True}, "ss": {"SS": ["x", "y"]}, "ns": {"NS": ["1", "2"]}, "bs": {"BS": [b"\x01", b"\x02"]},
@@ -80,3 +87,21 @@ def test_the_direct_cast_of_scalars_equals_motos_own_and_compares_alike():
             expected = left.type == right.type and own(left) == own(right)
             assert (left == right, left != right) == (expected, not expected), (left, right)
     assert DynamoType({"N": "1"}) == DynamoType({"N": "1.0"}) and DynamoType({"S": "1"}) != DynamoType({"N": "1"})
+
+
+def _zip_text(source: str) -> str:
+    """A function's zip as it comes in a CreateFunction or UpdateFunctionCode request: base64 text, a new
+    string each time (as each request's body is)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", source)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_the_lambda_code_decoded_once_equals_motos_own_for_the_same_zip_and_for_another():
+    decoding = decoded_once(_zipfile_content)
+    first, again, other = _zip_text("v = 1\n"), _zip_text("v = 1\n"), _zip_text("v = 2\n")
+    assert first == again and first is not again
+    for text in (first, again, other, first, other, other):
+        assert decoding(text) == _zipfile_content(text)
+    assert decoding(other)[0] != decoding(first)[0]

@@ -14,6 +14,8 @@ from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.users import Role, User, UserStatus, signed_in
 
+STRANDED_LINK_LEASE = timedelta(minutes=5)  # far longer than an invitation's request lives
+
 
 class UserRepository:
     def __init__(self, table: DynamoTable) -> None:
@@ -26,21 +28,38 @@ class UserRepository:
         """Store a new user and return it as stored. Without a transaction (the local stack's DynamoDB
         has none), in an order a retry finishes: the subject's link first (it names the user's id: a
         retry, or a concurrent invitation of the same person, adopts that id and ends at the same
-        user), then the email's guard, then the user. Conflict when the subject is a user of another
-        environment, or the email another user's of this one; a refused add leaves nothing."""
+        user, whose id then differs from `user.id`), then the email's guard, then the user. Conflict
+        when the subject is a user of another environment, or the email another user's of this one;
+        a refused add leaves nothing. A link whose user was never stored (its add died, or was
+        refused after adopting it) is taken over once older than STRANDED_LINK_LEASE."""
         link = keys.user_subject(user.idp_user_id)
-        claimed = {**link, "entity": "user_subject", "environment": user.environment, "user_id": user.id}
+        claimed = {**link, "entity": "user_subject", "environment": user.environment, "user_id": user.id,
+                   "claimed_at": iso(utc_now())}
         try:
             self._table.put_new(claimed)
         except ConditionFailed:
             held = self._table.get(link)
             if held is None:  # released meanwhile by a refused add: try again
                 return self.add(user)
-            if held["environment"] != user.environment:
-                raise Conflict(f"{user.email} is a user of another environment; a person is a user of one "
-                               "environment") from None
-            return self._finish(replace(user, id=int(held["user_id"])), claimed_link=False)
+            if held["environment"] == user.environment:
+                return self._finish(replace(user, id=int(held["user_id"])), claimed_link=False)
+            if not self._stranded(held):
+                raise Conflict(f"{user.email} cannot be invited to this environment") from None
+            try:
+                self._table.put(claimed, condition="#env = :env AND user_id = :id",
+                                names={"#env": "environment"},
+                                values={":env": held["environment"], ":id": held["user_id"]})
+            except ConditionFailed:  # another add took it over first
+                return self.add(user)
         return self._finish(user, claimed_link=True)
+
+    def _stranded(self, link: dict[str, Any]) -> bool:
+        """A link whose user does not exist, claimed long enough ago that its add is not still going
+        (a link written before claimed_at was is old)."""
+        if self._table.get(keys.user(link["environment"], int(link["user_id"]))) is not None:
+            return False
+        claimed_at = parse_optional_iso(link.get("claimed_at"))
+        return claimed_at is None or utc_now() - claimed_at > STRANDED_LINK_LEASE
 
     def _finish(self, user: User, claimed_link: bool) -> User:
         guard = keys.user_email_guard(user.environment, user.email)
