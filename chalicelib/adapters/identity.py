@@ -12,11 +12,15 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized
 from chalicelib.domain.users import VerifiedToken
 from chalicelib.observability import logger
 
 KEY_SET_TIMEOUT = urllib3.Timeout(connect=2.0, read=3.0)  # within the API's 29 s, with room for retries
+# The same words for an unknown email and a wrong password: the answer must not tell which emails exist.
+WRONG_CREDENTIALS = "the email or password is not right"
+REFUSALS = ("NotAuthorizedException", "UserNotFoundException", "PasswordResetRequiredException",
+            "UserNotConfirmedException")
 
 
 def pool_issuer(region: str, pool_id: str) -> str:
@@ -111,6 +115,54 @@ class CognitoIdentity:
                  aws_endpoint: str | None = None) -> CognitoIdentity:
         fetch = KeySetFetcher(key_set_url(region, pool_id, aws_endpoint))
         return cls(cognito, pool_id, client_id, TokenVerifier(pool_issuer(region, pool_id), client_id, fetch))
+
+    def sign_in(self, email: str, password: str, new_password: str | None = None) -> dict[str, Any]:
+        """A person's own sign-in (the web app's, through POST /v1/session) by the public client's
+        USER_PASSWORD_AUTH flow, which needs no IAM right: we forward, the pool checks the password and
+        signs the tokens. An invitee's temporary password asks for `new_password` (409 without one).
+        The pool's AuthenticationResult: IdToken, AccessToken, RefreshToken, ExpiresIn."""
+        try:
+            answer = self._cognito.initiate_auth(ClientId=self.client_id, AuthFlow="USER_PASSWORD_AUTH",
+                                                 AuthParameters={"USERNAME": email, "PASSWORD": password})
+            if answer.get("ChallengeName") == "NEW_PASSWORD_REQUIRED":
+                if not new_password:
+                    raise Conflict("a new password is needed: the one given is an invitation's temporary password")
+                answer = self._cognito.respond_to_auth_challenge(
+                    ClientId=self.client_id, ChallengeName="NEW_PASSWORD_REQUIRED", Session=answer["Session"],
+                    ChallengeResponses={"USERNAME": email, "NEW_PASSWORD": new_password})
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code in REFUSALS:
+                raise Unauthorized(WRONG_CREDENTIALS) from None
+            if code == "InvalidPasswordException":
+                raise BadRequest("the new password does not meet the password policy: at least 12 characters, "
+                                 "with upper and lower case letters and a digit") from None
+            raise
+        if "AuthenticationResult" not in answer:
+            raise Unauthorized(f"this sign-in needs a step the web app does not offer yet "
+                               f"({answer.get('ChallengeName')})")
+        return dict(answer["AuthenticationResult"])
+
+    def refresh(self, refresh_token: str) -> dict[str, Any]:
+        """Fresh id and access tokens for a refresh token (REFRESH_TOKEN_AUTH); 401 once it is revoked,
+        expired or its user disabled."""
+        try:
+            answer = self._cognito.initiate_auth(ClientId=self.client_id, AuthFlow="REFRESH_TOKEN_AUTH",
+                                                 AuthParameters={"REFRESH_TOKEN": refresh_token})
+        except ClientError as error:
+            if error.response["Error"]["Code"] in REFUSALS:
+                raise Unauthorized("the session has ended: sign in again") from None
+            raise
+        return dict(answer["AuthenticationResult"])
+
+    def sign_out(self, access_token: str) -> None:
+        """Every refresh token of the person revoked (GlobalSignOut, authorized by their access token);
+        one already signed out or expired has nothing left to revoke."""
+        try:
+            self._cognito.global_sign_out(AccessToken=access_token)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "NotAuthorizedException":
+                raise
 
     def invite(self, email: str, name: str | None) -> str:
         email = email.strip().lower()

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from chalice.app import Response
+from chalice.app import Request, Response
 
 from chalicelib.api.errors import ServiceUnavailable
 from chalicelib.api.routing import API_PREFIX, ApiRequest, Router
@@ -81,9 +81,10 @@ def openapi(request: ApiRequest) -> dict:
     return build_openapi([spec for r in ROUTERS for spec in r.specs], servers=[{"url": served_from()}])
 
 
-def served_from() -> str:
-    """The URL the API is served under, as the caller sees it (API Gateway adds its stage to the path)."""
-    raw = router.current_request
+def served_from(raw: Request | None = None) -> str:
+    """The URL the API is served under, as the caller sees it (API Gateway adds its stage to the path);
+    of the request another router serves when it is given."""
+    raw = raw or router.current_request
     context = raw.context or {}
     headers: Mapping[str, str] = raw.headers or {}
     host = headers.get("host") or context.get("domainName") or "127.0.0.1"

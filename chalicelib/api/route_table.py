@@ -93,4 +93,9 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/api_keys", "users", "create_api_key", False),
     ("GET", "/v1/api_keys", "users", "list_api_keys", False),
     ("DELETE", "/v1/api_keys/{id}", "users", "revoke_api_key", False),
+    ("POST", "/v1/session", "session", "sign_in", True),
+    ("POST", "/v1/session/refresh", "session", "refresh", True),
+    ("DELETE", "/v1/session", "session", "sign_out", True),
+    ("GET", "/v1/app", "web", "app_shell", True),
+    ("GET", "/v1/app/{file}", "web", "app_file", True),
 )

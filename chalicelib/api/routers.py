@@ -13,8 +13,10 @@ from chalicelib.api import (
     reconciliations,
     records,
     runs,
+    session,
     stories,
     users,
+    web,
     webhook_endpoints,
 )
 from chalicelib.api.routing import Router
@@ -22,4 +24,4 @@ from chalicelib.api.routing import Router
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
-                         webhook_endpoints.router, users.router]
+                         webhook_endpoints.router, users.router, session.router, web.router]

@@ -92,6 +92,7 @@ def banner(url: str, key: str, data_dir: Path, admin: LocalAdmin | None = None) 
     line = "=" * 78
     sign_in = [] if admin is None else [
         f"  Admin sign-in (local user pool):  {admin.email}  /  {admin.password}",
+        f"  Web app (sign in there as the admin):  {url}/app",
         f"  Their token:  TOKEN=$(python -m chalicelib.cli token --email {admin.email} --password='{admin.password}')",
         f"  Then:  curl -H \"Authorization: Bearer $TOKEN\" {url}/data_streams",
     ]

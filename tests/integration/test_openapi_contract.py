@@ -157,7 +157,7 @@ def _sent(world, document, method, path, where, instances):
     return [(instance, _send(world, method, path, operation, instance, where)) for instance in instances]
 
 
-BODY_OPERATIONS_OF_THE_APP = 26  # so that a route table that lost its bodies cannot pass by testing nothing
+BODY_OPERATIONS_OF_THE_APP = 27  # so that a route table that lost its bodies cannot pass by testing nothing
 QUERY_OPERATIONS_OF_THE_APP = 23
 
 

@@ -1,0 +1,69 @@
+"""The finance team's web app (docs/web-app.md): its HTML shell and a flat list of files, served by the
+API itself under /v1/app (Chalice has no greedy routes, so no folders). No build step: our own modules
+and the pinned vendor files (chalicelib/web/vendor/MANIFEST) are served as they are in the repository.
+
+Every answer carries a strict Content-Security-Policy: scripts only from here (and the one inline
+import map, by its hash), no inline style, requests only to this origin, never framed."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from functools import cache
+from pathlib import Path
+
+from chalice.app import Response
+
+from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.domain.errors import NotFound
+
+router = Router("web")
+
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+JAVASCRIPT, CSS = "text/javascript; charset=utf-8", "text/css; charset=utf-8"
+NO_CACHE = "no-cache"  # revalidated each time: a deploy shows at the next load
+IMMUTABLE = "public, max-age=31536000, immutable"  # a new version has a new name
+# The files of /v1/app/{file}: file -> (path under chalicelib/web, media type, caching).
+WEB_FILES: dict[str, tuple[str, str, str]] = {
+    "app.js": ("app.js", JAVASCRIPT, NO_CACHE),
+    "app.css": ("app.css", CSS, NO_CACHE),
+    "preact-11.2.0.mjs": ("vendor/preact-11.2.0.mjs", JAVASCRIPT, IMMUTABLE),
+    "preact-hooks-11.2.0.mjs": ("vendor/preact-hooks-11.2.0.mjs", JAVASCRIPT, IMMUTABLE),
+    "htm-3.1.1.mjs": ("vendor/htm-3.1.1.mjs", JAVASCRIPT, IMMUTABLE),
+}
+IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.DOTALL)
+
+
+def content_security_policy(inline_scripts: list[str]) -> str:
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+                      for s in inline_scripts)
+    return ("default-src 'none'; " + f"script-src 'self' {hashes}".rstrip() + "; style-src 'self'; "
+            "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'")
+
+
+@cache
+def shell() -> tuple[str, str]:
+    """The page and its policy, which allows its inline import map by the map's own hash."""
+    page = (WEB_DIR / "index.html").read_text(encoding="utf-8")
+    return page, content_security_policy(IMPORT_MAP.findall(page))
+
+
+def headers(media_type: str, caching: str) -> dict[str, str | list[str]]:
+    return {"Content-Type": media_type, "Cache-Control": caching, "Content-Security-Policy": shell()[1],
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+@router.route("GET", "/app", summary="The web app (sign in, then the overview of reconciliations)",
+              response=str, media_type="text/html", public=True)
+def app_shell(request: ApiRequest) -> Response:
+    return Response(body=shell()[0], status_code=200, headers=headers("text/html; charset=utf-8", NO_CACHE))
+
+
+@router.route("GET", "/app/{file}", summary="A file of the web app (its modules, style sheet and pinned libraries)",
+              response=str, media_type="text/plain", public=True, errors=(404,))
+def app_file(request: ApiRequest, file: str) -> Response:
+    if file not in WEB_FILES:
+        raise NotFound(f"no such file of the web app: '{file[:40]}'")
+    path, media_type, caching = WEB_FILES[file]
+    return Response(body=(WEB_DIR / path).read_text(encoding="utf-8"), status_code=200,
+                    headers=headers(media_type, caching))

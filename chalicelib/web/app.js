@@ -1,0 +1,187 @@
+// The finance team's web app (docs/web-app.md): Preact and htm as ES modules, no build step. The page
+// keeps the id and access tokens in memory only; the refresh token is an HttpOnly cookie that only
+// /v1/session reads. Every URL here is relative to the page (…/v1/app), so it works under any stage.
+import { h, render } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import htm from "htm";
+
+const html = htm.bind(h);
+const REFRESH_MARGIN_MS = 60 * 1000; // refreshed a minute before the tokens expire
+
+let current = null; // the session: {id_token, access_token, expires_at, user}
+let refreshTimer = null;
+
+async function sessionCall(method, path, body, extraHeaders) {
+  // Same-origin fetch sends our Origin; the JSON content type is what the session routes require.
+  const response = await fetch(path, {
+    method, credentials: "same-origin",
+    headers: { "Content-Type": "application/json", ...(extraHeaders || {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = response.status === 204 ? {} : await response.json().catch(() => ({}));
+  return { status: response.status, answer };
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Authorization: `Bearer ${current.id_token}` } });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw Object.assign(new Error(answer.message || `HTTP ${response.status}`), { status: response.status });
+  return answer;
+}
+
+function hhmm(iso) {
+  const when = new Date(iso);
+  return `${String(when.getHours()).padStart(2, "0")}:${String(when.getMinutes()).padStart(2, "0")}`;
+}
+
+// A rate from two integer counts, to one decimal, without floating point: 1234/1500 -> "82.2%".
+function matchRate(matched, total) {
+  if (!total) return "—";
+  const tenths = Math.floor((matched * 1000) / total); // both are integers well below 2^53
+  return `${Math.floor(tenths / 10)}.${tenths % 10}%`;
+}
+
+function useHashRoute() {
+  const read = () => (location.hash.replace(/^#\/?/, "") || "overview");
+  const [route, setRoute] = useState(read());
+  useEffect(() => {
+    const changed = () => setRoute(read());
+    addEventListener("hashchange", changed);
+    return () => removeEventListener("hashchange", changed);
+  }, []);
+  return route;
+}
+
+function SignIn({ onSignedIn, ended }) {
+  const [needsNewPassword, setNeedsNewPassword] = useState(false);
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+
+  async function submit(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const body = { email: form.get("email"), password: form.get("password") };
+    if (needsNewPassword) body.new_password = form.get("new_password");
+    setBusy(true);
+    setError("");
+    const { status, answer } = await sessionCall("POST", "session", body).catch(() => ({ status: 0, answer: {} }));
+    setBusy(false);
+    if (status === 200) return onSignedIn(answer);
+    if (status === 409) {
+      setNeedsNewPassword(true);
+      return setError("This is your first sign-in: choose a password of your own.");
+    }
+    setError(answer.message ? `Sign-in failed: ${answer.message}.` : "Sign-in failed: the service did not answer.");
+  }
+
+  return html`
+    <main>
+      <section class="card sign-in" aria-labelledby="sign-in-title">
+        <h1 id="sign-in-title">Sign in</h1>
+        ${ended && html`<p class="banner" role="status">Your session has ended. Sign in again to go on.</p>`}
+        <form onSubmit=${submit} novalidate>
+          <label for="email">Email</label>
+          <input id="email" name="email" type="email" autocomplete="username" required />
+          <label for="password">${needsNewPassword ? "Temporary password" : "Password"}</label>
+          <input id="password" name="password" type="password" autocomplete="current-password" required />
+          ${needsNewPassword && html`
+            <label for="new_password">New password</label>
+            <input id="new_password" name="new_password" type="password" autocomplete="new-password" required
+                   aria-describedby="new-password-rule" />
+            <p id="new-password-rule">At least 12 characters, with upper and lower case letters and a digit.</p>`}
+          <p class="error" role="alert">${error}</p>
+          <button type="submit" disabled=${busy}>${needsNewPassword ? "Set password and sign in" : "Sign in"}</button>
+        </form>
+      </section>
+    </main>`;
+}
+
+function Header({ session, route, onSignOut }) {
+  const { user } = session;
+  const pages = [["overview", "Overview"], ...(user.role === "admin" ? [["settings", "Settings"]] : [])];
+  return html`
+    <header>
+      <nav aria-label="Main">
+        <ul>
+          ${pages.map(([id, label]) => html`
+            <li><a href=${`#/${id}`} aria-current=${route === id ? "page" : undefined}>${label}</a></li>`)}
+        </ul>
+      </nav>
+      <p class="who">
+        <span data-testid="who">${user.name || user.email}</span> · ${user.role} · ${user.environment} ·
+        signed in until <time datetime=${session.expires_at}>${hhmm(session.expires_at)}</time>
+      </p>
+      <button type="button" onClick=${onSignOut}>Sign out</button>
+    </header>`;
+}
+
+function Overview() {
+  const [state, setState] = useState({ loading: true });
+  useEffect(() => {
+    api("reconciliations?limit=100")
+      .then((page) => setState({ rows: page.data }))
+      .catch((error) => setState({ error: error.message }));
+  }, []);
+  if (state.loading) return html`<p>Loading reconciliations…</p>`;
+  if (state.error) return html`<p class="error" role="alert">Could not load the reconciliations: ${state.error}</p>`;
+  if (!state.rows.length) return html`<p>No reconciliations yet.</p>`;
+  return html`
+    <table>
+      <caption class="visually-hidden">Reconciliations</caption>
+      <thead><tr><th scope="col">Name</th><th scope="col">Last run</th><th scope="col">When</th>
+        <th scope="col" class="number">Match rate</th></tr></thead>
+      <tbody>
+        ${state.rows.map((r) => {
+          const run = r.current_run || r.last_run;
+          return html`<tr>
+            <td>${r.name}</td>
+            <td>${run ? run.status : "never run"}</td>
+            <td>${run ? new Date(run.completed_at || run.started_at || run.created_at).toLocaleString() : "—"}</td>
+            <td class="number">${run ? matchRate(run.matched_records, run.total_records) : "—"}</td>
+          </tr>`;
+        })}
+      </tbody>
+    </table>`;
+}
+
+function App() {
+  const [session, setSession] = useState(null);
+  const [phase, setPhase] = useState("restoring"); // restoring | signed-out | ended | signed-in
+  const route = useHashRoute();
+
+  const adopt = useCallback((answer) => {
+    current = answer;
+    setSession(answer);
+    setPhase("signed-in");
+    clearTimeout(refreshTimer);
+    const wait = Math.max(new Date(answer.expires_at) - Date.now() - REFRESH_MARGIN_MS, 5000);
+    refreshTimer = setTimeout(async () => {
+      const { status, answer: fresh } = await sessionCall("POST", "session/refresh").catch(() => ({ status: 0 }));
+      if (status === 200) adopt(fresh);
+      else { current = null; setSession(null); setPhase("ended"); }
+    }, wait);
+  }, []);
+
+  useEffect(() => {
+    // A reload keeps the session through the cookie: no cookie (or a revoked one) is simply signed out.
+    sessionCall("POST", "session/refresh").then(({ status, answer }) => (status === 200 ? adopt(answer) : setPhase("signed-out")),
+      () => setPhase("signed-out"));
+  }, []);
+
+  async function signOut() {
+    clearTimeout(refreshTimer);
+    await sessionCall("DELETE", "session", undefined, { Authorization: `Bearer ${current.access_token}` }).catch(() => {});
+    current = null;
+    setSession(null);
+    setPhase("signed-out");
+  }
+
+  if (phase === "restoring") return html`<main><p>Loading…</p></main>`;
+  if (phase !== "signed-in") return html`<${SignIn} onSignedIn=${adopt} ended=${phase === "ended"} />`;
+  const page = route === "settings" && session.user.role === "admin"
+    ? html`<h1>Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
+    : html`<h1>Overview</h1><${Overview} />`;
+  return html`<${Header} session=${session} route=${route} onSignOut=${signOut} /><main>${page}</main>`;
+}
+
+render(html`<${App} />`, document.getElementById("root"));

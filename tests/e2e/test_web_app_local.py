@@ -1,0 +1,179 @@
+"""The web app in Debian's Chromium against the local stack, as the finance team would use it: the
+admin `make run` prints signs in at the URL it prints, sees the overview, reloads and stays signed in
+(the session cookie), signs out; a wrong password gets its message. Any CSP violation or script error on
+the page fails the test, and axe-core finds no serious or critical accessibility violation (injected by
+page.evaluate: a script tag would be refused by the very CSP under test)."""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from chalicelib.adapters.browser_portal import CHROMIUM_ARGS
+from chalicelib.container import Container
+from chalicelib.local.stack import StackInfo
+from chalicelib.settings import Settings
+
+CHROMIUM = "/usr/bin/chromium"
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+WAIT_MS = 10_000
+pytestmark = [
+    pytest.mark.xdist_group("browser"),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install -y chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(chromium):
+    """A fresh context; every console error (a CSP violation is one) and uncaught error is kept to fail on."""
+    context = chromium.new_context()
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    problems: list[str] = []
+    opened.on("console", lambda message: problems.append(f"{message.text} at {message.location.get('url')}")
+              if message.type == "error" and not expected(message) else None)
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    opened.problems = problems
+    yield opened
+    context.close()
+
+
+def expected(message) -> bool:
+    """A session route's 401 (no cookie yet, a wrong password) or 409 (an invitee's new password is
+    asked for): the browser logs every 4xx it fetched."""
+    return re.search(r"status of (401|409)\b", message.text) is not None and \
+        re.search(r"/v1/session(/refresh)?$", message.location.get("url", "")) is not None
+
+
+def printed(stack) -> tuple[str, str, str]:
+    """The admin's email and password and the web app's URL, as `make run` printed them."""
+    log = stack.log_path.read_text()
+    [(email, password)] = re.findall(r"Admin sign-in \(local user pool\):\s+(\S+)\s+/\s+(\S+)", log)[-1:]
+    [url] = re.findall(r"Web app \(sign in there as the admin\):\s+(\S+)", log)[-1:]
+    return email, password, url
+
+
+def sign_in(page, email: str, password: str) -> None:
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def serious_violations(page) -> list[str]:
+    page.evaluate(AXE.read_text())
+    found = page.evaluate("async () => (await axe.run()).violations"
+                          ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                          ".map(v => `${v.id}: ${v.nodes.map(n => n.target).join(' ')}`)")
+    return list(found)
+
+
+def test_the_admin_signs_in_sees_the_overview_stays_signed_in_and_signs_out(stack, page):
+    email, password, url = printed(stack)
+    assert url == f"{stack.url}/app"
+    created = stack.request("POST", "/data_streams", {"key": "web-bank", "name": "Bank"})
+    assert created.status_code in (201, 409), created.text
+    stack.request("POST", "/data_streams", {"key": "web-ledger", "name": "Ledger"})
+    stack.request("POST", "/reconciliations", {"name": "Web bank to ledger", "run_type": "batch",
+                                               "side_a_stream_keys": ["web-bank"],
+                                               "side_b_stream_keys": ["web-ledger"]})
+
+    page.goto(url)
+    page.get_by_role("heading", name="Sign in").wait_for()
+    assert serious_violations(page) == []
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+    page.get_by_role("cell", name="Web bank to ledger").first.wait_for()
+    header = page.locator("header").inner_text()
+    assert "Local admin" in header and "admin" in header and re.search(r"signed in until \d\d:\d\d", header)
+    assert page.get_by_role("link", name="Settings").is_visible()  # an admin's navigation
+    assert serious_violations(page) == []
+    assert password not in page.content()
+
+    [cookie] = page.context.cookies()  # kept though the local stack is plain http: loopback counts as secure
+    assert (cookie["name"], cookie["path"], cookie["httpOnly"], cookie["secure"], cookie["sameSite"]) == (
+        "recon_refresh", "/v1/session", True, True, "Strict")
+    page.reload()  # the tokens were in memory only: the HttpOnly cookie brings the session back
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert "refresh" not in page.evaluate("document.cookie")  # no script can read it
+
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("heading", name="Sign in").wait_for()
+    page.reload()  # signed out for good: the cookie is gone and its token revoked
+    page.get_by_role("heading", name="Sign in").wait_for()
+    assert page.problems == []
+
+
+def test_a_wrong_password_is_told_without_saying_whether_the_email_exists(stack, page):
+    email, _, url = printed(stack)
+    page.goto(url)
+    sign_in(page, email, "Not-the-passw0rd")
+    alert = page.get_by_role("alert")
+    alert.filter(has_text="Sign-in failed").wait_for()
+    assert alert.inner_text() == "Sign-in failed: the email or password is not right."
+    assert page.problems == []
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+
+
+def test_a_session_signed_out_elsewhere_ends_with_a_banner_at_its_next_refresh(stack, page):
+    """The page refreshes its tokens a minute before they expire (the page's clock is run forward to
+    then); once the person signed out everywhere from another client, that refresh fails and the page
+    says the session has ended."""
+    import requests
+
+    email, password, url = printed(stack)
+    page.clock.install()
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+
+    elsewhere = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert elsewhere.status_code == 200, elsewhere.text
+    origin = re.match(r"https?://[^/]+", stack.url).group(0)
+    signed_out = requests.delete(f"{stack.url}/session", timeout=30, headers={
+        "Origin": origin, "Content-Type": "application/json",
+        "Authorization": f"Bearer {elsewhere.json()['access_token']}"})
+    assert signed_out.status_code == 204, signed_out.text
+
+    page.clock.fast_forward("01:00:00")
+    page.get_by_text("Your session has ended. Sign in again to go on.").wait_for()
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    assert page.problems == []
+
+
+def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
+    """An admin invites a viewer; the pool's temporary password (set here, as the invitation mail
+    would carry one) asks for a password of their own, then they are in, without the admin's Settings."""
+    admin_email, admin_password, url = printed(stack)
+    admin = requests.post(f"{stack.url}/session", json={"email": admin_email, "password": admin_password}, timeout=30)
+    assert admin.status_code == 200, admin.text
+    email = f"viewer-{uuid.uuid4().hex[:8]}@recon.local"
+    invited = requests.post(f"{stack.url}/users", json={"email": email, "name": "Vera Viewer", "role": "viewer"},
+                            headers={"Authorization": f"Bearer {admin.json()['id_token']}"}, timeout=30)
+    assert invited.status_code == 201, invited.text
+    services = Container(StackInfo(**stack.stack_info()).settings(Settings(data_dir=stack.data_dir)))
+    services.aws.client("cognito-idp").admin_set_user_password(
+        UserPoolId=services.settings.user_pool_id, Username=email, Password="Temporary-Passw0rd", Permanent=False)
+
+    page.goto(url)
+    sign_in(page, email, "Temporary-Passw0rd")
+    page.get_by_label("New password").fill("Vera-own-Passw0rd")
+    page.get_by_role("button", name="Set password and sign in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert "Vera Viewer · viewer" in page.locator("header").inner_text()
+    assert page.get_by_role("link", name="Overview").is_visible()
+    assert page.get_by_role("link", name="Settings").count() == 0
+    assert page.problems == []

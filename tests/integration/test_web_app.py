@@ -1,0 +1,144 @@
+"""The web app's door and shell, in-process on moto's Cognito (its USER_PASSWORD_AUTH checks the
+password): sign-in forwards to the pool and answers tokens with the refresh token in an HttpOnly cookie;
+the routes that read that cookie answer only our own origin with a JSON content type; the shell and
+its files carry the CSP and their caching. The real browser's side is tests/e2e/test_web_app_local.py."""
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import moto.cognitoidp
+import pytest
+
+from chalicelib.adapters.identity import CognitoIdentity, pool_issuer
+from chalicelib.adapters.identity_tokens import TokenVerifier
+from chalicelib.domain.users import Role
+from tests.support.people import add_user
+
+HOST, ORIGIN = "app.test", "http://app.test"
+EMAIL, TEMPORARY, CHOSEN = "ana@acme.example", "Temporary-Passw0rd", "Chosen-Passw0rd-1"
+MOTO_KEYS = Path(moto.cognitoidp.__file__).with_name("resources") / "jwks-public.json.gz"
+
+
+@pytest.fixture
+def pool(services):
+    """The provisioned pool with its real verifier on the keys moto signs with, and an invitee of ours."""
+    settings = services.settings
+    cognito = services.aws.client("cognito-idp")
+    verifier = TokenVerifier(pool_issuer(settings.region, settings.user_pool_id), settings.user_pool_client_id,
+                             lambda: json.loads(gzip.decompress(MOTO_KEYS.read_bytes())))
+    services.identity = CognitoIdentity(cognito, settings.user_pool_id, settings.user_pool_client_id, verifier)
+    created = cognito.admin_create_user(UserPoolId=settings.user_pool_id, Username=EMAIL, TemporaryPassword=TEMPORARY,
+                                        UserAttributes=[{"Name": "email", "Value": EMAIL}],
+                                        MessageAction="SUPPRESS")
+    sub = next(a["Value"] for a in created["User"]["Attributes"] if a["Name"] == "sub")
+    return add_user(services.users, "acme", sub, Role.APPROVER, email=EMAIL)
+
+
+def send(api, method, path, body=None, *, origin: str | None = ORIGIN, content_type="application/json",
+         headers: dict | None = None):
+    sent = {"Host": HOST, **({"Origin": origin} if origin else {}),
+            **({"Content-Type": content_type} if content_type else {}), **(headers or {})}
+    return api.request(method, path, key=None, headers=sent, body=json.dumps(body) if body is not None else None)
+
+
+def headers_of(response) -> dict[str, str]:
+    return {name.lower(): value for name, value in response.headers.items()}
+
+
+def cookie_of(response) -> str:
+    return headers_of(response)["set-cookie"]
+
+
+def test_an_invitee_chooses_a_password_refreshes_and_signs_out(api, pool):
+    first = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY})
+    assert first.status_code == 409 and "new password" in first.json_body["message"]
+
+    signed_in = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY, "new_password": CHOSEN})
+    assert signed_in.status_code == 200, signed_in.json_body
+    body = signed_in.json_body
+    assert body["user"] == {"id": pool.id, "email": EMAIL, "name": pool.name, "role": "approver",
+                            "environment": "acme"}
+    assert set(body) == {"id_token", "access_token", "expires_at", "user"}  # the refresh token only in the cookie
+    cookie = cookie_of(signed_in)
+    assert re.fullmatch(r"recon_refresh=[^;]+; Max-Age=2592000; Path=/v1/session; HttpOnly; Secure; SameSite=Strict",
+                        cookie)
+    assert headers_of(signed_in)["cache-control"] == "no-store"
+    refresh_token = cookie.split(";")[0].split("=", 1)[1]
+    assert refresh_token not in json.dumps(body)
+    jar = {"Cookie": f"recon_refresh={refresh_token}"}
+    # The id token is a Bearer the rest of the API takes.
+    read = api.get(f"/v1/users/{pool.id}", key=None, headers={"Authorization": f"Bearer {body['id_token']}"})
+    assert read.status_code == 200, read.json_body
+
+    refreshed = send(api, "POST", "/v1/session/refresh", headers=jar)
+    assert refreshed.status_code == 200, refreshed.json_body
+    assert refreshed.json_body["user"]["id"] == pool.id and "set-cookie" not in headers_of(refreshed)
+
+    signed_out = send(api, "DELETE", "/v1/session", headers={**jar, "Authorization": f"Bearer {body['access_token']}"})
+    assert signed_out.status_code == 204
+    assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/v1/session; HttpOnly; Secure")
+    after = send(api, "POST", "/v1/session/refresh", headers=jar)  # the pool revoked it
+    assert after.status_code == 401 and after.json_body == {"message": "the session has ended: sign in again"}
+
+
+def test_a_wrong_password_and_an_unknown_email_get_the_same_401(api, pool):
+    wrong = send(api, "POST", "/v1/session", {"email": EMAIL, "password": "not-the-password"})
+    unknown = send(api, "POST", "/v1/session", {"email": "nobody@acme.example", "password": "not-the-password"})
+    assert wrong.status_code == unknown.status_code == 401
+    assert wrong.json_body == unknown.json_body == {"message": "the email or password is not right"}
+    assert "set-cookie" not in headers_of(wrong)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/session/refresh"), ("DELETE", "/v1/session")])
+@pytest.mark.parametrize(("origin", "content_type", "status"), [
+    (None, "application/json", 403), ("http://evil.test", "application/json", 403),
+    ("https://app.test", "application/json", 403), (ORIGIN, "text/plain", 415), (ORIGIN, None, 415)])
+def test_the_cookie_routes_answer_only_our_own_origin_with_json(api, services, method, path, origin, content_type,
+                                                                status):
+    response = send(api, method, path, origin=origin, content_type=content_type,
+                    headers={"Cookie": "recon_refresh=anything"})
+    assert response.status_code == status, response.json_body
+    assert "set-cookie" not in headers_of(response)
+
+
+def test_a_sign_in_from_another_site_is_refused_before_the_pool_is_asked(api, pool):
+    response = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY}, origin="http://evil.test")
+    assert response.status_code == 403 and "origin" in response.json_body["message"]
+    form = send(api, "POST", "/v1/session", None, content_type="application/x-www-form-urlencoded")
+    assert form.status_code in (400, 415, 422)
+
+
+def test_the_shell_allows_its_own_import_map_and_nothing_inline_else(api):
+    page = api.get("/v1/app", key=None)
+    assert page.status_code == 200 and headers_of(page)["content-type"].startswith("text/html")
+    html = page.body.decode()
+    [import_map] = re.findall(r'<script type="importmap">(.*?)</script>', html, flags=re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(import_map.encode()).digest()).decode()
+    assert headers_of(page)["content-security-policy"] == (
+        f"default-src 'none'; script-src 'self' 'sha256-{digest}'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'")
+    assert len(re.findall(r"<script", html)) == 2 and "style=" not in html  # the map and the module, by src
+    assert (headers_of(page)["x-content-type-options"], headers_of(page)["referrer-policy"],
+            headers_of(page)["cache-control"]) == ("nosniff", "no-referrer", "no-cache")
+    for name in json.loads(import_map)["imports"].values():
+        served = api.get(f"/v1/{name.removeprefix('./')}", key=None)
+        assert served.status_code == 200 and headers_of(served)["content-type"].startswith("text/javascript")
+        assert headers_of(served)["cache-control"] == "public, max-age=31536000, immutable"
+        assert headers_of(served)["content-security-policy"] == headers_of(page)["content-security-policy"]
+
+
+@pytest.mark.parametrize(("file", "media_type"), [("app.js", "text/javascript"), ("app.css", "text/css")])
+def test_our_own_modules_are_revalidated_at_each_load(api, file, media_type):
+    served = api.get(f"/v1/app/{file}", key=None)
+    assert served.status_code == 200 and headers_of(served)["content-type"].startswith(media_type)
+    assert headers_of(served)["cache-control"] == "no-cache" and headers_of(served)["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize("file", ["index.html", "MANIFEST", "LICENSE-htm", "..%2Fapp.js", "vendor"])
+def test_only_the_listed_files_are_served(api, file):
+    assert api.get(f"/v1/app/{file}", key=None).status_code == 404
