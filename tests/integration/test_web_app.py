@@ -13,6 +13,8 @@ from pathlib import Path
 
 import moto.cognitoidp
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError
 
 from chalicelib.adapters.identity import CognitoIdentity, pool_issuer
 from chalicelib.adapters.identity_tokens import TokenVerifier
@@ -142,3 +144,73 @@ def test_our_own_modules_are_revalidated_at_each_load(api, file, media_type):
 @pytest.mark.parametrize("file", ["index.html", "MANIFEST", "LICENSE-htm", "..%2Fapp.js", "vendor"])
 def test_only_the_listed_files_are_served(api, file):
     assert api.get(f"/v1/app/{file}", key=None).status_code == 404
+
+
+@pytest.fixture
+def pool_answers(services):
+    """Scripts the pool at the wire for one operation of the session calls' client (shared by the tests
+    of this process: unscripted after the test)."""
+    events = services.cognito._session_client.meta.events
+    scripted: list[tuple[str, object]] = []
+    yield lambda operation, status, code="": scripted_answer(events, scripted, operation, status, code)
+    for name, handler in scripted:
+        events.unregister(name, handler)
+
+
+def scripted_answer(events, scripted, operation: str, status: int | None, code: str) -> list[str]:
+    """An AWS error answer of `status` and `code` (or, status None, no connection at all); botocore
+    parses and retries it as it would AWS's. The operations sent are recorded."""
+    sent: list[str] = []
+
+    def answer(request, **_):
+        sent.append(operation)
+        if status is None:
+            raise EndpointConnectionError(endpoint_url=request.url)
+        body = json.dumps({"__type": code, "message": "scripted"}).encode()
+        return AWSResponse(request.url, status, {"x-amzn-errortype": code, "content-type": "application/x-amz-json-1.1"},
+                           RawBody(body))
+
+    name = f"before-send.cognito-idp.{operation}"
+    events.register(name, answer)
+    scripted.append((name, answer))
+    return sent
+
+
+class RawBody:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_):
+        yield self._data
+
+
+def signed_in_session(api) -> tuple[dict, dict]:
+    signed_in = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY, "new_password": CHOSEN})
+    assert signed_in.status_code == 200, signed_in.json_body
+    refresh_token = cookie_of(signed_in).split(";")[0].split("=", 1)[1]
+    return signed_in.json_body, {"Cookie": f"recon_refresh={refresh_token}"}
+
+
+@pytest.mark.parametrize(("status", "code"), [(500, "InternalErrorException"), (400, "TooManyRequestsException"),
+                                              (None, "")])
+def test_a_sign_out_the_pool_does_not_take_clears_the_cookie_and_says_so(api, pool, pool_answers, status, code):
+    body, jar = signed_in_session(api)
+    sent = pool_answers("GlobalSignOut", status, code)
+    signed_out = send(api, "DELETE", "/v1/session", headers={**jar, "Authorization": f"Bearer {body['access_token']}"})
+    assert signed_out.status_code == 503 and "could not be told" in signed_out.json_body["message"]
+    assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/v1/session; HttpOnly; Secure")
+    assert headers_of(signed_out)["retry-after"] == "5"
+    assert sent == ["GlobalSignOut"] * 2  # two attempts in all, not the shared client's nine
+
+
+@pytest.mark.parametrize(("status", "code"), [(400, "TooManyRequestsException"), (400, "LimitExceededException"),
+                                              (500, "InternalErrorException"), (None, "")])
+def test_a_pool_throttling_or_down_is_a_503_that_keeps_the_session(api, pool, pool_answers, status, code):
+    _, jar = signed_in_session(api)
+    pool_answers("InitiateAuth", status, code)
+    refreshed = send(api, "POST", "/v1/session/refresh", headers=jar)
+    assert refreshed.status_code == 503, refreshed.json_body
+    assert refreshed.json_body == {"message": "the identity provider cannot be reached; try again"}
+    assert headers_of(refreshed)["retry-after"] == "5" and "set-cookie" not in headers_of(refreshed)
+    again = send(api, "POST", "/v1/session", {"email": EMAIL, "password": CHOSEN})
+    assert again.status_code == 503 and again.json_body == refreshed.json_body
