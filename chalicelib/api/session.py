@@ -138,8 +138,9 @@ def session_response(result: dict, *, refresh_token: str | None) -> Response:
     user = principal.user
     if user is None:  # a token always names a user
         raise Unauthorized("this person is not a user of any environment")
-    answer = SessionOut(id_token=id_token, access_token=result["AccessToken"],
-                        expires_at=utc_now() + timedelta(seconds=int(result.get("ExpiresIn", 3600))),
+    expires_in = int(result.get("ExpiresIn", 3600))
+    answer = SessionOut(id_token=id_token, access_token=result["AccessToken"], expires_in=expires_in,
+                        expires_at=utc_now() + timedelta(seconds=expires_in),
                         user=SessionUserOut(id=user.id, email=user.email, name=user.name, role=user.role.value,
                                             environment=user.environment))
     headers: dict[str, str | list[str]] = {"Cache-Control": "no-store"}

@@ -10,7 +10,7 @@ const REFRESH_MARGIN_MS = 60 * 1000; // refreshed a minute before the tokens exp
 const RETRY_FIRST_MS = 5 * 1000; // a refresh the service could not do (0, 429, 5xx) is tried again,
 const RETRY_MAX_MS = 60 * 1000; // doubling the wait, until the tokens really expire
 
-let current = null; // the session: {id_token, access_token, expires_at, user}
+let current = null; // the session: {id_token, access_token, expires_in, user, until (by this browser's clock)}
 let refreshTimer = null;
 
 async function sessionCall(method, path, body, extraHeaders) {
@@ -112,7 +112,7 @@ function Header({ session, route, onSignOut }) {
       </nav>
       <p class="who">
         <span data-testid="who">${user.name || user.email}</span> · ${user.role} · ${user.environment} ·
-        signed in until <time datetime=${session.expires_at}>${hhmm(session.expires_at)}</time>
+        signed in until <time datetime=${session.until}>${hhmm(session.until)}</time>
       </p>
       <button type="button" onClick=${onSignOut}>Sign out</button>
     </header>`;
@@ -154,12 +154,13 @@ function App() {
   const route = useHashRoute();
 
   const adopt = useCallback((answer) => {
-    current = answer;
-    setSession(answer);
+    // From when the answer arrived, by this browser's clock: the server's may differ.
+    const expiresAt = Date.now() + answer.expires_in * 1000;
+    current = { ...answer, until: new Date(expiresAt).toISOString() };
+    setSession(current);
     setPhase("signed-in");
     setNotice("");
     clearTimeout(refreshTimer);
-    const expiresAt = new Date(answer.expires_at).getTime();
     const attempt = async (retryWait) => {
       const { status, answer: fresh } = await sessionCall("POST", "session/refresh").catch(() => ({ status: 0 }));
       if (status === 200) return adopt(fresh);
@@ -171,7 +172,7 @@ function App() {
       }
       current = null; setSession(null); setPhase("ended");
     };
-    const wait = Math.max(expiresAt - Date.now() - REFRESH_MARGIN_MS, 5000);
+    const wait = Math.max(answer.expires_in * 1000 - REFRESH_MARGIN_MS, 5000);
     refreshTimer = setTimeout(() => attempt(RETRY_FIRST_MS), wait);
   }, []);
 

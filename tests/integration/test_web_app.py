@@ -65,7 +65,9 @@ def test_an_invitee_chooses_a_password_refreshes_and_signs_out(api, pool):
     body = signed_in.json_body
     assert body["user"] == {"id": pool.id, "email": EMAIL, "name": pool.name, "role": "approver",
                             "environment": "acme"}
-    assert set(body) == {"id_token", "access_token", "expires_at", "user"}  # the refresh token only in the cookie
+    # the refresh token only in the cookie; expires_in as the pool gave it (the page needs no clock of ours)
+    assert set(body) == {"id_token", "access_token", "expires_at", "expires_in", "user"}
+    assert body["expires_in"] == 3600
     cookie = cookie_of(signed_in)
     assert re.fullmatch(r"recon_refresh=[^;]+; Max-Age=2592000; Path=/v1/session; HttpOnly; Secure; SameSite=Strict",
                         cookie)
