@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized
+from chalicelib.domain.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from chalicelib.domain.users import VerifiedToken
 from chalicelib.observability import logger
 
@@ -68,6 +68,11 @@ def password_sign_in(cognito: Any, pool_id: str, client_id: str, email: str, pas
     if "AuthenticationResult" not in answer:
         raise SignInRefused(f"{email} cannot sign in here: the pool asks for {answer.get('ChallengeName')}")
     return dict(answer["AuthenticationResult"])
+
+
+class SignInStepMissing(Forbidden):
+    """The password was right, and the pool asks for a step (an authenticator's code) the web app
+    does not offer yet (403, docs/web-app.md)."""
 
 
 class IdentityProviderUnreachable(ServiceUnavailable):
@@ -167,8 +172,12 @@ class CognitoIdentity:
         except BotoCoreError as error:
             raise provider_trouble(error) or error from None
         if "AuthenticationResult" not in answer:
-            raise Unauthorized(f"this sign-in needs a step the web app does not offer yet "
-                               f"({answer.get('ChallengeName')})")
+            # The pool asks for a further step (SOFTWARE_TOKEN_MFA, MFA_SETUP, …) only once the password
+            # checked out, so saying so tells nothing to someone who does not know it: 403, not a 401
+            # that would send the person to retype a right password.
+            raise SignInStepMissing(f"this sign-in needs a step the web app does not offer yet "
+                                    f"({answer.get('ChallengeName')}): sign in with the operator's CLI, "
+                                    f"or ask an admin")
         return dict(answer["AuthenticationResult"])
 
     def refresh(self, refresh_token: str) -> dict[str, Any]:

@@ -38,6 +38,8 @@ NOT_SIGNED_OUT = ("this browser is signed out, but the identity provider could n
 
 @router.route("POST", "/session", summary="Sign in with an email and password (the web app's form)",
               body=SignInIn, response=SessionOut, public=True, errors=(400, 401, 403, 409, 415, 422, 503))
+# 403 also when the password was right but the pool asks for a step the page does not offer (an
+# authenticator's code): adapters/identity.py SignInStepMissing.
 def sign_in(request: ApiRequest) -> Response:
     check_origin(request.headers, required=False)
     body: SignInIn = request.body

@@ -216,3 +216,20 @@ def test_a_pool_throttling_or_down_is_a_503_that_keeps_the_session(api, pool, po
     assert headers_of(refreshed)["retry-after"] == "5" and "set-cookie" not in headers_of(refreshed)
     again = send(api, "POST", "/v1/session", {"email": EMAIL, "password": CHOSEN})
     assert again.status_code == 503 and again.json_body == refreshed.json_body
+
+
+def test_a_person_with_an_authenticator_is_told_the_web_app_cannot_sign_them_in_yet(api, services, pool):
+    """Only once the password checked out: a wrong one is the same 401 as anyone's."""
+    body, _ = signed_in_session(api)
+    cognito = services.aws.client("cognito-idp")
+    cognito.associate_software_token(AccessToken=body["access_token"])
+    cognito.verify_software_token(AccessToken=body["access_token"], UserCode="123456")
+    cognito.admin_set_user_mfa_preference(UserPoolId=services.settings.user_pool_id, Username=EMAIL,
+                                          SoftwareTokenMfaSettings={"Enabled": True, "PreferredMfa": True})
+    right = send(api, "POST", "/v1/session", {"email": EMAIL, "password": CHOSEN})
+    assert right.status_code == 403, right.json_body
+    assert right.json_body["message"].startswith("this sign-in needs a step the web app does not offer yet "
+                                                 "(SOFTWARE_TOKEN_MFA)")
+    assert "set-cookie" not in headers_of(right)
+    wrong = send(api, "POST", "/v1/session", {"email": EMAIL, "password": "not-the-password"})
+    assert wrong.status_code == 401 and wrong.json_body == {"message": "the email or password is not right"}
