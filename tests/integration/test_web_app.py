@@ -110,11 +110,15 @@ def test_the_cookie_routes_answer_only_our_own_origin_with_json(api, services, m
     assert "set-cookie" not in headers_of(response)
 
 
-def test_a_sign_in_from_another_site_is_refused_before_the_pool_is_asked(api, pool):
+def test_a_sign_in_from_another_site_is_refused_before_the_pool_is_asked(api, pool, pool_answers):
+    asked = pool_answers("InitiateAuth", 500, "InternalErrorException")  # a 503 if the pool were asked
     response = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY}, origin="http://evil.test")
     assert response.status_code == 403 and "origin" in response.json_body["message"]
-    form = send(api, "POST", "/v1/session", None, content_type="application/x-www-form-urlencoded")
-    assert form.status_code in (400, 415, 422)
+    # What a cross-site HTML form can send without a preflight: a real body, form-encoded.
+    form = api.request("POST", "/v1/session", key=None, body=f"email={EMAIL}&password={TEMPORARY}",
+                       headers={"Host": HOST, "Origin": ORIGIN, "Content-Type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 415, form.json_body
+    assert asked == []
 
 
 def test_the_shell_allows_its_own_import_map_and_nothing_inline_else(api):
@@ -233,3 +237,26 @@ def test_a_person_with_an_authenticator_is_told_the_web_app_cannot_sign_them_in_
     assert "set-cookie" not in headers_of(right)
     wrong = send(api, "POST", "/v1/session", {"email": EMAIL, "password": "not-the-password"})
     assert wrong.status_code == 401 and wrong.json_body == {"message": "the email or password is not right"}
+
+
+def test_under_a_stage_the_cookie_is_sent_back_only_to_that_stage_s_session_routes(api, pool, monkeypatch):
+    """API Gateway serves the API under its stage (/prod/v1/...): the Lambda event's path carries the
+    stage, its resourcePath does not."""
+    from chalice.local import LambdaEventConverter
+
+    plain = LambdaEventConverter.create_lambda_event
+
+    def under_prod(self, method, path, headers, body=None):
+        event = plain(self, method, path, headers, body)
+        event["requestContext"]["path"] = "/prod" + event["requestContext"]["path"]
+        return event
+    monkeypatch.setattr(LambdaEventConverter, "create_lambda_event", under_prod)
+
+    signed_in = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY, "new_password": CHOSEN})
+    assert signed_in.status_code == 200, signed_in.json_body
+    assert "; Path=/prod/v1/session; " in cookie_of(signed_in)
+    jar = {"Cookie": cookie_of(signed_in).split(";")[0],
+           "Authorization": f"Bearer {signed_in.json_body['access_token']}"}
+    signed_out = send(api, "DELETE", "/v1/session", headers=jar)
+    assert signed_out.status_code == 204
+    assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/prod/v1/session; ")
