@@ -59,8 +59,12 @@ function SignIn({ onSignedIn, ended, notice }) {
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
 
+  // The new password's field is where the person goes next (a screen reader announces it too).
+  useEffect(() => { if (needsNewPassword) document.getElementById("new_password")?.focus(); }, [needsNewPassword]);
+
   async function submit(event) {
     event.preventDefault();
+    if (busy) return; // aria-disabled, not disabled: the button keeps its focus and is still announced
     const form = new FormData(event.currentTarget);
     const body = { email: form.get("email"), password: form.get("password") };
     if (needsNewPassword) body.new_password = form.get("new_password");
@@ -93,7 +97,7 @@ function SignIn({ onSignedIn, ended, notice }) {
                    aria-describedby="new-password-rule" />
             <p id="new-password-rule">At least 12 characters, with upper and lower case letters and a digit.</p>`}
           <p class="error" role="alert">${error}</p>
-          <button type="submit" disabled=${busy}>${needsNewPassword ? "Set password and sign in" : "Sign in"}</button>
+          <button type="submit" aria-disabled=${busy ? "true" : undefined}>${needsNewPassword ? "Set password and sign in" : "Sign in"}</button>
         </form>
       </section>
     </main>`;
@@ -153,6 +157,12 @@ function App() {
   const [notice, setNotice] = useState("");
   const route = useHashRoute();
 
+  // A new page's heading takes the focus (after sign-in and at each route), so keyboard and screen
+  // reader users start at the top of what changed.
+  useEffect(() => {
+    if (phase === "signed-in") document.querySelector("main h1")?.focus();
+  }, [phase, route]);
+
   const adopt = useCallback((answer) => {
     // From when the answer arrived, by this browser's clock: the server's may differ.
     const expiresAt = Date.now() + answer.expires_in * 1000;
@@ -200,8 +210,8 @@ function App() {
   if (phase === "restoring") return html`<main><p>Loading…</p></main>`;
   if (phase !== "signed-in") return html`<${SignIn} onSignedIn=${adopt} ended=${phase === "ended"} notice=${notice} />`;
   const page = route === "settings" && session.user.role === "admin"
-    ? html`<h1>Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
-    : html`<h1>Overview</h1><${Overview} />`;
+    ? html`<h1 tabindex="-1">Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
+    : html`<h1 tabindex="-1">Overview</h1><${Overview} />`;
   return html`<${Header} session=${session} route=${route} onSignOut=${signOut} /><main>${page}</main>`;
 }
 
