@@ -272,7 +272,7 @@ class Container:
     def cognito(self) -> CognitoIdentity:
         """The stage's user pool; its keys are fetched from the embedded AWS's endpoint locally."""
         # Imported here: joserfc and cryptography cost a cold start that only people's requests need.
-        from chalicelib.adapters.identity import CognitoIdentity
+        from chalicelib.adapters.identity import SESSION_CALLS, CognitoIdentity
 
         settings = self.settings
         if not settings.user_pool_id or not settings.user_pool_client_id:
@@ -280,7 +280,8 @@ class Container:
                                "RECON_USER_POOL_CLIENT_ID (infra/template.yaml gives the API functions both)")
         return CognitoIdentity.for_pool(self.aws.client("cognito-idp"), settings.region, settings.user_pool_id,
                                         settings.user_pool_client_id,
-                                        aws_endpoint=self.aws.endpoint("cognito-idp"))
+                                        aws_endpoint=self.aws.endpoint("cognito-idp"),
+                                        session_client=self.aws.client("cognito-idp", SESSION_CALLS))
 
     @cached_property
     def tallies(self) -> TallyRepository:

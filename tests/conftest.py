@@ -35,10 +35,10 @@ def _clients_built_once_per_process() -> None:
 
     build, built = AwsClients.client, {}
 
-    def client(self: AwsClients, service: str):
-        key = (service, self.endpoint(service), self._settings.region, self._settings.local_mode)
-        if key not in built:
-            built[key] = build(self, service)
+    def client(self: AwsClients, service: str, config=None):
+        key = (service, self.endpoint(service), self._settings.region, self._settings.local_mode, id(config))
+        if key not in built:  # a config is a module's constant (identity.SESSION_CALLS): its id names it
+            built[key] = build(self, service, config)
         return built[key]
     AwsClients.client = client  # type: ignore[method-assign]
 

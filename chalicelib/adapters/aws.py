@@ -34,13 +34,15 @@ class AwsClients:
         _MODELS.search_paths[:] = list(dict.fromkeys(_MODELS.search_paths))
         return session
 
-    def client(self, service: str):
+    def client(self, service: str, config: Config | None = None):
+        """`config` is merged over the shared one (a caller's own timeouts or retries)."""
         # S3 presigns with SigV4: boto3 would otherwise sign URLs with SigV2, which buckets made
         # since 2020 refuse.
-        config = _RETRIES.merge(_SIGV4) if service == "s3" else _RETRIES
+        shared = _RETRIES.merge(_SIGV4) if service == "s3" else _RETRIES
         if service == "dynamodb":  # the table checks what it is sent; checking it here first was a
-            config = config.merge(_UNCHECKED)  # tenth of ingestion's CPU (py-spy, issue 30)
-        return self._session.client(service, endpoint_url=self.endpoint(service), config=config)
+            shared = shared.merge(_UNCHECKED)  # tenth of ingestion's CPU (py-spy, issue 30)
+        shared = shared.merge(config) if config is not None else shared
+        return self._session.client(service, endpoint_url=self.endpoint(service), config=shared)
 
     def endpoint(self, service: str) -> str | None:
         """Where `service` is served; None for AWS's own endpoint."""

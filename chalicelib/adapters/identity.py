@@ -9,16 +9,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import urllib3
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.adapters.identity_tokens import TokenVerifier
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized
+from chalicelib.domain.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from chalicelib.domain.users import VerifiedToken
 from chalicelib.observability import logger
 
 KEY_SET_TIMEOUT = urllib3.Timeout(connect=2.0, read=3.0)  # within the API's 29 s, with room for retries
 # The same words for an unknown email and a wrong password: the answer must not tell which emails exist.
 WRONG_CREDENTIALS = "the email or password is not right"
+# A person waits on the sign-in, refresh and sign-out calls: an answer or a clear 503 within seconds,
+# not the shared client's eight adaptive retries. Merged over that client's config (adapters/aws.py).
+SESSION_CALLS = Config(connect_timeout=3, read_timeout=3, retries={"total_max_attempts": 2, "mode": "standard"})
+# The pool is throttling us or is down: the person's password or session is not in question.
+PROVIDER_TROUBLE = ("TooManyRequestsException", "LimitExceededException", "InternalErrorException")
 REFUSALS = ("NotAuthorizedException", "UserNotFoundException", "PasswordResetRequiredException",
             "UserNotConfirmedException")
 
@@ -64,6 +70,11 @@ def password_sign_in(cognito: Any, pool_id: str, client_id: str, email: str, pas
     return dict(answer["AuthenticationResult"])
 
 
+class SignInStepMissing(Forbidden):
+    """The password was right, and the pool asks for a step (an authenticator's code) the web app
+    does not offer yet (403, docs/web-app.md)."""
+
+
 class IdentityProviderUnreachable(ServiceUnavailable):
     """The provider's keys could not be fetched (503): its `detail` (the URL and what failed) is for
     our logs; the client is told only to try again."""
@@ -103,18 +114,38 @@ class KeySetFetcher:
         return IdentityProviderUnreachable(detail)
 
 
+def provider_trouble(error: Exception) -> IdentityProviderUnreachable | None:
+    """The 503 for a call the pool did not answer (throttled, failing, out of reach or too slow);
+    None for an answer about the request itself."""
+    if isinstance(error, ClientError):
+        code = error.response["Error"]["Code"]
+        if code not in PROVIDER_TROUBLE:
+            return None
+        detail = f"the identity provider answered {code}"
+    elif isinstance(error, BotoCoreError):  # EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError
+        detail = f"the identity provider could not be reached: {type(error).__name__}"
+    else:
+        return None
+    logger.warning("identity provider unreachable", extra={"detail": detail})
+    return IdentityProviderUnreachable(detail)
+
+
 class CognitoIdentity:
-    def __init__(self, cognito: Any, pool_id: str, client_id: str, verifier: TokenVerifier) -> None:
+    def __init__(self, cognito: Any, pool_id: str, client_id: str, verifier: TokenVerifier,
+                 session_client: Any = None) -> None:
         self._cognito = cognito
+        # The sign-in, refresh and sign-out calls' client: short timeouts, two attempts (SESSION_CALLS).
+        self._session_client = session_client or cognito
         self.pool_id = pool_id
         self.client_id = client_id
         self._verifier = verifier
 
     @classmethod
     def for_pool(cls, cognito: Any, region: str, pool_id: str, client_id: str,
-                 aws_endpoint: str | None = None) -> CognitoIdentity:
+                 aws_endpoint: str | None = None, session_client: Any = None) -> CognitoIdentity:
         fetch = KeySetFetcher(key_set_url(region, pool_id, aws_endpoint))
-        return cls(cognito, pool_id, client_id, TokenVerifier(pool_issuer(region, pool_id), client_id, fetch))
+        return cls(cognito, pool_id, client_id, TokenVerifier(pool_issuer(region, pool_id), client_id, fetch),
+                   session_client)
 
     def sign_in(self, email: str, password: str, new_password: str | None = None) -> dict[str, Any]:
         """A person's own sign-in (the web app's, through POST /v1/session) by the public client's
@@ -122,12 +153,12 @@ class CognitoIdentity:
         signs the tokens. An invitee's temporary password asks for `new_password` (409 without one).
         The pool's AuthenticationResult: IdToken, AccessToken, RefreshToken, ExpiresIn."""
         try:
-            answer = self._cognito.initiate_auth(ClientId=self.client_id, AuthFlow="USER_PASSWORD_AUTH",
+            answer = self._session_client.initiate_auth(ClientId=self.client_id, AuthFlow="USER_PASSWORD_AUTH",
                                                  AuthParameters={"USERNAME": email, "PASSWORD": password})
             if answer.get("ChallengeName") == "NEW_PASSWORD_REQUIRED":
                 if not new_password:
                     raise Conflict("a new password is needed: the one given is an invitation's temporary password")
-                answer = self._cognito.respond_to_auth_challenge(
+                answer = self._session_client.respond_to_auth_challenge(
                     ClientId=self.client_id, ChallengeName="NEW_PASSWORD_REQUIRED", Session=answer["Session"],
                     ChallengeResponses={"USERNAME": email, "NEW_PASSWORD": new_password})
         except ClientError as error:
@@ -137,32 +168,45 @@ class CognitoIdentity:
             if code == "InvalidPasswordException":
                 raise BadRequest("the new password does not meet the password policy: at least 12 characters, "
                                  "with upper and lower case letters and a digit") from None
-            raise
+            raise provider_trouble(error) or error from None
+        except BotoCoreError as error:
+            raise provider_trouble(error) or error from None
         if "AuthenticationResult" not in answer:
-            raise Unauthorized(f"this sign-in needs a step the web app does not offer yet "
-                               f"({answer.get('ChallengeName')})")
+            # The pool asks for a further step (SOFTWARE_TOKEN_MFA, MFA_SETUP, …) only once the password
+            # checked out, so saying so tells nothing to someone who does not know it: 403, not a 401
+            # that would send the person to retype a right password.
+            raise SignInStepMissing(f"this sign-in needs a step the web app does not offer yet "
+                                    f"({answer.get('ChallengeName')}): sign in with the operator's CLI, "
+                                    f"or ask an admin")
         return dict(answer["AuthenticationResult"])
 
     def refresh(self, refresh_token: str) -> dict[str, Any]:
         """Fresh id and access tokens for a refresh token (REFRESH_TOKEN_AUTH); 401 once it is revoked,
         expired or its user disabled."""
         try:
-            answer = self._cognito.initiate_auth(ClientId=self.client_id, AuthFlow="REFRESH_TOKEN_AUTH",
-                                                 AuthParameters={"REFRESH_TOKEN": refresh_token})
+            answer = self._session_client.initiate_auth(ClientId=self.client_id, AuthFlow="REFRESH_TOKEN_AUTH",
+                                                        AuthParameters={"REFRESH_TOKEN": refresh_token})
         except ClientError as error:
             if error.response["Error"]["Code"] in REFUSALS:
                 raise Unauthorized("the session has ended: sign in again") from None
-            raise
+            raise provider_trouble(error) or error from None
+        except BotoCoreError as error:
+            raise provider_trouble(error) or error from None
         return dict(answer["AuthenticationResult"])
 
     def sign_out(self, access_token: str) -> None:
         """Every refresh token of the person revoked (GlobalSignOut, authorized by their access token);
-        one already signed out or expired has nothing left to revoke."""
+        one already signed out or expired has nothing left to revoke. Any other failure is a 503: the
+        pool could not be told, and the person must hear so."""
         try:
-            self._cognito.global_sign_out(AccessToken=access_token)
+            self._session_client.global_sign_out(AccessToken=access_token)
         except ClientError as error:
             if error.response["Error"]["Code"] != "NotAuthorizedException":
-                raise
+                trouble = provider_trouble(error)
+                raise trouble or IdentityProviderUnreachable(
+                    f"the identity provider refused GlobalSignOut: {error.response['Error']['Code']}") from None
+        except BotoCoreError as error:
+            raise provider_trouble(error) or error from None
 
     def invite(self, email: str, name: str | None) -> str:
         email = email.strip().lower()

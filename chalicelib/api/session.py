@@ -23,44 +23,73 @@ from chalicelib.api.routing import API_PREFIX, JSON_CONTENT_TYPE, ApiRequest, Ro
 from chalicelib.api.schemas.session import SessionOut, SessionUserOut, SignInIn
 from chalicelib.container import container
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Forbidden, Unauthorized
+from chalicelib.domain.errors import Forbidden, ServiceUnavailable, Unauthorized
+from chalicelib.observability import logger
 from chalicelib.services.users import principal_of_token
 
 router = Router("session")
 
 REFRESH_COOKIE = "recon_refresh"
 REFRESH_COOKIE_DAYS = 30  # the app client's RefreshTokenValidity (infra/template.yaml)
+RETRY_AFTER_SECONDS = 5  # when the pool is throttling us or down (503)
+NOT_SIGNED_OUT = ("this browser is signed out, but the identity provider could not be told: "
+                  "sessions elsewhere stay signed in until they expire; sign out again later")
 
 
 @router.route("POST", "/session", summary="Sign in with an email and password (the web app's form)",
-              body=SignInIn, response=SessionOut, public=True, errors=(400, 401, 403, 409, 415, 422))
+              body=SignInIn, response=SessionOut, public=True, errors=(400, 401, 403, 409, 415, 422, 503))
+# 403 also when the password was right but the pool asks for a step the page does not offer (an
+# authenticator's code): adapters/identity.py SignInStepMissing.
 def sign_in(request: ApiRequest) -> Response:
     check_origin(request.headers, required=False)
     body: SignInIn = request.body
-    result = container().cognito.sign_in(body.email.strip().lower(), body.password.get_secret_value(),
-                                         body.new_password.get_secret_value() if body.new_password else None)
+    try:
+        result = container().cognito.sign_in(body.email.strip().lower(), body.password.get_secret_value(),
+                                             body.new_password.get_secret_value() if body.new_password else None)
+    except ServiceUnavailable as error:
+        return unavailable(error.message)
     return session_response(result, refresh_token=result.get("RefreshToken"))
 
 
 @router.route("POST", "/session/refresh", summary="Fresh tokens for the session cookie's refresh token",
-              response=SessionOut, public=True, errors=(401, 403, 415))
+              response=SessionOut, public=True, errors=(401, 403, 415, 503))
 def refresh(request: ApiRequest) -> Response:
+    """401 only when the session has truly ended; 503 (the pool throttling or down) keeps the cookie, so
+    the page tries again instead of signing the person out."""
     check_cookie_request(request.headers)
     token = refresh_token_of(request.headers)
     if token is None:
         raise Unauthorized("no session: sign in")
-    return session_response(container().cognito.refresh(token), refresh_token=None)
+    try:
+        result = container().cognito.refresh(token)
+    except ServiceUnavailable as error:
+        return unavailable(error.message)
+    return session_response(result, refresh_token=None)
 
 
 @router.route("DELETE", "/session", summary="Sign out everywhere (the access token as Bearer) and clear the cookie",
-              status=204, public=True, errors=(403, 415))
+              status=204, public=True, errors=(403, 415, 503))
 def sign_out(request: ApiRequest) -> Response:
+    """The cookie is cleared whatever the pool answers: this browser is signed out at least. 503 says
+    the pool could not be told (its refresh tokens elsewhere still work). RevokeToken of the cookie's
+    refresh token is not called: moto 5.2.5, our tests' and the local stack's Cognito, lacks it."""
     check_cookie_request(request.headers)
     authorization = request.headers.get("authorization") or ""
-    if authorization.lower().startswith("bearer ") and authorization[7:].strip():
-        container().cognito.sign_out(authorization[7:].strip())
-    return Response(body="", status_code=204, headers={"Set-Cookie": refresh_cookie("", max_age=0),
-                                                        "Cache-Control": "no-store"})
+    cleared: dict[str, str | list[str]] = {"Set-Cookie": refresh_cookie("", max_age=0), "Cache-Control": "no-store"}
+    try:
+        if authorization.lower().startswith("bearer ") and authorization[7:].strip():
+            container().cognito.sign_out(authorization[7:].strip())
+    except ServiceUnavailable:
+        return unavailable(NOT_SIGNED_OUT, cleared)
+    except Exception:  # a bug of ours: logged, and the browser is signed out all the same
+        logger.exception("sign-out failed")
+        return unavailable(NOT_SIGNED_OUT, cleared)
+    return Response(body="", status_code=204, headers=cleared)
+
+
+def unavailable(message: str, headers: dict[str, str | list[str]] | None = None) -> Response:
+    return Response(body={"message": message}, status_code=503,
+                    headers={"Cache-Control": "no-store", "Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})})
 
 
 def own_origin() -> str:
@@ -111,8 +140,9 @@ def session_response(result: dict, *, refresh_token: str | None) -> Response:
     user = principal.user
     if user is None:  # a token always names a user
         raise Unauthorized("this person is not a user of any environment")
-    answer = SessionOut(id_token=id_token, access_token=result["AccessToken"],
-                        expires_at=utc_now() + timedelta(seconds=int(result.get("ExpiresIn", 3600))),
+    expires_in = int(result.get("ExpiresIn", 3600))
+    answer = SessionOut(id_token=id_token, access_token=result["AccessToken"], expires_in=expires_in,
+                        expires_at=utc_now() + timedelta(seconds=expires_in),
                         user=SessionUserOut(id=user.id, email=user.email, name=user.name, role=user.role.value,
                                             environment=user.environment))
     headers: dict[str, str | list[str]] = {"Cache-Control": "no-store"}

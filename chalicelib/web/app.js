@@ -7,8 +7,10 @@ import htm from "htm";
 
 const html = htm.bind(h);
 const REFRESH_MARGIN_MS = 60 * 1000; // refreshed a minute before the tokens expire
+const RETRY_FIRST_MS = 5 * 1000; // a refresh the service could not do (0, 429, 5xx) is tried again,
+const RETRY_MAX_MS = 60 * 1000; // doubling the wait, until the tokens really expire
 
-let current = null; // the session: {id_token, access_token, expires_at, user}
+let current = null; // the session: {id_token, access_token, expires_in, user, until (by this browser's clock)}
 let refreshTimer = null;
 
 async function sessionCall(method, path, body, extraHeaders) {
@@ -52,13 +54,17 @@ function useHashRoute() {
   return route;
 }
 
-function SignIn({ onSignedIn, ended }) {
+function SignIn({ onSignedIn, ended, notice }) {
   const [needsNewPassword, setNeedsNewPassword] = useState(false);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
 
+  // The new password's field is where the person goes next (a screen reader announces it too).
+  useEffect(() => { if (needsNewPassword) document.getElementById("new_password")?.focus(); }, [needsNewPassword]);
+
   async function submit(event) {
     event.preventDefault();
+    if (busy) return; // aria-disabled, not disabled: the button keeps its focus and is still announced
     const form = new FormData(event.currentTarget);
     const body = { email: form.get("email"), password: form.get("password") };
     if (needsNewPassword) body.new_password = form.get("new_password");
@@ -79,6 +85,7 @@ function SignIn({ onSignedIn, ended }) {
       <section class="card sign-in" aria-labelledby="sign-in-title">
         <h1 id="sign-in-title">Sign in</h1>
         ${ended && html`<p class="banner" role="status">Your session has ended. Sign in again to go on.</p>`}
+        ${notice && html`<p class="banner" role="status">${notice}</p>`}
         <form onSubmit=${submit} novalidate>
           <label for="email">Email</label>
           <input id="email" name="email" type="email" autocomplete="username" required />
@@ -90,7 +97,7 @@ function SignIn({ onSignedIn, ended }) {
                    aria-describedby="new-password-rule" />
             <p id="new-password-rule">At least 12 characters, with upper and lower case letters and a digit.</p>`}
           <p class="error" role="alert">${error}</p>
-          <button type="submit" disabled=${busy}>${needsNewPassword ? "Set password and sign in" : "Sign in"}</button>
+          <button type="submit" aria-disabled=${busy ? "true" : undefined}>${needsNewPassword ? "Set password and sign in" : "Sign in"}</button>
         </form>
       </section>
     </main>`;
@@ -109,7 +116,7 @@ function Header({ session, route, onSignOut }) {
       </nav>
       <p class="who">
         <span data-testid="who">${user.name || user.email}</span> · ${user.role} · ${user.environment} ·
-        signed in until <time datetime=${session.expires_at}>${hhmm(session.expires_at)}</time>
+        signed in until <time datetime=${session.until}>${hhmm(session.until)}</time>
       </p>
       <button type="button" onClick=${onSignOut}>Sign out</button>
     </header>`;
@@ -147,19 +154,36 @@ function Overview() {
 function App() {
   const [session, setSession] = useState(null);
   const [phase, setPhase] = useState("restoring"); // restoring | signed-out | ended | signed-in
+  const [notice, setNotice] = useState("");
   const route = useHashRoute();
 
+  // A new page's heading takes the focus (after sign-in and at each route), so keyboard and screen
+  // reader users start at the top of what changed.
+  useEffect(() => {
+    if (phase === "signed-in") document.querySelector("main h1")?.focus();
+  }, [phase, route]);
+
   const adopt = useCallback((answer) => {
-    current = answer;
-    setSession(answer);
+    // From when the answer arrived, by this browser's clock: the server's may differ.
+    const expiresAt = Date.now() + answer.expires_in * 1000;
+    current = { ...answer, until: new Date(expiresAt).toISOString() };
+    setSession(current);
     setPhase("signed-in");
+    setNotice("");
     clearTimeout(refreshTimer);
-    const wait = Math.max(new Date(answer.expires_at) - Date.now() - REFRESH_MARGIN_MS, 5000);
-    refreshTimer = setTimeout(async () => {
+    const attempt = async (retryWait) => {
       const { status, answer: fresh } = await sessionCall("POST", "session/refresh").catch(() => ({ status: 0 }));
-      if (status === 200) adopt(fresh);
-      else { current = null; setSession(null); setPhase("ended"); }
-    }, wait);
+      if (status === 200) return adopt(fresh);
+      // Only a 401 says the session is over; the service or the pool being busy or down does not.
+      const passing = status === 0 || status === 429 || status >= 500;
+      if (passing && Date.now() + retryWait < expiresAt) {
+        refreshTimer = setTimeout(() => attempt(Math.min(retryWait * 2, RETRY_MAX_MS)), retryWait);
+        return;
+      }
+      current = null; setSession(null); setPhase("ended");
+    };
+    const wait = Math.max(answer.expires_in * 1000 - REFRESH_MARGIN_MS, 5000);
+    refreshTimer = setTimeout(() => attempt(RETRY_FIRST_MS), wait);
   }, []);
 
   useEffect(() => {
@@ -170,17 +194,24 @@ function App() {
 
   async function signOut() {
     clearTimeout(refreshTimer);
-    await sessionCall("DELETE", "session", undefined, { Authorization: `Bearer ${current.access_token}` }).catch(() => {});
+    const { status, answer } = await sessionCall("DELETE", "session", undefined,
+      { Authorization: `Bearer ${current.access_token}` }).catch(() => ({ status: 0, answer: {} }));
     current = null;
     setSession(null);
     setPhase("signed-out");
+    // 503: the cookie is cleared, but the sign-in service was not told; 0: we do not know either way.
+    if (status !== 204) {
+      setNotice(answer.message
+        ? `Signed out here, but not everywhere: ${answer.message}.`
+        : "Signed out here, but the service did not answer: your other sessions may stay signed in. Sign in and out again later.");
+    }
   }
 
   if (phase === "restoring") return html`<main><p>Loading…</p></main>`;
-  if (phase !== "signed-in") return html`<${SignIn} onSignedIn=${adopt} ended=${phase === "ended"} />`;
+  if (phase !== "signed-in") return html`<${SignIn} onSignedIn=${adopt} ended=${phase === "ended"} notice=${notice} />`;
   const page = route === "settings" && session.user.role === "admin"
-    ? html`<h1>Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
-    : html`<h1>Overview</h1><${Overview} />`;
+    ? html`<h1 tabindex="-1">Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
+    : html`<h1 tabindex="-1">Overview</h1><${Overview} />`;
   return html`<${Header} session=${session} route=${route} onSignOut=${signOut} /><main>${page}</main>`;
 }
 

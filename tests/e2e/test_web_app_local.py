@@ -154,6 +154,64 @@ def test_a_session_signed_out_elsewhere_ends_with_a_banner_at_its_next_refresh(s
     assert page.problems == []
 
 
+def refreshes(response) -> bool:
+    return response.url.endswith("/v1/session/refresh") and response.request.method == "POST"
+
+
+def test_a_timed_refresh_the_service_cannot_do_is_tried_again_and_the_page_stays_signed_in(stack, page):
+    """The page's clock is run forward to the refresh a minute before expiry: the service answers it
+    503 once (the pool busy), the page keeps the session and tries again 5 s later, and that real
+    refresh succeeds: still signed in, until a later time."""
+    email, password, url = printed(stack)
+    busy = {"left": 1}
+
+    def once_busy(route):
+        if busy["left"]:
+            busy["left"] -= 1
+            return route.fulfill(status=503, headers={"Retry-After": "5"},
+                                 json={"message": "the identity provider cannot be reached; try again"})
+        return route.continue_()
+
+    page.clock.install()
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+    page.wait_for_function("document.activeElement?.tagName === 'H1'")
+    page.evaluate("location.hash = '#/settings'")  # the admin's other page: its heading takes the focus
+    page.wait_for_function("document.activeElement?.textContent === 'Settings'")
+    page.route("**/v1/session/refresh", once_busy)
+    until = page.locator("header time").get_attribute("datetime")
+
+    with page.expect_response(refreshes) as first:
+        page.clock.fast_forward("59:00")
+    assert first.value.status == 503
+    with page.expect_response(refreshes) as second:
+        page.clock.fast_forward("00:05")
+    assert second.value.status == 200
+    page.wait_for_function("before => document.querySelector('header time')?.getAttribute('datetime') > before",
+                           arg=until)
+    assert page.get_by_role("heading", name="Settings").is_visible()
+    assert not page.get_by_text("Your session has ended").is_visible()
+    assert [problem for problem in page.problems if "status of 503" not in problem] == []
+
+
+def test_a_sign_out_the_provider_did_not_take_is_told(stack, page):
+    """The service could clear the cookie but not tell the pool (503): the page is signed out and
+    says that other sessions may stay signed in."""
+    email, password, url = printed(stack)
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+    message = ("this browser is signed out, but the identity provider could not be told: "
+               "sessions elsewhere stay signed in until they expire; sign out again later")
+    page.route("**/v1/session", lambda route: route.fulfill(status=503, json={"message": message})
+               if route.request.method == "DELETE" else route.continue_())
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_text(f"Signed out here, but not everywhere: {message}.").wait_for()
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    assert [problem for problem in page.problems if "status of 503" not in problem] == []
+
+
 def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
     """An admin invites a viewer; the pool's temporary password (set here, as the invitation mail
     would carry one) asks for a password of their own, then they are in, without the admin's Settings."""
@@ -170,9 +228,11 @@ def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
 
     page.goto(url)
     sign_in(page, email, "Temporary-Passw0rd")
-    page.get_by_label("New password").fill("Vera-own-Passw0rd")
+    page.wait_for_function("document.activeElement?.id === 'new_password'")  # where they type next
+    page.keyboard.type("Vera-own-Passw0rd")
     page.get_by_role("button", name="Set password and sign in").click()
     page.get_by_role("heading", name="Overview").wait_for()
+    page.wait_for_function("document.activeElement?.textContent === 'Overview'")  # the new page's heading
     assert "Vera Viewer · viewer" in page.locator("header").inner_text()
     assert page.get_by_role("link", name="Overview").is_visible()
     assert page.get_by_role("link", name="Settings").count() == 0

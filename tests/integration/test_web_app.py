@@ -13,6 +13,8 @@ from pathlib import Path
 
 import moto.cognitoidp
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError
 
 from chalicelib.adapters.identity import CognitoIdentity, pool_issuer
 from chalicelib.adapters.identity_tokens import TokenVerifier
@@ -63,7 +65,9 @@ def test_an_invitee_chooses_a_password_refreshes_and_signs_out(api, pool):
     body = signed_in.json_body
     assert body["user"] == {"id": pool.id, "email": EMAIL, "name": pool.name, "role": "approver",
                             "environment": "acme"}
-    assert set(body) == {"id_token", "access_token", "expires_at", "user"}  # the refresh token only in the cookie
+    # the refresh token only in the cookie; expires_in as the pool gave it (the page needs no clock of ours)
+    assert set(body) == {"id_token", "access_token", "expires_at", "expires_in", "user"}
+    assert body["expires_in"] == 3600
     cookie = cookie_of(signed_in)
     assert re.fullmatch(r"recon_refresh=[^;]+; Max-Age=2592000; Path=/v1/session; HttpOnly; Secure; SameSite=Strict",
                         cookie)
@@ -106,11 +110,15 @@ def test_the_cookie_routes_answer_only_our_own_origin_with_json(api, services, m
     assert "set-cookie" not in headers_of(response)
 
 
-def test_a_sign_in_from_another_site_is_refused_before_the_pool_is_asked(api, pool):
+def test_a_sign_in_from_another_site_is_refused_before_the_pool_is_asked(api, pool, pool_answers):
+    asked = pool_answers("InitiateAuth", 500, "InternalErrorException")  # a 503 if the pool were asked
     response = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY}, origin="http://evil.test")
     assert response.status_code == 403 and "origin" in response.json_body["message"]
-    form = send(api, "POST", "/v1/session", None, content_type="application/x-www-form-urlencoded")
-    assert form.status_code in (400, 415, 422)
+    # What a cross-site HTML form can send without a preflight: a real body, form-encoded.
+    form = api.request("POST", "/v1/session", key=None, body=f"email={EMAIL}&password={TEMPORARY}",
+                       headers={"Host": HOST, "Origin": ORIGIN, "Content-Type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 415, form.json_body
+    assert asked == []
 
 
 def test_the_shell_allows_its_own_import_map_and_nothing_inline_else(api):
@@ -142,3 +150,115 @@ def test_our_own_modules_are_revalidated_at_each_load(api, file, media_type):
 @pytest.mark.parametrize("file", ["index.html", "MANIFEST", "LICENSE-htm", "..%2Fapp.js", "vendor"])
 def test_only_the_listed_files_are_served(api, file):
     assert api.get(f"/v1/app/{file}", key=None).status_code == 404
+
+
+@pytest.fixture
+def pool_answers(services):
+    """Scripts the pool at the wire for one operation of the session calls' client (shared by the tests
+    of this process: unscripted after the test)."""
+    events = services.cognito._session_client.meta.events
+    scripted: list[tuple[str, object]] = []
+    yield lambda operation, status, code="": scripted_answer(events, scripted, operation, status, code)
+    for name, handler in scripted:
+        events.unregister(name, handler)
+
+
+def scripted_answer(events, scripted, operation: str, status: int | None, code: str) -> list[str]:
+    """An AWS error answer of `status` and `code` (or, status None, no connection at all); botocore
+    parses and retries it as it would AWS's. The operations sent are recorded."""
+    sent: list[str] = []
+
+    def answer(request, **_):
+        sent.append(operation)
+        if status is None:
+            raise EndpointConnectionError(endpoint_url=request.url)
+        body = json.dumps({"__type": code, "message": "scripted"}).encode()
+        return AWSResponse(request.url, status, {"x-amzn-errortype": code, "content-type": "application/x-amz-json-1.1"},
+                           RawBody(body))
+
+    name = f"before-send.cognito-idp.{operation}"
+    events.register(name, answer)
+    scripted.append((name, answer))
+    return sent
+
+
+class RawBody:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_):
+        yield self._data
+
+
+def signed_in_session(api) -> tuple[dict, dict]:
+    signed_in = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY, "new_password": CHOSEN})
+    assert signed_in.status_code == 200, signed_in.json_body
+    refresh_token = cookie_of(signed_in).split(";")[0].split("=", 1)[1]
+    return signed_in.json_body, {"Cookie": f"recon_refresh={refresh_token}"}
+
+
+@pytest.mark.parametrize(("status", "code", "attempts"), [
+    (500, "InternalErrorException", 2), (400, "TooManyRequestsException", 2), (None, "", 2),
+    (400, "InvalidParameterException", 1)])  # any refusal but NotAuthorized: not retried, still a 503
+def test_a_sign_out_the_pool_does_not_take_clears_the_cookie_and_says_so(api, pool, pool_answers, status, code,
+                                                                          attempts):
+    body, jar = signed_in_session(api)
+    sent = pool_answers("GlobalSignOut", status, code)
+    signed_out = send(api, "DELETE", "/v1/session", headers={**jar, "Authorization": f"Bearer {body['access_token']}"})
+    assert signed_out.status_code == 503 and "could not be told" in signed_out.json_body["message"]
+    assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/v1/session; HttpOnly; Secure")
+    assert headers_of(signed_out)["retry-after"] == "5"
+    assert sent == ["GlobalSignOut"] * attempts  # two attempts at most, not the shared client's nine
+
+
+@pytest.mark.parametrize(("status", "code"), [(400, "TooManyRequestsException"), (400, "LimitExceededException"),
+                                              (500, "InternalErrorException"), (None, "")])
+def test_a_pool_throttling_or_down_is_a_503_that_keeps_the_session(api, pool, pool_answers, status, code):
+    _, jar = signed_in_session(api)
+    pool_answers("InitiateAuth", status, code)
+    refreshed = send(api, "POST", "/v1/session/refresh", headers=jar)
+    assert refreshed.status_code == 503, refreshed.json_body
+    assert refreshed.json_body == {"message": "the identity provider cannot be reached; try again"}
+    assert headers_of(refreshed)["retry-after"] == "5" and "set-cookie" not in headers_of(refreshed)
+    again = send(api, "POST", "/v1/session", {"email": EMAIL, "password": CHOSEN})
+    assert again.status_code == 503 and again.json_body == refreshed.json_body
+
+
+def test_a_person_with_an_authenticator_is_told_the_web_app_cannot_sign_them_in_yet(api, services, pool):
+    """Only once the password checked out: a wrong one is the same 401 as anyone's."""
+    body, _ = signed_in_session(api)
+    cognito = services.aws.client("cognito-idp")
+    cognito.associate_software_token(AccessToken=body["access_token"])
+    cognito.verify_software_token(AccessToken=body["access_token"], UserCode="123456")
+    cognito.admin_set_user_mfa_preference(UserPoolId=services.settings.user_pool_id, Username=EMAIL,
+                                          SoftwareTokenMfaSettings={"Enabled": True, "PreferredMfa": True})
+    right = send(api, "POST", "/v1/session", {"email": EMAIL, "password": CHOSEN})
+    assert right.status_code == 403, right.json_body
+    assert right.json_body["message"].startswith("this sign-in needs a step the web app does not offer yet "
+                                                 "(SOFTWARE_TOKEN_MFA)")
+    assert "set-cookie" not in headers_of(right)
+    wrong = send(api, "POST", "/v1/session", {"email": EMAIL, "password": "not-the-password"})
+    assert wrong.status_code == 401 and wrong.json_body == {"message": "the email or password is not right"}
+
+
+def test_under_a_stage_the_cookie_is_sent_back_only_to_that_stage_s_session_routes(api, pool, monkeypatch):
+    """API Gateway serves the API under its stage (/prod/v1/...): the Lambda event's path carries the
+    stage, its resourcePath does not."""
+    from chalice.local import LambdaEventConverter
+
+    plain = LambdaEventConverter.create_lambda_event
+
+    def under_prod(self, method, path, headers, body=None):
+        event = plain(self, method, path, headers, body)
+        event["requestContext"]["path"] = "/prod" + event["requestContext"]["path"]
+        return event
+    monkeypatch.setattr(LambdaEventConverter, "create_lambda_event", under_prod)
+
+    signed_in = send(api, "POST", "/v1/session", {"email": EMAIL, "password": TEMPORARY, "new_password": CHOSEN})
+    assert signed_in.status_code == 200, signed_in.json_body
+    assert "; Path=/prod/v1/session; " in cookie_of(signed_in)
+    jar = {"Cookie": cookie_of(signed_in).split(";")[0],
+           "Authorization": f"Bearer {signed_in.json_body['access_token']}"}
+    signed_out = send(api, "DELETE", "/v1/session", headers=jar)
+    assert signed_out.status_code == 204
+    assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/prod/v1/session; ")

@@ -25,5 +25,7 @@ class SessionUserOut(Model):
 class SessionOut(Model):
     id_token: str = Field(description="For `Authorization: Bearer` on every other route")
     access_token: str = Field(description="For DELETE /v1/session (sign-out everywhere)")
-    expires_at: Timestamp = Field(description="When both tokens expire: refresh before then")
+    expires_at: Timestamp = Field(description="When both tokens expire, by the server's clock (for display)")
+    expires_in: int = Field(description="Seconds from this answer until both tokens expire: schedule the "
+                                        "refresh from when the answer arrived, whatever the client's clock says")
     user: SessionUserOut
