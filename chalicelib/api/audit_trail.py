@@ -63,6 +63,10 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("PATCH", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.updated", "reconciliation_rule", "id"),
     ("DELETE", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.deleted", "reconciliation_rule", "id"),
     ("POST", "/reconciliation_rules/{id}/dry_run"): None,  # computes, changes nothing
+    # Signing in, refreshing and signing out change nothing of ours (the provider keeps sessions).
+    ("POST", "/session"): None,
+    ("POST", "/session/refresh"): None,
+    ("DELETE", "/session"): None,
     ("POST", "/reconciliation_matches"): Audited("reconciliation_match.created", "reconciliation_match",
                                                  fields={"reconciliation_id": "reconciliation_id"}),
     ("POST", "/reconciliation_matches/{id}/confirm"): Audited("reconciliation_match.confirmed",

@@ -86,9 +86,10 @@ def can_sign_in(user: User) -> bool:
 
 
 def can_be_named(user: User) -> bool:
-    """Who a new assignment, comment or mention may name: an active user (one who has signed in and
-    is not deactivated); an invited user becomes one at their first sign-in."""
-    return user.status is UserStatus.ACTIVE
+    """Who a new assignment, comment or mention may name: a user of the environment who is not
+    deactivated. An invited user counts: a lead invites the team and hands out the queue before
+    everyone has signed in (the invitation is theirs to accept)."""
+    return user.status is not UserStatus.DEACTIVATED
 
 
 def signed_in(user: User, at: datetime) -> User:

@@ -95,8 +95,9 @@ def test_assignees_and_comments(api, ran, services):
     assert api.post(f"{base}/comments", {"body": "", "author_idp_id": "bob"}).status_code == 422
 
 
-def test_only_active_users_are_assigned_mentioned_or_authors(api, ran, services):
-    """Whom a write names is an active user of the environment: else 422 naming them, nothing written."""
+def test_only_users_not_deactivated_are_assigned_mentioned_or_authors(api, ran, services):
+    """Whom a write names is a user of the environment who is not deactivated (an invited one
+    counts): else 422 naming them, nothing written."""
     base = f"/v1/reconciliation_exceptions/{bank_exception(api, ran)['id']}"
     ada = add_user(services.users, "acme", "ada")
     gone = add_user(services.users, "acme", "gone", status=UserStatus.DEACTIVATED)
@@ -104,7 +105,7 @@ def test_only_active_users_are_assigned_mentioned_or_authors(api, ran, services)
     add_user(services.users, "globex", "eve")
     for body, field in [({"idp_user_id": "nobody"}, "idp_user_id"), ({"idp_user_id": "gone"}, "idp_user_id"),
                         ({"idp_user_id": "eve"}, "idp_user_id"),
-                        ({"user_id": invited.id}, "user_id"), ({"user_id": 999}, "user_id"),
+                        ({"user_id": 999}, "user_id"),
                         ({}, "user_id"), ({"user_id": ada.id, "idp_user_id": "gone"}, "idp_user_id")]:
         refused = api.post(f"{base}/assignees", body)
         assert refused.status_code == 422 and refused.json_body["errors"][0]["field"] == field, (body, refused.json_body)
@@ -118,6 +119,8 @@ def test_only_active_users_are_assigned_mentioned_or_authors(api, ran, services)
         assert refused.status_code == 422 and refused.json_body["errors"][0]["field"] == "author_idp_id"
     detail = api.get(base).json_body
     assert detail["assignees"] == [] and detail["comments"] == []
+    assigned = api.post(f"{base}/assignees", {"user_id": invited.id})  # invited, not yet signed in
+    assert assigned.status_code == 201 and assigned.json_body["user_id"] == invited.id
     for path, body in [("assignees", {}), ("comments", {"body": "x"})]:  # 404 before 422
         assert api.post(f"/v1/reconciliation_exceptions/999999/{path}", body).status_code == 404
 

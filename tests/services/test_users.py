@@ -187,15 +187,15 @@ def test_a_keys_access_is_its_role(ports):
     assert users.principal_of_key(read_only).role is Role.VIEWER
 
 
-def test_only_active_users_may_be_named(ports):
+def test_only_users_not_deactivated_may_be_named(ports):
     ada = add_user(ports.users, ENV, "ada")
     invited = add_user(ports.users, ENV, "new", status=UserStatus.INVITED)
     gone = add_user(ports.users, ENV, "gone", status=UserStatus.DEACTIVATED)
     elsewhere = add_user(ports.users, "globex", "eve")
-    assert set(users.active_users(ports, ENV, [ada.id], "mentions")) == {ada.id}
+    assert set(users.active_users(ports, ENV, [ada.id, invited.id], "mentions")) == {ada.id, invited.id}
     with pytest.raises(ValidationFailed) as refused:
         users.active_users(ports, ENV, [ada.id, invited.id, gone.id, 99], "mentions")
-    assert [e.field for e in refused.value.errors] == ["mentions[1]", "mentions[2]", "mentions[3]"]
+    assert [e.field for e in refused.value.errors] == ["mentions[2]", "mentions[3]"]
     assert users.active_user(ports, ENV, "idp_user_id", idp_user_id="ada") == ada
     with pytest.raises(ValidationFailed, match="'eve' is not an active user"):
         users.active_user(ports, ENV, "idp_user_id", idp_user_id=elsewhere.idp_user_id)
