@@ -309,3 +309,18 @@ def make_worker(services):
             raise AssertionError("queues did not drain")
 
     return Worker()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for a module (starting Playwright's driver and the browser costs about 1 s); each
+    test takes a fresh context of it."""
+    from playwright.sync_api import sync_playwright
+
+    from chalicelib.adapters.browser_portal import CHROMIUM_ARGS
+    from tests.support.chromium import CHROMIUM
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

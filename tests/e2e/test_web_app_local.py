@@ -5,7 +5,6 @@ the page fails the test, and axe-core finds no serious or critical accessibility
 page.evaluate: a script tag would be refused by the very CSP under test)."""
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from pathlib import Path
@@ -13,28 +12,17 @@ from pathlib import Path
 import pytest
 import requests
 
-from chalicelib.adapters.browser_portal import CHROMIUM_ARGS
 from chalicelib.container import Container
 from chalicelib.local.stack import StackInfo
 from chalicelib.settings import Settings
+from tests.support.chromium import needs_chromium
 
-CHROMIUM = "/usr/bin/chromium"
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
 WAIT_MS = 30_000  # a wait returns as soon as its state holds: the bound is for a loaded CI machine
 pytestmark = [
     pytest.mark.xdist_group("browser"),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install -y chromium)"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -13,7 +12,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from chalicelib.adapters.browser_portal import CHROMIUM_ARGS, PlaywrightPortal, _Attempt
+from chalicelib.adapters.browser_portal import PlaywrightPortal, _Attempt
 from chalicelib.domain.agents.browser import (
     CodeRequested,
     Credentials,
@@ -22,12 +21,12 @@ from chalicelib.domain.agents.browser import (
     PortalJob,
     check_settings,
 )
+from tests.support.chromium import CHROMIUM, needs_chromium
 from tests.support.portal import DEFAULT_ROWS, PORTAL_SETTINGS, TestPortal
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.xdist_group("browser"),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install -y chromium)"),
+    needs_chromium,
 ]
 
 USERNAME, PASSWORD, CODE = "ops@example.com", "s3cret-Passw0rd", "424242"
@@ -63,17 +62,6 @@ def launching_its_own(portal: PlaywrightPortal, job: PortalJob):
     starts once a thread, and this one's is the module's Chromium."""
     with ThreadPoolExecutor(max_workers=1) as thread:
         return thread.submit(portal.run, job).result()
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    """One Chromium for the module: about 1 s a run less here (starting Playwright's driver and the browser)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
