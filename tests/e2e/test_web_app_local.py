@@ -164,9 +164,9 @@ def test_a_timed_refresh_the_service_cannot_do_is_tried_again_and_the_page_stays
     page.goto(url)
     sign_in(page, email, password)
     page.get_by_role("heading", name="Overview").wait_for()
-    page.wait_for_function("document.activeElement?.tagName === 'H1'")
+    page.wait_for_function("() => document.activeElement?.tagName === 'H1'")
     page.evaluate("location.hash = '#/settings'")  # the admin's other page: its heading takes the focus
-    page.wait_for_function("document.activeElement?.textContent === 'Settings'")
+    page.wait_for_function("() => document.activeElement?.textContent === 'Settings'")
     page.route("**/v1/session/refresh", once_busy)
     until = page.locator("header time").get_attribute("datetime")
 
@@ -216,11 +216,11 @@ def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
 
     page.goto(url)
     sign_in(page, email, "Temporary-Passw0rd")
-    page.wait_for_function("document.activeElement?.id === 'new_password'")  # where they type next
+    page.wait_for_function("() => document.activeElement?.id === 'new_password'")  # where they type next
     page.keyboard.type("Vera-own-Passw0rd")
     page.get_by_role("button", name="Set password and sign in").click()
     page.get_by_role("heading", name="Overview").wait_for()
-    page.wait_for_function("document.activeElement?.textContent === 'Overview'")  # the new page's heading
+    page.wait_for_function("() => document.activeElement?.textContent === 'Overview'")  # the new page's heading
     assert "Vera Viewer · viewer" in page.locator("header").inner_text()
     assert page.get_by_role("link", name="Overview").is_visible()
     assert page.get_by_role("link", name="Settings").count() == 0
