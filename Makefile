@@ -13,7 +13,7 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup
 # (infra/packaging.py compiles its own and leaves __pycache__ out).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test test-fast deps chromium lint bench clean deploy destroy deploy-unlock key
+.PHONY: run test test-fast screenshots deps chromium lint bench clean deploy destroy deploy-unlock key
 
 run: deps chromium
 	$(VENV_PY) -m chalicelib.local
@@ -26,6 +26,10 @@ test: deps chromium
 # (not its runs over moto), on both cores. `make test` stays the whole suite.
 test-fast: deps
 	$(VENV_PY) -m pytest -n 2 -p no:cacheprovider -m "not moto" tests/unit tests/services tests/contract $(PYTEST_ARGS)
+
+# The web app's pictures in docs/screenshots/, taken by its end-to-end tests in Chromium.
+screenshots: deps chromium
+	WEB_SCREENSHOTS=docs/screenshots $(VENV_PY) -m pytest -p no:cacheprovider -q tests/e2e -k web_app
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 

@@ -23,14 +23,18 @@ WEB_DIR = Path(__file__).resolve().parents[1] / "web"
 JAVASCRIPT, CSS = "text/javascript; charset=utf-8", "text/css; charset=utf-8"
 NO_CACHE = "no-cache"  # revalidated each time: a deploy shows at the next load
 IMMUTABLE = "public, max-age=31536000, immutable"  # a new version has a new name
-# The files of /v1/app/{file}: file -> (path under chalicelib/web, media type, caching).
-WEB_FILES: dict[str, tuple[str, str, str]] = {
-    "app.js": ("app.js", JAVASCRIPT, NO_CACHE),
-    "app.css": ("app.css", CSS, NO_CACHE),
-    "preact-11.2.0.mjs": ("vendor/preact-11.2.0.mjs", JAVASCRIPT, IMMUTABLE),
-    "preact-hooks-11.2.0.mjs": ("vendor/preact-hooks-11.2.0.mjs", JAVASCRIPT, IMMUTABLE),
-    "htm-3.1.1.mjs": ("vendor/htm-3.1.1.mjs", JAVASCRIPT, IMMUTABLE),
-}
+VENDOR_FILES = ("preact-11.2.0.mjs", "preact-hooks-11.2.0.mjs", "htm-3.1.1.mjs")
+
+
+def web_files() -> dict[str, tuple[str, str, str]]:
+    """The files of /v1/app/{file}: file -> (path under chalicelib/web, media type, caching). Our own
+    modules and style sheets are every .js and .css beside index.html (a page is one module)."""
+    ours = {path.name: (path.name, JAVASCRIPT if path.suffix == ".js" else CSS, NO_CACHE)
+            for path in sorted(WEB_DIR.iterdir()) if path.suffix in (".js", ".css")}
+    return {**ours, **{name: (f"vendor/{name}", JAVASCRIPT, IMMUTABLE) for name in VENDOR_FILES}}
+
+
+WEB_FILES = web_files()
 IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.DOTALL)
 
 

@@ -1,16 +1,33 @@
 // The finance team's web app (docs/web-app.md): Preact and htm as ES modules, no build step. The page
 // keeps the id and access tokens in memory only; the refresh token is an HttpOnly cookie that only
 // /v1/session reads. Every URL here is relative to the page (…/v1/app), so it works under any stage.
-import { h, render } from "preact";
+import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
-import htm from "htm";
+import { hhmm, html, session as currentSession, setSession as keepSession } from "./api.js";
+import { AgentsPage } from "./agents.js";
+import { ExceptionsPage } from "./exceptions.js";
+import { ImportsPage } from "./imports.js";
+import { MatchesPage } from "./matches.js";
+import { OverviewPage } from "./overview.js";
+import { ReconciliationsPage } from "./reconciliations.js";
+import { SettingsPage } from "./settings.js";
+import { StoriesPage } from "./stories.js";
 
-const html = htm.bind(h);
+// The pages, in the navigation's order; `role` is the least role that sees one.
+const PAGES = [
+  { id: "overview", label: "Overview", Page: OverviewPage },
+  { id: "exceptions", label: "Exceptions", Page: ExceptionsPage },
+  { id: "matches", label: "Matches", Page: MatchesPage },
+  { id: "reconciliations", label: "Reconciliations", Page: ReconciliationsPage },
+  { id: "imports", label: "Imports", Page: ImportsPage },
+  { id: "stories", label: "Stories", Page: StoriesPage },
+  { id: "agents", label: "Agents", Page: AgentsPage },
+  { id: "settings", label: "Settings", Page: SettingsPage, role: "admin" },
+];
 const REFRESH_MARGIN_MS = 60 * 1000; // refreshed a minute before the tokens expire
 const RETRY_FIRST_MS = 5 * 1000; // a refresh the service could not do (0, 429, 5xx) is tried again,
 const RETRY_MAX_MS = 60 * 1000; // doubling the wait, until the tokens really expire
 
-let current = null; // the session: {id_token, access_token, expires_in, user, until (by this browser's clock)}
 let refreshTimer = null;
 
 async function sessionCall(method, path, body, extraHeaders) {
@@ -24,27 +41,15 @@ async function sessionCall(method, path, body, extraHeaders) {
   return { status: response.status, answer };
 }
 
-async function api(path) {
-  const response = await fetch(path, { headers: { Authorization: `Bearer ${current.id_token}` } });
-  const answer = await response.json().catch(() => ({}));
-  if (!response.ok) throw Object.assign(new Error(answer.message || `HTTP ${response.status}`), { status: response.status });
-  return answer;
-}
-
-function hhmm(iso) {
-  const when = new Date(iso);
-  return `${String(when.getHours()).padStart(2, "0")}:${String(when.getMinutes()).padStart(2, "0")}`;
-}
-
-// A rate from two integer counts, to one decimal, without floating point: 1234/1500 -> "82.2%".
-function matchRate(matched, total) {
-  if (!total) return "—";
-  const tenths = Math.floor((matched * 1000) / total); // both are integers well below 2^53
-  return `${Math.floor(tenths / 10)}.${tenths % 10}%`;
+// "#/exceptions/exc_1?status=open" -> {page: "exceptions", path: ["exc_1"], params: URLSearchParams, key}.
+function readRoute() {
+  const [where, search = ""] = location.hash.replace(/^#\/?/, "").split("?");
+  const [page = "", ...path] = where.split("/").filter(Boolean).map(decodeURIComponent);
+  return { page: page || "overview", path, params: new URLSearchParams(search), key: location.hash };
 }
 
 function useHashRoute() {
-  const read = () => (location.hash.replace(/^#\/?/, "") || "overview");
+  const read = readRoute;
   const [route, setRoute] = useState(read());
   useEffect(() => {
     const changed = () => setRoute(read());
@@ -103,15 +108,18 @@ function SignIn({ onSignedIn, ended, notice }) {
     </main>`;
 }
 
+const ORDER = ["viewer", "preparer", "approver", "admin"];
+const visiblePages = (role) => PAGES.filter((p) => !p.role || ORDER.indexOf(role) >= ORDER.indexOf(p.role));
+
 function Header({ session, route, onSignOut }) {
   const { user } = session;
-  const pages = [["overview", "Overview"], ...(user.role === "admin" ? [["settings", "Settings"]] : [])];
+  const pages = visiblePages(user.role);
   return html`
     <header>
       <nav aria-label="Main">
         <ul>
-          ${pages.map(([id, label]) => html`
-            <li><a href=${`#/${id}`} aria-current=${route === id ? "page" : undefined}>${label}</a></li>`)}
+          ${pages.map(({ id, label }) => html`
+            <li><a href=${`#/${id}`} aria-current=${route.page === id ? "page" : undefined}>${label}</a></li>`)}
         </ul>
       </nav>
       <p class="who">
@@ -120,35 +128,6 @@ function Header({ session, route, onSignOut }) {
       </p>
       <button type="button" onClick=${onSignOut}>Sign out</button>
     </header>`;
-}
-
-function Overview() {
-  const [state, setState] = useState({ loading: true });
-  useEffect(() => {
-    api("reconciliations?limit=100")
-      .then((page) => setState({ rows: page.data }))
-      .catch((error) => setState({ error: error.message }));
-  }, []);
-  if (state.loading) return html`<p>Loading reconciliations…</p>`;
-  if (state.error) return html`<p class="error" role="alert">Could not load the reconciliations: ${state.error}</p>`;
-  if (!state.rows.length) return html`<p>No reconciliations yet.</p>`;
-  return html`
-    <table>
-      <caption class="visually-hidden">Reconciliations</caption>
-      <thead><tr><th scope="col">Name</th><th scope="col">Last run</th><th scope="col">When</th>
-        <th scope="col" class="number">Match rate</th></tr></thead>
-      <tbody>
-        ${state.rows.map((r) => {
-          const run = r.current_run || r.last_run;
-          return html`<tr>
-            <td>${r.name}</td>
-            <td>${run ? run.status : "never run"}</td>
-            <td>${run ? new Date(run.completed_at || run.started_at || run.created_at).toLocaleString() : "—"}</td>
-            <td class="number">${run ? matchRate(run.matched_records, run.total_records) : "—"}</td>
-          </tr>`;
-        })}
-      </tbody>
-    </table>`;
 }
 
 function App() {
@@ -161,12 +140,13 @@ function App() {
   // reader users start at the top of what changed.
   useEffect(() => {
     if (phase === "signed-in") document.querySelector("main h1")?.focus();
-  }, [phase, route]);
+  }, [phase, route.page, route.path.join("/")]);
 
   const adopt = useCallback((answer) => {
     // From when the answer arrived, by this browser's clock: the server's may differ.
     const expiresAt = Date.now() + answer.expires_in * 1000;
-    current = { ...answer, until: new Date(expiresAt).toISOString() };
+    const current = { ...answer, until: new Date(expiresAt).toISOString() };
+    keepSession(current);
     setSession(current);
     setPhase("signed-in");
     setNotice("");
@@ -180,7 +160,7 @@ function App() {
         refreshTimer = setTimeout(() => attempt(Math.min(retryWait * 2, RETRY_MAX_MS)), retryWait);
         return;
       }
-      current = null; setSession(null); setPhase("ended");
+      keepSession(null); setSession(null); setPhase("ended");
     };
     const wait = Math.max(answer.expires_in * 1000 - REFRESH_MARGIN_MS, 5000);
     refreshTimer = setTimeout(() => attempt(RETRY_FIRST_MS), wait);
@@ -195,8 +175,8 @@ function App() {
   async function signOut() {
     clearTimeout(refreshTimer);
     const { status, answer } = await sessionCall("DELETE", "session", undefined,
-      { Authorization: `Bearer ${current.access_token}` }).catch(() => ({ status: 0, answer: {} }));
-    current = null;
+      { Authorization: `Bearer ${currentSession().access_token}` }).catch(() => ({ status: 0, answer: {} }));
+    keepSession(null);
     setSession(null);
     setPhase("signed-out");
     // 503: the cookie is cleared, but the sign-in service was not told; 0: we do not know either way.
@@ -209,10 +189,10 @@ function App() {
 
   if (phase === "restoring") return html`<main><p>Loading…</p></main>`;
   if (phase !== "signed-in") return html`<${SignIn} onSignedIn=${adopt} ended=${phase === "ended"} notice=${notice} />`;
-  const page = route === "settings" && session.user.role === "admin"
-    ? html`<h1 tabindex="-1">Settings</h1><p>Data streams, reconciliations, users and keys come here next.</p>`
-    : html`<h1 tabindex="-1">Overview</h1><${Overview} />`;
-  return html`<${Header} session=${session} route=${route} onSignOut=${signOut} /><main>${page}</main>`;
+  // A page the person's role does not see (or no page of that name) shows the overview.
+  const shown = visiblePages(session.user.role).find((p) => p.id === route.page) || PAGES[0];
+  return html`<${Header} session=${session} route=${{ ...route, page: shown.id }} onSignOut=${signOut} />
+    <main><h1 tabindex="-1">${shown.label}</h1><${shown.Page} route=${route} session=${session} /></main>`;
 }
 
 render(html`<${App} />`, document.getElementById("root"));

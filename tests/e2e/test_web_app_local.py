@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 import requests
@@ -16,57 +15,12 @@ from chalicelib.container import Container
 from chalicelib.local.stack import StackInfo
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
+from tests.support.web_app import printed, serious_violations, sign_in
 
-AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
-WAIT_MS = 30_000  # a wait returns as soon as its state holds: the bound is for a loaded CI machine
 pytestmark = [
     pytest.mark.xdist_group("browser"),
     needs_chromium,
 ]
-
-
-@pytest.fixture
-def page(chromium):
-    """A fresh context; every console error (a CSP violation is one) and uncaught error is kept to fail on."""
-    context = chromium.new_context()
-    opened = context.new_page()
-    opened.set_default_timeout(WAIT_MS)
-    problems: list[str] = []
-    opened.on("console", lambda message: problems.append(f"{message.text} at {message.location.get('url')}")
-              if message.type == "error" and not expected(message) else None)
-    opened.on("pageerror", lambda error: problems.append(str(error)))
-    opened.problems = problems
-    yield opened
-    context.close()
-
-
-def expected(message) -> bool:
-    """A session route's 401 (no cookie yet, a wrong password) or 409 (an invitee's new password is
-    asked for): the browser logs every 4xx it fetched."""
-    return re.search(r"status of (401|409)\b", message.text) is not None and \
-        re.search(r"/v1/session(/refresh)?$", message.location.get("url", "")) is not None
-
-
-def printed(stack) -> tuple[str, str, str]:
-    """The admin's email and password and the web app's URL, as `make run` printed them."""
-    log = stack.log_path.read_text()
-    [(email, password)] = re.findall(r"Admin sign-in \(local user pool\):\s+(\S+)\s+/\s+(\S+)", log)[-1:]
-    [url] = re.findall(r"Web app \(sign in there as the admin\):\s+(\S+)", log)[-1:]
-    return email, password, url
-
-
-def sign_in(page, email: str, password: str) -> None:
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password", exact=True).fill(password)
-    page.get_by_role("button", name="Sign in").click()
-
-
-def serious_violations(page) -> list[str]:
-    page.evaluate(AXE.read_text())
-    found = page.evaluate("async () => (await axe.run()).violations"
-                          ".filter(v => ['serious', 'critical'].includes(v.impact))"
-                          ".map(v => `${v.id}: ${v.nodes.map(n => n.target).join(' ')}`)")
-    return list(found)
 
 
 def test_the_admin_signs_in_sees_the_overview_stays_signed_in_and_signs_out(stack, page):

@@ -1,0 +1,6 @@
+// Agents (#/agents): built in the next increment of the web app.
+import { html } from "./api.js";
+
+export function AgentsPage() {
+  return html`<p>This page comes next.</p>`;
+}

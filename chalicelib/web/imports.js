@@ -1,0 +1,6 @@
+// Imports (#/imports): built in the next increment of the web app.
+import { html } from "./api.js";
+
+export function ImportsPage() {
+  return html`<p>This page comes next.</p>`;
+}

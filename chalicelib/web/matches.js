@@ -1,0 +1,6 @@
+// Matches (#/matches): built in the next increment of the web app.
+import { html } from "./api.js";
+
+export function MatchesPage() {
+  return html`<p>This page comes next.</p>`;
+}

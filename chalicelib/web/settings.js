@@ -1,0 +1,6 @@
+// Settings (#/settings): built in the next increment of the web app.
+import { html } from "./api.js";
+
+export function SettingsPage() {
+  return html`<p>This page comes next.</p>`;
+}
