@@ -60,6 +60,11 @@ def headers(media_type: str, caching: str) -> dict[str, str | list[str]]:
 @router.route("GET", "/app", summary="The web app (sign in, then the overview of reconciliations)",
               response=str, media_type="text/html", public=True)
 def app_shell(request: ApiRequest) -> Response:
+    # The page's URLs are relative to /v1/app (no slash), and a <base> would turn its "#/…" links into
+    # another page: /v1/app/ is sent to /v1/app.
+    raw = router.current_request
+    if ((raw.context or {}).get("path") or raw.path or "").endswith("/"):
+        return Response(body="", status_code=308, headers={"Location": "../app"})  # relative: any stage
     return Response(body=shell()[0], status_code=200, headers=headers("text/html; charset=utf-8", NO_CACHE))
 
 

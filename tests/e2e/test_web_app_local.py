@@ -179,3 +179,14 @@ def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
     assert page.get_by_role("link", name="Overview").is_visible()
     assert page.get_by_role("link", name="Settings").count() == 0
     assert page.problems == []
+
+
+def test_the_app_works_at_its_address_with_a_trailing_slash(stack, page):
+    """/v1/app/ serves the same page; its base (/v1/) keeps every module, style and API call where it is."""
+    email, password, url = printed(stack)
+    page.goto(f"{url}/")
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+    page.get_by_role("link", name="Exceptions").click()
+    page.get_by_role("heading", name="Exceptions").wait_for()
+    assert page.problems == []

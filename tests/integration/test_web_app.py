@@ -262,3 +262,24 @@ def test_under_a_stage_the_cookie_is_sent_back_only_to_that_stage_s_session_rout
     signed_out = send(api, "DELETE", "/v1/session", headers=jar)
     assert signed_out.status_code == 204
     assert cookie_of(signed_out).startswith("recon_refresh=; Max-Age=0; Path=/prod/v1/session; ")
+
+
+def test_the_page_with_a_trailing_slash_is_sent_to_the_page_without(api, monkeypatch):
+    """The page's URLs (its modules, the API, its "#/…" links) are relative to /v1/app: /v1/app/ is
+    redirected there, under API Gateway's stage too."""
+    from urllib.parse import urljoin
+
+    from chalice.local import LambdaEventConverter
+
+    moved = api.get("/v1/app/", key=None)
+    assert moved.status_code == 308 and urljoin("http://h/v1/app/", headers_of(moved)["location"]) == "http://h/v1/app"
+    plain = LambdaEventConverter.create_lambda_event
+
+    def under_prod(self, method, path, headers, body=None):
+        event = plain(self, method, path, headers, body)
+        event["requestContext"]["path"] = "/prod" + event["requestContext"]["path"]
+        return event
+    monkeypatch.setattr(LambdaEventConverter, "create_lambda_event", under_prod)
+    moved = api.get("/v1/app/", key=None)  # the browser asked for /prod/v1/app/
+    assert urljoin("http://h/prod/v1/app/", headers_of(moved)["location"]) == "http://h/prod/v1/app"
+    assert api.get("/v1/app", key=None).status_code == 200
