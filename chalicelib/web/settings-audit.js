@@ -89,7 +89,7 @@ function Verify() {
         ? html`<p class="verdict intact" data-testid="audit-verdict">
             ${report.complete ? "Intact" : "No break so far"}: ${report.checked} entries checked, up to entry
             ${report.last_checked_seq}${report.head_seq !== undefined ? ` of ${report.head_seq}` : ""}.
-            ${report.head_hash && html`<br />Head hash <code>${report.head_hash}</code></p>`}`
+            ${report.head_hash && html`<br />Head hash <code class="hash">${report.head_hash}</code>`}</p>`
         : html`<p class="verdict broken" data-testid="audit-verdict">
             Broken at entry ${report.first_break.seq} (${report.first_break.reason}): ${report.first_break.message}.
             ${report.checked} entries before it checked intact.</p>`)}

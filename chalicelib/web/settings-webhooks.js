@@ -87,7 +87,7 @@ function Endpoints() {
               <td>${ep.active ? "active" : html`inactive${ep.disabled_reason ? `: ${ep.disabled_reason}` : ""}`}</td>
               <td><${When} iso=${ep.failing_since} /></td>
               <td><${When} iso=${ep.created_at} /></td>
-              <td><a href=${`#/settings/webhooks/${ep.id}`} aria-label=${`Deliveries of endpoint ${ep.id}, ${ep.url}`}>Delivery log</a></td>
+              <td><a href=${`#/settings/webhooks/${ep.id}`} aria-label=${`Delivery log of endpoint ${ep.id}, ${ep.url}`}>Delivery log</a></td>
             </tr>`)}
         </tbody>
       </table>
@@ -131,7 +131,7 @@ function Deliveries({ id }) {
               <td><${When} iso=${d.next_attempt_at} /></td>
               <td>${RETRYABLE.includes(d.status)
                 ? html`<button type="button" aria-label=${`Retry delivery ${d.id} (${d.event_type})`}
-                         aria-disabled=${action.busy ? "true" : undefined} onClick=${() => retry(d)}>Retry now</button>`
+                         aria-disabled=${action.busy ? "true" : undefined} onClick=${() => retry(d)}>Retry</button>`
                 : "—"}</td>
             </tr>`)}
         </tbody>

@@ -294,7 +294,7 @@ def test_an_endpoint_is_added_with_its_secret_shown_once_and_its_failed_delivery
     assert delivery["last_status_code"] == 500 and delivery["event_type"] == "bulk_request.completed"
 
     page.get_by_role("cell", name=description).wait_for()  # the list, refreshed after the creation
-    page.get_by_role("link", name=re.compile(f"Deliveries of endpoint {endpoint['id']},")).click()
+    page.get_by_role("link", name=re.compile(f"Delivery log of endpoint {endpoint['id']},")).click()
     page.get_by_role("heading", name=f"Deliveries to {flaky.url}").wait_for()
     assert secret not in page.content()  # shown once: gone with the list it was shown on
     row = page.get_by_role("row").filter(has_text=delivery["event_id"])
@@ -347,7 +347,7 @@ def test_the_audit_trail_pages_filters_by_actor_and_is_verified(stack, page):
     # By actor: the key the stack's requests were sent with.
     key_actor = stack.request("GET", "/audit_events", params={"limit": 1}).json()["data"][0]["actor"]
     page.get_by_label("Actor").fill(key_actor)
-    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("button", name="Filter", exact=True).click()
     page.wait_for_function("() => location.hash.includes('actor=')")
     expected = stack.request("GET", "/audit_events", params={"actor": key_actor, "limit": 25}).json()["data"]
     page.get_by_role("navigation", name="Audit trail pages").get_by_text("Page 1").wait_for()
@@ -360,7 +360,7 @@ def test_the_audit_trail_pages_filters_by_actor_and_is_verified(stack, page):
 
     # A filter the service refuses is told beside its field.
     page.get_by_label("Actor").fill("nobody")
-    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("button", name="Filter", exact=True).click()
     page.locator("#audit-actor-error").wait_for()
     assert page.get_by_label("Actor").get_attribute("aria-invalid") == "true"
     page.get_by_role("button", name="Clear filters").click()
