@@ -4,7 +4,7 @@
 // chain's end (it answers in bounded steps) and its outcome shown.
 import { useEffect, useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
-import { Pager, Problem, usePaging, When } from "./ui.js";
+import { Pager, Problem, useApi, usePaging, When } from "./ui.js";
 import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
 
 const PAGE_SIZE = 25;
@@ -87,8 +87,8 @@ function Verify() {
       <${Outcome} action=${action} />
       ${report && (report.intact
         ? html`<p class="verdict intact" data-testid="audit-verdict">
-            ${report.complete ? "Intact" : "No break so far"}: ${report.checked} entries checked, up to entry
-            ${report.last_checked_seq}${report.head_seq !== undefined ? ` of ${report.head_seq}` : ""}.
+            ${report.complete ? "Intact" : "No break so far"}: ${report.checked} entries checked, ${""
+            }up to entry ${report.last_checked_seq}${report.head_seq !== undefined ? ` of ${report.head_seq}` : ""}.
             ${report.head_hash && html`<br />Head hash <code class="hash">${report.head_hash}</code>`}</p>`
         : html`<p class="verdict broken" data-testid="audit-verdict">
             Broken at entry ${report.first_break.seq} (${report.first_break.reason}): ${report.first_break.message}.
@@ -96,10 +96,20 @@ function Verify() {
     </section>`;
 }
 
+// The summary's fields but the request id (on hover: it ties the entry to the service's logs).
 function Summary({ summary }) {
-  const entries = Object.entries(summary || {});
-  if (!entries.length) return "—";
-  return html`<code class="summary">${entries.map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ")}</code>`;
+  const { request_id: requestId, ...rest } = summary || {};
+  const entries = Object.entries(rest);
+  const title = requestId ? `request ${requestId}` : undefined;
+  if (!entries.length) return html`<span title=${title}>—</span>`;
+  return html`<code class="summary" title=${title}>${entries.map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ")}</code>`;
+}
+
+// "user:3" as the person's name, when they are among the users read.
+function actorName(actor, users) {
+  const id = /^user:(\d+)$/.exec(actor)?.[1];
+  const user = id && users.find((u) => String(u.id) === id);
+  return user ? `${user.name || user.email} (${actor})` : actor;
 }
 
 export function AuditSection({ route }) {
@@ -125,8 +135,9 @@ export function AuditSection({ route }) {
     return () => abort.abort();
   }, [filterKey, paging.cursor]);
   const { data, error, loading } = state;
+  const people = useApi("users?limit=100"); // names for user:<id>; the id alone when not among them
   const link = (actor) => html`<a href=${`#/settings/audit${query({ ...filters, actor })}`}
-      aria-label=${`Only what ${actor} did`}>${actor}</a>`;
+      title=${`Only what ${actor} did`}>${actorName(actor, people.data?.data || [])}</a>`;
   return html`
     <${Verify} />
     <h3>Entries</h3>

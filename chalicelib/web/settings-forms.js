@@ -30,7 +30,10 @@ export function useAction(fields = []) {
     }
   }
   const clear = () => setState({ busy: false, status: "", alert: "", errors: {} });
-  return { ...state, run, clear };
+  // Once the person edits the form again, an alert or a status about the last try is stale (the
+  // errors beside fields stay until the next try).
+  const edited = () => { if (state.alert || state.status) setState((s) => ({ ...s, status: "", alert: "" })); };
+  return { ...state, run, clear, edited };
 }
 
 // The attributes of a control whose field the service refused: its message is read with it.

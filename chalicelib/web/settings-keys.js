@@ -21,7 +21,7 @@ function CreateKey({ onCreated }) {
   }
   const e = action.errors;
   return html`
-    <form class="settings-form" onSubmit=${submit} novalidate aria-labelledby="key-title">
+    <form class="settings-form" onSubmit=${submit} onInput=${action.edited} novalidate aria-labelledby="key-title">
       <h3 id="key-title">Create a key</h3>
       <div class="fields">
         <div>

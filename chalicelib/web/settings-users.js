@@ -1,6 +1,7 @@
 // Settings › Users and roles: the environment's users (GET /v1/users, newest first, paged), an
 // invitation (the identity provider mails it), a role changed, a user deactivated or let in again.
 // An admin's own row offers nothing: the service refuses changing one's own role or status (409).
+import { useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
 import { Pager, Problem, usePaging, useApi, When } from "./ui.js";
 import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
@@ -21,7 +22,7 @@ function InviteForm({ onInvited }) {
   }
   const e = action.errors;
   return html`
-    <form class="settings-form" onSubmit=${submit} novalidate aria-labelledby="invite-title">
+    <form class="settings-form" onSubmit=${submit} onInput=${action.edited} novalidate aria-labelledby="invite-title">
       <h3 id="invite-title">Invite a person</h3>
       <div class="fields">
         <div>
@@ -49,8 +50,9 @@ function InviteForm({ onInvited }) {
 
 function UserRow({ user, self, action, onChanged }) {
   const who = user.name || user.email;
+  const [role, setRole] = useState(user.role); // the role asked for shows until the list is read again
   const change = (body, said) => action.run(() => api(`users/${user.id}`, { method: "PATCH", body }), said)
-    .then(onChanged);
+    .then((done) => { if (!done) setRole(user.role); onChanged(); });
   const deactivated = user.status === "deactivated";
   return html`
     <tr>
@@ -59,8 +61,8 @@ function UserRow({ user, self, action, onChanged }) {
       <td>${self
         ? html`${user.role} <span class="muted">(you)</span>`
         : html`<label class="visually-hidden" for=${`role-${user.id}`}>Role of ${who}</label>
-          <select id=${`role-${user.id}`} value=${user.role}
-                  onChange=${(event) => change({ role: event.currentTarget.value }, (u) => `${who} is now ${u.role}.`)}>
+          <select id=${`role-${user.id}`} value=${role}
+                  onChange=${(event) => { setRole(event.currentTarget.value); change({ role: event.currentTarget.value }, (u) => `${who} is now ${u.role}.`); }}>
             ${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}
           </select>`}</td>
       <td><span class=${`user-status ${user.status}`}>${user.status}</span></td>

@@ -37,7 +37,7 @@ function CreateEndpoint({ onCreated }) {
   }
   const e = action.errors;
   return html`
-    <form class="settings-form" onSubmit=${submit} novalidate aria-labelledby="endpoint-title">
+    <form class="settings-form" onSubmit=${submit} onInput=${action.edited} novalidate aria-labelledby="endpoint-title">
       <h3 id="endpoint-title">Add an endpoint</h3>
       <div class="fields">
         <div class="wide">
