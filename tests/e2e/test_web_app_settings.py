@@ -320,6 +320,39 @@ def test_an_endpoint_is_added_with_its_secret_shown_once_and_its_failed_delivery
     assert unexpected(page.problems, 422) == []
 
 
+def test_the_delivery_log_pages_through_every_delivery(stack, page, flaky):
+    flaky.failing = False
+    endpoint = stack.request("POST", "/webhook_endpoints", {"url": flaky.url, "events": ["bulk_request.completed"]})
+    assert endpoint.status_code == 201, endpoint.text
+    endpoint_id = endpoint.json()["id"]
+    stream = f"pages-{uuid.uuid4().hex[:8]}"
+    assert stack.request("POST", "/data_streams", {"key": stream, "name": stream}).status_code == 201
+    for n in range(21):  # a page of 20 and one more
+        sent = stack.request("POST", "/records/bulk", {"records": [
+            {"data_stream_key": stream, "amount": 100 + n, "date": "2026-11-02", "direction": "credit"}]})
+        assert sent.status_code in (200, 201, 202), sent.text
+
+    def all_made() -> list[dict]:
+        found = stack.request("GET", f"/webhook_endpoints/{endpoint_id}/deliveries", params={"limit": 100}).json()
+        return found["data"] if len(found["data"]) == 21 else []
+
+    made = {d["event_id"] for d in wait_until(all_made, timeout=120, what="21 deliveries")}
+    signed_in(stack, page, hash_route=f"#/settings/webhooks/{endpoint_id}")
+    pages = page.get_by_role("navigation", name="Deliveries pages")
+    first_cell = "tbody tr td:nth-child(1) code"
+    page.locator(first_cell).first.wait_for()
+    first = page.locator(first_cell).all_inner_texts()
+    assert len(first) == 20
+    pages.get_by_role("button", name="Next").click()
+    pages.get_by_text("Page 2").wait_for()
+    page.wait_for_function("before => document.querySelector('tbody tr td:nth-child(1) code')?.textContent !== before",
+                           arg=first[0])
+    second = page.locator(first_cell).all_inner_texts()
+    assert set(first) | set(second) == made and len(first) + len(second) == 21
+    assert pages.get_by_role("button", name="Next").is_disabled()
+    assert unexpected(page.problems) == []
+
+
 def test_the_event_types_offered_are_the_services():
     source = (WEB / "settings-webhooks.js").read_text()
     listed = re.search(r"export const EVENT_TYPES = \[(.*?)\];", source, re.S).group(1)
