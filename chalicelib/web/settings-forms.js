@@ -84,11 +84,20 @@ export function OnceSecret({ id, title, what, secret, onDone }) {
 }
 
 // A button that asks before it acts: the first press shows the question with "Yes" and "Cancel".
+// The focus follows: to "Yes" when asked, back to the first button on Cancel.
 export function Confirm({ label, question, yes, onYes, busy }) {
   const [asking, setAsking] = useState(false);
   const yesButton = useRef(null);
-  useEffect(() => { if (asking) yesButton.current?.focus(); }, [asking]);
-  if (!asking) return html`<button type="button" class="danger" onClick=${() => setAsking(true)}>${label}</button>`;
+  const askButton = useRef(null);
+  const wasAsking = useRef(false);
+  useEffect(() => {
+    if (asking) yesButton.current?.focus();
+    else if (wasAsking.current) askButton.current?.focus();
+    wasAsking.current = asking;
+  }, [asking]);
+  if (!asking) {
+    return html`<button type="button" ref=${askButton} class="danger" onClick=${() => setAsking(true)}>${label}</button>`;
+  }
   return html`
     <span class="confirm" role="group" aria-label=${question}>
       <span>${question}</span>

@@ -1,7 +1,7 @@
 // Settings › Users and roles: the environment's users (GET /v1/users, newest first, paged), an
 // invitation (the identity provider mails it), a role changed, a user deactivated or let in again.
 // An admin's own row offers nothing: the service refuses changing one's own role or status (409).
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
 import { Pager, Problem, usePaging, useApi, When } from "./ui.js";
 import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
@@ -51,6 +51,7 @@ function InviteForm({ onInvited }) {
 function UserRow({ user, self, action, onChanged }) {
   const who = user.name || user.email;
   const [role, setRole] = useState(user.role); // the role asked for shows until the list is read again
+  useEffect(() => setRole(user.role), [user.role]);
   const change = (body, said) => action.run(() => api(`users/${user.id}`, { method: "PATCH", body }), said)
     .then((done) => { if (!done) setRole(user.role); onChanged(); });
   const deactivated = user.status === "deactivated";
@@ -90,7 +91,7 @@ export function UsersSection({ session }) {
         <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th>
           <th scope="col">Status</th><th scope="col">Last sign-in</th><th scope="col">Action</th></tr></thead>
         <tbody>
-          ${data.data.map((user) => html`<${UserRow} key=${`${user.id}-${user.role}-${user.status}`} user=${user}
+          ${data.data.map((user) => html`<${UserRow} key=${user.id} user=${user}
               self=${user.id === session.user.id} action=${action} onChanged=${reload} />`)}
         </tbody>
       </table>

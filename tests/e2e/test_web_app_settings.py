@@ -109,10 +109,13 @@ def test_an_admin_invites_a_person_changes_their_role_deactivates_and_re_enables
     assert users_by_email(stack)[email]["role"] == "approver"
     assert page.get_by_label(f"Role of {name}").input_value() == "approver"
 
-    page.get_by_role("button", name=f"Deactivate {name}").click()
+    page.get_by_role("button", name=f"Deactivate {name}").focus()  # by keyboard: the focus stays in the row
+    page.keyboard.press("Enter")
     page.get_by_role("status").filter(has_text=f"{name} is deactivated").wait_for()
     assert users_by_email(stack)[email]["status"] == "deactivated"
     row.get_by_text("deactivated", exact=True).wait_for()
+    page.wait_for_function("label => document.activeElement?.getAttribute('aria-label') === label",
+                           arg=f"Re-enable {name}")
 
     page.get_by_role("button", name=f"Re-enable {name}").click()
     page.get_by_role("status").filter(has_text=f"{name} can sign in again").wait_for()
@@ -205,6 +208,7 @@ def test_a_new_api_key_is_shown_once_works_with_its_access_and_is_revoked_after_
     page.wait_for_function("() => document.activeElement?.textContent === 'Yes, revoke'")
     assert serious_violations(page) == []
     confirm.get_by_role("button", name="Cancel").click()
+    page.wait_for_function("name => document.activeElement?.textContent === name", arg=f"Revoke key {key['id']}")
     assert stack.request("GET", "/reconciliations", key=secret).status_code == 200
 
     row.get_by_role("button", name=f"Revoke key {key['id']}").click()
