@@ -121,11 +121,12 @@ function Deliveries({ id }) {
           <th scope="col">Action</th></tr></thead>
         <tbody>
           ${data.data.map((d) => html`
-            <tr key=${`${d.id}-${d.updated_at}`}>
+            <tr key=${d.id}>
               <td>${d.event_type}<br /><code class="muted">${d.event_id}</code></td>
               <td><span class=${`delivery-status ${d.status}`}>${d.status}</span></td>
               <td class="number">${d.attempts}</td>
-              <td>${d.last_status_code ?? ""}${d.last_error ? html` <span class="muted">${d.last_error}</span>` : ""}
+              <td title=${d.response_excerpt ? `The endpoint answered: ${d.response_excerpt}` : undefined}>
+                ${d.last_status_code ?? ""}${d.last_error ? html` <span class="muted">${d.last_error}</span>` : ""}
                 ${!d.last_status_code && !d.last_error ? "—" : ""}</td>
               <td><${When} iso=${d.last_attempt_at} /></td>
               <td><${When} iso=${d.next_attempt_at} /></td>
