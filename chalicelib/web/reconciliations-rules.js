@@ -192,7 +192,7 @@ function DryRunResult({ rule, state }) {
       <h4>Dry run: what “${rule.name}” would match now (nothing written)</h4>
       <dl class="facts">
         <dt>Open records</dt><dd>side A ${r.open_records.side_a}, side B ${r.open_records.side_b}</dd>
-        <dt>Taken by earlier rules</dt><dd>${r.taken_by_earlier_rules}</dd>
+        <dt>Taken by earlier rules</dt><dd data-count="taken_by_earlier_rules">${r.taken_by_earlier_rules}</dd>
         <dt>Matches</dt><dd data-count="matches">${r.matches}</dd>
         <dt>Of them proposed</dt><dd>${r.proposed}</dd>
         <dt>Records matched</dt><dd data-count="matched_records">${r.matched_records}</dd>
