@@ -202,3 +202,37 @@ def test_below_an_approver_there_are_no_decisions_and_the_api_refuses_them(stack
     assert as_person(stack, token, "DELETE", f"/reconciliation_matches/{match['id']}").status_code == 403
     assert status_of(stack, match["id"]) == "proposed"
     assert page.problems == []
+
+
+def test_a_match_of_more_than_a_hundred_records_pages_them(stack, page):
+    """A match made by hand of 100 bank credits and the one ledger debit they add up to: the API gives
+    its record count instead of its records, and the page reads them a hundred at a time."""
+    reconciliation, _, bank, ledger = reconciliation_with_rule(stack, PROPOSING)
+    credits = ingest(stack, [{"date": "2026-11-02", "data_stream_key": bank, "amount": 250, "direction": "credit"}
+                             for _ in range(100)])
+    [debit] = ingest(stack, [{"date": "2026-11-02", "data_stream_key": ledger, "amount": 25_000, "direction": "debit"}])
+    made = stack.request("POST", "/reconciliation_matches", {"reconciliation_id": reconciliation["id"],
+                                                             "record_ids": credits + [debit]})
+    assert made.status_code == 201, made.text
+    match = made.json()
+    assert (match["records"], match["record_count"]) == (None, 101)
+
+    signed_in(stack, page, role="viewer", hash_route=f"#/matches/{match['id']}")
+    page.get_by_text("101 records.").wait_for()
+    table = page.get_by_role("table", name="The match's records: Records")
+    table.locator("tbody tr").nth(99).wait_for()
+    expected = {**{c: "2.50 USD" for c in credits}, debit: "250.00 USD"}
+
+    def amounts() -> dict[int, str]:
+        return {int(r.get_attribute("data-record-id")): r.locator("td").nth(3).inner_text()
+                for r in table.locator("tbody tr").all()}
+
+    first = amounts()
+    assert len(first) == 100
+    pager = page.get_by_role("navigation", name="Records pages")
+    pager.get_by_role("button", name="Next").click()
+    page.wait_for_function("() => document.querySelectorAll('table.match-records tbody tr').length === 1")
+    second = amounts()
+    assert {**first, **second} == expected
+    assert serious_violations(page) == []
+    assert page.problems == []
