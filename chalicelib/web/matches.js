@@ -120,11 +120,11 @@ function MatchList({ params }) {
             <td class="group-key">${m.group_key}</td>
             <td class="number">${m.record_count ?? (m.records ? m.records.length : "—")}</td>
             <td><${When} iso=${m.created_at} /></td>
-            ${approver && html`<td class="actions">${m.status === "proposed" && html`
+            ${approver && html`<td>${m.status === "proposed" && html`<div class="actions row-actions">
               <button type="button" onClick=${() => decideMany([m.id], "confirm")} disabled=${busy}
                 aria-label=${`Confirm match ${m.id}`}>Confirm</button>
               <button type="button" class="danger" onClick=${() => decideMany([m.id], "reject")} disabled=${busy}
-                aria-label=${`Reject match ${m.id}`}>Reject</button>`}</td>`}
+                aria-label=${`Reject match ${m.id}`}>Reject</button></div>`}</td>`}
           </tr>`)}
         </tbody>
       </table>`}

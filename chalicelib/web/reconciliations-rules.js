@@ -123,8 +123,8 @@ export function RulesSection({ reconciliation }) {
           ${rules.map((rule, index) => html`
             <li class="rule" data-rule-id=${rule.id} aria-labelledby=${`rule-heading-${rule.id}`}>
               <h3 id=${`rule-heading-${rule.id}`}>${rule.name}</h3>
-              <p class="rule-facts">Priority ${rule.priority} · ${rule.cardinality} ·
-                ${rule.auto_confirm ? "confirms its matches" : "proposes its matches"} · ${rule.active ? "active" : "inactive"}</p>
+              <p class="rule-facts">${`Priority ${rule.priority} · ${rule.cardinality} · ${rule.auto_confirm
+                ? "confirms its matches" : "proposes its matches"} · ${rule.active ? "active" : "inactive"}`}</p>
               <ul class="conditions">
                 ${rule.conditions.map((c) => html`<li>${describeCondition(c)}</li>`)}
               </ul>

@@ -66,7 +66,8 @@ function ReconciliationDetail({ id }) {
     <p><a href=${`#/matches?reconciliation_id=${data.id}&status=proposed`}>Proposed matches of this reconciliation</a></p>`;
 }
 
-// Start a run (preparers) and watch the current one until it ends.
+// Start a run (preparers) and watch the current one until it ends; `onEnded` reloads the history
+// (at the start too, so the new run is listed while it goes on).
 function RunSection({ reconciliation, onEnded }) {
   const [run, setRun] = useState(reconciliation.current_run || null);
   const [error, setError] = useState(null);
@@ -79,6 +80,7 @@ function RunSection({ reconciliation, onEnded }) {
     setError(null);
     try {
       setRun(await api(`reconciliations/${reconciliation.id}/runs`, { method: "POST" }));
+      onEnded(); // the history shows the new run at once
     } catch (failure) {
       setError(failure);
     } finally {

@@ -252,6 +252,9 @@ def test_a_preparer_starts_a_run_and_watches_its_progress_until_it_completes(sta
     bar = page.get_by_label(f"Run {run_id} progress")
     assert bar.evaluate("element => element.tagName") == "PROGRESS"
     assert page.get_by_role("button", name="Start run").is_disabled()  # one run at a time
+    page.get_by_role("table", name="Runs, newest first").locator(f"tr[data-run-id='{run_id}']").wait_for()  # listed
+    page.wait_for_function("id => document.getElementById(`run-${id}-progress`)?.value > 0", arg=run_id,
+                           timeout=120_000)
     screenshot(page, "run-progress")
     assert serious_violations(page) == []
 
