@@ -76,6 +76,8 @@ function MatchList({ params }) {
         <select id="match-reconciliation" value=${String(chosen)}
           onChange=${(e) => go({ reconciliation_id: e.currentTarget.value, status })}>
           ${(reconciliations.data?.data || []).map((r) => html`<option value=${String(r.id)}>${r.name}</option>`)}
+          ${reconciliations.data && chosen && !reconciliations.data.data.some((r) => String(r.id) === String(chosen))
+            && html`<option value=${String(chosen)}>Reconciliation ${chosen}</option>`}
         </select>
       </div>
       <div>

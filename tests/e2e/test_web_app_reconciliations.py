@@ -249,6 +249,18 @@ def test_a_preparer_starts_a_run_and_watches_its_progress_until_it_completes(sta
     progress = page.locator(".run-progress")
     progress.wait_for()
     run_id = int(progress.get_attribute("data-run-id"))
+    # Every state the page shows, as it shows it: [progress value, processed, matched, status].
+    page.evaluate("""() => {
+        window.seen = [];
+        const note = () => {
+            const box = document.querySelector('.run-progress');
+            const counts = box.querySelector('.run-counts').textContent.match(/(\\d+) of \\d+ records processed, (\\d+) matched/);
+            window.seen.push([box.querySelector('progress').value, +counts[1], +counts[2], box.dataset.status]);
+        };
+        note();
+        new MutationObserver(note).observe(document.querySelector('.run-progress'),
+                                           {subtree: true, childList: true, characterData: true, attributes: true});
+    }""")
     bar = page.get_by_label(f"Run {run_id} progress")
     assert bar.evaluate("element => element.tagName") == "PROGRESS"
     assert page.get_by_role("button", name="Start run").is_disabled()  # one run at a time
@@ -265,6 +277,10 @@ def test_a_preparer_starts_a_run_and_watches_its_progress_until_it_completes(sta
     counts = page.get_by_role("status").filter(has_text=f"Run {run_id} completed")
     assert counts.inner_text() == f"Run {run_id} completed: 900 of 900 records processed, 800 matched (88.8%)"
     assert bar.evaluate("element => element.value") == 100
+    seen = page.evaluate("() => window.seen")
+    assert "running" in {state[3] for state in seen} and seen[-1] == [100, 900, 800, "completed"], seen
+    for column in range(3):  # the bar and the counts only move forward
+        assert [state[column] for state in seen] == sorted(state[column] for state in seen), seen
     # When the page asked for the run, by the browser's own clock (ms): at most once a second.
     polls = page.evaluate("() => performance.getEntriesByType('resource')"
                           ".filter(e => /\\/runs\\/\\d+$/.test(e.name)).map(e => e.startTime)")
