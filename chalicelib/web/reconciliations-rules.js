@@ -105,15 +105,21 @@ export function RulesSection({ reconciliation }) {
     }
   }
 
-  function saved(rule, created) {
+  // Closing the form puts the focus back on the section's heading, not on the page's start.
+  function close() {
     setEditing(null);
+    setTimeout(() => document.getElementById("rules-title")?.focus(), 0);
+  }
+
+  function saved(rule, created) {
+    close();
     setStatus(`${created ? "Added" : "Saved"} the rule “${rule.name}”.`);
     reload();
   }
 
   return html`
     <section aria-labelledby="rules-title" class="rules">
-      <h2 id="rules-title">Rules</h2>
+      <h2 id="rules-title" tabindex="-1">Rules</h2>
       <p class="hint">Runs apply the active rules by priority, lowest first; each takes the records the rules before it left open.</p>
       <${Problem} error=${error} what="load the rules" />
       ${loading && !data && html`<p>Loading rules…</p>`}
@@ -143,7 +149,7 @@ export function RulesSection({ reconciliation }) {
                     aria-label=${`Delete ${rule.name}`}>Delete</button>`}
               </div>
               ${editing === rule.id && html`<${RuleForm} rule=${rule} reconciliationId=${reconciliation.id}
-                onSaved=${(r) => saved(r, false)} onCancel=${() => setEditing(null)} />`}
+                onSaved=${(r) => saved(r, false)} onCancel=${close} />`}
               ${dryRuns[rule.id] && html`<${DryRunResult} rule=${rule} state=${dryRuns[rule.id]} />`}
             </li>`)}
         </ol>`}
@@ -155,7 +161,7 @@ export function RulesSection({ reconciliation }) {
       ${problem && html`<${Problem} error=${problem.error} what=${problem.what} />`}
       ${editing === "new" && html`<${RuleForm} reconciliationId=${reconciliation.id}
         nextPriority=${rules.length ? Math.min(MAX_PRIORITY, rules[rules.length - 1].priority + 1) : 1}
-        onSaved=${(r) => saved(r, true)} onCancel=${() => setEditing(null)} />`}
+        onSaved=${(r) => saved(r, true)} onCancel=${close} />`}
       ${all && html`<${DryRunAll} all=${all} />`}
       <${Status} text=${status} />
     </section>`;

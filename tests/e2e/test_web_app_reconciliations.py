@@ -145,6 +145,7 @@ def test_the_list_leads_to_a_reconciliation_whose_rule_an_admin_edits_past_the_a
     days.fill("5")
     form.get_by_role("button", name="Save rule").click()
     page.get_by_role("status").filter(has_text="Saved the rule “Amount, 5 days”.").wait_for()
+    page.wait_for_function("() => document.activeElement?.id === 'rules-title'")  # not lost with the form
     rule_item(page, "Amount, 5 days").get_by_text("date within 5 days").wait_for()
     saved = stack.request("GET", f"/reconciliation_rules/{rule['id']}").json()
     assert (saved["name"], saved["conditions"][1]["days"], saved["conditions"][0]) == (
