@@ -1,0 +1,365 @@
+"""The Reconciliations page in Debian's Chromium against the local stack: the list, a reconciliation's
+rules edited (with the API's field errors), added, reordered and deleted by an admin, a rule and the
+rule set dry run by a preparer, a run started and watched to its end, and the runs history paged.
+Each action's effect is read back through the API; a viewer gets none of the controls and the API
+refuses them; axe-core finds no serious violation in any state shown."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+
+from tests.support.chromium import needs_chromium
+from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in, signed_in
+
+pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+
+
+def reconciliation_with_rule(stack, rule: dict | None = None, run_type: str = "batch") -> tuple[dict, dict, str, str]:
+    """Two new streams, a reconciliation of them and its first rule: (reconciliation, rule, bank, ledger)."""
+    suffix = uuid.uuid4().hex[:8]
+    bank, ledger = f"bank-{suffix}", f"ledger-{suffix}"
+    for key in (bank, ledger):
+        assert stack.request("POST", "/data_streams", {"key": key, "name": key.title()}).status_code == 201
+    made = stack.request("POST", "/reconciliations", {"name": f"Bank to ledger {suffix}", "run_type": run_type,
+                                                      "side_a_stream_keys": [bank], "side_b_stream_keys": [ledger]})
+    assert made.status_code == 201, made.text
+    reconciliation = made.json()
+    added = stack.request("POST", f"/reconciliations/{reconciliation['id']}/rules", rule or {
+        "name": "Amount, 3 days", "priority": 1,
+        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]})
+    assert added.status_code == 201, added.text
+    return reconciliation, added.json(), bank, ledger
+
+
+def ingest(stack, items: list[dict], timeout: float = 60) -> list[int]:
+    ids: list[int] = []
+    for start in range(0, len(items), 1000):
+        summary = stack.request("POST", "/records/bulk", {"records": items[start:start + 1000]}).json()
+        deadline = time.monotonic() + timeout
+        while True:
+            body = stack.request("GET", f"/bulk_requests/{summary['id']}").json()
+            if body["status"] == "completed":
+                ids += [r["record_id"] for r in body["results"]]
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+    return ids
+
+
+def pairs(stack, bank: str, ledger: str, count: int, unmatched: int = 0) -> None:
+    """`count` bank credits with a ledger debit of the same amount two days later, and `unmatched`
+    bank credits without one."""
+    ingest(stack, [{"date": "2026-11-02", "data_stream_key": bank, "amount": 10_000 + n, "direction": "credit",
+                    "description": f"Payout {n}"} for n in range(count + unmatched)])
+    ingest(stack, [{"date": "2026-11-04", "data_stream_key": ledger, "amount": 10_000 + n, "direction": "debit",
+                    "description": f"Payout {n}"} for n in range(count)])
+
+
+def wait_run(stack, reconciliation_id: int, run_id: int, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = stack.request("GET", f"/reconciliations/{reconciliation_id}/runs/{run_id}").json()
+        if run["status"] in ("completed", "failed", "cancelled"):
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.2)
+
+
+def start_run(stack, reconciliation_id: int, timeout: float = 30) -> dict:
+    """A run started; the reconciliation lets its last run go a moment after the run says it ended (409 until then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        started = stack.request("POST", f"/reconciliations/{reconciliation_id}/runs")
+        if started.status_code == 202:
+            return started.json()
+        assert started.status_code == 409 and time.monotonic() < deadline, started.text
+        time.sleep(0.2)
+
+
+def token_of(stack, role: str) -> str:
+    email, password = person(stack, role)
+    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id_token"]
+
+
+def as_person(stack, token: str, method: str, path: str, body=None):
+    return stack.request(method, path, body, key=None, headers={"Authorization": f"Bearer {token}"})
+
+
+def rules_of(stack, reconciliation_id: int) -> list[dict]:
+    return stack.request("GET", f"/reconciliations/{reconciliation_id}/rules").json()["data"]
+
+
+def open_reconciliation(stack, page, reconciliation: dict, role: str = "admin"):
+    signed_in(stack, page, role=role, hash_route=f"#/reconciliations/{reconciliation['id']}")
+    page.get_by_role("heading", name=reconciliation["name"]).wait_for()
+    page.get_by_role("heading", name="Rules").wait_for()
+    return page
+
+
+def rule_item(page, name: str):
+    return page.locator("li.rule").filter(has=page.get_by_role("heading", name=name, exact=True))
+
+
+def test_the_list_leads_to_a_reconciliation_whose_rule_an_admin_edits_past_the_apis_field_errors(stack, page):
+    reconciliation, rule, bank, _ = reconciliation_with_rule(stack)
+    signed_in(stack, page, hash_route="#/reconciliations")
+    link = page.get_by_role("link", name=reconciliation["name"])
+    link.wait_for()
+    row = page.get_by_role("row").filter(has=link)
+    assert bank.title() in row.inner_text() and "never run" in row.inner_text()
+    assert serious_violations(page) == []
+
+    link.click()
+    page.get_by_role("heading", name=reconciliation["name"]).wait_for()
+    item = rule_item(page, "Amount, 3 days")
+    item.get_by_text("date within 3 days").wait_for()
+    item.get_by_role("button", name="Edit Amount, 3 days").click()
+    form = page.get_by_role("form", name="Edit “Amount, 3 days”")
+    form.get_by_label("Rule name", exact=True).fill("")
+    second = form.get_by_role("group", name="Condition 2")
+    second.get_by_label("Days apart at most").fill("400")
+    assert serious_violations(page) == []
+    form.get_by_role("button", name="Save rule").click()
+
+    summary = form.get_by_role("alert")
+    summary.wait_for()
+    assert "The rule was not saved" in summary.inner_text()
+    name_error = form.locator(".field-error").filter(has_text="is required")
+    name_error.wait_for()
+    assert form.get_by_label("Rule name", exact=True).get_attribute("aria-invalid") == "true"
+    days = second.get_by_label("Days apart at most")
+    assert days.get_attribute("aria-invalid") == "true"
+    described = page.locator(f"#{days.get_attribute('aria-describedby')}").inner_text()
+    assert "days from 0 to 366" in described
+    page.wait_for_function("() => document.activeElement?.classList.contains('error-summary')")
+    assert serious_violations(page) == []
+    unchanged = stack.request("GET", f"/reconciliation_rules/{rule['id']}").json()
+    assert (unchanged["name"], unchanged["conditions"][1]["days"]) == ("Amount, 3 days", 3)
+
+    form.get_by_label("Rule name", exact=True).fill("Amount, 5 days")
+    days.fill("5")
+    form.get_by_role("button", name="Save rule").click()
+    page.get_by_role("status").filter(has_text="Saved the rule “Amount, 5 days”.").wait_for()
+    page.wait_for_function("() => document.activeElement?.id === 'rules-title'")  # not lost with the form
+    rule_item(page, "Amount, 5 days").get_by_text("date within 5 days").wait_for()
+    saved = stack.request("GET", f"/reconciliation_rules/{rule['id']}").json()
+    assert (saved["name"], saved["conditions"][1]["days"], saved["conditions"][0]) == (
+        "Amount, 5 days", 5, {"field": "amount", "operator": "equals"})
+    assert page.problems == [msg for msg in page.problems if "status of 422" in msg]
+
+
+def test_an_admin_adds_a_proposing_rule_moves_it_first_and_deletes_it(stack, page):
+    reconciliation, first, _, _ = reconciliation_with_rule(stack)
+    open_reconciliation(stack, page, reconciliation)
+    page.get_by_role("button", name="Add rule").click()
+    form = page.get_by_role("form", name="New rule")
+    form.get_by_label("Rule name", exact=True).fill("Reference and amount")
+    assert form.get_by_label("Priority (lower runs first)").input_value() == "2"
+    form.get_by_label("Confirm its matches").uncheck()
+    form.get_by_role("button", name="Add condition").click()
+    second = form.get_by_role("group", name="Condition 2")
+    second.get_by_label("Field", exact=True).fill("external_id")
+    second.get_by_label("Operator", exact=True).select_option("equals")
+    second.get_by_label("case").check()
+    form.get_by_role("button", name="Add the rule").click()
+    page.get_by_role("status").filter(has_text="Added the rule “Reference and amount”.").wait_for()
+
+    [before, added] = rules_of(stack, reconciliation["id"])
+    assert before["id"] == first["id"]
+    assert (added["name"], added["priority"], added["auto_confirm"], added["conditions"]) == (
+        "Reference and amount", 2, False,
+        [{"field": "amount", "operator": "equals"}, {"field": "external_id", "operator": "equals", "normalize": ["case"]}])
+    item = rule_item(page, "Reference and amount")
+    item.get_by_text("proposes its matches").wait_for()
+    assert item.get_by_role("button", name="Move down Reference and amount").is_disabled()
+
+    item.get_by_role("button", name="Move up Reference and amount").click()
+    page.get_by_role("status").filter(has_text="Moved “Reference and amount” up").wait_for()
+    page.wait_for_function("() => document.querySelector('li.rule h3')?.textContent === 'Reference and amount'")
+    assert [(r["id"], r["priority"]) for r in rules_of(stack, reconciliation["id"])] == [(added["id"], 1), (first["id"], 2)]
+    assert serious_violations(page) == []
+
+    rule_item(page, "Reference and amount").get_by_role("button", name="Delete Reference and amount").click()
+    page.get_by_role("status").filter(has_text="Deleted the rule “Reference and amount”.").wait_for()
+    rule_item(page, "Reference and amount").wait_for(state="detached")
+    assert [r["id"] for r in rules_of(stack, reconciliation["id"])] == [first["id"]]
+    assert stack.request("GET", f"/reconciliation_rules/{added['id']}").status_code == 404
+    assert page.problems == []
+
+
+def test_a_preparer_dry_runs_a_rule_and_the_rule_set_but_may_not_edit_rules(stack, page):
+    reconciliation, first, bank, ledger = reconciliation_with_rule(stack)
+    second = stack.request("POST", f"/reconciliations/{reconciliation['id']}/rules", {
+        "name": "Amount, 10 days", "priority": 2, "auto_confirm": False,
+        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 10}]}).json()
+    pairs(stack, bank, ledger, 6, unmatched=2)
+    ingest(stack, [{"date": "2026-11-10", "data_stream_key": ledger, "amount": 10_006, "direction": "debit"}])  # 8 days on
+    expected = {r["id"]: stack.request("POST", f"/reconciliation_rules/{r['id']}/dry_run").json() for r in (first, second)}
+    assert (expected[first["id"]]["matches"], expected[second["id"]]["matches"]) == (6, 1)
+
+    open_reconciliation(stack, page, reconciliation, role="preparer")
+    assert page.get_by_role("button", name="Start run").is_visible()
+    for absent in ("Add rule", "Edit Amount, 3 days", "Delete Amount, 3 days", "Move up Amount, 10 days"):
+        assert page.get_by_role("button", name=absent).count() == 0
+    item = rule_item(page, "Amount, 10 days")
+    item.get_by_role("button", name="Dry run Amount, 10 days").click()
+    result = page.get_by_test_id(f"dry-run-{second['id']}")
+    result.wait_for()
+    assert result.locator("[data-count=matches]").inner_text() == "1"
+    assert result.locator("[data-count=matched_records]").inner_text() == "2"
+    assert result.locator("[data-count=taken_by_earlier_rules]").inner_text() == "12"
+    sample = result.get_by_role("table", name="A sample of 1 of the 1 matches")
+    assert "proposed" in sample.inner_text()
+    [match] = expected[second["id"]]["sample"]
+    assert ", ".join(map(str, match["side_b_record_ids"])) in sample.inner_text()
+    assert serious_violations(page) == []
+
+    page.get_by_role("button", name="Dry run all rules").click()
+    table = page.get_by_role("table", name="What each active rule would match, in priority order")
+    table.locator("tfoot").wait_for()
+    rows = [row.inner_text().split("\t") for row in table.locator("tbody tr").all()]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("Amount, 3 days", "6", "12"), ("Amount, 10 days", "1", "2")]
+    assert table.locator("tfoot").inner_text().split("\t")[:4] == ["All rules", "7", "1", "14"]
+    page.get_by_role("status").filter(has_text="Dry run of 2 active rules: 14 records would match.").wait_for()
+    screenshot(page, "reconciliations")
+    assert serious_violations(page) == []
+    # A dry run writes nothing: no match was made.
+    assert stack.request("GET", "/reconciliation_matches", params={"reconciliation_id": reconciliation["id"]}).json()["data"] == []
+
+    preparer = token_of(stack, "preparer")
+    assert as_person(stack, preparer, "POST", f"/reconciliation_rules/{first['id']}/dry_run").status_code == 200
+    refused = as_person(stack, preparer, "PATCH", f"/reconciliation_rules/{first['id']}", {"name": "Mine"})
+    assert refused.status_code == 403, refused.text
+    assert as_person(stack, preparer, "POST", f"/reconciliations/{reconciliation['id']}/rules",
+                     {"name": "Mine", "conditions": [{"field": "amount", "operator": "equals"}]}).status_code == 403
+    assert page.problems == []
+
+
+def test_a_preparer_starts_a_run_and_watches_its_progress_until_it_completes(stack, page):
+    reconciliation, _, bank, ledger = reconciliation_with_rule(stack)
+    pairs(stack, bank, ledger, 400, unmatched=100)
+    open_reconciliation(stack, page, reconciliation, role="preparer")
+    page.get_by_text("No runs yet.").wait_for()
+
+    page.get_by_role("button", name="Start run").click()
+    progress = page.locator(".run-progress")
+    progress.wait_for()
+    run_id = int(progress.get_attribute("data-run-id"))
+    # Every state the page shows, as it shows it: [progress value, processed, matched, status].
+    page.evaluate("""() => {
+        window.seen = [];
+        const note = () => {
+            const box = document.querySelector('.run-progress');
+            const counts = box.querySelector('.run-counts').textContent.match(/(\\d+) of \\d+ records processed, (\\d+) matched/);
+            window.seen.push([box.querySelector('progress').value, +counts[1], +counts[2], box.dataset.status]);
+        };
+        note();
+        new MutationObserver(note).observe(document.querySelector('.run-progress'),
+                                           {subtree: true, childList: true, characterData: true, attributes: true});
+    }""")
+    bar = page.get_by_label(f"Run {run_id} progress")
+    assert bar.evaluate("element => element.tagName") == "PROGRESS"
+    assert page.get_by_role("button", name="Start run").is_disabled()  # one run at a time
+    page.get_by_role("table", name="Runs, newest first").locator(f"tr[data-run-id='{run_id}']").wait_for()  # listed
+    page.wait_for_function("id => document.getElementById(`run-${id}-progress`)?.value > 0", arg=run_id,
+                           timeout=120_000)
+    screenshot(page, "run-progress")
+    assert serious_violations(page) == []
+
+    page.wait_for_function("() => document.querySelector('.run-progress')?.dataset.status === 'completed'",
+                           timeout=120_000)
+    run = stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs/{run_id}").json()
+    assert (run["status"], run["total_records"], run["matched_records"]) == ("completed", 900, 800)
+    counts = page.get_by_role("status").filter(has_text=f"Run {run_id} completed")
+    assert counts.inner_text() == f"Run {run_id} completed: 900 of 900 records processed, 800 matched (88.8%)"
+    assert bar.evaluate("element => element.value") == 100
+    seen = page.evaluate("() => window.seen")
+    assert "running" in {state[3] for state in seen} and seen[-1] == [100, 900, 800, "completed"], seen
+    for column in range(3):  # the bar and the counts only move forward
+        assert [state[column] for state in seen] == sorted(state[column] for state in seen), seen
+    # When the page asked for the run, by the browser's own clock (ms): at most once a second.
+    polls = page.evaluate("() => performance.getEntriesByType('resource')"
+                          ".filter(e => /\\/runs\\/\\d+$/.test(e.name)).map(e => e.startTime)")
+    assert len(polls) >= 2, polls
+    assert all(later - earlier >= 1000 for earlier, later in zip(polls, polls[1:])), polls
+    history = page.get_by_role("table", name="Runs, newest first")
+    history.locator(f"tr[data-run-id='{run_id}']").filter(has_text="completed").wait_for()
+    assert "800" in history.locator(f"tr[data-run-id='{run_id}']").inner_text()
+    assert page.get_by_role("button", name="Start run").is_enabled()
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_a_preparer_cancels_the_run_they_watch(stack, page):
+    reconciliation, _, bank, ledger = reconciliation_with_rule(stack)
+    pairs(stack, bank, ledger, 1200)
+    open_reconciliation(stack, page, reconciliation, role="preparer")
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_role("button", name="Cancel run").click()
+    page.get_by_text("Cancellation asked for; the run stops at its next step.").wait_for()
+    page.wait_for_function("() => document.querySelector('.run-progress')?.dataset.status === 'cancelled'",
+                           timeout=120_000)
+    [run] = stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs").json()["data"]
+    assert run["status"] == "cancelled" and run["cancellation_requested_at"]
+    page.get_by_role("status").filter(has_text=f"Run {run['id']} cancelled").wait_for()
+    page.get_by_role("table", name="Runs, newest first").locator(f"tr[data-run-id='{run['id']}']").filter(
+        has_text="cancelled").wait_for()
+    assert page.problems == []
+
+
+def test_the_runs_history_pages_ten_runs_at_a_time(stack, page):
+    reconciliation, _, bank, ledger = reconciliation_with_rule(stack)
+    pairs(stack, bank, ledger, 1)
+    ran = []
+    for _ in range(11):
+        ran.append(wait_run(stack, reconciliation["id"], start_run(stack, reconciliation["id"])["id"])["id"])
+    open_reconciliation(stack, page, reconciliation, role="viewer")
+    history = page.get_by_role("table", name="Runs, newest first")
+    history.locator(f"tr[data-run-id='{ran[-1]}']").wait_for()
+    assert [int(r.get_attribute("data-run-id")) for r in history.locator("tbody tr").all()] == ran[::-1][:10]
+    pager = page.get_by_role("navigation", name="Runs pages")
+    pager.get_by_role("button", name="Next").click()
+    history.locator(f"tr[data-run-id='{ran[0]}']").wait_for()
+    assert [int(r.get_attribute("data-run-id")) for r in history.locator("tbody tr").all()] == [ran[0]]
+    assert pager.get_by_role("button", name="Next").is_disabled()
+    pager.get_by_role("button", name="Previous").click()
+    history.locator(f"tr[data-run-id='{ran[-1]}']").wait_for()
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_a_viewer_sees_the_rules_and_runs_without_controls_and_the_api_refuses_them(stack, page):
+    reconciliation, rule, _, _ = reconciliation_with_rule(stack)
+    open_reconciliation(stack, page, reconciliation, role="viewer")
+    rule_item(page, "Amount, 3 days").get_by_text("amount equals").wait_for()
+    page.get_by_role("heading", name="Runs history").wait_for()
+    assert page.get_by_role("button").filter(has_text="Start run").count() == 0
+    assert page.get_by_role("button").filter(has_text="Dry run").count() == 0
+    for absent in ("Edit", "Add rule", "Delete", "Move up", "Move down", "Cancel run"):
+        assert page.get_by_role("button").filter(has_text=absent).count() == 0, absent
+    assert serious_violations(page) == []
+
+    viewer = token_of(stack, "viewer")
+    assert as_person(stack, viewer, "GET", f"/reconciliations/{reconciliation['id']}/rules").status_code == 200
+    assert as_person(stack, viewer, "POST", f"/reconciliations/{reconciliation['id']}/runs").status_code == 403
+    assert as_person(stack, viewer, "POST", f"/reconciliation_rules/{rule['id']}/dry_run").status_code == 403
+    assert as_person(stack, viewer, "PATCH", f"/reconciliation_rules/{rule['id']}", {"name": "x"}).status_code == 403
+    assert as_person(stack, viewer, "DELETE", f"/reconciliation_rules/{rule['id']}").status_code == 403
+    assert stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs").json()["data"] == []
+    assert page.problems == []
+
+
+def test_the_admin_reaches_the_page_from_the_navigation(stack, page):
+    email, password, url = printed(stack)
+    reconciliation, _, _, _ = reconciliation_with_rule(stack)
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("link", name="Reconciliations").click()
+    page.get_by_role("heading", name="Reconciliations").wait_for()
+    page.get_by_role("link", name=reconciliation["name"]).wait_for()
+    assert page.problems == []
