@@ -1,0 +1,211 @@
+"""The Agents page in Debian's Chromium against a local stack of this module's own, whose model is a
+scripted OpenAI-compatible server (as tests/e2e/test_agents_local.py does) and whose browser agent
+logs in to a small portal served on loopback (as test_browser_agents_local.py does): an admin edits
+an agent, attaches and removes an input file, runs it now and reads the run's steps, its file and
+its mail; a browser agent's run that waits for a verification code takes it on the page and
+completes; a viewer gets none of the controls and the API refuses each of them. Every effect is
+checked through the API; axe-core finds no serious violation on any state."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import requests
+
+from chalicelib.local.launcher import StackProcess
+from tests.e2e.test_browser_agents_local import PASSWORD, USERNAME, create_agent, wait_for_run
+from tests.support.chromium import needs_chromium
+from tests.support.model_servers import ScriptedChatServer
+from tests.support.portal import TestPortal
+from tests.support.web_app import person, screenshot, serious_violations, signed_in
+
+pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+
+
+@pytest.fixture(scope="module")
+def model():
+    with ScriptedChatServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def portal():
+    with TestPortal(username=USERNAME, password=PASSWORD) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, model):
+    running = StackProcess(tmp_path_factory.mktemp("web-agents") / "data", api_key="rk_web-agents-e2e",
+                           extra_env={"OPENAI_BASE_URL": model.base_url, "RECON_DEFAULT_MODEL": "scripted"})
+    running.start()
+    assert running.request("POST", "/data_streams", {"key": "bank", "name": "Operating account"}).status_code == 201
+    yield running
+    running.stop()
+
+
+def post(stack, path, body=None):
+    response = stack.request("POST", path, body)
+    assert response.status_code in (201, 202), response.text
+    return response.json()
+
+
+def get(stack, path):
+    response = stack.request("GET", path)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def token_of(stack, email: str, password: str) -> str:
+    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id_token"]
+
+
+def same_object(url: str, other: str) -> bool:
+    return url.split("?")[0] == other.split("?")[0]
+
+
+def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stack, model, page):
+    name = f"Payout watch {uuid.uuid4().hex[:6]}"
+    agent = post(stack, "/agents", {"name": name, "instructions": "Write the large payouts as a CSV file.",
+                                    "delivery_enabled": True, "delivery_recipients": ["treasury@acme.test"],
+                                    "delivery_file_pattern": "*.csv"})
+    signed_in(stack, page, hash_route="#/agents")
+    page.get_by_role("link", name=name).click()
+    page.get_by_role("heading", name=name, level=2).wait_for()
+    page.get_by_text("No runs yet.").wait_for()
+    assert serious_violations(page) == []
+
+    # Edit: a daily schedule in Paris and a description.
+    page.get_by_label("Description").fill("Large payouts, every morning")
+    page.get_by_label("Cadence").select_option("daily")
+    page.get_by_label("Hour (0–23)").fill("7")
+    page.get_by_label("Minute (0–59)").fill("30")
+    page.get_by_label("Time zone").fill("Europe/Paris")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_role("status").filter(has_text=f"Saved {name}.").wait_for()
+    saved = get(stack, f"/agents/{agent['id']}")
+    assert (saved["description"], saved["cadence"], saved["hour"], saved["minute"], saved["timezone"]) == (
+        "Large payouts, every morning", "daily", 7, 30, "Europe/Paris")
+    assert saved["instructions"] == agent["instructions"] and saved["delivery_recipients"] == ["treasury@acme.test"]
+    assert saved["next_run_at"] is not None
+    page.get_by_text("Daily at 07:30 (Europe/Paris)").first.wait_for()
+
+    # An input file attached from the page, then removed.
+    page.get_by_label("Attach a file (at most 3.5 MB)").set_input_files(
+        files=[{"name": "rates.csv", "mimeType": "text/csv", "buffer": b"usd,1\neur,2\n"}])
+    page.get_by_role("status").filter(has_text="Attached rates.csv.").wait_for()
+    [attached] = get(stack, f"/agents/{agent['id']}")["input_files"]
+    assert (attached["filename"], attached["byte_size"], attached["content_type"]) == ("rates.csv", 12, "text/csv")
+    href = page.get_by_role("link", name="rates.csv").get_attribute("href")
+    assert same_object(href, attached["url"])  # presigned anew at each answer: the object's address is the same
+    assert requests.get(href, timeout=10).content == b"usd,1\neur,2\n"
+    page.get_by_role("button", name="Remove rates.csv").click()
+    page.get_by_role("status").filter(has_text="Removed rates.csv.").wait_for()
+    assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
+    page.get_by_text("No input files.").wait_for()
+
+    # Run now: the scripted model writes a CSV, which is mailed.
+    model.add(
+        model.tool_calls(("w", "write_output_file", {"filename": "large.csv",
+                                                     "content": "external_id,amount\nb0,25000000\n"})),
+        model.text("One payout over 1,000.00; mailed large.csv."))
+    page.get_by_role("button", name="Run now").click()
+    started = page.get_by_role("status").filter(has_text="started")
+    started.wait_for()
+    run_id = int(started.inner_text().split()[1].rstrip(":"))
+    row = page.get_by_role("table", name="Runs, newest first").locator("tbody tr").first
+    row.get_by_text("completed").wait_for()  # the page polls while the run goes
+    run = get(stack, f"/agents/{agent['id']}/runs/{run_id}")
+    assert (run["status"], run["trigger"]) == ("completed", "manual")
+    assert row.inner_text().split("\t")[:3] == [f"Run {run_id}", "completed", "manual"]
+    assert row.inner_text().split("\t")[-3:] == ["2", "1", "1 sent"]  # steps, files, mail
+    assert serious_violations(page) == []
+    screenshot(page, "agents")
+
+    row.get_by_role("link", name=f"Run {run_id}").click()
+    page.get_by_role("heading", name=f"Run {run_id}", level=2).wait_for()
+    steps = page.locator("ol.run-steps > li")
+    assert steps.evaluate_all("steps => steps.map(s => s.dataset.step)") == [
+        step["name"] for step in run["steps"]] == ["write_output_file", "final_answer"]
+    assert "large.csv" in steps.nth(0).locator("pre").first.inner_text()
+    assert steps.nth(1).locator("pre").inner_text() == "One payout over 1,000.00; mailed large.csv."
+    [output] = run["output_files"]
+    file_link = page.get_by_role("table", name="Files the run wrote").get_by_role("link", name="large.csv")
+    href = file_link.get_attribute("href")
+    assert same_object(href, output["url"])
+    assert requests.get(href, timeout=10).text == "external_id,amount\nb0,25000000\n"
+    [delivery] = run["deliveries"]
+    mail = page.get_by_role("table", name="Messages the run sent").locator("tbody tr")
+    assert mail.inner_text().split("\t")[:2] == ["treasury@acme.test", "sent"] == [
+        delivery["recipient"], delivery["status"]]
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_a_browser_agents_run_waiting_for_a_code_takes_it_on_the_page(stack, portal, page, tmp_path):
+    agent_id = create_agent(stack, tmp_path, portal, name=f"Bank portal {uuid.uuid4().hex[:6]}")
+    name = get(stack, f"/agents/{agent_id}")["name"]
+    signed_in(stack, page, hash_route=f"#/agents/{agent_id}")
+    page.get_by_role("heading", name=name, level=2).wait_for()
+    page.get_by_role("button", name="Run now").click()
+    page.get_by_role("heading", name="Verification code needed").wait_for()  # the page polls the run
+    [waiting] = get(stack, f"/agents/{agent_id}/runs")["data"]
+    assert waiting["status"] == "waiting_for_verification"
+    assert get(stack, f"/agents/{agent_id}")["browser"]["needs_verification"] is True
+    assert serious_violations(page) == []
+
+    # A viewer sees that a code is asked for, but gets no field to give it.
+    viewer = page.context.browser.new_context().new_page()
+    try:
+        signed_in(stack, viewer, role="viewer", hash_route="#/agents")
+        viewer.get_by_role("link", name="a verification code").first.wait_for()
+        viewer.get_by_role("link", name=name).click()
+        viewer.get_by_text("An admin enters it here.").wait_for()
+        assert viewer.get_by_label("Verification code", exact=True).count() == 0
+        assert viewer.get_by_role("button", name="Run now").count() == 0
+    finally:
+        viewer.context.close()
+
+    # The run's own page takes the code too; it goes on and imports the portal's export.
+    page.get_by_role("link", name=f"Run {waiting['id']}").click()
+    page.get_by_role("heading", name=f"Run {waiting['id']}", level=2).wait_for()
+    page.get_by_label("Verification code", exact=True).fill(portal.code)
+    page.get_by_role("button", name="Send code").click()
+    page.get_by_role("status").filter(has_text=f"Code given: run {waiting['id']} is running again.").wait_for()
+    page.locator(".run-line").get_by_text("completed").wait_for()
+    done = wait_for_run(stack, agent_id, waiting["id"], ("completed", "failed"))
+    assert done["status"] == "completed", done
+    assert get(stack, f"/agents/{agent_id}")["browser"]["needs_verification"] is False
+    assert page.get_by_role("heading", name="Verification code needed").count() == 0
+    steps = page.locator("ol.run-steps > li").evaluate_all("steps => steps.map(s => s.dataset.step)")
+    assert steps == [step["name"] for step in done["steps"]] and "enter_code" in steps
+    page.get_by_role("link", name=f"file import {done['file_import_id']}").wait_for()
+    assert serious_violations(page) == []
+    assert USERNAME not in page.content() and PASSWORD not in page.content()
+    assert page.problems == []
+
+
+def test_a_viewer_gets_no_controls_and_the_api_refuses_each(stack, portal, page):
+    agent = post(stack, "/agents", {"name": f"Read only {uuid.uuid4().hex[:6]}", "instructions": "Nothing."})
+    signed_in(stack, page, role="viewer", hash_route=f"#/agents/{agent['id']}")
+    page.get_by_role("heading", name=agent["name"], level=2).wait_for()
+    page.get_by_text("No runs yet.").wait_for()
+    assert page.get_by_role("button").all_inner_texts() == ["Sign out"]  # no Run now, Save, Remove or Send code
+    assert page.get_by_role("textbox").count() == 0 and page.locator("input[type=file]").count() == 0
+    assert page.locator("dl.fields").inner_text().startswith("Description")  # the settings, to read
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+    viewer = {"Authorization": f"Bearer {token_of(stack, *person(stack, 'viewer'))}"}
+    base = f"{stack.url}/agents/{agent['id']}"
+    for method, url, body in (("PATCH", base, {"name": "Mine now"}), ("POST", f"{base}/runs", None),
+                              ("POST", f"{base}/verification", {"code": "424242"}),
+                              ("POST", f"{base}/files", {"filename": "a.txt", "content_base64": "aGk="}),
+                              ("DELETE", base, None)):
+        refused = requests.request(method, url, json=body, headers=viewer, timeout=30)
+        assert refused.status_code == 403, (method, url, refused.text)
+    after = get(stack, f"/agents/{agent['id']}")
+    assert (after["name"], after["input_files"], after["last_run_at"]) == (agent["name"], [], None)
+    assert get(stack, f"/agents/{agent['id']}/runs")["data"] == []
