@@ -17,9 +17,10 @@ from tests.e2e.test_browser_agents_local import PASSWORD, USERNAME, create_agent
 from tests.support.chromium import needs_chromium
 from tests.support.model_servers import ScriptedChatServer
 from tests.support.portal import TestPortal
-from tests.support.web_app import person, screenshot, serious_violations, signed_in
+from tests.support.web_app import expected, person, printed, screenshot, serious_violations, sign_in, signed_in
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+READING = {"Sign out", "Previous", "Next"}  # the buttons a viewer gets: signing out and paging
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,8 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     assert page.problems == []
 
 
-def test_a_browser_agents_run_waiting_for_a_code_takes_it_on_the_page(stack, portal, page, tmp_path):
+def test_a_browser_agents_run_waiting_for_a_code_takes_it_here_and_a_viewer_gets_no_control(
+        stack, portal, page, tmp_path):
     agent_id = create_agent(stack, tmp_path, portal, name=f"Bank portal {uuid.uuid4().hex[:6]}")
     name = get(stack, f"/agents/{agent_id}")["name"]
     signed_in(stack, page, hash_route=f"#/agents/{agent_id}")
@@ -156,17 +158,46 @@ def test_a_browser_agents_run_waiting_for_a_code_takes_it_on_the_page(stack, por
     assert get(stack, f"/agents/{agent_id}")["browser"]["needs_verification"] is True
     assert serious_violations(page) == []
 
-    # A viewer sees that a code is asked for, but gets no field to give it.
+    # Meanwhile a viewer sees that a code is asked for but gets no field to give it, nor any other
+    # control of an agent; the API refuses each of them.
+    reader = post(stack, "/agents", {"name": f"Read only {uuid.uuid4().hex[:6]}", "instructions": "Nothing."})
+    email, password = person(stack, "viewer")
     viewer = page.context.browser.new_context().new_page()
+    problems: list[str] = []  # as the page fixture keeps them (a CSP violation is a console error)
+    viewer.on("console", lambda m: problems.append(m.text) if m.type == "error" and not expected(m) else None)
+    viewer.on("pageerror", lambda error: problems.append(str(error)))
     try:
-        signed_in(stack, viewer, role="viewer", hash_route="#/agents")
+        viewer.goto(printed(stack)[2])
+        sign_in(viewer, email, password)
+        viewer.get_by_role("heading", name="Overview").wait_for()
+        viewer.evaluate("route => { location.hash = route; }", "#/agents")
         viewer.get_by_role("link", name="a verification code").first.wait_for()
         viewer.get_by_role("link", name=name).click()
         viewer.get_by_text("An admin enters it here.").wait_for()
         assert viewer.get_by_label("Verification code", exact=True).count() == 0
-        assert viewer.get_by_role("button", name="Run now").count() == 0
+        assert set(viewer.get_by_role("button").all_inner_texts()) <= READING  # no Run now, Send code, Save, Remove
+        viewer.evaluate("route => { location.hash = route; }", f"#/agents/{reader['id']}")
+        viewer.get_by_role("heading", name=reader["name"], level=2).wait_for()
+        viewer.get_by_text("No runs yet.").wait_for()
+        assert set(viewer.get_by_role("button").all_inner_texts()) <= READING
+        assert viewer.get_by_role("textbox").count() == 0 and viewer.locator("input[type=file]").count() == 0
+        assert viewer.locator("dl.fields").inner_text().startswith("Description")  # the settings, to read
+        assert serious_violations(viewer) == []
+        assert problems == []
     finally:
         viewer.context.close()
+    token = {"Authorization": f"Bearer {token_of(stack, email, password)}"}
+    for agent, method, path, body in (
+            (reader, "PATCH", "", {"name": "Mine now"}), (reader, "POST", "/runs", None),
+            (reader, "POST", "/files", {"filename": "a.txt", "content_base64": "aGk="}), (reader, "DELETE", "", None),
+            ({"id": agent_id}, "POST", "/verification", {"code": portal.code})):
+        refused = requests.request(method, f"{stack.url}/agents/{agent['id']}{path}", json=body, headers=token,
+                                   timeout=30)
+        assert refused.status_code == 403, (method, path, refused.text)
+    after = get(stack, f"/agents/{reader['id']}")
+    assert (after["name"], after["input_files"], after["last_run_at"]) == (reader["name"], [], None)
+    assert get(stack, f"/agents/{reader['id']}/runs")["data"] == []
+    assert get(stack, f"/agents/{agent_id}/runs/{waiting['id']}")["status"] == "waiting_for_verification"
 
     # The run's own page takes the code too; it goes on and imports the portal's export.
     page.get_by_role("link", name=f"Run {waiting['id']}").click()
@@ -185,27 +216,3 @@ def test_a_browser_agents_run_waiting_for_a_code_takes_it_on_the_page(stack, por
     assert serious_violations(page) == []
     assert USERNAME not in page.content() and PASSWORD not in page.content()
     assert page.problems == []
-
-
-def test_a_viewer_gets_no_controls_and_the_api_refuses_each(stack, portal, page):
-    agent = post(stack, "/agents", {"name": f"Read only {uuid.uuid4().hex[:6]}", "instructions": "Nothing."})
-    signed_in(stack, page, role="viewer", hash_route=f"#/agents/{agent['id']}")
-    page.get_by_role("heading", name=agent["name"], level=2).wait_for()
-    page.get_by_text("No runs yet.").wait_for()
-    assert page.get_by_role("button").all_inner_texts() == ["Sign out"]  # no Run now, Save, Remove or Send code
-    assert page.get_by_role("textbox").count() == 0 and page.locator("input[type=file]").count() == 0
-    assert page.locator("dl.fields").inner_text().startswith("Description")  # the settings, to read
-    assert serious_violations(page) == []
-    assert page.problems == []
-
-    viewer = {"Authorization": f"Bearer {token_of(stack, *person(stack, 'viewer'))}"}
-    base = f"{stack.url}/agents/{agent['id']}"
-    for method, url, body in (("PATCH", base, {"name": "Mine now"}), ("POST", f"{base}/runs", None),
-                              ("POST", f"{base}/verification", {"code": "424242"}),
-                              ("POST", f"{base}/files", {"filename": "a.txt", "content_base64": "aGk="}),
-                              ("DELETE", base, None)):
-        refused = requests.request(method, url, json=body, headers=viewer, timeout=30)
-        assert refused.status_code == 403, (method, url, refused.text)
-    after = get(stack, f"/agents/{agent['id']}")
-    assert (after["name"], after["input_files"], after["last_run_at"]) == (agent["name"], [], None)
-    assert get(stack, f"/agents/{agent['id']}/runs")["data"] == []
