@@ -121,8 +121,7 @@ function AgentPage({ id }) {
   return html`
     <p><a href="#/agents">All agents</a></p>
     <h2>${a.name}</h2>
-    <p class="muted">${a.kind === "browser" ? "Browser agent" : "Agent"} · ${schedule(a)}${a.active ? "" : " · inactive"}
-      · next run <${When} iso=${a.next_run_at} /> · last run <${When} iso=${a.last_run_at} /></p>
+    <p class="muted">${a.kind === "browser" ? "Browser agent" : "Agent"} · ${schedule(a)}${a.active ? "" : " · inactive"}${" "}· next run <${When} iso=${a.next_run_at} /> · last run <${When} iso=${a.last_run_at} /></p>
     ${a.browser?.needs_verification && html`<${Verification} agent=${a} onGiven=${(text) => { setStatus(text); agent.reload(); runs.reload(); }} />`}
     ${can("admin") && html`<div class="toolbar">
       <button type="button" onClick=${runNow}>Run now</button>
