@@ -42,7 +42,7 @@ function StoryList() {
       <tbody>
         ${data.data.map((s) => html`<tr>
           <td><a href=${`#/stories/${s.id}`}>${s.name}</a></td>
-          <td>${s.links.map((l, i) => html`${i ? html`<span aria-hidden="true"> → </span><span class="visually-hidden">, then </span>` : ""}${l.reconciliation_name}`)}</td>
+          <td>${s.links.map((l) => l.reconciliation_name).join(" → ")}</td>
           <td class="number">${s.links.length}</td>
           <td><${When} iso=${s.created_at} /></td>
         </tr>`)}

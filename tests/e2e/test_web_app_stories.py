@@ -61,6 +61,9 @@ def test_a_viewer_sees_the_chain_where_it_leaks_and_traces_a_record_entered_or_p
     assert summary["links"][1]["from_previous_link"]["count"] == 1  # what the page is to show
 
     signed_in(stack, page, role="viewer", hash_route="#/stories")
+    listed = page.get_by_role("row").filter(has=page.get_by_role("link", name=name))
+    assert listed.inner_text().split("\t")[1:3] == [" → ".join(r["name"] for r in story["recons"]), "3"]
+    assert serious_violations(page) == []
     page.get_by_role("link", name=name).click()
     page.get_by_role("heading", name=name, level=2).wait_for()
     steps = page.locator("ol.chain > li")
@@ -119,7 +122,15 @@ def test_a_viewer_sees_the_chain_where_it_leaks_and_traces_a_record_entered_or_p
     assert set(map(int, shown)) == {story["payout"], *story["charges"][:3]}
     assert serious_violations(page) == []
     screenshot(page, "stories")
-    assert page.problems == []
+
+    # A record that does not exist: the service's answer, where the person looks.
+    page.get_by_label("Record id").fill("999999999")
+    page.get_by_role("button", name="Trace", exact=True).click()
+    page.get_by_role("alert").filter(
+        has_text="Could not trace record 999999999: record 999999999 not found").wait_for()
+    assert page.locator(".trace").count() == 0
+    # The browser logs the 404 it was answered; nothing else went wrong.
+    assert [p for p in page.problems if not ("status of 404" in p and "record_id=999999999" in p)] == []
 
 
 def test_an_admin_renames_a_story_and_a_viewer_may_not(stack, page, story):
