@@ -239,5 +239,19 @@ def test_a_browser_agents_run_waiting_for_a_code_takes_it_here_and_a_viewer_gets
     assert steps == [step["name"] for step in done["steps"]] and "enter_code" in steps
     page.get_by_role("link", name=f"file import {done['file_import_id']}").wait_for()
     assert serious_violations(page) == []
+
+    # A browser agent's form offers only what may change of one (no instructions, model or file drops).
+    page.get_by_role("link", name=name).click()
+    page.get_by_role("heading", name=name, level=2).wait_for()
+    assert page.get_by_label("Instructions").count() == page.get_by_label("Model").count() == 0
+    page.get_by_label("Description").fill("The bank's export, every weekday")
+    page.get_by_label("Cadence").select_option("weekdays")
+    page.get_by_label("Hour (0–23)").fill("6")
+    page.get_by_label("Minute (0–59)").fill("5")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_role("status").filter(has_text=f"Saved {name}.").wait_for()
+    saved = get(stack, f"/agents/{agent_id}")
+    assert (saved["description"], saved["cadence"], saved["hour"], saved["minute"], saved["kind"]) == (
+        "The bank's export, every weekday", "weekdays", 6, 5, "browser")
     assert USERNAME not in page.content() and PASSWORD not in page.content()
     assert page.problems == []
