@@ -8,9 +8,10 @@ import { Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
 
 export function AgentsPage({ route }) {
   const [id, sub, runId] = route.path;
-  if (id && sub === "runs" && runId) return html`<${RunPage} agentId=${id} runId=${runId} key=${`${id}/${runId}`} />`;
-  if (id) return html`<${AgentPage} id=${id} key=${id} />`;
-  return html`<${AgentList} />`;
+  let shown = html`<${AgentList} />`;
+  if (id && sub === "runs" && runId) shown = html`<${RunPage} agentId=${id} runId=${runId} key=${`${id}/${runId}`} />`;
+  else if (id) shown = html`<${AgentPage} id=${id} key=${id} />`;
+  return html`<div class="agents-page">${shown}</div>`;
 }
 
 const ACTIVE = new Set(["queued", "running", "waiting_for_verification"]);

@@ -7,7 +7,7 @@ import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js"
 
 export function StoriesPage({ route }) {
   const [id] = route.path;
-  return id ? html`<${Story} id=${id} route=${route} key=${id} />` : html`<${StoryList} />`;
+  return html`<div class="stories-page">${id ? html`<${Story} id=${id} route=${route} key=${id} />` : html`<${StoryList} />`}</div>`;
 }
 
 const plural = (n, one, many = `${one}s`) => `${n} ${Number(n) === 1 ? one : many}`;
