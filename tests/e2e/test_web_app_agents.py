@@ -178,8 +178,10 @@ def test_a_browser_agents_run_waiting_for_a_code_takes_it_here_and_a_viewer_gets
     page.get_by_role("heading", name=name, level=2).wait_for()
     page.get_by_role("button", name="Run now").click()
     page.get_by_role("heading", name="Verification code needed").wait_for()  # the page polls the run
-    [waiting] = get(stack, f"/agents/{agent_id}/runs")["data"]
-    assert waiting["status"] == "waiting_for_verification"
+    [started] = get(stack, f"/agents/{agent_id}/runs")["data"]
+    # The service raises the agent's flag a moment before it saves the run as waiting.
+    waiting = wait_for_run(stack, agent_id, started["id"], ("waiting_for_verification", "completed", "failed"))
+    assert waiting["status"] == "waiting_for_verification", waiting
     assert get(stack, f"/agents/{agent_id}")["browser"]["needs_verification"] is True
     assert serious_violations(page) == []
 
