@@ -62,17 +62,20 @@ function putFile(url, file, onProgress, onStart) {
 // files can be dropped on.
 function DropZone({ file, onFile }) {
   const [over, setOver] = useState(false);
+  const input = useRef(null);
   const drop = (event) => {
     event.preventDefault();
     setOver(false);
     const [dropped] = event.dataTransfer.files;
-    if (dropped) onFile(dropped);
+    if (!dropped) return;
+    input.current.files = event.dataTransfer.files; // the input names the dropped file too
+    onFile(dropped);
   };
   return html`
     <div class=${`drop-zone${over ? " over" : ""}`} data-testid="drop-zone"
          onDragOver=${(e) => { e.preventDefault(); setOver(true); }} onDragLeave=${() => setOver(false)} onDrop=${drop}>
       <label for="import-file">File to import</label>
-      <input id="import-file" type="file" aria-describedby="import-file-hint"
+      <input id="import-file" type="file" ref=${input} aria-describedby="import-file-hint"
              accept=".csv,.txt,.ach,.nacha,.bai,.bai2,.xml,.053,.sta,.mt940,.940"
              onChange=${(e) => e.currentTarget.files[0] && onFile(e.currentTarget.files[0])} />
       <p id="import-file-hint">Drop a CSV, NACHA, BAI2, camt.053 or MT940 file here, or choose one.</p>
@@ -209,11 +212,13 @@ function ImportWatch({ id, upload, onCancel, onEnded }) {
     const abort = new AbortController();
     let timer = null;
     const read = async () => {
+      const asked = Date.now();
       try {
         const answer = await api(`file_imports/${id}`, { signal: abort.signal });
         setJob(answer);
         setError(null);
-        if (RUNNING.includes(answer.status)) timer = setTimeout(read, POLL_MS);
+        // A second from when this read was asked, not answered: a slow answer does not slow the bar.
+        if (RUNNING.includes(answer.status)) timer = setTimeout(read, Math.max(0, POLL_MS - (Date.now() - asked)));
         else onEnded(answer);
       } catch (problem) {
         if (problem.name === "AbortError") return;
@@ -321,15 +326,19 @@ function Streams({ streams, listed, onList }) {
     </section>`;
 }
 
-export function ImportsPage() {
+// #/imports/<id> opens with that import shown (a link from another page).
+const linked = (route) => (route && /^\d+$/.test(route.path[0] || "") ? Number(route.path[0]) : null);
+
+export function ImportsPage({ route }) {
   const streams = useApi("data_streams?limit=100");
-  const [watching, setWatching] = useState(null); // the import shown: its id
+  const [watching, setWatching] = useState(linked(route)); // the import shown: its id
   const [upload, setUpload] = useState(null); // {id, sent, total, done, error} of the file on its way
   const [listed, setListed] = useState(null); // the stream whose imports are listed
   const [ended, setEnded] = useState(0);
   const xhr = useRef(null);
 
   useEffect(() => () => xhr.current?.abort(), []); // leaving the page stops an upload on its way
+  useEffect(() => { if (linked(route)) setWatching(linked(route)); }, [route && route.key]);
 
   if (streams.error) return html`<${Problem} error=${streams.error} what="load the data streams" />`;
   if (!streams.data) return html`<p>Loading data streams…</p>`;

@@ -77,6 +77,7 @@ def test_a_dropped_csv_uploads_lands_and_shows_its_failed_rows_with_line_and_rea
 
     drop(page, "november.csv", text)
     page.get_by_text("november.csv ·").wait_for()
+    assert page.get_by_label("File to import").evaluate("input => input.files[0].name") == "november.csv"
     assert page.get_by_label("Format", exact=True).input_value() == "csv"  # from the file's name
     page.get_by_label("Data stream", exact=True).select_option(stream["key"])
     page.get_by_label("Date format").select_option("YYYY-MM-DD")
@@ -170,6 +171,13 @@ def test_a_bank_statement_lands_in_its_bank_feed_stream_whose_balance_the_page_s
     assert (latest["closing_booked"], latest["currency"], latest["date"]) == (100000, "USD", "2026-03-01")
     assert page.get_by_test_id("import-rows").inner_text() == "7 of 7 rows"
     assert serious_violations(page) == []
+
+    # A link to the import (#/imports/<id>) opens the page with it shown, after a reload too.
+    [job] = stack.request("GET", f"/data_streams/{stream['key']}/file_imports").json()["data"]
+    page.evaluate("route => { location.hash = route; }", f"#/imports/{job['id']}")
+    page.reload()
+    page.get_by_role("heading", name=f"Import {job['id']}: morning.bai2").wait_for()
+    import_status(page, "completed")
     assert page.problems == []
 
 
