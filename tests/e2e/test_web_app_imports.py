@@ -18,6 +18,7 @@ from tests.support.web_app import person, screenshot, serious_violations, signed
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 
 STATEMENTS = Path(__file__).resolve().parents[1] / "data" / "statements"
+NACHA = Path(__file__).resolve().parents[1] / "data" / "nacha"
 BAD_ROWS = {51: ("bad-amount", "twelve"), 102: ("bad-date", "2026-13-45"), 203: ("no-amount", "")}
 
 
@@ -178,6 +179,22 @@ def test_a_bank_statement_lands_in_its_bank_feed_stream_whose_balance_the_page_s
     page.reload()
     page.get_by_role("heading", name=f"Import {job['id']}: morning.bai2").wait_for()
     import_status(page, "completed")
+    assert page.problems == []
+
+
+def test_a_nacha_file_is_taken_for_nacha_by_its_name_and_its_entries_land(stack, page):
+    stream = new_stream(stack)
+    signed_in(stack, page, role="preparer", hash_route="#/imports")
+    page.get_by_label("File to import").set_input_files(str(NACHA / "ccd_addenda.ach"))
+    assert page.get_by_label("Format", exact=True).input_value() == "nacha"
+    page.get_by_label("Data stream", exact=True).select_option(stream["key"])
+    page.get_by_role("button", name="Import", exact=True).click()
+    import_status(page, "completed")
+    assert page.get_by_test_id("import-rows").inner_text() == "2 of 2 rows"
+    [job] = stack.request("GET", f"/data_streams/{stream['key']}/file_imports").json()["data"]
+    assert (job["source"], job["filename"], job["successful_items"]) == ("nacha", "ccd_addenda.ach", 2)
+    records = stack.request("GET", f"/file_imports/{job['id']}/records").json()["data"]
+    assert {r["metadata"]["sec_code"] for r in records} == {"CCD"}
     assert page.problems == []
 
 
