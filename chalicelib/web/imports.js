@@ -275,6 +275,35 @@ function Balance({ day }) {
     <span class="muted"> on ${day.date}</span>`;
 }
 
+// A bank_feed stream's statement days, newest first, as the bank reported them (the balances route).
+function StatementDays({ stream, reloadKey }) {
+  const paging = usePaging();
+  const { data, error, reload } = useApi(`data_streams/${encodeURIComponent(stream.key)}/balances${query({ limit: 10, cursor: paging.cursor })}`);
+  useEffect(() => { if (reloadKey) reload(); }, [reloadKey]);
+  if (error) return html`<${Problem} error=${error} what="load the stream's balances" />`;
+  if (!data) return html`<p>Loading the balances of ${stream.name}…</p>`;
+  const amount = (day, value) => html`<${Money} amount=${value} places=${day.decimal_places} currency=${day.currency} />`;
+  return html`
+    <section aria-labelledby="statement-days-title">
+      <h2 id="statement-days-title">Balances of ${stream.name}</h2>
+      ${!data.data.length ? html`<p>No statement imported into this stream yet.</p>` : html`
+        <table>
+          <caption class="visually-hidden">Statement days of ${stream.name}, newest first</caption>
+          <thead><tr><th scope="col">Date</th><th scope="col" class="number">Opening booked</th>
+            <th scope="col" class="number">Closing booked</th><th scope="col" class="number">Closing available</th>
+            <th scope="col">Gap</th></tr></thead>
+          <tbody>
+            ${data.data.map((d) => html`<tr>
+              <td>${d.date}</td><td class="number">${amount(d, d.opening_booked)}</td>
+              <td class="number">${amount(d, d.closing_booked)}</td><td class="number">${amount(d, d.closing_available)}</td>
+              <td>${d.gap ? html`<span class="error">opening differs from the day before's closing</span>` : "—"}</td>
+            </tr>`)}
+          </tbody>
+        </table>
+        <${Pager} paging=${paging} nextCursor=${data.next_cursor} label="Statement days" />`}
+    </section>`;
+}
+
 function StreamImports({ stream, onShow, reloadKey }) {
   const paging = usePaging();
   const { data, error, reload } = useApi(`data_streams/${encodeURIComponent(stream.key)}/file_imports${query({ limit: 10, cursor: paging.cursor })}`);
@@ -373,5 +402,6 @@ export function ImportsPage({ route }) {
       onCancel=${() => xhr.current?.abort()} onEnded=${() => { setEnded((n) => n + 1); streams.reload(); }} />`}
     ${list.length ? html`<${Streams} streams=${list} listed=${listed} onList=${(key) => setListed(key === listed ? null : key)} />`
       : html`<p>No data streams yet.</p>`}
-    ${listedStream && html`<${StreamImports} key=${listedStream.key} stream=${listedStream} onShow=${show} reloadKey=${ended} />`}`;
+    ${listedStream && html`<${StreamImports} key=${listedStream.key} stream=${listedStream} onShow=${show} reloadKey=${ended} />`}
+    ${listedStream && listedStream.type === "bank_feed" && html`<${StatementDays} key=${`days-${listedStream.key}`} stream=${listedStream} reloadKey=${ended} />`}`;
 }

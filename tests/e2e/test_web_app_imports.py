@@ -171,6 +171,14 @@ def test_a_bank_statement_lands_in_its_bank_feed_stream_whose_balance_the_page_s
     latest = stack.request("GET", f"/data_streams/{stream['key']}").json()["latest_balance"]
     assert (latest["closing_booked"], latest["currency"], latest["date"]) == (100000, "USD", "2026-03-01")
     assert page.get_by_test_id("import-rows").inner_text() == "7 of 7 rows"
+    # The stream's statement days (the balances route) under its imports: opening and closing booked
+    # (010 and 015: 1,000.00 USD each) and closing available as the API has it.
+    days = page.get_by_role("table", name=f"Statement days of {stream['name']}, newest first")
+    days.get_by_role("cell", name="2026-03-01").wait_for()
+    [day] = stack.request("GET", f"/data_streams/{stream['key']}/balances").json()["data"]
+    cells = [c.strip() for c in days.locator("tbody tr").first.locator("td").all_inner_texts()]
+    assert cells == [day["date"], "1,000.00 USD", "1,000.00 USD",
+                     "—" if (held := day["closing_available"]) is None else f"{held // 100:,}.{held % 100:02d} USD", "—"]
     assert serious_violations(page) == []
 
     # A link to the import (#/imports/<id>) opens the page with it shown, after a reload too.
