@@ -3,7 +3,8 @@ API itself under /v1/app (Chalice has no greedy routes, so no folders). No build
 and the pinned vendor files (chalicelib/web/vendor/MANIFEST) are served as they are in the repository.
 
 Every answer carries a strict Content-Security-Policy: scripts only from here (and the one inline
-import map, by its hash), no inline style, requests only to this origin, never framed."""
+import map, by its hash), no inline style, requests only to this origin and to the origin of the upload
+URLs (the imports page PUTs a file straight to the bucket), never framed."""
 from __future__ import annotations
 
 import base64
@@ -11,10 +12,12 @@ import hashlib
 import re
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chalice.app import Response
 
 from chalicelib.api.routing import ApiRequest, Router
+from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
 
 router = Router("web")
@@ -38,22 +41,32 @@ WEB_FILES = web_files()
 IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.DOTALL)
 
 
-def content_security_policy(inline_scripts: list[str]) -> str:
+def content_security_policy(inline_scripts: list[str], upload_origin: str) -> str:
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
                       for s in inline_scripts)
     return ("default-src 'none'; " + f"script-src 'self' {hashes}".rstrip() + "; style-src 'self'; "
-            "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'")
+            f"img-src 'self' data:; connect-src 'self' {upload_origin}; form-action 'self'; base-uri 'self'; "
+            "frame-ancestors 'none'")
+
+
+def upload_origin() -> str:
+    """The origin of the upload URLs this deployment hands out (a file import's `upload_url`): the
+    bucket's S3 endpoint, as our own S3 client presigns it (on AWS `https://<bucket>.s3.amazonaws.com`;
+    locally s3rver's `http://127.0.0.1:<port>`). Presigning is local signing, no call to S3."""
+    url = urlsplit(container().payloads.upload_url("uploads/", 60))
+    return f"{url.scheme}://{url.netloc}"
 
 
 @cache
-def shell() -> tuple[str, str]:
-    """The page and its policy, which allows its inline import map by the map's own hash."""
+def shell() -> tuple[str, list[str]]:
+    """The page and its inline scripts (the import map), which its policy allows by their own hash."""
     page = (WEB_DIR / "index.html").read_text(encoding="utf-8")
-    return page, content_security_policy(IMPORT_MAP.findall(page))
+    return page, IMPORT_MAP.findall(page)
 
 
 def headers(media_type: str, caching: str) -> dict[str, str | list[str]]:
-    return {"Content-Type": media_type, "Cache-Control": caching, "Content-Security-Policy": shell()[1],
+    policy = content_security_policy(shell()[1], upload_origin())
+    return {"Content-Type": media_type, "Cache-Control": caching, "Content-Security-Policy": policy,
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
 

@@ -1,5 +1,5 @@
 // The local stack's S3: s3rver (npm), keeping each object as files under --directory, with four fixes
-// for what the service needs of it.
+// for what the service needs of it, and the CORS the web app's uploads need (5).
 'use strict';
 
 const crypto = require('crypto');
@@ -12,6 +12,7 @@ const S3rver = require('s3rver');
 const AWSAccount = require('s3rver/lib/models/account');
 const objectController = require('s3rver/lib/controllers/object');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
+const { getConfigModel } = require('s3rver/lib/models/config');
 
 const option = (name) => {
   const index = process.argv.indexOf(`--${name}`);
@@ -109,6 +110,26 @@ const tripleForSingleDes = (make) => (algorithm, key, iv, options) => (algorithm
   : make(algorithm, key, iv, options));
 crypto.createCipheriv = tripleForSingleDes(crypto.createCipheriv);
 crypto.createDecipheriv = tripleForSingleDes(crypto.createDecipheriv);
+
+// 5. The web app's imports page PUTs a file from the browser straight to its upload URL (a presigned
+// PUT), which needs CORS: a bucket with no CORS configuration of its own answers as if it had this one,
+// the local counterpart of DataBucket's CorsConfiguration in infra/template.yaml. The page is served by
+// the local API on the loopback, on whatever port it was given: any port of 127.0.0.1 and localhost,
+// PUT only, with the Content-Type the browser sends for the file.
+const LOOPBACK_CORS = getConfigModel('cors').validate(`<CORSConfiguration>
+  <CORSRule>
+    <AllowedOrigin>http://127.0.0.1:*</AllowedOrigin>
+    <AllowedOrigin>http://localhost:*</AllowedOrigin>
+    <AllowedMethod>PUT</AllowedMethod>
+    <AllowedHeader>content-type</AllowedHeader>
+    <MaxAgeSeconds>3600</MaxAgeSeconds>
+  </CORSRule>
+</CORSConfiguration>`);
+const getSubresource = FilesystemStore.prototype.getSubresource;
+FilesystemStore.prototype.getSubresource = async function (bucket, key, type) {
+  const own = await getSubresource.call(this, bucket, key, type);
+  return own || (type === 'cors' && key === undefined ? LOOPBACK_CORS : own);
+};
 
 new S3rver({
   address: option('address'),

@@ -146,3 +146,24 @@ def test_the_bucket_refuses_event_notifications_as_not_implemented(s3):
     with pytest.raises(s3.exceptions.ClientError, match="NotImplemented"):
         s3.put_bucket_notification_configuration(Bucket=BUCKET,
                                                  NotificationConfiguration={"EventBridgeConfiguration": {}})
+
+
+@pytest.mark.parametrize(("origin", "allowed"), [
+    ("http://127.0.0.1:8000", True), ("http://localhost:41234", True),
+    ("https://evil.test", False), ("http://127.0.0.2:8000", False)])
+def test_a_browser_on_the_loopback_may_put_a_file_to_a_presigned_url(s3, origin, allowed):
+    # The web app's imports page PUTs from the page's origin (the local API, any loopback port) to the
+    # upload URL: the preflight must allow it, and only from there (template's DataBucket CorsConfiguration)
+    url = s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": "uploads/cors.csv"}, ExpiresIn=60)
+    preflight = requests.options(url, headers={"Origin": origin, "Access-Control-Request-Method": "PUT",
+                                               "Access-Control-Request-Headers": "content-type"}, timeout=10)
+    assert (preflight.status_code == 200) is allowed, preflight.text
+    if not allowed:
+        return
+    assert "PUT" in preflight.headers["Access-Control-Allow-Methods"]
+    assert preflight.headers["Access-Control-Allow-Headers"] == "content-type"
+    put = requests.put(url, data=b"date,amount\n", headers={"Origin": origin, "Content-Type": "text/csv"}, timeout=10)
+    assert put.status_code == 200 and put.headers["Access-Control-Allow-Origin"] == origin
+    assert s3.get_object(Bucket=BUCKET, Key="uploads/cors.csv")["Body"].read() == b"date,amount\n"
+    refused = requests.options(url, headers={"Origin": origin, "Access-Control-Request-Method": "DELETE"}, timeout=10)
+    assert refused.status_code == 403

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import moto.cognitoidp
 import pytest
@@ -127,9 +128,15 @@ def test_the_shell_allows_its_own_import_map_and_nothing_inline_else(api):
     html = page.body.decode()
     [import_map] = re.findall(r'<script type="importmap">(.*?)</script>', html, flags=re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(import_map.encode()).digest()).decode()
+    # Requests go to this origin and to the one of the upload URLs a file import answers (the bucket).
+    assert api.post("/v1/data_streams", {"key": "csp-bank", "name": "Bank"}).status_code == 201
+    created = api.post("/v1/data_streams/csp-bank/file_imports", {"filename": "a.csv", "format": "csv"})
+    upload = urlsplit(created.json_body["upload_url"])
+    assert upload.scheme in ("http", "https") and upload.netloc
     assert headers_of(page)["content-security-policy"] == (
         f"default-src 'none'; script-src 'self' 'sha256-{digest}'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'")
+        f"connect-src 'self' {upload.scheme}://{upload.netloc}; form-action 'self'; base-uri 'self'; "
+        "frame-ancestors 'none'")
     assert len(re.findall(r"<script", html)) == 2 and "style=" not in html  # the map and the module, by src
     assert (headers_of(page)["x-content-type-options"], headers_of(page)["referrer-policy"],
             headers_of(page)["cache-control"]) == ("nosniff", "no-referrer", "no-cache")

@@ -30,6 +30,16 @@ def test_the_data_bucket_is_named_by_stage_account_and_region_unless_a_name_is_g
     assert named.physical_name("DataBucket") == "my-bucket"
 
 
+def test_browsers_may_put_uploads_to_the_data_bucket_only_from_the_regions_api_gateway():
+    # The web app's imports page PUTs a file to its presigned upload URL from the stage's API origin
+    # (https://<api id>.execute-api.<region>.amazonaws.com), which Chalice deploys after this stack.
+    template = load_template()
+    cors = template["Resources"]["DataBucket"]["Properties"]["CorsConfiguration"]
+    [rule] = Resolver(template, {"Stage": "prod"}, "eu-west-1").resolve(cors)["CorsRules"]
+    assert rule["AllowedMethods"] == ["PUT"] and rule["AllowedHeaders"] == ["content-type"]
+    assert rule["AllowedOrigins"] == ["https://*.execute-api.eu-west-1.amazonaws.com"]
+
+
 def test_the_engine_layer_exists_only_when_its_zip_is_given():
     template = load_template()
     condition = template["Resources"]["EngineLayer"]["Condition"]
