@@ -4,8 +4,7 @@
 // chain's end (it answers in bounded steps) and its outcome shown.
 import { useEffect, useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
-import { Pager, Problem, useApi, usePaging, When } from "./ui.js";
-import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
+import { FieldError, invalid, Outcome, Pager, Problem, useAction, useApi, usePaging, When } from "./ui.js";
 
 const PAGE_SIZE = 25;
 const FILTERS = ["actor", "resource_type", "resource_id", "from", "to"];
