@@ -122,7 +122,14 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     href = page.get_by_role("link", name="rates.csv").get_attribute("href")
     assert same_object(href, attached["url"])  # presigned anew at each answer: the object's address is the same
     assert requests.get(href, timeout=10).content == b"usd,1\neur,2\n"
+    # Removing asks first; Cancel keeps the file.
     page.get_by_role("button", name="Remove rates.csv").click()
+    question = page.get_by_role("group", name="Remove rates.csv? Runs no longer read it.")
+    question.get_by_role("button", name="Cancel").click()
+    question.wait_for(state="detached")
+    assert len(get(stack, f"/agents/{agent['id']}")["input_files"]) == 1
+    page.get_by_role("button", name="Remove rates.csv").click()
+    page.get_by_role("button", name="Yes, remove").click()
     page.get_by_role("status").filter(has_text="Removed rates.csv.").wait_for()
     assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
     page.get_by_text("No input files.").wait_for()
@@ -132,7 +139,7 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
         model.tool_calls(("w", "write_output_file", {"filename": "large.csv",
                                                      "content": "external_id,amount\nb0,25000000\n"})),
         model.text("One payout over 1,000.00; mailed large.csv."))
-    page.get_by_role("button", name="Run now").click()
+    page.get_by_role("button", name="Run now").dblclick()  # a double click starts one run
     started = page.get_by_role("status").filter(has_text="started")
     started.wait_for()
     run_id = int(started.inner_text().split()[1].rstrip(":"))
@@ -140,6 +147,7 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     row.get_by_text("completed").wait_for()  # the page polls while the run goes
     run = get(stack, f"/agents/{agent['id']}/runs/{run_id}")
     assert (run["status"], run["trigger"]) == ("completed", "manual")
+    assert [r["id"] for r in get(stack, f"/agents/{agent['id']}/runs")["data"]] == [run_id]
     assert row.inner_text().split("\t")[:3] == [f"Run {run_id}", "completed", "manual"]
     assert row.inner_text().split("\t")[-3:] == ["2", "1", "1 sent"]  # steps, files, mail
     assert serious_violations(page) == []
