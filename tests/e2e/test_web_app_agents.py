@@ -17,7 +17,17 @@ from tests.e2e.test_browser_agents_local import PASSWORD, USERNAME, create_agent
 from tests.support.chromium import needs_chromium
 from tests.support.model_servers import ScriptedChatServer
 from tests.support.portal import TestPortal
-from tests.support.web_app import expected, person, printed, screenshot, serious_violations, sign_in, signed_in
+from tests.support.web_app import (
+    expected,
+    person,
+    printed,
+    screenshot,
+    serious_violations,
+    sign_in,
+    signed_in,
+    token_of,
+    without_refusals,
+)
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 READING = {"Sign out", "Previous", "Next"}  # the buttons a viewer gets: signing out and paging
@@ -57,10 +67,6 @@ def get(stack, path):
     return response.json()
 
 
-def token_of(stack, email: str, password: str) -> str:
-    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["id_token"]
 
 
 def same_object(url: str, other: str) -> bool:
@@ -173,9 +179,6 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     assert without_refusals(page.problems, "422", f"/agents/{agent['id']}") == []
 
 
-def without_refusals(problems: list[str], status: str, url_part: str) -> list[str]:
-    """The problems but the browser's own log of a refusal the test asked for (it logs every 4xx)."""
-    return [p for p in problems if not (f"status of {status}" in p and url_part in p)]
 
 
 def test_a_browser_agents_run_waiting_for_a_code_takes_it_here_and_a_viewer_gets_no_control(

@@ -5,48 +5,28 @@ Each action's effect is read back through the API; a viewer gets none of the con
 refuses them; axe-core finds no serious violation in any state shown."""
 from __future__ import annotations
 
-import time
-import uuid
-
 import pytest
-import requests
 
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in, signed_in
+from tests.support.web_app import (
+    as_person,
+    ingest,
+    printed,
+    reconciliation_with_rule,
+    role_token,
+    screenshot,
+    serious_violations,
+    sign_in,
+    signed_in,
+    start_run,
+    wait_run,
+)
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 
 
-def reconciliation_with_rule(stack, rule: dict | None = None, run_type: str = "batch") -> tuple[dict, dict, str, str]:
-    """Two new streams, a reconciliation of them and its first rule: (reconciliation, rule, bank, ledger)."""
-    suffix = uuid.uuid4().hex[:8]
-    bank, ledger = f"bank-{suffix}", f"ledger-{suffix}"
-    for key in (bank, ledger):
-        assert stack.request("POST", "/data_streams", {"key": key, "name": key.title()}).status_code == 201
-    made = stack.request("POST", "/reconciliations", {"name": f"Bank to ledger {suffix}", "run_type": run_type,
-                                                      "side_a_stream_keys": [bank], "side_b_stream_keys": [ledger]})
-    assert made.status_code == 201, made.text
-    reconciliation = made.json()
-    added = stack.request("POST", f"/reconciliations/{reconciliation['id']}/rules", rule or {
-        "name": "Amount, 3 days", "priority": 1,
-        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]})
-    assert added.status_code == 201, added.text
-    return reconciliation, added.json(), bank, ledger
 
 
-def ingest(stack, items: list[dict], timeout: float = 60) -> list[int]:
-    ids: list[int] = []
-    for start in range(0, len(items), 1000):
-        summary = stack.request("POST", "/records/bulk", {"records": items[start:start + 1000]}).json()
-        deadline = time.monotonic() + timeout
-        while True:
-            body = stack.request("GET", f"/bulk_requests/{summary['id']}").json()
-            if body["status"] == "completed":
-                ids += [r["record_id"] for r in body["results"]]
-                break
-            assert time.monotonic() < deadline, body
-            time.sleep(0.2)
-    return ids
 
 
 def pairs(stack, bank: str, ledger: str, count: int, unmatched: int = 0) -> None:
@@ -58,36 +38,12 @@ def pairs(stack, bank: str, ledger: str, count: int, unmatched: int = 0) -> None
                     "description": f"Payout {n}"} for n in range(count)])
 
 
-def wait_run(stack, reconciliation_id: int, run_id: int, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        run = stack.request("GET", f"/reconciliations/{reconciliation_id}/runs/{run_id}").json()
-        if run["status"] in ("completed", "failed", "cancelled"):
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.2)
 
 
-def start_run(stack, reconciliation_id: int, timeout: float = 30) -> dict:
-    """A run started; the reconciliation lets its last run go a moment after the run says it ended (409 until then)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        started = stack.request("POST", f"/reconciliations/{reconciliation_id}/runs")
-        if started.status_code == 202:
-            return started.json()
-        assert started.status_code == 409 and time.monotonic() < deadline, started.text
-        time.sleep(0.2)
 
 
-def token_of(stack, role: str) -> str:
-    email, password = person(stack, role)
-    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["id_token"]
 
 
-def as_person(stack, token: str, method: str, path: str, body=None):
-    return stack.request(method, path, body, key=None, headers={"Authorization": f"Bearer {token}"})
 
 
 def rules_of(stack, reconciliation_id: int) -> list[dict]:
@@ -291,7 +247,7 @@ def test_a_preparer_dry_runs_a_rule_and_the_rule_set_but_may_not_edit_rules(stac
     # A dry run writes nothing: no match was made.
     assert stack.request("GET", "/reconciliation_matches", params={"reconciliation_id": reconciliation["id"]}).json()["data"] == []
 
-    preparer = token_of(stack, "preparer")
+    preparer = role_token(stack, "preparer")
     assert as_person(stack, preparer, "POST", f"/reconciliation_rules/{first['id']}/dry_run").status_code == 200
     refused = as_person(stack, preparer, "PATCH", f"/reconciliation_rules/{first['id']}", {"name": "Mine"})
     assert refused.status_code == 403, refused.text
@@ -414,7 +370,7 @@ def test_a_viewer_sees_the_rules_and_runs_without_controls_and_the_api_refuses_t
         assert page.get_by_role("button").filter(has_text=absent).count() == 0, absent
     assert serious_violations(page) == []
 
-    viewer = token_of(stack, "viewer")
+    viewer = role_token(stack, "viewer")
     assert as_person(stack, viewer, "GET", f"/reconciliations/{reconciliation['id']}/rules").status_code == 200
     assert as_person(stack, viewer, "POST", f"/reconciliations/{reconciliation['id']}/runs").status_code == 403
     assert as_person(stack, viewer, "POST", f"/reconciliation_rules/{rule['id']}/dry_run").status_code == 403
