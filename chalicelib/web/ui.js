@@ -137,13 +137,7 @@ export function useAction(fields = []) {
       setState({ busy: false, status: done ? done(answer) : "", alert: "", errors: {} });
       return answer;
     } catch (error) {
-      const errors = {};
-      const elsewhere = [];
-      for (const e of error.errors || []) {
-        const field = fields.find((f) => e.field === f || e.field.startsWith(`${f}[`) || e.field.startsWith(`${f}.`));
-        if (field && !errors[field]) errors[field] = e.message;
-        else elsewhere.push(`${e.field}: ${e.message}`);
-      }
+      const { errors, elsewhere } = placeErrors(error, fields);
       const placed = Object.keys(errors).length > 0;
       const alert = placed && !elsewhere.length ? "" : [error.message, ...elsewhere].join("; ");
       setState({ busy: false, status: "", alert, errors });
@@ -155,6 +149,19 @@ export function useAction(fields = []) {
   // errors beside fields stay until the next try).
   const edited = () => { if (state.alert || state.status) setState((s) => ({ ...s, status: "", alert: "" })); };
   return { ...state, run, clear, edited };
+}
+
+// A refusal's field errors (a 422's `errors`) by the form field they belong to: `fields` lists them, and
+// "events[0]" or "events.x" belongs to "events". {errors: {field: message}, elsewhere: ["field: message"]}.
+export function placeErrors(error, fields) {
+  const errors = {};
+  const elsewhere = [];
+  for (const e of error.errors || []) {
+    const field = fields.find((f) => e.field === f || e.field.startsWith(`${f}[`) || e.field.startsWith(`${f}.`));
+    if (field && !errors[field]) errors[field] = e.message;
+    else elsewhere.push(`${e.field}: ${e.message}`);
+  }
+  return { errors, elsewhere };
 }
 
 // The attributes of a control whose field the service refused: its message is read with it.
