@@ -2,7 +2,7 @@
 // reorder them; preparers dry run one rule, or every active rule in priority order.
 import { useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
-import { Confirm, Problem, Status, useApi, useMounted } from "./ui.js";
+import { Confirm, FieldError, invalid, Problem, Status, useApi, useMounted } from "./ui.js";
 
 const FIELDS = ["amount", "date", "direction", "currency", "description", "external_id"];
 const TEXT_OPERATORS = ["equals", "contains", "similar"];
@@ -330,13 +330,12 @@ function RuleForm({ rule, reconciliationId, nextPriority, onSaved, onCancel }) {
   // An input with its label and the API's message for it (aria-invalid, aria-describedby).
   function field(path, label, children, loose = false) {
     const id = idOf(prefix, path);
-    const found = errorsAt(path, loose);
+    const message = errorsAt(path, loose).map((e) => e.message).join("; ");
     return html`
-      <div class=${`field${found.length ? " invalid" : ""}`}>
+      <div class=${`field${message ? " invalid" : ""}`}>
         <label for=${id}>${label}</label>
-        ${children({ id, "aria-invalid": found.length ? "true" : undefined,
-                     "aria-describedby": found.length ? `${id}-error` : undefined })}
-        ${found.length > 0 && html`<p id=${`${id}-error`} class="field-error">${found.map((e) => e.message).join("; ")}</p>`}
+        ${children({ id, ...invalid(id, message) })}
+        <${FieldError} id=${id} message=${message} />
       </div>`;
   }
 
