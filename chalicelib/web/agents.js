@@ -315,7 +315,7 @@ function InputFiles({ agent, onChanged }) {
     setError(null);
     if (file.size > MAX_FILE_BYTES) { // refused before it is read: the service would refuse it anyway
       setStatus("");
-      setError(Object.assign(new Error(`${file.name} is ${bytes(file.size)}; at most ${bytes(MAX_FILE_BYTES)} can be attached here`), { errors: [] }));
+      setError(Object.assign(new Error(`${file.name} is ${file.size} bytes; at most ${MAX_FILE_BYTES} bytes (${bytes(MAX_FILE_BYTES)}) can be attached here`), { errors: [] }));
       input.value = "";
       return;
     }

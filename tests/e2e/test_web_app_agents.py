@@ -139,6 +139,11 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     page.get_by_role("status").filter(has_text="Removed rates.csv.").wait_for()
     assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
     page.get_by_text("No input files.").wait_for()
+    # A file past what one request carries (base64 in a 5 MiB body) is refused before it is read or sent.
+    page.get_by_label("Attach a file (at most 3.5 MB)").set_input_files(
+        files=[{"name": "big.csv", "mimeType": "text/csv", "buffer": b"x" * (3_670_016 + 1)}])
+    page.get_by_role("alert").filter(has_text="big.csv is 3670017 bytes; at most 3670016 bytes (3.5 MB) can be attached here").wait_for()
+    assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
 
     # Run now: the scripted model writes a CSV, which is mailed.
     model.add(
