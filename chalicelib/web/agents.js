@@ -2,9 +2,9 @@
 // settings (admins edit them, attach input files and run it now), its runs, and each run's steps,
 // files and mail. A browser agent's run that waits for the portal's verification code takes it here
 // (POST /agents/<id>/verification). Every control is for admins (the API refuses anyone else).
-import { useEffect, useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
-import { Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { Confirm, duration, Pager, plural, Problem, Status, useApi, usePaging, usePoll, When } from "./ui.js";
 
 export function AgentsPage({ route }) {
   const [id, sub, runId] = route.path;
@@ -19,8 +19,12 @@ const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", 
 const CADENCES = ["manual", "hourly", "daily", "weekdays", "weekly"];
 const NEEDS_HOUR = new Set(["daily", "weekdays", "weekly"]);
 const POLL_MS = 2000;
+// The API takes a request body of at most 5 MiB (settings.max_body_bytes); base64 makes a file a third
+// larger, so a file sent inline is at most 3.5 MiB.
+const MAX_FILE_BYTES = 3.5 * 1024 * 1024;
+// A file's link only when it is a web address (a presigned URL), never javascript: or data:.
+const webUrl = (url) => (/^https?:\/\//i.test(url || "") ? url : null);
 const pad = (n) => String(n ?? 0).padStart(2, "0");
-const plural = (n, one, many = `${one}s`) => `${n} ${Number(n) === 1 ? one : many}`;
 const agentPath = (id) => `agents/${encodeURIComponent(id)}`;
 
 export function schedule(agent) {
@@ -40,33 +44,10 @@ function RunStatus({ status }) {
   return html`<span class=${`run-status run-${status}`}>${STATUS_TEXT[status] || status}</span>`;
 }
 
-function took(run) {
-  if (!run.started_at) return "—";
-  const end = run.completed_at ? new Date(run.completed_at) : new Date();
-  const seconds = Math.max(0, Math.round((end - new Date(run.started_at)) / 1000));
-  return seconds < 120 ? `${seconds} s` : `${Math.round(seconds / 60)} min`;
-}
-
 function bytes(n) {
   if (n === null || n === undefined) return "uploading";
   if (n < 1024) return `${n} B`;
   return n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
-
-// A failed call, with each field the service named.
-function Failure({ error, what }) {
-  if (!error) return null;
-  return html`<div class="error" role="alert"><p>Could not ${what}: ${error.message}</p>
-    ${error.errors?.length > 0 && html`<ul>${error.errors.map((e) => html`<li><code>${e.field}</code>: ${e.message}</li>`)}</ul>`}</div>`;
-}
-
-// Reload every POLL_MS while `active` (a run queued, running or waiting for a code).
-function usePoll(active, ...reloads) {
-  useEffect(() => {
-    if (!active) return undefined;
-    const timer = setInterval(() => reloads.forEach((reload) => reload()), POLL_MS);
-    return () => clearInterval(timer);
-  }, [active]);
 }
 
 function AgentList() {
@@ -101,14 +82,20 @@ function AgentPage({ id }) {
   const runs = useApi(`${agentPath(id)}/runs${query({ limit: 20, cursor: paging.cursor })}`);
   const [status, setStatus] = useState("");
   const [error, setError] = useState(null);
+  const [starting, setStarting] = useState(false);
+  const startingRef = useRef(false); // read at the press itself: a double click's second press sees it
   const busy = (runs.data?.data || []).some((r) => ACTIVE.has(r.status)) || agent.data?.browser?.needs_verification;
-  usePoll(Boolean(busy), agent.reload, runs.reload);
+  // While a run goes on (or waits for a code): the agent and its runs read again POLL_MS after each answer.
+  usePoll((signal) => Promise.all([agent.refresh(signal), runs.refresh(signal)]), POLL_MS, Boolean(busy));
 
   if (agent.error) return html`<p><a href="#/agents">All agents</a></p><${Problem} error=${agent.error} what="load the agent" />`;
   if (!agent.data) return html`<p>Loading the agent…</p>`;
   const a = agent.data;
 
   async function runNow() {
+    if (startingRef.current) return; // one run a press: a second press while the first is asked for does nothing
+    startingRef.current = true;
+    setStarting(true);
     setError(null);
     try {
       const run = await api(`${agentPath(id)}/runs`, { method: "POST" });
@@ -116,7 +103,7 @@ function AgentPage({ id }) {
       paging.reset();
       runs.reload();
       agent.reload();
-    } catch (failed) { setError(failed); setStatus(""); }
+    } catch (failed) { setError(failed); setStatus(""); } finally { startingRef.current = false; setStarting(false); }
   }
 
   return html`
@@ -125,9 +112,9 @@ function AgentPage({ id }) {
     <p class="muted">${a.kind === "browser" ? "Browser agent" : "Agent"} · ${schedule(a)}${a.active ? "" : " · inactive"}${" "}· next run <${When} iso=${a.next_run_at} /> · last run <${When} iso=${a.last_run_at} /></p>
     ${a.browser?.needs_verification && html`<${Verification} agent=${a} onGiven=${(text) => { setStatus(text); agent.reload(); runs.reload(); }} />`}
     ${can("admin") && html`<div class="toolbar">
-      <button type="button" onClick=${runNow}>Run now</button>
+      <button type="button" onClick=${runNow} aria-disabled=${starting ? "true" : undefined}>Run now</button>
     </div>`}
-    <${Failure} error=${error} what="start a run" />
+    <${Problem} error=${error} what="start a run" />
     <${Status} text=${status} />
     <section aria-labelledby="runs-title">
       <h3 id="runs-title">Runs</h3>
@@ -178,7 +165,7 @@ function Verification({ agent, runId, onGiven }) {
                    onInput=${(e) => setCode(e.currentTarget.value)} required /></div>
           <button type="submit">Send code</button>
         </form>` : html`<p>An admin enters it here.</p>`}
-      <${Failure} error=${error} what="give the code" />
+      <${Problem} error=${error} what="give the code" />
     </section>`;
 }
 
@@ -193,12 +180,12 @@ function Runs({ agentId, runs, paging }) {
         <th scope="col" class="number">Took</th><th scope="col" class="number">Steps</th><th scope="col" class="number">Files</th>
         <th scope="col">Mail</th></tr></thead>
       <tbody>
-        ${runs.data.data.map((r) => html`<tr>
+        ${runs.data.data.map((r) => html`<tr key=${r.id}>
           <td><a href=${`#/agents/${agentId}/runs/${r.id}`}>Run ${r.id}</a></td>
           <td><${RunStatus} status=${r.status} /></td>
           <td>${r.trigger}</td>
           <td><${When} iso=${r.started_at || r.created_at} /></td>
-          <td class="number">${took(r)}</td>
+          <td class="number">${duration(r)}</td>
           <td class="number">${r.steps.length}</td>
           <td class="number">${r.output_files.length}</td>
           <td>${mailText(r.deliveries)}</td>
@@ -311,7 +298,7 @@ function EditAgent({ agent: a, onSaved }) {
         <input id="agent-pattern" value=${form.delivery_file_pattern} onInput=${set("delivery_file_pattern")} />
       </fieldset>
       <button type="submit">Save</button>
-      <${Failure} error=${error} what="save the agent" />
+      <${Problem} error=${error} what="save the agent" />
       <${Status} text=${status} />
     </form>`;
 }
@@ -326,6 +313,12 @@ function InputFiles({ agent, onChanged }) {
     const [file] = input.files;
     if (!file) return;
     setError(null);
+    if (file.size > MAX_FILE_BYTES) { // refused before it is read: the service would refuse it anyway
+      setStatus("");
+      setError(Object.assign(new Error(`${file.name} is ${file.size} bytes; at most ${MAX_FILE_BYTES} bytes (${bytes(MAX_FILE_BYTES)}) can be attached here`), { errors: [] }));
+      input.value = "";
+      return;
+    }
     setStatus(`Attaching ${file.name}…`);
     try {
       const content = await new Promise((resolve, reject) => {
@@ -348,7 +341,8 @@ function InputFiles({ agent, onChanged }) {
       await api(`${agentPath(agent.id)}/files/${file.id}`, { method: "DELETE" });
       setStatus(`Removed ${file.filename}.`);
       onChanged();
-    } catch (failed) { setError(failed); setStatus(""); }
+      return true;
+    } catch (failed) { setError(failed); setStatus(""); return false; }
   }
 
   return html`
@@ -356,7 +350,7 @@ function InputFiles({ agent, onChanged }) {
         remove=${can("admin") ? remove : null} />` : html`<p>No input files.</p>`}
     ${can("admin") && html`<div class="toolbar"><div><label for="agent-file">Attach a file (at most 3.5 MB)</label>
       <input id="agent-file" type="file" onChange=${attach} /></div></div>`}
-    <${Failure} error=${error} what="change the input files" />
+    <${Problem} error=${error} what="change the input files" />
     <${Status} text=${status} />`;
 }
 
@@ -367,13 +361,13 @@ function FileTable({ files, caption, remove }) {
       <thead><tr><th scope="col">File</th><th scope="col">Type</th><th scope="col" class="number">Size</th>
         <th scope="col">Added</th>${remove && html`<th scope="col">Remove</th>`}</tr></thead>
       <tbody>
-        ${files.map((f) => html`<tr>
-          <td><a href=${f.url} download=${f.filename}>${f.filename}</a></td>
+        ${files.map((f) => html`<tr key=${f.id}>
+          <td>${webUrl(f.url) ? html`<a href=${webUrl(f.url)} download=${f.filename}>${f.filename}</a>` : f.filename}</td>
           <td>${f.content_type}</td>
           <td class="number">${bytes(f.byte_size)}</td>
           <td><${When} iso=${f.created_at} /></td>
-          ${remove && html`<td><button type="button" class="link" onClick=${() => remove(f)}
-                                       aria-label=${`Remove ${f.filename}`}>Remove</button></td>`}
+          ${remove && html`<td><${Confirm} label="Remove" name=${`Remove ${f.filename}`}
+            question=${`Remove ${f.filename}? Runs no longer read it.`} yes="Yes, remove" onYes=${() => remove(f)} /></td>`}
         </tr>`)}
       </tbody>
     </table>`;
@@ -383,7 +377,8 @@ function RunPage({ agentId, runId }) {
   const agent = useApi(agentPath(agentId));
   const run = useApi(`${agentPath(agentId)}/runs/${encodeURIComponent(runId)}`);
   const [status, setStatus] = useState("");
-  usePoll(Boolean(run.data && ACTIVE.has(run.data.status)), run.reload, agent.reload);
+  usePoll((signal) => Promise.all([run.refresh(signal), agent.refresh(signal)]), POLL_MS,
+    Boolean(run.data && ACTIVE.has(run.data.status)));
   const back = html`<p><a href=${`#/agents/${agentId}`}>${agent.data ? agent.data.name : "The agent"}</a></p>`;
   if (run.error) return html`${back}<${Problem} error=${run.error} what="load the run" />`;
   if (!run.data) return html`${back}<p>Loading the run…</p>`;
@@ -401,7 +396,7 @@ function RunPage({ agentId, runId }) {
       <dt>Queued</dt><dd><${When} iso=${r.created_at} /></dd>
       <dt>Started</dt><dd><${When} iso=${r.started_at} /></dd>
       <dt>Ended</dt><dd><${When} iso=${r.completed_at} /></dd>
-      <dt>Took</dt><dd>${took(r)}</dd>
+      <dt>Took</dt><dd>${duration(r)}</dd>
       <dt>Model</dt><dd>${r.usage.model || "—"}${r.usage.input_tokens || r.usage.output_tokens ? ` · ${r.usage.input_tokens} tokens in, ${r.usage.output_tokens} out` : ""}</dd>
       ${r.file_import_id && html`<dt>Imported</dt><dd><a href=${`#/imports/${r.file_import_id}`}>file import ${r.file_import_id}</a></dd>`}
     </dl>

@@ -11,7 +11,7 @@ export function setSession(value) { current = value; }
 
 // The roles of the API, weakest first: a control a role may not use is not offered (the API refuses
 // it again).
-const ROLES = ["viewer", "preparer", "approver", "admin"];
+export const ROLES = ["viewer", "preparer", "approver", "admin"];
 export const can = (role) => current !== null && ROLES.indexOf(current.user.role) >= ROLES.indexOf(role);
 
 export class ApiError extends Error {

@@ -1,9 +1,9 @@
 // Matches (#/matches?reconciliation_id=<id>&status=proposed, #/matches/<id>): the matches of a
 // reconciliation, proposed ones to confirm or reject (approvers), one at a time or the selected ones;
 // a match's records with their amounts and dates.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
-import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { Confirm, go, Money, Pager, plural, Problem, Status, useApi, useMounted, usePaging, When } from "./ui.js";
 
 export function MatchesPage({ route }) {
   const id = route.path[0];
@@ -11,9 +11,7 @@ export function MatchesPage({ route }) {
 }
 
 // The filters live in the address, so a filtered list can be linked to and survives a reload.
-function go(params) {
-  location.hash = `#/matches${query(params)}`;
-}
+const filter = (params) => go("#/matches", params);
 
 // Confirm (POST …/confirm) or reject (DELETE: the match goes, its records are open again) one match.
 async function decide(matchId, action) {
@@ -30,6 +28,8 @@ function MatchList({ params }) {
   const [selected, setSelected] = useState(new Set());
   const [results, setResults] = useState(null); // [{id, action, ok, message}] of the last decision(s)
   const [busy, setBusy] = useState(false);
+  const busyRef = useRef(false); // read at the press: a second press before the re-render does nothing
+  const mounted = useMounted();
   const approver = can("approver");
   const path = chosen ? `reconciliation_matches${query({ reconciliation_id: chosen, status: status === "all" ? "" : status, limit: 25, cursor: paging.cursor })}` : null;
   const { loading, error, data, reload } = useApi(path);
@@ -40,11 +40,13 @@ function MatchList({ params }) {
   // One request a match, in the order shown (the API has no bulk confirm or reject); each one's outcome
   // is listed, and a failure does not stop the rest.
   async function decideMany(ids, action) {
-    if (busy || !ids.length) return;
+    if (busyRef.current || !ids.length) return false;
+    busyRef.current = true;
     setBusy(true);
     const outcome = [];
     setResults(outcome);
     for (const id of ids) {
+      if (!mounted.current) return false; // the person left: the rest are not decided
       try {
         await decide(id, action);
         outcome.push({ id, action, ok: true, message: DONE[action] });
@@ -53,9 +55,11 @@ function MatchList({ params }) {
       }
       setResults([...outcome]);
     }
+    busyRef.current = false;
     setSelected(new Set());
     setBusy(false);
     reload();
+    return true;
   }
 
   const rows = data ? data.data : [];
@@ -74,7 +78,7 @@ function MatchList({ params }) {
       <div>
         <label for="match-reconciliation">Reconciliation</label>
         <select id="match-reconciliation" value=${String(chosen)}
-          onChange=${(e) => go({ reconciliation_id: e.currentTarget.value, status })}>
+          onChange=${(e) => filter({ reconciliation_id: e.currentTarget.value, status })}>
           ${(reconciliations.data?.data || []).map((r) => html`<option value=${String(r.id)}>${r.name}</option>`)}
           ${reconciliations.data && chosen && !reconciliations.data.data.some((r) => String(r.id) === String(chosen))
             && html`<option value=${String(chosen)}>Reconciliation ${chosen}</option>`}
@@ -82,7 +86,7 @@ function MatchList({ params }) {
       </div>
       <div>
         <label for="match-status">Status</label>
-        <select id="match-status" value=${status} onChange=${(e) => go({ reconciliation_id: chosen, status: e.currentTarget.value })}>
+        <select id="match-status" value=${status} onChange=${(e) => filter({ reconciliation_id: chosen, status: e.currentTarget.value })}>
           <option value="proposed">Proposed</option>
           <option value="confirmed">Confirmed</option>
           <option value="all">All</option>
@@ -96,8 +100,11 @@ function MatchList({ params }) {
     ${data && !rows.length && html`<p>No ${status === "all" ? "" : `${status} `}matches${paging.page > 1 ? " on this page" : ""}.</p>`}
     ${approver && selectable.length > 0 && html`
       <div class="actions bulk">
-        <button type="button" onClick=${() => decideMany(inOrder(), "confirm")} disabled=${busy || !selected.size}>Confirm selected</button>
-        <button type="button" class="danger" onClick=${() => decideMany(inOrder(), "reject")} disabled=${busy || !selected.size}>Reject selected</button>
+        <button type="button" onClick=${() => decideMany(inOrder(), "confirm")}
+          aria-disabled=${busy || !selected.size ? "true" : undefined}>Confirm selected</button>
+        <${Confirm} label="Reject selected" disabled=${!selected.size} busy=${busy}
+          question=${`Reject ${plural(selected.size, "match", "matches")}? Their records are open again.`}
+          yes="Yes, reject" onYes=${() => decideMany(inOrder(), "reject")} />
         <span>${selected.size} selected</span>
       </div>`}
     ${rows.length > 0 && html`
@@ -112,7 +119,7 @@ function MatchList({ params }) {
           ${approver && html`<th scope="col">Decide</th>`}
         </tr></thead>
         <tbody>
-          ${rows.map((m) => html`<tr data-match-id=${m.id}>
+          ${rows.map((m) => html`<tr key=${m.id} data-match-id=${m.id}>
             ${approver && html`<td>${m.status === "proposed" && html`<input type="checkbox" id=${`match-${m.id}-selected`}
               checked=${selected.has(m.id)} onChange=${(e) => toggle(m.id, e.currentTarget.checked)}
               aria-label=${`Select match ${m.id}`} />`}</td>`}
@@ -123,9 +130,9 @@ function MatchList({ params }) {
             <td class="number">${m.record_count ?? (m.records ? m.records.length : "—")}</td>
             <td><${When} iso=${m.created_at} /></td>
             ${approver && html`<td>${m.status === "proposed" && html`<div class="actions row-actions">
-              <button type="button" onClick=${() => decideMany([m.id], "confirm")} disabled=${busy}
+              <button type="button" onClick=${() => decideMany([m.id], "confirm")} aria-disabled=${busy ? "true" : undefined}
                 aria-label=${`Confirm match ${m.id}`}>Confirm</button>
-              <button type="button" class="danger" onClick=${() => decideMany([m.id], "reject")} disabled=${busy}
+              <button type="button" class="danger" onClick=${() => decideMany([m.id], "reject")} aria-disabled=${busy ? "true" : undefined}
                 aria-label=${`Reject match ${m.id}`}>Reject</button></div>`}</td>`}
           </tr>`)}
         </tbody>
@@ -134,7 +141,7 @@ function MatchList({ params }) {
     ${results && results.length > 0 && html`
       <section class="decisions" aria-labelledby="decisions-title">
         <h2 id="decisions-title">${busy ? "Deciding…" : `Decided: ${ok} of ${results.length}`}</h2>
-        <ul>${results.map((r) => html`<li class=${r.ok ? "ok" : "error"} data-match-id=${r.id}>Match ${r.id}: ${r.message}</li>`)}</ul>
+        <ul>${results.map((r) => html`<li key=${r.id} class=${r.ok ? "ok" : "error"} data-match-id=${r.id}>Match ${r.id}: ${r.message}</li>`)}</ul>
       </section>`}
     <${Status} text=${results && !busy ? `${ok} of ${results.length} ${results.length === 1 ? "match" : "matches"} ${DONE[results[0].action]}.` : ""} />`;
 }
@@ -178,8 +185,8 @@ function MatchDetail({ id }) {
     </dl>
     ${can("approver") && data.status === "proposed" && !rejected && html`
       <div class="actions">
-        <button type="button" onClick=${() => act("confirm")} disabled=${busy}>Confirm match</button>
-        <button type="button" class="danger" onClick=${() => act("reject")} disabled=${busy}>Reject match</button>
+        <button type="button" onClick=${() => act("confirm")} aria-disabled=${busy ? "true" : undefined}>Confirm match</button>
+        <button type="button" class="danger" onClick=${() => act("reject")} aria-disabled=${busy ? "true" : undefined}>Reject match</button>
       </div>`}
     ${outcome && html`<p class=${outcome.ok ? "status" : "error"} role=${outcome.ok ? "status" : "alert"}>${outcome.text}</p>`}
     ${data.records ? html`<${MatchRecords} records=${data.records} />` : html`<${PagedRecords} matchId=${data.id} count=${data.record_count} />`}`;

@@ -2,7 +2,7 @@
 // reorder them; preparers dry run one rule, or every active rule in priority order.
 import { useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
-import { Problem, Status, useApi } from "./ui.js";
+import { Confirm, FieldError, invalid, Problem, Status, useApi, useMounted } from "./ui.js";
 
 const FIELDS = ["amount", "date", "direction", "currency", "description", "external_id"];
 const TEXT_OPERATORS = ["equals", "contains", "similar"];
@@ -33,11 +33,13 @@ export function RulesSection({ reconciliation }) {
   const [status, setStatus] = useState("");
   const [problem, setProblem] = useState(null);
   const [busy, setBusy] = useState(false);
+  const mounted = useMounted();
   const admin = can("admin");
   const preparer = can("preparer");
   const rules = data ? [...data.data].sort((x, y) => x.priority - y.priority) : [];
 
   async function dryRun(rule) {
+    if (dryRuns[rule.id]?.busy) return;
     setDryRuns((before) => ({ ...before, [rule.id]: { busy: true } }));
     try {
       const result = await api(`reconciliation_rules/${rule.id}/dry_run`, { method: "POST" });
@@ -51,10 +53,12 @@ export function RulesSection({ reconciliation }) {
   // Each active rule's dry run counts what the rules before it take first, so the rows add up to what
   // a run of the whole set would match. One request a rule, in priority order.
   async function dryRunAll() {
+    if (all?.busy) return;
     const active = rules.filter((r) => r.active);
     setAll({ busy: true, rows: [] });
     const rows = [];
     for (const rule of active) {
+      if (!mounted.current) return; // the person left: the rest is not asked for
       try {
         rows.push({ rule, result: await api(`reconciliation_rules/${rule.id}/dry_run`, { method: "POST" }) });
       } catch (failure) {
@@ -67,7 +71,9 @@ export function RulesSection({ reconciliation }) {
     setStatus(`Dry run of ${rows.length} active rules: ${total} records would match.`);
   }
 
-  // Priorities are unique within a reconciliation: a swap parks one rule on a free priority first.
+  // Priorities are unique within a reconciliation: a swap parks one rule on a free priority first
+  // (three PATCHes). Should one fail, what the earlier ones changed is put back, last first, and the
+  // page says in what order the rules are left.
   async function move(index, step) {
     const rule = rules[index];
     const other = rules[index + step];
@@ -77,13 +83,26 @@ export function RulesSection({ reconciliation }) {
     if (parked > MAX_PRIORITY) { parked = 1; while (used.has(parked)) parked += 1; }
     setBusy(true);
     setProblem(null);
+    const priority = (r, value) => api(`reconciliation_rules/${r.id}`, { method: "PATCH", body: { priority: value } });
+    const done = []; // [rule, its priority before] of each PATCH that went through
     try {
-      await api(`reconciliation_rules/${rule.id}`, { method: "PATCH", body: { priority: parked } });
-      await api(`reconciliation_rules/${other.id}`, { method: "PATCH", body: { priority: rule.priority } });
-      await api(`reconciliation_rules/${rule.id}`, { method: "PATCH", body: { priority: other.priority } });
+      for (const [r, value] of [[rule, parked], [other, rule.priority], [rule, other.priority]]) {
+        const before = done.some(([d]) => d.id === r.id) ? parked : r.priority;
+        await priority(r, value);
+        done.push([r, before]);
+      }
       setStatus(`Moved “${rule.name}” ${step < 0 ? "up" : "down"}: it now runs ${step < 0 ? "before" : "after"} “${other.name}”.`);
     } catch (failure) {
-      setProblem({ error: failure, what: "reorder the rules" });
+      let left = "nothing had changed: the rules are in their former order";
+      if (done.length) {
+        try {
+          for (const [r, before] of [...done].reverse()) await priority(r, before);
+          left = "what had changed is put back: the rules are in their former order";
+        } catch (again) {
+          left = `putting it back failed too (${again.message}): the rules are as listed below, read again`;
+        }
+      }
+      setProblem({ error: new Error(`${failure.message}; ${left}`), what: `move “${rule.name}”` });
     } finally {
       setBusy(false);
       reload();
@@ -91,14 +110,16 @@ export function RulesSection({ reconciliation }) {
   }
 
   async function remove(rule) {
-    if (busy) return;
+    if (busy) return false;
     setBusy(true);
     setProblem(null);
     try {
       await api(`reconciliation_rules/${rule.id}`, { method: "DELETE" });
       setStatus(`Deleted the rule “${rule.name}”.`);
+      return true;
     } catch (failure) {
       setProblem({ error: failure, what: "delete the rule" });
+      return false;
     } finally {
       setBusy(false);
       reload();
@@ -127,7 +148,7 @@ export function RulesSection({ reconciliation }) {
       ${rules.length > 0 && html`
         <ol class="rule-list">
           ${rules.map((rule, index) => html`
-            <li class="rule" data-rule-id=${rule.id} aria-labelledby=${`rule-heading-${rule.id}`}>
+            <li class="rule" key=${rule.id} data-rule-id=${rule.id} aria-labelledby=${`rule-heading-${rule.id}`}>
               <h3 id=${`rule-heading-${rule.id}`}>${rule.name}</h3>
               <p class="rule-facts">${`Priority ${rule.priority} · ${rule.cardinality} · ${rule.auto_confirm
                 ? "confirms its matches" : "proposes its matches"} · ${rule.active ? "active" : "inactive"}`}</p>
@@ -138,15 +159,15 @@ export function RulesSection({ reconciliation }) {
                 <p>Grouped by: side A ${(rule.group_by.side_a || []).join(", ") || "—"}; side B ${(rule.group_by.side_b || []).join(", ") || "—"}</p>`}
               <div class="actions">
                 ${preparer && html`<button type="button" class="secondary" onClick=${() => dryRun(rule)}
-                  aria-label=${`Dry run ${rule.name}`} disabled=${dryRuns[rule.id]?.busy}>Dry run</button>`}
+                  aria-label=${`Dry run ${rule.name}`} aria-disabled=${dryRuns[rule.id]?.busy ? "true" : undefined}>Dry run</button>`}
                 ${admin && html`
                   <button type="button" class="secondary" onClick=${() => setEditing(rule.id)} aria-label=${`Edit ${rule.name}`}>Edit</button>
-                  <button type="button" class="secondary" onClick=${() => move(index, -1)} disabled=${index === 0 || busy}
-                    aria-label=${`Move up ${rule.name}`}>Move up</button>
-                  <button type="button" class="secondary" onClick=${() => move(index, 1)} disabled=${index === rules.length - 1 || busy}
-                    aria-label=${`Move down ${rule.name}`}>Move down</button>
-                  <button type="button" class="danger" onClick=${() => remove(rule)} disabled=${busy}
-                    aria-label=${`Delete ${rule.name}`}>Delete</button>`}
+                  <button type="button" class="secondary" onClick=${() => move(index, -1)}
+                    aria-disabled=${index === 0 || busy ? "true" : undefined} aria-label=${`Move up ${rule.name}`}>Move up</button>
+                  <button type="button" class="secondary" onClick=${() => move(index, 1)}
+                    aria-disabled=${index === rules.length - 1 || busy ? "true" : undefined} aria-label=${`Move down ${rule.name}`}>Move down</button>
+                  <${Confirm} label="Delete" name=${`Delete ${rule.name}`} question=${`Delete the rule “${rule.name}”?`}
+                    yes="Yes, delete" busy=${busy} onYes=${() => remove(rule)} />`}
               </div>
               ${editing === rule.id && html`<${RuleForm} rule=${rule} reconciliationId=${reconciliation.id}
                 onSaved=${(r) => saved(r, false)} onCancel=${close} />`}
@@ -155,7 +176,7 @@ export function RulesSection({ reconciliation }) {
         </ol>`}
       <div class="actions">
         ${preparer && rules.some((r) => r.active) && html`<button type="button" class="secondary" onClick=${dryRunAll}
-          disabled=${all?.busy}>Dry run all rules</button>`}
+          aria-disabled=${all?.busy ? "true" : undefined}>Dry run all rules</button>`}
         ${admin && data && editing !== "new" && html`<button type="button" onClick=${() => setEditing("new")}>Add rule</button>`}
       </div>
       ${problem && html`<${Problem} error=${problem.error} what=${problem.what} />`}
@@ -264,6 +285,21 @@ function bodyOf(form) {
   };
 }
 
+// What the page refuses before sending: a tolerance in minor units past 2^53 would be rounded by
+// Number() (a JSON number), so the service would get another amount than the one typed.
+function refusedHere(form) {
+  const errors = [];
+  form.conditions.forEach((c, i) => {
+    if (!parametersOf(c).includes("tolerance")) return;
+    const text = c.tolerance.trim();
+    if (/^-?\d+(\.\d+)?$/.test(text) && !Number.isSafeInteger(Number(text.split(".")[0]))) {
+      errors.push({ field: `conditions[${i}].tolerance`,
+        message: `is too large to send exactly: at most ${Number.MAX_SAFE_INTEGER} minor units` });
+    }
+  });
+  return errors;
+}
+
 function parametersOf(c) {
   if (c.field === "amount" && c.operator === "within") return ["tolerance", "tolerance_percent"];
   if (c.field === "date" && c.operator === "within") return ["days"];
@@ -294,19 +330,25 @@ function RuleForm({ rule, reconciliationId, nextPriority, onSaved, onCancel }) {
   // An input with its label and the API's message for it (aria-invalid, aria-describedby).
   function field(path, label, children, loose = false) {
     const id = idOf(prefix, path);
-    const found = errorsAt(path, loose);
+    const message = errorsAt(path, loose).map((e) => e.message).join("; ");
     return html`
-      <div class=${`field${found.length ? " invalid" : ""}`}>
+      <div class=${`field${message ? " invalid" : ""}`}>
         <label for=${id}>${label}</label>
-        ${children({ id, "aria-invalid": found.length ? "true" : undefined,
-                     "aria-describedby": found.length ? `${id}-error` : undefined })}
-        ${found.length > 0 && html`<p id=${`${id}-error`} class="field-error">${found.map((e) => e.message).join("; ")}</p>`}
+        ${children({ id, ...invalid(id, message) })}
+        <${FieldError} id=${id} message=${message} />
       </div>`;
   }
 
   async function submit(event) {
     event.preventDefault();
     if (busy) return;
+    const refused = refusedHere(form);
+    if (refused.length) {
+      setFailure(new Error("a value is out of range"));
+      setErrors(refused);
+      setTimeout(() => document.getElementById(`${prefix}-errors`)?.focus(), 0);
+      return;
+    }
     setBusy(true);
     setErrors([]);
     setFailure(null);

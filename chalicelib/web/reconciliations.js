@@ -2,7 +2,7 @@
 // (reconciliations-rules.js), a run started and watched live, and its runs history.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, percent, query } from "./api.js";
-import { Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { duration, Pager, Problem, Status, useApi, usePaging, usePoll, When } from "./ui.js";
 import { RulesSection } from "./reconciliations-rules.js";
 
 const POLL_MS = 1000; // a run is read at most once a second while it is watched
@@ -31,7 +31,7 @@ function ReconciliationList() {
       <tbody>
         ${data.data.map((r) => {
           const run = r.current_run || r.last_run;
-          return html`<tr>
+          return html`<tr key=${r.id}>
             <td><a href=${`#/reconciliations/${r.id}`}>${r.name}</a></td>
             <td>${r.run_type}</td>
             <td>${streamNames(r.side_a_streams)}</td>
@@ -74,8 +74,9 @@ function RunSection({ reconciliation, onEnded }) {
   const [busy, setBusy] = useState(false);
   const allowed = can("preparer");
 
+  const watching = run && !ENDED.includes(run.status);
   async function start() {
-    if (busy) return;
+    if (busy || watching) return; // one run at a time (the API refuses a second one anyway)
     setBusy(true);
     setError(null);
     try {
@@ -88,11 +89,11 @@ function RunSection({ reconciliation, onEnded }) {
     }
   }
 
-  const watching = run && !ENDED.includes(run.status);
   return html`
     <section aria-labelledby="run-title">
       <h2 id="run-title">Run</h2>
-      ${allowed && html`<button type="button" onClick=${start} disabled=${watching || busy}>Start run</button>`}
+      ${allowed && html`<button type="button" onClick=${start}
+        aria-disabled=${watching || busy ? "true" : undefined}>Start run</button>`}
       <${Problem} error=${error} what="start a run" />
       ${run && html`<${RunProgress} key=${run.id} reconciliationId=${reconciliation.id} first=${run}
         onEnded=${(ended) => { setRun(ended); onEnded(); }} allowed=${allowed} />`}
@@ -100,42 +101,37 @@ function RunSection({ reconciliation, onEnded }) {
 }
 
 // One run read once a second (the next read is asked for a second after the previous answer) until
-// it is completed, failed or cancelled: a progress bar, and the counts in a polite live region.
+// it is completed, failed or cancelled: a progress bar with the counts beside it, and a polite live
+// region that speaks when the run's status changes (not at each count).
 function RunProgress({ reconciliationId, first, onEnded, allowed }) {
   const [run, setRun] = useState(first);
   const [error, setError] = useState(null);
   const [cancelError, setCancelError] = useState(null);
+  const [cancelling, setCancelling] = useState(false);
   const endedRef = useRef(onEnded);
   endedRef.current = onEnded;
 
-  useEffect(() => {
-    if (ENDED.includes(first.status)) return undefined;
-    let timer = null;
-    let stopped = false;
-    const abort = new AbortController();
-    const read = async () => {
-      try {
-        const fresh = await api(`reconciliations/${reconciliationId}/runs/${first.id}`, { signal: abort.signal });
-        if (stopped) return;
-        setRun(fresh);
-        setError(null);
-        if (ENDED.includes(fresh.status)) { endedRef.current(fresh); return; }
-      } catch (failure) {
-        if (failure.name === "AbortError" || stopped) return;
-        setError(failure); // a failed read is tried again: the run goes on either way
-      }
-      timer = setTimeout(read, POLL_MS);
-    };
-    timer = setTimeout(read, POLL_MS);
-    return () => { stopped = true; clearTimeout(timer); abort.abort(); };
-  }, [reconciliationId, first.id]);
+  usePoll(async (signal) => {
+    try {
+      const fresh = await api(`reconciliations/${reconciliationId}/runs/${first.id}`, { signal });
+      setRun(fresh);
+      setError(null);
+      if (ENDED.includes(fresh.status)) endedRef.current(fresh);
+    } catch (failure) {
+      if (failure.name !== "AbortError") setError(failure); // tried again: the run goes on either way
+    }
+  }, POLL_MS, !ENDED.includes(run.status));
 
   async function cancel() {
+    if (cancelling) return;
+    setCancelling(true);
     setCancelError(null);
     try {
       setRun(await api(`reconciliations/${reconciliationId}/runs/${run.id}/cancel`, { method: "POST" }));
     } catch (failure) {
       setCancelError(failure);
+    } finally {
+      setCancelling(false);
     }
   }
 
@@ -146,24 +142,22 @@ function RunProgress({ reconciliationId, first, onEnded, allowed }) {
   if (ended) summary += ` (${percent(run.matched_records, run.total_records)})`;
   else summary += `, ${value}% done`;
   if (run.error_message) summary += `. ${run.error_message}`;
+  const said = ended ? `Run ${run.id} ${run.status}: ${run.matched_records} of ${run.total_records} records matched.`
+    : `Run ${run.id} ${run.status}.`;
   return html`
     <div class="run-progress" data-run-id=${run.id} data-status=${run.status}>
       <label for=${`run-${run.id}-progress`}>Run ${run.id} progress</label>
       <progress id=${`run-${run.id}-progress`} max="100" value=${ended && run.status === "completed" ? 100 : value}
         aria-describedby=${`run-${run.id}-counts`}>${value}%</progress>
-      <p id=${`run-${run.id}-counts`} class="run-counts" role="status" aria-live="polite">${summary}</p>
+      <p id=${`run-${run.id}-counts`} class="run-counts">${summary}</p>
+      <p class="visually-hidden" role="status">${said}</p>
       ${!ended && allowed && !run.cancellation_requested_at
-        && html`<button type="button" class="secondary" onClick=${cancel}>Cancel run</button>`}
+        && html`<button type="button" class="secondary" onClick=${cancel}
+          aria-disabled=${cancelling ? "true" : undefined}>Cancel run</button>`}
       ${!ended && run.cancellation_requested_at && html`<p>Cancellation asked for; the run stops at its next step.</p>`}
       ${error && html`<p class="error">Could not read the run (trying again): ${error.message}</p>`}
       <${Problem} error=${cancelError} what="cancel the run" />
     </div>`;
-}
-
-function duration(run) {
-  if (!run.started_at || !run.completed_at) return "—";
-  const seconds = Math.max(0, Math.round((new Date(run.completed_at) - new Date(run.started_at)) / 1000));
-  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
 function RunHistory({ reconciliationId, tick }) {
@@ -184,9 +178,9 @@ function RunHistory({ reconciliationId, tick }) {
             <th scope="col">Started</th><th scope="col">Took</th><th scope="col" class="number">Records</th>
             <th scope="col" class="number">Matched</th><th scope="col" class="number">Match rate</th></tr></thead>
           <tbody>
-            ${data.data.map((run) => html`<tr data-run-id=${run.id}>
+            ${data.data.map((run) => html`<tr key=${run.id} data-run-id=${run.id}>
               <td>${run.id}</td><td>${run.status}</td><td>${run.trigger}</td>
-              <td><${When} iso=${run.started_at || run.created_at} /></td><td>${duration(run)}</td>
+              <td><${When} iso=${run.started_at || run.created_at} /></td><td>${run.completed_at ? duration(run) : "—"}</td>
               <td class="number">${run.total_records}</td><td class="number">${run.matched_records}</td>
               <td class="number">${percent(run.matched_records, run.total_records)}</td>
             </tr>`)}

@@ -4,8 +4,7 @@
 // chain's end (it answers in bounded steps) and its outcome shown.
 import { useEffect, useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
-import { Pager, Problem, useApi, usePaging, When } from "./ui.js";
-import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
+import { FieldError, go, invalid, Outcome, Pager, placeErrors, Problem, useAction, useApi, useMounted, usePaging, When } from "./ui.js";
 
 const PAGE_SIZE = 25;
 const FILTERS = ["actor", "resource_type", "resource_id", "from", "to"];
@@ -25,15 +24,13 @@ function filtersOf(params) {
   return Object.fromEntries(FILTERS.map((f) => [f, params.get(f) || ""]));
 }
 
-function go(filters) {
-  location.hash = `#/settings/audit${query(filters)}`;
-}
+const filter = (filters) => go("#/settings/audit", filters);
 
 function Filters({ filters, errors }) {
   function submit(event) {
     event.preventDefault();
     const data = new FormData(event.currentTarget);
-    go({ actor: data.get("actor").trim(), resource_type: data.get("resource_type").trim(),
+    filter({ actor: data.get("actor").trim(), resource_type: data.get("resource_type").trim(),
       resource_id: data.get("resource_id").trim(), from: toIso(data.get("from")), to: toIso(data.get("to")) });
   }
   const field = (name, label, props = {}) => html`
@@ -49,12 +46,12 @@ function Filters({ filters, errors }) {
         ${field("actor", "Actor", { defaultValue: filters.actor, placeholder: "user:3, api_key:1, system:sweeper" })}
         ${field("resource_type", "Resource type", { defaultValue: filters.resource_type, placeholder: "user" })}
         ${field("resource_id", "Resource id", { defaultValue: filters.resource_id })}
-        ${field("from", "From", { type: "datetime-local", value: toLocal(filters.from) })}
-        ${field("to", "To", { type: "datetime-local", value: toLocal(filters.to) })}
+        ${field("from", "From", { type: "datetime-local", defaultValue: toLocal(filters.from) })}
+        ${field("to", "To", { type: "datetime-local", defaultValue: toLocal(filters.to) })}
       </div>
       <div class="toolbar">
         <button type="submit">Filter</button>
-        <button type="button" class="secondary" onClick=${() => go({})}>Clear filters</button>
+        <button type="button" class="secondary" onClick=${() => filter({})}>Clear filters</button>
       </div>
     </form>`;
 }
@@ -62,12 +59,15 @@ function Filters({ filters, errors }) {
 function Verify() {
   const action = useAction();
   const [report, setReport] = useState(null);
+  const mounted = useMounted();
   async function verify() {
+    if (action.busy) return;
     setReport(null);
     const done = await action.run(async () => {
       let fromSeq = 1;
       let checked = 0;
       for (let step = 0; step < MAX_VERIFY_STEPS; step += 1) {
+        if (!mounted.current) throw new Error("the page was left"); // the walk stops with the page
         const answer = await api(`audit_events/verify${query({ from_seq: fromSeq })}`);
         checked += answer.checked;
         if (answer.complete || !answer.intact || answer.next_from_seq === null) return { ...answer, checked };
@@ -127,10 +127,9 @@ export function AuditSection({ route }) {
       .catch((error) => {
         if (error.name === "AbortError") return;
         // A filter the service refused (422) is told beside its field.
-        const placed = {};
-        for (const e of error.errors || []) if (FILTERS.includes(e.field)) placed[e.field] = e.message;
+        const { errors: placed, elsewhere } = placeErrors(error, FILTERS);
         setErrors(placed);
-        setState({ loading: false, error: Object.keys(placed).length ? undefined : error });
+        setState({ loading: false, error: Object.keys(placed).length && !elsewhere.length ? undefined : error });
       });
     return () => abort.abort();
   }, [filterKey, paging.cursor]);

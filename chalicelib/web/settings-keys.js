@@ -2,8 +2,7 @@
 // secret is shown once, and revoking a key after a confirmation.
 import { useState } from "preact/hooks";
 import { api, html } from "./api.js";
-import { Problem, useApi, When } from "./ui.js";
-import { Confirm, FieldError, invalid, OnceSecret, Outcome, useAction } from "./settings-forms.js";
+import { Confirm, FieldError, invalid, OnceSecret, Outcome, Problem, useAction, useApi, When } from "./ui.js";
 
 const ACCESS = { full: "Full (every route, as an admin)", read_only: "Read only (reads, as a viewer)" };
 

@@ -1,12 +1,10 @@
 // Settings › Users and roles: the environment's users (GET /v1/users, newest first, paged), an
 // invitation (the identity provider mails it), a role changed, a user deactivated or let in again.
 // An admin's own row offers nothing: the service refuses changing one's own role or status (409).
-import { useEffect, useState } from "preact/hooks";
-import { api, html, query } from "./api.js";
-import { Pager, Problem, usePaging, useApi, When } from "./ui.js";
-import { FieldError, invalid, Outcome, useAction } from "./settings-forms.js";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, html, query, ROLES } from "./api.js";
+import { Confirm, FieldError, invalid, Outcome, Pager, Problem, useAction, useApi, usePaging, When } from "./ui.js";
 
-const ROLES = ["viewer", "preparer", "approver", "admin"];
 const PAGE_SIZE = 25;
 
 function InviteForm({ onInvited }) {
@@ -55,6 +53,19 @@ function UserRow({ user, self, action, onChanged }) {
   const change = (body, said) => action.run(() => api(`users/${user.id}`, { method: "PATCH", body }), said)
     .then((done) => { if (!done) setRole(user.role); onChanged(); });
   const deactivated = user.status === "deactivated";
+  // Once deactivated, the focus goes to the row's Re-enable (the question it answered is gone).
+  const reEnable = useRef(null);
+  const focusReEnable = useRef(false);
+  useEffect(() => {
+    if (deactivated && focusReEnable.current) { focusReEnable.current = false; reEnable.current?.focus(); }
+  }, [deactivated]);
+  async function deactivate() {
+    const done = await action.run(() => api(`users/${user.id}`, { method: "DELETE" }),
+      () => `${who} is deactivated: they cannot sign in.`);
+    if (done) focusReEnable.current = true;
+    onChanged();
+    return Boolean(done);
+  }
   return html`
     <tr>
       <td>${user.name || "—"}</td>
@@ -69,11 +80,10 @@ function UserRow({ user, self, action, onChanged }) {
       <td><span class=${`user-status ${user.status}`}>${user.status}</span></td>
       <td><${When} iso=${user.last_sign_in_at} /></td>
       <td>${self ? "—" : deactivated
-        ? html`<button type="button" class="secondary" aria-label=${`Re-enable ${who}`}
+        ? html`<button type="button" class="secondary" aria-label=${`Re-enable ${who}`} ref=${reEnable}
                  onClick=${() => change({ status: "active" }, () => `${who} can sign in again.`)}>Re-enable</button>`
-        : html`<button type="button" class="danger" aria-label=${`Deactivate ${who}`}
-                 onClick=${() => action.run(() => api(`users/${user.id}`, { method: "DELETE" }),
-                   () => `${who} is deactivated: they cannot sign in.`).then(onChanged)}>Deactivate</button>`}</td>
+        : html`<${Confirm} label="Deactivate" name=${`Deactivate ${who}`} question=${`Deactivate ${who}? They can no longer sign in.`}
+                 yes="Yes, deactivate" busy=${action.busy} onYes=${deactivate} />`}</td>
     </tr>`;
 }
 

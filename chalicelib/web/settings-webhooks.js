@@ -3,8 +3,7 @@
 // waiting delivery is sent again now.
 import { useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
-import { Pager, Problem, usePaging, useApi, When } from "./ui.js";
-import { FieldError, invalid, OnceSecret, Outcome, useAction } from "./settings-forms.js";
+import { FieldError, invalid, OnceSecret, Outcome, Pager, Problem, useAction, useApi, usePaging, When } from "./ui.js";
 
 // The event types an endpoint may receive: chalicelib/domain/events.py EVENT_TYPES (a test holds the two
 // lists together).

@@ -3,14 +3,13 @@
 // record through it (GET …/trace), entered by id or picked from a stream of the story.
 import { useEffect, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
-import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { go, Money, Pager, plural, Problem, Status, useApi, usePaging, When } from "./ui.js";
 
 export function StoriesPage({ route }) {
   const [id] = route.path;
   return html`<div class="stories-page">${id ? html`<${Story} id=${id} route=${route} key=${id} />` : html`<${StoryList} />`}</div>`;
 }
 
-const plural = (n, one, many = `${one}s`) => `${n} ${Number(n) === 1 ? one : many}`;
 
 // Money by currency (MoneyOut[]): each currency's credits and debits, the zero side left out.
 function Totals({ totals }) {
@@ -40,7 +39,7 @@ function StoryList() {
       <thead><tr><th scope="col">Story</th><th scope="col">Chain</th><th scope="col" class="number">Links</th>
         <th scope="col">Created</th></tr></thead>
       <tbody>
-        ${data.data.map((s) => html`<tr>
+        ${data.data.map((s) => html`<tr key=${s.id}>
           <td><a href=${`#/stories/${s.id}`}>${s.name}</a></td>
           <td>${s.links.map((l) => l.reconciliation_name).join(" → ")}</td>
           <td class="number">${s.links.length}</td>
@@ -134,7 +133,7 @@ function LinkFigures({ figures: s }) {
     <dl class="chain-figures">
       <dt>Matched</dt><dd>A: <${Figures} totals=${s.side_a.matched} /><br />B: <${Figures} totals=${s.side_b.matched} /></dd>
       <dt>Still open</dt><dd>A: <${Figures} totals=${s.side_a.unmatched} /><br />B: <${Figures} totals=${s.side_b.unmatched} /></dd>
-      <dt>Open exceptions</dt><dd>${exceptions.length ? html`<a href=${`#/exceptions?reconciliation=${s.link.reconciliation_id}`}>${exceptions.length}</a>` : "none"}</dd>
+      <dt>Open exceptions</dt><dd>${exceptions.length ? html`<a href=${`#/exceptions?reconciliation_id=${s.link.reconciliation_id}`}>${exceptions.length}</a>` : "none"}</dd>
       <dt>Last run</dt><dd>${run ? html`${run.status}, <${When} iso=${run.completed_at || run.started_at || run.created_at} />` : "never run"}</dd>
       ${leak && html`<dt>Did not flow on</dt><dd class=${leak.count ? "leak" : ""}>${leak.count
         ? html`<strong>${plural(leak.count, "record")}</strong> of ${leak.data_stream.name}: <${Totals} totals=${leak.totals} />`
@@ -156,7 +155,7 @@ function Leaks({ summary }) {
       <tbody>
         ${continuations.map((s) => {
           const leak = s.from_previous_link;
-          return html`<tr class=${leak.count ? "leak-row" : ""}>
+          return html`<tr key=${s.link.position} class=${leak.count ? "leak-row" : ""}>
             <th scope="row">${s.link.position}. ${s.link.reconciliation_name}</th>
             <td>${leak.data_stream.name}</td>
             <td class="number">${leak.count}</td>
@@ -168,9 +167,7 @@ function Leaks({ summary }) {
     </table>`;
 }
 
-function go(storyId, recordId) {
-  location.hash = `#/stories/${storyId}${recordId ? `?record=${encodeURIComponent(recordId)}` : ""}`;
-}
+const traceOf = (storyId, recordId) => go(`#/stories/${storyId}`, { record: recordId });
 
 function Trace({ story, route }) {
   const recordId = route.params.get("record") || "";
@@ -180,7 +177,7 @@ function Trace({ story, route }) {
   const trace = useApi(valid ? `reconciliation_stories/${story.id}/trace${query({ record_id: recordId })}` : null);
   function submit(event) {
     event.preventDefault();
-    go(story.id, typed.trim());
+    traceOf(story.id, typed.trim());
   }
   return html`
     <form class="toolbar" onSubmit=${submit}>
@@ -192,11 +189,20 @@ function Trace({ story, route }) {
     <p id="trace-help" class="muted">Enter a record's id, or pick one from a stream of the story below.</p>
     <${Picker} story=${story} />
     ${recordId && !valid && html`<p class="error" role="alert">A record id is a positive whole number.</p>`}
-    ${valid && html`<div aria-live="polite" aria-busy=${trace.loading ? "true" : "false"}>
-      ${trace.loading && !trace.data ? html`<p>Tracing record ${recordId}…</p>` : ""}
+    ${valid && html`<div aria-busy=${trace.loading ? "true" : "false"}>
+      <p class="status" role="status">${traceSaid(trace, recordId)}</p>
       <${Problem} error=${trace.error} what=${`trace record ${recordId}`} />
-      ${trace.data && !trace.error && html`<${TraceResult} trace=${trace.data} story=${story} />`}
+      ${trace.data && !trace.loading && !trace.error && html`<${TraceResult} trace=${trace.data} story=${story} />`}
     </div>`}`;
+}
+
+// The one line the live region says of a trace (the tree itself is read at the person's pace): the
+// previous trace is not shown while the next one loads.
+function traceSaid(trace, recordId) {
+  if (trace.loading) return `Tracing record ${recordId}…`;
+  if (!trace.data || trace.error) return "";
+  const breaks = trace.data.breaks.length;
+  return `Record ${recordId} traced: ${breaks ? `${plural(breaks, "break")} on the way` : "no break"}.`;
 }
 
 // A stream of the story's reconciliations, and its newest records (or only its open ones) to pick from.
@@ -254,10 +260,10 @@ function RecordTable({ records, story, caption }) {
       <thead><tr><th scope="col">Record</th><th scope="col">External id</th><th scope="col">Stream</th>
         <th scope="col">Date</th><th scope="col" class="number">Amount</th><th scope="col">Trace</th></tr></thead>
       <tbody>
-        ${records.map((r) => html`<tr>
+        ${records.map((r) => html`<tr key=${r.id}>
           <td>${r.id}</td><td>${r.external_id || "—"}</td><td>${r.data_stream_key}</td><td>${r.date}</td>
           <td class="number"><${Money} amount=${r.amount} places=${r.decimal_places} currency=${r.currency} /> ${r.direction}</td>
-          <td><button type="button" class="link" onClick=${() => go(story.id, String(r.id))}
+          <td><button type="button" class="link" onClick=${() => traceOf(story.id, String(r.id))}
                       aria-label=${`Trace record ${r.id}`}>Trace</button></td>
         </tr>`)}
       </tbody>
@@ -279,7 +285,7 @@ function TraceResult({ trace, story }) {
       ${trace.truncated && html`<p class="banner">The trace reached its limit of 200 steps: the rest is summarised, not followed.</p>`}
       <${Breaks} breaks=${trace.breaks} />
       <ol class="trace-hops" aria-label="Trace, step by step">
-        ${trace.hops.map((hop) => html`<${Hop} hop=${hop} story=${story} />`)}
+        ${trace.hops.map((hop, i) => html`<${Hop} key=${i} hop=${hop} story=${story} />`)}
       </ol>
     </div>`;
 }
@@ -289,7 +295,7 @@ function Breaks({ breaks }) {
   return html`
     <div class="trace-breaks">
       <p><strong>${plural(breaks.length, "break")}</strong> on the way:</p>
-      <ul>${breaks.map((b) => html`<li>Link ${b.link_position}: ${b.reason}${b.exception_id ? html` (<a href=${`#/exceptions/${b.exception_id}`}>exception ${b.exception_id}</a>)` : ""}${b.match_id ? ` (match ${b.match_id})` : ""}, ${plural(b.record_ids.length, "record")} ${b.record_ids.join(", ")}</li>`)}</ul>
+      <ul>${breaks.map((b, i) => html`<li key=${i}>Link ${b.link_position}: ${b.reason}${b.exception_id ? html` (<a href=${`#/exceptions/${b.exception_id}`}>exception ${b.exception_id}</a>)` : ""}${b.match_id ? ` (match ${b.match_id})` : ""}, ${plural(b.record_ids.length, "record")} ${b.record_ids.join(", ")}</li>`)}</ul>
     </div>`;
 }
 
@@ -309,6 +315,6 @@ function Hop({ hop, story }) {
       <${RecordTable} records=${hop.records.data} story=${story}
         caption=${`Records of link ${hop.link.position}, ${hop.match ? `match ${hop.match.id}` : "break"}`} />
       ${hop.next_omitted && html`<p class="muted">${plural(hop.next_omitted.hops, "more step")} left out (${plural(hop.next_omitted.records, "record")}: <${Totals} totals=${hop.next_omitted.totals} />; ${plural(hop.next_omitted.breaks.unmatched + hop.next_omitted.breaks.exception + hop.next_omitted.breaks.proposed, "break")}).</p>`}
-      ${hop.next.length > 0 && html`<ol class="trace-hops">${hop.next.map((n) => html`<${Hop} hop=${n} story=${story} />`)}</ol>`}
+      ${hop.next.length > 0 && html`<ol class="trace-hops">${hop.next.map((n, i) => html`<${Hop} key=${i} hop=${n} story=${story} />`)}</ol>`}
     </li>`;
 }

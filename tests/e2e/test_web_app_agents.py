@@ -17,7 +17,17 @@ from tests.e2e.test_browser_agents_local import PASSWORD, USERNAME, create_agent
 from tests.support.chromium import needs_chromium
 from tests.support.model_servers import ScriptedChatServer
 from tests.support.portal import TestPortal
-from tests.support.web_app import expected, person, printed, screenshot, serious_violations, sign_in, signed_in
+from tests.support.web_app import (
+    expected,
+    person,
+    printed,
+    screenshot,
+    serious_violations,
+    sign_in,
+    signed_in,
+    token_of,
+    without_refusals,
+)
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 READING = {"Sign out", "Previous", "Next"}  # the buttons a viewer gets: signing out and paging
@@ -57,10 +67,6 @@ def get(stack, path):
     return response.json()
 
 
-def token_of(stack, email: str, password: str) -> str:
-    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["id_token"]
 
 
 def same_object(url: str, other: str) -> bool:
@@ -122,17 +128,29 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     href = page.get_by_role("link", name="rates.csv").get_attribute("href")
     assert same_object(href, attached["url"])  # presigned anew at each answer: the object's address is the same
     assert requests.get(href, timeout=10).content == b"usd,1\neur,2\n"
+    # Removing asks first; Cancel keeps the file.
     page.get_by_role("button", name="Remove rates.csv").click()
+    question = page.get_by_role("group", name="Remove rates.csv? Runs no longer read it.")
+    question.get_by_role("button", name="Cancel").click()
+    question.wait_for(state="detached")
+    assert len(get(stack, f"/agents/{agent['id']}")["input_files"]) == 1
+    page.get_by_role("button", name="Remove rates.csv").click()
+    page.get_by_role("button", name="Yes, remove").click()
     page.get_by_role("status").filter(has_text="Removed rates.csv.").wait_for()
     assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
     page.get_by_text("No input files.").wait_for()
+    # A file past what one request carries (base64 in a 5 MiB body) is refused before it is read or sent.
+    page.get_by_label("Attach a file (at most 3.5 MB)").set_input_files(
+        files=[{"name": "big.csv", "mimeType": "text/csv", "buffer": b"x" * (3_670_016 + 1)}])
+    page.get_by_role("alert").filter(has_text="big.csv is 3670017 bytes; at most 3670016 bytes (3.5 MB) can be attached here").wait_for()
+    assert get(stack, f"/agents/{agent['id']}")["input_files"] == []
 
     # Run now: the scripted model writes a CSV, which is mailed.
     model.add(
         model.tool_calls(("w", "write_output_file", {"filename": "large.csv",
                                                      "content": "external_id,amount\nb0,25000000\n"})),
         model.text("One payout over 1,000.00; mailed large.csv."))
-    page.get_by_role("button", name="Run now").click()
+    page.get_by_role("button", name="Run now").dblclick()  # a double click starts one run
     started = page.get_by_role("status").filter(has_text="started")
     started.wait_for()
     run_id = int(started.inner_text().split()[1].rstrip(":"))
@@ -140,6 +158,7 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     row.get_by_text("completed").wait_for()  # the page polls while the run goes
     run = get(stack, f"/agents/{agent['id']}/runs/{run_id}")
     assert (run["status"], run["trigger"]) == ("completed", "manual")
+    assert [r["id"] for r in get(stack, f"/agents/{agent['id']}/runs")["data"]] == [run_id]
     assert row.inner_text().split("\t")[:3] == [f"Run {run_id}", "completed", "manual"]
     assert row.inner_text().split("\t")[-3:] == ["2", "1", "1 sent"]  # steps, files, mail
     assert serious_violations(page) == []
@@ -165,9 +184,6 @@ def test_an_admin_edits_an_agent_runs_it_and_reads_its_steps_files_and_mail(stac
     assert without_refusals(page.problems, "422", f"/agents/{agent['id']}") == []
 
 
-def without_refusals(problems: list[str], status: str, url_part: str) -> list[str]:
-    """The problems but the browser's own log of a refusal the test asked for (it logs every 4xx)."""
-    return [p for p in problems if not (f"status of {status}" in p and url_part in p)]
 
 
 def test_a_browser_agents_run_waiting_for_a_code_takes_it_here_and_a_viewer_gets_no_control(

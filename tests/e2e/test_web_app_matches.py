@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_web_app_reconciliations import (
+from tests.support.chromium import needs_chromium
+from tests.support.web_app import (
     as_person,
     ingest,
     reconciliation_with_rule,
+    role_token,
+    screenshot,
+    serious_violations,
+    signed_in,
     start_run,
-    token_of,
     wait_run,
 )
-from tests.support.chromium import needs_chromium
-from tests.support.web_app import screenshot, serious_violations, signed_in
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 
@@ -120,7 +122,13 @@ def test_an_approver_decides_a_selection_one_request_a_match_with_each_outcome_l
     members = [r["id"] for i in ids[3:] for r in stack.request("GET", f"/reconciliation_matches/{i}").json()["records"]]
     page.get_by_label("Select all proposed matches on this page").check()
     assert page.get_by_label(f"Select match {ids[3]}").is_checked() and page.get_by_label(f"Select match {ids[4]}").is_checked()
+    page.get_by_role("button", name="Reject selected").click()  # asks first; Cancel rejects nothing
+    question = page.get_by_role("group", name="Reject 2 matches? Their records are open again.")
+    question.get_by_role("button", name="Cancel").click()
+    question.wait_for(state="detached")
+    assert [status_of(stack, i) for i in ids[3:]] == ["proposed", "proposed"]
     page.get_by_role("button", name="Reject selected").click()
+    question.get_by_role("button", name="Yes, reject").click()
     page.get_by_role("status").filter(has_text="2 of 2 matches rejected.").wait_for()
     page.get_by_text("No proposed matches.").wait_for()
     assert [status_of(stack, i) for i in ids[3:]] == ["rejected", "rejected"]
@@ -196,7 +204,7 @@ def test_below_an_approver_there_are_no_decisions_and_the_api_refuses_them(stack
     assert page.get_by_role("button").filter(has_text="match").count() == 0
     assert serious_violations(page) == []
 
-    token = token_of(stack, role)
+    token = role_token(stack, role)
     assert as_person(stack, token, "GET", f"/reconciliation_matches/{match['id']}").status_code == 200
     assert as_person(stack, token, "POST", f"/reconciliation_matches/{match['id']}/confirm").status_code == 403
     assert as_person(stack, token, "DELETE", f"/reconciliation_matches/{match['id']}").status_code == 403

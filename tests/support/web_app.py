@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -103,3 +104,92 @@ def screenshot(page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+# Shared by the pages' tests: a person's token, a call as them, the console errors a test did not
+# provoke, and the reconciliation data most pages start from. ------------------------------------
+
+def token_of(stack, email: str, password: str) -> str:
+    """The id token of a person signed in with their password (POST /session)."""
+    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id_token"]
+
+
+def role_token(stack, role: str) -> str:
+    """The id token of a new person of `role`."""
+    return token_of(stack, *person(stack, role))
+
+
+def as_person(stack, token: str, method: str, path: str, body=None):
+    return stack.request(method, path, body, key=None, headers={"Authorization": f"Bearer {token}"})
+
+
+def unexpected(problems: list[str], *statuses: int) -> list[str]:
+    """The page's console errors but the 4xx answers a test provoked on purpose (the browser logs each)."""
+    provoked = "|".join(str(s) for s in statuses) or "none"
+    return [p for p in problems if not re.search(rf"status of ({provoked})\b", p)]
+
+
+def without_refusals(problems: list[str], status: str, url_part: str) -> list[str]:
+    """The problems but the browser's own log of a refusal the test asked for at `url_part`."""
+    return [p for p in problems if not (f"status of {status}" in p and url_part in p)]
+
+
+def post(stack, path: str, body) -> dict:
+    response = stack.request("POST", path, body)
+    assert response.status_code in (201, 202), response.text
+    return response.json()
+
+
+def ingest(stack, items: list[dict], timeout: float = 60) -> list[int]:
+    """The records ingested (POST /records/bulk, a thousand at a time), each successful: their ids."""
+    ids: list[int] = []
+    for start in range(0, len(items), 1000):
+        summary = post(stack, "/records/bulk", {"records": items[start:start + 1000]})
+        deadline = time.monotonic() + timeout
+        while True:
+            body = stack.request("GET", f"/bulk_requests/{summary['id']}").json()
+            if body["status"] == "completed":
+                assert all(r["status"] == "successful" for r in body["results"]), body["results"]
+                ids += [r["record_id"] for r in body["results"]]
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+    return ids
+
+
+def reconciliation_with_rule(stack, rule: dict | None = None, run_type: str = "batch") -> tuple[dict, dict, str, str]:
+    """Two new streams, a reconciliation of them and its first rule: (reconciliation, rule, bank, ledger)."""
+    suffix = uuid.uuid4().hex[:8]
+    bank, ledger = f"bank-{suffix}", f"ledger-{suffix}"
+    for key in (bank, ledger):
+        post(stack, "/data_streams", {"key": key, "name": key.title()})
+    reconciliation = post(stack, "/reconciliations", {"name": f"Bank to ledger {suffix}", "run_type": run_type,
+                                                      "side_a_stream_keys": [bank], "side_b_stream_keys": [ledger]})
+    added = post(stack, f"/reconciliations/{reconciliation['id']}/rules", rule or {
+        "name": "Amount, 3 days", "priority": 1,
+        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]})
+    return reconciliation, added, bank, ledger
+
+
+def start_run(stack, reconciliation_id: int, timeout: float = 30) -> dict:
+    """A run started; the reconciliation lets its last run go a moment after the run says it ended (409 until then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        started = stack.request("POST", f"/reconciliations/{reconciliation_id}/runs")
+        if started.status_code == 202:
+            return started.json()
+        assert started.status_code == 409 and time.monotonic() < deadline, started.text
+        time.sleep(0.2)
+
+
+def wait_run(stack, reconciliation_id: int, run_id: int, timeout: float = 60) -> dict:
+    """The run once it ended (completed, failed or cancelled)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = stack.request("GET", f"/reconciliations/{reconciliation_id}/runs/{run_id}").json()
+        if run["status"] in ("completed", "failed", "cancelled"):
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.2)
