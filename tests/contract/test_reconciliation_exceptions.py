@@ -17,8 +17,10 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,
     ExceptionRecord,
     ExceptionStatus,
+    QueueOrder,
     ReconciliationException,
     RecordFilter,
+    queue_key,
     totals,
 )
 from chalicelib.domain.records import Direction, Record, RecordStatus
@@ -192,6 +194,21 @@ class TestExceptionRepository:
         page, more = exceptions.list_page(ENV, lambda s: s.reconciliation_id == 1 and s.data_stream_key == "bank",
                                           0, 1)
         assert ([e for e in page], more) == ([exceptions.get(ENV, 1)], False)
+
+    def test_queue_page_sorts_summaries_by_their_totals_and_counts_what_it_keeps(self, exceptions):
+        """The summaries carry the stored totals and decimal places, so the queue's amount and age
+        filters and orders need no read of their own; the total counts the filtered queue."""
+        for exception_id, records, places in ((1, RECORDS[:1], 2), (2, RECORDS[2:4], 3), (3, RECORDS[1:2], 2)):
+            exceptions.open_new(exception(exception_id, stream_key=f"s{exception_id}", decimal_places=places))
+            exceptions.set_totals(exceptions.get(ENV, exception_id), totals(records), None)
+        by_amount = queue_key(QueueOrder.AMOUNT)
+        page, total = exceptions.queue_page(ENV, lambda s: True, by_amount, 0, 2)
+        assert ([e.id for e in page], total) == ([1, 2], 3)  # 10.00, 3.925 (4.000 - 0.075), 2.50
+        page, total = exceptions.queue_page(ENV, lambda s: s.oldest is not None and s.oldest < "2024-04-25",
+                                            queue_key(QueueOrder.OLDEST), 0, 10)
+        assert ([e.id for e in page], total) == ([2, 3], 2)
+        page, total = exceptions.queue_page(ENV, lambda s: s.amount > 3, queue_key(QueueOrder.NEWEST), 1, 1)
+        assert ([e.id for e in page], total) == ([1], 2)
 
     def test_records_are_kept_per_exception_and_written_again_by_id(self, exceptions):
         first, second = exception(1), exception(2)

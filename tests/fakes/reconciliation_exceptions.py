@@ -96,12 +96,18 @@ class FakeExceptionRepository:
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
         """Newest first, by offset, of the exceptions whose summary `admits` takes."""
+        page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
+        return page, total > offset + limit
+
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool],
+                   key: Callable[[ExceptionSummary], Any], offset: int,
+                   limit: int) -> tuple[list[ReconciliationException], int]:
         summaries = [ExceptionSummary(id=e.id, reconciliation_id=e.reconciliation_id, status=e.status,
-                                      data_stream_key=e.data_stream_key, assignees=e.assignees)
+                                      data_stream_key=e.data_stream_key, assignees=e.assignees,
+                                      decimal_places=e.decimal_places, totals=e.totals)
                      for (env, _), row in self.rows.items() if env == environment and (e := row.exception)]
-        wanted = sorted((s.id for s in summaries if admits(s)), reverse=True)
-        page_ids = wanted[offset:offset + limit]
-        return [self.get(environment, i) for i in page_ids], len(wanted) > offset + limit
+        wanted = [s.id for s in sorted((s for s in summaries if admits(s)), key=key)]
+        return [self.get(environment, i) for i in wanted[offset:offset + limit]], len(wanted)
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self.guards.get((environment, reconciliation_id, stream_key))

@@ -24,7 +24,8 @@ from chalicelib.domain.reconciliation_exceptions import (
 )
 
 STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
-LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees")  # what the list filters read
+# What the queue's filters and orders read of every exception (ExceptionSummary).
+LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees", "decimal_places", "totals")
 
 
 class ExceptionRepository:
@@ -45,15 +46,23 @@ class ExceptionRepository:
 
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
-        """A page of the environment's exceptions, newest first, by offset: the index is read for
-        the few attributes the filters need, then only the page's items are read whole."""
+        """A page of the environment's exceptions, newest first, by offset, and whether more follow."""
+        page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
+        return page, total > offset + limit
+
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool],
+                   key: Callable[[ExceptionSummary], Any], offset: int,
+                   limit: int) -> tuple[list[ReconciliationException], int]:
+        """A page of the exceptions `admits` keeps, sorted by `key`, by offset, and how many it keeps:
+        the index is read for the few attributes the filters and orders need, then only the page's
+        items are read whole."""
         summaries = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment),
                                           projection=LISTING_ATTRIBUTES)
-        wanted = sorted((s.id for s in map(_summary_of, summaries) if admits(s)), reverse=True)
+        wanted = [s.id for s in sorted((s for s in map(_summary_of, summaries) if admits(s)), key=key)]
         page_ids = wanted[offset:offset + limit]
         found = {e.id: e for e in map(self._from_item, self._table.get_many(
             keys.reconciliation_exception(environment, i) for i in page_ids))}
-        return [found[i] for i in page_ids if i in found], len(wanted) > offset + limit
+        return [found[i] for i in page_ids if i in found], len(wanted)
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))
@@ -291,7 +300,8 @@ class ExceptionRepository:
 def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
     return ExceptionSummary(id=item["id"], reconciliation_id=item["reconciliation_id"],
                             status=ExceptionStatus(item["status"]), data_stream_key=item["data_stream_key"],
-                            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()))
+                            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
+                            decimal_places=int(item.get("decimal_places", 2)), totals=item.get("totals") or {})
 
 
 class _Placeholders(TypedDict):
