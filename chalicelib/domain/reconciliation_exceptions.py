@@ -73,6 +73,7 @@ class ReconciliationException:
     assignees: tuple[Assignee, ...] = ()
     totals: dict[str, Any] = field(default_factory=dict)  # see `totals()`
     version: int = 1
+    currency: str | None = None  # its records' one currency, kept with the totals; None when mixed
 
     @property
     def active(self) -> bool:

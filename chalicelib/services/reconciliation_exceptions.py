@@ -139,7 +139,8 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     remaining = ports.exceptions.records(active)
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})
-    ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
+    currency = currencies[0] if len(currencies) == 1 else None
+    ports.exceptions.set_totals(active, kept, describe(kept, currency, scale), currency)
     # With its records and totals in; again on a refresh after one that died before announcing it.
     if opened or not announced(ports.event_ledger, environment, event_data.exception_opened_id(environment, active.id)):
         announce(ports, event_data.exception_opened(ports.exceptions.get(environment, active.id)), environment,

@@ -209,6 +209,10 @@ class TestExceptionRepository:
         assert ([e.id for e in page], total) == ([2, 3], 2)
         page, total = exceptions.queue_page(ENV, lambda s: s.amount > 3, queue_key(QueueOrder.NEWEST), 1, 1)
         assert ([e.id for e in page], total) == ([1], 2)
+        exceptions.set_totals(exceptions.get(ENV, 1), totals(RECORDS[:1]), None, "EUR")
+        assert exceptions.get(ENV, 1).currency == "EUR"  # the records' one currency, kept beside the totals
+        exceptions.set_totals(exceptions.get(ENV, 1), totals(RECORDS[:3]), None)
+        assert exceptions.get(ENV, 1).currency is None  # mixed: none
 
     def test_records_are_kept_per_exception_and_written_again_by_id(self, exceptions):
         first, second = exception(1), exception(2)

@@ -182,11 +182,12 @@ class FakeExceptionRepository:
         if guard is not None and guard.exception_id == exception.id:
             del self.guards[guard_key]
 
-    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None) -> None:
+    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None,
+                   currency: str | None = None) -> None:
         row = self._row_to_update(exception)
         stored = _stored(totals)
         if row.exception is not None:
-            row.exception = replace(row.exception, totals=stored, updated_at=stored_time(utc_now()))
+            row.exception = replace(row.exception, totals=stored, updated_at=stored_time(utc_now()), currency=currency)
         if description is not None:
             row.auto_description = description
 

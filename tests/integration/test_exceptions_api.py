@@ -220,6 +220,7 @@ def test_the_queue_counts_sorts_and_filters_by_assignee_amount_and_age(api, ran,
 
     first = queue(api, **mine, limit=1)
     assert (first["total"], first["has_more"], len(first["data"])) == (2, True, 1)
+    assert first["data"][0]["currency"] == "USD" and first["data"][0]["decimal_places"] == 2
     assert queue(api, **mine, limit=1, offset=1)["total"] == 2
     assert ids() == sorted([bank, ledger], reverse=True)
     assert ids(sort="amount") == [ledger, bank]

@@ -160,14 +160,20 @@ class ExceptionRepository:
         except ConditionFailed:
             pass
 
-    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None) -> None:
-        """Totals kept on the item, so a queue page needs no request per row (and the default
-        description, unless a person wrote one)."""
+    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None,
+                   currency: str | None = None) -> None:
+        """Totals kept on the item, so a queue page needs no request per row (with the records' one
+        currency, and the default description, unless a person wrote one)."""
         expression = "SET totals = :totals, updated_at = :now"
         values: dict[str, Any] = {":totals": totals, ":now": iso(utc_now())}
+        if currency is not None:
+            expression += ", currency = :currency"
+            values[":currency"] = currency
         if description is not None:  # shown while no person wrote one (see _from_item)
             expression += ", auto_description = :description"
             values[":description"] = description
+        if currency is None:
+            expression += " REMOVE currency"
         self._table.update(keys.reconciliation_exception(exception.environment, exception.id), expression,
                            values=values)
 
@@ -279,7 +285,7 @@ class ExceptionRepository:
             "opened_at": iso(exception.opened_at),
             "closed_at": iso(exception.closed_at) if exception.closed_at else None,
             "decimal_places": exception.decimal_places, "totals": exception.totals or None,
-            "assignees": [], "version": exception.version,
+            "assignees": [], "version": exception.version, "currency": exception.currency,
         }
 
     @staticmethod
@@ -293,7 +299,7 @@ class ExceptionRepository:
             opened_at=parse_iso(item["opened_at"]), closed_at=parse_optional_iso(item.get("closed_at")),
             decimal_places=item.get("decimal_places", 2),
             assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
-            totals=item.get("totals") or {}, version=item.get("version", 1),
+            totals=item.get("totals") or {}, version=item.get("version", 1), currency=item.get("currency"),
         )
 
 

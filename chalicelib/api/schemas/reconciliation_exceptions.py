@@ -65,6 +65,8 @@ class ExceptionOut(Model):
     closed_at: Timestamp | None
     assignees: list[AssigneeOut]
     decimal_places: int
+    currency: str | None = Field(default=None, description="The currency its records share (amounts are in its "
+                                 "minor units at decimal_places); null when they mix currencies")
     aggregates: AggregatesOut
     refresh_pending: bool = Field(default=False, description="A match, unmatch or confirm by a person (or an "
                                   "accepted investigation) changed the reconciliation since its exceptions were last "
