@@ -306,7 +306,7 @@ def test_an_investigation_shows_its_progress_and_its_suggestion_is_accepted(stac
     suggestion = page.get_by_test_id("suggestion")  # read again each second until the run ends
     suggestion.wait_for()
     assert "Confidence" in suggestion.inner_text()
-    suggestion.get_by_text("Acme payout").wait_for()  # the suggested ledger record
+    suggestion.get_by_role("cell", name="Acme payout").wait_for()  # the suggested ledger record
     investigation = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["investigation"]
     assert investigation["status"] == "completed" and investigation["suggested_record_ids"] == [made["partner"]]
     assert investigation["recommendation_text"] in suggestion.inner_text()
