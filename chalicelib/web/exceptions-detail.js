@@ -3,7 +3,7 @@
 // A viewer sees none of the controls (the API refuses them too).
 import { useEffect, useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
-import { count, personName, queueHash, StatusBadge, usePeople } from "./exceptions.js";
+import { count, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
 import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
 
 // The moves the service allows (domain/reconciliation_exceptions.py EXCEPTION_STATUSES).
@@ -48,8 +48,8 @@ function Aggregates({ a, places, currency, label }) {
       <div><dt>Debits</dt><dd>${count(a.debit_count)} · <${Money} amount=${a.debit_sum} places=${places} /></dd></div>
       <div><dt>Awaiting confirmation</dt><dd>${count(a.pending_confirmation_count)}</dd></div>
       <div><dt>Average age</dt><dd>${a.avg_age_days} days</dd></div>
-      <div><dt>Oldest record</dt><dd><${When} iso=${a.oldest_at} /></dd></div>
-      <div><dt>Newest record</dt><dd><${When} iso=${a.newest_at} /></dd></div>
+      <div><dt>Oldest record</dt><dd><${RecordDate} iso=${a.oldest_at} /></dd></div>
+      <div><dt>Newest record</dt><dd><${RecordDate} iso=${a.newest_at} /></dd></div>
     </dl>`;
 }
 

@@ -37,6 +37,13 @@ function useAnswer(path) {
   return { data: state.data, error: state.path === path ? state.error : undefined, loading: state.path !== path };
 }
 
+// A record date the service sends as midnight UTC ("2026-11-09T00:00:00Z"): shown as the date it is,
+// in any time zone (a local time would move it to the day before west of Greenwich).
+export function RecordDate({ iso }) {
+  if (!iso) return html`<span>—</span>`;
+  return html`<time datetime=${iso.slice(0, 10)} title=${iso}>${iso.slice(0, 10)}</time>`;
+}
+
 export const personName = (user) => (user ? user.name || user.email : "someone");
 
 // A person's "1,234" (grouped digits) of an integer count.
@@ -167,7 +174,7 @@ function Row({ exception: e, people, back }) {
     <td class="number">${count(a.record_count)}</td>
     <td class="number"><${Money} amount=${a.total_amount} places=${e.decimal_places} currency=${e.currency || ""} /></td>
     <td class="number"><${Money} amount=${a.credit_sum} places=${e.decimal_places} /> / <${Money} amount=${a.debit_sum} places=${e.decimal_places} /></td>
-    <td>${a.oldest_at ? html`<${When} iso=${a.oldest_at} />` : "—"}</td>
+    <td><${RecordDate} iso=${a.oldest_at} /></td>
     <td><${When} iso=${e.opened_at} /></td>
   </tr>`;
 }
