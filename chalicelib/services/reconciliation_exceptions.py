@@ -265,7 +265,14 @@ def queue_page(ports: Ports, environment: str, query: ExceptionQuery, order: Que
         raise ValidationFailed.on("amount_min", "must not be above amount_max")
     if query.assignee_user_id is not None and query.unassigned:
         raise ValidationFailed.on("unassigned", "give assignee_user_id or unassigned, not both")
-    return ports.exceptions.queue_page(environment, query.admits, queue_key(order), offset, limit)
+    equal = {name: value for name, value in (("reconciliation_id", query.reconciliation_id),
+                                             ("status", query.status.value if query.status else None),
+                                             ("data_stream_key", query.data_stream_key)) if value is not None}
+    rest = replace(query, reconciliation_id=None, status=None, data_stream_key=None)
+    if order is QueueOrder.NEWEST and rest == ExceptionQuery(amount_decimal_places=rest.amount_decimal_places):
+        # Newest first, equality filters only: storage filters, reads only as far as the page, counts.
+        return ports.exceptions.queue_page(environment, None, None, offset, limit, equal=equal)
+    return ports.exceptions.queue_page(environment, rest.admits, queue_key(order), offset, limit, equal=equal)
 
 
 def view_aggregates(exception: ReconciliationException, now: datetime | None = None) -> dict[str, Any]:

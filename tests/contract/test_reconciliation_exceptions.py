@@ -214,6 +214,23 @@ class TestExceptionRepository:
         exceptions.set_totals(exceptions.get(ENV, 1), totals(RECORDS[:3]), None)
         assert exceptions.get(ENV, 1).currency is None  # mixed: none
 
+    def test_queue_page_filters_in_storage_as_it_does_in_memory(self, exceptions):
+        """Newest first with equality filters only, storage filters and counts (a page read only as
+        far as it goes): the same page and total as the summaries filtered in memory."""
+        for exception_id, reconciliation_id, stream_key in ((1, 1, "bank"), (2, 1, "ledger"), (3, 2, "bank"),
+                                                            (5, 1, "bank2"), (11, 1, "card")):
+            exceptions.open_new(exception(exception_id, reconciliation_id, stream_key))
+        exceptions.open_new(exception(4, environment=OTHER_ENV))
+        moved(exceptions, exceptions.get(ENV, 5), ExceptionStatus.DISMISSED)
+        newest = queue_key(QueueOrder.NEWEST)
+        for equal in ({}, {"reconciliation_id": 1}, {"status": "open"}, {"reconciliation_id": 1, "status": "open"},
+                      {"data_stream_key": "bank"}, {"reconciliation_id": 9}):
+            for offset, limit in ((0, 2), (2, 2), (0, 10), (3, 1)):
+                fast = exceptions.queue_page(ENV, None, None, offset, limit, equal=equal)
+                assert fast == exceptions.queue_page(ENV, lambda s: True, newest, offset, limit, equal=equal), equal
+        page, total = exceptions.queue_page(ENV, None, None, 1, 2, equal={"reconciliation_id": 1, "status": "open"})
+        assert ([e.id for e in page], total) == ([2, 1], 3)
+
     def test_records_are_kept_per_exception_and_written_again_by_id(self, exceptions):
         first, second = exception(1), exception(2)
         exceptions.add_records(first, RECORDS)

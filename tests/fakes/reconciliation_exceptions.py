@@ -99,14 +99,16 @@ class FakeExceptionRepository:
         page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
         return page, total > offset + limit
 
-    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool],
-                   key: Callable[[ExceptionSummary], Any], offset: int,
-                   limit: int) -> tuple[list[ReconciliationException], int]:
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
+                   key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
+                   equal: dict[str, Any] | None = None) -> tuple[list[ReconciliationException], int]:
         summaries = [ExceptionSummary(id=e.id, reconciliation_id=e.reconciliation_id, status=e.status,
                                       data_stream_key=e.data_stream_key, assignees=e.assignees,
                                       decimal_places=e.decimal_places, totals=e.totals)
                      for (env, _), row in self.rows.items() if env == environment and (e := row.exception)]
-        wanted = [s.id for s in sorted((s for s in summaries if admits(s)), key=key)]
+        kept = (s for s in summaries if all(getattr(s, name) == value for name, value in (equal or {}).items())
+                and (admits is None or admits(s)))
+        wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]
         return [self.get(environment, i) for i in wanted[offset:offset + limit]], len(wanted)
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:

@@ -50,19 +50,35 @@ class ExceptionRepository:
         page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
         return page, total > offset + limit
 
-    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool],
-                   key: Callable[[ExceptionSummary], Any], offset: int,
-                   limit: int) -> tuple[list[ReconciliationException], int]:
-        """A page of the exceptions `admits` keeps, sorted by `key`, by offset, and how many it keeps:
-        the index is read for the few attributes the filters and orders need, then only the page's
-        items are read whole."""
-        summaries = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment),
-                                          projection=LISTING_ATTRIBUTES)
-        wanted = [s.id for s in sorted((s for s in map(_summary_of, summaries) if admits(s)), key=key)]
-        page_ids = wanted[offset:offset + limit]
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
+                   key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
+                   equal: dict[str, Any] | None = None) -> tuple[list[ReconciliationException], int]:
+        """A page of the exceptions whose attributes are `equal` (reconciliation_id, status,
+        data_stream_key) and that `admits` keeps, sorted by `key`, by offset, and how many are kept.
+
+        With neither `admits` nor `key` (newest first, equality filters only), DynamoDB filters: the
+        index is read newest first only as far as the page (ids only), and the count is a
+        Select=COUNT query (every entry read, none sent back). Otherwise the index is read for the
+        few attributes the filters and orders need, then only the page's items are read whole."""
+        equal = equal or {}
+        partition = keys.exceptions_index_pk(environment)
+        if admits is None and key is None:
+            condition = _equal_filter(equal)
+            page_ids: list[int] = []
+            for item in self._table.query_newest(keys.GSI1, partition, filter=condition, projection="id"):
+                page_ids.append(item["id"])
+                if len(page_ids) >= offset + limit:
+                    break
+            page_ids, (total, _) = page_ids[offset:], self._table.count(keys.GSI1, partition, filter=condition)
+        else:
+            summaries = self._table.query_all(keys.GSI1, partition, projection=LISTING_ATTRIBUTES)
+            kept = (s for s in map(_summary_of, summaries) if all(getattr(s, name) == value for name, value in
+                                                                  equal.items()) and (admits is None or admits(s)))
+            wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]
+            page_ids, total = wanted[offset:offset + limit], len(wanted)
         found = {e.id: e for e in map(self._from_item, self._table.get_many(
             keys.reconciliation_exception(environment, i) for i in page_ids))}
-        return [found[i] for i in page_ids if i in found], len(wanted)
+        return [found[i] for i in page_ids if i in found], total
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))
@@ -342,6 +358,15 @@ def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
         return None
     used = {n: v for n, v in names.items() if any(n + " " in c or n + ")" in c for c in clauses)}
     return Filter(" AND ".join(clauses), used, values)
+
+
+def _equal_filter(equal: dict[str, Any]) -> Filter | None:
+    """Attributes equal to values, as a FilterExpression (None for none)."""
+    if not equal:
+        return None
+    names = {f"#fq{i}": name for i, name in enumerate(equal)}
+    values = {f":fq{i}": value for i, value in enumerate(equal.values())}
+    return Filter(" AND ".join(f"#fq{i} = :fq{i}" for i in range(len(equal))), names, values)
 
 
 def _assignee_item(assignee: Assignee) -> dict[str, Any]:
