@@ -1,6 +1,8 @@
 """Routes of /reconciliation_exceptions: the queue, the detail, status, assignees, comments."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas.matches import MatchOut
 from chalicelib.api.schemas.reconciliation_exceptions import (
@@ -21,12 +23,13 @@ from chalicelib.api.schemas.reconciliation_exceptions import (
 from chalicelib.api.schemas.records import RecordPage
 from chalicelib.api.views import record_out
 from chalicelib.container import container
-from chalicelib.domain.clock import iso
+from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.reconciliation_exceptions import (
     AgeBucket,
     ExceptionComment,
     ExceptionStatus,
+    QueueOrder,
     ReconciliationException,
     RecordFilter,
 )
@@ -93,14 +96,21 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 
 
-@router.route("GET", BASE, summary="The exception queue: newest first, by offset, with aggregates on every row",
-              query=ExceptionsQuery, response=ExceptionPage, errors=(422,))
+@router.route("GET", BASE, summary="The exception queue: newest first (or oldest, or largest), by offset, with "
+              "aggregates on every row and the count of the filtered queue", query=ExceptionsQuery,
+              response=ExceptionPage, errors=(422,))
 def list_exceptions(request: ApiRequest) -> ExceptionPage:
     query: ExceptionsQuery = request.query
-    found, has_more = service.list_exceptions(container().ports, request.environment, service.ExceptionQuery(
+    oldest_before = (None if query.older_than_days is None
+                     else (utc_now().date() - timedelta(days=query.older_than_days)).isoformat())
+    found, total = service.queue_page(container().ports, request.environment, service.ExceptionQuery(
         reconciliation_id=query.reconciliation_id, status=ExceptionStatus(query.status) if query.status else None,
-        data_stream_key=query.data_stream_key, assignee=query.assignee), query.offset, query.limit)
-    return ExceptionPage(data=exceptions_out(request.environment, found), has_more=has_more, offset=query.offset)
+        data_stream_key=query.data_stream_key, assignee=query.assignee, assignee_user_id=query.assignee_user_id,
+        unassigned=query.unassigned, amount_min=query.amount_min, amount_max=query.amount_max,
+        amount_decimal_places=query.amount_decimal_places, oldest_before=oldest_before),
+        QueueOrder(query.sort), query.offset, query.limit)
+    return ExceptionPage(data=exceptions_out(request.environment, found), has_more=total > query.offset + query.limit,
+                         offset=query.offset, total=total)
 
 
 @router.route("GET", BASE + "/{id}", summary="An exception with its aggregates, the filtered ones, comments and "

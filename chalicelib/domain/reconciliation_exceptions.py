@@ -8,10 +8,11 @@ records.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 from chalicelib.domain.errors import TransitionRefused, ValidationFailed
@@ -72,6 +73,7 @@ class ReconciliationException:
     assignees: tuple[Assignee, ...] = ()
     totals: dict[str, Any] = field(default_factory=dict)  # see `totals()`
     version: int = 1
+    currency: str | None = None  # its records' one currency, kept with the totals; None when mixed
 
     @property
     def active(self) -> bool:
@@ -99,6 +101,34 @@ class ExceptionSummary:
     status: ExceptionStatus
     data_stream_key: str
     assignees: tuple[Assignee, ...] = ()
+    decimal_places: int = 2
+    totals: dict[str, Any] = field(default_factory=dict)  # see `totals()`: the amount and age filters read it
+
+    @property
+    def amount(self) -> Fraction:
+        """What the exception amounts to, as a size: |credits - debits|, exact at any scale."""
+        return Fraction(abs(self.totals.get("credit_sum", 0) - self.totals.get("debit_sum", 0)),
+                        10 ** self.decimal_places)
+
+    @property
+    def oldest(self) -> str | None:
+        """Its oldest record's date: an exception is as old as that record (the age rule of `age_days`)."""
+        return self.totals.get("oldest")
+
+
+class QueueOrder(StrEnum):
+    NEWEST = "newest"  # newest exception first (by id)
+    OLDEST = "oldest"  # the oldest record first: the longest waiting money
+    AMOUNT = "amount"  # the largest |credits - debits| first
+
+
+def queue_key(order: QueueOrder) -> Callable[[ExceptionSummary], Any]:
+    """How the queue sorts summaries (ascending keys); ties go newest first, so an order is total."""
+    if order is QueueOrder.OLDEST:
+        return lambda s: (s.oldest is None, s.oldest or "", -s.id)
+    if order is QueueOrder.AMOUNT:
+        return lambda s: (-s.amount, -s.id)
+    return lambda s: -s.id
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Any
 
 from chalicelib.domain import event_data
@@ -20,6 +21,7 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionRecord,
     ExceptionStatus,
     ExceptionSummary,
+    QueueOrder,
     ReconciliationException,
     RecordFilter,
     aggregate,
@@ -28,6 +30,7 @@ from chalicelib.domain.reconciliation_exceptions import (
     default_title,
     describe,
     is_overdue,
+    queue_key,
     totals,
 )
 from chalicelib.domain.reconciliations import Reconciliation
@@ -136,7 +139,8 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     remaining = ports.exceptions.records(active)
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})
-    ports.exceptions.set_totals(active, kept, describe(kept, currencies[0] if len(currencies) == 1 else None, scale))
+    currency = currencies[0] if len(currencies) == 1 else None
+    ports.exceptions.set_totals(active, kept, describe(kept, currency, scale), currency)
     # With its records and totals in; again on a refresh after one that died before announcing it.
     if opened or not announced(ports.event_ledger, environment, event_data.exception_opened_id(environment, active.id)):
         announce(ports, event_data.exception_opened(ports.exceptions.get(environment, active.id)), environment,
@@ -216,22 +220,59 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
 
 @dataclass(frozen=True)
 class ExceptionQuery:
+    """The queue's filters, all applied to the summaries the list reads anyway (no read of its own).
+    `assignee` is a provider id, `assignee_user_id` our user id; `unassigned` keeps those with none.
+    `amount_min`/`amount_max` bound |credits - debits|, given in minor units at `amount_decimal_places`
+    (compared exactly with each exception at its own scale); `oldest_before` keeps the exceptions
+    whose oldest record is dated on or before that day (`older_than_days` of the API)."""
     reconciliation_id: int | None = None
     status: ExceptionStatus | None = None
     data_stream_key: str | None = None
     assignee: str | None = None
+    assignee_user_id: int | None = None
+    unassigned: bool = False
+    amount_min: int | None = None
+    amount_max: int | None = None
+    amount_decimal_places: int = 2
+    oldest_before: str | None = None
 
     def admits(self, summary: ExceptionSummary) -> bool:
+        scale = 10 ** self.amount_decimal_places
         return ((self.reconciliation_id is None or summary.reconciliation_id == self.reconciliation_id)
                 and (self.status is None or summary.status is self.status)
                 and (self.data_stream_key is None or summary.data_stream_key == self.data_stream_key)
-                and (self.assignee is None or any(a.idp_user_id == self.assignee for a in summary.assignees)))
+                and (self.assignee is None or any(a.idp_user_id == self.assignee for a in summary.assignees))
+                and (self.assignee_user_id is None
+                     or any(a.user_id == self.assignee_user_id for a in summary.assignees))
+                and (not self.unassigned or not summary.assignees)
+                and (self.amount_min is None or summary.amount >= Fraction(self.amount_min, scale))
+                and (self.amount_max is None or summary.amount <= Fraction(self.amount_max, scale))
+                and (self.oldest_before is None
+                     or (summary.oldest is not None and summary.oldest <= self.oldest_before)))
 
 
 def list_exceptions(ports: Ports, environment: str, query: ExceptionQuery, offset: int,
                     limit: int) -> tuple[list[ReconciliationException], bool]:
     """A page of the environment's exceptions, newest first, and whether more follow."""
     return ports.exceptions.list_page(environment, query.admits, offset, limit)
+
+
+def queue_page(ports: Ports, environment: str, query: ExceptionQuery, order: QueueOrder, offset: int,
+               limit: int) -> tuple[list[ReconciliationException], int]:
+    """A page of the queue in `order`, and how many exceptions the filters keep in all (counted
+    from the same read of the environment's exception index as the page: no read of its own)."""
+    if (query.amount_min is not None and query.amount_max is not None and query.amount_min > query.amount_max):
+        raise ValidationFailed.on("amount_min", "must not be above amount_max")
+    if query.assignee_user_id is not None and query.unassigned:
+        raise ValidationFailed.on("unassigned", "give assignee_user_id or unassigned, not both")
+    equal = {name: value for name, value in (("reconciliation_id", query.reconciliation_id),
+                                             ("status", query.status.value if query.status else None),
+                                             ("data_stream_key", query.data_stream_key)) if value is not None}
+    rest = replace(query, reconciliation_id=None, status=None, data_stream_key=None)
+    if order is QueueOrder.NEWEST and rest == ExceptionQuery(amount_decimal_places=rest.amount_decimal_places):
+        # Newest first, equality filters only: storage filters, reads only as far as the page, counts.
+        return ports.exceptions.queue_page(environment, None, None, offset, limit, equal=equal)
+    return ports.exceptions.queue_page(environment, rest.admits, queue_key(order), offset, limit, equal=equal)
 
 
 def view_aggregates(exception: ReconciliationException, now: datetime | None = None) -> dict[str, Any]:

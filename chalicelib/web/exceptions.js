@@ -1,6 +1,226 @@
-// Exceptions (#/exceptions): built in the next increment of the web app.
-import { html } from "./api.js";
+// The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
+// (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
+// so a reload or a shared link keeps them; every row's aggregates come with the one list request.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, html, minorUnits, query } from "./api.js";
+import { ExceptionDetail } from "./exceptions-detail.js";
+import { Money, Problem, useApi, When } from "./ui.js";
 
-export function ExceptionsPage() {
-  return html`<p>This page comes next.</p>`;
+export const PAGE_SIZE = 50;
+export const STATUSES = ["open", "investigating", "dismissed", "resolved"];
+const SORTS = [["newest", "Newest first"], ["oldest", "Oldest record first"], ["amount", "Largest amount first"]];
+// The filters as the hash names them (short, readable in a link), in the form's order.
+const FILTERS = ["reconciliation", "status", "assignee", "stream", "min", "max", "older", "sort"];
+
+// The users of the environment, by id and by provider id (assignees, authors and mentions name them).
+export function usePeople() {
+  const { data, error } = useApi("users?limit=200");
+  const list = data ? data.data.filter((u) => u.status !== "deactivated") : [];
+  const byId = new Map(list.map((u) => [u.id, u]));
+  const byIdp = new Map((data ? data.data : []).map((u) => [u.idp_user_id, u]));
+  return { list, byId, byIdp, error };
+}
+
+// Like ui.js's useApi, but the answer is known to be that of `path`: while a new path loads, `loading`
+// holds from the first render (useApi's flag turns on in an effect, a render later), so the count
+// never shows the previous filters' total as the new one's.
+function useAnswer(path) {
+  const [state, setState] = useState({ path: null });
+  useEffect(() => {
+    if (!path) return undefined;
+    const abort = new AbortController();
+    api(path, { signal: abort.signal })
+      .then((data) => setState({ path, data }))
+      .catch((error) => { if (error.name !== "AbortError") setState({ path, error }); });
+    return () => abort.abort();
+  }, [path]);
+  return { data: state.data, error: state.path === path ? state.error : undefined, loading: state.path !== path };
+}
+
+// A record date the service sends as midnight UTC ("2026-11-09T00:00:00Z"): shown as the date it is,
+// in any time zone (a local time would move it to the day before west of Greenwich).
+export function RecordDate({ iso }) {
+  if (!iso) return html`<span>—</span>`;
+  return html`<time datetime=${iso.slice(0, 10)} title=${iso}>${iso.slice(0, 10)}</time>`;
+}
+
+export const personName = (user) => (user ? user.name || user.email : "someone");
+
+// A person's "1,234" (grouped digits) of an integer count.
+export const count = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+
+// How many decimal places a typed amount has ("10.125" -> 3); at least 2.
+function placesOf(...texts) {
+  return Math.max(2, ...texts.map((t) => ((t || "").split(".")[1] || "").trim().length));
+}
+
+// The hash's filters as the list route's query; `problems` names the fields that are no amount or age.
+export function listQuery(params, session) {
+  const problems = {};
+  const min = params.get("min") || "";
+  const max = params.get("max") || "";
+  const places = placesOf(min, max);
+  const amount = (name, text) => {
+    if (!text) return undefined;
+    const units = minorUnits(text, places);
+    if (units === null) problems[name] = "Type an amount such as 1,250.00";
+    return units === null ? undefined : units.toString();
+  };
+  const older = params.get("older") || "";
+  if (older && !/^\d{1,5}$/.test(older)) problems.older = "Type a whole number of days";
+  const assignee = params.get("assignee") || "";
+  const amountMin = amount("min", min);
+  const amountMax = amount("max", max);
+  if (amountMin !== undefined && amountMax !== undefined && BigInt(amountMin) > BigInt(amountMax)) {
+    problems.max = "The largest amount is below the smallest";
+  }
+  const offset = Number(params.get("offset") || 0);
+  return {
+    problems,
+    path: `reconciliation_exceptions${query({
+      reconciliation_id: params.get("reconciliation"), status: params.get("status"),
+      data_stream_key: params.get("stream"),
+      assignee_user_id: assignee === "me" ? session.user.id : (/^\d+$/.test(assignee) ? assignee : undefined),
+      unassigned: assignee === "unassigned" ? "true" : undefined,
+      amount_min: amountMin, amount_max: amountMax,
+      amount_decimal_places: amountMin !== undefined || amountMax !== undefined ? places : undefined,
+      older_than_days: problems.older ? undefined : older,
+      sort: params.get("sort") === "newest" ? undefined : params.get("sort"),
+      offset: Number.isSafeInteger(offset) && offset > 0 ? offset : undefined, limit: PAGE_SIZE,
+    })}`,
+  };
+}
+
+// The queue's hash with `changes` applied (empty values dropped); a new filter starts at the first page.
+export function queueHash(params, changes) {
+  const next = new URLSearchParams(params);
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === undefined || value === null || value === "") next.delete(key); else next.set(key, String(value));
+  }
+  const text = next.toString();
+  return `#/exceptions${text ? `?${text}` : ""}`;
+}
+
+function Filters({ params, problems, reconciliations, streams, people }) {
+  function apply(event) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const changes = Object.fromEntries(FILTERS.map((name) => [name, (form.get(name) || "").trim()]));
+    if (changes.sort === "newest") changes.sort = ""; // the default order stays out of the link
+    location.hash = queueHash(new URLSearchParams(), changes); // the offset goes: a new filter, page 1
+  }
+  const field = (name, label, input) => html`
+    <div class="field">
+      <label for=${`exc-${name}`}>${label}</label>
+      ${input}
+      ${problems[name] && html`<span class="error" id=${`exc-${name}-problem`}>${problems[name]}</span>`}
+    </div>`;
+  const invalid = (name) => (problems[name] ? { "aria-invalid": "true", "aria-describedby": `exc-${name}-problem` } : {});
+  // A key (the params' values) re-creates the form when the hash changes, so it shows what is applied.
+  return html`
+    <form class="toolbar exception-filters" onSubmit=${apply} aria-label="Filter the exceptions" key=${params.toString()}>
+      ${field("reconciliation", "Reconciliation", html`
+        <select id="exc-reconciliation" name="reconciliation" value=${params.get("reconciliation") || ""}>
+          <option value="">All</option>
+          ${reconciliations.map((r) => html`<option value=${String(r.id)}>${r.name}</option>`)}
+        </select>`)}
+      ${field("status", "Status", html`
+        <select id="exc-status" name="status" value=${params.get("status") || ""}>
+          <option value="">Any</option>
+          ${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}
+        </select>`)}
+      ${field("assignee", "Assignee", html`
+        <select id="exc-assignee" name="assignee" value=${params.get("assignee") || ""}>
+          <option value="">Anyone</option>
+          <option value="me">Me</option>
+          <option value="unassigned">Unassigned</option>
+          ${people.list.map((u) => html`<option value=${String(u.id)}>${personName(u)}</option>`)}
+        </select>`)}
+      ${field("stream", "Data stream", html`
+        <select id="exc-stream" name="stream" value=${params.get("stream") || ""}>
+          <option value="">All</option>
+          ${streams.map((s) => html`<option value=${s.key}>${s.name}</option>`)}
+        </select>`)}
+      ${field("min", "Amount from", html`
+        <input id="exc-min" name="min" inputmode="decimal" size="10" value=${params.get("min") || ""} ...${invalid("min")} />`)}
+      ${field("max", "Amount to", html`
+        <input id="exc-max" name="max" inputmode="decimal" size="10" value=${params.get("max") || ""} ...${invalid("max")} />`)}
+      ${field("older", "Older than (days)", html`
+        <input id="exc-older" name="older" inputmode="numeric" size="5" value=${params.get("older") || ""} ...${invalid("older")} />`)}
+      ${field("sort", "Order", html`
+        <select id="exc-sort" name="sort" value=${params.get("sort") || "newest"}>
+          ${SORTS.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
+        </select>`)}
+      <div class="field actions">
+        <button type="submit">Apply filters</button>
+        <a href="#/exceptions" class="clear">Clear</a>
+      </div>
+    </form>`;
+}
+
+export function StatusBadge({ status }) {
+  return html`<span class=${`badge status-${status}`}>${status}</span>`;
+}
+
+function Row({ exception: e, people, back }) {
+  const a = e.aggregates;
+  return html`<tr>
+    <td><a href=${`#/exceptions/${e.id}${back ? `?${back}` : ""}`}>${e.title}</a>
+      <div class="muted">#${e.id} · ${e.reconciliation_name || `reconciliation ${e.reconciliation_id}`} ·
+        ${e.data_stream_name || e.data_stream_key}</div></td>
+    <td><${StatusBadge} status=${e.status} />${e.refresh_pending ? html` <span class="muted">(updating)</span>` : ""}</td>
+    <td>${e.assignees.length ? e.assignees.map((x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id)) : x.idp_user_id)).join(", ")
+      : html`<span class="muted">unassigned</span>`}</td>
+    <td class="number">${count(a.record_count)}</td>
+    <td class="number"><${Money} amount=${a.total_amount} places=${e.decimal_places} currency=${e.currency || ""} /></td>
+    <td class="number"><${Money} amount=${a.credit_sum} places=${e.decimal_places} /> / <${Money} amount=${a.debit_sum} places=${e.decimal_places} /></td>
+    <td><${RecordDate} iso=${a.oldest_at} /></td>
+    <td><${When} iso=${e.opened_at} /></td>
+  </tr>`;
+}
+
+function Queue({ route, session }) {
+  const params = route.params;
+  const { problems, path } = listQuery(params, session);
+  const invalid = Object.keys(problems).length > 0;
+  const { data, error, loading } = useAnswer(invalid ? null : path);
+  const reconciliations = useApi("reconciliations?limit=100").data;
+  const streams = useApi("data_streams?limit=200").data;
+  const people = usePeople();
+  const offset = data ? data.offset : 0; // of the rows shown (the previous page's while the next loads)
+  const table = useRef(null);
+  const announced = data ? `${count(data.total)} exception${data.total === 1 ? "" : "s"}` : "";
+
+  const back = params.toString();
+  const from = data && data.data.length ? offset + 1 : 0;
+  const to = data ? offset + data.data.length : 0;
+  const go = (where) => { location.hash = queueHash(params, { offset: where || undefined }); table.current?.focus(); };
+  return html`
+    <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
+      streams=${streams ? streams.data : []} people=${people} />
+    <p class="queue-count" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
+    <${Problem} error=${error} what="load the exceptions" />
+    ${data && !invalid && (data.data.length === 0
+      ? html`<p>No exception matches these filters.</p>`
+      : html`
+        <table class="exception-queue" ref=${table} tabindex="-1" aria-busy=${loading ? "true" : "false"}>
+          <caption class="visually-hidden">Exceptions ${from} to ${to} of ${count(data.total)}</caption>
+          <thead><tr>
+            <th scope="col">Exception</th><th scope="col">Status</th><th scope="col">Assignees</th>
+            <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
+            <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
+          </tr></thead>
+          <tbody>${data.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} />`)}</tbody>
+        </table>`)}
+    ${data && !invalid && html`
+      <nav class="pager" aria-label="Exception pages">
+        <button type="button" onClick=${() => go(Math.max(0, offset - PAGE_SIZE))} disabled=${offset === 0}>Previous</button>
+        <span>${from}–${to} of ${count(data.total)} · page ${Math.floor(offset / PAGE_SIZE) + 1} of ${Math.max(1, Math.ceil(data.total / PAGE_SIZE))}</span>
+        <button type="button" onClick=${() => go(offset + PAGE_SIZE)} disabled=${!data.has_more}>Next</button>
+      </nav>`}`;
+}
+
+export function ExceptionsPage({ route, session }) {
+  if (route.path[0]) return html`<${ExceptionDetail} id=${route.path[0]} route=${route} session=${session} />`;
+  return html`<${Queue} route=${route} session=${session} />`;
 }

@@ -17,8 +17,10 @@ from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,
     ExceptionRecord,
     ExceptionStatus,
+    QueueOrder,
     ReconciliationException,
     RecordFilter,
+    queue_key,
     totals,
 )
 from chalicelib.domain.records import Direction, Record, RecordStatus
@@ -192,6 +194,42 @@ class TestExceptionRepository:
         page, more = exceptions.list_page(ENV, lambda s: s.reconciliation_id == 1 and s.data_stream_key == "bank",
                                           0, 1)
         assert ([e for e in page], more) == ([exceptions.get(ENV, 1)], False)
+
+    def test_queue_page_sorts_summaries_by_their_totals_and_counts_what_it_keeps(self, exceptions):
+        """The summaries carry the stored totals and decimal places, so the queue's amount and age
+        filters and orders need no read of their own; the total counts the filtered queue."""
+        for exception_id, records, places in ((1, RECORDS[:1], 2), (2, RECORDS[2:4], 3), (3, RECORDS[1:2], 2)):
+            exceptions.open_new(exception(exception_id, stream_key=f"s{exception_id}", decimal_places=places))
+            exceptions.set_totals(exceptions.get(ENV, exception_id), totals(records), None)
+        by_amount = queue_key(QueueOrder.AMOUNT)
+        page, total = exceptions.queue_page(ENV, lambda s: True, by_amount, 0, 2)
+        assert ([e.id for e in page], total) == ([1, 2], 3)  # 10.00, 3.925 (4.000 - 0.075), 2.50
+        page, total = exceptions.queue_page(ENV, lambda s: s.oldest is not None and s.oldest < "2024-04-25",
+                                            queue_key(QueueOrder.OLDEST), 0, 10)
+        assert ([e.id for e in page], total) == ([2, 3], 2)
+        page, total = exceptions.queue_page(ENV, lambda s: s.amount > 3, queue_key(QueueOrder.NEWEST), 1, 1)
+        assert ([e.id for e in page], total) == ([1], 2)
+        exceptions.set_totals(exceptions.get(ENV, 1), totals(RECORDS[:1]), None, "EUR")
+        assert exceptions.get(ENV, 1).currency == "EUR"  # the records' one currency, kept beside the totals
+        exceptions.set_totals(exceptions.get(ENV, 1), totals(RECORDS[:3]), None)
+        assert exceptions.get(ENV, 1).currency is None  # mixed: none
+
+    def test_queue_page_filters_in_storage_as_it_does_in_memory(self, exceptions):
+        """Newest first with equality filters only, storage filters and counts (a page read only as
+        far as it goes): the same page and total as the summaries filtered in memory."""
+        for exception_id, reconciliation_id, stream_key in ((1, 1, "bank"), (2, 1, "ledger"), (3, 2, "bank"),
+                                                            (5, 1, "bank2"), (11, 1, "card")):
+            exceptions.open_new(exception(exception_id, reconciliation_id, stream_key))
+        exceptions.open_new(exception(4, environment=OTHER_ENV))
+        moved(exceptions, exceptions.get(ENV, 5), ExceptionStatus.DISMISSED)
+        newest = queue_key(QueueOrder.NEWEST)
+        for equal in ({}, {"reconciliation_id": 1}, {"status": "open"}, {"reconciliation_id": 1, "status": "open"},
+                      {"data_stream_key": "bank"}, {"reconciliation_id": 9}):
+            for offset, limit in ((0, 2), (2, 2), (0, 10), (3, 1)):
+                fast = exceptions.queue_page(ENV, None, None, offset, limit, equal=equal)
+                assert fast == exceptions.queue_page(ENV, lambda s: True, newest, offset, limit, equal=equal), equal
+        page, total = exceptions.queue_page(ENV, None, None, 1, 2, equal={"reconciliation_id": 1, "status": "open"})
+        assert ([e.id for e in page], total) == ([2, 1], 3)
 
     def test_records_are_kept_per_exception_and_written_again_by_id(self, exceptions):
         first, second = exception(1), exception(2)

@@ -96,12 +96,20 @@ class FakeExceptionRepository:
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
         """Newest first, by offset, of the exceptions whose summary `admits` takes."""
+        page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
+        return page, total > offset + limit
+
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
+                   key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
+                   equal: dict[str, Any] | None = None) -> tuple[list[ReconciliationException], int]:
         summaries = [ExceptionSummary(id=e.id, reconciliation_id=e.reconciliation_id, status=e.status,
-                                      data_stream_key=e.data_stream_key, assignees=e.assignees)
+                                      data_stream_key=e.data_stream_key, assignees=e.assignees,
+                                      decimal_places=e.decimal_places, totals=e.totals)
                      for (env, _), row in self.rows.items() if env == environment and (e := row.exception)]
-        wanted = sorted((s.id for s in summaries if admits(s)), reverse=True)
-        page_ids = wanted[offset:offset + limit]
-        return [self.get(environment, i) for i in page_ids], len(wanted) > offset + limit
+        kept = (s for s in summaries if all(getattr(s, name) == value for name, value in (equal or {}).items())
+                and (admits is None or admits(s)))
+        wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]
+        return [self.get(environment, i) for i in wanted[offset:offset + limit]], len(wanted)
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self.guards.get((environment, reconciliation_id, stream_key))
@@ -176,11 +184,12 @@ class FakeExceptionRepository:
         if guard is not None and guard.exception_id == exception.id:
             del self.guards[guard_key]
 
-    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None) -> None:
+    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None,
+                   currency: str | None = None) -> None:
         row = self._row_to_update(exception)
         stored = _stored(totals)
         if row.exception is not None:
-            row.exception = replace(row.exception, totals=stored, updated_at=stored_time(utc_now()))
+            row.exception = replace(row.exception, totals=stored, updated_at=stored_time(utc_now()), currency=currency)
         if description is not None:
             row.auto_description = description
 

@@ -206,6 +206,44 @@ def test_the_queue_pages_by_offset_and_refuses_bad_parameters(api, ran):
     assert api.get("/v1/reconciliation_exceptions/999999").status_code == 404
 
 
+def test_the_queue_counts_sorts_and_filters_by_assignee_amount_and_age(api, ran, services):
+    """Bank: 28.00 net (10.00 + 25.00 - 7.00), oldest record 100 days old; ledger: 40.00, 8 days old.
+    Every filter and order is applied to what the list reads anyway; `total` counts the filtered
+    queue whatever the page."""
+    mine = {"reconciliation_id": ran["reconciliation"]["id"]}
+    bank, ledger = bank_exception(api, ran)["id"], queue(api, data_stream_key="ledger")["data"][0]["id"]
+
+    def ids(**params):
+        page = queue(api, **mine, **params)
+        assert page["total"] == len(page["data"]) or page["has_more"], page
+        return [e["id"] for e in page["data"]]
+
+    first = queue(api, **mine, limit=1)
+    assert (first["total"], first["has_more"], len(first["data"])) == (2, True, 1)
+    assert first["data"][0]["currency"] == "USD" and first["data"][0]["decimal_places"] == 2
+    assert queue(api, **mine, limit=1, offset=1)["total"] == 2
+    assert ids() == sorted([bank, ledger], reverse=True)
+    assert ids(sort="amount") == [ledger, bank]
+    assert ids(sort="oldest") == [bank, ledger]
+    assert ids(amount_min=3000) == [ledger]
+    assert ids(amount_min=2800, amount_max=2800) == [bank]  # the net's size, exact
+    assert ids(amount_min=28001, amount_decimal_places=3) == [ledger]  # 28.001, compared at each scale
+    assert sorted(ids(amount_min=28, amount_decimal_places=0)) == sorted([bank, ledger])
+    assert ids(amount_max=2799) == []
+    assert ids(older_than_days=50) == [bank]
+    assert ids(older_than_days=101) == []
+    assert sorted(ids(older_than_days=8)) == sorted([bank, ledger])
+
+    bob = add_user(services.users, "acme", "bob")
+    assert api.post(f"/v1/reconciliation_exceptions/{bank}/assignees", {"user_id": bob.id}).status_code == 201
+    assert ids(assignee_user_id=bob.id) == [bank]
+    assert ids(unassigned="true") == [ledger]
+    assert queue(api, **mine, unassigned="true", sort="amount", amount_min=100)["total"] == 1
+    for bad in ("amount_min=5&amount_max=1", "sort=largest", "unassigned=true&assignee_user_id=1",
+                "older_than_days=-1", "amount_decimal_places=19", "amount_min=-1"):
+        assert api.get(f"/v1/reconciliation_exceptions?{bad}").status_code == 422, bad
+
+
 def test_a_refresh_writes_nothing_to_records_a_dismissed_exception_still_holds(api, services, ingest, ran):
     from chalicelib.adapters.dynamodb import keys
     from chalicelib.services.reconciliation_exceptions import refresh

@@ -24,7 +24,8 @@ from chalicelib.domain.reconciliation_exceptions import (
 )
 
 STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
-LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees")  # what the list filters read
+# What the queue's filters and orders read of every exception (ExceptionSummary).
+LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees", "decimal_places", "totals")
 
 
 class ExceptionRepository:
@@ -45,15 +46,39 @@ class ExceptionRepository:
 
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
-        """A page of the environment's exceptions, newest first, by offset: the index is read for
-        the few attributes the filters need, then only the page's items are read whole."""
-        summaries = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment),
-                                          projection=LISTING_ATTRIBUTES)
-        wanted = sorted((s.id for s in map(_summary_of, summaries) if admits(s)), reverse=True)
-        page_ids = wanted[offset:offset + limit]
+        """A page of the environment's exceptions, newest first, by offset, and whether more follow."""
+        page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
+        return page, total > offset + limit
+
+    def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
+                   key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
+                   equal: dict[str, Any] | None = None) -> tuple[list[ReconciliationException], int]:
+        """A page of the exceptions whose attributes are `equal` (reconciliation_id, status,
+        data_stream_key) and that `admits` keeps, sorted by `key`, by offset, and how many are kept.
+
+        With neither `admits` nor `key` (newest first, equality filters only), DynamoDB filters: the
+        index is read newest first only as far as the page (ids only), and the count is a
+        Select=COUNT query (every entry read, none sent back). Otherwise the index is read for the
+        few attributes the filters and orders need, then only the page's items are read whole."""
+        equal = equal or {}
+        partition = keys.exceptions_index_pk(environment)
+        if admits is None and key is None:
+            condition = _equal_filter(equal)
+            page_ids: list[int] = []
+            for item in self._table.query_newest(keys.GSI1, partition, filter=condition, projection="id"):
+                page_ids.append(item["id"])
+                if len(page_ids) >= offset + limit:
+                    break
+            page_ids, (total, _) = page_ids[offset:], self._table.count(keys.GSI1, partition, filter=condition)
+        else:
+            summaries = self._table.query_all(keys.GSI1, partition, projection=LISTING_ATTRIBUTES)
+            kept = (s for s in map(_summary_of, summaries) if all(getattr(s, name) == value for name, value in
+                                                                  equal.items()) and (admits is None or admits(s)))
+            wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]
+            page_ids, total = wanted[offset:offset + limit], len(wanted)
         found = {e.id: e for e in map(self._from_item, self._table.get_many(
             keys.reconciliation_exception(environment, i) for i in page_ids))}
-        return [found[i] for i in page_ids if i in found], len(wanted) > offset + limit
+        return [found[i] for i in page_ids if i in found], total
 
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))
@@ -151,14 +176,20 @@ class ExceptionRepository:
         except ConditionFailed:
             pass
 
-    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None) -> None:
-        """Totals kept on the item, so a queue page needs no request per row (and the default
-        description, unless a person wrote one)."""
+    def set_totals(self, exception: ReconciliationException, totals: dict[str, Any], description: str | None,
+                   currency: str | None = None) -> None:
+        """Totals kept on the item, so a queue page needs no request per row (with the records' one
+        currency, and the default description, unless a person wrote one)."""
         expression = "SET totals = :totals, updated_at = :now"
         values: dict[str, Any] = {":totals": totals, ":now": iso(utc_now())}
+        if currency is not None:
+            expression += ", currency = :currency"
+            values[":currency"] = currency
         if description is not None:  # shown while no person wrote one (see _from_item)
             expression += ", auto_description = :description"
             values[":description"] = description
+        if currency is None:
+            expression += " REMOVE currency"
         self._table.update(keys.reconciliation_exception(exception.environment, exception.id), expression,
                            values=values)
 
@@ -270,7 +301,7 @@ class ExceptionRepository:
             "opened_at": iso(exception.opened_at),
             "closed_at": iso(exception.closed_at) if exception.closed_at else None,
             "decimal_places": exception.decimal_places, "totals": exception.totals or None,
-            "assignees": [], "version": exception.version,
+            "assignees": [], "version": exception.version, "currency": exception.currency,
         }
 
     @staticmethod
@@ -284,14 +315,15 @@ class ExceptionRepository:
             opened_at=parse_iso(item["opened_at"]), closed_at=parse_optional_iso(item.get("closed_at")),
             decimal_places=item.get("decimal_places", 2),
             assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
-            totals=item.get("totals") or {}, version=item.get("version", 1),
+            totals=item.get("totals") or {}, version=item.get("version", 1), currency=item.get("currency"),
         )
 
 
 def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
     return ExceptionSummary(id=item["id"], reconciliation_id=item["reconciliation_id"],
                             status=ExceptionStatus(item["status"]), data_stream_key=item["data_stream_key"],
-                            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()))
+                            assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
+                            decimal_places=int(item.get("decimal_places", 2)), totals=item.get("totals") or {})
 
 
 class _Placeholders(TypedDict):
@@ -326,6 +358,15 @@ def _filter(record_filter: RecordFilter, today: date) -> Filter | None:
         return None
     used = {n: v for n, v in names.items() if any(n + " " in c or n + ")" in c for c in clauses)}
     return Filter(" AND ".join(clauses), used, values)
+
+
+def _equal_filter(equal: dict[str, Any]) -> Filter | None:
+    """Attributes equal to values, as a FilterExpression (None for none)."""
+    if not equal:
+        return None
+    names = {f"#fq{i}": name for i, name in enumerate(equal)}
+    values = {f":fq{i}": value for i, value in enumerate(equal.values())}
+    return Filter(" AND ".join(f"#fq{i} = :fq{i}" for i in range(len(equal))), names, values)
 
 
 def _assignee_item(assignee: Assignee) -> dict[str, Any]:

@@ -281,6 +281,15 @@ class DynamoTable:
             kwargs["ConsistentRead"] = True
         yield from self._query_items(kwargs, typed)
 
+    def query_newest(self, index: Index, partition_value: str, *, filter: Filter | None = None,
+                     projection: str | tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+        """The partition's items that pass `filter`, highest sort key first, read a page at a time only
+        as far as the caller iterates."""
+        kwargs = self._query_kwargs(index, partition_value, filter=filter)
+        kwargs["ScanIndexForward"] = False
+        _project(kwargs, projection)
+        yield from self._query_items(kwargs)
+
     def _query_items(self, kwargs: dict[str, Any], typed: bool = False) -> Iterator[dict[str, Any]]:
         """The items a query finds, page after page, read only as far as the caller iterates (`typed`:
         as DynamoDB returns them, {"N": "12"})."""

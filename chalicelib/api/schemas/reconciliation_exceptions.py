@@ -65,6 +65,8 @@ class ExceptionOut(Model):
     closed_at: Timestamp | None
     assignees: list[AssigneeOut]
     decimal_places: int
+    currency: str | None = Field(default=None, description="The currency its records share (amounts are in its "
+                                 "minor units at decimal_places); null when they mix currencies")
     aggregates: AggregatesOut
     refresh_pending: bool = Field(default=False, description="A match, unmatch or confirm by a person (or an "
                                   "accepted investigation) changed the reconciliation since its exceptions were last "
@@ -97,13 +99,26 @@ class ExceptionPage(Model):
     data: list[ExceptionOut]
     has_more: bool
     offset: int
+    total: int = Field(description="How many exceptions the filters keep in all (counted from the same read as "
+                                   "the page)")
 
 
 class ExceptionsQuery(QueryModel):
     reconciliation_id: Id | None = None
     status: Literal["open", "investigating", "dismissed", "resolved"] | None = None
     data_stream_key: str | None = Field(default=None, max_length=200)
-    assignee: str | None = Field(default=None, max_length=200)
+    assignee: str | None = Field(default=None, max_length=200, description="An assignee's idp_user_id")
+    assignee_user_id: Id | None = Field(default=None, description="An assignee's user id")
+    unassigned: bool = Field(default=False, description="Only the exceptions nobody is assigned to")
+    amount_min: int | None = Field(default=None, ge=0, le=MAX_AMOUNT, description="|total_amount| at least this, "
+                                   "in minor units at `amount_decimal_places` (compared exactly with each "
+                                   "exception at its own decimal places)")
+    amount_max: int | None = Field(default=None, ge=0, le=MAX_AMOUNT, description="|total_amount| at most this")
+    amount_decimal_places: int = Field(default=2, ge=0, le=18, description="The scale of amount_min and amount_max")
+    older_than_days: int | None = Field(default=None, ge=0, le=36_500, description="Only exceptions whose oldest "
+                                        "record is at least this many days old (age counts from a record's date)")
+    sort: Literal["newest", "oldest", "amount"] = Field(default="newest", description="newest exception first; "
+                                                        "oldest record first; largest |total_amount| first")
     offset: int = Field(default=0, ge=0, le=1_000_000)
     limit: int = Field(default=25, ge=1, le=100)
 

@@ -1,0 +1,371 @@
+"""The exception queue of the web app in Debian's Chromium against the local stack: real exceptions
+left by a reconciliation run over records sent with POST /records/bulk; the queue's filters (kept in
+the link), its count, orders and paging; on the detail, assign, status, comments with @mentions, and
+an investigation followed until it ends and its suggestion accepted, each checked through the API
+too; a viewer gets none of those controls and the API refuses them. axe-core runs on the queue and
+the detail."""
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+import requests
+
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
+from chalicelib.container import Container
+from chalicelib.domain.reconciliation_exceptions import (
+    ExceptionRecord,
+    ExceptionStatus,
+    ReconciliationException,
+    RecordFilter,
+    totals,
+)
+from chalicelib.local.stack import StackInfo
+from chalicelib.services import investigations
+from chalicelib.settings import Settings
+from tests.support.chromium import needs_chromium
+from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in
+
+pytestmark = [
+    pytest.mark.xdist_group("browser"),
+    needs_chromium,
+]
+
+
+def day(n: int) -> str:
+    return (date.today() - timedelta(days=n)).isoformat()
+
+
+def _ingest(stack, items, timeout=60):
+    summary = stack.request("POST", "/records/bulk", {"records": items})
+    assert summary.status_code == 202, summary.text
+    deadline = time.monotonic() + timeout
+    while True:
+        body = stack.request("GET", f"/bulk_requests/{summary.json()['id']}").json()
+        if body["status"] == "completed":
+            assert all(r["status"] == "successful" for r in body["results"]), body
+            return [r["record_id"] for r in body["results"]]
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
+
+
+def _wait(check, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def world(stack) -> dict:
+    """A reconciliation of a bank and a ledger whose run matched nothing (six days apart, the rule
+    allows three): the bank's exception holds an ACME payout of 1,250.00; the ledger's holds its
+    partner (debit, 1,250.00) and a stray 99.00, so the ledger's net is -1,349.00."""
+    suffix = uuid.uuid4().hex[:8]
+    bank, ledger = f"xbank-{suffix}", f"xledger-{suffix}"
+    for key, name in ((bank, f"Bank {suffix}"), (ledger, f"Ledger {suffix}")):
+        assert stack.request("POST", "/data_streams", {"key": key, "name": name}).status_code == 201
+    reconciliation = stack.request("POST", "/reconciliations", {
+        "name": f"Exceptions {suffix}", "run_type": "batch", "side_a_stream_keys": [bank],
+        "side_b_stream_keys": [ledger]}).json()
+    rule = stack.request("POST", f"/reconciliations/{reconciliation['id']}/rules", {
+        "name": "Amount, 3 days", "conditions": [{"field": "amount", "operator": "equals"},
+                                                 {"field": "date", "operator": "within", "days": 3}]})
+    assert rule.status_code == 201, rule.text
+    [payout] = _ingest(stack, [{"date": day(20), "data_stream_key": bank, "amount": 125000, "direction": "credit",
+                                "description": "ACME PAYOUT", "metadata": {"reference": "INV-4411"}}])
+    partner, _ = _ingest(stack, [
+        {"date": day(14), "data_stream_key": ledger, "amount": 125000, "direction": "debit",
+         "description": "Acme payout", "metadata": {"reference": "INV-4411"}},
+        {"date": day(12), "data_stream_key": ledger, "amount": 9900, "direction": "debit", "description": "Fee"}])
+    run = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs").json()
+    _wait(lambda: stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs/{run['id']}").json()["status"]
+          in ("completed", "failed"), "the run")
+    rows = _wait(lambda: (lambda d: d if len(d) == 2 else None)(stack.request(
+        "GET", "/reconciliation_exceptions", params={"reconciliation_id": reconciliation["id"]}).json()["data"]),
+        "both exceptions")
+    by_stream = {r["data_stream_key"]: r for r in rows}
+    return {"reconciliation": reconciliation, "bank": by_stream[bank], "ledger": by_stream[ledger],
+            "payout": payout, "partner": partner, "suffix": suffix}
+
+
+def token_of(stack, email: str, password: str) -> str:
+    answer = requests.post(f"{stack.url}/session", json={"email": email, "password": password}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id_token"]
+
+
+def sign_in_as(stack, page, role: str, hash_route: str, name: str | None = None) -> tuple[str, str]:
+    email, password = person(stack, role, name)
+    _, _, url = printed(stack)
+    page.goto(url)
+    sign_in(page, email, password)
+    page.get_by_role("heading", name="Overview").wait_for()
+    page.evaluate("route => { location.hash = route; }", hash_route)
+    return email, password
+
+
+def me(stack, email: str) -> dict:
+    users = stack.request("GET", "/users", params={"limit": 200}).json()["data"]
+    return next(u for u in users if u["email"] == email)
+
+
+def shows(page, text: str) -> None:
+    """Wait until the queue's count says `text` for the filters of the current link (the count names
+    the link it was computed for, so a count of the previous filters never passes)."""
+    page.wait_for_function("text => { const c = document.querySelector('[data-testid=exception-count]');"
+                           " return c !== null && c.dataset.for === location.hash && c.textContent.trim() === text; }",
+                           arg=text)
+
+
+def test_the_queue_filters_counts_sorts_and_keeps_its_filters_in_the_link(stack, page):
+    made = world(stack)
+    recon = made["reconciliation"]
+    email, _ = sign_in_as(stack, page, "preparer", "#/exceptions")
+    page.get_by_role("heading", name="Exceptions").wait_for()
+    page.get_by_label("Reconciliation").select_option(label=recon["name"])
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "2 exceptions")
+    assert f"reconciliation={recon['id']}" in page.evaluate("() => location.hash")
+    table = page.locator("table.exception-queue")
+    assert table.get_by_role("link", name=made["bank"]["title"]).is_visible()
+    bank_row = table.locator("tr", has=page.get_by_role("link", name=made["bank"]["title"]))
+    assert "1,250.00 USD" in bank_row.inner_text() and "unassigned" in bank_row.inner_text()
+    ledger_row = table.locator("tr", has=page.get_by_role("link", name=made["ledger"]["title"]))
+    assert "-1,349.00 USD" in ledger_row.inner_text()
+    assert serious_violations(page) == []
+
+    # Amounts are typed as decimals; the size of the net is compared, exactly.
+    page.get_by_label("Amount from").fill("1,300.00")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    assert table.get_by_role("link", name=made["ledger"]["title"]).is_visible()
+    assert "min=1%2C300.00" in page.evaluate("() => location.hash")
+    page.reload()  # the filters are in the link: a reload keeps them (and the session its cookie)
+    shows(page, "1 exception")
+    assert page.get_by_label("Amount from").input_value() == "1,300.00"
+    assert page.get_by_label("Reconciliation").input_value() == str(recon["id"])
+
+    page.get_by_label("Amount from").fill("12.3.4")
+    page.get_by_role("button", name="Apply filters").click()
+    page.get_by_text("Type an amount such as 1,250.00").wait_for()
+    assert page.get_by_label("Amount from").get_attribute("aria-invalid") == "true"
+    page.get_by_label("Amount from").fill("")
+
+    # Age: the oldest record's (bank 20 days, ledger 14); order: largest amount first.
+    page.get_by_label("Older than (days)").fill("15")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    assert table.get_by_role("link", name=made["bank"]["title"]).is_visible()
+    page.get_by_label("Older than (days)").fill("")
+    page.get_by_label("Order").select_option("amount")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "2 exceptions")
+    assert "sort=amount" in page.evaluate("() => location.hash")
+    titles = table.locator("tbody tr td:first-child a").all_inner_texts()
+    assert titles == [made["ledger"]["title"], made["bank"]["title"]]
+
+    # Assignee: me, and unassigned.
+    mine = me(stack, email)
+    assert stack.request("POST", f"/reconciliation_exceptions/{made['bank']['id']}/assignees",
+                         {"user_id": mine["id"]}).status_code == 201
+    page.get_by_label("Assignee").select_option("me")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    assert table.get_by_role("link", name=made["bank"]["title"]).is_visible()
+    page.get_by_label("Assignee").select_option("unassigned")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    assert table.get_by_role("link", name=made["ledger"]["title"]).is_visible()
+    page.get_by_label("Assignee").select_option("")
+    page.get_by_label("Status").select_option("resolved")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "0 exceptions")
+    page.get_by_text("No exception matches these filters.").wait_for()
+    page.get_by_label("Status").select_option("open")
+    page.get_by_label("Data stream").select_option(made["bank"]["data_stream_key"])
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    screenshot(page, "exceptions")
+    assert page.problems == []
+
+
+def test_the_queue_pages_through_its_exceptions_fifty_at_a_time(stack, page):
+    """120 exceptions of one reconciliation, written with the repository's item layout (as a
+    refresh leaves them): three pages, a count of them all, and a reload on page 3 stays there."""
+    suffix = uuid.uuid4().hex[:8]
+    key = f"xpaged-{suffix}"
+    assert stack.request("POST", "/data_streams", {"key": key, "name": f"Paged {suffix}"}).status_code == 201
+    other = f"xpaged-other-{suffix}"
+    stream = stack.request("POST", "/data_streams", {"key": other, "name": f"Other {suffix}"}).json()
+    recon = stack.request("POST", "/reconciliations", {
+        "name": f"Paged {suffix}", "run_type": "batch", "side_a_stream_keys": [key],
+        "side_b_stream_keys": [other]}).json()
+    container = Container(StackInfo(**stack.stack_info()).settings(Settings(local_mode=True)))
+    now = datetime.now(UTC)
+    items = []
+    for n in range(120):
+        exception_id = container.ports.exceptions.next_id("local")
+        records = [ExceptionRecord(n, 1000 + n, "credit", day(5 + n % 30), "USD")]
+        items.append(ExceptionRepository._to_item(ReconciliationException(
+            environment="local", id=exception_id, reconciliation_id=recon["id"], data_stream_key=key,
+            data_stream_id=stream["id"], title=f"Paged {n:03d}", description="", status=ExceptionStatus.DISMISSED,
+            created_at=now, updated_at=now, opened_at=now, closed_at=now, totals=totals(records), currency="USD")))
+    container.table.batch_write(puts=items)
+
+    sign_in_as(stack, page, "viewer", f"#/exceptions?reconciliation={recon['id']}")
+    shows(page, "120 exceptions")
+    rows = page.locator("table.exception-queue tbody tr")
+    assert rows.count() == 50 and rows.first.get_by_role("link").inner_text() == "Paged 119"  # newest first
+    page.get_by_role("button", name="Next").click()
+    shows(page, "120 exceptions")
+    page.get_by_text("51–100 of 120").wait_for()
+    assert rows.first.get_by_role("link").inner_text() == "Paged 069" and "offset=50" in page.url
+    page.get_by_role("button", name="Next").click()
+    shows(page, "120 exceptions")
+    page.get_by_text("101–120 of 120 · page 3 of 3").wait_for()
+    assert rows.count() == 20 and page.get_by_role("button", name="Next").is_disabled()
+    page.reload()
+    shows(page, "120 exceptions")
+    page.get_by_text("101–120 of 120 · page 3 of 3").wait_for()
+    page.get_by_role("button", name="Previous").click()
+    shows(page, "120 exceptions")
+    page.get_by_text("51–100 of 120").wait_for()
+    assert page.problems == []
+
+
+def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, page):
+    made = world(stack)
+    bank = made["bank"]
+    other_email, _ = person(stack, "viewer", name=f"Mentioned {made['suffix']}")
+    other = me(stack, other_email)
+    email, _ = sign_in_as(stack, page, "preparer", f"#/exceptions?reconciliation={made['reconciliation']['id']}")
+    page.get_by_role("link", name=bank["title"]).click()
+    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
+    mine = me(stack, email)
+
+    # Side by side: the bank's record on side A, the ledger's open exception and its two on side B.
+    side_a = page.locator("section.side").nth(0)
+    side_b = page.locator("section.side").nth(1)
+    side_a.get_by_text("ACME PAYOUT").wait_for()
+    side_b.get_by_text("Fee").wait_for()
+    assert "1,250.00 USD" in side_a.inner_text() and "-1,349.00 USD" in side_b.inner_text()
+    assert serious_violations(page) == []
+
+    page.get_by_role("button", name="Assign to me").click()
+    page.get_by_role("status").filter(has_text="Assigned to you.").wait_for()
+    page.get_by_label("Assign to").select_option(str(other["id"]))
+    page.get_by_role("button", name="Assign", exact=True).click()
+    page.get_by_role("button", name=f"Unassign Mentioned {made['suffix']}").wait_for()
+    detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
+    assert sorted(a["user_id"] for a in detail["assignees"]) == sorted([mine["id"], other["id"]])
+    page.get_by_role("button", name=f"Unassign Mentioned {made['suffix']}").click()
+    page.get_by_role("status").filter(has_text=f"Unassigned Mentioned {made['suffix']}.").wait_for()
+    detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
+    assert [a["user_id"] for a in detail["assignees"]] == [mine["id"]]
+
+    page.get_by_label("Change status to").select_option("dismissed")
+    page.get_by_role("button", name="Change status").click()
+    page.get_by_role("status").filter(has_text="Status changed to dismissed.").wait_for()
+    assert stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["status"] == "dismissed"
+    page.get_by_label("Change status to").select_option("open")
+    page.get_by_role("button", name="Change status").click()
+    page.get_by_role("status").filter(has_text="Status changed to open.").wait_for()
+
+    handle = other_email.split("@")[0]
+    page.get_by_label("Comment", exact=True).fill("Looks like a timing difference, ")
+    page.get_by_label("Mention").select_option(str(other["id"]))
+    page.get_by_role("button", name="Insert mention").click()
+    page.get_by_text(f"Will mention: Mentioned {made['suffix']}.").wait_for()
+    assert page.get_by_label("Comment", exact=True).input_value().endswith(f"@{handle} ")
+    page.get_by_label("Comment", exact=True).press_sequentially("please check @nobody-here")
+    page.get_by_role("button", name="Post comment").click()
+    page.get_by_role("alert").filter(has_text="No user is @nobody-here.").wait_for()
+    page.get_by_label("Comment", exact=True).fill(f"Looks like a timing difference, @{handle} please check.")
+    page.get_by_role("button", name="Post comment").click()
+    page.get_by_role("status").filter(has_text="Comment posted.").wait_for()
+    page.locator("ol.comments").get_by_text(f"Mentions: Mentioned {made['suffix']}").wait_for()
+    [comment] = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["comments"][-1:]
+    assert (comment["mentions"], comment["author_idp_id"]) == ([other["id"]], mine["idp_user_id"])
+    screenshot(page, "exception-detail")
+    assert page.problems == []
+
+
+def test_an_investigation_shows_its_progress_and_its_suggestion_is_accepted(stack, page):
+    made = world(stack)
+    bank = made["bank"]
+    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
+    page.get_by_role("button", name="Start an investigation").click()
+    page.get_by_role("status").filter(has_text="Investigation started.").wait_for()
+    suggestion = page.get_by_test_id("suggestion")  # read again each second until the run ends
+    suggestion.wait_for()
+    assert "Confidence" in suggestion.inner_text()
+    suggestion.get_by_role("cell", name="Acme payout").wait_for()  # the suggested ledger record
+    investigation = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["investigation"]
+    assert investigation["status"] == "completed" and investigation["suggested_record_ids"] == [made["partner"]]
+    assert investigation["recommendation_text"] in suggestion.inner_text()
+    page.get_by_role("button", name="Accept the suggestion").click()
+    page.get_by_role("status").filter(has_text="Suggestion accepted").wait_for()
+    suggestion.get_by_text(re.compile(r"Accepted: match \d+\.")).wait_for()
+    detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
+    assert detail["status"] == "resolved" and detail["investigation"]["accepted_match_id"] is not None
+    match = stack.request("GET", f"/reconciliation_matches/{detail['investigation']['accepted_match_id']}").json()
+    assert sorted(r["id"] for r in match["records"]) == sorted([made["payout"], made["partner"]])
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_an_investigation_in_progress_is_shown_until_it_ends(stack, page):
+    """The page polls: an investigation still pending when the detail loads shows its progress bar,
+    then its outcome, without a reload."""
+    made = world(stack)
+    bank = made["bank"]
+    container = Container(StackInfo(**stack.stack_info()).settings(Settings(local_mode=True)))
+
+    class Held:  # the investigation's message is kept back: it stays pending until the test sends it
+        def send(self, message):
+            self.message = message
+
+    held_queue = Held()
+    held = investigations.start(replace(container.ports, investigation_queue=held_queue), "local", bank["id"],
+                                RecordFilter())
+    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
+    page.get_by_role("progressbar", name="Investigation progress").wait_for()
+    page.get_by_text(f"Investigation {held.id} is pending…").wait_for()
+    assert page.get_by_role("button", name="Investigate again").is_disabled()
+    container.ports.investigation_queue.send(held_queue.message)
+    page.get_by_test_id("suggestion").wait_for()
+    assert page.get_by_role("progressbar").count() == 0
+    assert page.problems == []
+
+
+def test_a_viewer_sees_no_controls_and_the_api_refuses_them(stack, page):
+    made = world(stack)
+    bank = made["bank"]
+    email, password = sign_in_as(stack, page, "viewer", f"#/exceptions/{bank['id']}")
+    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
+    page.locator("section.side").nth(0).get_by_text("ACME PAYOUT").wait_for()
+    for name in ("Assign to me", "Change status", "Post comment", "Start an investigation", "Assign"):
+        assert page.get_by_role("button", name=name, exact=True).count() == 0, name
+    assert page.get_by_label("Comment", exact=True).count() == 0
+    assert serious_violations(page) == []
+
+    headers = {"Authorization": f"Bearer {token_of(stack, email, password)}"}
+    base = f"/reconciliation_exceptions/{bank['id']}"
+    viewer = me(stack, email)
+    assert stack.request("GET", base, key=None, headers=headers).status_code == 200
+    for method, path, body in (("PATCH", base, {"status": "dismissed"}),
+                               ("POST", f"{base}/assignees", {"user_id": viewer["id"]}),
+                               ("POST", f"{base}/comments", {"body": "hello"}),
+                               ("POST", f"{base}/investigations", None)):
+        refused = stack.request(method, path, body, key=None, headers=headers)
+        assert refused.status_code == 403, (method, path, refused.text)
+    detail = stack.request("GET", base).json()
+    assert (detail["status"], detail["assignees"], detail["comments"], detail["investigation"]) == ("open", [], [], None)
+    assert page.problems == []
