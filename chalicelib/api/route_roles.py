@@ -15,6 +15,8 @@ from chalicelib.domain.users import Role
 VIEWER, PREPARER, APPROVER, ADMIN = Role.VIEWER, Role.PREPARER, Role.APPROVER, Role.ADMIN
 
 ROUTE_ROLES: dict[tuple[str, str], Role] = {
+    # The environment at a glance (the web app's front page).
+    ("GET", "/v1/overview"): VIEWER,
     # Data streams and their properties: settings.
     ("POST", "/v1/data_streams"): ADMIN,
     ("GET", "/v1/data_streams/{key}/balances"): VIEWER,

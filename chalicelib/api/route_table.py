@@ -98,4 +98,5 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("DELETE", "/v1/session", "session", "sign_out", True),
     ("GET", "/v1/app", "web", "app_shell", True),
     ("GET", "/v1/app/{file}", "web", "app_file", True),
+    ("GET", "/v1/overview", "overview", "get_overview", False),
 )

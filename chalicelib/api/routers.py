@@ -8,6 +8,7 @@ from chalicelib.api import (
     file_imports,
     matches,
     meta,
+    overview,
     property_definitions,
     reconciliation_exceptions,
     reconciliations,
@@ -24,4 +25,5 @@ from chalicelib.api.routing import Router
 ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.router, records.router,
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
-                         webhook_endpoints.router, users.router, session.router, web.router]
+                         webhook_endpoints.router, users.router, session.router, web.router,
+                         overview.router]

@@ -103,6 +103,10 @@ class ExceptionSummary:
     assignees: tuple[Assignee, ...] = ()
     decimal_places: int = 2
     totals: dict[str, Any] = field(default_factory=dict)  # see `totals()`: the amount and age filters read it
+    # The overview's: what the amounts are in (None: mixed, or not yet recorded), and when it opened and closed.
+    currency: str | None = None
+    opened_at: datetime | None = None
+    closed_at: datetime | None = None
 
     @property
     def amount(self) -> Fraction:

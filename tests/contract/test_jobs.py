@@ -99,6 +99,14 @@ class TestIngestionJobRepository:
         assert [(j.environment, j.id, j.status) for j in jobs.active()] == [
             (ENV, 3, JobStatus.PENDING), (ENV, 12, JobStatus.REPLICATING), (OTHER_ENV, 1, JobStatus.PENDING)]
 
+    def test_active_in_lists_one_environment_s_unfinished_jobs(self, jobs):
+        for job_id, environment in ((3, ENV), (1, OTHER_ENV), (12, ENV), (2, ENV), (5, ENV + "x")):
+            jobs.add(job(job_id, environment, total_items=0))
+        jobs.move(jobs.get(ENV, 2), JobStatus.CANCELLED)
+        jobs.move(jobs.get(ENV, 12), JobStatus.PROCESSING)
+        assert [(j.id, j.status) for j in jobs.active_in(ENV)] == [(3, JobStatus.PENDING), (12, JobStatus.PROCESSING)]
+        assert [j.id for j in jobs.active_in(ENV + "x")] == [5]
+
     def test_a_finished_status_needs_final_counts(self, jobs):
         # Given a job of 300 items with only its first chunk counted
         processing(jobs, total_items=300)

@@ -242,6 +242,9 @@ class FakeIngestionJobRepository:
         entries = [(f"{env}#{padded(i)}", r.job) for (env, i), r in self.rows.items() if r.listed_active]
         return [job for _, job in sorted(entries, key=lambda e: e[0])]
 
+    def active_in(self, environment: str) -> list[IngestionJob]:
+        return [job for job in self.active() if job.environment == environment]
+
     def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile."""
         row = self.rows.get((job.environment, job.id))

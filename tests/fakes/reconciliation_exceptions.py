@@ -99,13 +99,18 @@ class FakeExceptionRepository:
         page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
         return page, total > offset + limit
 
+    def summaries(self, environment: str) -> list[ExceptionSummary]:
+        found = [ExceptionSummary(id=e.id, reconciliation_id=e.reconciliation_id, status=e.status,
+                                  data_stream_key=e.data_stream_key, assignees=e.assignees,
+                                  decimal_places=e.decimal_places, totals=e.totals, currency=e.currency,
+                                  opened_at=e.opened_at, closed_at=e.closed_at)
+                 for (env, _), row in self.rows.items() if env == environment and (e := row.exception)]
+        return sorted(found, key=lambda s: -s.id)
+
     def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
                    key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
                    equal: dict[str, Any] | None = None) -> tuple[list[ReconciliationException], int]:
-        summaries = [ExceptionSummary(id=e.id, reconciliation_id=e.reconciliation_id, status=e.status,
-                                      data_stream_key=e.data_stream_key, assignees=e.assignees,
-                                      decimal_places=e.decimal_places, totals=e.totals)
-                     for (env, _), row in self.rows.items() if env == environment and (e := row.exception)]
+        summaries = self.summaries(environment)
         kept = (s for s in summaries if all(getattr(s, name) == value for name, value in (equal or {}).items())
                 and (admits is None or admits(s)))
         wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]

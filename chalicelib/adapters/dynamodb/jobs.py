@@ -310,6 +310,13 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         items = self._table.index_items(keys.GSI2, keys.ACTIVE_JOBS_PK)
         return [self._from_item(i) for i in items]
 
+    def active_in(self, environment: str) -> list[IngestionJob]:
+        """The environment's pending and processing jobs, oldest first (the overview's imports in progress)."""
+        entries = list(self._table.query_all(keys.GSI2, keys.ACTIVE_JOBS_PK, sort_prefix=f"{environment}#"))
+        found = {(i["pk"], i["sk"]): i for i in self._table.get_many({"pk": e["pk"], "sk": e["sk"]} for e in entries)}
+        items = (found.get((e["pk"], e["sk"])) for e in entries)
+        return [self._from_item(i) for i in items if i is not None and i.get("gsi2pk") == keys.ACTIVE_JOBS_PK]
+
     def count_restart(self, job: IngestionJob, counted: bool = True) -> bool:
         """Claim one restart of a stuck job: False when its heartbeat or restarts moved meanwhile
         (it came back, or another sweeper restarted it). Not `counted`: its restarts stay.

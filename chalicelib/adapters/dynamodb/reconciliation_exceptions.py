@@ -25,7 +25,8 @@ from chalicelib.domain.reconciliation_exceptions import (
 
 STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never written (its writer died)
 # What the queue's filters and orders read of every exception (ExceptionSummary).
-LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees", "decimal_places", "totals")
+LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees", "decimal_places", "totals",
+                      "currency", "opened_at", "closed_at")
 
 
 class ExceptionRepository:
@@ -49,6 +50,11 @@ class ExceptionRepository:
         """A page of the environment's exceptions, newest first, by offset, and whether more follow."""
         page, total = self.queue_page(environment, admits, lambda s: -s.id, offset, limit)
         return page, total > offset + limit
+
+    def summaries(self, environment: str) -> list[ExceptionSummary]:
+        """Every exception's summary, newest first: one read of the index (the overview's)."""
+        items = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment), projection=LISTING_ATTRIBUTES)
+        return sorted(map(_summary_of, items), key=lambda s: -s.id)
 
     def queue_page(self, environment: str, admits: Callable[[ExceptionSummary], bool] | None,
                    key: Callable[[ExceptionSummary], Any] | None, offset: int, limit: int,
@@ -323,7 +329,9 @@ def _summary_of(item: dict[str, Any]) -> ExceptionSummary:
     return ExceptionSummary(id=item["id"], reconciliation_id=item["reconciliation_id"],
                             status=ExceptionStatus(item["status"]), data_stream_key=item["data_stream_key"],
                             assignees=tuple(_assignee(a) for a in item.get("assignees") or ()),
-                            decimal_places=int(item.get("decimal_places", 2)), totals=item.get("totals") or {})
+                            decimal_places=int(item.get("decimal_places", 2)), totals=item.get("totals") or {},
+                            currency=item.get("currency"), opened_at=parse_optional_iso(item.get("opened_at")),
+                            closed_at=parse_optional_iso(item.get("closed_at")))
 
 
 class _Placeholders(TypedDict):
