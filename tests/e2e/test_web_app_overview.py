@@ -55,5 +55,11 @@ def test_the_overview_shows_runs_open_exceptions_changes_and_imports(stack, page
     row.get_by_role("link", name="2 exceptions").click()
     page.get_by_role("heading", name="Exceptions").wait_for()
     page.wait_for_function("id => location.hash.includes(`reconciliation_id=${id}`)", arg=reconciliation["id"])
+    # The queue applies the link's filter: as many as the overview counted, and only this reconciliation's.
+    page.wait_for_function("() => { const c = document.querySelector('[data-testid=exception-count]');"
+                           " return c !== null && c.dataset.for === location.hash && c.textContent.trim() === '2 exceptions'; }")
+    rows = page.locator("table.exception-queue tbody tr")
+    assert rows.count() == 2
+    assert all(f"· {reconciliation['name']} ·" in " ".join(text.split()) for text in rows.all_inner_texts())
     stack.request("POST", f"/file_imports/{waiting['id']}/cancel")
     assert page.problems == []
