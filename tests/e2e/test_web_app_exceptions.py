@@ -28,7 +28,7 @@ from chalicelib.local.stack import StackInfo
 from chalicelib.services import investigations
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in
+from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in, unexpected
 
 pytestmark = [
     pytest.mark.xdist_group("browser"),
@@ -225,7 +225,21 @@ def test_the_queue_pages_through_its_exceptions_fifty_at_a_time(stack, page):
     shows(page, "120 exceptions")
     rows = page.locator("table.exception-queue tbody tr")
     assert rows.count() == 50 and rows.first.get_by_role("link").inner_text() == "Paged 119"  # newest first
+
+    # While the next page loads (its answer held back here), the first page's rows and figures are not
+    # shown as the next one's, and the pager is disabled.
+    held = []
+    page.route(lambda url: "/reconciliation_exceptions?" in url and "offset=50" in url, lambda route: held.append(route))
     page.get_by_role("button", name="Next").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=exception-count]').textContent.trim()"
+                           " === 'Loading exceptions…'")
+    assert rows.count() == 0 and page.get_by_text("1–50 of 120").count() == 0
+    assert page.get_by_role("button", name="Next").is_disabled()
+    assert page.get_by_role("button", name="Previous").is_disabled()
+    page.wait_for_function("() => document.activeElement.id === 'exc-count'")
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute_all()
     shows(page, "120 exceptions")
     page.get_by_text("51–100 of 120").wait_for()
     assert rows.first.get_by_role("link").inner_text() == "Paged 069" and "offset=50" in page.url
@@ -273,12 +287,17 @@ def test_an_exception_in_several_currencies_shows_no_net_amount(stack, page):
     shows(page, "1 exception")
     row = page.locator("table.exception-queue tbody tr")
     assert row.get_by_text("several currencies").count() == 2 and "3.00" not in row.inner_text()
+    # The side panel's read of the other side fails: the page says so (not "no open exception").
+    page.route(lambda url: "status=investigating" in url and "data_stream_key=" in url,
+               lambda route: route.fulfill(status=500, json={"message": "Internal error"}))
     row.get_by_role("link", name=f"Mixed {suffix}").click()
     aggregates = page.get_by_label("Aggregates", exact=True)
     aggregates.wait_for()
     assert "several currencies" in aggregates.inner_text() and "3.00" not in aggregates.inner_text()
+    page.locator("section.side").nth(1).get_by_text("Could not load this side's exceptions").wait_for()
+    assert page.get_by_text("No open exception on this side.").count() == 0
     assert serious_violations(page) == []
-    assert page.problems == []
+    assert unexpected(page.problems, 500) == []
 
 
 def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, page):
