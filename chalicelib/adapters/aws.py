@@ -12,6 +12,10 @@ from chalicelib.settings import Settings
 
 _RETRIES = Config(retries={"max_attempts": 8, "mode": "adaptive"}, max_pool_connections=32)
 _SIGV4 = Config(signature_version="s3v4")
+# On AWS, the bucket's own host (https://<bucket>.s3.<region>.amazonaws.com): a path-style URL on the
+# global endpoint is redirected for buckets outside us-east-1, which a browser's presigned PUT cannot
+# follow. A custom endpoint (s3rver on 127.0.0.1, moto) has no per-bucket host: path style stays there.
+_VIRTUAL = Config(s3={"addressing_style": "virtual"})
 _UNCHECKED = Config(parameter_validation=False)
 # The service models, read from botocore's JSON files once per process and shared by every
 # session (read-only data): a fresh loader costs about 0.2 s for six clients.
@@ -39,6 +43,8 @@ class AwsClients:
         # S3 presigns with SigV4: boto3 would otherwise sign URLs with SigV2, which buckets made
         # since 2020 refuse.
         shared = _RETRIES.merge(_SIGV4) if service == "s3" else _RETRIES
+        if service == "s3" and self.endpoint("s3") is None:
+            shared = shared.merge(_VIRTUAL)
         if service == "dynamodb":  # the table checks what it is sent; checking it here first was a
             shared = shared.merge(_UNCHECKED)  # tenth of ingestion's CPU (py-spy, issue 30)
         shared = shared.merge(config) if config is not None else shared

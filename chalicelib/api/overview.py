@@ -34,7 +34,8 @@ def get_overview(request: ApiRequest) -> OverviewOut:
             id=reconciliation.id, name=reconciliation.name, run_type=reconciliation.run_type.value,
             last_run=RunOut.model_validate(shown) if shown else None,
             run_before=RunOut.model_validate(summary.run_before) if summary.run_before else None,
-            open_exceptions=OpenExceptionsOut(count=opened.count, mixed_currency=opened.mixed_currency,
+            open_exceptions=OpenExceptionsOut(count=opened.count, investigating=opened.investigating,
+                                              mixed_currency=opened.mixed_currency,
                                               amounts=[AmountOut.model_validate(a) for a in opened.amounts]),
             since=ChangesOut.model_validate(summary.changes)))
     return OverviewOut(since=found.since, reconciliations=rows, more_reconciliations=found.more_reconciliations,

@@ -12,7 +12,9 @@ import hashlib
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
 
 from chalice.app import Response
 
@@ -51,10 +53,18 @@ def content_security_policy(inline_scripts: list[str], upload_origin: str) -> st
 
 def upload_origin() -> str:
     """The origin of the upload URLs this deployment hands out (a file import's `upload_url`): the
-    bucket's S3 endpoint, as our own S3 client presigns it (on AWS `https://<bucket>.s3.amazonaws.com`;
-    locally s3rver's `http://127.0.0.1:<port>`). Presigning is local signing, no call to S3."""
-    url = urlsplit(container().payloads.upload_url("uploads/", 60))
-    return f"{url.scheme}://{url.netloc}"
+    bucket's S3 endpoint, as our own S3 client presigns it (on AWS `https://<bucket>.s3.<region>.
+    amazonaws.com`, virtual-hosted; locally s3rver's `http://127.0.0.1:<port>`). Presigned once per
+    payload store (a container's), not on every asset response."""
+    payloads = container().payloads
+    known = _ORIGINS.get(payloads)
+    if known is None:
+        url = urlsplit(payloads.upload_url("uploads/", 60))
+        known = _ORIGINS[payloads] = f"{url.scheme}://{url.netloc}"
+    return known
+
+
+_ORIGINS: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
 
 
 @cache

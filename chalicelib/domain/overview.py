@@ -24,9 +24,10 @@ class Amount:
 
 @dataclass(frozen=True)
 class OpenExceptions:
-    count: int
+    count: int  # open and investigating
     amounts: tuple[Amount, ...]  # one per currency, largest scale of its exceptions
     mixed_currency: int  # exceptions whose records are in several currencies: counted, in no amount
+    investigating: int = 0  # of `count`, those being investigated (the rest are open)
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,12 @@ def open_exceptions(summaries: Iterable[ExceptionSummary]) -> OpenExceptions:
     """How many active exceptions, and their amounts summed per currency (exact: each amount is
     scaled up to the currency's largest decimal places before adding)."""
     by_currency: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    count = mixed = 0
+    count = mixed = investigating = 0
     for summary in summaries:
         if summary.status not in ACTIVE:
             continue
         count += 1
+        investigating += summary.status is ExceptionStatus.INVESTIGATING
         if summary.currency is None:
             mixed += 1
             continue
@@ -64,7 +66,7 @@ def open_exceptions(summaries: Iterable[ExceptionSummary]) -> OpenExceptions:
     for currency, parts in sorted(by_currency.items()):
         places = max(p for _, p in parts)
         amounts.append(Amount(currency, places, sum(net * 10 ** (places - p) for net, p in parts)))
-    return OpenExceptions(count, tuple(amounts), mixed)
+    return OpenExceptions(count, tuple(amounts), mixed, investigating)
 
 
 def changes(summaries: Iterable[ExceptionSummary], runs: Iterable[Run], since: datetime) -> Changes:
@@ -85,9 +87,18 @@ def run_before(runs: Iterable[Run], since: datetime) -> Run | None:
                  and r.completed_at < since), None)
 
 
+def by_reconciliation(summaries: Iterable[ExceptionSummary]) -> dict[int, list[ExceptionSummary]]:
+    """The summaries grouped by their reconciliation, in one pass (the overview reads them all once)."""
+    grouped: dict[int, list[ExceptionSummary]] = defaultdict(list)
+    for summary in summaries:
+        grouped[summary.reconciliation_id].append(summary)
+    return grouped
+
+
 def overview_of(reconciliation_id: int, summaries: list[ExceptionSummary], runs: list[Run],
                 since: datetime) -> ReconciliationOverview:
-    """One reconciliation's overview from its exceptions' summaries and its newest runs."""
+    """One reconciliation's overview from its exceptions' summaries (others' are skipped: pass the
+    groups of by_reconciliation to read the environment's once) and its newest runs."""
     own = [s for s in summaries if s.reconciliation_id == reconciliation_id]
     return ReconciliationOverview(reconciliation_id, open_exceptions(own), changes(own, runs, since),
                                   run_before(runs, since))

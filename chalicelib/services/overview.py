@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob, JobSource
-from chalicelib.domain.overview import ReconciliationOverview, overview_of
+from chalicelib.domain.overview import ReconciliationOverview, by_reconciliation, overview_of
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.runs import Run
 from chalicelib.services.ports import Ports
@@ -32,7 +32,7 @@ class Overview:
 def overview(ports: Ports, environment: str, now: datetime | None = None) -> Overview:
     since = (now or utc_now()) - SINCE
     reconciliations, cursor = ports.reconciliations.list_page(environment, MAX_RECONCILIATIONS, None)
-    summaries = ports.exceptions.summaries(environment)
+    summaries = by_reconciliation(ports.exceptions.summaries(environment))
 
     def runs_of(reconciliation: Reconciliation) -> list[Run]:
         return ports.runs.list_page(environment, reconciliation.id, RUNS_READ, None)[0]
@@ -40,5 +40,5 @@ def overview(ports: Ports, environment: str, now: datetime | None = None) -> Ove
     with ThreadPoolExecutor(READ_THREADS) as pool:
         runs = list(pool.map(runs_of, reconciliations))
     imports = [j for j in ports.ingestion_jobs.active_in(environment) if j.source is not JobSource.BULK_API]
-    rows = [(r, overview_of(r.id, summaries, r_runs, since)) for r, r_runs in zip(reconciliations, runs)]
+    rows = [(r, overview_of(r.id, summaries.get(r.id, []), r_runs, since)) for r, r_runs in zip(reconciliations, runs)]
     return Overview(since, rows, cursor is not None, imports)

@@ -1,10 +1,10 @@
 // An exception (#/exceptions/<id>): its aggregates, its records beside the other side's open
 // exceptions and theirs, and its work: status, assignees, comments with @mentions, investigations.
 // A viewer sees none of the controls (the API refuses them too).
-import { useEffect, useState } from "preact/hooks";
-import { api, can, html } from "./api.js";
-import { count, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
-import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, can, html, query } from "./api.js";
+import { count, MIXED, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
+import { Money, Pager, Problem, useApi, usePaging, When } from "./ui.js";
 
 // The moves the service allows (domain/reconciliation_exceptions.py EXCEPTION_STATUSES).
 const MOVES = {
@@ -43,9 +43,9 @@ function Aggregates({ a, places, currency, label }) {
   return html`
     <dl class="aggregates" aria-label=${label}>
       <div><dt>Records</dt><dd>${count(a.record_count)}</dd></div>
-      <div><dt>Net amount</dt><dd><${Money} amount=${a.total_amount} places=${places} currency=${currency || ""} /></dd></div>
-      <div><dt>Credits</dt><dd>${count(a.credit_count)} · <${Money} amount=${a.credit_sum} places=${places} /></dd></div>
-      <div><dt>Debits</dt><dd>${count(a.debit_count)} · <${Money} amount=${a.debit_sum} places=${places} /></dd></div>
+      <div><dt>Net amount</dt><dd>${currency ? html`<${Money} amount=${a.total_amount} places=${places} currency=${currency} />` : MIXED}</dd></div>
+      <div><dt>Credits</dt><dd>${count(a.credit_count)}${currency ? html` · <${Money} amount=${a.credit_sum} places=${places} />` : ""}</dd></div>
+      <div><dt>Debits</dt><dd>${count(a.debit_count)}${currency ? html` · <${Money} amount=${a.debit_sum} places=${places} />` : ""}</dd></div>
       <div><dt>Awaiting confirmation</dt><dd>${count(a.pending_confirmation_count)}</dd></div>
       <div><dt>Average age</dt><dd>${a.avg_age_days} days</dd></div>
       <div><dt>Oldest record</dt><dd><${RecordDate} iso=${a.oldest_at} /></dd></div>
@@ -84,11 +84,11 @@ function ExceptionRecords({ exception, caption }) {
     ${(data.next_cursor || paging.page > 1) && html`<${Pager} paging=${paging} nextCursor=${data.next_cursor} label=${caption} />`}`;
 }
 
-function SideColumn({ side, streams, exceptions, current, tick }) {
+function SideColumn({ side, streams, exceptions, current, tick, failure }) {
   return html`
     <section class="side" aria-labelledby=${`side-${side}`}>
       <h3 id=${`side-${side}`}>Side ${side.toUpperCase()}: ${streams.map((s) => s.name).join(", ") || "—"}</h3>
-      ${exceptions === null ? html`<p>Loading…</p>` : exceptions.length === 0
+      ${failure ? html`<${Problem} error=${failure} what="load this side's exceptions" />` : exceptions === null ? html`<p>Loading…</p>` : exceptions.length === 0
         ? html`<p class="muted">No open exception on this side.</p>`
         : exceptions.map((e) => html`
           <div class="side-exception" key=${e.id}>
@@ -106,15 +106,18 @@ function SideColumn({ side, streams, exceptions, current, tick }) {
 function SideBySide({ exception, tick }) {
   const { data: reconciliation, error } = useApi(`reconciliations/${exception.reconciliation_id}`);
   const [others, setOthers] = useState(null);
+  const [failure, setFailure] = useState(null);
   const onA = reconciliation ? reconciliation.side_a_streams.some((s) => s.key === exception.data_stream_key) : true;
   const otherStreams = reconciliation ? (onA ? reconciliation.side_b_streams : reconciliation.side_a_streams) : [];
   useEffect(() => {
     if (!reconciliation) return undefined;
     let gone = false;
-    Promise.all(otherStreams.map((s) => api(`reconciliation_exceptions?reconciliation_id=${exception.reconciliation_id}`
-      + `&data_stream_key=${encodeURIComponent(s.key)}&limit=10`)))
-      .then((pages) => { if (!gone) setOthers(pages.flatMap((p) => p.data).filter((e) => ["open", "investigating"].includes(e.status))); })
-      .catch(() => { if (!gone) setOthers([]); });
+    setFailure(null);
+    // The service filters by status (one a request): the open ones and the investigating ones, ten each.
+    Promise.all(otherStreams.flatMap((s) => ["open", "investigating"].map((status) => api(`reconciliation_exceptions${query({
+      reconciliation_id: exception.reconciliation_id, data_stream_key: s.key, status, limit: 10 })}`))))
+      .then((pages) => { if (!gone) setOthers(pages.flatMap((p) => p.data)); })
+      .catch((problem) => { if (!gone) setFailure(problem); });
     return () => { gone = true; };
   }, [reconciliation, exception.id]);
   if (error) return html`<${Problem} error=${error} what="load the reconciliation" />`;
@@ -126,8 +129,8 @@ function SideBySide({ exception, tick }) {
     <section aria-labelledby="records-title">
       <h2 id="records-title">Records side by side</h2>
       <div class="sides">
-        <${SideColumn} side="a" streams=${reconciliation.side_a_streams} exceptions=${a} current=${exception.id} tick=${tick} />
-        <${SideColumn} side="b" streams=${reconciliation.side_b_streams} exceptions=${b} current=${exception.id} tick=${tick} />
+        <${SideColumn} side="a" streams=${reconciliation.side_a_streams} exceptions=${a} current=${exception.id} tick=${tick} failure=${onA ? null : failure} />
+        <${SideColumn} side="b" streams=${reconciliation.side_b_streams} exceptions=${b} current=${exception.id} tick=${tick} failure=${onA ? failure : null} />
       </div>
     </section>`;
 }
@@ -138,7 +141,7 @@ function StatusControl({ exception, act }) {
   useEffect(() => setTarget(moves[0]), [exception.status]);
   return html`
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); act(`Status changed to ${target}.`,
-      () => api(`reconciliation_exceptions/${exception.id}`, { method: "PATCH", body: { status: target } })); }}>
+      () => api(`reconciliation_exceptions/${exception.id}`, { method: "PATCH", body: { status: target } }), false); }}>
       <label for="exc-new-status">Change status to</label>
       <select id="exc-new-status" value=${target} onChange=${(e) => setTarget(e.currentTarget.value)}>
         ${moves.map((m) => html`<option value=${m}>${m}</option>`)}
@@ -190,7 +193,7 @@ function Comments({ exception, people, mayWrite, act }) {
     if (found.unknown.length) return setProblem(`No user is ${found.unknown.join(", ")}.`);
     setProblem("");
     const ok = await act("Comment posted.", () => api(`reconciliation_exceptions/${exception.id}/comments`,
-      { method: "POST", body: { body, mentions: found.ids } }));
+      { method: "POST", body: { body, mentions: found.ids } }), false);
     if (ok) setBody("");
   }
   return html`
@@ -272,6 +275,7 @@ export function ExceptionDetail({ id, route, session }) {
   const [message, setMessage] = useState("");
   const [failure, setFailure] = useState(null);
   const [tick, setTick] = useState(0);
+  const statusLine = useRef(null);
   const mayWork = can("preparer");
 
   // An investigation runs on the service's queue: the detail is read again each second until it ends.
@@ -283,12 +287,15 @@ export function ExceptionDetail({ id, route, session }) {
   }, [exception]);
 
   // Runs one change; says what happened in the status line, or what the service answered. True when done.
-  async function act(done, call) {
+  // `focus`: whether focus goes to the status line (the control pressed goes or is disabled).
+  async function act(done, call, focus = true) {
     setFailure(null);
     setMessage("Saving…");
     try {
       await call();
       setMessage(done);
+      // The button pressed may be gone (Assign to me, Unassign, Accept): focus goes to what happened.
+      if (focus) statusLine.current?.focus();
       reload();
       setTick((n) => n + 1);
       return true;
@@ -311,7 +318,7 @@ export function ExceptionDetail({ id, route, session }) {
       <p>${exception.description}</p>
       ${exception.refresh_pending && html`<p class="muted">Its records are being brought up to date after a recent match.</p>`}
       <${Aggregates} a=${exception.aggregates} places=${exception.decimal_places} currency=${exception.currency} label="Aggregates" />
-      <${Status} text=${message} />
+      <p class="status" role="status" tabindex="-1" ref=${statusLine} data-testid="exception-status-line">${message}</p>
       <${Problem} error=${failure} what="do that" />
       ${mayWork ? html`
         <section class="work" aria-labelledby="work-title">

@@ -1,7 +1,7 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
 import { Money, Problem, useApi, When } from "./ui.js";
@@ -10,7 +10,8 @@ export const PAGE_SIZE = 50;
 export const STATUSES = ["open", "investigating", "dismissed", "resolved"];
 const SORTS = [["newest", "Newest first"], ["oldest", "Oldest record first"], ["amount", "Largest amount first"]];
 // The filters as the hash names them (short, readable in a link), in the form's order.
-const FILTERS = ["reconciliation", "status", "assignee", "stream", "min", "max", "older", "sort"];
+// `reconciliation_id` is the name other pages link with; `reconciliation` (older links) is still read.
+const FILTERS = ["reconciliation_id", "status", "assignee", "stream", "min", "max", "older", "sort"];
 
 // The users of the environment, by id and by provider id (assignees, authors and mentions name them).
 export function usePeople() {
@@ -54,6 +55,8 @@ function placesOf(...texts) {
   return Math.max(2, ...texts.map((t) => ((t || "").split(".")[1] || "").trim().length));
 }
 
+const reconciliationOf = (params) => params.get("reconciliation_id") || params.get("reconciliation") || undefined;
+
 // The hash's filters as the list route's query; `problems` names the fields that are no amount or age.
 export function listQuery(params, session) {
   const problems = {};
@@ -78,7 +81,7 @@ export function listQuery(params, session) {
   return {
     problems,
     path: `reconciliation_exceptions${query({
-      reconciliation_id: params.get("reconciliation"), status: params.get("status"),
+      reconciliation_id: reconciliationOf(params), status: params.get("status"),
       data_stream_key: params.get("stream"),
       assignee_user_id: assignee === "me" ? session.user.id : (/^\d+$/.test(assignee) ? assignee : undefined),
       unassigned: assignee === "unassigned" ? "true" : undefined,
@@ -91,14 +94,33 @@ export function listQuery(params, session) {
   };
 }
 
-// The queue's hash with `changes` applied (empty values dropped); a new filter starts at the first page.
-export function queueHash(params, changes) {
-  const next = new URLSearchParams(params);
-  for (const [key, value] of Object.entries(changes)) {
+// The queue's hash for `params` (URLSearchParams, or an object such as {reconciliation_id: 3, status:
+// "open"}) with `changes` applied; empty values are dropped. Other pages link into the queue with it.
+export function queueHash(params = {}, changes = {}) {
+  const given = params instanceof URLSearchParams;
+  const next = new URLSearchParams(given ? params : undefined);
+  if (next.has("reconciliation") && !next.has("reconciliation_id")) { // an older link's name
+    next.set("reconciliation_id", next.get("reconciliation"));
+  }
+  next.delete("reconciliation");
+  for (const [key, value] of Object.entries(given ? changes : { ...params, ...changes })) {
     if (value === undefined || value === null || value === "") next.delete(key); else next.set(key, String(value));
   }
   const text = next.toString();
   return `#/exceptions${text ? `?${text}` : ""}`;
+}
+
+// A link to a reconciliation's active exceptions whose list holds as many as it says: the queue filters
+// one status, so "3 exceptions" links to the open ones when none is investigating, and otherwise each
+// status gets its own link ("3 exceptions: 2 open, 1 investigating").
+export function ActiveExceptionsLink({ reconciliationId, open, investigating }) {
+  const total = open + investigating;
+  const noun = `exception${total === 1 ? "" : "s"}`;
+  const to = (status) => queueHash({ reconciliation_id: reconciliationId, status });
+  if (!investigating) return html`<a href=${to("open")}>${count(total)} ${noun}</a>`;
+  if (!open) return html`<a href=${to("investigating")}>${count(total)} ${noun}</a> <span class="muted">(investigating)</span>`;
+  return html`<span>${count(total)} ${noun}: <a href=${to("open")}>${count(open)} open</a>,
+    ${" "}<a href=${to("investigating")}>${count(investigating)} investigating</a></span>`;
 }
 
 function Filters({ params, problems, reconciliations, streams, people }) {
@@ -108,6 +130,8 @@ function Filters({ params, problems, reconciliations, streams, people }) {
     const changes = Object.fromEntries(FILTERS.map((name) => [name, (form.get(name) || "").trim()]));
     if (changes.sort === "newest") changes.sort = ""; // the default order stays out of the link
     location.hash = queueHash(new URLSearchParams(), changes); // the offset goes: a new filter, page 1
+    // The form is made again for the new filters (its key), so focus goes to the count it answers with.
+    document.getElementById("exc-count")?.focus();
   }
   const field = (name, label, input) => html`
     <div class="field">
@@ -119,8 +143,8 @@ function Filters({ params, problems, reconciliations, streams, people }) {
   // A key (the params' values) re-creates the form when the hash changes, so it shows what is applied.
   return html`
     <form class="toolbar exception-filters" onSubmit=${apply} aria-label="Filter the exceptions" key=${params.toString()}>
-      ${field("reconciliation", "Reconciliation", html`
-        <select id="exc-reconciliation" name="reconciliation" value=${params.get("reconciliation") || ""}>
+      ${field("reconciliation_id", "Reconciliation", html`
+        <select id="exc-reconciliation_id" name="reconciliation_id" value=${reconciliationOf(params) || ""}>
           <option value="">All</option>
           ${reconciliations.map((r) => html`<option value=${String(r.id)}>${r.name}</option>`)}
         </select>`)}
@@ -158,6 +182,10 @@ function Filters({ params, problems, reconciliations, streams, people }) {
     </form>`;
 }
 
+// What an exception whose records are in several currencies (its currency null) amounts to: no one
+// number, since its sums add amounts of different currencies.
+export const MIXED = "several currencies";
+
 export function StatusBadge({ status }) {
   return html`<span class=${`badge status-${status}`}>${status}</span>`;
 }
@@ -172,8 +200,10 @@ function Row({ exception: e, people, back }) {
     <td>${e.assignees.length ? e.assignees.map((x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id)) : x.idp_user_id)).join(", ")
       : html`<span class="muted">unassigned</span>`}</td>
     <td class="number">${count(a.record_count)}</td>
-    <td class="number"><${Money} amount=${a.total_amount} places=${e.decimal_places} currency=${e.currency || ""} /></td>
-    <td class="number"><${Money} amount=${a.credit_sum} places=${e.decimal_places} /> / <${Money} amount=${a.debit_sum} places=${e.decimal_places} /></td>
+    ${e.currency ? html`
+      <td class="number"><${Money} amount=${a.total_amount} places=${e.decimal_places} currency=${e.currency} /></td>
+      <td class="number"><${Money} amount=${a.credit_sum} places=${e.decimal_places} /> / <${Money} amount=${a.debit_sum} places=${e.decimal_places} /></td>`
+      : html`<td class="number muted">${MIXED}</td><td class="number muted">${MIXED}</td>`}
     <td><${RecordDate} iso=${a.oldest_at} /></td>
     <td><${When} iso=${e.opened_at} /></td>
   </tr>`;
@@ -187,36 +217,40 @@ function Queue({ route, session }) {
   const reconciliations = useApi("reconciliations?limit=100").data;
   const streams = useApi("data_streams?limit=200").data;
   const people = usePeople();
-  const offset = data ? data.offset : 0; // of the rows shown (the previous page's while the next loads)
-  const table = useRef(null);
-  const announced = data ? `${count(data.total)} exception${data.total === 1 ? "" : "s"}` : "";
+  // While the next filters' (or page's) rows load, the previous ones are not shown as theirs.
+  const shown = loading || invalid ? null : data;
+  const offset = shown ? shown.offset : 0;
+  const announced = shown ? `${count(shown.total)} exception${shown.total === 1 ? "" : "s"}` : "";
+  const pastEnd = shown && shown.data.length === 0 && shown.total > 0 && offset >= shown.total;
 
   const back = params.toString();
-  const from = data && data.data.length ? offset + 1 : 0;
-  const to = data ? offset + data.data.length : 0;
-  const go = (where) => { location.hash = queueHash(params, { offset: where || undefined }); table.current?.focus(); };
+  const from = shown && shown.data.length ? offset + 1 : 0;
+  const to = shown ? offset + shown.data.length : 0;
+  const go = (where) => { location.hash = queueHash(params, { offset: where || undefined }); document.getElementById("exc-count")?.focus(); };
+  const pages = shown ? Math.max(1, Math.ceil(shown.total / PAGE_SIZE)) : 1;
   return html`
     <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
       streams=${streams ? streams.data : []} people=${people} />
-    <p class="queue-count" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
+    <p class="queue-count" id="exc-count" tabindex="-1" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
     <${Problem} error=${error} what="load the exceptions" />
-    ${data && !invalid && (data.data.length === 0
+    ${pastEnd && html`<p>This page is past the last exception. <a href=${queueHash(params, { offset: undefined })}>Go to the first page</a></p>`}
+    ${shown && !pastEnd && (shown.data.length === 0
       ? html`<p>No exception matches these filters.</p>`
       : html`
-        <table class="exception-queue" ref=${table} tabindex="-1" aria-busy=${loading ? "true" : "false"}>
-          <caption class="visually-hidden">Exceptions ${from} to ${to} of ${count(data.total)}</caption>
+        <table class="exception-queue">
+          <caption class="visually-hidden">Exceptions ${from} to ${to} of ${count(shown.total)}</caption>
           <thead><tr>
             <th scope="col">Exception</th><th scope="col">Status</th><th scope="col">Assignees</th>
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
           </tr></thead>
-          <tbody>${data.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} />`)}</tbody>
+          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} />`)}</tbody>
         </table>`)}
-    ${data && !invalid && html`
+    ${(shown || (loading && !invalid && data)) && !pastEnd && html`
       <nav class="pager" aria-label="Exception pages">
-        <button type="button" onClick=${() => go(Math.max(0, offset - PAGE_SIZE))} disabled=${offset === 0}>Previous</button>
-        <span>${from}–${to} of ${count(data.total)} · page ${Math.floor(offset / PAGE_SIZE) + 1} of ${Math.max(1, Math.ceil(data.total / PAGE_SIZE))}</span>
-        <button type="button" onClick=${() => go(offset + PAGE_SIZE)} disabled=${!data.has_more}>Next</button>
+        <button type="button" onClick=${() => go(Math.max(0, offset - PAGE_SIZE))} disabled=${!shown || offset === 0}>Previous</button>
+        <span>${shown ? `${from}–${to} of ${count(shown.total)} · page ${Math.floor(offset / PAGE_SIZE) + 1} of ${pages}` : "Loading…"}</span>
+        <button type="button" onClick=${() => go(offset + PAGE_SIZE)} disabled=${!shown || !shown.has_more}>Next</button>
       </nav>`}`;
 }
 

@@ -385,7 +385,18 @@ export function ImportsPage({ route }) {
         (request) => { xhr.current = request; });
       setUpload({ id: job.id, sent: file.size, total: file.size, done: true });
     } catch (problem) {
-      if (problem.name !== "AbortError") setUpload((u) => ({ ...u, error: `Upload failed: ${problem.message}` }));
+      if (problem.name !== "AbortError") {
+        // The import waits for a file that will not come: it is cancelled at once (the Cancel button stays
+        // while it is pending, should this fail too).
+        setUpload((u) => ({ ...u, error: `Upload failed: ${problem.message}. Cancelling the import…` }));
+        let outcome = "the import is cancelled; choose the file again to retry";
+        try {
+          await api(`file_imports/${job.id}/cancel`, { method: "POST" });
+        } catch (refused) {
+          outcome = `the import could not be cancelled (${refused.message}): use Cancel import`;
+        }
+        setUpload((u) => ({ ...u, error: `Upload failed: ${problem.message}; ${outcome}.` }));
+      }
       throw problem;
     } finally {
       xhr.current = null;

@@ -1,7 +1,8 @@
 // Overview (#/overview): the environment at a glance from one request (GET /v1/overview): each
 // reconciliation's last run, match rate (and the rate a day ago), open exceptions with what they amount
 // to, what changed since yesterday; the imports in progress. Read again every 10 s while on the page.
-import { html, percent, query } from "./api.js";
+import { html, percent } from "./api.js";
+import { ActiveExceptionsLink } from "./exceptions.js";
 import { duration, Money, plural, Problem, useApi, usePoll, When } from "./ui.js";
 
 const REFRESH_MS = 10_000;
@@ -14,7 +15,7 @@ function OpenExceptions({ row }) {
   const open = row.open_exceptions;
   if (!open.count) return html`<span>none</span>`;
   return html`
-    <a href=${`#/exceptions${query({ reconciliation_id: row.id, status: "open" })}`}>${plural(open.count, "exception")}</a>
+    <${ActiveExceptionsLink} reconciliationId=${row.id} open=${open.count - open.investigating} investigating=${open.investigating} />
     ${open.amounts.map((a) => html`<br /><${Money} amount=${a.amount} places=${a.decimal_places} currency=${a.currency} />`)}
     ${open.mixed_currency ? html`<br /><span class="muted">${open.mixed_currency} in several currencies</span>` : null}`;
 }
@@ -84,7 +85,8 @@ function ImportsInProgress({ jobs }) {
 
 export function OverviewPage() {
   const { loading, error, data, refresh } = useApi("overview");
-  usePoll(refresh, REFRESH_MS, Boolean(data));
+  // A hidden tab is not read (its turn passes); the next turn after it shows again reads.
+  usePoll((signal) => (document.hidden ? undefined : refresh(signal)), REFRESH_MS, Boolean(data));
   if (error && !data) return html`<${Problem} error=${error} what="load the overview" />`;
   if (loading && !data) return html`<p>Loading the overview…</p>`;
   return html`

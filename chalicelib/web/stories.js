@@ -3,6 +3,7 @@
 // record through it (GET …/trace), entered by id or picked from a stream of the story.
 import { useEffect, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
+import { ActiveExceptionsLink } from "./exceptions.js";
 import { go, Money, Pager, plural, Problem, Status, useApi, usePaging, When } from "./ui.js";
 
 export function StoriesPage({ route }) {
@@ -133,7 +134,8 @@ function LinkFigures({ figures: s }) {
     <dl class="chain-figures">
       <dt>Matched</dt><dd>A: <${Figures} totals=${s.side_a.matched} /><br />B: <${Figures} totals=${s.side_b.matched} /></dd>
       <dt>Still open</dt><dd>A: <${Figures} totals=${s.side_a.unmatched} /><br />B: <${Figures} totals=${s.side_b.unmatched} /></dd>
-      <dt>Open exceptions</dt><dd>${exceptions.length ? html`<a href=${`#/exceptions?reconciliation_id=${s.link.reconciliation_id}`}>${exceptions.length}</a>` : "none"}</dd>
+      <dt>Open exceptions</dt><dd>${exceptions.length ? html`<${ActiveExceptionsLink} reconciliationId=${s.link.reconciliation_id}
+        open=${exceptions.filter((e) => e.status === "open").length} investigating=${exceptions.filter((e) => e.status === "investigating").length} />` : "none"}</dd>
       <dt>Last run</dt><dd>${run ? html`${run.status}, <${When} iso=${run.completed_at || run.started_at || run.created_at} />` : "never run"}</dd>
       ${leak && html`<dt>Did not flow on</dt><dd class=${leak.count ? "leak" : ""}>${leak.count
         ? html`<strong>${plural(leak.count, "record")}</strong> of ${leak.data_stream.name}: <${Totals} totals=${leak.totals} />`

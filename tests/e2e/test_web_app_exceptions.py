@@ -28,7 +28,7 @@ from chalicelib.local.stack import StackInfo
 from chalicelib.services import investigations
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in
+from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in, unexpected
 
 pytestmark = [
     pytest.mark.xdist_group("browser"),
@@ -132,7 +132,9 @@ def test_the_queue_filters_counts_sorts_and_keeps_its_filters_in_the_link(stack,
     page.get_by_label("Reconciliation").select_option(label=recon["name"])
     page.get_by_role("button", name="Apply filters").click()
     shows(page, "2 exceptions")
-    assert f"reconciliation={recon['id']}" in page.evaluate("() => location.hash")
+    assert f"reconciliation_id={recon['id']}" in page.evaluate("() => location.hash")
+    # The form is made again for the new filters: focus goes to the count, not to the page's top.
+    assert page.evaluate("() => document.activeElement.id") == "exc-count"
     table = page.locator("table.exception-queue")
     assert table.get_by_role("link", name=made["bank"]["title"]).is_visible()
     bank_row = table.locator("tr", has=page.get_by_role("link", name=made["bank"]["title"]))
@@ -223,7 +225,21 @@ def test_the_queue_pages_through_its_exceptions_fifty_at_a_time(stack, page):
     shows(page, "120 exceptions")
     rows = page.locator("table.exception-queue tbody tr")
     assert rows.count() == 50 and rows.first.get_by_role("link").inner_text() == "Paged 119"  # newest first
+
+    # While the next page loads (its answer held back here), the first page's rows and figures are not
+    # shown as the next one's, and the pager is disabled.
+    held = []
+    page.route(lambda url: "/reconciliation_exceptions?" in url and "offset=50" in url, lambda route: held.append(route))
     page.get_by_role("button", name="Next").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=exception-count]').textContent.trim()"
+                           " === 'Loading exceptions…'")
+    assert rows.count() == 0 and page.get_by_text("1–50 of 120").count() == 0
+    assert page.get_by_role("button", name="Next").is_disabled()
+    assert page.get_by_role("button", name="Previous").is_disabled()
+    page.wait_for_function("() => document.activeElement.id === 'exc-count'")
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute_all()
     shows(page, "120 exceptions")
     page.get_by_text("51–100 of 120").wait_for()
     assert rows.first.get_by_role("link").inner_text() == "Paged 069" and "offset=50" in page.url
@@ -237,7 +253,51 @@ def test_the_queue_pages_through_its_exceptions_fifty_at_a_time(stack, page):
     page.get_by_role("button", name="Previous").click()
     shows(page, "120 exceptions")
     page.get_by_text("51–100 of 120").wait_for()
+
+    # A link past the last page offers the first one, not "0–10000 of 120".
+    page.evaluate("route => { location.hash = route; }", f"#/exceptions?reconciliation_id={recon['id']}&offset=10000")
+    shows(page, "120 exceptions")
+    page.get_by_role("link", name="Go to the first page").click()
+    shows(page, "120 exceptions")
+    page.get_by_text("1–50 of 120").wait_for()
+    assert "offset" not in page.evaluate("() => location.hash")
     assert page.problems == []
+
+
+def test_an_exception_in_several_currencies_shows_no_net_amount(stack, page):
+    """Records in USD and EUR (the exception's currency null): no sum of the two is shown as money."""
+    suffix = uuid.uuid4().hex[:8]
+    key = f"xmixed-{suffix}"
+    stream = stack.request("POST", "/data_streams", {"key": key, "name": f"Mixed {suffix}"}).json()
+    other = f"xmixed-other-{suffix}"
+    assert stack.request("POST", "/data_streams", {"key": other, "name": f"Other {suffix}"}).status_code == 201
+    recon = stack.request("POST", "/reconciliations", {
+        "name": f"Mixed {suffix}", "run_type": "batch", "side_a_stream_keys": [key],
+        "side_b_stream_keys": [other]}).json()
+    container = Container(StackInfo(**stack.stack_info()).settings(Settings(local_mode=True)))
+    now = datetime.now(UTC)
+    records = [ExceptionRecord(1, 1000, "credit", day(5), "USD"), ExceptionRecord(2, 700, "debit", day(6), "EUR")]
+    exception_id = container.ports.exceptions.next_id("local")
+    container.table.batch_write(puts=[ExceptionRepository._to_item(ReconciliationException(
+        environment="local", id=exception_id, reconciliation_id=recon["id"], data_stream_key=key,
+        data_stream_id=stream["id"], title=f"Mixed {suffix}", description="", status=ExceptionStatus.OPEN,
+        created_at=now, updated_at=now, opened_at=now, totals=totals(records), currency=None))])
+
+    sign_in_as(stack, page, "viewer", f"#/exceptions?reconciliation_id={recon['id']}")
+    shows(page, "1 exception")
+    row = page.locator("table.exception-queue tbody tr")
+    assert row.get_by_text("several currencies").count() == 2 and "3.00" not in row.inner_text()
+    # The side panel's read of the other side fails: the page says so (not "no open exception").
+    page.route(lambda url: "status=investigating" in url and "data_stream_key=" in url,
+               lambda route: route.fulfill(status=500, json={"message": "Internal error"}))
+    row.get_by_role("link", name=f"Mixed {suffix}").click()
+    aggregates = page.get_by_label("Aggregates", exact=True)
+    aggregates.wait_for()
+    assert "several currencies" in aggregates.inner_text() and "3.00" not in aggregates.inner_text()
+    page.locator("section.side").nth(1).get_by_text("Could not load this side's exceptions").wait_for()
+    assert page.get_by_text("No open exception on this side.").count() == 0
+    assert serious_violations(page) == []
+    assert unexpected(page.problems, 500) == []
 
 
 def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, page):
@@ -260,6 +320,7 @@ def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, pag
 
     page.get_by_role("button", name="Assign to me").click()
     page.get_by_role("status").filter(has_text="Assigned to you.").wait_for()
+    assert page.evaluate("() => document.activeElement.dataset.testid") == "exception-status-line"
     page.get_by_label("Assign to").select_option(str(other["id"]))
     page.get_by_role("button", name="Assign", exact=True).click()
     page.get_by_role("button", name=f"Unassign Mentioned {made['suffix']}").wait_for()
@@ -267,6 +328,7 @@ def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, pag
     assert sorted(a["user_id"] for a in detail["assignees"]) == sorted([mine["id"], other["id"]])
     page.get_by_role("button", name=f"Unassign Mentioned {made['suffix']}").click()
     page.get_by_role("status").filter(has_text=f"Unassigned Mentioned {made['suffix']}.").wait_for()
+    assert page.evaluate("() => document.activeElement.dataset.testid") == "exception-status-line"
     detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
     assert [a["user_id"] for a in detail["assignees"]] == [mine["id"]]
 
@@ -312,6 +374,7 @@ def test_an_investigation_shows_its_progress_and_its_suggestion_is_accepted(stac
     assert investigation["recommendation_text"] in suggestion.inner_text()
     page.get_by_role("button", name="Accept the suggestion").click()
     page.get_by_role("status").filter(has_text="Suggestion accepted").wait_for()
+    assert page.evaluate("() => document.activeElement.dataset.testid") == "exception-status-line"
     suggestion.get_by_text(re.compile(r"Accepted: match \d+\.")).wait_for()
     detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
     assert detail["status"] == "resolved" and detail["investigation"]["accepted_match_id"] is not None

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, screenshot, serious_violations, signed_in
+from tests.support.web_app import person, screenshot, serious_violations, signed_in, unexpected
 
 pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
 
@@ -240,3 +240,34 @@ def signed_in_with(stack, page, email: str, password: str):
     page.get_by_role("heading", name="Overview").wait_for()
     page.evaluate("route => { location.hash = route; }", "#/imports")
     return page
+
+
+def test_a_failed_upload_cancels_its_import_instead_of_leaving_it_pending(stack, page):
+    """The bucket refuses the PUT (page.route answers 503 for it): the import waiting for that file is
+    cancelled at once, on the page and in the API, instead of staying pending until it times out."""
+    stream = new_stream(stack)
+    failed_puts: list[str] = []
+
+    def refuse(route):
+        if route.request.method == "PUT":
+            failed_puts.append(route.request.url)
+            route.fulfill(status=503, body="SlowDown", headers={"Access-Control-Allow-Origin": "*"})
+        else:
+            route.continue_()
+
+    page.route(lambda url: "X-Amz-Signature=" in url, refuse)  # the presigned upload URL only
+    signed_in(stack, page, role="preparer", hash_route="#/imports")
+    page.get_by_role("heading", name="Import a file").wait_for()
+    drop(page, "refused.csv", csv_with_bad_rows(5))
+    page.get_by_label("Data stream", exact=True).select_option(stream["key"])
+    page.get_by_label("Date format").select_option("YYYY-MM-DD")
+    page.get_by_role("button", name="Import", exact=True).click()
+
+    page.get_by_text("Upload failed: the bucket refused the file (HTTP 503); the import is cancelled").wait_for()
+    import_status(page, "cancelled")
+    assert len(failed_puts) == 1
+    [job] = stack.request("GET", f"/data_streams/{stream['key']}/file_imports").json()["data"]
+    assert (job["filename"], job["status"]) == ("refused.csv", "cancelled")
+    assert page.get_by_role("button", name="Cancel import").count() == 0
+    assert serious_violations(page) == []
+    assert unexpected(page.problems, 503) == []

@@ -55,5 +55,28 @@ def test_the_overview_shows_runs_open_exceptions_changes_and_imports(stack, page
     row.get_by_role("link", name="2 exceptions").click()
     page.get_by_role("heading", name="Exceptions").wait_for()
     page.wait_for_function("id => location.hash.includes(`reconciliation_id=${id}`)", arg=reconciliation["id"])
+    # The queue applies the link's filter: as many as the overview counted, and only this reconciliation's.
+    page.wait_for_function("() => { const c = document.querySelector('[data-testid=exception-count]');"
+                           " return c !== null && c.dataset.for === location.hash && c.textContent.trim() === '2 exceptions'; }")
+    rows = page.locator("table.exception-queue tbody tr")
+    assert rows.count() == 2
+    assert all(f"· {reconciliation['name']} ·" in " ".join(text.split()) for text in rows.all_inner_texts())
     stack.request("POST", f"/file_imports/{waiting['id']}/cancel")
+    assert page.problems == []
+
+
+def test_the_overview_is_not_read_again_while_the_tab_is_hidden(stack, page):
+    """The 10 s poll skips its turns while document.hidden, and reads again once the tab shows."""
+    page.clock.install()
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url) if request.url.endswith("/v1/overview") else None)
+    signed_in(stack, page, role="viewer")
+    page.get_by_role("heading", name="Imports in progress").wait_for()
+    first = len(reads)
+    page.evaluate("() => Object.defineProperty(document, 'hidden', {configurable: true, get: () => true})")
+    page.clock.run_for(35_000)  # three turns of the poll
+    assert len(reads) == first
+    page.evaluate("() => Object.defineProperty(document, 'hidden', {configurable: true, get: () => false})")
+    with page.expect_request(lambda request: request.url.endswith("/v1/overview")):
+        page.clock.run_for(11_000)
     assert page.problems == []

@@ -28,7 +28,7 @@ def test_the_overview_counts_open_exceptions_their_amounts_and_the_last_day(api,
     assert row["name"] == "Bank to ledger" and row["last_run"]["id"] == run["id"]
     assert row["last_run"]["status"] == "completed" and row["last_run"]["matched_records"] == 2
     # Bank: |35.00 - 7.00| = 28.00; ledger: 40.00. Both exceptions opened by this run, today.
-    assert row["open_exceptions"] == {"count": 2, "mixed_currency": 0,
+    assert row["open_exceptions"] == {"count": 2, "investigating": 0, "mixed_currency": 0,
                                       "amounts": [{"currency": "USD", "decimal_places": 2, "amount": 2800 + 4000}]}
     assert row["since"] == {"runs_completed": 1, "runs_failed": 0, "exceptions_opened": 2, "exceptions_closed": 0}
     assert row["run_before"] is None  # no run completed before yesterday
@@ -39,7 +39,13 @@ def test_the_overview_counts_open_exceptions_their_amounts_and_the_last_day(api,
     assert api.patch(f"/v1/reconciliation_exceptions/{bank['id']}", {"status": "dismissed"}).status_code == 200
     [row] = [r for r in api.get("/v1/overview").json_body["reconciliations"] if r["id"] == rid]
     assert row["open_exceptions"]["count"] == 1 and row["open_exceptions"]["amounts"][0]["amount"] == 4000
+    assert row["open_exceptions"]["investigating"] == 0
     assert row["since"]["exceptions_closed"] == 1
+
+    [ledger] = [e for e in api.get(f"/v1/reconciliation_exceptions?reconciliation_id={rid}&status=open").json_body["data"]]
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger['id']}", {"status": "investigating"}).status_code == 200
+    [row] = [r for r in api.get("/v1/overview").json_body["reconciliations"] if r["id"] == rid]
+    assert (row["open_exceptions"]["count"], row["open_exceptions"]["investigating"]) == (1, 1)
 
 
 def test_a_file_import_waiting_for_its_file_is_in_progress(api, reconciliation):

@@ -62,10 +62,13 @@ class ExceptionRepository:
         """A page of the exceptions whose attributes are `equal` (reconciliation_id, status,
         data_stream_key) and that `admits` keeps, sorted by `key`, by offset, and how many are kept.
 
-        With neither `admits` nor `key` (newest first, equality filters only), DynamoDB filters: the
-        index is read newest first only as far as the page (ids only), and the count is a
-        Select=COUNT query (every entry read, none sent back). Otherwise the index is read for the
-        few attributes the filters and orders need, then only the page's items are read whole."""
+        With neither `admits` nor `key` (newest first, equality filters only), DynamoDB filters, in
+        two reads: the index is read newest first only as far as the page (ids only), then the
+        count is a separate Select=COUNT query (every entry read, none sent back). An exception
+        opened or closed between the two makes the total and the page disagree by it (a page may
+        end before `total` says, or `has_more` be off by one); the next request sees both alike.
+        Otherwise the index is read once for the few attributes the filters and orders need (the
+        page and the total come from that one read), then only the page's items are read whole."""
         equal = equal or {}
         partition = keys.exceptions_index_pk(environment)
         if admits is None and key is None:

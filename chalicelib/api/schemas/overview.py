@@ -16,6 +16,7 @@ class AmountOut(ResponseModel):
 
 class OpenExceptionsOut(ResponseModel):
     count: int = Field(description="Open and investigating exceptions")
+    investigating: int = Field(description="Of `count`, the exceptions being investigated (the rest are open)")
     amounts: list[AmountOut] = Field(description="What they amount to, one entry per currency")
     mixed_currency: int = Field(description="Exceptions whose records are in several currencies (or whose "
                                 "currency the next refresh, within the hour, records): counted, in no amount")

@@ -99,8 +99,10 @@ class ExceptionPage(Model):
     data: list[ExceptionOut]
     has_more: bool
     offset: int
-    total: int = Field(description="How many exceptions the filters keep in all (counted from the same read as "
-                                   "the page)")
+    total: int = Field(description="How many exceptions the filters keep in all. With only equality filters "
+                                   "and the default order it is counted by a second read after the page's, so an "
+                                   "exception opened or closed meanwhile can make it differ from the page by that "
+                                   "one; with other filters or orders it comes from the page's own read")
 
 
 class ExceptionsQuery(QueryModel):
