@@ -44,6 +44,7 @@ CASES = {
     ("POST", "/reconciliations"): ("POST", "/v1/reconciliations", {
         "name": "R", "side_a_stream_keys": ["bank"], "side_b_stream_keys": ["ledger"]}, "refers_to_unknown_streams"),
     ("GET", "/reconciliations"): ("GET", "/v1/reconciliations", None, "lists_nothing"),
+    ("GET", "/overview"): ("GET", "/v1/overview", None, "sees_an_empty_overview"),
     ("GET", "/reconciliations/{id}"): ("GET", "/v1/reconciliations/{reconciliation_id}", None, 404),
     ("PATCH", "/reconciliations/{id}"): ("PATCH", "/v1/reconciliations/{reconciliation_id}", {"name": "stolen"}, 404),
     ("DELETE", "/reconciliations/{id}"): ("DELETE", "/v1/reconciliations/{reconciliation_id}", None, 404),
@@ -283,6 +284,9 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
         assert response.status_code == 200
         data = response.json_body if isinstance(response.json_body, list) else response.json_body["data"]
         assert data == []
+    elif expected == "sees_an_empty_overview":
+        assert response.status_code == 200
+        assert (response.json_body["reconciliations"], response.json_body["imports_in_progress"]) == ([], [])
     elif expected == "creates":
         # The same key is free in B: keys are unique per environment, not globally.
         assert response.status_code == 201
