@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.chromium import needs_chromium
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
 
 def test_the_reference_renders_under_its_policy(stack, page):

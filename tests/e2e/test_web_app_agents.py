@@ -29,7 +29,7 @@ from tests.support.web_app import (
     without_refusals,
 )
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 READING = {"Sign out", "Previous", "Next"}  # the buttons a viewer gets: signing out and paging
 
 

@@ -15,7 +15,7 @@ import requests
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import person, screenshot, serious_violations, signed_in, unexpected
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
 STATEMENTS = Path(__file__).resolve().parents[1] / "data" / "statements"
 NACHA = Path(__file__).resolve().parents[1] / "data" / "nacha"

@@ -18,7 +18,7 @@ from tests.support.chromium import needs_chromium
 from tests.support.web_app import printed, serious_violations, sign_in
 
 pytestmark = [
-    pytest.mark.xdist_group("browser"),
+    pytest.mark.xdist_group("web"),
     needs_chromium,
 ]
 

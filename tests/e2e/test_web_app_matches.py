@@ -21,7 +21,7 @@ from tests.support.web_app import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
 PROPOSING = {"name": "Amount and date, proposed", "priority": 1, "auto_confirm": False,
              "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]}

@@ -21,7 +21,7 @@ from tests.support.web_app import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
 
 def day(n: int) -> str:

@@ -20,7 +20,7 @@ from tests.support.chromium import needs_chromium
 from tests.support.web_app import person, printed, screenshot, serious_violations, signed_in, token_of, unexpected
 
 pytestmark = [
-    pytest.mark.xdist_group("browser"),
+    pytest.mark.xdist_group("web"),
     needs_chromium,
 ]
 

@@ -24,7 +24,7 @@ from tests.support.web_app import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.xdist_group("browser"), needs_chromium]
+pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
 RECORD_DATE = date.today().isoformat()  # recent: nothing ages into an exception
 
