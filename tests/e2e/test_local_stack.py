@@ -3,6 +3,7 @@ import re
 import shlex
 import time
 import uuid
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -168,9 +169,13 @@ def test_people_sign_in_at_the_embedded_provider_and_their_role_decides(stack):
     """Over HTTP with tokens the local pool signed: the admin `make run` made invites a viewer, who
     reads but may not write; once deactivated, the viewer's token is refused."""
     admin_token = signed_in_token(stack)
-    users = as_person(stack, admin_token, "GET", "/users")
-    assert users.status_code == 200, users.text
-    [admin] = [u for u in users.json()["data"] if u["role"] == "admin" and u["name"] == "Local admin"]
+    listed, cursor = [], ""
+    while cursor is not None:  # the shared stack holds other tests' people too: every page
+        users = as_person(stack, admin_token, "GET", f"/users?limit=100{f'&cursor={quote(cursor)}' if cursor else ''}")
+        assert users.status_code == 200, users.text
+        listed += users.json()["data"]
+        cursor = users.json()["next_cursor"]
+    [admin] = [u for u in listed if u["role"] == "admin" and u["name"] == "Local admin"]
     assert admin["status"] == "active" and admin["last_sign_in_at"]
 
     email = f"{unique('viewer')}@example.com"
