@@ -15,7 +15,7 @@ from chalicelib.container import Container
 from chalicelib.local.stack import StackInfo
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import printed, serious_violations, sign_in
+from tests.support.web_app import main_nav, printed, serious_violations, sign_in
 
 pytestmark = [
     pytest.mark.xdist_group("web"),
@@ -41,7 +41,7 @@ def test_the_admin_signs_in_sees_the_overview_stays_signed_in_and_signs_out(stac
     page.get_by_role("cell", name="Web bank to ledger").first.wait_for()
     header = page.locator("header").inner_text()
     assert "Local admin" in header and "admin" in header and re.search(r"signed in until \d\d:\d\d", header)
-    assert page.get_by_role("link", name="Settings").is_visible()  # an admin's navigation
+    assert main_nav(page).get_by_role("link", name="Settings", exact=True).is_visible()  # an admin's navigation
     assert serious_violations(page) == []
     assert password not in page.content()
 
@@ -176,8 +176,8 @@ def test_an_invited_viewer_chooses_a_password_and_sees_no_settings(stack, page):
     page.get_by_role("heading", name="Overview").wait_for()
     page.wait_for_function("() => document.activeElement?.textContent === 'Overview'")  # the new page's heading
     assert "Vera Viewer · viewer" in page.locator("header").inner_text()
-    assert page.get_by_role("link", name="Overview").is_visible()
-    assert page.get_by_role("link", name="Settings").count() == 0
+    assert main_nav(page).get_by_role("link", name="Overview", exact=True).is_visible()
+    assert main_nav(page).get_by_role("link", name="Settings", exact=True).count() == 0
     assert page.problems == []
 
 
@@ -187,6 +187,6 @@ def test_the_app_works_at_its_address_with_a_trailing_slash(stack, page):
     page.goto(f"{url}/")
     sign_in(page, email, password)
     page.get_by_role("heading", name="Overview").wait_for()
-    page.get_by_role("link", name="Exceptions").click()
+    main_nav(page).get_by_role("link", name="Exceptions", exact=True).click()
     page.get_by_role("heading", name="Exceptions").wait_for()
     assert page.problems == []

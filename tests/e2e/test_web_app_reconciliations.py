@@ -11,6 +11,7 @@ from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
     as_person,
     ingest,
+    main_nav,
     printed,
     reconciliation_with_rule,
     role_token,
@@ -385,7 +386,7 @@ def test_the_admin_reaches_the_page_from_the_navigation(stack, page):
     reconciliation, _, _, _ = reconciliation_with_rule(stack)
     page.goto(url)
     sign_in(page, email, password)
-    page.get_by_role("link", name="Reconciliations").click()
+    main_nav(page).get_by_role("link", name="Reconciliations", exact=True).click()
     page.get_by_role("heading", name="Reconciliations").wait_for()
     page.get_by_role("link", name=reconciliation["name"]).wait_for()
     assert page.problems == []

@@ -17,7 +17,16 @@ import requests
 
 from chalicelib.domain.events import EVENT_TYPES
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, printed, screenshot, serious_violations, signed_in, token_of, unexpected
+from tests.support.web_app import (
+    main_nav,
+    person,
+    printed,
+    screenshot,
+    serious_violations,
+    signed_in,
+    token_of,
+    unexpected,
+)
 
 pytestmark = [
     pytest.mark.xdist_group("web"),
@@ -59,7 +68,7 @@ def test_an_admin_invites_a_person_changes_their_role_deactivates_and_re_enables
     signed_in(stack, page, hash_route="#/settings/users")
     page.get_by_role("heading", name="Users and roles").wait_for()
     page.get_by_role("table").wait_for()
-    assert page.get_by_role("link", name="Users and roles").get_attribute("aria-current") == "page"
+    assert page.get_by_role("navigation", name="Settings sections").get_by_role("link", name="Users and roles", exact=True).get_attribute("aria-current") == "page"
     assert serious_violations(page) == []
 
     # A refused field is told beside it (422), and read with it.
@@ -197,9 +206,9 @@ def test_a_new_api_key_is_shown_once_works_with_its_access_and_is_revoked_after_
                          key=secret).status_code == 403
 
     # Never again: away and back, the page has no secret, nor does the API's list.
-    page.get_by_role("link", name="Users and roles").click()
+    page.get_by_role("navigation", name="Settings sections").get_by_role("link", name="Users and roles", exact=True).click()
     page.get_by_role("heading", name="Users and roles").wait_for()
-    page.get_by_role("link", name="API keys").click()
+    page.get_by_role("navigation", name="Settings sections").get_by_role("link", name="API keys", exact=True).click()
     page.get_by_role("cell", name=label).wait_for()
     assert secret not in page.content() and secret_field.count() == 0
     assert secret not in stack.request("GET", "/api_keys").text
@@ -486,7 +495,7 @@ def test_a_viewer_gets_no_settings_and_the_api_refuses_them_the_admin_routes(sta
     page.get_by_label("Password", exact=True).fill(password)
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("heading", name="Overview").wait_for()
-    assert page.get_by_role("link", name="Settings").count() == 0
+    assert main_nav(page).get_by_role("link", name="Settings", exact=True).count() == 0
     page.evaluate("() => { location.hash = '#/settings/keys'; }")
     page.wait_for_function("() => location.hash === '#/settings/keys'")
     page.get_by_role("heading", name="Overview").wait_for()

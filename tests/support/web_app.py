@@ -49,6 +49,11 @@ def printed(stack) -> tuple[str, str, str]:
     return email, password, url
 
 
+def main_nav(page):
+    """The app's main navigation: a page's own links (a reconciliation named "Exceptions 1") stay out."""
+    return page.get_by_role("navigation", name="Main")
+
+
 def sign_in(page, email: str, password: str) -> None:
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password", exact=True).fill(password)
