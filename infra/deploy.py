@@ -25,10 +25,9 @@ the functions without their roles, layers and configuration.
 
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
 address, the log retention, sign-in's web app URLs, hosted domain and federation, the web app's
-origin) are checked
-against the account: the sender's SES identity verified, the model enabled, a federation's OIDC
-secret present, no user pool of the stage's name kept outside its stack by a destroy
-(`check_parameters`); a deploy that would not work stops there, creating nothing.
+origin) are checked against the account: the sender's SES identity verified, the model enabled, a
+federation's OIDC secret present, no user pool of the stage's name kept outside its stack by a
+destroy (`check_parameters`); a deploy that would not work stops there, creating nothing.
 
 Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
 and needs a running Docker engine when the browser image is to be built.
