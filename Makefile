@@ -74,8 +74,10 @@ $(DEPLOY_STAMP): requirements.txt requirements-deploy.txt | $(PY_STAMP)
 # The stage's parameters (README, "Deploy to AWS"): MAIL_FROM (required on a stage's first deploy), MODEL_ID,
 # ALARM_EMAIL (`ALARM_EMAIL=` removes the subscription), LOG_RETENTION_DAYS, and sign-in's (docs/sign-in.md):
 # SIGN_IN_CALLBACK_URLS, SIGN_IN_LOGOUT_URLS, SIGN_IN_DOMAIN, SAML_METADATA_URL, OIDC_ISSUER, OIDC_CLIENT_ID,
-# OIDC_CLIENT_SECRET (a Secrets Manager secret's name). One left out keeps the value of
-# the stage's last deploy, so only those given on the command line (or in the environment) are passed.
+# OIDC_CLIENT_SECRET (a Secrets Manager secret's name), and WEB_APP_ORIGIN (the web app's custom domain, whose
+# pages may then upload to the data bucket in place of the API's; `WEB_APP_ORIGIN=` goes back to the API's).
+# One left out keeps the value of the stage's last deploy, so only those given on the command line (or in the
+# environment) are passed.
 deploy_option = $(if $(filter undefined,$(origin $(1))),,--$(2) '$($(1))')
 
 deploy: deps $(DEPLOY_STAMP)
@@ -86,7 +88,8 @@ deploy: deps $(DEPLOY_STAMP)
 	  $(call deploy_option,SIGN_IN_CALLBACK_URLS,sign-in-callback-urls) \
 	  $(call deploy_option,SIGN_IN_LOGOUT_URLS,sign-in-logout-urls) $(call deploy_option,SIGN_IN_DOMAIN,sign-in-domain) \
 	  $(call deploy_option,SAML_METADATA_URL,saml-metadata-url) $(call deploy_option,OIDC_ISSUER,oidc-issuer) \
-	  $(call deploy_option,OIDC_CLIENT_ID,oidc-client-id) $(call deploy_option,OIDC_CLIENT_SECRET,oidc-client-secret)
+	  $(call deploy_option,OIDC_CLIENT_ID,oidc-client-id) $(call deploy_option,OIDC_CLIENT_SECRET,oidc-client-secret) \
+	  $(call deploy_option,WEB_APP_ORIGIN,web-app-origin)
 
 destroy: deps $(DEPLOY_STAMP)
 	@test -n "$(STAGE)" || { echo "usage: make destroy STAGE=prod [PURGE=1]"; exit 2; }

@@ -11,7 +11,10 @@
 3. the app, with `chalice deploy`, its stage configuration generated from that stack's outputs
    (infra/functions.py says which role, layer and size each function gets);
 4. the workflows stack (infra/workflows.yaml), given the ARNs of the functions Chalice deployed
-   and of those the infrastructure stack defines.
+   and of those the infrastructure stack defines;
+5. on a stage's first deploy only, the infrastructure stack again: the data bucket's CORS rule lets the
+   web app's pages upload files from their own origin, the API's, which exists only once Chalice has made
+   it (`web_app_origin`). Later deploys read it from Chalice's record of the app before step 2.
 
 Chalice's record of what it deployed is kept in the account (the artifacts bucket), and one deploy or
 destroy at a time works on a stage, under a lock there (infra/stage_state.py): any checkout or CI runner
@@ -21,10 +24,10 @@ validation, before any AWS call (.chalice/config.json has no role and manages no
 the functions without their roles, layers and configuration.
 
 Before any of it, the stage's parameters (`StageOptions`: the mail sender, the model, the alarm
-address, the log retention, sign-in's web app URLs, hosted domain and federation) are checked
-against the account: the sender's SES identity verified, the model enabled, a federation's OIDC
-secret present, no user pool of the stage's name kept outside its stack by a destroy
-(`check_parameters`); a deploy that would not work stops there, creating nothing.
+address, the log retention, sign-in's web app URLs, hosted domain and federation, the web app's
+origin) are checked against the account: the sender's SES identity verified, the model enabled, a
+federation's OIDC secret present, no user pool of the stage's name kept outside its stack by a
+destroy (`check_parameters`); a deploy that would not work stops there, creating nothing.
 
 Runs under `.venv-deploy` (Python 3.12, the Lambda runtime's), with the caller's AWS credentials,
 and needs a running Docker engine when the browser image is to be built.
@@ -46,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from email.utils import parseaddr
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -239,8 +243,8 @@ def stack_outputs(cfn, name: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class StageOptions:
     """What `make deploy` takes besides the stage (MAIL_FROM, MODEL_ID, ALARM_EMAIL,
-    LOG_RETENTION_DAYS). None: the value the stage was last deployed with (the infrastructure stack
-    keeps it as its parameter), or for a new stage the template's default."""
+    LOG_RETENTION_DAYS, sign-in's, WEB_APP_ORIGIN). None: the value the stage was last deployed with
+    (the infrastructure stack keeps it as its parameter), or for a new stage the template's default."""
     mail_from: str | None = None
     model_id: str | None = None
     alarm_email: str | None = None
@@ -255,6 +259,8 @@ class StageOptions:
     oidc_issuer: str | None = None
     oidc_client_id: str | None = None
     oidc_client_secret: str | None = None
+    # The web app's origins (a custom domain's) in place of the stage's API's: `web_app_origin`.
+    web_app_origin: str | None = None
 
 
 # Each option: the infrastructure stack's parameter, and the Make variable that sets it (messages name it).
@@ -266,7 +272,8 @@ OPTION_PARAMETERS = {"mail_from": ("MailFrom", "MAIL_FROM"), "model_id": ("Model
                      "sign_in_domain": ("SignInDomainPrefix", "SIGN_IN_DOMAIN"),
                      "saml_metadata_url": ("SamlMetadataUrl", "SAML_METADATA_URL"),
                      "oidc_issuer": ("OidcIssuer", "OIDC_ISSUER"), "oidc_client_id": ("OidcClientId", "OIDC_CLIENT_ID"),
-                     "oidc_client_secret": ("OidcClientSecretName", "OIDC_CLIENT_SECRET")}
+                     "oidc_client_secret": ("OidcClientSecretName", "OIDC_CLIENT_SECRET"),
+                     "web_app_origin": ("WebAppOrigin", "WEB_APP_ORIGIN")}
 
 
 class DeployRefused(RuntimeError):
@@ -465,6 +472,43 @@ def _code(error) -> str:
 def _said(error) -> str:
     details = error.response.get("Error", {})
     return f"{details.get('Code', 'Error')}: {details.get('Message', '')}".strip()
+
+
+# --- the web app's origin: the pages that may upload to the data bucket -----------------------------
+
+# An API Gateway API's own origin, as Chalice records its URL (`https://<api id>.execute-api.<region>.<suffix>/api/`).
+EXECUTE_API_ORIGIN = re.compile(r"https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+
+
+def rest_api_url(stage: str, deployed_dir: Path = DEPLOYED_DIR) -> str | None:
+    """The stage's API URL from Chalice's record of its app; None without a record or an API in it."""
+    record = deployed_dir / f"{stage}.json"
+    if not record.exists():
+        return None
+    resources = json.loads(record.read_text()).get("resources", [])
+    return next((r["rest_api_url"] for r in resources if r.get("resource_type") == "rest_api"), None)
+
+
+def api_origin(stage: str, deployed_dir: Path = DEPLOYED_DIR) -> str | None:
+    """The origin (scheme and host) of the stage's API, where the web app is served: None before Chalice
+    has made the API."""
+    url = rest_api_url(stage, deployed_dir)
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def web_app_origin(configured: str, api: str | None) -> str:
+    """The infrastructure stack's WebAppOrigin, the only origins whose pages may PUT files to the data bucket
+    (its CORS rule): the operator's (WEB_APP_ORIGIN, given now or kept from the stage's last deploy) when they
+    name an origin other than an API Gateway API's, such as a custom domain; otherwise the stage's own API's
+    origin, from Chalice's record of the app; none before Chalice has made the API (a stage's first stack),
+    for no other API of the region may stand in for it."""
+    origins = [origin for origin in configured.split(",") if origin]
+    if origins and not all(EXECUTE_API_ORIGIN.fullmatch(origin) for origin in origins):
+        return configured
+    return api or ""
 
 
 # --- log groups made before the stack declared them -------------------------------------------
@@ -701,7 +745,9 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
 
         infra = load_template(INFRA / "template.yaml")
         infra_parameters = {"Stage": stage, "AppName": APP_NAME, "EngineLayerBucket": bucket,
-                            "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters}
+                            "EngineLayerKey": layer_key, "BrowserImageUri": image, **parameters,
+                            "WebAppOrigin": web_app_origin(parameters["WebAppOrigin"],
+                                                           api_origin(stage, deployed_dir))}
         adopt_log_groups(cfn, session.client("logs"), names["infra"], infra, infra_parameters, session.region_name,
                          log)
         outputs = put_stack(cfn, names["infra"], infra, infra_parameters, log)
@@ -713,8 +759,14 @@ def deploy(stage: str, log=print, docker: Docker | None = None, options: StageOp
         workflows = inline_state_machines(load_template(INFRA / "workflows.yaml"))
         arns = deployed_function_arns(stage, deployed_dir)
         put_stack(cfn, names["workflows"], workflows, workflow_parameters(outputs, arns), log)
-    api = json.loads((deployed_dir / f"{stage}.json").read_text())
-    url = next((r["rest_api_url"] for r in api["resources"] if r.get("resource_type") == "rest_api"), None)
+
+        # A new stage's API exists now: the data bucket's CORS rule is given its origin (later deploys
+        # read it from the app's record before the first update, so they need no second one).
+        origin = web_app_origin(parameters["WebAppOrigin"], api_origin(stage, deployed_dir))
+        if origin != infra_parameters["WebAppOrigin"]:
+            log(f"stack {names['infra']}: the web app's origin is {origin}: its pages may upload to the data bucket")
+            outputs = put_stack(cfn, names["infra"], infra, {**infra_parameters, "WebAppOrigin": origin}, log)
+    url = rest_api_url(stage, deployed_dir)
     log(f"deployed stage {stage}: {url}v1/health" if url else f"deployed stage {stage}")
     return outputs
 
@@ -833,7 +885,7 @@ def main(argv: list[str] | None = None, *, session=None) -> int:
             command.add_argument("--alarm-email")
             command.add_argument("--log-retention-days", type=int)
             for option in ("sign-in-callback-urls", "sign-in-logout-urls", "sign-in-domain", "saml-metadata-url",
-                           "oidc-issuer", "oidc-client-id", "oidc-client-secret"):
+                           "oidc-issuer", "oidc-client-id", "oidc-client-secret", "web-app-origin"):
                 command.add_argument(f"--{option}")
     args = parser.parse_args(argv)
     try:

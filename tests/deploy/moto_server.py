@@ -22,6 +22,8 @@ in the server's own process and never in the product; each names what AWS does:
 - `cognito_user_pools`: moto's CloudFormation skips AWS::Cognito::UserPool, UserPoolClient,
   UserPoolDomain and UserPoolIdentityProvider; AWS makes them (moto's Cognito serves them once made),
   and leaves out what an AWS::NoValue stands for, in a list too (moto gives None).
+- `bucket_cors`: moto's CloudFormation ignores an AWS::S3::Bucket's CorsConfiguration, when it makes the
+  bucket and when it updates it; AWS gives the bucket those CORS rules, and removes them with the property.
 
 And one speed-up, not a gap: `lambda_code_decoded_once`. `chalice deploy` sends the same zip (17 MB) with
 each of its two dozen functions, and moto decodes and hashes it twice a call; the last zip's decoding is
@@ -287,6 +289,43 @@ def cognito_user_pools() -> None:
                        cognito.user_pools[pool].identity_providers.pop(name, None))
 
 
+def bucket_cors() -> None:
+    from moto.s3.models import FakeBucket
+
+    create = FakeBucket.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+    update = FakeBucket.update_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def with_cors(bucket, properties: dict):
+        """The template's CorsRules as PutBucketCors takes them (moto's parsed XML: one key per element)."""
+        configuration = properties.get("CorsConfiguration")  # None: an AWS::NoValue, as moto resolves it
+        if not configuration:
+            bucket.delete_cors()
+            return bucket
+        rules = []
+        for rule in configuration["CorsRules"]:
+            made = {"AllowedMethod": rule["AllowedMethods"], "AllowedOrigin": rule["AllowedOrigins"],
+                    "AllowedHeader": rule.get("AllowedHeaders", []), "ExposeHeader": rule.get("ExposedHeaders", [])}
+            if "MaxAge" in rule:
+                made["MaxAgeSeconds"] = str(rule["MaxAge"])
+            if "Id" in rule:
+                made["ID"] = rule["Id"]
+            rules.append(made)
+        bucket.set_cors(rules)
+        return bucket
+
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        bucket = create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        return with_cors(bucket, cloudformation_json.get("Properties", {}))
+
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id,
+                                        region_name):
+        bucket = update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+        return with_cors(bucket, cloudformation_json["Properties"])
+
+    FakeBucket.create_from_cloudformation_json = classmethod(create_from_cloudformation_json)
+    FakeBucket.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)
+
+
 def decoded_once(decode):
     """`decode` (moto's `_zipfile_content`: a function's zip from its base64 text, with its size and hashes),
     its last answer kept and given again for the same text. Compared whole, not by a hash of it: a different
@@ -337,6 +376,7 @@ def serve() -> None:
     bedrock_models()
     sesv2_account()
     cognito_user_pools()
+    bucket_cors()
     lambda_code_decoded_once()
     if os.environ.get("PROOF_FAULTS_DIR"):
         faults(Path(os.environ["PROOF_FAULTS_DIR"]))

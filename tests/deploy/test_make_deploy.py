@@ -4,13 +4,16 @@ browser image is pushed by the docker double of tests/deploy/docker_double.py). 
 tests/deploy/test_deployment.py proves what one deploy makes, this proves a stage's life, each step from
 a checkout of its own:
 
-1. clone A, the current tree: the stage's first `make deploy`; then data is written to its table and bucket;
+1. clone A, the current tree: the stage's first `make deploy` (the infrastructure stack updated again once
+   Chalice has made the API, for the data bucket's CORS to name its origin); then data is written to its table
+   and bucket;
 2. clone B, a newer version (a function, a route and a queue more), fresh (no `.chalice/deployed/`):
    `make deploy` fails at its very end (API Gateway refuses the API's deployment, a fault the server
    injects), after Chalice made B's new function;
 3. clone A again, its own record of the app stale: `make deploy` of the previous version over the newer,
    half-deployed one (a rollback);
-4. clone B', the newer version again, fresh: the upgrade, from a second clone;
+4. clone B', the newer version again, fresh: the upgrade, from a second clone, the web app moved to a
+   custom domain (WEB_APP_ORIGIN);
 5. with the lock held by "another deploy", `make deploy` refuses; `make deploy-unlock` breaks the lock;
    without the app's record, a fresh clone refuses to deploy; a plain `chalice deploy` stops (no role);
 6. clone C, fresh: `make destroy`.
@@ -41,6 +44,8 @@ STAGE = f"life-{os.getpid()}"
 MAIL_FROM = "agents@proof.test"
 MARKER = "upgrade_marker"  # what the newer version adds: a function, a route, a queue
 APP = f"recon-{STAGE}"
+DATA_BUCKET = f"{APP}-data-123456789012-{REGION}"
+CUSTOM_ORIGIN = "https://recon.proof.test"
 # make's own prerequisites of `deploy`: the development and deploy virtualenvs and the npm packages, which a
 # clone shares with this checkout (linked, below) instead of installing them again.
 MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed",
@@ -164,6 +169,8 @@ class Account:
                 stacks[name] = None
         bucket = self.artifacts_bucket()
         return {
+            "cors": self.cors(),
+            "web app origin": self.infra_parameters().get("WebAppOrigin"),
             "apis": [a["id"] for a in apis],
             "routes": {api["id"]: sorted(r["path"] for r in apigateway.get_resources(restApiId=api["id"])["items"])
                        for api in apis},
@@ -179,6 +186,22 @@ class Account:
             "lock": self.read(bucket, stage_state.LOCK_KEY),
             "repositories": [r["repositoryName"] for r in self.client("ecr").describe_repositories()["repositories"]],
         }
+
+    def cors(self) -> list[dict] | None:
+        """The data bucket's CORS rules; None when it has none (or no bucket)."""
+        s3 = self.client("s3")
+        try:
+            return s3.get_bucket_cors(Bucket=DATA_BUCKET)["CORSRules"]
+        except s3.exceptions.ClientError:
+            return None
+
+    def infra_parameters(self) -> dict[str, str]:
+        cfn = self.client("cloudformation")
+        try:
+            [stack] = cfn.describe_stacks(StackName=deploy.stack_names(STAGE)["infra"])["Stacks"]
+        except cfn.exceptions.ClientError:
+            return {}
+        return {p["ParameterKey"]: p["ParameterValue"] for p in stack.get("Parameters", [])}
 
     def data(self) -> dict:
         """The stage's table and data bucket, and what the proof wrote to them."""
@@ -243,7 +266,7 @@ def life(tmp_path_factory):
         stale = json.loads((a / ".chalice" / "deployed" / f"{STAGE}.json").read_text())
         step("rollback", a, "deploy", f"STAGE={STAGE}")["stale record"] = stale
 
-        step("upgrade", checkout("b2", newer_version), "deploy", f"STAGE={STAGE}")
+        step("upgrade", checkout("b2", newer_version), "deploy", f"STAGE={STAGE}", f"WEB_APP_ORIGIN={CUSTOM_ORIGIN}")
 
         # Another deploy holds the lock: this one refuses, and the lock is broken by hand.
         bucket = steps["upgrade"]["after"]["bucket"]
@@ -306,13 +329,40 @@ def test_the_first_deploy_makes_the_stage_and_keeps_the_apps_record_in_the_artif
     assert len(after["apis"]) == 1
     assert _mappings(after) == EXPECTED_MAPPINGS
     assert len(after["functions"]) == len(FUNCTIONS) + 1  # the app's and the browser worker
-    assert set(after["stacks"].values()) == {"CREATE_COMPLETE"}
+    names = deploy.stack_names(STAGE)
+    # The infrastructure stack updated once more, for the API's origin (the test below).
+    assert after["stacks"] == {names["artifacts"]: "CREATE_COMPLETE", names["infra"]: "UPDATE_COMPLETE",
+                               names["workflows"]: "CREATE_COMPLETE"}
     record = after["record"]
     assert record is not None and record["schema_version"] == "2.0"
     assert [r["rest_api_id"] for r in record["resources"] if r["resource_type"] == "rest_api"] == after["apis"]
     assert after["lock"] is None  # released
     assert f"deployed stage {STAGE}: https://{after['apis'][0]}.execute-api" in first["make"].stdout
     assert first["data"] == WRITTEN
+
+
+def _web_app_rule(*origins: str) -> list[dict]:
+    return [{"ID": "web-app-uploads", "AllowedMethods": ["PUT"], "AllowedOrigins": list(origins),
+             "AllowedHeaders": ["content-type"], "MaxAgeSeconds": 3600}]
+
+
+ORIGIN_SET = "the web app's origin is"  # what deploy says when it updates the stack again for the API's origin
+
+
+def test_the_first_deploy_lets_only_its_apis_origin_upload_to_the_data_bucket_updating_the_stack_once_more(life):
+    first = life["first"]
+    _succeeded(first)
+    [api] = first["after"]["apis"]
+    origin = f"https://{api}.execute-api.{REGION}.amazonaws.com"
+    assert first["after"]["web app origin"] == origin
+    assert first["after"]["cors"] == _web_app_rule(origin)
+    # The stack was made before the API, without the origin (no rule), then updated once the API existed.
+    said, names = first["make"].stdout, deploy.stack_names(STAGE)
+    steps = [f"stack {names['infra']}: creating", f"stack {names['workflows']}: creating",
+             f"stack {names['infra']}: {ORIGIN_SET} {origin}", f"stack {names['infra']}: updating"]
+    assert all(step in said for step in steps), said
+    assert [said.index(step) for step in steps] == sorted(said.index(step) for step in steps)
+    assert said.count(f"stack {names['infra']}: updating") == 1
 
 
 # --- 2. a deploy that fails half-way ------------------------------------------------------------------
@@ -332,6 +382,7 @@ def test_a_deploy_that_fails_half_way_records_what_it_made_and_releases_the_lock
     assert recorded[MARKER]["lambda_arn"].endswith(f":{APP}-{MARKER}")  # ... and recorded, though Chalice failed
     assert recorded["rest_api"]["rest_api_id"] == first["apis"][0]
     assert failed["data"] == WRITTEN
+    assert after["cors"] == life["first"]["after"]["cors"]  # the origin read from the app's record
 
 
 # --- 3. the previous version over the newer -----------------------------------------------------------
@@ -350,6 +401,8 @@ def test_a_rollback_from_a_stale_checkout_removes_what_the_newer_version_added_a
     assert MARKER not in {r["name"] for r in after["record"]["resources"]}
     assert after["lock"] is None
     assert rollback["data"] == WRITTEN
+    # The API's origin read from the app's record before the stack's update: no second update.
+    assert after["cors"] == first["cors"] and ORIGIN_SET not in rollback["make"].stdout
 
 
 # --- 4. the upgrade, from a second clone --------------------------------------------------------------
@@ -366,6 +419,14 @@ def test_an_upgrade_from_a_second_clone_updates_the_one_api_and_its_mappings(lif
     assert f"{APP}-{MARKER.replace('_', '-')}" in after["queues"]
     assert after["lock"] is None
     assert upgrade["data"] == WRITTEN
+
+
+def test_a_custom_domain_given_as_web_app_origin_replaces_the_apis_origin_in_one_update(life):
+    upgrade = life["upgrade"]
+    _succeeded(upgrade)
+    assert upgrade["after"]["web app origin"] == CUSTOM_ORIGIN
+    assert upgrade["after"]["cors"] == _web_app_rule(CUSTOM_ORIGIN)
+    assert ORIGIN_SET not in upgrade["make"].stdout
 
 
 # --- 5. the lock, a lost record, a plain `chalice deploy` ---------------------------------------------

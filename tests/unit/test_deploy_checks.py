@@ -9,6 +9,7 @@ shapes of AWS's API reference, and the import is checked by what is asked of Clo
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import boto3
@@ -41,15 +42,17 @@ def _infra_stack(cfn, stage: str, **parameters: str) -> None:
 # Sign-in's parameters, none given: no web app, no hosted domain, no federation.
 SIGN_IN_UNSET = {"SignInCallbackUrls": "", "SignInLogoutUrls": "", "SignInDomainPrefix": "", "SamlMetadataUrl": "",
                  "OidcIssuer": "", "OidcClientId": "", "OidcClientSecretName": ""}
+# And no web app origin given (the stage's API's, once it exists: `deploy.web_app_origin`).
+UNSET = {**SIGN_IN_UNSET, "WebAppOrigin": ""}
 
 
 def test_a_new_stage_takes_the_templates_defaults_and_what_is_given(aws):
     cfn = aws.client("cloudformation")
     assert deploy.stage_parameters(cfn, "fresh", deploy.StageOptions()) == {
-        "MailFrom": "", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30", **SIGN_IN_UNSET}
+        "MailFrom": "", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30", **UNSET}
     given = deploy.StageOptions(mail_from="agents@acme.test", log_retention_days=90)
     assert deploy.stage_parameters(cfn, "fresh", given) == {
-        "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90", **SIGN_IN_UNSET}
+        "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90", **UNSET}
 
 
 def test_a_deployed_stage_keeps_its_last_values_unless_given_and_an_empty_value_clears_one(aws):
@@ -57,11 +60,11 @@ def test_a_deployed_stage_keeps_its_last_values_unless_given_and_an_empty_value_
     _infra_stack(cfn, "prod", MailFrom="agents@acme.test", ModelId="us.amazon.nova-pro-v1:0",
                  AlarmEmail="ops@acme.test", LogRetentionDays="90", SignInDomainPrefix="acme-recon")
     assert deploy.stage_parameters(cfn, "prod", deploy.StageOptions()) == {
-        **SIGN_IN_UNSET, "MailFrom": "agents@acme.test", "ModelId": "us.amazon.nova-pro-v1:0",
+        **UNSET, "MailFrom": "agents@acme.test", "ModelId": "us.amazon.nova-pro-v1:0",
         "AlarmEmail": "ops@acme.test", "LogRetentionDays": "90", "SignInDomainPrefix": "acme-recon"}
     changed = deploy.StageOptions(alarm_email="", model_id=NOVA)  # `make deploy ALARM_EMAIL= MODEL_ID=...`
     assert deploy.stage_parameters(cfn, "prod", changed) == {
-        **SIGN_IN_UNSET, "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90",
+        **UNSET, "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90",
         "SignInDomainPrefix": "acme-recon"}
 
 
@@ -82,6 +85,46 @@ def test_federation_to_an_oidc_provider_whose_secret_exists_is_taken(aws):
     deploy.check_sign_in(aws.client, {**SIGN_IN_UNSET, "OidcIssuer": "https://login.acme.test", "OidcClientId": "recon",
                                    "OidcClientSecretName": "acme/recon-oidc", "SignInDomainPrefix": "acme",
                                    "SignInCallbackUrls": "https://app.acme.test/callback"})
+
+
+# --- the web app's origin: the pages that may upload to the data bucket --------------------------
+# The two updates of a stage's first deploy, against moto's server, are in tests/deploy/test_make_deploy.py.
+
+API = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
+
+
+def _chalice_record(deployed_dir, stage: str, api_id: str | None) -> None:
+    """Chalice's record of a deployed app (`.chalice/deployed/<stage>.json`), as `chalice deploy` writes it."""
+    resources = [{"name": "api_handler", "resource_type": "lambda_function",
+                  "lambda_arn": f"arn:aws:lambda:{REGION}:123456789012:function:recon-{stage}"}]
+    if api_id:
+        resources.append({"name": "rest_api", "resource_type": "rest_api", "rest_api_id": api_id,
+                          "rest_api_url": f"https://{api_id}.execute-api.{REGION}.amazonaws.com/api/"})
+    deployed_dir.mkdir(parents=True, exist_ok=True)
+    (deployed_dir / f"{stage}.json").write_text(json.dumps({"resources": resources, "schema_version": "2.0",
+                                                             "backend": "api"}))
+
+
+def test_the_apis_origin_comes_from_chalices_record_and_is_unknown_before_chalice_made_the_api(tmp_path):
+    assert deploy.api_origin("prod", tmp_path) is None  # a new stage: no record
+    _chalice_record(tmp_path, "prod", None)
+    assert deploy.api_origin("prod", tmp_path) is None  # a record without an API
+    _chalice_record(tmp_path, "prod", "a1b2c3d4e5")
+    assert deploy.api_origin("prod", tmp_path) == API
+    assert deploy.rest_api_url("prod", tmp_path) == f"{API}/api/"
+
+
+@pytest.mark.parametrize(("configured", "api", "origin"), [
+    ("", None, ""),  # a stage's first stack: no browser origin until its API exists
+    ("", API, API),  # then the API's, and on every later deploy (read from the app's record first)
+    (API, API, API),
+    ("https://zzzzzzzzzz.execute-api.us-east-1.amazonaws.com", API, API),  # never another API's
+    ("https://recon.acme.test", API, "https://recon.acme.test"),  # WEB_APP_ORIGIN, given or kept
+    ("https://recon.acme.test", None, "https://recon.acme.test"),
+    (f"https://recon.acme.test,{API}", API, f"https://recon.acme.test,{API}"),
+])
+def test_the_web_apps_origin_is_the_operators_custom_domain_else_the_stages_own_api(configured, api, origin):
+    assert deploy.web_app_origin(configured, api) == origin
 
 
 # --- the user pool a destroy kept -------------------------------------------------------------
@@ -130,10 +173,13 @@ def test_deploy_refuses_a_kept_pool_before_creating_anything(aws):
     ("LogRetentionDays", "31", "LOG_RETENTION_DAYS=31 is not one of 1, 3, 5, 7, 14, 30,"),
     ("MailFrom", "agents at acme", "MAIL_FROM='agents at acme' is not valid"),
     ("AlarmEmail", "Ops <ops@acme.test>", "ALARM_EMAIL='Ops <ops@acme.test>' is not valid"),
+    ("WebAppOrigin", "https://*.execute-api.us-east-1.amazonaws.com",
+     "WEB_APP_ORIGIN='https://*.execute-api.us-east-1.amazonaws.com' is not valid"),
+    ("WebAppOrigin", "https://recon.acme.test/app", "WEB_APP_ORIGIN='https://recon.acme.test/app' is not valid"),
 ])
 def test_a_value_the_template_would_refuse_is_refused_first_naming_its_variable(parameter, value, said):
     values = {"MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "30"}
-    with pytest.raises(deploy.DeployRefused, match=said.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(deploy.DeployRefused, match=re.escape(said)):
         deploy.check_against_template({**values, parameter: value})
 
 

@@ -30,14 +30,60 @@ def test_the_data_bucket_is_named_by_stage_account_and_region_unless_a_name_is_g
     assert named.physical_name("DataBucket") == "my-bucket"
 
 
-def test_browsers_may_put_uploads_to_the_data_bucket_only_from_the_regions_api_gateway():
+def _cors_rules(template: dict, **parameters: str) -> list[dict] | None:
+    props = Resolver(template, {"Stage": "prod", **parameters}, "eu-west-1").resolve(
+        template["Resources"]["DataBucket"]["Properties"])
+    return props["CorsConfiguration"]["CorsRules"] if "CorsConfiguration" in props else None
+
+
+def test_browsers_may_put_uploads_to_the_data_bucket_only_from_the_web_apps_own_origin():
     # The web app's imports page PUTs a file to its presigned upload URL from the stage's API origin
-    # (https://<api id>.execute-api.<region>.amazonaws.com), which Chalice deploys after this stack.
+    # (https://<api id>.execute-api.<region>.amazonaws.com), which Chalice deploys after this stack:
+    # `make deploy` passes it as WebAppOrigin once known; no other API Gateway API of the region.
     template = load_template()
-    cors = template["Resources"]["DataBucket"]["Properties"]["CorsConfiguration"]
-    [rule] = Resolver(template, {"Stage": "prod"}, "eu-west-1").resolve(cors)["CorsRules"]
+    api = "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com"
+    [rule] = _cors_rules(template, WebAppOrigin=api)
     assert rule["AllowedMethods"] == ["PUT"] and rule["AllowedHeaders"] == ["content-type"]
-    assert rule["AllowedOrigins"] == ["https://*.execute-api.eu-west-1.amazonaws.com"]
+    assert rule["AllowedOrigins"] == [api]
+    custom = "https://recon.acme.test,https://recon-backup.acme.test:8443"
+    [rule] = _cors_rules(template, WebAppOrigin=custom)
+    assert rule["AllowedOrigins"] == ["https://recon.acme.test", "https://recon-backup.acme.test:8443"]
+
+
+def test_before_the_web_apps_origin_is_known_no_browser_origin_may_use_the_data_bucket():
+    template = load_template()
+    assert template["Parameters"]["WebAppOrigin"]["Default"] == ""
+    assert _cors_rules(template) is None  # no CORS rule at all: a browser's preflight is refused
+
+
+def _allowed_origins(value) -> list:
+    """Every CORS rule's AllowedOrigins anywhere in `value` (every bucket, either branch of a condition)."""
+    if isinstance(value, list):
+        return [found for item in value for found in _allowed_origins(item)]
+    if not isinstance(value, dict):
+        return []
+    here = [value["AllowedOrigins"]] if "AllowedOrigins" in value else []
+    return here + [found for item in value.values() for found in _allowed_origins(item)]
+
+
+def test_every_cors_rule_of_the_template_takes_its_origins_from_the_parameter_never_a_wildcard():
+    template = load_template()
+    assert _allowed_origins(template["Resources"]) == [{"Fn::Split": [",", {"Ref": "WebAppOrigin"}]}]
+    assert "*" not in TEMPLATE_PATH.read_text().split("AllowedOrigins", 1)[1].split("AllowedHeaders", 1)[0]
+
+
+@pytest.mark.parametrize("origin", [
+    "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com", "https://recon.acme.test",
+    "https://recon.acme.test:8443,https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com"])
+def test_the_web_apps_origin_takes_https_origins(origin):
+    assert re.fullmatch(load_template()["Parameters"]["WebAppOrigin"]["AllowedPattern"], origin)
+
+
+@pytest.mark.parametrize("origin", [
+    "*", "https://*.execute-api.eu-west-1.amazonaws.com", "http://recon.acme.test", "https://recon.acme.test/",
+    "https://recon.acme.test/app", "https://recon.acme.test, https://other.acme.test", "recon.acme.test"])
+def test_the_web_apps_origin_refuses_a_wildcard_a_path_or_plain_http(origin):
+    assert not re.fullmatch(load_template()["Parameters"]["WebAppOrigin"]["AllowedPattern"], origin)
 
 
 def test_the_engine_layer_exists_only_when_its_zip_is_given():
