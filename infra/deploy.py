@@ -500,15 +500,10 @@ def api_origin(stage: str, deployed_dir: Path = DEPLOYED_DIR) -> str | None:
 
 
 def web_app_origin(configured: str, api: str | None) -> str:
-    """The infrastructure stack's WebAppOrigin, the only origins whose pages may PUT files to the data bucket
-    (its CORS rule): the operator's (WEB_APP_ORIGIN, given now or kept from the stage's last deploy) when they
-    name an origin other than an API Gateway API's, such as a custom domain; otherwise the stage's own API's
-    origin, from Chalice's record of the app; none before Chalice has made the API (a stage's first stack),
-    for no other API of the region may stand in for it."""
-    origins = [origin for origin in configured.split(",") if origin]
-    if origins and not all(EXECUTE_API_ORIGIN.fullmatch(origin) for origin in origins):
-        return configured
-    return api or ""
+    """The stack's WebAppOrigin: the operator's origins (WEB_APP_ORIGIN, given now or kept from the last deploy)
+    but any API Gateway API's, plus the stage's own API, which serves the page; empty before Chalice made it."""
+    custom = [origin for origin in configured.split(",") if origin and not EXECUTE_API_ORIGIN.fullmatch(origin)]
+    return ",".join(custom + ([api] if api else []))
 
 
 # --- log groups made before the stack declared them -------------------------------------------

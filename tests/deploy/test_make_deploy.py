@@ -421,11 +421,12 @@ def test_an_upgrade_from_a_second_clone_updates_the_one_api_and_its_mappings(lif
     assert upgrade["data"] == WRITTEN
 
 
-def test_a_custom_domain_given_as_web_app_origin_replaces_the_apis_origin_in_one_update(life):
+def test_a_custom_domain_given_as_web_app_origin_joins_the_apis_origin_in_one_update(life):
     upgrade = life["upgrade"]
     _succeeded(upgrade)
-    assert upgrade["after"]["web app origin"] == CUSTOM_ORIGIN
-    assert upgrade["after"]["cors"] == _web_app_rule(CUSTOM_ORIGIN)
+    api = f"https://{upgrade['after']['apis'][0]}.execute-api.{REGION}.amazonaws.com"
+    assert upgrade["after"]["web app origin"] == f"{CUSTOM_ORIGIN},{api}"
+    assert upgrade["after"]["cors"] == _web_app_rule(CUSTOM_ORIGIN, api)
     assert ORIGIN_SET not in upgrade["make"].stdout
 
 

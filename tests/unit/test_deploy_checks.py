@@ -119,11 +119,14 @@ def test_the_apis_origin_comes_from_chalices_record_and_is_unknown_before_chalic
     ("", API, API),  # then the API's, and on every later deploy (read from the app's record first)
     (API, API, API),
     ("https://zzzzzzzzzz.execute-api.us-east-1.amazonaws.com", API, API),  # never another API's
-    ("https://recon.acme.test", API, "https://recon.acme.test"),  # WEB_APP_ORIGIN, given or kept
+    ("https://recon.acme.test", API, f"https://recon.acme.test,{API}"),  # WEB_APP_ORIGIN, given or kept
     ("https://recon.acme.test", None, "https://recon.acme.test"),
     (f"https://recon.acme.test,{API}", API, f"https://recon.acme.test,{API}"),
+    # Another API's origin in a list is dropped, and a recreated API's replaces the old one's.
+    ("https://recon.acme.test,https://zzzzzzzzzz.execute-api.us-east-1.amazonaws.com", API,
+     f"https://recon.acme.test,{API}"),
 ])
-def test_the_web_apps_origin_is_the_operators_custom_domain_else_the_stages_own_api(configured, api, origin):
+def test_the_web_apps_origins_are_the_operators_custom_domains_and_the_stages_own_api(configured, api, origin):
     assert deploy.web_app_origin(configured, api) == origin
 
 
