@@ -10,6 +10,7 @@ import re
 import uuid
 from datetime import date
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -263,6 +264,34 @@ def test_a_statement_routed_by_account_shows_its_streams_their_accounts_and_the_
     assert left.get_by_role("listitem").all_inner_texts() == failed["error_details"]["accounts_not_imported"]
     assert page.get_by_text(failed["error_message"]).is_visible()
     assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_the_stream_picker_and_the_streams_table_hold_every_page_of_streams(stack, page):
+    """The page reads every page of GET /data_streams (following next_cursor): its first request is made
+    to ask for 3 streams only (rewritten on its way), and a stream made before three newer ones, on a
+    later page, is offered and listed."""
+    older = new_stream(stack)
+    for _ in range(3):
+        new_stream(stack)
+    asked: list[str] = []
+
+    def small_first_page(route):
+        query = urlsplit(route.request.url).query
+        asked.append(query)
+        if len(asked) == 1:
+            assert "limit=200" in query and "cursor=" not in query, query
+            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
+        else:
+            route.continue_()
+
+    page.route(lambda url: urlsplit(url).path.endswith("/v1/data_streams"), small_first_page)
+    signed_in(stack, page, role="preparer", hash_route="#/imports")
+    page.get_by_role("heading", name="Import a file").wait_for()
+    page.get_by_label("Data stream", exact=True).select_option(older["key"])
+    streams = page.get_by_role("table", name="Data streams with their records and latest balance")
+    streams.get_by_role("cell", name=older["key"], exact=True).wait_for()
+    assert len(asked) >= 2 and all("cursor=" in q for q in asked[1:]), asked
     assert page.problems == []
 
 
