@@ -66,6 +66,17 @@ IN_PAGE = """async (target) => {
     .filter((e) => e.name.includes('reconciliation_exceptions?') && e.startTime >= began).pop();
   return [shown, list.responseEnd - list.startTime, list.startTime - began];
 }"""
+# After a reload, from the new page's resource timing (its origin: the navigation's start): when the
+# last of the app's modules was in, when the session's refresh started and ended, and when the queue's
+# list request started and ended.
+RELOAD_PARTS = """() => {
+  const entries = performance.getEntriesByType('resource');
+  const modules = entries.filter((e) => /\\/app\\/[^/?]+\\.m?js$/.test(e.name));
+  const refresh = entries.filter((e) => e.name.endsWith('/session/refresh'))[0];
+  const list = entries.filter((e) => e.name.includes('reconciliation_exceptions?')).pop();
+  return [Math.max(...modules.map((e) => e.responseEnd)), refresh.startTime, refresh.responseEnd,
+          list.startTime, list.responseEnd];
+}"""
 
 
 def fill(container: Container, count: int, stream_keys: list[str], stream_ids: list[int], reconciliation_id: int) -> None:
@@ -133,7 +144,8 @@ def main() -> None:
                 assert answer.status_code == 200 and len(answer.json()["data"]) == 50, answer.text[:300]
         filtered_total = answer.json()["total"]
         page_times: dict[str, list[float]] = {"navigate": [], "in page": [], "fetch": [], "fetch start": [],
-                                              "reload": [], "filtered": []}
+                                              "reload": [], "filtered": [], "modules in": [], "refresh start": [],
+                                              "refresh end": [], "list start": [], "list end": []}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_context().new_page()
@@ -165,6 +177,9 @@ def main() -> None:
                 page.reload()
                 shown(expected)
                 page_times["reload"].append((time.perf_counter() - began) * 1000)
+                for name, value in zip(("modules in", "refresh start", "refresh end", "list start", "list end"),
+                                       page.evaluate(RELOAD_PARTS), strict=True):
+                    page_times[name].append(value)
 
                 page.evaluate("() => { location.hash = '#/overview'; }")
                 page.get_by_role("heading", name="Overview").wait_for()
@@ -191,6 +206,11 @@ def main() -> None:
         print(f"| ... of which the list request, its start to its answer's end (resource timing) | {summary(page_times['fetch'])} |")
         print(f"| ... and from the hash's change to the list request's start | {summary(page_times['fetch start'])} |")
         print(f"| web app: a reload of `#/exceptions` (session restored by its cookie) until the same | {summary(page_times['reload'])} |")
+        print(f"| ... of which, from the navigation's start: the app's modules all in | {summary(page_times['modules in'])} |")
+        print(f"| ... the session's refresh asked | {summary(page_times['refresh start'])} |")
+        print(f"| ... the session's refresh answered | {summary(page_times['refresh end'])} |")
+        print(f"| ... the list request asked | {summary(page_times['list start'])} |")
+        print(f"| ... the list request answered | {summary(page_times['list end'])} |")
         print(f"| web app: `#/exceptions?{FILTERED}` from the overview | {summary(page_times['filtered'])} |")
     finally:
         stack.stop()

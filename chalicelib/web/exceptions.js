@@ -1,10 +1,10 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
-import { useEffect, useState } from "preact/hooks";
-import { api, html, minorUnits, query } from "./api.js";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
-import { Money, Problem, useApi, When } from "./ui.js";
+import { Money, Problem, useAll, When } from "./ui.js";
 
 export const PAGE_SIZE = 50;
 export const STATUSES = ["open", "investigating", "dismissed", "resolved"];
@@ -15,7 +15,7 @@ const FILTERS = ["reconciliation_id", "status", "assignee", "stream", "min", "ma
 
 // The users of the environment, by id and by provider id (assignees, authors and mentions name them).
 export function usePeople() {
-  const { data, error } = useApi("users?limit=200");
+  const { data, error } = useAll("users");
   const list = data ? data.data.filter((u) => u.status !== "deactivated") : [];
   const byId = new Map(list.map((u) => [u.id, u]));
   const byIdp = new Map((data ? data.data : []).map((u) => [u.idp_user_id, u]));
@@ -190,15 +190,52 @@ export function StatusBadge({ status }) {
   return html`<span class=${`badge status-${status}`}>${status}</span>`;
 }
 
-function Row({ exception: e, people, back }) {
+// The row's assignees and, for a preparer (or above) not among them, "Assign to me": the assignment is
+// made through the API and the row shows it in place (no reload of the page); focus stays in the row,
+// on its assignees' cell, which says what happened.
+function Assignees({ exception: e, people, session, onSaid }) {
+  // What this row added or failed, for this answer's exception only (a new answer holds it already).
+  const [done, setDone] = useState({ of: null, added: [], failure: null });
+  const [busy, setBusy] = useState(false);
+  const cell = useRef(null);
+  const mineNow = done.of === e;
+  const added = mineNow ? done.added : [];
+  const failure = mineNow ? done.failure : null;
+  const assignees = [...e.assignees, ...added.filter((a) => !e.assignees.some((b) => b.id === a.id))];
+  const mine = assignees.some((a) => a.user_id === session.user.id);
+  const nameOf = (x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id))
+    : (x.user_id === session.user.id ? personName(session.user) : x.idp_user_id));
+  async function assignToMe() {
+    if (busy) return;
+    setBusy(true);
+    try {
+      const assignee = await api(`reconciliation_exceptions/${e.id}/assignees`, { method: "POST", body: { user_id: session.user.id } });
+      setDone({ of: e, added: [...added, assignee], failure: null });
+      onSaid(`Assigned ${e.title} to you.`);
+      cell.current?.focus(); // the button is gone: focus stays in its row
+    } catch (problem) {
+      setDone({ of: e, added, failure: problem });
+    } finally {
+      setBusy(false);
+    }
+  }
+  return html`<td tabindex="-1" ref=${cell} data-testid=${`assignees-${e.id}`}>
+    ${assignees.length ? assignees.map(nameOf).join(", ") : html`<span class="muted">unassigned</span>`}
+    ${can("preparer") && !mine && html`
+      <div><button type="button" class="small" aria-label=${`Assign to me: ${e.title}`}
+        aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}</button></div>`}
+    ${failure && html`<p class="error" role="alert">Could not assign ${e.title}: ${failure.message}</p>`}
+  </td>`;
+}
+
+function Row({ exception: e, people, back, session, onSaid }) {
   const a = e.aggregates;
   return html`<tr>
     <td><a href=${`#/exceptions/${e.id}${back ? `?${back}` : ""}`}>${e.title}</a>
       <div class="muted">#${e.id} · ${e.reconciliation_name || `reconciliation ${e.reconciliation_id}`} ·
         ${e.data_stream_name || e.data_stream_key}</div></td>
     <td><${StatusBadge} status=${e.status} />${e.refresh_pending ? html` <span class="muted">(updating)</span>` : ""}</td>
-    <td>${e.assignees.length ? e.assignees.map((x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id)) : x.idp_user_id)).join(", ")
-      : html`<span class="muted">unassigned</span>`}</td>
+    <${Assignees} exception=${e} people=${people} session=${session} onSaid=${onSaid} />
     <td class="number">${count(a.record_count)}</td>
     ${e.currency ? html`
       <td class="number"><${Money} amount=${a.total_amount} places=${e.decimal_places} currency=${e.currency} /></td>
@@ -214,9 +251,10 @@ function Queue({ route, session }) {
   const { problems, path } = listQuery(params, session);
   const invalid = Object.keys(problems).length > 0;
   const { data, error, loading } = useAnswer(invalid ? null : path);
-  const reconciliations = useApi("reconciliations?limit=100").data;
-  const streams = useApi("data_streams?limit=200").data;
+  const reconciliations = useAll("reconciliations").data;
+  const streams = useAll("data_streams").data;
   const people = usePeople();
+  const [said, setSaid] = useState(""); // what a row's action did, announced politely
   // While the next filters' (or page's) rows load, the previous ones are not shown as theirs.
   const shown = loading || invalid ? null : data;
   const offset = shown ? shown.offset : 0;
@@ -232,6 +270,7 @@ function Queue({ route, session }) {
     <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
       streams=${streams ? streams.data : []} people=${people} />
     <p class="queue-count" id="exc-count" tabindex="-1" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
+    <p class="visually-hidden" role="status" data-testid="queue-said">${said}</p>
     <${Problem} error=${error} what="load the exceptions" />
     ${pastEnd && html`<p>This page is past the last exception. <a href=${queueHash(params, { offset: undefined })}>Go to the first page</a></p>`}
     ${shown && !pastEnd && (shown.data.length === 0
@@ -244,7 +283,7 @@ function Queue({ route, session }) {
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
           </tr></thead>
-          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} />`)}</tbody>
+          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${setSaid} />`)}</tbody>
         </table>`)}
     ${(shown || (loading && !invalid && data)) && !pastEnd && html`
       <nav class="pager" aria-label="Exception pages">

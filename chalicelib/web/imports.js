@@ -7,7 +7,7 @@
 // until it ends.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, money, query } from "./api.js";
-import { Money, Pager, Problem, Status, useApi, usePaging, When } from "./ui.js";
+import { Money, Pager, Problem, Status, useAll, useApi, usePaging, When } from "./ui.js";
 
 const POLL_MS = 1000; // an import is read at most once a second while it runs
 const RUNNING = ["pending", "processing", "replicating"];
@@ -20,6 +20,9 @@ const FORMATS = [
   { id: "mt940", label: "MT940 statement", ends: [".sta", ".mt940", ".940"] },
 ];
 const DATE_FORMATS = ["YYYY-MM-DD", "MM/DD/YYYY", "DD/MM/YYYY"];
+const STATEMENTS = ["bai2", "camt053", "mt940"];
+// The stream select's choice for a statement routed by account (POST /file_imports): no stream key is empty.
+const ROUTED = "";
 
 // The format a file's name suggests (the person may change it): "nov.ach" -> "nacha".
 export function guessFormat(name) {
@@ -97,6 +100,8 @@ function ImportForm({ streams, onStarted, onUpload }) {
     const form = new FormData(event.currentTarget);
     if (!file) return setError(new Error("choose a file first"));
     const body = { filename: file.name, format, on_conflict: form.get("on_conflict") };
+    const routed = STATEMENTS.includes(format) && form.get("stream") === ROUTED;
+    if (STATEMENTS.includes(format)) body.control_mismatch = form.get("control_mismatch");
     if (format === "csv") {
       body.date_format = form.get("date_format");
       try { body.column_mapping = readMapping(form.get("column_mapping")); } catch (problem) { return setError(problem); }
@@ -104,8 +109,9 @@ function ImportForm({ streams, onStarted, onUpload }) {
     setBusy(true);
     setError(null);
     try {
-      const job = await api(`data_streams/${encodeURIComponent(form.get("stream"))}/file_imports`, { method: "POST", body });
-      onStarted(job, form.get("stream"));
+      const job = routed ? await api("file_imports", { method: "POST", body })
+        : await api(`data_streams/${encodeURIComponent(form.get("stream"))}/file_imports`, { method: "POST", body });
+      onStarted(job, routed ? null : form.get("stream"));
       await onUpload(job, file);
     } catch (problem) {
       if (problem.name !== "AbortError") setError(problem);
@@ -120,8 +126,9 @@ function ImportForm({ streams, onStarted, onUpload }) {
       <${DropZone} file=${file} onFile=${choose} />
       <div class="toolbar">
         <div><label for="import-stream">Data stream</label>
-          <select id="import-stream" name="stream" required>
+          <select id="import-stream" name="stream" required aria-describedby=${STATEMENTS.includes(format) ? "import-stream-hint" : undefined}>
             ${streams.map((s) => html`<option value=${s.key}>${s.name} (${s.key})</option>`)}
+            ${STATEMENTS.includes(format) && html`<option value=${ROUTED}>Each account to its bank feed stream</option>`}
           </select></div>
         <div><label for="import-format">Format</label>
           <select id="import-format" name="format" value=${format} onChange=${(e) => setFormat(e.currentTarget.value)}>
@@ -131,12 +138,19 @@ function ImportForm({ streams, onStarted, onUpload }) {
           <select id="import-conflict" name="on_conflict">
             <option value="skip">Skip them</option><option value="error">Fail them</option>
           </select></div>
+        ${STATEMENTS.includes(format) && html`
+          <div><label for="import-controls">Totals that disagree</label>
+            <select id="import-controls" name="control_mismatch">
+              <option value="refuse">Refuse the file</option><option value="warn">Import it with a warning</option>
+            </select></div>`}
         ${format === "csv" && html`
           <div><label for="import-date-format">Date format</label>
             <select id="import-date-format" name="date_format">
               ${DATE_FORMATS.map((d) => html`<option value=${d}>${d}</option>`)}
             </select></div>`}
       </div>
+      ${STATEMENTS.includes(format) && html`<p id="import-stream-hint" class="hint">A statement goes into the stream
+        chosen (its account only), or each of its accounts to the bank feed stream whose account it is.</p>`}
       ${format === "csv" && html`
         <label for="import-mapping">Column mapping (optional)</label>
         <input id="import-mapping" name="column_mapping" aria-describedby="import-mapping-hint" autocomplete="off" />
@@ -201,8 +215,113 @@ function FailedRows({ job }) {
     </section>`;
 }
 
+const ROUTED_PAGES = 20; // a routed statement's records are counted per stream from at most 4,000 of them
+
+// What a routed statement wrote into each stream, from its records (GET /file_imports/{id}/records, 200
+// a page, at most ROUTED_PAGES pages): per stream key, {count, credits, debits (BigInt minor units),
+// currencies, places, first, last}, and whether every record was read. (The stream's list of imports
+// answers the whole file's totals for each stream a statement went to, so it is not used here.)
+export function perStream(records) {
+  const found = new Map();
+  for (const r of records) {
+    const s = found.get(r.data_stream_key) || { count: 0, credits: 0n, debits: 0n, currencies: new Set(), places: 0, first: r.date, last: r.date };
+    s.count += 1;
+    if (r.direction === "credit") s.credits += BigInt(r.amount); else s.debits += BigInt(r.amount);
+    s.currencies.add(r.currency);
+    s.places = Math.max(s.places, r.decimal_places ?? 2);
+    if (r.date < s.first) s.first = r.date;
+    if (r.date > s.last) s.last = r.date;
+    found.set(r.data_stream_key, s);
+  }
+  return found;
+}
+
+function useRoutedTotals(job) {
+  const [state, setState] = useState(null);
+  useEffect(() => {
+    const abort = new AbortController();
+    (async () => {
+      const records = [];
+      let cursor;
+      let pages = 0;
+      do {
+        const page = await api(`file_imports/${job.id}/records${query({ limit: 200, cursor })}`, { signal: abort.signal });
+        records.push(...page.data);
+        cursor = page.next_cursor;
+        pages += 1;
+      } while (cursor && pages < ROUTED_PAGES);
+      setState({ byStream: perStream(records), complete: !cursor });
+    })().catch((error) => { if (error.name !== "AbortError") setState({ error }); });
+    return () => abort.abort();
+  }, [job.id]);
+  return state;
+}
+
+function RoutedStreams({ job, routed }) {
+  const totals = useRoutedTotals(job);
+  const of = (stream) => totals && totals.byStream && totals.byStream.get(stream.key);
+  const atLeast = totals && totals.byStream && !totals.complete ? "at least " : "";
+  return html`
+    <table>
+      <caption>Streams the statement was routed to, with their account</caption>
+      <thead><tr><th scope="col">Data stream</th><th scope="col">Account</th><th scope="col" class="number">Records</th>
+        <th scope="col" class="number">Net amount</th><th scope="col">Dates</th></tr></thead>
+      <tbody>${routed.map((stream) => {
+        const t = of(stream);
+        const one = t && t.currencies.size === 1 ? [...t.currencies][0] : null;
+        return html`<tr key=${stream.id}>
+          <td>${stream.name} <span class="muted">(${stream.key})</span></td>
+          <td>${stream.bank_account_id || "—"}</td>
+          <td class="number">${t ? `${atLeast}${count(t.count)}` : (totals ? "—" : "…")}</td>
+          <td class="number">${t && one && !atLeast ? html`<${Money} amount=${t.credits - t.debits} places=${t.places} currency=${one} />`
+            : (t && !one ? "several currencies" : "—")}</td>
+          <td>${t ? (t.first === t.last ? t.first : `${t.first} to ${t.last}`) : "—"}</td>
+        </tr>`;
+      })}</tbody>
+    </table>
+    ${totals && totals.error && html`<${Problem} error=${totals.error} what="count the records of each stream" />`}
+    ${atLeast && html`<p class="hint">Counted from the first ${count(ROUTED_PAGES * 200)} records of the import.</p>`}`;
+}
+
+const DETAIL_FIELDS = [["line", "Line"], ["element", "Element"], ["statement_id", "Statement"], ["account", "Account"],
+  ["expected", "Expected"], ["found", "Found"]];
+
+// Where a bank statement went (docs/bank_statements.md): the streams it wrote into, each with its
+// account and what it got; the accounts of the file no stream took; the warnings of a lenient import;
+// where a refused file broke.
+function StatementOutcome({ job, streams }) {
+  if (!STATEMENTS.includes(job.source)) return null;
+  const details = job.error_details || {};
+  const left = details.accounts_not_imported || [];
+  const warnings = details.warnings || [];
+  const byId = new Map(streams.map((s) => [s.id, s]));
+  const routed = job.data_stream_ids.map((id) => byId.get(id)).filter(Boolean);
+  const running = RUNNING.includes(job.status);
+  const broke = job.status === "failed" && DETAIL_FIELDS.some(([key]) => details[key] !== undefined && details[key] !== null);
+  return html`
+    <section aria-labelledby="statement-title" data-testid="statement-outcome">
+      <h3 id="statement-title">Statement accounts</h3>
+      ${running && html`<p>The streams its accounts go to are listed once the import completes.</p>`}
+      ${!running && job.status !== "failed" && (routed.length ? html`<${RoutedStreams} job=${job} routed=${routed} />`
+        : html`<p>No transaction of the statement was written into a stream.</p>`)}
+      ${left.length > 0 && html`
+        <div data-testid="accounts-not-imported"><p><strong>Accounts not imported</strong>
+          (${job.status === "failed" ? "no bank feed stream holds them" : "no stream took them"}):</p>
+          <ul>${left.map((a) => html`<li key=${a}><code>${a}</code></li>`)}</ul>
+          <p class="hint">Set a bank feed stream's account to one of them (Settings) and import the file again.</p></div>`}
+      ${warnings.length > 0 && html`
+        <div><p><strong>Warnings</strong>${details.warning_count > warnings.length ? ` (the first ${warnings.length} of ${count(details.warning_count)})` : ""}:</p>
+          <ul class="warnings">${warnings.map((w, i) => html`<li key=${i}>${w}</li>`)}</ul></div>`}
+      ${broke && html`
+        <dl class="counts" aria-label="Where the file was refused">
+          ${DETAIL_FIELDS.filter(([key]) => details[key] !== undefined && details[key] !== null).map(([key, label]) => html`
+            <div key=${key}><dt>${label}</dt><dd>${String(details[key])}</dd></div>`)}
+        </dl>`}
+    </section>`;
+}
+
 // One import, read every second while it runs; its upload's progress while the file is on its way.
-function ImportWatch({ id, upload, onCancel, onEnded }) {
+function ImportWatch({ id, upload, streams, onCancel, onEnded }) {
   const [job, setJob] = useState(null);
   const [error, setError] = useState(null);
   const [cancelError, setCancelError] = useState(null);
@@ -265,6 +384,7 @@ function ImportWatch({ id, upload, onCancel, onEnded }) {
         <button type="button" onClick=${cancel} aria-disabled=${cancelling ? "true" : undefined}>
           ${cancelling ? "Cancelling…" : "Cancel import"}</button>`}
       <${Problem} error=${cancelError} what="cancel the import" />
+      <${StatementOutcome} job=${job} streams=${streams} />
       ${!running && job.failed_items > 0 && html`<${FailedRows} job=${job} />`}
     </section>`;
 }
@@ -359,7 +479,7 @@ function Streams({ streams, listed, onList }) {
 const linked = (route) => (route && /^\d+$/.test(route.path[0] || "") ? Number(route.path[0]) : null);
 
 export function ImportsPage({ route }) {
-  const streams = useApi("data_streams?limit=100");
+  const streams = useAll("data_streams");
   const [watching, setWatching] = useState(linked(route)); // the import shown: its id
   const [upload, setUpload] = useState(null); // {id, sent, total, done, error} of the file on its way
   const [listed, setListed] = useState(null); // the stream whose imports are listed
@@ -410,7 +530,7 @@ export function ImportsPage({ route }) {
       ? html`<${ImportForm} streams=${list} onStarted=${started} onUpload=${send} />`
       : html`<p>Create a data stream first (Settings): a file is imported into one.</p>`)}
     ${watching && html`<${ImportWatch} key=${watching} id=${watching} upload=${upload && upload.id === watching ? upload : null}
-      onCancel=${() => xhr.current?.abort()} onEnded=${() => { setEnded((n) => n + 1); streams.reload(); }} />`}
+      streams=${list} onCancel=${() => xhr.current?.abort()} onEnded=${() => { setEnded((n) => n + 1); streams.reload(); }} />`}
     ${list.length ? html`<${Streams} streams=${list} listed=${listed} onList=${(key) => setListed(key === listed ? null : key)} />`
       : html`<p>No data streams yet.</p>`}
     ${listedStream && html`<${StreamImports} key=${listedStream.key} stream=${listedStream} onShow=${show} reloadKey=${ended} />`}

@@ -3,7 +3,7 @@
 // a match's records with their amounts and dates.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
-import { Confirm, go, Money, Pager, plural, Problem, Status, useApi, useMounted, usePaging, When } from "./ui.js";
+import { Confirm, go, Money, Pager, plural, Problem, Status, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
 export function MatchesPage({ route }) {
   const id = route.path[0];
@@ -21,7 +21,7 @@ async function decide(matchId, action) {
 const DONE = { confirm: "confirmed", reject: "rejected" };
 
 function MatchList({ params }) {
-  const reconciliations = useApi("reconciliations?limit=200");
+  const reconciliations = useAll("reconciliations");
   const chosen = params.get("reconciliation_id") || (reconciliations.data?.data[0]?.id ?? "");
   const status = params.get("status") || "proposed"; // "all" shows both statuses
   const paging = usePaging();

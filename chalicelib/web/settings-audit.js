@@ -4,7 +4,7 @@
 // chain's end (it answers in bounded steps) and its outcome shown.
 import { useEffect, useState } from "preact/hooks";
 import { api, html, query } from "./api.js";
-import { FieldError, go, invalid, Outcome, Pager, placeErrors, Problem, useAction, useApi, useMounted, usePaging, When } from "./ui.js";
+import { FieldError, go, invalid, Outcome, Pager, placeErrors, Problem, useAction, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
 const PAGE_SIZE = 25;
 const FILTERS = ["actor", "resource_type", "resource_id", "from", "to"];
@@ -134,7 +134,7 @@ export function AuditSection({ route }) {
     return () => abort.abort();
   }, [filterKey, paging.cursor]);
   const { data, error, loading } = state;
-  const people = useApi("users?limit=100"); // names for user:<id>; the id alone when not among them
+  const people = useAll("users"); // names for user:<id>, of every page of users; the id alone for one that is gone
   const link = (actor) => html`<a href=${`#/settings/audit${query({ ...filters, actor })}`}
       title=${`Only what ${actor} did`}>${actorName(actor, people.data?.data || [])}</a>`;
   return html`

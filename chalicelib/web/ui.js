@@ -43,6 +43,42 @@ export function useApi(path) {
   return { ...state, reload, refresh };
 }
 
+// The most a cursor list answers at once (`limit` 1..200): pickers read every page of it.
+export const LIST_PAGE = 200;
+
+// Every item of a cursor list (`path` with its filters, no limit or cursor: "users",
+// "data_streams?type=bank_feed"), read a page at a time by following `next_cursor` until it is null.
+export async function readAll(path, { signal, pageSize = LIST_PAGE } = {}) {
+  const items = [];
+  const seen = new Set();
+  let cursor;
+  const join = path.includes("?") ? "&" : "?";
+  for (;;) {
+    const page = await api(`${path}${join}${query({ limit: pageSize, cursor }).slice(1)}`, { signal });
+    items.push(...page.data);
+    if (!page.next_cursor || seen.has(page.next_cursor)) return items; // a cursor seen twice would loop
+    seen.add(page.next_cursor);
+    cursor = page.next_cursor;
+  }
+}
+
+// Like useApi, for a picker's list: every page of `path` (readAll), answered once all of it is in (a
+// select is not redrawn under the person's hand as pages arrive), as {data: {data: [...]}, ...}.
+export function useAll(path) {
+  const [state, setState] = useState({ loading: true });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    if (!path) return undefined;
+    const abort = new AbortController();
+    readAll(path, { signal: abort.signal })
+      .then((items) => setState({ loading: false, data: { data: items } }))
+      .catch((error) => { if (error.name !== "AbortError") setState({ loading: false, error }); });
+    return () => abort.abort();
+  }, [path, tick]);
+  const reload = useCallback(() => setTick((n) => n + 1), []);
+  return { ...state, reload };
+}
+
 // Calls `read(signal)` every `ms` while `active`, each time `ms` after the previous answer is in (never
 // two reads at once, so a slow service is not asked faster than it answers). A failed read is tried
 // again at the next turn; `read` says so itself if it should. Leaving, or `active` turning false, stops it

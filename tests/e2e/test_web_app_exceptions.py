@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -298,6 +299,123 @@ def test_an_exception_in_several_currencies_shows_no_net_amount(stack, page):
     assert page.get_by_text("No open exception on this side.").count() == 0
     assert serious_violations(page) == []
     assert unexpected(page.problems, 500) == []
+
+
+def test_a_preparer_assigns_rows_of_the_queue_to_themselves_in_place(stack, page):
+    """"Assign to me" on the queue's rows: one unassigned and one assigned to someone else each offer
+    it (its name the visible words, then the exception's title: axe's label-in-name), reached with Tab from the row's link and pressed with Enter; the row
+    shows the assignment without a reload and offers it no more; the API has it."""
+    made = world(stack)
+    bank, ledger = made["bank"], made["ledger"]
+    other_email, _ = person(stack, "preparer", name=f"Someone {made['suffix']}")
+    other = me(stack, other_email)
+    assert stack.request("POST", f"/reconciliation_exceptions/{bank['id']}/assignees",
+                         {"user_id": other["id"]}).status_code == 201
+    email, _ = sign_in_as(stack, page, "preparer", f"#/exceptions?reconciliation_id={made['reconciliation']['id']}",
+                          name=f"Preparer {made['suffix']}")
+    mine = me(stack, email)
+    shows(page, "2 exceptions")
+    table = page.locator("table.exception-queue")
+    bank_row = table.locator("tr", has=page.get_by_role("link", name=bank["title"]))
+    ledger_row = table.locator("tr", has=page.get_by_role("link", name=ledger["title"]))
+    assert f"Someone {made['suffix']}" in bank_row.inner_text()
+    assign_bank = page.get_by_role("button", name=f"Assign to me: {bank['title']}", exact=True)
+    assign_ledger = page.get_by_role("button", name=f"Assign to me: {ledger['title']}", exact=True)
+    assert assign_bank.is_visible() and assign_ledger.is_visible()
+    assert serious_violations(page) == []
+
+    # Keyboard: Tab from the row's link reaches its button, Enter presses it.
+    ledger_row.get_by_role("link", name=ledger["title"]).focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == f"Assign to me: {ledger['title']}"
+    requests_made = []
+    page.on("request", lambda r: requests_made.append(r.url) if "/reconciliation_exceptions?" in r.url else None)
+    page.keyboard.press("Enter")
+    ledger_row.get_by_text(f"Preparer {made['suffix']}").wait_for()
+    page.get_by_test_id("queue-said").filter(has_text=f"Assigned {ledger['title']} to you.").wait_for()
+    assert assign_ledger.count() == 0
+    assert page.evaluate("() => document.activeElement.dataset.testid") == f"assignees-{ledger['id']}"
+    assert requests_made == []  # in place: the queue was not read again
+    detail = stack.request("GET", f"/reconciliation_exceptions/{ledger['id']}").json()
+    assert [a["user_id"] for a in detail["assignees"]] == [mine["id"]]
+
+    assign_bank.click()  # beside someone else
+    bank_row.get_by_text(f"Someone {made['suffix']}, Preparer {made['suffix']}").wait_for()
+    assert assign_bank.count() == 0
+    detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
+    assert sorted(a["user_id"] for a in detail["assignees"]) == sorted([other["id"], mine["id"]])
+    assert serious_violations(page) == []
+
+    page.reload()  # what the API has is what the queue shows, and my rows offer nothing more
+    shows(page, "2 exceptions")
+    assert page.get_by_role("button", name=re.compile(r"^Assign to me: ")).count() == 0
+    assert page.problems == []
+
+
+def test_a_viewer_gets_no_assign_to_me_on_the_queue_and_the_api_refuses_it(stack, page):
+    made = world(stack)
+    email, password = sign_in_as(stack, page, "viewer", f"#/exceptions?reconciliation_id={made['reconciliation']['id']}")
+    shows(page, "2 exceptions")
+    page.get_by_role("link", name=made["ledger"]["title"]).wait_for()
+    assert page.get_by_role("button", name=re.compile(r"^Assign to me: ")).count() == 0
+    assert serious_violations(page) == []
+    viewer = me(stack, email)
+    refused = stack.request("POST", f"/reconciliation_exceptions/{made['ledger']['id']}/assignees",
+                            {"user_id": viewer["id"]}, key=None,
+                            headers={"Authorization": f"Bearer {token_of(stack, email, password)}"})
+    assert refused.status_code == 403, refused.text
+    assert stack.request("GET", f"/reconciliation_exceptions/{made['ledger']['id']}").json()["assignees"] == []
+    assert page.problems == []
+
+
+def test_the_queues_filters_offer_every_page_of_reconciliations_streams_and_people(stack, page):
+    """The filter selects follow each list's next_cursor to its end: the first request of each list
+    is made to ask for 3 items only (rewritten on its way), and the world's reconciliation, its bank
+    stream and a person made before three newer ones each are on a later page, yet offered."""
+    made = world(stack)
+    suffix = made["suffix"]
+    assignee_email, _ = person(stack, "preparer", name=f"Paged person {suffix}")
+    assignee = me(stack, assignee_email)
+    for n in range(3):  # newer than each of the three: they fill the first page (newest first)
+        person(stack, "viewer", name=f"Newer {suffix} {n}")
+        assert stack.request("POST", "/data_streams", {"key": f"xnewer-{suffix}-{n}",
+                                                        "name": f"Newer {suffix} {n}"}).status_code == 201
+        assert stack.request("POST", "/reconciliations", {
+            "name": f"Newer {suffix} {n}", "run_type": "batch", "side_a_stream_keys": [f"xnewer-{suffix}-{n}"],
+            "side_b_stream_keys": [made["ledger"]["data_stream_key"]]}).status_code == 201
+    assert stack.request("POST", f"/reconciliation_exceptions/{made['bank']['id']}/assignees",
+                         {"user_id": assignee["id"]}).status_code == 201
+
+    asked: dict[str, list[str]] = {"users": [], "data_streams": [], "reconciliations": []}
+
+    def small_first_page(route):
+        url = urlsplit(route.request.url)
+        listed = asked[url.path.rsplit("/", 1)[1]]
+        listed.append(url.query)
+        if len(listed) == 1:
+            assert "limit=200" in url.query and "cursor=" not in url.query, url.query
+            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
+        else:
+            route.continue_()
+
+    page.route(lambda url: urlsplit(url).path.endswith(("/v1/users", "/v1/data_streams", "/v1/reconciliations")),
+               small_first_page)
+    sign_in_as(stack, page, "viewer", "#/exceptions")
+    shows_any = "c => c !== null && c.dataset.for === location.hash && / exceptions?$/.test(c.textContent.trim())"
+    page.wait_for_function(f"() => ({shows_any})(document.querySelector('[data-testid=exception-count]'))")
+    for select, value in (("Reconciliation", str(made["reconciliation"]["id"])),
+                          ("Data stream", made["bank"]["data_stream_key"]), ("Assignee", str(assignee["id"]))):
+        page.wait_for_function("([label, value]) => [...document.getElementById(label).options]"
+                               ".some(o => o.value === value)",
+                               arg=[{"Reconciliation": "exc-reconciliation_id", "Data stream": "exc-stream",
+                                     "Assignee": "exc-assignee"}[select], value])
+        page.get_by_label(select).select_option(value)
+    for name, queries in asked.items():
+        assert len(queries) >= 2 and all("cursor=" in q for q in queries[1:]), (name, queries)
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    page.locator("table.exception-queue").get_by_role("link", name=made["bank"]["title"]).wait_for()
+    assert page.problems == []
 
 
 def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, page):

@@ -6,13 +6,19 @@ closing balance the streams table then shows; a viewer gets no import controls a
 them. Any console error (a CSP violation is one) fails a test; axe-core finds no serious violation."""
 from __future__ import annotations
 
+import re
 import uuid
+from datetime import date
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
 
+from tests.support.camt_files import Entry, write_camt053
+from tests.support.camt_files import Statement as CamtStatement
 from tests.support.chromium import needs_chromium
+from tests.support.statement_files import Bai2Account, Bai2Detail, Bai2Group, bai2_file
 from tests.support.web_app import person, screenshot, serious_violations, signed_in, unexpected
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
@@ -165,12 +171,18 @@ def test_a_bank_statement_lands_in_its_bank_feed_stream_whose_balance_the_page_s
     import_status(page, "completed")
 
     # The statement's closing booked balance (015: 100000 minor units, USD) of 2026-03-01.
-    row = page.get_by_role("row", name=stream["name"])
+    # In the streams table (the watched import's "Statement accounts" names the stream too).
+    row = page.get_by_role("table", name="Data streams with their records and latest balance").get_by_role(
+        "row", name=stream["name"])
     row.get_by_text("1,000.00 USD").wait_for()
     assert "on 2026-03-01" in row.inner_text()
     latest = stack.request("GET", f"/data_streams/{stream['key']}").json()["latest_balance"]
     assert (latest["closing_booked"], latest["currency"], latest["date"]) == (100000, "USD", "2026-03-01")
     assert page.get_by_test_id("import-rows").inner_text() == "7 of 7 rows"
+    # The import into the stream names its stream and account among the statement's accounts.
+    routed = page.get_by_role("table", name="Streams the statement was routed to, with their account")
+    routed.get_by_role("cell", name=account, exact=True).wait_for()
+    assert routed.locator("tbody tr").count() == 1 and stream["name"] in routed.inner_text()
     # The stream's statement days (the balances route) under its imports: opening and closing booked
     # (010 and 015: 1,000.00 USD each) and closing available as the API has it.
     days = page.get_by_role("table", name=f"Statement days of {stream['name']}, newest first")
@@ -187,6 +199,99 @@ def test_a_bank_statement_lands_in_its_bank_feed_stream_whose_balance_the_page_s
     page.reload()
     page.get_by_role("heading", name=f"Import {job['id']}: morning.bai2").wait_for()
     import_status(page, "completed")
+    assert page.problems == []
+
+
+def test_a_statement_routed_by_account_shows_its_streams_their_accounts_and_the_accounts_left_out(stack, page):
+    """A BAI2 file of three accounts dropped with "Each account to its bank feed stream" (POST
+    /file_imports): two bank_feed streams hold two of them, the third is nobody's. The page shows the
+    import's progress to the end, each stream it was routed to with its account and what it got, and
+    the account left out, as the API has them. Then a camt.053 statement of an account nobody holds
+    fails, and the page names the account."""
+    first, second, nobody = (str(uuid.uuid4().int)[:9] for _ in range(3))
+    operating = new_stream(stack, type="bank_feed", bank_account_id=first)
+    reserve = new_stream(stack, type="bank_feed", bank_account_id=second)
+    data = bai2_file([Bai2Group(date(2026, 3, 1), [
+        Bai2Account(first, [Bai2Detail("195", 15000, bank_reference=f"R1-{first}", text="Wire from Acme"),
+                            Bai2Detail("475", 2500, bank_reference=f"R2-{first}", text="Check paid")]),
+        Bai2Account(second, [Bai2Detail("195", 10000, bank_reference=f"R3-{second}", text="Sweep in")]),
+        Bai2Account(nobody, [Bai2Detail("195", 700, bank_reference=f"R4-{nobody}", text="Not ours")])])])
+    signed_in(stack, page, role="preparer", hash_route="#/imports")
+    page.get_by_role("heading", name="Import a file").wait_for()
+    drop(page, "routed.bai2", data.decode(), "application/octet-stream")
+    assert page.get_by_label("Format", exact=True).input_value() == "bai2"
+    page.get_by_label("Data stream", exact=True).select_option(label="Each account to its bank feed stream")
+    page.get_by_role("button", name="Import", exact=True).click()
+    heading = page.get_by_role("heading", name=re.compile(r"^Import \d+: routed\.bai2$"))
+    heading.wait_for()
+    job_id = int(re.match(r"Import (\d+):", heading.inner_text()).group(1))
+    import_status(page, "completed")
+    job = stack.request("GET", f"/file_imports/{job_id}").json()
+    assert job["status"] == "completed" and job["error_details"]["accounts_not_imported"] == [nobody], job
+    assert sorted(job["data_stream_ids"]) == sorted([operating["id"], reserve["id"]])
+    assert page.get_by_test_id("import-rows").inner_text() == f"{job['processed_items']} of {job['total_items']} rows"
+    assert job["total_items"] == 3
+
+    routed = page.get_by_role("table", name="Streams the statement was routed to, with their account")
+    for stream, account, records, net in ((operating, first, "2", "125.00 USD"), (reserve, second, "1", "100.00 USD")):
+        row = routed.get_by_role("row", name=re.compile(re.escape(stream["name"])))
+        row.get_by_role("cell", name=net).wait_for()
+        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+        assert cells[1:] == [account, records, net, "2026-03-01"], cells
+        written = stack.request("GET", "/records", params={"file_import_id": job_id, "data_stream_key": stream["key"]})
+        assert len(written.json()["data"]) == int(records), written.text
+    assert routed.locator("tbody tr").count() == 2
+    assert page.get_by_test_id("accounts-not-imported").get_by_role("listitem").all_inner_texts() == [nobody]
+    assert serious_violations(page) == []
+
+    # Nobody holds the account of this one: it fails, writes nothing, and the page says which account.
+    iban = f"XX{uuid.uuid4().int % 10**18:018d}"
+    day = date(2026, 3, 2)
+    camt = write_camt053([CamtStatement(f"STMT-{iban[-6:]}", iban, "EUR", 100000, day,
+                                        [Entry(5000, "CRDT", day, account_servicer_ref=f"AS-{iban[-6:]}")],
+                                        other_account=True)])
+    drop(page, "unknown.xml", camt.decode(), "application/xml")
+    assert page.get_by_label("Format", exact=True).input_value() == "camt053"
+    page.get_by_label("Data stream", exact=True).select_option(label="Each account to its bank feed stream")
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.get_by_role("heading", name=re.compile(r"^Import \d+: unknown\.xml$")).wait_for()
+    import_status(page, "failed")
+    left = page.get_by_test_id("accounts-not-imported")
+    left.get_by_role("listitem").first.wait_for()
+    failed_id = int(re.match(r"Import (\d+):", page.get_by_role("heading", name=re.compile("unknown.xml")).inner_text()).group(1))
+    failed = stack.request("GET", f"/file_imports/{failed_id}").json()
+    assert failed["status"] == "failed" and failed["data_stream_ids"] == []
+    assert left.get_by_role("listitem").all_inner_texts() == failed["error_details"]["accounts_not_imported"]
+    assert page.get_by_text(failed["error_message"]).is_visible()
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_the_stream_picker_and_the_streams_table_hold_every_page_of_streams(stack, page):
+    """The page reads every page of GET /data_streams (following next_cursor): its first request is made
+    to ask for 3 streams only (rewritten on its way), and a stream made before three newer ones, on a
+    later page, is offered and listed."""
+    older = new_stream(stack)
+    for _ in range(3):
+        new_stream(stack)
+    asked: list[str] = []
+
+    def small_first_page(route):
+        query = urlsplit(route.request.url).query
+        asked.append(query)
+        if len(asked) == 1:
+            assert "limit=200" in query and "cursor=" not in query, query
+            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
+        else:
+            route.continue_()
+
+    page.route(lambda url: urlsplit(url).path.endswith("/v1/data_streams"), small_first_page)
+    signed_in(stack, page, role="preparer", hash_route="#/imports")
+    page.get_by_role("heading", name="Import a file").wait_for()
+    page.get_by_label("Data stream", exact=True).select_option(older["key"])
+    streams = page.get_by_role("table", name="Data streams with their records and latest balance")
+    streams.get_by_role("cell", name=older["key"], exact=True).wait_for()
+    assert len(asked) >= 2 and all("cursor=" in q for q in asked[1:]), asked
     assert page.problems == []
 
 
