@@ -328,15 +328,15 @@ class IngestionJob:
         return self.idle_restarts + 1 if self.processed_items == self.processed_at_restart else 1
 
     def totals_in_stream(self, stream_key: str) -> StreamTotals:
-        """What the job wrote into one stream (known once it ended): a file feeds one stream, a bulk
-        request may have fed several."""
+        """What the job wrote into one stream (known once it ended): a bulk request, and a bank
+        statement routed by account, may have fed several; any other file feeds one."""
         totals = self.aggregates
         if totals is None:
             return StreamTotals()
-        if self.is_file:
-            return totals.total
         if totals.per_stream:
             return totals.per_stream.get(stream_key, StreamTotals())
+        if self.is_file:
+            return totals.total
         return totals.total if set(self.created_per_stream) == {stream_key} else StreamTotals()
 
 

@@ -219,8 +219,8 @@ const ROUTED_PAGES = 20; // a routed statement's records are counted per stream 
 
 // What a routed statement wrote into each stream, from its records (GET /file_imports/{id}/records, 200
 // a page, at most ROUTED_PAGES pages): per stream key, {count, credits, debits (BigInt minor units),
-// currencies, places, first, last}, and whether every record was read. (The stream's list of imports
-// answers the whole file's totals for each stream a statement went to, so it is not used here.)
+// currencies, places, first, last}, and whether every record was read. (Each stream's list of imports
+// has its part's totals too, but not their decimal places, which the records carry.)
 export function perStream(records) {
   const found = new Map();
   for (const r of records) {

@@ -216,6 +216,11 @@ def test_a_camt053_file_of_two_accounts_is_routed_with_its_batched_entry_split_b
     assert (yen["amount"], yen["currency"]) == (1200, "JPY")
     [day_eur] = api.get("/v1/data_streams/eur/balances").json_body["data"]
     assert (day_eur["opening_booked"], day_eur["closing_booked"]) == (100000, 125000)
+    # Each stream's list of imports shows what this one file wrote into it, not the file's whole.
+    [into_eur] = api.get("/v1/data_streams/eur/file_imports").json_body["data"]
+    [into_jpy] = api.get("/v1/data_streams/jpy/file_imports").json_body["data"]
+    assert (into_eur["record_count"], into_eur["net_amount"], into_eur["currency"]) == (3, 250_00, "EUR")
+    assert (into_jpy["record_count"], into_jpy["net_amount"], into_jpy["currency"]) == (1, 1200, "JPY")
 
 
 # Bad input through the import path -----------------------------------------------------------------
