@@ -19,7 +19,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingestion import PartitionCounter, WriteCounter, baseline  # noqa: E402
+from ingestion import PartitionCounter, WriteCounter, baseline, cpu_report, cpu_seconds  # noqa: E402
 
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
@@ -47,13 +47,16 @@ def main() -> None:
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
     try:
+        cpu_start = cpu_seconds()
         base_seconds = baseline(service, args.rows, 4)
+        cpu_base = cpu_seconds()
         counter.reset()
         partitions.reset()
         assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
         created = session.post(f"{service.url}/data_streams/bench/file_imports",
                                json={"filename": "bench.csv", "format": "csv"}).json()
         data = csv_rows(args.rows)
+        cpu_upload = cpu_seconds()
         started = time.perf_counter()
         assert requests.put(created["upload_url"], data=data, timeout=120).status_code == 200
         while True:
@@ -62,6 +65,7 @@ def main() -> None:
                 break
             time.sleep(0.2)
         seconds = time.perf_counter() - started
+        cpu_import = cpu_seconds()
         assert body["status"] == "completed" and body["successful_items"] == args.rows, body
         writes = sum(counter.counts.values())
         print(f"\nmachine: {platform.machine()}, {platform.system()} {platform.release()}, "
@@ -70,6 +74,8 @@ def main() -> None:
               f"{args.rows / base_seconds:,.0f} items/s")
         print(f"CSV import of {args.rows:,} rows ({len(data) / 1e6:.1f} MB), upload to completed: {seconds:.1f} s = "
               f"{args.rows / seconds:,.0f} records/s; ratio to baseline {(args.rows / seconds) / (args.rows / base_seconds):.2f}")
+        print(f"CPU, baseline: {cpu_report(cpu_start, cpu_base, args.rows)}")
+        print(f"CPU, CSV import: {cpu_report(cpu_upload, cpu_import, args.rows)}")
         print(f"DynamoDB write requests: {writes:,} = {writes / args.rows:.3f} per record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
         print("heaviest partition keys (item writes, from the requests sent):")

@@ -11,6 +11,7 @@ no HTTP): the floor the bulk path is compared with. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import re
 import shutil
@@ -111,6 +112,35 @@ def _set_keys(params: dict) -> dict:
     return found
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) of this process (the service, its workers and the bench's clients)
+    and of each child it started (dynalite, the moto server, s3rver), read from /proc."""
+    found = {"service": time.process_time()}
+    me = str(os.getpid())
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[1] != me:
+                continue
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        name = "dynalite" if "dynalite" in command else "moto" if "moto" in command else \
+            "s3rver" if "s3rver" in command else f"child {pid}"
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICKS
+    return found
+
+
+def cpu_report(before: dict[str, float], after: dict[str, float], records: int) -> str:
+    return ", ".join(f"{name} {after[name] - before.get(name, 0.0):.1f} s "
+                     f"({1000 * (after[name] - before.get(name, 0.0)) / records:.2f} ms/record)"
+                     for name in after if after[name] - before.get(name, 0.0) >= 0.05)
+
+
 def batches(total: int, size: int, stream: str) -> list[list[dict]]:
     return [[{"date": f"2026-10-{1 + n % 28:02d}", "data_stream_key": stream, "amount": 100 + n,
               "direction": "credit" if n % 3 else "debit", "external_id": f"pay-{n:08d}",
@@ -182,12 +212,15 @@ def main() -> None:
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
     service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     try:
+        cpu_start = cpu_seconds()
         base_seconds = baseline(service, args.records, args.clients)
+        cpu_base = cpu_seconds()
         base_writes = sum(counter.counts.values())
         counter.reset()
         partitions.reset()
 
         seconds, finished = run_bulk(service, args.records, args.batch, args.clients)
+        cpu_bulk = cpu_seconds()
         stored = sum(f["successful_items"] for f in finished)
         assert all(f["status"] == "completed" for f in finished), [f["status"] for f in finished]
         assert stored == args.records, stored
@@ -202,6 +235,8 @@ def main() -> None:
               f"{args.records / base_seconds:,.0f} items/s ({base_writes / args.records:.3f} write requests/item)")
         print(f"bulk path: {len(finished)} requests of {args.batch}, {args.clients} clients: {stored:,} records "
               f"stored, first POST to last completed {seconds:.1f} s = {stored / seconds:,.0f} records/s")
+        print(f"CPU, baseline: {cpu_report(cpu_start, cpu_base, args.records)}")
+        print(f"CPU, bulk path: {cpu_report(cpu_base, cpu_bulk, stored)}")
         print(f"ratio bulk/baseline throughput: {(stored / seconds) / (args.records / base_seconds):.2f}")
         print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))

@@ -490,6 +490,7 @@ def test_a_bulk_request_made_before_chunks_were_500_rows_keeps_its_250_row_chunk
     from dataclasses import replace
 
     from chalicelib.adapters.dynamodb import keys
+    from chalicelib.adapters.dynamodb.jobs import result_rows
     from chalicelib.adapters.dynamodb.records import RecordRepository
     from chalicelib.domain.ingestion import LEGACY_BULK_CHUNK_ROWS
     from chalicelib.services.ingestion.bulk import process_job
@@ -524,4 +525,4 @@ def test_a_bulk_request_made_before_chunks_were_500_rows_keeps_its_250_row_chunk
     assert len({r["record_id"] for r in done["results"]}) == 600
     stored = services.table.query_all(keys.BASE_TABLE, keys.ingestion_job("acme", summary["id"])["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX, projection="results")
-    assert [len(i["results"]) for i in stored] == [250, 250, 100]
+    assert [len(result_rows(i, "results")) for i in stored] == [250, 250, 100]

@@ -6,6 +6,7 @@ is processed twice (SQS redelivery, a crashed Lambda) is counted once.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,17 +49,44 @@ def _result_row(result: ItemResult) -> list[Any]:
     return [result.index, result.status.value, result.external_id, result.record_id, result.error, result.line]
 
 
+# A bulk request's results item keeps its rows as one JSON text (`[[index, status, external_id,
+# record_id, error, line], ...]`, trailing empty fields left out) rather than a list of lists: written
+# and read whole, one text is a single attribute for the client to encode and the table to store,
+# where 500 rows of six values each were walked value by value (bench/RESULTS.md, issue 30, fifth
+# pass). About as many bytes as the list (no more write units); a text that would grow the item past
+# RESULTS_TEXT_LIMIT (quotes and control characters escaped) keeps the list. Both read back the same.
+RESULTS_TEXT_LIMIT = 330_000
+
+
+def _results_attribute(results: tuple[ItemResult, ...]) -> str | list[list[Any]]:
+    rows = [_result_row(r) for r in results]
+    for row in rows:
+        while row[-1] is None:
+            row.pop()
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text.encode()) <= RESULTS_TEXT_LIMIT else [_result_row(r) for r in results]
+
+
+def result_rows(item: dict[str, Any], attribute: str) -> list[list[Any]]:
+    """A results item's rows of `attribute` ("results" or "problems"): a list, or JSON text of one."""
+    value = item.get(attribute)
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or []
+
+
 def _problem_rows(item: dict[str, Any]) -> list[list[Any]]:
     """A results item's rows that failed or were skipped: kept apart for a file import; a bulk
     request's are among its results (kept apart too by chunks stored before 500-row chunks)."""
     if "problems" in item or "results" not in item:
-        return item.get("problems") or []
-    return [row for row in item["results"] if row[1] != ItemStatus.SUCCESSFUL.value]
+        return result_rows(item, "problems")
+    return [row for row in result_rows(item, "results") if row[1] != ItemStatus.SUCCESSFUL.value]
 
 
 def _result_of(row: list[Any]) -> ItemResult:
+    row = [*row, None, None, None, None][:6] if len(row) < 6 else row
     return ItemResult(index=row[0], status=ItemStatus(row[1]), external_id=row[2], record_id=row[3], error=row[4],
-                      line=row[5] if len(row) > 5 else None)
+                      line=row[5])
 
 
 
@@ -116,7 +144,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         items = self._table.query_all(keys.BASE_TABLE, keys.ingestion_job(environment, job_id)["pk"],
                                       sort_prefix=keys.RESULTS_PREFIX,
                                       projection=("results", "problems") if problems_only else "results")
-        rows = (row for item in items for row in (_problem_rows(item) if problems_only else item.get("results") or ()))
+        rows = (row for item in items
+                for row in (_problem_rows(item) if problems_only else result_rows(item, "results")))
         return sorted(map(_result_of, rows), key=lambda r: r.index)
 
     @staticmethod
@@ -141,7 +170,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         first = keys.job_results(job.environment, job.id, from_chunk)["sk"]
         for item in self._table.query_between(keys.BASE_TABLE, listing, first, keys.LAST_RESULTS_SK,
                                               page_size=page_size, projection=("sk", attribute)):
-            yield int(item["sk"].removeprefix(keys.RESULTS_PREFIX)), [_result_of(r) for r in item.get(attribute) or ()]
+            yield (int(item["sk"].removeprefix(keys.RESULTS_PREFIX)),
+                   [_result_of(r) for r in result_rows(item, attribute)])
 
     # Moving (`move` is StatusMoves') ---------------------------------------------------------
 
@@ -191,7 +221,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
             # Every row's result is shown by a bulk request only; a file import shows its problems,
             # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
-            "results": [_result_row(r) for r in outcome.results] if job.source is JobSource.BULK_API else None,
+            "results": _results_attribute(outcome.results) if job.source is JobSource.BULK_API else None,
             # A file import's rows that failed or were skipped: read alone, they keep its status cheap
             # to poll (a million-row import has a thousand result items). A bulk request's are among
             # its results, and not kept twice, which keeps a chunk of 500 inside one item.
@@ -254,8 +284,8 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         the table (the results do not say their streams)."""
         stored = self._table.get(keys.job_results(job.environment, job.id, chunk)) or {}
         if job.source is JobSource.BULK_API:
-            return ChunkOutcome(chunk, tuple(_result_of(r) for r in stored.get("results") or ()), created)
-        problems = {r.index: r for r in map(_result_of, stored.get("problems") or ())}
+            return ChunkOutcome(chunk, tuple(_result_of(r) for r in result_rows(stored, "results")), created)
+        problems = {r.index: r for r in map(_result_of, result_rows(stored, "problems"))}
         results = tuple(problems.get(i) or ItemResult(i, ItemStatus.SUCCESSFUL, None, None, None, None)
                         for i in job.chunk_range(chunk))
         return ChunkOutcome(chunk, results, created)

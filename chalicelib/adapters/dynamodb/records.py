@@ -5,7 +5,8 @@ import heapq
 import itertools
 import json
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -317,7 +318,7 @@ class RecordRepository:
             # JSON text: metadata may hold floats, which DynamoDB's number type would not round-trip.
             "metadata": json.dumps(record.metadata, separators=(",", ":")) if record.metadata else None,
             "status": record.status.value, "file_import_id": record.file_import_id,
-            "created_at": iso(record.created_at),
+            "created_at": _iso(record.created_at),
         }
 
     @staticmethod
@@ -332,6 +333,12 @@ class RecordRepository:
             metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
             file_import_id=item.get("file_import_id"),
         )
+
+
+@lru_cache(maxsize=16)
+def _iso(moment: datetime) -> str:
+    """iso(), once per moment: a chunk's records are all created at the same one."""
+    return iso(moment)
 
 
 def _id_cursor(listing: str, record_id: int) -> str:

@@ -61,7 +61,9 @@ class Page:
 
 
 def serialize(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: to_attribute(v) for k, v in item.items() if v is not None}
+    # Text inline: most attributes are (a record's item is mostly keys), and a call each was a
+    # third of writing a chunk's records.
+    return {k: {"S": v} if type(v) is str else to_attribute(v) for k, v in item.items() if v is not None}
 
 
 def deserialize(item: dict[str, Any]) -> dict[str, Any]:
@@ -132,10 +134,39 @@ def _read_pages_as_json(response_dict: dict[str, Any], customized_response_dict:
         response_dict["body"] = b"{}"
 
 
+class _JsonBodies:
+    """Request bodies of the DynamoDB JSON protocol made by `json.dumps` of the parameters, as botocore's
+    JSONSerializer makes them for what this module sends (maps, lists, text, integers, booleans:
+    attribute values are already typed, {"N": "12"}); botocore walks every value through the service
+    model first, a sixth of bulk ingestion's CPU under py-spy (bench/RESULTS.md, issue 30, fifth
+    pass). Parameters json cannot write as they are (bytes of a binary attribute, a Decimal, NaN) go
+    to botocore's own serializer, which also makes every request's method and headers.
+    tests/unit/test_json_bodies.py holds both to the same bytes."""
+
+    def __init__(self, serializer) -> None:
+        self._serializer = serializer
+
+    def serialize_to_request(self, parameters: dict[str, Any], operation_model) -> dict[str, Any]:
+        try:
+            body = json.dumps(parameters, allow_nan=False).encode()
+        except (TypeError, ValueError):
+            return self._serializer.serialize_to_request(parameters, operation_model)
+        request = self._serializer.serialize_to_request({}, operation_model)
+        request["body"] = body
+        return request
+
+
+def send_json_bodies(client) -> None:
+    """Make the DynamoDB client's request bodies with `json.dumps` (see _JsonBodies); once per client."""
+    if not isinstance(client._serializer, _JsonBodies):
+        client._serializer = _JsonBodies(client._serializer)
+
+
 class DynamoTable:
     def __init__(self, client, table_name: str) -> None:
         self._client = client
         self.name = table_name
+        send_json_bodies(client)
         client.meta.events.register("before-parse.dynamodb.Query", _read_pages_as_json,
                                     unique_id="recon-query-pages-as-json")
         client.meta.events.register("before-parse.dynamodb.BatchGetItem", _read_pages_as_json,
