@@ -6,14 +6,28 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from chalicelib.api.schemas.common import CursorQuery, Id, Model, QueryModel, RequestModel, Timestamp, documented
+from chalicelib.api.schemas.common import CursorQuery, Id, Model, QueryModel, RequestModel, Timestamp, documented, when
 from chalicelib.api.schemas.reconciliation_exceptions import ExceptionsFilter
 from chalicelib.domain.bulk_actions import MAX_FILTERED, MAX_IDS
 
 IdpUserId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 IDS = Field(default=None, min_length=1, max_length=MAX_IDS, description=f"1 to {MAX_IDS} ids, none repeated; or "
-            "give `filter`")
-ONE_OF = documented(oneOf=[{"required": ["ids"]}, {"required": ["filter"]}])
+            "give `filter`", json_schema_extra=documented(uniqueItems=True))
+_GIVEN = {"ids": {"type": "array"}, "filter": {"type": "object"}}  # null is not given
+IDS_OR_FILTER: dict[str, Any] = {
+    "anyOf": [{"required": ["ids"], "properties": {"ids": _GIVEN["ids"]}},
+              {"required": ["filter"], "properties": {"filter": _GIVEN["filter"]}}],
+    "not": {"required": ["ids", "filter"], "properties": _GIVEN}}
+
+
+def _action_is(action: str) -> dict[str, Any]:
+    return {"properties": {"action": {"const": action}}, "required": ["action"]}
+
+
+EXCEPTION_RULES = documented(**IDS_OR_FILTER, allOf=[
+    when(_action_is("assign"), {"anyOf": [{"required": ["user_id"]}, {"required": ["idp_user_id"]}]}),
+    when(_action_is("status"), {"required": ["status"]}),
+    when(_action_is("comment"), {"required": ["body"]})])
 
 
 class BulkExceptionsFilter(ExceptionsFilter):
@@ -34,7 +48,7 @@ class BulkExceptionsBody(RequestModel):
     """One action on many exceptions, named by `ids` or selected by `filter` (at most
     {cap} of them). `assign` takes `user_id` or `idp_user_id`; `status` takes `status`; `comment`
     takes `body`, `mentions` and, with an API key, `author_idp_id`.""".replace("{cap}", str(MAX_FILTERED))
-    model_config = ConfigDict(json_schema_extra=ONE_OF)
+    model_config = ConfigDict(json_schema_extra=EXCEPTION_RULES)
     action: Literal["assign", "status", "comment"]
     ids: list[Id] | None = IDS
     filter: BulkExceptionsFilter | None = Field(default=None, description="The queue's filters; the exceptions "
@@ -53,7 +67,7 @@ class BulkExceptionsBody(RequestModel):
 class BulkMatchesBody(RequestModel):
     """Confirm or reject many proposed matches, named by `ids` or selected by `filter` (at most
     {cap}). Reject unmatches a proposed match: its records are open again.""".replace("{cap}", str(MAX_FILTERED))
-    model_config = ConfigDict(json_schema_extra=ONE_OF)
+    model_config = ConfigDict(json_schema_extra=documented(**IDS_OR_FILTER))
     action: Literal["confirm", "reject"]
     ids: list[Id] | None = IDS
     filter: BulkMatchesFilter | None = None
