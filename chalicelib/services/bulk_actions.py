@@ -201,14 +201,16 @@ def process(ports: Ports, environment: str, action_id: int,
         block = ports.counters.next_ids(environment, "exception_comment", max(action.total_items, 1))
         action = ports.bulk_actions.reserve_comment_ids(action, block.start)
     role = current_role(ports, action)
+    worked = False
     for chunk in range(action.chunk_count):
         if chunk in action.done_chunks:
             continue
         if ports.stopping():  # the message stays with the queue: the next start resumes here
             raise ExecutionStopped(f"bulk action {action_id} stopped after {len(action.done_chunks)} chunks")
-        if time.monotonic() > deadline:
+        if worked and time.monotonic() > deadline:  # a chunk at least each delivery: it always gets on
             ports.bulk_queue.send(message(environment, action_id))
             return action
+        worked = True
         again = ports.bulk_actions.begin_chunk(action, chunk)
         indexes = chunk_range(chunk, action.total_items)
         results = work_chunk(ports, action, role, [(i, ids[i]) for i in indexes], again)
