@@ -141,8 +141,9 @@ def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, 
 
     done = service.process(ports, ENV, action.id)
 
-    assert [r.status for r in service.results_page(ports, done, -1, 10)[0]] == [ItemStatus.SKIPPED,
-                                                                               ItemStatus.SUCCEEDED]
+    results = service.results_page(ports, done, -1, 10)[0]
+    assert results[0].status is ItemStatus.SKIPPED and results[0].error == "already confirmed"
+    assert done.status is BulkStatus.COMPLETED and done.failed_items == 0  # the second, confirmed then or now
     for match_id in world["matches"]:
         members = ports.matches.members(ENV, match_id)
         assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
