@@ -19,6 +19,7 @@ from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
+from chalicelib.adapters.dynamodb.bulk_actions import BulkActionRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
@@ -119,6 +120,10 @@ class Container:
     @cached_property
     def exceptions(self) -> ExceptionRepository:
         return ExceptionRepository(self.table, self.counters)
+
+    @cached_property
+    def bulk_actions(self) -> BulkActionRepository:
+        return BulkActionRepository(self.table)
 
     @cached_property
     def investigations(self) -> InvestigationRepository:
@@ -307,7 +312,7 @@ class Container:
             audit=self.audit,
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
-            users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity),
+            users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
             stopping=self.stop_requested.is_set,
         )
 

@@ -72,6 +72,11 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("POST", "/reconciliation_matches/{id}/confirm"): Audited("reconciliation_match.confirmed",
                                                               "reconciliation_match", "id"),
     ("DELETE", "/reconciliation_matches/{id}"): Audited("reconciliation_match.deleted", "reconciliation_match", "id"),
+    # A bulk action's own entry; each item it changes gets the single route's entry (services/bulk_actions.py).
+    ("POST", "/reconciliation_exceptions/bulk"): Audited("bulk_action.created", "bulk_action", fields={
+        "action": "action", "total_items": "total_items"}),
+    ("POST", "/reconciliation_matches/bulk"): Audited("bulk_action.created", "bulk_action", fields={
+        "action": "action", "total_items": "total_items"}),
     ("PATCH", "/reconciliation_exceptions/{id}"): Audited(f"{EXCEPTION}.updated", EXCEPTION, "id"),
     ("POST", "/reconciliation_exceptions/{id}/assignees"): Audited(f"{EXCEPTION}.assigned", EXCEPTION, "id",
                                                                    fields={"id": "assignee_id"}),

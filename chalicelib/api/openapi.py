@@ -35,6 +35,10 @@ ERROR_DESCRIPTIONS = {
 IDEMPOTENT_OPERATIONS = {
     ("POST", "/records/bulk"): "Makes retries safe: the same key with the same body returns the first request "
                                "(same status); the same key with another body is 409. 1 to 255 characters.",
+    ("POST", "/reconciliation_exceptions/bulk"): "Makes retries safe: the same key with the same body returns the "
+                                                 "first bulk action; another body is 409. 1 to 255 characters.",
+    ("POST", "/reconciliation_matches/bulk"): "Makes retries safe: the same key with the same body returns the first "
+                                              "bulk action; another body is 409. 1 to 255 characters.",
 }
 # Where a created resource is read, for the OpenAPI links of its create: (method, path) -> the reads, each
 # (operationId of the read, {its parameter: where the value comes from}). A POST to P whose answer has an id
@@ -44,6 +48,8 @@ READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
     ("POST", "/data_streams"): [("get_data_streams_key", {"key": "$response.body#/key"})],
     ("POST", "/records/bulk"): [("get_bulk_requests_id", {"id": RESPONSE_ID}),
                                 ("get_file_imports_id_results", {"id": RESPONSE_ID})],
+    ("POST", "/reconciliation_exceptions/bulk"): [("get_bulk_actions_id", {"id": RESPONSE_ID})],
+    ("POST", "/reconciliation_matches/bulk"): [("get_bulk_actions_id", {"id": RESPONSE_ID})],
     ("POST", "/data_streams/{key}/file_imports"): [("get_file_imports_id", {"id": RESPONSE_ID})],
     ("POST", "/file_imports"): [("get_file_imports_id", {"id": RESPONSE_ID})],
     ("POST", "/reconciliations/{id}/rules"): [("get_reconciliation_rules_id", {"id": RESPONSE_ID})],

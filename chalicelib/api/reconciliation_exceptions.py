@@ -16,6 +16,7 @@ from chalicelib.api.schemas.reconciliation_exceptions import (
     ExceptionPage,
     ExceptionRecordsFilter,
     ExceptionRecordsQuery,
+    ExceptionsFilter,
     ExceptionsQuery,
     InvestigationOut,
     UpdateException,
@@ -96,19 +97,24 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 
 
+def exception_query(query: ExceptionsFilter) -> service.ExceptionQuery:
+    """The queue's filters as the service takes them (the list's query, a bulk action's filter)."""
+    oldest_before = (None if query.older_than_days is None
+                     else (utc_now().date() - timedelta(days=query.older_than_days)).isoformat())
+    return service.ExceptionQuery(
+        reconciliation_id=query.reconciliation_id, status=ExceptionStatus(query.status) if query.status else None,
+        data_stream_key=query.data_stream_key, assignee=query.assignee, assignee_user_id=query.assignee_user_id,
+        unassigned=query.unassigned, amount_min=query.amount_min, amount_max=query.amount_max,
+        amount_decimal_places=query.amount_decimal_places, oldest_before=oldest_before)
+
+
 @router.route("GET", BASE, summary="The exception queue: newest first (or oldest, or largest), by offset, with "
               "aggregates on every row and the count of the filtered queue", query=ExceptionsQuery,
               response=ExceptionPage, errors=(422,))
 def list_exceptions(request: ApiRequest) -> ExceptionPage:
     query: ExceptionsQuery = request.query
-    oldest_before = (None if query.older_than_days is None
-                     else (utc_now().date() - timedelta(days=query.older_than_days)).isoformat())
-    found, total = service.queue_page(container().ports, request.environment, service.ExceptionQuery(
-        reconciliation_id=query.reconciliation_id, status=ExceptionStatus(query.status) if query.status else None,
-        data_stream_key=query.data_stream_key, assignee=query.assignee, assignee_user_id=query.assignee_user_id,
-        unassigned=query.unassigned, amount_min=query.amount_min, amount_max=query.amount_max,
-        amount_decimal_places=query.amount_decimal_places, oldest_before=oldest_before),
-        QueueOrder(query.sort), query.offset, query.limit)
+    found, total = service.queue_page(container().ports, request.environment, exception_query(query),
+                                      QueueOrder(query.sort), query.offset, query.limit)
     return ExceptionPage(data=exceptions_out(request.environment, found), has_more=total > query.offset + query.limit,
                          offset=query.offset, total=total)
 

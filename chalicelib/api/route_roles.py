@@ -64,6 +64,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/v1/reconciliation_exceptions/{id}/comments"): PREPARER,
     ("POST", "/v1/reconciliation_exceptions/{id}/investigations"): PREPARER,
     ("POST", "/v1/reconciliation_exceptions/{id}/investigations/{investigation_id}/accept"): PREPARER,
+    # Bulk actions: a preparer may submit; each item is refused unless the caller's role may do it
+    # alone (confirm and reject need an approver: domain/bulk_actions.py ROLE_NEEDED).
+    ("POST", "/v1/reconciliation_exceptions/bulk"): PREPARER,
+    ("POST", "/v1/reconciliation_matches/bulk"): PREPARER,
+    ("GET", "/v1/bulk_actions/{id}"): VIEWER,
     # Reconciliations and their rules: settings.
     ("POST", "/v1/reconciliations"): ADMIN,
     ("GET", "/v1/reconciliations"): VIEWER,

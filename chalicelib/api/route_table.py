@@ -99,4 +99,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/app", "web", "app_shell", True),
     ("GET", "/v1/app/{file}", "web", "app_file", True),
     ("GET", "/v1/overview", "overview", "get_overview", False),
+    ("POST", "/v1/reconciliation_exceptions/bulk", "bulk_actions", "bulk_exceptions", False),
+    ("POST", "/v1/reconciliation_matches/bulk", "bulk_actions", "bulk_matches", False),
+    ("GET", "/v1/bulk_actions/{id}", "bulk_actions", "get_bulk_action", False),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 from chalicelib.api import (
     agents,
     audit_events,
+    bulk_actions,
     data_streams,
     file_imports,
     matches,
@@ -26,4 +27,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router]
+                         overview.router, bulk_actions.router]

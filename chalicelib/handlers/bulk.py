@@ -14,7 +14,12 @@ def handle_bulk_messages(event) -> None:
     """See handlers/deliveries.py: a job failing on its message's last delivery is failed with the
     reason, so that no job stays `processing` for ever and its client learns why."""
     for record in event:
-        _handle(json.loads(record.body), receive_count(record))
+        message = json.loads(record.body)
+        if message.get("kind") == "bulk_action":  # a bulk action shares the queue (handlers/bulk_actions.py)
+            from chalicelib.handlers.bulk_actions import handle_bulk_action_message
+            handle_bulk_action_message(message, receive_count(record))
+        else:
+            _handle(message, receive_count(record))
 
 
 def _handle(message: dict, attempts: int) -> None:

@@ -257,14 +257,19 @@ def list_exceptions(ports: Ports, environment: str, query: ExceptionQuery, offse
     return ports.exceptions.list_page(environment, query.admits, offset, limit)
 
 
-def queue_page(ports: Ports, environment: str, query: ExceptionQuery, order: QueueOrder, offset: int,
-               limit: int) -> tuple[list[ReconciliationException], int]:
-    """A page of the queue in `order`, and how many exceptions the filters keep in all (counted
-    from the same read of the environment's exception index as the page: no read of its own)."""
+def check_query(query: ExceptionQuery) -> None:
+    """The rules between the queue's filters (422): the queue's and a bulk action's filter alike."""
     if (query.amount_min is not None and query.amount_max is not None and query.amount_min > query.amount_max):
         raise ValidationFailed.on("amount_min", "must not be above amount_max")
     if query.assignee_user_id is not None and query.unassigned:
         raise ValidationFailed.on("unassigned", "give assignee_user_id or unassigned, not both")
+
+
+def queue_page(ports: Ports, environment: str, query: ExceptionQuery, order: QueueOrder, offset: int,
+               limit: int) -> tuple[list[ReconciliationException], int]:
+    """A page of the queue in `order`, and how many exceptions the filters keep in all (counted
+    from the same read of the environment's exception index as the page: no read of its own)."""
+    check_query(query)
     equal = {name: value for name, value in (("reconciliation_id", query.reconciliation_id),
                                              ("status", query.status.value if query.status else None),
                                              ("data_stream_key", query.data_stream_key)) if value is not None}
@@ -388,12 +393,15 @@ def comment_by_person(ports: Ports, environment: str, exception_id: int, *, body
 
 
 def add_comment(ports: Ports, environment: str, exception_id: int, *, body: str, author_idp_id: str,
-                mentions: list[int]) -> ExceptionComment:
-    """A comment as given: the system's and agents' (`comment_by_person` checks a person's first)."""
+                mentions: list[int], comment_id: int | None = None) -> ExceptionComment:
+    """A comment as given: the system's and agents' (`comment_by_person` checks a person's first).
+    `comment_id`: one reserved before (a bulk action's), so that a retry writes no second comment
+    (Conflict when it is written already)."""
     exception = ports.exceptions.get(environment, exception_id)
     if not body.strip() or len(body) > MAX_BODY:
         raise ValidationFailed.on("body", f"must be 1 to {MAX_BODY} characters")
-    comment = ExceptionComment(id=ports.exceptions.next_id(environment, "exception_comment"), body=body,
+    comment = ExceptionComment(id=comment_id if comment_id is not None
+                               else ports.exceptions.next_id(environment, "exception_comment"), body=body,
                                author_idp_id=author_idp_id, mentions=tuple(mentions), created_at=utc_now())
     save_and_emit(ports, environment, event_data.exception_commented(exception, comment),
                   EventOrigin.exception_comment(exception_id, comment.id),

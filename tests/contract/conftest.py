@@ -17,6 +17,7 @@ from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
+from chalicelib.adapters.dynamodb.bulk_actions import BulkActionRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
@@ -57,7 +58,7 @@ class FakeBackend:
                           "reconciliation_rules", "ingestion_jobs", "runs", "investigations", "payloads",
                           "run_files", "records", "matches", "claims", "exceptions", "mirror", "stories", "tallies",
                           "agents", "agent_runs", "audit", "event_ledger", "balances", "webhooks", "browser_secrets",
-                          "task_tokens", "mailer", "users"):
+                          "task_tokens", "mailer", "users", "bulk_actions"):
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
@@ -167,6 +168,10 @@ class MotoBackend:
     @cached_property
     def users(self):
         return UserRepository(self._table)
+
+    @cached_property
+    def bulk_actions(self):
+        return BulkActionRepository(self._table)
 
     @cached_property
     def browser_secrets(self):
@@ -284,6 +289,11 @@ def runs(backend):
 @pytest.fixture
 def investigations(backend):
     return backend.investigations
+
+
+@pytest.fixture
+def bulk_actions(backend):
+    return backend.bulk_actions
 
 
 @pytest.fixture

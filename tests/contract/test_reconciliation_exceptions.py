@@ -329,7 +329,7 @@ class TestExceptionRepository:
         exceptions.add_comment(second, ExceptionComment(1, "elsewhere", "ann", (1, 2), T0))
         assert exceptions.comments(first) == [ExceptionComment(1, "first", "ann", (), T0_MS),
                                               ExceptionComment(2, "second", "bob", (3,), LATER_MS)]
-        with pytest.raises(ConditionFailed):
+        with pytest.raises(Conflict, match="comment 2 of exception 1 was written already"):  # a retry's: once
             exceptions.add_comment(first, ExceptionComment(2, "again", "ann", (), T0))
         assert [c.body for c in exceptions.comments(second)] == ["elsewhere"]
         assert exceptions.comments(exception(3)) == []

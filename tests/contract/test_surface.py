@@ -14,6 +14,7 @@ from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
 from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
+from chalicelib.adapters.dynamodb.bulk_actions import BulkActionRepository
 from chalicelib.adapters.dynamodb.counters import Counters
 from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
 from chalicelib.adapters.dynamodb.event_ledger import EventLedger
@@ -60,6 +61,7 @@ PAIRS = [
     (EventBridgePublisher, fakes.FakeEventPublisher), (BalanceRepository, fakes.FakeBalanceRepository),
     (WebhookRepository, fakes.FakeWebhookRepository), (HttpWebhookSender, fakes.FakeWebhookSender),
     (RecordsSql, fakes.FakeRecordsSql), (UserRepository, fakes.FakeUserRepository),
+    (BulkActionRepository, fakes.FakeBulkActionRepository),
 ]
 STORAGE_FORMAT = {"to_item", "key"}
 LIFECYCLE = {"request_stop", "stop"}  # the local driver stops with the stack: the process's business, not the port's

@@ -31,6 +31,7 @@ from tests.fakes.api_keys import FakeApiKeyRepository
 from tests.fakes.audit import FakeAuditRepository
 from tests.fakes.balances import FakeBalanceRepository
 from tests.fakes.browser import FakeBrowserSecrets, FakeTaskTokens
+from tests.fakes.bulk_actions import FakeBulkActionRepository
 from tests.fakes.counters import FakeCounters
 from tests.fakes.data_streams import FakeDataStreamRepository, FakePropertyDefinitionRepository
 from tests.fakes.events import FakeEventLedger, FakeEventPublisher
@@ -51,7 +52,7 @@ from tests.fakes.webhooks import FakeWebhookRepository, FakeWebhookSender
 from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
-    "FakeApiKeyRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
+    "FakeApiKeyRepository", "FakeBulkActionRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
     "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository", "FakeAgentRunRepository",
@@ -107,6 +108,7 @@ class FakePorts:
         self.agent_runs = FakeAgentRunRepository(self.counters)
         self.event_ledger = FakeEventLedger(self.record_store)  # owed events' marks are on the store's items
         self.users = FakeUserRepository(self.counters)
+        self.bulk_actions = FakeBulkActionRepository()
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -137,5 +139,5 @@ def fake_ports(**overrides: Any) -> Ports:
         portal=FakePortal(), balances=wired.balances, events=wired.events, event_ledger=wired.event_ledger,
         webhooks=wired.webhooks, webhook_delivery_queue=wired.webhook_delivery_queue,
         webhook_sender=wired.webhook_sender, audit=wired.audit, users=wired.users,
-        identity=FakeIdentityProvider())
+        identity=FakeIdentityProvider(), bulk_actions=wired.bulk_actions)
     return replace(ports, **overrides)

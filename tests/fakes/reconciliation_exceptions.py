@@ -93,6 +93,10 @@ class FakeExceptionRepository:
             raise NotFound(f"reconciliation exception {exception_id} not found")
         return found
 
+    def find_many(self, environment: str, exception_ids: Iterable[int]) -> dict[int, ReconciliationException]:
+        found = (self._find(environment, i) for i in set(exception_ids))
+        return {e.id: e for e in found if e is not None}
+
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
         """Newest first, by offset, of the exceptions whose summary `admits` takes."""
@@ -284,8 +288,8 @@ class FakeExceptionRepository:
     def add_comment(self, exception: ReconciliationException, comment: ExceptionComment,
                     pending_event: str | None = None) -> None:
         kept = self.exception_comments.setdefault((exception.environment, exception.id), {})
-        if comment.id in kept:
-            raise ConditionFailed()  # the adapter's put_new lets it through
+        if comment.id in kept:  # the adapter's put_new refuses it
+            raise Conflict(f"comment {comment.id} of exception {exception.id} was written already")
         kept[comment.id] = replace(comment, mentions=tuple(comment.mentions), created_at=stored_time(comment.created_at))
         self.store.owe(exception.environment, "exception_comment", (exception.id, comment.id), pending_event)
 

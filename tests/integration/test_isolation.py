@@ -85,6 +85,13 @@ CASES = {
         "POST", "/v1/reconciliation_exceptions/{exception_id}/investigations/{investigation_id}/accept", None, 404),
     ("POST", "/reconciliation_exceptions/{id}/comments"): (
         "POST", "/v1/reconciliation_exceptions/{exception_id}/comments", {"body": "x", "author_idp_id": "m"}, 404),
+    # Bulk actions: B's own, whose items of A's are not found (a filter reaches only B's: see
+    # tests/integration/test_bulk_actions_api.py)
+    ("POST", "/reconciliation_exceptions/bulk"): ("POST", "/v1/reconciliation_exceptions/bulk", lambda world: {
+        "action": "status", "status": "dismissed", "ids": [world["exception_id"]]}, "bulk_item_not_found"),
+    ("POST", "/reconciliation_matches/bulk"): ("POST", "/v1/reconciliation_matches/bulk", lambda world: {
+        "action": "reject", "ids": [world["match_id"]]}, "bulk_item_not_found"),
+    ("GET", "/bulk_actions/{id}"): ("GET", "/v1/bulk_actions/{bulk_action_id}", None, 404),
     # Reconciliation stories
     ("POST", "/reconciliation_stories"): ("POST", "/v1/reconciliation_stories", lambda world: {
         "name": "S", "links": [{"reconciliation_id": world["reconciliation_id"], "position": 1}]},
@@ -144,7 +151,8 @@ CASES = {
 # of its own; every other case only reads or is refused (404/422), and they share one world per module
 # (module_state_unchanged fails any of them that changes it).
 MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports"),
-            ("POST", "/webhook_endpoints"), ("POST", "/users"), ("POST", "/api_keys")}
+            ("POST", "/webhook_endpoints"), ("POST", "/users"), ("POST", "/api_keys"),
+            ("POST", "/reconciliation_exceptions/bulk"), ("POST", "/reconciliation_matches/bulk")}
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}",
                "/v1/audit_events?resource_type=data_stream&resource_id=bank",
@@ -210,8 +218,12 @@ def build_world(api, services, worker):
     # A's webhook endpoint and a delivery of its (written directly: nothing is queued or sent).
     endpoint = api.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/a", "events": ["*"]}).json_body
     delivery = _a_webhook_delivery(services, endpoint["id"])
+    # A's bulk action: the exception is investigating already, so it changes nothing.
+    bulk_action = api.post("/v1/reconciliation_exceptions/bulk", {
+        "action": "status", "status": "investigating", "ids": [exception["id"]]}).json_body
+    worker.drain()
     other_key = create_key(services.api_keys, "globex")[1]
-    return {"webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
+    return {"bulk_action_id": bulk_action["id"], "webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
             "definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
@@ -279,6 +291,13 @@ def _another_environment_sees_nothing_of_the_first(api, world, route):
         world["worker"].drain()
         done = api.get(response.json_body["url"], key=world["other_key"]).json_body
         assert done["results"][0]["error"] == "data_stream_key: no data stream with key 'bank'"
+        expected = "done"
+    if expected == "bulk_item_not_found":
+        assert response.status_code == 202
+        world["worker"].drain()
+        done = api.get(response.json_body["url"], key=world["other_key"]).json_body
+        assert done["status"] == "completed" and done["results"][0]["status"] == "failed"
+        assert done["results"][0]["error"].endswith(" not found")
         expected = "done"
     if expected == "lists_nothing":
         assert response.status_code == 200

@@ -150,7 +150,8 @@ class Generator:
         for rule in schema.get("allOf", []):
             if "if" in rule and self._holds(rule["if"], instance):
                 then = rule.get("then", {})
-                for prop in then.get("required", []):
+                # An anyOf of `required` lists ("at least one of"): the first one is met, as `minimal` does.
+                for prop in [*then.get("required", []), *next(iter(then.get("anyOf", [])), {}).get("required", [])]:
                     if prop not in instance:
                         prop_schema = {**schema.get("properties", {}).get(prop, {}),
                                        **then.get("properties", {}).get(prop, {})}

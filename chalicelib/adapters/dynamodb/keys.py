@@ -840,3 +840,20 @@ def _shards(partition: str, shards: int) -> list[str]:
 def webhook_endpoint_gone_index(environment: str, endpoint_id: int) -> dict[str, str]:
     """gsi2: a deleted endpoint whose partition the sweeper still has to clear."""
     return GSI2.key(WEBHOOKS_GONE_PK, f"{environment}#{_id(endpoint_id)}")
+
+
+# Bulk actions ---------------------------------------------------------------------------------
+# One partition per bulk action (its item and its results, a chunk an item): no key every
+# action or item writes to.
+
+def bulk_action(environment: str, bulk_action_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#BULK#{_id(bulk_action_id)}", "sk": "BULK"}
+
+
+def bulk_action_results(environment: str, bulk_action_id: int, chunk: int) -> dict[str, str]:
+    return {"pk": bulk_action(environment, bulk_action_id)["pk"], "sk": f"{RESULTS_PREFIX}{str(chunk).zfill(6)}"}
+
+
+def bulk_action_idempotency_key(environment: str, key: str) -> dict[str, str]:
+    """Apart from the bulk requests' keys: the same key may name one of each."""
+    return {"pk": f"{env_prefix(environment)}#BULKIDEM#{key}", "sk": "IDEM"}

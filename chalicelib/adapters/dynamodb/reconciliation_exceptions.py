@@ -45,6 +45,11 @@ class ExceptionRepository:
             raise NotFound(f"reconciliation exception {exception_id} not found")
         return self._from_item(item)
 
+    def find_many(self, environment: str, exception_ids: Iterable[int]) -> dict[int, ReconciliationException]:
+        """The exceptions of these ids that exist, by id: one batch read (a bulk action's chunk)."""
+        items = self._table.get_many(keys.reconciliation_exception(environment, i) for i in exception_ids)
+        return {e.id: e for e in map(self._from_item, items)}
+
     def list_page(self, environment: str, admits: Callable[[ExceptionSummary], bool], offset: int,
                   limit: int) -> tuple[list[ReconciliationException], bool]:
         """A page of the environment's exceptions, newest first, by offset, and whether more follow."""
@@ -283,10 +288,14 @@ class ExceptionRepository:
 
     def add_comment(self, exception: ReconciliationException, comment: ExceptionComment,
                     pending_event: str | None = None) -> None:
-        self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment.id),
-                             "entity": "exception_comment", "id": comment.id, "body": comment.body,
-                             "author_idp_id": comment.author_idp_id, "mentions": list(comment.mentions),
-                             "created_at": iso(comment.created_at), **owing(pending_event)})
+        """Once: a comment of the same id again (a bulk action's retried item) is a Conflict."""
+        try:
+            self._table.put_new({**keys.exception_comment(exception.environment, exception.id, comment.id),
+                                 "entity": "exception_comment", "id": comment.id, "body": comment.body,
+                                 "author_idp_id": comment.author_idp_id, "mentions": list(comment.mentions),
+                                 "created_at": iso(comment.created_at), **owing(pending_event)})
+        except ConditionFailed:
+            raise Conflict(f"comment {comment.id} of exception {exception.id} was written already") from None
 
     def comments(self, exception: ReconciliationException) -> list[ExceptionComment]:
         items = self._table.query_all(keys.BASE_TABLE,

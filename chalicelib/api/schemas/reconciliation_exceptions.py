@@ -105,7 +105,8 @@ class ExceptionPage(Model):
                                    "one; with other filters or orders it comes from the page's own read")
 
 
-class ExceptionsQuery(QueryModel):
+class ExceptionsFilter(QueryModel):
+    """The queue's filters: the list's query, and a bulk action's `filter`."""
     reconciliation_id: Id | None = None
     status: Literal["open", "investigating", "dismissed", "resolved"] | None = None
     data_stream_key: str | None = Field(default=None, max_length=200)
@@ -119,6 +120,9 @@ class ExceptionsQuery(QueryModel):
     amount_decimal_places: int = Field(default=2, ge=0, le=18, description="The scale of amount_min and amount_max")
     older_than_days: int | None = Field(default=None, ge=0, le=36_500, description="Only exceptions whose oldest "
                                         "record is at least this many days old (age counts from a record's date)")
+
+
+class ExceptionsQuery(ExceptionsFilter):
     sort: Literal["newest", "oldest", "amount"] = Field(default="newest", description="newest exception first; "
                                                         "oldest record first; largest |total_amount| first")
     offset: int = Field(default=0, ge=0, le=1_000_000)

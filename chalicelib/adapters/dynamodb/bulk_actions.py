@@ -1,0 +1,166 @@
+"""Bulk actions in DynamoDB: the action's item, its results a chunk an item, and idempotency keys.
+
+Each bulk action has a partition of its own (keys.bulk_action): its item and its result chunks;
+nothing every action writes to. A chunk's results are put once (the first write wins) and counted
+once (the chunk joins `done_chunks` in the conditional update that adds its counts), so a chunk
+worked again after a redelivery changes neither.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
+from chalicelib.domain.bulk_actions import (
+    BULK_STATUSES,
+    BulkAction,
+    BulkActionKind,
+    BulkStatus,
+    BulkTarget,
+    ItemResult,
+    ItemStatus,
+    counts,
+)
+from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
+from chalicelib.domain.errors import NotFound
+from chalicelib.domain.users import Role
+
+IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
+LAST_RESULTS_SK = f"{keys.RESULTS_PREFIX}999999"
+
+
+def _row(result: ItemResult) -> list[Any]:
+    return [result.index, result.id, result.status.value, result.error]
+
+
+def _result_of(row: list[Any]) -> ItemResult:
+    return ItemResult(index=int(row[0]), id=int(row[1]), status=ItemStatus(row[2]), error=row[3])
+
+
+class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
+    statuses, noun, key = BULK_STATUSES, "bulk action", staticmethod(keys.bulk_action)
+
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def add(self, action: BulkAction) -> None:
+        """Write a new bulk action; the same again (a retried request) changes nothing."""
+        try:
+            self._table.put_new(self._to_item(action))
+        except ConditionFailed:
+            pass
+
+    def claim_idempotency_key(self, environment: str, key: str, action_id: int, body_hash: str) -> tuple[int, str]:
+        """Bind `key` to `action_id` unless it is bound already; the (id, body hash) it is bound to."""
+        now = utc_now()
+        item = {**keys.bulk_action_idempotency_key(environment, key), "entity": "bulk_action_idempotency_key",
+                "bulk_action_id": action_id, "body_hash": body_hash, "created_at": iso(now),
+                "expires_at": int((now + IDEMPOTENCY_KEY_LIFETIME).timestamp())}
+        try:
+            self._table.put(item, condition="attribute_not_exists(pk) OR expires_at < :now",
+                            values={":now": int(now.timestamp())})
+            return action_id, body_hash
+        except ConditionFailed:
+            existing = self._table.get(keys.bulk_action_idempotency_key(environment, key))
+            if existing is None:  # expired and removed in between
+                return self.claim_idempotency_key(environment, key, action_id, body_hash)
+            return int(existing["bulk_action_id"]), existing["body_hash"]
+
+    def get(self, environment: str, action_id: int) -> BulkAction:
+        found = self.find(environment, action_id)
+        if found is None:
+            raise NotFound(f"bulk action {action_id} not found")
+        return found
+
+    def find(self, environment: str, action_id: int) -> BulkAction | None:
+        item = self._table.get(keys.bulk_action(environment, action_id))
+        return self._from_item(item) if item else None
+
+    def reserve_comment_ids(self, action: BulkAction, first_id: int) -> BulkAction:
+        """Fix the action's block of comment ids once; a retry keeps the first block."""
+        try:
+            item = self._table.update(keys.bulk_action(action.environment, action.id), "SET first_comment_id = :f",
+                                      condition="attribute_exists(pk) AND attribute_not_exists(first_comment_id)",
+                                      values={":f": first_id}, return_new=True)
+            return self._from_item(item)
+        except ConditionFailed:
+            return self.get(action.environment, action.id)
+
+    def begin_chunk(self, action: BulkAction, chunk: int) -> bool:
+        """Mark a chunk begun before its first item; whether an earlier delivery began it (its items
+        may be applied then, and one left part-way is finished). Chunks begin in order: the mark is
+        the highest begun, one small conditional update."""
+        try:
+            self._table.update(keys.bulk_action(action.environment, action.id), "SET chunks_begun = :n",
+                               condition="attribute_exists(pk) AND "
+                                         "(attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
+                               values={":n": chunk})
+            return False
+        except ConditionFailed:
+            return True
+
+    def save_chunk(self, action: BulkAction, chunk: int, results: list[ItemResult]) -> BulkAction:
+        """Store a chunk's results (the first write wins), then count what is stored, once."""
+        results_key = keys.bulk_action_results(action.environment, action.id, chunk)
+        try:
+            self._table.put({**results_key, "entity": "bulk_action_results",
+                             "results": [_row(r) for r in results]}, condition="attribute_not_exists(pk)")
+        except ConditionFailed:  # an earlier delivery stored them: those are the results, and counted so
+            stored = self._table.get(results_key)
+            results = [_result_of(r) for r in (stored or {}).get("results") or ()]
+        succeeded, failed, skipped = counts(results)
+        try:
+            item = self._table.update(
+                keys.bulk_action(action.environment, action.id),
+                "SET last_progress_at = :now ADD done_chunks :chunk, succeeded_items :s, failed_items :f, "
+                "skipped_items :k",
+                condition="NOT contains(done_chunks, :n) AND #status = :processing",
+                names={"#status": "status"},
+                values={":now": iso(utc_now()), ":chunk": {chunk}, ":n": chunk, ":s": succeeded, ":f": failed,
+                        ":k": skipped, ":processing": BulkStatus.PROCESSING.value},
+                return_new=True)
+        except ConditionFailed:  # counted by an earlier delivery, or the action ended
+            return self.get(action.environment, action.id)
+        return self._from_item(item)
+
+    def result_chunks(self, action: BulkAction, from_chunk: int,
+                      page_size: int = 4) -> Iterator[tuple[int, list[ItemResult]]]:
+        """Each stored chunk's results from `from_chunk` on, in chunk order, a few chunks a read."""
+        listing = keys.bulk_action(action.environment, action.id)["pk"]
+        first = keys.bulk_action_results(action.environment, action.id, from_chunk)["sk"]
+        for item in self._table.query_between(keys.BASE_TABLE, listing, first, LAST_RESULTS_SK,
+                                              page_size=page_size, projection=("sk", "results")):
+            yield (int(item["sk"].removeprefix(keys.RESULTS_PREFIX)),
+                   [_result_of(r) for r in item.get("results") or ()])
+
+    @staticmethod
+    def _to_item(action: BulkAction) -> dict[str, Any]:
+        return {
+            **keys.bulk_action(action.environment, action.id), "entity": "bulk_action",
+            "environment": action.environment, "id": action.id, "target": action.target.value,
+            "action": action.action.value, "params": action.params, "status": action.status.value,
+            "total_items": action.total_items, "created_at": iso(action.created_at), "actor": action.actor,
+            "role": action.role.value, "user_id": action.user_id, "selection": action.selection,
+            "idempotency_key": action.idempotency_key, "body_hash": action.body_hash,
+            "succeeded_items": 0, "failed_items": 0, "skipped_items": 0,
+            "completed_at": iso(action.completed_at) if action.completed_at else None,
+        }
+
+    @staticmethod
+    def _from_item(item: dict[str, Any]) -> BulkAction:
+        return BulkAction(
+            environment=item["environment"], id=int(item["id"]), target=BulkTarget(item["target"]),
+            action=BulkActionKind(item["action"]), params=dict(item.get("params") or {}),
+            status=BulkStatus(item["status"]), total_items=int(item["total_items"]),
+            created_at=parse_iso(item["created_at"]), actor=item["actor"], role=Role(item["role"]),
+            user_id=int(item["user_id"]) if item.get("user_id") is not None else None,
+            selection=dict(item.get("selection") or {}), idempotency_key=item.get("idempotency_key"),
+            body_hash=item.get("body_hash"), done_chunks=frozenset(int(c) for c in item.get("done_chunks") or ()),
+            succeeded_items=int(item.get("succeeded_items", 0)), failed_items=int(item.get("failed_items", 0)),
+            skipped_items=int(item.get("skipped_items", 0)),
+            first_comment_id=int(item["first_comment_id"]) if item.get("first_comment_id") is not None else None,
+            started_at=parse_optional_iso(item.get("started_at")),
+            completed_at=parse_optional_iso(item.get("completed_at")), error=item.get("error"),
+        )

@@ -1,0 +1,369 @@
+"""Bulk actions: one action on many exceptions (assign, status, comment) or proposed matches
+(confirm, reject), by ids or by the list routes' filters, worked asynchronously with a result per
+item (domain/bulk_actions.py).
+
+Submitting checks the action's fields as the single-item route would (422), resolves a filter to
+its ids once (refused past MAX_FILTERED), stores them and queues the action on the bulk queue (a
+message of its own kind). The worker works the items a chunk at a time: one batch read of the
+chunk's exceptions or matches tells what is missing or already so; every other item goes through
+the single-item use case (services/reconciliation_exceptions.py, services/matches.py), so its
+status table, conditional write, event and audit entry are that route's. The audit entry of each
+item names the caller and the bulk action (audit.change_in_flight: an entry even if the worker dies
+after the change). A redelivered message re-runs at most the chunk it died in: an item applied
+then is found already so (`skipped`), a comment is written under the id reserved for it (once).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.domain.bulk_actions import (
+    AUDIT_ACTION,
+    CHUNK_ITEMS,
+    BulkAction,
+    BulkActionKind,
+    BulkStatus,
+    BulkTarget,
+    ItemResult,
+    ItemStatus,
+    check_ids,
+    chunk_range,
+    over_cap,
+    refusal,
+)
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict, DomainError, TransitionRefused, ValidationFailed
+from chalicelib.domain.executions import ExecutionStopped
+from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
+from chalicelib.domain.users import Role, User, can_be_named
+from chalicelib.observability import logger
+from chalicelib.services import audit, users
+from chalicelib.services import matches as match_service
+from chalicelib.services import reconciliation_exceptions as exception_service
+from chalicelib.services.ports import Ports
+
+MESSAGE_KIND = "bulk_action"  # on the bulk queue, beside the bulk requests' messages
+MATCH_PAGE = 200
+ITEM_THREADS = 4
+WORK_BUDGET_SECONDS = 600.0  # of one delivery: the bulk worker's timeout is 900 s
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who submits: each item is done as them (their role, their name in its audit entry and events)."""
+    actor: str
+    role: Role
+    user: User | None = None
+
+
+def body_hash(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def payload_key(environment: str, action_id: int) -> str:
+    return f"bulk_actions/{environment}/{action_id}.json"
+
+
+def message(environment: str, action_id: int) -> dict[str, Any]:
+    return {"kind": MESSAGE_KIND, "environment": environment, "bulk_action_id": action_id}
+
+
+# Submitting -------------------------------------------------------------------------------------
+
+def exception_params(ports: Ports, environment: str, caller: Caller, action: BulkActionKind, *,
+                     user_id: int | None = None, idp_user_id: str | None = None, status: str | None = None,
+                     body: str | None = None, author_idp_id: str | None = None,
+                     mentions: list[int] | None = None) -> dict[str, Any]:
+    """The fields an exception action needs, checked as its single-item route checks them (422)."""
+    if action is BulkActionKind.ASSIGN:
+        if user_id is None and idp_user_id is None:
+            raise ValidationFailed.on("user_id", "give user_id or idp_user_id")
+        user = users.active_user(ports, environment, "user_id" if user_id is not None else "idp_user_id",
+                                 user_id=user_id, idp_user_id=idp_user_id)
+        if idp_user_id is not None and user.idp_user_id != idp_user_id:
+            raise ValidationFailed.on("idp_user_id", f"user {user.id} is not '{idp_user_id[:64]}': give one of the two")
+        return {"user_id": user.id, "idp_user_id": user.idp_user_id}
+    if action is BulkActionKind.STATUS:
+        if status is None:
+            raise ValidationFailed.on("status", "give the status to move the exceptions to")
+        return {"status": ExceptionStatus(status).value}
+    if action is BulkActionKind.COMMENT:
+        if body is None or not body.strip() or len(body) > exception_service.MAX_BODY:
+            raise ValidationFailed.on("body", f"must be 1 to {exception_service.MAX_BODY} characters")
+        if caller.user is not None:
+            if author_idp_id is not None and author_idp_id != caller.user.idp_user_id:
+                raise ValidationFailed.on("author_idp_id", "the author is the signed-in user; omit it")
+            author = caller.user
+        elif author_idp_id is None:
+            raise ValidationFailed.on("author_idp_id", "an API key names the comment's author: the idp_user_id of "
+                                                       "an active user of this environment")
+        else:
+            author = users.active_user(ports, environment, "author_idp_id", idp_user_id=author_idp_id)
+        users.active_users(ports, environment, mentions or [], "mentions")
+        return {"body": body, "author_idp_id": author.idp_user_id, "mentions": list(mentions or [])}
+    raise ValidationFailed.on("action", f"'{action.value}' is not an action on exceptions")
+
+
+def filtered_exceptions(ports: Ports, environment: str, query: exception_service.ExceptionQuery) -> list[int]:
+    """The ids the queue's filters keep, newest first (one read of the environment's exception
+    index, as the queue's own), refused past MAX_FILTERED."""
+    exception_service.check_query(query)
+    ids = [s.id for s in ports.exceptions.summaries(environment) if query.admits(s)]
+    problem = over_cap(len(ids), "exceptions")
+    if problem:
+        raise ValidationFailed.on("filter", problem)
+    return ids
+
+
+def filtered_matches(ports: Ports, environment: str, reconciliation_id: int) -> list[int]:
+    """The proposed matches of a reconciliation, newest first (the match list's read, a page at a
+    time), refused past MAX_FILTERED; 404 for a reconciliation of another environment."""
+    reconciliation = ports.reconciliations.get(environment, reconciliation_id)
+    ids: list[int] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = ports.matches.list_page(environment, reconciliation.id, MATCH_PAGE, cursor,
+                                               status=MatchStatus.PROPOSED)
+        ids += [m.id for m in page]
+        problem = over_cap(len(ids), "proposed matches")
+        if problem:
+            raise ValidationFailed.on("filter", problem)
+        if cursor is None:
+            return ids
+
+
+def checked_ids(ids: list[int]) -> list[int]:
+    problems = check_ids(ids)
+    if problems:
+        raise ValidationFailed.on("ids", problems[0])
+    return ids
+
+
+def submit(ports: Ports, environment: str, caller: Caller, target: BulkTarget, action: BulkActionKind,
+           params: dict[str, Any], select: Callable[[], list[int]], selection: dict[str, Any], digest: str,
+           idempotency_key: str | None) -> BulkAction:
+    """Create the bulk action of the ids `select` gives and queue it. With an idempotency key, a
+    repeat of the same body returns the first action (queued again while it is pending: the first
+    send may have been lost); the same key with another body is 409."""
+    action_id = ports.counters.next_id(environment, "bulk_action")
+    if idempotency_key:
+        action_id, bound = ports.bulk_actions.claim_idempotency_key(environment, idempotency_key, action_id, digest)
+        if bound != digest:
+            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
+        existing = ports.bulk_actions.find(environment, action_id)
+        if existing is not None:
+            if existing.status is BulkStatus.PENDING:
+                ports.bulk_queue.send(message(environment, action_id))
+            return existing
+    ids = select()
+    now = utc_now()
+    created = BulkAction(
+        environment=environment, id=action_id, target=target, action=action, params=params,
+        status=BulkStatus.PENDING if ids else BulkStatus.COMPLETED, total_items=len(ids), created_at=now,
+        actor=caller.actor, role=caller.role, user_id=caller.user.id if caller.user else None, selection=selection,
+        idempotency_key=idempotency_key, body_hash=digest, completed_at=None if ids else now)
+    if ids:
+        ports.payloads.put_json(payload_key(environment, action_id), {"ids": ids})
+    ports.bulk_actions.add(created)
+    if ids:
+        ports.bulk_queue.send(message(environment, action_id))
+    return ports.bulk_actions.get(environment, action_id)
+
+
+# Working ----------------------------------------------------------------------------------------
+
+def process(ports: Ports, environment: str, action_id: int,
+            budget_seconds: float = WORK_BUDGET_SECONDS) -> BulkAction | None:
+    """Work (or resume) one bulk action to the end. Safe to call any number of times. Past
+    `budget_seconds` (well inside the worker's 15 minutes) it queues itself again and returns: the
+    next delivery goes on from the first chunk not done."""
+    deadline = time.monotonic() + budget_seconds
+    action = ports.bulk_actions.find(environment, action_id)
+    if action is None:
+        logger.warning("bulk action not found; message dropped", extra={"bulk_action_id": action_id})
+        return None
+    if action.finished:
+        return action
+    if action.status is BulkStatus.PENDING:
+        try:
+            action = ports.bulk_actions.move(action, BulkStatus.PROCESSING, started_at=utc_now())
+        except TransitionRefused:  # another delivery moved it meanwhile
+            action = ports.bulk_actions.get(environment, action_id)
+            if action.finished:
+                return action
+    ids: list[int] = ports.payloads.get_json(payload_key(environment, action_id))["ids"]
+    if action.action is BulkActionKind.COMMENT and action.first_comment_id is None:
+        block = ports.counters.next_ids(environment, "exception_comment", max(action.total_items, 1))
+        action = ports.bulk_actions.reserve_comment_ids(action, block.start)
+    role = current_role(ports, action)
+    worked = False
+    for chunk in range(action.chunk_count):
+        if chunk in action.done_chunks:
+            continue
+        if ports.stopping():  # the message stays with the queue: the next start resumes here
+            raise ExecutionStopped(f"bulk action {action_id} stopped after {len(action.done_chunks)} chunks")
+        if worked and time.monotonic() > deadline:  # a chunk at least each delivery: it always gets on
+            ports.bulk_queue.send(message(environment, action_id))
+            return action
+        worked = True
+        again = ports.bulk_actions.begin_chunk(action, chunk)
+        indexes = chunk_range(chunk, action.total_items)
+        results = work_chunk(ports, action, role, [(i, ids[i]) for i in indexes], again)
+        action = ports.bulk_actions.save_chunk(action, chunk, results)
+        if action.finished:
+            return action
+    return _finish(ports, action)
+
+
+def _finish(ports: Ports, action: BulkAction) -> BulkAction:
+    try:
+        return ports.bulk_actions.move(action, BulkStatus.COMPLETED, completed_at=utc_now())
+    except TransitionRefused:
+        return ports.bulk_actions.get(action.environment, action.id)
+
+
+def fail(ports: Ports, environment: str, action_id: int, error: Exception) -> None:
+    """The last delivery failed: the action fails with the reason; its results keep what was done."""
+    action = ports.bulk_actions.find(environment, action_id)
+    if action is None or action.finished:
+        return
+    try:
+        ports.bulk_actions.move(action, BulkStatus.FAILED, completed_at=utc_now(),
+                                error=f"the bulk action could not be finished: {type(error).__name__}")
+    except TransitionRefused:
+        pass
+
+
+def current_role(ports: Ports, action: BulkAction) -> Role | None:
+    """The role items are done with: a user's as it is now, if lower than when they asked (None: the
+    user was deactivated meanwhile, and may do nothing); an API key's as it was."""
+    if action.user_id is None:
+        return action.role
+    user = ports.users.get_many(action.environment, [action.user_id]).get(action.user_id)
+    if user is None or not can_be_named(user):
+        return None
+    return user.role if user.role.rank < action.role.rank else action.role
+
+
+def work_chunk(ports: Ports, action: BulkAction, role: Role | None, items: list[tuple[int, int]],
+               again: bool) -> list[ItemResult]:
+    """Each item's result. `again`: an earlier delivery began this chunk (its items may be done)."""
+    refused = ("forbidden: the user who asked was deactivated" if role is None
+               else refusal(role, action.action))
+    if refused is not None:
+        return [ItemResult(index, item_id, ItemStatus.FAILED, refused) for index, item_id in items]
+    if action.target is BulkTarget.EXCEPTIONS:
+        exceptions = ports.exceptions.find_many(action.environment, [i for _, i in items])
+        return _each(items, lambda index, item_id: _exception_item(ports, action, index, item_id,
+                                                                   exceptions.get(item_id)))
+    matches = ports.matches.find_many(action.environment, [i for _, i in items])
+    return _each(items, lambda index, item_id: _match_item(ports, action, index, item_id, matches.get(item_id), again))
+
+
+def _each(items: list[tuple[int, int]], work: Callable[[int, int], ItemResult]) -> list[ItemResult]:
+    """Each item's result, in item order, ITEM_THREADS items at a time: the items are distinct
+    exceptions or matches, each its own conditional writes (the audit chain's appends take turns
+    at its head, retrying with backoff)."""
+    with ThreadPoolExecutor(ITEM_THREADS) as pool:
+        return list(pool.map(lambda item: work(*item), items))
+
+
+def _exception_item(ports: Ports, action: BulkAction, index: int, exception_id: int,
+                    exception: ReconciliationException | None) -> ItemResult:
+    environment, params = action.environment, action.params
+    if exception is None:
+        return ItemResult(index, exception_id, ItemStatus.FAILED, f"reconciliation exception {exception_id} not found")
+    if action.action is BulkActionKind.STATUS:
+        target = ExceptionStatus(params["status"])
+        if exception.status is target:
+            return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"already {target.value}")
+        return _audited(ports, action, index, exception_id, lambda: exception_service.update(
+            ports, environment, exception_id, title=None, description=None, status=target))
+    if action.action is BulkActionKind.ASSIGN:
+        if any(a.user_id == params["user_id"] or a.idp_user_id == params["idp_user_id"] for a in exception.assignees):
+            return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"user {params['user_id']} is assigned already")
+        return _audited(ports, action, index, exception_id, lambda: exception_service.add_assignee(
+            ports, environment, exception_id, user_id=params["user_id"]))
+    comment_id = action.comment_id(index)
+    try:
+        return _audited(ports, action, index, exception_id, lambda: exception_service.add_comment(
+            ports, environment, exception_id, body=params["body"], author_idp_id=params["author_idp_id"],
+            mentions=list(params.get("mentions") or []), comment_id=comment_id), retry=False)
+    except _Written:
+        return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"comment {comment_id} was written already")
+
+
+def _match_item(ports: Ports, action: BulkAction, index: int, match_id: int, match: Match | None,
+                again: bool) -> ItemResult:
+    environment = action.environment
+    if match is None or match.pending_since is not None:
+        return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
+    if action.action is BulkActionKind.CONFIRM:
+        if match.unmatched_at is not None or match.unmatching:
+            return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
+        if match.status is MatchStatus.CONFIRMED:
+            if again:  # maybe this action's, cut short before its records: finish them (the confirm's own retry)
+                with audit.acting_as(action.actor):
+                    match_service.confirm(ports, environment, match_id)
+            return ItemResult(index, match_id, ItemStatus.SKIPPED, "already confirmed")
+        return _audited(ports, action, index, match_id, lambda: match_service.confirm(ports, environment, match_id))
+    if match.unmatched_at is not None:
+        return ItemResult(index, match_id, ItemStatus.SKIPPED, "already rejected (unmatched)")
+    if match.status is not MatchStatus.PROPOSED and not match.unmatching:
+        return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} is confirmed: only "
+                          f"proposed matches are rejected here (unmatch it with DELETE "
+                          f"/v1/reconciliation_matches/{match_id})")
+    return _audited(ports, action, index, match_id, lambda: match_service.unmatch(ports, environment, match_id))
+
+
+class _Written(Exception):
+    """The item's write was made before (a comment of its reserved id): nothing to do."""
+
+
+def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change: Callable[[], object],
+             retry: bool = True) -> ItemResult:
+    """Do one item's change as the caller, with its audit entry (the single route's action, the
+    service's notes, the bulk action's id). A refusal (a domain error: 404, 409, 422) fails the item
+    alone, with no entry; a write that lost a race (409 Conflict) is tried once more from a fresh
+    read, unless `retry` is off (a comment: its Conflict means it was written already)."""
+    for attempt in (1, 2):
+        try:
+            with audit.change_in_flight(
+                    ports, action.environment, request_id=f"bulk_action-{action.id}-{index}-{uuid.uuid4().hex[:12]}",
+                    actor=action.actor, action=AUDIT_ACTION[action.action], resource_type=action.target.value,
+                    resource_id=item_id, summary={"bulk_action_id": action.id}) as noted, \
+                    audit.collecting_notes() as notes, audit.acting_as(action.actor):
+                change()
+                noted.summary.update(notes)
+            return ItemResult(index, item_id, ItemStatus.SUCCEEDED)
+        except TransitionRefused as refused:  # the status table says no: no fresh read changes that
+            return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
+        except Conflict as conflict:
+            if not retry:
+                raise _Written() from None
+            if attempt == 2:
+                return ItemResult(index, item_id, ItemStatus.FAILED, str(conflict))
+        except DomainError as refused:
+            return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+
+# Reading ----------------------------------------------------------------------------------------
+
+def results_page(ports: Ports, action: BulkAction, after: int, limit: int) -> tuple[list[ItemResult], int | None]:
+    """The results of the items after index `after`, in item order, at most `limit`, and the index
+    the next page starts after (None at the end). Only chunks worked so far have results."""
+    found: list[ItemResult] = []
+    for _, results in ports.bulk_actions.result_chunks(action, (after + 1) // CHUNK_ITEMS):
+        found += [r for r in results if r.index > after]
+        if len(found) > limit:
+            return found[:limit], found[limit - 1].index
+    return found, None

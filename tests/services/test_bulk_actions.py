@@ -1,0 +1,245 @@
+"""Bulk actions on the fakes: submitted as the routes submit them, worked as the worker works
+them (`process`), a chunk at a time; each item through its single-item use case, audited and told
+once, refused per item by the caller's role, and never applied twice however often it is worked."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from chalicelib.domain import bulk_actions as domain
+from chalicelib.domain.bulk_actions import BulkActionKind, BulkStatus, BulkTarget, ItemStatus
+from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.domain.matches import MatchStatus
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
+from chalicelib.domain.users import Role, UserStatus
+from chalicelib.services import bulk_actions as service
+from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
+from chalicelib.services.reconciliation_rules import create_rule
+from tests.services.conftest import ENV, days_ago, matched_by_a_run, record
+from tests.support.people import add_user
+
+RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
+
+
+@pytest.fixture
+def world(ports, ingest, reconciliation):
+    """An open exception per stream (bank 25.00, ledger 40.00, weeks old), two proposed matches,
+    and a person of each role."""
+    rule = create_rule(ports, ENV, reconciliation.id, RULE)
+    bank = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 1100, days_ago(20)),
+                  record("bank", 3, 2500, days_ago(40)))
+    ledger = ingest(record("ledger", 1, 1000, days_ago(20)), record("ledger", 2, 1100, days_ago(20)),
+                    record("ledger", 3, 4000, days_ago(30)))
+    matches = [matched_by_a_run(ports, reconciliation, rule, [bank[n]], [ledger[n]], MatchStatus.PROPOSED).id
+               for n in (0, 1)]
+    refresh(ports, ENV, reconciliation.id)
+    exceptions = sorted(e.id for e in list_exceptions(ports, ENV, ExceptionQuery(), 0, 50)[0])
+    people = {role: add_user(ports.users, ENV, f"person-{role.value}", role) for role in Role}
+    return {"reconciliation": reconciliation, "exceptions": exceptions, "matches": matches, "people": people}
+
+
+def caller(world, role: Role) -> service.Caller:
+    user = world["people"][role]
+    return service.Caller(actor=f"user:{user.id}", role=role, user=user)
+
+
+def submit(ports, who, target, action, ids, params=None, key=None, digest="d"):
+    return service.submit(ports, ENV, who, target, action, params or {}, lambda: list(ids), {"ids": len(ids)},
+                          digest, key)
+
+
+def entries(ports, action: str) -> list:
+    return [e for e in ports.audit.entries.values() if e.action == action]
+
+
+def published(ports, event_type: str) -> list:
+    return [event for _, event in ports.events.published if event.type == event_type]
+
+
+def test_a_status_moves_each_exception_as_the_single_patch_does(ports, world):
+    who = caller(world, Role.PREPARER)
+    ids = world["exceptions"] + [999]
+    action = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, ids, {"status": "dismissed"})
+    assert action.status is BulkStatus.PENDING and ports.bulk_queue.messages[-1] == service.message(ENV, action.id)
+
+    done = service.process(ports, ENV, action.id)
+
+    assert done.status is BulkStatus.COMPLETED and done.started_at and done.completed_at
+    assert (done.succeeded_items, done.failed_items, done.skipped_items) == (2, 1, 0)
+    results, after = service.results_page(ports, done, -1, 10)
+    assert after is None and [(r.id, r.status) for r in results] == [
+        (ids[0], ItemStatus.SUCCEEDED), (ids[1], ItemStatus.SUCCEEDED), (999, ItemStatus.FAILED)]
+    assert {ports.exceptions.get(ENV, i).status for i in world["exceptions"]} == {ExceptionStatus.DISMISSED}
+    audited = entries(ports, "reconciliation_exception.updated")
+    assert sorted(int(e.resource_id) for e in audited) == world["exceptions"]
+    assert {(e.actor, e.summary["bulk_action_id"]) for e in audited} == {(who.actor, action.id)}
+    assert all(e.summary["after"] == {"status": "dismissed"} for e in audited)
+    told = published(ports, "reconciliation_exception.status_changed")
+    assert len(told) == 2 and {e.data["actor"] for e in told} == {who.actor}  # the person, as their own request
+
+    # Worked again (a redelivered message): nothing more is done, told or audited
+    assert service.process(ports, ENV, action.id) == done
+    assert len(entries(ports, "reconciliation_exception.updated")) == 2
+    assert len(published(ports, "reconciliation_exception.status_changed")) == 2
+
+
+def test_an_item_already_so_is_skipped_without_an_entry(ports, world):
+    who = caller(world, Role.PREPARER)
+    user = world["people"][Role.APPROVER]
+    params = service.exception_params(ports, ENV, who, BulkActionKind.ASSIGN, user_id=user.id)
+    first = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.ASSIGN, world["exceptions"], params)
+    assert service.process(ports, ENV, first.id).succeeded_items == 2
+    again = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.ASSIGN, world["exceptions"], params)
+    done = service.process(ports, ENV, again.id)
+    assert done.skipped_items == 2
+    assert [r.error for r in service.results_page(ports, done, -1, 10)[0]] == [
+        f"user {user.id} is assigned already"] * 2
+    assert len(entries(ports, "reconciliation_exception.assigned")) == 2
+    assert all([a.user_id for a in ports.exceptions.get(ENV, i).assignees] == [user.id] for i in world["exceptions"])
+
+
+def test_a_worker_that_dies_after_applying_a_chunk_applies_nothing_twice(ports, world, monkeypatch):
+    who = caller(world, Role.PREPARER)
+    params = service.exception_params(ports, ENV, who, BulkActionKind.COMMENT, body="Asked the bank")
+    action = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.COMMENT, world["exceptions"], params)
+    saved = ports.bulk_actions.save_chunk
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("the worker died before storing the chunk's results")
+
+    monkeypatch.setattr(ports.bulk_actions, "save_chunk", dies)
+    with pytest.raises(RuntimeError):
+        service.process(ports, ENV, action.id)
+    monkeypatch.setattr(ports.bulk_actions, "save_chunk", saved)
+
+    done = service.process(ports, ENV, action.id)  # the message, delivered again
+    service.process(ports, ENV, action.id)  # and once more
+
+    assert done.status is BulkStatus.COMPLETED and done.skipped_items == 2
+    for exception_id in world["exceptions"]:
+        comments = ports.exceptions.comments(ports.exceptions.get(ENV, exception_id))
+        assert [(c.body, c.author_idp_id) for c in comments] == [("Asked the bank", who.user.idp_user_id)]
+    assert len(entries(ports, "reconciliation_exception.commented")) == 2
+    assert len(published(ports, "reconciliation_exception.commented")) == 2
+
+
+def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, world, monkeypatch):
+    who = caller(world, Role.APPROVER)
+    action = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"])
+    confirm_record = ports.claims.confirm_record
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("died between the match and its records")
+
+    monkeypatch.setattr(ports.claims, "confirm_record", dies)
+    with pytest.raises(RuntimeError):
+        service.process(ports, ENV, action.id)
+    monkeypatch.setattr(ports.claims, "confirm_record", confirm_record)
+    first = world["matches"][0]
+    assert ports.matches.get(ENV, first).status is MatchStatus.CONFIRMED  # its records still await confirmation
+
+    done = service.process(ports, ENV, action.id)
+
+    results = service.results_page(ports, done, -1, 10)[0]
+    assert results[0].status is ItemStatus.SKIPPED and results[0].error == "already confirmed"
+    assert done.status is BulkStatus.COMPLETED and done.failed_items == 0  # the second, confirmed then or now
+    for match_id in world["matches"]:
+        members = ports.matches.members(ENV, match_id)
+        assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
+            "reconciled"}
+
+
+def test_what_the_role_may_not_do_fails_each_item_and_changes_nothing(ports, world):
+    action = submit(ports, caller(world, Role.PREPARER), BulkTarget.MATCHES, BulkActionKind.CONFIRM,
+                    world["matches"])
+    done = service.process(ports, ENV, action.id)
+    assert done.failed_items == 2
+    assert {r.error for r in service.results_page(ports, done, -1, 10)[0]} == {
+        "forbidden: confirming a match needs the approver role or above; yours is preparer"}
+    assert {ports.matches.get(ENV, m).status for m in world["matches"]} == {MatchStatus.PROPOSED}
+
+
+@pytest.mark.parametrize("change, error", [
+    (lambda user: replace(user, role=Role.VIEWER), "needs the preparer role or above; yours is viewer"),
+    (lambda user: replace(user, status=UserStatus.DEACTIVATED), "forbidden: the user who asked was deactivated"),
+])
+def test_a_user_lowered_or_deactivated_before_the_work_starts_is_refused_then(ports, world, change, error):
+    who = caller(world, Role.PREPARER)
+    action = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, world["exceptions"],
+                    {"status": "investigating"})
+    ports.users.save(change(who.user), who.user)
+    done = service.process(ports, ENV, action.id)
+    assert done.failed_items == 2 and all(error in r.error for r in service.results_page(ports, done, -1, 10)[0])
+
+
+def test_reject_unmatches_a_proposed_match_once(ports, world):
+    who = caller(world, Role.APPROVER)
+    first = service.process(ports, ENV, submit(ports, who, BulkTarget.MATCHES, BulkActionKind.REJECT,
+                                               world["matches"]).id)
+    assert first.succeeded_items == 2 and all(ports.matches.find(ENV, m).unmatched_at for m in world["matches"])
+    again = service.process(ports, ENV, submit(ports, who, BulkTarget.MATCHES, BulkActionKind.REJECT,
+                                               world["matches"]).id)
+    assert [r.error for r in service.results_page(ports, again, -1, 10)[0]] == ["already rejected (unmatched)"] * 2
+    assert len(entries(ports, "reconciliation_match.deleted")) == 2
+
+
+def test_a_long_action_goes_on_in_the_next_delivery_past_its_budget(ports, world):
+    ids = list(range(10_000, 10_000 + domain.CHUNK_ITEMS + 5))  # two chunks of ids no exception has
+    action = submit(ports, caller(world, Role.PREPARER), BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, ids,
+                    {"status": "resolved"})
+    sent = len(ports.bulk_queue.messages)
+    part = service.process(ports, ENV, action.id, budget_seconds=0)
+    assert part.status is BulkStatus.PROCESSING and part.done_chunks == {0} and part.failed_items == domain.CHUNK_ITEMS
+    assert ports.bulk_queue.messages[sent:] == [service.message(ENV, action.id)]  # queued again
+    done = service.process(ports, ENV, action.id, budget_seconds=0)
+    assert done.status is BulkStatus.COMPLETED and done.failed_items == len(ids)
+    page, after = service.results_page(ports, done, -1, domain.CHUNK_ITEMS)
+    assert len(page) == domain.CHUNK_ITEMS and after == domain.CHUNK_ITEMS - 1
+    rest, end = service.results_page(ports, done, after, domain.CHUNK_ITEMS)
+    assert [r.index for r in rest] == list(range(domain.CHUNK_ITEMS, len(ids))) and end is None
+
+
+def test_an_idempotency_key_returns_the_first_action_and_requeues_it_while_pending(ports, world):
+    who = caller(world, Role.PREPARER)
+    first = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, world["exceptions"],
+                   {"status": "resolved"}, key="k", digest="one")
+    again = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, world["exceptions"],
+                   {"status": "resolved"}, key="k", digest="one")
+    assert again.id == first.id and ports.bulk_queue.messages.count(service.message(ENV, first.id)) == 2
+    with pytest.raises(Conflict, match="already used with a different body"):
+        submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, [1], {"status": "open"}, key="k",
+               digest="two")
+
+
+def test_a_filter_is_the_queues_and_is_capped(ports, world, monkeypatch):
+    assert service.filtered_exceptions(ports, ENV, ExceptionQuery(status=ExceptionStatus.OPEN)) == \
+        sorted(world["exceptions"], reverse=True)
+    assert service.filtered_matches(ports, ENV, world["reconciliation"].id) == sorted(world["matches"], reverse=True)
+    monkeypatch.setattr(domain, "MAX_FILTERED", 1)
+    with pytest.raises(ValidationFailed, match="selects more than 1 exceptions"):
+        service.filtered_exceptions(ports, ENV, ExceptionQuery())
+    with pytest.raises(ValidationFailed, match="must not be above amount_max"):
+        service.filtered_exceptions(ports, ENV, ExceptionQuery(amount_min=5, amount_max=1))
+
+
+def test_the_actions_fields_are_checked_as_the_single_routes_check_them(ports, world):
+    by_key = service.Caller(actor="api_key:1", role=Role.ADMIN)
+    with pytest.raises(ValidationFailed, match="is not an active user"):
+        service.exception_params(ports, ENV, by_key, BulkActionKind.ASSIGN, user_id=12345)
+    with pytest.raises(ValidationFailed, match="an API key names the comment's author"):
+        service.exception_params(ports, ENV, by_key, BulkActionKind.COMMENT, body="x")
+    with pytest.raises(ValidationFailed, match="the author is the signed-in user"):
+        service.exception_params(ports, ENV, caller(world, Role.PREPARER), BulkActionKind.COMMENT, body="x",
+                                 author_idp_id="someone-else")
+    with pytest.raises(ValidationFailed):
+        service.exception_params(ports, ENV, by_key, BulkActionKind.COMMENT, body="x",
+                                 author_idp_id=world["people"][Role.VIEWER].idp_user_id, mentions=[99999])
+    assert service.exception_params(ports, ENV, by_key, BulkActionKind.STATUS, status="resolved") == {
+        "status": "resolved"}
+
+
+def test_an_empty_selection_is_completed_at_once(ports, world):
+    action = submit(ports, caller(world, Role.PREPARER), BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, [],
+                    {"status": "resolved"})
+    assert action.status is BulkStatus.COMPLETED and action.total_items == 0 and action.progress == 100
