@@ -212,7 +212,9 @@ function Assignees({ exception: e, people, session, onSaid }) {
       const assignee = await api(`reconciliation_exceptions/${e.id}/assignees`, { method: "POST", body: { user_id: session.user.id } });
       setDone({ of: e, added: [...added, assignee], failure: null });
       onSaid(`Assigned ${e.title} to you.`);
-      cell.current?.focus(); // the button is gone: focus stays in its row
+      // The button is gone: focus stays in its row, unless the person has moved it elsewhere meanwhile.
+      const at = document.activeElement;
+      if (cell.current && (!at || at === document.body || cell.current.closest("tr")?.contains(at))) cell.current.focus();
     } catch (problem) {
       setDone({ of: e, added, failure: problem });
     } finally {
