@@ -47,6 +47,11 @@ export function RecordDate({ iso }) {
 
 export const personName = (user) => (user ? user.name || user.email : "someone");
 
+// The name of the person with identity `idp`: from the list of users, else from `known` (a user the
+// page knows otherwise, such as the signed-in one), else the identity itself.
+export const nameOf = (people, idp, known = null) => (people.byIdp.has(idp) ? personName(people.byIdp.get(idp))
+  : (known ? personName(known) : idp));
+
 // A person's "1,234" (grouped digits) of an integer count.
 export const count = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 
@@ -203,8 +208,7 @@ function Assignees({ exception: e, people, session, onSaid }) {
   const failure = mineNow ? done.failure : null;
   const assignees = [...e.assignees, ...added.filter((a) => !e.assignees.some((b) => b.id === a.id))];
   const mine = assignees.some((a) => a.user_id === session.user.id);
-  const nameOf = (x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id))
-    : (x.user_id === session.user.id ? personName(session.user) : x.idp_user_id));
+  const nameOfAssignee = (x) => nameOf(people, x.idp_user_id, x.user_id === session.user.id ? session.user : null);
   async function assignToMe() {
     if (busy) return;
     setBusy(true);
@@ -222,7 +226,7 @@ function Assignees({ exception: e, people, session, onSaid }) {
     }
   }
   return html`<td tabindex="-1" ref=${cell} data-testid=${`assignees-${e.id}`}>
-    ${assignees.length ? assignees.map(nameOf).join(", ") : html`<span class="muted">unassigned</span>`}
+    ${assignees.length ? assignees.map(nameOfAssignee).join(", ") : html`<span class="muted">unassigned</span>`}
     ${can("preparer") && !mine && html`
       <div><button type="button" class="small" aria-label=${`Assign to me: ${e.title}`}
         aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}</button></div>`}
