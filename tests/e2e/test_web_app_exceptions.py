@@ -11,7 +11,6 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -29,7 +28,16 @@ from chalicelib.local.stack import StackInfo
 from chalicelib.services import investigations
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import person, printed, screenshot, serious_violations, sign_in, unexpected
+from tests.support.web_app import (
+    person,
+    printed,
+    read_every_page,
+    screenshot,
+    serious_violations,
+    sign_in,
+    small_first_pages,
+    unexpected,
+)
 
 pytestmark = [
     pytest.mark.xdist_group("web"),
@@ -386,20 +394,7 @@ def test_the_queues_filters_offer_every_page_of_reconciliations_streams_and_peop
     assert stack.request("POST", f"/reconciliation_exceptions/{made['bank']['id']}/assignees",
                          {"user_id": assignee["id"]}).status_code == 201
 
-    asked: dict[str, list[str]] = {"users": [], "data_streams": [], "reconciliations": []}
-
-    def small_first_page(route):
-        url = urlsplit(route.request.url)
-        listed = asked[url.path.rsplit("/", 1)[1]]
-        listed.append(url.query)
-        if len(listed) == 1:
-            assert "limit=200" in url.query and "cursor=" not in url.query, url.query
-            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
-        else:
-            route.continue_()
-
-    page.route(lambda url: urlsplit(url).path.endswith(("/v1/users", "/v1/data_streams", "/v1/reconciliations")),
-               small_first_page)
+    asked = small_first_pages(page, "users", "data_streams", "reconciliations")
     sign_in_as(stack, page, "viewer", "#/exceptions")
     shows_any = "c => c !== null && c.dataset.for === location.hash && / exceptions?$/.test(c.textContent.trim())"
     page.wait_for_function(f"() => ({shows_any})(document.querySelector('[data-testid=exception-count]'))")
@@ -410,8 +405,7 @@ def test_the_queues_filters_offer_every_page_of_reconciliations_streams_and_peop
                                arg=[{"Reconciliation": "exc-reconciliation_id", "Data stream": "exc-stream",
                                      "Assignee": "exc-assignee"}[select], value])
         page.get_by_label(select).select_option(value)
-    for name, queries in asked.items():
-        assert len(queries) >= 2 and all("cursor=" in q for q in queries[1:]), (name, queries)
+    read_every_page(asked)
     page.get_by_role("button", name="Apply filters").click()
     shows(page, "1 exception")
     page.locator("table.exception-queue").get_by_role("link", name=made["bank"]["title"]).wait_for()

@@ -10,7 +10,6 @@ import re
 import uuid
 from datetime import date
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -19,7 +18,15 @@ from tests.support.camt_files import Entry, write_camt053
 from tests.support.camt_files import Statement as CamtStatement
 from tests.support.chromium import needs_chromium
 from tests.support.statement_files import Bai2Account, Bai2Detail, Bai2Group, bai2_file
-from tests.support.web_app import person, screenshot, serious_violations, signed_in, unexpected
+from tests.support.web_app import (
+    person,
+    read_every_page,
+    screenshot,
+    serious_violations,
+    signed_in,
+    small_first_pages,
+    unexpected,
+)
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -274,24 +281,13 @@ def test_the_stream_picker_and_the_streams_table_hold_every_page_of_streams(stac
     older = new_stream(stack)
     for _ in range(3):
         new_stream(stack)
-    asked: list[str] = []
-
-    def small_first_page(route):
-        query = urlsplit(route.request.url).query
-        asked.append(query)
-        if len(asked) == 1:
-            assert "limit=200" in query and "cursor=" not in query, query
-            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
-        else:
-            route.continue_()
-
-    page.route(lambda url: urlsplit(url).path.endswith("/v1/data_streams"), small_first_page)
+    asked = small_first_pages(page, "data_streams")
     signed_in(stack, page, role="preparer", hash_route="#/imports")
     page.get_by_role("heading", name="Import a file").wait_for()
     page.get_by_label("Data stream", exact=True).select_option(older["key"])
     streams = page.get_by_role("table", name="Data streams with their records and latest balance")
     streams.get_by_role("cell", name=older["key"], exact=True).wait_for()
-    assert len(asked) >= 2 and all("cursor=" in q for q in asked[1:]), asked
+    read_every_page(asked)
     assert page.problems == []
 
 
