@@ -1,7 +1,7 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
 import { Money, Problem, useAll, When } from "./ui.js";
@@ -260,7 +260,17 @@ function Queue({ route, session }) {
   const reconciliations = useAll("reconciliations").data;
   const streams = useAll("data_streams").data;
   const people = usePeople();
-  const [said, setSaid] = useState(""); // what a row's action did, announced politely
+  // What a row's action did, announced politely: emptied first, so the same words said again are
+  // announced again, and when the filters (or page) change, since it was said of other rows.
+  const [said, setSaid] = useState("");
+  const saying = useRef(null);
+  useEffect(() => { clearTimeout(saying.current); setSaid(""); }, [route.key]);
+  useEffect(() => () => clearTimeout(saying.current), []);
+  const say = useCallback((text) => {
+    clearTimeout(saying.current);
+    setSaid("");
+    saying.current = setTimeout(() => setSaid(text), 100);
+  }, []);
   // While the next filters' (or page's) rows load, the previous ones are not shown as theirs.
   const shown = loading || invalid ? null : data;
   const offset = shown ? shown.offset : 0;
@@ -289,7 +299,7 @@ function Queue({ route, session }) {
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
           </tr></thead>
-          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${setSaid} />`)}</tbody>
+          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${say} />`)}</tbody>
         </table>`)}
     ${(shown || (loading && !invalid && data)) && !pastEnd && html`
       <nav class="pager" aria-label="Exception pages">
