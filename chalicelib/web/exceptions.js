@@ -228,8 +228,8 @@ function Assignees({ exception: e, people, session, onSaid }) {
   return html`<td tabindex="-1" ref=${cell} data-testid=${`assignees-${e.id}`}>
     ${assignees.length ? assignees.map(nameOfAssignee).join(", ") : html`<span class="muted">unassigned</span>`}
     ${can("preparer") && !mine && html`
-      <div><button type="button" class="small" aria-label=${`Assign to me: ${e.title}`}
-        aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}</button></div>`}
+      <div><button type="button" class="small" aria-disabled=${busy ? "true" : undefined}
+        onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}<span class="visually-hidden">: ${e.title}</span></button></div>`}
     ${failure && html`<p class="error" role="alert">Could not assign ${e.title}: ${failure.message}</p>`}
   </td>`;
 }
