@@ -304,10 +304,11 @@ function StatementOutcome({ job, streams }) {
         <div><p><strong>Warnings</strong>${details.warning_count > warnings.length ? ` (the first ${warnings.length} of ${count(details.warning_count)})` : ""}:</p>
           <ul class="warnings">${warnings.map((w, i) => html`<li key=${i}>${w}</li>`)}</ul></div>`}
       ${broke && html`
-        <dl class="counts" aria-label="Where the file was refused">
-          ${DETAIL_FIELDS.filter(([key]) => details[key] !== undefined && details[key] !== null).map(([key, label]) => html`
-            <div key=${key}><dt>${label}</dt><dd>${String(details[key])}</dd></div>`)}
-        </dl>`}
+        <div data-testid="where-refused"><p><strong>Where the file was refused</strong></p>
+          <dl class="counts">
+            ${DETAIL_FIELDS.filter(([key]) => details[key] !== undefined && details[key] !== null).map(([key, label]) => html`
+              <div key=${key}><dt>${label}</dt><dd>${String(details[key])}</dd></div>`)}
+          </dl></div>`}
     </section>`;
 }
 
