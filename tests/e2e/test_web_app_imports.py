@@ -271,6 +271,25 @@ def test_a_statement_routed_by_account_shows_its_streams_their_accounts_and_the_
     assert left.get_by_role("listitem").all_inner_texts() == failed["error_details"]["accounts_not_imported"]
     assert page.get_by_text(failed["error_message"]).is_visible()
     assert serious_violations(page) == []
+
+    # An account's control total one cent off: refused (the default), and the page says where, under a
+    # visible title (an aria-label on its <dl> would name nothing).
+    text = bai2_file([Bai2Group(date(2026, 3, 3), [
+        Bai2Account(first, [Bai2Detail("195", 4200, bank_reference=f"R5-{first}", text="Wire")])])]).decode()
+    broken = re.sub(r"^49,(-?\d+),", lambda m: f"49,{int(m.group(1)) + 1},", text, count=1, flags=re.M)
+    assert broken != text
+    drop(page, "broken.bai2", broken, "application/octet-stream")
+    page.get_by_label("Data stream", exact=True).select_option(label="Each account to its bank feed stream")
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.get_by_role("heading", name=re.compile(r"^Import \d+: broken\.bai2$")).wait_for()
+    import_status(page, "failed")
+    where = page.get_by_test_id("where-refused")
+    where.get_by_text("Where the file was refused", exact=True).wait_for()
+    refused_id = int(re.match(r"Import (\d+):", page.get_by_role("heading", name=re.compile("broken.bai2")).inner_text()).group(1))
+    details = stack.request("GET", f"/file_imports/{refused_id}").json()["error_details"]
+    assert details.get("line") is not None, details
+    assert where.locator("dt", has_text="Line").locator("xpath=following-sibling::dd[1]").inner_text() == str(details["line"])
+    assert serious_violations(page) == []
     assert page.problems == []
 
 
