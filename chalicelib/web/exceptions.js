@@ -225,11 +225,15 @@ function Assignees({ exception: e, people, session, onSaid }) {
       setBusy(false);
     }
   }
+  // Its name is its visible words, then the title (WCAG's label in name), from its text, so the name
+  // follows the words while busy. The whole name is one hidden text: a visually hidden span beside the
+  // visible words would get a space before it (it is laid out as a block), "Assign to me : …".
+  const words = busy ? "Assigning…" : "Assign to me";
   return html`<td tabindex="-1" ref=${cell} data-testid=${`assignees-${e.id}`}>
     ${assignees.length ? assignees.map(nameOfAssignee).join(", ") : html`<span class="muted">unassigned</span>`}
     ${can("preparer") && !mine && html`
-      <div><button type="button" class="small" aria-disabled=${busy ? "true" : undefined}
-        onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}<span class="visually-hidden">: ${e.title}</span></button></div>`}
+      <div><button type="button" class="small" aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>
+        <span aria-hidden="true">${words}</span><span class="visually-hidden">${words}: ${e.title}</span></button></div>`}
     ${failure && html`<p class="error" role="alert">Could not assign ${e.title}: ${failure.message}</p>`}
   </td>`;
 }
