@@ -347,12 +347,31 @@ def test_a_preparer_assigns_rows_of_the_queue_to_themselves_in_place(stack, page
     detail = stack.request("GET", f"/reconciliation_exceptions/{ledger['id']}").json()
     assert [a["user_id"] for a in detail["assignees"]] == [mine["id"]]
 
-    assign_bank.click()  # beside someone else
+    # Beside someone else; its answer held back while the person moves on: focus stays where they went.
+    held = []
+    page.route(lambda url: url.endswith(f"/reconciliation_exceptions/{bank['id']}/assignees"),
+               lambda route: held.append(route))
+    assign_bank.click()
+    page.get_by_role("button", name=f"Assigning…: {bank['title']}", exact=True).wait_for()
+    ledger_link = ledger_row.get_by_role("link", name=ledger["title"])
+    ledger_link.focus()
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # the held request reaches its handler as Playwright's events are read
+    assert len(held) == 1, held
+    held[0].continue_()
     bank_row.get_by_text(f"Someone {made['suffix']}, Preparer {made['suffix']}").wait_for()
     assert assign_bank.count() == 0
+    page.get_by_test_id("queue-said").filter(has_text=f"Assigned {bank['title']} to you.").wait_for()
+    assert ledger_link.evaluate("link => link === document.activeElement")
     detail = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()
     assert sorted(a["user_id"] for a in detail["assignees"]) == sorted([other["id"], mine["id"]])
     assert serious_violations(page) == []
+
+    # Other filters: what was said of the rows before is said no more.
+    page.evaluate("() => { location.hash += '&sort=oldest'; }")
+    shows(page, "2 exceptions")
+    page.wait_for_function("() => document.querySelector('[data-testid=queue-said]').textContent === ''")
 
     page.reload()  # what the API has is what the queue shows, and my rows offer nothing more
     shows(page, "2 exceptions")
