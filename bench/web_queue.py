@@ -162,7 +162,7 @@ def main() -> None:
                 rows.nth(49).wait_for()
                 count.filter(has_text=total).wait_for()
 
-            for _ in range(args.runs + 1):  # the first of each is a warm-up, left out
+            for _ in range(args.runs + 1):  # the first of each is a warm-up, left out below (del times[0])
                 page.evaluate("() => { location.hash = '#/overview'; }")
                 page.get_by_role("heading", name="Overview").wait_for()
                 began = time.perf_counter()

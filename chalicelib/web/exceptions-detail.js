@@ -3,7 +3,7 @@
 // A viewer sees none of the controls (the API refuses them too).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
-import { count, MIXED, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
+import { count, MIXED, nameOf, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
 import { Money, Pager, Problem, useApi, usePaging, When } from "./ui.js";
 
 // The moves the service allows (domain/reconciliation_exceptions.py EXCEPTION_STATUSES).
@@ -15,8 +15,6 @@ const MOVES = {
 };
 const RUNNING = ["pending", "running"];
 const POLL_MS = 1000;
-
-const nameOf = (people, idp) => (people.byIdp.has(idp) ? personName(people.byIdp.get(idp)) : idp);
 
 // "@ada" names the user whose email begins "ada@" (when only one does) or "@ada@example.com" the one
 // with that email. Answers {ids, unknown}: the users mentioned, and the handles that name nobody.

@@ -1,7 +1,7 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
 import { Money, Problem, useAll, When } from "./ui.js";
@@ -46,6 +46,11 @@ export function RecordDate({ iso }) {
 }
 
 export const personName = (user) => (user ? user.name || user.email : "someone");
+
+// The name of the person with identity `idp`: from the list of users, else from `known` (a user the
+// page knows otherwise, such as the signed-in one), else the identity itself.
+export const nameOf = (people, idp, known = null) => (people.byIdp.has(idp) ? personName(people.byIdp.get(idp))
+  : (known ? personName(known) : idp));
 
 // A person's "1,234" (grouped digits) of an integer count.
 export const count = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
@@ -203,8 +208,7 @@ function Assignees({ exception: e, people, session, onSaid }) {
   const failure = mineNow ? done.failure : null;
   const assignees = [...e.assignees, ...added.filter((a) => !e.assignees.some((b) => b.id === a.id))];
   const mine = assignees.some((a) => a.user_id === session.user.id);
-  const nameOf = (x) => (people.byIdp.has(x.idp_user_id) ? personName(people.byIdp.get(x.idp_user_id))
-    : (x.user_id === session.user.id ? personName(session.user) : x.idp_user_id));
+  const nameOfAssignee = (x) => nameOf(people, x.idp_user_id, x.user_id === session.user.id ? session.user : null);
   async function assignToMe() {
     if (busy) return;
     setBusy(true);
@@ -212,18 +216,24 @@ function Assignees({ exception: e, people, session, onSaid }) {
       const assignee = await api(`reconciliation_exceptions/${e.id}/assignees`, { method: "POST", body: { user_id: session.user.id } });
       setDone({ of: e, added: [...added, assignee], failure: null });
       onSaid(`Assigned ${e.title} to you.`);
-      cell.current?.focus(); // the button is gone: focus stays in its row
+      // The button is gone: focus stays in its row, unless the person has moved it elsewhere meanwhile.
+      const at = document.activeElement;
+      if (cell.current && (!at || at === document.body || cell.current.closest("tr")?.contains(at))) cell.current.focus();
     } catch (problem) {
       setDone({ of: e, added, failure: problem });
     } finally {
       setBusy(false);
     }
   }
+  // Its name is its visible words, then the title (WCAG's label in name), from its text, so the name
+  // follows the words while busy. The whole name is one hidden text: a visually hidden span beside the
+  // visible words would get a space before it (it is laid out as a block), "Assign to me : …".
+  const words = busy ? "Assigning…" : "Assign to me";
   return html`<td tabindex="-1" ref=${cell} data-testid=${`assignees-${e.id}`}>
-    ${assignees.length ? assignees.map(nameOf).join(", ") : html`<span class="muted">unassigned</span>`}
+    ${assignees.length ? assignees.map(nameOfAssignee).join(", ") : html`<span class="muted">unassigned</span>`}
     ${can("preparer") && !mine && html`
-      <div><button type="button" class="small" aria-label=${`Assign to me: ${e.title}`}
-        aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>${busy ? "Assigning…" : "Assign to me"}</button></div>`}
+      <div><button type="button" class="small" aria-disabled=${busy ? "true" : undefined} onClick=${assignToMe}>
+        <span aria-hidden="true">${words}</span><span class="visually-hidden">${words}: ${e.title}</span></button></div>`}
     ${failure && html`<p class="error" role="alert">Could not assign ${e.title}: ${failure.message}</p>`}
   </td>`;
 }
@@ -254,7 +264,17 @@ function Queue({ route, session }) {
   const reconciliations = useAll("reconciliations").data;
   const streams = useAll("data_streams").data;
   const people = usePeople();
-  const [said, setSaid] = useState(""); // what a row's action did, announced politely
+  // What a row's action did, announced politely: emptied first, so the same words said again are
+  // announced again, and when the filters (or page) change, since it was said of other rows.
+  const [said, setSaid] = useState("");
+  const saying = useRef(null);
+  useEffect(() => { clearTimeout(saying.current); setSaid(""); }, [route.key]);
+  useEffect(() => () => clearTimeout(saying.current), []);
+  const say = useCallback((text) => {
+    clearTimeout(saying.current);
+    setSaid("");
+    saying.current = setTimeout(() => setSaid(text), 100);
+  }, []);
   // While the next filters' (or page's) rows load, the previous ones are not shown as theirs.
   const shown = loading || invalid ? null : data;
   const offset = shown ? shown.offset : 0;
@@ -283,7 +303,7 @@ function Queue({ route, session }) {
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
           </tr></thead>
-          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${setSaid} />`)}</tbody>
+          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${say} />`)}</tbody>
         </table>`)}
     ${(shown || (loading && !invalid && data)) && !pastEnd && html`
       <nav class="pager" aria-label="Exception pages">

@@ -7,7 +7,7 @@
 // until it ends.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, money, query } from "./api.js";
-import { Money, Pager, Problem, Status, useAll, useApi, usePaging, When } from "./ui.js";
+import { LIST_PAGE, Money, Pager, Problem, readAll, Status, useAll, useApi, usePaging, When } from "./ui.js";
 
 const POLL_MS = 1000; // an import is read at most once a second while it runs
 const RUNNING = ["pending", "processing", "replicating"];
@@ -217,9 +217,9 @@ function FailedRows({ job }) {
 
 const ROUTED_PAGES = 20; // a routed statement's records are counted per stream from at most 4,000 of them
 
-// What a routed statement wrote into each stream, from its records (GET /file_imports/{id}/records, 200
-// a page, at most ROUTED_PAGES pages): per stream key, {count, credits, debits (BigInt minor units),
-// currencies, places, first, last}, and whether every record was read. (Each stream's list of imports
+// What a routed statement wrote into each stream, from its records (GET /file_imports/{id}/records,
+// LIST_PAGE a page, at most ROUTED_PAGES pages): per stream key, {count, credits, debits (BigInt
+// minor units), currencies, places, first, last}, and whether every record was read. (Each stream's list of imports
 // has its part's totals too, but not their decimal places, which the records carry.)
 export function perStream(records) {
   const found = new Map();
@@ -240,18 +240,9 @@ function useRoutedTotals(job) {
   const [state, setState] = useState(null);
   useEffect(() => {
     const abort = new AbortController();
-    (async () => {
-      const records = [];
-      let cursor;
-      let pages = 0;
-      do {
-        const page = await api(`file_imports/${job.id}/records${query({ limit: 200, cursor })}`, { signal: abort.signal });
-        records.push(...page.data);
-        cursor = page.next_cursor;
-        pages += 1;
-      } while (cursor && pages < ROUTED_PAGES);
-      setState({ byStream: perStream(records), complete: !cursor });
-    })().catch((error) => { if (error.name !== "AbortError") setState({ error }); });
+    readAll(`file_imports/${job.id}/records`, { signal: abort.signal, maxPages: ROUTED_PAGES, capped: true })
+      .then(({ items, complete }) => setState({ byStream: perStream(items), complete }))
+      .catch((error) => { if (error.name !== "AbortError") setState({ error }); });
     return () => abort.abort();
   }, [job.id]);
   return state;
@@ -280,7 +271,7 @@ function RoutedStreams({ job, routed }) {
       })}</tbody>
     </table>
     ${totals && totals.error && html`<${Problem} error=${totals.error} what="count the records of each stream" />`}
-    ${atLeast && html`<p class="hint">Counted from the first ${count(ROUTED_PAGES * 200)} records of the import.</p>`}`;
+    ${atLeast && html`<p class="hint">Counted from the first ${count(ROUTED_PAGES * LIST_PAGE)} records of the import.</p>`}`;
 }
 
 const DETAIL_FIELDS = [["line", "Line"], ["element", "Element"], ["statement_id", "Statement"], ["account", "Account"],
@@ -313,10 +304,11 @@ function StatementOutcome({ job, streams }) {
         <div><p><strong>Warnings</strong>${details.warning_count > warnings.length ? ` (the first ${warnings.length} of ${count(details.warning_count)})` : ""}:</p>
           <ul class="warnings">${warnings.map((w, i) => html`<li key=${i}>${w}</li>`)}</ul></div>`}
       ${broke && html`
-        <dl class="counts" aria-label="Where the file was refused">
-          ${DETAIL_FIELDS.filter(([key]) => details[key] !== undefined && details[key] !== null).map(([key, label]) => html`
-            <div key=${key}><dt>${label}</dt><dd>${String(details[key])}</dd></div>`)}
-        </dl>`}
+        <div data-testid="where-refused"><p><strong>Where the file was refused</strong></p>
+          <dl class="counts">
+            ${DETAIL_FIELDS.filter(([key]) => details[key] !== undefined && details[key] !== null).map(([key, label]) => html`
+              <div key=${key}><dt>${label}</dt><dd>${String(details[key])}</dd></div>`)}
+          </dl></div>`}
     </section>`;
 }
 

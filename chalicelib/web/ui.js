@@ -48,15 +48,23 @@ export const LIST_PAGE = 200;
 
 // Every item of a cursor list (`path` with its filters, no limit or cursor: "users",
 // "data_streams?type=bank_feed"), read a page at a time by following `next_cursor` until it is null.
-export async function readAll(path, { signal, pageSize = LIST_PAGE } = {}) {
+// A cursor answered twice, or more than `maxPages` pages, throws an Error naming the list (a partial
+// list is never passed off as the whole one). A capped read (`capped: true`) instead stops after
+// `maxPages` pages and answers {items, complete}: complete is false when pages were left unread.
+export async function readAll(path, { signal, pageSize = LIST_PAGE, maxPages = 1000, capped = false } = {}) {
   const items = [];
   const seen = new Set();
   let cursor;
   const join = path.includes("?") ? "&" : "?";
-  for (;;) {
+  for (let pages = 1; ; pages += 1) {
     const page = await api(`${path}${join}${query({ limit: pageSize, cursor }).slice(1)}`, { signal });
     items.push(...page.data);
-    if (!page.next_cursor || seen.has(page.next_cursor)) return items; // a cursor seen twice would loop
+    if (!page.next_cursor) return capped ? { items, complete: true } : items;
+    if (seen.has(page.next_cursor)) throw new Error(`The list ${path} answered the same cursor twice; it could not be read in full.`);
+    if (pages >= maxPages) {
+      if (capped) return { items, complete: false };
+      throw new Error(`The list ${path} has more than ${maxPages} pages; it was not read in full.`);
+    }
     seen.add(page.next_cursor);
     cursor = page.next_cursor;
   }

@@ -10,7 +10,6 @@ import re
 import uuid
 from datetime import date
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -19,7 +18,15 @@ from tests.support.camt_files import Entry, write_camt053
 from tests.support.camt_files import Statement as CamtStatement
 from tests.support.chromium import needs_chromium
 from tests.support.statement_files import Bai2Account, Bai2Detail, Bai2Group, bai2_file
-from tests.support.web_app import person, screenshot, serious_violations, signed_in, unexpected
+from tests.support.web_app import (
+    person,
+    read_every_page,
+    screenshot,
+    serious_violations,
+    signed_in,
+    small_first_pages,
+    unexpected,
+)
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -264,6 +271,25 @@ def test_a_statement_routed_by_account_shows_its_streams_their_accounts_and_the_
     assert left.get_by_role("listitem").all_inner_texts() == failed["error_details"]["accounts_not_imported"]
     assert page.get_by_text(failed["error_message"]).is_visible()
     assert serious_violations(page) == []
+
+    # An account's control total one cent off: refused (the default), and the page says where, under a
+    # visible title (an aria-label on its <dl> would name nothing).
+    text = bai2_file([Bai2Group(date(2026, 3, 3), [
+        Bai2Account(first, [Bai2Detail("195", 4200, bank_reference=f"R5-{first}", text="Wire")])])]).decode()
+    broken = re.sub(r"^49,(-?\d+),", lambda m: f"49,{int(m.group(1)) + 1},", text, count=1, flags=re.M)
+    assert broken != text
+    drop(page, "broken.bai2", broken, "application/octet-stream")
+    page.get_by_label("Data stream", exact=True).select_option(label="Each account to its bank feed stream")
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.get_by_role("heading", name=re.compile(r"^Import \d+: broken\.bai2$")).wait_for()
+    import_status(page, "failed")
+    where = page.get_by_test_id("where-refused")
+    where.get_by_text("Where the file was refused", exact=True).wait_for()
+    refused_id = int(re.match(r"Import (\d+):", page.get_by_role("heading", name=re.compile("broken.bai2")).inner_text()).group(1))
+    details = stack.request("GET", f"/file_imports/{refused_id}").json()["error_details"]
+    assert details.get("line") is not None, details
+    assert where.locator("dt", has_text="Line").locator("xpath=following-sibling::dd[1]").inner_text() == str(details["line"])
+    assert serious_violations(page) == []
     assert page.problems == []
 
 
@@ -274,24 +300,13 @@ def test_the_stream_picker_and_the_streams_table_hold_every_page_of_streams(stac
     older = new_stream(stack)
     for _ in range(3):
         new_stream(stack)
-    asked: list[str] = []
-
-    def small_first_page(route):
-        query = urlsplit(route.request.url).query
-        asked.append(query)
-        if len(asked) == 1:
-            assert "limit=200" in query and "cursor=" not in query, query
-            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
-        else:
-            route.continue_()
-
-    page.route(lambda url: urlsplit(url).path.endswith("/v1/data_streams"), small_first_page)
+    asked = small_first_pages(page, "data_streams")
     signed_in(stack, page, role="preparer", hash_route="#/imports")
     page.get_by_role("heading", name="Import a file").wait_for()
     page.get_by_label("Data stream", exact=True).select_option(older["key"])
     streams = page.get_by_role("table", name="Data streams with their records and latest balance")
     streams.get_by_role("cell", name=older["key"], exact=True).wait_for()
-    assert len(asked) >= 2 and all("cursor=" in q for q in asked[1:]), asked
+    read_every_page(asked)
     assert page.problems == []
 
 

@@ -6,19 +6,19 @@ are read back through the API; viewers and preparers get no decision controls an
 them; axe-core finds no serious violation in any state shown."""
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import pytest
 
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
     as_person,
     ingest,
+    read_every_page,
     reconciliation_with_rule,
     role_token,
     screenshot,
     serious_violations,
     signed_in,
+    small_first_pages,
     start_run,
     wait_run,
 )
@@ -257,21 +257,10 @@ def test_the_reconciliation_picker_holds_every_page_of_reconciliations(stack, pa
         created = stack.request("POST", "/reconciliations", {"name": f"{older['name']} newer {n}", "run_type": "batch",
                                                               "side_a_stream_keys": [bank], "side_b_stream_keys": [ledger]})
         assert created.status_code == 201, created.text
-    asked: list[str] = []
-
-    def small_first_page(route):
-        query = urlsplit(route.request.url).query
-        asked.append(query)
-        if len(asked) == 1:
-            assert "limit=200" in query and "cursor=" not in query, query
-            route.continue_(url=route.request.url.replace("limit=200", "limit=3"))
-        else:
-            route.continue_()
-
-    page.route(lambda url: urlsplit(url).path.endswith("/v1/reconciliations"), small_first_page)
+    asked = small_first_pages(page, "reconciliations")
     signed_in(stack, page, role="viewer", hash_route="#/matches")
     page.get_by_label("Reconciliation").select_option(label=older["name"])
     page.wait_for_function("id => new URLSearchParams(location.hash.split('?')[1]).get('reconciliation_id') === id",
                            arg=str(older["id"]))
-    assert len(asked) >= 2 and all("cursor=" in q for q in asked[1:]), asked
+    read_every_page(asked)
     assert page.problems == []

@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -52,6 +53,36 @@ def printed(stack) -> tuple[str, str, str]:
 def main_nav(page):
     """The app's main navigation: a page's own links (a reconciliation named "Exceptions 1") stay out."""
     return page.get_by_role("navigation", name="Main")
+
+
+def small_first_pages(page, *lists: str, size: int = 3) -> dict[str, list[str]]:
+    """Route GET /v1/<list> for each of `lists` ("users", "data_streams"): the first request of each, which
+    a picker makes with limit=200 and no cursor, is rewritten on its way to ask for `size` items only, so
+    that the page has to follow next_cursor. Answers each list's queries as asked, in order, for
+    `read_every_page` to check once the page has loaded. Nothing is asserted here: an AssertionError in a
+    route handler leaves the request hanging and the test times out with an unrelated message."""
+    asked: dict[str, list[str]] = {name: [] for name in lists}
+    ends = tuple(f"/v1/{name}" for name in lists)
+
+    def small_first_page(route):
+        url = urlsplit(route.request.url)
+        queries = asked[url.path.rsplit("/", 1)[1]]
+        queries.append(url.query)
+        if len(queries) == 1 and "limit=200" in url.query:
+            route.continue_(url=route.request.url.replace("limit=200", f"limit={size}"))
+        else:
+            route.continue_()
+
+    page.route(lambda url: urlsplit(url).path.endswith(ends), small_first_page)
+    return asked
+
+
+def read_every_page(asked: dict[str, list[str]]) -> None:
+    """Each list of `small_first_pages` was first asked for 200 items with no cursor, then read on by
+    its cursors."""
+    for name, queries in asked.items():
+        assert queries and "limit=200" in queries[0] and "cursor=" not in queries[0], (name, queries)
+        assert len(queries) >= 2 and all("cursor=" in q for q in queries[1:]), (name, queries)
 
 
 def sign_in(page, email: str, password: str) -> None:
