@@ -18,9 +18,14 @@ app = Chalice(app_name=f"recon-{settings.stage}")
 mount(app)
 
 
-# Bulk ingestion: one SQS message per bulk request.
+# Bulk ingestion: one SQS message per bulk request. Exports ride the same queue and function (the
+# engine layer, 15 minutes): one message per export, told apart by its `export_id`.
 @app.on_sqs_message(queue=settings.bulk_queue_name, batch_size=1)
 def bulk_worker(event):
+    from chalicelib.handlers.exports import handle_export_messages, is_export
+    if any(is_export(record.body) for record in event):
+        handle_export_messages(event)
+        return
     from chalicelib.handlers.bulk import handle_bulk_messages
     handle_bulk_messages(event)
 

@@ -99,4 +99,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/app", "web", "app_shell", True),
     ("GET", "/v1/app/{file}", "web", "app_file", True),
     ("GET", "/v1/overview", "overview", "get_overview", False),
+    ("POST", "/v1/exports", "exports", "create_export", False),
+    ("GET", "/v1/exports", "exports", "list_exports", False),
+    ("GET", "/v1/exports/{id}", "exports", "get_export", False),
 )

@@ -5,6 +5,7 @@ from chalicelib.api import (
     agents,
     audit_events,
     data_streams,
+    exports,
     file_imports,
     matches,
     meta,
@@ -26,4 +27,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router]
+                         overview.router, exports.router]

@@ -840,3 +840,22 @@ def _shards(partition: str, shards: int) -> list[str]:
 def webhook_endpoint_gone_index(environment: str, endpoint_id: int) -> dict[str, str]:
     """gsi2: a deleted endpoint whose partition the sweeper still has to clear."""
     return GSI2.key(WEBHOOKS_GONE_PK, f"{environment}#{_id(endpoint_id)}")
+
+
+# Exports ----------------------------------------------------------------------------------------
+
+def export(environment: str, export_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EXP#{_id(export_id)}", "sk": "EXP"}
+
+
+def exports_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#EXPS"
+
+
+def export_index(environment: str, export_id: int) -> dict[str, str]:
+    return GSI1.key(exports_index_pk(environment), _id(export_id))
+
+
+def export_idempotency_key(environment: str, key: str) -> dict[str, str]:
+    """An export's Idempotency-Key: apart from a bulk request's (the same key may name one of each)."""
+    return {"pk": f"{env_prefix(environment)}#EXPIDEM#{key}", "sk": "EXPIDEM"}
