@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from chalicelib.api.errors import validation_failed
 from chalicelib.api.records import MAX_IDEMPOTENCY_KEY, STANDALONE_FILTERS
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
-from chalicelib.api.schemas.audit_events import AuditEventsQuery
 from chalicelib.api.schemas.common import CursorQuery
 from chalicelib.api.schemas.exports import (
+    FILTER_MODELS,
+    PAGING,
+    RECORDS_NEED_ONE_OF,
     CreateExport,
     ExportOut,
     ExportPage,
-    ExportResultsFilters,
-    UnmatchedRecordsFilters,
+    filter_names,
 )
-from chalicelib.api.schemas.matches import MatchesQuery
-from chalicelib.api.schemas.reconciliation_exceptions import ExceptionsQuery
-from chalicelib.api.schemas.records import RecordsQuery
 from chalicelib.container import container
 from chalicelib.domain.errors import Forbidden, ValidationFailed
 from chalicelib.domain.exports import COLUMNS, Export, ExportFormat, ExportKind, header
@@ -28,25 +26,17 @@ from chalicelib.domain.users import Role
 from chalicelib.services import exports as service
 
 router = Router("exports")
-PAGING = frozenset({"cursor", "limit", "offset"})
-# Each kind's filters are its list route's query; audit_events alone needs more than a viewer: the
-# whole trail (who did what, when) leaves the service in one file.
-FILTERS: dict[ExportKind, type[BaseModel]] = {
-    ExportKind.RECORDS: RecordsQuery, ExportKind.UNMATCHED_RECORDS: UnmatchedRecordsFilters,
-    ExportKind.MATCHES: MatchesQuery, ExportKind.MATCH_RECORDS: MatchesQuery,
-    ExportKind.EXCEPTIONS: ExceptionsQuery, ExportKind.FILE_IMPORT_RESULTS: ExportResultsFilters,
-    ExportKind.AUDIT_EVENTS: AuditEventsQuery,
-}
-NOT_TAKEN: dict[ExportKind, frozenset[str]] = {ExportKind.UNMATCHED_RECORDS: frozenset({"status",
-                                                                                          "reconciliation_match_id"})}
+# audit_events alone needs more than a viewer: the whole trail (who did what, when) leaves in one file.
 ROLE_OF_KIND: dict[ExportKind, Role] = {ExportKind.AUDIT_EVENTS: Role.ADMIN}
+assert RECORDS_NEED_ONE_OF == STANDALONE_FILTERS and set(FILTER_MODELS) == {k.value for k in ExportKind} == {
+    k.value for k in COLUMNS}
 
 
 def checked_filters(kind: ExportKind, filters: dict[str, Any]) -> dict[str, Any]:
     """The filters as the kind's list route validates its query (422 naming `filters.<name>`), as
     JSON values; a name the route does not take is 422 too, never silently ignored."""
-    model = FILTERS[kind]
-    known = {(f.alias or name) for name, f in model.model_fields.items()} - PAGING - NOT_TAKEN.get(kind, frozenset())
+    model, _ = FILTER_MODELS[kind.value]
+    known = filter_names(kind.value)
     unknown = sorted(name for name in filters if name not in known)
     if unknown:
         raise ValidationFailed.on(f"filters.{unknown[0][:40]}", f"not a filter of {kind.value}; it takes "
@@ -103,5 +93,3 @@ def list_exports(request: ApiRequest) -> ExportPage:
 def get_export(request: ApiRequest, id: str) -> ExportOut:
     return export_out(container().export_ports.exports.get(request.environment, numeric_id(id, "export")))
 
-
-assert set(FILTERS) == set(ExportKind) == set(COLUMNS)
