@@ -18,7 +18,8 @@ app = Chalice(app_name=f"recon-{settings.stage}")
 mount(app)
 
 
-# Bulk ingestion: one SQS message per bulk request.
+# The bulk queue: one message per bulk request, bulk action or export (handlers/bulk.py tells them
+# apart); they share the function for its engine layer and 15 minutes.
 @app.on_sqs_message(queue=settings.bulk_queue_name, batch_size=1)
 def bulk_worker(event):
     from chalicelib.handlers.bulk import handle_bulk_messages

@@ -57,6 +57,7 @@ from chalicelib.settings import Settings, current_settings
 
 if TYPE_CHECKING:
     from chalicelib.adapters.identity import CognitoIdentity
+    from chalicelib.services.export_ports import ExportPorts
 
 
 class Container:
@@ -315,6 +316,16 @@ class Container:
             users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
             stopping=self.stop_requested.is_set,
         )
+
+    @cached_property
+    def export_ports(self) -> ExportPorts:
+        """Exports' own ports beside `ports` (services/export_ports.py): built at their first use."""
+        from chalicelib.adapters.dynamodb.exports import ExportRepository
+        from chalicelib.adapters.export_files import ExportFiles
+        from chalicelib.services.export_ports import ExportPorts
+
+        return ExportPorts(ports=self.ports, exports=ExportRepository(self.table),
+                           files=ExportFiles(self.aws.s3, self.settings.bucket_name), queue=self.bulk_queue)
 
     @property
     def key_last_used_resolution(self) -> timedelta:

@@ -106,6 +106,8 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     # Never the secret: the key's access only.
     ("POST", "/api_keys"): Audited("api_key.created", "api_key", fields={"access": "access"}),
     ("DELETE", "/api_keys/{id}"): Audited("api_key.revoked", "api_key", "id"),
+    # What was exported, not its rows: the kind and format (the filters stay on the export).
+    ("POST", "/exports"): Audited("export.created", "export", fields={"kind": "kind", "format": "format"}),
 }
 
 

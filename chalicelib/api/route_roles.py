@@ -101,6 +101,10 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/agents/{id}/runs"): VIEWER,
     ("GET", "/v1/agents/{id}/runs/{run_id}"): VIEWER,
     # The audit trail: read by all.
+    # Exports: whoever reads a list may export it (the audit trail: an admin, checked by kind in the route).
+    ("POST", "/v1/exports"): VIEWER,
+    ("GET", "/v1/exports"): VIEWER,
+    ("GET", "/v1/exports/{id}"): VIEWER,
     ("GET", "/v1/audit_events"): VIEWER,
     ("GET", "/v1/audit_events/verify"): VIEWER,
     # Webhooks: an admin's.

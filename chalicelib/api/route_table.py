@@ -102,4 +102,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/reconciliation_exceptions/bulk", "bulk_actions", "bulk_exceptions", False),
     ("POST", "/v1/reconciliation_matches/bulk", "bulk_actions", "bulk_matches", False),
     ("GET", "/v1/bulk_actions/{id}", "bulk_actions", "get_bulk_action", False),
+    ("POST", "/v1/exports", "exports", "create_export", False),
+    ("GET", "/v1/exports", "exports", "list_exports", False),
+    ("GET", "/v1/exports/{id}", "exports", "get_export", False),
 )

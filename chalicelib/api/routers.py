@@ -6,6 +6,7 @@ from chalicelib.api import (
     audit_events,
     bulk_actions,
     data_streams,
+    exports,
     file_imports,
     matches,
     meta,
@@ -27,4 +28,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router, bulk_actions.router]
+                         overview.router, bulk_actions.router, exports.router]

@@ -33,6 +33,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "agent_run.completed",
     "agent_run.failed",
     "agent_run.needs_verification",
+    "export.completed",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`

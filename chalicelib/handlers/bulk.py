@@ -1,4 +1,6 @@
-"""SQS entry point of bulk ingestion: one message names one job; the service does the rest."""
+"""SQS entry point of the bulk queue: one message names one ingestion job, one bulk action or one
+export (the three share the queue and its function: the engine layer, 15 minutes); the service does
+the rest."""
 from __future__ import annotations
 
 import json
@@ -15,9 +17,12 @@ def handle_bulk_messages(event) -> None:
     reason, so that no job stays `processing` for ever and its client learns why."""
     for record in event:
         message = json.loads(record.body)
-        if message.get("kind") == "bulk_action":  # a bulk action shares the queue (handlers/bulk_actions.py)
+        if message.get("kind") == "bulk_action":
             from chalicelib.handlers.bulk_actions import handle_bulk_action_message
             handle_bulk_action_message(message, receive_count(record))
+        elif "export_id" in message:
+            from chalicelib.handlers.exports import handle_export_message
+            handle_export_message(message, receive_count(record))
         else:
             _handle(message, receive_count(record))
 

@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   "reconciliation_exception.assigned", "reconciliation_exception.commented",
   "investigation.completed",
   "agent_run.completed", "agent_run.failed", "agent_run.needs_verification",
+  "export.completed",
 ];
 const PAGE_SIZE = 20;
 const RETRYABLE = ["failed", "pending"];

@@ -145,6 +145,11 @@ CASES = {
     # The audit trail: B's chain is its own (empty), whatever A's holds
     ("GET", "/audit_events"): ("GET", "/v1/audit_events", None, "lists_nothing"),
     ("GET", "/audit_events/verify"): ("GET", "/v1/audit_events/verify", None, "verifies_an_empty_chain"),
+    # Exports: B cannot export A's lists (the filters name A's things: 404) nor see A's exports
+    ("POST", "/exports"): ("POST", "/v1/exports", lambda world: {
+        "kind": "matches", "filters": {"reconciliation_id": world["reconciliation_id"]}}, 404),
+    ("GET", "/exports"): ("GET", "/v1/exports", None, "lists_nothing"),
+    ("GET", "/exports/{id}"): ("GET", "/v1/exports/{export_id}", None, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -214,7 +219,8 @@ def build_world(api, services, worker):
     agent = api.post("/v1/agents", {"name": "A's agent", "handles_file_drops": True}).json_body
     agent_file = api.post(f"/v1/agents/{agent['id']}/files", {"filename": "a.csv", "content_base64": "YQ=="}).json_body
     agent_run = api.post(f"/v1/agents/{agent['id']}/runs").json_body
-    worker.drain()  # the run fails at once (no model answers here): a finished run of A's
+    export = api.post("/v1/exports", {"kind": "records", "filters": {"data_stream_key": "bank"}}).json_body
+    worker.drain()  # the run fails at once (no model answers here): a finished run of A's; A's export completes
     # A's webhook endpoint and a delivery of its (written directly: nothing is queued or sent).
     endpoint = api.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/a", "events": ["*"]}).json_body
     delivery = _a_webhook_delivery(services, endpoint["id"])
@@ -229,7 +235,7 @@ def build_world(api, services, worker):
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker,
-            "user_id": ada.id, "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
+            "user_id": ada.id, "export_id": export["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
 
 
 def _a_webhook_delivery(services, endpoint_id):
@@ -269,6 +275,8 @@ def _a_still_has_everything(api, world):
     assert endpoint["url"] == "http://127.0.0.1:9/a"
     [delivery] = api.get(f"/v1/webhook_endpoints/{world['webhook_endpoint_id']}/deliveries").json_body["data"]
     assert (delivery["id"], delivery["status"]) == (world["webhook_delivery_id"], "failed")
+    export = api.get(f"/v1/exports/{world['export_id']}").json_body
+    assert (export["status"], export["rows_written"]) == ("completed", 1)
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).

@@ -857,3 +857,21 @@ def bulk_action_results(environment: str, bulk_action_id: int, chunk: int) -> di
 def bulk_action_idempotency_key(environment: str, key: str) -> dict[str, str]:
     """Apart from the bulk requests' keys: the same key may name one of each."""
     return {"pk": f"{env_prefix(environment)}#BULKIDEM#{key}", "sk": "IDEM"}
+
+# Exports ----------------------------------------------------------------------------------------
+
+def export(environment: str, export_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#EXP#{_id(export_id)}", "sk": "EXP"}
+
+
+def exports_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#EXPS"
+
+
+def export_index(environment: str, export_id: int) -> dict[str, str]:
+    return GSI1.key(exports_index_pk(environment), _id(export_id))
+
+
+def export_idempotency_key(environment: str, key: str) -> dict[str, str]:
+    """An export's Idempotency-Key: apart from a bulk request's (the same key may name one of each)."""
+    return {"pk": f"{env_prefix(environment)}#EXPIDEM#{key}", "sk": "EXPIDEM"}

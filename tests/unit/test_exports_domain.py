@@ -1,0 +1,120 @@
+"""The pure part of exports: decimal strings, neutralised cells, CSV bytes, spreadsheet cells, the
+column sets (each row as long as its header, docs/exports.md the same table)."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.domain.audit import AuditEntry
+from chalicelib.domain.exports import (
+    COLUMNS,
+    XLSX_EXACT_INTEGER,
+    Column,
+    ExportKind,
+    audit_row,
+    cell_text,
+    csv_bytes,
+    decimal_string,
+    exception_row,
+    header,
+    item_result_row,
+    match_record_row,
+    match_row,
+    record_row,
+    spreadsheet_cell,
+)
+from chalicelib.domain.ingestion import ItemResult, ItemStatus
+from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.reconciliation_exceptions import Assignee, ExceptionStatus, ReconciliationException
+from chalicelib.domain.records import Direction, Record, RecordStatus
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "exports.md"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("minor", "places", "text"), [
+    (12345, 2, "123.45"), (5, 2, "0.05"), (-5, 2, "-0.05"), (0, 2, "0.00"), (7, 0, "7"), (-7, 0, "-7"),
+    (1, 3, "0.001"), (10**20 + 1, 2, "1000000000000000000.01"),
+])
+def test_decimal_strings_are_exact(minor, places, text):
+    assert decimal_string(minor, places) == text
+
+
+@given(st.integers(min_value=-(10**30), max_value=10**30), st.integers(min_value=0, max_value=18))
+def test_a_decimal_string_reads_back_as_its_minor_units(minor, places):
+    text = decimal_string(minor, places)
+    assert int(text.replace(".", "")) == minor and (places == 0 or len(text.split(".")[1]) == places)
+
+
+@pytest.mark.parametrize(("value", "cell"), [
+    ("=1+1", "'=1+1"), ("+cmd", "'+cmd"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
+    ("\rx", "'\rx"), ("-12.50", "-12.50"), ("+5", "+5"), ("plain", "plain"), (None, ""), (42, "42"), (-3, "-3"),
+])
+def test_formula_cells_are_neutralised_and_numbers_are_not(value, cell):
+    assert cell_text(value) == cell
+
+
+def test_csv_bytes_quote_only_what_needs_it_and_end_lines_with_crlf():
+    data = csv_bytes([("a,b", 'say "hi"', "=HYPERLINK(1)", None, 5)])
+    assert data == b'"a,b","say ""hi""",\'=HYPERLINK(1),,5\r\n'
+    assert list(csv.reader(io.StringIO(data.decode()))) == [["a,b", 'say "hi"', "'=HYPERLINK(1)", "", "5"]]
+
+
+def test_spreadsheet_cells_keep_numbers_numbers_unless_excel_would_round_them():
+    number, text = Column("n", "int", ""), Column("t", "str", "")
+    assert spreadsheet_cell(12345, number) == 12345
+    assert spreadsheet_cell(XLSX_EXACT_INTEGER, number) == str(XLSX_EXACT_INTEGER)
+    assert spreadsheet_cell("=1", text) == "'=1" and spreadsheet_cell(None, text) is None
+
+
+def a_record(**fields):
+    base = dict(environment="acme", id=9, data_stream_key="bank", data_stream_id=1, date="2026-11-02", amount=12345,
+                direction=Direction.DEBIT, currency="EUR", decimal_places=2, status=RecordStatus.UNRECONCILED,
+                created_at=NOW, description="=cmd", external_id="x-1", metadata={"b": 1, "a": "z"})
+    return Record(**{**base, **fields})
+
+
+def test_each_kinds_rows_are_as_long_as_its_header_and_named_by_it():
+    record = a_record()
+    match = Match(environment="acme", id=3, reconciliation_id=2, status=MatchStatus.CONFIRMED, group_key="g",
+                  record_count=2, created_at=NOW, differences={"amount": 0})
+    exception = ReconciliationException(
+        environment="acme", id=4, reconciliation_id=2, data_stream_key="bank", data_stream_id=1, title="t",
+        description="d", status=ExceptionStatus.OPEN, created_at=NOW, updated_at=NOW, opened_at=NOW,
+        assignees=(Assignee(1, "idp-ada", 7), Assignee(2, "idp-bob")), currency="EUR")
+    entry = AuditEntry(environment="acme", seq=1, at=NOW, actor="user:1", action="export.created",
+                       resource_type="export", resource_id="1", summary={"kind": "records"}, prev_hash="0", hash="1")
+    rows = {
+        ExportKind.RECORDS: record_row(record), ExportKind.UNMATCHED_RECORDS: record_row(record),
+        ExportKind.MATCHES: match_row(match), ExportKind.MATCH_RECORDS: match_record_row(match, "a", record),
+        ExportKind.EXCEPTIONS: exception_row(exception, {"record_count": 2, "total_amount": -150, "credit_sum": 50,
+                                                         "debit_sum": 200, "oldest_at": "2026-10-01"}),
+        ExportKind.FILE_IMPORT_RESULTS: item_result_row(ItemResult(0, ItemStatus.FAILED, "x", None, "bad", 2)),
+        ExportKind.AUDIT_EVENTS: audit_row(entry),
+    }
+    assert set(rows) == set(ExportKind)
+    for kind, row in rows.items():
+        assert len(row) == len(header(kind)), kind
+    named = dict(zip(header(ExportKind.RECORDS), rows[ExportKind.RECORDS], strict=True))
+    assert (named["amount_minor"], named["amount"], named["currency"], named["date"]) == (12345, "123.45", "EUR",
+                                                                                         "2026-11-02")
+    assert named["metadata"] == '{"a":"z","b":1}' and named["created_at"] == "2026-11-29T12:00:00.000Z"
+    exc = dict(zip(header(ExportKind.EXCEPTIONS), rows[ExportKind.EXCEPTIONS], strict=True))
+    assert (exc["total_amount_minor"], exc["total_amount"], exc["debit_sum"]) == (-150, "-1.50", "2.00")
+    assert exc["assignees"] == "user:7;idp-bob"
+    assert dict(zip(header(ExportKind.AUDIT_EVENTS), rows[ExportKind.AUDIT_EVENTS], strict=True))["summary"] == '{"kind":"records"}'
+
+
+def test_docs_list_every_kinds_columns_in_order():
+    doc = DOC.read_text()
+    for kind in ExportKind:
+        section = doc.split(f"### `{kind.value}`", 1)[1].split("\n### ", 1)[0]
+        documented = re.findall(r"^\| `(\w+)` \| (int|str) \|", section, flags=re.MULTILINE)
+        assert documented == [(c.name, c.type) for c in COLUMNS[kind]], kind
