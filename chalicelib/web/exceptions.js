@@ -146,39 +146,41 @@ function Filters({ params, problems, reconciliations, streams, people }) {
     </div>`;
   const invalid = (name) => (problems[name] ? { "aria-invalid": "true", "aria-describedby": `exc-${name}-problem` } : {});
   // A key (the params' values) re-creates the form when the hash changes, so it shows what is applied.
+  // Its fields are uncontrolled (defaultValue, an option `selected`): a list that arrives while a person
+  // is choosing (every page of the people, say) draws the form again, and must not undo their choice.
   return html`
     <form class="toolbar exception-filters" onSubmit=${apply} aria-label="Filter the exceptions" key=${params.toString()}>
       ${field("reconciliation_id", "Reconciliation", html`
-        <select id="exc-reconciliation_id" name="reconciliation_id" value=${reconciliationOf(params) || ""}>
+        <select id="exc-reconciliation_id" name="reconciliation_id">
           <option value="">All</option>
-          ${reconciliations.map((r) => html`<option value=${String(r.id)}>${r.name}</option>`)}
+          ${reconciliations.map((r) => html`<option value=${String(r.id)} selected=${String(r.id) === reconciliationOf(params)}>${r.name}</option>`)}
         </select>`)}
       ${field("status", "Status", html`
-        <select id="exc-status" name="status" value=${params.get("status") || ""}>
+        <select id="exc-status" name="status">
           <option value="">Any</option>
-          ${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}
+          ${STATUSES.map((s) => html`<option value=${s} selected=${s === params.get("status")}>${s}</option>`)}
         </select>`)}
       ${field("assignee", "Assignee", html`
-        <select id="exc-assignee" name="assignee" value=${params.get("assignee") || ""}>
+        <select id="exc-assignee" name="assignee">
           <option value="">Anyone</option>
-          <option value="me">Me</option>
-          <option value="unassigned">Unassigned</option>
-          ${people.list.map((u) => html`<option value=${String(u.id)}>${personName(u)}</option>`)}
+          <option value="me" selected=${params.get("assignee") === "me"}>Me</option>
+          <option value="unassigned" selected=${params.get("assignee") === "unassigned"}>Unassigned</option>
+          ${people.list.map((u) => html`<option value=${String(u.id)} selected=${String(u.id) === params.get("assignee")}>${personName(u)}</option>`)}
         </select>`)}
       ${field("stream", "Data stream", html`
-        <select id="exc-stream" name="stream" value=${params.get("stream") || ""}>
+        <select id="exc-stream" name="stream">
           <option value="">All</option>
-          ${streams.map((s) => html`<option value=${s.key}>${s.name}</option>`)}
+          ${streams.map((s) => html`<option value=${s.key} selected=${s.key === params.get("stream")}>${s.name}</option>`)}
         </select>`)}
       ${field("min", "Amount from", html`
-        <input id="exc-min" name="min" inputmode="decimal" size="10" value=${params.get("min") || ""} ...${invalid("min")} />`)}
+        <input id="exc-min" name="min" inputmode="decimal" size="10" defaultValue=${params.get("min") || ""} ...${invalid("min")} />`)}
       ${field("max", "Amount to", html`
-        <input id="exc-max" name="max" inputmode="decimal" size="10" value=${params.get("max") || ""} ...${invalid("max")} />`)}
+        <input id="exc-max" name="max" inputmode="decimal" size="10" defaultValue=${params.get("max") || ""} ...${invalid("max")} />`)}
       ${field("older", "Older than (days)", html`
-        <input id="exc-older" name="older" inputmode="numeric" size="5" value=${params.get("older") || ""} ...${invalid("older")} />`)}
+        <input id="exc-older" name="older" inputmode="numeric" size="5" defaultValue=${params.get("older") || ""} ...${invalid("older")} />`)}
       ${field("sort", "Order", html`
-        <select id="exc-sort" name="sort" value=${params.get("sort") || "newest"}>
-          ${SORTS.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
+        <select id="exc-sort" name="sort">
+          ${SORTS.map(([value, label]) => html`<option value=${value} selected=${value === (params.get("sort") || "newest")}>${label}</option>`)}
         </select>`)}
       <div class="field actions">
         <button type="submit">Apply filters</button>

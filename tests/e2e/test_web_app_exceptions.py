@@ -563,3 +563,26 @@ def test_a_viewer_sees_no_controls_and_the_api_refuses_them(stack, page):
     detail = stack.request("GET", base).json()
     assert (detail["status"], detail["assignees"], detail["comments"], detail["investigation"]) == ("open", [], [], None)
     assert page.problems == []
+
+
+def test_a_filter_chosen_while_a_list_still_loads_is_kept_when_the_list_arrives(stack, page):
+    """The people list of the Assignee filter answers after the person chose a status and typed an
+    amount: drawing the form again with the list must not put the applied values back."""
+    made = world(stack)
+    held = []
+    page.route("**/v1/users?*", lambda route: held.append(route))
+    sign_in_as(stack, page, "viewer", f"#/exceptions?reconciliation={made['reconciliation']['id']}")
+    page.wait_for_function("() => document.getElementById('exc-status') !== null")
+    page.wait_for_function("() => document.getElementById('exc-assignee').options.length === 3")  # no people yet
+    page.get_by_label("Status").select_option("resolved")
+    page.get_by_label("Amount from").fill("1")
+    assert held, "the people list was not asked for"
+    for route in held:
+        route.continue_()
+    page.unroute("**/v1/users?*")
+    page.wait_for_function("() => document.getElementById('exc-assignee').options.length > 3")
+    assert page.get_by_label("Status").input_value() == "resolved"
+    assert page.get_by_label("Amount from").input_value() == "1"
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "0 exceptions")
+    assert "status=resolved" in page.url and "min=1" in page.url
