@@ -51,9 +51,17 @@ def checked_filters(kind: ExportKind, filters: dict[str, Any]) -> dict[str, Any]
     return values
 
 
-def export_out(export: Export) -> ExportOut:
+def may_export(request: ApiRequest, kind: ExportKind) -> bool:
+    """The caller's role may make (and so fetch) an export of this kind."""
+    needed = ROLE_OF_KIND.get(kind)
+    return needed is None or request.principal is None or request.principal.role.allows(needed)
+
+
+def export_out(export: Export, downloadable: bool) -> ExportOut:
+    """`downloadable`: the caller may fetch the file; otherwise no download URL (an admin's audit export
+    listed to a viewer)."""
     xp = container().export_ports
-    url = service.download_url(xp, export)
+    url = service.download_url(xp, export) if downloadable else None
     return ExportOut.from_entity(export, kind=export.kind.value, format=export.format.value,
                                  status=export.status.value, filters=dict(export.filters), filename=export.filename,
                                  columns=header(export.kind), download_url=url,
@@ -66,9 +74,9 @@ def export_out(export: Export) -> ExportOut:
 def create_export(request: ApiRequest) -> ExportOut:
     body: CreateExport = request.body
     kind = ExportKind(body.kind)
-    needed = ROLE_OF_KIND.get(kind)
-    if needed is not None and request.principal is not None and not request.principal.role.allows(needed):
-        raise Forbidden(f"an export of {kind.value} needs the {needed.value} role or above; "
+    if not may_export(request, kind):
+        assert request.principal is not None
+        raise Forbidden(f"an export of {kind.value} needs the {ROLE_OF_KIND[kind].value} role or above; "
                         f"yours is {request.principal.role.value}")
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
@@ -77,7 +85,7 @@ def create_export(request: ApiRequest) -> ExportOut:
     actor = request.principal.actor if request.principal is not None else None
     export = service.create(container().export_ports, request.environment, kind, ExportFormat(body.format), filters,
                             actor, key)
-    return export_out(export)
+    return export_out(export, downloadable=True)
 
 
 @router.route("GET", "/exports", summary="Exports, newest first", query=CursorQuery, response=ExportPage,
@@ -85,11 +93,13 @@ def create_export(request: ApiRequest) -> ExportOut:
 def list_exports(request: ApiRequest) -> ExportPage:
     query: CursorQuery = request.query
     found, cursor = container().export_ports.exports.list_page(request.environment, query.limit, query.cursor)
-    return ExportPage(data=[export_out(e) for e in found], next_cursor=cursor, limit=query.limit)
+    return ExportPage(data=[export_out(e, may_export(request, e.kind)) for e in found], next_cursor=cursor,
+                      limit=query.limit)
 
 
 @router.route("GET", "/exports/{id}", summary="An export: status, progress, and its download URL once completed",
               response=ExportOut, errors=(404,))
 def get_export(request: ApiRequest, id: str) -> ExportOut:
-    return export_out(container().export_ports.exports.get(request.environment, numeric_id(id, "export")))
+    export = container().export_ports.exports.get(request.environment, numeric_id(id, "export"))
+    return export_out(export, may_export(request, export.kind))
 

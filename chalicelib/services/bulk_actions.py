@@ -68,7 +68,7 @@ def body_hash(body: dict[str, Any]) -> str:
 
 
 def payload_key(environment: str, action_id: int) -> str:
-    return f"bulk_actions/{environment}/{action_id}.json"
+    return f"bulk/actions/{environment}/{action_id}.json"  # bulk/: the roles' grants and its 7-day expiry
 
 
 def message(environment: str, action_id: int) -> dict[str, Any]:

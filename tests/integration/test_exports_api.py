@@ -222,3 +222,12 @@ def test_a_viewer_exports_lists_but_only_an_admin_the_audit_trail(api, services,
     accepted = post(Role.ADMIN, "audit_events", {})
     assert accepted.status_code == 202
     worker.drain()
+    # The admin's file is listed to a viewer, but without the URL that would fetch it.
+    as_viewer = {"Authorization": f"Bearer {tokens[Role.VIEWER]}"}
+    as_admin = {"Authorization": f"Bearer {tokens[Role.ADMIN]}"}
+    path = f"/v1/exports/{accepted.json_body['id']}"
+    assert api.get(path, key=None, headers=as_admin).json_body["download_url"]
+    assert api.get(path, key=None, headers=as_viewer).json_body["download_url"] is None
+    listed = [e for e in api.get("/v1/exports", key=None, headers=as_viewer).json_body["data"]
+              if e["kind"] == "audit_events"]
+    assert listed and all(e["download_url"] is None for e in listed)
