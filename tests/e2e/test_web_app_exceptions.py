@@ -6,6 +6,8 @@ too; a viewer gets none of those controls and the API refuses them. axe-core run
 the detail."""
 from __future__ import annotations
 
+import csv
+import io
 import re
 import time
 import uuid
@@ -586,3 +588,46 @@ def test_a_filter_chosen_while_a_list_still_loads_is_kept_when_the_list_arrives(
     page.get_by_role("button", name="Apply filters").click()
     shows(page, "0 exceptions")
     assert "status=resolved" in page.url and "min=1" in page.url
+
+
+def test_the_filtered_queue_is_exported_as_csv_and_downloaded(stack, page):
+    """Issue 35's exports: the queue filtered to one reconciliation, exported as CSV (POST /exports
+    with the queue's filters, the job read until it ends), and its download link's file holds
+    exactly the queue's rows for that filter, in the queue's order."""
+    made = world(stack)
+    other = world(stack)  # a second reconciliation's exceptions, which the filter must leave out
+    recon = made["reconciliation"]
+    sign_in_as(stack, page, "viewer", "#/exceptions")
+    page.get_by_role("heading", name="Exceptions").wait_for()
+    page.get_by_label("Reconciliation").select_option(label=recon["name"])
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "2 exceptions")
+    shown = page.locator("table.exception-queue tbody tr td:first-child a").all_inner_texts()
+    assert sorted(shown) == sorted([made["bank"]["title"], made["ledger"]["title"]])
+
+    export = page.get_by_role("group", name="Export the filtered exceptions")
+    assert export.get_by_label("Format").input_value() == "csv"
+    export.get_by_label("Format").focus()  # keyboard: the select, then the button
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent") == "Export"
+    page.keyboard.press("Enter")
+    link = export.get_by_role("link", name=re.compile(r"^Download exceptions-\d+\.csv$"))
+    link.wait_for(timeout=60_000)
+    assert export.get_by_role("status").inner_text() == "Export ready: 2 rows."
+    assert serious_violations(page) == []
+
+    export_id = int(re.search(r"exceptions-(\d+)\.csv", link.inner_text()).group(1))
+    job = stack.request("GET", f"/exports/{export_id}").json()
+    assert job["kind"] == "exceptions" and job["format"] == "csv" and job["status"] == "completed"
+    assert job["filters"] == {"reconciliation_id": recon["id"]}, job["filters"]
+    answer = requests.get(link.get_attribute("href"), timeout=30)
+    assert answer.status_code == 200, answer.text
+    rows = list(csv.DictReader(io.StringIO(answer.content.decode("utf-8"))))
+    queue = stack.request("GET", "/reconciliation_exceptions",
+                          params={"reconciliation_id": recon["id"], "limit": 100}).json()["data"]
+    assert [(int(r["id"]), r["title"]) for r in rows] == [(e["id"], e["title"]) for e in queue]
+    assert {int(r["id"]) for r in rows} == {made["bank"]["id"], made["ledger"]["id"]}
+    assert not {int(r["id"]) for r in rows} & {other["bank"]["id"], other["ledger"]["id"]}
+    assert [r["title"] for r in rows] == shown  # the queue's order
+    assert {r["reconciliation_id"] for r in rows} == {str(recon["id"])}
+    assert page.problems == []
