@@ -670,3 +670,22 @@ def test_the_matches_page_exports_its_reconciliations_matches_of_a_status(stack,
     assert group.get_by_role("status").inner_text() == "Export ready: 3 rows."
     assert serious_violations(page) == []
     assert page.problems == []
+
+
+def test_an_admin_exports_the_filtered_audit_trail(stack, page):
+    key = f"audited-export-{uuid.uuid4().hex[:8]}"
+    assert stack.request("POST", "/data_streams", {"key": key, "name": "Audited export"}).status_code == 201
+    recent = stack.request("GET", "/audit_events", params={"limit": 50}).json()["data"]
+    entry = next(e for e in recent if e["resource_id"] == key)
+    filters = {"resource_type": entry["resource_type"], "resource_id": key}
+    expected = stack.request("GET", "/audit_events", params={**filters, "limit": 100}).json()["data"]
+    sign_in_as(stack, page, "admin", f"#/settings/audit?resource_type={entry['resource_type']}&resource_id={key}")
+    page.get_by_role("heading", name="Audit trail").wait_for()
+    page.get_by_role("table").wait_for()
+    group = page.get_by_role("group", name="Export the filtered audit trail")
+    export_id, rows = _downloaded_csv(page, group, "audit_events")
+    assert [int(r["seq"]) for r in rows] == [e["seq"] for e in expected] and len(rows) >= 1
+    assert {r["resource_id"] for r in rows} == {key}
+    assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == filters
+    assert serious_violations(page) == []
+    assert page.problems == []
