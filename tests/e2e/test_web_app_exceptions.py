@@ -689,3 +689,16 @@ def test_an_admin_exports_the_filtered_audit_trail(stack, page):
     assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == filters
     assert serious_violations(page) == []
     assert page.problems == []
+
+
+def test_an_export_the_service_refuses_says_why(stack, page):
+    """A reconciliation that does not exist: the service refuses the export (404), and the page says so."""
+    sign_in_as(stack, page, "viewer", "#/matches?reconciliation_id=999999999&status=proposed")
+    group = page.get_by_role("group", name="Export these matches")
+    group.get_by_role("button", name="Export", exact=True).click()
+    problem = group.get_by_role("alert")
+    problem.wait_for()
+    assert problem.inner_text().startswith("Could not start the export: ")
+    assert "reconciliation" in problem.inner_text().lower()
+    assert group.get_by_role("button", name="Export", exact=True).get_attribute("aria-disabled") == "false"
+    assert serious_violations(page) == []
