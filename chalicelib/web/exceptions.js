@@ -4,6 +4,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
+import { ExportButton, exportFilters } from "./export.js";
 import { Money, Problem, useAll, When } from "./ui.js";
 
 export const PAGE_SIZE = 50;
@@ -291,6 +292,7 @@ function Queue({ route, session }) {
   return html`
     <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
       streams=${streams ? streams.data : []} people=${people} />
+    ${!invalid && html`<${ExportButton} kind="exceptions" filters=${exportFilters(path)} label="Export the filtered exceptions" />`}
     <p class="queue-count" id="exc-count" tabindex="-1" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
     <p class="visually-hidden" role="status" data-testid="queue-said">${said}</p>
     <${Problem} error=${error} what="load the exceptions" />

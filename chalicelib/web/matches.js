@@ -3,6 +3,7 @@
 // a match's records with their amounts and dates.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
+import { ExportButton, exportFilters } from "./export.js";
 import { Confirm, go, Money, Pager, plural, Problem, Status, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
 export function MatchesPage({ route }) {
@@ -93,6 +94,7 @@ function MatchList({ params }) {
         </select>
       </div>
     </form>
+    ${path && html`<${ExportButton} kind="matches" filters=${exportFilters(path)} label="Export these matches" />`}
     <${Problem} error=${reconciliations.error} what="load the reconciliations" />
     ${reconciliations.data && !reconciliations.data.data.length && html`<p>No reconciliations yet.</p>`}
     <${Problem} error=${error} what="load the matches" />

@@ -3,7 +3,8 @@
 // #/settings/audit?actor=user:3), and its verification: GET /v1/audit_events/verify walked to the
 // chain's end (it answers in bounded steps) and its outcome shown.
 import { useEffect, useState } from "preact/hooks";
-import { api, html, query } from "./api.js";
+import { api, can, html, query } from "./api.js";
+import { ExportButton, exportFilters } from "./export.js";
 import { FieldError, go, invalid, Outcome, Pager, placeErrors, Problem, useAction, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
 const PAGE_SIZE = 25;
@@ -141,6 +142,8 @@ export function AuditSection({ route }) {
     <${Verify} />
     <h3>Entries</h3>
     <${Filters} filters=${filters} errors=${errors} />
+    ${can("admin") && !Object.keys(errors).length && html`<${ExportButton} kind="audit_events"
+      filters=${exportFilters(`audit_events${query(filters)}`)} label="Export the filtered audit trail" />`}
     <${Problem} error=${error} what="load the audit trail" />
     ${loading && !data ? html`<p>Loading the audit trail…</p>` : data && !Object.keys(errors).length && html`
       <table class="settings-table audit-table">
