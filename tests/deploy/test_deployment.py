@@ -68,7 +68,7 @@ def _moto_can_create(app_template: dict) -> dict:
 def _moto_cannot_attach_managed_policies(iam, cfn, stack: str, template: dict) -> None:
     """moto's CloudFormation makes an AWS::IAM::ManagedPolicy but attaches none to the roles whose
     ManagedPolicyArns name it: each is attached here, as AWS attaches it, so that a role's permissions
-    read from IAM are all of them."""
+    read from IAM are all of them. (A policy that names its roles itself, `Roles`, moto attaches.)"""
     physical = {r["LogicalResourceId"]: r["PhysicalResourceId"]
                 for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
                 for r in page["StackResourceSummaries"]}
@@ -76,10 +76,11 @@ def _moto_cannot_attach_managed_policies(iam, cfn, stack: str, template: dict) -
         if resource["Type"] != "AWS::IAM::Role" or logical_id not in physical:
             continue
         role = physical[logical_id]
-        assert iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"] == [], \
-            "moto attaches managed policies now: drop this adjustment"
-        for reference in resource["Properties"].get("ManagedPolicyArns", []):
-            iam.attach_role_policy(RoleName=role, PolicyArn=physical[reference["Ref"]])
+        attached = {p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]}
+        named = [physical[reference["Ref"]] for reference in resource["Properties"].get("ManagedPolicyArns", [])]
+        assert not attached & set(named), "moto attaches a role's ManagedPolicyArns now: drop this adjustment"
+        for arn in named:
+            iam.attach_role_policy(RoleName=role, PolicyArn=arn)
 
 
 class Deployment:
