@@ -18,7 +18,7 @@ from chalicelib.local.provision import Resolver, load_template
 from infra.functions import FUNCTIONS, GROUPS, role_output
 from tests.support.iam import IamRequest, permitted
 
-PREFIXES = ("uploads", "drops", "drops-refused", "bulk", "imports", "staging", "mirror", "runs", "agents")
+PREFIXES = ("uploads", "drops", "drops-refused", "bulk", "imports", "staging", "mirror", "runs", "agents", "exports")
 INDEXES = ("gsi1", "gsi2", "gsi3", "gsi4", "gsi5")
 QUEUES = ("BulkQueue", "InvestigationQueue", "AgentRunQueue", "WebhookEventQueue", "WebhookDeliveryQueue")
 MACHINES = ("file-import", "reconciliation-run", "browser-run")
@@ -30,8 +30,9 @@ INDEX_QUERIES = {
     # resource (gsi3); GET /records?status= (gsi4); GET /records?status=unreconciled and a dry run's open records (gsi5)
     "ApiRole": {"gsi1", "gsi2", "gsi3", "gsi4", "gsi5"},
     # streams, their records and imports, the continuous reconciliations using a stream (gsi1); an announcement
-    # taken over from a worker that died looks for its audit entry first (services/events.py announce: gsi3)
-    "IngestionRole": {"gsi1", "gsi3"},
+    # taken over from a worker that died looks for its audit entry first (services/events.py announce: gsi3);
+    # an export (on the bulk queue) reads what the list routes read: every index
+    "IngestionRole": {"gsi1", "gsi2", "gsi3", "gsi4", "gsi5"},
     # + open records (gsi5) and imports still writing (reconciliation_runs.open_frames: gsi2)
     "RunsRole": {"gsi1", "gsi2", "gsi3", "gsi5"},
     # the other side's open records (investigations.run: gsi5), the exceptions' refresh (gsi1, gsi5)
@@ -48,15 +49,18 @@ INDEX_QUERIES = {
 R, W, D = "s3:GetObject", "s3:PutObject", "s3:DeleteObject"
 OBJECTS = {
     # bulk payloads; upload URLs (uploads/, agents/); an agent's files (written, their URLs and sizes, deleted);
-    # a cancel looks for an import's file (uploads/ or drops/); a deleted record's tombstone (mirror/); a deleted
+    # a cancel looks for an import's file (uploads/ or drops/); a deleted record's tombstone (mirror/); an export's
+    # download URL, presigned (exports/); a deleted
     # stream's mirror, published and staged; an accepted investigation's exceptions' refresh reads a stream's money
     # and keeps its sums (mirror/, the ones superseded deleted)
     "ApiRole": {("bulk", W), ("uploads", W), ("uploads", R), ("drops", R), ("agents", R), ("agents", W),
-                ("agents", D), ("mirror", R), ("mirror", W), ("mirror", D), ("staging", D)},
+                ("agents", D), ("mirror", R), ("mirror", W), ("mirror", D), ("staging", D), ("exports", R)},
     # an uploaded or dropped file, the import's chunks (imports/), its parts staged then published (a copy reads
-    # its source and the staged part is deleted), their sums; a drop no agent takes is refused in drops-refused/
+    # its source and the staged part is deleted), their sums; a drop no agent takes is refused in drops-refused/;
+    # an export's file, written in parts (exports/)
     "IngestionRole": {("bulk", R), ("uploads", R), ("drops", R), ("imports", R), ("imports", W), ("staging", R),
-                      ("staging", W), ("staging", D), ("mirror", R), ("mirror", W), ("drops-refused", W)},
+                      ("staging", W), ("staging", D), ("mirror", R), ("mirror", W), ("drops-refused", W),
+                      ("exports", R), ("exports", W)},
     # the run's files between its phases (a fanned-out run's partitions, their outcomes and manifests too: its
     # partition and merge functions are in this group); the exceptions' refresh reads a stream's money and
     # keeps its sums (the ones superseded deleted: mirror.stream_money)
