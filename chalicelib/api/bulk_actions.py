@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from chalicelib.api.reconciliation_exceptions import exception_query
-from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.routing import ApiRequest, Router, idempotency_key, numeric_id
 from chalicelib.api.schemas.bulk_actions import (
     BulkActionDetailOut,
     BulkActionOut,
@@ -24,7 +24,6 @@ from chalicelib.domain.users import Principal
 from chalicelib.services import bulk_actions as service
 
 router = Router("bulk_actions")
-MAX_IDEMPOTENCY_KEY = 255
 
 
 def bulk_action_out(action: BulkAction) -> BulkActionOut:
@@ -34,13 +33,6 @@ def bulk_action_out(action: BulkAction) -> BulkActionOut:
 def _caller(request: ApiRequest) -> service.Caller:
     principal: Principal = request.principal
     return service.Caller(actor=principal.actor, role=principal.role, user=principal.user)
-
-
-def _idempotency_key(request: ApiRequest) -> str | None:
-    key = request.headers.get("idempotency-key")
-    if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
-        raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
-    return key
 
 
 def _one_of(ids: list[int] | None, given_filter: object) -> None:
@@ -69,7 +61,7 @@ def bulk_exceptions(request: ApiRequest) -> BulkActionOut:
         ids = list(body.ids or [])
         select, selection = (lambda: ids), {"ids": len(ids)}
     created = service.submit(ports, environment, caller, BulkTarget.EXCEPTIONS, action, params, select, selection,
-                             service.body_hash(body.model_dump(mode="json")), _idempotency_key(request))
+                             service.body_hash(body.model_dump(mode="json")), idempotency_key(request))
     return bulk_action_out(created)
 
 
@@ -88,7 +80,7 @@ def bulk_matches(request: ApiRequest) -> BulkActionOut:
         ids = list(body.ids or [])
         select, selection = (lambda: ids), {"ids": len(ids)}
     created = service.submit(ports, environment, caller, BulkTarget.MATCHES, BulkActionKind(body.action), {}, select,
-                             selection, service.body_hash(body.model_dump(mode="json")), _idempotency_key(request))
+                             selection, service.body_hash(body.model_dump(mode="json")), idempotency_key(request))
     return bulk_action_out(created)
 
 

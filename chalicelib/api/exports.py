@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from chalicelib.api.errors import validation_failed
-from chalicelib.api.records import MAX_IDEMPOTENCY_KEY, STANDALONE_FILTERS
-from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.records import STANDALONE_FILTERS
+from chalicelib.api.routing import ApiRequest, Router, idempotency_key, numeric_id
 from chalicelib.api.schemas.common import CursorQuery
 from chalicelib.api.schemas.exports import (
     FILTER_MODELS,
@@ -78,9 +78,7 @@ def create_export(request: ApiRequest) -> ExportOut:
         assert request.principal is not None
         raise Forbidden(f"an export of {kind.value} needs the {ROLE_OF_KIND[kind].value} role or above; "
                         f"yours is {request.principal.role.value}")
-    key = request.headers.get("idempotency-key")
-    if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
-        raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    key = idempotency_key(request)
     filters = checked_filters(kind, body.filters)
     actor = request.principal.actor if request.principal is not None else None
     export = service.create(container().export_ports, request.environment, kind, ExportFormat(body.format), filters,

@@ -1,7 +1,7 @@
 """Routes of /records and /bulk_requests."""
 from __future__ import annotations
 
-from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.routing import ApiRequest, Router, idempotency_key, numeric_id
 from chalicelib.api.schemas.file_imports import ItemResultOut
 from chalicelib.api.schemas.records import (
     BulkRecordsBody,
@@ -21,7 +21,6 @@ from chalicelib.services import records as record_service
 from chalicelib.services.ingestion import bulk
 
 router = Router("records")
-MAX_IDEMPOTENCY_KEY = 255
 STANDALONE_FILTERS = ("data_stream_key", "status", "reconciliation_match_id", "file_import_id", "external_id")
 
 
@@ -29,9 +28,7 @@ STANDALONE_FILTERS = ("data_stream_key", "status", "reconciliation_match_id", "f
               status=202, body=BulkRecordsBody, response=BulkRequestSummaryOut, errors=(409,))
 def submit_bulk(request: ApiRequest) -> BulkRequestSummaryOut:
     body: BulkRecordsBody = request.body
-    key = request.headers.get("idempotency-key")
-    if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
-        raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    key = idempotency_key(request)
     job = bulk.submit_bulk(container().ports, request.environment, body.records,
                                      OnConflict(body.on_conflict), key)
     return bulk_request_out(BulkRequestSummaryOut, job)

@@ -17,7 +17,7 @@ from chalicelib.api.errors import (
     internal_error_response,
     validation_failed,
 )
-from chalicelib.domain.errors import BadRequest, DomainError, NotFound
+from chalicelib.domain.errors import BadRequest, DomainError, NotFound, ValidationFailed
 from chalicelib.observability import logger
 
 API_PREFIX = "/v1"
@@ -110,6 +110,17 @@ class Router:
             return view
 
         return register
+
+
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def idempotency_key(request: ApiRequest) -> str | None:
+    """The request's Idempotency-Key header, if any: 1 to MAX_IDEMPOTENCY_KEY characters, else 422."""
+    key = request.headers.get("idempotency-key")
+    if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
+        raise ValidationFailed.on("Idempotency-Key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    return key
 
 
 def numeric_id(raw: str, what: str) -> int:
