@@ -31,18 +31,14 @@ from chalicelib.services import investigations
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
-    ingest,
     person,
     printed,
     read_every_page,
-    reconciliation_with_rule,
     screenshot,
     serious_violations,
     sign_in,
     small_first_pages,
-    start_run,
     unexpected,
-    wait_run,
 )
 
 pytestmark = [
@@ -635,70 +631,3 @@ def test_the_filtered_queue_is_exported_as_csv_and_downloaded(stack, page):
     assert [r["title"] for r in rows] == shown  # the queue's order
     assert {r["reconciliation_id"] for r in rows} == {str(recon["id"])}
     assert page.problems == []
-
-
-def _downloaded_csv(page, group, stem: str) -> tuple[int, list[dict]]:
-    """Export the group's list as CSV, wait for its download link, and read the file it links to."""
-    group.get_by_role("button", name="Export", exact=True).click()
-    link = group.get_by_role("link", name=re.compile(rf"^Download {stem}-\d+\.csv$"))
-    link.wait_for(timeout=60_000)
-    answer = requests.get(link.get_attribute("href"), timeout=30)
-    assert answer.status_code == 200, answer.text
-    export_id = int(re.search(rf"{stem}-(\d+)\.csv", link.inner_text()).group(1))
-    return export_id, list(csv.DictReader(io.StringIO(answer.content.decode("utf-8"))))
-
-
-def test_the_matches_page_exports_its_reconciliations_matches_of_a_status(stack, page):
-    reconciliation, _, bank, ledger = reconciliation_with_rule(stack, {
-        "name": "Amount, proposed", "priority": 1, "auto_confirm": False,
-        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]})
-    ingest(stack, [{"date": day(5), "data_stream_key": bank, "amount": 5_000 + n, "direction": "credit"} for n in range(3)])
-    ingest(stack, [{"date": day(4), "data_stream_key": ledger, "amount": 5_000 + n, "direction": "debit"} for n in range(3)])
-    run = wait_run(stack, reconciliation["id"], start_run(stack, reconciliation["id"])["id"])
-    assert run["status"] == "completed", run
-    listed = stack.request("GET", "/reconciliation_matches", params={
-        "reconciliation_id": reconciliation["id"], "status": "proposed", "limit": 100}).json()["data"]
-    assert len(listed) == 3
-    sign_in_as(stack, page, "viewer", f"#/matches?reconciliation_id={reconciliation['id']}&status=proposed")
-    page.get_by_role("table", name="Matches, newest first").wait_for()
-    group = page.get_by_role("group", name="Export these matches")
-    export_id, rows = _downloaded_csv(page, group, "matches")
-    assert [int(r["id"]) for r in rows] == [m["id"] for m in listed]
-    assert {r["status"] for r in rows} == {"proposed"}
-    job = stack.request("GET", f"/exports/{export_id}").json()
-    assert job["filters"] == {"reconciliation_id": reconciliation["id"], "status": "proposed"}, job
-    assert group.get_by_role("status").inner_text() == "Export ready: 3 rows."
-    assert serious_violations(page) == []
-    assert page.problems == []
-
-
-def test_an_admin_exports_the_filtered_audit_trail(stack, page):
-    key = f"audited-export-{uuid.uuid4().hex[:8]}"
-    assert stack.request("POST", "/data_streams", {"key": key, "name": "Audited export"}).status_code == 201
-    recent = stack.request("GET", "/audit_events", params={"limit": 50}).json()["data"]
-    entry = next(e for e in recent if e["resource_id"] == key)
-    filters = {"resource_type": entry["resource_type"], "resource_id": key}
-    expected = stack.request("GET", "/audit_events", params={**filters, "limit": 100}).json()["data"]
-    sign_in_as(stack, page, "admin", f"#/settings/audit?resource_type={entry['resource_type']}&resource_id={key}")
-    page.get_by_role("heading", name="Audit trail").wait_for()
-    page.get_by_role("table").wait_for()
-    group = page.get_by_role("group", name="Export the filtered audit trail")
-    export_id, rows = _downloaded_csv(page, group, "audit_events")
-    assert [int(r["seq"]) for r in rows] == [e["seq"] for e in expected] and len(rows) >= 1
-    assert {r["resource_id"] for r in rows} == {key}
-    assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == filters
-    assert serious_violations(page) == []
-    assert page.problems == []
-
-
-def test_an_export_the_service_refuses_says_why(stack, page):
-    """A reconciliation that does not exist: the service refuses the export (404), and the page says so."""
-    sign_in_as(stack, page, "viewer", "#/matches?reconciliation_id=999999999&status=proposed")
-    group = page.get_by_role("group", name="Export these matches")
-    group.get_by_role("button", name="Export", exact=True).click()
-    problem = group.get_by_role("alert")
-    problem.wait_for()
-    assert problem.inner_text().startswith("Could not start the export: ")
-    assert "reconciliation" in problem.inner_text().lower()
-    assert group.get_by_role("button", name="Export", exact=True).get_attribute("aria-disabled") == "false"
-    assert serious_violations(page) == []

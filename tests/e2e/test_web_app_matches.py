@@ -3,7 +3,7 @@ that proposes (auto_confirm false) rather than confirms, filtered by reconciliat
 confirmed or rejected one at a time or as a selection (one request a match, in order: the API has
 no bulk decision), each outcome listed; a match's records with their amounts and dates. Effects
 are read back through the API; viewers and preparers get no decision controls and the API refuses
-them; axe-core finds no serious violation in any state shown."""
+them; the list exported as CSV; axe-core finds no serious violation in any state shown."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
     as_person,
+    downloaded_csv,
     ingest,
     read_every_page,
     reconciliation_with_rule,
@@ -264,3 +265,31 @@ def test_the_reconciliation_picker_holds_every_page_of_reconciliations(stack, pa
                            arg=str(older["id"]))
     read_every_page(asked)
     assert page.problems == []
+
+
+def test_the_matches_page_exports_its_reconciliations_matches_of_a_status(stack, page):
+    """The list's Export: a CSV of exactly the listed matches (the page's reconciliation and status)."""
+    reconciliation, listed = proposed_matches(stack, 3)
+    open_matches(stack, page, reconciliation, role="viewer")
+    group = page.get_by_role("group", name="Export these matches")
+    export_id, rows = downloaded_csv(group, "matches")
+    assert [int(r["id"]) for r in rows] == [m["id"] for m in listed]
+    assert {r["status"] for r in rows} == {"proposed"}
+    job = stack.request("GET", f"/exports/{export_id}").json()
+    assert job["filters"] == {"reconciliation_id": reconciliation["id"], "status": "proposed"}, job
+    assert group.get_by_role("status").inner_text() == "Export ready: 3 rows."
+    assert serious_violations(page) == []
+    assert page.problems == []
+
+
+def test_an_export_the_service_refuses_says_why(stack, page):
+    """A reconciliation that does not exist: the service refuses the export (404), and the page says so."""
+    signed_in(stack, page, "viewer", "#/matches?reconciliation_id=999999999&status=proposed")
+    group = page.get_by_role("group", name="Export these matches")
+    group.get_by_role("button", name="Export", exact=True).click()
+    problem = group.get_by_role("alert")
+    problem.wait_for()
+    assert problem.inner_text().startswith("Could not start the export: ")
+    assert "reconciliation" in problem.inner_text().lower()
+    assert group.get_by_role("button", name="Export", exact=True).get_attribute("aria-disabled") == "false"
+    assert serious_violations(page) == []

@@ -1,6 +1,6 @@
 """The web app's Settings page (admins only) in Debian's Chromium against the local stack: users
 and roles, API keys (the secret shown once), webhook endpoints with their delivery log and a failed
-delivery retried, the audit trail with its verification. Each action's effect is read back through
+delivery retried, the audit trail with its verification and its export. Each action's effect is read back through
 the API; axe-core finds no serious or critical violation in any section; a viewer gets no Settings,
 and the API refuses them the admin routes."""
 from __future__ import annotations
@@ -18,6 +18,7 @@ import requests
 from chalicelib.domain.events import EVENT_TYPES
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
+    downloaded_csv,
     main_nav,
     person,
     printed,
@@ -502,3 +503,22 @@ def test_a_viewer_gets_no_settings_and_the_api_refuses_them_the_admin_routes(sta
     assert page.get_by_role("heading", name="API keys").count() == 0
     assert page.get_by_role("button", name="Create key").count() == 0
     assert unexpected(page.problems) == []
+
+
+def test_an_admin_exports_the_filtered_audit_trail(stack, page):
+    key = f"audited-export-{uuid.uuid4().hex[:8]}"
+    assert stack.request("POST", "/data_streams", {"key": key, "name": "Audited export"}).status_code == 201
+    recent = stack.request("GET", "/audit_events", params={"limit": 50}).json()["data"]
+    entry = next(e for e in recent if e["resource_id"] == key)
+    filters = {"resource_type": entry["resource_type"], "resource_id": key}
+    expected = stack.request("GET", "/audit_events", params={**filters, "limit": 100}).json()["data"]
+    signed_in(stack, page, "admin", f"#/settings/audit?resource_type={entry['resource_type']}&resource_id={key}")
+    page.get_by_role("heading", name="Audit trail").wait_for()
+    page.get_by_role("table").wait_for()
+    group = page.get_by_role("group", name="Export the filtered audit trail")
+    export_id, rows = downloaded_csv(group, "audit_events")
+    assert [int(r["seq"]) for r in rows] == [e["seq"] for e in expected] and len(rows) >= 1
+    assert {r["resource_id"] for r in rows} == {key}
+    assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == filters
+    assert serious_violations(page) == []
+    assert page.problems == []

@@ -23,9 +23,6 @@ def statements(resources: dict, role: str) -> list[dict]:
     props = resources[role]["Properties"]
     documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
     documents += [resources[ref["Ref"]]["Properties"]["PolicyDocument"] for ref in props.get("ManagedPolicyArns", [])]
-    # A managed policy that attaches itself to the role (its `Roles`), as the exports' do.
-    documents += [r["Properties"]["PolicyDocument"] for r in resources.values()
-                  if r.get("Type") == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
     return [statement for document in documents for statement in document["Statement"]]
 
 

@@ -2,6 +2,8 @@
 violation is one), signing in as `make run`'s admin or as a person of a given role, and axe-core."""
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 import time
@@ -229,3 +231,14 @@ def wait_run(stack, reconciliation_id: int, run_id: int, timeout: float = 60) ->
             return run
         assert time.monotonic() < deadline, run
         time.sleep(0.2)
+
+
+def downloaded_csv(group, stem: str) -> tuple[int, list[dict]]:
+    """Export the group's list as CSV, wait for its download link, and read the file it links to."""
+    group.get_by_role("button", name="Export", exact=True).click()
+    link = group.get_by_role("link", name=re.compile(rf"^Download {stem}-\d+\.csv$"))
+    link.wait_for(timeout=60_000)
+    answer = requests.get(link.get_attribute("href"), timeout=30)
+    assert answer.status_code == 200, answer.text
+    export_id = int(re.search(rf"{stem}-(\d+)\.csv", link.inner_text()).group(1))
+    return export_id, list(csv.DictReader(io.StringIO(answer.content.decode("utf-8"))))
