@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from chalicelib.domain.exports import (
@@ -20,6 +20,7 @@ from chalicelib.domain.exports import (
     Column,
     ExportFormat,
     Part,
+    SpoolFull,
     spreadsheet_cell,
 )
 
@@ -67,23 +68,29 @@ class ExportFiles:
     # Spooled formats -------------------------------------------------------------------------------
 
     def write_spooled(self, key: str, fmt: ExportFormat, columns: Sequence[Column],
-                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool]) -> int:
-        """Write every page's rows into one XLSX or Parquet file under /tmp, then upload it; its size."""
+                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool], max_bytes: int,
+                      uploading: Callable[[str], None]) -> int:
+        """Write every page's rows into one XLSX or Parquet file under /tmp, then upload it; its size.
+        The directory's files (the file and its working files) are measured after each page: past
+        `max_bytes` (with room for the finished file beside them), SpoolFull."""
         directory = tempfile.mkdtemp(prefix="export-")
         try:
             path = os.path.join(directory, f"export.{fmt.value}")
+            bounded = _bounded(pages, directory, max_bytes)
             if fmt is ExportFormat.XLSX:
-                _write_xlsx(path, columns, pages)
+                _write_xlsx(path, columns, bounded)
             elif fmt is ExportFormat.PARQUET:
-                _write_parquet(path, directory, columns, pages)
+                _write_parquet(path, directory, columns, bounded)
             else:
                 raise ValueError(f"{fmt.value} is not spooled")
-            return self._upload_file(key, path, fmt.content_type, stopped)
+            return self._upload_file(key, path, fmt.content_type, stopped, uploading)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _upload_file(self, key: str, path: str, content_type: str, stopped: Callable[[], bool]) -> int:
+    def _upload_file(self, key: str, path: str, content_type: str, stopped: Callable[[], bool],
+                     uploading: Callable[[str], None]) -> int:
         upload_id = self.start_upload(key, content_type)
+        uploading(upload_id)
         parts: list[Part] = []
         try:
             with open(path, "rb") as spooled:
@@ -97,6 +104,20 @@ class ExportFiles:
         except BaseException:
             self.abort_upload(key, upload_id)
             raise
+
+
+def spooled_bytes(directory: str) -> int:
+    """The size of the files in a spool directory (XlsxWriter's working files are kept there too)."""
+    with os.scandir(directory) as entries:
+        return sum(e.stat().st_size for e in entries if e.is_file())
+
+
+def _bounded(pages: Iterable[list[tuple[Any, ...]]], directory: str, max_bytes: int
+             ) -> Iterator[list[tuple[Any, ...]]]:
+    for page in pages:
+        if spooled_bytes(directory) > max_bytes:
+            raise SpoolFull(f"the spooled file passed {max_bytes} bytes")
+        yield page
 
 
 def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple[Any, ...]]]) -> None:

@@ -111,6 +111,7 @@ class Export:
     source_cursor: str | None = None
     checkpoint_rows: int = 0
     slices: int = 0  # invocations that worked on it (a long CSV export continues in the next)
+    restarts: int = 0  # the sweeper's re-sends of its message (a lost start, a worker that died)
 
     @property
     def finished(self) -> bool:
@@ -119,6 +120,20 @@ class Export:
     @property
     def filename(self) -> str:
         return f"{self.kind.value}-{self.id}.{self.format.value}"
+
+
+class Superseded(Exception):
+    """Another worker moved the export on (its checkpoint is not the one this worker started from):
+    this one stops and leaves it to that one."""
+
+
+class SpoolFull(Exception):
+    """A spooled file and its working files passed the bound set on them (ExportLimits.spool_bytes)."""
+
+
+class ExportTooLarge(Exception):
+    """A spooled export (XLSX, Parquet) that would not finish within one invocation or fit its
+    working space: it fails at once, naming CSV (no retry would do better)."""
 
 
 def export_completed(export: Export) -> Event:
