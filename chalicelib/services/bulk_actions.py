@@ -48,7 +48,7 @@ from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
 from chalicelib.domain.users import Role, User, can_be_named
 from chalicelib.observability import logger
-from chalicelib.services import audit, sweeping, users
+from chalicelib.services import audit, idempotency, sweeping, users
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
@@ -158,16 +158,12 @@ def submit(ports: Ports, environment: str, caller: Caller, target: BulkTarget, a
     """Create the bulk action of the ids `select` gives and queue it. With an idempotency key, a
     repeat of the same body returns the first action (queued again while it is pending: the first
     send may have been lost); the same key with another body is 409."""
-    action_id = ports.counters.next_id(environment, "bulk_action")
-    if idempotency_key:
-        action_id, bound = ports.bulk_actions.claim_idempotency_key(environment, idempotency_key, action_id, digest)
-        if bound != digest:
-            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = ports.bulk_actions.find(environment, action_id)
-        if existing is not None:
-            if existing.status is BulkStatus.PENDING:
-                ports.bulk_queue.send(message(environment, action_id))
-            return existing
+    action_id, existing = idempotency.claim_id(
+        environment, idempotency_key, digest, next_id=lambda: ports.counters.next_id(environment, "bulk_action"),
+        claim=ports.bulk_actions.claim_idempotency_key, find=ports.bulk_actions.find,
+        send_again=lambda found: ports.bulk_queue.send(message(environment, found)))
+    if existing is not None:
+        return existing
     ids = select()
     now = utc_now()
     created = BulkAction(

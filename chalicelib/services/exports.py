@@ -19,7 +19,7 @@ from typing import Any
 
 from chalicelib.domain.audit import AuditQuery, system_actor
 from chalicelib.domain.clock import parse_iso, utc_now
-from chalicelib.domain.errors import Conflict, TransitionRefused, shown
+from chalicelib.domain.errors import TransitionRefused, shown
 from chalicelib.domain.events import Event
 from chalicelib.domain.exports import (
     COLUMNS,
@@ -49,9 +49,9 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, QueueOr
 from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.observability import logger
 from chalicelib.services import audit as audit_service
+from chalicelib.services import idempotency, sweeping
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services import sweeping
 from chalicelib.services.events import announce
 from chalicelib.services.export_ports import ExportPorts
 from chalicelib.services.ingestion.results import EVERY_STATUS, results_page
@@ -84,16 +84,12 @@ def create(xp: ExportPorts, environment: str, kind: ExportKind, fmt: ExportForma
     filters = {k: v for k, v in filters.items() if v is not None}
     digest = body_hash(kind, fmt, filters)
     next(_pages(xp, environment, kind, filters, None, probe=True), None)  # before anything is written
-    export_id = xp.ports.counters.next_id(environment, "export")
-    if idempotency_key:
-        export_id, bound = xp.exports.claim_idempotency_key(environment, idempotency_key, export_id, digest)
-        if bound != digest:
-            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = xp.exports.find(environment, export_id)
-        if existing is not None:
-            if existing.status is ExportStatus.PENDING:
-                xp.queue.send(message(existing))  # the first send may have been lost
-            return existing
+    export_id, existing = idempotency.claim_id(
+        environment, idempotency_key, digest, next_id=lambda: xp.ports.counters.next_id(environment, "export"),
+        claim=xp.exports.claim_idempotency_key, find=xp.exports.find,
+        send_again=lambda found: xp.queue.send({"environment": environment, "export_id": found}))
+    if existing is not None:
+        return existing
     export = Export(environment=environment, id=export_id, kind=kind, format=fmt, filters=filters,
                     status=ExportStatus.PENDING, created_at=utc_now(), requested_by=requested_by,
                     idempotency_key=idempotency_key, body_hash=digest,
