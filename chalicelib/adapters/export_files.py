@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from chalicelib.domain.csv_cells import runs_as_formula
 from chalicelib.domain.exports import (
     PARQUET_ROWS_PER_GROUP,
     XLSX_ROWS_PER_SHEET,
@@ -129,6 +130,7 @@ def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple
                                           "strings_to_formulas": False, "strings_to_numbers": False,
                                           "strings_to_urls": False})
     bold = workbook.add_format({"bold": True})
+    quoted = workbook.add_format({"quote_prefix": True})  # Excel's hidden leading ': the cell stays text
     sheet, row_number, sheets = None, 0, 0
 
     def new_sheet():
@@ -151,7 +153,7 @@ def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple
                 if isinstance(cell, int):
                     sheet.write_number(row_number, index, cell)
                 else:
-                    sheet.write_string(row_number, index, cell)
+                    sheet.write_string(row_number, index, cell, quoted if runs_as_formula(cell) else None)
     workbook.close()
 
 

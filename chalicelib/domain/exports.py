@@ -186,12 +186,16 @@ def csv_bytes(rows: Iterable[Sequence[Any]]) -> bytes:
 
 def spreadsheet_cell(value: Any, column: Column) -> Any:
     """A cell of an XLSX sheet: an int column's value a number (as text past Excel's 15 digits),
-    text neutralised, None empty."""
+    text as it is, None empty. The sheet writes text as a string cell, never a formula; one a
+    spreadsheet would read as a formula if it were typed in (csv_cells.runs_as_formula) gets the
+    quote-prefix style (Excel's own leading `'`, not part of the value): editing it keeps it text."""
     if value is None:
         return None
     if column.type == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value if abs(value) < XLSX_EXACT_INTEGER else str(value)
-    return cell_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _json(value: Any) -> str | None:

@@ -156,8 +156,17 @@ def test_every_kind_as_parquet_and_xlsx(api, worker, services, world, kind):
     assert export["filename"].endswith(".xlsx") and export["rows_written"] == len(expected)
     assert strings[:len(csv_export["columns"])] == csv_export["columns"]
     if kind == "records":
-        assert "'" + FORMULA in strings and FORMULA not in strings
+        # Text as it is, in a string cell (never a formula), with Excel's quote-prefix style: no ' in the value
+        assert FORMULA in strings and "'" + FORMULA not in strings
         assert not any("<f>" in c for c in cells)  # no cell is a formula
+        with zipfile.ZipFile(io.BytesIO(data)) as book:
+            styles = book.read("xl/styles.xml").decode()
+        xfs = re.findall(r"<xf [^>]*?(?:/>|>.*?</xf>)", styles.split("<cellXfs", 1)[1], re.S)
+        quoted = {str(n) for n, xf in enumerate(xfs) if 'quotePrefix="1"' in xf}
+        formula_cell = next(c for c in cells if "HYPERLINK" in c)
+        assert re.search(r' s="(\d+)"', formula_cell).group(1) in quoted
+        plain_cell = next(c for c in cells if ">bank<" in c)
+        assert (re.search(r' s="(\d+)"', plain_cell) or [None, None])[1] not in quoted
         amounts = frame.filter(pl.col("external_id") == "bank-1").select("amount_minor", "amount").row(0)
         assert amounts == (12345, "123.45")
 
