@@ -295,3 +295,25 @@ def test_an_export_whose_worker_died_on_its_last_delivery_fails_saying_why_its_u
     assert services.aws.s3.list_multipart_uploads(Bucket=bucket, Prefix=running.file_key).get("Uploads", []) == []
     entries = api.get(f"/v1/audit_events?resource_type=export&resource_id={created['id']}").json_body["data"]
     assert [e["summary"]["status"] for e in entries if e["action"] == "export.completed"] == ["failed"]
+
+
+def test_a_csv_checkpoint_is_written_only_over_the_one_its_worker_started_from(api, world, worker, services):
+    """Two workers on one export (a redelivery beside the sweeper's restart): the one whose checkpoint
+    is behind stops (Superseded) instead of overwriting the other's parts."""
+    from chalicelib.domain.exports import ExportStatus, Part, Superseded
+
+    xp = services.export_ports
+    created = api.post("/v1/exports", {"kind": "records", "format": "csv",
+                                       "filters": {"data_stream_key": "bank"}}).json_body
+    lose_queued_messages(services)
+    export = xp.exports.move(xp.exports.get("acme", created["id"]), ExportStatus.PROCESSING,
+                             last_progress_at=utc_now())
+    first = xp.exports.checkpoint(export, "u-1", (), None, 0)
+    one = xp.exports.checkpoint(first, "u-1", (Part(1, "e1"),), "c1", 10)
+    assert (one.parts, one.source_cursor, one.rows_written) == ((Part(1, "e1"),), "c1", 10)
+    with pytest.raises(Superseded):  # behind: it started from no parts, one is stored
+        xp.exports.checkpoint(first, "u-1", (Part(1, "other"),), "c1", 10)
+    with pytest.raises(Superseded):  # another upload than the one stored
+        xp.exports.checkpoint(one, "u-2", (Part(1, "e1"), Part(2, "e2")), "c2", 20)
+    two = xp.exports.checkpoint(one, "u-1", (Part(1, "e1"), Part(2, "e2")), "c2", 20)
+    assert two.parts == (Part(1, "e1"), Part(2, "e2")) and two.checkpoint_rows == 20
