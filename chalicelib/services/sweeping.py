@@ -1,5 +1,6 @@
 """The sweep of work that can stop moving: imports (services/ingestion/sweeper.py), runs
-(reconciliation_runs.py) and investigations (investigations.py). Each kind says what a stuck item
+(reconciliation_runs.py), investigations (investigations.py), bulk actions (bulk_actions.py) and
+exports (exports.py), the last two judged alike as queued work (`queued_verdict`). Each kind says what a stuck item
 of its own needs (SweptKind); the loop, the held end and the claim of a restart are here, once."""
 from __future__ import annotations
 
