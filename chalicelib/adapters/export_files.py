@@ -11,15 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from chalicelib.domain.csv_cells import runs_as_formula
 from chalicelib.domain.exports import (
     PARQUET_ROWS_PER_GROUP,
     XLSX_ROWS_PER_SHEET,
     Column,
     ExportFormat,
     Part,
+    SpoolFull,
     spreadsheet_cell,
 )
 
@@ -67,23 +69,29 @@ class ExportFiles:
     # Spooled formats -------------------------------------------------------------------------------
 
     def write_spooled(self, key: str, fmt: ExportFormat, columns: Sequence[Column],
-                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool]) -> int:
-        """Write every page's rows into one XLSX or Parquet file under /tmp, then upload it; its size."""
+                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool], max_bytes: int,
+                      uploading: Callable[[str], None]) -> int:
+        """Write every page's rows into one XLSX or Parquet file under /tmp, then upload it; its size.
+        The directory's files (the file and its working files) are measured after each page: past
+        `max_bytes` (with room for the finished file beside them), SpoolFull."""
         directory = tempfile.mkdtemp(prefix="export-")
         try:
             path = os.path.join(directory, f"export.{fmt.value}")
+            bounded = _bounded(pages, directory, max_bytes)
             if fmt is ExportFormat.XLSX:
-                _write_xlsx(path, columns, pages)
+                _write_xlsx(path, columns, bounded)
             elif fmt is ExportFormat.PARQUET:
-                _write_parquet(path, directory, columns, pages)
+                _write_parquet(path, directory, columns, bounded)
             else:
                 raise ValueError(f"{fmt.value} is not spooled")
-            return self._upload_file(key, path, fmt.content_type, stopped)
+            return self._upload_file(key, path, fmt.content_type, stopped, uploading)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _upload_file(self, key: str, path: str, content_type: str, stopped: Callable[[], bool]) -> int:
+    def _upload_file(self, key: str, path: str, content_type: str, stopped: Callable[[], bool],
+                     uploading: Callable[[str], None]) -> int:
         upload_id = self.start_upload(key, content_type)
+        uploading(upload_id)
         parts: list[Part] = []
         try:
             with open(path, "rb") as spooled:
@@ -99,6 +107,20 @@ class ExportFiles:
             raise
 
 
+def spooled_bytes(directory: str) -> int:
+    """The size of the files in a spool directory (XlsxWriter's working files are kept there too)."""
+    with os.scandir(directory) as entries:
+        return sum(e.stat().st_size for e in entries if e.is_file())
+
+
+def _bounded(pages: Iterable[list[tuple[Any, ...]]], directory: str, max_bytes: int
+             ) -> Iterator[list[tuple[Any, ...]]]:
+    for page in pages:
+        if spooled_bytes(directory) > max_bytes:
+            raise SpoolFull(f"the spooled file passed {max_bytes} bytes")
+        yield page
+
+
 def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple[Any, ...]]]) -> None:
     """constant_memory: XlsxWriter flushes each row to a temporary file once the next begins, so
     memory holds one row; a sheet takes XLSX_ROWS_PER_SHEET rows, then the next sheet begins."""
@@ -108,6 +130,7 @@ def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple
                                           "strings_to_formulas": False, "strings_to_numbers": False,
                                           "strings_to_urls": False})
     bold = workbook.add_format({"bold": True})
+    quoted = workbook.add_format({"quote_prefix": True})  # Excel's hidden leading ': the cell stays text
     sheet, row_number, sheets = None, 0, 0
 
     def new_sheet():
@@ -130,7 +153,7 @@ def _write_xlsx(path: str, columns: Sequence[Column], pages: Iterable[list[tuple
                 if isinstance(cell, int):
                     sheet.write_number(row_number, index, cell)
                 else:
-                    sheet.write_string(row_number, index, cell)
+                    sheet.write_string(row_number, index, cell, quoted if runs_as_formula(cell) else None)
     workbook.close()
 
 

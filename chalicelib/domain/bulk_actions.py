@@ -24,6 +24,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from chalicelib.domain.clock import optional_iso, utc_now
+from chalicelib.domain.events import Event, make_event
 from chalicelib.domain.status_machine import StatusMachine
 from chalicelib.domain.users import Role
 
@@ -110,6 +112,15 @@ class ItemResult:
 
 
 @dataclass(frozen=True)
+class ItemMark:
+    """An item whose change began (its mark is written before the change): `result` once it ended.
+    A mark with no result is an item whose worker died during its change: the next one finishes it."""
+    index: int
+    id: int
+    result: ItemResult | None = None
+
+
+@dataclass(frozen=True)
 class BulkAction:
     environment: str
     id: int
@@ -133,6 +144,8 @@ class BulkAction:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     error: str | None = None
+    last_progress_at: datetime | None = None  # its start, each chunk counted, a restart claimed
+    restarts: int = 0  # the sweeper's re-sends of its message (a lost start, a worker that died)
 
     @property
     def processed_items(self) -> int:
@@ -157,6 +170,19 @@ class BulkAction:
         if self.first_comment_id is None:
             raise ValueError(f"bulk action {self.id} has no comment ids reserved")
         return self.first_comment_id + index
+
+
+def bulk_action_completed(action: BulkAction) -> Event:
+    """`bulk_action.completed` when a bulk action ends, a failed one too (its status says which),
+    with its counts; the per-item results are read from GET /v1/bulk_actions/{id}."""
+    return make_event(action.environment, "bulk_action.completed", f"bulk action {action.id}",
+                      action.completed_at or utc_now(), {
+                          "id": action.id, "url": f"/v1/bulk_actions/{action.id}", "target": action.target.value,
+                          "action": action.action.value, "status": action.status.value,
+                          "total_items": action.total_items, "succeeded_items": action.succeeded_items,
+                          "failed_items": action.failed_items, "skipped_items": action.skipped_items,
+                          "error": action.error, "actor": action.actor,
+                          "completed_at": optional_iso(action.completed_at)})
 
 
 def chunk_range(chunk: int, total: int) -> range:

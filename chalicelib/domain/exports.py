@@ -111,6 +111,7 @@ class Export:
     source_cursor: str | None = None
     checkpoint_rows: int = 0
     slices: int = 0  # invocations that worked on it (a long CSV export continues in the next)
+    restarts: int = 0  # the sweeper's re-sends of its message (a lost start, a worker that died)
 
     @property
     def finished(self) -> bool:
@@ -119,6 +120,20 @@ class Export:
     @property
     def filename(self) -> str:
         return f"{self.kind.value}-{self.id}.{self.format.value}"
+
+
+class Superseded(Exception):
+    """Another worker moved the export on (its checkpoint is not the one this worker started from):
+    this one stops and leaves it to that one."""
+
+
+class SpoolFull(Exception):
+    """A spooled file and its working files passed the bound set on them (ExportLimits.spool_bytes)."""
+
+
+class ExportTooLarge(Exception):
+    """A spooled export (XLSX, Parquet) that would not finish within one invocation or fit its
+    working space: it fails at once, naming CSV (no retry would do better)."""
 
 
 def export_completed(export: Export) -> Event:
@@ -171,12 +186,16 @@ def csv_bytes(rows: Iterable[Sequence[Any]]) -> bytes:
 
 def spreadsheet_cell(value: Any, column: Column) -> Any:
     """A cell of an XLSX sheet: an int column's value a number (as text past Excel's 15 digits),
-    text neutralised, None empty."""
+    text as it is, None empty. The sheet writes text as a string cell, never a formula; one a
+    spreadsheet would read as a formula if it were typed in (csv_cells.runs_as_formula) gets the
+    quote-prefix style (Excel's own leading `'`, not part of the value): editing it keeps it text."""
     if value is None:
         return None
     if column.type == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value if abs(value) < XLSX_EXACT_INTEGER else str(value)
-    return cell_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _json(value: Any) -> str | None:

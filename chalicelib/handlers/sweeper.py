@@ -3,13 +3,16 @@ no event stays unsent, no request whose process died stays out of the audit trai
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
     audit,
+    bulk_actions,
     data_streams,
     events,
+    exports,
     investigations,
     matches,
     reconciliation_exceptions,
@@ -44,6 +47,8 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("refreshed_exceptions", reconciliation_exceptions.sweep),
     ("abandoned_investigations", investigations.sweep),
     ("queued_webhook_deliveries", webhooks.sweep),
+    ("bulk_actions", bulk_actions.sweep),
+    ("exports", lambda ports: exports.sweep(replace(container().export_ports, ports=ports))),
 )
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from chalicelib.domain.audit import system_actor
 from chalicelib.domain.bulk_actions import (
     AUDIT_ACTION,
     CHUNK_ITEMS,
@@ -30,8 +31,10 @@ from chalicelib.domain.bulk_actions import (
     BulkActionKind,
     BulkStatus,
     BulkTarget,
+    ItemMark,
     ItemResult,
     ItemStatus,
+    bulk_action_completed,
     check_ids,
     chunk_range,
     over_cap,
@@ -39,15 +42,18 @@ from chalicelib.domain.bulk_actions import (
 )
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, DomainError, TransitionRefused, ValidationFailed
+from chalicelib.domain.events import Event
 from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
 from chalicelib.domain.users import Role, User, can_be_named
 from chalicelib.observability import logger
-from chalicelib.services import audit, users
+from chalicelib.services import audit, idempotency, sweeping, users
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
+from chalicelib.services.events import announce
 from chalicelib.services.ports import Ports
+from chalicelib.services.sweeping import SweptKind
 
 MESSAGE_KIND = "bulk_action"  # on the bulk queue, beside the bulk requests' messages
 MATCH_PAGE = 200
@@ -152,16 +158,12 @@ def submit(ports: Ports, environment: str, caller: Caller, target: BulkTarget, a
     """Create the bulk action of the ids `select` gives and queue it. With an idempotency key, a
     repeat of the same body returns the first action (queued again while it is pending: the first
     send may have been lost); the same key with another body is 409."""
-    action_id = ports.counters.next_id(environment, "bulk_action")
-    if idempotency_key:
-        action_id, bound = ports.bulk_actions.claim_idempotency_key(environment, idempotency_key, action_id, digest)
-        if bound != digest:
-            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = ports.bulk_actions.find(environment, action_id)
-        if existing is not None:
-            if existing.status is BulkStatus.PENDING:
-                ports.bulk_queue.send(message(environment, action_id))
-            return existing
+    action_id, existing = idempotency.claim_id(
+        environment, idempotency_key, digest, next_id=lambda: ports.counters.next_id(environment, "bulk_action"),
+        claim=ports.bulk_actions.claim_idempotency_key, find=ports.bulk_actions.find,
+        send_again=lambda found: ports.bulk_queue.send(message(environment, found)))
+    if existing is not None:
+        return existing
     ids = select()
     now = utc_now()
     created = BulkAction(
@@ -174,7 +176,9 @@ def submit(ports: Ports, environment: str, caller: Caller, target: BulkTarget, a
     ports.bulk_actions.add(created)
     if ids:
         ports.bulk_queue.send(message(environment, action_id))
-    return ports.bulk_actions.get(environment, action_id)
+    stored = ports.bulk_actions.get(environment, action_id)
+    announce_end(ports, stored)  # none selected: it ended at once
+    return stored
 
 
 # Working ----------------------------------------------------------------------------------------
@@ -190,13 +194,16 @@ def process(ports: Ports, environment: str, action_id: int,
         logger.warning("bulk action not found; message dropped", extra={"bulk_action_id": action_id})
         return None
     if action.finished:
+        announce_end(ports, action)  # a worker that died between the end and its announcement
         return action
     if action.status is BulkStatus.PENDING:
         try:
-            action = ports.bulk_actions.move(action, BulkStatus.PROCESSING, started_at=utc_now())
+            action = ports.bulk_actions.move(action, BulkStatus.PROCESSING, started_at=utc_now(),
+                                             last_progress_at=utc_now())
         except TransitionRefused:  # another delivery moved it meanwhile
             action = ports.bulk_actions.get(environment, action_id)
             if action.finished:
+                announce_end(ports, action)
                 return action
     ids: list[int] = ports.payloads.get_json(payload_key(environment, action_id))["ids"]
     if action.action is BulkActionKind.COMMENT and action.first_comment_id is None:
@@ -218,27 +225,86 @@ def process(ports: Ports, environment: str, action_id: int,
         results = work_chunk(ports, action, role, [(i, ids[i]) for i in indexes], again)
         action = ports.bulk_actions.save_chunk(action, chunk, results)
         if action.finished:
+            announce_end(ports, action)
             return action
     return _finish(ports, action)
 
 
 def _finish(ports: Ports, action: BulkAction) -> BulkAction:
     try:
-        return ports.bulk_actions.move(action, BulkStatus.COMPLETED, completed_at=utc_now())
+        action = ports.bulk_actions.move(action, BulkStatus.COMPLETED, completed_at=utc_now())
     except TransitionRefused:
-        return ports.bulk_actions.get(action.environment, action.id)
+        action = ports.bulk_actions.get(action.environment, action.id)
+    announce_end(ports, action)
+    return action
 
 
-def fail(ports: Ports, environment: str, action_id: int, error: Exception) -> None:
-    """The last delivery failed: the action fails with the reason; its results keep what was done."""
+def fail(ports: Ports, environment: str, action_id: int, error: Exception | str) -> None:
+    """The action fails with the reason (an error: its message's last delivery failed; a reason:
+    the sweeper's); its results keep what was done; announced."""
     action = ports.bulk_actions.find(environment, action_id)
-    if action is None or action.finished:
+    if action is None:
         return
-    try:
-        ports.bulk_actions.move(action, BulkStatus.FAILED, completed_at=utc_now(),
-                                error=f"the bulk action could not be finished: {type(error).__name__}")
-    except TransitionRefused:
-        pass
+    if not action.finished:
+        reason = error if isinstance(error, str) else type(error).__name__
+        try:
+            action = ports.bulk_actions.move(action, BulkStatus.FAILED, completed_at=utc_now(),
+                                             error=f"the bulk action could not be finished: {reason}")
+        except TransitionRefused:
+            action = ports.bulk_actions.get(environment, action_id)
+    announce_end(ports, action)
+
+
+def announce_end(ports: Ports, action: BulkAction) -> None:
+    """`bulk_action.completed` and its audit entry, once (events.announce), when the action has ended."""
+    if action.finished:
+        announce(ports, bulk_action_completed(action), action.environment,
+                 actor=system_actor("bulk_action", action.id),
+                 summary_fields=("status", "action", "total_items", "succeeded_items", "failed_items",
+                                 "skipped_items", "error"))
+
+
+# Sweeping ---------------------------------------------------------------------------------------
+
+BULK_ACTION_DECISIONS = "bulk_action"  # the sweeper's held decisions on bulk actions (events.deciding)
+
+
+def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
+    """No bulk action stays pending or processing for ever: a lost first message (pending past 5
+    minutes) or a worker that died (no chunk counted for 16 minutes, on its last delivery too) has
+    its message sent again (a conditional claim: one sweeper, and only if it did not move
+    meanwhile), at most MAX_QUEUED_RESTARTS times; then it fails saying why (its results keep what
+    was done)."""
+    return sweeping.sweep(ports, SWEPT_BULK_ACTIONS, now)
+
+
+def _restart(ports: Ports, action: BulkAction) -> str | None:
+    if sweeping.claim_restart(ports.bulk_actions.count_restart, action) is None:
+        return None  # it moved meanwhile, or another sweeper restarted it
+    logger.warning("restarting a stuck bulk action", extra={
+        "environment": action.environment, "bulk_action_id": action.id, "status": action.status.value,
+        "restarts": action.restarts + 1, "processed_items": action.processed_items,
+        "last_progress_at": str(action.last_progress_at)})
+    ports.bulk_queue.send(message(action.environment, action.id))
+    return "started" if action.status is BulkStatus.PENDING else "restarted"
+
+
+def _finish_if_ended(ports: Ports, environment: str, action_id: int) -> Event | None:
+    action = sweeping.ended(ports.bulk_actions.get, environment, action_id)
+    if action is None:
+        return None
+    announce_end(ports, action)
+    return bulk_action_completed(action)
+
+
+SWEPT_BULK_ACTIONS = SweptKind[BulkAction](
+    decisions=BULK_ACTION_DECISIONS, noun="bulk_action", outcomes=("restarted", "started", "failed"),
+    active=lambda ports: ports.bulk_actions.active(),
+    judge=lambda ports, action, now: sweeping.queued_verdict(
+        pending=action.status is BulkStatus.PENDING, created_at=action.created_at,
+        last_progress_at=action.last_progress_at, restarts=action.restarts, now=now),
+    give_up=lambda ports, action, verdict: fail(ports, action.environment, action.id, verdict.reason),
+    finish_if_ended=_finish_if_ended, restart=_restart)
 
 
 def current_role(ports: Ports, action: BulkAction) -> Role | None:
@@ -254,17 +320,24 @@ def current_role(ports: Ports, action: BulkAction) -> Role | None:
 
 def work_chunk(ports: Ports, action: BulkAction, role: Role | None, items: list[tuple[int, int]],
                again: bool) -> list[ItemResult]:
-    """Each item's result. `again`: an earlier delivery began this chunk (its items may be done)."""
+    """Each item's result. `again`: an earlier delivery began this chunk, so its items' marks are
+    read first (one query): an item it finished keeps its result, one it left part-way is finished."""
     refused = ("forbidden: the user who asked was deactivated" if role is None
                else refusal(role, action.action))
     if refused is not None:
         return [ItemResult(index, item_id, ItemStatus.FAILED, refused) for index, item_id in items]
+    marks = ports.bulk_actions.item_marks(action, range(items[0][0], items[-1][0] + 1)) if again and items else {}
     if action.target is BulkTarget.EXCEPTIONS:
         exceptions = ports.exceptions.find_many(action.environment, [i for _, i in items])
-        return _each(items, lambda index, item_id: _exception_item(ports, action, index, item_id,
-                                                                   exceptions.get(item_id)))
+        return _each(items, lambda index, item_id: _once(
+            ports, action, index, item_id, marks.get(index),
+            lambda: _exception_checks(action, index, item_id, exceptions.get(item_id)),
+            lambda resumed: _exception_change(ports, action, index, item_id, resumed)))
     matches = ports.matches.find_many(action.environment, [i for _, i in items])
-    return _each(items, lambda index, item_id: _match_item(ports, action, index, item_id, matches.get(item_id), again))
+    return _each(items, lambda index, item_id: _once(
+        ports, action, index, item_id, marks.get(index),
+        lambda: _match_checks(action, index, item_id, matches.get(item_id)),
+        lambda resumed: _match_change(ports, action, item_id, resumed)))
 
 
 def _each(items: list[tuple[int, int]], work: Callable[[int, int], ItemResult]) -> list[ItemResult]:
@@ -275,85 +348,154 @@ def _each(items: list[tuple[int, int]], work: Callable[[int, int], ItemResult]) 
         return list(pool.map(lambda item: work(*item), items))
 
 
-def _exception_item(ports: Ports, action: BulkAction, index: int, exception_id: int,
-                    exception: ReconciliationException | None) -> ItemResult:
-    environment, params = action.environment, action.params
+# A change of one item: True when made now; False when it was found made by an earlier delivery of
+# this action (it was marked, so it was not so before: this action made it).
+Change = Callable[[], bool]
+
+
+def _once(ports: Ports, action: BulkAction, index: int, item_id: int, mark: ItemMark | None,
+          checks: Callable[[], ItemResult | None], change_of: Callable[[bool], Change]) -> ItemResult:
+    """An item's change, at most once however often its chunk is worked. Its mark is written
+    (conditionally) before the change and given the result after it: a mark with a result is that
+    result again; a mark without one (its worker died during the change) is finished from what
+    is stored (`resumed`: a change found made is this action's, audited once, told once). An item
+    the checks end (missing, already so) changes nothing and is not marked."""
+    if mark is not None and mark.result is not None:
+        return mark.result
+    resumed = mark is not None
+    if not resumed:
+        ended = checks()
+        if ended is not None:
+            return ended
+        claimed = ports.bulk_actions.claim_item(action, index, item_id)
+        if claimed is not None:  # another delivery marked it meanwhile
+            if claimed.result is not None:
+                return claimed.result
+            resumed = True
+    result = _audited(ports, action, index, item_id, change_of(resumed))
+    return ports.bulk_actions.item_done(action, result)
+
+
+def _exception_checks(action: BulkAction, index: int, exception_id: int,
+                      exception: ReconciliationException | None) -> ItemResult | None:
+    params = action.params
     if exception is None:
         return ItemResult(index, exception_id, ItemStatus.FAILED, f"reconciliation exception {exception_id} not found")
-    if action.action is BulkActionKind.STATUS:
-        target = ExceptionStatus(params["status"])
-        if exception.status is target:
-            return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"already {target.value}")
-        return _audited(ports, action, index, exception_id, lambda: exception_service.update(
-            ports, environment, exception_id, title=None, description=None, status=target))
-    if action.action is BulkActionKind.ASSIGN:
-        if any(a.user_id == params["user_id"] or a.idp_user_id == params["idp_user_id"] for a in exception.assignees):
-            return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"user {params['user_id']} is assigned already")
-        return _audited(ports, action, index, exception_id, lambda: exception_service.add_assignee(
-            ports, environment, exception_id, user_id=params["user_id"]))
-    comment_id = action.comment_id(index)
-    try:
-        return _audited(ports, action, index, exception_id, lambda: exception_service.add_comment(
-            ports, environment, exception_id, body=params["body"], author_idp_id=params["author_idp_id"],
-            mentions=list(params.get("mentions") or []), comment_id=comment_id), retry=False)
-    except _Written:
-        return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"comment {comment_id} was written already")
+    if action.action is BulkActionKind.STATUS and exception.status is ExceptionStatus(params["status"]):
+        return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"already {params['status']}")
+    if action.action is BulkActionKind.ASSIGN and _assigned(exception, params):
+        return ItemResult(index, exception_id, ItemStatus.SKIPPED, f"user {params['user_id']} is assigned already")
+    return None
 
 
-def _match_item(ports: Ports, action: BulkAction, index: int, match_id: int, match: Match | None,
-                again: bool) -> ItemResult:
-    environment = action.environment
+def _assigned(exception: ReconciliationException, params: dict[str, Any]) -> bool:
+    return any(a.user_id == params["user_id"] or a.idp_user_id == params["idp_user_id"] for a in exception.assignees)
+
+
+def _exception_change(ports: Ports, action: BulkAction, index: int, exception_id: int, resumed: bool) -> Change:
+    environment, params = action.environment, action.params
+
+    def change() -> bool:
+        if action.action is BulkActionKind.COMMENT:
+            try:
+                exception_service.add_comment(
+                    ports, environment, exception_id, body=params["body"], author_idp_id=params["author_idp_id"],
+                    mentions=list(params.get("mentions") or []), comment_id=action.comment_id(index))
+                return True
+            except Conflict:  # its id, reserved for this item of this action, was written: by a delivery that died
+                return False
+        current = ports.exceptions.find_many(environment, [exception_id]).get(exception_id) if resumed else None
+        if action.action is BulkActionKind.STATUS:
+            target = ExceptionStatus(params["status"])
+            if current is not None and current.status is target:
+                return False
+            exception_service.update(ports, environment, exception_id, title=None, description=None, status=target)
+            return True
+        if current is not None and _assigned(current, params):
+            return False
+        exception_service.add_assignee(ports, environment, exception_id, user_id=params["user_id"])
+        return True
+    return change
+
+
+def _match_checks(action: BulkAction, index: int, match_id: int, match: Match | None) -> ItemResult | None:
     if match is None or match.pending_since is not None:
         return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
     if action.action is BulkActionKind.CONFIRM:
         if match.unmatched_at is not None or match.unmatching:
             return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
         if match.status is MatchStatus.CONFIRMED:
-            if again:  # maybe this action's, cut short before its records: finish them (the confirm's own retry)
-                with audit.acting_as(action.actor):
-                    match_service.confirm(ports, environment, match_id)
             return ItemResult(index, match_id, ItemStatus.SKIPPED, "already confirmed")
-        return _audited(ports, action, index, match_id, lambda: match_service.confirm(ports, environment, match_id))
+        return None
     if match.unmatched_at is not None:
         return ItemResult(index, match_id, ItemStatus.SKIPPED, "already rejected (unmatched)")
     if match.status is not MatchStatus.PROPOSED and not match.unmatching:
         return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} is confirmed: only "
                           f"proposed matches are rejected here (unmatch it with DELETE "
                           f"/v1/reconciliation_matches/{match_id})")
-    return _audited(ports, action, index, match_id, lambda: match_service.unmatch(ports, environment, match_id))
+    return None
 
 
-class _Written(Exception):
-    """The item's write was made before (a comment of its reserved id): nothing to do."""
+def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool) -> Change:
+    environment = action.environment
+
+    def change() -> bool:
+        current = ports.matches.find(environment, match_id) if resumed else None
+        if action.action is BulkActionKind.CONFIRM:
+            if current is not None and current.status is MatchStatus.CONFIRMED:
+                _finish_confirm(ports, current)  # its records, if the delivery that died left some: no event again
+                return False
+            match_service.confirm(ports, environment, match_id)
+            return True
+        if current is not None and current.unmatched_at is not None:
+            return False
+        match_service.unmatch(ports, environment, match_id)  # a retry finds its mark and finishes
+        return True
+    return change
 
 
-def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change: Callable[[], object],
-             retry: bool = True) -> ItemResult:
+def _finish_confirm(ports: Ports, match: Match) -> None:
+    """What a confirm does after the match itself (services/matches.confirm), for a confirm whose
+    worker died in between: its records confirmed (each a conditional write, a no-op when done),
+    the reconciliation's exceptions refreshed; the match's event was owed with its write (sent once)."""
+    environment = match.environment
+    members = ports.matches.members(environment, match.id)
+    users = match_service.used_by(ports.reconciliations, environment, (m.data_stream_key for m in members))
+    for member in members:
+        ports.claims.confirm_record(environment, member.record_id, match.reconciliation_id, match.id,
+                                    users[member.data_stream_key])
+    audit.note(before={"status": MatchStatus.PROPOSED.value}, after={"status": MatchStatus.CONFIRMED.value})
+    match_service.matching_changed(ports, environment, match.reconciliation_id)
+
+
+def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change: Change) -> ItemResult:
     """Do one item's change as the caller, with its audit entry (the single route's action, the
-    service's notes, the bulk action's id). A refusal (a domain error: 404, 409, 422) fails the item
-    alone, with no entry; a write that lost a race (409 Conflict) is tried once more from a fresh
-    read, unless `retry` is off (a comment: its Conflict means it was written already)."""
+    service's notes, the bulk action's id), under the item's own request id: the same on every
+    delivery, so a change found made by a delivery that died gets the entry it may lack, once. A
+    refusal (a domain error: 404, 409, 422) fails the item alone, with no entry; a write that lost
+    a race (409 Conflict) is tried once more from a fresh read."""
+    request_id = f"bulk_action-{action.id}-{index}"
     for attempt in (1, 2):
         try:
             with audit.change_in_flight(
-                    ports, action.environment, request_id=f"bulk_action-{action.id}-{index}-{uuid.uuid4().hex[:12]}",
-                    actor=action.actor, action=AUDIT_ACTION[action.action], resource_type=action.target.value,
-                    resource_id=item_id, summary={"bulk_action_id": action.id}) as noted, \
+                    ports, action.environment, request_id=request_id, actor=action.actor,
+                    action=AUDIT_ACTION[action.action], resource_type=action.target.value, resource_id=item_id,
+                    summary={"bulk_action_id": action.id}) as noted, \
                     audit.collecting_notes() as notes, audit.acting_as(action.actor):
-                change()
+                if not change():
+                    noted.changed = not audit.resource_has_entry(ports, action.environment, action.target.value,
+                                                                 str(item_id), "request_id", request_id)
+                    noted.summary["resumed"] = True
                 noted.summary.update(notes)
             return ItemResult(index, item_id, ItemStatus.SUCCEEDED)
         except TransitionRefused as refused:  # the status table says no: no fresh read changes that
             return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
         except Conflict as conflict:
-            if not retry:
-                raise _Written() from None
             if attempt == 2:
                 return ItemResult(index, item_id, ItemStatus.FAILED, str(conflict))
         except DomainError as refused:
             return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
     raise AssertionError("unreachable")  # pragma: no cover
-
 
 
 # Reading ----------------------------------------------------------------------------------------

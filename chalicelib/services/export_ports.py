@@ -21,6 +21,9 @@ class Exports(Protocol):
                    rows: int) -> Export: ...
     def progress(self, export: Export, rows_written: int) -> None: ...
     def count_slice(self, export: Export) -> Export: ...
+    def active(self) -> list[Export]: ...
+    def count_restart(self, export: Export, counted: bool = True) -> bool: ...
+    def note_upload(self, export: Export, upload_id: str) -> Export: ...
 
 
 class ExportFiles(Protocol):
@@ -30,7 +33,11 @@ class ExportFiles(Protocol):
     def abort_upload(self, key: str, upload_id: str) -> None: ...
     def download_url(self, key: str, filename: str, expires_seconds: int) -> str: ...
     def write_spooled(self, key: str, fmt: ExportFormat, columns: Sequence[Column],
-                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool]) -> int: ...
+                      pages: Iterable[list[tuple[Any, ...]]], stopped: Callable[[], bool], max_bytes: int,
+                      uploading: Callable[[str], None]) -> int:
+        """Spool every page to a file under /tmp (SpoolFull past `max_bytes` of it), then upload it
+        in parts, telling `uploading` the multipart upload's id first; the file's size."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,12 @@ class ExportLimits:
     progress_seconds: float = 2.0  # rows_written is saved at most this often
     download_url_seconds: int = 300  # the life of a download URL
     page_rows: int = 500  # rows read from the source per page (records: BatchGetItem of 100 at a time)
+    # XLSX and Parquet are spooled to /tmp within one invocation: rows for at most this long (the file's
+    # close and upload follow, inside Lambda's 900 s), in at most this much of /tmp (Lambda's default is
+    # 512 MB; Chalice 1.34 cannot raise it; XlsxWriter's working XML is ~700 bytes a record row and the
+    # finished file is written beside it). Past either, the export fails at once, naming CSV.
+    spool_seconds: float = 660.0
+    spool_bytes: int = 400 * 2 ** 20
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,24 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.audit import AuditQuery, system_actor
 from chalicelib.domain.clock import parse_iso, utc_now
-from chalicelib.domain.errors import Conflict, TransitionRefused, shown
+from chalicelib.domain.errors import TransitionRefused, shown
+from chalicelib.domain.events import Event
 from chalicelib.domain.exports import (
     COLUMNS,
     Export,
     ExportFormat,
     ExportKind,
     ExportStatus,
+    ExportTooLarge,
     Page,
     Part,
+    SpoolFull,
+    Superseded,
     audit_row,
     csv_bytes,
     exception_row,
@@ -41,15 +45,17 @@ from chalicelib.domain.exports import (
 )
 from chalicelib.domain.ingestion import ItemStatus
 from chalicelib.domain.matches import MatchStatus
-from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, QueueOrder
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, QueueOrder, queue_key
 from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.observability import logger
 from chalicelib.services import audit as audit_service
+from chalicelib.services import idempotency, sweeping
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
 from chalicelib.services.export_ports import ExportPorts
 from chalicelib.services.ingestion.results import EVERY_STATUS, results_page
+from chalicelib.services.sweeping import SweptKind
 
 END = "<end>"  # a checkpoint's cursor once the source is read to its end
 EXCEPTION_PAGE_ROWS = 100  # the queue's own page limit
@@ -78,16 +84,12 @@ def create(xp: ExportPorts, environment: str, kind: ExportKind, fmt: ExportForma
     filters = {k: v for k, v in filters.items() if v is not None}
     digest = body_hash(kind, fmt, filters)
     next(_pages(xp, environment, kind, filters, None, probe=True), None)  # before anything is written
-    export_id = xp.ports.counters.next_id(environment, "export")
-    if idempotency_key:
-        export_id, bound = xp.exports.claim_idempotency_key(environment, idempotency_key, export_id, digest)
-        if bound != digest:
-            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = xp.exports.find(environment, export_id)
-        if existing is not None:
-            if existing.status is ExportStatus.PENDING:
-                xp.queue.send(message(existing))  # the first send may have been lost
-            return existing
+    export_id, existing = idempotency.claim_id(
+        environment, idempotency_key, digest, next_id=lambda: xp.ports.counters.next_id(environment, "export"),
+        claim=xp.exports.claim_idempotency_key, find=xp.exports.find,
+        send_again=lambda found: xp.queue.send({"environment": environment, "export_id": found}))
+    if existing is not None:
+        return existing
     export = Export(environment=environment, id=export_id, kind=kind, format=fmt, filters=filters,
                     status=ExportStatus.PENDING, created_at=utc_now(), requested_by=requested_by,
                     idempotency_key=idempotency_key, body_hash=digest,
@@ -126,13 +128,20 @@ def run(xp: ExportPorts, environment: str, export_id: int) -> Export | None:
                 _announce(xp, export)
                 return export
     export = xp.exports.count_slice(export)
-    if export.format is ExportFormat.CSV:
-        finished = _run_csv(xp, export)
-        if finished is None:
-            return xp.exports.get(environment, export_id)
-        size, rows = finished
-    else:
-        size, rows = _run_spooled(xp, export)
+    try:
+        if export.format is ExportFormat.CSV:
+            finished = _run_csv(xp, export)
+            if finished is None:
+                return xp.exports.get(environment, export_id)
+            size, rows = finished
+        else:
+            size, rows = _run_spooled(xp, export)
+    except Superseded:  # another worker moved it on (a redelivery beside a restart): it is that one's now
+        logger.warning("export moved on without this worker; it stops", extra={"export_id": export_id})
+        return xp.exports.get(environment, export_id)
+    except ExportTooLarge as too_large:  # no retry would do better: it fails now, saying why
+        fail(xp, environment, export_id, str(too_large))
+        return xp.exports.get(environment, export_id)
     try:
         export = xp.exports.move(export, ExportStatus.COMPLETED, completed_at=utc_now(), byte_size=size,
                                  rows_written=rows, last_progress_at=utc_now())
@@ -142,20 +151,62 @@ def run(xp: ExportPorts, environment: str, export_id: int) -> Export | None:
     return export
 
 
-def fail(xp: ExportPorts, environment: str, export_id: int, error: Exception) -> None:
-    """The worker's, on a message's last delivery: the export ends failed, saying why."""
+def fail(xp: ExportPorts, environment: str, export_id: int, error: Exception | str) -> None:
+    """The export ends failed, saying why (an error: a message's last delivery; a reason: the
+    sweeper's, or a size no run can write), its multipart upload aborted; announced."""
     export = xp.exports.find(environment, export_id)
     if export is None:
         return
     if not export.finished:
         if export.upload_id and export.file_key:
             xp.files.abort_upload(export.file_key, export.upload_id)
+        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         try:
             export = xp.exports.move(export, ExportStatus.FAILED, completed_at=utc_now(),
-                                     error_message=shown(f"{type(error).__name__}: {error}", 500))
+                                     error_message=shown(reason, 500))
         except TransitionRefused:
             export = xp.exports.get(environment, export_id)
     _announce(xp, export)
+
+
+# Sweeping ---------------------------------------------------------------------------------------
+
+EXPORT_DECISIONS = "export"  # the sweeper's held decisions on exports (events.deciding)
+
+
+def sweep(xp: ExportPorts, now: datetime | None = None) -> dict[str, int]:
+    """No export stays pending or processing for ever: a lost first message (pending past 5
+    minutes) or a worker that died (no progress for 16 minutes, on its last delivery too) has its
+    message sent again (a conditional claim: one sweeper, and only if it did not move meanwhile),
+    at most MAX_QUEUED_RESTARTS times; then it fails saying why, its multipart upload aborted."""
+    return sweeping.sweep(xp.ports, SweptKind[Export](
+        decisions=EXPORT_DECISIONS, noun="export", outcomes=("restarted", "started", "failed"),
+        active=lambda ports: xp.exports.active(),
+        judge=lambda ports, export, at: sweeping.queued_verdict(
+            pending=export.status is ExportStatus.PENDING, created_at=export.created_at,
+            last_progress_at=export.last_progress_at, restarts=export.restarts, now=at),
+        give_up=lambda ports, export, verdict: fail(xp, export.environment, export.id, verdict.reason),
+        finish_if_ended=lambda ports, environment, export_id: _finish_if_ended(xp, environment, export_id),
+        restart=lambda ports, export: _restart(xp, export)), now)
+
+
+def _restart(xp: ExportPorts, export: Export) -> str | None:
+    if sweeping.claim_restart(xp.exports.count_restart, export) is None:
+        return None  # it moved meanwhile, or another sweeper restarted it
+    logger.warning("restarting a stuck export", extra={
+        "environment": export.environment, "export_id": export.id, "status": export.status.value,
+        "restarts": export.restarts + 1, "rows_written": export.rows_written,
+        "last_progress_at": str(export.last_progress_at)})
+    xp.queue.send(message(export))
+    return "started" if export.status is ExportStatus.PENDING else "restarted"
+
+
+def _finish_if_ended(xp: ExportPorts, environment: str, export_id: int) -> Event | None:
+    export = sweeping.ended(xp.exports.get, environment, export_id)
+    if export is None:
+        return None
+    _announce(xp, export)
+    return export_completed(export)
 
 
 def _announce(xp: ExportPorts, export: Export) -> None:
@@ -200,7 +251,7 @@ def _run_csv(xp: ExportPorts, export: Export) -> tuple[int, int] | None:
         export = xp.exports.checkpoint(export, upload_id, tuple(parts), after, rows)
 
     if cursor != END:
-        for page in _pages(xp, export.environment, export.kind, export.filters, cursor):
+        for page in _pages(xp, export.environment, export.kind, export.filters, cursor, export.id):
             buffer += csv_bytes(page.rows)
             rows += len(page.rows)
             progress.note(rows)
@@ -218,25 +269,47 @@ def _run_csv(xp: ExportPorts, export: Export) -> tuple[int, int] | None:
 
 
 def _run_spooled(xp: ExportPorts, export: Export) -> tuple[int, int]:
+    """Write the whole file under /tmp, then upload it: within `spool_seconds` of this invocation
+    (its close and upload follow) and `spool_bytes` of /tmp, or the export fails (ExportTooLarge)
+    with a message naming CSV, which has neither limit. A previous attempt's upload is aborted."""
     assert export.file_key is not None
+    if export.upload_id:  # a worker that died while uploading: its upload goes, the file is written again
+        xp.files.abort_upload(export.file_key, export.upload_id)
+    limits, started = xp.limits, time.monotonic()
     progress = _Progress(xp, export)
     count = 0
 
+    def too_large(why: str) -> ExportTooLarge:
+        return ExportTooLarge(
+            f"{why} after {count:,} rows: an {export.format.value.upper()} export is written within one run of the "
+            f"worker ({limits.spool_seconds / 60:g} minutes of its 15) and {limits.spool_bytes // 2 ** 20} MiB of "
+            f"its disk; ask for this export as CSV, which has no size or time limit, or narrow the filters")
+
     def pages() -> Iterator[list[tuple[Any, ...]]]:
         nonlocal count
-        for page in _pages(xp, export.environment, export.kind, export.filters, None):
+        for page in _pages(xp, export.environment, export.kind, export.filters, None, export.id):
+            if time.monotonic() - started >= limits.spool_seconds:
+                raise too_large("too large to finish in time")
             count += len(page.rows)
             progress.note(count)
             yield page.rows
 
-    size = xp.files.write_spooled(export.file_key, export.format, COLUMNS[export.kind], pages(), xp.ports.stopping)
+    def uploading(upload_id: str) -> None:
+        nonlocal export
+        export = xp.exports.note_upload(export, upload_id)
+
+    try:
+        size = xp.files.write_spooled(export.file_key, export.format, COLUMNS[export.kind], pages(),
+                                      xp.ports.stopping, limits.spool_bytes, uploading)
+    except SpoolFull:
+        raise too_large("too large for the worker's disk") from None
     return size, count
 
 
 # Sources: the reads of the list routes, a page at a time ---------------------------------------
 
 def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping[str, Any], cursor: str | None,
-           probe: bool = False) -> Iterator[Page]:
+           export_id: int | None = None, probe: bool = False) -> Iterator[Page]:
     """The kind's rows, a page at a time from `cursor` (None: the first page). `probe` reads one
     small page: the checks a list route makes on its filters, at the export's creation."""
     ports = xp.ports
@@ -268,11 +341,19 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
         queue_query, order = _exception_query(filters)
         per_page = 1 if probe else EXCEPTION_PAGE_ROWS
 
+        ids = None if probe or export_id is None else _exception_ids(xp, environment, export_id, queue_query, order,
+                                                                     fresh=cursor is None)
+
         def read(at: str | None) -> Page:
             offset = int(at or 0)
-            found, total = exception_service.queue_page(ports, environment, queue_query, order, offset, per_page)
-            after = str(offset + len(found)) if found and offset + len(found) < total else None
-            return Page([exception_row(e, exception_service.view_aggregates(e)) for e in found], after)
+            if ids is None:  # the probe: the queue's own first page, its checks
+                found, _ = exception_service.queue_page(ports, environment, queue_query, order, offset, per_page)
+                return Page([exception_row(e, exception_service.view_aggregates(e)) for e in found], None)
+            wanted = ids[offset:offset + per_page]
+            by_id = ports.exceptions.find_many(environment, wanted)
+            after = str(offset + len(wanted)) if offset + len(wanted) < len(ids) else None
+            return Page([exception_row(by_id[i], exception_service.view_aggregates(by_id[i]))
+                         for i in wanted if i in by_id], after)
     elif kind is ExportKind.FILE_IMPORT_RESULTS:
         job = ports.ingestion_jobs.get(environment, int(filters["file_import_id"]))
         statuses = frozenset({ItemStatus(filters["status"])}) if filters.get("status") else EVERY_STATUS
@@ -297,6 +378,29 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
         if probe or page.cursor is None:
             return
         cursor = page.cursor
+
+
+def exception_ids_key(environment: str, export_id: int) -> str:
+    return f"bulk/exports/{environment}/{export_id}-exceptions.json"  # bulk/: the worker's grants, a 7-day expiry
+
+
+def _exception_ids(xp: ExportPorts, environment: str, export_id: int, query: exception_service.ExceptionQuery,
+                   order: QueueOrder, fresh: bool) -> list[int]:
+    """The exceptions an `exceptions` export writes, in the queue's order, fixed when it starts (as a
+    bulk action's filter is): one read of the environment's exception index, kept in S3 so that each
+    slice pages through the same ids (by offset into them), whatever opens, closes or moves in the
+    queue meanwhile. A deleted exception is left out; each row is the exception as its page reads it."""
+    key = exception_ids_key(environment, export_id)
+    if not fresh:
+        try:
+            return [int(i) for i in xp.ports.payloads.get_json(key)["ids"]]
+        except Exception:  # an export begun before the snapshot existed: a fresh one, from here on
+            logger.warning("no snapshot of the export's exceptions; taken again", extra={"export_id": export_id})
+    exception_service.check_query(query)
+    kept = [s for s in xp.ports.exceptions.summaries(environment) if query.admits(s)]
+    ids = [s.id for s in sorted(kept, key=queue_key(order))]
+    xp.ports.payloads.put_json(key, {"ids": ids})
+    return ids
 
 
 def _record_query(kind: ExportKind, filters: Mapping[str, Any]) -> RecordQuery:

@@ -1,11 +1,12 @@
 """The sweep of work that can stop moving: imports (services/ingestion/sweeper.py), runs
-(reconciliation_runs.py) and investigations (investigations.py). Each kind says what a stuck item
+(reconciliation_runs.py), investigations (investigations.py), bulk actions (bulk_actions.py) and
+exports (exports.py), the last two judged alike as queued work (`queued_verdict`). Each kind says what a stuck item
 of its own needs (SweptKind); the loop, the held end and the claim of a restart are here, once."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Generic, Literal, Protocol, TypeVar
 
 from chalicelib.domain.clock import utc_now
@@ -105,6 +106,33 @@ def ended(get: Callable[[str, int], Item], environment: str, entity_id: int) -> 
     except NotFound:
         return None
     return item if item.finished else None
+
+
+# Queued work (bulk actions, exports: a message on the bulk queue, worked by a 15-minute function that
+# notes its progress every few seconds or every chunk):
+LOST_START_AFTER = timedelta(minutes=5)  # pending this long since created or re-sent: its message was lost
+# Processing with no progress noted this long: no worker is on it (one lives 15 minutes at most). A
+# worker killed before its last delivery would be delivered again only after the queue's visibility
+# timeout (90 minutes); the sweeper re-sends it sooner; one killed on its last delivery, never.
+STUCK_AFTER = timedelta(minutes=16)
+MAX_QUEUED_RESTARTS = 3
+
+
+def queued_verdict(*, pending: bool, created_at: datetime, last_progress_at: datetime | None, restarts: int,
+                   now: datetime, max_restarts: int = MAX_QUEUED_RESTARTS) -> Verdict:
+    """What a queued item not finished needs: None while it is younger than LOST_START_AFTER
+    (pending) or moved within STUCK_AFTER (processing); else a restart (its message sent again),
+    or, after `max_restarts` of them, its end, saying why."""
+    seen = last_progress_at or created_at
+    if now - seen <= (LOST_START_AFTER if pending else STUCK_AFTER):
+        return None
+    if restarts >= max_restarts:
+        if pending:
+            return GiveUp(f"never started: its message was sent {restarts + 1} times and no worker took it up")
+        return GiveUp(f"no progress for over {STUCK_AFTER.total_seconds() / 60:g} minutes; {restarts} restarts "
+                      "did not help (its worker stopped each time: a crash, or Lambda's 15-minute limit)",
+                      {"restarts": restarts, "last_progress_at": str(last_progress_at)})
+    return RESTART
 
 
 def claim_restart(count_restart: Callable[..., bool], item: Restartable,

@@ -11,6 +11,7 @@ from chalicelib.domain.bulk_actions import (
     BulkActionKind,
     BulkStatus,
     BulkTarget,
+    ItemMark,
     ItemResult,
     ItemStatus,
 )
@@ -92,3 +93,28 @@ class TestBulkActionRepository:
         assert bulk_actions.claim_idempotency_key(ENV, "k", 1, "h1") == (1, "h1")
         assert bulk_actions.claim_idempotency_key(ENV, "k", 2, "h2") == (1, "h1")
         assert bulk_actions.claim_idempotency_key(OTHER_ENV, "k", 3, "h3") == (3, "h3")
+
+    def test_an_items_mark_is_claimed_once_and_keeps_its_first_result(self, bulk_actions):
+        bulk_actions.add(bulk_action())
+        action = bulk_actions.get(ENV, 1)
+        assert bulk_actions.claim_item(action, 1, 12) is None
+        assert bulk_actions.claim_item(action, 1, 12) == ItemMark(1, 12)  # begun, no result yet
+        assert bulk_actions.item_marks(action, range(0, 3)) == {1: ItemMark(1, 12)}
+        assert bulk_actions.item_done(action, RESULTS[1]) == RESULTS[1]
+        assert bulk_actions.item_done(action, ItemResult(1, 12, ItemStatus.SUCCEEDED)) == RESULTS[1]  # the first
+        assert bulk_actions.claim_item(action, 1, 12) == ItemMark(1, 12, RESULTS[1])
+        assert bulk_actions.item_marks(action, range(2, 3)) == {}
+        assert bulk_actions.result_chunks(action, 0) is not None and list(bulk_actions.result_chunks(action, 0)) == []
+
+    def test_active_lists_the_unfinished_and_a_restart_is_claimed_once_from_one_read(self, bulk_actions, clock):
+        bulk_actions.add(bulk_action(1))
+        bulk_actions.add(bulk_action(2, status=BulkStatus.COMPLETED, completed_at=T0, total_items=0))
+        bulk_actions.add(bulk_action(1, environment=OTHER_ENV))
+        assert sorted((a.environment, a.id) for a in bulk_actions.active()) == [(ENV, 1), (OTHER_ENV, 1)]
+        seen = bulk_actions.get(ENV, 1)
+        assert bulk_actions.count_restart(seen) and not bulk_actions.count_restart(seen)
+        claimed = bulk_actions.get(ENV, 1)
+        assert claimed.restarts == 1 and claimed.last_progress_at is not None
+        working = bulk_actions.move(claimed, BulkStatus.PROCESSING, started_at=clock.now)
+        bulk_actions.move(working, BulkStatus.FAILED, completed_at=clock.now, error="x")
+        assert [(a.environment, a.id) for a in bulk_actions.active()] == [(OTHER_ENV, 1)]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from chalicelib.adapters.dynamodb.bulk_actions import IDEMPOTENCY_KEY_LIFETIME
-from chalicelib.domain.bulk_actions import BULK_STATUSES, BulkAction, BulkStatus, ItemResult, counts
+from chalicelib.domain.bulk_actions import BULK_STATUSES, BulkAction, BulkStatus, ItemMark, ItemResult, counts
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from tests.fakes._support import moved, stored_time
@@ -20,6 +20,7 @@ class FakeBulkActionRepository:
         self.results: dict[tuple[str, int], dict[int, list[ItemResult]]] = {}
         self.begun: dict[tuple[str, int], int] = {}
         self.keys: dict[tuple[str, str], dict[str, Any]] = {}
+        self.marks: dict[tuple[str, int], dict[int, ItemMark]] = {}
 
     def add(self, action: BulkAction) -> None:
         self.actions.setdefault((action.environment, action.id), replace(
@@ -74,7 +75,8 @@ class FakeBulkActionRepository:
         self.actions[key] = replace(stored, done_chunks=stored.done_chunks | {chunk},
                                     succeeded_items=stored.succeeded_items + succeeded,
                                     failed_items=stored.failed_items + failed,
-                                    skipped_items=stored.skipped_items + skipped)
+                                    skipped_items=stored.skipped_items + skipped,
+                                    last_progress_at=stored_time(utc_now()))
         return self.actions[key]
 
     def result_chunks(self, action: BulkAction, from_chunk: int,
@@ -82,3 +84,34 @@ class FakeBulkActionRepository:
         stored = self.results.get((action.environment, action.id), {})
         for chunk in sorted(c for c in stored if c >= from_chunk):
             yield chunk, list(stored[chunk])
+
+    # The sweeper's: the active ones, a restart claimed once; items marked before their change.
+
+    def active(self) -> list[BulkAction]:
+        return [a for a in self.actions.values() if not a.finished]
+
+    def count_restart(self, action: BulkAction, counted: bool = True) -> bool:
+        stored = self.get(action.environment, action.id)
+        if stored.finished or stored.restarts != action.restarts or stored.last_progress_at != action.last_progress_at:
+            return False
+        self.actions[(action.environment, action.id)] = replace(
+            stored, restarts=stored.restarts + (1 if counted else 0), last_progress_at=stored_time(utc_now()))
+        return True
+
+    def claim_item(self, action: BulkAction, index: int, item_id: int) -> ItemMark | None:
+        marks = self.marks.setdefault((action.environment, action.id), {})
+        if index in marks:
+            return marks[index]
+        marks[index] = ItemMark(index, item_id)
+        return None
+
+    def item_done(self, action: BulkAction, result: ItemResult) -> ItemResult:
+        marks = self.marks.setdefault((action.environment, action.id), {})
+        mark = marks[result.index]
+        if mark.result is None:
+            marks[result.index] = replace(mark, result=result)
+        return marks[result.index].result or result
+
+    def item_marks(self, action: BulkAction, indexes: range) -> dict[int, ItemMark]:
+        marks = self.marks.get((action.environment, action.id), {})
+        return {i: m for i, m in marks.items() if i in indexes}

@@ -7,11 +7,13 @@ import csv
 import io
 import re
 import zipfile
+from datetime import timedelta
 from urllib.parse import unquote, urlparse
 
 import polars as pl
 import pytest
 
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.exports import COLUMNS, ExportKind
 from chalicelib.domain.users import Role
 from tests.integration.conftest import record
@@ -154,8 +156,17 @@ def test_every_kind_as_parquet_and_xlsx(api, worker, services, world, kind):
     assert export["filename"].endswith(".xlsx") and export["rows_written"] == len(expected)
     assert strings[:len(csv_export["columns"])] == csv_export["columns"]
     if kind == "records":
-        assert "'" + FORMULA in strings and FORMULA not in strings
+        # Text as it is, in a string cell (never a formula), with Excel's quote-prefix style: no ' in the value
+        assert FORMULA in strings and "'" + FORMULA not in strings
         assert not any("<f>" in c for c in cells)  # no cell is a formula
+        with zipfile.ZipFile(io.BytesIO(data)) as book:
+            styles = book.read("xl/styles.xml").decode()
+        xfs = re.findall(r"<xf [^>]*?(?:/>|>.*?</xf>)", styles.split("<cellXfs", 1)[1], re.S)
+        quoted = {str(n) for n, xf in enumerate(xfs) if 'quotePrefix="1"' in xf}
+        formula_cell = next(c for c in cells if "HYPERLINK" in c)
+        assert re.search(r' s="(\d+)"', formula_cell).group(1) in quoted
+        plain_cell = next(c for c in cells if ">bank<" in c)
+        assert (re.search(r' s="(\d+)"', plain_cell) or [None, None])[1] not in quoted
         amounts = frame.filter(pl.col("external_id") == "bank-1").select("amount_minor", "amount").row(0)
         assert amounts == (12345, "123.45")
 
@@ -231,3 +242,78 @@ def test_a_viewer_exports_lists_but_only_an_admin_the_audit_trail(api, services,
     listed = [e for e in api.get("/v1/exports", key=None, headers=as_viewer).json_body["data"]
               if e["kind"] == "audit_events"]
     assert listed and all(e["download_url"] is None for e in listed)
+
+
+def lose_queued_messages(services) -> None:
+    """The bulk queue's messages, gone (lost, or delivered for the last time to a worker that was killed)."""
+    sqs = services.aws.sqs
+    url = sqs.get_queue_url(QueueName=services.settings.bulk_queue_name)["QueueUrl"]
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for message in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_an_export_whose_message_was_lost_is_sent_again_by_the_sweeper(api, world, worker, services):
+    from chalicelib.services import exports
+
+    created = api.post("/v1/exports", {"kind": "records", "format": "csv",
+                                       "filters": {"data_stream_key": "bank"}}).json_body
+    lose_queued_messages(services)
+    worker.drain()
+    assert api.get(f"/v1/exports/{created['id']}").json_body["status"] == "pending"
+    assert exports.sweep(services.export_ports, utc_now() + timedelta(minutes=6))["started"] == 1
+    worker.drain()
+    done = api.get(f"/v1/exports/{created['id']}").json_body
+    assert done["status"] == "completed" and done["rows_written"] == 3
+    assert exports.sweep(services.export_ports, utc_now() + timedelta(hours=2))["started"] == 0
+
+
+def test_an_export_whose_worker_died_on_its_last_delivery_fails_saying_why_its_upload_aborted(
+        api, world, worker, services):
+    from chalicelib.domain.exports import ExportStatus
+    from chalicelib.services import exports
+
+    xp = services.export_ports
+    created = api.post("/v1/exports", {"kind": "records", "format": "csv",
+                                       "filters": {"data_stream_key": "bank"}}).json_body
+    lose_queued_messages(services)
+    export = xp.exports.get("acme", created["id"])
+    running = xp.exports.move(export, ExportStatus.PROCESSING, started_at=utc_now(), last_progress_at=utc_now())
+    upload_id = xp.files.start_upload(running.file_key, "text/csv")  # then Lambda killed the worker
+    xp.exports.checkpoint(running, upload_id, (), None, 0)
+    bucket = services.settings.bucket_name
+    assert [u["UploadId"] for u in services.aws.s3.list_multipart_uploads(Bucket=bucket, Prefix=running.file_key)
+            .get("Uploads", [])] == [upload_id]
+    when = utc_now()
+    for _ in range(3):
+        when += timedelta(minutes=17)
+        assert exports.sweep(xp, when)["restarted"] == 1
+        lose_queued_messages(services)  # each re-sent message lost too
+    assert exports.sweep(xp, when + timedelta(minutes=17))["failed"] == 1
+    failed = api.get(f"/v1/exports/{created['id']}").json_body
+    assert failed["status"] == "failed" and "3 restarts did not help" in failed["error_message"]
+    assert services.aws.s3.list_multipart_uploads(Bucket=bucket, Prefix=running.file_key).get("Uploads", []) == []
+    entries = api.get(f"/v1/audit_events?resource_type=export&resource_id={created['id']}").json_body["data"]
+    assert [e["summary"]["status"] for e in entries if e["action"] == "export.completed"] == ["failed"]
+
+
+def test_a_csv_checkpoint_is_written_only_over_the_one_its_worker_started_from(api, world, worker, services):
+    """Two workers on one export (a redelivery beside the sweeper's restart): the one whose checkpoint
+    is behind stops (Superseded) instead of overwriting the other's parts."""
+    from chalicelib.domain.exports import ExportStatus, Part, Superseded
+
+    xp = services.export_ports
+    created = api.post("/v1/exports", {"kind": "records", "format": "csv",
+                                       "filters": {"data_stream_key": "bank"}}).json_body
+    lose_queued_messages(services)
+    export = xp.exports.move(xp.exports.get("acme", created["id"]), ExportStatus.PROCESSING,
+                             last_progress_at=utc_now())
+    first = xp.exports.checkpoint(export, "u-1", (), None, 0)
+    one = xp.exports.checkpoint(first, "u-1", (Part(1, "e1"),), "c1", 10)
+    assert (one.parts, one.source_cursor, one.rows_written) == ((Part(1, "e1"),), "c1", 10)
+    with pytest.raises(Superseded):  # behind: it started from no parts, one is stored
+        xp.exports.checkpoint(first, "u-1", (Part(1, "other"),), "c1", 10)
+    with pytest.raises(Superseded):  # another upload than the one stored
+        xp.exports.checkpoint(one, "u-2", (Part(1, "e1"), Part(2, "e2")), "c2", 20)
+    two = xp.exports.checkpoint(one, "u-1", (Part(1, "e1"), Part(2, "e2")), "c2", 20)
+    assert two.parts == (Part(1, "e1"), Part(2, "e2")) and two.checkpoint_rows == 20

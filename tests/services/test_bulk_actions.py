@@ -116,7 +116,8 @@ def test_a_worker_that_dies_after_applying_a_chunk_applies_nothing_twice(ports, 
     done = service.process(ports, ENV, action.id)  # the message, delivered again
     service.process(ports, ENV, action.id)  # and once more
 
-    assert done.status is BulkStatus.COMPLETED and done.skipped_items == 2
+    # Each item's result was kept with its mark when it was made: the same result, not "skipped"
+    assert done.status is BulkStatus.COMPLETED and (done.succeeded_items, done.skipped_items) == (2, 0)
     for exception_id in world["exceptions"]:
         comments = ports.exceptions.comments(ports.exceptions.get(ENV, exception_id))
         assert [(c.body, c.author_idp_id) for c in comments] == [("Asked the bank", who.user.idp_user_id)]
@@ -142,8 +143,12 @@ def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, 
     done = service.process(ports, ENV, action.id)
 
     results = service.results_page(ports, done, -1, 10)[0]
-    assert results[0].status is ItemStatus.SKIPPED and results[0].error == "already confirmed"
+    assert results[0].status is ItemStatus.SUCCEEDED  # this action's confirm, finished: not "already confirmed"
     assert done.status is BulkStatus.COMPLETED and done.failed_items == 0  # the second, confirmed then or now
+    # Once each: the match's event (owed with its write), its audit entry (the item's request id)
+    assert len(published(ports, "reconciliation_match.confirmed")) == 2
+    audited = entries(ports, "reconciliation_match.confirmed")
+    assert sorted(int(e.resource_id) for e in audited) == sorted(world["matches"])
     for match_id in world["matches"]:
         members = ports.matches.members(ENV, match_id)
         assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
@@ -243,3 +248,83 @@ def test_an_empty_selection_is_completed_at_once(ports, world):
     action = submit(ports, caller(world, Role.PREPARER), BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, [],
                     {"status": "resolved"})
     assert action.status is BulkStatus.COMPLETED and action.total_items == 0 and action.progress == 100
+
+
+def test_a_confirm_redelivered_after_its_chunk_was_counted_confirms_tells_and_audits_once(ports, world, monkeypatch):
+    """The message comes again after the worker applied every item and died before counting the
+    chunk: each item keeps the result it was given with its mark; nothing is confirmed, told or
+    audited again."""
+    who = caller(world, Role.APPROVER)
+    action = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"])
+    saved = ports.bulk_actions.save_chunk
+    monkeypatch.setattr(ports.bulk_actions, "save_chunk", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("died")))
+    with pytest.raises(RuntimeError):
+        service.process(ports, ENV, action.id)
+    monkeypatch.setattr(ports.bulk_actions, "save_chunk", saved)
+    confirms = []
+    real_confirm = service.match_service.confirm
+    monkeypatch.setattr(service.match_service, "confirm", lambda *a, **k: confirms.append(a) or real_confirm(*a, **k))
+
+    done = service.process(ports, ENV, action.id)
+    service.process(ports, ENV, action.id)
+
+    assert confirms == [] and (done.succeeded_items, done.skipped_items) == (2, 0)
+    assert len(published(ports, "reconciliation_match.confirmed")) == 2
+    assert len(entries(ports, "reconciliation_match.confirmed")) == 2
+
+
+def test_a_bulk_action_ending_is_told_once_with_its_counts(ports, world):
+    who = caller(world, Role.PREPARER)
+    action = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, world["exceptions"] + [999],
+                    {"status": "dismissed"})
+    assert published(ports, "bulk_action.completed") == []
+    done = service.process(ports, ENV, action.id)
+    service.process(ports, ENV, action.id)  # a redelivery: announced once
+    [event] = published(ports, "bulk_action.completed")
+    assert event.data == {
+        "id": action.id, "url": f"/v1/bulk_actions/{action.id}", "target": "reconciliation_exception",
+        "action": "status", "status": "completed", "total_items": 3, "succeeded_items": 2, "failed_items": 1,
+        "skipped_items": 0, "error": None, "actor": who.actor, "completed_at": event.data["completed_at"]}
+    assert done.completed_at is not None
+    [entry] = entries(ports, "bulk_action.completed")
+    assert (entry.resource_type, entry.resource_id, entry.actor) == (
+        "bulk_action", str(action.id), f"system:bulk_action:{action.id}")
+    empty = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, [], {"status": "resolved"})
+    assert [e.data["id"] for e in published(ports, "bulk_action.completed")] == [action.id, empty.id]
+
+
+def later(minutes: float):
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    return utc_now() + timedelta(minutes=minutes)
+
+
+def test_a_bulk_action_whose_first_message_was_lost_is_sent_again(ports, world):
+    action = submit(ports, caller(world, Role.PREPARER), BulkTarget.EXCEPTIONS, BulkActionKind.STATUS,
+                    world["exceptions"], {"status": "investigating"})
+    ports.bulk_queue.messages.clear()
+    assert service.sweep(ports, later(4))["started"] == 0
+    assert service.sweep(ports, later(6))["started"] == 1
+    assert ports.bulk_queue.messages == [service.message(ENV, action.id)]
+    assert not ports.bulk_actions.count_restart(action)  # claimed once, from that read
+    assert service.process(ports, ENV, action.id).status is BulkStatus.COMPLETED
+    assert service.sweep(ports, later(60)) == {"restarted": 0, "started": 0, "failed": 0, "errors": 0}
+
+
+def test_a_bulk_action_whose_worker_died_on_its_last_delivery_restarts_then_fails_saying_why(ports, world):
+    action = submit(ports, caller(world, Role.PREPARER), BulkTarget.EXCEPTIONS, BulkActionKind.STATUS,
+                    world["exceptions"], {"status": "investigating"})
+    ports.bulk_queue.messages.clear()
+    ports.bulk_actions.move(action, BulkStatus.PROCESSING, last_progress_at=later(0))  # then Lambda killed it
+    assert service.sweep(ports, later(10))["restarted"] == 0
+    minutes = 17
+    for restart in range(1, 4):
+        assert service.sweep(ports, later(minutes))["restarted"] == 1
+        assert ports.bulk_actions.get(ENV, action.id).restarts == restart
+        minutes += 17
+    assert len(ports.bulk_queue.messages) == 3
+    assert service.sweep(ports, later(minutes))["failed"] == 1
+    failed = ports.bulk_actions.get(ENV, action.id)
+    assert failed.status is BulkStatus.FAILED and "3 restarts did not help" in failed.error
+    assert [e.data["status"] for e in published(ports, "bulk_action.completed")] == ["failed"]

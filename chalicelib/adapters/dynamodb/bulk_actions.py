@@ -19,6 +19,7 @@ from chalicelib.domain.bulk_actions import (
     BulkActionKind,
     BulkStatus,
     BulkTarget,
+    ItemMark,
     ItemResult,
     ItemStatus,
     counts,
@@ -37,6 +38,10 @@ def _row(result: ItemResult) -> list[Any]:
 
 def _result_of(row: list[Any]) -> ItemResult:
     return ItemResult(index=int(row[0]), id=int(row[1]), status=ItemStatus(row[2]), error=row[3])
+
+
+def _mark_of(index: int, item: dict[str, Any]) -> ItemMark:
+    return ItemMark(index, int(item["id"]), _result_of(item["result"]) if item.get("result") else None)
 
 
 class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
@@ -125,6 +130,53 @@ class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
             return self.get(action.environment, action.id)
         return self._from_item(item)
 
+    def active(self) -> list[BulkAction]:
+        """Pending and processing bulk actions of every environment (for the sweeper)."""
+        return [self._from_item(i) for i in self._table.index_items(keys.GSI2, keys.ACTIVE_BULK_ACTIONS_PK)]
+
+    def count_restart(self, action: BulkAction, counted: bool = True) -> bool:
+        """Claim one restart of a stuck action: False when it moved meanwhile (its last_progress_at)
+        or another sweeper restarted it (its restarts)."""
+        return self._claim_restart(action, action.restarts, action.last_progress_at, counted)
+
+    def claim_item(self, action: BulkAction, index: int, item_id: int) -> ItemMark | None:
+        """Mark item `index` as being done, before its change: None when this call marked it;
+        otherwise the mark an earlier delivery left (with its result once it was given one)."""
+        key = keys.bulk_action_item(action.environment, action.id, index)
+        try:
+            self._table.put({**key, "entity": "bulk_action_item", "id": item_id, "claimed_at": iso(utc_now())},
+                            condition="attribute_not_exists(pk)")
+            return None
+        except ConditionFailed:
+            stored = self._table.get(key)
+            return _mark_of(index, stored) if stored else ItemMark(index, item_id)
+
+    def item_done(self, action: BulkAction, result: ItemResult) -> ItemResult:
+        """Give a marked item its result, once: the result stored (a first one wins)."""
+        key = keys.bulk_action_item(action.environment, action.id, result.index)
+        try:
+            self._table.update(key, "SET #result = :r",
+                               condition="attribute_exists(pk) AND attribute_not_exists(#result)",
+                               names={"#result": "result"}, values={":r": _row(result)})
+            return result
+        except ConditionFailed:
+            stored = self._table.get(key)
+            return _result_of(stored["result"]) if stored and stored.get("result") else result
+
+    def item_marks(self, action: BulkAction, indexes: range) -> dict[int, ItemMark]:
+        """The marks of the items `indexes` (a chunk's), by index: one query of the action's partition."""
+        if not indexes:
+            return {}
+        listing = keys.bulk_action(action.environment, action.id)["pk"]
+        first = keys.bulk_action_item(action.environment, action.id, indexes[0])["sk"]
+        last = keys.bulk_action_item(action.environment, action.id, indexes[-1])["sk"]
+        marks: dict[int, ItemMark] = {}
+        for item in self._table.query_between(keys.BASE_TABLE, listing, first, last, page_size=100,
+                                              consistent=True):
+            index = int(item["sk"].removeprefix(keys.BULK_ITEM_PREFIX))
+            marks[index] = _mark_of(index, item)
+        return marks
+
     def result_chunks(self, action: BulkAction, from_chunk: int,
                       page_size: int = 4) -> Iterator[tuple[int, list[ItemResult]]]:
         """Each stored chunk's results from `from_chunk` on, in chunk order, a few chunks a read."""
@@ -146,6 +198,7 @@ class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
             "idempotency_key": action.idempotency_key, "body_hash": action.body_hash,
             "succeeded_items": 0, "failed_items": 0, "skipped_items": 0,
             "completed_at": iso(action.completed_at) if action.completed_at else None,
+            **({} if action.finished else keys.active_bulk_action_index(action.environment, action.id)),
         }
 
     @staticmethod
@@ -163,4 +216,5 @@ class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
             first_comment_id=int(item["first_comment_id"]) if item.get("first_comment_id") is not None else None,
             started_at=parse_optional_iso(item.get("started_at")),
             completed_at=parse_optional_iso(item.get("completed_at")), error=item.get("error"),
+            last_progress_at=parse_optional_iso(item.get("last_progress_at")), restarts=int(item.get("restarts") or 0),
         )

@@ -9,7 +9,15 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, StatusMoves
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.exports import EXPORT_STATUSES, Export, ExportFormat, ExportKind, ExportStatus, Part
+from chalicelib.domain.exports import (
+    EXPORT_STATUSES,
+    Export,
+    ExportFormat,
+    ExportKind,
+    ExportStatus,
+    Part,
+    Superseded,
+)
 
 IDEMPOTENCY_KEY_LIFETIME = timedelta(hours=48)
 
@@ -57,17 +65,42 @@ class ExportRepository(StatusMoves[Export, ExportStatus]):
         page = self._table.query_page(keys.GSI1, keys.exports_index_pk(environment), limit=limit, cursor=cursor)
         return [self._from_item(i) for i in page.items], page.cursor
 
+    def active(self) -> list[Export]:
+        """Pending and processing exports of every environment (for the sweeper)."""
+        return [self._from_item(i) for i in self._table.index_items(keys.GSI2, keys.ACTIVE_EXPORTS_PK)]
+
+    def count_restart(self, export: Export, counted: bool = True) -> bool:
+        """Claim one restart of a stuck export: False when it moved meanwhile (its last_progress_at)
+        or another sweeper restarted it (its restarts)."""
+        return self._claim_restart(export, export.restarts, export.last_progress_at, counted)
+
+    def note_upload(self, export: Export, upload_id: str) -> Export:
+        """A spooled export's multipart upload, kept so that whoever ends the export aborts it."""
+        item = self._table.update(keys.export(export.environment, export.id), "SET upload_id = :u",
+                                  condition="#status = :processing", names={"#status": "status"},
+                                  values={":u": upload_id, ":processing": ExportStatus.PROCESSING.value},
+                                  return_new=True)
+        return self._from_item(item)
+
     def checkpoint(self, export: Export, upload_id: str, parts: tuple[Part, ...], source_cursor: str | None,
                    rows: int) -> Export:
-        """Keep a CSV export's progress durable: its upload, the parts in it, where its source stands."""
-        item = self._table.update(
-            keys.export(export.environment, export.id),
-            "SET upload_id = :u, parts = :p, source_cursor = :c, checkpoint_rows = :r, rows_written = :r, "
-            "last_progress_at = :now",
-            condition="#status = :processing", names={"#status": "status"},
-            values={":u": upload_id, ":p": [[p.number, p.etag] for p in parts], ":c": source_cursor, ":r": rows,
-                    ":now": iso(utc_now()), ":processing": ExportStatus.PROCESSING.value},
-            return_new=True, keep_nulls=True)
+        """Keep a CSV export's progress durable: its upload, the parts in it, where its source stands.
+        Only over the checkpoint this worker started from (the same upload, one part fewer): a second
+        worker on the same export (a redelivery beside a restart) is refused (Superseded)."""
+        try:
+            item = self._table.update(
+                keys.export(export.environment, export.id),
+                "SET upload_id = :u, parts = :p, source_cursor = :c, checkpoint_rows = :r, rows_written = :r, "
+                "last_progress_at = :now",
+                condition="#status = :processing AND (attribute_not_exists(upload_id) OR upload_id = :u) "
+                          "AND (attribute_not_exists(parts) OR size(parts) = :before)",
+                names={"#status": "status"},
+                values={":u": upload_id, ":p": [[p.number, p.etag] for p in parts], ":c": source_cursor, ":r": rows,
+                        ":now": iso(utc_now()), ":processing": ExportStatus.PROCESSING.value,
+                        ":before": max(len(parts) - 1, 0)},
+                return_new=True, keep_nulls=True)
+        except ConditionFailed:
+            raise Superseded(f"export {export.id} moved on without this worker") from None
         return self._from_item(item)
 
     def progress(self, export: Export, rows_written: int) -> None:
@@ -95,6 +128,7 @@ class ExportRepository(StatusMoves[Export, ExportStatus]):
             "created_at": iso(export.created_at), "requested_by": export.requested_by,
             "idempotency_key": export.idempotency_key, "body_hash": export.body_hash, "rows_written": 0,
             "checkpoint_rows": 0, "file_key": export.file_key,
+            **({} if export.finished else keys.active_export_index(export.environment, export.id)),
         }
 
     @staticmethod
@@ -112,5 +146,5 @@ class ExportRepository(StatusMoves[Export, ExportStatus]):
             file_key=item.get("file_key"), error_message=item.get("error_message"), upload_id=item.get("upload_id"),
             parts=tuple(Part(int(n), str(etag)) for n, etag in item.get("parts") or ()),
             source_cursor=item.get("source_cursor"), checkpoint_rows=int(item.get("checkpoint_rows") or 0),
-            slices=int(item.get("slices") or 0),
+            slices=int(item.get("slices") or 0), restarts=int(item.get("restarts") or 0),
         )

@@ -854,6 +854,20 @@ def bulk_action_results(environment: str, bulk_action_id: int, chunk: int) -> di
     return {"pk": bulk_action(environment, bulk_action_id)["pk"], "sk": f"{RESULTS_PREFIX}{str(chunk).zfill(6)}"}
 
 
+def bulk_action_item(environment: str, bulk_action_id: int, index: int) -> dict[str, str]:
+    """One item's mark, written before its change and given its result after: done once."""
+    return {"pk": bulk_action(environment, bulk_action_id)["pk"], "sk": f"{BULK_ITEM_PREFIX}{str(index).zfill(6)}"}
+
+
+BULK_ITEM_PREFIX = "ITEM#"
+# Pending and processing bulk actions of every environment, for the sweeper.
+ACTIVE_BULK_ACTIONS_PK = "ACTIVE_BULK_ACTIONS"
+
+
+def active_bulk_action_index(environment: str, bulk_action_id: int) -> dict[str, str]:
+    return GSI2.key(ACTIVE_BULK_ACTIONS_PK, f"{environment}#{_id(bulk_action_id)}")
+
+
 def bulk_action_idempotency_key(environment: str, key: str) -> dict[str, str]:
     """Apart from the bulk requests' keys: the same key may name one of each."""
     return {"pk": f"{env_prefix(environment)}#BULKIDEM#{key}", "sk": "IDEM"}
@@ -870,6 +884,14 @@ def exports_index_pk(environment: str) -> str:
 
 def export_index(environment: str, export_id: int) -> dict[str, str]:
     return GSI1.key(exports_index_pk(environment), _id(export_id))
+
+
+# Pending and processing exports of every environment, for the sweeper.
+ACTIVE_EXPORTS_PK = "ACTIVE_EXPORTS"
+
+
+def active_export_index(environment: str, export_id: int) -> dict[str, str]:
+    return GSI2.key(ACTIVE_EXPORTS_PK, f"{environment}#{_id(export_id)}")
 
 
 def export_idempotency_key(environment: str, key: str) -> dict[str, str]:

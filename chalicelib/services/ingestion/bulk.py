@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict
 from chalicelib.domain.executions import ExecutionStopped
 from chalicelib.domain.ingestion import (
     ChunkRow,
@@ -19,6 +18,7 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.records import shared_decimal_places
 from chalicelib.observability import logger
+from chalicelib.services import idempotency
 from chalicelib.services.ingestion.chunk import ChunkPipeline, WriterLeases, stream_contexts
 from chalicelib.services.ingestion.lifecycle import end_meanwhile, finish, start
 from chalicelib.services.ports import Ports
@@ -41,16 +41,12 @@ def submit_bulk(ports: Ports, environment: str, records: list[Any], on_conflict:
     """Store the payload, create the job and queue it. With an idempotency key, a repeat of the
     same body returns the first job (and re-queues it if it never started); another body is 409."""
     digest = body_hash(records, on_conflict)
-    job_id = ports.counters.next_id(environment, "ingestion_job")
-    if idempotency_key:
-        job_id, bound_hash = ports.ingestion_jobs.claim_idempotency_key(environment, idempotency_key, job_id, digest)
-        if bound_hash != digest:
-            raise Conflict(f"Idempotency-Key '{idempotency_key}' was already used with a different body")
-        existing = ports.ingestion_jobs.find(environment, job_id)
-        if existing is not None:
-            if existing.status is JobStatus.PENDING:
-                ports.bulk_queue.send({"environment": environment, "job_id": job_id})  # the first send may be lost
-            return existing
+    job_id, existing = idempotency.claim_id(
+        environment, idempotency_key, digest, next_id=lambda: ports.counters.next_id(environment, "ingestion_job"),
+        claim=ports.ingestion_jobs.claim_idempotency_key, find=ports.ingestion_jobs.find,
+        send_again=lambda found: ports.bulk_queue.send({"environment": environment, "job_id": found}))
+    if existing is not None:
+        return existing
     key = payload_key(environment, job_id)
     job = IngestionJob(
         environment=environment, id=job_id, source=JobSource.BULK_API, status=JobStatus.PENDING,
