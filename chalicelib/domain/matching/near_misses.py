@@ -8,26 +8,34 @@ Columnar, like the engine, and bounded: no record is compared with every record 
    the normalized texts and the key values (direction flipped on side B for `opposite`) are the
    engine's own columns. Rules that compare groups of records (any cardinality other than
    one_to_one) are not explained: their near miss is a group, or a subset sum (see NOT_EXPLAINED).
-2. Candidates (blocking). For each *relaxation* of the rule's equality keys, namely all of them,
-   all but one (each in turn) and none, every record is joined to the other side's records of
-   its key block by two sorted as-of joins per value, amount and date, backward and forward: the
-   nearest amount below and above, and the nearest date before and after. At most
-   4 x (keys + 2) candidates a record, found in O(n log n): a record whose only problem is one
-   key (a reference typed wrong) still finds its partner through the relaxation leaving that
-   key out, and a record with no partner at all still gets its nearest record by amount and date.
-3. Checks. Every condition of the rule is evaluated on every candidate pair, vectorised, exactly
+2. Candidates (blocking), by sorted searches only, O(n log n): for each *relaxation* of the
+   rule's equality keys (all of them, all but one in turn, none; a key holding one same value on
+   both sides, such as a single currency, is not relaxed), an as-of join for the nearest amount
+   and one for the nearest date in the record's key block; with every key kept, the nearest
+   amount on each day of the date window (up to MAX_WINDOW_DAYS either way) and the nearest date
+   among the records of about the same amount (amounts cut in buckets as wide as the allowed
+   difference: the record's bucket and its neighbours); and the engine's own candidate search
+   inside every window when it counts at most INSIDE_WINDOW_PAIRS (pairs only a text condition can
+   fail). A record whose only problem is one key (a reference typed wrong) still finds its partner
+   through the relaxation leaving that key out, and a record with no partner still gets its nearest
+   records by amount and date. A few dozen candidates a record at most.
+3. Checks. Every condition of the rule is evaluated on the candidate pairs, vectorised, exactly
    as the engine evaluates it (candidates.checked_pairs and the key join): a key fails when the
    values differ or either is null; a window when the difference passes the allowed one
    (plan.allowed_difference, in integers); `contains` when neither normalized text holds the
-   other; `similar` when candidates.similarity scores under the threshold.
+   other; `similar` when candidates.similarity scores under the threshold. The similarity scores
+   are the costly part: a record's pairs failing more than (its fewest other failures + the
+   similar conditions) are dropped (they cannot be closest), and of the rest the TEXT_SCORED
+   closest by the other conditions (fewest failed, then most words shared by the texts, then
+   distance) are scored.
 4. Closest. A pair meeting every condition is never a near miss (the engine would match it; a
    dry run's waterfall took such pairs already). Among the others, a record's closest candidate is
    the one with the fewest failed conditions, then the smallest *distance*, then the smallest
    amount difference, then date difference, then the lowest candidate id. The distance is the sum,
-   over the failed conditions, of how far each is from passing, each in [0, 1):
+   over the failed conditions, of how far each is from passing, each from 0 to 1:
      amount within/equals   excess / (excess + scale), scale = max(allowed, 1% of the amount, 1)
      date within/equals     days past the window / (days past + window + 1)
-     similar                (threshold - score) / threshold (a missing text counts 1 below 1)
+     similar                (threshold - score) / threshold (a missing text: 1)
      equals, opposite,      0.99: a differing key or text has no measure
      contains
    so a pair failing one condition by a little is closer than one failing it by a lot, and any
@@ -59,7 +67,7 @@ NOT_EXPLAINED = ("the rule compares groups of records (a sum of several against 
 MAX_WINDOW_DAYS = 7         # a date window searched day by day up to this many days either way
 INSIDE_WINDOW_PAIRS = 1_000_000  # pairs inside every window built at most, for near misses
 PER_SUBJECT = 8             # pairs inside every window a subject keeps
-TEXT_SCORED = 6             # a subject's pairs scored for `similar` (closest by the other conditions)
+TEXT_SCORED = 4             # a subject's pairs scored for `similar` (closest by the other conditions)
 DISTANCE_DIGITS = 4
 
 
@@ -228,9 +236,9 @@ def evaluate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame,
     `f<i>` true where condition i fails, `failed` their count, `distance` (module docstring).
 
     With `subject` ("a_uid" or "b_uid") and a `similar` condition, each subject keeps only its
-    TEXT_SCORED pairs closest by the other conditions (fewest failed, then distance, amount and
-    date differences, the other uid) before the similarity scores, the costly part, are computed:
-    the closest is chosen among those."""
+    TEXT_SCORED pairs closest by the other conditions (fewest failed; then those whose texts share
+    the most words; then their distance, the other uid) before the similarity scores, the costly
+    part, are computed: the closest is chosen among those."""
     scored = [i for i, c in enumerate(plan.conditions) if c.operator is Operator.SIMILAR]
     texts = [value_column(i) for i in plan.text_value_indexes if i not in scored]
     values = [value_column(i) for i in plan.key_indexes if not is_text_field(plan.conditions[i].field)]
@@ -268,18 +276,28 @@ def evaluate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame,
     cheap = [f"f{i}" for i in range(len(plan.conditions)) if i not in scored]
     frame = frame.with_columns(cheap_failed=pl.sum_horizontal([pl.col(c).cast(pl.Int32) for c in cheap])
                                if cheap else pl.lit(0, dtype=pl.Int32))
-    if scored and subject is not None:
+    if scored and subject is not None and not frame.is_empty():
+        # Exact prune: a pair failing more than the subject's fewest other failures plus every
+        # similar condition can never be closer than the pair with those fewest.
+        frame = frame.filter(pl.col("cheap_failed") <= pl.col("cheap_failed").min().over(subject) + len(scored))
         other = "b_uid" if subject == "a_uid" else "a_uid"
         cheap_distances = [pl.col(f"d{i}") for i in range(len(plan.conditions)) if i not in scored]
-        frame = (frame.with_columns(cheap_distance=pl.sum_horizontal(cheap_distances) if cheap_distances
-                                    else pl.lit(0.0))
-                 .sort(subject, "cheap_failed", "cheap_distance", "amount_diff", "date_diff", other)
-                 .group_by(subject, maintain_order=True).head(TEXT_SCORED).drop("cheap_distance"))
+        # A cheap stand-in for the scores, to rank by: the words the similar conditions' texts share.
+        words = {"a": units_a.select("uid", *[pl.col(f"v{i}").str.split(" ").alias(f"w{i}") for i in scored]),
+                 "b": units_b.select("uid", *[pl.col(f"v{i}").str.split(" ").alias(f"w{i}") for i in scored])}
+        shared = [-pl.col(f"a_w{i}").list.set_intersection(pl.col(f"b_w{i}")).list.len().fill_null(0).cast(pl.Int32)
+                  for i in scored]
+        frame = (frame.join(words["a"].rename(lambda n: f"a_{n}"), on="a_uid")
+                 .join(words["b"].rename(lambda n: f"b_{n}"), on="b_uid")
+                 .with_columns(cheap_distance=pl.sum_horizontal(cheap_distances) if cheap_distances
+                               else pl.lit(0.0), unshared=pl.sum_horizontal(shared))
+                 .sort(subject, "cheap_failed", "unshared", "cheap_distance", other)
+                 .group_by(subject, maintain_order=True).head(TEXT_SCORED)
+                 .drop("cheap_distance", "unshared", *[f"{side}_w{i}" for side in "ab" for i in scored]))
     similar_texts = [value_column(i) for i in scored if value_column(i) not in texts]
     if similar_texts:
         frame = _joined(frame, units_a, units_b, similar_texts)
-    frame = _scored(plan, frame, scored)
-    return frame
+    return _scored(plan, frame, scored)
 
 
 def _joined(pairs: pl.DataFrame, units_a: pl.DataFrame, units_b: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
