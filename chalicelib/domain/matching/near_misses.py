@@ -462,7 +462,6 @@ def by_condition(found: pl.DataFrame, rule: Rule) -> list[dict[str, Any]]:
 # Answers: a dry run's, an exception's -------------------------------------------------------------
 
 DRY_RUN_SAMPLE = 10      # near misses a dry run shows of each side (the summary counts them all)
-EXCEPTION_RECORDS = 20   # records of an exception explained, newest (highest id) first
 
 
 def dry_run_near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, unmatched_a: pl.Series, unmatched_b: pl.Series,
