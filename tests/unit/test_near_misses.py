@@ -281,3 +281,17 @@ def test_the_summary_counts_each_failed_condition_of_the_closest_candidates(case
     counted = {c["condition"]: c["records"] for c in by_condition(found, the_rule)}
     assert counted == {i: sum(any(f["condition"] == i for f in e["failed_conditions"]) for e in entries)
                        for i in range(len(the_rule.definition.conditions))}
+
+
+@SETTINGS
+@given(cases(), st.randoms(use_true_random=False))
+def test_the_order_records_come_in_never_changes_the_closest(case, random):
+    side_a, side_b, the_rule, side = case
+    shuffled_a = side_a.sample(fraction=1.0, shuffle=True, seed=random.randint(0, 10_000))
+    shuffled_b = side_b.sample(fraction=1.0, shuffle=True, seed=random.randint(0, 10_000))
+
+    first = near_misses(side_a, side_b, the_rule, subject_side=side)
+    second = near_misses(shuffled_a, shuffled_b, the_rule, subject_side=side)
+
+    columns = ["record_id", "candidate_id", "failed", "distance"]
+    assert first.select(columns).equals(second.select(columns))
