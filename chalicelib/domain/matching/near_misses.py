@@ -47,7 +47,7 @@ similarity score and the distance are ratios (floats, rounded for display).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -99,12 +99,15 @@ def near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rule: Rule, *, subje
         subjects = (subjects.filter(pl.col("uid").is_in(pl.Series(list(subject_ids), dtype=pl.Int64).implode()))
                     .drop("row").with_row_index("row"))  # the candidate search hands back `row`s
     both = {subject_side: subjects, other_side: units[other_side]}
-    pairs = candidate_pairs(plan, both["a"], both["b"], subject_side)
-    checked = evaluate_pairs(plan, units["a"], units["b"], pairs, subject=f"{subject_side}_uid")
+    keys = _splitting_keys(plan, subjects, units[other_side])
+    pairs = candidate_pairs(plan, both["a"], both["b"], subject_side, keys)
+    checked = evaluate_pairs(plan, units["a"], units["b"], pairs, subject=f"{subject_side}_uid",
+                             settled=set(plan.key_columns()) - set(keys))
     subject_uid, candidate_uid = f"{subject_side}_uid", f"{other_side}_uid"
     closest = (checked.filter(pl.col("failed") > 0)
                .sort(subject_uid, "failed", "distance", "amount_diff", "date_diff", candidate_uid)
                .unique(subject_uid, keep="first", maintain_order=True))
+    closest = _joined(closest, units["a"], units["b"], ["currency"])  # for the messages: the closest only
     return (subjects.select(record_id=pl.col("uid"))
             .join(closest.rename({subject_uid: "record_id", candidate_uid: "candidate_id"}), on="record_id",
                   how="left")
@@ -116,14 +119,15 @@ def _prepared(frame: pl.DataFrame, plan: RulePlan, side: str) -> pl.DataFrame:
     return frame.with_columns(is_new=pl.lit(False)).select(sorted(plan.record_columns(side)))
 
 
-def candidate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame, subject_side: str) -> pl.DataFrame:
+def candidate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame, subject_side: str,
+                    keys: list[str]) -> pl.DataFrame:
     """(a_uid, b_uid) pairs worth evaluating for the subjects (every unit of `subject_side`), each
-    once; all found by sorted searches, none by comparing a unit with a whole side (docstring)."""
+    once; all found by sorted searches, none by comparing a unit with a whole side (docstring).
+    `keys`: the key columns that split blocks (_splitting_keys)."""
     subjects, others = (units_a, units_b) if subject_side == "a" else (units_b, units_a)
     empty = pl.DataFrame(schema={"a_uid": pl.Int64, "b_uid": pl.Int64})
     if subjects.is_empty() or others.is_empty():
         return empty
-    keys = _splitting_keys(plan, subjects, others)
     found = (_nearest_values(keys, subjects, others) + _nearest_in_date_window(plan, keys, subjects, others)
              + _nearest_dates_in_amount_window(plan, keys, subjects, others))
     found = [f.rename({"subject": f"{subject_side}_uid",
@@ -231,9 +235,11 @@ def _inside_windows(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame
 
 
 def evaluate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame, pairs: pl.DataFrame,
-                   subject: str | None = None) -> pl.DataFrame:
+                   subject: str | None = None, settled: Collection[str] = ()) -> pl.DataFrame:
     """Every condition of the rule on each (a_uid, b_uid) pair, as the engine evaluates it:
     `f<i>` true where condition i fails, `failed` their count, `distance` (module docstring).
+    `settled`: key columns holding one same value on every unit of both sides, which no pair fails
+    (not read).
 
     With `subject` ("a_uid" or "b_uid") and a `similar` condition, each subject keeps only its
     TEXT_SCORED pairs closest by the other conditions (fewest failed; then those whose texts share
@@ -242,7 +248,7 @@ def evaluate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame,
     scored = [i for i, c in enumerate(plan.conditions) if c.operator is Operator.SIMILAR]
     texts = [value_column(i) for i in plan.text_value_indexes if i not in scored]
     values = [value_column(i) for i in plan.key_indexes if not is_text_field(plan.conditions[i].field)]
-    frame = _joined(pairs, units_a, units_b, ["amount", "date", "currency", *texts, *values])
+    frame = _joined(pairs, units_a, units_b, ["amount", "date", *[c for c in [*texts, *values] if c not in settled]])
     amount_a, amount_b = pl.col("a_amount"), pl.col("b_amount")
     gap = (amount_a - amount_b).abs()
     days = (day_number(pl.col("a_date")) - day_number(pl.col("b_date"))).abs()
@@ -253,7 +259,9 @@ def evaluate_pairs(plan: RulePlan, units_a: pl.DataFrame, units_b: pl.DataFrame,
         if i in scored:
             continue
         a_value, b_value = pl.col(f"a_v{i}"), pl.col(f"b_v{i}")
-        if condition.operator in (Operator.EQUALS, Operator.OPPOSITE):
+        if value_column(i) in settled:
+            failed, distance = pl.lit(False), pl.lit(0.0)
+        elif condition.operator in (Operator.EQUALS, Operator.OPPOSITE):
             failed = (a_value != b_value).fill_null(True)  # a null key never matches
             distance = (_amount_distance(gap, pl.lit(0, dtype=pl.Int64), amount_a) if condition.field == "amount"
                         else _days_distance(days, 0) if condition.field == "date" else pl.lit(NO_MEASURE))
