@@ -124,7 +124,7 @@ def list_exceptions(request: ApiRequest) -> ExceptionPage:
 
 @router.route("GET", BASE + "/{id}", summary="An exception with its aggregates, the filtered ones, comments and "
               "investigations (near misses when asked)", query=ExceptionDetailQuery, response=ExceptionDetailOut,
-              errors=(404, 422))
+              errors=(400, 404, 422))
 def get_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
     exception = container().ports.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
     detail = detail_out(request.environment, exception, _record_filter(request.query))
