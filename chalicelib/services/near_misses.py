@@ -22,7 +22,11 @@ def of_exception(ports: Ports, environment: str, exception: ReconciliationExcept
     """The near misses of the exception's `limit` newest records (see the module docstring)."""
     from chalicelib.domain.matching.near_misses import records_near_misses
 
-    reconciliation = ports.reconciliations.get(environment, exception.reconciliation_id)
+    reconciliation = ports.reconciliations.visible(environment, {exception.reconciliation_id}).get(
+        exception.reconciliation_id)
+    if reconciliation is None:  # deleted, or being deleted: its exceptions stay readable
+        return {"side": "a", "records": 0, "rules": [], "data": [],
+                "refused": f"reconciliation {exception.reconciliation_id} no longer exists"}
     side = "a" if exception.data_stream_key in reconciliation.side_a_stream_keys else "b"
     record_ids = sorted((r.record_id for r in ports.exceptions.records(exception)), reverse=True)[:limit]
     rules = reconciliation_runs.active_rules(ports, environment, reconciliation.id)
