@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas.matches import MatchOut
+from chalicelib.api.schemas.near_misses import ExceptionNearMissesOut
 from chalicelib.api.schemas.reconciliation_exceptions import (
     AggregatesOut,
     AssigneeOut,
@@ -12,6 +13,7 @@ from chalicelib.api.schemas.reconciliation_exceptions import (
     CreateAssignee,
     CreateComment,
     ExceptionDetailOut,
+    ExceptionDetailQuery,
     ExceptionOut,
     ExceptionPage,
     ExceptionRecordsFilter,
@@ -37,6 +39,7 @@ from chalicelib.domain.reconciliation_exceptions import (
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import RecordStatus
 from chalicelib.services import investigations as investigation_service
+from chalicelib.services import near_misses
 from chalicelib.services import reconciliation_exceptions as service
 
 router = Router("exceptions")
@@ -120,10 +123,15 @@ def list_exceptions(request: ApiRequest) -> ExceptionPage:
 
 
 @router.route("GET", BASE + "/{id}", summary="An exception with its aggregates, the filtered ones, comments and "
-              "investigations", query=ExceptionRecordsFilter, response=ExceptionDetailOut, errors=(404, 422))
+              "investigations (near misses when asked)", query=ExceptionDetailQuery, response=ExceptionDetailOut,
+              errors=(400, 404, 422))
 def get_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
     exception = container().ports.exceptions.get(request.environment, numeric_id(id, "reconciliation exception"))
-    return detail_out(request.environment, exception, _record_filter(request.query))
+    detail = detail_out(request.environment, exception, _record_filter(request.query))
+    if request.query.near_misses:
+        detail.near_misses = ExceptionNearMissesOut(**near_misses.of_exception(container().ports,
+                                                                              request.environment, exception))
+    return detail
 
 
 @router.route("GET", BASE + "/{id}/records", summary="The exception's records, newest first, filtered",

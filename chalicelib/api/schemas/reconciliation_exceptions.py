@@ -17,6 +17,7 @@ from chalicelib.api.schemas.common import (
     Timestamp,
     unchanged_when_absent,
 )
+from chalicelib.api.schemas.near_misses import ExceptionNearMissesOut
 from chalicelib.domain.money import MAX_AMOUNT
 
 
@@ -93,6 +94,8 @@ class ExceptionDetailOut(ExceptionOut):
     comments: list[CommentOut]
     investigation: InvestigationOut | None = Field(description="The latest investigation")
     investigation_sessions: list[InvestigationOut] = Field(description="The five newest investigations")
+    near_misses: ExceptionNearMissesOut | None = Field(default=None, description=(
+        "Asked for with ?near_misses=true: the closest candidates of its newest records (docs/near-misses.md)"))
 
 
 class ExceptionPage(Model):
@@ -139,6 +142,12 @@ class ExceptionRecordsFilter(QueryModel):
     record_status: Literal["unreconciled", "pending_confirmation"] | None = Field(
         default=None, description="`pending_confirmation`: the records a proposed match holds until a person confirms "
                                   "or rejects it; `unreconciled`: the others")
+
+
+class ExceptionDetailQuery(ExceptionRecordsFilter):
+    near_misses: bool = Field(default=False, description=(
+        "Also explain the exception's 20 newest records: under each active rule, the closest open record of the "
+        "other side and the conditions that fail (reads the reconciliation's open records, as a dry run does)"))
 
 
 class ExceptionRecordsQuery(ExceptionRecordsFilter):

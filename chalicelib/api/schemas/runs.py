@@ -6,6 +6,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from chalicelib.api.schemas.common import Model, ResponseModel, Timestamp
+from chalicelib.api.schemas.near_misses import DryRunNearMissesOut
 
 
 class RunOut(ResponseModel):
@@ -63,3 +64,6 @@ class DryRunOut(Model):
     excluded_by_condition: list[ConditionExclusionOut] | None = Field(default=None, description=(
         "One entry a condition, in the rule's order: how many candidate pairs it alone turned away. "
         "null when the rule is inactive (it would match nothing)"))
+    near_misses: DryRunNearMissesOut | None = Field(default=None, description=(
+        "For the records left open (after the rule), their closest candidates under the rule and the conditions "
+        "those fail, with the numbers (docs/near-misses.md)"))

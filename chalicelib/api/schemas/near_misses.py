@@ -1,0 +1,78 @@
+"""Near misses, in a dry run's answer and an exception's detail (docs/near-misses.md)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from chalicelib.api.schemas.common import Model
+
+Measure = int | float | str | None
+
+
+class FailedConditionOut(Model):
+    condition: int = Field(description="Position of the condition in the rule's `conditions`, from 0")
+    field: str
+    side_b_field: str | None = None
+    operator: str
+    expected: Measure = Field(description=(
+        "What the condition allows: amount, the allowed difference in minor units (0 for equals); date, the "
+        "window in days (0 for equals); similar, the threshold; equals and contains, this record's compared "
+        "(normalized) value; opposite, the direction the candidate should have"))
+    actual: Measure = Field(description=(
+        "What the pair has: amount, this record's amount minus the candidate's, in minor units; date, this "
+        "record's date minus the candidate's, in days; similar, the score (0 to 1, 4 decimals; null when a "
+        "text is missing); equals and contains, the candidate's compared value; opposite, its direction"))
+    difference: Measure = Field(default=None, description=(
+        "How far the pair is from passing: amount, minor units beyond the allowed difference; date, days past "
+        "the window; similar, threshold minus score; null for the others"))
+    unit: str | None = Field(default=None, description="The currency of an amount, `days`, or `similarity`")
+    decimal_places: int | None = Field(default=None, description="An amount's decimal places (the scale compared)")
+    difference_decimal: str | None = Field(default=None, description="An amount's `difference` as an exact decimal")
+    message: str = Field(description='e.g. "amount off by 1.50 USD, 1.00 USD more than the 0.50 USD allowed"')
+
+
+class NearMissOut(Model):
+    side: Literal["a", "b"] = Field(description="The side of the unmatched record")
+    record_id: int
+    reconciliation_rule_id: int
+    candidate_record_id: int | None = Field(description=(
+        "Its closest open record on the other side under the rule; null when the other side has none, or "
+        "when every candidate found meets the whole rule (a run would match it)"))
+    failed_condition_count: int | None
+    distance: float | None = Field(description=(
+        "How far the pair is from matching: the sum over its failed conditions of how far each is from passing, "
+        "each from 0 to 1 (docs/near-misses.md). The closest candidate fails the fewest conditions, then has the "
+        "smallest distance, then the smallest amount difference, date difference and id"))
+    failed_conditions: list[FailedConditionOut]
+
+
+class ConditionNearMissesOut(Model):
+    condition: int
+    field: str
+    operator: str
+    records: int = Field(description="Unmatched records whose closest candidate fails this condition")
+
+
+class DryRunNearMissesOut(Model):
+    explained: bool = Field(description="false for a rule comparing groups of records (not one_to_one)")
+    reason: str | None
+    records: int = Field(description="Unmatched records explained, both sides")
+    by_condition: list[ConditionNearMissesOut]
+    sample: list[NearMissOut] = Field(description="The first records left open of each side, ids ascending")
+
+
+class RuleExplainedOut(Model):
+    reconciliation_rule_id: int
+    name: str
+    explained: bool
+    reason: str | None
+
+
+class ExceptionNearMissesOut(Model):
+    side: Literal["a", "b"] = Field(description="The side of the reconciliation the exception's stream is on")
+    records: int = Field(description="The exception's records explained (its 20 newest still open)")
+    rules: list[RuleExplainedOut] = Field(description="The reconciliation's active rules, in priority order")
+    data: list[NearMissOut] = Field(description="One entry a record and rule, newest record first")
+    refused: str | None = Field(description="Why nothing was explained: too many open records to read")
+
