@@ -108,7 +108,14 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("DELETE", "/api_keys/{id}"): Audited("api_key.revoked", "api_key", "id"),
     # What was exported, not its rows: the kind and format (the filters stay on the export).
     ("POST", "/exports"): Audited("export.created", "export", fields={"kind": "kind", "format": "format"}),
+    # Approvals: deciding is announced by services/approvals.py (the approval's entry, then its event, once).
+    ("PUT", "/reconciliations/{id}/approval_policy"): Audited("approval_policy.updated", "reconciliation", "id"),
+    ("POST", "/approvals/{id}/approve"): None,
+    ("POST", "/approvals/{id}/reject"): None,
 }
+# A request whose action now waits for an approver changed nothing: its entry is the approval's
+# `approval.requested` (services/approvals.py notes this, and announces it).
+APPROVAL_REQUESTED_NOTE = "approval_requested"
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,8 @@ def audited_request(method: str, resource_path: str, uri_params: Mapping[str, st
                     raw_body: bytes | str | None, response_body: Any,
                     notes: Mapping[str, Any]) -> AuditedRequest | None:
     """The entry of a successful state-changing request, or None when its route changes nothing."""
+    if APPROVAL_REQUESTED_NOTE in notes:
+        return None
     path = resource_path.removeprefix(API_PREFIX)
     key = (method, path)
     audited = ROUTE_ACTIONS[key] if key in ROUTE_ACTIONS else derived(method, path)

@@ -34,6 +34,10 @@ EVENT_TYPES: tuple[str, ...] = (
     "agent_run.failed",
     "agent_run.needs_verification",
     "export.completed",
+    "approval.requested",
+    "approval.approved",
+    "approval.rejected",
+    "approval.expired",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`

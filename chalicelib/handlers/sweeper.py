@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
+    approvals,
     audit,
     data_streams,
     events,
@@ -44,6 +45,7 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("refreshed_exceptions", reconciliation_exceptions.sweep),
     ("abandoned_investigations", investigations.sweep),
     ("queued_webhook_deliveries", webhooks.sweep),
+    ("expired_approvals", approvals.sweep),
 )
 
 

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.domain.approvals import ApprovalRequired
 from chalicelib.domain.bulk_actions import (
     AUDIT_ACTION,
     CHUNK_ITEMS,
@@ -345,6 +346,8 @@ def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change:
             return ItemResult(index, item_id, ItemStatus.SUCCEEDED)
         except TransitionRefused as refused:  # the status table says no: no fresh read changes that
             return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
+        except ApprovalRequired as waiting:  # nothing changed: the approval's approver decides (services/approvals.py)
+            return ItemResult(index, item_id, ItemStatus.SKIPPED, str(waiting))
         except Conflict as conflict:
             if not retry:
                 raise _Written() from None

@@ -15,8 +15,8 @@ from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
+from chalicelib.services import approvals, sweeping
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services import sweeping
 from chalicelib.services.events import announce
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.ports import Ports
@@ -129,6 +129,7 @@ def accept(ports: Ports, environment: str, exception_id: int, investigation_id: 
     record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
     match = _made_before(ports, investigation, record_ids)
     if match is None:
+        approvals.check_accept(ports, investigation)
         match = _match_suggestion(ports, investigation, record_ids)
     try:
         ports.investigations.mark_accepted(investigation, match.id)
@@ -163,9 +164,11 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
                        f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
                        "now; start a new investigation")
     try:
-        return create_manual_match(
-            ports, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
-            reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+        with approvals.decided():  # the accept's own gate has passed
+            return create_manual_match(
+                ports, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
+                reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}",
+                             490))
     except ValidationFailed as error:  # the reconciliation changed since (its sides): the suggestion is stale
         raise Conflict(f"the suggestion no longer fits reconciliation {investigation.reconciliation_id} "
                        f"({error}); start a new investigation") from None
