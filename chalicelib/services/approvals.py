@@ -128,6 +128,7 @@ def check_status_move(ports: Ports, current: ReconciliationException, status: Ex
     route and a bulk status action alike)."""
     if status is not ExceptionStatus.DISMISSED or current.status is ExceptionStatus.DISMISSED:
         return
+    current.moved(status, utc_now())  # a move the status table refuses is refused (409), never held
     _gate(ports, current.environment, current.reconciliation_id, ApprovalAction.DISMISSAL,
           lambda: amount_of_exception(current.totals, current.decimal_places, current.currency),
           {"exception_id": current.id, "title": title, "description": description},

@@ -129,7 +129,6 @@ def accept(ports: Ports, environment: str, exception_id: int, investigation_id: 
     record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
     match = _made_before(ports, investigation, record_ids)
     if match is None:
-        approvals.check_accept(ports, investigation)
         match = _match_suggestion(ports, investigation, record_ids)
     try:
         ports.investigations.mark_accepted(investigation, match.id)
@@ -163,6 +162,7 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
         raise Conflict(f"the suggestion no longer balances as stated: its records differed by "
                        f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
                        "now; start a new investigation")
+    approvals.check_accept(ports, investigation)  # its checks passed: held for an approver, or on
     try:
         with approvals.decided():  # the accept's own gate has passed
             return create_manual_match(

@@ -86,7 +86,7 @@ def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reco
     assert saved.json_body["actions"] == ["dismissal", "manual_match"] and saved.json_body["threshold"] == 100000
     assert saved.json_body["updated_by"] == people["ada"]["actor"]
     assert api.get(path).json_body == saved.json_body
-    [entry] = entries(api, "reconciliation", reconciliation["id"], "approval_policy.updated")
+    [entry] = entries(api, "approval_policy", reconciliation["id"], "approval_policy.updated")
     assert entry["actor"] == people["ada"]["actor"]
     assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["threshold"] == 100000
     assert api.get("/v1/reconciliations/999999/approval_policy").status_code == 404
@@ -290,6 +290,13 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
     assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
     assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
+    # A dismissal the status table refuses is refused as before (409), never held
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "open"}).status_code == 200
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
+    refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
+    assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
+    assert len(api.get("/v1/approvals").json_body["data"]) == 2
 
 
 def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, reconciliation, people):
