@@ -17,6 +17,7 @@ from chalicelib.adapters.blobs import PayloadStore
 from chalicelib.adapters.dynamodb.agent_runs import AgentRunRepository
 from chalicelib.adapters.dynamodb.agents import AgentRepository
 from chalicelib.adapters.dynamodb.api_keys import ApiKeyRepository
+from chalicelib.adapters.dynamodb.approvals import ApprovalRepository
 from chalicelib.adapters.dynamodb.audit import AuditRepository
 from chalicelib.adapters.dynamodb.balances import BalanceRepository
 from chalicelib.adapters.dynamodb.bulk_actions import BulkActionRepository
@@ -125,6 +126,10 @@ class Container:
     @cached_property
     def bulk_actions(self) -> BulkActionRepository:
         return BulkActionRepository(self.table)
+
+    @cached_property
+    def approvals(self) -> ApprovalRepository:
+        return ApprovalRepository(self.table)
 
     @cached_property
     def investigations(self) -> InvestigationRepository:
@@ -314,7 +319,7 @@ class Container:
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
             users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
-            stopping=self.stop_requested.is_set,
+            stopping=self.stop_requested.is_set, approvals=self.approvals,
         )
 
     @cached_property

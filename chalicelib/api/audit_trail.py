@@ -4,9 +4,11 @@ from the route it took (the middleware appends one entry per 2xx POST/PUT/PATCH/
 ROUTE_ACTIONS maps each route to `resource.verb` (past tense), its resource type and where the
 resource's id comes from: a path parameter, else the response body's `id` (or `key`). A route not
 listed (a new one) still gets an entry, its action derived from its path (`derived`); a route
-mapped to None changes nothing (a dry run). The summary never copies the request's body: it names
-the fields a PATCH sent, takes a few ids and counts from the response, and adds what the service
-noted (`services.audit.note_change`: each changed field's before and after, cut and redacted).
+mapped to None writes no entry here: it changes nothing (a dry run), or its service announces the
+change itself, once however often the request is repeated (an approval's decision). The summary
+never copies the request's body: it names the fields a PATCH sent, takes a few ids and counts from
+the response, and adds what the service noted (`services.audit.note_change`: each changed field's
+before and after, cut and redacted).
 """
 from __future__ import annotations
 
@@ -108,7 +110,14 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("DELETE", "/api_keys/{id}"): Audited("api_key.revoked", "api_key", "id"),
     # What was exported, not its rows: the kind and format (the filters stay on the export).
     ("POST", "/exports"): Audited("export.created", "export", fields={"kind": "kind", "format": "format"}),
+    # Approvals: deciding is announced by services/approvals.py (the approval's entry, then its event, once).
+    ("PUT", "/reconciliations/{id}/approval_policy"): Audited("approval_policy.updated", "approval_policy", "id"),
+    ("POST", "/approvals/{id}/approve"): None,
+    ("POST", "/approvals/{id}/reject"): None,
 }
+# A request whose action now waits for an approver changed nothing: its entry is the approval's
+# `approval.requested` (services/approvals.py notes this, and announces it).
+APPROVAL_REQUESTED_NOTE = "approval_requested"
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,8 @@ def audited_request(method: str, resource_path: str, uri_params: Mapping[str, st
                     raw_body: bytes | str | None, response_body: Any,
                     notes: Mapping[str, Any]) -> AuditedRequest | None:
     """The entry of a successful state-changing request, or None when its route changes nothing."""
+    if APPROVAL_REQUESTED_NOTE in notes:
+        return None
     path = resource_path.removeprefix(API_PREFIX)
     key = (method, path)
     audited = ROUTE_ACTIONS[key] if key in ROUTE_ACTIONS else derived(method, path)

@@ -6,6 +6,7 @@ from typing import Any
 from chalice.app import Response
 from pydantic import ValidationError
 
+from chalicelib.domain.approvals import ApprovalRequired
 from chalicelib.domain.errors import (  # ServiceUnavailable is raised here too (meta.py)
     BadRequest,
     Conflict,
@@ -28,6 +29,7 @@ class UnsupportedMediaType(DomainError):
 
 
 ERROR_STATUSES: dict[type[DomainError], int] = {
+    ApprovalRequired: 202,  # not an error: the action waits for an approver; the body is the approval
     BadRequest: 400,
     Unauthorized: 401,
     Forbidden: 403,
@@ -49,6 +51,10 @@ def status_of(error: DomainError) -> int:
 
 
 def error_body(error: DomainError) -> dict[str, Any]:
+    if isinstance(error, ApprovalRequired):  # the route's 202 (RouteSpec.accepted): the approval
+        from chalicelib.api.approvals import approval_out
+
+        return approval_out(error.approval).model_dump(mode="json")
     body: dict[str, Any] = {"message": error.message}
     if isinstance(error, ValidationFailed):
         body["errors"] = [{"field": e.field, "message": e.message} for e in error.errors]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas.approvals import ApprovalOut
 from chalicelib.api.schemas.matches import CreateMatch, MatchesQuery, MatchOut, MatchPage, MatchRecordOut
 from chalicelib.container import container
 from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match, MatchStatus
@@ -36,7 +37,7 @@ def get_match(request: ApiRequest, id: str) -> MatchOut:
 
 
 @router.route("POST", "/reconciliation_matches", summary="Match records of both sides by hand", status=201,
-              body=CreateMatch, response=MatchOut, errors=(404, 409, 422))
+              body=CreateMatch, response=MatchOut, errors=(404, 409, 422), accepted=ApprovalOut)
 def create_match(request: ApiRequest) -> MatchOut:
     body: CreateMatch = request.body
     match = service.create_manual_match(container().ports, request.environment, body.reconciliation_id,
@@ -51,6 +52,6 @@ def confirm_match(request: ApiRequest, id: str) -> MatchOut:
 
 
 @router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,
-              errors=(404,))
+              errors=(404,), accepted=ApprovalOut)
 def delete_match(request: ApiRequest, id: str) -> None:
     service.unmatch(container().ports, request.environment, numeric_id(id, "reconciliation match"))

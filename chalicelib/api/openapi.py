@@ -127,7 +127,7 @@ def build_openapi(specs: list[RouteSpec], version: str = "1.0.0",
                   servers: list[dict[str, str]] | None = None) -> dict[str, Any]:
     models: set[type[BaseModel]] = {ErrorOut, ValidationErrorOut}
     for spec in specs:
-        for annotation in (spec.body, spec.response):
+        for annotation in (spec.body, spec.response, spec.accepted):
             inner = get_args(annotation)[0] if get_origin(annotation) is list else annotation
             model = _model_of(inner)
             if model:
@@ -205,6 +205,11 @@ def _operation(spec: RouteSpec) -> dict[str, Any]:
     if spec.response is not None:
         success["content"] = {spec.media_type: {"schema": _schema_ref(spec.response)}}
     responses: dict[str, Any] = {str(spec.status): success}
+    if spec.accepted is not None:
+        responses["202"] = {"description": "The reconciliation's approval policy holds the action for a second "
+                                           "person: nothing changed; the body is the pending approval (approve or "
+                                           "reject it at its url)",
+                            "content": {"application/json": {"schema": _schema_ref(spec.accepted)}}}
     for status in sorted(error_statuses(spec)):
         model = ValidationErrorOut if status == 422 else ErrorOut
         responses[str(status)] = {

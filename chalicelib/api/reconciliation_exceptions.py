@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
+from chalicelib.api.schemas.approvals import ApprovalOut
 from chalicelib.api.schemas.matches import MatchOut
 from chalicelib.api.schemas.near_misses import ExceptionNearMissesOut
 from chalicelib.api.schemas.reconciliation_exceptions import (
@@ -145,7 +146,8 @@ def list_exception_records(request: ApiRequest, id: str) -> RecordPage:
 
 
 @router.route("PATCH", BASE + "/{id}", summary="Retitle, describe, or move an exception (open, investigating, "
-              "dismissed, resolved)", body=UpdateException, response=ExceptionDetailOut, errors=(404, 409, 422))
+              "dismissed, resolved)", body=UpdateException, response=ExceptionDetailOut, errors=(404, 409, 422),
+              accepted=ApprovalOut)
 def update_exception(request: ApiRequest, id: str) -> ExceptionDetailOut:
     body: UpdateException = request.body
     exception = service.update(container().ports, request.environment,
@@ -194,7 +196,8 @@ def start_investigation(request: ApiRequest, id: str) -> InvestigationOut:
 
 
 @router.route("POST", BASE + "/{id}/investigations/{investigation_id}/accept", summary="Match the exception's records "
-              "with the suggested ones (a confirmed match)", status=201, response=MatchOut, errors=(404, 409, 422))
+              "with the suggested ones (a confirmed match)", status=201, response=MatchOut, errors=(404, 409, 422),
+              accepted=ApprovalOut)
 def accept_investigation(request: ApiRequest, id: str, investigation_id: str) -> MatchOut:
     from chalicelib.api.matches import match_out
 

@@ -125,6 +125,14 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/v1/api_keys"): ADMIN,
     ("GET", "/v1/api_keys"): ADMIN,
     ("DELETE", "/v1/api_keys/{id}"): ADMIN,
+    # Four-eyes approvals: everyone sees them; an approver (never the requester) decides; an admin
+    # sets a reconciliation's policy (docs/approvals.md).
+    ("GET", "/v1/approvals"): VIEWER,
+    ("GET", "/v1/approvals/{id}"): VIEWER,
+    ("POST", "/v1/approvals/{id}/approve"): APPROVER,
+    ("POST", "/v1/approvals/{id}/reject"): APPROVER,
+    ("GET", "/v1/reconciliations/{id}/approval_policy"): VIEWER,
+    ("PUT", "/v1/reconciliations/{id}/approval_policy"): ADMIN,
 }
 
 

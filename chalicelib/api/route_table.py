@@ -105,4 +105,10 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/exports", "exports", "create_export", False),
     ("GET", "/v1/exports", "exports", "list_exports", False),
     ("GET", "/v1/exports/{id}", "exports", "get_export", False),
+    ("GET", "/v1/approvals", "approvals", "list_approvals", False),
+    ("GET", "/v1/approvals/{id}", "approvals", "get_approval", False),
+    ("POST", "/v1/approvals/{id}/approve", "approvals", "approve", False),
+    ("POST", "/v1/approvals/{id}/reject", "approvals", "reject", False),
+    ("GET", "/v1/reconciliations/{id}/approval_policy", "approvals", "get_approval_policy", False),
+    ("PUT", "/v1/reconciliations/{id}/approval_policy", "approvals", "put_approval_policy", False),
 )

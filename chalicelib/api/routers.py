@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalicelib.api import (
     agents,
+    approvals,
     audit_events,
     bulk_actions,
     data_streams,
@@ -28,4 +29,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router, bulk_actions.router, exports.router]
+                         overview.router, bulk_actions.router, exports.router, approvals.router]

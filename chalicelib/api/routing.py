@@ -40,6 +40,8 @@ class RouteSpec:
     errors: tuple[int, ...] = ()
     media_type: str = "application/json"  # of the success body; a view of another type returns a Response
     tag: str = ""  # the resource it belongs to: its router's name
+    # The model answered 202 when the action waits for a second person's approval (domain/approvals.py).
+    accepted: Any = None
 
     @property
     def path_params(self) -> list[str]:

@@ -35,6 +35,10 @@ EVENT_TYPES: tuple[str, ...] = (
     "agent_run.needs_verification",
     "export.completed",
     "bulk_action.completed",
+    "approval.requested",
+    "approval.approved",
+    "approval.rejected",
+    "approval.expired",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`

@@ -8,6 +8,7 @@ from dataclasses import replace
 from chalicelib.container import container
 from chalicelib.observability import logger
 from chalicelib.services import (
+    approvals,
     audit,
     bulk_actions,
     data_streams,
@@ -49,6 +50,7 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("queued_webhook_deliveries", webhooks.sweep),
     ("bulk_actions", bulk_actions.sweep),
     ("exports", lambda ports: exports.sweep(replace(container().export_ports, ports=ports))),
+    ("expired_approvals", approvals.sweep),
 )
 
 

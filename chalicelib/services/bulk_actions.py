@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from chalicelib.domain.approvals import ApprovalRequired
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.bulk_actions import (
     AUDIT_ACTION,
@@ -490,6 +491,8 @@ def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change:
             return ItemResult(index, item_id, ItemStatus.SUCCEEDED)
         except TransitionRefused as refused:  # the status table says no: no fresh read changes that
             return ItemResult(index, item_id, ItemStatus.FAILED, str(refused))
+        except ApprovalRequired as waiting:  # nothing changed: the approval's approver decides (services/approvals.py)
+            return ItemResult(index, item_id, ItemStatus.SKIPPED, str(waiting))
         except Conflict as conflict:
             if attempt == 2:
                 return ItemResult(index, item_id, ItemStatus.FAILED, str(conflict))

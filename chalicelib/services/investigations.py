@@ -15,8 +15,8 @@ from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
+from chalicelib.services import approvals, sweeping
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services import sweeping
 from chalicelib.services.events import announce
 from chalicelib.services.matches import create_manual_match
 from chalicelib.services.ports import Ports
@@ -162,10 +162,13 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
         raise Conflict(f"the suggestion no longer balances as stated: its records differed by "
                        f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
                        "now; start a new investigation")
+    approvals.check_accept(ports, investigation)  # its checks passed: held for an approver, or on
     try:
-        return create_manual_match(
-            ports, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
-            reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}", 490))
+        with approvals.decided():  # the accept's own gate has passed
+            return create_manual_match(
+                ports, environment, investigation.reconciliation_id, record_ids, allow_difference=True,
+                reason=shown(f"Accepted investigation {investigation.id}: {investigation.recommendation_text or ''}",
+                             490))
     except ValidationFailed as error:  # the reconciliation changed since (its sides): the suggestion is stale
         raise Conflict(f"the suggestion no longer fits reconciliation {investigation.reconciliation_id} "
                        f"({error}); start a new investigation") from None

@@ -14,7 +14,7 @@ from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
-from chalicelib.services import audit
+from chalicelib.services import approvals, audit
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
@@ -105,6 +105,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     match = ports.matches.find(environment, match_id)
     if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
+    approvals.check_unmatch(ports, match)
     if not match.unmatching:
         ports.matches.mark_unmatching(match)
     members = ports.matches.members(environment, match_id)
@@ -152,6 +153,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     side_a = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "a"]
     side_b = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "b"]
     difference = check_manual_match(side_a, side_b, allow_difference, reason)
+    approvals.check_manual_match(ports, environment, reconciliation_id, ids, allow_difference, reason, side_a, side_b)
     match = Match(environment=environment, id=ports.counters.next_id(environment, "match"),
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},

@@ -38,7 +38,7 @@ from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.domain.users import User
 from chalicelib.observability import logger
-from chalicelib.services import audit, users
+from chalicelib.services import approvals, audit, users
 from chalicelib.services.events import announce, announced, save_and_emit
 from chalicelib.services.ports import Ports
 
@@ -317,6 +317,7 @@ def records_page(ports: Ports, exception: ReconciliationException, record_filter
 def update(ports: Ports, environment: str, exception_id: int, *, title: str | None,
            description: str | None, status: ExceptionStatus | None) -> ReconciliationException:
     current = ports.exceptions.get(environment, exception_id)
+    approvals.check_status_move(ports, current, status, title, description)
     now = utc_now()
     updated = current.moved(status, now) if status is not None else current
     updated = replace(updated, title=title if title is not None else updated.title,

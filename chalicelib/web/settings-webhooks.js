@@ -18,6 +18,7 @@ export const EVENT_TYPES = [
   "agent_run.completed", "agent_run.failed", "agent_run.needs_verification",
   "export.completed",
   "bulk_action.completed",
+  "approval.requested", "approval.approved", "approval.rejected", "approval.expired",
 ];
 const PAGE_SIZE = 20;
 const RETRYABLE = ["failed", "pending"];

@@ -150,6 +150,15 @@ CASES = {
         "kind": "matches", "filters": {"reconciliation_id": world["reconciliation_id"]}}, 404),
     ("GET", "/exports"): ("GET", "/v1/exports", None, "lists_nothing"),
     ("GET", "/exports/{id}"): ("GET", "/v1/exports/{export_id}", None, 404),
+    # Four-eyes approvals: B neither sees nor decides A's, nor reads or sets A's policy
+    ("GET", "/approvals"): ("GET", "/v1/approvals", None, "lists_nothing"),
+    ("GET", "/approvals/{id}"): ("GET", "/v1/approvals/{approval_id}", None, 404),
+    ("POST", "/approvals/{id}/approve"): ("POST", "/v1/approvals/{approval_id}/approve", None, 404),
+    ("POST", "/approvals/{id}/reject"): ("POST", "/v1/approvals/{approval_id}/reject", {"reason": "stolen"}, 404),
+    ("GET", "/reconciliations/{id}/approval_policy"): (
+        "GET", "/v1/reconciliations/{reconciliation_id}/approval_policy", None, 404),
+    ("PUT", "/reconciliations/{id}/approval_policy"): (
+        "PUT", "/v1/reconciliations/{reconciliation_id}/approval_policy", {"actions": []}, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -219,6 +228,10 @@ def build_world(api, services, worker):
     agent = api.post("/v1/agents", {"name": "A's agent", "handles_file_drops": True}).json_body
     agent_file = api.post(f"/v1/agents/{agent['id']}/files", {"filename": "a.csv", "content_base64": "YQ=="}).json_body
     agent_run = api.post(f"/v1/agents/{agent['id']}/runs").json_body
+    # A's approval: unmatching its match waits for an approver (the match stays confirmed).
+    assert api.request("PUT", f"/v1/reconciliations/{reconciliation['id']}/approval_policy",
+                       {"actions": ["unmatch"]}).status_code == 200
+    approval = api.delete(f"/v1/reconciliation_matches/{match['id']}").json_body
     export = api.post("/v1/exports", {"kind": "records", "filters": {"data_stream_key": "bank"}}).json_body
     worker.drain()  # the run fails at once (no model answers here): a finished run of A's; A's export completes
     # A's bulk action: the exception is investigating already, so it changes nothing (its end is
@@ -236,7 +249,7 @@ def build_world(api, services, worker):
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker,
-            "user_id": ada.id, "export_id": export["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
+            "user_id": ada.id, "export_id": export["id"], "approval_id": approval["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
 
 
 def _a_webhook_delivery(services, endpoint_id):
@@ -278,6 +291,9 @@ def _a_still_has_everything(api, world):
     assert (delivery["id"], delivery["status"]) == (world["webhook_delivery_id"], "failed")
     export = api.get(f"/v1/exports/{world['export_id']}").json_body
     assert (export["status"], export["rows_written"]) == ("completed", 1)
+    assert api.get(f"/v1/approvals/{world['approval_id']}").json_body["status"] == "pending"
+    assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/approval_policy").json_body["actions"] == [
+        "unmatch"]
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).

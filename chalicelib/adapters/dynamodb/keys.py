@@ -897,3 +897,39 @@ def active_export_index(environment: str, export_id: int) -> dict[str, str]:
 def export_idempotency_key(environment: str, key: str) -> dict[str, str]:
     """An export's Idempotency-Key: apart from a bulk request's (the same key may name one of each)."""
     return {"pk": f"{env_prefix(environment)}#EXPIDEM#{key}", "sk": "EXPIDEM"}
+
+
+# Approvals ------------------------------------------------------------------------------------
+#
+# An approval has a partition of its own; the environment's list (gsi1, newest first) takes one
+# entry per approval, a person's request each (as the exception list does). A reconciliation's
+# policy sits in its partition. Pending and executing approvals of every environment sit in a
+# sparse gsi2 list, read by the sweeper only (expiry), which a finished one leaves.
+
+APPROVAL_POLICY_SK = "APPROVAL_POLICY"
+ACTIVE_APPROVALS_PK = "ACTIVE_APPROVALS"
+
+
+def approval(environment: str, approval_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#APPROVAL#{_id(approval_id)}", "sk": "APPROVAL"}
+
+
+def approvals_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#APPROVALS"
+
+
+def approval_index(environment: str, approval_id: int) -> dict[str, str]:
+    return GSI1.key(approvals_index_pk(environment), _id(approval_id))
+
+
+def active_approvals_of(environment: str) -> str:
+    """The sort key prefix of an environment's entries in the list of active approvals."""
+    return f"{environment}#"
+
+
+def active_approval_index(environment: str, approval_id: int) -> dict[str, str]:
+    return GSI2.key(ACTIVE_APPROVALS_PK, f"{active_approvals_of(environment)}{_id(approval_id)}")
+
+
+def approval_policy(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": APPROVAL_POLICY_SK}

@@ -1,0 +1,88 @@
+"""Bodies and answers of four-eyes approvals: /approvals and /reconciliations/{id}/approval_policy."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from chalicelib.api.schemas.common import CursorQuery, Id, RequestModel, ResponseModel, Timestamp
+from chalicelib.domain.approvals import DEFAULT_EXPIRY_MINUTES, MAX_DECIMAL_PLACES, MAX_EXPIRY_MINUTES, MAX_REASON
+
+Action = Literal["manual_match", "unmatch", "dismissal", "accept_investigation"]
+Status = Literal["pending", "executing", "approved", "failed", "rejected", "expired"]
+
+
+class ApprovalPolicyOut(ResponseModel):
+    """Which actions on the reconciliation wait for a second person above the threshold. No policy
+    set reads as the default: no actions, so nothing waits."""
+    reconciliation_id: int
+    actions: list[Action]
+    threshold: int = Field(description="Minor units at threshold_decimal_places; an action whose amount is strictly "
+                           "above it waits for an approver")
+    threshold_decimal_places: int
+    expires_after_minutes: int = Field(description="A pending approval expires this long after it was requested")
+    updated_at: Timestamp | None
+    updated_by: str | None = Field(description="The admin's actor (user:<id> or api_key:<id>) who set it last")
+
+
+class PutApprovalPolicy(RequestModel):
+    """The whole policy (absent fields take their defaults: no actions, threshold 0 at 2 decimal
+    places, 3 days to expire). The amount of an action is the larger of the gross totals of the
+    sides it touches (docs/approvals.md)."""
+    actions: list[Action] = Field(default_factory=list, max_length=4, description="The actions that need an "
+                                  "approval: manual_match, unmatch (of a confirmed match), dismissal (of an "
+                                  "exception), accept_investigation")
+    threshold: int = Field(default=0, ge=0, le=10**18, description="Minor units at threshold_decimal_places")
+    threshold_decimal_places: int = Field(default=2, ge=0, le=MAX_DECIMAL_PLACES)
+    expires_after_minutes: int = Field(default=DEFAULT_EXPIRY_MINUTES, ge=1, le=MAX_EXPIRY_MINUTES)
+
+
+class ApprovalOut(ResponseModel):
+    """An action waiting for (or decided by) a second person. `params` are what the action runs
+    with once approved; `result` what it made (`reconciliation_match_id` of a match)."""
+    id: int
+    url: str
+    reconciliation_id: int
+    action: Action
+    description: str
+    status: Status
+    params: dict[str, Any]
+    amount: int = Field(description="Minor units at amount_decimal_places: the larger of the gross totals of the "
+                        "sides the action touches")
+    amount_decimal_places: int
+    currency: str | None
+    threshold: int = Field(description="The policy's when the approval was requested")
+    threshold_decimal_places: int
+    target_type: str | None = Field(description="The resource acted on (none for a new manual match)")
+    target_id: int | None
+    requested_by: str = Field(description="user:<id>, or api_key:<id> when a machine asked")
+    requested_at: Timestamp
+    expires_at: Timestamp
+    decided_by: str | None
+    decided_at: Timestamp | None
+    rejection_reason: str | None
+    failure_reason: str | None = Field(description="failed: why the approved action could not be done (the "
+                                       "world changed since the request)")
+    result: dict[str, Any]
+    completed_at: Timestamp | None
+
+
+class ApprovalPage(ResponseModel):
+    data: list[ApprovalOut]
+    next_cursor: str | None
+    limit: int
+
+
+class ApprovalsQuery(CursorQuery):
+    status: Status | None = None
+    reconciliation_id: Id | None = None
+    requested_by: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+        default=None, description="An actor: user:<id> or api_key:<id>")
+
+
+class RejectApproval(RequestModel):
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON)]
+
+
+__all__ = ["ApprovalOut", "ApprovalPage", "ApprovalPolicyOut", "ApprovalsQuery", "PutApprovalPolicy",
+           "RejectApproval"]

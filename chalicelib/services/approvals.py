@@ -1,0 +1,370 @@
+"""Four-eyes approvals (domain/approvals.py): the gates the actions pass, and deciding what waits.
+
+Each gated action's service calls one `check_*` here once its own checks have passed (so a request
+the action would refuse is refused, never turned into an approval): when the reconciliation's
+policy covers the action and its amount is above the threshold, the approval is stored (pending),
+announced (`approval.requested`: its audit entry, naming the requester, then its event) and
+ApprovalRequired is raised, before anything of the action is written. The API answers 202 with
+the approval; a bulk action's item is skipped with the approval's id.
+
+Approving moves the approval pending -> executing in one conditional write (so of two approvals of
+the same request, one runs the action), then runs the action through its own service function
+with its gates open (`decided`), under its own audit entry (the action's, naming the requester and
+the approval), and ends `approved` with what the action made, or `failed` with the reason the
+action gave (a record matched elsewhere meanwhile, an exception moved...). Rejecting and expiring
+are one conditional write each. Each end is announced once (`approval.approved` / `.rejected` /
+`.expired`, its audit entry first) however often a request or a sweep repeats it.
+
+Who requested: the request's actor (`user:<id>`, or `api_key:<id>` for a machine). Who decides: a
+signed-in person of the approver or admin role who is not the requester (an API key never decides).
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from chalicelib.domain.approvals import (
+    Amount,
+    Approval,
+    ApprovalAction,
+    ApprovalPolicy,
+    ApprovalRequired,
+    ApprovalStatus,
+    amount_of_exception,
+    amount_of_sides,
+    approval_decided,
+    approval_requested,
+    check_decider,
+    check_policy,
+)
+from chalicelib.domain.audit import system_actor
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import (
+    BrokenInvariant,
+    Conflict,
+    DomainError,
+    FieldError,
+    TransitionRefused,
+    ValidationFailed,
+    shown,
+)
+from chalicelib.domain.investigations.investigation import Investigation
+from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
+from chalicelib.domain.records import Record
+from chalicelib.observability import logger
+from chalicelib.services import audit
+from chalicelib.services.events import announce
+from chalicelib.services.ports import Approvals, Ports
+
+SUMMARY_FIELDS = ("status", "action", "reconciliation_id", "amount", "amount_decimal_places", "requested_by",
+                  "decided_by", "rejection_reason", "failure_reason", "result")
+# The audit action of each action run once approved: its own route's (api/audit_trail.py ROUTE_ACTIONS).
+EXECUTED_AS: dict[ApprovalAction, tuple[str, str]] = {
+    ApprovalAction.MANUAL_MATCH: ("reconciliation_match.created", "reconciliation_match"),
+    ApprovalAction.UNMATCH: ("reconciliation_match.deleted", "reconciliation_match"),
+    ApprovalAction.DISMISSAL: ("reconciliation_exception.updated", "reconciliation_exception"),
+    ApprovalAction.ACCEPT_INVESTIGATION: ("investigation.accepted", "investigation"),
+}
+
+_decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
+
+
+@contextmanager
+def decided() -> Iterator[None]:
+    """Inside, the gates let actions through: an approved action running, or the inner step of an
+    action whose own gate has passed (an accepted investigation's manual match)."""
+    token = _decided.set(True)
+    try:
+        yield
+    finally:
+        _decided.reset(token)
+
+
+def _repository(ports: Ports) -> Approvals:
+    if ports.approvals is None:
+        raise BrokenInvariant("approvals are not wired into these ports")
+    return ports.approvals
+
+
+# Gates ------------------------------------------------------------------------------------------
+
+def check_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
+                       allow_difference: bool, reason: str | None, side_a: list[Record], side_b: list[Record]) -> None:
+    """A person's match of these records (services/matches.py `create_manual_match`)."""
+    _gate(ports, environment, reconciliation_id, ApprovalAction.MANUAL_MATCH, lambda: amount_of_sides(side_a, side_b),
+          {"reconciliation_id": reconciliation_id, "record_ids": list(record_ids),
+           "allow_difference": allow_difference, "reason": reason},
+          f"Match {len(record_ids)} records by hand in reconciliation {reconciliation_id}")
+
+
+def check_unmatch(ports: Ports, match: Match) -> None:
+    """An unmatch of a confirmed match (services/matches.py `unmatch`). Rejecting a proposed match
+    (one nobody confirmed) reconciles nothing back: it is not gated; nor is a retry of an unmatch
+    already under way."""
+    if match.unmatching or match.status is not MatchStatus.CONFIRMED:
+        return
+
+    def measure() -> Amount:
+        members = ports.matches.members(match.environment, match.id)
+        held = {h.record.id: h.record for h in ports.claims.held_records(match.environment,
+                                                                          [m.record_id for m in members])}
+        return amount_of_sides([held[m.record_id] for m in members if m.side == "a" and m.record_id in held],
+                               [held[m.record_id] for m in members if m.side == "b" and m.record_id in held])
+
+    _gate(ports, match.environment, match.reconciliation_id, ApprovalAction.UNMATCH, measure,
+          {"match_id": match.id}, f"Unmatch match {match.id} ({match.record_count} records)",
+          target=("reconciliation_match", match.id))
+
+
+def check_status_move(ports: Ports, current: ReconciliationException, status: ExceptionStatus | None,
+                      title: str | None, description: str | None) -> None:
+    """An exception's move to dismissed (services/reconciliation_exceptions.py `update`: the PATCH
+    route and a bulk status action alike)."""
+    if status is not ExceptionStatus.DISMISSED or current.status is ExceptionStatus.DISMISSED:
+        return
+    current.moved(status, utc_now())  # a move the status table refuses is refused (409), never held
+    _gate(ports, current.environment, current.reconciliation_id, ApprovalAction.DISMISSAL,
+          lambda: amount_of_exception(current.totals, current.decimal_places, current.currency),
+          {"exception_id": current.id, "title": title, "description": description},
+          f"Dismiss exception {current.id} ({current.totals.get('record_count', 0)} records)",
+          target=("reconciliation_exception", current.id))
+
+
+def check_accept(ports: Ports, investigation: Investigation) -> None:
+    """An investigation's suggestion accepted as a match (services/investigations.py `accept`)."""
+    def measure() -> Amount:
+        ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
+        held = {h.record.id: h.record for h in ports.claims.held_records(investigation.environment, ids)}
+        return amount_of_sides([held[i] for i in investigation.target_record_ids if i in held],
+                               [held[i] for i in investigation.suggested_record_ids if i in held])
+
+    _gate(ports, investigation.environment, investigation.reconciliation_id, ApprovalAction.ACCEPT_INVESTIGATION,
+          measure, {"exception_id": investigation.exception_id, "investigation_id": investigation.id},
+          f"Accept investigation {investigation.id} of exception {investigation.exception_id}",
+          target=("investigation", investigation.id))
+
+
+def _gate(ports: Ports, environment: str, reconciliation_id: int, action: ApprovalAction,
+          measure: Callable[[], Amount], params: dict[str, Any], description: str,
+          target: tuple[str, int] | None = None) -> None:
+    """Let the action through, or store it as a pending approval and raise ApprovalRequired. The
+    policy is read only for a gated action; the amount only when the policy covers the action."""
+    if _decided.get() or ports.approvals is None:
+        return
+    policy = ports.approvals.policy(environment, reconciliation_id)
+    if action not in policy.actions:
+        return
+    amount = measure()
+    if not policy.requires(action, amount.value):
+        return
+    now = utc_now()
+    requester = audit.acting() or system_actor("unknown")
+    approval = Approval(
+        environment=environment, id=ports.counters.next_id(environment, "approval"),
+        reconciliation_id=reconciliation_id, action=action, params=params, description=description,
+        amount=amount.minor, amount_decimal_places=amount.decimal_places, currency=amount.currency,
+        threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
+        status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
+        target_type=target[0] if target else None, target_id=target[1] if target else None)
+    ports.approvals.add(approval)
+    audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
+    announce(ports, approval_requested(approval), environment, actor=requester, summary_fields=SUMMARY_FIELDS)
+    raise ApprovalRequired(approval)
+
+
+# Deciding ---------------------------------------------------------------------------------------
+
+def approve(ports: Ports, environment: str, approval_id: int, actor: str) -> Approval:
+    """Run the approved action once (see the module's doc). The same approver's repeat (a double
+    click, a retried request) answers the approval as it stands; anyone else's is 409."""
+    approvals = _repository(ports)
+    approval = current(ports, environment, approval_id)
+    check_decider(approval, actor, "approving")
+    if approval.status is not ApprovalStatus.PENDING:
+        return _repeated(approval, actor, (ApprovalStatus.EXECUTING, ApprovalStatus.APPROVED, ApprovalStatus.FAILED),
+                         "approved")
+    try:
+        executing = approvals.move(approval, ApprovalStatus.EXECUTING, decided_by=actor, decided_at=utc_now())
+    except TransitionRefused:  # decided meanwhile (the other click, or another approver)
+        return _repeated(current(ports, environment, approval_id), actor,
+                         (ApprovalStatus.EXECUTING, ApprovalStatus.APPROVED, ApprovalStatus.FAILED), "approved")
+    try:
+        result = _execute(ports, executing, actor)
+    except DomainError as refused:  # the world changed since the request: nothing was done
+        ended = approvals.move(executing, ApprovalStatus.FAILED, failure_reason=shown(refused.message, 500),
+                               completed_at=utc_now())
+    except Exception as error:
+        approvals.move(executing, ApprovalStatus.FAILED, completed_at=utc_now(), failure_reason=(
+            f"the action stopped on an error of ours ({type(error).__name__}); a manual match rolls itself back, "
+            "an unmatch or dismissal may have been made: check the match or exception"))
+        raise
+    else:
+        ended = approvals.move(executing, ApprovalStatus.APPROVED, result=result, completed_at=utc_now())
+    _announce_end(ports, ended, actor)
+    return ended
+
+
+def reject(ports: Ports, environment: str, approval_id: int, actor: str, reason: str) -> Approval:
+    """Refuse the action, with a reason: nothing of it is done. The same approver's repeat answers
+    the approval as it stands; anyone else's, once decided, is 409."""
+    if not reason.strip():
+        raise ValidationFailed.on("reason", "give the reason of the rejection")
+    approval = current(ports, environment, approval_id)
+    check_decider(approval, actor, "rejecting")
+    if approval.status is not ApprovalStatus.PENDING:
+        return _repeated(approval, actor, (ApprovalStatus.REJECTED,), "rejected")
+    try:
+        ended = _repository(ports).move(approval, ApprovalStatus.REJECTED, decided_by=actor, decided_at=utc_now(),
+                                        rejection_reason=reason.strip(), completed_at=utc_now())
+    except TransitionRefused:
+        return _repeated(current(ports, environment, approval_id), actor, (ApprovalStatus.REJECTED,), "rejected")
+    _announce_end(ports, ended, actor)
+    return ended
+
+
+def _repeated(approval: Approval, actor: str, same: tuple[ApprovalStatus, ...], verb: str) -> Approval:
+    if approval.status in same and approval.decided_by == actor:
+        if approval.finished:
+            return approval
+        raise Conflict(f"approval {approval.id} is being {verb} by your earlier request; read it again in a moment")
+    if approval.status is ApprovalStatus.EXPIRED:
+        raise Conflict(f"approval {approval.id} expired on {approval.expires_at.isoformat()}: nothing was done; "
+                       "ask again")
+    raise Conflict(f"approval {approval.id} is {approval.status.value}"
+                   + (f" (by {approval.decided_by})" if approval.decided_by else "")
+                   + f"; only a pending approval can be {verb}")
+
+
+def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
+    """Run the approved action through its own service function, its gates open, under its own
+    audit entry (the requester's action; the summary names the approval and its approver)."""
+    from chalicelib.services import investigations, matches
+    from chalicelib.services import reconciliation_exceptions as exception_service
+
+    environment, params = approval.environment, approval.params
+    action, resource_type = EXECUTED_AS[approval.action]
+    with audit.change_in_flight(ports, environment, request_id=f"approval-{approval.id}-{uuid.uuid4().hex[:12]}",
+                                actor=approval.requested_by, action=action, resource_type=resource_type,
+                                resource_id=approval.target_id,
+                                summary={"approval_id": approval.id, "approved_by": approver}) as noted, \
+            audit.collecting_notes() as notes, decided():
+        result: dict[str, Any] = {}
+        if approval.action is ApprovalAction.MANUAL_MATCH:
+            match = matches.create_manual_match(ports, environment, params["reconciliation_id"], params["record_ids"],
+                                                bool(params["allow_difference"]), params.get("reason"))
+            result = {"reconciliation_match_id": match.id}
+            noted.resource_id = match.id
+        elif approval.action is ApprovalAction.UNMATCH:
+            matches.unmatch(ports, environment, int(params["match_id"]))
+        elif approval.action is ApprovalAction.DISMISSAL:
+            exception = ports.exceptions.get(environment, int(params["exception_id"]))
+            if exception.status is ExceptionStatus.DISMISSED:
+                raise Conflict(f"exception {exception.id} was dismissed meanwhile")
+            exception_service.update(ports, environment, exception.id, title=params.get("title"),
+                                     description=params.get("description"), status=ExceptionStatus.DISMISSED)
+            result = {"status": ExceptionStatus.DISMISSED.value}
+        else:
+            match = investigations.accept(ports, environment, int(params["exception_id"]),
+                                          int(params["investigation_id"]))
+            result = {"reconciliation_match_id": match.id}
+        noted.summary.update(notes)
+        return result
+
+
+def _announce_end(ports: Ports, approval: Approval, actor: str) -> None:
+    announce(ports, approval_decided(approval), approval.environment, actor=actor, summary_fields=SUMMARY_FIELDS)
+
+
+# Reading and expiring -----------------------------------------------------------------------------
+
+def current(ports: Ports, environment: str, approval_id: int, now: datetime | None = None) -> Approval:
+    """The approval as it stands: one pending past its expiry expires now (a conditional write)."""
+    return _expired_if_due(ports, _repository(ports).get(environment, approval_id), now or utc_now())
+
+
+def list_page(ports: Ports, environment: str, limit: int, cursor: str | None, *, status: ApprovalStatus | None,
+              reconciliation_id: int | None, requested_by: str | None) -> tuple[list[Approval], str | None]:
+    """A page of the environment's approvals, newest first; those due to expire on it expire now."""
+    if status is ApprovalStatus.PENDING or status is ApprovalStatus.EXPIRED:
+        sweep_environment(ports, environment)  # so that the filter sees what has expired by now
+    found, cursor = _repository(ports).list_page(environment, limit, cursor, status=status,
+                                                 reconciliation_id=reconciliation_id, requested_by=requested_by)
+    now = utc_now()
+    return [_expired_if_due(ports, approval, now) for approval in found], cursor
+
+
+def _expired_if_due(ports: Ports, approval: Approval, now: datetime) -> Approval:
+    if not approval.overdue(now):
+        return approval
+    try:
+        expired = _repository(ports).move(approval, ApprovalStatus.EXPIRED, completed_at=now)
+    except TransitionRefused:  # decided or expired meanwhile
+        expired = _repository(ports).get(approval.environment, approval.id)
+        if expired.status is not ApprovalStatus.EXPIRED:
+            return expired
+    announce(ports, approval_decided(expired), expired.environment, actor=system_actor("approval_expiry", expired.id),
+             summary_fields=SUMMARY_FIELDS)
+    return expired
+
+
+def sweep_environment(ports: Ports, environment: str, now: datetime | None = None) -> int:
+    """Expire the environment's approvals past their expiry (before a list filtered by status)."""
+    now = now or utc_now()
+    due = [a for a in _repository(ports).active(environment) if a.overdue(now)]
+    for approval in due:
+        _expired_if_due(ports, approval, now)
+    return len(due)
+
+
+def sweep(ports: Ports, now: datetime | None = None) -> int:
+    """The sweeper's: expire every pending approval past its expiry, announced once each (one's
+    trouble stops no other)."""
+    if ports.approvals is None:
+        return 0
+    now = now or utc_now()
+    expired = 0
+    for approval in ports.approvals.active():
+        if not approval.overdue(now):
+            continue
+        try:
+            expired += _expired_if_due(ports, approval, now).status is ApprovalStatus.EXPIRED
+        except Exception:
+            logger.exception("expiring an approval failed", extra={"approval_id": approval.id,
+                                                                   "environment": approval.environment})
+    return expired
+
+
+# The policy ---------------------------------------------------------------------------------------
+
+def policy(ports: Ports, environment: str, reconciliation_id: int) -> ApprovalPolicy:
+    ports.reconciliations.get(environment, reconciliation_id)  # 404 for another environment's
+    return _repository(ports).policy(environment, reconciliation_id)
+
+
+def set_policy(ports: Ports, environment: str, reconciliation_id: int, *, actions: list[ApprovalAction],
+               threshold: int, threshold_decimal_places: int, expires_after_minutes: int,
+               actor: str | None) -> ApprovalPolicy:
+    """An admin's: the whole policy at once (422 naming a bad number). Approvals already pending
+    keep the threshold and expiry they were asked under."""
+    before = policy(ports, environment, reconciliation_id)
+    problems = check_policy(threshold, threshold_decimal_places, expires_after_minutes)
+    if problems:
+        raise ValidationFailed([FieldError(name, message) for name, message in problems])
+    updated = replace(before, actions=frozenset(actions), threshold=threshold,
+                      threshold_decimal_places=threshold_decimal_places, expires_after_minutes=expires_after_minutes,
+                      updated_at=utc_now(), updated_by=actor)
+    _repository(ports).save_policy(updated)
+    audit.note(**audit.changes(_audited(before), _audited(updated)))
+    return updated
+
+
+def _audited(policy: ApprovalPolicy) -> dict[str, Any]:
+    return {"actions": sorted(a.value for a in policy.actions), "threshold": policy.threshold,
+            "threshold_decimal_places": policy.threshold_decimal_places,
+            "expires_after_minutes": policy.expires_after_minutes}

@@ -1,0 +1,405 @@
+"""Four-eyes approvals over HTTP (on moto, the app in-process): a reconciliation's policy holds
+manual matches, unmatches, dismissals and accepted investigations above an amount for a second
+person; the held action changes nothing until an approver other than its requester approves it
+(then it runs, once) or rejects it; a pending one expires."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.domain.clock import clock_in_use, utc_now
+from chalicelib.domain.errors import Conflict
+from chalicelib.domain.users import Role
+from chalicelib.services import approvals as approval_service
+from tests.integration.conftest import record
+from tests.integration.test_events import BusListener
+from tests.support.people import add_user
+
+RULE = {"name": "Amount within 3 days", "priority": 1, "conditions": [
+    {"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]}
+ALL_ACTIONS = ["manual_match", "unmatch", "dismissal", "accept_investigation"]
+
+
+def days_ago(n: int) -> str:
+    return (utc_now().date() - timedelta(days=n)).isoformat()
+
+
+class FixedClock:
+    def __init__(self, moment) -> None:
+        self.moment = moment
+
+    def current(self):
+        return self.moment
+
+
+@pytest.fixture
+def people(services):
+    """Two approvers, a preparer and an admin, each signed in with the provider's token."""
+    users = {name: add_user(services.users, "acme", name, role) for name, role in (
+        ("alice", Role.APPROVER), ("bob", Role.APPROVER), ("pat", Role.PREPARER), ("ada", Role.ADMIN))}
+    return {name: {"key": None, "headers": {"Authorization": f"Bearer {services.identity.token_for(user.idp_user_id)}"},
+                   "actor": f"user:{user.id}"} for name, user in users.items()}
+
+
+def signed(person: dict) -> dict:
+    return {"key": person["key"], "headers": person["headers"]}
+
+
+def set_policy(api, reconciliation, **policy):
+    response = api.request("PUT", f"/v1/reconciliations/{reconciliation['id']}/approval_policy", policy)
+    assert response.status_code == 200, response.json_body
+    return response.json_body
+
+
+def manual(api, reconciliation, record_ids, **kw):
+    return api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"],
+                                                   "record_ids": record_ids}, **kw)
+
+
+def statuses(api, record_ids):
+    return [api.get(f"/v1/records/{rid}").json_body["status"] for rid in record_ids]
+
+
+def entries(api, resource_type, resource_id, action=None):
+    found = api.get(f"/v1/audit_events?resource_type={resource_type}&resource_id={resource_id}").json_body["data"]
+    return [e for e in found if action in (None, e["action"])]
+
+
+# The policy ---------------------------------------------------------------------------------------
+
+def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reconciliation, people):
+    path = f"/v1/reconciliations/{reconciliation['id']}/approval_policy"
+    default = api.get(path).json_body
+    assert default == {"reconciliation_id": reconciliation["id"], "actions": [], "threshold": 0,
+                       "threshold_decimal_places": 2, "expires_after_minutes": 4320, "updated_at": None,
+                       "updated_by": None}
+    body = {"actions": ["dismissal", "manual_match"], "threshold": 100000, "expires_after_minutes": 60}
+    refused = api.request("PUT", path, body, **signed(people["alice"]))
+    assert refused.status_code == 403 and "needs the admin role" in refused.json_body["message"]
+    assert api.request("PUT", path, {"threshold": -1}, **signed(people["ada"])).status_code == 422
+    assert api.request("PUT", path, {"actions": ["approve_everything"]}, **signed(people["ada"])).status_code == 422
+
+    saved = api.request("PUT", path, body, **signed(people["ada"]))
+
+    assert saved.status_code == 200, saved.json_body
+    assert saved.json_body["actions"] == ["dismissal", "manual_match"] and saved.json_body["threshold"] == 100000
+    assert saved.json_body["updated_by"] == people["ada"]["actor"]
+    assert api.get(path).json_body == saved.json_body
+    [entry] = entries(api, "approval_policy", reconciliation["id"], "approval_policy.updated")
+    assert entry["actor"] == people["ada"]["actor"]
+    assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["threshold"] == 100000
+    assert api.get("/v1/reconciliations/999999/approval_policy").status_code == 404
+
+
+# Manual matches ---------------------------------------------------------------------------------
+
+def test_a_manual_match_at_or_below_the_threshold_goes_through(api, ingest, reconciliation):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=5000)  # 50.00
+    records = ingest(record("bank", 1, 5000)) + ingest(record("ledger", 1, 5000))
+
+    made = manual(api, reconciliation, records)
+
+    assert made.status_code == 201, made.json_body
+    assert statuses(api, records) == ["reconciled", "reconciled"]
+    assert api.get("/v1/approvals").json_body["data"] == []
+
+
+def test_above_the_threshold_a_match_waits_changes_nothing_and_another_approver_runs_it(
+        api, services, ingest, reconciliation, people):
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=5000)
+    bank = ingest(record("bank", 1, 3000), record("bank", 2, 2001))  # a side of 50.01: above 50.00
+    ledger = ingest(record("ledger", 1, 5001))
+
+    held = manual(api, reconciliation, bank + ledger, **signed(people["alice"]))
+
+    assert held.status_code == 202, held.json_body
+    approval = held.json_body
+    assert (approval["status"], approval["action"], approval["amount"], approval["amount_decimal_places"]) == (
+        "pending", "manual_match", 5001, 2)
+    assert approval["requested_by"] == people["alice"]["actor"] and approval["url"] == f"/v1/approvals/{approval['id']}"
+    assert approval["params"]["record_ids"] == bank + ledger and approval["threshold"] == 5000
+    # Nothing changed: the records are where they were, no match exists
+    assert statuses(api, bank + ledger) == ["unreconciled"] * 3
+    assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
+    [requested] = entries(api, "approval", approval["id"])
+    assert (requested["action"], requested["actor"]) == ("approval.requested", people["alice"]["actor"])
+    assert not entries(api, "reconciliation_match", approval["id"])  # no entry of a match that was not made
+
+    # The requester never approves their own; a preparer may not approve at all
+    own = api.post(f"{approval['url']}/approve", **signed(people["alice"]))
+    assert own.status_code == 403 and "another approver" in own.json_body["message"]
+    assert api.post(f"{approval['url']}/approve", **signed(people["pat"])).status_code == 403
+    assert api.get(approval["url"]).json_body["status"] == "pending"
+
+    approved = api.post(f"{approval['url']}/approve", **signed(people["bob"]))
+
+    assert approved.status_code == 200, approved.json_body
+    done = approved.json_body
+    assert (done["status"], done["decided_by"]) == ("approved", people["bob"]["actor"]) and done["completed_at"]
+    match_id = done["result"]["reconciliation_match_id"]
+    match = api.get(f"/v1/reconciliation_matches/{match_id}").json_body
+    assert match["status"] == "confirmed" and sorted(r["id"] for r in match["records"]) == sorted(bank + ledger)
+    assert statuses(api, bank + ledger) == ["reconciled"] * 3
+    [made] = entries(api, "reconciliation_match", match_id, "reconciliation_match.created")
+    assert made["actor"] == people["alice"]["actor"]
+    assert (made["summary"]["approval_id"], made["summary"]["approved_by"]) == (approval["id"], people["bob"]["actor"])
+    assert [e["action"] for e in entries(api, "approval", approval["id"])] == ["approval.approved",
+                                                                               "approval.requested"]
+    assert [e["data"]["id"] for e in bus.events("approval.requested")] == [approval["id"]]
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "approved" and told["data"]["result"] == {"reconciliation_match_id": match_id}
+    assert [e["data"]["id"] for e in bus.events("reconciliation_match.created")] == [match_id]
+
+
+def test_two_approvals_of_one_request_run_the_action_once(api, services, ingest, reconciliation, people,
+                                                          monkeypatch):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    approval = manual(api, reconciliation, records, **signed(people["alice"])).json_body
+    bob, ada = people["bob"]["actor"], people["ada"]["actor"]
+    execute, runs, meanwhile = approval_service._execute, [], []
+
+    def execute_while_others_click(ports, executing, approver):
+        # The second click (and another approver's) arrive while the first runs the action
+        for other in (bob, ada):
+            try:
+                approval_service.approve(ports, "acme", approval["id"], other)
+            except Conflict as conflict:
+                meanwhile.append(str(conflict))
+        runs.append(executing.id)
+        return execute(ports, executing, approver)
+
+    monkeypatch.setattr(approval_service, "_execute", execute_while_others_click)
+    first = approval_service.approve(services.ports, "acme", approval["id"], bob)
+
+    assert first.status.value == "approved" and runs == [approval["id"]]
+    assert "being approved by your earlier request" in meanwhile[0] and "is executing" in meanwhile[1]
+    matches = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert len(matches) == 1
+    # A double click over HTTP after it ran: the same approval, nothing run again; anyone else's is 409
+    again = api.post(f"/v1/approvals/{approval['id']}/approve", **signed(people["bob"]))
+    assert again.status_code == 200 and again.json_body["result"] == {"reconciliation_match_id": matches[0]["id"]}
+    other = api.post(f"/v1/approvals/{approval['id']}/approve", **signed(people["ada"]))
+    assert other.status_code == 409 and "approved" in other.json_body["message"]
+    assert len(entries(api, "approval", approval["id"], "approval.approved")) == 1
+    assert len(api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}")
+               .json_body["data"]) == 1
+
+
+def test_a_rejection_needs_a_reason_and_leaves_everything_as_it_was(api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    approval = manual(api, reconciliation, records, **signed(people["alice"])).json_body
+    url = approval["url"]
+
+    assert api.post(f"{url}/reject", {"reason": "  "}, **signed(people["bob"])).status_code == 422
+    own = api.post(f"{url}/reject", {"reason": "mine"}, **signed(people["alice"]))
+    assert own.status_code == 403
+    rejected = api.post(f"{url}/reject", {"reason": "the ledger entry is a duplicate"}, **signed(people["bob"]))
+
+    assert rejected.status_code == 200, rejected.json_body
+    assert (rejected.json_body["status"], rejected.json_body["rejection_reason"]) == (
+        "rejected", "the ledger entry is a duplicate")
+    assert statuses(api, records) == ["unreconciled"] * 2
+    late = api.post(f"{url}/approve", **signed(people["ada"]))
+    assert late.status_code == 409 and "rejected" in late.json_body["message"]
+    [entry] = entries(api, "approval", approval["id"], "approval.rejected")
+    assert entry["actor"] == people["bob"]["actor"]
+    assert entry["summary"]["rejection_reason"] == "the ledger entry is a duplicate"
+
+
+def test_an_approval_the_world_overtook_fails_with_the_reason(api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=1000)
+    bank = ingest(record("bank", 1, 2000))
+    ledger = ingest(record("ledger", 1, 2000), record("ledger", 2, 500), record("ledger", 3, 1500))
+    approval = manual(api, reconciliation, bank + ledger[:1], **signed(people["alice"])).json_body
+    # Meanwhile the bank record is matched otherwise, by an admin who lifted the threshold for it
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=10 ** 6)
+    assert manual(api, reconciliation, bank + ledger[1:]).status_code == 201
+
+    approved = api.post(f"{approval['url']}/approve", **signed(people["bob"]))
+
+    assert approved.status_code == 200, approved.json_body
+    assert approved.json_body["status"] == "failed"
+    assert f"record {bank[0]} is already matched" in approved.json_body["failure_reason"]
+    assert statuses(api, ledger[:1]) == ["unreconciled"]
+    assert api.get("/v1/approvals?status=failed").json_body["data"][0]["id"] == approval["id"]
+
+
+# Unmatches, dismissals, investigations -------------------------------------------------------------
+
+def test_an_unmatch_of_a_confirmed_match_waits_for_its_approval(api, ingest, reconciliation, people):
+    records = ingest(record("bank", 1, 9900)) + ingest(record("ledger", 1, 9900))
+    match = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+
+    held = api.delete(f"/v1/reconciliation_matches/{match['id']}", **signed(people["alice"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["target_type"], held.json_body["target_id"]) == (
+        "unmatch", "reconciliation_match", match["id"])
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").json_body["status"] == "confirmed"
+    assert statuses(api, records) == ["reconciled"] * 2
+    done = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["bob"])).json_body
+    assert done["status"] == "approved"
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+    assert statuses(api, records) == ["unreconciled"] * 2
+    [entry] = entries(api, "reconciliation_match", match["id"], "reconciliation_match.deleted")
+    assert entry["summary"]["approval_id"] == held.json_body["id"]
+
+
+def _old_exceptions(api, ingest, reconciliation):
+    """Bank 25.00 and ledger 40.00 unmatched for weeks: an open exception each."""
+    ingest(record("bank", 9, 2500, days_ago(40)))
+    ingest(record("ledger", 9, 4000, days_ago(30)))
+    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    assert run["status"] == "completed"
+    return {e["data_stream_key"]: e["id"] for e in api.get(
+        f"/v1/reconciliation_exceptions?reconciliation_id={reconciliation['id']}").json_body["data"]}
+
+
+def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)  # 30.00: the bank's 25.00 goes through
+    bank, ledger = exceptions["bank"], exceptions["ledger"]
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"}).status_code == 200
+
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed", "title": "Fee"},
+                     **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["amount"], held.json_body["params"]["title"]) == (4000, "Fee")
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+    # A title change alone is not a dismissal: it goes through
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
+    bulk = api.post("/v1/reconciliation_exceptions/bulk", {"action": "status", "status": "dismissed",
+                                                           "ids": [ledger]}, **signed(people["pat"])).json_body
+    worker.drain()
+    [item] = api.get(bulk["url"]).json_body["results"]
+    assert item["status"] == "skipped" and item["error"].startswith("approval ")
+    waiting = api.get(f"/v1/approvals?status=pending&reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert len(waiting) == 2 and all(a["requested_by"] == people["pat"]["actor"] for a in waiting)
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+
+    first = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["alice"])).json_body
+    second = api.post(f"/v1/approvals/{waiting[0]['id']}/approve", **signed(people["alice"])).json_body
+
+    assert first["status"] == "approved" and first["result"] == {"status": "dismissed"}
+    detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
+    assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
+    assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
+    # A dismissal the status table refuses is refused as before (409), never held
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "open"}).status_code == 200
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
+    refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
+    assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
+    assert len(api.get("/v1/approvals").json_body["data"]) == 2
+
+
+def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, reconciliation, people):
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    bank = ingest(record("bank", 1, 125000, days_ago(20), description="ACME PAYOUT"))
+    ledger = ingest(record("ledger", 1, 125000, days_ago(14), description="Acme payout"))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [row] = api.get("/v1/reconciliation_exceptions?data_stream_key=bank").json_body["data"]
+    investigation = api.post(f"/v1/reconciliation_exceptions/{row['id']}/investigations").json_body
+    worker.drain()
+    set_policy(api, reconciliation, actions=ALL_ACTIONS, threshold=100000)
+    accept = f"/v1/reconciliation_exceptions/{row['id']}/investigations/{investigation['id']}/accept"
+
+    held = api.post(accept, **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["amount"]) == ("accept_investigation", 125000)
+    assert statuses(api, bank + ledger) == ["unreconciled"] * 2  # nor did the inner manual match ask again
+    assert len(api.get("/v1/approvals").json_body["data"]) == 1
+    done = api.post(f"{held.json_body['url']}/approve", **signed(people["bob"])).json_body
+    assert done["status"] == "approved", done
+    assert statuses(api, bank + ledger) == ["reconciled"] * 2
+    detail = api.get(f"/v1/reconciliation_exceptions/{row['id']}").json_body
+    assert detail["investigation"]["accepted_match_id"] == done["result"]["reconciliation_match_id"]
+
+
+# Expiry, machines, lists --------------------------------------------------------------------------
+
+def test_a_pending_approval_expires_when_read_or_swept_and_can_no_longer_be_decided(
+        api, services, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0, expires_after_minutes=60)
+    read = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                  **signed(people["alice"])).json_body
+    swept = manual(api, reconciliation, ingest(record("bank", 2, 800)) + ingest(record("ledger", 2, 800)),
+                   **signed(people["alice"])).json_body
+    assert approval_service.sweep(services.ports) == 0  # not yet due
+
+    later = utc_now() + timedelta(minutes=61)
+    assert approval_service.sweep(services.ports, now=later) == 2
+    with clock_in_use(FixedClock(later)):  # an API key: a person's token would have expired by then
+        shown = api.get(read["url"]).json_body
+    late = api.post(f"{read['url']}/approve", **signed(people["bob"]))
+    assert shown["status"] == "expired" and shown["completed_at"]
+    assert late.status_code == 409 and "expired on" in late.json_body["message"]
+    assert api.get(swept["url"]).json_body["status"] == "expired"
+    [entry] = entries(api, "approval", swept["id"], "approval.expired")
+    assert entry["actor"] == f"system:approval_expiry:{swept['id']}"
+    assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
+
+
+def test_an_overdue_approval_expires_at_its_first_read(api, services, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0, expires_after_minutes=1)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    with clock_in_use(FixedClock(utc_now() + timedelta(minutes=2))):
+        listed = api.get("/v1/approvals?status=pending").json_body["data"]
+        expired = api.get("/v1/approvals?status=expired").json_body["data"]
+    assert listed == [] and [a["id"] for a in expired] == [approval["id"]]
+    assert len(entries(api, "approval", approval["id"], "approval.expired")) == 1
+
+
+def test_a_machines_request_names_its_key_and_a_key_never_decides(api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))).json_body
+    assert approval["requested_by"].startswith("api_key:")
+
+    by_key = api.post(f"{approval['url']}/approve")
+
+    assert by_key.status_code == 403 and "a person's decision" in by_key.json_body["message"]
+    assert api.post(f"{approval['url']}/reject", {"reason": "no"}).status_code == 403
+    assert api.post(f"{approval['url']}/approve", **signed(people["alice"])).json_body["status"] == "approved"
+
+
+def test_the_list_filters_by_status_reconciliation_and_requester(api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    by_alice = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    by_bob = manual(api, reconciliation, ingest(record("bank", 2, 800)) + ingest(record("ledger", 2, 800)),
+                    **signed(people["bob"])).json_body
+    api.post(f"{by_bob['url']}/reject", {"reason": "no"}, **signed(people["alice"]))
+
+    def ids(query):
+        answer = api.get(f"/v1/approvals{query}")
+        assert answer.status_code == 200, answer.json_body
+        return [a["id"] for a in answer.json_body["data"]]
+
+    assert ids("") == [by_bob["id"], by_alice["id"]]
+    assert ids("?status=pending") == [by_alice["id"]] and ids("?status=rejected") == [by_bob["id"]]
+    assert ids(f"?requested_by={people['bob']['actor']}") == [by_bob["id"]]
+    assert ids(f"?reconciliation_id={reconciliation['id']}&limit=1") == [by_bob["id"]]
+    assert ids("?reconciliation_id=999999") == []
+    assert api.get("/v1/approvals?status=maybe").status_code == 422
+    assert api.get("/v1/approvals/999999").status_code == 404
+
+
+def test_the_document_states_the_202_of_each_gated_action_and_the_new_routes(api):
+    document = api.get("/v1/openapi.json", key=None).json_body
+    gated = [("/v1/reconciliation_matches", "post"), ("/v1/reconciliation_matches/{id}", "delete"),
+             ("/v1/reconciliation_exceptions/{id}", "patch"),
+             ("/v1/reconciliation_exceptions/{id}/investigations/{investigation_id}/accept", "post")]
+    for path, method in gated:
+        answer = document["paths"][path][method]["responses"]["202"]
+        assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ApprovalOut"}
+    assert document["paths"]["/v1/approvals/{id}/approve"]["post"]["x-role"] == "approver"
+    assert document["paths"]["/v1/reconciliations/{id}/approval_policy"]["put"]["x-role"] == "admin"
+    assert "ApprovalOut" in document["components"]["schemas"]

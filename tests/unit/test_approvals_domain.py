@@ -1,0 +1,117 @@
+"""The rules of four-eyes approvals (domain/approvals.py): when an action waits, how its amount is
+measured, who may decide, the status table and the events."""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+
+import pytest
+
+from chalicelib.domain.approvals import (
+    APPROVAL_STATUSES,
+    Amount,
+    Approval,
+    ApprovalAction,
+    ApprovalPolicy,
+    ApprovalStatus,
+    amount_of_exception,
+    amount_of_sides,
+    approval_decided,
+    approval_requested,
+    check_decider,
+    check_policy,
+)
+from chalicelib.domain.errors import Forbidden
+from chalicelib.domain.records import Direction, Record, RecordStatus
+
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+
+def rec(amount: int, direction: str = "credit", decimal_places: int = 2, currency: str = "USD") -> Record:
+    return Record(environment="acme", id=amount, data_stream_key="bank", data_stream_id=1, date="2026-11-01",
+                  amount=amount, direction=Direction(direction), currency=currency, decimal_places=decimal_places,
+                  status=RecordStatus.UNRECONCILED, created_at=NOW)
+
+
+def approval(**fields) -> Approval:
+    values = dict(environment="acme", id=7, reconciliation_id=1, action=ApprovalAction.MANUAL_MATCH, params={},
+                  description="Match 2 records by hand", amount=5001, amount_decimal_places=2, currency="USD",
+                  threshold=5000, threshold_decimal_places=2, status=ApprovalStatus.PENDING,
+                  requested_by="user:1", requested_at=NOW, expires_at=NOW + timedelta(hours=1))
+    values.update(fields)
+    return Approval(**values)
+
+
+def test_an_action_waits_only_when_listed_and_strictly_above_the_threshold():
+    policy = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.DISMISSAL}), threshold=5000)
+    assert policy.requires(ApprovalAction.DISMISSAL, Fraction(5001, 100))
+    assert not policy.requires(ApprovalAction.DISMISSAL, Fraction(5000, 100))  # at the threshold: through
+    assert not policy.requires(ApprovalAction.MANUAL_MATCH, Fraction(10 ** 9))  # not listed
+    assert not ApprovalPolicy("acme", 1).requires(ApprovalAction.UNMATCH, Fraction(10 ** 9))  # the default
+
+
+def test_the_threshold_is_compared_exactly_across_decimal_places():
+    policy = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction), threshold=50, threshold_decimal_places=0)
+    assert not policy.requires(ApprovalAction.UNMATCH, amount_of_sides([rec(50000, decimal_places=3)]).value)
+    assert policy.requires(ApprovalAction.UNMATCH, amount_of_sides([rec(50001, decimal_places=3)]).value)
+
+
+def test_the_amount_is_the_larger_gross_side_whatever_the_directions():
+    side_a = [rec(3000), rec(2001, "debit")]  # nets 9.99; gross 50.01
+    side_b = [rec(5001)]
+    assert amount_of_sides(side_a, side_b) == Amount(5001, 2, "USD")
+    assert amount_of_sides([rec(100, decimal_places=0)], [rec(1, decimal_places=3)]) == Amount(100_000, 3, "USD")
+    assert amount_of_sides([rec(1, currency="USD")], [rec(2, currency="EUR")]).currency is None
+    assert amount_of_sides([], []) == Amount(0, 0, None)
+
+
+def test_an_exceptions_amount_is_its_records_gross_total():
+    totals = {"credit_sum": 2500, "debit_sum": 1500, "record_count": 2}
+    assert amount_of_exception(totals, 2, "USD") == Amount(4000, 2, "USD")
+    assert amount_of_exception({}, 2, None).minor == 0
+
+
+def test_a_policys_numbers_are_checked():
+    assert check_policy(0, 2, 60) == []
+    assert [field for field, _ in check_policy(-1, 9, 0)] == [
+        "threshold", "threshold_decimal_places", "expires_after_minutes"]
+    assert check_policy(0, 2, 30 * 24 * 60 + 1)[0][0] == "expires_after_minutes"
+
+
+def test_only_another_person_decides():
+    pending = approval()
+    check_decider(pending, "user:2", "approving")
+    with pytest.raises(Forbidden, match="another approver or admin"):
+        check_decider(pending, "user:1", "approving")
+    with pytest.raises(Forbidden, match="a person's decision"):
+        check_decider(pending, "api_key:3", "rejecting")
+    with pytest.raises(Forbidden, match="a person's decision"):  # a key's own request: still no key decides
+        check_decider(approval(requested_by="api_key:3"), "api_key:3", "approving")
+    check_decider(approval(requested_by="api_key:3"), "user:1", "approving")
+
+
+def test_the_status_table():
+    assert APPROVAL_STATUSES.sources_of(ApprovalStatus.EXECUTING) == (ApprovalStatus.PENDING,)
+    assert APPROVAL_STATUSES.sources_of(ApprovalStatus.APPROVED) == (ApprovalStatus.EXECUTING,)
+    assert APPROVAL_STATUSES.sources_of(ApprovalStatus.EXPIRED) == (ApprovalStatus.PENDING,)
+    assert APPROVAL_STATUSES.finished == {ApprovalStatus.APPROVED, ApprovalStatus.FAILED, ApprovalStatus.REJECTED,
+                                          ApprovalStatus.EXPIRED}
+
+
+def test_a_pending_approval_is_overdue_from_its_expiry_on():
+    pending = approval()
+    assert not pending.overdue(NOW + timedelta(minutes=59))
+    assert pending.overdue(NOW + timedelta(hours=1))
+    assert not approval(status=ApprovalStatus.REJECTED).overdue(NOW + timedelta(days=1))
+
+
+def test_each_end_tells_its_event_with_a_stable_id():
+    requested = approval_requested(approval())
+    assert requested.type == "approval.requested" and requested.data["url"] == "/v1/approvals/7"
+    approved = approval_decided(approval(status=ApprovalStatus.APPROVED, completed_at=NOW))
+    failed = approval_decided(approval(status=ApprovalStatus.FAILED, failure_reason="matched elsewhere"))
+    assert approved.type == failed.type == "approval.approved" and failed.data["status"] == "failed"
+    assert approval_decided(approval(status=ApprovalStatus.REJECTED)).type == "approval.rejected"
+    assert approval_decided(approval(status=ApprovalStatus.EXPIRED)).type == "approval.expired"
+    assert approval_decided(approval(status=ApprovalStatus.EXPIRED)).id == \
+        approval_decided(approval(status=ApprovalStatus.EXPIRED, completed_at=NOW)).id
