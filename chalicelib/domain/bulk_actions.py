@@ -20,7 +20,7 @@ own conditional writes make no-ops (`skipped`: already so).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -114,10 +114,19 @@ class ItemResult:
 @dataclass(frozen=True)
 class ItemMark:
     """An item whose change began (its mark is written before the change): `result` once it ended.
-    A mark with no result is an item whose worker died during its change: the next one finishes it."""
+    A mark with no result is an item whose change is under way: its `owner` (one delivery) may
+    still be working it, so it is finished by another only once its lease lapsed (`lapsed`), and
+    then by one delivery (the mark's owner is swapped conditionally). `owner` and `claimed_at` say
+    who works it and since when; marks compare on what was done (index, id, result)."""
     index: int
     id: int
     result: ItemResult | None = None
+    owner: str | None = field(default=None, compare=False)
+    claimed_at: datetime | None = field(default=None, compare=False)
+
+    def lapsed(self, now: datetime, lease: timedelta) -> bool:
+        """No live worker may hold it: claimed more than `lease` ago (or never said when)."""
+        return self.result is None and (self.claimed_at is None or now - self.claimed_at >= lease)
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,21 @@ status table, conditional write, event and audit entry are that route's. The aud
 item names the caller and the bulk action (audit.change_in_flight: an entry even if the worker dies
 after the change). A redelivered message re-runs at most the chunk it died in: an item applied
 then is found already so (`skipped`), a comment is written under the id reserved for it (once).
+Two deliveries may run at once (an idempotent re-POST or the sweeper re-sends a pending action's
+message; SQS duplicates): an item's mark names the delivery working it, and another delivery
+finishes it only once its lease (ITEM_LEASE, longer than a worker lives) lapsed; before that it
+waits for its result or leaves the chunk to the live delivery (its message sent again, delayed).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.approvals import ApprovalRequired
@@ -60,6 +65,22 @@ MESSAGE_KIND = "bulk_action"  # on the bulk queue, beside the bulk requests' mes
 MATCH_PAGE = 200
 ITEM_THREADS = 4
 WORK_BUDGET_SECONDS = 600.0  # of one delivery: the bulk worker's timeout is 900 s
+# An item's mark with no result is another delivery's change under way (an idempotent re-POST or
+# the sweeper re-sends a pending action's message, SQS delivers twice): it is finished by another
+# delivery only past this lease, longer than any worker lives (the bulk worker's timeout, 900 s).
+ITEM_LEASE = timedelta(seconds=960)
+ITEM_WAIT_SECONDS = 20.0  # how long a delivery waits for a live one's item before leaving the chunk
+ITEM_POLL_SECONDS = 0.25
+
+
+class ItemBusy(Exception):
+    """Another delivery, alive, is changing an item of this chunk: this one leaves the chunk to it
+    and comes back (its message, delayed) when it is done or its lease lapsed."""
+
+    def __init__(self, index: int, retry_in: timedelta) -> None:
+        super().__init__(f"item {index} is being worked by another delivery")
+        self.index = index
+        self.retry_seconds = max(1, min(900, int(retry_in.total_seconds()) + 1))
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,7 @@ def process(ports: Ports, environment: str, action_id: int,
     `budget_seconds` (well inside the worker's 15 minutes) it queues itself again and returns: the
     next delivery goes on from the first chunk not done."""
     deadline = time.monotonic() + budget_seconds
+    owner = uuid.uuid4().hex  # this delivery: the owner of the items it marks
     action = ports.bulk_actions.find(environment, action_id)
     if action is None:
         logger.warning("bulk action not found; message dropped", extra={"bulk_action_id": action_id})
@@ -223,7 +245,13 @@ def process(ports: Ports, environment: str, action_id: int,
         worked = True
         again = ports.bulk_actions.begin_chunk(action, chunk)
         indexes = chunk_range(chunk, action.total_items)
-        results = work_chunk(ports, action, role, [(i, ids[i]) for i in indexes], again)
+        try:
+            results = work_chunk(ports, action, role, [(i, ids[i]) for i in indexes], again, owner)
+        except ItemBusy as busy:  # the live delivery finishes it; this message comes back to check
+            logger.info("bulk action chunk busy with another delivery; message delayed", extra={
+                "bulk_action_id": action_id, "chunk": chunk, "item": busy.index, "delay_s": busy.retry_seconds})
+            ports.bulk_queue.send(message(environment, action_id), delay_seconds=busy.retry_seconds)
+            return ports.bulk_actions.get(environment, action_id)
         action = ports.bulk_actions.save_chunk(action, chunk, results)
         if action.finished:
             announce_end(ports, action)
@@ -320,9 +348,10 @@ def current_role(ports: Ports, action: BulkAction) -> Role | None:
 
 
 def work_chunk(ports: Ports, action: BulkAction, role: Role | None, items: list[tuple[int, int]],
-               again: bool) -> list[ItemResult]:
-    """Each item's result. `again`: an earlier delivery began this chunk, so its items' marks are
-    read first (one query): an item it finished keeps its result, one it left part-way is finished."""
+               again: bool, owner: str) -> list[ItemResult]:
+    """Each item's result. `again`: another delivery began this chunk, so its items' marks are
+    read first (one query): an item it finished keeps its result, one it left part-way is waited
+    for while its lease holds (ItemBusy past ITEM_WAIT_SECONDS) and finished once it lapsed."""
     refused = ("forbidden: the user who asked was deactivated" if role is None
                else refusal(role, action.action))
     if refused is not None:
@@ -331,12 +360,12 @@ def work_chunk(ports: Ports, action: BulkAction, role: Role | None, items: list[
     if action.target is BulkTarget.EXCEPTIONS:
         exceptions = ports.exceptions.find_many(action.environment, [i for _, i in items])
         return _each(items, lambda index, item_id: _once(
-            ports, action, index, item_id, marks.get(index),
+            ports, action, owner, index, item_id, marks.get(index),
             lambda: _exception_checks(action, index, item_id, exceptions.get(item_id)),
             lambda resumed: _exception_change(ports, action, index, item_id, resumed)))
     matches = ports.matches.find_many(action.environment, [i for _, i in items])
     return _each(items, lambda index, item_id: _once(
-        ports, action, index, item_id, marks.get(index),
+        ports, action, owner, index, item_id, marks.get(index),
         lambda: _match_checks(action, index, item_id, matches.get(item_id)),
         lambda resumed: _match_change(ports, action, item_id, resumed)))
 
@@ -354,27 +383,52 @@ def _each(items: list[tuple[int, int]], work: Callable[[int, int], ItemResult]) 
 Change = Callable[[], bool]
 
 
-def _once(ports: Ports, action: BulkAction, index: int, item_id: int, mark: ItemMark | None,
+def _once(ports: Ports, action: BulkAction, owner: str, index: int, item_id: int, mark: ItemMark | None,
           checks: Callable[[], ItemResult | None], change_of: Callable[[bool], Change]) -> ItemResult:
-    """An item's change, at most once however often its chunk is worked. Its mark is written
-    (conditionally) before the change and given the result after it: a mark with a result is that
-    result again; a mark without one (its worker died during the change) is finished from what
-    is stored (`resumed`: a change found made is this action's, audited once, told once). An item
-    the checks end (missing, already so) changes nothing and is not marked."""
-    if mark is not None and mark.result is not None:
-        return mark.result
-    resumed = mark is not None
-    if not resumed:
+    """An item's change, at most once however often (and however many deliveries at once) its
+    chunk is worked. Its mark, naming this delivery, is written (conditionally) before the change
+    and given the result after it: a mark with a result is that result again; a mark without one
+    is another delivery's change under way, waited for (`_settled`) and, once its lease lapsed
+    (its worker died), finished from what is stored by the one delivery that took it over
+    (`resumed`: a change found made is this action's, audited once, told once). An item the
+    checks end (missing, already so) changes nothing and is not marked."""
+    if mark is None:
         ended = checks()
         if ended is not None:
             return ended
-        claimed = ports.bulk_actions.claim_item(action, index, item_id)
-        if claimed is not None:  # another delivery marked it meanwhile
-            if claimed.result is not None:
-                return claimed.result
-            resumed = True
-    result = _audited(ports, action, index, item_id, change_of(resumed))
+        mark = ports.bulk_actions.claim_item(action, index, item_id, owner)
+        if mark is None:  # ours: the change is made now
+            return ports.bulk_actions.item_done(action, _audited(ports, action, index, item_id, change_of(False)))
+    settled = _settled(ports, action, owner, mark)
+    if settled.result is not None:
+        return settled.result
+    result = _audited(ports, action, index, item_id, change_of(True))
     return ports.bulk_actions.item_done(action, result)
+
+
+def _settled(ports: Ports, action: BulkAction, owner: str, mark: ItemMark) -> ItemMark:
+    """The mark once it has a result, or once this delivery took it over (its lease lapsed: no
+    worker lives that long); ItemBusy when its live worker holds it past ITEM_WAIT_SECONDS."""
+    waited_until = time.monotonic() + ITEM_WAIT_SECONDS
+    while mark.result is None:
+        now = utc_now()
+        if mark.owner == owner:
+            return mark
+        if mark.lapsed(now, ITEM_LEASE):
+            taken = ports.bulk_actions.take_over_item(action, mark, owner)
+            if taken is None:
+                logger.warning("bulk action item taken over from a worker that died", extra={
+                    "bulk_action_id": action.id, "item": mark.index, "from_owner": mark.owner})
+                return replace(mark, owner=owner)
+            if taken.result is None and taken.claimed_at == mark.claimed_at:  # gone meanwhile: try later
+                raise ItemBusy(mark.index, ITEM_LEASE)
+            mark = taken  # another delivery took it over, or it got its result: look again
+            continue
+        if time.monotonic() > waited_until:
+            raise ItemBusy(mark.index, (mark.claimed_at or now) + ITEM_LEASE - now)
+        time.sleep(ITEM_POLL_SECONDS)
+        mark = ports.bulk_actions.item_marks(action, range(mark.index, mark.index + 1)).get(mark.index) or mark
+    return mark
 
 
 def _exception_checks(action: BulkAction, index: int, exception_id: int,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -246,7 +247,9 @@ def _run_csv(xp: ExportPorts, export: Export) -> tuple[int, int] | None:
 
     def flush(after: str) -> None:
         nonlocal export
-        parts.append(files.upload_part(key, upload_id, len(parts) + 1, bytes(buffer)))
+        # A number no other worker was given: a second worker on this upload (a redelivery beside a
+        # restart) never replaces a part the winning checkpoint names (its own checkpoint is Superseded)
+        parts.append(files.upload_part(key, upload_id, xp.exports.claim_part_number(export), bytes(buffer)))
         buffer.clear()
         export = xp.exports.checkpoint(export, upload_id, tuple(parts), after, rows)
 
@@ -341,17 +344,18 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
         queue_query, order = _exception_query(filters)
         per_page = 1 if probe else EXCEPTION_PAGE_ROWS
 
-        ids = None if probe or export_id is None else _exception_ids(xp, environment, export_id, queue_query, order,
-                                                                     fresh=cursor is None)
+        snapshot, ids = (None, None) if probe or export_id is None else _exception_ids(
+            xp, environment, export_id, queue_query, order, cursor)
 
         def read(at: str | None) -> Page:
-            offset = int(at or 0)
+            offset = 0 if at is None else _exception_offset(at)
             if ids is None:  # the probe: the queue's own first page, its checks
                 found, _ = exception_service.queue_page(ports, environment, queue_query, order, offset, per_page)
                 return Page([exception_row(e, exception_service.view_aggregates(e)) for e in found], None)
             wanted = ids[offset:offset + per_page]
             by_id = ports.exceptions.find_many(environment, wanted)
-            after = str(offset + len(wanted)) if offset + len(wanted) < len(ids) else None
+            after = (_exception_cursor(snapshot, offset + len(wanted)) if offset + len(wanted) < len(ids)
+                     else None)
             return Page([exception_row(by_id[i], exception_service.view_aggregates(by_id[i]))
                          for i in wanted if i in by_id], after)
     elif kind is ExportKind.FILE_IMPORT_RESULTS:
@@ -380,27 +384,45 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
         cursor = page.cursor
 
 
-def exception_ids_key(environment: str, export_id: int) -> str:
-    return f"bulk/exports/{environment}/{export_id}-exceptions.json"  # bulk/: the worker's grants, a 7-day expiry
+def exception_ids_key(environment: str, export_id: int, snapshot: str | None = None) -> str:
+    """Where a snapshot of an `exceptions` export's ids is kept (bulk/: the worker's grants, a 7-day
+    expiry); None: the one key of an export begun before snapshots were named."""
+    name = f"{export_id}-exceptions" if snapshot is None else f"{export_id}-exceptions-{snapshot}"
+    return f"bulk/exports/{environment}/{name}.json"
+
+
+def _exception_cursor(snapshot: str | None, offset: int) -> str:
+    """A checkpoint's cursor into a snapshot: `<snapshot>:<offset>` (a bare offset: the unnamed one)."""
+    return str(offset) if snapshot is None else f"{snapshot}:{offset}"
+
+
+def _exception_offset(cursor: str) -> int:
+    return int(cursor.rpartition(":")[2])
 
 
 def _exception_ids(xp: ExportPorts, environment: str, export_id: int, query: exception_service.ExceptionQuery,
-                   order: QueueOrder, fresh: bool) -> list[int]:
+                   order: QueueOrder, cursor: str | None) -> tuple[str | None, list[int]]:
     """The exceptions an `exceptions` export writes, in the queue's order, fixed when it starts (as a
     bulk action's filter is): one read of the environment's exception index, kept in S3 so that each
     slice pages through the same ids (by offset into them), whatever opens, closes or moves in the
-    queue meanwhile. A deleted exception is left out; each row is the exception as its page reads it."""
-    key = exception_ids_key(environment, export_id)
-    if not fresh:
-        try:
-            return [int(i) for i in xp.ports.payloads.get_json(key)["ids"]]
-        except Exception:  # an export begun before the snapshot existed: a fresh one, from here on
-            logger.warning("no snapshot of the export's exceptions; taken again", extra={"export_id": export_id})
-    exception_service.check_query(query)
-    kept = [s for s in xp.ports.exceptions.summaries(environment) if query.admits(s)]
-    ids = [s.id for s in sorted(kept, key=queue_key(order))]
-    xp.ports.payloads.put_json(key, {"ids": ids})
-    return ids
+    queue meanwhile. A deleted exception is left out; each row is the exception as its page reads it.
+
+    Only a start (cursor None) takes the list, under a name of its own that its cursors carry
+    (`<snapshot>:<offset>`): a second worker starting beside it writes its own list and never the one
+    the first is paging (only one of them checkpoints: the other is Superseded). A later slice reads
+    the list its cursor names; a failure to read it (S3 unavailable, or the list gone) fails this
+    delivery, to be retried: a fresh list with the old offset would drop or repeat rows."""
+    if cursor is None:
+        exception_service.check_query(query)
+        kept = [s for s in xp.ports.exceptions.summaries(environment) if query.admits(s)]
+        ids = [s.id for s in sorted(kept, key=queue_key(order))]
+        taken = uuid.uuid4().hex
+        xp.ports.payloads.put_json(exception_ids_key(environment, export_id, taken), {"ids": ids})
+        return taken, ids
+    named, _, _ = cursor.rpartition(":")
+    snapshot = named or None  # a bare offset: an export begun before snapshots were named
+    return snapshot, [int(i) for i in xp.ports.payloads.get_json(exception_ids_key(environment, export_id,
+                                                                                   snapshot))["ids"]]
 
 
 def _record_query(kind: ExportKind, filters: Mapping[str, Any]) -> RecordQuery:

@@ -15,6 +15,7 @@ from chalicelib.domain.bulk_actions import (
     ItemResult,
     ItemStatus,
 )
+from chalicelib.domain.clock import iso, parse_iso
 from chalicelib.domain.errors import NotFound, TransitionRefused
 from chalicelib.domain.users import Role
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS
@@ -97,14 +98,31 @@ class TestBulkActionRepository:
     def test_an_items_mark_is_claimed_once_and_keeps_its_first_result(self, bulk_actions):
         bulk_actions.add(bulk_action())
         action = bulk_actions.get(ENV, 1)
-        assert bulk_actions.claim_item(action, 1, 12) is None
-        assert bulk_actions.claim_item(action, 1, 12) == ItemMark(1, 12)  # begun, no result yet
+        assert bulk_actions.claim_item(action, 1, 12, "w1") is None
+        assert bulk_actions.claim_item(action, 1, 12, "w1") == ItemMark(1, 12)  # begun, no result yet
         assert bulk_actions.item_marks(action, range(0, 3)) == {1: ItemMark(1, 12)}
         assert bulk_actions.item_done(action, RESULTS[1]) == RESULTS[1]
         assert bulk_actions.item_done(action, ItemResult(1, 12, ItemStatus.SUCCEEDED)) == RESULTS[1]  # the first
-        assert bulk_actions.claim_item(action, 1, 12) == ItemMark(1, 12, RESULTS[1])
+        assert bulk_actions.claim_item(action, 1, 12, "w1") == ItemMark(1, 12, RESULTS[1])
         assert bulk_actions.item_marks(action, range(2, 3)) == {}
         assert bulk_actions.result_chunks(action, 0) is not None and list(bulk_actions.result_chunks(action, 0)) == []
+
+    def test_a_mark_names_its_owner_and_is_taken_over_once_from_one_read(self, bulk_actions, clock):
+        bulk_actions.add(bulk_action())
+        action = bulk_actions.get(ENV, 1)
+        assert bulk_actions.claim_item(action, 3, 30, "first") is None
+        claimed = bulk_actions.claim_item(action, 3, 30, "second")
+        assert (claimed.owner, claimed.claimed_at, claimed.result) == ("first", parse_iso(iso(clock.now)), None)
+        clock.advance(seconds=960)
+        # Two deliveries read the same lapsed mark: the first swap wins, the second sees the winner
+        assert bulk_actions.take_over_item(action, claimed, "second") is None
+        lost = bulk_actions.take_over_item(action, claimed, "third")
+        assert (lost.owner, lost.claimed_at) == ("second", parse_iso(iso(clock.now)))
+        assert bulk_actions.item_marks(action, range(3, 4))[3].owner == "second"
+        # A mark given its result is not taken over
+        assert bulk_actions.item_done(action, ItemResult(3, 30, ItemStatus.SUCCEEDED)).status is ItemStatus.SUCCEEDED
+        done = bulk_actions.take_over_item(action, lost, "fourth")
+        assert done is not None and done.result == ItemResult(3, 30, ItemStatus.SUCCEEDED) and done.owner == "second"
 
     def test_active_lists_the_unfinished_and_a_restart_is_claimed_once_from_one_read(self, bulk_actions, clock):
         bulk_actions.add(bulk_action(1))

@@ -3,6 +3,7 @@ BULK_STATUSES, a chunk's results stored once (the first write wins) and counted 
 mark, the comment id block fixed once, and idempotency keys."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,7 @@ class FakeBulkActionRepository:
         self.begun: dict[tuple[str, int], int] = {}
         self.keys: dict[tuple[str, str], dict[str, Any]] = {}
         self.marks: dict[tuple[str, int], dict[int, ItemMark]] = {}
+        self._lock = threading.Lock()  # the items of a chunk are worked on threads: conditional writes
 
     def add(self, action: BulkAction) -> None:
         self.actions.setdefault((action.environment, action.id), replace(
@@ -98,19 +100,30 @@ class FakeBulkActionRepository:
             stored, restarts=stored.restarts + (1 if counted else 0), last_progress_at=stored_time(utc_now()))
         return True
 
-    def claim_item(self, action: BulkAction, index: int, item_id: int) -> ItemMark | None:
-        marks = self.marks.setdefault((action.environment, action.id), {})
-        if index in marks:
-            return marks[index]
-        marks[index] = ItemMark(index, item_id)
-        return None
+    def claim_item(self, action: BulkAction, index: int, item_id: int, owner: str) -> ItemMark | None:
+        with self._lock:
+            marks = self.marks.setdefault((action.environment, action.id), {})
+            if index in marks:
+                return marks[index]
+            marks[index] = ItemMark(index, item_id, owner=owner, claimed_at=stored_time(utc_now()))
+            return None
+
+    def take_over_item(self, action: BulkAction, mark: ItemMark, owner: str) -> ItemMark | None:
+        with self._lock:
+            marks = self.marks.setdefault((action.environment, action.id), {})
+            stored = marks.get(mark.index)
+            if stored is None or stored.result is not None or stored.claimed_at != mark.claimed_at:
+                return stored or mark
+            marks[mark.index] = replace(stored, owner=owner, claimed_at=stored_time(utc_now()))
+            return None
 
     def item_done(self, action: BulkAction, result: ItemResult) -> ItemResult:
         marks = self.marks.setdefault((action.environment, action.id), {})
-        mark = marks[result.index]
-        if mark.result is None:
-            marks[result.index] = replace(mark, result=result)
-        return marks[result.index].result or result
+        with self._lock:
+            mark = marks[result.index]
+            if mark.result is None:
+                marks[result.index] = replace(mark, result=result)
+            return marks[result.index].result or result
 
     def item_marks(self, action: BulkAction, indexes: range) -> dict[int, ItemMark]:
         marks = self.marks.get((action.environment, action.id), {})

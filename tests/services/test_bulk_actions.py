@@ -3,6 +3,8 @@ them (`process`), a chunk at a time; each item through its single-item use case,
 once, refused per item by the caller's role, and never applied twice however often it is worked."""
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -125,7 +127,14 @@ def test_a_worker_that_dies_after_applying_a_chunk_applies_nothing_twice(ports, 
     assert len(published(ports, "reconciliation_exception.commented")) == 2
 
 
-def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, world, monkeypatch):
+@pytest.fixture(autouse=True)
+def short_item_wait(monkeypatch):
+    """A delivery waits this long (not 20 s) for another's item under way before leaving its chunk."""
+    monkeypatch.setattr(service, "ITEM_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(service, "ITEM_POLL_SECONDS", 0.02)
+
+
+def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, world, monkeypatch, clock):
     who = caller(world, Role.APPROVER)
     action = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"])
     confirm_record = ports.claims.confirm_record
@@ -140,6 +149,9 @@ def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, 
     first = world["matches"][0]
     assert ports.matches.get(ENV, first).status is MatchStatus.CONFIRMED  # its records still await confirmation
 
+    early = service.process(ports, ENV, action.id)  # within the lease: the worker may live; left to it
+    assert early.done_chunks == frozenset() and ports.bulk_queue.delays[-1] == 900
+    clock.advance(seconds=service.ITEM_LEASE.total_seconds())  # SQS redelivers after its visibility timeout (90 minutes)
     done = service.process(ports, ENV, action.id)
 
     results = service.results_page(ports, done, -1, 10)[0]
@@ -153,6 +165,89 @@ def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, 
         members = ports.matches.members(ENV, match_id)
         assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
             "reconciled"}
+
+
+def overlapping(ports, monkeypatch, target, name, calls: int):
+    """`target.name` counted; its first `calls` calls (the first delivery's items) held part-way
+    until released: the second delivery runs while the first's changes are under way."""
+    real = getattr(target, name)
+    seen: list[tuple] = []
+    held, release = threading.Semaphore(0), threading.Event()
+
+    def slow(*args, **kwargs):
+        seen.append(args)
+        if len(seen) <= calls:
+            held.release()
+            assert release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, slow)
+    return seen, held, release
+
+
+def run_overlapping(ports, action_id: int, held, release, calls: int):
+    """The first delivery in a thread, held inside its changes; a second delivery meanwhile (the
+    idempotent re-POST's, the sweeper's or SQS's duplicate); then the first goes on."""
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(service.process, ports, ENV, action_id)
+        for _ in range(calls):
+            assert held.acquire(timeout=10)
+        second = service.process(ports, ENV, action_id)
+        release.set()
+        return first.result(timeout=30), second
+
+
+def test_a_confirm_delivered_twice_at_once_is_confirmed_once_and_succeeds(ports, world, monkeypatch):
+    who = caller(world, Role.APPROVER)
+    action = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"])
+    confirms, held, release = overlapping(ports, monkeypatch, service.match_service, "confirm", 2)
+
+    done, second = run_overlapping(ports, action.id, held, release, 2)
+
+    # The second delivery found the first's items under way: it left the chunk, its message delayed
+    assert len(confirms) == 2 and second.done_chunks == frozenset()
+    assert ports.bulk_queue.delays[-1] > 0 and ports.bulk_queue.messages[-1] == service.message(ENV, action.id)
+    assert done.status is BulkStatus.COMPLETED and (done.succeeded_items, done.failed_items) == (2, 0)
+    assert {r.status for r in service.results_page(ports, done, -1, 10)[0]} == {ItemStatus.SUCCEEDED}
+    assert len(entries(ports, "reconciliation_match.confirmed")) == 2
+    assert len(published(ports, "reconciliation_match.confirmed")) == 2
+    assert service.process(ports, ENV, action.id).status is BulkStatus.COMPLETED  # the delayed message
+    assert len(confirms) == 2
+
+
+def test_a_status_delivered_twice_at_once_is_moved_and_audited_once(ports, world, monkeypatch):
+    who = caller(world, Role.PREPARER)
+    action = submit(ports, who, BulkTarget.EXCEPTIONS, BulkActionKind.STATUS, world["exceptions"],
+                    {"status": "dismissed"})
+    updates, held, release = overlapping(ports, monkeypatch, service.exception_service, "update", 2)
+
+    done, _ = run_overlapping(ports, action.id, held, release, 2)
+
+    assert len(updates) == 2
+    assert done.status is BulkStatus.COMPLETED and (done.succeeded_items, done.failed_items) == (2, 0)
+    audited = entries(ports, "reconciliation_exception.updated")
+    assert sorted(int(e.resource_id) for e in audited) == world["exceptions"]  # one entry each
+    assert len(published(ports, "reconciliation_exception.status_changed")) == 2
+
+
+def test_an_item_whose_worker_died_is_taken_over_by_one_delivery_past_its_lease(ports, world, monkeypatch, clock):
+    who = caller(world, Role.APPROVER)
+    stuck = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"][1:])
+    stored = ports.bulk_actions.get(ENV, stuck.id)
+    assert ports.bulk_actions.claim_item(stored, 0, world["matches"][1], "dead-worker") is None
+    ports.bulk_actions.begin_chunk(stored, 0)
+    clock.advance(seconds=service.ITEM_LEASE.total_seconds())
+    mark = ports.bulk_actions.item_marks(stored, range(0, 1))[0]
+    # Two late deliveries read the same lapsed mark: one takes it over, the other finds it taken
+    assert ports.bulk_actions.take_over_item(stored, mark, "late-1") is None
+    assert ports.bulk_actions.take_over_item(stored, mark, "late-2").owner == "late-1"
+
+    left = service.process(ports, ENV, stuck.id)  # late-1 is live (its lease holds): left to it
+    assert left.done_chunks == frozenset() and ports.matches.get(ENV, world["matches"][1]).status is MatchStatus.PROPOSED
+    clock.advance(seconds=service.ITEM_LEASE.total_seconds())  # late-1 died too
+    done = service.process(ports, ENV, stuck.id)
+    assert done.status is BulkStatus.COMPLETED and done.succeeded_items == 1
+    assert ports.matches.get(ENV, world["matches"][1]).status is MatchStatus.CONFIRMED
 
 
 def test_what_the_role_may_not_do_fails_each_item_and_changes_nothing(ports, world):

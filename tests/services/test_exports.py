@@ -4,6 +4,7 @@ run again after it ended changes nothing; a failure ends it failed, its upload a
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -23,6 +24,7 @@ from chalicelib.domain.exports import (
     ExportStatus,
     Part,
     SpoolFull,
+    Superseded,
 )
 from chalicelib.services import exports
 from chalicelib.services.export_ports import ExportLimits, ExportPorts
@@ -34,6 +36,7 @@ class FakeExports:
     def __init__(self) -> None:
         self.items: dict[tuple[str, int], Export] = {}
         self.keys: dict[tuple[str, str], tuple[int, str]] = {}
+        self.next_parts: dict[tuple[str, int], int] = {}
 
     def add(self, export: Export) -> None:
         self.items.setdefault((export.environment, export.id), export)
@@ -64,7 +67,11 @@ class FakeExports:
 
     def checkpoint(self, export: Export, upload_id: str, parts: tuple[Part, ...], source_cursor: str | None,
                    rows: int) -> Export:
-        stored = replace(self.get(export.environment, export.id), upload_id=upload_id, parts=parts,
+        current = self.get(export.environment, export.id)  # the adapter's condition: one worker moves it on
+        if (current.status is not ExportStatus.PROCESSING or current.upload_id not in (None, upload_id)
+                or len(current.parts) != max(len(parts) - 1, 0)):
+            raise Superseded(f"export {export.id} moved on without this worker")
+        stored = replace(current, upload_id=upload_id, parts=parts,
                          source_cursor=source_cursor, checkpoint_rows=rows, rows_written=rows)
         self.items[(export.environment, export.id)] = stored
         return stored
@@ -72,6 +79,11 @@ class FakeExports:
     def progress(self, export: Export, rows_written: int) -> None:
         stored = self.get(export.environment, export.id)
         self.items[(export.environment, export.id)] = replace(stored, rows_written=rows_written)
+
+    def claim_part_number(self, export: Export) -> int:
+        key = (export.environment, export.id)
+        self.next_parts[key] = self.next_parts.get(key, export.parts[-1].number if export.parts else 0) + 1
+        return self.next_parts[key]
 
     def count_slice(self, export: Export) -> Export:
         stored = self.get(export.environment, export.id)
@@ -107,10 +119,16 @@ class FakeFiles:
         return upload_id
 
     def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> Part:
-        self.uploads[upload_id][number] = data
-        return Part(number, f"etag-{number}")
+        self.uploads[upload_id][number] = data  # S3's too: the same number again replaces the part
+        return Part(number, f"etag-{number}-{hashlib.md5(data).hexdigest()}")
 
     def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> int:
+        """As S3: each part named by its number and ETag (InvalidPart otherwise), numbers ascending."""
+        for part in parts:
+            data = self.uploads[upload_id].get(part.number)
+            if data is None or part.etag != f"etag-{part.number}-{hashlib.md5(data).hexdigest()}":
+                raise ValueError(f"InvalidPart: part {part.number} is not the one uploaded")
+        assert [p.number for p in parts] == sorted({p.number for p in parts}), "InvalidPartOrder"
         self.objects[key] = b"".join(self.uploads[upload_id][p.number] for p in parts)
         return len(self.objects[key])
 
@@ -298,3 +316,102 @@ def test_an_exceptions_export_writes_the_exceptions_it_started_with_whatever_mov
     done = xp.exports.get(ENV, export.id)
     rows = list(csv.DictReader(io.StringIO(xp.files.objects[done.file_key].decode(), newline="")))
     assert [int(r["id"]) for r in rows] == opened and done.rows_written == len(opened)
+
+
+def _exceptions_export_after_its_first_slice(xp, ingest, reconciliation, monkeypatch):
+    """An `exceptions` export of the open exceptions, a row a slice, its first slice written; then
+    the newest exception leaves the filter (an offset into a list taken now would skip one)."""
+    from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
+    from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh, update
+
+    ingest(record("bank", 1, 2500), record("ledger", 1, 4000))
+    refresh(xp.ports, ENV, reconciliation.id)
+    opened = sorted((e.id for e in list_exceptions(xp.ports, ENV, ExceptionQuery(), 0, 50)[0]), reverse=True)
+    assert len(opened) >= 2
+    monkeypatch.setattr(exports, "EXCEPTION_PAGE_ROWS", 1)
+    xp = replace(xp, limits=ExportLimits(part_bytes=1, slice_seconds=0, progress_seconds=0))
+    export = exports.create(xp, ENV, ExportKind.EXCEPTIONS, ExportFormat.CSV, {"status": "open"}, None, None)
+    begun: list[Export] = []
+    real_checkpoint = xp.exports.checkpoint
+
+    def checkpoint(*args, **kwargs):
+        begun.append(real_checkpoint(*args, **kwargs))
+        return begun[-1]
+
+    monkeypatch.setattr(xp.exports, "checkpoint", checkpoint)
+    exports.run(xp, ENV, xp.queue.messages.pop(0)["export_id"])
+    monkeypatch.setattr(xp.exports, "checkpoint", real_checkpoint)
+    update(xp.ports, ENV, opened[0], title=None, description=None, status=ExceptionStatus.INVESTIGATING)
+    return xp, export, opened, begun[0]  # begun[0]: the export as its upload began, before any part
+
+
+def _written_ids(xp, export) -> list[int]:
+    done = xp.exports.get(ENV, export.id)
+    assert done.status is ExportStatus.COMPLETED
+    rows = list(csv.DictReader(io.StringIO(xp.files.objects[done.file_key].decode(), newline="")))
+    assert done.rows_written == len(rows)
+    return [int(r["id"]) for r in rows]
+
+
+def test_a_failed_read_of_the_exceptions_snapshot_fails_the_delivery_not_the_rows(
+        xp, ingest, reconciliation, monkeypatch):
+    """A transient S3 error reading the saved ids is no missing snapshot: the delivery fails (SQS
+    delivers it again) rather than page a fresh list with the old list's offset."""
+    xp, export, opened, _ = _exceptions_export_after_its_first_slice(xp, ingest, reconciliation, monkeypatch)
+    real_get_json = xp.ports.payloads.get_json
+
+    def unavailable(key):
+        raise ConnectionError("S3 is slow down: try again")
+
+    monkeypatch.setattr(xp.ports.payloads, "get_json", unavailable)
+    message = xp.queue.messages.pop(0)
+    with pytest.raises(ConnectionError):
+        exports.run(xp, ENV, message["export_id"])
+    monkeypatch.setattr(xp.ports.payloads, "get_json", real_get_json)
+    xp.queue.messages.append(message)  # delivered again
+    drain(xp)
+    assert _written_ids(xp, export) == opened  # each exception it started with, once
+
+
+def test_a_second_worker_starting_an_exceptions_export_keeps_the_first_workers_ids(
+        xp, ingest, reconciliation, monkeypatch):
+    """A redelivery beside a restart reads the export before the first worker's first part: it
+    starts again at the beginning and takes its own list, which must not replace the one the first
+    worker's checkpoint pages through (it is Superseded at its checkpoint)."""
+    xp, export, opened, as_begun = _exceptions_export_after_its_first_slice(xp, ingest, reconciliation, monkeypatch)
+    real_count_slice = xp.exports.count_slice
+    monkeypatch.setattr(xp.exports, "count_slice", lambda e: as_begun)  # it read the export before the part
+    second = exports.run(xp, ENV, export.id)
+    monkeypatch.setattr(xp.exports, "count_slice", real_count_slice)
+    assert second.source_cursor is not None and len(second.parts) == 1  # the first worker's checkpoint stands
+    drain(xp)
+    assert _written_ids(xp, export) == opened
+
+
+def test_a_second_csv_worker_on_the_same_upload_never_replaces_a_part_of_the_first(xp, ingest, monkeypatch):
+    """Two workers on one export (a redelivery beside a restart), both from its first checkpoint:
+    each uploads its part before its checkpoint refuses the later one (Superseded). The loser's
+    part has a number of its own, so the part the winner's checkpoint names is still in the upload
+    and the file completes with the winner's rows."""
+    streams(xp.ports, "bank")
+    ingest(*[record("bank", n, 100 + n) for n in range(120)])
+    export = exports.create(xp, ENV, ExportKind.RECORDS, ExportFormat.CSV, {"data_stream_key": "bank"}, None, None)
+    begun: list[Export] = []
+    real_checkpoint = xp.exports.checkpoint
+    monkeypatch.setattr(xp.exports, "checkpoint", lambda *a, **k: begun.append(real_checkpoint(*a, **k)) or begun[-1])
+    exports.run(xp, ENV, xp.queue.messages.pop(0)["export_id"])  # the first worker: its first part
+    monkeypatch.setattr(xp.exports, "checkpoint", real_checkpoint)
+    ingest(record("bank", 500, 999))  # the second worker's first page differs from the first's
+    real_count_slice = xp.exports.count_slice
+    monkeypatch.setattr(xp.exports, "count_slice", lambda e: begun[0])  # it read the export before that part
+    second = exports.run(xp, ENV, export.id)
+    monkeypatch.setattr(xp.exports, "count_slice", real_count_slice)
+    assert len(second.parts) == 1 and second.parts == begun[1].parts  # the first worker's checkpoint stands
+
+    drain(xp)
+
+    done = xp.exports.get(ENV, export.id)
+    assert done.status is ExportStatus.COMPLETED and done.rows_written == 120
+    rows = list(csv.DictReader(io.StringIO(xp.files.objects[done.file_key].decode(), newline="")))
+    assert sorted(r["external_id"] for r in rows) == sorted(f"bank-{n}" for n in range(120))
+    assert [p.number for p in done.parts] == sorted(p.number for p in done.parts)

@@ -41,7 +41,8 @@ def _result_of(row: list[Any]) -> ItemResult:
 
 
 def _mark_of(index: int, item: dict[str, Any]) -> ItemMark:
-    return ItemMark(index, int(item["id"]), _result_of(item["result"]) if item.get("result") else None)
+    return ItemMark(index, int(item["id"]), _result_of(item["result"]) if item.get("result") else None,
+                    owner=item.get("owner"), claimed_at=parse_optional_iso(item.get("claimed_at")))
 
 
 class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
@@ -139,17 +140,39 @@ class BulkActionRepository(StatusMoves[BulkAction, BulkStatus]):
         or another sweeper restarted it (its restarts)."""
         return self._claim_restart(action, action.restarts, action.last_progress_at, counted)
 
-    def claim_item(self, action: BulkAction, index: int, item_id: int) -> ItemMark | None:
-        """Mark item `index` as being done, before its change: None when this call marked it;
-        otherwise the mark an earlier delivery left (with its result once it was given one)."""
+    def claim_item(self, action: BulkAction, index: int, item_id: int, owner: str) -> ItemMark | None:
+        """Mark item `index` as being done by `owner` (one delivery), before its change: None when
+        this call marked it; otherwise the mark another delivery left (its owner and since when, and
+        its result once it was given one)."""
         key = keys.bulk_action_item(action.environment, action.id, index)
+        now = utc_now()
         try:
-            self._table.put({**key, "entity": "bulk_action_item", "id": item_id, "claimed_at": iso(utc_now())},
-                            condition="attribute_not_exists(pk)")
+            self._table.put({**key, "entity": "bulk_action_item", "id": item_id, "owner": owner,
+                             "claimed_at": iso(now)}, condition="attribute_not_exists(pk)")
             return None
         except ConditionFailed:
             stored = self._table.get(key)
-            return _mark_of(index, stored) if stored else ItemMark(index, item_id)
+            return _mark_of(index, stored) if stored else ItemMark(index, item_id, owner=owner, claimed_at=now)
+
+    def take_over_item(self, action: BulkAction, mark: ItemMark, owner: str) -> ItemMark | None:
+        """Make `owner` the worker of a result-less mark as it was read (its claimed_at, its owner):
+        None when this call took it over; otherwise the mark as it is now (another delivery took it
+        over, or its worker gave it its result)."""
+        key = keys.bulk_action_item(action.environment, action.id, mark.index)
+        condition = "attribute_exists(pk) AND attribute_not_exists(#result) AND "
+        values: dict[str, Any] = {":owner": owner, ":now": iso(utc_now())}
+        if mark.claimed_at is None:
+            condition += "attribute_not_exists(claimed_at)"
+        else:
+            condition += "claimed_at = :claimed"
+            values[":claimed"] = iso(mark.claimed_at)
+        try:
+            self._table.update(key, "SET #owner = :owner, claimed_at = :now", condition=condition,
+                               names={"#result": "result", "#owner": "owner"}, values=values)
+            return None
+        except ConditionFailed:
+            stored = self._table.get(key)
+            return _mark_of(mark.index, stored) if stored else mark
 
     def item_done(self, action: BulkAction, result: ItemResult) -> ItemResult:
         """Give a marked item its result, once: the result stored (a first one wins)."""

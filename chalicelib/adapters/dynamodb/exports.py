@@ -103,6 +103,18 @@ class ExportRepository(StatusMoves[Export, ExportStatus]):
             raise Superseded(f"export {export.id} moved on without this worker") from None
         return self._from_item(item)
 
+    def claim_part_number(self, export: Export) -> int:
+        """A part number of the export's upload no worker was given before (one atomic counter,
+        from the highest number in this worker's checkpoint for an export begun without it): two
+        workers on one upload never write the same part, so the loser's upload cannot replace the
+        part the winner's checkpoint names. Numbers only grow, so a checkpoint's parts ascend."""
+        base = export.parts[-1].number if export.parts else 0
+        item = self._table.update(keys.export(export.environment, export.id),
+                                  "SET next_part = if_not_exists(next_part, :base) + :one",
+                                  condition="attribute_exists(pk)", values={":base": base, ":one": 1},
+                                  return_new=True)
+        return int(item["next_part"])
+
     def progress(self, export: Export, rows_written: int) -> None:
         """Rows written so far (not yet durable in parts): what GET /exports/{id} shows meanwhile."""
         try:
