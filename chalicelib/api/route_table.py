@@ -105,4 +105,8 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/exports", "exports", "create_export", False),
     ("GET", "/v1/exports", "exports", "list_exports", False),
     ("GET", "/v1/exports/{id}", "exports", "get_export", False),
+    ("POST", "/v1/reconciliations/{id}/period_closes", "period_closes", "close_period", False),
+    ("GET", "/v1/reconciliations/{id}/period_closes", "period_closes", "list_period_closes", False),
+    ("GET", "/v1/reconciliations/{id}/period_closes/{close_id}", "period_closes", "get_period_close", False),
+    ("POST", "/v1/reconciliations/{id}/period_closes/{close_id}/reopen", "period_closes", "reopen_period", False),
 )

@@ -11,6 +11,7 @@ from chalicelib.api import (
     matches,
     meta,
     overview,
+    period_closes,
     property_definitions,
     reconciliation_exceptions,
     reconciliations,
@@ -28,4 +29,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router, bulk_actions.router, exports.router]
+                         overview.router, bulk_actions.router, exports.router, period_closes.router]

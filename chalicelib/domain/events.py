@@ -34,6 +34,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "agent_run.failed",
     "agent_run.needs_verification",
     "export.completed",
+    "period.closed",
+    "period.reopened",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`
@@ -104,6 +106,10 @@ class EventOrigin:
     @classmethod
     def exception_comment(cls, exception_id: int, comment_id: int) -> EventOrigin:
         return cls("exception_comment", (exception_id, comment_id))
+
+    @classmethod
+    def closed_periods(cls, reconciliation_id: int) -> EventOrigin:
+        return cls("closed_periods", (reconciliation_id,))
 
 
 @dataclass(frozen=True)

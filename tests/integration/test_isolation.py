@@ -150,6 +150,15 @@ CASES = {
         "kind": "matches", "filters": {"reconciliation_id": world["reconciliation_id"]}}, 404),
     ("GET", "/exports"): ("GET", "/v1/exports", None, "lists_nothing"),
     ("GET", "/exports/{id}"): ("GET", "/v1/exports/{export_id}", None, 404),
+    # Period closes: B can neither close, list, read nor reopen A's
+    ("POST", "/reconciliations/{id}/period_closes"): ("POST", "/v1/reconciliations/{reconciliation_id}/period_closes", {
+        "period_start": "2020-02-01", "period_end": "2020-02-29", "note": "B's sign-off"}, 404),
+    ("GET", "/reconciliations/{id}/period_closes"): ("GET", "/v1/reconciliations/{reconciliation_id}/period_closes",
+                                                     None, 404),
+    ("GET", "/reconciliations/{id}/period_closes/{close_id}"): (
+        "GET", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}", None, 404),
+    ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): (
+        "POST", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}/reopen", {"reason": "B's"}, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -228,6 +237,9 @@ def build_world(api, services, worker):
     bulk_action = api.post("/v1/reconciliation_exceptions/bulk", {
         "action": "status", "status": "investigating", "ids": [exception["id"]]}).json_body
     worker.drain()
+    # A's closed period: January 2020, before any of A's records.
+    period_close = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
+        "period_start": "2020-01-01", "period_end": "2020-01-31", "note": "A's sign-off"}).json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"bulk_action_id": bulk_action["id"], "webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
             "definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
@@ -235,7 +247,8 @@ def build_world(api, services, worker):
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker,
-            "user_id": ada.id, "export_id": export["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
+            "user_id": ada.id, "export_id": export["id"],
+            "period_close_id": period_close["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
 
 
 def _a_webhook_delivery(services, endpoint_id):
@@ -277,6 +290,8 @@ def _a_still_has_everything(api, world):
     assert (delivery["id"], delivery["status"]) == (world["webhook_delivery_id"], "failed")
     export = api.get(f"/v1/exports/{world['export_id']}").json_body
     assert (export["status"], export["rows_written"]) == ("completed", 1)
+    [close] = api.get(f"/v1/reconciliations/{world['reconciliation_id']}/period_closes").json_body["data"]
+    assert (close["id"], close["status"], close["note"]) == (world["period_close_id"], "closed", "A's sign-off")
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).

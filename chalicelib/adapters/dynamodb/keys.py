@@ -875,3 +875,22 @@ def export_index(environment: str, export_id: int) -> dict[str, str]:
 def export_idempotency_key(environment: str, key: str) -> dict[str, str]:
     """An export's Idempotency-Key: apart from a bulk request's (the same key may name one of each)."""
     return {"pk": f"{env_prefix(environment)}#EXPIDEM#{key}", "sk": "EXPIDEM"}
+
+# Period closes ----------------------------------------------------------------------------------
+
+def period_close(environment: str, close_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#PCLOSE#{_id(close_id)}", "sk": "PCLOSE"}
+
+
+def period_closes_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#PCLOSES"
+
+
+def period_close_index(environment: str, reconciliation_id: int, close_id: int) -> dict[str, str]:
+    return GSI1.key(period_closes_of_reconciliation_pk(environment, reconciliation_id), _id(close_id))
+
+
+def closed_periods(environment: str, reconciliation_id: int) -> dict[str, str]:
+    """The periods of a reconciliation closed now: the one item every guard reads (a BatchGetItem
+    for the reconciliations of a chunk's streams)."""
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "CLOSED_PERIODS"}
