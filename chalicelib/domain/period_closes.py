@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import Conflict, FieldError, ValidationFailed
+from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.domain.events import Event, make_event
 
 if TYPE_CHECKING:
@@ -173,14 +173,16 @@ def open_money(records: Iterable[OpenRecordInPeriod]) -> tuple[OpenMoney, ...]:
     return tuple(money)
 
 
-def checked_explanations(explanations: Mapping[int, str], open_ids: Iterable[int]) -> None:
-    """An explanation must name an exception open in the period (422 naming it otherwise)."""
+def not_open_in(explanations: Mapping[int, str], open_ids: Iterable[int]) -> list[int]:
+    """The exceptions explained that are not open with records dated in the period: an explanation
+    must name one that is (the route answers 404 for an unknown one, 409 for one not open there)."""
     known = set(open_ids)
-    errors = [FieldError(f"explanations[{n}].exception_id", f"exception {exception_id} is not open with records "
-                         f"dated in the period (open there: {sorted(known) or 'none'})")
-              for n, exception_id in enumerate(explanations) if exception_id not in known]
-    if errors:
-        raise ValidationFailed(errors)
+    return [exception_id for exception_id in explanations if exception_id not in known]
+
+
+def not_open_refusal(exception_id: int, period: Period, open_ids: Iterable[int]) -> str:
+    return (f"exception {exception_id} is not open with records dated in {period.label}; explain only those that "
+            f"are (open there: {', '.join(map(str, sorted(open_ids))) or 'none'})")
 
 
 def explained(exception_id: int, explanations: Mapping[int, str], note: str) -> tuple[str, str]:

@@ -25,9 +25,10 @@ from chalicelib.domain.period_closes import (
     OpenRecordInPeriod,
     Period,
     PeriodClose,
-    checked_explanations,
     explained,
     holding,
+    not_open_in,
+    not_open_refusal,
     open_money,
     outside_closed,
     overlapping,
@@ -188,7 +189,13 @@ def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_
             held.setdefault(record.exception_id, []).append(record)
     found = ports.exceptions.find_many(environment, held)
     active = {eid: e for eid, e in found.items() if e.status in ACTIVE and e.reconciliation_id == reconciliation_id}
-    checked_explanations(explanations, active)
+    strays = not_open_in(explanations, active)
+    if strays:
+        known = ports.exceptions.find_many(environment, strays)
+        missing = [eid for eid in strays if eid not in known]
+        if missing:
+            raise NotFound(f"reconciliation exception {missing[0]} not found")
+        raise Conflict(not_open_refusal(strays[0], period, active))
     exceptions = []
     for eid in sorted(active):
         exception = active[eid]

@@ -31,9 +31,6 @@ class FakePeriodCloseRepository:
         self.closed[(environment, reconciliation_id)] = (list(closed), version + 1)
         self.store.owe(environment, "closed_periods", (reconciliation_id,), pending_event)
 
-    def forget(self, environment: str, reconciliation_id: int) -> None:
-        self.closed.pop((environment, reconciliation_id), None)
-
     def add(self, close: PeriodClose) -> None:
         self.closes[(close.environment, close.id)] = replace(close, closed_at=stored_time(close.closed_at))
 

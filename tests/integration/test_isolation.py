@@ -230,6 +230,10 @@ def build_world(api, services, worker):
     agent_run = api.post(f"/v1/agents/{agent['id']}/runs").json_body
     export = api.post("/v1/exports", {"kind": "records", "filters": {"data_stream_key": "bank"}}).json_body
     worker.drain()  # the run fails at once (no model answers here): a finished run of A's; A's export completes
+    # A's closed period: January 2020, before any of A's records (its event is handled before A's endpoint exists).
+    period_close = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
+        "period_start": "2020-01-01", "period_end": "2020-01-31", "note": "A's sign-off"}).json_body
+    worker.drain()
     # A's webhook endpoint and a delivery of its (written directly: nothing is queued or sent).
     endpoint = api.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/a", "events": ["*"]}).json_body
     delivery = _a_webhook_delivery(services, endpoint["id"])
@@ -237,9 +241,6 @@ def build_world(api, services, worker):
     bulk_action = api.post("/v1/reconciliation_exceptions/bulk", {
         "action": "status", "status": "investigating", "ids": [exception["id"]]}).json_body
     worker.drain()
-    # A's closed period: January 2020, before any of A's records.
-    period_close = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
-        "period_start": "2020-01-01", "period_end": "2020-01-31", "note": "A's sign-off"}).json_body
     other_key = create_key(services.api_keys, "globex")[1]
     return {"bulk_action_id": bulk_action["id"], "webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
             "definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,

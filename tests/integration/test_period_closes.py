@@ -117,13 +117,26 @@ def test_a_period_overlapping_a_closed_one_is_a_conflict(api, world, period):
     ({"period_start": "2026-09-01", "period_end": "2026-09-31", "note": "x"}, "period_end"),
     ({"period_start": "2026-09-01", "period_end": "2026-09-30"}, "note"),
     ({"period_start": "2026-09-01", "period_end": "2026-09-30", "note": "  "}, "note"),
-    ({"period_start": "2026-09-01", "period_end": "2026-09-30", "note": "x",
-      "explanations": [{"exception_id": 999999, "explanation": "?"}]}, "explanations[0].exception_id"),
+    ({"period_start": "2025-01-01", "period_end": "2026-09-30", "note": "x"}, "period_end"),  # over a year
+    ({"period_start": "2026-09-01", "period_end": "2026-09-30", "note": "x", "explanations": [
+        {"exception_id": 1, "explanation": "a"}, {"exception_id": 1, "explanation": "b"}]}, "explanations[1].exception_id"),
 ])
 def test_a_bad_close_is_422_naming_the_field(api, world, body, field):
     refused = close(api, world, body)
     assert refused.status_code == 422, refused.json_body
     assert [e["field"] for e in refused.json_body["errors"]] == [field]
+    assert api.get(f"/v1/reconciliations/{world['id']}/period_closes").json_body["data"] == []
+
+
+def test_an_explanation_must_name_an_exception_open_in_the_period(api, world):
+    unknown = close(api, world, {**SEPTEMBER, "note": "x", "explanations": [
+        {"exception_id": 999999, "explanation": "?"}]})
+    assert unknown.status_code == 404 and unknown.json_body["message"] == "reconciliation exception 999999 not found"
+    august = close(api, world, {"period_start": "2026-08-01", "period_end": "2026-08-31", "note": "x",
+                                "explanations": [{"exception_id": world["exceptions"]["bank"], "explanation": "?"}]})
+    assert august.status_code == 409
+    assert august.json_body["message"].startswith(f"exception {world['exceptions']['bank']} is not open with records "
+                                                  "dated in 2026-08-01..2026-08-31")
     assert api.get(f"/v1/reconciliations/{world['id']}/period_closes").json_body["data"] == []
 
 

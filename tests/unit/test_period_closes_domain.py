@@ -15,10 +15,11 @@ from chalicelib.domain.period_closes import (
     OpenRecordInPeriod,
     Period,
     PeriodClosed,
-    checked_explanations,
     checked_period,
     explained,
     holding,
+    not_open_in,
+    not_open_refusal,
     open_money,
     overlapping,
     refuse_dated,
@@ -80,7 +81,7 @@ def test_open_money_is_counted_and_summed_per_currency_at_its_largest_scale():
 def test_an_exception_is_explained_by_its_own_explanation_else_by_the_sign_off_note():
     assert explained(4, {4: "bank delay"}, "signed") == ("bank delay", "exception")
     assert explained(5, {4: "bank delay"}, "signed") == ("signed", "note")
-    checked_explanations({4: "bank delay"}, [4, 5])
-    with pytest.raises(ValidationFailed) as unknown:
-        checked_explanations({4: "x", 9: "y"}, [4])
-    assert unknown.value.errors[0].field == "explanations[1].exception_id" and "9" in unknown.value.errors[0].message
+    assert not_open_in({4: "bank delay"}, [4, 5]) == [] and not_open_in({4: "x", 9: "y", 8: "z"}, [4]) == [9, 8]
+    assert not_open_refusal(9, OCTOBER, [5, 4]) == ("exception 9 is not open with records dated in "
+                                                    "2026-10-01..2026-10-31; explain only those that are (open "
+                                                    "there: 4, 5)")

@@ -72,10 +72,6 @@ class PeriodCloseRepository:
         except ConditionFailed:
             raise ClosedPeriodsChanged() from None
 
-    def forget(self, environment: str, reconciliation_id: int) -> None:
-        """A deleted reconciliation's closed periods go with it (its closes stay: what was signed)."""
-        self._table.delete(keys.closed_periods(environment, reconciliation_id))
-
     # The closes -------------------------------------------------------------------------------------
 
     def add(self, close: PeriodClose) -> None:
