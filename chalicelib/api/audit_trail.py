@@ -109,10 +109,10 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     # What was exported, not its rows: the kind and format (the filters stay on the export).
     ("POST", "/exports"): Audited("export.created", "export", fields={"kind": "kind", "format": "format"}),
     # A close names its period; a reopen its reason (services/period_closes.py notes both).
-    ("POST", "/reconciliations/{id}/period_closes"): Audited("period.closed", "period_close",
+    ("POST", "/reconciliations/{id}/period_closes"): Audited("period_close.created", "period_close",
                                                              params={"id": "reconciliation_id"}),
     ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): Audited(
-        "period.reopened", "period_close", "close_id", params={"id": "reconciliation_id"}),
+        "period_close.reopened", "period_close", "close_id", params={"id": "reconciliation_id"}),
 }
 
 

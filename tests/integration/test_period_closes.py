@@ -94,7 +94,7 @@ def test_a_close_lists_what_is_still_open_in_the_period_with_its_explanations(ap
     assert [c["id"] for c in api.get(f"/v1/reconciliations/{world['id']}/period_closes").json_body["data"]] == [
         made["id"]]
     [entry] = api.get(f"/v1/audit_events?resource_type=period_close&resource_id={made['id']}").json_body["data"]
-    assert entry["action"] == "period.closed" and entry["summary"]["period_start"] == "2026-09-01"
+    assert entry["action"] == "period_close.created" and entry["summary"]["period_start"] == "2026-09-01"
     assert entry["summary"]["open_exceptions"] == 2 and entry["summary"]["reconciliation_id"] == str(world["id"])
 
 
@@ -196,7 +196,7 @@ def test_nothing_dated_inside_changes_until_an_admin_reopens_it_then_everything_
     assert run(api, worker, world["id"])["matched_records"] == 4  # 10.00 again, and 8.00
     assert api.get(f"/v1/records/{l7}").json_body["status"] == "reconciled"
     entries = api.get(f"/v1/audit_events?resource_type=period_close&resource_id={made['id']}").json_body["data"]
-    [reopen_entry] = [e for e in entries if e["action"] == "period.reopened"]
+    [reopen_entry] = [e for e in entries if e["action"] == "period_close.reopened"]
     assert reopen_entry["summary"]["reason"] == "the bank's late fee arrived"
     assert reopen_entry["summary"]["after"] == {"status": "reopened"}
     # The period may be closed again: the reopened close is listed beside the new one.
