@@ -27,6 +27,7 @@ from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
+from chalicelib.adapters.dynamodb.period_closes import PeriodCloseRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -130,6 +131,10 @@ class Container:
     @cached_property
     def approvals(self) -> ApprovalRepository:
         return ApprovalRepository(self.table)
+
+    @cached_property
+    def period_closes(self) -> PeriodCloseRepository:
+        return PeriodCloseRepository(self.table)
 
     @cached_property
     def investigations(self) -> InvestigationRepository:
@@ -319,6 +324,7 @@ class Container:
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
             users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
+            period_closes=self.period_closes,
             stopping=self.stop_requested.is_set, approvals=self.approvals,
         )
 

@@ -114,6 +114,11 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("PUT", "/reconciliations/{id}/approval_policy"): Audited("approval_policy.updated", "approval_policy", "id"),
     ("POST", "/approvals/{id}/approve"): None,
     ("POST", "/approvals/{id}/reject"): None,
+    # A close names its period; a reopen its reason (services/period_closes.py notes both).
+    ("POST", "/reconciliations/{id}/period_closes"): Audited("period_close.created", "period_close",
+                                                             params={"id": "reconciliation_id"}),
+    ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): Audited(
+        "period_close.reopened", "period_close", "close_id", params={"id": "reconciliation_id"}),
 }
 # A request whose action now waits for an approver changed nothing: its entry is the approval's
 # `approval.requested` (services/approvals.py notes this, and announces it).

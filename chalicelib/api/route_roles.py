@@ -107,6 +107,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/exports/{id}"): VIEWER,
     ("GET", "/v1/audit_events"): VIEWER,
     ("GET", "/v1/audit_events/verify"): VIEWER,
+    # Period close: an approver signs a period off; an admin alone reopens one (docs/period-close.md).
+    ("POST", "/v1/reconciliations/{id}/period_closes"): APPROVER,
+    ("GET", "/v1/reconciliations/{id}/period_closes"): VIEWER,
+    ("GET", "/v1/reconciliations/{id}/period_closes/{close_id}"): VIEWER,
+    ("POST", "/v1/reconciliations/{id}/period_closes/{close_id}/reopen"): ADMIN,
     # Webhooks: an admin's.
     ("POST", "/v1/webhook_endpoints"): ADMIN,
     ("GET", "/v1/webhook_endpoints"): VIEWER,

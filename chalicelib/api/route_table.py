@@ -111,4 +111,8 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/approvals/{id}/reject", "approvals", "reject", False),
     ("GET", "/v1/reconciliations/{id}/approval_policy", "approvals", "get_approval_policy", False),
     ("PUT", "/v1/reconciliations/{id}/approval_policy", "approvals", "put_approval_policy", False),
+    ("POST", "/v1/reconciliations/{id}/period_closes", "period_closes", "close_period", False),
+    ("GET", "/v1/reconciliations/{id}/period_closes", "period_closes", "list_period_closes", False),
+    ("GET", "/v1/reconciliations/{id}/period_closes/{close_id}", "period_closes", "get_period_close", False),
+    ("POST", "/v1/reconciliations/{id}/period_closes/{close_id}/reopen", "period_closes", "reopen_period", False),
 )

@@ -12,6 +12,7 @@ from chalicelib.api import (
     matches,
     meta,
     overview,
+    period_closes,
     property_definitions,
     reconciliation_exceptions,
     reconciliations,
@@ -29,4 +30,5 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router, bulk_actions.router, exports.router, approvals.router]
+                         overview.router, bulk_actions.router, exports.router, approvals.router,
+                         period_closes.router]

@@ -39,6 +39,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "approval.approved",
     "approval.rejected",
     "approval.expired",
+    "period.closed",
+    "period.reopened",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`
@@ -109,6 +111,10 @@ class EventOrigin:
     @classmethod
     def exception_comment(cls, exception_id: int, comment_id: int) -> EventOrigin:
         return cls("exception_comment", (exception_id, comment_id))
+
+    @classmethod
+    def closed_periods(cls, reconciliation_id: int) -> EventOrigin:
+        return cls("closed_periods", (reconciliation_id,))
 
 
 @dataclass(frozen=True)

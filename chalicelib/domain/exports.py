@@ -22,6 +22,7 @@ from chalicelib.domain.csv_cells import neutralised_cell
 from chalicelib.domain.events import Event, make_event
 from chalicelib.domain.ingestion import ItemResult
 from chalicelib.domain.matches import Match
+from chalicelib.domain.period_closes import OpenMoney, PeriodClose
 from chalicelib.domain.reconciliation_exceptions import ReconciliationException
 from chalicelib.domain.records import Record
 from chalicelib.domain.status_machine import StatusMachine
@@ -35,6 +36,7 @@ class ExportKind(str, Enum):
     RECORDS = "records"
     FILE_IMPORT_RESULTS = "file_import_results"
     AUDIT_EVENTS = "audit_events"
+    PERIOD_CLOSE_REPORT = "period_close_report"
 
 
 class ExportFormat(str, Enum):
@@ -307,6 +309,33 @@ COLUMNS: dict[ExportKind, tuple[Column, ...]] = {
         _str("prev_hash", "The chain's previous hash"),
         _str("hash", "This entry's hash"),
     ),
+    ExportKind.PERIOD_CLOSE_REPORT: (
+        _int("period_close_id", "The close"),
+        _int("reconciliation_id", "Its reconciliation"),
+        _str("period_start", "The period's first day (YYYY-MM-DD)"),
+        _str("period_end", "The period's last day (YYYY-MM-DD)"),
+        _str("close_status", "closed, or reopened (then reopened_at and reopen_reason say when and why)"),
+        _str("line", "exception: an open exception at close, one row per currency of its records in the period; "
+                     "unmatched: all unmatched records dated in the period, one row per currency"),
+        _int("exception_id", "The exception (exception lines)"),
+        _str("exception_status", "open or investigating, at close (exception lines)"),
+        _str("title", "The exception's title (exception lines)"),
+        _str("data_stream_key", "The exception's stream (exception lines)"),
+        _str("currency", "ISO 4217 code"),
+        _int("decimal_places", "The scale of the amounts"),
+        _int("record_count", "Records dated in the period"),
+        _int("credits_minor", "Their credits, minor units at decimal_places"),
+        _str("credits", "The same sum as an exact decimal string"),
+        _int("debits_minor", "Their debits, minor units at decimal_places"),
+        _str("debits", "The same sum as an exact decimal string"),
+        _str("explanation", "Why it is still open: the exception's own explanation, else the close's note"),
+        _str("explained_by", "exception or note (exception lines)"),
+        _str("note", "The close's sign-off note"),
+        _str("closed_by", "Who closed it: user:<id> or api_key:<id>"),
+        _str("closed_at", "When (ISO 8601, UTC)"),
+        _str("reopened_at", "When it was reopened, if it was"),
+        _str("reopen_reason", "Why it was reopened, if it was"),
+    ),
 }
 
 
@@ -364,3 +393,20 @@ class Page:
     rows: list[tuple[Any, ...]]
     cursor: str | None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def period_close_rows(close: PeriodClose) -> list[tuple[Any, ...]]:
+    """What was open at close: a row per open exception and currency, then a row per currency of
+    the unmatched records dated in the period (an empty period: no row)."""
+    head = (close.id, close.reconciliation_id, close.period.start.isoformat(), close.period.end.isoformat(),
+            close.status.value)
+    tail = (close.note, close.closed_by, iso(close.closed_at), _when(close.reopened_at), close.reopen_reason)
+
+    def money(m: OpenMoney) -> tuple[Any, ...]:
+        return (m.currency, m.decimal_places, m.count, m.credits, decimal_string(m.credits, m.decimal_places),
+                m.debits, decimal_string(m.debits, m.decimal_places))
+
+    rows = [(*head, "exception", e.id, e.status, e.title, e.data_stream_key, *money(m), e.explanation,
+             e.explained_by, *tail) for e in close.open_exceptions for m in e.money]
+    rows += [(*head, "unmatched", None, None, None, None, *money(m), None, None, *tail) for m in close.unmatched]
+    return rows

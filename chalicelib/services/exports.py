@@ -42,6 +42,7 @@ from chalicelib.domain.exports import (
     item_result_row,
     match_record_row,
     match_row,
+    period_close_rows,
     record_row,
 )
 from chalicelib.domain.ingestion import ItemStatus
@@ -52,6 +53,7 @@ from chalicelib.observability import logger
 from chalicelib.services import audit as audit_service
 from chalicelib.services import idempotency, sweeping
 from chalicelib.services import matches as match_service
+from chalicelib.services import period_closes as period_close_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
 from chalicelib.services.export_ports import ExportPorts
@@ -358,6 +360,12 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
                      else None)
             return Page([exception_row(by_id[i], exception_service.view_aggregates(by_id[i]))
                          for i in wanted if i in by_id], after)
+    elif kind is ExportKind.PERIOD_CLOSE_REPORT:
+        close = period_close_service.get(ports, environment, int(filters["reconciliation_id"]),
+                                         int(filters["period_close_id"]))
+
+        def read(at: str | None) -> Page:  # what was open at close: a few rows, one page
+            return Page(period_close_rows(close), None)
     elif kind is ExportKind.FILE_IMPORT_RESULTS:
         job = ports.ingestion_jobs.get(environment, int(filters["file_import_id"]))
         statuses = frozenset({ItemStatus(filters["status"])}) if filters.get("status") else EVERY_STATUS

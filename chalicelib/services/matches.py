@@ -14,7 +14,7 @@ from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
-from chalicelib.services import approvals, audit
+from chalicelib.services import approvals, audit, period_closes
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
@@ -85,6 +85,7 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     reconciled while other reconciliations of their streams have not matched them). A confirm
     repeated after dying part-way confirms what is left."""
     current = ports.matches.get(environment, match_id)
+    period_closes.refuse_match(ports, environment, current, "confirming")
     event = event_data.match_event(replace(current, status=MatchStatus.CONFIRMED), "confirmed", utc_now())
     confirmed = save_and_emit(ports, environment, event, EventOrigin.match(match_id),
                               lambda owed: ports.matches.confirm(current, pending_event=owed))
@@ -105,6 +106,8 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     match = ports.matches.find(environment, match_id)
     if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
+    if not match.unmatching:  # a closed period refuses before anything is held for an approver
+        period_closes.refuse_match(ports, environment, match, "unmatching")
     approvals.check_unmatch(ports, match)
     if not match.unmatching:
         ports.matches.mark_unmatching(match)
@@ -144,6 +147,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     if taken:
         raise Conflict(f"record {taken[0]} is already matched in reconciliation {reconciliation_id}")
     records = {rid: held[rid].record for rid in ids}
+    period_closes.refuse_records(ports, environment, reconciliation_id, records.values())
     writing = {job.id for job in ports.ingestion_jobs.active()
                if job.environment == environment and job.status in WRITING}
     busy = [rid for rid in ids if records[rid].file_import_id in writing]

@@ -36,6 +36,7 @@ from chalicelib.domain.ingestion import (
 )
 from chalicelib.domain.investigations.investigation import Investigation, InvestigationStatus
 from chalicelib.domain.matches import KEEP_MONEY_FROM, Match, MatchMember, MatchStatus
+from chalicelib.domain.period_closes import ClosedPeriod, PeriodClose
 from chalicelib.domain.reconciliation_exceptions import (
     ExceptionComment,
     ExceptionRecord,
@@ -441,6 +442,20 @@ class ReconciliationExceptions(Protocol):
     def comments(self, exception: ReconciliationException) -> list[ExceptionComment]: ...
 
 
+class PeriodCloses(Protocol):
+    """Period closes (adapters/dynamodb/period_closes.py): the closes, and the periods closed now."""
+    def closed_periods(self, environment: str, reconciliation_ids: Iterable[int]) -> dict[int, list[ClosedPeriod]]: ...
+    def closed_version(self, environment: str, reconciliation_id: int) -> tuple[list[ClosedPeriod], int]: ...
+    def set_closed(self, environment: str, reconciliation_id: int, closed: list[ClosedPeriod], version: int,
+                   pending_event: str | None = None) -> None: ...
+    def add(self, close: PeriodClose) -> None: ...
+    def remove(self, close: PeriodClose) -> None: ...
+    def find(self, environment: str, close_id: int) -> PeriodClose | None: ...
+    def get(self, environment: str, close_id: int) -> PeriodClose: ...
+    def of_reconciliation(self, environment: str, reconciliation_id: int) -> list[PeriodClose]: ...
+    def mark_reopened(self, close: PeriodClose) -> PeriodClose: ...
+
+
 class BulkActions(Protocol):
     """Bulk actions (adapters/dynamodb/bulk_actions.py): a chunk's results stored once, counted once."""
     def add(self, action: BulkAction) -> None: ...
@@ -765,6 +780,7 @@ class Ports:
     users: Users
     identity: IdentityProvider
     bulk_actions: BulkActions  # many exceptions or proposed matches at once (services/bulk_actions.py)
+    period_closes: PeriodCloses  # closed periods of reconciliations (services/period_closes.py)
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False

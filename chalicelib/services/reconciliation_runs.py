@@ -64,8 +64,8 @@ from chalicelib.domain.runs import (
     chunk_records_for,
 )
 from chalicelib.observability import logger
+from chalicelib.services import period_closes, run_partitions, sweeping
 from chalicelib.services import reconciliation_exceptions as exception_service
-from chalicelib.services import run_partitions, sweeping
 from chalicelib.services.events import announce, deciding
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
 from chalicelib.services.ports import Ports
@@ -388,7 +388,8 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
                             run_id=run.id, first_match_id=first_match_id, created_at=utc_now())
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
-    written = write_matches(ports, [(m, members) for m, members in batch if m.id not in done_before], uses)
+    open_batch = period_closes.planned_outside_closed(ports, environment, run.reconciliation_id, batch, members)
+    written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses)
     money = members_money(members, ports.limits.keep_money_from)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
@@ -675,7 +676,8 @@ def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, 
         for key in streams:
             if adopt and not adopted[key]:
                 _adopt(ports, environment, reconciliation.id, key, frame)
-        frames.append(frame.drop("status"))
+        frames.append(period_closes.open_outside_closed(ports, environment, reconciliation.id,
+                                                        frame.drop("status")))  # a closed period's stay open
         limit = None if limit is None else limit - frame.height
     return frames[0], frames[1]
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.records import DELETABLE_STATUSES
+from chalicelib.services import period_closes
 from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import Ports
 
@@ -23,6 +24,7 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
     chunk's records that are missing from the table, so one deleted meanwhile would come back (a
     job never returns to writing, so the check holds once it has passed)."""
     found = ports.records.find_many(environment, [record_id], including_deleting=True).get(record_id)
+    period_closes.refuse_record_change(ports, environment, found, f"deleting record {record_id}")
     if found is not None and found.file_import_id is not None:
         job = ports.ingestion_jobs.find(environment, found.file_import_id)
         if job is not None and job.status in WRITING:

@@ -19,6 +19,7 @@ export const EVENT_TYPES = [
   "export.completed",
   "bulk_action.completed",
   "approval.requested", "approval.approved", "approval.rejected", "approval.expired",
+  "period.closed", "period.reopened",
 ];
 const PAGE_SIZE = 20;
 const RETRYABLE = ["failed", "pending"];

@@ -21,6 +21,7 @@ from chalicelib.adapters.dynamodb.event_ledger import EventLedger
 from chalicelib.adapters.dynamodb.investigations import InvestigationRepository
 from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 from chalicelib.adapters.dynamodb.matches import ClaimRepository, MatchRepository
+from chalicelib.adapters.dynamodb.period_closes import PeriodCloseRepository
 from chalicelib.adapters.dynamodb.property_definitions import PropertyDefinitionRepository
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
@@ -58,6 +59,7 @@ PAIRS = [
     (AgentRunRepository, fakes.FakeAgentRunRepository),
     (SecretsManagerBrowserSecrets, FakeBrowserSecrets), (StepFunctionsTaskTokens, FakeTaskTokens),
     (AuditRepository, fakes.FakeAuditRepository), (EventLedger, fakes.FakeEventLedger),
+    (PeriodCloseRepository, fakes.FakePeriodCloseRepository),
     (EventBridgePublisher, fakes.FakeEventPublisher), (BalanceRepository, fakes.FakeBalanceRepository),
     (WebhookRepository, fakes.FakeWebhookRepository), (HttpWebhookSender, fakes.FakeWebhookSender),
     (RecordsSql, fakes.FakeRecordsSql), (UserRepository, fakes.FakeUserRepository),

@@ -40,6 +40,7 @@ from tests.fakes.investigations import FakeInvestigationRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
 from tests.fakes.matches import FakeClaimRepository, FakeMatchRepository
 from tests.fakes.mirror import FakeAnalyticsMirror
+from tests.fakes.period_closes import FakePeriodCloseRepository
 from tests.fakes.reconciliation_exceptions import FakeExceptionRepository
 from tests.fakes.reconciliations import FakeReconciliationRepository, FakeReconciliationRuleRepository
 from tests.fakes.records import FakeRecordRepository, FakeRecordStore
@@ -52,7 +53,7 @@ from tests.fakes.webhooks import FakeWebhookRepository, FakeWebhookSender
 from tests.fakes.workflows import FakeWorkflows
 
 __all__ = [
-    "FakeApiKeyRepository", "FakeBulkActionRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
+    "FakeApiKeyRepository", "FakeBulkActionRepository", "FakePeriodCloseRepository", "FakeCounters", "FakeDataStreamRepository", "FakeIngestionJobRepository",
     "FakeInvestigationRepository", "FakePayloadStore", "FakePorts", "fake_ports", "FakePropertyDefinitionRepository",
     "FakeReconciliationRepository", "FakeReconciliationRuleRepository", "FakeRunFiles", "FakeRunRepository",
     "FakeStoryRepository", "FakeTallyRepository", "FakeAgentRepository", "FakeAgentRunRepository",
@@ -109,6 +110,7 @@ class FakePorts:
         self.event_ledger = FakeEventLedger(self.record_store)  # owed events' marks are on the store's items
         self.users = FakeUserRepository(self.counters)
         self.bulk_actions = FakeBulkActionRepository()
+        self.period_closes = FakePeriodCloseRepository(self.record_store)
 
 
 def fake_ports(**overrides: Any) -> Ports:
@@ -139,5 +141,6 @@ def fake_ports(**overrides: Any) -> Ports:
         portal=FakePortal(), balances=wired.balances, events=wired.events, event_ledger=wired.event_ledger,
         webhooks=wired.webhooks, webhook_delivery_queue=wired.webhook_delivery_queue,
         webhook_sender=wired.webhook_sender, audit=wired.audit, users=wired.users,
-        identity=FakeIdentityProvider(), bulk_actions=wired.bulk_actions)
+        identity=FakeIdentityProvider(), bulk_actions=wired.bulk_actions,
+        period_closes=wired.period_closes)
     return replace(ports, **overrides)

@@ -70,7 +70,7 @@ class FakeEventLedger:
     @staticmethod
     def _origin(held: HeldEvent) -> tuple[str, str, tuple[int, ...]]:
         assert held.origin is not None
-        if held.origin.kind not in ("match", "exception", "exception_comment"):
+        if held.origin.kind not in ("match", "exception", "exception_comment", "closed_periods"):
             raise ValueError(f"unknown event origin {held.origin.kind!r}")
         return held.environment, held.origin.kind, held.origin.ids
 

@@ -39,7 +39,11 @@ def build_world(api, worker):
     worker.drain()
     api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
     worker.drain()
-    return {"reconciliation_id": reconciliation["id"], "bulk_request_id": bulk["id"]}
+    # November signed off, bank 123.45 still open in it (docs/period-close.md).
+    close = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
+        "period_start": "2026-11-01", "period_end": "2026-11-30", "note": "November signed off"}).json_body
+    worker.drain()
+    return {"reconciliation_id": reconciliation["id"], "bulk_request_id": bulk["id"], "period_close_id": close["id"]}
 
 
 @pytest.fixture
@@ -143,7 +147,9 @@ def test_every_kind_as_parquet_and_xlsx(api, worker, services, world, kind):
     filters = {"records": {"data_stream_key": "bank"}, "matches": {"reconciliation_id": world["reconciliation_id"]},
                "match_records": {"reconciliation_id": world["reconciliation_id"]},
                "file_import_results": {"file_import_id": world["bulk_request_id"]},
-               "audit_events": {"resource_type": "data_stream"}}.get(kind, {})
+               "audit_events": {"resource_type": "data_stream"},
+               "period_close_report": {"reconciliation_id": world["reconciliation_id"],
+                                       "period_close_id": world["period_close_id"]}}.get(kind, {})
     csv_export, csv_data = export_of(api, worker, services, kind, "csv", filters)
     expected = csv_rows(csv_data)
     export, data = export_of(api, worker, services, kind, "parquet", filters)

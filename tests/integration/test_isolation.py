@@ -159,6 +159,15 @@ CASES = {
         "GET", "/v1/reconciliations/{reconciliation_id}/approval_policy", None, 404),
     ("PUT", "/reconciliations/{id}/approval_policy"): (
         "PUT", "/v1/reconciliations/{reconciliation_id}/approval_policy", {"actions": []}, 404),
+    # Period closes: B can neither close, list, read nor reopen A's
+    ("POST", "/reconciliations/{id}/period_closes"): ("POST", "/v1/reconciliations/{reconciliation_id}/period_closes", {
+        "period_start": "2020-02-01", "period_end": "2020-02-29", "note": "B's sign-off"}, 404),
+    ("GET", "/reconciliations/{id}/period_closes"): ("GET", "/v1/reconciliations/{reconciliation_id}/period_closes",
+                                                     None, 404),
+    ("GET", "/reconciliations/{id}/period_closes/{close_id}"): (
+        "GET", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}", None, 404),
+    ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): (
+        "POST", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}/reopen", {"reason": "B's"}, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -234,6 +243,10 @@ def build_world(api, services, worker):
     approval = api.delete(f"/v1/reconciliation_matches/{match['id']}").json_body
     export = api.post("/v1/exports", {"kind": "records", "filters": {"data_stream_key": "bank"}}).json_body
     worker.drain()  # the run fails at once (no model answers here): a finished run of A's; A's export completes
+    # A's closed period: January 2020, before any of A's records (its event is handled before A's endpoint exists).
+    period_close = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
+        "period_start": "2020-01-01", "period_end": "2020-01-31", "note": "A's sign-off"}).json_body
+    worker.drain()
     # A's bulk action: the exception is investigating already, so it changes nothing (its end is
     # told before A's endpoint exists: that endpoint's one delivery is the one written below).
     bulk_action = api.post("/v1/reconciliation_exceptions/bulk", {
@@ -249,7 +262,8 @@ def build_world(api, services, worker):
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
             "investigation_id": investigation["id"], "story_id": story["id"], "agent_id": agent["id"],
             "agent_file_id": agent_file["id"], "agent_run_id": agent_run["id"], "other_key": other_key, "worker": worker,
-            "user_id": ada.id, "export_id": export["id"], "approval_id": approval["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
+            "user_id": ada.id, "export_id": export["id"], "approval_id": approval["id"],
+            "period_close_id": period_close["id"], "api_key_id": services.api_keys.find_by_hash(hash_secret(api.key)).id}
 
 
 def _a_webhook_delivery(services, endpoint_id):
@@ -294,6 +308,8 @@ def _a_still_has_everything(api, world):
     assert api.get(f"/v1/approvals/{world['approval_id']}").json_body["status"] == "pending"
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/approval_policy").json_body["actions"] == [
         "unmatch"]
+    [close] = api.get(f"/v1/reconciliations/{world['reconciliation_id']}/period_closes").json_body["data"]
+    assert (close["id"], close["status"], close["note"]) == (world["period_close_id"], "closed", "A's sign-off")
 
 
 # The tests of a world of their own come before those of the shared one (see tests/conftest.py).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -27,11 +27,13 @@ from chalicelib.domain.exports import (
     item_result_row,
     match_record_row,
     match_row,
+    period_close_rows,
     record_row,
     spreadsheet_cell,
 )
 from chalicelib.domain.ingestion import ItemResult, ItemStatus
 from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.period_closes import CloseStatus, OpenException, OpenMoney, Period, PeriodClose
 from chalicelib.domain.reconciliation_exceptions import Assignee, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Direction, Record, RecordStatus
 
@@ -82,6 +84,26 @@ def a_record(**fields):
     return Record(**{**base, **fields})
 
 
+def a_period_close() -> PeriodClose:
+    return PeriodClose(
+        environment="acme", id=5, reconciliation_id=2, period=Period(date(2026, 10, 1), date(2026, 10, 31)),
+        status=CloseStatus.CLOSED, note="=signed", closed_by="user:1", closed_at=NOW,
+        unmatched=(OpenMoney("EUR", 2, 3, 1050, 200), OpenMoney("USD", 2, 1, 0, 99)),
+        open_exceptions=(OpenException(4, "open", "t", "bank", 3, (OpenMoney("EUR", 2, 3, 1050, 200),),
+                                       "waiting for the bank", "exception"),))
+
+
+def test_a_period_close_report_lists_each_open_exception_then_the_unmatched_money_per_currency():
+    rows = [dict(zip(header(ExportKind.PERIOD_CLOSE_REPORT), row, strict=True))
+            for row in period_close_rows(a_period_close())]
+    assert [(r["line"], r["exception_id"], r["currency"], r["record_count"]) for r in rows] == [
+        ("exception", 4, "EUR", 3), ("unmatched", None, "EUR", 3), ("unmatched", None, "USD", 1)]
+    assert (rows[0]["credits_minor"], rows[0]["credits"], rows[0]["debits"]) == (1050, "10.50", "2.00")
+    assert rows[0]["explanation"] == "waiting for the bank" and rows[1]["explanation"] is None
+    assert {r["period_start"] for r in rows} == {"2026-10-01"} and {r["note"] for r in rows} == {"=signed"}
+    assert b"'=signed" in csv_bytes(period_close_rows(a_period_close()))  # a formula is neutralised
+
+
 def test_each_kinds_rows_are_as_long_as_its_header_and_named_by_it():
     record = a_record()
     match = Match(environment="acme", id=3, reconciliation_id=2, status=MatchStatus.CONFIRMED, group_key="g",
@@ -99,6 +121,7 @@ def test_each_kinds_rows_are_as_long_as_its_header_and_named_by_it():
                                                          "debit_sum": 200, "oldest_at": "2026-10-01"}),
         ExportKind.FILE_IMPORT_RESULTS: item_result_row(ItemResult(0, ItemStatus.FAILED, "x", None, "bad", 2)),
         ExportKind.AUDIT_EVENTS: audit_row(entry),
+        ExportKind.PERIOD_CLOSE_REPORT: period_close_rows(a_period_close())[0],
     }
     assert set(rows) == set(ExportKind)
     for kind, row in rows.items():

@@ -172,4 +172,6 @@ def _origin_key(environment: str, origin: EventOrigin) -> dict[str, str]:
         return keys.reconciliation_exception(environment, *origin.ids)
     if origin.kind == "exception_comment":
         return keys.exception_comment(environment, *origin.ids)
+    if origin.kind == "closed_periods":
+        return keys.closed_periods(environment, *origin.ids)
     raise ValueError(f"unknown event origin {origin.kind!r}")

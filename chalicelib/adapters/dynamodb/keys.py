@@ -933,3 +933,23 @@ def active_approval_index(environment: str, approval_id: int) -> dict[str, str]:
 
 def approval_policy(environment: str, reconciliation_id: int) -> dict[str, str]:
     return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": APPROVAL_POLICY_SK}
+
+
+# Period closes ----------------------------------------------------------------------------------
+
+def period_close(environment: str, close_id: int) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#PCLOSE#{_id(close_id)}", "sk": "PCLOSE"}
+
+
+def period_closes_of_reconciliation_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#PCLOSES"
+
+
+def period_close_index(environment: str, reconciliation_id: int, close_id: int) -> dict[str, str]:
+    return GSI1.key(period_closes_of_reconciliation_pk(environment, reconciliation_id), _id(close_id))
+
+
+def closed_periods(environment: str, reconciliation_id: int) -> dict[str, str]:
+    """The periods of a reconciliation closed now: the one item every guard reads (a BatchGetItem
+    for the reconciliations of a chunk's streams)."""
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "CLOSED_PERIODS"}

@@ -6,14 +6,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from chalicelib.api.schemas.audit_events import AuditEventsQuery
-from chalicelib.api.schemas.common import CursorQuery, Id, RequestModel, ResponseModel, Timestamp, documented, when
+from chalicelib.api.schemas.common import (
+    CursorQuery,
+    Id,
+    QueryModel,
+    RequestModel,
+    ResponseModel,
+    Timestamp,
+    documented,
+    when,
+)
 from chalicelib.api.schemas.file_imports import ResultsQuery
 from chalicelib.api.schemas.matches import MatchesQuery
 from chalicelib.api.schemas.reconciliation_exceptions import ExceptionsQuery
 from chalicelib.api.schemas.records import RecordsQuery
 
 Kind = Literal["matches", "match_records", "unmatched_records", "exceptions", "records", "file_import_results",
-               "audit_events"]
+               "audit_events", "period_close_report"]
 
 
 class ExportResultsFilters(ResultsQuery):
@@ -25,6 +34,12 @@ class UnmatchedRecordsFilters(RecordsQuery):
     """unmatched_records: GET /records' filters; the status is unreconciled (open, matched nowhere)."""
 
 
+class PeriodCloseReportFilters(QueryModel):
+    """period_close_report: the close, by its reconciliation and id (GET .../period_closes/{close_id})."""
+    reconciliation_id: Id
+    period_close_id: Id
+
+
 PAGING = frozenset({"cursor", "limit", "offset"})
 # Each kind's filters: its list route's query model, less its paging and what the kind fixes itself.
 FILTER_MODELS: dict[str, tuple[type[BaseModel], frozenset[str]]] = {
@@ -33,6 +48,7 @@ FILTER_MODELS: dict[str, tuple[type[BaseModel], frozenset[str]]] = {
     "matches": (MatchesQuery, frozenset()), "match_records": (MatchesQuery, frozenset()),
     "exceptions": (ExceptionsQuery, frozenset()), "file_import_results": (ExportResultsFilters, frozenset()),
     "audit_events": (AuditEventsQuery, frozenset()),
+    "period_close_report": (PeriodCloseReportFilters, frozenset()),
 }
 # GET /records needs one of these (chalicelib/api/records.py STANDALONE_FILTERS); so does a records export.
 RECORDS_NEED_ONE_OF = ("data_stream_key", "status", "reconciliation_match_id", "file_import_id", "external_id")
@@ -80,7 +96,8 @@ class CreateExport(RequestModel):
                     "no status, no reconciliation_match_id), matches and match_records as GET "
                     "/reconciliation_matches, exceptions as GET /reconciliation_exceptions (sort too), "
                     "file_import_results as GET /file_imports/{id}/results with file_import_id, audit_events as "
-                    "GET /audit_events (an admin's only)")
+                    "GET /audit_events (an admin's only), period_close_report with reconciliation_id and "
+                    "period_close_id")
 
 
 class ExportOut(ResponseModel):

@@ -30,7 +30,8 @@ ENGINE_COLUMNS = ("id", "amount", "direction", "date", "currency", "description"
 # metadata keys the investigation engine reads as a reference
 REFERENCE_KEYS = ("reference", "ref", "payment_reference")
 # What writing a member needs of its record, and the money a big match keeps beside its members.
-PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in", "amount", "currency", "direction", "decimal_places")
+PERSISTED_RECORD_COLUMNS = ("id", "data_stream_key", "matched_in", "amount", "currency", "direction", "decimal_places",
+                            "date")
 MONEY_COLUMNS = ("amount", "currency", "direction", "decimal_places")
 
 

@@ -49,6 +49,7 @@ from chalicelib.domain.records import (
     validate_item,
 )
 from chalicelib.observability import logger
+from chalicelib.services import period_closes
 from chalicelib.services.ports import Ports
 
 # How long a stream's writer lease lasts unrenewed: far longer than writing a chunk's guards takes
@@ -89,6 +90,7 @@ def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow
     the chunk takes and gives back its own)."""
     written = records_written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
+    drafts = period_closes.failing_closed(ports, job.environment, drafts)  # dated inside a closed period: failed
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
     # (claims are made all at once, so "first" is decided here, by position); a row with its record
     # written keeps it, duplicate or not.

@@ -1,0 +1,299 @@
+"""Period closes: closing a date range of a reconciliation (a sign-off listing what is still open
+there), reopening it (an admin, with a reason), and the guards every change to a record calls:
+nothing dated inside a closed period is matched, unmatched, deleted or imported.
+
+The guards read one small item per reconciliation (its periods closed now), once per request,
+per import chunk or per run step: never one read per record. A record is inside a period when its
+`date` (the day the money moved, as stored) is; the date it was imported on plays no part.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, shown
+from chalicelib.domain.events import EventOrigin
+from chalicelib.domain.period_closes import (
+    ClosedPeriod,
+    ClosedPeriodsChanged,
+    CloseStatus,
+    OpenException,
+    OpenRecordInPeriod,
+    Period,
+    PeriodClose,
+    explained,
+    holding,
+    not_open_in,
+    not_open_refusal,
+    open_money,
+    outside_closed,
+    overlapping,
+    period_event,
+    refusal,
+    refuse_dated,
+)
+from chalicelib.domain.reconciliation_exceptions import ACTIVE
+from chalicelib.domain.records import ItemError, Record, RecordDraft
+from chalicelib.services import audit
+from chalicelib.services.events import save_and_emit
+from chalicelib.services.ports import Ports
+
+if TYPE_CHECKING:
+    from chalicelib.domain.matches import Match, MatchMember
+    from chalicelib.domain.matching.frames import Frame
+
+ATTEMPTS = 3  # a close or reopen raced by another one reads the closed periods again, this often at most
+
+
+# Closing and reopening ----------------------------------------------------------------------------
+
+def close(ports: Ports, environment: str, reconciliation_id: int, period: Period, note: str,
+          explanations: Mapping[int, str], actor: str) -> PeriodClose:
+    """Close the period: 404 without the reconciliation, 409 when it overlaps a closed period of the
+    reconciliation, 422 when an explanation names an exception not open in the period. The close
+    lists the open exceptions holding records dated in the period, each with its explanation (its
+    own, else the sign-off note), and the unmatched records there per currency."""
+    reconciliation = ports.reconciliations.get(environment, reconciliation_id)
+    closed, version = ports.period_closes.closed_version(environment, reconciliation_id)
+    _refuse_overlap(period, closed)
+    exceptions, unmatched = what_is_open(ports, environment, reconciliation.id, reconciliation.stream_keys, period,
+                                         explanations, note)
+    made = PeriodClose(environment=environment, id=ports.counters.next_id(environment, "period_close"),
+                       reconciliation_id=reconciliation_id, period=period, status=CloseStatus.CLOSED, note=note,
+                       closed_by=actor, closed_at=utc_now(), unmatched=unmatched, open_exceptions=exceptions)
+    ports.period_closes.add(made)  # shown nowhere until the closed periods take it (adapters/.../period_closes.py)
+    for attempt in range(ATTEMPTS):
+        try:
+            _save_closed(ports, made, "closed", [*closed, made.in_force], version)
+            break
+        except ClosedPeriodsChanged:
+            closed, version = ports.period_closes.closed_version(environment, reconciliation_id)
+            try:
+                _refuse_overlap(period, closed)
+            except Conflict:
+                ports.period_closes.remove(made)
+                raise
+            if attempt == ATTEMPTS - 1:
+                ports.period_closes.remove(made)
+                raise
+    audit.note(period_start=period.start.isoformat(), period_end=period.end.isoformat(),
+               open_exceptions=len(exceptions), unmatched_records=sum(m.count for m in unmatched))
+    return made
+
+
+def _save_closed(ports: Ports, close: PeriodClose, verb: str, closed: list[ClosedPeriod], version: int) -> None:
+    """The reconciliation's closed periods become `closed` (if still at `version`), owing the event
+    that tells of it: sent at least once, even if this process dies right after the write."""
+    environment, reconciliation_id = close.environment, close.reconciliation_id
+    save_and_emit(ports, environment, period_event(close, verb), EventOrigin.closed_periods(reconciliation_id),
+                  lambda owed: ports.period_closes.set_closed(environment, reconciliation_id, closed, version, owed))
+
+
+def _refuse_overlap(period: Period, closed: list[ClosedPeriod]) -> None:
+    found = overlapping(period, closed)
+    if found is not None:
+        raise Conflict(f"the period {period.label} overlaps the closed period {found.period.label} of reconciliation "
+                       f"{found.reconciliation_id} (period close {found.close_id}); periods of a reconciliation may "
+                       "not overlap")
+
+
+def reopen(ports: Ports, environment: str, reconciliation_id: int, close_id: int, reason: str,
+           actor: str) -> PeriodClose:
+    """Reopen a closed period (the route lets an admin alone): the reason, who and when on the close,
+    then the period leaves the closed periods. 409 when it was reopened already; a reopen repeated
+    after dying between the two finishes it."""
+    for attempt in range(ATTEMPTS):
+        closed, version = ports.period_closes.closed_version(environment, reconciliation_id)
+        current = _visible(ports.period_closes.find(environment, close_id), close_id, reconciliation_id, closed)
+        in_force = any(c.close_id == close_id for c in closed)
+        if not in_force:
+            raise Conflict(f"period close {close_id} was reopened already ({current.reopened_at}, by "
+                           f"{current.reopened_by}); close the period again to close it")
+        marked = current if current.status is CloseStatus.REOPENED else ports.period_closes.mark_reopened(
+            replace(current, status=CloseStatus.REOPENED, reopened_by=actor, reopened_at=utc_now(),
+                    reopen_reason=reason))
+        try:
+            _save_closed(ports, marked, "reopened", [c for c in closed if c.close_id != close_id], version)
+        except ClosedPeriodsChanged:
+            if attempt == ATTEMPTS - 1:
+                raise
+            continue
+        audit.note(before={"status": CloseStatus.CLOSED.value}, after={"status": CloseStatus.REOPENED.value},
+                   reason=shown(marked.reopen_reason, 200))
+        return marked
+    raise AssertionError("unreachable")
+
+
+def get(ports: Ports, environment: str, reconciliation_id: int, close_id: int) -> PeriodClose:
+    closed, _ = ports.period_closes.closed_version(environment, reconciliation_id)
+    return _visible(ports.period_closes.find(environment, close_id), close_id, reconciliation_id, closed)
+
+
+def list_page(ports: Ports, environment: str, reconciliation_id: int, limit: int,
+              cursor: str | None) -> tuple[list[PeriodClose], str | None]:
+    """The reconciliation's closes, newest first (a reopened one too: it says why)."""
+    ports.reconciliations.get(environment, reconciliation_id)
+    closed, _ = ports.period_closes.closed_version(environment, reconciliation_id)
+    in_force = {c.close_id for c in closed}
+    before = _cursor_value(cursor) if cursor else None
+    shown_closes = [c for c in ports.period_closes.of_reconciliation(environment, reconciliation_id)
+                    if (c.id in in_force or c.status is CloseStatus.REOPENED) and (before is None or c.id < before)]
+    page = shown_closes[:limit]
+    more = len(shown_closes) > limit
+    return page, _cursor(page[-1].id) if more else None
+
+
+def _visible(found: PeriodClose | None, close_id: int, reconciliation_id: int,
+             closed: list[ClosedPeriod]) -> PeriodClose:
+    """The close, if it belongs to the reconciliation and was ever in force (an attempt that lost a
+    race, or died before the closed periods took it, is no close)."""
+    if found is None or found.reconciliation_id != reconciliation_id or (
+            found.status is CloseStatus.CLOSED and all(c.close_id != found.id for c in closed)):
+        raise NotFound(f"period close {close_id} not found in reconciliation {reconciliation_id}")
+    return found
+
+
+def _cursor(after: int) -> str:
+    return base64.urlsafe_b64encode(f"pclose:{after}".encode()).decode().rstrip("=")
+
+
+def _cursor_value(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if text.startswith("pclose:"):
+            return int(text.removeprefix("pclose:"))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        pass
+    raise BadRequest("cursor does not belong to this list; pass the next_cursor of a previous page unchanged")
+
+
+def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_keys: Iterable[str], period: Period,
+                 explanations: Mapping[int, str], note: str) -> tuple[tuple[OpenException, ...], tuple[Any, ...]]:
+    """The open exceptions holding records dated in the period (with their explanations) and the
+    unmatched records there per currency: every open record of the reconciliation's streams is
+    read once (a close is rare; the exceptions are one per stream at most)."""
+    in_period: list[OpenRecordInPeriod] = []
+    for stream_key in dict.fromkeys(stream_keys):
+        adopted = ports.claims.is_adopted(environment, reconciliation_id, stream_key)
+        in_period += [OpenRecordInPeriod(r.amount, r.direction.value, r.currency, r.decimal_places,
+                                         r.exception_in(reconciliation_id))
+                      for r in ports.claims.open_records(environment, stream_key, reconciliation_id, adopted)
+                      if period.contains(r.date)]
+    held: dict[int, list[OpenRecordInPeriod]] = {}
+    for record in in_period:
+        if record.exception_id is not None:
+            held.setdefault(record.exception_id, []).append(record)
+    found = ports.exceptions.find_many(environment, held)
+    active = {eid: e for eid, e in found.items() if e.status in ACTIVE and e.reconciliation_id == reconciliation_id}
+    strays = not_open_in(explanations, active)
+    if strays:
+        known = ports.exceptions.find_many(environment, strays)
+        missing = [eid for eid in strays if eid not in known]
+        if missing:
+            raise NotFound(f"reconciliation exception {missing[0]} not found")
+        raise Conflict(not_open_refusal(strays[0], period, active))
+    exceptions = []
+    for eid in sorted(active):
+        exception = active[eid]
+        text, by = explained(eid, explanations, note)
+        exceptions.append(OpenException(id=eid, status=exception.status.value, title=exception.title,
+                                        data_stream_key=exception.data_stream_key, record_count=len(held[eid]),
+                                        money=open_money(held[eid]), explanation=text, explained_by=by))
+    return tuple(exceptions), open_money(in_period)
+
+
+# The guards -------------------------------------------------------------------------------------------
+
+def closed_of(ports: Ports, environment: str, reconciliation_id: int) -> list[ClosedPeriod]:
+    return ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
+
+
+def refuse_records(ports: Ports, environment: str, reconciliation_id: int, records: Iterable[Record]) -> None:
+    """409 when a record is dated inside a closed period of the reconciliation (a manual match, an
+    accepted investigation)."""
+    refuse_dated({f"record {r.id}": r.date for r in records}, closed_of(ports, environment, reconciliation_id))
+
+
+def refuse_match(ports: Ports, environment: str, match: Match, what: str) -> None:
+    """409 when a record of the match is dated inside a closed period of its reconciliation
+    (confirming or unmatching it); its records are read only when the reconciliation has one."""
+    closed = closed_of(ports, environment, match.reconciliation_id)
+    if not closed:
+        return
+    members: list[MatchMember] = ports.matches.members(environment, match.id)
+    records = ports.records.find_many(environment, [m.record_id for m in members])
+    for record in sorted(records.values(), key=lambda r: r.id):
+        found = holding(record.date, closed)
+        if found is not None:
+            raise Conflict(f"{what} match {match.id} is refused: " + refusal(f"its record {record.id}", record.date,
+                                                                              found))
+
+
+class StreamClosures:
+    """The periods closed now of every reconciliation using some streams, read once (a request, an
+    import chunk): `holding(stream, date)` then costs no read."""
+
+    def __init__(self, ports: Ports, environment: str, stream_keys: Iterable[str]) -> None:
+        users = {key: sorted({u.reconciliation_id for u in ports.reconciliations.users_of_stream(environment, key)})
+                 for key in set(stream_keys)}
+        closed = ports.period_closes.closed_periods(environment, {rid for ids in users.values() for rid in ids})
+        self._of_stream = {key: [c for rid in ids for c in closed.get(rid, [])] for key, ids in users.items()}
+
+    def holding(self, stream_key: str, day: str) -> ClosedPeriod | None:
+        periods = self._of_stream.get(stream_key)
+        return holding(day, periods) if periods else None
+
+
+def refuse_record_change(ports: Ports, environment: str, record: Record | None, what: str) -> None:
+    """409 when the record is dated inside a closed period of a reconciliation of its stream (a DELETE;
+    no record: nothing to refuse)."""
+    if record is None:
+        return
+    found = StreamClosures(ports, environment, [record.data_stream_key]).holding(record.data_stream_key, record.date)
+    if found is not None:
+        raise Conflict(f"{what} is refused: " + refusal(f"record {record.id}", record.date, found))
+
+
+def failing_closed(ports: Ports, environment: str,
+                   drafts: list[RecordDraft | ItemError]) -> list[RecordDraft | ItemError]:
+    """An import chunk's validated items, those dated inside a closed period of a reconciliation of
+    their stream turned into a failed item saying so (the rest of the chunk goes on)."""
+    valid = [d for d in drafts if isinstance(d, RecordDraft)]
+    if not valid:
+        return list(drafts)
+    closures = StreamClosures(ports, environment, {d.data_stream_key for d in valid})
+    out: list[RecordDraft | ItemError] = []
+    for draft in drafts:
+        found = closures.holding(draft.data_stream_key, draft.date) if isinstance(draft, RecordDraft) else None
+        if found is None or not isinstance(draft, RecordDraft):
+            out.append(draft)
+        else:
+            out.append(ItemError("date", refusal(f"a record of data stream '{draft.data_stream_key}'", draft.date,
+                                                  found)))
+    return out
+
+
+def open_outside_closed(ports: Ports, environment: str, reconciliation_id: int, frame: Frame) -> Frame:
+    """A run's open records less those dated inside a closed period: the run leaves them open."""
+    return outside_closed(frame, closed_of(ports, environment, reconciliation_id))
+
+
+def planned_outside_closed(ports: Ports, environment: str, reconciliation_id: int,
+                           batch: list[tuple[Match, list[MatchMember]]],
+                           members: Frame) -> list[tuple[Match, list[MatchMember]]]:
+    """A run's planned matches less those with a record dated inside a period closed since the run
+    read its records (a close between its load and its persist): those records stay open."""
+    closed = closed_of(ports, environment, reconciliation_id)
+    if not closed or not batch:
+        return batch
+    if "date" in members.columns:
+        dates = {rid: day.isoformat() for rid, day in members.select("record_id", "date").rows()}
+    else:  # a plan made before plans kept dates
+        found = ports.records.find_many(environment, [m.record_id for _, ms in batch for m in ms])
+        dates = {rid: r.date for rid, r in found.items()}
+    return [(match, ms) for match, ms in batch
+            if not any(rid in dates and holding(dates[rid], closed) for rid in (m.record_id for m in ms))]

@@ -1,0 +1,59 @@
+"""Period closes, as `adapters/dynamodb/period_closes.py` keeps them: the closes, and each
+reconciliation's periods closed now, replaced only at the version they were read at."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from chalicelib.domain.errors import NotFound
+from chalicelib.domain.period_closes import ClosedPeriod, ClosedPeriodsChanged, CloseStatus, PeriodClose
+from tests.fakes._support import stored_time
+from tests.fakes.records import FakeRecordStore
+
+
+class FakePeriodCloseRepository:
+    def __init__(self, store: FakeRecordStore | None = None) -> None:
+        self.store = store or FakeRecordStore()  # where owed events' marks are kept (the outbox)
+        self.closes: dict[tuple[str, int], PeriodClose] = {}
+        self.closed: dict[tuple[str, int], tuple[list[ClosedPeriod], int]] = {}
+
+    def closed_periods(self, environment: str, reconciliation_ids: Iterable[int]) -> dict[int, list[ClosedPeriod]]:
+        return {rid: list(self.closed.get((environment, rid), ([], 0))[0]) for rid in set(reconciliation_ids)}
+
+    def closed_version(self, environment: str, reconciliation_id: int) -> tuple[list[ClosedPeriod], int]:
+        closed, version = self.closed.get((environment, reconciliation_id), ([], 0))
+        return list(closed), version
+
+    def set_closed(self, environment: str, reconciliation_id: int, closed: list[ClosedPeriod], version: int,
+                   pending_event: str | None = None) -> None:
+        if self.closed.get((environment, reconciliation_id), ([], 0))[1] != version:
+            raise ClosedPeriodsChanged()
+        self.closed[(environment, reconciliation_id)] = (list(closed), version + 1)
+        self.store.owe(environment, "closed_periods", (reconciliation_id,), pending_event)
+
+    def add(self, close: PeriodClose) -> None:
+        self.closes[(close.environment, close.id)] = replace(close, closed_at=stored_time(close.closed_at))
+
+    def remove(self, close: PeriodClose) -> None:
+        self.closes.pop((close.environment, close.id), None)
+
+    def find(self, environment: str, close_id: int) -> PeriodClose | None:
+        return self.closes.get((environment, close_id))
+
+    def get(self, environment: str, close_id: int) -> PeriodClose:
+        found = self.find(environment, close_id)
+        if found is None:
+            raise NotFound(f"period close {close_id} not found")
+        return found
+
+    def of_reconciliation(self, environment: str, reconciliation_id: int) -> list[PeriodClose]:
+        return sorted((c for (env, _), c in self.closes.items()
+                       if env == environment and c.reconciliation_id == reconciliation_id), key=lambda c: -c.id)
+
+    def mark_reopened(self, close: PeriodClose) -> PeriodClose:
+        stored = self.get(close.environment, close.id)
+        if stored.status is CloseStatus.CLOSED:
+            stored = replace(stored, status=CloseStatus.REOPENED, reopened_by=close.reopened_by,
+                             reopened_at=stored_time(close.reopened_at), reopen_reason=close.reopen_reason)
+            self.closes[(close.environment, close.id)] = stored
+        return stored
