@@ -17,7 +17,12 @@ What is timed, each the best of `--repeat` runs:
   describe  described(...) of the first 1,000 (what a dry run or an exception's detail renders:
             the messages are built in Python for the records shown only).
 
-    .venv/bin/python bench/near_misses.py [--rows 100000] [--repeat 3]
+With --dry-run, instead: the dry run's whole domain path (domain/matching/dry_run.dry_run_answer:
+engine frames, the engine's match explaining the rule, its sample, near misses) on the same N + N
+records, by default (near misses of the sample shown only) and with ?near_misses=true (every record
+left open explained on both sides and counted by condition), beside the engine's match alone.
+
+    .venv/bin/python bench/near_misses.py [--rows 100000] [--repeat 3] [--dry-run]
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.domain.matching import match_records  # noqa: E402
+from chalicelib.domain.matching.dry_run import dry_run_answer  # noqa: E402
 from chalicelib.domain.matching.near_misses import by_condition, described, evaluate_pairs, near_misses  # noqa: E402
 from chalicelib.domain.matching.plan import RulePlan  # noqa: E402
 from chalicelib.domain.matching.units import record_units  # noqa: E402
@@ -100,7 +106,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dry-run", action="store_true", help="time the dry run's path, with and without counts")
     args = parser.parse_args()
+    if args.dry_run:
+        dry_run(args.rows, args.repeat)
+        return
     load_before = os.getloadavg()
     side_a, side_b = generated(args.rows)
     baseline, baseline_cpu, outcome = best(args.repeat, lambda: match_records(side_a, side_b, [RULE]))
@@ -144,6 +154,36 @@ def main() -> None:
           {f"{c['field']} {c['operator']}": c["records"] for c in by_condition(found, RULE)})
     print(f"target: at most 5 s -> {'met' if explain <= 5 else 'NOT met'} (wall); ratio to the baseline "
           f"{explain / baseline:.1f}x wall, {explain_cpu / baseline_cpu:.1f}x CPU")
+
+
+def dry_run(rows: int, repeat: int) -> None:
+    """The dry run's domain path at `rows` a side: the engine's match alone (baseline), the dry run
+    as answered by default, and with every record left open explained (?near_misses=true)."""
+    load_before = os.getloadavg()
+    side_a, side_b = (frame.with_columns(decimal_places=pl.lit(2, dtype=pl.Int32)) for frame in generated(rows))
+    baseline, baseline_cpu, outcome = best(repeat, lambda: match_records(side_a.drop("decimal_places"),
+                                                                         side_b.drop("decimal_places"), [RULE]))
+    explained, explained_cpu, _ = best(repeat, lambda: match_records(side_a.drop("decimal_places"),
+                                                                      side_b.drop("decimal_places"), [RULE],
+                                                                      explain_rule=RULE.id))
+    sample, sample_cpu, answer = best(repeat, lambda: dry_run_answer(side_a, side_b, [], RULE))
+    every, every_cpu, counted = best(repeat, lambda: dry_run_answer(side_a, side_b, [], RULE, all_near_misses=True))
+    load_after = os.getloadavg()
+    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, polars {pl.__version__}")
+    print(f"load average (1, 5, 15 min): before {' '.join(f'{x:.2f}' for x in load_before)}, "
+          f"after {' '.join(f'{x:.2f}' for x in load_after)}")
+    print(f"records: {rows:,} a side; the engine matched {outcome.match_count:,} "
+          f"(left open: {outcome.unmatched_a.len():,} + {outcome.unmatched_b.len():,})")
+    print(f"baseline, match_records alone: {baseline:.3f} s wall, {baseline_cpu:.3f} s CPU (best of {repeat})")
+    print(f"the dry run's match, match_records explaining the rule (excluded_by_condition): {explained:.3f} s wall, "
+          f"{explained_cpu:.3f} s CPU")
+    print(f"dry run, default (near misses of the sample: {answer['near_misses']['records']} records): "
+          f"{sample:.3f} s wall, {sample_cpu:.3f} s CPU")
+    print(f"dry run, near_misses=true ({counted['near_misses']['records']:,} records explained, counted): "
+          f"{every:.3f} s wall, {every_cpu:.3f} s CPU")
+    print("by condition:", {f"{c['field']} {c['operator']}": c["records"]
+                            for c in counted["near_misses"]["by_condition"]})
 
 
 if __name__ == "__main__":

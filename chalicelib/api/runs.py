@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas.common import CursorQuery
-from chalicelib.api.schemas.runs import DryRunOut, RunOut, RunPage
+from chalicelib.api.schemas.runs import DryRunOut, DryRunQuery, RunOut, RunPage
 from chalicelib.container import container
 from chalicelib.domain.errors import NotFound
 from chalicelib.services import reconciliation_runs
@@ -49,7 +49,9 @@ def cancel_run(request: ApiRequest, id: str, run_id: str) -> RunOut:
 
 @router.route("POST", "/reconciliation_rules/{id}/dry_run",
               summary="What the rule would match now; writes nothing (409 above the dry run's open-records limit)",
-              response=DryRunOut, errors=(404, 409))
+              query=DryRunQuery, response=DryRunOut, errors=(400, 404, 409, 422))
 def dry_run(request: ApiRequest, id: str) -> DryRunOut:
+    query: DryRunQuery = request.query
     return DryRunOut(**reconciliation_runs.dry_run(container().ports, request.environment,
-                                                   numeric_id(id, "reconciliation rule")))
+                                                   numeric_id(id, "reconciliation rule"),
+                                                   all_near_misses=query.near_misses))

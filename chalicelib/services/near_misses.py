@@ -1,5 +1,5 @@
 """Near misses of an exception's records: for each, under each active rule of its reconciliation,
-the closest open record of the other side and the conditions that pair fails (the columnar work
+the closest candidate of the other side and the conditions that pair fails (the columnar work
 is domain/matching/near_misses.py; a dry run's are in reconciliation_runs.dry_run).
 
 Asked for (GET /v1/reconciliation_exceptions/{id}?near_misses=true), never computed by default:
@@ -19,7 +19,8 @@ EXCEPTION_RECORDS = 20  # the exception's records explained: its newest (highest
 
 def of_exception(ports: Ports, environment: str, exception: ReconciliationException,
                  limit: int = EXCEPTION_RECORDS) -> dict[str, Any]:
-    """The near misses of the exception's `limit` newest records (see the module docstring)."""
+    """The near misses of the exception's `limit` newest records still open (its records open in
+    the reconciliation first, then the newest of those; see the module docstring)."""
     from chalicelib.domain.matching.near_misses import records_near_misses
 
     reconciliation = ports.reconciliations.visible(environment, {exception.reconciliation_id}).get(
@@ -28,7 +29,7 @@ def of_exception(ports: Ports, environment: str, exception: ReconciliationExcept
         return {"side": "a", "records": 0, "rules": [], "data": [],
                 "refused": f"reconciliation {exception.reconciliation_id} no longer exists"}
     side = "a" if exception.data_stream_key in reconciliation.side_a_stream_keys else "b"
-    record_ids = sorted((r.record_id for r in ports.exceptions.records(exception)), reverse=True)[:limit]
+    record_ids = sorted((r.record_id for r in ports.exceptions.records(exception)), reverse=True)  # still open: below
     rules = reconciliation_runs.active_rules(ports, environment, reconciliation.id)
     answer: dict[str, Any] = {"side": side, "records": 0, "rules": [], "data": [], "refused": None}
     if not record_ids or not rules:
@@ -40,4 +41,4 @@ def of_exception(ports: Ports, environment: str, exception: ReconciliationExcept
         return {**answer, "refused": (f"reconciliation {reconciliation.id} has more than "
                                       f"{ports.limits.dry_run_records:,} open records, more than near misses read "
                                       "within the API's time limit")}
-    return {**records_near_misses(side_a, side_b, rules, side, record_ids), "refused": None}
+    return {**records_near_misses(side_a, side_b, rules, side, record_ids, limit), "refused": None}

@@ -537,15 +537,16 @@ def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
             release_members(ports, stub, of_match, uses)
 
 
-def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10) -> dict[str, Any]:
+def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10,
+            all_near_misses: bool = False) -> dict[str, Any]:
     """What the rule would match now, written nowhere: the active rules before it in priority
     take their share of the open records first, as in a run; and, for the records left open, their
-    closest candidates under the rule and the conditions those fail (domain/matching/near_misses.py).
+    closest candidates under the rule and the conditions those fail (domain/matching/near_misses.py):
+    those of the sample shown by default, every one (counted by condition) with `all_near_misses`,
+    which costs several seconds more at the open-records limit (docs/near-misses.md).
     Refused (Conflict) above `dry_run_records` open records, which could not be matched within the
     API's time."""
-    from chalicelib.domain.matching import match_records
-    from chalicelib.domain.matching.frames import engine_frames, rule_matches
-    from chalicelib.domain.matching.near_misses import currency_scales, dry_run_near_misses
+    from chalicelib.domain.matching.dry_run import dry_run_answer
 
     rule = ports.reconciliation_rules.get(environment, rule_id)
     reconciliation = ports.reconciliations.get(environment, rule.reconciliation_id)
@@ -556,12 +557,8 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10)
                                      limit=ports.limits.dry_run_records)
     except TooManyOpenRecords:
         raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
-    engine_a, engine_b = engine_frames(side_a, side_b)
-    outcome = match_records(engine_a, engine_b, before + [rule], explain_rule=rule.id)
     return {"reconciliation_rule_id": rule.id, "open_records": {"side_a": side_a.height, "side_b": side_b.height},
-            **rule_matches(outcome, rule.id, sample_size, rule.definition.conditions),
-            "near_misses": dry_run_near_misses(engine_a, engine_b, outcome.unmatched_a, outcome.unmatched_b, rule,
-                                               currency_scales(side_a, side_b), sample_size)}
+            **dry_run_answer(side_a, side_b, before, rule, sample_size, all_near_misses)}
 
 
 def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:

@@ -43,13 +43,13 @@ def test_a_dry_run_explains_each_record_left_open_with_its_closest_candidate_and
         api, ingest, reconciliation):
     rule, bank, ledger = near_misses_world(api, ingest, reconciliation)
 
-    response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
+    response = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run?near_misses=true")
 
     assert response.status_code == 200, response.json_body
     body = response.json_body
     assert body["matches"] == 0
     near = body["near_misses"]
-    assert near["explained"] is True and near["records"] == 6
+    assert near["explained"] is True and (near["scope"], near["left_open"], near["records"]) == ("all", 6, 6)
     assert [(c["field"], c["records"]) for c in near["by_condition"]] == [
         ("amount", 2), ("date", 2), ("description", 2)]
     sample = by_record(e for e in near["sample"] if e["side"] == "a")
@@ -66,6 +66,38 @@ def test_a_dry_run_explains_each_record_left_open_with_its_closest_candidate_and
     assert all(e["failed_condition_count"] == 1 and 0 < e["distance"] < 1 for e in near["sample"])
     from_ledger = by_record(e for e in near["sample"] if e["side"] == "b")
     assert from_ledger[ledger[0]]["failed_conditions"][0]["actual"] == 150  # the ledger's amount minus the bank's
+
+
+def test_a_dry_run_explains_only_its_sample_unless_asked_and_a_bad_flag_is_a_400(api, ingest, reconciliation):
+    rule, bank, ledger = near_misses_world(api, ingest, reconciliation)
+    ingest(*(record("bank", n, 100_000 + n, description=f"Payer {n}") for n in range(4, 14)))  # 13 on side A
+
+    plain = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run")
+    every = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run?near_misses=true")
+    bad = api.post(f"/v1/reconciliation_rules/{rule['id']}/dry_run?near_misses=perhaps")
+
+    assert plain.status_code == 200 and every.status_code == 200, (plain.json_body, every.json_body)
+    near, counted = plain.json_body["near_misses"], every.json_body["near_misses"]
+    assert (near["scope"], near["left_open"], near["records"], near["by_condition"]) == ("sample", 16, 13, None)
+    assert (counted["scope"], counted["left_open"], counted["records"]) == ("all", 16, 16)
+    assert sum(c["records"] for c in counted["by_condition"]) >= 16
+    assert near["sample"] == counted["sample"]
+    assert [e["record_id"] for e in near["sample"] if e["side"] == "a"] == bank + sorted(
+        e["record_id"] for e in near["sample"] if e["side"] == "a" and e["record_id"] not in bank)
+    assert bad.status_code == 400, bad.json_body
+    assert bad.json_body["message"].startswith("query parameter 'near_misses': Input should be a valid boolean")
+
+
+def test_an_exceptions_record_whose_partner_arrived_after_the_run_would_match_it(api, ingest, reconciliation):
+    rule, bank, ledger = ran_world(api, ingest, reconciliation)
+    [late] = ingest(record("ledger", 9, 10_000, days_ago(40), description="acme invoice 7"))  # bank[0]'s partner
+
+    near = api.get(f"/v1/reconciliation_exceptions/{exception_of(api, 'bank')['id']}?near_misses=true").json_body[
+        "near_misses"]
+
+    [entry] = [e for e in near["data"] if e["record_id"] == bank[0]]
+    assert (entry["candidate_record_id"], entry["would_match"], entry["failed_conditions"]) == (late, True, [])
+    assert all(not e["would_match"] for e in near["data"] if e["record_id"] != bank[0])
 
 
 def test_a_record_the_rule_matches_is_not_a_near_miss(api, ingest, reconciliation):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.domain.matches import MatchStatus
 from chalicelib.services.near_misses import of_exception
 from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
 from chalicelib.services.reconciliation_rules import create_rule
-from tests.services.conftest import ENV, days_ago, record
+from tests.services.conftest import ENV, days_ago, matched_by_a_run, record
 
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "within", "tolerance": 10},
                                                         {"field": "date", "operator": "within", "days": 3}]}
@@ -37,6 +38,20 @@ def test_the_20_newest_records_are_explained_against_the_other_sides_open_record
                if e["record_id"] == ran["bank"][0]]
     assert first["candidate_record_id"] == ran["ledger"][0]
     assert first["failed_conditions"][0]["message"] == "amount off by 0.50 USD, 0.40 USD more than the 0.10 USD allowed"
+
+
+def test_the_20_newest_are_taken_among_the_records_still_open(ports, ingest, ran):
+    newest = sorted(ran["bank"], reverse=True)
+    # A proposed match holds the 3 newest: they stay the exception's (pending confirmation), not open
+    held = ingest(*(record("ledger", 10 + n, 500, days_ago(20)) for n in range(3)))
+    matched_by_a_run(ports, ran["reconciliation"], ran["rule"], newest[:3], held, MatchStatus.PROPOSED)
+    refresh(ports, ENV, ran["reconciliation"].id)
+    exception = exception_of(ports, "bank")
+    assert {r.record_id for r in ports.exceptions.records(exception)} >= set(newest[:3])
+
+    answer = of_exception(ports, ENV, exception)
+
+    assert answer["records"] == 20 and [e["record_id"] for e in answer["data"]] == newest[3:23]
 
 
 def test_the_ledgers_exception_is_explained_from_side_b(ports, ran):

@@ -133,13 +133,49 @@ def test_a_partner_with_a_mistyped_reference_is_found_by_relaxing_that_key():
     assert [f["field"] for f in entry["failed_conditions"]] == ["external_id"]
 
 
-def test_a_pair_meeting_the_whole_rule_is_never_a_near_miss():
+def test_a_pair_meeting_the_whole_rule_is_reported_as_a_match_never_given_a_failing_candidate():
     side_a = records({"id": 1, "amount": 1000})
     side_b = records({"id": 2, "amount": 1000}, {"id": 3, "amount": 1200})
 
     entry = explain(side_a, side_b, rule({"field": "amount", "operator": "equals"}))[1]
 
-    assert entry["candidate_record_id"] == 3
+    assert (entry["candidate_record_id"], entry["would_match"]) == (2, True)
+    assert entry["failed_condition_count"] == 0 and entry["failed_conditions"] == []
+
+
+def test_a_near_miss_is_not_a_match():
+    entry = explain(records({"id": 1, "amount": 1000}), records({"id": 3, "amount": 1200}),
+                    rule({"field": "amount", "operator": "equals"}))[1]
+
+    assert (entry["candidate_record_id"], entry["would_match"], entry["failed_condition_count"]) == (3, False, 1)
+
+
+def test_amounts_in_two_currencies_give_no_difference_and_each_in_its_own_currency_and_scale():
+    # The rule has no currency condition: the engine compares the integers, 1000 JPY and 1200 (12.00) USD
+    side_a = records({"id": 1, "amount": 1000, "currency": "JPY"})
+    side_b = records({"id": 2, "amount": 1200, "currency": "USD"})
+    scales = {"JPY": 0, "USD": 2}
+
+    [from_a] = explain(side_a, side_b, rule(AMOUNT_50), scales=scales)[1]["failed_conditions"]
+    [from_b] = explain(side_a, side_b, rule(AMOUNT_50), side="b", scales=scales)[2]["failed_conditions"]
+
+    assert (from_a["actual"], from_a["difference"], from_a["difference_decimal"]) == (None, None, None)
+    assert (from_a["unit"], from_a["decimal_places"], from_a["expected"]) == ("JPY", 0, 50)
+    assert from_a["message"] == ("amount 1000 JPY here, 12.00 USD on the candidate: different currencies, "
+                                 "no difference is given")
+    assert (from_b["unit"], from_b["decimal_places"], from_b["difference"]) == ("USD", 2, None)
+    assert from_b["message"] == ("amount 12.00 USD here, 1000 JPY on the candidate: different currencies, "
+                                 "no difference is given")
+
+
+def test_a_side_b_records_amount_is_shown_in_its_own_currencys_scale():
+    side_a = records({"id": 1, "amount": 1000, "currency": "JPY"})
+    side_b = records({"id": 2, "amount": 1500, "currency": "JPY"}, {"id": 3, "amount": 90_000, "currency": "USD"})
+
+    [failed] = explain(side_a, side_b, rule(AMOUNT_50), side="b", scales={"JPY": 0, "USD": 2})[2]["failed_conditions"]
+
+    assert (failed["unit"], failed["actual"], failed["difference_decimal"]) == ("JPY", 500, "450")
+    assert failed["message"] == "amount off by 500 JPY, 450 JPY more than the 50 JPY allowed"
 
 
 def test_no_candidate_when_the_other_side_is_empty():
@@ -154,12 +190,31 @@ def test_a_dry_runs_near_misses_count_the_failed_conditions_and_sample_each_side
     the_rule = rule(AMOUNT_50, DATE_2)
     outcome = match_records(side_a, side_b, [the_rule])
 
-    answer = dry_run_near_misses(side_a, side_b, outcome.unmatched_a, outcome.unmatched_b, the_rule, {"USD": 2})
+    answer = dry_run_near_misses(side_a, side_b, outcome.unmatched_a, outcome.unmatched_b, the_rule, {"USD": 2},
+                                 every_record=True)
 
-    assert answer["explained"] and answer["records"] == 4
+    assert answer["explained"] and answer["records"] == 4 and answer["scope"] == "all"
     assert [(c["field"], c["records"]) for c in answer["by_condition"]] == [("amount", 2), ("date", 2)]
     assert [(e["side"], e["record_id"], e["candidate_record_id"]) for e in answer["sample"]] == [
         ("a", 1, 3), ("a", 2, 4), ("b", 3, 1), ("b", 4, 2)]
+
+
+def test_a_dry_run_explains_only_its_sample_unless_asked_for_every_record():
+    side_a = records(*({"id": n, "amount": 1000 * n} for n in range(1, 6)))
+    side_b = records(*({"id": 100 + n, "amount": 1000 * n + 70} for n in range(1, 6)))
+    the_rule = rule(AMOUNT_50, DATE_2)
+    outcome = match_records(side_a, side_b, [the_rule])
+
+    sample = dry_run_near_misses(side_a, side_b, outcome.unmatched_a, outcome.unmatched_b, the_rule, {"USD": 2}, 2)
+    every = dry_run_near_misses(side_a, side_b, outcome.unmatched_a, outcome.unmatched_b, the_rule, {"USD": 2}, 2,
+                                every_record=True)
+
+    assert (sample["scope"], sample["left_open"], sample["records"], sample["by_condition"]) == ("sample", 10, 4, None)
+    assert (every["scope"], every["left_open"], every["records"]) == ("all", 10, 10)
+    assert [(c["field"], c["records"]) for c in every["by_condition"]] == [("amount", 10), ("date", 0)]
+    assert sample["sample"] == every["sample"]  # the same records, explained the same way
+    assert [(e["side"], e["record_id"], e["candidate_record_id"]) for e in sample["sample"]] == [
+        ("a", 1, 101), ("a", 2, 102), ("b", 101, 1), ("b", 102, 2)]
 
 
 def test_a_grouped_rule_is_not_explained():
@@ -184,6 +239,16 @@ def test_an_exceptions_records_are_explained_under_each_rule_at_one_scale_per_cu
     assert [(r["reconciliation_rule_id"], r["explained"]) for r in answer["rules"]] == [(8, False), (7, True)]
     [entry] = answer["data"]
     assert entry["failed_conditions"][0]["message"] == "amount off by 0.015 USD; the rule wants equal amounts"
+
+
+def test_an_exceptions_newest_records_are_taken_among_those_still_open():
+    cents = pl.lit(2, dtype=pl.Int32)
+    side_a = records({"id": 1}, {"id": 2}, {"id": 3}).with_columns(decimal_places=cents)  # 4, 5: no longer open
+    side_b = records({"id": 10, "amount": 1200}).with_columns(decimal_places=cents)
+
+    answer = records_near_misses(side_a, side_b, [rule(AMOUNT_50)], "a", [5, 4, 3, 2, 1], limit=2)
+
+    assert answer["records"] == 2 and [e["record_id"] for e in answer["data"]] == [3, 2]
 
 
 # Properties: the engine's own evaluation ----------------------------------------------------------
@@ -250,24 +315,25 @@ def test_a_near_miss_fails_exactly_the_conditions_the_engine_fails_for_that_pair
                       else (entry["candidate_record_id"], entry["record_id"]))
         reported = {f["condition"] for f in entry["failed_conditions"]}
         assert reported == failed_by_the_engine(side_a, side_b, a_id, b_id, the_rule)
-        assert entry["failed_condition_count"] == len(reported) > 0
+        assert entry["failed_condition_count"] == len(reported)
+        assert entry["would_match"] == (not reported)
 
 
 @SETTINGS
 @given(cases())
-def test_a_pair_the_engine_would_match_is_never_reported_and_a_record_left_without_one_has_a_match(case):
+def test_a_record_the_engine_would_match_says_so_with_that_partner_and_only_then(case):
     side_a, side_b, the_rule, side = case
     others = side_b if side == "a" else side_a
 
     found = near_misses(side_a, side_b, the_rule, subject_side=side)
 
-    for record_id, candidate in found.select("record_id", "candidate_id").iter_rows():
+    for record_id, candidate, failed in found.select("record_id", "candidate_id", "failed").iter_rows():
         pairs = [(record_id, other) if side == "a" else (other, record_id) for other in others["id"].to_list()]
-        if candidate is not None:
-            a_id, b_id = (record_id, candidate) if side == "a" else (candidate, record_id)
-            assert not matches_alone(side_a, side_b, a_id, b_id, the_rule)
-        else:  # nothing found: the other side is empty, or a candidate meets the whole rule
-            assert not pairs or any(matches_alone(side_a, side_b, a, b, the_rule) for a, b in pairs)
+        if candidate is None:  # nothing found: the other side is empty
+            assert not pairs
+            continue
+        a_id, b_id = (record_id, candidate) if side == "a" else (candidate, record_id)
+        assert matches_alone(side_a, side_b, a_id, b_id, the_rule) == (failed == 0)
 
 
 @SETTINGS

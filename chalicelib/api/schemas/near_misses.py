@@ -20,15 +20,19 @@ class FailedConditionOut(Model):
         "window in days (0 for equals); similar, the threshold; equals and contains, this record's compared "
         "(normalized) value; opposite, the direction the candidate should have"))
     actual: Measure = Field(description=(
-        "What the pair has: amount, this record's amount minus the candidate's, in minor units; date, this "
+        "What the pair has: amount, this record's amount minus the candidate's, in minor units (null when their "
+        "currencies differ); date, this "
         "record's date minus the candidate's, in days; similar, the score (0 to 1, 4 decimals; null when a "
         "text is missing); equals and contains, the candidate's compared value; opposite, its direction"))
     difference: Measure = Field(default=None, description=(
-        "How far the pair is from passing: amount, minor units beyond the allowed difference; date, days past "
-        "the window; similar, threshold minus score; null for the others"))
-    unit: str | None = Field(default=None, description="The currency of an amount, `days`, or `similarity`")
-    decimal_places: int | None = Field(default=None, description="An amount's decimal places (the scale compared)")
-    difference_decimal: str | None = Field(default=None, description="An amount's `difference` as an exact decimal")
+        "How far the pair is from passing: amount, minor units beyond the allowed difference (null when the "
+        "currencies differ: the message names each amount in its own currency); date, days past the window; "
+        "similar, threshold minus score; null for the others"))
+    unit: str | None = Field(default=None, description="This record's currency for an amount, `days`, or `similarity`")
+    decimal_places: int | None = Field(default=None, description="This record's amount's decimal places (the scale "
+                                       "compared)")
+    difference_decimal: str | None = Field(default=None, description="An amount's `difference` as an exact decimal "
+                                           "(null when the currencies differ)")
     message: str = Field(description='e.g. "amount off by 1.50 USD, 1.00 USD more than the 0.50 USD allowed"')
 
 
@@ -37,8 +41,13 @@ class NearMissOut(Model):
     record_id: int
     reconciliation_rule_id: int
     candidate_record_id: int | None = Field(description=(
-        "Its closest open record on the other side under the rule; null when the other side has none, or "
-        "when every candidate found meets the whole rule (a run would match it)"))
+        "Its closest open record on the other side under the rule, among the candidates the searches find "
+        "(docs/near-misses.md); null when they find none (the other side has no open record). With "
+        "`would_match`, a record the rule would match it with"))
+    would_match: bool = Field(default=False, description=(
+        "true when the candidate meets every condition: the rule would match the pair (no failed conditions). A "
+        "dry run's rule leaves such a pair only on a conflict; an exception's rules are not applied in sequence "
+        "as in a run, and the candidate may have arrived after the last run"))
     failed_condition_count: int | None
     distance: float | None = Field(description=(
         "How far the pair is from matching: the sum over its failed conditions of how far each is from passing, "
@@ -57,8 +66,14 @@ class ConditionNearMissesOut(Model):
 class DryRunNearMissesOut(Model):
     explained: bool = Field(description="false for a rule comparing groups of records (not one_to_one)")
     reason: str | None
+    scope: Literal["sample", "all"] = Field(description=(
+        "sample: only the records of `sample` were explained (the default, cheap); all: every record left open "
+        "(?near_misses=true)"))
+    left_open: int = Field(description="Records the dry run leaves open, both sides")
     records: int = Field(description="Unmatched records explained, both sides")
-    by_condition: list[ConditionNearMissesOut]
+    by_condition: list[ConditionNearMissesOut] | None = Field(description=(
+        "With ?near_misses=true: for each condition, how many of the records left open have a closest candidate "
+        "failing it; null otherwise"))
     sample: list[NearMissOut] = Field(description="The first records left open of each side, ids ascending")
 
 
@@ -71,7 +86,7 @@ class RuleExplainedOut(Model):
 
 class ExceptionNearMissesOut(Model):
     side: Literal["a", "b"] = Field(description="The side of the reconciliation the exception's stream is on")
-    records: int = Field(description="The exception's records explained (its 20 newest still open)")
+    records: int = Field(description="The exception's records explained: of those still open, the 20 newest")
     rules: list[RuleExplainedOut] = Field(description="The reconciliation's active rules, in priority order")
     data: list[NearMissOut] = Field(description="One entry a record and rule, newest record first")
     refused: str | None = Field(description="Why nothing was explained: too many open records to read")

@@ -146,8 +146,8 @@ class ExceptionRecordsFilter(QueryModel):
 
 class ExceptionDetailQuery(ExceptionRecordsFilter):
     near_misses: bool = Field(default=False, description=(
-        "Also explain the exception's 20 newest records: under each active rule, the closest open record of the "
-        "other side and the conditions that fail (reads the reconciliation's open records, as a dry run does)"))
+        "Also explain the exception's 20 newest records still open: under each active rule, the closest candidate "
+        "of the other side and the conditions that fail (reads the reconciliation's open records, as a dry run does)"))
 
 
 class ExceptionRecordsQuery(ExceptionRecordsFilter):

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from chalicelib.api.schemas.common import Model, ResponseModel, Timestamp
+from chalicelib.api.schemas.common import Model, QueryModel, ResponseModel, Timestamp
 from chalicelib.api.schemas.near_misses import DryRunNearMissesOut
 
 
@@ -53,6 +53,13 @@ class ConditionExclusionOut(Model):
         "search sums those amounts)"))
 
 
+class DryRunQuery(QueryModel):
+    near_misses: bool = Field(default=False, description=(
+        "Also explain every record left open, both sides, and count by condition how many of their closest "
+        "candidates fail it (`near_misses.by_condition`). Without it only the sample shown is explained. Costs "
+        "several seconds of CPU more near the open-records limit (docs/near-misses.md)"))
+
+
 class DryRunOut(Model):
     reconciliation_rule_id: int
     open_records: dict[str, int] = Field(description="{side_a, side_b}: open records the rule was tried on")
@@ -66,4 +73,5 @@ class DryRunOut(Model):
         "null when the rule is inactive (it would match nothing)"))
     near_misses: DryRunNearMissesOut | None = Field(default=None, description=(
         "For the records left open (after the rule), their closest candidates under the rule and the conditions "
-        "those fail, with the numbers (docs/near-misses.md)"))
+        "those fail, with the numbers: the sample's, or every record's with ?near_misses=true "
+        "(docs/near-misses.md)"))

@@ -28,8 +28,10 @@ Columnar, like the engine, and bounded: no record is compared with every record 
    similar conditions) are dropped (they cannot be closest), and of the rest the TEXT_SCORED
    closest by the other conditions (fewest failed, then most words shared by the texts, then
    distance) are scored.
-4. Closest. A pair meeting every condition is never a near miss (the engine would match it; a
-   dry run's waterfall took such pairs already). Among the others, a record's closest candidate is
+4. Closest. A pair meeting every condition is not a near miss: the engine would match it (a
+   dry run's waterfall took such pairs already, unless a conflict kept them; an exception's record
+   may have met its partner after the last run), so it is reported as such (`failed` 0,
+   `would_match` in the answer) before any failing pair. Among the others, a record's closest candidate is
    the one with the fewest failed conditions, then the smallest *distance*, then the smallest
    amount difference, then date difference, then the lowest candidate id. The distance is the sum,
    over the failed conditions, of how far each is from passing, each from 0 to 1:
@@ -83,7 +85,8 @@ def near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rule: Rule, *, subje
     the engine's record columns (domain/matching); amounts at one scale per currency.
 
     One row a subject record, by record id: `record_id`, `candidate_id` (null when the other side
-    is empty, or every candidate found meets the whole rule), `failed` (how many conditions),
+    has no candidate), `failed` (how many conditions: 0 when the pair meets the whole rule, which
+    the engine would match),
     `distance`, `f<i>` (condition i fails), and what describing them needs: `a_amount`,
     `b_amount`, `amount_diff` (minor units, absolute), `allowed<i>` (an amount window's allowed
     difference), `a_date`, `b_date`, `date_diff` (days, absolute), `a_currency`, `b_currency`,
@@ -104,8 +107,10 @@ def near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rule: Rule, *, subje
     checked = evaluate_pairs(plan, units["a"], units["b"], pairs, subject=f"{subject_side}_uid",
                              settled=set(plan.key_columns()) - set(keys))
     subject_uid, candidate_uid = f"{subject_side}_uid", f"{other_side}_uid"
-    closest = (checked.filter(pl.col("failed") > 0)
-               .sort(subject_uid, "failed", "distance", "amount_diff", "date_diff", candidate_uid)
+    # A pair failing nothing comes first: the engine would match it (a run applying the rules in
+    # sequence may have taken its partner already, or it arrived after the last run), and the
+    # record is then reported as `would_match`, never given a made-up failing candidate.
+    closest = (checked.sort(subject_uid, "failed", "distance", "amount_diff", "date_diff", candidate_uid)
                .unique(subject_uid, keep="first", maintain_order=True))
     closest = _joined(closest, units["a"], units["b"], ["currency"])  # for the messages: the closest only
     return (subjects.select(record_id=pl.col("uid"))
@@ -365,6 +370,7 @@ def described(found: pl.DataFrame, rule: Rule, subject_side: str,
         entry: dict[str, Any] = {"side": subject_side, "record_id": row["record_id"],
                                  "reconciliation_rule_id": rule.id, "candidate_record_id": row["candidate_id"],
                                  "failed_condition_count": row["failed"], "distance": row["distance"],
+                                 "would_match": row["candidate_id"] is not None and row["failed"] == 0,
                                  "failed_conditions": []}
         if row["candidate_id"] is not None:
             entry["failed_conditions"] = [failed_condition(plan, i, row, subject_side, scales or {})
@@ -383,20 +389,24 @@ def failed_condition(plan: RulePlan, i: int, row: Mapping[str, Any], subject_sid
         out["side_b_field"] = condition.side_b_field
     field = condition.field
     if field == "amount":
-        currency = row["a_currency"]
+        other = "b" if subject_side == "a" else "a"
+        currency, theirs = row[f"{subject_side}_currency"], row[f"{other}_currency"]
         places = scales.get(currency, minor_units(currency))
-        signed = row["a_amount"] - row["b_amount"]
-        if subject_side == "b":
-            signed = -signed
         allowed = row.get(f"allowed{i}") or 0
+        out.update(expected=allowed, unit=currency, decimal_places=places)
+        if currency != theirs:  # amounts of two currencies: no difference to give (a float never enters)
+            their_places = scales.get(theirs, minor_units(theirs))
+            out.update(difference_decimal=None)
+            out["message"] = (f"amount {_decimal(row[f'{subject_side}_amount'], places)} {currency} here, "
+                              f"{_decimal(row[f'{other}_amount'], their_places)} {theirs} on the candidate: "
+                              "different currencies, no difference is given")
+            return out
+        signed = row[f"{subject_side}_amount"] - row[f"{other}_amount"]
         excess = abs(signed) - allowed
-        out.update(expected=allowed, actual=signed, difference=excess, unit=currency,
-                   decimal_places=places, difference_decimal=_decimal(excess, places))
+        out.update(actual=signed, difference=excess, difference_decimal=_decimal(excess, places))
         shown = f"amount off by {_decimal(abs(signed), places)} {currency}"
         out["message"] = (f"{shown}, {_decimal(excess, places)} {currency} more than the {_decimal(allowed, places)}"
                           f" {currency} allowed" if allowed else f"{shown}; the rule wants equal amounts")
-        if row["a_currency"] != row["b_currency"]:
-            out["message"] += f" (and the currencies differ: {row['a_currency']} and {row['b_currency']})"
     elif field == "date":
         window = condition.days if condition.operator is Operator.WITHIN else 0
         apart = row["date_diff"]
@@ -473,34 +483,51 @@ DRY_RUN_SAMPLE = 10      # near misses a dry run shows of each side (the summary
 
 
 def dry_run_near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, unmatched_a: pl.Series, unmatched_b: pl.Series,
-                        rule: Rule, scales: Mapping[str, int], sample_size: int = DRY_RUN_SAMPLE) -> dict[str, Any]:
-    """A dry run's near misses: every record the waterfall left open on either side (after the
-    rule), explained under the rule against the open records of the other side; the first
-    `sample_size` of each side (ids ascending) in full, and for each condition how many of the
-    closest candidates fail it. Frames as the engine took them (engine_frames)."""
+                        rule: Rule, scales: Mapping[str, int], sample_size: int = DRY_RUN_SAMPLE,
+                        every_record: bool = False) -> dict[str, Any]:
+    """A dry run's near misses: records the waterfall left open (after the rule), explained under
+    the rule against the open records of the other side; the first `sample_size` of each side (ids
+    ascending) in full. By default only those are explained (`scope` "sample", cheap: a few dozen
+    candidate pairs a record) and `by_condition` is null; with `every_record`, every record left open
+    on both sides is, and `by_condition` counts, for each condition, how many of their closest
+    candidates fail it (scope "all": at 100,000 open records a side several seconds of CPU, see
+    bench/RESULTS.md). Frames as the engine took them (engine_frames)."""
+    left_open = unmatched_a.len() + unmatched_b.len()
+    scope = "all" if every_record else "sample"
     if not explained(rule):
-        return {"explained": False, "reason": NOT_EXPLAINED, "records": 0, "by_condition": [], "sample": []}
+        return {"explained": False, "reason": NOT_EXPLAINED, "scope": scope, "left_open": left_open, "records": 0,
+                "by_condition": [] if every_record else None, "sample": []}
     open_a = side_a.filter(pl.col("id").is_in(unmatched_a.implode()))
     open_b = side_b.filter(pl.col("id").is_in(unmatched_b.implode()))
-    found_a = near_misses(open_a, open_b, rule, subject_side="a")
-    found_b = near_misses(open_a, open_b, rule, subject_side="b")
-    counts = [x["records"] + y["records"] for x, y in zip(by_condition(found_a, rule), by_condition(found_b, rule),
-                                                          strict=True)]
-    return {"explained": True, "reason": None, "records": found_a.height + found_b.height,
-            "by_condition": [{**entry, "records": count}
-                             for entry, count in zip(by_condition(found_a, rule), counts, strict=True)],
+    subjects = {"a": None, "b": None} if every_record else {
+        "a": unmatched_a.sort().head(sample_size), "b": unmatched_b.sort().head(sample_size)}
+    found_a = near_misses(open_a, open_b, rule, subject_side="a", subject_ids=subjects["a"])
+    found_b = near_misses(open_a, open_b, rule, subject_side="b", subject_ids=subjects["b"])
+    counted = None
+    if every_record:
+        counts = [x["records"] + y["records"] for x, y in zip(by_condition(found_a, rule),
+                                                              by_condition(found_b, rule), strict=True)]
+        counted = [{**entry, "records": count} for entry, count in zip(by_condition(found_a, rule), counts,
+                                                                       strict=True)]
+    return {"explained": True, "reason": None, "scope": scope, "left_open": left_open,
+            "records": found_a.height + found_b.height, "by_condition": counted,
             "sample": described(found_a.head(sample_size), rule, "a", scales)
             + described(found_b.head(sample_size), rule, "b", scales)}
 
 
 def records_near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Rule], side: str,
-                        record_ids: Sequence[int]) -> dict[str, Any]:
+                        record_ids: Sequence[int], limit: int | None = None) -> dict[str, Any]:
     """The near misses of some records of one side (an exception's), under each rule in priority
-    order, against every open record of the other side. Frames as open_records_frame reads them
-    (with `decimal_places`): amounts are brought to one scale here, as a run does."""
+    order, against every open record of the other side: of `record_ids` those still open, the
+    `limit` newest (highest ids) of them. Frames as open_records_frame reads them (with
+    `decimal_places`): amounts are brought to one scale here, as a run does. The rules are not
+    applied in sequence as in a run: a record a rule would match is reported as `would_match`."""
     scales = currency_scales(side_a, side_b)
     engine_a, engine_b = engine_frames(side_a, side_b)
-    present = (side_a if side == "a" else side_b).filter(pl.col("id").is_in(list(record_ids)))["id"].to_list()
+    present = sorted((side_a if side == "a" else side_b).filter(pl.col("id").is_in(list(record_ids)))["id"].to_list(),
+                     reverse=True)[:limit]
+    kept = set(present)
+    record_ids = [i for i in record_ids if i in kept]
     rule_notes, data = [], []
     for rule in sorted(rules, key=lambda r: (r.definition.priority, r.id)):
         fits = explained(rule)
