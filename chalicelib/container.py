@@ -31,6 +31,7 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepo
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.service_levels import ServiceLevelRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
@@ -121,6 +122,10 @@ class Container:
     @cached_property
     def exceptions(self) -> ExceptionRepository:
         return ExceptionRepository(self.table, self.counters)
+
+    @cached_property
+    def service_levels(self) -> ServiceLevelRepository:
+        return ServiceLevelRepository(self.table, self.counters)
 
     @cached_property
     def bulk_actions(self) -> BulkActionRepository:
@@ -314,7 +319,7 @@ class Container:
             webhooks=self.webhooks, webhook_delivery_queue=self.webhook_delivery_queue,
             webhook_sender=self.webhook_sender,
             users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
-            stopping=self.stop_requested.is_set,
+            stopping=self.stop_requested.is_set, service_levels=self.service_levels,
         )
 
     @cached_property

@@ -108,6 +108,17 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("DELETE", "/api_keys/{id}"): Audited("api_key.revoked", "api_key", "id"),
     # What was exported, not its rows: the kind and format (the filters stay on the export).
     ("POST", "/exports"): Audited("export.created", "export", fields={"kind": "kind", "format": "format"}),
+    # Service levels and routing (docs/service-levels.md): the policy's id is its reconciliation's.
+    ("PUT", "/reconciliations/{id}/service_levels"): Audited("service_level_policy.updated", "service_level_policy",
+                                                            "id"),
+    ("DELETE", "/reconciliations/{id}/service_levels"): Audited("service_level_policy.reset", "service_level_policy",
+                                                               "id"),
+    ("POST", "/reconciliations/{id}/routing_rules"): Audited("routing_rule.created", "routing_rule",
+                                                             params={"id": "reconciliation_id"}),
+    ("PATCH", "/reconciliations/{id}/routing_rules/{rule_id}"): Audited(
+        "routing_rule.updated", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
+    ("DELETE", "/reconciliations/{id}/routing_rules/{rule_id}"): Audited(
+        "routing_rule.deleted", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
 }
 
 

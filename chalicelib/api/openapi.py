@@ -66,6 +66,8 @@ READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
     ("POST", "/agents/{id}/files"): [("get_agents_id", {"id": "$request.path.id"})],
     ("POST", "/agents/{id}/runs"): [("get_agents_id_runs_run_id", {"id": "$request.path.id", "run_id": RESPONSE_ID})],
     ("POST", "/api_keys"): [("get_api_keys", {})],  # no read of one key: the list holds it
+    ("POST", "/reconciliations/{id}/routing_rules"): [("get_reconciliations_id_routing_rules_rule_id",
+                                                       {"id": "$request.path.id", "rule_id": RESPONSE_ID})],
 }
 DESCRIPTION = """\
 Financial-data reconciliation: data streams of records, reconciliations with rules, runs,

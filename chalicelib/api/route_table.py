@@ -105,4 +105,13 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("POST", "/v1/exports", "exports", "create_export", False),
     ("GET", "/v1/exports", "exports", "list_exports", False),
     ("GET", "/v1/exports/{id}", "exports", "get_export", False),
+    ("GET", "/v1/reconciliations/{id}/service_levels", "service_levels", "get_service_levels", False),
+    ("PUT", "/v1/reconciliations/{id}/service_levels", "service_levels", "put_service_levels", False),
+    ("DELETE", "/v1/reconciliations/{id}/service_levels", "service_levels", "delete_service_levels", False),
+    ("GET", "/v1/reconciliations/{id}/service_levels/aging", "service_levels", "get_aging", False),
+    ("GET", "/v1/reconciliations/{id}/routing_rules", "service_levels", "list_routing_rules", False),
+    ("POST", "/v1/reconciliations/{id}/routing_rules", "service_levels", "add_routing_rule", False),
+    ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "get_routing_rule", False),
+    ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "update_routing_rule", False),
+    ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "delete_routing_rule", False),
 )

@@ -16,6 +16,7 @@ from chalicelib.api import (
     reconciliations,
     records,
     runs,
+    service_levels,
     session,
     stories,
     users,
@@ -28,4 +29,5 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          file_imports.router, runs.router, matches.router, reconciliation_exceptions.router,
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
-                         overview.router, bulk_actions.router, exports.router]
+                         overview.router, bulk_actions.router, exports.router,
+                         service_levels.router]

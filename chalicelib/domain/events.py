@@ -34,6 +34,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "agent_run.failed",
     "agent_run.needs_verification",
     "export.completed",
+    "reconciliation_exception.overdue",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`

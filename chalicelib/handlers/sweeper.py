@@ -14,6 +14,7 @@ from chalicelib.services import (
     matches,
     reconciliation_exceptions,
     reconciliation_runs,
+    service_levels,
     webhooks,
 )
 from chalicelib.services.ingestion import sweeper as ingestion_sweeper
@@ -44,6 +45,7 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("refreshed_exceptions", reconciliation_exceptions.sweep),
     ("abandoned_investigations", investigations.sweep),
     ("queued_webhook_deliveries", webhooks.sweep),
+    ("service_levels", service_levels.sweep),
 )
 
 

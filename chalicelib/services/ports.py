@@ -71,6 +71,7 @@ from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDeliv
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.services.service_level_ports import ServiceLevelStore
 
 # A message or an execution's input: ids and names only.
 Message = dict[str, str | int]
@@ -746,3 +747,5 @@ class Ports:
     # True once the process is stopping (the local stack's Ctrl-C): long loops stop at their next
     # checkpoint, and the work resumes from it when the stack starts again.
     stopping: Callable[[], bool] = lambda: False
+    # Service levels and routing (services/service_levels.py, routing.py); None: not wired (fakes).
+    service_levels: ServiceLevelStore | None = None

@@ -875,3 +875,21 @@ def export_index(environment: str, export_id: int) -> dict[str, str]:
 def export_idempotency_key(environment: str, key: str) -> dict[str, str]:
     """An export's Idempotency-Key: apart from a bulk request's (the same key may name one of each)."""
     return {"pk": f"{env_prefix(environment)}#EXPIDEM#{key}", "sk": "EXPIDEM"}
+
+
+# Service levels and routing ---------------------------------------------------------------------
+
+ROUTING_RULE_PREFIX = "ROUTE#"
+
+
+def service_level_policy(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "SLAPOLICY"}
+
+
+def routing_rule(environment: str, reconciliation_id: int, rule_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"{ROUTING_RULE_PREFIX}{_id(rule_id)}"}
+
+
+def routing_state(environment: str) -> dict[str, str]:
+    """The environment's one routing state: every rule's cursor, the picks being written."""
+    return {"pk": f"{env_prefix(environment)}#ROUTING", "sk": "STATE"}
