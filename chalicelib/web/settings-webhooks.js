@@ -17,6 +17,7 @@ export const EVENT_TYPES = [
   "investigation.completed",
   "agent_run.completed", "agent_run.failed", "agent_run.needs_verification",
   "export.completed",
+  "reconciliation_exception.overdue",
 ];
 const PAGE_SIZE = 20;
 const RETRYABLE = ["failed", "pending"];
