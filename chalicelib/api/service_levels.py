@@ -23,7 +23,7 @@ from chalicelib.api.schemas.service_levels import (
 )
 from chalicelib.container import container
 from chalicelib.domain.routing import RoutingRule, Strategy
-from chalicelib.domain.service_levels import ServiceLevelPolicy, Severity
+from chalicelib.domain.service_levels import Aging, ServiceLevelPolicy, Severity
 from chalicelib.domain.users import Role
 from chalicelib.services import routing as routing_service
 from chalicelib.services import service_levels as service
@@ -97,7 +97,15 @@ def get_aging(request: ApiRequest, id: str) -> AgingOut:
     ports = container().ports
     reconciliation_id = numeric_id(id, "reconciliation")
     ports.reconciliations.get(request.environment, reconciliation_id)
-    found = service.aging_of(ports, request.environment, reconciliation_id)
+    return _aging(service.aging_of(ports, request.environment, reconciliation_id))
+
+
+def aging_out(found: Aging | None) -> AgingOut | None:
+    """The overview's: None for a reconciliation with no open exception."""
+    return _aging(found) if found is not None else None
+
+
+def _aging(found: Aging) -> AgingOut:
     return AgingOut(count=found.count, overdue=found.overdue,
                     by_age_bucket={b.value: n for b, n in found.by_age_bucket.items()},
                     by_severity={s.value: n for s, n in found.by_severity.items()})

@@ -163,6 +163,15 @@ def aging_of(ports: Ports, environment: str, reconciliation_id: int | None = Non
     return aging([of_summary(policies[s.reconciliation_id], s, now) for s in summaries])
 
 
+def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[int, Aging]:
+    """`aging_of` for every reconciliation with open exceptions, from one read (the overview's)."""
+    now = now or utc_now()
+    summaries = [s.summary for s in store(ports).summaries(environment) if s.summary.status in ACTIVE]
+    policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
+    return {rid: aging([of_summary(policies[rid], s, now) for s in summaries if s.reconciliation_id == rid])
+            for rid in policies}
+
+
 # The overdue event ----------------------------------------------------------------------------
 
 def notify_overdue(ports: Ports, environment: str, reconciliation_id: int | None = None,
