@@ -214,18 +214,22 @@ def _marking(sla: ServiceLevelStore, exception: ReconciliationException) -> Call
 
 
 def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
-    """The sweeper's step: overdue events of every environment, and the open exceptions of
-    deactivated users handed on by the routing rules (services/routing.py). One environment's
-    failure stops no other."""
+    """The sweeper's step: overdue events of every environment, the new exceptions a refresh left
+    unrouted, and the open exceptions of deactivated users handed on by the routing rules
+    (services/routing.py). One environment's failure stops no other."""
     from chalicelib.services import routing
 
     now = now or utc_now()
-    counts = {"overdue": 0, "reassigned": 0, "errors": 0}
+    counts = {"overdue": 0, "routed": 0, "reassigned": 0, "errors": 0}
     if ports.service_levels is None:
         return counts
-    for environment in sorted({e for e, _ in store(ports).all_reconciliations()}):
+    reconciliations = store(ports).all_reconciliations()
+    for environment in sorted({e for e, _ in reconciliations}):
         try:
             counts["overdue"] += notify_overdue(ports, environment, now=now)
+            # What a refresh opened and could not route (it died, or the index did not show it yet).
+            counts["routed"] += sum(routing.route_new(ports, environment, reconciliation_id, now=now)
+                                    for e, reconciliation_id in reconciliations if e == environment)
             counts["reassigned"] += routing.reassign_from_deactivated(ports, environment, now=now)
         except Exception:
             logger.exception("sweeping service levels failed", extra={"environment": environment})

@@ -133,6 +133,14 @@ def test_routing_rules_assign_what_a_run_opens_and_hand_on_a_deactivated_users(a
     assert holders == Counter({u.id: 2 for u in team})  # six exceptions, three people in turn
     first = team[0]
     assert api.get(f"/v1/audit_events?actor=system:routing_rule:{rule['id']}").json_body["data"]
+    # A person's unassignment stands: the sweeper routes again only what was never routed.
+    undone = exceptions["ledger3"]
+    assert api.delete(f"/v1/reconciliation_exceptions/{undone['id']}/assignees/{undone['assignees'][0]['id']}"
+                      ).status_code == 204
+    assert service_levels.sweep(services.ports)["routed"] == 0
+    assert api.get(f"/v1/reconciliation_exceptions/{undone['id']}").json_body["assignees"] == []
+    assert api.post(f"/v1/reconciliation_exceptions/{undone['id']}/assignees",
+                    {"user_id": undone["assignees"][0]["user_id"]}).status_code == 201
 
     # The least loaded from now on; deactivating the first hands their two on, one to each of the others.
     patched = api.patch(f"{rules}/{rule['id']}", {"strategy": "least_loaded"})
