@@ -33,6 +33,7 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepo
 from chalicelib.adapters.dynamodb.reconciliations import ReconciliationRepository, ReconciliationRuleRepository
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.runs import RunRepository
+from chalicelib.adapters.dynamodb.service_levels import ServiceLevelRepository
 from chalicelib.adapters.dynamodb.stories import StoryRepository
 from chalicelib.adapters.dynamodb.table import DynamoTable
 from chalicelib.adapters.dynamodb.tallies import TallyRepository
@@ -123,6 +124,10 @@ class Container:
     @cached_property
     def exceptions(self) -> ExceptionRepository:
         return ExceptionRepository(self.table, self.counters)
+
+    @cached_property
+    def service_levels(self) -> ServiceLevelRepository:
+        return ServiceLevelRepository(self.table, self.counters)
 
     @cached_property
     def bulk_actions(self) -> BulkActionRepository:
@@ -326,6 +331,7 @@ class Container:
             users=self.users, identity=_IdentityOnFirstUse(lambda: self.identity), bulk_actions=self.bulk_actions,
             period_closes=self.period_closes,
             stopping=self.stop_requested.is_set, approvals=self.approvals,
+            service_levels=self.service_levels,
         )
 
     @cached_property

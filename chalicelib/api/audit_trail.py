@@ -119,6 +119,17 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
                                                              params={"id": "reconciliation_id"}),
     ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): Audited(
         "period_close.reopened", "period_close", "close_id", params={"id": "reconciliation_id"}),
+    # Service levels and routing (docs/service-levels.md): the policy's id is its reconciliation's.
+    ("PUT", "/reconciliations/{id}/service_levels"): Audited("service_level_policy.updated", "service_level_policy",
+                                                            "id"),
+    ("DELETE", "/reconciliations/{id}/service_levels"): Audited("service_level_policy.reset", "service_level_policy",
+                                                               "id"),
+    ("POST", "/reconciliations/{id}/routing_rules"): Audited("routing_rule.created", "routing_rule",
+                                                             params={"id": "reconciliation_id"}),
+    ("PATCH", "/reconciliations/{id}/routing_rules/{rule_id}"): Audited(
+        "routing_rule.updated", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
+    ("DELETE", "/reconciliations/{id}/routing_rules/{rule_id}"): Audited(
+        "routing_rule.deleted", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
 }
 # A request whose action now waits for an approver changed nothing: its entry is the approval's
 # `approval.requested` (services/approvals.py notes this, and announces it).

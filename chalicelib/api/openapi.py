@@ -68,6 +68,8 @@ READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
     ("POST", "/api_keys"): [("get_api_keys", {})],  # no read of one key: the list holds it
     ("POST", "/reconciliations/{id}/period_closes"): [("get_reconciliations_id_period_closes_close_id",
                                                        {"id": "$request.path.id", "close_id": RESPONSE_ID})],
+    ("POST", "/reconciliations/{id}/routing_rules"): [("get_reconciliations_id_routing_rules_rule_id",
+                                                       {"id": "$request.path.id", "rule_id": RESPONSE_ID})],
 }
 DESCRIPTION = """\
 Financial-data reconciliation: data streams of records, reconciliations with rules, runs,

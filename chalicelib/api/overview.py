@@ -11,9 +11,11 @@ from chalicelib.api.schemas.overview import (
     ReconciliationOverviewOut,
 )
 from chalicelib.api.schemas.runs import RunOut
+from chalicelib.api.service_levels import aging_out
 from chalicelib.api.views import ingestion_job_out
 from chalicelib.container import container
 from chalicelib.services import overview as service
+from chalicelib.services import service_levels as sla
 
 router = Router("overview")
 
@@ -26,6 +28,7 @@ def get_overview(request: ApiRequest) -> OverviewOut:
     found = service.overview(ports, request.environment)
     runs = ports.runs.get_many(request.environment, (
         i for r, _ in found.reconciliations for i in (r.current_run_id or r.last_run_id,) if i is not None))
+    agings = sla.agings(ports, request.environment) if ports.service_levels is not None else {}
     rows = []
     for reconciliation, summary in found.reconciliations:
         shown = runs.get(reconciliation.current_run_id or reconciliation.last_run_id or 0)
@@ -37,7 +40,7 @@ def get_overview(request: ApiRequest) -> OverviewOut:
             open_exceptions=OpenExceptionsOut(count=opened.count, investigating=opened.investigating,
                                               mixed_currency=opened.mixed_currency,
                                               amounts=[AmountOut.model_validate(a) for a in opened.amounts]),
-            since=ChangesOut.model_validate(summary.changes)))
+            since=ChangesOut.model_validate(summary.changes), aging=aging_out(agings.get(reconciliation.id))))
     return OverviewOut(since=found.since, reconciliations=rows, more_reconciliations=found.more_reconciliations,
                        imports_in_progress=[ingestion_job_out(ImportInProgressOut, j)
                                             for j in found.imports_in_progress])

@@ -1,6 +1,7 @@
 """Routes of /reconciliation_exceptions: the queue, the detail, status, assignees, comments."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
@@ -39,9 +40,12 @@ from chalicelib.domain.reconciliation_exceptions import (
 )
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.records import RecordStatus
+from chalicelib.domain.service_levels import AgeBucket as QueueAgeBucket
+from chalicelib.domain.service_levels import Severity, Standing
 from chalicelib.services import investigations as investigation_service
 from chalicelib.services import near_misses
 from chalicelib.services import reconciliation_exceptions as service
+from chalicelib.services import service_levels as sla
 
 router = Router("exceptions")
 BASE = "/reconciliation_exceptions"
@@ -53,16 +57,20 @@ def exceptions_out(environment: str, exceptions: list[ReconciliationException]) 
     ports = container().ports
     streams = ports.data_streams.get_many(environment, (e.data_stream_key for e in exceptions))
     owners = ports.reconciliations.visible(environment, {e.reconciliation_id for e in exceptions})
+    standings = sla.standings_of(ports, environment, exceptions)
     return [ExceptionOut.from_entity(e, **_beside_attributes(e, streams.get(e.data_stream_key),
-                                                              owners.get(e.reconciliation_id)))
+                                                              owners.get(e.reconciliation_id), standings[e.id]))
             for e in exceptions]
 
 
-def _beside_attributes(exception: ReconciliationException, stream, reconciliation: Reconciliation | None) -> dict:
+def _beside_attributes(exception: ReconciliationException, stream, reconciliation: Reconciliation | None,
+                       standing: Standing) -> dict:
     """The fields of an exception's answer that are not its attributes."""
     return dict(reconciliation_name=reconciliation.name if reconciliation else None,
                 refresh_pending=bool(reconciliation and reconciliation.exceptions_refresh_pending),
-                data_stream_name=stream.name if stream else None, aggregates=service.view_aggregates(exception))
+                data_stream_name=stream.name if stream else None, aggregates=service.view_aggregates(exception),
+                severity=standing.severity.value, due_at=standing.due_at, overdue=standing.overdue,
+                age_bucket=standing.age_bucket.value if standing.age_bucket else None)
 
 
 def _record_filter(query: ExceptionRecordsFilter) -> RecordFilter:
@@ -93,8 +101,9 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
     stream = ports.data_streams.get_many(environment, [exception.data_stream_key]).get(exception.data_stream_key)
     owner = ports.reconciliations.visible(environment, {exception.reconciliation_id}).get(exception.reconciliation_id)
     sessions = investigations_of(environment, exception)
+    standing = sla.standings_of(ports, environment, [exception])[exception.id]
     return ExceptionDetailOut.from_entity(
-        exception, **_beside_attributes(exception, stream, owner),
+        exception, **_beside_attributes(exception, stream, owner, standing),
         filtered_aggregates=AggregatesOut.model_validate(
             service.filtered_aggregates(ports, exception, record_filter)),
         comments=[comment_out(c) for c in ports.exceptions.comments(exception)],
@@ -117,7 +126,12 @@ def exception_query(query: ExceptionsFilter) -> service.ExceptionQuery:
               response=ExceptionPage, errors=(422,))
 def list_exceptions(request: ApiRequest) -> ExceptionPage:
     query: ExceptionsQuery = request.query
-    found, total = service.queue_page(container().ports, request.environment, exception_query(query),
+    ports = container().ports
+    wanted = sla.StandingFilter(overdue=query.overdue, severity=Severity(query.severity) if query.severity else None,
+                                age_bucket=QueueAgeBucket(query.age_bucket) if query.age_bucket else None)
+    found, total = service.queue_page(ports, request.environment,
+                                      replace(exception_query(query),
+                                              also=sla.queue_filter(ports, request.environment, wanted)),
                                       QueueOrder(query.sort), query.offset, query.limit)
     return ExceptionPage(data=exceptions_out(request.environment, found), has_more=total > query.offset + query.limit,
                          offset=query.offset, total=total)

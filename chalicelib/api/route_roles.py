@@ -138,6 +138,17 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/v1/approvals/{id}/reject"): APPROVER,
     ("GET", "/v1/reconciliations/{id}/approval_policy"): VIEWER,
     ("PUT", "/v1/reconciliations/{id}/approval_policy"): ADMIN,
+    # Service levels and routing rules of a reconciliation: read by all, changed by an approver
+    # (the lead who sets the team's targets and hands out the queue) or an admin.
+    ("GET", "/v1/reconciliations/{id}/service_levels"): VIEWER,
+    ("PUT", "/v1/reconciliations/{id}/service_levels"): APPROVER,
+    ("DELETE", "/v1/reconciliations/{id}/service_levels"): APPROVER,
+    ("GET", "/v1/reconciliations/{id}/service_levels/aging"): VIEWER,
+    ("GET", "/v1/reconciliations/{id}/routing_rules"): VIEWER,
+    ("POST", "/v1/reconciliations/{id}/routing_rules"): APPROVER,
+    ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): VIEWER,
+    ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
+    ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
 }
 
 

@@ -115,4 +115,13 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/reconciliations/{id}/period_closes", "period_closes", "list_period_closes", False),
     ("GET", "/v1/reconciliations/{id}/period_closes/{close_id}", "period_closes", "get_period_close", False),
     ("POST", "/v1/reconciliations/{id}/period_closes/{close_id}/reopen", "period_closes", "reopen_period", False),
+    ("GET", "/v1/reconciliations/{id}/service_levels", "service_levels", "get_service_levels", False),
+    ("PUT", "/v1/reconciliations/{id}/service_levels", "service_levels", "put_service_levels", False),
+    ("DELETE", "/v1/reconciliations/{id}/service_levels", "service_levels", "delete_service_levels", False),
+    ("GET", "/v1/reconciliations/{id}/service_levels/aging", "service_levels", "get_aging", False),
+    ("GET", "/v1/reconciliations/{id}/routing_rules", "service_levels", "list_routing_rules", False),
+    ("POST", "/v1/reconciliations/{id}/routing_rules", "service_levels", "add_routing_rule", False),
+    ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "get_routing_rule", False),
+    ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "update_routing_rule", False),
+    ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "delete_routing_rule", False),
 )

@@ -18,6 +18,7 @@ from chalicelib.api import (
     reconciliations,
     records,
     runs,
+    service_levels,
     session,
     stories,
     users,
@@ -31,4 +32,4 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
                          overview.router, bulk_actions.router, exports.router, approvals.router,
-                         period_closes.router]
+                         period_closes.router, service_levels.router]

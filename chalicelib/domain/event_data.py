@@ -83,6 +83,14 @@ def exception_opened_id(environment: str, exception_id: int) -> str:
     return event_id(environment, "reconciliation_exception.opened", f"exception {exception_id}")
 
 
+def exception_overdue(exception: ReconciliationException, severity: str, due_at: datetime) -> Event:
+    """Once per opening of the exception: it passed the due time its severity gives
+    (domain/service_levels.py); a reopen starts the clock again, and may tell again."""
+    return make_event(exception.environment, "reconciliation_exception.overdue",
+                      f"exception {exception.id} overdue {iso(exception.opened_at)}", due_at,
+                      {**_exception_fields(exception), "severity": severity, "due_at": iso(due_at)})
+
+
 def exception_status_changed(before: ReconciliationException, after: ReconciliationException) -> Event:
     return make_event(after.environment, "reconciliation_exception.status_changed",
                       f"exception {after.id} version {after.version}", after.updated_at,

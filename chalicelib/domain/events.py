@@ -41,6 +41,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "approval.expired",
     "period.closed",
     "period.reopened",
+    "reconciliation_exception.overdue",
 )
 ALL_EVENTS = "*"
 EVENT_SOURCE = "recon"  # the bus message's `source`

@@ -18,6 +18,7 @@ from chalicelib.services import (
     matches,
     reconciliation_exceptions,
     reconciliation_runs,
+    service_levels,
     webhooks,
 )
 from chalicelib.services.ingestion import sweeper as ingestion_sweeper
@@ -51,6 +52,7 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("bulk_actions", bulk_actions.sweep),
     ("exports", lambda ports: exports.sweep(replace(container().export_ports, ports=ports))),
     ("expired_approvals", approvals.sweep),
+    ("service_levels", service_levels.sweep),
 )
 
 

@@ -74,6 +74,7 @@ from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDeliv
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.services.service_level_ports import ServiceLevelStore
 
 # A message or an execution's input: ids and names only.
 Message = dict[str, str | int]
@@ -786,3 +787,5 @@ class Ports:
     stopping: Callable[[], bool] = lambda: False
     # Four-eyes approvals (services/approvals.py); None: no action is ever gated (a backend without them).
     approvals: Approvals | None = None
+    # Service levels and routing (services/service_levels.py, routing.py); None: not wired (fakes).
+    service_levels: ServiceLevelStore | None = None

@@ -38,7 +38,7 @@ from chalicelib.domain.records import OpenRecord, Record
 from chalicelib.domain.tallies import tally_stream
 from chalicelib.domain.users import User
 from chalicelib.observability import logger
-from chalicelib.services import approvals, audit, users
+from chalicelib.services import approvals, audit, service_levels, users
 from chalicelib.services.events import announce, announced, save_and_emit
 from chalicelib.services.ports import Ports
 
@@ -79,6 +79,7 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
             _save_tally(ports, reconciliation, stream_key, open_records.values(), read_at)
         ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now,
                                                         reconciliation.exceptions_refresh_requests)
+        service_levels.after_refresh(ports, environment, reconciliation_id, now)  # routing, overdue events
     finally:
         ports.exceptions.release_refresh_lease(environment, reconciliation_id, now)
     return True
@@ -235,6 +236,8 @@ class ExceptionQuery:
     amount_max: int | None = None
     amount_decimal_places: int = 2
     oldest_before: str | None = None
+    # Any other test of a summary (the service level filters: services/service_levels.queue_filter).
+    also: Callable[[ExceptionSummary], bool] | None = None
 
     def admits(self, summary: ExceptionSummary) -> bool:
         scale = 10 ** self.amount_decimal_places
@@ -248,7 +251,8 @@ class ExceptionQuery:
                 and (self.amount_min is None or summary.amount >= Fraction(self.amount_min, scale))
                 and (self.amount_max is None or summary.amount <= Fraction(self.amount_max, scale))
                 and (self.oldest_before is None
-                     or (summary.oldest is not None and summary.oldest <= self.oldest_before)))
+                     or (summary.oldest is not None and summary.oldest <= self.oldest_before))
+                and (self.also is None or self.also(summary)))
 
 
 def list_exceptions(ports: Ports, environment: str, query: ExceptionQuery, offset: int,

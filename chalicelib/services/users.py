@@ -22,6 +22,7 @@ from chalicelib.domain.users import (
     check_email,
     user_actor,
 )
+from chalicelib.observability import logger
 from chalicelib.services.ports import Ports
 
 
@@ -94,9 +95,23 @@ def update(ports: Ports, environment: str, user_id: int, *, acting: Principal, r
     if new_status is UserStatus.DEACTIVATED:
         # After our save, which refuses their next request at once; again on a retry, if it failed.
         ports.identity.disable(current.idp_user_id)
+        _hand_on_exceptions(ports, environment, saved)
     elif status is UserStatus.ACTIVE:
         ports.identity.enable(current.idp_user_id)  # idempotent: a retry enables them, if the first failed
     return saved
+
+
+def _hand_on_exceptions(ports: Ports, environment: str, user: User) -> None:
+    """A deactivated user's open exceptions go to others by the routing rules (services/routing.py);
+    what this leaves (a failure) the sweeper hands on within a minute."""
+    if ports.service_levels is None:
+        return
+    from chalicelib.services import routing
+
+    try:
+        routing.reassign_from(ports, environment, user)
+    except Exception:
+        logger.exception("handing on a deactivated user's exceptions failed", extra={"user_id": user.id})
 
 
 def active_admins(ports: Ports, environment: str) -> list[User]:

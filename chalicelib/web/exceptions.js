@@ -12,7 +12,14 @@ export const STATUSES = ["open", "investigating", "dismissed", "resolved"];
 const SORTS = [["newest", "Newest first"], ["oldest", "Oldest record first"], ["amount", "Largest amount first"]];
 // The filters as the hash names them (short, readable in a link), in the form's order.
 // `reconciliation_id` is the name other pages link with; `reconciliation` (older links) is still read.
-const FILTERS = ["reconciliation_id", "status", "assignee", "stream", "min", "max", "older", "sort"];
+const FILTERS = ["reconciliation_id", "status", "assignee", "stream", "min", "max", "older", "severity", "due", "age",
+  "sort"];
+// Service levels (docs/service-levels.md): the severities, and the aging buckets with their words.
+export const SEVERITIES = ["low", "medium", "high", "critical"];
+const AGES = [["0_1d", "Under a day"], ["1_3d", "1 to 3 days"], ["3_7d", "3 to 7 days"], ["7_30d", "7 to 30 days"],
+  ["30d_plus", "30 days or more"]];
+// What the export of the filtered queue cannot take (its filters are the list's, without these).
+const NOT_EXPORTED = ["severity", "overdue", "age_bucket"];
 
 // The users of the environment, by id and by provider id (assignees, authors and mentions name them).
 export function usePeople() {
@@ -94,6 +101,9 @@ export function listQuery(params, session) {
       amount_min: amountMin, amount_max: amountMax,
       amount_decimal_places: amountMin !== undefined || amountMax !== undefined ? places : undefined,
       older_than_days: problems.older ? undefined : older,
+      severity: SEVERITIES.includes(params.get("severity")) ? params.get("severity") : undefined,
+      overdue: ["true", "false"].includes(params.get("due")) ? params.get("due") : undefined,
+      age_bucket: AGES.some(([value]) => value === params.get("age")) ? params.get("age") : undefined,
       sort: params.get("sort") === "newest" ? undefined : params.get("sort"),
       offset: Number.isSafeInteger(offset) && offset > 0 ? offset : undefined, limit: PAGE_SIZE,
     })}`,
@@ -179,6 +189,22 @@ function Filters({ params, problems, reconciliations, streams, people }) {
         <input id="exc-max" name="max" inputmode="decimal" size="10" defaultValue=${params.get("max") || ""} ...${invalid("max")} />`)}
       ${field("older", "Older than (days)", html`
         <input id="exc-older" name="older" inputmode="numeric" size="5" defaultValue=${params.get("older") || ""} ...${invalid("older")} />`)}
+      ${field("severity", "Severity", html`
+        <select id="exc-severity" name="severity">
+          <option value="">Any</option>
+          ${SEVERITIES.map((s) => html`<option value=${s} selected=${s === params.get("severity")}>${s}</option>`)}
+        </select>`)}
+      ${field("due", "Due", html`
+        <select id="exc-due" name="due">
+          <option value="">Any</option>
+          <option value="true" selected=${params.get("due") === "true"}>Overdue</option>
+          <option value="false" selected=${params.get("due") === "false"}>Not overdue</option>
+        </select>`)}
+      ${field("age", "Age", html`
+        <select id="exc-age" name="age">
+          <option value="">Any</option>
+          ${AGES.map(([value, label]) => html`<option value=${value} selected=${value === params.get("age")}>${label}</option>`)}
+        </select>`)}
       ${field("sort", "Order", html`
         <select id="exc-sort" name="sort">
           ${SORTS.map(([value, label]) => html`<option value=${value} selected=${value === (params.get("sort") || "newest")}>${label}</option>`)}
@@ -196,6 +222,14 @@ export const MIXED = "several currencies";
 
 export function StatusBadge({ status }) {
   return html`<span class=${`badge status-${status}`}>${status}</span>`;
+}
+
+// An exception's severity and due time (null on an answer of an older API: nothing shown).
+export function DueCell({ exception: e }) {
+  if (!e.severity) return html`<td class="muted">—</td>`;
+  return html`<td data-testid=${`due-${e.id}`}><span class=${`badge severity-${e.severity}`}>${e.severity}</span>
+    ${e.due_at && html` <${When} iso=${e.due_at} />`}
+    ${e.overdue && html` <span class="badge overdue">overdue</span>`}</td>`;
 }
 
 // The row's assignees and, for a preparer (or above) not among them, "Assign to me": the assignment is
@@ -256,7 +290,14 @@ function Row({ exception: e, people, back, session, onSaid }) {
       : html`<td class="number muted">${MIXED}</td><td class="number muted">${MIXED}</td>`}
     <td><${RecordDate} iso=${a.oldest_at} /></td>
     <td><${When} iso=${e.opened_at} /></td>
+    <${DueCell} exception=${e} />
   </tr>`;
+}
+
+function exportable(path) {
+  const filters = exportFilters(path);
+  for (const name of NOT_EXPORTED) delete filters[name];
+  return filters;
 }
 
 function Queue({ route, session }) {
@@ -292,7 +333,7 @@ function Queue({ route, session }) {
   return html`
     <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
       streams=${streams ? streams.data : []} people=${people} />
-    ${!invalid && html`<${ExportButton} kind="exceptions" filters=${exportFilters(path)} label="Export the filtered exceptions" />`}
+    ${!invalid && html`<${ExportButton} kind="exceptions" filters=${exportable(path)} label="Export the filtered exceptions" />`}
     <p class="queue-count" id="exc-count" tabindex="-1" role="status" data-testid="exception-count" data-for=${route.key}>${invalid ? "Correct the filters to see exceptions." : (loading ? "Loading exceptions…" : announced)}</p>
     <p class="visually-hidden" role="status" data-testid="queue-said">${said}</p>
     <${Problem} error=${error} what="load the exceptions" />
@@ -306,6 +347,7 @@ function Queue({ route, session }) {
             <th scope="col">Exception</th><th scope="col">Status</th><th scope="col">Assignees</th>
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
+            <th scope="col">Severity and due</th>
           </tr></thead>
           <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${say} />`)}</tbody>
         </table>`)}

@@ -20,6 +20,7 @@ export const EVENT_TYPES = [
   "bulk_action.completed",
   "approval.requested", "approval.approved", "approval.rejected", "approval.expired",
   "period.closed", "period.reopened",
+  "reconciliation_exception.overdue",
 ];
 const PAGE_SIZE = 20;
 const RETRYABLE = ["failed", "pending"];

@@ -11,6 +11,8 @@ from tests.support.worlds import dated, world_of_api
 # How to call each route against environment A's data, and what environment B must get.
 # A route missing here fails test_every_route_is_covered, so new routes cannot skip isolation.
 PD = "/data_stream_property_definitions"
+SL = "/v1/reconciliations/{reconciliation_id}/service_levels"
+RR = "/v1/reconciliations/{reconciliation_id}/routing_rules"
 CASES = {
     ("POST", "/data_streams"): ("POST", "/v1/data_streams", {"key": "bank", "name": "B's own"}, "creates"),
     ("GET", "/data_streams"): ("GET", "/v1/data_streams", None, "lists_nothing"),
@@ -168,6 +170,19 @@ CASES = {
         "GET", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}", None, 404),
     ("POST", "/reconciliations/{id}/period_closes/{close_id}/reopen"): (
         "POST", "/v1/reconciliations/{reconciliation_id}/period_closes/{period_close_id}/reopen", {"reason": "B's"}, 404),
+    # Service levels and routing rules of A's reconciliation (docs/service-levels.md)
+    ("GET", "/reconciliations/{id}/service_levels"): ("GET", f"{SL}", None, 404),
+    ("PUT", "/reconciliations/{id}/service_levels"): ("PUT", f"{SL}", {"due_in_hours": {
+        "low": 9, "medium": 9, "high": 9, "critical": 9}}, 404),
+    ("DELETE", "/reconciliations/{id}/service_levels"): ("DELETE", f"{SL}", None, 404),
+    ("GET", "/reconciliations/{id}/service_levels/aging"): ("GET", f"{SL}/aging", None, 404),
+    ("GET", "/reconciliations/{id}/routing_rules"): ("GET", f"{RR}", None, 404),
+    ("POST", "/reconciliations/{id}/routing_rules"): ("POST", f"{RR}", {
+        "name": "B's", "strategy": "round_robin", "team": {"role": "preparer"}}, 404),
+    ("GET", "/reconciliations/{id}/routing_rules/{rule_id}"): ("GET", f"{RR}/{{routing_rule_id}}", None, 404),
+    ("PATCH", "/reconciliations/{id}/routing_rules/{rule_id}"): ("PATCH", f"{RR}/{{routing_rule_id}}",
+                                                                {"name": "stolen"}, 404),
+    ("DELETE", "/reconciliations/{id}/routing_rules/{rule_id}"): ("DELETE", f"{RR}/{{routing_rule_id}}", None, 404),
 }
 # The cases that change what B's later requests see: as B, POST /data_streams creates B's own "bank" (B's
 # GET /data_streams/bank would then find it) and the bulk request creates a B job. Each of them gets a world
@@ -179,7 +194,9 @@ MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/fil
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}",
                "/v1/audit_events?resource_type=data_stream&resource_id=bank",
-               "/v1/audit_events?resource_type=reconciliation_exception&resource_id={exception_id}"]
+               "/v1/audit_events?resource_type=reconciliation_exception&resource_id={exception_id}",
+               "/v1/reconciliation_exceptions?overdue=false",
+               "/v1/audit_events?resource_type=routing_rule&resource_id={routing_rule_id}"]
 
 
 def test_every_route_is_covered():
@@ -252,11 +269,16 @@ def build_world(api, services, worker):
     bulk_action = api.post("/v1/reconciliation_exceptions/bulk", {
         "action": "status", "status": "investigating", "ids": [exception["id"]]}).json_body
     worker.drain()
+    # A's service levels and a routing rule (after A's exception: it routes only those opened after it).
+    assert api.request("PUT", f"/v1/reconciliations/{reconciliation['id']}/service_levels", {"due_in_hours": {
+        "low": 100, "medium": 50, "high": 10, "critical": 2}}).status_code == 200
+    routing_rule = api.post(f"/v1/reconciliations/{reconciliation['id']}/routing_rules", {
+        "name": "A's routing", "strategy": "round_robin", "team": {"role": "preparer"}}).json_body
     # A's webhook endpoint and a delivery of its (written directly: nothing is queued or sent).
     endpoint = api.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:9/a", "events": ["*"]}).json_body
     delivery = _a_webhook_delivery(services, endpoint["id"])
     other_key = create_key(services.api_keys, "globex")[1]
-    return {"bulk_action_id": bulk_action["id"], "webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
+    return {"routing_rule_id": routing_rule["id"], "bulk_action_id": bulk_action["id"], "webhook_endpoint_id": endpoint["id"], "webhook_delivery_id": delivery.id,
             "definition_id": definition["id"], "bulk_request_id": bulk["id"], "record_id": record_id,
             "reconciliation_id": reconciliation["id"], "rule_id": rule["id"], "match_id": match["id"],
             "run_id": run["id"], "exception_id": exception["id"], "assignee_id": assignee["id"],
@@ -286,6 +308,10 @@ def _a_still_has_everything(api, world):
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}").json_body["name"] == "A's recon"
     assert api.get(f"/v1/reconciliation_rules/{world['rule_id']}").json_body["name"] == "A's rule"
+    assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/routing_rules/{world['routing_rule_id']}"
+                   ).json_body["name"] == "A's routing"
+    assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/service_levels").json_body["due_in_hours"][
+        "critical"] == 2
     assert api.get(f"/v1/reconciliation_matches/{world['match_id']}").json_body["status"] == "confirmed"
     assert api.get(f"/v1/reconciliations/{world['reconciliation_id']}/runs/{world['run_id']}").status_code == 200
     exception = api.get(f"/v1/reconciliation_exceptions/{world['exception_id']}").json_body

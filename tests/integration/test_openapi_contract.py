@@ -90,7 +90,7 @@ def _build_world(api, worker, services):
              "metadata": {"ref": "R-1", "invoice_id": 1, "Payer-Ref": 1},
              "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}],
              # Whom an assignment and a comment name: an active user (sent by an API key, a comment names its author).
-             "user_id": user.id, "idp_user_id": USER_SUB, "author_idp_id": USER_SUB}
+             "user_id": user.id, "idp_user_id": USER_SUB, "author_idp_id": USER_SUB, "user_ids": [user.id]}
     return {"path_ids": path_ids, "known": known}
 
 
@@ -162,7 +162,7 @@ def _sent(world, document, method, path, where, instances):
     return [(instance, _send(world, method, path, operation, instance, where)) for instance in instances]
 
 
-BODY_OPERATIONS_OF_THE_APP = 34  # so that a route table that lost its bodies cannot pass by testing nothing
+BODY_OPERATIONS_OF_THE_APP = 37  # so that a route table that lost its bodies cannot pass by testing nothing
 QUERY_OPERATIONS_OF_THE_APP = 28
 
 

@@ -953,3 +953,21 @@ def closed_periods(environment: str, reconciliation_id: int) -> dict[str, str]:
     """The periods of a reconciliation closed now: the one item every guard reads (a BatchGetItem
     for the reconciliations of a chunk's streams)."""
     return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "CLOSED_PERIODS"}
+
+
+# Service levels and routing ---------------------------------------------------------------------
+
+ROUTING_RULE_PREFIX = "ROUTE#"
+
+
+def service_level_policy(environment: str, reconciliation_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": "SLAPOLICY"}
+
+
+def routing_rule(environment: str, reconciliation_id: int, rule_id: int) -> dict[str, str]:
+    return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": f"{ROUTING_RULE_PREFIX}{_id(rule_id)}"}
+
+
+def routing_state(environment: str) -> dict[str, str]:
+    """The environment's one routing state: every rule's cursor, the picks being written."""
+    return {"pk": f"{env_prefix(environment)}#ROUTING", "sk": "STATE"}

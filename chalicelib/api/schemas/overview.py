@@ -6,6 +6,7 @@ from pydantic import Field
 from chalicelib.api.schemas.common import Model, ResponseModel, Timestamp
 from chalicelib.api.schemas.file_imports import IngestionJobOut
 from chalicelib.api.schemas.runs import RunOut
+from chalicelib.api.schemas.service_levels import AgingOut
 
 
 class AmountOut(ResponseModel):
@@ -37,6 +38,8 @@ class ReconciliationOverviewOut(Model):
     run_before: RunOut | None = Field(description="The last run completed before `since`: the match rate then")
     open_exceptions: OpenExceptionsOut
     since: ChangesOut = Field(description="What changed since the overview's `since`")
+    aging: AgingOut | None = Field(default=None, description="Its open exceptions by aging bucket and severity, "
+                                   "and how many are overdue (docs/service-levels.md)")
 
 
 class ImportInProgressOut(IngestionJobOut):

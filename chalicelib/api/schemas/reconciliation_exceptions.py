@@ -72,6 +72,13 @@ class ExceptionOut(Model):
     refresh_pending: bool = Field(default=False, description="A match, unmatch or confirm by a person (or an "
                                   "accepted investigation) changed the reconciliation since its exceptions were last "
                                   "refreshed: records and aggregates are brought up to date within a minute")
+    # Service levels (docs/service-levels.md): computed when read from the reconciliation's policy.
+    severity: Literal["low", "medium", "high", "critical"] | None = Field(
+        default=None, description="From its amount and age, by the reconciliation's service level policy")
+    due_at: Timestamp | None = Field(default=None, description="opened_at plus its severity's due time")
+    overdue: bool = Field(default=False, description="Open or investigating, and past due_at")
+    age_bucket: Literal["0_1d", "1_3d", "3_7d", "7_30d", "30d_plus"] | None = Field(
+        default=None, description="Its age (since its oldest record's date) in whole days; null with no record")
 
 
 class InvestigationOut(Model):
@@ -126,6 +133,11 @@ class ExceptionsFilter(QueryModel):
 
 
 class ExceptionsQuery(ExceptionsFilter):
+    overdue: bool | None = Field(default=None, description="Only the overdue exceptions (true) or the others (false)")
+    severity: Literal["low", "medium", "high", "critical"] | None = Field(
+        default=None, description="Only exceptions of this severity (docs/service-levels.md)")
+    age_bucket: Literal["0_1d", "1_3d", "3_7d", "7_30d", "30d_plus"] | None = Field(
+        default=None, description="Only exceptions of this age (since their oldest record's date)")
     sort: Literal["newest", "oldest", "amount"] = Field(default="newest", description="newest exception first; "
                                                         "oldest record first; largest |total_amount| first")
     offset: int = Field(default=0, ge=0, le=1_000_000)

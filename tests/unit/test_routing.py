@@ -1,0 +1,155 @@
+"""Routing (domain/routing.py, and the pick of services/routing.py against a version-guarded state):
+which rule applies, who the team is, and fairness over 10,000 exceptions."""
+import random
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.routing import RoutingRule, RoutingState, Strategy, check_rule, choose, first_rule, team_of
+from chalicelib.domain.service_levels import Severity
+from chalicelib.domain.users import Role, User, UserStatus
+from chalicelib.services import routing as routing_service
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+EXCEPTIONS = 10_000
+
+
+def rule(**fields) -> RoutingRule:
+    base = dict(environment="acme", id=1, reconciliation_id=1, name="r", strategy=Strategy.ROUND_ROBIN,
+                team_role=Role.PREPARER)
+    return RoutingRule(**{**base, **fields})
+
+
+def user(user_id: int, role: Role = Role.PREPARER, status: UserStatus = UserStatus.ACTIVE) -> User:
+    return User(id=user_id, environment="acme", idp_user_id=f"u{user_id}", email=f"u{user_id}@acme.example",
+                name=None, role=role, status=status, created_at=NOW)
+
+
+def test_the_first_rule_that_applies_decides_by_position_then_id():
+    rules = [rule(id=1, position=5), rule(id=2, position=1, data_stream_key="bank"),
+             rule(id=3, position=1, severity=Severity.HIGH), rule(id=4, position=0, enabled=False)]
+    assert first_rule(rules, "bank", Severity.LOW).id == 2
+    assert first_rule(rules, "ledger", Severity.HIGH).id == 3
+    assert first_rule(rules, "ledger", Severity.LOW).id == 1
+    assert first_rule([rule(data_stream_key="bank")], "ledger", None) is None
+
+
+def test_a_team_is_a_role_exactly_or_a_list_and_never_a_deactivated_user():
+    people = [user(1), user(2, Role.APPROVER), user(3, status=UserStatus.DEACTIVATED),
+              user(4, status=UserStatus.INVITED), user(5)]
+    assert team_of(rule(), people) == [1, 4, 5]
+    assert team_of(rule(team_role=None, team_user_ids=(5, 2, 3, 99)), people) == [2, 5]
+    assert team_of(rule(), people, excluding=[4]) == [1, 5]
+
+
+def test_a_rule_names_one_team():
+    with pytest.raises(ValidationFailed):
+        check_rule(rule(team_role=Role.ADMIN, team_user_ids=(1,)))
+    with pytest.raises(ValidationFailed):
+        check_rule(rule(team_role=None))
+
+
+def test_round_robin_is_fair_over_ten_thousand_exceptions():
+    team, cursor, counts = [3, 8, 11, 20, 41, 42, 57], 0, Counter[int]()
+    for _ in range(EXCEPTIONS):
+        chosen, cursor = choose(Strategy.ROUND_ROBIN, team, {}, cursor)
+        counts[chosen] += 1
+    assert set(counts) == set(team) and max(counts.values()) - min(counts.values()) <= 1
+    assert sum(counts.values()) == EXCEPTIONS
+
+
+def test_least_loaded_is_fair_over_ten_thousand_exceptions_that_open_and_close():
+    """Exceptions come and go (each pick, a random open one closes 40% of the time): every pick goes to
+    a member with the fewest open, so open loads never differ by more than the closes allow, and the
+    totals assigned stay within a small spread."""
+    rng = random.Random(36)
+    team = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    open_by_user: dict[int, list[int]] = {u: [] for u in team}
+    assigned, cursor = Counter[int](), 0
+    for exception_id in range(EXCEPTIONS):
+        loads = {u: len(ids) for u, ids in open_by_user.items()}
+        chosen, cursor = choose(Strategy.LEAST_LOADED, team, loads, cursor)
+        assert loads[chosen] == min(loads.values())
+        open_by_user[chosen].append(exception_id)
+        assigned[chosen] += 1
+        if rng.random() < 0.4:
+            holders = [u for u in team if open_by_user[u]]
+            holder = rng.choice(holders)
+            open_by_user[holder].pop(rng.randrange(len(open_by_user[holder])))
+    assert sum(assigned.values()) == EXCEPTIONS
+    mean = EXCEPTIONS / len(team)
+    assert all(abs(n - mean) / mean < 0.05 for n in assigned.values()), assigned
+
+
+def test_least_loaded_ties_go_in_turn():
+    team = [1, 2, 3]
+    picks, cursor = [], 0
+    for _ in range(6):
+        chosen, cursor = choose(Strategy.LEAST_LOADED, team, {}, cursor)
+        picks.append(chosen)
+    assert picks == [1, 2, 3, 1, 2, 3]
+
+
+class VersionedState:
+    """The routing state as DynamoDB keeps it: a pick is written only at the version it read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = RoutingState()
+        self.refused = 0
+
+    def state(self, environment):
+        with self._lock:
+            return self._state
+
+    def summaries(self, environment):
+        return []
+
+    def advance(self, environment, seen, rule_id, cursor, exception_id, user_id, at, expired=()):
+        with self._lock:
+            if self._state.version != seen.version:
+                self.refused += 1
+                return False
+            self._state = RoutingState(version=seen.version + 1, cursors={**seen.cursors, rule_id: cursor},
+                                       pending={})
+            return True
+
+
+def test_concurrent_picks_never_share_a_turn():
+    """Four routers picking at once for one rule: each pick is written at the version it read, so no
+    turn is taken twice and none is lost (the cursor counts every pick), and the team stays even."""
+    store = VersionedState()
+    ports = SimpleNamespace(service_levels=store)
+    team, picks, lock = [1, 2, 3, 4, 5], Counter[int](), threading.Lock()
+
+    def router(n: int) -> None:
+        for k in range(500):
+            chosen = routing_service.pick(ports, "acme", rule(), team, n * 1000 + k, NOW)
+            with lock:
+                picks[chosen] += 1
+
+    threads = [threading.Thread(target=router, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.state("acme").cursors[1] == 2000 and sum(picks.values()) == 2000
+    assert set(picks.values()) == {400}
+
+
+def test_loads_count_the_picks_not_yet_written_and_drop_those_past_their_lease():
+    from chalicelib.domain.reconciliation_exceptions import Assignee, ExceptionStatus, ExceptionSummary
+    from chalicelib.domain.service_levels import SlaSummary
+
+    def summary(exception_id, *user_ids, status=ExceptionStatus.OPEN):
+        return SlaSummary(ExceptionSummary(exception_id, 1, status, "bank",
+                                           tuple(Assignee(i, f"u{i}", i) for i in user_ids)), NOW, None, None)
+
+    summaries = [summary(1, 1), summary(2, 1, 2), summary(3, 2, status=ExceptionStatus.RESOLVED), summary(4)]
+    pending = {2: (2, NOW), 4: (3, NOW), 9: (1, NOW - routing_service.PICK_LEASE - timedelta(seconds=1))}
+    counted, expired = routing_service.loads(summaries, pending, NOW)
+    assert counted == Counter({1: 2, 2: 1, 3: 1}) and expired == [9]
