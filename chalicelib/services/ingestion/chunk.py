@@ -436,7 +436,7 @@ class WriterLeases:
             self._ports.records.release_writer_lease(self._job.environment, stream_key, self._holder)
 
 
-# How many ranges a stream keeps: past it, the two nearest become one (their hull: wider, so
+# How many ranges a stream keeps: past it, the two lowest become one (their hull: wider, so
 # still true, only more is read). Ids that grow (payouts, statement lines) keep one range
 # below every new chunk's, so a new chunk reads no guard; random ids soon span everything and
 # are all read, as before the ranges. 8 ranges of 255-byte ids stay within a few write units.
