@@ -2,6 +2,8 @@
 chunk reads only the guards that may exist, and what it finds is what it found before."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -109,3 +111,18 @@ def test_widening_keeps_every_id_it_covered_within_the_limit(added, probes):
         assert ranges == sorted(ranges) and all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
     inside = [p for p in probes if any(low <= p <= high for low, high in added)]
     assert all(any(low <= e <= high for low, high in ranges) for e in covered + inside)
+
+
+def test_a_duplicate_in_a_later_chunk_of_the_same_job_is_read_and_found(ports, tracked):
+    # a job of three chunks of 2 rows
+    small = replace(ports, limits=replace(ports.limits, bulk_chunk_rows=2))
+    reads = ReadGuards(small)
+
+    job = ingest(small, ["c-1", "c-2", "c-3", "c-1", "c-4", "c-2"])
+
+    # the later chunks' repeats lie in the ranges the first chunk widened: read, and found its own
+    assert ("bank", "c-1") in reads.keys and ("bank", "c-2") in reads.keys
+    assert [(e, s) for e, s, _ in results(small, job)] == [
+        ("c-1", ItemStatus.SUCCESSFUL), ("c-2", ItemStatus.SUCCESSFUL), ("c-3", ItemStatus.SUCCESSFUL),
+        ("c-1", ItemStatus.SKIPPED), ("c-4", ItemStatus.SUCCESSFUL), ("c-2", ItemStatus.SKIPPED)]
+    assert len([g for g in small.records.store.guards if g[1] == "bank"]) == 4
