@@ -51,6 +51,61 @@ class WriteCounter:
             self.counts.clear()
 
 
+class RequestCounter:
+    """Every request the service's DynamoDB and S3 clients send, by operation and by purpose: the
+    adapter method that sent it and the service (or API) function that called that adapter, read
+    from the stack (a few microseconds a request)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, model, **kwargs) -> None:
+        purpose = _purpose(sys._getframe(1))
+        with self._lock:
+            self.counts[(model.name, purpose)] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
+    def by_operation(self) -> Counter[str]:
+        found: Counter[str] = Counter()
+        for (operation, _), n in self.counts.items():
+            found[operation] += n
+        return found
+
+    def report(self, per: int, unit: int = 1000, purposes: bool = True) -> list[str]:
+        """Requests per `unit` records (of `per` records in all), by operation, then by purpose."""
+        scale = unit / per
+        lines = [f"  {op}: {n * scale:,.1f}" for op, n in self.by_operation().most_common()]
+        if not purposes:
+            return lines
+        lines.append(f"  by purpose (operation, adapter <- caller), per {unit:,} records:")
+        lines += [f"    {n * scale:8,.1f}  {op:16} {purpose}" for (op, purpose), n in self.counts.most_common()]
+        return lines
+
+
+_ROOT = str(Path(__file__).resolve().parents[1] / "chalicelib")
+_PLUMBING = ("/adapters/dynamodb/table.py", "/adapters/dynamodb/attribute_values.py", "/adapters/aws.py",
+             "/adapters/blobs.py")
+
+
+def _purpose(frame) -> str:
+    adapter = caller = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(_ROOT) and not name.endswith(_PLUMBING):
+            where = f"{Path(name).stem}.{frame.f_code.co_name}"
+            if adapter is None:
+                adapter = where
+            elif "/adapters/" not in name:
+                caller = where
+                break
+        frame = frame.f_back
+    return f"{adapter or '?'} <- {caller or '?'}"
+
+
 INDEXES = ("gsi1", "gsi2", "gsi3", "gsi4", "gsi5")
 
 
@@ -202,14 +257,17 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--requests", action="store_true", help="list every request's purpose")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="recon-bench-ingest-"))
     settings = Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench")
     service = LocalService(settings, log=lambda m: print(f"[local] {m}")).start()
     service.serve_in_background()
-    counter, partitions = WriteCounter(), PartitionCounter()
+    counter, partitions, requests_sent = WriteCounter(), PartitionCounter(), RequestCounter()
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", requests_sent)
+    service.container.aws.s3.meta.events.register("before-call.s3.*", requests_sent)
     service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     try:
         cpu_start = cpu_seconds()
@@ -218,6 +276,7 @@ def main() -> None:
         base_writes = sum(counter.counts.values())
         counter.reset()
         partitions.reset()
+        requests_sent.reset()
 
         seconds, finished = run_bulk(service, args.records, args.batch, args.clients)
         cpu_bulk = cpu_seconds()
@@ -240,6 +299,9 @@ def main() -> None:
         print(f"ratio bulk/baseline throughput: {(stored / seconds) / (args.records / base_seconds):.2f}")
         print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))
+        print(f"DynamoDB and S3 requests per 1,000 stored records: "
+              f"{sum(requests_sent.counts.values()) * 1000 / stored:,.1f}")
+        print("\n".join(requests_sent.report(stored, purposes=args.requests)))
         print("heaviest partition keys (item writes, from the requests sent):")
         print("\n".join(partitions.report(stored, seconds)))
     finally:

@@ -68,6 +68,8 @@ class FakeRecordStore:
         self.rows: dict[tuple[str, int], RecordRow] = {}
         self.guards: dict[tuple[str, str, str], ExternalIdGuard] = {}  # (environment, stream key, external id)
         self.leases: dict[tuple[str, str], tuple[str, datetime]] = {}  # streams' writer leases: holder, until
+        # Streams that keep the ranges of their guarded external_ids (those created since they exist)
+        self.external_id_ranges: dict[tuple[str, str], list[tuple[str, str]]] = {}
         # The marks of events owed by a saved change, by the item that carries them (the outbox:
         # services/events.py `save_and_emit`): (environment, origin kind, origin ids) -> marks.
         self.pending_events: dict[tuple[str, str, tuple[int, ...]], set[str]] = {}
@@ -196,6 +198,17 @@ class FakeRecordRepository:
     def put_external_id_guards(self, environment: str, guards: Iterable[tuple[str, str, str, int]]) -> None:
         for stream_key, external_id, owner, record_id in guards:
             self.store.guards[(environment, stream_key, external_id)] = ExternalIdGuard(owner, record_id)
+
+    def external_id_ranges(self, environment: str, stream_key: str) -> list[tuple[str, str]] | None:
+        ranges = self.store.external_id_ranges.get((environment, stream_key))
+        return None if ranges is None else list(ranges)
+
+    def track_external_ids(self, environment: str, stream_key: str) -> None:
+        self.store.external_id_ranges.setdefault((environment, stream_key), [])
+
+    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]]) -> None:
+        if (environment, stream_key) in self.store.external_id_ranges:
+            self.store.external_id_ranges[(environment, stream_key)] = list(ranges)
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         now = utc_now()

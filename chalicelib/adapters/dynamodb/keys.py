@@ -189,6 +189,13 @@ def stream_writer_lease(environment: str, stream_key: str) -> dict[str, str]:
     return {"pk": data_stream(environment, stream_key)["pk"], "sk": "WRITER"}
 
 
+def external_id_ranges(environment: str, stream_key: str) -> dict[str, str]:
+    """Where a stream's guarded external_ids may lie (chunk.py `WriterLeases.may_be_claimed`):
+    written at the stream's creation, widened by its writer lease's holder before guards are
+    written, never narrowed. A stream created before it has none: its guards are all read."""
+    return {"pk": data_stream(environment, stream_key)["pk"], "sk": "EXTRANGES"}
+
+
 def records_with_status_pk(environment: str, status: str) -> str:
     """The status's list, unsharded: where records claimed before issue 30 still sit, and the
     name its cursors carry."""

@@ -95,6 +95,31 @@ class RecordRepository:
                                       for stream_key, external_id, owner, record_id in guards],
                                 threads=WRITE_THREADS)
 
+    def external_id_ranges(self, environment: str, stream_key: str) -> list[tuple[str, str]] | None:
+        """The ranges a stream's guarded external_ids lie in (consistent read), or None if the
+        stream keeps none (created before them): any external_id may be claimed then."""
+        item = self._table.get(keys.external_id_ranges(environment, stream_key))
+        return None if item is None else [(low, high) for low, high in json.loads(item["ranges"])]
+
+    def track_external_ids(self, environment: str, stream_key: str) -> None:
+        """Start keeping a new stream's ranges (none yet: it has no guard). Kept if they exist
+        already (a stream of the same key deleted before: its ranges still cover what it left)."""
+        try:
+            self._table.put_new({**keys.external_id_ranges(environment, stream_key), "entity": "external_id_ranges",
+                                 "ranges": "[]"})
+        except ConditionFailed:
+            pass
+
+    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]]) -> None:
+        """Widened ranges of a stream that keeps them: only the holder of its writer lease may,
+        before it writes the guards they cover."""
+        try:
+            self._table.put({**keys.external_id_ranges(environment, stream_key), "entity": "external_id_ranges",
+                             "ranges": json.dumps(ranges, separators=(",", ":"))},
+                            condition="attribute_exists(pk)")
+        except ConditionFailed:  # a stream that keeps none: any external_id may be claimed there
+            pass
+
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s.
         Read first: a lease another job holds is waited for with reads, not failed writes (a

@@ -336,7 +336,9 @@ def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
     if not wanted:
         return claims
     with _writer_leases(ports, job, {stream_key for stream_key, _ in wanted.values()}, leases) as held_leases:
-        held = ports.records.external_id_claims(job.environment, wanted.values())
+        # Only the guards that may exist are read: an external_id outside its stream's ranges has none.
+        held = ports.records.external_id_claims(job.environment, [key for key in wanted.values()
+                                                                  if held_leases.may_be_claimed(*key)])
         new: list[tuple[str, str, str, int]] = []
         for row, key in wanted.items():
             owner, record_id = held.get(key, (None, None))
@@ -348,6 +350,7 @@ def _claim_all(ports: Ports, job: IngestionJob, drafts: dict[int, RecordDraft],
                 claims[row] = ExternalIdClaim(False, record_id)
         if new:
             held_leases.renew()
+            held_leases.cover([(stream_key, external_id) for stream_key, external_id, _, _ in new])
             ports.records.put_external_id_guards(job.environment, new)
     return claims
 
@@ -363,6 +366,40 @@ class WriterLeases:
         self._ports, self._job, self._holder = ports, job, f"job:{job.id}"
         self._taken: list[str] = []
         self._since = 0.0
+        # The external_id ranges of the streams held, as read under the leases (None: the stream
+        # keeps none). Only the holder widens them, so they hold until the leases go back.
+        self._ranges: dict[str, list[tuple[str, str]] | None] = {}
+
+    def may_be_claimed(self, stream_key: str, external_id: str) -> bool:
+        """Whether a guard of this external_id may exist: every guard's external_id lies in one of
+        its stream's ranges (`cover` widens them before any guard is written), so one outside them
+        all has none, and its read is saved. A stream without ranges: any may."""
+        ranges = self._ranges_of(stream_key)
+        return ranges is None or any(low <= external_id <= high for low, high in ranges)
+
+    def cover(self, claims: Iterable[tuple[str, str]]) -> None:
+        """Widen the ranges of the streams that keep them to every (stream key, external_id) of
+        `claims`, written before the guards that need them (a crash between leaves ranges wider
+        than the guards: only reads more)."""
+        by_stream: dict[str, list[str]] = {}
+        for stream_key, external_id in claims:
+            by_stream.setdefault(stream_key, []).append(external_id)
+        for stream_key, external_ids in by_stream.items():
+            ranges = self._ranges_of(stream_key)
+            if ranges is None:
+                continue
+            outside = [e for e in external_ids if not any(low <= e <= high for low, high in ranges)]
+            if not outside:
+                continue
+            widened = widen(ranges, min(outside), max(outside))
+            self._ports.records.put_external_id_ranges(self._job.environment, stream_key, widened)
+            self._ranges[stream_key] = widened
+
+    def _ranges_of(self, stream_key: str) -> list[tuple[str, str]] | None:
+        assert stream_key in self._taken, "ranges are read and widened under the stream's lease only"
+        if stream_key not in self._ranges:
+            self._ranges[stream_key] = self._ports.records.external_id_ranges(self._job.environment, stream_key)
+        return self._ranges[stream_key]
 
     def __enter__(self) -> WriterLeases:
         return self
@@ -396,8 +433,32 @@ class WriterLeases:
 
     def release(self) -> None:
         taken, self._taken = self._taken, []
+        self._ranges.clear()  # another job may widen them once the leases are back
         for stream_key in taken:
             self._ports.records.release_writer_lease(self._job.environment, stream_key, self._holder)
+
+
+# How many ranges a stream keeps: past it, the two lowest become one (their hull: wider, so
+# still true, only more is read). Ids that grow (payouts, statement lines) keep one range
+# below every new chunk's, so a new chunk reads no guard; random ids soon span everything and
+# are all read, as before the ranges. 8 ranges of 255-byte ids stay within a few write units.
+MAX_EXTERNAL_ID_RANGES = 8
+
+
+def widen(ranges: list[tuple[str, str]], low: str, high: str) -> list[tuple[str, str]]:
+    """`ranges` with [low, high] added: sorted, overlapping ones joined, at most
+    MAX_EXTERNAL_ID_RANGES (the first two joined while there are more: the oldest ids of a
+    growing sequence). Every id in `ranges` or in [low, high] stays in one of the result's."""
+    merged: list[tuple[str, str]] = []
+    for start, end in sorted([*ranges, (low, high)]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    while len(merged) > MAX_EXTERNAL_ID_RANGES:
+        (first_low, first_high), (_, second_high) = merged[0], merged[1]
+        merged[0:2] = [(first_low, max(first_high, second_high))]
+    return merged
 
 
 @contextmanager
