@@ -43,6 +43,13 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   return answer;
 }
 
+// The words for an action a reconciliation's approval policy held (the service answered 202 with the
+// approval, docs/approvals.md), or null when the action was done.
+export function heldForApproval(answer) {
+  if (!answer || answer.status !== "pending" || typeof answer.url !== "string" || !/\/approvals\/\d+$/.test(answer.url)) return null;
+  return `Sent for approval: approval ${answer.id} waits for an approver other than you. Nothing has changed yet.`;
+}
+
 // A query string from an object, leaving out empty values: query({status: "open", q: ""}) -> "?status=open".
 export function query(params) {
   const kept = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");

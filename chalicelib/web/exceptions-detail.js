@@ -2,7 +2,7 @@
 // exceptions and theirs, and its work: status, assignees, comments with @mentions, investigations.
 // A viewer sees none of the controls (the API refuses them too).
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, can, html, query } from "./api.js";
+import { api, can, heldForApproval, html, query } from "./api.js";
 import { count, MIXED, nameOf, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
 import { Money, Pager, Problem, useApi, usePaging, When } from "./ui.js";
 
@@ -290,8 +290,7 @@ export function ExceptionDetail({ id, route, session }) {
     setFailure(null);
     setMessage("Saving…");
     try {
-      await call();
-      setMessage(done);
+      setMessage(heldForApproval(await call()) || done);
       // The button pressed may be gone (Assign to me, Unassign, Accept): focus goes to what happened.
       if (focus) statusLine.current?.focus();
       reload();

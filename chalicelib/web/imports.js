@@ -8,6 +8,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, money, query } from "./api.js";
 import { LIST_PAGE, Money, Pager, Problem, readAll, Status, useAll, useApi, usePaging, When } from "./ui.js";
+import { ExportButton } from "./export.js";
 
 // An import is read twice a second while it runs: the service counts a 500-row chunk at a time, so a
 // chunk that lands just after a read shows half a second later, and the bar moves well within 2 s.
@@ -214,6 +215,8 @@ function FailedRows({ job }) {
         </tbody>
       </table>
       <${Pager} paging=${paging} nextCursor=${data.next_cursor} label="Failed rows" />
+      <${ExportButton} kind="file_import_results" filters=${{ file_import_id: String(job.id), status: "failed" }}
+        label="Export the failed rows" />
     </section>`;
 }
 

@@ -191,7 +191,8 @@ function MatchDetail({ id }) {
         <button type="button" class="danger" onClick=${() => act("reject")} aria-disabled=${busy ? "true" : undefined}>Reject match</button>
       </div>`}
     ${outcome && html`<p class=${outcome.ok ? "status" : "error"} role=${outcome.ok ? "status" : "alert"}>${outcome.text}</p>`}
-    ${data.records ? html`<${MatchRecords} records=${data.records} />` : html`<${PagedRecords} matchId=${data.id} count=${data.record_count} />`}`;
+    ${data.records ? html`<${MatchRecords} records=${data.records} />` : html`<${PagedRecords} matchId=${data.id} count=${data.record_count} />`}
+    <${ExportButton} kind="records" filters=${{ reconciliation_match_id: String(data.id) }} label="Export the match's records" />`;
 }
 
 function RecordsTable({ records, caption }) {

@@ -1,6 +1,6 @@
 """The Imports page (#/imports) in Debian's Chromium against the local stack: a CSV dropped on the page
 goes from the browser to its presigned upload URL (s3rver's CORS, the page's CSP connect-src), its
-upload and import progress bars move to the end, and its failed rows show with line and reason; a
+upload and import progress bars move to the end, and its failed rows show with line and reason (and are exported as CSV); a
 larger import is cancelled while its rows land; a bank statement imports into a bank_feed stream whose
 closing balance the streams table then shows; a viewer gets no import controls and the API refuses
 them. Any console error (a CSP violation is one) fails a test; axe-core finds no serious violation."""
@@ -19,6 +19,7 @@ from tests.support.camt_files import Statement as CamtStatement
 from tests.support.chromium import needs_chromium
 from tests.support.statement_files import Bai2Account, Bai2Detail, Bai2Group, bai2_file
 from tests.support.web_app import (
+    downloaded_csv,
     person,
     read_every_page,
     screenshot,
@@ -123,6 +124,12 @@ def test_a_dropped_csv_uploads_lands_and_shows_its_failed_rows_with_line_and_rea
     results = stack.request("GET", f"/file_imports/{job['id']}/results?status=failed").json()["data"]
     assert [[str(r["line"]), r["external_id"], r["error"]] for r in results] == shown
     assert stack.request("GET", f"/data_streams/{stream['key']}").json()["records_count"] == 597
+    # The failed rows exported whole (an export of kind file_import_results): the rows the page shows.
+    export_id, exported = downloaded_csv(page.get_by_role("group", name="Export the failed rows"), "file_import_results")
+    assert [[r["line"], r["external_id"], r["error"]] for r in exported] == shown
+    assert {r["status"] for r in exported} == {"failed"}
+    assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == {
+        "file_import_id": job["id"], "status": "failed"}
 
     # The stream's imports are listed under the streams, this one with its counts.
     listed = page.get_by_role("table", name=f"Imports of {stream['name']}, newest first")

@@ -293,3 +293,20 @@ def test_an_export_the_service_refuses_says_why(stack, page):
     assert "reconciliation" in problem.inner_text().lower()
     assert group.get_by_role("button", name="Export", exact=True).get_attribute("aria-disabled") == "false"
     assert serious_violations(page) == []
+
+
+def test_a_matchs_records_are_exported_from_its_page(stack, page):
+    """A match's records (an export of kind records, filtered by the match): the records its page lists."""
+    reconciliation, [match, *_] = proposed_matches(stack, 2)
+    records = stack.request("GET", "/records", params={"reconciliation_match_id": match["id"], "limit": 100}).json()["data"]
+    assert len(records) == 2
+    signed_in(stack, page, "viewer", f"#/matches/{match['id']}")
+    page.locator("table.match-records").first.wait_for()
+    group = page.get_by_role("group", name="Export the match's records")
+    export_id, rows = downloaded_csv(group, "records")
+    assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for r in records)
+    assert sorted(int(r["amount_minor"]) for r in rows) == sorted(r["amount"] for r in records)
+    assert stack.request("GET", f"/exports/{export_id}").json()["filters"] == {"reconciliation_match_id": match["id"]}
+    assert serious_violations(page) == []
+    assert page.problems == []
+
