@@ -120,10 +120,13 @@ class ServiceLevelRepository:
         return True
 
     def settle(self, environment: str, exception_id: int) -> None:
-        """The pick's assignment is written (or given up): it leaves the pending picks."""
+        """The pick's assignment is written (or given up): it leaves the pending picks, and the
+        state's version moves on, so that a router holding an older read cannot write the pick
+        back with its whole state (a ghost pick counted against the user until its lease ends)."""
         try:
-            self._table.update(keys.routing_state(environment), "REMOVE pending.#e", names={"#e": str(exception_id)},
-                               condition="attribute_exists(pk)")
+            self._table.update(keys.routing_state(environment), "SET #v = #v + :one REMOVE pending.#e",
+                               names={"#v": "version", "#e": str(exception_id)}, values={":one": 1},
+                               condition="attribute_exists(pending.#e)")
         except ConditionFailed:
             pass
 
