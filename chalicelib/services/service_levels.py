@@ -68,9 +68,9 @@ class ActiveExceptions:
 
 
 def active_exceptions(ports: Ports, environment: str) -> ActiveExceptions:
-    """One read of the environment's exceptions, active ones kept (docs/service-levels.md: the
-    read is of the queue's whole index, a known limit)."""
-    return ActiveExceptions(store(ports).summaries(environment))
+    """One read of the environment's open and investigating exceptions (the sparse read of the
+    active exception guards, not the queue's whole index: docs/service-levels.md)."""
+    return ActiveExceptions(store(ports).active_summaries(environment))
 
 
 # The policy -----------------------------------------------------------------------------------

@@ -159,15 +159,21 @@ def test_routing_rules_assign_what_a_run_opens_and_hand_on_a_deactivated_users(a
 
 
 class CountingStore:
-    """The real service level store, counting the reads of the environments' exceptions."""
+    """The real service level store, counting the reads of the environments' exceptions (the active
+    ones, and the queue's whole index)."""
 
     def __init__(self, real) -> None:
         self._real = real
         self.summaries_read = Counter[str]()
+        self.whole_index_read = Counter[str]()
 
     def summaries(self, environment):
-        self.summaries_read[environment] += 1
+        self.whole_index_read[environment] += 1
         return self._real.summaries(environment)
+
+    def active_summaries(self, environment):
+        self.summaries_read[environment] += 1
+        return self._real.active_summaries(environment)
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -191,6 +197,7 @@ def test_a_sweep_reads_each_environments_exceptions_once(api, ingest, worker, re
     counts = service_levels.sweep(ports)
     assert counts["routed"] == 6 and counts["errors"] == 0, counts
     assert counting.summaries_read["acme"] == 1 and set(counting.summaries_read.values()) == {1}
+    assert not counting.whole_index_read  # the active exceptions' sparse read, not the queue's index
     holders = Counter(a["user_id"] for e in queue(api, recon, limit=100) for a in e["assignees"])
     assert holders == Counter({u.id: 2 for u in team})  # least loaded counts this sweep's own picks
 
@@ -208,3 +215,20 @@ def test_settling_a_pick_moves_the_routing_states_version(services):
     assert not store.advance(environment, older, 1, 2, 8, 2, utc_now())
     store.settle(environment, 7)  # settled already: nothing moves
     assert store.state(environment).version == settled.version
+
+
+def test_the_active_exceptions_read_names_the_open_ones_only(api, ingest, worker, recon, services):
+    """The sparse read (each reconciliation's active exception guards, then the exceptions they
+    name) finds what the queue's whole index holds as open, and leaves out an exception closed
+    whose guard was never released (a stale guard)."""
+    exceptions = run_leaving_exceptions(api, ingest, worker, recon)
+    store = services.ports.service_levels
+    ours = {e["id"] for e in exceptions.values()}
+    assert {s.summary.id for s in store.active_summaries("acme")} >= ours
+    closed = exceptions["bank2"]["id"]
+    services.table.update(keys.reconciliation_exception("acme", closed), "SET #s = :r", names={"#s": "status"},
+                          values={":r": "resolved"})  # as if the close's release of the guard failed
+    found = {s.summary.id: s for s in store.active_summaries("acme")}
+    assert ours - set(found) == {closed}
+    whole = {s.summary.id: s for s in store.summaries("acme") if s.summary.status.value in ("open", "investigating")}
+    assert set(found) == set(whole) and all(found[i] == whole[i] for i in found)

@@ -108,8 +108,8 @@ class VersionedState:
             self.reads["state"] += 1
             return self._state
 
-    def summaries(self, environment):
-        self.reads["summaries"] += 1
+    def active_summaries(self, environment):
+        self.reads["active_summaries"] += 1
         return []
 
     def advance(self, environment, seen, rule_id, cursor, exception_id, user_id, at, expired=()):
@@ -196,8 +196,8 @@ def test_a_pick_that_loses_the_race_reads_again_the_state_only():
     store = Rival()
     ports = SimpleNamespace(service_levels=store)
     chosen = routing_service.pick(ports, "acme", rule(strategy=Strategy.LEAST_LOADED), [1, 2], 5, NOW)
-    assert store.refused == 3 and store.reads == Counter({"state": 4, "summaries": 1})
+    assert store.refused == 3 and store.reads == Counter({"state": 4, "active_summaries": 1})
     assert chosen == 2  # the rival's three pending picks went to 1
     store.reads.clear()
     routing_service.pick(ports, "acme", rule(strategy=Strategy.LEAST_LOADED), [1, 2], 6, NOW, active=[])
-    assert store.reads["summaries"] == 0
+    assert store.reads["active_summaries"] == 0
