@@ -6,9 +6,11 @@ picks is domain/routing.py's `choose`; the state it reads is kept safe here:
   refreshes (or a refresh and a deactivation) picking at once never both pick from the same
   state; the loser reads again (the winner's pick included) and picks again.
 - A pick stays in the state's `pending` until its assignment is written (`settle`), and counts in
-  the loads until then: loads are the open exceptions assigned to each user, read from the queue's
-  index, plus the pending picks not yet visible there. A pick whose writer died expires after
-  PICK_LEASE.
+  the loads until then: loads are the open exceptions assigned to each user (read once per sweep,
+  refresh or deactivation: services/service_levels.active_exceptions, with the assignments written
+  since noted in it), plus the pending picks not yet visible there. A pick whose writer died
+  expires after PICK_LEASE. Settling moves the state's version, so an older read never writes a
+  settled pick back.
 - An exception is routed once: the assignment is written with the exception's version (a person's
   change meanwhile wins: the next refresh looks again), then marked `routed_by`; a person who
   unassigns a routed exception is not overruled.
@@ -221,7 +223,7 @@ def _users(ports: Ports, environment: str) -> dict[int, User]:
 
 def loads(summaries: Iterable[SlaSummary], pending: dict[int, tuple[int, datetime]], now: datetime,
           ) -> tuple[Counter[int], list[int]]:
-    """Each user's open exceptions assigned (from the index), plus the pending picks not yet seen
+    """Each user's open exceptions assigned (as read once), plus the pending picks not yet seen
     there; and the pending picks past their lease (to drop)."""
     assigned: dict[int, set[int]] = {}
     counted: Counter[int] = Counter()
