@@ -6,9 +6,11 @@ picks is domain/routing.py's `choose`; the state it reads is kept safe here:
   refreshes (or a refresh and a deactivation) picking at once never both pick from the same
   state; the loser reads again (the winner's pick included) and picks again.
 - A pick stays in the state's `pending` until its assignment is written (`settle`), and counts in
-  the loads until then: loads are the open exceptions assigned to each user, read from the queue's
-  index, plus the pending picks not yet visible there. A pick whose writer died expires after
-  PICK_LEASE.
+  the loads until then: loads are the open exceptions assigned to each user (read once per sweep,
+  refresh or deactivation: services/service_levels.active_exceptions, with the assignments written
+  since noted in it), plus the pending picks not yet visible there. A pick whose writer died
+  expires after PICK_LEASE. Settling moves the state's version, so an older read never writes a
+  settled pick back.
 - An exception is routed once: the assignment is written with the exception's version (a person's
   change meanwhile wins: the next refresh looks again), then marked `routed_by`; a person who
   unassigns a routed exception is not overruled.
@@ -126,15 +128,19 @@ def _audited(rule: RoutingRule) -> dict[str, Any]:
 
 # Routing --------------------------------------------------------------------------------------
 
-def route_new(ports: Ports, environment: str, reconciliation_id: int, now: datetime | None = None) -> int:
+def route_new(ports: Ports, environment: str, reconciliation_id: int, now: datetime | None = None,
+              active: sla.ActiveExceptions | None = None) -> int:
     """Assign the reconciliation's new exceptions (the refresh's last step): each open one nobody is
-    assigned to, never routed, created after the rule that takes it. How many were assigned."""
+    assigned to, never routed, created after the rule that takes it. How many were assigned.
+    `active`: the environment's active exceptions read already (the sweep's, once for all its
+    reconciliations); else read here, once."""
     now = now or utc_now()
     store = sla.store(ports)
     rules = [r for r in store.rules_of(environment, reconciliation_id) if r.enabled]
     if not rules:
         return 0
-    waiting = [s for s in store.summaries(environment)
+    active = active if active is not None else sla.active_exceptions(ports, environment)
+    waiting = [s for s in active
                if s.summary.reconciliation_id == reconciliation_id and s.summary.status in ACTIVE
                and not s.summary.assignees and s.routed_by is None]
     if not waiting:
@@ -151,7 +157,7 @@ def route_new(ports: Ports, environment: str, reconciliation_id: int, now: datet
         if not team:
             logger.warning("a routing rule's team has nobody to assign", extra={"routing_rule_id": rule.id})
             continue
-        assigned += _route(ports, environment, summary.id, rule, team, people, now)
+        assigned += _route(ports, environment, summary.id, rule, team, people, now, active)
     return assigned
 
 
@@ -160,13 +166,15 @@ def _new_for(rule: RoutingRule, candidate: SlaSummary) -> bool:
     return rule.created_at is None or candidate.created_at is None or candidate.created_at >= rule.created_at
 
 
-def reassign_from(ports: Ports, environment: str, user: User, now: datetime | None = None) -> int:
+def reassign_from(ports: Ports, environment: str, user: User, now: datetime | None = None,
+                  active: sla.ActiveExceptions | None = None) -> int:
     """The deactivated user's open exceptions, each handed by the first rule that takes it to its
     team (the user left out): the new assignee added, then the user removed. One no rule takes
     keeps the user (shown in the queue as assigned to a deactivated user). How many were handed on."""
     now = now or utc_now()
     store = sla.store(ports)
-    theirs = [s.summary for s in store.summaries(environment)
+    active = active if active is not None else sla.active_exceptions(ports, environment)
+    theirs = [s.summary for s in active
               if s.summary.status in ACTIVE and any(a.user_id == user.id for a in s.summary.assignees)]
     if not theirs:
         return 0
@@ -184,22 +192,23 @@ def reassign_from(ports: Ports, environment: str, user: User, now: datetime | No
         if rule is None or not team:
             continue
         try:
-            handed += _route(ports, environment, summary.id, rule, team, people, now, replacing=user.id)
+            handed += _route(ports, environment, summary.id, rule, team, people, now, active, replacing=user.id)
         except Exception:
             logger.exception("handing on a deactivated user's exception failed",
                              extra={"exception_id": summary.id, "user_id": user.id})
     return handed
 
 
-def reassign_from_deactivated(ports: Ports, environment: str, now: datetime | None = None) -> int:
+def reassign_from_deactivated(ports: Ports, environment: str, now: datetime | None = None,
+                              active: sla.ActiveExceptions | None = None) -> int:
     """The sweeper's: what a deactivation's own handing on left (its request died part-way)."""
-    store = sla.store(ports)
-    assigned = {a.user_id for s in store.summaries(environment) if s.summary.status in ACTIVE
+    active = active if active is not None else sla.active_exceptions(ports, environment)
+    assigned = {a.user_id for s in active if s.summary.status in ACTIVE
                 for a in s.summary.assignees if a.user_id is not None}
     if not assigned:
         return 0
     gone = [u for u in ports.users.get_many(environment, assigned).values() if u.status is UserStatus.DEACTIVATED]
-    return sum(reassign_from(ports, environment, u, now) for u in gone)
+    return sum(reassign_from(ports, environment, u, now, active) for u in gone)
 
 
 def _users(ports: Ports, environment: str) -> dict[int, User]:
@@ -214,7 +223,7 @@ def _users(ports: Ports, environment: str) -> dict[int, User]:
 
 def loads(summaries: Iterable[SlaSummary], pending: dict[int, tuple[int, datetime]], now: datetime,
           ) -> tuple[Counter[int], list[int]]:
-    """Each user's open exceptions assigned (from the index), plus the pending picks not yet seen
+    """Each user's open exceptions assigned (as read once), plus the pending picks not yet seen
     there; and the pending picks past their lease (to drop)."""
     assigned: dict[int, set[int]] = {}
     counted: Counter[int] = Counter()
@@ -233,14 +242,18 @@ def loads(summaries: Iterable[SlaSummary], pending: dict[int, tuple[int, datetim
 
 
 def pick(ports: Ports, environment: str, rule: RoutingRule, team: list[int], exception_id: int,
-         now: datetime) -> int:
+         now: datetime, active: Iterable[SlaSummary] | None = None) -> int:
     """Whom of the team the exception goes to, the pick written to the routing state (conditional
-    on its version: read again and pick again when another pick came first)."""
+    on its version: when another pick came first, read again the state item only, and pick again:
+    the other's pick is in its pending picks, which the loads count). `active`: the exceptions read
+    once by the caller (least loaded only; read here, once, when not given)."""
     store = sla.store(ports)
+    seen: Iterable[SlaSummary] = ()
+    if rule.strategy is Strategy.LEAST_LOADED:
+        seen = list(active if active is not None else sla.active_exceptions(ports, environment))
     for _ in range(MAX_PICK_ATTEMPTS):
         state = store.state(environment)
-        counted, expired = loads(store.summaries(environment) if rule.strategy is Strategy.LEAST_LOADED else (),
-                                 state.pending, now)
+        counted, expired = loads(seen, state.pending, now)
         user_id, cursor = choose(rule.strategy, team, counted, state.cursors.get(rule.id, 0))
         if store.advance(environment, state, rule.id, cursor, exception_id, user_id, now, expired):
             return user_id
@@ -248,10 +261,11 @@ def pick(ports: Ports, environment: str, rule: RoutingRule, team: list[int], exc
 
 
 def _route(ports: Ports, environment: str, exception_id: int, rule: RoutingRule, team: list[int],
-           people: dict[int, User], now: datetime, replacing: int | None = None) -> int:
+           people: dict[int, User], now: datetime, active: sla.ActiveExceptions, replacing: int | None = None) -> int:
     """Pick, assign (then unassign `replacing`), mark routed; 1 when assigned. The pick leaves the
-    pending picks however this ends."""
-    user_id = pick(ports, environment, rule, team, exception_id, now)
+    pending picks however this ends; the assignment written is noted in `active` (the loads of
+    the next picks count it, though the pick left the pending ones)."""
+    user_id = pick(ports, environment, rule, team, exception_id, now, active)
     try:
         current = ports.exceptions.get(environment, exception_id)
         if not current.active or (replacing is None and current.assignees):
@@ -262,8 +276,11 @@ def _route(ports: Ports, environment: str, exception_id: int, rule: RoutingRule,
             assignee = Assignee(ports.exceptions.next_id(environment, "exception_assignee"), user.idp_user_id, user.id)
             current = _save(ports, current, current.assignees + (assignee,), now, announcer)
         if replacing is not None:
-            _save(ports, current, tuple(a for a in current.assignees if a.user_id != replacing), now, announcer)
+            current = _save(ports, current, tuple(a for a in current.assignees if a.user_id != replacing), now,
+                            announcer)
+        active.assigned(exception_id, current.assignees)
         sla.store(ports).mark_routed(environment, exception_id, rule.id)
+        active.assigned(exception_id, current.assignees, routed_by=rule.id)
         return 1
     except (Conflict, NotFound):
         return 0  # changed meanwhile: the next pass looks again

@@ -5,8 +5,8 @@ aging counts, and the `reconciliation_exception.overdue` event, once per opening
 The rules themselves are in domain/service_levels.py; docs/service-levels.md tells the whole."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
@@ -16,12 +16,13 @@ from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.events import ANNOUNCEMENT_LEASE, Announcer, EventOrigin
-from chalicelib.domain.reconciliation_exceptions import ACTIVE, ExceptionSummary, ReconciliationException
+from chalicelib.domain.reconciliation_exceptions import ACTIVE, Assignee, ExceptionSummary, ReconciliationException
 from chalicelib.domain.service_levels import (
     AgeBucket,
     Aging,
     ServiceLevelPolicy,
     Severity,
+    SlaSummary,
     Standing,
     aging,
     check_policy,
@@ -39,6 +40,37 @@ def store(ports: Ports) -> ServiceLevelStore:
     if ports.service_levels is None:
         raise RuntimeError("service levels are not wired in these ports")
     return ports.service_levels
+
+
+# The active exceptions, read once ---------------------------------------------------------------
+
+class ActiveExceptions:
+    """The environment's open and investigating exceptions as routing and the overdue event see
+    them: read ONCE per sweep (or per refresh, or per deactivation) and passed down, never once
+    per reconciliation or per pick. The assignments and marks written meanwhile are noted here, so
+    that the loads of the picks that follow count them."""
+
+    def __init__(self, summaries: Iterable[SlaSummary]) -> None:
+        self._by_id = {s.summary.id: s for s in summaries if s.summary.status in ACTIVE}
+
+    def __iter__(self) -> Iterator[SlaSummary]:
+        return iter(sorted(self._by_id.values(), key=lambda s: -s.summary.id))
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def assigned(self, exception_id: int, assignees: tuple[Assignee, ...], routed_by: int | None = None) -> None:
+        found = self._by_id.get(exception_id)
+        if found is not None:
+            self._by_id[exception_id] = replace(
+                found, summary=replace(found.summary, assignees=assignees),
+                routed_by=routed_by if routed_by is not None else found.routed_by)
+
+
+def active_exceptions(ports: Ports, environment: str) -> ActiveExceptions:
+    """One read of the environment's open and investigating exceptions (the sparse read of the
+    active exception guards, not the queue's whole index: docs/service-levels.md)."""
+    return ActiveExceptions(store(ports).active_summaries(environment))
 
 
 # The policy -----------------------------------------------------------------------------------
@@ -175,14 +207,16 @@ def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[
 # The overdue event ----------------------------------------------------------------------------
 
 def notify_overdue(ports: Ports, environment: str, reconciliation_id: int | None = None,
-                   now: datetime | None = None) -> int:
+                   now: datetime | None = None, active: ActiveExceptions | None = None) -> int:
     """Send `reconciliation_exception.overdue` for each open or investigating exception past its due
     time whose event for this opening was not sent: the mark (`overdue_notified_for`, its opening)
     is a conditional write carrying the event's hold (services/events.save_and_emit), so the event
-    goes once per opening even when two sweeps race, and at least once if this process dies."""
+    goes once per opening even when two sweeps race, and at least once if this process dies.
+    `active`: the environment's active exceptions read already (else read here, once)."""
     now = now or utc_now()
     sla = store(ports)
-    candidates = [s for s in sla.summaries(environment)
+    active = active if active is not None else active_exceptions(ports, environment)
+    candidates = [s for s in active
                   if s.summary.status in ACTIVE and s.summary.opened_at is not None
                   and (reconciliation_id is None or s.summary.reconciliation_id == reconciliation_id)
                   and s.overdue_notified_for != iso(s.summary.opened_at)]
@@ -226,11 +260,12 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
     reconciliations = store(ports).all_reconciliations()
     for environment in sorted({e for e, _ in reconciliations}):
         try:
-            counts["overdue"] += notify_overdue(ports, environment, now=now)
+            active = active_exceptions(ports, environment)  # the one read of the environment's exceptions
+            counts["overdue"] += notify_overdue(ports, environment, now=now, active=active)
             # What a refresh opened and could not route (it died, or the index did not show it yet).
-            counts["routed"] += sum(routing.route_new(ports, environment, reconciliation_id, now=now)
+            counts["routed"] += sum(routing.route_new(ports, environment, reconciliation_id, now=now, active=active)
                                     for e, reconciliation_id in reconciliations if e == environment)
-            counts["reassigned"] += routing.reassign_from_deactivated(ports, environment, now=now)
+            counts["reassigned"] += routing.reassign_from_deactivated(ports, environment, now=now, active=active)
         except Exception:
             logger.exception("sweeping service levels failed", extra={"environment": environment})
             counts["errors"] += 1
@@ -245,8 +280,9 @@ def after_refresh(ports: Ports, environment: str, reconciliation_id: int, now: d
     from chalicelib.services import routing
 
     try:
-        routing.route_new(ports, environment, reconciliation_id, now=now)
-        notify_overdue(ports, environment, reconciliation_id, now=now)
+        active = active_exceptions(ports, environment)
+        routing.route_new(ports, environment, reconciliation_id, now=now, active=active)
+        notify_overdue(ports, environment, reconciliation_id, now=now, active=active)
     except Exception:
         logger.exception("routing or overdue events after a refresh failed",
                          extra={"environment": environment, "reconciliation_id": reconciliation_id})

@@ -1,6 +1,7 @@
 """Service levels and routing over HTTP (on moto, through the API): the policy, each exception's
 severity, due time and overdue, the queue's filters and the aging counts, the overdue event once,
 and routing rules assigning what a run opens, handing on a deactivated user's exceptions."""
+import dataclasses
 from collections import Counter
 from datetime import timedelta
 
@@ -155,3 +156,79 @@ def test_routing_rules_assign_what_a_run_opens_and_hand_on_a_deactivated_users(a
     assert {e["action"] for e in trail} == {"routing_rule.created", "routing_rule.updated"}
     assert api.delete(f"{rules}/{rule['id']}").status_code == 204
     assert api.get(f"{rules}/{rule['id']}").status_code == 404
+
+
+class CountingStore:
+    """The real service level store, counting the reads of the environments' exceptions (the active
+    ones, and the queue's whole index)."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self.summaries_read = Counter[str]()
+        self.whole_index_read = Counter[str]()
+
+    def summaries(self, environment):
+        self.whole_index_read[environment] += 1
+        return self._real.summaries(environment)
+
+    def active_summaries(self, environment):
+        self.summaries_read[environment] += 1
+        return self._real.active_summaries(environment)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_a_sweep_reads_each_environments_exceptions_once(api, ingest, worker, recon, services):
+    """Routing six new exceptions least loaded, their overdue events and the deactivated users'
+    check: one read of the environment's exceptions in all (not one per reconciliation, nor per pick)."""
+    team = [add_user(services.users, "acme", f"load{n}", Role.PREPARER) for n in range(3)]
+    services.identity.users.update({u.email: u.idp_user_id for u in team})
+    exceptions = run_leaving_exceptions(api, ingest, worker, recon)  # no rule yet: nobody assigned
+    base = f"/v1/reconciliations/{recon['id']}"
+    assert api.post(f"{base}/routing_rules", {"name": "Least loaded", "strategy": "least_loaded",
+                                              "team": {"role": "preparer"}}).status_code == 201
+    later = iso(utc_now() + timedelta(seconds=1))  # as if opened after the rule
+    for e in exceptions.values():
+        services.table.update(keys.reconciliation_exception("acme", e["id"]), "SET created_at = :c",
+                              values={":c": later})
+    counting = CountingStore(services.ports.service_levels)
+    ports = dataclasses.replace(services.ports, service_levels=counting)
+    counts = service_levels.sweep(ports)
+    assert counts["routed"] == 6 and counts["errors"] == 0, counts
+    assert counting.summaries_read["acme"] == 1 and set(counting.summaries_read.values()) == {1}
+    assert not counting.whole_index_read  # the active exceptions' sparse read, not the queue's index
+    holders = Counter(a["user_id"] for e in queue(api, recon, limit=100) for a in e["assignees"])
+    assert holders == Counter({u.id: 2 for u in team})  # least loaded counts this sweep's own picks
+
+
+def test_settling_a_pick_moves_the_routing_states_version(services):
+    """On the real adapter: a router holding a read from before a pick was settled cannot write the
+    state back (with the settled pick in it)."""
+    store, environment = services.ports.service_levels, "acme"
+    start = store.state(environment)
+    assert store.advance(environment, start, 1, 1, 7, 1, utc_now())
+    older = store.state(environment)
+    store.settle(environment, 7)
+    settled = store.state(environment)
+    assert settled.version == older.version + 1 and 7 not in settled.pending
+    assert not store.advance(environment, older, 1, 2, 8, 2, utc_now())
+    store.settle(environment, 7)  # settled already: nothing moves
+    assert store.state(environment).version == settled.version
+
+
+def test_the_active_exceptions_read_names_the_open_ones_only(api, ingest, worker, recon, services):
+    """The sparse read (each reconciliation's active exception guards, then the exceptions they
+    name) finds what the queue's whole index holds as open, and leaves out an exception closed
+    whose guard was never released (a stale guard)."""
+    exceptions = run_leaving_exceptions(api, ingest, worker, recon)
+    store = services.ports.service_levels
+    ours = {e["id"] for e in exceptions.values()}
+    assert {s.summary.id for s in store.active_summaries("acme")} >= ours
+    closed = exceptions["bank2"]["id"]
+    services.table.update(keys.reconciliation_exception("acme", closed), "SET #s = :r", names={"#s": "status"},
+                          values={":r": "resolved"})  # as if the close's release of the guard failed
+    found = {s.summary.id: s for s in store.active_summaries("acme")}
+    assert ours - set(found) == {closed}
+    whole = {s.summary.id: s for s in store.summaries("acme") if s.summary.status.value in ("open", "investigating")}
+    assert set(found) == set(whole) and all(found[i] == whole[i] for i in found)

@@ -101,22 +101,35 @@ class VersionedState:
         self._lock = threading.Lock()
         self._state = RoutingState()
         self.refused = 0
+        self.reads = Counter[str]()
 
     def state(self, environment):
         with self._lock:
+            self.reads["state"] += 1
             return self._state
 
-    def summaries(self, environment):
+    def active_summaries(self, environment):
+        self.reads["active_summaries"] += 1
         return []
 
     def advance(self, environment, seen, rule_id, cursor, exception_id, user_id, at, expired=()):
+        """The whole item put back at `seen.version + 1` (the adapter's put), pending picks included."""
         with self._lock:
             if self._state.version != seen.version:
                 self.refused += 1
                 return False
+            pending = {k: v for k, v in seen.pending.items() if k not in set(expired)}
             self._state = RoutingState(version=seen.version + 1, cursors={**seen.cursors, rule_id: cursor},
-                                       pending={})
+                                       pending={**pending, exception_id: (user_id, at)})
             return True
+
+    def settle(self, environment, exception_id):
+        """As the adapter: `SET version = version + 1 REMOVE pending.<id>`, if the pick is pending."""
+        with self._lock:
+            if exception_id in self._state.pending:
+                self._state = RoutingState(version=self._state.version + 1, cursors=self._state.cursors,
+                                           pending={k: v for k, v in self._state.pending.items()
+                                                    if k != exception_id})
 
 
 def test_concurrent_picks_never_share_a_turn():
@@ -131,6 +144,7 @@ def test_concurrent_picks_never_share_a_turn():
             chosen = routing_service.pick(ports, "acme", rule(), team, n * 1000 + k, NOW)
             with lock:
                 picks[chosen] += 1
+            store.settle("acme", n * 1000 + k)  # its assignment written
 
     threads = [threading.Thread(target=router, args=(n,)) for n in range(4)]
     for t in threads:
@@ -153,3 +167,63 @@ def test_loads_count_the_picks_not_yet_written_and_drop_those_past_their_lease()
     pending = {2: (2, NOW), 4: (3, NOW), 9: (1, NOW - routing_service.PICK_LEASE - timedelta(seconds=1))}
     counted, expired = routing_service.loads(summaries, pending, NOW)
     assert counted == Counter({1: 2, 2: 1, 3: 1}) and expired == [9]
+
+
+def test_a_settled_pick_never_comes_back_from_an_older_read():
+    """A router read the state while a pick was pending; the pick is settled; the router's write of
+    its older read is refused (settle moved the version), so the settled pick is not put back as a
+    ghost counted against its user."""
+    store = VersionedState()
+    assert store.advance("acme", store.state("acme"), 1, 1, 7, 1, NOW)
+    older = store.state("acme")
+    store.settle("acme", 7)
+    assert not store.advance("acme", older, 1, 2, 8, 2, NOW)
+    ports = SimpleNamespace(service_levels=store)
+    routing_service.pick(ports, "acme", rule(), [1, 2], 8, NOW)
+    assert set(store.state("acme").pending) == {8}
+
+
+def test_a_pick_that_loses_the_race_reads_again_the_state_only():
+    """Least loaded: the exceptions are read once per pick (or passed in by the sweep), never once per
+    attempt; a conflict re-reads only the state item, whose pending picks carry the other's pick."""
+    class Rival(VersionedState):
+        def advance(self, environment, seen, *args, **kwargs):
+            if self.refused < 3:  # another router writes first, three times
+                with self._lock:
+                    self._state = RoutingState(version=self._state.version + 1, cursors=self._state.cursors,
+                                               pending={**self._state.pending, 100 + self.refused: (1, NOW)})
+            return super().advance(environment, seen, *args, **kwargs)
+
+    store = Rival()
+    ports = SimpleNamespace(service_levels=store)
+    chosen = routing_service.pick(ports, "acme", rule(strategy=Strategy.LEAST_LOADED), [1, 2], 5, NOW)
+    assert store.refused == 3 and store.reads == Counter({"state": 4, "active_summaries": 1})
+    assert chosen == 2  # the rival's three pending picks went to 1
+    store.reads.clear()
+    routing_service.pick(ports, "acme", rule(strategy=Strategy.LEAST_LOADED), [1, 2], 6, NOW, active=[])
+    assert store.reads["active_summaries"] == 0
+
+
+def test_routers_that_pick_and_settle_at_once_leave_no_ghost_pick():
+    """Four routers each pick and settle 200 exceptions at once, least loaded: every pick is made
+    (none refused 25 times over) and every settled pick left the state for good (none written back
+    from an older read)."""
+    store = VersionedState()
+    ports = SimpleNamespace(service_levels=store)
+    team, picks, lock = [1, 2, 3, 4], Counter[int](), threading.Lock()
+
+    def router(n: int) -> None:
+        for k in range(200):
+            exception_id = n * 1000 + k
+            chosen = routing_service.pick(ports, "acme", rule(strategy=Strategy.LEAST_LOADED), team, exception_id,
+                                          NOW, active=[])
+            with lock:
+                picks[chosen] += 1
+            store.settle("acme", exception_id)
+
+    threads = [threading.Thread(target=router, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.state("acme").pending == {} and sum(picks.values()) == 800

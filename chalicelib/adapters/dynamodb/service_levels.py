@@ -13,11 +13,14 @@ from chalicelib.adapters.dynamodb.reconciliation_exceptions import LISTING_ATTRI
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.reconciliation_exceptions import ACTIVE
 from chalicelib.domain.routing import RoutingRule, RoutingState, Strategy
 from chalicelib.domain.service_levels import ServiceLevelPolicy, Severity, SlaSummary
 from chalicelib.domain.users import Role
 
 SLA_ATTRIBUTES = (*LISTING_ATTRIBUTES, "created_at", "overdue_notified_for", "routed_by")
+ACTIVE_GUARD_PREFIX = "EXCACTIVE#"  # keys.active_exception_guard's sort keys
+ACTIVE_STATUSES = {s.value for s in ACTIVE}
 
 
 class ServiceLevelRepository:
@@ -120,10 +123,13 @@ class ServiceLevelRepository:
         return True
 
     def settle(self, environment: str, exception_id: int) -> None:
-        """The pick's assignment is written (or given up): it leaves the pending picks."""
+        """The pick's assignment is written (or given up): it leaves the pending picks, and the
+        state's version moves on, so that a router holding an older read cannot write the pick
+        back with its whole state (a ghost pick counted against the user until its lease ends)."""
         try:
-            self._table.update(keys.routing_state(environment), "REMOVE pending.#e", names={"#e": str(exception_id)},
-                               condition="attribute_exists(pk)")
+            self._table.update(keys.routing_state(environment), "SET #v = #v + :one REMOVE pending.#e",
+                               names={"#v": "version", "#e": str(exception_id)}, values={":one": 1},
+                               condition="attribute_exists(pending.#e)")
         except ConditionFailed:
             pass
 
@@ -132,10 +138,23 @@ class ServiceLevelRepository:
     def summaries(self, environment: str) -> list[SlaSummary]:
         """Every exception of the environment, newest first: one read of the queue's index."""
         items = self._table.query_all(keys.GSI1, keys.exceptions_index_pk(environment), projection=SLA_ATTRIBUTES)
-        found = [SlaSummary(summary=_summary_of(i), created_at=parse_optional_iso(i.get("created_at")),
-                            overdue_notified_for=i.get("overdue_notified_for"),
-                            routed_by=int(i["routed_by"]) if i.get("routed_by") is not None else None)
-                 for i in items]
+        return sorted(map(_sla_summary, items), key=lambda s: -s.summary.id)
+
+    def active_summaries(self, environment: str) -> list[SlaSummary]:
+        """The open and investigating exceptions of the environment, newest first, without reading
+        the closed ones: each reconciliation's active exception guards (one per stream, in its own
+        partition: `keys.active_exception_guard`, taken before an exception is written or
+        reopened) name them, then one batch read of those exceptions. A stale guard (its exception
+        closed or never written) is left out by the exception's own status."""
+        reconciliation_ids = [int(i["id"]) for i in self._table.query_all(
+            keys.GSI1, keys.reconciliations_index_pk(environment), projection="id")]
+        named = {int(g["exception_id"]) for r in reconciliation_ids
+                 for g in self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, r)["pk"],
+                                                sort_prefix=ACTIVE_GUARD_PREFIX, projection="exception_id",
+                                                consistent=True)}
+        items = self._table.get_many((keys.reconciliation_exception(environment, i) for i in named),
+                                     projection=SLA_ATTRIBUTES)
+        found = [_sla_summary(i) for i in items if i.get("status") in ACTIVE_STATUSES]
         return sorted(found, key=lambda s: -s.summary.id)
 
     def mark_overdue_notified(self, environment: str, exception_id: int, opened_at: datetime,
@@ -162,6 +181,12 @@ class ServiceLevelRepository:
     def all_reconciliations(self) -> list[tuple[str, int]]:
         """(environment, id) of every reconciliation of every environment (the sweeper's index)."""
         return [(e["environment"], int(e["id"])) for e in self._table.query_all(keys.GSI2, keys.ALL_RECONCILIATIONS_PK)]
+
+
+def _sla_summary(item: dict[str, Any]) -> SlaSummary:
+    return SlaSummary(summary=_summary_of(item), created_at=parse_optional_iso(item.get("created_at")),
+                      overdue_notified_for=item.get("overdue_notified_for"),
+                      routed_by=int(item["routed_by"]) if item.get("routed_by") is not None else None)
 
 
 def _policy(item: dict[str, Any]) -> ServiceLevelPolicy:
