@@ -45,6 +45,7 @@ from chalicelib.services.ports import Ports
 if TYPE_CHECKING:
     from chalicelib.domain.matches import Match, MatchMember
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.domain.reconciliations import Reconciliation
 
 ATTEMPTS = 3  # a close or reopen raced by another one reads the closed periods again, this often at most
 
@@ -231,6 +232,30 @@ def refuse_match(ports: Ports, environment: str, match: Match, what: str) -> Non
         if found is not None:
             raise Conflict(f"{what} match {match.id} is refused: " + refusal(f"its record {record.id}", record.date,
                                                                               found))
+
+
+def refuse_dropping_streams(ports: Ports, environment: str, current: Reconciliation, updated: Reconciliation) -> None:
+    """409 when a PATCH takes a stream out of a reconciliation that has a closed period: the guards of
+    records and balances see only the reconciliations using a stream now, so the stream's records
+    dated inside (and the stream itself) could then be changed or deleted."""
+    dropped = [k for k in current.stream_keys if not updated.uses(k)]
+    if dropped:
+        _refuse_closed(ports, environment, current.id, f"removing data stream '{dropped[0]}' from reconciliation "
+                                                       f"{current.id}")
+
+
+def refuse_deleting_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
+    """409 when the reconciliation has a closed period: deleting it would remove what the close covers."""
+    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}")
+
+
+def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str) -> None:
+    closed = sorted(closed_of(ports, environment, reconciliation_id), key=lambda c: c.period)
+    if closed:
+        first = closed[0]
+        more = f" (and {len(closed) - 1} more)" if len(closed) > 1 else ""
+        raise Conflict(f"{what} is refused: it has the closed period {first.period.label} (period close "
+                       f"{first.close_id}){more}; an admin must reopen it first")
 
 
 class StreamClosures:

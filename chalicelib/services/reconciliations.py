@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
-from chalicelib.services import audit
+from chalicelib.services import audit, period_closes
 from chalicelib.services.matches import unmatch
 from chalicelib.services.ports import Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
@@ -39,6 +39,7 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     if added:
         existing = set(ports.data_streams.get_many(environment, added)) | set(current.stream_keys)
         missing_streams(side_a or (), side_b or (), existing)
+    period_closes.refuse_dropping_streams(ports, environment, current, updated)
     ports.reconciliations.save(updated, previous=current)
     audit.note_change(current, updated)
     ports.claims.forget_adoptions(environment, reconciliation_id,
@@ -56,6 +57,7 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
 
     Refused (409) while a story chains it: the stories are read after the mark (a story's save
     holds it before its last check), and the mark is taken back then."""
+    period_closes.refuse_deleting_reconciliation(ports, environment, reconciliation_id)
     reconciliation = ports.reconciliations.mark_deleting(environment, reconciliation_id)
     users = ports.stories.users_of_reconciliation(environment, reconciliation_id)
     confirm_unless_in_a_story(ports.reconciliations, environment, reconciliation_id, users,

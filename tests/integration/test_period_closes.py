@@ -302,3 +302,72 @@ def test_the_close_report_export_lists_what_was_open_at_close_with_its_explanati
     assert unknown.status_code == 404
     missing = api.post("/v1/exports", {"kind": "period_close_report", "filters": {"reconciliation_id": world["id"]}})
     assert missing.status_code == 422 and missing.json_body["errors"][0]["field"] == "filters.period_close_id"
+
+
+def test_a_stream_is_not_taken_out_of_nor_the_reconciliation_deleted_while_it_has_a_closed_period(api, world):
+    rid = world["id"]
+    made = closed_september(api, world)
+    assert api.post("/v1/data_streams", {"key": "fees", "name": "Fees"}).status_code == 201
+    why = f"it has the closed period 2026-09-01..2026-09-30 (period close {made['id']}); an admin must reopen it"
+
+    # Taking ledger out would leave its September records (and the stream) unguarded: refused.
+    dropped = api.patch(f"/v1/reconciliations/{rid}", {"side_b_stream_keys": ["fees"]})
+    assert dropped.status_code == 409 and why in dropped.json_body["message"], dropped.json_body
+    assert "data stream 'ledger'" in dropped.json_body["message"]
+    assert [s["key"] for s in api.get(f"/v1/reconciliations/{rid}").json_body["side_b_streams"]] == ["ledger"]
+    assert api.delete("/v1/data_streams/ledger").status_code == 409  # still used
+    assert api.get(f"/v1/records/{world['ledger'][1]}").status_code == 200
+    deleted = api.delete(f"/v1/reconciliations/{rid}")
+    assert deleted.status_code == 409 and why in deleted.json_body["message"], deleted.json_body
+    assert api.get(f"/v1/reconciliations/{rid}").status_code == 200
+    assert api.get(f"/v1/reconciliation_matches/{world['match_id']}").status_code == 200  # not unmatched
+    # Adding a stream, or a rename, changes nothing dated inside: allowed.
+    added = api.patch(f"/v1/reconciliations/{rid}", {"side_b_stream_keys": ["ledger", "fees"], "name": "Renamed"})
+    assert added.status_code == 200, added.json_body
+
+    # Once an admin reopens the period, both are allowed again.
+    assert api.post(f"{made['url']}/reopen", {"reason": "ledger moves out"}, **as_role(world, "admin")).status_code \
+        == 200
+    assert api.patch(f"/v1/reconciliations/{rid}", {"side_b_stream_keys": ["fees"]}).status_code == 200
+    assert api.delete("/v1/data_streams/ledger").status_code == 204
+    assert api.delete(f"/v1/reconciliations/{rid}").status_code == 204
+
+
+@pytest.fixture
+def runtime(services):
+    from app import app
+    from chalicelib.local.runtime import LocalRuntime
+
+    return LocalRuntime(app, services.aws.sqs, "us-east-1", log=print, redelivery_seconds=0)
+
+
+def test_a_statement_keeps_no_balance_day_inside_a_closed_period_and_warns_of_it(api, services, runtime, world):
+    from tests.integration.test_statement_imports import BAI2, next_day, statement_into, stream
+
+    stream(api, "operating", "123456")
+    created = api.post("/v1/reconciliations", {"name": "Operating", "run_type": "batch",
+                                               "side_a_stream_keys": ["operating"], "side_b_stream_keys": ["ledger"]})
+    assert created.status_code == 201, created.json_body
+    path = "/v1/data_streams/operating/file_imports"
+    assert statement_into(api, services, runtime, path, BAI2)["status"] == "completed"  # 2026-11-22: 1,125.00
+    made = api.post(f"/v1/reconciliations/{created.json_body['id']}/period_closes",
+                    {"period_start": "2026-11-01", "period_end": "2026-11-22", "note": "November to the 22nd"})
+    assert made.status_code == 201, made.json_body
+
+    # The bank sends 2026-11-22 again (balances alone), closing at 1,300.00: the day is not kept.
+    reissued = ("01,BANKID,ACME,261124,0800,2,,,2/\n02,ACME,BANKID,1,261122,,USD,2/\n"
+                "03,123456,USD,010,100000,,,015,130000,,/\n49,230000,2/\n98,230000,1,4/\n99,230000,1,6/\n")
+    job = statement_into(api, services, runtime, path, reissued)
+    assert job["status"] == "completed", job
+    [warning] = [w for w in job["error_details"]["warnings"] if "2026-11-22" in w]
+    assert warning.startswith("balance of account 123456: not kept: ")
+    assert (f"is dated 2026-11-22, inside the closed period 2026-11-01..2026-11-22 of reconciliation "
+            f"{created.json_body['id']} (period close {made.json_body['id']}); an admin must reopen it first") in warning
+    assert job["error_details"]["warning_count"] == len(job["error_details"]["warnings"])
+    [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
+    assert (day["date"], day["closing_booked"]) == ("2026-11-22", 112500)
+
+    # A day outside the period is kept as ever.
+    assert statement_into(api, services, runtime, path, next_day(112500, 120000))["status"] == "completed"
+    days = api.get("/v1/data_streams/operating/balances").json_body["data"]
+    assert [(d["date"], d["closing_booked"]) for d in days] == [("2026-11-23", 120000), ("2026-11-22", 112500)]

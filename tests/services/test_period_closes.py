@@ -95,3 +95,21 @@ def _attempt(reconciliation):
 def _with(ports, repository):
     repository.store = ports.records.store
     return replace(ports, period_closes=repository)
+
+
+def test_only_a_stream_taken_out_of_a_reconciliation_with_a_closed_period_is_refused(ports, reconciliation):
+    made = close(ports, reconciliation)
+    now = utc_now()
+    swapped = reconciliation.changed(now, side_a=list(reconciliation.side_b_stream_keys),
+                                     side_b=list(reconciliation.side_a_stream_keys))
+    service.refuse_dropping_streams(ports, ENV, reconciliation, swapped)  # both streams still used: allowed
+    dropped = reconciliation.changed(now, side_b=["fees"])
+    with pytest.raises(Conflict, match=rf"removing data stream '{reconciliation.side_b_stream_keys[0]}' .* closed "
+                                       rf"period 2026-09-01..2026-09-30 \(period close {made.id}\); an admin must"):
+        service.refuse_dropping_streams(ports, ENV, reconciliation, dropped)
+    with pytest.raises(Conflict, match=f"deleting reconciliation {reconciliation.id} is refused"):
+        service.refuse_deleting_reconciliation(ports, ENV, reconciliation.id)
+
+    service.reopen(ports, ENV, reconciliation.id, made.id, "moving the ledger", "user:1")
+    service.refuse_dropping_streams(ports, ENV, reconciliation, dropped)
+    service.refuse_deleting_reconciliation(ports, ENV, reconciliation.id)

@@ -203,9 +203,10 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
     if job.finished or job.ending is not None:  # ended, or being ended early: no balances, no completion
         end_meanwhile(ports, job)
     else:
+        left_out = []  # statement days inside a closed period: not kept, told as warnings
         if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
-            statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
-        conclude(ports, job, JobStatus.COMPLETED, **_parse_warnings(ports, job))
+            left_out = statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
+        conclude(ports, job, JobStatus.COMPLETED, **statements.with_warnings(_parse_warnings(ports, job), left_out))
     return "stop"
 
 

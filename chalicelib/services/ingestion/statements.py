@@ -26,6 +26,8 @@ from chalicelib.domain.parsers.statements import (
     StatementTransaction,
     uniform_details,
 )
+from chalicelib.domain.period_closes import refusal
+from chalicelib.services import period_closes
 from chalicelib.services.ports import Ports
 
 MAX_LISTED_ACCOUNTS = 50
@@ -112,11 +114,33 @@ def _balance_json(stream_key: str, balance: StatementBalance) -> dict[str, Any]:
             "closing_available": balance.closing_available}
 
 
-def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]]) -> None:
-    """The statement days of a completed import (each stream's days, as its file reported them)."""
+def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]]) -> list[str]:
+    """The statement days of a completed import (each stream's days, as its file reported them),
+    less those dated inside a closed period of a reconciliation of their stream (the chunks' guard,
+    services/period_closes.py): those are left as they were, each named in the returned warnings."""
+    closures = period_closes.StreamClosures(ports, job.environment, {b["data_stream_key"] for b in balances})
+    kept, left_out = [], []
+    for b in balances:
+        found = closures.holding(b["data_stream_key"], b["date"])
+        if found is None:
+            kept.append(b)
+        else:
+            left_out.append(f"balance of account {b['account']}: not kept: " + refusal(
+                f"the statement day of data stream '{b['data_stream_key']}'", b["date"], found))
     ports.balances.put_many([StatementDay(
         environment=job.environment, data_stream_key=b["data_stream_key"], date=date.fromisoformat(b["date"]),
         statement_id=b["statement_id"], account=b["account"], currency=b["currency"],
         decimal_places=int(b["decimal_places"]), opening_booked=b["opening_booked"],
         closing_booked=b["closing_booked"], closing_available=b["closing_available"], file_import_id=job.id)
-        for b in balances])
+        for b in kept])
+    return left_out
+
+
+def with_warnings(details: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """A completed import's error_details with more warnings added (the parse's come first)."""
+    if not warnings:
+        return details
+    shown_before = list((details.get("error_details") or {}).get("warnings", []))
+    merged = {**(details.get("error_details") or {}), "warnings": shown_before + warnings}
+    merged["warning_count"] = len(merged["warnings"])
+    return {**details, "error_details": merged}
