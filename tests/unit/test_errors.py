@@ -4,6 +4,7 @@ from pydantic import BaseModel, ValidationError
 from chalicelib.api import errors as api_errors
 from chalicelib.api.errors import ERROR_STATUSES, error_body, field_path, status_of, validation_failed
 from chalicelib.domain import errors as domain_errors
+from chalicelib.domain.approvals import ApprovalRequired
 from chalicelib.domain.errors import DomainError, FieldError, NotFound, ValidationFailed
 
 
@@ -17,14 +18,19 @@ def _all_error_types():
 
 
 def test_every_error_type_has_exactly_one_status_in_the_table_a_client_error_unless_a_service_is_down():
-    for error_type in _all_error_types():
+    for error_type in _all_error_types() - {ApprovalRequired}:
         error = error_type([FieldError("f", "m")]) if error_type is ValidationFailed else error_type("m")
         expected = range(503, 504) if error_type is api_errors.ServiceUnavailable else range(400, 500)
         assert status_of(error) in expected, error_type
 
 
 def test_the_table_maps_the_statuses_of_the_conventions_and_the_health_checks_503():
-    assert sorted(ERROR_STATUSES.values()) == [400, 401, 403, 404, 409, 413, 415, 422, 503]
+    assert sorted(ERROR_STATUSES.values()) == [202, 400, 401, 403, 404, 409, 413, 415, 422, 503]
+
+
+def test_the_one_answer_that_is_no_error_is_an_action_held_for_an_approver():
+    """ApprovalRequired stops an action as an error does, but the route answers 202 with the approval."""
+    assert [t for t, status in ERROR_STATUSES.items() if status < 400] == [ApprovalRequired]
 
 
 def test_field_paths_read_like_the_conventions():
