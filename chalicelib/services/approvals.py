@@ -55,7 +55,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match, MatchStatus
-from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
+from chalicelib.domain.reconciliation_exceptions import CLOSED, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import audit
@@ -124,16 +124,42 @@ def check_unmatch(ports: Ports, match: Match) -> None:
 
 def check_status_move(ports: Ports, current: ReconciliationException, status: ExceptionStatus | None,
                       title: str | None, description: str | None) -> None:
-    """An exception's move to dismissed (services/reconciliation_exceptions.py `update`: the PATCH
-    route and a bulk status action alike)."""
-    if status is not ExceptionStatus.DISMISSED or current.status is ExceptionStatus.DISMISSED:
+    """A person's move of an exception to a closed status, `dismissed` or `resolved` alike: both
+    take it off the open work (services/reconciliation_exceptions.py `update`: the PATCH route and a
+    bulk status action alike), so choosing `resolved` cannot skip the approval a dismissal needs.
+    The approval keeps the exception's version and totals: it is run only on the exception as it
+    was asked about (`_execute`)."""
+    if status not in CLOSED or current.status is status:
         return
     current.moved(status, utc_now())  # a move the status table refuses is refused (409), never held
+    verb = "Dismiss" if status is ExceptionStatus.DISMISSED else "Resolve"
     _gate(ports, current.environment, current.reconciliation_id, ApprovalAction.DISMISSAL,
           lambda: amount_of_exception(current.totals, current.decimal_places, current.currency),
-          {"exception_id": current.id, "title": title, "description": description},
-          f"Dismiss exception {current.id} ({current.totals.get('record_count', 0)} records)",
+          {"exception_id": current.id, "status": status.value, "title": title, "description": description,
+           "version": current.version, "totals": _kept_totals(current.totals)},
+          f"{verb} exception {current.id} ({current.totals.get('record_count', 0)} records)",
           target=("reconciliation_exception", current.id))
+
+
+TOTALS_COMPARED = ("record_count", "credit_sum", "debit_sum")
+
+
+def _kept_totals(totals: dict[str, Any] | None) -> dict[str, int]:
+    kept = totals or {}
+    return {key: int(kept.get(key) or 0) for key in TOTALS_COMPARED}
+
+
+def _exception_changed(params: dict[str, Any], exception: ReconciliationException) -> str | None:
+    """Why the exception is no longer the one the approval was asked about (None: it is)."""
+    if "version" in params and int(params["version"]) != exception.version:
+        return (f"exception {exception.id} changed since the request (version {int(params['version'])} "
+                f"then, {exception.version} now): ask again")
+    if "totals" in params and _kept_totals(params["totals"]) != _kept_totals(exception.totals):
+        then, now = _kept_totals(params["totals"]), _kept_totals(exception.totals)
+        return (f"exception {exception.id} changed since the request (its records: {then['record_count']} then, "
+                f"{now['record_count']} now; gross {then['credit_sum'] + then['debit_sum']} then, "
+                f"{now['credit_sum'] + now['debit_sum']} now): ask again")
+    return None
 
 
 def check_accept(ports: Ports, investigation: Investigation) -> None:
@@ -263,12 +289,16 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
         elif approval.action is ApprovalAction.UNMATCH:
             matches.unmatch(ports, environment, int(params["match_id"]))
         elif approval.action is ApprovalAction.DISMISSAL:
+            target = ExceptionStatus(params.get("status") or ExceptionStatus.DISMISSED.value)
             exception = ports.exceptions.get(environment, int(params["exception_id"]))
-            if exception.status is ExceptionStatus.DISMISSED:
-                raise Conflict(f"exception {exception.id} was dismissed meanwhile")
+            if exception.status in CLOSED:
+                raise Conflict(f"exception {exception.id} was {exception.status.value} meanwhile")
+            changed = _exception_changed(params, exception)
+            if changed:
+                raise Conflict(changed)
             exception_service.update(ports, environment, exception.id, title=params.get("title"),
-                                     description=params.get("description"), status=ExceptionStatus.DISMISSED)
-            result = {"status": ExceptionStatus.DISMISSED.value}
+                                     description=params.get("description"), status=target)
+            result = {"status": target.value}
         else:
             match = investigations.accept(ports, environment, int(params["exception_id"]),
                                           int(params["investigation_id"]))

@@ -272,8 +272,6 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     assert held.status_code == 202, held.json_body
     assert (held.json_body["amount"], held.json_body["params"]["title"]) == (4000, "Fee")
     assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
-    # A title change alone is not a dismissal: it goes through
-    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     bulk = api.post("/v1/reconciliation_exceptions/bulk", {"action": "status", "status": "dismissed",
                                                            "ids": [ledger]}, **signed(people["pat"])).json_body
     worker.drain()
@@ -290,13 +288,74 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
     assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
     assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
+    # A title change alone is not a dismissal: it goes through
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     # A dismissal the status table refuses is refused as before (409), never held
     assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "open"}).status_code == 200
-    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200  # 25.00
     set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
     refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
     assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
     assert len(api.get("/v1/approvals").json_body["data"]) == 2
+
+
+def test_resolving_is_held_as_a_dismissal_by_patch_and_by_bulk(api, worker, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "resolved"}, **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["params"]["status"]) == ("dismissal", "resolved")
+    assert held.json_body["description"].startswith(f"Resolve exception {ledger}")
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+    bulk = api.post("/v1/reconciliation_exceptions/bulk", {"action": "status", "status": "resolved",
+                                                           "ids": [ledger]}, **signed(people["pat"])).json_body
+    worker.drain()
+    [item] = api.get(bulk["url"]).json_body["results"]
+    assert item["status"] == "skipped" and item["error"].startswith("approval ")
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+
+    done = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["alice"])).json_body
+
+    assert done["status"] == "approved" and done["result"] == {"status": "resolved"}
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "resolved"
+
+
+def test_a_dismissal_of_an_exception_changed_since_the_request_fails(api, services, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed", "title": "Fee"},
+                     **signed(people["pat"])).json_body
+    assert held["status"] == "pending" and held["params"]["totals"]["record_count"] == 1
+    assert held["params"]["version"] == services.ports.exceptions.get("acme", ledger).version
+
+    # Someone edits the exception meanwhile: the dismissal was asked about the exception as it was
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
+    failed = api.post(f"/v1/approvals/{held['id']}/approve", **signed(people["alice"])).json_body
+
+    assert failed["status"] == "failed" and f"exception {ledger} changed since the request" in failed["failure_reason"]
+    detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
+    assert (detail["status"], detail["title"]) == ("open", "Bank fee?")
+
+
+def test_a_dismissal_of_an_exception_whose_records_changed_fails(api, services, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                     **signed(people["pat"])).json_body
+    # A record joins the open exception (its totals change; its version does not)
+    exception = services.ports.exceptions.get("acme", ledger)
+    grown = dict(exception.totals, record_count=2, debit_sum=int(exception.totals["debit_sum"]) + 9900)
+    services.ports.exceptions.set_totals(exception, grown, None, exception.currency)
+
+    failed = api.post(f"/v1/approvals/{held['id']}/approve", **signed(people["alice"])).json_body
+
+    assert failed["status"] == "failed" and "1 then, 2 now" in failed["failure_reason"]
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
 
 
 def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, reconciliation, people):
