@@ -53,13 +53,14 @@ from chalicelib.domain.errors import (
     ValidationFailed,
     shown,
 )
+from chalicelib.domain.events import Announcer, EventOrigin
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import CLOSED, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.events import announce
+from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Approvals, Ports
 
 SUMMARY_FIELDS = ("status", "action", "reconciliation_id", "amount", "amount_decimal_places", "requested_by",
@@ -198,9 +199,11 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
         threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
         status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
         target_type=target[0] if target else None, target_id=target[1] if target else None)
-    ports.approvals.add(approval)
+    approvals = ports.approvals
+    save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
+                  lambda owed: approvals.add(approval, pending_event=owed),
+                  announcer=Announcer(requester, SUMMARY_FIELDS))
     audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
-    announce(ports, approval_requested(approval), environment, actor=requester, summary_fields=SUMMARY_FIELDS)
     raise ApprovalRequired(approval)
 
 
@@ -223,17 +226,13 @@ def approve(ports: Ports, environment: str, approval_id: int, actor: str) -> App
     try:
         result = _execute(ports, executing, actor)
     except DomainError as refused:  # the world changed since the request: nothing was done
-        ended = approvals.move(executing, ApprovalStatus.FAILED, failure_reason=shown(refused.message, 500),
-                               completed_at=utc_now())
+        return _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=shown(refused.message, 500))
     except Exception as error:
-        approvals.move(executing, ApprovalStatus.FAILED, completed_at=utc_now(), failure_reason=(
+        _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=(
             f"the action stopped on an error of ours ({type(error).__name__}); a manual match rolls itself back, "
             "an unmatch or dismissal may have been made: check the match or exception"))
         raise
-    else:
-        ended = approvals.move(executing, ApprovalStatus.APPROVED, result=result, completed_at=utc_now())
-    _announce_end(ports, ended, actor)
-    return ended
+    return _end(ports, executing, ApprovalStatus.APPROVED, actor, result=result)
 
 
 def reject(ports: Ports, environment: str, approval_id: int, actor: str, reason: str) -> Approval:
@@ -246,12 +245,10 @@ def reject(ports: Ports, environment: str, approval_id: int, actor: str, reason:
     if approval.status is not ApprovalStatus.PENDING:
         return _repeated(approval, actor, (ApprovalStatus.REJECTED,), "rejected")
     try:
-        ended = _repository(ports).move(approval, ApprovalStatus.REJECTED, decided_by=actor, decided_at=utc_now(),
-                                        rejection_reason=reason.strip(), completed_at=utc_now())
+        return _end(ports, approval, ApprovalStatus.REJECTED, actor, decided_by=actor, decided_at=utc_now(),
+                    rejection_reason=reason.strip())
     except TransitionRefused:
         return _repeated(current(ports, environment, approval_id), actor, (ApprovalStatus.REJECTED,), "rejected")
-    _announce_end(ports, ended, actor)
-    return ended
 
 
 def _repeated(approval: Approval, actor: str, same: tuple[ApprovalStatus, ...], verb: str) -> Approval:
@@ -307,8 +304,16 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
         return result
 
 
-def _announce_end(ports: Ports, approval: Approval, actor: str) -> None:
-    announce(ports, approval_decided(approval), approval.environment, actor=actor, summary_fields=SUMMARY_FIELDS)
+def _end(ports: Ports, approval: Approval, status: ApprovalStatus, actor: str, **fields: Any) -> Approval:
+    """Move the approval to its end and owe its announcement in the same conditional write (the
+    outbox, services/events.py `save_and_emit`): a process that dies after the move leaves the
+    event's mark on the approval, and the sweeper announces it (its audit entry, then its event).
+    Raises TransitionRefused when the stored status does not allow the move (nothing is owed)."""
+    fields.setdefault("completed_at", utc_now())
+    ended = replace(approval, status=status, **fields)
+    return save_and_emit(ports, approval.environment, approval_decided(ended), EventOrigin.approval(approval.id),
+                         lambda owed: _repository(ports).move_owing(approval, status, owed, **fields),
+                         announcer=Announcer(actor, SUMMARY_FIELDS))
 
 
 # Reading and expiring -----------------------------------------------------------------------------
@@ -332,15 +337,11 @@ def list_page(ports: Ports, environment: str, limit: int, cursor: str | None, *,
 def _expired_if_due(ports: Ports, approval: Approval, now: datetime) -> Approval:
     if not approval.overdue(now):
         return approval
+    actor = system_actor("approval_expiry", approval.id)
     try:
-        expired = _repository(ports).move(approval, ApprovalStatus.EXPIRED, completed_at=now)
-    except TransitionRefused:  # decided or expired meanwhile
-        expired = _repository(ports).get(approval.environment, approval.id)
-        if expired.status is not ApprovalStatus.EXPIRED:
-            return expired
-    announce(ports, approval_decided(expired), expired.environment, actor=system_actor("approval_expiry", expired.id),
-             summary_fields=SUMMARY_FIELDS)
-    return expired
+        return _end(ports, approval, ApprovalStatus.EXPIRED, actor, completed_at=now)
+    except TransitionRefused:  # decided or expired meanwhile: the write that moved it owes its announcement
+        return _repository(ports).get(approval.environment, approval.id)
 
 
 def sweep_environment(ports: Ports, environment: str, now: datetime | None = None) -> int:

@@ -8,12 +8,16 @@ from datetime import timedelta
 
 import pytest
 
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.clock import clock_in_use, utc_now
 from chalicelib.domain.errors import Conflict
+from chalicelib.domain.events import event_id
 from chalicelib.domain.users import Role
 from chalicelib.services import approvals as approval_service
+from chalicelib.services import events as event_service
 from tests.integration.conftest import record
 from tests.integration.test_events import BusListener
+from tests.support.crashes import Replaced, ports_swapped
 from tests.support.people import add_user
 
 RULE = {"name": "Amount within 3 days", "priority": 1, "conditions": [
@@ -462,3 +466,65 @@ def test_the_document_states_the_202_of_each_gated_action_and_the_new_routes(api
     assert document["paths"]["/v1/approvals/{id}/approve"]["post"]["x-role"] == "approver"
     assert document["paths"]["/v1/reconciliations/{id}/approval_policy"]["put"]["x-role"] == "admin"
     assert "ApprovalOut" in document["components"]["schemas"]
+
+
+# Outcomes owed in the same write ----------------------------------------------------------------
+
+def _dying_at_announcing(services, event_type: str, approval_id: int):
+    """Ports whose process dies as the approval's `event_type` announcement is reserved (after the
+    move that owes it is saved, before its audit entry and its event)."""
+    from tests.integration.test_events import Died
+    owed = event_id("acme", event_type, f"approval {approval_id}")
+    ledger = services.ports.event_ledger
+
+    def reserve(environment, reserved_id):
+        if reserved_id == owed:
+            raise Died()
+        return ledger.reserve(environment, reserved_id)
+
+    return ports_swapped(services, event_ledger=Replaced(ledger, reserve=reserve))
+
+
+def test_an_approval_whose_process_died_before_announcing_its_end_is_announced_by_the_sweeper(
+        api, services, ingest, reconciliation, people):
+    from tests.integration.test_events import Died
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    with _dying_at_announcing(services, "approval.approved", approval["id"]), pytest.raises(Died):
+        approval_service.approve(services.ports, "acme", approval["id"], people["bob"]["actor"])
+    assert api.get(approval["url"]).json_body["status"] == "approved"
+    assert bus.events("approval.approved") == [] and entries(api, "approval", approval["id"], "approval.approved") == []
+
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(seconds=30)) == 0  # left to it
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=3)) == 1
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=10)) == 0
+
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "approved" and told["data"]["decided_by"] == people["bob"]["actor"]
+    [entry] = entries(api, "approval", approval["id"], "approval.approved")
+    assert entry["actor"] == people["bob"]["actor"]
+    assert keys.PENDING_EVENTS not in services.table.get(keys.approval("acme", approval["id"]))
+
+
+def test_an_expiry_whose_sweeper_died_before_announcing_it_is_announced_by_a_later_sweep(
+        api, services, ingest, reconciliation, people):
+    from tests.integration.test_events import Died
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0, expires_after_minutes=60)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    later = utc_now() + timedelta(minutes=61)
+    with _dying_at_announcing(services, "approval.expired", approval["id"]), pytest.raises(Died):
+        approval_service.sweep(services.ports, now=later)
+    assert services.ports.approvals.get("acme", approval["id"]).status.value == "expired"
+    assert approval_service.sweep(services.ports, now=later) == 0  # no longer active: the sweep alone forgets it
+    assert bus.events("approval.expired") == []
+
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=3)) == 1
+
+    [told] = bus.events("approval.expired")
+    assert told["data"]["id"] == approval["id"] and told["data"]["status"] == "expired"
+    [entry] = entries(api, "approval", approval["id"], "approval.expired")
+    assert entry["actor"] == f"system:approval_expiry:{approval['id']}"
