@@ -185,7 +185,7 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
     if _decided.get() or ports.approvals is None:
         return
     policy = ports.approvals.policy(environment, reconciliation_id)
-    if action not in policy.actions:
+    if not policy.covers(action):
         return
     amount = measure()
     if not policy.requires(action, amount.value):

@@ -386,6 +386,45 @@ def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, r
     assert detail["investigation"]["accepted_match_id"] == done["result"]["reconciliation_match_id"]
 
 
+def _investigated(api, worker, ingest, reconciliation) -> tuple[dict, str]:
+    """An investigation of the bank's exception suggesting the ledger's 1,250.00; its accept's path."""
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    ingest(record("bank", 1, 125000, days_ago(20), description="ACME PAYOUT"))
+    ingest(record("ledger", 1, 125000, days_ago(14), description="Acme payout"))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [row] = api.get("/v1/reconciliation_exceptions?data_stream_key=bank").json_body["data"]
+    investigation = api.post(f"/v1/reconciliation_exceptions/{row['id']}/investigations").json_body
+    worker.drain()
+    return row, f"/v1/reconciliation_exceptions/{row['id']}/investigations/{investigation['id']}/accept"
+
+
+def test_a_policy_holding_manual_matches_holds_an_accepted_investigation(api, worker, ingest, reconciliation,
+                                                                         people):
+    _, accept = _investigated(api, worker, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=100000)
+
+    held = api.post(accept, **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["amount"]) == ("accept_investigation", 125000)
+    assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
+
+
+def test_an_accept_of_records_in_a_closed_period_is_refused_not_held(api, worker, ingest, reconciliation, people):
+    _, accept = _investigated(api, worker, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=ALL_ACTIONS, threshold=0)
+    closed = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes",
+                      {"period_start": days_ago(25), "period_end": days_ago(10), "note": "Signed off"},
+                      **signed(people["alice"]))
+    assert closed.status_code == 201, closed.json_body
+
+    refused = api.post(accept, **signed(people["pat"]))
+
+    assert refused.status_code == 409, refused.json_body
+    assert "closed" in refused.json_body["message"]
+    assert api.get("/v1/approvals").json_body["data"] == []
+
+
 # Expiry, machines, lists --------------------------------------------------------------------------
 
 def test_a_pending_approval_expires_when_read_or_swept_and_can_no_longer_be_decided(
@@ -528,3 +567,9 @@ def test_an_expiry_whose_sweeper_died_before_announcing_it_is_announced_by_a_lat
     assert told["data"]["id"] == approval["id"] and told["data"]["status"] == "expired"
     [entry] = entries(api, "approval", approval["id"], "approval.expired")
     assert entry["actor"] == f"system:approval_expiry:{approval['id']}"
+
+
+def test_the_document_states_the_409_of_a_match_confirmed_or_deleted_in_a_closed_period(api):
+    document = api.get("/v1/openapi.json", key=None).json_body
+    assert "409" in document["paths"]["/v1/reconciliation_matches/{id}/confirm"]["post"]["responses"]
+    assert "409" in document["paths"]["/v1/reconciliation_matches/{id}"]["delete"]["responses"]
