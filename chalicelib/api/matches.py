@@ -46,12 +46,12 @@ def create_match(request: ApiRequest) -> MatchOut:
 
 
 @router.route("POST", "/reconciliation_matches/{id}/confirm", summary="Confirm a proposed match",
-              response=MatchOut, errors=(404,))
+              response=MatchOut, errors=(404, 409))
 def confirm_match(request: ApiRequest, id: str) -> MatchOut:
     return match_out(service.confirm(container().ports, request.environment, numeric_id(id, "reconciliation match")))
 
 
 @router.route("DELETE", "/reconciliation_matches/{id}", summary="Unmatch: the records are open again", status=204,
-              errors=(404,), accepted=ApprovalOut)
+              errors=(404, 409), accepted=ApprovalOut)
 def delete_match(request: ApiRequest, id: str) -> None:
     service.unmatch(container().ports, request.environment, numeric_id(id, "reconciliation match"))

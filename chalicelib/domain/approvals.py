@@ -63,6 +63,13 @@ APPROVAL_STATUSES = StatusMachine({  # approved, failed, rejected and expired ar
 })
 
 
+# An action held by the policy listing any of these: an accepted investigation makes a manual match
+# (whose own gate its accept opens), so a policy holding manual matches holds accepts too.
+COVERED_BY: dict[ApprovalAction, frozenset[ApprovalAction]] = {
+    ApprovalAction.ACCEPT_INVESTIGATION: frozenset({ApprovalAction.ACCEPT_INVESTIGATION, ApprovalAction.MANUAL_MATCH}),
+}
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """A reconciliation's: the actions that need a second person above `threshold` (minor units at
@@ -77,9 +84,14 @@ class ApprovalPolicy:
     updated_at: datetime | None = None
     updated_by: str | None = None
 
+    def covers(self, action: ApprovalAction) -> bool:
+        """Whether the policy holds `action` (above its threshold): when it lists the action, or one
+        the action makes (an accepted investigation makes a manual match: COVERED_BY)."""
+        return bool(COVERED_BY.get(action, frozenset({action})) & self.actions)
+
     def requires(self, action: ApprovalAction, amount: Fraction) -> bool:
         """Whether `action` of `amount` (in currency units) waits for an approver."""
-        return action in self.actions and amount > Fraction(self.threshold, 10 ** self.threshold_decimal_places)
+        return self.covers(action) and amount > Fraction(self.threshold, 10 ** self.threshold_decimal_places)
 
     @property
     def expiry(self) -> timedelta:

@@ -117,6 +117,10 @@ class EventOrigin:
     def closed_periods(cls, reconciliation_id: int) -> EventOrigin:
         return cls("closed_periods", (reconciliation_id,))
 
+    @classmethod
+    def approval(cls, approval_id: int) -> EventOrigin:
+        return cls("approval", (approval_id,))
+
 
 @dataclass(frozen=True)
 class Announcer:

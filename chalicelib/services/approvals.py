@@ -53,13 +53,14 @@ from chalicelib.domain.errors import (
     ValidationFailed,
     shown,
 )
+from chalicelib.domain.events import Announcer, EventOrigin
 from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match, MatchStatus
-from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
+from chalicelib.domain.reconciliation_exceptions import CLOSED, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
 from chalicelib.services import audit
-from chalicelib.services.events import announce
+from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Approvals, Ports
 
 SUMMARY_FIELDS = ("status", "action", "reconciliation_id", "amount", "amount_decimal_places", "requested_by",
@@ -124,16 +125,42 @@ def check_unmatch(ports: Ports, match: Match) -> None:
 
 def check_status_move(ports: Ports, current: ReconciliationException, status: ExceptionStatus | None,
                       title: str | None, description: str | None) -> None:
-    """An exception's move to dismissed (services/reconciliation_exceptions.py `update`: the PATCH
-    route and a bulk status action alike)."""
-    if status is not ExceptionStatus.DISMISSED or current.status is ExceptionStatus.DISMISSED:
+    """A person's move of an exception to a closed status, `dismissed` or `resolved` alike: both
+    take it off the open work (services/reconciliation_exceptions.py `update`: the PATCH route and a
+    bulk status action alike), so choosing `resolved` cannot skip the approval a dismissal needs.
+    The approval keeps the exception's version and totals: it is run only on the exception as it
+    was asked about (`_execute`)."""
+    if status not in CLOSED or current.status is status:
         return
     current.moved(status, utc_now())  # a move the status table refuses is refused (409), never held
+    verb = "Dismiss" if status is ExceptionStatus.DISMISSED else "Resolve"
     _gate(ports, current.environment, current.reconciliation_id, ApprovalAction.DISMISSAL,
           lambda: amount_of_exception(current.totals, current.decimal_places, current.currency),
-          {"exception_id": current.id, "title": title, "description": description},
-          f"Dismiss exception {current.id} ({current.totals.get('record_count', 0)} records)",
+          {"exception_id": current.id, "status": status.value, "title": title, "description": description,
+           "version": current.version, "totals": _kept_totals(current.totals)},
+          f"{verb} exception {current.id} ({current.totals.get('record_count', 0)} records)",
           target=("reconciliation_exception", current.id))
+
+
+TOTALS_COMPARED = ("record_count", "credit_sum", "debit_sum")
+
+
+def _kept_totals(totals: dict[str, Any] | None) -> dict[str, int]:
+    kept = totals or {}
+    return {key: int(kept.get(key) or 0) for key in TOTALS_COMPARED}
+
+
+def _exception_changed(params: dict[str, Any], exception: ReconciliationException) -> str | None:
+    """Why the exception is no longer the one the approval was asked about (None: it is)."""
+    if "version" in params and int(params["version"]) != exception.version:
+        return (f"exception {exception.id} changed since the request (version {int(params['version'])} "
+                f"then, {exception.version} now): ask again")
+    if "totals" in params and _kept_totals(params["totals"]) != _kept_totals(exception.totals):
+        then, now = _kept_totals(params["totals"]), _kept_totals(exception.totals)
+        return (f"exception {exception.id} changed since the request (its records: {then['record_count']} then, "
+                f"{now['record_count']} now; gross {then['credit_sum'] + then['debit_sum']} then, "
+                f"{now['credit_sum'] + now['debit_sum']} now): ask again")
+    return None
 
 
 def check_accept(ports: Ports, investigation: Investigation) -> None:
@@ -158,7 +185,7 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
     if _decided.get() or ports.approvals is None:
         return
     policy = ports.approvals.policy(environment, reconciliation_id)
-    if action not in policy.actions:
+    if not policy.covers(action):
         return
     amount = measure()
     if not policy.requires(action, amount.value):
@@ -172,9 +199,11 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
         threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
         status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
         target_type=target[0] if target else None, target_id=target[1] if target else None)
-    ports.approvals.add(approval)
+    approvals = ports.approvals
+    save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
+                  lambda owed: approvals.add(approval, pending_event=owed),
+                  announcer=Announcer(requester, SUMMARY_FIELDS))
     audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
-    announce(ports, approval_requested(approval), environment, actor=requester, summary_fields=SUMMARY_FIELDS)
     raise ApprovalRequired(approval)
 
 
@@ -197,17 +226,13 @@ def approve(ports: Ports, environment: str, approval_id: int, actor: str) -> App
     try:
         result = _execute(ports, executing, actor)
     except DomainError as refused:  # the world changed since the request: nothing was done
-        ended = approvals.move(executing, ApprovalStatus.FAILED, failure_reason=shown(refused.message, 500),
-                               completed_at=utc_now())
+        return _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=shown(refused.message, 500))
     except Exception as error:
-        approvals.move(executing, ApprovalStatus.FAILED, completed_at=utc_now(), failure_reason=(
+        _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=(
             f"the action stopped on an error of ours ({type(error).__name__}); a manual match rolls itself back, "
             "an unmatch or dismissal may have been made: check the match or exception"))
         raise
-    else:
-        ended = approvals.move(executing, ApprovalStatus.APPROVED, result=result, completed_at=utc_now())
-    _announce_end(ports, ended, actor)
-    return ended
+    return _end(ports, executing, ApprovalStatus.APPROVED, actor, result=result)
 
 
 def reject(ports: Ports, environment: str, approval_id: int, actor: str, reason: str) -> Approval:
@@ -220,12 +245,10 @@ def reject(ports: Ports, environment: str, approval_id: int, actor: str, reason:
     if approval.status is not ApprovalStatus.PENDING:
         return _repeated(approval, actor, (ApprovalStatus.REJECTED,), "rejected")
     try:
-        ended = _repository(ports).move(approval, ApprovalStatus.REJECTED, decided_by=actor, decided_at=utc_now(),
-                                        rejection_reason=reason.strip(), completed_at=utc_now())
+        return _end(ports, approval, ApprovalStatus.REJECTED, actor, decided_by=actor, decided_at=utc_now(),
+                    rejection_reason=reason.strip())
     except TransitionRefused:
         return _repeated(current(ports, environment, approval_id), actor, (ApprovalStatus.REJECTED,), "rejected")
-    _announce_end(ports, ended, actor)
-    return ended
 
 
 def _repeated(approval: Approval, actor: str, same: tuple[ApprovalStatus, ...], verb: str) -> Approval:
@@ -263,12 +286,16 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
         elif approval.action is ApprovalAction.UNMATCH:
             matches.unmatch(ports, environment, int(params["match_id"]))
         elif approval.action is ApprovalAction.DISMISSAL:
+            target = ExceptionStatus(params.get("status") or ExceptionStatus.DISMISSED.value)
             exception = ports.exceptions.get(environment, int(params["exception_id"]))
-            if exception.status is ExceptionStatus.DISMISSED:
-                raise Conflict(f"exception {exception.id} was dismissed meanwhile")
+            if exception.status in CLOSED:
+                raise Conflict(f"exception {exception.id} was {exception.status.value} meanwhile")
+            changed = _exception_changed(params, exception)
+            if changed:
+                raise Conflict(changed)
             exception_service.update(ports, environment, exception.id, title=params.get("title"),
-                                     description=params.get("description"), status=ExceptionStatus.DISMISSED)
-            result = {"status": ExceptionStatus.DISMISSED.value}
+                                     description=params.get("description"), status=target)
+            result = {"status": target.value}
         else:
             match = investigations.accept(ports, environment, int(params["exception_id"]),
                                           int(params["investigation_id"]))
@@ -277,8 +304,16 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
         return result
 
 
-def _announce_end(ports: Ports, approval: Approval, actor: str) -> None:
-    announce(ports, approval_decided(approval), approval.environment, actor=actor, summary_fields=SUMMARY_FIELDS)
+def _end(ports: Ports, approval: Approval, status: ApprovalStatus, actor: str, **fields: Any) -> Approval:
+    """Move the approval to its end and owe its announcement in the same conditional write (the
+    outbox, services/events.py `save_and_emit`): a process that dies after the move leaves the
+    event's mark on the approval, and the sweeper announces it (its audit entry, then its event).
+    Raises TransitionRefused when the stored status does not allow the move (nothing is owed)."""
+    fields.setdefault("completed_at", utc_now())
+    ended = replace(approval, status=status, **fields)
+    return save_and_emit(ports, approval.environment, approval_decided(ended), EventOrigin.approval(approval.id),
+                         lambda owed: _repository(ports).move_owing(approval, status, owed, **fields),
+                         announcer=Announcer(actor, SUMMARY_FIELDS))
 
 
 # Reading and expiring -----------------------------------------------------------------------------
@@ -302,15 +337,11 @@ def list_page(ports: Ports, environment: str, limit: int, cursor: str | None, *,
 def _expired_if_due(ports: Ports, approval: Approval, now: datetime) -> Approval:
     if not approval.overdue(now):
         return approval
+    actor = system_actor("approval_expiry", approval.id)
     try:
-        expired = _repository(ports).move(approval, ApprovalStatus.EXPIRED, completed_at=now)
-    except TransitionRefused:  # decided or expired meanwhile
-        expired = _repository(ports).get(approval.environment, approval.id)
-        if expired.status is not ApprovalStatus.EXPIRED:
-            return expired
-    announce(ports, approval_decided(expired), expired.environment, actor=system_actor("approval_expiry", expired.id),
-             summary_fields=SUMMARY_FIELDS)
-    return expired
+        return _end(ports, approval, ApprovalStatus.EXPIRED, actor, completed_at=now)
+    except TransitionRefused:  # decided or expired meanwhile: the write that moved it owes its announcement
+        return _repository(ports).get(approval.environment, approval.id)
 
 
 def sweep_environment(ports: Ports, environment: str, now: datetime | None = None) -> int:

@@ -15,7 +15,7 @@ from chalicelib.domain.matches import Match, check_manual_match
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, RecordFilter, check_filter
 from chalicelib.domain.records import Record
 from chalicelib.observability import logger
-from chalicelib.services import approvals, sweeping
+from chalicelib.services import approvals, period_closes, sweeping
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
 from chalicelib.services.matches import create_manual_match
@@ -162,6 +162,9 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
         raise Conflict(f"the suggestion no longer balances as stated: its records differed by "
                        f"{investigation.suggested_difference} (minor units) when suggested and differ by {difference} "
                        "now; start a new investigation")
+    # A closed period refuses the match (409) now, not after an approver's 202 fails
+    period_closes.refuse_records(ports, environment, investigation.reconciliation_id,
+                                 [held[i].record for i in record_ids])
     approvals.check_accept(ports, investigation)  # its checks passed: held for an approver, or on
     try:
         with approvals.decided():  # the accept's own gate has passed

@@ -8,12 +8,16 @@ from datetime import timedelta
 
 import pytest
 
+from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.clock import clock_in_use, utc_now
 from chalicelib.domain.errors import Conflict
+from chalicelib.domain.events import event_id
 from chalicelib.domain.users import Role
 from chalicelib.services import approvals as approval_service
+from chalicelib.services import events as event_service
 from tests.integration.conftest import record
 from tests.integration.test_events import BusListener
+from tests.support.crashes import Replaced, ports_swapped
 from tests.support.people import add_user
 
 RULE = {"name": "Amount within 3 days", "priority": 1, "conditions": [
@@ -272,8 +276,6 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     assert held.status_code == 202, held.json_body
     assert (held.json_body["amount"], held.json_body["params"]["title"]) == (4000, "Fee")
     assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
-    # A title change alone is not a dismissal: it goes through
-    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     bulk = api.post("/v1/reconciliation_exceptions/bulk", {"action": "status", "status": "dismissed",
                                                            "ids": [ledger]}, **signed(people["pat"])).json_body
     worker.drain()
@@ -290,13 +292,74 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
     assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
     assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
+    # A title change alone is not a dismissal: it goes through
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     # A dismissal the status table refuses is refused as before (409), never held
     assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "open"}).status_code == 200
-    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200
+    assert api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "resolved"}).status_code == 200  # 25.00
     set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
     refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
     assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
     assert len(api.get("/v1/approvals").json_body["data"]) == 2
+
+
+def test_resolving_is_held_as_a_dismissal_by_patch_and_by_bulk(api, worker, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "resolved"}, **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["params"]["status"]) == ("dismissal", "resolved")
+    assert held.json_body["description"].startswith(f"Resolve exception {ledger}")
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+    bulk = api.post("/v1/reconciliation_exceptions/bulk", {"action": "status", "status": "resolved",
+                                                           "ids": [ledger]}, **signed(people["pat"])).json_body
+    worker.drain()
+    [item] = api.get(bulk["url"]).json_body["results"]
+    assert item["status"] == "skipped" and item["error"].startswith("approval ")
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+
+    done = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["alice"])).json_body
+
+    assert done["status"] == "approved" and done["result"] == {"status": "resolved"}
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "resolved"
+
+
+def test_a_dismissal_of_an_exception_changed_since_the_request_fails(api, services, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed", "title": "Fee"},
+                     **signed(people["pat"])).json_body
+    assert held["status"] == "pending" and held["params"]["totals"]["record_count"] == 1
+    assert held["params"]["version"] == services.ports.exceptions.get("acme", ledger).version
+
+    # Someone edits the exception meanwhile: the dismissal was asked about the exception as it was
+    assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
+    failed = api.post(f"/v1/approvals/{held['id']}/approve", **signed(people["alice"])).json_body
+
+    assert failed["status"] == "failed" and f"exception {ledger} changed since the request" in failed["failure_reason"]
+    detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
+    assert (detail["status"], detail["title"]) == ("open", "Bank fee?")
+
+
+def test_a_dismissal_of_an_exception_whose_records_changed_fails(api, services, ingest, reconciliation, people):
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=3000)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                     **signed(people["pat"])).json_body
+    # A record joins the open exception (its totals change; its version does not)
+    exception = services.ports.exceptions.get("acme", ledger)
+    grown = dict(exception.totals, record_count=2, debit_sum=int(exception.totals["debit_sum"]) + 9900)
+    services.ports.exceptions.set_totals(exception, grown, None, exception.currency)
+
+    failed = api.post(f"/v1/approvals/{held['id']}/approve", **signed(people["alice"])).json_body
+
+    assert failed["status"] == "failed" and "1 then, 2 now" in failed["failure_reason"]
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
 
 
 def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, reconciliation, people):
@@ -321,6 +384,45 @@ def test_an_accepted_investigation_waits_for_its_approval(api, worker, ingest, r
     assert statuses(api, bank + ledger) == ["reconciled"] * 2
     detail = api.get(f"/v1/reconciliation_exceptions/{row['id']}").json_body
     assert detail["investigation"]["accepted_match_id"] == done["result"]["reconciliation_match_id"]
+
+
+def _investigated(api, worker, ingest, reconciliation) -> tuple[dict, str]:
+    """An investigation of the bank's exception suggesting the ledger's 1,250.00; its accept's path."""
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", RULE).status_code == 201
+    ingest(record("bank", 1, 125000, days_ago(20), description="ACME PAYOUT"))
+    ingest(record("ledger", 1, 125000, days_ago(14), description="Acme payout"))
+    api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    [row] = api.get("/v1/reconciliation_exceptions?data_stream_key=bank").json_body["data"]
+    investigation = api.post(f"/v1/reconciliation_exceptions/{row['id']}/investigations").json_body
+    worker.drain()
+    return row, f"/v1/reconciliation_exceptions/{row['id']}/investigations/{investigation['id']}/accept"
+
+
+def test_a_policy_holding_manual_matches_holds_an_accepted_investigation(api, worker, ingest, reconciliation,
+                                                                         people):
+    _, accept = _investigated(api, worker, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=100000)
+
+    held = api.post(accept, **signed(people["pat"]))
+
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["action"], held.json_body["amount"]) == ("accept_investigation", 125000)
+    assert api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"] == []
+
+
+def test_an_accept_of_records_in_a_closed_period_is_refused_not_held(api, worker, ingest, reconciliation, people):
+    _, accept = _investigated(api, worker, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=ALL_ACTIONS, threshold=0)
+    closed = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes",
+                      {"period_start": days_ago(25), "period_end": days_ago(10), "note": "Signed off"},
+                      **signed(people["alice"]))
+    assert closed.status_code == 201, closed.json_body
+
+    refused = api.post(accept, **signed(people["pat"]))
+
+    assert refused.status_code == 409, refused.json_body
+    assert "closed" in refused.json_body["message"]
+    assert api.get("/v1/approvals").json_body["data"] == []
 
 
 # Expiry, machines, lists --------------------------------------------------------------------------
@@ -403,3 +505,71 @@ def test_the_document_states_the_202_of_each_gated_action_and_the_new_routes(api
     assert document["paths"]["/v1/approvals/{id}/approve"]["post"]["x-role"] == "approver"
     assert document["paths"]["/v1/reconciliations/{id}/approval_policy"]["put"]["x-role"] == "admin"
     assert "ApprovalOut" in document["components"]["schemas"]
+
+
+# Outcomes owed in the same write ----------------------------------------------------------------
+
+def _dying_at_announcing(services, event_type: str, approval_id: int):
+    """Ports whose process dies as the approval's `event_type` announcement is reserved (after the
+    move that owes it is saved, before its audit entry and its event)."""
+    from tests.integration.test_events import Died
+    owed = event_id("acme", event_type, f"approval {approval_id}")
+    ledger = services.ports.event_ledger
+
+    def reserve(environment, reserved_id):
+        if reserved_id == owed:
+            raise Died()
+        return ledger.reserve(environment, reserved_id)
+
+    return ports_swapped(services, event_ledger=Replaced(ledger, reserve=reserve))
+
+
+def test_an_approval_whose_process_died_before_announcing_its_end_is_announced_by_the_sweeper(
+        api, services, ingest, reconciliation, people):
+    from tests.integration.test_events import Died
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    with _dying_at_announcing(services, "approval.approved", approval["id"]), pytest.raises(Died):
+        approval_service.approve(services.ports, "acme", approval["id"], people["bob"]["actor"])
+    assert api.get(approval["url"]).json_body["status"] == "approved"
+    assert bus.events("approval.approved") == [] and entries(api, "approval", approval["id"], "approval.approved") == []
+
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(seconds=30)) == 0  # left to it
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=3)) == 1
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=10)) == 0
+
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "approved" and told["data"]["decided_by"] == people["bob"]["actor"]
+    [entry] = entries(api, "approval", approval["id"], "approval.approved")
+    assert entry["actor"] == people["bob"]["actor"]
+    assert keys.PENDING_EVENTS not in services.table.get(keys.approval("acme", approval["id"]))
+
+
+def test_an_expiry_whose_sweeper_died_before_announcing_it_is_announced_by_a_later_sweep(
+        api, services, ingest, reconciliation, people):
+    from tests.integration.test_events import Died
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0, expires_after_minutes=60)
+    approval = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                      **signed(people["alice"])).json_body
+    later = utc_now() + timedelta(minutes=61)
+    with _dying_at_announcing(services, "approval.expired", approval["id"]), pytest.raises(Died):
+        approval_service.sweep(services.ports, now=later)
+    assert services.ports.approvals.get("acme", approval["id"]).status.value == "expired"
+    assert approval_service.sweep(services.ports, now=later) == 0  # no longer active: the sweep alone forgets it
+    assert bus.events("approval.expired") == []
+
+    assert event_service.publish_parked(services.ports, now=utc_now() + timedelta(minutes=3)) == 1
+
+    [told] = bus.events("approval.expired")
+    assert told["data"]["id"] == approval["id"] and told["data"]["status"] == "expired"
+    [entry] = entries(api, "approval", approval["id"], "approval.expired")
+    assert entry["actor"] == f"system:approval_expiry:{approval['id']}"
+
+
+def test_the_document_states_the_409_of_a_match_confirmed_or_deleted_in_a_closed_period(api):
+    document = api.get("/v1/openapi.json", key=None).json_body
+    assert "409" in document["paths"]["/v1/reconciliation_matches/{id}/confirm"]["post"]["responses"]
+    assert "409" in document["paths"]["/v1/reconciliation_matches/{id}"]["delete"]["responses"]

@@ -50,6 +50,16 @@ def test_an_action_waits_only_when_listed_and_strictly_above_the_threshold():
     assert not ApprovalPolicy("acme", 1).requires(ApprovalAction.UNMATCH, Fraction(10 ** 9))  # the default
 
 
+def test_a_policy_holding_manual_matches_holds_accepted_investigations_too():
+    """An accept makes a manual match whose gate the accept opens: listing either holds it."""
+    matches_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.MANUAL_MATCH}), threshold=5000)
+    assert matches_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(5001, 100))
+    assert not matches_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(5000, 100))
+    accepts_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.ACCEPT_INVESTIGATION}), threshold=0)
+    assert accepts_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(1, 100))
+    assert not accepts_only.requires(ApprovalAction.MANUAL_MATCH, Fraction(10 ** 9))  # not the other way round
+
+
 def test_the_threshold_is_compared_exactly_across_decimal_places():
     policy = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction), threshold=50, threshold_decimal_places=0)
     assert not policy.requires(ApprovalAction.UNMATCH, amount_of_sides([rec(50000, decimal_places=3)]).value)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.table import DynamoTable, Filter, StatusMoves
+from chalicelib.adapters.dynamodb.event_ledger import owing
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, StatusMoves
 from chalicelib.domain.approvals import (
     APPROVAL_STATUSES,
     Approval,
@@ -18,7 +19,7 @@ from chalicelib.domain.approvals import (
     ApprovalStatus,
 )
 from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional_iso
-from chalicelib.domain.errors import NotFound
+from chalicelib.domain.errors import NotFound, TransitionRefused
 
 
 class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
@@ -29,8 +30,23 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
 
     # Approvals ----------------------------------------------------------------------------------
 
-    def add(self, approval: Approval) -> None:
-        self._table.put_new(self._to_item(approval))
+    def move_owing(self, approval: Approval, /, target: ApprovalStatus, pending_event: str | None,
+                   **fields: object) -> Approval:
+        """StatusMoves' move, marking the event the move owes (`pending_event`, the outbox of
+        services/events.py `save_and_emit`) in the same conditional write."""
+        sources = self.statuses.sources_of(target)
+        if not sources:
+            raise TransitionRefused(f"approval {approval.id} cannot move to {target.value}")
+        try:
+            item = self._table.move_status(self.key(approval.environment, approval.id), target.value, sources, fields,
+                                           leave_index=keys.GSI2 if target in self.statuses.finished else None,
+                                           pending_event=pending_event)
+        except ConditionFailed:
+            raise TransitionRefused(f"approval {approval.id} cannot move to {target.value}") from None
+        return self._from_item(item)
+
+    def add(self, approval: Approval, pending_event: str | None = None) -> None:
+        self._table.put_new({**self._to_item(approval), **owing(pending_event)})
 
     def find(self, environment: str, approval_id: int) -> Approval | None:
         item = self._table.get(keys.approval(environment, approval_id))

@@ -174,4 +174,6 @@ def _origin_key(environment: str, origin: EventOrigin) -> dict[str, str]:
         return keys.exception_comment(environment, *origin.ids)
     if origin.kind == "closed_periods":
         return keys.closed_periods(environment, *origin.ids)
+    if origin.kind == "approval":
+        return keys.approval(environment, *origin.ids)
     raise ValueError(f"unknown event origin {origin.kind!r}")

@@ -541,11 +541,13 @@ class DynamoTable:
         return sent
 
     def move_status(self, key: dict[str, str], target: str, sources: Iterable[Any], fields: dict[str, Any],
-                    leave_index: Index | None = None, also: Condition | None = None) -> dict[str, Any]:
+                    leave_index: Index | None = None, also: Condition | None = None,
+                    pending_event: str | None = None) -> dict[str, Any]:
         """The one conditional status change of the status tables (see StatusMoves): set `status` to
         `target` and `fields` with it, only from one of `sources` (and when `also` holds); `leave_index`
         (keys.GSI2) drops the item from a sparse index in the same write. Raises ConditionFailed when the
-        stored item forbids it."""
+        stored item forbids it. `pending_event`: the mark of the event the move owes, added to the item's
+        `pending_events` in the same write (services/events.py `save_and_emit`)."""
         allowed, source_values = status_in(sources)
         sets = {name: _storable(value) for name, value in fields.items()}
         names = {"#status": "status", **{f"#a{i}": name for i, name in enumerate(sets)}}
@@ -553,6 +555,9 @@ class DynamoTable:
         expression = "SET #status = :status" + "".join(f", #a{i} = :v{i}" for i in range(len(sets)))
         if leave_index:
             expression += f" REMOVE {leave_index.attributes}"
+        if pending_event is not None:
+            expression += f" ADD {keys.PENDING_EVENTS} :owed_event"
+            values[":owed_event"] = {pending_event}
         if also is not None:
             allowed = f"{allowed} AND ({also.expression})"
             names.update(also.names)
