@@ -308,14 +308,11 @@ def sweep(ports: Ports, now: datetime | None = None) -> dict[str, int]:
 
 
 def _restart(ports: Ports, action: BulkAction) -> str | None:
-    if sweeping.claim_restart(ports.bulk_actions.count_restart, action) is None:
-        return None  # it moved meanwhile, or another sweeper restarted it
-    logger.warning("restarting a stuck bulk action", extra={
-        "environment": action.environment, "bulk_action_id": action.id, "status": action.status.value,
-        "restarts": action.restarts + 1, "processed_items": action.processed_items,
-        "last_progress_at": str(action.last_progress_at)})
-    ports.bulk_queue.send(message(action.environment, action.id))
-    return "started" if action.status is BulkStatus.PENDING else "restarted"
+    return sweeping.resend_queued(
+        ports.bulk_actions.count_restart, action, noun="bulk_action", pending=action.status is BulkStatus.PENDING,
+        send=lambda: ports.bulk_queue.send(message(action.environment, action.id)),
+        progress={"status": action.status.value, "processed_items": action.processed_items,
+                  "last_progress_at": str(action.last_progress_at)})
 
 
 def _finish_if_ended(ports: Ports, environment: str, action_id: int) -> Event | None:

@@ -194,14 +194,11 @@ def sweep(xp: ExportPorts, now: datetime | None = None) -> dict[str, int]:
 
 
 def _restart(xp: ExportPorts, export: Export) -> str | None:
-    if sweeping.claim_restart(xp.exports.count_restart, export) is None:
-        return None  # it moved meanwhile, or another sweeper restarted it
-    logger.warning("restarting a stuck export", extra={
-        "environment": export.environment, "export_id": export.id, "status": export.status.value,
-        "restarts": export.restarts + 1, "rows_written": export.rows_written,
-        "last_progress_at": str(export.last_progress_at)})
-    xp.queue.send(message(export))
-    return "started" if export.status is ExportStatus.PENDING else "restarted"
+    return sweeping.resend_queued(
+        xp.exports.count_restart, export, noun="export", pending=export.status is ExportStatus.PENDING,
+        send=lambda: xp.queue.send(message(export)),
+        progress={"status": export.status.value, "rows_written": export.rows_written,
+                  "last_progress_at": str(export.last_progress_at)})
 
 
 def _finish_if_ended(xp: ExportPorts, environment: str, export_id: int) -> Event | None:

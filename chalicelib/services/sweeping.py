@@ -135,6 +135,19 @@ def queued_verdict(*, pending: bool, created_at: datetime, last_progress_at: dat
     return RESTART
 
 
+def resend_queued(count_restart: Callable[..., bool], item: Restartable, *, noun: str, pending: bool,
+                  send: Callable[[], None], progress: dict[str, object]) -> str | None:
+    """The restart of a queued item `queued_verdict` asked for: one claimed restart, then its message
+    sent again; "started" for a lost first message (`pending`), "restarted" for a worker that died,
+    None when not claimed (it moved meanwhile, or another sweeper restarted it)."""
+    if claim_restart(count_restart, item) is None:
+        return None
+    logger.warning(f"restarting a stuck {noun}", extra={
+        "environment": item.environment, f"{noun}_id": item.id, "restarts": item.restarts + 1, **progress})
+    send()
+    return "started" if pending else "restarted"
+
+
 def claim_restart(count_restart: Callable[..., bool], item: Restartable,
                   resumed_at: datetime | None = None) -> int | str | None:
     """Claim one restart of `item` through its store's `count_restart`; the attempt part of the
