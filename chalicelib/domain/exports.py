@@ -22,6 +22,7 @@ from chalicelib.domain.csv_cells import neutralised_cell
 from chalicelib.domain.events import Event, make_event
 from chalicelib.domain.ingestion import ItemResult
 from chalicelib.domain.matches import Match
+from chalicelib.domain.money import decimal_string
 from chalicelib.domain.period_closes import OpenMoney, PeriodClose
 from chalicelib.domain.reconciliation_exceptions import ReconciliationException
 from chalicelib.domain.records import Record
@@ -154,16 +155,6 @@ def export_file_key(environment: str, export_id: int, kind: ExportKind, fmt: Exp
 
 
 # Cells ------------------------------------------------------------------------------------------
-
-def decimal_string(minor: int, decimal_places: int) -> str:
-    """Minor units as the decimal they stand for, exactly: 12345 at 2 places is "123.45", -5 is
-    "-0.05", 7 at 0 places is "7". Integers only: never through a float."""
-    if decimal_places <= 0:
-        return str(minor)
-    sign = "-" if minor < 0 else ""
-    digits = str(abs(minor)).rjust(decimal_places + 1, "0")
-    return f"{sign}{digits[:-decimal_places]}.{digits[-decimal_places:]}"
-
 
 def cell_text(value: Any) -> str:
     """A cell of a CSV file: empty for None, a neutralised string (a formula a spreadsheet would run

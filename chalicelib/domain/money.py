@@ -28,3 +28,13 @@ MAX_AMOUNT = 2**63 - 1
 
 def minor_units(currency: str) -> int:
     return MINOR_UNITS_EXCEPTIONS.get(currency, 2)
+
+
+def decimal_string(minor: int, decimal_places: int) -> str:
+    """Minor units as the decimal they stand for, exactly: 12345 at 2 places is "123.45", -5 is
+    "-0.05", 7 at 0 places is "7". Integers only: never through a float."""
+    if decimal_places <= 0:
+        return str(minor)
+    sign = "-" if minor < 0 else ""
+    digits = str(abs(minor)).rjust(decimal_places + 1, "0")
+    return f"{sign}{digits[:-decimal_places]}.{digits[-decimal_places:]}"

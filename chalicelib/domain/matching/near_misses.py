@@ -60,7 +60,7 @@ from chalicelib.domain.matching.frames import engine_frames
 from chalicelib.domain.matching.outcome import CandidateExplosion
 from chalicelib.domain.matching.plan import FLIPPED_DIRECTION, RulePlan, allowed_difference, day_number, value_column
 from chalicelib.domain.matching.units import record_units
-from chalicelib.domain.money import minor_units
+from chalicelib.domain.money import decimal_string, minor_units
 from chalicelib.domain.rules import Cardinality, Operator, Rule, is_text_field
 
 NO_MEASURE = 0.99  # the distance of a failed key, text equals or contains: it has no measure
@@ -397,16 +397,17 @@ def failed_condition(plan: RulePlan, i: int, row: Mapping[str, Any], subject_sid
         if currency != theirs:  # amounts of two currencies: no difference to give (a float never enters)
             their_places = scales.get(theirs, minor_units(theirs))
             out.update(difference_decimal=None)
-            out["message"] = (f"amount {_decimal(row[f'{subject_side}_amount'], places)} {currency} here, "
-                              f"{_decimal(row[f'{other}_amount'], their_places)} {theirs} on the candidate: "
+            out["message"] = (f"amount {decimal_string(row[f'{subject_side}_amount'], places)} {currency} here, "
+                              f"{decimal_string(row[f'{other}_amount'], their_places)} {theirs} on the candidate: "
                               "different currencies, no difference is given")
             return out
         signed = row[f"{subject_side}_amount"] - row[f"{other}_amount"]
         excess = abs(signed) - allowed
-        out.update(actual=signed, difference=excess, difference_decimal=_decimal(excess, places))
-        shown = f"amount off by {_decimal(abs(signed), places)} {currency}"
-        out["message"] = (f"{shown}, {_decimal(excess, places)} {currency} more than the {_decimal(allowed, places)}"
-                          f" {currency} allowed" if allowed else f"{shown}; the rule wants equal amounts")
+        out.update(actual=signed, difference=excess, difference_decimal=decimal_string(excess, places))
+        shown = f"amount off by {decimal_string(abs(signed), places)} {currency}"
+        out["message"] = (f"{shown}, {decimal_string(excess, places)} {currency} more than the "
+                          f"{decimal_string(allowed, places)} {currency} allowed" if allowed
+                          else f"{shown}; the rule wants equal amounts")
     elif field == "date":
         window = condition.days if condition.operator is Operator.WITHIN else 0
         apart = row["date_diff"]
@@ -449,14 +450,6 @@ def _values(row: Mapping[str, Any], i: int, subject_side: str) -> tuple[Any, Any
     a, b = row.get(f"a_v{i}"), row.get(f"b_v{i}")
     a, b = (None if a is None else str(a)), (None if b is None else str(b))
     return (a, b) if subject_side == "a" else (b, a)
-
-
-def _decimal(minor: int, places: int) -> str:
-    if places <= 0:
-        return str(minor)
-    sign = "-" if minor < 0 else ""
-    digits = str(abs(minor)).rjust(places + 1, "0")
-    return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
 def _days(n: int) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from datetime import date
 from typing import Any, Literal
 
-from chalicelib.domain.money import ISO_4217
+from chalicelib.domain.money import ISO_4217, decimal_string
 from chalicelib.domain.parsers import FileRejected, without_gc
 from chalicelib.domain.parsers.statements import (
     MAX_STATEMENT_BYTES,
@@ -155,12 +155,6 @@ def _amount(text: str, currency: str, line: int, account: str | None) -> tuple[i
     except FileRejected as error:
         raise _reject(line, error.message.removeprefix(f"line {line}: "), error.details.get("expected", ""),
                       text, account) from None
-
-
-def _show(amount: int, places: int) -> str:
-    """Signed minor units as a decimal: -123456, 2 -> '-1234.56'."""
-    sign, digits = ("-" if amount < 0 else ""), str(abs(amount)).rjust(places + 1, "0")
-    return f"{sign}{digits[:-places]}.{digits[-places:]}" if places else f"{sign}{digits}"
 
 
 def _account(text: str) -> str:
@@ -455,12 +449,12 @@ class _Reader:
         if expected != closing:
             places = statement.places
             message = (f"line {line}: the closing balance (:{tag}:) of account {account}, statement {statement.id}, "
-                       f"is {currency} {_show(closing, places)}, but the opening balance plus credits minus debits "
-                       f"is {currency} {_show(expected, places)}")
+                       f"is {currency} {decimal_string(closing, places)}, but the opening balance plus credits "
+                       f"minus debits is {currency} {decimal_string(expected, places)}")
             if not self.lenient:
                 raise FileRejected(message, {"where": f"line {line}", "line": line, "account": account,
-                                             "statement_id": statement.id, "expected": _show(expected, places),
-                                             "found": _show(closing, places)})
+                                             "statement_id": statement.id, "expected": decimal_string(expected, places),
+                                             "found": decimal_string(closing, places)})
             self.warnings.append(message)
         assert account is not None  # an opening balance needs it
         statement.balance = StatementBalance(account, currency, statement.places, closing_date, statement.id,
