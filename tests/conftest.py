@@ -110,6 +110,28 @@ def _moto_casts_scalars_directly() -> None:
 _moto_casts_scalars_directly()
 
 
+def _moto_applies_one_dynamodb_request_at_a_time() -> None:
+    """DynamoDB applies each request atomically: a conditional put checks and writes as one step.
+    moto checks, then writes, in Python; two threads between the two (a bulk action's items, four
+    at a time, appending to the audit chain's head) both pass the check and the second write
+    replaces the first. One lock around each DynamoDB request gives moto DynamoDB's atomicity."""
+    import threading
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    call_action = DynamoHandler.call_action
+    one_at_a_time = threading.RLock()
+
+    def atomic_call_action(self: DynamoHandler):
+        with one_at_a_time:
+            return call_action(self)
+
+    DynamoHandler.call_action = atomic_call_action  # type: ignore[method-assign]
+
+
+_moto_applies_one_dynamodb_request_at_a_time()
+
+
 @contextmanager
 def _moto(scope: str):
     """moto for one test or one module. moto nests by sharing one state (it resets only when the
