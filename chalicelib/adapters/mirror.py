@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.domain.clock import iso
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record
 from chalicelib.domain.tallies import CurrencyAmounts, MirroredMoney, combined, money_from_plain, money_plain
@@ -36,9 +37,11 @@ STAGING = "staging"
 TOMBSTONES = "deleted"
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
-           "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64", "metadata": "Utf8"}
-# `metadata` is JSON text with sorted keys (null when empty, as in the record's item): parts written
-# before it have no such column, so a reader of it must fill it (every other reader names its columns).
+           "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64", "metadata": "Utf8",
+           "created_at": "Utf8"}
+# `metadata` is JSON text with sorted keys (null when empty, as in the record's item), `created_at`
+# ISO 8601 in UTC to the millisecond (as the API shows it): parts written before either have no such
+# column, so a reader of it must fill it (every other reader names its columns).
 
 
 def stream_prefix(environment: str, stream_key: str, root: str = PREFIX) -> str:
@@ -92,6 +95,7 @@ class AnalyticsMirror:
                 "decimal_places": [r.decimal_places for r in rows], "direction": [r.direction.value for r in rows],
                 "description": [r.description for r in rows], "external_id": [r.external_id for r in rows],
                 "file_import_id": [r.file_import_id for r in rows], "metadata": [_metadata(r) for r in rows],
+                "created_at": [iso(r.created_at) for r in rows],
             }, schema=schema)
             buffer = io.BytesIO()
             frame.write_parquet(buffer, compression="zstd")
@@ -172,6 +176,22 @@ class AnalyticsMirror:
             elif cache := MONEY_CACHE.search(key):
                 listed.money_caches.setdefault(int(cache[1]), {})[(int(cache[2]), int(cache[3]))] = key
         return listed
+
+    def import_rows(self, environment: str, stream_key: str, job_id: int) -> Any | None:
+        """Every row of a published import of the stream, tombstoned rows included, as a lazy frame
+        over its compressed Parquet (its compact copy, or its parts when it has none): a reader
+        that filters it by id decodes only the row groups it needs. None when the mirror does not
+        hold the import (not published, or published without its row marker yet)."""
+        import polars as pl
+
+        prefix = import_prefix(environment, stream_key, job_id)
+        keys = self._keys(prefix)
+        if not any(ROWS_MARKER.search(key) for key in keys):
+            return None
+        wanted = [f"{prefix}{COMPACT}"] if f"{prefix}{COMPACT}" in keys else [key for key in keys if PART.search(key)]
+        frames = [pl.scan_parquet(io.BytesIO(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()))
+                  for key in wanted]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
     def _money(self, part_keys: list[str], deleted: set[int]) -> tuple[dict[str, CurrencyAmounts], int]:
         """Money by currency of these parts' rows, but the deleted ones, and how many rows the parts hold."""

@@ -353,9 +353,15 @@ class RecordQuery:
 
     def admits(self, record: Record) -> bool:
         """The same filters, on a record already read (the index query applies them itself)."""
-        return ((self.data_stream_key is None or record.data_stream_key == self.data_stream_key)
-                and (self.status is None or record.status is self.status)
-                and (self.file_import_id is None or record.file_import_id == self.file_import_id)
-                and (self.external_id is None or record.external_id == self.external_id)
-                and (self.date_from is None or record.date >= self.date_from)
-                and (self.date_to is None or record.date <= self.date_to))
+        return self.admits_values(record.data_stream_key, record.status, record.file_import_id, record.external_id,
+                                  record.date)
+
+    def admits_values(self, data_stream_key: str, status: RecordStatus, file_import_id: int | None,
+                      external_id: str | None, date: str) -> bool:
+        """`admits`, on a record's values read apart (an export's row from the analytics mirror)."""
+        return ((self.data_stream_key is None or data_stream_key == self.data_stream_key)
+                and (self.status is None or status is self.status)
+                and (self.file_import_id is None or file_import_id == self.file_import_id)
+                and (self.external_id is None or external_id == self.external_id)
+                and (self.date_from is None or date >= self.date_from)
+                and (self.date_to is None or date <= self.date_to))

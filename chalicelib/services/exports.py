@@ -51,7 +51,7 @@ from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, QueueOr
 from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.observability import logger
 from chalicelib.services import audit as audit_service
-from chalicelib.services import idempotency, sweeping
+from chalicelib.services import export_unreconciled, idempotency, sweeping
 from chalicelib.services import matches as match_service
 from chalicelib.services import period_closes as period_close_service
 from chalicelib.services import reconciliation_exceptions as exception_service
@@ -320,6 +320,9 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
     if kind in (ExportKind.RECORDS, ExportKind.UNMATCHED_RECORDS):
         query = _record_query(kind, filters)
         match_id = filters.get("reconciliation_match_id")
+        if match_id is None and not probe and export_unreconciled.serves(query):
+            yield from export_unreconciled.pages(ports, environment, query, cursor)
+            return
 
         def read(at: str | None) -> Page:
             if match_id is not None:

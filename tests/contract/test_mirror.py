@@ -184,3 +184,19 @@ class TestStreamMoney:
         if hasattr(mirror, "_s3"):  # the adapter: one cache file per import, the one that holds
             listed = mirror._keys("mirror/environment=acme/data_stream=bank/import=7/")
             assert [k.rsplit("/", 1)[1] for k in listed if "_money-" in k] == ["_money-2-1.json"]
+
+    def test_an_imports_rows_are_read_back_once_it_is_summarized(self, mirror):
+        with_metadata = replace(BANK[0], metadata={"z": 1, "a": "x"})
+        assert mirror.import_rows(ENV, "bank", 7) is None
+        mirror.write_part(ENV, 7, 0, [with_metadata, LEDGER[0]])
+        mirror.write_part(ENV, 7, 1, BANK[1:])
+        mirror.publish(ENV, 7, ["bank", "ledger"])
+        assert mirror.import_rows(ENV, "bank", 7) is None  # published, not yet summarized: not held
+        mirror.summarize(ENV, 7, ["bank", "ledger"])
+        rows = mirror.import_rows(ENV, "bank", 7).collect().sort("id")
+        assert rows["id"].to_list() == [1, 2, 4] and mirror.import_rows(OTHER_ENV, "bank", 7) is None
+        first = rows.row(0, named=True)
+        assert (first["amount"], first["currency"], first["description"], first["external_id"]) == (
+            1500, "EUR", "record 1", "ext-1")
+        assert first["metadata"] == '{"a":"x","z":1}' and first["created_at"] == "2024-03-01T09:30:15.987Z"
+        assert mirror.import_rows(ENV, "ledger", 7).collect()["id"].to_list() == [3]

@@ -164,6 +164,10 @@ class TestRecordRepository:
         assert claims.claim_record(ENV, 3, 1, 100, frozenset({1, 2}))
         records.mark_deleting(ENV, 4, DELETABLE_STATUSES, STALE)
         assert every_page(records, query, 2) == [[5, 2], [1]]
+        assert list(records.unreconciled_ids(ENV, None, None)) == [(5, "bank"), (2, "ledger"), (1, "bank")]
+        assert list(records.unreconciled_ids(ENV, "bank", 5)) == [(1, "bank")]  # strictly below
+        assert list(records.unreconciled_ids(ENV, "ledger", None)) == [(2, "ledger")]
+        assert list(records.unreconciled_ids(OTHER_ENV, None, None)) == []  # no stream there
         assert ids(records.list_page(ENV, RecordQuery(status=RecordStatus.UNRECONCILED, date_from="2024-03-02"),
                                      2, None)) == []
         cursor = records.list_page(ENV, query, 1, None)[1]

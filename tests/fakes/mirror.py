@@ -11,10 +11,12 @@ more than one stream.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
+from chalicelib.domain.clock import iso
 from chalicelib.domain.ingestion import ImportTotals, StreamTotals
 from chalicelib.domain.records import Record
 from chalicelib.domain.tallies import MirroredMoney, money_of
@@ -27,7 +29,11 @@ def _row(record: Record) -> Row:
             "date": record.date, "amount": record.amount, "currency": record.currency,
             "decimal_places": record.decimal_places, "direction": record.direction.value,
             "description": record.description, "external_id": record.external_id,
-            "file_import_id": record.file_import_id}
+            "file_import_id": record.file_import_id, "metadata": _metadata(record), "created_at": iso(record.created_at)}
+
+
+def _metadata(record: Record) -> str | None:
+    return json.dumps(record.metadata, sort_keys=True, separators=(",", ":")) if record.metadata else None
 
 
 class FakeAnalyticsMirror:
@@ -74,6 +80,16 @@ class FakeAnalyticsMirror:
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         return {job: max(counts) for (env, stream, job), counts in self.row_markers.items()
                 if (env, stream) == (environment, stream_key)}
+
+    def import_rows(self, environment: str, stream_key: str, job_id: int) -> Any | None:
+        """The import's published rows (tombstoned ones too) as a lazy frame, once it has its marker."""
+        import polars as pl
+
+        if (environment, stream_key, job_id) not in self.row_markers:
+            return None
+        rows = [row for key in sorted(self.published) if key[:3] == (environment, stream_key, job_id)
+                for row in self.published[key]]
+        return pl.DataFrame(rows, infer_schema_length=None).lazy() if rows else None
 
     def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
         """The import's parts, markers and tombstones in these streams."""

@@ -242,6 +242,17 @@ class FakeRecordRepository:
         rows = (self.store.row(environment, i) for i in record_ids)
         return {r.record.id: r.record for r in rows if r is not None and (including_deleting or not r.deleting)}
 
+    def unreconciled_ids(self, environment: str, stream_key: str | None,
+                         below: int | None) -> Iterator[tuple[int, str]]:
+        """The open records no reconciliation matched (not being deleted), newest first, with their stream."""
+        streams = {key for env, key in self.data_streams.rows if env == environment}
+        listed = sorted(((r.record.id, r.record.data_stream_key) for r in self.store.rows.values()
+                         if r.record.environment == environment and r.record.data_stream_key in streams
+                         and (stream_key is None or r.record.data_stream_key == stream_key)
+                         and r.open and not r.matched_in and not r.deleting
+                         and (below is None or r.record.id < below)), reverse=True)
+        return iter(listed)
+
     def list_page(self, environment: str, query: RecordQuery, limit: int,
                   cursor: str | None) -> tuple[list[Record], str | None]:
         """Newest first, from the listing the adapter picks: the import's block of ids, else the

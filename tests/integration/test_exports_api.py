@@ -110,6 +110,16 @@ def test_unmatched_records_leave_the_matched_ones_out(api, worker, services, wor
     assert [r["external_id"] for r in csv_rows(data)] == ["bank-1"]
 
 
+def test_unmatched_records_hold_what_the_records_route_shows_of_each(api, worker, services, world):
+    # Their columns come from the analytics mirror (services/export_unreconciled.py), not the table
+    _, data = export_of(api, worker, services, "unmatched_records", filters={"data_stream_key": "bank"})
+    listed = api.get("/v1/records?status=unreconciled&data_stream_key=bank").json_body
+    assert [int(r["id"]) for r in csv_rows(data)] == [r["id"] for r in listed["data"]]
+    for row, shown in zip(csv_rows(data), listed["data"], strict=True):
+        assert (row["created_at"], row["date"], row["currency"], row["external_id"], row["status"]) == (
+            shown["created_at"], shown["date"], shown["currency"], shown["external_id"], "unreconciled")
+
+
 def test_matches_and_their_records(api, worker, services, world):
     export, data = export_of(api, worker, services, "matches", filters={"reconciliation_id": world["reconciliation_id"]})
     [match] = csv_rows(data)
