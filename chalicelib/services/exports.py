@@ -320,7 +320,7 @@ def _pages(xp: ExportPorts, environment: str, kind: ExportKind, filters: Mapping
     if kind in (ExportKind.RECORDS, ExportKind.UNMATCHED_RECORDS):
         query = _record_query(kind, filters)
         match_id = filters.get("reconciliation_match_id")
-        if match_id is None and not probe and export_unreconciled.serves(query):
+        if match_id is None and not probe and export_unreconciled.serves(query, cursor):
             yield from export_unreconciled.pages(ports, environment, query, cursor)
             return
 

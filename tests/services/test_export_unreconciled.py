@@ -104,3 +104,11 @@ def test_a_window_wider_than_everything_reads_it_in_one_page(ports, world):
 def test_no_unreconciled_record_is_one_empty_page(ports, reconciliation):
     assert [(p.rows, p.cursor) for p in export_unreconciled.pages(ports, ENV, RecordQuery(status=UNRECONCILED),
                                                                   None)] == [([], None)]
+
+
+def test_a_cursor_of_the_list_routes_read_is_not_this_paths():
+    query = RecordQuery(status=UNRECONCILED)
+    assert export_unreconciled.serves(query, None) and export_unreconciled.serves(query, "unreconciled-below:12")
+    assert not export_unreconciled.serves(query, "E#acme#ST#unreconciled:12")  # begun before: goes on as it was
+    assert not export_unreconciled.serves(RecordQuery(status=UNRECONCILED, external_id="x"), None)
+    assert not export_unreconciled.serves(RecordQuery(), None)

@@ -5,6 +5,7 @@ import heapq
 import itertools
 import json
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -13,6 +14,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import (
     FILTERED_READ_STEP,
     MAX_READS_PER_PAGE,
+    PARTITION_THREADS,
     ConditionFailed,
     DynamoTable,
     Filter,
@@ -263,7 +265,7 @@ class RecordRepository:
         each with its stream, strictly below `below` when given: what `_page_of_unreconciled` lists,
         keys alone (a tenth of the whole items' reading) for readers of millions that take the
         records' other columns from the analytics mirror. Each partition is read UNRECONCILED_PAGE
-        keys at a time as the merge needs them, the first pages at once."""
+        keys at a time, its next page asked for as soon as one arrives."""
         streams = [stream_key] if stream_key is not None else [
             s["key"] for s in self._table.query_all(keys.GSI1, keys.data_streams_index_pk(environment),
                                                     projection="key")]
@@ -271,13 +273,16 @@ class RecordRepository:
                            {"#fm": "matched_in", "#dl": "deleting"}, {})
         bound = keys.record_sort_key(below) if below is not None else None
 
-        def tagged(partition: str, stream: str) -> Iterator[tuple[int, str]]:
-            return ((int(sort), stream) for sort in self._table.sort_values_below(
-                keys.GSI5, partition, below=bound, page_size=UNRECONCILED_PAGE, filter=open_here))
+        def tagged(values: Iterator[str], stream: str) -> Iterator[tuple[int, str]]:
+            return ((int(sort), stream) for sort in values)
 
-        partitions = started([tagged(partition, stream) for stream in streams
-                              for partition in keys.open_records_of_stream_partitions(environment, stream)])
-        return heapq.merge(*partitions, reverse=True)
+        with ThreadPoolExecutor(PARTITION_THREADS) as pool:
+            partitions = [tagged(self._table.sort_values_read_ahead(keys.GSI5, partition, below=bound,
+                                                                    page_size=UNRECONCILED_PAGE, filter=open_here,
+                                                                    pool=pool), stream)
+                          for stream in streams
+                          for partition in keys.open_records_of_stream_partitions(environment, stream)]
+            yield from heapq.merge(*partitions, reverse=True)
 
     def _page_of_status(self, environment: str, query: RecordQuery, limit: int, cursor: str | None) -> Page:
         """Matched records of a status: the shards of its list (keys only) merged newest first, the

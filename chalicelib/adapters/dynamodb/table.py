@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -400,6 +400,32 @@ class DynamoTable:
         _project(kwargs, index.sort_key)
         _below(kwargs, index, below)
         yield from (item[index.sort_key] for item in self._query_items(kwargs))
+
+    def sort_values_read_ahead(self, index: Index, partition_value: str, *, below: str | None, page_size: int,
+                               filter: Filter | None, pool: ThreadPoolExecutor) -> Iterator[str]:
+        """`sort_values_below`, the first page asked for on `pool` at once, and each next one as soon
+        as the one before it arrives: a reader of millions works on one page while DynamoDB answers
+        the next, and a merge of many partitions waits for their first pages side by side."""
+        kwargs = self._query_kwargs(index, partition_value, filter=filter)
+        kwargs.update(ScanIndexForward=False, Limit=page_size)
+        _project(kwargs, index.sort_key)
+        _below(kwargs, index, below)
+
+        def fetch(start: dict[str, Any] | None) -> dict[str, Any]:
+            with _pages_as_json():
+                return self._client.query(**kwargs, **({"ExclusiveStartKey": start} if start else {}))
+
+        def values(pending: Future) -> Iterator[str]:
+            while True:
+                response = pending.result()
+                last = response.get("LastEvaluatedKey")
+                if last:
+                    pending = pool.submit(fetch, last)
+                yield from (item[index.sort_key]["S"] for item in response.get("Items", []))
+                if not last:
+                    return
+
+        return values(pool.submit(fetch, None))  # the first page asked for now, beside the other partitions'
 
     def merged_below(self, index: Index, partitions: list[str], *, below: str | None, page_size: int,
                      filter: Filter | None = None,
