@@ -10,7 +10,7 @@ Parquet parts in the analytics mirror, published and summarized; not timed), the
 
 Prints rows/s of both, the export's progress while it ran, the process's peak RSS and the load average.
 
-    .venv/bin/python bench/exports.py [--records 1000000]
+    .venv/bin/python bench/exports.py [--records 1000000] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -92,8 +92,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--job-rows", type=int, default=250_000, help="records per import")
     parser.add_argument("--baseline-rows", type=int, default=50_000, help="rows the baseline reads (its rate)")
+    parser.add_argument("--keep", type=Path, help="the stack's data here, kept: a later run with the same directory "
+                                                  "and --records reads it again instead of writing (fill once, "
+                                                  "time when the machine is quiet)")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="recon-bench-export-"))
+    workdir = args.keep or Path(tempfile.mkdtemp(prefix="recon-bench-export-"))
+    filled = workdir / f"filled-{args.records}"
     service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
                            log=lambda m: print(f"[local] {m}")).start()
     service.serve_in_background()
@@ -101,11 +105,13 @@ def main() -> None:
     session.headers["X-API-KEY"] = service.key
     api = service.url
     try:
-        stream = session.post(f"{api}/data_streams", json={"key": "bank", "name": "Bank"})
-        assert stream.ok, stream.text
-        started = time.perf_counter()
-        write_directly(service, args.records, stream.json()["id"], args.job_rows)
-        print(f"{args.records:,} records written in {time.perf_counter() - started:.1f} s (not timed)")
+        if not filled.exists():
+            stream = session.post(f"{api}/data_streams", json={"key": "bank", "name": "Bank"})
+            assert stream.ok, stream.text
+            started = time.perf_counter()
+            write_directly(service, args.records, stream.json()["id"], args.job_rows)
+            filled.touch()
+            print(f"{args.records:,} records written in {time.perf_counter() - started:.1f} s (not timed)")
 
         started = time.perf_counter()
         read = raw_read(service, min(args.baseline_rows, args.records))
@@ -136,7 +142,8 @@ def main() -> None:
         print(f"peak RSS of the process (stack, worker and bench): {peak_mb:,.0f} MB")
     finally:
         service.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
 # A published import's parts in one object, written with its row marker (see summarize).
 COMPACT = "compact.parquet"
+# Its row groups: a reader of a range of ids (an export's page of 20,000) decodes only the groups
+# that hold them (a 250,000-row import in polars' default groups of 262,144: 0.6 s a page's read
+# against 0.23 s in groups of 20,000; the file is no larger).
+COMPACT_ROW_GROUP_ROWS = 20_000
 # An import's money less its tombstones, cached beside its parts: `_money-<rows>-<tombstones>.json`
 # (a new marker or tombstone changes the name, so a cache is read only while it still holds).
 MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)-(\d+)\.json$")
@@ -247,7 +251,8 @@ class AnalyticsMirror:
         import polars as pl
 
         buffer = io.BytesIO()
-        pl.concat(parts, how="diagonal_relaxed").write_parquet(buffer, compression="zstd")
+        pl.concat(parts, how="diagonal_relaxed").write_parquet(buffer, compression="zstd",
+                                                               row_group_size=COMPACT_ROW_GROUP_ROWS)
         self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}{COMPACT}", Body=buffer.getvalue())
 
     def summarize(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> ImportTotals:
