@@ -24,8 +24,8 @@ from chalicelib.services.ports import Ports
 WINDOW_ROWS = 20_000  # ids read, and rows written, per page: a few MB of CSV
 CURSOR_PREFIX = "unreconciled-below:"
 _AT = {column.name: at for at, column in enumerate(COLUMNS[ExportKind.RECORDS])}  # record_row's cells
-_FRAME_COLUMNS = ["id", "data_stream_key", "date", "direction", "amount", "currency", "decimal_places",
-                  "external_id", "description", "file_import_id", "created_at", "metadata"]
+_MIRROR_COLUMNS = ["id", "data_stream_key", "date", "direction", "amount", "currency", "decimal_places",
+                   "external_id", "description", "file_import_id", "created_at", "metadata"]
 
 
 def serves(query: RecordQuery, cursor: str | None) -> bool:
@@ -45,7 +45,7 @@ def pages(ports: Ports, environment: str, query: RecordQuery, cursor: str | None
     while True:
         window = list(itertools.islice(ids, window_rows))
         full = len(window) == window_rows
-        yield Page(mirrored.rows(window, query), f"{CURSOR_PREFIX}{window[-1][0]}" if full else None)
+        yield Page([], f"{CURSOR_PREFIX}{window[-1][0]}" if full else None, frame=mirrored.rows(window, query))
         if not full:
             return
 
@@ -65,12 +65,13 @@ class _MirroredRows:
         self._imports: dict[str, list[_Import]] = {}  # by stream, read once
         self._frames: dict[_Import, Any] = {}  # lazy frames of the imports the windows are in
 
-    def rows(self, window: list[tuple[int, str]], query: RecordQuery) -> list[tuple[Any, ...]]:
-        """The export rows of these ids (newest first, as given) that the query admits."""
+    def rows(self, window: list[tuple[int, str]], query: RecordQuery) -> Any:
+        """The export rows of these ids that the query admits, as a frame of `record_row`'s columns,
+        newest first."""
         import polars as pl
 
         if not window:
-            return []
+            return _empty()
         low, high = window[-1][0], window[0][0]
         by_stream: dict[str, list[int]] = {}
         for record_id, stream in window:
@@ -84,15 +85,16 @@ class _MirroredRows:
                         found.append(frame.filter(pl.col("id").is_between(low, high) & pl.col("id").is_in(wanted)))
         for block in [b for b in self._frames if b.first_id >= low]:  # the windows below never reach it
             del self._frames[block]
-        rows = _frame_rows(pl.concat(found, how="diagonal_relaxed").collect()) if found else []
-        missing = {record_id for record_id, _ in window} - {row[0] for row in rows}
+        mirrored = _export_frame(pl.concat(found, how="diagonal_relaxed").collect()) if found else _empty()
+        missing = {record_id for record_id, _ in window} - set(mirrored["id"].to_list())
         if missing:  # not in the mirror yet, or mirrored without a column the export has: from the table
-            rows += [record_row(r) for r in self._ports.records.find_many(self._environment, missing).values()
-                     if r.status is RecordStatus.UNRECONCILED]
+            from_table = [record_row(r) for r in self._ports.records.find_many(self._environment, missing).values()
+                          if r.status is RecordStatus.UNRECONCILED]
+            mirrored = pl.concat([mirrored, pl.DataFrame(from_table, schema=_schema(), orient="row")])
         if (query.file_import_id, query.date_from, query.date_to) != (None, None, None):  # the read applied the rest
-            rows = [row for row in rows if _admitted(row, query)]
-        rows.sort(key=lambda row: row[0], reverse=True)
-        return rows
+            mirrored = mirrored.filter(pl.Series([_admitted(row, query) for row in mirrored.iter_rows()],
+                                                 dtype=pl.Boolean))
+        return mirrored.sort("id", descending=True)
 
     def _imports_of(self, stream: str) -> list[_Import]:
         if stream not in self._imports:
@@ -111,22 +113,39 @@ class _MirroredRows:
         return self._frames[block]
 
 
-def _frame_rows(frame: Any) -> list[tuple[Any, ...]]:
-    """Rows of `record_row`'s columns from mirror rows: those mirrored before `created_at` was a
-    column are left out (the caller reads them from the table)."""
+def _export_frame(frame: Any) -> Any:
+    """`record_row`'s columns from mirror rows: those mirrored before `created_at` was a column are
+    left out (the caller reads them from the table)."""
     import polars as pl
 
     if "created_at" not in frame.columns:
-        return []
-    for name in _FRAME_COLUMNS:
+        return _empty()
+    for name in _MIRROR_COLUMNS:
         if name not in frame.columns:  # parts written before `metadata` was a column
             frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias(name))
-    frame = frame.filter(pl.col("created_at").is_not_null()).select(_FRAME_COLUMNS)
-    unreconciled = RecordStatus.UNRECONCILED.value
-    return [(record_id, stream, date, direction, amount, decimal_string(amount, places), currency, places,
-             unreconciled, external_id, description, file_import_id, created_at, metadata)
-            for (record_id, stream, date, direction, amount, currency, places, external_id, description,
-                 file_import_id, created_at, metadata) in frame.iter_rows()]
+    frame = frame.filter(pl.col("created_at").is_not_null())
+    amounts = [decimal_string(amount, places) for amount, places in zip(frame["amount"].to_list(),
+                                                                         frame["decimal_places"].to_list(),
+                                                                         strict=True)]
+    return frame.select(
+        "id", "data_stream_key", "date", "direction", pl.col("amount").alias("amount_minor"),
+        pl.Series("amount", amounts, dtype=pl.Utf8), "currency", "decimal_places",
+        pl.lit(RecordStatus.UNRECONCILED.value).alias("status"), "external_id", "description", "file_import_id",
+        "created_at", "metadata",
+    ).cast(_schema())
+
+
+def _schema() -> dict[str, Any]:
+    """`record_row`'s columns as polars types."""
+    import polars as pl
+
+    return {column.name: pl.Int64 if column.type == "int" else pl.Utf8 for column in COLUMNS[ExportKind.RECORDS]}
+
+
+def _empty() -> Any:
+    import polars as pl
+
+    return pl.DataFrame(schema=_schema())
 
 
 def _admitted(row: tuple[Any, ...], query: RecordQuery) -> bool:

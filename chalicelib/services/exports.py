@@ -38,6 +38,7 @@ from chalicelib.domain.exports import (
     exception_row,
     export_completed,
     export_file_key,
+    frame_csv_bytes,
     header,
     item_result_row,
     match_record_row,
@@ -254,8 +255,8 @@ def _run_csv(xp: ExportPorts, export: Export) -> tuple[int, int] | None:
 
     if cursor != END:
         for page in _pages(xp, export.environment, export.kind, export.filters, cursor, export.id):
-            buffer += csv_bytes(page.rows)
-            rows += len(page.rows)
+            buffer += csv_bytes(page.rows) if page.frame is None else frame_csv_bytes(page.frame)
+            rows += page.row_count
             progress.note(rows)
             if len(buffer) >= limits.part_bytes:
                 flush(page.cursor or END)
@@ -292,9 +293,9 @@ def _run_spooled(xp: ExportPorts, export: Export) -> tuple[int, int]:
         for page in _pages(xp, export.environment, export.kind, export.filters, None, export.id):
             if time.monotonic() - started >= limits.spool_seconds:
                 raise too_large("too large to finish in time")
-            count += len(page.rows)
+            count += page.row_count
             progress.note(count)
-            yield page.rows
+            yield page.all_rows()
 
     def uploading(upload_id: str) -> None:
         nonlocal export
