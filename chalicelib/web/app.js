@@ -138,7 +138,7 @@ function usePendingApprovals(routeKey) {
 function Header({ session, route, onSignOut }) {
   const { user } = session;
   const pages = visiblePages(user.role);
-  const pending = usePendingApprovals(route.key);
+  const pending = usePendingApprovals(`${route.page}/${route.path.join("/")}`); // not at each filter change
   return html`
     <header>
       <nav aria-label="Main">

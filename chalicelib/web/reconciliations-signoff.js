@@ -74,7 +74,9 @@ function PolicyForm({ path, policy, onDone }) {
     const typedPlaces = Number(decimalPlaces);
     const found = {};
     if (!/^\d+$/.test(decimalPlaces) || typedPlaces > 18) found.threshold_decimal_places = "a whole number, 0 to 18";
-    const minor = minorUnits(threshold, Number.isInteger(typedPlaces) ? typedPlaces : 2);
+    const named = Object.entries(policy.thresholds || {}).filter(([c]) => c !== "*");
+    const none = named.length > 0 && !threshold.trim(); // the named currencies' only: any other waits at any amount
+    const minor = none ? 0n : minorUnits(threshold, Number.isInteger(typedPlaces) ? typedPlaces : 2);
     if (minor === null) found.threshold = `an amount with at most ${decimalPlaces} decimal places, such as 1,000.00`;
     else if (minor > BigInt(Number.MAX_SAFE_INTEGER)) found.threshold = "too large an amount";
     if (!/^\d+$/.test(expires)) found.expires_after_minutes = "a whole number of minutes";
@@ -86,11 +88,10 @@ function PolicyForm({ path, policy, onDone }) {
     const body = { actions: ACTIONS.filter((a) => actions.has(a)), threshold: Number(minor),
       threshold_decimal_places: typedPlaces, expires_after_minutes: Number(expires) };
     // A service that keeps thresholds per currency: the named ones are kept as they are, the typed one
-    // is every other currency's.
-    const named = Object.entries(policy.thresholds || {}).filter(([c]) => c !== "*");
+    // is every other currency's (none typed: those wait whatever their amount).
     if (named.length) {
       delete body.threshold;
-      body.thresholds = { ...Object.fromEntries(named), "*": Number(minor) };
+      body.thresholds = { ...Object.fromEntries(named), ...(none ? {} : { "*": Number(minor) }) };
     }
     const saved = await action.run(() => api(path, { method: "PUT", body }));
     if (saved) onDone(true);
@@ -118,7 +119,7 @@ function PolicyForm({ path, policy, onDone }) {
             ...${shown.threshold || shown.thresholds ? { "aria-invalid": "true", "aria-describedby": "policy-threshold-hint policy-threshold-error" } : {}}
             onInput=${(e) => { setThreshold(e.currentTarget.value); action.edited(); }} />
           <p class="muted" id="policy-threshold-hint">An action whose amount is above it waits (in the records' own
-            currency${named.length ? `; ${named.map(([c]) => c).join(", ")} keep their own` : ""}). 0: every amount.</p>
+            currency${named.length ? `; ${named.map(([c]) => c).join(", ")} keep their own, and empty here: any other currency waits at any amount` : ""}). 0: every amount.</p>
           <${FieldError} id="policy-threshold" message=${shown.threshold || shown.thresholds} />
         </div>
         <div>
@@ -276,7 +277,7 @@ function PeriodClose({ close, reconciliationId, who, onReopened }) {
         <dt>Note</dt><dd>${close.note}</dd>
         <dt>Open at close</dt><dd>
           ${close.open_exceptions.length === 0 ? "no open exception" : html`<ul class="close-exceptions">
-            ${close.open_exceptions.map((e) => html`<li key=${e.id}><a href=${`#/exceptions/${e.id}`}>${e.title || `Exception ${e.id}`}</a>
+            ${close.open_exceptions.map((e) => html`<li key=${e.id}><a href=${`#/exceptions/${e.id}`}>${e.title || `Exception ${e.id}`}</a>${" "}
               (${plural(e.record_count, "record")} in the period; ${e.explained_by === "note" ? "explained by the note" : html`explained: ${e.explanation}`})</li>`)}
           </ul>`}</dd>
         <dt>Unmatched at close</dt><dd>${close.unmatched.length === 0 ? "none" : html`<ul class="close-money">${close.unmatched.map(moneyLine)}</ul>`}</dd>

@@ -135,6 +135,7 @@ def test_a_rejection_asks_for_a_reason_by_keyboard_and_changes_nothing(stack, pa
     page.wait_for_function("() => document.activeElement?.id === 'reject-reason'")
     assert page.get_by_label("Reason for rejecting").get_attribute("aria-invalid") == "true"
     assert serious_violations(page) == []
+    screenshot(page, "approval-detail")
     assert stack.request("GET", f"/approvals/{approval['id']}").json()["status"] == "pending"
     reason = f"Not ours to dismiss: the payout is due {made['suffix']}"
     page.keyboard.type(reason)
