@@ -173,14 +173,27 @@ def test_the_requester_sees_why_they_cannot_decide_their_own_request(stack, page
     assert stack.request("GET", f"/approvals/{approval['id']}").json()["status"] == "pending"
     assert page.problems == []
 
+    # A viewer reads it, is told who decides it, and gets no button either (the API refuses them too).
+    page.get_by_role("button", name="Sign out").click()
+    viewer = person(stack, "viewer")
+    sign_in(page, *viewer)  # back where the page was: the approval
+    detail_heading(page, approval["id"]).wait_for()
+    assert page.get_by_test_id("who").inner_text() == "Viewer person"
+    assert "An approver or admin decides it" in page.get_by_test_id("four-eyes").inner_text()
+    assert page.get_by_role("button", name="Approve").count() == 0
+    assert serious_violations(page) == []
+    assert as_person(stack, token_of(stack, *viewer), "POST", f"/approvals/{approval['id']}/approve").status_code == 403
+    assert page.problems == []
+
 
 def test_an_approval_decided_meanwhile_is_refused_and_shown_as_it_now_is(stack, page):
     made = world(stack)
     approval, _ = hold(stack, made, "dismissal")
+    other = token_of(stack, *person(stack, "approver"))  # before the page: it reads a pending one again every 15 s
     sign_in_as(stack, page, "approver", f"#/approvals/{approval['id']}")
     detail_heading(page, approval["id"]).wait_for()
-    other = role_approve(stack, approval["id"])
-    assert other["status"] == "approved", other
+    approved = as_person(stack, other, "POST", f"/approvals/{approval['id']}/approve")
+    assert approved.status_code == 200 and approved.json()["status"] == "approved", approved.text
     page.get_by_role("button", name="Approve").click()
     alert = page.get_by_role("alert").filter(has_text="Could not decide the approval")
     alert.wait_for()
@@ -189,13 +202,6 @@ def test_an_approval_decided_meanwhile_is_refused_and_shown_as_it_now_is(stack, 
     assert page.get_by_role("button", name="Approve").count() == 0
     assert serious_violations(page) == []
     assert unexpected(page.problems, 409) == []
-
-
-def role_approve(stack, approval_id: int) -> dict:
-    """Another approver approves it through the API."""
-    answer = as_person(stack, token_of(stack, *person(stack, "approver")), "POST", f"/approvals/{approval_id}/approve")
-    assert answer.status_code == 200, answer.text
-    return answer.json()
 
 
 def test_an_admin_sets_the_policy_closes_a_period_exports_its_report_and_reopens_it(stack, page):
