@@ -42,10 +42,9 @@ export function usePeople() {
   };
 }
 
-// The reconciliations' names by id (read once, every page).
-function useReconciliationNames() {
-  const { data } = useAll("reconciliations");
-  return new Map((data?.data || []).map((r) => [r.id, r.name]));
+// A reconciliation by name, a link to its page.
+function ReconciliationLink({ id, name }) {
+  return html`<a href=${`#/reconciliations/${id}`}>${name || `Reconciliation ${id}`}</a>`;
 }
 
 // What the approval acts on, as links: the exception, the match, the records of a manual match and,
@@ -84,8 +83,8 @@ function ApprovalList({ params }) {
   const reconciliationId = params.get("reconciliation_id") || "";
   const paging = usePaging();
   const who = usePeople();
-  const names = useReconciliationNames();
-  const reconciliations = useAll("reconciliations");
+  const reconciliations = useAll("reconciliations"); // every page: the filter's options and the rows' names
+  const names = new Map((reconciliations.data?.data || []).map((r) => [r.id, r.name]));
   useEffect(() => { paging.reset(); }, [status, reconciliationId]);
   const path = `approvals${query({ status: status === "all" ? "" : status, reconciliation_id: reconciliationId,
     limit: 25, cursor: paging.cursor })}`;
@@ -125,7 +124,7 @@ function ApprovalList({ params }) {
           ${rows.map((a) => html`<tr key=${a.id} data-approval-id=${a.id} data-status=${a.status}>
             <td><a href=${`#/approvals/${a.id}`}>${a.description}</a>
               <div class="muted">${ACTION_WORDS[a.action] || a.action} · approval ${a.id}</div></td>
-            <td><a href=${`#/reconciliations/${a.reconciliation_id}`}>${names.get(a.reconciliation_id) || `Reconciliation ${a.reconciliation_id}`}</a>
+            <td><${ReconciliationLink} id=${a.reconciliation_id} name=${names.get(a.reconciliation_id)} />
               <div><${Target} approval=${a} /></div></td>
             <td class="number">${amountOf(a)}</td>
             <td>by ${who(a.requested_by)}, <${When} iso=${a.requested_at} />
@@ -149,8 +148,8 @@ function ApprovalDetail({ id }) {
   const [reasonError, setReasonError] = useState("");
   const outcome = useRef(null);
   const who = usePeople();
-  const names = useReconciliationNames();
   const approval = shown || data;
+  const reconciliation = useApi(approval ? `reconciliations/${approval.reconciliation_id}` : null).data;
   useEffect(() => { if (data) setShown(null); }, [data]);
   usePoll((signal) => refresh(signal), REFRESH_MS, Boolean(approval && approval.status === "pending"));
 
@@ -224,7 +223,7 @@ function ApprovalDetail({ id }) {
     <dl class="facts approval-facts">
       <dt>Status</dt><dd data-testid="approval-status"><${StatusBadge} status=${approval.status} /></dd>
       <dt>Action</dt><dd>${ACTION_WORDS[approval.action] || approval.action}</dd>
-      <dt>Reconciliation</dt><dd><a href=${`#/reconciliations/${approval.reconciliation_id}`}>${names.get(approval.reconciliation_id) || `Reconciliation ${approval.reconciliation_id}`}</a></dd>
+      <dt>Reconciliation</dt><dd><${ReconciliationLink} id=${approval.reconciliation_id} name=${reconciliation?.name} /></dd>
       <dt>On</dt><dd><${Target} approval=${approval} /></dd>
       <dt>Amount</dt><dd>${amountOf(approval)}
         ${approval.threshold !== null && approval.threshold !== undefined

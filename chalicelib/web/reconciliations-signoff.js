@@ -30,11 +30,17 @@ function thresholdWords(policy) {
     currency=${currency} />`)}; ${any} in any other currency</span>`;
 }
 
-export function ApprovalPolicySection({ reconciliation }) {
+// Both sections, the people who closed, reopened or set the policy named from one read of the users.
+export function SignOffSections({ reconciliation }) {
+  const who = usePeople();
+  return html`<${ApprovalPolicySection} reconciliation=${reconciliation} who=${who} />
+    <${PeriodClosesSection} reconciliation=${reconciliation} who=${who} />`;
+}
+
+function ApprovalPolicySection({ reconciliation, who }) {
   const path = `reconciliations/${reconciliation.id}/approval_policy`;
   const { error, data, reload } = useApi(path);
   const [editing, setEditing] = useState(false);
-  const who = usePeople();
   const admin = can("admin");
   return html`
     <section aria-labelledby="policy-title" class="approval-policy">
@@ -149,12 +155,11 @@ function PolicyForm({ path, policy, onDone }) {
 
 const CLOSE_FIELDS = ["period_start", "period_end", "note"];
 
-export function PeriodClosesSection({ reconciliation }) {
+function PeriodClosesSection({ reconciliation, who }) {
   const paging = usePaging();
   const base = `reconciliations/${reconciliation.id}/period_closes`;
   const { loading, error, data, reload } = useApi(`${base}${query({ limit: 10, cursor: paging.cursor })}`);
   const [said, setSaid] = useState("");
-  const who = usePeople();
   const closer = can("approver");
   const done = (text) => { setSaid(text); reload(); };
   return html`
