@@ -288,3 +288,26 @@ def test_an_approver_closes_but_neither_edits_the_policy_nor_reopens(stack, page
     assert card.get_by_role("button", name=re.compile("^Reopen")).count() == 0
     assert serious_violations(page) == []
     assert page.problems == []
+
+
+def test_a_dismissal_held_on_the_exception_page_links_to_its_pending_approval(stack, page):
+    made = world(stack)
+    bank = made["bank"]
+    policy = stack.request("PUT", f"/reconciliations/{made['reconciliation']['id']}/approval_policy",
+                           {"actions": ["dismissal"], "threshold": 0})
+    assert policy.status_code == 200, policy.text
+    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
+    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
+    page.get_by_label("Change status to").select_option("dismissed")
+    page.get_by_role("button", name="Change status").click()
+    link = page.get_by_role("link", name=re.compile(r"^Open approval \d+$"))
+    link.wait_for()
+    approval_id = int(link.inner_text().rsplit(" ", 1)[1])
+    link.click()
+    detail_heading(page, approval_id).wait_for()
+    assert "Pending" in page.get_by_test_id("approval-status").inner_text()
+    assert page.get_by_role("link", name=f"Exception {bank['id']}").is_visible()
+    assert "another approver or admin must decide it" in page.get_by_test_id("four-eyes").inner_text()
+    assert serious_violations(page) == []
+    assert stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["status"] == "open"
+    assert page.problems == []
