@@ -3,8 +3,9 @@
 // /v1/session reads. Every URL here is relative to the page (…/v1/app), so it works under any stage.
 import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { hhmm, html, session as currentSession, setSession as keepSession } from "./api.js";
+import { api, hhmm, html, session as currentSession, setSession as keepSession } from "./api.js";
 import { AgentsPage } from "./agents.js";
+import { ApprovalsPage } from "./approvals.js";
 import { ExceptionsPage } from "./exceptions.js";
 import { ImportsPage } from "./imports.js";
 import { MatchesPage } from "./matches.js";
@@ -18,6 +19,7 @@ const PAGES = [
   { id: "overview", label: "Overview", Page: OverviewPage },
   { id: "exceptions", label: "Exceptions", Page: ExceptionsPage },
   { id: "matches", label: "Matches", Page: MatchesPage },
+  { id: "approvals", label: "Approvals", Page: ApprovalsPage },
   { id: "reconciliations", label: "Reconciliations", Page: ReconciliationsPage },
   { id: "imports", label: "Imports", Page: ImportsPage },
   { id: "stories", label: "Stories", Page: StoriesPage },
@@ -111,15 +113,40 @@ function SignIn({ onSignedIn, ended, notice }) {
 const ORDER = ["viewer", "preparer", "approver", "admin"];
 const visiblePages = (role) => PAGES.filter((p) => !p.role || ORDER.indexOf(role) >= ORDER.indexOf(p.role));
 
+// How many approvals are pending: one request (up to 100 of them) at each route change; "100+" beyond.
+// A failed read shows no count (the Approvals page says why).
+const PENDING_READ = 100;
+// A decision made on the Approvals page says "approvals-changed": the count is read again then too.
+function usePendingApprovals(routeKey) {
+  const [count, setCount] = useState(null);
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const changed = () => setTick((n) => n + 1);
+    addEventListener("approvals-changed", changed);
+    return () => removeEventListener("approvals-changed", changed);
+  }, []);
+  useEffect(() => {
+    const abort = new AbortController();
+    api(`approvals?status=pending&limit=${PENDING_READ}`, { signal: abort.signal })
+      .then((page) => setCount(page.next_cursor ? `${PENDING_READ}+` : String(page.data.length)))
+      .catch((error) => { if (error.name !== "AbortError") setCount(null); });
+    return () => abort.abort();
+  }, [routeKey, tick]);
+  return count;
+}
+
 function Header({ session, route, onSignOut }) {
   const { user } = session;
   const pages = visiblePages(user.role);
+  const pending = usePendingApprovals(`${route.page}/${route.path.join("/")}`); // not at each filter change
   return html`
     <header>
       <nav aria-label="Main">
         <ul>
           ${pages.map(({ id, label }) => html`
-            <li><a href=${`#/${id}`} aria-current=${route.page === id ? "page" : undefined}>${label}</a></li>`)}
+            <li><a href=${`#/${id}`} aria-current=${route.page === id ? "page" : undefined}>${label}${id === "approvals"
+              && pending && pending !== "0" && html` <span class="badge nav-count" data-testid="pending-approvals"><span
+                class="visually-hidden">, </span>${pending}<span class="visually-hidden"> pending</span></span>`}</a></li>`)}
         </ul>
       </nav>
       <p class="who">

@@ -316,6 +316,8 @@ export function ExceptionDetail({ id, route, session }) {
       ${exception.refresh_pending && html`<p class="muted">Its records are being brought up to date after a recent match.</p>`}
       <${Aggregates} a=${exception.aggregates} places=${exception.decimal_places} currency=${exception.currency} label="Aggregates" />
       <p class="status" role="status" tabindex="-1" ref=${statusLine} data-testid="exception-status-line">${message}</p>
+      ${/^Sent for approval: approval (\d+) /.test(message)
+        && html`<p><a href=${`#/approvals/${/approval (\d+)/.exec(message)[1]}`}>Open approval ${/approval (\d+)/.exec(message)[1]}</a></p>`}
       <${Problem} error=${failure} what="do that" />
       ${mayWork ? html`
         <section class="work" aria-labelledby="work-title">

@@ -1,9 +1,11 @@
 // Reconciliations (#/reconciliations, #/reconciliations/<id>): the list; one reconciliation's rules
-// (reconciliations-rules.js), a run started and watched live, and its runs history.
+// (reconciliations-rules.js), a run started and watched live, its runs history, and its approval
+// policy and period closes (reconciliations-signoff.js).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, percent, query } from "./api.js";
 import { duration, Pager, Problem, Status, useApi, usePaging, usePoll, When } from "./ui.js";
 import { RulesSection } from "./reconciliations-rules.js";
+import { SignOffSections } from "./reconciliations-signoff.js";
 
 const POLL_MS = 1000; // a run is read at most once a second while it is watched
 const ENDED = ["completed", "failed", "cancelled"];
@@ -63,6 +65,7 @@ function ReconciliationDetail({ id }) {
     <${RulesSection} reconciliation=${data} />
     <${RunSection} reconciliation=${data} onEnded=${ended} />
     <${RunHistory} reconciliationId=${data.id} tick=${historyTick} />
+    <${SignOffSections} reconciliation=${data} />
     <p><a href=${`#/matches?reconciliation_id=${data.id}&status=proposed`}>Proposed matches of this reconciliation</a></p>`;
 }
 

@@ -260,13 +260,16 @@ export function OnceSecret({ id, title, what, secret, onDone }) {
 // button's accessible name when its text alone is not enough ("Delete" -> "Delete <rule>"); while
 // `disabled` or `busy` a press does nothing (aria-disabled: the button keeps the focus). onYes() answers
 // true when done (the question goes), false to keep asking (its failure is shown by the caller).
-export function Confirm({ label, name, question, yes, onYes, busy, disabled }) {
+// `children` (a reason's labelled field) show inside the question, and the focus goes to their first
+// field instead of "Yes"; Escape inside the question is Cancel.
+export function Confirm({ label, name, question, yes, onYes, busy, disabled, children }) {
   const [asking, setAsking] = useState(false);
   const yesButton = useRef(null);
   const askButton = useRef(null);
+  const group = useRef(null);
   const wasAsking = useRef(false);
   useEffect(() => {
-    if (asking) yesButton.current?.focus();
+    if (asking) (group.current?.querySelector("textarea, input, select") || yesButton.current)?.focus();
     else if (wasAsking.current) askButton.current?.focus();
     wasAsking.current = asking;
   }, [asking]);
@@ -276,8 +279,10 @@ export function Confirm({ label, name, question, yes, onYes, busy, disabled }) {
       onClick=${() => { if (!disabled && !busy) setAsking(true); }}>${label}</button>`;
   }
   return html`
-    <span class="confirm" role="group" aria-label=${question}>
+    <span class="confirm" role="group" aria-label=${question} ref=${group}
+          onKeyDown=${(e) => { if (e.key === "Escape") { e.preventDefault(); setAsking(false); } }}>
       <span>${question}</span>
+      ${children}
       <button type="button" ref=${yesButton} class="danger" aria-disabled=${busy ? "true" : undefined}
               onClick=${async () => { if (!busy && await onYes()) setAsking(false); }}>${yes}</button>
       <button type="button" class="secondary" onClick=${() => setAsking(false)}>Cancel</button>

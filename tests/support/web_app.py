@@ -242,3 +242,15 @@ def downloaded_csv(group, stem: str) -> tuple[int, list[dict]]:
     assert answer.status_code == 200, answer.text
     export_id = int(re.search(rf"{stem}-(\d+)\.csv", link.inner_text()).group(1))
     return export_id, list(csv.DictReader(io.StringIO(answer.content.decode("utf-8"))))
+
+
+def tab_to(page, name: str, presses: int = 60) -> None:
+    """Press Tab, as a keyboard user does, until the focused control is named `name` (its aria-label,
+    else its text); fails after `presses` presses."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("() => { const e = document.activeElement;"
+                                " return e ? (e.getAttribute('aria-label') || e.textContent || '').trim() : ''; }")
+        if focused == name:
+            return
+    raise AssertionError(f"{name!r} was not reached with {presses} presses of Tab")
