@@ -191,8 +191,6 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
     group_by = _group_by(body.get("group_by"), cardinality, errors)
     conditions = _conditions(body.get("conditions"), errors)
     conversion = validate_conversion(body.get("conversion"), errors)
-    if conversion is not None and not any(c.field == "amount" for c in conditions):
-        errors.append(FieldError("conversion", "converts amounts: the rule needs an amount condition to compare them"))
     if errors:
         raise ValidationFailed(errors)
     assert isinstance(name, str) and cardinality is not None  # else an error was reported above

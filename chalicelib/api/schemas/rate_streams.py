@@ -10,7 +10,7 @@ from chalicelib.api.schemas.common import Description, Model, Name, QueryModel, 
 from chalicelib.domain.fx import KEY_PATTERN, MAX_RATE_DECIMALS, MAX_RATE_DIGITS, MAX_RATE_ROWS
 
 MAX_CSV_CHARACTERS = 1_000_000
-Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), Field(examples=["EUR"])]
 
 
 class CreateRateStream(RequestModel):

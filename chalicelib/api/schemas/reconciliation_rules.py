@@ -109,7 +109,7 @@ RuleConditions: TypeAlias = Annotated[Any, _documented(
     f"1 to {MAX_CONDITIONS} conditions, all must hold")]
 RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
 CONVERSION_SCHEMA: dict[str, Any] = {
-    "type": ["object", "null"], "required": ["rate_stream_key", "side", "to_currency"], "additionalProperties": False,
+    "type": "object", "required": ["rate_stream_key", "side", "to_currency"], "additionalProperties": False,
     "properties": {
         "rate_stream_key": {"type": "string", "pattern": FX_KEY_PATTERN.pattern, "examples": ["ecb"],
                             "description": "A rate stream of the environment (POST /v1/rate_streams)"},
@@ -118,15 +118,15 @@ CONVERSION_SCHEMA: dict[str, Any] = {
                         "description": "ISO 4217: the currency they are converted to (its minor units)"},
         "max_days_back": {"type": "integer", "minimum": 0, "maximum": MAX_DAYS_BACK, "default": DEFAULT_DAYS_BACK,
                           "description": "How many days before a record's date its rate may be"}}}
-RuleConversion: TypeAlias = Annotated[Any, _documented(CONVERSION_SCHEMA, (
+RuleConversion: TypeAlias = Annotated[Any, _documented({"anyOf": [CONVERSION_SCHEMA, {"type": "null"}]}, (
     "Currencies (docs/currencies.md): before the rule compares, the records of `side` are converted to "
     "`to_currency` at the rate of their date (the latest on or before it, at most max_days_back days "
     "earlier; the direct pair, else the reverse one applied as a division), rounded half to even to a "
     "minor unit, in integers; every amount condition then compares converted amounts (tolerances in "
     "to_currency's minor units) and `currency` reads to_currency. A record with no rate is left out of "
     "the rule (its near miss says which rate is missing). A match lists each converted record in "
-    "differences.conversions: amount, rate, pair, rate_date and converted_amount. Needs an amount "
-    "condition; null removes it."))]
+    "differences.conversions: amount, rate, pair, rate_date and converted_amount. null removes "
+    "it."))]
 
 
 class RuleBody(RequestModel):
