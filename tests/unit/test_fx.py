@@ -122,8 +122,8 @@ def test_the_columnar_conversion_is_the_exact_one_for_every_amount_and_rate(case
                           "scale": [c[3].scale for c in cases], "inverted": [c[4] for c in cases]},
                          schema={"amount": pl.Int64, "from": pl.Int32, "to": pl.Int32, "mantissa": pl.Int64,
                                  "scale": pl.Int32, "inverted": pl.Boolean})
-    got = frame.select(converted_amount(pl.col("amount"), pl.col("from"), pl.col("to"), pl.col("mantissa"),
-                                        pl.col("scale"), pl.col("inverted")))["amount"].to_list()
+    got = converted_amount(frame, pl.col("amount"), pl.col("from"), pl.col("to"), pl.col("mantissa"),
+                           pl.col("scale"), pl.col("inverted")).to_list()
     for (amount, from_places, to_places, rate, inverted), columnar in zip(cases, got, strict=True):
         reference = exact(amount, from_places, to_places, rate, inverted)
         assert convert(amount, from_places, to_places, rate, inverted) == reference
@@ -282,3 +282,31 @@ def test_a_converting_rule_is_never_split_on_currency_or_amount():
     assert [k.field for k in plan_partitions([plain], 4).keys] == ["currency"]
     refused = plan_partitions([plain, converting], 4, records((1, 1, "EUR", 2, D), (2, 5, "EUR", 2, D + timedelta(9))))
     assert not refused.keys and refused.axis in (None, "date")
+
+
+def test_a_run_in_partitions_matches_across_currencies_as_one_piece_does():
+    """Hashed on the reference both rules share (never on currency or amount): each partition
+    carries its records' converted amounts, and the merge is the single engine's answer."""
+    from chalicelib.domain.matching.partition import match_partitioned
+
+    reference = {"field": "external_id", "operator": "equals"}
+    converting = rule_of({**RULE, "conditions": [*RULE["conditions"], reference]}, rule_id=2)
+    plain = rule_of({**RULE, "conversion": None, "conditions": [*RULE["conditions"], reference]}, rule_id=1)
+    rates = the_rates((D, "EUR", "USD", "1.0842"), (D, "USD", "JPY", "150.5"))
+    rows_a = [(i, 10_000 + i, ("EUR", "JPY", "USD")[i % 3], 0 if i % 3 == 1 else 2, D) for i in range(300)]
+    side_a = records(*rows_a).with_columns(external_id=pl.format("ref-{}", pl.col("id") % 50))
+    targets = [convert(a, p, 2, parse_rate("1.0842" if c == "EUR" else "150.5"), c == "JPY") if c != "USD" else a
+               for _, a, c, p, _ in rows_a]
+    side_b = records(*((1_000 + i, t + (i % 4 == 0), "USD", 2, D) for i, t in enumerate(targets))).with_columns(
+        external_id=pl.format("ref-{}", (pl.col("id") - 1_000) % 50))
+    a, b = engine_frames(converted(side_a, converting, rates), side_b)
+    plan = plan_partitions([plain, converting], 4)
+    assert [k.field for k in plan.keys] == ["external_id"]
+
+    whole = match_records(a, b, [plain, converting])
+    parts = match_partitioned(a, b, [plain, converting], plan).outcome
+
+    assert whole.matches.height > 100
+    assert parts.matches.to_dicts() == whole.matches.to_dicts()
+    assert parts.members.to_dicts() == whole.members.to_dicts()
+    assert any('"conversions"' in d for d in parts.matches["differences"].to_list())

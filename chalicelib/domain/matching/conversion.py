@@ -61,24 +61,30 @@ def rates_frame(rows: Sequence[RateRow]) -> pl.DataFrame:
 
 
 def _pow10(exponent: pl.Expr) -> pl.Expr:
-    return exponent.replace_strict(POWERS, return_dtype=pl.Int64).cast(pl.Int128)
+    return pl.lit(10, dtype=pl.Int64).pow(exponent.cast(pl.UInt32)).cast(pl.Int128)
 
 
-def converted_amount(amount: pl.Expr, from_places: pl.Expr, to_places: pl.Expr, mantissa: pl.Expr,
-                     scale: pl.Expr, inverted: pl.Expr) -> pl.Expr:
-    """fx.convert, vectorised: amount * mantissa / 10**scale (or amount * 10**scale / mantissa when
-    `inverted`), moved from `from_places` to `to_places` decimals, rounded half to even; in Int128,
-    null past Int64."""
-    up = _pow10(pl.max_horizontal(to_places - from_places, pl.lit(0)))
-    down = _pow10(pl.max_horizontal(from_places - to_places, pl.lit(0)))
-    amount128, mantissa128, power = amount.cast(pl.Int128), mantissa.cast(pl.Int128), _pow10(scale)
-    numerator = pl.when(inverted).then(amount128 * power * up).otherwise(amount128 * mantissa128 * up)
-    denominator = pl.when(inverted).then(mantissa128 * down).otherwise(power * down)
-    quotient = numerator // denominator
-    twice = 2 * (numerator - quotient * denominator)
-    rounded = quotient + pl.when((twice > denominator) | ((twice == denominator) & (quotient % 2 == 1))
-                                 ).then(pl.lit(1, dtype=pl.Int128)).otherwise(pl.lit(0, dtype=pl.Int128))
-    return pl.when(rounded <= INT64_MAX).then(rounded).cast(pl.Int64)
+def converted_amount(frame: pl.DataFrame, amount: pl.Expr, from_places: pl.Expr, to_places: pl.Expr,
+                     mantissa: pl.Expr, scale: pl.Expr, inverted: pl.Expr) -> pl.Series:
+    """fx.convert, columnar, over `frame`'s rows: amount * mantissa / 10**scale (or amount * 10**scale /
+    mantissa when `inverted`), moved from `from_places` to `to_places` decimals, rounded half to
+    even; in Int128, null past Int64 (and where a rate is null). In stages, each column computed once."""
+    staged = frame.select(
+        _amount=amount.cast(pl.Int128), _mantissa=mantissa.cast(pl.Int128), _power=_pow10(scale),
+        _up=_pow10(pl.max_horizontal(to_places - from_places, pl.lit(0))),
+        _down=_pow10(pl.max_horizontal(from_places - to_places, pl.lit(0))), _inverted=inverted)
+    staged = staged.select(
+        _numerator=pl.when("_inverted").then(pl.col("_amount") * pl.col("_power") * pl.col("_up"))
+        .otherwise(pl.col("_amount") * pl.col("_mantissa") * pl.col("_up")),
+        _denominator=pl.when("_inverted").then(pl.col("_mantissa") * pl.col("_down"))
+        .otherwise(pl.col("_power") * pl.col("_down")))
+    staged = staged.with_columns(_quotient=pl.col("_numerator") // pl.col("_denominator"))
+    staged = staged.with_columns(_twice=2 * (pl.col("_numerator") - pl.col("_quotient") * pl.col("_denominator")))
+    up = (pl.col("_twice") > pl.col("_denominator")) | (
+        (pl.col("_twice") == pl.col("_denominator")) & (pl.col("_quotient") % 2 == 1))
+    rounded = staged.select(_rounded=pl.col("_quotient") + up.cast(pl.Int128))
+    return rounded.select(pl.when(pl.col("_rounded") <= INT64_MAX).then(pl.col("_rounded"))
+                          .cast(pl.Int64).alias("amount")).to_series()
 
 
 def decimal_text(minor: pl.Expr, places: pl.Expr) -> pl.Expr:
@@ -114,10 +120,11 @@ def conversion_columns(frame: pl.DataFrame, rule_id: int, conversion: Conversion
              .filter(pl.col("rate_date") >= pl.col("date") - timedelta(days=conversion.max_days_back)))
     joined = frame.select("currency", "date", "amount", "decimal_places").join(
         found, on=["currency", "date"], how="left", maintain_order="left")
-    converted = converted_amount(pl.col("amount"), pl.col("decimal_places"), pl.lit(to_places), pl.col("mantissa"),
-                                 pl.col("scale"), pl.col("inverted"))
+    joined = joined.with_columns(_rate_amount=converted_amount(
+        joined, pl.col("amount"), pl.col("decimal_places"), pl.lit(to_places), pl.col("mantissa"), pl.col("scale"),
+        pl.col("inverted")))
     same = pl.col("currency") == to
-    amount = pl.when(same).then(pl.col("amount")).otherwise(converted)
+    amount = pl.when(same).then(pl.col("amount")).otherwise(pl.col("_rate_amount"))
     note = pl.struct(
         from_currency="currency", amount=decimal_text(pl.col("amount"), pl.col("decimal_places")),
         to_currency=pl.lit(to), converted_amount=decimal_text(pl.col("_converted"), pl.lit(to_places)),
