@@ -7,7 +7,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.domain.errors import ValidationFailed
@@ -219,6 +219,7 @@ def test_a_record_matches_the_exact_converted_amount_and_not_a_cent_beside_it(eu
     rates = {"ecb": rates_frame([RateRow(D, "EUR", "USD", rate)])}
     side_a = converted(records(*((i, e, "EUR", 2, D) for i, e in enumerate(euros))), rule, rates)
     targets = [convert(e, 2, 2, rate) for e in euros]
+    assume(max(targets) < 2 ** 62)  # amounts a record can hold (the overflow itself: the test above)
     for shift in (0, 1, -1):
         side_b = records(*((10_000 + i, t + shift, "USD", 2, D) for i, t in enumerate(targets) if t + shift >= 0))
         a, b = engine_frames(side_a, side_b)

@@ -191,8 +191,11 @@ def rule_pools(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame) -> tuple[
         return pool_a, pool_b
     amount = column(rule.id, "amount")
     pool = pool_a if conversion.engine_side == "a" else pool_b
+    # The notes (long texts) are left behind, and read after the match by `noted`: carried through the
+    # units and pairs they cost as much as the match itself.
     pool = pool.filter(pl.col(amount).is_not_null()).with_columns(
-        pl.col(amount).alias("amount"), pl.lit(conversion.to_currency).alias("currency"))
+        pl.col(amount).alias("amount"), pl.lit(conversion.to_currency).alias("currency"),
+        pl.lit(None, dtype=pl.Utf8).alias(column(rule.id, "note")))
     return (pool, pool_b) if conversion.engine_side == "a" else (pool_a, pool)
 
 
@@ -217,8 +220,9 @@ def noted(rule: Rule, matches: pl.DataFrame, members: pl.DataFrame, pool_a: pl.D
              .join(pool.select(pl.col("id").alias("record_id"), pl.col(note).alias("note")), on="record_id")
              .drop_nulls("note").sort("m", "record_id")
              .with_columns(note=pl.concat_str([pl.lit('{"record_id":'), pl.col("record_id").cast(pl.Utf8),
-                                               pl.lit(","), pl.col("note").str.strip_prefix("{")]))
-             .group_by("m", maintain_order=True).agg(pl.col("note").str.join(",")))
+                                               pl.lit(","), pl.col("note").str.strip_prefix("{")])))
+    if not notes["m"].is_unique().all():  # several converted members in a match: one list each
+        notes = notes.group_by("m", maintain_order=True).agg(pl.col("note").str.join(","))
     return (matches.join(notes, on="m", how="left", maintain_order="left")
             .with_columns(differences=pl.when(pl.col("note").is_null()).then(pl.col("differences")).otherwise(
                 pl.concat_str([pl.col("differences").str.strip_suffix("}"), pl.lit(',"conversions":['),

@@ -58,7 +58,7 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
         if found.matches.is_empty():
             continue
         status = "confirmed" if plan.rule.definition.auto_confirm and not found.proposed_only else "proposed"
-        found_matches = conversion.noted(plan.rule, found.matches, found.members, rule_a, rule_b)
+        found_matches = conversion.noted(plan.rule, found.matches, found.members, pool_a, pool_b)
         match_parts.append(found_matches.select(
             match_no=pl.col("m") + matched_so_far, rule_id=pl.lit(plan.rule_id, dtype=pl.Int64),
             status=pl.lit(status), group_key="group_key", differences="differences"))
