@@ -1,6 +1,7 @@
 """Currencies over HTTP (on moto): rate streams of reference rates imported from CSV, and rules that
 convert one side at the rate of each record's date, so records of different currencies match; the
 match and the near misses say the rate and the converted amount (docs/currencies.md)."""
+from chalicelib.domain.fx import convert, parse_rate
 from chalicelib.services.api_keys import create_key
 from tests.integration.conftest import record
 
@@ -218,3 +219,26 @@ def test_an_environments_rates_never_serve_another(api, services, worker, ingest
     assert a_detail["differences"]["conversions"][0]["converted_amount"] == "108.42"
     assert api.get("/v1/rate_streams/fx", key=other).status_code == 200
     assert api.get("/v1/rate_streams/fx").status_code == 404
+
+
+def test_a_run_that_fans_out_converts_in_every_partition(api, services, ingest, reconciliation):
+    """Forced past one function (tests/integration/test_run_fanout.py): a date range plan (never
+    currency or amount), each partition carrying its records' converted amounts."""
+    from tests.integration.test_run_fanout import fan_out
+
+    rate_stream(api, csv="date,base,quote,rate\n" + "".join(
+        f"2026-11-{day:02d},EUR,USD,1.{day:02d}\n" for day in range(1, 29)))
+    add_rule(api, reconciliation)
+    bank = ingest(*(record("bank", n, 10_000 + n, f"2026-11-{1 + n:02d}", currency="EUR") for n in range(20)))
+    ingest(*(record("ledger", n, convert(10_000 + n, 2, 2, parse_rate(f"1.{1 + n:02d}")) + (n % 5 == 0),
+                    f"2026-11-{1 + n:02d}", currency="USD") for n in range(20)))
+    fan_out(services)
+
+    done = run(api, reconciliation)
+
+    assert services.runs.get("acme", done["id"]).partitions >= 2
+    notes = [api.get(f"/v1/reconciliation_matches/{m['id']}").json_body["differences"]["conversions"][0]
+             for m in matches_of(api, reconciliation)]
+    assert len(notes) == 20
+    assert {n["record_id"] for n in notes} == set(bank)
+    assert all(n["rate_date"] == f"2026-11-{bank.index(n['record_id']) + 1:02d}" for n in notes)
