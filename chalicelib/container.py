@@ -59,6 +59,7 @@ from chalicelib.services.ports import AgentLimits, IdentityProvider, Limits, Por
 from chalicelib.settings import Settings, current_settings
 
 if TYPE_CHECKING:
+    from chalicelib.adapters.dynamodb.rate_streams import RateStreamRepository
     from chalicelib.adapters.identity import CognitoIdentity
     from chalicelib.services.export_ports import ExportPorts
 
@@ -332,7 +333,14 @@ class Container:
             period_closes=self.period_closes,
             stopping=self.stop_requested.is_set, approvals=self.approvals,
             service_levels=self.service_levels,
+            rate_streams=self.rate_streams,
         )
+
+    @cached_property
+    def rate_streams(self) -> RateStreamRepository:
+        from chalicelib.adapters.dynamodb.rate_streams import RateStreamRepository
+
+        return RateStreamRepository(self.table)
 
     @cached_property
     def export_ports(self) -> ExportPorts:

@@ -130,6 +130,10 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
         "routing_rule.updated", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
     ("DELETE", "/reconciliations/{id}/routing_rules/{rule_id}"): Audited(
         "routing_rule.deleted", "routing_rule", "rule_id", params={"id": "reconciliation_id"}),
+    # Reference exchange rates (docs/currencies.md): an import's counts, not its rows.
+    ("POST", "/rate_streams"): Audited("rate_stream.created", "rate_stream", id_field="key"),
+    ("POST", "/rate_streams/{key}/rates"): Audited("rate_stream.rates_imported", "rate_stream", "key", fields={
+        "rows": "rows", "created": "created", "replaced": "replaced"}),
 }
 # A request whose action now waits for an approver changed nothing: its entry is the approval's
 # `approval.requested` (services/approvals.py notes this, and announces it).

@@ -46,6 +46,7 @@ IDEMPOTENT_OPERATIONS = {
 RESPONSE_ID = "$response.body#/id"
 READS_OF_CREATES: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {
     ("POST", "/data_streams"): [("get_data_streams_key", {"key": "$response.body#/key"})],
+    ("POST", "/rate_streams"): [("get_rate_streams_key", {"key": "$response.body#/key"})],
     ("POST", "/records/bulk"): [("get_bulk_requests_id", {"id": RESPONSE_ID}),
                                 ("get_file_imports_id_results", {"id": RESPONSE_ID})],
     ("POST", "/reconciliation_exceptions/bulk"): [("get_bulk_actions_id", {"id": RESPONSE_ID})],

@@ -23,8 +23,8 @@ from chalicelib.container import container
 from chalicelib.domain.data_streams import DataStream
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.rules import Rule
+from chalicelib.services import rate_streams, reconciliation_runs
 from chalicelib.services import reconciliation_rules as rule_service
-from chalicelib.services import reconciliation_runs
 from chalicelib.services import reconciliations as service
 
 router = Router("reconciliations")
@@ -147,6 +147,7 @@ def update_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
     body: RuleBody = request.body
     ports = container().ports
     changes = body.given()
+    rate_streams.check_conversion_change(ports, request.environment, changes)
     rule = rule_service.update_rule(ports.reconciliation_rules, request.environment,
                                     numeric_id(id, "reconciliation rule"), changes)
     reconciliation_runs.after_rule_saved(ports, request.environment, rule, set(changes))

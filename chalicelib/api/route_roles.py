@@ -149,6 +149,13 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): VIEWER,
     ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
     ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
+    # Reference exchange rates (docs/currencies.md): a stream is a setting; its rates are imported
+    # like files (by a preparer), and read by all.
+    ("POST", "/v1/rate_streams"): ADMIN,
+    ("GET", "/v1/rate_streams"): VIEWER,
+    ("GET", "/v1/rate_streams/{key}"): VIEWER,
+    ("POST", "/v1/rate_streams/{key}/rates"): PREPARER,
+    ("GET", "/v1/rate_streams/{key}/rates"): VIEWER,
 }
 
 

@@ -124,4 +124,9 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "get_routing_rule", False),
     ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "update_routing_rule", False),
     ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "delete_routing_rule", False),
+    ("POST", "/v1/rate_streams", "rate_streams", "create_rate_stream", False),
+    ("GET", "/v1/rate_streams", "rate_streams", "list_rate_streams", False),
+    ("GET", "/v1/rate_streams/{key}", "rate_streams", "get_rate_stream", False),
+    ("POST", "/v1/rate_streams/{key}/rates", "rate_streams", "import_rates", False),
+    ("GET", "/v1/rate_streams/{key}/rates", "rate_streams", "list_rates", False),
 )

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, TypeGuard, TypeVar
 
 from chalicelib.domain.errors import FieldError, ValidationFailed, shown
+from chalicelib.domain.fx import Conversion, validate_conversion
 
 MAX_NAME = 200
 MAX_PRIORITY = 1_000_000
@@ -139,18 +140,22 @@ class RuleDefinition:
     group_by: GroupBy = field(default_factory=GroupBy)
     auto_confirm: bool = True
     active: bool = True
+    conversion: Conversion | None = None  # currencies: converts one side first (domain/fx.py)
 
     def as_body(self) -> dict[str, Any]:
-        return {"name": self.name, "priority": self.priority, "cardinality": self.cardinality.value,
+        body = {"name": self.name, "priority": self.priority, "cardinality": self.cardinality.value,
                 "group_by": self.group_by.as_body(), "conditions": [c.as_body() for c in self.conditions],
                 "auto_confirm": self.auto_confirm, "active": self.active}
+        if self.conversion is not None:
+            body["conversion"] = self.conversion.as_body()
+        return body
 
     def patched(self, changes: Mapping[str, Any]) -> RuleDefinition:
         """This definition with a PATCH body's fields replaced, checked whole again."""
         return validate_rule({**self.as_body(), **{k: v for k, v in changes.items() if k in RULE_FIELDS}})
 
 
-RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active")
+RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active", "conversion")
 
 
 @dataclass(frozen=True)
@@ -185,12 +190,14 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
             errors.append(FieldError(flag, "must be true or false"))
     group_by = _group_by(body.get("group_by"), cardinality, errors)
     conditions = _conditions(body.get("conditions"), errors)
+    conversion = validate_conversion(body.get("conversion"), errors)
     if errors:
         raise ValidationFailed(errors)
     assert isinstance(name, str) and cardinality is not None  # else an error was reported above
     return RuleDefinition(name=name.strip(), priority=priority, cardinality=cardinality,
                           conditions=conditions, group_by=group_by,
-                          auto_confirm=body.get("auto_confirm", True), active=body.get("active", True))
+                          auto_confirm=body.get("auto_confirm", True), active=body.get("active", True),
+                          conversion=conversion)
 
 
 def _group_by(raw: Any, cardinality: Cardinality | None, errors: list[FieldError]) -> GroupBy:

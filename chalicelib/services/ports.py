@@ -74,6 +74,7 @@ from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDeliv
 
 if TYPE_CHECKING:  # the frame type only: services never import polars (the app runs without it)
     from chalicelib.domain.matching.frames import Frame
+    from chalicelib.services.rate_streams import RateStreams
     from chalicelib.services.service_level_ports import ServiceLevelStore
 
 # A message or an execution's input: ids and names only.
@@ -797,3 +798,5 @@ class Ports:
     approvals: Approvals | None = None
     # Service levels and routing (services/service_levels.py, routing.py); None: not wired (fakes).
     service_levels: ServiceLevelStore | None = None
+    # Reference exchange rates for rules that convert currencies (services/rate_streams.py); None: not wired.
+    rate_streams: RateStreams | None = None

@@ -6,13 +6,14 @@ from typing import Any
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.rules import Rule, validate_rule
-from chalicelib.services import audit
+from chalicelib.services import audit, rate_streams
 from chalicelib.services.ports import Ports, ReconciliationRules
 
 
 def create_rule(ports: Ports, environment: str, reconciliation_id: int, body: Mapping[str, Any]) -> Rule:
     ports.reconciliations.get(environment, reconciliation_id)
     definition = validate_rule(body)
+    rate_streams.check_rule_streams(ports, environment, definition)
     now = utc_now()
     rule = Rule(environment=environment, id=ports.reconciliation_rules.next_id(environment),
                 reconciliation_id=reconciliation_id, definition=definition, created_at=now, updated_at=now)

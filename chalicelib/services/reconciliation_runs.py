@@ -676,7 +676,9 @@ def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, 
         frames.append(period_closes.open_outside_closed(ports, environment, reconciliation.id,
                                                         frame.drop("status")))  # a closed period's stay open
         limit = None if limit is None else limit - frame.height
-    return frames[0], frames[1]
+    from chalicelib.services import rate_streams  # converting rules' amounts (docs/currencies.md)
+
+    return rate_streams.add_conversions(ports, environment, rules, frames[0], frames[1])
 
 
 def _at_most(pages: Iterable[RecordColumns], limit: int | None) -> Iterable[RecordColumns]:

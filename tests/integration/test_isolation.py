@@ -14,6 +14,13 @@ PD = "/data_stream_property_definitions"
 SL = "/v1/reconciliations/{reconciliation_id}/service_levels"
 RR = "/v1/reconciliations/{reconciliation_id}/routing_rules"
 CASES = {
+    # Reference exchange rates (tests/integration/test_rate_streams.py: a rule and a run of B never use A's)
+    ("POST", "/rate_streams"): ("POST", "/v1/rate_streams", {"key": "ecb", "name": "B's rates"}, "creates"),
+    ("GET", "/rate_streams"): ("GET", "/v1/rate_streams", None, "lists_nothing"),
+    ("GET", "/rate_streams/{key}"): ("GET", "/v1/rate_streams/ecb", None, 404),
+    ("POST", "/rate_streams/{key}/rates"): ("POST", "/v1/rate_streams/ecb/rates", {
+        "csv": "date,base,quote,rate\n2026-11-01,EUR,USD,9.99\n"}, 404),
+    ("GET", "/rate_streams/{key}/rates"): ("GET", "/v1/rate_streams/ecb/rates", None, 404),
     ("POST", "/data_streams"): ("POST", "/v1/data_streams", {"key": "bank", "name": "B's own"}, "creates"),
     ("GET", "/data_streams"): ("GET", "/v1/data_streams", None, "lists_nothing"),
     ("GET", "/data_streams/{key}"): ("GET", "/v1/data_streams/bank", None, 404),
@@ -190,7 +197,8 @@ CASES = {
 # (module_state_unchanged fails any of them that changes it).
 MUTATING = {("POST", "/data_streams"), ("POST", "/records/bulk"), ("POST", "/file_imports"),
             ("POST", "/webhook_endpoints"), ("POST", "/users"), ("POST", "/api_keys"),
-            ("POST", "/reconciliation_exceptions/bulk"), ("POST", "/reconciliation_matches/bulk")}
+            ("POST", "/reconciliation_exceptions/bulk"), ("POST", "/reconciliation_matches/bulk"),
+            ("POST", "/rate_streams")}
 OTHER_LISTS = ["/v1/records?status=unreconciled", "/v1/records?external_id=a-1",
                "/v1/records?file_import_id={bulk_request_id}", "/v1/records?reconciliation_match_id={match_id}",
                "/v1/audit_events?resource_type=data_stream&resource_id=bank",
@@ -226,6 +234,9 @@ def build_world(api, services, worker):
     """Environment A ('acme') owns a stream, a definition, a bulk request and its record;
     B ('globex') is a different environment with nothing."""
     assert api.post("/v1/data_streams", {"key": "bank", "name": "A's bank"}).status_code == 201
+    assert api.post("/v1/rate_streams", {"key": "ecb", "name": "A's rates"}).status_code == 201
+    assert api.post("/v1/rate_streams/ecb/rates", {"csv": "date,base,quote,rate\n2026-11-01,EUR,USD,1.08\n"}
+                    ).status_code == 200
     definition = api.post(f"/v1{PD}", {"key": "ref", "name": "Ref", "type": "string",
                                        "data_stream_key": "bank"}).json_body
     bulk = api.post("/v1/records/bulk", {"records": [{"date": "2026-11-01", "data_stream_key": "bank", "amount": 5,
@@ -303,6 +314,8 @@ def _a_webhook_delivery(services, endpoint_id):
 
 def _a_still_has_everything(api, world):
     assert api.get("/v1/data_streams/bank").json_body["name"] == "A's bank"
+    assert api.get("/v1/rate_streams/ecb/rates").json_body["data"] == [
+        {"date": "2026-11-01", "base": "EUR", "quote": "USD", "rate": "1.08"}]
     assert api.get(f"/v1{PD}/{world['definition_id']}").json_body["name"] == "Ref"
     assert api.get(f"/v1/records/{world['record_id']}").json_body["amount"] == 5
     assert api.get("/v1/data_streams/bank").json_body["records_count"] == 1

@@ -47,6 +47,8 @@ def _build_world(api, worker, services):
     edited = add_user(services.users, "acme", EDITED_SUB)
     for key in ("bank", "ledger"):
         _ok(api.post("/v1/data_streams", {"key": key, "name": key.title()}))
+    # A rate stream keyed as the paths' {key} are, for rules that convert and imports of rates.
+    _ok(api.post("/v1/rate_streams", {"key": "bank", "name": "Rates"}))
     _ok(api.post("/v1/data_stream_property_definitions", {"key": "ref", "name": "Ref", "type": "string",
                                                           "data_stream_key": "bank", "optional": True}))
     recon = _ok(api.post("/v1/reconciliations", {"name": "R", "run_type": "batch", "side_a_stream_keys": ["bank"],
@@ -90,7 +92,9 @@ def _build_world(api, worker, services):
              "metadata": {"ref": "R-1", "invoice_id": 1, "Payer-Ref": 1},
              "mentions": [{"type": "reconciliation", "id": recon["id"], "label": "R"}],
              # Whom an assignment and a comment name: an active user (sent by an API key, a comment names its author).
-             "user_id": user.id, "idp_user_id": USER_SUB, "author_idp_id": USER_SUB, "user_ids": [user.id]}
+             "user_id": user.id, "idp_user_id": USER_SUB, "author_idp_id": USER_SUB, "user_ids": [user.id],
+             # A rule's conversion names a rate stream of the world's; an import, rows it can take.
+             "rate_stream_key": "bank", "to_currency": "USD", "csv": "date,base,quote,rate\n2026-11-02,EUR,USD,1.0842\n"}
     return {"path_ids": path_ids, "known": known}
 
 
@@ -162,8 +166,8 @@ def _sent(world, document, method, path, where, instances):
     return [(instance, _send(world, method, path, operation, instance, where)) for instance in instances]
 
 
-BODY_OPERATIONS_OF_THE_APP = 37  # so that a route table that lost its bodies cannot pass by testing nothing
-QUERY_OPERATIONS_OF_THE_APP = 28
+BODY_OPERATIONS_OF_THE_APP = 39  # so that a route table that lost its bodies cannot pass by testing nothing
+QUERY_OPERATIONS_OF_THE_APP = 29
 
 
 def test_every_operation_with_a_body_or_a_query_is_covered(api):

@@ -123,6 +123,28 @@ def data_stream_index(environment: str, stream_id: int) -> dict[str, str]:
     return GSI1.key(data_streams_index_pk(environment), _id(stream_id))
 
 
+# Rate streams: reference exchange rates (docs/currencies.md) ---------------------------------
+
+RATE_PREFIX = "RATE#"
+
+
+def rate_stream(environment: str, key: str) -> dict[str, str]:
+    return {"pk": f"{env_prefix(environment)}#RS#{key}", "sk": "RS"}
+
+
+def rate_streams_index_pk(environment: str) -> str:
+    return f"{env_prefix(environment)}#RS"
+
+
+def rate_stream_index(environment: str, key: str) -> dict[str, str]:
+    return GSI1.key(rate_streams_index_pk(environment), key)
+
+
+def rate(environment: str, key: str, base: str, quote: str, day: date) -> dict[str, str]:
+    """One day's rate of a pair, in its stream's partition: a stream's rates are one query."""
+    return {"pk": rate_stream(environment, key)["pk"], "sk": f"{RATE_PREFIX}{base}#{quote}#{day.isoformat()}"}
+
+
 # Property definitions -------------------------------------------------------------------
 
 PROPERTY_GUARD_PREFIX = "PDKEY#"

@@ -11,7 +11,9 @@ Measure = int | float | str | None
 
 
 class FailedConditionOut(Model):
-    condition: int = Field(description="Position of the condition in the rule's `conditions`, from 0")
+    condition: int | None = Field(description=(
+        "Position of the condition in the rule's `conditions`, from 0; null for a converting rule's missing "
+        "rate (operator `convert`: the record has no rate of its date, docs/currencies.md)"))
     field: str
     side_b_field: str | None = None
     operator: str
@@ -36,6 +38,21 @@ class FailedConditionOut(Model):
     message: str = Field(description='e.g. "amount off by 1.50 USD, 1.00 USD more than the 0.50 USD allowed"')
 
 
+class ConversionNoteOut(Model):
+    """How a converting rule turned a record's amount into the rule's currency (docs/currencies.md)."""
+    record: Literal["subject", "candidate"] | None = None
+    record_id: int | None = None
+    from_currency: str
+    amount: str = Field(description="The record's own amount, an exact decimal")
+    to_currency: str
+    converted_amount: str = Field(description="amount * rate (or / rate when inverted), rounded half to even to a "
+                                              "minor unit of to_currency, an exact decimal")
+    rate: str = Field(description="The rate used, an exact decimal as imported")
+    pair: str = Field(description="The pair the rate is of, BASE/QUOTE", examples=["EUR/USD"])
+    inverted: bool = Field(description="true when only the reverse pair had a rate: the amount was divided by it")
+    rate_date: str = Field(description="The day of the rate: the latest on or before the record's date")
+
+
 class NearMissOut(Model):
     side: Literal["a", "b"] = Field(description="The side of the unmatched record")
     record_id: int
@@ -54,6 +71,9 @@ class NearMissOut(Model):
         "each from 0 to 1 (docs/near-misses.md). The closest candidate fails the fewest conditions, then has the "
         "smallest distance, then the smallest amount difference, date difference and id"))
     failed_conditions: list[FailedConditionOut]
+    conversions: list[ConversionNoteOut] | None = Field(default=None, description=(
+        "A converting rule's conversions behind the amounts compared (docs/currencies.md): this record's "
+        "(`record` subject) and/or the candidate's; absent for a rule that converts nothing"))
 
 
 class ConditionNearMissesOut(Model):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeAlias
 
-from pydantic import ConfigDict, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from chalicelib.api.schemas.common import Model, RequestModel, Timestamp, documented, unchanged_when_absent, when
+from chalicelib.domain.fx import DEFAULT_DAYS_BACK, MAX_DAYS_BACK
+from chalicelib.domain.fx import KEY_PATTERN as FX_KEY_PATTERN
 from chalicelib.domain.rules import (
     MAX_CONDITIONS,
     MAX_DAYS,
@@ -106,6 +108,25 @@ RuleConditions: TypeAlias = Annotated[Any, _documented(
     {"type": "array", "items": {"anyOf": _condition_schemas()}, "minItems": 1, "maxItems": MAX_CONDITIONS},
     f"1 to {MAX_CONDITIONS} conditions, all must hold")]
 RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
+CONVERSION_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["rate_stream_key", "side", "to_currency"], "additionalProperties": False,
+    "properties": {
+        "rate_stream_key": {"type": "string", "pattern": FX_KEY_PATTERN.pattern, "examples": ["ecb"],
+                            "description": "A rate stream of the environment (POST /v1/rate_streams)"},
+        "side": {"type": "string", "enum": ["side_a", "side_b"], "description": "Whose records are converted"},
+        "to_currency": {"type": "string", "pattern": "^[A-Z]{3}$", "examples": ["USD"],
+                        "description": "ISO 4217: the currency they are converted to (its minor units)"},
+        "max_days_back": {"type": "integer", "minimum": 0, "maximum": MAX_DAYS_BACK, "default": DEFAULT_DAYS_BACK,
+                          "description": "How many days before a record's date its rate may be"}}}
+RuleConversion: TypeAlias = Annotated[Any, _documented({"anyOf": [CONVERSION_SCHEMA, {"type": "null"}]}, (
+    "Currencies (docs/currencies.md): before the rule compares, the records of `side` are converted to "
+    "`to_currency` at the rate of their date (the latest on or before it, at most max_days_back days "
+    "earlier; the direct pair, else the reverse one applied as a division), rounded half to even to a "
+    "minor unit, in integers; every amount condition then compares converted amounts (tolerances in "
+    "to_currency's minor units) and `currency` reads to_currency. A record with no rate is left out of "
+    "the rule (its near miss says which rate is missing). A match lists each converted record in "
+    "differences.conversions: amount, rate, pair, rate_date and converted_amount. null removes "
+    "it."))]
 
 
 class RuleBody(RequestModel):
@@ -117,6 +138,7 @@ class RuleBody(RequestModel):
     conditions: RuleConditions = unchanged_when_absent()
     auto_confirm: RuleFlag = unchanged_when_absent()
     active: RuleFlag = unchanged_when_absent()
+    conversion: RuleConversion = unchanged_when_absent()
 
     def given(self) -> dict[str, Any]:
         """The fields the client sent, as sent."""
@@ -138,6 +160,9 @@ class ReconciliationRuleOut(Model):
     conditions: list[dict[str, Any]]
     auto_confirm: bool
     active: bool
+    conversion: dict[str, Any] | None = Field(default=None, description=(
+        "The rule's currency conversion (docs/currencies.md), absent when it converts nothing"),
+        json_schema_extra={"properties": CONVERSION_SCHEMA["properties"]})
     created_at: Timestamp
     updated_at: Timestamp
 

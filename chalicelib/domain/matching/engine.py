@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from chalicelib.domain.matching import conversion
 from chalicelib.domain.matching.assignment import greedy_pairs, pair_identical
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.exclusions import condition_exclusions
@@ -48,15 +49,17 @@ def match_records(side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Ru
         if position and (consumed_a or consumed_b):  # only what a later rule reads is filtered
             pool_a, pool_b = _without(pool_a, consumed_a), _without(pool_b, consumed_b)
             consumed_a, consumed_b = [], []
+        rule_a, rule_b = conversion.rule_pools(plan.rule, pool_a, pool_b)  # a converting rule's amounts
         if plan.rule_id == explain_rule:
-            units_a, units_b, subset = _compared_units(plan, pool_a, pool_b)
+            units_a, units_b, subset = _compared_units(plan, rule_a, rule_b)
             exclusions = tuple(condition_exclusions(plan, units_a, units_b, subset=subset))
-        found = _match_rule(plan, pool_a, pool_b, only_new, max_candidate_pairs)
+        found = _match_rule(plan, rule_a, rule_b, only_new, max_candidate_pairs)
         summary[str(plan.rule_id)] = found.members.height
         if found.matches.is_empty():
             continue
         status = "confirmed" if plan.rule.definition.auto_confirm and not found.proposed_only else "proposed"
-        match_parts.append(found.matches.select(
+        found_matches = conversion.noted(plan.rule, found.matches, found.members, pool_a, pool_b)
+        match_parts.append(found_matches.select(
             match_no=pl.col("m") + matched_so_far, rule_id=pl.lit(plan.rule_id, dtype=pl.Int64),
             status=pl.lit(status), group_key="group_key", differences="differences"))
         member_parts.append(found.members.select(match_no=pl.col("m") + matched_so_far, side="side",

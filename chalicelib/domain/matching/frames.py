@@ -91,7 +91,10 @@ def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,
     currency brought to one scale: 1.00 kept with two decimals (100) and 1 kept with none (1)
     compare as 100 and 100, never as 100 and 1. The scale is the currency's most decimal places
     on either side, so amounts are only ever multiplied, exactly."""
-    scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places")])
+    from chalicelib.domain.matching import conversion  # a converting rule's amounts (fx.<rule>.*)
+
+    scales = (pl.concat([side_a.select("currency", "decimal_places"), side_b.select("currency", "decimal_places"),
+                         *conversion.scale_rows(side_a), *conversion.scale_rows(side_b)])
               .group_by("currency").agg(pl.col("decimal_places").max().alias("scale")))
     columns = [c for c in side_a.columns if c in ENGINE_COLUMNS or c.startswith("metadata.")]
     if only_new:
@@ -99,9 +102,9 @@ def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,
 
     def scaled(frame: pl.DataFrame) -> pl.DataFrame:
         factor = pl.col("scale") - pl.col("decimal_places")
-        return (frame.join(scales, on="currency", how="left")
+        return (conversion.rescaled(frame, scales).join(scales, on="currency", how="left")
                 .with_columns(pl.col("amount") * factor.replace_strict(POWERS_OF_TEN, return_dtype=pl.Int64))
-                .select(columns))
+                .select(columns + conversion.engine_columns(frame)))
 
     return scaled(side_a), scaled(side_b)
 

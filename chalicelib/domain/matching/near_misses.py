@@ -54,6 +54,7 @@ from typing import Any
 
 import polars as pl
 
+from chalicelib.domain.matching import conversion
 from chalicelib.domain.matching.candidates import candidate_pairs as engine_candidates
 from chalicelib.domain.matching.candidates import similarity
 from chalicelib.domain.matching.frames import engine_frames
@@ -94,6 +95,8 @@ def near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rule: Rule, *, subje
     if subject_side not in ("a", "b"):
         raise ValueError("subject_side is a or b")
     plan = RulePlan(rule)
+    given = (side_a, side_b)
+    side_a, side_b = conversion.rule_pools(rule, side_a, side_b)  # a converting rule's amounts
     units = {"a": record_units(_prepared(side_a, plan, "a"), plan, "a"),
              "b": record_units(_prepared(side_b, plan, "b"), plan, "b")}
     other_side = "b" if subject_side == "a" else "a"
@@ -113,10 +116,11 @@ def near_misses(side_a: pl.DataFrame, side_b: pl.DataFrame, rule: Rule, *, subje
     closest = (checked.sort(subject_uid, "failed", "distance", "amount_diff", "date_diff", candidate_uid)
                .unique(subject_uid, keep="first", maintain_order=True))
     closest = _joined(closest, units["a"], units["b"], ["currency"])  # for the messages: the closest only
-    return (subjects.select(record_id=pl.col("uid"))
-            .join(closest.rename({subject_uid: "record_id", candidate_uid: "candidate_id"}), on="record_id",
-                  how="left")
-            .sort("record_id"))
+    found = (subjects.select(record_id=pl.col("uid"))
+             .join(closest.rename({subject_uid: "record_id", candidate_uid: "candidate_id"}), on="record_id",
+                   how="left")
+             .sort("record_id"))
+    return conversion.with_conversions(rule, found, *given, subject_side, subject_ids)
 
 
 def _prepared(frame: pl.DataFrame, plan: RulePlan, side: str) -> pl.DataFrame:
@@ -375,7 +379,7 @@ def described(found: pl.DataFrame, rule: Rule, subject_side: str,
         if row["candidate_id"] is not None:
             entry["failed_conditions"] = [failed_condition(plan, i, row, subject_side, scales or {})
                                           for i in range(len(plan.conditions)) if row[f"f{i}"]]
-        out.append(entry)
+        out.append(conversion.explained(rule, entry, row))
     return out
 
 

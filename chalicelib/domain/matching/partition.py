@@ -183,6 +183,8 @@ def unit_kinds(plan: RulePlan) -> tuple[str, str]:
 def _respects(plan: RulePlan, key: BlockingKey) -> bool:
     """Whether hashing on `key` keeps every unit of the rule whole."""
     kinds = unit_kinds(plan)
+    if plan.rule.definition.conversion is not None and {key.field, key.b_field} & {"amount", "currency"}:
+        return False  # the rule compares converted amounts and currencies, not the records' own
     if SUBSET in kinds and key.field == "amount":
         return False  # the subset search compares sums, never a member's amount
     for kind, name, group_fields in ((kinds[0], key.field, plan.group_fields_a),
@@ -240,7 +242,10 @@ def _blocking(plans: list[RulePlan]) -> tuple[tuple[BlockingKey, ...], str | Non
                 f"rule {plan.rule_id} ({plan.rule.definition.name}) is {plan.cardinality.value} and shares no "
                 "equality condition on a group-by field with every other rule: a group's date is its latest "
                 "record's and its amount a sum, so no date bucket or amount band keeps a group whole")
+    converts = any(p.rule.definition.conversion is not None for p in plans)
     for axis in ("date", "amount"):
+        if axis == "amount" and converts:
+            continue  # converted amounts have no place on the records' own amount axis
         if all(any(c.field == axis for c in p.conditions) for p in plans):
             return (), axis, ""
     lacking = next((p for p in plans if not any(c.field in ("date", "amount") for c in p.conditions)), None)

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import polars as pl
 
+from chalicelib.domain.matching.conversion import record_columns as conversion_columns
 from chalicelib.domain.rules import Cardinality, Condition, Normalization, Operator, Rule, is_text_field
 
 BASE_COLUMNS = ("uid", "amount", "date", "direction", "currency", "is_new")
@@ -158,6 +159,7 @@ class RulePlan:
         for c in self.conditions:
             names.add(c.field if side == "a" else c.b_field)
         names.update(self.group_fields_a if side == "a" else self.group_fields_b)
+        names.update(conversion_columns(self.rule, side))
         return names
 
 
