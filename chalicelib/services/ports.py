@@ -329,7 +329,8 @@ class Claims(Protocol):
     open records a run reads, and the streams a reconciliation adopted (kept on the record items:
     see adapters/dynamodb/matches.py)."""
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool: ...
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
+                     share: int | None = None) -> bool: ...
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None: ...
     def confirm_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,

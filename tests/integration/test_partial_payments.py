@@ -1,0 +1,140 @@
+"""Partial payments over HTTP (docs/partial-payments.md): an invoice paid in parts by hand, its
+remaining amount, its cover, unmatching that gives the share back, refusals, and a race of matches
+that must never allocate more than the invoice holds."""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.services import matches
+from tests.integration.conftest import record
+
+
+def manual(api, reconciliation, record_ids, **fields):
+    return api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"],
+                                                   "record_ids": record_ids, **fields})
+
+
+def allocation_of(api, record_id, reconciliation):
+    """The record's status and its allocation in the reconciliation (None: not paid in part there)."""
+    body = api.get(f"/v1/records/{record_id}").json_body
+    found = [a for a in body["allocations"] if a["reconciliation_id"] == reconciliation["id"]]
+    return body["status"], (found[0] if found else None)
+
+
+@pytest.fixture
+def invoice(ingest):
+    """An invoice of 10.00 in the ledger (side B), and the bank (side A) payments of it."""
+    return ingest(record("ledger", 1, 1000, direction="debit"))[0]
+
+
+def test_an_invoice_paid_in_two_parts_shows_what_remains_until_covered_and_unmatching_gives_it_back(
+        api, ingest, reconciliation, invoice):
+    first, second = ingest(record("bank", 1, 400), record("bank", 2, 600))
+
+    part = manual(api, reconciliation, [first, invoice], allocations=[{"record_id": invoice, "amount": 400}])
+
+    assert part.status_code == 201, part.json_body
+    assert part.json_body["allocations"] == [{"record_id": invoice, "amount": 400}]
+    assert part.json_body["differences"] == {"amount": 0}
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled"
+    assert (allocation["amount_allocated"], allocation["amount_remaining"]) == (400, 600)
+    assert allocation["shares"] == [{"reconciliation_match_id": part.json_body["id"], "amount": 400}]
+    assert api.get(f"/v1/records/{first}").json_body["status"] == "reconciled"
+    assert api.get(f"/v1/records/{first}").json_body["allocations"] == []  # taken whole
+
+    rest = manual(api, reconciliation, [second, invoice])  # the invoice takes what it has left
+
+    assert rest.status_code == 201, rest.json_body
+    assert rest.json_body["allocations"] == [{"record_id": invoice, "amount": 600}]
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "reconciled" and (allocation["amount_allocated"], allocation["amount_remaining"]) == (1000, 0)
+    assert manual(api, reconciliation, ingest(record("bank", 3, 1))
+                  + [invoice]).status_code == 409  # covered: matched in this reconciliation
+
+    assert api.delete(f"/v1/reconciliation_matches/{part.json_body['id']}").status_code == 204
+
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled" and (allocation["amount_allocated"], allocation["amount_remaining"]) == (600, 400)
+    assert api.get(f"/v1/records/{first}").json_body["status"] == "unreconciled"
+    assert api.delete(f"/v1/reconciliation_matches/{rest.json_body['id']}").status_code == 204
+    assert allocation_of(api, invoice, reconciliation) == ("unreconciled", None)
+    whole = manual(api, reconciliation, ingest(record("bank", 4, 1000)) + [invoice])
+    assert whole.status_code == 201 and whole.json_body["allocations"] is None  # whole again, as before
+
+
+def test_one_payment_split_over_two_invoices(api, ingest, reconciliation):
+    payment = ingest(record("bank", 1, 1500))[0]
+    one, two = ingest(record("ledger", 1, 1000, direction="debit"), record("ledger", 2, 500, direction="debit"))
+
+    first = manual(api, reconciliation, [payment, one], allocations=[{"record_id": payment, "amount": 1000}])
+    second = manual(api, reconciliation, [payment, two])
+
+    assert (first.status_code, second.status_code) == (201, 201), (first.json_body, second.json_body)
+    status, allocation = allocation_of(api, payment, reconciliation)
+    assert status == "reconciled" and [s["amount"] for s in allocation["shares"]] == [1000, 500]
+    assert api.get(f"/v1/records/{one}").json_body["status"] == "reconciled"
+
+
+@pytest.mark.parametrize("allocations, field", [
+    ([{"record_id": "INVOICE", "amount": 1001}], "allocations[0].amount"),
+    ([{"record_id": "PAYMENT", "amount": 10}], "allocations"),  # the sides no longer balance
+    ([{"record_id": 999999, "amount": 10}], "allocations[0].record_id"),
+    ([{"record_id": "INVOICE", "amount": 400}, {"record_id": "INVOICE", "amount": 400}], "allocations[1].record_id"),
+    ([{"record_id": "INVOICE", "amount": 0}], "allocations[0].amount"),
+    ([{"record_id": "INVOICE", "amount": 4.5}], "allocations[0].amount"),
+])
+def test_a_share_that_is_too_large_unbalanced_or_malformed_is_refused(api, ingest, reconciliation, invoice,
+                                                                      allocations, field):
+    payment = ingest(record("bank", 1, 400))[0]
+    named = {"INVOICE": invoice, "PAYMENT": payment}
+    body = [{**a, "record_id": named.get(a["record_id"], a["record_id"])} for a in allocations]
+
+    refused = manual(api, reconciliation, [payment, invoice], allocations=body)
+
+    assert refused.status_code == 422, refused.json_body
+    assert field in [e["field"].removeprefix("body.") for e in refused.json_body.get("errors", [])] \
+        or field in refused.json_body["message"], refused.json_body
+    assert allocation_of(api, invoice, reconciliation) == ("unreconciled", None)
+
+
+def test_a_whole_match_of_an_invoice_paid_in_part_must_balance_against_what_remains(api, ingest, reconciliation,
+                                                                                     invoice):
+    first, full = ingest(record("bank", 1, 400), record("bank", 2, 1000))
+    assert manual(api, reconciliation, [first, invoice],
+                  allocations=[{"record_id": invoice, "amount": 400}]).status_code == 201
+
+    refused = manual(api, reconciliation, [full, invoice])
+
+    assert refused.status_code == 422 and "differ by 400" in refused.json_body["message"], refused.json_body
+    allowed = manual(api, reconciliation, [full, invoice], allow_difference=True, reason="overpaid by 4.00")
+    assert allowed.status_code == 201 and allowed.json_body["differences"] == {"amount": 400}
+    assert allocation_of(api, invoice, reconciliation)[0] == "reconciled"
+
+
+def test_concurrent_partial_matches_never_allocate_more_than_the_invoice(api, services, ingest, reconciliation,
+                                                                          invoice):
+    payments = ingest(*[record("bank", n, 300) for n in range(6)])  # 18.00 offered for 10.00
+
+    def pay(payment):
+        # The service itself, on threads (chalice's test client is not safe to share between them):
+        # the requests race through validation, which all pass, to the claims' conditional writes.
+        try:
+            return matches.create_manual_match(services.ports, "acme", reconciliation["id"], [payment, invoice],
+                                               False, None, {invoice: 300}).id
+        except (Conflict, ValidationFailed) as refused:
+            return refused
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(pay, payments))
+
+    made = [a for a in answers if isinstance(a, int)]
+    assert len(made) == 3, answers  # 3 x 300 fit in 1000; a 4th does not
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled" and (allocation["amount_allocated"], allocation["amount_remaining"]) == (900, 100)
+    assert sorted(s["reconciliation_match_id"] for s in allocation["shares"]) == sorted(made)
+    refused = [p for p, a in zip(payments, answers) if not isinstance(a, int)]
+    assert all(api.get(f"/v1/records/{p}").json_body["status"] == "unreconciled" for p in refused)
+    assert all(api.get(f"/v1/reconciliation_matches/{m}").json_body["allocations"] == [
+        {"record_id": invoice, "amount": 300}] for m in made)
