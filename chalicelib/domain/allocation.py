@@ -14,11 +14,11 @@ whole to the match holding it once matched.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from chalicelib.domain.errors import FieldError, ValidationFailed
-from chalicelib.domain.records import Direction, Record
+from chalicelib.domain.records import Direction, OpenRecord, Record
 
 ALLOCATION_MODES = ("whole", "partial")  # a rule's `allocation` option
 
@@ -149,3 +149,18 @@ def allocate_in_order(remaining: int, offers: Iterable[tuple[int, int]]) -> tupl
         taken.append((record_id, amount))
         remaining -= amount
     return taken, remaining
+
+
+def remaining_records(open_records: Mapping[int, OpenRecord],
+                      partly_paid: Mapping[int, Mapping[int, int]]) -> dict[int, OpenRecord]:
+    """Open records as exceptions and tallies count them: one paid in part by what it has left
+    (its amount less its shares), every other one whole."""
+    return {record_id: replace(record, amount=Coverage(record.amount, partly_paid[record_id]).remaining)
+            if partly_paid.get(record_id) else record for record_id, record in open_records.items()}
+
+
+def kept_amount_changed(kept: int, record: OpenRecord, scale: int) -> bool:
+    """Whether an exception keeps a record (`kept`, at the exception's `scale`) at another amount
+    than the record now counts (a share taken or given back since it joined)."""
+    now: int = record.amount * 10 ** max(scale - record.decimal_places, 0)
+    return kept != now

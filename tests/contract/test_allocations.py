@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.records import RecordStatus
-from tests.contract.builders import ENV, T0, stream
+from tests.contract.builders import ENV, OTHER_ENV, T0, stream
 from tests.contract.test_matches import BOTH, open_ids, record, status_of
 
 ONE = frozenset({1})
@@ -63,3 +63,14 @@ def test_members_and_matches_keep_their_shares(matches):
     matches.commit_many([partial])
     assert matches.get(ENV, 1).allocations == {5: 400}
     assert [(m.record_id, m.share) for m in matches.members(ENV, 1)] == [(5, 400), (6, None)]
+
+
+def test_the_records_paid_in_part_are_listed_with_their_shares_until_the_last_goes(records, claims):
+    records.put_many([record(1, amount=1000), record(2, amount=500), record(3)])
+    assert claims.claim_record(ENV, 1, 1, 10, ONE, share=400) and claims.claim_record(ENV, 2, 1, 10, ONE, share=500)
+    assert claims.claim_record(ENV, 3, 1, 10, ONE)  # whole: not listed
+    assert claims.partly_paid(ENV, 1) == {1: {10: 400}, 2: {10: 500}}
+    assert claims.partly_paid(ENV, 2) == {} and claims.partly_paid(OTHER_ENV, 1) == {}
+    claims.release_record(ENV, 1, 1, 10, ONE)
+    claims.release_record(ENV, 2, 1, 10, ONE)
+    assert claims.partly_paid(ENV, 1) == {}

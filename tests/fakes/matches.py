@@ -253,6 +253,12 @@ class FakeClaimRepository:
                                                                   row.proposed_in))
         return True
 
+    def partly_paid(self, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
+        """The records paid in part in the reconciliation, with their shares there."""
+        return {row.record.id: dict(row.record.allocations[reconciliation_id])
+                for (env, _), row in self.store.rows.items()
+                if env == environment and row.record.allocations.get(reconciliation_id)}
+
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None:
         """Undo `claim_record` (only if `match_id` holds the record, whole or a share of it): it is

@@ -2,11 +2,14 @@
 remaining amount, its cover, unmatching that gives the share back, refusals, and a race of matches
 that must never allocate more than the invoice holds."""
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.services import matches
+from chalicelib.services import reconciliation_exceptions as exceptions
 from tests.integration.conftest import record
 
 
@@ -138,3 +141,34 @@ def test_concurrent_partial_matches_never_allocate_more_than_the_invoice(api, se
     assert all(api.get(f"/v1/records/{p}").json_body["status"] == "unreconciled" for p in refused)
     assert all(api.get(f"/v1/reconciliation_matches/{m}").json_body["allocations"] == [
         {"record_id": invoice, "amount": 300}] for m in made)
+
+
+# Exceptions and tallies count what remains ---------------------------------------------------------
+
+def ledger_exception(api, reconciliation):
+    page = api.get(f"/v1/reconciliation_exceptions?reconciliation_id={reconciliation['id']}"
+                   "&data_stream_key=ledger").json_body["data"]
+    active = [e for e in page if e["status"] in ("open", "investigating")]
+    return active[0] if active else None
+
+
+def test_an_exception_counts_what_an_invoice_paid_in_part_has_left(api, services, ingest, reconciliation):
+    old = (utc_now().date() - timedelta(days=40)).isoformat()
+    invoice = ingest(record("ledger", 1, 1000, old, direction="debit"))[0]
+    first, second = ingest(record("bank", 1, 400, old), record("bank", 2, 600, old))
+    exceptions.refresh(services.ports, "acme", reconciliation["id"])
+    assert ledger_exception(api, reconciliation)["aggregates"]["debit_sum"] == 1000
+
+    part = manual(api, reconciliation, [first, invoice], allocations=[{"record_id": invoice, "amount": 400}])
+    exceptions.refresh(services.ports, "acme", reconciliation["id"])
+
+    held = ledger_exception(api, reconciliation)
+    assert (held["aggregates"]["record_count"], held["aggregates"]["debit_sum"]) == (1, 600)
+    assert held["aggregates"]["total_amount"] == -600
+    rest = manual(api, reconciliation, [second, invoice])
+    exceptions.refresh(services.ports, "acme", reconciliation["id"])
+    assert ledger_exception(api, reconciliation) is None  # covered: it left, and the exception resolved
+    for match in (part, rest):
+        assert api.delete(f"/v1/reconciliation_matches/{match.json_body['id']}").status_code == 204
+    exceptions.refresh(services.ports, "acme", reconciliation["id"])
+    assert ledger_exception(api, reconciliation)["aggregates"]["debit_sum"] == 1000  # every share given back

@@ -15,6 +15,12 @@ lowers the total; a record that was covered opens again. Both attributes go when
 A whole claim (`claim_record` without a share) refuses a record holding shares, so a run that read it
 before it was paid in part never takes it whole.
 
+Each record paid in part in R is also listed in R's partial-payments partition
+(`partly_paid_key`), written before its first share and deleted after its last share goes: what
+the exception refresh reads to count the remaining amounts (the open-records index, which it reads
+the records from, does not project the shares). A listed record whose write then failed is read
+and found without shares: harmless.
+
 A record stored before partial payments has neither attribute: it reads as not allocated while open
 and as allocated whole to the match holding it once matched (domain.allocation.coverage_of).
 """
@@ -39,6 +45,21 @@ def share_attribute(reconciliation_id: int) -> str:
 
 def allocated_attribute(reconciliation_id: int) -> str:
     return f"{ALLOCATED_PREFIX}{reconciliation_id}"
+
+
+def partly_paid_key(environment: str, reconciliation_id: int, record_id: int) -> dict[str, str]:
+    return {"pk": f"{keys.env_prefix(environment)}#PARTLY_PAID#{reconciliation_id}",
+            "sk": f"REC#{str(record_id).zfill(keys.ID_WIDTH)}"}
+
+
+def partly_paid(table: DynamoTable, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
+    """The records paid in part in the reconciliation, each with its shares there (match -> share)."""
+    listed = table.query_all(keys.BASE_TABLE, partly_paid_key(environment, reconciliation_id, 0)["pk"],
+                             consistent=True)
+    items = table.get_many([keys.record(environment, int(item["record_id"])) for item in listed],
+                           projection=("id", share_attribute(reconciliation_id)))
+    found = {int(item["id"]): shares_of(item).get(reconciliation_id, {}) for item in items}
+    return {record_id: shares for record_id, shares in found.items() if shares}
 
 
 def shares_of(item: Mapping[str, Any]) -> dict[int, dict[int, int]]:
@@ -96,6 +117,9 @@ def claim_share(table: DynamoTable, environment: str, record_id: int, reconcilia
             values.update({":match": match_id, ":r": {reconciliation_id},
                            **_status_values(environment, record_id, item["data_stream_key"], status),
                            **_sets_values(matched_in, proposed_in)})
+        if not shares:  # listed before its first share (see the module docstring)
+            table.put({**partly_paid_key(environment, reconciliation_id, record_id), "entity": "partly_paid",
+                       "record_id": record_id})
         try:
             table.update(keys.record(environment, record_id), expression, values=values, names=names,
                          condition=condition)
@@ -147,7 +171,10 @@ def release_share(table: DynamoTable, environment: str, record_id: int, reconcil
         try:
             table.update(keys.record(environment, record_id), expression, values=values, names=names,
                          condition=condition)
-            return True
         except ConditionFailed:
             item = None
+            continue
+        if not rest.shares:
+            table.delete(partly_paid_key(environment, reconciliation_id, record_id))
+        return True
     raise RuntimeError(f"record {record_id} kept changing while a share of it was given back")

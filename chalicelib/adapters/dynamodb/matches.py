@@ -21,7 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.allocations import allocated_attribute, claim_share, release_share, share_attribute
+from chalicelib.adapters.dynamodb.allocations import (
+    allocated_attribute,
+    claim_share,
+    partly_paid,
+    release_share,
+    share_attribute,
+)
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.record_columns import page_columns, record_attributes
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
@@ -293,6 +299,10 @@ class ClaimRepository:
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
         raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def partly_paid(self, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
+        """The records paid in part in the reconciliation, with their shares there (see allocations.py)."""
+        return partly_paid(self._table, environment, reconciliation_id)
 
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None:
