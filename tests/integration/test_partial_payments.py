@@ -10,6 +10,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.services import matches
 from chalicelib.services import reconciliation_exceptions as exceptions
+from chalicelib.services.api_keys import create_key
 from tests.integration.conftest import record
 
 
@@ -172,3 +173,22 @@ def test_an_exception_counts_what_an_invoice_paid_in_part_has_left(api, services
         assert api.delete(f"/v1/reconciliation_matches/{match.json_body['id']}").status_code == 204
     exceptions.refresh(services.ports, "acme", reconciliation["id"])
     assert ledger_exception(api, reconciliation)["aggregates"]["debit_sum"] == 1000  # every share given back
+
+
+def test_another_environment_can_neither_pay_nor_see_a_share_of_the_first(api, services, ingest, reconciliation,
+                                                                          invoice):
+    payment = ingest(record("bank", 1, 400))[0]
+    part = manual(api, reconciliation, [payment, invoice], allocations=[{"record_id": invoice, "amount": 400}])
+    other = create_key(services.api_keys, "globex")[1]
+    for key in ("bank", "ledger"):
+        assert api.post("/v1/data_streams", {"key": key, "name": key}, key=other).status_code == 201
+    own = api.post("/v1/reconciliations", {"name": "B's", "side_a_stream_keys": ["bank"],
+                                           "side_b_stream_keys": ["ledger"]}, key=other).json_body
+
+    theirs = api.post("/v1/reconciliation_matches", {"reconciliation_id": own["id"], "record_ids": [payment, invoice],
+                                                     "allocations": [{"record_id": invoice, "amount": 1}]}, key=other)
+    assert theirs.status_code == 422 and "not found" in str(theirs.json_body)  # A's records do not exist in B
+    assert api.get(f"/v1/records/{invoice}", key=other).status_code == 404
+    assert api.get(f"/v1/reconciliation_matches/{part.json_body['id']}", key=other).status_code == 404
+    assert services.ports.claims.partly_paid("globex", own["id"]) == {}
+    assert allocation_of(api, invoice, reconciliation)[1]["amount_allocated"] == 400  # A's share untouched
