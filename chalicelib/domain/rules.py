@@ -139,18 +139,19 @@ class RuleDefinition:
     group_by: GroupBy = field(default_factory=GroupBy)
     auto_confirm: bool = True
     active: bool = True
+    allocation: str = "whole"  # "partial": a run may take part of a record (domain/allocation.py, partial_rules)
 
     def as_body(self) -> dict[str, Any]:
         return {"name": self.name, "priority": self.priority, "cardinality": self.cardinality.value,
                 "group_by": self.group_by.as_body(), "conditions": [c.as_body() for c in self.conditions],
-                "auto_confirm": self.auto_confirm, "active": self.active}
+                "auto_confirm": self.auto_confirm, "active": self.active, "allocation": self.allocation}
 
     def patched(self, changes: Mapping[str, Any]) -> RuleDefinition:
         """This definition with a PATCH body's fields replaced, checked whole again."""
         return validate_rule({**self.as_body(), **{k: v for k, v in changes.items() if k in RULE_FIELDS}})
 
 
-RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active")
+RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active", "allocation")
 
 
 @dataclass(frozen=True)
@@ -185,12 +186,27 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
             errors.append(FieldError(flag, "must be true or false"))
     group_by = _group_by(body.get("group_by"), cardinality, errors)
     conditions = _conditions(body.get("conditions"), errors)
+    allocation = _allocation(body.get("allocation", "whole"), cardinality, group_by, errors)
     if errors:
         raise ValidationFailed(errors)
     assert isinstance(name, str) and cardinality is not None  # else an error was reported above
     return RuleDefinition(name=name.strip(), priority=priority, cardinality=cardinality,
                           conditions=conditions, group_by=group_by,
-                          auto_confirm=body.get("auto_confirm", True), active=body.get("active", True))
+                          auto_confirm=body.get("auto_confirm", True), active=body.get("active", True),
+                          allocation=allocation)
+
+
+def _allocation(raw: Any, cardinality: Cardinality | None, group_by: GroupBy, errors: list[FieldError]) -> str:
+    """`whole` (default), or `partial` on a one_to_many or many_to_one rule without group_by
+    (docs/partial-payments.md): the one record may be covered by several over time."""
+    if raw not in ("whole", "partial"):
+        errors.append(FieldError("allocation", "must be 'whole' or 'partial'"))
+        return "whole"
+    if raw == "partial" and cardinality not in (Cardinality.ONE_TO_MANY, Cardinality.MANY_TO_ONE, None):
+        errors.append(FieldError("allocation", "partial takes a one_to_many or many_to_one rule"))
+    if raw == "partial" and (group_by.side_a or group_by.side_b):
+        errors.append(FieldError("allocation", "partial allocates record by record: it takes no group_by"))
+    return str(raw)
 
 
 def _group_by(raw: Any, cardinality: Cardinality | None, errors: list[FieldError]) -> GroupBy:

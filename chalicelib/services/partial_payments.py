@@ -6,13 +6,21 @@ part in the reconciliation already (it then takes what that record has left unle
 Otherwise the match is whole and services/matches.py checks it as before."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.allocation import coverage_of, plan_shares, share_difference
 from chalicelib.domain.errors import FieldError, ValidationFailed
 from chalicelib.domain.records import Record
+from chalicelib.domain.rules import Rule
+from chalicelib.domain.runs import Run
+from chalicelib.services.ports import Ports
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from chalicelib.domain.matching.outcome import MatchOutcome
 
 
 @dataclass(frozen=True)
@@ -59,3 +67,17 @@ def allocations_asked(allocations: Iterable[Any] | None) -> dict[int, int]:
             raise ValidationFailed.on(f"allocations[{n}].record_id", f"record {item.record_id} is allocated twice")
         asked[item.record_id] = item.amount
     return asked
+
+
+def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
+           rules: Sequence[Rule]) -> MatchOutcome:
+    """A run's outcome with partial payments (domain/matching/partial.py): whole matches of records
+    paid in part dropped, the partial rules' matches added. What the records have allocated is read
+    now; a share taken meanwhile only makes a claim refuse (the match is then undone)."""
+    from chalicelib.domain.matching.partial import partial_rules, with_partial_matches
+
+    if not partial_rules(rules) and outcome.members.is_empty():
+        return outcome
+    partly = ports.claims.partly_paid(run.environment, run.reconciliation_id)
+    allocated = {record_id: sum(shares.values()) for record_id, shares in partly.items()}
+    return with_partial_matches(outcome, side_a, side_b, rules, allocated)

@@ -192,3 +192,76 @@ def test_another_environment_can_neither_pay_nor_see_a_share_of_the_first(api, s
     assert api.get(f"/v1/reconciliation_matches/{part.json_body['id']}", key=other).status_code == 404
     assert services.ports.claims.partly_paid("globex", own["id"]) == {}
     assert allocation_of(api, invoice, reconciliation)[1]["amount_allocated"] == 400  # A's share untouched
+
+
+# A rule that allocates in parts --------------------------------------------------------------------
+
+PARTIAL_RULE = {"name": "Instalments", "priority": 1, "cardinality": "many_to_one", "allocation": "partial",
+                "conditions": [{"field": "description", "operator": "equals", "normalize": ["case"]},
+                               {"field": "date", "operator": "within", "days": 60}]}
+
+
+def run(api, reconciliation):
+    started = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs")
+    assert started.status_code == 202, started.json_body
+    done = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{started.json_body['id']}").json_body
+    assert done["status"] == "completed", done
+    return done
+
+
+def test_a_partial_rule_matches_instalments_and_leaves_the_rest_open_until_covered(api, ingest, reconciliation):
+    rule = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", PARTIAL_RULE)
+    assert rule.status_code == 201 and rule.json_body["allocation"] == "partial", rule.json_body
+    invoice, other = ingest(record("ledger", 1, 1000, direction="debit", description="INV-7"),
+                            record("ledger", 2, 800, direction="debit", description="INV-8"))
+    first, second, stranger = ingest(record("bank", 1, 300, "2026-11-03", description="inv-7"),
+                                     record("bank", 2, 200, "2026-11-04", description="INV-7"),
+                                     record("bank", 3, 100, description="INV-9"))
+
+    ran = run(api, reconciliation)
+
+    assert ran["rule_summary"][str(rule.json_body["id"])] == 3
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled" and (allocation["amount_allocated"], allocation["amount_remaining"]) == (500, 500)
+    [share] = allocation["shares"]
+    match = api.get(f"/v1/reconciliation_matches/{share['reconciliation_match_id']}").json_body
+    assert match["allocations"] == [{"record_id": invoice, "amount": 500}] and match["status"] == "confirmed"
+    assert sorted(r["id"] for r in match["records"]) == sorted([invoice, first, second])
+    assert {api.get(f"/v1/records/{r}").json_body["status"] for r in (first, second)} == {"reconciled"}
+    assert api.get(f"/v1/records/{stranger}").json_body["status"] == "unreconciled"
+    assert allocation_of(api, other, reconciliation) == ("unreconciled", None)
+
+    last = ingest(record("bank", 4, 500, "2026-11-20", description="INV-7"))[0]
+    run(api, reconciliation)
+
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "reconciled" and [s["amount"] for s in allocation["shares"]] == [500, 500]
+    assert api.get(f"/v1/records/{last}").json_body["status"] == "reconciled"
+    assert api.delete(f"/v1/reconciliation_matches/{match['id']}").status_code == 204
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled" and allocation["amount_remaining"] == 500
+    run(api, reconciliation)  # the payments given back are matched again, in part
+    assert allocation_of(api, invoice, reconciliation)[0] == "reconciled"
+
+
+def test_a_partial_rule_never_takes_more_than_an_invoice_has_left(api, ingest, reconciliation):
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", PARTIAL_RULE).status_code == 201
+    invoice = ingest(record("ledger", 1, 1000, direction="debit", description="INV-7"))[0]
+    payments = ingest(*[record("bank", n, 400, f"2026-11-0{n + 1}", description="INV-7") for n in range(3)])
+
+    run(api, reconciliation)
+
+    status, allocation = allocation_of(api, invoice, reconciliation)
+    assert status == "unreconciled" and (allocation["amount_allocated"], allocation["amount_remaining"]) == (800, 200)
+    statuses = [api.get(f"/v1/records/{p}").json_body["status"] for p in payments]
+    assert statuses == ["reconciled", "reconciled", "unreconciled"]  # the third would overpay: left open
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"cardinality": "one_to_one"}, "one_to_many or many_to_one"),
+    ({"group_by": {"side_a": ["description"]}}, "no group_by"),
+    ({"allocation": "some"}, "'whole' or 'partial'"),
+])
+def test_a_partial_rule_must_be_one_to_many_or_many_to_one_without_group_by(api, reconciliation, changes, message):
+    refused = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {**PARTIAL_RULE, **changes})
+    assert refused.status_code == 422 and message in str(refused.json_body), refused.json_body

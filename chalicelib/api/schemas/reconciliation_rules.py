@@ -106,6 +106,10 @@ RuleConditions: TypeAlias = Annotated[Any, _documented(
     {"type": "array", "items": {"anyOf": _condition_schemas()}, "minItems": 1, "maxItems": MAX_CONDITIONS},
     f"1 to {MAX_CONDITIONS} conditions, all must hold")]
 RuleFlag: TypeAlias = Annotated[Any, _documented({"type": "boolean"}, "Default true")]
+RuleAllocation: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "enum": ["whole", "partial"]}, "Default whole. partial (one_to_many or many_to_one, no "
+    "group_by): a run also matches the one record to many whose sum is below what it has left, taking that "
+    "share and leaving the rest open (docs/partial-payments.md)")]
 
 
 class RuleBody(RequestModel):
@@ -117,6 +121,7 @@ class RuleBody(RequestModel):
     conditions: RuleConditions = unchanged_when_absent()
     auto_confirm: RuleFlag = unchanged_when_absent()
     active: RuleFlag = unchanged_when_absent()
+    allocation: RuleAllocation = unchanged_when_absent()
 
     def given(self) -> dict[str, Any]:
         """The fields the client sent, as sent."""
@@ -138,6 +143,7 @@ class ReconciliationRuleOut(Model):
     conditions: list[dict[str, Any]]
     auto_confirm: bool
     active: bool
+    allocation: str = "whole"
     created_at: Timestamp
     updated_at: Timestamp
 
