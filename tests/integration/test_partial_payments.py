@@ -265,3 +265,14 @@ def test_a_partial_rule_never_takes_more_than_an_invoice_has_left(api, ingest, r
 def test_a_partial_rule_must_be_one_to_many_or_many_to_one_without_group_by(api, reconciliation, changes, message):
     refused = api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {**PARTIAL_RULE, **changes})
     assert refused.status_code == 422 and message in str(refused.json_body), refused.json_body
+
+
+def test_a_record_paid_in_part_is_not_deleted_until_its_shares_are_given_back(api, ingest, reconciliation, invoice):
+    payment = ingest(record("bank", 1, 400))[0]
+    part = manual(api, reconciliation, [payment, invoice], allocations=[{"record_id": invoice, "amount": 400}])
+
+    refused = api.delete(f"/v1/records/{invoice}")
+
+    assert refused.status_code == 409 and "paid in part" in refused.json_body["message"], refused.json_body
+    assert api.delete(f"/v1/reconciliation_matches/{part.json_body['id']}").status_code == 204
+    assert api.delete(f"/v1/records/{invoice}").status_code == 204
