@@ -35,8 +35,9 @@ def empty_outcome(side_a, side_b, matches=None, members=None):
 @given(invoices=st.lists(st.tuples(st.integers(1, 5000), st.integers(0, 4999)), min_size=1, max_size=4),
        payments=st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 3)), max_size=12))
 def test_shares_never_exceed_what_each_invoice_has_left_and_each_payment_pays_once(invoices, payments):
-    side_b = frame([(100 + n, amount, "debit", f"INV-{n}") for n, (amount, _) in enumerate(invoices)])
-    side_a = frame([(n + 1, amount, "credit", f"INV-{target % len(invoices)}")
+    # Two invoices share each reference: a payment offered to both is taken by one at most.
+    side_b = frame([(100 + n, amount, "debit", f"INV-{n // 2}") for n, (amount, _) in enumerate(invoices)])
+    side_a = frame([(n + 1, amount, "credit", f"INV-{target % len(invoices) // 2}")
                     for n, (amount, target) in enumerate(payments)])
     allocated = {100 + n: min(paid, amount - 1) for n, (amount, paid) in enumerate(invoices) if min(paid, amount - 1)}
 
@@ -73,3 +74,20 @@ def test_a_whole_match_of_an_invoice_paid_in_part_is_left_out_and_renumbered():
     assert kept.matches["match_no"].to_list() == [0] and kept.matches["group_key"].to_list() == ["b"]
     assert sorted(kept.members["record_id"].to_list()) == [2, 101] and kept.members["match_no"].to_list() == [0, 0]
     assert sorted(kept.unmatched_a.to_list()) == [1] and sorted(kept.unmatched_b.to_list()) == [100]
+
+
+def test_a_payment_offered_to_two_invoices_goes_to_the_first_by_id_and_the_next_fits_the_rest():
+    side_b = frame([(100, 1000, "debit", "INV-1"), (101, 400, "debit", "INV-1"), (102, 700, "debit", "INV-2")])
+    side_a = frame([(1, 300, "credit", "INV-1"), (2, 200, "credit", "INV-1"), (3, 900, "credit", "INV-1"),
+                    (4, 300, "credit", "INV-2"), (5, 500, "credit", "INV-2")])
+
+    outcome = with_partial_matches(empty_outcome(side_a, side_b), side_a, side_b, [RULE], {})
+
+    by_invoice = {}
+    for match_no in outcome.matches["match_no"].to_list():
+        rows = outcome.members.filter(pl.col("match_no") == match_no)
+        [(invoice, share)] = rows.filter(pl.col("side") == "b").select("record_id", "share").rows()
+        by_invoice[invoice] = (share, sorted(rows.filter(pl.col("side") == "a")["record_id"].to_list()))
+    # 100 takes 300 + 200 and stops at 900 (it would overpay); 101 is left nothing that fits (900 > 400).
+    # 102 (alone with its offers) takes 300 and stops at 500 (800 > 700).
+    assert by_invoice == {100: (500, [1, 2]), 102: (300, [4])}

@@ -122,26 +122,49 @@ def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
     one_column, many_column = ("b_uid", "a_uid") if one_side == "b" else ("a_uid", "b_uid")
     columns = ("id", "amount", "currency", "decimal_places", "date", "direction")
     both = pl.concat([pool_a.select(columns), pool_b.select(columns)])
-    # Plain lists, indexed through `at`: a dict per record (iter_rows) was half the pass.
-    at = {record_id: n for n, record_id in enumerate(both["id"].to_list())}
-    amount, currency, places, day, direction = (both[c].to_list() for c in columns[1:])
-    candidates: dict[int, list[int]] = {}
-    for one, many in zip(pairs[one_column].to_list(), pairs[many_column].to_list(), strict=True):
-        candidates.setdefault(one, []).append(many)
-    used: set[int] = set()
+    paid = pl.DataFrame({"one": list(allocated), "allocated": list(allocated.values())},
+                        schema={"one": pl.Int64, "allocated": pl.Int64})
+    # Each one record's offers: of its currency and decimal places, not paid in part themselves.
+    offers = (pairs.select(one=pl.col(one_column), many=pl.col(many_column))
+              .join(both.select(one="id", one_amount="amount", currency="currency", places="decimal_places"), on="one")
+              .join(both.select(many="id", amount="amount", m_currency="currency", m_places="decimal_places",
+                                day="date", direction="direction"), on="many")
+              .filter((pl.col("currency") == pl.col("m_currency")) & (pl.col("places") == pl.col("m_places"))
+                      & ~pl.col("many").is_in(paid["one"].implode()))
+              .join(paid, on="one", how="left")
+              .select("one", "many", "amount", "day", "direction",
+                      remaining=pl.col("one_amount") - pl.col("allocated").fill_null(0))
+              .sort("one", "day", "many"))
+    # A record offered to one record only is taken or not by that record alone: those records' offers
+    # are allocated at once, in columns (a prefix of each one's offers in date order: the first of
+    # them that would overpay, or has no amount, stops it); the others one at a time, below.
+    contested_many = offers.group_by("many").len().filter(pl.col("len") > 1)["many"]
+    contested = offers.filter(pl.col("many").is_in(contested_many.implode()))["one"].unique()
+    alone = offers.filter(~pl.col("one").is_in(contested.implode()))
+    alone = (alone.filter(pl.col("direction") == pl.col("direction").first().over("one"))
+             .with_columns(stop=((pl.col("amount") <= 0) | (pl.col("amount").cum_sum().over("one")
+                                                             > pl.col("remaining"))).cum_sum().over("one"))
+             .filter(pl.col("stop") == 0)
+             .group_by("one", maintain_order=True)
+             .agg(pl.col("many"), taken=pl.col("amount").sum(), remaining=pl.col("remaining").first()))
     made: list[tuple[int, str, int | None, list[int]]] = []
-    for one in sorted(candidates):
-        n = at[one]
-        remaining = amount[n] - allocated.get(one, 0)
-        offers = sorted((m for m in candidates[one] if m not in used and m not in allocated
-                         and currency[at[m]] == currency[n] and places[at[m]] == places[n]),
-                        key=lambda m: (day[at[m]], m))
-        directions = {direction[at[m]] for m in offers[:1]}
-        taken, left = allocate_in_order(remaining, ((m, amount[at[m]]) for m in offers
-                                                    if direction[at[m]] in directions))
-        if not taken:
+    for one, many, taken, remaining in alone.iter_rows():
+        whole = taken == remaining and one not in allocated
+        made.append((one, one_side, None if whole else taken, list(many)))
+    rest = offers.filter(pl.col("one").is_in(contested.implode()))
+    candidates: dict[int, list[tuple[int, int, str, int]]] = {}
+    for one, many, amount, direction, remaining in rest.select("one", "many", "amount", "direction",
+                                                               "remaining").iter_rows():
+        candidates.setdefault(one, []).append((many, amount, direction, remaining))
+    used: set[int] = set()
+    for one in sorted(candidates):  # in id order, each taking what the ones before it left
+        choices = [c for c in candidates[one] if c[0] not in used]
+        directions = {c[2] for c in choices[:1]}
+        remaining = candidates[one][0][3]
+        chosen, left = allocate_in_order(remaining, ((m, a) for m, a, d, _ in choices if d in directions))
+        if not chosen:
             continue
         whole = left == 0 and one not in allocated
-        made.append((one, one_side, None if whole else remaining - left, [m for m, _ in taken]))
-        used.update(m for m, _ in taken)
+        made.append((one, one_side, None if whole else remaining - left, [m for m, _ in chosen]))
+        used.update(m for m, _ in chosen)
     return made
