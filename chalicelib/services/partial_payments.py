@@ -18,8 +18,7 @@ from chalicelib.domain.runs import Run
 from chalicelib.services.ports import Ports
 
 if TYPE_CHECKING:
-    import polars as pl
-
+    from chalicelib.domain.matching.frames import Frame
     from chalicelib.domain.matching.outcome import MatchOutcome
 
 
@@ -69,7 +68,7 @@ def allocations_asked(allocations: Iterable[Any] | None) -> dict[int, int]:
     return asked
 
 
-def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
+def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame,
            rules: Sequence[Rule]) -> MatchOutcome:
     """A run's outcome with partial payments (domain/matching/partial.py): whole matches of records
     paid in part dropped, the partial rules' matches added. What the records have allocated is read
