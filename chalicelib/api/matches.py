@@ -7,6 +7,7 @@ from chalicelib.api.schemas.matches import CreateMatch, MatchesQuery, MatchOut, 
 from chalicelib.container import container
 from chalicelib.domain.matches import MAX_INLINE_RECORDS, Match, MatchStatus
 from chalicelib.services import matches as service
+from chalicelib.services.partial_payments import allocations_asked
 
 router = Router("matches")
 
@@ -41,7 +42,8 @@ def get_match(request: ApiRequest, id: str) -> MatchOut:
 def create_match(request: ApiRequest) -> MatchOut:
     body: CreateMatch = request.body
     match = service.create_manual_match(container().ports, request.environment, body.reconciliation_id,
-                                        body.record_ids, body.allow_difference, body.reason)
+                                        body.record_ids, body.allow_difference, body.reason,
+                                        allocations_asked(body.allocations))
     return match_out(match)
 
 

@@ -43,6 +43,9 @@ class Match:
     unmatching: bool = False
     unmatched_at: datetime | None = None
     pending_since: datetime | None = None  # a person's match being written (hidden until committed)
+    # Partial payments (domain/allocation.py): record id -> the share of it this match holds, for
+    # the records it takes in part or finishes covering; every other record it holds whole.
+    allocations: dict[int, int] = field(default_factory=dict)
 
     @property
     def shown(self) -> bool:
@@ -59,6 +62,7 @@ class MatchMember:
     record_id: int
     data_stream_key: str
     matched_in: frozenset[int] = frozenset()
+    share: int | None = None  # partial payments: the share of the record the match takes (None: whole)
 
 
 def record_status(matched_in: Iterable[int], users: frozenset[int],

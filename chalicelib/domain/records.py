@@ -80,6 +80,9 @@ class Record:
     external_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     file_import_id: int | None = None
+    # Partial payments (domain/allocation.py): reconciliation -> match -> the share of `amount` it
+    # holds; only where a record was matched in parts (absent: none, or matched whole).
+    allocations: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
 
     @classmethod
     def from_draft(cls, draft: RecordDraft, *, environment: str, record_id: int, created_at: datetime,

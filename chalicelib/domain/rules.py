@@ -141,11 +141,12 @@ class RuleDefinition:
     auto_confirm: bool = True
     active: bool = True
     conversion: Conversion | None = None  # currencies: converts one side first (domain/fx.py)
+    allocation: str = "whole"  # "partial": a run may take part of a record (domain/allocation.py, partial_rules)
 
     def as_body(self) -> dict[str, Any]:
         body = {"name": self.name, "priority": self.priority, "cardinality": self.cardinality.value,
                 "group_by": self.group_by.as_body(), "conditions": [c.as_body() for c in self.conditions],
-                "auto_confirm": self.auto_confirm, "active": self.active}
+                "auto_confirm": self.auto_confirm, "active": self.active, "allocation": self.allocation}
         if self.conversion is not None:
             body["conversion"] = self.conversion.as_body()
         return body
@@ -155,7 +156,8 @@ class RuleDefinition:
         return validate_rule({**self.as_body(), **{k: v for k, v in changes.items() if k in RULE_FIELDS}})
 
 
-RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active", "conversion")
+RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "auto_confirm", "active", "conversion",
+               "allocation")
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,27 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
     group_by = _group_by(body.get("group_by"), cardinality, errors)
     conditions = _conditions(body.get("conditions"), errors)
     conversion = validate_conversion(body.get("conversion"), errors)
+    allocation = _allocation(body.get("allocation", "whole"), cardinality, group_by, errors)
     if errors:
         raise ValidationFailed(errors)
     assert isinstance(name, str) and cardinality is not None  # else an error was reported above
     return RuleDefinition(name=name.strip(), priority=priority, cardinality=cardinality,
                           conditions=conditions, group_by=group_by,
                           auto_confirm=body.get("auto_confirm", True), active=body.get("active", True),
-                          conversion=conversion)
+                          conversion=conversion, allocation=allocation)
+
+
+def _allocation(raw: Any, cardinality: Cardinality | None, group_by: GroupBy, errors: list[FieldError]) -> str:
+    """`whole` (default), or `partial` on a one_to_many or many_to_one rule without group_by
+    (docs/partial-payments.md): the one record may be covered by several over time."""
+    if raw not in ("whole", "partial"):
+        errors.append(FieldError("allocation", "must be 'whole' or 'partial'"))
+        return "whole"
+    if raw == "partial" and cardinality not in (Cardinality.ONE_TO_MANY, Cardinality.MANY_TO_ONE, None):
+        errors.append(FieldError("allocation", "partial takes a one_to_many or many_to_one rule"))
+    if raw == "partial" and (group_by.side_a or group_by.side_b):
+        errors.append(FieldError("allocation", "partial allocates record by record: it takes no group_by"))
+    return str(raw)
 
 
 def _group_by(raw: Any, cardinality: Cardinality | None, errors: list[FieldError]) -> GroupBy:

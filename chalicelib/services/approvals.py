@@ -21,7 +21,7 @@ signed-in person of the approver or admin role who is not the requester (an API 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
@@ -96,11 +96,14 @@ def _repository(ports: Ports) -> Approvals:
 # Gates ------------------------------------------------------------------------------------------
 
 def check_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
-                       allow_difference: bool, reason: str | None, side_a: list[Record], side_b: list[Record]) -> None:
-    """A person's match of these records (services/matches.py `create_manual_match`)."""
+                       allow_difference: bool, reason: str | None, side_a: list[Record], side_b: list[Record],
+                       allocations: Mapping[int, int] | None = None) -> None:
+    """A person's match of these records (services/matches.py `create_manual_match`); a partial
+    payment's shares are kept for its replay (its amount measured is still the records' own)."""
     _gate(ports, environment, reconciliation_id, ApprovalAction.MANUAL_MATCH, lambda: amount_of_sides(side_a, side_b),
           {"reconciliation_id": reconciliation_id, "record_ids": list(record_ids),
-           "allow_difference": allow_difference, "reason": reason},
+           "allow_difference": allow_difference, "reason": reason,
+           **({"allocations": [[rid, share] for rid, share in allocations.items()]} if allocations else {})},
           f"Match {len(record_ids)} records by hand in reconciliation {reconciliation_id}")
 
 
@@ -280,7 +283,8 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
         result: dict[str, Any] = {}
         if approval.action is ApprovalAction.MANUAL_MATCH:
             match = matches.create_manual_match(ports, environment, params["reconciliation_id"], params["record_ids"],
-                                                bool(params["allow_difference"]), params.get("reason"))
+                                                bool(params["allow_difference"]), params.get("reason"),
+                                                {int(r): int(s) for r, s in params.get("allocations") or ()})
             result = {"reconciliation_match_id": match.id}
             noted.resource_id = match.id
         elif approval.action is ApprovalAction.UNMATCH:

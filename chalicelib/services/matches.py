@@ -1,7 +1,7 @@
 """Matches: writing one (for runs and people alike), confirming, unmatching, matching by hand."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +16,7 @@ from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services import approvals, audit, period_closes
 from chalicelib.services.events import save_and_emit
+from chalicelib.services.partial_payments import manual_shares
 from chalicelib.services.ports import Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
@@ -42,7 +43,7 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
         match, member = pair
         return ports.claims.claim_record(match.environment, member.record_id, match.reconciliation_id, match.id,
                                          used_by[member.data_stream_key], seen=member,
-                                         proposed=match.status is MatchStatus.PROPOSED)
+                                         proposed=match.status is MatchStatus.PROPOSED, share=member.share)
 
     with ThreadPoolExecutor(CLAIM_THREADS) as pool:
         held = list(pool.map(claim, claims))
@@ -122,7 +123,8 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
 
 
 def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
-                        allow_difference: bool, reason: str | None) -> Match:
+                        allow_difference: bool, reason: str | None,
+                        allocations: Mapping[int, int] | None = None) -> Match:
     """A person's match of records from both sides, confirmed at once (422 unless it balances or
     a difference is allowed with a reason; 409 when a record is matched in this reconciliation,
     or its import is still writing). The reconciliation's exceptions are refreshed within a minute.
@@ -156,14 +158,17 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
                        "writing; match it once the import has finished")
     side_a = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "a"]
     side_b = [records[rid] for rid in ids if side_of[records[rid].data_stream_key] == "b"]
-    difference = check_manual_match(side_a, side_b, allow_difference, reason)
-    approvals.check_manual_match(ports, environment, reconciliation_id, ids, allow_difference, reason, side_a, side_b)
+    partial = manual_shares(side_a, side_b, reconciliation_id, allocations or {}, allow_difference, reason)
+    difference = partial.difference if partial else check_manual_match(side_a, side_b, allow_difference, reason)
+    approvals.check_manual_match(ports, environment, reconciliation_id, ids, allow_difference, reason, side_a, side_b,
+                                 allocations)
     match = Match(environment=environment, id=ports.counters.next_id(environment, "match"),
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},
-                  reason=reason.strip() if allow_difference and reason else None)
+                  reason=reason.strip() if allow_difference and reason else None,
+                  allocations=partial.shares if partial else {})
     members = [MatchMember(side_of[records[rid].data_stream_key], rid, records[rid].data_stream_key,
-                           held[rid].matched_in) for rid in ids]
+                           held[rid].matched_in, share=partial.shares.get(rid) if partial else None) for rid in ids]
     users = used_by(ports.reconciliations, environment, side_of)
     ports.matches.begin(match)
 
@@ -175,7 +180,8 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
             raise
         if not written:
             ports.matches.remove(match)
-            raise Conflict("a record of this match was matched or deleted meanwhile; nothing was matched")
+            raise Conflict("a record of this match was matched, paid in part or deleted meanwhile; nothing was "
+                           "matched")
 
     save_and_emit(ports, environment, event_data.match_event(match, "created", match.created_at),
                   EventOrigin.match(match.id), commit)

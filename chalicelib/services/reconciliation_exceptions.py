@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from chalicelib.domain import event_data
+from chalicelib.domain.allocation import kept_amount_changed, remaining_records
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
@@ -69,11 +70,12 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
         return False
     try:
         proposed = ports.claims.proposed_records(environment, reconciliation.id)
+        partly = ports.claims.partly_paid(environment, reconciliation.id)  # counted by what they have left
         for stream_key in reconciliation.stream_keys:
             read_at = utc_now()  # the tally is as of its read, not of the sweep that began it
             adopted = ports.claims.is_adopted(environment, reconciliation.id, stream_key)
-            open_records = {r.id: r for r in ports.claims.open_records(environment, stream_key, reconciliation.id,
-                                                                        adopted)}
+            open_records = remaining_records({r.id: r for r in ports.claims.open_records(
+                environment, stream_key, reconciliation.id, adopted)}, partly)
             _refresh_stream(ports, reconciliation, stream_key, open_records, now,
                             {r.id: r for r in proposed if r.data_stream_key == stream_key})
             _save_tally(ports, reconciliation, stream_key, open_records.values(), read_at)
@@ -109,7 +111,9 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     open_records = {**open_records, **proposed}
     gone = [record_id for record_id in members if record_id not in open_records]
     flipped = [open_records[i] for i, r in kept_before.items()
-               if i in open_records and r.pending_confirmation is not (i in proposed)]
+               if i in open_records and (r.pending_confirmation is not (i in proposed)
+                                         or kept_amount_changed(r.amount, open_records[i], active.decimal_places
+                                                                if active else 0))]
     joining = [record for record in open_records.values()
                if record.id not in members
                and record.exception_in(reconciliation.id) in (None, active.id if active else None)

@@ -64,7 +64,7 @@ from chalicelib.domain.runs import (
     chunk_records_for,
 )
 from chalicelib.observability import logger
-from chalicelib.services import period_closes, run_partitions, sweeping
+from chalicelib.services import partial_payments, period_closes, run_partitions, sweeping
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce, deciding
 from chalicelib.services.matches import WRITING, release_members, used_by, write_matches
@@ -328,7 +328,9 @@ def match(ports: Ports, environment: str, run_id: int) -> str:
     side_b = ports.run_files.read_frame(environment, run.id, "side_b")
     rules = ports.run_files.read_rules(environment, run.id, run.reconciliation_id)
     engine_a, engine_b = engine_frames(side_a, side_b, only_new=run.only_new)
-    return save_outcome(ports, run, match_records(engine_a, engine_b, rules, only_new=run.only_new), side_a, side_b)
+    outcome = match_records(engine_a, engine_b, rules, only_new=run.only_new)
+    outcome = partial_payments.in_run(ports, run, outcome, side_a, side_b, rules)  # docs/partial-payments.md
+    return save_outcome(ports, run, outcome, side_a, side_b)
 
 
 def save_outcome(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame) -> str:

@@ -25,6 +25,9 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
     job never returns to writing, so the check holds once it has passed)."""
     found = ports.records.find_many(environment, [record_id], including_deleting=True).get(record_id)
     period_closes.refuse_record_change(ports, environment, found, f"deleting record {record_id}")
+    if found is not None and (paid := sorted(r for r, shares in found.allocations.items() if shares)):
+        raise Conflict(f"record {record_id} is paid in part in reconciliation {paid[0]}; unmatch the matches "
+                       "holding its shares first (docs/partial-payments.md)")
     if found is not None and found.file_import_id is not None:
         job = ports.ingestion_jobs.find(environment, found.file_import_id)
         if job is not None and job.status in WRITING:

@@ -17,6 +17,7 @@ from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import serialize
+from chalicelib.domain.allocation import AllocationRefused, Coverage
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -33,7 +34,7 @@ def stored_match(match: Match, pending_since: datetime | None = None) -> Match:
                  status=match.status, group_key=match.group_key, record_count=match.record_count,
                  created_at=stored_time(match.created_at), reconciliation_rule_id=match.reconciliation_rule_id,
                  run_id=match.run_id, differences=deepcopy(match.differences) or {}, reason=match.reason,
-                 pending_since=stored_time(pending_since))
+                 pending_since=stored_time(pending_since), allocations=dict(match.allocations))
 
 
 def _open_record(row: RecordRow) -> OpenRecord:
@@ -67,7 +68,7 @@ class FakeMatchRepository:
         for match, members in batch:
             stored = self.members_of.setdefault((match.environment, match.id), {})
             for m in members:
-                stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key)
+                stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key, share=m.share)
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
@@ -193,11 +194,19 @@ class FakeClaimRepository:
     # Claiming a record --------------------------------------------------------------------------
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
+                     share: int | None = None) -> bool:
         """Mark the record matched by `match_id` in the reconciliation; False when another match of
-        it holds the record, or the record is gone or being deleted. As in the adapter, `seen`
-        stands for the record until the write's condition (the same reconciliations in
-        `matched_in`, no match here, not being deleted) tells it is stale."""
+        it holds the record, or the record is gone or being deleted, or holds shares there. As in
+        the adapter, `seen` stands for the record until the write's condition (the same
+        reconciliations in `matched_in`, no match here, not being deleted) tells it is stale. With a
+        `share`, the match takes that much of the record (adapters/dynamodb/allocations.py)."""
+        if share is not None:
+            return self._claim_share(environment, record_id, reconciliation_id, match_id, users, proposed, share)
+        stored = self.store.row(environment, record_id)
+        if stored is not None and reconciliation_id not in stored.match_ids \
+                and stored.record.allocations.get(reconciliation_id):
+            return False  # paid in part: only a share of what is left may take it
         matched_in: set[int] | None = None if seen is None else set(seen.matched_in)
         for _ in range(CLAIM_ATTEMPTS):
             row = self.store.row(environment, record_id)
@@ -219,10 +228,51 @@ class FakeClaimRepository:
             matched_in = None  # changed meanwhile: read it again
         raise RuntimeError(f"record {record_id} kept changing while being matched")
 
+    def _claim_share(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
+                     users: frozenset[int], proposed: bool, share: int) -> bool:
+        row = self.store.row(environment, record_id)
+        if row is None or row.deleting:
+            return False
+        shares = dict(row.record.allocations.get(reconciliation_id) or {})
+        if match_id in shares or row.match_ids.get(reconciliation_id) == match_id:
+            return True
+        if reconciliation_id in row.match_ids:
+            return False
+        try:
+            coverage = Coverage(row.record.amount, shares).allocate(match_id, share)
+        except AllocationRefused:
+            return False
+        row.record = replace(row.record, allocations={**row.record.allocations,
+                                                      reconciliation_id: dict(coverage.shares)})
+        if not coverage.remaining:  # covered: claimed as a whole match claims it
+            if proposed:
+                row.proposed_in.add(reconciliation_id)
+            row.match_ids[reconciliation_id] = match_id
+            row.matched_in.add(reconciliation_id)
+            row.record = replace(row.record, status=record_status(row.matched_in, users | {reconciliation_id},
+                                                                  row.proposed_in))
+        return True
+
+    def partly_paid(self, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
+        """The records paid in part in the reconciliation, with their shares there."""
+        return {row.record.id: dict(row.record.allocations[reconciliation_id])
+                for (env, _), row in self.store.rows.items()
+                if env == environment and row.record.allocations.get(reconciliation_id)}
+
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None:
-        """Undo `claim_record` (only if `match_id` holds the record): it is open again there."""
+        """Undo `claim_record` (only if `match_id` holds the record, whole or a share of it): it is
+        open again there, with what other shares leave."""
         row = self.store.row(environment, record_id)
+        shares = dict(row.record.allocations.get(reconciliation_id) or {}) if row is not None else {}
+        if row is not None and match_id in shares:
+            rest, _ = Coverage(row.record.amount, shares).release(match_id)
+            allocations = {r: s for r, s in row.record.allocations.items() if r != reconciliation_id}
+            row.record = replace(row.record, allocations={**allocations, **({reconciliation_id: dict(rest.shares)}
+                                                                            if rest.shares else {})})
+            if reconciliation_id not in row.match_ids:
+                return
+            match_id = row.match_ids[reconciliation_id]  # the share covered it: open it again
         if row is None or row.match_ids.get(reconciliation_id) != match_id:
             return
         status = record_status(row.matched_in - {reconciliation_id}, users, row.proposed_in - {reconciliation_id})

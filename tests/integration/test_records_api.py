@@ -36,7 +36,8 @@ def test_a_record_has_every_field(api, ingested):
     record = api.get(f"/v1/records/{ingested['results'][1]['record_id']}").json_body
     assert set(record) == {"id", "data_stream_key", "data_stream_id", "date", "amount", "currency",
                            "decimal_places", "direction", "description", "external_id", "metadata", "status",
-                           "file_import_id", "created_at"}
+                           "file_import_id", "created_at", "allocations"}
+    assert record["allocations"] == []  # never paid in part (docs/partial-payments.md)
     assert record["currency"] == "JPY" and record["decimal_places"] == 0 and record["description"] == "fee"
     assert record["data_stream_id"] == api.get("/v1/data_streams/bank").json_body["id"]
 

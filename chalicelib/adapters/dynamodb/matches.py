@@ -21,6 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.allocations import (
+    allocated_attribute,
+    claim_share,
+    partly_paid,
+    release_share,
+    share_attribute,
+)
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.record_columns import page_columns, record_attributes
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
@@ -65,7 +72,7 @@ class MatchRepository:
     def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None:
         self._table.batch_write(puts=[
             {**keys.match_member(match.environment, match.id, m.record_id), "entity": "match_member",
-             "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key}
+             "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key, "share": m.share}
             for match, members in batch for m in members])
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
@@ -224,6 +231,7 @@ class MatchRepository:
             "status": match.status.value, "group_key": match.group_key, "record_count": match.record_count,
             "created_at": iso(match.created_at), "run_id": match.run_id,
             "differences": match.differences or None, "reason": match.reason,
+            "allocations": {str(record): share for record, share in match.allocations.items()} or None,
         }
 
     @staticmethod
@@ -236,6 +244,7 @@ class MatchRepository:
             differences=item.get("differences") or {}, reason=item.get("reason"),
             unmatching=bool(item.get("unmatching")), unmatched_at=parse_optional_iso(item.get("unmatched_at")),
             pending_since=parse_optional_iso(item.get("pending_since")),
+            allocations={int(record): int(share) for record, share in (item.get("allocations") or {}).items()},
         )
 
 
@@ -251,11 +260,16 @@ class ClaimRepository:
     # Claiming a record (step 2 of writing a match) ------------------------------------------------
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
-                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False) -> bool:
+                     users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
+                     share: int | None = None) -> bool:
         """Mark the record matched by `match_id` in the reconciliation (a `proposed` match: held,
         pending confirmation). False when another match of it holds the record, or the record is
-        gone or being deleted. `seen` is the record as the match read it (saves a read; a stale
-        one only costs a retry)."""
+        gone or being deleted, or holds shares of partial payments there. `seen` is the record as
+        the match read it (saves a read; a stale one only costs a retry). With a `share`, the match
+        takes that much of the record (see allocations.py)."""
+        if share is not None:
+            return claim_share(self._table, environment, record_id, reconciliation_id, match_id, share, users,
+                               proposed)
         attribute = keys.match_attribute(reconciliation_id)
         item: dict[str, Any] | None = None if seen is None else {
             "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
@@ -267,6 +281,8 @@ class ClaimRepository:
                 return False
             if item.get(attribute) is not None:
                 return item[attribute] == match_id
+            if item.get(allocated_attribute(reconciliation_id)):
+                return False  # paid in part: only a share of what is left may take it
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
             status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
                                    proposed_in | ({reconciliation_id} if proposed else set()))
@@ -274,8 +290,8 @@ class ClaimRepository:
                 self._table.update(
                     keys.record(environment, record_id), _status_update(status, "SET #m = :match", change),
                     condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
-                              "AND " + _same_sets(matched_in, proposed_in),
-                    names={"#m": attribute, "#status": "status"},
+                              "AND attribute_not_exists(#at) AND " + _same_sets(matched_in, proposed_in),
+                    names={"#m": attribute, "#status": "status", "#at": allocated_attribute(reconciliation_id)},
                     values={":match": match_id, ":r": {reconciliation_id},
                             **_status_values(environment, record_id, item["data_stream_key"], status),
                             **_sets_values(matched_in, proposed_in)})
@@ -283,6 +299,10 @@ class ClaimRepository:
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
         raise RuntimeError(f"record {record_id} kept changing while being matched")
+
+    def partly_paid(self, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
+        """The records paid in part in the reconciliation, with their shares there (see allocations.py)."""
+        return partly_paid(self._table, environment, reconciliation_id)
 
     def release_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                        users: frozenset[int]) -> None:
@@ -300,6 +320,9 @@ class ClaimRepository:
         attribute = keys.match_attribute(reconciliation_id)
         for _ in range(CLAIM_ATTEMPTS):
             item = self._table.get(keys.record(environment, record_id))
+            if release and item is not None and str(match_id) in (item.get(share_attribute(reconciliation_id)) or {}) \
+                    and release_share(self._table, environment, record_id, reconciliation_id, match_id, users, item):
+                return
             if item is None or item.get(attribute) != match_id:
                 return
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
@@ -534,7 +557,7 @@ def _open_record(item: dict[str, Any]) -> OpenRecord:
 
 
 def _member(item: dict[str, Any]) -> MatchMember:
-    return MatchMember(item["side"], item["record_id"], item["data_stream_key"])
+    return MatchMember(item["side"], item["record_id"], item["data_stream_key"], share=item.get("share"))
 
 
 MATCH_STATE_ATTRIBUTES = ("id", "reconciliation_id", "status", "reconciliation_rule_id", "record_count", "unmatching",

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.allocations import shares_of
 from chalicelib.adapters.dynamodb.table import (
     FILTERED_READ_STEP,
     MAX_READS_PER_PAGE,
@@ -386,7 +387,7 @@ class RecordRepository:
             created_at=parse_iso(item["created_at"]), description=item.get("description"),
             external_id=item.get("external_id"),
             metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
-            file_import_id=item.get("file_import_id"),
+            file_import_id=item.get("file_import_id"), allocations=shares_of(item),
         )
 
 

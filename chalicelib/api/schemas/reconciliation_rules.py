@@ -95,6 +95,17 @@ def _grouping_rules() -> list[dict[str, Any]]:
     return [ungrouped("side_a", "groups_a"), ungrouped("side_b", "groups_b")]
 
 
+def _allocation_rules() -> list[dict[str, Any]]:
+    """`allocation: partial` only on a one_to_many or many_to_one rule (an absent cardinality reads as
+    the default one_to_one, as in _grouping_rules), and without group_by."""
+    whole_only = [c.value for c in Cardinality if c not in (Cardinality.ONE_TO_MANY, Cardinality.MANY_TO_ONE)]
+    no_group = {"properties": {"side_a": {"maxItems": 0}, "side_b": {"maxItems": 0}}}
+    return [when({"properties": {"cardinality": {"enum": whole_only}}},
+                 {"properties": {"allocation": {"enum": ["whole"]}}}),
+            when({"properties": {"allocation": {"enum": ["partial"]}}, "required": ["allocation"]},
+                 {"properties": {"group_by": no_group}})]
+
+
 RuleName: TypeAlias = Annotated[Any, _documented(
     {"type": "string", "minLength": 1, "maxLength": MAX_RULE_NAME, "pattern": r"\S",
      "examples": ["Amount and date"]}, "Required on create")]
@@ -127,10 +138,14 @@ RuleConversion: TypeAlias = Annotated[Any, _documented({"anyOf": [CONVERSION_SCH
     "the rule (its near miss says which rate is missing). A match lists each converted record in "
     "differences.conversions: amount, rate, pair, rate_date and converted_amount. null removes "
     "it."))]
+RuleAllocation: TypeAlias = Annotated[Any, _documented(
+    {"type": "string", "enum": ["whole", "partial"]}, "Default whole. partial (one_to_many or many_to_one, no "
+    "group_by): a run also matches the one record to many whose sum is below what it has left, taking that "
+    "share and leaving the rest open (docs/partial-payments.md)")]
 
 
 class RuleBody(RequestModel):
-    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules()))
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules() + _allocation_rules()))
     name: RuleName = unchanged_when_absent()
     priority: RulePriority = unchanged_when_absent()
     cardinality: RuleCardinality = unchanged_when_absent()
@@ -139,6 +154,7 @@ class RuleBody(RequestModel):
     auto_confirm: RuleFlag = unchanged_when_absent()
     active: RuleFlag = unchanged_when_absent()
     conversion: RuleConversion = unchanged_when_absent()
+    allocation: RuleAllocation = unchanged_when_absent()
 
     def given(self) -> dict[str, Any]:
         """The fields the client sent, as sent."""
@@ -147,7 +163,8 @@ class RuleBody(RequestModel):
 
 class NewRuleBody(RuleBody):
     """A rule's create body: name and conditions are required (they are checked with the rest, in one 422)."""
-    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules(), required=["name", "conditions"]))
+    model_config = ConfigDict(json_schema_extra=documented(allOf=_grouping_rules() + _allocation_rules(),
+                                                           required=["name", "conditions"]))
 
 
 class ReconciliationRuleOut(Model):
@@ -163,6 +180,7 @@ class ReconciliationRuleOut(Model):
     conversion: dict[str, Any] | None = Field(default=None, description=(
         "The rule's currency conversion (docs/currencies.md), absent when it converts nothing"),
         json_schema_extra={"properties": CONVERSION_SCHEMA["properties"]})
+    allocation: str = "whole"
     created_at: Timestamp
     updated_at: Timestamp
 

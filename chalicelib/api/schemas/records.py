@@ -1,10 +1,11 @@
 """Bodies and answers of /records and /bulk_requests."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, WithJsonSchema
+from pydantic import Field, StringConstraints, ValidationInfo, WithJsonSchema, field_validator
 
 from chalicelib.api.schemas.common import CursorQuery, Id, Model, RequestModel, ResponseModel, Timestamp, documented
 from chalicelib.api.schemas.data_streams import StreamKey
@@ -70,6 +71,19 @@ class RecordsQuery(CursorQuery):
     date_to: date | None = None
 
 
+class ShareOut(Model):
+    reconciliation_match_id: int
+    amount: int = Field(description="Minor units of the record's amount this match holds")
+
+
+class RecordAllocationOut(Model):
+    """A record paid in part in one reconciliation (docs/partial-payments.md)."""
+    reconciliation_id: int
+    amount_allocated: int = Field(description="Minor units the matches hold, in the record's decimal places")
+    amount_remaining: int = Field(description="amount - amount_allocated; the record is reconciled there at 0")
+    shares: list[ShareOut]
+
+
 class RecordOut(ResponseModel):
     id: int
     data_stream_key: str
@@ -85,6 +99,21 @@ class RecordOut(ResponseModel):
     status: str
     file_import_id: int | None
     created_at: Timestamp
+    allocations: list[RecordAllocationOut] = Field(
+        default_factory=list, description="The reconciliations where the record is paid in part, with what is "
+        "allocated and what remains; a reconciliation not listed holds the record whole (matched) or not at all")
+
+    @field_validator("allocations", mode="before")
+    @classmethod
+    def _shares(cls, value: Any, info: ValidationInfo) -> Any:
+        """A record's `allocations` (reconciliation -> match -> share) as the list the API shows."""
+        if not isinstance(value, Mapping):
+            return value
+        amount = info.data.get("amount", 0)
+        return [{"reconciliation_id": reconciliation, "amount_allocated": sum(shares.values()),
+                 "amount_remaining": amount - sum(shares.values()),
+                 "shares": [{"reconciliation_match_id": m, "amount": s} for m, s in sorted(shares.items())]}
+                for reconciliation, shares in sorted(value.items()) if shares]
 
 
 class RecordPage(Model):

@@ -150,7 +150,7 @@ def members_by_match(members: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:
 def match_members(members: pl.DataFrame) -> dict[int, list[MatchMember]]:
     """`members_by_match`, each row a MatchMember (as writing or undoing a match takes it)."""
     return {match_no: [MatchMember(row["side"], row["record_id"], row["data_stream_key"],
-                                   frozenset(row["matched_in"] or ())) for row in rows]
+                                   frozenset(row["matched_in"] or ()), share=row.get("share")) for row in rows]
             for match_no, rows in members_by_match(members).items()}
 
 
@@ -163,7 +163,8 @@ def planned_matches(matches: pl.DataFrame, members: pl.DataFrame, *, environment
                    status=MatchStatus(row["status"]), group_key=row["group_key"],
                    record_count=len(by_match[row["match_no"]]), created_at=created_at,
                    reconciliation_rule_id=row["rule_id"], run_id=run_id,
-                   differences=json.loads(row["differences"]) if row["differences"] else {}),
+                   differences=json.loads(row["differences"]) if row["differences"] else {},
+                   allocations={m.record_id: m.share for m in by_match[row["match_no"]] if m.share is not None}),
              by_match[row["match_no"]])
             for row in matches.iter_rows(named=True)]
 

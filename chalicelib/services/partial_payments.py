@@ -1,0 +1,82 @@
+"""Partial payments in a person's match (domain/allocation.py): the share the match takes of each
+of its records, and the balance of those shares.
+
+A match is partial when the request gives `allocations`, or when one of its records was paid in
+part in the reconciliation already (it then takes what that record has left unless told less).
+Otherwise the match is whole and services/matches.py checks it as before."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chalicelib.domain.allocation import coverage_of, plan_shares, share_difference
+from chalicelib.domain.errors import FieldError, ValidationFailed
+from chalicelib.domain.records import Record
+from chalicelib.domain.rules import Rule
+from chalicelib.domain.runs import Run
+from chalicelib.services.ports import Ports
+
+if TYPE_CHECKING:
+    from chalicelib.domain.matching.frames import Frame
+    from chalicelib.domain.matching.outcome import MatchOutcome
+
+
+@dataclass(frozen=True)
+class ManualShares:
+    shares: dict[int, int]  # record id -> its share, for the records taken in part or finishing a cover
+    difference: int  # between the sides' shares, in minor units of the records' largest decimal places
+
+
+def manual_shares(side_a: Iterable[Record], side_b: Iterable[Record], reconciliation_id: int,
+                  asked: Mapping[int, int], allow_difference: bool, reason: str | None) -> ManualShares | None:
+    """The shares of a person's match, None for a whole match (no allocation asked, no record paid
+    in part). 422 when a share is refused (domain.allocation.plan_shares), the records are in
+    several currencies, or the sides' shares do not balance without allow_difference and a reason."""
+    side_a, side_b = list(side_a), list(side_b)
+    records = side_a + side_b
+    if not asked and not any(r.allocations.get(reconciliation_id) for r in records):
+        return None
+    errors: list[FieldError] = []
+    if not side_a or not side_b:
+        errors.append(FieldError("record_ids", "must hold records of both sides of the reconciliation"))
+    currencies = {r.currency for r in records}
+    if len(currencies) > 1:
+        errors.append(FieldError("record_ids", f"records are in several currencies ({', '.join(sorted(currencies))})"))
+    if allow_difference and not (isinstance(reason, str) and reason.strip()):
+        errors.append(FieldError("reason", "is required when allow_difference is true"))
+    if errors:
+        raise ValidationFailed(errors)
+    planned = {s.record_id: s for s in plan_shares(
+        ((r, coverage_of(r, reconciliation_id).remaining) for r in records), asked)}
+    total_a, total_b, difference = share_difference(((r, planned[r.id].amount) for r in side_a),
+                                                    ((r, planned[r.id].amount) for r in side_b))
+    if difference and not allow_difference:
+        raise ValidationFailed.on("allocations", f"side A's shares total {total_a} and side B's {total_b} (minor "
+                                  f"units, credits positive): they differ by {difference}; allocate so that they "
+                                  "balance, or give allow_difference and a reason")
+    return ManualShares({rid: s.amount for rid, s in planned.items() if not s.whole}, difference)
+
+
+def allocations_asked(allocations: Iterable[Any] | None) -> dict[int, int]:
+    """A request's `allocations` ({record_id, amount} items) by record id; 422 for a record named twice."""
+    asked: dict[int, int] = {}
+    for n, item in enumerate(allocations or ()):
+        if item.record_id in asked:
+            raise ValidationFailed.on(f"allocations[{n}].record_id", f"record {item.record_id} is allocated twice")
+        asked[item.record_id] = item.amount
+    return asked
+
+
+def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame,
+           rules: Sequence[Rule]) -> MatchOutcome:
+    """A run's outcome with partial payments (domain/matching/partial.py): whole matches of records
+    paid in part dropped, the partial rules' matches added. What the records have allocated is read
+    now; a share taken meanwhile only makes a claim refuse (the match is then undone)."""
+    from chalicelib.domain.matching.partial import partial_rules, with_partial_matches
+
+    if not partial_rules(rules) and outcome.members.is_empty():
+        return outcome
+    partly = ports.claims.partly_paid(run.environment, run.reconciliation_id)
+    allocated = {record_id: sum(shares.values()) for record_id, shares in partly.items()}
+    return with_partial_matches(outcome, side_a, side_b, rules, allocated)
