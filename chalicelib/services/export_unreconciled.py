@@ -16,16 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.domain import export_frames
 from chalicelib.domain.exports import COLUMNS, ExportKind, Page, record_row
-from chalicelib.domain.money import decimal_string
 from chalicelib.domain.records import RecordQuery, RecordStatus
 from chalicelib.services.ports import Ports
 
 WINDOW_ROWS = 20_000  # ids read, and rows written, per page: a few MB of CSV
 CURSOR_PREFIX = "unreconciled-below:"
 _AT = {column.name: at for at, column in enumerate(COLUMNS[ExportKind.RECORDS])}  # record_row's cells
-_MIRROR_COLUMNS = ["id", "data_stream_key", "date", "direction", "amount", "currency", "decimal_places",
-                   "external_id", "description", "file_import_id", "created_at", "metadata"]
 
 
 def serves(query: RecordQuery, cursor: str | None) -> bool:
@@ -68,33 +66,25 @@ class _MirroredRows:
     def rows(self, window: list[tuple[int, str]], query: RecordQuery) -> Any:
         """The export rows of these ids that the query admits, as a frame of `record_row`'s columns,
         newest first."""
-        import polars as pl
-
         if not window:
-            return _empty()
+            return export_frames.page_of([], [], None)
         low, high = window[-1][0], window[0][0]
         by_stream: dict[str, list[int]] = {}
         for record_id, stream in window:
             by_stream.setdefault(stream, []).append(record_id)
-        found = []
+        mirrored = []
         for stream, wanted in by_stream.items():
-            for block in self._imports_of(stream):
-                if block.last_id >= low and block.first_id <= high:
-                    frame = self._frame(block)
-                    if frame is not None:
-                        found.append(frame.filter(pl.col("id").is_between(low, high) & pl.col("id").is_in(wanted)))
+            imports = [frame for block in self._imports_of(stream) if block.last_id >= low and block.first_id <= high
+                       if (frame := self._frame(block)) is not None]
+            mirrored.append(export_frames.unreconciled_from_mirror(imports, low, high, wanted))
         for block in [b for b in self._frames if b.first_id >= low]:  # the windows below never reach it
             del self._frames[block]
-        mirrored = _export_frame(pl.concat(found, how="diagonal_relaxed").collect()) if found else _empty()
-        missing = {record_id for record_id, _ in window} - set(mirrored["id"].to_list())
-        if missing:  # not in the mirror yet, or mirrored without a column the export has: from the table
-            from_table = [record_row(r) for r in self._ports.records.find_many(self._environment, missing).values()
-                          if r.status is RecordStatus.UNRECONCILED]
-            mirrored = pl.concat([mirrored, pl.DataFrame(from_table, schema=_schema(), orient="row")])
-        if (query.file_import_id, query.date_from, query.date_to) != (None, None, None):  # the read applied the rest
-            mirrored = mirrored.filter(pl.Series([_admitted(row, query) for row in mirrored.iter_rows()],
-                                                 dtype=pl.Boolean))
-        return mirrored.sort("id", descending=True)
+        missing = {record_id for record_id, _ in window} - set().union(*map(export_frames.ids_of, mirrored))
+        # Not in the mirror yet, or mirrored without a column the export has: from the table
+        from_table = [record_row(r) for r in self._ports.records.find_many(self._environment, missing).values()
+                      if r.status is RecordStatus.UNRECONCILED] if missing else []
+        filtered = (query.file_import_id, query.date_from, query.date_to) != (None, None, None)  # the read did the rest
+        return export_frames.page_of(mirrored, from_table, (lambda row: _admitted(row, query)) if filtered else None)
 
     def _imports_of(self, stream: str) -> list[_Import]:
         if stream not in self._imports:
@@ -111,41 +101,6 @@ class _MirroredRows:
         if block not in self._frames:
             self._frames[block] = self._ports.mirror.import_rows(self._environment, block.stream_key, block.job_id)
         return self._frames[block]
-
-
-def _export_frame(frame: Any) -> Any:
-    """`record_row`'s columns from mirror rows: those mirrored before `created_at` was a column are
-    left out (the caller reads them from the table)."""
-    import polars as pl
-
-    if "created_at" not in frame.columns:
-        return _empty()
-    for name in _MIRROR_COLUMNS:
-        if name not in frame.columns:  # parts written before `metadata` was a column
-            frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias(name))
-    frame = frame.filter(pl.col("created_at").is_not_null())
-    amounts = [decimal_string(amount, places) for amount, places in zip(frame["amount"].to_list(),
-                                                                         frame["decimal_places"].to_list(),
-                                                                         strict=True)]
-    return frame.select(
-        "id", "data_stream_key", "date", "direction", pl.col("amount").alias("amount_minor"),
-        pl.Series("amount", amounts, dtype=pl.Utf8), "currency", "decimal_places",
-        pl.lit(RecordStatus.UNRECONCILED.value).alias("status"), "external_id", "description", "file_import_id",
-        "created_at", "metadata",
-    ).cast(_schema())
-
-
-def _schema() -> dict[str, Any]:
-    """`record_row`'s columns as polars types."""
-    import polars as pl
-
-    return {column.name: pl.Int64 if column.type == "int" else pl.Utf8 for column in COLUMNS[ExportKind.RECORDS]}
-
-
-def _empty() -> Any:
-    import polars as pl
-
-    return pl.DataFrame(schema=_schema())
 
 
 def _admitted(row: tuple[Any, ...], query: RecordQuery) -> bool:
