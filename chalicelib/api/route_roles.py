@@ -149,6 +149,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): VIEWER,
     ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
     ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}"): APPROVER,
+    # Rules learned from decisions: a preparer (who matches by hand) asks for suggestions, which run
+    # nowhere; accepting one makes a rule (settings: an admin's), and so does dismissing one.
+    ("POST", "/v1/reconciliations/{id}/rule_suggestions"): PREPARER,
+    ("POST", "/v1/reconciliation_rules/{id}/accept"): ADMIN,
+    ("POST", "/v1/reconciliation_rules/{id}/dismiss"): ADMIN,
 }
 
 

@@ -124,4 +124,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "get_routing_rule", False),
     ("PATCH", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "update_routing_rule", False),
     ("DELETE", "/v1/reconciliations/{id}/routing_rules/{rule_id}", "service_levels", "delete_routing_rule", False),
+    ("POST", "/v1/reconciliations/{id}/rule_suggestions", "rule_suggestions", "suggest_rules", False),
+    ("POST", "/v1/reconciliation_rules/{id}/accept", "rule_suggestions", "accept_rule", False),
+    ("POST", "/v1/reconciliation_rules/{id}/dismiss", "rule_suggestions", "dismiss_rule", False),
 )

@@ -2,11 +2,19 @@
 domain.rules.validate_rule (one place for every rule about rules); these models only document them."""
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import ConfigDict, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
-from chalicelib.api.schemas.common import Model, RequestModel, Timestamp, documented, unchanged_when_absent, when
+from chalicelib.api.schemas.common import (
+    Model,
+    QueryModel,
+    RequestModel,
+    Timestamp,
+    documented,
+    unchanged_when_absent,
+    when,
+)
 from chalicelib.domain.rules import (
     MAX_CONDITIONS,
     MAX_DAYS,
@@ -138,9 +146,21 @@ class ReconciliationRuleOut(Model):
     conditions: list[dict[str, Any]]
     auto_confirm: bool
     active: bool
+    status: str = Field(description="active, inactive (runs apply active rules only), proposed (a learned rule "
+                                    "awaiting acceptance: POST /reconciliation_rules/{id}/accept) or dismissed")
+    source: str = Field(description="user (written by a person) or learned (suggested from decisions)")
+    evidence: dict[str, Any] | None = Field(default=None, description=(
+        "A learned rule's evidence (docs/learned-rules.md): decisions read, explained and contradicted, what "
+        "they agree on, and a dry run over the open records; null for a rule a person wrote"))
     created_at: Timestamp
     updated_at: Timestamp
 
 
 class ReconciliationRuleList(Model):
     data: list[ReconciliationRuleOut]
+
+
+class RuleListQuery(QueryModel):
+    status: Literal["active", "inactive", "proposed", "dismissed"] | None = Field(default=None, description=(
+        "Only the rules of this status; without it, the active and inactive rules (a reconciliation's rule set), "
+        "not the suggestions"))
