@@ -65,7 +65,7 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("PATCH", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.updated", "reconciliation_rule", "id"),
     ("DELETE", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.deleted", "reconciliation_rule", "id"),
     ("POST", "/reconciliation_rules/{id}/dry_run"): None,  # computes, changes nothing
-    ("POST", "/reconciliations/{id}/rule_suggestions"): Audited("reconciliation_rule.suggested", "reconciliation",
+    ("POST", "/reconciliations/{id}/rule_suggestions"): Audited("reconciliation.rules_suggested", "reconciliation",
                                                                 "id"),
     ("POST", "/reconciliation_rules/{id}/accept"): Audited("reconciliation_rule.accepted", "reconciliation_rule",
                                                            "id", fields={"priority": "priority"}),

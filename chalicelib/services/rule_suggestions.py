@@ -200,10 +200,10 @@ def accept(ports: Ports, environment: str, rule_id: int, changes: Mapping[str, A
     """The proposed rule becomes an active rule at the priority given (else the one it was shown
     with), its name and auto_confirm as given; 409 when the priority is taken or it is not proposed."""
     current = ports.reconciliation_rules.get(environment, rule_id)
+    wanted = {k: v for k, v in changes.items() if k in ("priority", "name", "auto_confirm")}
+    definition = current.definition.patched({**wanted, "active": True})  # 422 before any 409
     if current.proposal is not RuleStatus.PROPOSED:
         raise Conflict(f"reconciliation rule {rule_id} is {current.status.value}; only a proposed rule is accepted")
-    wanted = {k: v for k, v in changes.items() if k in ("priority", "name", "auto_confirm")}
-    definition = current.definition.patched({**wanted, "active": True})
     accepted = replace(current.with_definition(definition, utc_now()), proposal=None)
     ports.reconciliation_rules.save(accepted, previous=current)
     audit.note(**audit.changes({"status": current.status.value, "priority": current.definition.priority},

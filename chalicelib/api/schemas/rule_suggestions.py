@@ -5,9 +5,8 @@ from typing import Any
 
 from pydantic import Field
 
-from chalicelib.api.schemas.common import Model, RequestModel
-from chalicelib.api.schemas.reconciliation_rules import ReconciliationRuleOut
-from chalicelib.domain.rules import MAX_NAME, MAX_PRIORITY
+from chalicelib.api.schemas.common import Model, RequestModel, unchanged_when_absent
+from chalicelib.api.schemas.reconciliation_rules import ReconciliationRuleOut, RuleFlag, RuleName, RulePriority
 from chalicelib.services.rule_suggestions import DEFAULT_SUGGESTIONS, MAX_DECISIONS, MAX_SUGGESTIONS
 
 
@@ -32,13 +31,12 @@ class RuleSuggestionsOut(Model):
 
 
 class AcceptRuleBody(RequestModel):
-    priority: Any = Field(default=None, json_schema_extra={"type": "integer", "minimum": 1, "maximum": MAX_PRIORITY},
-                          description="Where it runs among the active rules (lower first); default: the priority "
-                                      "it was proposed with (after every rule of the reconciliation)")
-    name: Any = Field(default=None, json_schema_extra={"type": "string", "minLength": 1, "maxLength": MAX_NAME},
-                      description="Rename it (default: the name it was proposed with)")
-    auto_confirm: Any = Field(default=None, json_schema_extra={"type": "boolean"},
-                              description="Default: true (as proposed)")
+    """Checked with the rule by domain.rules.validate_rule (422 naming the field)."""
+    priority: RulePriority = unchanged_when_absent(
+        "Where it runs among the active rules (lower first); default: the priority it was proposed with")
+    name: RuleName = unchanged_when_absent("Rename it (default: the name it was proposed with)")
+    auto_confirm: RuleFlag = unchanged_when_absent("Default: as proposed (true)")
 
     def given(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump(exclude_unset=True).items() if v is not None}
+        """The fields the client sent, as sent."""
+        return self.model_dump(exclude_unset=True)
