@@ -266,7 +266,7 @@ def _base_conditions(pairs: list[tuple[_Unit, _Unit]], currencies_seen: int,
 def _amount_condition(pairs: list[tuple[_Unit, _Unit]]) -> tuple[Condition | None, dict[str, Any]]:
     """Fixed or percent, whichever admits less at the median side-A amount; outliers left out."""
     differences = [b.amount - a.amount for a, b in pairs]
-    seen = {"min": min(differences), "max": max(differences), "most_common": _most_common(differences),
+    seen: dict[str, Any] = {"min": min(differences), "max": max(differences), "most_common": _most_common(differences),
             "explained_by": None}
     sizes = sorted(abs(d) for d in differences)
     covered = sizes
