@@ -390,7 +390,8 @@ def _shared_tokens(pairs: list[tuple[_Unit, _Unit]], text_fields: list[str]) -> 
                     if ta == tb:
                         where[(fa, fb)] += 1
     return {"decisions_with_shared_token": with_token, "examples": examples,
-            "fields": [{"field": fa, "side_b_field": fb, "decisions": n} for (fa, fb), n in where.most_common(3)]}
+            "fields": [{"field": fa, "side_b_field": fb, "decisions": n}
+                       for (fa, fb), n in sorted(where.items(), key=lambda item: (-item[1], item[0]))[:3]]}
 
 
 def _tokens(text: str | None) -> set[str]:

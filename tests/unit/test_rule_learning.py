@@ -66,8 +66,9 @@ def test_the_labelled_set_gives_back_its_hidden_rule_first():
     assert set(by_field(alone)) == {("amount", "amount"), ("date", "date")}
     assert not top.active and top.name.startswith("Learned: external_id in description")
     assert learned.observed["amount_difference"]["most_common"] == -FEE
-    assert learned.observed["shared_tokens"]["fields"][0] == {"field": "external_id", "side_b_field": "description",
-                                                               "decisions": 30}
+    assert learned.observed["shared_tokens"]["fields"] == [  # by decisions, then by name
+        {"field": "description", "side_b_field": "description", "decisions": 30},
+        {"field": "external_id", "side_b_field": "description", "decisions": 30}]
     evidence = {}
     for definition in (top, second, alone):
         rule = candidate_rule(definition)
