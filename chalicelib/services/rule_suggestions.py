@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.domain.clock import iso, utc_now
-from chalicelib.domain.errors import Conflict, FieldError, ValidationFailed
+from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.rules import MAX_PRIORITY, Rule, RuleDefinition, RuleSource, RuleStatus
@@ -147,10 +147,13 @@ def _drop_proposals(ports: Ports, existing: list[Rule]) -> int:
     dropped = 0
     for rule in existing:
         if rule.proposal is RuleStatus.PROPOSED:
-            try:
-                ports.reconciliation_rules.remove(rule)
+            try:  # read again: one accepted since the listing is a rule now, and stays
+                current = ports.reconciliation_rules.get(rule.environment, rule.id)
+                if current.proposal is not RuleStatus.PROPOSED:
+                    continue
+                ports.reconciliation_rules.remove(current)
                 dropped += 1
-            except Exception:  # gone meanwhile (accepted or deleted by someone): theirs stands
+            except NotFound:  # deleted meanwhile by someone: theirs stands
                 continue
     return dropped
 

@@ -160,3 +160,22 @@ def test_no_decisions_no_suggestions_and_bad_input_is_named(api, invoices):
     assert bad_status.status_code in (400, 422) and "status" in str(bad_status.json_body)
     assert api.post("/v1/reconciliations/404/rule_suggestions").status_code == 404
     assert api.post("/v1/reconciliation_rules/404/accept").status_code == 404
+
+
+def test_an_accepted_investigation_is_a_decision_of_its_kind(api, ingest, worker, reconciliation):
+    from tests.integration.test_investigations_api import _exception, start
+
+    world = _exception(api, ingest, reconciliation)  # the bank's 1,250.00, booked 6 days later
+    started = start(api, world["id"])
+    worker.drain()
+    accepted = api.post(f"/v1/reconciliation_exceptions/{world['id']}/investigations/{started['id']}/accept")
+    assert accepted.status_code == 201, accepted.json_body
+
+    body = suggest(api, reconciliation)
+
+    assert (body["decisions_read"], body["decisions_by_kind"]) == (1, {"manual": 0, "investigation": 1})
+    top = body["data"][0]
+    by_field = conditions_by_field(top)
+    assert by_field[("amount", None)] == {"field": "amount", "operator": "equals"}
+    assert by_field[("date", None)] == {"field": "date", "operator": "within", "days": 6}
+    assert top["evidence"]["decisions_explained"] == 1
