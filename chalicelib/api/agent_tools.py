@@ -147,7 +147,8 @@ class AgentToolBox:
 
     def _get_reconciliation(self, args: dict[str, Any]) -> str:
         reconciliation = self._ports.reconciliations.get(self._environment, _int(args["id"]))
-        rules = self._ports.reconciliation_rules.list_of(self._environment, reconciliation.id)
+        rules = [r for r in self._ports.reconciliation_rules.list_of(self._environment, reconciliation.id)
+                 if r.holds_priority]  # its rule set: suggestions (docs/learned-rules.md) are not rules yet
         open_count = _open_exceptions(self._ports, self._environment, reconciliation.id)
         return _json({**_plain(reconciliations_out([reconciliation], self._environment)[0]),
                       "rules": [_plain(rule_out(r)) for r in rules], "open_exceptions": open_count})
@@ -319,7 +320,8 @@ class AgentRunContext:
     def _reconciliation(self, reconciliation_id: int) -> str:
         environment = self._agent.environment
         reconciliation = self._ports.reconciliations.get(environment, reconciliation_id)
-        rules = self._ports.reconciliation_rules.list_of(environment, reconciliation_id)
+        rules = [r for r in self._ports.reconciliation_rules.list_of(environment, reconciliation_id)
+                 if r.holds_priority]
         return (f"reconciliation {reconciliation.id} \"{reconciliation.name}\" ({reconciliation.run_type.value}): "
                 f"side A streams {', '.join(reconciliation.side_a_stream_keys)}; side B streams "
                 f"{', '.join(reconciliation.side_b_stream_keys)}; {len(rules)} rule(s): "

@@ -65,6 +65,12 @@ ROUTE_ACTIONS: dict[tuple[str, str], Audited | None] = {
     ("PATCH", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.updated", "reconciliation_rule", "id"),
     ("DELETE", "/reconciliation_rules/{id}"): Audited("reconciliation_rule.deleted", "reconciliation_rule", "id"),
     ("POST", "/reconciliation_rules/{id}/dry_run"): None,  # computes, changes nothing
+    ("POST", "/reconciliations/{id}/rule_suggestions"): Audited("reconciliation.rules_suggested", "reconciliation",
+                                                                "id"),
+    ("POST", "/reconciliation_rules/{id}/accept"): Audited("reconciliation_rule.accepted", "reconciliation_rule",
+                                                           "id", fields={"priority": "priority"}),
+    ("POST", "/reconciliation_rules/{id}/dismiss"): Audited("reconciliation_rule.dismissed", "reconciliation_rule",
+                                                            "id"),
     # Signing in, refreshing and signing out change nothing of ours (the provider keeps sessions).
     ("POST", "/session"): None,
     ("POST", "/session/refresh"): None,

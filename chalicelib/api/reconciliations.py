@@ -11,6 +11,7 @@ from chalicelib.api.schemas.reconciliation_rules import (
     ReconciliationRuleList,
     ReconciliationRuleOut,
     RuleBody,
+    RuleListQuery,
 )
 from chalicelib.api.schemas.reconciliations import (
     CreateReconciliation,
@@ -58,7 +59,8 @@ def reconciliations_out(reconciliations: list[Reconciliation], environment: str)
 
 def rule_out(rule: Rule) -> ReconciliationRuleOut:
     return ReconciliationRuleOut(id=rule.id, reconciliation_id=rule.reconciliation_id,
-                                 **rule.definition.as_body(), created_at=rule.created_at,
+                                 **rule.definition.as_body(), status=rule.status.value, source=rule.source.value,
+                                 evidence=rule.evidence, created_at=rule.created_at,
                                  updated_at=rule.updated_at or rule.created_at)
 
 
@@ -128,10 +130,12 @@ def create_rule(request: ApiRequest, id: str) -> ReconciliationRuleOut:
 
 
 @router.route("GET", "/reconciliations/{id}/rules", summary="The rules of a reconciliation, by priority",
-              response=ReconciliationRuleList, errors=(404,))
+              query=RuleListQuery, response=ReconciliationRuleList, errors=(404, 422))
 def list_rules(request: ApiRequest, id: str) -> ReconciliationRuleList:
+    query: RuleListQuery = request.query
     rules = rule_service.rules_of(container().ports, request.environment, numeric_id(id, "reconciliation"))
-    return ReconciliationRuleList(data=[rule_out(r) for r in rules])
+    wanted = {query.status} if query.status else {"active", "inactive"}
+    return ReconciliationRuleList(data=[rule_out(r) for r in rules if r.status.value in wanted])
 
 
 @router.route("GET", RULES + "/{id}", summary="Get a reconciliation rule", response=ReconciliationRuleOut,

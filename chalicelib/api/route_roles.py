@@ -156,6 +156,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/v1/rate_streams/{key}"): VIEWER,
     ("POST", "/v1/rate_streams/{key}/rates"): PREPARER,
     ("GET", "/v1/rate_streams/{key}/rates"): VIEWER,
+    # Rules learned from decisions: a preparer (who matches by hand) asks for suggestions, which run
+    # nowhere; accepting one makes a rule (settings: an admin's), and so does dismissing one.
+    ("POST", "/v1/reconciliations/{id}/rule_suggestions"): PREPARER,
+    ("POST", "/v1/reconciliation_rules/{id}/accept"): ADMIN,
+    ("POST", "/v1/reconciliation_rules/{id}/dismiss"): ADMIN,
 }
 
 

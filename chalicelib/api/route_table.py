@@ -129,4 +129,7 @@ ROUTES: tuple[tuple[str, str, str, str, bool], ...] = (
     ("GET", "/v1/rate_streams/{key}", "rate_streams", "get_rate_stream", False),
     ("POST", "/v1/rate_streams/{key}/rates", "rate_streams", "import_rates", False),
     ("GET", "/v1/rate_streams/{key}/rates", "rate_streams", "list_rates", False),
+    ("POST", "/v1/reconciliations/{id}/rule_suggestions", "rule_suggestions", "suggest_rules", False),
+    ("POST", "/v1/reconciliation_rules/{id}/accept", "rule_suggestions", "accept_rule", False),
+    ("POST", "/v1/reconciliation_rules/{id}/dismiss", "rule_suggestions", "dismiss_rule", False),
 )

@@ -18,6 +18,7 @@ from chalicelib.api import (
     reconciliation_exceptions,
     reconciliations,
     records,
+    rule_suggestions,
     runs,
     service_levels,
     session,
@@ -33,4 +34,5 @@ ROUTERS: list[Router] = [meta.router, data_streams.router, property_definitions.
                          reconciliations.router, stories.router, agents.router, audit_events.router,
                          webhook_endpoints.router, users.router, session.router, web.router,
                          overview.router, bulk_actions.router, exports.router, approvals.router,
-                         period_closes.router, service_levels.router, rate_streams.router]
+                         period_closes.router, service_levels.router, rate_streams.router,
+                         rule_suggestions.router]

@@ -160,9 +160,25 @@ RULE_FIELDS = ("name", "priority", "cardinality", "group_by", "conditions", "aut
                "allocation")
 
 
+class RuleStatus(StrEnum):
+    """What a rule is to runs: `active` and `inactive` follow its `active` flag; a rule learned from
+    decisions (docs/learned-rules.md) is `proposed` until a person accepts it (then active) or
+    dismisses it (`dismissed`, kept so that it is not proposed again). Runs apply active rules only."""
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    PROPOSED = "proposed"
+    DISMISSED = "dismissed"
+
+
+class RuleSource(StrEnum):
+    USER = "user"        # written by a person (POST /reconciliations/{id}/rules)
+    LEARNED = "learned"  # suggested from the reconciliation's decisions
+
+
 @dataclass(frozen=True)
 class Rule:
-    """A stored rule: its identity plus its definition."""
+    """A stored rule: its identity plus its definition. A suggestion (`proposal` set) is stored
+    inactive, so nothing that applies active rules ever applies it, and holds no priority."""
     environment: str
     id: int
     reconciliation_id: int
@@ -170,6 +186,20 @@ class Rule:
     created_at: Any
     updated_at: Any = None
     version: int = 1
+    source: RuleSource = RuleSource.USER
+    proposal: RuleStatus | None = None  # PROPOSED or DISMISSED while a suggestion
+    evidence: dict[str, Any] | None = None  # a learned rule's evidence (domain/rule_learning.py)
+
+    @property
+    def status(self) -> RuleStatus:
+        if self.proposal is not None:
+            return self.proposal
+        return RuleStatus.ACTIVE if self.definition.active else RuleStatus.INACTIVE
+
+    @property
+    def holds_priority(self) -> bool:
+        """Whether its priority is reserved in its reconciliation (a suggestion's is not)."""
+        return self.proposal is None
 
     def with_definition(self, definition: RuleDefinition, now: datetime) -> Rule:
         return replace(self, definition=definition, updated_at=now, version=self.version + 1)

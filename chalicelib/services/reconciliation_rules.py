@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.services import audit, rate_streams
 from chalicelib.services.ports import Ports, ReconciliationRules
@@ -28,6 +29,9 @@ def rules_of(ports: Ports, environment: str, reconciliation_id: int) -> list[Rul
 
 def update_rule(rules: ReconciliationRules, environment: str, rule_id: int, changes: Mapping[str, Any]) -> Rule:
     current = rules.get(environment, rule_id)
+    if current.proposal is not None and "active" in changes:  # a suggestion runs once accepted, at a priority
+        raise Conflict(f"reconciliation rule {rule_id} is {current.status.value}: accept it to make it active "
+                       f"(POST /v1/reconciliation_rules/{rule_id}/accept)")
     updated = current.with_definition(current.definition.patched(changes), utc_now())
     rules.save(updated, previous=current)
     audit.note_change(current, updated)

@@ -10,6 +10,7 @@ import pytest
 from chalicelib.adapters.dynamodb.table import ConditionFailed
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.reconciliations import ReconciliationRunning, RunType, StreamUser
+from chalicelib.domain.rules import RuleSource, RuleStatus
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS, reconciliation, rule
 
 
@@ -263,3 +264,26 @@ class TestReconciliationRuleRepository:
         with pytest.raises(ConditionFailed):
             rules.add(rule(1, 10, created_at=T0 + timedelta(days=1)))
         assert rules.get(ENV, 1).created_at == T0_MS
+
+    def test_a_suggestion_holds_no_priority_until_accepted_and_keeps_its_evidence(self, rules, clock):
+        rules.add(rule(1, 10))
+        proposed = replace(rule(2, 10), source=RuleSource.LEARNED, proposal=RuleStatus.PROPOSED,
+                           evidence={"rank": 1, "decisions_explained": 30})
+        rules.add(proposed)  # beside rule 1's priority: a suggestion reserves none
+        stored = rules.get(ENV, 2)
+        assert (stored.status, stored.source, stored.evidence) == (
+            RuleStatus.PROPOSED, RuleSource.LEARNED, {"rank": 1, "decisions_explained": 30})
+        assert rules.get(ENV, 1).status is RuleStatus.ACTIVE and rules.get(ENV, 1).evidence is None
+        with pytest.raises(Conflict):  # accepting at a taken priority is refused, and changes nothing
+            rules.save(replace(stored.with_definition(stored.definition, clock.now), proposal=None), stored)
+        assert rules.get(ENV, 2).status is RuleStatus.PROPOSED
+        moved = stored.definition.patched({"priority": 20})
+        rules.save(replace(stored.with_definition(moved, clock.now), proposal=None), stored)
+        assert rules.get(ENV, 2).status is RuleStatus.ACTIVE
+        with pytest.raises(Conflict):
+            rules.add(rule(3, 20))  # the accepted rule holds 20 now
+        rules.add(replace(rule(4, 20), proposal=RuleStatus.DISMISSED))
+        rules.remove(rules.get(ENV, 4))  # a suggestion's removal frees nothing it did not hold
+        with pytest.raises(Conflict):
+            rules.add(rule(5, 20))
+

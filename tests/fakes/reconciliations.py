@@ -207,8 +207,9 @@ class FakeReconciliationRuleRepository:
         return self._counters.next_id(environment, "reconciliation_rule")
 
     def add(self, rule: Rule) -> None:
-        """Reserve the priority (guard), then write the rule."""
-        self._claim_priority(rule)
+        """Reserve the priority (guard), then write the rule (a suggestion reserves none)."""
+        if rule.holds_priority:
+            self._claim_priority(rule)
         if (rule.environment, rule.id) in self.rules:
             raise ConditionFailed()  # the adapter's put_new lets it through
         self.rules[(rule.environment, rule.id)] = self._stored(rule)
@@ -228,7 +229,8 @@ class FakeReconciliationRuleRepository:
     def save(self, updated: Rule, previous: Rule) -> None:
         """Write an edit (`updated.version` one past the stored one); a new priority is claimed
         before the write and the old one released after it."""
-        moved = updated.definition.priority != previous.definition.priority
+        moved = updated.holds_priority and (updated.definition.priority != previous.definition.priority
+                                            or not previous.holds_priority)
         claimed_at = self._claim_priority(updated) if moved else None
         stored = self.rules.get((updated.environment, updated.id))
         if stored is None or stored.version != updated.version - 1:
@@ -238,14 +240,15 @@ class FakeReconciliationRuleRepository:
                 raise NotFound(f"reconciliation rule {updated.id} not found")
             raise Conflict(f"reconciliation rule {updated.id} changed while it was being updated; retry")
         self.rules[(updated.environment, updated.id)] = self._stored(updated)
-        if moved:
+        if moved and previous.holds_priority:
             self._release_priority(previous)
 
     def remove(self, rule: Rule) -> None:
         """Delete the rule first, then free its priority."""
         if self.rules.pop((rule.environment, rule.id), None) is None:
             raise NotFound(f"reconciliation rule {rule.id} not found")
-        self._release_priority(rule)
+        if rule.holds_priority:
+            self._release_priority(rule)
 
     def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None:
         for rule in self.list_of(environment, reconciliation_id):

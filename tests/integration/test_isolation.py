@@ -64,6 +64,11 @@ CASES = {
     ("PATCH", "/reconciliation_rules/{id}"): ("PATCH", "/v1/reconciliation_rules/{rule_id}", {"name": "stolen"}, 404),
     ("DELETE", "/reconciliation_rules/{id}"): ("DELETE", "/v1/reconciliation_rules/{rule_id}", None, 404),
     ("POST", "/reconciliation_rules/{id}/dry_run"): ("POST", "/v1/reconciliation_rules/{rule_id}/dry_run", None, 404),
+    ("POST", "/reconciliations/{id}/rule_suggestions"): ("POST", "/v1/reconciliations/{reconciliation_id}/"
+                                                                 "rule_suggestions", {}, 404),
+    ("POST", "/reconciliation_rules/{id}/accept"): ("POST", "/v1/reconciliation_rules/{rule_id}/accept",
+                                                    {"priority": 9}, 404),
+    ("POST", "/reconciliation_rules/{id}/dismiss"): ("POST", "/v1/reconciliation_rules/{rule_id}/dismiss", None, 404),
     ("POST", "/reconciliations/{id}/runs"): ("POST", "/v1/reconciliations/{reconciliation_id}/runs", None, 404),
     ("GET", "/reconciliations/{id}/runs"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs", None, 404),
     ("GET", "/reconciliations/{id}/runs/{run_id}"): ("GET", "/v1/reconciliations/{reconciliation_id}/runs/{run_id}",

@@ -28,7 +28,7 @@ from chalicelib.domain.reconciliations import (
     change_refused,
     usage_holds_stream,
 )
-from chalicelib.domain.rules import Rule, validate_rule
+from chalicelib.domain.rules import Rule, RuleSource, RuleStatus, validate_rule
 
 # What gsi2 (infra/template.yaml) projects besides the keys: what the sweeper reads of every
 # reconciliation each minute. Its other readers (active jobs, runs and investigations, pending
@@ -265,8 +265,9 @@ class ReconciliationRuleRepository:
         return self._counters.next_id(environment, "reconciliation_rule")
 
     def add(self, rule: Rule) -> None:
-        """Reserve the priority (guard), then write the rule."""
-        self._claim_priority(rule)
+        """Reserve the priority (guard), then write the rule (a suggestion reserves none)."""
+        if rule.holds_priority:
+            self._claim_priority(rule)
         self._table.put_new(self._to_item(rule))
 
     def get(self, environment: str, rule_id: int) -> Rule:
@@ -282,8 +283,10 @@ class ReconciliationRuleRepository:
 
     def save(self, updated: Rule, previous: Rule) -> None:
         """Write an edit (`updated.version` one past the stored one); a new priority is claimed
-        before the write and the old one released after it."""
-        moved = updated.definition.priority != previous.definition.priority
+        before the write and the old one released after it. A suggestion holds no priority: an
+        accepted one claims its own, a dismissed one never does."""
+        moved = updated.holds_priority and (updated.definition.priority != previous.definition.priority
+                                            or not previous.holds_priority)
         claimed_at = self._claim_priority(updated) if moved else None
         try:
             self._table.put(self._to_item(updated), condition="attribute_exists(pk) AND #v = :expected",
@@ -294,7 +297,7 @@ class ReconciliationRuleRepository:
             if self._table.get(keys.reconciliation_rule(updated.environment, updated.id)) is None:
                 raise NotFound(f"reconciliation rule {updated.id} not found") from None
             raise Conflict(f"reconciliation rule {updated.id} changed while it was being updated; retry") from None
-        if moved:
+        if moved and previous.holds_priority:
             self._release_priority(previous)
 
     def remove(self, rule: Rule) -> None:
@@ -303,7 +306,8 @@ class ReconciliationRuleRepository:
             self._table.delete(keys.reconciliation_rule(rule.environment, rule.id), condition="attribute_exists(pk)")
         except ConditionFailed:
             raise NotFound(f"reconciliation rule {rule.id} not found") from None
-        self._release_priority(rule)
+        if rule.holds_priority:
+            self._release_priority(rule)
 
     def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None:
         rules = self.list_of(environment, reconciliation_id)
@@ -376,6 +380,9 @@ class ReconciliationRuleRepository:
             "definition": json.dumps(rule.definition.as_body(), separators=(",", ":")),
             "created_at": iso(rule.created_at), "updated_at": iso(rule.updated_at or rule.created_at),
             "version": rule.version,
+            **({"source": rule.source.value} if rule.source is not RuleSource.USER else {}),
+            **({"proposal": rule.proposal.value} if rule.proposal is not None else {}),
+            **({"evidence": json.dumps(rule.evidence, separators=(",", ":"))} if rule.evidence is not None else {}),
         }
 
     @staticmethod
@@ -384,4 +391,7 @@ class ReconciliationRuleRepository:
             environment=item["environment"], id=item["id"], reconciliation_id=item["reconciliation_id"],
             definition=validate_rule(json.loads(item["definition"])), created_at=parse_iso(item["created_at"]),
             updated_at=parse_iso(item["updated_at"]), version=item.get("version", 1),
+            source=RuleSource(item.get("source", RuleSource.USER.value)),
+            proposal=RuleStatus(item["proposal"]) if item.get("proposal") else None,
+            evidence=json.loads(item["evidence"]) if item.get("evidence") else None,
         )

@@ -2,11 +2,19 @@
 domain.rules.validate_rule (one place for every rule about rules); these models only document them."""
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 
-from chalicelib.api.schemas.common import Model, RequestModel, Timestamp, documented, unchanged_when_absent, when
+from chalicelib.api.schemas.common import (
+    Model,
+    QueryModel,
+    RequestModel,
+    Timestamp,
+    documented,
+    unchanged_when_absent,
+    when,
+)
 from chalicelib.domain.fx import DEFAULT_DAYS_BACK, MAX_DAYS_BACK
 from chalicelib.domain.fx import KEY_PATTERN as FX_KEY_PATTERN
 from chalicelib.domain.rules import (
@@ -181,9 +189,21 @@ class ReconciliationRuleOut(Model):
         "The rule's currency conversion (docs/currencies.md), absent when it converts nothing"),
         json_schema_extra={"properties": CONVERSION_SCHEMA["properties"]})
     allocation: str = "whole"
+    status: str = Field(description="active, inactive (runs apply active rules only), proposed (a learned rule "
+                                    "awaiting acceptance: POST /reconciliation_rules/{id}/accept) or dismissed")
+    source: str = Field(description="user (written by a person) or learned (suggested from decisions)")
+    evidence: dict[str, Any] | None = Field(default=None, description=(
+        "A learned rule's evidence (docs/learned-rules.md): decisions read, explained and contradicted, what "
+        "they agree on, and a dry run over the open records; null for a rule a person wrote"))
     created_at: Timestamp
     updated_at: Timestamp
 
 
 class ReconciliationRuleList(Model):
     data: list[ReconciliationRuleOut]
+
+
+class RuleListQuery(QueryModel):
+    status: Literal["active", "inactive", "proposed", "dismissed"] | None = Field(default=None, description=(
+        "Only the rules of this status; without it, the active and inactive rules (a reconciliation's rule set), "
+        "not the suggestions"))
