@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from chalicelib.domain.approvals import (
     Amount,
@@ -72,6 +72,11 @@ EXECUTED_AS: dict[ApprovalAction, tuple[str, str]] = {
     ApprovalAction.DISMISSAL: ("reconciliation_exception.updated", "reconciliation_exception"),
     ApprovalAction.ACCEPT_INVESTIGATION: ("investigation.accepted", "investigation"),
 }
+
+# An approval `executing` longer than this was left by a process that died while the action ran: no
+# process runs one that long (Lambda's longest timeout), and a manual match it began is rolled back by
+# then (services/matches.py PENDING_FOR). The sweeper then settles it by the action's effect (`settle`).
+SETTLE_AFTER = timedelta(minutes=15)
 
 _decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
 
@@ -354,21 +359,130 @@ def sweep_environment(ports: Ports, environment: str, now: datetime | None = Non
 
 
 def sweep(ports: Ports, now: datetime | None = None) -> int:
-    """The sweeper's: expire every pending approval past its expiry, announced once each (one's
-    trouble stops no other)."""
+    """The sweeper's: expire every pending approval past its expiry, and settle every approval left
+    `executing` by a process that died (`settle`), each announced once (one's trouble stops no
+    other). Answers how many it moved."""
     if ports.approvals is None:
         return 0
     now = now or utc_now()
-    expired = 0
+    moved = 0
     for approval in ports.approvals.active():
-        if not approval.overdue(now):
-            continue
         try:
-            expired += _expired_if_due(ports, approval, now).status is ApprovalStatus.EXPIRED
+            if approval.overdue(now):
+                moved += _expired_if_due(ports, approval, now).status is ApprovalStatus.EXPIRED
+            elif stuck(approval, now):
+                moved += settle(ports, approval, now) is not None
         except Exception:
-            logger.exception("expiring an approval failed", extra={"approval_id": approval.id,
+            logger.exception("sweeping an approval failed", extra={"approval_id": approval.id,
+                                                                   "status": approval.status.value,
                                                                    "environment": approval.environment})
-    return expired
+    return moved
+
+
+# Settling an approval whose approving process died -------------------------------------------------
+
+def stuck(approval: Approval, now: datetime) -> bool:
+    """Executing for longer than any process runs an action: its approver's process died."""
+    return (approval.status is ApprovalStatus.EXECUTING and approval.decided_at is not None
+            and now - approval.decided_at > SETTLE_AFTER)
+
+
+def settle(ports: Ports, approval: Approval, now: datetime | None = None) -> Approval | None:
+    """End an approval its approving process left `executing`, by the action's effect: `approved`
+    (with what the action made) when the effect is there, `failed` (nothing was done) when it is
+    not, an unmatch stopped half-way finished first. The end owes its announcement in the same
+    conditional write (`_end`), by `system:approval_settle:<id>` (the approver stays `decided_by`).
+    None: not settled now (a match still being written or rolled back: a later sweep looks again;
+    or another process settled it meanwhile, whose write owes the announcement)."""
+    now = now or utc_now()
+    if not stuck(approval, now):
+        return None
+    actor = system_actor("approval_settle", approval.id)
+    try:
+        found = _effect(ports, approval, actor)
+    except DomainError as refused:  # a resumed unmatch the world overtook
+        found = (ApprovalStatus.FAILED, {"failure_reason": shown(refused.message, 500)})
+    if found is None:
+        return None
+    status, fields = found
+    try:
+        return _end(ports, approval, status, actor, completed_at=now, **fields)
+    except TransitionRefused:
+        return None
+
+
+STOPPED = "the approving process stopped before {what} (nothing was done); ask again"
+Effect = tuple[ApprovalStatus, dict[str, Any]] | None
+
+
+def _effect(ports: Ports, approval: Approval, actor: str) -> Effect:
+    """What the action left: (approved, its result), (failed, why), or None (not known yet)."""
+    environment, params = approval.environment, approval.params
+    if approval.action is ApprovalAction.MANUAL_MATCH:
+        found = _match_made(ports, approval, [int(i) for i in params["record_ids"]])
+        return None if found == WAIT else _made(found, "the match was made")
+    if approval.action is ApprovalAction.ACCEPT_INVESTIGATION:
+        investigation = ports.investigations.get(environment, int(params["investigation_id"]))
+        if investigation.accepted_match_id is not None:
+            return ApprovalStatus.APPROVED, {"result": {"reconciliation_match_id": investigation.accepted_match_id}}
+        record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
+        found = _match_made(ports, approval, record_ids)
+        if found == WAIT:
+            return None
+        if isinstance(found, Match):
+            if not (found.reason or "").startswith(f"Accepted investigation {investigation.id}:"):
+                found = None  # somebody else's match of the same records
+            else:
+                try:
+                    ports.investigations.mark_accepted(investigation, found.id)  # the accept's last step
+                except TransitionRefused:
+                    pass
+        return _made(found, "the suggestion was matched")
+    if approval.action is ApprovalAction.DISMISSAL:
+        target = str(params.get("status") or ExceptionStatus.DISMISSED.value)
+        exception = ports.exceptions.find_many(environment, [int(params["exception_id"])]).get(
+            int(params["exception_id"]))
+        if (exception is not None and exception.status.value == target
+                and exception.version > int(params.get("version") or 0)):
+            return ApprovalStatus.APPROVED, {"result": {"status": target}}
+        return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(
+            what=f"exception {params['exception_id']} became {target}")}
+    match = ports.matches.find(environment, int(params["match_id"]))  # an unmatch
+    if match is None or match.unmatched_at is not None:
+        return ApprovalStatus.APPROVED, {"result": {}}
+    if match.unmatching:  # stopped half-way, its records partly released: finish what was approved
+        _execute(ports, approval, approval.decided_by or actor)
+        return ApprovalStatus.APPROVED, {"result": {}}
+    return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(what=f"match {match.id} was unmatched")}
+
+
+def _made(match: Match | Literal["wait"] | None, what: str) -> Effect:
+    if not isinstance(match, Match):
+        return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(what=what)}
+    return ApprovalStatus.APPROVED, {"result": {"reconciliation_match_id": match.id}}
+
+
+WAIT: Literal["wait"] = "wait"
+
+
+def _match_made(ports: Ports, approval: Approval, record_ids: list[int]) -> Match | Literal["wait"] | None:
+    """The match holding exactly `record_ids` in the approval's reconciliation, made since the
+    approval began executing; None when there is none; WAIT while a match holding some of them is
+    begun and not committed (the request died writing it: services/matches.py `sweep_pending`
+    rolls it back, a later sweep sees which)."""
+    environment = approval.environment
+    held = ports.claims.held_records(environment, record_ids)
+    holders = {h.match_in(approval.reconciliation_id) for h in held} - {None}
+    found = ports.matches.find_many(environment, [i for i in holders if i is not None]) if holders else {}
+    if any(m.pending_since is not None for m in found.values()):
+        return WAIT
+    if len(held) != len(record_ids) or len(holders) != 1:
+        return None
+    match = next(iter(found.values()), None)
+    if (match is None or match.unmatching or match.unmatched_at is not None or match.record_count != len(record_ids)
+            or approval.decided_at is None or match.created_at < approval.decided_at):
+        return None
+    return match
 
 
 # The policy ---------------------------------------------------------------------------------------

@@ -573,3 +573,115 @@ def test_the_document_states_the_409_of_a_match_confirmed_or_deleted_in_a_closed
     document = api.get("/v1/openapi.json", key=None).json_body
     assert "409" in document["paths"]["/v1/reconciliation_matches/{id}/confirm"]["post"]["responses"]
     assert "409" in document["paths"]["/v1/reconciliation_matches/{id}"]["delete"]["responses"]
+
+
+# An approval its approving process left executing -------------------------------------------------
+
+def _dying_in_the_action(monkeypatch, after_the_action: bool) -> None:
+    """The approving process dies while the action runs: after it was made, or before it began."""
+    from tests.integration.test_events import Died
+    execute = approval_service._execute
+
+    def dying(ports, executing, approver):
+        if after_the_action:
+            execute(ports, executing, approver)
+        raise Died()
+
+    monkeypatch.setattr(approval_service, "_execute", dying)
+
+
+def _left_executing(services, approval_id: int, approver: str) -> None:
+    from tests.integration.test_events import Died
+    with pytest.raises(Died):
+        approval_service.approve(services.ports, "acme", approval_id, approver)
+    assert services.ports.approvals.get("acme", approval_id).status.value == "executing"
+
+
+def test_a_match_made_before_its_approver_died_is_settled_approved_by_the_sweeper(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    approval = manual(api, reconciliation, records, **signed(people["alice"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=True)
+    _left_executing(services, approval["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=2)) == 0  # it may still run
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    settled = api.get(approval["url"]).json_body
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert (settled["status"], settled["decided_by"]) == ("approved", people["bob"]["actor"])
+    assert settled["result"] == {"reconciliation_match_id": match["id"]} and settled["completed_at"]
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "approved" and told["data"]["result"] == settled["result"]
+    [entry] = entries(api, "approval", approval["id"], "approval.approved")
+    assert entry["actor"] == f"system:approval_settle:{approval['id']}"
+    assert keys.PENDING_EVENTS not in services.table.get(keys.approval("acme", approval["id"]))
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=30)) == 0  # once
+    assert len(bus.events("approval.approved")) == 1
+
+
+def test_a_dismissal_whose_approver_died_before_it_is_settled_failed_and_nothing_moves(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    bus = BusListener(services)
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                     **signed(people["pat"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=False)
+    _left_executing(services, held["id"], people["alice"]["actor"])
+    monkeypatch.undo()
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    settled = api.get(held["url"]).json_body
+    assert settled["status"] == "failed" and "stopped before" in settled["failure_reason"]
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "failed"
+    # A dismissal made before the process died is settled approved
+    again = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                      **signed(people["pat"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=True)
+    _left_executing(services, again["id"], people["alice"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+    assert api.get(again["url"]).json_body["result"] == {"status": "dismissed"}
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "dismissed"
+
+
+def test_an_unmatch_stopped_half_way_is_finished_and_settled_approved(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    from chalicelib.services import matches as match_service
+    from tests.integration.test_events import Died
+    records = ingest(record("bank", 1, 9900)) + ingest(record("ledger", 1, 9900))
+    match = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+    held = api.delete(f"/v1/reconciliation_matches/{match['id']}", **signed(people["alice"])).json_body
+
+    def dying(*args, **kwargs):
+        raise Died()
+
+    monkeypatch.setattr(match_service, "release_members", dying)  # marked unmatching, then the process dies
+    _left_executing(services, held["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert services.ports.matches.find("acme", match["id"]).unmatching
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    assert api.get(held["url"]).json_body["status"] == "approved"
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+    assert statuses(api, records) == ["unreconciled"] * 2
+    # An unmatch that never began (its match still confirmed) is settled failed: the match stands
+    again = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+    second = api.delete(f"/v1/reconciliation_matches/{again['id']}", **signed(people["alice"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=False)
+    _left_executing(services, second["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+    assert api.get(second["url"]).json_body["status"] == "failed"
+    assert api.get(f"/v1/reconciliation_matches/{again['id']}").json_body["status"] == "confirmed"
