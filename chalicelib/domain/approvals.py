@@ -157,7 +157,7 @@ class Approval:
     threshold: int  # the policy's when asked (minor units at threshold_decimal_places)
     threshold_decimal_places: int
     status: ApprovalStatus
-    requested_by: str  # the actor: user:<id>, or api_key:<id> for a machine's request
+    requested_by: str  # the person (user:<id>, also for a request sent with their own key), or api_key:<id>
     requested_at: datetime
     expires_at: datetime
     decided_by: str | None = None
@@ -168,6 +168,7 @@ class Approval:
     completed_at: datetime | None = None
     target_type: str | None = None  # the resource acted on, when there is one before the action
     target_id: int | None = None
+    requested_with: str | None = None  # the credential that sent the request (user:<id> or api_key:<id>)
 
     @property
     def finished(self) -> bool:
@@ -194,7 +195,9 @@ def check_decider(approval: Approval, actor: str, deciding: str) -> None:
         raise Forbidden(f"{deciding} an approval is a person's decision: sign in as an approver or admin "
                         "(an API key may request approvals, never decide them)")
     if actor == approval.requested_by:
-        raise Forbidden(f"you requested approval {approval.id}: another approver or admin must decide it "
+        via = (f" (with {approval.requested_with}, your key)" if approval.requested_with
+               and approval.requested_with != approval.requested_by else "")
+        raise Forbidden(f"you requested approval {approval.id}{via}: another approver or admin must decide it "
                         "(four eyes)")
 
 
@@ -204,7 +207,8 @@ def approval_data(approval: Approval) -> dict[str, Any]:
     return {"id": approval.id, "url": f"{API}/approvals/{approval.id}", "reconciliation_id": approval.reconciliation_id,
             "action": approval.action.value, "status": approval.status.value, "amount": approval.amount,
             "amount_decimal_places": approval.amount_decimal_places, "currency": approval.currency,
-            "requested_by": approval.requested_by, "decided_by": approval.decided_by,
+            "requested_by": approval.requested_by, "requested_with": approval.requested_with,
+            "decided_by": approval.decided_by,
             "rejection_reason": approval.rejection_reason, "failure_reason": approval.failure_reason,
             "result": dict(approval.result), "expires_at": iso(approval.expires_at),
             "decided_at": optional_iso(approval.decided_at)}

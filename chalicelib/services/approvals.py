@@ -49,6 +49,7 @@ from chalicelib.domain.errors import (
     Conflict,
     DomainError,
     FieldError,
+    Forbidden,
     TransitionRefused,
     ValidationFailed,
     shown,
@@ -58,8 +59,9 @@ from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import CLOSED, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Record
+from chalicelib.domain.users import user_actor
 from chalicelib.observability import logger
-from chalicelib.services import audit
+from chalicelib.services import api_keys, audit
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Approvals, Ports
 
@@ -196,20 +198,33 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
     if not policy.requires(action, amount.value):
         return
     now = utc_now()
-    requester = audit.acting() or system_actor("unknown")
+    requester, sent_by = _requester(ports, environment, audit.acting())
     approval = Approval(
         environment=environment, id=ports.counters.next_id(environment, "approval"),
         reconciliation_id=reconciliation_id, action=action, params=params, description=description,
         amount=amount.minor, amount_decimal_places=amount.decimal_places, currency=amount.currency,
         threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
         status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
-        target_type=target[0] if target else None, target_id=target[1] if target else None)
+        target_type=target[0] if target else None, target_id=target[1] if target else None,
+        requested_with=sent_by)
     approvals = ports.approvals
     save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
                   lambda owed: approvals.add(approval, pending_event=owed),
-                  announcer=Announcer(requester, SUMMARY_FIELDS))
+                  announcer=Announcer(sent_by, SUMMARY_FIELDS))
     audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
     raise ApprovalRequired(approval)
+
+
+def _requester(ports: Ports, environment: str, sent_by: str | None) -> tuple[str, str]:
+    """Who asks, for four eyes: the person behind the request (signed in, or the owner of the key
+    it was sent with: api_keys.owner_of), else the unowned key itself (a machine's: any person may
+    decide its requests). A request naming nobody (no request's actor: code calling an action
+    outside any request or bulk action) is refused: an approval must name who asked."""
+    if sent_by is None:
+        raise Forbidden("this action needs an approval, and an approval must name who asked: send it as a signed-in "
+                        "person or with an API key")
+    owner = api_keys.owner_of(ports.api_keys, environment, sent_by)
+    return (user_actor(owner) if owner is not None else sent_by), sent_by
 
 
 # Deciding ---------------------------------------------------------------------------------------
@@ -278,8 +293,8 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
     environment, params = approval.environment, approval.params
     action, resource_type = EXECUTED_AS[approval.action]
     with audit.change_in_flight(ports, environment, request_id=f"approval-{approval.id}-{uuid.uuid4().hex[:12]}",
-                                actor=approval.requested_by, action=action, resource_type=resource_type,
-                                resource_id=approval.target_id,
+                                actor=approval.requested_with or approval.requested_by, action=action,
+                                resource_type=resource_type, resource_id=approval.target_id,
                                 summary={"approval_id": approval.id, "approved_by": approver}) as noted, \
             audit.collecting_notes() as notes, decided():
         result: dict[str, Any] = {}

@@ -685,3 +685,52 @@ def test_an_unmatch_stopped_half_way_is_finished_and_settled_approved(
     assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
     assert api.get(second["url"]).json_body["status"] == "failed"
     assert api.get(f"/v1/reconciliation_matches/{again['id']}").json_body["status"] == "confirmed"
+
+
+# Four eyes by person ------------------------------------------------------------------------------
+
+def test_a_request_sent_with_a_persons_own_key_is_theirs_and_they_cannot_approve_it(
+        api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    made = api.post("/v1/api_keys", {"label": "ada's script"}, **signed(people["ada"]))
+    assert made.status_code == 201, made.json_body
+    ada_id = int(people["ada"]["actor"].split(":")[1])
+    assert made.json_body["owner_user_id"] == ada_id
+    # A key made with ada's key is ada's too; one made with the environment's machine key is nobody's
+    chained = api.post("/v1/api_keys", {"label": "ada's other"}, key=made.json_body["secret"]).json_body
+    machine = api.post("/v1/api_keys", {"label": "nightly"}).json_body
+    assert (chained["owner_user_id"], machine["owner_user_id"]) == (ada_id, None)
+    key_actor = f"api_key:{made.json_body['id']}"
+
+    held = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                  key=made.json_body["secret"])
+
+    assert held.status_code == 202, held.json_body
+    approval = held.json_body
+    assert (approval["requested_by"], approval["requested_with"]) == (people["ada"]["actor"], key_actor)
+    [requested] = entries(api, "approval", approval["id"], "approval.requested")
+    assert requested["actor"] == key_actor  # the audit trail names the credential that sent it
+    own = api.post(f"{approval['url']}/approve", **signed(people["ada"]))
+    assert own.status_code == 403 and f"(with {key_actor}, your key)" in own.json_body["message"]
+    assert api.post(f"{approval['url']}/reject", {"reason": "mine"}, **signed(people["ada"])).status_code == 403
+    ids = [a["id"] for a in api.get(f"/v1/approvals?requested_by={people['ada']['actor']}").json_body["data"]]
+    assert ids == [approval["id"]]
+    assert [a["id"] for a in api.get(f"/v1/approvals?requested_by={key_actor}").json_body["data"]] == ids
+    done = api.post(f"{approval['url']}/approve", **signed(people["bob"]))
+    assert done.status_code == 200 and done.json_body["status"] == "approved"
+    [entry] = entries(api, "reconciliation_match", done.json_body["result"]["reconciliation_match_id"],
+                      "reconciliation_match.created")
+    assert entry["actor"] == key_actor
+
+
+def test_an_action_held_with_nobody_to_name_as_its_requester_is_refused(api, services, ingest, reconciliation):
+    from chalicelib.domain.errors import Forbidden
+    from chalicelib.services import matches as match_service
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+
+    with pytest.raises(Forbidden, match="must name who asked"):
+        match_service.create_manual_match(services.ports, "acme", reconciliation["id"], records, False, None)
+
+    assert api.get("/v1/approvals").json_body["data"] == []
+    assert statuses(api, records) == ["unreconciled"] * 2

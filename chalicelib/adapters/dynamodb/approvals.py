@@ -64,11 +64,14 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
         """The environment's approvals, newest first, filtered by storage."""
         clauses, names, values = [], {}, {}
         for n, (name, value) in enumerate((("status", status.value if status else None),
-                                           ("reconciliation_id", reconciliation_id),
-                                           ("requested_by", requested_by))):
+                                           ("reconciliation_id", reconciliation_id))):
             if value is not None:
                 clauses.append(f"#f{n} = :f{n}")
                 names[f"#f{n}"], values[f":f{n}"] = name, value
+        if requested_by is not None:  # the person, or the credential their request was sent with
+            clauses.append("(#fby = :fby OR #fwith = :fby)")
+            names.update({"#fby": "requested_by", "#fwith": "requested_with"})
+            values[":fby"] = requested_by
         page = self._table.query_page(keys.GSI1, keys.approvals_index_pk(environment), limit=limit, cursor=cursor,
                                       filter=Filter(" AND ".join(clauses), names, values) if clauses else None)
         return [self._from_item(i) for i in page.items], page.cursor
@@ -124,6 +127,7 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
             "status": approval.status.value, "requested_by": approval.requested_by,
             "requested_at": iso(approval.requested_at), "expires_at": iso(approval.expires_at),
             "target_type": approval.target_type, "target_id": approval.target_id,
+            "requested_with": approval.requested_with,
         }
 
     @staticmethod
@@ -142,4 +146,5 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
             decided_by=item.get("decided_by"), decided_at=parse_optional_iso(item.get("decided_at")),
             rejection_reason=item.get("rejection_reason"), failure_reason=item.get("failure_reason"),
             result=dict(item.get("result") or {}), completed_at=parse_optional_iso(item.get("completed_at")),
-            target_type=item.get("target_type"), target_id=optional_int("target_id"))
+            target_type=item.get("target_type"), target_id=optional_int("target_id"),
+            requested_with=item.get("requested_with"))

@@ -55,7 +55,10 @@ class ApprovalOut(ResponseModel):
     threshold_decimal_places: int
     target_type: str | None = Field(description="The resource acted on (none for a new manual match)")
     target_id: int | None
-    requested_by: str = Field(description="user:<id>, or api_key:<id> when a machine asked")
+    requested_by: str = Field(description="Who asked: the person (user:<id>), also when they sent the request "
+                              "with a key of their own; api_key:<id> for a machine's key (one no person owns)")
+    requested_with: str | None = Field(default=None, description="The credential the request was sent with: "
+                                       "user:<id> (signed in) or api_key:<id>")
     requested_at: Timestamp
     expires_at: Timestamp
     decided_by: str | None
@@ -77,7 +80,8 @@ class ApprovalsQuery(CursorQuery):
     status: Status | None = None
     reconciliation_id: Id | None = None
     requested_by: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
-        default=None, description="An actor: user:<id> or api_key:<id>")
+        default=None, description="user:<id> (their requests, signed in or with their keys) or api_key:<id> (the "
+        "requests sent with that key)")
 
 
 class RejectApproval(RequestModel):
