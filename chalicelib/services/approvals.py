@@ -20,6 +20,7 @@ signed-in person of the approver or admin role who is not the requester (an API 
 """
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,6 +80,10 @@ EXECUTED_AS: dict[ApprovalAction, tuple[str, str]] = {
 # process runs one that long (Lambda's longest timeout), and a manual match it began is rolled back by
 # then (services/matches.py PENDING_FOR). The sweeper then settles it by the action's effect (`settle`).
 SETTLE_AFTER = timedelta(minutes=15)
+# A target's guard naming an approval not stored (yet): its request is storing it, unless it claimed
+# the guard longer ago than a request lives.
+TARGET_IN_FLIGHT = timedelta(minutes=15)
+TARGET_ATTEMPTS = 5
 
 _decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
 
@@ -208,11 +213,54 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
         target_type=target[0] if target else None, target_id=target[1] if target else None,
         requested_with=sent_by)
     approvals = ports.approvals
-    save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
-                  lambda owed: approvals.add(approval, pending_event=owed),
-                  announcer=Announcer(sent_by, SUMMARY_FIELDS))
+    dedupe = dedupe_key(action, reconciliation_id, params, target)
+    existing = _claim_target(ports, approval, dedupe, now)
+    if existing is not None:  # the same action on the same target waits already: that approval answers
+        audit.note(approval_requested=existing.id)
+        raise ApprovalRequired(existing)
+    try:
+        save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
+                      lambda owed: approvals.add(approval, pending_event=owed),
+                      announcer=Announcer(sent_by, SUMMARY_FIELDS))
+    except Exception:
+        approvals.release_target(environment, dedupe, approval.id)
+        raise
     audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
     raise ApprovalRequired(approval)
+
+
+def dedupe_key(action: ApprovalAction, reconciliation_id: int, params: dict[str, Any],
+               target: tuple[str, int] | None) -> str:
+    """One action on one target: the resource acted on (a match to unmatch, an exception to dismiss
+    or resolve, an investigation to accept), or a manual match's set of records in its reconciliation."""
+    if target is not None:
+        return f"{action.value}#{target[0]}#{target[1]}"
+    ids = ",".join(str(i) for i in sorted({int(i) for i in params.get("record_ids") or ()}))
+    return f"{action.value}#{reconciliation_id}#{hashlib.sha256(ids.encode()).hexdigest()[:40]}"
+
+
+def _claim_target(ports: Ports, approval: Approval, dedupe: str, now: datetime) -> Approval | None:
+    """Hold the target for `approval` (None), or the approval pending on it already. The guard is one
+    conditional write: held by a pending approval, it answers that one; by one no longer pending
+    (decided, expired), it is taken over conditionally on that holder; by one not stored (its request
+    is storing it now, or died before), it is taken over once that request cannot be alive."""
+    repository = _repository(ports)
+    for _ in range(TARGET_ATTEMPTS):
+        holder = repository.claim_target(approval.environment, dedupe, approval.id, now)
+        if holder is None:
+            return None
+        held_id, claimed_at = holder
+        held = repository.find(approval.environment, held_id)
+        if held is not None:
+            held = _expired_if_due(ports, held, now)
+            if held.status is ApprovalStatus.PENDING:
+                return held
+        elif now - claimed_at < TARGET_IN_FLIGHT:
+            raise Conflict(f"approval {held_id} of the same {approval.action.value} is being requested right now; "
+                           "read the pending approvals in a moment")
+        if repository.take_over_target(approval.environment, dedupe, held_id, approval.id, now):
+            return None
+    raise Conflict(f"the {approval.action.value} is being requested by others at this moment; ask again")
 
 
 def _requester(ports: Ports, environment: str, sent_by: str | None) -> tuple[str, str]:

@@ -280,18 +280,17 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
                                                            "ids": [ledger]}, **signed(people["pat"])).json_body
     worker.drain()
     [item] = api.get(bulk["url"]).json_body["results"]
-    assert item["status"] == "skipped" and item["error"].startswith("approval ")
+    # The same dismissal of the same exception waits already: the bulk item names that approval
+    assert item["status"] == "skipped" and item["error"].startswith(f"approval {held.json_body['id']} requested")
     waiting = api.get(f"/v1/approvals?status=pending&reconciliation_id={reconciliation['id']}").json_body["data"]
-    assert len(waiting) == 2 and all(a["requested_by"] == people["pat"]["actor"] for a in waiting)
+    assert [a["id"] for a in waiting] == [held.json_body["id"]]
     assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
 
     first = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["alice"])).json_body
-    second = api.post(f"/v1/approvals/{waiting[0]['id']}/approve", **signed(people["alice"])).json_body
 
     assert first["status"] == "approved" and first["result"] == {"status": "dismissed"}
     detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
     assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
-    assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
     # A title change alone is not a dismissal: it goes through
     assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     # A dismissal the status table refuses is refused as before (409), never held
@@ -300,7 +299,7 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
     refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
     assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
-    assert len(api.get("/v1/approvals").json_body["data"]) == 2
+    assert len(api.get("/v1/approvals").json_body["data"]) == 1
 
 
 def test_resolving_is_held_as_a_dismissal_by_patch_and_by_bulk(api, worker, ingest, reconciliation, people):
@@ -734,3 +733,61 @@ def test_an_action_held_with_nobody_to_name_as_its_requester_is_refused(api, ser
 
     assert api.get("/v1/approvals").json_body["data"] == []
     assert statuses(api, records) == ["unreconciled"] * 2
+
+
+# One pending approval per action and target ---------------------------------------------------------
+
+def test_a_second_request_for_the_same_action_answers_with_the_pending_approval(
+        api, services, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=ALL_ACTIONS, threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    first = manual(api, reconciliation, records, **signed(people["alice"]))
+    assert first.status_code == 202, first.json_body
+
+    # The same records in another order, by another person: the same approval, nothing new stored
+    again = manual(api, reconciliation, list(reversed(records)), **signed(people["pat"]))
+
+    assert again.status_code == 202 and again.json_body["id"] == first.json_body["id"]
+    assert again.json_body["requested_by"] == people["alice"]["actor"]
+    assert [a["id"] for a in api.get("/v1/approvals").json_body["data"]] == [first.json_body["id"]]
+    assert len(entries(api, "approval", first.json_body["id"], "approval.requested")) == 1
+    # Other records are another target
+    other = manual(api, reconciliation, ingest(record("bank", 2, 800)) + ingest(record("ledger", 2, 800)),
+                   **signed(people["alice"]))
+    assert other.status_code == 202 and other.json_body["id"] != first.json_body["id"]
+    # Once the approval is no longer pending (rejected), the target may be asked again: a new approval
+    api.post(f"{first.json_body['url']}/reject", {"reason": "not yet"}, **signed(people["bob"]))
+    anew = manual(api, reconciliation, records, **signed(people["alice"]))
+    assert anew.status_code == 202 and anew.json_body["id"] not in (first.json_body["id"], other.json_body["id"])
+    assert anew.json_body["status"] == "pending"
+    # An expired one too
+    later = utc_now() + timedelta(days=4)
+    with clock_in_use(FixedClock(later)):
+        renewed = manual(api, reconciliation, records)
+    assert renewed.status_code == 202 and renewed.json_body["id"] != anew.json_body["id"]
+    assert api.get(anew.json_body["url"]).json_body["status"] == "expired"
+
+
+def test_requests_racing_for_the_same_target_store_one_pending_approval(api, services, ingest, reconciliation,
+                                                                       people):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chalicelib.domain.approvals import ApprovalRequired
+    from chalicelib.services import audit
+    from chalicelib.services import matches as match_service
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+
+    def request(n: int) -> int:
+        with audit.acting_as(people["alice" if n % 2 else "pat"]["actor"]), audit.collecting_notes():
+            try:
+                match_service.create_manual_match(services.ports, "acme", reconciliation["id"], records, False, None)
+            except ApprovalRequired as held:
+                return held.approval.id
+        raise AssertionError("the match was not held")
+
+    with ThreadPoolExecutor(8) as pool:
+        answered = list(pool.map(request, range(8)))
+
+    stored = [a["id"] for a in api.get("/v1/approvals").json_body["data"]]
+    assert len(stored) == 1 and set(answered) == set(stored)

@@ -6,6 +6,7 @@ active approvals in the same write. A policy is one item in its reconciliation's
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -44,6 +45,36 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
         except ConditionFailed:
             raise TransitionRefused(f"approval {approval.id} cannot move to {target.value}") from None
         return self._from_item(item)
+
+    def claim_target(self, environment: str, dedupe_key: str, approval_id: int,
+                     now: datetime) -> tuple[int, datetime] | None:
+        """Make `approval_id` the holder of the target's guard (a conditional put on its absence):
+        None when it is, else the holder's id and when it claimed the guard."""
+        key = keys.approval_target(environment, dedupe_key)
+        try:
+            self._table.put({**key, "entity": "approval_target", "approval_id": approval_id, "claimed_at": iso(now)},
+                            condition="attribute_not_exists(pk)")
+            return None
+        except ConditionFailed:
+            item = self._table.get(key)
+            if item is None:  # given up meanwhile: claim it again
+                return self.claim_target(environment, dedupe_key, approval_id, now)
+            return int(item["approval_id"]), parse_iso(item["claimed_at"])
+
+    def take_over_target(self, environment: str, dedupe_key: str, stale_id: int, approval_id: int,
+                         now: datetime) -> bool:
+        """Take the guard from an approval no longer pending (False: it changed hands meanwhile)."""
+        try:
+            self._table.put({**keys.approval_target(environment, dedupe_key), "entity": "approval_target",
+                             "approval_id": approval_id, "claimed_at": iso(now)},
+                            condition="approval_id = :stale", values={":stale": stale_id})
+            return True
+        except ConditionFailed:
+            return False
+
+    def release_target(self, environment: str, dedupe_key: str, approval_id: int) -> None:
+        """Give the guard up (a request that could not store its approval), if it holds it."""
+        self._table.release_guard(keys.approval_target(environment, dedupe_key), "approval_id", approval_id)
 
     def add(self, approval: Approval, pending_event: str | None = None) -> None:
         self._table.put_new({**self._to_item(approval), **owing(pending_event)})
