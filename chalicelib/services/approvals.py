@@ -123,7 +123,7 @@ def check_unmatch(ports: Ports, match: Match) -> None:
     if match.unmatching or match.status is not MatchStatus.CONFIRMED:
         return
 
-    def measure() -> Amount:
+    def measure() -> list[Amount]:
         members = ports.matches.members(match.environment, match.id)
         held = {h.record.id: h.record for h in ports.claims.held_records(match.environment,
                                                                           [m.record_id for m in members])}
@@ -177,7 +177,7 @@ def _exception_changed(params: dict[str, Any], exception: ReconciliationExceptio
 
 def check_accept(ports: Ports, investigation: Investigation) -> None:
     """An investigation's suggestion accepted as a match (services/investigations.py `accept`)."""
-    def measure() -> Amount:
+    def measure() -> list[Amount]:
         ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
         held = {h.record.id: h.record for h in ports.claims.held_records(investigation.environment, ids)}
         return amount_of_sides([held[i] for i in investigation.target_record_ids if i in held],
@@ -190,7 +190,7 @@ def check_accept(ports: Ports, investigation: Investigation) -> None:
 
 
 def _gate(ports: Ports, environment: str, reconciliation_id: int, action: ApprovalAction,
-          measure: Callable[[], Amount], params: dict[str, Any], description: str,
+          measure: Callable[[], list[Amount]], params: dict[str, Any], description: str,
           target: tuple[str, int] | None = None) -> None:
     """Let the action through, or store it as a pending approval and raise ApprovalRequired. The
     policy is read only for a gated action; the amount only when the policy covers the action."""
@@ -199,16 +199,17 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
     policy = ports.approvals.policy(environment, reconciliation_id)
     if not policy.covers(action):
         return
-    amount = measure()
-    if not policy.requires(action, amount.value):
+    held = policy.holding(action, measure())
+    if held is None:
         return
+    amount, threshold = held
     now = utc_now()
     requester, sent_by = _requester(ports, environment, audit.acting())
     approval = Approval(
         environment=environment, id=ports.counters.next_id(environment, "approval"),
         reconciliation_id=reconciliation_id, action=action, params=params, description=description,
         amount=amount.minor, amount_decimal_places=amount.decimal_places, currency=amount.currency,
-        threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
+        threshold=threshold, threshold_decimal_places=policy.threshold_decimal_places,
         status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
         target_type=target[0] if target else None, target_id=target[1] if target else None,
         requested_with=sent_by)
@@ -556,15 +557,15 @@ def policy(ports: Ports, environment: str, reconciliation_id: int) -> ApprovalPo
 
 
 def set_policy(ports: Ports, environment: str, reconciliation_id: int, *, actions: list[ApprovalAction],
-               threshold: int, threshold_decimal_places: int, expires_after_minutes: int,
+               thresholds: dict[str, int], threshold_decimal_places: int, expires_after_minutes: int,
                actor: str | None) -> ApprovalPolicy:
     """An admin's: the whole policy at once (422 naming a bad number). Approvals already pending
     keep the threshold and expiry they were asked under."""
     before = policy(ports, environment, reconciliation_id)
-    problems = check_policy(threshold, threshold_decimal_places, expires_after_minutes)
+    problems = check_policy(thresholds, threshold_decimal_places, expires_after_minutes)
     if problems:
         raise ValidationFailed([FieldError(name, message) for name, message in problems])
-    updated = replace(before, actions=frozenset(actions), threshold=threshold,
+    updated = replace(before, actions=frozenset(actions), thresholds=dict(sorted(thresholds.items())),
                       threshold_decimal_places=threshold_decimal_places, expires_after_minutes=expires_after_minutes,
                       updated_at=utc_now(), updated_by=actor)
     _repository(ports).save_policy(updated)
@@ -573,6 +574,6 @@ def set_policy(ports: Ports, environment: str, reconciliation_id: int, *, action
 
 
 def _audited(policy: ApprovalPolicy) -> dict[str, Any]:
-    return {"actions": sorted(a.value for a in policy.actions), "threshold": policy.threshold,
+    return {"actions": sorted(a.value for a in policy.actions), "thresholds": dict(policy.thresholds),
             "threshold_decimal_places": policy.threshold_decimal_places,
             "expires_after_minutes": policy.expires_after_minutes}

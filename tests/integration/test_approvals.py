@@ -75,8 +75,8 @@ def entries(api, resource_type, resource_id, action=None):
 def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reconciliation, people):
     path = f"/v1/reconciliations/{reconciliation['id']}/approval_policy"
     default = api.get(path).json_body
-    assert default == {"reconciliation_id": reconciliation["id"], "actions": [], "threshold": 0,
-                       "threshold_decimal_places": 2, "expires_after_minutes": 4320, "updated_at": None,
+    assert default == {"reconciliation_id": reconciliation["id"], "actions": [], "thresholds": {"*": 0},
+                       "threshold": 0, "threshold_decimal_places": 2, "expires_after_minutes": 4320, "updated_at": None,
                        "updated_by": None}
     body = {"actions": ["dismissal", "manual_match"], "threshold": 100000, "expires_after_minutes": 60}
     refused = api.request("PUT", path, body, **signed(people["alice"]))
@@ -92,7 +92,7 @@ def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reco
     assert api.get(path).json_body == saved.json_body
     [entry] = entries(api, "approval_policy", reconciliation["id"], "approval_policy.updated")
     assert entry["actor"] == people["ada"]["actor"]
-    assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["threshold"] == 100000
+    assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["thresholds"] == {"*": 100000}
     assert api.get("/v1/reconciliations/999999/approval_policy").status_code == 404
 
 
@@ -791,3 +791,35 @@ def test_requests_racing_for_the_same_target_store_one_pending_approval(api, ser
 
     stored = [a["id"] for a in api.get("/v1/approvals").json_body["data"]]
     assert len(stored) == 1 and set(answered) == set(stored)
+
+
+# Thresholds per currency ---------------------------------------------------------------------------
+
+def test_thresholds_are_per_currency_and_a_currency_without_one_is_held(api, ingest, reconciliation, people):
+    path = f"/v1/reconciliations/{reconciliation['id']}/approval_policy"
+    bad = api.request("PUT", path, {"actions": ["manual_match"], "thresholds": {"usd": 5}})
+    assert bad.status_code == 422 and "thresholds.usd" in str(bad.json_body)
+    both = api.request("PUT", path, {"actions": ["manual_match"], "thresholds": {"*": 5}, "threshold": 6})
+    assert both.status_code == 422
+    policy = set_policy(api, reconciliation, actions=["manual_match"],
+                        thresholds={"USD": 100000, "JPY": 10000000})  # 1,000.00 USD; 100,000 JPY (at 2 places)
+    assert (policy["thresholds"], policy["threshold"]) == ({"JPY": 10000000, "USD": 100000}, None)
+
+    # 50,000 JPY is far above 1,000.00 read as any currency's: under its own threshold it goes through
+    yen = ingest(record("bank", 1, 50000, currency="JPY")) + ingest(record("ledger", 1, 50000, currency="JPY"))
+    assert manual(api, reconciliation, yen, **signed(people["alice"])).status_code == 201
+    # 1,000.01 USD is above the USD threshold
+    dollars = ingest(record("bank", 2, 100001)) + ingest(record("ledger", 2, 100001))
+    held = manual(api, reconciliation, dollars, **signed(people["alice"]))
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["currency"], held.json_body["amount"], held.json_body["threshold"]) == ("USD", 100001,
+                                                                                                   100000)
+    # A currency the policy names no threshold for is held whatever its amount (the safe default)
+    euros = ingest(record("bank", 3, 1, currency="EUR")) + ingest(record("ledger", 3, 1, currency="EUR"))
+    unnamed = manual(api, reconciliation, euros, **signed(people["alice"]))
+    assert unnamed.status_code == 202, unnamed.json_body
+    assert (unnamed.json_body["currency"], unnamed.json_body["threshold"]) == ("EUR", None)
+    # "*" (or the old `threshold`) gives the currencies not named one
+    set_policy(api, reconciliation, actions=["manual_match"], thresholds={"USD": 100000}, threshold=500)
+    more = ingest(record("bank", 4, 400, currency="EUR")) + ingest(record("ledger", 4, 400, currency="EUR"))
+    assert manual(api, reconciliation, more, **signed(people["alice"])).status_code == 201

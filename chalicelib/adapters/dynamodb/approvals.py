@@ -13,6 +13,7 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owing
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, StatusMoves
 from chalicelib.domain.approvals import (
+    ANY_CURRENCY,
     APPROVAL_STATUSES,
     Approval,
     ApprovalAction,
@@ -128,7 +129,9 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
         return ApprovalPolicy(
             environment=environment, reconciliation_id=reconciliation_id,
             actions=frozenset(ApprovalAction(a) for a in item.get("actions") or ()),
-            threshold=int(item["threshold"]), threshold_decimal_places=int(item["threshold_decimal_places"]),
+            thresholds=({str(c): int(t) for c, t in item["thresholds"].items()} if item.get("thresholds") is not None
+                        else {ANY_CURRENCY: int(item["threshold"])}),  # a policy stored before thresholds per currency
+            threshold_decimal_places=int(item["threshold_decimal_places"]),
             expires_after_minutes=int(item["expires_after_minutes"]),
             updated_at=parse_optional_iso(item.get("updated_at")), updated_by=item.get("updated_by"))
 
@@ -137,7 +140,8 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
         self._table.put({**keys.approval_policy(policy.environment, policy.reconciliation_id),
                          "entity": "approval_policy", "environment": policy.environment,
                          "reconciliation_id": policy.reconciliation_id,
-                         "actions": sorted(a.value for a in policy.actions), "threshold": policy.threshold,
+                         "actions": sorted(a.value for a in policy.actions), "thresholds": dict(policy.thresholds),
+                         "threshold": policy.threshold,
                          "threshold_decimal_places": policy.threshold_decimal_places,
                          "expires_after_minutes": policy.expires_after_minutes,
                          "updated_at": optional_iso(policy.updated_at), "updated_by": policy.updated_by})
@@ -171,7 +175,7 @@ class ApprovalRepository(StatusMoves[Approval, ApprovalStatus]):
             action=ApprovalAction(item["action"]), params=dict(item.get("params") or {}),
             description=item["description"], amount=int(item["amount"]),
             amount_decimal_places=int(item["amount_decimal_places"]), currency=item.get("currency"),
-            threshold=int(item["threshold"]), threshold_decimal_places=int(item["threshold_decimal_places"]),
+            threshold=optional_int("threshold"), threshold_decimal_places=int(item["threshold_decimal_places"]),
             status=ApprovalStatus(item["status"]), requested_by=item["requested_by"],
             requested_at=parse_iso(item["requested_at"]), expires_at=parse_iso(item["expires_at"]),
             decided_by=item.get("decided_by"), decided_at=parse_optional_iso(item.get("decided_at")),
