@@ -371,3 +371,37 @@ def test_a_statement_keeps_no_balance_day_inside_a_closed_period_and_warns_of_it
     assert statement_into(api, services, runtime, path, next_day(112500, 120000))["status"] == "completed"
     days = api.get("/v1/data_streams/operating/balances").json_body["data"]
     assert [(d["date"], d["closing_booked"]) for d in days] == [("2026-11-23", 120000), ("2026-11-22", 112500)]
+
+
+def test_a_statement_import_that_ends_failed_keeps_no_balance(api, services, runtime, world):
+    """Every transaction dated inside a closed period fails, so the import ends failed: its statement's
+    balance day (after the period) is not kept either: balances come from a completed import only."""
+    from datetime import date
+
+    from tests.integration.test_statement_imports import statement_into, stream
+    from tests.support.mt940_files import Line, Statement, write_file
+
+    stream(api, "operating", "123456")
+    created = api.post("/v1/reconciliations", {"name": "Operating", "run_type": "batch",
+                                               "side_a_stream_keys": ["operating"], "side_b_stream_keys": ["ledger"]})
+    assert created.status_code == 201, created.json_body
+    made = api.post(f"/v1/reconciliations/{created.json_body['id']}/period_closes",
+                    {"period_start": "2026-11-01", "period_end": "2026-11-05", "note": "To the 5th"})
+    assert made.status_code == 201, made.json_body
+    path = "/v1/data_streams/operating/file_imports"
+
+    def statement(day: int, amount: int) -> bytes:
+        return write_file([Statement("123456", [Line(amount, value_date=date(2026, 11, day))], currency="USD",
+                                     opening_date=date(2026, 11, day), closing_date=date(2026, 11, 6))])
+
+    failed = statement_into(api, services, runtime, path, statement(5, 1500), format="mt940",
+                            filename="statement.sta")
+
+    assert failed["status"] == "failed", failed
+    assert api.get("/v1/data_streams/operating/balances").json_body["data"] == []
+    assert api.get("/v1/data_streams/operating").json_body["latest_balance"] is None
+    # The same day from an import that completes is kept
+    done = statement_into(api, services, runtime, path, statement(6, 1700), format="mt940", filename="statement.sta")
+    assert done["status"] == "completed", done
+    [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
+    assert (day["date"], day["closing_booked"], day["file_import_id"]) == ("2026-11-06", 1700, done["id"])
