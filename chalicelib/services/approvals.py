@@ -21,6 +21,7 @@ signed-in person of the approver or admin role who is not the requester (an API 
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,6 +85,7 @@ SETTLE_AFTER = timedelta(minutes=15)
 # the guard longer ago than a request lives.
 TARGET_IN_FLIGHT = timedelta(minutes=15)
 TARGET_ATTEMPTS = 5
+TARGET_STORE_WAIT = 3.0  # seconds a second request waits for the first's approval to be stored
 
 _decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
 
@@ -252,6 +254,10 @@ def _claim_target(ports: Ports, approval: Approval, dedupe: str, now: datetime) 
             return None
         held_id, claimed_at = holder
         held = repository.find(approval.environment, held_id)
+        waited = time.monotonic() + TARGET_STORE_WAIT
+        while held is None and now - claimed_at < TARGET_IN_FLIGHT and time.monotonic() < waited:
+            time.sleep(0.05)  # its request is storing it: a moment, then answer with it
+            held = repository.find(approval.environment, held_id)
         if held is not None:
             held = _expired_if_due(ports, held, now)
             if held.status is ApprovalStatus.PENDING:

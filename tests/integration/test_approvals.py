@@ -778,19 +778,22 @@ def test_requests_racing_for_the_same_target_store_one_pending_approval(api, ser
     set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
     records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
 
-    def request(n: int) -> int:
+    def request(n: int) -> int | None:
         with audit.acting_as(people["alice" if n % 2 else "pat"]["actor"]), audit.collecting_notes():
             try:
                 match_service.create_manual_match(services.ports, "acme", reconciliation["id"], records, False, None)
             except ApprovalRequired as held:
                 return held.approval.id
+            except Conflict as busy:  # the first was still storing its approval after a wait: ask again
+                assert "being requested right now" in str(busy)
+                return None
         raise AssertionError("the match was not held")
 
     with ThreadPoolExecutor(8) as pool:
         answered = list(pool.map(request, range(8)))
 
     stored = [a["id"] for a in api.get("/v1/approvals").json_body["data"]]
-    assert len(stored) == 1 and set(answered) == set(stored)
+    assert len(stored) == 1 and set(answered) - {None} == set(stored)
 
 
 # Thresholds per currency ---------------------------------------------------------------------------
