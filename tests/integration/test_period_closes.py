@@ -405,3 +405,63 @@ def test_a_statement_import_that_ends_failed_keeps_no_balance(api, services, run
     assert done["status"] == "completed", done
     [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
     assert (day["date"], day["closing_booked"], day["file_import_id"]) == ("2026-11-06", 1700, done["id"])
+
+
+def test_a_close_waits_for_a_write_that_passed_the_guard_and_no_guard_passes_while_it_closes(
+        api, services, ingest, reconciliation, monkeypatch):
+    """The closing fence: a manual match that read the closed periods (registering as a writer in the
+    same conditional write) is waited out by a close that lands meanwhile, so the close counts what the
+    match left; a request reaching the guard while the fence is up is refused (409)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import date
+
+    from chalicelib.adapters.dynamodb import keys
+    from chalicelib.domain.period_closes import Period
+    from chalicelib.services import audit
+    from chalicelib.services import matches as match_service
+    from chalicelib.services import period_closes as close_service
+    rid = reconciliation["id"]
+    paused = ingest(record("bank", 1, 700, "2026-11-02")) + ingest(record("ledger", 1, 700, "2026-11-02"))
+    late = ingest(record("bank", 2, 800, "2026-11-03")) + ingest(record("ledger", 2, 800, "2026-11-03"))
+    passed, release = threading.Event(), threading.Event()
+    real_check = match_service.check_manual_match
+
+    def pausing_check(*args, **kwargs):  # after the guard, before the write: the request is slow here
+        if not passed.is_set():
+            passed.set()
+            assert release.wait(20)
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(match_service, "check_manual_match", pausing_check)
+
+    def match():
+        with close_service.fencing(services.ports), audit.acting_as("api_key:1"), audit.collecting_notes():
+            return match_service.create_manual_match(services.ports, "acme", rid, paused, False, None)
+
+    def close():
+        return close_service.close(services.ports, "acme", rid, Period(date(2026, 11, 1), date(2026, 11, 30)),
+                                   "November", {}, "user:1")
+
+    with ThreadPoolExecutor(2) as pool:
+        matching = pool.submit(match)
+        assert passed.wait(20)
+        closing = pool.submit(close)
+        fence = keys.closed_periods("acme", rid)
+        deadline = time.monotonic() + 20
+        while "closing_since" not in (services.table.get(fence) or {}):
+            assert time.monotonic() < deadline, "the close never put its fence up"
+            time.sleep(0.02)
+        # The fence is up and the close waits for the match: a request reaching the guard now is refused
+        refused = api.post("/v1/reconciliation_matches", {"reconciliation_id": rid, "record_ids": late})
+        assert refused.status_code == 409 and "being closed right now" in refused.json_body["message"]
+        assert not closing.done()
+        release.set()
+        made, closed = matching.result(timeout=30), closing.result(timeout=30)
+
+    assert made.status == "confirmed"
+    # The close counted after the match landed: only the late pair is unmatched in the period
+    assert sum(m.count for m in closed.unmatched) == 2
+    assert "closing_since" not in services.table.get(fence)
+    assert api.post("/v1/reconciliation_matches", {"reconciliation_id": rid, "record_ids": late}).status_code == 409
