@@ -325,12 +325,17 @@ def refuse_dropping_streams(ports: Ports, environment: str, current: Reconciliat
 
 
 def refuse_deleting_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
-    """409 when the reconciliation has a closed period: deleting it would remove what the close covers."""
-    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}")
+    """409 when the reconciliation has a closed period: deleting it would remove what the close covers.
+    Not fenced (read plainly): it runs before the reconciliation is looked up, and a registration would
+    write an item for a reconciliation id that may not exist (another environment's, say)."""
+    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}",
+                   fenced=False)
 
 
-def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str) -> None:
-    closed = sorted(closed_of(ports, environment, reconciliation_id), key=lambda c: c.period)
+def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str, fenced: bool = True) -> None:
+    periods = closed_of(ports, environment, reconciliation_id) if fenced else \
+        ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
+    closed = sorted(periods, key=lambda c: c.period)
     if closed:
         first = closed[0]
         more = f" (and {len(closed) - 1} more)" if len(closed) > 1 else ""
