@@ -12,7 +12,8 @@ from chalicelib.api.schemas.approvals import (
     RejectApproval,
 )
 from chalicelib.container import container
-from chalicelib.domain.approvals import Approval, ApprovalAction, ApprovalPolicy, ApprovalStatus
+from chalicelib.domain.approvals import ANY_CURRENCY, Approval, ApprovalAction, ApprovalPolicy, ApprovalStatus
+from chalicelib.domain.errors import ValidationFailed
 from chalicelib.services import approvals as service
 
 router = Router("approvals")
@@ -24,7 +25,20 @@ def approval_out(approval: Approval) -> ApprovalOut:
 
 
 def policy_out(policy: ApprovalPolicy) -> ApprovalPolicyOut:
-    return ApprovalPolicyOut.from_entity(policy, actions=sorted(a.value for a in policy.actions))
+    return ApprovalPolicyOut.from_entity(policy, actions=sorted(a.value for a in policy.actions),
+                                         thresholds=dict(policy.thresholds), threshold=policy.threshold)
+
+
+def thresholds_of(body: PutApprovalPolicy) -> dict[str, int]:
+    """`thresholds`, with `threshold` as its "*" (422 when both give "*" differently); neither: {"*": 0}."""
+    thresholds = dict(body.thresholds or {})
+    if body.threshold is not None:
+        if thresholds.get(ANY_CURRENCY, body.threshold) != body.threshold:
+            raise ValidationFailed.on("threshold", "is thresholds[\"*\"]: give one or the other")
+        thresholds[ANY_CURRENCY] = body.threshold
+    if body.thresholds is None and body.threshold is None:
+        thresholds[ANY_CURRENCY] = 0
+    return thresholds
 
 
 @router.route("GET", "/approvals", summary="Approvals of the environment, newest first (a pending one past its "
@@ -71,6 +85,6 @@ def put_approval_policy(request: ApiRequest, id: str) -> ApprovalPolicyOut:
     body: PutApprovalPolicy = request.body
     return policy_out(service.set_policy(
         container().ports, request.environment, numeric_id(id, "reconciliation"),
-        actions=[ApprovalAction(a) for a in dict.fromkeys(body.actions)], threshold=body.threshold,
+        actions=[ApprovalAction(a) for a in dict.fromkeys(body.actions)], thresholds=thresholds_of(body),
         threshold_decimal_places=body.threshold_decimal_places, expires_after_minutes=body.expires_after_minutes,
         actor=request.principal.actor if request.principal else None))

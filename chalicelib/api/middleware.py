@@ -29,7 +29,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import DomainError, Forbidden, ServiceUnavailable
 from chalicelib.domain.users import Principal
 from chalicelib.observability import flush_metrics, logger, metrics
-from chalicelib.services import audit
+from chalicelib.services import audit, period_closes
 from chalicelib.services.api_keys import authenticate
 from chalicelib.services.users import principal_of_key, principal_of_token
 
@@ -103,7 +103,8 @@ def make_http_middleware(public_paths: set[str]) -> Callable[[Request, Callable]
                 check_role(principal, event.method, resource_path)
                 if event.method in MUTATING_METHODS:
                     in_flight = begin_request(services, principal, event, resource_path, request_id)
-            with audit.collecting_notes() as notes, audit.acting_as(principal.actor if principal else None):
+            with audit.collecting_notes() as notes, audit.acting_as(principal.actor if principal else None), \
+                    period_closes.fencing(services.ports):  # the closing fence's writers (docs/period-close.md)
                 response = framework_error_to_message(get_response(event))
         except DomainError as error:
             response = error_response(error)

@@ -80,8 +80,10 @@ def deactivate_user(request: ApiRequest, id: str) -> UserOut:
               body=CreateApiKey, response=ApiKeyWithSecretOut, errors=(422,))
 def create_api_key(request: ApiRequest) -> ApiKeyWithSecretOut:
     body: CreateApiKey = request.body
-    key, secret = key_service.create_key(container().ports.api_keys, request.environment, label=body.label,
-                                         access=KeyAccess(body.access))
+    keys, principal = container().ports.api_keys, _principal(request)
+    key, secret = key_service.create_key(keys, request.environment, label=body.label, access=KeyAccess(body.access),
+                                         owner_user_id=key_service.owner_of(keys, request.environment,
+                                                                            principal.actor))
     return ApiKeyWithSecretOut(**key_out(key).model_dump(), secret=secret)
 
 

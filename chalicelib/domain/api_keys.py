@@ -30,6 +30,10 @@ class ApiKey:
     revoked_at: datetime | None = None
     label: str | None = None
     access: KeyAccess = KeyAccess.FULL
+    # The person the key belongs to: whoever created it (its secret is shown to them alone), or the
+    # owner of the key it was created with; None for a machine's key made by the command line or by
+    # an unowned key. Four eyes count a request sent with an owned key as its owner's.
+    owner_user_id: int | None = None
 
     @property
     def role(self) -> Role:

@@ -11,16 +11,20 @@ Every move is one conditional write from the statuses this table allows, so of t
 the same request (a double click, a redelivery) one moves it to `executing` and runs the action;
 the other finds it moved.
 
-The amount of an action, what the policy's threshold is compared with: the larger of the gross
-totals (the sum of the records' amounts, whatever their direction) of the sides the action touches.
-A manual match, an unmatch and an accepted investigation touch both sides of the reconciliation;
-a dismissed exception holds records of one stream (one side): its records' gross total. Amounts of
-several decimal places are compared exactly (as fractions of the currency unit); an action needs
-an approval when its amount is strictly above the threshold.
+The amount of an action, what the policy's thresholds are compared with, per currency (an amount
+of one currency is never added to another's): in each currency of its records, the larger of the
+gross totals (the sum of the records' amounts, whatever their direction) of the sides the action
+touches. A manual match, an unmatch and an accepted investigation touch both sides of the
+reconciliation; a dismissed exception holds records of one stream (one side): its records' gross
+total. Each currency's amount is compared with that currency's threshold (or the policy's "*" one
+for any currency it does not name), exactly (as fractions of the currency unit); an action needs an
+approval when one of its amounts is strictly above its threshold, or is in a currency the policy
+gives no threshold (the safe default: held).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -39,6 +43,9 @@ DEFAULT_EXPIRY_MINUTES = 3 * 24 * 60
 MAX_EXPIRY_MINUTES = 30 * 24 * 60
 MAX_DECIMAL_PLACES = 8
 MAX_REASON = 1_000
+ANY_CURRENCY = "*"  # a policy's threshold for the currencies it does not name
+MAX_THRESHOLDS = 50
+CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
 
 
 class ApprovalAction(StrEnum):
@@ -72,13 +79,13 @@ COVERED_BY: dict[ApprovalAction, frozenset[ApprovalAction]] = {
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """A reconciliation's: the actions that need a second person above `threshold` (minor units at
-    `threshold_decimal_places`), and how long a request waits before it expires. No policy stored
-    is the default: no action needs an approval."""
+    """A reconciliation's: the actions that need a second person above `thresholds` (per currency:
+    an ISO code, or "*" for any other; minor units at `threshold_decimal_places`), and how long a
+    request waits before it expires. No policy stored is the default: no action needs an approval."""
     environment: str
     reconciliation_id: int
     actions: frozenset[ApprovalAction] = frozenset()
-    threshold: int = 0
+    thresholds: Mapping[str, int] = field(default_factory=lambda: {ANY_CURRENCY: 0})
     threshold_decimal_places: int = 2
     expires_after_minutes: int = DEFAULT_EXPIRY_MINUTES
     updated_at: datetime | None = None
@@ -89,20 +96,55 @@ class ApprovalPolicy:
         the action makes (an accepted investigation makes a manual match: COVERED_BY)."""
         return bool(COVERED_BY.get(action, frozenset({action})) & self.actions)
 
-    def requires(self, action: ApprovalAction, amount: Fraction) -> bool:
-        """Whether `action` of `amount` (in currency units) waits for an approver."""
-        return self.covers(action) and amount > Fraction(self.threshold, 10 ** self.threshold_decimal_places)
+    @property
+    def threshold(self) -> int | None:
+        """The threshold of any currency not named ("*"), None when the policy has none."""
+        return self.thresholds.get(ANY_CURRENCY)
+
+    def threshold_of(self, currency: str | None) -> int | None:
+        """The currency's threshold (minor units at threshold_decimal_places): its own, else "*";
+        None when the policy gives none (an amount of no one currency has none but "*")."""
+        if currency is not None and currency in self.thresholds:
+            return self.thresholds[currency]
+        return self.thresholds.get(ANY_CURRENCY)
+
+    def holding(self, action: ApprovalAction, amounts: Iterable[Amount]) -> tuple[Amount, int | None] | None:
+        """The amount that makes `action` wait for an approver, with its threshold (None: its currency
+        has none, so it waits whatever its size); None when the action goes through. Of several, the
+        one furthest above its threshold (an amount without a threshold first)."""
+        if not self.covers(action):
+            return None
+        above: list[tuple[bool, Fraction, Amount, int | None]] = []
+        for amount in amounts:
+            threshold = self.threshold_of(amount.currency)
+            if threshold is None:
+                above.append((True, Fraction(0), amount, None))
+                continue
+            limit = Fraction(threshold, 10 ** self.threshold_decimal_places)
+            if amount.value > limit:
+                above.append((False, amount.value / limit if limit else Fraction(10 ** 30), amount, threshold))
+        if not above:
+            return None
+        _, _, amount, threshold = max(above, key=lambda a: (a[0], a[1]))
+        return amount, threshold
 
     @property
     def expiry(self) -> timedelta:
         return timedelta(minutes=self.expires_after_minutes)
 
 
-def check_policy(threshold: int, threshold_decimal_places: int, expires_after_minutes: int) -> list[tuple[str, str]]:
+def check_policy(thresholds: Mapping[str, int], threshold_decimal_places: int,
+                 expires_after_minutes: int) -> list[tuple[str, str]]:
     """Problems of a policy's numbers, as (field, message); none when it is fine."""
     problems = []
-    if threshold < 0:
-        problems.append(("threshold", "must be 0 or more (minor units)"))
+    if len(thresholds) > MAX_THRESHOLDS:
+        problems.append(("thresholds", f"at most {MAX_THRESHOLDS} currencies"))
+    for currency, threshold in thresholds.items():
+        if currency != ANY_CURRENCY and not CURRENCY_CODE.match(currency):
+            problems.append((f"thresholds.{currency}", "must be an ISO 4217 code in capitals (USD) or \"*\" "
+                                                       "(any other currency)"))
+        elif threshold < 0:
+            problems.append((f"thresholds.{currency}", "must be 0 or more (minor units)"))
     if not 0 <= threshold_decimal_places <= MAX_DECIMAL_PLACES:
         problems.append(("threshold_decimal_places", f"must be 0 to {MAX_DECIMAL_PLACES}"))
     if not 1 <= expires_after_minutes <= MAX_EXPIRY_MINUTES:
@@ -127,20 +169,23 @@ def gross(records: Iterable[Record], scale: int) -> int:
     return sum(r.amount * 10 ** (scale - r.decimal_places) for r in records)
 
 
-def amount_of_sides(*sides: Iterable[Record]) -> Amount:
-    """The larger of the sides' gross totals, at the records' largest decimal places."""
+def amount_of_sides(*sides: Iterable[Record]) -> list[Amount]:
+    """Per currency of the records (by code), the larger of the sides' gross totals in it, at
+    that currency's records' largest decimal places. Never one currency added to another."""
     lists = [list(side) for side in sides]
-    everything = [r for side in lists for r in side]
-    scale = max((r.decimal_places for r in everything), default=0)
-    currencies = {r.currency for r in everything}
-    return Amount(max((gross(side, scale) for side in lists), default=0), scale,
-                  currencies.pop() if len(currencies) == 1 else None)
+    amounts = []
+    for currency in sorted({r.currency for side in lists for r in side}):
+        of_currency = [[r for r in side if r.currency == currency] for side in lists]
+        scale = max(r.decimal_places for side in of_currency for r in side)
+        amounts.append(Amount(max(gross(side, scale) for side in of_currency), scale, currency))
+    return amounts
 
 
-def amount_of_exception(totals: dict[str, Any] | None, decimal_places: int, currency: str | None) -> Amount:
-    """An exception's records are of one stream: their gross total (credits and debits)."""
+def amount_of_exception(totals: dict[str, Any] | None, decimal_places: int, currency: str | None) -> list[Amount]:
+    """An exception's records are of one stream: their gross total (credits and debits), in its
+    currency (None when its records mix currencies: no threshold but "*" applies)."""
     kept = totals or {}
-    return Amount(int(kept.get("credit_sum", 0)) + int(kept.get("debit_sum", 0)), decimal_places, currency)
+    return [Amount(int(kept.get("credit_sum", 0)) + int(kept.get("debit_sum", 0)), decimal_places, currency)]
 
 
 @dataclass(frozen=True)
@@ -154,10 +199,11 @@ class Approval:
     amount: int
     amount_decimal_places: int
     currency: str | None
-    threshold: int  # the policy's when asked (minor units at threshold_decimal_places)
+    threshold: int | None  # the policy's for `currency` when asked (minor units at threshold_decimal_places);
+    # None: the policy gave that currency none, so the action waits whatever its amount
     threshold_decimal_places: int
     status: ApprovalStatus
-    requested_by: str  # the actor: user:<id>, or api_key:<id> for a machine's request
+    requested_by: str  # the person (user:<id>, also for a request sent with their own key), or api_key:<id>
     requested_at: datetime
     expires_at: datetime
     decided_by: str | None = None
@@ -168,6 +214,7 @@ class Approval:
     completed_at: datetime | None = None
     target_type: str | None = None  # the resource acted on, when there is one before the action
     target_id: int | None = None
+    requested_with: str | None = None  # the credential that sent the request (user:<id> or api_key:<id>)
 
     @property
     def finished(self) -> bool:
@@ -194,7 +241,9 @@ def check_decider(approval: Approval, actor: str, deciding: str) -> None:
         raise Forbidden(f"{deciding} an approval is a person's decision: sign in as an approver or admin "
                         "(an API key may request approvals, never decide them)")
     if actor == approval.requested_by:
-        raise Forbidden(f"you requested approval {approval.id}: another approver or admin must decide it "
+        via = (f" (with {approval.requested_with}, your key)" if approval.requested_with
+               and approval.requested_with != approval.requested_by else "")
+        raise Forbidden(f"you requested approval {approval.id}{via}: another approver or admin must decide it "
                         "(four eyes)")
 
 
@@ -204,7 +253,8 @@ def approval_data(approval: Approval) -> dict[str, Any]:
     return {"id": approval.id, "url": f"{API}/approvals/{approval.id}", "reconciliation_id": approval.reconciliation_id,
             "action": approval.action.value, "status": approval.status.value, "amount": approval.amount,
             "amount_decimal_places": approval.amount_decimal_places, "currency": approval.currency,
-            "requested_by": approval.requested_by, "decided_by": approval.decided_by,
+            "requested_by": approval.requested_by, "requested_with": approval.requested_with,
+            "decided_by": approval.decided_by,
             "rejection_reason": approval.rejection_reason, "failure_reason": approval.failure_reason,
             "result": dict(approval.result), "expires_at": iso(approval.expires_at),
             "decided_at": optional_iso(approval.decided_at)}

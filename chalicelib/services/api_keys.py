@@ -13,14 +13,31 @@ from chalicelib.services.users import active_admins
 
 
 def create_key(keys: ApiKeys, environment: str, label: str | None = None,
-               secret: str | None = None, access: KeyAccess = KeyAccess.FULL) -> tuple[ApiKey, str]:
+               secret: str | None = None, access: KeyAccess = KeyAccess.FULL,
+               owner_user_id: int | None = None) -> tuple[ApiKey, str]:
     """Store a new key for `environment`; return it with its secret, which is never stored."""
     check_environment_name(environment)
     secret = secret or generate_secret()
     key = ApiKey(id=keys.next_id(), environment=environment, key_hash=hash_secret(secret),
-                 created_at=utc_now(), label=label, access=access)
+                 created_at=utc_now(), label=label, access=access, owner_user_id=owner_user_id)
     keys.add(key)
     return key, secret
+
+
+def owner_of(keys: ApiKeys, environment: str, actor: str | None) -> int | None:
+    """The person behind an actor: a person's own id (`user:<id>`), an owned key's owner
+    (`api_key:<id>`); None for an unowned key or any other actor."""
+    if actor is None:
+        return None
+    kind, _, number = actor.partition(":")
+    if not number.isdigit():
+        return None
+    if kind == "user":
+        return int(number)
+    if kind != "api_key":
+        return None
+    key = next((k for k in keys_of(keys, environment) if k.id == int(number)), None)
+    return key.owner_user_id if key is not None else None
 
 
 def keys_of(keys: ApiKeys, environment: str) -> list[ApiKey]:

@@ -20,13 +20,15 @@ signed-in person of the approver or admin role who is not the requester (an API 
 """
 from __future__ import annotations
 
+import hashlib
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from chalicelib.domain.approvals import (
     Amount,
@@ -49,6 +51,7 @@ from chalicelib.domain.errors import (
     Conflict,
     DomainError,
     FieldError,
+    Forbidden,
     TransitionRefused,
     ValidationFailed,
     shown,
@@ -58,8 +61,9 @@ from chalicelib.domain.investigations.investigation import Investigation
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import CLOSED, ExceptionStatus, ReconciliationException
 from chalicelib.domain.records import Record
+from chalicelib.domain.users import user_actor
 from chalicelib.observability import logger
-from chalicelib.services import audit
+from chalicelib.services import api_keys, audit
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Approvals, Ports
 
@@ -72,6 +76,16 @@ EXECUTED_AS: dict[ApprovalAction, tuple[str, str]] = {
     ApprovalAction.DISMISSAL: ("reconciliation_exception.updated", "reconciliation_exception"),
     ApprovalAction.ACCEPT_INVESTIGATION: ("investigation.accepted", "investigation"),
 }
+
+# An approval `executing` longer than this was left by a process that died while the action ran: no
+# process runs one that long (Lambda's longest timeout), and a manual match it began is rolled back by
+# then (services/matches.py PENDING_FOR). The sweeper then settles it by the action's effect (`settle`).
+SETTLE_AFTER = timedelta(minutes=15)
+# A target's guard naming an approval not stored (yet): its request is storing it, unless it claimed
+# the guard longer ago than a request lives.
+TARGET_IN_FLIGHT = timedelta(minutes=15)
+TARGET_ATTEMPTS = 5
+TARGET_STORE_WAIT = 3.0  # seconds a second request waits for the first's approval to be stored
 
 _decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
 
@@ -114,7 +128,7 @@ def check_unmatch(ports: Ports, match: Match) -> None:
     if match.unmatching or match.status is not MatchStatus.CONFIRMED:
         return
 
-    def measure() -> Amount:
+    def measure() -> list[Amount]:
         members = ports.matches.members(match.environment, match.id)
         held = {h.record.id: h.record for h in ports.claims.held_records(match.environment,
                                                                           [m.record_id for m in members])}
@@ -168,7 +182,7 @@ def _exception_changed(params: dict[str, Any], exception: ReconciliationExceptio
 
 def check_accept(ports: Ports, investigation: Investigation) -> None:
     """An investigation's suggestion accepted as a match (services/investigations.py `accept`)."""
-    def measure() -> Amount:
+    def measure() -> list[Amount]:
         ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
         held = {h.record.id: h.record for h in ports.claims.held_records(investigation.environment, ids)}
         return amount_of_sides([held[i] for i in investigation.target_record_ids if i in held],
@@ -181,7 +195,7 @@ def check_accept(ports: Ports, investigation: Investigation) -> None:
 
 
 def _gate(ports: Ports, environment: str, reconciliation_id: int, action: ApprovalAction,
-          measure: Callable[[], Amount], params: dict[str, Any], description: str,
+          measure: Callable[[], list[Amount]], params: dict[str, Any], description: str,
           target: tuple[str, int] | None = None) -> None:
     """Let the action through, or store it as a pending approval and raise ApprovalRequired. The
     policy is read only for a gated action; the amount only when the policy covers the action."""
@@ -190,24 +204,85 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
     policy = ports.approvals.policy(environment, reconciliation_id)
     if not policy.covers(action):
         return
-    amount = measure()
-    if not policy.requires(action, amount.value):
+    held = policy.holding(action, measure())
+    if held is None:
         return
+    amount, threshold = held
     now = utc_now()
-    requester = audit.acting() or system_actor("unknown")
+    requester, sent_by = _requester(ports, environment, audit.acting())
     approval = Approval(
         environment=environment, id=ports.counters.next_id(environment, "approval"),
         reconciliation_id=reconciliation_id, action=action, params=params, description=description,
         amount=amount.minor, amount_decimal_places=amount.decimal_places, currency=amount.currency,
-        threshold=policy.threshold, threshold_decimal_places=policy.threshold_decimal_places,
+        threshold=threshold, threshold_decimal_places=policy.threshold_decimal_places,
         status=ApprovalStatus.PENDING, requested_by=requester, requested_at=now, expires_at=now + policy.expiry,
-        target_type=target[0] if target else None, target_id=target[1] if target else None)
+        target_type=target[0] if target else None, target_id=target[1] if target else None,
+        requested_with=sent_by)
     approvals = ports.approvals
-    save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
-                  lambda owed: approvals.add(approval, pending_event=owed),
-                  announcer=Announcer(requester, SUMMARY_FIELDS))
+    dedupe = dedupe_key(action, reconciliation_id, params, target)
+    existing = _claim_target(ports, approval, dedupe, now)
+    if existing is not None:  # the same action on the same target waits already: that approval answers
+        audit.note(approval_requested=existing.id)
+        raise ApprovalRequired(existing)
+    try:
+        save_and_emit(ports, environment, approval_requested(approval), EventOrigin.approval(approval.id),
+                      lambda owed: approvals.add(approval, pending_event=owed),
+                      announcer=Announcer(sent_by, SUMMARY_FIELDS))
+    except Exception:
+        approvals.release_target(environment, dedupe, approval.id)
+        raise
     audit.note(approval_requested=approval.id)  # the request's own entry is this announcement (api/audit_trail.py)
     raise ApprovalRequired(approval)
+
+
+def dedupe_key(action: ApprovalAction, reconciliation_id: int, params: dict[str, Any],
+               target: tuple[str, int] | None) -> str:
+    """One action on one target: the resource acted on (a match to unmatch, an exception to dismiss
+    or resolve, an investigation to accept), or a manual match's set of records in its reconciliation."""
+    if target is not None:
+        return f"{action.value}#{target[0]}#{target[1]}"
+    ids = ",".join(str(i) for i in sorted({int(i) for i in params.get("record_ids") or ()}))
+    return f"{action.value}#{reconciliation_id}#{hashlib.sha256(ids.encode()).hexdigest()[:40]}"
+
+
+def _claim_target(ports: Ports, approval: Approval, dedupe: str, now: datetime) -> Approval | None:
+    """Hold the target for `approval` (None), or the approval pending on it already. The guard is one
+    conditional write: held by a pending approval, it answers that one; by one no longer pending
+    (decided, expired), it is taken over conditionally on that holder; by one not stored (its request
+    is storing it now, or died before), it is taken over once that request cannot be alive."""
+    repository = _repository(ports)
+    for _ in range(TARGET_ATTEMPTS):
+        holder = repository.claim_target(approval.environment, dedupe, approval.id, now)
+        if holder is None:
+            return None
+        held_id, claimed_at = holder
+        held = repository.find(approval.environment, held_id)
+        waited = time.monotonic() + TARGET_STORE_WAIT
+        while held is None and now - claimed_at < TARGET_IN_FLIGHT and time.monotonic() < waited:
+            time.sleep(0.05)  # its request is storing it: a moment, then answer with it
+            held = repository.find(approval.environment, held_id)
+        if held is not None:
+            held = _expired_if_due(ports, held, now)
+            if held.status is ApprovalStatus.PENDING:
+                return held
+        elif now - claimed_at < TARGET_IN_FLIGHT:
+            raise Conflict(f"approval {held_id} of the same {approval.action.value} is being requested right now; "
+                           "read the pending approvals in a moment")
+        if repository.take_over_target(approval.environment, dedupe, held_id, approval.id, now):
+            return None
+    raise Conflict(f"the {approval.action.value} is being requested by others at this moment; ask again")
+
+
+def _requester(ports: Ports, environment: str, sent_by: str | None) -> tuple[str, str]:
+    """Who asks, for four eyes: the person behind the request (signed in, or the owner of the key
+    it was sent with: api_keys.owner_of), else the unowned key itself (a machine's: any person may
+    decide its requests). A request naming nobody (no request's actor: code calling an action
+    outside any request or bulk action) is refused: an approval must name who asked."""
+    if sent_by is None:
+        raise Forbidden("this action needs an approval, and an approval must name who asked: send it as a signed-in "
+                        "person or with an API key")
+    owner = api_keys.owner_of(ports.api_keys, environment, sent_by)
+    return (user_actor(owner) if owner is not None else sent_by), sent_by
 
 
 # Deciding ---------------------------------------------------------------------------------------
@@ -276,8 +351,8 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
     environment, params = approval.environment, approval.params
     action, resource_type = EXECUTED_AS[approval.action]
     with audit.change_in_flight(ports, environment, request_id=f"approval-{approval.id}-{uuid.uuid4().hex[:12]}",
-                                actor=approval.requested_by, action=action, resource_type=resource_type,
-                                resource_id=approval.target_id,
+                                actor=approval.requested_with or approval.requested_by, action=action,
+                                resource_type=resource_type, resource_id=approval.target_id,
                                 summary={"approval_id": approval.id, "approved_by": approver}) as noted, \
             audit.collecting_notes() as notes, decided():
         result: dict[str, Any] = {}
@@ -358,21 +433,130 @@ def sweep_environment(ports: Ports, environment: str, now: datetime | None = Non
 
 
 def sweep(ports: Ports, now: datetime | None = None) -> int:
-    """The sweeper's: expire every pending approval past its expiry, announced once each (one's
-    trouble stops no other)."""
+    """The sweeper's: expire every pending approval past its expiry, and settle every approval left
+    `executing` by a process that died (`settle`), each announced once (one's trouble stops no
+    other). Answers how many it moved."""
     if ports.approvals is None:
         return 0
     now = now or utc_now()
-    expired = 0
+    moved = 0
     for approval in ports.approvals.active():
-        if not approval.overdue(now):
-            continue
         try:
-            expired += _expired_if_due(ports, approval, now).status is ApprovalStatus.EXPIRED
+            if approval.overdue(now):
+                moved += _expired_if_due(ports, approval, now).status is ApprovalStatus.EXPIRED
+            elif stuck(approval, now):
+                moved += settle(ports, approval, now) is not None
         except Exception:
-            logger.exception("expiring an approval failed", extra={"approval_id": approval.id,
+            logger.exception("sweeping an approval failed", extra={"approval_id": approval.id,
+                                                                   "status": approval.status.value,
                                                                    "environment": approval.environment})
-    return expired
+    return moved
+
+
+# Settling an approval whose approving process died -------------------------------------------------
+
+def stuck(approval: Approval, now: datetime) -> bool:
+    """Executing for longer than any process runs an action: its approver's process died."""
+    return (approval.status is ApprovalStatus.EXECUTING and approval.decided_at is not None
+            and now - approval.decided_at > SETTLE_AFTER)
+
+
+def settle(ports: Ports, approval: Approval, now: datetime | None = None) -> Approval | None:
+    """End an approval its approving process left `executing`, by the action's effect: `approved`
+    (with what the action made) when the effect is there, `failed` (nothing was done) when it is
+    not, an unmatch stopped half-way finished first. The end owes its announcement in the same
+    conditional write (`_end`), by `system:approval_settle:<id>` (the approver stays `decided_by`).
+    None: not settled now (a match still being written or rolled back: a later sweep looks again;
+    or another process settled it meanwhile, whose write owes the announcement)."""
+    now = now or utc_now()
+    if not stuck(approval, now):
+        return None
+    actor = system_actor("approval_settle", approval.id)
+    try:
+        found = _effect(ports, approval, actor)
+    except DomainError as refused:  # a resumed unmatch the world overtook
+        found = (ApprovalStatus.FAILED, {"failure_reason": shown(refused.message, 500)})
+    if found is None:
+        return None
+    status, fields = found
+    try:
+        return _end(ports, approval, status, actor, completed_at=now, **fields)
+    except TransitionRefused:
+        return None
+
+
+STOPPED = "the approving process stopped before {what} (nothing was done); ask again"
+Effect = tuple[ApprovalStatus, dict[str, Any]] | None
+
+
+def _effect(ports: Ports, approval: Approval, actor: str) -> Effect:
+    """What the action left: (approved, its result), (failed, why), or None (not known yet)."""
+    environment, params = approval.environment, approval.params
+    if approval.action is ApprovalAction.MANUAL_MATCH:
+        found = _match_made(ports, approval, [int(i) for i in params["record_ids"]])
+        return None if found == WAIT else _made(found, "the match was made")
+    if approval.action is ApprovalAction.ACCEPT_INVESTIGATION:
+        investigation = ports.investigations.get(environment, int(params["investigation_id"]))
+        if investigation.accepted_match_id is not None:
+            return ApprovalStatus.APPROVED, {"result": {"reconciliation_match_id": investigation.accepted_match_id}}
+        record_ids = list(investigation.target_record_ids) + list(investigation.suggested_record_ids)
+        found = _match_made(ports, approval, record_ids)
+        if found == WAIT:
+            return None
+        if isinstance(found, Match):
+            if not (found.reason or "").startswith(f"Accepted investigation {investigation.id}:"):
+                found = None  # somebody else's match of the same records
+            else:
+                try:
+                    ports.investigations.mark_accepted(investigation, found.id)  # the accept's last step
+                except TransitionRefused:
+                    pass
+        return _made(found, "the suggestion was matched")
+    if approval.action is ApprovalAction.DISMISSAL:
+        target = str(params.get("status") or ExceptionStatus.DISMISSED.value)
+        exception = ports.exceptions.find_many(environment, [int(params["exception_id"])]).get(
+            int(params["exception_id"]))
+        if (exception is not None and exception.status.value == target
+                and exception.version > int(params.get("version") or 0)):
+            return ApprovalStatus.APPROVED, {"result": {"status": target}}
+        return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(
+            what=f"exception {params['exception_id']} became {target}")}
+    match = ports.matches.find(environment, int(params["match_id"]))  # an unmatch
+    if match is None or match.unmatched_at is not None:
+        return ApprovalStatus.APPROVED, {"result": {}}
+    if match.unmatching:  # stopped half-way, its records partly released: finish what was approved
+        _execute(ports, approval, approval.decided_by or actor)
+        return ApprovalStatus.APPROVED, {"result": {}}
+    return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(what=f"match {match.id} was unmatched")}
+
+
+def _made(match: Match | Literal["wait"] | None, what: str) -> Effect:
+    if not isinstance(match, Match):
+        return ApprovalStatus.FAILED, {"failure_reason": STOPPED.format(what=what)}
+    return ApprovalStatus.APPROVED, {"result": {"reconciliation_match_id": match.id}}
+
+
+WAIT: Literal["wait"] = "wait"
+
+
+def _match_made(ports: Ports, approval: Approval, record_ids: list[int]) -> Match | Literal["wait"] | None:
+    """The match holding exactly `record_ids` in the approval's reconciliation, made since the
+    approval began executing; None when there is none; WAIT while a match holding some of them is
+    begun and not committed (the request died writing it: services/matches.py `sweep_pending`
+    rolls it back, a later sweep sees which)."""
+    environment = approval.environment
+    held = ports.claims.held_records(environment, record_ids)
+    holders = {h.match_in(approval.reconciliation_id) for h in held} - {None}
+    found = ports.matches.find_many(environment, [i for i in holders if i is not None]) if holders else {}
+    if any(m.pending_since is not None for m in found.values()):
+        return WAIT
+    if len(held) != len(record_ids) or len(holders) != 1:
+        return None
+    match = next(iter(found.values()), None)
+    if (match is None or match.unmatching or match.unmatched_at is not None or match.record_count != len(record_ids)
+            or approval.decided_at is None or match.created_at < approval.decided_at):
+        return None
+    return match
 
 
 # The policy ---------------------------------------------------------------------------------------
@@ -383,15 +567,15 @@ def policy(ports: Ports, environment: str, reconciliation_id: int) -> ApprovalPo
 
 
 def set_policy(ports: Ports, environment: str, reconciliation_id: int, *, actions: list[ApprovalAction],
-               threshold: int, threshold_decimal_places: int, expires_after_minutes: int,
+               thresholds: dict[str, int], threshold_decimal_places: int, expires_after_minutes: int,
                actor: str | None) -> ApprovalPolicy:
     """An admin's: the whole policy at once (422 naming a bad number). Approvals already pending
     keep the threshold and expiry they were asked under."""
     before = policy(ports, environment, reconciliation_id)
-    problems = check_policy(threshold, threshold_decimal_places, expires_after_minutes)
+    problems = check_policy(thresholds, threshold_decimal_places, expires_after_minutes)
     if problems:
         raise ValidationFailed([FieldError(name, message) for name, message in problems])
-    updated = replace(before, actions=frozenset(actions), threshold=threshold,
+    updated = replace(before, actions=frozenset(actions), thresholds=dict(sorted(thresholds.items())),
                       threshold_decimal_places=threshold_decimal_places, expires_after_minutes=expires_after_minutes,
                       updated_at=utc_now(), updated_by=actor)
     _repository(ports).save_policy(updated)
@@ -400,6 +584,6 @@ def set_policy(ports: Ports, environment: str, reconciliation_id: int, *, action
 
 
 def _audited(policy: ApprovalPolicy) -> dict[str, Any]:
-    return {"actions": sorted(a.value for a in policy.actions), "threshold": policy.threshold,
+    return {"actions": sorted(a.value for a in policy.actions), "thresholds": dict(policy.thresholds),
             "threshold_decimal_places": policy.threshold_decimal_places,
             "expires_after_minutes": policy.expires_after_minutes}

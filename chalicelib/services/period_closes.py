@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.clock import utc_now
@@ -38,6 +43,7 @@ from chalicelib.domain.period_closes import (
 )
 from chalicelib.domain.reconciliation_exceptions import ACTIVE
 from chalicelib.domain.records import ItemError, Record, RecordDraft
+from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Ports
@@ -48,12 +54,73 @@ if TYPE_CHECKING:
     from chalicelib.domain.reconciliations import Reconciliation
 
 ATTEMPTS = 3  # a close or reopen raced by another one reads the closed periods again, this often at most
+# The closing fence: a writer's lease (longer than a request lives), how long a close waits for the
+# writers registered before its fence to finish, and when a fence whose close died stops counting.
+WRITER_LEASE = timedelta(seconds=60)
+FENCE_WAIT = timedelta(seconds=10)
+FENCE_STALE = timedelta(minutes=2)
+FENCE_POLL_SECONDS = 0.05
+
+_fence: ContextVar[dict[tuple[str, int], str] | None] = ContextVar("period_close_fence", default=None)
+
+
+@contextmanager
+def fencing(ports: Ports) -> Iterator[None]:
+    """Inside (a request: api/middleware.py), each read of a reconciliation's closed periods by a
+    guard (`closed_of`) registers the request as a writer behind the closing fence, in the same
+    conditional write that reads them; the registrations go at the end. A close puts its fence up,
+    then waits for the writers registered before it: a write that passed the guard lands before the
+    close counts what is open, and none passes the guard once the fence is up."""
+    entered: dict[tuple[str, int], str] = {}
+    token = _fence.set(entered)
+    try:
+        yield
+    finally:
+        _fence.reset(token)
+        for (environment, reconciliation_id), writer in entered.items():
+            try:
+                ports.period_closes.leave_fence(environment, reconciliation_id, writer)
+            except Exception:  # its lease runs out instead
+                logger.exception("leaving the closing fence failed", extra={"reconciliation_id": reconciliation_id})
 
 
 # Closing and reopening ----------------------------------------------------------------------------
 
 def close(ports: Ports, environment: str, reconciliation_id: int, period: Period, note: str,
           explanations: Mapping[int, str], actor: str) -> PeriodClose:
+    """The close behind its fence (`fencing`): put up, the writers before it waited out, then the
+    close itself (`_close`); the fence comes down after, whatever happened."""
+    ports.reconciliations.get(environment, reconciliation_id)
+    closed, version = ports.period_closes.closed_version(environment, reconciliation_id)
+    _refuse_overlap(period, closed)
+    close_id = ports.counters.next_id(environment, "period_close")
+    for attempt in range(ATTEMPTS):
+        try:
+            ports.period_closes.mark_closing(environment, reconciliation_id, close_id, version, utc_now())
+            break
+        except ClosedPeriodsChanged:  # another close or reopen landed meanwhile
+            if attempt == ATTEMPTS - 1:
+                raise
+            closed, version = ports.period_closes.closed_version(environment, reconciliation_id)
+            _refuse_overlap(period, closed)
+    try:
+        _wait_for_writers(ports, environment, reconciliation_id)
+        return _close(ports, environment, reconciliation_id, period, note, explanations, actor, close_id)
+    finally:
+        ports.period_closes.clear_closing(environment, reconciliation_id, close_id)
+
+
+def _wait_for_writers(ports: Ports, environment: str, reconciliation_id: int) -> None:
+    deadline = time.monotonic() + FENCE_WAIT.total_seconds()
+    while ports.period_closes.live_writers(environment, reconciliation_id, utc_now()):
+        if time.monotonic() > deadline:
+            raise Conflict(f"changes to reconciliation {reconciliation_id} are still being written; nothing was "
+                           "closed: close the period again in a moment")
+        time.sleep(FENCE_POLL_SECONDS)
+
+
+def _close(ports: Ports, environment: str, reconciliation_id: int, period: Period, note: str,
+           explanations: Mapping[int, str], actor: str, close_id: int) -> PeriodClose:
     """Close the period: 404 without the reconciliation, 409 when it overlaps a closed period of the
     reconciliation, 422 when an explanation names an exception not open in the period. The close
     lists the open exceptions holding records dated in the period, each with its explanation (its
@@ -63,7 +130,7 @@ def close(ports: Ports, environment: str, reconciliation_id: int, period: Period
     _refuse_overlap(period, closed)
     exceptions, unmatched = what_is_open(ports, environment, reconciliation.id, reconciliation.stream_keys, period,
                                          explanations, note)
-    made = PeriodClose(environment=environment, id=ports.counters.next_id(environment, "period_close"),
+    made = PeriodClose(environment=environment, id=close_id,
                        reconciliation_id=reconciliation_id, period=period, status=CloseStatus.CLOSED, note=note,
                        closed_by=actor, closed_at=utc_now(), unmatched=unmatched, open_exceptions=exceptions)
     ports.period_closes.add(made)  # shown nowhere until the closed periods take it (adapters/.../period_closes.py)
@@ -210,7 +277,20 @@ def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_
 # The guards -------------------------------------------------------------------------------------------
 
 def closed_of(ports: Ports, environment: str, reconciliation_id: int) -> list[ClosedPeriod]:
-    return ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
+    """The reconciliation's periods closed now. Inside `fencing` (a request), read by registering
+    as a writer behind the closing fence: 409 while a close of the reconciliation is under way."""
+    entered = _fence.get()
+    if entered is None:
+        return ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
+    writer = entered.get((environment, reconciliation_id)) or uuid.uuid4().hex[:16]
+    now = utc_now()
+    closed = ports.period_closes.enter_fence(environment, reconciliation_id, writer, now + WRITER_LEASE,
+                                             now - FENCE_STALE)
+    if closed is None:
+        raise Conflict(f"a period of reconciliation {reconciliation_id} is being closed right now; nothing was "
+                       "changed: try again in a moment")
+    entered[(environment, reconciliation_id)] = writer
+    return closed
 
 
 def refuse_records(ports: Ports, environment: str, reconciliation_id: int, records: Iterable[Record]) -> None:
@@ -245,12 +325,17 @@ def refuse_dropping_streams(ports: Ports, environment: str, current: Reconciliat
 
 
 def refuse_deleting_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
-    """409 when the reconciliation has a closed period: deleting it would remove what the close covers."""
-    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}")
+    """409 when the reconciliation has a closed period: deleting it would remove what the close covers.
+    Not fenced (read plainly): it runs before the reconciliation is looked up, and a registration would
+    write an item for a reconciliation id that may not exist (another environment's, say)."""
+    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}",
+                   fenced=False)
 
 
-def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str) -> None:
-    closed = sorted(closed_of(ports, environment, reconciliation_id), key=lambda c: c.period)
+def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str, fenced: bool = True) -> None:
+    periods = closed_of(ports, environment, reconciliation_id) if fenced else \
+        ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
+    closed = sorted(periods, key=lambda c: c.period)
     if closed:
         first = closed[0]
         more = f" (and {len(closed) - 1} more)" if len(closed) > 1 else ""

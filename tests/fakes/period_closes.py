@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import datetime
 
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.period_closes import ClosedPeriod, ClosedPeriodsChanged, CloseStatus, PeriodClose
@@ -16,6 +17,8 @@ class FakePeriodCloseRepository:
         self.store = store or FakeRecordStore()  # where owed events' marks are kept (the outbox)
         self.closes: dict[tuple[str, int], PeriodClose] = {}
         self.closed: dict[tuple[str, int], tuple[list[ClosedPeriod], int]] = {}
+        self.closing: dict[tuple[str, int], tuple[datetime, int]] = {}
+        self.writers: dict[tuple[str, int], dict[str, datetime]] = {}
 
     def closed_periods(self, environment: str, reconciliation_ids: Iterable[int]) -> dict[int, list[ClosedPeriod]]:
         return {rid: list(self.closed.get((environment, rid), ([], 0))[0]) for rid in set(reconciliation_ids)}
@@ -30,6 +33,31 @@ class FakePeriodCloseRepository:
             raise ClosedPeriodsChanged()
         self.closed[(environment, reconciliation_id)] = (list(closed), version + 1)
         self.store.owe(environment, "closed_periods", (reconciliation_id,), pending_event)
+
+    # The closing fence, as adapters/dynamodb/period_closes.py keeps it on the closed periods' item
+    def enter_fence(self, environment: str, reconciliation_id: int, token: str, expires_at: datetime,
+                    stale_before: datetime) -> list[ClosedPeriod] | None:
+        since = self.closing.get((environment, reconciliation_id))
+        if since is not None and since[0] >= stale_before:
+            return None
+        self.writers.setdefault((environment, reconciliation_id), {})[token] = expires_at
+        return self.closed_version(environment, reconciliation_id)[0]
+
+    def leave_fence(self, environment: str, reconciliation_id: int, token: str) -> None:
+        self.writers.get((environment, reconciliation_id), {}).pop(token, None)
+
+    def mark_closing(self, environment: str, reconciliation_id: int, close_id: int, version: int,
+                     now: datetime) -> None:
+        if self.closed_version(environment, reconciliation_id)[1] != version:
+            raise ClosedPeriodsChanged()
+        self.closing[(environment, reconciliation_id)] = (now, close_id)
+
+    def clear_closing(self, environment: str, reconciliation_id: int, close_id: int) -> None:
+        if self.closing.get((environment, reconciliation_id), (None, None))[1] == close_id:
+            del self.closing[(environment, reconciliation_id)]
+
+    def live_writers(self, environment: str, reconciliation_id: int, now: datetime) -> int:
+        return sum(1 for end in self.writers.get((environment, reconciliation_id), {}).values() if end > now)
 
     def add(self, close: PeriodClose) -> None:
         self.closes[(close.environment, close.id)] = replace(close, closed_at=stored_time(close.closed_at))

@@ -75,8 +75,8 @@ def entries(api, resource_type, resource_id, action=None):
 def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reconciliation, people):
     path = f"/v1/reconciliations/{reconciliation['id']}/approval_policy"
     default = api.get(path).json_body
-    assert default == {"reconciliation_id": reconciliation["id"], "actions": [], "threshold": 0,
-                       "threshold_decimal_places": 2, "expires_after_minutes": 4320, "updated_at": None,
+    assert default == {"reconciliation_id": reconciliation["id"], "actions": [], "thresholds": {"*": 0},
+                       "threshold": 0, "threshold_decimal_places": 2, "expires_after_minutes": 4320, "updated_at": None,
                        "updated_by": None}
     body = {"actions": ["dismissal", "manual_match"], "threshold": 100000, "expires_after_minutes": 60}
     refused = api.request("PUT", path, body, **signed(people["alice"]))
@@ -92,7 +92,7 @@ def test_the_policy_defaults_to_none_and_only_an_admin_sets_it_audited(api, reco
     assert api.get(path).json_body == saved.json_body
     [entry] = entries(api, "approval_policy", reconciliation["id"], "approval_policy.updated")
     assert entry["actor"] == people["ada"]["actor"]
-    assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["threshold"] == 100000
+    assert entry["summary"]["before"]["actions"] == [] and entry["summary"]["after"]["thresholds"] == {"*": 100000}
     assert api.get("/v1/reconciliations/999999/approval_policy").status_code == 404
 
 
@@ -280,18 +280,17 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
                                                            "ids": [ledger]}, **signed(people["pat"])).json_body
     worker.drain()
     [item] = api.get(bulk["url"]).json_body["results"]
-    assert item["status"] == "skipped" and item["error"].startswith("approval ")
+    # The same dismissal of the same exception waits already: the bulk item names that approval
+    assert item["status"] == "skipped" and item["error"].startswith(f"approval {held.json_body['id']} requested")
     waiting = api.get(f"/v1/approvals?status=pending&reconciliation_id={reconciliation['id']}").json_body["data"]
-    assert len(waiting) == 2 and all(a["requested_by"] == people["pat"]["actor"] for a in waiting)
+    assert [a["id"] for a in waiting] == [held.json_body["id"]]
     assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
 
     first = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["alice"])).json_body
-    second = api.post(f"/v1/approvals/{waiting[0]['id']}/approve", **signed(people["alice"])).json_body
 
     assert first["status"] == "approved" and first["result"] == {"status": "dismissed"}
     detail = api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body
     assert (detail["status"], detail["title"]) == ("dismissed", "Fee")
-    assert second["status"] == "failed" and "dismissed meanwhile" in second["failure_reason"]
     # A title change alone is not a dismissal: it goes through
     assert api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"title": "Bank fee?"}).status_code == 200
     # A dismissal the status table refuses is refused as before (409), never held
@@ -300,7 +299,7 @@ def test_a_dismissal_above_the_threshold_waits_by_patch_and_by_bulk(api, worker,
     set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
     refused = api.patch(f"/v1/reconciliation_exceptions/{bank}", {"status": "dismissed"})
     assert refused.status_code == 409 and "cannot become dismissed" in refused.json_body["message"]
-    assert len(api.get("/v1/approvals").json_body["data"]) == 2
+    assert len(api.get("/v1/approvals").json_body["data"]) == 1
 
 
 def test_resolving_is_held_as_a_dismissal_by_patch_and_by_bulk(api, worker, ingest, reconciliation, people):
@@ -573,3 +572,257 @@ def test_the_document_states_the_409_of_a_match_confirmed_or_deleted_in_a_closed
     document = api.get("/v1/openapi.json", key=None).json_body
     assert "409" in document["paths"]["/v1/reconciliation_matches/{id}/confirm"]["post"]["responses"]
     assert "409" in document["paths"]["/v1/reconciliation_matches/{id}"]["delete"]["responses"]
+
+
+# An approval its approving process left executing -------------------------------------------------
+
+def _dying_in_the_action(monkeypatch, after_the_action: bool) -> None:
+    """The approving process dies while the action runs: after it was made, or before it began."""
+    from tests.integration.test_events import Died
+    execute = approval_service._execute
+
+    def dying(ports, executing, approver):
+        if after_the_action:
+            execute(ports, executing, approver)
+        raise Died()
+
+    monkeypatch.setattr(approval_service, "_execute", dying)
+
+
+def _left_executing(services, approval_id: int, approver: str) -> None:
+    from tests.integration.test_events import Died
+    with pytest.raises(Died):
+        approval_service.approve(services.ports, "acme", approval_id, approver)
+    assert services.ports.approvals.get("acme", approval_id).status.value == "executing"
+
+
+def test_a_match_made_before_its_approver_died_is_settled_approved_by_the_sweeper(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    bus = BusListener(services)
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    approval = manual(api, reconciliation, records, **signed(people["alice"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=True)
+    _left_executing(services, approval["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=2)) == 0  # it may still run
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    settled = api.get(approval["url"]).json_body
+    [match] = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert (settled["status"], settled["decided_by"]) == ("approved", people["bob"]["actor"])
+    assert settled["result"] == {"reconciliation_match_id": match["id"]} and settled["completed_at"]
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "approved" and told["data"]["result"] == settled["result"]
+    [entry] = entries(api, "approval", approval["id"], "approval.approved")
+    assert entry["actor"] == f"system:approval_settle:{approval['id']}"
+    assert keys.PENDING_EVENTS not in services.table.get(keys.approval("acme", approval["id"]))
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=30)) == 0  # once
+    assert len(bus.events("approval.approved")) == 1
+
+
+def test_a_dismissal_whose_approver_died_before_it_is_settled_failed_and_nothing_moves(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    bus = BusListener(services)
+    exceptions = _old_exceptions(api, ingest, reconciliation)
+    set_policy(api, reconciliation, actions=["dismissal"], threshold=0)
+    ledger = exceptions["ledger"]
+    held = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                     **signed(people["pat"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=False)
+    _left_executing(services, held["id"], people["alice"]["actor"])
+    monkeypatch.undo()
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    settled = api.get(held["url"]).json_body
+    assert settled["status"] == "failed" and "stopped before" in settled["failure_reason"]
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "open"
+    [told] = bus.events("approval.approved")
+    assert told["data"]["status"] == "failed"
+    # A dismissal made before the process died is settled approved
+    again = api.patch(f"/v1/reconciliation_exceptions/{ledger}", {"status": "dismissed"},
+                      **signed(people["pat"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=True)
+    _left_executing(services, again["id"], people["alice"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+    assert api.get(again["url"]).json_body["result"] == {"status": "dismissed"}
+    assert api.get(f"/v1/reconciliation_exceptions/{ledger}").json_body["status"] == "dismissed"
+
+
+def test_an_unmatch_stopped_half_way_is_finished_and_settled_approved(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    from chalicelib.services import matches as match_service
+    from tests.integration.test_events import Died
+    records = ingest(record("bank", 1, 9900)) + ingest(record("ledger", 1, 9900))
+    match = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+    held = api.delete(f"/v1/reconciliation_matches/{match['id']}", **signed(people["alice"])).json_body
+
+    def dying(*args, **kwargs):
+        raise Died()
+
+    monkeypatch.setattr(match_service, "release_members", dying)  # marked unmatching, then the process dies
+    _left_executing(services, held["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert services.ports.matches.find("acme", match["id"]).unmatching
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    assert api.get(held["url"]).json_body["status"] == "approved"
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+    assert statuses(api, records) == ["unreconciled"] * 2
+    # An unmatch that never began (its match still confirmed) is settled failed: the match stands
+    again = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+    second = api.delete(f"/v1/reconciliation_matches/{again['id']}", **signed(people["alice"])).json_body
+    _dying_in_the_action(monkeypatch, after_the_action=False)
+    _left_executing(services, second["id"], people["bob"]["actor"])
+    monkeypatch.undo()
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+    assert api.get(second["url"]).json_body["status"] == "failed"
+    assert api.get(f"/v1/reconciliation_matches/{again['id']}").json_body["status"] == "confirmed"
+
+
+# Four eyes by person ------------------------------------------------------------------------------
+
+def test_a_request_sent_with_a_persons_own_key_is_theirs_and_they_cannot_approve_it(
+        api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    made = api.post("/v1/api_keys", {"label": "ada's script"}, **signed(people["ada"]))
+    assert made.status_code == 201, made.json_body
+    ada_id = int(people["ada"]["actor"].split(":")[1])
+    assert made.json_body["owner_user_id"] == ada_id
+    # A key made with ada's key is ada's too; one made with the environment's machine key is nobody's
+    chained = api.post("/v1/api_keys", {"label": "ada's other"}, key=made.json_body["secret"]).json_body
+    machine = api.post("/v1/api_keys", {"label": "nightly"}).json_body
+    assert (chained["owner_user_id"], machine["owner_user_id"]) == (ada_id, None)
+    key_actor = f"api_key:{made.json_body['id']}"
+
+    held = manual(api, reconciliation, ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700)),
+                  key=made.json_body["secret"])
+
+    assert held.status_code == 202, held.json_body
+    approval = held.json_body
+    assert (approval["requested_by"], approval["requested_with"]) == (people["ada"]["actor"], key_actor)
+    [requested] = entries(api, "approval", approval["id"], "approval.requested")
+    assert requested["actor"] == key_actor  # the audit trail names the credential that sent it
+    own = api.post(f"{approval['url']}/approve", **signed(people["ada"]))
+    assert own.status_code == 403 and f"(with {key_actor}, your key)" in own.json_body["message"]
+    assert api.post(f"{approval['url']}/reject", {"reason": "mine"}, **signed(people["ada"])).status_code == 403
+    ids = [a["id"] for a in api.get(f"/v1/approvals?requested_by={people['ada']['actor']}").json_body["data"]]
+    assert ids == [approval["id"]]
+    assert [a["id"] for a in api.get(f"/v1/approvals?requested_by={key_actor}").json_body["data"]] == ids
+    done = api.post(f"{approval['url']}/approve", **signed(people["bob"]))
+    assert done.status_code == 200 and done.json_body["status"] == "approved"
+    [entry] = entries(api, "reconciliation_match", done.json_body["result"]["reconciliation_match_id"],
+                      "reconciliation_match.created")
+    assert entry["actor"] == key_actor
+
+
+def test_an_action_held_with_nobody_to_name_as_its_requester_is_refused(api, services, ingest, reconciliation):
+    from chalicelib.domain.errors import Forbidden
+    from chalicelib.services import matches as match_service
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+
+    with pytest.raises(Forbidden, match="must name who asked"):
+        match_service.create_manual_match(services.ports, "acme", reconciliation["id"], records, False, None)
+
+    assert api.get("/v1/approvals").json_body["data"] == []
+    assert statuses(api, records) == ["unreconciled"] * 2
+
+
+# One pending approval per action and target ---------------------------------------------------------
+
+def test_a_second_request_for_the_same_action_answers_with_the_pending_approval(
+        api, services, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=ALL_ACTIONS, threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+    first = manual(api, reconciliation, records, **signed(people["alice"]))
+    assert first.status_code == 202, first.json_body
+
+    # The same records in another order, by another person: the same approval, nothing new stored
+    again = manual(api, reconciliation, list(reversed(records)), **signed(people["pat"]))
+
+    assert again.status_code == 202 and again.json_body["id"] == first.json_body["id"]
+    assert again.json_body["requested_by"] == people["alice"]["actor"]
+    assert [a["id"] for a in api.get("/v1/approvals").json_body["data"]] == [first.json_body["id"]]
+    assert len(entries(api, "approval", first.json_body["id"], "approval.requested")) == 1
+    # Other records are another target
+    other = manual(api, reconciliation, ingest(record("bank", 2, 800)) + ingest(record("ledger", 2, 800)),
+                   **signed(people["alice"]))
+    assert other.status_code == 202 and other.json_body["id"] != first.json_body["id"]
+    # Once the approval is no longer pending (rejected), the target may be asked again: a new approval
+    api.post(f"{first.json_body['url']}/reject", {"reason": "not yet"}, **signed(people["bob"]))
+    anew = manual(api, reconciliation, records, **signed(people["alice"]))
+    assert anew.status_code == 202 and anew.json_body["id"] not in (first.json_body["id"], other.json_body["id"])
+    assert anew.json_body["status"] == "pending"
+    # An expired one too
+    later = utc_now() + timedelta(days=4)
+    with clock_in_use(FixedClock(later)):
+        renewed = manual(api, reconciliation, records)
+    assert renewed.status_code == 202 and renewed.json_body["id"] != anew.json_body["id"]
+    assert api.get(anew.json_body["url"]).json_body["status"] == "expired"
+
+
+def test_requests_racing_for_the_same_target_store_one_pending_approval(api, services, ingest, reconciliation,
+                                                                       people):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chalicelib.domain.approvals import ApprovalRequired
+    from chalicelib.services import audit
+    from chalicelib.services import matches as match_service
+    set_policy(api, reconciliation, actions=["manual_match"], threshold=0)
+    records = ingest(record("bank", 1, 700)) + ingest(record("ledger", 1, 700))
+
+    def request(n: int) -> int | None:
+        with audit.acting_as(people["alice" if n % 2 else "pat"]["actor"]), audit.collecting_notes():
+            try:
+                match_service.create_manual_match(services.ports, "acme", reconciliation["id"], records, False, None)
+            except ApprovalRequired as held:
+                return held.approval.id
+            except Conflict as busy:  # the first was still storing its approval after a wait: ask again
+                assert "being requested right now" in str(busy)
+                return None
+        raise AssertionError("the match was not held")
+
+    with ThreadPoolExecutor(8) as pool:
+        answered = list(pool.map(request, range(8)))
+
+    stored = [a["id"] for a in api.get("/v1/approvals").json_body["data"]]
+    assert len(stored) == 1 and set(answered) - {None} == set(stored)
+
+
+# Thresholds per currency ---------------------------------------------------------------------------
+
+def test_thresholds_are_per_currency_and_a_currency_without_one_is_held(api, ingest, reconciliation, people):
+    path = f"/v1/reconciliations/{reconciliation['id']}/approval_policy"
+    bad = api.request("PUT", path, {"actions": ["manual_match"], "thresholds": {"usd": 5}})
+    assert bad.status_code == 422 and "thresholds.usd" in str(bad.json_body)
+    both = api.request("PUT", path, {"actions": ["manual_match"], "thresholds": {"*": 5}, "threshold": 6})
+    assert both.status_code == 422
+    policy = set_policy(api, reconciliation, actions=["manual_match"],
+                        thresholds={"USD": 100000, "JPY": 10000000})  # 1,000.00 USD; 100,000 JPY (at 2 places)
+    assert (policy["thresholds"], policy["threshold"]) == ({"JPY": 10000000, "USD": 100000}, None)
+
+    # 50,000 JPY is far above 1,000.00 read as any currency's: under its own threshold it goes through
+    yen = ingest(record("bank", 1, 50000, currency="JPY")) + ingest(record("ledger", 1, 50000, currency="JPY"))
+    assert manual(api, reconciliation, yen, **signed(people["alice"])).status_code == 201
+    # 1,000.01 USD is above the USD threshold
+    dollars = ingest(record("bank", 2, 100001)) + ingest(record("ledger", 2, 100001))
+    held = manual(api, reconciliation, dollars, **signed(people["alice"]))
+    assert held.status_code == 202, held.json_body
+    assert (held.json_body["currency"], held.json_body["amount"], held.json_body["threshold"]) == ("USD", 100001,
+                                                                                                   100000)
+    # A currency the policy names no threshold for is held whatever its amount (the safe default)
+    euros = ingest(record("bank", 3, 1, currency="EUR")) + ingest(record("ledger", 3, 1, currency="EUR"))
+    unnamed = manual(api, reconciliation, euros, **signed(people["alice"]))
+    assert unnamed.status_code == 202, unnamed.json_body
+    assert (unnamed.json_body["currency"], unnamed.json_body["threshold"]) == ("EUR", None)
+    # "*" (or the old `threshold`) gives the currencies not named one
+    set_policy(api, reconciliation, actions=["manual_match"], thresholds={"USD": 100000}, threshold=500)
+    more = ingest(record("bank", 4, 400, currency="EUR")) + ingest(record("ledger", 4, 400, currency="EUR"))
+    assert manual(api, reconciliation, more, **signed(people["alice"])).status_code == 201

@@ -371,3 +371,97 @@ def test_a_statement_keeps_no_balance_day_inside_a_closed_period_and_warns_of_it
     assert statement_into(api, services, runtime, path, next_day(112500, 120000))["status"] == "completed"
     days = api.get("/v1/data_streams/operating/balances").json_body["data"]
     assert [(d["date"], d["closing_booked"]) for d in days] == [("2026-11-23", 120000), ("2026-11-22", 112500)]
+
+
+def test_a_statement_import_that_ends_failed_keeps_no_balance(api, services, runtime, world):
+    """Every transaction dated inside a closed period fails, so the import ends failed: its statement's
+    balance day (after the period) is not kept either: balances come from a completed import only."""
+    from datetime import date
+
+    from tests.integration.test_statement_imports import statement_into, stream
+    from tests.support.mt940_files import Line, Statement, write_file
+
+    stream(api, "operating", "123456")
+    created = api.post("/v1/reconciliations", {"name": "Operating", "run_type": "batch",
+                                               "side_a_stream_keys": ["operating"], "side_b_stream_keys": ["ledger"]})
+    assert created.status_code == 201, created.json_body
+    made = api.post(f"/v1/reconciliations/{created.json_body['id']}/period_closes",
+                    {"period_start": "2026-11-01", "period_end": "2026-11-05", "note": "To the 5th"})
+    assert made.status_code == 201, made.json_body
+    path = "/v1/data_streams/operating/file_imports"
+
+    def statement(day: int, amount: int) -> bytes:
+        return write_file([Statement("123456", [Line(amount, value_date=date(2026, 11, day))], currency="USD",
+                                     opening_date=date(2026, 11, day), closing_date=date(2026, 11, 6))])
+
+    failed = statement_into(api, services, runtime, path, statement(5, 1500), format="mt940",
+                            filename="statement.sta")
+
+    assert failed["status"] == "failed", failed
+    assert api.get("/v1/data_streams/operating/balances").json_body["data"] == []
+    assert api.get("/v1/data_streams/operating").json_body["latest_balance"] is None
+    # The same day from an import that completes is kept
+    done = statement_into(api, services, runtime, path, statement(6, 1700), format="mt940", filename="statement.sta")
+    assert done["status"] == "completed", done
+    [day] = api.get("/v1/data_streams/operating/balances").json_body["data"]
+    assert (day["date"], day["closing_booked"], day["file_import_id"]) == ("2026-11-06", 1700, done["id"])
+
+
+def test_a_close_waits_for_a_write_that_passed_the_guard_and_no_guard_passes_while_it_closes(
+        api, services, ingest, reconciliation, monkeypatch):
+    """The closing fence: a manual match that read the closed periods (registering as a writer in the
+    same conditional write) is waited out by a close that lands meanwhile, so the close counts what the
+    match left; a request reaching the guard while the fence is up is refused (409)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import date
+
+    from chalicelib.adapters.dynamodb import keys
+    from chalicelib.domain.period_closes import Period
+    from chalicelib.services import audit
+    from chalicelib.services import matches as match_service
+    from chalicelib.services import period_closes as close_service
+    rid = reconciliation["id"]
+    paused = ingest(record("bank", 1, 700, "2026-11-02")) + ingest(record("ledger", 1, 700, "2026-11-02"))
+    late = ingest(record("bank", 2, 800, "2026-11-03")) + ingest(record("ledger", 2, 800, "2026-11-03"))
+    passed, release = threading.Event(), threading.Event()
+    real_check = match_service.check_manual_match
+
+    def pausing_check(*args, **kwargs):  # after the guard, before the write: the request is slow here
+        if not passed.is_set():
+            passed.set()
+            assert release.wait(20)
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(match_service, "check_manual_match", pausing_check)
+
+    def match():
+        with close_service.fencing(services.ports), audit.acting_as("api_key:1"), audit.collecting_notes():
+            return match_service.create_manual_match(services.ports, "acme", rid, paused, False, None)
+
+    def close():
+        return close_service.close(services.ports, "acme", rid, Period(date(2026, 11, 1), date(2026, 11, 30)),
+                                   "November", {}, "user:1")
+
+    with ThreadPoolExecutor(2) as pool:
+        matching = pool.submit(match)
+        assert passed.wait(20)
+        closing = pool.submit(close)
+        fence = keys.closed_periods("acme", rid)
+        deadline = time.monotonic() + 20
+        while "closing_since" not in (services.table.get(fence) or {}):
+            assert time.monotonic() < deadline, "the close never put its fence up"
+            time.sleep(0.02)
+        # The fence is up and the close waits for the match: a request reaching the guard now is refused
+        refused = api.post("/v1/reconciliation_matches", {"reconciliation_id": rid, "record_ids": late})
+        assert refused.status_code == 409 and "being closed right now" in refused.json_body["message"]
+        assert not closing.done()
+        release.set()
+        made, closed = matching.result(timeout=30), closing.result(timeout=30)
+
+    assert made.status == "confirmed"
+    # The close counted after the match landed: only the late pair is unmatched in the period
+    assert sum(m.count for m in closed.unmatched) == 2
+    assert "closing_since" not in services.table.get(fence)
+    assert api.post("/v1/reconciliation_matches", {"reconciliation_id": rid, "record_ids": late}).status_code == 409

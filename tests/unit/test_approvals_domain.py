@@ -3,7 +3,6 @@ measured, who may decide, the status table and the events."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 
 import pytest
 
@@ -42,50 +41,80 @@ def approval(**fields) -> Approval:
     return Approval(**values)
 
 
+def usd(minor: int, places: int = 2) -> list[Amount]:
+    return [Amount(minor, places, "USD")]
+
+
+def waits(policy: ApprovalPolicy, action: ApprovalAction, amounts: list[Amount]) -> bool:
+    return policy.holding(action, amounts) is not None
+
+
 def test_an_action_waits_only_when_listed_and_strictly_above_the_threshold():
-    policy = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.DISMISSAL}), threshold=5000)
-    assert policy.requires(ApprovalAction.DISMISSAL, Fraction(5001, 100))
-    assert not policy.requires(ApprovalAction.DISMISSAL, Fraction(5000, 100))  # at the threshold: through
-    assert not policy.requires(ApprovalAction.MANUAL_MATCH, Fraction(10 ** 9))  # not listed
-    assert not ApprovalPolicy("acme", 1).requires(ApprovalAction.UNMATCH, Fraction(10 ** 9))  # the default
+    policy = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.DISMISSAL}), thresholds={"*": 5000})
+    assert policy.holding(ApprovalAction.DISMISSAL, usd(5001)) == (Amount(5001, 2, "USD"), 5000)
+    assert not waits(policy, ApprovalAction.DISMISSAL, usd(5000))  # at the threshold: through
+    assert not waits(policy, ApprovalAction.MANUAL_MATCH, usd(10 ** 9))  # not listed
+    assert not waits(ApprovalPolicy("acme", 1), ApprovalAction.UNMATCH, usd(10 ** 9))  # the default
 
 
 def test_a_policy_holding_manual_matches_holds_accepted_investigations_too():
     """An accept makes a manual match whose gate the accept opens: listing either holds it."""
-    matches_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.MANUAL_MATCH}), threshold=5000)
-    assert matches_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(5001, 100))
-    assert not matches_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(5000, 100))
-    accepts_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.ACCEPT_INVESTIGATION}), threshold=0)
-    assert accepts_only.requires(ApprovalAction.ACCEPT_INVESTIGATION, Fraction(1, 100))
-    assert not accepts_only.requires(ApprovalAction.MANUAL_MATCH, Fraction(10 ** 9))  # not the other way round
+    matches_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.MANUAL_MATCH}), thresholds={"*": 5000})
+    assert waits(matches_only, ApprovalAction.ACCEPT_INVESTIGATION, usd(5001))
+    assert not waits(matches_only, ApprovalAction.ACCEPT_INVESTIGATION, usd(5000))
+    accepts_only = ApprovalPolicy("acme", 1, actions=frozenset({ApprovalAction.ACCEPT_INVESTIGATION}))
+    assert waits(accepts_only, ApprovalAction.ACCEPT_INVESTIGATION, usd(1))
+    assert not waits(accepts_only, ApprovalAction.MANUAL_MATCH, usd(10 ** 9))  # not the other way round
 
 
 def test_the_threshold_is_compared_exactly_across_decimal_places():
-    policy = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction), threshold=50, threshold_decimal_places=0)
-    assert not policy.requires(ApprovalAction.UNMATCH, amount_of_sides([rec(50000, decimal_places=3)]).value)
-    assert policy.requires(ApprovalAction.UNMATCH, amount_of_sides([rec(50001, decimal_places=3)]).value)
+    policy = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction), thresholds={"*": 50},
+                            threshold_decimal_places=0)
+    assert not waits(policy, ApprovalAction.UNMATCH, amount_of_sides([rec(50000, decimal_places=3)]))
+    assert waits(policy, ApprovalAction.UNMATCH, amount_of_sides([rec(50001, decimal_places=3)]))
 
 
-def test_the_amount_is_the_larger_gross_side_whatever_the_directions():
+def test_thresholds_are_per_currency_and_a_currency_without_one_waits():
+    policy = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction),
+                            thresholds={"USD": 100000, "JPY": 10000000})  # 1,000.00 USD; 100,000 JPY
+    assert not waits(policy, ApprovalAction.UNMATCH, [Amount(50000, 0, "JPY")])  # 50,000 JPY: through
+    assert waits(policy, ApprovalAction.UNMATCH, [Amount(100001, 0, "JPY")])
+    assert not waits(policy, ApprovalAction.UNMATCH, usd(100000))
+    assert policy.holding(ApprovalAction.UNMATCH, [Amount(1, 2, "EUR")]) == (Amount(1, 2, "EUR"), None)
+    assert policy.holding(ApprovalAction.UNMATCH, [Amount(1, 2, None)]) == (Amount(1, 2, None), None)
+    # Several currencies: each against its own; the one furthest above (or without a threshold) is named
+    both = [Amount(90000, 2, "USD"), Amount(90000, 0, "JPY")]
+    assert not waits(policy, ApprovalAction.UNMATCH, both)  # never 900 USD + 90,000 JPY added
+    assert policy.holding(ApprovalAction.UNMATCH, [Amount(200001, 2, "USD"), Amount(100001, 0, "JPY")])[0].currency \
+        == "USD"
+    assert policy.holding(ApprovalAction.UNMATCH, [Amount(10 ** 9, 2, "USD"), Amount(1, 2, "EUR")])[1] is None
+    # "*" covers the currencies not named
+    fallback = ApprovalPolicy("acme", 1, actions=frozenset(ApprovalAction), thresholds={"USD": 100, "*": 5000})
+    assert (fallback.threshold, fallback.threshold_of("EUR"), fallback.threshold_of("USD")) == (5000, 5000, 100)
+    assert not waits(fallback, ApprovalAction.UNMATCH, [Amount(5000, 2, "EUR")])
+
+
+def test_the_amount_is_the_larger_gross_side_whatever_the_directions_per_currency():
     side_a = [rec(3000), rec(2001, "debit")]  # nets 9.99; gross 50.01
     side_b = [rec(5001)]
-    assert amount_of_sides(side_a, side_b) == Amount(5001, 2, "USD")
-    assert amount_of_sides([rec(100, decimal_places=0)], [rec(1, decimal_places=3)]) == Amount(100_000, 3, "USD")
-    assert amount_of_sides([rec(1, currency="USD")], [rec(2, currency="EUR")]).currency is None
-    assert amount_of_sides([], []) == Amount(0, 0, None)
+    assert amount_of_sides(side_a, side_b) == [Amount(5001, 2, "USD")]
+    assert amount_of_sides([rec(100, decimal_places=0)], [rec(1, decimal_places=3)]) == [Amount(100_000, 3, "USD")]
+    assert amount_of_sides([rec(1, currency="USD"), rec(7, currency="EUR")], [rec(2, currency="EUR")]) == [
+        Amount(7, 2, "EUR"), Amount(1, 2, "USD")]
+    assert amount_of_sides([], []) == []
 
 
 def test_an_exceptions_amount_is_its_records_gross_total():
     totals = {"credit_sum": 2500, "debit_sum": 1500, "record_count": 2}
-    assert amount_of_exception(totals, 2, "USD") == Amount(4000, 2, "USD")
-    assert amount_of_exception({}, 2, None).minor == 0
+    assert amount_of_exception(totals, 2, "USD") == [Amount(4000, 2, "USD")]
+    assert amount_of_exception({}, 2, None)[0].minor == 0
 
 
 def test_a_policys_numbers_are_checked():
-    assert check_policy(0, 2, 60) == []
-    assert [field for field, _ in check_policy(-1, 9, 0)] == [
-        "threshold", "threshold_decimal_places", "expires_after_minutes"]
-    assert check_policy(0, 2, 30 * 24 * 60 + 1)[0][0] == "expires_after_minutes"
+    assert check_policy({"*": 0, "USD": 5}, 2, 60) == []
+    assert [field for field, _ in check_policy({"usd": 1, "EUR": -1}, 9, 0)] == [
+        "thresholds.usd", "thresholds.EUR", "threshold_decimal_places", "expires_after_minutes"]
+    assert check_policy({}, 2, 30 * 24 * 60 + 1)[0][0] == "expires_after_minutes"
 
 
 def test_only_another_person_decides():

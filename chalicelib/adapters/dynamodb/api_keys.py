@@ -23,6 +23,7 @@ class ApiKeyRepository:
             **keys.api_key(key.key_hash), **keys.api_key_index(key.id), "entity": "api_key",
             "id": key.id, "environment": key.environment, "key_hash": key.key_hash,
             "created_at": iso(key.created_at), "label": key.label, "access": key.access.value,
+            **({"owner_user_id": key.owner_user_id} if key.owner_user_id is not None else {}),
         })
 
     def find_by_hash(self, key_hash: str) -> ApiKey | None:
@@ -66,4 +67,5 @@ class ApiKeyRepository:
             created_at=parse_iso(item["created_at"]), last_used_at=parse_optional_iso(item.get("last_used_at")),
             revoked_at=parse_optional_iso(item.get("revoked_at")), label=item.get("label"),
             access=KeyAccess(item.get("access", KeyAccess.FULL.value)),  # keys made before roles: full
+            owner_user_id=int(item["owner_user_id"]) if item.get("owner_user_id") is not None else None,
         )

@@ -960,6 +960,12 @@ def active_approval_index(environment: str, approval_id: int) -> dict[str, str]:
     return GSI2.key(ACTIVE_APPROVALS_PK, f"{active_approvals_of(environment)}{_id(approval_id)}")
 
 
+def approval_target(environment: str, dedupe_key: str) -> dict[str, str]:
+    """The guard of one action on one target (services/approvals.py `dedupe_key`): the approval
+    that holds it while pending; a second request for the same answers with that approval."""
+    return {"pk": f"{env_prefix(environment)}#APPROVAL_TARGET#{dedupe_key}", "sk": "APPROVAL_TARGET"}
+
+
 def approval_policy(environment: str, reconciliation_id: int) -> dict[str, str]:
     return {"pk": reconciliation(environment, reconciliation_id)["pk"], "sk": APPROVAL_POLICY_SK}
 

@@ -11,7 +11,7 @@ the period out of the closed periods; a reopen repeated after a crash between th
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -28,6 +28,8 @@ from chalicelib.domain.period_closes import (
     Period,
     PeriodClose,
 )
+
+WRITER_PREFIX = "writer_"  # an attribute per writer registered behind the closing fence: its lease's end
 
 
 class PeriodCloseRepository:
@@ -71,6 +73,60 @@ class PeriodCloseRepository:
                         **owed_values})
         except ConditionFailed:
             raise ClosedPeriodsChanged() from None
+
+    # The closing fence (services/period_closes.py `fencing`) ---------------------------------------
+
+    def enter_fence(self, environment: str, reconciliation_id: int, token: str, expires_at: datetime,
+                    stale_before: datetime) -> list[ClosedPeriod] | None:
+        """Register a writer (its lease till `expires_at`) and read the periods closed now, in one
+        write conditional on no close being under way (a `closing` mark newer than `stale_before`):
+        None when one is."""
+        try:
+            item = self._table.update(
+                keys.closed_periods(environment, reconciliation_id),
+                "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
+                "#writer = :expires",
+                condition="attribute_not_exists(closing_since) OR closing_since < :stale",
+                names={"#entity": "entity", "#version": "version", "#writer": WRITER_PREFIX + token},
+                values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0,
+                        ":expires": iso(expires_at), ":stale": iso(stale_before)}, return_new=True)
+        except ConditionFailed:
+            return None
+        return _closed_of(reconciliation_id, item)
+
+    def leave_fence(self, environment: str, reconciliation_id: int, token: str) -> None:
+        self._table.update(keys.closed_periods(environment, reconciliation_id), "REMOVE #writer",
+                           names={"#writer": WRITER_PREFIX + token})
+
+    def mark_closing(self, environment: str, reconciliation_id: int, close_id: int, version: int,
+                     now: datetime) -> None:
+        """Put the fence up (if the closed periods are still at `version`: ClosedPeriodsChanged
+        otherwise): from this write on, no writer registers until the close lands or gives up."""
+        try:
+            self._table.update(
+                keys.closed_periods(environment, reconciliation_id),
+                "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
+                "closing_since = :now, closing_close = :close",
+                condition="attribute_not_exists(pk) OR #version = :version",
+                names={"#entity": "entity", "#version": "version"},
+                values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0, ":now": iso(now),
+                        ":close": close_id, ":version": version})
+        except ConditionFailed:
+            raise ClosedPeriodsChanged() from None
+
+    def clear_closing(self, environment: str, reconciliation_id: int, close_id: int) -> None:
+        """Take the fence down, if this close's."""
+        try:
+            self._table.update(keys.closed_periods(environment, reconciliation_id),
+                               "REMOVE closing_since, closing_close", condition="closing_close = :close",
+                               values={":close": close_id})
+        except ConditionFailed:
+            pass
+
+    def live_writers(self, environment: str, reconciliation_id: int, now: datetime) -> int:
+        """The writers registered and not yet gone whose lease runs (one strongly consistent read)."""
+        item = self._table.get(keys.closed_periods(environment, reconciliation_id)) or {}
+        return sum(1 for name, value in item.items() if name.startswith(WRITER_PREFIX) and str(value) > iso(now))
 
     # The closes -------------------------------------------------------------------------------------
 

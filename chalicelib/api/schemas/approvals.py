@@ -17,8 +17,11 @@ class ApprovalPolicyOut(ResponseModel):
     set reads as the default: no actions, so nothing waits."""
     reconciliation_id: int
     actions: list[Action]
-    threshold: int = Field(description="Minor units at threshold_decimal_places; an action whose amount is strictly "
-                           "above it waits for an approver")
+    thresholds: dict[str, int] = Field(description="Per currency (ISO code, or \"*\" for any other): minor units "
+                                       "at threshold_decimal_places; an action whose amount in a currency is strictly "
+                                       "above that currency's threshold waits for an approver, and so does one in a "
+                                       "currency without a threshold")
+    threshold: int | None = Field(description="thresholds[\"*\"]: the threshold of any currency not named (null: none)")
     threshold_decimal_places: int
     expires_after_minutes: int = Field(description="A pending approval expires this long after it was requested")
     updated_at: Timestamp | None
@@ -32,7 +35,13 @@ class PutApprovalPolicy(RequestModel):
     actions: list[Action] = Field(default_factory=list, max_length=4, description="The actions that need an "
                                   "approval: manual_match, unmatch (of a confirmed match), dismissal (of an "
                                   "exception), accept_investigation")
-    threshold: int = Field(default=0, ge=0, le=10**18, description="Minor units at threshold_decimal_places")
+    thresholds: dict[Annotated[str, StringConstraints(min_length=1, max_length=3)],
+                     Annotated[int, Field(ge=0, le=10**18)]] | None = Field(
+        default=None, max_length=50, description="Per currency: an ISO 4217 code (USD) or \"*\" (any currency not "
+        "named) -> minor units at threshold_decimal_places. An action in a currency with no threshold (not named, "
+        "no \"*\") waits for an approver whatever its amount")
+    threshold: int | None = Field(default=None, ge=0, le=10**18, description="Shorthand for thresholds[\"*\"] (with "
+                                  "neither given: {\"*\": 0}, every amount above zero waits)")
     threshold_decimal_places: int = Field(default=2, ge=0, le=MAX_DECIMAL_PLACES)
     expires_after_minutes: int = Field(default=DEFAULT_EXPIRY_MINUTES, ge=1, le=MAX_EXPIRY_MINUTES)
 
@@ -50,12 +59,17 @@ class ApprovalOut(ResponseModel):
     amount: int = Field(description="Minor units at amount_decimal_places: the larger of the gross totals of the "
                         "sides the action touches")
     amount_decimal_places: int
-    currency: str | None
-    threshold: int = Field(description="The policy's when the approval was requested")
+    currency: str | None = Field(description="The currency of `amount`: of the action's amounts per currency, the "
+                                 "one that made it wait")
+    threshold: int | None = Field(description="The policy's for `currency` when the approval was requested; null: "
+                                  "the policy gave that currency none, so the action waits whatever its amount")
     threshold_decimal_places: int
     target_type: str | None = Field(description="The resource acted on (none for a new manual match)")
     target_id: int | None
-    requested_by: str = Field(description="user:<id>, or api_key:<id> when a machine asked")
+    requested_by: str = Field(description="Who asked: the person (user:<id>), also when they sent the request "
+                              "with a key of their own; api_key:<id> for a machine's key (one no person owns)")
+    requested_with: str | None = Field(default=None, description="The credential the request was sent with: "
+                                       "user:<id> (signed in) or api_key:<id>")
     requested_at: Timestamp
     expires_at: Timestamp
     decided_by: str | None
@@ -77,7 +91,8 @@ class ApprovalsQuery(CursorQuery):
     status: Status | None = None
     reconciliation_id: Id | None = None
     requested_by: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
-        default=None, description="An actor: user:<id> or api_key:<id>")
+        default=None, description="user:<id> (their requests, signed in or with their keys) or api_key:<id> (the "
+        "requests sent with that key)")
 
 
 class RejectApproval(RequestModel):

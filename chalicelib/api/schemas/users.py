@@ -60,6 +60,10 @@ class ApiKeyOut(Model):
     created_at: Timestamp
     last_used_at: Timestamp | None
     revoked_at: Timestamp | None
+    owner_user_id: int | None = Field(default=None, description="The person the key belongs to: who created it (its "
+                                      "secret is shown to them alone), or the owner of the key it was created with; "
+                                      "null for a machine's key. A request with an owned key counts as its owner's "
+                                      "for four-eyes approvals")
 
 
 class ApiKeyWithSecretOut(ApiKeyOut):

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.domain.balances import StatementDay
 from chalicelib.domain.bucket_layout import UPLOADS_PREFIX
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import ValidationFailed, shown
@@ -200,13 +201,20 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
 
 def finish(ports: Ports, environment: str, job_id: int) -> str:
     job = ports.ingestion_jobs.get(environment, job_id)
+    statement = job.source.is_statement and ports.payloads.exists(_balances_key(job))
     if job.finished or job.ending is not None:  # ended, or being ended early: no balances, no completion
         end_meanwhile(ports, job)
+        if job.status is JobStatus.COMPLETED and statement:  # a finish retried after completing: its days
+            statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
     else:
-        left_out = []  # statement days inside a closed period: not kept, told as warnings
-        if job.source.is_statement and ports.payloads.exists(_balances_key(job)):
-            left_out = statements.keep_balances(ports, job, ports.payloads.get_json(_balances_key(job)))
-        conclude(ports, job, JobStatus.COMPLETED, **statements.with_warnings(_parse_warnings(ports, job), left_out))
+        days: list[StatementDay] = []
+        left_out: list[str] = []  # statement days inside a closed period: not kept, told as warnings
+        if statement:
+            days, left_out = statements.balances_to_keep(ports, job, ports.payloads.get_json(_balances_key(job)))
+        ended = conclude(ports, job, JobStatus.COMPLETED,
+                         **statements.with_warnings(_parse_warnings(ports, job), left_out))
+        if ended.status is JobStatus.COMPLETED:  # balances only from a completed import: never a failed one's
+            ports.balances.put_many(days)
     return "stop"
 
 

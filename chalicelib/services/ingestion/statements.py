@@ -115,9 +115,18 @@ def _balance_json(stream_key: str, balance: StatementBalance) -> dict[str, Any]:
 
 
 def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]]) -> list[str]:
-    """The statement days of a completed import (each stream's days, as its file reported them),
-    less those dated inside a closed period of a reconciliation of their stream (the chunks' guard,
-    services/period_closes.py): those are left as they were, each named in the returned warnings."""
+    """Keep the statement days of a completed import (`balances_to_keep`); the warnings."""
+    days, left_out = balances_to_keep(ports, job, balances)
+    ports.balances.put_many(days)
+    return left_out
+
+
+def balances_to_keep(ports: Ports, job: IngestionJob,
+                     balances: list[dict[str, Any]]) -> tuple[list[StatementDay], list[str]]:
+    """The statement days of an import (each stream's days, as its file reported them), less those
+    dated inside a closed period of a reconciliation of their stream (the chunks' guard,
+    services/period_closes.py): those are left as they were, each named in the returned warnings.
+    Written only once the import has completed (files.py `finish`)."""
     closures = period_closes.StreamClosures(ports, job.environment, {b["data_stream_key"] for b in balances})
     kept, left_out = [], []
     for b in balances:
@@ -127,13 +136,12 @@ def keep_balances(ports: Ports, job: IngestionJob, balances: list[dict[str, Any]
         else:
             left_out.append(f"balance of account {b['account']}: not kept: " + refusal(
                 f"the statement day of data stream '{b['data_stream_key']}'", b["date"], found))
-    ports.balances.put_many([StatementDay(
+    return [StatementDay(
         environment=job.environment, data_stream_key=b["data_stream_key"], date=date.fromisoformat(b["date"]),
         statement_id=b["statement_id"], account=b["account"], currency=b["currency"],
         decimal_places=int(b["decimal_places"]), opening_booked=b["opening_booked"],
         closing_booked=b["closing_booked"], closing_available=b["closing_available"], file_import_id=job.id)
-        for b in kept])
-    return left_out
+        for b in kept], left_out
 
 
 def with_warnings(details: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
