@@ -87,13 +87,9 @@ def signed(record: Record, scale: int) -> int:
     return amount if record.direction is Direction.CREDIT else -amount
 
 
-def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow_difference: bool,
-                       reason: str | None) -> int:
-    """A person's match: both sides present, one currency, and side A's total (signed by
-    direction) equal to side B's unless a difference is allowed with a reason. A side booked
-    as the mirror image of the other (a ledger debit for a bank credit) balances too. Returns
-    the difference in minor units of the records' largest decimal places (0 when balanced)."""
-    side_a, side_b = list(side_a), list(side_b)
+def check_match_sides(side_a: list[Record], side_b: list[Record], allow_difference: bool, reason: str | None) -> None:
+    """What every person's match needs, whole or in shares: records on both sides, one currency, and a
+    reason when a difference is allowed (all problems in one 422)."""
     errors: list[FieldError] = []
     if not side_a or not side_b:
         errors.append(FieldError("record_ids", "must hold records of both sides of the reconciliation"))
@@ -104,6 +100,16 @@ def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow
         errors.append(FieldError("reason", "is required when allow_difference is true"))
     if errors:
         raise ValidationFailed(errors)
+
+
+def check_manual_match(side_a: Iterable[Record], side_b: Iterable[Record], allow_difference: bool,
+                       reason: str | None) -> int:
+    """A person's match: both sides present, one currency, and side A's total (signed by
+    direction) equal to side B's unless a difference is allowed with a reason. A side booked
+    as the mirror image of the other (a ledger debit for a bank credit) balances too. Returns
+    the difference in minor units of the records' largest decimal places (0 when balanced)."""
+    side_a, side_b = list(side_a), list(side_b)
+    check_match_sides(side_a, side_b, allow_difference, reason)
     scale = max(r.decimal_places for r in side_a + side_b)
     total_a, total_b = sum(signed(r, scale) for r in side_a), sum(signed(r, scale) for r in side_b)
     difference = min(abs(total_a - total_b), abs(total_a + total_b))

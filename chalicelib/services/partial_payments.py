@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.allocation import coverage_of, plan_shares, share_difference
-from chalicelib.domain.errors import FieldError, ValidationFailed
+from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.matches import check_match_sides
 from chalicelib.domain.records import Record
 from chalicelib.domain.rules import Rule
 from chalicelib.domain.runs import Run
@@ -37,16 +38,7 @@ def manual_shares(side_a: Iterable[Record], side_b: Iterable[Record], reconcilia
     records = side_a + side_b
     if not asked and not any(r.allocations.get(reconciliation_id) for r in records):
         return None
-    errors: list[FieldError] = []
-    if not side_a or not side_b:
-        errors.append(FieldError("record_ids", "must hold records of both sides of the reconciliation"))
-    currencies = {r.currency for r in records}
-    if len(currencies) > 1:
-        errors.append(FieldError("record_ids", f"records are in several currencies ({', '.join(sorted(currencies))})"))
-    if allow_difference and not (isinstance(reason, str) and reason.strip()):
-        errors.append(FieldError("reason", "is required when allow_difference is true"))
-    if errors:
-        raise ValidationFailed(errors)
+    check_match_sides(side_a, side_b, allow_difference, reason)
     planned = {s.record_id: s for s in plan_shares(
         ((r, coverage_of(r, reconciliation_id).remaining) for r in records), asked)}
     total_a, total_b, difference = share_difference(((r, planned[r.id].amount) for r in side_a),
