@@ -214,7 +214,8 @@ _RECORD_COLUMNS = (
     _str("data_stream_key", "Its data stream"),
     _str("date", "Its date, as stored (YYYY-MM-DD)"),
     _str("direction", "credit or debit"),
-    _int("amount_minor", "The amount in minor units at decimal_places (never negative; direction says which way)"),
+    _int("amount_minor", "The whole amount in minor units at decimal_places (never negative; direction says "
+                         "which way), also when a match took a share of it (the record's `allocations` say how much)"),
     _str("amount", "The same amount as an exact decimal string, e.g. 123.45"),
     _str("currency", "ISO 4217 code"),
     _int("decimal_places", "The scale of amount_minor"),

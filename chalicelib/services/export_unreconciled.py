@@ -27,11 +27,12 @@ _AT = {column.name: at for at, column in enumerate(COLUMNS[ExportKind.RECORDS])}
 
 
 def serves(query: RecordQuery, cursor: str | None) -> bool:
-    """Whether this path lists what the query asks for: unreconciled records, by stream, import or
-    dates (an external id is one guard's record or a few: the list route's own read is quicker),
+    """Whether this path lists what the query asks for: unreconciled records, by stream or dates (an
+    external id is one guard's record or a few, an import one block of ids: the list route's own
+    reads of those are quicker),
     from its start or from a cursor of its own (an export checkpointed by the list route's read,
     before this path existed, goes on with that read)."""
-    return (query.status is RecordStatus.UNRECONCILED and query.external_id is None
+    return (query.status is RecordStatus.UNRECONCILED and query.external_id is None and query.file_import_id is None
             and (cursor is None or cursor.startswith(CURSOR_PREFIX)))
 
 

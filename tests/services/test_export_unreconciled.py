@@ -114,4 +114,5 @@ def test_a_cursor_of_the_list_routes_read_is_not_this_paths():
     assert export_unreconciled.serves(query, None) and export_unreconciled.serves(query, "unreconciled-below:12")
     assert not export_unreconciled.serves(query, "E#acme#ST#unreconciled:12")  # begun before: goes on as it was
     assert not export_unreconciled.serves(RecordQuery(status=UNRECONCILED, external_id="x"), None)
+    assert not export_unreconciled.serves(RecordQuery(status=UNRECONCILED, file_import_id=3), None)  # one block
     assert not export_unreconciled.serves(RecordQuery(), None)
