@@ -223,7 +223,7 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
     group_by = _group_by(body.get("group_by"), cardinality, errors)
     conditions = _conditions(body.get("conditions"), errors)
     conversion = validate_conversion(body.get("conversion"), errors)
-    allocation = _allocation(body.get("allocation", "whole"), cardinality, group_by, errors)
+    allocation = _allocation(body.get("allocation", "whole"), cardinality, group_by, conversion, errors)
     if errors:
         raise ValidationFailed(errors)
     assert isinstance(name, str) and cardinality is not None  # else an error was reported above
@@ -233,7 +233,8 @@ def validate_rule(body: Mapping[str, Any]) -> RuleDefinition:
                           conversion=conversion, allocation=allocation)
 
 
-def _allocation(raw: Any, cardinality: Cardinality | None, group_by: GroupBy, errors: list[FieldError]) -> str:
+def _allocation(raw: Any, cardinality: Cardinality | None, group_by: GroupBy, conversion: Conversion | None,
+                errors: list[FieldError]) -> str:
     """`whole` (default), or `partial` on a one_to_many or many_to_one rule without group_by
     (docs/partial-payments.md): the one record may be covered by several over time."""
     if raw not in ("whole", "partial"):
@@ -243,6 +244,8 @@ def _allocation(raw: Any, cardinality: Cardinality | None, group_by: GroupBy, er
         errors.append(FieldError("allocation", "partial takes a one_to_many or many_to_one rule"))
     if raw == "partial" and (group_by.side_a or group_by.side_b):
         errors.append(FieldError("allocation", "partial allocates record by record: it takes no group_by"))
+    if raw == "partial" and conversion is not None:  # shares are minor units of the records' own currency
+        errors.append(FieldError("allocation", "partial allocates within one currency: it takes no conversion"))
     return str(raw)
 
 

@@ -544,19 +544,22 @@ def _match_made(ports: Ports, approval: Approval, record_ids: list[int]) -> Matc
     approval began executing; None when there is none; WAIT while a match holding some of them is
     begun and not committed (the request died writing it: services/matches.py `sweep_pending`
     rolls it back, a later sweep sees which)."""
-    environment = approval.environment
+    environment, reconciliation_id = approval.environment, approval.reconciliation_id
     held = ports.claims.held_records(environment, record_ids)
-    holders = {h.match_in(approval.reconciliation_id) for h in held} - {None}
-    found = ports.matches.find_many(environment, [i for i in holders if i is not None]) if holders else {}
+
+    def holders(h: Any) -> set[int]:  # the match holding it whole, or those holding a share of it
+        whole = h.match_in(reconciliation_id)
+        return ({whole} if whole is not None else set()) | set(h.record.allocations.get(reconciliation_id, {}))
+
+    held_by = [holders(h) for h in held]
+    found = ports.matches.find_many(environment, sorted(set().union(*held_by))) if held_by else {}
     if any(m.pending_since is not None for m in found.values()):
         return WAIT
-    if len(held) != len(record_ids) or len(holders) != 1:
+    if len(held) != len(record_ids) or approval.decided_at is None:
         return None
-    match = next(iter(found.values()), None)
-    if (match is None or match.unmatching or match.unmatched_at is not None or match.record_count != len(record_ids)
-            or approval.decided_at is None or match.created_at < approval.decided_at):
-        return None
-    return match
+    made = [m for m in found.values() if all(m.id in ids for ids in held_by) and m.record_count == len(record_ids)
+            and not m.unmatching and m.unmatched_at is None and m.created_at >= approval.decided_at]
+    return made[0] if len(made) == 1 else None
 
 
 # The policy ---------------------------------------------------------------------------------------

@@ -156,6 +156,10 @@ def _match_suggestion(ports: Ports, investigation: Investigation, record_ids: li
         if held_by is not None:
             raise Conflict(f"record {record_id} of the suggestion was matched since the investigation (match "
                            f"{held_by}); start a new investigation")
+        if stored.record.allocations.get(investigation.reconciliation_id):
+            # The suggestion weighed whole amounts; a share already taken would leave the match unbalanced
+            raise Conflict(f"record {record_id} of the suggestion is paid in part in this reconciliation: an "
+                           "investigation weighs whole amounts; match the rest by hand with allocations")
     difference = _difference([held[i].record for i in investigation.target_record_ids],
                              [held[i].record for i in investigation.suggested_record_ids])
     if difference != investigation.suggested_difference:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain.allocation import remaining_records
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, shown
 from chalicelib.domain.events import EventOrigin
@@ -245,12 +246,14 @@ def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_
     unmatched records there per currency: every open record of the reconciliation's streams is
     read once (a close is rare; the exceptions are one per stream at most)."""
     in_period: list[OpenRecordInPeriod] = []
+    partly = ports.claims.partly_paid(environment, reconciliation_id)  # counted by what they have left
     for stream_key in dict.fromkeys(stream_keys):
         adopted = ports.claims.is_adopted(environment, reconciliation_id, stream_key)
+        open_records = remaining_records({r.id: r for r in ports.claims.open_records(
+            environment, stream_key, reconciliation_id, adopted)}, partly)
         in_period += [OpenRecordInPeriod(r.amount, r.direction.value, r.currency, r.decimal_places,
                                          r.exception_in(reconciliation_id))
-                      for r in ports.claims.open_records(environment, stream_key, reconciliation_id, adopted)
-                      if period.contains(r.date)]
+                      for r in open_records.values() if period.contains(r.date)]
     held: dict[int, list[OpenRecordInPeriod]] = {}
     for record in in_period:
         if record.exception_id is not None:

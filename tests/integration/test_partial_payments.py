@@ -276,3 +276,16 @@ def test_a_record_paid_in_part_is_not_deleted_until_its_shares_are_given_back(ap
     assert refused.status_code == 409 and "paid in part" in refused.json_body["message"], refused.json_body
     assert api.delete(f"/v1/reconciliation_matches/{part.json_body['id']}").status_code == 204
     assert api.delete(f"/v1/records/{invoice}").status_code == 204
+
+
+def test_a_period_close_counts_what_an_invoice_paid_in_part_has_left(api, ingest, reconciliation, invoice):
+    [payment] = ingest(record("bank", 1, 400))
+    assert manual(api, reconciliation, [payment, invoice],
+                  allocations=[{"record_id": invoice, "amount": 400}]).status_code == 201
+
+    made = api.post(f"/v1/reconciliations/{reconciliation['id']}/period_closes", {
+        "period_start": "2026-11-01", "period_end": "2026-11-30", "note": "November"})
+
+    assert made.status_code == 201, made.json_body
+    [usd] = made.json_body["unmatched"]
+    assert (usd["currency"], usd["count"], usd["debits"], usd["credits"]) == ("USD", 1, 600, 0)  # 10.00 less 4.00

@@ -311,3 +311,10 @@ def test_a_run_in_partitions_matches_across_currencies_as_one_piece_does():
     assert parts.matches.to_dicts() == whole.matches.to_dicts()
     assert parts.members.to_dicts() == whole.members.to_dicts()
     assert any('"conversions"' in d for d in parts.matches["differences"].to_list())
+
+
+def test_a_partial_rule_takes_no_conversion():
+    # Shares are minor units of the records' own currency: a converting partial rule is refused (422)
+    with pytest.raises(ValidationFailed, match="partial allocates within one currency"):
+        validate_rule({**RULE, "cardinality": "many_to_one", "allocation": "partial"})
+    assert validate_rule({**RULE, "cardinality": "many_to_one"}).conversion is not None
