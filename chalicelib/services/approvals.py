@@ -238,11 +238,15 @@ def _gate(ports: Ports, environment: str, reconciliation_id: int, action: Approv
 def dedupe_key(action: ApprovalAction, reconciliation_id: int, params: dict[str, Any],
                target: tuple[str, int] | None) -> str:
     """One action on one target: the resource acted on (a match to unmatch, an exception to dismiss
-    or resolve, an investigation to accept), or a manual match's set of records in its reconciliation."""
+    or resolve, an investigation to accept), or a manual match's set of records in its reconciliation
+    with the shares it takes of them, if any."""
     if target is not None:
         return f"{action.value}#{target[0]}#{target[1]}"
     ids = ",".join(str(i) for i in sorted({int(i) for i in params.get("record_ids") or ()}))
-    return f"{action.value}#{reconciliation_id}#{hashlib.sha256(ids.encode()).hexdigest()[:40]}"
+    # The shares asked for are part of what is approved: other shares of the same records are another request
+    shares = ",".join(f"{int(r)}:{int(a)}" for r, a in sorted(params.get("allocations") or ()))
+    what = f"{ids}|{shares}" if shares else ids  # no shares: the key of a whole match, as before
+    return f"{action.value}#{reconciliation_id}#{hashlib.sha256(what.encode()).hexdigest()[:40]}"
 
 
 def _claim_target(ports: Ports, approval: Approval, dedupe: str, now: datetime) -> Approval | None:
