@@ -29,7 +29,9 @@ PLACEHOLDER_OUTPUTS = {**{role_output(group): "arn:aws:iam::123456789012:role/be
                        "FileImportStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:f",
                        "ReconciliationRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:r",
                        "BrowserRunStateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:br",
-                       "SecretsPrefix": "recon-bench",
+                       "SecretsPrefix": "recon-bench", "MailFrom": "recon@example.com",
+                       "ModelId": "anthropic.claude-3-5-haiku-20241022-v1:0", "UserPoolId": "us-east-1_bench",
+                       "UserPoolClientId": "bench",
                        "EngineLayerArn": "arn:aws:lambda:us-east-1:123456789012:layer:engine:1"}
 
 

@@ -54,8 +54,13 @@ APP_EXCLUDED = ("chalicelib/local",)
 # The app's dependencies published only as a source distribution: pure Python or data, so built here.
 SOURCE_ONLY = ("openapi-ui-bundles",)
 # Parts of the app's dependencies it never loads: /v1/docs serves Swagger UI only (api/meta.py), not the
-# bundle's other two viewers (1.7 MiB of an API function's 250 MiB with the engine layer).
-APP_DEPENDENCIES_UNUSED = ("openapi_ui_bundles/rapidoc", "openapi_ui_bundles/redoc")
+# bundle's other two viewers (1.7 MiB of an API function's 250 MiB with the engine layer); of Powertools the
+# app uses Logger and Metrics only (observability.py), never these utilities (3.5 MiB), none of which
+# Logger, Metrics or Tracer import (jmespath_utils and typing, which they do, stay).
+APP_DEPENDENCIES_UNUSED = ("openapi_ui_bundles/rapidoc", "openapi_ui_bundles/redoc") + tuple(
+    f"aws_lambda_powertools/utilities/{name}" for name in (
+        "auth_alpha", "batch", "circuit_breaker", "data_classes", "data_masking", "feature_flags", "idempotency",
+        "kafka", "parameters", "parser", "streaming", "validation"))
 
 
 @dataclass
@@ -197,6 +202,7 @@ def app_dependencies(requirements: Path = ROOT / "requirements.txt", build: Path
                             "-r", str(requirements)], check=True)
             for unused in APP_DEPENDENCIES_UNUSED:
                 shutil.rmtree(staging / unused)
+            _strip_shared_objects(staging)  # cryptography's Rust extension: 14.4 MB -> 11.6 MB
             _compile(staging)
             staging.rename(target)
     return target
