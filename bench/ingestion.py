@@ -203,7 +203,7 @@ def batches(total: int, size: int, stream: str) -> list[list[dict]]:
              for n in range(start, min(start + size, total))] for start in range(0, total, size)]
 
 
-def baseline(service: LocalService, total: int, threads: int) -> float:
+def baseline(service: LocalService, total: int, threads: int, environment: str = "baseline") -> float:
     """The same number of record items written with BatchWriteItem only."""
     table, to_item = service.container.table, service.container.records.to_item
     now = utc_now()
@@ -211,7 +211,7 @@ def baseline(service: LocalService, total: int, threads: int) -> float:
     def write(start: int) -> None:  # one BatchWriteItem request after another, as put_many did before issue 30
         # The items the bulk path stores for `batches`: same fields, description and metadata included.
         table.batch_write(to_item(Record(
-            environment="baseline", id=n + 1, data_stream_key="bench", data_stream_id=1, date=f"2026-10-{1 + n % 28:02d}",
+            environment=environment, id=n + 1, data_stream_key="bench", data_stream_id=1, date=f"2026-10-{1 + n % 28:02d}",
             amount=100 + n, direction=Direction.CREDIT if n % 3 else Direction.DEBIT, currency="USD", decimal_places=2,
             status=RecordStatus.UNRECONCILED, created_at=now, description=f"payout {n}", external_id=f"pay-{n:08d}",
             metadata={"payout_id": f"po_{n // 50}"})) for n in range(start, min(start + 1000, total)))
