@@ -60,6 +60,12 @@ def allocations_asked(allocations: Iterable[Any] | None) -> dict[int, int]:
     return asked
 
 
+def allocated_in(ports: Ports, environment: str, reconciliation_id: int) -> dict[int, int]:
+    """What each record paid in part has allocated in the reconciliation (its shares' total), read now."""
+    partly = ports.claims.partly_paid(environment, reconciliation_id)
+    return {record_id: sum(shares.values()) for record_id, shares in partly.items()}
+
+
 def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame,
            rules: Sequence[Rule]) -> MatchOutcome:
     """A run's outcome with partial payments (domain/matching/partial.py): whole matches of records
@@ -69,6 +75,5 @@ def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b:
 
     if not partial_rules(rules) and outcome.members.is_empty():
         return outcome
-    partly = ports.claims.partly_paid(run.environment, run.reconciliation_id)
-    allocated = {record_id: sum(shares.values()) for record_id, shares in partly.items()}
+    allocated = allocated_in(ports, run.environment, run.reconciliation_id)
     return with_partial_matches(outcome, side_a, side_b, rules, allocated)

@@ -16,12 +16,12 @@ from dataclasses import replace
 
 import polars as pl
 
-from chalicelib.domain.allocation import allocate_in_order
+from chalicelib.domain.allocation import allocate_netted
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.outcome import MATCH_SCHEMA, MatchOutcome
-from chalicelib.domain.matching.plan import RulePlan
+from chalicelib.domain.matching.plan import FLIPPED_DIRECTION, RulePlan
 from chalicelib.domain.matching.units import record_units
-from chalicelib.domain.rules import Cardinality, Rule
+from chalicelib.domain.rules import Cardinality, Operator, Rule
 
 PARTIAL_MEMBER_SCHEMA = {"match_no": pl.Int64, "side": pl.Utf8, "record_id": pl.Int64, "share": pl.Int64}
 MAX_PARTIAL_PAIRS = 20_000_000
@@ -65,8 +65,12 @@ def with_partial_matches(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl
         summary[str(rule.id)] = summary.get(str(rule.id), 0) + sum(1 + len(many) for *_, many in made)
     if not match_rows:
         return replace(outcome, rule_summary=summary)
-    members = pl.concat([outcome.members.with_columns(share=pl.lit(None, dtype=pl.Int64)),
-                         pl.DataFrame(member_rows, schema=PARTIAL_MEMBER_SCHEMA)])
+    whole = outcome.members if "share" in outcome.members.columns else outcome.members.with_columns(
+        share=pl.lit(None, dtype=pl.Int64))
+    # Members by (match, side, record id), as the engine orders them (a partition's merge reads each
+    # side's first row of a match as its lowest id).
+    members = pl.concat([whole.select(*PARTIAL_MEMBER_SCHEMA),
+                         pl.DataFrame(member_rows, schema=PARTIAL_MEMBER_SCHEMA).sort("match_no", "side", "record_id")])
     matched = set(members["record_id"].to_list())
     unmatched_a = outcome.unmatched_a.filter(~outcome.unmatched_a.is_in(list(matched)))
     unmatched_b = outcome.unmatched_b.filter(~outcome.unmatched_b.is_in(list(matched)))
@@ -104,10 +108,29 @@ def _prepared(frame: pl.DataFrame) -> pl.DataFrame:
     return frame if "is_new" in frame.columns else frame.with_columns(is_new=pl.lit(False))
 
 
+def payment_direction(rule: Rule, one_direction: str) -> str:
+    """The direction of the many side's payments against a one record of `one_direction`: what the
+    rule's direction condition asks (`equals`: the same, `opposite`: the other), else the other (the
+    sides booked as mirror images, as a bank's credit pays a ledger's debit invoice). The many side's
+    records of the other direction are refunds, netted against the payments when the rule nets."""
+    condition = next((c for c in rule.definition.conditions if c.field == "direction"), None)
+    if condition is not None and condition.operator is Operator.EQUALS:
+        return one_direction
+    return FLIPPED_DIRECTION.get(one_direction, one_direction)
+
+
+def nets_refunds(rule: Rule) -> bool:
+    """Whether the partial pass nets refunds against payments: when the rule has no direction
+    condition (a direction condition holds for every record of the many side, as any condition does)."""
+    return not any(c.field == "direction" for c in rule.definition.conditions)
+
+
 def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
               allocated: Mapping[int, int]) -> list[tuple[int, str, int | None, list[int]]]:
     """One partial rule's matches: (the one record, its side, its share or None when taken whole,
-    the many records), one record of the one side at a time by id, its candidates by date then id."""
+    the many records), one record of the one side at a time by id, its candidates by date then id,
+    allocated as domain/allocation.allocate_netted does (payments in the direction `payment_direction`
+    says; refunds, of the other, netted when `nets_refunds`)."""
     plan = RulePlan(rule)
     one_side = "b" if rule.definition.cardinality is Cardinality.MANY_TO_ONE else "a"
     if pool_a.is_empty() or pool_b.is_empty():
@@ -124,44 +147,52 @@ def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
     both = pl.concat([pool_a.select(columns), pool_b.select(columns)])
     paid = pl.DataFrame({"one": list(allocated), "allocated": list(allocated.values())},
                         schema={"one": pl.Int64, "allocated": pl.Int64})
-    # Each one record's offers: of its currency and decimal places, not paid in part themselves.
+    flipped = pl.col("one_direction").replace_strict(FLIPPED_DIRECTION, default=pl.col("one_direction"),
+                                                     return_dtype=pl.Utf8)
+    pays = pl.col("one_direction") if payment_direction(rule, "credit") == "credit" else flipped
+    # Each one record's offers: of its currency and decimal places, not paid in part themselves, its
+    # payments (+) and, when the rule nets, its refunds (-); records of neither direction are left out.
     offers = (pairs.select(one=pl.col(one_column), many=pl.col(many_column))
-              .join(both.select(one="id", one_amount="amount", currency="currency", places="decimal_places"), on="one")
+              .join(both.select(one="id", one_amount="amount", currency="currency", places="decimal_places",
+                                one_direction="direction"), on="one")
               .join(both.select(many="id", amount="amount", m_currency="currency", m_places="decimal_places",
                                 day="date", direction="direction"), on="many")
               .filter((pl.col("currency") == pl.col("m_currency")) & (pl.col("places") == pl.col("m_places"))
                       & ~pl.col("many").is_in(paid["one"].implode()))
+              .with_columns(refund=pl.col("direction") != pays)
+              .filter(~pl.col("refund") | nets_refunds(rule))
               .join(paid, on="one", how="left")
-              .select("one", "many", "amount", "day", "direction",
+              .select("one", "many", "amount", "day", "refund",
+                      signed=pl.when(pl.col("refund")).then(-pl.col("amount")).otherwise(pl.col("amount")),
                       remaining=pl.col("one_amount") - pl.col("allocated").fill_null(0))
               .sort("one", "day", "many"))
     # A record offered to one record only is taken or not by that record alone: those records' offers
-    # are allocated at once, in columns (a prefix of each one's offers in date order: the first of
-    # them that would overpay, or has no amount, stops it); the others one at a time, below.
+    # are allocated at once, in columns, as allocate_netted walks them (a prefix of each one's offers
+    # in date order: the first that would take the net above what is left, or has no amount, stops
+    # it; then cut back to its longest start of positive net); the others one at a time, below.
     contested_many = offers.group_by("many").len().filter(pl.col("len") > 1)["many"]
     contested = offers.filter(pl.col("many").is_in(contested_many.implode()))["one"].unique()
     alone = offers.filter(~pl.col("one").is_in(contested.implode()))
-    alone = (alone.filter(pl.col("direction") == pl.col("direction").first().over("one"))
-             .with_columns(stop=((pl.col("amount") <= 0) | (pl.col("amount").cum_sum().over("one")
-                                                             > pl.col("remaining"))).cum_sum().over("one"))
+    alone = (alone.with_columns(net=pl.col("signed").cum_sum().over("one"),
+                                position=pl.int_range(pl.len()).over("one"))
+             .with_columns(stop=((pl.col("amount") <= 0) | (pl.col("net") > pl.col("remaining"))).cum_sum().over("one"))
              .filter(pl.col("stop") == 0)
+             .filter(pl.col("position") <= pl.when(pl.col("net") > 0).then(pl.col("position")).max().over("one"))
              .group_by("one", maintain_order=True)
-             .agg(pl.col("many"), taken=pl.col("amount").sum(), remaining=pl.col("remaining").first()))
+             .agg(pl.col("many"), taken=pl.col("signed").sum(), remaining=pl.col("remaining").first()))
     made: list[tuple[int, str, int | None, list[int]]] = []
     for one, many, taken, remaining in alone.iter_rows():
         whole = taken == remaining and one not in allocated
         made.append((one, one_side, None if whole else taken, list(many)))
     rest = offers.filter(pl.col("one").is_in(contested.implode()))
-    candidates: dict[int, list[tuple[int, int, str, int]]] = {}
-    for one, many, amount, direction, remaining in rest.select("one", "many", "amount", "direction",
-                                                               "remaining").iter_rows():
-        candidates.setdefault(one, []).append((many, amount, direction, remaining))
+    candidates: dict[int, list[tuple[int, int, bool, int]]] = {}
+    for one, many, amount, refund, remaining in rest.select("one", "many", "amount", "refund",
+                                                            "remaining").iter_rows():
+        candidates.setdefault(one, []).append((many, amount, refund, remaining))
     used: set[int] = set()
     for one in sorted(candidates):  # in id order, each taking what the ones before it left
-        choices = [c for c in candidates[one] if c[0] not in used]
-        directions = {c[2] for c in choices[:1]}
         remaining = candidates[one][0][3]
-        chosen, left = allocate_in_order(remaining, ((m, a) for m, a, d, _ in choices if d in directions))
+        chosen, left = allocate_netted(remaining, ((m, a, r) for m, a, r, _ in candidates[one] if m not in used))
         if not chosen:
             continue
         whole = left == 0 and one not in allocated
