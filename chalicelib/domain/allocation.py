@@ -141,8 +141,8 @@ def share_difference(side_a: Iterable[tuple[Record, int]],
 def allocate_in_order(remaining: int, offers: Iterable[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
     """A partial rule's allocation of one record against payments only (no refund among the offers):
     each offer (record id, amount) in order, taken whole while it fits in what is left; stops at the
-    first that does not, or has no amount. Returns the offers taken and what is left. Never allocates
-    more than `remaining`. `allocate_netted` with no refund."""
+    first that does not, or has no amount (a negative amount stops it too). Returns the offers taken
+    and what is left. Never allocates more than `remaining`. `allocate_netted` with no refund."""
     taken, left = allocate_netted(remaining, ((record_id, amount, False) for record_id, amount in offers))
     return taken, left
 
@@ -151,22 +151,21 @@ def allocate_netted(remaining: int, offers: Iterable[tuple[int, int, bool]]) -> 
     """A partial rule's allocation of one record against the many side's records, refunds netted
     (docs/partial-payments.md, "Netting"). `offers` are (record id, amount, refund) in the order the
     rule takes them (date, then id), amounts in the one record's minor units, never negative; a
-    payment counts +amount, a refund -amount. Records are taken whole, in order, while the running net
-    stays at most `remaining`: the first record that would take it above, or has no amount, stops the
-    walk (it and every record after it stay open). The records taken are then cut back to the longest
-    run from the first whose net is positive (a trailing refund that would leave the share at zero or
-    below stays open). Returns the records taken, each with its signed amount, and what is left:
-    `remaining - net`, with 0 < net <= remaining when anything is taken (never a share of zero or
-    less, never more than the record has left)."""
+    payment counts +amount, a refund -amount. The records taken are the longest run from the first
+    offer whose net is positive and at most `remaining`, each taken whole; a record of no amount ends
+    the run (it and every record after it stay open). With payments alone the net only grows: the
+    first payment that would overpay stops it. Returns the records taken, each with its signed
+    amount, and what is left: `remaining - net`, with 0 < net <= remaining when anything is taken
+    (never a share of zero or less, never more than the record has left)."""
     walked: list[tuple[int, int]] = []
     net, kept, kept_net = 0, 0, 0
     for record_id, amount, refund in offers:
-        signed = -amount if refund else amount
-        if amount <= 0 or net + signed > remaining:
+        if amount <= 0:
             break
+        signed = -amount if refund else amount
         net += signed
         walked.append((record_id, signed))
-        if net > 0:
+        if 0 < net <= remaining:
             kept, kept_net = len(walked), net
     return walked[:kept], remaining - kept_net
 

@@ -19,6 +19,7 @@ import polars as pl
 from chalicelib.domain.allocation import allocate_netted
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.outcome import MATCH_SCHEMA, MatchOutcome
+from chalicelib.domain.matching.partition import BlockingKey, PartitionPlan
 from chalicelib.domain.matching.plan import FLIPPED_DIRECTION, RulePlan
 from chalicelib.domain.matching.units import record_units
 from chalicelib.domain.rules import Cardinality, Operator, Rule
@@ -31,6 +32,26 @@ def partial_rules(rules: Sequence[Rule]) -> list[Rule]:
     """The active partial rules, in the order a run applies them."""
     return sorted((r for r in rules if r.definition.active and r.definition.allocation == "partial"),
                   key=lambda r: (r.definition.priority, r.id))
+
+
+def skipped_in_partitions(rules: Sequence[Rule], plan: PartitionPlan) -> dict[str, str]:
+    """The partial rules a run split by `plan` cannot apply inside its partitions, each with why
+    (rule id -> reason; the others are applied in each partition, docs/partial-payments.md). The
+    pass runs inside a partition only when no record it could pair is in another: a hash plan
+    whose every key is an equality condition the pass applies (a condition of the rule, not on
+    amount); a range plan copies records into two partitions, where each could take a share."""
+    skipped: dict[str, str] = {}
+    for rule in partial_rules(rules):
+        carried = {BlockingKey.of(c) for c in rule.definition.conditions
+                   if c.operator in (Operator.EQUALS, Operator.OPPOSITE) and c.field != "amount"}
+        if not plan.exact:
+            skipped[str(rule.id)] = (f"partial pass of rule {rule.id} skipped: the run was split in {plan.axis} "
+                                     "ranges, which copy records into two partitions (a record could be paid twice)")
+        elif missing := [k for k in plan.keys if k not in carried]:
+            skipped[str(rule.id)] = (f"partial pass of rule {rule.id} skipped: the run was split in partitions by "
+                                     f"{', '.join(k.field for k in missing)}, not an equality condition of its "
+                                     "partial pass: a record and the records paying it could sit in two partitions")
+    return skipped
 
 
 def with_partial_matches(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Rule],
@@ -167,17 +188,17 @@ def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
                       remaining=pl.col("one_amount") - pl.col("allocated").fill_null(0))
               .sort("one", "day", "many"))
     # A record offered to one record only is taken or not by that record alone: those records' offers
-    # are allocated at once, in columns, as allocate_netted walks them (a prefix of each one's offers
-    # in date order: the first that would take the net above what is left, or has no amount, stops
-    # it; then cut back to its longest start of positive net); the others one at a time, below.
+    # are allocated at once, in columns, as allocate_netted walks them (the longest start of each
+    # one's offers in date order whose net is positive and at most what is left, before any record
+    # of no amount); the others one at a time, below.
     contested_many = offers.group_by("many").len().filter(pl.col("len") > 1)["many"]
     contested = offers.filter(pl.col("many").is_in(contested_many.implode()))["one"].unique()
     alone = offers.filter(~pl.col("one").is_in(contested.implode()))
+    fits = (pl.col("net") > 0) & (pl.col("net") <= pl.col("remaining"))
     alone = (alone.with_columns(net=pl.col("signed").cum_sum().over("one"),
                                 position=pl.int_range(pl.len()).over("one"))
-             .with_columns(stop=((pl.col("amount") <= 0) | (pl.col("net") > pl.col("remaining"))).cum_sum().over("one"))
-             .filter(pl.col("stop") == 0)
-             .filter(pl.col("position") <= pl.when(pl.col("net") > 0).then(pl.col("position")).max().over("one"))
+             .filter((pl.col("amount") <= 0).cum_sum().over("one") == 0)
+             .filter(pl.col("position") <= pl.when(fits).then(pl.col("position")).max().over("one"))
              .group_by("one", maintain_order=True)
              .agg(pl.col("many"), taken=pl.col("signed").sum(), remaining=pl.col("remaining").first()))
     made: list[tuple[int, str, int | None, list[int]]] = []
