@@ -4,6 +4,13 @@ records of the many side that meet its other conditions, when they sum to no mor
 record has left. The match takes that sum as its share of the one record (domain/allocation.py)
 and the many records whole; the rest of the one record stays open for later payments.
 
+The many side's payments are of the direction `payment_direction` decides from the one record and
+the rule's direction condition; without one, the records of the other direction are refunds, netted
+against the payments (domain/allocation.allocate_netted: in date order, the longest start whose net
+is positive and at most what the one record has left). The dry run applies this same pass
+(domain/matching/dry_run.py), and so does each partition of a fanned-out run whose plan keeps the
+rule's pairs together (`skipped_in_partitions` names the others, with why).
+
 The amount conditions of a partial rule are not applied to the partial pass: its sum is below the
 record's amount by design (a whole rule, or the same rule's whole pass, matches exact sums). Records
 paid in part already count by what they have left; a whole match of one of them is dropped (its
