@@ -139,16 +139,35 @@ def share_difference(side_a: Iterable[tuple[Record, int]],
 
 
 def allocate_in_order(remaining: int, offers: Iterable[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
-    """A partial rule's allocation of one record against the other side's: each offer (record id,
-    amount) in order, taken whole while it fits in what is left; stops at the first that does not.
-    Returns the offers taken and what is left. Never allocates more than `remaining`."""
-    taken: list[tuple[int, int]] = []
-    for record_id, amount in offers:
-        if amount <= 0 or amount > remaining:
+    """A partial rule's allocation of one record against payments only (no refund among the offers):
+    each offer (record id, amount) in order, taken whole while it fits in what is left; stops at the
+    first that does not, or has no amount (a negative amount stops it too). Returns the offers taken
+    and what is left. Never allocates more than `remaining`. `allocate_netted` with no refund."""
+    taken, left = allocate_netted(remaining, ((record_id, amount, False) for record_id, amount in offers))
+    return taken, left
+
+
+def allocate_netted(remaining: int, offers: Iterable[tuple[int, int, bool]]) -> tuple[list[tuple[int, int]], int]:
+    """A partial rule's allocation of one record against the many side's records, refunds netted
+    (docs/partial-payments.md, "Netting"). `offers` are (record id, amount, refund) in the order the
+    rule takes them (date, then id), amounts in the one record's minor units, never negative; a
+    payment counts +amount, a refund -amount. The records taken are the longest run from the first
+    offer whose net is positive and at most `remaining`, each taken whole; a record of no amount ends
+    the run (it and every record after it stay open). With payments alone the net only grows: the
+    first payment that would overpay stops it. Returns the records taken, each with its signed
+    amount, and what is left: `remaining - net`, with 0 < net <= remaining when anything is taken
+    (never a share of zero or less, never more than the record has left)."""
+    walked: list[tuple[int, int]] = []
+    net, kept, kept_net = 0, 0, 0
+    for record_id, amount, refund in offers:
+        if amount <= 0:
             break
-        taken.append((record_id, amount))
-        remaining -= amount
-    return taken, remaining
+        signed = -amount if refund else amount
+        net += signed
+        walked.append((record_id, signed))
+        if 0 < net <= remaining:
+            kept, kept_net = len(walked), net
+    return walked[:kept], remaining - kept_net
 
 
 def remaining_records(open_records: Mapping[int, OpenRecord],

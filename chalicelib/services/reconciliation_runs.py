@@ -559,8 +559,9 @@ def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10,
                                      limit=ports.limits.dry_run_records)
     except TooManyOpenRecords:
         raise Conflict(_too_many_for_a_dry_run(ports, environment, reconciliation)) from None
+    allocated = partial_payments.allocated_in(ports, environment, reconciliation.id)  # as a run reads them
     return {"reconciliation_rule_id": rule.id, "open_records": {"side_a": side_a.height, "side_b": side_b.height},
-            **dry_run_answer(side_a, side_b, before, rule, sample_size, all_near_misses)}
+            **dry_run_answer(side_a, side_b, before, rule, sample_size, all_near_misses, allocated)}
 
 
 def _too_many_for_a_dry_run(ports: Ports, environment: str, reconciliation: Reconciliation) -> str:

@@ -3,8 +3,9 @@ match function holds, under rules that allow a partition plan (domain/matching/p
 
 fan_out          (in the load) split both sides by the plan, write each partition's files and
                  the first round's manifest, the JSON array the Distributed Map reads
-match_partition  (one Map item) match one partition with the engine and keep its outcome beside
-                 it; a retry finds the outcome written and only counts it (a set: counted once)
+match_partition  (one Map item) match one partition with the engine, then the partial rules' pass
+                 (those the plan lets run inside a partition: services/partial_payments), and
+                 keep its outcome beside it; a retry finds the outcome written and only counts it (a set: counted once)
 partition_failed (the item's Catch) keep which partition failed for good: the run's error names it
 merge            the outcomes, round after round, into the run's outcome, kept as the match phase
                  keeps one (`save_outcome`), so persisting and everything after is unchanged; a
@@ -20,9 +21,11 @@ reports the request (NEXT_CANCELLED), for the state machine's GiveUp to end the 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.runs import Run, RunTooLarge, partition_item
+from chalicelib.services import partial_payments
 from chalicelib.services.ports import Ports
 
 if TYPE_CHECKING:
@@ -61,6 +64,10 @@ def fan_out(ports: Ports, run: Run, rules: list[Rule], side_a: Frame, side_b: Fr
     if plan.partitions == 1:
         raise RunTooLarge(f"run {run.id}: {total:,} open records, more than the {limits.run_records:,} one match "
                           f"function holds, and they cannot be split in partitions: {plan.reason}")
+    skipped = partial_payments.skipped_in_partitions(rules, plan)  # docs/partial-payments.md
+    if partial_payments.applied_in_partitions(rules, skipped):  # their pass allocates in the records' own units
+        engine_a, engine_b = partial_payments.with_own_amounts(engine_a, side_a), partial_payments.with_own_amounts(
+            engine_b, side_b)
     parts_a, parts_b = split(engine_a, plan, "a"), split(engine_b, plan, "b")
     items = []
     for partition in sorted(set(parts_a) & set(parts_b)):  # a partition lacking a side matches nothing
@@ -75,7 +82,8 @@ def fan_out(ports: Ports, run: Run, rules: list[Rule], side_a: Frame, side_b: Fr
         partition = item["partition"]
         ports.run_files.write_frame(run.environment, run.id, _partition(0, partition, "a"), parts_a[partition])
         ports.run_files.write_frame(run.environment, run.id, _partition(0, partition, "b"), parts_b[partition])
-    ports.run_files.write_json(run.environment, run.id, PLAN, {"plan": plan.as_dict(), "partitions": len(items)})
+    ports.run_files.write_json(run.environment, run.id, PLAN, {"plan": plan.as_dict(), "partitions": len(items),
+                                                               "partial_skipped": skipped})
     manifest = ports.run_files.write_json(run.environment, run.id, _manifest(0), items)  # last: all is in place
     ports.runs.save_loaded(run, total, partitions=len(items))
     return _map_input(ports, manifest)
@@ -108,6 +116,8 @@ def match_partition(ports: Ports, environment: str, run_id: int, round_: int, pa
         side_a = files.read_frame(environment, run.id, _partition(round_, partition, "a"))
         side_b = files.read_frame(environment, run.id, _partition(round_, partition, "b"))
         outcome = match_records(side_a, side_b, rules, only_new=run.only_new)
+        skipped = files.read_json(environment, run.id, PLAN).get("partial_skipped", {})
+        outcome = partial_payments.in_partition(ports, run, outcome, side_a, side_b, rules, skipped)
         files.write_frame(environment, run.id, _partition(round_, partition, "members"), outcome.members)
         # Written last: the matches file says the outcome is whole (what a retry and the merge look for).
         files.write_frame(environment, run.id, _partition(round_, partition, "matches"), outcome.matches)
@@ -134,7 +144,8 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
         return skipped
     files = ports.run_files
     rules = files.read_rules(environment, run.id, run.reconciliation_id)
-    merger = PartitionMerge(PartitionPlan.from_dict(files.read_json(environment, run.id, PLAN)["plan"]), rules)
+    planned = files.read_json(environment, run.id, PLAN)
+    merger = PartitionMerge(PartitionPlan.from_dict(planned["plan"]), rules)
     round_ = 0
     while True:
         items = files.read_json(environment, run.id, _manifest(round_))
@@ -161,6 +172,8 @@ def merge(ports: Ports, environment: str, run_id: int) -> str | dict[str, Any]:
     side_a = files.read_frame(environment, run.id, "side_a", columns=columns)
     side_b = files.read_frame(environment, run.id, "side_b", columns=columns)
     outcome = merger.outcome(side_a["id"], side_b["id"])
+    if skipped := planned.get("partial_skipped"):  # said in the run's rule_summary, never skipped silently
+        outcome = replace(outcome, rule_summary={**outcome.rule_summary, "partial_skipped": skipped})
     del merger  # its kept frames, which the outcome now holds: the chunks' plan needs the room
     return save_outcome(ports, run, outcome, side_a, side_b)
 

@@ -148,8 +148,11 @@ RuleConversion: TypeAlias = Annotated[Any, _documented({"anyOf": [CONVERSION_SCH
     "it."))]
 RuleAllocation: TypeAlias = Annotated[Any, _documented(
     {"type": "string", "enum": ["whole", "partial"]}, "Default whole. partial (one_to_many or many_to_one, no "
-    "group_by): a run also matches the one record to many whose sum is below what it has left, taking that "
-    "share and leaving the rest open (docs/partial-payments.md)")]
+    "group_by): a run (and a dry run) also matches the one record to many whose sum is at most what it has left, "
+    "taking that share and leaving the rest open. The payments are of the direction the rule's direction condition "
+    "asks, else of the one record's other direction; without a direction condition the records of the one "
+    "record's own direction are refunds, netted against the payments: in date order, the longest run whose net "
+    "is positive and fits (docs/partial-payments.md)")]
 
 
 class RuleBody(RequestModel):

@@ -6,6 +6,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from chalicelib.api.schemas.common import Model, QueryModel, ResponseModel, Timestamp
+from chalicelib.api.schemas.matches import AllocationOut
 from chalicelib.api.schemas.near_misses import DryRunNearMissesOut
 
 
@@ -18,7 +19,9 @@ class RunOut(ResponseModel):
     total_records: int
     processed_records: int
     matched_records: int
-    rule_summary: dict[str, Any] = Field(description="{rule_id: matched_record_count, unmatched: {side_a, side_b}}")
+    rule_summary: dict[str, Any] = Field(description=(
+        "{rule_id: matched_record_count, unmatched: {side_a, side_b}}, and, for a run matched in partitions that "
+        "could not apply a partial rule's pass, partial_skipped: {rule_id: why} (docs/partial-payments.md)"))
     progress: float = Field(ge=0, le=100)
     error_message: str | None
     created_at: Timestamp
@@ -40,6 +43,10 @@ class DryRunMatchOut(Model):
     side_a_record_ids: list[int]
     side_b_record_ids: list[int]
     differences: dict[str, Any]
+    allocations: list[AllocationOut] | None = Field(default=None, description=(
+        "A partial match (a rule with allocation partial): the record it would take in part, or finish covering, "
+        "and its share, as the run would (refunds netted against payments: docs/partial-payments.md); null when "
+        "the match would hold every record whole"))
 
 
 class ConditionExclusionOut(Model):
@@ -67,6 +74,9 @@ class DryRunOut(Model):
     matches: int
     proposed: int
     matched_records: int
+    partial_matches: int = Field(default=0, description=(
+        "Of `matches`, those that would take a record in part (a partial rule's pass, after the whole matches, as a "
+        "run makes it: docs/partial-payments.md); their records count in `matched_records`"))
     sample: list[DryRunMatchOut]
     excluded_by_condition: list[ConditionExclusionOut] | None = Field(default=None, description=(
         "One entry a condition, in the rule's order: how many candidate pairs it alone turned away. "

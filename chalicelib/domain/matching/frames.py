@@ -235,10 +235,18 @@ def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int,
     members = outcome.members.join(mine.select("match_no"), on="match_no", how="semi")
     sides = members.group_by("match_no", "side").agg(pl.col("record_id").sort()).sort("match_no")
     ids = {(row["match_no"], row["side"]): row["record_id"] for row in sides.iter_rows(named=True)}
+    # A partial match's shares (domain/matching/partial.py): record -> the share it takes, by match.
+    shared = (members.filter(pl.col("share").is_not_null()) if "share" in members.columns
+              else pl.DataFrame(schema={"match_no": pl.Int64, "record_id": pl.Int64, "share": pl.Int64}))
+    shares: dict[int, list[dict[str, int]]] = {}
+    for match_no, record_id, share in shared.sort("match_no", "record_id").select(
+            "match_no", "record_id", "share").iter_rows():
+        shares.setdefault(match_no, []).append({"record_id": record_id, "amount": share})
     sample = [{"status": row["status"], "group_key": row["group_key"],
                "side_a_record_ids": ids.get((row["match_no"], "a"), []),
                "side_b_record_ids": ids.get((row["match_no"], "b"), []),
-               "differences": json.loads(row["differences"]) if row["differences"] else {}}
+               "differences": json.loads(row["differences"]) if row["differences"] else {},
+               "allocations": shares.get(row["match_no"])}
               for row in mine.head(sample_size).iter_rows(named=True)]
     explained = ({"excluded_by_condition": [
         {"condition": i, "field": c.field, "operator": c.operator.value, "excluded_pairs": excluded}
@@ -246,6 +254,7 @@ def rule_matches(outcome: MatchOutcome, rule_id: int, sample_size: int,
         if outcome.condition_exclusions is not None else {})
     return {"taken_by_earlier_rules": outcome.members.height - members.height,
             "matches": mine.height, "proposed": mine.filter(pl.col("status") == MatchStatus.PROPOSED.value).height,
+            "partial_matches": shared["match_no"].n_unique(),
             "matched_records": members.height, "sample": sample, **explained}
 
 

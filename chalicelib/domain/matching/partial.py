@@ -4,6 +4,13 @@ records of the many side that meet its other conditions, when they sum to no mor
 record has left. The match takes that sum as its share of the one record (domain/allocation.py)
 and the many records whole; the rest of the one record stays open for later payments.
 
+The many side's payments are of the direction `payment_direction` decides from the one record and
+the rule's direction condition; without one, the records of the other direction are refunds, netted
+against the payments (domain/allocation.allocate_netted: in date order, the longest start whose net
+is positive and at most what the one record has left). The dry run applies this same pass
+(domain/matching/dry_run.py), and so does each partition of a fanned-out run whose plan keeps the
+rule's pairs together (`skipped_in_partitions` names the others, with why).
+
 The amount conditions of a partial rule are not applied to the partial pass: its sum is below the
 record's amount by design (a whole rule, or the same rule's whole pass, matches exact sums). Records
 paid in part already count by what they have left; a whole match of one of them is dropped (its
@@ -16,12 +23,13 @@ from dataclasses import replace
 
 import polars as pl
 
-from chalicelib.domain.allocation import allocate_in_order
+from chalicelib.domain.allocation import allocate_netted
 from chalicelib.domain.matching.candidates import candidate_pairs, checked_pairs
 from chalicelib.domain.matching.outcome import MATCH_SCHEMA, MatchOutcome
-from chalicelib.domain.matching.plan import RulePlan
+from chalicelib.domain.matching.partition import BlockingKey, PartitionPlan
+from chalicelib.domain.matching.plan import FLIPPED_DIRECTION, RulePlan
 from chalicelib.domain.matching.units import record_units
-from chalicelib.domain.rules import Cardinality, Rule
+from chalicelib.domain.rules import Cardinality, Operator, Rule
 
 PARTIAL_MEMBER_SCHEMA = {"match_no": pl.Int64, "side": pl.Utf8, "record_id": pl.Int64, "share": pl.Int64}
 MAX_PARTIAL_PAIRS = 20_000_000
@@ -31,6 +39,26 @@ def partial_rules(rules: Sequence[Rule]) -> list[Rule]:
     """The active partial rules, in the order a run applies them."""
     return sorted((r for r in rules if r.definition.active and r.definition.allocation == "partial"),
                   key=lambda r: (r.definition.priority, r.id))
+
+
+def skipped_in_partitions(rules: Sequence[Rule], plan: PartitionPlan) -> dict[str, str]:
+    """The partial rules a run split by `plan` cannot apply inside its partitions, each with why
+    (rule id -> reason; the others are applied in each partition, docs/partial-payments.md). The
+    pass runs inside a partition only when no record it could pair is in another: a hash plan
+    whose every key is an equality condition the pass applies (a condition of the rule, not on
+    amount); a range plan copies records into two partitions, where each could take a share."""
+    skipped: dict[str, str] = {}
+    for rule in partial_rules(rules):
+        carried = {BlockingKey.of(c) for c in rule.definition.conditions
+                   if c.operator in (Operator.EQUALS, Operator.OPPOSITE) and c.field != "amount"}
+        if not plan.exact:
+            skipped[str(rule.id)] = (f"partial pass of rule {rule.id} skipped: the run was split in {plan.axis} "
+                                     "ranges, which copy records into two partitions (a record could be paid twice)")
+        elif missing := [k for k in plan.keys if k not in carried]:
+            skipped[str(rule.id)] = (f"partial pass of rule {rule.id} skipped: the run was split in partitions by "
+                                     f"{', '.join(k.field for k in missing)}, not an equality condition of its "
+                                     "partial pass: a record and the records paying it could sit in two partitions")
+    return skipped
 
 
 def with_partial_matches(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame, rules: Sequence[Rule],
@@ -65,8 +93,12 @@ def with_partial_matches(outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl
         summary[str(rule.id)] = summary.get(str(rule.id), 0) + sum(1 + len(many) for *_, many in made)
     if not match_rows:
         return replace(outcome, rule_summary=summary)
-    members = pl.concat([outcome.members.with_columns(share=pl.lit(None, dtype=pl.Int64)),
-                         pl.DataFrame(member_rows, schema=PARTIAL_MEMBER_SCHEMA)])
+    whole = outcome.members if "share" in outcome.members.columns else outcome.members.with_columns(
+        share=pl.lit(None, dtype=pl.Int64))
+    # Members by (match, side, record id), as the engine orders them (a partition's merge reads each
+    # side's first row of a match as its lowest id).
+    members = pl.concat([whole.select(*PARTIAL_MEMBER_SCHEMA),
+                         pl.DataFrame(member_rows, schema=PARTIAL_MEMBER_SCHEMA).sort("match_no", "side", "record_id")])
     matched = set(members["record_id"].to_list())
     unmatched_a = outcome.unmatched_a.filter(~outcome.unmatched_a.is_in(list(matched)))
     unmatched_b = outcome.unmatched_b.filter(~outcome.unmatched_b.is_in(list(matched)))
@@ -104,10 +136,29 @@ def _prepared(frame: pl.DataFrame) -> pl.DataFrame:
     return frame if "is_new" in frame.columns else frame.with_columns(is_new=pl.lit(False))
 
 
+def payment_direction(rule: Rule, one_direction: str) -> str:
+    """The direction of the many side's payments against a one record of `one_direction`: what the
+    rule's direction condition asks (`equals`: the same, `opposite`: the other), else the other (the
+    sides booked as mirror images, as a bank's credit pays a ledger's debit invoice). The many side's
+    records of the other direction are refunds, netted against the payments when the rule nets."""
+    condition = next((c for c in rule.definition.conditions if c.field == "direction"), None)
+    if condition is not None and condition.operator is Operator.EQUALS:
+        return one_direction
+    return FLIPPED_DIRECTION.get(one_direction, one_direction)
+
+
+def nets_refunds(rule: Rule) -> bool:
+    """Whether the partial pass nets refunds against payments: when the rule has no direction
+    condition (a direction condition holds for every record of the many side, as any condition does)."""
+    return not any(c.field == "direction" for c in rule.definition.conditions)
+
+
 def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
               allocated: Mapping[int, int]) -> list[tuple[int, str, int | None, list[int]]]:
     """One partial rule's matches: (the one record, its side, its share or None when taken whole,
-    the many records), one record of the one side at a time by id, its candidates by date then id."""
+    the many records), one record of the one side at a time by id, its candidates by date then id,
+    allocated as domain/allocation.allocate_netted does (payments in the direction `payment_direction`
+    says; refunds, of the other, netted when `nets_refunds`)."""
     plan = RulePlan(rule)
     one_side = "b" if rule.definition.cardinality is Cardinality.MANY_TO_ONE else "a"
     if pool_a.is_empty() or pool_b.is_empty():
@@ -124,44 +175,52 @@ def _allocate(rule: Rule, pool_a: pl.DataFrame, pool_b: pl.DataFrame,
     both = pl.concat([pool_a.select(columns), pool_b.select(columns)])
     paid = pl.DataFrame({"one": list(allocated), "allocated": list(allocated.values())},
                         schema={"one": pl.Int64, "allocated": pl.Int64})
-    # Each one record's offers: of its currency and decimal places, not paid in part themselves.
+    flipped = pl.col("one_direction").replace_strict(FLIPPED_DIRECTION, default=pl.col("one_direction"),
+                                                     return_dtype=pl.Utf8)
+    pays = pl.col("one_direction") if payment_direction(rule, "credit") == "credit" else flipped
+    # Each one record's offers: of its currency and decimal places, not paid in part themselves, its
+    # payments (+) and, when the rule nets, its refunds (-); records of neither direction are left out.
     offers = (pairs.select(one=pl.col(one_column), many=pl.col(many_column))
-              .join(both.select(one="id", one_amount="amount", currency="currency", places="decimal_places"), on="one")
+              .join(both.select(one="id", one_amount="amount", currency="currency", places="decimal_places",
+                                one_direction="direction"), on="one")
               .join(both.select(many="id", amount="amount", m_currency="currency", m_places="decimal_places",
                                 day="date", direction="direction"), on="many")
               .filter((pl.col("currency") == pl.col("m_currency")) & (pl.col("places") == pl.col("m_places"))
                       & ~pl.col("many").is_in(paid["one"].implode()))
+              .with_columns(refund=pl.col("direction") != pays)
+              .filter(~pl.col("refund") | nets_refunds(rule))
               .join(paid, on="one", how="left")
-              .select("one", "many", "amount", "day", "direction",
+              .select("one", "many", "amount", "day", "refund",
+                      signed=pl.when(pl.col("refund")).then(-pl.col("amount")).otherwise(pl.col("amount")),
                       remaining=pl.col("one_amount") - pl.col("allocated").fill_null(0))
               .sort("one", "day", "many"))
     # A record offered to one record only is taken or not by that record alone: those records' offers
-    # are allocated at once, in columns (a prefix of each one's offers in date order: the first of
-    # them that would overpay, or has no amount, stops it); the others one at a time, below.
+    # are allocated at once, in columns, as allocate_netted walks them (the longest start of each
+    # one's offers in date order whose net is positive and at most what is left, before any record
+    # of no amount); the others one at a time, below.
     contested_many = offers.group_by("many").len().filter(pl.col("len") > 1)["many"]
     contested = offers.filter(pl.col("many").is_in(contested_many.implode()))["one"].unique()
     alone = offers.filter(~pl.col("one").is_in(contested.implode()))
-    alone = (alone.filter(pl.col("direction") == pl.col("direction").first().over("one"))
-             .with_columns(stop=((pl.col("amount") <= 0) | (pl.col("amount").cum_sum().over("one")
-                                                             > pl.col("remaining"))).cum_sum().over("one"))
-             .filter(pl.col("stop") == 0)
+    fits = (pl.col("net") > 0) & (pl.col("net") <= pl.col("remaining"))
+    alone = (alone.with_columns(net=pl.col("signed").cum_sum().over("one"),
+                                position=pl.int_range(pl.len()).over("one"))
+             .filter((pl.col("amount") <= 0).cum_sum().over("one") == 0)
+             .filter(pl.col("position") <= pl.when(fits).then(pl.col("position")).max().over("one"))
              .group_by("one", maintain_order=True)
-             .agg(pl.col("many"), taken=pl.col("amount").sum(), remaining=pl.col("remaining").first()))
+             .agg(pl.col("many"), taken=pl.col("signed").sum(), remaining=pl.col("remaining").first()))
     made: list[tuple[int, str, int | None, list[int]]] = []
     for one, many, taken, remaining in alone.iter_rows():
         whole = taken == remaining and one not in allocated
         made.append((one, one_side, None if whole else taken, list(many)))
     rest = offers.filter(pl.col("one").is_in(contested.implode()))
-    candidates: dict[int, list[tuple[int, int, str, int]]] = {}
-    for one, many, amount, direction, remaining in rest.select("one", "many", "amount", "direction",
-                                                               "remaining").iter_rows():
-        candidates.setdefault(one, []).append((many, amount, direction, remaining))
+    candidates: dict[int, list[tuple[int, int, bool, int]]] = {}
+    for one, many, amount, refund, remaining in rest.select("one", "many", "amount", "refund",
+                                                            "remaining").iter_rows():
+        candidates.setdefault(one, []).append((many, amount, refund, remaining))
     used: set[int] = set()
     for one in sorted(candidates):  # in id order, each taking what the ones before it left
-        choices = [c for c in candidates[one] if c[0] not in used]
-        directions = {c[2] for c in choices[:1]}
         remaining = candidates[one][0][3]
-        chosen, left = allocate_in_order(remaining, ((m, a) for m, a, d, _ in choices if d in directions))
+        chosen, left = allocate_netted(remaining, ((m, a, r) for m, a, r, _ in candidates[one] if m not in used))
         if not chosen:
             continue
         whole = left == 0 and one not in allocated

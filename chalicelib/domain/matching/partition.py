@@ -351,7 +351,7 @@ class PartitionMerge:
     rounds: int = 0
     conflicts: int = 0
     _matches: list[pl.DataFrame] = field(default_factory=list)   # gid, rule_id, ..., rule_pos, a_first
-    _members: list[pl.DataFrame] = field(default_factory=list)   # gid, side, record_id
+    _members: list[pl.DataFrame] = field(default_factory=list)   # gid, side, record_id, share
     _taken: pl.Series | None = None
     _next_gid: int = 0
 
@@ -413,7 +413,10 @@ class PartitionMerge:
             match_parts.append(outcome.matches.with_columns(
                 gid=pl.col("match_no") + offset, partition=pl.lit(partition, dtype=pl.Int64),
                 a_first=firsts["a"], b_first=firsts["b"]))
-            member_parts.append(members.select(gid=pl.col("match_no") + offset, side="side", record_id="record_id"))
+            # `share`: a partial match's (domain/matching/partial.py, applied inside a partition), else null
+            share = pl.col("share") if "share" in members.columns else pl.lit(None, dtype=pl.Int64)
+            member_parts.append(members.select(gid=pl.col("match_no") + offset, side="side", record_id="record_id",
+                                               share=share.cast(pl.Int64)))
         if not match_parts:
             return pl.DataFrame(), pl.DataFrame()
         return pl.concat(match_parts).join(self._position, on="rule_id", how="left"), pl.concat(member_parts)
@@ -441,7 +444,10 @@ class PartitionMerge:
             members = pl.concat(self._members)
             match_no = number[members["gid"].to_numpy()]
             order = np.argsort(match_no, kind="stable")  # stable: each match's rows stay in their order
-            members = members.select(match_no=pl.Series(match_no), side="side", record_id="record_id")[order]
+            members = members.select(match_no=pl.Series(match_no), side="side", record_id="record_id",
+                                     share="share")[order]
+            if members["share"].null_count() == members.height:  # no partial match: the engine's members
+                members = members.drop("share")
             matches = found.with_row_index("match_no").with_columns(pl.col("match_no").cast(pl.Int64))
             rule_of = matches["rule_id"].to_numpy()[members["match_no"].to_numpy()]
             rule_ids, counts = np.unique(rule_of, return_counts=True)
