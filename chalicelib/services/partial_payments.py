@@ -19,8 +19,6 @@ from chalicelib.domain.runs import Run
 from chalicelib.services.ports import Ports
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from chalicelib.domain.matching.frames import Frame
     from chalicelib.domain.matching.outcome import MatchOutcome
     from chalicelib.domain.matching.partition import PartitionPlan
@@ -84,8 +82,6 @@ def in_run(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b:
 
 # A run matched in partitions (services/run_partitions.py, docs/partial-payments.md) -----------------
 
-OWN_AMOUNT = "own_amount"  # a partition's column: the record's amount in its own minor units
-
 
 def skipped_in_partitions(rules: Sequence[Rule], plan: PartitionPlan) -> dict[str, str]:
     """The partial rules whose pass cannot run inside the plan's partitions, each with why."""
@@ -100,22 +96,12 @@ def applied_in_partitions(rules: Sequence[Rule], skipped: Mapping[str, str]) -> 
     return [r for r in partial_rules(rules) if str(r.id) not in skipped]
 
 
-def with_own_amounts(engine: pl.DataFrame, side: pl.DataFrame) -> pl.DataFrame:
-    """An engine frame (amounts brought to one scale) with each record's own amount and decimal
-    places beside, which the partial pass allocates in: a partition's files carry them."""
-    import polars as pl
-
-    return engine.join(side.select("id", "decimal_places", pl.col("amount").alias(OWN_AMOUNT)), on="id", how="left")
-
-
-def in_partition(ports: Ports, run: Run, outcome: MatchOutcome, side_a: pl.DataFrame, side_b: pl.DataFrame,
+def in_partition(ports: Ports, run: Run, outcome: MatchOutcome, side_a: Frame, side_b: Frame,
                  rules: Sequence[Rule], skipped: Mapping[str, str]) -> MatchOutcome:
     """A partition's outcome with partial payments, as `in_run` does a run in one piece: whole
     matches of records paid in part dropped, and the passes of the partial rules not `skipped`
     (the plan keeps every record they could pair in this partition) added."""
-    import polars as pl
-
-    from chalicelib.domain.matching.partial import with_partial_matches
+    from chalicelib.domain.matching.partial import OWN_AMOUNT, in_own_amounts, with_partial_matches
 
     applied = applied_in_partitions(rules, skipped)
     if OWN_AMOUNT not in side_a.columns or OWN_AMOUNT not in side_b.columns:
@@ -124,5 +110,5 @@ def in_partition(ports: Ports, run: Run, outcome: MatchOutcome, side_a: pl.DataF
         return outcome
     allocated = allocated_in(ports, run.environment, run.reconciliation_id)
     if applied:
-        side_a, side_b = (frame.with_columns(amount=pl.col(OWN_AMOUNT)) for frame in (side_a, side_b))
+        side_a, side_b = in_own_amounts(side_a), in_own_amounts(side_b)
     return with_partial_matches(outcome, side_a, side_b, applied, allocated)

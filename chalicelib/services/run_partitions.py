@@ -56,6 +56,7 @@ def fan_out(ports: Ports, run: Run, rules: list[Rule], side_a: Frame, side_b: Fr
     round's manifest. RunTooLarge when the data refuses a plan (a range plan over one value) or a
     partition would still not fit one function (a key of few values)."""
     from chalicelib.domain.matching.frames import engine_frames
+    from chalicelib.domain.matching.partial import with_own_amounts
     from chalicelib.domain.matching.partition import partitions_for, plan_partitions, split
 
     limits, total = ports.limits, side_a.height + side_b.height
@@ -66,8 +67,7 @@ def fan_out(ports: Ports, run: Run, rules: list[Rule], side_a: Frame, side_b: Fr
                           f"function holds, and they cannot be split in partitions: {plan.reason}")
     skipped = partial_payments.skipped_in_partitions(rules, plan)  # docs/partial-payments.md
     if partial_payments.applied_in_partitions(rules, skipped):  # their pass allocates in the records' own units
-        engine_a, engine_b = partial_payments.with_own_amounts(engine_a, side_a), partial_payments.with_own_amounts(
-            engine_b, side_b)
+        engine_a, engine_b = with_own_amounts(engine_a, side_a), with_own_amounts(engine_b, side_b)
     parts_a, parts_b = split(engine_a, plan, "a"), split(engine_b, plan, "b")
     items = []
     for partition in sorted(set(parts_a) & set(parts_b)):  # a partition lacking a side matches nothing

@@ -8,8 +8,8 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from chalicelib.domain.matching.partial import OWN_AMOUNT
 from chalicelib.services import run_partitions
-from chalicelib.services.partial_payments import OWN_AMOUNT
 from chalicelib.services.reconciliation_runs import load, start_run
 from tests.services.conftest import ENV, new_reconciliation, record, streams
 from tests.services.test_reconciliation_runs import add_rule

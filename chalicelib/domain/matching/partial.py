@@ -35,6 +35,20 @@ PARTIAL_MEMBER_SCHEMA = {"match_no": pl.Int64, "side": pl.Utf8, "record_id": pl.
 MAX_PARTIAL_PAIRS = 20_000_000
 
 
+OWN_AMOUNT = "own_amount"  # a partition's column: the record's amount in its own minor units
+
+
+def with_own_amounts(engine: pl.DataFrame, side: pl.DataFrame) -> pl.DataFrame:
+    """An engine frame (amounts brought to one scale) with each record's own amount and decimal
+    places beside, which the partial pass allocates in: a partition's files carry them."""
+    return engine.join(side.select("id", "decimal_places", pl.col("amount").alias(OWN_AMOUNT)), on="id", how="left")
+
+
+def in_own_amounts(frame: pl.DataFrame) -> pl.DataFrame:
+    """A partition's frame with each record's own amount back in `amount`, as the partial pass takes it."""
+    return frame.with_columns(amount=pl.col(OWN_AMOUNT))
+
+
 def partial_rules(rules: Sequence[Rule]) -> list[Rule]:
     """The active partial rules, in the order a run applies them."""
     return sorted((r for r in rules if r.definition.active and r.definition.allocation == "partial"),
