@@ -2,6 +2,7 @@
 // reorder them; preparers dry run one rule, or every active rule in priority order.
 import { useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
+import { SuggestionsSection } from "./rule-suggestions.js";
 import { Confirm, FieldError, invalid, Problem, Status, useApi, useMounted } from "./ui.js";
 
 const FIELDS = ["amount", "date", "direction", "currency", "description", "external_id"];
@@ -151,7 +152,8 @@ export function RulesSection({ reconciliation }) {
             <li class="rule" key=${rule.id} data-rule-id=${rule.id} aria-labelledby=${`rule-heading-${rule.id}`}>
               <h3 id=${`rule-heading-${rule.id}`}>${rule.name}</h3>
               <p class="rule-facts">${`Priority ${rule.priority} · ${rule.cardinality} · ${rule.auto_confirm
-                ? "confirms its matches" : "proposes its matches"} · ${rule.active ? "active" : "inactive"}`}</p>
+                ? "confirms its matches" : "proposes its matches"} · ${rule.status || (rule.active ? "active" : "inactive")}`}
+                ${rule.source === "learned" && html` <span class="badge learned">learned from decisions</span>`}</p>
               <ul class="conditions">
                 ${rule.conditions.map((c) => html`<li>${describeCondition(c)}</li>`)}
               </ul>
@@ -185,6 +187,7 @@ export function RulesSection({ reconciliation }) {
         onSaved=${(r) => saved(r, true)} onCancel=${close} />`}
       ${all && html`<${DryRunAll} all=${all} />`}
       <${Status} text=${status} />
+      <${SuggestionsSection} reconciliation=${reconciliation} onAccepted=${reload} />
     </section>`;
 }
 
