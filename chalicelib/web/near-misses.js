@@ -46,8 +46,8 @@ export function NearMisses({ exception, tick }) {
       ${!data && !error && html`<p>Looking for each record's closest candidate…</p>`}
       ${found && found.refused && html`<p class="error">Not explained: ${found.refused}</p>`}
       ${found && !found.refused && html`
-        <p class="muted">Its ${plural(found.records, "newest open record")} under each active rule: the closest open record
-          of the other side and the conditions the pair fails.</p>
+        <p class="muted">${plural(found.records, "open record")} of this exception (its newest, at most 20), each under every
+          active rule: the closest open record of the other side and the conditions the pair fails.</p>
         ${found.rules.filter((r) => !r.explained).map((r) => html`<p class="muted" key=${r.reconciliation_rule_id}>Rule
           “${r.name}” is not explained: ${r.reason}</p>`)}
         ${found.rules.length === 0 && html`<p>The reconciliation has no active rule: nothing would match these records.</p>`}

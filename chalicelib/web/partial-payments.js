@@ -158,8 +158,9 @@ export function ManualMatch({ reconciliationId, chosen, onRemove, onMatched }) {
           ${allow && html`<label for="manual-match-reason">Reason for the difference</label>
             <textarea id="manual-match-reason" rows="2" value=${reason} onInput=${(e) => setReason(e.currentTarget.value)}></textarea>`}
           ${failure && html`<div class="error" role="alert" id="manual-match-problem" tabindex="-1">
-            <p>Not matched: ${failure.message}</p>
-            ${otherErrors.length > 0 && html`<ul>${otherErrors.map((e) => html`<li><code>${e.field}</code>: ${e.message}</li>`)}</ul>`}
+            ${otherErrors.length > 0 ? html`<p>Not matched:</p>
+              <ul>${otherErrors.map((e) => html`<li><code>${e.field}</code>: ${e.message}</li>`)}</ul>`
+              : html`<p>Not matched: ${failure.message}</p>`}
           </div>`}
           <button type="submit" aria-disabled=${busy ? "true" : undefined}>Match ${plural(chosen.length, "record")}</button>
         </form>`}

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import invoice_paid_in_parts, serious_violations, signed_in, unexpected, wait_for
+from tests.support.web_app import invoice_paid_in_parts, screenshot, serious_violations, signed_in, unexpected, wait_for
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -56,9 +56,16 @@ def test_a_preparer_matches_part_of_an_invoice_and_sees_what_it_has_left(stack, 
     share.press("Enter")
     alert = form.get_by_role("alert")
     alert.wait_for()
-    assert alert.inner_text().startswith("Not matched: ")
+    assert alert.inner_text().startswith("Not matched:")
+    refused = stack.request("POST", "/reconciliation_matches", {  # what the service says to the same request
+        "reconciliation_id": world["reconciliation"]["id"], "record_ids": [invoice, first],
+        "allocations": [{"record_id": invoice, "amount": 500}]})
+    assert refused.status_code == 422, refused.text
+    [error] = refused.json()["errors"]
+    assert alert.inner_text().split() == f"Not matched: {error['field']}: {error['message']}".split()
     page.wait_for_function("() => document.activeElement?.id === 'manual-match-problem'")
     assert serious_violations(page) == []
+    screenshot(page, "manual-match-refused")
     assert record(stack, invoice)["allocations"] == [] and record(stack, first)["status"] == "unreconciled"
 
     share.fill("4.00")
@@ -90,6 +97,7 @@ def test_a_preparer_matches_part_of_an_invoice_and_sees_what_it_has_left(stack, 
     assert shares.locator(f"li[data-record-id='{invoice}']").inner_text() == f"Record {invoice}: 4.00 USD of 10.00 USD"
     in_match = page.get_by_test_id(f"part-paid-{invoice}")
     assert in_match.locator("[data-amount='remaining']").inner_text() == "6.00 USD"
+    screenshot(page, "match-shares")
     assert serious_violations(page) == []
     assert unexpected(page.problems, 422) == []
 

@@ -14,7 +14,17 @@ import pytest
 
 from tests.support.chromium import needs_chromium
 from tests.support.learned_rules import labelled_pairs
-from tests.support.web_app import as_person, ingest, post, role_token, serious_violations, signed_in, tab_to, unexpected
+from tests.support.web_app import (
+    as_person,
+    ingest,
+    post,
+    role_token,
+    screenshot,
+    serious_violations,
+    signed_in,
+    tab_to,
+    unexpected,
+)
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -117,6 +127,7 @@ def test_a_preparer_asks_for_suggestions_and_reads_their_evidence(stack, page):
     # A preparer asks but does not decide (accepting and dismissing are an admin's).
     assert item.get_by_role("button", name=f"Accept {top['name']}").count() == 0
     item.get_by_text("an admin accepts or dismisses it").wait_for()
+    screenshot(page, "rule-suggestions")
     assert serious_violations(page) == []
     assert unexpected(page.problems) == []
 
