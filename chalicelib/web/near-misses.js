@@ -59,11 +59,10 @@ export function NearMisses({ exception, tick }) {
             <ul>${entry.misses.map((m) => html`<li key=${m.reconciliation_rule_id} data-rule-id=${m.reconciliation_rule_id}>
               Under “${rules.get(m.reconciliation_rule_id)?.name || `rule ${m.reconciliation_rule_id}`}”:
               ${m.candidate_record_id === null ? html` no open record on the other side to compare with.`
-                : m.would_match ? html` <span data-testid="would-match">it meets every condition with
-                  <${RecordLine} record=${records.get(m.candidate_record_id)} id=${m.candidate_record_id} />: a run would match
-                  them (that record may have arrived after the last run).</span>`
-                : html` the closest candidate is <${RecordLine} record=${records.get(m.candidate_record_id)} id=${m.candidate_record_id} />,
-                  failing ${plural(m.failed_condition_count, "condition")}:
+                : m.would_match ? html` <span data-testid="would-match">it meets every condition with${" "}<${RecordLine}
+                  record=${records.get(m.candidate_record_id)} id=${m.candidate_record_id} />${": a run would match them (that record may have arrived after the last run)."}</span>`
+                : html` the closest candidate is <${RecordLine} record=${records.get(m.candidate_record_id)} id=${m.candidate_record_id} />${
+                  `, failing ${plural(m.failed_condition_count, "condition")}:`}
                   <ul class="failed-conditions">${m.failed_conditions.map((c, i) => html`<li key=${i} data-field=${c.field}>${c.message}</li>`)}</ul>`}
               ${(m.conversions || []).length > 0 && html`<ul class="conversions">${m.conversions.map((n, i) => html`<${Conversion} key=${i} note=${n} />`)}</ul>`}
             </li>`)}</ul>
