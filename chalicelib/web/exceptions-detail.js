@@ -284,6 +284,7 @@ export function ExceptionDetail({ id, route, session }) {
   const statusLine = useRef(null);
   const mayWork = can("preparer");
   const [chosen, setChosen] = useState([]); // [{record, side}] picked for a match by hand
+  const [matched, setMatched] = useState(0); // matches made here: near misses are read again (they read every open record)
   const selection = mayWork ? {
     has: (recordId) => chosen.some((c) => c.record.id === recordId),
     toggle: (record, side, on) => setChosen((before) => (on ? [...before.filter((c) => c.record.id !== record.id), { record, side }]
@@ -344,10 +345,10 @@ export function ExceptionDetail({ id, route, session }) {
           <p>${exception.assignees.length ? exception.assignees.map((a) => nameOf(people, a.idp_user_id)).join(", ") : "Nobody is assigned."}</p>
         </section>`}
       <${Investigation} exception=${exception} mayWork=${mayWork} act=${act} />
-      <${NearMisses} exception=${exception} tick=${tick} />
+      <${NearMisses} exception=${exception} tick=${matched} />
       ${mayWork && html`<${ManualMatch} reconciliationId=${exception.reconciliation_id} chosen=${chosen}
         onRemove=${(recordId) => setChosen((before) => before.filter((c) => c.record.id !== recordId))}
-        onMatched=${() => { setChosen([]); reload(); setTick((n) => n + 1); }} />`}
+        onMatched=${() => { setChosen([]); reload(); setTick((n) => n + 1); setMatched((n) => n + 1); }} />`}
       <${SideBySide} exception=${exception} tick=${tick} selection=${selection} />
       <${Comments} exception=${exception} people=${people} mayWrite=${mayWork} act=${act} />
     </article>`;

@@ -134,7 +134,7 @@ export function SuggestionsSection({ reconciliation, onAccepted }) {
 
   return html`
     <section class="suggestions" aria-labelledby="suggestions-title" aria-busy=${asking ? "true" : "false"}>
-      <h3 id="suggestions-title" tabindex="-1" ref=${heading}>Suggested rules</h3>
+      <h3 id="suggestions-title" tabindex="-1" ref=${heading}>Suggestions learned from decisions</h3>
       <p class="hint">Learned from the matches people made by hand and the investigations they accepted. A suggestion
         runs nowhere until it is accepted${can(DECIDE_ROLE) ? "" : " (by an admin)"}.</p>
       ${can(SUGGEST_ROLE) && html`

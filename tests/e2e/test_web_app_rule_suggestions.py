@@ -63,7 +63,7 @@ def proposed(stack, reconciliation_id: int) -> list[dict]:
 
 def open_reconciliation(stack, page, reconciliation: dict, role: str):
     signed_in(stack, page, role=role, hash_route=f"#/reconciliations/{reconciliation['id']}")
-    page.get_by_role("heading", name="Suggested rules").wait_for()
+    page.get_by_role("heading", name="Suggestions learned from decisions").wait_for()
     return page
 
 
