@@ -157,6 +157,10 @@ export function RulesSection({ reconciliation }) {
               <ul class="conditions">
                 ${rule.conditions.map((c) => html`<li>${describeCondition(c)}</li>`)}
               </ul>
+              ${rule.conversion && html`<p class="rule-conversion">${`Converts side ${rule.conversion.side === "side_b" ? "B" : "A"} into `
+                + `${rule.conversion.to_currency} at the rates of “${rule.conversion.rate_stream_key}” (at most `
+                + `${rule.conversion.max_days_back ?? 7} days back) before comparing`}</p>`}
+              ${rule.allocation === "partial" && html`<p class="rule-allocation">Allocates in part: a record may be paid by several matches.</p>`}
               ${(rule.group_by.side_a || []).length + (rule.group_by.side_b || []).length > 0 && html`
                 <p>Grouped by: side A ${(rule.group_by.side_a || []).join(", ") || "—"}; side B ${(rule.group_by.side_b || []).join(", ") || "—"}</p>`}
               <div class="actions">

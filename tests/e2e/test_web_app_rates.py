@@ -11,7 +11,14 @@ import uuid
 import pytest
 
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import main_nav, screenshot, serious_violations, signed_in, unexpected
+from tests.support.web_app import (
+    main_nav,
+    reconciliation_with_rule,
+    screenshot,
+    serious_violations,
+    signed_in,
+    unexpected,
+)
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -117,5 +124,22 @@ def test_a_viewer_reads_rate_streams_without_forms(stack, page):
     stream_row(page, key).get_by_text("USD/JPY: 2026-03-02 (1 rate, latest 150.12)").wait_for()
     assert page.get_by_role("form", name="Import rates").count() == 0
     assert page.get_by_role("form", name="Create a rate stream").count() == 0
+    assert serious_violations(page) == []
+    assert unexpected(page.problems) == []
+
+
+def test_a_rule_that_converts_says_so_in_the_rules_list(stack, page):
+    key = f"ecb-{uuid.uuid4().hex[:8]}"
+    assert stack.request("POST", "/rate_streams", {"key": key, "name": f"Rates {key}"}).status_code == 201
+    reconciliation, rule, _, _ = reconciliation_with_rule(stack, {
+        "name": "EUR bank to USD ledger", "priority": 1,
+        "conditions": [{"field": "amount", "operator": "within", "tolerance": 1},
+                       {"field": "date", "operator": "within", "days": 2}],
+        "conversion": {"rate_stream_key": key, "side": "side_a", "to_currency": "USD", "max_days_back": 5}})
+    signed_in(stack, page, role="viewer", hash_route=f"#/reconciliations/{reconciliation['id']}")
+    item = page.locator(f"li.rule[data-rule-id='{rule['id']}']")
+    item.locator(".rule-conversion").wait_for()
+    assert item.locator(".rule-conversion").inner_text() == (
+        f"Converts side A into USD at the rates of “{key}” (at most 5 days back) before comparing")
     assert serious_violations(page) == []
     assert unexpected(page.problems) == []
