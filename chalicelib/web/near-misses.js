@@ -69,3 +69,21 @@ export function NearMisses({ exception, tick }) {
           </article>`)}`}
     </section>`;
 }
+
+// A dry run's near misses (its `near_misses`, docs/near-misses.md): the records it leaves open, of its
+// sample, each with its closest candidate under the rule and the conditions that pair fails.
+export function DryRunNearMisses({ nearMisses, rule }) {
+  if (!nearMisses) return null;
+  if (!nearMisses.explained) return html`<p class="muted">Records left open are not explained: ${nearMisses.reason}</p>`;
+  if (!nearMisses.sample.length) return html`<p class="muted">It leaves no record open.</p>`;
+  return html`
+    <div class="dry-run-near-misses" data-testid=${`dry-run-near-misses-${rule.id}`}>
+      <h5>${`Why records stay open: ${nearMisses.sample.length} of the ${nearMisses.left_open} it leaves open`}</h5>
+      <ul>${nearMisses.sample.map((m) => html`<li key=${`${m.side}-${m.record_id}`} data-record-id=${m.record_id}>
+        ${`Record ${m.record_id} (side ${m.side.toUpperCase()}): `}${m.candidate_record_id === null
+          ? "no open record on the other side to compare with."
+          : m.would_match ? `it meets every condition with record ${m.candidate_record_id}, but a conflict kept them apart (one record wanted by two).`
+          : html`${`closest candidate record ${m.candidate_record_id}, failing `}<span>${m.failed_conditions.map((c) => c.message).join("; ")}</span>`}
+      </li>`)}</ul>
+    </div>`;
+}

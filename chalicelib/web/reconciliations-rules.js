@@ -2,6 +2,7 @@
 // reorder them; preparers dry run one rule, or every active rule in priority order.
 import { useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
+import { DryRunNearMisses } from "./near-misses.js";
 import { SuggestionsSection } from "./rule-suggestions.js";
 import { Confirm, FieldError, invalid, Problem, Status, useApi, useMounted } from "./ui.js";
 
@@ -217,7 +218,7 @@ function DryRunAll({ all }) {
     </div>`;
 }
 
-function DryRunResult({ rule, state }) {
+export function DryRunResult({ rule, state }) {
   if (state.busy) return html`<p class="dry-run">Dry running “${rule.name}”…</p>`;
   if (state.error) return html`<${Problem} error=${state.error} what=${`dry run “${rule.name}”`} />`;
   const r = state.result;
@@ -248,6 +249,7 @@ function DryRunResult({ rule, state }) {
             <td>${Object.entries(m.differences || {}).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</td></tr>`)}
           </tbody>
         </table>` : html`<p>No match in the sample.</p>`}
+      <${DryRunNearMisses} nearMisses=${r.near_misses} rule=${rule} />
     </div>`;
 }
 

@@ -4,7 +4,7 @@
 // (the API's role for accept and dismiss) accepts one at a chosen priority or dismisses it. Viewers read.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
-import { describeCondition } from "./reconciliations-rules.js";
+import { describeCondition, DryRunResult } from "./reconciliations-rules.js";
 import { Confirm, FieldError, invalid, plural, Problem, useApi, When } from "./ui.js";
 
 // The least role each step needs, as chalicelib/api/route_roles.py has it.
@@ -172,6 +172,18 @@ function Suggestion({ rule, onDecided }) {
   const id = `suggestion-${rule.id}-priority`;
   const fieldError = failure && (failure.errors || []).filter((x) => x.field === "priority").map((x) => x.message).join("; ");
   const decide = can(DECIDE_ROLE);
+  const [dry, setDry] = useState(null); // its dry run now: {busy} | {result} | {error}
+
+  // A proposed rule dry runs as any rule (after the active ones), its near misses included.
+  async function dryRun() {
+    if (dry?.busy) return;
+    setDry({ busy: true });
+    try {
+      setDry({ result: await api(`reconciliation_rules/${rule.id}/dry_run`, { method: "POST" }) });
+    } catch (problem) {
+      setDry({ error: problem });
+    }
+  }
 
   async function accept(event) {
     event.preventDefault();
@@ -235,6 +247,9 @@ function Suggestion({ rule, onDecided }) {
           <tbody>${d.conflicts_sample.map((m, i) => html`<tr key=${i}><td>${m.side_a_record_ids.join(", ")}</td>
             <td>${m.side_b_record_ids.join(", ")}</td><td>${(m.decided_record_ids || []).join(", ")}</td></tr>`)}</tbody>
         </table>`}
+      ${can(SUGGEST_ROLE) && html`<div class="actions"><button type="button" class="secondary" onClick=${dryRun}
+        aria-label=${`Dry run ${rule.name}`} aria-disabled=${dry?.busy ? "true" : undefined}>Dry run</button></div>`}
+      ${dry && html`<${DryRunResult} rule=${rule} state=${dry} />`}
       ${decide ? html`
         <form class="inline accept-form" onSubmit=${accept} aria-label=${`Accept or dismiss ${rule.name}`} novalidate>
           <div class="field">

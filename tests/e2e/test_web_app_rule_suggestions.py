@@ -124,6 +124,22 @@ def test_a_preparer_asks_for_suggestions_and_reads_their_evidence(stack, page):
     assert str(amount["min"]) in words["amount"]
     for condition in top["conditions"]:
         item.locator("ul.conditions li").filter(has_text=condition["field"]).first.wait_for()
+    # A suggestion dry runs as any rule: what it would match now, and why the records it leaves stay open.
+    item.get_by_role("button", name=f"Dry run {top['name']}").press("Enter")
+    near = item.get_by_test_id(f"dry-run-near-misses-{top['id']}")
+    near.wait_for()
+    again = stack.request("POST", f"/reconciliation_rules/{top['id']}/dry_run").json()  # nothing changed since
+    sample = again["near_misses"]["sample"]
+    assert near.locator("h5").inner_text() == (
+        f"Why records stay open: {len(sample)} of the {again['near_misses']['left_open']} it leaves open")
+    assert [int(li.get_attribute("data-record-id")) for li in near.locator("li").all()] == [m["record_id"] for m in sample]
+    failing = [m for m in sample if m["failed_conditions"]]
+    assert failing, sample
+    shown = near.locator(f"li[data-record-id='{failing[0]['record_id']}']").inner_text()
+    assert f"closest candidate record {failing[0]['candidate_record_id']}, failing " in shown
+    assert all(c["message"] in shown for c in failing[0]["failed_conditions"])
+    assert serious_violations(page) == []
+
     # A preparer asks but does not decide (accepting and dismissing are an admin's).
     assert item.get_by_role("button", name=f"Accept {top['name']}").count() == 0
     item.get_by_text("an admin accepts or dismisses it").wait_for()
@@ -175,12 +191,15 @@ def test_an_admin_accepts_one_at_a_priority_and_dismisses_another_a_viewer_reads
     assert "Priority 5" in in_list.locator(".rule-facts").inner_text()
 
     item = suggestion(page, other)
+    yes_has_focus = "() => document.activeElement?.textContent === 'Yes, dismiss'"
     item.get_by_role("button", name=f"Dismiss {other['name']}").focus()
     page.keyboard.press("Enter")
-    page.keyboard.press("Escape")  # the question goes, nothing is sent
+    page.wait_for_function(yes_has_focus)
+    page.keyboard.press("Escape")  # the question goes, nothing is sent; the focus is back on Dismiss
+    page.wait_for_function("name => document.activeElement?.getAttribute('aria-label') === name", arg=f"Dismiss {other['name']}")
     assert stack.request("GET", f"/reconciliation_rules/{other['id']}").json()["status"] == "proposed"
-    item.get_by_role("button", name=f"Dismiss {other['name']}").focus()
     page.keyboard.press("Enter")
+    page.wait_for_function(yes_has_focus)
     assert serious_violations(page) == []
     item.get_by_role("button", name="Yes, dismiss").press("Enter")
     page.get_by_test_id("suggestions-status").filter(has_text=f"Dismissed “{other['name']}”").wait_for()
