@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
 import { ExportButton, exportFilters } from "./export.js";
+import { Conversion } from "./near-misses.js";
 import { MatchShares, PartPaid } from "./partial-payments.js";
 import { Confirm, go, Money, Pager, plural, Problem, Status, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
@@ -184,7 +185,10 @@ function MatchDetail({ id }) {
       <dt>Group</dt><dd class="group-key">${data.group_key}</dd>
       <dt>Made</dt><dd><${When} iso=${data.created_at} /></dd>
       ${data.reason && html`<dt>Reason</dt><dd>${data.reason}</dd>`}
-      <dt>Differences</dt><dd>${Object.entries(data.differences || {}).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</dd>
+      <dt>Differences</dt><dd>${Object.entries(data.differences || {}).filter(([k]) => k !== "conversions")
+        .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</dd>
+      ${(data.differences?.conversions || []).length > 0 && html`<dt>Converted</dt><dd><ul class="conversions"
+        data-testid="match-conversions">${data.differences.conversions.map((n) => html`<${Conversion} key=${n.record_id} note=${n} />`)}</ul></dd>`}
     </dl>
     ${can("approver") && data.status === "proposed" && !rejected && html`
       <div class="actions">

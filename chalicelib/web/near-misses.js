@@ -6,7 +6,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, html } from "./api.js";
 import { Money, plural, Problem, useApi } from "./ui.js";
 
-function Conversion({ note }) {
+export function Conversion({ note }) {
   const whose = note.record === "subject" ? "this record" : note.record === "candidate" ? "the candidate" : `record ${note.record_id}`;
   return html`<li>Converted (${whose}): ${note.amount} ${note.from_currency} at ${note.pair} ${note.rate}${note.inverted
     ? " (divided: only the reverse pair had a rate)" : ""} of ${note.rate_date} = ${note.converted_amount} ${note.to_currency}</li>`;

@@ -12,12 +12,16 @@ import pytest
 
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
+    ingest,
     main_nav,
     reconciliation_with_rule,
     screenshot,
     serious_violations,
     signed_in,
+    start_run,
     unexpected,
+    wait_for,
+    wait_run,
 )
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
@@ -141,5 +145,51 @@ def test_a_rule_that_converts_says_so_in_the_rules_list(stack, page):
     item.locator(".rule-conversion").wait_for()
     assert item.locator(".rule-conversion").inner_text() == (
         f"Converts side A into USD at the rates of “{key}” (at most 5 days back) before comparing")
+    assert serious_violations(page) == []
+    assert unexpected(page.problems) == []
+
+
+def test_a_match_across_currencies_and_a_near_miss_say_the_rate_they_used(stack, page):
+    key = f"ecb-{uuid.uuid4().hex[:8]}"
+    assert stack.request("POST", "/rate_streams", {"key": key, "name": f"Rates {key}"}).status_code == 201
+    assert stack.request("POST", f"/rate_streams/{key}/rates", {"csv": RATES}).status_code == 200
+    reconciliation, rule, bank, ledger = reconciliation_with_rule(stack, {
+        "name": "EUR bank to USD ledger", "priority": 1,
+        "conditions": [{"field": "amount", "operator": "within", "tolerance": 1},
+                       {"field": "date", "operator": "within", "days": 2}],
+        "conversion": {"rate_stream_key": key, "side": "side_a", "to_currency": "USD"}})
+    paid, stray = ingest(stack, [
+        {"date": "2026-03-02", "data_stream_key": bank, "amount": 10000, "currency": "EUR", "direction": "credit",
+         "description": "Payout"},
+        {"date": "2026-03-02", "data_stream_key": bank, "amount": 5000, "currency": "EUR", "direction": "credit",
+         "description": "Refund"}])
+    ingest(stack, [
+        {"date": "2026-03-03", "data_stream_key": ledger, "amount": 10842, "currency": "USD", "direction": "credit",
+         "description": "Invoice"},
+        {"date": "2026-03-03", "data_stream_key": ledger, "amount": 6000, "currency": "USD", "direction": "credit",
+         "description": "Other invoice"}])
+    run = wait_run(stack, reconciliation["id"], start_run(stack, reconciliation["id"])["id"])
+    assert (run["status"], run["matched_records"]) == ("completed", 2), run
+    [match] = stack.request("GET", "/reconciliation_matches",
+                            params={"reconciliation_id": reconciliation["id"]}).json()["data"]
+    [note] = match["differences"]["conversions"]
+    assert (note["record_id"], note["converted_amount"], note["rate"]) == (paid, "108.42", "1.0842")
+
+    signed_in(stack, page, role="viewer", hash_route=f"#/matches/{match['id']}")
+    shown = page.get_by_test_id("match-conversions")
+    shown.wait_for()
+    assert shown.locator("li").all_inner_texts() == [
+        f"Converted (record {paid}): 100.00 EUR at EUR/USD 1.0842 of 2026-03-02 = 108.42 USD"]
+    assert serious_violations(page) == []
+
+    exceptions = wait_for(lambda: (lambda d: d if len(d) == 2 else None)(stack.request(
+        "GET", "/reconciliation_exceptions", params={"reconciliation_id": reconciliation["id"]}).json()["data"]),
+        "both exceptions")
+    [on_bank] = [e for e in exceptions if e["data_stream_key"] == bank]
+    page.evaluate("route => { location.hash = route; }", f"#/exceptions/{on_bank['id']}")
+    article = page.get_by_role("article", name=f"Record {stray}")
+    article.locator("ul.conversions li").first.wait_for()
+    assert article.locator("ul.conversions li").all_inner_texts() == [
+        "Converted (this record): 50.00 EUR at EUR/USD 1.0842 of 2026-03-02 = 54.21 USD"]
     assert serious_violations(page) == []
     assert unexpected(page.problems) == []
