@@ -233,7 +233,7 @@ function Comments({ exception, people, mayWrite, act }) {
     </section>`;
 }
 
-function Suggested({ ids }) {
+function Suggested({ ids, reconciliationId }) {
   const [records, setRecords] = useState(null);
   useEffect(() => {
     let gone = false;
@@ -242,7 +242,7 @@ function Suggested({ ids }) {
     return () => { gone = true; };
   }, [ids.join(",")]);
   if (!records) return html`<p>Loading the suggested records…</p>`;
-  return html`<${RecordTable} records=${records} caption="Suggested records of the other side" />`;
+  return html`<${RecordTable} records=${records} caption="Suggested records of the other side" reconciliationId=${reconciliationId} />`;
 }
 
 function Investigation({ exception, mayWork, act }) {
@@ -263,7 +263,7 @@ function Investigation({ exception, mayWork, act }) {
           <p><strong>Suggestion:</strong> ${latest.recommendation_text || "no match found."}</p>
           <p class="muted">Confidence ${latest.confidence_score === null ? "—" : `${Math.round(latest.confidence_score * 100)}%`}
             ${" · "}${count(latest.candidate_records_searched)} records searched · finished <${When} iso=${latest.completed_at} /></p>
-          ${latest.suggested_record_ids.length > 0 && html`<${Suggested} ids=${latest.suggested_record_ids} />`}
+          ${latest.suggested_record_ids.length > 0 && html`<${Suggested} ids=${latest.suggested_record_ids} reconciliationId=${exception.reconciliation_id} />`}
           ${latest.accepted_match_id ? html`<p>Accepted: match ${latest.accepted_match_id}.</p>`
             : (mayWork && latest.suggested_record_ids.length > 0 && html`
               <button type="button" onClick=${() => act("Suggestion accepted: the records are matched.", () => api(
