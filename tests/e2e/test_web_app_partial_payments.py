@@ -138,3 +138,33 @@ def test_a_viewer_reads_the_part_paid_invoice_without_a_match_form(stack, page):
     assert page.get_by_role("checkbox").count() == 0
     assert serious_violations(page) == []
     assert unexpected(page.problems) == []
+
+
+def test_a_partial_match_held_for_approval_links_to_it_with_its_shares(stack, page):
+    world = invoice_paid_in_parts(stack)
+    invoice, first = world["invoice"], world["first"]
+    policy = stack.request("PUT", f"/reconciliations/{world['reconciliation']['id']}/approval_policy",
+                           {"actions": ["manual_match"], "threshold": 0})
+    assert policy.status_code == 200, policy.text
+    signed_in(stack, page, role="preparer", hash_route=f"#/exceptions/{world['ledger']['id']}")
+    page.get_by_role("checkbox", name=f"Pick record {first} to match by hand").wait_for()
+    pick(page, invoice)
+    pick(page, first)
+    form = page.get_by_role("form", name="Match the ticked records")
+    share = form.get_by_label(f"Share of record {invoice} (USD)")
+    share.fill("4.00")
+    share.press("Enter")
+    outcome = page.get_by_test_id("manual-match-outcome")
+    outcome.filter(has_text="Sent for approval: approval").wait_for()
+    approval_id = int(re.search(r"approval (\d+) waits", outcome.inner_text()).group(1))
+    approval = stack.request("GET", f"/approvals/{approval_id}").json()
+    assert (approval["status"], approval["action"], approval["params"]["allocations"]) == (
+        "pending", "manual_match", [[invoice, 400]])
+    assert record(stack, invoice)["allocations"] == []  # nothing is matched until it is approved
+    assert serious_violations(page) == []
+    outcome.get_by_role("link", name=f"Open approval {approval_id}").press("Enter")
+    shares = page.locator(".approval-shares").first
+    shares.wait_for()
+    assert shares.inner_text() == f"; in part: record {invoice} 400 minor units"
+    assert serious_violations(page) == []
+    assert unexpected(page.problems) == []
