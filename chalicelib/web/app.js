@@ -10,6 +10,7 @@ import { ExceptionsPage } from "./exceptions.js";
 import { ImportsPage } from "./imports.js";
 import { MatchesPage } from "./matches.js";
 import { OverviewPage } from "./overview.js";
+import { RatesPage } from "./rates.js";
 import { ReconciliationsPage } from "./reconciliations.js";
 import { SettingsPage } from "./settings.js";
 import { StoriesPage } from "./stories.js";
@@ -22,6 +23,7 @@ const PAGES = [
   { id: "approvals", label: "Approvals", Page: ApprovalsPage },
   { id: "reconciliations", label: "Reconciliations", Page: ReconciliationsPage },
   { id: "imports", label: "Imports", Page: ImportsPage },
+  { id: "rates", label: "Rates", Page: RatesPage },
   { id: "stories", label: "Stories", Page: StoriesPage },
   { id: "agents", label: "Agents", Page: AgentsPage },
   { id: "settings", label: "Settings", Page: SettingsPage, role: "admin" },

@@ -64,6 +64,10 @@ function Target({ approval }) {
   }
   if (approval.action === "manual_match" && Array.isArray(p.record_ids)) {
     parts.push(html`<span>records ${p.record_ids.join(", ")}</span>`);
+    // A partial payment's shares (docs/partial-payments.md), in each record's minor units.
+    if (Array.isArray(p.allocations) && p.allocations.length) {
+      parts.push(html`<span class="approval-shares">${`; in part: ${p.allocations.map(([id, share]) => `record ${id} ${share} minor units`).join(", ")}`}</span>`);
+    }
   }
   if (made !== undefined && made !== null) parts.push(html`<span>, made <a href=${`#/matches/${made}`}>Match ${made}</a></span>`);
   return parts.length ? html`<span class="approval-target">${parts}</span>` : html`<span>—</span>`;

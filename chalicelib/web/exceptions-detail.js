@@ -4,6 +4,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, heldForApproval, html, query } from "./api.js";
 import { count, MIXED, nameOf, personName, queueHash, RecordDate, StatusBadge, usePeople } from "./exceptions.js";
+import { NearMisses } from "./near-misses.js";
+import { ManualMatch, PartPaid } from "./partial-payments.js";
 import { Money, Pager, Problem, useApi, usePaging, When } from "./ui.js";
 
 // The moves the service allows (domain/reconciliation_exceptions.py EXCEPTION_STATUSES).
@@ -51,38 +53,43 @@ function Aggregates({ a, places, currency, label }) {
     </dl>`;
 }
 
-function RecordRows({ records }) {
-  return records.map((r) => html`<tr key=${r.id}>
+// `selection` (a preparer's page): a box a row to pick the record for a match by hand (partial-payments.js).
+function RecordRows({ records, selection, side, reconciliationId }) {
+  return records.map((r) => html`<tr key=${r.id} data-record-id=${r.id}>
+    ${selection && html`<td><input type="checkbox" checked=${selection.has(r.id)} aria-label=${`Pick record ${r.id} to match by hand`}
+      onChange=${(e) => selection.toggle(r, side, e.currentTarget.checked)} /></td>`}
     <td>${r.date}</td>
     <td class="number"><${Money} amount=${r.amount} places=${r.decimal_places} currency=${r.currency} /></td>
     <td>${r.direction}</td>
-    <td>${r.description || "—"}${r.external_id ? html`<div class="muted">${r.external_id}</div>` : ""}</td>
+    <td>${r.description || "—"}${r.external_id ? html`<div class="muted">${r.external_id}</div>` : ""}
+      <${PartPaid} record=${r} reconciliationId=${reconciliationId} /></td>
   </tr>`);
 }
 
-function RecordTable({ records, caption }) {
+function RecordTable({ records, caption, selection, side, reconciliationId }) {
   return html`
     <table class="records">
       <caption>${caption}</caption>
-      <thead><tr><th scope="col">Date</th><th scope="col" class="number">Amount</th><th scope="col">Direction</th>
-        <th scope="col">Description</th></tr></thead>
-      <tbody><${RecordRows} records=${records} /></tbody>
+      <thead><tr>${selection && html`<th scope="col"><span class="visually-hidden">Pick</span></th>`}<th scope="col">Date</th>
+        <th scope="col" class="number">Amount</th><th scope="col">Direction</th><th scope="col">Description</th></tr></thead>
+      <tbody><${RecordRows} records=${records} selection=${selection} side=${side} reconciliationId=${reconciliationId} /></tbody>
     </table>`;
 }
 
 // An exception's records, 50 a page (cursor paging), newest first.
-function ExceptionRecords({ exception, caption }) {
+function ExceptionRecords({ exception, caption, selection, side }) {
   const paging = usePaging();
   const { data, error } = useApi(`reconciliation_exceptions/${exception.id}/records?limit=50${paging.cursor
     ? `&cursor=${encodeURIComponent(paging.cursor)}` : ""}`);
   if (error) return html`<${Problem} error=${error} what="load the records" />`;
   if (!data) return html`<p>Loading records…</p>`;
   if (!data.data.length) return html`<p>No records left in this exception.</p>`;
-  return html`<${RecordTable} records=${data.data} caption=${caption} />
+  return html`<${RecordTable} records=${data.data} caption=${caption} selection=${selection} side=${side}
+      reconciliationId=${exception.reconciliation_id} />
     ${(data.next_cursor || paging.page > 1) && html`<${Pager} paging=${paging} nextCursor=${data.next_cursor} label=${caption} />`}`;
 }
 
-function SideColumn({ side, streams, exceptions, current, tick, failure }) {
+function SideColumn({ side, streams, exceptions, current, tick, failure, selection }) {
   return html`
     <section class="side" aria-labelledby=${`side-${side}`}>
       <h3 id=${`side-${side}`}>Side ${side.toUpperCase()}: ${streams.map((s) => s.name).join(", ") || "—"}</h3>
@@ -95,13 +102,14 @@ function SideColumn({ side, streams, exceptions, current, tick, failure }) {
             <${Aggregates} a=${e.aggregates} places=${e.decimal_places} currency=${e.currency}
               label=${`Aggregates of side ${side.toUpperCase()}: ${e.title}`} />
             <${ExceptionRecords} exception=${e} caption=${`Side ${side.toUpperCase()} records of exception ${e.id}`}
-              key=${e.id === current ? `${e.id}-${tick}` : e.id} />
+              selection=${selection} side=${side}
+              key=${`${e.id}-${tick}`} />
           </div>`)}
     </section>`;
 }
 
 // This exception on its side, and the open (or investigating) exceptions of the other side's streams.
-function SideBySide({ exception, tick }) {
+function SideBySide({ exception, tick, selection }) {
   const { data: reconciliation, error } = useApi(`reconciliations/${exception.reconciliation_id}`);
   const [others, setOthers] = useState(null);
   const [failure, setFailure] = useState(null);
@@ -127,8 +135,8 @@ function SideBySide({ exception, tick }) {
     <section aria-labelledby="records-title">
       <h2 id="records-title">Records side by side</h2>
       <div class="sides">
-        <${SideColumn} side="a" streams=${reconciliation.side_a_streams} exceptions=${a} current=${exception.id} tick=${tick} failure=${onA ? null : failure} />
-        <${SideColumn} side="b" streams=${reconciliation.side_b_streams} exceptions=${b} current=${exception.id} tick=${tick} failure=${onA ? failure : null} />
+        <${SideColumn} side="a" streams=${reconciliation.side_a_streams} exceptions=${a} current=${exception.id} tick=${tick} failure=${onA ? null : failure} selection=${selection} />
+        <${SideColumn} side="b" streams=${reconciliation.side_b_streams} exceptions=${b} current=${exception.id} tick=${tick} failure=${onA ? failure : null} selection=${selection} />
       </div>
     </section>`;
 }
@@ -225,7 +233,7 @@ function Comments({ exception, people, mayWrite, act }) {
     </section>`;
 }
 
-function Suggested({ ids }) {
+function Suggested({ ids, reconciliationId }) {
   const [records, setRecords] = useState(null);
   useEffect(() => {
     let gone = false;
@@ -234,7 +242,7 @@ function Suggested({ ids }) {
     return () => { gone = true; };
   }, [ids.join(",")]);
   if (!records) return html`<p>Loading the suggested records…</p>`;
-  return html`<${RecordTable} records=${records} caption="Suggested records of the other side" />`;
+  return html`<${RecordTable} records=${records} caption="Suggested records of the other side" reconciliationId=${reconciliationId} />`;
 }
 
 function Investigation({ exception, mayWork, act }) {
@@ -255,7 +263,7 @@ function Investigation({ exception, mayWork, act }) {
           <p><strong>Suggestion:</strong> ${latest.recommendation_text || "no match found."}</p>
           <p class="muted">Confidence ${latest.confidence_score === null ? "—" : `${Math.round(latest.confidence_score * 100)}%`}
             ${" · "}${count(latest.candidate_records_searched)} records searched · finished <${When} iso=${latest.completed_at} /></p>
-          ${latest.suggested_record_ids.length > 0 && html`<${Suggested} ids=${latest.suggested_record_ids} />`}
+          ${latest.suggested_record_ids.length > 0 && html`<${Suggested} ids=${latest.suggested_record_ids} reconciliationId=${exception.reconciliation_id} />`}
           ${latest.accepted_match_id ? html`<p>Accepted: match ${latest.accepted_match_id}.</p>`
             : (mayWork && latest.suggested_record_ids.length > 0 && html`
               <button type="button" onClick=${() => act("Suggestion accepted: the records are matched.", () => api(
@@ -275,6 +283,13 @@ export function ExceptionDetail({ id, route, session }) {
   const [tick, setTick] = useState(0);
   const statusLine = useRef(null);
   const mayWork = can("preparer");
+  const [chosen, setChosen] = useState([]); // [{record, side}] picked for a match by hand
+  const [matched, setMatched] = useState(0); // matches made here: near misses are read again (they read every open record)
+  const selection = mayWork ? {
+    has: (recordId) => chosen.some((c) => c.record.id === recordId),
+    toggle: (record, side, on) => setChosen((before) => (on ? [...before.filter((c) => c.record.id !== record.id), { record, side }]
+      : before.filter((c) => c.record.id !== record.id))),
+  } : null;
 
   // An investigation runs on the service's queue: the detail is read again each second until it ends.
   const running = exception && exception.investigation && RUNNING.includes(exception.investigation.status);
@@ -330,7 +345,11 @@ export function ExceptionDetail({ id, route, session }) {
           <p>${exception.assignees.length ? exception.assignees.map((a) => nameOf(people, a.idp_user_id)).join(", ") : "Nobody is assigned."}</p>
         </section>`}
       <${Investigation} exception=${exception} mayWork=${mayWork} act=${act} />
-      <${SideBySide} exception=${exception} tick=${tick} />
+      <${NearMisses} exception=${exception} tick=${matched} />
+      ${mayWork && html`<${ManualMatch} reconciliationId=${exception.reconciliation_id} chosen=${chosen}
+        onRemove=${(recordId) => setChosen((before) => before.filter((c) => c.record.id !== recordId))}
+        onMatched=${() => { setChosen([]); reload(); setTick((n) => n + 1); setMatched((n) => n + 1); }} />`}
+      <${SideBySide} exception=${exception} tick=${tick} selection=${selection} />
       <${Comments} exception=${exception} people=${people} mayWrite=${mayWork} act=${act} />
     </article>`;
 }

@@ -4,6 +4,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
 import { ExportButton, exportFilters } from "./export.js";
+import { Conversion } from "./near-misses.js";
+import { MatchShares, PartPaid } from "./partial-payments.js";
 import { Confirm, go, Money, Pager, plural, Problem, Status, useAll, useApi, useMounted, usePaging, When } from "./ui.js";
 
 export function MatchesPage({ route }) {
@@ -183,7 +185,10 @@ function MatchDetail({ id }) {
       <dt>Group</dt><dd class="group-key">${data.group_key}</dd>
       <dt>Made</dt><dd><${When} iso=${data.created_at} /></dd>
       ${data.reason && html`<dt>Reason</dt><dd>${data.reason}</dd>`}
-      <dt>Differences</dt><dd>${Object.entries(data.differences || {}).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</dd>
+      <dt>Differences</dt><dd>${Object.entries(data.differences || {}).filter(([k]) => k !== "conversions")
+        .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</dd>
+      ${(data.differences?.conversions || []).length > 0 && html`<dt>Converted</dt><dd><ul class="conversions"
+        data-testid="match-conversions">${data.differences.conversions.map((n) => html`<${Conversion} key=${n.record_id} note=${n} />`)}</ul></dd>`}
     </dl>
     ${can("approver") && data.status === "proposed" && !rejected && html`
       <div class="actions">
@@ -191,11 +196,13 @@ function MatchDetail({ id }) {
         <button type="button" class="danger" onClick=${() => act("reject")} aria-disabled=${busy ? "true" : undefined}>Reject match</button>
       </div>`}
     ${outcome && html`<p class=${outcome.ok ? "status" : "error"} role=${outcome.ok ? "status" : "alert"}>${outcome.text}</p>`}
-    ${data.records ? html`<${MatchRecords} records=${data.records} />` : html`<${PagedRecords} matchId=${data.id} count=${data.record_count} />`}
+    <${MatchShares} match=${data} />
+    ${data.records ? html`<${MatchRecords} records=${data.records} reconciliationId=${data.reconciliation_id} />`
+      : html`<${PagedRecords} matchId=${data.id} count=${data.record_count} reconciliationId=${data.reconciliation_id} />`}
     <${ExportButton} kind="records" filters=${{ reconciliation_match_id: String(data.id) }} label="Export the match's records" />`;
 }
 
-function RecordsTable({ records, caption }) {
+function RecordsTable({ records, caption, reconciliationId }) {
   const sides = [["a", "Side A"], ["b", "Side B"], [undefined, "Records"]];
   return sides.map(([side, title]) => {
     const shown = records.filter((r) => r.side === side);
@@ -211,25 +218,25 @@ function RecordsTable({ records, caption }) {
           <tbody>${shown.map((r) => html`<tr data-record-id=${r.id}>
             <td>${r.id}</td><td>${r.data_stream_key}</td><td><time datetime=${r.date}>${r.date}</time></td>
             <td class="number"><${Money} amount=${r.amount} places=${r.decimal_places} currency=${r.currency} /></td>
-            <td>${r.direction}</td><td>${r.description || "—"}</td><td>${r.external_id || "—"}</td><td>${r.status}</td>
+            <td>${r.direction}</td><td>${r.description || "—"}<${PartPaid} record=${r} reconciliationId=${reconciliationId} /></td><td>${r.external_id || "—"}</td><td>${r.status}</td>
           </tr>`)}</tbody>
         </table>
       </section>`;
   });
 }
 
-function MatchRecords({ records }) {
-  return html`<${RecordsTable} records=${records} caption="The match's records" />`;
+function MatchRecords({ records, reconciliationId }) {
+  return html`<${RecordsTable} records=${records} caption="The match's records" reconciliationId=${reconciliationId} />`;
 }
 
 // A match of more than 100 records: its records a page at a time (GET /records?reconciliation_match_id).
-function PagedRecords({ matchId, count }) {
+function PagedRecords({ matchId, count, reconciliationId }) {
   const paging = usePaging();
   const { error, data } = useApi(`records${query({ reconciliation_match_id: matchId, limit: 100, cursor: paging.cursor })}`);
   return html`
     <p>${count} records.</p>
     <${Problem} error=${error} what="load the match's records" />
-    ${data && html`<${RecordsTable} records=${data.data} caption="The match's records" />
+    ${data && html`<${RecordsTable} records=${data.data} caption="The match's records" reconciliationId=${reconciliationId} />
       <${Pager} paging=${paging} nextCursor=${data.next_cursor} label="Records" />`}
     <${Status} text=${data ? "" : "Loading records…"} />`;
 }

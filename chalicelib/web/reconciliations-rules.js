@@ -2,6 +2,8 @@
 // reorder them; preparers dry run one rule, or every active rule in priority order.
 import { useState } from "preact/hooks";
 import { api, can, html } from "./api.js";
+import { DryRunNearMisses } from "./near-misses.js";
+import { SuggestionsSection } from "./rule-suggestions.js";
 import { Confirm, FieldError, invalid, Problem, Status, useApi, useMounted } from "./ui.js";
 
 const FIELDS = ["amount", "date", "direction", "currency", "description", "external_id"];
@@ -151,10 +153,15 @@ export function RulesSection({ reconciliation }) {
             <li class="rule" key=${rule.id} data-rule-id=${rule.id} aria-labelledby=${`rule-heading-${rule.id}`}>
               <h3 id=${`rule-heading-${rule.id}`}>${rule.name}</h3>
               <p class="rule-facts">${`Priority ${rule.priority} · ${rule.cardinality} · ${rule.auto_confirm
-                ? "confirms its matches" : "proposes its matches"} · ${rule.active ? "active" : "inactive"}`}</p>
+                ? "confirms its matches" : "proposes its matches"} · ${rule.status || (rule.active ? "active" : "inactive")}`}
+                ${rule.source === "learned" && html` <span class="badge learned">learned from decisions</span>`}</p>
               <ul class="conditions">
                 ${rule.conditions.map((c) => html`<li>${describeCondition(c)}</li>`)}
               </ul>
+              ${rule.conversion && html`<p class="rule-conversion">${`Converts side ${rule.conversion.side === "side_b" ? "B" : "A"} into `
+                + `${rule.conversion.to_currency} at the rates of “${rule.conversion.rate_stream_key}” (at most `
+                + `${rule.conversion.max_days_back ?? 7} days back) before comparing`}</p>`}
+              ${rule.allocation === "partial" && html`<p class="rule-allocation">Allocates in part: a record may be paid by several matches.</p>`}
               ${(rule.group_by.side_a || []).length + (rule.group_by.side_b || []).length > 0 && html`
                 <p>Grouped by: side A ${(rule.group_by.side_a || []).join(", ") || "—"}; side B ${(rule.group_by.side_b || []).join(", ") || "—"}</p>`}
               <div class="actions">
@@ -185,6 +192,7 @@ export function RulesSection({ reconciliation }) {
         onSaved=${(r) => saved(r, true)} onCancel=${close} />`}
       ${all && html`<${DryRunAll} all=${all} />`}
       <${Status} text=${status} />
+      <${SuggestionsSection} reconciliation=${reconciliation} onAccepted=${reload} />
     </section>`;
 }
 
@@ -210,7 +218,7 @@ function DryRunAll({ all }) {
     </div>`;
 }
 
-function DryRunResult({ rule, state }) {
+export function DryRunResult({ rule, state }) {
   if (state.busy) return html`<p class="dry-run">Dry running “${rule.name}”…</p>`;
   if (state.error) return html`<${Problem} error=${state.error} what=${`dry run “${rule.name}”`} />`;
   const r = state.result;
@@ -241,6 +249,7 @@ function DryRunResult({ rule, state }) {
             <td>${Object.entries(m.differences || {}).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ") || "none"}</td></tr>`)}
           </tbody>
         </table>` : html`<p>No match in the sample.</p>`}
+      <${DryRunNearMisses} nearMisses=${r.near_misses} rule=${rule} />
     </div>`;
 }
 

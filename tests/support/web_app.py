@@ -254,3 +254,37 @@ def tab_to(page, name: str, presses: int = 60) -> None:
         if focused == name:
             return
     raise AssertionError(f"{name!r} was not reached with {presses} presses of Tab")
+
+
+def wait_for(check, what: str, timeout: float = 60):
+    """`check()`'s answer once it is truthy; fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def invoice_paid_in_parts(stack) -> dict:
+    """A reconciliation of a bank (side A) and a ledger (side B) whose run matched nothing: an invoice of
+    10.00 USD on the ledger, and two payments of 4.00 and 6.00 on the bank, a day after it (the rule,
+    amount equals within 3 days, wants one payment of the whole). Answers the reconciliation, its rule,
+    both exceptions and the record ids (invoice, first, second)."""
+    reconciliation, rule, bank, ledger = reconciliation_with_rule(stack)
+    [invoice] = ingest(stack, [{"date": "2026-10-01", "data_stream_key": ledger, "amount": 1000, "currency": "USD",
+                                "direction": "credit", "description": f"Invoice {ledger}"}])
+    first, second = ingest(stack, [
+        {"date": "2026-10-02", "data_stream_key": bank, "amount": 400, "currency": "USD", "direction": "credit",
+         "description": "Part payment 1"},
+        {"date": "2026-10-02", "data_stream_key": bank, "amount": 600, "currency": "USD", "direction": "credit",
+         "description": "Part payment 2"}])
+    run = wait_run(stack, reconciliation["id"], start_run(stack, reconciliation["id"])["id"])
+    assert (run["status"], run["matched_records"]) == ("completed", 0), run
+    rows = wait_for(lambda: (lambda d: d if len(d) == 2 else None)(stack.request(
+        "GET", "/reconciliation_exceptions", params={"reconciliation_id": reconciliation["id"]}).json()["data"]),
+        "both exceptions")
+    by_stream = {r["data_stream_key"]: r for r in rows}
+    return {"reconciliation": reconciliation, "rule": rule, "bank": by_stream[bank], "ledger": by_stream[ledger],
+            "invoice": invoice, "first": first, "second": second}
