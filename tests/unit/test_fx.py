@@ -90,6 +90,16 @@ def test_a_rates_csv_is_read_whatever_its_column_order_and_each_bad_row_is_named
     assert parse_rates_csv("date,base,quote,rate\n")[1] == "the CSV has a header and no row"
 
 
+def test_a_rate_with_an_unquoted_decimal_comma_is_refused_not_cut_to_its_integer_part():
+    results, unreadable = parse_rates_csv('date,base,quote,rate\n2026-03-04,GBP,USD,1,27\n2026-03-05,GBP,USD,"1,27"\n')
+    assert unreadable is None
+    assert results[0].rate is None
+    assert [(e.field, e.message) for e in results[0].errors] == [
+        ("rate", 'the row has 5 cells and the header 4: a decimal comma must be quoted ("1,27") or written with '
+                 "a point (1.27)")]
+    assert results[1].rate is None and results[1].errors[0].field == "rate"  # quoted, still not a decimal point
+
+
 # Converting exactly --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("amount,from_places,to_places,rate,inverted,expected", [
