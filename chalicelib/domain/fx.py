@@ -137,7 +137,7 @@ def parse_rates_csv(text: str) -> tuple[list[RowResult], str | None]:
                 continue
             if number > MAX_RATE_ROWS:
                 return [], f"more than {MAX_RATE_ROWS:,} rows: send them in several imports"
-            if len(cells) > len(header):  # `1,27` unquoted: a decimal comma would store the rate 1
+            if any(c.strip() for c in cells[len(header):]):  # `1,27` unquoted would store the rate 1
                 results.append(RowResult(number, None, (FieldError(
                     "rate", f"the row has {len(cells)} cells and the header {len(header)}: a decimal comma must "
                             "be quoted (\"1,27\") or written with a point (1.27)"),)))
