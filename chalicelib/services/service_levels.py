@@ -192,11 +192,14 @@ def queue_filter(ports: Ports, environment: str, wanted: StandingFilter,
 def aging_of(ports: Ports, environment: str, reconciliation_id: int | None = None,
              now: datetime | None = None) -> Aging:
     """The open and investigating exceptions (of one reconciliation, or all) by aging bucket, by
-    severity, and how many are overdue: one read of the queue's index. Those of a deleted
+    severity, and how many are overdue: from the sparse read of the active exceptions (of the one
+    reconciliation's guards alone, when given), never the queue's whole index. Those of a deleted
     reconciliation (or one being deleted) are not counted."""
     now = now or utc_now()
-    summaries = _of_live([s.summary for s in store(ports).summaries(environment)
-                          if s.summary.status in ACTIVE
+    sla = store(ports)
+    active = sla.active_summaries(environment) if reconciliation_id is None else \
+        sla.active_summaries_of(environment, [reconciliation_id])
+    summaries = _of_live([s.summary for s in active if s.summary.status in ACTIVE
                           and (reconciliation_id is None or s.summary.reconciliation_id == reconciliation_id)],
                          ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
@@ -204,11 +207,11 @@ def aging_of(ports: Ports, environment: str, reconciliation_id: int | None = Non
 
 
 def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[int, Aging]:
-    """`aging_of` for every reconciliation with open exceptions, from one read (the overview's);
-    a deleted reconciliation (or one being deleted) has none."""
+    """`aging_of` for every reconciliation with open exceptions, from one sparse read of the active
+    exceptions (the overview's); a deleted reconciliation (or one being deleted) has none."""
     now = now or utc_now()
-    summaries = _of_live([s.summary for s in store(ports).summaries(environment) if s.summary.status in ACTIVE],
-                         ports, environment)
+    summaries = _of_live([s.summary for s in store(ports).active_summaries(environment)
+                          if s.summary.status in ACTIVE], ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
     return {rid: aging([of_summary(policies[rid], s, now) for s in summaries if s.reconciliation_id == rid])
             for rid in policies}

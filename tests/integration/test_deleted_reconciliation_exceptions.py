@@ -76,3 +76,42 @@ def test_a_deleted_reconciliations_open_exceptions_leave_routing_aging_overview_
     assert api.delete(f"/v1/users/{busy.id}").status_code == 200
     left = api.get(f"/v1/reconciliation_exceptions?reconciliation_id={recon['id']}&limit=100").json_body["data"]
     assert all([a["user_id"] for a in e["assignees"]] == [busy.id] for e in left)
+
+
+def test_the_aging_counts_from_the_active_read_are_the_whole_index_counts(api, ingest, worker, recon,  # noqa: F811
+                                                                        services):
+    """The aging counts read the active exceptions' guards (not the queue's whole index): the same
+    counts as the index gives, for the environment and for each reconciliation, with closed and
+    investigating exceptions among them (bench/aging_reads.py compares them at size)."""
+    from chalicelib.domain.reconciliation_exceptions import ACTIVE
+    from chalicelib.domain.service_levels import aging
+
+    base = f"/v1/reconciliations/{recon['id']}/service_levels"
+    assert api.request("PUT", base, {"amount_thresholds": {"USD": {"high": 100_000}}, "age_thresholds": {"medium": 30},
+                                     "due_in_hours": DUE}).status_code == 200
+    made = run_leaving_exceptions(api, ingest, worker, recon)
+    for key, status in (("bank1", "resolved"), ("bank2", "dismissed"), ("ledger1", "investigating")):
+        changed = api.patch(f"/v1/reconciliation_exceptions/{made[key]['id']}", {"status": status})
+        assert changed.status_code == 200, changed.json_body
+    services.table.update(keys.reconciliation_exception("acme", made["ledger2"]["id"]), "SET opened_at = :o",
+                          values={":o": iso(utc_now() - timedelta(days=30))})  # overdue
+    other = other_reconciliation(api)
+    ingest(record("obank", 1, 111, days_ago(40)))
+    assert api.post(f"/v1/reconciliations/{other['id']}/runs").status_code == 202
+    worker.drain()
+
+    def from_the_index(reconciliation_id):
+        now = utc_now()
+        summaries = [s.summary for s in services.ports.service_levels.summaries("acme")
+                     if s.summary.status in ACTIVE and s.summary.reconciliation_id == reconciliation_id]
+        policy = service_levels.policy_of(services.ports, "acme", reconciliation_id)
+        return aging([service_levels.of_summary(policy, s, now) for s in summaries])
+
+    expected = {rid: from_the_index(rid) for rid in (recon["id"], other["id"])}
+    assert expected[recon["id"]].count == 4 and expected[recon["id"]].overdue == 1
+    assert expected[other["id"]].count == 1
+    assert service_levels.agings(services.ports, "acme") == expected
+    for rid, counted in expected.items():
+        assert service_levels.aging_of(services.ports, "acme", rid) == counted
+        assert api.get(f"/v1/reconciliations/{rid}/service_levels/aging").json_body["count"] == counted.count
+    assert service_levels.aging_of(services.ports, "acme").count == 5
