@@ -250,3 +250,45 @@ def test_a_close_waits_for_an_import_chunk_that_passed_its_guard_and_counts_its_
     worker.drain()
     [refused] = api.get(late.json_body["url"]).json_body["results"]
     assert refused["status"] == "failed" and CLOSED in refused["error"], refused
+
+
+def test_a_close_during_an_import_lands_between_its_chunks_and_the_next_chunk_sees_it(
+        api, services, worker, reconciliation, monkeypatch, close_waits):
+    """A close that waits for a chunk being written is not held up by the chunk after it: that one's
+    guard waits at the fence, the written chunk leaves as soon as its records are in (its write's
+    thread, not the next save), the close lands, and the next chunk's November row is refused by it."""
+    from chalicelib.services.ingestion import chunk
+    rid = reconciliation["id"]
+    rows = services.ports.limits.bulk_chunk_rows  # a chunk's
+    pause = Pause(chunk.write_claimed, after=False)  # the first chunk's records not written yet
+    monkeypatch.setattr(chunk, "write_claimed", pause)
+    guards, up, real_guard = [], threading.Event(), close_service.failing_closed
+
+    def second_guard_once_the_fence_is_up(*args, **kwargs):  # the second chunk's guard comes after the fence
+        guards.append(args)
+        if len(guards) == 2:
+            assert up.wait(WAIT)
+        return real_guard(*args, **kwargs)
+
+    monkeypatch.setattr(close_service, "failing_closed", second_guard_once_the_fence_is_up)
+    first = [record("bank", n, 100 + n, "2026-10-15") for n in range(rows - 1)]
+    imported = api.post("/v1/records/bulk", {"records": [*first, record("bank", 9001, 700, "2026-11-02"),
+                                                         record("bank", 9002, 800, "2026-11-03")]})
+    assert imported.status_code == 202, imported.json_body
+
+    with ThreadPoolExecutor(2) as pool:
+        working = pool.submit(worker.drain)
+        assert pause.passed.wait(WAIT)
+        closing = pool.submit(close_november, services, rid)
+        fence_up(services, rid)
+        up.set()
+        close_waits(closing)
+        pause.release.set()
+        closed = closing.result(timeout=WAIT)  # not 409: the second chunk did not hold the first's registration
+        working.result(timeout=WAIT * 4)
+
+    assert unmatched(closed) == 1  # the first chunk's November record, written before the close counted
+    results = {r["index"]: r for r in api.get(imported.json_body["url"]).json_body["results"]}
+    assert results[rows - 1]["status"] == "successful"
+    late = results[rows]
+    assert late["status"] == "failed" and CLOSED in late["error"], late

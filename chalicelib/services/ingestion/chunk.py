@@ -144,6 +144,15 @@ def write_claimed(ports: Ports, job: IngestionJob, chunk: ClaimedChunk) -> None:
     ports.mirror.write_part(job.environment, job.id, chunk.index, chunk.records)
 
 
+def _write_then_leave(ports: Ports, job: IngestionJob, chunk: ClaimedChunk, fence: period_closes.FenceWriter) -> None:
+    """`write_claimed`, then the chunk's registration behind the closing fence goes (also when the
+    write failed: what it wrote is in the table, and the chunk is processed again)."""
+    try:
+        write_claimed(ports, job, chunk)
+    finally:
+        fence.leave()
+
+
 def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
                     leases: WriterLeases | None = None) -> ChunkOutcome:
     """What a written chunk saves. If the job ended while the chunk wrote (a late execution), its
@@ -175,7 +184,7 @@ class ChunkPipeline:
 
     def __init__(self, ports: Ports, job: IngestionJob, leases: WriterLeases) -> None:
         self._ports, self.job, self._leases = ports, job, leases
-        self._writing: tuple[ClaimedChunk, Future[None], period_closes.FenceWriter] | None = None
+        self._writing: tuple[ClaimedChunk, Future[None]] | None = None
         self._fresh: set[int] = set()  # chunks this execution's own saves marked begun
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunk-writes")
 
@@ -184,13 +193,12 @@ class ChunkPipeline:
 
     def __exit__(self, *exc: object) -> None:
         self._writer.shutdown(wait=True)  # a write in flight ends; left unsaved, its chunk is processed again
-        if self._writing is not None:
-            self._writing[2].leave()
 
     def write(self, index: int, rows: list[ChunkRow], streams: dict[str, StreamContext | None]) -> None:
         """Claim this chunk, save the one written before it, and start this one's writes."""
-        # The chunk's guard registers it behind the closing fence until its records are written
-        # (`flush`): a close waits for them, and counts them (docs/period-close.md).
+        # The chunk's guard registers it behind the closing fence until its records are written (the
+        # write's thread leaves, not `flush`: the next chunk's guard may be waiting at a fence whose
+        # close waits for this chunk): a close waits for them, and counts them (docs/period-close.md).
         fence = period_closes.FenceWriter(self._ports, period_closes.WORKER_LEASE, waits=True)
         try:
             claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases,
@@ -206,7 +214,7 @@ class ChunkPipeline:
         if self._ports.stopping():  # left claimed: the next start processes it again, its claims its own
             fence.leave()
             return
-        self._writing = (claimed, self._writer.submit(write_claimed, self._ports, self.job, claimed), fence)
+        self._writing = (claimed, self._writer.submit(_write_then_leave, self._ports, self.job, claimed, fence))
 
     def _begin(self, index: int) -> bool:
         """Mark a chunk begun before anything of it is written, unless this execution's own save
@@ -230,12 +238,9 @@ class ChunkPipeline:
         """Wait for the chunk being written and save it; the job as saved."""
         if self._writing is None:
             return self.job
-        claimed, writes, fence = self._writing
+        claimed, writes = self._writing
         self._writing = None
-        try:
-            writes.result()
-        finally:
-            fence.leave()
+        writes.result()
         outcome = written_outcome(self._ports, self.job, claimed, self._leases)
         self.job, counted = self._ports.ingestion_jobs.save_chunk_and_begin_ahead(self.job, outcome)
         if counted:
