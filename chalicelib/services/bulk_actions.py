@@ -54,7 +54,7 @@ from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ReconciliationException
 from chalicelib.domain.users import Role, User, can_be_named
 from chalicelib.observability import logger
-from chalicelib.services import audit, idempotency, sweeping, users
+from chalicelib.services import audit, idempotency, period_closes, sweeping, users
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
@@ -520,6 +520,7 @@ def _finish_confirm(ports: Ports, match: Match) -> None:
     match_service.matching_changed(ports, environment, match.reconciliation_id)
 
 
+@period_closes.worker_unit  # a confirm or reject reads the closed periods behind the closing fence
 def _audited(ports: Ports, action: BulkAction, index: int, item_id: int, change: Change) -> ItemResult:
     """Do one item's change as the caller, with its audit entry (the single route's action, the
     service's notes, the bulk action's id), under the item's own request id: the same on every

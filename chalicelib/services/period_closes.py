@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from chalicelib.domain.allocation import remaining_records
 from chalicelib.domain.clock import utc_now
@@ -61,28 +62,83 @@ WRITER_LEASE = timedelta(seconds=60)
 FENCE_WAIT = timedelta(seconds=10)
 FENCE_STALE = timedelta(minutes=2)
 FENCE_POLL_SECONDS = 0.05
+P = ParamSpec("P")
+R = TypeVar("R")
 
-_fence: ContextVar[dict[tuple[str, int], str] | None] = ContextVar("period_close_fence", default=None)
+# A worker's unit of work (a run's persist chunk, an import chunk, a bulk action's item) registers
+# for longer than it may run (the persist and import-chunk workers' 300 s timeout), and waits at a
+# fence that is up (the close lands or gives up: FENCE_STALE at most) instead of failing.
+WORKER_LEASE = timedelta(seconds=300)
+WORKER_WAIT = FENCE_STALE + timedelta(seconds=10)
+WORKER_POLL_SECONDS = 0.2
+
+
+class FenceWriter:
+    """A writer behind the closing fence: each reconciliation whose closed periods it reads (`closed`)
+    registers it, in the same conditional write that reads them (a lease of `lease`); `leave` takes
+    the registrations back. At a fence that is up, a request's writer is refused (409: the caller
+    tries again), a worker's (`waits`) waits for the close to land or give up, then reads the
+    periods as it left them. Registered once, a writer reads again what it read then: no close lands
+    while it is registered (one that went up since waits for it)."""
+
+    def __init__(self, ports: Ports, lease: timedelta = WRITER_LEASE, waits: bool = False) -> None:
+        self._ports, self._lease, self._waits = ports, lease, waits
+        self._token = uuid.uuid4().hex[:16]
+        self._entered: dict[tuple[str, int], list[ClosedPeriod]] = {}
+
+    def closed(self, environment: str, reconciliation_id: int) -> list[ClosedPeriod]:
+        if (environment, reconciliation_id) in self._entered:
+            return list(self._entered[(environment, reconciliation_id)])
+        deadline = time.monotonic() + WORKER_WAIT.total_seconds()
+        while True:
+            now = utc_now()
+            closed = self._ports.period_closes.enter_fence(environment, reconciliation_id, self._token,
+                                                           now + self._lease, now - FENCE_STALE)
+            if closed is not None:
+                self._entered[(environment, reconciliation_id)] = closed
+                return list(closed)
+            if not self._waits or time.monotonic() > deadline:
+                raise Conflict(f"a period of reconciliation {reconciliation_id} is being closed right now; nothing "
+                               "was changed: try again in a moment")
+            time.sleep(WORKER_POLL_SECONDS)  # polling the fence: it comes down when the close lands
+
+    def leave(self) -> None:
+        for environment, reconciliation_id in sorted(self._entered):
+            try:
+                self._ports.period_closes.leave_fence(environment, reconciliation_id, self._token)
+            except Exception:  # its lease runs out instead
+                logger.exception("leaving the closing fence failed", extra={"reconciliation_id": reconciliation_id})
+        self._entered.clear()
+
+
+_fence: ContextVar[FenceWriter | None] = ContextVar("period_close_fence", default=None)
 
 
 @contextmanager
-def fencing(ports: Ports) -> Iterator[None]:
-    """Inside (a request: api/middleware.py), each read of a reconciliation's closed periods by a
-    guard (`closed_of`) registers the request as a writer behind the closing fence, in the same
-    conditional write that reads them; the registrations go at the end. A close puts its fence up,
-    then waits for the writers registered before it: a write that passed the guard lands before the
-    close counts what is open, and none passes the guard once the fence is up."""
-    entered: dict[tuple[str, int], str] = {}
-    token = _fence.set(entered)
+def fencing(ports: Ports, lease: timedelta = WRITER_LEASE, waits: bool = False) -> Iterator[FenceWriter]:
+    """Inside (a request: api/middleware.py; a worker's unit of work: `worker_unit`), each read of a
+    reconciliation's closed periods by a guard (`closed_of`, `StreamClosures`) registers the caller
+    as a writer behind the closing fence, in the same conditional write that reads them; the
+    registrations go at the end. A close puts its fence up, then waits for the writers registered
+    before it: a write that passed the guard lands before the close counts what is open, and none
+    passes the guard once the fence is up."""
+    writer = FenceWriter(ports, lease, waits)
+    token = _fence.set(writer)
     try:
-        yield
+        yield writer
     finally:
         _fence.reset(token)
-        for (environment, reconciliation_id), writer in entered.items():
-            try:
-                ports.period_closes.leave_fence(environment, reconciliation_id, writer)
-            except Exception:  # its lease runs out instead
-                logger.exception("leaving the closing fence failed", extra={"reconciliation_id": reconciliation_id})
+        writer.leave()
+
+
+def worker_unit(unit: Callable[Concatenate[Ports, P], R]) -> Callable[Concatenate[Ports, P], R]:
+    """A worker's unit of work (its first argument the ports) behind the closing fence: its guards
+    register it for WORKER_LEASE and wait at a fence that is up (docs/period-close.md)."""
+
+    def fenced(ports: Ports, *args: P.args, **kwargs: P.kwargs) -> R:
+        with fencing(ports, WORKER_LEASE, waits=True):
+            return unit(ports, *args, **kwargs)
+    return functools.update_wrapper(fenced, unit)  # type: ignore[return-value]  # its name and doc for logs
 
 
 # Closing and reopening ----------------------------------------------------------------------------
@@ -280,20 +336,13 @@ def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_
 # The guards -------------------------------------------------------------------------------------------
 
 def closed_of(ports: Ports, environment: str, reconciliation_id: int) -> list[ClosedPeriod]:
-    """The reconciliation's periods closed now. Inside `fencing` (a request), read by registering
-    as a writer behind the closing fence: 409 while a close of the reconciliation is under way."""
-    entered = _fence.get()
-    if entered is None:
+    """The reconciliation's periods closed now. Inside `fencing` (a request, a worker's unit), read
+    by registering as a writer behind the closing fence: 409 while a close of the reconciliation is
+    under way (a worker waits for it instead)."""
+    writer = _fence.get()
+    if writer is None:
         return ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
-    writer = entered.get((environment, reconciliation_id)) or uuid.uuid4().hex[:16]
-    now = utc_now()
-    closed = ports.period_closes.enter_fence(environment, reconciliation_id, writer, now + WRITER_LEASE,
-                                             now - FENCE_STALE)
-    if closed is None:
-        raise Conflict(f"a period of reconciliation {reconciliation_id} is being closed right now; nothing was "
-                       "changed: try again in a moment")
-    entered[(environment, reconciliation_id)] = writer
-    return closed
+    return writer.closed(environment, reconciliation_id)
 
 
 def refuse_records(ports: Ports, environment: str, reconciliation_id: int, records: Iterable[Record]) -> None:
@@ -329,16 +378,16 @@ def refuse_dropping_streams(ports: Ports, environment: str, current: Reconciliat
 
 def refuse_deleting_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
     """409 when the reconciliation has a closed period: deleting it would remove what the close covers.
-    Not fenced (read plainly): it runs before the reconciliation is looked up, and a registration would
-    write an item for a reconciliation id that may not exist (another environment's, say)."""
-    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}",
-                   fenced=False)
+    Fenced (the request is a writer until it ends: a close waits for the delete, then finds the
+    reconciliation gone) once the reconciliation is found, hidden or not: for an id that is not
+    there (another environment's, say) no fence item is written, and the delete's mark says 404."""
+    if ports.reconciliations.find_including_deleting(environment, reconciliation_id) is None:
+        return
+    _refuse_closed(ports, environment, reconciliation_id, f"deleting reconciliation {reconciliation_id}")
 
 
-def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str, fenced: bool = True) -> None:
-    periods = closed_of(ports, environment, reconciliation_id) if fenced else \
-        ports.period_closes.closed_periods(environment, [reconciliation_id]).get(reconciliation_id, [])
-    closed = sorted(periods, key=lambda c: c.period)
+def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what: str) -> None:
+    closed = sorted(closed_of(ports, environment, reconciliation_id), key=lambda c: c.period)
     if closed:
         first = closed[0]
         more = f" (and {len(closed) - 1} more)" if len(closed) > 1 else ""
@@ -348,12 +397,18 @@ def _refuse_closed(ports: Ports, environment: str, reconciliation_id: int, what:
 
 class StreamClosures:
     """The periods closed now of every reconciliation using some streams, read once (a request, an
-    import chunk): `holding(stream, date)` then costs no read."""
+    import chunk): `holding(stream, date)` then costs no read. Behind the closing fence (`fence`, or
+    the request's or worker unit's `fencing`), each of those reconciliations registers the writer
+    (a record delete, an import chunk); else one plain read of all (a statement's balance days)."""
 
-    def __init__(self, ports: Ports, environment: str, stream_keys: Iterable[str]) -> None:
+    def __init__(self, ports: Ports, environment: str, stream_keys: Iterable[str],
+                 fence: FenceWriter | None = None) -> None:
         users = {key: sorted({u.reconciliation_id for u in ports.reconciliations.users_of_stream(environment, key)})
                  for key in set(stream_keys)}
-        closed = ports.period_closes.closed_periods(environment, {rid for ids in users.values() for rid in ids})
+        ids = {rid for found in users.values() for rid in found}
+        writer = fence or _fence.get()
+        closed = ports.period_closes.closed_periods(environment, ids) if writer is None else \
+            {rid: writer.closed(environment, rid) for rid in sorted(ids)}
         self._of_stream = {key: [c for rid in ids for c in closed.get(rid, [])] for key, ids in users.items()}
 
     def holding(self, stream_key: str, day: str) -> ClosedPeriod | None:
@@ -371,14 +426,15 @@ def refuse_record_change(ports: Ports, environment: str, record: Record | None, 
         raise Conflict(f"{what} is refused: " + refusal(f"record {record.id}", record.date, found))
 
 
-def failing_closed(ports: Ports, environment: str,
-                   drafts: list[RecordDraft | ItemError]) -> list[RecordDraft | ItemError]:
+def failing_closed(ports: Ports, environment: str, drafts: list[RecordDraft | ItemError],
+                   fence: FenceWriter | None = None) -> list[RecordDraft | ItemError]:
     """An import chunk's validated items, those dated inside a closed period of a reconciliation of
-    their stream turned into a failed item saying so (the rest of the chunk goes on)."""
+    their stream turned into a failed item saying so (the rest of the chunk goes on). `fence`: the
+    chunk's writer behind the closing fence, left once its records are written."""
     valid = [d for d in drafts if isinstance(d, RecordDraft)]
     if not valid:
         return list(drafts)
-    closures = StreamClosures(ports, environment, {d.data_stream_key for d in valid})
+    closures = StreamClosures(ports, environment, {d.data_stream_key for d in valid}, fence)
     out: list[RecordDraft | ItemError] = []
     for draft in drafts:
         found = closures.holding(draft.data_stream_key, draft.date) if isinstance(draft, RecordDraft) else None

@@ -379,6 +379,7 @@ def persist(ports: Ports, environment: str, run_id: int, chunks: int = 1) -> str
     return "persist" if run.next_chunk() is not None else "finish"
 
 
+@period_closes.worker_unit  # its guard (planned_outside_closed) and writes behind the closing fence
 def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: Frame) -> tuple[int, int, int]:
     """Write one chunk's matches; gives what its count needs: the chunk, its matched records (those
     of matches written now or before: a retried chunk counts what it finds committed), its conflicts."""

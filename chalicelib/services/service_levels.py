@@ -167,16 +167,22 @@ class StandingFilter:
 def queue_filter(ports: Ports, environment: str, wanted: StandingFilter,
                  now: datetime | None = None) -> Callable[[ExceptionSummary], bool] | None:
     """A predicate of the queue's summaries (None when no filter is given): each reconciliation's
-    policy is read once, on its first summary."""
+    policy is read once, on its first summary, with whether it is still there: an exception of a
+    deleted reconciliation (or one being deleted) has no service level, so no filter keeps it."""
     if wanted.empty:
         return None
     now = now or utc_now()
-    policies: dict[int, ServiceLevelPolicy] = {}
+    policies: dict[int, ServiceLevelPolicy | None] = {}
 
     def admits(summary: ExceptionSummary) -> bool:
         if summary.reconciliation_id not in policies:
-            policies[summary.reconciliation_id] = policy_of(ports, environment, summary.reconciliation_id)
-        found = of_summary(policies[summary.reconciliation_id], summary, now)
+            there = live_reconciliations(ports, environment, [summary.reconciliation_id])
+            policies[summary.reconciliation_id] = policy_of(ports, environment, summary.reconciliation_id) \
+                if there else None
+        policy = policies[summary.reconciliation_id]
+        if policy is None:
+            return False
+        found = of_summary(policy, summary, now)
         return ((wanted.overdue is None or found.overdue is wanted.overdue)
                 and (wanted.severity is None or found.severity is wanted.severity)
                 and (wanted.age_bucket is None or found.age_bucket is wanted.age_bucket))
@@ -186,22 +192,43 @@ def queue_filter(ports: Ports, environment: str, wanted: StandingFilter,
 def aging_of(ports: Ports, environment: str, reconciliation_id: int | None = None,
              now: datetime | None = None) -> Aging:
     """The open and investigating exceptions (of one reconciliation, or all) by aging bucket, by
-    severity, and how many are overdue: one read of the queue's index."""
+    severity, and how many are overdue: from the sparse read of the active exceptions (of the one
+    reconciliation's guards alone, when given), never the queue's whole index. Those of a deleted
+    reconciliation (or one being deleted) are not counted."""
     now = now or utc_now()
-    summaries = [s.summary for s in store(ports).summaries(environment)
-                 if s.summary.status in ACTIVE
-                 and (reconciliation_id is None or s.summary.reconciliation_id == reconciliation_id)]
+    sla = store(ports)
+    active = sla.active_summaries(environment) if reconciliation_id is None else \
+        sla.active_summaries_of(environment, [reconciliation_id])
+    summaries = _of_live([s.summary for s in active if s.summary.status in ACTIVE
+                          and (reconciliation_id is None or s.summary.reconciliation_id == reconciliation_id)],
+                         ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
     return aging([of_summary(policies[s.reconciliation_id], s, now) for s in summaries])
 
 
 def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[int, Aging]:
-    """`aging_of` for every reconciliation with open exceptions, from one read (the overview's)."""
+    """`aging_of` for every reconciliation with open exceptions, from one sparse read of the active
+    exceptions (the overview's); a deleted reconciliation (or one being deleted) has none."""
     now = now or utc_now()
-    summaries = [s.summary for s in store(ports).summaries(environment) if s.summary.status in ACTIVE]
+    summaries = _of_live([s.summary for s in store(ports).active_summaries(environment)
+                          if s.summary.status in ACTIVE], ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
     return {rid: aging([of_summary(policies[rid], s, now) for s in summaries if s.reconciliation_id == rid])
             for rid in policies}
+
+
+def live_reconciliations(ports: Ports, environment: str, reconciliation_ids: Iterable[int]) -> set[int]:
+    """Those of the reconciliations still there, neither deleted nor being deleted (one batch read).
+    Their exceptions alone have service levels: a deleted reconciliation's open exceptions stay in
+    the queue but leave routing and the overdue event (the active read finds no guard of theirs),
+    the aging counts, the overview and the queue's service level filters (docs/service-levels.md)."""
+    wanted = set(reconciliation_ids)
+    return set(ports.reconciliations.visible(environment, wanted)) if wanted else set()
+
+
+def _of_live(summaries: list[ExceptionSummary], ports: Ports, environment: str) -> list[ExceptionSummary]:
+    live = live_reconciliations(ports, environment, (s.reconciliation_id for s in summaries))
+    return [s for s in summaries if s.reconciliation_id in live]
 
 
 # The overdue event ----------------------------------------------------------------------------

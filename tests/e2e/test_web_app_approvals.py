@@ -16,6 +16,7 @@ from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
     as_person,
     downloaded_csv,
+    held_dismissal,
     main_nav,
     person,
     printed,
@@ -291,15 +292,7 @@ def test_an_approver_closes_but_neither_edits_the_policy_nor_reopens(stack, page
 
 
 def test_a_dismissal_held_on_the_exception_page_links_to_its_pending_approval(stack, page):
-    made = world(stack)
-    bank = made["bank"]
-    policy = stack.request("PUT", f"/reconciliations/{made['reconciliation']['id']}/approval_policy",
-                           {"actions": ["dismissal"], "threshold": 0})
-    assert policy.status_code == 200, policy.text
-    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
-    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
-    page.get_by_label("Change status to").select_option("dismissed")
-    page.get_by_role("button", name="Change status").click()
+    bank = held_dismissal(stack, page)["bank"]
     link = page.get_by_role("link", name=re.compile(r"^Open approval \d+$"))
     link.wait_for()
     approval_id = int(link.inner_text().rsplit(" ", 1)[1])

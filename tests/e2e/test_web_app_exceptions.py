@@ -31,6 +31,7 @@ from chalicelib.services import investigations
 from chalicelib.settings import Settings
 from tests.support.chromium import needs_chromium
 from tests.support.web_app import (
+    held_dismissal,
     person,
     printed,
     read_every_page,
@@ -495,15 +496,7 @@ def test_a_preparer_assigns_changes_status_and_comments_with_mentions(stack, pag
 def test_a_dismissal_held_for_approval_says_so_and_changes_nothing(stack, page):
     """The reconciliation's approval policy holds dismissals above 0.00: the service answers 202 with
     a pending approval, and the page says the dismissal waits for an approver, not that it was done."""
-    made = world(stack)
-    bank = made["bank"]
-    policy = stack.request("PUT", f"/reconciliations/{made['reconciliation']['id']}/approval_policy",
-                           {"actions": ["dismissal"], "threshold": 0})
-    assert policy.status_code == 200, policy.text
-    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
-    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
-    page.get_by_label("Change status to").select_option("dismissed")
-    page.get_by_role("button", name="Change status").click()
+    bank = held_dismissal(stack, page)["bank"]
     said = page.get_by_test_id("exception-status-line")
     said.filter(has_text="Sent for approval: approval ").wait_for()
     assert "Nothing has changed yet." in said.inner_text() and "Status changed" not in said.inner_text()

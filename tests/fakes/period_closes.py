@@ -51,6 +51,9 @@ class FakePeriodCloseRepository:
         if self.closed_version(environment, reconciliation_id)[1] != version:
             raise ClosedPeriodsChanged()
         self.closing[(environment, reconciliation_id)] = (now, close_id)
+        writers = self.writers.get((environment, reconciliation_id), {})
+        for token in sorted(t for t, end in writers.items() if end <= now)[:50]:  # expired: swept, as the adapter
+            del writers[token]
 
     def clear_closing(self, environment: str, reconciliation_id: int, close_id: int) -> None:
         if self.closing.get((environment, reconciliation_id), (None, None))[1] == close_id:

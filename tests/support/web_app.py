@@ -127,6 +127,24 @@ def signed_in(stack, page, role: str = "admin", hash_route: str = "#/overview"):
     return page
 
 
+def held_dismissal(stack, page) -> dict:
+    """A new world (tests/e2e/test_web_app_exceptions.py `world`) whose reconciliation's approval policy
+    holds every dismissal (threshold 0), and a preparer on its bank exception's page who has just
+    asked to dismiss it: the dismissal is held for an approver. The world, for what the test checks."""
+    from tests.e2e.test_web_app_exceptions import sign_in_as, world  # that module imports this one
+
+    made = world(stack)
+    bank = made["bank"]
+    policy = stack.request("PUT", f"/reconciliations/{made['reconciliation']['id']}/approval_policy",
+                           {"actions": ["dismissal"], "threshold": 0})
+    assert policy.status_code == 200, policy.text
+    sign_in_as(stack, page, "preparer", f"#/exceptions/{bank['id']}")
+    page.get_by_role("heading", level=2, name=re.compile(re.escape(bank["title"]))).wait_for()
+    page.get_by_label("Change status to").select_option("dismissed")
+    page.get_by_role("button", name="Change status").click()
+    return made
+
+
 def serious_violations(page) -> list[str]:
     page.evaluate(AXE.read_text())
     found = page.evaluate("async () => (await axe.run()).violations"

@@ -30,6 +30,7 @@ from chalicelib.domain.period_closes import (
 )
 
 WRITER_PREFIX = "writer_"  # an attribute per writer registered behind the closing fence: its lease's end
+SWEPT_WRITERS = 50  # expired registrations a close removes at most (its expression stays small; the next sweeps on)
 
 
 class PeriodCloseRepository:
@@ -101,18 +102,38 @@ class PeriodCloseRepository:
     def mark_closing(self, environment: str, reconciliation_id: int, close_id: int, version: int,
                      now: datetime) -> None:
         """Put the fence up (if the closed periods are still at `version`: ClosedPeriodsChanged
-        otherwise): from this write on, no writer registers until the close lands or gives up."""
+        otherwise): from this write on, no writer registers until the close lands or gives up.
+
+        The same write removes the registrations whose lease ended before `now` (requests killed
+        mid-way never left: every close would otherwise carry them), each on the condition that its
+        lease is still over (or it is gone): a writer that renewed its lease meanwhile keeps it, and
+        the fence goes up without that sweep (the next close sweeps)."""
+        key = keys.closed_periods(environment, reconciliation_id)
+        expired = sorted(name for name, value in (self._table.get(key) or {}).items()
+                         if name.startswith(WRITER_PREFIX) and str(value) <= iso(now))[:SWEPT_WRITERS]
         try:
-            self._table.update(
-                keys.closed_periods(environment, reconciliation_id),
-                "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
-                "closing_since = :now, closing_close = :close",
-                condition="attribute_not_exists(pk) OR #version = :version",
-                names={"#entity": "entity", "#version": "version"},
-                values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0, ":now": iso(now),
-                        ":close": close_id, ":version": version})
+            self._mark_closing(key, reconciliation_id, close_id, version, now, expired)
+            return
+        except ConditionFailed:
+            if not expired:
+                raise ClosedPeriodsChanged() from None
+        try:  # a swept writer renewed its lease, or the version moved: which one, the plain mark tells
+            self._mark_closing(key, reconciliation_id, close_id, version, now, [])
         except ConditionFailed:
             raise ClosedPeriodsChanged() from None
+
+    def _mark_closing(self, key: dict[str, str], reconciliation_id: int, close_id: int, version: int, now: datetime,
+                      expired: list[str]) -> None:
+        swept = {f"#w{i}": name for i, name in enumerate(expired)}
+        self._table.update(
+            key,
+            "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
+            "closing_since = :now, closing_close = :close" + (" REMOVE " + ", ".join(swept) if swept else ""),
+            condition="(attribute_not_exists(pk) OR #version = :version)" + "".join(
+                f" AND (attribute_not_exists({w}) OR {w} <= :now)" for w in swept),
+            names={"#entity": "entity", "#version": "version", **swept},
+            values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0, ":now": iso(now),
+                    ":close": close_id, ":version": version})
 
     def clear_closing(self, environment: str, reconciliation_id: int, close_id: int) -> None:
         """Take the fence down, if this close's."""

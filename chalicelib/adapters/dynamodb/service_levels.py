@@ -146,9 +146,12 @@ class ServiceLevelRepository:
         partition: `keys.active_exception_guard`, taken before an exception is written or
         reopened) name them, then one batch read of those exceptions. A stale guard (its exception
         closed or never written) is left out by the exception's own status."""
-        reconciliation_ids = [int(i["id"]) for i in self._table.query_all(
-            keys.GSI1, keys.reconciliations_index_pk(environment), projection="id")]
-        named = {int(g["exception_id"]) for r in reconciliation_ids
+        return self.active_summaries_of(environment, [int(i["id"]) for i in self._table.query_all(
+            keys.GSI1, keys.reconciliations_index_pk(environment), projection="id")])
+
+    def active_summaries_of(self, environment: str, reconciliation_ids: Iterable[int]) -> list[SlaSummary]:
+        """`active_summaries` of the given reconciliations alone (the aging counts of one)."""
+        named = {int(g["exception_id"]) for r in sorted(set(reconciliation_ids))
                  for g in self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, r)["pk"],
                                                 sort_prefix=ACTIVE_GUARD_PREFIX, projection="exception_id",
                                                 consistent=True)}

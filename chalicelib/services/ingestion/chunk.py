@@ -83,14 +83,16 @@ class ClaimedChunk:
 
 
 def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
-                streams: dict[str, StreamContext | None], leases: WriterLeases | None, retried: bool) -> ClaimedChunk:
+                streams: dict[str, StreamContext | None], leases: WriterLeases | None, retried: bool,
+                fence: period_closes.FenceWriter | None = None) -> ClaimedChunk:
     """Validate and guard one chunk of rows, marked begun before; every row gets a result, none is
     lost. `retried`: an execution may have begun the chunk before, so a row whose record it wrote
     keeps that record as it is. `leases`: the writer leases the caller holds across chunks (else
-    the chunk takes and gives back its own)."""
+    the chunk takes and gives back its own). `fence`: the chunk's writer behind the closing fence
+    (its guard registers it; the caller leaves once the chunk's records are written)."""
     written = records_written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
-    drafts = period_closes.failing_closed(ports, job.environment, drafts)  # dated inside a closed period: failed
+    drafts = period_closes.failing_closed(ports, job.environment, drafts, fence)  # dated inside a closed period: failed
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
     # (claims are made all at once, so "first" is decided here, by position); a row with its record
     # written keeps it, duplicate or not.
@@ -142,6 +144,15 @@ def write_claimed(ports: Ports, job: IngestionJob, chunk: ClaimedChunk) -> None:
     ports.mirror.write_part(job.environment, job.id, chunk.index, chunk.records)
 
 
+def _write_then_leave(ports: Ports, job: IngestionJob, chunk: ClaimedChunk, fence: period_closes.FenceWriter) -> None:
+    """`write_claimed`, then the chunk's registration behind the closing fence goes (also when the
+    write failed: what it wrote is in the table, and the chunk is processed again)."""
+    try:
+        write_claimed(ports, job, chunk)
+    finally:
+        fence.leave()
+
+
 def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
                     leases: WriterLeases | None = None) -> ChunkOutcome:
     """What a written chunk saves. If the job ended while the chunk wrote (a late execution), its
@@ -185,14 +196,25 @@ class ChunkPipeline:
 
     def write(self, index: int, rows: list[ChunkRow], streams: dict[str, StreamContext | None]) -> None:
         """Claim this chunk, save the one written before it, and start this one's writes."""
-        claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases, retried=self._begin(index))
-        job = self.flush()
+        # The chunk's guard registers it behind the closing fence until its records are written (the
+        # write's thread leaves, not `flush`: the next chunk's guard may be waiting at a fence whose
+        # close waits for this chunk): a close waits for them, and counts them (docs/period-close.md).
+        fence = period_closes.FenceWriter(self._ports, period_closes.WORKER_LEASE, waits=True)
+        try:
+            claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases,
+                                  retried=self._begin(index), fence=fence)
+            job = self.flush()
+        except BaseException:
+            fence.leave()
+            raise
         if job.writes_no_more:  # ended or cancelled while this chunk was claimed: it writes nothing
+            fence.leave()
             release_orphan_claims(self._ports, job, _claims_of(job, claimed), self._leases)
             return
         if self._ports.stopping():  # left claimed: the next start processes it again, its claims its own
+            fence.leave()
             return
-        self._writing = (claimed, self._writer.submit(write_claimed, self._ports, self.job, claimed))
+        self._writing = (claimed, self._writer.submit(_write_then_leave, self._ports, self.job, claimed, fence))
 
     def _begin(self, index: int) -> bool:
         """Mark a chunk begun before anything of it is written, unless this execution's own save

@@ -1,0 +1,94 @@
+"""The closing fence's item (adapters/dynamodb/period_closes.py): writers register with a lease, a
+close's mark refuses new ones, and the mark sweeps the registrations whose lease ended (requests
+killed mid-way) without ever removing a live writer's."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.adapters.dynamodb.period_closes import PeriodCloseRepository
+from chalicelib.domain.period_closes import ClosedPeriodsChanged
+from tests.contract.builders import ENV, OTHER_ENV
+from tests.contract.builders import T0_MS as T0
+from tests.fakes.period_closes import FakePeriodCloseRepository
+
+STALE = T0 - timedelta(minutes=2)
+
+
+@pytest.fixture
+def period_closes(backend):
+    if backend.name == "fake":
+        return FakePeriodCloseRepository()
+    return PeriodCloseRepository(backend._table)
+
+
+def register(period_closes, token: str, lease_end, reconciliation_id: int = 1, environment: str = ENV):
+    return period_closes.enter_fence(environment, reconciliation_id, token, lease_end, STALE)
+
+
+def test_the_mark_sweeps_expired_writers_and_keeps_live_ones(period_closes):
+    assert register(period_closes, "killed1", T0 + timedelta(seconds=1)) == []
+    register(period_closes, "killed2", T0 + timedelta(seconds=10))  # ends exactly at the mark: over
+    register(period_closes, "live", T0 + timedelta(seconds=70))
+    register(period_closes, "other", T0 + timedelta(seconds=1), environment=OTHER_ENV)
+    # Read as of T0 every registration counts, so what stays after the mark is what it left.
+    assert period_closes.live_writers(ENV, 1, T0) == 3
+    period_closes.mark_closing(ENV, 1, close_id=7, version=0, now=T0 + timedelta(seconds=10))
+    assert period_closes.live_writers(ENV, 1, T0) == 1  # the live writer alone
+    assert period_closes.live_writers(ENV, 1, T0 + timedelta(seconds=10)) == 1
+    assert period_closes.live_writers(OTHER_ENV, 1, T0) == 1  # another environment's item: untouched
+    # The fence is up: no new writer; the live one leaves as before.
+    assert register(period_closes, "late", T0 + timedelta(seconds=80)) is None
+    period_closes.leave_fence(ENV, 1, "live")
+    assert period_closes.live_writers(ENV, 1, T0) == 0
+
+
+def test_a_mark_at_a_moved_version_sweeps_nothing(period_closes):
+    register(period_closes, "killed", T0 + timedelta(seconds=1))
+    with pytest.raises(ClosedPeriodsChanged):
+        period_closes.mark_closing(ENV, 1, close_id=7, version=3, now=T0 + timedelta(seconds=10))
+    assert period_closes.live_writers(ENV, 1, T0) == 1
+    assert register(period_closes, "next", T0 + timedelta(seconds=70)) == []  # no fence was put up
+
+
+def test_a_mark_without_writers_puts_the_fence_up(period_closes):
+    period_closes.mark_closing(ENV, 2, close_id=8, version=0, now=T0)
+    assert register(period_closes, "late", T0 + timedelta(seconds=60), reconciliation_id=2) is None
+    period_closes.clear_closing(ENV, 2, close_id=8)
+    assert register(period_closes, "late", T0 + timedelta(seconds=60), reconciliation_id=2) == []
+
+
+def test_the_sweep_is_bounded_per_mark_and_the_next_mark_goes_on(period_closes):
+    for i in range(60):
+        register(period_closes, f"killed{i:02d}", T0 + timedelta(seconds=1))
+    period_closes.mark_closing(ENV, 1, close_id=7, version=0, now=T0 + timedelta(seconds=10))
+    assert period_closes.live_writers(ENV, 1, T0) == 10
+    period_closes.clear_closing(ENV, 1, close_id=7)
+    period_closes.mark_closing(ENV, 1, close_id=8, version=0, now=T0 + timedelta(seconds=10))
+    assert period_closes.live_writers(ENV, 1, T0) == 0
+
+
+@pytest.mark.moto
+def test_a_writer_that_renews_between_the_read_and_the_mark_is_never_removed(backend):
+    """The adapter reads the item, then writes: a request registering again with the same token in
+    between (a second guard of the same request) renews a lease the read saw as ended. The sweep's
+    condition fails, the fence still goes up, and the renewed registration stays."""
+    if backend.name == "fake":
+        pytest.skip("the fake's mark is one step: nothing comes between its read and its write")
+    period_closes = PeriodCloseRepository(backend._table)
+    register(period_closes, "slow", T0 + timedelta(seconds=1))
+    table_get = backend._table.get
+
+    def get_then_renew(key):
+        item = table_get(key)
+        register(period_closes, "slow", T0 + timedelta(seconds=90))
+        return item
+
+    backend._table.get = get_then_renew
+    try:
+        period_closes.mark_closing(ENV, 1, close_id=7, version=0, now=T0 + timedelta(seconds=10))
+    finally:
+        backend._table.get = table_get
+    assert period_closes.live_writers(ENV, 1, T0 + timedelta(seconds=10)) == 1
+    assert register(period_closes, "late", T0 + timedelta(seconds=80)) is None  # the fence is up
