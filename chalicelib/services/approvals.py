@@ -389,7 +389,8 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
             result = {"reconciliation_match_id": match.id}
             noted.resource_id = match.id
         elif approval.action is ApprovalAction.UNMATCH:
-            matches.unmatch(ports, environment, int(params["match_id"]))
+            matches.unmatch(ports, environment, int(params["match_id"]), decided_by=approval.requested_by,
+                            approved_by=approver)  # the requester's decision (learned rules count it)
         elif approval.action is ApprovalAction.DISMISSAL:
             target = ExceptionStatus(params.get("status") or ExceptionStatus.DISMISSED.value)
             exception = ports.exceptions.get(environment, int(params["exception_id"]))
