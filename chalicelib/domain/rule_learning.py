@@ -68,7 +68,7 @@ from chalicelib.domain.rules import (
     Rule,
     RuleDefinition,
 )
-from chalicelib.domain.unmatch_decisions import Pair, UnmatchDecision, repaired_by
+from chalicelib.domain.unmatch_decisions import UnmatchedPairs, repaired_by
 
 MIN_SUPPORT = 0.8          # a text condition must pass at least this share of the decisions
 MAX_FALSE_PASS = 0.05      # and at most this share of the pairs people did not match together
@@ -488,7 +488,7 @@ def decision_evidence(decided: pl.DataFrame, rule: Rule) -> dict[str, Any]:
 
 def dry_run_evidence(open_a: pl.DataFrame, open_b: pl.DataFrame, decided: pl.DataFrame, before: Sequence[Rule],
                      rule: Rule, sample_size: int = 5,
-                     unmatched: Mapping[Pair, UnmatchDecision] | None = None) -> dict[str, Any]:
+                     unmatched: UnmatchedPairs | None = None) -> dict[str, Any]:
     """The rule after the active rules `before`, over the open records with the decided ones among
     them (records a person matched are open to it, so that taking one shows): the matches it would
     add (open records only) and those that go against a decision (`conflicting_matches`): that take

@@ -81,18 +81,43 @@ def decision_of(environment: str, reconciliation_id: int, match_id: int, sides: 
                            truncated=truncated)
 
 
-def unmatched_pairs(decisions: Iterable[UnmatchDecision]) -> dict[Pair, UnmatchDecision]:
-    """Each pair people took apart, with the newest decision that did (decisions newest first)."""
-    found: dict[Pair, UnmatchDecision] = {}
-    for decision in decisions:
-        for pair in decision.pairs():
-            found.setdefault(pair, decision)
-    return found
+@dataclass(frozen=True)
+class UnmatchedPairs:
+    """The pairs people took apart, as an index by record: each side's record ids to the decisions
+    (positions in `decisions`, newest first) that held them. Its size is the records' (at most
+    MAX_READ decisions of 2 x MAX_RECORDS_PER_SIDE each), never their pairs' product."""
+    decisions: tuple[UnmatchDecision, ...]
+    side_a: Mapping[int, frozenset[int]]
+    side_b: Mapping[int, frozenset[int]]
+
+    def __bool__(self) -> bool:
+        return bool(self.decisions)
+
+
+def unmatched_pairs(decisions: Iterable[UnmatchDecision]) -> UnmatchedPairs:
+    """The index of the pairs the decisions took apart (decisions newest first)."""
+    kept = tuple(decisions)
+    side_a: dict[int, set[int]] = {}
+    side_b: dict[int, set[int]] = {}
+    for position, decision in enumerate(kept):
+        for record_id in decision.side_a_record_ids:
+            side_a.setdefault(record_id, set()).add(position)
+        for record_id in decision.side_b_record_ids:
+            side_b.setdefault(record_id, set()).add(position)
+    return UnmatchedPairs(kept, {k: frozenset(v) for k, v in side_a.items()},
+                          {k: frozenset(v) for k, v in side_b.items()})
 
 
 def repaired_by(side_a_record_ids: Sequence[int], side_b_record_ids: Sequence[int],
-                pairs: Mapping[Pair, UnmatchDecision]) -> UnmatchDecision | None:
+                pairs: UnmatchedPairs) -> UnmatchDecision | None:
     """The decision a match of these records goes against, when it pairs again a side-A record and a
     side-B record a person took apart (the newest such decision); None when it pairs none."""
-    found = [pairs[(a, b)] for a in side_a_record_ids for b in side_b_record_ids if (a, b) in pairs]
-    return max(found, key=lambda d: (d.decided_at, d.match_id)) if found else None
+    on_a: set[int] = set()
+    for record_id in side_a_record_ids:
+        on_a |= pairs.side_a.get(record_id, frozenset())
+    if not on_a:
+        return None
+    both = {n for record_id in side_b_record_ids for n in pairs.side_b.get(record_id, frozenset()) if n in on_a}
+    if not both:
+        return None
+    return max((pairs.decisions[n] for n in both), key=lambda d: (d.decided_at, d.match_id))
