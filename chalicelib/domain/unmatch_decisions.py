@@ -17,13 +17,14 @@ TTL), and a reader takes at most MAX_READ of a reconciliation's, newest match fi
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import iso
 
-MAX_RECORDS_PER_SIDE = 100
+MAX_RECORDS_PER_SIDE = 25  # an item of ~0.5 KB: 5,000 are two query pages
 KEPT_FOR = timedelta(days=400)  # a year of decisions, and the month a period takes to close
 MAX_READ = 5_000
 SYSTEM_ACTOR_PREFIX = "system:"
@@ -87,8 +88,8 @@ class UnmatchedPairs:
     (positions in `decisions`, newest first) that held them. Its size is the records' (at most
     MAX_READ decisions of 2 x MAX_RECORDS_PER_SIDE each), never their pairs' product."""
     decisions: tuple[UnmatchDecision, ...]
-    side_a: Mapping[int, frozenset[int]]
-    side_b: Mapping[int, frozenset[int]]
+    side_a: Mapping[int, list[int]]
+    side_b: Mapping[int, list[int]]
 
     def __bool__(self) -> bool:
         return bool(self.decisions)
@@ -97,15 +98,14 @@ class UnmatchedPairs:
 def unmatched_pairs(decisions: Iterable[UnmatchDecision]) -> UnmatchedPairs:
     """The index of the pairs the decisions took apart (decisions newest first)."""
     kept = tuple(decisions)
-    side_a: dict[int, set[int]] = {}
-    side_b: dict[int, set[int]] = {}
+    side_a: defaultdict[int, list[int]] = defaultdict(list)
+    side_b: defaultdict[int, list[int]] = defaultdict(list)
     for position, decision in enumerate(kept):
         for record_id in decision.side_a_record_ids:
-            side_a.setdefault(record_id, set()).add(position)
+            side_a[record_id].append(position)
         for record_id in decision.side_b_record_ids:
-            side_b.setdefault(record_id, set()).add(position)
-    return UnmatchedPairs(kept, {k: frozenset(v) for k, v in side_a.items()},
-                          {k: frozenset(v) for k, v in side_b.items()})
+            side_b[record_id].append(position)
+    return UnmatchedPairs(kept, dict(side_a), dict(side_b))
 
 
 def repaired_by(side_a_record_ids: Sequence[int], side_b_record_ids: Sequence[int],
@@ -114,10 +114,10 @@ def repaired_by(side_a_record_ids: Sequence[int], side_b_record_ids: Sequence[in
     side-B record a person took apart (the newest such decision); None when it pairs none."""
     on_a: set[int] = set()
     for record_id in side_a_record_ids:
-        on_a |= pairs.side_a.get(record_id, frozenset())
+        on_a.update(pairs.side_a.get(record_id, ()))
     if not on_a:
         return None
-    both = {n for record_id in side_b_record_ids for n in pairs.side_b.get(record_id, frozenset()) if n in on_a}
+    both = {n for record_id in side_b_record_ids for n in pairs.side_b.get(record_id, ()) if n in on_a}
     if not both:
         return None
     return max((pairs.decisions[n] for n in both), key=lambda d: (d.decided_at, d.match_id))
