@@ -89,3 +89,12 @@ def test_the_fake_has_the_adapters_surface():
     for name in ("keep", "newest_of"):
         assert inspect.signature(getattr(FakeUnmatchDecisions, name)) == inspect.signature(
             getattr(UnmatchDecisionRepository, name))
+
+
+def test_the_newest_are_read_across_pages(store, clock, monkeypatch):
+    monkeypatch.setattr("chalicelib.adapters.dynamodb.unmatch_decisions.PAGE", 2)  # the adapter's query size
+    for match_id in range(1, 8):
+        store.keep(decision(match_id))
+
+    assert [d.match_id for d in store.newest_of(ENV, 1, 100)] == [7, 6, 5, 4, 3, 2, 1]
+    assert [d.match_id for d in store.newest_of(ENV, 1, 5)] == [7, 6, 5, 4, 3]

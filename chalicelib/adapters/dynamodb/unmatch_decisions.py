@@ -3,6 +3,7 @@ match in its reconciliation's partition of them (`keys.unmatch_decision`), writt
 conditional put: a retried unmatch finds it there), removed by the table's TTL (`expires_at`)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
@@ -10,6 +11,8 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.unmatch_decisions import UnmatchDecision
+
+PAGE = 1_000  # decisions a query asks for (about 0.5 MB)
 
 
 class UnmatchDecisionRepository:
@@ -33,12 +36,22 @@ class UnmatchDecisionRepository:
         return True
 
     def newest_of(self, environment: str, reconciliation_id: int, limit: int) -> list[UnmatchDecision]:
-        """At most `limit` of the reconciliation's decisions, newest match first; one past its expiry
-        (which TTL removes within days) is left out."""
+        """At most `limit` of the reconciliation's decisions, newest match first, read consistently (an
+        unmatch of a moment ago counts); one past its expiry (which TTL removes within days) is left out."""
         now = int(utc_now().timestamp())
-        items = self._table.query_newest(keys.BASE_TABLE, keys.unmatch_decisions_pk(environment, reconciliation_id))
-        live = (item for item in items if int(item.get("expires_at") or 0) > now)
-        return [self._from_item(environment, reconciliation_id, item) for item in islice(live, limit)]
+        return [self._from_item(environment, reconciliation_id, item)
+                for item in islice((i for i in self._pages(environment, reconciliation_id)
+                                    if int(i.get("expires_at") or 0) > now), limit)]
+
+    def _pages(self, environment: str, reconciliation_id: int) -> Iterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            page = self._table.query_page(keys.BASE_TABLE, keys.unmatch_decisions_pk(environment, reconciliation_id),
+                                          limit=PAGE, cursor=cursor, newest_first=True, consistent=True)
+            yield from page.items
+            if page.cursor is None:
+                return
+            cursor = page.cursor
 
     @staticmethod
     def _from_item(environment: str, reconciliation_id: int, item: dict[str, Any]) -> UnmatchDecision:
