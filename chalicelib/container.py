@@ -60,6 +60,7 @@ from chalicelib.settings import Settings, current_settings
 
 if TYPE_CHECKING:
     from chalicelib.adapters.dynamodb.rate_streams import RateStreamRepository
+    from chalicelib.adapters.dynamodb.unmatch_decisions import UnmatchDecisionRepository
     from chalicelib.adapters.identity import CognitoIdentity
     from chalicelib.services.export_ports import ExportPorts
 
@@ -334,7 +335,14 @@ class Container:
             stopping=self.stop_requested.is_set, approvals=self.approvals,
             service_levels=self.service_levels,
             rate_streams=self.rate_streams,
+            unmatch_decisions=self.unmatch_decisions,
         )
+
+    @cached_property
+    def unmatch_decisions(self) -> UnmatchDecisionRepository:
+        from chalicelib.adapters.dynamodb.unmatch_decisions import UnmatchDecisionRepository
+
+        return UnmatchDecisionRepository(self.table)
 
     @cached_property
     def rate_streams(self) -> RateStreamRepository:

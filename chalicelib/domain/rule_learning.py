@@ -68,6 +68,7 @@ from chalicelib.domain.rules import (
     Rule,
     RuleDefinition,
 )
+from chalicelib.domain.unmatch_decisions import UnmatchedPairs, repaired_by
 
 MIN_SUPPORT = 0.8          # a text condition must pass at least this share of the decisions
 MAX_FALSE_PASS = 0.05      # and at most this share of the pairs people did not match together
@@ -178,10 +179,13 @@ class _Unit:
     texts: dict[str, str | None]
 
 
-def learn(decided: pl.DataFrame, currencies_seen: int = 1, directions_seen: int | None = None) -> Learned:
+def learn(decided: pl.DataFrame, currencies_seen: int = 1, directions_seen: int | None = None,
+          unmatched: pl.DataFrame | None = None) -> Learned:
     """What the decided records (decided_frame) agree on. `currencies_seen`: how many currencies
     the reconciliation's records hold (decided and open), below two no currency condition is
-    learned; `directions_seen` likewise (default: from the decided records)."""
+    learned; `directions_seen` likewise (default: from the decided records). `unmatched`: the
+    records of matches people took apart (a decided_frame of them, same columns, `decision` the
+    unmatched match's number), whose pairs count among the pairs people did not match together."""
     text_fields = [c for c in decided.columns if c in ("description", "external_id") or c.startswith("metadata.")]
     decisions = _decisions(decided, text_fields)
     if not decisions:
@@ -193,7 +197,10 @@ def learn(decided: pl.DataFrame, currencies_seen: int = 1, directions_seen: int 
     if directions_seen is None:
         directions_seen = decided["direction"].n_unique()
     base, observed = _base_conditions(pairs, currencies_seen, directions_seen)
-    texts, tokens = _text_agreements(pairs, text_fields)
+    negatives = ([units for _, _, units in _decisions(unmatched, text_fields)]
+                 if unmatched is not None and unmatched.height else [])
+    texts, tokens = _text_agreements(pairs, text_fields, negatives)
+    observed["unmatched_pairs_compared"] = len(negatives)
     observed["shared_tokens"] = tokens
     observed["cardinalities"] = {c.value: n for c, n in shapes.most_common()}
     return Learned(decisions=len(decisions), cardinality=cardinality, decisions_of_cardinality=len(kept),
@@ -305,10 +312,11 @@ def _most_common(values: list[int]) -> int:
     return Counter(values).most_common(1)[0][0]
 
 
-def _text_agreements(pairs: list[tuple[_Unit, _Unit]],
-                     text_fields: list[str]) -> tuple[tuple[TextAgreement, ...], dict[str, Any]]:
+def _text_agreements(pairs: list[tuple[_Unit, _Unit]], text_fields: list[str],
+                     negatives: Sequence[tuple[_Unit, _Unit]] = ()) -> tuple[tuple[TextAgreement, ...], dict[str, Any]]:
     """Each (side-A field, side-B field) under equals, contains and similar, on the decisions and
-    on the other pairs (side-A unit i against side-B unit i + k, k = 1..NEGATIVE_SHIFTS)."""
+    on the other pairs (side-A unit i against side-B unit i + k, k = 1..NEGATIVE_SHIFTS, and the
+    `negatives`: the pairs people unmatched)."""
     n = len(pairs)
     shifts = range(1, min(NEGATIVE_SHIFTS, n - 1) + 1)
     positive = {(f, "a"): [a.texts.get(f) for a, _ in pairs] for f in text_fields}
@@ -319,8 +327,9 @@ def _text_agreements(pairs: list[tuple[_Unit, _Unit]],
             a_values, b_values = positive[(field_a, "a")], positive[(field_b, "b")]
             if not any(a_values) or not any(b_values):
                 continue
-            other_a = [a_values[i] for _ in shifts for i in range(n)]
-            other_b = [b_values[(i + k) % n] for k in shifts for i in range(n)]
+            other_a = [a_values[i] for _ in shifts for i in range(n)] + [a.texts.get(field_a) for a, _ in negatives]
+            other_b = [b_values[(i + k) % n] for k in shifts for i in range(n)] + [b.texts.get(field_b)
+                                                                                 for _, b in negatives]
             found.extend(_field_pair_agreements(field_a, field_b, a_values, b_values, other_a, other_b))
     kept = [t for t in found if t.support >= MIN_SUPPORT and t.false_pass_rate <= MAX_FALSE_PASS]
     kept.sort(key=lambda t: (t.false_passes / max(t.other_pairs, 1), -t.passes,
@@ -478,11 +487,14 @@ def decision_evidence(decided: pl.DataFrame, rule: Rule) -> dict[str, Any]:
 
 
 def dry_run_evidence(open_a: pl.DataFrame, open_b: pl.DataFrame, decided: pl.DataFrame, before: Sequence[Rule],
-                     rule: Rule, sample_size: int = 5) -> dict[str, Any]:
+                     rule: Rule, sample_size: int = 5,
+                     unmatched: UnmatchedPairs | None = None) -> dict[str, Any]:
     """The rule after the active rules `before`, over the open records with the decided ones among
     them (records a person matched are open to it, so that taking one shows): the matches it would
-    add (open records only) and those that take a decided record other than as its decision did
-    (`conflicting_matches`); a sample of each (record ids by side)."""
+    add (open records only) and those that go against a decision (`conflicting_matches`): that take
+    a decided record other than as its decision did, or pair again a side-A and a side-B record a
+    person unmatched (`unmatched`: domain/unmatch_decisions.py `unmatched_pairs`; those counted
+    again in `unmatched_conflicts`); a sample of each (record ids by side)."""
     decided_a, decided_b = _sides(decided)
     columns = open_a.columns
     side_a = pl.concat([open_a, decided_a.select(columns)]).unique("id", keep="first").sort("id")
@@ -497,14 +509,15 @@ def dry_run_evidence(open_a: pl.DataFrame, open_b: pl.DataFrame, decided: pl.Dat
     mine = outcome.matches.filter(pl.col("rule_id") == rule.id).select("match_no")
     members = outcome.members.join(mine, on="match_no", how="semi")
     grouped = members.group_by("match_no").agg(pl.col("record_id"), pl.col("side")).sort("match_no")
-    adds, conflicts, remade, records = 0, 0, 0, 0
+    adds, conflicts, remade, records, undone_conflicts = 0, 0, 0, 0, 0
     add_sample: list[dict[str, Any]] = []
     conflict_sample: list[dict[str, Any]] = []
     for record_ids, sides in zip(grouped["record_id"].to_list(), grouped["side"].to_list(), strict=True):
         decided_ids = [i for i in record_ids if i in decision_of]
         entry = {"side_a_record_ids": sorted(i for i, s in zip(record_ids, sides) if s == "a"),
                  "side_b_record_ids": sorted(i for i, s in zip(record_ids, sides) if s == "b")}
-        if not decided_ids:
+        undone = repaired_by(entry["side_a_record_ids"], entry["side_b_record_ids"], unmatched) if unmatched else None
+        if not decided_ids and undone is None:
             adds += 1
             records += len(record_ids)
             if len(add_sample) < sample_size:
@@ -512,13 +525,16 @@ def dry_run_evidence(open_a: pl.DataFrame, open_b: pl.DataFrame, decided: pl.Dat
             continue
         decisions = {decision_of[i] for i in decided_ids}
         if len(decided_ids) == len(record_ids) and len(decisions) == 1 and size_of[decisions.pop()] == len(record_ids):
-            remade += 1
+            remade += 1  # the records are a person's match now: that decision is the newest word
             continue
         conflicts += 1
+        undone_conflicts += undone is not None
         if len(conflict_sample) < sample_size:
-            conflict_sample.append({**entry, "decided_record_ids": sorted(decided_ids)})
+            conflict_sample.append({**entry, "decided_record_ids": sorted(decided_ids),
+                                    **({"unmatched": undone.as_body()} if undone is not None else {})})
     return {"open_records": {"side_a": open_a.height, "side_b": open_b.height},
             "matches": adds, "matched_records": records, "conflicting_matches": conflicts,
+            "unmatched_conflicts": undone_conflicts,
             "decisions_remade": remade, "sample": add_sample, "conflicts_sample": conflict_sample}
 
 

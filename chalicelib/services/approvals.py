@@ -65,6 +65,7 @@ from chalicelib.domain.users import user_actor
 from chalicelib.observability import logger
 from chalicelib.services import api_keys, audit
 from chalicelib.services.events import save_and_emit
+from chalicelib.services.partial_payments import manual_shares
 from chalicelib.services.ports import Approvals, Ports
 
 SUMMARY_FIELDS = ("status", "action", "reconciliation_id", "amount", "amount_decimal_places", "requested_by",
@@ -113,8 +114,13 @@ def check_manual_match(ports: Ports, environment: str, reconciliation_id: int, r
                        allow_difference: bool, reason: str | None, side_a: list[Record], side_b: list[Record],
                        allocations: Mapping[int, int] | None = None) -> None:
     """A person's match of these records (services/matches.py `create_manual_match`); a partial
-    payment's shares are kept for its replay (its amount measured is still the records' own)."""
-    _gate(ports, environment, reconciliation_id, ApprovalAction.MANUAL_MATCH, lambda: amount_of_sides(side_a, side_b),
+    payment's shares are kept for its replay, and what it measures is the shares the match takes
+    (a record it takes whole, its amount)."""
+    def measure() -> list[Amount]:
+        shares = _shares_taken(side_a, side_b, reconciliation_id, allocations, allow_difference, reason)
+        return amount_of_sides(_weighed(side_a, shares), _weighed(side_b, shares))
+
+    _gate(ports, environment, reconciliation_id, ApprovalAction.MANUAL_MATCH, measure,
           {"reconciliation_id": reconciliation_id, "record_ids": list(record_ids),
            "allow_difference": allow_difference, "reason": reason,
            **({"allocations": [[rid, share] for rid, share in allocations.items()]} if allocations else {})},
@@ -132,12 +138,28 @@ def check_unmatch(ports: Ports, match: Match) -> None:
         members = ports.matches.members(match.environment, match.id)
         held = {h.record.id: h.record for h in ports.claims.held_records(match.environment,
                                                                           [m.record_id for m in members])}
-        return amount_of_sides([held[m.record_id] for m in members if m.side == "a" and m.record_id in held],
-                               [held[m.record_id] for m in members if m.side == "b" and m.record_id in held])
+        shares = {m.record_id: m.share for m in members if m.share is not None} | dict(match.allocations)
+        return amount_of_sides(
+            _weighed([held[m.record_id] for m in members if m.side == "a" and m.record_id in held], shares),
+            _weighed([held[m.record_id] for m in members if m.side == "b" and m.record_id in held], shares))
 
     _gate(ports, match.environment, match.reconciliation_id, ApprovalAction.UNMATCH, measure,
           {"match_id": match.id}, f"Unmatch match {match.id} ({match.record_count} records)",
           target=("reconciliation_match", match.id))
+
+
+def _shares_taken(side_a: list[Record], side_b: list[Record], reconciliation_id: int,
+                  allocations: Mapping[int, int] | None, allow_difference: bool, reason: str | None) -> dict[int, int]:
+    """The shares a person's match takes of the records it takes in part or finishes covering
+    (services/partial_payments.py `manual_shares`, already checked by the match): none for a whole match."""
+    planned = manual_shares(side_a, side_b, reconciliation_id, allocations or {}, allow_difference, reason)
+    return dict(planned.shares) if planned else {}
+
+
+def _weighed(records: list[Record], shares: Mapping[int, int]) -> list[Record]:
+    """The records as the approval policy weighs them: a record the match takes a share of counts
+    that share (in its own minor units), any other its whole amount (docs/approvals.md)."""
+    return [replace(r, amount=shares[r.id]) if r.id in shares else r for r in records]
 
 
 def check_status_move(ports: Ports, current: ReconciliationException, status: ExceptionStatus | None,
@@ -367,7 +389,8 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
             result = {"reconciliation_match_id": match.id}
             noted.resource_id = match.id
         elif approval.action is ApprovalAction.UNMATCH:
-            matches.unmatch(ports, environment, int(params["match_id"]))
+            matches.unmatch(ports, environment, int(params["match_id"]), decided_by=approval.requested_by,
+                            approved_by=approver)  # the requester's decision (learned rules count it)
         elif approval.action is ApprovalAction.DISMISSAL:
             target = ExceptionStatus(params.get("status") or ExceptionStatus.DISMISSED.value)
             exception = ports.exceptions.get(environment, int(params["exception_id"]))

@@ -14,7 +14,7 @@ from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
-from chalicelib.services import approvals, audit, period_closes
+from chalicelib.services import approvals, audit, period_closes, unmatch_decisions
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.partial_payments import manual_shares
 from chalicelib.services.ports import Ports, StreamUsages
@@ -100,10 +100,13 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
     return confirmed
 
 
-def unmatch(ports: Ports, environment: str, match_id: int) -> None:
+def unmatch(ports: Ports, environment: str, match_id: int, decided_by: str | None = None,
+            approved_by: str | None = None) -> None:
     """Hide the match, open its records again, drop its members, and keep the match as a
     tombstone; the reconciliation's exceptions are refreshed within a minute (the records may
-    be overdue). A retry after a crash finds the match marked and finishes."""
+    be overdue). A retry after a crash finds the match marked and finishes. A person's unmatch
+    (the request's actor, or `decided_by`: an approved unmatch's requester) is kept as their
+    decision first (services/unmatch_decisions.py)."""
     match = ports.matches.find(environment, match_id)
     if match is None or match.unmatched_at is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
@@ -113,6 +116,7 @@ def unmatch(ports: Ports, environment: str, match_id: int) -> None:
     if not match.unmatching:
         ports.matches.mark_unmatching(match)
     members = ports.matches.members(environment, match_id)
+    unmatch_decisions.keep(ports, match, members, decided_by, approved_by)  # before its members go
     release_members(ports, match, members,
                     used_by(ports.reconciliations, environment, (m.data_stream_key for m in members)))
     # Before the tombstone: a retry after it finds nothing left to do.

@@ -69,6 +69,7 @@ from chalicelib.domain.runs import (
 from chalicelib.domain.stories import Story, StoryUser
 from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import MirroredMoney, Money, StreamTally
+from chalicelib.domain.unmatch_decisions import UnmatchDecision
 from chalicelib.domain.users import User, VerifiedToken
 from chalicelib.domain.webhooks import DeliveryStatus, SendOutcome, WebhookDelivery, WebhookEndpoint, WebhookRequest
 
@@ -235,6 +236,12 @@ class Tallies(Protocol):
     def save(self, tally: StreamTally) -> None: ...
     def of_reconciliation(self, environment: str, reconciliation_id: int) -> list[StreamTally]: ...
     def remove_all_of_reconciliation(self, environment: str, reconciliation_id: int) -> None: ...
+
+
+class UnmatchDecisions(Protocol):
+    """People's unmatch decisions, kept for learned rules (domain/unmatch_decisions.py)."""
+    def keep(self, decision: UnmatchDecision) -> bool: ...
+    def newest_of(self, environment: str, reconciliation_id: int, limit: int) -> list[UnmatchDecision]: ...
 
 
 class Agents(Protocol):
@@ -814,3 +821,5 @@ class Ports:
     service_levels: ServiceLevelStore | None = None
     # Reference exchange rates for rules that convert currencies (services/rate_streams.py); None: not wired.
     rate_streams: RateStreams | None = None
+    # People's unmatch decisions, which learned rules count (services/unmatch_decisions.py); None: not kept.
+    unmatch_decisions: UnmatchDecisions | None = None

@@ -21,7 +21,8 @@ from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationF
 from chalicelib.domain.matches import Match, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation
 from chalicelib.domain.rules import MAX_PRIORITY, Rule, RuleDefinition, RuleSource, RuleStatus
-from chalicelib.services import audit
+from chalicelib.domain.unmatch_decisions import UnmatchDecision, unmatched_pairs
+from chalicelib.services import audit, unmatch_decisions
 from chalicelib.services.ports import Ports
 
 MAX_DECISIONS = 1_000
@@ -31,6 +32,7 @@ DEFAULT_SUGGESTIONS = 3
 PAGE = 500
 MEMBER_THREADS = 8
 INVESTIGATION_REASON = "Accepted investigation "  # services/investigations.py names the match so
+MAX_UNMATCHED_RECORDS = 2_000  # records of people's unmatches read as negative pairs for the text conditions
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,10 @@ def suggest(ports: Ports, environment: str, reconciliation_id: int, *, max_decis
     keys = sorted(set(learning.metadata_keys_of(row.get("metadata") or {} for d in decisions for row in d.rows))
                   | read_by_active)
     decided = learning.decided_frame((row for d in decisions for row in d.rows), keys)
-    learned = learning.learn(decided)
+    undone = unmatch_decisions.newest(ports, environment, reconciliation_id)
+    pairs = unmatched_pairs(undone)
+    unmatched = learning.decided_frame(unmatched_rows(ports, environment, undone), keys)
+    learned = learning.learn(decided, unmatched=unmatched)
     candidates = learned.candidates(max_suggestions)
     try:
         open_a, open_b = open_frames(ports, environment, reconciliation,
@@ -86,7 +91,8 @@ def suggest(ports: Ports, environment: str, reconciliation_id: int, *, max_decis
     seen_directions = len(set(decided["direction"].to_list()) | set(open_a["direction"].to_list())
                           | set(open_b["direction"].to_list()))
     if seen_currencies > 1 or seen_directions > 1:  # the open records say what the decisions could not
-        learned = learning.learn(decided, currencies_seen=seen_currencies, directions_seen=seen_directions)
+        learned = learning.learn(decided, currencies_seen=seen_currencies, directions_seen=seen_directions,
+                                 unmatched=unmatched)
         candidates = learned.candidates(max_suggestions)
     known = {_shape(r.definition) for r in existing if r.proposal is not RuleStatus.PROPOSED}
     measured = []
@@ -97,7 +103,7 @@ def suggest(ports: Ports, environment: str, reconciliation_id: int, *, max_decis
         on_decisions = learning.decision_evidence(decided, rule)
         evidence = {
             "decisions_read": len(decisions), "decisions_by_kind": kinds,
-            "matches_scanned": scanned, "scan_complete": complete,
+            "matches_scanned": scanned, "scan_complete": complete, "unmatch_decisions_read": len(undone),
             "cardinalities": learned.observed.get("cardinalities"),
             "decisions_of_cardinality": learned.decisions_of_cardinality,
             "decisions_explained": on_decisions["explained"],
@@ -105,7 +111,7 @@ def suggest(ports: Ports, environment: str, reconciliation_id: int, *, max_decis
             "observed": {k: v for k, v in learned.observed.items() if k != "cardinalities"},
             "text_agreement": next((t.as_body() for t in learned.texts
                                     if t.condition in definition.conditions), None),
-            "dry_run": learning.dry_run_evidence(open_a, open_b, decided, active, rule),
+            "dry_run": learning.dry_run_evidence(open_a, open_b, decided, active, rule, unmatched=pairs),
         }
         measured.append((learning.ranking_key(evidence, definition), position, definition, evidence))
     measured.sort(key=lambda m: (m[0], m[1]))
@@ -188,6 +194,23 @@ def read_decisions(ports: Ports, environment: str, reconciliation: Reconciliatio
         kind = "investigation" if (match.reason or "").startswith(INVESTIGATION_REASON) else "manual"
         decisions.append(Decision(match, kind, rows))
     return decisions, scanned, complete
+
+
+def unmatched_rows(ports: Ports, environment: str, undone: list[UnmatchDecision]) -> list[dict[str, Any]]:
+    """The records of the matches people unmatched, as decided_frame takes them (`decision` numbers
+    each unmatched match), newest first until MAX_UNMATCHED_RECORDS records: one batched read. A
+    record deleted since is left out."""
+    wanted: list[tuple[int, str, int]] = []
+    for number, decision in enumerate(undone):
+        ids = [(number, "a", i) for i in decision.side_a_record_ids] + [(number, "b", i)
+                                                                         for i in decision.side_b_record_ids]
+        if len(wanted) + len(ids) > MAX_UNMATCHED_RECORDS:
+            break
+        wanted.extend(ids)
+    if not wanted:
+        return []
+    found = ports.records.find_many(environment, list({i for _, _, i in wanted}))
+    return [_row(found[i], side, number) for number, side, i in wanted if i in found]
 
 
 def _row(record: Any, side: str, decision: int) -> dict[str, Any]:

@@ -451,6 +451,16 @@ def matches_of_reconciliation_partitions(environment: str, reconciliation_id: in
     return _shards(listing, MATCHES_SHARDS) + [listing]
 
 
+def unmatch_decisions_pk(environment: str, reconciliation_id: int) -> str:
+    return f"{env_prefix(environment)}#RECON#{_id(reconciliation_id)}#UNMATCHED"
+
+
+def unmatch_decision(environment: str, reconciliation_id: int, match_id: int) -> dict[str, str]:
+    """A person's unmatch of a match (adapters/dynamodb/unmatch_decisions.py), in its reconciliation's
+    partition of them, newest match first: the pairs people took apart, which learned rules count."""
+    return {"pk": unmatch_decisions_pk(environment, reconciliation_id), "sk": match_sort_key(match_id)}
+
+
 def stream_adoption(environment: str, reconciliation_id: int, stream_key: str) -> dict[str, str]:
     """Marks that a reconciliation's runs read the stream from the open-records index: records
     fully reconciled before the stream joined it were opened again there."""
