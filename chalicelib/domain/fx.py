@@ -112,6 +112,14 @@ def check_row(number: int, raw: dict[str, Any]) -> RowResult:
     return RowResult(number, RateRow(day, codes["base"], codes["quote"], rate))
 
 
+def _split_by_a_comma(cells: list[str], at: int, names: list[str]) -> bool:
+    """`1,27` unquoted under a header with a column after the rate that the rates do not read: the
+    rate cell holds digits alone and the next cell, of an ignored column, digits alone too."""
+    following = at + 1
+    return (following < min(len(cells), len(names)) and names[following] not in RATE_COLUMNS
+            and cells[at].strip().isdigit() and cells[following].strip().isdigit())
+
+
 def parse_rates_csv(text: str) -> tuple[list[RowResult], str | None]:
     """Every row of a rates CSV checked: (results, None), or ([], why the file cannot be read at
     all). The header names the columns date, base, quote and rate (any order and case; other
@@ -129,6 +137,7 @@ def parse_rates_csv(text: str) -> tuple[list[RowResult], str | None]:
     if missing:
         return [], f"the header lacks the column(s) {', '.join(missing)} (it names {', '.join(map(shown, header))})"
     where = {c: names.index(c) for c in RATE_COLUMNS}
+    named = max(i for i, name in enumerate(names) if name) + 1  # a header's trailing commas name nothing
     results: list[RowResult] = []
     seen: dict[tuple[date, str, str], tuple[int, Rate]] = {}
     try:
@@ -137,9 +146,9 @@ def parse_rates_csv(text: str) -> tuple[list[RowResult], str | None]:
                 continue
             if number > MAX_RATE_ROWS:
                 return [], f"more than {MAX_RATE_ROWS:,} rows: send them in several imports"
-            if any(c.strip() for c in cells[len(header):]):  # `1,27` unquoted would store the rate 1
+            if any(c.strip() for c in cells[named:]) or _split_by_a_comma(cells, where["rate"], names):
                 results.append(RowResult(number, None, (FieldError(
-                    "rate", f"the row has {len(cells)} cells and the header {len(header)}: a decimal comma must "
+                    "rate", f"the row has {len(cells)} cells and the header names {named}: a decimal comma must "
                             "be quoted (\"1,27\") or written with a point (1.27)"),)))
                 continue
             raw = {c: cells[i] if i < len(cells) else None for c, i in where.items()}

@@ -95,9 +95,13 @@ def test_a_rate_with_an_unquoted_decimal_comma_is_refused_not_cut_to_its_integer
     assert unreadable is None
     assert results[0].rate is None
     assert [(e.field, e.message) for e in results[0].errors] == [
-        ("rate", 'the row has 5 cells and the header 4: a decimal comma must be quoted ("1,27") or written with '
-                 "a point (1.27)")]
+        ("rate", 'the row has 5 cells and the header names 4: a decimal comma must be quoted ("1,27") or '
+                 "written with a point (1.27)")]
     assert results[1].rate is None and results[1].errors[0].field == "rate"  # quoted, still not a decimal point
+    excel, _ = parse_rates_csv("date,base,quote,rate,\n2026-03-04,GBP,USD,1,27\n")  # a header ending in a comma
+    assert excel[0].rate is None and excel[0].errors[0].field == "rate"
+    noted, _ = parse_rates_csv("date,base,quote,rate,note\n2026-03-04,GBP,USD,1,27\n2026-03-05,GBP,USD,1,x\n")
+    assert noted[0].rate is None and noted[1].rate == RateRow(date(2026, 3, 5), "GBP", "USD", Rate(1, 0))
     trailing, _ = parse_rates_csv("date,base,quote,rate\n2026-03-04,GBP,USD,1.27,\n")  # an empty last cell is no value
     assert trailing[0].rate == RateRow(date(2026, 3, 4), "GBP", "USD", Rate(127, 2))
 
