@@ -65,6 +65,11 @@ if TYPE_CHECKING:
     from chalicelib.services.export_ports import ExportPorts
 
 
+# A period close waits this long for its writers' records to reach DynamoDB's global secondary indexes
+# (eventually consistent; typically well under a second) before it counts from them.
+INDEX_SETTLE = timedelta(seconds=1)
+
+
 class Container:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -256,6 +261,7 @@ class Container:
                       run_records=settings.max_run_records, partition_records=settings.run_partition_records,
                       fanout_records=settings.max_fanout_run_records, map_concurrency=settings.run_map_concurrency,
                       stuck_import_after=timedelta(minutes=settings.stuck_import_minutes),
+                      index_settle=timedelta(0) if settings.local_mode else INDEX_SETTLE,
                       agent=AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
                                         max_seconds=settings.agent_max_seconds,
                                         verification_wait_seconds=settings.verification_timeout_seconds))

@@ -11,15 +11,15 @@ Every move is one conditional write from the statuses this table allows, so of t
 the same request (a double click, a redelivery) one moves it to `executing` and runs the action;
 the other finds it moved.
 
-The amount of an action, what the policy's thresholds are compared with, per currency (an amount
-of one currency is never added to another's): in each currency of its records, the larger of the
-gross totals (the sum of the records' amounts, whatever their direction; of a partial match, the
-shares it takes or gives back: docs/partial-payments.md) of the sides the action touches. A manual match, an unmatch and an accepted investigation touch both sides of the
-reconciliation; a dismissed exception holds records of one stream (one side): its records' gross
-total. Each currency's amount is compared with that currency's threshold (or the policy's "*" one
-for any currency it does not name), exactly (as fractions of the currency unit); an action needs an
-approval when one of its amounts is strictly above its threshold, or is in a currency the policy
-gives no threshold (the safe default: held).
+The amount of an action, what the policy's thresholds are compared with, per currency (an amount of
+one currency is never added to another's): in each currency of its records, the larger of the gross
+totals (the sum of the records' amounts, whatever their direction; of a partial match, the shares it
+takes or gives back: docs/partial-payments.md) of the sides the action touches. A manual match, an
+unmatch and an accepted investigation touch both sides of the reconciliation; a dismissed exception
+holds records of one stream (one side): its records' gross total. Each currency's amount is compared
+with that currency's threshold (or the policy's "*" one for any currency it does not name), exactly
+(as fractions of the currency unit); an action needs an approval when one of its amounts is strictly
+above its threshold, or is in a currency the policy gives no threshold (the safe default: held).
 """
 from __future__ import annotations
 

@@ -174,6 +174,7 @@ def _wait_for_writers(ports: Ports, environment: str, reconciliation_id: int) ->
             raise Conflict(f"changes to reconciliation {reconciliation_id} are still being written; nothing was "
                            "closed: close the period again in a moment")
         time.sleep(FENCE_POLL_SECONDS)
+    time.sleep(ports.limits.index_settle.total_seconds())  # what they wrote reaches the indexes the close reads
 
 
 def _close(ports: Ports, environment: str, reconciliation_id: int, period: Period, note: str,

@@ -611,6 +611,10 @@ class Limits:
     # A run's match with more members than this keeps their money beside them, so a story's trace
     # reads the money instead of every record (the trace keeps it too for matches written before).
     keep_money_from: int = KEEP_MONEY_FROM
+    # How long a period close waits, once the writers behind its fence have left, before it counts the
+    # open records from the indexes (DynamoDB's global secondary indexes take a write a moment after
+    # the table does; the local stack's and moto's take it with the item: zero there).
+    index_settle: timedelta = timedelta(0)
     agent: AgentLimits = AgentLimits()
 
 

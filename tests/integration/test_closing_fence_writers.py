@@ -292,3 +292,36 @@ def test_a_close_during_an_import_lands_between_its_chunks_and_the_next_chunk_se
     assert results[rows - 1]["status"] == "successful"
     late = results[rows]
     assert late["status"] == "failed" and CLOSED in late["error"], late
+
+
+def test_an_import_chunk_waiting_for_its_streams_writer_lease_holds_no_place_behind_the_fence(
+        api, services, worker, reconciliation, monkeypatch):
+    """Another job holds the stream's writer lease (and could be waiting at the fence itself): the
+    chunk waits for the lease before its guard registers it, so a close meanwhile lands at once
+    instead of waiting for a chunk that waits for a job that waits for the close."""
+    from datetime import timedelta
+    rid = reconciliation["id"]
+    records = services.ports.records
+    assert records.take_writer_lease("acme", "bank", "job:other", timedelta(minutes=5))
+    refused, real_take = threading.Event(), records.take_writer_lease
+
+    def take(environment, stream_key, holder, lease):
+        taken = real_take(environment, stream_key, holder, lease)
+        if not taken and holder != "job:other":
+            refused.set()
+        return taken
+
+    monkeypatch.setattr(records, "take_writer_lease", take)
+    imported = api.post("/v1/records/bulk", {"records": [record("bank", 1, 700, "2026-11-02")]})
+    assert imported.status_code == 202, imported.json_body
+
+    with ThreadPoolExecutor(1) as pool:
+        working = pool.submit(worker.drain)
+        assert refused.wait(WAIT)  # the chunk waits for the lease
+        closed = close_november(services, rid)  # lands: no writer registered behind the fence
+        records.release_writer_lease("acme", "bank", "job:other")
+        working.result(timeout=WAIT * 4)
+
+    assert closed.status.value == "closed"
+    [result] = api.get(imported.json_body["url"]).json_body["results"]
+    assert result["status"] == "failed" and CLOSED in result["error"], result  # its guard read the close

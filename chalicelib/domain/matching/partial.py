@@ -133,9 +133,11 @@ def _without_whole_matches_of(outcome: MatchOutcome, allocated: Mapping[int, int
     kept = outcome.matches.filter(~pl.col("match_no").is_in(dropped.implode()))
     numbers = kept.select(old="match_no").with_row_index("new").with_columns(pl.col("new").cast(pl.Int64))
     freed = outcome.members.filter(pl.col("match_no").is_in(dropped.implode()))
-    members = (outcome.members.join(numbers, left_on="match_no", right_on="old")
+    # The members' order is kept (a partition's merge reads each side's first row of a match by position).
+    members = (outcome.members.join(numbers, left_on="match_no", right_on="old", maintain_order="left")
                .with_columns(match_no=pl.col("new")).drop("new"))
-    matches = kept.join(numbers, left_on="match_no", right_on="old").with_columns(match_no=pl.col("new")).drop("new")
+    matches = (kept.join(numbers, left_on="match_no", right_on="old", maintain_order="left")
+               .with_columns(match_no=pl.col("new")).drop("new"))
     freed_a = freed.filter(pl.col("side") == "a")["record_id"]
     freed_b = freed.filter(pl.col("side") == "b")["record_id"]
     summary = dict(outcome.rule_summary)

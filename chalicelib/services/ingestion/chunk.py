@@ -92,6 +92,10 @@ def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow
     (its guard registers it; the caller leaves once the chunk's records are written)."""
     written = records_written(ports, job, [row.index for row in rows]) if retried else {}
     drafts = [ItemError("", row.error) if row.error else validate_item(row.item, streams) for row in rows]
+    if fence is not None and leases is not None:
+        # The streams' writer leases first: a chunk registered behind the closing fence never waits
+        # for a lease another job holds while that job waits at the fence for the close to land.
+        leases.hold({d.data_stream_key for d in drafts if isinstance(d, RecordDraft) and d.external_id is not None})
     drafts = period_closes.failing_closed(ports, job.environment, drafts, fence)  # dated inside a closed period: failed
     # Within a chunk, the first item with an external_id claims it; later ones are its duplicates
     # (claims are made all at once, so "first" is decided here, by position); a row with its record
