@@ -10,7 +10,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import LISTING_ATTRIBUTES, _summary_of
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, in_parallel
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.reconciliation_exceptions import ACTIVE
@@ -151,10 +151,9 @@ class ServiceLevelRepository:
 
     def active_summaries_of(self, environment: str, reconciliation_ids: Iterable[int]) -> list[SlaSummary]:
         """`active_summaries` of the given reconciliations alone (the aging counts of one)."""
-        named = {int(g["exception_id"]) for r in sorted(set(reconciliation_ids))
-                 for g in self._table.query_all(keys.BASE_TABLE, keys.reconciliation(environment, r)["pk"],
-                                                sort_prefix=ACTIVE_GUARD_PREFIX, projection="exception_id",
-                                                consistent=True)}
+        partitions = [keys.reconciliation(environment, r)["pk"] for r in sorted(set(reconciliation_ids))]
+        named = {int(g["exception_id"]) for g in in_parallel(partitions, lambda pk: self._table.query_all(
+            keys.BASE_TABLE, pk, sort_prefix=ACTIVE_GUARD_PREFIX, projection="exception_id", consistent=True))}
         items = self._table.get_many((keys.reconciliation_exception(environment, i) for i in named),
                                      projection=SLA_ATTRIBUTES)
         found = [_sla_summary(i) for i in items if i.get("status") in ACTIVE_STATUSES]
