@@ -87,7 +87,7 @@ export function BulkPanel({ path, shown, selected, people, session, onEnded }) {
   const words = { assign: "Assign", status: "Change status", comment: "Comment" };
   return html`
     <form class="settings-form bulk-form" onSubmit=${submit} aria-labelledby="bulk-title" novalidate>
-      <h2 id="bulk-title">Act on many exceptions</h2>
+      <h2 id="bulk-title">Work many at once</h2>
       <fieldset>
         <legend>Which exceptions</legend>
         <label class="choice"><input type="radio" name="bulk-which" value="selected" checked=${which === "selected"}
@@ -125,5 +125,5 @@ export function BulkPanel({ path, shown, selected, people, session, onEnded }) {
           : `${words[action]}: ${howMany === null ? "" : count(howMany)} exception${howMany === 1 ? "" : "s"}`}</button>
       </div>
     </form>
-    <${BulkProgress} bulk=${bulk} what="exception" title="Bulk action on exceptions" nameOf=${nameOf} />`;
+    <${BulkProgress} bulk=${bulk} what="exception" title="Bulk action progress" nameOf=${nameOf} />`;
 }

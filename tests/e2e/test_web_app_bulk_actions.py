@@ -94,7 +94,7 @@ def test_a_viewer_gets_no_bulk_controls(stack, page):
     made = world(stack)
     sign_in_as(stack, page, "viewer", f"#/exceptions?reconciliation_id={made['reconciliation']['id']}")
     shows(page, "2 exceptions")
-    assert page.get_by_role("heading", name="Act on many exceptions").count() == 0
+    assert page.get_by_role("heading", name="Work many at once").count() == 0
     assert page.get_by_label(f"Select {made['bank']['title']}").count() == 0
 
 
