@@ -55,7 +55,7 @@ function MatchList({ params }) {
     reload();
   });
   useEffect(() => {
-    if (!bulk.error || !busyRef.current) return;
+    if (!bulk.error || !busyRef.current || bulk.action) return;
     busyRef.current = false; // refused (or its progress could not be read): said by the decisions below
     setBusy(false);
   }, [bulk.error]);
