@@ -87,6 +87,21 @@ def test_the_filter_choice_is_offered_only_for_filters_a_bulk_action_takes(stack
     page.get_by_role("button", name="Assign: 0 exceptions").click()
     page.get_by_role("alert").filter(has_text="Tick the exceptions to act on first.").wait_for()
     assert serious_violations(page) == []
+
+    # A comment on the one ticked row; an empty comment is said before anything is sent.
+    bank = made["bank"]
+    page.evaluate("route => { location.hash = route; }", f"#/exceptions?reconciliation_id={recon['id']}")
+    shows(page, "2 exceptions")
+    page.get_by_label(f"Select {bank['title']}").check()
+    page.get_by_label("Action", exact=True).select_option("comment")
+    page.get_by_role("button", name="Comment: 1 exception").click()
+    page.get_by_role("alert").filter(has_text="Write the comment first.").wait_for()
+    page.get_by_label("Comment", exact=True).fill("Waiting for the bank statement")
+    page.get_by_role("button", name="Comment: 1 exception").click()
+    page.get_by_test_id("bulk-status").filter(has_text="Done: 1 succeeded, 0 skipped, 0 failed of 1 exception.").wait_for()
+    comments = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["comments"]
+    assert [c["body"] for c in comments] == ["Waiting for the bank statement"]
+    assert serious_violations(page) == []
     assert page.problems == []
 
 
