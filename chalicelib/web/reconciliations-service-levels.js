@@ -156,7 +156,9 @@ function PolicyForm({ path, policy, onDone }) {
 function AgingSection({ reconciliation }) {
   const { error, data } = useApi(`reconciliations/${reconciliation.id}/service_levels/aging`);
   const to = (changes) => queueHash({ reconciliation_id: reconciliation.id, ...changes });
-  const cell = (n, changes) => (n ? html`<a href=${to(changes)}>${count(n)}</a>` : "0");
+  // A count's link says what it counts ("2 exceptions, 7 to 30 days"), its visible number first.
+  const cell = (n, changes, words) => (n ? html`<a href=${to(changes)}
+    aria-label=${`${count(n)} exception${n === 1 ? "" : "s"}, ${words}`}>${count(n)}</a>` : "0");
   return html`
     <section aria-labelledby="aging-title" class="aging">
       <h2 id="aging-title">Aging of open exceptions</h2>
@@ -168,12 +170,12 @@ function AgingSection({ reconciliation }) {
         <table class="aging-buckets" data-testid="aging-buckets">
           <caption>By age (since the oldest record's date)</caption>
           <thead><tr>${AGES.map(([, words]) => html`<th scope="col" class="number">${words}</th>`)}</tr></thead>
-          <tbody><tr>${AGES.map(([bucket]) => html`<td class="number">${cell(data.by_age_bucket[bucket] || 0, { age: bucket })}</td>`)}</tr></tbody>
+          <tbody><tr>${AGES.map(([bucket, words]) => html`<td class="number">${cell(data.by_age_bucket[bucket] || 0, { age: bucket }, words.toLowerCase())}</td>`)}</tr></tbody>
         </table>
         <table class="aging-severities" data-testid="aging-severities">
           <caption>By severity</caption>
           <thead><tr>${SEVERITIES.map((s) => html`<th scope="col" class="number">${s}</th>`)}</tr></thead>
-          <tbody><tr>${SEVERITIES.map((s) => html`<td class="number">${cell(data.by_severity[s] || 0, { severity: s })}</td>`)}</tr></tbody>
+          <tbody><tr>${SEVERITIES.map((s) => html`<td class="number">${cell(data.by_severity[s] || 0, { severity: s }, `${s} severity`)}</td>`)}</tr></tbody>
         </table>`}
     </section>`;
 }

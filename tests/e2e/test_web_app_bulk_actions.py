@@ -10,7 +10,7 @@ import pytest
 from tests.e2e.test_web_app_exceptions import me, shows, sign_in_as, world
 from tests.e2e.test_web_app_matches import open_matches, proposed_matches, status_of
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import serious_violations, tab_to
+from tests.support.web_app import screenshot, serious_violations, tab_to
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -57,6 +57,7 @@ def test_a_preparer_moves_ticked_exceptions_then_every_filtered_one_and_sees_eac
     done.filter(has_text="Done: 0 succeeded, 0 skipped, 2 failed of 2 exceptions.").wait_for()
     refused = page.get_by_role("list", name="Items not done").get_by_role("listitem")
     texts = sorted(item.inner_text() for item in refused.all())
+    screenshot(page, "exceptions-bulk")
     assert texts == sorted(f"{e['title']}: failed: an exception that is dismissed cannot become investigating"
                            for e in (bank, ledger)), texts
     body = [r for r in sent if r[1].startswith("reconciliation_exceptions/bulk")]

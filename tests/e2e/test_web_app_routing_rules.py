@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.test_web_app_exceptions import me, sign_in_as, world
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import serious_violations, tab_to
+from tests.support.web_app import screenshot, serious_violations, tab_to
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -57,6 +57,8 @@ def test_an_approver_adds_edits_and_deletes_a_routing_rule(stack, page):
     assert (rule["name"], rule["strategy"], rule["team"]["role"], rule["data_stream_key"], rule["severity"],
             rule["position"], rule["enabled"]) == (name, "least_loaded", "approver", bank_key, "high", 0, True)
     assert serious_violations(page) == []
+
+    screenshot(page, "reconciliation-routing-rules")
 
     # Edited: to the approver alone, any stream; a position that is no number is refused by the API.
     section.get_by_role("button", name=f"Edit {name}").click()

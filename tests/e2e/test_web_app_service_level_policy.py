@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.test_web_app_exceptions import sign_in_as, world
 from tests.support.chromium import needs_chromium
-from tests.support.web_app import serious_violations, tab_to
+from tests.support.web_app import screenshot, serious_violations, tab_to
 
 pytestmark = [pytest.mark.xdist_group("web"), needs_chromium]
 
@@ -63,6 +63,8 @@ def test_an_approver_edits_the_policy_and_the_aging_follows_then_resets_it(stack
         "low": 240, "medium": 120, "high": 24, "critical": 8}
     assert "1,300.00 USD" in thresholds.get_by_role("row", name="Amount, USD").inner_text()
     assert serious_violations(page) == []
+
+    screenshot(page, "reconciliation-service-levels")
 
     # The aging is read again on reload: the ledger's 1,349.00 is high now.
     page.reload()  # the session is kept, and so is the address
