@@ -59,6 +59,14 @@ function MatchList({ params }) {
     busyRef.current = false; // refused (or its progress could not be read): said by the decisions below
     setBusy(false);
   }, [bulk.error]);
+  // Every proposed match of the reconciliation, on every page: the bulk route's filter.
+  async function decideAll(action) {
+    if (busyRef.current || !chosen) return false;
+    busyRef.current = true;
+    setBusy(true);
+    setResults([]);
+    return bulk.start("reconciliation_matches/bulk", { action, filter: { reconciliation_id: Number(chosen) } });
+  }
   async function decideMany(ids, action) {
     if (busyRef.current || !ids.length) return false;
     busyRef.current = true;
@@ -131,6 +139,13 @@ function MatchList({ params }) {
           question=${`Reject ${plural(selected.size, "match", "matches")}? Their records are open again.`}
           yes="Yes, reject" onYes=${() => decideMany(inOrder(), "reject")} />
         <span>${selected.size} selected</span>
+        ${status === "proposed" && html`
+          <${Confirm} label="Confirm all proposed" busy=${busy}
+            question="Confirm every proposed match of this reconciliation, on every page?" yes="Yes, confirm all"
+            onYes=${() => decideAll("confirm")} />
+          <${Confirm} label="Reject all proposed" busy=${busy}
+            question="Reject every proposed match of this reconciliation, on every page? Their records are open again."
+            yes="Yes, reject all" onYes=${() => decideAll("reject")} />`}
       </div>`}
     ${rows.length > 0 && html`
       <table class="matches">

@@ -131,3 +131,19 @@ def test_a_selection_of_matches_is_decided_in_one_bulk_action_with_each_outcome(
     assert [r for r in sent if r[1].startswith("reconciliation_matches")] == [("POST", "reconciliation_matches/bulk")]
     assert serious_violations(page) == []
     assert page.problems == []
+
+
+def test_every_proposed_match_of_a_reconciliation_is_confirmed_in_one_bulk_action(stack, page):
+    reconciliation, matches = proposed_matches(stack, 3)
+    sent = bulk_requests(page)
+    open_matches(stack, page, reconciliation)
+    page.get_by_role("button", name="Confirm all proposed").click()  # asks first
+    question = page.get_by_role("group", name="Confirm every proposed match of this reconciliation, on every page?")
+    assert serious_violations(page) == []
+    question.get_by_role("button", name="Yes, confirm all").click()
+    page.get_by_role("status").filter(has_text="3 of 3 matches confirmed.").wait_for()
+    page.get_by_text("No proposed matches.").wait_for()
+    assert [status_of(stack, m["id"]) for m in matches] == ["confirmed"] * 3
+    assert [r for r in sent if r[1].startswith("reconciliation_matches")] == [("POST", "reconciliation_matches/bulk")]
+    assert serious_violations(page) == []
+    assert page.problems == []
