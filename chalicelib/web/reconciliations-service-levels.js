@@ -7,7 +7,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, can, html, minorUnits, money } from "./api.js";
 import { count, personName, queueHash, SEVERITIES, usePeople } from "./exceptions.js";
-import { Confirm, Money, Outcome, Problem, useAction, useAll, useApi, When } from "./ui.js";
+import { Confirm, FieldError, invalid, Money, Outcome, Problem, useAction, useAll, useApi, When } from "./ui.js";
 
 const LEVELS = ["medium", "high", "critical"];
 const AGES = [["0_1d", "Under a day"], ["1_3d", "1 to 3 days"], ["3_7d", "3 to 7 days"], ["7_30d", "7 to 30 days"],
@@ -80,8 +80,12 @@ function PolicyForm({ path, policy, onDone }) {
   const [ages, setAges] = useState(Object.fromEntries(LEVELS.map((l) => [l, policy.age_thresholds[l] ?? ""].map(String))));
   const [due, setDue] = useState(Object.fromEntries(SEVERITIES.map((s) => [s, String(policy.due_in_hours[s])])));
   const [problem, setProblem] = useState("");
-  const action = useAction();
+  const [refusal, setRefusal] = useState(null); // the API's answer to the last try
+  const [busy, setBusy] = useState(false);
   useEffect(() => { document.getElementById("sla-places")?.focus(); }, []);
+  // The refusal's messages by field ("due_in_hours.low"), each shown under its input too.
+  const said = Object.fromEntries((refusal?.errors || []).map((e) => [e.field, e.message]));
+  const fieldOf = (id, field) => ({ ...invalid(id, said[field]) });
 
   const setRow = (i, key, value) => setRows((before) => before.map((r, n) => (n === i ? { ...r, [key]: value } : r)));
   function numberOrNull(text) {
@@ -115,14 +119,25 @@ function PolicyForm({ path, policy, onDone }) {
       due_in_hours: Object.fromEntries(SEVERITIES.map((s) => [s, numberOrNull(due[s])])),
       expected_version: policy.version,
     };
-    const saved = await action.run(() => api(path, { method: "PUT", body }));
-    if (saved) onDone(true);
+    if (busy) return;
+    setBusy(true);
+    setRefusal(null);
+    try {
+      await api(path, { method: "PUT", body });
+      onDone(true);
+    } catch (failure) {
+      setRefusal(failure);
+      setBusy(false);
+      setTimeout(() => document.getElementById("sla-refusal")?.focus(), 0);
+    }
   }
   return html`
     <form class="settings-form sla-form" onSubmit=${save} aria-labelledby="sla-form-title" novalidate>
       <h3 id="sla-form-title">Edit the service levels</h3>
       <div class="field"><label for="sla-places">Decimal places of the amounts</label>
-        <input id="sla-places" inputmode="numeric" size="3" value=${places} onInput=${(e) => setPlaces(e.currentTarget.value)} /></div>
+        <input id="sla-places" inputmode="numeric" size="3" value=${places} onInput=${(e) => setPlaces(e.currentTarget.value)}
+          ...${fieldOf("sla-places", "amount_decimal_places")} />
+        <${FieldError} id="sla-places" message=${said.amount_decimal_places} /></div>
       <fieldset><legend>Amount thresholds, per currency ("*": any other currency)</legend>
         ${rows.map((row, i) => html`<div class="sla-row" key=${i}>
           <label for=${`sla-currency-${i}`}>Currency</label>
@@ -130,7 +145,9 @@ function PolicyForm({ path, policy, onDone }) {
           ${LEVELS.map((l) => html`<label for=${`sla-${i}-${l}`}>${l}</label>
             <input id=${`sla-${i}-${l}`} inputmode="decimal" size="12" value=${row[l]}
               aria-label=${`${currencyWords(row.currency || "new")} ${l} amount`}
-              onInput=${(e) => setRow(i, l, e.currentTarget.value)} />`)}
+              onInput=${(e) => setRow(i, l, e.currentTarget.value)}
+              ...${fieldOf(`sla-${i}-${l}`, `amount_thresholds.${row.currency.trim().toUpperCase()}.${l}`)} />
+            <${FieldError} id=${`sla-${i}-${l}`} message=${said[`amount_thresholds.${row.currency.trim().toUpperCase()}.${l}`]} />`)}
           <button type="button" class="secondary small" aria-label=${`Remove the ${currencyWords(row.currency || "new")} thresholds`}
             onClick=${() => setRows((before) => before.filter((_, n) => n !== i))}>Remove</button>
         </div>`)}
@@ -138,16 +155,20 @@ function PolicyForm({ path, policy, onDone }) {
       </fieldset>
       <fieldset><legend>Age thresholds (days)</legend>
         ${LEVELS.map((l) => html`<span class="field-inline"><label for=${`sla-age-${l}`}>${l} age</label>
-          <input id=${`sla-age-${l}`} inputmode="numeric" size="5" value=${ages[l]} onInput=${(e) => setAges({ ...ages, [l]: e.currentTarget.value })} /></span>`)}
+          <input id=${`sla-age-${l}`} inputmode="numeric" size="5" value=${ages[l]} onInput=${(e) => setAges({ ...ages, [l]: e.currentTarget.value })}
+            ...${fieldOf(`sla-age-${l}`, `age_thresholds.${l}`)} />
+          <${FieldError} id=${`sla-age-${l}`} message=${said[`age_thresholds.${l}`]} /></span>`)}
       </fieldset>
       <fieldset><legend>Due after opening (hours)</legend>
         ${SEVERITIES.map((s) => html`<span class="field-inline"><label for=${`sla-due-${s}`}>${s} due</label>
-          <input id=${`sla-due-${s}`} inputmode="numeric" size="5" value=${due[s]} onInput=${(e) => setDue({ ...due, [s]: e.currentTarget.value })} /></span>`)}
+          <input id=${`sla-due-${s}`} inputmode="numeric" size="5" value=${due[s]} onInput=${(e) => setDue({ ...due, [s]: e.currentTarget.value })}
+            ...${fieldOf(`sla-due-${s}`, `due_in_hours.${s}`)} />
+          <${FieldError} id=${`sla-due-${s}`} message=${said[`due_in_hours.${s}`]} /></span>`)}
       </fieldset>
       ${problem && html`<p class="error" role="alert">${problem}</p>`}
-      <${Problem} error=${action.alert ? { message: action.alert } : null} what="save the service levels" />
+      ${refusal && html`<div id="sla-refusal" tabindex="-1"><${Problem} error=${refusal} what="save the service levels" /></div>`}
       <div class="actions">
-        <button type="submit" aria-disabled=${action.busy ? "true" : undefined}>Save the service levels</button>
+        <button type="submit" aria-disabled=${busy ? "true" : undefined}>Save the service levels</button>
         <button type="button" class="secondary" onClick=${() => onDone(false)}>Cancel</button>
       </div>
     </form>`;
@@ -247,6 +268,12 @@ function RuleForm({ path, rule, people, streams, next, onDone }) {
   const [sent, setSent] = useState(null); // the refusal of the last try
   const [busy, setBusy] = useState(false);
   const title = isNew ? "Add a routing rule" : `Edit the routing rule ${rule.name}`;
+  // The refusal's messages by the form's field ("team.user_ids" belongs to "team"), each under its field.
+  const said = {};
+  for (const e of sent?.errors || []) {
+    const field = e.field.split(/[.[]/)[0];
+    if (!said[field]) said[field] = e.message;
+  }
   useEffect(() => { document.getElementById("routing-name")?.focus(); }, []);
 
   async function save(event) {
@@ -278,12 +305,13 @@ function RuleForm({ path, rule, people, streams, next, onDone }) {
       <h3 id="routing-form-title">${title}</h3>
       ${sent && html`<div id="routing-refusal" tabindex="-1"><${Problem} error=${sent} what=${isNew ? "add the routing rule" : "save the routing rule"} /></div>`}
       <div class="field"><label for="routing-name">Name</label>
-        <input id="routing-name" value=${name} onInput=${(e) => setName(e.currentTarget.value)} /></div>
+        <input id="routing-name" value=${name} onInput=${(e) => setName(e.currentTarget.value)} ...${invalid("routing-name", said.name)} />
+        <${FieldError} id="routing-name" message=${said.name} /></div>
       <div class="field"><label for="routing-strategy">Strategy</label>
         <select id="routing-strategy" value=${strategy} onChange=${(e) => setStrategy(e.currentTarget.value)}>
           ${Object.entries(STRATEGIES).map(([value, words]) => html`<option value=${value}>${words}</option>`)}
         </select></div>
-      <fieldset><legend>Team</legend>
+      <fieldset aria-describedby=${said.team ? "routing-team-error" : undefined}><legend>Team</legend>
         <label class="choice"><input type="radio" name="routing-team" checked=${teamKind === "role"} onChange=${() => setTeamKind("role")} /> Everyone with a role</label>
         <label class="choice"><input type="radio" name="routing-team" checked=${teamKind === "users"} onChange=${() => setTeamKind("users")} /> Chosen people</label>
         ${teamKind === "role" ? html`<div class="field"><label for="routing-role">Role</label>
@@ -292,9 +320,12 @@ function RuleForm({ path, rule, people, streams, next, onDone }) {
           </select></div>`
         : html`<div class="people-choice">${people.list.map((u) => html`<label class="choice" key=${u.id}>
             <input type="checkbox" checked=${users.has(u.id)} onChange=${(e) => toggle(u.id, e.currentTarget.checked)} /> ${personName(u)}</label>`)}</div>`}
+        <${FieldError} id="routing-team" message=${said.team} />
       </fieldset>
       <div class="field"><label for="routing-position">Position</label>
-        <input id="routing-position" inputmode="numeric" size="5" value=${position} onInput=${(e) => setPosition(e.currentTarget.value)} /></div>
+        <input id="routing-position" inputmode="numeric" size="5" value=${position} onInput=${(e) => setPosition(e.currentTarget.value)}
+          ...${invalid("routing-position", said.position)} />
+        <${FieldError} id="routing-position" message=${said.position} /></div>
       <div class="field"><label for="routing-stream">Only the stream</label>
         <select id="routing-stream" value=${stream} onChange=${(e) => setStream(e.currentTarget.value)}>
           <option value="">Any stream</option>

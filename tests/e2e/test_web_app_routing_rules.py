@@ -37,6 +37,8 @@ def test_an_approver_adds_edits_and_deletes_a_routing_rule(stack, page):
     refusal.wait_for()
     said = refusal.inner_text()
     assert "name" in said and "team" in said, said
+    assert section.get_by_label("Name", exact=True).get_attribute("aria-invalid") == "true"
+    assert page.locator("#routing-team-error").is_visible()
     assert rules_of(stack, recon["id"]) == []
     assert serious_violations(page) == []
 
@@ -70,6 +72,7 @@ def test_an_approver_adds_edits_and_deletes_a_routing_rule(stack, page):
     refusal = section.get_by_role("alert").filter(has_text="Could not save the routing rule")
     refusal.wait_for()
     assert "position" in refusal.inner_text()
+    assert section.get_by_label("Position", exact=True).get_attribute("aria-invalid") == "true"
     assert rules_of(stack, recon["id"])[0]["version"] == rule["version"]  # nothing changed
     section.get_by_label("Position", exact=True).fill("3")
     section.get_by_role("button", name="Save the rule").click()

@@ -53,6 +53,10 @@ def test_an_approver_edits_the_policy_and_the_aging_follows_then_resets_it(stack
     refusal = section.get_by_role("alert").filter(has_text="Could not save the service levels")
     refusal.wait_for()
     assert "due_in_hours.low" in refusal.inner_text()  # the API's own words, naming the field
+    low = page.get_by_label("low due")
+    assert low.get_attribute("aria-invalid") == "true"  # and its message under the field, tied to it
+    assert page.locator(f"#{low.get_attribute('aria-describedby')}").inner_text() in refusal.inner_text()
+    page.wait_for_function("() => document.activeElement?.id === 'sla-refusal'")
     assert serious_violations(page) == []
     assert policy_of(stack, recon["id"])["default"] is True
     page.get_by_label("low due").fill("240")
