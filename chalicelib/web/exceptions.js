@@ -1,6 +1,7 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
+// A preparer ticks rows (or takes every exception the filters match) for a bulk action (exceptions-bulk.js).
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
