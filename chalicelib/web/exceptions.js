@@ -1,10 +1,12 @@
 // The exception queue (#/exceptions) and, at #/exceptions/<id>, an exception's detail
 // (exceptions-detail.js). The filters live in the hash's query (#/exceptions?status=open&min=10.00),
 // so a reload or a shared link keeps them; every row's aggregates come with the one list request.
+// A preparer ticks rows (or takes every exception the filters match) for a bulk action (exceptions-bulk.js).
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
 import { ExportButton, exportFilters } from "./export.js";
+import { BulkPanel, Selector } from "./exceptions-bulk.js";
 import { Money, Problem, useAll, When } from "./ui.js";
 
 export const PAGE_SIZE = 50;
@@ -33,7 +35,7 @@ export function usePeople() {
 // Like ui.js's useApi, but the answer is known to be that of `path`: while a new path loads, `loading`
 // holds from the first render (useApi's flag turns on in an effect, a render later), so the count
 // never shows the previous filters' total as the new one's.
-function useAnswer(path) {
+function useAnswer(path, tick = 0) {
   const [state, setState] = useState({ path: null });
   useEffect(() => {
     if (!path) return undefined;
@@ -42,7 +44,7 @@ function useAnswer(path) {
       .then((data) => setState({ path, data }))
       .catch((error) => { if (error.name !== "AbortError") setState({ path, error }); });
     return () => abort.abort();
-  }, [path]);
+  }, [path, tick]);
   return { data: state.data, error: state.path === path ? state.error : undefined, loading: state.path !== path };
 }
 
@@ -275,9 +277,10 @@ function Assignees({ exception: e, people, session, onSaid }) {
   </td>`;
 }
 
-function Row({ exception: e, people, back, session, onSaid }) {
+function Row({ exception: e, people, back, session, onSaid, selection }) {
   const a = e.aggregates;
   return html`<tr>
+    ${selection && html`<td><${Selector} exception=${e} selection=${selection} /></td>`}
     <td><a href=${`#/exceptions/${e.id}${back ? `?${back}` : ""}`}>${e.title}</a>
       <div class="muted">#${e.id} · ${e.reconciliation_name || `reconciliation ${e.reconciliation_id}`} ·
         ${e.data_stream_name || e.data_stream_key}</div></td>
@@ -304,7 +307,8 @@ function Queue({ route, session }) {
   const params = route.params;
   const { problems, path } = listQuery(params, session);
   const invalid = Object.keys(problems).length > 0;
-  const { data, error, loading } = useAnswer(invalid ? null : path);
+  const [tick, setTick] = useState(0); // a bulk action that ended reads the page again
+  const { data, error, loading } = useAnswer(invalid ? null : path, tick);
   const reconciliations = useAll("reconciliations").data;
   const streams = useAll("data_streams").data;
   const people = usePeople();
@@ -330,6 +334,11 @@ function Queue({ route, session }) {
   const to = shown ? offset + shown.data.length : 0;
   const go = (where) => { location.hash = queueHash(params, { offset: where || undefined }); document.getElementById("exc-count")?.focus(); };
   const pages = shown ? Math.max(1, Math.ceil(shown.total / PAGE_SIZE)) : 1;
+  // Bulk actions (preparers and above): the rows ticked on this page, or every exception the filters match.
+  const [selected, setSelected] = useState(new Set());
+  useEffect(() => { setSelected(new Set()); }, [route.key]);
+  const bulk = can("preparer");
+  const selection = bulk && shown ? { selected, setSelected, rows: shown.data } : null;
   return html`
     <${Filters} params=${params} problems=${problems} reconciliations=${reconciliations ? reconciliations.data : []}
       streams=${streams ? streams.data : []} people=${people} />
@@ -344,19 +353,23 @@ function Queue({ route, session }) {
         <table class="exception-queue">
           <caption class="visually-hidden">Exceptions ${from} to ${to} of ${count(shown.total)}</caption>
           <thead><tr>
+            ${selection && html`<th scope="col"><${Selector} selection=${selection} /></th>`}
             <th scope="col">Exception</th><th scope="col">Status</th><th scope="col">Assignees</th>
             <th scope="col" class="number">Records</th><th scope="col" class="number">Net amount</th>
             <th scope="col" class="number">Credits / debits</th><th scope="col">Oldest record</th><th scope="col">Opened</th>
             <th scope="col">Severity and due</th>
           </tr></thead>
-          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${say} />`)}</tbody>
+          <tbody>${shown.data.map((e) => html`<${Row} key=${e.id} exception=${e} people=${people} back=${back} session=${session} onSaid=${say}
+            selection=${selection} />`)}</tbody>
         </table>`)}
     ${(shown || (loading && !invalid && data)) && !pastEnd && html`
       <nav class="pager" aria-label="Exception pages">
         <button type="button" onClick=${() => go(Math.max(0, offset - PAGE_SIZE))} disabled=${!shown || offset === 0}>Previous</button>
         <span>${shown ? `${from}–${to} of ${count(shown.total)} · page ${Math.floor(offset / PAGE_SIZE) + 1} of ${pages}` : "Loading…"}</span>
         <button type="button" onClick=${() => go(offset + PAGE_SIZE)} disabled=${!shown || !shown.has_more}>Next</button>
-      </nav>`}`;
+      </nav>`}
+    ${bulk && !invalid && html`<${BulkPanel} params=${params} path=${path} shown=${shown} selected=${selected}
+      people=${people} session=${session} onEnded=${() => { setSelected(new Set()); setTick((n) => n + 1); }} />`}`;
 }
 
 export function ExceptionsPage({ route, session }) {

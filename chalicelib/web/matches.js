@@ -1,8 +1,10 @@
 // Matches (#/matches?reconciliation_id=<id>&status=proposed, #/matches/<id>): the matches of a
-// reconciliation, proposed ones to confirm or reject (approvers), one at a time or the selected ones;
+// reconciliation, proposed ones to confirm or reject (approvers), one at a time or the selected ones (one
+// bulk action);
 // a match's records with their amounts and dates.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, query } from "./api.js";
+import { useBulk } from "./bulk.js";
 import { ExportButton, exportFilters } from "./export.js";
 import { Conversion } from "./near-misses.js";
 import { MatchShares, PartPaid } from "./partial-payments.js";
@@ -40,16 +42,43 @@ function MatchList({ params }) {
   useEffect(() => { paging.reset(); setSelected(new Set()); }, [chosen, status]);
   useEffect(() => { setSelected(new Set()); }, [paging.cursor]);
 
-  // One request a match, in the order shown (the API has no bulk confirm or reject); each one's outcome
-  // is listed, and a failure does not stop the rest.
+  // One match: its own request. Several: one bulk action (POST /v1/reconciliation_matches/bulk, worked
+  // by the service's queue, docs/bulk-actions.md), read once a second until it ends; each match's outcome
+  // is listed in the order shown, and a failure does not stop the rest.
+  const bulk = useBulk((action, items) => {
+    const verb = action.action;
+    setResults(items.map((r) => ({ id: r.id, action: verb, ok: r.status !== "failed",
+      message: r.status === "failed" ? `not ${DONE[verb]}: ${r.error}` : (r.status === "skipped" ? `${DONE[verb]} (${r.error})` : DONE[verb]) })));
+    busyRef.current = false;
+    setSelected(new Set());
+    setBusy(false);
+    reload();
+  });
+  useEffect(() => {
+    if (!bulk.error || !busyRef.current || bulk.action) return;
+    busyRef.current = false; // refused (or its progress could not be read): said by the decisions below
+    setBusy(false);
+  }, [bulk.error]);
+  // Every proposed match of the reconciliation, on every page: the bulk route's filter.
+  async function decideAll(action) {
+    if (busyRef.current || !chosen) return false;
+    busyRef.current = true;
+    setBusy(true);
+    setResults([]);
+    return bulk.start("reconciliation_matches/bulk", { action, filter: { reconciliation_id: Number(chosen) } });
+  }
   async function decideMany(ids, action) {
     if (busyRef.current || !ids.length) return false;
     busyRef.current = true;
     setBusy(true);
+    if (ids.length > 1) {
+      setResults([]);
+      return bulk.start("reconciliation_matches/bulk", { action, ids });
+    }
     const outcome = [];
     setResults(outcome);
     for (const id of ids) {
-      if (!mounted.current) return false; // the person left: the rest are not decided
+      if (!mounted.current) return false; // the person left
       try {
         await decide(id, action);
         outcome.push({ id, action, ok: true, message: DONE[action] });
@@ -110,6 +139,13 @@ function MatchList({ params }) {
           question=${`Reject ${plural(selected.size, "match", "matches")}? Their records are open again.`}
           yes="Yes, reject" onYes=${() => decideMany(inOrder(), "reject")} />
         <span>${selected.size} selected</span>
+        ${status === "proposed" && html`
+          <${Confirm} label="Confirm all proposed" busy=${busy}
+            question="Confirm every proposed match of this reconciliation, on every page?" yes="Yes, confirm all"
+            onYes=${() => decideAll("confirm")} />
+          <${Confirm} label="Reject all proposed" busy=${busy}
+            question="Reject every proposed match of this reconciliation, on every page? Their records are open again."
+            yes="Yes, reject all" onYes=${() => decideAll("reject")} />`}
       </div>`}
     ${rows.length > 0 && html`
       <table class="matches">
@@ -142,12 +178,16 @@ function MatchList({ params }) {
         </tbody>
       </table>`}
     ${data && html`<${Pager} paging=${paging} nextCursor=${data.next_cursor} label="Matches" />`}
+    ${bulk.action && busy && html`<p class="muted" data-testid="matches-bulk-progress">Bulk action ${bulk.action.id}:
+      <progress max="100" value=${bulk.action.progress ?? 0} aria-label=${`Bulk action ${bulk.action.id} progress`}></progress>
+      ${bulk.action.processed_items} of ${plural(bulk.action.total_items, "match", "matches")} decided</p>`}
+    <${Problem} error=${bulk.error} what=${bulk.action ? "read the bulk decision's progress" : "decide the selected matches"} />
     ${results && results.length > 0 && html`
       <section class="decisions" aria-labelledby="decisions-title">
         <h2 id="decisions-title">${busy ? "Deciding…" : `Decided: ${ok} of ${results.length}`}</h2>
         <ul>${results.map((r) => html`<li key=${r.id} class=${r.ok ? "ok" : "error"} data-match-id=${r.id}>Match ${r.id}: ${r.message}</li>`)}</ul>
       </section>`}
-    <${Status} text=${results && !busy ? `${ok} of ${results.length} ${results.length === 1 ? "match" : "matches"} ${DONE[results[0].action]}.` : ""} />`;
+    <${Status} text=${results && results.length > 0 && !busy ? `${ok} of ${results.length} ${results.length === 1 ? "match" : "matches"} ${DONE[results[0].action]}.` : ""} />`;
 }
 
 function MatchDetail({ id }) {

@@ -1,11 +1,13 @@
 // Reconciliations (#/reconciliations, #/reconciliations/<id>): the list; one reconciliation's rules
 // (reconciliations-rules.js), a run started and watched live, its runs history, and its approval
-// policy and period closes (reconciliations-signoff.js).
+// policy and period closes (reconciliations-signoff.js), its service levels, aging and routing rules
+// (reconciliations-service-levels.js).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, percent, query } from "./api.js";
 import { duration, Pager, Problem, Status, useApi, usePaging, usePoll, When } from "./ui.js";
 import { RulesSection } from "./reconciliations-rules.js";
 import { SignOffSections } from "./reconciliations-signoff.js";
+import { ServiceLevelSections } from "./reconciliations-service-levels.js";
 
 const POLL_MS = 1000; // a run is read at most once a second while it is watched
 const ENDED = ["completed", "failed", "cancelled"];
@@ -66,6 +68,7 @@ function ReconciliationDetail({ id }) {
     <${RunSection} reconciliation=${data} onEnded=${ended} />
     <${RunHistory} reconciliationId=${data.id} tick=${historyTick} />
     <${SignOffSections} reconciliation=${data} />
+    <${ServiceLevelSections} reconciliation=${data} />
     <p><a href=${`#/matches?reconciliation_id=${data.id}&status=proposed`}>Proposed matches of this reconciliation</a></p>`;
 }
 

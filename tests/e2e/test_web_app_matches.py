@@ -1,7 +1,7 @@
 """The Matches page in Debian's Chromium against the local stack: the proposed matches of a rule
 that proposes (auto_confirm false) rather than confirms, filtered by reconciliation and status,
-confirmed or rejected one at a time or as a selection (one request a match, in order: the API has
-no bulk decision), each outcome listed; a match's records with their amounts and dates. Effects
+confirmed or rejected one at a time or as a selection (one bulk action, in order; its progress read
+until it ends), each outcome listed; a match's records with their amounts and dates. Effects
 are read back through the API; viewers and preparers get no decision controls and the API refuses
 them; the list exported as CSV; axe-core finds no serious violation in any state shown."""
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_an_approver_confirms_and_rejects_proposed_matches_one_at_a_time(stack, 
     assert page.problems == []
 
 
-def test_an_approver_decides_a_selection_one_request_a_match_with_each_outcome_listed(stack, page):
+def test_an_approver_decides_a_selection_in_one_bulk_action_with_each_outcome_listed(stack, page):
     reconciliation, matches = proposed_matches(stack, 5)
     ids = [m["id"] for m in matches]
     open_matches(stack, page, reconciliation)
