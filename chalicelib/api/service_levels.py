@@ -7,6 +7,7 @@ from typing import Any
 from chalicelib.api.routing import ApiRequest, Router, numeric_id
 from chalicelib.api.schemas.service_levels import (
     AgeThresholds,
+    AgingMoneyOut,
     AgingOut,
     AmountThresholds,
     DueInHours,
@@ -108,7 +109,11 @@ def aging_out(found: Aging | None) -> AgingOut | None:
 def _aging(found: Aging) -> AgingOut:
     return AgingOut(count=found.count, overdue=found.overdue,
                     by_age_bucket={b.value: n for b, n in found.by_age_bucket.items()},
-                    by_severity={s.value: n for s, n in found.by_severity.items()})
+                    by_severity={s.value: n for s, n in found.by_severity.items()},
+                    amounts_by_age_bucket={b.value: [AgingMoneyOut(currency=m.currency, decimal_places=m.decimal_places,
+                                                                   amount=m.amount, count=m.count) for m in money]
+                                           for b, money in found.money_by_age_bucket.items()},
+                    unpriced=found.unpriced)
 
 
 @router.route("GET", RULES, summary="The reconciliation's routing rules, in the order they are tried",

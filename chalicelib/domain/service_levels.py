@@ -168,23 +168,55 @@ def standing(policy: ServiceLevelPolicy, *, amount: Fraction, currency: str | No
 
 
 @dataclass(frozen=True)
+class BucketMoney:
+    """What the exceptions of one aging bucket amount to in one currency: each exception's size
+    (|credits - debits| of its records) summed, in minor units at `decimal_places` (the largest
+    of theirs)."""
+    currency: str
+    decimal_places: int
+    amount: int
+    count: int
+
+
+@dataclass(frozen=True)
 class Aging:
-    """Counts of a set of exceptions by aging bucket, by severity, and how many are overdue."""
+    """Counts of a set of exceptions by aging bucket, by severity, and how many are overdue; and
+    per bucket what they amount to in each currency (`unpriced`: exceptions counted but summed in
+    no currency, their records being in several or their currency not yet recorded)."""
     by_age_bucket: dict[AgeBucket, int]
     by_severity: dict[Severity, int]
     overdue: int
     count: int
+    money_by_age_bucket: dict[AgeBucket, list[BucketMoney]] = field(default_factory=dict)
+    unpriced: int = 0
 
 
-def aging(standings: list[Standing]) -> Aging:
+def aging(standings: list[Standing], summaries: list[ExceptionSummary] | None = None) -> Aging:
+    """`summaries`, when given, are the exceptions the standings are of (same order): their sizes
+    are summed per bucket and currency, in integers."""
     buckets = dict.fromkeys(AgeBucket, 0)
     severities = dict.fromkeys(SEVERITIES, 0)
-    for s in standings:
+    sums: dict[AgeBucket, dict[str, tuple[int, int, int]]] = {b: {} for b in AgeBucket}
+    unpriced = 0
+    for at, s in enumerate(standings):
         if s.age_bucket is not None:
             buckets[s.age_bucket] += 1
         severities[s.severity] += 1
+        if summaries is None or s.age_bucket is None:
+            continue
+        summary = summaries[at]
+        if summary.currency is None:
+            unpriced += 1
+            continue
+        size = abs(summary.totals.get("credit_sum", 0) - summary.totals.get("debit_sum", 0))
+        places, amount, count = sums[s.age_bucket].get(summary.currency, (summary.decimal_places, 0, 0))
+        top = max(places, summary.decimal_places)
+        sums[s.age_bucket][summary.currency] = (top, amount * 10 ** (top - places)
+                                                + size * 10 ** (top - summary.decimal_places), count + 1)
+    money = {b: [BucketMoney(c, places, amount, count) for c, (places, amount, count) in sorted(sums[b].items())]
+             for b in AgeBucket} if summaries is not None else {}
     return Aging(by_age_bucket=buckets, by_severity=severities, overdue=sum(1 for s in standings if s.overdue),
-                 count=len(standings))
+                 count=len(standings), money_by_age_bucket=money, unpriced=unpriced)
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ def aging_of(ports: Ports, environment: str, reconciliation_id: int | None = Non
                           and (reconciliation_id is None or s.summary.reconciliation_id == reconciliation_id)],
                          ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
-    return aging([of_summary(policies[s.reconciliation_id], s, now) for s in summaries])
+    return aging([of_summary(policies[s.reconciliation_id], s, now) for s in summaries], summaries)
 
 
 def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[int, Aging]:
@@ -213,8 +213,8 @@ def agings(ports: Ports, environment: str, now: datetime | None = None) -> dict[
     summaries = _of_live([s.summary for s in store(ports).active_summaries(environment)
                           if s.summary.status in ACTIVE], ports, environment)
     policies = policies_of(ports, environment, (s.reconciliation_id for s in summaries))
-    return {rid: aging([of_summary(policies[rid], s, now) for s in summaries if s.reconciliation_id == rid])
-            for rid in policies}
+    mine = {rid: [s for s in summaries if s.reconciliation_id == rid] for rid in policies}
+    return {rid: aging([of_summary(policies[rid], s, now) for s in mine[rid]], mine[rid]) for rid in policies}
 
 
 def live_reconciliations(ports: Ports, environment: str, reconciliation_ids: Iterable[int]) -> set[int]:

@@ -174,6 +174,12 @@ function PolicyForm({ path, policy, onDone }) {
     </form>`;
 }
 
+// A bucket's amounts, one line a currency (never one currency added to another).
+function bucketMoney(amounts) {
+  if (!amounts || !amounts.length) return "—";
+  return amounts.map((m, i) => html`${i ? html`<br />` : ""}${money(m.amount, m.decimal_places, m.currency)}`);
+}
+
 function AgingSection({ reconciliation }) {
   const { error, data } = useApi(`reconciliations/${reconciliation.id}/service_levels/aging`);
   const to = (changes) => queueHash({ reconciliation_id: reconciliation.id, ...changes });
@@ -190,9 +196,13 @@ function AgingSection({ reconciliation }) {
           ${" "}${data.overdue ? html`<a href=${to({ due: "true" })}>${count(data.overdue)} overdue</a>` : "none overdue"}.</p>
         <table class="aging-buckets" data-testid="aging-buckets">
           <caption>By age (since the oldest record's date)</caption>
-          <thead><tr>${AGES.map(([, words]) => html`<th scope="col" class="number">${words}</th>`)}</tr></thead>
-          <tbody><tr>${AGES.map(([bucket, words]) => html`<td class="number">${cell(data.by_age_bucket[bucket] || 0, { age: bucket }, words.toLowerCase())}</td>`)}</tr></tbody>
+          <thead><tr><td></td>${AGES.map(([, words]) => html`<th scope="col" class="number">${words}</th>`)}</tr></thead>
+          <tbody>
+            <tr><th scope="row">Exceptions</th>${AGES.map(([bucket, words]) => html`<td class="number">${cell(data.by_age_bucket[bucket] || 0, { age: bucket }, words.toLowerCase())}</td>`)}</tr>
+            <tr data-testid="aging-amounts"><th scope="row">Amount</th>${AGES.map(([bucket]) => html`<td class="number">${bucketMoney((data.amounts_by_age_bucket || {})[bucket])}</td>`)}</tr>
+          </tbody>
         </table>
+        ${data.unpriced ? html`<p data-testid="aging-unpriced">${count(data.unpriced)} exception${data.unpriced === 1 ? " holds" : "s hold"} records in several currencies: counted above, in no amount.</p>` : ""}
         <table class="aging-severities" data-testid="aging-severities">
           <caption>By severity</caption>
           <thead><tr>${SEVERITIES.map((s) => html`<th scope="col" class="number">${s}</th>`)}</tr></thead>

@@ -33,6 +33,8 @@ def test_an_approver_edits_the_policy_and_the_aging_follows_then_resets_it(stack
     bucket = aging.get_by_test_id("aging-buckets").get_by_role("link", name="2")
     assert f"reconciliation_id={recon['id']}" in bucket.get_attribute("href") and "age=7_30d" in bucket.get_attribute("href")
     assert aging.get_by_test_id("aging-severities").get_by_role("link", name="2").get_attribute("href").endswith("severity=medium")
+    amounts = aging.get_by_test_id("aging-amounts").get_by_role("cell")
+    assert amounts.nth(3).inner_text() == "2,599.00 USD" and amounts.nth(0).inner_text() == "—"  # 1,250.00 + 1,349.00
     assert serious_violations(page) == []
 
     # Keyboard: open the form (the focus goes to its first field), add USD with a bad amount first.

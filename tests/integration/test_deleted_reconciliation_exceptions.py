@@ -105,7 +105,7 @@ def test_the_aging_counts_from_the_active_read_are_the_whole_index_counts(api, i
         summaries = [s.summary for s in services.ports.service_levels.summaries("acme")
                      if s.summary.status in ACTIVE and s.summary.reconciliation_id == reconciliation_id]
         policy = service_levels.policy_of(services.ports, "acme", reconciliation_id)
-        return aging([service_levels.of_summary(policy, s, now) for s in summaries])
+        return aging([service_levels.of_summary(policy, s, now) for s in summaries], summaries)
 
     expected = {rid: from_the_index(rid) for rid in (recon["id"], other["id"])}
     assert expected[recon["id"]].count == 4 and expected[recon["id"]].overdue == 1

@@ -100,10 +100,15 @@ def test_exceptions_carry_severity_due_and_overdue_and_the_queue_filters_on_them
     assert [e["id"] for e in queue(api, recon, overdue="true")] == [big["id"]]
     assert api.get(f"/v1/reconciliation_exceptions/{big['id']}").json_body["overdue"] is True
     aging = api.get(f"{base}/aging").json_body
-    assert aging == {"count": 6, "overdue": 1, "by_severity": {"low": 0, "medium": 5, "high": 1, "critical": 0},
-                     "by_age_bucket": {"0_1d": 0, "1_3d": 0, "3_7d": 0, "7_30d": 0, "30d_plus": 6}}
+    counts = {k: v for k, v in aging.items() if k not in ("amounts_by_age_bucket", "unpriced")}
+    assert counts == {"count": 6, "overdue": 1, "by_severity": {"low": 0, "medium": 5, "high": 1, "critical": 0},
+                      "by_age_bucket": {"0_1d": 0, "1_3d": 0, "3_7d": 0, "7_30d": 0, "30d_plus": 6}}
+    sizes = sum(abs(e["aggregates"]["total_amount"]) for e in exceptions.values())  # minor units, USD
+    assert aging["unpriced"] == 0
+    assert aging["amounts_by_age_bucket"] == {"0_1d": [], "1_3d": [], "3_7d": [], "7_30d": [], "30d_plus": [
+        {"currency": "USD", "decimal_places": 2, "amount": sizes, "count": 6}]}
     [row] = [r for r in api.get("/v1/overview").json_body["reconciliations"] if r["id"] == recon["id"]]
-    assert row["aging"] == aging  # the overview shows the same counts
+    assert row["aging"] == aging  # the overview shows the same counts and amounts
     assert service_levels.sweep(services.ports)["overdue"] == 1
     assert service_levels.sweep(services.ports)["overdue"] == 0  # once: the mark holds
     assert service_levels.notify_overdue(services.ports, "acme") == 0

@@ -6,8 +6,10 @@ from fractions import Fraction
 import pytest
 
 from chalicelib.domain.errors import ValidationFailed
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ExceptionSummary
 from chalicelib.domain.service_levels import (
     AgeBucket,
+    BucketMoney,
     ServiceLevelPolicy,
     Severity,
     age_bucket,
@@ -82,6 +84,24 @@ def test_aging_counts_by_bucket_severity_and_overdue():
     assert found.by_age_bucket[AgeBucket.D0_1] == 1 and found.by_age_bucket[AgeBucket.D7_30] == 1
     assert found.by_age_bucket[AgeBucket.D30_PLUS] == 1
     assert found.by_severity == {Severity.LOW: 1, Severity.MEDIUM: 0, Severity.HIGH: 1, Severity.CRITICAL: 1}
+
+
+def test_aging_sums_each_buckets_exception_sizes_per_currency_in_integers():
+    def summary(n, currency, places, credits, debits):
+        return ExceptionSummary(id=n, reconciliation_id=1, status=ExceptionStatus.OPEN, data_stream_key="bank",
+                                decimal_places=places, currency=currency,
+                                totals={"credit_sum": credits, "debit_sum": debits})
+
+    summaries = [summary(1, "USD", 2, 1050, 0), summary(2, "USD", 3, 0, 2005),  # 10.50 and -2.005: sizes
+                 summary(3, "JPY", 0, 700, 200), summary(4, None, 2, 99, 0), summary(5, "USD", 2, 1, 0)]
+    standings = [standing(policy(), amount=Fraction(1), currency=s.currency, oldest=o, opened_at=NOW, active=True,
+                          now=NOW) for s, o in zip(summaries, ["2026-10-01"] * 4 + ["2026-11-29"])]
+    found = aging(standings, summaries)
+    assert found.money_by_age_bucket[AgeBucket.D30_PLUS] == [BucketMoney("JPY", 0, 500, 1),
+                                                            BucketMoney("USD", 3, 10_500 + 2_005, 2)]
+    assert found.money_by_age_bucket[AgeBucket.D0_1] == [BucketMoney("USD", 2, 1, 1)]
+    assert found.unpriced == 1 and found.by_age_bucket[AgeBucket.D30_PLUS] == 4  # counted, in no currency
+    assert aging(standings).money_by_age_bucket == {}  # counts alone when no summary is given
 
 
 def test_the_default_policy_is_valid_and_not_stored():

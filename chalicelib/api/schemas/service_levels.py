@@ -62,12 +62,24 @@ class ServiceLevelsOut(Model):
     updated_at: Timestamp | None
 
 
+class AgingMoneyOut(Model):
+    currency: str
+    decimal_places: int = Field(description="Of `amount`: the largest of the bucket's exceptions in this currency")
+    amount: int = Field(description="Minor units: each exception's size (|credits - debits| of its records) summed")
+    count: int = Field(description="Exceptions summed here")
+
+
 class AgingOut(Model):
     """The open and investigating exceptions of the reconciliation, now."""
     count: int
     overdue: int
     by_age_bucket: dict[AgeBucketName, int]
     by_severity: dict[SeverityName, int]
+    amounts_by_age_bucket: dict[AgeBucketName, list[AgingMoneyOut]] = Field(
+        default_factory=dict, description="What each bucket's exceptions amount to, per currency (never one currency "
+                                          "added to another)")
+    unpriced: int = Field(default=0, description="Exceptions counted in their bucket but in no amount: their records "
+                                                 "are in several currencies, or their currency is not recorded yet")
 
 
 class TeamByRole(Model):
