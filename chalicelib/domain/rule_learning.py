@@ -176,6 +176,7 @@ class _Unit:
     date: date
     direction: str
     currency: str
+    decimal_places: int  # of `amount`: the currency's most among the decided records
     texts: dict[str, str | None]
 
 
@@ -245,7 +246,7 @@ def _unit(rows: list[dict[str, Any]], scales: Mapping[str, int], text_fields: li
         values = {r[name] for r in rows}
         texts[name] = values.pop() if len(values) == 1 else None
     return _Unit(amount=abs(signed), date=max(r["date"] for r in rows),
-                 direction="credit" if signed >= 0 else "debit", currency=currency, texts=texts)
+                 direction="credit" if signed >= 0 else "debit", currency=currency, decimal_places=scale, texts=texts)
 
 
 def _base_conditions(pairs: list[tuple[_Unit, _Unit]], currencies_seen: int,
@@ -273,8 +274,12 @@ def _base_conditions(pairs: list[tuple[_Unit, _Unit]], currencies_seen: int,
 def _amount_condition(pairs: list[tuple[_Unit, _Unit]]) -> tuple[Condition | None, dict[str, Any]]:
     """Fixed or percent, whichever admits less at the median side-A amount; outliers left out."""
     differences = [b.amount - a.amount for a, b in pairs]
+    units = {(u.currency, u.decimal_places) for pair in pairs for u in pair}
+    # What the differences are in (a client shows them as money): one currency's minor units, or
+    # several currencies' each (None then).
+    currency, places = units.pop() if len(units) == 1 else (None, None)
     seen: dict[str, Any] = {"min": min(differences), "max": max(differences), "most_common": _most_common(differences),
-            "explained_by": None}
+                            "currency": currency, "decimal_places": places, "explained_by": None}
     sizes = sorted(abs(d) for d in differences)
     covered = sizes
     if len(sizes) >= 10:

@@ -3,7 +3,7 @@
 // shows it busy meanwhile); each proposed rule shows its conditions and its evidence in words; an admin
 // (the API's role for accept and dismiss) accepts one at a chosen priority or dismisses it. Viewers read.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, can, html } from "./api.js";
+import { api, can, html, money } from "./api.js";
 import { describeCondition, DryRunResult } from "./reconciliations-rules.js";
 import { Confirm, FieldError, invalid, plural, Problem, useApi, When } from "./ui.js";
 
@@ -21,10 +21,15 @@ export function basisPoints(bp) {
 }
 
 // "from -30 to -10 minor units (most often -30)", or "-30 minor units" when all agree.
-function range(seen, unit) {
+function range(seen, unit, shown = (n) => `${n}`) {
   if (!seen) return "";
-  if (seen.min === seen.max) return `${seen.min} ${unit}`;
-  return `from ${seen.min} to ${seen.max} ${unit} (most often ${seen.most_common})`;
+  if (seen.min === seen.max) return `${shown(seen.min)}${unit ? ` ${unit}` : ""}`;
+  return `from ${shown(seen.min)} to ${shown(seen.max)}${unit ? ` ${unit}` : ""} (most often ${shown(seen.most_common)})`;
+}
+
+// Amount differences as money when the decisions are of one currency, else in each one's minor units.
+function amountRange(seen) {
+  return seen.currency ? range(seen, "", (n) => money(n, seen.decimal_places, seen.currency)) : range(seen, "minor units");
 }
 
 // What a suggestion's evidence says, sentence by sentence ([{key, text}]), in plain words.
@@ -58,7 +63,7 @@ export function evidenceWords(e) {
   const amount = o.amount_difference;
   if (amount) {
     let text = amount.explained_by === "equal" ? "Amounts agree in every decision."
-      : `Side B differs from side A by ${range(amount, "minor units")}`;
+      : `Side B differs from side A by ${amountRange(amount)}`;
     if (amount.explained_by === "percent" && amount.basis_points !== undefined) text += `, at most ${basisPoints(amount.basis_points)} of side A`;
     if (amount.explained_by !== "equal") text += ".";
     if (amount.outliers) text += ` ${plural(amount.outliers, "decision")} with an outlying difference left unexplained.`;

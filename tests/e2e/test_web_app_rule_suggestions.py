@@ -121,7 +121,9 @@ def test_a_preparer_asks_for_suggestions_and_reads_their_evidence(stack, page):
     if dry["conflicting_matches"]:
         assert words["conflicts"].startswith(f"{dry['conflicting_matches']} match")
     amount = evidence["observed"]["amount_difference"]
-    assert str(amount["min"]) in words["amount"]
+    assert amount["currency"] == "USD" and amount["decimal_places"] == 2  # shown as money, not minor units
+    least = f"{'-' if amount['min'] < 0 else ''}{abs(amount['min']) // 100:,}.{abs(amount['min']) % 100:02d} USD"
+    assert least in words["amount"] and "minor units" not in words["amount"]
     for condition in top["conditions"]:
         item.locator("ul.conditions li").filter(has_text=condition["field"]).first.wait_for()
     # A suggestion dry runs as any rule: what it would match now, and why the records it leaves stay open.

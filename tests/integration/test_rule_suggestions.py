@@ -63,6 +63,7 @@ def test_the_top_suggestion_recovers_the_hidden_rule_and_accepting_it_matches_th
     evidence = top["evidence"]
     assert (evidence["rank"], evidence["decisions_explained"], evidence["decisions_contradicted"]) == (1, DECIDED, 0)
     assert evidence["observed"]["amount_difference"] == {"min": -FEE, "max": -FEE, "most_common": -FEE,
+                                                         "currency": "USD", "decimal_places": 2,
                                                          "explained_by": "fixed", "outliers": 0}
     assert evidence["observed"]["date_lag_days"]["max"] == MAX_LAG
     assert evidence["observed"]["shared_tokens"]["decisions_with_shared_token"] == DECIDED
