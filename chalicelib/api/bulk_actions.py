@@ -7,7 +7,7 @@ import binascii
 import json
 from typing import Any
 
-from chalicelib.api.reconciliation_exceptions import exception_query
+from chalicelib.api.reconciliation_exceptions import filtered_query
 from chalicelib.api.routing import ApiRequest, Router, idempotency_key, numeric_id
 from chalicelib.api.schemas.bulk_actions import (
     BulkActionDetailOut,
@@ -55,7 +55,8 @@ def bulk_exceptions(request: ApiRequest) -> BulkActionOut:
                                       author_idp_id=body.author_idp_id, mentions=body.mentions)
     if body.filter is not None:
         given = body.filter
-        select = lambda: service.filtered_exceptions(ports, environment, exception_query(given))  # noqa: E731
+        query = filtered_query(ports, environment, given)
+        select = lambda: service.filtered_exceptions(ports, environment, query)  # noqa: E731
         selection: dict[str, Any] = {"filter": given.model_dump(mode="json", exclude_defaults=True)}
     else:
         ids = list(body.ids or [])

@@ -46,6 +46,7 @@ from chalicelib.services import investigations as investigation_service
 from chalicelib.services import near_misses
 from chalicelib.services import reconciliation_exceptions as service
 from chalicelib.services import service_levels as sla
+from chalicelib.services.ports import Ports
 
 router = Router("exceptions")
 BASE = "/reconciliation_exceptions"
@@ -110,8 +111,8 @@ def detail_out(environment: str, exception: ReconciliationException, record_filt
         investigation=sessions[0] if sessions else None, investigation_sessions=sessions)
 
 
-def exception_query(query: ExceptionsFilter) -> service.ExceptionQuery:
-    """The queue's filters as the service takes them (the list's query, a bulk action's filter)."""
+def _exception_query(query: ExceptionsFilter) -> service.ExceptionQuery:
+    """The queue's filters other than the service levels, as the service takes them."""
     oldest_before = (None if query.older_than_days is None
                      else (utc_now().date() - timedelta(days=query.older_than_days)).isoformat())
     return service.ExceptionQuery(
@@ -121,17 +122,21 @@ def exception_query(query: ExceptionsFilter) -> service.ExceptionQuery:
         amount_decimal_places=query.amount_decimal_places, oldest_before=oldest_before)
 
 
+def filtered_query(ports: Ports, environment: str, given: ExceptionsFilter) -> service.ExceptionQuery:
+    """The queue's filters as the service reads them, the service level ones included (the list's
+    and a bulk action's `filter`)."""
+    wanted = sla.StandingFilter(overdue=given.overdue, severity=Severity(given.severity) if given.severity else None,
+                                age_bucket=QueueAgeBucket(given.age_bucket) if given.age_bucket else None)
+    return replace(_exception_query(given), also=sla.queue_filter(ports, environment, wanted))
+
+
 @router.route("GET", BASE, summary="The exception queue: newest first (or oldest, or largest), by offset, with "
               "aggregates on every row and the count of the filtered queue", query=ExceptionsQuery,
               response=ExceptionPage, errors=(422,))
 def list_exceptions(request: ApiRequest) -> ExceptionPage:
     query: ExceptionsQuery = request.query
     ports = container().ports
-    wanted = sla.StandingFilter(overdue=query.overdue, severity=Severity(query.severity) if query.severity else None,
-                                age_bucket=QueueAgeBucket(query.age_bucket) if query.age_bucket else None)
-    found, total = service.queue_page(ports, request.environment,
-                                      replace(exception_query(query),
-                                              also=sla.queue_filter(ports, request.environment, wanted)),
+    found, total = service.queue_page(ports, request.environment, filtered_query(ports, request.environment, query),
                                       QueueOrder(query.sort), query.offset, query.limit)
     return ExceptionPage(data=exceptions_out(request.environment, found), has_more=total > query.offset + query.limit,
                          offset=query.offset, total=total)

@@ -7,9 +7,7 @@ import { html } from "./api.js";
 import { BulkProgress, useBulk } from "./bulk.js";
 import { count, personName, STATUSES } from "./exceptions.js";
 
-// The queue's filters a bulk action's `filter` does not take (service levels are computed when read):
-// with one of them applied, only ticked rows can be acted on.
-const NOT_A_BULK_FILTER = ["severity", "overdue", "age_bucket"];
+const BOOLEANS = ["unassigned", "overdue"];
 const NUMBERS = ["reconciliation_id", "assignee_user_id", "amount_min", "amount_max", "amount_decimal_places",
   "older_than_days"];
 const MAX_FILTERED = 10000; // what a filter may select (the service refuses more, 422)
@@ -20,8 +18,7 @@ export function bulkFilter(path) {
   const filter = {};
   for (const [name, value] of given) {
     if (["sort", "offset", "limit"].includes(name)) continue;
-    if (NOT_A_BULK_FILTER.includes(name)) return { why: "the severity, due and age filters select no bulk action" };
-    if (name === "unassigned") filter.unassigned = value === "true";
+    if (BOOLEANS.includes(name)) filter[name] = value === "true";
     else if (NUMBERS.includes(name)) {
       if (!Number.isSafeInteger(Number(value))) return { why: `${name} is too large` };
       filter[name] = Number(value);

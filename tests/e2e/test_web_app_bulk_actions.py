@@ -77,13 +77,25 @@ def test_a_preparer_moves_ticked_exceptions_then_every_filtered_one_and_sees_eac
     assert page.problems == []
 
 
-def test_the_filter_choice_is_offered_only_for_filters_a_bulk_action_takes(stack, page):
+def test_the_filter_choice_takes_the_service_level_filters_and_nothing_ticked_sends_nothing(stack, page):
     made = world(stack)
-    recon = made["reconciliation"]
-    sign_in_as(stack, page, "preparer", f"#/exceptions?reconciliation_id={recon['id']}&severity=low")
+    recon, bank = made["reconciliation"], made["bank"]
+    severity = stack.request("GET", f"/reconciliation_exceptions/{bank['id']}").json()["severity"]
+    queue = f"/reconciliation_exceptions?reconciliation_id={recon['id']}&severity={severity}"
+    listed = stack.request("GET", queue).json()["data"]
+    sign_in_as(stack, page, "preparer", f"#{queue.replace('/reconciliation_exceptions', '/exceptions')}")
     page.wait_for_function("() => document.querySelector('[data-testid=exception-count]')?.dataset.for === location.hash")
-    assert page.get_by_label("Every exception the filters match", exact=False).is_disabled()
-    page.get_by_text("Not with these filters: the severity, due and age filters select no bulk action.").wait_for()
+    sent = bulk_requests(page)
+    # The severity filter is a bulk filter too: every exception it keeps, as the queue lists them.
+    page.get_by_label(f"Every exception the filters match ({len(listed)})").check()
+    page.get_by_label("Action", exact=True).select_option("status")
+    page.get_by_label("New status").select_option("open")
+    page.get_by_role("button", name=f"Change status: {len(listed)} exception").click()
+    page.get_by_test_id("bulk-status").filter(
+        has_text=f"Done: 0 succeeded, {len(listed)} skipped, 0 failed of {len(listed)} exception").wait_for()
+    assert [m for m, p in sent if p.startswith("reconciliation_exceptions/bulk")] == ["POST"]
+    page.get_by_label("The 0 selected on this page").check()
+    page.get_by_label("Action", exact=True).select_option("assign")
     # Nothing ticked: nothing is sent, and the page says why.
     page.get_by_role("button", name="Assign: 0 exceptions").click()
     page.get_by_role("alert").filter(has_text="Tick the exceptions to act on first.").wait_for()

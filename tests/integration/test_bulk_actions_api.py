@@ -143,6 +143,24 @@ def test_assign_by_the_queues_filter_assigns_each_once(api, services, world, wor
     assert [r["status"] for r in twice["results"]] == ["skipped", "skipped"]
 
 
+def test_the_filter_takes_the_queues_service_level_filters_and_selects_what_the_queue_lists(api, world, worker):
+    rid = world["reconciliation_id"]
+    listed = api.get(f"/v1/reconciliation_exceptions?reconciliation_id={rid}").json_body["data"]
+    bucket, severity = listed[0]["age_bucket"], listed[0]["severity"]
+    for given in ({"age_bucket": bucket}, {"severity": severity}, {"age_bucket": "0_1d"}, {"overdue": True},
+                  {"age_bucket": bucket, "severity": severity, "overdue": False}):
+        query = "&".join(f"{k}={str(v).lower()}" for k, v in given.items())
+        queue = {e["id"] for e in api.get(f"/v1/reconciliation_exceptions?reconciliation_id={rid}&{query}").json_body[
+            "data"]}
+        action = submit(api, EXCEPTIONS, {"action": "status", "status": "open",
+                                          "filter": {"reconciliation_id": rid, **given}})
+        finished = done(api, worker, action)
+        assert {r["id"] for r in finished["results"]} == queue, given  # open already: skipped, each named
+        assert finished["total_items"] == len(queue)
+    assert api.post(EXCEPTIONS, {"action": "status", "status": "open",
+                                 "filter": {"severity": "urgent"}}).status_code == 422
+
+
 def test_a_comment_is_written_once_per_exception_however_often_its_message_comes(api, world, worker, services,
                                                                                 monkeypatch):
     ids = sorted(world["exceptions"].values())

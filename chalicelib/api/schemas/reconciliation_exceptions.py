@@ -130,14 +130,14 @@ class ExceptionsFilter(QueryModel):
     amount_decimal_places: int = Field(default=2, ge=0, le=18, description="The scale of amount_min and amount_max")
     older_than_days: int | None = Field(default=None, ge=0, le=36_500, description="Only exceptions whose oldest "
                                         "record is at least this many days old (age counts from a record's date)")
-
-
-class ExceptionsQuery(ExceptionsFilter):
     overdue: bool | None = Field(default=None, description="Only the overdue exceptions (true) or the others (false)")
     severity: Literal["low", "medium", "high", "critical"] | None = Field(
         default=None, description="Only exceptions of this severity (docs/service-levels.md)")
     age_bucket: Literal["0_1d", "1_3d", "3_7d", "7_30d", "30d_plus"] | None = Field(
         default=None, description="Only exceptions of this age (since their oldest record's date)")
+
+
+class ExceptionsQuery(ExceptionsFilter):
     sort: Literal["newest", "oldest", "amount"] = Field(default="newest", description="newest exception first; "
                                                         "oldest record first; largest |total_amount| first")
     offset: int = Field(default=0, ge=0, le=1_000_000)
