@@ -3,7 +3,7 @@
 // for how much, by whom and until when; an approver (never the requester: four eyes) approves one, or
 // rejects it with a reason. The API enforces roles and four eyes again; its refusals are shown.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, can, html, query, session } from "./api.js";
+import { api, can, html, money, query, session } from "./api.js";
 import { Confirm, go, Money, Pager, Problem, Status, useAll, useApi, usePaging, usePoll, When } from "./ui.js";
 
 export function ApprovalsPage({ route }) {
@@ -64,13 +64,20 @@ function Target({ approval }) {
   }
   if (approval.action === "manual_match" && Array.isArray(p.record_ids)) {
     parts.push(html`<span>records ${p.record_ids.join(", ")}</span>`);
-    // A partial payment's shares (docs/partial-payments.md), in each record's minor units.
+    // A partial payment's shares (docs/partial-payments.md), as money in each record's currency.
     if (Array.isArray(p.allocations) && p.allocations.length) {
-      parts.push(html`<span class="approval-shares">${`; in part: ${p.allocations.map(([id, share]) => `record ${id} ${share} minor units`).join(", ")}`}</span>`);
+      parts.push(html`<span class="approval-shares">; in part: ${p.allocations.map(([id, share], i) => html`${i ? ", " : ""}<${Share} recordId=${id} share=${share} />`)}</span>`);
     }
   }
   if (made !== undefined && made !== null) parts.push(html`<span>, made <a href=${`#/matches/${made}`}>Match ${made}</a></span>`);
   return parts.length ? html`<span class="approval-target">${parts}</span>` : html`<span>—</span>`;
+}
+
+// A share of a record: its minor units are the record's, so its currency and decimal places are read
+// from the record (minor units until it is read, or if it cannot be).
+function Share({ recordId, share }) {
+  const { data } = useApi(`records/${recordId}`);
+  return html`record ${recordId} ${data ? money(share, data.decimal_places, data.currency) : `${share} minor units`}`;
 }
 
 function amountOf(a) {

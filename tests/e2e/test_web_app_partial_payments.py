@@ -164,7 +164,7 @@ def test_a_partial_match_held_for_approval_links_to_it_with_its_shares(stack, pa
     assert serious_violations(page) == []
     outcome.get_by_role("link", name=f"Open approval {approval_id}").press("Enter")
     shares = page.locator(".approval-shares").first
-    shares.wait_for()
-    assert shares.inner_text() == f"; in part: record {invoice} 400 minor units"
+    shares.filter(has_text="4.00 USD").wait_for()  # the record's currency and places, read from the record
+    assert shares.inner_text() == f"; in part: record {invoice} 4.00 USD"
     assert serious_violations(page) == []
     assert unexpected(page.problems) == []
