@@ -69,7 +69,9 @@ def test_an_approver_confirms_and_rejects_proposed_matches_one_at_a_time(stack, 
     reconciliation, matches = proposed_matches(stack, 3)
     open_matches(stack, page, reconciliation)
     assert shown_ids(page) == [m["id"] for m in matches]
-    assert page.get_by_label("Reconciliation").input_value() == str(reconciliation["id"])
+    # The reconciliation's option comes with the list of reconciliations, read apart from the matches.
+    page.wait_for_function("id => document.getElementById('match-reconciliation')?.value === id",
+                           arg=str(reconciliation["id"]))
     assert page.get_by_label("Status").input_value() == "proposed"
     assert serious_violations(page) == []
 
