@@ -40,6 +40,7 @@ from tests.support.web_app import (
     sign_in,
     small_first_pages,
     unexpected,
+    wait_for,
 )
 
 pytestmark = [
@@ -65,16 +66,6 @@ def _ingest(stack, items, timeout=60):
         time.sleep(0.2)
 
 
-def _wait(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 def world(stack) -> dict:
     """A reconciliation of a bank and a ledger whose run matched nothing (six days apart, the rule
     allows three): the bank's exception holds an ACME payout of 1,250.00; the ledger's holds its
@@ -97,9 +88,9 @@ def world(stack) -> dict:
          "description": "Acme payout", "metadata": {"reference": "INV-4411"}},
         {"date": day(12), "data_stream_key": ledger, "amount": 9900, "direction": "debit", "description": "Fee"}])
     run = stack.request("POST", f"/reconciliations/{reconciliation['id']}/runs").json()
-    _wait(lambda: stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs/{run['id']}").json()["status"]
+    wait_for(lambda: stack.request("GET", f"/reconciliations/{reconciliation['id']}/runs/{run['id']}").json()["status"]
           in ("completed", "failed"), "the run")
-    rows = _wait(lambda: (lambda d: d if len(d) == 2 else None)(stack.request(
+    rows = wait_for(lambda: (lambda d: d if len(d) == 2 else None)(stack.request(
         "GET", "/reconciliation_exceptions", params={"reconciliation_id": reconciliation["id"]}).json()["data"]),
         "both exceptions")
     by_stream = {r["data_stream_key"]: r for r in rows}
