@@ -59,16 +59,18 @@ def frames(decisions: int, rows: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.Da
     return learning.decided_frame(decided, []), side_a, side_b
 
 
-def suggestions(decided: pl.DataFrame, side_a: pl.DataFrame, side_b: pl.DataFrame) -> list[tuple]:
-    """The service's columnar path (services/rule_suggestions.suggest without storage)."""
-    learned = learning.learn(decided)
+def suggestions(decided: pl.DataFrame, side_a: pl.DataFrame, side_b: pl.DataFrame,
+                unmatched_frame: pl.DataFrame | None = None, pairs=None) -> list[tuple]:
+    """The service's columnar path (services/rule_suggestions.suggest without storage); with people's
+    unmatch decisions (`unmatched_frame` for learning, `pairs` for the dry run) when given."""
+    learned = learning.learn(decided, unmatched=unmatched_frame)
     measured = []
     for position, definition in enumerate(learned.candidates(3)):
         rule = learning.candidate_rule(definition)
         on_decisions = learning.decision_evidence(decided, rule)
         evidence = {"decisions_explained": on_decisions["explained"],
                     "decisions_contradicted": on_decisions["contradicted"],
-                    "dry_run": learning.dry_run_evidence(side_a, side_b, decided, [], rule)}
+                    "dry_run": learning.dry_run_evidence(side_a, side_b, decided, [], rule, unmatched=pairs)}
         measured.append((learning.ranking_key(evidence, definition), position, definition, evidence))
     return sorted(measured, key=lambda m: (m[0], m[1]))
 

@@ -30,9 +30,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rule_suggestions import HIDDEN, best_of, frames  # noqa: E402
+from rule_suggestions import HIDDEN, best_of, frames, suggestions  # noqa: E402
 
-from chalicelib.domain import rule_learning as learning  # noqa: E402
 from chalicelib.domain.unmatch_decisions import (  # noqa: E402
     MAX_READ,
     MAX_RECORDS_PER_SIDE,
@@ -41,19 +40,6 @@ from chalicelib.domain.unmatch_decisions import (  # noqa: E402
     unmatched_pairs,
 )
 from chalicelib.services.rule_suggestions import MAX_UNMATCHED_RECORDS  # noqa: E402
-
-
-def suggestions(decided, side_a, side_b, unmatched_frame=None, pairs=None) -> list[tuple]:
-    learned = learning.learn(decided, unmatched=unmatched_frame)
-    measured = []
-    for position, definition in enumerate(learned.candidates(3)):
-        rule = learning.candidate_rule(definition)
-        on_decisions = learning.decision_evidence(decided, rule)
-        evidence = {"decisions_explained": on_decisions["explained"],
-                    "decisions_contradicted": on_decisions["contradicted"],
-                    "dry_run": learning.dry_run_evidence(side_a, side_b, decided, [], rule, unmatched=pairs)}
-        measured.append((learning.ranking_key(evidence, definition), position, definition, evidence))
-    return sorted(measured, key=lambda m: (m[0], m[1]))
 
 
 def undone(side_a: pl.DataFrame, side_b: pl.DataFrame, count: int, per_side: int) -> list:
