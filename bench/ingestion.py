@@ -164,6 +164,9 @@ def _set_keys(params: dict) -> dict:
         attribute = names.get(name, name)
         if attribute.endswith("pk") and attribute.startswith("gsi") and placeholder in values:
             found[attribute] = values[placeholder]
+    for attribute, update in params.get("AttributeUpdates", {}).items():  # a claim's plain parameters
+        if attribute.startswith("gsi") and attribute.endswith("pk") and update["Action"] == "PUT":
+            found[attribute] = update["Value"]
     return found
 
 

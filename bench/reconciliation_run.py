@@ -68,6 +68,9 @@ class PartitionCounter:
             values = params.get("ExpressionAttributeValues", {})
             for index, name in self.SETS_INDEX_KEY.findall(params.get("UpdateExpression", "")):
                 found.append((index, values[name]["S"]))
+            for name, update in params.get("AttributeUpdates", {}).items():  # a claim's plain parameters
+                if re.fullmatch(r"gsi\dpk", name) and update["Action"] == "PUT":
+                    found.append((name[:4], update["Value"]["S"]))
         else:
             return
         with self._lock:

@@ -82,7 +82,7 @@ class Container:
 
     @cached_property
     def table(self) -> DynamoTable:
-        return DynamoTable(self.aws.dynamodb, self.settings.table_name)
+        return DynamoTable(self.aws.table_client, self.settings.table_name)
 
     @cached_property
     def counters(self) -> Counters:

@@ -57,6 +57,20 @@ class Settings(BaseModel):
         default=None, validation_alias=AliasChoices("RECON_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3")
     )
     local_mode: bool = False
+    # How the table's requests are sent (adapters/dynamodb/wire.py): "wire" speaks DynamoDB's protocol
+    # directly, "botocore" through boto3's client. "auto": the wire on Lambda and wherever an endpoint
+    # is given (the local stack), botocore elsewhere (moto's in-process mock, which only botocore
+    # reaches) and behind an HTTP proxy (which only botocore follows).
+    dynamodb_client: Literal["auto", "wire", "botocore"] = "auto"
+    lambda_function_name: str | None = Field(default=None, validation_alias=AliasChoices("AWS_LAMBDA_FUNCTION_NAME"))
+    http_proxy: str | None = Field(default=None, validation_alias=AliasChoices("HTTPS_PROXY", "HTTP_PROXY"))
+
+    @property
+    def dynamodb_wire(self) -> bool:
+        """Whether the table's requests go by the wire (see `dynamodb_client`)."""
+        if self.dynamodb_client != "auto":
+            return self.dynamodb_client == "wire"
+        return not self.http_proxy and bool(self.dynamodb_endpoint or self.lambda_function_name)
     # People sign in at the stage's Cognito user pool (infra/template.yaml `UserPool`, its app client
     # `UserPoolClient`); their tokens are verified against its keys. None: no pool configured.
     user_pool_id: str | None = None

@@ -62,6 +62,16 @@ class AwsClients:
         return self.client("dynamodb")
 
     @cached_property
+    def table_client(self):
+        """What the table sends its requests with: the wire (adapters/dynamodb/wire.py), or the
+        botocore client itself (`Settings.dynamodb_wire` says which)."""
+        if not self._settings.dynamodb_wire:
+            return self.dynamodb
+        from chalicelib.adapters.dynamodb.wire import DynamoWire
+
+        return DynamoWire(self.dynamodb, self._session.get_credentials())
+
+    @cached_property
     def s3(self):
         return self.client("s3")
 

@@ -273,7 +273,6 @@ class ClaimRepository:
         attribute = keys.match_attribute(reconciliation_id)
         item: dict[str, Any] | None = None if seen is None else {
             "id": seen.record_id, "data_stream_key": seen.data_stream_key, "matched_in": set(seen.matched_in)}
-        change = "ADD matched_in :r" + (", proposed_in :r" if proposed else "")
         for _ in range(CLAIM_ATTEMPTS):
             if item is None:
                 item = self._table.get(keys.record(environment, record_id))
@@ -286,15 +285,15 @@ class ClaimRepository:
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
             status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
                                    proposed_in | ({reconciliation_id} if proposed else set()))
-            try:
-                self._table.update(
-                    keys.record(environment, record_id), _status_update(status, "SET #m = :match", change),
-                    condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
-                              "AND attribute_not_exists(#at) AND " + _same_sets(matched_in, proposed_in),
-                    names={"#m": attribute, "#status": "status", "#at": allocated_attribute(reconciliation_id)},
-                    values={":match": match_id, ":r": {reconciliation_id},
-                            **_status_values(environment, record_id, item["data_stream_key"], status),
-                            **_sets_values(matched_in, proposed_in)})
+            put, remove = _status_fields(environment, record_id, item["data_stream_key"], status)
+            sets = {"matched_in": matched_in, "proposed_in": proposed_in}
+            held = {"matched_in": {reconciliation_id}, **({"proposed_in": {reconciliation_id}} if proposed else {})}
+            try:  # `_status_update`'s write with `SET #m = :match ADD held`, in plain parameters (per record)
+                self._table.update_plainly(
+                    keys.record(environment, record_id), put={attribute: match_id, **put}, remove=remove, add=held,
+                    present=["pk"], absent=["deleting", attribute, allocated_attribute(reconciliation_id),
+                                            *(name for name, members in sets.items() if not members)],
+                    equal={name: members for name, members in sets.items() if members})
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -501,6 +500,20 @@ def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> st
     if removes:
         expression += " REMOVE " + ", ".join(removes)
     return f"{expression} {set_change}".rstrip()
+
+
+def _status_fields(environment: str, record_id: int, stream_key: str,
+                   status: RecordStatus) -> tuple[dict[str, str], list[str]]:
+    """What `_status_update` sets and removes for `status`, as attributes and values."""
+    put: dict[str, str] = {"status": status.value}
+    remove: list[str] = []
+    indexes = keys.record_indexes(environment, record_id, stream_key, status.value)
+    for index in (keys.GSI4, keys.GSI5):
+        if index.partition_key in indexes:
+            put.update({index.partition_key: indexes[index.partition_key], index.sort_key: indexes[index.sort_key]})
+        else:
+            remove += [index.partition_key, index.sort_key]
+    return put, remove
 
 
 def _status_values(environment: str, record_id: int, stream_key: str, status: RecordStatus) -> dict[str, str]:
