@@ -87,7 +87,8 @@ class RequestCounter:
 
 
 _ROOT = str(Path(__file__).resolve().parents[1] / "chalicelib")
-_PLUMBING = ("/adapters/dynamodb/table.py", "/adapters/dynamodb/attribute_values.py", "/adapters/aws.py",
+_PLUMBING = ("/adapters/dynamodb/table.py", "/adapters/dynamodb/wire.py", "/adapters/dynamodb/attribute_values.py",
+             "/adapters/aws.py",
              "/adapters/blobs.py")
 
 

@@ -64,6 +64,8 @@ class Settings(BaseModel):
     dynamodb_client: Literal["auto", "wire", "botocore"] = "auto"
     lambda_function_name: str | None = Field(default=None, validation_alias=AliasChoices("AWS_LAMBDA_FUNCTION_NAME"))
     http_proxy: str | None = Field(default=None, validation_alias=AliasChoices("HTTPS_PROXY", "HTTP_PROXY"))
+    # The certificates that verify AWS's endpoints, where not botocore's own bundle (as botocore reads it).
+    aws_ca_bundle: str | None = Field(default=None, validation_alias=AliasChoices("AWS_CA_BUNDLE"))
 
     @property
     def dynamodb_wire(self) -> bool:

@@ -69,7 +69,7 @@ class AwsClients:
             return self.dynamodb
         from chalicelib.adapters.dynamodb.wire import DynamoWire
 
-        return DynamoWire(self.dynamodb, self._session.get_credentials())
+        return DynamoWire(self.dynamodb, self._session.get_credentials(), ca_bundle=self._settings.aws_ca_bundle)
 
     @cached_property
     def s3(self):

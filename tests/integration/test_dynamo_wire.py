@@ -3,11 +3,14 @@ against botocore's SigV4 signer, its requests against dynalite (the local stack'
 the table, and its retries against a server scripted at the HTTP level."""
 from __future__ import annotations
 
+import ipaddress
 import json
+import ssl
 import threading
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import boto3
 import botocore.auth
@@ -16,6 +19,10 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, EndpointConnectionError
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.dynamodb import wire as wire_module
@@ -172,17 +179,62 @@ class Scripted(BaseHTTPRequestHandler):
         pass
 
 
+def serve(scheme: str = "http", certificate: Path | None = None):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    if certificate is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Scripted.received = []
+    client = boto3.client("dynamodb", endpoint_url=f"{scheme}://127.0.0.1:{server.server_address[1]}",
+                          region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    return server, client
+
+
 @pytest.fixture
 def scripted(monkeypatch):
     monkeypatch.setattr(wire_module, "_back_off", lambda attempt: None)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    Scripted.received = []
-    client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}",
-                          region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    server, client = serve()
     yield DynamoWire(client, client._request_signer._credentials)
     server.shutdown()
     server.server_close()
+
+
+def self_signed(folder: Path) -> Path:
+    """A certificate for 127.0.0.1 and its key, in one PEM file."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
+                   .not_valid_after(now + timedelta(hours=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                  critical=False)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    path = folder / "endpoint.pem"
+    path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return path
+
+
+def test_https_is_verified(tmp_path, monkeypatch):
+    monkeypatch.setattr(wire_module, "_back_off", lambda attempt: None)
+    certificate = self_signed(tmp_path)
+    server, client = serve("https", certificate)
+    try:
+        Scripted.script = [(200, {"Item": {"pk": {"S": "a"}}}, False)]
+        trusting = DynamoWire(client, client._request_signer._credentials, ca_bundle=str(certificate))
+        assert trusting.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"] == {"pk": {"S": "a"}}
+
+        Scripted.script = [(200, {}, False)] * wire_module.MAX_ATTEMPTS
+        with pytest.raises(EndpointConnectionError):  # botocore's bundle does not know this certificate
+            DynamoWire(client, client._request_signer._credentials).get_item(TableName="t", Key={"pk": {"S": "a"}})
+        assert len(Scripted.received) == 1  # no request ever reached the server unverified
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def throttled():

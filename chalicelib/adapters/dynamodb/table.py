@@ -213,10 +213,11 @@ class DynamoTable:
         as expressions: the same write, but dynalite (the local stack) parses no expression for it,
         about a third of its time per UpdateItem (bench/RESULTS.md, issue 30: "The table's own
         wire"). For the writes sent once per record (claims). Raises ConditionFailed."""
-        updates = {name: {"Action": "PUT", "Value": to_attribute(value)} for name, value in (put or {}).items()}
+        updates: dict[str, dict[str, Any]] = {name: {"Action": "PUT", "Value": to_attribute(value)}
+                                              for name, value in (put or {}).items()}
         updates.update({name: {"Action": "DELETE"} for name in remove})
         updates.update({name: {"Action": "ADD", "Value": to_attribute(value)} for name, value in (add or {}).items()})
-        expected = {name: {"ComparisonOperator": "NOT_NULL"} for name in present}
+        expected: dict[str, dict[str, Any]] = {name: {"ComparisonOperator": "NOT_NULL"} for name in present}
         expected.update({name: {"ComparisonOperator": "NULL"} for name in absent})
         expected.update({name: {"ComparisonOperator": "EQ", "AttributeValueList": [to_attribute(value)]}
                          for name, value in (equal or {}).items()})

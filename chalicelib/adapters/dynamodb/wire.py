@@ -113,9 +113,10 @@ class SigV4:
 class DynamoWire:
     """The table's DynamoDB operations, sent directly (see the module's docstring). `client` is the
     botocore DynamoDB client whose endpoint, region, service model and event hub it uses;
-    `credentials` botocore's (refreshable) credentials."""
+    `credentials` botocore's (refreshable) credentials; `ca_bundle` the certificates to verify the
+    endpoint with where not botocore's bundle (AWS_CA_BUNDLE, as botocore reads it)."""
 
-    def __init__(self, client, credentials, *, max_attempts: int = MAX_ATTEMPTS) -> None:
+    def __init__(self, client, credentials, *, max_attempts: int = MAX_ATTEMPTS, ca_bundle: str | None = None) -> None:
         if credentials is None:
             raise ValueError("no AWS credentials found for DynamoDB")
         url = urllib3.util.parse_url(client.meta.endpoint_url)
@@ -124,10 +125,10 @@ class DynamoWire:
         self._service_model = client.meta.service_model
         self._credentials = credentials
         self._max_attempts = max_attempts
-        self._signer = SigV4(client.meta.region_name, url.netloc)
-        self._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=POOL_SIZE, timeout=TIMEOUT, retries=False,
-            **({"cert_reqs": "CERT_REQUIRED", "ca_certs": get_cert_path(True)} if url.scheme == "https" else {}))
+        self._signer = SigV4(client.meta.region_name, str(url.netloc))
+        verify: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or get_cert_path(True)} \
+            if url.scheme == "https" else {}
+        self._pool = urllib3.PoolManager(num_pools=4, maxsize=POOL_SIZE, timeout=TIMEOUT, retries=False, **verify)
         self.meta = client.meta  # as a botocore client's, for code that reads `meta.events`
 
     # The operations the table sends, as botocore names them.
