@@ -7,28 +7,41 @@ import ipaddress
 import json
 import ssl
 import threading
+import time
 import zlib
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from unittest.mock import patch
 
 import boto3
 import botocore.auth
+import botocore.exceptions
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import ClientError
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from moto import mock_aws
 
 from chalicelib.adapters.aws import AwsClients
-from chalicelib.adapters.dynamodb import wire as wire_module
-from chalicelib.adapters.dynamodb.keys import BASE_TABLE
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
-from chalicelib.adapters.dynamodb.wire import DynamoWire, SigV4
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.adapters.dynamodb.allocations import allocated_attribute
+from chalicelib.adapters.dynamodb.matches import (
+    _same_sets,
+    _sets_values,
+    _status_update,
+    _status_values,
+    claim_write,
+)
+from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, serialize
+from chalicelib.adapters.dynamodb.wire import CONTENT_TYPE, DynamoWire, SigV4, signed_host
+from chalicelib.domain.matches import record_status
 from chalicelib.local import processes
 from chalicelib.local.provision import Resolver, ensure_table, load_template, table_definitions
 from chalicelib.local.stack import DYNALITE_CLI
@@ -77,7 +90,8 @@ def dynalite(tmp_path_factory):
                                "--createTableMs", "0"], folder / "dynalite.log")
     try:
         processes.wait_for_port(port, process, "dynalite", folder / "dynalite.log")
-        settings = Settings(dynamodb_endpoint=f"http://127.0.0.1:{port}", local_mode=True, table_name="recon-wire")
+        settings = Settings(dynamodb_endpoint=f"http://127.0.0.1:{port}", local_mode=True, table_name="recon-wire",
+                            dynamodb_client="wire")
         aws = AwsClients(settings)
         template = load_template()
         [definition] = table_definitions(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"))
@@ -87,14 +101,20 @@ def dynalite(tmp_path_factory):
         processes.stop([process])
 
 
-def test_the_local_stack_gets_the_wire(dynalite):
-    assert isinstance(dynalite.table_client, DynamoWire)
+def test_the_local_stack_gets_the_wire():
+    settings = Settings(dynamodb_endpoint="http://127.0.0.1:8001", local_mode=True, http_proxy=None,
+                        dynamodb_client="auto")
+    assert isinstance(AwsClients(settings).table_client, DynamoWire)
 
 
 def test_the_table_over_the_wire(dynalite):
     table = DynamoTable(dynalite.table_client, "recon-wire")
     seen: list[str] = []
-    dynalite.dynamodb.meta.events.register("after-call.dynamodb", lambda model, **_: seen.append(model.name))
+
+    def note(model, **_):
+        seen.append(model.name)
+
+    dynalite.dynamodb.meta.events.register("after-call.dynamodb", note)
     key = {"pk": "E#wire#THING#1", "sk": "THING"}
 
     table.put({**key, "amount": 1234, "tags": ["a", "b"], "meta": {"x": None, "y": True}, "blob": b"\x00\xffz"})
@@ -114,24 +134,86 @@ def test_the_table_over_the_wire(dynalite):
     table.delete(key)
     assert table.get(key) is None
     assert {"PutItem", "GetItem", "UpdateItem", "DeleteItem"} <= set(seen)
+    dynalite.dynamodb.meta.events.unregister("after-call.dynamodb", note)
 
 
-def test_a_plain_update_is_the_expression_it_stands_for(dynalite):
-    table = DynamoTable(dynalite.table_client, "recon-wire")
-    key = {"pk": "E#wire#PLAIN#1", "sk": "PLAIN"}
-    table.put({**key, "status": "unreconciled", "gsi5pk": "open", "gsi5sk": "1", "matched_in": {3}})
-    plain = {"put": {"status": "reconciled", "m_4": 9}, "remove": ["gsi5pk", "gsi5sk"], "add": {"matched_in": {4}},
-             "present": ["pk"], "absent": ["deleting", "m_4"]}
+@pytest.fixture(params=["dynalite", "moto"])
+def engine(request):
+    """The table on dynalite (through the wire) or on moto (through botocore), and a raw client."""
+    if request.param == "dynalite":
+        aws = request.getfixturevalue("dynalite")
+        yield DynamoTable(aws.table_client, "recon-wire"), aws.dynamodb
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x",
+                              config=Config(parameter_validation=False))  # as adapters/aws.py makes it
+        template = load_template()
+        [definition] = table_definitions(template, Resolver(template, {"DataBucketName": "b"}, "us-east-1"))
+        client.create_table(**{**definition, "TableName": "recon-wire"})
+        yield DynamoTable(client, "recon-wire"), client
 
-    with pytest.raises(ConditionFailed):  # the set differs: {3} is not {3, 5}
-        table.update_plainly(key, **plain, equal={"matched_in": {3, 5}})
-    with pytest.raises(ConditionFailed):
-        table.update_plainly({"pk": "E#wire#PLAIN#2", "sk": "PLAIN"}, **plain, equal={"matched_in": {3}})
-    table.update_plainly(key, **plain, equal={"matched_in": {3}})
-    assert table.get(key) == {**key, "status": "reconciled", "m_4": 9, "matched_in": {3, 4}}
-    with pytest.raises(ConditionFailed):  # m_4 is there now
-        table.update_plainly(key, **plain, equal={"matched_in": {4, 3}})
-    assert table.get(key)["matched_in"] == {3, 4}
+
+# (stored matched_in as sent, in this order; proposed_in; other attributes; what the claim read: matched_in, proposed_in)
+CLAIM_CASES = [
+    pytest.param(["30", "4", "100"], None, {}, {4, 30, 100}, set(), id="the same set, stored in another order"),
+    pytest.param(["3"], None, {}, {3, 5}, set(), id="a set that grew meanwhile"),
+    pytest.param(["3", "5"], None, {}, {3}, set(), id="a set that shrank meanwhile"),
+    pytest.param(None, None, {}, set(), set(), id="never matched"),
+    pytest.param(["3"], None, {}, set(), set(), id="matched meanwhile"),
+    pytest.param(None, ["7"], {}, set(), {7}, id="proposed elsewhere"),
+    pytest.param(None, ["7"], {}, set(), set(), id="proposed meanwhile"),
+    pytest.param(None, None, {"deleting": {"BOOL": True}}, set(), set(), id="being deleted"),
+    pytest.param(None, None, {"match_000000000009": {"N": "4"}}, set(), set(), id="held by another match"),
+    pytest.param(None, None, {"allocated_000000000009": {"M": {}}}, set(), set(), id="paid in part"),
+    pytest.param("missing", None, {}, set(), set(), id="gone"),
+]
+
+
+@pytest.mark.parametrize(("stored", "proposed_stored", "others", "matched_in", "proposed_in"), CLAIM_CASES)
+@pytest.mark.parametrize("proposed", [False, True])
+def test_a_claim_in_plain_parameters_writes_what_its_expression_wrote(engine, stored, proposed_stored, others,
+                                                                       matched_in, proposed_in, proposed):
+    """The claim's write (`claim_write`) against the UpdateExpression and ConditionExpression it replaced,
+    on twin records: the same outcome and the same item after it."""
+    table, raw = engine
+    outcomes, items = [], []
+    for record_id in (101, 102):
+        key = keys.record("wire", record_id)
+        if stored != "missing":
+            item = {**serialize({**key, "id": record_id, "data_stream_key": "bank", "status": "unreconciled",
+                                 **keys.record_indexes("wire", record_id, "bank", "unreconciled")}), **others}
+            if stored:
+                item["matched_in"] = {"NS": stored}
+            if proposed_stored:
+                item["proposed_in"] = {"NS": proposed_stored}
+            raw.put_item(TableName="recon-wire", Item=item)
+        status = record_status(matched_in | {9}, frozenset({9}), proposed_in | ({9} if proposed else set()))
+        try:
+            if record_id == 101:
+                attribute = keys.match_attribute(9)
+                change = "ADD matched_in :r" + (", proposed_in :r" if proposed else "")
+                table.update(key, _status_update(status, "SET #m = :match", change),
+                             condition="attribute_exists(pk) AND attribute_not_exists(deleting) AND "
+                                       "attribute_not_exists(#m) AND attribute_not_exists(#at) AND "
+                                       + _same_sets(matched_in, proposed_in),
+                             names={"#m": attribute, "#status": "status", "#at": allocated_attribute(9)},
+                             values={":match": 4, ":r": {9}, **_status_values("wire", record_id, "bank", status),
+                                     **_sets_values(matched_in, proposed_in)})
+            else:
+                claim_write(table, "wire", record_id, "bank", 9, 4, status, matched_in, proposed_in, proposed)
+            outcomes.append("written")
+        except ConditionFailed:
+            outcomes.append("refused")
+        found = table.get(key)
+        if found is not None:  # the index keys each name their own record: those of its status
+            indexes = {k: v for k, v in found.items() if k.startswith("gsi")}
+            assert indexes == keys.record_indexes("wire", record_id, "bank", found["status"])
+            found = {k: v for k, v in found.items() if k not in ("pk", "id") and k not in indexes} | {"indexes": set(indexes)}
+        items.append(found)
+    assert outcomes[0] == outcomes[1]
+    assert items[0] == items[1]
+    if outcomes[0] == "written":
+        assert items[1]["status"] == status.value and 9 in items[1]["matched_in"]
 
 
 def test_many_items_over_the_wire(dynalite):
@@ -140,33 +222,34 @@ def test_many_items_over_the_wire(dynalite):
     assert table.batch_write(items, threads=2) >= 6
     found = table.get_many([{"pk": i["pk"], "sk": i["sk"]} for i in items], threads=2)
     assert sorted(i["n"] for i in found) == list(range(130))
-    page = table.query_page(BASE_TABLE, "E#wire#MANY", limit=50, newest_first=False)
+    page = table.query_page(keys.BASE_TABLE, "E#wire#MANY", limit=50, newest_first=False)
     assert [i["n"] for i in page.items] == list(range(50)) and page.cursor
-    second = table.query_page(BASE_TABLE, "E#wire#MANY", limit=100, cursor=page.cursor, newest_first=False)
+    second = table.query_page(keys.BASE_TABLE, "E#wire#MANY", limit=100, cursor=page.cursor, newest_first=False)
     assert [i["n"] for i in second.items] == list(range(50, 130)) and second.cursor is None
     odd = Filter("#f0 = :f0", {"#f0": "n"}, {":f0": 7})
-    assert [i["n"] for i in table.query_page(BASE_TABLE, "E#wire#MANY", limit=5, filter=odd).items] == [7]
-    bodies = list(table.parsed_pages(BASE_TABLE, ["E#wire#MANY"], parse=lambda body: (body, None)))
+    assert [i["n"] for i in table.query_page(keys.BASE_TABLE, "E#wire#MANY", limit=5, filter=odd).items] == [7]
+    bodies = list(table.parsed_pages(keys.BASE_TABLE, ["E#wire#MANY"], parse=lambda body: (body, None)))
     assert len(bodies) == 1 and json.loads(bodies[0])["Count"] == 130  # a raw page: the body itself
 
 
 class Scripted(BaseHTTPRequestHandler):
-    """Answers each POST with the next of `script` (status, body, damaged CRC?); a None closes the
-    connection without an answer."""
-    script: list[tuple[int, dict, bool] | None] = []
+    """Answers each POST with the next of `script`: (status, body, damaged CRC?), the body a dict
+    (JSON) or bytes (sent as they are); None closes the connection without an answer. Keeps what
+    it received: target, body, every header."""
+    script: list[tuple[int, dict | bytes, bool] | None] = []
     received: list[dict] = []
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append({"target": self.headers["X-Amz-Target"], "body": json.loads(body),
-                                    "authorization": self.headers["Authorization"]})
+        type(self).received.append({"target": self.headers["X-Amz-Target"], "body": json.loads(body), "raw": body,
+                                    "headers": {k.lower(): v for k, v in self.headers.items()}})
         step = type(self).script.pop(0)
         if step is None:
             self.close_connection = True
             self.connection.shutdown(2)
             return
         status, answer, damaged = step
-        data = json.dumps(answer).encode()
+        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/x-amz-json-1.0")
         self.send_header("Content-Length", str(len(data)))
@@ -179,7 +262,7 @@ class Scripted(BaseHTTPRequestHandler):
         pass
 
 
-def serve(scheme: str = "http", certificate: Path | None = None):
+def serve(scheme: str = "http", certificate: Path | None = None, retries: dict | None = None):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     if certificate is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -188,17 +271,114 @@ def serve(scheme: str = "http", certificate: Path | None = None):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     Scripted.received = []
     client = boto3.client("dynamodb", endpoint_url=f"{scheme}://127.0.0.1:{server.server_address[1]}",
-                          region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+                          region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+                          config=Config(retries=retries or {"max_attempts": 8, "mode": "standard"}))
     return server, client
 
 
+def signed_as_botocore_signs(received: dict, secret: str = "s") -> bool:
+    """Whether the request's Authorization is what botocore's signer makes of the headers it says it
+    signed, at the time it says (the check AWS makes)."""
+    headers = received["headers"]
+    names = headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    request = AWSRequest(method="POST", url=f"http://{headers['host']}/", data=received["raw"],
+                         headers={name: headers[name] for name in names})
+    moment = datetime.strptime(headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
+    with patch.object(botocore.auth, "get_current_datetime", lambda: moment):
+        SigV4Auth(Credentials("k", secret), "dynamodb", "us-east-1").add_auth(request)
+    return request.headers["Authorization"] == headers["authorization"]
+
+
 @pytest.fixture
-def scripted(monkeypatch):
-    monkeypatch.setattr(wire_module, "_back_off", lambda attempt: None)
+def waits(monkeypatch):
+    """The waits between attempts, recorded instead of slept (the wire's and botocore's alike)."""
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    return slept
+
+
+@pytest.fixture
+def scripted(waits):
     server, client = serve()
     yield DynamoWire(client, client._request_signer._credentials)
     server.shutdown()
     server.server_close()
+
+
+def throttled():
+    return 400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                 "message": "The level of configured provisioned throughput for the table was exceeded."}, False
+
+
+def test_throttling_damage_and_lost_connections_are_retried(scripted, monkeypatch):
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "recon-dev-api")  # on Lambda, botocore's handler adds the
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793")  # trace header
+    Scripted.script = [throttled(), (500, {"__type": "InternalServerError"}, False), None,
+                       (200, {"Item": {"pk": {"S": "a"}}}, True), (200, {"Item": {"pk": {"S": "a"}}}, False)]
+    found = scripted.get_item(TableName="t", Key={"pk": {"S": "a"}})
+    assert found["Item"] == {"pk": {"S": "a"}} and found["ResponseMetadata"]["RequestId"] == "req-1"
+    assert len(Scripted.received) == 5
+    assert {r["target"] for r in Scripted.received} == {"DynamoDB_20120810.GetItem"}
+    assert all(r["body"] == {"TableName": "t", "Key": {"pk": {"S": "a"}}} for r in Scripted.received)
+    assert all(signed_as_botocore_signs(r) for r in Scripted.received)
+    assert {r["headers"]["x-amzn-trace-id"] for r in Scripted.received} == {"Root=1-5759e988-bd862e3fe1be46a994272793"}
+
+
+def test_a_signature_that_is_not_botocores_is_noticed():
+    assert not signed_as_botocore_signs({**{"raw": b"{}"}, "headers": {
+        "host": "127.0.0.1:1", "x-amz-date": "20261130T084512Z", "content-type": CONTENT_TYPE,
+        "authorization": "AWS4-HMAC-SHA256 Credential=k/20261130/us-east-1/dynamodb/aws4_request, "
+                         "SignedHeaders=content-type;host;x-amz-date, Signature=00"}})
+
+
+def test_an_error_is_botocores_and_not_retried(scripted):
+    Scripted.script = [(400, {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+                              "message": "The conditional request failed"}, False)]
+    with pytest.raises(ClientError) as failed:
+        scripted.put_item(TableName="t", Item={"pk": {"S": "a"}}, ConditionExpression="attribute_not_exists(pk)")
+    assert failed.value.response["Error"] == {"Code": "ConditionalCheckFailedException",
+                                              "Message": "The conditional request failed"}
+    assert len(Scripted.received) == 1
+
+
+@pytest.mark.parametrize("answer", [
+    throttled(),
+    (503, b"<html>Service Unavailable</html>", False),
+    None,
+], ids=["throttled", "an answer that is not JSON", "a connection lost"])
+def test_attempts_waits_and_the_last_error_are_botocores(waits, answer):
+    """The same endless trouble through botocore's client (standard retries, the service's attempts)
+    and through the wire built on it: as many attempts, waits within the same bounds, the same error."""
+    server, client = serve()
+    try:
+        outcomes = []
+        for sender in (client, DynamoWire(client, client._request_signer._credentials)):
+            Scripted.received, Scripted.script = [], [answer] * 20
+            waits.clear()
+            with pytest.raises(Exception) as failed:
+                sender.get_item(TableName="t", Key={"pk": {"S": "a"}})
+            error = failed.value
+            outcomes.append((len(Scripted.received), len(waits), type(error).__name__,
+                             (getattr(error, "response", None) or {}).get("Error")))
+            scale = 1 if answer == throttled() else 0.025  # botocore's: throttling, else DynamoDB's own
+            assert all(0 <= wait <= min(20, scale * 2 ** n) for n, wait in enumerate(waits))
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][0] == 9  # max_attempts 8 (adapters/aws.py) is 9 attempts in all
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("endpoint", "host"), [
+    ("https://dynamodb.us-east-1.amazonaws.com", "dynamodb.us-east-1.amazonaws.com"),
+    ("https://dynamodb.us-east-1.amazonaws.com:443", "dynamodb.us-east-1.amazonaws.com"),
+    ("http://127.0.0.1:80", "127.0.0.1"),
+    ("http://127.0.0.1:8001", "127.0.0.1:8001"),
+    ("https://DynamoDB.eu-west-1.amazonaws.com:8443/", "dynamodb.eu-west-1.amazonaws.com:8443"),
+    ("http://[::1]:8001", "[::1]:8001"),
+])
+def test_the_host_signed_is_botocores(endpoint, host):
+    assert signed_host(endpoint) == host == botocore.auth._host_from_url(endpoint)
 
 
 def self_signed(folder: Path) -> Path:
@@ -219,8 +399,7 @@ def self_signed(folder: Path) -> Path:
     return path
 
 
-def test_https_is_verified(tmp_path, monkeypatch):
-    monkeypatch.setattr(wire_module, "_back_off", lambda attempt: None)
+def test_https_is_verified(tmp_path, waits):
     certificate = self_signed(tmp_path)
     server, client = serve("https", certificate)
     try:
@@ -228,49 +407,10 @@ def test_https_is_verified(tmp_path, monkeypatch):
         trusting = DynamoWire(client, client._request_signer._credentials, ca_bundle=str(certificate))
         assert trusting.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"] == {"pk": {"S": "a"}}
 
-        Scripted.script = [(200, {}, False)] * wire_module.MAX_ATTEMPTS
-        with pytest.raises(EndpointConnectionError):  # botocore's bundle does not know this certificate
+        Scripted.script = [(200, {}, False)] * 20
+        with pytest.raises(botocore.exceptions.SSLError):  # botocore's bundle does not know this certificate
             DynamoWire(client, client._request_signer._credentials).get_item(TableName="t", Key={"pk": {"S": "a"}})
         assert len(Scripted.received) == 1  # no request ever reached the server unverified
     finally:
         server.shutdown()
         server.server_close()
-
-
-def throttled():
-    return 400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-                 "message": "The level of configured provisioned throughput for the table was exceeded."}, False
-
-
-def test_throttling_damage_and_lost_connections_are_retried(scripted):
-    Scripted.script = [throttled(), (500, {"__type": "InternalServerError"}, False), None,
-                       (200, {"Item": {"pk": {"S": "a"}}}, True), (200, {"Item": {"pk": {"S": "a"}}}, False)]
-    found = scripted.get_item(TableName="t", Key={"pk": {"S": "a"}})
-    assert found["Item"] == {"pk": {"S": "a"}} and found["ResponseMetadata"]["RequestId"] == "req-1"
-    assert len(Scripted.received) == 5
-    assert {r["target"] for r in Scripted.received} == {"DynamoDB_20120810.GetItem"}
-    assert all(r["body"] == {"TableName": "t", "Key": {"pk": {"S": "a"}}} for r in Scripted.received)
-    assert all(r["authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/") for r in Scripted.received)
-
-
-def test_an_error_is_botocores_and_not_retried(scripted):
-    Scripted.script = [(400, {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
-                              "message": "The conditional request failed"}, False)]
-    with pytest.raises(ClientError) as failed:
-        scripted.put_item(TableName="t", Item={"pk": {"S": "a"}}, ConditionExpression="attribute_not_exists(pk)")
-    assert failed.value.response["Error"] == {"Code": "ConditionalCheckFailedException",
-                                              "Message": "The conditional request failed"}
-    assert len(Scripted.received) == 1
-
-
-def test_retries_end(scripted):
-    Scripted.script = [throttled() for _ in range(wire_module.MAX_ATTEMPTS)]
-    with pytest.raises(ClientError) as failed:
-        scripted.update_item(TableName="t", Key={"pk": {"S": "a"}}, UpdateExpression="SET n = :n",
-                             ExpressionAttributeValues={":n": {"N": "1"}})
-    assert failed.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
-    assert len(Scripted.received) == wire_module.MAX_ATTEMPTS
-
-    Scripted.script = [None] * wire_module.MAX_ATTEMPTS
-    with pytest.raises(EndpointConnectionError):
-        scripted.query(TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "a"}})

@@ -285,15 +285,9 @@ class ClaimRepository:
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
             status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
                                    proposed_in | ({reconciliation_id} if proposed else set()))
-            put, remove = _status_fields(environment, record_id, item["data_stream_key"], status)
-            sets = {"matched_in": matched_in, "proposed_in": proposed_in}
-            held = {"matched_in": {reconciliation_id}, **({"proposed_in": {reconciliation_id}} if proposed else {})}
-            try:  # `_status_update`'s write with `SET #m = :match ADD held`, in plain parameters (per record)
-                self._table.update_plainly(
-                    keys.record(environment, record_id), put={attribute: match_id, **put}, remove=remove, add=held,
-                    present=["pk"], absent=["deleting", attribute, allocated_attribute(reconciliation_id),
-                                            *(name for name, members in sets.items() if not members)],
-                    equal={name: members for name, members in sets.items() if members})
+            try:
+                claim_write(self._table, environment, record_id, item["data_stream_key"], reconciliation_id,
+                            match_id, status, matched_in, proposed_in, proposed)
                 return True
             except ConditionFailed:
                 item = None  # changed meanwhile: read it again
@@ -500,6 +494,25 @@ def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> st
     if removes:
         expression += " REMOVE " + ", ".join(removes)
     return f"{expression} {set_change}".rstrip()
+
+
+def claim_write(table: DynamoTable, environment: str, record_id: int, stream_key: str, reconciliation_id: int,
+                match_id: int, status: RecordStatus, matched_in: set[int], proposed_in: set[int],
+                proposed: bool) -> None:
+    """A claim's one write: `_status_update(status, "SET #m = :match", "ADD matched_in :r[, proposed_in
+    :r]")` on the condition that the record exists, is not being deleted, is held by no match and no
+    share there, and still has the `matched_in`/`proposed_in` the status was computed from; in plain
+    parameters (`DynamoTable.update_plainly`: sent once per matched record, and dynalite parses
+    expressions slowly). Raises ConditionFailed."""
+    attribute = keys.match_attribute(reconciliation_id)
+    put, remove = _status_fields(environment, record_id, stream_key, status)
+    sets = {"matched_in": matched_in, "proposed_in": proposed_in}
+    table.update_plainly(
+        keys.record(environment, record_id), put={attribute: match_id, **put}, remove=remove,
+        add={"matched_in": {reconciliation_id}, **({"proposed_in": {reconciliation_id}} if proposed else {})},
+        present=["pk"], absent=["deleting", attribute, allocated_attribute(reconciliation_id),
+                                *(name for name, members in sets.items() if not members)],
+        equal={name: members for name, members in sets.items() if members})
 
 
 def _status_fields(environment: str, record_id: int, stream_key: str,

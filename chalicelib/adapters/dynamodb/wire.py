@@ -8,50 +8,52 @@ UpdateItem per matched record from many threads of one process, so that time, no
 bounded it. Only the table's operations are spoken (the methods below, named as botocore's); the
 rest of the service keeps botocore.
 
-What stays as botocore does it: the same credentials (refreshed by botocore), the same endpoint,
-the same certificates; errors raise botocore's ClientError with the same `Error.Code`; throttling,
-5xx answers, a damaged body (its CRC32) and lost connections are retried with jittered backoff up to
-`MAX_ATTEMPTS` in all (botocore's standard mode; its adaptive mode's client-side rate limiter is
-not kept). The client's events `provide-client-params`, `before-parameter-build`, `before-call` and
-`after-call` are emitted on the botocore client's own hub, so whatever watches that client (the
-benchmarks' request counters, the cost model) sees these requests too.
+What stays as botocore does it: the same credentials (refreshed by botocore), endpoint, certificates
+and Host signed; errors raise botocore's ClientError with the same `Error.Code`, lost connections its
+connection errors; what is retried, how long it waits and how often is decided by botocore's own
+standard retry mode (botocore/retries/standard.py: throttling, 5xx, modeled retryable errors, a
+damaged body by its CRC32, lost connections; the client's attempts in all; the retry quota), not by
+its adaptive mode's client-side rate limiter. The client's events `provide-client-params`,
+`before-parameter-build`, `before-call` (with a request shaped as botocore's: its handlers add the
+Lambda trace header) and `after-call` are emitted on the botocore client's own hub, so whatever
+watches that client (the benchmarks' request counters, the cost model) sees these requests too.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
+import http.client
 import json
-import random
 import threading
 import time
-import zlib
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
+import botocore.exceptions
 import urllib3
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.auth import SIGNED_HEADERS_BLACKLIST
 from botocore.httpsession import get_cert_path
+from botocore.retries import quota, standard
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
 SERVICE = "dynamodb"
-MAX_ATTEMPTS = 8  # as the botocore client's `max_attempts` (adapters/aws.py)
-MAX_BACKOFF_SECONDS = 20.0
 POOL_SIZE = 32  # connections kept per host, as the botocore client's max_pool_connections
 TIMEOUT = urllib3.Timeout(connect=60, read=60)  # botocore's defaults
-# Answers worth another attempt (botocore's standard retry mode for DynamoDB).
-RETRYABLE_CODES = frozenset({
-    "ThrottlingException", "Throttling", "ThrottledException", "RequestThrottledException",
-    "ProvisionedThroughputExceededException", "RequestLimitExceeded", "TransactionInProgressException",
-    "InternalServerError", "InternalFailure", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException",
-    "PriorRequestNotComplete", "TooManyRequestsException", "BandwidthLimitExceeded", "LimitExceededException"
-})
-RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
-CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError,
-                     urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError,
-                     urllib3.exceptions.ProxyError, ConnectionError)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# What went wrong on the way, as botocore's HTTP layer names it (botocore/httpsession.py): its retry
+# checks retry these (ConnectionError, HTTPClientError), and callers catch what they caught before.
+_CONNECTION_ERRORS: tuple[tuple[type[Exception], Any], ...] = (  # in botocore's order
+    (urllib3.exceptions.SSLError, botocore.exceptions.SSLError),
+    (urllib3.exceptions.NewConnectionError, botocore.exceptions.EndpointConnectionError),
+    (urllib3.exceptions.ProxyError, botocore.exceptions.ProxyConnectionError),
+    (urllib3.exceptions.ConnectTimeoutError, botocore.exceptions.ConnectTimeoutError),
+    (urllib3.exceptions.ReadTimeoutError, botocore.exceptions.ReadTimeoutError),
+    (urllib3.exceptions.ProtocolError, botocore.exceptions.ConnectionClosedError),
+)
 
 _body_mode = threading.local()
 
@@ -73,32 +75,38 @@ def body_mode() -> str | None:
 
 
 class SigV4:
-    """AWS Signature Version 4 of a DynamoDB request (a POST to "/" with a JSON body): the
-    Authorization header and the headers it signs. The signing key is derived once a day."""
+    """AWS Signature Version 4 of a DynamoDB request (a POST with a JSON body): the headers to send,
+    Authorization among them. `host` as botocore signs it (`signed_host`). The signing key is derived
+    once a day."""
 
-    def __init__(self, region: str, host: str) -> None:
+    def __init__(self, region: str, host: str, path: str = "/") -> None:
         self._region = region
         self._host = host
+        self.path = path
         self._keys: dict[tuple[str, str], bytes] = {}
 
     def headers(self, target: str, body: bytes, access_key: str, secret_key: str, token: str | None,
-                now: datetime | None = None) -> dict[str, str]:
+                now: datetime | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """`extra`: headers botocore's handlers added (by lower-case name); signed unless botocore
+        leaves them unsigned (X-Amzn-Trace-Id)."""
         moment = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
         day = moment[:8]
         headers = {"content-type": CONTENT_TYPE, "host": self._host, "x-amz-date": moment, "x-amz-target": target}
         if token:
             headers["x-amz-security-token"] = token
+        unsigned: dict[str, str] = {}
+        for name, value in (extra or {}).items():
+            (unsigned if name in SIGNED_HEADERS_BLACKLIST else headers)[name] = value
         signed = ";".join(sorted(headers))
         canonical = "\n".join([
-            "POST", "/", "", *(f"{name}:{headers[name]}" for name in sorted(headers)), "", signed,
-            hashlib.sha256(body).hexdigest()])
+            "POST", self.path, "", *(f"{name}:{' '.join(headers[name].split())}" for name in sorted(headers)), "",
+            signed, hashlib.sha256(body).hexdigest()])
         scope = f"{day}/{self._region}/{SERVICE}/aws4_request"
         to_sign = f"AWS4-HMAC-SHA256\n{moment}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         signature = hmac.new(self._key(day, secret_key), to_sign.encode(), hashlib.sha256).hexdigest()
         headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
                                     f"SignedHeaders={signed}, Signature={signature}")
-        del headers["host"]  # urllib3 sends the host it connects to
-        return headers
+        return {**headers, **unsigned}  # the host sent as signed: urllib3 then adds none of its own
 
     def _key(self, day: str, secret_key: str) -> bytes:
         cached = self._keys.get((day, secret_key))
@@ -116,16 +124,18 @@ class DynamoWire:
     `credentials` botocore's (refreshable) credentials; `ca_bundle` the certificates to verify the
     endpoint with where not botocore's bundle (AWS_CA_BUNDLE, as botocore reads it)."""
 
-    def __init__(self, client, credentials, *, max_attempts: int = MAX_ATTEMPTS, ca_bundle: str | None = None) -> None:
+    def __init__(self, client, credentials, *, ca_bundle: str | None = None) -> None:
         if credentials is None:
             raise ValueError("no AWS credentials found for DynamoDB")
         url = urllib3.util.parse_url(client.meta.endpoint_url)
-        self._url = f"{url.scheme}://{url.netloc}/"
+        path = url.path or "/"
+        self._url = f"{url.scheme}://{url.netloc}{path}"
         self._events = client.meta.events
         self._service_model = client.meta.service_model
+        self._exceptions = client.exceptions  # botocore's classes of the modeled errors
         self._credentials = credentials
-        self._max_attempts = max_attempts
-        self._signer = SigV4(client.meta.region_name, str(url.netloc))
+        self._signer = SigV4(client.meta.region_name, signed_host(client.meta.endpoint_url), path)
+        self._retries, self._retry_quota = _standard_retries(client.meta.config.retries.get("total_max_attempts"))
         verify: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or get_cert_path(True)} \
             if url.scheme == "https" else {}
         self._pool = urllib3.PoolManager(num_pools=4, maxsize=POOL_SIZE, timeout=TIMEOUT, retries=False, **verify)
@@ -154,46 +164,112 @@ class DynamoWire:
         return self.call("BatchGetItem", params)
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The events botocore's client emits around a call, with the same arguments, so its own
+        handlers (the Lambda trace header) and ours (counters) work unchanged."""
         model = self._service_model.operation_model(operation)
         context: dict[str, Any] = {}
-        for event in ("provide-client-params", "before-parameter-build"):
-            self._events.emit(f"{event}.{SERVICE}.{operation}", params=params, model=model, context=context)
-        body = json.dumps(params, allow_nan=False, default=_base64).encode()  # values come typed: {"N": "12"}
-        self._events.emit(f"before-call.{SERVICE}.{operation}", model=model, params=params, context=context)
-        status, data, headers = self._send(operation, body)
-        if status == 200:
-            parsed = {"Body": data} if body_mode() == "raw" and operation in ("Query", "BatchGetItem") \
-                else _binary_decoded(json.loads(data)) if b'"B' in data else json.loads(data)
-            parsed["ResponseMetadata"] = _metadata(status, headers)
-            self._events.emit(f"after-call.{SERVICE}.{operation}", http_response=None, parsed=parsed, model=model,
-                              context=context)
-            return parsed
-        error = _error(status, data, headers)
-        self._events.emit(f"after-call.{SERVICE}.{operation}", http_response=None, parsed=error, model=model,
-                          context=context)
-        raise ClientError(error, operation)  # type: ignore[arg-type]
+        emit = self._events.emit
+        replaced = [r for _, r in emit(f"provide-client-params.{SERVICE}.{operation}", params=params, model=model,
+                                       context=context) if r is not None]
+        params = replaced[0] if replaced else params
+        emit(f"before-parameter-build.{SERVICE}.{operation}", params=params, model=model, context=context)
+        request = {"url_path": self._signer.path, "query_string": "", "method": "POST", "headers": {},
+                   "body": json.dumps(params, allow_nan=False, default=_base64).encode(),  # values come typed
+                   "url": self._url, "context": context}
+        emit(f"before-call.{SERVICE}.{operation}", model=model, params=request, request_signer=None, context=context)
+        response, parsed = self._send(model, request)
+        emit(f"after-call.{SERVICE}.{operation}", http_response=response, parsed=parsed, model=model, context=context)
+        if response.status_code >= 300:  # the class botocore raises: ClientError, or its modeled subclass
+            raise self._exceptions.from_code(parsed["Error"]["Code"])(parsed, operation)
+        return parsed
 
-    def _send(self, operation: str, body: bytes) -> tuple[int, bytes, Any]:
-        """The answer worth keeping: a success, an error not worth retrying, or the last attempt's."""
-        for attempt in range(1, self._max_attempts + 1):
-            last = attempt == self._max_attempts
+    def _send(self, model, request: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
+        """The answer worth keeping, retried as botocore's standard retry mode would retry it."""
+        target, body = TARGET_PREFIX + model.name, request["body"]
+        extra = {name.lower(): value for name, value in request["headers"].items()}
+        attempt = 0
+        while True:
+            attempt += 1
             credentials = self._credentials.get_frozen_credentials()
-            headers = self._signer.headers(TARGET_PREFIX + operation, body, credentials.access_key,
-                                           credentials.secret_key, credentials.token)
+            headers = self._signer.headers(target, body, credentials.access_key, credentials.secret_key,
+                                           credentials.token, extra=extra)
+            answer: Answer | None = None
+            parsed: dict[str, Any] = {}
+            failure: Exception | None = None
             try:
-                response = self._pool.urlopen("POST", self._url, body=body, headers=headers, retries=False,
-                                              preload_content=True, redirect=False)
-            except CONNECTION_ERRORS as error:
-                if last:
-                    raise EndpointConnectionError(endpoint_url=self._url, error=error) from error
-                _back_off(attempt)
+                sent = self._pool.urlopen("POST", self._url, body=body, headers=headers, retries=False,
+                                          preload_content=True, redirect=False)
+                answer = Answer(sent.status, sent.headers, sent.data)
+                parsed = _parsed(answer, model.name)
+            except urllib3.exceptions.HTTPError as error:
+                failure = _as_botocore(error, self._url)
+            except ValueError as error:  # a body that is not JSON: damaged on the way (CRC32), or not DynamoDB's
+                failure = botocore.exceptions.ResponseParserError(f"{model.name}: unreadable answer: {error}")
+            delay = self._retries.needs_retry(response=None if answer is None else (answer, parsed), attempts=attempt,
+                                              caught_exception=None if answer is not None else failure,
+                                              operation=model, request_dict=request)
+            if delay is not None and delay is not False:
+                time.sleep(delay)
                 continue
-            status, data = response.status, response.data
-            if not last and (_damaged(data, response.headers) or _retryable(status, data)):
-                _back_off(attempt)
-                continue
-            return status, data, response.headers
-        raise AssertionError("unreachable: the last attempt returns or raises")
+            if failure is not None:
+                raise failure
+            assert answer is not None
+            self._retry_quota.release_retry_quota(request["context"], answer)
+            return answer, parsed
+
+
+class Answer:
+    """An HTTP answer as botocore's retry checks read it (`status_code`, `headers`, `content`)."""
+
+    def __init__(self, status_code: int, headers: Any, content: bytes) -> None:
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+
+def signed_host(endpoint_url: str) -> str:
+    """The Host header as botocore signs it: lower case, without a scheme's default port."""
+    parts = urlsplit(endpoint_url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    if parts.port is not None and parts.port != DEFAULT_PORTS.get(parts.scheme):
+        host = f"{host}:{parts.port}"
+    return host
+
+
+def _standard_retries(total_attempts: int | None) -> tuple[standard.RetryHandler, standard.RetryQuotaChecker]:
+    """botocore's standard retry mode for DynamoDB as `standard.register_retry_handler` builds it (what
+    is retried, jittered exponential backoff, the retry quota), `total_attempts` in all; and its quota,
+    to give back what a retry took once the request succeeds (botocore does it after the call)."""
+    adapter = standard.RetryEventAdapter()
+    detector = standard.ThrottlingErrorDetector(adapter)
+    retry_quota = standard.RetryQuotaChecker(quota.RetryQuota(), detector)
+    handler = standard.RetryHandler(
+        retry_policy=standard.RetryPolicy(
+            retry_checker=standard.StandardRetryConditions(max_attempts=total_attempts or 4),
+            retry_backoff=standard.ExponentialBackoff(service_name=SERVICE, throttling_detector=detector)),
+        retry_event_adapter=adapter, retry_quota=retry_quota, service_name=SERVICE)
+    return handler, retry_quota
+
+
+def _as_botocore(error: Exception, url: str) -> Exception:
+    for caught, named in _CONNECTION_ERRORS:
+        if isinstance(error, caught):
+            return named(endpoint_url=url, error=error)
+    return botocore.exceptions.HTTPClientError(error=error)
+
+
+def _parsed(answer: Answer, operation: str) -> dict[str, Any]:
+    """The answer as botocore's client returns it (a success), or as it parses an error."""
+    if answer.status_code >= 300:
+        return _error(answer)
+    if body_mode() == "raw" and operation in ("Query", "BatchGetItem"):
+        parsed: dict[str, Any] = {"Body": answer.content}
+    else:
+        parsed = json.loads(answer.content)
+        if b'"B' in answer.content:
+            parsed = _binary_decoded(parsed)
+    parsed["ResponseMetadata"] = _metadata(answer)
+    return parsed
 
 
 def _base64(value: Any) -> str:
@@ -216,45 +292,27 @@ def _binary_decoded(found: Any) -> Any:
     return found
 
 
-def _back_off(attempt: int) -> None:
-    time.sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, 0.05 * 2 ** attempt)))
-
-
-def _damaged(data: bytes, headers: Any) -> bool:
-    """DynamoDB signs every body with its CRC32; one that does not match was damaged on the way."""
-    expected = headers.get("x-amz-crc32")
-    return expected is not None and zlib.crc32(data) != int(expected)
-
-
-def _retryable(status: int, data: bytes) -> bool:
-    if status == 200:
-        return False
-    return status in RETRYABLE_STATUSES or _code(status, data) in RETRYABLE_CODES
-
-
-def _code(status: int, data: bytes) -> str:
+def _error(answer: Answer) -> dict[str, Any]:
+    """The error as botocore parses one (botocore/parsers.py): a 5xx with an empty or HTML body by its
+    status; else, of the JSON protocol, the code without its namespace and the message (the body's
+    text when it is not JSON)."""
+    body = answer.content.strip()
+    if answer.status_code >= 500 and (not body or body.startswith(b"<html>")):
+        reason = http.client.responses.get(answer.status_code, "")
+        return {"Error": {"Code": str(answer.status_code), "Message": reason}, "ResponseMetadata": _metadata(answer)}
     try:
-        found = json.loads(data) if data else {}
+        found = json.loads(answer.content) if answer.content else {}
     except ValueError:
-        found = {}
-    kind = found.get("__type", "") if isinstance(found, dict) else ""
-    return kind.rpartition("#")[2] or str(status)
-
-
-def _error(status: int, data: bytes, headers: Any) -> dict[str, Any]:
-    """The error as botocore parses it: `Error.Code` without its namespace, and the message."""
-    try:
-        found = json.loads(data) if data else {}
-    except ValueError:
-        found = {}
+        found = {"message": answer.content.decode(errors="replace")}
     found = found if isinstance(found, dict) else {}
-    message = found.get("message") or found.get("Message") or ""
-    error: dict[str, Any] = {"Error": {"Code": _code(status, data), "Message": message},
-                             "ResponseMetadata": _metadata(status, headers)}
+    code = str(found.get("__type") or answer.status_code).split(":", 1)[0].rpartition("#")[2]
+    error: dict[str, Any] = {"Error": {"Code": code, "Message": found.get("message", found.get("Message", ""))},
+                             "ResponseMetadata": _metadata(answer)}
     if "Item" in found:  # ReturnValuesOnConditionCheckFailure
-        error["Item"] = found["Item"]
+        error["Item"] = _binary_decoded(found["Item"])
     return error
 
 
-def _metadata(status: int, headers: Any) -> dict[str, Any]:
-    return {"HTTPStatusCode": status, "RequestId": headers.get("x-amzn-requestid", "")}
+def _metadata(answer: Answer) -> dict[str, Any]:
+    return {"HTTPStatusCode": answer.status_code, "RequestId": answer.headers.get("x-amzn-requestid", ""),
+            "HTTPHeaders": answer.headers}
