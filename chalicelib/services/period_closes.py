@@ -100,7 +100,12 @@ class FenceWriter:
             if not self._waits or time.monotonic() > deadline:
                 raise Conflict(f"a period of reconciliation {reconciliation_id} is being closed right now; nothing "
                                "was changed: try again in a moment")
-            time.sleep(WORKER_POLL_SECONDS)  # polling the fence: it comes down when the close lands
+            # Polled by reads until it comes down (the close landed or gave up), then entered again: a
+            # refused entry is a write, and every waiting worker would send five a second to one item.
+            while time.monotonic() <= deadline:
+                time.sleep(WORKER_POLL_SECONDS)
+                if not self._ports.period_closes.fence_up(environment, reconciliation_id, utc_now() - FENCE_STALE):
+                    break
 
     def leave(self) -> None:
         for environment, reconciliation_id in sorted(self._entered):

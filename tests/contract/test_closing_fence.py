@@ -92,3 +92,15 @@ def test_a_writer_that_renews_between_the_read_and_the_mark_is_never_removed(bac
         backend._table.get = table_get
     assert period_closes.live_writers(ENV, 1, T0 + timedelta(seconds=10)) == 1
     assert register(period_closes, "late", T0 + timedelta(seconds=80)) is None  # the fence is up
+
+
+def test_the_fence_is_read_as_entering_it_finds_it(period_closes):
+    assert period_closes.fence_up(ENV, 3, STALE) is False  # no item yet
+    register(period_closes, "writer", T0 + timedelta(seconds=60), reconciliation_id=3)
+    assert period_closes.fence_up(ENV, 3, STALE) is False
+    period_closes.mark_closing(ENV, 3, close_id=9, version=0, now=T0)
+    assert period_closes.fence_up(ENV, 3, STALE) is True
+    assert period_closes.fence_up(OTHER_ENV, 3, STALE) is False
+    assert period_closes.fence_up(ENV, 3, T0 + timedelta(seconds=1)) is False  # a mark gone stale: as entering finds it
+    period_closes.clear_closing(ENV, 3, close_id=9)
+    assert period_closes.fence_up(ENV, 3, STALE) is False

@@ -43,6 +43,10 @@ class FakePeriodCloseRepository:
         self.writers.setdefault((environment, reconciliation_id), {})[token] = expires_at
         return self.closed_version(environment, reconciliation_id)[0]
 
+    def fence_up(self, environment: str, reconciliation_id: int, stale_before: datetime) -> bool:
+        since = self.closing.get((environment, reconciliation_id))
+        return since is not None and since[0] >= stale_before
+
     def leave_fence(self, environment: str, reconciliation_id: int, token: str) -> None:
         self.writers.get((environment, reconciliation_id), {}).pop(token, None)
 

@@ -95,6 +95,12 @@ class PeriodCloseRepository:
             return None
         return _closed_of(reconciliation_id, item)
 
+    def fence_up(self, environment: str, reconciliation_id: int, stale_before: datetime) -> bool:
+        """Whether a close is under way (what `enter_fence` would refuse), by a consistent read: what
+        a writer waiting at the fence polls, instead of failing conditional writes on the item."""
+        item = self._table.get(keys.closed_periods(environment, reconciliation_id)) or {}
+        return item.get("closing_since") is not None and str(item["closing_since"]) >= iso(stale_before)
+
     def leave_fence(self, environment: str, reconciliation_id: int, token: str) -> None:
         self._table.update(keys.closed_periods(environment, reconciliation_id), "REMOVE #writer",
                            names={"#writer": WRITER_PREFIX + token})
