@@ -138,7 +138,8 @@ class DynamoWire:
         self._retries, self._retry_quota = _standard_retries(client.meta.config.retries.get("total_max_attempts"))
         verify: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or get_cert_path(True)} \
             if url.scheme == "https" else {}
-        self._pool = urllib3.PoolManager(num_pools=4, maxsize=POOL_SIZE, timeout=TIMEOUT, retries=False, **verify)
+        # One endpoint: its own pool (a PoolManager would parse the URL and find the pool per request).
+        self._pool = urllib3.connection_from_url(self._url, maxsize=POOL_SIZE, timeout=TIMEOUT, retries=False, **verify)
         self.meta = client.meta  # as a botocore client's, for code that reads `meta.events`
 
     # The operations the table sends, as botocore names them.
@@ -197,7 +198,7 @@ class DynamoWire:
             parsed: dict[str, Any] = {}
             failure: Exception | None = None
             try:
-                sent = self._pool.urlopen("POST", self._url, body=body, headers=headers, retries=False,
+                sent = self._pool.urlopen("POST", self._signer.path, body=body, headers=headers, retries=False,
                                           preload_content=True, redirect=False)
                 answer = Answer(sent.status, sent.headers, sent.data)
                 parsed = _parsed(answer, model.name)
