@@ -211,7 +211,7 @@ class DynamoTable:
         exist, the `absent` ones do not and those of `equal` hold those values (a set equals a set
         of the same members), sent in DynamoDB's plain parameters (AttributeUpdates, Expected), not
         as expressions: the same write, but dynalite (the local stack) parses no expression for it,
-        about a third of its time per UpdateItem (bench/RESULTS.md, issue 30: "The table's own
+        about a quarter of its time per UpdateItem (bench/RESULTS.md, issue 30: "The table's own
         wire"). For the writes sent once per record (claims). Raises ConditionFailed."""
         updates: dict[str, dict[str, Any]] = {name: {"Action": "PUT", "Value": to_attribute(value)}
                                               for name, value in (put or {}).items()}
