@@ -23,6 +23,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -367,6 +368,37 @@ def test_attempts_waits_and_the_last_error_are_botocores(waits, answer):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_on_the_services_own_client_config_the_wire_retries_as_long(waits):
+    """The client the service builds (adaptive retries, max_attempts 8: adapters/aws.py): the wire asks
+    its retry handlers, so 9 attempts, and its rate limiter only hears the answers (nothing blocks)."""
+    server, client = serve(retries={"max_attempts": 8, "mode": "adaptive"})
+    try:
+        Scripted.script = [throttled()] * 20
+        with pytest.raises(ClientError) as failed:
+            DynamoWire(client, client._request_signer._credentials).get_item(TableName="t", Key={"pk": {"S": "a"}})
+        assert failed.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+        assert len(Scripted.received) == 9 and len(waits) == 8
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("script", "requests"), [
+    ([(200, b"{\"Item\": {\"pk\"", True), (200, {"Item": {"pk": {"S": "a"}}}, False)], 2),  # damaged: tried again
+    ([(200, b"<html>", False)], 1),  # not JSON, and not damaged: not DynamoDB's answer
+    ([(200, b"[]", False)], 1),
+])
+def test_a_success_that_cannot_be_read(scripted, script, requests):
+    Scripted.script = list(script)
+    if script[-1][1] == {"Item": {"pk": {"S": "a"}}}:
+        found = scripted.get_item(TableName="t", Key={"pk": {"S": "a"}})
+        assert found["Item"] == {"pk": {"S": "a"}} and found["ResponseMetadata"]["RetryAttempts"] == 1
+    else:
+        with pytest.raises(ResponseParserError):
+            scripted.get_item(TableName="t", Key={"pk": {"S": "a"}})
+    assert len(Scripted.received) == requests
 
 
 @pytest.mark.parametrize(("endpoint", "host"), [

@@ -1,22 +1,23 @@
 """DynamoDB's JSON protocol spoken directly: a request signed with SigV4 and sent over urllib3, the
 answer read with `json.loads`.
 
-Why: botocore spends about 1.3 ms of the interpreter's time on each request (events, user agent,
-signing, its HTTP layer, parsing through the service model), against about 0.2 ms here
-(bench/RESULTS.md, issue 30: "The table's own wire"). A run's persist sends one conditional
-UpdateItem per matched record from many threads of one process, so that time, not DynamoDB's,
-bounded it. Only the table's operations are spoken (the methods below, named as botocore's); the
-rest of the service keeps botocore.
+Why: botocore spends about 1.2 ms of the interpreter's time on each request (events, user agent,
+signing, its HTTP layer, parsing through the service model), against about 0.4-0.55 ms here
+(bench/table_client.py; bench/RESULTS.md, issue 30: "The table's own wire"). A run's persist sends
+one conditional UpdateItem per matched record from many threads of one process, so that time, not
+DynamoDB's, bounded it. Only the table's operations are spoken (the methods below, named as
+botocore's); the rest of the service keeps botocore.
 
 What stays as botocore does it: the same credentials (refreshed by botocore), endpoint, certificates
-and Host signed; errors raise botocore's ClientError with the same `Error.Code`, lost connections its
-connection errors; what is retried, how long it waits and how often is decided by botocore's own
-standard retry mode (botocore/retries/standard.py: throttling, 5xx, modeled retryable errors, a
-damaged body by its CRC32, lost connections; the client's attempts in all; the retry quota), not by
-its adaptive mode's client-side rate limiter. The client's events `provide-client-params`,
-`before-parameter-build`, `before-call` (with a request shaped as botocore's: its handlers add the
-Lambda trace header) and `after-call` are emitted on the botocore client's own hub, so whatever
-watches that client (the benchmarks' request counters, the cost model) sees these requests too.
+and Host signed; errors raise botocore's classes with the same `Error.Code`, lost connections its
+connection errors; whether to try again, and after how long, is asked of the botocore client after
+each attempt as its own endpoint asks it (`needs-retry`: its retry mode decides, with its attempts,
+backoff and retry quota: throttling, 5xx, modeled retryable errors, a damaged body by its CRC32, lost
+connections). Not kept: the adaptive mode's client-side rate limiting before a request is sent. The
+client's events `provide-client-params`, `before-parameter-build`, `before-call` (with a request
+shaped as botocore's: its handlers add the Lambda trace header) and `after-call` are emitted on the
+botocore client's own hub, so whatever watches that client (the benchmarks' request counters, the
+cost model) sees these requests too.
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ from urllib.parse import urlsplit
 import botocore.exceptions
 import urllib3
 from botocore.auth import SIGNED_HEADERS_BLACKLIST
+from botocore.hooks import first_non_none_response
 from botocore.httpsession import get_cert_path
-from botocore.retries import quota, standard
+from botocore.parsers import ResponseParserError
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -49,7 +51,6 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _CONNECTION_ERRORS: tuple[tuple[type[Exception], Any], ...] = (  # in botocore's order
     (urllib3.exceptions.SSLError, botocore.exceptions.SSLError),
     (urllib3.exceptions.NewConnectionError, botocore.exceptions.EndpointConnectionError),
-    (urllib3.exceptions.ProxyError, botocore.exceptions.ProxyConnectionError),
     (urllib3.exceptions.ConnectTimeoutError, botocore.exceptions.ConnectTimeoutError),
     (urllib3.exceptions.ReadTimeoutError, botocore.exceptions.ReadTimeoutError),
     (urllib3.exceptions.ProtocolError, botocore.exceptions.ConnectionClosedError),
@@ -135,7 +136,6 @@ class DynamoWire:
         self._exceptions = client.exceptions  # botocore's classes of the modeled errors
         self._credentials = credentials
         self._signer = SigV4(client.meta.region_name, signed_host(client.meta.endpoint_url), path)
-        self._retries, self._retry_quota = _standard_retries(client.meta.config.retries.get("total_max_attempts"))
         verify: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or get_cert_path(True)} \
             if url.scheme == "https" else {}
         # One endpoint: its own pool (a PoolManager would parse the URL and find the pool per request).
@@ -185,7 +185,9 @@ class DynamoWire:
         return parsed
 
     def _send(self, model, request: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
-        """The answer worth keeping, retried as botocore's standard retry mode would retry it."""
+        """The answer worth keeping: after each attempt, botocore's client is asked whether to try
+        again, and after how long (`needs-retry`, as its endpoint asks it: its retry mode, attempts
+        and retry quota decide; the quota is given back by its `after-call` handler)."""
         target, body = TARGET_PREFIX + model.name, request["body"]
         extra = {name.lower(): value for name, value in request["headers"].items()}
         attempt = 0
@@ -201,21 +203,21 @@ class DynamoWire:
                 sent = self._pool.urlopen("POST", self._signer.path, body=body, headers=headers, retries=False,
                                           preload_content=True, redirect=False)
                 answer = Answer(sent.status, sent.headers, sent.data)
-                parsed = _parsed(answer, model.name)
+                parsed = _parsed(answer, model.name, attempt)
             except urllib3.exceptions.HTTPError as error:
                 failure = _as_botocore(error, self._url)
-            except ValueError as error:  # a body that is not JSON: damaged on the way (CRC32), or not DynamoDB's
-                failure = botocore.exceptions.ResponseParserError(f"{model.name}: unreadable answer: {error}")
-            delay = self._retries.needs_retry(response=None if answer is None else (answer, parsed), attempts=attempt,
-                                              caught_exception=None if answer is not None else failure,
-                                              operation=model, request_dict=request)
+            except ValueError as error:  # not a JSON object: damaged on the way (its CRC32 tells), or not DynamoDB's
+                failure = ResponseParserError(f"{model.name}: unreadable answer: {error}")
+            delay = first_non_none_response(self._events.emit(
+                f"needs-retry.{SERVICE}.{model.name}", response=None if answer is None else (answer, parsed),
+                endpoint=None, operation=model, attempts=attempt, caught_exception=None if answer else failure,
+                request_dict=request))
             if delay is not None and delay is not False:
                 time.sleep(delay)
                 continue
             if failure is not None:
                 raise failure
             assert answer is not None
-            self._retry_quota.release_retry_quota(request["context"], answer)
             return answer, parsed
 
 
@@ -237,21 +239,6 @@ def signed_host(endpoint_url: str) -> str:
     return host
 
 
-def _standard_retries(total_attempts: int | None) -> tuple[standard.RetryHandler, standard.RetryQuotaChecker]:
-    """botocore's standard retry mode for DynamoDB as `standard.register_retry_handler` builds it (what
-    is retried, jittered exponential backoff, the retry quota), `total_attempts` in all; and its quota,
-    to give back what a retry took once the request succeeds (botocore does it after the call)."""
-    adapter = standard.RetryEventAdapter()
-    detector = standard.ThrottlingErrorDetector(adapter)
-    retry_quota = standard.RetryQuotaChecker(quota.RetryQuota(), detector)
-    handler = standard.RetryHandler(
-        retry_policy=standard.RetryPolicy(
-            retry_checker=standard.StandardRetryConditions(max_attempts=total_attempts or 4),
-            retry_backoff=standard.ExponentialBackoff(service_name=SERVICE, throttling_detector=detector)),
-        retry_event_adapter=adapter, retry_quota=retry_quota, service_name=SERVICE)
-    return handler, retry_quota
-
-
 def _as_botocore(error: Exception, url: str) -> Exception:
     for caught, named in _CONNECTION_ERRORS:
         if isinstance(error, caught):
@@ -259,17 +246,20 @@ def _as_botocore(error: Exception, url: str) -> Exception:
     return botocore.exceptions.HTTPClientError(error=error)
 
 
-def _parsed(answer: Answer, operation: str) -> dict[str, Any]:
-    """The answer as botocore's client returns it (a success), or as it parses an error."""
+def _parsed(answer: Answer, operation: str, attempt: int) -> dict[str, Any]:
+    """The answer as botocore's client returns it (a success), or as it parses an error. ValueError:
+    a success whose body is not a JSON object."""
     if answer.status_code >= 300:
-        return _error(answer)
-    if body_mode() == "raw" and operation in ("Query", "BatchGetItem"):
-        parsed: dict[str, Any] = {"Body": answer.content}
+        parsed = _error(answer)
+    elif body_mode() == "raw" and operation in ("Query", "BatchGetItem"):
+        parsed = {"Body": answer.content}
     else:
         parsed = json.loads(answer.content)
+        if not isinstance(parsed, dict):
+            raise ValueError("not a JSON object")
         if b'"B' in answer.content:
             parsed = _binary_decoded(parsed)
-    parsed["ResponseMetadata"] = _metadata(answer)
+    parsed["ResponseMetadata"] = {**_metadata(answer), "RetryAttempts": attempt - 1}
     return parsed
 
 
@@ -316,4 +306,4 @@ def _error(answer: Answer) -> dict[str, Any]:
 
 def _metadata(answer: Answer) -> dict[str, Any]:
     return {"HTTPStatusCode": answer.status_code, "RequestId": answer.headers.get("x-amzn-requestid", ""),
-            "HTTPHeaders": answer.headers}
+            "HTTPHeaders": {name.lower(): value for name, value in answer.headers.items()}}
