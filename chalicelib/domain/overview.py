@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ExceptionSummary
+from chalicelib.domain.reconciliation_exceptions import ExceptionStatus, ExceptionSummary, money_by_currency
 from chalicelib.domain.runs import Run, RunStatus
 
 ACTIVE = (ExceptionStatus.OPEN, ExceptionStatus.INVESTIGATING)
@@ -50,23 +50,11 @@ class ReconciliationOverview:
 def open_exceptions(summaries: Iterable[ExceptionSummary]) -> OpenExceptions:
     """How many active exceptions, and their amounts summed per currency (exact: each amount is
     scaled up to the currency's largest decimal places before adding)."""
-    by_currency: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    count = mixed = investigating = 0
-    for summary in summaries:
-        if summary.status not in ACTIVE:
-            continue
-        count += 1
-        investigating += summary.status is ExceptionStatus.INVESTIGATING
-        if summary.currency is None:
-            mixed += 1
-            continue
-        net = abs(summary.totals.get("credit_sum", 0) - summary.totals.get("debit_sum", 0))
-        by_currency[summary.currency].append((net, summary.decimal_places))
-    amounts = []
-    for currency, parts in sorted(by_currency.items()):
-        places = max(p for _, p in parts)
-        amounts.append(Amount(currency, places, sum(net * 10 ** (places - p) for net, p in parts)))
-    return OpenExceptions(count, tuple(amounts), mixed, investigating)
+    active = [summary for summary in summaries if summary.status in ACTIVE]
+    money, mixed = money_by_currency(active)
+    investigating = sum(1 for summary in active if summary.status is ExceptionStatus.INVESTIGATING)
+    return OpenExceptions(len(active), tuple(Amount(m.currency, m.decimal_places, m.amount) for m in money), mixed,
+                          investigating)
 
 
 def changes(summaries: Iterable[ExceptionSummary], runs: Iterable[Run], since: datetime) -> Changes:

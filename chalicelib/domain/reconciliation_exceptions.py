@@ -120,6 +120,35 @@ class ExceptionSummary:
         return self.totals.get("oldest")
 
 
+@dataclass(frozen=True)
+class ExceptionMoney:
+    """What some exceptions amount to in one currency: each one's size (|credits - debits| of its
+    records) summed, in minor units at `decimal_places` (the largest of theirs: exact)."""
+    currency: str
+    decimal_places: int
+    amount: int
+    count: int
+
+
+def money_by_currency(summaries: Iterable[ExceptionSummary]) -> tuple[list[ExceptionMoney], int]:
+    """The summaries' sizes summed per currency (sorted by currency; never one currency added to
+    another), and how many are summed in none (their records are in several currencies, or their
+    currency is not recorded yet)."""
+    parts: dict[str, list[tuple[int, int]]] = {}
+    unpriced = 0
+    for summary in summaries:
+        if summary.currency is None:
+            unpriced += 1
+            continue
+        size = abs(summary.totals.get("credit_sum", 0) - summary.totals.get("debit_sum", 0))
+        parts.setdefault(summary.currency, []).append((size, summary.decimal_places))
+    money = []
+    for currency, sizes in sorted(parts.items()):
+        places = max(p for _, p in sizes)
+        money.append(ExceptionMoney(currency, places, sum(size * 10 ** (places - p) for size, p in sizes), len(sizes)))
+    return money, unpriced
+
+
 class QueueOrder(StrEnum):
     NEWEST = "newest"  # newest exception first (by id)
     OLDEST = "oldest"  # the oldest record first: the longest waiting money

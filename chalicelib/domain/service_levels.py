@@ -21,7 +21,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from chalicelib.domain.errors import FieldError, ValidationFailed
-from chalicelib.domain.reconciliation_exceptions import ExceptionSummary
+from chalicelib.domain.reconciliation_exceptions import ExceptionMoney, ExceptionSummary, money_by_currency
 
 MAX_AMOUNT = 10 ** 18
 MAX_DUE_HOURS = 24 * 366
@@ -167,15 +167,7 @@ def standing(policy: ServiceLevelPolicy, *, amount: Fraction, currency: str | No
                     age_bucket=None if age is None else age_bucket(age))
 
 
-@dataclass(frozen=True)
-class BucketMoney:
-    """What the exceptions of one aging bucket amount to in one currency: each exception's size
-    (|credits - debits| of its records) summed, in minor units at `decimal_places` (the largest
-    of theirs)."""
-    currency: str
-    decimal_places: int
-    amount: int
-    count: int
+BucketMoney = ExceptionMoney  # what one aging bucket's exceptions amount to in one currency
 
 
 @dataclass(frozen=True)
@@ -193,28 +185,23 @@ class Aging:
 
 def aging(standings: list[Standing], summaries: list[ExceptionSummary] | None = None) -> Aging:
     """`summaries`, when given, are the exceptions the standings are of (same order): their sizes
-    are summed per bucket and currency, in integers."""
+    are summed per bucket and currency, in integers (`money_by_currency`)."""
     buckets = dict.fromkeys(AgeBucket, 0)
     severities = dict.fromkeys(SEVERITIES, 0)
-    sums: dict[AgeBucket, dict[str, tuple[int, int, int]]] = {b: {} for b in AgeBucket}
-    unpriced = 0
-    for at, s in enumerate(standings):
+    for s in standings:
         if s.age_bucket is not None:
             buckets[s.age_bucket] += 1
         severities[s.severity] += 1
-        if summaries is None or s.age_bucket is None:
-            continue
-        summary = summaries[at]
-        if summary.currency is None:
-            unpriced += 1
-            continue
-        size = abs(summary.totals.get("credit_sum", 0) - summary.totals.get("debit_sum", 0))
-        places, amount, count = sums[s.age_bucket].get(summary.currency, (summary.decimal_places, 0, 0))
-        top = max(places, summary.decimal_places)
-        sums[s.age_bucket][summary.currency] = (top, amount * 10 ** (top - places)
-                                                + size * 10 ** (top - summary.decimal_places), count + 1)
-    money = {b: [BucketMoney(c, places, amount, count) for c, (places, amount, count) in sorted(sums[b].items())]
-             for b in AgeBucket} if summaries is not None else {}
+    money: dict[AgeBucket, list[BucketMoney]] = {}
+    unpriced = 0
+    if summaries is not None:
+        of_bucket: dict[AgeBucket, list[ExceptionSummary]] = {bucket: [] for bucket in AgeBucket}
+        for s, summary in zip(standings, summaries, strict=True):
+            if s.age_bucket is not None:
+                of_bucket[s.age_bucket].append(summary)
+        for bucket, bucketed in of_bucket.items():
+            money[bucket], none = money_by_currency(bucketed)
+            unpriced += none
     return Aging(by_age_bucket=buckets, by_severity=severities, overdue=sum(1 for s in standings if s.overdue),
                  count=len(standings), money_by_age_bucket=money, unpriced=unpriced)
 
