@@ -107,10 +107,6 @@ def decode_cursor(cursor: str, partition_attr: str, partition_value: str,
     return serialize(key)
 
 
-def _pages_as_json(raw: bool = False):
-    return bodies("raw" if raw else "json")
-
-
 def _read_pages_as_json(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_) -> None:
     """botocore walks every attribute value of a Query response through the service model; json.loads
     gives the same typed values ({"S": ..}, {"N": ..}; we store no binary attributes) in a fraction
@@ -341,7 +337,7 @@ class DynamoTable:
         """The items a query finds, page after page, read only as far as the caller iterates (`typed`:
         as DynamoDB returns them, {"N": "12"})."""
         while True:
-            with _pages_as_json():
+            with bodies("json"):
                 response = self._client.query(**kwargs)
             yield from (response.get("Items", []) if typed else (deserialize(i) for i in response.get("Items", [])))
             if "LastEvaluatedKey" not in response:
@@ -355,7 +351,7 @@ class DynamoTable:
         kwargs = self._query_kwargs(index, partition_value, filter=filter)
         _project(kwargs, projection)
         while True:
-            with _pages_as_json():
+            with bodies("json"):
                 response = self._client.query(**kwargs)
             yield response.get("Items", [])
             if "LastEvaluatedKey" not in response:
@@ -374,7 +370,7 @@ class DynamoTable:
             kwargs = self._query_kwargs(index, partition, filter=filter)
             _project(kwargs, projection)
             while True:
-                with _pages_as_json(raw=True):
+                with bodies("raw"):
                     response = self._client.query(**kwargs)
                 page, last_key = parse(response["Body"])
                 yield page
@@ -428,7 +424,7 @@ class DynamoTable:
         _below(kwargs, index, below)
 
         def fetch(start: dict[str, Any] | None) -> dict[str, Any]:
-            with _pages_as_json():
+            with bodies("json"):
                 return self._client.query(**kwargs, **({"ExclusiveStartKey": start} if start else {}))
 
         def values(pending: Future) -> Iterator[str]:
@@ -623,7 +619,7 @@ class DynamoTable:
             pending = {self.name: {"Keys": [serialize(k) for k in batch], "ConsistentRead": True, **projected}}
             attempt = 0
             while pending:
-                with _pages_as_json():
+                with bodies("json"):
                     response = self._client.batch_get_item(RequestItems=pending)
                 items = response.get("Responses", {}).get(self.name, [])
                 found.extend(items if typed else map(deserialize, items))

@@ -208,9 +208,10 @@ class DynamoWire:
                 failure = _as_botocore(error, self._url)
             except ValueError as error:  # not a JSON object: damaged on the way (its CRC32 tells), or not DynamoDB's
                 failure = ResponseParserError(f"{model.name}: unreadable answer: {error}")
+            answered = answer is not None
             delay = first_non_none_response(self._events.emit(
-                f"needs-retry.{SERVICE}.{model.name}", response=None if answer is None else (answer, parsed),
-                endpoint=None, operation=model, attempts=attempt, caught_exception=None if answer else failure,
+                f"needs-retry.{SERVICE}.{model.name}", response=(answer, parsed) if answered else None,
+                endpoint=None, operation=model, attempts=attempt, caught_exception=None if answered else failure,
                 request_dict=request))
             if delay is not None and delay is not False:
                 time.sleep(delay)
