@@ -72,7 +72,8 @@ $(DEPLOY_STAMP): requirements.txt requirements-deploy.txt | $(PY_STAMP)
 	$(VENV_PY) -c "from infra.packaging import ensure_deploy_venv; ensure_deploy_venv()"
 
 # The stage's parameters (README, "Deploy to AWS"): MAIL_FROM (required on a stage's first deploy), MODEL_ID,
-# ALARM_EMAIL (`ALARM_EMAIL=` removes the subscription), LOG_RETENTION_DAYS, and sign-in's (docs/sign-in.md):
+# ALARM_EMAIL (`ALARM_EMAIL=` removes the subscription), LOG_RETENTION_DAYS, DYNAMODB_CLIENT (auto, wire or
+# botocore: how the functions send the table's requests, docs/runbook.md), and sign-in's (docs/sign-in.md):
 # SIGN_IN_CALLBACK_URLS, SIGN_IN_LOGOUT_URLS, SIGN_IN_DOMAIN, SAML_METADATA_URL, OIDC_ISSUER, OIDC_CLIENT_ID,
 # OIDC_CLIENT_SECRET (a Secrets Manager secret's name), and WEB_APP_ORIGIN (the web app's custom domain, whose
 # pages may then upload to the data bucket in place of the API's; `WEB_APP_ORIGIN=` goes back to the API's).
@@ -81,10 +82,10 @@ $(DEPLOY_STAMP): requirements.txt requirements-deploy.txt | $(PY_STAMP)
 deploy_option = $(if $(filter undefined,$(origin $(1))),,--$(2) '$($(1))')
 
 deploy: deps $(DEPLOY_STAMP)
-	@test -n "$(STAGE)" || { echo "usage: make deploy STAGE=prod [MAIL_FROM=... MODEL_ID=... ALARM_EMAIL=... LOG_RETENTION_DAYS=... SIGN_IN_DOMAIN=... (docs/sign-in.md)]"; exit 2; }
+	@test -n "$(STAGE)" || { echo "usage: make deploy STAGE=prod [MAIL_FROM=... MODEL_ID=... ALARM_EMAIL=... LOG_RETENTION_DAYS=... DYNAMODB_CLIENT=... SIGN_IN_DOMAIN=... (docs/sign-in.md)]"; exit 2; }
 	PYTHONPATH=. $(DEPLOY_PY) -m infra.deploy deploy --stage $(STAGE) $(call deploy_option,MAIL_FROM,mail-from) \
 	  $(call deploy_option,MODEL_ID,model-id) $(call deploy_option,ALARM_EMAIL,alarm-email) \
-	  $(call deploy_option,LOG_RETENTION_DAYS,log-retention-days) \
+	  $(call deploy_option,LOG_RETENTION_DAYS,log-retention-days) $(call deploy_option,DYNAMODB_CLIENT,dynamodb-client) \
 	  $(call deploy_option,SIGN_IN_CALLBACK_URLS,sign-in-callback-urls) \
 	  $(call deploy_option,SIGN_IN_LOGOUT_URLS,sign-in-logout-urls) $(call deploy_option,SIGN_IN_DOMAIN,sign-in-domain) \
 	  $(call deploy_option,SAML_METADATA_URL,saml-metadata-url) $(call deploy_option,OIDC_ISSUER,oidc-issuer) \

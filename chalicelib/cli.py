@@ -52,7 +52,9 @@ def deployed_settings(settings: Settings, stage: str) -> Settings:
 
     outputs = stack_outputs(boto3.client("cloudformation", region_name=settings.region), stack_names(stage)["infra"])
     variables = stage_config(stage, outputs, base={})["stages"][stage]["environment_variables"]
-    fields = {name: Settings.model_fields[name] for name in Settings.model_fields}
+    # Where the stage's names live, not how this machine reaches AWS: the table's client stays this
+    # machine's own choice (the wire follows no proxy).
+    fields = set(Settings.model_fields) - {"dynamodb_client"}
     updates = {name: value for variable, value in variables.items()
                if (name := variable.removeprefix("RECON_").lower()) in fields}
     return settings.model_copy(update=updates)

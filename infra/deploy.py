@@ -111,9 +111,12 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # People's tokens are verified against this pool's keys, for this client (docs/sign-in.md).
             "RECON_USER_POOL_ID": outputs["UserPoolId"],
             "RECON_USER_POOL_CLIENT_ID": outputs["UserPoolClientId"],
-            # The deploy parameters MAIL_FROM and MODEL_ID, checked by check_parameters, kept by the stack.
+            # The deploy parameters MAIL_FROM, MODEL_ID and DYNAMODB_CLIENT, checked by check_parameters,
+            # kept by the stack.
             "RECON_MAIL_SENDER": outputs["MailFrom"],
             "RECON_DEFAULT_MODEL": outputs["ModelId"],
+            # A stack deployed before the parameter has no such output: its functions ran with `auto`.
+            "RECON_DYNAMODB_CLIENT": outputs.get("DynamoDbClient", "auto"),
         },
         "lambda_functions": functions,
     }
@@ -243,12 +246,14 @@ def stack_outputs(cfn, name: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class StageOptions:
     """What `make deploy` takes besides the stage (MAIL_FROM, MODEL_ID, ALARM_EMAIL,
-    LOG_RETENTION_DAYS, sign-in's, WEB_APP_ORIGIN). None: the value the stage was last deployed with
+    LOG_RETENTION_DAYS, DYNAMODB_CLIENT, sign-in's, WEB_APP_ORIGIN). None: the value the stage was last deployed with
     (the infrastructure stack keeps it as its parameter), or for a new stage the template's default."""
     mail_from: str | None = None
     model_id: str | None = None
     alarm_email: str | None = None
     log_retention_days: int | None = None
+    # How the functions send the table's requests (RECON_DYNAMODB_CLIENT: auto, wire, botocore).
+    dynamodb_client: str | None = None
     # Sign-in (docs/sign-in.md): the web app's callback and logout URLs, the hosted sign-in domain's
     # prefix, and federation to a company's SAML or OIDC provider (the OIDC client's secret by the
     # name of its Secrets Manager secret, never its value).
@@ -267,6 +272,7 @@ class StageOptions:
 OPTION_PARAMETERS = {"mail_from": ("MailFrom", "MAIL_FROM"), "model_id": ("ModelId", "MODEL_ID"),
                      "alarm_email": ("AlarmEmail", "ALARM_EMAIL"),
                      "log_retention_days": ("LogRetentionDays", "LOG_RETENTION_DAYS"),
+                     "dynamodb_client": ("DynamoDbClient", "DYNAMODB_CLIENT"),
                      "sign_in_callback_urls": ("SignInCallbackUrls", "SIGN_IN_CALLBACK_URLS"),
                      "sign_in_logout_urls": ("SignInLogoutUrls", "SIGN_IN_LOGOUT_URLS"),
                      "sign_in_domain": ("SignInDomainPrefix", "SIGN_IN_DOMAIN"),
@@ -879,6 +885,7 @@ def main(argv: list[str] | None = None, *, session=None) -> int:
             command.add_argument("--model-id")
             command.add_argument("--alarm-email")
             command.add_argument("--log-retention-days", type=int)
+            command.add_argument("--dynamodb-client")
             for option in ("sign-in-callback-urls", "sign-in-logout-urls", "sign-in-domain", "saml-metadata-url",
                            "oidc-issuer", "oidc-client-id", "oidc-client-secret", "web-app-origin"):
                 command.add_argument(f"--{option}")

@@ -42,8 +42,9 @@ def _infra_stack(cfn, stage: str, **parameters: str) -> None:
 # Sign-in's parameters, none given: no web app, no hosted domain, no federation.
 SIGN_IN_UNSET = {"SignInCallbackUrls": "", "SignInLogoutUrls": "", "SignInDomainPrefix": "", "SamlMetadataUrl": "",
                  "OidcIssuer": "", "OidcClientId": "", "OidcClientSecretName": ""}
-# And no web app origin given (the stage's API's, once it exists: `deploy.web_app_origin`).
-UNSET = {**SIGN_IN_UNSET, "WebAppOrigin": ""}
+# And no web app origin given (the stage's API's, once it exists: `deploy.web_app_origin`), and the
+# table's requests sent as the template's default says (`auto`).
+UNSET = {**SIGN_IN_UNSET, "WebAppOrigin": "", "DynamoDbClient": "auto"}
 
 
 def test_a_new_stage_takes_the_templates_defaults_and_what_is_given(aws):
@@ -66,6 +67,16 @@ def test_a_deployed_stage_keeps_its_last_values_unless_given_and_an_empty_value_
     assert deploy.stage_parameters(cfn, "prod", changed) == {
         **UNSET, "MailFrom": "agents@acme.test", "ModelId": NOVA, "AlarmEmail": "", "LogRetentionDays": "90",
         "SignInDomainPrefix": "acme-recon"}
+
+
+def test_the_table_client_given_once_is_kept_by_later_deploys_until_another_is_given(aws):
+    cfn = aws.client("cloudformation")
+    botocore = deploy.StageOptions(dynamodb_client="botocore")  # `make deploy DYNAMODB_CLIENT=botocore`
+    assert deploy.stage_parameters(cfn, "prod", botocore)["DynamoDbClient"] == "botocore"
+    _infra_stack(cfn, "prod", MailFrom="agents@acme.test", DynamoDbClient="botocore")  # as that deploy left it
+    assert deploy.stage_parameters(cfn, "prod", deploy.StageOptions())["DynamoDbClient"] == "botocore"
+    back = deploy.StageOptions(dynamodb_client="auto")
+    assert deploy.stage_parameters(cfn, "prod", back)["DynamoDbClient"] == "auto"
 
 
 @pytest.mark.parametrize(("given", "said"), [
@@ -175,6 +186,7 @@ def test_deploy_refuses_a_kept_pool_before_creating_anything(aws):
 @pytest.mark.parametrize(("parameter", "value", "said"), [
     ("LogRetentionDays", "31", "LOG_RETENTION_DAYS=31 is not one of 1, 3, 5, 7, 14, 30,"),
     ("MailFrom", "agents at acme", "MAIL_FROM='agents at acme' is not valid"),
+    ("DynamoDbClient", "boto3", "DYNAMODB_CLIENT=boto3 is not one of auto, wire, botocore"),
     ("AlarmEmail", "Ops <ops@acme.test>", "ALARM_EMAIL='Ops <ops@acme.test>' is not valid"),
     ("WebAppOrigin", "https://*.execute-api.us-east-1.amazonaws.com",
      "WEB_APP_ORIGIN='https://*.execute-api.us-east-1.amazonaws.com' is not valid"),

@@ -92,6 +92,15 @@ def test_the_engine_layer_exists_only_when_its_zip_is_given():
     assert Resolver(template, {"EngineLayerKey": "layers/engine-abc.zip"}, "us-east-1").condition(condition)
 
 
+def test_the_browser_function_of_the_stack_sends_the_tables_requests_as_the_stage_says():
+    """Chalice's functions take `RECON_DYNAMODB_CLIENT` from `stage_config`; the browser worker, a
+    function of the infrastructure stack, from the same parameter."""
+    template = load_template()
+    variables = template["Resources"]["BrowserRunAttemptFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["RECON_DYNAMODB_CLIENT"] == {"Ref": "DynamoDbClient"}
+    assert template["Parameters"]["DynamoDbClient"]["AllowedValues"] == ["auto", "wire", "botocore"]
+
+
 def test_workflow_parameters_name_the_apps_functions():
     from app import app
 
@@ -207,13 +216,14 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "BrowserRoleArn", "BrowserRunStateMachineArn", "SecretsPrefix", "EventBusName", "WebhooksRoleArn",
         "WebhookEventQueueName", "WebhookDeliveryQueueName", "MailFrom", "ModelId", "UserPoolId",
         "UserPoolClientId")}
+    outputs["DynamoDbClient"] = "botocore"  # a value the setting takes (one of three)
     stage = stage_config("prod", outputs)["stages"]["prod"]
     assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
         "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
         "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
         "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>", "<EventBusName>",
-        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>", "<MailFrom>", "<ModelId>", "<UserPoolId>",
-        "<UserPoolClientId>"}
+        "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>", "<MailFrom>", "<ModelId>", "botocore",
+        "<UserPoolId>", "<UserPoolClientId>"}
     # Each name reaches the setting that reads it.
     from chalicelib.settings import Settings
 
@@ -225,6 +235,7 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
     assert (given.webhook_event_queue_name, given.webhook_delivery_queue_name) == (
         "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>")
     assert (given.mail_sender, given.default_model) == ("<MailFrom>", "<ModelId>")  # the deploy's parameters
+    assert given.dynamodb_client == "botocore" and not given.dynamodb_wire
     assert (given.user_pool_id, given.user_pool_client_id) == ("<UserPoolId>", "<UserPoolClientId>")
     assert stage["lambda_functions"]["webhook_worker"]["iam_role_arn"] == "<WebhooksRoleArn>"
     assert stage["lambda_functions"]["webhook_worker"]["layers"] == []
