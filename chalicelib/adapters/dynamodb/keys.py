@@ -270,11 +270,19 @@ def matched_record_index(environment: str, status: str, record_id: int) -> dict[
                     _id(record_id))
 
 
+def status_indexes(status: str) -> tuple[tuple[Index, bool], ...]:
+    """Whether a record of `status` sits in each index that follows its status: the matched-records
+    index (gsi4) unless it is unreconciled, the open-records index (gsi5) unless it is reconciled.
+    The one place of that rule (a record's item, and every write that changes its status)."""
+    return (GSI4, status != "unreconciled"), (GSI5, status != "reconciled")
+
+
 def record_indexes(environment: str, record_id: int, stream_key: str, status: str) -> dict[str, str]:
     keys = GSI1.key(record_of_stream_shard(environment, stream_key, record_id), _id(record_id))
-    if status != "unreconciled":
+    held = dict(status_indexes(status))
+    if held[GSI4]:
         keys.update(matched_record_index(environment, status, record_id))
-    if status != "reconciled":
+    if held[GSI5]:
         keys.update(open_record_index(environment, stream_key, record_id))
     return keys
 

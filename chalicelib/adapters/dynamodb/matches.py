@@ -474,22 +474,22 @@ def _open_here(reconciliation_id: int) -> Filter:
                   {":fr": reconciliation_id})
 
 
+_INDEX_PLACEHOLDERS = {keys.GSI4: ":g4", keys.GSI5: ":g5"}  # `_status_update`'s values of each index's entry
+
+
 def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> str:
-    """The status, and the indexes that follow it: the matched-records index (gsi4) holds the
-    record unless it is unreconciled, the open-records index (gsi5) unless it is reconciled."""
+    """The status, and the indexes that follow it (`keys.status_indexes`): each entry set where the
+    record sits in the index, removed where it does not."""
     sets, removes = ["#status = :status"], []
     if set_clause.startswith("REMOVE "):
         removes.append(set_clause.removeprefix("REMOVE "))
     elif set_clause:
         sets.insert(0, set_clause.removeprefix("SET "))
-    if status is RecordStatus.UNRECONCILED:
-        removes.append(keys.GSI4.attributes)
-    else:
-        sets.append(keys.GSI4.assignment(":g4"))
-    if status is RecordStatus.RECONCILED:
-        removes.append(keys.GSI5.attributes)
-    else:
-        sets.append(keys.GSI5.assignment(":g5"))
+    for index, held in keys.status_indexes(status.value):
+        if held:
+            sets.append(index.assignment(_INDEX_PLACEHOLDERS[index]))
+        else:
+            removes.append(index.attributes)
     expression = "SET " + ", ".join(sets)
     if removes:
         expression += " REMOVE " + ", ".join(removes)
@@ -520,10 +520,10 @@ def _status_fields(environment: str, record_id: int, stream_key: str,
     """What `_status_update` sets and removes for `status`, as attributes and values."""
     put: dict[str, str] = {"status": status.value}
     remove: list[str] = []
-    indexes = keys.record_indexes(environment, record_id, stream_key, status.value)
-    for index in (keys.GSI4, keys.GSI5):
-        if index.partition_key in indexes:
-            put.update({index.partition_key: indexes[index.partition_key], index.sort_key: indexes[index.sort_key]})
+    entries = keys.record_indexes(environment, record_id, stream_key, status.value)
+    for index, held in keys.status_indexes(status.value):
+        if held:
+            put.update({index.partition_key: entries[index.partition_key], index.sort_key: entries[index.sort_key]})
         else:
             remove += [index.partition_key, index.sort_key]
     return put, remove
@@ -532,10 +532,10 @@ def _status_fields(environment: str, record_id: int, stream_key: str,
 def _status_values(environment: str, record_id: int, stream_key: str, status: RecordStatus) -> dict[str, str]:
     """The values `_status_update` names for `status`."""
     values = {":status": status.value}
-    indexes = keys.record_indexes(environment, record_id, stream_key, status.value)
-    for index, placeholder in ((keys.GSI4, ":g4"), (keys.GSI5, ":g5")):
-        if index.partition_key in indexes:
-            values.update(index.assigned_values(indexes, placeholder))
+    entries = keys.record_indexes(environment, record_id, stream_key, status.value)
+    for index, held in keys.status_indexes(status.value):
+        if held:
+            values.update(index.assigned_values(entries, _INDEX_PLACEHOLDERS[index]))
     return values
 
 
