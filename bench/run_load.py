@@ -7,7 +7,9 @@ Each case runs in a fresh process; "before" runs the code of another checkout (`
 e.g. `git archive 0b65497 | tar -x -C DIR`) reading the unsharded open partition, as it did;
 "after" runs this checkout, on records written before the shards (the unsharded partition, 16
 empty shards beside it) and on records written now (16 shards). Wall and CPU seconds of the load
-process, its peak RSS, and the machine's load average.
+process, its peak RSS, and the machine's load average. This checkout reads through the service's own
+DynamoDB client (bench/run_memory.py `ports_for`); a `--before` checkout through whatever its own
+`ports_for` builds (boto3's client before 2026-11-30).
 
     .venv/bin/python bench/run_load.py --before /tmp/base [--records 100000 1000000] [--engines fake dynalite]
 """

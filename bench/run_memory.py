@@ -4,8 +4,10 @@ N open records a side, the old dict-per-record loader beside the columnar one.
 Pages come as DynamoDB's Query API returns them from the open-records index (typed JSON, at most
 1 MB of index entries a page, the record item layout of adapters/dynamodb/records.py cut to what
 gsi5 projects) from a small fake DynamoDB HTTP endpoint in its own process, generated as they are
-asked for (the FilterExpression is not applied: every record is open); the real boto3 client, DynamoTable,
-ClaimRepository and services/reconciliation_runs.py read them. Every case runs in a fresh
+asked for (the FilterExpression is not applied: every record is open); the service's own DynamoDB
+client (adapters/dynamodb/wire.py, as on Lambda and the local stack; boto3's for the "botocore" path and
+for measurements taken before 2026-11-30), DynamoTable, ClaimRepository and services/reconciliation_runs.py
+read them. Every case runs in a fresh
 subprocess; its peak RSS is that process's ru_maxrss and its CPU time its own user + system.
 
     .venv/bin/python bench/run_memory.py [--records 100000 1000000] [--dry-run 50000 100000 200000] [--pages DIR]
@@ -14,6 +16,7 @@ subprocess; its peak RSS is that process's ru_maxrss and its CPU time its own us
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -223,6 +226,13 @@ class NoJobs:
         return []
 
 
+class NoCloses:
+    """No period of the reconciliation is closed."""
+
+    def closed_periods(self, environment, reconciliation_ids):
+        return {}
+
+
 class DiskS3:
     """put_object/get_object of the run's files, kept on disk between the phases' processes."""
 
@@ -248,23 +258,26 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     from chalicelib.domain.rules import Rule, validate_rule
     from chalicelib.services.ports import Limits, Ports
 
-    client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="bench", aws_secret_access_key="bench",
-                          config=Config(retries={"max_attempts": 1}))
+    session = boto3.Session(aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1")
+    client = session.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}",
+                            config=Config(retries={"max_attempts": 1}, parameter_validation=False))
+    if json_pages:  # as the service sends its table's requests (adapters/dynamodb/wire.py)
+        from chalicelib.adapters.dynamodb.wire import DynamoWire
+
+        client = DynamoWire(client, session.get_credentials())
     reconciliation = Reconciliation(10 ** 6, (stream_key("a", records),), (stream_key("b", records),), current_run_id=1)
     rule = Rule(ENVIRONMENT, 7, reconciliation.id, validate_rule(RULE_BODY), None)
     table = DynamoTable(client, "recon")
-    if not json_pages:  # the same reader with botocore parsing the pages (as before the JSON pages)
+    if not json_pages:  # the same reader through botocore, parsing the pages (as before the JSON pages)
         client.meta.events.unregister("before-parse.dynamodb.Query", unique_id="recon-query-pages-as-json")
     # Only what loading and matching read; the rest is never reached.
     matches = MatchRepository(table)
-    ports = Ports(api_keys=None, counters=None, data_streams=None, property_definitions=None,
-                  reconciliations=Reconciliations(reconciliation), reconciliation_rules=Rules(rule), records=None,
-                  ingestion_jobs=NoJobs(), matches=matches, claims=ClaimRepository(table, matches), runs=None, exceptions=None,
-                  investigations=None, payloads=None, mirror=None, run_files=RunFiles(DiskS3(workdir), "bench"),
-                  bulk_queue=None, investigation_queue=None, file_import_workflows=None, run_workflows=None, stories=None,
-                  tallies=None, agents=None, agent_runs=None, agent_run_queue=None, schedules=None, agent_files=None,
-                  limits=Limits())
+    unused = {f.name: None for f in dataclasses.fields(Ports)  # never reached; those with a default keep it
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    ports = Ports(**{**unused, "reconciliations": Reconciliations(reconciliation),
+                     "reconciliation_rules": Rules(rule), "ingestion_jobs": NoJobs(), "matches": matches,
+                     "claims": ClaimRepository(table, matches), "run_files": RunFiles(DiskS3(workdir), "bench"),
+                     "period_closes": NoCloses(), "limits": Limits()})
     return ports, reconciliation, rule
 
 
