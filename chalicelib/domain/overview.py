@@ -26,7 +26,7 @@ class Amount:
 class OpenExceptions:
     count: int  # open and investigating
     amounts: tuple[Amount, ...]  # one per currency, largest scale of its exceptions
-    mixed_currency: int  # exceptions whose records are in several currencies: counted, in no amount
+    mixed_currency: int  # exceptions in no single currency (several, or not recorded yet): counted, in no amount
     investigating: int = 0  # of `count`, those being investigated (the rest are open)
 
 

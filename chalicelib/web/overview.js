@@ -17,7 +17,7 @@ function OpenExceptions({ row }) {
   return html`
     <${ActiveExceptionsLink} reconciliationId=${row.id} open=${open.count - open.investigating} investigating=${open.investigating} />
     ${open.amounts.map((a) => html`<br /><${Money} amount=${a.amount} places=${a.decimal_places} currency=${a.currency} />`)}
-    ${open.mixed_currency ? html`<br /><span class="muted">${open.mixed_currency} in several currencies</span>` : null}`;
+    ${open.mixed_currency ? html`<br /><span class="muted">${open.mixed_currency} in no single currency (several, or not recorded yet)</span>` : null}`;
 }
 
 function Changes({ row }) {

@@ -202,7 +202,7 @@ function AgingSection({ reconciliation }) {
             <tr data-testid="aging-amounts"><th scope="row">Amount</th>${AGES.map(([bucket]) => html`<td class="number">${bucketMoney((data.amounts_by_age_bucket || {})[bucket])}</td>`)}</tr>
           </tbody>
         </table>
-        ${data.unpriced ? html`<p data-testid="aging-unpriced">${count(data.unpriced)} exception${data.unpriced === 1 ? " holds" : "s hold"} records in several currencies: counted above, in no amount.</p>` : ""}
+        ${data.unpriced ? html`<p data-testid="aging-unpriced">${count(data.unpriced)} exception${data.unpriced === 1 ? " has" : "s have"} no single currency (records in several, or the currency not recorded yet): counted above, in no amount.</p>` : ""}
         <table class="aging-severities" data-testid="aging-severities">
           <caption>By severity</caption>
           <thead><tr>${SEVERITIES.map((s) => html`<th scope="col" class="number">${s}</th>`)}</tr></thead>
