@@ -27,7 +27,9 @@ from chalicelib.local.provision import LOCAL_ACCOUNT_ID, provision
 from chalicelib.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-DYNALITE_CLI = ROOT / "node_modules" / "dynalite" / "cli.js"
+DYNALITE_PACKAGE = ROOT / "node_modules" / "dynalite" / "cli.js"
+# What starts it: dynalite's own command line, with a fix (dynamodb_server.js); takes the same options.
+DYNALITE_CLI = Path(__file__).with_name("dynamodb_server.js")
 STACK_FILE = "stack.json"
 LOCAL_PARAMETERS = {"Stage": "local", "DataBucketName": "recon-local-data"}
 
@@ -96,7 +98,7 @@ class LocalStack:
         if running_stack(self.data_dir):
             raise RuntimeError(f"a local stack is already running on {self.data_dir}; "
                                "set RECON_DATA_DIR to run another beside it")
-        if not DYNALITE_CLI.exists() or not S3RVER_PACKAGE.exists():
+        if not DYNALITE_PACKAGE.exists() or not S3RVER_PACKAGE.exists():
             raise RuntimeError("dynalite or s3rver is not installed: run `make run` (it runs `npm ci`)")
         (self.data_dir / "dynamodb").mkdir(parents=True, exist_ok=True)
         logs = self.data_dir / "logs"
