@@ -2,6 +2,7 @@
 link run by the local run state machine, then its summary and traces, with a charge whose payout
 never came (a break in the middle link)."""
 from tests.support.stories import RECORD_DATE, order_to_cash
+from tests.support.web_app import wait_for
 
 
 def test_a_three_link_story_summarised_and_traced_end_to_end(stack):
@@ -9,7 +10,14 @@ def test_a_three_link_story_summarised_and_traced_end_to_end(stack):
     streams, orders, charges = story["streams"], story["orders"], story["charges"]
     payout, deposit = story["payout"], story["deposit"]
 
-    summary = stack.request("GET", f"/reconciliation_stories/{story['id']}/summary").json()
+    def settled():
+        """The summary once every link's figures are computed and none waits for a refresh (a run of a
+        neighbouring link changes what a link's figures count: they catch up after it)."""
+        summary = stack.request("GET", f"/reconciliation_stories/{story['id']}/summary").json()
+        links = summary["links"]
+        return summary if all(link["computed_at"] and not link["refresh_pending"] for link in links) else None
+
+    summary = wait_for(settled, "every link's figures computed, no refresh pending", timeout=180)
 
     def usd(count, credits):
         return {"currency": "USD", "count": count, "credits": credits, "debits": 0, "decimal_places": 2}
