@@ -5,6 +5,7 @@ every Query's LevelDB iterator open, and each pins files that compaction can the
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,6 +15,20 @@ from chalicelib.local import processes
 from chalicelib.local.stack import DYNALITE_CLI, DYNALITE_PACKAGE
 
 ROUNDS, QUERIES, ITEMS = 5, 150, 6_000  # per round: queries, then items of ~700 bytes (LevelDB flushes every 4 MB)
+
+
+def _settled_file_count(store: Path, timeout: float = 120) -> int:
+    """The store's files once LevelDB's background compaction is done with them: the same listing
+    eight times in a row, half a second apart (a compaction writes its files before it deletes the old)."""
+    deadline, seen, same = time.monotonic() + timeout, None, 0
+    while time.monotonic() < deadline:
+        listing = sorted(os.listdir(store))
+        same = same + 1 if listing == seen else 0
+        if same == 8:
+            return len(listing)
+        seen = listing
+        time.sleep(0.5)
+    raise AssertionError(f"the store at {store} kept changing for {timeout} s")
 
 
 def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -> int:
@@ -42,7 +57,7 @@ def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -
                     {"PutRequest": {"Item": {"pk": {"S": f"p{i % 20}"}, "sk": {"S": f"{i:09d}"},
                                              "v": {"S": os.urandom(350).hex()}}}} for i in range(first, first + 25)]})
             written += ITEMS
-        return len(os.listdir(folder / "db"))
+        return _settled_file_count(folder / "db")
     finally:
         server.terminate()
         server.wait(timeout=30)
