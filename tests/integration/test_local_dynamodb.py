@@ -67,8 +67,9 @@ def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path):
     cases = {"stack, queried": (DYNALITE_CLI, QUERIES), "stack, never queried": (DYNALITE_CLI, 0),
              "dynalite's own command line, queried": (DYNALITE_PACKAGE, QUERIES)}
     with ThreadPoolExecutor(len(cases)) as pool:
-        files = dict(zip(cases, pool.map(lambda case: _store_files_after_the_workload(
-            cases[case][0], tmp_path / str(list(cases).index(case)), cases[case][1]), cases)))
+        counts = pool.map(lambda at, case: _store_files_after_the_workload(case[0], tmp_path / str(at), case[1]),
+                          range(len(cases)), cases.values())
+        files = dict(zip(cases, counts))
 
     assert files["stack, queried"] <= files["stack, never queried"] + 3, files
     # The reason for dynamodb_server.js: when this fails, dynalite closes its iterators itself, and
