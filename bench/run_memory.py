@@ -226,6 +226,16 @@ class NoJobs:
         return []
 
 
+class StreamsOfTheTable:
+    """The bench's streams were never marked as imported: their records are read from the table."""
+
+    def records_as_imported(self, environment, key):
+        return False
+
+    def note_records_changed(self, environment, stream_keys):
+        pass  # nothing was marked
+
+
 class NoCloses:
     """No period of the reconciliation is closed."""
 
@@ -277,7 +287,7 @@ def ports_for(port: int, records: int, workdir: Path, json_pages: bool = True):
     ports = Ports(**{**unused, "reconciliations": Reconciliations(reconciliation),
                      "reconciliation_rules": Rules(rule), "ingestion_jobs": NoJobs(), "matches": matches,
                      "claims": ClaimRepository(table, matches), "run_files": RunFiles(DiskS3(workdir), "bench"),
-                     "period_closes": NoCloses(), "limits": Limits()})
+                     "period_closes": NoCloses(), "limits": Limits(), "data_streams": StreamsOfTheTable()})
     return ports, reconciliation, rule
 
 

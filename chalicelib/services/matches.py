@@ -36,6 +36,11 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
     or one being deleted, undoes its match. Returns the matches written."""
     if not batch:
         return []
+    # Before any claim: a run reads a stream's open records from the analytics mirror only while no
+    # record of it was ever claimed (services/imported_records.py).
+    claimed_streams = {(match.environment, member.data_stream_key) for match, members in batch for member in members}
+    for environment in sorted({environment for environment, _ in claimed_streams}):
+        ports.data_streams.note_records_changed(environment, sorted(k for e, k in claimed_streams if e == environment))
     ports.matches.put_members_of(batch)
     claims = [(match, member) for match, members in batch for member in members]
 

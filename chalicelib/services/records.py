@@ -33,9 +33,13 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
         if job is not None and job.status in WRITING:
             raise Conflict(f"record {record_id} belongs to import {job.id}, which is still writing; delete it "
                            "once the import has finished")
+    if found is not None:  # before it changes (services/imported_records.py)
+        ports.data_streams.note_records_changed(environment, [found.data_stream_key])
     record = ports.records.mark_deleting(environment, record_id, DELETABLE_STATUSES, ABANDONED_DELETE_AFTER)
     if record is None:
         return  # being deleted by another request: the outcome is the same
+    if found is None:  # written since it was looked up
+        ports.data_streams.note_records_changed(environment, [record.data_stream_key])
     if record.file_import_id is not None:  # written by an import, so it may be in the mirror
         ports.mirror.tombstone(environment, record.data_stream_key, record.file_import_id, record.id)
     ports.data_streams.request_recount(environment, record.data_stream_key, utc_now())

@@ -133,6 +133,22 @@ class TestDataStreamRepository:
         data_streams.clear_recount_request(ENV, "missing", T0)
         assert data_streams.recount_requests() == [(ENV, "a"), (OTHER_ENV, "b")]
 
+    def test_a_new_streams_records_are_as_imported_until_one_changes_in_its_environment(self, data_streams):
+        for environment, key in ((ENV, "bank"), (ENV, "ledger"), (OTHER_ENV, "bank")):
+            data_streams.add(stream(1, key, environment=environment))
+        assert data_streams.records_as_imported(ENV, "bank") and data_streams.records_as_imported(ENV, "ledger")
+
+        data_streams.note_records_changed(ENV, ["bank", "bank", "missing", "no such key!"])
+        data_streams.note_records_changed(ENV, ["bank"])  # again: nothing left to change
+        assert not data_streams.records_as_imported(ENV, "bank")
+        assert data_streams.records_as_imported(ENV, "ledger") and data_streams.records_as_imported(OTHER_ENV, "bank")
+        assert data_streams.find_including_deleting(ENV, "missing") is None  # no stream made by the change
+
+        data_streams.save(data_streams.get(ENV, "bank").renamed("Bank", None, description_given=False))
+        assert not data_streams.records_as_imported(ENV, "bank")  # a save brings no mark back
+        data_streams.mark_deleting(ENV, "ledger")
+        assert not data_streams.records_as_imported(ENV, "ledger") and not data_streams.records_as_imported(ENV, "x")
+
     def test_remove_deletes_and_may_repeat(self, data_streams):
         data_streams.add(stream(1, "bank"))
         data_streams.remove(ENV, "bank")

@@ -30,6 +30,7 @@ class _StreamRow:
     records_counted_at: str | None = None  # ISO text, compared as the table compares it
     recount_requested_at: str | None = None  # set while the stream waits in the recount index
     delete_confirmed: bool = False  # the adapter's `deleting = "confirmed"`
+    records_as_imported: bool = True  # the adapter's mark, put with the stream
 
 
 class FakeDataStreamRepository:
@@ -86,6 +87,16 @@ class FakeDataStreamRepository:
             return None
         row = self.rows.get((environment, key))
         return row.stream if row else None
+
+    def records_as_imported(self, environment: str, key: str) -> bool:
+        row = self.rows.get((environment, key))
+        return row is not None and row.records_as_imported and not row.stream.deleting
+
+    def note_records_changed(self, environment: str, stream_keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in stream_keys:
+                if (row := self.rows.get((environment, key))) is not None:
+                    row.records_as_imported = False
 
     def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:
         found = [r.stream for (env, _), r in self.rows.items()

@@ -16,6 +16,9 @@ from chalicelib.domain.errors import Conflict, NotFound, shown
 # A bank-account guard its stream does not hold (a crash between the guard's put and the stream's
 # write) is taken back after this long; a younger one may belong to a write still in flight.
 STALE_GUARD_AGE = timedelta(seconds=60)
+# On a stream's item from its creation until a record of it first changes after its import wrote it
+# (see `records_as_imported`); a stream created before the mark existed never has it.
+AS_IMPORTED = "records_as_imported"
 
 
 class DataStreamRepository:
@@ -30,7 +33,7 @@ class DataStreamRepository:
         """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
         self._hold_account(stream)
         try:
-            self._table.put_new(self.to_item(stream))
+            self._table.put_new({**self.to_item(stream), AS_IMPORTED: True})
         except ConditionFailed:
             self._free_account(stream.environment, stream.routing_key, stream.id)
             raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
@@ -90,6 +93,26 @@ class DataStreamRepository:
                                condition="data_stream_id = :id", values={":id": stream_id})
         except ConditionFailed:
             pass
+
+    def records_as_imported(self, environment: str, key: str) -> bool:
+        """Whether every record of the stream is still as its import wrote it: none was ever claimed
+        by a match, deleted or taken back (`note_records_changed` comes first each time). A run may
+        then read its open records from the analytics mirror (services/imported_records.py)."""
+        item = self._table.get(keys.data_stream(environment, key))  # a consistent read
+        return bool(item and item.get(AS_IMPORTED) and not item.get("deleting"))
+
+    def note_records_changed(self, environment: str, stream_keys: Iterable[str]) -> None:
+        """Called before a record of these streams is claimed, deleted or taken back: their records
+        are no longer all as imported, for good. The marks are read first (a read costs less than a
+        refused write, and nearly every call finds them gone already)."""
+        wanted = [keys.data_stream(environment, k) for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]
+        for item in self._table.get_many(wanted, projection=("pk", "sk", AS_IMPORTED)):
+            if item.get(AS_IMPORTED):
+                try:
+                    self._table.update({"pk": item["pk"], "sk": item["sk"]}, "REMOVE #mark",
+                                       names={"#mark": AS_IMPORTED}, condition="attribute_exists(pk)")
+                except ConditionFailed:
+                    pass  # the stream is gone meanwhile
 
     def get(self, environment: str, key: str) -> DataStream:
         stream = self.find_including_deleting(environment, key)

@@ -73,16 +73,33 @@ def _page_frame(page: RecordColumns, metadata_keys: list[str], new_jobs: set[int
     return frame.filter(~_is_in(job, writing)) if writing else frame
 
 
+# The columns of a page of record columns that the analytics mirror's rows hold as well (adapters/mirror.py).
+IMPORTED_COLUMNS = {"id": pl.Int64, "amount": pl.Int64, "decimal_places": pl.Int64, "file_import_id": pl.Int64,
+                    "direction": pl.Utf8, "date": pl.Utf8, "currency": pl.Utf8, "description": pl.Utf8,
+                    "external_id": pl.Utf8, "data_stream_key": pl.Utf8}
+
+
+def imported_page(rows: pl.LazyFrame, with_metadata: bool) -> RecordColumns:
+    """Rows of the analytics mirror as a page of record columns, for records nothing has changed
+    since their import wrote them: in no match (`matched_in` empty), unreconciled."""
+    columns = {**IMPORTED_COLUMNS, **({"metadata": pl.Utf8} if with_metadata else {})}
+    frame = rows.select(pl.col(name).cast(kind) for name, kind in columns.items()).collect()
+    unmatched = pl.Series("matched_in", [[]], dtype=pl.List(pl.Int64)).new_from_index(0, frame.height)
+    unreconciled = pl.Series("status", [RecordStatus.UNRECONCILED.value]).new_from_index(0, frame.height)
+    return {**{name: frame[name] for name in frame.columns}, "matched_in": unmatched, "status": unreconciled}
+
+
 def _is_in(column: pl.Series, ids: Iterable[int]) -> pl.Series:
     """Null (a record of no job) is in no set."""
     return column.is_in(pl.Series(sorted(ids), dtype=pl.Int64)).fill_null(False)
 
 
 def _text(value: Any) -> str | None:
-    """A metadata value as the engine compares it: text as it is, anything else as its JSON."""
+    """A metadata value as the engine compares it: text as it is, anything else as its JSON, keys
+    sorted (an object's key order is no part of it: the analytics mirror keeps them sorted)."""
     if value is None:
         return None
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def engine_frames(side_a: pl.DataFrame, side_b: pl.DataFrame,

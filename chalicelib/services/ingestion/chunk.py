@@ -296,7 +296,8 @@ def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
             row = record.id - job.record_id(0)
             claim = ports.records.claim_external_id(job.environment, record.data_stream_key, record.external_id,
                                                     owner=_owner(job, row), record_id=record.id)
-            if not claim.claimed:
+            if not claim.claimed:  # its stream's records are no longer all as imported (services/imported_records.py)
+                ports.data_streams.note_records_changed(job.environment, [record.data_stream_key])
                 ports.records.remove(record)
 
 

@@ -1,0 +1,129 @@
+"""Issue 30, point 3: a run's load (`open_frames`: both sides' open records into frames) from the
+analytics mirror, against the same load from the table, on the local stack (dynalite and s3rver).
+
+Each side is one completed CSV import of N records into its own new stream, written as ingestion
+leaves them: the record items (BatchWriteItem, `records.put_many`), the import's Parquet parts
+published with their compact copy and row marker (adapters/mirror.py), the job item. Then the load
+runs twice on the same data, side by side: while the streams' records are as imported (the
+mirror), and once a change is noted on both streams (the table, as every stream read before).
+`--table-records` writes only that many record items a side (the table's read scales with them,
+at about 18 us an index entry on dynalite) so that 1M a side from the mirror can be measured
+without a quarter of an hour of writes; the mirror always holds N.
+
+    .venv/bin/python bench/open_records_mirror.py [--records 1000000] [--table-records 200000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from chalicelib.domain.clock import utc_now  # noqa: E402
+from chalicelib.domain.data_streams import DataStream, StreamType  # noqa: E402
+from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, OnConflict  # noqa: E402
+from chalicelib.domain.reconciliations import Reconciliation, RunType  # noqa: E402
+from chalicelib.domain.records import Direction, Record, RecordStatus  # noqa: E402
+from chalicelib.local.__main__ import LocalService  # noqa: E402
+from chalicelib.local.processes import free_port  # noqa: E402
+from chalicelib.settings import Settings  # noqa: E402
+
+ENVIRONMENT = "local"
+PART_ROWS = 1_000  # a CSV import's chunk: one Parquet part each, as ingestion stages them
+WRITE_THREADS = 4
+RULE = {"name": "Amount and date", "priority": 1, "cardinality": "one_to_one",  # the end-to-end bench's
+        "conditions": [{"field": "amount", "operator": "equals"}, {"field": "date", "operator": "within", "days": 3}]}
+
+
+def records_of(side: str, stream_id: int, job_id: int, first_id: int, count: int) -> list[Record]:
+    now, start = utc_now(), date(2026, 10, 1)
+    return [Record(environment=ENVIRONMENT, id=first_id + n, data_stream_key=f"side-{side}", data_stream_id=stream_id,
+                   date=(start + timedelta(days=n % 28)).isoformat(), amount=1_000 + n, currency="USD",
+                   decimal_places=2, direction=Direction.CREDIT, status=RecordStatus.UNRECONCILED, created_at=now,
+                   description=f"payment {n}", external_id=f"{side}-{n}", metadata={"reference": f"R{n}"},
+                   file_import_id=job_id)
+            for n in range(count)]
+
+
+def fill(ports, side: str, stream_id: int, job_id: int, records: int, table_records: int) -> None:
+    key = f"side-{side}"
+    ports.data_streams.add(DataStream(ENVIRONMENT, stream_id, key, key, StreamType.LEDGER, utc_now()))
+    first_id = job_id * 10 ** 8
+    rows = records_of(side, stream_id, job_id, first_id, records)
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        list(pool.map(lambda s: ports.mirror.write_part(ENVIRONMENT, job_id, s // PART_ROWS, rows[s:s + PART_ROWS]),
+                      range(0, records, PART_ROWS)))
+        list(pool.map(lambda s: ports.records.put_many(rows[s:s + 5_000]), range(0, table_records, 5_000)))
+    ports.mirror.publish(ENVIRONMENT, job_id, [key])
+    ports.mirror.summarize(ENVIRONMENT, job_id, [key])
+    now = utc_now()
+    ports.ingestion_jobs.add(IngestionJob(
+        ENVIRONMENT, job_id, JobSource.CSV, JobStatus.COMPLETED, records, OnConflict.SKIP, now, filename=f"{side}.csv",
+        processed_items=records, successful_items=records, first_record_id=first_id, completed_at=now,
+        created_per_stream={key: records}, data_stream_key=key, counts_rolled_up=True))
+
+
+def load(ports, reconciliation: Reconciliation, rule) -> tuple[float, float, int]:
+    from chalicelib.services.reconciliation_runs import open_frames
+
+    started, cpu = time.perf_counter(), _cpu()
+    side_a, side_b = open_frames(ports, ENVIRONMENT, reconciliation, [rule], None, adopt=False)
+    return time.perf_counter() - started, _cpu() - cpu, side_a.height + side_b.height
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000, help="records a side in the mirror")
+    parser.add_argument("--table-records", type=int, help="record items a side in the table (default: --records)")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    table_records = args.records if args.table_records is None else min(args.table_records, args.records)
+    workdir = Path(tempfile.mkdtemp(prefix="recon-bench-mirror-load-"))
+    service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
+                           log=lambda m: None).start()
+    try:
+        import polars  # noqa: F401  (imported before the clock starts, as in a warm worker)
+
+        from chalicelib.domain.rules import Rule, validate_rule
+
+        ports = service.container.ports
+        started = time.perf_counter()
+        for n, side in enumerate("ab", start=1):
+            fill(ports, side, 900 + n, 900 + n, args.records, table_records)
+        print(f"filled: {args.records:,} records a side in the mirror, {table_records:,} in the table, "
+              f"in {time.perf_counter() - started:.0f} s", flush=True)
+        now = utc_now()
+        reconciliation = Reconciliation(ENVIRONMENT, 77, "mirror load", RunType.BATCH, ("side-a",), ("side-b",), 3,
+                                        now, now, current_run_id=1)
+        rule = Rule(ENVIRONMENT, 7, reconciliation.id, validate_rule(RULE), None)
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}", flush=True)
+        for attempt in range(args.repeat):
+            wall, cpu, loaded = load(ports, reconciliation, rule)
+            print(f"mirror, attempt {attempt}: {loaded:,} records in {wall:.2f} s ({cpu:.2f} s CPU), "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        ports.data_streams.note_records_changed(ENVIRONMENT, ["side-a", "side-b"])
+        for attempt in range(args.repeat):
+            wall, cpu, loaded = load(ports, reconciliation, rule)
+            print(f"table, attempt {attempt}: {loaded:,} records in {wall:.2f} s ({cpu:.2f} s CPU), "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""A run reads a stream's open records from the analytics mirror while every record of it is as its
+import wrote it and the mirror holds every import whole; the table otherwise. Both give the same
+frame, record for record."""
+from polars.testing import assert_frame_equal
+
+from chalicelib.adapters.dynamodb import keys
+from chalicelib.domain.matching.frames import open_records_frame
+from chalicelib.services import imported_records
+from tests.integration.conftest import record
+
+METADATA_KEYS = ["metadata.detail", "metadata.rate", "metadata.ref"]
+
+
+def _bank_records():
+    """Records as real feeds send them: metadata of text, numbers and a nested object whose keys
+    are not in order, a description or none, one without an external_id."""
+    return [record("bank", 1, 1250, description="Wire in", metadata={"ref": "INV-1", "rate": 1.25,
+                                                                    "detail": {"z": 1, "a": [1, 2.5]}}),
+            record("bank", 2, 990, day="2026-11-03", direction="debit", metadata={"ref": "INV-2"}),
+            {"data_stream_key": "bank", "amount": 5, "date": "2026-11-04", "direction": "credit",
+             "currency": "EUR", "description": "Fee"}]
+
+
+def _frames(services, stream_key, reconciliation_id, new_jobs=None):
+    """The stream's open records in the reconciliation, read from the mirror and from the table."""
+    ports = services.ports
+    mirrored = imported_records.open_pages(ports, "acme", stream_key, with_metadata=True)
+    assert mirrored is not None, "the mirror should answer for this stream"
+    table = ports.claims.open_record_columns("acme", stream_key, reconciliation_id, adopted=False, with_metadata=True)
+    return (open_records_frame(mirrored, METADATA_KEYS, new_jobs),
+            open_records_frame(table, METADATA_KEYS, new_jobs))
+
+
+def _file_import_id(api, record_id):
+    return api.get(f"/v1/records/{record_id}").json_body["file_import_id"]
+
+
+def test_the_mirror_gives_the_tables_open_records_of_every_import(api, services, ingest, reconciliation):
+    # Given a stream fed by two bulk requests, one of which also fed another stream
+    first = ingest(*_bank_records())
+    second = ingest(record("bank", 4, 700, metadata={"ref": "INV-4"}), record("ledger", 1, 1250))
+
+    # When a reconciliation's open records are read both ways (records of the second import new)
+    new_jobs = {_file_import_id(api, second[0])}
+    bank_from_mirror, bank_from_table = _frames(services, "bank", reconciliation["id"], new_jobs)
+    ledger_from_mirror, ledger_from_table = _frames(services, "ledger", reconciliation["id"], new_jobs)
+
+    # Then they are the same frames, column by column, metadata compared as the engine compares it
+    assert bank_from_mirror["id"].to_list() == sorted(first + second[:1])
+    assert_frame_equal(bank_from_mirror, bank_from_table)
+    assert_frame_equal(ledger_from_mirror, ledger_from_table)
+    assert bank_from_mirror["metadata.detail"][0] == '{"a": [1, 2.5], "z": 1}'
+    assert bank_from_mirror["is_new"].to_list() == [False, False, False, True]
+
+
+def test_a_run_reads_the_mirror_until_a_record_is_claimed_then_the_table(api, services, worker, ingest,
+                                                                         reconciliation):
+    # Given two streams that pair one to one, their records missing from the table's stream listing
+    # (so that only a read of the mirror can find them)
+    ids = ingest(record("bank", 1, 100), record("bank", 2, 200), record("ledger", 1, 100), record("ledger", 2, 200))
+    for record_id in ids:
+        services.table.update(keys.record("acme", record_id), "REMOVE gsi1pk, gsi1sk")
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {
+        "name": "Same amount", "conditions": [{"field": "amount", "operator": "equals"}]}).status_code == 201
+
+    # When a run matches them
+    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    worker.drain()
+
+    # Then it found every record (in the mirror), and the claims took both streams off the mirror
+    finished = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run['id']}").json_body
+    assert (finished["status"], finished["matched_records"]) == ("completed", 4), finished
+    ports = services.ports
+    assert not ports.data_streams.records_as_imported("acme", "bank")
+    assert not ports.data_streams.records_as_imported("acme", "ledger")
+    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
+
+    # And a run after reads the table, which holds what the first run left open
+    more = ingest(record("bank", 3, 300), record("ledger", 3, 300))
+    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
+    worker.drain()
+    finished = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run['id']}").json_body
+    assert (finished["status"], finished["matched_records"]) == ("completed", 2), finished
+    assert all(api.get(f"/v1/records/{i}").json_body["status"] == "reconciled" for i in more)
+
+
+def test_a_deleted_record_takes_its_stream_alone_off_the_mirror(api, services, ingest, reconciliation):
+    bank_id, _ = ingest(record("bank", 1, 100), record("ledger", 1, 100))
+
+    assert api.delete(f"/v1/records/{bank_id}").status_code == 204
+
+    ports = services.ports
+    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
+    assert imported_records.open_pages(ports, "acme", "ledger", with_metadata=False) is not None
+
+
+def test_an_import_the_mirror_lost_sends_the_stream_to_the_table(services, ingest, reconciliation):
+    # Given a stream of two imports, the row marker of one lost
+    ingest(record("bank", 1, 100))
+    ingest(record("bank", 2, 200))
+    bucket, s3 = services.settings.bucket_name, services.aws.s3
+    markers = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="mirror/")["Contents"]
+               if "/data_stream=bank/" in o["Key"] and "/_rows=" in o["Key"]]
+    assert len(markers) == 2
+    s3.delete_object(Bucket=bucket, Key=markers[0])
+
+    # Then the mirror does not answer for it: the table does, with both records
+    ports = services.ports
+    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
+    table = ports.claims.open_record_columns("acme", "bank", reconciliation["id"], adopted=False)
+    assert open_records_frame(table, [], None).height == 2
+
+
+def test_more_records_than_the_limit_are_left_to_the_table(services, ingest, reconciliation):
+    ingest(record("bank", 1, 100), record("bank", 2, 200))
+    ports = services.ports
+    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False, limit=1) is None
+    assert len(imported_records.open_pages(ports, "acme", "bank", with_metadata=False, limit=2)[0]["id"]) == 2
