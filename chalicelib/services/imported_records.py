@@ -13,10 +13,12 @@ So it serves a stream only while both hold:
   services/ingestion/chunk.py). Every record is then open in every reconciliation, unreconciled.
   A stream created before the mark existed never has it.
 - the mirror holds every record of the stream: each import that wrote into it has completed, and
-  its row marker names exactly the records it created there. An import still writing is left out
-  of a run either way (its records wait for the run after it completes), and one that failed or
-  was cancelled before a chunk began wrote nothing; any other (replicating, or ended early once
-  it had begun writing: a late chunk's rows are counted nowhere) sends the stream to the table.
+  its row marker names exactly the records it created there (the marker is written once its rows
+  are published: replicating, completed, or an early end once settled). An import still writing
+  is left out of a run either way (its records wait for the run after it completes), and one that
+  failed or was cancelled before a chunk began wrote nothing; one that ended early and is not
+  settled yet sends the stream to the table. A chunk that writes after its job ended (a late
+  execution) counts its records nowhere: it removes the mark (services/ingestion/chunk.py).
 
 A record claimed or deleted after the mark was read is the race the table's read has too: its
 claim is conditional, so the match that wanted it is undone and its partners wait for a run.
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from chalicelib.domain.ingestion import ENDED_EARLY, IngestionJob, JobStatus
+from chalicelib.domain.ingestion import IngestionJob, JobStatus
 from chalicelib.domain.matching.frames import imported_page
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.observability import logger
@@ -47,15 +49,15 @@ def open_pages(ports: Ports, environment: str, stream_key: str, with_metadata: b
     expected = _rows_expected(ports, environment, stream_key)
     if not expected or (limit is not None and sum(expected.values()) > limit):
         return None  # (no import: the table's read of nothing costs nothing, and proves it)
-    published = ports.mirror.published_imports(environment, stream_key)
-    if any(published.get(job_id) != rows for job_id, rows in expected.items()):
-        return None
 
     def read(job_id: int) -> RecordColumns | None:
         rows = ports.mirror.import_rows(environment, stream_key, job_id)
         return None if rows is None else imported_page(rows, with_metadata)
 
     try:
+        published = ports.mirror.published_imports(environment, stream_key)
+        if any(published.get(job_id) != rows for job_id, rows in expected.items()):
+            return None
         with ThreadPoolExecutor(MIRROR_READ_THREADS) as pool:
             pages = list(pool.map(read, expected))
     except Exception:  # an object gone under a repair of the mirror, say: the table still answers
@@ -72,13 +74,17 @@ def open_pages(ports: Ports, environment: str, stream_key: str, with_metadata: b
 
 def _rows_expected(ports: Ports, environment: str, stream_key: str) -> dict[int, int] | None:
     """The records each import created in the stream, by import id, if every import that may have
-    written into it has completed or is still writing (whose records a run leaves out); else None."""
+    written into it is published (replicating or done, an early end once settled) or still
+    writing (whose records a run leaves out); else None."""
     expected: dict[int, int] = {}
     for job in _imports_of(ports, environment, stream_key):
-        if job.status in WRITING or (job.status in ENDED_EARLY and job.chunks_begun is None):
-            continue  # left out of a run, or ended before it could write a record
-        if job.status is not JobStatus.COMPLETED:
-            return None
+        if job.status in WRITING:
+            job = ports.ingestion_jobs.get(environment, job.id)  # the listing's copy may lag behind (an index)
+            if job.status in WRITING:
+                continue
+        published = job.status in (JobStatus.REPLICATING, JobStatus.COMPLETED) or job.counts_rolled_up
+        if not published and job.chunks_begun is not None:
+            return None  # ended early and not settled: what it wrote is not in the mirror yet
         if created := job.created_per_stream.get(stream_key, 0):
             expected[job.id] = created
     return expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict
+from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.records import DELETABLE_STATUSES
 from chalicelib.services import period_closes
 from chalicelib.services.matches import WRITING
@@ -24,22 +24,21 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
     chunk's records that are missing from the table, so one deleted meanwhile would come back (a
     job never returns to writing, so the check holds once it has passed)."""
     found = ports.records.find_many(environment, [record_id], including_deleting=True).get(record_id)
+    if found is None:
+        raise NotFound(f"record {record_id} not found")
     period_closes.refuse_record_change(ports, environment, found, f"deleting record {record_id}")
-    if found is not None and (paid := sorted(r for r, shares in found.allocations.items() if shares)):
+    if paid := sorted(r for r, shares in found.allocations.items() if shares):
         raise Conflict(f"record {record_id} is paid in part in reconciliation {paid[0]}; unmatch the matches "
                        "holding its shares first (docs/partial-payments.md)")
-    if found is not None and found.file_import_id is not None:
+    if found.file_import_id is not None:
         job = ports.ingestion_jobs.find(environment, found.file_import_id)
         if job is not None and job.status in WRITING:
             raise Conflict(f"record {record_id} belongs to import {job.id}, which is still writing; delete it "
                            "once the import has finished")
-    if found is not None:  # before it changes (services/imported_records.py)
-        ports.data_streams.note_records_changed(environment, [found.data_stream_key])
+    ports.data_streams.note_records_changed(environment, [found.data_stream_key])  # (services/imported_records.py)
     record = ports.records.mark_deleting(environment, record_id, DELETABLE_STATUSES, ABANDONED_DELETE_AFTER)
     if record is None:
         return  # being deleted by another request: the outcome is the same
-    if found is None:  # written since it was looked up
-        ports.data_streams.note_records_changed(environment, [record.data_stream_key])
     if record.file_import_id is not None:  # written by an import, so it may be in the mirror
         ports.mirror.tombstone(environment, record.data_stream_key, record.file_import_id, record.id)
     ports.data_streams.request_recount(environment, record.data_stream_key, utc_now())

@@ -347,9 +347,11 @@ def test_a_late_writer_whose_job_ended_claims_back_what_it_wrote_and_never_leave
         assert process_job(ports, ENV, other.id).successful_items == 1
 
     late = replace(ports, records=EndedWhileWriting(ports, job.id, another_job_takes_one))
+    assert ports.data_streams.records_as_imported(ENV, "bank")
     process_job(late, ENV, job.id)
 
     assert ports.ingestion_jobs.get(ENV, job.id).status is JobStatus.FAILED
+    assert not ports.data_streams.records_as_imported(ENV, "bank")  # late records: counted nowhere
     for n in (BULK_CHUNK_ROWS, BULK_CHUNK_ROWS + 50, taken):
         again = submit_bulk(ports, ENV, [fee(n)], OnConflict.ERROR, None)
         assert process_job(ports, ENV, again.id).failed_items == 1  # each id is held: never a second record

@@ -162,8 +162,12 @@ def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
     """What a written chunk saves. If the job ended while the chunk wrote (a late execution), its
     end may have released claims this chunk's records hold: they claim back (`_guard_late_records`)."""
     stored = ports.ingestion_jobs.get(job.environment, job.id)
-    if any(r.external_id is not None for r in chunk.missing) and (stored.finished or stored.ending is not None):
-        _guard_late_records(ports, job, chunk.missing, leases)
+    if chunk.missing and (stored.finished or stored.ending is not None):
+        # Written after the job's counts and mirror were settled: no run may read these streams
+        # from the mirror any more (services/imported_records.py)
+        ports.data_streams.note_records_changed(job.environment, sorted({r.data_stream_key for r in chunk.missing}))
+        if any(r.external_id is not None for r in chunk.missing):
+            _guard_late_records(ports, job, chunk.missing, leases)
     return ChunkOutcome(index=chunk.index, results=chunk.results,
                         created_per_stream=records_per_stream(chunk.records))
 
@@ -296,8 +300,7 @@ def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
             row = record.id - job.record_id(0)
             claim = ports.records.claim_external_id(job.environment, record.data_stream_key, record.external_id,
                                                     owner=_owner(job, row), record_id=record.id)
-            if not claim.claimed:  # its stream's records are no longer all as imported (services/imported_records.py)
-                ports.data_streams.note_records_changed(job.environment, [record.data_stream_key])
+            if not claim.claimed:  # (its stream's mark is gone already: `written_outcome`)
                 ports.records.remove(record)
 
 
