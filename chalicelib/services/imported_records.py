@@ -12,9 +12,9 @@ So it serves a stream only while both hold:
   takes back a record removes first (services/matches.py `write_matches`, services/records.py,
   services/ingestion/chunk.py). Every record is then open in every reconciliation, unreconciled.
   A stream created before the mark existed never has it.
-- the mirror holds every record of the stream: each import that wrote into it has completed, and
-  its row marker names exactly the records it created there (the marker is written once its rows
-  are published: replicating, completed, or an early end once settled). An import still writing
+- the mirror holds every record of the stream: each import that wrote into it is published
+  (replicating, completed, or an early end once settled), and its row marker names exactly the
+  records it created there (a part the mirror lost makes it name fewer). An import still writing
   is left out of a run either way (its records wait for the run after it completes), and one that
   failed or was cancelled before a chunk began wrote nothing; one that ended early and is not
   settled yet sends the stream to the table. A chunk that writes after its job ended (a late
