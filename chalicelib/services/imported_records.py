@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from chalicelib.domain.ingestion import IngestionJob, JobStatus
-from chalicelib.domain.matching.frames import imported_page
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.observability import logger
 from chalicelib.services.matches import WRITING
@@ -49,6 +48,8 @@ def open_pages(ports: Ports, environment: str, stream_key: str, with_metadata: b
     expected = _rows_expected(ports, environment, stream_key)
     if not expected or (limit is not None and sum(expected.values()) > limit):
         return None  # (no import: the table's read of nothing costs nothing, and proves it)
+
+    from chalicelib.domain.matching.frames import imported_page  # polars: only the engine's functions have it
 
     def read(job_id: int) -> RecordColumns | None:
         rows = ports.mirror.import_rows(environment, stream_key, job_id)

@@ -107,6 +107,18 @@ def test_the_services_import_one_another_without_a_cycle():
 def test_the_app_imports_without_the_engine_libraries():
     """The API's functions ship without the engine's layer: importing the app may not load polars,
     numpy or rapidfuzz (tests/deploy proves the same on the built package)."""
+    _imports_without_the_engine(["app"])
+
+
+def test_every_service_loads_without_the_engine_libraries():
+    """A service may reach polars through the domain's frame code only from inside a function: the
+    functions without the engine's layer import services too (a run's start, a record's delete)."""
+    _imports_without_the_engine(sorted(
+        "chalicelib." + ".".join(path.relative_to(CHALICELIB).with_suffix("").parts).removesuffix(".__init__")
+        for path in (CHALICELIB / "services").rglob("*.py")))
+
+
+def _imports_without_the_engine(modules: list[str]) -> None:
     import subprocess
     import sys
 
@@ -116,6 +128,6 @@ def test_the_app_imports_without_the_engine_libraries():
                "        if name.split('.')[0] in ('polars', 'numpy', 'rapidfuzz', 'pyarrow'):\n"
                "            raise ImportError(f'{name} is in the engine layer')\n"
                "sys.meta_path.insert(0, Block())\n"
-               "import app\n")
+               + "".join(f"import {module}\n" for module in modules))
     done = subprocess.run([sys.executable, "-c", blocker], cwd=CHALICELIB.parent, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
