@@ -319,14 +319,17 @@ def test_a_preparer_starts_a_run_and_watches_its_progress_until_it_completes(sta
 
 
 def test_a_preparer_cancels_the_run_they_watch(stack, page):
-    # The run must still be going when Cancel is pressed: 3,000 pairs take the run many steps (load,
-    # match, a persist call a few chunks at a time, each reading the cancel), seconds where the press
-    # comes within a fraction of one; a loaded machine slows the run as it slows the page. A cancel
-    # that came too late is refused (409) and fails the test rather than passing it.
+    # The run must be going when Cancel is pressed, and have a step left that reads the cancel: a run
+    # still pending when its cancel comes ends at once, without the notice below, and a persist call
+    # writes up to four chunks of 2,000 records before the next reads it. 5,000 pairs are five chunks,
+    # two persist calls: the first takes seconds after the page shows the run running. A cancel that
+    # came too late is refused (409), or the run completes, and either fails the test.
     reconciliation, _, bank, ledger = reconciliation_with_rule(stack)
-    pairs(stack, bank, ledger, 3000)
+    pairs(stack, bank, ledger, 5000)
     open_reconciliation(stack, page, reconciliation, role="preparer")
     page.get_by_role("button", name="Start run").click()
+    page.wait_for_function("() => document.querySelector('.run-progress')?.dataset.status === 'running'",
+                           timeout=60_000)
     page.get_by_role("button", name="Cancel run").click()
     page.get_by_text("Cancellation asked for; the run stops at its next step.").wait_for()
     page.wait_for_function("() => document.querySelector('.run-progress')?.dataset.status === 'cancelled'",
