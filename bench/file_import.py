@@ -1,6 +1,7 @@
 """A 100,000-row CSV import end to end on the local stack: presigned upload, the S3 event, the
 file-import state machine (prepare, chunk tasks, finish), polled until `completed`. Same run:
-the BatchWriteItem-only baseline of bench/ingestion.py for the same number of records.
+the BatchWriteItem-only baselines of bench/ingestion.py for the same number of records (the
+records alone, and the records with their external_id guards; each before the import and after it).
 
     .venv/bin/python bench/file_import.py [--rows 100000]
 """
@@ -19,7 +20,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingestion import PartitionCounter, WriteCounter, baseline, cpu_report, cpu_seconds  # noqa: E402
+from ingestion import Baselines, PartitionCounter, WriteCounter, cpu_report, cpu_seconds  # noqa: E402
 
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
@@ -47,9 +48,8 @@ def main() -> None:
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
     try:
-        cpu_start = cpu_seconds()
-        base_seconds = baseline(service, args.rows, 4)
-        cpu_base = cpu_seconds()
+        baselines = Baselines(service, args.rows, 4)
+        baselines.write("before")
         counter.reset()
         partitions.reset()
         assert session.post(f"{service.url}/data_streams", json={"key": "bench", "name": "Bench"}).ok
@@ -68,18 +68,19 @@ def main() -> None:
         cpu_import = cpu_seconds()
         assert body["status"] == "completed" and body["successful_items"] == args.rows, body
         writes = sum(counter.counts.values())
+        partition_lines = partitions.report(args.rows, seconds)
+        baselines.write("after")
         print(f"\nmachine: {platform.machine()}, {platform.system()} {platform.release()}, "
               f"python {platform.python_version()}")
-        print(f"baseline, BatchWriteItem only: {args.rows:,} items in {base_seconds:.1f} s = "
-              f"{args.rows / base_seconds:,.0f} items/s")
+        print("\n".join(baselines.report()))
         print(f"CSV import of {args.rows:,} rows ({len(data) / 1e6:.1f} MB), upload to completed: {seconds:.1f} s = "
-              f"{args.rows / seconds:,.0f} records/s; ratio to baseline {(args.rows / seconds) / (args.rows / base_seconds):.2f}")
-        print(f"CPU, baseline: {cpu_report(cpu_start, cpu_base, args.rows)}")
+              f"{args.rows / seconds:,.0f} records/s")
         print(f"CPU, CSV import: {cpu_report(cpu_upload, cpu_import, args.rows)}")
+        print("\n".join(baselines.ratios("CSV import", seconds)))
         print(f"DynamoDB write requests: {writes:,} = {writes / args.rows:.3f} per record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
         print("heaviest partition keys (item writes, from the requests sent):")
-        print("\n".join(partitions.report(args.rows, seconds)))
+        print("\n".join(partition_lines))
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)

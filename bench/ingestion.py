@@ -4,7 +4,10 @@ Runs the whole local service in this process (dynalite + moto server + the API o
 loopback port + the in-process SQS worker, exactly what `make run` starts), so that it can
 count every DynamoDB write request the service sends. In the same run, a baseline writes the
 same number of record items straight to the table with BatchWriteItem (no guards, no jobs,
-no HTTP): the floor the bulk path is compared with. Usage:
+no HTTP): the floor the bulk path is compared with. A second baseline writes, the same way, every
+item the path must store: each record and its external_id guard (the uniqueness item every record
+with an external_id needs). Both are written before the path and again after it, and the path is
+set against the mean of each pair. Usage:
 
     .venv/bin/python bench/ingestion.py [--records 100000] [--batch 1000] [--clients 4]
 """
@@ -207,12 +210,18 @@ def batches(total: int, size: int, stream: str) -> list[list[dict]]:
              for n in range(start, min(start + size, total))] for start in range(0, total, size)]
 
 
-def baseline(service: LocalService, total: int, threads: int, environment: str = "baseline") -> float:
-    """The same number of record items written with BatchWriteItem only."""
-    table, to_item = service.container.table, service.container.records.to_item
+def baseline(service: LocalService, total: int, threads: int, environment: str = "baseline",
+             guards: bool = False) -> float:
+    """The same number of record items written with BatchWriteItem only; with `guards`, each
+    record's external_id guard too (written first, as a chunk does)."""
+    table, records = service.container.table, service.container.records
+    to_item = records.to_item
     now = utc_now()
 
     def write(start: int) -> None:  # one BatchWriteItem request after another, as put_many did before issue 30
+        if guards:
+            records.put_external_id_guards(environment, [("bench", f"pay-{n:08d}", f"job:1:{n}", n + 1)
+                                                         for n in range(start, min(start + 1000, total))])
         # The items the bulk path stores for `batches`: same fields, description and metadata included.
         table.batch_write(to_item(Record(
             environment=environment, id=n + 1, data_stream_key="bench", data_stream_id=1, date=f"2026-10-{1 + n % 28:02d}",
@@ -224,6 +233,42 @@ def baseline(service: LocalService, total: int, threads: int, environment: str =
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(write, range(0, total, 1000)))
     return time.perf_counter() - started
+
+
+class Baselines:
+    """Both baselines (the records alone; the records with their guards), each written once before
+    the path and once after it into an environment of its own: the store grows in between and a
+    shared machine's speed moves, so the path is set against the mean of each pair."""
+
+    KINDS = {"records alone": False, "records and their guards": True}
+
+    def __init__(self, service: LocalService, records: int, threads: int) -> None:
+        self._service, self._records, self._threads = service, records, threads
+        self._seconds: dict[tuple[str, str], float] = {}
+        self._cpu: dict[tuple[str, str], str] = {}
+
+    def write(self, when: str) -> None:
+        for number, (kind, guards) in enumerate(self.KINDS.items()):
+            before = cpu_seconds()
+            self._seconds[kind, when] = baseline(self._service, self._records, self._threads,
+                                                 environment=f"baseline{number}-{when}", guards=guards)
+            self._cpu[kind, when] = cpu_report(before, cpu_seconds(), self._records)
+
+    def mean_seconds(self, kind: str) -> float:
+        return (self._seconds[kind, "before"] + self._seconds[kind, "after"]) / 2
+
+    def report(self) -> list[str]:
+        lines = []
+        for kind in self.KINDS:
+            before, after = self._seconds[kind, "before"], self._seconds[kind, "after"]
+            lines.append(f"baseline, BatchWriteItem only, {kind}: {self._records:,} records in {before:.1f} s "
+                         f"before the path, {after:.1f} s after it: {self._records / self.mean_seconds(kind):,.0f} "
+                         f"records/s (their mean)")
+            lines += [f"  CPU {when}: {self._cpu[kind, when]}" for when in ("before", "after")]
+        return lines
+
+    def ratios(self, path: str, seconds: float) -> list[str]:
+        return [f"ratio {path}/baseline of the {kind}: {self.mean_seconds(kind) / seconds:.2f}" for kind in self.KINDS]
 
 
 def run_bulk(service: LocalService, total: int, size: int, clients: int,
@@ -274,14 +319,13 @@ def main() -> None:
     service.container.aws.s3.meta.events.register("before-call.s3.*", requests_sent)
     service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     try:
-        cpu_start = cpu_seconds()
-        base_seconds = baseline(service, args.records, args.clients)
-        cpu_base = cpu_seconds()
-        base_writes = sum(counter.counts.values())
+        baselines = Baselines(service, args.records, args.clients)
+        baselines.write("before")
         counter.reset()
         partitions.reset()
         requests_sent.reset()
 
+        cpu_path = cpu_seconds()
         seconds, finished = run_bulk(service, args.records, args.batch, args.clients)
         cpu_bulk = cpu_seconds()
         stored = sum(f["successful_items"] for f in finished)
@@ -289,25 +333,26 @@ def main() -> None:
         assert stored == args.records, stored
         writes = dict(counter.counts)
         total_writes = sum(writes.values())
+        requests_per_1000 = sum(requests_sent.counts.values()) * 1000 / stored
+        request_lines = requests_sent.report(stored, purposes=args.requests)
+        partition_lines = partitions.report(stored, seconds)
         stream = requests.get(f"{service.url}/data_streams/bench", headers={"X-API-KEY": service.key}).json()
         assert stream["records_count"] == args.records, stream
+        baselines.write("after")
 
         print(f"\nmachine: {platform.machine()}, {platform.system()} {platform.release()}, "
               f"python {platform.python_version()}")
-        print(f"baseline, BatchWriteItem only: {args.records:,} items in {base_seconds:.1f} s = "
-              f"{args.records / base_seconds:,.0f} items/s ({base_writes / args.records:.3f} write requests/item)")
+        print("\n".join(baselines.report()))
         print(f"bulk path: {len(finished)} requests of {args.batch}, {args.clients} clients: {stored:,} records "
               f"stored, first POST to last completed {seconds:.1f} s = {stored / seconds:,.0f} records/s")
-        print(f"CPU, baseline: {cpu_report(cpu_start, cpu_base, args.records)}")
-        print(f"CPU, bulk path: {cpu_report(cpu_base, cpu_bulk, stored)}")
-        print(f"ratio bulk/baseline throughput: {(stored / seconds) / (args.records / base_seconds):.2f}")
+        print(f"CPU, bulk path: {cpu_report(cpu_path, cpu_bulk, stored)}")
+        print("\n".join(baselines.ratios("bulk", seconds)))
         print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))
-        print(f"DynamoDB and S3 requests per 1,000 stored records: "
-              f"{sum(requests_sent.counts.values()) * 1000 / stored:,.1f}")
-        print("\n".join(requests_sent.report(stored, purposes=args.requests)))
+        print(f"DynamoDB and S3 requests per 1,000 stored records: {requests_per_1000:,.1f}")
+        print("\n".join(request_lines))
         print("heaviest partition keys (item writes, from the requests sent):")
-        print("\n".join(partitions.report(stored, seconds)))
+        print("\n".join(partition_lines))
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)
