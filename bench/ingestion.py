@@ -179,21 +179,33 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 def cpu_seconds() -> dict[str, float]:
     """CPU seconds (user + system) of this process (the service, its workers and the bench's clients)
-    and of each child it started (dynalite, the moto server, s3rver), read from /proc."""
+    and of each process it started and they start (dynalite, the AWS server of moto, s3rver), read
+    from /proc."""
     found = {"service": time.process_time()}
-    me = str(os.getpid())
+    parents, commands, ticks = {}, {}, {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()
-            if fields[1] != me:
-                continue
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            commands[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        name = "dynalite" if "dynalite" in command else "moto" if "moto" in command else \
-            "s3rver" if "s3rver" in command else f"child {pid}"
-        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICKS
+        parents[pid], ticks[pid] = fields[1], int(fields[11]) + int(fields[12])
+    mine = {str(os.getpid())}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    for pid in mine - {str(os.getpid())}:
+        command = commands[pid]
+        # Named by the script each runs (the AWS server's arguments name s3rver's log too).
+        name = ("dynalite" if "dynamodb_server" in command or "dynalite" in command
+                else "s3rver" if "s3_server" in command else "moto" if "aws_server" in command
+                else f"child {pid}")
+        found[name] = found.get(name, 0.0) + ticks[pid] / _TICKS
     return found
 
 

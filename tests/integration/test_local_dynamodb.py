@@ -1,7 +1,9 @@
 """The local stack's DynamoDB (dynalite, started through chalicelib/local/dynamodb_server.js) keeps its
 store the size of its data however many queries it answers: dynalite's own command line leaves
 every Query's LevelDB iterator open, and each pins files that compaction can then never delete
-(a million-record import grew the store to 61 GB and slowed writes fifteenfold)."""
+(a million-record import grew the store to 61 GB and slowed writes fifteenfold). It also keeps
+table descriptions decoded between writes of them: a table deleted and created again with other
+indexes is written by its new description."""
 from __future__ import annotations
 
 import os
@@ -63,7 +65,18 @@ def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -
         server.wait(timeout=30)
 
 
-def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path):
+def _dynalite(folder: Path) -> tuple[processes.subprocess.Popen[bytes], str]:
+    folder.mkdir()
+    port = processes.free_port()
+    server = processes.start(["node", str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(port), "--path",
+                              str(folder / "db"), "--createTableMs", "0", "--deleteTableMs", "0"], folder / "log")
+    processes.wait_for_port(port, server, "dynalite", folder / "log")
+    return server, f"http://127.0.0.1:{port}"
+
+
+def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path, monkeypatch):
+    # LevelDB's own write buffer (4 MB), so that the workload's items become files as it assumes.
+    monkeypatch.setenv("RECON_DYNALITE_WRITE_BUFFER_MB", "4")
     cases = {"stack, queried": (DYNALITE_CLI, QUERIES), "stack, never queried": (DYNALITE_CLI, 0),
              "dynalite's own command line, queried": (DYNALITE_PACKAGE, QUERIES)}
     with ThreadPoolExecutor(len(cases)) as pool:
@@ -75,3 +88,40 @@ def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path):
     # The reason for dynamodb_server.js: when this fails, dynalite closes its iterators itself, and
     # the fix (and this line) can go.
     assert files["dynalite's own command line, queried"] > 2 * files["stack, queried"], files
+
+
+def test_a_table_created_again_with_other_indexes_is_written_by_its_new_description(tmp_path):
+    server, endpoint = _dynalite(tmp_path / "store")
+    try:
+        client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="local", aws_secret_access_key="local")
+
+        def create(index: str) -> None:
+            client.create_table(
+                TableName="tab", BillingMode="PAY_PER_REQUEST",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                      {"AttributeName": index, "AttributeType": "S"}],
+                GlobalSecondaryIndexes=[{"IndexName": index, "KeySchema": [{"AttributeName": index, "KeyType": "HASH"}],
+                                         "Projection": {"ProjectionType": "ALL"}}])
+            client.get_waiter("table_exists").wait(TableName="tab", WaiterConfig={"Delay": 0.1})
+
+        def in_index(index: str) -> list[str]:
+            found = client.query(TableName="tab", IndexName=index, KeyConditionExpression="#k = :v",
+                                 ExpressionAttributeNames={"#k": index}, ExpressionAttributeValues={":v": {"S": "x"}})
+            return [item["pk"]["S"] for item in found["Items"]]
+
+        create("first")
+        client.put_item(TableName="tab", Item={"pk": {"S": "a"}, "first": {"S": "x"}, "second": {"S": "x"}})
+        assert in_index("first") == ["a"]
+        client.delete_table(TableName="tab")
+        client.get_waiter("table_not_exists").wait(TableName="tab", WaiterConfig={"Delay": 0.1})
+        create("second")
+        client.batch_write_item(RequestItems={"tab": [
+            {"PutRequest": {"Item": {"pk": {"S": "b"}, "first": {"S": "x"}, "second": {"S": "x"}}}}]})
+
+        assert in_index("second") == ["b"]
+        assert client.describe_table(TableName="tab")["Table"]["GlobalSecondaryIndexes"][0]["IndexName"] == "second"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
