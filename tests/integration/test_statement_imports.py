@@ -476,3 +476,25 @@ def test_an_mt940_account_written_with_its_bank_code_reaches_the_stream_that_hol
     # Then its transactions reached that stream
     assert job["status"] == "completed" and job["successful_items"] == 3, (job["error_message"], job)
     assert job["data_stream_ids"] == [api.get("/v1/data_streams/giro").json_body["id"]]
+
+
+def test_a_statements_balances_are_written_before_its_import_reads_completed(api, services, runtime, monkeypatch):
+    # A client (the imports page) reloads the streams once it reads `completed`: the day must be there.
+    from chalicelib.adapters.dynamodb.balances import BalanceRepository
+
+    stream(api, "operating", "123456")
+    seen_at_write: list[str] = []
+    put_many = BalanceRepository.put_many
+
+    def watched(self, days):
+        days = list(days)
+        if days:
+            [job] = api.get("/v1/data_streams/operating/file_imports").json_body["data"]
+            seen_at_write.append(job["status"])
+        return put_many(self, days)
+
+    monkeypatch.setattr(BalanceRepository, "put_many", watched)
+    job = statement_into(api, services, runtime, "/v1/data_streams/operating/file_imports", BAI2)
+
+    assert job["status"] == "completed"
+    assert seen_at_write == ["replicating"]

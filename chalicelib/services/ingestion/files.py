@@ -211,10 +211,10 @@ def finish(ports: Ports, environment: str, job_id: int) -> str:
         left_out: list[str] = []  # statement days inside a closed period: not kept, told as warnings
         if statement:
             days, left_out = statements.balances_to_keep(ports, job, ports.payloads.get_json(_balances_key(job)))
-        ended = conclude(ports, job, JobStatus.COMPLETED,
-                         **statements.with_warnings(_parse_warnings(ports, job), left_out))
-        if ended.status is JobStatus.COMPLETED:  # balances only from a completed import: never a failed one's
-            ports.balances.put_many(days)
+        # Balances only from a completed import, never a failed one's; written before the move to
+        # `completed`, so that a client (the imports page) reading `completed` finds them.
+        conclude(ports, job, JobStatus.COMPLETED, before_completed=lambda: ports.balances.put_many(days),
+                 **statements.with_warnings(_parse_warnings(ports, job), left_out))
     return "stop"
 
 

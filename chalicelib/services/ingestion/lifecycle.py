@@ -5,6 +5,7 @@ item gets its result, what was written is kept and settled).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain import event_data
@@ -78,13 +79,15 @@ def cancel(ports: Ports, environment: str, job_id: int) -> IngestionJob:
     return job
 
 
-def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+def conclude(ports: Ports, job: IngestionJob, target: JobStatus, before_completed: Callable[[], None] | None = None,
+             **fields: Any) -> IngestionJob:
     """End a job. Completed: turn `replicating` (no chunk is counted after that), replicate its
     records to the mirror, read the import's aggregates and its streams' record counts from
-    there, then `completed`. Cancelled or failed: mark the ending (so no worker writes or counts
-    more), give every unreached item its result, then move, counts final (see `_end_early`), and
-    settle what was written. Records written before a cancel or a failure are kept."""
-    job = _conclude(ports, job, target, **fields)
+    there, run `before_completed` (what a client reading `completed` must find written), then
+    `completed`. Cancelled or failed: mark the ending (so no worker writes or counts more), give
+    every unreached item its result, then move, counts final (see `_end_early`), and settle what
+    was written. Records written before a cancel or a failure are kept."""
+    job = _conclude(ports, job, target, before_completed, **fields)
     # Again on a retry that finds the job ended: it finishes an announcement a crash cut short
     # (services/events.py announce), and does nothing for one that was made.
     kind = "bulk_request" if job.source is JobSource.BULK_API else "file_import"
@@ -94,7 +97,8 @@ def conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) 
     return job
 
 
-def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any) -> IngestionJob:
+def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, before_completed: Callable[[], None] | None,
+              **fields: Any) -> IngestionJob:
     now = utc_now()
     if target is not JobStatus.COMPLETED:
         return _end_early(ports, job, target, fields)
@@ -110,6 +114,8 @@ def _conclude(ports: Ports, job: IngestionJob, target: JobStatus, **fields: Any)
     _recount_streams(ports, job)
     _announce(ports, job)
     target, outcome = _outcome(ports, job, fields.pop("error_details", None))
+    if target is JobStatus.COMPLETED and before_completed is not None:
+        before_completed()
     return move_or_reload(ports.ingestion_jobs, job, target, completed_at=utc_now(), last_progress_at=utc_now(),
                           data_stream_ids=_stream_ids(ports, job), aggregates=aggregates, **outcome, **fields)
 
