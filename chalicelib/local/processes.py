@@ -15,9 +15,22 @@ PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` different free loopback ports. Each socket stays bound until all are picked: one
+    bound and closed before the next is asked for can be handed out again, and two services of a
+    stack on one port answer each other's requests (the likely cause of a stack whose CreateQueue
+    got dynalite's UnknownOperationException)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def die_with_parent() -> None:

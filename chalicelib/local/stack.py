@@ -104,7 +104,7 @@ class LocalStack:
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
 
-        dynamodb_port, aws_port, s3_port = processes.free_port(), processes.free_port(), processes.free_port()
+        dynamodb_port, aws_port, s3_port = processes.free_ports(3)
         dynalite = processes.start(
             ["node", str(DYNALITE_CLI), "--host", processes.LOOPBACK, "--port", str(dynamodb_port),
              "--path", str(self.data_dir / "dynamodb"), "--createTableMs", "0", "--deleteTableMs", "0",
