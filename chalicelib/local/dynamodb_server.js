@@ -38,9 +38,10 @@ level.Level = class extends Level {
 
 // Speed 2: table descriptions kept decoded. dynalite reads and JSON-decodes the table's description
 // for every item it writes (a BatchWriteItem of 25 reads it 26 times): a tenth of its busy time in
-// a profile of bulk ingestion; kept, a fill of 1M items costs it 18 % less CPU. A description is kept once read ACTIVE and dropped whenever the table's entry is
-// written or deleted (create, update, delete: before and after the write, and a read that began
-// before a write is not kept), so a request never sees one older than the store's.
+// a profile of bulk ingestion; kept, a fill of 1M items costs it 18 % less CPU. A description is
+// kept once read ACTIVE and dropped whenever the table's entry is written or deleted (create,
+// update, delete: before and after the write, and a read that began before a write is not kept),
+// so a request never sees one older than the store's.
 const dynaliteDb = require('dynalite/db');
 const createStore = dynaliteDb.create;
 

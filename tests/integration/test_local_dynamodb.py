@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import boto3
 
@@ -33,16 +36,25 @@ def _settled_file_count(store: Path, timeout: float = 120) -> int:
     raise AssertionError(f"the store at {store} kept changing for {timeout} s")
 
 
-def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -> int:
+@contextmanager
+def _dynalite(command: Path, folder: Path) -> Iterator[Any]:
+    """A dynalite started by `command` on a store in `folder`, and a client of it; stopped after."""
     folder.mkdir()
     port = processes.free_port()
     log = folder / "dynalite.log"
     server = processes.start(["node", str(command), "--host", "127.0.0.1", "--port", str(port), "--path",
-                              str(folder / "db"), "--createTableMs", "0"], log)
+                              str(folder / "db"), "--createTableMs", "0", "--deleteTableMs", "0"], log)
     try:
         processes.wait_for_port(port, server, "dynalite", log)
-        client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                              aws_access_key_id="local", aws_secret_access_key="local")
+        yield boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                           aws_access_key_id="local", aws_secret_access_key="local")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -> int:
+    with _dynalite(command, folder) as client:
         client.create_table(TableName="store", BillingMode="PAY_PER_REQUEST",
                             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
                                        {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -60,18 +72,6 @@ def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -
                                              "v": {"S": os.urandom(350).hex()}}}} for i in range(first, first + 25)]})
             written += ITEMS
         return _settled_file_count(folder / "db")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _dynalite(folder: Path) -> tuple[processes.subprocess.Popen[bytes], str]:
-    folder.mkdir()
-    port = processes.free_port()
-    server = processes.start(["node", str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(port), "--path",
-                              str(folder / "db"), "--createTableMs", "0", "--deleteTableMs", "0"], folder / "log")
-    processes.wait_for_port(port, server, "dynalite", folder / "log")
-    return server, f"http://127.0.0.1:{port}"
 
 
 def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path, monkeypatch):
@@ -91,11 +91,7 @@ def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path, monke
 
 
 def test_a_table_created_again_with_other_indexes_is_written_by_its_new_description(tmp_path):
-    server, endpoint = _dynalite(tmp_path / "store")
-    try:
-        client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id="local", aws_secret_access_key="local")
-
+    with _dynalite(DYNALITE_CLI, tmp_path / "store") as client:
         def create(index: str) -> None:
             client.create_table(
                 TableName="tab", BillingMode="PAY_PER_REQUEST",
@@ -122,6 +118,3 @@ def test_a_table_created_again_with_other_indexes_is_written_by_its_new_descript
 
         assert in_index("second") == ["b"]
         assert client.describe_table(TableName="tab")["Table"]["GlobalSecondaryIndexes"][0]["IndexName"] == "second"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
