@@ -51,6 +51,7 @@ class LocalRuntime:
         self._concurrency = concurrency  # pollers per queue, as Lambda runs several at once
         self._stopping = stopping or threading.Event()  # the service's one stop signal, when it gives it
         self._threads: list[threading.Thread] = []
+        self._queue_urls: dict[str, str] = {}  # asked once a queue: a queue's URL is its name's for life
 
     @property
     def queue_handlers(self) -> list[SQSEventConfig]:
@@ -185,7 +186,7 @@ class LocalRuntime:
         queue_name = config.queue
         if queue_name is None:  # chalice also takes a queue_arn; this runtime finds queues by name
             raise ValueError(f"{config.name}: the local runtime polls a queue by name, not by queue_arn")
-        queue_url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        queue_url = self._queue_url(queue_name)
         messages = self._sqs.receive_message(
             QueueUrl=queue_url, MaxNumberOfMessages=min(config.batch_size, 10), WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"], MessageAttributeNames=["All"],
@@ -210,6 +211,11 @@ class LocalRuntime:
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
         ])
         return len(messages)
+
+    def _queue_url(self, queue_name: str) -> str:
+        if queue_name not in self._queue_urls:  # pollers race here harmlessly: both write the same URL
+            self._queue_urls[queue_name] = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        return self._queue_urls[queue_name]
 
 
 def _delivered(log: Path) -> set[tuple[str, str]]:
