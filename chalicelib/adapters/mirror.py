@@ -5,7 +5,12 @@ A stream's record count comes from the mirror's listing alone, so that recountin
 millions of records costs a few LIST calls, not a read of every part: a published import gets
 an empty marker naming its row count (`import=<id>/_rows=<n>`, written from the parts it was
 read back from), and a record deleted through the API an empty tombstone
-(`deleted/import=<id>/record-<record id>`) instead of a rewrite of its part.
+(`deleted/import=<id>/record-<record id>`) instead of a rewrite of its part. Each marker is
+written twice: in its import, and in the stream's index of markers (`rows/import=<id>/_rows=<n>`),
+so that a count lists one key an import, not its parts (a stream fed by a thousand bulk requests
+was four thousand keys listed at the end of every import). The index says it is whole with
+`rows/_whole`; a stream whose index lacks it (published before the index) is listed in full once
+and its index filled in.
 
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
@@ -35,6 +40,8 @@ DELETE_BATCH = 1000  # what one DeleteObjects call takes
 PREFIX = "mirror"
 STAGING = "staging"
 TOMBSTONES = "deleted"
+ROWS_INDEX = "rows"
+INDEX_WHOLE = "_whole"  # in the index: every published import's marker is in it
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
            "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64", "metadata": "Utf8",
@@ -50,6 +57,14 @@ def stream_prefix(environment: str, stream_key: str, root: str = PREFIX) -> str:
 
 def import_prefix(environment: str, stream_key: str, job_id: int, root: str = PREFIX) -> str:
     return f"{stream_prefix(environment, stream_key, root)}import={job_id}/"
+
+
+def rows_index(environment: str, stream_key: str) -> str:
+    return f"{stream_prefix(environment, stream_key)}{ROWS_INDEX}/"
+
+
+def index_marker_key(environment: str, stream_key: str, job_id: int, rows: int) -> str:
+    return f"{rows_index(environment, stream_key)}import={job_id}/_rows={rows}"
 
 
 def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int) -> str:
@@ -137,13 +152,31 @@ class AnalyticsMirror:
     def count_records(self, environment: str, stream_key: str) -> int:
         """The stream's records in the mirror: rows of its published imports, less the tombstones
         of those imports (a tombstone of an import never published counts nothing)."""
-        listed = self._listing(environment, stream_key)
+        listed = self._markers(environment, stream_key)
         return sum(count - len(listed.dead.get(job, ())) for job, count in listed.rows.items())
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         """The imports of the stream the mirror holds, by id, with the rows their markers name
         (the largest): an import that ended without its marker is missing from the mirror."""
-        return self._listing(environment, stream_key).rows
+        return self._markers(environment, stream_key).rows
+
+    def _markers(self, environment: str, stream_key: str) -> _Listing:
+        """The stream's row markers and tombstones, from its index of markers; a stream whose index
+        is not whole yet is listed in full, once, and its index filled in from that listing (a repair
+        that forgets one of its imports meanwhile can leave that import's old marker in the index:
+        this happens once a stream, at its first count after the upgrade that brought the index)."""
+        index = rows_index(environment, stream_key)
+        keys = self._keys(index)
+        if f"{index}{INDEX_WHOLE}" not in keys:
+            listed = self._listing(environment, stream_key)
+            indexed = {(int(m[1]), int(m[2])) for key in keys if (m := ROWS_MARKER.search(key))}
+            for job_id, rows in listed.rows.items():
+                if (job_id, rows) not in indexed:
+                    self._s3.put_object(Bucket=self._bucket, Body=b"",
+                                        Key=index_marker_key(environment, stream_key, job_id, rows))
+            self._s3.put_object(Bucket=self._bucket, Key=f"{index}{INDEX_WHOLE}", Body=b"")
+            return listed
+        return self._parsed(keys + self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"))
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
         """The stream's money by currency: every published import's rows less its tombstones. Each
@@ -169,8 +202,12 @@ class AnalyticsMirror:
 
     def _listing(self, environment: str, stream_key: str) -> _Listing:
         """What the stream's prefix holds, from its keys alone (no object is read)."""
+        return self._parsed(self._keys(stream_prefix(environment, stream_key)))
+
+    @staticmethod
+    def _parsed(keys: list[str]) -> _Listing:
         listed = _Listing()
-        for key in self._keys(stream_prefix(environment, stream_key)):
+        for key in keys:
             if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
                 listed.rows[int(marker[1])] = max(listed.rows.get(int(marker[1]), 0), int(marker[2]))
             elif tombstone := TOMBSTONE.search(key):
@@ -217,6 +254,7 @@ class AnalyticsMirror:
             keys += self._keys(import_prefix(environment, stream_key, job_id))
             keys += self._keys(import_prefix(environment, stream_key, job_id, STAGING))
             keys += self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/import={job_id}/")
+            keys += self._keys(f"{rows_index(environment, stream_key)}import={job_id}/")
         self._delete(keys)
 
     def forget_stream(self, environment: str, stream_key: str) -> None:
@@ -264,7 +302,10 @@ class AnalyticsMirror:
             parts = [self._read(key, None) for key in self._keys(prefix) if PART.search(key)]
             if parts:  # before the marker: a reader that sees the marker finds the compact copy too
                 self._write_compact(prefix, parts)
-            self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={sum(p.height for p in parts)}", Body=b"")
+            rows = sum(p.height for p in parts)
+            self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={rows}", Body=b"")
+            self._s3.put_object(Bucket=self._bucket, Key=index_marker_key(environment, stream_key, job_id, rows),
+                                Body=b"")
             frames[stream_key] = parts
         total = _totals([f for parts in frames.values() for f in parts])
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
