@@ -5,12 +5,13 @@ A stream's record count comes from the mirror's listing alone, so that recountin
 millions of records costs a few LIST calls, not a read of every part: a published import gets
 an empty marker naming its row count (`import=<id>/_rows=<n>`, written from the parts it was
 read back from), and a record deleted through the API an empty tombstone
-(`deleted/import=<id>/record-<record id>`) instead of a rewrite of its part. Each marker is
-written twice: in its import, and in the stream's index of markers (`rows/import=<id>/_rows=<n>`),
-so that a count lists one key an import, not its parts (a stream fed by a thousand bulk requests
-was four thousand keys listed at the end of every import). The index says it is whole with
-`rows/_whole`; a stream whose index lacks it (published before the index) is listed in full once
-and its index filled in.
+(`deleted/import=<id>/record-<record id>`) instead of a rewrite of its part. Each row marker
+is written twice: in its import, and in the stream's index of row markers
+(`rows/import=<id>/_rows=<n>`), so that a count lists one key an import, not its parts (a stream
+fed by a thousand bulk requests was four thousand keys listed at the end of every import). The
+index says it is whole with `rows/_whole`; a stream whose index lacks it (published before the
+index) is listed in full at its next count and its index made to agree with the imports' own
+markers, as the mirror repair does for every stream (`reindex`).
 
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
@@ -89,6 +90,7 @@ MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)-(\d+)\.json$")
 class _Listing:
     """A stream's mirror as its keys tell it, by import id."""
     rows: dict[int, int] = field(default_factory=dict)  # published imports: the rows their markers name
+    marker_counts: dict[int, set[int]] = field(default_factory=dict)  # every count each import's markers name
     dead: dict[int, set[int]] = field(default_factory=dict)  # tombstoned record ids
     parts: dict[int, list[str]] = field(default_factory=dict)  # Parquet part keys
     money_caches: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)  # (rows, tombstones) -> key
@@ -157,26 +159,36 @@ class AnalyticsMirror:
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
         """The imports of the stream the mirror holds, by id, with the rows their markers name
-        (the largest): an import that ended without its marker is missing from the mirror."""
+        (the largest), as its index of row markers tells: an import that ended without its marker
+        is missing from the mirror. (The index is not checked against the imports here: `reindex`.)"""
         return self._markers(environment, stream_key).rows
 
     def _markers(self, environment: str, stream_key: str) -> _Listing:
-        """The stream's row markers and tombstones, from its index of markers; a stream whose index
-        is not whole yet is listed in full, once, and its index filled in from that listing (a repair
-        that forgets one of its imports meanwhile can leave that import's old marker in the index:
-        this happens once a stream, at its first count after the upgrade that brought the index)."""
+        """The stream's row markers and tombstones, from its index of row markers; from a full
+        listing, made the index's content, when the index is not whole."""
         index = rows_index(environment, stream_key)
         keys = self._keys(index)
         if f"{index}{INDEX_WHOLE}" not in keys:
-            listed = self._listing(environment, stream_key)
-            indexed = {(int(m[1]), int(m[2])) for key in keys if (m := ROWS_MARKER.search(key))}
-            for job_id, rows in listed.rows.items():
-                if (job_id, rows) not in indexed:
-                    self._s3.put_object(Bucket=self._bucket, Body=b"",
-                                        Key=index_marker_key(environment, stream_key, job_id, rows))
-            self._s3.put_object(Bucket=self._bucket, Key=f"{index}{INDEX_WHOLE}", Body=b"")
-            return listed
+            return self._reindexed(environment, stream_key, keys)
         return self._parsed(keys + self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"))
+
+    def reindex(self, environment: str, stream_key: str) -> dict[int, int]:
+        """Make the stream's index of row markers agree with its imports' own markers (a full
+        listing: the repair's view, which must not trust the index) and return those imports with
+        their rows. Mends an import published without its index entry (by code from before the
+        index, still running during a deploy) and an entry left of an import forgotten meanwhile."""
+        return self._reindexed(environment, stream_key, self._keys(rows_index(environment, stream_key))).rows
+
+    def _reindexed(self, environment: str, stream_key: str, index_keys: list[str]) -> _Listing:
+        listed = self._listing(environment, stream_key)
+        held = {index_marker_key(environment, stream_key, job_id, rows)
+                for job_id, counts in listed.marker_counts.items() for rows in counts}
+        indexed = {key for key in index_keys if ROWS_MARKER.search(key)}
+        for key in sorted(held - indexed):
+            self._s3.put_object(Bucket=self._bucket, Key=key, Body=b"")
+        self._delete(sorted(indexed - held))
+        self._s3.put_object(Bucket=self._bucket, Key=f"{rows_index(environment, stream_key)}{INDEX_WHOLE}", Body=b"")
+        return listed
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
         """The stream's money by currency: every published import's rows less its tombstones. Each
@@ -201,8 +213,11 @@ class AnalyticsMirror:
             return MirroredMoney(combined(*pool.map(money_of_import, listed.rows)), frozenset(listed.rows))
 
     def _listing(self, environment: str, stream_key: str) -> _Listing:
-        """What the stream's prefix holds, from its keys alone (no object is read)."""
-        return self._parsed(self._keys(stream_prefix(environment, stream_key)))
+        """What the stream's prefix holds, from its keys alone (no object is read), the imports'
+        own markers only: not their copies in the index."""
+        index = rows_index(environment, stream_key)
+        return self._parsed([key for key in self._keys(stream_prefix(environment, stream_key))
+                             if not key.startswith(index)])
 
     @staticmethod
     def _parsed(keys: list[str]) -> _Listing:
@@ -210,6 +225,7 @@ class AnalyticsMirror:
         for key in keys:
             if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
                 listed.rows[int(marker[1])] = max(listed.rows.get(int(marker[1]), 0), int(marker[2]))
+                listed.marker_counts.setdefault(int(marker[1]), set()).add(int(marker[2]))
             elif tombstone := TOMBSTONE.search(key):
                 listed.dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
             elif part := PART.search(key):

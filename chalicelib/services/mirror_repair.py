@@ -1,6 +1,7 @@
 """The analytics mirror written again from the table, which is the truth of what records exist.
 
-An import is in the mirror once its row marker is (adapters/mirror.py): an ended import that
+An import is in the mirror once its row marker is, in the import itself (adapters/mirror.py; the
+repair first makes the stream's index of markers agree with those): an ended import that
 wrote records into a stream and has no marker there is missing from the mirror (the mirror is
 behind the table), which happens when the mirror's objects were lost. (A marker cannot say more:
 once an import is rewritten, it counts the records left, fewer than it wrote.) Repairing
@@ -52,7 +53,7 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
         done: set[int] = set()
         touched: set[str] = set()
         for stream_key in _stream_keys(ports, env):
-            published = ports.mirror.published_imports(env, stream_key)
+            published = ports.mirror.reindex(env, stream_key)  # from the imports' own markers, not the index
             for job in _imports_of(ports, env, stream_key):
                 if job.id in done:
                     continue
