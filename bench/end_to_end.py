@@ -38,7 +38,7 @@ def dynalite_peak_mb() -> float | None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"dynalite" not in cmdline:
+            if b"dynamodb_server" not in cmdline and b"dynalite" not in cmdline:  # our launcher of it, or it
                 continue
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
