@@ -287,12 +287,12 @@ def test_bulk_requests_replicate_to_the_mirror_per_stream(api, streams, services
         f"mirror/environment=acme/data_stream=bank/import={summary['id']}/compact.parquet",
         f"mirror/environment=acme/data_stream=bank/import={summary['id']}/part-000000.parquet",
         # The stream's index of markers, whole since the recount that ended the import filled it in
-        f"mirror/environment=acme/data_stream=bank/rows/_whole",
+        "mirror/environment=acme/data_stream=bank/rows/_whole",
         f"mirror/environment=acme/data_stream=bank/rows/import={summary['id']}/_rows=2",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/_rows=1",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/compact.parquet",
         f"mirror/environment=acme/data_stream=ledger/import={summary['id']}/part-000000.parquet",
-        f"mirror/environment=acme/data_stream=ledger/rows/_whole",
+        "mirror/environment=acme/data_stream=ledger/rows/_whole",
         f"mirror/environment=acme/data_stream=ledger/rows/import={summary['id']}/_rows=1",
     ]
 
