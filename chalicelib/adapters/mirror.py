@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from chalicelib.domain.clock import iso
@@ -68,8 +69,12 @@ def index_marker_key(environment: str, stream_key: str, job_id: int, rows: int) 
     return f"{rows_index(environment, stream_key)}import={job_id}/_rows={rows}"
 
 
+def tombstones(environment: str, stream_key: str) -> str:
+    return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"
+
+
 def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int) -> str:
-    return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/import={job_id}/record-{record_id}"
+    return f"{tombstones(environment, stream_key)}import={job_id}/record-{record_id}"
 
 
 ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
@@ -89,11 +94,15 @@ MONEY_CACHE = re.compile(r"/import=(\d+)/_money-(\d+)-(\d+)\.json$")
 @dataclass
 class _Listing:
     """A stream's mirror as its keys tell it, by import id."""
-    rows: dict[int, int] = field(default_factory=dict)  # published imports: the rows their markers name
-    marker_counts: dict[int, set[int]] = field(default_factory=dict)  # every count each import's markers name
+    markers: dict[int, set[int]] = field(default_factory=dict)  # published imports: the rows each marker names
     dead: dict[int, set[int]] = field(default_factory=dict)  # tombstoned record ids
     parts: dict[int, list[str]] = field(default_factory=dict)  # Parquet part keys
     money_caches: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)  # (rows, tombstones) -> key
+
+    @cached_property
+    def rows(self) -> dict[int, int]:
+        """Each published import's rows: the largest its markers name, should a retry have seen more parts."""
+        return {job_id: max(counts) for job_id, counts in self.markers.items()}
 
 
 class AnalyticsMirror:
@@ -148,8 +157,7 @@ class AnalyticsMirror:
 
     def tombstone(self, environment: str, stream_key: str, job_id: int, record_id: int) -> None:
         """Mark a record of import `job_id` deleted (idempotent: one key per record)."""
-        key = tombstone_key(environment, stream_key, job_id, record_id)
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=b"")
+        self._put_empty(tombstone_key(environment, stream_key, job_id, record_id))
 
     def count_records(self, environment: str, stream_key: str) -> int:
         """The stream's records in the mirror: rows of its published imports, less the tombstones
@@ -166,28 +174,28 @@ class AnalyticsMirror:
     def _markers(self, environment: str, stream_key: str) -> _Listing:
         """The stream's row markers and tombstones, from its index of row markers; from a full
         listing, made the index's content, when the index is not whole."""
-        index = rows_index(environment, stream_key)
-        keys = self._keys(index)
-        if f"{index}{INDEX_WHOLE}" not in keys:
-            return self._reindexed(environment, stream_key, keys)
-        return self._parsed(keys + self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"))
+        keys = self._keys(rows_index(environment, stream_key))
+        if f"{rows_index(environment, stream_key)}{INDEX_WHOLE}" not in keys:
+            return self._reindexed(environment, stream_key)
+        return self._parsed(keys + self._keys(tombstones(environment, stream_key)))
 
     def reindex(self, environment: str, stream_key: str) -> dict[int, int]:
         """Make the stream's index of row markers agree with its imports' own markers (a full
         listing: the repair's view, which must not trust the index) and return those imports with
         their rows. Mends an import published without its index entry (by code from before the
         index, still running during a deploy) and an entry left of an import forgotten meanwhile."""
-        return self._reindexed(environment, stream_key, self._keys(rows_index(environment, stream_key))).rows
+        return self._reindexed(environment, stream_key).rows
 
-    def _reindexed(self, environment: str, stream_key: str, index_keys: list[str]) -> _Listing:
-        listed = self._listing(environment, stream_key)
+    def _reindexed(self, environment: str, stream_key: str) -> _Listing:
+        index_keys, own_keys = self._split_listing(environment, stream_key)
+        listed = self._parsed(own_keys)
         held = {index_marker_key(environment, stream_key, job_id, rows)
-                for job_id, counts in listed.marker_counts.items() for rows in counts}
+                for job_id, counts in listed.markers.items() for rows in counts}
         indexed = {key for key in index_keys if ROWS_MARKER.search(key)}
         for key in sorted(held - indexed):
-            self._s3.put_object(Bucket=self._bucket, Key=key, Body=b"")
+            self._put_empty(key)
         self._delete(sorted(indexed - held))
-        self._s3.put_object(Bucket=self._bucket, Key=f"{rows_index(environment, stream_key)}{INDEX_WHOLE}", Body=b"")
+        self._put_empty(f"{rows_index(environment, stream_key)}{INDEX_WHOLE}")
         return listed
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
@@ -215,17 +223,20 @@ class AnalyticsMirror:
     def _listing(self, environment: str, stream_key: str) -> _Listing:
         """What the stream's prefix holds, from its keys alone (no object is read), the imports'
         own markers only: not their copies in the index."""
+        return self._parsed(self._split_listing(environment, stream_key)[1])
+
+    def _split_listing(self, environment: str, stream_key: str) -> tuple[list[str], list[str]]:
+        """Every key of the stream's prefix: those of its index of row markers, and the others."""
         index = rows_index(environment, stream_key)
-        return self._parsed([key for key in self._keys(stream_prefix(environment, stream_key))
-                             if not key.startswith(index)])
+        keys = self._keys(stream_prefix(environment, stream_key))
+        return [key for key in keys if key.startswith(index)], [key for key in keys if not key.startswith(index)]
 
     @staticmethod
     def _parsed(keys: list[str]) -> _Listing:
         listed = _Listing()
         for key in keys:
-            if marker := ROWS_MARKER.search(key):  # the largest, should a retry have seen more parts
-                listed.rows[int(marker[1])] = max(listed.rows.get(int(marker[1]), 0), int(marker[2]))
-                listed.marker_counts.setdefault(int(marker[1]), set()).add(int(marker[2]))
+            if marker := ROWS_MARKER.search(key):
+                listed.markers.setdefault(int(marker[1]), set()).add(int(marker[2]))
             elif tombstone := TOMBSTONE.search(key):
                 listed.dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
             elif part := PART.search(key):
@@ -269,7 +280,7 @@ class AnalyticsMirror:
         for stream_key in stream_keys:
             keys += self._keys(import_prefix(environment, stream_key, job_id))
             keys += self._keys(import_prefix(environment, stream_key, job_id, STAGING))
-            keys += self._keys(f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/import={job_id}/")
+            keys += self._keys(f"{tombstones(environment, stream_key)}import={job_id}/")
             keys += self._keys(f"{rows_index(environment, stream_key)}import={job_id}/")
         self._delete(keys)
 
@@ -278,6 +289,10 @@ class AnalyticsMirror:
         with the same key starts empty."""
         self._delete(self._keys(stream_prefix(environment, stream_key))
                      + self._keys(stream_prefix(environment, stream_key, STAGING)))
+
+    def _put_empty(self, key: str) -> None:
+        """A marker: its key says all it has to say."""
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=b"")
 
     def _delete(self, keys: list[str]) -> None:
         """DeleteObjects answers 200 with the keys it could not delete (a permission, say) listed
@@ -319,9 +334,8 @@ class AnalyticsMirror:
             if parts:  # before the marker: a reader that sees the marker finds the compact copy too
                 self._write_compact(prefix, parts)
             rows = sum(p.height for p in parts)
-            self._s3.put_object(Bucket=self._bucket, Key=f"{prefix}_rows={rows}", Body=b"")
-            self._s3.put_object(Bucket=self._bucket, Key=index_marker_key(environment, stream_key, job_id, rows),
-                                Body=b"")
+            self._put_empty(f"{prefix}_rows={rows}")
+            self._put_empty(index_marker_key(environment, stream_key, job_id, rows))
             frames[stream_key] = parts
         total = _totals([f for parts in frames.values() for f in parts])
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
