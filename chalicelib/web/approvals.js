@@ -4,7 +4,7 @@
 // rejects it with a reason. The API enforces roles and four eyes again; its refusals are shown.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, can, html, money, query, session } from "./api.js";
-import { Confirm, go, Money, Pager, Problem, Status, useAll, useApi, usePaging, usePoll, When } from "./ui.js";
+import { appliedOption, Confirm, go, Money, Pager, Problem, Status, useAll, useApi, usePaging, usePoll, When } from "./ui.js";
 
 export function ApprovalsPage({ route }) {
   const id = route.path[0];
@@ -120,6 +120,8 @@ function ApprovalList({ params }) {
           <option value="" selected=${!reconciliationId}>All reconciliations</option>
           ${(reconciliations.data?.data || []).map((r) => html`<option value=${String(r.id)}
             selected=${String(r.id) === reconciliationId}>${r.name}</option>`)}
+          ${appliedOption(reconciliationId, (reconciliations.data?.data || []).some((r) => String(r.id) === reconciliationId),
+            `Reconciliation ${reconciliationId}`)}
         </select>
       </div>
     </form>

@@ -7,7 +7,7 @@ import { api, can, html, minorUnits, query } from "./api.js";
 import { ExceptionDetail } from "./exceptions-detail.js";
 import { ExportButton, exportFilters } from "./export.js";
 import { BulkPanel, Selector } from "./exceptions-bulk.js";
-import { Money, Problem, useAll, When } from "./ui.js";
+import { appliedOption, Money, Problem, useAll, When } from "./ui.js";
 
 export const PAGE_SIZE = 50;
 export const STATUSES = ["open", "investigating", "dismissed", "resolved"];
@@ -142,6 +142,9 @@ export function ActiveExceptionsLink({ reconciliationId, open, investigating }) 
 }
 
 function Filters({ params, problems, reconciliations, streams, people }) {
+  const reconciliationId = reconciliationOf(params);
+  const assignee = params.get("assignee") || "";
+  const stream = params.get("stream") || "";
   function apply(event) {
     event.preventDefault();
     const form = new FormData(event.currentTarget);
@@ -166,7 +169,9 @@ function Filters({ params, problems, reconciliations, streams, people }) {
       ${field("reconciliation_id", "Reconciliation", html`
         <select id="exc-reconciliation_id" name="reconciliation_id">
           <option value="">All</option>
-          ${reconciliations.map((r) => html`<option value=${String(r.id)} selected=${String(r.id) === reconciliationOf(params)}>${r.name}</option>`)}
+          ${reconciliations.map((r) => html`<option value=${String(r.id)} selected=${String(r.id) === reconciliationId}>${r.name}</option>`)}
+          ${appliedOption(reconciliationId, reconciliations.some((r) => String(r.id) === reconciliationId),
+            `Reconciliation ${reconciliationId}`)}
         </select>`)}
       ${field("status", "Status", html`
         <select id="exc-status" name="status">
@@ -176,14 +181,17 @@ function Filters({ params, problems, reconciliations, streams, people }) {
       ${field("assignee", "Assignee", html`
         <select id="exc-assignee" name="assignee">
           <option value="">Anyone</option>
-          <option value="me" selected=${params.get("assignee") === "me"}>Me</option>
-          <option value="unassigned" selected=${params.get("assignee") === "unassigned"}>Unassigned</option>
-          ${people.list.map((u) => html`<option value=${String(u.id)} selected=${String(u.id) === params.get("assignee")}>${personName(u)}</option>`)}
+          <option value="me" selected=${assignee === "me"}>Me</option>
+          <option value="unassigned" selected=${assignee === "unassigned"}>Unassigned</option>
+          ${people.list.map((u) => html`<option value=${String(u.id)} selected=${String(u.id) === assignee}>${personName(u)}</option>`)}
+          ${appliedOption(/^\d+$/.test(assignee) ? assignee : "", people.list.some((u) => String(u.id) === assignee),
+            `User ${assignee}`)}
         </select>`)}
       ${field("stream", "Data stream", html`
         <select id="exc-stream" name="stream">
           <option value="">All</option>
-          ${streams.map((s) => html`<option value=${s.key} selected=${s.key === params.get("stream")}>${s.name}</option>`)}
+          ${streams.map((s) => html`<option value=${s.key} selected=${s.key === stream}>${s.name}</option>`)}
+          ${appliedOption(stream, streams.some((s) => s.key === stream), stream)}
         </select>`)}
       ${field("min", "Amount from", html`
         <input id="exc-min" name="min" inputmode="decimal" size="10" defaultValue=${params.get("min") || ""} ...${invalid("min")} />`)}

@@ -598,6 +598,37 @@ def test_a_filter_chosen_while_a_list_still_loads_is_kept_when_the_list_arrives(
     assert "status=resolved" in page.url and "min=1" in page.url
 
 
+def test_filters_applied_before_their_lists_arrive_stay_in_the_link(stack, page):
+    """The reconciliations and data streams lists have not answered when the person applies another
+    filter: the link's reconciliation and stream are kept (each shown as an option of its own), not
+    dropped for "All"."""
+    made = world(stack)
+    recon, bank = made["reconciliation"], made["bank"]
+    held = []
+    lists = ("**/v1/reconciliations?*", "**/v1/data_streams?*")
+    for pattern in lists:
+        page.route(pattern, lambda route: held.append(route))
+    sign_in_as(stack, page, "viewer",
+               f"#/exceptions?reconciliation_id={recon['id']}&stream={bank['data_stream_key']}")
+    shows(page, "1 exception")
+    assert page.get_by_label("Reconciliation").input_value() == str(recon["id"])
+    assert page.get_by_label("Data stream").input_value() == bank["data_stream_key"]
+    page.get_by_label("Status").select_option("open")
+    page.get_by_role("button", name="Apply filters").click()
+    shows(page, "1 exception")
+    applied = page.evaluate("() => location.hash")
+    assert f"reconciliation_id={recon['id']}" in applied and f"stream={bank['data_stream_key']}" in applied
+    assert held, "the lists were not asked for"
+    for route in held:
+        route.continue_()
+    for pattern in lists:
+        page.unroute(pattern)
+    page.get_by_label("Reconciliation").locator("option", has_text=recon["name"]).wait_for(state="attached")
+    assert page.get_by_label("Reconciliation").input_value() == str(recon["id"])
+    assert page.get_by_label("Reconciliation").locator(f"option[value='{recon['id']}']").count() == 1
+    assert page.problems == []
+
+
 def test_the_filtered_queue_is_exported_as_csv_and_downloaded(stack, page):
     """Issue 35's exports: the queue filtered to one reconciliation, exported as CSV (POST /exports
     with the queue's filters, the job read until it ends), and its download link's file holds
