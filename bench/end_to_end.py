@@ -1,8 +1,11 @@
 """The whole data path on the local stack, timed phase by phase: a CSV import of N rows into each of
 two streams at once (uploaded to the presigned URLs, as a client would), then a batch run of N x N with a
 one-to-one rule (amount equals, date within 3 days), polled until it ends. Prints each phase's
-time and rate, the DynamoDB write requests, and dynalite's peak memory. Same run, for scale: a
-BatchWriteItem-only write of `--baseline` record items (bench/ingestion.py's baseline).
+time and rate, the DynamoDB write requests and the items they wrote, and dynalite's peak memory.
+The baseline, in the same run: a BatchWriteItem-only write of `--baseline` record items
+(bench/ingestion.py's), once before the imports and once after the run (the store has grown by
+then); the items the whole path wrote, at the mean of the two rates, give the time a
+BatchWriteItem-only write of them takes, and the path is set against it.
 
     .venv/bin/python bench/end_to_end.py [--records 1000000] [--baseline 100000]
 """
@@ -14,6 +17,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -22,7 +26,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingestion import WriteCounter, baseline  # noqa: E402
+from ingestion import WRITE_OPERATIONS, WriteCounter, baseline  # noqa: E402
 from reconciliation_run import batch_reconciliation, side_csv  # noqa: E402
 
 from chalicelib.local.__main__ import LocalService  # noqa: E402
@@ -46,6 +50,25 @@ def dynalite_peak_mb() -> float | None:
         except OSError:
             continue
     return None
+
+
+class ItemCounter:
+    """The items the service's DynamoDB writes name: one a PutItem, UpdateItem or DeleteItem, each put
+    or delete of a BatchWriteItem (a batch's unprocessed items sent again count again)."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, model, params, **kwargs) -> None:
+        if model.name == "BatchWriteItem":
+            written = sum(len(requests) for requests in params.get("RequestItems", {}).values())
+        elif model.name in WRITE_OPERATIONS:
+            written = 1
+        else:
+            return
+        with self._lock:
+            self.items += written
 
 
 def follow(session: requests.Session, url: str, busy: tuple[str, ...], label: str) -> tuple[dict, float]:
@@ -72,15 +95,17 @@ def main() -> None:
     service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_bench"),
                            log=lambda m: print(f"[local] {m}")).start()
     service.serve_in_background()
-    counter = WriteCounter()
+    counter, items = WriteCounter(), ItemCounter()
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
+    service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", items)
     session = requests.Session()
     session.headers["X-API-KEY"] = service.key
     api = service.url
     phases: list[tuple[str, float, int, str]] = []
     try:
-        base_seconds = baseline(service, args.baseline, 4)
+        base_before = baseline(service, args.baseline, 4, environment="baseline-before")
         counter.reset()
+        items.items = 0
         # Both files at once, as a team dropping its bank file and its ledger export would: each
         # stream has its own writer, so the two imports run side by side.
         bodies = {side: side_csv(args.records, side) for side in ("a", "b")}
@@ -107,16 +132,22 @@ def main() -> None:
         assert run["status"] == "completed", run
         phases.append((f"batch run {args.records:,} x {args.records:,}", seconds, run["matched_records"],
                        "matched records"))
-        writes = sum(counter.counts.values())
+        writes, written = sum(counter.counts.values()), items.items
+        base_after = baseline(service, args.baseline, 4, environment="baseline-after")
+        base_rate = (args.baseline / base_before + args.baseline / base_after) / 2
+        took_all = sum(p[1] for p in phases)
         print(f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
               f"python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
-        print(f"baseline, BatchWriteItem only: {args.baseline:,} items in {base_seconds:.1f} s = "
-              f"{args.baseline / base_seconds:,.0f} items/s")
+        print(f"baseline, BatchWriteItem only: {args.baseline:,} items in {base_before:.1f} s before, "
+              f"{base_after:.1f} s after = {base_rate:,.0f} items/s (mean)")
         for name, took, count, unit in phases:
             print(f"{name}: {took:.1f} s, {count / took:,.0f} {unit}/s")
-        print(f"all of it: {sum(p[1] for p in phases) / 60:.1f} min")
+        print(f"all of it: {took_all / 60:.1f} min")
         print(f"DynamoDB write requests: {writes:,}; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(counter.counts.items())))
+        floor = written / base_rate
+        print(f"items written: {written:,}; by BatchWriteItem alone at the baseline's rate: {floor / 60:.1f} min; "
+              f"ratio {floor / took_all:.2f}")
         peak = dynalite_peak_mb()
         print(f"dynalite peak resident memory: {peak:,.0f} MB" if peak else "dynalite not found in /proc")
     finally:
