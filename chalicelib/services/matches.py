@@ -28,12 +28,15 @@ WRITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
 
 def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
-                  used_by: dict[str, frozenset[int]], pending_events: dict[int, str] | None = None) -> list[Match]:
+                  used_by: dict[str, frozenset[int]], pending_events: dict[int, str] | None = None,
+                  journaled: bool = False) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
     of the matches whose claims all held, batched (with the event each commit owes, by match id:
     see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
-    or one being deleted, undoes its match. Returns the matches written."""
+    or one being deleted, undoes its match. Returns the matches written. `journaled`: a run's
+    chunk whose journal keeps its small matches' members (`Matches.journal_members`), which their
+    commit markers then carry."""
     if not batch:
         return []
     # Before any claim: a run reads a stream's open records from the analytics mirror only while no
@@ -41,7 +44,7 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
     claimed_streams = {(match.environment, member.data_stream_key) for match, members in batch for member in members}
     for environment in sorted({environment for environment, _ in claimed_streams}):
         ports.data_streams.note_records_changed(environment, sorted(k for e, k in claimed_streams if e == environment))
-    ports.matches.put_members_of(batch)
+    ports.matches.put_members_of(batch, journaled=journaled)
     claims = [(match, member) for match, members in batch for member in members]
 
     def claim(pair: tuple[Match, MatchMember]) -> bool:
@@ -57,7 +60,8 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
         if match.id in refused:
             release_members(ports, match, members, used_by)
     written = [match for match, _ in batch if match.id not in refused]
-    ports.matches.commit_many(written, pending_events)
+    ports.matches.commit_many(written, pending_events,
+                              journaled={match.id: members for match, members in batch} if journaled else None)
     return written
 
 

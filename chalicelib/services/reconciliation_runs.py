@@ -48,7 +48,7 @@ from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, show
 from chalicelib.domain.events import Event
 from chalicelib.domain.executions import MAP_ITEM_FAILED
 from chalicelib.domain.executions import execution_name as workflow_name
-from chalicelib.domain.matches import Match, MatchStatus
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.reconciliations import Reconciliation, RunType
 from chalicelib.domain.records import RecordColumns, rows_in
 from chalicelib.domain.rules import Rule
@@ -392,7 +392,10 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     open_batch = period_closes.planned_outside_closed(ports, environment, run.reconciliation_id, batch, members)
-    written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses)
+    ports.matches.journal_members(environment, run.id, chunk, batch)  # every planned match: see journal_members
+    written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses,
+                            journaled=True)
+    ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
     money = members_money(members, ports.limits.keep_money_from)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
@@ -525,19 +528,28 @@ def _undo_uncommitted(ports: Ports, run: Run, chunks: list[int]) -> None:
     matches. Undone from the table alone, never from the plan's files (they may be what was lost): a
     match's member items are written before its claims and deleted after their release, so
     every claim of an uncommitted match is found through its members. A retry after dying
-    part-way finds what is left (a record is released only while the match holds it)."""
+    part-way finds what is left (a record is released only while the match holds it). A run's small
+    matches keep their members in the chunk's journal instead, written before its claims too."""
     match_ids = sorted({i for chunk in chunks for i in run.chunk_match_ids(chunk)})
     committed = ports.matches.existing_ids(run.environment, match_ids)
     uncommitted = [i for i in match_ids if i not in committed]
+    journaled: dict[int, list[MatchMember]] = {}
+    for chunk in chunks:
+        journaled.update(ports.matches.journaled_members(run.environment, run.id, chunk))
     with ThreadPoolExecutor(UNDO_THREADS) as pool:
         members = dict(zip(uncommitted, pool.map(lambda i: ports.matches.members(run.environment, i), uncommitted),
                            strict=True))
+    for match_id, of_match in members.items():  # a small match's members are in the journal alone
+        kept = {m.record_id for m in of_match}
+        of_match += [m for m in journaled.get(match_id, ()) if m.record_id not in kept]
     uses = used_by(ports.reconciliations, run.environment, {m.data_stream_key for ms in members.values() for m in ms})
     for match_id, of_match in members.items():
         if of_match:
             stub = Match(environment=run.environment, id=match_id, reconciliation_id=run.reconciliation_id,
                          status=MatchStatus.PROPOSED, group_key="", record_count=0, created_at=utc_now())
             release_members(ports, stub, of_match, uses)
+    for chunk in chunks:  # every claim of them released
+        ports.matches.forget_journal(run.environment, run.id, chunk)
 
 
 def dry_run(ports: Ports, environment: str, rule_id: int, sample_size: int = 10,

@@ -184,6 +184,42 @@ class TestMatchRepository:
         assert between == [Passing.of(h) for h in sorted(claims.held_records(ENV, [3, 5]), key=lambda h: h.record.id)]
         assert [p.id for p in claims.passing_between(OTHER_ENV, "bank", 1, 9, [1])] == [4]  # its own only
 
+    def test_a_journaled_batch_keeps_small_matches_members_in_the_journal_then_in_their_match(self, matches):
+        # Given a run's chunk: a pair, a match of nine records (too many to carry), and one with a share
+        pair = [MatchMember("a", 12, "bank", frozenset({2})), MatchMember("b", 3, "ledger")]
+        large = [MatchMember("a", 100 + n, "bank") for n in range(8)] + [MatchMember("b", 200, "ledger")]
+        shared = [MatchMember("a", 20, "bank", share=400), MatchMember("b", 21, "ledger")]
+        batch = [(match(1), pair), (match(2, record_count=9), large), (match(3), shared)]
+        matches.journal_members(ENV, 4, 0, batch)
+        matches.put_members_of(batch, journaled=True)
+        # Then before the commit the journal alone names the small matches' members; the large one has items
+        stored = [MatchMember("b", 3, "ledger"), MatchMember("a", 12, "bank")]
+        assert {k: sorted(v, key=lambda m: m.record_id) for k, v in matches.journaled_members(ENV, 4, 0).items()} == {
+            1: stored, 3: [MatchMember("a", 20, "bank", share=400), MatchMember("b", 21, "ledger")]}
+        assert (matches.members(ENV, 1), len(matches.members(ENV, 2))) == ([], 9)
+        assert matches.journaled_members(ENV, 4, 1) == {} and matches.journaled_members(OTHER_ENV, 4, 0) == {}
+        # When committed with their members
+        matches.commit_many([match(1), match(2, record_count=9), match(3)], journaled=dict((m.id, ms) for m, ms in batch))
+        # Then each match reads its members, pages them as member items page, and keeps money beside them
+        assert matches.members(ENV, 1) == stored
+        assert matches.members(ENV, 3) == [MatchMember("a", 20, "bank", share=400), MatchMember("b", 21, "ledger")]
+        assert matches.members(ENV, 2) == sorted(large, key=lambda m: m.record_id)  # no member twice
+        first, cursor = matches.member_page(ENV, 1, 1, None)
+        assert first == [12] and cursor is not None
+        assert matches.member_page(ENV, 1, 1, cursor) == ([3], None)
+        assert matches.member_page(ENV, 1, 2, None) == ([12, 3], None)
+        with pytest.raises(BadRequest):
+            matches.member_page(ENV, 3, 1, cursor)  # another match's cursor
+        matches.keep_money(ENV, 1, {"USD": CurrencyAmounts("USD", 2, 100, 1, 1)})
+        assert matches.members_and_money(ENV, 1) == (stored, {"USD": CurrencyAmounts("USD", 2, 100, 1, 1)})
+        assert matches.members(OTHER_ENV, 1) == []
+        # And the journal goes once the chunk is written; an unmatch's deletion of members takes the carried ones
+        matches.forget_journal(ENV, 4, 0)
+        assert matches.journaled_members(ENV, 4, 0) == {}
+        matches.delete_members(ENV, 1)
+        assert (matches.members_and_money(ENV, 1), matches.member_page(ENV, 1, 2, None)) == (([], None), ([], None))
+        assert matches.find(ENV, 1) is not None  # the match item itself stays
+
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])
         matches.commit_many([match(1)])

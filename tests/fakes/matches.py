@@ -7,13 +7,13 @@ A record's status after a claim, a release or a reopen is the domain's `record_s
 reconciliations that matched it, given those using its stream."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS
+from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, INLINE_MEMBERS
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import serialize
@@ -35,6 +35,11 @@ def stored_match(match: Match, pending_since: datetime | None = None) -> Match:
                  created_at=stored_time(match.created_at), reconciliation_rule_id=match.reconciliation_rule_id,
                  run_id=match.run_id, differences=deepcopy(match.differences) or {}, reason=match.reason,
                  pending_since=stored_time(pending_since), allocations=dict(match.allocations))
+
+
+def _kept(member: MatchMember) -> MatchMember:
+    """A member as storage keeps it: without the `matched_in` its claim needed."""
+    return MatchMember(member.side, member.record_id, member.data_stream_key, share=member.share)
 
 
 def _open_record(row: RecordRow) -> OpenRecord:
@@ -61,20 +66,40 @@ class FakeMatchRepository:
         self.matches: dict[tuple[str, int], Match] = {}
         self.members_of: dict[tuple[str, int], dict[int, MatchMember]] = {}  # (environment, match id): by record
         self.money: dict[tuple[str, int], dict[str, CurrencyAmounts]] = {}  # kept by traces, (environment, match id)
+        self.journals: dict[tuple[str, int, int], dict[int, list[MatchMember]]] = {}  # (environment, run, chunk)
 
     # Writing a match ----------------------------------------------------------------------------
 
-    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None:
-        for match, members in batch:
-            stored = self.members_of.setdefault((match.environment, match.id), {})
-            for m in members:
-                stored[m.record_id] = MatchMember(m.side, m.record_id, m.data_stream_key, share=m.share)
+    def journal_members(self, environment: str, run_id: int, chunk: int,
+                        batch: Sequence[tuple[Match, Sequence[MatchMember]]]) -> None:
+        self.journals[(environment, run_id, chunk)] = {
+            match.id: [_kept(m) for m in members] for match, members in batch if len(members) <= INLINE_MEMBERS}
 
-    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
+    def journaled_members(self, environment: str, run_id: int, chunk: int) -> dict[int, list[MatchMember]]:
+        return deepcopy(self.journals.get((environment, run_id, chunk), {}))
+
+    def forget_journal(self, environment: str, run_id: int, chunk: int) -> None:
+        self.journals.pop((environment, run_id, chunk), None)
+
+    def put_members_of(self, batch: Iterable[tuple[Match, Sequence[MatchMember]]], journaled: bool = False) -> None:
+        """A journaled batch's small matches get their members with their commit, as the adapter's do."""
+        for match, members in batch:
+            if not (journaled and len(members) <= INLINE_MEMBERS):
+                self._keep_members(match, members)
+
+    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None,
+                    journaled: Mapping[int, Sequence[MatchMember]] | None = None) -> None:
         """Write the commit markers: whole items, so a begun match's mark goes with it."""
         for match in matches:
             self.matches[(match.environment, match.id)] = stored_match(match)
             self.store.owe(match.environment, "match", (match.id,), (pending_events or {}).get(match.id))
+            if journaled and match.id in journaled and len(journaled[match.id]) <= INLINE_MEMBERS:
+                self._keep_members(match, journaled[match.id])
+
+    def _keep_members(self, match: Match, members: Iterable[MatchMember]) -> None:
+        stored = self.members_of.setdefault((match.environment, match.id), {})
+        for m in members:
+            stored[m.record_id] = _kept(m)
 
     def delete_members(self, environment: str, match_id: int) -> None:
         self.members_of.pop((environment, match_id), None)

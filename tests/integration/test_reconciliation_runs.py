@@ -152,11 +152,11 @@ class DiesOnCommit:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches, pending_events=None):
+    def commit_many(self, matches, pending_events=None, journaled=None):
         self.calls += 1
         if self.calls >= self._from_call:
             raise RuntimeError("Lambda died")
-        return self._matches.commit_many(matches, pending_events)
+        return self._matches.commit_many(matches, pending_events, journaled)
 
 
 def test_a_failed_run_is_failed_with_its_reason_and_leaves_no_half_written_match(
@@ -349,8 +349,8 @@ class CommitsThenDies:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches, pending_events=None):
-        self._matches.commit_many(matches, pending_events)
+    def commit_many(self, matches, pending_events=None, journaled=None):
+        self._matches.commit_many(matches, pending_events, journaled)
         if self.unmatched is None and matches:
             from chalicelib.services.matches import unmatch
 

@@ -30,7 +30,7 @@ class ClaimsThenDies:
     def __getattr__(self, name):
         return getattr(self._matches, name)
 
-    def commit_many(self, matches, pending_events=None):
+    def commit_many(self, matches, pending_events=None, journaled=None):
         raise RuntimeError("throttled")
 
 

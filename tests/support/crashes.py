@@ -32,7 +32,7 @@ class Dies:
                     if self.calls == self._n:
                         self.dead = True
                         if self._half:
-                            real(args[0][:len(args[0]) // 2])
+                            real(args[0][:len(args[0]) // 2], *args[1:], **kwargs)
                 if self.dead:
                     raise Killed(f"the Lambda died at {name}")
             return real(*args, **kwargs)

@@ -429,6 +429,20 @@ def match_member(environment: str, match_id: int, record_id: int) -> dict[str, s
     return {"pk": match(environment, match_id)["pk"], "sk": f"{MATCH_MEMBER_PREFIX}{_id(record_id)}"}
 
 
+def match_journal_pk(environment: str, run_id: int) -> str:
+    """The partition of a run's journal of match members (MatchRepository.journal_members)."""
+    return f"{env_prefix(environment)}#RUN#{_id(run_id)}#MEMBERS"
+
+
+def match_journal(environment: str, run_id: int, chunk: int, page: int) -> dict[str, str]:
+    return {"pk": match_journal_pk(environment, run_id), "sk": f"{match_journal_chunk(chunk)}{_id(page)}"}
+
+
+def match_journal_chunk(chunk: int) -> str:
+    """The sort prefix of one chunk's pages in a run's journal (chunks padded as job results' are)."""
+    return f"{str(chunk).zfill(6)}#"
+
+
 def match_money(environment: str, match_id: int) -> dict[str, str]:
     return {"pk": match(environment, match_id)["pk"], "sk": MATCH_MONEY_SK}
 

@@ -10,14 +10,22 @@ A match is written without transactions, in an order a retry can finish and a fa
    matches it again) but `pending_confirmation`, until a confirm confirms it or a reject releases it;
 3. the match item, the commit marker: until it exists nothing lists or shows the match.
 A failed claim releases the claims this match made and deletes its members.
+
+A run's chunk writes fewer items (its matches are mostly pairs, and a member item each was two of the
+five items a pair cost): before step 1, the chunk's **journal** keeps the members of every match of at
+most INLINE_MEMBERS records, a few items for the whole chunk; step 1 writes member items only for the
+larger matches, and step 3's match item carries the small one's members itself. An undo finds every
+claim of an uncommitted match in its member items or in the journal; once the chunk is written (each
+match committed, or released), its journal goes.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
@@ -36,10 +44,13 @@ from chalicelib.adapters.dynamodb.table import (
     ConditionFailed,
     DynamoTable,
     Filter,
+    decode_cursor,
     deserialize,
+    encode_key,
     in_parallel,
     listing_cursor,
     listing_cursor_value,
+    serialize,
     started,
 )
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
@@ -58,6 +69,17 @@ from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
+# A journaled match of at most this many records keeps its members in its own item: eight keep it
+# within one write unit (1 KB) beside the match's other attributes.
+INLINE_MEMBERS = 8
+JOURNAL_PAGE = 1_000  # matches an item of a chunk's journal holds: at most INLINE_MEMBERS records each
+# A chunk's journal is read only while its persist may be in flight (minutes); TTL takes one a crash left.
+JOURNAL_LIFETIME = timedelta(days=7)
+
+
+def _inline(members: Sequence[MatchMember]) -> bool:
+    """A journaled match whose members its own item carries (the module docstring)."""
+    return len(members) <= INLINE_MEMBERS
 
 
 class MatchRepository:
@@ -69,24 +91,73 @@ class MatchRepository:
 
     # Writing a match (see the module docstring for the order) --------------------------------
 
-    def put_members_of(self, batch: Iterable[tuple[Match, Iterable[MatchMember]]]) -> None:
+    def journal_members(self, environment: str, run_id: int, chunk: int,
+                        batch: Sequence[tuple[Match, Sequence[MatchMember]]]) -> None:
+        """Before any claim of a run's chunk (`batch`: every match it plans, so a retry that leaves some
+        out writes the same journal): the members of those that will carry them (see the module
+        docstring), in items of JOURNAL_PAGE matches."""
+        small = [(match.id, members) for match, members in batch if _inline(members)]
+        expires = int((utc_now() + JOURNAL_LIFETIME).timestamp())
+        self._table.batch_write(puts=[
+            {**keys.match_journal(environment, run_id, chunk, page), "entity": "match_journal", "expires_at": expires,
+             "members": json.dumps({str(match_id): _members_plain(members)
+                                    for match_id, members in small[start:start + JOURNAL_PAGE]},
+                                   separators=(",", ":"))}
+            for page, start in enumerate(range(0, len(small), JOURNAL_PAGE))])
+
+    def journaled_members(self, environment: str, run_id: int, chunk: int) -> dict[int, list[MatchMember]]:
+        """The members a chunk's journal keeps, by match id (read consistently: an undo follows a crash)."""
+        found: dict[int, list[MatchMember]] = {}
+        for item in self._table.query_all(keys.BASE_TABLE, keys.match_journal_pk(environment, run_id),
+                                          sort_prefix=keys.match_journal_chunk(chunk), consistent=True):
+            found.update({int(match_id): _members_of_plain(plain)
+                          for match_id, plain in json.loads(item["members"]).items()})
+        return found
+
+    def forget_journal(self, environment: str, run_id: int, chunk: int) -> None:
+        """Once the chunk is written: each of its matches committed, or released."""
+        self._table.batch_write(deletes=[
+            {"pk": item["pk"], "sk": item["sk"]} for item in self._table.query_all(
+                keys.BASE_TABLE, keys.match_journal_pk(environment, run_id),
+                sort_prefix=keys.match_journal_chunk(chunk), projection=("pk", "sk"), consistent=True)])
+
+    def put_members_of(self, batch: Iterable[tuple[Match, Sequence[MatchMember]]], journaled: bool = False) -> None:
+        """Step 1: a member item each record; of a `journaled` batch (`journal_members`), only for the
+        matches too large to carry their members."""
         self._table.batch_write(puts=[
             {**keys.match_member(match.environment, match.id, m.record_id), "entity": "match_member",
              "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key, "share": m.share}
-            for match, members in batch for m in members])
+            for match, members in batch if not (journaled and _inline(members)) for m in members])
 
-    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None) -> None:
+    def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None,
+                    journaled: Mapping[int, Sequence[MatchMember]] | None = None) -> None:
         """Write the match items, the commit markers, batched. Not conditional: a match id is
         reserved for one match only (a run's block, or a person's single id), and a retry first
         leaves out the matches already written (see `existing_ids`). `pending_events` names the
-        event a match's commit owes (see event_ledger), by match id."""
-        pending_events = pending_events or {}
-        self._table.batch_write(puts=[{**self.to_item(m), **owing(pending_events.get(m.id))} for m in matches])
+        event a match's commit owes (see event_ledger), by match id. `journaled`: the members of a
+        journaled batch's matches, by match id; the small ones' items carry theirs."""
+        pending_events, journaled = pending_events or {}, journaled or {}
+        self._table.batch_write(puts=[
+            {**self.to_item(m), **owing(pending_events.get(m.id)),
+             **({"members": _members_plain(journaled[m.id])} if m.id in journaled and _inline(journaled[m.id])
+                else {})}
+            for m in matches])
 
     def delete_members(self, environment: str, match_id: int) -> None:
-        """The members, and the money a trace kept of them."""
-        self._table.batch_write(deletes=[keys.match_money(environment, match_id)] + [
-            keys.match_member(environment, match_id, m.record_id) for m in self.members(environment, match_id)])
+        """The members (their items, or those the match item carries), and the money a trace kept of them."""
+        member_keys, carried = [], False
+        for item in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], consistent=True,
+                                          projection=("pk", "sk", "members")):
+            if item["sk"].startswith(keys.MATCH_MEMBER_PREFIX):
+                member_keys.append({"pk": item["pk"], "sk": item["sk"]})
+            carried = carried or (item["sk"] == keys.match(environment, match_id)["sk"] and "members" in item)
+        if carried:
+            try:
+                self._table.update(keys.match(environment, match_id), "REMOVE members",
+                                   condition="attribute_exists(pk)")
+            except ConditionFailed:
+                pass  # gone meanwhile: nothing carries them
+        self._table.batch_write(deletes=[keys.match_money(environment, match_id)] + member_keys)
 
     # Reading ---------------------------------------------------------------------------------
 
@@ -120,26 +191,29 @@ class MatchRepository:
                                               self._table.get_many(keys.match(environment, i) for i in match_ids))}
 
     def members(self, environment: str, match_id: int) -> list[MatchMember]:
-        """Read consistently: an undo that follows a crashed write by milliseconds must see every
-        member written, or a claim would outlive it."""
-        return [_member(i) for i in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"],
-                                                          sort_prefix=keys.MATCH_MEMBER_PREFIX, consistent=True)]
+        """By record id. Read consistently: an undo that follows a crashed write by milliseconds must
+        see every member written, or a claim would outlive it."""
+        return self.members_and_money(environment, match_id)[0]
 
     def members_and_money(self, environment: str, match_id: int) -> tuple[list[MatchMember], Money | None]:
-        """The members, and the money of their records if it was kept (None otherwise): one
-        consistent query of the match's partition."""
+        """The members (by record id), and the money of their records if it was kept (None otherwise):
+        one consistent query of the match's partition."""
         members: list[MatchMember] = []
         money: Money | None = None
         for item in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], consistent=True,
-                                          projection=("sk", "side", "record_id", "data_stream_key", "money"),
+                                          projection=("sk", "side", "record_id", "data_stream_key", "share", "money",
+                                                      "members"),
                                           typed=True):  # a payout's 10,000 members: parsed directly
             sort_key = item["sk"]["S"]
             if sort_key.startswith(keys.MATCH_MEMBER_PREFIX):
                 members.append(MatchMember(item["side"]["S"], _number(item["record_id"]),
-                                           item["data_stream_key"]["S"]))
+                                           item["data_stream_key"]["S"],
+                                           share=_number(item["share"]) if "N" in item.get("share", {}) else None))
             elif sort_key == keys.MATCH_MONEY_SK:
                 money = money_from_plain(_plain(item["money"]))
-        return members, money
+            elif "members" in item:
+                members += _members_of_plain(_plain(item["members"]))
+        return sorted(members, key=lambda m: m.record_id), money
 
     def keep_money(self, environment: str, match_id: int, money: Money) -> None:
         """Keep the money of a committed match's records: its members and their amounts never change,
@@ -150,10 +224,20 @@ class MatchRepository:
     def member_page(self, environment: str, match_id: int, limit: int,
                     cursor: str | None) -> tuple[list[int], str | None]:
         """A page of the match's record ids, highest first (record lists go newest first), and the cursor of
-        the next."""
-        page = self._table.query_page(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], limit=limit,
-                                      cursor=cursor, sort_prefix=keys.MATCH_MEMBER_PREFIX)
-        return [i["record_id"] for i in page.items], page.cursor
+        the next. Members the match item carries are paged with the cursors their items would give."""
+        partition = keys.match(environment, match_id)["pk"]
+        match = self._table.get(keys.match(environment, match_id))
+        if not match or "members" not in match:
+            page = self._table.query_page(keys.BASE_TABLE, partition, limit=limit, cursor=cursor,
+                                          sort_prefix=keys.MATCH_MEMBER_PREFIX)
+            return [i["record_id"] for i in page.items], page.cursor
+        ids = sorted((m.record_id for m in _members_of_plain(match["members"])), reverse=True)
+        if cursor:
+            after = decode_cursor(cursor, keys.BASE_TABLE.partition_key, partition, _MEMBER_KEY)["sk"]["S"]
+            ids = [i for i in ids if keys.match_member(environment, match_id, i)["sk"] < after]
+        if len(ids) <= limit:
+            return ids, None
+        return ids[:limit], encode_key(serialize(keys.match_member(environment, match_id, ids[limit - 1])))
 
     def list_page(self, environment: str, reconciliation_id: int, limit: int, cursor: str | None,
                   include_unmatching: bool = False,
@@ -571,6 +655,19 @@ def _matched_in_values(matched_in: set[int]) -> dict[str, int]:
     return {":n": len(matched_in), **{f":in{n}": rid for n, rid in enumerate(sorted(matched_in))}}
 
 
+_MEMBER_KEY = (keys.BASE_TABLE.partition_key, keys.BASE_TABLE.sort_key)
+
+
+def _members_plain(members: Iterable[MatchMember]) -> list[list[Any]]:
+    """Members as a journal or a match item keeps them: [side, record id, stream] and the share, if any."""
+    return [[m.side, m.record_id, m.data_stream_key, *(() if m.share is None else (m.share,))] for m in members]
+
+
+def _members_of_plain(plain: Iterable[Sequence[Any]]) -> list[MatchMember]:
+    return [MatchMember(side, int(record_id), stream, share=int(rest[0]) if rest else None)
+            for side, record_id, stream, *rest in plain]
+
+
 def _open_record(item: dict[str, Any]) -> OpenRecord:
     """A record item as the open-records index projects it."""
     return OpenRecord(
@@ -580,10 +677,6 @@ def _open_record(item: dict[str, Any]) -> OpenRecord:
         metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
         file_import_id=item.get("file_import_id"), matched_in=frozenset(item.get("matched_in") or ()),
         exception_holds=keys.holders(item.get(keys.EXCEPTION_HOLDS)))
-
-
-def _member(item: dict[str, Any]) -> MatchMember:
-    return MatchMember(item["side"], item["record_id"], item["data_stream_key"], share=item.get("share"))
 
 
 MATCH_STATE_ATTRIBUTES = ("id", "reconciliation_id", "status", "reconciliation_rule_id", "record_count", "unmatching",
