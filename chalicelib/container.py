@@ -257,7 +257,8 @@ class Container:
     @property
     def limits(self) -> Limits:
         settings = self.settings
-        return Limits(chunk_records=settings.run_chunk_records, max_import_bytes=settings.max_import_bytes,
+        return Limits(chunk_records=settings.run_chunk_records, carry_match_members=settings.carry_match_members,
+                      max_import_bytes=settings.max_import_bytes,
                       run_records=settings.max_run_records, partition_records=settings.run_partition_records,
                       fanout_records=settings.max_fanout_run_records, map_concurrency=settings.run_map_concurrency,
                       stuck_import_after=timedelta(minutes=settings.stuck_import_minutes),

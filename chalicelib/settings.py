@@ -114,6 +114,10 @@ class Settings(BaseModel):
     # Records of one persist chunk (domain/runs.py CHUNK_RECORDS): a run's progress moves a chunk at
     # a time. Smaller chunks mean more of them: max_run_records must fit in MAX_RUN_CHUNKS chunks.
     run_chunk_records: int = Field(default=CHUNK_RECORDS, ge=2)
+    # A run's match of at most 8 records carries its members in its own item (adapters/dynamodb/
+    # matches.py). Code from before that release reads member items only: a deployed stage keeps
+    # writing them (infra/deploy.py sets false) until every function reads both (docs/upgrades.md).
+    carry_match_members: bool = True
 
     # Deliveries of a bulk message before it goes to the dead-letter queue; the worker fails the
     # job on the last one. Must equal maxReceiveCount of BulkQueue in infra/template.yaml.

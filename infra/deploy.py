@@ -117,6 +117,10 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             "RECON_DEFAULT_MODEL": outputs["ModelId"],
             # A stack deployed before the parameter has no such output: its functions ran with `auto`.
             "RECON_DYNAMODB_CLIENT": outputs.get("DynamoDbClient", "auto"),
+            # This release reads a run's match members carried by the match item, but an older function
+            # still running during the deploy (or after a rollback) reads member items only: deployed
+            # stages keep writing those until the next release (docs/upgrades.md).
+            "RECON_CARRY_MATCH_MEMBERS": "false",
         },
         "lambda_functions": functions,
     }

@@ -601,6 +601,8 @@ class Limits:
     """The numbers the services work within: the container builds them (`Container.limits`), most
     from the settings; the defaults are the service's own."""
     chunk_records: int = CHUNK_RECORDS  # records of one persist chunk (settings.run_chunk_records)
+    # A run's small matches carry their members, journaled before the claims (settings.carry_match_members).
+    carry_match_members: bool = True
     # Rows of one bulk chunk, fixed on a job when it is submitted (a redelivery keeps its chunks).
     bulk_chunk_rows: int = BULK_CHUNK_ROWS
     dry_run_records: int = DRY_RUN_RECORDS  # open records a dry run reads at most

@@ -392,10 +392,13 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     open_batch = period_closes.planned_outside_closed(ports, environment, run.reconciliation_id, batch, members)
-    ports.matches.journal_members(environment, run.id, chunk, batch)  # every planned match: see journal_members
+    carried = ports.limits.carry_match_members
+    if carried:
+        ports.matches.journal_members(environment, run.id, chunk, batch)  # every planned match: see journal_members
     written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses,
-                            journaled=True)
-    ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
+                            journaled=carried)
+    if carried:
+        ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
     money = members_money(members, ports.limits.keep_money_from)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:

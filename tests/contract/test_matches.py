@@ -219,6 +219,10 @@ class TestMatchRepository:
         matches.delete_members(ENV, 1)
         assert (matches.members_and_money(ENV, 1), matches.member_page(ENV, 1, 2, None)) == (([], None), ([], None))
         assert matches.find(ENV, 1) is not None  # the match item itself stays
+        # A retry that carries them after an attempt that wrote member items (a deploy between): each once
+        matches.put_members_of([(match(5), pair)])
+        matches.commit_many([match(5)], journaled={5: pair})
+        assert matches.members(ENV, 5) == stored
 
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])

@@ -65,10 +65,12 @@ class Crashed:
     record_ids: list[int]
 
 
-@pytest.fixture
-def crash(api, services, ingest, reconciliation):
+@pytest.fixture(params=[True, False], ids=["members carried", "member items"])
+def crash(request, api, services, ingest, reconciliation):
     """Kill a run in its third chunk at a crash point: load, match and two chunks done (built once
-    a process, restored after), then a persist call that dies (Killed)."""
+    a process, restored after), then a persist call that dies (Killed). The dying call's matches carry
+    their members (journaled first), or have member items (as a deployed stage writes them until
+    every function reads both: settings.carry_match_members)."""
     ports = replace(services.ports, limits=replace(services.ports.limits, chunk_records=CHUNK_RECORDS),
                     run_workflows=NoExecutions())
 
@@ -86,7 +88,8 @@ def crash(api, services, ingest, reconciliation):
 
     def crash(point: str) -> Crashed:
         port, method, n, half = CRASH_POINTS[point]
-        dying = replace(ports, **{port: Dies(getattr(ports, port), method, n, half)})
+        carrying = replace(ports, limits=replace(ports.limits, carry_match_members=request.param))
+        dying = replace(carrying, **{port: Dies(getattr(carrying, port), method, n, half)})
         with pytest.raises(Killed):
             persist(dying, ENV, run_id)
         return Crashed(run_id, reconciliation["id"], record_ids)

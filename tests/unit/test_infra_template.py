@@ -218,7 +218,7 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "UserPoolClientId")}
     outputs["DynamoDbClient"] = "botocore"  # a value the setting takes (one of three)
     stage = stage_config("prod", outputs)["stages"]["prod"]
-    assert set(stage["environment_variables"].values()) - {"prod", "INFO"} == {
+    assert set(stage["environment_variables"].values()) - {"prod", "INFO", "false"} == {
         "<TableName>", "<BucketName>", "<BulkQueueName>", "<InvestigationQueueName>", "<AgentRunQueueName>",
         "<ScheduleGroupName>", "<SchedulerRoleArn>", "<FileImportStateMachineArn>",
         "<ReconciliationRunStateMachineArn>", "<BrowserRunStateMachineArn>", "<SecretsPrefix>", "<EventBusName>",
@@ -236,6 +236,8 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
         "<WebhookEventQueueName>", "<WebhookDeliveryQueueName>")
     assert (given.mail_sender, given.default_model) == ("<MailFrom>", "<ModelId>")  # the deploy's parameters
     assert given.dynamodb_client == "botocore" and not given.dynamodb_wire
+    # Until every function reads the members a match carries, a deployed stage writes member items.
+    assert not given.carry_match_members and Settings.model_fields["carry_match_members"].default is True
     assert (given.user_pool_id, given.user_pool_client_id) == ("<UserPoolId>", "<UserPoolClientId>")
     assert stage["lambda_functions"]["webhook_worker"]["iam_role_arn"] == "<WebhooksRoleArn>"
     assert stage["lambda_functions"]["webhook_worker"]["layers"] == []

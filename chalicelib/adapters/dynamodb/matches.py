@@ -199,6 +199,7 @@ class MatchRepository:
         """The members (by record id), and the money of their records if it was kept (None otherwise):
         one consistent query of the match's partition."""
         members: list[MatchMember] = []
+        carried: list[MatchMember] = []
         money: Money | None = None
         for item in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], consistent=True,
                                           projection=("sk", "side", "record_id", "data_stream_key", "share", "money",
@@ -211,9 +212,10 @@ class MatchRepository:
                                            share=_number(item["share"]) if "N" in item.get("share", {}) else None))
             elif sort_key == keys.MATCH_MONEY_SK:
                 money = money_from_plain(_plain(item["money"]))
-            elif "members" in item:
-                members += _members_of_plain(_plain(item["members"]))
-        return sorted(members, key=lambda m: m.record_id), money
+            elif "members" in item:  # a retry that carries them may follow an attempt that wrote their items
+                carried += _members_of_plain(_plain(item["members"]))
+        by_record = {m.record_id: m for m in carried} | {m.record_id: m for m in members}
+        return [by_record[i] for i in sorted(by_record)], money
 
     def keep_money(self, environment: str, match_id: int, money: Money) -> None:
         """Keep the money of a committed match's records: its members and their amounts never change,
