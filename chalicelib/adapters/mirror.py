@@ -174,8 +174,9 @@ class AnalyticsMirror:
     def _markers(self, environment: str, stream_key: str) -> _Listing:
         """The stream's row markers and tombstones, from its index of row markers; from a full
         listing, made the index's content, when the index is not whole."""
-        keys = self._keys(rows_index(environment, stream_key))
-        if f"{rows_index(environment, stream_key)}{INDEX_WHOLE}" not in keys:
+        index = rows_index(environment, stream_key)
+        keys = self._keys(index)
+        if f"{index}{INDEX_WHOLE}" not in keys:
             return self._reindexed(environment, stream_key)
         return self._parsed(keys + self._keys(tombstones(environment, stream_key)))
 

@@ -131,8 +131,6 @@ export function go(hash, params = {}) {
   location.hash = `${hash}${query(params)}`;
 }
 
-// What a failed call said, where the person looks.
-// Each field the service named (a 422's `errors`) is listed under it.
 // A filter's option for the value a link applies (`value`) when its list has not brought it (yet): such
 // lists load page by page after the rows, and a filter form shown or sent meanwhile must show and keep
 // the link's filter, not "All".
@@ -140,6 +138,8 @@ export function appliedOption(value, listed, label) {
   return value && !listed ? html`<option value=${value} selected>${label}</option>` : null;
 }
 
+// What a failed call said, where the person looks.
+// Each field the service named (a 422's `errors`) is listed under it.
 export function Problem({ error, what }) {
   if (!error) return null;
   const fields = error.errors || [];

@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, INLINE_MEMBERS
+from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, carries_members
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import serialize
@@ -73,7 +73,7 @@ class FakeMatchRepository:
     def journal_members(self, environment: str, run_id: int, chunk: int,
                         batch: Sequence[tuple[Match, Sequence[MatchMember]]]) -> None:
         self.journals[(environment, run_id, chunk)] = {
-            match.id: [_kept(m) for m in members] for match, members in batch if len(members) <= INLINE_MEMBERS}
+            match.id: [_kept(m) for m in members] for match, members in batch if carries_members(members)}
 
     def journaled_members(self, environment: str, run_id: int, chunk: int) -> dict[int, list[MatchMember]]:
         return deepcopy(self.journals.get((environment, run_id, chunk), {}))
@@ -84,7 +84,7 @@ class FakeMatchRepository:
     def put_members_of(self, batch: Iterable[tuple[Match, Sequence[MatchMember]]], journaled: bool = False) -> None:
         """A journaled batch's small matches get their members with their commit, as the adapter's do."""
         for match, members in batch:
-            if not (journaled and len(members) <= INLINE_MEMBERS):
+            if not (journaled and carries_members(members)):
                 self._keep_members(match, members)
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None,
@@ -93,7 +93,7 @@ class FakeMatchRepository:
         for match in matches:
             self.matches[(match.environment, match.id)] = stored_match(match)
             self.store.owe(match.environment, "match", (match.id,), (pending_events or {}).get(match.id))
-            if journaled and match.id in journaled and len(journaled[match.id]) <= INLINE_MEMBERS:
+            if journaled and match.id in journaled and carries_members(journaled[match.id]):
                 self._keep_members(match, journaled[match.id])
 
     def _keep_members(self, match: Match, members: Iterable[MatchMember]) -> None:

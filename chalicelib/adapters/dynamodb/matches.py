@@ -77,7 +77,7 @@ JOURNAL_PAGE = 1_000  # matches an item of a chunk's journal holds: at most INLI
 JOURNAL_LIFETIME = timedelta(days=7)
 
 
-def _inline(members: Sequence[MatchMember]) -> bool:
+def carries_members(members: Sequence[MatchMember]) -> bool:
     """A journaled match whose members its own item carries (the module docstring)."""
     return len(members) <= INLINE_MEMBERS
 
@@ -96,7 +96,7 @@ class MatchRepository:
         """Before any claim of a run's chunk (`batch`: every match it plans, so a retry that leaves some
         out writes the same journal): the members of those that will carry them (see the module
         docstring), in items of JOURNAL_PAGE matches."""
-        small = [(match.id, members) for match, members in batch if _inline(members)]
+        small = [(match.id, members) for match, members in batch if carries_members(members)]
         expires = int((utc_now() + JOURNAL_LIFETIME).timestamp())
         self._table.batch_write(puts=[
             {**keys.match_journal(environment, run_id, chunk, page), "entity": "match_journal", "expires_at": expires,
@@ -127,7 +127,7 @@ class MatchRepository:
         self._table.batch_write(puts=[
             {**keys.match_member(match.environment, match.id, m.record_id), "entity": "match_member",
              "record_id": m.record_id, "side": m.side, "data_stream_key": m.data_stream_key, "share": m.share}
-            for match, members in batch if not (journaled and _inline(members)) for m in members])
+            for match, members in batch if not (journaled and carries_members(members)) for m in members])
 
     def commit_many(self, matches: list[Match], pending_events: Mapping[int, str] | None = None,
                     journaled: Mapping[int, Sequence[MatchMember]] | None = None) -> None:
@@ -139,22 +139,21 @@ class MatchRepository:
         pending_events, journaled = pending_events or {}, journaled or {}
         self._table.batch_write(puts=[
             {**self.to_item(m), **owing(pending_events.get(m.id)),
-             **({"members": _members_plain(journaled[m.id])} if m.id in journaled and _inline(journaled[m.id])
+             **({"members": _members_plain(journaled[m.id])} if m.id in journaled and carries_members(journaled[m.id])
                 else {})}
             for m in matches])
 
     def delete_members(self, environment: str, match_id: int) -> None:
         """The members (their items, or those the match item carries), and the money a trace kept of them."""
-        member_keys, carried = [], False
-        for item in self._table.query_all(keys.BASE_TABLE, keys.match(environment, match_id)["pk"], consistent=True,
+        match_key, member_keys, carried = keys.match(environment, match_id), [], False
+        for item in self._table.query_all(keys.BASE_TABLE, match_key["pk"], consistent=True,
                                           projection=("pk", "sk", "members")):
             if item["sk"].startswith(keys.MATCH_MEMBER_PREFIX):
                 member_keys.append({"pk": item["pk"], "sk": item["sk"]})
-            carried = carried or (item["sk"] == keys.match(environment, match_id)["sk"] and "members" in item)
+            carried = carried or (item["sk"] == match_key["sk"] and "members" in item)
         if carried:
             try:
-                self._table.update(keys.match(environment, match_id), "REMOVE members",
-                                   condition="attribute_exists(pk)")
+                self._table.update(match_key, "REMOVE members", condition="attribute_exists(pk)")
             except ConditionFailed:
                 pass  # gone meanwhile: nothing carries them
         self._table.batch_write(deletes=[keys.match_money(environment, match_id)] + member_keys)
@@ -227,8 +226,8 @@ class MatchRepository:
                     cursor: str | None) -> tuple[list[int], str | None]:
         """A page of the match's record ids, highest first (record lists go newest first), and the cursor of
         the next. Members the match item carries are paged with the cursors their items would give."""
-        partition = keys.match(environment, match_id)["pk"]
-        match = self._table.get(keys.match(environment, match_id))
+        match_key = keys.match(environment, match_id)
+        partition, match = match_key["pk"], self._table.get(match_key)
         if not match or "members" not in match:
             page = self._table.query_page(keys.BASE_TABLE, partition, limit=limit, cursor=cursor,
                                           sort_prefix=keys.MATCH_MEMBER_PREFIX)
