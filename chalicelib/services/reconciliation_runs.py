@@ -397,6 +397,12 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
         ports.matches.journal_members(environment, run.id, chunk, batch)  # every planned match: see journal_members
     written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses,
                             journaled=carried)
+    # A match a close now holds may have claimed its records in an attempt that died before its
+    # commit (its place behind the fence lapsed): those records stay open, so its claims go too.
+    kept = {m.id for m, _ in open_batch}
+    for match, of_match in batch:
+        if match.id not in kept and match.id not in done_before:
+            release_members(ports, match, of_match, uses)
     if carried:
         ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
     money = members_money(members, ports.limits.keep_money_from)

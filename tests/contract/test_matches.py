@@ -224,6 +224,19 @@ class TestMatchRepository:
         matches.commit_many([match(5)], journaled={5: pair})
         assert matches.members(ENV, 5) == stored
 
+    def test_a_journal_of_large_matches_with_long_stream_keys_fits_dynamodbs_item_size(self, matches):
+        # Given a chunk of 1,500 matches of eight records whose streams have the longest keys allowed
+        keys_ = ("a" * 64, "b" * 64)
+        batch = [(match(n), [MatchMember("ab"[k % 2], 10**9 + n * 8 + k, keys_[k % 2], share=10**12 + k)
+                             for k in range(8)]) for n in range(1, 1501)]
+        # When journaled (DynamoDB refuses an item over 400 KB: about 1 MB of members to keep here)
+        matches.journal_members(ENV, 4, 0, batch)
+        # Then every match's members read back, and go with the journal
+        found = matches.journaled_members(ENV, 4, 0)
+        assert {k: sorted(v, key=lambda m: m.record_id) for k, v in found.items()} == {m.id: ms for m, ms in batch}
+        matches.forget_journal(ENV, 4, 0)
+        assert matches.journaled_members(ENV, 4, 0) == {}
+
     def test_the_money_a_trace_keeps_is_read_with_the_members_and_goes_with_them(self, matches):
         matches.put_members_of([(match(1), [MatchMember("a", 12, "bank"), MatchMember("b", 3, "ledger")])])
         matches.commit_many([match(1)])

@@ -7,12 +7,14 @@ for a new run, and no record is claimed unless a committed match holds it. With 
 the restart finishes the run and every record is in exactly one match."""
 from collections import Counter
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.period_closes import Period
 from chalicelib.domain.records import RecordStatus
+from chalicelib.services import period_closes as close_service
 from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run, sweep
 from tests.integration.conftest import record
 from tests.support.crashes import Dies, Killed
@@ -197,3 +199,19 @@ def test_an_undo_killed_part_way_is_finished_by_the_retried_fail_phase(services,
     assert services.runs.get(ENV, crashed.run_id).status.value == "failed"
     assert_every_claim_is_a_committed_match(services, crashed)
     assert services.reconciliations.get(ENV, crashed.reconciliation_id).current_run_id is None
+
+
+def test_a_close_landing_after_a_crash_opens_again_the_records_its_restart_leaves_out(services, crash):
+    """A persist dies with its chunk's records claimed and no match committed; a period close lands
+    before the restart (the dead call no longer holds it back) and covers every record left; the
+    restart leaves those matches out, and their claims go with them: those records stay open."""
+    crashed = crash("after all claims")
+    close_service.close(services.ports, ENV, crashed.reconciliation_id,
+                        Period(date(2026, 11, 1), date(2026, 11, 30)), "November", {}, "user:1")
+
+    sweep_later(services)
+
+    run = services.runs.get(ENV, crashed.run_id)
+    assert run.status.value == "completed", run.error_message
+    in_matches = assert_every_claim_is_a_committed_match(services, crashed)
+    assert len(in_matches) == run.matched_records == CHUNKS_BEFORE * CHUNK_RECORDS  # the rest stays open

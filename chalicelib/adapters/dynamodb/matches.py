@@ -69,10 +69,12 @@ from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
 SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
-# A journaled match of at most this many records keeps its members in its own item: eight keep it
-# within one write unit (1 KB) beside the match's other attributes.
+# A journaled match of at most this many records keeps its members in its own item: with short
+# stream keys, eight keep it within one write unit (1 KB) beside the match's other attributes.
 INLINE_MEMBERS = 8
-JOURNAL_PAGE = 1_000  # matches an item of a chunk's journal holds: at most INLINE_MEMBERS records each
+# The members an item of a chunk's journal holds, as JSON text, within DynamoDB's 400 KB an item:
+# thousands of pairs, or about 370 matches of eight records with 64-character stream keys.
+JOURNAL_PAGE_BYTES = 300_000
 # A chunk's journal is read only while its persist may be in flight (minutes); TTL takes one a crash left.
 JOURNAL_LIFETIME = timedelta(days=7)
 
@@ -95,15 +97,14 @@ class MatchRepository:
                         batch: Sequence[tuple[Match, Sequence[MatchMember]]]) -> None:
         """Before any claim of a run's chunk (`batch`: every match it plans, so a retry that leaves some
         out writes the same journal): the members of those that will carry them (see the module
-        docstring), in items of JOURNAL_PAGE matches."""
-        small = [(match.id, members) for match, members in batch if carries_members(members)]
+        docstring), in items of at most JOURNAL_PAGE_BYTES of them."""
+        entries = [f'"{match.id}":{json.dumps(_members_plain(members), separators=(",", ":"))}'
+                   for match, members in batch if carries_members(members)]  # ASCII: a character a byte
         expires = int((utc_now() + JOURNAL_LIFETIME).timestamp())
         self._table.batch_write(puts=[
             {**keys.match_journal(environment, run_id, chunk, page), "entity": "match_journal", "expires_at": expires,
-             "members": json.dumps({str(match_id): _members_plain(members)
-                                    for match_id, members in small[start:start + JOURNAL_PAGE]},
-                                   separators=(",", ":"))}
-            for page, start in enumerate(range(0, len(small), JOURNAL_PAGE))])
+             "members": "{" + ",".join(entries) + "}"}
+            for page, entries in enumerate(_pages(entries, JOURNAL_PAGE_BYTES))])
 
     def journaled_members(self, environment: str, run_id: int, chunk: int) -> dict[int, list[MatchMember]]:
         """The members a chunk's journal keeps, by match id (read consistently: an undo follows a crash)."""
@@ -662,6 +663,21 @@ _MEMBER_KEY = (keys.BASE_TABLE.partition_key, keys.BASE_TABLE.sort_key)
 def _members_plain(members: Iterable[MatchMember]) -> list[list[Any]]:
     """Members as a journal or a match item keeps them: [side, record id, stream] and the share, if any."""
     return [[m.side, m.record_id, m.data_stream_key, *(() if m.share is None else (m.share,))] for m in members]
+
+
+def _pages(entries: Sequence[str], limit: int) -> Iterator[list[str]]:
+    """The entries in order, cut in pages whose texts joined by commas stay within `limit` characters
+    (an entry longer than that alone makes a page)."""
+    page: list[str] = []
+    size = 0
+    for entry in entries:
+        if page and size + 1 + len(entry) > limit:
+            yield page
+            page, size = [], 0
+        size += len(entry) + (1 if page else 0)
+        page.append(entry)
+    if page:
+        yield page
 
 
 def _members_of_plain(plain: Iterable[Sequence[Any]]) -> list[MatchMember]:
