@@ -357,3 +357,50 @@ def test_a_late_writer_whose_job_ended_claims_back_what_it_wrote_and_never_leave
         assert process_job(ports, ENV, again.id).failed_items == 1  # each id is held: never a second record
         held = [r for r in ports.records.store.rows.values() if r.record.external_id == f"x-{n}"]
         assert len(held) == 1, n
+
+
+class EndedThenDiesWriting(EndedWhileWriting):
+    """As EndedWhileWriting, but the process dies once the late records are in: nothing of the
+    chunk's own saving runs (its `written_outcome`)."""
+
+    def put_many(self, records):
+        written = super().put_many(records)
+        if self.calls == 2:
+            raise Died("after the late write")
+        return written
+
+
+def test_a_late_writer_that_dies_after_writing_leaves_no_run_reading_its_stream_from_the_mirror(ports,
+                                                                                               reconciliation):
+    job = submit_bulk(ports, ENV, [fee(n) for n in range(2 * BULK_CHUNK_ROWS)], OnConflict.ERROR, None)
+    assert ports.data_streams.records_as_imported(ENV, "bank")
+
+    with pytest.raises(Died):
+        process_job(replace(ports, records=EndedThenDiesWriting(ports, job.id)), ENV, job.id)
+
+    ended = ports.ingestion_jobs.get(ENV, job.id)
+    in_table = sum(1 for row in stored(ports).values() if row.record.data_stream_key == "bank")
+    assert ended.status is JobStatus.FAILED and ended.created_per_stream["bank"] < in_table  # late: counted nowhere
+    assert not ports.data_streams.records_as_imported(ENV, "bank")  # so runs read the table, which has them
+
+
+class OvertakenWhileWriting(EndedWhileWriting):
+    """A records port whose second put_many is overtaken by another execution of the job that wrote
+    every chunk and moved it to replicating (a restart beside a slow execution)."""
+
+    def put_many(self, records):
+        records = list(records)
+        self.calls += 1
+        if self.calls == 2:
+            job = self.ports.ingestion_jobs.get(ENV, self.job_id)
+            self.ports.ingestion_jobs.move(job, JobStatus.REPLICATING)
+        return self.records.put_many(records)
+
+
+def test_a_chunk_written_while_another_execution_replicates_its_job_turns_the_mirror_reads_off(ports,
+                                                                                              reconciliation):
+    job = submit_bulk(ports, ENV, [fee(n) for n in range(2 * BULK_CHUNK_ROWS)], OnConflict.ERROR, None)
+
+    process_job(replace(ports, records=OvertakenWhileWriting(ports, job.id)), ENV, job.id)
+
+    assert not ports.data_streams.records_as_imported(ENV, "bank")  # its writes may land after the mirror's

@@ -36,6 +36,7 @@ from chalicelib.domain.ingestion import (
     IngestionJob,
     ItemResult,
     ItemStatus,
+    JobStatus,
     OnConflict,
     records_per_stream,
 )
@@ -160,9 +161,10 @@ def _write_then_leave(ports: Ports, job: IngestionJob, chunk: ClaimedChunk, fenc
 def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
                     leases: WriterLeases | None = None) -> ChunkOutcome:
     """What a written chunk saves. If the job ended while the chunk wrote (a late execution), its
-    end may have released claims this chunk's records hold: they claim back (`_guard_late_records`)."""
+    end may have released claims this chunk's records hold: they claim back (`_guard_late_records`).
+    Replicating counts as late too: another execution wrote every chunk and the mirror is being written."""
     stored = ports.ingestion_jobs.get(job.environment, job.id)
-    if chunk.missing and (stored.finished or stored.ending is not None):
+    if chunk.missing and (stored.finished or stored.ending is not None or stored.status is JobStatus.REPLICATING):
         # Written after the job's counts and mirror were settled: no run may read these streams
         # from the mirror any more (services/imported_records.py)
         ports.data_streams.note_records_changed(job.environment, sorted({r.data_stream_key for r in chunk.missing}))
@@ -306,10 +308,11 @@ def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
 
 class KnownRow(NamedTuple):
     """What can still be read of an ended job's row: the external_id as its result shows it, the
-    line, and the (stream key, external_id) it would have claimed, if any."""
+    line, the (stream key, external_id) it would have claimed, if any, and the stream it names."""
     external_id: str | None
     line: int | None
     claim: tuple[str, str] | None
+    stream_key: str | None = None
 
 
 UNKNOWN_ROW = KnownRow(None, None, None)
@@ -338,7 +341,8 @@ def rows_of(ports: Ports, job: IngestionJob, chunks: list[int]) -> dict[int, Kno
 def _known_row(item: Any, line: int | None, stream_key: str | None) -> KnownRow:
     value = item.get("external_id") if isinstance(item, dict) else None
     claimed = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None  # as validated
-    return KnownRow(_raw_external_id(item), line, (stream_key, claimed) if stream_key and claimed else None)
+    return KnownRow(_raw_external_id(item), line, (stream_key, claimed) if stream_key and claimed else None,
+                    stream_key)
 
 # Helpers ----------------------------------------------------------------------------------
 

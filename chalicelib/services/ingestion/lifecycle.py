@@ -27,7 +27,7 @@ from chalicelib.domain.ingestion import (
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import recount_records
 from chalicelib.services.events import announce
-from chalicelib.services.ingestion.chunk import UNKNOWN_ROW, records_written, release_orphan_claims, rows_of
+from chalicelib.services.ingestion.chunk import UNKNOWN_ROW, KnownRow, records_written, release_orphan_claims, rows_of
 from chalicelib.services.ingestion.results import results_page
 from chalicelib.services.ports import Ports
 from chalicelib.services.reconciliation_runs import on_records_ingested
@@ -198,6 +198,11 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     why = "was cancelled" if end is JobStatus.CANCELLED else "failed"
     error = f"not processed: the {what} {why} before this {unit} was reached"
     known = rows_of(ports, job, missing)
+    if begun := [n for n in missing if job.may_have_written(n)]:
+        # An execution may still be writing one (the sweeper ends a slow job; a duplicate runs on):
+        # records it writes after this count are in neither the counts nor the mirror, and it may die
+        # before saying so, so no run reads these streams from the mirror any more (imported_records.py).
+        ports.data_streams.note_records_changed(job.environment, sorted(_streams_of(job, known, begun)))
     for number in missing:
         begun = job.may_have_written(number)
         written = records_written(ports, job, job.chunk_range(number)) if begun else {}
@@ -217,6 +222,14 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
                 logger.exception("mirroring an unfinished chunk's records failed", extra={"job_id": job.id})
         outcome = ChunkOutcome(number, tuple(results), records_per_stream(written.values()))
         job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
+
+
+def _streams_of(job: IngestionJob, known: dict[int, KnownRow], chunks: list[int]) -> set[str]:
+    """The streams these chunks' rows may write into: those their rows name, as far as they can be
+    read, and those the job has written into so far (a file's own stream too)."""
+    named = {known[i].stream_key for n in chunks for i in job.chunk_range(n) if i in known}
+    return {key for key in named if key} | set(job.created_per_stream) | \
+        ({job.data_stream_key} if job.data_stream_key else set())
 
 
 def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
