@@ -206,9 +206,15 @@ class FakeRecordRepository:
     def track_external_ids(self, environment: str, stream_key: str) -> None:
         self.store.external_id_ranges.setdefault((environment, stream_key), [])
 
-    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]]) -> None:
-        if (environment, stream_key) in self.store.external_id_ranges:
-            self.store.external_id_ranges[(environment, stream_key)] = list(ranges)
+    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]],
+                               previous: list[tuple[str, str]]) -> bool:
+        kept = self.store.external_id_ranges.get((environment, stream_key))
+        if kept is None:
+            return True
+        if kept != list(previous):
+            return False
+        self.store.external_id_ranges[(environment, stream_key)] = list(ranges)
+        return True
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         now = utc_now()

@@ -404,3 +404,46 @@ def test_a_chunk_written_while_another_execution_replicates_its_job_turns_the_mi
     process_job(replace(ports, records=OvertakenWhileWriting(ports, job.id)), ENV, job.id)
 
     assert not ports.data_streams.records_as_imported(ENV, "bank")  # its writes may land after the mirror's
+
+
+class LandsWhileReleased(EndedWhileWriting):
+    """A records port whose second put_many is overtaken by the job's end, and lands inside it: right
+    after the end released the first claim of the chunk, before it looks for records that came; then
+    another job claims that id, and the late execution dies."""
+
+    def put_many(self, records):
+        records = list(records)
+        self.calls += 1
+        if self.calls != 2:
+            return self.records.put_many(records)
+        release, landed = self.records.release_external_id, []
+
+        def released_then_landed(environment, stream_key, external_id, owner):
+            dropped = release(environment, stream_key, external_id, owner=owner)
+            if dropped and not landed:
+                landed.append(external_id)
+                self.records.put_many(records)
+                assert self.records.claim_external_id(ENV, stream_key, external_id, "job:other:0", 10**9).claimed
+            return dropped
+
+        self.records.release_external_id = released_then_landed
+        try:
+            fail(self.ports, ENV, self.job_id, RuntimeError("stuck"), 3)
+        finally:
+            self.records.release_external_id = release
+        assert landed
+        raise Died("after the late write")
+
+
+def test_a_late_record_whose_id_another_job_took_once_released_is_removed_by_the_end(ports, reconciliation):
+    job = submit_bulk(ports, ENV, [fee(n) for n in range(2 * BULK_CHUNK_ROWS)], OnConflict.ERROR, None)
+
+    with pytest.raises(Died):
+        process_job(replace(ports, records=LandsWhileReleased(ports, job.id)), ENV, job.id)
+
+    taken = f"x-{BULK_CHUNK_ROWS}"  # the first row of the second chunk: the other job's id now
+    assert [r for r in stored(ports).values() if r.record.external_id == taken] == []  # no unguarded duplicate
+    for n in (BULK_CHUNK_ROWS + 1, 2 * BULK_CHUNK_ROWS - 1):  # the others that landed keep their ids
+        held = [r for r in stored(ports).values() if r.record.external_id == f"x-{n}"]
+        again = submit_bulk(ports, ENV, [fee(n)], OnConflict.ERROR, None)
+        assert len(held) == 1 and process_job(ports, ENV, again.id).failed_items == 1, n

@@ -3,14 +3,22 @@ chunk reads only the guards that may exist, and what it finds is what it found b
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from chalicelib.domain.ingestion import ItemStatus, OnConflict
+from chalicelib.services.ingestion import chunk
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
-from chalicelib.services.ingestion.chunk import MAX_EXTERNAL_ID_RANGES, widen
+from chalicelib.services.ingestion.chunk import (
+    MAX_EXTERNAL_ID_RANGES,
+    WRITER_LEASE,
+    WriterLeaseLost,
+    WriterLeases,
+    widen,
+)
 from tests.services.conftest import ENV, streams
 
 
@@ -126,3 +134,48 @@ def test_a_duplicate_in_a_later_chunk_of_the_same_job_is_read_and_found(ports, t
         ("c-1", ItemStatus.SUCCESSFUL), ("c-2", ItemStatus.SUCCESSFUL), ("c-3", ItemStatus.SUCCESSFUL),
         ("c-1", ItemStatus.SKIPPED), ("c-4", ItemStatus.SUCCESSFUL), ("c-2", ItemStatus.SKIPPED)]
     assert len([g for g in small.records.store.guards if g[1] == "bank"]) == 4
+
+
+def test_a_chunk_whose_ranges_another_writer_widened_meanwhile_writes_no_guard_and_is_claimed_again(ports,
+                                                                                                    tracked):
+    ingest(ports, ["pay-0001"])
+    job = submit_bulk(ports, ENV, [item("pay-0005"), item("pay-0007")], OnConflict.SKIP, None)
+    read = ports.records.external_id_claims
+
+    def overtaken(environment, wanted):  # after this chunk read the ranges: a writer whose lease lapsed
+        current = ports.records.external_id_ranges(ENV, "bank")  # under it claims pay-0007 first
+        assert ports.records.put_external_id_ranges(ENV, "bank", widen(current, "pay-0007", "pay-0007"), current)
+        ports.records.claim_external_id(ENV, "bank", "pay-0007", "job:other:0", 999)
+        ports.records.external_id_claims = read
+        return read(environment, wanted)
+
+    ports.records.external_id_claims = overtaken
+    with pytest.raises(WriterLeaseLost):
+        process_job(ports, ENV, job.id)
+
+    assert ports.records.external_id_ranges(ENV, "bank") == [("pay-0001", "pay-0001"), ("pay-0007", "pay-0007")]
+    assert ports.records.external_id_claims(ENV, [("bank", "pay-0005")]) == {}  # nothing of the chunk written
+    process_job(ports, ENV, job.id)  # the next delivery reads afresh: pay-0007 is the other's
+    assert [(e, s) for e, s, _ in results(ports, job)] == [("pay-0005", ItemStatus.SUCCESSFUL),
+                                                           ("pay-0007", ItemStatus.SKIPPED)]
+
+
+def test_a_first_lease_that_lapses_while_a_later_one_is_awaited_is_found_gone_before_any_guard(ports, tracked,
+                                                                                               clock, monkeypatch):
+    job = submit_bulk(ports, ENV, [item("x-1")], OnConflict.SKIP, None)
+    assert ports.records.take_writer_lease(ENV, "ledger", "job:other", WRITER_LEASE)
+    elapsed = [0.0]
+
+    def sleep(seconds):  # waiting for ledger: bank's lease lapses, and a third job takes it
+        elapsed[0] += 40
+        clock.advance(seconds=40)
+        if elapsed[0] >= 80:
+            assert ports.records.take_writer_lease(ENV, "bank", "job:third", WRITER_LEASE)
+            ports.records.release_writer_lease(ENV, "ledger", "job:other")
+
+    monkeypatch.setattr(chunk, "time", SimpleNamespace(sleep=sleep, monotonic=lambda: elapsed[0]))
+    leases = WriterLeases(ports, job)
+    leases.hold({"bank", "ledger"})
+
+    with pytest.raises(WriterLeaseLost):
+        leases.renew()  # before its first guard

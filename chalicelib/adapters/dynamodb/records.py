@@ -116,15 +116,20 @@ class RecordRepository:
         except ConditionFailed:
             pass
 
-    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]]) -> None:
-        """Widened ranges of a stream that keeps them: only the holder of its writer lease may,
-        before it writes the guards they cover."""
+    def put_external_id_ranges(self, environment: str, stream_key: str, ranges: list[tuple[str, str]],
+                               previous: list[tuple[str, str]]) -> bool:
+        """Widened ranges of a stream that keeps them, written by the holder of its writer lease before
+        the guards they cover, only over the `previous` ranges it read: False when they changed
+        meanwhile (another writer, whose widening must not be lost). A stream that keeps none: nothing
+        is kept, and any external_id may be claimed there (True)."""
         try:
             self._table.put({**keys.external_id_ranges(environment, stream_key), "entity": "external_id_ranges",
-                             "ranges": json.dumps(ranges, separators=(",", ":"))},
-                            condition="attribute_exists(pk)")
-        except ConditionFailed:  # a stream that keeps none: any external_id may be claimed there
-            pass
+                             "ranges": _ranges_text(ranges)},
+                            condition="#ranges = :previous", names={"#ranges": "ranges"},
+                            values={":previous": _ranges_text(previous)})
+            return True
+        except ConditionFailed:
+            return self.external_id_ranges(environment, stream_key) is None
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s.
@@ -389,6 +394,11 @@ class RecordRepository:
             metadata=json.loads(item["metadata"]) if item.get("metadata") else {},
             file_import_id=item.get("file_import_id"), allocations=shares_of(item),
         )
+
+
+def _ranges_text(ranges: list[tuple[str, str]]) -> str:
+    """A stream's external_id ranges as its item keeps them (one text for one list: a write compares it)."""
+    return json.dumps(ranges, separators=(",", ":"))
 
 
 @lru_cache(maxsize=16)

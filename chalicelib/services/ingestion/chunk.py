@@ -271,8 +271,9 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
 
     An execution still inside the chunk (a duplicate delivery) may write a record right after its
     claim went: the records are read again once the claims are released, and each one that came
-    meanwhile claims its id back (its own owner), so that no record is left unguarded. A record
-    written later still is the late-writer race the notes of issue 13 describe."""
+    meanwhile claims its id back (its own owner), so that no record is left unguarded; one whose id
+    another job took in between goes (it would be that one's duplicate). A record written later still
+    is the late-writer race the notes of issue 13 describe."""
     released = []
     # Under the streams' writer leases: a claim made back here must not meet another job's write.
     with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}, leases):
@@ -284,9 +285,10 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
                     released.append((index, stream_key, external_id))
         came = records_written(ports, job, [index for index, _, _ in released]) if released else {}
         for index, stream_key, external_id in released:
-            if index in came:
-                ports.records.claim_external_id(job.environment, stream_key, external_id, owner=_owner(job, index),
-                                                record_id=job.record_id(index))
+            if index in came and not ports.records.claim_external_id(
+                    job.environment, stream_key, external_id, owner=_owner(job, index),
+                    record_id=job.record_id(index)).claimed:
+                ports.records.remove(came[index])  # another job's id meanwhile: this record is its duplicate
 
 
 def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
@@ -426,8 +428,14 @@ class WriterLeases:
             if not outside:
                 continue
             widened = widen(ranges, min(outside), max(outside))
-            self._ports.records.put_external_id_ranges(self._job.environment, stream_key, widened)
-            self._ranges[stream_key] = widened
+            if self._ports.records.put_external_id_ranges(self._job.environment, stream_key, widened, ranges):
+                self._ranges[stream_key] = widened
+                continue
+            # Another writer widened them since they were read (a lease lapsed under one of us): its
+            # guards may lie where this chunk read none. Its ranges stay, and the chunk writes no guard:
+            # the next delivery or task claims it again, reading afresh.
+            self._ranges.pop(stream_key, None)
+            raise WriterLeaseLost(f"another writer widened the external_id ranges of data stream '{stream_key}'")
 
     def _ranges_of(self, stream_key: str) -> list[tuple[str, str]] | None:
         assert stream_key in self._taken, "ranges are read and widened under the stream's lease only"
@@ -452,8 +460,9 @@ class WriterLeases:
             while not records.take_writer_lease(env, stream_key, self._holder, WRITER_LEASE):
                 time.sleep(wait)
                 wait = min(wait * 2, LEASE_RETRY_MAX_SECONDS)
+            if not self._taken:  # the first lease may lapse while a later one is waited for: `renew` knows
+                self._since = time.monotonic()
             self._taken.append(stream_key)
-        self._since = time.monotonic()
 
     def renew(self) -> None:
         """Before guards are written: renew leases taken a while ago; raises WriterLeaseLost if one
