@@ -179,3 +179,19 @@ def test_a_first_lease_that_lapses_while_a_later_one_is_awaited_is_found_gone_be
 
     with pytest.raises(WriterLeaseLost):
         leases.renew()  # before its first guard
+
+
+def test_an_execution_whose_lease_lapsed_releases_no_claim_under_it(ports, tracked, clock, monkeypatch):
+    job = submit_bulk(ports, ENV, [item("x-1")], OnConflict.SKIP, None)
+    assert ports.records.claim_external_id(ENV, "bank", "x-1", f"job:{job.id}:0", 5).claimed
+    elapsed = [0.0]
+    monkeypatch.setattr(chunk, "time", SimpleNamespace(sleep=lambda _: None, monotonic=lambda: elapsed[0]))
+    leases = WriterLeases(ports, job)
+    leases.hold({"bank"})
+    elapsed[0] += 90  # the execution stalled: its lease lapsed, and another job holds the stream now
+    clock.advance(seconds=90)
+    assert ports.records.take_writer_lease(ENV, "bank", "job:other", WRITER_LEASE)
+
+    with pytest.raises(WriterLeaseLost):
+        chunk.release_orphan_claims(ports, job, [(0, chunk.KnownRow("x-1", None, ("bank", "x-1"), "bank"))], leases)
+    assert ports.records.external_id_claims(ENV, [("bank", "x-1")]) == {("bank", "x-1"): (f"job:{job.id}:0", 5)}

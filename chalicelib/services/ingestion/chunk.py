@@ -276,7 +276,8 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
     is the late-writer race the notes of issue 13 describe."""
     released = []
     # Under the streams' writer leases: a claim made back here must not meet another job's write.
-    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}, leases):
+    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}, leases) as held:
+        held.renew()  # leases an execution held a while may have lapsed: its claims would meet another's write
         for index, row in rows:
             if row.claim is not None:
                 stream_key, external_id = row.claim
@@ -297,7 +298,8 @@ def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
     released the claims of rows it found no record for. Each external_id written claims its id back
     (this row's own claim holds again); one another job claimed meanwhile means the record would
     be its duplicate, and goes."""
-    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}, leases):
+    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}, leases) as held:
+        held.renew()  # (as in `release_orphan_claims`)
         for record in written:
             if record.external_id is None or record.id is None:
                 continue
