@@ -399,9 +399,9 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
                             journaled=carried)
     # A match a close now holds may have claimed its records in an attempt that died before its
     # commit (its place behind the fence lapsed): those records stay open, so its claims go too.
-    kept = {m.id for m, _ in open_batch}
+    outside_closed = {m.id for m, _ in open_batch}
     for match, of_match in batch:
-        if match.id not in kept and match.id not in done_before:
+        if match.id not in outside_closed and match.id not in done_before:
             release_members(ports, match, of_match, uses)
     if carried:
         ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
