@@ -104,6 +104,9 @@ def main() -> None:
     phases: list[tuple[str, float, int, str]] = []
     try:
         base_before = baseline(service, args.baseline, 4, environment="baseline-before")
+        # Printed now too: a run stopped part-way still says how fast this sitting's machine wrote.
+        print(f"baseline before: {args.baseline:,} items in {base_before:.1f} s = {args.baseline / base_before:,.0f} "
+              f"items/s; load average {os.getloadavg()[0]:.1f}", flush=True)
         counter.reset()
         items.items = 0
         # Both files at once, as a team dropping its bank file and its ledger export would: each
