@@ -181,17 +181,30 @@ def test_a_first_lease_that_lapses_while_a_later_one_is_awaited_is_found_gone_be
         leases.renew()  # before its first guard
 
 
-def test_an_execution_whose_lease_lapsed_releases_no_claim_under_it(ports, tracked, clock, monkeypatch):
-    job = submit_bulk(ports, ENV, [item("x-1")], OnConflict.SKIP, None)
+def test_an_execution_whose_lease_lapsed_releases_a_claim_only_once_it_holds_the_lease_again(ports, tracked, clock,
+                                                                                           monkeypatch):
+    job = replace(submit_bulk(ports, ENV, [item("x-1")], OnConflict.SKIP, None), first_record_id=5)
     assert ports.records.claim_external_id(ENV, "bank", "x-1", f"job:{job.id}:0", 5).claimed
     elapsed = [0.0]
-    monkeypatch.setattr(chunk, "time", SimpleNamespace(sleep=lambda _: None, monotonic=lambda: elapsed[0]))
+
+    def sleep(_):  # waiting for the stream: the other job gives it back
+        ports.records.release_writer_lease(ENV, "bank", "job:other")
+
+    monkeypatch.setattr(chunk, "time", SimpleNamespace(sleep=sleep, monotonic=lambda: elapsed[0]))
     leases = WriterLeases(ports, job)
     leases.hold({"bank"})
     elapsed[0] += 90  # the execution stalled: its lease lapsed, and another job holds the stream now
     clock.advance(seconds=90)
     assert ports.records.take_writer_lease(ENV, "bank", "job:other", WRITER_LEASE)
+    holders = []
+    release = ports.records.release_external_id
 
-    with pytest.raises(WriterLeaseLost):
-        chunk.release_orphan_claims(ports, job, [(0, chunk.KnownRow("x-1", None, ("bank", "x-1"), "bank"))], leases)
-    assert ports.records.external_id_claims(ENV, [("bank", "x-1")]) == {("bank", "x-1"): (f"job:{job.id}:0", 5)}
+    def watched(environment, stream_key, external_id, owner):
+        holders.append(ports.records.store.leases[(environment, stream_key)][0])
+        return release(environment, stream_key, external_id, owner=owner)
+
+    ports.records.release_external_id = watched
+    chunk.release_orphan_claims(ports, job, [(0, chunk.KnownRow("x-1", None, ("bank", "x-1"), "bank"))], leases)
+
+    assert holders == [f"job:{job.id}"]  # released under the lease taken again, not beside the other's
+    assert ports.records.external_id_claims(ENV, [("bank", "x-1")]) == {}

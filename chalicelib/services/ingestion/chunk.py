@@ -276,8 +276,9 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
     is the late-writer race the notes of issue 13 describe."""
     released = []
     # Under the streams' writer leases: a claim made back here must not meet another job's write.
-    with _writer_leases(ports, job, {row.claim[0] for _, row in rows if row.claim is not None}, leases) as held:
-        held.renew()  # leases an execution held a while may have lapsed: its claims would meet another's write
+    streams = {row.claim[0] for _, row in rows if row.claim is not None}
+    with _writer_leases(ports, job, streams, leases) as held:
+        held.still_held(streams)
         for index, row in rows:
             if row.claim is not None:
                 stream_key, external_id = row.claim
@@ -298,8 +299,9 @@ def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],
     released the claims of rows it found no record for. Each external_id written claims its id back
     (this row's own claim holds again); one another job claimed meanwhile means the record would
     be its duplicate, and goes."""
-    with _writer_leases(ports, job, {r.data_stream_key for r in written if r.external_id is not None}, leases) as held:
-        held.renew()  # (as in `release_orphan_claims`)
+    streams = {r.data_stream_key for r in written if r.external_id is not None}
+    with _writer_leases(ports, job, streams, leases) as held:
+        held.still_held(streams)
         for record in written:
             if record.external_id is None or record.id is None:
                 continue
@@ -475,6 +477,16 @@ class WriterLeases:
             if not self._ports.records.renew_writer_lease(self._job.environment, key, self._holder, WRITER_LEASE):
                 raise WriterLeaseLost(f"the writer lease of data stream '{key}' went to another job")
         self._since = time.monotonic()
+
+    def still_held(self, stream_keys: Iterable[str]) -> None:
+        """Before claims are made back under leases an execution may have held a while: renewed, or, if
+        one lapsed and went to another job, all given back and taken again (waiting for that job), so
+        that no claim made here meets another holder's unconditional guard writes."""
+        try:
+            self.renew()
+        except WriterLeaseLost:
+            self.release()
+            self.hold(stream_keys)
 
     def release(self) -> None:
         taken, self._taken = self._taken, []
