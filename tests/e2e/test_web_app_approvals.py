@@ -60,6 +60,31 @@ def detail_heading(page, approval_id: int):
     return page.get_by_role("heading", level=2, name=re.compile(rf"^Approval {approval_id}: "))
 
 
+def test_the_pending_count_arriving_moves_no_link_of_the_navigation(stack, page):
+    """The count of pending approvals comes after the page (its own request): a link to the right of
+    Approvals stays where it was, so a click aimed at it as the count lands still lands on it."""
+    made = world(stack)
+    hold(stack, made, "manual_match")
+    held = []
+    pattern = "**/v1/approvals?status=pending*"
+    page.route(pattern, lambda route: held.append(route))
+    sign_in_as(stack, page, "approver", "#/overview")
+    rates = main_nav(page).get_by_role("link", name="Rates", exact=True)
+    for _ in range(500):  # the header asks for the count once it is shown
+        if held:
+            break
+        page.wait_for_timeout(20)
+    assert held, "the count was not asked for"
+    before = rates.bounding_box()
+    for route in held:
+        route.continue_()
+    page.unroute(pattern)
+    main_nav(page).get_by_test_id("pending-approvals").wait_for()
+    assert rates.bounding_box() == before
+    rates.click()
+    page.get_by_role("heading", name="Rate streams").wait_for()
+
+
 def test_a_held_match_shows_pending_and_a_second_person_approves_it_by_keyboard(stack, page):
     made = world(stack)
     approval, _ = hold(stack, made, "manual_match", name=f"Pat {made['suffix']}")
