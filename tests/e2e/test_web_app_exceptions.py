@@ -202,6 +202,43 @@ def test_the_queue_filters_counts_sorts_and_keeps_its_filters_in_the_link(stack,
     assert page.problems == []
 
 
+def test_the_filter_lists_arriving_move_no_control_of_the_queue_filters(stack, page):
+    """The people and the data streams fill their filters after the form is shown (requests of their
+    own, every page of them), with names of any length: "Apply filters" stays where it was as they
+    land, so a click aimed at it then still applies the reconciliation chosen meanwhile (a long name
+    widened its select, pushed the fields after it to the next line and the button a line down)."""
+    made = world(stack)
+    recon = made["reconciliation"]
+    long_name = f"The payments of the subsidiaries abroad, settled weekly {made['suffix']}"
+    assert stack.request("POST", "/data_streams", {"key": f"xlong-{made['suffix']}", "name": long_name}).status_code == 201
+    held = []
+    patterns = ("**/v1/users?*", "**/v1/data_streams?*")
+    for pattern in patterns:
+        page.route(pattern, lambda route: held.append(route))
+    sign_in_as(stack, page, "preparer", "#/exceptions", name=long_name)
+    page.get_by_role("heading", name="Exceptions").wait_for()
+    page.get_by_label("Reconciliation").select_option(label=recon["name"])
+    apply = page.get_by_role("button", name="Apply filters")
+    for _ in range(500):  # the form asks for both lists once it is shown
+        if len(held) >= 2:
+            break
+        page.wait_for_timeout(20)
+    assert len(held) >= 2, "the people and the data streams were not asked for"
+    before = apply.bounding_box()
+    for route in held:  # a list's next pages, asked as these come in, join `held` and go on too
+        route.continue_()
+    for pattern in patterns:
+        page.unroute(pattern)
+    page.locator("#exc-stream option", has_text=long_name).wait_for(state="attached")
+    page.locator("#exc-assignee option", has_text=long_name).wait_for(state="attached")
+    assert apply.bounding_box() == before
+    assert page.get_by_label("Reconciliation").input_value() == str(recon["id"])
+    apply.click()
+    shows(page, "2 exceptions")
+    assert f"reconciliation_id={recon['id']}" in page.evaluate("() => location.hash")
+    assert page.problems == []
+
+
 def test_the_queue_pages_through_its_exceptions_fifty_at_a_time(stack, page):
     """120 exceptions of one reconciliation, written with the repository's item layout (as a
     refresh leaves them): three pages, a count of them all, and a reload on page 3 stays there."""
