@@ -122,7 +122,7 @@ class Container:
 
     @cached_property
     def claims(self) -> ClaimRepository:
-        return ClaimRepository(self.table, self.matches)
+        return ClaimRepository(self.table, self.matches, in_transactions=self.settings.claims_in_transactions)
 
     @cached_property
     def runs(self) -> RunRepository:

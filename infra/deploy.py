@@ -121,6 +121,9 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # still running during the deploy (or after a rollback) reads member items only: deployed
             # stages keep writing those until the next release (docs/upgrades.md).
             "RECON_CARRY_MATCH_MEMBERS": "false",
+            # A transaction's writes cost AWS twice a write's units: a deployed run claims record by
+            # record, keeping write units a matched record where they were (settings.py).
+            "RECON_CLAIMS_IN_TRANSACTIONS": "false",
         },
         "lambda_functions": functions,
     }

@@ -1,5 +1,5 @@
-// The local stack's DynamoDB: dynalite (npm) with its command line as it is, one fix and two
-// changes of speed.
+// The local stack's DynamoDB: dynalite (npm) with its command line as it is, one fix, two changes of
+// speed and one operation it lacks (TransactWriteItems: dynamodb_transactions.js).
 //
 // The fix.
 // dynalite 4.0.0 reads a Query's or a Scan's items through a stream over a level iterator, and its
@@ -83,6 +83,17 @@ function keepTableDescriptions(store) {
   return store;
 }
 
-dynaliteDb.create = (options) => keepTableDescriptions(createStore(options));
+let store = null;
+dynaliteDb.create = (options) => (store = keepTableDescriptions(createStore(options)));
+
+// The operation it lacks: a TransactWriteItems request is answered here, any other by dynalite.
+const http = require('http');
+const transactions = require('./dynamodb_transactions.js');
+const createServer = http.createServer;
+http.createServer = function (...args) {
+  const handler = args.pop();
+  return createServer.call(http, ...args, (req, res) => (
+    transactions.isTransactWrite(req) ? transactions.handle(store, req, res) : handler(req, res)));
+};
 
 require('dynalite/cli.js');

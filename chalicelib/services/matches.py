@@ -31,7 +31,8 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
                   used_by: dict[str, frozenset[int]], pending_events: dict[int, str] | None = None,
                   journaled: bool = False) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
-    one BatchWriteItem stream, every record claim from one thread pool, then the commit markers
+    one BatchWriteItem stream, the record claims (whole matches at once, or one by one from a thread
+    pool), then the commit markers
     of the matches whose claims all held, batched (with the event each commit owes, by match id:
     see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
     or one being deleted, undoes its match. Returns the matches written. `journaled`: a run's
@@ -45,7 +46,10 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
     for environment in sorted({environment for environment, _ in claimed_streams}):
         ports.data_streams.note_records_changed(environment, sorted(k for e, k in claimed_streams if e == environment))
     ports.matches.put_members_of(batch, journaled=journaled)
-    claims = [(match, member) for match, members in batch for member in members]
+    # Whole matches claimed together where the table can (a request per up to 100 claims), the rest
+    # record by record.
+    together = ports.claims.claim_together(batch, used_by)
+    claims = [(match, member) for match, members in batch if match.id not in together for member in members]
 
     def claim(pair: tuple[Match, MatchMember]) -> bool:
         match, member = pair

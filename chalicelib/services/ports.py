@@ -341,6 +341,8 @@ class Claims(Protocol):
     """The record side of matching: the claims that hold a record in a reconciliation's match, the
     open records a run reads, and the streams a reconciliation adopted (kept on the record items:
     see adapters/dynamodb/matches.py)."""
+    def claim_together(self, batch: Sequence[tuple[Match, Sequence[MatchMember]]],
+                       users: Mapping[str, frozenset[int]]) -> set[int]: ...
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
                      share: int | None = None) -> bool: ...

@@ -302,6 +302,50 @@ class TestMatchRepository:
         assert claims.claim_record(ENV, 1, 3, 30, frozenset({3}))  # reconciliation 3 alone uses it now
         assert status_of(records, 1) is RecordStatus.RECONCILED
 
+    def test_matches_claimed_together_hold_all_their_records_or_none(self, records, claims):
+        # Given open records, one matched already in reconciliation 1, one being deleted, one matched
+        # elsewhere since it was read; and the same ids in another environment
+        records.put_many([record(n) for n in range(1, 9)] + [record(1, environment=OTHER_ENV)])
+        assert claims.claim_record(ENV, 4, 1, 99, BOTH)
+        records.mark_deleting(ENV, 5, DELETABLE_STATUSES, STALE)
+        assert claims.claim_record(ENV, 6, 2, 98, BOTH)
+        users = {"bank": BOTH}
+        pair = [MatchMember("a", 1, "bank"), MatchMember("b", 2, "bank")]
+        batch = [(match(10, status=MatchStatus.CONFIRMED), pair),
+                 (match(11, status=MatchStatus.CONFIRMED), [MatchMember("a", 3, "bank"), MatchMember("b", 4, "bank")]),
+                 (match(12), [MatchMember("a", 5, "bank")]),
+                 (match(13), [MatchMember("a", 6, "bank")]),
+                 (match(14), [MatchMember("a", 7, "bank")]),
+                 (match(15), [MatchMember("a", 8, "bank", share=5)]),
+                 (match(16), [MatchMember("a", 7, "bank")])]  # record 7 again: not in one transaction
+        # When they are claimed together
+        held = claims.claim_together(batch, users)
+        # Then the matches whose every record was as seen hold them all, the others none
+        assert held == {10, 14}
+        assert {h.record.id: h.match_ids for h in claims.held_records(ENV, range(1, 9))} == {
+            1: {1: 10}, 2: {1: 10}, 3: {}, 4: {1: 99}, 5: {}, 6: {2: 98}, 7: {1: 14}, 8: {}}
+        assert status_of(records, 1) is RecordStatus.PARTIALLY_RECONCILED
+        assert status_of(records, 3) is RecordStatus.UNRECONCILED
+        assert status_of(records, 7) is RecordStatus.PENDING_CONFIRMATION  # a proposed match
+        assert claims.held_records(ENV, [7])[0].proposed_in == frozenset({1})
+        assert open_ids(claims, 1, True) == [3, 6, 8] and open_ids(claims, 2, True) == [1, 2, 3, 4, 7, 8]
+        assert records.get(OTHER_ENV, 1).status is RecordStatus.UNRECONCILED
+        # And the ones left out are for claim_record, as is a retry of those held
+        assert claims.claim_together(batch[:1], users) == set()
+        assert claims.claim_record(ENV, 1, 1, 10, BOTH, seen=pair[0])
+        assert claims.claim_record(ENV, 6, 1, 13, BOTH, seen=MatchMember("a", 6, "bank"))
+
+    def test_claims_together_span_as_many_transactions_as_they_need(self, records, claims):
+        records.put_many([record(n, "bank" if n % 2 else "ledger") for n in range(1, 241)])
+        users = {"bank": BOTH, "ledger": frozenset({1})}
+        batch = [(match(100 + n, status=MatchStatus.CONFIRMED),
+                  [MatchMember("a", 2 * n + 1, "bank"), MatchMember("b", 2 * n + 2, "ledger")]) for n in range(120)]
+        batch[70] = (batch[70][0], [*batch[70][1], MatchMember("b", 999, "ledger")])  # a record that is not there
+        assert claims.claim_together(batch, users) == {100 + n for n in range(120)} - {170}
+        held = {h.record.id: h.match_ids.get(1) for h in claims.held_records(ENV, range(1, 241))}
+        assert held == {n: None if n in (141, 142) else 100 + (n - 1) // 2 for n in range(1, 241)}
+        assert status_of(records, 2) is RecordStatus.RECONCILED  # the ledger's only reconciliation matched it
+
     def test_a_claim_read_with_as_many_but_other_reconciliations_reads_again(self, records, claims):
         """Released in reconciliation 2 and claimed in 3 since it was read: the count is the same,
         the set is not, and the status must come from the set the record holds now."""

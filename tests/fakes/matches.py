@@ -212,11 +212,45 @@ class FakeClaimRepository:
     # Items a query reads per page (the table's 1 MB per read, in records of about 250 bytes).
     column_page_items = 4000
 
-    def __init__(self, store: FakeRecordStore, matches: FakeMatchRepository) -> None:
-        self.store, self._matches = store, matches
+    def __init__(self, store: FakeRecordStore, matches: FakeMatchRepository, in_transactions: bool = True) -> None:
+        self.store, self._matches, self.in_transactions = store, matches, in_transactions
         self.adoptions: set[tuple[str, int, str]] = set()  # (environment, reconciliation id, stream key)
 
     # Claiming a record --------------------------------------------------------------------------
+
+    def claim_together(self, batch: Sequence[tuple[Match, Sequence[MatchMember]]],
+                       users: Mapping[str, frozenset[int]]) -> set[int]:
+        """As the adapter's transactions: a match whose every record is as its member saw it (matched
+        in `matched_in`, proposed nowhere, held by no match and no share here, not being deleted)
+        holds them all; the others hold none (left to `claim_record`), and so do matches taking
+        shares or sharing a record with an earlier one of the batch; none where claims are not made
+        in transactions."""
+        held: set[int] = set()
+        if not self.in_transactions:
+            return held
+        taken: set[tuple[str, int]] = set()
+        for match, members in batch:
+            rid = match.reconciliation_id
+            rows = [self.store.row(match.environment, member.record_id) for member in members]
+            records = {(match.environment, member.record_id) for member in members}
+            if not members or len(records) < len(members) or records & taken \
+                    or any(member.share is not None for member in members):
+                continue
+            taken |= records
+            if not all(row is not None and not row.deleting and rid not in row.match_ids and not row.proposed_in
+                       and not row.record.allocations.get(rid) and row.matched_in == set(member.matched_in)
+                       for row, member in zip(rows, members)):
+                continue
+            for row, member in zip(rows, members):
+                assert row is not None
+                if match.status is MatchStatus.PROPOSED:
+                    row.proposed_in.add(rid)
+                row.match_ids[rid] = match.id
+                row.matched_in.add(rid)
+                row.record = replace(row.record, status=record_status(
+                    row.matched_in, users[member.data_stream_key] | {rid}, row.proposed_in))
+            held.add(match.id)
+        return held
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,

@@ -34,6 +34,7 @@ from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.allocations import allocated_attribute
 from chalicelib.adapters.dynamodb.matches import (
+    _claim_update,
     _same_sets,
     _sets_values,
     _status_update,
@@ -42,7 +43,8 @@ from chalicelib.adapters.dynamodb.matches import (
 )
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, serialize
 from chalicelib.adapters.dynamodb.wire import CONTENT_TYPE, DynamoWire, SigV4, signed_host
-from chalicelib.domain.matches import record_status
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.local import processes
 from chalicelib.local.provision import Resolver, ensure_table, load_template, table_definitions
 from chalicelib.local.stack import DYNALITE_CLI
@@ -446,3 +448,46 @@ def test_https_is_verified(tmp_path, waits):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(("stored", "proposed_stored", "others", "matched_in", "proposed_in"), CLAIM_CASES)
+@pytest.mark.parametrize("proposed", [False, True])
+def test_a_claim_in_a_transaction_writes_what_claim_write_writes(engine, stored, proposed_stored, others,
+                                                                 matched_in, proposed_in, proposed):
+    """A claim as `ClaimRepository.claim_together` sends it (TransactWriteItems: expressions, with the
+    record as its member saw it, proposed nowhere) against `claim_write`, on twin records: the same
+    outcome, the same item after it, and a refusal's reason as DynamoDB names it."""
+    table, raw = engine
+    outcomes, items = [], []
+    for record_id in (101, 102):
+        key = keys.record("wire", record_id)
+        if stored != "missing":
+            item = {**serialize({**key, "id": record_id, "data_stream_key": "bank", "status": "unreconciled",
+                                 **keys.record_indexes("wire", record_id, "bank", "unreconciled")}), **others}
+            if stored:
+                item["matched_in"] = {"NS": stored}
+            if proposed_stored:
+                item["proposed_in"] = {"NS": proposed_stored}
+            raw.put_item(TableName="recon-wire", Item=item)
+        status = record_status(matched_in | {9}, frozenset({9}), {9} if proposed else set())
+        match = Match(environment="wire", id=4, reconciliation_id=9, group_key="g", created_at=utc_now(), record_count=1,
+                      status=MatchStatus.PROPOSED if proposed else MatchStatus.CONFIRMED)
+        if record_id == 101:
+            reasons = table.write_together([_claim_update(match, MatchMember("a", record_id, "bank",
+                                                                             frozenset(matched_in)), frozenset({9}))])
+            assert reasons in (None, ["ConditionalCheckFailed"])
+            outcomes.append("written" if reasons is None else "refused")
+        else:
+            try:
+                claim_write(table, "wire", record_id, "bank", 9, 4, status, set(matched_in), set(), proposed)
+                outcomes.append("written")
+            except ConditionFailed:
+                outcomes.append("refused")
+        found = table.get(key)
+        if found is not None:
+            found = {k: v for k, v in found.items() if k not in ("pk", "id") and not k.startswith("gsi")}
+        items.append(found)
+    assert outcomes[0] == outcomes[1]
+    assert items[0] == items[1]
+    if not (proposed_in or proposed_stored or others) and stored != "missing" and set(map(int, stored or ())) == matched_in:
+        assert outcomes[0] == "written"  # the record as seen: the claim passes

@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import boto3
-
-from chalicelib.local import processes
 from chalicelib.local.stack import DYNALITE_CLI, DYNALITE_PACKAGE
+from tests.support.local_dynamodb import local_dynalite
 
 ROUNDS, QUERIES, ITEMS = 5, 150, 6_000  # per round: queries, then items of ~700 bytes (LevelDB flushes every 4 MB)
 
@@ -36,25 +31,8 @@ def _settled_file_count(store: Path, timeout: float = 120) -> int:
     raise AssertionError(f"the store at {store} kept changing for {timeout} s")
 
 
-@contextmanager
-def _dynalite(command: Path, folder: Path) -> Iterator[Any]:
-    """A dynalite started by `command` on a store in `folder`, and a client of it; stopped after."""
-    folder.mkdir()
-    port = processes.free_port()
-    log = folder / "dynalite.log"
-    server = processes.start(["node", str(command), "--host", "127.0.0.1", "--port", str(port), "--path",
-                              str(folder / "db"), "--createTableMs", "0", "--deleteTableMs", "0"], log)
-    try:
-        processes.wait_for_port(port, server, "dynalite", log)
-        yield boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                           aws_access_key_id="local", aws_secret_access_key="local")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def _store_files_after_the_workload(command: Path, folder: Path, queries: int) -> int:
-    with _dynalite(command, folder) as client:
+    with local_dynalite(command, folder) as client:
         client.create_table(TableName="store", BillingMode="PAY_PER_REQUEST",
                             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
                                        {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -91,7 +69,7 @@ def test_queries_leave_no_files_behind_in_the_local_stacks_store(tmp_path, monke
 
 
 def test_a_table_created_again_with_other_indexes_is_written_by_its_new_description(tmp_path):
-    with _dynalite(DYNALITE_CLI, tmp_path / "store") as client:
+    with local_dynalite(DYNALITE_CLI, tmp_path / "store") as client:
         def create(index: str) -> None:
             client.create_table(
                 TableName="tab", BillingMode="PAY_PER_REQUEST",

@@ -11,6 +11,7 @@ from chalicelib.services import reconciliation_runs
 from tests.integration.conftest import record
 from tests.integration.test_reconciliation_runs import RULE, add_rule, matches_of, start
 from tests.integration.test_run_fanout import Watched, interrupted_at_its_first_partition
+from tests.support.crashes import one_by_one
 
 ENV = "acme"
 AMOUNT = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
@@ -129,7 +130,7 @@ def test_a_run_cancelled_as_a_persist_call_fails_part_way_undoes_what_was_not_co
                 [active] = real.runs.active()
                 reconciliation_runs.cancel(real, ENV, reconciliation["id"], active.id)
                 raise ConnectionError("DynamoDB dropped the connection")
-    services.ports = replace(real, claims=Watched(real.claims, fail_once_cancelled))
+    services.ports = replace(real, claims=Watched(one_by_one(real.claims), fail_once_cancelled))
 
     # When it runs
     run = start(api, reconciliation)

@@ -17,7 +17,7 @@ from chalicelib.domain.records import RecordStatus
 from chalicelib.services import period_closes as close_service
 from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run, sweep
 from tests.integration.conftest import record
-from tests.support.crashes import Dies, Killed
+from tests.support.crashes import Dies, Killed, one_by_one
 from tests.support.worlds import world_of_api
 
 ENV = "acme"
@@ -31,8 +31,10 @@ RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
 
 # Where persist dies in its chunk: (port, method, call, half the batch written first).
 CRASH_POINTS = {
-    "after the members": ("claims", "claim_record", 1, False),
-    "after some claims": ("claims", "claim_record", 8, False),  # 7 of 12 claims: odd, so a match is half claimed
+    "after the members": ("claims", "claim_together", 1, False),
+    "after some transactions": ("claims", "claim_together", 1, True),  # half the chunk's matches claimed whole
+    # claimed one by one (claim_record is where claims are not made in transactions): 7 of 12, a match half claimed
+    "after some claims": ("claims", "claim_record", 8, False),
     "after all claims": ("matches", "commit_many", 1, False),
     "after part of the commit": ("matches", "commit_many", 1, True),
     "after the commit": ("runs", "save_chunk", 1, False),
@@ -91,6 +93,8 @@ def crash(request, api, services, ingest, reconciliation):
     def crash(point: str) -> Crashed:
         port, method, n, half = CRASH_POINTS[point]
         carrying = replace(ports, limits=replace(ports.limits, carry_match_members=request.param))
+        if method == "claim_record":
+            carrying = replace(carrying, claims=one_by_one(carrying.claims))
         dying = replace(carrying, **{port: Dies(getattr(carrying, port), method, n, half)})
         with pytest.raises(Killed):
             persist(dying, ENV, run_id)

@@ -17,7 +17,7 @@ from tests.integration.test_run_crash_points import (
     assert_every_claim_is_a_committed_match,
     lose_files,
 )
-from tests.support.crashes import Dies, Killed
+from tests.support.crashes import Dies, Killed, one_by_one
 
 CHUNKS = RECORDS * 2 // CHUNK_RECORDS  # 5, of 10 matches each
 
@@ -72,7 +72,7 @@ def test_a_call_killed_with_several_chunks_half_written_is_undone_by_the_fail_ph
 
     # Given a call writing every chunk at once, killed after some claims (several chunks begun)
     with pytest.raises(Killed):
-        persist(replace(ports, claims=Dies(ports.claims, "claim_record", 25)), ENV, run.run_id,
+        persist(replace(ports, claims=Dies(one_by_one(ports.claims), "claim_record", 25)), ENV, run.run_id,
                 chunks=PERSIST_CHUNKS)
     lose_files(services, run.run_id)
 

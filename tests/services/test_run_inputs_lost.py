@@ -11,7 +11,7 @@ from chalicelib.domain.runs import RunInputsLost, RunStatus
 from chalicelib.services.reconciliation_rules import create_rule
 from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run
 from tests.services.conftest import ENV, record
-from tests.support.crashes import Dies, Killed
+from tests.support.crashes import Dies, Killed, one_by_one
 
 RULE = {"name": "Amount", "priority": 1, "cardinality": "one_to_one",
         "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -60,7 +60,7 @@ def test_a_run_killed_mid_chunk_whose_plan_is_lost_is_undone_from_the_table(load
     assert match(ports, ENV, run.id) == "persist"
     assert persist(ports, ENV, run.id) == "persist"  # chunk 0: two matches, committed
     with pytest.raises(Killed):  # chunk 1: its members written, three of its four claims made
-        persist(replace(ports, claims=Dies(ports.claims, "claim_record", 4)), ENV, run.id)
+        persist(replace(ports, claims=Dies(one_by_one(ports.claims), "claim_record", 4)), ENV, run.id)
     planned = ports.runs.get(ENV, run.id)
     chunk_1 = planned.chunk_match_ids(1)
     assert len(set(claims(ports, reconciliation, record_ids).values()) & set(chunk_1)) == 2

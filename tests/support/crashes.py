@@ -2,6 +2,7 @@
 its writes (tests/integration/test_run_crash_points.py, tests/services/test_run_inputs_lost.py)."""
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,3 +77,11 @@ def failing_appends(services: Any, action: str) -> Iterator[None]:
 
     with ports_swapped(services, audit=Replaced(log, append=append)):
         yield
+
+
+def one_by_one(claims: Any) -> Any:
+    """The claims port (adapter or fake) claiming record by record, as where claims are not made in
+    transactions (settings.claims_in_transactions): a persist can then die with a match half claimed."""
+    single = copy.copy(claims)
+    single.in_transactions = False
+    return single

@@ -41,6 +41,8 @@ from chalicelib.adapters.dynamodb.record_columns import page_columns, record_att
 from chalicelib.adapters.dynamodb.records import OPEN_RECORD_ATTRIBUTES, RecordRepository
 from chalicelib.adapters.dynamodb.table import (
     PARTITION_THREADS,
+    TRANSACTION_LIMIT,
+    ConditionalUpdate,
     ConditionFailed,
     DynamoTable,
     Filter,
@@ -68,6 +70,7 @@ from chalicelib.domain.story_trace import MatchState, Passing
 from chalicelib.domain.tallies import Money, money_from_plain, money_plain
 
 CLAIM_ATTEMPTS = 8  # a record another reconciliation keeps matching at the same moment
+CLAIM_THREADS = 8  # transactions of claims in flight at once
 SHARD_READERS = 16  # partitions of a reconciliation's match list read at once
 # A journaled match of at most this many records keeps its members in its own item: with short
 # stream keys, eight keep it within one write unit (1 KB) beside the match's other attributes.
@@ -340,10 +343,57 @@ class ClaimRepository:
     reconciliation, and the streams it adopted. `matches` lists the proposed matches `proposed_records`
     reads."""
 
-    def __init__(self, table: DynamoTable, matches: MatchRepository) -> None:
-        self._table, self._matches = table, matches
+    def __init__(self, table: DynamoTable, matches: MatchRepository, in_transactions: bool = True) -> None:
+        self._table, self._matches, self.in_transactions = table, matches, in_transactions
 
     # Claiming a record (step 2 of writing a match) ------------------------------------------------
+
+    def claim_together(self, batch: Sequence[tuple[Match, Sequence[MatchMember]]],
+                       users: Mapping[str, frozenset[int]]) -> set[int]:
+        """Claim every record of the matches, each match's all at once or none (TransactWriteItems of
+        whole matches, TRANSACTION_LIMIT actions each, sent from CLAIM_THREADS threads): the ids of
+        the matches now holding all their records. Each claim is `claim_record`'s with its member as
+        seen. A match left out holds none of its records and is for `claim_record`, record by
+        record: one whose member was refused (stale as seen, claimed by another match, being deleted;
+        a retry after this call already claimed it), one taking shares, one sharing a record with
+        another of the batch, and all of them where claims are not made in transactions
+        (settings.claims_in_transactions: a transaction's writes cost AWS twice the write units)."""
+        if not self.in_transactions:
+            return set()
+        pending: list[_Claimed] = []
+        seen_records: set[tuple[str, int]] = set()
+        for match, members in batch:
+            records = {(match.environment, member.record_id) for member in members}
+            if members and len(members) <= TRANSACTION_LIMIT and len(records) == len(members) \
+                    and not records & seen_records and all(member.share is None for member in members):
+                pending.append((match, members))
+                seen_records |= records
+        held: set[int] = set()
+        with ThreadPoolExecutor(CLAIM_THREADS) as pool:
+            while pending:
+                groups = _transactions(pending)
+                pending = []
+                for group, passed in zip(groups, pool.map(lambda group: self._claim_group(group, users), groups)):
+                    if passed is None:
+                        held.update(match.id for match, _ in group)
+                    else:  # cancelled: its matches whose every claim passed go again
+                        pending += [entry for entry in group if entry[0].id in passed]
+        return held
+
+    def _claim_group(self, group: Sequence[tuple[Match, Sequence[MatchMember]]],
+                     users: Mapping[str, frozenset[int]]) -> set[int] | None:
+        """One transaction of whole matches' claims: None when made; else the ids of its matches
+        whose every claim passed (none when DynamoDB's reasons do not say, or say all passed)."""
+        updates = [_claim_update(match, member, users[member.data_stream_key]) for match, members in group
+                   for member in members]
+        reasons = self._table.write_together(updates)
+        if reasons is None:
+            return None
+        owners = [match.id for match, members in group for _ in members]
+        if len(reasons) != len(owners):
+            return set()
+        refused = {owner for owner, reason in zip(owners, reasons) if reason != "None"}
+        return set() if not refused else set(owners) - refused
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
@@ -580,6 +630,41 @@ def _status_update(status: RecordStatus, set_clause: str, set_change: str) -> st
     if removes:
         expression += " REMOVE " + ", ".join(removes)
     return f"{expression} {set_change}".rstrip()
+
+
+def _claim_update(match: Match, member: MatchMember, users: frozenset[int]) -> ConditionalUpdate:
+    """`claim_write`'s update and condition as expressions (a transaction takes no other form),
+    for the record as the member saw it: matched in `member.matched_in`, proposed nowhere."""
+    reconciliation_id, proposed = match.reconciliation_id, match.status is MatchStatus.PROPOSED
+    matched_in, proposed_in = set(member.matched_in), set[int]()
+    status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
+                           {reconciliation_id} if proposed else set())
+    return ConditionalUpdate(
+        keys.record(match.environment, member.record_id),
+        _status_update(status, "SET #m = :match", "ADD matched_in :r" + (", proposed_in :r" if proposed else "")),
+        "attribute_exists(pk) AND attribute_not_exists(deleting) AND attribute_not_exists(#m) "
+        "AND attribute_not_exists(#a) AND " + _same_sets(matched_in, proposed_in),
+        {":match": match.id, ":r": {reconciliation_id},
+         **_status_values(match.environment, member.record_id, member.data_stream_key, status),
+         **_sets_values(matched_in, proposed_in)},
+        {"#m": keys.match_attribute(reconciliation_id), "#a": allocated_attribute(reconciliation_id),
+         "#status": "status"})
+
+
+_Claimed = tuple[Match, Sequence[MatchMember]]
+
+
+def _transactions(batch: Sequence[_Claimed]) -> list[list[_Claimed]]:
+    """Whole matches in order, as many a transaction as TRANSACTION_LIMIT actions hold."""
+    groups: list[list[_Claimed]] = []
+    size = TRANSACTION_LIMIT
+    for entry in batch:
+        if size + len(entry[1]) > TRANSACTION_LIMIT:
+            groups.append([])
+            size = 0
+        groups[-1].append(entry)
+        size += len(entry[1])
+    return groups
 
 
 def claim_write(table: DynamoTable, environment: str, record_id: int, stream_key: str, reconciliation_id: int,

@@ -13,7 +13,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +34,7 @@ from chalicelib.domain.status_machine import Identified, StatusMachine
 T = TypeVar("T")
 BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
+TRANSACTION_LIMIT = 100  # actions a TransactWriteItems takes
 FILTERED_READ_STEP = 200
 MAX_READS_PER_PAGE = 10
 # Partitions of one sharded list read at once (botocore keeps 10 connections a client).
@@ -221,6 +222,25 @@ class DynamoTable:
         if expected:
             kwargs["Expected"] = expected
         self._call_conditional(self._client.update_item, kwargs)
+
+    def write_together(self, updates: Sequence[ConditionalUpdate]) -> list[str] | None:
+        """The updates all made or none (one TransactWriteItems, at most TRANSACTION_LIMIT, no two
+        of one item): None when made; else, none made, why each was refused as DynamoDB's
+        cancellation reasons give it: "None" for an update that passed, "ConditionalCheckFailed",
+        "TransactionConflict" (another write of its item was in flight), ..."""
+        actions = []
+        for update in updates:
+            action: dict[str, Any] = {"TableName": self.name, "Key": serialize(update.key),
+                                      "UpdateExpression": update.expression}
+            _add_condition(action, update.condition, update.values, update.names)
+            actions.append({"Update": action})
+        try:
+            self._client.transact_write_items(TransactItems=actions)
+            return None
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            return [reason.get("Code") or "None" for reason in error.response.get("CancellationReasons", [])]
 
     def delete(self, key: dict[str, str], condition: str | None = None,
                values: dict[str, Any] | None = None, names: dict[str, str] | None = None) -> None:
@@ -790,6 +810,16 @@ def _add_condition(kwargs: dict[str, Any], condition: str | None, values: dict[s
     if names:
         kwargs["ExpressionAttributeNames"] = names
 
+
+
+@dataclass(frozen=True)
+class ConditionalUpdate:
+    """An UpdateItem's parameters, for `DynamoTable.write_together`."""
+    key: dict[str, str]
+    expression: str
+    condition: str
+    values: dict[str, Any]
+    names: dict[str, str] | None = None
 
 
 _DONE = object()

@@ -164,6 +164,9 @@ class DynamoWire:
     def batch_get_item(self, **params: Any) -> dict[str, Any]:
         return self.call("BatchGetItem", params)
 
+    def transact_write_items(self, **params: Any) -> dict[str, Any]:
+        return self.call("TransactWriteItems", params)
+
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """The events botocore's client emits around a call, with the same arguments, so its own
         handlers (the Lambda trace header) and ours (counters) work unchanged."""
@@ -302,6 +305,10 @@ def _error(answer: Answer) -> dict[str, Any]:
                              "ResponseMetadata": _metadata(answer)}
     if "Item" in found:  # ReturnValuesOnConditionCheckFailure
         error["Item"] = _binary_decoded(found["Item"])
+    if "CancellationReasons" in found:  # TransactionCanceledException: one a action, "None" where it passed
+        error["CancellationReasons"] = [
+            {**reason, "Item": _binary_decoded(reason["Item"])} if "Item" in reason else reason
+            for reason in found["CancellationReasons"]]
     return error
 
 
