@@ -64,18 +64,29 @@ class PartitionCounter:
         elif model.name == "PutItem":
             found += self._of_item(params["Item"])
         elif model.name in ("UpdateItem", "DeleteItem"):
-            found.append(("table", params["Key"]["pk"]["S"]))
-            values = params.get("ExpressionAttributeValues", {})
-            for index, name in self.SETS_INDEX_KEY.findall(params.get("UpdateExpression", "")):
-                found.append((index, values[name]["S"]))
-            for name, update in params.get("AttributeUpdates", {}).items():  # a claim's plain parameters
-                if re.fullmatch(r"gsi\dpk", name) and update["Action"] == "PUT":
-                    found.append((name[:4], update["Value"]["S"]))
+            found += self._of_update(params)
+        elif model.name == "TransactWriteItems":  # a run's claims, whole matches at a time
+            for action in params["TransactItems"]:
+                if "Put" in action:
+                    found += self._of_item(action["Put"]["Item"])
+                elif "Update" in action or "Delete" in action:
+                    found += self._of_update(action.get("Update") or action["Delete"])
         else:
             return
         with self._lock:
             self.items += sum(1 for where, _ in found if where == "table")
             self.counts.update(found)
+
+    @classmethod
+    def _of_update(cls, params: dict) -> list[tuple[str, str]]:
+        found = [("table", params["Key"]["pk"]["S"])]
+        values = params.get("ExpressionAttributeValues", {})
+        for index, name in cls.SETS_INDEX_KEY.findall(params.get("UpdateExpression", "")):
+            found.append((index, values[name]["S"]))
+        for name, update in params.get("AttributeUpdates", {}).items():  # a claim's plain parameters
+            if re.fullmatch(r"gsi\dpk", name) and update["Action"] == "PUT":
+                found.append((name[:4], update["Value"]["S"]))
+        return found
 
     @staticmethod
     def _of_item(item: dict) -> list[tuple[str, str]]:

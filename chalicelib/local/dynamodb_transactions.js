@@ -81,8 +81,75 @@ function parseAction(entry, position, store) {
   }
   const rule = rules[kind.validation];
   const checked = validations.checkTypes(data, rule.types);
-  validations.checkValidations(checked, rule.types, rule.custom, store);
+  const key = parseKey(kinds[0], checked);
+  const kept = key === null ? undefined : keptParses.get(key);
+  validations.checkValidations(checked, rule.types, kept ? (d) => reuse(d, kept) : rule.custom, store);
+  if (key !== null && !kept) remember(key, checked);
   return { kind: kinds[0], action: kind.action, data: checked, returnOld };
+}
+
+// Expressions parsed once. dynalite parses every expression with a PEG parser: a third of its time
+// in a transaction of claims, which all send the same expressions with other values. A parse
+// depends on the expressions, the names and the values' types, and refers to each value by
+// reference; so a parse is kept with each value replaced by a marker, and an action with the same
+// expressions, names and value types gets a copy with its own values in their place (and its
+// values and key validated as dynalite validates them). Not kept: an expression whose checks read a
+// value itself (BETWEEN's bounds, attribute_type's name), and a parse that holds a value other
+// than by reference.
+const PARSED_KEPT = 1000;
+const keptParses = new Map();
+const VALUE = Symbol('value');
+
+function parseKey(kind, data) {
+  const expressions = [data.UpdateExpression, data.ConditionExpression];
+  if (!expressions.some(Boolean) || expressions.some((e) => e && /between|attribute_type/i.test(e))) return null;
+  if (data.AttributeUpdates || data.Expected) return null;
+  const values = data.ExpressionAttributeValues || {};
+  const types = Object.keys(values).sort().map((name) => [name, Object.keys(values[name] || {})]);
+  return JSON.stringify([kind, expressions, data.ExpressionAttributeNames || null, types]);
+}
+
+function withValues(node, values) {
+  if (Array.isArray(node)) return node.map((child) => withValues(child, values));
+  if (node === null || typeof node !== 'object') return node;
+  if (node[VALUE] !== undefined) return values[node[VALUE]];
+  const copy = {};
+  for (const name of Object.keys(node)) copy[name] = withValues(node[name], values);
+  return copy;
+}
+
+function marked(node, markers, found) {
+  if (Array.isArray(node)) return node.map((child) => marked(child, markers, found));
+  if (node === null || typeof node !== 'object') return node;
+  if (markers.has(node)) {
+    found.add(markers.get(node));
+    return { [VALUE]: markers.get(node) };
+  }
+  const copy = {};
+  for (const name of Object.keys(node)) copy[name] = marked(node[name], markers, found);
+  return copy;
+}
+
+function remember(key, data) {
+  const values = data.ExpressionAttributeValues || {};
+  const markers = new Map(Object.keys(values).map((name) => [values[name], name]));
+  const found = new Set();
+  const kept = { updates: marked(data._updates, markers, found), condition: marked(data._condition, markers, found) };
+  if (found.size !== markers.size) return; // a value held other than by reference
+  if (keptParses.size >= PARSED_KEPT) keptParses.delete(keptParses.keys().next().value);
+  keptParses.set(key, kept);
+}
+
+// dynalite's own checks of an action whose expressions were parsed before (its `custom`, but the
+// parse): the key's, the item's and the values' attribute values.
+function reuse(data, kept) {
+  const values = data.ExpressionAttributeValues || {};
+  for (const value of [...Object.values(data.Key || {}), ...Object.values(data.Item || {}), ...Object.values(values)]) {
+    const invalid = validations.validateAttributeValue(value);
+    if (invalid) return invalid;
+  }
+  if (kept.updates !== undefined) data._updates = withValues(kept.updates, values);
+  if (kept.condition !== undefined) data._condition = withValues(kept.condition, values);
 }
 
 function tablesOf(store, names, callback) {
