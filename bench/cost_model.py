@@ -1,6 +1,7 @@
 """DynamoDB write units per stored and per matched record, metered on the real code paths against the
 indexes of infra/template.yaml, and the monthly AWS cost they imply (bench/RESULTS.md, "Cost model").
-Usage: .venv/bin/python bench/cost_model.py [--records 2000]"""
+A run's claims are metered as a deployed stage sends them (one by one) unless asked otherwise.
+Usage: .venv/bin/python bench/cost_model.py [--records 2000] [--claims-in-transactions]"""
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+# A transaction's writes cost twice a write's units on the table (prepare and commit); its indexes are
+# counted as any write's (they follow the committed item).
+TRANSACTIONAL = 2
 READS = {"GetItem", "BatchGetItem", "Query", "Scan"}
 KB = 1024
 
@@ -165,6 +169,9 @@ class Meter:
             return [{"pk": params["Item"]["pk"], "sk": params["Item"]["sk"]}]
         if operation in ("UpdateItem", "DeleteItem"):
             return [params["Key"]]
+        if operation == "TransactWriteItems":  # a ConditionCheck writes nothing
+            return [{"pk": a["Put"]["Item"]["pk"], "sk": a["Put"]["Item"]["sk"]} if "Put" in a else
+                    (a.get("Update") or a["Delete"])["Key"] for a in params["TransactItems"] if "ConditionCheck" not in a]
         requests = params["RequestItems"][self._table]
         return [r["DeleteRequest"]["Key"] if "DeleteRequest" in r else
                 {"pk": r["PutRequest"]["Item"]["pk"], "sk": r["PutRequest"]["Item"]["sk"]} for r in requests]
@@ -197,6 +204,12 @@ class Meter:
         if operation not in WRITES or "meter" not in context:
             return
         item_keys, before = context["meter"]
+        if parsed.get("Error", {}).get("Code") == "TransactionCanceledException":  # each item's prepare
+            with self._lock:
+                self._tally.failed_conditions += 1
+                for key in item_keys:
+                    self._tally.write_units[(kind_of(before.get(_k(key))) + " (condition failed)", "table")] += 1
+            return
         if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
             with self._lock:
                 self._tally.failed_conditions += 1
@@ -211,7 +224,8 @@ class Meter:
                 old, new = before.get(_k(key)), after.get(_k(key))
                 kind = kind_of(new or old)
                 self._tally.items_written[kind] += 1
-                self._tally.write_units[(kind, "table")] += units(max(item_size(old), item_size(new)))
+                self._tally.write_units[(kind, "table")] += units(max(item_size(old), item_size(new))) * (
+                    TRANSACTIONAL if operation == "TransactWriteItems" else 1)
                 for index in self._indexes:
                     spent = index.write_units(old, new)
                     if spent:
@@ -521,10 +535,14 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=2_000, help="records per flow (a side, for the run)")
+    parser.add_argument("--claims-in-transactions", action="store_true",
+                        help="a run's claims as the local stack sends them (TransactWriteItems: twice the table's "
+                             "units), not one by one as a deployed stage does")
     args = parser.parse_args()
     indexes = template_indexes()
     workdir = Path(tempfile.mkdtemp(prefix="recon-cost-"))
-    service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_cost"),
+    service = LocalService(Settings(data_dir=workdir / "data", port=free_port(), api_key="rk_cost",
+                                    claims_in_transactions=args.claims_in_transactions),
                            log=lambda m: None).start()
     service.serve_in_background()
     meter = Meter(service.container, indexes, (UPLOADS_PREFIX, DROPS_PREFIX))
