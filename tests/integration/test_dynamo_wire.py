@@ -172,6 +172,20 @@ CLAIM_CASES = [
 ]
 
 
+def _store_record(raw, record_id: int, stored, proposed_stored, others) -> None:
+    """A record of CLAIM_CASES as stored before its claim (nothing when `stored` is "missing")."""
+    if stored == "missing":
+        return
+    key = keys.record("wire", record_id)
+    item = {**serialize({**key, "id": record_id, "data_stream_key": "bank", "status": "unreconciled",
+                         **keys.record_indexes("wire", record_id, "bank", "unreconciled")}), **others}
+    if stored:
+        item["matched_in"] = {"NS": stored}
+    if proposed_stored:
+        item["proposed_in"] = {"NS": proposed_stored}
+    raw.put_item(TableName="recon-wire", Item=item)
+
+
 @pytest.mark.parametrize(("stored", "proposed_stored", "others", "matched_in", "proposed_in"), CLAIM_CASES)
 @pytest.mark.parametrize("proposed", [False, True])
 def test_a_claim_in_plain_parameters_writes_what_its_expression_wrote(engine, stored, proposed_stored, others,
@@ -182,14 +196,7 @@ def test_a_claim_in_plain_parameters_writes_what_its_expression_wrote(engine, st
     outcomes, items = [], []
     for record_id in (101, 102):
         key = keys.record("wire", record_id)
-        if stored != "missing":
-            item = {**serialize({**key, "id": record_id, "data_stream_key": "bank", "status": "unreconciled",
-                                 **keys.record_indexes("wire", record_id, "bank", "unreconciled")}), **others}
-            if stored:
-                item["matched_in"] = {"NS": stored}
-            if proposed_stored:
-                item["proposed_in"] = {"NS": proposed_stored}
-            raw.put_item(TableName="recon-wire", Item=item)
+        _store_record(raw, record_id, stored, proposed_stored, others)
         status = record_status(matched_in | {9}, frozenset({9}), proposed_in | ({9} if proposed else set()))
         try:
             if record_id == 101:
@@ -461,14 +468,7 @@ def test_a_claim_in_a_transaction_writes_what_claim_write_writes(engine, stored,
     outcomes, items = [], []
     for record_id in (101, 102):
         key = keys.record("wire", record_id)
-        if stored != "missing":
-            item = {**serialize({**key, "id": record_id, "data_stream_key": "bank", "status": "unreconciled",
-                                 **keys.record_indexes("wire", record_id, "bank", "unreconciled")}), **others}
-            if stored:
-                item["matched_in"] = {"NS": stored}
-            if proposed_stored:
-                item["proposed_in"] = {"NS": proposed_stored}
-            raw.put_item(TableName="recon-wire", Item=item)
+        _store_record(raw, record_id, stored, proposed_stored, others)
         status = record_status(matched_in | {9}, frozenset({9}), {9} if proposed else set())
         match = Match(environment="wire", id=4, reconciliation_id=9, group_key="g", created_at=utc_now(), record_count=1,
                       status=MatchStatus.PROPOSED if proposed else MatchStatus.CONFIRMED)
