@@ -13,8 +13,9 @@
 // ("None" for those that passed, "ConditionalCheckFailed" with the item when
 // ReturnValuesOnConditionCheckFailure is ALL_OLD). The writes are dynalite's own actions run under
 // the locks already held. Not done: ClientRequestToken's idempotency window, ConsumedCapacity,
-// ItemCollectionMetrics, and an error other than a condition's after the first write (an item over
-// 400 KB) leaves the writes before it made (dynalite's single writes are not atomic either).
+// ItemCollectionMetrics; readers take no lock, so a GetItem may see a transaction half written;
+// an update growing an item over 400 KB is refused only as it is written, leaving the writes before
+// it made (dynalite's single writes are not atomic either).
 'use strict';
 
 const crc32 = require('buffer-crc32');
@@ -83,7 +84,7 @@ function parseAction(entry, position, store) {
   const checked = validations.checkTypes(data, rule.types);
   const key = parseKey(kinds[0], checked);
   const kept = key === null ? undefined : keptParses.get(key);
-  validations.checkValidations(checked, rule.types, kept ? (d) => reuse(d, kept) : rule.custom, store);
+  validations.checkValidations(checked, rule.types, kept ? (d) => reuse(d, kept, store) : rule.custom, store);
   if (key !== null && !kept) remember(key, checked);
   return { kind: kinds[0], action: kind.action, data: checked, returnOld };
 }
@@ -106,14 +107,15 @@ function parseKey(kind, data) {
   if (data.AttributeUpdates || data.Expected) return null;
   const values = data.ExpressionAttributeValues || {};
   const types = Object.keys(values).sort().map((name) => [name, Object.keys(values[name] || {})]);
-  return JSON.stringify([kind, expressions, data.ExpressionAttributeNames || null, types]);
+  return JSON.stringify([kind, expressions, data.ExpressionAttributeNames || null,
+    data.ExpressionAttributeValues === undefined ? null : types]);
 }
 
 function withValues(node, values) {
   if (Array.isArray(node)) return node.map((child) => withValues(child, values));
   if (node === null || typeof node !== 'object') return node;
   if (node[VALUE] !== undefined) return values[node[VALUE]];
-  const copy = {};
+  const copy = Object.create(Object.getPrototypeOf(node));
   for (const name of Object.keys(node)) copy[name] = withValues(node[name], values);
   return copy;
 }
@@ -125,7 +127,7 @@ function marked(node, markers, found) {
     found.add(markers.get(node));
     return { [VALUE]: markers.get(node) };
   }
-  const copy = {};
+  const copy = Object.create(Object.getPrototypeOf(node));
   for (const name of Object.keys(node)) copy[name] = marked(node[name], markers, found);
   return copy;
 }
@@ -141,8 +143,9 @@ function remember(key, data) {
 }
 
 // dynalite's own checks of an action whose expressions were parsed before (its `custom`, but the
-// parse): the key's, the item's and the values' attribute values.
-function reuse(data, kept) {
+// parse): a Put's item size, the key's, the item's and the values' attribute values.
+function reuse(data, kept, store) {
+  if (data.Item && db.itemSize(data.Item) > store.options.maxItemSize) return 'Item size has exceeded the maximum allowed size';
   const values = data.ExpressionAttributeValues || {};
   for (const value of [...Object.values(data.Key || {}), ...Object.values(data.Item || {}), ...Object.values(values)]) {
     const invalid = validations.validateAttributeValue(value);
@@ -196,7 +199,7 @@ function underHeldLocks(store) {
 }
 
 function run(store, request, callback) {
-  const entries = request.TransactItems;
+  const entries = request && request.TransactItems;
   if (!Array.isArray(entries) || entries.length < 1 || entries.length > MAX_ACTIONS) {
     return callback(validationError('1 validation error detected: Value at \'transactItems\' failed to satisfy ' +
       `constraint: Member must have length less than or equal to ${MAX_ACTIONS} and greater than or equal to 1`));
@@ -227,6 +230,9 @@ function lockAndWrite(store, parsed, tables, callback) {
     const table = tables[p.data.TableName];
     const invalid = p.kind === 'Put' ? db.validateItem(p.data.Item, table) : db.validateKey(p.data.Key, table);
     if (invalid != null) return callback(invalid);
+    // Before anything is written: what dynalite's UpdateItem would only check once it runs.
+    const invalidUpdate = p.kind === 'Update' ? db.validateUpdates(p.data.AttributeUpdates, p.data._updates, table) : null;
+    if (invalidUpdate != null) return callback(invalidUpdate);
     p.key = db.createKey(p.kind === 'Put' ? p.data.Item : p.data.Key, table);
     const name = `${p.data.TableName}\u0000${p.key}`;
     if (seen.has(name)) {
@@ -236,34 +242,52 @@ function lockAndWrite(store, parsed, tables, callback) {
     (keysByTable[p.data.TableName] = keysByTable[p.data.TableName] || []).push(p.key);
   }
   lockAll(store, keysByTable, (releaser) => {
-    const done = releaser(callback);
-    readAll(store, parsed, (err, olds) => {
-      if (err) return done(err);
-      try {
-        const reasons = parsed.map((p, i) => {
-          if (db.checkConditional(p.data, olds[i]) == null) return { Code: 'None' };
-          const reason = { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' };
-          if (p.returnOld && olds[i]) reason.Item = olds[i];
-          return reason;
-        });
-        if (reasons.some((reason) => reason.Code !== 'None')) {
-          return done({
-            status: 400,
-            body: {
-              __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
-              Message: 'Transaction cancelled, please refer cancellation reasons for specific reasons ' +
-                `[${reasons.map((reason) => reason.Code).join(', ')}]`,
-              CancellationReasons: reasons,
-            },
-          });
-        }
-        writeAll(underHeldLocks(store), parsed, (err) => done(err, {}));
-      }
-      catch (err) {
-        return done(err);
-      }
-    });
+    const done = once(releaser(callback));
+    try {
+      readAll(store, parsed, (err, olds) => checkAndWrite(store, parsed, err, olds, done));
+    }
+    catch (err) {
+      done(err);
+    }
   });
+}
+
+// Under the locks: every condition checked, then all written, or none and why.
+function checkAndWrite(store, parsed, err, olds, done) {
+  if (err) return done(err);
+  try {
+    const reasons = parsed.map((p, i) => {
+      if (db.checkConditional(p.data, olds[i]) == null) return { Code: 'None' };
+      const reason = { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' };
+      if (p.returnOld && olds[i]) reason.Item = olds[i];
+      return reason;
+    });
+    if (reasons.some((reason) => reason.Code !== 'None')) {
+      return done({
+        status: 400,
+        body: {
+          __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+          Message: 'Transaction cancelled, please refer cancellation reasons for specific reasons ' +
+            `[${reasons.map((reason) => reason.Code).join(', ')}]`,
+          CancellationReasons: reasons,
+        },
+      });
+    }
+    writeAll(underHeldLocks(store), parsed, (err) => done(err, {}));
+  }
+  catch (err) {
+    done(err);
+  }
+}
+
+// A callback that runs once however often it is called (the locks are given back once).
+function once(callback) {
+  let called = false;
+  return (...args) => {
+    if (called) return;
+    called = true;
+    callback(...args);
+  };
 }
 
 function readAll(store, parsed, callback) {

@@ -16,7 +16,7 @@ from typing import Any
 from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, carries_members
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.table import serialize
+from chalicelib.adapters.dynamodb.table import TRANSACTION_LIMIT, serialize
 from chalicelib.domain.allocation import AllocationRefused, Coverage
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
@@ -223,7 +223,8 @@ class FakeClaimRepository:
         """As the adapter's transactions: a match whose every record is as its member saw it (matched
         in `matched_in`, proposed nowhere, held by no match and no share here, not being deleted)
         holds them all; the others hold none (left to `claim_record`), and so do matches taking
-        shares or sharing a record with an earlier one of the batch; none where claims are not made
+        shares, of more records than a transaction takes, or sharing a record with an earlier one of
+        the batch; none where claims are not made
         in transactions."""
         held: set[int] = set()
         if not self.in_transactions:
@@ -233,7 +234,7 @@ class FakeClaimRepository:
             rid = match.reconciliation_id
             rows = [self.store.row(match.environment, member.record_id) for member in members]
             records = {(match.environment, member.record_id) for member in members}
-            if not members or len(records) < len(members) or records & taken \
+            if not members or len(members) > TRANSACTION_LIMIT or len(records) < len(members) or records & taken \
                     or any(member.share is not None for member in members):
                 continue
             taken |= records

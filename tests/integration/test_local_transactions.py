@@ -102,8 +102,9 @@ def test_transactions_on_the_local_dynamodb_answer_as_moto_does(tmp_path, monkey
 
 @pytest.mark.xdist_group("local-dynalite")
 def test_concurrent_transactions_on_the_local_dynamodb_are_each_whole_or_nothing(tmp_path):
-    """Transaction i takes items i and i+1 of a ring of 12, from 12 threads at once, eight rounds on
-    fresh items: each item has one owner, and every transaction made holds both its items."""
+    """Transaction i takes items i and i+1 of a ring of 12, from 12 threads at once, beside single
+    conditional UpdateItems taking every third item, eight rounds on fresh items: each transaction
+    made holds both its items, one refused holds neither, and each single write made holds its own."""
     with local_dynalite(DYNALITE_CLI, tmp_path / "store") as client:
         _create_table(client)
         ring = 12
@@ -112,17 +113,26 @@ def test_concurrent_transactions_on_the_local_dynamodb_are_each_whole_or_nothing
             for name in names:
                 client.put_item(TableName=TABLE, Item=_key(name))
 
-            def take(i: int, names: list[str] = names) -> tuple[int, Any]:
-                return i, _outcome(client, [_take(names[i], f"t{i}"), _take(names[(i + 1) % ring], f"t{i}")])
+            def take(i: int, names: list[str] = names) -> tuple[str, Any]:
+                if i >= ring:  # a single write of item (i - ring) * 3
+                    single = _take(names[(i - ring) * 3], f"s{i}")["Update"]
+                    try:
+                        client.update_item(**single)
+                        return f"s{i}", "made"
+                    except ClientError as error:
+                        return f"s{i}", error.response["Error"]["Code"]
+                return f"t{i}", _outcome(client, [_take(names[i], f"t{i}"), _take(names[(i + 1) % ring], f"t{i}")])
 
-            with ThreadPoolExecutor(ring) as pool:
-                outcomes = dict(pool.map(take, range(ring)))
+            with ThreadPoolExecutor(ring + ring // 3) as pool:
+                outcomes = dict(pool.map(take, range(ring + ring // 3)))
             owners = {item["sk"]["S"]: item.get("owner", {}).get("S") for item in client.scan(TableName=TABLE)["Items"]
                       if item["sk"]["S"] in names}
-            made = {i for i, outcome in outcomes.items() if outcome == "made"}
-            assert made, outcomes
             for i in range(ring):
                 mine = [owners[names[i]] == f"t{i}", owners[names[(i + 1) % ring]] == f"t{i}"]
-                assert mine == ([True, True] if i in made else [False, False]), (i, outcomes, owners)
-            assert all(code == "TransactionCanceledException" for i, (code, _) in
-                       ((i, o) for i, o in outcomes.items() if i not in made))
+                made = outcomes[f"t{i}"] == "made"
+                assert mine == [made, made], (i, outcomes, owners)
+                assert made or outcomes[f"t{i}"][0] == "TransactionCanceledException"
+            for n in range(ring // 3):
+                single = f"s{ring + n}"
+                assert (owners[names[n * 3]] == single) == (outcomes[single] == "made"), (single, outcomes, owners)
+                assert outcomes[single] in ("made", "ConditionalCheckFailedException")

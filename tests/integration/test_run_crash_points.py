@@ -98,6 +98,9 @@ def crash(request, api, services, ingest, reconciliation):
         dying = replace(carrying, **{port: Dies(getattr(carrying, port), method, n, half)})
         with pytest.raises(Killed):
             persist(dying, ENV, run_id)
+        if point == "after some transactions":  # the dying chunk's first half of matches hold their records
+            held = [h for h in services.claims.held_records(ENV, record_ids) if h.match_in(reconciliation["id"])]
+            assert len(held) == CHUNKS_BEFORE * CHUNK_RECORDS + MATCHES_A_CHUNK // 2 * 2
         return Crashed(run_id, reconciliation["id"], record_ids)
     return crash
 

@@ -156,3 +156,42 @@ def test_unmatching_opens_the_records_again_keeps_a_tombstone_and_is_done_once(p
     with pytest.raises(NotFound):
         unmatch(ports, ENV, match.id)
     assert manual(ports, reconciliation, bank + ledger).status == "confirmed"
+
+
+class CountedClaims:
+    """The claims port, counting the records claimed one by one."""
+
+    def __init__(self, claims) -> None:
+        self._claims, self.one_by_one = claims, []
+
+    def __getattr__(self, name):
+        return getattr(self._claims, name)
+
+    def claim_record(self, environment, record_id, *args, **kwargs):
+        self.one_by_one.append(record_id)
+        return self._claims.claim_record(environment, record_id, *args, **kwargs)
+
+
+def test_matches_claimed_together_are_not_claimed_again_one_by_one(ports, ingest, reconciliation):
+    """A batch of matches: those whose records are as they were read are held by their transactions
+    and claimed no further; one whose record another match took meanwhile goes record by record,
+    is refused there and gives back what it held."""
+    bank = ingest(*(record("bank", n, 1000 + n) for n in range(3)))
+    ledger = ingest(*(record("ledger", n, 1000 + n) for n in range(3)))
+    uses = used_by(ports.reconciliations, ENV, ["bank", "ledger"])
+    taken = manual(ports, reconciliation, [bank[2], ledger[2]])  # meanwhile, by a person
+
+    def made(n: int) -> tuple[Match, list[MatchMember]]:
+        match = Match(environment=ENV, id=ports.counters.next_id(ENV, "match"), reconciliation_id=reconciliation.id,
+                      status=MatchStatus.CONFIRMED, group_key="run", record_count=2, created_at=utc_now())
+        return match, [MatchMember("a", bank[n], "bank"), MatchMember("b", ledger[n], "ledger")]
+    batch = [made(0), made(1), made(2)]
+    counted = CountedClaims(ports.claims)
+
+    written = write_matches(replace(ports, claims=counted), batch, uses)
+
+    assert [m.id for m in written] == [batch[0][0].id, batch[1][0].id]
+    assert counted.one_by_one == [bank[2], ledger[2]]  # only the refused match, record by record
+    held = {h.record.id: h.match_ids for h in ports.claims.held_records(ENV, bank + ledger)}
+    assert held[bank[0]] == held[ledger[0]] == {reconciliation.id: batch[0][0].id}
+    assert held[bank[2]] == held[ledger[2]] == {reconciliation.id: taken.id}

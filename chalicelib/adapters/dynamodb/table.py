@@ -35,6 +35,8 @@ T = TypeVar("T")
 BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
 TRANSACTION_LIMIT = 100  # actions a TransactWriteItems takes
+TRANSACTION_CONFLICT_ATTEMPTS = 8  # a single write of an item a transaction holds: tries, waits doubling
+TRANSACTION_CONFLICT_WAIT = 0.02  # seconds, the first wait's bound
 FILTERED_READ_STEP = 200
 MAX_READS_PER_PAGE = 10
 # Partitions of one sharded list read at once (botocore keeps 10 connections a client).
@@ -290,12 +292,20 @@ class DynamoTable:
 
     @staticmethod
     def _call_conditional(operation, kwargs: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return operation(**kwargs)
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise ConditionFailed() from None
-            raise
+        """The write, made or refused by its condition (ConditionFailed). A write of an item a
+        transaction holds (a run's claims, `write_together`) is refused by DynamoDB for the moment
+        (TransactionConflictException, which botocore does not retry): tried again shortly."""
+        for attempt in range(TRANSACTION_CONFLICT_ATTEMPTS):
+            try:
+                return operation(**kwargs)
+            except ClientError as error:
+                code = error.response["Error"]["Code"]
+                if code == "ConditionalCheckFailedException":
+                    raise ConditionFailed() from None
+                if code != "TransactionConflictException" or attempt == TRANSACTION_CONFLICT_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0, TRANSACTION_CONFLICT_WAIT * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     # Many items ------------------------------------------------------------------------
     # A read names the key it goes by (keys.BASE_TABLE, or an index: keys.GSI1, ...) and its partition.
