@@ -54,7 +54,8 @@ def dynalite_peak_mb() -> float | None:
 
 class ItemCounter:
     """The items the service's DynamoDB writes name: one a PutItem, UpdateItem or DeleteItem, each put
-    or delete of a BatchWriteItem (a batch's unprocessed items sent again count again)."""
+    or delete of a BatchWriteItem (a batch's unprocessed items sent again count again), each write of a
+    TransactWriteItems (a cancelled one's count too)."""
 
     def __init__(self) -> None:
         self.items = 0
@@ -63,6 +64,8 @@ class ItemCounter:
     def __call__(self, model, params, **kwargs) -> None:
         if model.name == "BatchWriteItem":
             written = sum(len(requests) for requests in params.get("RequestItems", {}).values())
+        elif model.name == "TransactWriteItems":  # a ConditionCheck writes nothing
+            written = sum(1 for action in params.get("TransactItems", []) if "ConditionCheck" not in action)
         elif model.name in WRITE_OPERATIONS:
             written = 1
         else:
