@@ -46,6 +46,49 @@ def _clients_built_once_per_process() -> None:
 _clients_built_once_per_process()
 
 
+def _moto_transactions_back_up_each_table_once() -> None:
+    """moto's TransactWriteItems deep-copies its table once for every action, before any, for its
+    rollback: a hundred copies of the whole table for a transaction of a hundred claims, all the
+    same snapshot. Here each table is copied once a transaction (the same copy serves every action),
+    and transactions run one at a time, as a copy made while another thread's transaction writes the
+    table could fail. tests/unit/test_moto_speedups.py holds the rollback."""
+    import copy
+    import threading
+
+    from moto.dynamodb import models
+
+    run, one_at_a_time = models.DynamoDBBackend.transact_write_items, threading.Lock()
+
+    class TablesCopiedOnce:
+        """`copy` as the models module sees it during a transaction: a Table deep-copied once."""
+
+        def __init__(self) -> None:
+            self.copies: dict[int, tuple[object, object]] = {}
+
+        def deepcopy(self, value, memo=None):
+            if not isinstance(value, models.Table):
+                return copy.deepcopy(value, memo)
+            kept = self.copies.get(id(value))
+            if kept is None or kept[0] is not value:
+                kept = self.copies[id(value)] = (value, copy.deepcopy(value, memo))
+            return kept[1]
+
+        def __getattr__(self, name):
+            return getattr(copy, name)
+
+    def transact_write_items(self, transact_items):
+        with one_at_a_time:
+            models.copy = TablesCopiedOnce()
+            try:
+                return run(self, transact_items)
+            finally:
+                models.copy = copy
+    models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+_moto_transactions_back_up_each_table_once()
+
+
 # DynamoDB operations whose answers are items: moto walks each item through botocore's output
 # model to serialize it (most of an import test's time); their model is plain JSON of the items.
 MOTO_ITEM_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",

@@ -105,3 +105,41 @@ def test_the_lambda_code_decoded_once_equals_motos_own_for_the_same_zip_and_for_
     for text in (first, again, other, first, other, other):
         assert decoding(text) == _zipfile_content(text)
     assert decoding(other)[0] != decoding(first)[0]
+
+
+def test_a_transaction_copies_its_table_once_and_a_cancelled_one_still_rolls_back(monkeypatch):
+    """tests/conftest.py's back-up of each table once a TransactWriteItems: moto applies the actions
+    one by one, so a condition failing at the last must undo the writes before it."""
+    import copy
+
+    from moto.dynamodb import models
+
+    copies, deepcopy = [], copy.deepcopy
+
+    def counted(value, memo=None):
+        if isinstance(value, models.Table):
+            copies.append(value)
+        return deepcopy(value, memo)
+    monkeypatch.setattr(copy, "deepcopy", counted)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        client.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        for n in range(5):
+            client.put_item(TableName="t", Item={"pk": {"S": f"k{n}"}, "v": {"N": "0"}})
+
+        def bump(n: int, condition: str = "v = :zero") -> dict:
+            return {"Update": {"TableName": "t", "Key": {"pk": {"S": f"k{n}"}}, "UpdateExpression": "SET v = :one",
+                               "ConditionExpression": condition,
+                               "ExpressionAttributeValues": {":one": {"N": "1"}, ":zero": {"N": "0"}}}}
+
+        client.transact_write_items(TransactItems=[bump(0), bump(1)])
+        with pytest.raises(client.exceptions.TransactionCanceledException) as cancelled:
+            client.transact_write_items(TransactItems=[bump(2), bump(3), bump(0)])  # k0 is 1 now: the last fails
+
+        reasons = [reason["Code"] for reason in cancelled.value.response["CancellationReasons"]]
+        values = {item["pk"]["S"]: item["v"]["N"] for item in client.scan(TableName="t")["Items"]}
+    assert reasons == ["None", "None", "ConditionalCheckFailed"]
+    assert values == {"k0": "1", "k1": "1", "k2": "0", "k3": "0", "k4": "0"}  # k2 and k3 rolled back
+    assert len(copies) == 2  # once a transaction, not once an action
