@@ -32,9 +32,8 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
                   journaled: bool = False) -> list[Match]:
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, the record claims (whole matches at once, or one by one from a thread
-    pool), then the commit markers
-    of the matches whose claims all held, batched (with the event each commit owes, by match id:
-    see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
+    pool), then the commit markers of the matches whose claims all held, batched (with the event
+    each commit owes, by match id: see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
     or one being deleted, undoes its match. Returns the matches written. `journaled`: a run's
     chunk whose journal keeps its small matches' members (`Matches.journal_members`), which their
     commit markers then carry."""
