@@ -33,10 +33,10 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
     """Write matches together (see adapters/dynamodb/matches.py for the order): every member in
     one BatchWriteItem stream, the record claims (whole matches at once, or one by one from a thread
     pool), then the commit markers of the matches whose claims all held, batched (with the event
-    each commit owes, by match id: see services/events.py `save_and_emit`). A record another match of the reconciliation holds,
-    or one being deleted, undoes its match. Returns the matches written. `journaled`: a run's
-    chunk whose journal keeps its small matches' members (`Matches.journal_members`), which their
-    commit markers then carry."""
+    each commit owes, by match id: see services/events.py `save_and_emit`). A record another match
+    of the reconciliation holds, or one being deleted, undoes its match. Returns the matches
+    written. `journaled`: a run's chunk whose journal keeps its small matches' members
+    (`Matches.journal_members`), which their commit markers then carry."""
     if not batch:
         return []
     # Before any claim: a run reads a stream's open records from the analytics mirror only while no
