@@ -18,6 +18,7 @@
 // it made (dynalite's single writes are not atomic either).
 'use strict';
 
+const crypto = require('crypto');
 const crc32 = require('buffer-crc32');
 const db = require('dynalite/db');
 const validations = require('dynalite/validations');
@@ -49,8 +50,7 @@ function isTransactWrite(req) {
 function send(res, status, body) {
   const text = JSON.stringify(body);
   res.statusCode = status;
-  res.setHeader('x-amzn-RequestId', require('crypto').randomBytes(39).toString('base64').toUpperCase()
-    .replace(/\+|\//g, '0'));
+  res.setHeader('x-amzn-RequestId', crypto.randomBytes(39).toString('base64').toUpperCase().replace(/\+|\//g, '0'));
   res.setHeader('x-amz-crc32', crc32.unsigned(text));
   res.setHeader('Content-Type', 'application/x-amz-json-1.0');
   res.setHeader('Content-Length', Buffer.byteLength(text, 'utf8'));
