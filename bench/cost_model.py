@@ -169,9 +169,11 @@ class Meter:
             return [{"pk": params["Item"]["pk"], "sk": params["Item"]["sk"]}]
         if operation in ("UpdateItem", "DeleteItem"):
             return [params["Key"]]
-        if operation == "TransactWriteItems":  # a ConditionCheck writes nothing
-            return [{"pk": a["Put"]["Item"]["pk"], "sk": a["Put"]["Item"]["sk"]} if "Put" in a else
-                    (a.get("Update") or a["Delete"])["Key"] for a in params["TransactItems"] if "ConditionCheck" not in a]
+        if operation == "TransactWriteItems":  # this table's writes (a ConditionCheck writes nothing)
+            writes = [a.get("Put") or a.get("Update") or a["Delete"] for a in params["TransactItems"]
+                      if "ConditionCheck" not in a]
+            return [{"pk": w["Item"]["pk"], "sk": w["Item"]["sk"]} if "Item" in w else w["Key"] for w in writes
+                    if w["TableName"] == self._table]
         requests = params["RequestItems"][self._table]
         return [r["DeleteRequest"]["Key"] if "DeleteRequest" in r else
                 {"pk": r["PutRequest"]["Item"]["pk"], "sk": r["PutRequest"]["Item"]["sk"]} for r in requests]
@@ -204,16 +206,20 @@ class Meter:
         if operation not in WRITES or "meter" not in context:
             return
         item_keys, before = context["meter"]
-        if parsed.get("Error", {}).get("Code") == "TransactionCanceledException":  # each item's prepare
+        if parsed.get("Error", {}).get("Code") == "TransactionCanceledException":
+            # Assumed: each item's prepare is billed a unit; the reasons name the failed conditions.
+            reasons = [r.get("Code") for r in parsed.get("CancellationReasons", [])]
             with self._lock:
-                self._tally.failed_conditions += 1
+                self._tally.failed_conditions += reasons.count("ConditionalCheckFailed")
                 for key in item_keys:
-                    self._tally.write_units[(kind_of(before.get(_k(key))) + " (condition failed)", "table")] += 1
+                    self._tally.write_units[(kind_of(before.get(_k(key))) + " (transaction cancelled)", "table")] += 1
             return
         if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
             with self._lock:
                 self._tally.failed_conditions += 1
                 self._tally.write_units[(kind_of(before.get(_k(item_keys[0]))) + " (condition failed)", "table")] += 1
+            return
+        if "Error" in parsed:  # refused whole (validation, throttling after its retries): nothing written
             return
         unprocessed = {_k(r["DeleteRequest"]["Key"] if "DeleteRequest" in r else r["PutRequest"]["Item"])
                        for r in parsed.get("UnprocessedItems", {}).get(self._table, [])}
@@ -583,7 +589,7 @@ def main() -> None:
         print(f"  write requests: {requests_sent / per_count:.3f} per {unit} ("
               + ", ".join(f"{op} {n:,}" for op, n in sorted(tally.requests.items()) if op in WRITES) + ")")
         print(f"  write units: {tally.total_write_units() / per_count:.3f} per {unit}"
-              f" ({tally.failed_conditions} failed conditions counted at 1 unit)")
+              f" ({tally.failed_conditions} failed conditions counted at 1 unit, an item of a cancelled transaction too)")
         print("\n".join(breakdown(tally, per_count)))
         print(f"  read units (estimate): {tally.read_units / per_count:.3f} per {unit}")
         print("  S3 requests: " + ", ".join(f"{op} {n}" for op, n in sorted(tally.s3.items()))

@@ -49,15 +49,15 @@ _clients_built_once_per_process()
 def _moto_transactions_back_up_each_table_once() -> None:
     """moto's TransactWriteItems deep-copies its table once for every action, before any, for its
     rollback: a hundred copies of the whole table for a transaction of a hundred claims, all the
-    same snapshot. Here each table is copied once a transaction (the same copy serves every action),
-    and transactions run one at a time, as a copy made while another thread's transaction writes the
-    table could fail. tests/unit/test_moto_speedups.py holds the rollback."""
+    same snapshot. Here each table is copied once a transaction (the same copy serves every action).
+    No other request runs meanwhile: moto's DynamoDB requests go one at a time in the suite
+    (`_moto_applies_one_dynamodb_request_at_a_time`), so nothing writes a table while it is copied
+    and no other call sees the swapped `copy`. tests/unit/test_moto_speedups.py holds the rollback."""
     import copy
-    import threading
 
     from moto.dynamodb import models
 
-    run, one_at_a_time = models.DynamoDBBackend.transact_write_items, threading.Lock()
+    run = models.DynamoDBBackend.transact_write_items
 
     class TablesCopiedOnce:
         """`copy` as the models module sees it during a transaction: a Table deep-copied once."""
@@ -77,12 +77,11 @@ def _moto_transactions_back_up_each_table_once() -> None:
             return getattr(copy, name)
 
     def transact_write_items(self, transact_items):
-        with one_at_a_time:
-            models.copy = TablesCopiedOnce()
-            try:
-                return run(self, transact_items)
-            finally:
-                models.copy = copy
+        models.copy = TablesCopiedOnce()
+        try:
+            return run(self, transact_items)
+        finally:
+            models.copy = copy
     models.DynamoDBBackend.transact_write_items = transact_write_items
 
 

@@ -143,3 +143,4 @@ def test_a_transaction_copies_its_table_once_and_a_cancelled_one_still_rolls_bac
     assert reasons == ["None", "None", "ConditionalCheckFailed"]
     assert values == {"k0": "1", "k1": "1", "k2": "0", "k3": "0", "k4": "0"}  # k2 and k3 rolled back
     assert len(copies) == 2  # once a transaction, not once an action
+    assert models.copy is copy  # the module's own again, after a transaction made and one cancelled
