@@ -13,10 +13,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, carries_members
+from chalicelib.adapters.dynamodb.matches import CLAIM_ATTEMPTS, carries_members, claimable_together
 from chalicelib.adapters.dynamodb.record_columns import record_attributes, record_columns
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.table import TRANSACTION_LIMIT, serialize
+from chalicelib.adapters.dynamodb.table import serialize
 from chalicelib.domain.allocation import AllocationRefused, Coverage
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
@@ -229,15 +229,9 @@ class FakeClaimRepository:
         held: set[int] = set()
         if not self.in_transactions:
             return held
-        taken: set[tuple[str, int]] = set()
-        for match, members in batch:
+        for match, members in claimable_together(batch):
             rid = match.reconciliation_id
             rows = [self.store.row(match.environment, member.record_id) for member in members]
-            records = {(match.environment, member.record_id) for member in members}
-            if not members or len(members) > TRANSACTION_LIMIT or len(records) < len(members) or records & taken \
-                    or any(member.share is not None for member in members):
-                continue
-            taken |= records
             if not all(row is not None and not row.deleting and rid not in row.match_ids and not row.proposed_in
                        and not row.record.allocations.get(rid) and row.matched_in == set(member.matched_in)
                        for row, member in zip(rows, members)):

@@ -360,14 +360,7 @@ class ClaimRepository:
         (settings.claims_in_transactions: a transaction's writes cost AWS twice the write units)."""
         if not self.in_transactions:
             return set()
-        pending: list[_Claimed] = []
-        seen_records: set[tuple[str, int]] = set()
-        for match, members in batch:
-            records = {(match.environment, member.record_id) for member in members}
-            if members and len(members) <= TRANSACTION_LIMIT and len(records) == len(members) \
-                    and not records & seen_records and all(member.share is None for member in members):
-                pending.append((match, members))
-                seen_records |= records
+        pending = claimable_together(batch)
         held: set[int] = set()
         with ThreadPoolExecutor(CLAIM_THREADS) as pool:
             while pending:
@@ -652,6 +645,20 @@ def _claim_update(match: Match, member: MatchMember, users: frozenset[int]) -> C
 
 
 _Claimed = tuple[Match, Sequence[MatchMember]]
+
+
+def claimable_together(batch: Sequence[_Claimed]) -> list[_Claimed]:
+    """The matches of the batch a transaction may claim, in order: none taking shares, none larger
+    than a transaction, none naming a record twice or a record an earlier one names."""
+    chosen: list[_Claimed] = []
+    seen_records: set[tuple[str, int]] = set()
+    for match, members in batch:
+        records = {(match.environment, member.record_id) for member in members}
+        if members and len(members) <= TRANSACTION_LIMIT and len(records) == len(members) \
+                and not records & seen_records and all(member.share is None for member in members):
+            chosen.append((match, members))
+            seen_records |= records
+    return chosen
 
 
 def _transactions(batch: Sequence[_Claimed]) -> list[list[_Claimed]]:
