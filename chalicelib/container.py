@@ -130,7 +130,7 @@ class Container:
 
     @cached_property
     def exceptions(self) -> ExceptionRepository:
-        return ExceptionRepository(self.table, self.counters)
+        return ExceptionRepository(self.table, self.counters, in_transactions=self.settings.claims_in_transactions)
 
     @cached_property
     def service_levels(self) -> ServiceLevelRepository:

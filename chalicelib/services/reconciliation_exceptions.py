@@ -134,8 +134,9 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     scale = max([active.decimal_places] + [record.decimal_places for record in joining])
     if scale > active.decimal_places:  # a record kept with more decimals: every amount moves to its scale
         active = ports.exceptions.rescale(active, scale)
-    held = _each(lambda record_id: ports.exceptions.hold_record(environment, record_id, reconciliation.id, active.id),
-                 [record.id for record in joining])
+    held = ports.exceptions.hold_together(environment, [record.id for record in joining], reconciliation.id, active.id)
+    held |= _each(lambda record_id: ports.exceptions.hold_record(environment, record_id, reconciliation.id, active.id),
+                  [record.id for record in joining if record.id not in held])
     ports.exceptions.add_records(active, [_exception_record(record, scale, record.id in proposed)
                                           for record in joining if record.id in held] +
                                  [_exception_record(record, scale, record.id in proposed) for record in flipped])

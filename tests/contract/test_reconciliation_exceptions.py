@@ -309,6 +309,30 @@ class TestExceptionRepository:
         record_items(records, 1)  # a record written again (whole) is held nowhere
         assert exceptions.hold_record(ENV, 1, 2, 12)
 
+    def test_holds_together_hold_every_record_hold_record_would_and_leave_the_rest(self, exceptions, records):
+        # Given 250 records (three transactions' worth), one held by another exception of the
+        # reconciliation, one by this exception already, one in another reconciliation
+        record_items(records, *range(1, 251))
+        assert exceptions.hold_record(ENV, 7, 1, 11)
+        assert exceptions.hold_record(ENV, 8, 1, 10)
+        assert exceptions.hold_record(ENV, 9, 2, 20)
+        # When they are held together, with a record that is not there and one asked twice
+        held = exceptions.hold_together(ENV, [*range(1, 251), 400, 8], 1, 10)
+        # Then every record but the other exception's is held (cancelled transactions went again without it)
+        assert held == set(range(1, 251)) - {7}
+        assert not exceptions.hold_record(ENV, 1, 1, 11) and exceptions.hold_record(ENV, 250, 1, 10)
+        assert [exceptions.let_go_record(ENV, i, 1, 10) for i in (1, 7, 8, 9, 101, 250, 400)] == [
+            True, False, True, True, True, True, False]
+        assert exceptions.let_go_record(ENV, 7, 1, 11) and exceptions.let_go_record(ENV, 9, 2, 20)
+        assert exceptions.hold_together(OTHER_ENV, [1, 2], 1, 10) == set()  # no such records there
+        assert exceptions.hold_together(ENV, [], 1, 10) == set()
+
+    def test_holds_together_hold_none_where_holds_are_not_made_in_transactions(self, exceptions, records):
+        record_items(records, 1)
+        exceptions.in_transactions = False
+        assert exceptions.hold_together(ENV, [1], 1, 10) == set()
+        assert exceptions.hold_record(ENV, 1, 1, 11)  # nothing held it
+
     def test_one_refresh_lease_at_a_time_until_it_ends(self, exceptions):
         now = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
         assert exceptions.take_refresh_lease(ENV, 1, now, timedelta(minutes=15))

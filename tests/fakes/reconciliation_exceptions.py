@@ -25,7 +25,7 @@ What the adapter does, the fake does too, including the less obvious:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -73,8 +73,10 @@ class _Lease:
 
 
 class FakeExceptionRepository:
-    def __init__(self, counters: FakeCounters | None = None, store: FakeRecordStore | None = None) -> None:
+    def __init__(self, counters: FakeCounters | None = None, store: FakeRecordStore | None = None,
+                 in_transactions: bool = True) -> None:
         self._counters = counters or FakeCounters()
+        self.in_transactions = in_transactions
         self.store = store or FakeRecordStore()  # the record items, where the holds are written
         self.rows: dict[tuple[str, int], _Row] = {}
         self.exception_records: dict[tuple[str, int], dict[int, ExceptionRecord]] = {}
@@ -245,6 +247,16 @@ class FakeExceptionRepository:
             _refuse_duplicates(batch)
             for record_id in batch:
                 kept.pop(record_id, None)
+
+    def hold_together(self, environment: str, record_ids: Sequence[int], reconciliation_id: int,
+                      exception_id: int) -> set[int]:
+        """As the adapter's transactions, whose cancelled ones go again without the refused holds:
+        every record `hold_record` would hold is held, the others are left; none where holds are not
+        made in transactions."""
+        if not self.in_transactions:
+            return set()
+        return {record_id for record_id in dict.fromkeys(record_ids)
+                if self.hold_record(environment, record_id, reconciliation_id, exception_id)}
 
     def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         """Mark the record as held by the exception in the reconciliation, unless another one holds it."""

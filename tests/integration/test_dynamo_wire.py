@@ -41,6 +41,7 @@ from chalicelib.adapters.dynamodb.matches import (
     _status_values,
     claim_write,
 )
+from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, serialize
 from chalicelib.adapters.dynamodb.wire import CONTENT_TYPE, DynamoWire, SigV4, signed_host
 from chalicelib.domain.clock import utc_now
@@ -455,6 +456,35 @@ def test_https_is_verified(tmp_path, waits):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_holds_in_transactions_write_what_hold_record_writes(engine):
+    """`ExceptionRepository.hold_together` (TransactWriteItems of 100; a cancelled one goes again
+    without its refused holds) against `hold_record`, on twin records n and 200 + n: the same records
+    held, the same items after."""
+    table, raw = engine
+    exceptions = ExceptionRepository(table, counters=None)
+    for record_id in [*range(1, 121), *range(201, 321)]:
+        _store_record(raw, record_id, None, None, {})
+    for offset in (0, 200):
+        assert exceptions.hold_record("wire", 7 + offset, 9, 11)  # another exception of the reconciliation
+        assert exceptions.hold_record("wire", 8 + offset, 9, 10)  # this one, already
+        assert exceptions.hold_record("wire", 9 + offset, 3, 30)  # another reconciliation
+
+    held = exceptions.hold_together("wire", [*range(1, 121), 150], 9, 10)  # 150: not stored
+    one_by_one = {n - 200 for n in [*range(201, 321), 350] if exceptions.hold_record("wire", n, 9, 10)}
+
+    assert held == one_by_one == set(range(1, 121)) - {7}
+    def stored(record_id: int) -> dict:
+        item = table.get(keys.record("wire", record_id)) or {}
+        return {k: v for k, v in item.items() if k not in ("pk", "id") and not k.startswith("gsi")}
+
+    for record_id in (1, 7, 8, 9, 120):
+        assert stored(record_id) == stored(record_id + 200)
+    assert (stored(1)["exception_9"], stored(1)["exception_holds"]) == (10, {"9:10"})
+    assert (stored(7)["exception_9"], stored(7)["exception_holds"]) == (11, {"9:11"})
+    assert stored(9)["exception_holds"] == {"3:30", "9:10"}
+    assert stored(150) == {}  # a hold makes no record
 
 
 @pytest.mark.parametrize(("stored", "proposed_stored", "others", "matched_in", "proposed_in"), CLAIM_CASES)

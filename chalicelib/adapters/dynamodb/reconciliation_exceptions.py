@@ -3,14 +3,21 @@ queue page needs no request per row), its records and comments in its partition,
 guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter
+from chalicelib.adapters.dynamodb.table import (
+    TRANSACTION_LIMIT,
+    ConditionalUpdate,
+    ConditionFailed,
+    DynamoTable,
+    Filter,
+)
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.reconciliation_exceptions import (
@@ -27,12 +34,19 @@ STALE_GUARD_AGE = timedelta(minutes=2)  # a guard whose exception was never writ
 # What the queue's filters and orders read of every exception (ExceptionSummary).
 LISTING_ATTRIBUTES = ("id", "reconciliation_id", "status", "data_stream_key", "assignees", "decimal_places", "totals",
                       "currency", "opened_at", "closed_at")
+HOLD_THREADS = 8  # transactions of holds in flight at once
+_HOLD_UPDATE = "SET #e = :e ADD #holds :hold"
+_HOLD_CONDITION = "attribute_exists(pk) AND (attribute_not_exists(#e) OR #e = :e)"
 
 
 class ExceptionRepository:
-    def __init__(self, table: DynamoTable, counters) -> None:
+    """`in_transactions`: holds go in TransactWriteItems of TRANSACTION_LIMIT records (as a run's
+    claims do, settings.claims_in_transactions), rather than one UpdateItem a record."""
+
+    def __init__(self, table: DynamoTable, counters, in_transactions: bool = True) -> None:
         self._table = table
         self._counters = counters
+        self.in_transactions = in_transactions
 
     def next_id(self, environment: str, entity: str = "exception") -> int:
         return self._counters.next_id(environment, entity)
@@ -240,11 +254,48 @@ class ExceptionRepository:
         self._table.batch_write(deletes=[keys.exception_record(exception.environment, exception.id, i)
                                          for i in record_ids])
 
+    def hold_together(self, environment: str, record_ids: Sequence[int], reconciliation_id: int,
+                      exception_id: int) -> set[int]:
+        """`hold_record` for many records, TRANSACTION_LIMIT a transaction, HOLD_THREADS at once: the
+        ids now held. The records are independent (a transaction is only a batch here): a cancelled
+        one's records whose own hold passed go again; the ids left out (refused, or in a transaction
+        whose reasons do not say, and all of them where holds are not made in transactions) are
+        for `hold_record`, one by one."""
+        if not self.in_transactions:
+            return set()
+        pending = list(dict.fromkeys(record_ids))
+        held: set[int] = set()
+        with ThreadPoolExecutor(HOLD_THREADS) as pool:
+            while pending:
+                groups = [pending[start:start + TRANSACTION_LIMIT]
+                          for start in range(0, len(pending), TRANSACTION_LIMIT)]
+                pending = []
+                for group, passed in zip(groups, pool.map(
+                        lambda group: self._hold_group(environment, group, reconciliation_id, exception_id), groups)):
+                    if passed is None:
+                        held.update(group)
+                    else:
+                        pending += passed
+        return held
+
+    def _hold_group(self, environment: str, record_ids: list[int], reconciliation_id: int,
+                    exception_id: int) -> list[int] | None:
+        """One transaction of holds: None when made; else the records whose own hold passed (none
+        when DynamoDB's reasons do not say, or say every hold passed)."""
+        placeholders = _hold_placeholders(reconciliation_id, exception_id)
+        reasons = self._table.write_together([
+            ConditionalUpdate(keys.record(environment, record_id), _HOLD_UPDATE, _HOLD_CONDITION,
+                              placeholders["values"], placeholders["names"]) for record_id in record_ids])
+        if reasons is None:
+            return None
+        if len(reasons) != len(record_ids) or all(reason == "None" for reason in reasons):
+            return []
+        return [record_id for record_id, reason in zip(record_ids, reasons) if reason == "None"]
+
     def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         """Mark the record as held by the exception in the reconciliation, unless another one holds it."""
         try:
-            self._table.update(keys.record(environment, record_id), "SET #e = :e ADD #holds :hold",
-                               condition="attribute_exists(pk) AND (attribute_not_exists(#e) OR #e = :e)",
+            self._table.update(keys.record(environment, record_id), _HOLD_UPDATE, condition=_HOLD_CONDITION,
                                **_hold_placeholders(reconciliation_id, exception_id))
         except ConditionFailed:
             return False
