@@ -211,6 +211,10 @@ def main() -> None:
               f"{matched / persist_seconds:,.0f} matched records/s = {matched / persist_seconds / base_rate:.2f}x")
         print("matched_records while persisting (s, records, progress): "
               + ", ".join(f"{t:.0f} {m:,} {p}" for t, m, p in steps[:: max(1, len(steps) // 12)]))
+        last_match = next((t for t, m, _ in steps if m == matched), None)
+        if last_match is not None:  # the exceptions of what stayed unmatched, the totals, the story tallies
+            print(f"the run's end: {persist_seconds - last_match:.1f} s after the last matched record "
+                  f"(matched by {last_match:.1f} s of the persist)")
         for index in ("table", "gsi1", "gsi2", "gsi4", "gsi5"):
             heaviest = [(key, n) for (where, key), n in partitions.counts.most_common() if where == index][:2]
             if heaviest:
