@@ -542,8 +542,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=2_000, help="records per flow (a side, for the run)")
     parser.add_argument("--claims-in-transactions", action="store_true",
-                        help="a run's claims as the local stack sends them (TransactWriteItems: twice the table's "
-                             "units), not one by one as a deployed stage does")
+                        help="a run's claims and its exception refresh's holds as the local stack sends them "
+                             "(TransactWriteItems: twice the table's units), not one by one as a deployed stage "
+                             "does")
     args = parser.parse_args()
     indexes = template_indexes()
     workdir = Path(tempfile.mkdtemp(prefix="recon-cost-"))

@@ -181,14 +181,15 @@ def main() -> None:
         planned_at, steps = None, []
         while run["status"] in ("pending", "running"):  # the persist begins once the plan is saved (40%)
             run = session.get(url).json()
+            ended = time.perf_counter()  # the last poll's answer: when the run was seen ended
             if planned_at is None and run["progress"] >= 40:
                 planned_at = time.perf_counter()
                 partitions.reset()
             if planned_at is not None and (not steps or steps[-1][1] != run["matched_records"]):
                 steps.append((time.perf_counter() - planned_at, run["matched_records"], run["progress"]))
             time.sleep(0.25)
-        seconds = time.perf_counter() - started
-        persist_seconds = time.perf_counter() - (planned_at or started)
+        seconds = ended - started
+        persist_seconds = ended - (planned_at or started)
         events = service.container.aws.dynamodb.meta.events  # the baseline's writes are not the run's
         events.unregister("before-call.dynamodb.*", counter)
         events.unregister("before-parameter-build.dynamodb.*", partitions)
@@ -212,7 +213,7 @@ def main() -> None:
         print("matched_records while persisting (s, records, progress): "
               + ", ".join(f"{t:.0f} {m:,} {p}" for t, m, p in steps[:: max(1, len(steps) // 12)]))
         last_match = next((t for t, m, _ in steps if m == matched), None)
-        if last_match is not None:  # the exceptions of what stayed unmatched, the totals, the story tallies
+        if matched and last_match is not None:  # the exceptions of what stayed unmatched, the totals, the story tallies
             print(f"the run's end: {persist_seconds - last_match:.1f} s after the last matched record "
                   f"(matched by {last_match:.1f} s of the persist)")
         for index in ("table", "gsi1", "gsi2", "gsi4", "gsi5"):

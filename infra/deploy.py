@@ -122,7 +122,8 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # stages keep writing those until the next release (docs/upgrades.md).
             "RECON_CARRY_MATCH_MEMBERS": "false",
             # A transaction's writes cost AWS twice a write's units: a deployed run claims record by
-            # record, keeping write units a matched record where they were (settings.py).
+            # record and its exception refresh holds record by record, keeping write units a matched
+            # record where they were (settings.py).
             "RECON_CLAIMS_IN_TRANSACTIONS": "false",
         },
         "lambda_functions": functions,

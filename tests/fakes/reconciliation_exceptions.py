@@ -20,6 +20,8 @@ What the adapter does, the fake does too, including the less obvious:
   dates ending today, so a record dated after today is in no bucket (RecordFilter.admits puts it
   in lt_7d). Its cursors are the adapter's (the record item's key). The adapter reads at most
   2,000 records of a partition per page when a filter drops most of them; the fake reads them all.
+- `hold_together` holds every record `hold_record` would: the adapter's transactions can leave
+  holdable ones out (a conflict on AWS), for `hold_record`; the fake never does.
 - Writing the same record twice in one batch of 25 fails as BatchWriteItem does (ValidationException),
   an amount that is a float as boto3's serializer does (TypeError, before anything is written).
 """

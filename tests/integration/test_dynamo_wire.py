@@ -475,6 +475,7 @@ def test_holds_in_transactions_write_what_hold_record_writes(engine):
     one_by_one = {n - 200 for n in [*range(201, 321), 350] if exceptions.hold_record("wire", n, 9, 10)}
 
     assert held == one_by_one == set(range(1, 121)) - {7}
+
     def stored(record_id: int) -> dict:
         item = table.get(keys.record("wire", record_id)) or {}
         return {k: v for k, v in item.items() if k not in ("pk", "id") and not k.startswith("gsi")}

@@ -261,10 +261,10 @@ class ExceptionRepository:
         one's records whose own hold passed go again; the ids left out (refused, or in a transaction
         whose reasons do not say, and all of them where holds are not made in transactions) are
         for `hold_record`, one by one."""
-        if not self.in_transactions:
-            return set()
         pending = list(dict.fromkeys(record_ids))
         held: set[int] = set()
+        if not self.in_transactions or not pending:
+            return held
         with ThreadPoolExecutor(HOLD_THREADS) as pool:
             while pending:
                 groups = [pending[start:start + TRANSACTION_LIMIT]
