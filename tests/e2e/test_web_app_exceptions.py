@@ -204,26 +204,29 @@ def test_the_queue_filters_counts_sorts_and_keeps_its_filters_in_the_link(stack,
 
 def test_the_filter_lists_arriving_move_no_control_of_the_queue_filters(stack, page):
     """The people and the data streams fill their filters after the form is shown (requests of their
-    own, every page of them), with names of any length: "Apply filters" stays where it was as they
-    land, so a click aimed at it then still applies the reconciliation chosen meanwhile (a long name
-    widened its select, pushed the fields after it to the next line and the button a line down)."""
+    own, every page of them), with names of any length, and the queue's own page lands after it too:
+    "Apply filters" stays where it was as they land, so a click aimed at it then still applies the
+    reconciliation chosen meanwhile (a long name widened its select, pushed the fields after it to
+    the next line and the button a line down; the queue's table widened the page and moved it up)."""
     made = world(stack)
     recon = made["reconciliation"]
     long_name = f"The payments of the subsidiaries abroad, settled weekly {made['suffix']}"
     assert stack.request("POST", "/data_streams", {"key": f"xlong-{made['suffix']}", "name": long_name}).status_code == 201
     held = []
-    patterns = ("**/v1/users?*", "**/v1/data_streams?*")
+    patterns = ("**/v1/users?*", "**/v1/data_streams?*", "**/v1/reconciliation_exceptions*")
     for pattern in patterns:
         page.route(pattern, lambda route: held.append(route))
     sign_in_as(stack, page, "preparer", "#/exceptions", name=long_name)
     page.get_by_role("heading", name="Exceptions").wait_for()
     page.get_by_label("Reconciliation").select_option(label=recon["name"])
     apply = page.get_by_role("button", name="Apply filters")
-    for _ in range(500):  # the form asks for both lists once it is shown
-        if len(held) >= 2:
+    asked = lambda: {path for route in held for path in ("/v1/users", "/v1/data_streams",  # noqa: E731
+                                                         "/v1/reconciliation_exceptions") if path in route.request.url}
+    for _ in range(500):  # the form asks for both lists once it is shown, the queue for its page
+        if len(asked()) == 3:
             break
         page.wait_for_timeout(20)
-    assert len(held) >= 2, "the people and the data streams were not asked for"
+    assert len(asked()) == 3, f"the people, the data streams and the queue were not all asked for: {asked()}"
     before = apply.bounding_box()
     for route in held:  # a list's next pages, asked as these come in, join `held` and go on too
         route.continue_()
@@ -231,6 +234,7 @@ def test_the_filter_lists_arriving_move_no_control_of_the_queue_filters(stack, p
         page.unroute(pattern)
     page.locator("#exc-stream option", has_text=long_name).wait_for(state="attached")
     page.locator("#exc-assignee option", has_text=long_name).wait_for(state="attached")
+    page.locator("table.exception-queue").wait_for()
     assert apply.bounding_box() == before
     assert page.get_by_label("Reconciliation").input_value() == str(recon["id"])
     apply.click()
