@@ -123,6 +123,7 @@ class LocalService:
         self.failure: str | None = None  # why the stack stopped by itself
         self.workflows: list[LocalWorkflows] = []
         self._stopping = threading.Event()
+        self._serving_thread: threading.Thread | None = None
 
     def start(self) -> LocalService:
         settings = self.stack.start()
@@ -188,7 +189,9 @@ class LocalService:
         return self.server
 
     def serve_in_background(self) -> None:
-        threading.Thread(target=self.serving().server.serve_forever, daemon=True).start()
+        self._serving_thread = threading.Thread(target=self.serving().server.serve_forever, daemon=True,
+                                                name="api-server")
+        self._serving_thread.start()
 
     def watch_services(self, interval_seconds: float = 0.5) -> None:
         """A stack whose DynamoDB or moto server died stops, rather than answer every request 500."""
@@ -219,6 +222,9 @@ class LocalService:
         for workflows in self.workflows:
             workflows.request_stop()
         if self.server:
+            if self._serving_thread is not None and self._serving_thread.is_alive():
+                # Its loop ends first: polling a closed socket, it would spin on EBADF until the process exits.
+                self.server.server.shutdown()
             self.server.server.server_close()
         if self.runtime:
             self.runtime.stop(grace_seconds)
