@@ -42,7 +42,7 @@ from chalicelib.adapters.dynamodb.matches import (
     claim_write,
 )
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
-from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Filter, serialize
+from chalicelib.adapters.dynamodb.table import ConditionalUpdate, ConditionFailed, DynamoTable, Filter, serialize
 from chalicelib.adapters.dynamodb.wire import CONTENT_TYPE, DynamoWire, SigV4, signed_host
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
@@ -522,3 +522,33 @@ def test_a_claim_in_a_transaction_writes_what_claim_write_writes(engine, stored,
     assert items[0] == items[1]
     if not (proposed_in or proposed_stored or others) and stored != "missing" and set(map(int, stored or ())) == matched_in:
         assert outcomes[0] == "written"  # the record as seen: the claim passes
+
+
+def test_whole_entries_go_in_packed_transactions_and_a_refused_one_leaves_the_rest_to_go_again(engine):
+    """`DynamoTable.write_whole`: entries of 60, 50, 30 and 1 updates go in two transactions (the
+    50 does not fit beside the 60); one update of the 30 is refused, so that transaction is
+    cancelled and its other entries, whose updates all passed, go again in a third: all of them
+    written but the 30, of which nothing is."""
+    table, _ = engine
+    for n in range(1, 141):
+        table.put({"pk": f"E#wire#W#{n}", "sk": "W", "n": n})
+    sent: list[int] = []
+    send = table._client.transact_write_items
+
+    def counted(**params):
+        sent.append(len(params["TransactItems"]))
+        return send(**params)
+
+    table._client.transact_write_items = counted
+
+    def touch(n: int) -> ConditionalUpdate:  # refused where no item is (n > 140)
+        return ConditionalUpdate({"pk": f"E#wire#W#{n}", "sk": "W"}, "SET touched = :t", "attribute_exists(pk)",
+                                 {":t": True})
+
+    entries = {"sixty": range(1, 61), "fifty": range(61, 111), "thirty": [*range(111, 140), 999], "one": [140]}
+    written = table.write_whole(list(entries), lambda name: [touch(n) for n in entries[name]], threads=1)
+
+    assert written == ["sixty", "fifty", "one"]
+    assert sent == [60, 81, 51]
+    touched = {n for n in range(1, 141) if (table.get({"pk": f"E#wire#W#{n}", "sk": "W"}) or {}).get("touched")}
+    assert touched == {*range(1, 111), 140}

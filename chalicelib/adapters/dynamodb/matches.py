@@ -360,33 +360,11 @@ class ClaimRepository:
         (settings.claims_in_transactions: a transaction's writes cost AWS twice the write units)."""
         if not self.in_transactions:
             return set()
-        pending = claimable_together(batch)
-        held: set[int] = set()
-        with ThreadPoolExecutor(CLAIM_THREADS) as pool:
-            while pending:
-                groups = _transactions(pending)
-                pending = []
-                for group, passed in zip(groups, pool.map(lambda group: self._claim_group(group, users), groups)):
-                    if passed is None:
-                        held.update(match.id for match, _ in group)
-                    else:  # cancelled: its matches whose every claim passed go again
-                        pending += [entry for entry in group if entry[0].id in passed]
-        return held
-
-    def _claim_group(self, group: Sequence[tuple[Match, Sequence[MatchMember]]],
-                     users: Mapping[str, frozenset[int]]) -> set[int] | None:
-        """One transaction of whole matches' claims: None when made; else the ids of its matches
-        whose every claim passed (none when DynamoDB's reasons do not say, or say all passed)."""
-        updates = [_claim_update(match, member, users[member.data_stream_key]) for match, members in group
-                   for member in members]
-        reasons = self._table.write_together(updates)
-        if reasons is None:
-            return None
-        owners = [match.id for match, members in group for _ in members]
-        if len(reasons) != len(owners):
-            return set()
-        refused = {owner for owner, reason in zip(owners, reasons) if reason != "None"}
-        return set() if not refused else set(owners) - refused
+        written = self._table.write_whole(
+            claimable_together(batch), threads=CLAIM_THREADS,
+            updates_of=lambda entry: [_claim_update(entry[0], member, users[member.data_stream_key])
+                                      for member in entry[1]])
+        return {match.id for match, _ in written}
 
     def claim_record(self, environment: str, record_id: int, reconciliation_id: int, match_id: int,
                      users: frozenset[int], seen: MatchMember | None = None, proposed: bool = False,
@@ -659,19 +637,6 @@ def claimable_together(batch: Sequence[_Claimed]) -> list[_Claimed]:
             chosen.append((match, members))
             seen_records |= records
     return chosen
-
-
-def _transactions(batch: Sequence[_Claimed]) -> list[list[_Claimed]]:
-    """Whole matches in order, as many a transaction as TRANSACTION_LIMIT actions hold."""
-    groups: list[list[_Claimed]] = []
-    size = TRANSACTION_LIMIT
-    for entry in batch:
-        if size + len(entry[1]) > TRANSACTION_LIMIT:
-            groups.append([])
-            size = 0
-        groups[-1].append(entry)
-        size += len(entry[1])
-    return groups
 
 
 def claim_write(table: DynamoTable, environment: str, record_id: int, stream_key: str, reconciliation_id: int,

@@ -4,7 +4,6 @@ guard naming the one active exception of a reconciliation and stream."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
@@ -12,7 +11,6 @@ from typing import Any, TypedDict
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.event_ledger import owes, owing
 from chalicelib.adapters.dynamodb.table import (
-    TRANSACTION_LIMIT,
     ConditionalUpdate,
     ConditionFailed,
     DynamoTable,
@@ -261,36 +259,14 @@ class ExceptionRepository:
         one's records whose own hold passed go again; the ids left out (refused, or in a transaction
         whose reasons do not say, and all of them where holds are not made in transactions) are
         for `hold_record`, one by one."""
-        pending = list(dict.fromkeys(record_ids))
-        held: set[int] = set()
-        if not self.in_transactions or not pending:
-            return held
-        with ThreadPoolExecutor(HOLD_THREADS) as pool:
-            while pending:
-                groups = [pending[start:start + TRANSACTION_LIMIT]
-                          for start in range(0, len(pending), TRANSACTION_LIMIT)]
-                pending = []
-                for group, passed in zip(groups, pool.map(
-                        lambda group: self._hold_group(environment, group, reconciliation_id, exception_id), groups)):
-                    if passed is None:
-                        held.update(group)
-                    else:
-                        pending += passed
-        return held
-
-    def _hold_group(self, environment: str, record_ids: list[int], reconciliation_id: int,
-                    exception_id: int) -> list[int] | None:
-        """One transaction of holds: None when made; else the records whose own hold passed (none
-        when DynamoDB's reasons do not say, or say every hold passed)."""
+        if not self.in_transactions:
+            return set()
         placeholders = _hold_placeholders(reconciliation_id, exception_id)
-        reasons = self._table.write_together([
-            ConditionalUpdate(keys.record(environment, record_id), _HOLD_UPDATE, _HOLD_CONDITION,
-                              placeholders["values"], placeholders["names"]) for record_id in record_ids])
-        if reasons is None:
-            return None
-        if len(reasons) != len(record_ids) or all(reason == "None" for reason in reasons):
-            return []
-        return [record_id for record_id, reason in zip(record_ids, reasons) if reason == "None"]
+        return set(self._table.write_whole(
+            list(dict.fromkeys(record_ids)), threads=HOLD_THREADS,
+            updates_of=lambda record_id: [ConditionalUpdate(keys.record(environment, record_id), _HOLD_UPDATE,
+                                                            _HOLD_CONDITION, placeholders["values"],
+                                                            placeholders["names"])]))
 
     def hold_record(self, environment: str, record_id: int, reconciliation_id: int, exception_id: int) -> bool:
         """Mark the record as held by the exception in the reconciliation, unless another one holds it."""

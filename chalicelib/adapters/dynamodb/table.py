@@ -244,6 +244,38 @@ class DynamoTable:
                 raise
             return [reason.get("Code") or "None" for reason in error.response.get("CancellationReasons", [])]
 
+    def write_whole(self, entries: Sequence[T], updates_of: Callable[[T], Sequence[ConditionalUpdate]],
+                    threads: int) -> list[T]:
+        """Each entry's updates all made or none, entries packed whole into transactions of at most
+        TRANSACTION_LIMIT updates (`write_together`: no item twice among them), `threads` in flight:
+        the entries written. A cancelled transaction's entries whose every update passed go again;
+        the others (an update refused, or DynamoDB's reasons saying nothing of which) are left out,
+        for the caller to write one by one."""
+        written: list[T] = []
+        pending = [(entry, list(updates_of(entry))) for entry in entries]
+        with ThreadPoolExecutor(threads) as pool:
+            while pending:
+                groups = _packed(pending)
+                pending = []
+                for group, passed in zip(groups, pool.map(self._write_group, groups)):
+                    if passed is None:
+                        written += [entry for entry, _ in group]
+                    else:
+                        pending += [group[n] for n in passed]
+        return written
+
+    def _write_group(self, group: list[tuple[T, list[ConditionalUpdate]]]) -> list[int] | None:
+        """One transaction of whole entries: None when made; else the positions in `group` of the
+        entries whose every update passed (none when the reasons do not say, or say all passed)."""
+        reasons = self.write_together([update for _, updates in group for update in updates])
+        if reasons is None:
+            return None
+        owners = [n for n, (_, updates) in enumerate(group) for _ in updates]
+        if len(reasons) != len(owners):
+            return []
+        refused = {owner for owner, reason in zip(owners, reasons) if reason != "None"}
+        return [n for n in range(len(group)) if n not in refused] if refused else []
+
     def delete(self, key: dict[str, str], condition: str | None = None,
                values: dict[str, Any] | None = None, names: dict[str, str] | None = None) -> None:
         kwargs: dict[str, Any] = {"TableName": self.name, "Key": serialize(key)}
@@ -885,3 +917,16 @@ def started(sources: list[Iterator[P]], threads: int = PARTITION_THREADS) -> lis
         firsts: list[Any] = list(pool.map(lambda source: next(source, _DONE), sources))
     return [itertools.chain([first], source) for first, source in zip(firsts, sources, strict=True)
             if first is not _DONE]
+
+
+def _packed(entries: list[tuple[T, list[ConditionalUpdate]]]) -> list[list[tuple[T, list[ConditionalUpdate]]]]:
+    """Entries whole and in order, as many a transaction as TRANSACTION_LIMIT updates hold."""
+    groups: list[list[tuple[T, list[ConditionalUpdate]]]] = []
+    size = 0
+    for entry in entries:
+        if not groups or size + len(entry[1]) > TRANSACTION_LIMIT:
+            groups.append([])
+            size = 0
+        groups[-1].append(entry)
+        size += len(entry[1])
+    return groups
