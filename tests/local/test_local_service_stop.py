@@ -32,7 +32,7 @@ def test_stop_ends_the_background_http_loop_before_closing_its_socket(tmp_path):
     service.server = SimpleNamespace(server=http)  # what build_server returns: its `server` serves
     before = set(threading.enumerate())
     service.serve_in_background()
-    (serving,) = set(threading.enumerate()) - before
+    (serving,) = [thread for thread in set(threading.enumerate()) - before if thread.name == "api-server"]
     service.stop(grace_seconds=0)
     serving.join(timeout=2)
     assert not serving.is_alive(), f"the HTTP loop went on {http.polls_after_close} turns after its socket closed"
