@@ -220,8 +220,11 @@ def test_the_filter_lists_arriving_move_no_control_of_the_queue_filters(stack, p
     page.get_by_role("heading", name="Exceptions").wait_for()
     page.get_by_label("Reconciliation").select_option(label=recon["name"])
     apply = page.get_by_role("button", name="Apply filters")
-    asked = lambda: {path for route in held for path in ("/v1/users", "/v1/data_streams",  # noqa: E731
-                                                         "/v1/reconciliation_exceptions") if path in route.request.url}
+
+    def asked() -> set[str]:
+        return {path for route in held for path in ("/v1/users", "/v1/data_streams", "/v1/reconciliation_exceptions")
+                if path in route.request.url}
+
     for _ in range(500):  # the form asks for both lists once it is shown, the queue for its page
         if len(asked()) == 3:
             break
