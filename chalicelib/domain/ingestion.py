@@ -214,6 +214,10 @@ class IngestionJob:
     # in order; a save marks one CHUNKS_IN_FLIGHT ahead): a chunk up to it that is not done may hold
     # records already.
     chunks_begun: int | None = None
+    # The chunks an execution began while another had begun them already (a retry, or a second
+    # execution of the job beside the first): a chunk in it may have records another execution
+    # wrote, which a run may have claimed since, so none of its writers puts a record over one.
+    chunks_begun_again: frozenset[int] = frozenset()
     created_per_stream: dict[str, int] = field(default_factory=dict)
     counts_rolled_up: bool = False
     # Files only: where the upload lands, the stream it feeds, how to read it, and how many

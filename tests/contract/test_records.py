@@ -49,6 +49,18 @@ class TestRecordRepository:
         assert records.put_many(record(i) for i in range(10, 36)) == 2  # 26 items: two batch requests
         assert records.put_many([]) == 0
 
+    def test_put_absent_writes_only_where_no_item_is_and_leaves_a_claimed_one_as_it_stands(self, records, claims):
+        records.put_many([record(1), record(2)])
+        assert claims.claim_record(ENV, 2, 9, 41, frozenset({9}))  # a run claimed record 2 meanwhile
+
+        left = records.put_absent([record(1, description="again"), record(2), record(3), record(3, environment=OTHER_ENV)])
+
+        assert [(r.environment, r.id) for r in left] == [(ENV, 1), (ENV, 2)]
+        assert records.get(ENV, 1).description is None
+        assert records.get(ENV, 2).status is RecordStatus.RECONCILED  # the claim stands
+        assert records.get(ENV, 3).id == 3 and records.get(OTHER_ENV, 3).id == 3
+        assert records.put_absent([]) == []
+
     def test_claims_read_in_a_batch_name_their_owner_and_record_and_batch_claims_are_read_back(self, records):
         records.claim_external_id(ENV, "bank", "ext-1", "job:1:0", 5)
         records.put_external_id_guards(ENV, [("bank", "ext-2", "job:2:0", 6), ("ledger", "ext-1", "job:2:1", 7)])

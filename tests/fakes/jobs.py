@@ -155,9 +155,13 @@ class FakeIngestionJobRepository:
 
     def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool:
         """Mark a chunk begun (the highest begun: `through` if given); whether an execution may have
-        begun it before. A missing job is left missing (the adapter's update is conditional on the item)."""
+        begun it before (then it is added to `chunks_begun_again`). A missing job is left missing (the
+        adapter's update is conditional on the item)."""
         row = self.rows.get((job.environment, job.id))
-        if row is None or (row.job.chunks_begun is not None and chunk <= row.job.chunks_begun):
+        if row is None:
+            return True
+        if row.job.chunks_begun is not None and chunk <= row.job.chunks_begun:
+            row.job = replace(row.job, chunks_begun_again=row.job.chunks_begun_again | {chunk})
             return True
         row.job = replace(row.job, chunks_begun=max(chunk, through or chunk))
         return False

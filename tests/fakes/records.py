@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -171,6 +171,12 @@ class FakeRecordRepository:
             self.store.rows[(record.environment, record.id)] = RecordRow(stored_record(record))
             written += 1
         return -(-written // BATCH_WRITE_LIMIT)
+
+    def put_absent(self, records: Sequence[Record]) -> list[Record]:
+        """Write the records whose item is not stored; those whose item is, left as it is."""
+        left = [record for record in records if (record.environment, record.id) in self.store.rows]
+        self.put_many(record for record in records if (record.environment, record.id) not in self.store.rows)
+        return left
 
     def claim_external_id(self, environment: str, stream_key: str, external_id: str, owner: str,
                           record_id: int) -> ExternalIdClaim:

@@ -55,6 +55,10 @@ class DiesWriting:
         self.put += [r.id for r in records]
         return self.records.put_many(records)
 
+    def put_absent(self, records):
+        self.put += [r.id for r in records]
+        return self.records.put_absent(records)
+
 
 def item(n: int) -> dict:
     stream = "bank" if n % 2 == 0 else "ledger"
@@ -447,3 +451,83 @@ def test_a_late_record_whose_id_another_job_took_once_released_is_removed_by_the
         held = [r for r in stored(ports).values() if r.record.external_id == f"x-{n}"]
         again = submit_bulk(ports, ENV, [fee(n)], OnConflict.ERROR, None)
         assert len(held) == 1 and process_job(ports, ENV, again.id).failed_items == 1, n
+
+
+class OvertakenBeforeWriting:
+    """A records port that, once the first chunk's external_ids are claimed (read, and written when
+    new) and before its records go out, lets `meanwhile` run: another execution of the same job
+    runs whole, then a run claims one of the records that execution wrote."""
+
+    def __init__(self, records, meanwhile) -> None:
+        self.records, self.meanwhile, self.overtaken = records, meanwhile, False
+
+    def __getattr__(self, name):
+        return getattr(self.records, name)
+
+    def external_id_claims(self, environment, wanted):
+        claims = self.records.external_id_claims(environment, wanted)
+        self._overtake()
+        return claims
+
+    def put_external_id_guards(self, environment, guards):
+        self.records.put_external_id_guards(environment, guards)
+        self._overtake()
+
+    def _overtake(self):
+        if not self.overtaken:
+            self.overtaken = True
+            self.meanwhile()
+
+
+def another_execution_then_a_run(ports, reconciliation, job_id: int, row: int, matches: list):
+    """What overtakes the slow execution: the job processed whole by another delivery, then a run
+    matching the record of `row` (a bank row) with the first ledger record; its match and record id
+    are appended to `matches`."""
+    def meanwhile():
+        done = process_job(ports, ENV, job_id)
+        assert done.status is JobStatus.COMPLETED
+        rule = create_rule(ports, ENV, reconciliation.id, RULE)
+        claimed = done.record_id(row)
+        matches.append((claimed, matched_by_a_run(ports, reconciliation, rule, [claimed], [done.record_id(1)])))
+    return meanwhile
+
+
+def assert_claim_stands(ports, reconciliation, matches: list):
+    [(record_id, match)] = matches
+    row = ports.records.store.row(ENV, record_id)
+    assert row.match_ids == {reconciliation.id: match.id} and row.record.status is RecordStatus.RECONCILED
+
+
+def test_a_first_execution_overtaken_by_a_second_that_ended_the_job_writes_no_record_over_a_claimed_one(
+        ports, reconciliation):
+    job = submit_bulk(ports, ENV, [item(n) for n in range(ITEMS)], OnConflict.SKIP, None)
+    matches: list = []  # row 2: of the first chunk, which the slow execution alone had begun
+    slow = OvertakenBeforeWriting(ports.records, another_execution_then_a_run(ports, reconciliation, job.id, 2, matches))
+
+    process_job(replace(ports, records=slow), ENV, job.id)
+
+    assert slow.overtaken and ports.ingestion_jobs.get(ENV, job.id).chunks_begun_again >= {0}
+    assert_claim_stands(ports, reconciliation, matches)
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert done.status is JobStatus.COMPLETED
+    assert_totals_add_up(done)
+    successful = {r.record_id for r in ports.ingestion_jobs.results(ENV, job.id) if r.status is ItemStatus.SUCCESSFUL}
+    assert set(stored(ports)) == successful
+
+
+def test_a_retried_chunk_overtaken_by_another_retry_that_ended_the_job_writes_no_record_over_a_claimed_one(
+        ports, reconciliation, crashed):
+    job, written = crashed
+    row, matches = BULK_CHUNK_ROWS + 300, []  # a bank row the crash never wrote
+    assert job.record_id(row) not in written
+    retry = OvertakenBeforeWriting(ports.records,
+                                   another_execution_then_a_run(ports, reconciliation, job.id, row, matches))
+
+    process_job(replace(ports, records=retry), ENV, job.id)
+
+    assert retry.overtaken
+    assert_claim_stands(ports, reconciliation, matches)
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert done.status is JobStatus.COMPLETED
+    assert_totals_add_up(done)
+    assert_streams_count_their_records(ports)

@@ -189,15 +189,24 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         """Mark a chunk begun (and those after it up to `through`, which the caller begins next),
         before it writes anything; whether an execution may have begun it before (and written some
         of its records). Chunks begin in order, so the mark is the highest chunk begun: one small
-        conditional update, which a first pass wins."""
+        conditional update, which a first pass wins. A chunk begun again is added to
+        `chunks_begun_again` (a second write, on a retry only), which tells an execution that began it
+        first, and still writes, that it is not alone."""
+        key = keys.ingestion_job(job.environment, job.id)
         try:
-            self._table.update(keys.ingestion_job(job.environment, job.id), "SET chunks_begun = :through",
+            self._table.update(key, "SET chunks_begun = :through",
                                condition="attribute_exists(pk) AND "
                                          "(attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
                                values={":n": chunk, ":through": max(chunk, through or chunk)})
             return False
         except ConditionFailed:
-            return True
+            pass
+        try:
+            self._table.update(key, "ADD chunks_begun_again :chunk", condition="attribute_exists(pk)",
+                               values={":chunk": {chunk}})
+        except ConditionFailed:
+            pass  # the job is gone: nothing of it writes
+        return True
 
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
@@ -479,6 +488,7 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             error_message=item.get("error_message"), error_details=item.get("error_details"),
             first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
             chunks_begun=item.get("chunks_begun"),
+            chunks_begun_again=frozenset(int(n) for n in item.get("chunks_begun_again") or ()),
             created_per_stream=dict(item.get("created_per_stream") or {}),
             counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
             data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},

@@ -4,7 +4,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -58,6 +58,21 @@ class RecordRepository:
     def put_many(self, records: Iterable[Record]) -> int:
         """Write records with BatchWriteItem (idempotent: a record's id fixes its item)."""
         return self._table.batch_write(puts=[self.to_item(r) for r in records], threads=WRITE_THREADS)
+
+    def put_absent(self, records: Sequence[Record]) -> list[Record]:
+        """Write each record whose item is not in the table, one conditional put each (WRITE_THREADS
+        at a time), leaving an item that is there as it is (a run may have claimed it); those left.
+        For a chunk another execution may have written: rare, so one request a record is fine."""
+        def put(record: Record) -> bool:
+            try:
+                self._table.put_new(self.to_item(record))
+                return True
+            except ConditionFailed:
+                return False
+
+        with ThreadPoolExecutor(WRITE_THREADS) as pool:
+            written = list(pool.map(put, records))
+        return [record for record, put_now in zip(records, written) if not put_now]
 
     def claim_external_id(self, environment: str, stream_key: str, external_id: str, owner: str,
                           record_id: int) -> ExternalIdClaim:

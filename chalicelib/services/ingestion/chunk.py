@@ -12,7 +12,10 @@ Nothing lost, nothing doubled, without transactions:
   a job that ends early releases the claims of the rows it never wrote (`release_orphan_claims`);
 - records go out in BatchWriteItem calls; a chunk marks itself begun first, so that one begun
   before (an execution died after writing some of its records) writes only the records that are
-  missing: those in the table stay as they are (a run may have claimed one since) and are its own;
+  missing: those in the table stay as they are (a run may have claimed one since) and are its own.
+  Such a chunk, and one that another execution began again while this one had it (a second
+  delivery beside a slow first), puts each record only where none is, so that no execution writes
+  a whole item over one another wrote, and a run claimed, meanwhile (`write_claimed`);
 - a chunk's results and counters are claimed with the chunk's number, so they count once;
 - stream record counts are read again from the analytics mirror once a job's records are
   published there (lifecycle.py, see `recount_records`).
@@ -81,6 +84,7 @@ class ClaimedChunk:
     results: tuple[ItemResult, ...]
     records: list[Record]  # the chunk's records, all of them in the mirror's part
     missing: list[Record]  # those to write: the others are in the table already
+    retried: bool  # an execution may have begun the chunk before this one
 
 
 def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow],
@@ -138,15 +142,34 @@ def claim_chunk(ports: Ports, job: IngestionJob, index: int, rows: list[ChunkRow
             missing.append(record)
             records.append(record)
             results.append(ItemResult(row.index, ItemStatus.SUCCESSFUL, draft.external_id, record_id, None, row.line))
-    return ClaimedChunk(index, tuple(results), records, missing)
+    return ClaimedChunk(index, tuple(results), records, missing, retried)
 
 
 def write_claimed(ports: Ports, job: IngestionJob, chunk: ClaimedChunk) -> None:
     """A claimed chunk's records, then its part of the mirror (staged until the job is published:
     a part is only ever written for records already in the table). Writes no guard, so it needs
-    no writer lease and may run beside the next chunk's claims."""
-    ports.records.put_many(chunk.missing)  # whole items: never over one in the table (its claims would go)
-    ports.mirror.write_part(job.environment, job.id, chunk.index, chunk.records)
+    no writer lease and may run beside the next chunk's claims.
+
+    Only a chunk this execution alone has begun goes out in BatchWriteItem, whose whole items would
+    drop what a run claimed on a record already there. One that another execution may be writing
+    too (begun before this one, or again since) puts each record only where none is: one there is
+    the other execution's, as it stands."""
+    records = chunk.records
+    if chunk.retried or _begun_again(ports, job, chunk.index):
+        if there := ports.records.put_absent(chunk.missing):  # the mirror's part shows them as stored
+            stored = ports.records.find_many(job.environment, [r.id for r in there], including_deleting=True)
+            records = [stored.get(record.id, record) if record.id is not None else record for record in records]
+    else:
+        ports.records.put_many(chunk.missing)
+    ports.mirror.write_part(job.environment, job.id, chunk.index, records)
+
+
+def _begun_again(ports: Ports, job: IngestionJob, chunk: int) -> bool:
+    """Whether another execution began this chunk after this one did (it may be writing the same
+    records: a second delivery of a slow job). Read just before the records go out: one that begins
+    it later still finds them written. A job gone meanwhile counts as begun again (writes nothing over)."""
+    stored = ports.ingestion_jobs.find(job.environment, job.id)
+    return stored is None or chunk in stored.chunks_begun_again
 
 
 def _write_then_leave(ports: Ports, job: IngestionJob, chunk: ClaimedChunk, fence: period_closes.FenceWriter) -> None:
