@@ -110,7 +110,7 @@ class Container:
 
     @cached_property
     def records(self) -> RecordRepository:
-        return RecordRepository(self.table)
+        return RecordRepository(self.table, in_transactions=self.settings.claims_in_transactions)
 
     @cached_property
     def ingestion_jobs(self) -> IngestionJobRepository:

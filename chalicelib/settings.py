@@ -119,8 +119,9 @@ class Settings(BaseModel):
     # writing them (infra/deploy.py sets false) until every function reads both (docs/upgrades.md).
     carry_match_members: bool = True
     # A run's claims go in transactions of whole matches (TransactWriteItems, up to 100 claims a
-    # request), and an exception refresh's holds on its records in transactions of 100, rather
-    # than one conditional UpdateItem a record: a hundredth of the requests, but AWS
+    # request), an exception refresh's holds on its records in transactions of 100, and so do the
+    # conditional puts of an ingestion chunk that two executions may write (retried), rather
+    # than one conditional write a record: a hundredth of the requests, but AWS
     # bills a transaction's writes twice: infra/deploy.py sets false on deployed stages (write units
     # a matched record stay as they were); the local stack, whose DynamoDB is the bound, keeps them.
     claims_in_transactions: bool = True

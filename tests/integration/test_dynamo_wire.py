@@ -9,6 +9,7 @@ import ssl
 import threading
 import time
 import zlib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,10 +43,12 @@ from chalicelib.adapters.dynamodb.matches import (
     claim_write,
 )
 from chalicelib.adapters.dynamodb.reconciliation_exceptions import ExceptionRepository
+from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import ConditionalUpdate, ConditionFailed, DynamoTable, Filter, serialize
 from chalicelib.adapters.dynamodb.wire import CONTENT_TYPE, DynamoWire, SigV4, signed_host
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
+from chalicelib.domain.records import Direction, Record, RecordStatus
 from chalicelib.local import processes
 from chalicelib.local.provision import Resolver, ensure_table, load_template, table_definitions
 from chalicelib.local.stack import DYNALITE_CLI
@@ -552,3 +555,39 @@ def test_whole_entries_go_in_packed_transactions_and_a_refused_one_leaves_the_re
     assert sent == [60, 81, 51]
     touched = {n for n in range(1, 141) if (table.get({"pk": f"E#wire#W#{n}", "sk": "W"}) or {}).get("touched")}
     assert touched == {*range(1, 111), 140}
+
+
+@pytest.mark.parametrize("in_transactions", [True, False], ids=["in transactions", "one by one"])
+def test_records_put_where_none_is_leave_a_claimed_record_as_it_stands(engine, in_transactions):
+    """`RecordRepository.put_absent` (an ingestion chunk two executions may write): of 150 records,
+    the 3 already in the table (one claimed by a run since) are left as they are and returned; the
+    others are written whole, in transactions of 100 puts where they go that way (the one holding
+    a record there is cancelled and sent again without it) or one conditional put each."""
+    table, _ = engine
+    records = RecordRepository(table, in_transactions=in_transactions)
+    env = "wire-together" if in_transactions else "wire-each"  # dynalite's table outlives a test
+    made = [Record(environment=env, id=n, data_stream_key="bank", data_stream_id=1, date="2026-11-02",
+                   amount=100 + n, direction=Direction.CREDIT, currency="USD", decimal_places=2,
+                   status=RecordStatus.UNRECONCILED, created_at=utc_now(), external_id=f"x-{n}")
+           for n in range(1, 151)]
+    there = [made[4], made[120], made[149]]
+    records.put_many(there)
+    key = keys.record(env, made[120].id)
+    table.update(key, "SET #s = :s", names={"#s": "status"}, values={":s": "reconciled"})  # a run's claim
+    sent: list[int] = []
+    send = table._client.transact_write_items
+
+    def counted(**params):
+        sent.append(len(params["TransactItems"]))
+        return send(**params)
+
+    table._client.transact_write_items = counted
+
+    left = records.put_absent([replace(record, description="again") for record in made])
+
+    assert sorted(r.id for r in left) == [5, 121, 150]
+    assert sent == ([100, 50, 100, 47] if in_transactions else [])  # the 147 that passed, packed again
+    assert table.get(key)["status"] == "reconciled"
+    stored = records.find_many(env, range(1, 151))
+    assert sorted(stored) == list(range(1, 151))
+    assert {n for n, record in stored.items() if record.description == "again"} == set(range(1, 151)) - {5, 121, 150}

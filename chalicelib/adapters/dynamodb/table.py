@@ -225,13 +225,18 @@ class DynamoTable:
             kwargs["Expected"] = expected
         self._call_conditional(self._client.update_item, kwargs)
 
-    def write_together(self, updates: Sequence[ConditionalUpdate]) -> list[str] | None:
-        """The updates all made or none (one TransactWriteItems, at most TRANSACTION_LIMIT, no two
-        of one item): None when made; else, none made, why each was refused as DynamoDB's
+    def write_together(self, updates: Sequence[ConditionalWrite]) -> list[str] | None:
+        """The updates (or puts) all made or none (one TransactWriteItems, at most TRANSACTION_LIMIT,
+        no two of one item): None when made; else, none made, why each was refused as DynamoDB's
         cancellation reasons give it: "None" for an update that passed, "ConditionalCheckFailed",
         "TransactionConflict" (another write of its item was in flight), ..."""
         actions = []
         for update in updates:
+            if isinstance(update, ConditionalPut):
+                put: dict[str, Any] = {"TableName": self.name, "Item": serialize(update.item)}
+                _add_condition(put, update.condition, None, None)
+                actions.append({"Put": put})
+                continue
             action: dict[str, Any] = {"TableName": self.name, "Key": serialize(update.key),
                                       "UpdateExpression": update.expression}
             _add_condition(action, update.condition, update.values, update.names)
@@ -244,7 +249,7 @@ class DynamoTable:
                 raise
             return [reason.get("Code") or "None" for reason in error.response.get("CancellationReasons", [])]
 
-    def write_whole(self, entries: Sequence[T], updates_of: Callable[[T], Sequence[ConditionalUpdate]],
+    def write_whole(self, entries: Sequence[T], updates_of: Callable[[T], Sequence[ConditionalWrite]],
                     threads: int) -> list[T]:
         """Each entry's updates all made or none, entries packed whole into transactions of at most
         TRANSACTION_LIMIT updates (`write_together`: no item twice among them), `threads` in flight:
@@ -264,7 +269,7 @@ class DynamoTable:
                         pending += [group[n] for n in passed]
         return written
 
-    def _write_group(self, group: list[tuple[T, list[ConditionalUpdate]]]) -> list[int] | None:
+    def _write_group(self, group: list[tuple[T, list[ConditionalWrite]]]) -> list[int] | None:
         """One transaction of whole entries: None when made; else the positions in `group` of the
         entries whose every update passed (none when the reasons do not say, or say all passed)."""
         reasons = self.write_together([update for _, updates in group for update in updates])
@@ -864,6 +869,16 @@ class ConditionalUpdate:
     names: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class ConditionalPut:
+    """A PutItem's item and condition, for `DynamoTable.write_together`."""
+    item: dict[str, Any]
+    condition: str
+
+
+ConditionalWrite = ConditionalUpdate | ConditionalPut
+
+
 _DONE = object()
 
 
@@ -919,9 +934,9 @@ def started(sources: list[Iterator[P]], threads: int = PARTITION_THREADS) -> lis
             if first is not _DONE]
 
 
-def _packed(entries: list[tuple[T, list[ConditionalUpdate]]]) -> list[list[tuple[T, list[ConditionalUpdate]]]]:
+def _packed(entries: list[tuple[T, list[ConditionalWrite]]]) -> list[list[tuple[T, list[ConditionalWrite]]]]:
     """Entries whole and in order, as many a transaction as TRANSACTION_LIMIT updates hold."""
-    groups: list[list[tuple[T, list[ConditionalUpdate]]]] = []
+    groups: list[list[tuple[T, list[ConditionalWrite]]]] = []
     size = 0
     for entry in entries:
         if not groups or size + len(entry[1]) > TRANSACTION_LIMIT:

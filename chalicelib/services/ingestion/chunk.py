@@ -267,7 +267,14 @@ class ChunkPipeline:
         self._leases.release()
         return self.flush()
 
-    def flush(self) -> IngestionJob:
+    def hand_over(self) -> IngestionJob:
+        """`flush` when this execution stops before the job's end (a chunk task's budget spent, the
+        process stopping): the save marks no chunk begun ahead, so that the next execution finds
+        one chunk marked that nothing wrote, not two (a chunk begun before puts its records only
+        where none is, `write_claimed`: several times a batch's cost on the local stack)."""
+        return self.flush(begin_ahead=False)
+
+    def flush(self, begin_ahead: bool = True) -> IngestionJob:
         """Wait for the chunk being written and save it; the job as saved."""
         if self._writing is None:
             return self.job
@@ -275,6 +282,9 @@ class ChunkPipeline:
         self._writing = None
         writes.result()
         outcome = written_outcome(self._ports, self.job, claimed, self._leases)
+        if not begin_ahead:
+            self.job = self._ports.ingestion_jobs.save_chunk(self.job, outcome)
+            return self.job
         self.job, counted = self._ports.ingestion_jobs.save_chunk_and_begin_ahead(self.job, outcome)
         if counted:
             self._fresh.add(claimed.index + CHUNKS_IN_FLIGHT)
