@@ -196,6 +196,7 @@ class TestIngestionJobRepository:
         assert begun.chunks_begun == 2
         assert [begun.may_have_written(n) for n in range(4)] == [True, True, True, False]
         assert begun.chunks_begun_again == {0, 1}  # an execution that began them first is not alone
+        assert jobs.chunks_begun_again(ENV, 1) == {0, 1} and jobs.chunks_begun_again(ENV, 7) is None
         assert not jobs.get(ENV, 1).done_chunks and jobs.get(ENV, 1).processed_items == 0
         assert jobs.begin_chunk(job(7), 0) is True  # a missing job: nothing written, nothing created
         assert jobs.find(ENV, 7) is None

@@ -39,15 +39,16 @@ class TestRecordRepository:
         full = record(1, description="Wire 17", external_id="ext-1", file_import_id=4,
                       metadata={"rate": 1.25, "tags": ["a", "b"], "nested": {"n": 3}}, direction=Direction.DEBIT,
                       currency="JPY", decimal_places=0)
-        assert records.put_many([full, record(2), record(3, environment=OTHER_ENV)]) == 1
+        assert records.put_many([full, record(2), record(3, environment=OTHER_ENV)]) == []  # none left
         assert records.get(ENV, 1) == replace(full, created_at=T0_MS)
         assert records.get(ENV, 2) == replace(record(2), created_at=T0_MS)
         assert records.get(ENV, 2).metadata == {}
         assert sorted(records.find_many(ENV, [2, 1, 3, 9, 2])) == [1, 2]
         with pytest.raises(NotFound):
             records.get(OTHER_ENV, 1)
-        assert records.put_many(record(i) for i in range(10, 36)) == 2  # 26 items: two batch requests
-        assert records.put_many([]) == 0
+        assert records.put_many(record(i) for i in range(10, 36)) == []  # 26 items: two batch requests
+        assert sorted(records.find_many(ENV, range(10, 36))) == list(range(10, 36))
+        assert records.put_many([]) == []
 
     def test_put_absent_writes_only_where_no_item_is_and_leaves_a_claimed_one_as_it_stands(self, records, claims):
         records.put_many([record(1), record(2)])

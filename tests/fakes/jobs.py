@@ -166,6 +166,10 @@ class FakeIngestionJobRepository:
         row.job = replace(row.job, chunks_begun=max(chunk, through or chunk))
         return False
 
+    def chunks_begun_again(self, environment: str, job_id: int) -> frozenset[int] | None:
+        row = self.rows.get((environment, job_id))
+        return None if row is None else row.job.chunks_begun_again
+
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 

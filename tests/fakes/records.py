@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from chalicelib.adapters.dynamodb.records import RecordRepository
-from chalicelib.adapters.dynamodb.table import BATCH_WRITE_LIMIT, FILTERED_READ_STEP, MAX_READS_PER_PAGE
+from chalicelib.adapters.dynamodb.table import FILTERED_READ_STEP, MAX_READS_PER_PAGE
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.records import ExternalIdClaim, Record, RecordQuery, RecordStatus
@@ -163,14 +163,12 @@ class FakeRecordRepository:
 
     # Writing -------------------------------------------------------------------------------
 
-    def put_many(self, records: Iterable[Record]) -> int:
-        """Write whole items (what claims, holds or a delete mark had written on them is gone);
-        returns the batch requests the adapter sends (one per 25 items)."""
-        written = 0
+    def put_many(self, records: Iterable[Record]) -> list[Record]:
+        """Write whole items (what claims, holds or a delete mark had written on them is gone); the
+        fake leaves nothing unprocessed, so none is left."""
         for record in records:
             self.store.rows[(record.environment, record.id)] = RecordRow(stored_record(record))
-            written += 1
-        return -(-written // BATCH_WRITE_LIMIT)
+        return []
 
     def put_absent(self, records: Sequence[Record]) -> list[Record]:
         """Write the records whose item is not stored; those whose item is, left as it is."""

@@ -208,6 +208,12 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             pass  # the job is gone: nothing of it writes
         return True
 
+    def chunks_begun_again(self, environment: str, job_id: int) -> frozenset[int] | None:
+        """The job's `chunks_begun_again` alone (the item also holds every chunk done: a projected
+        read, consistent); None when the job is gone."""
+        found = self._table.get_many([keys.ingestion_job(environment, job_id)], projection=("pk", "chunks_begun_again"))
+        return frozenset(int(n) for n in found[0].get("chunks_begun_again") or ()) if found else None
+
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 

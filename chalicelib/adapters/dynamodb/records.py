@@ -48,6 +48,9 @@ DELETE_BATCH = 500
 # BatchWriteItem requests an ingestion chunk's records (and guards) go out in side by side: all of a
 # bulk chunk's 10 at once (4 at a time measured 0.37 s a chunk of 250 on the local stack, 10 0.25 s).
 WRITE_THREADS = 10
+# A record item at most this large goes in a transaction of conditional puts: 100 of them stay
+# inside DynamoDB's 4 MB a transaction (a record's metadata alone may be 64 KB).
+TRANSACTION_ITEM_BYTES = 32 * 1024
 
 
 class RecordRepository:
@@ -56,21 +59,28 @@ class RecordRepository:
 
     # Writing -------------------------------------------------------------------------------
 
-    def put_many(self, records: Iterable[Record]) -> int:
-        """Write records with BatchWriteItem (idempotent: a record's id fixes its item)."""
-        return self._table.batch_write(puts=[self.to_item(r) for r in records], threads=WRITE_THREADS)
+    def put_many(self, records: Iterable[Record]) -> list[Record]:
+        """Write records with BatchWriteItem (a record's id fixes its item), each batch sent once:
+        what DynamoDB leaves unprocessed (throttled) goes again only where none is (`put_absent`),
+        since by then another execution of the chunk may have written it, and a run claimed it.
+        The records left (found there)."""
+        records = list(records)
+        unprocessed = {item["id"] for item in self._table.batch_put_once(map(self.to_item, records),
+                                                                          threads=WRITE_THREADS)}
+        return self.put_absent([record for record in records if record.id in unprocessed]) if unprocessed else []
 
     def put_absent(self, records: Sequence[Record]) -> list[Record]:
         """Write each record whose item is not in the table, leaving an item that is there as it is
         (a run may have claimed it); the records left. For a chunk another execution may have
         written. Conditional puts in transactions of 100 where `in_transactions` (a transaction
         holding a record that is there is sent again without it, `write_whole`), then one by one
-        (WRITE_THREADS at a time) those a transaction did not write: on the local stack a put of its
-        own costs several times an item of a batch (bench/RESULTS.md, issue 30), and on AWS a
-        transaction twice the write units."""
+        (WRITE_THREADS at a time) those a transaction did not write or that are too large for one
+        (DynamoDB takes 4 MB a transaction): on the local stack a put of its own costs several
+        times an item of a batch (bench/RESULTS.md, issue 30), and on AWS a transaction twice the
+        write units."""
         pending = list(records)
-        if self.in_transactions and pending:
-            together = {r.id for r in self._table.write_whole(pending, _put_if_absent, threads=WRITE_THREADS)}
+        if self.in_transactions and (small := [r for r in pending if _item_bytes(r) <= TRANSACTION_ITEM_BYTES]):
+            together = {r.id for r in self._table.write_whole(small, _put_if_absent, threads=WRITE_THREADS)}
             pending = [record for record in pending if record.id not in together]
 
         def put(record: Record) -> bool:
@@ -423,6 +433,11 @@ class RecordRepository:
 
 def _put_if_absent(record: Record) -> list[ConditionalPut]:
     return [ConditionalPut(RecordRepository.to_item(record), "attribute_not_exists(pk)")]
+
+
+def _item_bytes(record: Record) -> int:
+    """About the size of a record's item (its JSON): metadata may make one 64 KB."""
+    return len(json.dumps(RecordRepository.to_item(record), default=str).encode())
 
 
 def _ranges_text(ranges: list[tuple[str, str]]) -> str:

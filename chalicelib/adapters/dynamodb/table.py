@@ -634,6 +634,18 @@ class DynamoTable:
         requests += [{"DeleteRequest": {"Key": serialize(k)}} for k in deletes]
         return sum(_in_batches(self._write_batch, requests, BATCH_WRITE_LIMIT, threads))
 
+    def batch_put_once(self, items: Iterable[dict[str, Any]], threads: int = 1) -> list[dict[str, Any]]:
+        """Put the items with BatchWriteItem in batches of 25, `threads` at a time, each batch sent
+        once: the items DynamoDB left unprocessed, for the caller to send as it must."""
+        requests = [{"PutRequest": {"Item": serialize(i)}} for i in items]
+
+        def send(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            response = self._client.batch_write_item(RequestItems={self.name: batch})
+            left = response.get("UnprocessedItems", {}).get(self.name, [])
+            return [deserialize(request["PutRequest"]["Item"]) for request in left]
+
+        return [item for left in _in_batches(send, requests, BATCH_WRITE_LIMIT, threads) for item in left]
+
     def _write_batch(self, pending: list[dict[str, Any]]) -> int:
         sent, attempt = 0, 0
         while pending:

@@ -92,7 +92,7 @@ def process_job(ports: Ports, environment: str, job_id: int) -> IngestionJob | N
             if index in chunks.job.done_chunks:
                 continue
             if ports.stopping():  # the message stays with the queue: the next start delivers it again
-                job = chunks.hand_over()
+                job = chunks.flush()
                 raise ExecutionStopped(f"ingestion job {job_id} stopped after {len(job.done_chunks)} chunks")
             if chunks.job.writes_no_more:
                 return end_meanwhile(ports, chunks.flush())

@@ -2,7 +2,8 @@
 file import (files.py, its state machine) are jobs whose chunks of items it validates, claims and
 writes; lifecycle.py settles their results, counts and end.
 
-Nothing lost, nothing doubled, without transactions:
+Nothing lost, nothing doubled, without transactions (but for the rare chunk two executions write,
+where the local stack's are used):
 - the job reserves one block of record ids before it writes anything, so item i always
   becomes record `first_record_id + i`, however often it is processed;
 - an item with an external_id first claims it with a guard naming the job and item as owner;
@@ -150,26 +151,29 @@ def write_claimed(ports: Ports, job: IngestionJob, chunk: ClaimedChunk) -> None:
     a part is only ever written for records already in the table). Writes no guard, so it needs
     no writer lease and may run beside the next chunk's claims.
 
-    Only a chunk this execution alone has begun goes out in BatchWriteItem, whose whole items would
-    drop what a run claimed on a record already there. One that another execution may be writing
-    too (begun before this one, or again since) puts each record only where none is: one there is
-    the other execution's, as it stands."""
+    A chunk another execution may be writing too (begun before this one, or again since) puts each
+    record only where none is: one there is the other execution's, as it stands (a run may have
+    claimed it). One this execution alone has begun goes out in BatchWriteItem, whose whole items
+    would drop such a claim; what DynamoDB leaves unprocessed goes again only where none is
+    (another execution may have begun the chunk by then)."""
     records = chunk.records
     if chunk.retried or _begun_again(ports, job, chunk.index):
-        if there := ports.records.put_absent(chunk.missing):  # the mirror's part shows them as stored
-            stored = ports.records.find_many(job.environment, [r.id for r in there], including_deleting=True)
-            records = [stored.get(record.id, record) if record.id is not None else record for record in records]
+        there = ports.records.put_absent(chunk.missing)
     else:
-        ports.records.put_many(chunk.missing)
+        there = ports.records.put_many(chunk.missing)
+    if there:  # the mirror's part shows them as stored
+        stored = ports.records.find_many(job.environment, [r.id for r in there], including_deleting=True)
+        records = [stored.get(record.id, record) if record.id is not None else record for record in records]
     ports.mirror.write_part(job.environment, job.id, chunk.index, records)
 
 
 def _begun_again(ports: Ports, job: IngestionJob, chunk: int) -> bool:
     """Whether another execution began this chunk after this one did (it may be writing the same
-    records: a second delivery of a slow job). Read just before the records go out: one that begins
-    it later still finds them written. A job gone meanwhile counts as begun again (writes nothing over)."""
-    stored = ports.ingestion_jobs.find(job.environment, job.id)
-    return stored is None or chunk in stored.chunks_begun_again
+    records: a second delivery of a slow job). Read just before the records go out, which leaves
+    the moment until the batch's first send lands open: one that begins the chunk after that finds
+    them written. A job gone meanwhile counts as begun again (writes nothing over)."""
+    begun_again = ports.ingestion_jobs.chunks_begun_again(job.environment, job.id)
+    return begun_again is None or chunk in begun_again
 
 
 def _write_then_leave(ports: Ports, job: IngestionJob, chunk: ClaimedChunk, fence: period_closes.FenceWriter) -> None:
@@ -267,14 +271,7 @@ class ChunkPipeline:
         self._leases.release()
         return self.flush()
 
-    def hand_over(self) -> IngestionJob:
-        """`flush` when this execution stops before the job's end (a chunk task's budget spent, the
-        process stopping): the save marks no chunk begun ahead, so that the next execution finds
-        one chunk marked that nothing wrote, not two (a chunk begun before puts its records only
-        where none is, `write_claimed`: several times a batch's cost on the local stack)."""
-        return self.flush(begin_ahead=False)
-
-    def flush(self, begin_ahead: bool = True) -> IngestionJob:
+    def flush(self) -> IngestionJob:
         """Wait for the chunk being written and save it; the job as saved."""
         if self._writing is None:
             return self.job
@@ -282,9 +279,6 @@ class ChunkPipeline:
         self._writing = None
         writes.result()
         outcome = written_outcome(self._ports, self.job, claimed, self._leases)
-        if not begin_ahead:
-            self.job = self._ports.ingestion_jobs.save_chunk(self.job, outcome)
-            return self.job
         self.job, counted = self._ports.ingestion_jobs.save_chunk_and_begin_ahead(self.job, outcome)
         if counted:
             self._fresh.add(claimed.index + CHUNKS_IN_FLIGHT)
