@@ -527,14 +527,8 @@ def test_a_claim_in_a_transaction_writes_what_claim_write_writes(engine, stored,
         assert outcomes[0] == "written"  # the record as seen: the claim passes
 
 
-def test_whole_entries_go_in_packed_transactions_and_a_refused_one_leaves_the_rest_to_go_again(engine):
-    """`DynamoTable.write_whole`: entries of 60, 50, 30 and 1 updates go in two transactions (the
-    50 does not fit beside the 60); one update of the 30 is refused, so that transaction is
-    cancelled and its other entries, whose updates all passed, go again in a third: all of them
-    written but the 30, of which nothing is."""
-    table, _ = engine
-    for n in range(1, 141):
-        table.put({"pk": f"E#wire#W#{n}", "sk": "W", "n": n})
+def transactions_counted(table: DynamoTable) -> list[int]:
+    """The actions of each TransactWriteItems the table sends from now on, in the list returned."""
     sent: list[int] = []
     send = table._client.transact_write_items
 
@@ -543,6 +537,18 @@ def test_whole_entries_go_in_packed_transactions_and_a_refused_one_leaves_the_re
         return send(**params)
 
     table._client.transact_write_items = counted
+    return sent
+
+
+def test_whole_entries_go_in_packed_transactions_and_a_refused_one_leaves_the_rest_to_go_again(engine):
+    """`DynamoTable.write_whole`: entries of 60, 50, 30 and 1 updates go in two transactions (the
+    50 does not fit beside the 60); one update of the 30 is refused, so that transaction is
+    cancelled and its other entries, whose updates all passed, go again in a third: all of them
+    written but the 30, of which nothing is."""
+    table, _ = engine
+    for n in range(1, 141):
+        table.put({"pk": f"E#wire#W#{n}", "sk": "W", "n": n})
+    sent = transactions_counted(table)
 
     def touch(n: int) -> ConditionalUpdate:  # refused where no item is (n > 140)
         return ConditionalUpdate({"pk": f"E#wire#W#{n}", "sk": "W"}, "SET touched = :t", "attribute_exists(pk)",
@@ -571,14 +577,7 @@ def test_records_put_where_none_is_leave_a_claimed_record_as_it_stands(engine, i
     records.put_many(there)
     key = keys.record(env, made[120].id)
     table.update(key, "SET #s = :s", names={"#s": "status"}, values={":s": "reconciled"})  # a run's claim
-    sent: list[int] = []
-    send = table._client.transact_write_items
-
-    def counted(**params):
-        sent.append(len(params["TransactItems"]))
-        return send(**params)
-
-    table._client.transact_write_items = counted
+    sent = transactions_counted(table)
 
     left = records.put_absent([replace(record, description="again") for record in made])
 
@@ -638,14 +637,7 @@ def test_a_record_too_large_for_a_transaction_of_puts_goes_alone(engine):
     records = RecordRepository(table, in_transactions=True)
     made = [wire_record("wire-large", 1), wire_record("wire-large", 2, metadata={"note": "x" * 40_000}),
             wire_record("wire-large", 3)]
-    sent: list[int] = []
-    send = table._client.transact_write_items
-
-    def counted(**params):
-        sent.append(len(params["TransactItems"]))
-        return send(**params)
-
-    table._client.transact_write_items = counted
+    sent = transactions_counted(table)
 
     assert records.put_absent(made) == []
     assert sent == [2]
