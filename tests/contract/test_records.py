@@ -46,7 +46,7 @@ class TestRecordRepository:
         assert sorted(records.find_many(ENV, [2, 1, 3, 9, 2])) == [1, 2]
         with pytest.raises(NotFound):
             records.get(OTHER_ENV, 1)
-        assert records.put_many(record(i) for i in range(10, 36)) == []  # 26 items: two batch requests
+        assert records.put_many(record(i) for i in range(10, 36)) == []  # 26 items, two batches: none left
         assert sorted(records.find_many(ENV, range(10, 36))) == list(range(10, 36))
         assert records.put_many([]) == []
 

@@ -65,9 +65,9 @@ class RecordRepository:
         since by then another execution of the chunk may have written it, and a run claimed it.
         The records left (found there)."""
         records = list(records)
-        unprocessed = {item["id"] for item in self._table.batch_put_once(map(self.to_item, records),
-                                                                          threads=WRITE_THREADS)}
-        return self.put_absent([record for record in records if record.id in unprocessed]) if unprocessed else []
+        unprocessed = {(item["environment"], item["id"])
+                       for item in self._table.batch_put_once(map(self.to_item, records), threads=WRITE_THREADS)}
+        return self.put_absent([record for record in records if _key(record) in unprocessed]) if unprocessed else []
 
     def put_absent(self, records: Sequence[Record]) -> list[Record]:
         """Write each record whose item is not in the table, leaving an item that is there as it is
@@ -79,13 +79,16 @@ class RecordRepository:
         times an item of a batch (bench/RESULTS.md, issue 30), and on AWS a transaction twice the
         write units."""
         pending = list(records)
-        if self.in_transactions and (small := [r for r in pending if _item_bytes(r) <= TRANSACTION_ITEM_BYTES]):
-            together = {r.id for r in self._table.write_whole(small, _put_if_absent, threads=WRITE_THREADS)}
-            pending = [record for record in pending if record.id not in together]
+        items = {_key(record): self.to_item(record) for record in pending}  # built once, whichever way it goes
+        if self.in_transactions and (small := [r for r in pending
+                                               if _json_bytes(items[_key(r)]) <= TRANSACTION_ITEM_BYTES]):
+            together = {_key(r) for r in self._table.write_whole(
+                small, lambda r: [ConditionalPut(items[_key(r)], "attribute_not_exists(pk)")], threads=WRITE_THREADS)}
+            pending = [record for record in pending if _key(record) not in together]
 
         def put(record: Record) -> bool:
             try:
-                self._table.put_new(self.to_item(record))
+                self._table.put_new(items[_key(record)])
                 return True
             except ConditionFailed:
                 return False
@@ -431,13 +434,13 @@ class RecordRepository:
         )
 
 
-def _put_if_absent(record: Record) -> list[ConditionalPut]:
-    return [ConditionalPut(RecordRepository.to_item(record), "attribute_not_exists(pk)")]
+def _key(record: Record) -> tuple[str, int | None]:
+    return record.environment, record.id
 
 
-def _item_bytes(record: Record) -> int:
-    """About the size of a record's item (its JSON): metadata may make one 64 KB."""
-    return len(json.dumps(RecordRepository.to_item(record), default=str).encode())
+def _json_bytes(item: dict[str, Any]) -> int:
+    """About the size of an item (its JSON): a record's metadata may make one 64 KB."""
+    return len(json.dumps(item, default=str).encode())
 
 
 def _ranges_text(ranges: list[tuple[str, str]]) -> str:
