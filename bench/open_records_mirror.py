@@ -10,6 +10,13 @@ mirror), and once a change is noted on both streams (the table, as every stream 
 at about 18 us an index entry on dynalite) so that 1M a side from the mirror can be measured
 without a quarter of an hour of writes; the mirror always holds N.
 
+The steady state follows (`--steady`, on by default): a reconciliation's second run, on two more
+streams. Each holds an import an earlier run matched (`--table-records` records, all in the table,
+one in a hundred left open, its blocks noted as a run's claims note them) and a new import of N
+right after it (in the mirror; in the table only its records in the block it shares with the
+first, which is what the load reads of it there). The load takes the new import from the mirror
+and the matched import's open records from the table (`services/imported_records.py`).
+
     .venv/bin/python bench/open_records_mirror.py [--records 1000000] [--table-records 200000]
 """
 from __future__ import annotations
@@ -23,6 +30,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -33,6 +41,7 @@ from chalicelib.domain.clock import utc_now  # noqa: E402
 from chalicelib.domain.data_streams import DataStream, StreamType  # noqa: E402
 from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, OnConflict  # noqa: E402
 from chalicelib.domain.reconciliations import Reconciliation, RunType  # noqa: E402
+from chalicelib.domain.record_changes import CHANGE_BLOCK_IDS  # noqa: E402
 from chalicelib.domain.records import Direction, Record, RecordStatus  # noqa: E402
 from chalicelib.local.__main__ import LocalService  # noqa: E402
 from chalicelib.local.processes import free_port  # noqa: E402
@@ -55,15 +64,24 @@ def records_of(side: str, stream_id: int, job_id: int, first_id: int, count: int
             for n in range(count)]
 
 
-def fill(ports, table, side: str, stream_id: int, job_id: int, records: int, table_records: int) -> None:
+def fill(ports, table, side: str, stream_id: int, job_id: int, records: int, table_records: int | range,
+         first_id: int | None = None, matched: bool = False) -> range:
+    """An import of `records` into the side's stream (made with the first import), `table_records`
+    of them (the first ones, or those of a range of positions) in the table, all open or, `matched`,
+    all but one in a hundred reconciled. The ids it gave."""
     key = f"side-{side}"
-    ports.data_streams.add(DataStream(ENVIRONMENT, stream_id, key, key, StreamType.CSV, utc_now()))
-    first_id = job_id * 10 ** 8
+    if ports.data_streams.find_including_deleting(ENVIRONMENT, key) is None:
+        ports.data_streams.add(DataStream(ENVIRONMENT, stream_id, key, key, StreamType.CSV, utc_now()))
+    first_id = job_id * 10 ** 8 if first_id is None else first_id
     rows = records_of(side, stream_id, job_id, first_id, records)
+    if matched:
+        rows = [r if n % 100 == 0 else replace(r, status=RecordStatus.RECONCILED) for n, r in enumerate(rows)]
+    in_table = range(table_records) if isinstance(table_records, int) else table_records
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         list(pool.map(lambda s: ports.mirror.write_part(ENVIRONMENT, job_id, s // PART_ROWS, rows[s:s + PART_ROWS]),
                       range(0, records, PART_ROWS)))
-        list(pool.map(lambda s: ports.records.put_many(rows[s:s + 5_000]), range(0, table_records, 5_000)))
+        list(pool.map(lambda s: ports.records.put_many(rows[s:min(s + 5_000, in_table.stop)]),
+                      range(in_table.start, in_table.stop, 5_000)))
     ports.mirror.publish(ENVIRONMENT, job_id, [key])
     ports.mirror.summarize(ENVIRONMENT, job_id, [key])
     ports.ingestion_jobs.add(IngestionJob(ENVIRONMENT, job_id, JobSource.CSV, JobStatus.COMPLETED, records,
@@ -71,8 +89,9 @@ def fill(ports, table, side: str, stream_id: int, job_id: int, records: int, tab
     # What the import's chunks and its end leave on the item (`add` writes a new job's counters as zero)
     table.update(keys.ingestion_job(ENVIRONMENT, job_id),
                  "SET created_per_stream = :created, counts_rolled_up = :t, processed_items = :n, "
-                 "successful_items = :n REMOVE gsi2pk, gsi2sk",
-                 values={":created": {key: records}, ":t": True, ":n": records})
+                 "successful_items = :n, first_record_id = :first REMOVE gsi2pk, gsi2sk",
+                 values={":created": {key: records}, ":t": True, ":n": records, ":first": first_id})
+    return range(first_id, first_id + records)
 
 
 def load(ports, reconciliation: Reconciliation, rule) -> tuple[float, str, int]:
@@ -85,6 +104,29 @@ def load(ports, reconciliation: Reconciliation, rule) -> tuple[float, str, int]:
     spent = f"CPU: this process {_cpu() - cpu:.2f} s, " + ", ".join(
         f"{name} {after[name] - servers[name]:.2f} s" for name in servers)
     return wall, spent, side_a.height + side_b.height
+
+
+def steady_state(ports, table, records: int, matched_records: int, rule, repeat: int) -> None:
+    """A second run's load: each side a matched import, then a new one right after it (see above)."""
+    started, expected = time.perf_counter(), 0
+    for n, side in enumerate("cd", start=3):
+        first = 900 + n
+        matched = fill(ports, table, side, first, first, matched_records, matched_records, matched=True)
+        ports.data_streams.note_records_changed(ENVIRONMENT, {f"side-{side}": matched})  # as the run's claims did
+        shared = range(0, min(CHANGE_BLOCK_IDS - matched.stop % CHANGE_BLOCK_IDS, records))  # its first block's
+        fill(ports, table, side, first, first + 10, records, shared, first_id=matched.stop)
+        ports.claims.adopt(ENVIRONMENT, 78, f"side-{side}")  # by the first run
+        expected += records + len(range(0, matched_records, 100))
+    print(f"steady state filled in {time.perf_counter() - started:.0f} s", flush=True)
+    now = utc_now()
+    second = Reconciliation(ENVIRONMENT, 78, "steady state", RunType.BATCH, ("side-c",), ("side-d",), 3,
+                            now, now, current_run_id=2)
+    for attempt in range(repeat):
+        wall, cpu, loaded = load(ports, second, replace(rule, reconciliation_id=second.id))
+        assert loaded == expected, f"{loaded:,} loaded, not {expected:,}"
+        print(f"steady state, attempt {attempt}: {loaded:,} records ({records:,} a side new, "
+              f"{matched_records:,} a side matched before) in {wall:.2f} s ({cpu}), "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def _cpu() -> float:
@@ -113,6 +155,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records a side in the mirror")
     parser.add_argument("--table-records", type=int, help="record items a side in the table (default: --records)")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--no-steady", dest="steady", action="store_false", help="skip the steady state")
     args = parser.parse_args()
     table_records = args.records if args.table_records is None else min(args.table_records, args.records)
     workdir = Path(tempfile.mkdtemp(prefix="recon-bench-mirror-load-"))
@@ -125,8 +168,8 @@ def main() -> None:
 
         ports = service.container.ports
         started = time.perf_counter()
-        for n, side in enumerate("ab", start=1):
-            fill(ports, service.container.table, side, 900 + n, 900 + n, args.records, table_records)
+        first_ids = {side: fill(ports, service.container.table, side, 900 + n, 900 + n, args.records, table_records)
+                     for n, side in enumerate("ab", start=1)}
         print(f"filled: {args.records:,} records a side in the mirror, {table_records:,} in the table, "
               f"in {time.perf_counter() - started:.0f} s", flush=True)
         now = utc_now()
@@ -139,12 +182,14 @@ def main() -> None:
             assert loaded == 2 * args.records, f"{loaded:,} loaded: the mirror did not answer"
             print(f"mirror, attempt {attempt}: {loaded:,} records in {wall:.2f} s ({cpu}), "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
-        ports.data_streams.note_records_changed(ENVIRONMENT, ["side-a", "side-b"])
+        ports.data_streams.note_records_changed(ENVIRONMENT, {f"side-{side}": ids for side, ids in first_ids.items()})
         for attempt in range(args.repeat):
             wall, cpu, loaded = load(ports, reconciliation, rule)
             assert loaded == 2 * table_records, f"{loaded:,} loaded from the table"
             print(f"table, attempt {attempt}: {loaded:,} records in {wall:.2f} s ({cpu}), "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        if args.steady:
+            steady_state(ports, service.container.table, args.records, table_records, rule, args.repeat)
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -229,10 +229,10 @@ class NoJobs:
 class StreamsOfTheTable:
     """The bench's streams were never marked as imported: their records are read from the table."""
 
-    def records_as_imported(self, environment, key):
-        return False
+    def changed_since_import(self, environment, key):
+        return None
 
-    def note_records_changed(self, environment, stream_keys):
+    def note_records_changed(self, environment, record_ids):
         pass  # nothing was marked
 
 

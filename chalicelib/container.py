@@ -94,7 +94,7 @@ class Container:
 
     @cached_property
     def data_streams(self) -> DataStreamRepository:
-        return DataStreamRepository(self.table, self.counters)
+        return DataStreamRepository(self.table, self.counters, self.settings.note_changed_blocks)
 
     @cached_property
     def property_definitions(self) -> PropertyDefinitionRepository:

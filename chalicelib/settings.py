@@ -118,6 +118,11 @@ class Settings(BaseModel):
     # matches.py). Code from before that release reads member items only: a deployed stage keeps
     # writing them (infra/deploy.py sets false) until every function reads both (docs/upgrades.md).
     carry_match_members: bool = True
+    # A new stream is marked as one whose records' changes are all noted as blocks, so that a run
+    # reads from the analytics mirror all but the changed blocks (domain/record_changes.py). Code
+    # from before that release changes records without noting blocks: a deployed stage marks no
+    # stream (infra/deploy.py sets false) until no function of it may run (docs/upgrades.md).
+    note_changed_blocks: bool = True
     # A run's claims go in transactions of whole matches (TransactWriteItems, up to 100 claims a
     # request), an exception refresh's holds on its records in transactions of 100, and so do the
     # conditional puts of an ingestion chunk that two executions may write (retried), rather

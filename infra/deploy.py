@@ -121,6 +121,11 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # still running during the deploy (or after a rollback) reads member items only: deployed
             # stages keep writing those until the next release (docs/upgrades.md).
             "RECON_CARRY_MATCH_MEMBERS": "false",
+            # This release notes every change of a record as a block of ids beside its stream, and a run
+            # reads all but those blocks from the analytics mirror; an older function still running
+            # changes records without noting blocks: deployed stages mark no stream as noting them
+            # until the next release (docs/upgrades.md).
+            "RECON_NOTE_CHANGED_BLOCKS": "false",
             # A transaction's writes cost AWS twice a write's units: a deployed run claims record by
             # record and its exception refresh holds record by record, keeping write units a matched
             # record where they were (settings.py).

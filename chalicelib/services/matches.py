@@ -12,6 +12,7 @@ from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationF
 from chalicelib.domain.events import EventOrigin
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
+from chalicelib.domain.record_changes import ids_by_stream
 from chalicelib.domain.records import Record, RecordQuery
 from chalicelib.observability import logger
 from chalicelib.services import approvals, audit, period_closes, unmatch_decisions
@@ -39,11 +40,12 @@ def write_matches(ports: Ports, batch: list[tuple[Match, list[MatchMember]]],
     (`Matches.journal_members`), which their commit markers then carry."""
     if not batch:
         return []
-    # Before any claim: a run reads a stream's open records from the analytics mirror only while no
-    # record of it was ever claimed (services/imported_records.py).
-    claimed_streams = {(match.environment, member.data_stream_key) for match, members in batch for member in members}
-    for environment in sorted({environment for environment, _ in claimed_streams}):
-        ports.data_streams.note_records_changed(environment, sorted(k for e, k in claimed_streams if e == environment))
+    # Before any claim: a run reads from the analytics mirror only the records of blocks where none
+    # was ever claimed (services/imported_records.py).
+    for environment in sorted({match.environment for match, _ in batch}):
+        ports.data_streams.note_records_changed(environment, ids_by_stream(
+            (member.data_stream_key, member.record_id)
+            for match, members in batch if match.environment == environment for member in members))
     ports.matches.put_members_of(batch, journaled=journaled)
     # Whole matches claimed together where the table can (a request per up to 100 claims), the rest
     # record by record.

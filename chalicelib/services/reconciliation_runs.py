@@ -709,8 +709,10 @@ def open_frames(ports: Ports, environment: str, reconciliation: Reconciliation, 
 def _open_record_pages(ports: Ports, environment: str, reconciliation_id: int, stream_key: str, adopted: bool,
                        with_metadata: bool, limit: int | None) -> Iterable[RecordColumns]:
     """A stream's records open in the reconciliation: from the analytics mirror where it gives the
-    table's records (services/imported_records.py), a million in a second or two; else from the table."""
-    from_mirror = imported_records.open_pages(ports, environment, stream_key, with_metadata, limit)
+    table's records (services/imported_records.py), a million in a second or two, and the blocks
+    changed since their import from the table; else all from the table."""
+    from_mirror = imported_records.open_pages(ports, environment, stream_key, reconciliation_id, adopted,
+                                              with_metadata, limit)
     if from_mirror is not None:
         return from_mirror
     return ports.claims.open_record_columns(environment, stream_key, reconciliation_id, adopted,

@@ -35,7 +35,7 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
         if job is not None and job.status in WRITING:
             raise Conflict(f"record {record_id} belongs to import {job.id}, which is still writing; delete it "
                            "once the import has finished")
-    ports.data_streams.note_records_changed(environment, [found.data_stream_key])  # (services/imported_records.py)
+    ports.data_streams.note_records_changed(environment, {found.data_stream_key: [record_id]})  # (imported_records.py)
     record = ports.records.mark_deleting(environment, record_id, DELETABLE_STATUSES, ABANDONED_DELETE_AFTER)
     if record is None:
         return  # being deleted by another request: the outcome is the same

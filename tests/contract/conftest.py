@@ -46,6 +46,7 @@ from chalicelib.settings import Settings
 from tests.conftest import REGION, TEST_PARAMETERS
 from tests.fakes import fake_ports
 from tests.fakes.clock import FrozenClock
+from tests.fakes.data_streams import FakeDataStreamRepository
 
 
 class FakeBackend:
@@ -62,6 +63,9 @@ class FakeBackend:
             setattr(self, attribute, getattr(ports, attribute))
         self.queue = ports.bulk_queue
         self.workflows = ports.file_import_workflows
+
+    def data_streams_noting_no_blocks(self):
+        return FakeDataStreamRepository(self.counters, note_changed_blocks=False)
 
     def received(self) -> list[dict]:
         """The messages the queue holds, in the order sent."""
@@ -92,6 +96,10 @@ class MotoBackend:
     @cached_property
     def data_streams(self):
         return DataStreamRepository(self._table, self.counters)
+
+    def data_streams_noting_no_blocks(self):
+        """As a deployed stage's until no function of a release before the blocks may run."""
+        return DataStreamRepository(self._table, self.counters, note_changed_blocks=False)
 
     @cached_property
     def property_definitions(self):

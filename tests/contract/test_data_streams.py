@@ -133,21 +133,37 @@ class TestDataStreamRepository:
         data_streams.clear_recount_request(ENV, "missing", T0)
         assert data_streams.recount_requests() == [(ENV, "a"), (OTHER_ENV, "b")]
 
-    def test_a_new_streams_records_are_as_imported_until_one_changes_in_its_environment(self, data_streams):
+    def test_the_blocks_of_a_streams_changed_records_are_noted_in_its_environment(self, data_streams):
         for environment, key in ((ENV, "bank"), (ENV, "ledger"), (OTHER_ENV, "bank")):
             data_streams.add(stream(1, key, environment=environment))
-        assert data_streams.records_as_imported(ENV, "bank") and data_streams.records_as_imported(ENV, "ledger")
+        assert data_streams.changed_since_import(ENV, "bank") == frozenset()
 
-        data_streams.note_records_changed(ENV, ["bank", "bank", "missing", "no such key!"])
-        data_streams.note_records_changed(ENV, ["bank"])  # again: nothing left to change
-        assert not data_streams.records_as_imported(ENV, "bank")
-        assert data_streams.records_as_imported(ENV, "ledger") and data_streams.records_as_imported(OTHER_ENV, "bank")
+        data_streams.note_records_changed(ENV, {"bank": [5, 16_390, 7], "missing": [1], "no such key!": [1]})
+        data_streams.note_records_changed(ENV, {"bank": [16_384, 40_000]})  # a block noted already, and one more
+        assert data_streams.changed_since_import(ENV, "bank") == {0, 1, 2}
+        assert data_streams.changed_since_import(ENV, "ledger") == frozenset()
+        assert data_streams.changed_since_import(OTHER_ENV, "bank") == frozenset()
         assert data_streams.find_including_deleting(ENV, "missing") is None  # no stream made by the change
 
         data_streams.save(data_streams.get(ENV, "bank").renamed("Bank", None, description_given=False))
-        assert not data_streams.records_as_imported(ENV, "bank")  # a save brings no mark back
+        assert data_streams.changed_since_import(ENV, "bank") == {0, 1, 2}  # a save keeps them
         data_streams.mark_deleting(ENV, "ledger")
-        assert not data_streams.records_as_imported(ENV, "ledger") and not data_streams.records_as_imported(ENV, "x")
+        assert data_streams.changed_since_import(ENV, "ledger") is None
+        assert data_streams.changed_since_import(ENV, "x") is None
+
+        # A stream of the same key made after a delete starts with none
+        data_streams.remove(ENV, "bank")
+        data_streams.add(stream(2, "bank"))
+        assert data_streams.changed_since_import(ENV, "bank") == frozenset()
+
+    def test_a_stream_made_where_blocks_are_not_noted_is_as_imported_until_its_first_change(self, backend):
+        # (a deployed stage, while functions of a release before the blocks may run: settings.note_changed_blocks)
+        data_streams = backend.data_streams_noting_no_blocks()
+        data_streams.add(stream(1, "bank"))
+        assert data_streams.changed_since_import(ENV, "bank") == frozenset()  # nothing changed: the mirror's whole
+
+        data_streams.note_records_changed(ENV, {"bank": [5]})
+        assert data_streams.changed_since_import(ENV, "bank") is None  # changed, and where is not known
 
     def test_remove_deletes_and_may_repeat(self, data_streams):
         data_streams.add(stream(1, "bank"))

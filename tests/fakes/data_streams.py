@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
+from chalicelib.domain.record_changes import change_blocks
 from tests.fakes._support import newest_first_page, padded, stored_time
 from tests.fakes.counters import FakeCounters
 
@@ -30,12 +31,15 @@ class _StreamRow:
     records_counted_at: str | None = None  # ISO text, compared as the table compares it
     recount_requested_at: str | None = None  # set while the stream waits in the recount index
     delete_confirmed: bool = False  # the adapter's `deleting = "confirmed"`
-    records_as_imported: bool = True  # the adapter's mark, put with the stream
+    records_as_imported: bool = True  # the adapter's marks, put with the stream
+    changes_noted: bool = True
+    changed_blocks: set[int] = field(default_factory=set)  # the adapter's block items beside the stream
 
 
 class FakeDataStreamRepository:
-    def __init__(self, counters: FakeCounters | None = None) -> None:
+    def __init__(self, counters: FakeCounters | None = None, note_changed_blocks: bool = True) -> None:
         self._counters = counters or FakeCounters()
+        self._note_changed_blocks = note_changed_blocks
         self.rows: dict[tuple[str, str], _StreamRow] = {}
         self.account_guards: dict[tuple[str, str], _AccountGuard] = {}  # (environment, account routing key)
         self._lock = threading.Lock()  # the table's conditional writes are atomic
@@ -51,7 +55,8 @@ class FakeDataStreamRepository:
             if key in self.rows:
                 self._free_account(stream.environment, stream.routing_key, stream.id)
                 raise Conflict(f"a data stream with key '{stream.key}' already exists")
-            self.rows[key] = _StreamRow(replace(stream, created_at=stored_time(stream.created_at)))
+            self.rows[key] = _StreamRow(replace(stream, created_at=stored_time(stream.created_at)),
+                                        changes_noted=self._note_changed_blocks)
 
     def _hold_account(self, stream: DataStream) -> None:
         routing_key = stream.routing_key
@@ -88,14 +93,18 @@ class FakeDataStreamRepository:
         row = self.rows.get((environment, key))
         return row.stream if row else None
 
-    def records_as_imported(self, environment: str, key: str) -> bool:
+    def changed_since_import(self, environment: str, key: str) -> frozenset[int] | None:
         row = self.rows.get((environment, key))
-        return row is not None and row.records_as_imported and not row.stream.deleting
+        if row is None or row.stream.deleting or not (row.changes_noted or row.records_as_imported):
+            return None
+        return frozenset(row.changed_blocks) if row.changes_noted else frozenset()
 
-    def note_records_changed(self, environment: str, stream_keys: Iterable[str]) -> None:
+    def note_records_changed(self, environment: str, record_ids: Mapping[str, Iterable[int]]) -> None:
         with self._lock:
-            for key in stream_keys:
+            for key, ids in record_ids.items():
                 if (row := self.rows.get((environment, key))) is not None:
+                    if row.changes_noted:
+                        row.changed_blocks |= change_blocks(ids)
                     row.records_as_imported = False
 
     def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:

@@ -354,11 +354,19 @@ class FakeClaimRepository:
                 if reconciliation_id not in row.matched_in and not row.deleting)
 
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+                            with_metadata: bool = False,
+                            id_ranges: Sequence[tuple[int, int]] | None = None) -> Iterator[RecordColumns]:
         """The records of `open_records` as the adapter's columns (`status` only when read whole,
-        before adoption), a page per `column_page_items` records read; at least one page."""
+        before adoption), a page per `column_page_items` records read; at least one page (a range)."""
+        ranges = [None] if id_ranges is None else [range(first, last + 1) for first, last in id_ranges]
+        for ids in ranges:
+            yield from self._column_pages(environment, stream_key, reconciliation_id, adopted, with_metadata, ids)
+
+    def _column_pages(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
+                      with_metadata: bool, ids: range | None) -> Iterator[RecordColumns]:
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
-        rows = list(rows_of_stream(self.store, environment, stream_key, adopted))
+        rows = [row for row in rows_of_stream(self.store, environment, stream_key, adopted)
+                if ids is None or row.record.id in ids]
         for start in range(0, max(len(rows), 1), self.column_page_items):
             page = [_typed_item(row, projection) for row in rows[start:start + self.column_page_items]
                     if reconciliation_id not in row.matched_in and not row.deleting]

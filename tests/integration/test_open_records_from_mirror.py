@@ -1,10 +1,11 @@
-"""A run reads a stream's open records from the analytics mirror while every record of it is as its
-import wrote it and the mirror holds every import whole; the table otherwise. Both give the same
-frame, record for record."""
+"""A run reads a stream's open records from the analytics mirror where they are as their import
+wrote them and the mirror holds every import whole, and the blocks of ids where a record changed
+since from the table; all from the table otherwise. Both give the same frame, record for record."""
 from polars.testing import assert_frame_equal
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.matching.frames import open_records_frame
+from chalicelib.domain.record_changes import CHANGE_BLOCK_IDS, change_block
 from chalicelib.services import imported_records
 from tests.integration.conftest import record
 
@@ -24,7 +25,7 @@ def _bank_records():
 def _frames(services, stream_key, reconciliation_id, new_jobs=None):
     """The stream's open records in the reconciliation, read from the mirror and from the table."""
     ports = services.ports
-    mirrored = imported_records.open_pages(ports, "acme", stream_key, with_metadata=True)
+    mirrored = imported_records.open_pages(ports, "acme", stream_key, reconciliation_id, False, with_metadata=True)
     assert mirrored is not None, "the mirror should answer for this stream"
     table = ports.claims.open_record_columns("acme", stream_key, reconciliation_id, adopted=False, with_metadata=True)
     return (open_records_frame(mirrored, METADATA_KEYS, new_jobs),
@@ -53,45 +54,65 @@ def test_the_mirror_gives_the_tables_open_records_of_every_import(api, services,
     assert bank_from_mirror["is_new"].to_list() == [False, False, False, True]
 
 
-def test_a_run_reads_the_mirror_until_a_record_is_claimed_then_the_table(api, services, worker, ingest,
-                                                                         reconciliation):
-    # Given two streams that pair one to one, their records missing from the table's stream listing
-    # (so that only a read of the mirror can find them)
-    ids = ingest(record("bank", 1, 100), record("bank", 2, 200), record("ledger", 1, 100), record("ledger", 2, 200))
-    for record_id in ids:
-        services.table.update(keys.record("acme", record_id), "REMOVE gsi1pk, gsi1sk")
+def test_runs_read_the_mirror_but_for_the_blocks_of_records_claimed_which_the_table_gives(
+        api, services, worker, ingest, reconciliation):
+    # Given two streams that pair one to one but for one bank record, the pairs missing from the
+    # table's stream listings (so that only a read of the mirror can find them)
+    ids = ingest(record("bank", 1, 100), record("bank", 2, 200), record("ledger", 1, 100), record("ledger", 2, 200),
+                 record("bank", 9, 900))
+    _hide_from_the_listings(services, ids[:4])
     assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {
         "name": "Same amount", "conditions": [{"field": "amount", "operator": "equals"}]}).status_code == 201
 
     # When a run matches them
-    run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
-    worker.drain()
+    assert _run(api, worker, reconciliation) == 4
 
-    # Then it found every record (in the mirror), and the claims took both streams off the mirror
-    finished = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run['id']}").json_body
-    assert (finished["status"], finished["matched_records"]) == ("completed", 4), finished
+    # Then it found every record (in the mirror), and the claims noted their block
     ports = services.ports
-    assert not ports.data_streams.records_as_imported("acme", "bank")
-    assert not ports.data_streams.records_as_imported("acme", "ledger")
-    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
+    assert ports.data_streams.changed_since_import("acme", "bank") == {change_block(ids[0])}
 
-    # And a run after reads the table, which holds what the first run left open
-    more = ingest(record("bank", 3, 300), record("ledger", 3, 300))
+    # And after an import in blocks of its own, both ways give the same frames: the claimed block
+    # (the bank record left open) from the table, the new import from the mirror
+    ports.counters.next_ids("acme", "record", CHANGE_BLOCK_IDS)
+    more = ingest(record("ledger", 9, 900, metadata={"ref": "R-9"}), record("bank", 3, 300, metadata={"ref": "R-3"}),
+                  record("ledger", 3, 300))
+    for stream_key in ("bank", "ledger"):
+        from_mirror, from_table = _frames(services, stream_key, reconciliation["id"])
+        assert_frame_equal(from_mirror, from_table)
+    assert from_mirror["id"].to_list() == [more[0], more[2]]  # (ledger's)
+
+    # And a run finds the new import in the mirror alone, the bank record left open in the table alone
+    _hide_from_the_listings(services, more)
+    assert _run(api, worker, reconciliation) == 4
+    assert all(api.get(f"/v1/records/{i}").json_body["status"] == "reconciled" for i in [ids[4], *more])
+
+
+def _hide_from_the_listings(services, record_ids):
+    for record_id in record_ids:
+        services.table.update(keys.record("acme", record_id), "REMOVE gsi1pk, gsi1sk, gsi5pk, gsi5sk")
+
+
+def _run(api, worker, reconciliation):
+    """Run the reconciliation to its end: the records it matched."""
     run = api.post(f"/v1/reconciliations/{reconciliation['id']}/runs").json_body
     worker.drain()
     finished = api.get(f"/v1/reconciliations/{reconciliation['id']}/runs/{run['id']}").json_body
-    assert (finished["status"], finished["matched_records"]) == ("completed", 2), finished
-    assert all(api.get(f"/v1/records/{i}").json_body["status"] == "reconciled" for i in more)
+    assert finished["status"] == "completed", finished
+    return finished["matched_records"]
 
 
-def test_a_deleted_record_takes_its_stream_alone_off_the_mirror(api, services, ingest, reconciliation):
-    bank_id, _ = ingest(record("bank", 1, 100), record("ledger", 1, 100))
+def test_a_deleted_record_sends_its_block_of_its_stream_alone_to_the_table(api, services, ingest, reconciliation):
+    bank_id, ledger_id = ingest(record("bank", 1, 100), record("ledger", 1, 100))
 
     assert api.delete(f"/v1/records/{bank_id}").status_code == 204
 
     ports = services.ports
-    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
-    assert imported_records.open_pages(ports, "acme", "ledger", with_metadata=False) is not None
+    assert ports.data_streams.changed_since_import("acme", "bank") == {change_block(bank_id)}
+    assert ports.data_streams.changed_since_import("acme", "ledger") == frozenset()
+    for stream_key, left in (("bank", []), ("ledger", [ledger_id])):
+        from_mirror, from_table = _frames(services, stream_key, reconciliation["id"])
+        assert_frame_equal(from_mirror, from_table)
+        assert from_mirror["id"].to_list() == left
 
 
 def test_an_import_the_mirror_lost_sends_the_stream_to_the_table(services, ingest, reconciliation):
@@ -106,7 +127,7 @@ def test_an_import_the_mirror_lost_sends_the_stream_to_the_table(services, inges
 
     # Then the mirror does not answer for it: the table does, with both records
     ports = services.ports
-    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False) is None
+    assert imported_records.open_pages(ports, "acme", "bank", reconciliation["id"], False, with_metadata=False) is None
     table = ports.claims.open_record_columns("acme", "bank", reconciliation["id"], adopted=False)
     assert open_records_frame(table, [], None).height == 2
 
@@ -114,5 +135,7 @@ def test_an_import_the_mirror_lost_sends_the_stream_to_the_table(services, inges
 def test_more_records_than_the_limit_are_left_to_the_table(services, ingest, reconciliation):
     ingest(record("bank", 1, 100), record("bank", 2, 200))
     ports = services.ports
-    assert imported_records.open_pages(ports, "acme", "bank", with_metadata=False, limit=1) is None
-    assert len(imported_records.open_pages(ports, "acme", "bank", with_metadata=False, limit=2)[0]["id"]) == 2
+    def pages(limit):
+        return imported_records.open_pages(ports, "acme", "bank", reconciliation["id"], False, False, limit)
+    assert pages(limit=1) is None
+    assert [len(page["id"]) for page in pages(limit=2)] == [2]

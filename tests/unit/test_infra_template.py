@@ -238,6 +238,8 @@ def test_the_stage_configuration_takes_every_name_from_the_stacks_outputs(monkey
     assert given.dynamodb_client == "botocore" and not given.dynamodb_wire
     # Until every function reads the members a match carries, a deployed stage writes member items.
     assert not given.carry_match_members and Settings.model_fields["carry_match_members"].default is True
+    # Until no function changes records without noting their blocks, a deployed stage marks no stream as noting them.
+    assert not given.note_changed_blocks and Settings.model_fields["note_changed_blocks"].default is True
     # A transaction's writes cost AWS twice: a deployed stage claims record by record (the local stack in transactions).
     assert not given.claims_in_transactions and Settings.model_fields["claims_in_transactions"].default is True
     assert (given.user_pool_id, given.user_pool_client_id) == ("<UserPoolId>", "<UserPoolClientId>")

@@ -2,7 +2,7 @@
 guard per bank account so that one bank_feed stream at most holds it (statements are routed by it)."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,19 +12,25 @@ from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, Pag
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
+from chalicelib.domain.record_changes import change_blocks
 
 # A bank-account guard its stream does not hold (a crash between the guard's put and the stream's
 # write) is taken back after this long; a younger one may belong to a write still in flight.
 STALE_GUARD_AGE = timedelta(seconds=60)
-# On a stream's item from its creation until a record of it first changes after its import wrote it
-# (see `records_as_imported`); a stream created before the mark existed never has it.
+# On a stream's item from its creation until a record of it first changes after its import wrote
+# it; a stream created before the mark existed never has it. Every release reads it.
 AS_IMPORTED = "records_as_imported"
+# On a stream's item from its creation when every change of its records is noted as a block
+# (`changed_since_import`): written only where no function of a release that changes records
+# without noting blocks may still run (settings.note_changed_blocks).
+CHANGES_NOTED = "changes_noted"
 
 
 class DataStreamRepository:
-    def __init__(self, table: DynamoTable, counters: Counters) -> None:
+    def __init__(self, table: DynamoTable, counters: Counters, note_changed_blocks: bool = True) -> None:
         self._table = table
         self._counters = counters
+        self._new_marks = {AS_IMPORTED: True, **({CHANGES_NOTED: True} if note_changed_blocks else {})}
 
     def next_id(self, environment: str) -> int:
         return self._counters.next_id(environment, "data_stream")
@@ -33,7 +39,7 @@ class DataStreamRepository:
         """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
         self._hold_account(stream)
         try:
-            self._table.put_new({**self.to_item(stream), AS_IMPORTED: True})
+            self._table.put_new({**self.to_item(stream), **self._new_marks})
         except ConditionFailed:
             self._free_account(stream.environment, stream.routing_key, stream.id)
             raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
@@ -94,23 +100,42 @@ class DataStreamRepository:
         except ConditionFailed:
             pass
 
-    def records_as_imported(self, environment: str, key: str) -> bool:
-        """Whether every record of the stream is still as its import wrote it: none was ever claimed
-        by a match, deleted or taken back (`note_records_changed` comes first each time). A run may
-        then read its open records from the analytics mirror (services/imported_records.py)."""
+    def changed_since_import(self, environment: str, key: str) -> frozenset[int] | None:
+        """The blocks of record ids (domain/record_changes.py) where a record of the stream may no
+        longer be as its import wrote it (`note_records_changed` comes first each time): those noted
+        where changes are, none while no record ever changed; None when that is not known (a stream
+        whose changes are not noted, changed since its creation or created before the marks; one
+        being deleted). A run reads the records of every other block from the analytics mirror
+        (services/imported_records.py)."""
         item = self._table.get(keys.data_stream(environment, key))  # a consistent read
-        return bool(item and item.get(AS_IMPORTED) and not item.get("deleting"))
+        if not item or item.get("deleting") or not (item.get(CHANGES_NOTED) or item.get(AS_IMPORTED)):
+            return None
+        if not item.get(CHANGES_NOTED):
+            return frozenset()
+        noted = self._table.query_all(keys.BASE_TABLE, item["pk"], sort_prefix=keys.CHANGED_BLOCK_PREFIX,
+                                      projection=("sk",), consistent=True)
+        return frozenset(int(block["sk"].removeprefix(keys.CHANGED_BLOCK_PREFIX)) for block in noted)
 
-    def note_records_changed(self, environment: str, stream_keys: Iterable[str]) -> None:
-        """Called before a record of these streams is claimed, deleted or taken back: their records
-        are no longer all as imported, for good. The marks are read first (a read costs less than a
-        refused write, and nearly every call finds them gone already)."""
-        wanted = [keys.data_stream(environment, k) for k in dict.fromkeys(stream_keys) if KEY_PATTERN.match(k)]
-        for item in self._table.get_many(wanted, projection=("pk", "sk", AS_IMPORTED)):
+    def note_records_changed(self, environment: str, record_ids: Mapping[str, Iterable[int]]) -> None:
+        """Called before records of these streams (ids by stream key) are claimed, deleted or
+        written after their import was counted: their blocks are noted where the stream's changes
+        are, for good, then the mark of a stream none of whose records changed before goes. What is
+        noted already is read first (a read costs less than a write, and nearly every call finds
+        its blocks there and the mark gone)."""
+        blocks = {k: change_blocks(ids) for k, ids in record_ids.items() if KEY_PATTERN.match(k)}
+        wanted = [keys.data_stream(environment, k) for k in blocks]
+        wanted += [keys.changed_record_block(environment, k, b) for k, of_stream in blocks.items() for b in of_stream]
+        found = {_key_of(i): i for i in self._table.get_many(wanted, projection=("pk", "sk", AS_IMPORTED,
+                                                                                 CHANGES_NOTED))}
+        streams = {k: found.get(_key_of(keys.data_stream(environment, k)), {}) for k in blocks}
+        missing = [block for k in sorted(blocks) if streams[k].get(CHANGES_NOTED) for b in sorted(blocks[k])
+                   if _key_of(block := keys.changed_record_block(environment, k, b)) not in found]
+        self._table.batch_write(puts=[{**block, "entity": "changed_record_block"} for block in missing])
+        for k, item in sorted(streams.items()):
             if item.get(AS_IMPORTED):
                 try:
-                    self._table.update({"pk": item["pk"], "sk": item["sk"]}, "REMOVE #mark",
-                                       names={"#mark": AS_IMPORTED}, condition="attribute_exists(pk)")
+                    self._table.update(keys.data_stream(environment, k), "REMOVE #mark", names={"#mark": AS_IMPORTED},
+                                       condition="attribute_exists(pk)")
                 except ConditionFailed:
                     pass  # the stream is gone meanwhile
 
@@ -243,6 +268,9 @@ class DataStreamRepository:
         stream = self.find_including_deleting(environment, key)
         if stream is not None:
             self._free_account(environment, stream.routing_key, stream.id)
+        noted = self._table.query_all(keys.BASE_TABLE, keys.data_stream(environment, key)["pk"],
+                                      sort_prefix=keys.CHANGED_BLOCK_PREFIX, projection=("pk", "sk"))
+        self._table.batch_write(deletes=[{"pk": block["pk"], "sk": block["sk"]} for block in noted])
         self._table.delete(keys.data_stream(environment, key))
 
     @staticmethod
@@ -267,3 +295,8 @@ class DataStreamRepository:
             program_id=item.get("program_id"), records_count=item.get("records_count", 0),
             deleting=bool(item.get("deleting")), version=item.get("version", 1),
         )
+
+
+def _key_of(item_key: dict[str, str]) -> tuple[str, str]:
+    return item_key["pk"], item_key["sk"]
+

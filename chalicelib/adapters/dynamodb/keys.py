@@ -119,6 +119,15 @@ def data_streams_index_pk(environment: str) -> str:
     return f"{env_prefix(environment)}#DS"
 
 
+CHANGED_BLOCK_PREFIX = "CHANGED#"
+
+
+def changed_record_block(environment: str, key: str, block: int) -> dict[str, str]:
+    """In the stream's partition: some record of the stream with an id in `block` changed since its
+    import wrote it (domain/record_changes.py)."""
+    return {"pk": data_stream(environment, key)["pk"], "sk": f"{CHANGED_BLOCK_PREFIX}{_id(block)}"}
+
+
 def data_stream_index(environment: str, stream_id: int) -> dict[str, str]:
     return GSI1.key(data_streams_index_pk(environment), _id(stream_id))
 

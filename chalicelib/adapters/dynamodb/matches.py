@@ -465,17 +465,21 @@ class ClaimRepository:
                 if reconciliation_id not in (item.get("matched_in") or ()) and not item.get("deleting"))
 
     def open_record_columns(self, environment: str, stream_key: str, reconciliation_id: int, adopted: bool,
-                            with_metadata: bool = False) -> Iterator[RecordColumns]:
+                            with_metadata: bool = False,
+                            id_ranges: Sequence[tuple[int, int]] | None = None) -> Iterator[RecordColumns]:
         """The records of `open_records`, a page at a time as columns (see record_columns): what a run
         loads, a million a side, without a dict per record. `status` only when read whole. The
         partitions are read at once, each page parsed whole (record_columns.page_columns); the pages
-        come in no order."""
+        come in no order. `id_ranges`: only the records with ids in these (first, last) ranges."""
         index, partitions = _stream_records(environment, stream_key, adopted)
         projection = record_attributes(with_metadata) + (() if adopted else ("status",))
         key_attributes = ("pk", "sk", index.partition_key, index.sort_key)
-        yield from self._table.parsed_pages(
-            index, partitions, filter=_open_here(reconciliation_id), projection=projection,
-            parse=lambda body: page_columns(body, key_attributes, with_metadata))
+        ranges = [None] if id_ranges is None else \
+            [(keys.record_sort_key(first), keys.record_sort_key(last)) for first, last in id_ranges]
+        for between in ranges:
+            yield from self._table.parsed_pages(
+                index, partitions, filter=_open_here(reconciliation_id), projection=projection, between=between,
+                parse=lambda body: page_columns(body, key_attributes, with_metadata))
 
     def proposed_records(self, environment: str, reconciliation_id: int) -> list[OpenRecord]:
         """The records the reconciliation's proposed matches hold (claimed, but not reconciled there

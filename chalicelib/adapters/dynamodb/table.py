@@ -428,13 +428,16 @@ class DynamoTable:
     def parsed_pages(self, index: Index, partitions: list[str], *,
                      filter: Filter | None = None, projection: tuple[str, ...] | None = None,
                      parse: Callable[[bytes], tuple[P, dict[str, Any] | None]],
-                     threads: int = PARTITION_THREADS) -> Iterator[P]:
-        """Every item of the partitions, a page at a time, each page's body handed whole to `parse`
-        (which gives what it makes of the page, and the page's LastEvaluatedKey, typed). The
-        partitions are read `threads` at a time; pages come as they arrive, in no order across
-        partitions. A reader that stops early stops the reads."""
+                     threads: int = PARTITION_THREADS, between: tuple[str, str] | None = None) -> Iterator[P]:
+        """Every item of the partitions (with sort keys `between` the two given, both in, when
+        given), a page at a time, each page's body handed whole to `parse` (which gives what it
+        makes of the page, and the page's LastEvaluatedKey, typed). The partitions are read
+        `threads` at a time; pages come as they arrive, in no order across partitions. A reader
+        that stops early stops the reads."""
         def pages_of(partition: str) -> Iterator[P]:
             kwargs = self._query_kwargs(index, partition, filter=filter)
+            if between is not None:
+                _sort_between(kwargs, index, *between)
             _project(kwargs, projection)
             while True:
                 with bodies("raw"):
@@ -462,9 +465,7 @@ class DynamoTable:
         kwargs = self._query_kwargs(index, partition_value)
         if consistent:
             kwargs["ConsistentRead"] = True
-        kwargs["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
-        kwargs["ExpressionAttributeNames"]["#s"] = index.sort_key
-        kwargs["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
+        _sort_between(kwargs, index, sort_from, sort_to)
         if page_size is not None:
             kwargs["Limit"] = page_size
         _project(kwargs, projection)
@@ -836,6 +837,13 @@ def _below(kwargs: dict[str, Any], index: Index, below: str | None) -> None:
         kwargs["KeyConditionExpression"] += " AND #below < :below"
         kwargs["ExpressionAttributeNames"]["#below"] = index.sort_key
         kwargs["ExpressionAttributeValues"][":below"] = {"S": below}
+
+
+def _sort_between(query: dict[str, Any], index: Index, sort_from: str, sort_to: str) -> None:
+    """A Query's key condition narrowed to sort keys from `sort_from` to `sort_to`, both in."""
+    query["KeyConditionExpression"] += " AND #s BETWEEN :from AND :to"
+    query["ExpressionAttributeNames"]["#s"] = index.sort_key
+    query["ExpressionAttributeValues"].update({":from": {"S": sort_from}, ":to": {"S": sort_to}})
 
 
 def _project(kwargs: dict[str, Any], projection: str | tuple[str, ...] | None) -> None:

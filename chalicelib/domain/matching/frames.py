@@ -19,6 +19,7 @@ import polars as pl
 
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.matching.outcome import MatchOutcome
+from chalicelib.domain.record_changes import CHANGE_BLOCK_IDS
 from chalicelib.domain.records import OpenRecord, ReconciledRecord, Record, RecordColumns, RecordStatus
 from chalicelib.domain.rules import Condition
 from chalicelib.domain.tallies import CurrencyAmounts, combined
@@ -79,14 +80,21 @@ IMPORTED_COLUMNS = {"id": pl.Int64, "amount": pl.Int64, "decimal_places": pl.Int
                     "external_id": pl.Utf8, "data_stream_key": pl.Utf8}
 
 
-def imported_page(rows: pl.LazyFrame, with_metadata: bool) -> RecordColumns:
+def imported_page(rows: pl.LazyFrame, with_metadata: bool,
+                  changed_blocks: Collection[int] = frozenset()) -> tuple[RecordColumns, int]:
     """Rows of the analytics mirror as a page of record columns, for records nothing has changed
-    since their import wrote them: in no match (`matched_in` empty), unreconciled."""
+    since their import wrote them: in no match (`matched_in` empty), unreconciled. The rows of ids
+    in `changed_blocks` are left out (domain/record_changes.py: the table has them). With the page,
+    how many rows the mirror held, those left out too."""
     columns = {**IMPORTED_COLUMNS, **({"metadata": pl.Utf8} if with_metadata else {})}
     frame = rows.select(pl.col(name).cast(kind) for name, kind in columns.items()).collect()
+    held = frame.height
+    if changed_blocks:
+        blocks = pl.Series(sorted(changed_blocks), dtype=pl.Int64)
+        frame = frame.filter(~(pl.col("id") // CHANGE_BLOCK_IDS).is_in(blocks))
     unmatched = pl.Series("matched_in", [[]], dtype=pl.List(pl.Int64)).new_from_index(0, frame.height)
     unreconciled = pl.Series("status", [RecordStatus.UNRECONCILED.value]).new_from_index(0, frame.height)
-    return {**{name: frame[name] for name in frame.columns}, "matched_in": unmatched, "status": unreconciled}
+    return {**{name: frame[name] for name in frame.columns}, "matched_in": unmatched, "status": unreconciled}, held
 
 
 def _is_in(column: pl.Series, ids: Iterable[int]) -> pl.Series:

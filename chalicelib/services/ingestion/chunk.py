@@ -44,6 +44,7 @@ from chalicelib.domain.ingestion import (
     OnConflict,
     records_per_stream,
 )
+from chalicelib.domain.record_changes import ids_by_stream
 from chalicelib.domain.records import (
     ExternalIdClaim,
     ItemError,
@@ -192,9 +193,10 @@ def written_outcome(ports: Ports, job: IngestionJob, chunk: ClaimedChunk,
     Replicating counts as late too: another execution wrote every chunk and the mirror is being written."""
     stored = ports.ingestion_jobs.get(job.environment, job.id)
     if chunk.missing and (stored.finished or stored.ending is not None or stored.status is JobStatus.REPLICATING):
-        # Written after the job's counts and mirror were settled: no run may read these streams
-        # from the mirror any more (services/imported_records.py)
-        ports.data_streams.note_records_changed(job.environment, sorted({r.data_stream_key for r in chunk.missing}))
+        # Written after the job's counts and mirror were settled: no run may read these records'
+        # blocks from the mirror (services/imported_records.py)
+        late = ids_by_stream((record.data_stream_key, record.id) for record in chunk.missing)
+        ports.data_streams.note_records_changed(job.environment, late)
         if any(r.external_id is not None for r in chunk.missing):
             _guard_late_records(ports, job, chunk.missing, leases)
     return ChunkOutcome(index=chunk.index, results=chunk.results,
@@ -317,7 +319,9 @@ def release_orphan_claims(ports: Ports, job: IngestionJob, rows: list[tuple[int,
             if index in came and not ports.records.claim_external_id(
                     job.environment, stream_key, external_id, owner=_owner(job, index),
                     record_id=job.record_id(index)).claimed:
-                ports.records.remove(came[index])  # another job's id meanwhile: this record is its duplicate
+                # another job's id meanwhile: this record is its duplicate (a run reads its block from the table)
+                ports.data_streams.note_records_changed(job.environment, {stream_key: [came[index].id]})
+                ports.records.remove(came[index])
 
 
 def _guard_late_records(ports: Ports, job: IngestionJob, written: list[Record],

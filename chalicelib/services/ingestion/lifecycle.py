@@ -201,8 +201,10 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
     if may_be_writing := [n for n in missing if job.may_have_written(n)]:
         # An execution may still be writing one (the sweeper ends a slow job; a duplicate runs on):
         # records it writes after this count are in neither the counts nor the mirror, and it may die
-        # before saying so, so no run reads these streams from the mirror any more (imported_records.py).
-        ports.data_streams.note_records_changed(job.environment, sorted(_streams_of(job, known, may_be_writing)))
+        # before saying so, so no run reads their blocks of ids from the mirror (imported_records.py).
+        ids = [job.record_id(i) for n in may_be_writing for i in job.chunk_range(n)]
+        ports.data_streams.note_records_changed(job.environment,
+                                                {key: ids for key in sorted(_streams_of(job, known, may_be_writing))})
     for number in missing:
         begun = job.may_have_written(number)
         written = records_written(ports, job, job.chunk_range(number)) if begun else {}
