@@ -35,6 +35,8 @@ from chalicelib.adapters.aws import AwsClients
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.allocations import allocated_attribute
 from chalicelib.adapters.dynamodb.matches import (
+    ClaimRepository,
+    MatchRepository,
     _claim_update,
     _same_sets,
     _sets_values,
@@ -593,6 +595,27 @@ def wire_record(env: str, n: int, **fields) -> Record:
     return Record(**{"environment": env, "id": n, "data_stream_key": "bank", "data_stream_id": 1, "date": "2026-11-02",
                      "amount": 100 + n, "direction": Direction.CREDIT, "currency": "USD", "decimal_places": 2,
                      "status": RecordStatus.UNRECONCILED, "created_at": utc_now(), **fields})
+
+
+@pytest.mark.parametrize("adopted", [True, False])
+def test_open_records_between_ids_are_read_from_every_partition_of_the_listing(engine, adopted):
+    """`ClaimRepository.open_record_columns(id_ranges=...)`, a run's read of a stream's changed
+    blocks: the sort keys of every shard of the stream's listing between each range's first and
+    last id, both in; records matched in the reconciliation and records of other streams left out."""
+    table, _ = engine
+    env = f"wire-ranges-{adopted}"
+    reconciled = {n for n in range(1, 101) if n % 7 == 0}
+    RecordRepository(table).put_many(
+        [wire_record(env, n, status=RecordStatus.RECONCILED) if n in reconciled else wire_record(env, n)
+         for n in range(1, 101)] + [wire_record(env, n, data_stream_key="ledger") for n in range(101, 111)])
+    for n in reconciled:  # as a claim leaves them: matched in reconciliation 3
+        table.update(keys.record(env, n), "ADD matched_in :r", values={":r": {3}})
+    claims = ClaimRepository(table, MatchRepository(table))
+
+    pages = claims.open_record_columns(env, "bank", 3, adopted, id_ranges=[(5, 20), (40, 40), (95, 200)])
+
+    read = sorted(i for page in pages for i in page["id"])
+    assert read == [n for n in [*range(5, 21), 40, *range(95, 101)] if n not in reconciled]
 
 
 def test_records_of_an_unbegun_chunk_left_unprocessed_go_again_only_where_none_is(engine):
