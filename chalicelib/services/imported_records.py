@@ -52,8 +52,8 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
     """Every record of the stream open in the reconciliation, as pages of record columns: one an
     import from the analytics mirror, then the changed blocks' from the table (as
     `Claims.open_record_columns` reads them); None when the mirror cannot be trusted to give the
-    table's records (see above), or when the imports created more than `limit`: then the table is
-    read whole."""
+    table's records (see above), or when the imports it is read for created more than `limit`: then
+    the table is read whole."""
     changed = ports.data_streams.changed_since_import(environment, stream_key)
     if changed is None:
         return None
@@ -61,7 +61,7 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
     if imports is None:
         return None
     expected = {job.id: job.created_per_stream[stream_key] for job, held in imports if held is Held.MIRRORED}
-    if not expected or (limit is not None and sum(expected.values()) > limit):
+    if not expected:
         return None  # (no import: the table's read of nothing costs nothing, and proves it)
     if any(job.first_record_id is None for job, held in imports if held is Held.MIRRORED):
         return None  # an import that created records without ids reserved: not one this module knows
@@ -69,6 +69,8 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
                        for job, held in imports if job.first_record_id is not None and job.total_items], changed)
     if len(plan.from_table) > MAX_TABLE_RANGES:
         return None  # changes scattered over many blocks: a range costs a query a partition
+    if limit is not None and sum(expected[job_id] for job_id in plan.from_mirror) > limit:
+        return None  # (the imports matched before count what they left open, which the table gives)
 
     from chalicelib.domain.matching.frames import imported_page  # polars: only the engine's functions have it
 

@@ -16,9 +16,9 @@ from chalicelib.services.records import delete_record
 from tests.services.conftest import ENV, matched_by_a_run, record, streams
 
 
-def _open_ids(ports, stream_key="bank", reconciliation_id=1):
+def _open_ids(ports, stream_key="bank", reconciliation_id=1, limit=None):
     """The ids `open_pages` gives (None: the mirror does not answer), as an adopted stream's."""
-    pages = imported_records.open_pages(ports, ENV, stream_key, reconciliation_id, True, with_metadata=False)
+    pages = imported_records.open_pages(ports, ENV, stream_key, reconciliation_id, True, False, limit)
     return None if pages is None else sorted(i for page in pages for i in _ids_of(page))
 
 
@@ -151,6 +151,20 @@ def test_an_import_across_two_blocks_reads_only_the_changed_one_from_the_table(p
     # Then the first block's record comes from the mirror, the changed block's open one from the table
     assert open_ids == [kept, open_after]
     assert from_table == [((claimed, open_after),)]
+
+
+def test_the_limit_counts_the_records_of_imports_read_from_the_mirror(ports, ingest, reconciliation):
+    # Given an import a run matched whole, then a new one of blocks of its own
+    bank, ledger = ingest(record("bank", 1, 100), record("ledger", 1, 100))
+    rule = create_rule(ports, ENV, reconciliation.id, {"name": "Same amount",
+                                                       "conditions": [{"field": "amount", "operator": "equals"}]})
+    matched_by_a_run(ports, reconciliation, rule, [bank], [ledger])
+    ports.counters.next_ids(ENV, "record", CHANGE_BLOCK_IDS)
+    new_bank, new_other = ingest(record("bank", 2, 200), record("bank", 3, 300))
+
+    # Then a limit of the new import's records lets the mirror answer (the matched one counts what it left open)
+    assert _open_ids(ports, reconciliation_id=reconciliation.id, limit=2) == [new_bank, new_other]
+    assert _open_ids(ports, reconciliation_id=reconciliation.id, limit=1) is None
 
 
 def _watched_reads(ports):
