@@ -4,9 +4,11 @@ from __future__ import annotations
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
 from chalicelib.domain.errors import Conflict, ValidationFailed
+from chalicelib.domain.ingestion import IngestionJob
 from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
 from chalicelib.services import audit
+from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import DataStreams, Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
 
@@ -53,6 +55,15 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
         raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
                        + "; remove it from the reconciliation first")
     ports.data_streams.mark_deleting(environment, key)
+    # An import still writing would leave its records behind the delete, to show in a new stream of
+    # the same key: refused. Read after the mark, which no import begins into (ingestion reads the
+    # stream visible before it links itself to it).
+    if (writing := _imports_writing(ports, environment, key)) and ports.data_streams.unmark_deleting(environment, key):
+        job = writing[0]
+        what, advice = (("file import", f"cancel it (POST /v1/file_imports/{job.id}/cancel) or delete the stream "
+                         "once it has finished") if job.is_file else ("bulk request", "delete the stream once it "
+                                                                         "has finished"))
+        raise Conflict(f"data stream '{key}' has {what} {job.id} still writing into it; {advice}")
     # A story's save holds its shared streams before its last check: read its users after the mark.
     story_users = ports.stories.users_of_stream(environment, key)
     confirm_unless_in_a_story(ports.data_streams, environment, key, story_users, f"data stream '{key}'")
@@ -62,6 +73,19 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
     ports.balances.remove_stream(environment, key)
     ports.reconciliations.remove_usages_of_stream(environment, key)  # stale ones, left by crashed writes
     ports.data_streams.remove(environment, key)
+
+
+def _imports_writing(ports: Ports, environment: str, key: str) -> list[IngestionJob]:
+    """The imports of the stream still pending or processing, each read again (the listing is an index)."""
+    writing: list[IngestionJob] = []
+    cursor: str | None = None
+    while True:
+        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, key, 100, cursor)
+        for listed in jobs:
+            if listed.status in WRITING and (job := ports.ingestion_jobs.get(environment, listed.id)).status in WRITING:
+                writing.append(job)
+        if cursor is None:
+            return writing
 
 
 def _reconciliation(user: StreamUser) -> str:

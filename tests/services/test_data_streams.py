@@ -8,9 +8,11 @@ import pytest
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import PropertyType, StreamType
 from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.ingestion import JobStatus, OnConflict
 from chalicelib.services.data_streams import create_stream, delete_stream, recount_records, sweep_recounts
+from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.property_definitions import create_definition
-from tests.services.conftest import ENV
+from tests.services.conftest import ENV, record
 
 
 @pytest.fixture
@@ -32,6 +34,26 @@ class _SlowMirror:
     def count_records(self, environment, key):
         self._during()
         return self._count
+
+
+def test_a_stream_an_import_still_writes_into_is_not_deleted_until_the_import_has_finished(ports, bank):
+    # Given a bulk request into the stream, queued (pending), and one into another stream
+    create_stream(ports.data_streams, ENV, key="ledger", name="Ledger", type_=StreamType.API)
+    job = submit_bulk(ports, ENV, [record("bank", 1, 100)], OnConflict.SKIP, None)
+    other = submit_bulk(ports, ENV, [record("ledger", 1, 100)], OnConflict.SKIP, None)
+
+    # When the stream is deleted, it is refused naming the request, and the stream stays as it was
+    with pytest.raises(Conflict, match=f"data stream 'bank' has bulk request {job.id} still writing into it"):
+        delete_stream(ports, ENV, "bank")
+    assert ports.data_streams.get(ENV, "bank").key == "bank"
+
+    # Then once the request has written its record, the delete goes, the record with it
+    process_job(ports, ENV, job.id)
+    [written] = [r.record_id for r in ports.ingestion_jobs.results(ENV, job.id)]
+    assert other.status is JobStatus.PENDING  # (another stream's import is no matter)
+    delete_stream(ports, ENV, "bank")
+    assert ports.data_streams.find_including_deleting(ENV, "bank") is None
+    assert ports.records.find_many(ENV, [written]) == {}
 
 
 # Moved from tests/integration/test_crash_recovery.py ---------------------------------------------
