@@ -264,6 +264,13 @@ class IngestionJob:
                 or self.status is JobStatus.REPLICATING)
 
     @property
+    def settled(self) -> bool:
+        """Whether nothing of the job writes any more, records, mirror parts or a statement's days: it
+        completed, or ended early before a chunk began or with its end settled (`counts_rolled_up`)."""
+        return self.status is JobStatus.COMPLETED or (
+            self.status in ENDED_EARLY and (self.chunks_begun is None or self.counts_rolled_up))
+
+    @property
     def is_file(self) -> bool:
         return self.source is not JobSource.BULK_API
 

@@ -55,15 +55,13 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
         raise Conflict(f"data stream '{key}' is used by " + ", ".join(_reconciliation(u) for u in users)
                        + "; remove it from the reconciliation first")
     ports.data_streams.mark_deleting(environment, key)
-    # An import still writing would leave its records behind the delete, to show in a new stream of
-    # the same key: refused. Read after the mark, which no import begins into (ingestion reads the
-    # stream visible before it links itself to it).
-    if (writing := _imports_writing(ports, environment, key)) and ports.data_streams.unmark_deleting(environment, key):
-        job = writing[0]
-        what, advice = (("file import", f"cancel it (POST /v1/file_imports/{job.id}/cancel) or delete the stream "
-                         "once it has finished") if job.is_file else ("bulk request", "delete the stream once it "
-                                                                         "has finished"))
-        raise Conflict(f"data stream '{key}' has {what} {job.id} still writing into it; {advice}")
+    # An import at work would leave what it writes after the delete (records, mirror parts, a
+    # statement's days) to show in a new stream of the same key: refused, by every delete that finds
+    # it (two at once: both). Read after the mark, which an import submitted from then on finds; one
+    # that read the stream just before it and links itself to it just after is not seen.
+    if (job := _import_at_work(ports, environment, key)) is not None:
+        ports.data_streams.unmark_deleting(environment, key)
+        raise Conflict(f"data stream '{key}' has {_at_work(job)}; delete the stream once it has finished")
     # A story's save holds its shared streams before its last check: read its users after the mark.
     story_users = ports.stories.users_of_stream(environment, key)
     confirm_unless_in_a_story(ports.data_streams, environment, key, story_users, f"data stream '{key}'")
@@ -75,17 +73,25 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
     ports.data_streams.remove(environment, key)
 
 
-def _imports_writing(ports: Ports, environment: str, key: str) -> list[IngestionJob]:
-    """The imports of the stream still pending or processing, each read again (the listing is an index)."""
-    writing: list[IngestionJob] = []
+def _import_at_work(ports: Ports, environment: str, key: str) -> IngestionJob | None:
+    """An import of the stream that may still write (not settled), read again (the listing is an index)."""
     cursor: str | None = None
     while True:
         jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, key, 100, cursor)
         for listed in jobs:
-            if listed.status in WRITING and (job := ports.ingestion_jobs.get(environment, listed.id)).status in WRITING:
-                writing.append(job)
+            if not listed.settled and not (job := ports.ingestion_jobs.get(environment, listed.id)).settled:
+                return job
         if cursor is None:
-            return writing
+            return None
+
+
+def _at_work(job: IngestionJob) -> str:
+    if not job.is_file:
+        return f"bulk request {job.id} still writing into it ({job.status.value})"
+    if job.status in WRITING:
+        return (f"file import {job.id} still writing into it ({job.status.value}: it may be cancelled, "
+                f"POST /v1/file_imports/{job.id}/cancel)")
+    return f"file import {job.id} still writing into it ({job.status.value}, being settled)"
 
 
 def _reconciliation(user: StreamUser) -> str:

@@ -1,5 +1,6 @@
 """Deleting a stream and recounting its records (services/data_streams.py) on the fakes: ordered
 writes that a retry or the sweeper finishes after a crash part-way."""
+import re
 from dataclasses import replace
 from datetime import timedelta
 
@@ -8,7 +9,7 @@ import pytest
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import PropertyType, StreamType
 from chalicelib.domain.errors import Conflict, NotFound
-from chalicelib.domain.ingestion import JobStatus, OnConflict
+from chalicelib.domain.ingestion import IngestionJob, JobSource, JobStatus, OnConflict
 from chalicelib.services.data_streams import create_stream, delete_stream, recount_records, sweep_recounts
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.property_definitions import create_definition
@@ -54,6 +55,40 @@ def test_a_stream_an_import_still_writes_into_is_not_deleted_until_the_import_ha
     delete_stream(ports, ENV, "bank")
     assert ports.data_streams.find_including_deleting(ENV, "bank") is None
     assert ports.records.find_many(ENV, [written]) == {}
+
+
+@pytest.mark.parametrize("status, chunks_begun, settled, refused", [
+    (JobStatus.PENDING, None, False, "(pending: it may be cancelled, POST /v1/file_imports/900/cancel)"),
+    (JobStatus.PROCESSING, 2, False, "(processing: it may be cancelled"),
+    (JobStatus.REPLICATING, 3, False, "(replicating, being settled)"),  # its mirror parts go on being written
+    (JobStatus.CANCELLED, 2, False, "(cancelled, being settled)"),  # what its chunks wrote is settled yet
+    (JobStatus.CANCELLED, 2, True, None),
+    (JobStatus.FAILED, None, False, None),  # ended before it wrote anything
+    (JobStatus.COMPLETED, 3, True, None),
+])
+def test_a_file_import_keeps_its_stream_from_being_deleted_until_it_is_settled(ports, bank, status, chunks_begun,
+                                                                                settled, refused):
+    ports.ingestion_jobs.add(IngestionJob(ENV, 900, JobSource.CSV, status, 10, OnConflict.SKIP, utc_now(),
+                                          data_stream_key="bank"))
+    row = ports.ingestion_jobs.rows[(ENV, 900)]
+    row.job = replace(row.job, chunks_begun=chunks_begun, counts_rolled_up=settled)
+    if refused is None:
+        delete_stream(ports, ENV, "bank")
+        assert ports.data_streams.find_including_deleting(ENV, "bank") is None
+        return
+    with pytest.raises(Conflict, match=re.escape(f"data stream 'bank' has file import 900 still writing into it "
+                                                 f"{refused}")):
+        delete_stream(ports, ENV, "bank")
+    assert ports.data_streams.get(ENV, "bank").key == "bank"
+
+
+def test_two_deletes_beside_an_import_at_work_are_both_refused(ports, bank):
+    # The other delete took the mark back first: this one's unmark finds none, and still refuses
+    job = submit_bulk(ports, ENV, [record("bank", 1, 100)], OnConflict.SKIP, None)
+    ports.data_streams.unmark_deleting = lambda environment, key: False
+    with pytest.raises(Conflict, match=f"bulk request {job.id} still writing into it"):
+        delete_stream(ports, ENV, "bank")
+    assert ports.data_streams.find_including_deleting(ENV, "bank") is not None  # not removed
 
 
 # Moved from tests/integration/test_crash_recovery.py ---------------------------------------------
