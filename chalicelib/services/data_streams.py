@@ -43,7 +43,7 @@ def update_stream(streams: DataStreams, environment: str, key: str, *, name: str
 def delete_stream(ports: Ports, environment: str, key: str) -> None:
     """Hide the stream at once, remove what belongs to it (records, property definitions, its
     part of the analytics mirror), then the stream itself. Refused (409) while a reconciliation
-    uses it or a story's link shares it.
+    uses it, a story's link shares it, or an import of it is not settled.
 
     A crash part-way leaves the stream marked `deleting` (invisible, its key still taken);
     repeating the DELETE finishes the work.
