@@ -299,4 +299,3 @@ class DataStreamRepository:
 
 def _key_of(item_key: dict[str, str]) -> tuple[str, str]:
     return item_key["pk"], item_key["sk"]
-
