@@ -1,6 +1,8 @@
 """Data stream use cases."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
 from chalicelib.domain.errors import Conflict, ValidationFailed
@@ -11,6 +13,8 @@ from chalicelib.services import audit
 from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import DataStreams, Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
+
+JOBS_PAGE = 100
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -73,16 +77,23 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
     ports.data_streams.remove(environment, key)
 
 
-def _import_at_work(ports: Ports, environment: str, key: str) -> IngestionJob | None:
-    """An import of the stream that may still write (not settled), read again (the listing is an index)."""
+def imports_of_stream(ports: Ports, environment: str, key: str) -> Iterator[IngestionJob]:
+    """Every import of the stream (file imports, and bulk requests linked to it), newest first, as
+    the listing (an index) has them, a page read as the caller gets to it."""
     cursor: str | None = None
     while True:
-        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, key, 100, cursor)
-        for listed in jobs:
-            if not listed.settled and not (job := ports.ingestion_jobs.get(environment, listed.id)).settled:
-                return job
+        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, key, JOBS_PAGE, cursor)
+        yield from jobs
         if cursor is None:
-            return None
+            return
+
+
+def _import_at_work(ports: Ports, environment: str, key: str) -> IngestionJob | None:
+    """An import of the stream that may still write (not settled), read again (the listing is an index)."""
+    for listed in imports_of_stream(ports, environment, key):
+        if not listed.settled and not (job := ports.ingestion_jobs.get(environment, listed.id)).settled:
+            return job
+    return None
 
 
 def _at_work(job: IngestionJob) -> str:

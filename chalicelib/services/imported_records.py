@@ -29,7 +29,7 @@ claim is conditional, so the match that wanted it is undone and its partners wai
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 
@@ -37,11 +37,11 @@ from chalicelib.domain.ingestion import IngestionJob, JobStatus
 from chalicelib.domain.record_changes import Held, ImportSpan, plan_reads
 from chalicelib.domain.records import RecordColumns
 from chalicelib.observability import logger
+from chalicelib.services.data_streams import imports_of_stream
 from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import Ports
 
 MIRROR_READ_THREADS = 8  # imports read at once (a GET each, and the listing of its prefix)
-JOBS_PAGE = 100
 # More ranges of changed blocks than this between mirrored ones (scattered deletes, say), and the
 # table is read whole: each range is a query of every partition of the stream's listing.
 MAX_TABLE_RANGES = 32
@@ -107,7 +107,7 @@ def _imports_of_stream(ports: Ports, environment: str, stream_key: str) -> list[
     (domain/record_changes.py `Held`), if each is published (replicating or done, an early end once
     settled) or still writing (whose records a run leaves out); else None."""
     found: list[tuple[IngestionJob, Held]] = []
-    for job in _imports_of(ports, environment, stream_key):
+    for job in imports_of_stream(ports, environment, stream_key):
         if job.status in WRITING:
             job = ports.ingestion_jobs.get(environment, job.id)  # the listing's copy may lag behind (an index)
             if job.status in WRITING:
@@ -118,12 +118,3 @@ def _imports_of_stream(ports: Ports, environment: str, stream_key: str) -> list[
             return None  # ended early and not settled: what it wrote is not in the mirror yet
         found.append((job, Held.MIRRORED if job.created_per_stream.get(stream_key, 0) else Held.NONE_COUNTED))
     return found
-
-
-def _imports_of(ports: Ports, environment: str, stream_key: str) -> Iterator[IngestionJob]:
-    cursor: str | None = None
-    while True:
-        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, stream_key, JOBS_PAGE, cursor)
-        yield from jobs
-        if cursor is None:
-            return

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
 from chalicelib.observability import logger
-from chalicelib.services.data_streams import recount_records
+from chalicelib.services.data_streams import imports_of_stream, recount_records
 from chalicelib.services.ingestion.lifecycle import settle
 from chalicelib.services.ports import Ports
 
@@ -54,7 +54,7 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
         touched: set[str] = set()
         for stream_key in _stream_keys(ports, env):
             published = ports.mirror.reindex(env, stream_key)  # from the imports' own markers, not the index
-            for job in _imports_of(ports, env, stream_key):
+            for job in imports_of_stream(ports, env, stream_key):
                 if job.id in done:
                     continue
                 if job.finished and not job.counts_rolled_up and job.status is not JobStatus.COMPLETED:
@@ -124,10 +124,6 @@ def _belongs_in_mirror(job: IngestionJob, stream_key: str) -> bool:
 def _stream_keys(ports: Ports, environment: str) -> Iterator[str]:
     streams = _every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
     return (stream.key for stream in streams if not stream.deleting)  # a stream going away stays gone
-
-
-def _imports_of(ports: Ports, environment: str, stream_key: str) -> Iterator[IngestionJob]:
-    return _every(lambda cursor: ports.ingestion_jobs.list_of_stream(environment, stream_key, PAGE, cursor))
 
 
 def _every(page: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
