@@ -302,6 +302,13 @@ class IngestionJob:
             raise BrokenInvariant(f"ingestion job {self.id} has reserved no record ids yet")
         return self.first_record_id + index
 
+    @property
+    def record_ids(self) -> range | None:
+        """The block of ids the job reserved for its records (one at least), once it has."""
+        if self.first_record_id is None:
+            return None
+        return range(self.first_record_id, self.first_record_id + max(self.total_items, 1))
+
     def may_have_written(self, chunk: int) -> bool:
         """Whether some of the chunk's records may be in the table already (it was begun before)."""
         return self.chunks_begun is not None and chunk <= self.chunks_begun

@@ -92,9 +92,8 @@ class _MirroredRows:
             blocks = []
             for job_id in self._ports.mirror.published_imports(self._environment, stream):
                 job = self._ports.ingestion_jobs.find(self._environment, job_id)
-                if job is not None and job.first_record_id is not None:
-                    blocks.append(_Import(stream, job_id, job.first_record_id,
-                                          job.first_record_id + max(job.total_items, 1) - 1))
+                if job is not None and (ids := job.record_ids) is not None:
+                    blocks.append(_Import(stream, job_id, ids.start, ids.stop - 1))
             self._imports[stream] = blocks
         return self._imports[stream]
 

@@ -65,8 +65,8 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
         return None  # (no import: the table's read of nothing costs nothing, and proves it)
     if any(job.first_record_id is None for job, held in imports if held is Held.MIRRORED):
         return None  # an import that created records without ids reserved: not one this module knows
-    plan = plan_reads([ImportSpan(job.id, job.first_record_id, job.first_record_id + job.total_items - 1, held)
-                       for job, held in imports if job.first_record_id is not None and job.total_items], changed)
+    plan = plan_reads([ImportSpan(job.id, ids.start, ids.stop - 1, held)
+                       for job, held in imports if (ids := job.record_ids) is not None], changed)
     if len(plan.from_table) > MAX_TABLE_RANGES:
         return None  # changes scattered over many blocks: a range costs a query a partition
     if limit is not None and sum(expected[job_id] for job_id in plan.from_mirror) > limit:

@@ -270,13 +270,13 @@ class FakeRecordRepository:
         records of every stream that no reconciliation matched)."""
         if query.file_import_id is not None:
             job = self.ingestion_jobs.find(environment, query.file_import_id)
-            if job is None or job.first_record_id is None:
+            if job is None or (block := job.record_ids) is None:
                 return [], None
             listing = f"records/{environment}/import/{job.id}"
-            last = job.first_record_id + max(job.total_items, 1) - 1
+            last = block.stop - 1
             if cursor:
                 last = min(last, cursor_id(cursor, listing) - 1)
-            return self._page(listing, range(last, job.first_record_id - 1, -1), environment, query, limit)
+            return self._page(listing, range(last, block.start - 1, -1), environment, query, limit)
         if query.data_stream_key is not None:
             rows, next_cursor = filtered_query_page(
                 f"records/{environment}/stream/{query.data_stream_key}",

@@ -239,13 +239,13 @@ class RecordRepository:
         from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
 
         job = IngestionJobRepository(self._table).find(environment, job_id)
-        if job is None or job.first_record_id is None:
+        if job is None or (block := job.record_ids) is None:
             return Page(items=[], cursor=None)
         listing = keys.ingestion_job(environment, job.id)["pk"]
-        last = job.first_record_id + max(job.total_items, 1) - 1
+        last = block.stop - 1
         if cursor:
             last = min(last, _cursor_id(cursor, listing) - 1)
-        ids = range(last, job.first_record_id - 1, -1)
+        ids = range(last, block.start - 1, -1)
         return self._table.page_of_keys(((keys.record(environment, i), _id_cursor(listing, i)) for i in ids),
                                         limit, self._admits(query))
 
