@@ -329,6 +329,9 @@ def main() -> None:
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", counter)
     service.container.aws.dynamodb.meta.events.register("before-call.dynamodb.*", requests_sent)
     service.container.aws.s3.meta.events.register("before-call.s3.*", requests_sent)
+    # The local runtime's receives count too: on AWS, Lambda's pollers make them, not the service.
+    service.container.aws.sqs.meta.events.register("before-call.sqs.*", requests_sent)
+    service.container.events._events.meta.events.register("before-call.events.*", requests_sent)
     service.container.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.*", partitions)
     try:
         baselines = Baselines(service, args.records, args.clients)
@@ -361,7 +364,7 @@ def main() -> None:
         print("\n".join(baselines.ratios("bulk", seconds)))
         print(f"DynamoDB write requests: {total_writes:,} = {total_writes / stored:.3f} per stored record; "
               + ", ".join(f"{op} {n:,}" for op, n in sorted(writes.items())))
-        print(f"DynamoDB and S3 requests per 1,000 stored records: {requests_per_1000:,.1f}")
+        print(f"DynamoDB, S3, SQS and EventBridge requests per 1,000 stored records: {requests_per_1000:,.1f}")
         print("\n".join(request_lines))
         print("heaviest partition keys (item writes, from the requests sent):")
         print("\n".join(partition_lines))

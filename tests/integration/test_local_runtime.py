@@ -75,19 +75,80 @@ def test_scheduled_handlers_get_the_event_chalice_expects(services):
 
 
 def test_a_handler_stopped_by_the_stack_leaves_its_messages_in_flight_for_the_next_start(services):
-    seen = []
-    app = make_app(seen, {3})
-    log = []
-    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=log.append, redelivery_seconds=0)
+    import threading
+
+    seen, log, stopping = [], [], threading.Event()
+    app = Chalice(app_name="runtime-test")
+
+    @app.on_sqs_message(queue="recon-dev-bulk", batch_size=5)
+    def handle(event):
+        seen.append([json.loads(r.body) for r in event])
+        stopping.set()  # the stack stops while the handler works, and its next checkpoint raises
+        raise RuntimeError("stopping")
+
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=log.append, redelivery_seconds=0,
+                           stopping=stopping)
     url = _send(services, 3)
     [config] = runtime.queue_handlers
-    runtime.stop(grace_seconds=0)  # the handler fails because the stack is stopping
 
     assert runtime.deliver_once(config) == 0
 
+    assert seen == [[{"n": 3}]]
     attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"  # neither deleted nor made visible
-    assert "resume at the next start" in log[-1]
+    assert "stopped at a checkpoint" in log[-1] and "resume at the next start" in log[-1]
+
+
+def test_a_batch_received_as_the_stack_stops_is_not_handled_and_stays_in_flight(services):
+    seen, log = [], []
+    app = make_app(seen, set())
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=log.append, redelivery_seconds=0)
+    url = _send(services, 4)
+    [config] = runtime.queue_handlers
+    runtime.stop(grace_seconds=0)
+
+    assert runtime.deliver_once(config) == 0
+
+    assert seen == []
+    attributes = services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
+    assert "received while stopping" in log[-1]
+
+
+def test_stop_waits_for_a_handler_at_work_but_not_for_pollers_waiting_on_their_queues(services):
+    # Given pollers that wait on their queue as long as SQS lets them, one of them at work on a batch
+    import threading
+
+    seen, working, release = [], threading.Event(), threading.Event()
+    app = Chalice(app_name="runtime-test")
+
+    @app.on_sqs_message(queue="recon-dev-bulk", batch_size=1)
+    def handle(event):
+        working.set()
+        release.wait(30)
+        seen.extend(json.loads(r.body)["n"] for r in event)
+
+    runtime = LocalRuntime(app, services.aws.sqs, "us-east-1", log=lambda _: None, concurrency=3)
+    runtime.start()
+    url = _send(services, 5)
+    assert working.wait(20)
+
+    # When the stack stops with a long grace, the handler ending a moment after
+    stopping = threading.Thread(target=runtime.stop, kwargs={"grace_seconds": 60})
+    stopping.start()
+    threading.Timer(0.5, release.set).start()
+    stopping.join(timeout=10)  # the idle pollers' receives last 20 s
+
+    # Then the stop returned once the handler had finished, without waiting out the idle pollers' receives
+    assert not stopping.is_alive() and seen == [5]
+    # And a message sent now is taken in by a poller still waiting, and left in flight unhandled
+    _send(services, 6)
+    deadline = time.monotonic() + 20
+    while services.aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"][
+            "ApproximateNumberOfMessagesNotVisible"] != "1":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert seen == [5]
 
 
 def test_the_bucket_watcher_delivers_each_object_once_across_restarts(services, tmp_path):
