@@ -165,6 +165,42 @@ class TestDataStreamRepository:
         data_streams.note_records_changed(ENV, {"bank": [5]})
         assert data_streams.changed_since_import(ENV, "bank") is None  # changed, and where is not known
 
+    def test_a_stream_made_before_the_blocks_is_noted_from_a_mark_and_trusted_once_its_past_is(self, backend):
+        # Given a stream of a deployed stage made before blocks were noted, whose records changed since
+        data_streams = backend.data_streams_noting_no_blocks()
+        for environment, key in ((ENV, "bank"), (ENV, "ledger"), (OTHER_ENV, "bank")):
+            data_streams.add(stream(1, key, environment=environment))
+        data_streams.note_records_changed(ENV, {"bank": [5]})  # where: not known
+        assert data_streams.changed_since_import(ENV, "bank") is None
+
+        # When its noting begins, a change after it is noted, but nothing is trusted yet
+        began = data_streams.begin_noting_changes(ENV, "bank", T0)
+        assert began == T0_MS  # (stored to the millisecond)
+        assert data_streams.begin_noting_changes(ENV, "bank", T0 + timedelta(minutes=1)) == T0_MS  # the first mark's
+        data_streams.note_records_changed(ENV, {"bank": [40_000]})
+        assert data_streams.changed_since_import(ENV, "bank") is None
+
+        # Then the blocks its past changed, found later, are trusted with those noted meanwhile
+        assert not data_streams.finish_noting_changes(ENV, "bank", T0 + timedelta(minutes=1), [0])  # not its mark
+        assert data_streams.finish_noting_changes(ENV, "bank", began, [0])
+        assert data_streams.changed_since_import(ENV, "bank") == {0, 2}
+        assert data_streams.begin_noting_changes(ENV, "bank", T0) is None  # noted already
+        # And no other stream is touched
+        assert data_streams.changed_since_import(ENV, "ledger") == frozenset()
+        assert data_streams.changed_since_import(OTHER_ENV, "bank") == frozenset()
+
+    def test_a_stream_being_deleted_is_not_marked_for_noting_nor_trusted(self, backend):
+        data_streams = backend.data_streams_noting_no_blocks()
+        for key in ("bank", "ledger"):
+            data_streams.add(stream(1, key))
+        began = data_streams.begin_noting_changes(ENV, "ledger", T0)
+        data_streams.mark_deleting(ENV, "bank")
+        data_streams.mark_deleting(ENV, "ledger")
+        assert data_streams.begin_noting_changes(ENV, "bank", T0) is None
+        assert data_streams.begin_noting_changes(ENV, "missing", T0) is None
+        assert began is not None and not data_streams.finish_noting_changes(ENV, "ledger", began, [1])
+        assert data_streams.changed_since_import(ENV, "ledger") is None
+
     def test_remove_deletes_and_may_repeat(self, data_streams):
         data_streams.add(stream(1, "bank"))
         data_streams.remove(ENV, "bank")

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from chalicelib.domain.clock import iso, utc_now
+from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.data_streams import KEY_PATTERN, DataStream, PropertyDefinition, StreamType
 from chalicelib.domain.errors import Conflict, NotFound, shown
 from chalicelib.domain.record_changes import change_blocks
@@ -33,6 +33,7 @@ class _StreamRow:
     delete_confirmed: bool = False  # the adapter's `deleting = "confirmed"`
     records_as_imported: bool = True  # the adapter's marks, put with the stream
     changes_noted: bool = True
+    changes_noting: str | None = None  # the adapter's mark while a stream's past changes are found (ISO text)
     changed_blocks: set[int] = field(default_factory=set)  # the adapter's block items beside the stream
 
 
@@ -103,9 +104,28 @@ class FakeDataStreamRepository:
         with self._lock:
             for key, ids in record_ids.items():
                 if (row := self.rows.get((environment, key))) is not None:
-                    if row.changes_noted:
+                    if row.changes_noted or row.changes_noting:
                         row.changed_blocks |= change_blocks(ids)
                     row.records_as_imported = False
+
+    def begin_noting_changes(self, environment: str, key: str, at: datetime) -> datetime | None:
+        with self._lock:
+            row = self.rows.get((environment, key))
+            if row is None or row.changes_noted or row.stream.deleting:
+                return None
+            row.changes_noting = row.changes_noting or iso(at)
+            return parse_iso(row.changes_noting)
+
+    def finish_noting_changes(self, environment: str, key: str, began_at: datetime, blocks: Iterable[int]) -> bool:
+        with self._lock:
+            row = self.rows.get((environment, key))
+            if row is None:
+                return False  # (the adapter leaves the block items under the key: no reader sees them)
+            row.changed_blocks |= set(blocks)
+            if row.changes_noting != iso(began_at) or row.stream.deleting:
+                return False
+            row.changes_noted, row.changes_noting = True, None
+            return True
 
     def find_by_id(self, environment: str, stream_id: int) -> DataStream | None:
         found = [r.stream for (env, _), r in self.rows.items()

@@ -24,6 +24,10 @@ AS_IMPORTED = "records_as_imported"
 # (`changed_since_import`): written only where no function of a release that changes records
 # without noting blocks may still run (settings.note_changed_blocks).
 CHANGES_NOTED = "changes_noted"
+# On a stream made before CHANGES_NOTED while the changes of its past are found (the time it was
+# set): every change from then on notes its block as for a noted stream, but no run trusts the
+# blocks until CHANGES_NOTED replaces it (`finish_noting_changes`).
+CHANGES_NOTING = "changes_noting"
 
 
 class DataStreamRepository:
@@ -126,9 +130,10 @@ class DataStreamRepository:
         wanted = [keys.data_stream(environment, k) for k in blocks]
         wanted += [keys.changed_record_block(environment, k, b) for k, of_stream in blocks.items() for b in of_stream]
         found = {_key_of(i): i for i in self._table.get_many(wanted, projection=("pk", "sk", AS_IMPORTED,
-                                                                                 CHANGES_NOTED))}
+                                                                                 CHANGES_NOTED, CHANGES_NOTING))}
         streams = {k: found.get(_key_of(keys.data_stream(environment, k)), {}) for k in blocks}
-        missing = [block for k in sorted(blocks) if streams[k].get(CHANGES_NOTED) for b in sorted(blocks[k])
+        noting = [k for k in sorted(blocks) if streams[k].get(CHANGES_NOTED) or streams[k].get(CHANGES_NOTING)]
+        missing = [block for k in noting for b in sorted(blocks[k])
                    if _key_of(block := keys.changed_record_block(environment, k, b)) not in found]
         self._table.batch_write(puts=[{**block, "entity": "changed_record_block"} for block in missing])
         for k, item in sorted(streams.items()):
@@ -138,6 +143,37 @@ class DataStreamRepository:
                                        condition="attribute_exists(pk)")
                 except ConditionFailed:
                     pass  # the stream is gone meanwhile
+
+    def begin_noting_changes(self, environment: str, key: str, at: datetime) -> datetime | None:
+        """Mark a stream whose changes are not noted (one made before the marks) so that every change
+        from now on is; when the noting began (`at`, or an earlier mark's time), or None when the
+        stream's changes are noted already, or it is gone or being deleted. Writers read the mark
+        once a call: only the changes of the calls that read the stream before it are left to find."""
+        try:
+            item = self._table.update(
+                keys.data_stream(environment, key), "SET #noting = if_not_exists(#noting, :at)",
+                condition="attribute_exists(pk) AND attribute_not_exists(#noted) AND attribute_not_exists(deleting)",
+                names={"#noting": CHANGES_NOTING, "#noted": CHANGES_NOTED}, values={":at": iso(at)},
+                return_new=True)
+        except ConditionFailed:
+            return None
+        return parse_iso(item[CHANGES_NOTING])
+
+    def finish_noting_changes(self, environment: str, key: str, began_at: datetime, blocks: Iterable[int]) -> bool:
+        """Note the blocks where the stream's records changed before its noting began (found once
+        every change that read the stream before the mark has ended), then trust them: the stream
+        is read as one marked at its creation. False when the mark is not the one `began_at` names
+        (the stream was deleted and made again, say) or the stream is being deleted."""
+        self._table.batch_write(puts=[{**keys.changed_record_block(environment, key, block),
+                                       "entity": "changed_record_block"} for block in sorted(set(blocks))])
+        try:
+            self._table.update(keys.data_stream(environment, key), "SET #noted = :t REMOVE #noting",
+                               condition="#noting = :began AND attribute_not_exists(deleting)",
+                               names={"#noting": CHANGES_NOTING, "#noted": CHANGES_NOTED},
+                               values={":t": True, ":began": iso(began_at)})
+        except ConditionFailed:
+            return False
+        return True
 
     def get(self, environment: str, key: str) -> DataStream:
         stream = self.find_including_deleting(environment, key)
