@@ -214,14 +214,14 @@ class LocalRuntime:
                 self._log(f"{config.name}: received while stopping; {len(messages)} message(s) resume at the next "
                           "start")
                 return 0
-            return self._handle(config, queue_url, messages)
+            return self._handle(config, queue_name, queue_url, messages)
         finally:
             self._handling.discard(me)
 
-    def _handle(self, config: SQSEventConfig, queue_url: str, messages: list[dict[str, Any]]) -> int:
+    def _handle(self, config: SQSEventConfig, queue_name: str, queue_url: str, messages: list[dict[str, Any]]) -> int:
         handler = self._app.handler_map[config.name]
         try:
-            handler(sqs_event(messages, config.queue, self._region), self._context(config.name))
+            handler(sqs_event(messages, queue_name, self._region), self._context(config.name))
         except Exception as error:
             if self._stopping.is_set():  # left in flight: the queue keeps them, and the next start delivers them
                 self._log(f"{config.name}: stopped at a checkpoint; {len(messages)} message(s) resume at the next "
