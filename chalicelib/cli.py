@@ -1,5 +1,6 @@
 """Operator command line: `python -m chalicelib.cli keys create|list|revoke`,
-`python -m chalicelib.cli mirror rebuild`, `python -m chalicelib.cli agents create-browser|set-credentials`
+`python -m chalicelib.cli mirror rebuild`, `python -m chalicelib.cli streams note-changes`,
+`python -m chalicelib.cli agents create-browser|set-credentials`
 and `python -m chalicelib.cli token` (a person's token from the user pool, for the API's Bearer header).
 
 It talks to the running local stack when one serves RECON_DATA_DIR (default .data/), and to
@@ -11,6 +12,7 @@ import argparse
 import getpass
 import json
 import sys
+import time
 import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -23,11 +25,12 @@ from chalicelib.container import Container
 from chalicelib.domain.agents.browser import Automation, Credentials
 from chalicelib.domain.audit import operator_actor
 from chalicelib.domain.clock import iso
-from chalicelib.domain.errors import DomainError, NotFound, ValidationFailed
+from chalicelib.domain.errors import Conflict, DomainError, NotFound, ValidationFailed
 from chalicelib.local.stack import running_stack
 from chalicelib.services import audit
 from chalicelib.services.agents import create_browser_agent, set_credentials
 from chalicelib.services.api_keys import create_key
+from chalicelib.services.changed_blocks import note_past_changes
 from chalicelib.services.mirror_repair import repair_mirror
 from chalicelib.settings import Settings
 
@@ -81,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     rebuild.add_argument("--environment", help="only this environment (default: every environment with API keys)")
     rebuild.add_argument("--all", action="store_true", dest="everything",
                          help="rewrite every import, not only those missing from the mirror")
+    streams = commands.add_parser("streams", help="data streams")
+    stream_commands = streams.add_subparsers(dest="command", required=True)
+    note_changes = stream_commands.add_parser(
+        "note-changes", help="find where the records of streams made before changed blocks were noted have changed, "
+                             "so that runs read them from the analytics mirror (waits about 16 minutes)")
+    note_changes.add_argument("--environment", help="only this environment (default: every environment with API keys)")
     _agent_commands(commands)
     token = commands.add_parser(
         "token", help="sign a person in at the user pool and print their id token (for `Authorization: Bearer`); "
@@ -116,6 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "rebuild":
             print(f"Rebuilding the analytics mirror ({target})...", flush=True)
             print(repair_mirror(container.ports, args.environment, args.everything).describe())
+        elif args.command == "note-changes":
+            if not container.settings.note_changed_blocks:
+                raise Conflict(f"the {target} runs functions that may change records without noting their blocks "
+                               "(RECON_NOTE_CHANGED_BLOCKS is off); run this once a release that turns it on is "
+                               "deployed (docs/upgrades.md)")
+            environments = [args.environment] if args.environment else \
+                sorted({key.environment for key in container.api_keys.list()})
+            print(f"Noting the changes of data streams made before changed blocks ({target})...", flush=True)
+            print(note_past_changes(container.ports, environments, wait=time.sleep,
+                                    progress=lambda line: print(line, flush=True)).describe())
         elif args.command == "revoke":
             found = next((k for k in container.api_keys.list() if k.id == args.id), None)
             if found is None:

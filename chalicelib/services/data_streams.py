@@ -88,6 +88,16 @@ def imports_of_stream(ports: Ports, environment: str, key: str) -> Iterator[Inge
             return
 
 
+def live_stream_keys(ports: Ports, environment: str) -> Iterator[str]:
+    """The keys of the environment's streams not being deleted, a page read as the caller gets to it."""
+    cursor: str | None = None
+    while True:
+        streams, cursor = ports.data_streams.list_page(environment, JOBS_PAGE, cursor)
+        yield from (stream.key for stream in streams if not stream.deleting)
+        if cursor is None:
+            return
+
+
 def _import_at_work(ports: Ports, environment: str, key: str) -> IngestionJob | None:
     """An import of the stream that may still write (not settled), read again (the listing is an index)."""
     for listed in imports_of_stream(ports, environment, key):

@@ -57,7 +57,7 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
     changed = ports.data_streams.changed_since_import(environment, stream_key)
     if changed is None:
         return None
-    imports = _imports_held(ports, environment, stream_key)
+    imports = imports_held(ports, environment, stream_key)
     if imports is None:
         return None
     expected = {job.id: job.created_per_stream[stream_key] for job, held in imports if held is Held.MIRRORED}
@@ -102,7 +102,7 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
     return chain((page for page in pages if page is not None), from_table)
 
 
-def _imports_held(ports: Ports, environment: str, stream_key: str) -> list[tuple[IngestionJob, Held]] | None:
+def imports_held(ports: Ports, environment: str, stream_key: str) -> list[tuple[IngestionJob, Held]] | None:
     """Every import that may have written into the stream, with what is known of its records there
     (domain/record_changes.py `Held`), if each is published (replicating or done, an early end once
     settled) or still writing (whose records a run leaves out); else None."""

@@ -13,19 +13,15 @@ process died right after the move) is settled first: its results, replication an
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from chalicelib.domain.ingestion import ImportTotals, IngestionJob, JobStatus
 from chalicelib.observability import logger
-from chalicelib.services.data_streams import imports_of_stream, recount_records
+from chalicelib.services.data_streams import imports_of_stream, live_stream_keys, recount_records
 from chalicelib.services.ingestion.lifecycle import settle
 from chalicelib.services.ports import Ports
 
-T = TypeVar("T")
 PART_ROWS = 20_000  # records per rewritten Parquet part (read from the table in one go)
-PAGE = 100
 
 
 @dataclass
@@ -52,7 +48,7 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
     for env in environments:
         done: set[int] = set()
         touched: set[str] = set()
-        for stream_key in _stream_keys(ports, env):
+        for stream_key in live_stream_keys(ports, env):  # a stream going away stays gone
             published = ports.mirror.reindex(env, stream_key)  # from the imports' own markers, not the index
             for job in imports_of_stream(ports, env, stream_key):
                 if job.id in done:
@@ -119,18 +115,3 @@ def _belongs_in_mirror(job: IngestionJob, stream_key: str) -> bool:
     (a completed one, or one whose failure or cancel was settled)."""
     ended = job.status is JobStatus.COMPLETED or (job.finished and job.counts_rolled_up)
     return ended and job.created_per_stream.get(stream_key, 0) > 0
-
-
-def _stream_keys(ports: Ports, environment: str) -> Iterator[str]:
-    streams = _every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
-    return (stream.key for stream in streams if not stream.deleting)  # a stream going away stays gone
-
-
-def _every(page: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
-    """Every item of a cursor-paged listing, a page read as the caller gets to it."""
-    cursor: str | None = None
-    while True:
-        items, cursor = page(cursor)
-        yield from items
-        if cursor is None:
-            return

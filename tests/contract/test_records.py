@@ -232,6 +232,16 @@ class TestRecordRepository:
         assert records.claim_external_id(ENV, "bank", "x", "job-2", 3) == ExternalIdClaim(True, 3)
         records.remove(record(9, external_id="y"))  # nothing there: nothing to do
 
+    def test_ids_since_import_name_every_record_of_the_stream_and_those_changed_since(self, records):
+        # (services/changed_blocks.py: where a stream made before changed blocks has changed)
+        records.put_many([record(1, description="as imported", external_id="a", metadata={"k": 1}, file_import_id=7),
+                          record(2), record(3, status=RecordStatus.RECONCILED), record(4), record(5, "ledger"),
+                          record(6, environment=OTHER_ENV)])
+        records.mark_deleting(ENV, 2, DELETABLE_STATUSES, STALE)
+        assert records.ids_since_import(ENV, "bank") == ({1, 2, 3, 4}, {2, 3})
+        assert records.ids_since_import(ENV, "ledger") == ({5}, set())
+        assert records.ids_since_import(OTHER_ENV, "ledger") == (set(), set())
+
     def test_remove_all_of_stream_deletes_its_records_and_their_guards(self, records):
         for stream_key, record_id, external_id in (("bank", 1, "a"), ("bank", 2, "b"), ("ledger", 3, "a")):
             records.claim_external_id(ENV, stream_key, external_id, "job-1", record_id)

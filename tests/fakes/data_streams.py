@@ -119,11 +119,9 @@ class FakeDataStreamRepository:
     def finish_noting_changes(self, environment: str, key: str, began_at: datetime, blocks: Iterable[int]) -> bool:
         with self._lock:
             row = self.rows.get((environment, key))
-            if row is None:
-                return False  # (the adapter leaves the block items under the key: no reader sees them)
-            row.changed_blocks |= set(blocks)
-            if row.changes_noting != iso(began_at) or row.stream.deleting:
+            if row is None or row.changes_noting != iso(began_at) or row.stream.deleting:
                 return False
+            row.changed_blocks |= set(blocks)
             row.changes_noted, row.changes_noting = True, None
             return True
 

@@ -341,6 +341,13 @@ class FakeRecordRepository:
                 del self.store.guards[key]
         self.store.rows.pop((record.environment, record.id), None)
 
+    def ids_since_import(self, environment: str, stream_key: str) -> tuple[set[int], set[int]]:
+        rows = list(self.store.of_stream(environment, stream_key))
+        changed = {row.record.id for row in rows if row.record.status is not RecordStatus.UNRECONCILED
+                   or row.matched_in or row.proposed_in or row.match_ids or row.exception_holds or row.deleting
+                   or row.record.allocations}
+        return {row.record.id for row in rows if row.record.id is not None}, {i for i in changed if i is not None}
+
     def remove_all_of_stream(self, environment: str, stream_key: str) -> None:
         """Delete the stream's records (those being deleted too) and the guards of their external ids."""
         for row in self.store.of_stream(environment, stream_key):

@@ -666,3 +666,31 @@ def test_a_record_too_large_for_a_transaction_of_puts_goes_alone(engine):
     assert sent == [2]
     assert sorted(records.find_many("wire-large", [1, 2, 3])) == [1, 2, 3]
     assert len(records.get("wire-large", 2).metadata["note"]) == 40_000
+
+
+def test_a_streams_noting_marks_and_the_records_changed_since_their_import(engine):
+    """`streams note-changes` on the table: a stream made before the blocks is marked, a change after
+    the mark notes its block, the records whose items carry what a claim or a delete writes are
+    found, and the blocks found are trusted under the mark they began with."""
+    from chalicelib.adapters.dynamodb.counters import Counters
+    from chalicelib.adapters.dynamodb.data_streams import DataStreamRepository
+    from chalicelib.domain.data_streams import DataStream, StreamType
+
+    table, _ = engine
+    env = "wire-noting"
+    streams = DataStreamRepository(table, Counters(table), note_changed_blocks=False)
+    streams.add(DataStream(env, 1, "bank", "Bank", StreamType.API, utc_now()))
+    records = RecordRepository(table)
+    records.put_many([wire_record(env, n, external_id=f"x-{n}", metadata={"k": n}) for n in (1, 2, 3, 20_000)])
+    table.update(keys.record(env, 2), "ADD matched_in :r", values={":r": {3}})  # as a claim leaves it
+    records.mark_deleting(env, 3, (RecordStatus.UNRECONCILED,), timedelta(minutes=5))
+    streams.note_records_changed(env, {"bank": [2]})  # before the mark: where, not noted
+
+    began = streams.begin_noting_changes(env, "bank", utc_now())
+    streams.note_records_changed(env, {"bank": [20_000]})
+
+    assert began is not None and streams.changed_since_import(env, "bank") is None
+    assert records.ids_since_import(env, "bank") == ({1, 2, 3, 20_000}, {2, 3})
+    assert streams.finish_noting_changes(env, "bank", began, [0])
+    assert streams.changed_since_import(env, "bank") == {0, 1}
+    assert streams.begin_noting_changes(env, "bank", utc_now()) is None

@@ -139,3 +139,43 @@ def test_more_records_than_the_limit_are_left_to_the_table(services, ingest, rec
         return imported_records.open_pages(ports, "acme", "bank", reconciliation["id"], False, False, limit)
     assert pages(limit=1) is None
     assert [len(page["id"]) for page in pages(limit=2)] == [2]
+
+
+def test_a_stream_made_before_the_blocks_gets_those_its_past_changed_then_reads_the_mirror(
+        api, services, worker, ingest, reconciliation):
+    # Given streams made before changed blocks were noted (their items without the mark), a run
+    # that matched a pair, a record deleted in a block of its own, and an import nothing touched
+    from datetime import timedelta
+
+    from chalicelib.domain.clock import utc_now
+    from chalicelib.services.changed_blocks import note_past_changes
+
+    for stream_key in ("bank", "ledger"):
+        services.table.update(keys.data_stream("acme", stream_key), "REMOVE changes_noted")
+    matched = ingest(record("bank", 1, 100), record("ledger", 1, 100), record("bank", 2, 250))
+    assert api.post(f"/v1/reconciliations/{reconciliation['id']}/rules", {
+        "name": "Same amount", "conditions": [{"field": "amount", "operator": "equals"}]}).status_code == 201
+    assert _run(api, worker, reconciliation) == 2
+    services.ports.counters.next_ids("acme", "record", CHANGE_BLOCK_IDS)
+    deleted, kept = ingest(record("bank", 3, 300), record("bank", 4, 400))
+    assert api.delete(f"/v1/records/{deleted}").status_code == 204
+    services.ports.counters.next_ids("acme", "record", CHANGE_BLOCK_IDS)
+    untouched = ingest(record("bank", 5, 500), record("ledger", 5, 600))
+    ports = services.ports
+    assert ports.data_streams.changed_since_import("acme", "bank") is None
+
+    # When their past changes are found (the wait for calls begun before the marks passed at once)
+    now = [utc_now()]
+    outcome = note_past_changes(ports, ["acme"], wait=lambda s: now.__setitem__(0, now[0] + timedelta(seconds=s)),
+                                progress=lambda _: None, now=lambda: now[0])
+
+    # Then the claimed and the deleted blocks are noted, and both ways give the same frames
+    assert sorted(outcome.noted) == [("acme", "bank"), ("acme", "ledger")]
+    assert ports.data_streams.changed_since_import("acme", "bank") == {change_block(matched[0]),
+                                                                        change_block(deleted)}
+    assert ports.data_streams.changed_since_import("acme", "ledger") == {change_block(matched[1])}
+    for stream_key in ("bank", "ledger"):
+        from_mirror, from_table = _frames(services, stream_key, reconciliation["id"])
+        assert_frame_equal(from_mirror, from_table)
+    assert from_mirror["id"].to_list() == [untouched[1]]  # (ledger's)
+    assert change_block(kept) != change_block(untouched[0])

@@ -164,6 +164,9 @@ class DataStreamRepository:
         every change that read the stream before the mark has ended), then trust them: the stream
         is read as one marked at its creation. False when the mark is not the one `began_at` names
         (the stream was deleted and made again, say) or the stream is being deleted."""
+        item = self._table.get(keys.data_stream(environment, key))
+        if not item or item.get(CHANGES_NOTING) != iso(began_at) or item.get("deleting"):
+            return False  # (checked first too: no block is put beside a stream made again since)
         self._table.batch_write(puts=[{**keys.changed_record_block(environment, key, block),
                                        "entity": "changed_record_block"} for block in sorted(set(blocks))])
         try:

@@ -42,6 +42,13 @@ OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction"
 
 # Keys a partition's Query reads at a time for `unreconciled_ids` (DynamoDB stops a page at 1 MB of
 # index entries read, about 2,500 of gsi5's, whatever the limit).
+# What an import writes on a record item (`to_item` of an unreconciled record: listed in its stream and
+# as open): an attribute beyond these came with a change since (a claim, an allocation, a hold, a
+# delete's mark).
+IMPORTED_ATTRIBUTES = frozenset({
+    "pk", "sk", "gsi1pk", "gsi1sk", "gsi5pk", "gsi5sk", "entity", "environment", "id", "data_stream_key",
+    "data_stream_id", "date", "amount", "direction", "currency", "decimal_places", "description", "external_id",
+    "metadata", "status", "file_import_id", "created_at"})
 UNRECONCILED_PAGE = 5000
 # Records a stream's delete removes per BatchWriteItem stream (with their guards).
 DELETE_BATCH = 500
@@ -395,6 +402,17 @@ class RecordRepository:
                 self._remove_items(batch)
                 batch = []
         self._remove_items(batch)
+
+    def ids_since_import(self, environment: str, stream_key: str) -> tuple[set[int], set[int]]:
+        """The ids of every record of the stream, and of those no longer as their import wrote them:
+        reconciled, in a match, holding an allocation or a hold, being deleted: whatever carries an
+        attribute an import does not write (services/changed_blocks.py)."""
+        every, changed = set(), set()
+        for item in self._table.query_partitions(keys.GSI1, keys.records_of_stream_shards(environment, stream_key)):
+            every.add(item["id"])
+            if item.get("status") != RecordStatus.UNRECONCILED.value or not item.keys() <= IMPORTED_ATTRIBUTES:
+                changed.add(item["id"])
+        return every, changed
 
     def _remove_items(self, items: list[dict[str, Any]]) -> None:
         deletes = [{"pk": i["pk"], "sk": i["sk"]} for i in items]

@@ -97,6 +97,11 @@ def imported_page(rows: pl.LazyFrame, with_metadata: bool,
     return {**{name: frame[name] for name in frame.columns}, "matched_in": unmatched, "status": unreconciled}, held
 
 
+def row_ids(rows: pl.LazyFrame) -> set[int]:
+    """The record ids of an import's rows in the analytics mirror (tombstoned ones too)."""
+    return set(rows.select(pl.col("id").cast(pl.Int64)).collect()["id"].to_list())
+
+
 def _is_in(column: pl.Series, ids: Iterable[int]) -> pl.Series:
     """Null (a record of no job) is in no set."""
     return column.is_in(pl.Series(sorted(ids), dtype=pl.Int64)).fill_null(False)

@@ -1,0 +1,95 @@
+"""Where the records of a stream made before the changed blocks changed, found once, so that a run
+reads it from the analytics mirror but for those blocks (services/imported_records.py), as it
+reads a stream made since.
+
+Such a stream has no `changes_noted`: its changes were never noted as blocks, so once one of its
+records changed, runs read it from the table whole. Finding its blocks takes three steps:
+
+1. the stream is marked `changes_noting`; every change from then on notes its block
+   (`DataStreams.note_records_changed`, which reads the mark once a call);
+2. once every call that read the stream before the mark has ended (a function runs at most 15
+   minutes: WRITES_END_WITHIN), whatever changed without noting is in the table, and the blocks
+   where the table and the mirror disagree are found: a record no longer as its import wrote it
+   (claimed, reconciled, held, allocated, being deleted), an id the mirror has and the table not (a
+   deleted record), one the table has and the mirror not (a late write);
+3. those blocks are noted and the mark becomes `changes_noted` (`finish_noting_changes`).
+
+A stream with an import still writing, or ended early and not settled, waits for a later pass (the
+mirror does not hold all its records yet). Only a stage where every function notes the changes of a
+marked stream may run this (settings.note_changed_blocks, docs/upgrades.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from chalicelib.domain.clock import utc_now
+from chalicelib.domain.record_changes import Held, change_block, change_blocks
+from chalicelib.services.data_streams import live_stream_keys
+from chalicelib.services.imported_records import imports_held
+from chalicelib.services.ports import Ports
+
+# A change reads the stream's mark, then writes; the function doing both ends within Lambda's 15
+# minutes, and a minute more covers the clocks and the index's lag.
+WRITES_END_WITHIN = timedelta(minutes=16)
+
+
+@dataclass
+class ChangesNoted:
+    noted: list[tuple[str, str]] = field(default_factory=list)  # (environment, stream key)
+    blocks: int = 0
+    waiting: list[tuple[str, str]] = field(default_factory=list)  # an import of it still writes: a later pass
+
+    def describe(self) -> str:
+        text = f"noted the changes of {len(self.noted)} data stream(s) ({self.blocks} block(s) changed)"
+        if self.waiting:
+            text += (f"; {len(self.waiting)} wait for their imports to finish ("
+                     + ", ".join(f"{env}/{key}" for env, key in self.waiting) + "): run this again later")
+        return text
+
+
+def note_past_changes(ports: Ports, environments: list[str], wait: Callable[[float], None],
+                      progress: Callable[[str], None], now: Callable[[], datetime] = utc_now) -> ChangesNoted:
+    """Every stream of these environments whose changes are not noted gets its blocks (above)."""
+    began = {(env, key): at for env in environments for key in list(live_stream_keys(ports, env))
+             if (at := ports.data_streams.begin_noting_changes(env, key, now())) is not None}
+    outcome = ChangesNoted()
+    if not began:
+        return outcome
+    ready = max(began.values()) + WRITES_END_WITHIN
+    while (left := (ready - now()).total_seconds()) > 0:
+        progress(f"{len(began)} data stream(s) marked; the changes begun before the marks end within "
+                 f"{left / 60:.0f} minute(s)")
+        wait(min(left, 60))
+    for (env, key), at in sorted(began.items()):
+        blocks = changed_blocks(ports, env, key)
+        if blocks is None:
+            outcome.waiting.append((env, key))
+        elif ports.data_streams.finish_noting_changes(env, key, at, blocks):
+            outcome.noted.append((env, key))
+            outcome.blocks += len(blocks)
+        progress(f"{env}/{key}: " + ("an import still writes" if blocks is None else f"{len(blocks)} block(s)"))
+    return outcome
+
+
+def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] | None:
+    """The blocks where the stream's records in the table are not those of its imports' rows in the
+    mirror; None while an import of it may still write there."""
+    imports = imports_held(ports, environment, stream_key)
+    if imports is None or any(held is Held.WRITING for _, held in imports):
+        return None
+    from chalicelib.domain.matching.frames import row_ids  # polars: only the engine's functions have it
+
+    every, changed = ports.records.ids_since_import(environment, stream_key)
+    mirrored: set[int] = set()
+    blocks = change_blocks(changed)
+    for job, held in imports:
+        if held is not Held.MIRRORED:
+            continue
+        rows = ports.mirror.import_rows(environment, stream_key, job.id)
+        if rows is not None:
+            mirrored |= row_ids(rows)
+        elif (ids := job.record_ids) is not None:  # not in the mirror: no run reads it from there anyway
+            blocks.update(range(change_block(ids.start), change_block(ids.stop - 1) + 1))
+    return blocks | change_blocks(every ^ mirrored)
