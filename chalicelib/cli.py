@@ -126,10 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Rebuilding the analytics mirror ({target})...", flush=True)
             print(repair_mirror(container.ports, args.environment, args.everything).describe())
         elif args.command == "note-changes":
-            if not container.settings.note_changed_blocks:
-                raise Conflict(f"the {target} runs functions that may change records without noting their blocks "
-                               "(RECON_NOTE_CHANGED_BLOCKS is off); run this once a release that turns it on is "
-                               "deployed (docs/upgrades.md)")
+            _check_every_function_notes_changes(settings, args.stage, target)
             environments = [args.environment] if args.environment else \
                 sorted({key.environment for key in container.api_keys.list()})
             print(f"Noting the changes of data streams made before changed blocks ({target})...", flush=True)
@@ -157,6 +154,33 @@ def main(argv: list[str] | None = None) -> int:
                   f"deployed stage, pass --stage.", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_every_function_notes_changes(settings: Settings, stage: str | None, target: str) -> None:
+    """`streams note-changes` is safe only where no function may change a record without noting it
+    (docs/upgrades.md): on a stage, every deployed function of its app says RECON_NOTE_CHANGED_BLOCKS
+    "true" (a release before it says "false", one before that nothing); elsewhere the local stack's
+    settings, or the operator's own RECON_NOTE_CHANGED_BLOCKS given for a table named by RECON_*."""
+    if stage is not None:
+        import boto3
+
+        from infra.deploy import app_function_environments
+
+        functions = app_function_environments(boto3.client("lambda", region_name=settings.region), stage)
+        not_noting = sorted(name for name, variables in functions.items()
+                            if variables.get("RECON_NOTE_CHANGED_BLOCKS", "").lower() != "true")
+        if not functions or not_noting:
+            raise Conflict(f"the {target} has functions that may change records without noting their blocks "
+                           f"({', '.join(not_noting) or 'none deployed'}: RECON_NOTE_CHANGED_BLOCKS is not \"true\"); "
+                           "run this once a release that turns it on is deployed (docs/upgrades.md)")
+    elif running_stack(settings.data_dir) is None and "note_changed_blocks" not in settings.model_fields_set:
+        raise Conflict(f"the {target}'s functions cannot be checked: name the stage with --stage (or, for a table "
+                       "named by RECON_* settings, say RECON_NOTE_CHANGED_BLOCKS=true once no function that "
+                       "ignores it may run)")
+    elif not settings.note_changed_blocks:
+        raise Conflict(f"the {target} runs functions that may change records without noting their blocks "
+                       "(RECON_NOTE_CHANGED_BLOCKS is off); run this once a release that turns it on is "
+                       "deployed (docs/upgrades.md)")
 
 
 def recorded(container: Container, environment: str, action: str, resource_type: str,

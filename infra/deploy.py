@@ -124,7 +124,8 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # This release notes every change of a record as a block of ids beside its stream, and a run
             # reads all but those blocks from the analytics mirror; an older function still running
             # changes records without noting blocks: deployed stages mark no stream as noting them
-            # until the next release (docs/upgrades.md).
+            # until the next release (docs/upgrades.md), which sets it "true" in so many words:
+            # `streams note-changes` runs only once every function of the stage says so.
             "RECON_NOTE_CHANGED_BLOCKS": "false",
             # A transaction's writes cost AWS twice a write's units: a deployed run claims record by
             # record and its exception refresh holds record by record, keeping write units a matched
@@ -684,10 +685,15 @@ def _stack_status(cfn, name: str) -> str:
 
 def app_functions(lam, stage: str) -> list[str]:
     """The functions of the stage's app (Chalice's: `recon-<stage>` and `recon-<stage>-<name>`) that exist."""
+    return sorted(app_function_environments(lam, stage), key=lambda name: (name != f"{APP_NAME}-{stage}", name))
+
+
+def app_function_environments(lam, stage: str) -> dict[str, dict[str, str]]:
+    """The environment variables of each function of the stage's app that exists, by name."""
     names = {f"{APP_NAME}-{stage}" if name == "api_handler" else f"{APP_NAME}-{stage}-{name}" for name in FUNCTIONS}
-    found = [f["FunctionName"] for page in lam.get_paginator("list_functions").paginate()
-             for f in page["Functions"] if f["FunctionName"] in names]
-    return sorted(found, key=lambda name: (name != f"{APP_NAME}-{stage}", name))
+    return {f["FunctionName"]: f.get("Environment", {}).get("Variables", {})
+            for page in lam.get_paginator("list_functions").paginate()
+            for f in page["Functions"] if f["FunctionName"] in names}
 
 
 def fetch_app_record(session, bucket: str, stage: str, log=print, deployed_dir: Path = DEPLOYED_DIR) -> str:

@@ -10,6 +10,7 @@ import's but the one it may share with the import before it.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -88,3 +89,15 @@ def plan_reads(imports: Iterable[ImportSpan], changed: Collection[int]) -> ReadP
             ranges.append((first, last))
             joins = True
     return ReadPlan(tuple(from_mirror), tuple(ranges))
+
+
+def outside_spans(record_ids: Iterable[int], imports: Iterable[ImportSpan]) -> list[int]:
+    """The ids no import's span holds: records a run reading the mirror would never read (plan_reads
+    reads the table only within the imports' spans)."""
+    spans = sorted((span.first_id, span.last_id) for span in imports)
+    firsts = [first for first, _ in spans]
+    reach, lasts = -1, []
+    for _, last in spans:  # the furthest id covered by a span that begins at or before each one
+        reach = max(reach, last)
+        lasts.append(reach)
+    return sorted(i for i in record_ids if (at := bisect_right(firsts, i) - 1) < 0 or lasts[at] < i)

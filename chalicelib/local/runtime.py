@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.exceptions import HTTPClientError
 from chalice.app import Chalice, CloudWatchEventConfig, Rate, ScheduledEventConfig, SQSEventConfig
 from chalice.local import LambdaContext
 
@@ -173,8 +175,8 @@ class LocalRuntime:
 
     def stop(self, grace_seconds: float = 3) -> None:
         """Let pollers finish the batch in hand; they are daemons, so a stuck one cannot hold the exit.
-        A poller still waiting on its queue is not waited for: whatever its receive brings now is
-        left in flight (see deliver_once)."""
+        A poller still waiting on its queue is not waited for: whatever its receive brings now is put
+        back unhandled (see deliver_once)."""
         self._stopping.set()
         deadline = time.monotonic() + grace_seconds
         pollers = {thread.name for thread in self._threads if thread.name.startswith("sqs-")}
@@ -188,7 +190,9 @@ class LocalRuntime:
             try:
                 self.deliver_once(config, wait_seconds=self._poll_wait)
             except Exception as error:  # keep polling; the failure is logged and retried
-                if self._stopping.is_set():  # the local SQS went away under a waiting receive
+                if self._stopping.is_set():
+                    if not isinstance(error, (BotocoreConnectionError, HTTPClientError)):  # (not the local SQS gone)
+                        self._log(f"{config.name}: {error!r}")
                     return
                 self._log(f"{config.name}: {error!r}")
                 self._stopping.wait(1)
@@ -210,7 +214,8 @@ class LocalRuntime:
         me = threading.current_thread()
         self._handling.add(me)
         try:
-            if self._stopping.is_set():  # received as the stack stops: in flight until the next start
+            if self._stopping.is_set():  # received as the stack stops: unhandled, for the next start
+                self._give_back(queue_url, messages)
                 self._log(f"{config.name}: received while stopping; {len(messages)} message(s) resume at the next "
                           "start")
                 return 0
@@ -237,6 +242,21 @@ class LocalRuntime:
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
         ])
         return len(messages)
+
+    def _give_back(self, queue_url: str, messages: list[dict[str, Any]]) -> None:
+        """Put each message back as a new one, then drop the one received: a receive no handler saw must
+        not count towards the queue's dead-letter limit (a message on its last receive would go there
+        at the next start). If the local SQS is gone already, they stay in flight, as a stop leaves them."""
+        try:
+            for message in messages:
+                attributes = {name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+                              for name, value in message.get("MessageAttributes", {}).items()}
+                self._sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"],
+                                       **({"MessageAttributes": attributes} if attributes else {}))
+            self._sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+        except Exception as error:
+            self._log(f"{queue_url}: {len(messages)} message(s) received while stopping stay in flight ({error!r})")
 
     def _queue_url(self, queue_name: str) -> str:
         if queue_name not in self._queue_urls:  # pollers race here harmlessly: both write the same URL

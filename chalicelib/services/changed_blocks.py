@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.record_changes import Held, change_block, change_blocks
+from chalicelib.domain.record_changes import Held, ImportSpan, change_block, change_blocks, outside_spans
 from chalicelib.services.data_streams import live_stream_keys
 from chalicelib.services.imported_records import imports_held
 from chalicelib.services.ports import Ports
@@ -39,13 +39,13 @@ WRITES_END_WITHIN = timedelta(minutes=16)
 class ChangesNoted:
     noted: list[tuple[str, str]] = field(default_factory=list)  # (environment, stream key)
     blocks: int = 0
-    waiting: list[tuple[str, str]] = field(default_factory=list)  # an import of it still writes: a later pass
+    waiting: list[tuple[str, str, str]] = field(default_factory=list)  # (environment, stream key, why not)
 
     def describe(self) -> str:
         text = f"noted the changes of {len(self.noted)} data stream(s) ({self.blocks} block(s) changed)"
         if self.waiting:
-            text += (f"; {len(self.waiting)} wait for their imports to finish ("
-                     + ", ".join(f"{env}/{key}" for env, key in self.waiting) + "): run this again later")
+            text += (f"; {len(self.waiting)} not (" + "; ".join(f"{env}/{key}: {why}" for env, key, why in self.waiting)
+                     + "): a stream still marked is read from the table; run this again later")
         return text
 
 
@@ -64,24 +64,30 @@ def note_past_changes(ports: Ports, environments: list[str], wait: Callable[[flo
         wait(min(left, 60))
     for (env, key), at in sorted(began.items()):
         blocks = changed_blocks(ports, env, key)
-        if blocks is None:
-            outcome.waiting.append((env, key))
+        if isinstance(blocks, str):
+            outcome.waiting.append((env, key, blocks))
         elif ports.data_streams.finish_noting_changes(env, key, at, blocks):
             outcome.noted.append((env, key))
             outcome.blocks += len(blocks)
-        progress(f"{env}/{key}: " + ("an import still writes" if blocks is None else f"{len(blocks)} block(s)"))
+        else:
+            outcome.waiting.append((env, key, "deleted, or being deleted, meanwhile"))
+        progress(f"{env}/{key}: " + (blocks if isinstance(blocks, str) else f"{len(blocks)} block(s)"))
     return outcome
 
 
-def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] | None:
+def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] | str:
     """The blocks where the stream's records in the table are not those of its imports' rows in the
-    mirror; None while an import of it may still write there."""
+    mirror; or why they cannot be told now (an import still writes) or at all."""
     imports = imports_held(ports, environment, stream_key)
     if imports is None or any(held is Held.WRITING for _, held in imports):
-        return None
+        return "an import still writes (or ended early, not settled yet)"
     from chalicelib.domain.matching.frames import row_ids  # polars: only the engine's functions have it
 
     every, changed = ports.records.ids_since_import(environment, stream_key)
+    spans = [ImportSpan(job.id, ids.start, ids.stop - 1, held) for job, held in imports
+             if (ids := job.record_ids) is not None]
+    if strays := outside_spans(every, spans):  # (a bulk request of a release before stream links, say)
+        return f"{len(strays)} record(s) of no listed import, such as {strays[0]}: left to the table"
     mirrored: set[int] = set()
     blocks = change_blocks(changed)
     for job, held in imports:

@@ -31,6 +31,7 @@ def test_the_command_notes_the_blocks_of_every_stream_made_before(old_streams, i
     assert api.delete(f"/v1/records/{deleted}").status_code == 204
     assert services.ports.data_streams.changed_since_import("acme", "bank") is None
     monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", "true")  # the operator's word for a table named by RECON_*
     monkeypatch.setattr(changed_blocks, "WRITES_END_WITHIN", timedelta(milliseconds=300))  # (16 minutes on a stage)
 
     # When an operator runs the command
@@ -44,12 +45,49 @@ def test_the_command_notes_the_blocks_of_every_stream_made_before(old_streams, i
     assert services.ports.data_streams.changed_since_import("acme", "ledger") == frozenset()
 
 
-def test_the_command_is_refused_while_functions_may_change_records_without_noting(old_streams, monkeypatch,
-                                                                                  tmp_path, capsys):
+@pytest.mark.parametrize("given, refusal", [
+    ("false", "RECON_NOTE_CHANGED_BLOCKS is off"),
+    (None, "functions cannot be checked: name the stage with --stage"),  # a table named by RECON_* alone
+])
+def test_the_command_is_refused_while_functions_may_change_records_without_noting(
+        old_streams, monkeypatch, tmp_path, capsys, given, refusal):
     monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", "false")
+    if given is not None:
+        monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", given)
 
     assert main(["streams", "note-changes"]) == 1
 
-    assert "RECON_NOTE_CHANGED_BLOCKS is off" in capsys.readouterr().err
+    assert refusal in capsys.readouterr().err
     assert "changes_noting" not in old_streams.table.get(keys.data_stream("acme", "bank"))  # no stream marked
+
+
+def test_on_a_stage_every_function_must_say_it_notes_changes(moto_aws, monkeypatch, tmp_path, capsys):
+    # Given a deployed stage whose API function notes changes and whose bulk worker is of a release before
+    import boto3
+
+    from chalicelib.cli import _check_every_function_notes_changes
+    from chalicelib.domain.errors import Conflict
+    from chalicelib.settings import Settings
+    from tests.integration.test_cli_stage import _deployed_stage
+
+    monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
+    _deployed_stage(TableName="recon-prod-table")
+    settings = Settings()
+    role = boto3.client("iam", region_name=settings.region).create_role(
+        RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    lam = boto3.client("lambda", region_name=settings.region)
+    for name, variables in (("recon-prod", {"RECON_NOTE_CHANGED_BLOCKS": "true"}),
+                            ("recon-prod-bulk_worker", {"RECON_NOTE_CHANGED_BLOCKS": "false"}),
+                            ("recon-other-bulk_worker", {})):  # another stage's: not looked at
+        lam.create_function(FunctionName=name, Runtime="python3.12", Role=role, Handler="app.app",
+                            Code={"ZipFile": b"PK\x05\x06" + bytes(18)}, Environment={"Variables": variables})
+
+    # Then the command is refused, naming the function
+    assert main(["--stage", "prod", "streams", "note-changes"]) == 1
+    assert "recon-prod-bulk_worker" in capsys.readouterr().err
+    # And once that function says so too, the check passes (a stage with no function does not)
+    lam.update_function_configuration(FunctionName="recon-prod-bulk_worker",
+                                      Environment={"Variables": {"RECON_NOTE_CHANGED_BLOCKS": "true"}})
+    _check_every_function_notes_changes(settings, "prod", "stage prod")
+    with pytest.raises(Conflict, match="none deployed"):
+        _check_every_function_notes_changes(settings, "staging", "stage staging")

@@ -27,18 +27,15 @@ def _table_open_ids(ports, reconciliation_id, stream_key="bank"):
 
 
 class _Clock:
-    """`now` and `wait` for note_past_changes: a wait moves time on, and may run a change meanwhile."""
-    def __init__(self, meanwhile=None):
-        self.at, self.waited, self.meanwhile = utc_now(), [], meanwhile
+    """`now` and `wait` for note_past_changes: a wait moves time on."""
+    def __init__(self):
+        self.at, self.waited = utc_now(), []
 
     def now(self):
         return self.at
 
     def wait(self, seconds):
         self.waited.append(seconds)
-        if self.meanwhile is not None:
-            self.meanwhile()
-            self.meanwhile = None
         self.at += timedelta(seconds=seconds)
 
 
@@ -46,7 +43,7 @@ def test_the_blocks_a_streams_past_changed_are_found_and_its_runs_read_the_rest_
         ports, ingest, reconciliation):
     # Given old streams: an import whose record a run claimed (block 0), one with a record deleted
     # since (block 1), one nothing touched (block 2), and one whose record is deleted while the
-    # changes are found (block 3)
+    # changes are found, after the table was read (block 3)
     claimed, ledger, kept = ingest(record("bank", 1, 100), record("ledger", 1, 100), record("bank", 2, 150))
     ports.counters.next_ids(ENV, "record", CHANGE_BLOCK_IDS)
     deleted, kept_too = ingest(record("bank", 3, 300), record("bank", 4, 400))
@@ -63,11 +60,19 @@ def test_the_blocks_a_streams_past_changed_are_found_and_its_runs_read_the_rest_
     delete_record(ports, ENV, deleted)
     assert ports.data_streams.changed_since_import(ENV, "bank") is None  # read from the table whole
 
-    # When their changes are found, a record deleted while the calls before the mark end
-    clock, lines = _Clock(meanwhile=lambda: delete_record(ports, ENV, deleted_later)), []
+    # When their changes are found, a record deleted right after the table was read (its delete notes its block)
+    read_table = ports.records.ids_since_import
+
+    def read_then_delete(environment, stream_key):
+        found = read_table(environment, stream_key)
+        if stream_key == "bank":
+            delete_record(ports, ENV, deleted_later)
+        return found
+    ports.records.ids_since_import = read_then_delete
+    clock, lines = _Clock(), []
     outcome = note_past_changes(ports, [ENV], wait=clock.wait, progress=lines.append, now=clock.now)
 
-    # Then the blocks changed before and during are noted, after the calls begun before the mark had ended
+    # Then the blocks changed before and after are noted, once the calls begun before the mark had ended
     assert timedelta(seconds=sum(clock.waited)) > WRITES_END_WITHIN - timedelta(milliseconds=1)  # (the mark's ms)
     assert ports.data_streams.changed_since_import(ENV, "bank") == {0, 1, 3}
     assert ports.data_streams.changed_since_import(ENV, "ledger") == {0}
@@ -110,7 +115,27 @@ def test_a_stream_whose_import_still_writes_waits_for_a_later_pass(ports, ingest
 
     outcome = note_past_changes(ports, [ENV], wait=clock.wait, progress=lambda _: None, now=clock.now)
 
-    assert outcome.noted == [(ENV, "ledger")] and outcome.waiting == [(ENV, "bank")]
-    assert "run this again later" in outcome.describe()
+    assert outcome.noted == [(ENV, "ledger")] and outcome.waiting == [(ENV, "bank", "an import still writes "
+                                                                               "(or ended early, not settled yet)")]
+    assert "acme/bank: an import still writes" in outcome.describe()
     assert ports.data_streams.changed_since_import(ENV, "bank") == frozenset()  # still as imported: the mirror's
     assert ports.data_streams.rows[(ENV, "bank")].changes_noting is not None  # its changes noted meanwhile
+
+
+def test_a_stream_with_records_of_no_listed_import_is_left_to_the_table(ports, ingest, reconciliation):
+    # Given an old stream holding a record no import of it lists (a bulk request of a release before
+    # requests were linked to their streams), and a claim since
+    written = ingest(record("bank", 1, 100), record("bank", 2, 200))
+    _made_before_the_blocks(ports, "bank", "ledger")
+    stray = replace(ports.records.get(ENV, written[1]), id=written[1] + 5 * CHANGE_BLOCK_IDS, file_import_id=None)
+    ports.records.put_many([stray])
+    delete_record(ports, ENV, written[0])
+    clock = _Clock()
+
+    outcome = note_past_changes(ports, [ENV], wait=clock.wait, progress=lambda _: None, now=clock.now)
+
+    # Then its blocks are not trusted (a run reading the mirror would never read the stray), and why is said
+    assert outcome.waiting == [(ENV, "bank", f"1 record(s) of no listed import, such as {stray.id}: left to the "
+                                             "table")]
+    assert ports.data_streams.changed_since_import(ENV, "bank") is None
+    assert outcome.noted == [(ENV, "ledger")]

@@ -6,6 +6,7 @@ from chalicelib.domain.record_changes import (
     ReadPlan,
     change_blocks,
     ids_by_stream,
+    outside_spans,
     plan_reads,
 )
 
@@ -62,3 +63,11 @@ def test_an_import_that_counted_no_record_in_the_stream_is_read_only_where_a_lat
 def test_an_import_still_writing_is_read_from_neither_and_parts_the_ranges_around_it():
     imports = [ImportSpan(4, 0, B - 1), ImportSpan(5, B, 2 * B - 1, Held.WRITING), ImportSpan(6, 2 * B, 3 * B - 1)]
     assert plan_reads(imports, {0, 1, 2}) == ReadPlan((), ((0, B - 1), (2 * B, 3 * B - 1)))
+
+
+def test_ids_outside_every_imports_span_are_found():
+    spans = [ImportSpan(1, 10, 19), ImportSpan(2, 15, 40), ImportSpan(3, 100, 100, Held.WRITING), ImportSpan(4, 5, 6)]
+    assert outside_spans([], spans) == []
+    assert outside_spans([5, 6, 10, 19, 20, 40, 100], spans) == []
+    assert outside_spans([101, 4, 7, 41, 99, 0], spans) == [0, 4, 7, 41, 99, 101]
+    assert outside_spans([3], []) == [3]
