@@ -15,8 +15,10 @@ records changed, runs read it from the table whole. Finding its blocks takes thr
 3. those blocks are noted and the mark becomes `changes_noted` (`finish_noting_changes`).
 
 A stream with an import still writing, or ended early and not settled, waits for a later pass (the
-mirror does not hold all its records yet). Only a stage where every function notes the changes of a
-marked stream may run this (settings.note_changed_blocks, docs/upgrades.md).
+mirror does not hold all its records yet); one holding records of no import it lists stays on the
+table for good (a run reading the mirror reads the table only within its imports' spans). Only a
+stage where every function notes the changes of a marked stream may run this (cli.py checks the
+deployed functions' RECON_NOTE_CHANGED_BLOCKS; docs/upgrades.md).
 """
 from __future__ import annotations
 

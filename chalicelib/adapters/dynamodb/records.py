@@ -40,8 +40,6 @@ OPEN_RECORD_ATTRIBUTES = ("id", "data_stream_key", "date", "amount", "direction"
                           "description", "external_id", "metadata", "file_import_id", "matched_in",
                           keys.EXCEPTION_HOLDS, "deleting")
 
-# Keys a partition's Query reads at a time for `unreconciled_ids` (DynamoDB stops a page at 1 MB of
-# index entries read, about 2,500 of gsi5's, whatever the limit).
 # What an import writes on a record item (`to_item` of an unreconciled record: listed in its stream and
 # as open): an attribute beyond these came with a change since (a claim, an allocation, a hold, a
 # delete's mark).
@@ -49,6 +47,8 @@ IMPORTED_ATTRIBUTES = frozenset({
     "pk", "sk", "gsi1pk", "gsi1sk", "gsi5pk", "gsi5sk", "entity", "environment", "id", "data_stream_key",
     "data_stream_id", "date", "amount", "direction", "currency", "decimal_places", "description", "external_id",
     "metadata", "status", "file_import_id", "created_at"})
+# Keys a partition's Query reads at a time for `unreconciled_ids` (DynamoDB stops a page at 1 MB of
+# index entries read, about 2,500 of gsi5's, whatever the limit).
 UNRECONCILED_PAGE = 5000
 # Records a stream's delete removes per BatchWriteItem stream (with their guards).
 DELETE_BATCH = 500
