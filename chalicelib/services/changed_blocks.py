@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.record_changes import Held, ImportSpan, change_block, change_blocks, outside_spans
+from chalicelib.observability import logger
 from chalicelib.services.data_streams import live_stream_keys
 from chalicelib.services.imported_records import imports_held
 from chalicelib.services.ports import Ports
@@ -65,7 +66,12 @@ def note_past_changes(ports: Ports, environments: list[str], wait: Callable[[flo
                  f"{left / 60:.0f} minute(s)")
         wait(min(left, 60))
     for (env, key), at in sorted(began.items()):
-        blocks = changed_blocks(ports, env, key)
+        try:
+            blocks = changed_blocks(ports, env, key)
+        except Exception as error:  # (an import's object gone under a mirror rebuild, say): the others go on
+            logger.exception("finding a stream's changed blocks failed", extra={"environment": env,
+                                                                                "data_stream_key": key})
+            blocks = f"failed ({type(error).__name__}: {error})"
         if isinstance(blocks, str):
             outcome.waiting.append((env, key, blocks))
         elif ports.data_streams.finish_noting_changes(env, key, at, blocks):

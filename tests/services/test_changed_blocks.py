@@ -139,3 +139,23 @@ def test_a_stream_with_records_of_no_listed_import_is_left_to_the_table(ports, i
                                              "table")]
     assert ports.data_streams.changed_since_import(ENV, "bank") is None
     assert outcome.noted == [(ENV, "ledger")]
+
+
+def test_a_stream_whose_mirror_fails_to_read_is_named_and_the_others_go_on(ports, ingest, reconciliation):
+    ingest(record("bank", 1, 100), record("ledger", 1, 100))
+    _made_before_the_blocks(ports, "bank", "ledger")
+    import_rows = ports.mirror.import_rows
+
+    def failing_for_bank(environment, stream_key, job_id):
+        if stream_key == "bank":
+            raise OSError("the object is gone")
+        return import_rows(environment, stream_key, job_id)
+    ports.mirror.import_rows = failing_for_bank
+    clock = _Clock()
+
+    outcome = note_past_changes(ports, [ENV], wait=clock.wait, progress=lambda _: None, now=clock.now)
+
+    assert outcome.waiting == [(ENV, "bank", "failed (OSError: the object is gone)")]
+    assert outcome.noted == [(ENV, "ledger")]
+    assert ports.data_streams.rows[(ENV, "bank")].changes_noting is not None  # still marked: a rerun goes on
+    assert not ports.data_streams.rows[(ENV, "bank")].changes_noted
