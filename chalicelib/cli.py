@@ -130,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             environments = [args.environment] if args.environment else \
                 sorted({key.environment for key in container.api_keys.list()})
             print(f"Noting the changes of data streams made before changed blocks ({target})...", flush=True)
-            print(note_past_changes(container.ports, environments, wait=time.sleep,
-                                    progress=lambda line: print(line, flush=True)).describe())
+            changes = note_past_changes(container.ports, environments, wait=time.sleep,
+                                        progress=lambda line: print(line, flush=True))
+            print(changes.describe())
+            if changes.failed:
+                return 1
         elif args.command == "revoke":
             found = next((k for k in container.api_keys.list() if k.id == args.id), None)
             if found is None:

@@ -247,16 +247,22 @@ class LocalRuntime:
         """Put each message back as a new one, then drop the one received: a receive no handler saw must
         not count towards the queue's dead-letter limit (a message on its last receive would go there
         at the next start). If the local SQS is gone already, they stay in flight, as a stop leaves them."""
+        sent = 0
         try:
             for message in messages:
                 attributes = {name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
                               for name, value in message.get("MessageAttributes", {}).items()}
                 self._sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"],
                                        **({"MessageAttributes": attributes} if attributes else {}))
-            self._sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+                sent += 1
+            kept = self._sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed", [])
         except Exception as error:
-            self._log(f"{queue_url}: {len(messages)} message(s) received while stopping stay in flight ({error!r})")
+            self._log(f"{queue_url}: {len(messages)} message(s) received while stopping stay in flight, {sent} sent "
+                      f"again as well ({error!r})")
+            return
+        if kept:  # (a handler takes a message twice: it is idempotent)
+            self._log(f"{queue_url}: {len(kept)} message(s) received while stopping stay in flight beside their copy")
 
     def _queue_url(self, queue_name: str) -> str:
         if queue_name not in self._queue_urls:  # pollers race here harmlessly: both write the same URL

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.ingestion import IngestionJob
 from chalicelib.domain.record_changes import Held, ImportSpan, change_block, change_blocks, outside_spans
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import live_stream_keys
@@ -43,12 +44,16 @@ class ChangesNoted:
     noted: list[tuple[str, str]] = field(default_factory=list)  # (environment, stream key)
     blocks: int = 0
     waiting: list[tuple[str, str, str]] = field(default_factory=list)  # (environment, stream key, why not)
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (environment, stream key, the error)
 
     def describe(self) -> str:
         text = f"noted the changes of {len(self.noted)} data stream(s) ({self.blocks} block(s) changed)"
-        if self.waiting:
-            text += (f"; {len(self.waiting)} not (" + "; ".join(f"{env}/{key}: {why}" for env, key, why in self.waiting)
-                     + "): a stream still marked is read from the table; run this again later")
+        for what, streams in (("not", self.waiting), ("failed", self.failed)):
+            if streams:
+                named = "; ".join(f"{env}/{key}: {why}" for env, key, why in streams)
+                text += f"; {len(streams)} {what} ({named})"
+        if self.waiting or self.failed:
+            text += ": a stream still marked is read from the table; run this again later"
         return text
 
 
@@ -67,31 +72,41 @@ def note_past_changes(ports: Ports, environments: list[str], wait: Callable[[flo
         wait(min(left, 60))
     for (env, key), at in sorted(began.items()):
         try:
-            blocks = changed_blocks(ports, env, key)
+            said = _note(ports, env, key, at, outcome)
         except Exception as error:  # (an import's object gone under a mirror rebuild, say): the others go on
-            logger.exception("finding a stream's changed blocks failed", extra={"environment": env,
-                                                                                "data_stream_key": key})
-            blocks = f"failed ({type(error).__name__}: {error})"
-        if isinstance(blocks, str):
-            outcome.waiting.append((env, key, blocks))
-        elif ports.data_streams.finish_noting_changes(env, key, at, blocks):
-            outcome.noted.append((env, key))
-            outcome.blocks += len(blocks)
-        else:
-            outcome.waiting.append((env, key, "deleted, or being deleted, meanwhile"))
-        progress(f"{env}/{key}: " + (blocks if isinstance(blocks, str) else f"{len(blocks)} block(s)"))
+            logger.exception("noting a stream's changed blocks failed", extra={"environment": env,
+                                                                               "data_stream_key": key})
+            said = f"failed ({type(error).__name__}: {error})"
+            outcome.failed.append((env, key, said))
+        progress(f"{env}/{key}: {said}")
     return outcome
+
+
+def _note(ports: Ports, environment: str, stream_key: str, began: datetime, outcome: ChangesNoted) -> str:
+    """Find and trust one stream's blocks; what became of it, in a few words."""
+    blocks = changed_blocks(ports, environment, stream_key)
+    if isinstance(blocks, str):
+        outcome.waiting.append((environment, stream_key, blocks))
+        return blocks
+    if not ports.data_streams.finish_noting_changes(environment, stream_key, began, blocks):
+        outcome.waiting.append((environment, stream_key, "deleted, or being deleted, meanwhile"))
+        return "deleted, or being deleted, meanwhile"
+    outcome.noted.append((environment, stream_key))
+    outcome.blocks += len(blocks)
+    return f"{len(blocks)} block(s)"
 
 
 def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] | str:
     """The blocks where the stream's records in the table are not those of its imports' rows in the
     mirror; or why they cannot be told now (an import still writes) or at all."""
-    imports = imports_held(ports, environment, stream_key)
-    if imports is None or any(held is Held.WRITING for _, held in imports):
-        return "an import still writes (or ended early, not settled yet)"
+    if _writing(imports_held(ports, environment, stream_key)):  # (before the table's read: it takes a while)
+        return WRITING
     from chalicelib.domain.matching.frames import row_ids  # polars: only the engine's functions have it
 
     every, changed = ports.records.ids_since_import(environment, stream_key)
+    imports = imports_held(ports, environment, stream_key)  # again: every record read is of an import begun by now
+    if imports is None or _writing(imports):
+        return WRITING
     spans = [ImportSpan(job.id, ids.start, ids.stop - 1, held) for job, held in imports
              if (ids := job.record_ids) is not None]
     if strays := outside_spans(every, spans):  # (a bulk request of a release before stream links, say)
@@ -107,3 +122,10 @@ def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] 
         elif (ids := job.record_ids) is not None:  # not in the mirror: no run reads it from there anyway
             blocks.update(range(change_block(ids.start), change_block(ids.stop - 1) + 1))
     return blocks | change_blocks(every ^ mirrored)
+
+
+WRITING = "an import still writes (or ended early, not settled yet)"
+
+
+def _writing(imports: list[tuple[IngestionJob, Held]] | None) -> bool:
+    return imports is None or any(held is Held.WRITING for _, held in imports)

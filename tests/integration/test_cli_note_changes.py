@@ -52,6 +52,7 @@ def test_the_command_notes_the_blocks_of_every_stream_made_before(old_streams, i
 def test_the_command_is_refused_while_functions_may_change_records_without_noting(
         old_streams, monkeypatch, tmp_path, capsys, given, refusal):
     monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("RECON_NOTE_CHANGED_BLOCKS", raising=False)
     if given is not None:
         monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", given)
 
@@ -91,3 +92,20 @@ def test_on_a_stage_every_function_must_say_it_notes_changes(moto_aws, monkeypat
     _check_every_function_notes_changes(settings, "prod", "stage prod")
     with pytest.raises(Conflict, match="none deployed"):
         _check_every_function_notes_changes(settings, "staging", "stage staging")
+
+
+def test_a_stream_that_fails_is_named_and_the_command_says_so_in_its_exit_status(old_streams, ingest, monkeypatch,
+                                                                                 tmp_path, capsys):
+    ingest(record("bank", 1, 100), record("ledger", 1, 100))
+    monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", "true")
+    monkeypatch.setattr(changed_blocks, "WRITES_END_WITHIN", timedelta(milliseconds=100))
+    found = changed_blocks.changed_blocks
+    monkeypatch.setattr(changed_blocks, "changed_blocks", lambda ports, env, key: (
+        found(ports, env, key) if key == "ledger" else (_ for _ in ()).throw(OSError("the object is gone"))))
+
+    assert main(["streams", "note-changes", "--environment", "acme"]) == 1
+
+    printed = capsys.readouterr().out
+    assert "1 failed (acme/bank: failed (OSError: the object is gone))" in printed
+    assert "noted the changes of 1 data stream(s)" in printed  # the ledger's, after the bank's failure

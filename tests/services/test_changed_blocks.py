@@ -155,7 +155,7 @@ def test_a_stream_whose_mirror_fails_to_read_is_named_and_the_others_go_on(ports
 
     outcome = note_past_changes(ports, [ENV], wait=clock.wait, progress=lambda _: None, now=clock.now)
 
-    assert outcome.waiting == [(ENV, "bank", "failed (OSError: the object is gone)")]
+    assert outcome.failed == [(ENV, "bank", "failed (OSError: the object is gone)")] and outcome.waiting == []
     assert outcome.noted == [(ENV, "ledger")]
     assert ports.data_streams.rows[(ENV, "bank")].changes_noting is not None  # still marked: a rerun goes on
     assert not ports.data_streams.rows[(ENV, "bank")].changes_noted

@@ -71,3 +71,5 @@ def test_ids_outside_every_imports_span_are_found():
     assert outside_spans([5, 6, 10, 19, 20, 40, 100], spans) == []
     assert outside_spans([101, 4, 7, 41, 99, 0], spans) == [0, 4, 7, 41, 99, 101]
     assert outside_spans([3], []) == [3]
+    nested = [ImportSpan(1, 10, 50), ImportSpan(2, 20, 30)]  # a span inside another: the outer's end counts
+    assert outside_spans([40, 50, 51], nested) == [51]
