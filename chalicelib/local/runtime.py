@@ -179,9 +179,8 @@ class LocalRuntime:
         back unhandled (see deliver_once)."""
         self._stopping.set()
         deadline = time.monotonic() + grace_seconds
-        pollers = {thread.name for thread in self._threads if thread.name.startswith("sqs-")}
         for thread in self._threads:
-            if thread.name in pollers and thread not in self._handling:
+            if thread.name.startswith("sqs-") and thread not in self._handling:  # a poller waiting on its queue
                 continue
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 

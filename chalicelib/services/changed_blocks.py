@@ -28,10 +28,10 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob
-from chalicelib.domain.record_changes import Held, ImportSpan, change_block, change_blocks, outside_spans
+from chalicelib.domain.record_changes import Held, change_block, change_blocks, outside_spans
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import live_stream_keys
-from chalicelib.services.imported_records import imports_held
+from chalicelib.services.imported_records import import_spans, imports_held
 from chalicelib.services.ports import Ports
 
 # A change reads the stream's mark, then writes; the function doing both ends within Lambda's 15
@@ -107,9 +107,7 @@ def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] 
     imports = imports_held(ports, environment, stream_key)  # again: every record read is of an import begun by now
     if imports is None or _writing(imports):
         return WRITING
-    spans = [ImportSpan(job.id, ids.start, ids.stop - 1, held) for job, held in imports
-             if (ids := job.record_ids) is not None]
-    if strays := outside_spans(every, spans):  # (a bulk request of a release before stream links, say)
+    if strays := outside_spans(every, import_spans(imports)):  # (a bulk request of a release before stream links, say)
         return f"{len(strays)} record(s) of no listed import, such as {strays[0]}: left to the table"
     mirrored: set[int] = set()
     blocks = change_blocks(changed)

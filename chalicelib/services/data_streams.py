@@ -1,7 +1,8 @@
 """Data stream use cases."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
@@ -14,7 +15,8 @@ from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import DataStreams, Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
 
-JOBS_PAGE = 100
+PAGE = 100  # imports or streams a listing reads at a time
+T = TypeVar("T")
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -80,20 +82,21 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
 def imports_of_stream(ports: Ports, environment: str, key: str) -> Iterator[IngestionJob]:
     """Every import of the stream (file imports, and bulk requests linked to it), newest first, as
     the listing (an index) has them, a page read as the caller gets to it."""
-    cursor: str | None = None
-    while True:
-        jobs, cursor = ports.ingestion_jobs.list_of_stream(environment, key, JOBS_PAGE, cursor)
-        yield from jobs
-        if cursor is None:
-            return
+    return _every(lambda cursor: ports.ingestion_jobs.list_of_stream(environment, key, PAGE, cursor))
 
 
 def live_stream_keys(ports: Ports, environment: str) -> Iterator[str]:
     """The keys of the environment's streams not being deleted, a page read as the caller gets to it."""
+    streams = _every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
+    return (stream.key for stream in streams if not stream.deleting)
+
+
+def _every(page: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
+    """Every item of a cursor-paged listing, a page read as the caller gets to it."""
     cursor: str | None = None
     while True:
-        streams, cursor = ports.data_streams.list_page(environment, JOBS_PAGE, cursor)
-        yield from (stream.key for stream in streams if not stream.deleting)
+        items, cursor = page(cursor)
+        yield from items
         if cursor is None:
             return
 

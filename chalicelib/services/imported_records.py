@@ -65,8 +65,7 @@ def open_pages(ports: Ports, environment: str, stream_key: str, reconciliation_i
         return None  # (no import: the table's read of nothing costs nothing, and proves it)
     if any(job.first_record_id is None for job, held in imports if held is Held.MIRRORED):
         return None  # an import that created records without ids reserved: not one this module knows
-    plan = plan_reads([ImportSpan(job.id, ids.start, ids.stop - 1, held)
-                       for job, held in imports if (ids := job.record_ids) is not None], changed)
+    plan = plan_reads(import_spans(imports), changed)
     if len(plan.from_table) > MAX_TABLE_RANGES:
         return None  # changes scattered over many blocks: a range costs a query a partition
     if limit is not None and sum(expected[job_id] for job_id in plan.from_mirror) > limit:
@@ -118,3 +117,9 @@ def imports_held(ports: Ports, environment: str, stream_key: str) -> list[tuple[
             return None  # ended early and not settled: what it wrote is not in the mirror yet
         found.append((job, Held.MIRRORED if job.created_per_stream.get(stream_key, 0) else Held.NONE_COUNTED))
     return found
+
+
+def import_spans(imports: Iterable[tuple[IngestionJob, Held]]) -> list[ImportSpan]:
+    """The block of ids of each import that reserved one, with what is known of its records."""
+    return [ImportSpan(job.id, ids.start, ids.stop - 1, held) for job, held in imports
+            if (ids := job.record_ids) is not None]
