@@ -58,6 +58,7 @@ from chalicelib.services import audit, idempotency, period_closes, sweeping, use
 from chalicelib.services import matches as match_service
 from chalicelib.services import reconciliation_exceptions as exception_service
 from chalicelib.services.events import announce
+from chalicelib.services.paging import every
 from chalicelib.services.ports import Ports
 from chalicelib.services.sweeping import SweptKind
 
@@ -155,16 +156,12 @@ def filtered_matches(ports: Ports, environment: str, reconciliation_id: int) -> 
     time), refused past MAX_FILTERED; 404 for a reconciliation of another environment."""
     reconciliation = ports.reconciliations.get(environment, reconciliation_id)
     ids: list[int] = []
-    cursor: str | None = None
-    while True:
-        page, cursor = ports.matches.list_page(environment, reconciliation.id, MATCH_PAGE, cursor,
-                                               status=MatchStatus.PROPOSED)
-        ids += [m.id for m in page]
-        problem = over_cap(len(ids), "proposed matches")
-        if problem:
+    for match in every(lambda cursor: ports.matches.list_page(environment, reconciliation.id, MATCH_PAGE, cursor,
+                                                              status=MatchStatus.PROPOSED)):
+        ids.append(match.id)
+        if problem := over_cap(len(ids), "proposed matches"):
             raise ValidationFailed.on("filter", problem)
-        if cursor is None:
-            return ids
+    return ids
 
 
 def checked_ids(ids: list[int]) -> list[int]:

@@ -1,8 +1,7 @@
 """Data stream use cases."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.data_streams import DataStream, StreamType, check_new_stream
@@ -12,11 +11,11 @@ from chalicelib.domain.reconciliations import StreamUser
 from chalicelib.observability import logger
 from chalicelib.services import audit
 from chalicelib.services.matches import WRITING
+from chalicelib.services.paging import every
 from chalicelib.services.ports import DataStreams, Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
 
 PAGE = 100  # imports or streams a listing reads at a time
-T = TypeVar("T")
 
 
 def create_stream(streams: DataStreams, environment: str, *, key: str, name: str, type_: StreamType,
@@ -82,23 +81,13 @@ def delete_stream(ports: Ports, environment: str, key: str) -> None:
 def imports_of_stream(ports: Ports, environment: str, key: str) -> Iterator[IngestionJob]:
     """Every import of the stream (file imports, and bulk requests linked to it), newest first, as
     the listing (an index) has them, a page read as the caller gets to it."""
-    return _every(lambda cursor: ports.ingestion_jobs.list_of_stream(environment, key, PAGE, cursor))
+    return every(lambda cursor: ports.ingestion_jobs.list_of_stream(environment, key, PAGE, cursor))
 
 
 def live_stream_keys(ports: Ports, environment: str) -> Iterator[str]:
     """The keys of the environment's streams not being deleted, a page read as the caller gets to it."""
-    streams = _every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
+    streams = every(lambda cursor: ports.data_streams.list_page(environment, PAGE, cursor))
     return (stream.key for stream in streams if not stream.deleting)
-
-
-def _every(page: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
-    """Every item of a cursor-paged listing, a page read as the caller gets to it."""
-    cursor: str | None = None
-    while True:
-        items, cursor = page(cursor)
-        yield from items
-        if cursor is None:
-            return
 
 
 def _import_at_work(ports: Ports, environment: str, key: str) -> IngestionJob | None:

@@ -5,6 +5,7 @@ from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
 from chalicelib.services import audit, period_closes
 from chalicelib.services.matches import unmatch
+from chalicelib.services.paging import every
 from chalicelib.services.ports import Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
 
@@ -62,15 +63,10 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     users = ports.stories.users_of_reconciliation(environment, reconciliation_id)
     confirm_unless_in_a_story(ports.reconciliations, environment, reconciliation_id, users,
                               f"reconciliation {reconciliation_id}")
-    cursor = None
-    while True:
-        page, cursor = ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,
-                                               include_unmatching=True)
-        for match in page:
-            if match.unmatched_at is None:
-                unmatch(ports, environment, match.id)
-        if cursor is None:
-            break
+    for match in every(lambda cursor: ports.matches.list_page(environment, reconciliation_id, UNMATCH_PAGE, cursor,
+                                                              include_unmatching=True)):
+        if match.unmatched_at is None:
+            unmatch(ports, environment, match.id)
     ports.claims.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     ports.reconciliation_rules.remove_all_of_reconciliation(environment, reconciliation_id)
     ports.tallies.remove_all_of_reconciliation(environment, reconciliation_id)

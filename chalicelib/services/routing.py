@@ -46,6 +46,7 @@ from chalicelib.services import audit
 from chalicelib.services import service_levels as sla
 from chalicelib.services.events import save_and_emit
 from chalicelib.services.ports import Ports
+from chalicelib.services.users import every_user
 
 PICK_LEASE = timedelta(minutes=15)  # a pending pick whose assignment was never written stops counting
 MAX_PICK_ATTEMPTS = 25
@@ -212,13 +213,7 @@ def reassign_from_deactivated(ports: Ports, environment: str, now: datetime | No
 
 
 def _users(ports: Ports, environment: str) -> dict[int, User]:
-    found: dict[int, User] = {}
-    cursor: str | None = None
-    while True:
-        page, cursor = ports.users.list_page(environment, 200, cursor)
-        found.update({u.id: u for u in page})
-        if cursor is None:
-            return found
+    return {u.id: u for u in every_user(ports, environment)}
 
 
 def loads(summaries: Iterable[SlaSummary], pending: dict[int, tuple[int, datetime]], now: datetime,

@@ -3,7 +3,7 @@ deactivate and reactivate; who sends a request (its principal: a user's token, o
 the one check that a person named in a write (assignee, author, mention) is an active user."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -23,7 +23,10 @@ from chalicelib.domain.users import (
     user_actor,
 )
 from chalicelib.observability import logger
+from chalicelib.services.paging import every
 from chalicelib.services.ports import Ports
+
+USER_PAGE = 200  # users a listing reads at a time
 
 
 def invite(ports: Ports, environment: str, *, email: str, name: str | None, role: Role) -> User:
@@ -116,13 +119,12 @@ def _hand_on_exceptions(ports: Ports, environment: str, user: User) -> None:
 
 def active_admins(ports: Ports, environment: str) -> list[User]:
     """The environment's active admins (it has few users: every page of them is read)."""
-    admins: list[User] = []
-    cursor: str | None = None
-    while True:
-        page, cursor = ports.users.list_page(environment, 200, cursor)
-        admins += [u for u in page if _is_active_admin(u)]
-        if cursor is None:
-            return admins
+    return [u for u in every_user(ports, environment) if _is_active_admin(u)]
+
+
+def every_user(ports: Ports, environment: str) -> Iterator[User]:
+    """The environment's users, every page of them (an environment has few)."""
+    return every(lambda cursor: ports.users.list_page(environment, USER_PAGE, cursor))
 
 
 def _other_active_admins(ports: Ports, environment: str, user_id: int) -> list[User]:
