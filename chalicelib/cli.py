@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
 def _check_every_function_notes_changes(settings: Settings, stage: str | None, target: str) -> None:
     """`streams note-changes` is safe only where no function may change a record without noting it
     (docs/upgrades.md): on a stage, every deployed function of its app says RECON_NOTE_CHANGED_BLOCKS
-    "true" (a release before it says "false", one before that nothing); elsewhere the local stack's
-    settings, or the operator's own RECON_NOTE_CHANGED_BLOCKS given for a table named by RECON_*."""
+    "true" (a release before it says "false", one before that nothing); elsewhere a local stack
+    started by a release that records the setting in its stack file, or the operator's own
+    RECON_NOTE_CHANGED_BLOCKS given for a table named by RECON_*."""
     if stage is not None:
         import boto3
 
@@ -176,7 +177,13 @@ def _check_every_function_notes_changes(settings: Settings, stage: str | None, t
             raise Conflict(f"the {target} has functions that may change records without noting their blocks "
                            f"({', '.join(not_noting) or 'none deployed'}: RECON_NOTE_CHANGED_BLOCKS is not \"true\"); "
                            "run this once a release that turns it on is deployed (docs/upgrades.md)")
-    elif running_stack(settings.data_dir) is None and "note_changed_blocks" not in settings.model_fields_set:
+    elif (stack := running_stack(settings.data_dir)) is not None:
+        # Code that records the setting in the stack file notes every marked stream's changes, on or off;
+        # this command's own setting would say nothing of the service that runs.
+        if stack.note_changed_blocks is None:
+            raise Conflict(f"the {target} was started by a release that may change records without noting "
+                           "their blocks; stop it and start it again with `make run`, then run this")
+    elif "note_changed_blocks" not in settings.model_fields_set:
         raise Conflict(f"the {target}'s functions cannot be checked: name the stage with --stage (or, for a table "
                        "named by RECON_* settings, say RECON_NOTE_CHANGED_BLOCKS=true once no function that "
                        "ignores it may run)")

@@ -58,6 +58,9 @@ class StackInfo:
     scheduler_role_arn: str = ""
     user_pool_id: str = ""  # people sign in here (the embedded AWS's Cognito)
     user_pool_client_id: str = ""
+    # The service's settings.note_changed_blocks. None: started by a release from before it was recorded
+    # here, which may change the records of a stream being noted without noting them (cli's note-changes).
+    note_changed_blocks: bool | None = None
 
     def settings(self, base: Settings) -> Settings:
         return base.model_copy(update={
@@ -73,6 +76,7 @@ class StackInfo:
             "webhook_event_queue_name": self.webhook_event_queue_name,
             "webhook_delivery_queue_name": self.webhook_delivery_queue_name,
             "user_pool_id": self.user_pool_id or None, "user_pool_client_id": self.user_pool_client_id or None,
+            **({} if self.note_changed_blocks is None else {"note_changed_blocks": self.note_changed_blocks}),
         })
 
 
@@ -146,6 +150,7 @@ class LocalStack:
             webhook_event_queue_name=outputs["WebhookEventQueueName"],
             webhook_delivery_queue_name=outputs["WebhookDeliveryQueueName"],
             user_pool_id=outputs["UserPoolId"], user_pool_client_id=outputs["UserPoolClientId"],
+            note_changed_blocks=settings.note_changed_blocks,
             # No role is made locally (nothing enforces IAM there), so the template has no ARN to
             # give: this one names the role the Scheduler would assume, and the Scheduler keeps it.
             scheduler_role_arn=outputs.get("SchedulerRoleArn")

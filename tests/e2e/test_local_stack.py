@@ -105,6 +105,22 @@ def test_cli_keys_create_list_revoke_against_the_running_stack(stack):
     assert stack.request("GET", "/data_streams", key=secret).status_code == 401
 
 
+def test_note_changes_runs_against_the_running_stack_which_records_that_it_notes(stack):
+    # The stack file says what the running service notes, whatever the command's own environment says
+    assert stack.stack_info()["note_changed_blocks"] is True
+    environment = unique("env")
+    created = stack.cli("keys", "create", "--environment", environment)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip().splitlines()[-1]
+    key = unique("noted")
+    assert stack.request("POST", "/data_streams", {"key": key, "name": "Noted"}, key=secret).status_code == 201
+
+    # A stream this release made is noted from its creation: nothing to mark, no wait
+    noted = stack.cli("streams", "note-changes", "--environment", environment)
+    assert noted.returncode == 0, noted.stderr
+    assert "marked" not in noted.stdout
+
+
 def test_the_printed_admin_sign_in_gets_a_token_of_the_local_pool(stack):
     """What `make run` prints: the admin's email and password, and the CLI that signs them in at the
     embedded Cognito; the token verifies against the keys that pool serves over HTTP."""

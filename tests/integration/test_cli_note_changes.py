@@ -109,3 +109,32 @@ def test_a_stream_that_fails_is_named_and_the_command_says_so_in_its_exit_status
     printed = capsys.readouterr().out
     assert "1 failed (acme/bank: failed (OSError: the object is gone))" in printed
     assert "noted the changes of 1 data stream(s)" in printed  # the ledger's, after the bank's failure
+
+
+@pytest.mark.parametrize("recorded, refused", [(None, True), (True, False), (False, False)])
+def test_beside_a_local_stack_its_own_record_of_the_setting_decides(tmp_path, monkeypatch, recorded, refused):
+    """The command's own RECON_NOTE_CHANGED_BLOCKS says nothing of a running local service: its stack file
+    does. One written by a release from before the record (no such field) may not note; any later one does."""
+    import json
+    import os
+    from dataclasses import asdict
+
+    from chalicelib.cli import _check_every_function_notes_changes
+    from chalicelib.domain.errors import Conflict
+    from chalicelib.local.stack import STACK_FILE, StackInfo
+    from chalicelib.settings import Settings
+
+    info = asdict(StackInfo(pid=os.getpid(), dynamodb_endpoint="http://127.0.0.1:1", aws_endpoint="http://127.0.0.1:2",
+                            table_name="t", bucket_name="b", bulk_queue_name="q", note_changed_blocks=recorded))
+    if recorded is None:
+        del info["note_changed_blocks"]  # as such a release wrote it
+    (tmp_path / STACK_FILE).write_text(json.dumps(info))
+    monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", "true")  # the command's own word: not the service's
+    settings = Settings()
+
+    if refused:
+        with pytest.raises(Conflict, match="started by a release that may change records without noting"):
+            _check_every_function_notes_changes(settings, None, "local stack")
+    else:
+        _check_every_function_notes_changes(settings, None, "local stack")
