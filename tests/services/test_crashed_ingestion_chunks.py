@@ -198,6 +198,99 @@ def test_a_file_import_chunk_retried_by_a_new_task_writes_only_its_missing_recor
     assert len(stored(ports)) == CSV_ROWS == ports.data_streams.get(ENV, "bank").records_count
 
 
+class CountsPuts:
+    """A records port that keeps the ids each way of writing was asked for."""
+
+    def __init__(self, records) -> None:
+        self.records, self.whole, self.absent = records, [], []
+
+    def __getattr__(self, name):
+        return getattr(self.records, name)
+
+    def put_many(self, records):
+        records = list(records)
+        self.whole += [r.id for r in records]
+        return self.records.put_many(records)
+
+    def put_absent(self, records):
+        records = list(records)
+        self.absent += [r.id for r in records]
+        return self.records.put_absent(records)
+
+
+def test_a_task_at_its_budget_hands_the_chunks_it_marked_ahead_to_the_next_which_writes_them_whole(ports,
+                                                                                                  reconciliation):
+    # Given a file import of four chunks written one chunk a task (each task's budget ends after one)
+    job = file_import(ports, rows=4 * FILE_CHUNK_ROWS)
+    counted = CountsPuts(ports.records)
+    tasks = 0
+    while files.write_chunks(replace(ports, records=counted), ENV, job.id, budget=timedelta(0)) == "chunk":
+        tasks += 1
+        # each task leaves the chunks it marked begun ahead, and never began, to the next
+        assert ports.ingestion_jobs.get(ENV, job.id).chunks_handed_over
+    files.finish(ports, ENV, job.id)
+
+    # Then every chunk was written whole: none was taken as begun before (a record put where none is)
+    assert tasks == 3
+    assert counted.absent == [] and sorted(counted.whole) == [job.record_id(i) for i in range(4 * FILE_CHUNK_ROWS)]
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert (done.status, done.successful_items, done.chunks_begun_again) == (
+        JobStatus.COMPLETED, 4 * FILE_CHUNK_ROWS, frozenset())
+    assert len(stored(ports)) == 4 * FILE_CHUNK_ROWS == ports.data_streams.get(ENV, "bank").records_count
+
+
+class DiesPuttingAbsent(DiesWriting):
+    """`DiesWriting` whose first put where no record is writes its first `keep` records, then dies."""
+
+    def put_absent(self, records):
+        records = list(records)
+        self.records.put_absent(records[:self.keep])
+        raise Died("put_absent")
+
+
+class ReadBeforeTheHandOver:
+    """An ingestion jobs port that shows the job as an execution read it before any hand-over."""
+
+    def __init__(self, jobs) -> None:
+        self.jobs = jobs
+
+    def __getattr__(self, name):
+        return getattr(self.jobs, name)
+
+    def get(self, environment, job_id):
+        return replace(self.jobs.get(environment, job_id), chunks_handed_over=frozenset())
+
+
+def test_a_handed_over_chunk_another_execution_began_meanwhile_is_written_where_no_record_is(ports, reconciliation):
+    # Given a task that stopped at its budget and handed over chunk 1,
+    job = file_import(ports, rows=3 * FILE_CHUNK_ROWS)
+    assert files.write_chunks(ports, ENV, job.id, budget=timedelta(0)) == "chunk"
+    assert 1 in ports.ingestion_jobs.get(ENV, job.id).chunks_handed_over
+    # which a second execution that read the job before (a duplicate delivery) then began and wrote in part,
+    duplicate = replace(ports, ingestion_jobs=ReadBeforeTheHandOver(ports.ingestion_jobs),
+                        records=DiesPuttingAbsent(ports.records, keep=KEPT))
+    with pytest.raises(Died):
+        files.write_chunks(duplicate, ENV, job.id, budget=WHOLE_FILE)
+    assert ports.ingestion_jobs.get(ENV, job.id).chunks_begun_again == {1, 2}  # 2 claimed while 1 was written
+    # and a run claimed one of those records
+    claimed = job.record_id(FILE_CHUNK_ROWS + 5)
+    assert ports.claims.claim_record(ENV, claimed, reconciliation.id, 77, frozenset({reconciliation.id}))
+
+    # When the next task reaches it
+    counted = CountsPuts(ports.records)
+    assert files.write_chunks(replace(ports, records=counted), ENV, job.id, budget=WHOLE_FILE) == "finish"
+    files.finish(ports, ENV, job.id)
+
+    # Then it took neither as never begun: their records went only where none was, and the claimed one stands
+    chunks_1_and_2 = [job.record_id(i) for i in range(FILE_CHUNK_ROWS, 3 * FILE_CHUNK_ROWS)]
+    assert sorted(counted.absent) == chunks_1_and_2[KEPT:] and counted.whole == []
+    row = ports.records.store.row(ENV, claimed)
+    assert row.match_ids == {reconciliation.id: 77} and row.record.status is RecordStatus.RECONCILED
+    done = ports.ingestion_jobs.get(ENV, job.id)
+    assert (done.status, done.successful_items) == (JobStatus.COMPLETED, 3 * FILE_CHUNK_ROWS)
+    assert len(stored(ports)) == 3 * FILE_CHUNK_ROWS == ports.data_streams.get(ENV, "bank").records_count
+
+
 def test_a_failed_file_import_whose_files_are_gone_owns_what_its_unfinished_chunk_wrote(ports, reconciliation):
     job = file_import(ports)
     with pytest.raises(Died):
