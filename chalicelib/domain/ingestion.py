@@ -218,10 +218,6 @@ class IngestionJob:
     # execution of the job beside the first): a chunk in it may have records another execution
     # wrote, which a run may have claimed since, so none of its writers puts a record over one.
     chunks_begun_again: frozenset[int] = frozenset()
-    # Chunks an execution alone had marked begun (ahead of the ones it wrote) and left unbegun when its
-    # task's budget ended: nothing of them is written, so the next execution to reach one takes it as
-    # never begun (once: the take removes it), unless another began it again meanwhile.
-    chunks_handed_over: frozenset[int] = frozenset()
     created_per_stream: dict[str, int] = field(default_factory=dict)
     counts_rolled_up: bool = False
     # Files only: where the upload lands, the stream it feeds, how to read it, and how many

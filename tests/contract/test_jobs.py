@@ -216,27 +216,6 @@ class TestIngestionJobRepository:
         # The second reads what the chunks in flight may have written.
         assert all(jobs.begin_chunk(jobs.get(ENV, 1), n) is True for n in range(1, CHUNKS_IN_FLIGHT + 1))
 
-    def test_chunks_handed_over_are_taken_once_and_never_once_begun_again(self, jobs):
-        processing(jobs, total_items=1000)
-        assert jobs.begin_chunk(jobs.get(ENV, 1), 0, through=2) is False
-        # Handed over only while the highest chunk begun is the highest of them
-        assert jobs.hand_over_chunks(jobs.get(ENV, 1), frozenset({1})) is False
-        assert jobs.hand_over_chunks(jobs.get(ENV, 1), frozenset({1, 2})) is True
-        assert jobs.get(ENV, 1).chunks_handed_over == {1, 2}
-        # Each is taken by one execution alone; one begun again meanwhile by none
-        assert jobs.take_handed_over(jobs.get(ENV, 1), 1) is True
-        assert jobs.take_handed_over(jobs.get(ENV, 1), 1) is False
-        assert jobs.begin_chunk(jobs.get(ENV, 1), 2) is True
-        assert jobs.take_handed_over(jobs.get(ENV, 1), 2) is False
-        assert jobs.take_handed_over(jobs.get(ENV, 1), 3) is False  # never handed over
-        stored = jobs.get(ENV, 1)
-        assert (stored.chunks_handed_over, stored.chunks_begun_again, stored.chunks_begun) == ({2}, {2}, 2)
-        # A later hand-over adds to what is left
-        assert jobs.save_chunk_and_begin_ahead(stored, ChunkOutcome(1, (ok(250),), {"bank": 1}))[1] is True
-        assert jobs.hand_over_chunks(jobs.get(ENV, 1), frozenset({3})) is True
-        assert jobs.get(ENV, 1).chunks_handed_over == {2, 3}
-        assert jobs.hand_over_chunks(job(7), frozenset({0})) is False and jobs.find(ENV, 7) is None
-
     def test_the_end_of_a_job_counts_the_records_it_finds_of_a_chunk_a_late_execution_stored(self, jobs):
         processing(jobs)
         jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})

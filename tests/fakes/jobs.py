@@ -170,20 +170,6 @@ class FakeIngestionJobRepository:
         row = self.rows.get((environment, job_id))
         return None if row is None else row.job.chunks_begun_again
 
-    def hand_over_chunks(self, job: IngestionJob, chunks: frozenset[int]) -> bool:
-        row = self.rows.get((job.environment, job.id))
-        if row is None or row.job.chunks_begun != max(chunks):
-            return False
-        row.job = replace(row.job, chunks_handed_over=row.job.chunks_handed_over | chunks)
-        return True
-
-    def take_handed_over(self, job: IngestionJob, chunk: int) -> bool:
-        row = self.rows.get((job.environment, job.id))
-        if row is None or chunk not in row.job.chunks_handed_over or chunk in row.job.chunks_begun_again:
-            return False
-        row.job = replace(row.job, chunks_handed_over=row.job.chunks_handed_over - {chunk})
-        return True
-
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 

@@ -694,25 +694,3 @@ def test_a_streams_noting_marks_and_the_records_changed_since_their_import(engin
     assert streams.finish_noting_changes(env, "bank", began, [0])
     assert streams.changed_since_import(env, "bank") == {0, 1}
     assert streams.begin_noting_changes(env, "bank", utc_now()) is None
-
-
-def test_chunks_handed_over_are_taken_once_over_the_wire(engine):
-    """The hand-over's set and its take (`contains` of a number set, a missing one included, and
-    DELETE from it) as the local DynamoDB and moto answer them."""
-    from types import SimpleNamespace
-
-    from chalicelib.adapters.dynamodb.jobs import IngestionJobRepository
-
-    table, _ = engine
-    job = SimpleNamespace(environment="wire-hand-over", id=1)
-    table.put({**keys.ingestion_job(job.environment, job.id), "chunks_begun": 3})
-    jobs = IngestionJobRepository(table)
-
-    assert jobs.hand_over_chunks(job, frozenset({1, 2})) is False  # 3 is the highest begun
-    assert jobs.hand_over_chunks(job, frozenset({2, 3})) is True
-    assert jobs.take_handed_over(job, 2) is True  # no chunk begun again: the set is missing
-    assert jobs.take_handed_over(job, 2) is False
-    table.update(keys.ingestion_job(job.environment, job.id), "ADD chunks_begun_again :c", values={":c": {3}})
-    assert jobs.take_handed_over(job, 3) is False
-    item = table.get(keys.ingestion_job(job.environment, job.id))
-    assert {int(n) for n in item["chunks_handed_over"]} == {3}

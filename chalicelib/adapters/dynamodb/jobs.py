@@ -214,30 +214,6 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         found = self._table.get_many([keys.ingestion_job(environment, job_id)], projection=("pk", "chunks_begun_again"))
         return frozenset(int(n) for n in found[0].get("chunks_begun_again") or ()) if found else None
 
-    def hand_over_chunks(self, job: IngestionJob, chunks: frozenset[int]) -> bool:
-        """Leave chunks this execution alone marked begun, and never began, to the next execution
-        (`take_handed_over`); only while the highest chunk begun is still the highest of them (no one
-        marked further meanwhile). Whether they were handed over: if not, they read as begun before."""
-        try:
-            self._table.update(keys.ingestion_job(job.environment, job.id), "ADD chunks_handed_over :chunks",
-                               condition="chunks_begun = :through",
-                               values={":chunks": set(chunks), ":through": max(chunks)})
-            return True
-        except ConditionFailed:
-            return False
-
-    def take_handed_over(self, job: IngestionJob, chunk: int) -> bool:
-        """Take a handed-over chunk as never begun: one execution alone does (the take removes it),
-        and none once another began it again (it is in `chunks_begun_again`)."""
-        try:
-            self._table.update(keys.ingestion_job(job.environment, job.id), "DELETE chunks_handed_over :chunks",
-                               condition="contains(chunks_handed_over, :chunk) AND "
-                                         "NOT contains(chunks_begun_again, :chunk)",
-                               values={":chunks": {chunk}, ":chunk": chunk})
-            return True
-        except ConditionFailed:
-            return False
-
     def save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool = False) -> IngestionJob:
         return self._save_chunk(job, outcome, unprocessed, begin_ahead=False)[0]
 
@@ -519,7 +495,6 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             first_record_id=item.get("first_record_id"), done_chunks=frozenset(item.get("done_chunks") or ()),
             chunks_begun=item.get("chunks_begun"),
             chunks_begun_again=frozenset(int(n) for n in item.get("chunks_begun_again") or ()),
-            chunks_handed_over=frozenset(int(n) for n in item.get("chunks_handed_over") or ()),
             created_per_stream=dict(item.get("created_per_stream") or {}),
             counts_rolled_up=bool(item.get("counts_rolled_up")), file_key=item.get("file_key"),
             data_stream_key=item.get("data_stream_key"), options=item.get("options") or {},

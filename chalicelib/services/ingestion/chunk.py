@@ -224,8 +224,7 @@ class ChunkPipeline:
     def __init__(self, ports: Ports, job: IngestionJob, leases: WriterLeases) -> None:
         self._ports, self.job, self._leases = ports, job, leases
         self._writing: tuple[ClaimedChunk, Future[None]] | None = None
-        self._fresh: set[int] = set()  # chunks this execution alone marked begun (or took, handed over)
-        self._reached = -1  # the last chunk this execution began
+        self._fresh: set[int] = set()  # chunks this execution's own saves marked begun
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunk-writes")
 
     def __enter__(self) -> ChunkPipeline:
@@ -259,28 +258,13 @@ class ChunkPipeline:
     def _begin(self, index: int) -> bool:
         """Mark a chunk begun before anything of it is written, unless this execution's own save
         did; whether an execution may have begun it before. The first chunk an execution reaches
-        marks the next ones in flight too, so a job's chunks cost one begin mark in all. A chunk the
-        task before handed over (`hand_over`) is taken as never begun."""
-        self._reached = index
+        marks the next ones in flight too, so a job's chunks cost one begin mark in all."""
         if index in self._fresh:
             return False
-        jobs = self._ports.ingestion_jobs
-        if index in self.job.chunks_handed_over and jobs.take_handed_over(self.job, index):
-            self._fresh.add(index)
-            return False
-        retried = jobs.begin_chunk(self.job, index, through=index + CHUNKS_IN_FLIGHT - 1)
+        retried = self._ports.ingestion_jobs.begin_chunk(self.job, index, through=index + CHUNKS_IN_FLIGHT - 1)
         if not retried:
-            self._fresh.update(range(index, index + CHUNKS_IN_FLIGHT))
+            self._fresh.update(range(index + 1, index + CHUNKS_IN_FLIGHT))
         return retried
-
-    def hand_over(self) -> IngestionJob:
-        """`flush`, then leave the chunks this execution marked begun and did not begin to the next
-        execution (a file import's task at its budget), which then writes them as never begun: else
-        it would find them begun and put each record conditionally (bench/RESULTS.md, issue 30)."""
-        job = self.flush()
-        if unbegun := frozenset(n for n in self._fresh if n > self._reached):
-            self._ports.ingestion_jobs.hand_over_chunks(job, unbegun)
-        return job
 
     def flush_last(self) -> IngestionJob:
         """`flush` once the last chunk is claimed: the writer leases go back first (a chunk's writes

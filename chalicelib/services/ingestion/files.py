@@ -183,7 +183,7 @@ def write_chunks(ports: Ports, environment: str, job_id: int, budget: timedelta 
             if number in chunks.job.done_chunks:
                 continue
             if ports.stopping() or (written and time.monotonic() > deadline):
-                chunks.hand_over()
+                chunks.flush()
                 return "chunk"  # at least one chunk per task, then hand over to the next task (or the next start)
             if chunks.job.writes_no_more:  # ended (the sweeper), being ended or cancelled meanwhile
                 return _step_after(end_meanwhile(ports, chunks.flush()))
