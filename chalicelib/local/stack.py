@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from chalicelib.adapters.aws import AwsClients
@@ -80,12 +80,17 @@ class StackInfo:
         })
 
 
+_STACK_FIELDS = {f.name for f in fields(StackInfo)}
+
+
 def running_stack(data_dir: Path) -> StackInfo | None:
     """The stack serving `data_dir`, if one is running."""
     path = data_dir / STACK_FILE
     if not path.exists():
         return None
-    info = StackInfo(**json.loads(path.read_text()))
+    written = json.loads(path.read_text())
+    # A later version's stack may write fields this one does not know: what it shares is enough here.
+    info = StackInfo(**{name: value for name, value in written.items() if name in _STACK_FIELDS})
     return info if processes.pid_alive(info.pid) else None
 
 

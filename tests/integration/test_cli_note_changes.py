@@ -128,6 +128,7 @@ def test_beside_a_local_stack_its_own_record_of_the_setting_decides(tmp_path, mo
                             table_name="t", bucket_name="b", bulk_queue_name="q", note_changed_blocks=recorded))
     if recorded is None:
         del info["note_changed_blocks"]  # as such a release wrote it
+    info["written_by_a_later_release"] = "a field this one does not know"  # read past, not refused
     (tmp_path / STACK_FILE).write_text(json.dumps(info))
     monkeypatch.setenv("RECON_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("RECON_NOTE_CHANGED_BLOCKS", "true")  # the command's own word: not the service's
