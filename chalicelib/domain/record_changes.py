@@ -28,6 +28,11 @@ def change_blocks(record_ids: Iterable[int]) -> set[int]:
     return {change_block(record_id) for record_id in record_ids}
 
 
+def blocks_between(first_id: int, last_id: int) -> range:
+    """The blocks ids first to last (both in) fall in."""
+    return range(change_block(first_id), change_block(last_id) + 1)
+
+
 def ids_by_stream(records: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     """(stream key, record id) pairs as the ids of each stream, as changes are noted."""
     grouped: dict[str, list[int]] = {}
@@ -65,7 +70,7 @@ class ReadPlan:
 def plan_reads(imports: Iterable[ImportSpan], changed: Collection[int]) -> ReadPlan:
     pieces: list[tuple[int, int, str, int]] = []  # first id, last id, where it is read from, job
     for span in imports:
-        for block in range(change_block(span.first_id), change_block(span.last_id) + 1):
+        for block in blocks_between(span.first_id, span.last_id):
             first = max(span.first_id, block * CHANGE_BLOCK_IDS)
             last = min(span.last_id, (block + 1) * CHANGE_BLOCK_IDS - 1)
             if span.held is Held.WRITING:

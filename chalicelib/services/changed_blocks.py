@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.ingestion import IngestionJob
-from chalicelib.domain.record_changes import Held, change_block, change_blocks, outside_spans
+from chalicelib.domain.record_changes import Held, blocks_between, change_blocks, outside_spans
 from chalicelib.observability import logger
 from chalicelib.services.data_streams import live_stream_keys
 from chalicelib.services.imported_records import import_spans, imports_held
@@ -118,7 +118,7 @@ def changed_blocks(ports: Ports, environment: str, stream_key: str) -> set[int] 
         if rows is not None:
             mirrored |= row_ids(rows)
         elif (ids := job.record_ids) is not None:  # not in the mirror: no run reads it from there anyway
-            blocks.update(range(change_block(ids.start), change_block(ids.stop - 1) + 1))
+            blocks.update(blocks_between(ids.start, ids.stop - 1))
     return blocks | change_blocks(every ^ mirrored)
 
 
