@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ STAGING = "staging"
 TOMBSTONES = "deleted"
 ROWS_INDEX = "rows"
 INDEX_WHOLE = "_whole"  # in the index: every published import's marker is in it
+ROLLUPS = "rollup"  # in the index: markers rolled up into one object
+ROLL_UP_AFTER = 500  # loose markers in the index before a count rolls them up (a page of a listing holds 1,000)
+LISTING_ATTEMPTS = 5  # a count that finds its roll-up replaced under it lists again
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
            "amount": "Int64", "currency": "Utf8", "decimal_places": "Int32", "direction": "Utf8",
            "description": "Utf8", "external_id": "Utf8", "file_import_id": "Int64", "metadata": "Utf8",
@@ -69,6 +73,10 @@ def index_marker_key(environment: str, stream_key: str, job_id: int, rows: int) 
     return f"{rows_index(environment, stream_key)}import={job_id}/_rows={rows}"
 
 
+def rollups(environment: str, stream_key: str) -> str:
+    return f"{rows_index(environment, stream_key)}{ROLLUPS}/"
+
+
 def tombstones(environment: str, stream_key: str) -> str:
     return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"
 
@@ -80,6 +88,7 @@ def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int
 ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
 TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
+ROLLUP = re.compile(rf"/{ROWS_INDEX}/{ROLLUPS}/g=(\d+)-[0-9a-f]+\.json$")
 # A published import's parts in one object, written with its row marker (see summarize).
 COMPACT = "compact.parquet"
 # Its row groups: a reader of a range of ids (an export's page of 20,000) decodes only the groups
@@ -161,8 +170,9 @@ class AnalyticsMirror:
 
     def count_records(self, environment: str, stream_key: str) -> int:
         """The stream's records in the mirror: rows of its published imports, less the tombstones
-        of those imports (a tombstone of an import never published counts nothing)."""
-        listed = self._markers(environment, stream_key)
+        of those imports (a tombstone of an import never published counts nothing). Rolls the
+        index's markers up when there are enough of them (see the module docstring)."""
+        listed = self._markers(environment, stream_key, roll_up=True)
         return sum(count - len(listed.dead.get(job, ())) for job, count in listed.rows.items())
 
     def published_imports(self, environment: str, stream_key: str) -> dict[int, int]:
@@ -171,14 +181,50 @@ class AnalyticsMirror:
         is missing from the mirror. (The index is not checked against the imports here: `reindex`.)"""
         return self._markers(environment, stream_key).rows
 
-    def _markers(self, environment: str, stream_key: str) -> _Listing:
-        """The stream's row markers and tombstones, from its index of row markers; from a full
-        listing, made the index's content, when the index is not whole."""
+    def _markers(self, environment: str, stream_key: str, roll_up: bool = False) -> _Listing:
+        """The stream's row markers and tombstones, from its index of row markers (loose, and rolled
+        up; rolled up anew when `roll_up` and the loose ones are enough); from a full listing, made
+        the index's content, when the index is not whole."""
         index = rows_index(environment, stream_key)
-        keys = self._keys(index)
-        if f"{index}{INDEX_WHOLE}" not in keys:
-            return self._reindexed(environment, stream_key)
-        return self._parsed(keys + self._keys(tombstones(environment, stream_key)))
+        for _ in range(LISTING_ATTEMPTS):
+            keys = self._keys(index)
+            if f"{index}{INDEX_WHOLE}" not in keys:
+                return self._reindexed(environment, stream_key)
+            rolled = self._rolled_up(keys)
+            if rolled is None:
+                continue  # a roll-up replaced under this read: the listing now holds what replaced it
+            listed = self._parsed(keys + self._keys(tombstones(environment, stream_key)))
+            for job_id, rows in rolled.items():
+                listed.markers.setdefault(job_id, set()).add(rows)
+            loose = [key for key in keys if ROWS_MARKER.search(key)]
+            if roll_up and len(loose) >= ROLL_UP_AFTER:
+                self._roll_up(environment, stream_key, listed.rows, loose + [key for key in keys if ROLLUP.search(key)])
+            return listed
+        raise RuntimeError(f"the analytics mirror's index of stream {stream_key!r} changed under each of "
+                           f"{LISTING_ATTEMPTS} reads: its roll-ups were replaced every time")
+
+    def _rolled_up(self, keys: list[str]) -> dict[int, int] | None:
+        """The imports and rows of the roll-ups among these keys (one, but while the roll-ups of
+        counts that met are not merged yet); None when one of them is gone since it was listed."""
+        rows: dict[int, int] = {}
+        for key in (key for key in keys if ROLLUP.search(key)):
+            try:
+                body = json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
+            except self._s3.exceptions.NoSuchKey:
+                return None
+            for job_id, count in body["imports"].items():
+                rows[int(job_id)] = max(rows.get(int(job_id), 0), int(count))
+        return rows
+
+    def _roll_up(self, environment: str, stream_key: str, rows: dict[int, int], covered: list[str]) -> None:
+        """Write these imports' rows as one roll-up, then delete the markers and roll-ups it covers
+        (in that order: a reader finds each import in one or the other)."""
+        generation = max((int(found[1]) for key in covered if (found := ROLLUP.search(key))), default=0) + 1
+        body = json.dumps({"imports": {str(job_id): count for job_id, count in sorted(rows.items())}},
+                          separators=(",", ":"))
+        self._s3.put_object(Bucket=self._bucket, Body=body.encode(),
+                            Key=f"{rollups(environment, stream_key)}g={generation:08d}-{uuid.uuid4().hex[:12]}.json")
+        self._delete(sorted(covered))
 
     def reindex(self, environment: str, stream_key: str) -> dict[int, int]:
         """Make the stream's index of row markers agree with its imports' own markers (a full
@@ -190,9 +236,14 @@ class AnalyticsMirror:
     def _reindexed(self, environment: str, stream_key: str) -> _Listing:
         index_keys, own_keys = self._split_listing(environment, stream_key)
         listed = self._parsed(own_keys)
-        held = {index_marker_key(environment, stream_key, job_id, rows)
-                for job_id, counts in listed.markers.items() for rows in counts}
         indexed = {key for key in index_keys if ROWS_MARKER.search(key)}
+        rolled_up = [key for key in index_keys if ROLLUP.search(key)]
+        if rolled_up or len(listed.rows) >= ROLL_UP_AFTER:  # what it holds as one roll-up, in place of the old
+            self._roll_up(environment, stream_key, listed.rows, rolled_up)
+            held: set[str] = set()
+        else:
+            held = {index_marker_key(environment, stream_key, job_id, rows)
+                    for job_id, counts in listed.markers.items() for rows in counts}
         for key in sorted(held - indexed):
             self._put_empty(key)
         self._delete(sorted(indexed - held))
@@ -284,6 +335,23 @@ class AnalyticsMirror:
             keys += self._keys(f"{tombstones(environment, stream_key)}import={job_id}/")
             keys += self._keys(f"{rows_index(environment, stream_key)}import={job_id}/")
         self._delete(keys)
+        for stream_key in stream_keys:
+            self._forget_rolled_up(environment, stream_key, job_id)
+
+    def _forget_rolled_up(self, environment: str, stream_key: str, job_id: int) -> None:
+        """The stream's roll-ups without the import, should one hold it. (A count that read the
+        import's loose marker before it was forgotten may roll it up again: `reindex` mends that,
+        as the mirror repair does after it writes imports again.)"""
+        for _ in range(LISTING_ATTEMPTS):
+            keys = self._keys(rollups(environment, stream_key))
+            rolled = self._rolled_up(keys)
+            if rolled is None:
+                continue
+            if job_id in rolled:
+                self._roll_up(environment, stream_key, {j: n for j, n in rolled.items() if j != job_id}, keys)
+            return
+        raise RuntimeError(f"the analytics mirror's roll-ups of stream {stream_key!r} changed under each of "
+                           f"{LISTING_ATTEMPTS} reads")
 
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Remove everything of a deleted stream, staged or published, so that a new stream

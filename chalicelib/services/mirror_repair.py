@@ -66,6 +66,7 @@ def repair_mirror(ports: Ports, environment: str | None = None, everything: bool
                     done.add(job.id)
                     touched.update(key for key, created in job.created_per_stream.items() if created)
         for stream_key in sorted(touched):
+            ports.mirror.reindex(env, stream_key)  # a count that rolled up an import as it was forgotten
             recount_records(ports, env, stream_key)
             repair.streams_recounted += 1
     return repair

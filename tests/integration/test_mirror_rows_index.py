@@ -3,10 +3,13 @@ parts; a stream published before the index existed is listed in full once and it
 the mirror repair makes the index agree with the imports' own markers before it trusts it."""
 from __future__ import annotations
 
+import json
+
 import boto3
 import pytest
 from moto import mock_aws
 
+from chalicelib.adapters import mirror as mirror_module
 from chalicelib.adapters.mirror import AnalyticsMirror, import_prefix, index_marker_key, rows_index
 from chalicelib.domain.records import Direction, Record, RecordStatus
 from chalicelib.services.mirror_repair import repair_mirror
@@ -152,3 +155,181 @@ def test_the_repair_rewrites_an_import_whose_own_marker_is_lost_though_the_index
     assert repair.imports_rewritten == [("acme", lost)]
     assert own[0] in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="mirror/")["Contents"]]
     assert services.ports.mirror.count_records("acme", "bank") == 3
+
+
+# Roll-ups: the index's loose markers, once there are ROLL_UP_AFTER of them, written as one object by a count.
+
+def rollup_keys(s3) -> list[str]:
+    return [key for key in keys(s3, rows_index(ENV, "bank")) if "/rollup/" in key]
+
+
+@pytest.fixture
+def few(monkeypatch):
+    """Roll-ups after three loose markers, not 500."""
+    monkeypatch.setattr(mirror_module, "ROLL_UP_AFTER", 3)
+
+
+def test_a_count_over_enough_loose_markers_rolls_them_up_and_the_next_reads_one_object(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 3):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + job_id))  # 1 and 2 records
+    assert mirror.count_records(ENV, "bank") == 3  # the index made whole: two loose markers
+    imported(mirror, 3, range(30, 33))
+    mirror.tombstone(ENV, "bank", 3, 31)
+    assert rollup_keys(s3) == []
+
+    assert mirror.count_records(ENV, "bank") == 5  # three loose markers: rolled up
+    index = rows_index(ENV, "bank")
+    [rollup] = rollup_keys(s3)
+    assert rollup.startswith(f"{index}rollup/g=00000001-")
+    assert keys(s3, index) == [f"{index}_whole", rollup]
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key=rollup)["Body"].read()) == {"imports": {"1": 1, "2": 2, "3": 3}}
+
+    # Then a count lists the index's two keys and the tombstone, and reads the one roll-up
+    counts, gets = listed_keys(s3), got_keys(s3)
+    assert mirror.count_records(ENV, "bank") == 5
+    assert mirror.published_imports(ENV, "bank") == {1: 1, 2: 2, 3: 3}
+    assert counts == [2, 1, 2, 1] and gets == [rollup, rollup]
+    # and the imports' own markers stay where they are (the repair's view)
+    assert mirror.reindex(ENV, "bank") == {1: 1, 2: 2, 3: 3}
+
+
+def got_keys(s3) -> list[str]:
+    """The keys of each GetObject the client sends from now on."""
+    got: list[str] = []
+    s3.meta.events.register("before-parameter-build.s3.GetObject", lambda params, **_: got.append(params["Key"]))
+    return got
+
+
+def test_imports_after_a_roll_up_count_beside_it_and_the_next_roll_up_takes_its_place(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
+    assert mirror.count_records(ENV, "bank") == 6  # made whole, rolled up at once
+    [first] = rollup_keys(s3)
+
+    imported(mirror, 4, range(40, 41))
+    imported(mirror, 5, range(50, 53))
+    assert mirror.count_records(ENV, "bank") == 10  # two loose markers and the roll-up
+    imported(mirror, 6, range(60, 61))
+    assert mirror.count_records(ENV, "bank") == 11  # three: rolled up with the first roll-up
+
+    [second] = rollup_keys(s3)
+    assert second != first and "/rollup/g=00000002-" in second
+    assert keys(s3, rows_index(ENV, "bank")) == [f"{rows_index(ENV, 'bank')}_whole", second]
+    assert mirror.published_imports(ENV, "bank") == {1: 2, 2: 2, 3: 2, 4: 1, 5: 3, 6: 1}
+
+
+def test_the_largest_marker_stands_in_a_roll_up_too(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 3))
+    mirror.count_records(ENV, "bank")
+    mirror.count_records(ENV, "bank")  # rolled up
+    mirror.write_part(ENV, 1, 0, [record(10)])  # a retry that saw fewer parts
+    mirror.publish(ENV, 1, ["bank"])
+    mirror.summarize(ENV, 1, ["bank"])
+    assert mirror.published_imports(ENV, "bank")[1] == 3
+    assert mirror.count_records(ENV, "bank") == 9
+
+
+def test_an_import_forgotten_leaves_its_roll_up_and_counts_as_written_again(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 5))
+    mirror.count_records(ENV, "bank")
+    assert mirror.count_records(ENV, "bank") == 15  # rolled up
+    [rolled] = rollup_keys(s3)
+
+    mirror.forget_import(ENV, 2, ["bank"])
+    assert mirror.published_imports(ENV, "bank") == {1: 5, 3: 5}
+    [without] = rollup_keys(s3)
+    assert without != rolled
+    imported(mirror, 2, range(20, 22))  # written again from the table: fewer records now
+    assert mirror.published_imports(ENV, "bank") == {1: 5, 2: 2, 3: 5}
+    assert mirror.count_records(ENV, "bank") == 12
+
+
+def test_reindex_rewrites_the_roll_up_from_the_imports_own_markers(s3, few):
+    # Given a rolled-up index, then one import's own marker lost, and a loose entry for an import whose
+    # own marker is not there
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
+    mirror.count_records(ENV, "bank")
+    mirror.count_records(ENV, "bank")
+    s3.delete_object(Bucket=BUCKET, Key=f"{import_prefix(ENV, 'bank', 2)}_rows=2")
+    s3.put_object(Bucket=BUCKET, Key=index_marker_key(ENV, "bank", 9, 4), Body=b"")
+    assert mirror.published_imports(ENV, "bank") == {1: 2, 2: 2, 3: 2, 9: 4}  # the index alone is read
+
+    # When it is reindexed, one roll-up holds what the imports' own markers say, and nothing is loose
+    assert mirror.reindex(ENV, "bank") == {1: 2, 3: 2}
+    index = rows_index(ENV, "bank")
+    [rollup] = rollup_keys(s3)
+    assert keys(s3, index) == [f"{index}_whole", rollup] and "/rollup/g=00000002-" in rollup
+    assert mirror.published_imports(ENV, "bank") == {1: 2, 3: 2}
+    assert mirror.count_records(ENV, "bank") == 4
+
+
+def test_a_stream_of_many_imports_gets_a_roll_up_from_the_count_that_makes_its_index_whole(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 5):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 1))
+    for key in keys(s3, rows_index(ENV, "bank")):  # published before the index
+        s3.delete_object(Bucket=BUCKET, Key=key)
+    assert mirror.count_records(ENV, "bank") == 4
+    index = rows_index(ENV, "bank")
+    assert keys(s3, index) == [f"{index}_whole", *rollup_keys(s3)] and len(rollup_keys(s3)) == 1
+
+
+def test_a_count_whose_roll_up_is_replaced_under_it_lists_again(s3, few):
+    # Given a rolled-up stream with loose markers enough for another roll-up
+    mirror, other = AnalyticsMirror(s3, BUCKET), AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 7):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 1))
+        if job_id in (1, 4):
+            mirror.count_records(ENV, "bank")
+    assert mirror.count_records(ENV, "bank") == 6  # one roll-up (of 1-3 and 4) and two loose markers (5, 6)
+    imported(mirror, 7, range(70, 71))
+
+    # When another count rolls up (replacing the roll-up) just as this one is about to read it
+    replaced: list[str] = []
+
+    def roll_up_first(params, **_):
+        if "/rollup/" in params["Key"] and not replaced:
+            replaced.append(params["Key"])
+            assert other.count_records(ENV, "bank") == 7
+
+    s3.meta.events.register("before-parameter-build.s3.GetObject", roll_up_first)
+    # Then this one finds it gone, lists again and counts every import once
+    assert mirror.count_records(ENV, "bank") == 7
+    assert replaced and replaced[0] not in rollup_keys(s3)
+    assert mirror.published_imports(ENV, "bank") == {job_id: 1 for job_id in range(1, 8)}
+
+
+def test_roll_ups_written_by_counts_that_met_both_count_and_are_merged_by_the_next(s3, few):
+    mirror, other = AnalyticsMirror(s3, BUCKET), AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 3):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 1))
+    mirror.count_records(ENV, "bank")  # the index whole, two loose markers
+    imported(mirror, 3, range(30, 31))
+
+    # Two counts roll the same markers up at once: two roll-ups of the same generation
+    met: list[str] = []
+
+    def other_rolls_up_too(params, **_):
+        if "/rollup/" in params["Key"] and not met:
+            met.append(params["Key"])
+            assert other.count_records(ENV, "bank") == 3
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", other_rolls_up_too)
+    assert mirror.count_records(ENV, "bank") == 3
+    assert len(rollup_keys(s3)) == 2
+    assert mirror.count_records(ENV, "bank") == 3
+
+    for job_id in range(4, 7):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 1))
+    assert mirror.count_records(ENV, "bank") == 6
+    [merged] = rollup_keys(s3)
+    assert "/rollup/g=00000002-" in merged
+    assert mirror.published_imports(ENV, "bank") == {job_id: 1 for job_id in range(1, 7)}

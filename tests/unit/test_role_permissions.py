@@ -254,6 +254,16 @@ def test_the_check_refuses_a_role_given_one_index_more_or_one_prefix_less(stage)
     assert _allows(documents("RunsRole"), "s3:GetObject", f"{bucket}/runs/acme/1/open_a.parquet")
 
 
+def test_the_ingestion_role_deletes_of_the_mirror_a_streams_index_of_row_markers_alone(stage):
+    """The count at an import's end rolls the index up (mirror.count_records): the markers and roll-ups it
+    covers go; no part, marker or tombstone of an import itself."""
+    documents, stream = stage.documents("IngestionRole"), f"{stage.bucket}/mirror/environment=acme/data_stream=bank"
+    assert _allows(documents, D, f"{stream}/rows/import=7/_rows=1000")
+    assert _allows(documents, D, f"{stream}/rows/rollup/g=00000003-0123456789ab.json")
+    for key in ("import=7/_rows=1000", "import=7/part-000000.parquet", "deleted/import=7/record-9"):
+        assert not _allows(documents, D, f"{stream}/{key}"), key
+
+
 def _resource(stage, kind: str, name: str) -> str:
     return {"index": lambda: f"{stage.table}/index/{name}", "queue": lambda: stage.queue[name],
             "machine": lambda: stage.machine[name], "object": lambda: f"{stage.bucket}/{name}/acme/1/x.json"}[kind]()
