@@ -46,6 +46,7 @@ TOMBSTONES = "deleted"
 ROWS_INDEX = "rows"
 INDEX_WHOLE = "_whole"  # in the index: every published import's marker is in it
 ROLLUPS = "rollup"  # in the index: markers rolled up into one object
+MONEY_ROLLUPS = "money"  # beside the index: imports' money rolled up into one object
 ROLL_UP_AFTER = 500  # loose markers in the index before a count rolls them up (a page of a listing holds 1,000)
 LISTING_ATTEMPTS = 5  # a count that finds its roll-up replaced under it lists again
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
@@ -77,6 +78,10 @@ def rollups(environment: str, stream_key: str) -> str:
     return f"{rows_index(environment, stream_key)}{ROLLUPS}/"
 
 
+def money_rollups(environment: str, stream_key: str) -> str:
+    return f"{stream_prefix(environment, stream_key)}{MONEY_ROLLUPS}/"
+
+
 def tombstones(environment: str, stream_key: str) -> str:
     return f"{stream_prefix(environment, stream_key)}{TOMBSTONES}/"
 
@@ -88,7 +93,7 @@ def tombstone_key(environment: str, stream_key: str, job_id: int, record_id: int
 ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
 TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
-ROLLUP = re.compile(rf"/{ROWS_INDEX}/{ROLLUPS}/g=(\d+)-[0-9a-f]+\.json$")
+ROLLUP = re.compile(r"/g=(\d+)-[0-9a-f]+\.json$")  # a roll-up of the index's markers or of imports' money
 # A published import's parts in one object, written with its row marker (see summarize).
 COMPACT = "compact.parquet"
 # Its row groups: a reader of a range of ids (an export's page of 20,000) decodes only the groups
@@ -105,8 +110,6 @@ class _Listing:
     """A stream's mirror as its keys tell it, by import id."""
     markers: dict[int, set[int]] = field(default_factory=dict)  # published imports: the rows each marker names
     dead: dict[int, set[int]] = field(default_factory=dict)  # tombstoned record ids
-    parts: dict[int, list[str]] = field(default_factory=dict)  # Parquet part keys
-    money_caches: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)  # (rows, tombstones) -> key
 
     @cached_property
     def rows(self) -> dict[int, int]:
@@ -190,7 +193,7 @@ class AnalyticsMirror:
             keys = self._keys(index)
             if f"{index}{INDEX_WHOLE}" not in keys:
                 return self._reindexed(environment, stream_key)
-            rolled = self._rolled_up(keys)
+            rolled = self._rolled_up([key for key in keys if ROLLUP.search(key)])
             if rolled is None:
                 continue  # a roll-up replaced under this read: the listing now holds what replaced it
             listed = self._parsed(keys + self._keys(tombstones(environment, stream_key)))
@@ -198,32 +201,35 @@ class AnalyticsMirror:
                 listed.markers.setdefault(job_id, set()).add(rows)
             loose = [key for key in keys if ROWS_MARKER.search(key)]
             if roll_up and len(loose) >= ROLL_UP_AFTER:
-                self._roll_up(environment, stream_key, listed.rows, loose + [key for key in keys if ROLLUP.search(key)])
+                self._roll_up(rollups(environment, stream_key), listed.rows,
+                              loose + [key for key in keys if ROLLUP.search(key)])
             return listed
         raise RuntimeError(f"the analytics mirror's index of stream {stream_key!r} changed under each of "
                            f"{LISTING_ATTEMPTS} reads: its roll-ups were replaced every time")
 
-    def _rolled_up(self, keys: list[str]) -> dict[int, int] | None:
-        """The imports and rows of the roll-ups among these keys (one, but while the roll-ups of
-        counts that met are not merged yet); None when one of them is gone since it was listed."""
-        rows: dict[int, int] = {}
-        for key in (key for key in keys if ROLLUP.search(key)):
+    def _rolled_up(self, keys: list[str]) -> dict[int, Any] | None:
+        """The entries of these roll-ups by import id (one roll-up, but while those of counts that
+        met are not merged yet: of two entries of an import, the one naming more rows, as markers
+        go); None when one of them is gone since it was listed."""
+        entries: dict[int, Any] = {}
+        for key in keys:
             try:
                 body = json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
             except self._s3.exceptions.NoSuchKey:
                 return None
-            for job_id, count in body["imports"].items():
-                rows[int(job_id)] = max(rows.get(int(job_id), 0), int(count))
-        return rows
+            for job_id, entry in body["imports"].items():
+                if int(job_id) not in entries or _rows_of(entry) > _rows_of(entries[int(job_id)]):
+                    entries[int(job_id)] = entry
+        return entries
 
-    def _roll_up(self, environment: str, stream_key: str, rows: dict[int, int], covered: list[str]) -> None:
-        """Write these imports' rows as one roll-up, then delete the markers and roll-ups it covers
-        (in that order: a reader finds each import in one or the other)."""
+    def _roll_up(self, prefix: str, entries: dict[int, Any], covered: list[str]) -> None:
+        """Write these imports' entries as one roll-up under `prefix`, then delete the markers and
+        roll-ups it covers (in that order: a reader finds each import in one or the other)."""
         generation = max((int(found[1]) for key in covered if (found := ROLLUP.search(key))), default=0) + 1
-        body = json.dumps({"imports": {str(job_id): count for job_id, count in sorted(rows.items())}},
+        body = json.dumps({"imports": {str(job_id): entry for job_id, entry in sorted(entries.items())}},
                           separators=(",", ":"))
         self._s3.put_object(Bucket=self._bucket, Body=body.encode(),
-                            Key=f"{rollups(environment, stream_key)}g={generation:08d}-{uuid.uuid4().hex[:12]}.json")
+                            Key=f"{prefix}g={generation:08d}-{uuid.uuid4().hex[:12]}.json")
         self._delete(sorted(covered))
 
     def reindex(self, environment: str, stream_key: str) -> dict[int, int]:
@@ -239,7 +245,7 @@ class AnalyticsMirror:
         indexed = {key for key in index_keys if ROWS_MARKER.search(key)}
         rolled_up = [key for key in index_keys if ROLLUP.search(key)]
         if rolled_up or len(listed.rows) >= ROLL_UP_AFTER:  # what it holds as one roll-up, in place of the old
-            self._roll_up(environment, stream_key, listed.rows, rolled_up)
+            self._roll_up(rollups(environment, stream_key), listed.rows, rolled_up)
             held: set[str] = set()
         else:
             held = {index_marker_key(environment, stream_key, job_id, rows)
@@ -252,30 +258,46 @@ class AnalyticsMirror:
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
         """The stream's money by currency: every published import's rows less its tombstones. Each
-        import's figure is cached beside it, so a stream of a million records costs its listing and
-        one small read per import, and only an import with a new tombstone is read again."""
-        listed = self._listing(environment, stream_key)
+        import's figure is kept, beside it (`_money-<rows>-<tombstones>.json`) and, once `ROLL_UP_AFTER`
+        imports without a tombstone have theirs, in the stream's money roll-up (one object), so a
+        stream of thousands of imports costs its index's listing, the roll-up, and a small read of
+        each import not rolled up yet; only an import with a new tombstone is read again."""
+        listed = self._markers(environment, stream_key)
+        rollup_keys = self._keys(money_rollups(environment, stream_key))
+        rolled = self._rolled_up(rollup_keys) or {}  # one replaced under this read: each import read alone
 
-        def money_of_import(job_id: int) -> dict[str, CurrencyAmounts]:
+        def money_of_import(job_id: int) -> tuple[dict[str, CurrencyAmounts], bool]:
             deleted, rows = listed.dead.get(job_id, set()), listed.rows[job_id]
-            caches = listed.money_caches.get(job_id, {})
-            if key := caches.get((rows, len(deleted))):
-                return money_from_plain(json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()))
-            money, read = self._money(listed.parts.get(job_id, []), deleted)
-            if read == rows:  # kept only when the parts are those the marker counted
-                self._s3.put_object(Bucket=self._bucket, Body=json.dumps(money_plain(money)).encode(),
-                                    Key=f"{import_prefix(environment, stream_key, job_id)}"
-                                        f"_money-{rows}-{len(deleted)}.json")
-                self._delete(list(caches.values()))  # those it supersedes
-            return money
+            if not deleted and (kept := rolled.get(job_id)) and kept["rows"] == rows:
+                return money_from_plain(kept["money"]), True
+            return self._import_money(environment, stream_key, job_id, rows, deleted)
 
         with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
-            return MirroredMoney(combined(*pool.map(money_of_import, listed.rows)), frozenset(listed.rows))
+            found = dict(zip(listed.rows, pool.map(money_of_import, listed.rows)))
+        whole = {job_id: {"rows": listed.rows[job_id], "money": money_plain(money)}
+                 for job_id, (money, exact) in found.items() if exact and not listed.dead.get(job_id)}
+        if sum(1 for job_id, entry in whole.items() if rolled.get(job_id) != entry) >= ROLL_UP_AFTER:
+            self._roll_up(money_rollups(environment, stream_key), whole, rollup_keys)
+        return MirroredMoney(combined(*(money for money, _ in found.values())), frozenset(listed.rows))
 
-    def _listing(self, environment: str, stream_key: str) -> _Listing:
-        """What the stream's prefix holds, from its keys alone (no object is read), the imports'
-        own markers only: not their copies in the index."""
-        return self._parsed(self._split_listing(environment, stream_key)[1])
+    def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int,
+                      deleted: set[int]) -> tuple[dict[str, CurrencyAmounts], bool]:
+        """An import's money less these tombstones, from its cache or else its parts (then cached, and
+        the caches it supersedes deleted), and whether it is exact: its parts are those its marker counted."""
+        prefix = import_prefix(environment, stream_key, job_id)
+        cache = f"{prefix}_money-{rows}-{len(deleted)}.json"
+        try:
+            kept = self._s3.get_object(Bucket=self._bucket, Key=cache)["Body"].read()
+            return money_from_plain(json.loads(kept)), True
+        except self._s3.exceptions.NoSuchKey:
+            pass
+        keys = self._keys(prefix)
+        money, read = self._money([key for key in keys if PART.search(key)], deleted)
+        if read != rows:
+            return money, False
+        self._s3.put_object(Bucket=self._bucket, Key=cache, Body=json.dumps(money_plain(money)).encode())
+        self._delete([key for key in keys if MONEY_CACHE.search(key) and key != cache])  # those it supersedes
+        return money, True
 
     def _split_listing(self, environment: str, stream_key: str) -> tuple[list[str], list[str]]:
         """Every key of the stream's prefix: those of its index of row markers, and the others."""
@@ -291,10 +313,6 @@ class AnalyticsMirror:
                 listed.markers.setdefault(int(marker[1]), set()).add(int(marker[2]))
             elif tombstone := TOMBSTONE.search(key):
                 listed.dead.setdefault(int(tombstone[1]), set()).add(int(tombstone[2]))
-            elif part := PART.search(key):
-                listed.parts.setdefault(int(part[1]), []).append(key)
-            elif cache := MONEY_CACHE.search(key):
-                listed.money_caches.setdefault(int(cache[1]), {})[(int(cache[2]), int(cache[3]))] = key
         return listed
 
     def import_rows(self, environment: str, stream_key: str, job_id: int) -> Any | None:
@@ -336,21 +354,22 @@ class AnalyticsMirror:
             keys += self._keys(f"{rows_index(environment, stream_key)}import={job_id}/")
         self._delete(keys)
         for stream_key in stream_keys:
-            self._forget_rolled_up(environment, stream_key, job_id)
+            self._forget_rolled_up(rollups(environment, stream_key), job_id)
+            self._forget_rolled_up(money_rollups(environment, stream_key), job_id)
 
-    def _forget_rolled_up(self, environment: str, stream_key: str, job_id: int) -> None:
-        """The stream's roll-ups without the import, should one hold it. (A count that read the
-        import's loose marker before it was forgotten may roll it up again: `reindex` mends that,
-        as the mirror repair does after it writes imports again.)"""
+    def _forget_rolled_up(self, prefix: str, job_id: int) -> None:
+        """These roll-ups without the import, should one hold it. (A count that read the import's
+        loose marker before it was forgotten may roll it up again: `reindex` mends that, as the
+        mirror repair does after it writes imports again.)"""
         for _ in range(LISTING_ATTEMPTS):
-            keys = self._keys(rollups(environment, stream_key))
+            keys = self._keys(prefix)
             rolled = self._rolled_up(keys)
             if rolled is None:
                 continue
             if job_id in rolled:
-                self._roll_up(environment, stream_key, {j: n for j, n in rolled.items() if j != job_id}, keys)
+                self._roll_up(prefix, {j: entry for j, entry in rolled.items() if j != job_id}, keys)
             return
-        raise RuntimeError(f"the analytics mirror's roll-ups of stream {stream_key!r} changed under each of "
+        raise RuntimeError(f"the analytics mirror's roll-ups under {prefix} changed under each of "
                            f"{LISTING_ATTEMPTS} reads")
 
     def forget_stream(self, environment: str, stream_key: str) -> None:
@@ -410,6 +429,11 @@ class AnalyticsMirror:
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
             return ImportTotals(total, {key: _totals(parts) for key, parts in frames.items()})
         return ImportTotals(total)
+
+
+def _rows_of(entry: Any) -> int:
+    """The rows a roll-up's entry names: a marker's (an int), or a money figure's."""
+    return entry if isinstance(entry, int) else int(entry["rows"])
 
 
 def _metadata(record: Record) -> str | None:

@@ -10,8 +10,9 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.adapters import mirror as mirror_module
-from chalicelib.adapters.mirror import AnalyticsMirror, import_prefix, index_marker_key, rows_index
+from chalicelib.adapters.mirror import AnalyticsMirror, import_prefix, index_marker_key, money_rollups, rows_index
 from chalicelib.domain.records import Direction, Record, RecordStatus
+from chalicelib.domain.tallies import CurrencyAmounts
 from chalicelib.services.mirror_repair import repair_mirror
 from tests.contract.builders import T0
 from tests.integration.conftest import record as item
@@ -333,3 +334,61 @@ def test_roll_ups_written_by_counts_that_met_both_count_and_are_merged_by_the_ne
     [merged] = rollup_keys(s3)
     assert "/rollup/g=00000002-" in merged
     assert mirror.published_imports(ENV, "bank") == {job_id: 1 for job_id in range(1, 7)}
+
+
+# The money roll-up: imports' money, kept in one object once ROLL_UP_AFTER imports without a tombstone have it.
+
+def money_rollup_keys(s3) -> list[str]:
+    return keys(s3, money_rollups(ENV, "bank"))
+
+
+def eur(count: int, credits: int) -> CurrencyAmounts:
+    return CurrencyAmounts("EUR", count, credits, 0, 2)
+
+
+def test_a_streams_money_over_enough_imports_is_rolled_up_and_then_read_from_one_object(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))  # amounts 100 + id
+    expected = {"EUR": eur(6, sum(100 + i for j in range(1, 4) for i in (j * 10, j * 10 + 1)))}
+    assert mirror.stream_money(ENV, "bank").money == expected  # each import read, then rolled up
+    [rollup] = money_rollup_keys(s3)
+
+    gets = got_keys(s3)
+    mirrored = mirror.stream_money(ENV, "bank")
+    assert mirrored.money == expected and mirrored.imports == {1, 2, 3}
+    assert [key for key in gets if "/rows/" not in key] == [rollup]  # no import read alone
+
+    # A tombstone: that import is read alone again, the others stay rolled up
+    mirror.tombstone(ENV, "bank", 2, 20)
+    gets.clear()
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(5, expected["EUR"].credits - 120)}
+    assert [key for key in gets if "/rows/" not in key and "/money/" not in key] == [
+        f"{import_prefix(ENV, 'bank', 2)}_money-2-1.json", *[f"{import_prefix(ENV, 'bank', 2)}part-{n:06d}.parquet"
+                                                              for n in (0,)]]
+
+
+def test_an_import_whose_rows_changed_since_its_roll_up_is_read_alone(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 1))
+    mirror.stream_money(ENV, "bank")
+    assert len(money_rollup_keys(s3)) == 1
+    # A settle found another part of import 1 and left a larger marker
+    mirror.write_part(ENV, 1, 9, [record(19)])
+    mirror.publish(ENV, 1, ["bank"])
+    mirror.summarize(ENV, 1, ["bank"])
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(4, 110 + 119 + 120 + 130)}
+
+
+def test_an_import_forgotten_leaves_the_money_roll_up(s3, few):
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
+    mirror.stream_money(ENV, "bank")
+    [rollup] = money_rollup_keys(s3)
+    mirror.forget_import(ENV, 3, ["bank"])
+    [without] = money_rollup_keys(s3)
+    assert without != rollup
+    assert set(json.loads(s3.get_object(Bucket=BUCKET, Key=without)["Body"].read())["imports"]) == {"1", "2"}
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(4, 110 + 111 + 120 + 121)}
