@@ -13,6 +13,20 @@ index says it is whole with `rows/_whole`; a stream whose index lacks it (publis
 index) is listed in full at its next count and its index made to agree with the imports' own
 markers, as the mirror repair does for every stream (`reindex`).
 
+The index's markers are rolled up as a stream grows: a count that lists `ROLL_UP_AFTER` loose
+markers or more writes them, with the roll-ups it read, into one JSON object
+(`rows/rollup/g=<generation>-<token>.json`: import ids and their rows) and then deletes what that
+covers, so that a count lists a page and reads one object however many imports the stream has had
+(a stream fed by 1,000-record bulk requests listed ten pages at the end of every import at 10M
+records, a hundred at 100M). Readers list the loose markers before the roll-ups (they sort first)
+and a roll-up is written before what it covers is deleted, so a reader finds each import in one or
+the other; one whose roll-up is replaced under its read lists again. A stream's money (the
+exceptions' refresh) goes by the same index: each import's sum is kept beside it, and once
+`ROLL_UP_AFTER` imports without a tombstone have theirs, the refresh writes them into the stream's
+money roll-up (`money/g=<generation>-<token>.json`) and later refreshes read that one object, not one
+an import (a roll-up gone under the read: each import is read alone). An import forgotten (to be
+written again) puts the money roll-ups out of date by a new epoch (`money/epoch/`).
+
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
 DynamoDB. When the import turns `replicating`, its parts are published into the mirror and
@@ -47,6 +61,7 @@ ROWS_INDEX = "rows"
 INDEX_WHOLE = "_whole"  # in the index: every published import's marker is in it
 ROLLUPS = "rollup"  # in the index: markers rolled up into one object
 MONEY_ROLLUPS = "money"  # beside the index: imports' money rolled up into one object
+EPOCH = "epoch"  # among the money roll-ups: only those of the latest epoch hold (see forget_import)
 ROLL_UP_AFTER = 500  # loose markers in the index before a count rolls them up (a page of a listing holds 1,000)
 LISTING_ATTEMPTS = 5  # a count that finds its roll-up replaced under it lists again
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
@@ -94,6 +109,7 @@ ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
 TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
 ROLLUP = re.compile(r"/g=(\d+)-[0-9a-f]+\.json$")  # a roll-up of the index's markers or of imports' money
+MONEY_EPOCH = re.compile(rf"/{MONEY_ROLLUPS}/{EPOCH}/((\d+)-[0-9a-f]+)$")
 # A published import's parts in one object, written with its row marker (see summarize).
 COMPACT = "compact.parquet"
 # Its row groups: a reader of a range of ids (an export's page of 20,000) decodes only the groups
@@ -207,27 +223,31 @@ class AnalyticsMirror:
         raise RuntimeError(f"the analytics mirror's index of stream {stream_key!r} changed under each of "
                            f"{LISTING_ATTEMPTS} reads: its roll-ups were replaced every time")
 
-    def _rolled_up(self, keys: list[str]) -> dict[int, Any] | None:
+    def _rolled_up(self, keys: list[str], epoch: str | None = None) -> dict[int, Any] | None:
         """The entries of these roll-ups by import id (one roll-up, but while those of counts that
         met are not merged yet: of two entries of an import, the one naming more rows, as markers
-        go); None when one of them is gone since it was listed."""
+        go), of those written in `epoch` only when one is named; None when one of them is gone since
+        it was listed."""
         entries: dict[int, Any] = {}
         for key in keys:
             try:
                 body = json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
             except self._s3.exceptions.NoSuchKey:
                 return None
+            if epoch is not None and body.get("epoch", "") != epoch:
+                continue
             for job_id, entry in body["imports"].items():
                 if int(job_id) not in entries or _rows_of(entry) > _rows_of(entries[int(job_id)]):
                     entries[int(job_id)] = entry
         return entries
 
-    def _roll_up(self, prefix: str, entries: dict[int, Any], covered: list[str]) -> None:
-        """Write these imports' entries as one roll-up under `prefix`, then delete the markers and
-        roll-ups it covers (in that order: a reader finds each import in one or the other)."""
+    def _roll_up(self, prefix: str, entries: dict[int, Any], covered: list[str], epoch: str | None = None) -> None:
+        """Write these imports' entries as one roll-up under `prefix` (of `epoch`, when one is named),
+        then delete the markers and roll-ups it covers (in that order: a reader finds each import in
+        one or the other)."""
         generation = max((int(found[1]) for key in covered if (found := ROLLUP.search(key))), default=0) + 1
-        body = json.dumps({"imports": {str(job_id): entry for job_id, entry in sorted(entries.items())}},
-                          separators=(",", ":"))
+        body = json.dumps({"imports": {str(job_id): entry for job_id, entry in sorted(entries.items())},
+                           **({"epoch": epoch} if epoch is not None else {})}, separators=(",", ":"))
         self._s3.put_object(Bucket=self._bucket, Body=body.encode(),
                             Key=f"{prefix}g={generation:08d}-{uuid.uuid4().hex[:12]}.json")
         self._delete(sorted(covered))
@@ -247,14 +267,29 @@ class AnalyticsMirror:
         if rolled_up or len(listed.rows) >= ROLL_UP_AFTER:  # what it holds as one roll-up, in place of the old
             self._roll_up(rollups(environment, stream_key), listed.rows, rolled_up)
             held: set[str] = set()
+            covered = {key for key in indexed if (found := ROWS_MARKER.search(key)) and int(found[1]) in listed.rows}
         else:
             held = {index_marker_key(environment, stream_key, job_id, rows)
                     for job_id, counts in listed.markers.items() for rows in counts}
+            covered = set()
         for key in sorted(held - indexed):
             self._put_empty(key)
-        self._delete(sorted(indexed - held))
+        # An entry whose import's own marker the listing did not see, unless that marker came since
+        # (an import published as the listing passed it: its entry is written after its own marker).
+        stray = [key for key in sorted(indexed - held - covered)
+                 if not self._exists(key.replace(f"/{ROWS_INDEX}/import=", "/import=", 1))]
+        self._delete(sorted(covered) + stray)
         self._put_empty(f"{rows_index(environment, stream_key)}{INDEX_WHOLE}")
         return listed
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self._s3.head_object(Bucket=self._bucket, Key=key)
+        except self._s3.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
 
     def stream_money(self, environment: str, stream_key: str) -> MirroredMoney:
         """The stream's money by currency: every published import's rows less its tombstones. Each
@@ -263,8 +298,11 @@ class AnalyticsMirror:
         stream of thousands of imports costs its index's listing, the roll-up, and a small read of
         each import not rolled up yet; only an import with a new tombstone is read again."""
         listed = self._markers(environment, stream_key)
-        rollup_keys = self._keys(money_rollups(environment, stream_key))
-        rolled = self._rolled_up(rollup_keys) or {}  # one replaced under this read: each import read alone
+        money_keys = self._keys(money_rollups(environment, stream_key))  # after the index: see forget_import
+        epochs = {marker[1]: key for key in money_keys if (marker := MONEY_EPOCH.search(key))}
+        epoch = max(epochs, default="")
+        rollup_keys = [key for key in money_keys if ROLLUP.search(key)]
+        rolled = self._rolled_up(rollup_keys, epoch) or {}  # one replaced under this read: each import read alone
 
         def money_of_import(job_id: int) -> tuple[dict[str, CurrencyAmounts], bool]:
             deleted, rows = listed.dead.get(job_id, set()), listed.rows[job_id]
@@ -277,7 +315,8 @@ class AnalyticsMirror:
         whole = {job_id: {"rows": listed.rows[job_id], "money": money_plain(money)}
                  for job_id, (money, exact) in found.items() if exact and not listed.dead.get(job_id)}
         if sum(1 for job_id, entry in whole.items() if rolled.get(job_id) != entry) >= ROLL_UP_AFTER:
-            self._roll_up(money_rollups(environment, stream_key), whole, rollup_keys)
+            older_epochs = [key for name, key in epochs.items() if name != epoch]
+            self._roll_up(money_rollups(environment, stream_key), whole, rollup_keys + older_epochs, epoch)
         return MirroredMoney(combined(*(money for money, _ in found.values())), frozenset(listed.rows))
 
     def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int,
@@ -345,7 +384,10 @@ class AnalyticsMirror:
 
     def forget_import(self, environment: str, job_id: int, stream_keys: Iterable[str]) -> None:
         """Remove an import from these streams' mirror, staged or published, with its markers and
-        tombstones, so that it can be written again from the table."""
+        tombstones, so that it can be written again from the table. Its streams' money roll-ups
+        then go out of date at once, by a new epoch written after the import's own sums are gone:
+        a refresh that read those sums before writes its roll-up in the epoch before, which no
+        reader takes (the import may come back with as many rows and other amounts)."""
         keys: list[str] = []
         for stream_key in stream_keys:
             keys += self._keys(import_prefix(environment, stream_key, job_id))
@@ -355,12 +397,16 @@ class AnalyticsMirror:
         self._delete(keys)
         for stream_key in stream_keys:
             self._forget_rolled_up(rollups(environment, stream_key), job_id)
-            self._forget_rolled_up(money_rollups(environment, stream_key), job_id)
+            epochs = f"{money_rollups(environment, stream_key)}{EPOCH}/"
+            generation = max((int(found[2]) for key in self._keys(epochs) if (found := MONEY_EPOCH.search(key))),
+                             default=0) + 1
+            self._put_empty(f"{epochs}{generation:08d}-{uuid.uuid4().hex[:12]}")
 
     def _forget_rolled_up(self, prefix: str, job_id: int) -> None:
-        """These roll-ups without the import, should one hold it. (A count that read the import's
-        loose marker before it was forgotten may roll it up again: `reindex` mends that, as the
-        mirror repair does after it writes imports again.)"""
+        """These roll-ups without the import, should one hold it. A count that read the import's
+        loose marker before it was forgotten may roll it up again just after: the mirror repair
+        reindexes the streams it wrote imports of again at its end, which mends that; should such
+        a count meet that reindex too, the stream counts the import's old rows until the next repair."""
         for _ in range(LISTING_ATTEMPTS):
             keys = self._keys(prefix)
             rolled = self._rolled_up(keys)

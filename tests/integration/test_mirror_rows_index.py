@@ -21,9 +21,9 @@ BUCKET = "recon-test-data"
 ENV = "acme"
 
 
-def record(record_id: int) -> Record:
+def record(record_id: int, amount: int | None = None) -> Record:
     return Record(environment=ENV, id=record_id, data_stream_key="bank", data_stream_id=1, date="2024-03-01",
-                  amount=100 + record_id, direction=Direction.CREDIT, currency="EUR", decimal_places=2,
+                  amount=100 + record_id if amount is None else amount, direction=Direction.CREDIT, currency="EUR", decimal_places=2,
                   status=RecordStatus.UNRECONCILED, created_at=T0)
 
 
@@ -381,14 +381,82 @@ def test_an_import_whose_rows_changed_since_its_roll_up_is_read_alone(s3, few):
     assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(4, 110 + 119 + 120 + 130)}
 
 
-def test_an_import_forgotten_leaves_the_money_roll_up(s3, few):
+def test_an_import_forgotten_puts_the_money_roll_up_out_of_date_and_its_new_amounts_count(s3, few):
     mirror = AnalyticsMirror(s3, BUCKET)
     for job_id in range(1, 4):
         imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
     mirror.stream_money(ENV, "bank")
     [rollup] = money_rollup_keys(s3)
+
+    # When import 3 is forgotten and written again with as many rows and other amounts
     mirror.forget_import(ENV, 3, ["bank"])
-    [without] = money_rollup_keys(s3)
-    assert without != rollup
-    assert set(json.loads(s3.get_object(Bucket=BUCKET, Key=without)["Body"].read())["imports"]) == {"1", "2"}
-    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(4, 110 + 111 + 120 + 121)}
+    [epoch] = [key for key in money_rollup_keys(s3) if "/epoch/" in key]
+    assert epoch.endswith(tuple("0123456789abcdef")) and "/money/epoch/00000001-" in epoch
+    rewritten(mirror, 3, [record(30, amount=5000), record(31, amount=7000)])
+
+    # Then its new amounts count, and the next refresh rolls the stream up again in the new epoch
+    gets = got_keys(s3)
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(6, 110 + 111 + 120 + 121 + 12_000)}
+    assert f"{import_prefix(ENV, 'bank', 1)}_money-2-0.json" in gets  # the old roll-up is not taken
+    [again] = [key for key in money_rollup_keys(s3) if "/g=" in key]
+    assert again != rollup and "/g=00000002-" in again
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key=again)["Body"].read())["epoch"] == epoch.rsplit("/", 1)[1]
+    assert money_rollup_keys(s3) == sorted([epoch, again])
+    gets.clear()
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(6, 110 + 111 + 120 + 121 + 12_000)}
+    assert [key for key in gets if "/rows/" not in key] == [again]
+
+
+def rewritten(mirror: AnalyticsMirror, job_id: int, records: list[Record]) -> None:
+    mirror.write_part(ENV, job_id, 0, records)
+    mirror.publish(ENV, job_id, ["bank"])
+    mirror.summarize(ENV, job_id, ["bank"])
+
+
+def test_a_refresh_that_read_an_import_before_it_was_forgotten_writes_a_roll_up_no_one_takes(s3, monkeypatch):
+    # Given three imports whose sums are kept beside them, not rolled up yet
+    mirror, repair = AnalyticsMirror(s3, BUCKET), AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
+    mirror.stream_money(ENV, "bank")
+    assert money_rollup_keys(s3) == []
+    monkeypatch.setattr(mirror_module, "ROLL_UP_AFTER", 3)
+
+    # When a refresh that read them rolls them up just as the repair forgets import 3 and writes it again
+    # with as many rows and other amounts
+    def repaired_meanwhile(params, **_):
+        if "/money/g=" in params["Key"] and not money_rollup_keys(s3):
+            repair.forget_import(ENV, 3, ["bank"])
+            rewritten(repair, 3, [record(30, amount=5000), record(31, amount=7000)])
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", repaired_meanwhile)
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(6, 110 + 111 + 120 + 121 + 130 + 131)}
+
+    # Then its roll-up is of the epoch before, and the next refresh counts the new amounts
+    assert len([key for key in money_rollup_keys(s3) if "/g=" in key]) == 1
+    assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(6, 110 + 111 + 120 + 121 + 12_000)}
+
+
+def test_reindex_keeps_an_entry_whose_imports_own_marker_came_while_it_listed(s3):
+    # Given an import publishing as the reindex lists: its index entry seen, its own marker not yet
+    mirror = AnalyticsMirror(s3, BUCKET)
+    imported(mirror, 1, range(1, 3))
+    mirror.write_part(ENV, 2, 0, [record(5)])
+    mirror.publish(ENV, 2, ["bank"])
+    s3.put_object(Bucket=BUCKET, Key=index_marker_key(ENV, "bank", 2, 1), Body=b"")
+
+    landed: list[bool] = []
+
+    def own_marker_lands(**_):
+        if not landed:
+            landed.append(True)
+            s3.put_object(Bucket=BUCKET, Key=f"{import_prefix(ENV, 'bank', 2)}_rows=1", Body=b"")
+
+    s3.meta.events.register("after-call.s3.ListObjectsV2", own_marker_lands)
+    assert mirror.reindex(ENV, "bank") == {1: 2}  # what the listing saw
+    s3.meta.events.unregister("after-call.s3.ListObjectsV2", own_marker_lands)
+
+    # Then the entry stays: the import is counted
+    assert index_marker_key(ENV, "bank", 2, 1) in keys(s3, rows_index(ENV, "bank"))
+    assert mirror.published_imports(ENV, "bank") == {1: 2, 2: 1}
+    assert mirror.count_records(ENV, "bank") == 3
