@@ -4,6 +4,7 @@ the mirror repair makes the index agree with the imports' own markers before it 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import boto3
 import pytest
@@ -160,6 +161,17 @@ def test_the_repair_rewrites_an_import_whose_own_marker_is_lost_though_the_index
 
 # Roll-ups: the index's loose markers, once there are ROLL_UP_AFTER of them, written as one object by a count.
 
+def rolled_up(s3, each: int) -> AnalyticsMirror:
+    """A stream of three imports of `each` records (import n: ids 10n on), counted: its index is made
+    whole and, three being enough, rolled up at once."""
+    mirror = AnalyticsMirror(s3, BUCKET)
+    for job_id in range(1, 4):
+        imported(mirror, job_id, range(job_id * 10, job_id * 10 + each))
+    assert mirror.count_records(ENV, "bank") == 3 * each
+    assert len(rollup_keys(s3)) == 1
+    return mirror
+
+
 def rollup_keys(s3) -> list[str]:
     return [key for key in keys(s3, rows_index(ENV, "bank")) if "/rollup/" in key]
 
@@ -195,6 +207,20 @@ def test_a_count_over_enough_loose_markers_rolls_them_up_and_the_next_reads_one_
     assert mirror.reindex(ENV, "bank") == {1: 1, 2: 2, 3: 3}
 
 
+def once_before(s3, operation: str, key_part: str, meanwhile: Callable[[], object]) -> list[str]:
+    """Run `meanwhile` once, just before the client's first `operation` on a key holding `key_part`
+    (another worker's step between two of this one's); the key it came before."""
+    before: list[str] = []
+
+    def hook(params, **_):
+        if key_part in params.get("Key", "") and not before:
+            before.append(params["Key"])
+            meanwhile()
+
+    s3.meta.events.register(f"before-parameter-build.s3.{operation}", hook)
+    return before
+
+
 def got_keys(s3) -> list[str]:
     """The keys of each GetObject the client sends from now on."""
     got: list[str] = []
@@ -203,10 +229,7 @@ def got_keys(s3) -> list[str]:
 
 
 def test_imports_after_a_roll_up_count_beside_it_and_the_next_roll_up_takes_its_place(s3, few):
-    mirror = AnalyticsMirror(s3, BUCKET)
-    for job_id in range(1, 4):
-        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
-    assert mirror.count_records(ENV, "bank") == 6  # made whole, rolled up at once
+    mirror = rolled_up(s3, each=2)
     [first] = rollup_keys(s3)
 
     imported(mirror, 4, range(40, 41))
@@ -222,11 +245,7 @@ def test_imports_after_a_roll_up_count_beside_it_and_the_next_roll_up_takes_its_
 
 
 def test_the_largest_marker_stands_in_a_roll_up_too(s3, few):
-    mirror = AnalyticsMirror(s3, BUCKET)
-    for job_id in range(1, 4):
-        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 3))
-    mirror.count_records(ENV, "bank")
-    mirror.count_records(ENV, "bank")  # rolled up
+    mirror = rolled_up(s3, each=3)
     mirror.write_part(ENV, 1, 0, [record(10)])  # a retry that saw fewer parts
     mirror.publish(ENV, 1, ["bank"])
     mirror.summarize(ENV, 1, ["bank"])
@@ -235,11 +254,7 @@ def test_the_largest_marker_stands_in_a_roll_up_too(s3, few):
 
 
 def test_an_import_forgotten_leaves_its_roll_up_and_counts_as_written_again(s3, few):
-    mirror = AnalyticsMirror(s3, BUCKET)
-    for job_id in range(1, 4):
-        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 5))
-    mirror.count_records(ENV, "bank")
-    assert mirror.count_records(ENV, "bank") == 15  # rolled up
+    mirror = rolled_up(s3, each=5)
     [rolled] = rollup_keys(s3)
 
     mirror.forget_import(ENV, 2, ["bank"])
@@ -254,11 +269,7 @@ def test_an_import_forgotten_leaves_its_roll_up_and_counts_as_written_again(s3, 
 def test_reindex_rewrites_the_roll_up_from_the_imports_own_markers(s3, few):
     # Given a rolled-up index, then one import's own marker lost, and a loose entry for an import whose
     # own marker is not there
-    mirror = AnalyticsMirror(s3, BUCKET)
-    for job_id in range(1, 4):
-        imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))
-    mirror.count_records(ENV, "bank")
-    mirror.count_records(ENV, "bank")
+    mirror = rolled_up(s3, each=2)
     s3.delete_object(Bucket=BUCKET, Key=f"{import_prefix(ENV, 'bank', 2)}_rows=2")
     s3.put_object(Bucket=BUCKET, Key=index_marker_key(ENV, "bank", 9, 4), Body=b"")
     assert mirror.published_imports(ENV, "bank") == {1: 2, 2: 2, 3: 2, 9: 4}  # the index alone is read
@@ -294,17 +305,11 @@ def test_a_count_whose_roll_up_is_replaced_under_it_lists_again(s3, few):
     imported(mirror, 7, range(70, 71))
 
     # When another count rolls up (replacing the roll-up) just as this one is about to read it
-    replaced: list[str] = []
-
-    def roll_up_first(params, **_):
-        if "/rollup/" in params["Key"] and not replaced:
-            replaced.append(params["Key"])
-            assert other.count_records(ENV, "bank") == 7
-
-    s3.meta.events.register("before-parameter-build.s3.GetObject", roll_up_first)
+    counted: list[int] = []
+    replaced = once_before(s3, "GetObject", "/rollup/", lambda: counted.append(other.count_records(ENV, "bank")))
     # Then this one finds it gone, lists again and counts every import once
     assert mirror.count_records(ENV, "bank") == 7
-    assert replaced and replaced[0] not in rollup_keys(s3)
+    assert counted == [7] and replaced[0] not in rollup_keys(s3)
     assert mirror.published_imports(ENV, "bank") == {job_id: 1 for job_id in range(1, 8)}
 
 
@@ -316,16 +321,10 @@ def test_roll_ups_written_by_counts_that_met_both_count_and_are_merged_by_the_ne
     imported(mirror, 3, range(30, 31))
 
     # Two counts roll the same markers up at once: two roll-ups of the same generation
-    met: list[str] = []
-
-    def other_rolls_up_too(params, **_):
-        if "/rollup/" in params["Key"] and not met:
-            met.append(params["Key"])
-            assert other.count_records(ENV, "bank") == 3
-
-    s3.meta.events.register("before-parameter-build.s3.PutObject", other_rolls_up_too)
+    counted: list[int] = []
+    once_before(s3, "PutObject", "/rollup/", lambda: counted.append(other.count_records(ENV, "bank")))
     assert mirror.count_records(ENV, "bank") == 3
-    assert len(rollup_keys(s3)) == 2
+    assert counted == [3] and len(rollup_keys(s3)) == 2
     assert mirror.count_records(ENV, "bank") == 3
 
     for job_id in range(4, 7):
@@ -424,12 +423,11 @@ def test_a_refresh_that_read_an_import_before_it_was_forgotten_writes_a_roll_up_
 
     # When a refresh that read them rolls them up just as the repair forgets import 3 and writes it again
     # with as many rows and other amounts
-    def repaired_meanwhile(params, **_):
-        if "/money/g=" in params["Key"] and not money_rollup_keys(s3):
-            repair.forget_import(ENV, 3, ["bank"])
-            rewritten(repair, 3, [record(30, amount=5000), record(31, amount=7000)])
+    def repaired_meanwhile() -> None:
+        repair.forget_import(ENV, 3, ["bank"])
+        rewritten(repair, 3, [record(30, amount=5000), record(31, amount=7000)])
 
-    s3.meta.events.register("before-parameter-build.s3.PutObject", repaired_meanwhile)
+    once_before(s3, "PutObject", "/money/g=", repaired_meanwhile)
     assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(6, 110 + 111 + 120 + 121 + 130 + 131)}
 
     # Then its roll-up is of the epoch before, and the next refresh counts the new amounts
