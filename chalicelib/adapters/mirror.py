@@ -23,9 +23,10 @@ and a roll-up is written before what it covers is deleted, so a reader finds eac
 the other; one whose roll-up is replaced under its read lists again. A stream's money (the
 exceptions' refresh) goes by the same index: each import's sum is kept beside it, and once
 `ROLL_UP_AFTER` imports without a tombstone have theirs, the refresh writes them into the stream's
-money roll-up (`money/g=<generation>-<token>.json`) and later refreshes read that one object, not one
-an import (a roll-up gone under the read: each import is read alone). An import forgotten (to be
-written again) puts the money roll-ups out of date by a new epoch (`money/epoch/`).
+money roll-up (`money/<epoch>/g=<generation>-<token>.json`) and later refreshes read that one object,
+not one an import (a roll-up gone under the read: each import is read alone). An import forgotten (to
+be written again) puts the money roll-ups out of date by a new epoch (`money/epoch/<epoch>`): only
+those under the latest epoch are read.
 
 Each chunk stages its records as one Parquet part under `staging/` while it writes them (a
 chunk processed again rewrites the same part), so that nothing has to be read back from
@@ -62,6 +63,7 @@ INDEX_WHOLE = "_whole"  # in the index: every published import's marker is in it
 ROLLUPS = "rollup"  # in the index: markers rolled up into one object
 MONEY_ROLLUPS = "money"  # beside the index: imports' money rolled up into one object
 EPOCH = "epoch"  # among the money roll-ups: only those of the latest epoch hold (see forget_import)
+FIRST_EPOCH = "0"  # before any epoch marker (sorts before every one)
 ROLL_UP_AFTER = 500  # loose markers in the index before a count rolls them up (a page of a listing holds 1,000)
 LISTING_ATTEMPTS = 5  # a count that finds its roll-up replaced under it lists again
 COLUMNS = {"id": "Int64", "data_stream_key": "Utf8", "data_stream_id": "Int64", "date": "Utf8",
@@ -223,31 +225,27 @@ class AnalyticsMirror:
         raise RuntimeError(f"the analytics mirror's index of stream {stream_key!r} changed under each of "
                            f"{LISTING_ATTEMPTS} reads: its roll-ups were replaced every time")
 
-    def _rolled_up(self, keys: list[str], epoch: str | None = None) -> dict[int, Any] | None:
+    def _rolled_up(self, keys: list[str]) -> dict[int, Any] | None:
         """The entries of these roll-ups by import id (one roll-up, but while those of counts that
         met are not merged yet: of two entries of an import, the one naming more rows, as markers
-        go), of those written in `epoch` only when one is named; None when one of them is gone since
-        it was listed."""
+        go); None when one of them is gone since it was listed."""
         entries: dict[int, Any] = {}
         for key in keys:
             try:
                 body = json.loads(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
             except self._s3.exceptions.NoSuchKey:
                 return None
-            if epoch is not None and body.get("epoch", "") != epoch:
-                continue
             for job_id, entry in body["imports"].items():
                 if int(job_id) not in entries or _rows_of(entry) > _rows_of(entries[int(job_id)]):
                     entries[int(job_id)] = entry
         return entries
 
-    def _roll_up(self, prefix: str, entries: dict[int, Any], covered: list[str], epoch: str | None = None) -> None:
-        """Write these imports' entries as one roll-up under `prefix` (of `epoch`, when one is named),
-        then delete the markers and roll-ups it covers (in that order: a reader finds each import in
-        one or the other)."""
+    def _roll_up(self, prefix: str, entries: dict[int, Any], covered: list[str]) -> None:
+        """Write these imports' entries as one roll-up under `prefix`, then delete the markers and
+        roll-ups it covers (in that order: a reader finds each import in one or the other)."""
         generation = max((int(found[1]) for key in covered if (found := ROLLUP.search(key))), default=0) + 1
-        body = json.dumps({"imports": {str(job_id): entry for job_id, entry in sorted(entries.items())},
-                           **({"epoch": epoch} if epoch is not None else {})}, separators=(",", ":"))
+        body = json.dumps({"imports": {str(job_id): entry for job_id, entry in sorted(entries.items())}},
+                          separators=(",", ":"))
         self._s3.put_object(Bucket=self._bucket, Body=body.encode(),
                             Key=f"{prefix}g={generation:08d}-{uuid.uuid4().hex[:12]}.json")
         self._delete(sorted(covered))
@@ -267,7 +265,8 @@ class AnalyticsMirror:
         if rolled_up or len(listed.rows) >= ROLL_UP_AFTER:  # what it holds as one roll-up, in place of the old
             self._roll_up(rollups(environment, stream_key), listed.rows, rolled_up)
             held: set[str] = set()
-            covered = {key for key in indexed if (found := ROWS_MARKER.search(key)) and int(found[1]) in listed.rows}
+            covered = {key for key in indexed if (found := ROWS_MARKER.search(key))  # as many rows or fewer
+                       and int(found[2]) <= listed.rows.get(int(found[1]), -1)}
         else:
             held = {index_marker_key(environment, stream_key, job_id, rows)
                     for job_id, counts in listed.markers.items() for rows in counts}
@@ -300,15 +299,18 @@ class AnalyticsMirror:
         listed = self._markers(environment, stream_key)
         money_keys = self._keys(money_rollups(environment, stream_key))  # after the index: see forget_import
         epochs = {marker[1]: key for key in money_keys if (marker := MONEY_EPOCH.search(key))}
-        epoch = max(epochs, default="")
+        epoch = max(epochs, default=FIRST_EPOCH)
+        current = f"{money_rollups(environment, stream_key)}{epoch}/"
         rollup_keys = [key for key in money_keys if ROLLUP.search(key)]
-        rolled = self._rolled_up(rollup_keys, epoch) or {}  # one replaced under this read: each import read alone
+        # Of the latest epoch only (a refresh that listed an epoch before writes under it); one replaced
+        # under this read: each import is read alone.
+        rolled = self._rolled_up([key for key in rollup_keys if key.startswith(current)]) or {}
 
         def money_of_import(job_id: int) -> tuple[dict[str, CurrencyAmounts], bool]:
             deleted, rows = listed.dead.get(job_id, set()), listed.rows[job_id]
             if not deleted and (kept := rolled.get(job_id)) and kept["rows"] == rows:
                 return money_from_plain(kept["money"]), True
-            return self._import_money(environment, stream_key, job_id, rows, deleted)
+            return self._import_money(environment, stream_key, job_id, rows, deleted, epoch)
 
         with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
             found = dict(zip(listed.rows, pool.map(money_of_import, listed.rows)))
@@ -316,13 +318,15 @@ class AnalyticsMirror:
                  for job_id, (money, exact) in found.items() if exact and not listed.dead.get(job_id)}
         if sum(1 for job_id, entry in whole.items() if rolled.get(job_id) != entry) >= ROLL_UP_AFTER:
             older_epochs = [key for name, key in epochs.items() if name != epoch]
-            self._roll_up(money_rollups(environment, stream_key), whole, rollup_keys + older_epochs, epoch)
+            self._roll_up(current, whole, rollup_keys + older_epochs)
         return MirroredMoney(combined(*(money for money, _ in found.values())), frozenset(listed.rows))
 
-    def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int,
-                      deleted: set[int]) -> tuple[dict[str, CurrencyAmounts], bool]:
+    def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int, deleted: set[int],
+                      epoch: str) -> tuple[dict[str, CurrencyAmounts], bool]:
         """An import's money less these tombstones, from its cache or else its parts (then cached, and
-        the caches it supersedes deleted), and whether it is exact: its parts are those its marker counted."""
+        the caches it supersedes deleted), and whether it is exact: its parts are those its marker
+        counted. A cache written once the stream's epoch has moved on from the one the refresh listed
+        may hold the parts of an import forgotten meanwhile: it is taken back (see forget_import)."""
         prefix = import_prefix(environment, stream_key, job_id)
         cache = f"{prefix}_money-{rows}-{len(deleted)}.json"
         try:
@@ -335,8 +339,16 @@ class AnalyticsMirror:
         if read != rows:
             return money, False
         self._s3.put_object(Bucket=self._bucket, Key=cache, Body=json.dumps(money_plain(money)).encode())
+        if self._latest_epoch(environment, stream_key) != epoch:
+            self._delete([cache])
+            return money, False
         self._delete([key for key in keys if MONEY_CACHE.search(key) and key != cache])  # those it supersedes
         return money, True
+
+    def _latest_epoch(self, environment: str, stream_key: str) -> str:
+        epochs = f"{money_rollups(environment, stream_key)}{EPOCH}/"
+        return max((found[1] for key in self._keys(epochs) if (found := MONEY_EPOCH.search(key))),
+                   default=FIRST_EPOCH)
 
     def _split_listing(self, environment: str, stream_key: str) -> tuple[list[str], list[str]]:
         """Every key of the stream's prefix: those of its index of row markers, and the others."""
@@ -387,7 +399,9 @@ class AnalyticsMirror:
         tombstones, so that it can be written again from the table. Its streams' money roll-ups
         then go out of date at once, by a new epoch written after the import's own sums are gone:
         a refresh that read those sums before writes its roll-up in the epoch before, which no
-        reader takes (the import may come back with as many rows and other amounts)."""
+        reader takes (the import may come back with as many rows and other amounts). A sum of the
+        old parts a refresh writes late is deleted by this forget's second look at the import, or
+        else by the refresh itself, which finds the epoch moved on once it has written it."""
         keys: list[str] = []
         for stream_key in stream_keys:
             keys += self._keys(import_prefix(environment, stream_key, job_id))
@@ -397,10 +411,11 @@ class AnalyticsMirror:
         self._delete(keys)
         for stream_key in stream_keys:
             self._forget_rolled_up(rollups(environment, stream_key), job_id)
-            epochs = f"{money_rollups(environment, stream_key)}{EPOCH}/"
-            generation = max((int(found[2]) for key in self._keys(epochs) if (found := MONEY_EPOCH.search(key))),
-                             default=0) + 1
-            self._put_empty(f"{epochs}{generation:08d}-{uuid.uuid4().hex[:12]}")
+            latest = self._latest_epoch(environment, stream_key)
+            generation = int(latest.split("-")[0]) + 1
+            self._put_empty(f"{money_rollups(environment, stream_key)}{EPOCH}/{generation:08d}-{uuid.uuid4().hex[:12]}")
+            self._delete([key for key in self._keys(import_prefix(environment, stream_key, job_id))
+                          if MONEY_CACHE.search(key)])
 
     def _forget_rolled_up(self, prefix: str, job_id: int) -> None:
         """These roll-ups without the import, should one hold it. A count that read the import's
