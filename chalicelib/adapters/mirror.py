@@ -44,7 +44,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -111,7 +111,7 @@ ROWS_MARKER = re.compile(r"/import=(\d+)/_rows=(\d+)$")
 TOMBSTONE = re.compile(rf"/{TOMBSTONES}/import=(\d+)/record-(\d+)$")
 PART = re.compile(r"/import=(\d+)/part-\d+\.parquet$")
 ROLLUP = re.compile(r"/g=(\d+)-[0-9a-f]+\.json$")  # a roll-up of the index's markers or of imports' money
-MONEY_EPOCH = re.compile(rf"/{MONEY_ROLLUPS}/{EPOCH}/((\d+)-[0-9a-f]+)$")
+MONEY_EPOCH = re.compile(rf"/{MONEY_ROLLUPS}/{EPOCH}/(\d+-[0-9a-f]+)$")  # named <generation>-<token>
 # A published import's parts in one object, written with its row marker (see summarize).
 COMPACT = "compact.parquet"
 # Its row groups: a reader of a range of ids (an export's page of 20,000) decodes only the groups
@@ -306,44 +306,46 @@ class AnalyticsMirror:
         # under this read: each import is read alone.
         rolled = self._rolled_up([key for key in rollup_keys if key.startswith(current)]) or {}
 
-        def money_of_import(job_id: int) -> tuple[dict[str, CurrencyAmounts], bool]:
+        def money_of_import(job_id: int) -> _ImportMoney:
             deleted, rows = listed.dead.get(job_id, set()), listed.rows[job_id]
             if not deleted and (kept := rolled.get(job_id)) and kept["rows"] == rows:
-                return money_from_plain(kept["money"]), True
-            return self._import_money(environment, stream_key, job_id, rows, deleted, epoch)
+                return _ImportMoney(money_from_plain(kept["money"]), exact=True)
+            return self._import_money(environment, stream_key, job_id, rows, deleted)
 
         with ThreadPoolExecutor(PUBLISH_THREADS) as pool:
             found = dict(zip(listed.rows, pool.map(money_of_import, listed.rows)))
-        whole = {job_id: {"rows": listed.rows[job_id], "money": money_plain(money)}
-                 for job_id, (money, exact) in found.items() if exact and not listed.dead.get(job_id)}
+        kept_sums = [figure.kept for figure in found.values() if figure.kept]
+        if kept_sums and self._latest_epoch(environment, stream_key) != epoch:
+            # An import forgotten meanwhile: the sums this refresh kept may be of its old parts (see
+            # forget_import); none is kept, nor rolled up.
+            self._delete(kept_sums)
+            found = {job_id: replace(figure, exact=figure.exact and not figure.kept)
+                     for job_id, figure in found.items()}
+        whole = {job_id: {"rows": listed.rows[job_id], "money": money_plain(figure.money)}
+                 for job_id, figure in found.items() if figure.exact and not listed.dead.get(job_id)}
         if sum(1 for job_id, entry in whole.items() if rolled.get(job_id) != entry) >= ROLL_UP_AFTER:
             older_epochs = [key for name, key in epochs.items() if name != epoch]
             self._roll_up(current, whole, rollup_keys + older_epochs)
-        return MirroredMoney(combined(*(money for money, _ in found.values())), frozenset(listed.rows))
+        return MirroredMoney(combined(*(figure.money for figure in found.values())), frozenset(listed.rows))
 
-    def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int, deleted: set[int],
-                      epoch: str) -> tuple[dict[str, CurrencyAmounts], bool]:
-        """An import's money less these tombstones, from its cache or else its parts (then cached, and
-        the caches it supersedes deleted), and whether it is exact: its parts are those its marker
-        counted. A cache written once the stream's epoch has moved on from the one the refresh listed
-        may hold the parts of an import forgotten meanwhile: it is taken back (see forget_import)."""
+    def _import_money(self, environment: str, stream_key: str, job_id: int, rows: int,
+                      deleted: set[int]) -> _ImportMoney:
+        """An import's money less these tombstones, from its kept sum or else its parts (then kept, and
+        the sums it supersedes deleted); exact when its parts are those its marker counted."""
         prefix = import_prefix(environment, stream_key, job_id)
         cache = f"{prefix}_money-{rows}-{len(deleted)}.json"
         try:
             kept = self._s3.get_object(Bucket=self._bucket, Key=cache)["Body"].read()
-            return money_from_plain(json.loads(kept)), True
+            return _ImportMoney(money_from_plain(json.loads(kept)), exact=True)
         except self._s3.exceptions.NoSuchKey:
             pass
         keys = self._keys(prefix)
         money, read = self._money([key for key in keys if PART.search(key)], deleted)
         if read != rows:
-            return money, False
+            return _ImportMoney(money, exact=False)
         self._s3.put_object(Bucket=self._bucket, Key=cache, Body=json.dumps(money_plain(money)).encode())
-        if self._latest_epoch(environment, stream_key) != epoch:
-            self._delete([cache])
-            return money, False
         self._delete([key for key in keys if MONEY_CACHE.search(key) and key != cache])  # those it supersedes
-        return money, True
+        return _ImportMoney(money, exact=True, kept=cache)
 
     def _latest_epoch(self, environment: str, stream_key: str) -> str:
         epochs = f"{money_rollups(environment, stream_key)}{EPOCH}/"
@@ -400,8 +402,10 @@ class AnalyticsMirror:
         then go out of date at once, by a new epoch written after the import's own sums are gone:
         a refresh that read those sums before writes its roll-up in the epoch before, which no
         reader takes (the import may come back with as many rows and other amounts). A sum of the
-        old parts a refresh writes late is deleted by this forget's second look at the import, or
-        else by the refresh itself, which finds the epoch moved on once it has written it."""
+        old parts a refresh keeps late is deleted by this forget's second look at the import, or
+        else by the refresh itself, which looks at the epoch once it has kept its sums. Left open:
+        a refresh that dies between keeping such a sum and its look, or another refresh (of the new
+        epoch) reading that sum in those milliseconds, keeps the old money until the next forget."""
         keys: list[str] = []
         for stream_key in stream_keys:
             keys += self._keys(import_prefix(environment, stream_key, job_id))
@@ -411,11 +415,23 @@ class AnalyticsMirror:
         self._delete(keys)
         for stream_key in stream_keys:
             self._forget_rolled_up(rollups(environment, stream_key), job_id)
-            latest = self._latest_epoch(environment, stream_key)
-            generation = int(latest.split("-")[0]) + 1
-            self._put_empty(f"{money_rollups(environment, stream_key)}{EPOCH}/{generation:08d}-{uuid.uuid4().hex[:12]}")
+            self._new_epoch(environment, stream_key)
             self._delete([key for key in self._keys(import_prefix(environment, stream_key, job_id))
                           if MONEY_CACHE.search(key)])
+
+    def _new_epoch(self, environment: str, stream_key: str) -> None:
+        """A money epoch after every one there is, written until it is the latest when looked at again:
+        a forget meeting another writes one of the same generation, and one of the two would sort
+        before the other's, so that a refresh listing in between took the loser as the latest."""
+        latest = self._latest_epoch(environment, stream_key)
+        for _ in range(LISTING_ATTEMPTS):
+            mine = f"{int(latest.split('-')[0]) + 1:08d}-{uuid.uuid4().hex[:12]}"
+            self._put_empty(f"{money_rollups(environment, stream_key)}{EPOCH}/{mine}")
+            latest = self._latest_epoch(environment, stream_key)
+            if latest == mine:
+                return
+        raise RuntimeError(f"the money epoch of stream {stream_key!r} moved on under each of {LISTING_ATTEMPTS} "
+                           "writes: other repairs are forgetting its imports; run this one again")
 
     def _forget_rolled_up(self, prefix: str, job_id: int) -> None:
         """These roll-ups without the import, should one hold it. A count that read the import's
@@ -490,6 +506,15 @@ class AnalyticsMirror:
         if len(frames) > 1:  # a bulk request feeding several streams: each stream's imports list shows its part
             return ImportTotals(total, {key: _totals(parts) for key, parts in frames.items()})
         return ImportTotals(total)
+
+
+@dataclass(frozen=True)
+class _ImportMoney:
+    """An import's money as a refresh read it; exact when of the parts its marker counted, `kept` the
+    sum this refresh wrote beside the import (None when it read one, or a roll-up)."""
+    money: dict[str, CurrencyAmounts]
+    exact: bool
+    kept: str | None = None
 
 
 def _rows_of(entry: Any) -> int:

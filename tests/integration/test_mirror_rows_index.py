@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -221,6 +222,14 @@ def once_before(s3, operation: str, key_part: str, meanwhile: Callable[[], objec
     return before
 
 
+def listed_prefixes(s3) -> list[str]:
+    """The prefix of each ListObjectsV2 the client sends from now on."""
+    prefixes: list[str] = []
+    s3.meta.events.register("before-parameter-build.s3.ListObjectsV2",
+                            lambda params, **_: prefixes.append(params.get("Prefix", "")))
+    return prefixes
+
+
 def got_keys(s3) -> list[str]:
     """The keys of each GetObject the client sends from now on."""
     got: list[str] = []
@@ -350,8 +359,11 @@ def test_a_streams_money_over_enough_imports_is_rolled_up_and_then_read_from_one
     for job_id in range(1, 4):
         imported(mirror, job_id, range(job_id * 10, job_id * 10 + 2))  # amounts 100 + id
     expected = {"EUR": eur(6, sum(100 + i for j in range(1, 4) for i in (j * 10, j * 10 + 1)))}
+    prefixes = listed_prefixes(s3)
     assert mirror.stream_money(ENV, "bank").money == expected  # each import read, then rolled up
     [rollup] = money_rollup_keys(s3)
+    # the epoch looked at once for the sums it kept, not once an import
+    assert [prefix for prefix in prefixes if "/epoch/" in prefix] == [f"{money_rollups(ENV, 'bank')}epoch/"]
 
     gets = got_keys(s3)
     mirrored = mirror.stream_money(ENV, "bank")
@@ -471,6 +483,24 @@ def test_a_forget_takes_back_a_sum_a_refresh_wrote_after_its_first_look_at_the_i
     assert late and stale not in keys(s3, import_prefix(ENV, "bank", 3))
     rewritten(mirror, 3, [record(30, amount=5000), record(31, amount=7000)])
     assert mirror.stream_money(ENV, "bank").money == {"EUR": eur(2, 12_000)}
+
+
+def test_a_forget_meeting_another_ends_with_an_epoch_of_its_own_as_the_latest(s3, monkeypatch):
+    # Given two repairs forgetting imports of one stream at once: the second writes its epoch (of the
+    # same generation, sorting after) just before the first writes its own
+    mirror, other = AnalyticsMirror(s3, BUCKET), AnalyticsMirror(s3, BUCKET)
+    imported(mirror, 1, range(10, 12))
+    imported(mirror, 2, range(20, 22))
+    tokens = iter(["a" * 32, "f" * 32, "b" * 32])
+    monkeypatch.setattr(mirror_module, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(hex=next(tokens))))
+    once_before(s3, "PutObject", "/money/epoch/", lambda: other.forget_import(ENV, 2, ["bank"]))
+
+    mirror.forget_import(ENV, 1, ["bank"])
+
+    # Then the first, finding the other's the latest, writes one of the next generation
+    epochs = f"{money_rollups(ENV, 'bank')}epoch/"
+    assert keys(s3, epochs) == [f"{epochs}00000001-{'a' * 12}", f"{epochs}00000001-{'f' * 12}",
+                                f"{epochs}00000002-{'b' * 12}"]
 
 
 def test_a_reindex_rolling_up_keeps_an_entry_naming_more_rows_than_it_listed_when_that_marker_came(s3, few):
