@@ -207,23 +207,28 @@ class AnalyticsMirror:
         up; rolled up anew when `roll_up` and the loose ones are enough); from a full listing, made
         the index's content, when the index is not whole."""
         index = rows_index(environment, stream_key)
+        keys, rolled = self._listed_with_roll_ups(index)
+        if f"{index}{INDEX_WHOLE}" not in keys:
+            return self._reindexed(environment, stream_key)
+        listed = self._parsed(keys + self._keys(tombstones(environment, stream_key)))
+        for job_id, rows in rolled.items():
+            listed.markers.setdefault(job_id, set()).add(rows)
+        loose = [key for key in keys if ROWS_MARKER.search(key)]
+        if roll_up and len(loose) >= ROLL_UP_AFTER:
+            self._roll_up(rollups(environment, stream_key), listed.rows,
+                          loose + [key for key in keys if ROLLUP.search(key)])
+        return listed
+
+    def _listed_with_roll_ups(self, prefix: str) -> tuple[list[str], dict[int, Any]]:
+        """The keys under `prefix` and the entries of the roll-ups among them, listed again while a
+        roll-up is replaced under the read (the listing then holds what replaced it)."""
         for _ in range(LISTING_ATTEMPTS):
-            keys = self._keys(index)
-            if f"{index}{INDEX_WHOLE}" not in keys:
-                return self._reindexed(environment, stream_key)
+            keys = self._keys(prefix)
             rolled = self._rolled_up([key for key in keys if ROLLUP.search(key)])
-            if rolled is None:
-                continue  # a roll-up replaced under this read: the listing now holds what replaced it
-            listed = self._parsed(keys + self._keys(tombstones(environment, stream_key)))
-            for job_id, rows in rolled.items():
-                listed.markers.setdefault(job_id, set()).add(rows)
-            loose = [key for key in keys if ROWS_MARKER.search(key)]
-            if roll_up and len(loose) >= ROLL_UP_AFTER:
-                self._roll_up(rollups(environment, stream_key), listed.rows,
-                              loose + [key for key in keys if ROLLUP.search(key)])
-            return listed
-        raise RuntimeError(f"the analytics mirror's index of stream {stream_key!r} changed under each of "
-                           f"{LISTING_ATTEMPTS} reads: its roll-ups were replaced every time")
+            if rolled is not None:
+                return keys, rolled
+        raise RuntimeError(f"the analytics mirror's roll-ups under {prefix} were replaced under each of "
+                           f"{LISTING_ATTEMPTS} reads")
 
     def _rolled_up(self, keys: list[str]) -> dict[int, Any] | None:
         """The entries of these roll-ups by import id (one roll-up, but while those of counts that
@@ -298,7 +303,7 @@ class AnalyticsMirror:
         each import not rolled up yet; only an import with a new tombstone is read again."""
         listed = self._markers(environment, stream_key)
         money_keys = self._keys(money_rollups(environment, stream_key))  # after the index: see forget_import
-        epochs = {marker[1]: key for key in money_keys if (marker := MONEY_EPOCH.search(key))}
+        epochs = _epochs(money_keys)
         epoch = max(epochs, default=FIRST_EPOCH)
         current = f"{money_rollups(environment, stream_key)}{epoch}/"
         rollup_keys = [key for key in money_keys if ROLLUP.search(key)]
@@ -348,9 +353,7 @@ class AnalyticsMirror:
         return _ImportMoney(money, exact=True, kept=cache)
 
     def _latest_epoch(self, environment: str, stream_key: str) -> str:
-        epochs = f"{money_rollups(environment, stream_key)}{EPOCH}/"
-        return max((found[1] for key in self._keys(epochs) if (found := MONEY_EPOCH.search(key))),
-                   default=FIRST_EPOCH)
+        return max(_epochs(self._keys(f"{money_rollups(environment, stream_key)}{EPOCH}/")), default=FIRST_EPOCH)
 
     def _split_listing(self, environment: str, stream_key: str) -> tuple[list[str], list[str]]:
         """Every key of the stream's prefix: those of its index of row markers, and the others."""
@@ -438,16 +441,9 @@ class AnalyticsMirror:
         loose marker before it was forgotten may roll it up again just after: the mirror repair
         reindexes the streams it wrote imports of again at its end, which mends that; should such
         a count meet that reindex too, the stream counts the import's old rows until the next repair."""
-        for _ in range(LISTING_ATTEMPTS):
-            keys = self._keys(prefix)
-            rolled = self._rolled_up(keys)
-            if rolled is None:
-                continue
-            if job_id in rolled:
-                self._roll_up(prefix, {j: entry for j, entry in rolled.items() if j != job_id}, keys)
-            return
-        raise RuntimeError(f"the analytics mirror's roll-ups under {prefix} changed under each of "
-                           f"{LISTING_ATTEMPTS} reads")
+        keys, rolled = self._listed_with_roll_ups(prefix)
+        if job_id in rolled:
+            self._roll_up(prefix, {j: entry for j, entry in rolled.items() if j != job_id}, keys)
 
     def forget_stream(self, environment: str, stream_key: str) -> None:
         """Remove everything of a deleted stream, staged or published, so that a new stream
@@ -515,6 +511,11 @@ class _ImportMoney:
     money: dict[str, CurrencyAmounts]
     exact: bool
     kept: str | None = None
+
+
+def _epochs(keys: Iterable[str]) -> dict[str, str]:
+    """The money epochs among these keys: each one's name (`<generation>-<token>`) and key."""
+    return {found[1]: key for key in keys if (found := MONEY_EPOCH.search(key))}
 
 
 def _rows_of(entry: Any) -> int:
