@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
-import requests
 from botocore.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,17 +47,11 @@ ROWS = 2  # each import's records (money and counts read markers and sums, not r
 
 
 def s3rver(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = processes.free_port()
-    server = subprocess.Popen(s3rver_command(port, directory), cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://{processes.LOOPBACK}:{port}"
-    while True:
-        assert server.poll() is None, "s3rver exited"
-        try:
-            requests.get(url, timeout=1)
-            return server, url
-        except requests.ConnectionError:
-            time.sleep(0.05)
+    """The local stack's S3 on a free port, as the stack starts it."""
+    port, log = processes.free_port(), directory / "s3rver.log"
+    server = processes.start(s3rver_command(port, directory / "data"), log, cwd=ROOT)
+    processes.wait_for_port(port, server, "s3rver", log)
+    return server, f"http://{processes.LOOPBACK}:{port}"
 
 
 def put_empty(s3, key: str) -> None:
@@ -174,8 +167,7 @@ def main() -> None:
                 if money:
                     print(f"| {existing + args.imports:,} | money | {money} |", flush=True)
         finally:
-            server.terminate()
-            server.wait(10)
+            processes.stop([server])
 
 
 if __name__ == "__main__":
