@@ -198,8 +198,23 @@ class TestIngestionJobRepository:
         assert begun.chunks_begun_again == {0, 1}  # an execution that began them first is not alone
         assert jobs.chunks_begun_again(ENV, 1) == {0, 1} and jobs.chunks_begun_again(ENV, 7) is None
         assert not jobs.get(ENV, 1).done_chunks and jobs.get(ENV, 1).processed_items == 0
-        assert jobs.begin_chunk(job(7), 0) is True  # a missing job: nothing written, nothing created
+        assert jobs.begin_chunk(job(7), 0) is None  # a missing job: nothing written, nothing created
         assert jobs.find(ENV, 7) is None
+
+    @pytest.mark.parametrize("end", ["ending", "ended"])
+    def test_a_chunk_of_a_job_no_longer_running_is_not_begun(self, jobs, end):
+        # An execution that read the job while it ran, and reaches a chunk after its end was marked:
+        # the end noted the blocks of the chunks begun before it, and this one must write nothing.
+        processing(jobs, total_items=2)
+        read_while_running = jobs.begin_chunk(jobs.get(ENV, 1), 0) is False and jobs.get(ENV, 1)
+        ended = jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})
+        if end == "ended":
+            ended = jobs.save_chunk(ended, ChunkOutcome(0, (failed(0), failed(1)), {}), unprocessed=True)
+            assert jobs.move(ended, JobStatus.FAILED).status is JobStatus.FAILED
+        assert jobs.begin_chunk(read_while_running, 1) is None
+        assert jobs.begin_chunk(read_while_running, 0) is None  # nor begun again
+        stored = jobs.get(ENV, 1)
+        assert (stored.chunks_begun, stored.chunks_begun_again) == (0, frozenset())
 
     def test_saving_a_chunk_marks_the_one_in_flight_after_it_begun_for_the_saver_alone(self, jobs):
         processing(jobs, total_items=1000)

@@ -153,13 +153,13 @@ class FakeIngestionJobRepository:
             row.job = replace(row.job, first_record_id=first_id)
         return row.job
 
-    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool:
+    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool | None:
         """Mark a chunk begun (the highest begun: `through` if given); whether an execution may have
-        begun it before (then it is added to `chunks_begun_again`). A missing job is left missing (the
-        adapter's update is conditional on the item)."""
+        begun it before (then it is added to `chunks_begun_again`). None, and nothing marked, unless
+        the job is processing with no end marked (a missing job is left missing)."""
         row = self.rows.get((job.environment, job.id))
-        if row is None:
-            return True
+        if row is None or row.job.status is not JobStatus.PROCESSING or row.job.ending is not None:
+            return None
         if row.job.chunks_begun is not None and chunk <= row.job.chunks_begun:
             row.job = replace(row.job, chunks_begun_again=row.job.chunks_begun_again | {chunk})
             return True

@@ -185,27 +185,34 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
         except ConditionFailed:
             return self.get(job.environment, job.id)
 
-    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool:
+    def begin_chunk(self, job: IngestionJob, chunk: int, through: int | None = None) -> bool | None:
         """Mark a chunk begun (and those after it up to `through`, which the caller begins next),
         before it writes anything; whether an execution may have begun it before (and written some
         of its records). Chunks begin in order, so the mark is the highest chunk begun: one small
         conditional update, which a first pass wins. A chunk begun again is added to
         `chunks_begun_again` (a second write, on a retry only), which tells an execution that began it
-        first, and still writes, that it is not alone."""
+        first, and still writes, that it is not alone.
+
+        None when the job no longer runs (ended, being ended, or gone): nothing of the chunk may be
+        written. Both marks land only while it is processing with no end marked, so an end, which
+        marks itself first, either sees the chunk begun (and notes its records' blocks) or refuses the
+        begin: an execution that read the job before the end cannot write rows nobody looks for."""
         key = keys.ingestion_job(job.environment, job.id)
+        running, values = status_in((JobStatus.PROCESSING,))
+        running += " AND attribute_not_exists(#ending)"
+        names = {"#status": "status", "#ending": "ending"}
         try:
             self._table.update(key, "SET chunks_begun = :through",
-                               condition="attribute_exists(pk) AND "
-                                         "(attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
-                               values={":n": chunk, ":through": max(chunk, through or chunk)})
+                               condition=f"{running} AND (attribute_not_exists(chunks_begun) OR chunks_begun < :n)",
+                               names=names, values={**values, ":n": chunk, ":through": max(chunk, through or chunk)})
             return False
         except ConditionFailed:
             pass
         try:
-            self._table.update(key, "ADD chunks_begun_again :chunk", condition="attribute_exists(pk)",
-                               values={":chunk": {chunk}})
+            self._table.update(key, "ADD chunks_begun_again :chunk", condition=running,
+                               names=names, values={**values, ":chunk": {chunk}})
         except ConditionFailed:
-            pass  # the job is gone: nothing of it writes
+            return None
         return True
 
     def chunks_begun_again(self, environment: str, job_id: int) -> frozenset[int] | None:

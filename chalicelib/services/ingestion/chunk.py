@@ -240,12 +240,17 @@ class ChunkPipeline:
         # close waits for this chunk): a close waits for them, and counts them (docs/period-close.md).
         fence = period_closes.FenceWriter(self._ports, period_closes.WORKER_LEASE, waits=True)
         try:
-            claimed = claim_chunk(self._ports, self.job, index, rows, streams, self._leases,
-                                  retried=self._begin(index), fence=fence)
+            retried = self._begin(index)
+            claimed = None if retried is None else claim_chunk(self._ports, self.job, index, rows, streams,
+                                                               self._leases, retried=retried, fence=fence)
             job = self.flush()
         except BaseException:
             fence.leave()
             raise
+        if claimed is None:  # the job ended, or is being ended, since this execution read it
+            fence.leave()
+            self.job = self._ports.ingestion_jobs.get(job.environment, job.id)
+            return
         if job.writes_no_more:  # ended or cancelled while this chunk was claimed: it writes nothing
             fence.leave()
             release_orphan_claims(self._ports, job, _claims_of(job, claimed), self._leases)
@@ -255,14 +260,15 @@ class ChunkPipeline:
             return
         self._writing = (claimed, self._writer.submit(_write_then_leave, self._ports, self.job, claimed, fence))
 
-    def _begin(self, index: int) -> bool:
+    def _begin(self, index: int) -> bool | None:
         """Mark a chunk begun before anything of it is written, unless this execution's own save
-        did; whether an execution may have begun it before. The first chunk an execution reaches
-        marks the next ones in flight too, so a job's chunks cost one begin mark in all."""
+        did; whether an execution may have begun it before, None if the job no longer runs. The
+        first chunk an execution reaches marks the next ones in flight too, so a job's chunks cost
+        one begin mark in all."""
         if index in self._fresh:
             return False
         retried = self._ports.ingestion_jobs.begin_chunk(self.job, index, through=index + CHUNKS_IN_FLIGHT - 1)
-        if not retried:
+        if retried is False:
             self._fresh.update(range(index + 1, index + CHUNKS_IN_FLIGHT))
         return retried
 
