@@ -67,3 +67,22 @@ def test_every_guard_of_the_stream_lies_in_its_ranges(services, bank):
 
     assert len(guards) == 3 + 20 + 1 + 3
     assert all(any(low <= external_id <= high for low, high in ranges) for _, external_id in guards)
+
+
+def test_a_new_stream_keeps_its_ranges_before_any_job_can_find_it(services):
+    # A job that found the stream before its ranges were written would write guards no range covers,
+    # which a later job, reading only the guards inside the ranges, would never read.
+    seen = []
+
+    def the_ranges_when_the_stream_is_written(model, params, **_):
+        if params.get("Item", {}).get("entity", {}).get("S") == "data_stream":
+            seen.append(services.records.external_id_ranges("acme", "fees"))
+
+    services.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem",
+                                               the_ranges_when_the_stream_is_written)
+    try:
+        create_stream(services.data_streams, "acme", key="fees", name="Fees", type_=StreamType.API)
+    finally:
+        services.aws.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem",
+                                                     the_ranges_when_the_stream_is_written)
+    assert seen == [[]]

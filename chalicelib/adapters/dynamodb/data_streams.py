@@ -42,20 +42,21 @@ class DataStreamRepository:
     def add(self, stream: DataStream) -> None:
         """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
         self._hold_account(stream)
-        try:
-            self._table.put_new({**self.to_item(stream), **self._new_marks})
-        except ConditionFailed:
-            self._free_account(stream.environment, stream.routing_key, stream.id)
-            raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
-        # A new stream has no guarded external_id yet: it keeps their ranges from now, so that its
-        # ingestion reads only the guards that may exist (records.py `track_external_ids`; a crash
-        # before this leaves it without, and all its guards are read). Kept if a deleted stream of
-        # the same key left them: they still cover its guards.
+        # A new stream has no guarded external_id yet: it keeps their ranges from the start, so that
+        # its ingestion reads only the guards that may exist (records.py `track_external_ids`). Written
+        # before the stream: a job that finds the stream finds them too (one written after them would
+        # write guards no range covers, which later jobs would not read). Kept if a stream of the same
+        # key left them (deleted, or refused below): they still cover its guards.
         try:
             self._table.put_new({**keys.external_id_ranges(stream.environment, stream.key),
                                  "entity": "external_id_ranges", "ranges": "[]"})
         except ConditionFailed:
             pass
+        try:
+            self._table.put_new({**self.to_item(stream), **self._new_marks})
+        except ConditionFailed:
+            self._free_account(stream.environment, stream.routing_key, stream.id)
+            raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
 
     def _hold_account(self, stream: DataStream) -> None:
         """Put the guard of the stream's account naming it; Conflict naming the stream that holds
