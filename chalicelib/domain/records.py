@@ -165,6 +165,20 @@ class ExternalIdClaim:
     record_id: int | None  # the owner's record id (ours when claimed, the existing one when not)
 
 
+def writer_lease_holder(job_id: int, execution: str) -> str:
+    """Who holds a stream's writer lease (the right to write its external_id guards unconditionally):
+    one execution of a job. Executions of one job hold it together (see `lease_owner`)."""
+    return f"job:{job_id}/{execution}"
+
+
+def lease_owner(holder: str) -> str:
+    """The job a writer lease's holder writes for: executions of one job (a delivery again after a
+    crash, a sweeper's restart beside a slow one) write the same rows' guards, so they may hold the
+    lease together, and it goes back when the last of them gives it back. A holder without an
+    execution part is its own job."""
+    return holder.split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class ItemError:
     field: str

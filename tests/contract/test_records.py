@@ -8,7 +8,15 @@ from datetime import timedelta
 import pytest
 
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
-from chalicelib.domain.records import DELETABLE_STATUSES, Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus
+from chalicelib.domain.records import (
+    DELETABLE_STATUSES,
+    Direction,
+    ExternalIdClaim,
+    Record,
+    RecordQuery,
+    RecordStatus,
+    writer_lease_holder,
+)
 from tests.contract.builders import ENV, OTHER_ENV, T0, T0_MS, job, stream
 
 STALE = timedelta(minutes=5)
@@ -86,6 +94,27 @@ class TestRecordRepository:
         assert records.take_writer_lease(ENV, "bank", "job:3", lease)
         assert not records.renew_writer_lease(ENV, "bank", "job:2", lease)  # gone to another: not renewed
         assert records.renew_writer_lease(ENV, "bank", "job:3", lease)
+
+    def test_executions_of_one_job_hold_a_streams_writer_lease_together_until_the_last_gives_it_back(
+            self, records, clock):
+        lease = timedelta(seconds=60)
+        first, again = writer_lease_holder(1, "first"), writer_lease_holder(1, "again")
+        assert records.take_writer_lease(ENV, "bank", first, lease)
+        assert records.take_writer_lease(ENV, "bank", again, lease)  # a delivery again: no wait for a lapse
+        assert not records.take_writer_lease(ENV, "bank", writer_lease_holder(2, "x"), lease)
+        records.release_writer_lease(ENV, "bank", again)  # leaving (on an error, say) while the first writes on
+        assert not records.take_writer_lease(ENV, "bank", writer_lease_holder(2, "x"), lease)
+        assert records.renew_writer_lease(ENV, "bank", first, lease)
+        assert not records.renew_writer_lease(ENV, "bank", again, lease)  # it gave it back
+        records.release_writer_lease(ENV, "bank", first)
+        assert records.take_writer_lease(ENV, "bank", writer_lease_holder(2, "x"), lease)
+        # One that died holding it keeps it only until it lapses; whoever takes it then holds it alone
+        assert records.take_writer_lease(ENV, "ledger", first, lease)
+        clock.advance(seconds=61)
+        assert records.take_writer_lease(ENV, "ledger", again, lease)
+        assert not records.renew_writer_lease(ENV, "ledger", first, lease)
+        records.release_writer_lease(ENV, "ledger", first)  # late: gives back nothing it no longer holds
+        assert not records.take_writer_lease(ENV, "ledger", writer_lease_holder(2, "x"), lease)
 
     def test_a_put_rewrites_the_whole_item(self, records):
         records.put_many([record(1, external_id="x")])

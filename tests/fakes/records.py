@@ -22,7 +22,7 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import FILTERED_READ_STEP, MAX_READS_PER_PAGE
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
-from chalicelib.domain.records import ExternalIdClaim, Record, RecordQuery, RecordStatus
+from chalicelib.domain.records import ExternalIdClaim, Record, RecordQuery, RecordStatus, lease_owner
 from tests.fakes._support import NOT_THIS_LIST, decode_cursor, encode_cursor, padded, stored_time
 from tests.fakes.data_streams import FakeDataStreamRepository
 from tests.fakes.jobs import FakeIngestionJobRepository
@@ -60,6 +60,13 @@ class ExternalIdGuard:
     record_id: int
 
 
+@dataclass
+class _Lease:
+    owner: str  # the job
+    holders: set[str]  # its executions holding the lease
+    expires_at: datetime
+
+
 class FakeRecordStore:
     """The record items (and external-id guards) of every environment, shared by the fakes of the
     repositories that read or write them."""
@@ -67,7 +74,7 @@ class FakeRecordStore:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int], RecordRow] = {}
         self.guards: dict[tuple[str, str, str], ExternalIdGuard] = {}  # (environment, stream key, external id)
-        self.leases: dict[tuple[str, str], tuple[str, datetime]] = {}  # streams' writer leases: holder, until
+        self.leases: dict[tuple[str, str], _Lease] = {}  # streams' writer leases
         # Streams that keep the ranges of their guarded external_ids (those created since they exist)
         self.external_id_ranges: dict[tuple[str, str], list[tuple[str, str]]] = {}
         # The marks of events owed by a saved change, by the item that carries them (the outbox:
@@ -221,23 +228,32 @@ class FakeRecordRepository:
         return True
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
-        now = utc_now()
+        """Free, lapsed, or held by executions of the same job (held together then)."""
+        now, owner = utc_now(), lease_owner(holder)
         current = self.store.leases.get((environment, stream_key))
-        if current is not None and current[0] != holder and current[1] >= now:
-            return False
-        self.store.leases[(environment, stream_key)] = (holder, now + lease)
+        if current is not None and current.expires_at >= now:
+            if current.owner != owner:
+                return False
+            current.holders.add(holder)
+            current.expires_at = now + lease
+            return True
+        self.store.leases[(environment, stream_key)] = _Lease(owner, {holder}, now + lease)
         return True
 
     def renew_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         current = self.store.leases.get((environment, stream_key))
-        if current is None or current[0] != holder:
+        if current is None or holder not in current.holders:
             return False
-        self.store.leases[(environment, stream_key)] = (holder, utc_now() + lease)
+        current.expires_at = utc_now() + lease
         return True
 
     def release_writer_lease(self, environment: str, stream_key: str, holder: str) -> None:
-        if self.store.leases.get((environment, stream_key), (None,))[0] == holder:
-            del self.store.leases[(environment, stream_key)]
+        """The last holder's release gives the lease back."""
+        current = self.store.leases.get((environment, stream_key))
+        if current is not None and holder in current.holders:
+            current.holders.discard(holder)
+            if not current.holders:
+                del self.store.leases[(environment, stream_key)]
 
     # Reading -------------------------------------------------------------------------------
 

@@ -200,7 +200,7 @@ def test_an_execution_whose_lease_lapsed_releases_a_claim_only_once_it_holds_the
     release = ports.records.release_external_id
 
     def watched(environment, stream_key, external_id, owner):
-        holders.append(ports.records.store.leases[(environment, stream_key)][0])
+        holders.append(ports.records.store.leases[(environment, stream_key)].owner)
         return release(environment, stream_key, external_id, owner=owner)
 
     ports.records.release_external_id = watched
@@ -208,3 +208,31 @@ def test_an_execution_whose_lease_lapsed_releases_a_claim_only_once_it_holds_the
 
     assert holders == [f"job:{job.id}"]  # released under the lease taken again, not beside the other's
     assert ports.records.external_id_claims(ENV, [("bank", "x-1")]) == {}
+
+
+class Throttled(Exception):
+    pass
+
+
+def test_an_execution_leaving_on_an_error_keeps_the_lease_another_execution_of_its_job_writes_under(ports, tracked):
+    # Given a job's first execution holding the stream's lease, and a second delivery of the job beside it
+    job = submit_bulk(ports, ENV, [item("x-5")], OnConflict.SKIP, None)
+    first = WriterLeases(ports, job)
+    first.hold({"bank"})
+    # When the second holds it too (no wait: the same job) and leaves on an error
+    with pytest.raises(Throttled), WriterLeases(ports, job) as second:
+        second.hold({"bank"})
+        raise Throttled("ProvisionedThroughputExceededException")
+    # Then no other job may take it while the first writes guards under it
+    assert not ports.records.take_writer_lease(ENV, "bank", "job:other", WRITER_LEASE)
+    first.release()
+    assert ports.records.take_writer_lease(ENV, "bank", "job:other", WRITER_LEASE)
+
+
+def test_a_stream_added_to_the_leases_held_takes_them_all_again(ports, tracked):
+    job = submit_bulk(ports, ENV, [item("x-5")], OnConflict.SKIP, None)
+    with WriterLeases(ports, job) as leases:
+        leases.hold({"ledger"})
+        leases.hold({"bank"})  # a chunk of another stream: all given back, then taken in key order
+        assert not ports.records.take_writer_lease(ENV, "ledger", "job:other", WRITER_LEASE)
+        assert not ports.records.take_writer_lease(ENV, "bank", "job:other", WRITER_LEASE)

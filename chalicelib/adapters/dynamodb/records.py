@@ -30,7 +30,7 @@ from chalicelib.adapters.dynamodb.table import (
 )
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
-from chalicelib.domain.records import Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus
+from chalicelib.domain.records import Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus, lease_owner
 
 # What the open-records index (gsi5, infra/template.yaml) projects besides the keys: every
 # attribute that a run's load, the exception refresh, investigations and the claims read from an
@@ -177,18 +177,27 @@ class RecordRepository:
             return self.external_id_ranges(environment, stream_key) is None
 
     def take_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
-        """Hold the stream's writer lease for `lease` from now, if it is free, lapsed or `holder`'s.
-        Read first: a lease another job holds is waited for with reads, not failed writes (a
-        failed conditional write costs a write unit)."""
-        now = utc_now()
-        current = self._table.get(keys.stream_writer_lease(environment, stream_key))
-        if current is not None and current.get("holder") != holder and current.get("expires_at", "") >= iso(now):
+        """Hold the stream's writer lease for `lease` from now, if it is free, lapsed, or held by
+        executions of the same job (`holder` is `<job>/<execution>`, see `lease_owner`): a delivery
+        of a job again after a crash need not wait for the lapse. The lease records each execution
+        holding it and goes back once the last one gives it back, so no other job writes guards
+        while any of them may. Read first: a lease another job holds is waited for with reads, not
+        failed writes (a failed conditional write costs a write unit)."""
+        now, key, owner = utc_now(), keys.stream_writer_lease(environment, stream_key), lease_owner(holder)
+        current = self._table.get(key)
+        live = current is not None and current.get("expires_at", "") >= iso(now)
+        if live and current.get("owner") != owner:
             return False
         try:
-            self._table.put({**keys.stream_writer_lease(environment, stream_key), "entity": "stream_writer_lease",
-                             "holder": holder, "expires_at": iso(now + lease)},
-                            condition="attribute_not_exists(pk) OR holder = :me OR expires_at < :now",
-                            values={":me": holder, ":now": iso(now)})
+            if live:  # another execution of the job holds it: held together
+                self._table.update(key, "SET expires_at = :until ADD holders :me",
+                                   condition="#owner = :owner AND expires_at >= :now", names={"#owner": "owner"},
+                                   values={":until": iso(now + lease), ":me": {holder}, ":owner": owner,
+                                           ":now": iso(now)})
+            else:  # whoever held it before and did not give it back holds it no more
+                self._table.put({**key, "entity": "stream_writer_lease", "owner": owner, "holders": {holder},
+                                 "expires_at": iso(now + lease)},
+                                condition="attribute_not_exists(pk) OR expires_at < :now", values={":now": iso(now)})
             return True
         except ConditionFailed:
             return False
@@ -196,15 +205,26 @@ class RecordRepository:
     def renew_writer_lease(self, environment: str, stream_key: str, holder: str, lease: timedelta) -> bool:
         """Hold the lease `lease` longer, only if `holder` still does (no one took it when it lapsed)."""
         try:
-            self._table.put({**keys.stream_writer_lease(environment, stream_key), "entity": "stream_writer_lease",
-                             "holder": holder, "expires_at": iso(utc_now() + lease)},
-                            condition="holder = :me", values={":me": holder})
+            self._table.update(keys.stream_writer_lease(environment, stream_key), "SET expires_at = :until",
+                               condition="contains(holders, :me)",
+                               values={":until": iso(utc_now() + lease), ":me": holder})
             return True
         except ConditionFailed:
             return False
 
     def release_writer_lease(self, environment: str, stream_key: str, holder: str) -> None:
-        self._table.release_guard(keys.stream_writer_lease(environment, stream_key), "holder", holder)
+        """`holder` holds the lease no more; the last holder's release gives it back."""
+        key = keys.stream_writer_lease(environment, stream_key)
+        try:
+            left = self._table.update(key, "DELETE holders :us", condition="contains(holders, :me)",
+                                      values={":us": {holder}, ":me": holder}, return_new=True)
+        except ConditionFailed:
+            return  # not its holder (any more)
+        if not left.get("holders"):  # DynamoDB drops a set left empty
+            try:
+                self._table.delete(key, condition="attribute_not_exists(holders)")
+            except ConditionFailed:
+                pass  # another execution of the job took it meanwhile
 
     # Reading -------------------------------------------------------------------------------
 

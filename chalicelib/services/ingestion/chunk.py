@@ -24,6 +24,7 @@ where the local stack's are used):
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Container, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ from chalicelib.domain.records import (
     StreamContext,
     shown_external_id,
     validate_item,
+    writer_lease_holder,
 )
 from chalicelib.observability import logger
 from chalicelib.services import period_closes
@@ -437,10 +439,13 @@ class WriterLeases:
     `_claim_all`). A caller may hold them across a whole job or chunk task: one take and one
     release, not one per chunk. Taken in key order, all again when a stream is added, so that no
     two jobs wait on each other; a lease another job holds is waited for by reading it (a failed
-    take writes nothing). Given back at the end of the `with`, even on an error."""
+    take writes nothing). Given back at the end of the `with`, even on an error. Each instance is a
+    holder of its own: executions of one job hold a stream's lease together, and it goes back only
+    when the last of them gives it back (one leaving on an error must not free it under another)."""
 
     def __init__(self, ports: Ports, job: IngestionJob) -> None:
-        self._ports, self._job, self._holder = ports, job, f"job:{job.id}"
+        self._ports, self._job = ports, job
+        self._holder = writer_lease_holder(job.id, uuid.uuid4().hex[:12])
         self._taken: list[str] = []
         self._since = 0.0
         # The external_id ranges of the streams held, as read under the leases (None: the stream
@@ -491,12 +496,12 @@ class WriterLeases:
         self.release()
 
     def hold(self, stream_keys: Iterable[str]) -> None:
-        wanted = set(stream_keys)
-        if wanted <= set(self._taken):
+        wanted, held = set(stream_keys), set(self._taken)
+        if wanted <= held:
             return
         self.release()  # then all in key order again
         records, env = self._ports.records, self._job.environment
-        for stream_key in sorted(wanted | set(self._taken)):
+        for stream_key in sorted(wanted | held):
             wait = LEASE_RETRY_SECONDS
             while not records.take_writer_lease(env, stream_key, self._holder, WRITER_LEASE):
                 time.sleep(wait)
