@@ -253,6 +253,19 @@ class TestIngestionJobRepository:
                 ended.created_per_stream) == (2, 1, 1, 0, {})
         assert jobs.results(ENV, 1) == [ok(0), skipped(1)]
 
+    def test_the_end_keeps_its_results_of_a_chunk_unless_some_are_stored_and_then_learns_which_stand(self, jobs):
+        processing(jobs, total_items=1000)
+        jobs.begin_ending(jobs.get(ENV, 1), JobStatus.FAILED, {})
+        late = ChunkOutcome(0, (ok(0), skipped(1)), {"bank": 1})
+        jobs.save_chunk(jobs.get(ENV, 1), late)  # a late execution's, stored (not counted: the job ends)
+        mine = ChunkOutcome(0, (failed(0), failed(1)), {})
+        assert jobs.keep_unprocessed_results(jobs.get(ENV, 1), mine) == (replace(late, created_per_stream={}), False)
+        unreached = ChunkOutcome(1, (failed(500),), {})
+        assert jobs.keep_unprocessed_results(jobs.get(ENV, 1), unreached) == (unreached, True)
+        assert jobs.keep_unprocessed_results(jobs.get(ENV, 1), unreached) == (unreached, False)  # a retry's
+        assert jobs.get(ENV, 1).processed_items == 0  # kept, not counted
+        assert jobs.results(ENV, 1) == [ok(0), skipped(1), failed(500)]
+
     def test_a_file_import_keeps_its_problem_rows_only(self, jobs):
         processing(jobs, source=JobSource.CSV, total_items=1200, data_stream_key="bank")
         file_job = jobs.get(ENV, 1)

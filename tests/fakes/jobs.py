@@ -176,6 +176,17 @@ class FakeIngestionJobRepository:
     def save_chunk_and_begin_ahead(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[IngestionJob, bool]:
         return self._save_chunk(job, outcome, False, begin_ahead=True)
 
+    def keep_unprocessed_results(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[ChunkOutcome, bool]:
+        """These results, stored now (True), or those stored before (False)."""
+        stored = self.chunk_results.setdefault((job.environment, job.id), {})
+        if outcome.index in stored:
+            return self._stored_outcome(job, outcome.index, outcome.created_per_stream), False
+        stored[outcome.index] = _ChunkResults(
+            results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
+            problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
+            unprocessed=True)
+        return outcome, True
+
     def _save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
                     begin_ahead: bool) -> tuple[IngestionJob, bool]:
         """Store a chunk's results, then count it once, only while processing (or, `unprocessed`,
@@ -183,15 +194,15 @@ class FakeIngestionJobRepository:
         CHUNKS_IN_FLIGHT ahead is marked begun by the same write; and whether this call counted the chunk."""
         stored = self.chunk_results.setdefault((job.environment, job.id), {})
         existing = stored.get(outcome.index)
-        if unprocessed and existing is not None:
-            outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
-        elif not unprocessed and existing is not None and existing.unprocessed:
+        if unprocessed:
+            outcome, _ = self.keep_unprocessed_results(job, outcome)
+        elif existing is not None and existing.unprocessed:
             return self.get(job.environment, job.id), False
         else:
             stored[outcome.index] = _ChunkResults(
                 results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
                 problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
-                unprocessed=unprocessed)
+                unprocessed=False)
         row = self.rows.get((job.environment, job.id))
         allowed = _UNFINISHED if unprocessed else (JobStatus.PROCESSING,)
         if (row is None or outcome.index in row.job.done_chunks or row.job.status not in allowed

@@ -1,5 +1,6 @@
-"""An execution that read its job while it ran and reaches a chunk only after the job's end was
-marked (the sweeper gave up on it, or the last delivery failed it) writes nothing of that chunk.
+"""A job's end (the sweeper gives up on it, or its last delivery fails it) beside an execution that
+still runs: one that reaches a chunk only after the end was marked writes nothing of it, and one
+that finishes a chunk while the end reads it has its results counted with its records.
 
 The end notes the blocks of record ids of the chunks begun before it (a run then reads them from the
 table, not the analytics mirror) and fails every row it never saw written. A chunk begun after that
@@ -7,11 +8,12 @@ would put records nobody notes or counts: open in the table, missing from the mi
 changed blocks, so that every run reading the mirror would miss them for good."""
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
 
-from chalicelib.domain.ingestion import ItemStatus, JobStatus, OnConflict
+from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, ItemStatus, JobStatus, OnConflict
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.ingestion.lifecycle import fail
 from tests.services.conftest import ENV, record, streams
@@ -76,3 +78,87 @@ def test_a_chunk_reached_after_the_jobs_end_writes_nothing_and_runs_miss_no_open
     assert _open_ids(ports, "fees", reconciliation.id) in (None, sorted(first))
     # The next delivery finds it ended and writes nothing either
     assert process_job(replace(ports, records=_NoRecordWrites(ports.records)), ENV, job.id).status is JobStatus.FAILED
+
+
+class _Died(Exception):
+    pass
+
+
+def _delegating(inner, **overrides):
+    """`inner` with some of its methods replaced (the rest delegated)."""
+    class Delegating:
+        def __getattr__(self, name):
+            return getattr(inner, name)
+    wrapped = Delegating()
+    for name, method in overrides.items():
+        setattr(wrapped, name, method)
+    return wrapped
+
+
+def test_an_end_that_reads_a_chunk_a_late_execution_then_finishes_counts_and_mirrors_what_it_stored(ports):
+    # Given a bulk request of two chunks whose execution has written part of its second chunk
+    streams(ports, "bank")
+    items = [{"data_stream_key": "bank", "external_id": f"x-{n}", "date": "2026-11-02", "direction": "credit",
+              "amount": 1000 + n} for n in range(2 * BULK_CHUNK_ROWS)]
+    job = submit_bulk(ports, ENV, items, OnConflict.ERROR, None)
+    part_written, end_read, saved = threading.Event(), threading.Event(), threading.Event()
+    puts = []
+
+    def put_many(records):
+        records = list(records)
+        puts.append(len(records))
+        if len(puts) == 2:
+            ports.records.put_many(records[:100])
+            part_written.set()
+            assert end_read.wait(10)
+            return ports.records.put_many(records[100:])
+        return ports.records.put_many(records)
+
+    def save_then_die(job_, outcome):
+        stored = ports.ingestion_jobs.save_chunk_and_begin_ahead(job_, outcome)
+        if outcome.index == 1:
+            saved.set()  # its results stored, not counted (the job is ending): then its Lambda times out
+            raise _Died()
+        return stored
+
+    late = replace(ports, records=_delegating(ports.records, put_many=put_many),
+                   ingestion_jobs=_delegating(ports.ingestion_jobs, save_chunk_and_begin_ahead=save_then_die))
+    errors = []
+
+    def run_late():
+        try:
+            process_job(late, ENV, job.id)
+        except _Died:
+            pass
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    thread = threading.Thread(target=run_late)
+    thread.start()
+    assert part_written.wait(10)
+
+    # When the job's end reads the chunk's records (100 of 500 there), and the execution then writes
+    # the rest and stores the chunk's results before the end stores its own
+    reads = []
+
+    def find_many(environment, record_ids, including_deleting=False):
+        found = ports.records.find_many(environment, record_ids, including_deleting=including_deleting)
+        reads.append(len(found))
+        if len(reads) == 1:
+            end_read.set()
+            assert saved.wait(10)
+        return found
+
+    fail(replace(ports, records=_delegating(ports.records, find_many=find_many)), ENV, job.id, RuntimeError("stuck"), 3)
+    thread.join(10)
+    assert not errors and reads[0] == 100
+
+    # Then what the job counts, mirrors and tells of its stream is what the execution's results say
+    ended = ports.ingestion_jobs.get(ENV, job.id)
+    successful = [r for r in ports.ingestion_jobs.results(ENV, job.id) if r.status is ItemStatus.SUCCESSFUL]
+    stored = ports.records.find_many(ENV, [r.record_id for r in successful])
+    assert ended.status is JobStatus.FAILED
+    assert len(successful) == len(stored) == ended.successful_items == 2 * BULK_CHUNK_ROWS
+    assert ended.created_per_stream == {"bank": 2 * BULK_CHUNK_ROWS}
+    assert ended.aggregates.total.count == 2 * BULK_CHUNK_ROWS
+    assert ports.data_streams.get(ENV, "bank").records_count == 2 * BULK_CHUNK_ROWS

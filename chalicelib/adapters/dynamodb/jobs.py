@@ -239,7 +239,32 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
 
         A late execution and the end of the job may both reach a chunk: whichever stores its
         results first wins, and what is counted is what is stored, so results and totals agree."""
-        results_item = {
+        # The end of a job never overwrites results a late execution stored; a late execution
+        # never overwrites the "not processed" results the end of the job stored.
+        if unprocessed:
+            outcome, _ = self.keep_unprocessed_results(job, outcome)
+        else:
+            try:
+                self._table.put(self._results_item(job, outcome, False), condition="attribute_not_exists(#u)",
+                                names={"#u": "unprocessed"})
+            except ConditionFailed:
+                return self.get(job.environment, job.id), False
+        return self._count_chunk(job, outcome, unprocessed, begin_ahead)
+
+    def keep_unprocessed_results(self, job: IngestionJob, outcome: ChunkOutcome) -> tuple[ChunkOutcome, bool]:
+        """The results that stand for a chunk the job's end found unfinished: these, stored now
+        (True), or those stored before (False: by a late execution, which wrote its records first,
+        or by an earlier try of the end), with the outcome's records per stream (the caller's to
+        count again from the results that stand)."""
+        try:
+            self._table.put(self._results_item(job, outcome, True), condition="attribute_not_exists(pk)")
+        except ConditionFailed:
+            return self._stored_outcome(job, outcome.index, outcome.created_per_stream), False
+        return outcome, True
+
+    @staticmethod
+    def _results_item(job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool) -> dict[str, Any]:
+        return {
             **keys.job_results(job.environment, job.id, outcome.index), "entity": "job_results",
             # Every row's result is shown by a bulk request only; a file import shows its problems,
             # and a result per row would cost about 40 bytes, a write unit per 25 rows, for nobody.
@@ -251,17 +276,9 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             if job.is_file else None,
             "unprocessed": True if unprocessed else None,
         }
-        try:
-            # The end of a job never overwrites results a late execution stored; a late execution
-            # never overwrites the "not processed" results the end of the job stored.
-            if unprocessed:
-                self._table.put(results_item, condition="attribute_not_exists(pk)")
-            else:
-                self._table.put(results_item, condition="attribute_not_exists(#u)", names={"#u": "unprocessed"})
-        except ConditionFailed:
-            if not unprocessed:
-                return self.get(job.environment, job.id), False
-            outcome = self._stored_outcome(job, outcome.index, outcome.created_per_stream)
+
+    def _count_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
+                     begin_ahead: bool) -> tuple[IngestionJob, bool]:
         names = {"#done": "done_chunks", "#status": "status", "#ending": "ending"}
         # A worker counts only while nothing ends the job; the end counts the chunks it never reached
         # before the status turns (see domain/ingestion.py).

@@ -6,6 +6,7 @@ item gets its result, what was written is kept and settled).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain import event_data
@@ -214,6 +215,11 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
             record = written.get(index)
             results.append(ItemResult.written(index, record, row.line) if record is not None else
                            ItemResult(index, ItemStatus.FAILED, row.external_id, None, error, row.line))
+        outcome, ours = ports.ingestion_jobs.keep_unprocessed_results(job, ChunkOutcome(number, tuple(results), {}))
+        if not ours:  # a late execution's results, stored after its records were all written (or an earlier
+            # try's): what is counted and mirrored is what they say, not what this end read before
+            succeeded = [r.index for r in outcome.results if r.status is ItemStatus.SUCCESSFUL]
+            written = records_written(ports, job, succeeded)
         if begun:  # before the chunk is saved: a crash in between releases again (a no-op by then)
             release_orphan_claims(ports, job, [(i, known[i]) for i in job.chunk_range(number)
                                                 if i in known and i not in written])
@@ -222,7 +228,7 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
                 ports.mirror.write_part(job.environment, job.id, number, written.values())
             except Exception:
                 logger.exception("mirroring an unfinished chunk's records failed", extra={"job_id": job.id})
-        outcome = ChunkOutcome(number, tuple(results), records_per_stream(written.values()))
+        outcome = replace(outcome, created_per_stream=records_per_stream(written.values()))
         job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
 
 
