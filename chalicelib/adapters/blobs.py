@@ -24,6 +24,11 @@ class PayloadStore:
     def get_bytes(self, key: str) -> bytes:
         return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
+    def get_bytes_and_etag(self, key: str) -> tuple[bytes, str]:
+        """The object's bytes and the ETag of what was read (unquoted, as S3's events give it)."""
+        found = self._s3.get_object(Bucket=self.bucket, Key=key)
+        return found["Body"].read(), found["ETag"].strip('"')
+
     def head_bytes(self, key: str, count: int) -> bytes:
         """The first `count` bytes (a ranged GET), e.g. to sniff a file's format."""
         return self._s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{count - 1}")["Body"].read()

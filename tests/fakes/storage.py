@@ -45,6 +45,11 @@ class FakePayloadStore:
             raise _no_such_key("GetObject")
         return self.objects[key][0]
 
+    def get_bytes_and_etag(self, key: str) -> tuple[bytes, str]:
+        """The bytes and their ETag: S3's for an object put in one request, the MD5 of its bytes."""
+        body = self.get_bytes(key)
+        return body, hashlib.md5(body).hexdigest()
+
     def head_bytes(self, key: str, count: int) -> bytes:
         """The first `count` bytes."""
         return self.get_bytes(key)[:count]

@@ -348,8 +348,8 @@ def test_an_empty_column_mapping_key_is_422(api, bank):
 
 def test_an_empty_dropped_file_fails_its_import_with_a_reason(api, services, runtime, bank):
     bucket = services.settings.bucket_name
-    services.aws.s3.put_object(Bucket=bucket, Key="drops/acme/bank/empty.csv", Body=b"")
-    runtime.deliver_s3_event(bucket, "drops/acme/bank/empty.csv", "e0", 0)
+    etag = services.aws.s3.put_object(Bucket=bucket, Key="drops/acme/bank/empty.csv", Body=b"")["ETag"].strip('"')
+    runtime.deliver_s3_event(bucket, "drops/acme/bank/empty.csv", etag, 0)
     [imported] = api.get("/v1/data_streams/bank/file_imports").json_body["data"]
     assert imported["status"] == "failed" and "empty" in imported["error_message"]
 

@@ -89,6 +89,8 @@ def _drop_import(ports: Ports, key: str, etag: str, environment: str, stream_key
         )
         ports.ingestion_jobs.add(job)
         job = ports.ingestion_jobs.get(environment, job_id)
+    if etag and job.upload_etag is None:  # the object it imports: one dropped again later is not it
+        job = ports.ingestion_jobs.accept_upload(job, etag)
     if job.status is JobStatus.PENDING:
         ports.file_import_workflows.start(execution_name(job), {"environment": environment, "job_id": job_id})
     return job

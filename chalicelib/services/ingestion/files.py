@@ -122,6 +122,13 @@ def check_create_options(source: JobSource, date_format: str, decimal_places: in
 
 # The state machine's tasks --------------------------------------------------------------
 
+# An import reads the file it took (the upload, or the drop, its event named), never a later one put
+# under the same key: that one is reported as not imported (an upload) or has an import of its own
+# (a drop), so reading it here would import it twice and the first one never, without a word.
+_REPLACED = ("the file was replaced under the same name before this import read it (uploaded or dropped again), "
+             "so nothing was imported: a file dropped again is imported by its own import, a file uploaded "
+             "again needs a new import")
+
 def prepare(ports: Ports, environment: str, job_id: int) -> str:
     """Parse and validate the whole file, then split its rows into chunk files. Nothing is
     written as records here, so a file that fails validation leaves nothing behind."""
@@ -139,7 +146,10 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
         if size > limit:  # the one limit a client meets, whatever the format (the parsers' own guards are larger)
             raise FileRejected(f"file is {size} bytes; imports accept up to {limit} bytes: split it",
                                {"bytes": size, "limit": limit})
-        parsed = _parse(ports, job, ports.payloads.get_bytes(job.import_file_key))
+        body, etag = ports.payloads.get_bytes_and_etag(job.import_file_key)
+        if job.upload_etag and etag != job.upload_etag.strip('"'):
+            raise FileRejected(_REPLACED, {"upload_etag": job.upload_etag, "etag_found": etag})
+        parsed = _parse(ports, job, body)
     except FileRejected as rejected:
         conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"

@@ -1,0 +1,61 @@
+"""An import reads the file it took, never another put under the same key since: a second upload
+to its URL after it started is reported as not imported, and a file dropped again under the same
+name has an import of its own. Read in its place, the later file was imported (twice, for a
+drop) and the first one's rows vanished without a result."""
+import hashlib
+from datetime import UTC, datetime
+
+from chalicelib.domain.ingestion import JobSource, JobStatus, OnConflict
+from chalicelib.services.ingestion import drops, files
+from chalicelib.services.ingestion.lifecycle import start
+from tests.services.conftest import ENV, streams
+
+FIRST = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n"
+SECOND = b"date,amount,external_id\n2026-11-03,7.00,tx-9\n"
+
+
+def put(ports, key, body):
+    """A PUT to S3 and its event (the ETag of a single PUT: the body's MD5)."""
+    ports.payloads.objects[key] = (body, datetime.now(UTC))
+    return drops.on_object_created(ports, key, etag=hashlib.md5(body).hexdigest(), size=len(body))
+
+
+def imported(ports):
+    return sorted(row.record.external_id for row in ports.records.store.rows.values())
+
+
+def run(ports, job):
+    if files.prepare(ports, ENV, job.id) == "chunk":
+        assert files.write_chunks(ports, ENV, job.id) == "finish"
+        files.finish(ports, ENV, job.id)
+    return ports.ingestion_jobs.get(ENV, job.id)
+
+
+def test_an_upload_replaced_after_its_import_started_fails_it_with_the_reason_and_imports_neither(ports):
+    streams(ports, "bank")
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                 on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                 decimal_places=None)
+    put(ports, job.import_file_key, FIRST)  # the import takes this one (the last put while it is pending)
+    start(ports, ports.ingestion_jobs.get(ENV, job.id))  # its state machine's first task begins
+    put(ports, job.import_file_key, SECOND)  # a second PUT to the same URL, before the file is read
+
+    done = run(ports, job)
+
+    assert done.upload_etag == hashlib.md5(FIRST).hexdigest()
+    assert [u.etag for u in done.ignored_uploads] == [hashlib.md5(SECOND).hexdigest()]  # "not imported"
+    assert done.status is JobStatus.FAILED and "replaced under the same name" in done.error_message
+    assert imported(ports) == []
+
+
+def test_a_file_dropped_again_before_the_first_was_read_is_imported_once_by_its_own_import(ports):
+    streams(ports, "bank")
+    key = f"drops/{ENV}/bank/payouts.csv"
+    first = put(ports, key, FIRST)
+    second = put(ports, key, SECOND)  # the next day's file, same name, before the first import ran
+    assert first.id != second.id
+
+    assert run(ports, first).status is JobStatus.FAILED
+    assert run(ports, second).status is JobStatus.COMPLETED
+    assert imported(ports) == ["tx-9"]
+    assert "replaced under the same name" in ports.ingestion_jobs.get(ENV, first.id).error_message
