@@ -129,6 +129,7 @@ _REPLACED = ("the file was replaced under the same name before this import read 
              "so nothing was imported: a file dropped again is imported by its own import, a file uploaded "
              "again needs a new import")
 
+
 def prepare(ports: Ports, environment: str, job_id: int) -> str:
     """Parse and validate the whole file, then split its rows into chunk files. Nothing is
     written as records here, so a file that fails validation leaves nothing behind."""
