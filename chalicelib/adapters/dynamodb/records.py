@@ -184,8 +184,8 @@ class RecordRepository:
         while any of them may. Read first: a lease another job holds is waited for with reads, not
         failed writes (a failed conditional write costs a write unit)."""
         now, key, owner = utc_now(), keys.stream_writer_lease(environment, stream_key), lease_owner(holder)
-        current = self._table.get(key)
-        live = current is not None and current.get("expires_at", "") >= iso(now)
+        current = self._table.get(key) or {}
+        live = current.get("expires_at", "") >= iso(now)
         if live and current.get("owner") != owner:
             return False
         try:
