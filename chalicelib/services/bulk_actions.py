@@ -498,7 +498,7 @@ def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool
             return True
         if current is not None and current.unmatched_at is not None:
             return False
-        match_service.unmatch(ports, environment, match_id)  # a retry finds its mark and finishes
+        match_service.unmatch(ports, environment, match_id, only=MatchStatus.PROPOSED)  # a retry finds its mark
         return True
     return change
 

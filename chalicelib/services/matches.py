@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from chalicelib.domain import event_data
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, FieldError, NotFound, ValidationFailed
+from chalicelib.domain.errors import Conflict, FieldError, NotFound, TransitionRefused, ValidationFailed
 from chalicelib.domain.events import EventOrigin
 from chalicelib.domain.ingestion import JobStatus
 from chalicelib.domain.matches import MAX_MANUAL_RECORDS, Match, MatchMember, MatchStatus, Side, check_manual_match
@@ -115,15 +115,21 @@ def confirm(ports: Ports, environment: str, match_id: int) -> Match:
 
 
 def unmatch(ports: Ports, environment: str, match_id: int, decided_by: str | None = None,
-            approved_by: str | None = None) -> None:
+            approved_by: str | None = None, only: MatchStatus | None = None) -> None:
     """Hide the match, open its records again, drop its members, and keep the match as a
     tombstone; the reconciliation's exceptions are refreshed within a minute (the records may
     be overdue). A retry after a crash finds the match marked and finishes. A person's unmatch
     (the request's actor, or `decided_by`: an approved unmatch's requester) is kept as their
-    decision first (services/unmatch_decisions.py)."""
+    decision first (services/unmatch_decisions.py). `only`: the status the caller unmatches
+    (a reject: proposed); a match in another is refused unless its unmatch is under way. The mark
+    lands only on the match as it was read and gated (a confirm in between: 409, try again)."""
     match = ports.matches.find(environment, match_id)
-    if match is None or match.unmatched_at is not None:
+    if match is None or match.unmatched_at is not None or match.pending_since is not None:
         raise NotFound(f"reconciliation match {match_id} not found")
+    if only is not None and match.status is not only and not match.unmatching:
+        raise TransitionRefused(f"reconciliation match {match_id} is {match.status.value}: only {only.value} "
+                                f"matches are rejected here (unmatch it with DELETE "
+                                f"/v1/reconciliation_matches/{match_id})")
     if not match.unmatching:  # a closed period refuses before anything is held for an approver
         period_closes.refuse_match(ports, environment, match, "unmatching")
     approvals.check_unmatch(ports, match)

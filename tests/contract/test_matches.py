@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from chalicelib.adapters.dynamodb.table import ConditionFailed
-from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus
 from chalicelib.domain.records import (
     DELETABLE_STATUSES,
@@ -138,7 +138,7 @@ class TestMatchRepository:
 
     def test_find_many_reads_the_matches_written_of_these_ids(self, matches):
         matches.commit_many([match(1), match(2, status=MatchStatus.CONFIRMED), match(3, environment=OTHER_ENV)])
-        matches.mark_unmatching(match(2))
+        matches.mark_unmatching(match(2, status=MatchStatus.CONFIRMED))
         matches.begin(match(4))
         found = matches.find_many(ENV, [1, 2, 3, 4, 5])
         assert sorted(found) == [1, 2, 4]
@@ -467,12 +467,27 @@ class TestMatchRepository:
         assert matches.find(ENV, 1).unmatching
         assert [m.id for m in matches.list_page(ENV, 1, 10, None)[0]] == [2]
         assert [m.id for m in matches.list_page(ENV, 1, 10, None, include_unmatching=True)[0]] == [2, 1]
-        matches.mark_unmatching(match(1))  # a retry
+        assert matches.mark_unmatching(match(1)) is False  # a retry
         clock.advance(seconds=2)
         matches.mark_unmatched(match(1))
         tombstone = matches.find(ENV, 1)
         assert (tombstone.unmatching, tombstone.unmatched_at) == (True, clock.now.replace(microsecond=123000))
         assert matches.existing_ids(ENV, [1]) == {1}
-        for mark in (matches.mark_unmatching, matches.mark_unmatched):
-            with pytest.raises(ConditionFailed):
-                mark(match(9))
+        with pytest.raises(NotFound):
+            matches.mark_unmatching(match(9))
+        with pytest.raises(ConditionFailed):
+            matches.mark_unmatched(match(9))
+
+    def test_an_unmatch_marks_the_match_only_as_it_was_read_and_judged(self, matches):
+        # A reject judged (and an approval gate passed) on a proposed match must not hide it once a
+        # person confirmed it; nor may anything hide a match whose request is still writing it.
+        matches.commit_many([match(1)])
+        matches.begin(match(2))
+        read = matches.get(ENV, 1)
+        matches.confirm(read)
+        with pytest.raises(Conflict, match="confirmed now"):
+            matches.mark_unmatching(read)
+        with pytest.raises(Conflict):
+            matches.mark_unmatching(match(2))
+        assert not matches.find(ENV, 1).unmatching and not matches.find(ENV, 2).unmatching
+        assert matches.mark_unmatching(matches.get(ENV, 1)) is True

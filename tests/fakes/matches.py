@@ -19,7 +19,7 @@ from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import serialize
 from chalicelib.domain.allocation import AllocationRefused, Coverage
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import NotFound
+from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.domain.records import HeldRecord, OpenRecord, ReconciledRecord, RecordColumns, RecordStatus
 from chalicelib.domain.story_trace import MatchState, Passing
@@ -165,10 +165,18 @@ class FakeMatchRepository:
         self.store.owe(match.environment, "match", (match.id,), pending_event)
         return confirmed
 
-    def mark_unmatching(self, match: Match) -> None:
-        """Hide the match; ConditionFailed (which the adapter lets through) when there is none."""
-        stored = self._stored(match)
+    def mark_unmatching(self, match: Match) -> bool:
+        """Hide the match as `match` saw it; False when marked already, Conflict when it changed."""
+        stored = self.matches.get((match.environment, match.id))
+        if stored is None:
+            raise NotFound(f"reconciliation match {match.id} not found")
+        if stored.unmatching:
+            return False
+        if stored.status is not match.status or stored.pending_since is not None:
+            raise Conflict(f"reconciliation match {match.id} changed while it was being unmatched "
+                           f"(it is {stored.status.value} now): try again")
         self.matches[(match.environment, match.id)] = replace(stored, unmatching=True)
+        return True
 
     def begin(self, match: Match) -> None:
         """Write a person's match hidden (pending since now); ConditionFailed when the id is written."""

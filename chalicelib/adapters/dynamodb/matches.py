@@ -56,7 +56,7 @@ from chalicelib.adapters.dynamodb.table import (
     started,
 )
 from chalicelib.domain.clock import iso, parse_iso, parse_optional_iso, utc_now
-from chalicelib.domain.errors import NotFound
+from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.matches import Match, MatchMember, MatchStatus, record_status
 from chalicelib.domain.records import (
     Direction,
@@ -282,10 +282,26 @@ class MatchRepository:
             raise NotFound(f"reconciliation match {match.id} not found") from None
         return self._from_item(item)
 
-    def mark_unmatching(self, match: Match) -> None:
-        """First step of an unmatch: hide the match; a retry finds the mark and goes on."""
-        self._table.update(keys.match(match.environment, match.id), "SET unmatching = :t",
-                           condition="attribute_exists(pk)", values={":t": True})
+    def mark_unmatching(self, match: Match) -> bool:
+        """First step of an unmatch: hide the match, only as `match` saw it (its status, which the
+        unmatch was judged and gated by, and committed: not a match still being written); a retry
+        finds the mark and goes on. False when the match is marked already (another unmatch).
+        Raises Conflict when it changed since it was read, NotFound when it is gone."""
+        try:
+            self._table.update(keys.match(match.environment, match.id), "SET unmatching = :t",
+                               condition="attribute_exists(pk) AND attribute_not_exists(pending_since) "
+                                         "AND attribute_not_exists(unmatching) AND #status = :seen",
+                               names={"#status": "status"}, values={":t": True, ":seen": match.status.value})
+            return True
+        except ConditionFailed:
+            pass
+        stored = self.find(match.environment, match.id)
+        if stored is None:
+            raise NotFound(f"reconciliation match {match.id} not found")
+        if stored.unmatching:
+            return False
+        raise Conflict(f"reconciliation match {match.id} changed while it was being unmatched "
+                       f"(it is {stored.status.value} now): try again")
 
     def begin(self, match: Match) -> None:
         """Write a person's match hidden, in the sweeper's pending-matches index; the commit
