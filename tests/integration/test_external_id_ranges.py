@@ -4,6 +4,7 @@ import pytest
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.domain.data_streams import StreamType
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, ItemStatus, OnConflict
 from chalicelib.services.data_streams import create_stream
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
@@ -86,3 +87,16 @@ def test_a_new_stream_keeps_its_ranges_before_any_job_can_find_it(services):
         services.aws.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem",
                                                      the_ranges_when_the_stream_is_written)
     assert seen == [[]]
+
+
+def test_a_refused_create_leaves_a_stream_made_before_the_ranges_without_any(services, bank):
+    # A stream made before the ranges keeps none, so every guard of it is read; empty ones written by a
+    # create refused for its key (a client's retry) would hide every guard it has.
+    services.aws.dynamodb.delete_item(TableName=services.settings.table_name,
+                                      Key={k: {"S": v} for k, v in keys.external_id_ranges("acme", "bank").items()})
+    with pytest.raises(Conflict):
+        create_stream(services.data_streams, "acme", key="bank", name="Bank", type_=StreamType.API)
+    assert services.records.external_id_ranges("acme", "bank") is None
+    first = ingest(services, [1])
+    again = ingest(services, [1])
+    assert (first.successful_items, again.skipped_items) == (1, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.counters import Counters
@@ -42,11 +42,13 @@ class DataStreamRepository:
     def add(self, stream: DataStream) -> None:
         """Reserve a bank_feed's account (guard), then write the stream; a refused stream frees it."""
         self._hold_account(stream)
+        if self._table.get(keys.data_stream(stream.environment, stream.key)) is not None:
+            self._refuse(stream)  # before the ranges below: a stream made before them must keep none
         # A new stream has no guarded external_id yet: it keeps their ranges from the start, so that
         # its ingestion reads only the guards that may exist (records.py `track_external_ids`). Written
         # before the stream: a job that finds the stream finds them too (one written after them would
         # write guards no range covers, which later jobs would not read). Kept if a stream of the same
-        # key left them (deleted, or refused below): they still cover its guards.
+        # key left them (deleted, or made at the same moment): they still cover its guards.
         try:
             self._table.put_new({**keys.external_id_ranges(stream.environment, stream.key),
                                  "entity": "external_id_ranges", "ranges": "[]"})
@@ -55,8 +57,11 @@ class DataStreamRepository:
         try:
             self._table.put_new({**self.to_item(stream), **self._new_marks})
         except ConditionFailed:
-            self._free_account(stream.environment, stream.routing_key, stream.id)
-            raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
+            self._refuse(stream)
+
+    def _refuse(self, stream: DataStream) -> NoReturn:
+        self._free_account(stream.environment, stream.routing_key, stream.id)
+        raise Conflict(f"a data stream with key '{stream.key}' already exists") from None
 
     def _hold_account(self, stream: DataStream) -> None:
         """Put the guard of the stream's account naming it; Conflict naming the stream that holds
