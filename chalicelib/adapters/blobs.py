@@ -5,6 +5,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.domain.ingestion import StoredFile
+
 
 class PayloadStore:
     def __init__(self, s3, bucket: str) -> None:
@@ -24,10 +26,9 @@ class PayloadStore:
     def get_bytes(self, key: str) -> bytes:
         return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
-    def get_bytes_and_etag(self, key: str) -> tuple[bytes, str]:
-        """The object's bytes and the ETag of what was read (unquoted, as S3's events give it)."""
+    def read_file(self, key: str) -> StoredFile:
         found = self._s3.get_object(Bucket=self.bucket, Key=key)
-        return found["Body"].read(), found["ETag"].strip('"')
+        return StoredFile(found["Body"].read(), found["ETag"].strip('"'), found["LastModified"])
 
     def head_bytes(self, key: str, count: int) -> bytes:
         """The first `count` bytes (a ranged GET), e.g. to sniff a file's format."""

@@ -358,5 +358,14 @@ class IngestionJob:
         return totals.total if set(self.created_per_stream) == {stream_key} else StreamTotals()
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    """A file to import as one read found it: its bytes, its ETag (unquoted, as S3's events give it)
+    and when it was written."""
+    body: bytes
+    etag: str
+    last_modified: datetime
+
+
 def chunk_ranges(total: int, size: int) -> list[range]:
     return [range(start, min(start + size, total)) for start in range(0, total, size)]

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
+from chalicelib.domain.ingestion import StoredFile
 from chalicelib.domain.rules import Rule, validate_rule
 from chalicelib.domain.runs import RunInputsLost
 
@@ -45,10 +46,11 @@ class FakePayloadStore:
             raise _no_such_key("GetObject")
         return self.objects[key][0]
 
-    def get_bytes_and_etag(self, key: str) -> tuple[bytes, str]:
-        """The bytes and their ETag: S3's for an object put in one request, the MD5 of its bytes."""
+    def read_file(self, key: str) -> StoredFile:
+        """As GetObject tells it: the ETag of an object put in one request (the MD5 of its bytes), and its
+        Last-Modified (an HTTP date: whole seconds)."""
         body = self.get_bytes(key)
-        return body, hashlib.md5(body).hexdigest()
+        return StoredFile(body, hashlib.md5(body).hexdigest(), self.objects[key][1].replace(microsecond=0))
 
     def head_bytes(self, key: str, count: int) -> bytes:
         """The first `count` bytes."""

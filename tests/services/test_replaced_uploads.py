@@ -3,7 +3,7 @@ to its URL after it started is reported as not imported, and a file dropped agai
 name has an import of its own. Read in its place, the later file was imported (twice, for a
 drop) and the first one's rows vanished without a result."""
 import hashlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.ingestion import JobSource, JobStatus, OnConflict
 from chalicelib.services.ingestion import drops, files
@@ -14,9 +14,9 @@ FIRST = b"date,amount,external_id\n2026-11-01,12.34,tx-1\n2026-11-02,5.00,tx-2\n
 SECOND = b"date,amount,external_id\n2026-11-03,7.00,tx-9\n"
 
 
-def put(ports, key, body):
-    """A PUT to S3 and its event (the ETag of a single PUT: the body's MD5)."""
-    ports.payloads.objects[key] = (body, datetime.now(UTC))
+def put(ports, key, body, later=timedelta(0)):
+    """A PUT to S3 (`later` than now) and its event (the ETag of a single PUT: the body's MD5)."""
+    ports.payloads.objects[key] = (body, datetime.now(UTC) + later)
     return drops.on_object_created(ports, key, etag=hashlib.md5(body).hexdigest(), size=len(body))
 
 
@@ -38,7 +38,7 @@ def test_an_upload_replaced_after_its_import_started_fails_it_with_the_reason_an
                                  decimal_places=None)
     put(ports, job.import_file_key, FIRST)  # the import takes this one (the last put while it is pending)
     start(ports, ports.ingestion_jobs.get(ENV, job.id))  # its state machine's first task begins
-    put(ports, job.import_file_key, SECOND)  # a second PUT to the same URL, before the file is read
+    put(ports, job.import_file_key, SECOND, later=timedelta(seconds=2))  # a second PUT, before the file is read
 
     done = run(ports, job)
 
@@ -59,3 +59,20 @@ def test_a_file_dropped_again_before_the_first_was_read_is_imported_once_by_its_
     assert run(ports, second).status is JobStatus.COMPLETED
     assert imported(ports) == ["tx-9"]
     assert "replaced under the same name" in ports.ingestion_jobs.get(ENV, first.id).error_message
+
+
+def test_uploads_whose_events_came_out_of_order_before_the_import_started_import_the_last_file(ports):
+    # Two PUTs while the import waits; EventBridge delivers their events in any order (the first PUT's
+    # last here), so the ETag kept is not the file's: the file in S3 was written before the start.
+    streams(ports, "bank")
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                 on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                 decimal_places=None)
+    ports.payloads.objects[job.import_file_key] = (SECOND, datetime.now(UTC))  # FIRST, then SECOND over it
+    for body in (SECOND, FIRST):
+        drops.on_object_created(ports, job.import_file_key, etag=hashlib.md5(body).hexdigest(), size=len(body))
+    assert ports.ingestion_jobs.get(ENV, job.id).upload_etag == hashlib.md5(FIRST).hexdigest()
+
+    done = run(ports, job)
+
+    assert done.status is JobStatus.COMPLETED and imported(ports) == ["tx-9"]

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.balances import StatementDay
-from chalicelib.domain.bucket_layout import UPLOADS_PREFIX
+from chalicelib.domain.bucket_layout import DROPS_PREFIX, UPLOADS_PREFIX
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import ValidationFailed, shown
 from chalicelib.domain.executions import execution_name as workflow_name
@@ -25,6 +25,7 @@ from chalicelib.domain.ingestion import (
     JobSource,
     JobStatus,
     OnConflict,
+    StoredFile,
     chunk_ranges,
 )
 from chalicelib.domain.money import DEFAULT_CURRENCY, minor_units
@@ -125,6 +126,18 @@ def check_create_options(source: JobSource, date_format: str, decimal_places: in
 # An import reads the file it took (the upload, or the drop, its event named), never a later one put
 # under the same key: that one is reported as not imported (an upload) or has an import of its own
 # (a drop), so reading it here would import it twice and the first one never, without a word.
+def _replaced(job: IngestionJob, stored: StoredFile) -> bool:
+    """Whether the file read is not the one the import took. A drop's import took the object its
+    event named (its ETag). An upload's took the last PUT before it started: the events of PUTs made
+    while it waited may come in any order (EventBridge), so the ETag kept last may be an earlier
+    one's; a file written before the start is the one, whatever its ETag."""
+    if not job.upload_etag or stored.etag == job.upload_etag.strip('"'):
+        return False
+    if job.import_file_key.startswith(DROPS_PREFIX):
+        return True
+    return job.started_at is None or stored.last_modified > job.started_at
+
+
 _REPLACED = ("the file was replaced under the same name before this import read it (uploaded or dropped again), "
              "so nothing was imported: a file dropped again is imported by its own import, a file uploaded "
              "again needs a new import")
@@ -147,10 +160,10 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
         if size > limit:  # the one limit a client meets, whatever the format (the parsers' own guards are larger)
             raise FileRejected(f"file is {size} bytes; imports accept up to {limit} bytes: split it",
                                {"bytes": size, "limit": limit})
-        body, etag = ports.payloads.get_bytes_and_etag(job.import_file_key)
-        if job.upload_etag and etag != job.upload_etag.strip('"'):
-            raise FileRejected(_REPLACED, {"upload_etag": job.upload_etag, "etag_found": etag})
-        parsed = _parse(ports, job, body)
+        stored = ports.payloads.read_file(job.import_file_key)
+        if _replaced(job, stored):
+            raise FileRejected(_REPLACED, {"upload_etag": job.upload_etag, "etag_found": stored.etag})
+        parsed = _parse(ports, job, stored.body)
     except FileRejected as rejected:
         conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
         return "stop"
