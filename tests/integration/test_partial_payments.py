@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from chalicelib.adapters.dynamodb.allocations import partly_paid_key
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.services import matches
@@ -289,3 +290,36 @@ def test_a_period_close_counts_what_an_invoice_paid_in_part_has_left(api, ingest
     assert made.status_code == 201, made.json_body
     [usd] = made.json_body["unmatched"]
     assert (usd["currency"], usd["count"], usd["debits"], usd["credits"]) == ("USD", 1, 600, 0)  # 10.00 less 4.00
+
+
+def test_a_first_share_taken_while_the_last_one_is_given_back_keeps_the_record_listed_as_paid_in_part(
+        api, services, ingest, reconciliation, invoice, monkeypatch):
+    # The list of records paid in part is what the exception refresh counts remaining amounts by: a
+    # record off it while a match holds a share of it shows its whole amount as owed.
+    first, second = ingest(record("bank", 1, 400), record("bank", 2, 600))
+    ports, rid = services.ports, reconciliation["id"]
+    part = matches.create_manual_match(ports, "acme", rid, [first, invoice], False, None, {invoice: 400})
+    table = ports.claims._table
+    delete, raced = table.delete, []
+
+    def a_first_share_lands_before_the_list_entry_goes(key, *args, **kwargs):
+        if "PARTLY_PAID" in key["pk"] and not raced:  # the last share is gone from the record
+            raced.append(matches.create_manual_match(ports, "acme", rid, [second, invoice], False, None,
+                                                     {invoice: 600}))
+        return delete(key, *args, **kwargs)
+    monkeypatch.setattr(table, "delete", a_first_share_lands_before_the_list_entry_goes)
+
+    matches.unmatch(ports, "acme", part.id)
+    monkeypatch.undo()
+
+    assert raced and allocation_of(api, invoice, reconciliation)[1]["amount_allocated"] == 600
+    assert ports.claims.partly_paid("acme", rid) == {invoice: {raced[0].id: 600}}
+
+
+def test_the_last_share_given_back_takes_the_record_off_the_list(api, services, ingest, reconciliation, invoice):
+    first = ingest(record("bank", 1, 400))[0]
+    part = matches.create_manual_match(services.ports, "acme", reconciliation["id"], [first, invoice], False, None,
+                                       {invoice: 400})
+    assert services.ports.claims.partly_paid("acme", reconciliation["id"]) == {invoice: {part.id: 400}}
+    matches.unmatch(services.ports, "acme", part.id)
+    assert services.ports.claims._table.get(partly_paid_key("acme", reconciliation["id"], invoice)) is None

@@ -19,13 +19,16 @@ Each record paid in part in R is also listed in R's partial-payments partition
 (`partly_paid_key`), written before its first share and deleted after its last share goes: what
 the exception refresh reads to count the remaining amounts (the open-records index, which it reads
 the records from, does not project the shares). A listed record whose write then failed is read
-and found without shares: harmless.
+and found without shares: harmless. Each listing carries a token: the release of a last share reads
+it before its write and deletes the entry only if it is still that one, so a first share another
+match takes meanwhile (listed anew before its own write) keeps the record listed.
 
 A record stored before partial payments has neither attribute: it reads as not allocated while open
 and as allocated whole to the match holding it once matched (domain.allocation.coverage_of).
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +53,17 @@ def allocated_attribute(reconciliation_id: int) -> str:
 def partly_paid_key(environment: str, reconciliation_id: int, record_id: int) -> dict[str, str]:
     return {"pk": f"{keys.env_prefix(environment)}#PARTLY_PAID#{reconciliation_id}",
             "sk": f"REC#{str(record_id).zfill(keys.ID_WIDTH)}"}
+
+
+def _unlist(table: DynamoTable, environment: str, reconciliation_id: int, record_id: int, token: str | None) -> None:
+    """Take the record off R's list of records paid in part, if it is still listed as it was read
+    (`token`, None for an entry written before tokens): a first share taken since listed it anew."""
+    condition, values = ("#t = :t", {":t": token}) if token else ("attribute_not_exists(#t)", None)
+    try:
+        table.delete(partly_paid_key(environment, reconciliation_id, record_id), condition=condition,
+                     values=values, names={"#t": "token"})
+    except ConditionFailed:
+        pass
 
 
 def partly_paid(table: DynamoTable, environment: str, reconciliation_id: int) -> dict[int, dict[int, int]]:
@@ -119,7 +133,7 @@ def claim_share(table: DynamoTable, environment: str, record_id: int, reconcilia
                            **_sets_values(matched_in, proposed_in)})
         if not shares:  # listed before its first share (see the module docstring)
             table.put({**partly_paid_key(environment, reconciliation_id, record_id), "entity": "partly_paid",
-                       "record_id": record_id})
+                       "record_id": record_id, "token": uuid.uuid4().hex})
         try:
             table.update(keys.record(environment, record_id), expression, values=values, names=names,
                          condition=condition)
@@ -153,6 +167,10 @@ def release_share(table: DynamoTable, environment: str, record_id: int, reconcil
         total = "" if not rest.shares else "#at = :rest"
         if rest.shares:
             values[":rest"] = rest.allocated
+        # The listing as it stands before the last share goes: deleted after only if no first share
+        # of another match listed the record again meanwhile (see the module docstring).
+        listed = None if rest.shares else table.get(partly_paid_key(environment, record_id=record_id,
+                                                                    reconciliation_id=reconciliation_id))
         holder = item.get(holder_attribute)
         if holder is None:  # open still: only the share goes
             expression = " ".join(filter(None, ["SET " + total if total else "", "REMOVE " + removed]))
@@ -174,7 +192,7 @@ def release_share(table: DynamoTable, environment: str, record_id: int, reconcil
         except ConditionFailed:
             item = None
             continue
-        if not rest.shares:
-            table.delete(partly_paid_key(environment, reconciliation_id, record_id))
+        if listed is not None:
+            _unlist(table, environment, reconciliation_id, record_id, listed.get("token"))
         return True
     raise RuntimeError(f"record {record_id} kept changing while a share of it was given back")
