@@ -341,11 +341,16 @@ class FakeRecordRepository:
         row = self.store.row(environment, record_id)
         if row is None:
             raise NotFound(f"record {record_id} not found")
-        if row.record.status in deletable and (row.deleting_at is None or row.deleting_at < iso(now - stale_after)):
+        paid_in = sorted(r for r, shares in row.record.allocations.items() if shares)
+        if row.record.status in deletable and not paid_in and (
+                row.deleting_at is None or row.deleting_at < iso(now - stale_after)):
             row.deleting, row.deleting_at = True, iso(now)
             return row.record
         if row.deleting:
             return None
+        if paid_in:
+            raise Conflict(f"record {record_id} is paid in part in reconciliation {paid_in[0]}; unmatch the "
+                           "matches holding its shares first (docs/partial-payments.md)")
         raise Conflict(f"record {record_id} is {row.record.status.value}; only unreconciled records can be deleted")
 
     def remove(self, record: Record) -> None:

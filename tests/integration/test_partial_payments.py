@@ -12,6 +12,7 @@ from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.services import matches
 from chalicelib.services import reconciliation_exceptions as exceptions
 from chalicelib.services.api_keys import create_key
+from chalicelib.services.records import delete_record
 from tests.integration.conftest import record
 
 
@@ -323,3 +324,27 @@ def test_the_last_share_given_back_takes_the_record_off_the_list(api, services, 
     assert services.ports.claims.partly_paid("acme", reconciliation["id"]) == {invoice: {part.id: 400}}
     matches.unmatch(services.ports, "acme", part.id)
     assert services.ports.claims._table.get(partly_paid_key("acme", reconciliation["id"], invoice)) is None
+
+
+def test_a_delete_meeting_a_first_share_taken_after_its_check_is_refused(api, services, ingest, reconciliation,
+                                                                         invoice, monkeypatch):
+    # DELETE /v1/records/{id} reads the record's shares first; a partial match landing between that
+    # read and the delete's mark must still keep the record: the mark itself refuses a record paid in part.
+    payment = ingest(record("bank", 1, 400))[0]
+    ports, mark, made = services.ports, services.ports.records.mark_deleting, []
+
+    def a_share_lands_between_the_check_and_the_mark(*args, **kwargs):
+        made.append(matches.create_manual_match(ports, "acme", reconciliation["id"], [payment, invoice], False,
+                                                None, {invoice: 400}))
+        return mark(*args, **kwargs)
+    monkeypatch.setattr(ports.records, "mark_deleting", a_share_lands_between_the_check_and_the_mark)
+
+    with pytest.raises(Conflict, match="paid in part"):
+        delete_record(ports, "acme", invoice)
+
+    assert api.get(f"/v1/reconciliation_matches/{made[0].id}").status_code == 200
+    assert allocation_of(api, invoice, reconciliation)[1]["amount_allocated"] == 400
+    monkeypatch.undo()
+    matches.unmatch(ports, "acme", made[0].id)  # its last share gone, it may be deleted
+    delete_record(ports, "acme", invoice)
+    assert api.get(f"/v1/records/{invoice}").status_code == 404

@@ -40,6 +40,11 @@ from chalicelib.domain.matches import record_status
 SHARE_PREFIX = "share_"
 ALLOCATED_PREFIX = "allocated_"
 ATTEMPTS = 8  # a record other matches keep taking shares of at the same moment
+# The reconciliations a record holds shares in (a number set, beside `share_<R>`), so that one
+# condition, `attribute_not_exists(paid_in)`, refuses deleting a record paid in part, whatever
+# reconciliation paid it (records.py `mark_deleting`). Shares taken before it have none: a delete
+# reads the record's shares before its mark (services/records.py), which covers them but for a race.
+PAID_IN = "paid_in"
 
 
 def share_attribute(reconciliation_id: int) -> str:
@@ -118,17 +123,18 @@ def claim_share(table: DynamoTable, environment: str, record_id: int, reconcilia
             sets = "#sh = :shares, #at = :total"
             values[":shares"] = {str(match_id): share}
             condition += "attribute_not_exists(#sh) AND attribute_not_exists(#at)"
+        names["#paid"], values[":r"] = PAID_IN, {reconciliation_id}
         if coverage.remaining:
-            expression = "SET " + sets
+            expression = f"SET {sets} ADD #paid :r"
         else:  # the share that covers the record claims it, as a whole match does
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
             status = record_status(matched_in | {reconciliation_id}, users | {reconciliation_id},
                                    proposed_in | ({reconciliation_id} if proposed else set()))
             expression = _status_update(status, "SET #m = :match, " + sets,
-                                        "ADD matched_in :r" + (", proposed_in :r" if proposed else ""))
+                                        "ADD #paid :r, matched_in :r" + (", proposed_in :r" if proposed else ""))
             condition += " AND " + _same_sets(matched_in, proposed_in)
             names["#status"] = "status"
-            values.update({":match": match_id, ":r": {reconciliation_id},
+            values.update({":match": match_id,
                            **_status_values(environment, record_id, item["data_stream_key"], status),
                            **_sets_values(matched_in, proposed_in)})
         if not shares:  # listed before its first share (see the module docstring)
@@ -172,12 +178,17 @@ def release_share(table: DynamoTable, environment: str, record_id: int, reconcil
         listed = None if rest.shares else table.get(partly_paid_key(environment, record_id=record_id,
                                                                     reconciliation_id=reconciliation_id))
         holder = item.get(holder_attribute)
+        unpaid = "" if rest.shares else "#paid :r"  # its last share in the reconciliation goes
+        if unpaid:
+            names["#paid"], values[":r"] = PAID_IN, {reconciliation_id}
         if holder is None:  # open still: only the share goes
-            expression = " ".join(filter(None, ["SET " + total if total else "", "REMOVE " + removed]))
+            expression = " ".join(filter(None, ["SET " + total if total else "", "REMOVE " + removed,
+                                                "DELETE " + unpaid if unpaid else ""]))
         else:  # it was covered: open again
             matched_in, proposed_in = set(item.get("matched_in") or ()), set(item.get("proposed_in") or ())
             status = record_status(matched_in - {reconciliation_id}, users, proposed_in - {reconciliation_id})
-            dropped = "DELETE matched_in :r" + (", proposed_in :r" if reconciliation_id in proposed_in else "")
+            dropped = "DELETE matched_in :r" + (", proposed_in :r" if reconciliation_id in proposed_in else "") \
+                + (", " + unpaid if unpaid else "")
             expression = _status_update(status, "REMOVE #m, " + removed, dropped)
             if total:
                 expression = expression.replace("SET ", f"SET {total}, ", 1)

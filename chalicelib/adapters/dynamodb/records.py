@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from chalicelib.adapters.dynamodb import keys
-from chalicelib.adapters.dynamodb.allocations import shares_of
+from chalicelib.adapters.dynamodb.allocations import PAID_IN, shares_of
 from chalicelib.adapters.dynamodb.table import (
     FILTERED_READ_STEP,
     MAX_READS_PER_PAGE,
@@ -385,7 +385,7 @@ class RecordRepository:
         try:
             item = self._table.update(
                 keys.record(environment, record_id), "SET deleting = :t, deleting_at = :now",
-                condition=f"attribute_exists(pk) AND {allowed} "
+                condition=f"attribute_exists(pk) AND {allowed} AND attribute_not_exists({PAID_IN}) "
                           "AND (attribute_not_exists(deleting_at) OR deleting_at < :stale)",
                 names={"#status": "status"},
                 values={":t": True, ":now": iso(now), ":stale": iso(now - stale_after), **statuses},
@@ -397,6 +397,9 @@ class RecordRepository:
                 raise NotFound(f"record {record_id} not found") from None
             if current.get("deleting"):
                 return None  # another request is deleting it right now
+            if paid_in := sorted(int(r) for r in current.get(PAID_IN) or ()):
+                raise Conflict(f"record {record_id} is paid in part in reconciliation {paid_in[0]}; unmatch the "
+                               "matches holding its shares first (docs/partial-payments.md)") from None
             raise Conflict(f"record {record_id} is {current['status']}; only unreconciled records can be "
                            "deleted") from None
         return self.from_item(item)
