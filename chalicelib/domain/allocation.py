@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from chalicelib.domain.errors import FieldError, ValidationFailed
+from chalicelib.domain.errors import Conflict, FieldError, ValidationFailed
 from chalicelib.domain.records import Direction, OpenRecord, Record
 
 ALLOCATION_MODES = ("whole", "partial")  # a rule's `allocation` option
@@ -66,6 +66,12 @@ class Coverage:
             return self, 0
         rest = {m: s for m, s in self.shares.items() if m != match_id}
         return Coverage(self.amount, rest), self.shares[match_id]
+
+
+def paid_in_part(record_id: int, paid_in: Iterable[int]) -> Conflict:
+    """Why a record matches hold shares of is not deleted (it is `unreconciled` all the same)."""
+    return Conflict(f"record {record_id} is paid in part in reconciliation {min(paid_in)}; unmatch the matches "
+                    "holding its shares first (docs/partial-payments.md)")
 
 
 def coverage_of(record: Record, reconciliation_id: int, holder: int | None = None) -> Coverage:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from chalicelib.domain.allocation import paid_in_part
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.records import DELETABLE_STATUSES
@@ -27,9 +28,8 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
     if found is None:
         raise NotFound(f"record {record_id} not found")
     period_closes.refuse_record_change(ports, environment, found, f"deleting record {record_id}")
-    if paid := sorted(r for r, shares in found.allocations.items() if shares):
-        raise Conflict(f"record {record_id} is paid in part in reconciliation {paid[0]}; unmatch the matches "
-                       "holding its shares first (docs/partial-payments.md)")
+    if paid := [r for r, shares in found.allocations.items() if shares]:
+        raise paid_in_part(record_id, paid)
     if found.file_import_id is not None:
         job = ports.ingestion_jobs.find(environment, found.file_import_id)
         if job is not None and job.status in WRITING:

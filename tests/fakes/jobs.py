@@ -44,6 +44,13 @@ class _ChunkResults:
     problems: tuple[ItemResult, ...] | None  # the rows that failed or were skipped
     unprocessed: bool = False  # stored by the end of a job that never reached the chunk
 
+    @classmethod
+    def of(cls, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool) -> _ChunkResults:
+        """As the adapter keeps them: every row's for a bulk request, its problem rows either way."""
+        return cls(results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
+                   problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
+                   unprocessed=unprocessed)
+
 
 @dataclass
 class _JobRow:
@@ -181,10 +188,7 @@ class FakeIngestionJobRepository:
         stored = self.chunk_results.setdefault((job.environment, job.id), {})
         if outcome.index in stored:
             return self._stored_outcome(job, outcome.index, outcome.created_per_stream), False
-        stored[outcome.index] = _ChunkResults(
-            results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
-            problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
-            unprocessed=True)
+        stored[outcome.index] = _ChunkResults.of(job, outcome, unprocessed=True)
         return outcome, True
 
     def _save_chunk(self, job: IngestionJob, outcome: ChunkOutcome, unprocessed: bool,
@@ -199,10 +203,7 @@ class FakeIngestionJobRepository:
         elif existing is not None and existing.unprocessed:
             return self.get(job.environment, job.id), False
         else:
-            stored[outcome.index] = _ChunkResults(
-                results=tuple(outcome.results) if job.source is JobSource.BULK_API else None,
-                problems=tuple(r for r in outcome.results if r.status is not ItemStatus.SUCCESSFUL) or None,
-                unprocessed=False)
+            stored[outcome.index] = _ChunkResults.of(job, outcome, unprocessed=False)
         row = self.rows.get((job.environment, job.id))
         allowed = _UNFINISHED if unprocessed else (JobStatus.PROCESSING,)
         if (row is None or outcome.index in row.job.done_chunks or row.job.status not in allowed

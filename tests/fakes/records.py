@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from chalicelib.adapters.dynamodb.records import RecordRepository
 from chalicelib.adapters.dynamodb.table import FILTERED_READ_STEP, MAX_READS_PER_PAGE
+from chalicelib.domain.allocation import paid_in_part
 from chalicelib.domain.clock import iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.records import ExternalIdClaim, Record, RecordQuery, RecordStatus, lease_owner
@@ -341,7 +342,7 @@ class FakeRecordRepository:
         row = self.store.row(environment, record_id)
         if row is None:
             raise NotFound(f"record {record_id} not found")
-        paid_in = sorted(r for r, shares in row.record.allocations.items() if shares)
+        paid_in = [r for r, shares in row.record.allocations.items() if shares]
         if row.record.status in deletable and not paid_in and (
                 row.deleting_at is None or row.deleting_at < iso(now - stale_after)):
             row.deleting, row.deleting_at = True, iso(now)
@@ -349,8 +350,7 @@ class FakeRecordRepository:
         if row.deleting:
             return None
         if paid_in:
-            raise Conflict(f"record {record_id} is paid in part in reconciliation {paid_in[0]}; unmatch the "
-                           "matches holding its shares first (docs/partial-payments.md)")
+            raise paid_in_part(record_id, paid_in)
         raise Conflict(f"record {record_id} is {row.record.status.value}; only unreconciled records can be deleted")
 
     def remove(self, record: Record) -> None:

@@ -28,6 +28,7 @@ from chalicelib.adapters.dynamodb.table import (
     started,
     status_in,
 )
+from chalicelib.domain.allocation import paid_in_part
 from chalicelib.domain.clock import iso, parse_iso, utc_now
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.records import Direction, ExternalIdClaim, Record, RecordQuery, RecordStatus, lease_owner
@@ -397,9 +398,8 @@ class RecordRepository:
                 raise NotFound(f"record {record_id} not found") from None
             if current.get("deleting"):
                 return None  # another request is deleting it right now
-            if paid_in := sorted(int(r) for r in current.get(PAID_IN) or ()):
-                raise Conflict(f"record {record_id} is paid in part in reconciliation {paid_in[0]}; unmatch the "
-                               "matches holding its shares first (docs/partial-payments.md)") from None
+            if paid_in := current.get(PAID_IN):
+                raise paid_in_part(record_id, map(int, paid_in)) from None
             raise Conflict(f"record {record_id} is {current['status']}; only unreconciled records can be "
                            "deleted") from None
         return self.from_item(item)

@@ -123,14 +123,13 @@ def check_create_options(source: JobSource, date_format: str, decimal_places: in
 
 # The state machine's tasks --------------------------------------------------------------
 
-# An import reads the file it took (the upload, or the drop, its event named), never a later one put
-# under the same key: that one is reported as not imported (an upload) or has an import of its own
-# (a drop), so reading it here would import it twice and the first one never, without a word.
 def _replaced(job: IngestionJob, stored: StoredFile) -> bool:
-    """Whether the file read is not the one the import took. A drop's import took the object its
-    event named (its ETag). An upload's took the last PUT before it started: the events of PUTs made
-    while it waited may come in any order (EventBridge), so the ETag kept last may be an earlier
-    one's; a file written before the start is the one, whatever its ETag."""
+    """Whether the file read is not the one the import took, but a later one put under its key: that
+    one is reported as not imported (an upload) or has an import of its own (a drop), so importing it
+    here would import it twice and the first one never, without a word. A drop's import took the
+    object its event named (its ETag). An upload's took the last PUT before it started: the events of
+    PUTs made while it waited may come in any order (EventBridge), so the ETag kept last may be an
+    earlier one's; a file written before the start is the one, whatever its ETag."""
     if not job.upload_etag or stored.etag == job.upload_etag.strip('"'):
         return False
     if job.import_file_key.startswith(DROPS_PREFIX):
