@@ -130,9 +130,11 @@ def unmatch(ports: Ports, environment: str, match_id: int, decided_by: str | Non
         raise TransitionRefused(f"reconciliation match {match_id} is {match.status.value}: only {only.value} "
                                 f"matches are rejected here (unmatch it with DELETE "
                                 f"/v1/reconciliation_matches/{match_id})")
-    if not match.unmatching:  # a closed period refuses before anything is held for an approver
-        period_closes.refuse_match(ports, environment, match, "unmatching")
+    # A closed period refuses before anything is held for an approver, a retry too: no close lands
+    # while the unmatch is held (only one begun before unmatches were held finds one).
+    period_closes.refuse_match(ports, environment, match, "unmatching")
     approvals.check_unmatch(ports, match)
+    period_closes.hold_match(ports, match)  # until it ends: a close refuses while it is under way
     if not match.unmatching:
         ports.matches.mark_unmatching(match)
     members = ports.matches.members(environment, match_id)
@@ -143,6 +145,7 @@ def unmatch(ports: Ports, environment: str, match_id: int, decided_by: str | Non
     matching_changed(ports, environment, match.reconciliation_id)
     save_and_emit(ports, environment, event_data.match_event(match, "deleted", utc_now()), EventOrigin.match(match_id),
                   lambda owed: ports.matches.mark_unmatched(match, pending_event=owed))
+    period_closes.let_go_match(ports, match)
     audit.note(before={"status": match.status.value}, after={"status": "unmatched"}, record_count=len(members))
 
 
@@ -194,18 +197,27 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     members = [MatchMember(side_of[records[rid].data_stream_key], rid, records[rid].data_stream_key,
                            held[rid].matched_in, share=partial.shares.get(rid) if partial else None) for rid in ids]
     users = used_by(ports.reconciliations, environment, side_of)
+    period_closes.hold_match(ports, match)  # until it is made or rolled back: a close refuses meanwhile
     ports.matches.begin(match)
 
     def commit(owed: str | None) -> None:
         try:
             written = write_matches(ports, [(match, members)], users, {match.id: owed} if owed else None)
         except Exception:
-            roll_back(ports, match, members, users)
+            landed = _commit_landed(ports, match)
+            if landed:  # its answer was lost: the match is made
+                logger.exception("writing a match failed after its commit", extra={"match_id": match.id})
+                period_closes.let_go_match(ports, match)
+                return
+            if landed is False:  # None, not known: the sweeper rolls it back if it was not committed
+                roll_back(ports, match, members, users)
             raise
         if not written:
             ports.matches.remove(match)
+            period_closes.let_go_match(ports, match)
             raise Conflict("a record of this match was matched, paid in part or deleted meanwhile; nothing was "
                            "matched")
+        period_closes.let_go_match(ports, match)
 
     save_and_emit(ports, environment, event_data.match_event(match, "created", match.created_at),
                   EventOrigin.match(match.id), commit)
@@ -216,10 +228,22 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     return match
 
 
+def _commit_landed(ports: Ports, match: Match) -> bool | None:
+    """Whether a begun match's commit landed, read after a write that failed (a write can be applied
+    though its answer was lost); None when the match cannot be read."""
+    try:
+        found = ports.matches.find(match.environment, match.id)
+    except Exception:
+        logger.exception("reading a match after its write failed", extra={"match_id": match.id})
+        return None
+    return found is not None and found.pending_since is None
+
+
 def roll_back(ports: Ports, match: Match, members: list[MatchMember], users: dict[str, frozenset[int]]) -> None:
     """Undo a match that was begun and never committed: its records open again, then it goes."""
     release_members(ports, match, members, users)
     ports.matches.remove(match)
+    period_closes.let_go_match(ports, match)
 
 
 def sweep_pending(ports: Ports, now: datetime | None = None) -> int:

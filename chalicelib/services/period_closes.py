@@ -167,6 +167,7 @@ def close(ports: Ports, environment: str, reconciliation_id: int, period: Period
             _refuse_overlap(period, closed)
     try:
         _wait_for_writers(ports, environment, reconciliation_id)
+        _refuse_changing_matches(ports, environment, reconciliation_id)
         return _close(ports, environment, reconciliation_id, period, note, explanations, actor, close_id)
     finally:
         ports.period_closes.clear_closing(environment, reconciliation_id, close_id)
@@ -180,6 +181,23 @@ def _wait_for_writers(ports: Ports, environment: str, reconciliation_id: int) ->
                            "closed: close the period again in a moment")
         time.sleep(FENCE_POLL_SECONDS)
     time.sleep(ports.limits.index_settle.total_seconds())  # what they wrote reaches the indexes the close reads
+
+
+def _refuse_changing_matches(ports: Ports, environment: str, reconciliation_id: int) -> None:
+    """409 while a match of the reconciliation is still changing (`hold_match`: an unmatch or a manual
+    match whose request stopped part-way): its retry or its roll-back would open records the close
+    counted as matched. The holds of changes that ended (or never began) go."""
+    for match_id in ports.period_closes.held_matches(environment, reconciliation_id):
+        match = ports.matches.find(environment, match_id)
+        if match is not None and match.unmatching and match.unmatched_at is None:
+            raise Conflict(f"match {match_id} of reconciliation {reconciliation_id} is still being unmatched (a "
+                           "request stopped part-way); nothing was closed: unmatch it again (DELETE "
+                           f"/v1/reconciliation_matches/{match_id}) to finish it, then close the period")
+        if match is not None and match.pending_since is not None:
+            raise Conflict(f"match {match_id} of reconciliation {reconciliation_id} is still being made (a request "
+                           "stopped part-way; it is rolled back within minutes); nothing was closed: close the "
+                           "period again in a few minutes")
+        ports.period_closes.let_go_match(environment, reconciliation_id, match_id)
 
 
 def _close(ports: Ports, environment: str, reconciliation_id: int, period: Period, note: str,
@@ -337,6 +355,23 @@ def what_is_open(ports: Ports, environment: str, reconciliation_id: int, stream_
                                         data_stream_key=exception.data_stream_key, record_count=len(held[eid]),
                                         money=open_money(held[eid]), explanation=text, explained_by=by))
     return tuple(exceptions), open_money(in_period)
+
+
+# A match change that can stop part-way ----------------------------------------------------------------
+
+def hold_match(ports: Ports, match: Match) -> None:
+    """Hold a change of the match (an unmatch from before its mark, a manual match from before its
+    begin) on its reconciliation's closing fence until `let_go_match`: a close refuses while it is
+    under way, instead of counting records its retry (or roll-back) then opens inside the period."""
+    ports.period_closes.hold_match(match.environment, match.reconciliation_id, match.id, utc_now())
+
+
+def let_go_match(ports: Ports, match: Match) -> None:
+    """The change ended (the match unmatched, made, or rolled back): the hold goes."""
+    try:
+        ports.period_closes.let_go_match(match.environment, match.reconciliation_id, match.id)
+    except Exception:  # the next close finds the change ended and lets it go
+        logger.exception("letting go of a match's hold failed", extra={"match_id": match.id})
 
 
 # The guards -------------------------------------------------------------------------------------------

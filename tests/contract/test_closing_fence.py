@@ -104,3 +104,21 @@ def test_the_fence_is_read_as_entering_it_finds_it(period_closes):
     assert period_closes.fence_up(ENV, 3, T0 + timedelta(seconds=1)) is False  # a mark gone stale: as entering finds it
     period_closes.clear_closing(ENV, 3, close_id=9)
     assert period_closes.fence_up(ENV, 3, STALE) is False
+
+
+def test_held_matches_are_kept_beside_the_writers_until_let_go(period_closes):
+    period_closes.hold_match(ENV, 3, 41, T0)
+    period_closes.hold_match(ENV, 3, 7, T0)
+    period_closes.hold_match(ENV, 3, 7, T0 + timedelta(seconds=5))  # a retry holds it again: still one
+    period_closes.hold_match(OTHER_ENV, 3, 9, T0)
+    assert register(period_closes, "live", T0 + timedelta(seconds=70), reconciliation_id=3) == []
+    assert period_closes.held_matches(ENV, 3) == [7, 41]
+    assert period_closes.live_writers(ENV, 3, T0) == 1  # a hold is no writer, nor swept as one by a mark
+    period_closes.mark_closing(ENV, 3, close_id=9, version=0, now=T0 + timedelta(minutes=5))
+    assert period_closes.held_matches(ENV, 3) == [7, 41]
+
+    period_closes.let_go_match(ENV, 3, 41)
+    period_closes.let_go_match(ENV, 3, 41)  # again: nothing to let go
+    assert period_closes.held_matches(ENV, 3) == [7]
+    assert period_closes.held_matches(OTHER_ENV, 3) == [9]
+    assert period_closes.closed_periods(ENV, [3]) == {3: []}

@@ -19,6 +19,7 @@ class FakePeriodCloseRepository:
         self.closed: dict[tuple[str, int], tuple[list[ClosedPeriod], int]] = {}
         self.closing: dict[tuple[str, int], tuple[datetime, int]] = {}
         self.writers: dict[tuple[str, int], dict[str, datetime]] = {}
+        self.held: dict[tuple[str, int], dict[int, datetime]] = {}
 
     def closed_periods(self, environment: str, reconciliation_ids: Iterable[int]) -> dict[int, list[ClosedPeriod]]:
         return {rid: list(self.closed.get((environment, rid), ([], 0))[0]) for rid in set(reconciliation_ids)}
@@ -65,6 +66,15 @@ class FakePeriodCloseRepository:
 
     def live_writers(self, environment: str, reconciliation_id: int, now: datetime) -> int:
         return sum(1 for end in self.writers.get((environment, reconciliation_id), {}).values() if end > now)
+
+    def hold_match(self, environment: str, reconciliation_id: int, match_id: int, since: datetime) -> None:
+        self.held.setdefault((environment, reconciliation_id), {})[match_id] = since
+
+    def let_go_match(self, environment: str, reconciliation_id: int, match_id: int) -> None:
+        self.held.get((environment, reconciliation_id), {}).pop(match_id, None)
+
+    def held_matches(self, environment: str, reconciliation_id: int) -> list[int]:
+        return sorted(self.held.get((environment, reconciliation_id), {}))
 
     def add(self, close: PeriodClose) -> None:
         self.closes[(close.environment, close.id)] = replace(close, closed_at=stored_time(close.closed_at))

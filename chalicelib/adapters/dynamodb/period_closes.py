@@ -30,6 +30,7 @@ from chalicelib.domain.period_closes import (
 )
 
 WRITER_PREFIX = "writer_"  # an attribute per writer registered behind the closing fence: its lease's end
+HELD_MATCH_PREFIX = "held_match_"  # an attribute per match whose change is under way (`hold_match`)
 SWEPT_WRITERS = 50  # expired registrations a close removes at most (its expression stays small; the next sweeps on)
 
 
@@ -154,6 +155,25 @@ class PeriodCloseRepository:
         """The writers registered and not yet gone whose lease runs (one strongly consistent read)."""
         item = self._table.get(keys.closed_periods(environment, reconciliation_id)) or {}
         return sum(1 for name, value in item.items() if name.startswith(WRITER_PREFIX) and str(value) > iso(now))
+
+    def hold_match(self, environment: str, reconciliation_id: int, match_id: int, since: datetime) -> None:
+        """Note a change of the match under way (no condition: its writer registered behind the fence
+        before, so a close under way waits for it or gives up)."""
+        self._table.update(
+            keys.closed_periods(environment, reconciliation_id),
+            "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
+            "#held = :since",
+            names={"#entity": "entity", "#version": "version", "#held": f"{HELD_MATCH_PREFIX}{match_id}"},
+            values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0, ":since": iso(since)})
+
+    def let_go_match(self, environment: str, reconciliation_id: int, match_id: int) -> None:
+        self._table.update(keys.closed_periods(environment, reconciliation_id), "REMOVE #held",
+                           names={"#held": f"{HELD_MATCH_PREFIX}{match_id}"})
+
+    def held_matches(self, environment: str, reconciliation_id: int) -> list[int]:
+        """The matches whose change is noted under way (one strongly consistent read)."""
+        item = self._table.get(keys.closed_periods(environment, reconciliation_id)) or {}
+        return sorted(int(name.removeprefix(HELD_MATCH_PREFIX)) for name in item if name.startswith(HELD_MATCH_PREFIX))
 
     # The closes -------------------------------------------------------------------------------------
 

@@ -1,0 +1,136 @@
+"""A close never lands while a change of a match that can stop part-way is still under way (an
+unmatch from its mark, a manual match from its begin): the change's retry or roll-back would then
+open records dated inside the period the close counted as matched. A close refuses, naming the
+match; once the change ends (retried, rolled back), the close lands."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+
+from chalicelib.domain.errors import Conflict
+from chalicelib.domain.matches import MatchStatus
+from chalicelib.domain.period_closes import Period
+from chalicelib.services import matches as match_service
+from chalicelib.services import period_closes
+from chalicelib.services.reconciliation_rules import create_rule
+from tests.services.conftest import ENV, matched_by_a_run, record
+
+NOVEMBER = Period(date(2026, 11, 1), date(2026, 11, 30))
+RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
+
+
+class Died(Exception):
+    """The process of a request stops here."""
+
+
+def close_november(ports, reconciliation):
+    return period_closes.close(ports, ENV, reconciliation.id, NOVEMBER, "signed", {}, "user:1")
+
+
+@pytest.fixture
+def confirmed(ports, ingest, reconciliation):
+    rule = create_rule(ports, ENV, reconciliation.id, RULE)
+    bank, ledger = ingest(record("bank", 1, 1000)), ingest(record("ledger", 1, 1000))
+    return matched_by_a_run(ports, reconciliation, rule, bank, ledger), bank[0], ledger[0]
+
+
+def test_a_close_refuses_while_an_unmatch_that_stopped_part_way_is_unfinished(
+        ports, reconciliation, confirmed, monkeypatch):
+    match, bank_record, ledger_record = confirmed
+
+    def dies(*args, **kwargs):
+        raise Died()
+    with monkeypatch.context() as patched:  # marked, then its process dies before any record opens
+        patched.setattr(match_service, "release_members", dies)
+        with pytest.raises(Died):
+            match_service.unmatch(ports, ENV, match.id)
+    assert ports.matches.find(ENV, match.id).unmatching
+
+    with pytest.raises(Conflict, match=f"match {match.id} of reconciliation {reconciliation.id} is still being "
+                                       "unmatched"):
+        close_november(ports, reconciliation)
+    assert period_closes.closed_of(ports, ENV, reconciliation.id) == []
+
+    match_service.unmatch(ports, ENV, match.id)  # the retry finishes it; the close then counts its records open
+    made = close_november(ports, reconciliation)
+
+    assert [(m.currency, m.count, m.credits) for m in made.unmatched] == [("USD", 2, 2000)]
+    assert {ports.records.get(ENV, r).status for r in (bank_record, ledger_record)} == {"unreconciled"}
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
+
+
+def test_an_unmatch_ended_lets_go_and_a_close_lets_go_of_one_that_never_marked(
+        ports, reconciliation, confirmed, monkeypatch):
+    match, _, _ = confirmed
+    ports.period_closes.hold_match(ENV, reconciliation.id, 999, match.created_at)  # its request died before its mark
+    match_service.unmatch(ports, ENV, match.id)
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == [999]
+
+    close_november(ports, reconciliation)
+
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
+
+
+def test_a_close_refuses_while_a_manual_match_whose_request_died_is_begun_then_lands_once_rolled_back(
+        ports, ingest, reconciliation, clock, monkeypatch):
+    bank, ledger = ingest(record("bank", 1, 500))[0], ingest(record("ledger", 1, 500))[0]
+
+    def dies(*args, **kwargs):
+        raise Died()
+    with monkeypatch.context() as patched:  # begun, its records claimed, then the process dies before its commit
+        real = match_service.write_matches
+
+        def claims_then_dies(ports_, batch, *args, **kwargs):
+            patched.setattr(ports_.matches, "commit_many", dies)
+            return real(ports_, batch, *args, **kwargs)
+        patched.setattr(match_service, "write_matches", claims_then_dies)
+        patched.setattr(match_service, "roll_back", dies)
+        with pytest.raises(Died):
+            match_service.create_manual_match(ports, ENV, reconciliation.id, [bank, ledger], False, None)
+    (pending,) = ports.matches.pending()
+    assert ports.records.get(ENV, bank).status == "reconciled"  # claimed by the match that never was
+
+    with pytest.raises(Conflict, match=f"match {pending.id} of reconciliation {reconciliation.id} is still being "
+                                       "made"):
+        close_november(ports, reconciliation)
+
+    clock.advance(seconds=(match_service.PENDING_FOR + timedelta(seconds=1)).total_seconds())
+    assert match_service.sweep_pending(ports) == 1
+    made = close_november(ports, reconciliation)
+
+    assert [(m.currency, m.count, m.credits) for m in made.unmatched] == [("USD", 2, 1000)]
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
+
+
+def test_a_manual_match_whose_commit_landed_though_its_answer_was_lost_is_made(
+        ports, ingest, reconciliation, monkeypatch):
+    bank, ledger = ingest(record("bank", 1, 500))[0], ingest(record("ledger", 1, 500))[0]
+    real = match_service.write_matches
+
+    def answer_lost(*args, **kwargs):
+        real(*args, **kwargs)
+        raise TimeoutError("read timeout")
+    monkeypatch.setattr(match_service, "write_matches", answer_lost)
+
+    made = match_service.create_manual_match(ports, ENV, reconciliation.id, [bank, ledger], False, None)
+
+    stored = ports.matches.find(ENV, made.id)
+    assert (stored.status, stored.pending_since, stored.unmatching) == (MatchStatus.CONFIRMED, None, False)
+    assert {ports.records.get(ENV, r).status for r in (bank, ledger)} == {"reconciled"}
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
+
+
+def test_a_manual_match_whose_claims_failed_is_rolled_back(ports, ingest, reconciliation, monkeypatch):
+    bank, ledger = ingest(record("bank", 1, 500))[0], ingest(record("ledger", 1, 500))[0]
+
+    def refused(*args, **kwargs):
+        raise TimeoutError("read timeout")
+    monkeypatch.setattr(ports.claims, "claim_together", refused)
+
+    with pytest.raises(TimeoutError):
+        match_service.create_manual_match(ports, ENV, reconciliation.id, [bank, ledger], False, None)
+
+    assert ports.matches.pending() == []
+    assert {ports.records.get(ENV, r).status for r in (bank, ledger)} == {"unreconciled"}
+    assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
