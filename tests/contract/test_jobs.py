@@ -334,6 +334,10 @@ class TestIngestionJobRepository:
         items, cursor = jobs.list_of_stream(ENV, "bank", 2, cursor)
         assert ([j.id for j in items], cursor) == ([1], None)
         assert [j.id for j in jobs.list_of_stream(ENV, "ledger", 10, None)[0]] == [3, 2]
+        assert jobs.linked_streams(jobs.get(ENV, 2)) == ["bank", "ledger"]
+        assert jobs.linked_streams(jobs.get(ENV, 4)) == ["bank"]
+        assert jobs.linked_streams(jobs.get(ENV, 1)) == []  # a file import's own stream is on its item
+        assert jobs.linked_streams(replace(jobs.get(ENV, 2), environment=OTHER_ENV)) == []
         with pytest.raises(BadRequest):
             jobs.list_of_stream(ENV, "ledger", 2, jobs.list_of_stream(ENV, "bank", 1, None)[1])
 

@@ -257,6 +257,9 @@ class FakeIngestionJobRepository:
         for stream_key in stream_keys:
             self.stream_links.setdefault((job.environment, stream_key), set()).add(job.id)
 
+    def linked_streams(self, job: IngestionJob) -> list[str]:
+        return sorted(key for (env, key), ids in self.stream_links.items() if env == job.environment and job.id in ids)
+
     def active(self) -> list[IngestionJob]:
         """Jobs listed as active (from `add` until a move finishes them), in the order of "<environment>#<id>"."""
         entries = [(f"{env}#{padded(i)}", r.job) for (env, i), r in self.rows.items() if r.listed_active]

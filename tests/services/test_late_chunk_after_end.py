@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from chalicelib.domain.ingestion import BULK_CHUNK_ROWS, ItemStatus, JobStatus, OnConflict
+from chalicelib.domain.record_changes import change_block
 from chalicelib.services.ingestion.bulk import process_job, submit_bulk
 from chalicelib.services.ingestion.lifecycle import fail
 from tests.services.conftest import ENV, record, streams
@@ -162,3 +163,38 @@ def test_an_end_that_reads_a_chunk_a_late_execution_then_finishes_counts_and_mir
     assert ended.created_per_stream == {"bank": 2 * BULK_CHUNK_ROWS}
     assert ended.aggregates.total.count == 2 * BULK_CHUNK_ROWS
     assert ports.data_streams.get(ENV, "bank").records_count == 2 * BULK_CHUNK_ROWS
+
+
+class _DiesAfterBeginning:
+    """The job's repository as an execution sees it that dies right after beginning its first chunk."""
+
+    def __init__(self, jobs):
+        self._jobs = jobs
+
+    def __getattr__(self, name):
+        return getattr(self._jobs, name)
+
+    def begin_chunk(self, job, chunk, through=None):
+        self._jobs.begin_chunk(job, chunk, through)
+        raise _Died()
+
+
+def test_an_end_that_cannot_read_the_payload_notes_the_blocks_of_every_stream_the_request_feeds(ports, ingest):
+    # Given a stream whose import is in the mirror, with changes noted
+    streams(ports, "fees")
+    ingest(record("fees", 1, 100))
+    # and a bulk request into it whose execution began its chunk, then died (it may yet write it)
+    job = submit_bulk(ports, ENV, [record("fees", 2, 200)], OnConflict.SKIP, None)
+    with pytest.raises(_Died):
+        process_job(replace(ports, ingestion_jobs=_DiesAfterBeginning(ports.ingestion_jobs)), ENV, job.id)
+    begun = ports.ingestion_jobs.get(ENV, job.id)
+    assert begun.may_have_written(0)
+    changed_before = ports.data_streams.changed_since_import(ENV, "fees")
+    # and its payload is gone (the reason its last delivery fails, say)
+    del ports.payloads.objects[job.bulk_payload_key]
+
+    fail(ports, ENV, job.id, RuntimeError("payload gone"), 3)
+
+    # Then a run reads the block the late execution may write from the table, not the mirror
+    noted = ports.data_streams.changed_since_import(ENV, "fees")
+    assert change_block(begun.record_id(0)) in noted - changed_before

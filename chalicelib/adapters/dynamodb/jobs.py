@@ -374,6 +374,12 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             except ConditionFailed:
                 pass  # linked by an earlier delivery
 
+    def linked_streams(self, job: IngestionJob) -> list[str]:
+        """The streams `link_to_streams` listed the job among the imports of (one consistent Query)."""
+        pk = keys.ingestion_job(job.environment, job.id)["pk"]
+        links = self._table.query_all(keys.BASE_TABLE, pk, sort_prefix="DS#", projection=("sk",), consistent=True)
+        return sorted(str(item["sk"]).removeprefix("DS#") for item in links)
+
     def active(self) -> list[IngestionJob]:
         """Jobs of every environment that are pending or processing (for the stuck-job sweeper)."""
         items = self._table.index_items(keys.GSI2, keys.ACTIVE_JOBS_PK)

@@ -205,7 +205,8 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
         # before saying so, so no run reads their blocks of ids from the mirror (imported_records.py).
         ids = [job.record_id(i) for n in may_be_writing for i in job.chunk_range(n)]
         ports.data_streams.note_records_changed(job.environment,
-                                                {key: ids for key in sorted(_streams_of(job, known, may_be_writing))})
+                                                {key: ids for key in sorted(_streams_of(ports, job, known,
+                                                                                        may_be_writing))})
     for number in missing:
         begun = job.may_have_written(number)
         written = records_written(ports, job, job.chunk_range(number)) if begun else {}
@@ -232,12 +233,13 @@ def _fail_unprocessed(ports: Ports, job: IngestionJob) -> None:
         job = ports.ingestion_jobs.save_chunk(job, outcome, unprocessed=True)
 
 
-def _streams_of(job: IngestionJob, known: dict[int, KnownRow], chunks: list[int]) -> set[str]:
+def _streams_of(ports: Ports, job: IngestionJob, known: dict[int, KnownRow], chunks: list[int]) -> set[str]:
     """The streams these chunks' rows may write into: those their rows name, as far as they can be
-    read, and those the job has written into so far (a file's own stream too)."""
+    read, those the job has written into so far (a file's own stream too), and those it is listed
+    under (a bulk request's streams, linked before it wrote: all of them when its payload is gone)."""
     named = {known[i].stream_key for n in chunks for i in job.chunk_range(n) if i in known}
-    return {key for key in named if key} | set(job.created_per_stream) | \
-        ({job.data_stream_key} if job.data_stream_key else set())
+    return {key for key in named if key} | set(job.created_per_stream) | set(ports.ingestion_jobs.linked_streams(job)) \
+        | ({job.data_stream_key} if job.data_stream_key else set())
 
 
 def _replicate(ports: Ports, job: IngestionJob) -> ImportTotals:
