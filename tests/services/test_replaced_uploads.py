@@ -76,3 +76,21 @@ def test_uploads_whose_events_came_out_of_order_before_the_import_started_import
     done = run(ports, job)
 
     assert done.status is JobStatus.COMPLETED and imported(ports) == ["tx-9"]
+
+
+def test_an_upload_put_again_in_the_second_its_import_started_is_not_imported_in_its_place(ports):
+    # S3's Last-Modified has whole seconds: a PUT in the start's own second reads as before it
+    streams(ports, "bank")
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                 on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                 decimal_places=None)
+    put(ports, job.import_file_key, FIRST)
+    started = start(ports, ports.ingestion_jobs.get(ENV, job.id))
+    ports.payloads.objects[job.import_file_key] = (SECOND, started.started_at)  # after it, the same second
+    drops.on_object_created(ports, job.import_file_key, etag=hashlib.md5(SECOND).hexdigest(), size=len(SECOND))
+
+    done = run(ports, job)
+
+    assert [u.etag for u in done.ignored_uploads] == [hashlib.md5(SECOND).hexdigest()]  # "not imported"
+    assert done.status is JobStatus.FAILED and "replaced under the same name" in done.error_message
+    assert imported(ports) == []

@@ -129,10 +129,14 @@ def _replaced(job: IngestionJob, stored: StoredFile) -> bool:
     here would import it twice and the first one never, without a word. A drop's import took the
     object its event named (its ETag). An upload's took the last PUT before it started: the events of
     PUTs made while it waited may come in any order (EventBridge), so the ETag kept last may be an
-    earlier one's; a file written before the start is the one, whatever its ETag."""
+    earlier one's; a file written before the start is the one, whatever its ETag, unless it is one
+    reported as not imported (Last-Modified has whole seconds: a PUT in the start's own second reads
+    as before it). `job` is read after the file, so that report, if its event came by then, is on it."""
     if not job.upload_etag or stored.etag == job.upload_etag.strip('"'):
         return False
     if job.import_file_key.startswith(DROPS_PREFIX):
+        return True
+    if any(ignored.etag.strip('"') == stored.etag for ignored in job.ignored_uploads):
         return True
     return job.started_at is None or stored.last_modified > job.started_at
 
@@ -160,7 +164,7 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
             raise FileRejected(f"file is {size} bytes; imports accept up to {limit} bytes: split it",
                                {"bytes": size, "limit": limit})
         stored = ports.payloads.read_file(job.import_file_key)
-        if _replaced(job, stored):
+        if _replaced(ports.ingestion_jobs.get(environment, job_id), stored):
             raise FileRejected(_REPLACED, {"upload_etag": job.upload_etag, "etag_found": stored.etag})
         parsed = _parse(ports, job, stored.body)
     except FileRejected as rejected:
