@@ -5,6 +5,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 
 from chalicelib.domain import event_data
 from chalicelib.domain.clock import utc_now
@@ -22,6 +23,7 @@ from chalicelib.services.ports import Ports, StreamUsages
 from chalicelib.services.reconciliation_exceptions import request_neighbour_refreshes
 
 CLAIM_THREADS = 8
+SETTLE_BATCH = 100  # records read at once (one BatchGetItem) by reconcile_left_behind
 PENDING_FOR = timedelta(minutes=5)  # a begun match older than this belongs to a dead request
 # An import that may still (re)write its records: they are neither matched by hand nor deleted
 # (services/records.py) until it has finished.
@@ -85,6 +87,27 @@ def used_by(usages: StreamUsages, environment: str, stream_keys: Iterable[str]) 
     return {key: frozenset(user.reconciliation_id for user in usages.users_of_stream(environment, key)
                            if user.name is not None)
             for key in set(stream_keys)}
+
+
+def reconcile_left_behind(ports: Ports, environment: str, leaving_id: int, stream_keys: Iterable[str]) -> int:
+    """After a reconciliation stopped using streams (deleted, or the streams taken out of it): a
+    record of theirs that was partially reconciled only for want of a match there is reconciled now
+    that every reconciliation still using its stream has matched it (no claim does it: nothing
+    changes on the record). Read from the streams' open records (those not reconciled), each
+    candidate read whole and rewritten conditionally; a repeat finds nothing left. Returns how many."""
+    settled = 0
+    for key in sorted(set(stream_keys)):
+        users = used_by(ports.reconciliations, environment, [key])[key] - {leaving_id}
+        if not users:  # a stream nobody reconciles: its records keep the status they had
+            continue
+        candidates = [r.id for r in ports.claims.open_records(environment, key, leaving_id, adopted=True)
+                      if r.matched_in >= users]
+        settle = partial(ports.claims.settle_reconciled, environment, users=users)
+        with ThreadPoolExecutor(CLAIM_THREADS) as pool:
+            for start in range(0, len(candidates), SETTLE_BATCH):
+                settled += sum(pool.map(settle, ports.claims.held_records(environment,
+                                                                          candidates[start:start + SETTLE_BATCH])))
+    return settled
 
 
 def matching_changed(ports: Ports, environment: str, reconciliation_id: int) -> None:

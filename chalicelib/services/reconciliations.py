@@ -4,7 +4,7 @@ from __future__ import annotations
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
 from chalicelib.services import audit, period_closes
-from chalicelib.services.matches import unmatch
+from chalicelib.services.matches import reconcile_left_behind, unmatch
 from chalicelib.services.paging import every
 from chalicelib.services.ports import Ports
 from chalicelib.services.stories import confirm_unless_in_a_story
@@ -32,7 +32,8 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
                           side_b: list[str] | None = None, exception_after_days: int | None = None) -> Reconciliation:
     """Apply a PATCH; refused (409) while a run is current, or when another edit came first. A
     stream it stops using is no longer adopted: should it come back, its first run reads it whole
-    again (records may have been reconciled elsewhere meanwhile)."""
+    again (records may have been reconciled elsewhere meanwhile); its records it alone left
+    partially reconciled are reconciled."""
     current = ports.reconciliations.get(environment, reconciliation_id)
     updated = current.changed(utc_now(), name=name, run_type=run_type, side_a=side_a, side_b=side_b,
                               exception_after_days=exception_after_days)
@@ -43,8 +44,9 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     period_closes.refuse_dropping_streams(ports, environment, current, updated)
     ports.reconciliations.save(updated, previous=current)
     audit.note_change(current, updated)
-    ports.claims.forget_adoptions(environment, reconciliation_id,
-                                   [k for k in current.stream_keys if not updated.uses(k)])
+    dropped = [k for k in current.stream_keys if not updated.uses(k)]
+    ports.claims.forget_adoptions(environment, reconciliation_id, dropped)
+    reconcile_left_behind(ports, environment, reconciliation_id, dropped)
     return updated
 
 
@@ -53,8 +55,9 @@ UNMATCH_PAGE = 100
 
 def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int) -> None:
     """Hide it (refused while a run is current), unmatch its matches (their records no longer
-    wait on it), remove its rules, then it and its stream usages. A crash part-way leaves it
-    hidden; repeating the DELETE finishes the work.
+    wait on it), reconcile the records it alone left partially reconciled, remove its rules, then
+    it and its stream usages. A crash part-way leaves it hidden; repeating the DELETE finishes the
+    work.
 
     Refused (409) while a story chains it: the stories are read after the mark (a story's save
     holds it before its last check), and the mark is taken back then."""
@@ -67,6 +70,7 @@ def delete_reconciliation(ports: Ports, environment: str, reconciliation_id: int
                                                               include_unmatching=True)):
         if match.unmatched_at is None:
             unmatch(ports, environment, match.id)
+    reconcile_left_behind(ports, environment, reconciliation_id, reconciliation.stream_keys)
     ports.claims.forget_adoptions(environment, reconciliation_id, reconciliation.stream_keys)
     ports.reconciliation_rules.remove_all_of_reconciliation(environment, reconciliation_id)
     ports.tallies.remove_all_of_reconciliation(environment, reconciliation_id)

@@ -421,6 +421,27 @@ class TestMatchRepository:
         assert [status_of(records, i) for i in (1, 2, 3)] == [RecordStatus.RECONCILED, RecordStatus.RECONCILED,
                                                                RecordStatus.UNRECONCILED]
 
+    def test_a_record_left_partially_reconciled_is_settled_reconciled_only_as_read(self, records, claims):
+        records.put_many([record(1), record(2), record(3), record(4), record(5), record(6, environment=OTHER_ENV)])
+        for record_id in (1, 2, 3, 5):  # matched in 1, not in 2: partially reconciled
+            assert claims.claim_record(ENV, record_id, 1, 10 + record_id, BOTH, proposed=record_id == 5)
+        assert claims.claim_record(OTHER_ENV, 6, 1, 16, BOTH)
+        held = {h.record.id: h for h in claims.held_records(ENV, [1, 2, 3, 4, 5])}
+        assert claims.claim_record(ENV, 2, 2, 22, BOTH)  # matched in 2 as well since it was read
+        records.mark_deleting(ENV, 3, DELETABLE_STATUSES + (RecordStatus.PARTIALLY_RECONCILED,), STALE)
+        only_one = frozenset({1})
+
+        settled = [claims.settle_reconciled(ENV, held[i], only_one) for i in (1, 2, 3, 4, 5)]
+
+        assert settled == [True, False, False, False, False]  # 4: matched nowhere; 5: only proposed in 1
+        assert [status_of(records, i) for i in (1, 2, 4, 5)] == [
+            RecordStatus.RECONCILED, RecordStatus.RECONCILED, RecordStatus.UNRECONCILED,
+            RecordStatus.PENDING_CONFIRMATION]
+        assert open_ids(claims, 2, True) == [4, 5]  # 1 left the open index (3 is being deleted)
+        assert not claims.settle_reconciled(ENV, claims.held_records(ENV, [1])[0], only_one)  # once
+        assert not claims.settle_reconciled(OTHER_ENV, held[1], only_one)  # another environment's 1: not as read
+        assert records.get(OTHER_ENV, 6).status is RecordStatus.PARTIALLY_RECONCILED
+
     def test_a_begun_match_stays_hidden_until_committed_or_removed(self, matches, clock):
         matches.begin(match(1))
         matches.begin(match(2, environment=OTHER_ENV))

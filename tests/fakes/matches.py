@@ -416,6 +416,20 @@ class FakeClaimRepository:
             return
         row.record = replace(row.record, status=status)
 
+    def settle_reconciled(self, environment: str, held: HeldRecord, users: frozenset[int]) -> bool:
+        """Reconcile a record left partially reconciled once `users` all matched it; nothing when the
+        stored record changed since `held` was read (as the adapter's conditional write)."""
+        seen = held.record.status
+        if seen is RecordStatus.RECONCILED or \
+                record_status(held.matched_in, users, held.proposed_in) is not RecordStatus.RECONCILED:
+            return False
+        row = self.store.row(environment, held.record.id)
+        if row is None or row.deleting or row.record.status is not seen or row.matched_in != set(held.matched_in) \
+                or row.proposed_in != set(held.proposed_in):
+            return False
+        row.record = replace(row.record, status=RecordStatus.RECONCILED)
+        return True
+
     def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
         """The records of these ids that exist (those being deleted too, marked), by id."""
         rows = (self.store.row(environment, i) for i in sorted(set(record_ids)))

@@ -552,6 +552,30 @@ class ClaimRepository:
         except ConditionFailed:
             pass
 
+    def settle_reconciled(self, environment: str, held: HeldRecord, users: frozenset[int]) -> bool:
+        """A record left partially reconciled when a reconciliation stopped using its stream is
+        reconciled (out of the open index) if `users`, those using it now, all matched it. Nothing
+        (False) when they did not, or the stored record changed since `held` was read: whoever
+        changed it computed its status with the users of then."""
+        matched_in, proposed_in = set(held.matched_in), set(held.proposed_in)
+        seen = held.record.status
+        if seen is RecordStatus.RECONCILED or \
+                record_status(matched_in, users, proposed_in) is not RecordStatus.RECONCILED:
+            return False
+        record = held.record
+        try:
+            self._table.update(keys.record(environment, record.id), _status_update(RecordStatus.RECONCILED, "", ""),
+                               condition="#status = :seen AND attribute_not_exists(deleting) AND "
+                                         + _same_sets(matched_in, proposed_in),
+                               names={"#status": "status"},
+                               values={":seen": seen.value, **_status_values(environment, record.id,
+                                                                              record.data_stream_key,
+                                                                              RecordStatus.RECONCILED),
+                                       **_sets_values(matched_in, proposed_in)})
+        except ConditionFailed:
+            return False
+        return True
+
     def held_records(self, environment: str, record_ids: Iterable[int]) -> list[HeldRecord]:
         """The records of these ids that exist (those being deleted too, marked), each with the
         reconciliations and matches holding it; in no particular order."""
