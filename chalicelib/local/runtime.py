@@ -78,8 +78,13 @@ class LocalRuntime:
         """S3 -> EventBridge "Object Created", emulated: new objects under `prefixes` become the
         events the deployed app receives (the local S3 cannot deliver them to this process).
         What was delivered is logged to `delivered_log`, so that a restart delivers only the
-        objects that came while the stack was down, not every object again."""
+        objects that came while the stack was down, not every object again.
+
+        An object is delivered once two polls in a row list it alike (ETag, size, Last-Modified):
+        s3rver lists a file still being written, with the MD5 of the part written so far (S3 lists
+        an object once its PUT is complete), and that event would name a file that is not there."""
         seen = _delivered(delivered_log)
+        listed: dict[str, tuple[str, int, object]] = {}  # key -> what the last poll listed, not yet delivered
 
         def poll() -> None:
             with delivered_log.open("a") as log:
@@ -89,11 +94,17 @@ class LocalRuntime:
                             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
                                 for obj in page.get("Contents", []):
                                     marker = (obj["Key"], obj["ETag"].strip('"'))
-                                    if marker not in seen:
-                                        seen.add(marker)  # a failed delivery is tried again at the next start
-                                        if self.deliver_s3_event(bucket, obj["Key"], marker[1], obj["Size"]):
-                                            log.write(json.dumps(marker) + "\n")
-                                            log.flush()
+                                    if marker in seen:
+                                        continue
+                                    now = (marker[1], obj["Size"], obj.get("LastModified"))
+                                    if listed.get(obj["Key"]) != now:  # new, or still being written
+                                        listed[obj["Key"]] = now
+                                        continue
+                                    del listed[obj["Key"]]
+                                    seen.add(marker)  # a failed delivery is tried again at the next start
+                                    if self.deliver_s3_event(bucket, obj["Key"], marker[1], obj["Size"]):
+                                        log.write(json.dumps(marker) + "\n")
+                                        log.flush()
                     except Exception as error:  # keep watching; the failure is logged
                         self._log(f"bucket watch: {error!r}")
                     self._stopping.wait(interval_seconds)
