@@ -73,6 +73,8 @@ XLSX_ROWS_PER_SHEET = 1_048_575
 PARQUET_ROWS_PER_GROUP = 100_000
 # Excel keeps 15 significant digits of a number: larger minor units are written as text.
 XLSX_EXACT_INTEGER = 2 ** 53
+# An XLSX cell holds at most this many characters (Excel's limit: XlsxWriter would cut a longer one short).
+XLSX_CELL_CHARS = 32_767
 
 
 @dataclass(frozen=True)
@@ -181,14 +183,20 @@ def spreadsheet_cell(value: Any, column: Column) -> Any:
     """A cell of an XLSX sheet: an int column's value a number (as text past Excel's 15 digits),
     text as it is, None empty. The sheet writes text as a string cell, never a formula; one a
     spreadsheet would read as a formula if it were typed in (csv_cells.runs_as_formula) gets the
-    quote-prefix style (Excel's own leading `'`, not part of the value): editing it keeps it text."""
+    quote-prefix style (Excel's own leading `'`, not part of the value): editing it keeps it text.
+    Text longer than a cell holds: ExportTooLarge (the export fails, naming the formats that keep it)."""
     if value is None:
         return None
     if column.type == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value if abs(value) < XLSX_EXACT_INTEGER else str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    text = str(value)
+    if len(text) > XLSX_CELL_CHARS:  # cut short, the cell would hold another value (and no JSON)
+        raise ExportTooLarge(f"a '{column.name}' cell of {len(text):,} characters is longer than an XLSX cell "
+                             f"holds ({XLSX_CELL_CHARS:,}): ask for this export as CSV or Parquet, which keep "
+                             "every value whole")
+    return text
 
 
 def _json(value: Any) -> str | None:

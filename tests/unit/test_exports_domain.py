@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from chalicelib.domain.audit import AuditEntry
 from chalicelib.domain.exports import (
     COLUMNS,
+    XLSX_CELL_CHARS,
     XLSX_EXACT_INTEGER,
     Column,
     ExportKind,
+    ExportTooLarge,
     audit_row,
     cell_text,
     csv_bytes,
@@ -75,6 +77,18 @@ def test_spreadsheet_cells_keep_numbers_numbers_unless_excel_would_round_them():
     assert spreadsheet_cell(XLSX_EXACT_INTEGER, number) == str(XLSX_EXACT_INTEGER)
     # Text as it is: XLSX writes it as a string cell, quote-prefixed by style where it looks like a formula
     assert spreadsheet_cell("=1", text) == "=1" and spreadsheet_cell(None, text) is None
+
+
+def test_text_longer_than_an_xlsx_cell_holds_fails_the_export_naming_the_formats_that_keep_it(tmp_path):
+    # Records take 64 KiB of metadata; XlsxWriter would keep the first 32,767 characters and say nothing
+    from chalicelib.adapters.export_files import _write_xlsx
+
+    text = Column("metadata", "str", "")
+    assert spreadsheet_cell("x" * XLSX_CELL_CHARS, text) == "x" * XLSX_CELL_CHARS
+    row = record_row(a_record(metadata={"note": "x" * 40_000}))
+    with pytest.raises(ExportTooLarge, match="a 'metadata' cell of 40,011 characters is longer than an XLSX "
+                                             "cell holds \\(32,767\\): ask for this export as CSV or Parquet"):
+        _write_xlsx(str(tmp_path / "e.xlsx"), COLUMNS[ExportKind.RECORDS], [[row]])
 
 
 def a_record(**fields):
