@@ -137,7 +137,8 @@ class HttpWebhookSender:
         if not addresses:
             raise AddressRefused(f"names a host that does not resolve ({host[:100]})")
         for address in addresses:
-            problem = self._policy.address_problem(ipaddress.ip_address(address), port)
+            # The rule alone: the address the service's DNS gave stays out of answers and last_error
+            problem = self._policy.address_problem(ipaddress.ip_address(address), port, named=False)
             if problem:
                 raise AddressRefused(problem)
         return addresses[0]

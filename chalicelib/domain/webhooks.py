@@ -181,6 +181,15 @@ def wait_after_failure(attempts_made: int, attempt_limit: int, random_fraction: 
     return retry_delay(attempts_made, random_fraction)
 
 
+def limit_after_manual_retry(status: DeliveryStatus, attempts_made: int, attempt_limit: int) -> int:
+    """The attempts a delivery may make once a person retries it: a failed one exactly one more,
+    whatever it failed of (its attempts used, or an endpoint inactive before they were: the schedule
+    must not take it up again); a pending one keeps its schedule."""
+    if status is DeliveryStatus.FAILED:
+        return attempts_made + 1
+    return max(attempt_limit, attempts_made + 1)
+
+
 def gave_up_error(attempts_made: int) -> str:
     return f"given up: {attempts_made} attempts made"
 
@@ -244,8 +253,10 @@ class UrlPolicy:
         return None
 
     def address_problem(self, address: str | ipaddress.IPv4Address | ipaddress.IPv6Address,
-                        port: int | None = None) -> str | None:
-        """Why deliveries may not go to this address (on this port), or None."""
+                        port: int | None = None, named: bool = True) -> str | None:
+        """Why deliveries may not go to this address (on this port), or None. `named`: the address
+        is said (one the URL names itself); not for one its host resolved to, which would tell a
+        client how the service's DNS answers (the rule alone is said then)."""
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         if isinstance(ip, ipaddress.IPv6Address):
             if ip.ipv4_mapped is not None:
@@ -253,10 +264,11 @@ class UrlPolicy:
             else:
                 tunnel = _tunnel_problem(ip)
                 if tunnel:
-                    return tunnel
+                    return tunnel if named else tunnel.split(" (", 1)[0]
+        shown = f" ({ip})" if named else ""
         if ip.is_loopback:
             if not self.local:
-                return f"resolves to a loopback address ({ip})"
+                return f"resolves to a loopback address{shown}"
             if port in self.own_ports:
                 return (f"names a port of the local stack's own services ({port}: its DynamoDB, S3, AWS server "
                         "or the API itself), which webhooks may not reach")
@@ -265,9 +277,9 @@ class UrlPolicy:
                            ("multicast", ip.is_multicast), ("private", ip.is_private),
                            ("reserved", ip.is_reserved)):
             if test:
-                return f"resolves to a {kind} address ({ip})"
+                return f"resolves to a {kind} address{shown}"
         if not ip.is_global:
-            return f"resolves to a non-public address ({ip})"
+            return f"resolves to a non-public address{shown}"
         return None
 
 

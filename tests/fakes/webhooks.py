@@ -18,6 +18,7 @@ from chalicelib.domain.webhooks import (
     WebhookDelivery,
     WebhookEndpoint,
     WebhookRequest,
+    limit_after_manual_retry,
 )
 from tests.fakes._support import ConditionFailed, as_stored, newest_first_page, padded, stored_time
 
@@ -196,7 +197,7 @@ class FakeWebhookRepository:
             return None
         return self._write(stored, wake_at, status=DeliveryStatus.PENDING, next_attempt_at=stored_time(now),
                            updated_at=stored_time(now),
-                           attempt_limit=max(delivery.attempt_limit, delivery.attempts + 1))
+                           attempt_limit=limit_after_manual_retry(delivery.status, delivery.attempts, delivery.attempt_limit))
 
     def due(self, now: datetime, limit: int = 500) -> list[tuple[WebhookDelivery, str]]:
         """Soonest first, each with its place in the list (what push_wake expects to find)."""

@@ -477,8 +477,11 @@ def test_on_aws_a_host_that_resolves_to_loopback_is_refused_at_delivery_time(
 
     assert receiver.received == []
     [delivery] = deliveries(api, endpoint["id"])
-    assert delivery["status"] == "pending" and delivery["last_error"].startswith("refused: the URL resolves to a "
-                                                                                  "loopback address")
+    # The rule, not the address the service's DNS gave (that would map its network for a client)
+    assert delivery["status"] == "pending" and delivery["last_error"] == "refused: the URL resolves to a loopback address"
+    answer = api.post("/v1/webhook_endpoints", {"url": receiver.url(host="localhost", scheme="https"), "events": ["*"]})
+    assert answer.status_code == 422
+    assert answer.json_body["errors"][0]["message"].endswith("resolves to a loopback address")
 
 
 def test_delivery_connects_to_the_address_it_checked_with_the_url_s_host_in_the_host_header(
@@ -738,3 +741,31 @@ def test_a_manual_retry_of_a_delivery_that_used_its_attempts_makes_exactly_one_m
     [again] = deliveries(api, endpoint["id"])
     assert (again["status"], again["attempts"]) == ("failed", MAX_ATTEMPTS + 1)
     assert len(receiver.received) == MAX_ATTEMPTS + 1
+
+
+def test_a_manual_retry_of_a_delivery_failed_for_an_inactive_endpoint_makes_exactly_one_more(
+        api, services, worker, receivers, clock):
+    receiver = receivers([500])
+    endpoint = create(api, receiver.url())
+    publish(services, "acme")
+    worker.drain()
+    [waiting] = deliveries(api, endpoint["id"])
+    assert (waiting["status"], waiting["attempts"]) == ("pending", 1)
+    # The endpoint is set inactive before the next attempt is due: the delivery ends failed, unsent
+    assert api.patch(f"/v1/webhook_endpoints/{endpoint['id']}", {"active": False}).status_code == 200
+    clock.set(datetime.fromisoformat(waiting["next_attempt_at"]) + timedelta(minutes=6))
+    webhook_service.sweep(services.ports)
+    worker.drain()
+    [failed] = deliveries(api, endpoint["id"])
+    assert (failed["status"], failed["attempts"]) == ("failed", 1) and "inactive" in failed["last_error"]
+
+    # Active again, a person retries it; the receiver still fails
+    assert api.patch(f"/v1/webhook_endpoints/{endpoint['id']}", {"active": True}).status_code == 200
+    assert api.post(f"/v1/webhook_endpoints/{endpoint['id']}/deliveries/{failed['id']}/retry").status_code == 202
+    worker.drain()
+    clock.advance(hours=11)
+    assert webhook_service.sweep(services.ports) == 0
+
+    [again] = deliveries(api, endpoint["id"])
+    assert (again["status"], again["attempts"]) == ("failed", 2)
+    assert len(receiver.received) == 2

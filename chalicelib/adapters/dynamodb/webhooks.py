@@ -13,7 +13,14 @@ from chalicelib.adapters.dynamodb import keys
 from chalicelib.adapters.dynamodb.table import ConditionFailed, DynamoTable, status_in
 from chalicelib.domain.clock import iso, optional_iso, parse_iso, parse_optional_iso, utc_now
 from chalicelib.domain.errors import Conflict, NotFound
-from chalicelib.domain.webhooks import MAX_ATTEMPTS, RETRYABLE, DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from chalicelib.domain.webhooks import (
+    MAX_ATTEMPTS,
+    RETRYABLE,
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    limit_after_manual_retry,
+)
 
 # What an edit (PATCH, rotate_secret) may write; only those it changed are written, so an edit never
 # puts back a failing_since or a disable that the delivery worker wrote since the edit's read.
@@ -250,7 +257,8 @@ class WebhookRepository:
                 f"SET #status = :pending, next_attempt_at = :now, updated_at = :now, {SET_DUE}, attempt_limit = :limit",
                 condition=f"{condition} AND attempts = :seen", names={"#status": "status"},
                 values={**values, ":pending": DeliveryStatus.PENDING.value, ":now": iso(now),
-                        ":seen": delivery.attempts, ":limit": max(delivery.attempt_limit, delivery.attempts + 1),
+                        ":seen": delivery.attempts,
+                        ":limit": limit_after_manual_retry(delivery.status, delivery.attempts, delivery.attempt_limit),
                         **_due_values(delivery, wake_at)},
                 return_new=True)
         except ConditionFailed:
