@@ -65,7 +65,6 @@ from chalicelib.domain.users import user_actor
 from chalicelib.observability import logger
 from chalicelib.services import api_keys, audit
 from chalicelib.services.events import save_and_emit
-from chalicelib.services.partial_payments import manual_shares
 from chalicelib.services.ports import Approvals, Ports
 
 SUMMARY_FIELDS = ("status", "action", "reconciliation_id", "amount", "amount_decimal_places", "requested_by",
@@ -89,6 +88,8 @@ TARGET_ATTEMPTS = 5
 TARGET_STORE_WAIT = 3.0  # seconds a second request waits for the first's approval to be stored
 
 _decided: ContextVar[bool] = ContextVar("approvals_decided", default=False)
+# The params of the approved manual match being made (`_execute`): what the gate replayed checks.
+_approved_match: ContextVar[dict[str, Any] | None] = ContextVar("approved_manual_match", default=None)
 
 
 @contextmanager
@@ -112,18 +113,30 @@ def _repository(ports: Ports) -> Approvals:
 
 def check_manual_match(ports: Ports, environment: str, reconciliation_id: int, record_ids: list[int],
                        allow_difference: bool, reason: str | None, side_a: list[Record], side_b: list[Record],
-                       allocations: Mapping[int, int] | None = None) -> None:
-    """A person's match of these records (services/matches.py `create_manual_match`); a partial
-    payment's shares are kept for its replay, and what it measures is the shares the match takes
-    (a record it takes whole, its amount)."""
+                       allocations: Mapping[int, int] | None, *, shares: Mapping[int, int], difference: int) -> None:
+    """A person's match of these records (services/matches.py `create_manual_match`), which takes
+    `shares` of the records it takes in part (any other whole) and leaves `difference`. A partial
+    payment's asked allocations are kept for its replay, and what it measures is what the match
+    takes. The approved match is made only as it was asked about: replayed, the same shares and
+    difference, or 409 (a record paid in part meanwhile would change both, unapproved)."""
+    if _decided.get():
+        approved = _approved_match.get()
+        if approved is not None and "difference" in approved and (
+                approved["difference"] != difference
+                or {int(r): int(s) for r, s in approved["shares"]} != dict(shares)):
+            raise Conflict(f"the records changed since the request: the match would now leave a difference of "
+                           f"{difference} (minor units) where {approved['difference']} was approved, or take other "
+                           "shares of them; nothing was matched: ask again")
+        return
+
     def measure() -> list[Amount]:
-        shares = _shares_taken(side_a, side_b, reconciliation_id, allocations, allow_difference, reason)
         return amount_of_sides(_weighed(side_a, shares), _weighed(side_b, shares))
 
     _gate(ports, environment, reconciliation_id, ApprovalAction.MANUAL_MATCH, measure,
           {"reconciliation_id": reconciliation_id, "record_ids": list(record_ids),
            "allow_difference": allow_difference, "reason": reason,
-           **({"allocations": [[rid, share] for rid, share in allocations.items()]} if allocations else {})},
+           **({"allocations": [[rid, share] for rid, share in allocations.items()]} if allocations else {}),
+           "shares": [[rid, share] for rid, share in sorted(shares.items())], "difference": difference},
           f"Match {len(record_ids)} records by hand in reconciliation {reconciliation_id}")
 
 
@@ -146,14 +159,6 @@ def check_unmatch(ports: Ports, match: Match) -> None:
     _gate(ports, match.environment, match.reconciliation_id, ApprovalAction.UNMATCH, measure,
           {"match_id": match.id}, f"Unmatch match {match.id} ({match.record_count} records)",
           target=("reconciliation_match", match.id))
-
-
-def _shares_taken(side_a: list[Record], side_b: list[Record], reconciliation_id: int,
-                  allocations: Mapping[int, int] | None, allow_difference: bool, reason: str | None) -> dict[int, int]:
-    """The shares a person's match takes of the records it takes in part or finishes covering
-    (services/partial_payments.py `manual_shares`, already checked by the match): none for a whole match."""
-    planned = manual_shares(side_a, side_b, reconciliation_id, allocations or {}, allow_difference, reason)
-    return dict(planned.shares) if planned else {}
 
 
 def _weighed(records: list[Record], shares: Mapping[int, int]) -> list[Record]:
@@ -331,11 +336,9 @@ def approve(ports: Ports, environment: str, approval_id: int, actor: str) -> App
         result = _execute(ports, executing, actor)
     except DomainError as refused:  # the world changed since the request: nothing was done
         return _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=shown(refused.message, 500))
-    except Exception as error:
-        _end(ports, executing, ApprovalStatus.FAILED, actor, failure_reason=(
-            f"the action stopped on an error of ours ({type(error).__name__}); a manual match rolls itself back, "
-            "an unmatch or dismissal may have been made: check the match or exception"))
-        raise
+    # Any other error (a throttled write, a timeout) may have stopped the action part-way: the approval
+    # stays executing, and the sweeper settles it by what the action left (`settle`: an unmatch
+    # stopped half-way is finished), as for an approving process that died.
     return _end(ports, executing, ApprovalStatus.APPROVED, actor, result=result)
 
 
@@ -383,9 +386,14 @@ def _execute(ports: Ports, approval: Approval, approver: str) -> dict[str, Any]:
             audit.collecting_notes() as notes, decided():
         result: dict[str, Any] = {}
         if approval.action is ApprovalAction.MANUAL_MATCH:
-            match = matches.create_manual_match(ports, environment, params["reconciliation_id"], params["record_ids"],
-                                                bool(params["allow_difference"]), params.get("reason"),
-                                                {int(r): int(s) for r, s in params.get("allocations") or ()})
+            approved = _approved_match.set(params)
+            try:
+                match = matches.create_manual_match(
+                    ports, environment, params["reconciliation_id"], params["record_ids"],
+                    bool(params["allow_difference"]), params.get("reason"),
+                    {int(r): int(s) for r, s in params.get("allocations") or ()})
+            finally:
+                _approved_match.reset(approved)
             result = {"reconciliation_match_id": match.id}
             noted.resource_id = match.id
         elif approval.action is ApprovalAction.UNMATCH:

@@ -211,7 +211,7 @@ def create_manual_match(ports: Ports, environment: str, reconciliation_id: int, 
     partial = manual_shares(side_a, side_b, reconciliation_id, allocations or {}, allow_difference, reason)
     difference = partial.difference if partial else check_manual_match(side_a, side_b, allow_difference, reason)
     approvals.check_manual_match(ports, environment, reconciliation_id, ids, allow_difference, reason, side_a, side_b,
-                                 allocations)
+                                 allocations, shares=partial.shares if partial else {}, difference=difference)
     match = Match(environment=environment, id=ports.counters.next_id(environment, "match"),
                   reconciliation_id=reconciliation_id, status=MatchStatus.CONFIRMED, group_key="manual",
                   record_count=len(ids), created_at=utc_now(), differences={"amount": difference},

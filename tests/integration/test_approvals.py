@@ -686,6 +686,63 @@ def test_an_unmatch_stopped_half_way_is_finished_and_settled_approved(
     assert api.get(f"/v1/reconciliation_matches/{again['id']}").json_body["status"] == "confirmed"
 
 
+
+def test_an_approved_unmatch_an_error_of_ours_cut_short_stays_executing_and_is_finished_by_the_sweeper(
+        api, services, ingest, reconciliation, people, monkeypatch):
+    records = ingest(record("bank", 1, 9900)) + ingest(record("ledger", 1, 9900))
+    match = manual(api, reconciliation, records).json_body
+    set_policy(api, reconciliation, actions=["unmatch"], threshold=0)
+    held = api.delete(f"/v1/reconciliation_matches/{match['id']}", **signed(people["alice"])).json_body
+    claims, releases = services.ports.claims, []
+    release = claims.release_record
+
+    def throttled(*args, **kwargs):  # one record opens again, the other's write is throttled
+        releases.append(args)
+        if len(releases) == 2:
+            raise RuntimeError("ProvisionedThroughputExceededException")
+        return release(*args, **kwargs)
+
+    monkeypatch.setattr(claims, "release_record", throttled)
+    assert api.post(f"/v1/approvals/{held['id']}/approve", **signed(people["bob"])).status_code == 500
+    monkeypatch.undo()
+    # Not failed: the action stopped half-way (one record open, the match hidden)
+    assert api.get(held["url"]).json_body["status"] == "executing"
+    assert sorted(statuses(api, records)) == ["reconciled", "unreconciled"]
+    assert services.ports.matches.find("acme", match["id"]).unmatching
+
+    assert approval_service.sweep(services.ports, now=utc_now() + timedelta(minutes=16)) == 1
+
+    assert api.get(held["url"]).json_body["status"] == "approved"
+    assert api.get(f"/v1/reconciliation_matches/{match['id']}").status_code == 404
+    assert statuses(api, records) == ["unreconciled"] * 2
+
+
+def test_an_approved_manual_match_is_made_only_with_the_shares_and_difference_approved(
+        api, ingest, reconciliation, people):
+    set_policy(api, reconciliation, actions=["manual_match"], thresholds={"USD": 50000})  # 500.00
+    invoice = ingest(record("ledger", 1, 100000, direction="debit"))[0]
+    payment, other = ingest(record("bank", 1, 99990), record("bank", 2, 40000))
+    # Alice asks: the 999.90 payment against the 1,000.00 invoice, a 0.10 fee allowed
+    body = {"reconciliation_id": reconciliation["id"], "record_ids": [payment, invoice]}
+    held = api.post("/v1/reconciliation_matches", {**body, "allow_difference": True, "reason": "0.10 bank fee"},
+                    **signed(people["alice"]))
+    assert held.status_code == 202 and held.json_body["params"]["difference"] == 10
+    assert held.json_body["params"]["shares"] == []  # both taken whole
+    # Meanwhile Pat pays 400.00 of the invoice (under the threshold: made at once)
+    part = api.post("/v1/reconciliation_matches", {"reconciliation_id": reconciliation["id"], "record_ids": [
+        other, invoice], "allocations": [{"record_id": invoice, "amount": 40000}]}, **signed(people["pat"]))
+    assert part.status_code == 201, part.json_body
+
+    done = api.post(f"/v1/approvals/{held.json_body['id']}/approve", **signed(people["bob"])).json_body
+
+    # Made now, it would take 600.00 of the invoice and leave 399.90 nobody approved
+    assert done["status"] == "failed" and "the records changed since the request" in done["failure_reason"]
+    assert "difference of 39990 (minor units) where 10 was approved" in done["failure_reason"]
+    matches = api.get(f"/v1/reconciliation_matches?reconciliation_id={reconciliation['id']}").json_body["data"]
+    assert [m["id"] for m in matches] == [part.json_body["id"]]
+    assert statuses(api, [payment]) == ["unreconciled"]
+
+
 # Four eyes by person ------------------------------------------------------------------------------
 
 def test_a_request_sent_with_a_persons_own_key_is_theirs_and_they_cannot_approve_it(
