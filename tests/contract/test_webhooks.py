@@ -149,8 +149,9 @@ class TestDeliveries:
         assert webhooks.requeue(read, T0, T0) is None  # read as pending: it changed since
 
         requeued = webhooks.requeue(failed, T0 + timedelta(minutes=1), T0 + timedelta(minutes=1))
+        # a manual retry of a failed delivery is one more attempt, whatever it failed of
         assert requeued is not None and (requeued.status, requeued.attempt_limit) == (DeliveryStatus.PENDING,
-                                                                                      read.attempt_limit)
+                                                                                      failed.attempts + 1)
         assert [d.id for d, _ in webhooks.due(T0 + timedelta(minutes=1))] == [1]
         assert webhooks.requeue(replace(requeued, status=DeliveryStatus.SUCCEEDED), T0, T0) is None
 
