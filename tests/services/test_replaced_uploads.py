@@ -94,3 +94,22 @@ def test_an_upload_put_again_in_the_second_its_import_started_is_not_imported_in
     assert [u.etag for u in done.ignored_uploads] == [hashlib.md5(SECOND).hexdigest()]  # "not imported"
     assert done.status is JobStatus.FAILED and "replaced under the same name" in done.error_message
     assert imported(ports) == []
+
+
+def test_an_upload_written_before_the_start_second_is_imported_though_its_late_event_listed_it(ports):
+    # Two PUTs while the import waits; the second's event comes only after the start, so it is listed
+    # as not imported, but the file in S3 (written seconds before the start) is the one the import took.
+    streams(ports, "bank")
+    job, _ = files.create_import(ports, ENV, "bank", filename="nov.csv", source=JobSource.CSV,
+                                 on_conflict=OnConflict.SKIP, column_mapping={}, date_format="YYYY-MM-DD",
+                                 decimal_places=None)
+    put(ports, job.import_file_key, FIRST, later=timedelta(seconds=-5))
+    ports.payloads.objects[job.import_file_key] = (SECOND, datetime.now(UTC) - timedelta(seconds=3))
+    start(ports, ports.ingestion_jobs.get(ENV, job.id))
+    drops.on_object_created(ports, job.import_file_key, etag=hashlib.md5(SECOND).hexdigest(), size=len(SECOND))
+    assert [u.etag for u in ports.ingestion_jobs.get(ENV, job.id).ignored_uploads] == [
+        hashlib.md5(SECOND).hexdigest()]
+
+    done = run(ports, job)
+
+    assert done.status is JobStatus.COMPLETED and imported(ports) == ["tx-9"]

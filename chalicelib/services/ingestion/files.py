@@ -129,16 +129,19 @@ def _replaced(job: IngestionJob, stored: StoredFile) -> bool:
     here would import it twice and the first one never, without a word. A drop's import took the
     object its event named (its ETag). An upload's took the last PUT before it started: the events of
     PUTs made while it waited may come in any order (EventBridge), so the ETag kept last may be an
-    earlier one's; a file written before the start is the one, whatever its ETag, unless it is one
-    reported as not imported (Last-Modified has whole seconds: a PUT in the start's own second reads
-    as before it). `job` is read after the file, so that report, if its event came by then, is on it."""
+    earlier one's; a file written before the start is the one, whatever its ETag. Last-Modified has
+    whole seconds, so a PUT in the start's own second reads as before it: written in that second, the
+    file is a later one if it is reported as not imported (`job` is read after the file, so that
+    report, if its event came by then, is on it). Written in an earlier second, it is the one even when
+    its event came after the start and listed it."""
     if not job.upload_etag or stored.etag == job.upload_etag.strip('"'):
         return False
     if job.import_file_key.startswith(DROPS_PREFIX):
         return True
-    if any(ignored.etag.strip('"') == stored.etag for ignored in job.ignored_uploads):
+    if job.started_at is None or stored.last_modified > job.started_at:
         return True
-    return job.started_at is None or stored.last_modified > job.started_at
+    in_start_second = stored.last_modified >= job.started_at.replace(microsecond=0)
+    return in_start_second and any(ignored.etag.strip('"') == stored.etag for ignored in job.ignored_uploads)
 
 
 _REPLACED = ("the file was replaced under the same name before this import read it (uploaded or dropped again), "
