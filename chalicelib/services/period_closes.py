@@ -168,6 +168,8 @@ def close(ports: Ports, environment: str, reconciliation_id: int, period: Period
     try:
         _wait_for_writers(ports, environment, reconciliation_id)
         _refuse_changing_matches(ports, environment, reconciliation_id)
+        # What the writers and the match changes that ended wrote reaches the indexes the close reads
+        time.sleep(ports.limits.index_settle.total_seconds())
         return _close(ports, environment, reconciliation_id, period, note, explanations, actor, close_id)
     finally:
         ports.period_closes.clear_closing(environment, reconciliation_id, close_id)
@@ -180,7 +182,6 @@ def _wait_for_writers(ports: Ports, environment: str, reconciliation_id: int) ->
             raise Conflict(f"changes to reconciliation {reconciliation_id} are still being written; nothing was "
                            "closed: close the period again in a moment")
         time.sleep(FENCE_POLL_SECONDS)
-    time.sleep(ports.limits.index_settle.total_seconds())  # what they wrote reaches the indexes the close reads
 
 
 def _refuse_changing_matches(ports: Ports, environment: str, reconciliation_id: int) -> None:

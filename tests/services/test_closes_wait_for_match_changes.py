@@ -4,6 +4,7 @@ open records dated inside the period the close counted as matched. A close refus
 match; once the change ends (retried, rolled back), the close lands."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, timedelta
 
 import pytest
@@ -134,3 +135,20 @@ def test_a_manual_match_whose_claims_failed_is_rolled_back(ports, ingest, reconc
     assert ports.matches.pending() == []
     assert {ports.records.get(ENV, r).status for r in (bank, ledger)} == {"unreconciled"}
     assert ports.period_closes.held_matches(ENV, reconciliation.id) == []
+
+
+def test_a_close_gives_a_match_change_that_ended_just_before_its_check_the_index_settle_time(
+        ports, reconciliation, confirmed, monkeypatch):
+    # a roll-back or an unmatch retry that ends as the close looks at the held matches wrote records
+    # the close then reads from its indexes: the settle wait comes after that look, not before it
+    match, _, _ = confirmed
+    steps = []
+    held_matches = ports.period_closes.held_matches
+    monkeypatch.setattr(ports.period_closes, "held_matches",
+                        lambda *args: steps.append("held matches read") or held_matches(*args))
+    monkeypatch.setattr(period_closes.time, "sleep", lambda seconds: steps.append("index settle"))
+    settling = replace(ports, limits=replace(ports.limits, index_settle=timedelta(seconds=2)))
+
+    close_november(settling, reconciliation)
+
+    assert steps == ["held matches read", "index settle"]
