@@ -74,6 +74,7 @@ def get_file_import(request: ApiRequest, id: str) -> FileImportDetailOut:
     job = jobs.get(request.environment, numeric_id(id, "file import"))
     problems = jobs.results(request.environment, job.id, problems_only=True)
     return ingestion_job_out(FileImportDetailOut, job, upload_url=files.fresh_upload_url(ports, job),
+                             ignored_uploads=job.not_imported_uploads,
                              results=problems[:MAX_RESULTS_SHOWN], results_truncated=len(problems) > MAX_RESULTS_SHOWN)
 
 

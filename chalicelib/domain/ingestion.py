@@ -237,7 +237,8 @@ class IngestionJob:
     ending: JobStatus | None = None
     ending_fields: dict[str, Any] = field(default_factory=dict)
     # Files only: the etag of the upload the import takes (the last one while it was pending, else
-    # the first seen), and the files that came after it started, which it did not take.
+    # the first seen; the file it read, once it read one written before its start), and the files
+    # whose events came after it started (`not_imported_uploads`: those it did not take).
     upload_etag: str | None = None
     ignored_uploads: tuple[IgnoredUpload, ...] = ()
     # Bulk requests only: the rows of a chunk, fixed when the job is made (None: LEGACY_BULK_CHUNK_ROWS).
@@ -255,6 +256,13 @@ class IngestionJob:
     @property
     def finished(self) -> bool:
         return self.status in JOB_STATUSES.finished
+
+    @property
+    def not_imported_uploads(self) -> tuple[IgnoredUpload, ...]:
+        """The files PUT to its upload URL that it did not import: a PUT made before the start whose
+        event came after it is listed too, until the import reads it as its file."""
+        taken = (self.upload_etag or "").strip('"')
+        return tuple(u for u in self.ignored_uploads if u.etag.strip('"') != taken)
 
     @property
     def writes_no_more(self) -> bool:

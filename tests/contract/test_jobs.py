@@ -420,3 +420,10 @@ class TestIngestionJobRepository:
         # Then it is kept once, as not imported
         assert kept.ignored_uploads == (replace(late, received_at=clock.now.replace(microsecond=123000)),)
         assert "not imported" in late.message
+
+    def test_the_upload_a_started_import_read_replaces_only_the_etag_it_held(self, jobs):
+        jobs.add(job(1, source=JobSource.CSV, total_items=0, data_stream_key="bank"))
+        jobs.accept_upload(jobs.get(ENV, 1), "a")
+        started = jobs.move(jobs.get(ENV, 1), JobStatus.PROCESSING)
+        assert jobs.take_upload_read(started, "b").upload_etag == "b"
+        assert jobs.take_upload_read(started, "c").upload_etag == "b"  # read as "a": it changed since

@@ -317,6 +317,15 @@ class FakeIngestionJobRepository:
             row.job = replace(row.job, upload_etag=etag)
         return row.job
 
+    def take_upload_read(self, job: IngestionJob, etag: str) -> IngestionJob:
+        """The file a started import read is this one: its etag replaces the one `job` held, only."""
+        row = self.rows.get((job.environment, job.id))
+        if row is None:
+            raise NotFound(f"ingestion job {job.id} not found")
+        if row.job.upload_etag is not None and row.job.upload_etag == job.upload_etag:
+            row.job = replace(row.job, upload_etag=etag)
+        return row.job
+
     def note_ignored_upload(self, job: IngestionJob, upload: IgnoredUpload) -> IngestionJob:
         """Keep a file that came after the import started, once per etag, at most MAX_IGNORED_UPLOADS."""
         row = self.rows.get((job.environment, job.id))

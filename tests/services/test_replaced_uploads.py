@@ -113,3 +113,6 @@ def test_an_upload_written_before_the_start_second_is_imported_though_its_late_e
     done = run(ports, job)
 
     assert done.status is JobStatus.COMPLETED and imported(ports) == ["tx-9"]
+    assert done.upload_etag == hashlib.md5(SECOND).hexdigest() and done.not_imported_uploads == ()
+    drops.on_object_created(ports, job.import_file_key, etag=hashlib.md5(SECOND).hexdigest(), size=len(SECOND))
+    assert ports.ingestion_jobs.get(ENV, job.id).not_imported_uploads == ()  # its event again, later still

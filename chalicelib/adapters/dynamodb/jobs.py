@@ -444,6 +444,18 @@ class IngestionJobRepository(StatusMoves[IngestionJob, JobStatus]):
             return self.get(job.environment, job.id)
         return self._from_item(item)
 
+    def take_upload_read(self, job: IngestionJob, etag: str) -> IngestionJob:
+        """The file a started import read is this one (a PUT before its start whose event came late):
+        its etag replaces the one the job held as read (`job`), never another written since."""
+        try:
+            item = self._table.update(
+                keys.ingestion_job(job.environment, job.id), "SET upload_etag = :etag",
+                condition="attribute_exists(pk) AND upload_etag = :seen",
+                values={":etag": etag, ":seen": job.upload_etag}, return_new=True)
+        except ConditionFailed:
+            return self.get(job.environment, job.id)
+        return self._from_item(item)
+
     def note_ignored_upload(self, job: IngestionJob, upload: IgnoredUpload) -> IngestionJob:
         """Keep a file that came after the import started, once per file (its etag: an event
         delivered again adds nothing), at most MAX_IGNORED_UPLOADS of them."""

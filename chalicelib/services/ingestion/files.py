@@ -167,8 +167,12 @@ def prepare(ports: Ports, environment: str, job_id: int) -> str:
             raise FileRejected(f"file is {size} bytes; imports accept up to {limit} bytes: split it",
                                {"bytes": size, "limit": limit})
         stored = ports.payloads.read_file(job.import_file_key)
-        if _replaced(ports.ingestion_jobs.get(environment, job_id), stored):
+        read_after = ports.ingestion_jobs.get(environment, job_id)
+        if _replaced(read_after, stored):
             raise FileRejected(_REPLACED, {"upload_etag": job.upload_etag, "etag_found": stored.etag})
+        if read_after.upload_etag and stored.etag != read_after.upload_etag.strip('"'):
+            # a PUT before the start whose event came late: this file is the one imported, not "ignored"
+            ports.ingestion_jobs.take_upload_read(read_after, stored.etag)
         parsed = _parse(ports, job, stored.body)
     except FileRejected as rejected:
         conclude(ports, job, JobStatus.FAILED, error_message=rejected.message, error_details=rejected.details)
