@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from chalicelib.domain.matches import Match, MatchMember
     from chalicelib.domain.matching.frames import Frame
     from chalicelib.domain.reconciliations import Reconciliation
+    from chalicelib.domain.runs import Run
 
 ATTEMPTS = 3  # a close or reopen raced by another one reads the closed periods again, this often at most
 # The closing fence: a writer's lease (longer than a request lives), how long a close waits for the
@@ -186,8 +187,18 @@ def _wait_for_writers(ports: Ports, environment: str, reconciliation_id: int) ->
 
 def _refuse_changing_matches(ports: Ports, environment: str, reconciliation_id: int) -> None:
     """409 while a match of the reconciliation is still changing (`hold_match`: an unmatch or a manual
-    match whose request stopped part-way): its retry or its roll-back would open records the close
-    counted as matched. The holds of changes that ended (or never began) go."""
+    match whose request stopped part-way; `hold_run_chunk`: a run's chunk whose persist stopped before
+    committing its claims): its retry or its roll-back would open records the close counted as
+    matched. The holds of changes that ended (or never began) go."""
+    held_chunks = ports.period_closes.held_run_chunks(environment, reconciliation_id)
+    runs = ports.runs.get_many(environment, {run_id for run_id, _ in held_chunks}) if held_chunks else {}
+    for run_id, chunk in held_chunks:
+        run = runs.get(run_id)
+        if run is not None and not run.finished and chunk not in run.done_chunks:
+            raise Conflict(f"run {run_id} of reconciliation {reconciliation_id} is still writing its matches (a "
+                           "step stopped part-way; it is retried, or undone as the run ends, within minutes); "
+                           "nothing was closed: close the period again in a few minutes")
+        ports.period_closes.let_go_run_chunk(environment, reconciliation_id, run_id, chunk)
     for match_id in ports.period_closes.held_matches(environment, reconciliation_id):
         match = ports.matches.find(environment, match_id)
         if match is not None and match.unmatching and match.unmatched_at is None:
@@ -373,6 +384,21 @@ def let_go_match(ports: Ports, match: Match) -> None:
         ports.period_closes.let_go_match(match.environment, match.reconciliation_id, match.id)
     except Exception:  # the next close finds the change ended and lets it go
         logger.exception("letting go of a match's hold failed", extra={"match_id": match.id})
+
+
+def hold_run_chunk(ports: Ports, run: Run, chunk: int) -> None:
+    """Hold a run's chunk, before its first claim, until `let_go_run_chunk`: a close refuses while
+    the chunk has claims neither committed nor released (an attempt that died keeps them until its
+    retry, or the run's end, settles them)."""
+    ports.period_closes.hold_run_chunk(run.environment, run.reconciliation_id, run.id, chunk, utc_now())
+
+
+def let_go_run_chunk(ports: Ports, run: Run, chunk: int) -> None:
+    """Each match of the chunk is committed or released: the hold goes."""
+    try:
+        ports.period_closes.let_go_run_chunk(run.environment, run.reconciliation_id, run.id, chunk)
+    except Exception:  # the next close finds the chunk counted (or the run ended) and lets it go
+        logger.exception("letting go of a run chunk's hold failed", extra={"run_id": run.id, "chunk": chunk})
 
 
 # The guards -------------------------------------------------------------------------------------------

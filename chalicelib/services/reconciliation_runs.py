@@ -392,19 +392,21 @@ def _persist_chunk(ports: Ports, run: Run, chunk: int, matches: Frame, members: 
     # A retried chunk leaves out what it wrote before: a person may have confirmed or unmatched it since.
     done_before = ports.matches.existing_ids(environment, [m.id for m, _ in batch])
     open_batch = period_closes.planned_outside_closed(ports, environment, run.reconciliation_id, batch, members)
+    period_closes.hold_run_chunk(ports, run, chunk)  # a close refuses until its claims are committed or released
     carried = ports.limits.carry_match_members
     if carried:
         ports.matches.journal_members(environment, run.id, chunk, batch)  # every planned match: see journal_members
     written = write_matches(ports, [(m, ms) for m, ms in open_batch if m.id not in done_before], uses,
                             journaled=carried)
-    # A match a close now holds may have claimed its records in an attempt that died before its
-    # commit (its place behind the fence lapsed): those records stay open, so its claims go too.
+    # A match a close now holds may have claimed its records in an attempt that died before its commit
+    # (a chunk persisted before its hold was kept): those records stay open, so its claims go too.
     outside_closed = {m.id for m, _ in open_batch}
     for match, of_match in batch:
         if match.id not in outside_closed and match.id not in done_before:
             release_members(ports, match, of_match, uses)
     if carried:
         ports.matches.forget_journal(environment, run.id, chunk)  # each match committed or released: none to undo
+    period_closes.let_go_run_chunk(ports, run, chunk)
     money = members_money(members, ports.limits.keep_money_from)
     for match in written:  # a retry that finds it written leaves it to the first trace through it
         if (kept := money.get(match.id - first_match_id)) is not None:
@@ -507,6 +509,8 @@ def _end_early(ports: Ports, run: Run, target: RunStatus, *, only_pending: bool 
             run = ports.runs.get(run.environment, run.id)
         if not run.finished:
             return run
+        for chunk in in_progress:  # their claims released or committed: a close need not wait for them
+            period_closes.let_go_run_chunk(ports, run, chunk)
     _announce_end(ports, run)
     _release(ports, run)
     return run

@@ -106,6 +106,22 @@ def test_the_fence_is_read_as_entering_it_finds_it(period_closes):
     assert period_closes.fence_up(ENV, 3, STALE) is False
 
 
+def test_held_run_chunks_are_kept_apart_from_held_matches_until_let_go(period_closes):
+    period_closes.hold_run_chunk(ENV, 3, 12, 0, T0)
+    period_closes.hold_run_chunk(ENV, 3, 12, 10, T0)
+    period_closes.hold_run_chunk(ENV, 3, 5, 2, T0)
+    period_closes.hold_match(ENV, 3, 12, T0)
+    period_closes.hold_run_chunk(OTHER_ENV, 3, 12, 0, T0)
+    assert period_closes.held_run_chunks(ENV, 3) == [(5, 2), (12, 0), (12, 10)]
+    assert period_closes.held_matches(ENV, 3) == [12]
+
+    period_closes.let_go_run_chunk(ENV, 3, 12, 10)
+    period_closes.let_go_run_chunk(ENV, 3, 12, 10)  # again: nothing to let go
+    assert period_closes.held_run_chunks(ENV, 3) == [(5, 2), (12, 0)]
+    assert period_closes.held_run_chunks(OTHER_ENV, 3) == [(12, 0)]
+    assert period_closes.held_matches(ENV, 3) == [12]
+
+
 def test_held_matches_are_kept_beside_the_writers_until_let_go(period_closes):
     period_closes.hold_match(ENV, 3, 41, T0)
     period_closes.hold_match(ENV, 3, 7, T0)

@@ -20,6 +20,7 @@ class FakePeriodCloseRepository:
         self.closing: dict[tuple[str, int], tuple[datetime, int]] = {}
         self.writers: dict[tuple[str, int], dict[str, datetime]] = {}
         self.held: dict[tuple[str, int], dict[int, datetime]] = {}
+        self.held_chunks: dict[tuple[str, int], dict[tuple[int, int], datetime]] = {}
 
     def closed_periods(self, environment: str, reconciliation_ids: Iterable[int]) -> dict[int, list[ClosedPeriod]]:
         return {rid: list(self.closed.get((environment, rid), ([], 0))[0]) for rid in set(reconciliation_ids)}
@@ -75,6 +76,16 @@ class FakePeriodCloseRepository:
 
     def held_matches(self, environment: str, reconciliation_id: int) -> list[int]:
         return sorted(self.held.get((environment, reconciliation_id), {}))
+
+    def hold_run_chunk(self, environment: str, reconciliation_id: int, run_id: int, chunk: int,
+                       since: datetime) -> None:
+        self.held_chunks.setdefault((environment, reconciliation_id), {})[(run_id, chunk)] = since
+
+    def let_go_run_chunk(self, environment: str, reconciliation_id: int, run_id: int, chunk: int) -> None:
+        self.held_chunks.get((environment, reconciliation_id), {}).pop((run_id, chunk), None)
+
+    def held_run_chunks(self, environment: str, reconciliation_id: int) -> list[tuple[int, int]]:
+        return sorted(self.held_chunks.get((environment, reconciliation_id), {}))
 
     def add(self, close: PeriodClose) -> None:
         self.closes[(close.environment, close.id)] = replace(close, closed_at=stored_time(close.closed_at))

@@ -12,6 +12,7 @@ from datetime import date, timedelta
 import pytest
 
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.period_closes import Period
 from chalicelib.domain.records import RecordStatus
 from chalicelib.services import period_closes as close_service
@@ -208,17 +209,22 @@ def test_an_undo_killed_part_way_is_finished_by_the_retried_fail_phase(services,
     assert services.reconciliations.get(ENV, crashed.reconciliation_id).current_run_id is None
 
 
-def test_a_close_landing_after_a_crash_opens_again_the_records_its_restart_leaves_out(services, crash):
-    """A persist dies with its chunk's records claimed and no match committed; a period close lands
-    before the restart (the dead call no longer holds it back) and covers every record left; the
-    restart leaves those matches out, and their claims go with them: those records stay open."""
+def test_a_close_after_a_crash_is_refused_until_the_restart_settles_the_claims_then_counts_them(services, crash):
+    """A persist dies with its chunk's records claimed and no match committed: a period close refuses
+    until the restart has committed them (landing in between, it counted them as matched, and the
+    restart, finding their matches inside the closed period, opened them there: the signed-off close
+    then listed fewer open records than the period held)."""
     crashed = crash("after all claims")
-    close_service.close(services.ports, ENV, crashed.reconciliation_id,
-                        Period(date(2026, 11, 1), date(2026, 11, 30)), "November", {}, "user:1")
+    november = Period(date(2026, 11, 1), date(2026, 11, 30))
+    with pytest.raises(Conflict, match=f"run {crashed.run_id} of reconciliation {crashed.reconciliation_id} is "
+                                       "still writing"):
+        close_service.close(services.ports, ENV, crashed.reconciliation_id, november, "November", {}, "user:1")
 
     sweep_later(services)
+    made = close_service.close(services.ports, ENV, crashed.reconciliation_id, november, "November", {}, "user:1")
 
     run = services.runs.get(ENV, crashed.run_id)
     assert run.status.value == "completed", run.error_message
     in_matches = assert_every_claim_is_a_committed_match(services, crashed)
-    assert len(in_matches) == run.matched_records == CHUNKS_BEFORE * CHUNK_RECORDS  # the rest stays open
+    assert len(in_matches) == run.matched_records == 2 * RECORDS
+    assert sum(m.count for m in made.unmatched) == 0

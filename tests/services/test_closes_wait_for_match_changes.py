@@ -15,7 +15,9 @@ from chalicelib.domain.period_closes import Period
 from chalicelib.services import matches as match_service
 from chalicelib.services import period_closes
 from chalicelib.services.reconciliation_rules import create_rule
+from chalicelib.services.reconciliation_runs import give_up, load, match, persist, start_run
 from tests.services.conftest import ENV, matched_by_a_run, record
+from tests.support.crashes import Dies, Killed, one_by_one
 
 NOVEMBER = Period(date(2026, 11, 1), date(2026, 11, 30))
 RULE = {"name": "Amount", "priority": 1, "conditions": [{"field": "amount", "operator": "equals"}]}
@@ -152,3 +154,48 @@ def test_a_close_gives_a_match_change_that_ended_just_before_its_check_the_index
     close_november(settling, reconciliation)
 
     assert steps == ["held matches read", "index settle"]
+
+
+@pytest.fixture
+def persist_died(ports, ingest, reconciliation):
+    """A run whose persist claimed three of its two matches' four records, then died before a commit."""
+    create_rule(ports, ENV, reconciliation.id, RULE)
+    record_ids = ingest(record("bank", 1, 1001), record("bank", 2, 1002))
+    record_ids += ingest(record("ledger", 1, 1001), record("ledger", 2, 1002))
+    run = start_run(ports, ENV, reconciliation.id)
+    assert load(ports, ENV, run.id) == "match" and match(ports, ENV, run.id) == "persist"
+    with pytest.raises(Killed):
+        persist(replace(ports, claims=Dies(one_by_one(ports.claims), "claim_record", 4)), ENV, run.id)
+    assert any(reconciliation.id in h.matched_in for h in ports.claims.held_records(ENV, record_ids))
+    return run, record_ids
+
+
+def unmatched_in(ports, reconciliation, record_ids) -> int:
+    return sum(reconciliation.id not in h.matched_in for h in ports.claims.held_records(ENV, record_ids))
+
+
+def test_a_close_refuses_while_a_run_chunk_that_died_before_its_commit_holds_claims_then_counts_its_retry(
+        ports, reconciliation, persist_died):
+    # Landing in between, the close counted the claimed records as matched; the retry, finding them inside
+    # the closed period, released them: open records inside a signed-off period the close never listed.
+    run, record_ids = persist_died
+    with pytest.raises(Conflict, match=f"run {run.id} of reconciliation {reconciliation.id} is still writing"):
+        close_november(ports, reconciliation)
+    assert period_closes.closed_of(ports, ENV, reconciliation.id) == []
+
+    persist(ports, ENV, run.id)  # the retry commits both matches
+    made = close_november(ports, reconciliation)
+
+    assert not made.unmatched and unmatched_in(ports, reconciliation, record_ids) == 0
+    assert ports.period_closes.held_run_chunks(ENV, reconciliation.id) == []
+
+
+def test_a_close_lands_once_a_run_whose_persist_died_gives_up_and_counts_what_it_released(
+        ports, reconciliation, persist_died):
+    run, record_ids = persist_died
+    give_up(ports, ENV, run.id, "the persist failed on every retry")
+
+    made = close_november(ports, reconciliation)
+
+    assert sum(m.count for m in made.unmatched) == 4 == unmatched_in(ports, reconciliation, record_ids)
+    assert ports.period_closes.held_run_chunks(ENV, reconciliation.id) == []

@@ -31,6 +31,7 @@ from chalicelib.domain.period_closes import (
 
 WRITER_PREFIX = "writer_"  # an attribute per writer registered behind the closing fence: its lease's end
 HELD_MATCH_PREFIX = "held_match_"  # an attribute per match whose change is under way (`hold_match`)
+HELD_CHUNK_PREFIX = "held_run_chunk_"  # one per run chunk whose claims are not all settled: <run>_<chunk>
 SWEPT_WRITERS = 50  # expired registrations a close removes at most (its expression stays small; the next sweeps on)
 
 
@@ -159,21 +160,44 @@ class PeriodCloseRepository:
     def hold_match(self, environment: str, reconciliation_id: int, match_id: int, since: datetime) -> None:
         """Note a change of the match under way (no condition: its writer registered behind the fence
         before, so a close under way waits for it or gives up)."""
+        self._hold(environment, reconciliation_id, f"{HELD_MATCH_PREFIX}{match_id}", since)
+
+    def let_go_match(self, environment: str, reconciliation_id: int, match_id: int) -> None:
+        self._let_go(environment, reconciliation_id, f"{HELD_MATCH_PREFIX}{match_id}")
+
+    def held_matches(self, environment: str, reconciliation_id: int) -> list[int]:
+        """The matches whose change is noted under way (one strongly consistent read)."""
+        return sorted(int(held) for held in self._held(environment, reconciliation_id, HELD_MATCH_PREFIX))
+
+    def hold_run_chunk(self, environment: str, reconciliation_id: int, run_id: int, chunk: int,
+                       since: datetime) -> None:
+        """Note a run's chunk about to claim records, as `hold_match` does a match."""
+        self._hold(environment, reconciliation_id, f"{HELD_CHUNK_PREFIX}{run_id}_{chunk}", since)
+
+    def let_go_run_chunk(self, environment: str, reconciliation_id: int, run_id: int, chunk: int) -> None:
+        self._let_go(environment, reconciliation_id, f"{HELD_CHUNK_PREFIX}{run_id}_{chunk}")
+
+    def held_run_chunks(self, environment: str, reconciliation_id: int) -> list[tuple[int, int]]:
+        """The (run, chunk) pairs noted under way (one strongly consistent read)."""
+        pairs = (held.split("_") for held in self._held(environment, reconciliation_id, HELD_CHUNK_PREFIX))
+        return sorted((int(run_id), int(chunk)) for run_id, chunk in pairs)
+
+    def _hold(self, environment: str, reconciliation_id: int, attribute: str, since: datetime) -> None:
         self._table.update(
             keys.closed_periods(environment, reconciliation_id),
             "SET #entity = :entity, reconciliation_id = :rid, #version = if_not_exists(#version, :zero), "
             "#held = :since",
-            names={"#entity": "entity", "#version": "version", "#held": f"{HELD_MATCH_PREFIX}{match_id}"},
+            names={"#entity": "entity", "#version": "version", "#held": attribute},
             values={":entity": "closed_periods", ":rid": reconciliation_id, ":zero": 0, ":since": iso(since)})
 
-    def let_go_match(self, environment: str, reconciliation_id: int, match_id: int) -> None:
+    def _let_go(self, environment: str, reconciliation_id: int, attribute: str) -> None:
         self._table.update(keys.closed_periods(environment, reconciliation_id), "REMOVE #held",
-                           names={"#held": f"{HELD_MATCH_PREFIX}{match_id}"})
+                           names={"#held": attribute})
 
-    def held_matches(self, environment: str, reconciliation_id: int) -> list[int]:
-        """The matches whose change is noted under way (one strongly consistent read)."""
+    def _held(self, environment: str, reconciliation_id: int, prefix: str) -> list[str]:
+        """What follows `prefix` in the names of the fence item's attributes that start with it."""
         item = self._table.get(keys.closed_periods(environment, reconciliation_id)) or {}
-        return sorted(int(name.removeprefix(HELD_MATCH_PREFIX)) for name in item if name.startswith(HELD_MATCH_PREFIX))
+        return [name.removeprefix(prefix) for name in item if name.startswith(prefix)]
 
     # The closes -------------------------------------------------------------------------------------
 
