@@ -506,8 +506,10 @@ def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool
 def _finish_confirm(ports: Ports, match: Match) -> None:
     """What a confirm does after the match itself (services/matches.confirm), for a confirm whose
     worker died in between: its records confirmed (each a conditional write, a no-op when done),
-    the reconciliation's exceptions refreshed; the match's event was owed with its write (sent once)."""
+    the reconciliation's exceptions refreshed; the match's event was owed with its write (sent once).
+    Refused, as the confirm itself is, when a close took the records' period meanwhile."""
     environment = match.environment
+    period_closes.refuse_match(ports, environment, match, "confirming")
     members = ports.matches.members(environment, match.id)
     users = match_service.used_by(ports.reconciliations, environment, (m.data_stream_key for m in members))
     for member in members:

@@ -6,16 +6,20 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
 from chalicelib.domain import bulk_actions as domain
 from chalicelib.domain.bulk_actions import BulkActionKind, BulkStatus, BulkTarget, ItemStatus
+from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, ValidationFailed
 from chalicelib.domain.matches import MatchStatus
+from chalicelib.domain.period_closes import Period
 from chalicelib.domain.reconciliation_exceptions import ExceptionStatus
 from chalicelib.domain.users import Role, UserStatus
 from chalicelib.services import bulk_actions as service
+from chalicelib.services import period_closes
 from chalicelib.services.reconciliation_exceptions import ExceptionQuery, list_exceptions, refresh
 from chalicelib.services.reconciliation_rules import create_rule
 from tests.services.conftest import ENV, days_ago, matched_by_a_run, record
@@ -165,6 +169,35 @@ def test_a_confirm_cut_short_before_its_records_is_finished_by_the_retry(ports, 
         members = ports.matches.members(ENV, match_id)
         assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
             "reconciled"}
+
+
+def test_a_confirm_cut_short_is_not_finished_by_the_retry_once_a_close_took_its_records_period(
+        ports, world, monkeypatch, clock):
+    # The retry comes after the item's lease (16 minutes), the close may land in between: its records
+    # stay awaiting confirmation, as the single route's confirm leaves them, until the period reopens.
+    action = submit(ports, caller(world, Role.APPROVER), BulkTarget.MATCHES, BulkActionKind.CONFIRM,
+                    world["matches"])
+    def dies(*args, **kwargs):
+        raise RuntimeError("died between the match and its records")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ports.claims, "confirm_record", dies)
+        with pytest.raises(RuntimeError):
+            service.process(ports, ENV, action.id)
+    first = world["matches"][0]
+    today = utc_now().date()
+    period_closes.close(ports, ENV, world["reconciliation"].id, Period(today - timedelta(days=25),
+                                                                         today - timedelta(days=15)),
+                        "signed", {}, "user:1")
+    clock.advance(seconds=service.ITEM_LEASE.total_seconds())
+
+    done = service.process(ports, ENV, action.id)
+
+    results = service.results_page(ports, done, -1, 10)[0]
+    assert results[0].status is ItemStatus.FAILED and "inside the closed period" in results[0].error
+    members = ports.matches.members(ENV, first)
+    assert {h.record.status.value for h in ports.claims.held_records(ENV, [m.record_id for m in members])} == {
+        "pending_confirmation"}
 
 
 def overlapping(ports, monkeypatch, target, name, calls: int):
