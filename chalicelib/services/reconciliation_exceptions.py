@@ -58,7 +58,9 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     leave it, and an exception left empty resolves itself with a system comment. A record that
     sits in a dismissed or resolved exception stays there.
 
-    One refresh of a reconciliation runs at a time (a lease; False when another holds it). A
+    One refresh of a reconciliation runs at a time (a lease; False when another holds it, which may
+    have read before the change this one was called for: a refresh is requested, so the sweeper runs
+    one after it). A
     record is marked as held by the exception before it is added (conditionally, so it is never
     in two), and the totals are always recomputed from the exception's records, so a refresh
     cut short is put right by the next one. Each stream's tally (domain/tallies.py) is saved
@@ -67,6 +69,7 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     now = now or utc_now()
     reconciliation = ports.reconciliations.get(environment, reconciliation_id)
     if not ports.exceptions.take_refresh_lease(environment, reconciliation_id, now, REFRESH_LEASE):
+        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
         return False
     try:
         proposed = ports.claims.proposed_records(environment, reconciliation.id)
@@ -140,8 +143,16 @@ def _refresh_stream(ports: Ports, reconciliation: Reconciliation, stream_key: st
     ports.exceptions.add_records(active, [_exception_record(record, scale, record.id in proposed)
                                           for record in joining if record.id in held] +
                                  [_exception_record(record, scale, record.id in proposed) for record in flipped])
-    ports.exceptions.remove_records(active, gone)
+    joined = [record.id for record in joining if record.id in held]
+    if joined and not ports.exceptions.get(environment, active.id).active:
+        # A person dismissed or resolved it since it was read: what joined after their decision goes,
+        # to join the next active exception (a record a closed exception keeps never comes out again).
+        gone += joined
+    # Let go before leaving the list: cut short in between, a record is still listed, and the next
+    # refresh lets go again; the other way round, it kept a hold on an exception that then resolved
+    # (empty), and a hold on a closed exception keeps the record out of every later one.
     _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id), gone)
+    ports.exceptions.remove_records(active, gone)
     remaining = ports.exceptions.records(active)
     kept = totals(remaining)
     currencies = sorted({r.currency for r in remaining})

@@ -423,8 +423,12 @@ def refresh_exceptions(ports: Ports, environment: str, run_id: int) -> str:
     try:
         exception_service.refresh(ports, environment, run.reconciliation_id)
         exception_service.request_neighbour_refreshes(ports, environment, run.reconciliation_id)
-    except Exception:  # the matches are committed: the run stands, and the sweeper refreshes later
+    except Exception:  # the matches are committed: the run stands, and the sweeper refreshes (asked to here)
         logger.exception("refreshing exceptions after a run failed", extra={"run_id": run.id})
+        try:
+            ports.reconciliations.request_exceptions_refresh(environment, run.reconciliation_id)
+        except Exception:  # then within the hour, as every reconciliation is
+            logger.exception("requesting a refresh after a run failed", extra={"run_id": run.id})
     return "finish"
 
 

@@ -43,3 +43,6 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
         ports.mirror.tombstone(environment, record.data_stream_key, record.file_import_id, record.id)
     ports.data_streams.request_recount(environment, record.data_stream_key, utc_now())
     ports.records.remove(record)
+    for user in ports.reconciliations.users_of_stream(environment, record.data_stream_key):
+        # an exception holding it recounts without it within a minute, not at the hourly refresh
+        ports.reconciliations.request_exceptions_refresh(environment, user.reconciliation_id)

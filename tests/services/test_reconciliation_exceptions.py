@@ -309,3 +309,97 @@ def test_records_still_within_their_grace_open_no_exception(ports, ingest, recon
     assert queue(ports) == []
     assert refresh(ports, ENV, reconciliation.id, now=utc_now() + timedelta(days=1)) is True
     assert [e.data_stream_key for e in queue(ports)] == ["bank"]
+
+
+# Found by a review of the refresh ------------------------------------------------------------------
+
+class LetGoFails(HoldsSeen):
+    """A refresh whose release of a record's hold fails (a throttle): the refresh stops there."""
+
+    def let_go_record(self, *args):
+        raise RuntimeError("throttled")
+
+
+def test_a_refresh_cut_short_at_letting_go_leaves_no_hold_that_keeps_the_record_out_for_good(
+        ports, ingest, reconciliation):
+    [bank] = ingest(record("bank", 1, 1000, days_ago(20)))
+    [ledger] = ingest(record("ledger", 1, 1000, days_ago(1)))
+    refresh(ports, ENV, reconciliation.id)
+    first = bank_exception(ports)
+    match = manual_match(ports, reconciliation.id, [bank, ledger])
+    with pytest.raises(RuntimeError):
+        refresh(replace(ports, exceptions=LetGoFails(ports.exceptions)), ENV, reconciliation.id)
+    refresh(ports, ENV, reconciliation.id)  # the next lets go, then resolves the emptied exception
+    assert ports.exceptions.get(ENV, first.id).status == "resolved"
+
+    match_service.unmatch(ports, ENV, match.id)  # a person undoes the match: the bank record is overdue again
+    sweep(ports)
+
+    [again] = queue(ports, data_stream_key="bank", status=ExceptionStatus.OPEN)
+    assert again.id != first.id and record_ids_of(ports, again) == [bank]
+
+
+def test_a_refresh_that_finds_another_running_asks_for_one_after_it(ports, ingest, reconciliation):
+    # A run's refresh meets the sweeper's, which read the open records before the run's matches
+    rule = create_rule(ports, ENV, reconciliation.id, RULE)
+    [bank] = ingest(record("bank", 1, 1000, days_ago(20)))
+    [ledger] = ingest(record("ledger", 1, 1000, days_ago(20)))
+    refresh(ports, ENV, reconciliation.id)
+    exception = bank_exception(ports)
+    now = utc_now()
+    seen = ports.reconciliations.get(ENV, reconciliation.id)  # the sweeper's refresh starts
+    assert ports.exceptions.take_refresh_lease(ENV, reconciliation.id, now, timedelta(minutes=15))
+    matched_by_a_run(ports, reconciliation, rule, [bank], [ledger])
+
+    assert refresh(ports, ENV, reconciliation.id) is False  # the run's own, at its end
+    ports.reconciliations.mark_exceptions_refreshed(ENV, reconciliation.id, now, seen.exceptions_refresh_requests)
+    ports.exceptions.release_refresh_lease(ENV, reconciliation.id, now)  # the sweeper's ends, on what it read
+
+    assert ports.reconciliations.get(ENV, reconciliation.id).exceptions_refresh_pending
+    assert sweep(ports, now + timedelta(minutes=1)) == 1
+    assert ports.exceptions.get(ENV, exception.id).status == "resolved"
+
+
+class DismissedWhileHolding(HoldsSeen):
+    """A person dismisses the exception while a refresh holds the records that newly joined it."""
+
+    def __init__(self, exceptions, ports) -> None:
+        super().__init__(exceptions)
+        self._ports = ports
+
+    def hold_together(self, environment, record_ids, reconciliation_id, exception_id):
+        change(self._ports, exception_id, status="dismissed")
+        return self._exceptions.hold_together(environment, record_ids, reconciliation_id, exception_id)
+
+    def hold_record(self, environment, record_id, reconciliation_id, exception_id):
+        if self._exceptions.get(environment, exception_id).active:
+            change(self._ports, exception_id, status="dismissed")
+        return self._exceptions.hold_record(environment, record_id, reconciliation_id, exception_id)
+
+
+def test_records_joining_as_a_person_dismisses_the_exception_join_the_next_one_instead(
+        ports, ingest, reconciliation):
+    [kept] = ingest(record("bank", 1, 1000, days_ago(20)))
+    refresh(ports, ENV, reconciliation.id)
+    dismissed = bank_exception(ports)
+    [late] = ingest(record("bank", 2, 2000, days_ago(30)))  # overdue since the last refresh
+
+    refresh(replace(ports, exceptions=DismissedWhileHolding(ports.exceptions, ports)), ENV, reconciliation.id)
+    refresh(ports, ENV, reconciliation.id)
+
+    assert record_ids_of(ports, ports.exceptions.get(ENV, dismissed.id)) == [kept]  # what the person decided on
+    [active] = queue(ports, data_stream_key="bank", status=ExceptionStatus.OPEN)
+    assert record_ids_of(ports, active) == [late]
+
+
+def test_deleting_a_record_asks_for_a_refresh_of_the_reconciliations_of_its_stream(ports, ingest, reconciliation):
+    from chalicelib.services.records import delete_record
+
+    [bank, other] = ingest(record("bank", 1, 1000, days_ago(20)), record("bank", 2, 700, days_ago(20)))
+    refresh(ports, ENV, reconciliation.id)
+
+    delete_record(ports, ENV, bank)
+
+    assert ports.reconciliations.get(ENV, reconciliation.id).exceptions_refresh_pending
+    assert sweep(ports) == 1
+    assert record_ids_of(ports, bank_exception(ports)) == [other]
