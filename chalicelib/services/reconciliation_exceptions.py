@@ -82,6 +82,9 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
             _refresh_stream(ports, reconciliation, stream_key, open_records, now,
                             {r.id: r for r in proposed if r.data_stream_key == stream_key})
             _save_tally(ports, reconciliation, stream_key, open_records.values(), read_at)
+        for stream_key in set(ports.exceptions.guarded_stream_keys(environment, reconciliation.id)) - set(
+                reconciliation.stream_keys):
+            _resolve_left_stream(ports, reconciliation, stream_key, now)
         ports.reconciliations.mark_exceptions_refreshed(environment, reconciliation_id, now,
                                                         reconciliation.exceptions_refresh_requests)
         service_levels.after_refresh(ports, environment, reconciliation_id, now)  # routing, overdue events
@@ -192,8 +195,27 @@ def _each(write: Callable[[int], bool], record_ids: list[int]) -> set[int]:
     return {record_id for record_id, held in zip(record_ids, results) if held}
 
 
+def _resolve_left_stream(ports: Ports, reconciliation: Reconciliation, stream_key: str, now: datetime) -> None:
+    """The active exception of a stream the reconciliation no longer uses (a PATCH took it out): no
+    refresh looks at it again, so it resolves itself, its records listed as they were and let go (should
+    the stream come back, they join its next exception)."""
+    environment = reconciliation.environment
+    active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
+    if active is None:
+        return
+    _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id),
+          [r.record_id for r in ports.exceptions.records(active)])
+    _resolve(ports, active, now, f"The data stream '{stream_key}' is no longer part of this reconciliation, so this "
+             "exception was resolved automatically; its records are listed as they were.")
+
+
 def _resolve_empty(ports: Ports, exception: ReconciliationException, now: datetime) -> None:
     """An exception left with no records resolves itself (unless a person moved it meanwhile)."""
+    _resolve(ports, exception, now, "Every record of this exception was matched, so it was resolved automatically.")
+
+
+def _resolve(ports: Ports, exception: ReconciliationException, now: datetime, comment: str) -> None:
+    """Resolve it as the system, saying why in a comment (unless a person moved it meanwhile)."""
     if not exception.active:
         return
     resolved = replace(exception.moved(ExceptionStatus.RESOLVED, now), version=exception.version + 1)
@@ -205,8 +227,7 @@ def _resolve_empty(ports: Ports, exception: ReconciliationException, now: dateti
                       announcer=announcer, lease=ANNOUNCEMENT_LEASE)
     except Conflict:
         return  # changed meanwhile: the next refresh looks again
-    add_comment(ports, exception.environment, exception.id, body="Every record of this exception was matched, "
-                "so it was resolved automatically.", author_idp_id=SYSTEM_AUTHOR, mentions=[])
+    add_comment(ports, exception.environment, exception.id, body=comment, author_idp_id=SYSTEM_AUTHOR, mentions=[])
 
 
 def _exception_record(record: OpenRecord, scale: int, pending_confirmation: bool = False) -> ExceptionRecord:

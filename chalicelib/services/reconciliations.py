@@ -47,6 +47,8 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     dropped = [k for k in current.stream_keys if not updated.uses(k)]
     ports.claims.forget_adoptions(environment, reconciliation_id, dropped)
     reconcile_left_behind(ports, environment, reconciliation_id, dropped)
+    if dropped:  # their exceptions resolve at the next refresh (within a minute, not the hour)
+        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
     return updated
 
 

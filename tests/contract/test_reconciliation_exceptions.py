@@ -83,6 +83,9 @@ class TestExceptionRepository:
         assert exceptions.find_active(ENV, 1, "bank") == exceptions.get(ENV, 1)
         assert exceptions.open_new(exception(3, stream_key="ledger")) is not None
         assert exceptions.open_new(exception(4, reconciliation_id=2)) is not None
+        exceptions.open_new(exception(6, reconciliation_id=11, stream_key="cards"))  # 1's key is a prefix of 11's
+        exceptions.open_new(exception(7, environment=OTHER_ENV, stream_key="wires"))
+        assert exceptions.guarded_stream_keys(ENV, 1) == ["bank", "ledger"]
         assert exceptions.find_active(ENV, 1, "cards") is None
         assert exceptions.find_active(OTHER_ENV, 1, "bank") is None
         moved(exceptions, exceptions.get(ENV, 1), ExceptionStatus.DISMISSED)  # a close frees the guard

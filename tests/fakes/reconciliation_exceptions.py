@@ -124,6 +124,9 @@ class FakeExceptionRepository:
         wanted = [s.id for s in sorted(kept, key=key or (lambda s: -s.id))]
         return [self.get(environment, i) for i in wanted[offset:offset + limit]], len(wanted)
 
+    def guarded_stream_keys(self, environment: str, reconciliation_id: int) -> list[str]:
+        return sorted(key for env, rid, key in self.guards if (env, rid) == (environment, reconciliation_id))
+
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self.guards.get((environment, reconciliation_id, stream_key))
         if guard is None:

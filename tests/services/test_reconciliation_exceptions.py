@@ -403,3 +403,27 @@ def test_deleting_a_record_asks_for_a_refresh_of_the_reconciliations_of_its_stre
     assert ports.reconciliations.get(ENV, reconciliation.id).exceptions_refresh_pending
     assert sweep(ports) == 1
     assert record_ids_of(ports, bank_exception(ports)) == [other]
+
+
+def test_the_exception_of_a_stream_taken_out_of_the_reconciliation_resolves_and_lets_its_records_go(ports, ingest):
+    from chalicelib.services.reconciliations import update_reconciliation
+    from tests.services.conftest import new_reconciliation, streams
+
+    streams(ports, "bank", "ledger", "card")
+    reconciliation = new_reconciliation(ports, side_b=("ledger", "card"))
+    [card] = ingest(record("card", 1, 1000, days_ago(20)))
+    refresh(ports, ENV, reconciliation.id)
+    [left] = queue(ports, data_stream_key="card")
+
+    update_reconciliation(ports, ENV, reconciliation.id, side_b=["ledger"])
+    assert sweep(ports) == 1
+
+    resolved = ports.exceptions.get(ENV, left.id)
+    assert resolved.status == "resolved" and record_ids_of(ports, resolved) == [card]  # listed as it was
+    assert "'card' is no longer part of this reconciliation" in ports.exceptions.comments(resolved)[-1].body
+    assert ports.claims.held_records(ENV, [card])[0].exception_in(reconciliation.id) is None
+
+    update_reconciliation(ports, ENV, reconciliation.id, side_b=["ledger", "card"])  # it comes back
+    refresh(ports, ENV, reconciliation.id)
+    [again] = queue(ports, data_stream_key="card", status=ExceptionStatus.OPEN)
+    assert again.id != left.id and record_ids_of(ports, again) == [card]

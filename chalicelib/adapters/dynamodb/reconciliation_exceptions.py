@@ -106,6 +106,14 @@ class ExceptionRepository:
             keys.reconciliation_exception(environment, i) for i in page_ids))}
         return [found[i] for i in page_ids if i in found], total
 
+    def guarded_stream_keys(self, environment: str, reconciliation_id: int) -> list[str]:
+        """The streams of the reconciliation with an active exception's guard (a stream it stopped
+        using may still have one): one consistent Query of the reconciliation's partition."""
+        guard = keys.active_exception_guard(environment, reconciliation_id, "")
+        items = self._table.query_all(keys.BASE_TABLE, guard["pk"], sort_prefix=guard["sk"], projection="sk",
+                                      consistent=True)
+        return sorted(item["sk"].removeprefix(guard["sk"]) for item in items)
+
     def find_active(self, environment: str, reconciliation_id: int, stream_key: str) -> ReconciliationException | None:
         guard = self._table.get(keys.active_exception_guard(environment, reconciliation_id, stream_key))
         if guard is None:
