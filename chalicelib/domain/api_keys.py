@@ -11,7 +11,7 @@ from enum import StrEnum
 from chalicelib.domain.errors import ValidationFailed
 from chalicelib.domain.users import Role
 
-ENVIRONMENT_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
+ENVIRONMENT_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}\Z")  # \Z: "$" would take a final newline too
 KEY_PREFIX = "rk_"
 
 

@@ -275,9 +275,10 @@ def test_an_environment_without_records_is_an_empty_table(engine):
     assert (answer.columns, answer.rows, answer.total_records) == (["currency", "len"], [], 0)
 
 
-def test_the_environment_must_be_an_environment_name(engine):
+@pytest.mark.parametrize("environment", ["acme/../globex", "acme\n"])
+def test_the_environment_must_be_an_environment_name(engine, environment):
     with pytest.raises(ValueError):
-        engine.query("acme/../globex", "SELECT 1 FROM records")
+        engine.query(environment, "SELECT 1 FROM records")
 
 
 def test_cells_are_printed_plainly_and_long_ones_cut():
