@@ -243,9 +243,20 @@ def _stop_on_signal(signum, frame):
     raise KeyboardInterrupt
 
 
-def main() -> int:
+def take_stop_signals() -> None:
+    """SIGTERM and SIGINT stop the stack (`_stop_on_signal`, in the main thread alone). polars is
+    imported first: importing it installs its own SIGINT handler, which turns a ctrl-c into a
+    KeyboardInterrupt inside whatever polars call any thread is making (a worker's chunk died mid-write,
+    its thread printing a traceback, where the stop lets the task in progress finish). Installed after
+    it, ours replaces it."""
+    import polars  # noqa: F401
+
     signal.signal(signal.SIGTERM, _stop_on_signal)
     signal.signal(signal.SIGINT, _stop_on_signal)
+
+
+def main() -> int:
+    take_stop_signals()
     # `make run` may be stopped by a signal to make alone; then we stop too (and our children).
     die_with_parent()
     service = LocalService(Settings(), log=lambda message: print(f"[local] {message}", flush=True))
