@@ -52,15 +52,17 @@ MAX_BODY = 10_000
 
 # Coming and going -----------------------------------------------------------------------------
 
-def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetime | None = None) -> bool:
+def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetime | None = None,
+            ask_if_busy: bool = True) -> bool:
     """Records of the reconciliation unmatched for longer than its `exception_after_days` join
     the active exception of their stream (one is opened when none is); records matched since
     leave it, and an exception left empty resolves itself with a system comment. A record that
     sits in a dismissed or resolved exception stays there.
 
     One refresh of a reconciliation runs at a time (a lease; False when another holds it, which may
-    have read before the change this one was called for: a refresh is requested, so the sweeper runs
-    one after it). A
+    have read before the change this one was called for: with `ask_if_busy` a refresh is requested, so
+    the sweeper runs one after it; not by the sweeper's own, which brings no change and, asking while
+    a long refresh runs, would keep the reconciliation refreshing back to back). A
     record is marked as held by the exception before it is added (conditionally, so it is never
     in two), and the totals are always recomputed from the exception's records, so a refresh
     cut short is put right by the next one. Each stream's tally (domain/tallies.py) is saved
@@ -69,7 +71,8 @@ def refresh(ports: Ports, environment: str, reconciliation_id: int, now: datetim
     now = now or utc_now()
     reconciliation = ports.reconciliations.get(environment, reconciliation_id)
     if not ports.exceptions.take_refresh_lease(environment, reconciliation_id, now, REFRESH_LEASE):
-        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
+        if ask_if_busy:
+            ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
         return False
     try:
         proposed = ports.claims.proposed_records(environment, reconciliation.id)
@@ -201,8 +204,8 @@ def _resolve_left_stream(ports: Ports, reconciliation: Reconciliation, stream_ke
     the stream come back, they join its next exception)."""
     environment = reconciliation.environment
     active = ports.exceptions.find_active(environment, reconciliation.id, stream_key)
-    if active is None:
-        return
+    if active is None or ports.reconciliations.get(environment, reconciliation.id).uses(stream_key):
+        return  # (read again: a PATCH may have put it back since this refresh read the reconciliation)
     _each(lambda record_id: ports.exceptions.let_go_record(environment, record_id, reconciliation.id, active.id),
           [r.record_id for r in ports.exceptions.records(active)])
     _resolve(ports, active, now, f"The data stream '{stream_key}' is no longer part of this reconciliation, so this "
@@ -247,7 +250,7 @@ def sweep(ports: Ports, now: datetime | None = None) -> int:
     refreshed = 0
     for environment, reconciliation_id in ports.reconciliations.due_for_exception_refresh(now - REFRESH_EVERY):
         try:
-            refreshed += refresh(ports, environment, reconciliation_id, now)
+            refreshed += refresh(ports, environment, reconciliation_id, now, ask_if_busy=False)
         except Exception:
             logger.exception("refreshing exceptions failed", extra={"environment": environment,
                                                                      "reconciliation_id": reconciliation_id})

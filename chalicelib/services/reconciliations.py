@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.reconciliations import Reconciliation, RunType, check_sides, missing_streams
+from chalicelib.observability import logger
 from chalicelib.services import audit, period_closes
 from chalicelib.services.matches import reconcile_left_behind, unmatch
 from chalicelib.services.paging import every
@@ -48,7 +49,11 @@ def update_reconciliation(ports: Ports, environment: str, reconciliation_id: int
     ports.claims.forget_adoptions(environment, reconciliation_id, dropped)
     reconcile_left_behind(ports, environment, reconciliation_id, dropped)
     if dropped:  # their exceptions resolve at the next refresh (within a minute, not the hour)
-        ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
+        try:
+            ports.reconciliations.request_exceptions_refresh(environment, reconciliation_id)
+        except Exception:  # the change is saved: the hourly refresh resolves them
+            logger.exception("requesting an exceptions refresh after an edit failed",
+                             extra={"reconciliation_id": reconciliation_id})
     return updated
 
 

@@ -7,6 +7,7 @@ from chalicelib.domain.allocation import paid_in_part
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import Conflict, NotFound
 from chalicelib.domain.records import DELETABLE_STATUSES
+from chalicelib.observability import logger
 from chalicelib.services import period_closes
 from chalicelib.services.matches import WRITING
 from chalicelib.services.ports import Ports
@@ -43,6 +44,8 @@ def delete_record(ports: Ports, environment: str, record_id: int) -> None:
         ports.mirror.tombstone(environment, record.data_stream_key, record.file_import_id, record.id)
     ports.data_streams.request_recount(environment, record.data_stream_key, utc_now())
     ports.records.remove(record)
-    for user in ports.reconciliations.users_of_stream(environment, record.data_stream_key):
-        # an exception holding it recounts without it within a minute, not at the hourly refresh
-        ports.reconciliations.request_exceptions_refresh(environment, user.reconciliation_id)
+    try:  # an exception holding it recounts without it within a minute, not at the hourly refresh
+        for user in ports.reconciliations.users_of_stream(environment, record.data_stream_key):
+            ports.reconciliations.request_exceptions_refresh(environment, user.reconciliation_id)
+    except Exception:  # the record is deleted: the hourly refresh recounts
+        logger.exception("requesting an exceptions refresh after a delete failed", extra={"record_id": record_id})

@@ -360,6 +360,21 @@ def test_a_refresh_that_finds_another_running_asks_for_one_after_it(ports, inges
     assert ports.exceptions.get(ENV, exception.id).status == "resolved"
 
 
+def test_a_sweep_that_finds_a_refresh_running_asks_for_none_after_it(ports, ran):
+    # Sweeps overlap when a refresh takes over a minute: the second asking again would keep the
+    # reconciliation refreshing back to back, for nothing changed
+    recon_id, now = ran["reconciliation"].id, utc_now() + timedelta(hours=2)  # due by the hour
+    seen = ports.reconciliations.get(ENV, recon_id)  # the first sweep's refresh starts
+    assert ports.exceptions.take_refresh_lease(ENV, recon_id, now, timedelta(minutes=15))
+
+    assert sweep(ports, now + timedelta(minutes=1)) == 0  # the next sweep finds it running
+
+    ports.reconciliations.mark_exceptions_refreshed(ENV, recon_id, now, seen.exceptions_refresh_requests)
+    ports.exceptions.release_refresh_lease(ENV, recon_id, now)
+    assert not ports.reconciliations.get(ENV, recon_id).exceptions_refresh_pending
+    assert sweep(ports, now + timedelta(minutes=2)) == 0
+
+
 class DismissedWhileHolding(HoldsSeen):
     """A person dismisses the exception while a refresh holds the records that newly joined it."""
 
@@ -406,6 +421,7 @@ def test_deleting_a_record_asks_for_a_refresh_of_the_reconciliations_of_its_stre
 
 
 def test_the_exception_of_a_stream_taken_out_of_the_reconciliation_resolves_and_lets_its_records_go(ports, ingest):
+    from chalicelib.services.reconciliation_exceptions import _resolve_left_stream
     from chalicelib.services.reconciliations import update_reconciliation
     from tests.services.conftest import new_reconciliation, streams
 
@@ -427,3 +443,8 @@ def test_the_exception_of_a_stream_taken_out_of_the_reconciliation_resolves_and_
     refresh(ports, ENV, reconciliation.id)
     [again] = queue(ports, data_stream_key="card", status=ExceptionStatus.OPEN)
     assert again.id != left.id and record_ids_of(ports, again) == [card]
+
+    # A refresh that read the reconciliation before the stream came back leaves its exception be
+    stale = ports.reconciliations.get(ENV, reconciliation.id).changed(utc_now(), side_b=["ledger"])
+    _resolve_left_stream(ports, stale, "card", utc_now())
+    assert ports.exceptions.get(ENV, again.id).status == "open"
