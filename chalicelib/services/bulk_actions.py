@@ -360,8 +360,8 @@ def work_chunk(ports: Ports, action: BulkAction, role: Role | None, items: list[
     matches = ports.matches.find_many(action.environment, [i for _, i in items])
     return _each(items, lambda index, item_id: _once(
         ports, action, owner, index, item_id, marks.get(index),
-        lambda: _match_checks(action, index, item_id, matches.get(item_id)),
-        lambda resumed: _match_change(ports, action, item_id, resumed)))
+        lambda: _match_checks(ports, action, index, item_id, matches.get(item_id)),
+        lambda resumed: _match_change(ports, action, item_id, resumed, matches.get(item_id))))
 
 
 def _each(items: list[tuple[int, int]], work: Callable[[int, int], ItemResult]) -> list[ItemResult]:
@@ -467,13 +467,14 @@ def _exception_change(ports: Ports, action: BulkAction, index: int, exception_id
     return change
 
 
-def _match_checks(action: BulkAction, index: int, match_id: int, match: Match | None) -> ItemResult | None:
+def _match_checks(ports: Ports, action: BulkAction, index: int, match_id: int,
+                  match: Match | None) -> ItemResult | None:
     if match is None or match.pending_since is not None:
         return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
     if action.action is BulkActionKind.CONFIRM:
         if match.unmatched_at is not None or match.unmatching:
             return ItemResult(index, match_id, ItemStatus.FAILED, f"reconciliation match {match_id} not found")
-        if match.status is MatchStatus.CONFIRMED:
+        if match.status is MatchStatus.CONFIRMED and not _records_left_to_confirm(ports, match):
             return ItemResult(index, match_id, ItemStatus.SKIPPED, "already confirmed")
         return None
     if match.unmatched_at is not None:
@@ -485,15 +486,25 @@ def _match_checks(action: BulkAction, index: int, match_id: int, match: Match | 
     return None
 
 
-def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool) -> Change:
+def _records_left_to_confirm(ports: Ports, match: Match) -> bool:
+    """Whether a confirmed match still holds a record as proposed: a confirm that stopped between
+    the match and its records (a worker that died, a close that refused the rest)."""
+    members = ports.matches.members(match.environment, match.id)
+    return any(held.match_in(match.reconciliation_id) == match.id and match.reconciliation_id in held.proposed_in
+               for held in ports.claims.held_records(match.environment, [m.record_id for m in members]))
+
+
+def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool, seen: Match | None) -> Change:
     environment = action.environment
 
     def change() -> bool:
-        current = ports.matches.find(environment, match_id) if resumed else None
+        current = ports.matches.find(environment, match_id) if resumed else seen
         if action.action is BulkActionKind.CONFIRM:
             if current is not None and current.status is MatchStatus.CONFIRMED:
-                _finish_confirm(ports, current)  # its records, if the delivery that died left some: no event again
-                return False
+                # Its records, left by the delivery that died or by an earlier confirm that stopped
+                # part-way (the checks let it through only then): no event again.
+                _finish_confirm(ports, current)
+                return not resumed
             match_service.confirm(ports, environment, match_id)
             return True
         if current is not None and current.unmatched_at is not None:
@@ -505,9 +516,10 @@ def _match_change(ports: Ports, action: BulkAction, match_id: int, resumed: bool
 
 def _finish_confirm(ports: Ports, match: Match) -> None:
     """What a confirm does after the match itself (services/matches.confirm), for a confirm whose
-    worker died in between: its records confirmed (each a conditional write, a no-op when done),
-    the reconciliation's exceptions refreshed; the match's event was owed with its write (sent once).
-    Refused, as the confirm itself is, when a close took the records' period meanwhile."""
+    worker died in between or that a close refused part-way: its records confirmed (each a
+    conditional write, a no-op when done), the reconciliation's exceptions refreshed; the match's
+    event was owed with its write (sent once). Refused, as the confirm itself is, when a close took
+    the records' period meanwhile."""
     environment = match.environment
     period_closes.refuse_match(ports, environment, match, "confirming")
     members = ports.matches.members(environment, match.id)

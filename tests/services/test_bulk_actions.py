@@ -200,6 +200,36 @@ def test_a_confirm_cut_short_is_not_finished_by_the_retry_once_a_close_took_its_
         "pending_confirmation"}
 
 
+def test_a_later_confirm_finishes_a_confirmed_match_whose_records_were_left_awaiting_confirmation(
+        ports, world, monkeypatch):
+    # The first action's confirm stopped between the match and its records (a close refused the rest,
+    # or its worker died and nobody retried yet): another bulk confirm finishes them, not "already confirmed".
+    who = caller(world, Role.APPROVER)
+    first_action = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"][:1])
+    def dies(*args, **kwargs):
+        raise RuntimeError("died between the match and its records")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ports.claims, "confirm_record", dies)
+        with pytest.raises(RuntimeError):
+            service.process(ports, ENV, first_action.id)
+    first = world["matches"][0]
+    records = [m.record_id for m in ports.matches.members(ENV, first)]
+    assert {h.record.status.value for h in ports.claims.held_records(ENV, records)} == {"pending_confirmation"}
+
+    again = submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM, world["matches"])
+    done = service.process(ports, ENV, again.id)
+
+    results = service.results_page(ports, done, -1, 10)[0]
+    assert [r.status for r in results] == [ItemStatus.SUCCEEDED] * len(world["matches"])
+    assert {h.record.status.value for h in ports.claims.held_records(ENV, records)} == {"reconciled"}
+    assert len(published(ports, "reconciliation_match.confirmed")) == len(world["matches"])  # the first's, once
+    nothing_left = service.process(ports, ENV, submit(ports, who, BulkTarget.MATCHES, BulkActionKind.CONFIRM,
+                                                       world["matches"]).id)
+    assert {(r.status, r.error) for r in service.results_page(ports, nothing_left, -1, 10)[0]} == {
+        (ItemStatus.SKIPPED, "already confirmed")}
+
+
 def overlapping(ports, monkeypatch, target, name, calls: int):
     """`target.name` counted; its first `calls` calls (the first delivery's items) held part-way
     until released: the second delivery runs while the first's changes are under way."""
