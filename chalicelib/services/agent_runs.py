@@ -38,7 +38,7 @@ from chalicelib.domain.agents.runs import (
 )
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.csv_cells import spreadsheet_safe
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, DomainError, NotFound, TransitionRefused
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs
 from chalicelib.services.events import announce_agent_run
@@ -381,5 +381,9 @@ def fail_message(ports: Ports, message: Mapping[str, Any], error: BaseException)
 
 
 def _failed_by(error: BaseException) -> str:
-    """A run's error_message for an exception that stopped it."""
-    return f"the run failed: {type(error).__name__}: {str(error)[:300]}"
+    """A run's error_message for an exception that stopped it: a domain error's own message (written
+    for the client); for any other only its type, since its text may name the deployment's
+    resources (ARNs, buckets, hosts). The exception itself is in the operators' log."""
+    if isinstance(error, DomainError):
+        return f"the run failed: {str(error)[:300]}"
+    return f"the run failed on an internal error ({type(error).__name__}); the operators' log holds its details"

@@ -10,6 +10,7 @@ import pytest
 
 from chalicelib.domain.agents.runs import RUN_LEASE, AgentRunStatus, AgentRunTrigger
 from chalicelib.domain.clock import utc_now
+from chalicelib.domain.errors import NotFound
 from chalicelib.services import agent_runs, agents
 from tests.fakes import fake_ports
 
@@ -95,7 +96,7 @@ def test_the_last_delivery_failing_fails_the_run_and_frees_the_agent(ports, agen
     agent_runs.fail_message(ports, {"environment": ENV, "agent_id": agent.id, "run_id": going.id},
                             TimeoutError("read timed out"))
     failed = ports.agent_runs.get(ENV, agent.id, going.id)
-    assert failed.status is AgentRunStatus.FAILED and "TimeoutError: read timed out" in failed.error_message
+    assert failed.status is AgentRunStatus.FAILED and "internal error (TimeoutError)" in failed.error_message
     assert (ENV, agent.id) not in ports.agent_runs.running
 
 
@@ -171,14 +172,26 @@ class ScriptedModelName:
 
 def test_a_failure_inside_a_run_fails_it_with_the_reason_and_frees_the_agent(ports, agent):
     def broken_workbench(ports, agent, run):
-        raise RuntimeError("the prompt could not be built")
+        raise RuntimeError("the bucket arn:aws:s3:::recon-prod-payloads could not be read")
 
     run = agent_runs.queue_run(ports, ENV, agent.id)
     ports = replace(ports, language_model=lambda model: ScriptedModelName())
     failed = agent_runs.execute(ports, ENV, agent.id, run.id, broken_workbench)
     assert failed.status is AgentRunStatus.FAILED
-    assert failed.error_message == "the run failed: RuntimeError: the prompt could not be built"
+    # Not the exception's text: it may name the deployment's resources (the operators' log has it)
+    assert failed.error_message == ("the run failed on an internal error (RuntimeError); the operators' log holds "
+                                    "its details")
     assert (ENV, agent.id) not in ports.agent_runs.running
+
+
+def test_a_domain_error_inside_a_run_fails_it_with_its_own_message(ports, agent):
+    def workbench_of_a_gone_reconciliation(ports, agent, run):
+        raise NotFound("reconciliation 7 not found")
+
+    run = agent_runs.queue_run(ports, ENV, agent.id)
+    ports = replace(ports, language_model=lambda model: ScriptedModelName())
+    failed = agent_runs.execute(ports, ENV, agent.id, run.id, workbench_of_a_gone_reconciliation)
+    assert failed.error_message == "the run failed: reconciliation 7 not found"
 
 
 def test_the_last_delivery_of_a_firing_failing_fails_the_run_it_made(ports, agent):
