@@ -60,6 +60,10 @@ class Reconciliation:
     exceptions_refresh_requests: int = 0
     deleting: bool = False
     version: int = 1
+    # Streams an edit took out whose follow-up (adoptions forgotten, the records this reconciliation
+    # alone left partially reconciled reconciled: services/reconciliations.finish_leaving) is not
+    # done yet: written with the edit, taken off once done, so a crash in between loses nothing.
+    leaving_stream_keys: frozenset[str] = frozenset()
 
     @property
     def exceptions_refresh_pending(self) -> bool:

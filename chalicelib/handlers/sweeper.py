@@ -18,6 +18,7 @@ from chalicelib.services import (
     matches,
     reconciliation_exceptions,
     reconciliation_runs,
+    reconciliations,
     service_levels,
     webhooks,
 )
@@ -46,6 +47,7 @@ SWEEP_STEPS: tuple[SweepStep, ...] = (
     ("recounted_streams", data_streams.sweep_recounts),
     ("runs", reconciliation_runs.sweep),
     ("rolled_back_matches", matches.sweep_pending),
+    ("finished_stream_removals", reconciliations.sweep_leaving),  # read among those due a refresh: before it
     ("refreshed_exceptions", reconciliation_exceptions.sweep),
     ("abandoned_investigations", investigations.sweep),
     ("queued_webhook_deliveries", webhooks.sweep),

@@ -97,6 +97,28 @@ class TestReconciliationRepository:
         assert reconciliations.users_of_stream(ENV, "NOT A KEY") == []
         assert reconciliations.users_of_stream(OTHER_ENV, "fees") == []
 
+    def test_streams_taken_out_are_leaving_until_said_left_and_ask_a_refresh(self, reconciliations, clock):
+        reconciliations.add(reconciliation(1, side_a=("bank", "card"), side_b=("ledger",)))
+        previous = reconciliations.get(ENV, 1)
+        reconciliations.save(edited(previous, clock, name="Renamed"), previous)
+        renamed = reconciliations.get(ENV, 1)
+        assert (renamed.leaving_stream_keys, renamed.exceptions_refresh_requests) == (frozenset(), 0)
+
+        reconciliations.save(edited(renamed, clock, side_a=["card"], side_b=["fees"]), renamed)
+        edited_once = reconciliations.get(ENV, 1)
+        assert edited_once.leaving_stream_keys == {"bank", "ledger"}
+        assert edited_once.exceptions_refresh_pending and edited_once.exceptions_refresh_requests == 1
+        reconciliations.save(edited(edited_once, clock, side_a=["fees2"], side_b=["fees"]), edited_once)
+        assert reconciliations.get(ENV, 1).leaving_stream_keys == {"bank", "ledger", "card"}
+
+        reconciliations.streams_left(ENV, 1, ["bank", "card"])
+        reconciliations.streams_left(ENV, 1, ["bank"])  # said again
+        reconciliations.streams_left(ENV, 1, [])
+        reconciliations.streams_left(ENV, 9, ["bank"])  # gone: nothing to say
+        assert reconciliations.get(ENV, 1).leaving_stream_keys == {"ledger"}
+        reconciliations.streams_left(ENV, 1, ["ledger"])
+        assert reconciliations.get(ENV, 1).leaving_stream_keys == frozenset()
+
     def test_a_usage_left_by_a_refused_edit_holds_its_stream_until_stale(self, reconciliations, runs, clock):
         reconciliations.add(reconciliation(1))
         runs.claim_slot(ENV, 1, 7)

@@ -4,6 +4,7 @@ and the slot part of `adapters/dynamodb/runs.py` keep them: the run fake shares 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -121,14 +122,24 @@ class FakeReconciliationRepository:
         if stored.version != updated.version - 1 or stored.deleting or \
                 stored.current_run_id is not None:
             raise self._refusal(environment, updated.id)
+        removed = [k for k in previous.stream_keys if not updated.uses(k)]
         row.reconciliation = replace(
             stored, name=updated.name, run_type=updated.run_type, side_a_stream_keys=tuple(updated.side_a_stream_keys),
             side_b_stream_keys=tuple(updated.side_b_stream_keys), exception_after_days=updated.exception_after_days,
-            updated_at=stored_time(updated.updated_at), version=updated.version)
-        for stream_key in (k for k in previous.stream_keys if not updated.uses(k)):
+            updated_at=stored_time(updated.updated_at), version=updated.version,
+            leaving_stream_keys=stored.leaving_stream_keys | set(removed))
+        if removed:  # the refresh that resolves their exceptions, requested by the same write
+            self.request_exceptions_refresh(environment, updated.id)
+        for stream_key in removed:
             usage = self.usages.get((environment, stream_key, updated.id))
             if usage is not None and usage.version <= updated.version:
                 del self.usages[(environment, stream_key, updated.id)]
+
+    def streams_left(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        row = self.rows.get((environment, reconciliation_id))
+        if row is not None:
+            row.reconciliation = replace(row.reconciliation,
+                                         leaving_stream_keys=row.reconciliation.leaving_stream_keys - set(stream_keys))
 
     def mark_deleting(self, environment: str, reconciliation_id: int) -> Reconciliation:
         """Hide it unless a run is current; repeating it is allowed."""

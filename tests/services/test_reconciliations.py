@@ -1,4 +1,6 @@
 """Reconciliation use cases (services/reconciliations.py) on the fakes."""
+from datetime import timedelta
+
 import pytest
 
 from chalicelib.domain.clock import utc_now
@@ -6,7 +8,12 @@ from chalicelib.domain.matches import MatchStatus
 from chalicelib.domain.reconciliations import ReconciliationRunning, RunType
 from chalicelib.services.matches import create_manual_match, reconcile_left_behind
 from chalicelib.services.reconciliation_rules import create_rule
-from chalicelib.services.reconciliations import create_reconciliation, delete_reconciliation, update_reconciliation
+from chalicelib.services.reconciliations import (
+    create_reconciliation,
+    delete_reconciliation,
+    sweep_leaving,
+    update_reconciliation,
+)
 from tests.services.conftest import ENV, matched_by_a_run, new_reconciliation, record, streams
 
 
@@ -84,3 +91,51 @@ def test_records_of_a_stream_nobody_else_uses_keep_what_the_delete_left_them(por
 
     assert _statuses(ports, bank) == ["unreconciled", "reconciled", "unreconciled", "unreconciled"]
     assert _statuses(ports, ledger) == ["unreconciled"] * 3
+
+
+def _an_edit_that_stops_after_its_save(ports, monkeypatch, reconciliation_id, **change):
+    def dies(*args, **kwargs):
+        raise RuntimeError("the request died after the save")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ports.claims, "forget_adoptions", dies)
+        with pytest.raises(RuntimeError):
+            update_reconciliation(ports, ENV, reconciliation_id, **change)
+
+
+def test_an_edit_that_stopped_after_its_save_is_finished_by_the_next_edit(ports, shared_bank, monkeypatch):
+    _, to_fees, bank = shared_bank
+    streams(ports, "cash")
+
+    _an_edit_that_stops_after_its_save(ports, monkeypatch, to_fees.id, side_a=["cash"])
+
+    saved = ports.reconciliations.get(ENV, to_fees.id)
+    assert saved.side_a_stream_keys == ("cash",) and saved.leaving_stream_keys == {"bank"}
+    assert saved.exceptions_refresh_pending  # requested by the save itself: bank's exception resolves
+    assert _statuses(ports, bank)[0] == "partially_reconciled"  # fees no longer uses bank: left to finish
+
+    update_reconciliation(ports, ENV, to_fees.id, side_a=["bank"])  # and the stream comes back
+
+    assert _statuses(ports, bank) == ["reconciled", "reconciled", "pending_confirmation", "unreconciled"]
+    assert ports.reconciliations.get(ENV, to_fees.id).leaving_stream_keys == frozenset()
+
+
+def test_the_sweeper_finishes_an_edit_that_stopped_after_its_save_once_no_request_can_still_be_at_it(
+        ports, shared_bank, monkeypatch):
+    _, to_fees, bank = shared_bank
+    streams(ports, "cash")
+    _an_edit_that_stops_after_its_save(ports, monkeypatch, to_fees.id, side_a=["cash"])
+    saved = ports.reconciliations.get(ENV, to_fees.id)
+    saved_at = saved.updated_at
+
+    assert sweep_leaving(ports, saved_at + timedelta(minutes=5))["finished"] == 0  # its own request may still be at it
+    ports.reconciliations.mark_exceptions_refreshed(ENV, to_fees.id, saved_at + timedelta(minutes=1),
+                                                    saved.exceptions_refresh_requests)  # the refresh the save asked
+    assert sweep_leaving(ports, saved_at + timedelta(minutes=20))["finished"] == 0  # refreshed: not due for an hour
+    assert _statuses(ports, bank)[0] == "partially_reconciled"
+
+    assert sweep_leaving(ports, saved_at + timedelta(minutes=62)) == {"finished": 1, "errors": 0}
+
+    assert _statuses(ports, bank) == ["reconciled", "reconciled", "pending_confirmation", "unreconciled"]
+    assert ports.reconciliations.get(ENV, to_fees.id).leaving_stream_keys == frozenset()
+    assert sweep_leaving(ports, saved_at + timedelta(minutes=125))["finished"] == 0

@@ -118,18 +118,23 @@ class ReconciliationRepository:
                                 names={"#v": "version"}, values={":v": updated.version})
             except ConditionFailed:
                 pass  # a later edit wrote it already
+        # Streams taken out are kept as leaving until their follow-up is done, and the exceptions
+        # refresh that resolves theirs is requested by the same write.
+        leaving = (" REMOVE exceptions_refreshed_at ADD leaving_stream_keys :leaving, exceptions_refresh_requests :one"
+                   if removed else "")
         try:
             self._table.update(
                 keys.reconciliation(environment, updated.id),
                 "SET #name = :name, run_type = :run_type, side_a_stream_keys = :a, side_b_stream_keys = :b, "
-                "exception_after_days = :days, updated_at = :updated_at, #v = :version",
+                "exception_after_days = :days, updated_at = :updated_at, #v = :version" + leaving,
                 condition="attribute_exists(pk) AND #v = :expected AND attribute_not_exists(deleting) "
                           "AND attribute_not_exists(current_run_id)",
                 names={"#v": "version", "#name": "name"},
                 values={":name": updated.name, ":run_type": updated.run_type.value,
                         ":a": list(updated.side_a_stream_keys), ":b": list(updated.side_b_stream_keys),
                         ":days": updated.exception_after_days, ":updated_at": iso(updated.updated_at),
-                        ":version": updated.version, ":expected": updated.version - 1},
+                        ":version": updated.version, ":expected": updated.version - 1,
+                        **({":leaving": set(removed), ":one": 1} if removed else {})},
             )
         except ConditionFailed:
             # The usages just added stay: they stop holding their streams once stale.
@@ -140,6 +145,17 @@ class ReconciliationRepository:
                                    condition="#v <= :v", names={"#v": "version"}, values={":v": updated.version})
             except ConditionFailed:
                 pass  # gone already, or re-added by a later edit
+
+    def streams_left(self, environment: str, reconciliation_id: int, stream_keys: Iterable[str]) -> None:
+        """The follow-up of these leaving streams is done (a no-op when it was said already)."""
+        done = set(stream_keys)
+        if not done:
+            return
+        try:
+            self._table.update(keys.reconciliation(environment, reconciliation_id), "DELETE leaving_stream_keys :done",
+                               condition="attribute_exists(pk)", values={":done": done})
+        except ConditionFailed:
+            pass  # the reconciliation is gone
 
     def mark_deleting(self, environment: str, reconciliation_id: int) -> Reconciliation:
         """Hide it (404, out of the list) unless a run is current; repeating it is allowed, so a
@@ -253,6 +269,7 @@ class ReconciliationRepository:
             exceptions_refreshed_at=parse_optional_iso(item.get("exceptions_refreshed_at")),
             exceptions_refresh_requests=int(item.get("exceptions_refresh_requests", 0)),
             deleting=bool(item.get("deleting")), version=item.get("version", 1),
+            leaving_stream_keys=frozenset(item.get("leaving_stream_keys") or ()),
         )
 
 
