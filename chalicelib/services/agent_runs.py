@@ -38,7 +38,7 @@ from chalicelib.domain.agents.runs import (
 )
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.csv_cells import spreadsheet_safe
-from chalicelib.domain.errors import Conflict, DomainError, NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, DomainError, NotFound, TransitionRefused, failure_reason
 from chalicelib.observability import logger
 from chalicelib.services import browser_runs
 from chalicelib.services.events import announce_agent_run
@@ -345,7 +345,7 @@ def _deliver(ports: Ports, agent: Agent, run: AgentRun) -> AgentRun:
             outcomes.append(Delivery(recipient, "sent", message_id=ports.mailer.send(recipient, subject, body,
                                                                                      attachments)))
         except Exception as error:  # recorded, and the others still go
-            outcomes.append(Delivery(recipient, "failed", error=str(error)[:500]))
+            outcomes.append(Delivery(recipient, "failed", error=failure_reason(str(error))))
     return ports.agent_runs.save(replace(run, deliveries=tuple(outcomes)), expected=(RUNNING,))
 
 

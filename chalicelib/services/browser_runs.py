@@ -16,7 +16,6 @@ run of the agent logs in meanwhile. Each task is safe to repeat: it looks at the
 """
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -36,7 +35,7 @@ from chalicelib.domain.agents.browser import (
 from chalicelib.domain.agents.definition import AgentKind
 from chalicelib.domain.agents.runs import AgentRun, AgentRunStatus, OutputFile, Step
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, failure_reason
 from chalicelib.domain.executions import execution_name, resume_label
 from chalicelib.domain.ingestion import JobSource, OnConflict
 from chalicelib.observability import logger
@@ -93,7 +92,7 @@ def attempt(ports: Ports, environment: str, agent_id: str, run_id: int) -> dict[
         outcome = _drive(ports, agent, run)
     except Exception as error:  # the run fails with the reason rather than as a bare task failure
         logger.exception("browser run attempt failed")
-        outcome = PortalFailed("run", f"{type(error).__name__}: {str(error)[:300]}", ())
+        outcome = PortalFailed("run", failure_reason(error, limit=300), ())
     return {"status": _conclude(ports, agent, run, outcome).status.value}
 
 
@@ -130,7 +129,7 @@ def give_up(ports: Ports, environment: str, agent_id: str, run_id: int, error: d
     if run is None:
         return
     _stop_asking(ports, run)
-    _finish_failed(ports, run, f"the browser run failed: {_cause(error or {})}")
+    _finish_failed(ports, run, f"the browser run failed: {failure_reason(error or {}, limit=300)}")
 
 
 def _unfinished(ports: Ports, environment: str, agent_id: str, run_id: int) -> AgentRun | None:
@@ -140,19 +139,6 @@ def _unfinished(ports: Ports, environment: str, agent_id: str, run_id: int) -> A
     except NotFound:
         return None
     return None if run.finished else run
-
-
-def _cause(error: dict[str, Any]) -> str:
-    """`{Error, Cause}` of a Catch as words: on AWS a Lambda error's Cause is JSON (errorMessage,
-    errorType, stackTrace), of which the message is what a person needs."""
-    cause: Any = error.get("Cause") or ""
-    try:
-        parsed = json.loads(cause)
-        cause = parsed.get("errorMessage", cause) if isinstance(parsed, dict) else cause
-    except (TypeError, ValueError):
-        pass
-    cause = str(cause)[:300]
-    return f"{error.get('Error', 'an error')}" + (f": {cause}" if cause else "")
 
 
 def _stop_asking(ports: Ports, run: AgentRun) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from chalicelib.domain.audit import AuditQuery, system_actor
 from chalicelib.domain.clock import parse_iso, utc_now
-from chalicelib.domain.errors import TransitionRefused, shown
+from chalicelib.domain.errors import TransitionRefused, failure_reason
 from chalicelib.domain.events import Event
 from chalicelib.domain.exports import (
     COLUMNS,
@@ -164,10 +164,9 @@ def fail(xp: ExportPorts, environment: str, export_id: int, error: Exception | s
     if not export.finished:
         if export.upload_id and export.file_key:
             xp.files.abort_upload(export.file_key, export.upload_id)
-        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         try:
             export = xp.exports.move(export, ExportStatus.FAILED, completed_at=utc_now(),
-                                     error_message=shown(reason, 500))
+                                     error_message=failure_reason(error))
         except TransitionRefused:
             export = xp.exports.get(environment, export_id)
     _announce(xp, export)

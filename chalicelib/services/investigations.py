@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, shown
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, ValidationFailed, failure_reason, shown
 from chalicelib.domain.events import Event
 from chalicelib.domain.investigations.investigation import Investigation, InvestigationStatus
 from chalicelib.domain.matches import Match, check_manual_match
@@ -106,7 +106,7 @@ def fail(ports: Ports, environment: str, investigation_id: int, error: Exception
     if not investigation.finished:
         investigation = move_or_reload(ports.investigations, investigation, InvestigationStatus.FAILED,
                                        completed_at=utc_now(),
-                                       error_message=shown(f"{type(error).__name__}: {error}", 500))
+                                       error_message=failure_reason(error))
     _announce(ports, investigation)
 
 

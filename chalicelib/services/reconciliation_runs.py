@@ -33,7 +33,6 @@ beat the heartbeat for ever, holding the slot, so one rule serves every phase.)
 """
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib.domain import event_data
 from chalicelib.domain.audit import system_actor
 from chalicelib.domain.clock import utc_now
-from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, shown
+from chalicelib.domain.errors import Conflict, NotFound, TransitionRefused, failure_reason
 from chalicelib.domain.events import Event
 from chalicelib.domain.executions import MAP_ITEM_FAILED
 from chalicelib.domain.executions import execution_name as workflow_name
@@ -753,12 +752,5 @@ def _adopt(ports: Ports, environment: str, reconciliation_id: int, stream_key: s
 # Helpers ------------------------------------------------------------------------------------------
 
 def describe_error(error: Any) -> str:
-    """Step Functions hands over {"Error", "Cause"}; the cause of a Lambda error is JSON."""
-    if isinstance(error, dict):
-        cause = error.get("Cause")
-        try:
-            cause = json.loads(cause).get("errorMessage", cause) if isinstance(cause, str) else cause
-        except ValueError:
-            pass
-        return shown(f"{error.get('Error', 'error')}: {cause}", 500)
-    return shown(error or "the run failed", 500)
+    """Step Functions hands over {"Error", "Cause"} (domain/errors.failure_reason)."""
+    return failure_reason(error, otherwise="the run failed")

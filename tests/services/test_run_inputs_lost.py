@@ -2,6 +2,7 @@
 that needs them says so (RunInputsLost, which the state machine does not retry), and the fail
 phase undoes from the table alone. tests/integration/test_run_crash_points.py kills a run at
 each step of its writes on moto."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -76,3 +77,16 @@ def test_a_run_killed_mid_chunk_whose_plan_is_lost_is_undone_from_the_table(load
     assert all(ports.matches.members(ENV, i) == [] for i in chunk_1)  # and its members gone
     assert ports.runs.get(ENV, run.id).status is RunStatus.FAILED
     assert ports.reconciliations.get(ENV, reconciliation.id).current_run_id is None
+
+
+def test_a_run_failed_by_an_aws_error_says_why_without_naming_the_deployment(loaded, reconciliation):
+    ports, run, _ = loaded
+    cause = json.dumps({"errorType": "ClientError", "errorMessage": (
+        "An error occurred (AccessDenied) when calling the GetObject operation: User: arn:aws:sts::123456789012:"
+        "assumed-role/recon-prod-runs/recon-prod is not authorized to perform: s3:GetObject")})
+
+    give_up(ports, ENV, run.id, {"Error": "ClientError", "Cause": cause})
+
+    assert ports.runs.get(ENV, run.id).error_message == (
+        "ClientError: An error occurred (AccessDenied) when calling the GetObject operation: User: <hidden> is not "
+        "authorized to perform: s3:GetObject")
