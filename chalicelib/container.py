@@ -265,7 +265,9 @@ class Container:
                       index_settle=timedelta(0) if settings.local_mode else INDEX_SETTLE,
                       agent=AgentLimits(max_turns=settings.agent_max_turns, max_tokens=settings.agent_max_tokens,
                                         max_seconds=settings.agent_max_seconds,
-                                        verification_wait_seconds=settings.verification_timeout_seconds))
+                                        verification_wait_seconds=settings.verification_timeout_seconds,
+                                        models=None if settings.agent_models is None else frozenset(
+                                            m.strip() for m in settings.agent_models.split(",") if m.strip())))
 
     @cached_property
     def audit(self) -> AuditRepository:

@@ -147,6 +147,9 @@ class Settings(BaseModel):
     # Completions server (Ollama, llama.cpp's server, vLLM). None: bedrock on AWS, openai locally.
     model_provider: Literal["bedrock", "openai"] | None = None
     default_model: str | None = None  # None: the provider's default (adapters/language_models.py)
+    # The models an agent may name (comma-separated ids), besides null (the default above); unset:
+    # any the provider serves. Bedrock bills the account for whichever model a tenant's agent names.
+    agent_models: str | None = None
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("RECON_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(

@@ -115,6 +115,8 @@ def stage_config(stage: str, outputs: dict[str, str], base: dict | None = None, 
             # kept by the stack.
             "RECON_MAIL_SENDER": outputs["MailFrom"],
             "RECON_DEFAULT_MODEL": outputs["ModelId"],
+            # The account pays for whichever model an agent names: a tenant's agents name only the stage's.
+            "RECON_AGENT_MODELS": outputs["ModelId"],
             # A stack deployed before the parameter has no such output: its functions ran with `auto`.
             "RECON_DYNAMODB_CLIENT": outputs.get("DynamoDbClient", "auto"),
             # This release reads a run's match members carried by the match item, but an older function

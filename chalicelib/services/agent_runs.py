@@ -218,6 +218,9 @@ def _run(ports: Ports, run: AgentRun, workbench: Workbench) -> AgentRun | None:
             return _fail(ports, run, "the agent was deleted before its run started")
         model = None
         if agent.kind is not AgentKind.BROWSER:
+            refused = ports.limits.agent.refused_model(agent.model)  # an agent saved before the list changed
+            if refused is not None:
+                return _fail(ports, run, refused)
             try:
                 model = ports.language_model(agent.model)
             except ModelError as error:

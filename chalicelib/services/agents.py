@@ -222,6 +222,9 @@ def _checked(ports: Ports, environment: str, given: Mapping[str, Any]) -> dict[s
             checked[name] = check()
         except ValidationFailed as failed:
             errors += failed.errors
+    refused = ports.limits.agent.refused_model(given["model"])
+    if refused is not None:
+        errors.append(FieldError("model", refused))
     if errors:
         raise ValidationFailed(errors)
     return {**checked, "description": given["description"], "instructions": given["instructions"],

@@ -622,6 +622,14 @@ class AgentLimits:
     max_seconds: int = 420
     reply_tokens: int = 4096  # one reply of the model at most
     verification_wait_seconds: int = 1800  # a browser run paused for a code (settings.verification_timeout_seconds)
+    models: frozenset[str] | None = None  # the models an agent may name (settings.agent_models); None: any
+
+    def refused_model(self, model: str | None) -> str | None:
+        """Why an agent may not name `model` (None: it may; null is the default model, always allowed)."""
+        if model is None or self.models is None or model in self.models:
+            return None
+        allowed = ", ".join(sorted(self.models)) or "none: leave model null for the default"
+        return f"model {model!r} is not offered here; the models agents may name: {allowed}"
 
 
 @dataclass(frozen=True)

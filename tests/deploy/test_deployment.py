@@ -509,8 +509,8 @@ def test_the_dashboard_is_deployed_and_shows_every_deployed_function(deployment)
 def test_the_functions_mail_from_and_call_the_model_the_deploy_was_given(deployment):
     for name, configuration in deployment.functions.items():
         variables = configuration["Environment"]["Variables"]
-        assert (variables["RECON_MAIL_SENDER"], variables["RECON_DEFAULT_MODEL"]) == (
-            MAIL_FROM, "amazon.nova-pro-v1:0"), name
+        assert (variables["RECON_MAIL_SENDER"], variables["RECON_DEFAULT_MODEL"], variables["RECON_AGENT_MODELS"]) == (
+            MAIL_FROM, "amazon.nova-pro-v1:0", "amazon.nova-pro-v1:0"), name
 
 
 # --- sign-in: the user pool, and how the API verifies its tokens -------------------------------

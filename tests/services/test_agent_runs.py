@@ -12,6 +12,7 @@ from chalicelib.domain.agents.runs import RUN_LEASE, AgentRunStatus, AgentRunTri
 from chalicelib.domain.clock import utc_now
 from chalicelib.domain.errors import NotFound
 from chalicelib.services import agent_runs, agents
+from chalicelib.services.ports import AgentLimits
 from tests.fakes import fake_ports
 
 ENV = "acme"
@@ -233,3 +234,15 @@ def test_a_run_starts_three_agent_runs_at_most_and_reads_no_input_over_the_bound
     assert [a.is_error for a in answers] == [False, False, False, True] and "at most 3" in answers[3].content
     read = tools.call(ToolCall("r", "read_input_file", {"filename": "huge.csv"}))
     assert read.is_error and "at most" in read.content
+
+
+def test_a_run_of_an_agent_whose_model_is_no_longer_offered_fails_saying_so(ports, agent):
+    named = agents.update_agent(ports, ENV, agent.id, {"model": "anthropic.claude-opus-4-v1:0"})
+    ports = replace(ports, limits=replace(ports.limits, agent=AgentLimits(models=frozenset({"amazon.nova-pro-v1:0"}))),
+                    language_model=lambda model: ScriptedModelName())
+    run = agent_runs.queue_run(ports, ENV, named.id)
+    failed = agent_runs.execute(ports, ENV, named.id, run.id, lambda *args: pytest.fail("no workbench is built"))
+    assert failed.status is AgentRunStatus.FAILED
+    assert failed.error_message == ("model 'anthropic.claude-opus-4-v1:0' is not offered here; the models agents "
+                                    "may name: amazon.nova-pro-v1:0")
+    assert (ENV, agent.id) not in ports.agent_runs.running

@@ -2,11 +2,14 @@
 (mentions that exist, one file-drop handler per environment) and PATCH merging."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from chalicelib.domain.agents.schedule import Cadence, Schedule
 from chalicelib.domain.errors import Conflict, NotFound, ValidationFailed
 from chalicelib.services.agents import create_agent, delete_agent, update_agent
+from chalicelib.services.ports import AgentLimits
 from tests.services.conftest import ENV, new_reconciliation, streams
 
 
@@ -77,3 +80,16 @@ def test_a_patch_changes_only_what_it_gives_and_never_the_kind(ports):
         update_agent(ports, ENV, agent.id, {"cadence": "weekly"})  # a weekly agent needs its day
     with pytest.raises(NotFound):
         update_agent(ports, "elsewhere", agent.id, {"name": "B"})
+
+
+def test_an_agent_names_only_a_model_the_operator_offers(ports):
+    ports = replace(ports, limits=replace(ports.limits, agent=AgentLimits(models=frozenset({"amazon.nova-pro-v1:0"}))))
+    with pytest.raises(ValidationFailed) as refused:
+        create_agent(ports, ENV, {"name": "Costly", "model": "anthropic.claude-opus-4-v1:0"})
+    assert [(e.field, e.message) for e in refused.value.errors] == [
+        ("model", "model 'anthropic.claude-opus-4-v1:0' is not offered here; the models agents may name: "
+                  "amazon.nova-pro-v1:0")]
+    agent = create_agent(ports, ENV, {"name": "Listed", "model": "amazon.nova-pro-v1:0"})
+    assert create_agent(ports, ENV, {"name": "Default"}).model is None  # null: the default, always offered
+    with pytest.raises(ValidationFailed):
+        update_agent(ports, ENV, agent.id, {"model": "anthropic.claude-opus-4-v1:0"})
